@@ -1,0 +1,148 @@
+"""``llmbench run``: one load level, vLLM-style numbers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import metrics
+from .client import RequestParams, Timeouts
+from .load import arrivals
+from .load.fixed import run_closed, run_open
+from .load.monitor import busy
+from .load.session import Session
+from .report import console
+from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
+from .runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness, PreflightError)
+from .target import Target
+from .workload import Workload
+
+
+@dataclass
+class RunPlan:
+    target: Target
+    workload: Workload
+    params: RequestParams = field(default_factory=RequestParams)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    concurrency: int | None = None
+    rate: float | None = None
+    burstiness: float = 1.0
+    arrival: str = "gamma"
+    max_concurrency: int | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+    think_s: tuple[float, float] = (0.0, 0.0)
+    seed: int = 0
+    out: Path | None = Path("results")
+    label: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    save_result: Path | None = None
+    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    metric_percentiles: tuple[float, ...] = (99.0,)
+    goodput_slo_ms: dict[str, float] | None = None
+    stall_s: float = 1.0
+    progress: bool | None = None
+    served_by_header: str | None = None
+    count_tokens: Any = None
+    fail_on_overload: bool = False
+
+
+def _live(session: Session, events_last_s: int) -> str:
+    c = session.counters
+    return (f"in flight {c.in_flight:4d}  done {c.done:6d}  failed {c.failed:4d}  "
+            f"~{events_last_s:5d} tok/s")
+
+
+async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
+    convs = plan.workload.conversations
+    harness = Harness(plan.target, plan.params, plan.timeouts, run_dir,
+                      max_connections=max(plan.concurrency or 0, plan.max_concurrency or 0, 64) + 16,
+                      count_tokens=plan.count_tokens, served_by_header=plan.served_by_header,
+                      progress=plan.progress)
+    t0_holder: dict[str, float] = {}
+
+    async def body(session: Session) -> None:
+        if plan.rate is not None:
+            n = plan.requests or max(int(plan.rate * (plan.duration_s or 60)), 1)
+            offsets = arrivals.schedule(n, plan.rate, plan.burstiness, plan.seed, plan.arrival)
+            t0_holder["t0"] = await run_open(session, convs, offsets, plan.max_concurrency,
+                                             plan.warmup, plan.think_s, plan.seed)
+        else:
+            t0_holder["t0"] = await run_closed(session, convs, plan.concurrency or 1, plan.requests,
+                                               plan.duration_s, plan.warmup, plan.think_s, plan.seed)
+
+    _, session = await harness.execute(body, _live)
+    records = session.records
+    t0 = t0_holder.get("t0")
+    percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(plan.metric_percentiles))
+    summary = metrics.summarize(records, t0=t0, goodput_slo_ms=plan.goodput_slo_ms,
+                                stall_s=plan.stall_s, percentiles=percentiles)
+    mon = busy(harness.monitor.samples)
+    status = "partial" if harness.interrupted else "complete"
+    run = {
+        "schema_version": SCHEMA_VERSION, "kind": "run", "status": status,
+        "started_at": harness.t0_epoch, "t0_perf": harness.t0_perf,
+        "labels": plan.labels,
+        "config": {
+            "target": plan.target.describe(),
+            "load": {"concurrency": plan.concurrency, "rate": plan.rate,
+                     "burstiness": plan.burstiness, "arrival": plan.arrival,
+                     "max_concurrency": plan.max_concurrency, "requests": plan.requests,
+                     "duration_s": plan.duration_s, "warmup": plan.warmup,
+                     "think_s": list(plan.think_s), "seed": plan.seed},
+            "request": {"stream": plan.params.stream, "temperature": plan.params.temperature,
+                        "ignore_eos": plan.params.ignore_eos,
+                        "extra_body_keys": sorted(plan.params.extra_body)},
+            "timeouts": plan.timeouts.__dict__,
+            "goodput_slo_ms": plan.goodput_slo_ms,
+        },
+        "workload": plan.workload.describe(),
+        "environment": environment(),
+        "monitor": {**mon, "samples": [s.__dict__ for s in harness.monitor.samples]},
+        "summary": summary,
+    }
+    if run_dir is not None:
+        write_json(run_dir / "run.json", clean_nan(run))
+    code = EXIT_OK
+    if harness.interrupted:
+        code = EXIT_INTERRUPTED
+    elif plan.fail_on_overload and mon["overloaded"]:
+        code = EXIT_OVERLOADED
+    return run, code
+
+
+def execute(plan: RunPlan) -> int:
+    run_dir = new_run_dir(plan.out, "run", plan.label) if plan.out else None
+    try:
+        run, code = asyncio.run(_run(plan, run_dir))
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if run_dir is not None:
+            write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": "run",
+                                              "status": "failed", "error": str(exc),
+                                              "config": {"target": plan.target.describe()}})
+        return exc.exit_code
+    s = run["summary"]
+    print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
+                               max_concurrency=plan.max_concurrency or plan.concurrency,
+                               request_rate=plan.rate))
+    print(console.extras(s, run["monitor"]))
+    for w in plan.workload.warnings:
+        print(f"note: {w}")
+    if run["status"] == "partial":
+        print("PARTIAL RESULT: the run was interrupted; the numbers cover what finished.")
+    if run_dir is not None:
+        print(f"Results: {run_dir}")
+    if plan.save_result is not None:
+        result = metrics.vllm_result(s, plan.percentile_metrics, plan.metric_percentiles)
+        result.update({"backend": plan.target.api, "model_id": plan.target.model,
+                       "num_prompts": s["requests"], "request_rate": plan.rate or float("inf"),
+                       "burstiness": plan.burstiness, "max_concurrency":
+                       plan.max_concurrency or plan.concurrency})
+        Path(plan.save_result).write_text(json.dumps(clean_nan(result), indent=2) + "\n")
+    return code

@@ -1,0 +1,402 @@
+"""The command line: parse flags, build a plan, call one entry point, print.
+
+Every user mistake becomes one line on stderr and exit code 2, never a traceback.
+"""
+
+
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from .runner import EXIT_USAGE
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
+datasets_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="Look at a workload before you send it.")
+app.add_typer(datasets_app, name="datasets")
+
+
+class UsageError(Exception):
+    pass
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+# -- shared option types -------------------------------------------------------------------------
+Url = Annotated[Optional[str], typer.Option(help="Server base URL, e.g. http://localhost:11434/v1 (OpenAI) or http://localhost:11434 (Ollama native).")]
+Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.")]
+Api = Annotated[Optional[str], typer.Option(help="openai-chat | openai | ollama (default: from the URL).")]
+ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.")]
+Header = Annotated[Optional[List[str]], typer.Option("--header", help="Extra request header K=V (repeatable). Values are never saved.")]
+Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME")]
+DatasetFormat = Annotated[Optional[str], typer.Option(help="sharegpt | jsonl | hf (default: from the file name).")]
+PromptTokens = Annotated[str, typer.Option(help="Synthetic prompt length in tokens: N or LO-HI.")]
+OutputTokens = Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", help="Reply length asked for: N or LO-HI (sent as max tokens).")]
+Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for files; count for synthetic).")]
+Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.")]
+Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (default o200k_base), approx, or a tokenizer.json path.")]
+Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.")]
+Label = Annotated[Optional[List[str]], typer.Option("--label", help="KEY=VALUE stored with the run (repeatable).")]
+Out = Annotated[Path, typer.Option(help="Folder for run folders.")]
+
+
+def _parse_labels(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"--label {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _parse_duration(text: str, flag: str) -> float:
+    """'90', '90s', '500ms', '2m' -> seconds."""
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            return float(t[:-2]) / 1000.0
+        if t.endswith("s"):
+            return float(t[:-1])
+        if t.endswith("m"):
+            return float(t[:-1]) * 60.0
+        if t.endswith("h"):
+            return float(t[:-1]) * 3600.0
+        return float(t)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a duration such as 30s, 500ms or 2m")
+
+
+def _parse_think(text: str) -> tuple[float, float]:
+    """'5s-10s', '3', '0' -> (lo, hi) seconds."""
+    if "-" in text.strip().lstrip("-"):
+        lo, hi = text.split("-", 1)
+        a, b = _parse_duration(lo, "--think"), _parse_duration(hi, "--think")
+    else:
+        a = b = _parse_duration(text, "--think")
+    if a < 0 or b < a:
+        raise UsageError(f"--think {text!r}: need 0 <= LO <= HI, e.g. 5s-10s")
+    return a, b
+
+
+def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, prompt_tokens: str,
+              output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
+              multi_turn: bool, extra: dict | None = None):
+    from .workload import WorkloadSpec, build_workload, load_tokenizer, parse_range
+    tok = load_tokenizer(tokenizer)
+    spec = WorkloadSpec(dataset=dataset, dataset_format=dataset_format, count=count, seed=seed,
+                        prompt_tokens=parse_range(prompt_tokens, "--prompt-tokens"),
+                        output_tokens=parse_range(output_tokens, "--output-tokens") if output_tokens else None,
+                        turns=turns, multi_turn=multi_turn, limit=limit, tokenizer=tokenizer,
+                        **(extra or {}))
+    if turns < 1:
+        raise UsageError("--turns must be at least 1")
+    return build_workload(spec, tok), tok
+
+
+def _target(url: str, model: str | None, api: str | None, api_key: str | None,
+            header: list[str] | None):
+    from .target import make_target
+    if not model:
+        raise UsageError("--model is required with --url (the name the server serves)")
+    return make_target(url, model, api, api_key, header)
+
+
+def _guard(fn):
+    """Turn our own input errors into one line and exit 2."""
+    from .results import RunFolderError
+    from .slo import ThresholdError
+    from .target import TargetError
+    from .workload import DatasetError, TokenizerError
+
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError,
+                RunFolderError) as exc:
+            raise fail(str(exc))
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__signature__ = __import__("inspect").signature(fn)  # type: ignore[attr-defined]
+    return wrapper
+
+
+# -- run -----------------------------------------------------------------------------------------
+@app.command()
+@_guard
+def run(
+    url: Url = None,
+    model: Model = None,
+    api: Api = None,
+    api_key: ApiKey = None,
+    header: Header = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Closed loop: N requests in flight.")] = None,
+    rate: Annotated[Optional[str], typer.Option(help="Open loop: requests per second (or inf).")] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of the gaps: 1 = Poisson, <1 burstier.")] = 1.0,
+    arrival: Annotated[str, typer.Option(help="gamma | poisson | constant")] = "gamma",
+    max_concurrency: Annotated[Optional[int], typer.Option(help="Open loop: cap on requests in flight.")] = None,
+    requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration).")] = None,
+    duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.")] = None,
+    warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.")] = 0,
+    dataset: Dataset = "synthetic",
+    dataset_format: DatasetFormat = None,
+    prompt_tokens: PromptTokens = "256",
+    output_tokens: OutputTokens = "128",
+    turns: Turns = 1,
+    multi_turn: Annotated[bool, typer.Option(help="ShareGPT: whole conversations instead of vLLM's single-turn sampling.")] = False,
+    think: Annotated[str, typer.Option(help="Pause between turns of a conversation, e.g. 5s-10s.")] = "0",
+    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="ShareGPT: fixed output length.")] = None,
+    limit: Limit = None,
+    tokenizer: Tokenizer = None,
+    seed: Seed = 0,
+    ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
+    temperature: Annotated[Optional[float], typer.Option()] = None,
+    extra_body: Annotated[Optional[str], typer.Option(help="JSON merged into every request body.")] = None,
+    stream: Annotated[bool, typer.Option(help="Stream replies (--no-stream: TTFT equals E2EL).")] = True,
+    timeout_connect: Annotated[float, typer.Option(help="Seconds to connect.")] = 10.0,
+    timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 300.0,
+    timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
+    timeout_total: Annotated[float, typer.Option(help="Seconds for a whole request.")] = 900.0,
+    save_result: Annotated[Optional[Path], typer.Option(help="Also write vLLM's result JSON here.")] = None,
+    percentile_metrics: Annotated[str, typer.Option(help="vLLM: metrics to print percentiles for.")] = "ttft,tpot,itl",
+    metric_percentiles: Annotated[str, typer.Option(help="vLLM: percentiles to print, e.g. 50,99.")] = "99",
+    goodput: Annotated[Optional[List[str]], typer.Option(help="vLLM SLO KEY:MS, e.g. ttft:500 (repeatable).")] = None,
+    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    label: Label = None,
+    out: Out = Path("results"),
+    progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+) -> None:
+    """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
+    from .bench import RunPlan, execute
+    from .client import RequestParams, Timeouts
+
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+    if concurrency is not None and concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    rate_f = None
+    if rate is not None:
+        try:
+            rate_f = float(rate)
+        except ValueError:
+            raise UsageError(f"--rate {rate!r}: expected a number of requests per second, or inf")
+        if not rate_f > 0:
+            raise UsageError("--rate must be > 0")
+    if arrival not in ("gamma", "poisson", "constant"):
+        raise UsageError(f"--arrival {arrival!r}: choose gamma, poisson or constant")
+    if burstiness <= 0:
+        raise UsageError("--burstiness must be > 0")
+    duration_s = _parse_duration(duration, "--duration") if duration else None
+    if requests is None and duration_s is None:
+        requests = 200
+    if requests is not None and requests < 1:
+        raise UsageError("--requests must be at least 1")
+    extra = {}
+    if extra_body:
+        try:
+            extra = json.loads(extra_body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
+        if not isinstance(extra, dict):
+            raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_p\": 0.9}'")
+    slo = {}
+    for g in goodput or []:
+        k, _, v = g.partition(":")
+        if k not in ("ttft", "tpot", "e2el") or not v:
+            raise UsageError(f"--goodput {g!r}: expected ttft:MS, tpot:MS or e2el:MS")
+        try:
+            slo[k] = float(v)
+        except ValueError:
+            raise UsageError(f"--goodput {g!r}: {v!r} is not a number of milliseconds")
+    pm = tuple(m.strip() for m in percentile_metrics.split(",") if m.strip())
+    for m in pm:
+        if m not in ("ttft", "tpot", "itl", "e2el"):
+            raise UsageError(f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el")
+    try:
+        mp = tuple(float(p) for p in metric_percentiles.split(","))
+    except ValueError:
+        raise UsageError(f"--metric-percentiles {metric_percentiles!r}: expected numbers like 50,90,99")
+    if any(not 0 < p < 100 for p in mp):
+        raise UsageError("--metric-percentiles must lie between 0 and 100")
+    labels = _parse_labels(label)
+    count = (requests or 1000) + warmup
+    with _maybe_mock(url) as (url_, model_):
+        tgt = _target(url_, model or model_, api, api_key, header)
+        wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
+                            turns, tokenizer, limit, multi_turn,
+                            {"sharegpt_output_len": sharegpt_output_len})
+        plan = RunPlan(target=tgt, workload=wl,
+                       params=RequestParams(stream=stream, temperature=temperature,
+                                            ignore_eos=ignore_eos, extra_body=extra),
+                       timeouts=Timeouts(timeout_connect, timeout_first_token, timeout_idle,
+                                         timeout_total),
+                       concurrency=concurrency if rate_f is None else None,
+                       rate=rate_f, burstiness=burstiness, arrival=arrival,
+                       max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
+                       warmup=warmup, think_s=_parse_think(think), seed=seed, out=out,
+                       label=labels.get("name") or "-".join(f"{v}" for v in labels.values()) or None,
+                       labels=labels, save_result=save_result, percentile_metrics=pm,
+                       metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
+                       served_by_header=served_by_header, count_tokens=tok.count)
+        if plan.concurrency is None and plan.rate is None:
+            plan.concurrency = 1
+        code = execute(plan)
+    raise typer.Exit(code)
+
+
+class _maybe_mock:
+    """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
+
+    def __init__(self, url: str | None, profile: str = "ollama", **overrides) -> None:
+        self.url = url
+        self.profile = profile
+        self.overrides = overrides
+        self.proc = None
+
+    def __enter__(self):
+        if self.url:
+            return self.url, None
+        from mock_server import MockProcess, make_config
+        cfg = make_config(self.profile, **self.overrides)
+        self.proc = MockProcess(cfg).__enter__()
+        typer.echo(f"No --url given: using the built-in mock ({self.profile} profile) at "
+                   f"{self.proc.url}", err=True)
+        return self.proc.url + "/v1", cfg.models[0]
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.__exit__(*exc)
+
+
+# -- mock ----------------------------------------------------------------------------------------
+@app.command()
+@_guard
+def mock(
+    ttft_ms: Annotated[Optional[float], typer.Option(help="Time to first token when idle (ms).")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option(help="Gap between tokens (ms).")] = None,
+    tokens_per_s: Annotated[Optional[float], typer.Option(help="Alternative to --itl-ms.")] = None,
+    tokens: Annotated[Optional[int], typer.Option(help="Reply length when the request sets none.")] = None,
+    natural_tokens: Annotated[Optional[int], typer.Option(help="Stop early here (EOS) unless ignore_eos.")] = None,
+    chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per streamed event.")] = None,
+    jitter: Annotated[Optional[float], typer.Option(help="+- fraction of randomness on each delay.")] = None,
+    models: Annotated[Optional[str], typer.Option(help="Model names served, comma-separated.")] = None,
+    seed: Annotated[Optional[int], typer.Option()] = None,
+    parallel: Annotated[Optional[int], typer.Option(help="Slots served at once (0 = unlimited).")] = None,
+    max_queue: Annotated[Optional[int], typer.Option(help="Waiting requests before rejecting (0 = unlimited).")] = None,
+    prefill_ms_per_token: Annotated[Optional[float], typer.Option(help="Prefill time per uncached prompt token.")] = None,
+    prefix_cache: Annotated[Optional[bool], typer.Option(help="Block-hashed LRU prefix cache.")] = None,
+    cache_blocks: Annotated[Optional[int], typer.Option(help="Prefix cache capacity in 16-token blocks.")] = None,
+    batch_slowdown: Annotated[Optional[float], typer.Option(help="k in step = itl * (1 + k * (running - 1)).")] = None,
+    fault_500: Annotated[Optional[float], typer.Option(help="Probability of HTTP 500.")] = None,
+    fault_429: Annotated[Optional[float], typer.Option(help="Probability of HTTP 429.")] = None,
+    fault_cut: Annotated[Optional[float], typer.Option(help="Probability of a stream cut part-way.")] = None,
+    fault_malformed: Annotated[Optional[float], typer.Option(help="Probability of a malformed event.")] = None,
+    fault_error_event: Annotated[Optional[float], typer.Option(help="Probability of an error event in the stream.")] = None,
+    fault_stall: Annotated[Optional[float], typer.Option(help="Probability of a mid-stream stall.")] = None,
+    stall_ms: Annotated[Optional[float], typer.Option(help="Length of a stall.")] = None,
+    fault_slow_first_byte: Annotated[Optional[float], typer.Option(help="Probability of a slow first byte.")] = None,
+    slow_first_byte_ms: Annotated[Optional[float], typer.Option()] = None,
+    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets.")] = None,
+    replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.")] = 1,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="First port (0 = any free).")] = 8000,
+    record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.")] = None,
+    record_prompts: Annotated[bool, typer.Option(help="Also log the request messages.")] = False,
+) -> None:
+    """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
+    import asyncio
+    from mock_server import make_config
+    from mock_server.server import serve_forever
+
+    if tokens_per_s is not None:
+        if tokens_per_s <= 0:
+            raise UsageError("--tokens-per-s must be > 0")
+        itl_ms = 1000.0 / tokens_per_s
+    if replicas < 1:
+        raise UsageError("--replicas must be at least 1")
+    try:
+        cfg = make_config(profile, ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
+                          natural_tokens=natural_tokens, chunk_tokens=chunk_tokens, jitter=jitter,
+                          models=models, seed=seed, parallel=parallel, max_queue=max_queue,
+                          prefill_ms_per_token=prefill_ms_per_token, prefix_cache=prefix_cache,
+                          cache_blocks=cache_blocks, batch_slowdown=batch_slowdown,
+                          fault_500=fault_500, fault_429=fault_429, fault_cut=fault_cut,
+                          fault_malformed=fault_malformed, fault_error_event=fault_error_event,
+                          fault_stall=fault_stall, stall_ms=stall_ms,
+                          fault_slow_first_byte=fault_slow_first_byte,
+                          slow_first_byte_ms=slow_first_byte_ms)
+    except ValueError as exc:
+        raise UsageError(str(exc))
+    total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
+                                          "fault_error_event", "fault_stall", "fault_slow_first_byte"))
+    if total > 1:
+        raise UsageError("fault probabilities add up to more than 1")
+    try:
+        asyncio.run(serve_forever(cfg, replicas, host, port, str(record) if record else None,
+                                  record_prompts, announce=False))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port")
+
+
+# -- datasets inspect ----------------------------------------------------------------------------
+@datasets_app.command("inspect")
+@_guard
+def datasets_inspect(
+    spec: Annotated[str, typer.Argument(help="synthetic | random | words | FILE | hf:NAME")],
+    dataset_format: DatasetFormat = None,
+    count: Annotated[int, typer.Option(help="Conversations to sample (synthetic/random/ShareGPT).")] = 1000,
+    prompt_tokens: PromptTokens = "256",
+    output_tokens: OutputTokens = None,
+    turns: Turns = 1,
+    multi_turn: Annotated[bool, typer.Option(help="ShareGPT: whole conversations.")] = False,
+    limit: Limit = None,
+    tokenizer: Tokenizer = None,
+    seed: Seed = 0,
+) -> None:
+    """Counts, length distributions and the fingerprint of a workload."""
+    import numpy as np
+    wl, tok = _workload(spec, dataset_format, count, seed, prompt_tokens, output_tokens, turns,
+                        tokenizer, limit, multi_turn)
+    convs = wl.conversations
+    p = np.array([t.prompt_tokens or 0 for c in convs for t in c.turns], dtype=float)
+    o = np.array([t.max_tokens for c in convs for t in c.turns if t.max_tokens], dtype=float)
+    n_turns = np.array([len(c.turns) for c in convs], dtype=float)
+
+    def dist(a: "np.ndarray") -> str:
+        if not len(a):
+            return "-"
+        return (f"min {a.min():.0f}  p50 {np.percentile(a, 50):.0f}  mean {a.mean():.1f}  "
+                f"p90 {np.percentile(a, 90):.0f}  max {a.max():.0f}")
+    typer.echo(f"source:         {wl.source}")
+    typer.echo(f"tokenizer:      {wl.tokenizer}")
+    typer.echo(f"conversations:  {len(convs)}")
+    typer.echo(f"user turns:     {int(n_turns.sum())}  ({dist(n_turns)} per conversation)")
+    typer.echo(f"prompt tokens:  {dist(p)}")
+    typer.echo(f"output tokens:  {dist(o)}")
+    typer.echo(f"fingerprint:    {wl.fingerprint}")
+    for w in wl.warnings:
+        typer.echo(f"note: {w}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

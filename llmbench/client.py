@@ -1,0 +1,315 @@
+"""Send one request, time it, and fill one Record. Never raises for anything a server does.
+
+The transport is httpx over aiohttp (``httpx-aiohttp``): measured on this project's 2-core
+machine, httpx's default transport delivered 128 concurrent 20 ms streams coalesced, aiohttp's
+kept the gaps (scripts/bench_client_accuracy.py re-checks it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from . import wire
+from .records import Record
+from .target import Target
+from .wire.events import END, ERROR, MALFORMED, TOKEN
+
+perf_counter = time.perf_counter
+
+# Response headers that name the backend which served a request, most specific first.
+SERVED_BY_HEADERS = ("x-llmbench-replica", "x-inference-pod", "x-served-by", "x-backend-server",
+                     "x-upstream-addr", "x-litellm-model-api-base")
+QUEUE_HEADER = "x-llmbench-queue-ms"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0
+    first_token_s: float = 300.0
+    idle_s: float = 60.0
+    total_s: float = 900.0
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    stream: bool = True
+    temperature: float | None = None
+    ignore_eos: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
+                "extra_body": self.extra_body}
+
+
+class _Watchdog:
+    """One timer per request, re-armed only when it fires, so token events cost nothing extra.
+
+    It cancels the request's task when a deadline passed; ``fired`` says which.
+    """
+
+    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle")
+
+    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = task
+        self._t = timeouts
+        self.start = start
+        self.last = start
+        self.got_token = False
+        self.fired: str | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _deadline(self) -> float:
+        t = self._t
+        d = self.last + t.idle_s if self.got_token else self.start + t.first_token_s
+        return min(d, self.start + t.total_s)
+
+    def _arm(self) -> None:
+        delay = self._deadline() - perf_counter()
+        self._handle = self._loop.call_later(max(delay, 0.0), self._check)
+
+    def _check(self) -> None:
+        now = perf_counter()
+        t = self._t
+        if now >= self.start + t.total_s:
+            self.fired = "timeout_total"
+        elif not self.got_token and now >= self.start + t.first_token_s:
+            self.fired = "timeout_first_token"
+        elif self.got_token and now >= self.last + t.idle_s:
+            self.fired = "timeout_idle"
+        if self.fired:
+            self._handle = None
+            self._task.cancel()
+        else:
+            self._arm()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class Client:
+    """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
+
+    def __init__(self, target: Target, params: RequestParams | None = None,
+                 timeouts: Timeouts | None = None, max_connections: int = 1024,
+                 served_by_header: str | None = None,
+                 count_tokens: Callable[[str], int] | None = None) -> None:
+        self.target = target
+        self.params = params or RequestParams()
+        self.timeouts = timeouts or Timeouts()
+        self._served_by = (served_by_header.lower(),) if served_by_header else SERVED_BY_HEADERS
+        self._count_tokens = count_tokens
+        self._framer = lambda: wire.make_framer(target.api)
+        self._classify = wire.classify(target.api)
+        self._headers = {**target.request_headers(), "accept-encoding": "identity"}
+        self._max_connections = max_connections
+        self._http: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> "Client":
+        limits = httpx.Limits(max_connections=self._max_connections,
+                              max_keepalive_connections=self._max_connections)
+        transport = AiohttpTransport(limits=limits)
+        self._http = httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(connect=self.timeouts.connect_s, read=None, write=None, pool=None))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
+        return wire.build_body(self.target.api, self.target.model, messages, max_tokens,
+                               self.params.stream, self.params.as_dict())
+
+    async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
+                   prompt_tokens_client: int | None = None) -> str:
+        """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
+        assert self._http is not None, "use 'async with Client(...)'"
+        content = json.dumps(self.body(messages, max_tokens)).encode()
+        headers = {**self._headers, "x-request-id": rec.request_id}
+        task = asyncio.current_task()
+        assert task is not None
+        texts: list[str] = []
+        rec.start = perf_counter()
+        dog = _Watchdog(task, self.timeouts, rec.start)
+        try:
+            async with self._http.stream("POST", self.target.endpoint, content=content,
+                                         headers=headers) as resp:
+                rec.status = resp.status_code
+                self._read_headers(resp.headers, rec)
+                if resp.status_code >= 400:
+                    raw = await resp.aread()
+                    rec.error_kind = "http_status"
+                    rec.error = raw.decode("utf-8", "replace")[:200]
+                elif self.params.stream:
+                    await self._read_stream(resp, rec, dog, texts)
+                else:
+                    await self._read_whole(resp, rec, texts)
+                dog.stop()
+        except asyncio.CancelledError:
+            dog.stop()
+            if dog.fired is None:
+                rec.error_kind, rec.error = "interrupted", "the run was stopped"
+                rec.done = perf_counter()
+                raise
+            if hasattr(task, "uncancel"):
+                task.uncancel()
+            rec.error_kind = dog.fired
+            rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+        except httpx.HTTPError as exc:
+            dog.stop()
+            self._transport_error(exc, rec)
+        except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
+            dog.stop()
+            rec.error_kind = "stream_cut" if rec.status else "connect"
+            rec.error = f"{type(exc).__name__}: {exc}"[:200]
+        rec.done = perf_counter()
+        self._finish(rec, texts, prompt_tokens_client)
+        return "".join(texts)
+
+    def _read_headers(self, headers: httpx.Headers, rec: Record) -> None:
+        for name in self._served_by:
+            value = headers.get(name)
+            if value:
+                rec.served_by = value[:120]
+                break
+        q = headers.get(QUEUE_HEADER)
+        if q:
+            try:
+                rec.server_queue_ms = float(q)
+            except ValueError:
+                pass
+
+    async def _read_stream(self, resp: httpx.Response, rec: Record, dog: _Watchdog,
+                           texts: list[str]) -> None:
+        framer = self._framer()
+        classify = self._classify
+        times = rec.token_times
+        counts: list[int] | None = []
+        last_completion = 0
+        ended = False
+        async for chunk in resp.aiter_raw():
+            t = perf_counter()
+            dog.last = t
+            for payload in framer.feed(chunk):
+                ev = classify(payload)
+                kind = ev.kind
+                if kind == TOKEN:
+                    times.append(t)
+                    texts.append(ev.text)
+                    dog.got_token = True
+                    if counts is not None:
+                        ct = ev.usage.get("completion_tokens") if ev.usage else None
+                        if ct is None:
+                            counts = None
+                        else:
+                            counts.append(ct - last_completion)
+                            last_completion = ct
+                elif kind == END:
+                    ended = True
+                elif kind == ERROR or kind == MALFORMED:
+                    rec.error_kind = "error_event" if kind == ERROR else "malformed_event"
+                    rec.error = ev.error
+                    return
+                if ev.usage:
+                    self._usage(ev.usage, rec)
+                if ev.finish_reason:
+                    rec.finish_reason = ev.finish_reason
+                if ev.server_timing:
+                    rec.server_timing = ev.server_timing
+        for payload in framer.flush():
+            ev = classify(payload)
+            if ev.kind == END:
+                ended = True
+                if ev.usage:
+                    self._usage(ev.usage, rec)
+                if ev.server_timing:
+                    rec.server_timing = ev.server_timing
+            elif ev.kind == TOKEN:
+                times.append(perf_counter())
+                texts.append(ev.text)
+        if counts:
+            rec.token_counts = counts
+        if not ended:
+            rec.error_kind = "stream_cut"
+            rec.error = "the stream ended before its end marker ([DONE] or done:true)"
+
+    async def _read_whole(self, resp: httpx.Response, rec: Record, texts: list[str]) -> None:
+        raw = await resp.aread()
+        t = perf_counter()
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            rec.error_kind, rec.error = "malformed_event", raw[:200].decode("utf-8", "replace")
+            return
+        ev = wire.parse_full_response(self.target.api, obj if isinstance(obj, dict) else {})
+        if ev.kind == ERROR:
+            rec.error_kind, rec.error = "error_event", ev.error
+            return
+        if ev.kind == TOKEN:
+            rec.token_times.append(t)
+            texts.append(ev.text)
+        if ev.usage:
+            self._usage(ev.usage, rec)
+        rec.finish_reason = ev.finish_reason
+        rec.server_timing = ev.server_timing
+
+    @staticmethod
+    def _usage(usage: dict[str, Any], rec: Record) -> None:
+        ct = usage.get("completion_tokens")
+        if ct is not None:
+            rec.output_tokens = int(ct)
+        pt = usage.get("prompt_tokens")
+        if pt is not None:
+            rec.prompt_tokens = int(pt)
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            rec.cached_tokens = int(details["cached_tokens"])
+
+    @staticmethod
+    def _transport_error(exc: httpx.HTTPError, rec: Record) -> None:
+        cause = exc.__cause__
+        cause_name = type(cause).__name__ if cause is not None else ""
+        if rec.status is not None:
+            rec.error_kind = "stream_cut"
+        elif isinstance(exc, httpx.ConnectTimeout) and "Timeout" in cause_name:
+            rec.error_kind = "timeout_connect"
+        elif isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            rec.error_kind = "timeout_connect"
+        else:
+            rec.error_kind = "connect"
+        rec.error = f"{cause_name or type(exc).__name__}: {exc}"[:200]
+
+    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+        times = rec.token_times
+        if times:
+            rec.first_token = times[0]
+            rec.end = times[-1]
+        if rec.prompt_tokens is None and prompt_tokens_client is not None:
+            rec.prompt_tokens = prompt_tokens_client
+            rec.prompt_tokens_source = "client"
+        if rec.output_tokens is None and times:
+            text = "".join(texts)
+            if self._count_tokens is not None:
+                rec.output_tokens = self._count_tokens(text)
+            else:
+                rec.output_tokens = len(times)
+            rec.output_tokens_source = "tokenizer"
+        if rec.error_kind is None and rec.status is not None and rec.status < 400:
+            if not times:
+                rec.error_kind, rec.error = "no_token", "the response carried no token"
+            else:
+                rec.ok = True

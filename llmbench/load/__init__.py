@@ -1,0 +1,1 @@
+"""Load shapes: when each request goes (arrivals, closed loop, virtual users, ramp)."""

@@ -1,0 +1,76 @@
+"""The load generator watching itself: event-loop lag and CPU, once a second.
+
+If the generator is busy its timestamps are late and its latencies inflated; reports say so
+instead of blaming the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+
+perf_counter = time.perf_counter
+
+LAG_P99_LIMIT_MS = 10.0
+CPU_LIMIT_PCT = 90.0
+
+
+@dataclass
+class MonitorSample:
+    t: float              # perf_counter at the end of the second
+    lag_p99_ms: float
+    lag_max_ms: float
+    cpu_pct: float        # this process, % of one core
+
+
+@dataclass
+class LoopMonitor:
+    tick_s: float = 0.01
+    samples: list[MonitorSample] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        lags: list[float] = []
+        sec_start = perf_counter()
+        cpu_start = time.process_time()
+        while True:
+            t = perf_counter()
+            await asyncio.sleep(self.tick_s)
+            lags.append(max(perf_counter() - t - self.tick_s, 0.0))
+            now = perf_counter()
+            if now - sec_start >= 1.0:
+                cpu = time.process_time()
+                lags.sort()
+                p99 = lags[min(int(len(lags) * 0.99), len(lags) - 1)] if lags else 0.0
+                self.samples.append(MonitorSample(now, p99 * 1000, (lags[-1] if lags else 0) * 1000,
+                                                  100.0 * (cpu - cpu_start) / (now - sec_start)))
+                lags = []
+                sec_start, cpu_start = now, cpu
+
+    @property
+    def latest(self) -> MonitorSample | None:
+        return self.samples[-1] if self.samples else None
+
+
+def busy(samples: list[MonitorSample]) -> dict[str, float | bool]:
+    """Summary of a window of samples, and whether the generator was too busy to trust."""
+    if not samples:
+        return {"lag_p99_ms": 0.0, "lag_max_ms": 0.0, "cpu_pct": 0.0, "overloaded": False}
+    lag = max(s.lag_p99_ms for s in samples)
+    cpu = sum(s.cpu_pct for s in samples) / len(samples)
+    return {"lag_p99_ms": lag, "lag_max_ms": max(s.lag_max_ms for s in samples), "cpu_pct": cpu,
+            "overloaded": lag > LAG_P99_LIMIT_MS or cpu > CPU_LIMIT_PCT,
+            "cores": os.cpu_count() or 1}

@@ -1,0 +1,85 @@
+"""A run's shared state on the hot path: the client, the record log, and live counters.
+
+Load shapes call ``Session.request``; everything it learns goes into one Record, appended to
+requests.jsonl the moment the request finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..client import Client
+from ..records import Record, RecordLog
+from ..workload import Turn
+
+perf_counter = time.perf_counter
+
+
+@dataclass
+class Counters:
+    started: int = 0
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    waiting_first: int = 0
+    events: int = 0
+
+
+@dataclass
+class Session:
+    client: Client
+    log: RecordLog | None
+    run_id: str = "r"
+    records: list[Record] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+    step: int | None = None
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # (first_token time, ttft) of recent requests for the live line
+    recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    on_record: Callable[[Record], None] | None = None
+    _next_id: int = 0
+
+    async def request(self, messages: list[dict[str, str]], turn: Turn, *, scheduled: float,
+                      user: int | None = None, conversation: str | None = None,
+                      turn_index: int = 0, warmup: bool = False) -> tuple[Record, str]:
+        self._next_id += 1
+        rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
+                     conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
+                     stream=self.client.params.stream)
+        c = self.counters
+        c.started += 1
+        c.in_flight += 1
+        try:
+            text = await self.client.send(messages, turn.max_tokens, rec,
+                                          prompt_tokens_client=turn.prompt_tokens)
+        except asyncio.CancelledError:
+            self._finish(rec)
+            raise
+        self._finish(rec)
+        return rec, text
+
+    def _finish(self, rec: Record) -> None:
+        c = self.counters
+        c.in_flight -= 1
+        c.done += 1
+        if not rec.ok and rec.error_kind != "interrupted":
+            c.failed += 1
+        c.events += len(rec.token_times)
+        if rec.first_token is not None:
+            self.recent_ttft.append((rec.first_token, rec.first_token - rec.start))
+        self.records.append(rec)
+        if self.log is not None:
+            self.log.append(rec)
+        if self.on_record is not None:
+            self.on_record(rec)
+
+    def ttft_p95_recent(self, window_s: float = 10.0) -> float | None:
+        now = perf_counter()
+        vals = sorted(t for ft, t in self.recent_ttft if now - ft <= window_s)
+        if not vals:
+            return None
+        return vals[min(int(len(vals) * 0.95), len(vals) - 1)]

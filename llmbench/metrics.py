@@ -1,0 +1,231 @@
+"""Records -> summary, exactly as ../shared/METRICS.md defines it (vLLM's names and formulas).
+
+Pure functions of records: every number here can be rebuilt from a saved requests.jsonl.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .records import Record, measured
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+EXTRA_METRICS = ("client_queue", "e2el_from_schedule", "itl_per_token", "max_gap")
+ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS
+DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+
+
+def pct_word(p: float) -> str:
+    """vLLM's key spelling: 99 -> '99', 99.9 -> '99.9'."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+@dataclass(frozen=True)
+class PerRequest:
+    """The latencies of one successful request, in seconds."""
+
+    ttft: float
+    e2el: float
+    tpot: float | None          # None when output_tokens <= 1
+    itls: list[float]
+    itl_per_token: list[float] | None
+    max_gap: float
+    client_queue: float
+    e2el_from_schedule: float
+
+
+def per_request(rec: Record) -> PerRequest:
+    times = rec.token_times
+    ttft = times[0] - rec.start
+    e2el = times[-1] - rec.start
+    itls = [b - a for a, b in zip(times, times[1:])]
+    n_out = rec.output_tokens or 0
+    tpot = (times[-1] - times[0]) / (n_out - 1) if n_out > 1 else None
+    per_tok: list[float] | None = None
+    counts = rec.token_counts
+    if counts is None and n_out == len(times):
+        per_tok = itls
+    elif counts is not None and len(counts) == len(times):
+        # the gap before event i is spread over the tokens that event i carried
+        per_tok = []
+        for gap, c in zip(itls, counts[1:]):
+            c = max(int(c), 1)
+            per_tok.extend([gap / c] * c)
+    return PerRequest(ttft=ttft, e2el=e2el, tpot=tpot, itls=itls, itl_per_token=per_tok,
+                      max_gap=max(itls) if itls else 0.0,
+                      client_queue=max(rec.start - rec.scheduled, 0.0),
+                      e2el_from_schedule=times[-1] - rec.scheduled)
+
+
+def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES
+             ) -> dict[str, float]:
+    """numpy mean/median/population std/linear percentiles in ms; like vLLM, 0 for an empty list."""
+    arr = np.asarray(values_s if len(values_s) else [0.0], dtype=float) * 1000.0
+    out = {"mean": float(np.mean(arr)), "median": float(np.median(arr)),
+           "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
+           "count": len(values_s)}
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = float(np.percentile(arr, p))
+    return out
+
+
+def _buckets(ok: list[Record]) -> tuple[float, int]:
+    """vLLM's 1-second-bucket peaks of output events and concurrent requests."""
+    if not ok:
+        return 0.0, 0
+    t_min = min(r.start for r in ok)
+    t_max = max(r.end for r in ok if r.end is not None)
+    n = int(np.ceil(t_max - t_min)) + 1
+    tokens = np.zeros(n)
+    conc = np.zeros(n)
+    for r in ok:
+        idx = (np.asarray(r.token_times) - t_min).astype(int)
+        idx = idx[(idx >= 0) & (idx < n)]
+        np.add.at(tokens, idx, 1)
+        a = int(r.start - t_min)
+        b = int(r.end - t_min) if r.end is not None else a
+        conc[a:b + 1] += 1
+    return float(tokens.max()), int(conc.max())
+
+
+def goodput_ok(p: PerRequest, slo_ms: dict[str, float]) -> bool:
+    """vLLM's goodput rule: every given SLO met, inclusive; TPOT of a 1-token reply counts as 0."""
+    values = {"ttft": p.ttft, "tpot": p.tpot or 0.0, "e2el": p.e2el}
+    return all(values[k] * 1000.0 <= v for k, v in slo_ms.items())
+
+
+def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: float | None = None,
+              goodput_slo_ms: dict[str, float] | None = None, stall_s: float = 1.0,
+              percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True
+              ) -> dict[str, Any]:
+    """The run (or step) summary. ``t0`` is when dispatch began; ``t_end`` overrides the end
+    (both default to what the records say: first scheduled time, last completion)."""
+    recs = measured(records)
+    percentiles = tuple(percentiles)
+    ok = [r for r in recs if r.ok]
+    failed = [r for r in recs if not r.ok]
+    if t0 is None:
+        t0 = min((r.scheduled for r in recs), default=0.0)
+    if t_end is None:
+        t_end = max((r.done for r in recs), default=t0)
+    duration = max(t_end - t0, 1e-9)
+
+    per = [per_request(r) for r in ok]
+    ttfts = [p.ttft for p in per]
+    e2els = [p.e2el for p in per]
+    tpots = [p.tpot for p in per if p.tpot is not None]
+    itls = [g for p in per for g in p.itls]
+    per_tok = [g for p in per if p.itl_per_token is not None for g in p.itl_per_token]
+    total_in = sum(r.prompt_tokens or 0 for r in ok)
+    total_out = sum(r.output_tokens or 0 for r in ok)
+    good = sum(1 for p in per if goodput_ok(p, goodput_slo_ms)) if goodput_slo_ms else None
+    peak_tok, peak_conc = _buckets(ok)
+
+    s: dict[str, Any] = {
+        "completed": len(ok),
+        "failed": len(failed),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration,
+        "request_goodput": (good / duration) if good is not None else None,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "max_output_tokens_per_s": peak_tok,
+        "max_concurrent_requests": peak_conc,
+    }
+    series = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els,
+              "client_queue": [p.client_queue for p in per],
+              "e2el_from_schedule": [p.e2el_from_schedule for p in per],
+              "itl_per_token": per_tok, "max_gap": [p.max_gap for p in per]}
+    for name, values in series.items():
+        st = stats_ms(values, percentiles)
+        for stat, v in st.items():
+            if stat == "count":
+                continue
+            s[f"{stat}_{name}_ms"] = v
+    # llmbench's extras
+    s["requests"] = len(recs)
+    s["error_rate"] = len(failed) / len(recs) if recs else 0.0
+    s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
+    s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
+    s["error_samples"] = _error_samples(failed)
+    s["stalls"] = sum(1 for p in per for g in p.itls if g > stall_s)
+    s["stall_threshold_s"] = stall_s
+    s["requests_with_stalls"] = sum(1 for p in per if p.max_gap > stall_s)
+    s["output_tokens_source"] = _token_source(ok)
+    s["non_streaming"] = bool(recs) and all(not r.stream for r in recs)
+    s["served_by"] = dict(Counter(r.served_by for r in recs if r.served_by))
+    wait = ollama_slot_wait_s(ok)
+    if wait:
+        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
+                  if k != "count"})
+    sq = [r.server_queue_ms / 1000.0 for r in ok if r.server_queue_ms is not None]
+    if sq:
+        s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()
+                  if k != "count"})
+    cached = [r for r in ok if r.cached_tokens is not None]
+    if cached:
+        s["cached_prompt_tokens"] = sum(r.cached_tokens or 0 for r in cached)
+    if split_turns and any(r.turn > 0 for r in recs):
+        s["by_turn"] = {
+            "first": summarize([r for r in recs if r.turn == 0], t0=t0, t_end=t_end,
+                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
+            "later": summarize([r for r in recs if r.turn > 0], t0=t0, t_end=t_end,
+                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
+        }
+    return s
+
+
+def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]:
+    seen: dict[tuple[str | None, int | None, str | None], int] = {}
+    out = []
+    for r in failed:
+        key = (r.error_kind, r.status, (r.error or "")[:80])
+        if key in seen:
+            out[seen[key]]["count"] += 1
+            continue
+        if len(out) >= limit:
+            continue
+        seen[key] = len(out)
+        out.append({"kind": r.error_kind, "status": r.status, "error": r.error, "count": 1})
+    return out
+
+
+def _token_source(ok: list[Record]) -> str:
+    sources = {r.output_tokens_source for r in ok}
+    if not sources:
+        return "none"
+    return sources.pop() if len(sources) == 1 else "mixed"
+
+
+def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
+    """Ollama's final line: total - load - prompt_eval - eval is about the time spent queued."""
+    out = []
+    for r in ok:
+        t = r.server_timing
+        if not t or "total_duration" not in t:
+            continue
+        rest = t["total_duration"] - t.get("load_duration", 0) - t.get("prompt_eval_duration", 0) \
+            - t.get("eval_duration", 0)
+        out.append(max(rest, 0) / 1e9)
+    return out
+
+
+def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
+                metric_percentiles: Sequence[float]) -> dict[str, Any]:
+    """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
+    keys = ["duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+            "request_throughput", "request_goodput", "output_throughput",
+            "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests"]
+    out = {k: summary.get(k) for k in keys}
+    for m in percentile_metrics:
+        for stat in ("mean", "median", "std"):
+            out[f"{stat}_{m}_ms"] = summary.get(f"{stat}_{m}_ms")
+        for p in metric_percentiles:
+            out[f"p{pct_word(p)}_{m}_ms"] = summary.get(f"p{pct_word(p)}_{m}_ms")
+    return out

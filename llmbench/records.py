@@ -1,0 +1,135 @@
+"""One record per request, and the append-only JSONL log they are streamed to.
+
+Times are ``time.perf_counter()`` seconds of the process that took them. Token event times
+are stored on disk as integer microseconds after ``start`` to keep a 100k-record log small;
+``Record.token_times`` always holds absolute seconds in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+# Every way a request can fail, as stored in ``Record.error_kind``.
+ERROR_KINDS = (
+    "connect",              # could not connect, or the server closed before answering
+    "timeout_connect",
+    "timeout_first_token",
+    "timeout_idle",         # too long between two events
+    "timeout_total",
+    "http_status",          # status >= 400; ``error`` holds the first 200 characters of the body
+    "stream_cut",           # the stream ended before [DONE] / done:true
+    "malformed_event",      # an event that is not valid JSON
+    "error_event",          # an error object inside the stream
+    "no_token",             # a clean stream that carried no token event
+    "interrupted",          # the run was stopped while this request was in flight
+)
+
+
+@dataclass(slots=True)
+class Record:
+    request_id: str
+    scheduled: float
+    start: float = 0.0
+    first_token: float | None = None
+    end: float | None = None           # the last token event (METRICS.md), not the socket close
+    done: float = 0.0                  # when the client was finished with it, whatever the outcome
+    token_times: list[float] = field(default_factory=list)
+    token_counts: list[int] | None = None   # tokens per event, when the server says
+    ok: bool = False
+    status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str = "server"    # "server" or "client"
+    output_tokens: int | None = None
+    output_tokens_source: str = "server"    # "server" or "tokenizer"
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    served_by: str | None = None
+    server_queue_ms: float | None = None
+    server_timing: dict[str, Any] | None = None
+    stream: bool = True
+    user: int | None = None
+    conversation: str | None = None
+    turn: int = 0
+    step: int | None = None
+    warmup: bool = False
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.start
+
+    @property
+    def e2el(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            if name == "token_times":
+                continue
+            value = getattr(self, name)
+            if value is not None and value is not False or name in ("ok",):
+                d[name] = value
+        start = self.start
+        d["token_us"] = [round((t - start) * 1e6) for t in self.token_times]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Record":
+        d = dict(d)
+        token_us = d.pop("token_us", [])
+        known = {k: v for k, v in d.items() if k in cls.__slots__}  # type: ignore[attr-defined]
+        rec = cls(**known)
+        start = rec.start
+        rec.token_times = [start + us / 1e6 for us in token_us]
+        return rec
+
+
+class RecordLog:
+    """Appends one JSON line per finished request and flushes it, so nothing measured is lost."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")
+        self.count = 0
+
+    def append(self, rec: Record) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(rec.to_json(), separators=(",", ":")) + "\n")
+        self._fh.flush()
+        self.count += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self._fh = None
+
+
+def iter_records(path: Path) -> Iterator[Record]:
+    """Read a requests.jsonl; a torn last line (crash mid-write) is skipped, not fatal."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield Record.from_json(json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue
+
+
+def load_records(path: Path) -> list[Record]:
+    return list(iter_records(path))
+
+
+def measured(records: Iterable[Record]) -> list[Record]:
+    """Records that count: not warm-up, not cut short by our own interrupt."""
+    return [r for r in records if not r.warmup and r.error_kind != "interrupted"]

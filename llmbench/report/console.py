@@ -1,0 +1,100 @@
+"""Console output: vLLM's summary layout, llmbench's extras, the ramp table, the live line."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..metrics import pct_word
+
+_HEADERS = {"ttft": ("Time to First Token", "TTFT"),
+            "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
+            "itl": ("Inter-token Latency", "ITL"),
+            "e2el": ("End-to-end Latency", "E2EL")}
+
+
+def _line(label: str, value: Any) -> str:
+    if isinstance(value, float):
+        return "{:<40} {:<10.2f}".format(label, value)
+    return "{:<40} {:<10}".format(label, value)
+
+
+def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
+                 metric_percentiles: Sequence[float], max_concurrency: int | None = None,
+                 request_rate: float | None = None) -> str:
+    """The block ``vllm bench serve`` prints, same labels and layout, so numbers line up."""
+    out = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
+    out.append(_line("Successful requests:", s["completed"]))
+    out.append(_line("Failed requests:", s["failed"]))
+    if max_concurrency is not None:
+        out.append(_line("Maximum request concurrency:", max_concurrency))
+    if request_rate is not None:
+        out.append(_line("Request rate configured (RPS):", float(request_rate)))
+    out.append(_line("Benchmark duration (s):", float(s["duration"])))
+    out.append(_line("Total input tokens:", s["total_input_tokens"]))
+    out.append(_line("Total generated tokens:", s["total_output_tokens"]))
+    out.append(_line("Request throughput (req/s):", float(s["request_throughput"])))
+    if s.get("request_goodput") is not None:
+        out.append(_line("Request goodput (req/s):", float(s["request_goodput"])))
+    out.append(_line("Output token throughput (tok/s):", float(s["output_throughput"])))
+    out.append(_line("Peak output token throughput (tok/s):", float(s["max_output_tokens_per_s"])))
+    out.append(_line("Peak concurrent requests:", float(s["max_concurrent_requests"])))
+    out.append(_line("Total token throughput (tok/s):", float(s["total_token_throughput"])))
+    for m in percentile_metrics:
+        if m not in _HEADERS:
+            continue
+        header, short = _HEADERS[m]
+        out.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
+        out.append(_line(f"Mean {short} (ms):", float(s[f"mean_{m}_ms"])))
+        out.append(_line(f"Median {short} (ms):", float(s[f"median_{m}_ms"])))
+        for p in metric_percentiles:
+            w = pct_word(p)
+            out.append(_line(f"P{w} {short} (ms):", float(s.get(f"p{w}_{m}_ms", float("nan")))))
+    out.append("=" * 50)
+    return "\n".join(out)
+
+
+def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
+    """llmbench's own numbers, under vLLM's block."""
+    out = ["{s:{c}^{n}}".format(s=" llmbench extras ", n=50, c="-")]
+    out.append(_line("Client queue p99 (ms):", float(s["p99_client_queue_ms"])))
+    out.append(_line("E2EL from schedule p99 (ms):", float(s["p99_e2el_from_schedule_ms"])))
+    out.append(_line("ITL per token median (ms):", float(s["median_itl_per_token_ms"])))
+    out.append(_line("Max gap p99 (ms):", float(s["p99_max_gap_ms"])))
+    out.append(_line(f"Stalls (gaps > {s['stall_threshold_s']:g} s):", s["stalls"]))
+    out.append(_line("Output token counts from:", s["output_tokens_source"]))
+    if "mean_server_slot_wait_ms" in s:
+        out.append(_line("Server slot wait p95 (ms, Ollama):", float(s["p95_server_slot_wait_ms"])))
+    if "mean_server_queue_ms" in s:
+        out.append(_line("Server queue p95 (ms):", float(s["p95_server_queue_ms"])))
+    if s.get("served_by"):
+        spread = ", ".join(f"{k}: {v}" for k, v in sorted(s["served_by"].items()))
+        out.append(_line("Served by:", spread))
+    if s.get("by_turn"):
+        for name in ("first", "later"):
+            t = s["by_turn"][name]
+            out.append(_line(f"TTFT p95, {name} turns (ms):", float(t["p95_ttft_ms"])))
+    if s.get("errors"):
+        out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s["errors"].items())))
+        for e in s.get("error_samples", [])[:3]:
+            status = f" {e['status']}" if e.get("status") else ""
+            out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
+    if s.get("non_streaming"):
+        out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
+    if monitor:
+        out.append(_line("Load generator lag p99 / CPU:",
+                         f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
+        if monitor.get("overloaded"):
+            out.append("WARNING: the load generator was busy (event-loop lag or CPU over its "
+                       "limit); its latencies may be inflated. Use fewer streams per process.")
+    out.append("=" * 50)
+    return "\n".join(out)
+
+
+def fmt_ms(v: float | None) -> str:
+    if v is None or v != v:
+        return "-"
+    if v >= 1000:
+        return f"{v / 1000:.2f}s"
+    if v >= 100:
+        return f"{v:.0f}ms"
+    return f"{v:.1f}ms"

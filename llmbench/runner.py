@@ -1,0 +1,155 @@
+"""The harness shared by ``run`` and ``ramp``: preflight, session, live line, interrupt, results.
+
+It owns everything with side effects around a load shape, so the shapes stay small and the
+CLI only parses flags into a plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from .client import Client, RequestParams, Timeouts
+from .load.monitor import LoopMonitor
+from .load.session import Session
+from .records import Record, RecordLog
+from .target import Target
+
+perf_counter = time.perf_counter
+
+EXIT_OK = 0
+EXIT_EXPECTATION = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_OVERLOADED = 4
+EXIT_REFUSED = 5
+EXIT_INTERRUPTED = 130
+
+
+class PreflightError(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Harness:
+    target: Target
+    params: RequestParams
+    timeouts: Timeouts
+    run_dir: Path | None
+    max_connections: int
+    count_tokens: Callable[[str], int] | None = None
+    served_by_header: str | None = None
+    progress: bool | None = None          # None: only on a terminal
+    grace_s: float = 3.0
+    interrupted: bool = False
+    monitor: LoopMonitor = field(default_factory=LoopMonitor)
+    t0_epoch: float = 0.0
+    t0_perf: float = 0.0
+
+    async def preflight(self, client: Client) -> None:
+        """Fail fast with one clear line: nothing listening, wrong model, not an LLM API."""
+        rec = Record("preflight", scheduled=perf_counter())
+        await client.send([{"role": "user", "content": "Hi"}], 1, rec)
+        url = self.target.endpoint
+        if rec.error_kind in ("connect", "timeout_connect"):
+            raise PreflightError(f"cannot reach {self.target.base_url}: {rec.error}. Is the server "
+                                 "running, and is --url right?", EXIT_UNREACHABLE)
+        if rec.error_kind == "http_status" and rec.status in (400, 401, 403, 404, 405, 422):
+            hint = {404: " (wrong --model, or wrong --api/--url path?)",
+                    401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
+                    405: " (wrong --api/--url path?)"}.get(rec.status or 0, "")
+            raise PreflightError(f"POST {url} answered {rec.status}{hint}: {rec.error}",
+                                 EXIT_REFUSED)
+        if rec.error_kind == "malformed_event":
+            raise PreflightError(f"POST {url} did not answer like an LLM API (not JSON events: "
+                                 f"{(rec.error or '')[:80]!r}); check --url and --api", EXIT_REFUSED)
+        if rec.error_kind in ("no_token",) and rec.status == 200:
+            print(f"warning: the preflight request to {url} returned no token; going on",
+                  file=sys.stderr)
+
+    async def execute(self, body: Callable[[Session], Awaitable[Any]],
+                      live: Callable[[Session, float], str] | None = None) -> tuple[Any, Session]:
+        """Run ``body`` with a session; on Ctrl-C stop sending, give in-flight requests
+        ``grace_s``, then cancel them (recorded as interrupted)."""
+        log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None
+        loop = asyncio.get_running_loop()
+        async with Client(self.target, self.params, self.timeouts, self.max_connections,
+                          self.served_by_header, self.count_tokens) as client:
+            await self.preflight(client)
+            session = Session(client, log, run_id=f"{int(time.time()) % 100000:05d}")
+            main = asyncio.current_task()
+            assert main is not None
+            body_task = loop.create_task(body(session))
+            signals = 0
+
+            def on_sigint() -> None:
+                nonlocal signals
+                signals += 1
+                self.interrupted = True
+                session.stopping.set()
+                if signals == 1:
+                    print("\ninterrupted: finishing in-flight requests (Ctrl-C again to stop now)",
+                          file=sys.stderr)
+                    loop.call_later(self.grace_s, body_task.cancel)
+                else:
+                    body_task.cancel()
+            installed = False
+            try:
+                loop.add_signal_handler(signal.SIGINT, on_sigint)
+                loop.add_signal_handler(signal.SIGTERM, on_sigint)
+                installed = True
+            except (NotImplementedError, RuntimeError):
+                pass
+            self.monitor.start()
+            printer = loop.create_task(self._live(session, live)) if live else None
+            self.t0_epoch, self.t0_perf = time.time(), perf_counter()
+            result = None
+            try:
+                result = await body_task
+            except asyncio.CancelledError:
+                if not self.interrupted:
+                    raise
+                # cancel what is still in flight so its records are written as interrupted
+                for t in asyncio.all_tasks():
+                    if t is not main and t is not printer and not t.done() and t is not self.monitor._task:
+                        t.cancel()
+                await asyncio.sleep(0.05)
+            finally:
+                if printer is not None:
+                    printer.cancel()
+                await self.monitor.stop()
+                if installed:
+                    loop.remove_signal_handler(signal.SIGINT)
+                    loop.remove_signal_handler(signal.SIGTERM)
+                if log is not None:
+                    log.close()
+                if self._show_progress():
+                    sys.stderr.write("\n")
+        return result, session
+
+    def _show_progress(self) -> bool:
+        return self.progress if self.progress is not None else sys.stderr.isatty()
+
+    async def _live(self, session: Session, live: Callable[[Session, float], str]) -> None:
+        show = self._show_progress()
+        tty = sys.stderr.isatty()
+        start = perf_counter()
+        last_events = 0
+        while True:
+            await asyncio.sleep(1.0)
+            if not show:
+                continue
+            events = session.counters.events
+            line = live(session, events - last_events)
+            last_events = events
+            elapsed = perf_counter() - start
+            text = f"[{elapsed:6.0f}s] {line}"
+            sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
+            sys.stderr.flush()

@@ -1,0 +1,74 @@
+"""Split a byte stream into event payloads: SSE (OpenAI) and NDJSON (Ollama).
+
+The client timestamps each network chunk on arrival, before any of this runs, so framing
+cost never shifts a token's time. httpx-sse is not used: it yields decoded text lines through
+httpx's line decoder and hides which chunk an event arrived in.
+"""
+
+from __future__ import annotations
+
+
+class SseFramer:
+    """Server-sent events: ``data:`` lines joined until a blank line; comments ignored."""
+
+    __slots__ = ("_buf", "_data", "event_type")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self.event_type: bytes | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buf + chunk if self._buf else chunk
+        out: list[bytes] = []
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    out.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    data = self._data = []
+                continue
+            if line.startswith(b"data:"):
+                payload = line[5:]
+                if payload[:1] == b" ":
+                    payload = payload[1:]
+                data.append(payload)
+            elif line.startswith(b"event:"):
+                self.event_type = line[6:].strip()
+            # ":" comments, id:, retry: carry nothing we need
+        return out
+
+    def flush(self) -> list[bytes]:
+        """At stream end: a final event some servers send without the closing blank line."""
+        out = []
+        if self._buf.startswith(b"data:"):
+            payload = self._buf[5:]
+            self._data.append(payload[1:] if payload[:1] == b" " else payload)
+        self._buf = b""
+        if self._data:
+            out.append(b"\n".join(self._data))
+            self._data = []
+        return out
+
+
+class NdjsonFramer:
+    """One JSON object per line."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buf = self._buf + chunk if self._buf else chunk
+        lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        return [line for line in lines if line.strip()]
+
+    def flush(self) -> list[bytes]:
+        rest, self._buf = self._buf.strip(), b""
+        return [rest] if rest else []

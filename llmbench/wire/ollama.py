@@ -1,0 +1,65 @@
+"""Ollama's native /api/chat: request bodies and NDJSON line classification."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event
+
+# Durations on Ollama's final line, in nanoseconds.
+TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
+               "eval_count", "eval_duration")
+
+
+def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
+              params: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if max_tokens is not None:
+        options["num_predict"] = max_tokens
+    if params.get("temperature") is not None:
+        options["temperature"] = params["temperature"]
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
+    extra = dict(params.get("extra_body") or {})
+    options.update(extra.pop("options", {}) or {})
+    if options:
+        body["options"] = options
+    body.update(extra)
+    return body
+
+
+def _timing(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: obj[k] for k in TIMING_KEYS if k in obj}
+
+
+def classify(payload: bytes) -> Event:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    if "error" in obj:
+        return Event(ERROR, error=str(obj["error"])[:200])
+    if obj.get("done"):
+        timing = _timing(obj)
+        usage = None
+        if "eval_count" in obj or "prompt_eval_count" in obj:
+            usage = {"completion_tokens": obj.get("eval_count"),
+                     "prompt_tokens": obj.get("prompt_eval_count")}
+        return Event(END, usage=usage, finish_reason=obj.get("done_reason"), server_timing=timing)
+    msg = obj.get("message")
+    if msg is not None:
+        text = (msg.get("content") or "") + (msg.get("thinking") or "")
+    else:
+        text = obj.get("response") or obj.get("thinking") or ""
+    return Event(TOKEN if text else OTHER, text=text)
+
+
+def parse_full(obj: dict[str, Any]) -> Event:
+    if "error" in obj:
+        return Event(ERROR, error=str(obj["error"])[:200])
+    ev = classify(json.dumps({**obj, "done": False}).encode())
+    end = classify(json.dumps(obj).encode())
+    ev.usage, ev.server_timing, ev.finish_reason = end.usage, end.server_timing, end.finish_reason
+    return ev

@@ -1,0 +1,115 @@
+"""OpenAI chat completions and completions: request bodies and event classification."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event
+
+_DONE = b"[DONE]"
+
+
+def _apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any]) -> dict[str, Any]:
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if params.get("temperature") is not None:
+        body["temperature"] = params["temperature"]
+    if params.get("ignore_eos"):
+        body["ignore_eos"] = True
+    body.update(params.get("extra_body") or {})
+    return body
+
+
+def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
+              params: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if max_tokens is not None:
+        body["max_completion_tokens"] = max_tokens
+    return _apply_common(body, stream, params)
+
+
+def messages_to_prompt(messages: list[dict[str, str]]) -> str:
+    """The completions API takes text: a single user turn is sent as is, history as a transcript."""
+    if len(messages) == 1:
+        return messages[0]["content"]
+    lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+    return "\n\n".join(lines) + "\n\nAssistant:"
+
+
+def completions_body(model: str, messages: list[dict[str, str]], max_tokens: int | None,
+                     stream: bool, params: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "prompt": messages_to_prompt(messages)}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return _apply_common(body, stream, params)
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:200]
+    return str(err)[:200]
+
+
+def _load(payload: bytes) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return None
+
+
+def classify_chat(payload: bytes) -> Event:
+    if payload == _DONE:
+        return Event(END)
+    obj = _load(payload)
+    if not isinstance(obj, dict):
+        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    choices = obj.get("choices")
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        is_token = bool(content) or bool(reasoning) or bool(delta.get("tool_calls")) \
+            or bool(delta.get("function_call")) or (content == "" and "role" not in delta)
+        return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
+                     usage=obj.get("usage"), finish_reason=choice.get("finish_reason"),
+                     server_timing=obj.get("timings"))
+    if "error" in obj:
+        return Event(ERROR, error=_error_text(obj["error"]))
+    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+
+
+def classify_completion(payload: bytes) -> Event:
+    if payload == _DONE:
+        return Event(END)
+    obj = _load(payload)
+    if not isinstance(obj, dict):
+        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    choices = obj.get("choices")
+    if choices:
+        choice = choices[0]
+        return Event(TOKEN, text=choice.get("text") or "", usage=obj.get("usage"),
+                     finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
+    if "error" in obj:
+        return Event(ERROR, error=_error_text(obj["error"]))
+    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+
+
+def parse_full(api: str, obj: dict[str, Any]) -> Event:
+    choices = obj.get("choices") or []
+    if not choices:
+        if "error" in obj:
+            return Event(ERROR, error=_error_text(obj["error"]))
+        return Event(OTHER, usage=obj.get("usage"))
+    choice = choices[0]
+    if api == "openai-chat":
+        msg = choice.get("message") or {}
+        text = (msg.get("content") or "") + (msg.get("reasoning_content") or msg.get("reasoning") or "")
+        has = bool(text) or bool(msg.get("tool_calls"))
+    else:
+        text = choice.get("text") or ""
+        has = True
+    return Event(TOKEN if has else OTHER, text=text, usage=obj.get("usage"),
+                 finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))

@@ -1,0 +1,128 @@
+"""Workloads: where prompts come from and how they become conversations.
+
+``build_workload(spec)`` is the one entry point; the CLI fills a ``WorkloadSpec`` from flags.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .files import (DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations,
+                    sharegpt_single_turn)
+from .model import Conversation, Turn, Workload, messages_for
+from .synthetic import synthetic, vllm_random
+from .tokenizer import Tokenizer, TokenizerError, load_tokenizer
+
+__all__ = ["Conversation", "DatasetError", "Tokenizer", "TokenizerError", "Turn", "Workload",
+           "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for", "parse_range"]
+
+
+def parse_range(text: str, flag: str) -> tuple[int, int]:
+    """'256' -> (256, 256); '128-512' -> (128, 512)."""
+    try:
+        if "-" in text.strip("-"):
+            lo, hi = (int(x) for x in text.split("-", 1))
+        else:
+            lo = hi = int(text)
+    except ValueError:
+        raise DatasetError(f"{flag} {text!r}: expected N or LO-HI, e.g. 256 or 128-512")
+    if lo < 1 or hi < lo:
+        raise DatasetError(f"{flag} {text!r}: need 1 <= LO <= HI")
+    return lo, hi
+
+
+@dataclass
+class WorkloadSpec:
+    dataset: str = "synthetic"       # synthetic | random | words | PATH | hf:NAME
+    dataset_format: str | None = None  # sharegpt | jsonl | hf (default: from the file)
+    count: int = 1000
+    seed: int = 0
+    prompt_tokens: tuple[int, int] = (256, 256)
+    output_tokens: tuple[int, int] | None = (128, 128)
+    turns: int = 1
+    multi_turn: bool = False         # ShareGPT: whole conversations instead of vLLM's sampling
+    shared_prefix_tokens: int = 0
+    prefixes: int = 1
+    words: int = 0
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: float = 0.0
+    random_prefix_len: int = 0
+    sharegpt_output_len: int | None = None
+    limit: int | None = None
+    hf_split: str = "train"
+    hf_columns: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None
+
+
+def _format_of(spec: WorkloadSpec) -> str:
+    if spec.dataset_format:
+        return spec.dataset_format
+    d = spec.dataset
+    if d.startswith("hf:"):
+        return "hf"
+    ext = os.path.splitext(d)[1].lower()
+    if ext == ".json":
+        return "sharegpt"
+    if ext == ".jsonl":
+        return "jsonl"
+    if ext in (".csv", ".parquet"):
+        return "hf"
+    if not os.path.exists(d):
+        raise DatasetError(f"--dataset {d}: no such file, and not one of synthetic, random, "
+                           "words, or hf:NAME")
+    return "jsonl"
+
+
+def build_workload(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Workload:
+    tok = tokenizer or load_tokenizer(spec.tokenizer)
+    warnings: list[str] = []
+    params: dict[str, object] = {"dataset": spec.dataset, "count": spec.count}
+    kind = spec.dataset
+    if kind == "synthetic":
+        params.update(prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
+                      turns=spec.turns, shared_prefix_tokens=spec.shared_prefix_tokens,
+                      prefixes=spec.prefixes)
+        convs = synthetic(tok, spec.count, spec.prompt_tokens, spec.output_tokens, spec.seed,
+                          turns=spec.turns, shared_prefix_tokens=spec.shared_prefix_tokens,
+                          prefixes=spec.prefixes)
+    elif kind == "words":
+        params.update(words=spec.words or 100, output_tokens=spec.output_tokens, turns=spec.turns)
+        convs = synthetic(tok, spec.count, (1, 1), spec.output_tokens, spec.seed, turns=spec.turns,
+                          words=spec.words or 100)
+    elif kind == "random":
+        params.update(input_len=spec.random_input_len, output_len=spec.random_output_len,
+                      range_ratio=spec.random_range_ratio, prefix_len=spec.random_prefix_len)
+        convs = vllm_random(tok, spec.count, spec.random_input_len, spec.random_output_len,
+                            spec.random_range_ratio, spec.random_prefix_len, spec.seed)
+    else:
+        fmt = _format_of(spec)
+        params.update(format=fmt, limit=spec.limit, turns=spec.turns, multi_turn=spec.multi_turn)
+        if fmt == "sharegpt" and not spec.multi_turn:
+            params["sharegpt_output_len"] = spec.sharegpt_output_len
+            convs, warnings = sharegpt_single_turn(spec.dataset, tok, spec.limit or spec.count,
+                                                   spec.seed, spec.sharegpt_output_len)
+        elif fmt == "sharegpt":
+            convs = sharegpt_conversations(spec.dataset, tok, spec.limit, spec.seed,
+                                           spec.turns if spec.turns > 1 else None)
+        elif fmt == "jsonl":
+            convs = jsonl_conversations(spec.dataset, tok, spec.limit)
+        elif fmt == "hf":
+            name = spec.dataset[3:] if spec.dataset.startswith("hf:") else spec.dataset
+            params.update(split=spec.hf_split, columns=spec.hf_columns)
+            convs = hf_conversations(name, tok, spec.limit, spec.hf_split, spec.hf_columns)
+        else:
+            raise DatasetError(f"--dataset-format {fmt!r}: choose sharegpt, jsonl or hf")
+        if spec.turns >= 1 and fmt != "sharegpt":
+            convs = [Conversation(c.id, c.turns[: spec.turns] if spec.multi_turn or spec.turns > 1
+                                  else c.turns[:1], c.system) for c in convs]
+        if not spec.multi_turn and spec.turns <= 1:
+            convs = [Conversation(c.id, c.turns[:1], c.system) for c in convs]
+        if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
+            convs = [Conversation(c.id, tuple(Turn(t.user, spec.output_tokens[1], t.prompt_tokens)
+                                              for t in c.turns), c.system) for c in convs]
+    if tok.approximate:
+        warnings.append("token counts are approximate (no tokenizer available offline)")
+    return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
+                    warnings=warnings)

@@ -1,0 +1,266 @@
+"""Prompt files: ShareGPT JSON, JSONL of several shapes, and anything ``datasets`` loads."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import random
+from typing import Any, Iterator
+
+from .model import Conversation, Turn
+from .tokenizer import Tokenizer
+
+
+class DatasetError(ValueError):
+    """Bad input in a prompt file; the message is one line naming file, line and fix."""
+
+
+def _check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise DatasetError(f"--dataset {path}: no such file")
+    if os.path.isdir(path):
+        raise DatasetError(f"--dataset {path}: is a folder; give a .json, .jsonl, .csv or .parquet file")
+
+
+def _line_of(path: str, offset: int) -> int:
+    with open(path, "rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
+
+
+def iter_json_array(path: str, chunk_size: int = 1 << 20) -> Iterator[tuple[int, Any]]:
+    """Stream the elements of a top-level JSON array as (byte offset, value), in flat memory."""
+    decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+    with open(path, "rb") as fh:
+        buf = utf8.decode(fh.read(chunk_size))
+        pos = len(buf) - len(buf.lstrip())
+        if buf[pos:pos + 1] != "[":
+            raise DatasetError(f"{path}:1: expected a JSON array of conversations (ShareGPT format)")
+        pos += 1
+        mark, mark_bytes = 0, 0     # a character position in buf and its byte offset in the file
+        eof = False
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) and buf[pos] == "]":
+                return
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                if eof or pos >= len(buf) and not buf:
+                    at = mark_bytes + len(buf[mark:exc.pos].encode("utf-8"))
+                    raise DatasetError(f"{path}:{_line_of(path, at)}: invalid JSON ({exc.msg})")
+                more = fh.read(chunk_size)
+                if not more:
+                    eof = True
+                mark_bytes += len(buf[mark:pos].encode("utf-8"))
+                buf = buf[pos:] + utf8.decode(more, final=not more)
+                pos = mark = 0
+                continue
+            mark_bytes += len(buf[mark:pos].encode("utf-8"))
+            mark = pos
+            yield mark_bytes, obj
+            pos = end
+
+
+def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
+    """Decode the JSON value that starts at a byte offset, reading only as much as it needs."""
+    fh.seek(byte_offset)
+    data = b""
+    size = 1 << 14
+    while True:
+        more = fh.read(size)
+        data += more
+        try:
+            return decoder.raw_decode(data.decode("utf-8", "replace"))[0]
+        except json.JSONDecodeError:
+            if not more:
+                raise
+            size *= 2
+
+
+def _sharegpt_turns(conv: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, str | None]]]:
+    """(system, [(user, following reply or None)]) from ShareGPT ``conversations``."""
+    system = None
+    pairs: list[tuple[str, str | None]] = []
+    for m in conv:
+        who = str(m.get("from", m.get("role", ""))).lower()
+        text = m.get("value", m.get("content", ""))
+        if not isinstance(text, str):
+            continue
+        if who == "system":
+            system = text
+        elif who in ("human", "user"):
+            pairs.append((text, None))
+        elif who in ("gpt", "assistant", "chatgpt", "bard", "model") and pairs and pairs[-1][1] is None:
+            pairs[-1] = (pairs[-1][0], text)
+    return system, pairs
+
+
+def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
+                         output_len: int | None = None) -> tuple[list[Conversation], list[str]]:
+    """vLLM's ShareGPT sampling: turn 0 as prompt, turn 1's length as output length; drop prompts
+    under 4 tokens, over 1024, and prompt+output over 2048; seeded shuffle; oversample if short."""
+    _check_file(path)
+    offsets = [off for off, obj in iter_json_array(path)
+               if isinstance(obj, dict) and len(obj.get("conversations") or []) >= 2]
+    if not offsets:
+        raise DatasetError(f"--dataset {path}: no entry has a 'conversations' list of 2 or more turns")
+    random.seed(seed)
+    random.shuffle(offsets)
+    out: list[Conversation] = []
+    dropped = {"prompt under 4 tokens": 0, "output under 4 tokens": 0,
+               "prompt over 1024 tokens": 0, "prompt+output over 2048 tokens": 0}
+    decoder = json.JSONDecoder()
+    with open(path, "rb") as fh:
+        for off in offsets:
+            if len(out) >= count:
+                break
+            obj = _read_at(fh, off, decoder)
+            conv = obj["conversations"]
+            prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
+            p_len = tok.count(prompt)
+            c_len = tok.count(completion)
+            o_len = output_len if output_len is not None else c_len
+            if p_len < 4:
+                dropped["prompt under 4 tokens"] += 1
+                continue
+            if output_len is None and o_len < 4:
+                dropped["output under 4 tokens"] += 1
+                continue
+            if p_len > 1024:
+                dropped["prompt over 1024 tokens"] += 1
+                continue
+            if p_len + o_len > 2048:
+                dropped["prompt+output over 2048 tokens"] += 1
+                continue
+            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
+    if not out:
+        why = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
+        raise DatasetError(f"--dataset {path}: nothing left after vLLM's filters ({why})")
+    warnings = []
+    if len(out) < count:
+        warnings.append(f"only {len(out)} ShareGPT prompts passed the filters; oversampling to {count}")
+        out = out + random.choices(out, k=count - len(out))
+    return out, warnings
+
+
+def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: int,
+                           max_turns: int | None = None) -> list[Conversation]:
+    """Whole ShareGPT conversations for virtual users: their own user turns, in order."""
+    _check_file(path)
+    out = []
+    for off, obj in iter_json_array(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
+            raise DatasetError(f"{path}:{_line_of(path, off)}: expected an object with a "
+                               "'conversations' list (ShareGPT format)")
+        system, pairs = _sharegpt_turns(obj["conversations"])
+        if not pairs:
+            continue
+        pairs = pairs[:max_turns] if max_turns else pairs
+        turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
+        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
+    random.Random(seed).shuffle(out)
+    return out[:limit] if limit else out
+
+
+def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversation:
+    where = f"{path}:{line_no}"
+    if not isinstance(obj, dict):
+        raise DatasetError(f"{where}: expected a JSON object with 'messages', 'conversations' or 'prompt'")
+    out_tokens = obj.get("max_tokens", obj.get("output_tokens"))
+    if out_tokens is not None and (not isinstance(out_tokens, int) or out_tokens < 1):
+        raise DatasetError(f"{where}: max_tokens/output_tokens must be a whole number >= 1")
+    cid = str(obj.get("id", f"line-{line_no}"))
+    if isinstance(obj.get("messages"), list):
+        system, users = None, []
+        for m in obj["messages"]:
+            if not isinstance(m, dict) or not isinstance(m.get("content", ""), str):
+                raise DatasetError(f"{where}: each message needs 'role' and a string 'content'")
+            if m.get("role") == "system":
+                system = m.get("content")
+            elif m.get("role") == "user":
+                users.append(m.get("content", ""))
+        if not users:
+            raise DatasetError(f"{where}: 'messages' has no user message")
+        return Conversation(cid, tuple(Turn(u, out_tokens, tok.count(u)) for u in users), system)
+    if isinstance(obj.get("conversations"), list):
+        system, pairs = _sharegpt_turns(obj["conversations"])
+        if not pairs:
+            raise DatasetError(f"{where}: 'conversations' has no human/user turn")
+        return Conversation(cid, tuple(Turn(u, out_tokens, tok.count(u)) for u, _ in pairs), system)
+    if isinstance(obj.get("prompt"), str):
+        p = obj["prompt"]
+        return Conversation(cid, (Turn(p, out_tokens, tok.count(p)),))
+    raise DatasetError(f"{where}: none of the known shapes; each line needs 'messages' "
+                       "(OpenAI chat), 'conversations' (ShareGPT) or 'prompt' (a string)")
+
+
+def jsonl_conversations(path: str, tok: Tokenizer, limit: int | None) -> list[Conversation]:
+    _check_file(path)
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: invalid JSON ({exc.msg}, column {exc.colno})")
+            out.append(_jsonl_entry(obj, path, line_no, tok))
+            if limit and len(out) >= limit:
+                break
+    if not out:
+        raise DatasetError(f"--dataset {path}: the file has no entries")
+    return out
+
+
+def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
+                     columns: dict[str, str]) -> list[Conversation]:
+    """Through the ``datasets`` library: a local JSON/JSONL/CSV/Parquet path or a hub name."""
+    import datasets  # heavy: imported only here
+
+    local = os.path.exists(spec)
+    try:
+        if local:
+            ext = os.path.splitext(spec)[1].lower().lstrip(".")
+            builder = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}.get(ext)
+            if builder is None:
+                raise DatasetError(f"--dataset {spec}: unknown file type .{ext}; use json, jsonl, csv or parquet")
+            ds = datasets.load_dataset(builder, data_files=spec, split="train")
+        else:
+            ds = datasets.load_dataset(spec, split=split)
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library raises many kinds
+        if local:
+            raise DatasetError(f"--dataset {spec}: datasets could not read it ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:150]})")
+        raise DatasetError(f"--dataset hf:{spec}: could not load it from the Hugging Face hub "
+                           f"(offline, or no such dataset/split {split!r}); download it where you "
+                           "are online and pass the local file")
+    prompt_col = columns.get("prompt", "prompt")
+    out = []
+    names = set(ds.column_names)
+    for i, row in enumerate(ds):
+        if limit and len(out) >= limit:
+            break
+        if "messages" in names and "prompt" not in columns:
+            conv = _jsonl_entry({"messages": row["messages"], "id": row.get("id", i),
+                                 "max_tokens": row.get(columns.get("max_tokens", "max_tokens"))},
+                                spec, i + 1, tok)
+        elif "conversations" in names and "prompt" not in columns:
+            conv = _jsonl_entry({"conversations": row["conversations"], "id": row.get("id", i)},
+                                spec, i + 1, tok)
+        elif prompt_col in names:
+            mt = row.get(columns.get("max_tokens", "max_tokens"))
+            conv = _jsonl_entry({"prompt": str(row[prompt_col]), "id": i,
+                                 "max_tokens": int(mt) if mt else None}, spec, i + 1, tok)
+        else:
+            raise DatasetError(f"--dataset {spec}: no column {prompt_col!r} (columns: "
+                               f"{', '.join(sorted(names))}); map one with --hf-column prompt=NAME")
+        out.append(conv)
+    if not out:
+        raise DatasetError(f"--dataset {spec}: no rows")
+    return out

@@ -1,0 +1,33 @@
+"""``python -m mock_server``: the child-process entry used by MockProcess."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from .engine import MockConfig
+from .server import serve_forever
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m mock_server")
+    ap.add_argument("--config-json", default="{}")
+    ap.add_argument("--replicas", type=int, default=1)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--record")
+    ap.add_argument("--record-prompts", action="store_true")
+    ap.add_argument("--announce", action="store_true")
+    a = ap.parse_args()
+    cfg = MockConfig()
+    cfg.update(json.loads(a.config_json))
+    try:
+        asyncio.run(serve_forever(cfg, a.replicas, a.host, a.port, a.record, a.record_prompts,
+                                  a.announce))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

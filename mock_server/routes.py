@@ -1,0 +1,527 @@
+"""HTTP routes shaped like the real servers (OpenAI/vLLM and Ollama), on aiohttp.web.
+
+aiohttp was chosen for the mock's HTTP layer because it is a production server that is already a
+dependency (the client transport) and it streams chunked responses without an ASGI layer in
+between: scripts/bench_mock.py measures its request and event rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from aiohttp import web
+
+from . import prometheus
+from .engine import Engine, QueueFull, mock_tokens, reply_words
+from .recorder import Recorder
+
+perf_counter = time.perf_counter
+perf_counter_ns = time.perf_counter_ns
+_dumps = json.dumps
+
+OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+def openai_error(message: str, status: int, etype: str | None = None,
+                 param: str | None = None) -> web.Response:
+    etype = etype or {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
+                      500: "InternalServerError"}.get(status, "Error")
+    body = {"error": {"message": message, "type": etype, "param": param, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def ollama_error(message: str, status: int) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class Shape:
+    """Bytes of one API's stream: how it opens, carries a token, finishes and ends."""
+
+    content_type = "text/event-stream"
+
+    def __init__(self, model: str, rid: str) -> None:
+        self.model = model
+        self.rid = rid
+        self.created = int(time.time())
+
+    def open(self) -> bytes | None:
+        return None
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+        raise NotImplementedError
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        raise NotImplementedError
+
+    def error_event(self, message: str) -> bytes:
+        return b"data: " + _dumps({"error": {"message": message, "type": "InternalServerError",
+                                              "param": None, "code": 500}}).encode() + b"\n\n"
+
+    def malformed(self) -> bytes:
+        return b'data: {"id": "' + self.rid.encode() + b'", "choices": [{"delta": {"content": "br\n\n'
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class ChatShape(Shape):
+    def __init__(self, model: str, rid: str) -> None:
+        super().__init__(model, rid)
+        self._head = ('data: {"id":"chatcmpl-%s","object":"chat.completion.chunk","created":%d,'
+                      '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
+
+    def open(self) -> bytes:
+        return (self._head + '{"index":0,"delta":{"role":"assistant","content":""},'
+                '"logprobs":null,"finish_reason":null}]}\n\n').encode()
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+        tail = "]" if usage is None else '],"usage":' + _dumps(usage)
+        return (self._head + '{"index":0,"delta":{"content":%s},"logprobs":null,'
+                '"finish_reason":null}%s}\n\n' % (_dumps(text), tail)).encode()
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        out = self._head + ('{"index":0,"delta":{},"logprobs":null,"finish_reason":%s,'
+                            '"stop_reason":null}]}\n\n' % _dumps(finish))
+        if include_usage:
+            out += self._head + '],"usage":%s}\n\n' % _dumps(usage)
+        return (out + "data: [DONE]\n\n").encode()
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        return {"id": f"chatcmpl-{self.rid}", "object": "chat.completion", "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
+                                                     "tool_calls": []},
+                             "logprobs": None, "finish_reason": finish, "stop_reason": None}],
+                "usage": usage}
+
+
+class CompletionShape(Shape):
+    def __init__(self, model: str, rid: str) -> None:
+        super().__init__(model, rid)
+        self._head = ('data: {"id":"cmpl-%s","object":"text_completion","created":%d,'
+                      '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+        tail = "]" if usage is None else '],"usage":' + _dumps(usage)
+        return (self._head + '{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,'
+                '"stop_reason":null}%s}\n\n' % (_dumps(text), _dumps(finish), tail)).encode()
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        out = ""
+        if include_usage:
+            out = self._head + '],"usage":%s}\n\n' % _dumps(usage)
+        return (out + "data: [DONE]\n\n").encode()
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        return {"id": f"cmpl-{self.rid}", "object": "text_completion", "created": self.created,
+                "model": self.model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                             "stop_reason": None}],
+                "usage": usage}
+
+
+class OllamaShape(Shape):
+    content_type = "application/x-ndjson"
+
+    def __init__(self, model: str, rid: str, generate: bool) -> None:
+        super().__init__(model, rid)
+        self.generate = generate
+        self._created_at = _now_iso()
+
+    def _obj(self, text: str, done: bool) -> dict[str, Any]:
+        obj: dict[str, Any] = {"model": self.model, "created_at": self._created_at}
+        if self.generate:
+            obj["response"] = text
+        else:
+            obj["message"] = {"role": "assistant", "content": text}
+        obj["done"] = done
+        return obj
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+        return (_dumps(self._obj(text, False)) + "\n").encode()
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        obj = self._obj("", True)
+        obj["done_reason"] = finish
+        obj.update(timing)
+        return (_dumps(obj) + "\n").encode()
+
+    def error_event(self, message: str) -> bytes:
+        return (_dumps({"error": message}) + "\n").encode()
+
+    def malformed(self) -> bytes:
+        return b'{"model": "' + self.model.encode() + b'", "message": {"content": "br\n'
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        obj = self._obj(text, True)
+        obj["done_reason"] = finish
+        obj.update(timing)
+        return obj
+
+
+class Routes:
+    def __init__(self, engine: Engine, recorder: Recorder | None = None) -> None:
+        self.engine = engine
+        self.recorder = recorder
+        self.started_at = _now_iso()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        r = app.router
+        r.add_get("/v1/models", self.models)
+        r.add_post("/v1/chat/completions", self.chat)
+        r.add_post("/v1/completions", self.completions)
+        r.add_get("/api/tags", self.tags)
+        r.add_get("/api/ps", self.ps)
+        r.add_get("/api/version", self.version)
+        r.add_post("/api/chat", self.ollama_chat)
+        r.add_post("/api/generate", self.ollama_generate)
+        r.add_get("/health", self.health)
+        r.add_get("/metrics", self.metrics)
+        r.add_get("/props", self.props)
+        r.add_get("/admin/config", self.get_config)
+        r.add_post("/admin/config", self.set_config)
+        return app
+
+    def _headers(self, queue_ms: float | None = None) -> dict[str, str]:
+        h = {"x-llmbench-replica": self.engine.replica}
+        if queue_ms is not None:
+            h["x-llmbench-queue-ms"] = f"{queue_ms:.3f}"
+        return h
+
+    # -- small routes ----------------------------------------------------------------------------
+    async def models(self, request: web.Request) -> web.Response:
+        data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "llmbench-mock",
+                 "root": m, "parent": None, "max_model_len": 32768}
+                for m in self.engine.config.models]
+        return web.json_response({"object": "list", "data": data}, headers=self._headers())
+
+    def _ollama_model(self, name: str) -> dict[str, Any]:
+        return {"name": name, "model": name, "modified_at": self.started_at, "size": 397821319,
+                "digest": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex * 2,
+                "details": {"parent_model": "", "format": "gguf", "family": "qwen2",
+                            "families": ["qwen2"], "parameter_size": "494.03M",
+                            "quantization_level": "Q4_K_M"}}
+
+    async def tags(self, request: web.Request) -> web.Response:
+        return web.json_response({"models": [self._ollama_model(m) for m in self.engine.config.models]},
+                                 headers=self._headers())
+
+    async def ps(self, request: web.Request) -> web.Response:
+        models = []
+        for m in self.engine.config.models:
+            d = self._ollama_model(m)
+            d.update({"expires_at": "2099-01-01T00:00:00Z", "size_vram": d["size"],
+                      "context_length": 4096})
+            models.append(d)
+        return web.json_response({"models": models}, headers=self._headers())
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": self.engine.config.version})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="", headers=self._headers())
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=prometheus.render(self.engine),
+                            content_type="text/plain", charset="utf-8", headers=self._headers())
+
+    async def props(self, request: web.Request) -> web.Response:
+        cfg = self.engine.config
+        return web.json_response({"total_slots": cfg.parallel or 1,
+                                  "model_path": cfg.models[0] if cfg.models else "mock",
+                                  "llmbench_mock": True}, headers=self._headers())
+
+    async def get_config(self, request: web.Request) -> web.Response:
+        return web.json_response({"replica": self.engine.replica, **self.engine.config.as_dict()})
+
+    async def set_config(self, request: web.Request) -> web.Response:
+        try:
+            changes = await request.json()
+            if not isinstance(changes, dict):
+                raise ValueError("send a JSON object of settings")
+            self.engine.config.update(changes)
+        except (ValueError, json.JSONDecodeError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        self.engine.config_changed()
+        return web.json_response({"replica": self.engine.replica, **self.engine.config.as_dict()})
+
+    # -- generation routes ---------------------------------------------------------------------
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completions")
+
+    async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "ollama_chat")
+
+    async def ollama_generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "ollama_generate")
+
+    def _parse(self, body: Any, route: str) -> tuple[str, str, int, bool, dict[str, Any]]:
+        """-> model, prompt text, reply tokens, stream, options; raises BadRequest as the real
+        server would phrase it."""
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        cfg = self.engine.config
+        model = body.get("model")
+        ollama = route.startswith("ollama")
+        if not model or not isinstance(model, str):
+            raise BadRequest("model is required" if ollama else
+                             "[{'type': 'missing', 'loc': ('body', 'model'), 'msg': 'Field required'}]",
+                             param="model")
+        if model not in cfg.models:
+            if ollama:
+                raise BadRequest(f'model "{model}" not found, try pulling it first', 404)
+            raise BadRequest(f"The model `{model}` does not exist.", 404, param="model")
+        if route in ("chat", "ollama_chat"):
+            messages = body.get("messages")
+            if not isinstance(messages, list) or (not messages and not ollama):
+                raise BadRequest("messages is required" if ollama else
+                                 "[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]",
+                                 param="messages")
+            parts = []
+            for m in messages:
+                if not isinstance(m, dict) or "role" not in m:
+                    raise BadRequest("each message needs a role and content", param="messages")
+                content = m.get("content")
+                if isinstance(content, list):
+                    content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+                parts.append(f"<|{m['role']}|>{content or ''}")
+            prompt = "\n".join(parts)
+        else:
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str):
+                if ollama and prompt is None:
+                    prompt = ""
+                else:
+                    raise BadRequest("prompt must be a string" if ollama else
+                                     "[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required'}]",
+                                     param="prompt")
+        if ollama:
+            options = body.get("options") or {}
+            if not isinstance(options, dict):
+                raise BadRequest("options must be an object")
+            max_tokens = options.get("num_predict")
+            stream = body.get("stream", True)
+            if max_tokens is not None and int(max_tokens) < 0:
+                max_tokens = None
+        else:
+            max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+            stream = bool(body.get("stream", False))
+            n = body.get("n", 1)
+            if n != 1:
+                raise BadRequest("n must be 1: the mock generates one choice", param="n")
+        if max_tokens is not None:
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, float)) or max_tokens < 1:
+                raise BadRequest(f"max_tokens must be at least 1, got {max_tokens!r}",
+                                 param="max_tokens")
+            n_tokens = int(max_tokens)
+        else:
+            n_tokens = cfg.tokens
+        hit_max = max_tokens is not None
+        if cfg.natural_tokens > 0 and not body.get("ignore_eos") and cfg.natural_tokens < n_tokens:
+            n_tokens, hit_max = cfg.natural_tokens, False
+        opts = {"hit_max": hit_max or max_tokens is None and cfg.natural_tokens <= 0,
+                "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
+                "continuous_usage": bool((body.get("stream_options") or {}).get("continuous_usage_stats"))}
+        return model, prompt, n_tokens, bool(stream), opts
+
+    def _error(self, route: str, message: str, status: int, param: str | None = None) -> web.Response:
+        if route.startswith("ollama"):
+            return ollama_error(message, status)
+        return openai_error(message, status, param=param)
+
+    async def _generate(self, request: web.Request, route: str) -> web.StreamResponse:
+        engine = self.engine
+        cfg = engine.config
+        arrival_ns = perf_counter_ns()
+        try:
+            raw = await request.read()
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise BadRequest(f"invalid JSON in request body: {exc}")
+            model, prompt, n_tokens, stream, opts = self._parse(body, route)
+        except BadRequest as exc:
+            return self._error(route, str(exc), exc.status, exc.param)
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        fault = engine.draw_fault()
+        if fault == "slow_first_byte":
+            await asyncio.sleep(cfg.slow_first_byte_ms / 1000.0)
+        if fault == "500":
+            return self._error(route, "mock fault: internal server error", 500)
+        if fault == "429":
+            return self._error(route, "mock fault: rate limit exceeded", 429)
+        try:
+            engine.admit()
+        except QueueFull:
+            if route.startswith("ollama"):
+                return ollama_error(OLLAMA_BUSY, 503)
+            return openai_error("The server has too many pending requests; try again later.",
+                                429, etype="RateLimitError")
+        ptoks = mock_tokens(prompt)
+        shape: Shape
+        if route == "chat":
+            shape = ChatShape(model, rid)
+        elif route == "completions":
+            shape = CompletionShape(model, rid)
+        else:
+            shape = OllamaShape(model, rid, generate=route == "ollama_generate")
+        log: dict[str, Any] | None = None
+        if self.recorder is not None:
+            log = {"replica": engine.replica, "request_id": rid, "route": route,
+                   "arrival_ns": arrival_ns, "fault": fault}
+            if self.recorder.prompts:
+                log["messages"] = body.get("messages") if isinstance(body, dict) else None
+                log["prompt"] = body.get("prompt") if isinstance(body, dict) else None
+        acquired = False
+        try:
+            await engine.acquire_slot()
+            acquired = True
+            return await self._serve(request, engine, shape, ptoks, n_tokens, stream, opts, fault,
+                                     arrival_ns, log)
+        finally:
+            if acquired:
+                engine.release_slot()
+
+    async def _serve(self, request: web.Request, engine: Engine, shape: Shape, ptoks: list[str],
+                     n_tokens: int, stream: bool, opts: dict[str, Any], fault: str | None,
+                     arrival_ns: int, log: dict[str, Any] | None) -> web.StreamResponse:
+        cfg = engine.config
+        stats = engine.stats
+        slot_ns = perf_counter_ns()
+        queue_s = (slot_ns - arrival_ns) / 1e9
+        engine.h_queue.observe(queue_s)
+        n_prompt = len(ptoks)
+        stats.kv_tokens += n_prompt
+        prefill_s, cached = engine.prefill(ptoks)
+        chunk = max(cfg.chunk_tokens, 1)
+        n_events = max((n_tokens + chunk - 1) // chunk, 1)
+        words = reply_words(shape.rid, n_tokens)
+        usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
+                                 "completion_tokens": n_tokens}
+        if cfg.prefix_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        finish = "length" if opts["hit_max"] else "stop"
+        fault_at = engine.rng.randint(1, max(n_events - 1, 1)) if fault else -1
+        event_ns: list[int] = []
+        resp: web.StreamResponse | None = None
+        prefill_start_ns = perf_counter_ns()
+        sent_tokens = 0
+        decoding = False
+        status = 200
+        try:
+            if stream:
+                resp = web.StreamResponse(headers={**self._headers(queue_s * 1000.0),
+                                                   "content-type": shape.content_type,
+                                                   "cache-control": "no-cache"})
+                resp.enable_chunked_encoding()
+                await resp.prepare(request)
+                opening = shape.open()
+                if opening:
+                    await resp.write(opening)
+            await asyncio.sleep(prefill_s)
+            first_ns = 0
+            last_ns = 0
+            for i in range(n_events):
+                if i > 0:
+                    if not decoding:
+                        stats.decoding += 1
+                        decoding = True
+                    await engine.next_step()
+                if i == fault_at and stream:
+                    if fault == "stall":
+                        await asyncio.sleep(cfg.stall_ms / 1000.0)
+                    elif fault == "cut":
+                        status = -1
+                        assert request.transport is not None
+                        request.transport.close()
+                        return resp  # type: ignore[return-value]
+                    elif fault == "malformed":
+                        status = -2
+                        await resp.write(shape.malformed())  # type: ignore[union-attr]
+                        return resp  # type: ignore[return-value]
+                    elif fault == "error_event":
+                        status = -3
+                        await resp.write(shape.error_event("mock fault: error inside the stream"))  # type: ignore[union-attr]
+                        if not isinstance(shape, OllamaShape):
+                            await resp.write(b"data: [DONE]\n\n")  # type: ignore[union-attr]
+                        await resp.write_eof()  # type: ignore[union-attr]
+                        return resp  # type: ignore[return-value]
+                k = min(chunk, n_tokens - sent_tokens)
+                text = "".join(words[sent_tokens:sent_tokens + k])
+                sent_tokens += k
+                stats.generation_tokens_total += k
+                stats.kv_tokens += k
+                last_ev = i == n_events - 1
+                if stream:
+                    ev_usage = None
+                    if opts["continuous_usage"]:
+                        ev_usage = {"prompt_tokens": n_prompt, "completion_tokens": sent_tokens,
+                                    "total_tokens": n_prompt + sent_tokens}
+                    data = shape.token(text, ev_usage, finish if last_ev else None)
+                    now_ns = perf_counter_ns()
+                    await resp.write(data)  # type: ignore[union-attr]
+                else:
+                    now_ns = perf_counter_ns()
+                event_ns.append(now_ns)
+                if i == 0:
+                    first_ns = now_ns
+                    engine.h_ttft.observe((now_ns - arrival_ns) / 1e9)
+                else:
+                    engine.h_itl.observe((now_ns - last_ns) / 1e9)
+                last_ns = now_ns
+            done_ns = perf_counter_ns()
+            timing = {"total_duration": done_ns - arrival_ns, "load_duration": 0,
+                      "prompt_eval_count": n_prompt, "prompt_eval_duration": first_ns - prefill_start_ns,
+                      "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
+            engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
+            stats.success_total[finish] = stats.success_total.get(finish, 0) + 1
+            if stream:
+                await resp.write(shape.close(finish, usage, timing, opts["include_usage"]))  # type: ignore[union-attr]
+                await resp.write_eof()  # type: ignore[union-attr]
+                return resp  # type: ignore[return-value]
+            text = "".join(words)
+            return web.json_response(shape.whole(text, finish, usage, timing),
+                                     headers=self._headers(queue_s * 1000.0))
+        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+            status = -4   # the client went away
+            raise
+        finally:
+            if decoding:
+                stats.decoding -= 1
+            stats.kv_tokens -= n_prompt + sent_tokens
+            if log is not None and self.recorder is not None:
+                log.update({"slot_ns": slot_ns, "queue_ms": queue_s * 1000.0,
+                            "prompt_tokens": n_prompt, "cached_tokens": cached,
+                            "output_tokens": sent_tokens, "event_ns": event_ns,
+                            "status": {-1: "cut", -2: "malformed", -3: "error_event",
+                                       -4: "client_gone"}.get(status, "ok"),
+                            "stream": stream})
+                self.recorder.write(log)

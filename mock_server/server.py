@@ -1,0 +1,232 @@
+"""Run the mock: in the foreground (``llmbench mock``), in a thread (tests), or in a child
+process (``llmbench ramp`` with no --url, so the mock never shares the load generator's GIL)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import asdict
+from typing import Any
+
+from aiohttp import web
+
+from .engine import Engine, MockConfig, PROFILES
+from .recorder import Recorder
+from .routes import Routes
+
+
+def make_config(profile: str | None = None, **overrides: Any) -> MockConfig:
+    cfg = MockConfig()
+    if profile:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+        cfg.update(PROFILES[profile])
+    cfg.update({k: v for k, v in overrides.items() if v is not None})
+    return cfg
+
+
+def bind_consecutive(host: str, port: int, count: int) -> list[socket.socket]:
+    """``count`` listening sockets on consecutive ports starting at ``port`` (0: any free run)."""
+    for _attempt in range(50):
+        socks: list[socket.socket] = []
+        try:
+            base = port
+            for i in range(count):
+                s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                socks.append(s)
+                s.bind((host, base + i if (base or i) else 0))
+                if i == 0:
+                    base = s.getsockname()[1]
+                s.listen(1024)
+                s.setblocking(False)
+            return socks
+        except OSError:
+            for s in socks:
+                s.close()
+            if port:
+                raise
+    raise OSError(f"no {count} consecutive free ports on {host}")
+
+
+class MockCluster:
+    """K replicas, each its own engine and port, on the current event loop."""
+
+    def __init__(self, config: MockConfig, replicas: int = 1, host: str = "127.0.0.1",
+                 port: int = 0, record: str | None = None, record_prompts: bool = False) -> None:
+        self.host = host
+        self.port = port
+        self.recorder = Recorder(record, prompts=record_prompts) if record else None
+        self.engines = [Engine(copy.deepcopy(config) if i else config, replica=f"replica-{i}")
+                        for i in range(replicas)]
+        self._runners: list[web.AppRunner] = []
+        self.ports: list[int] = []
+
+    async def start(self) -> None:
+        socks = bind_consecutive(self.host, self.port, len(self.engines))
+        for engine, sock in zip(self.engines, socks):
+            runner = web.AppRunner(Routes(engine, self.recorder).app(), access_log=None,
+                                   handle_signals=False)
+            await runner.setup()
+            site = web.SockSite(runner, sock)
+            await site.start()
+            self._runners.append(runner)
+            self.ports.append(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        for engine in self.engines:
+            engine.stop()
+        for runner in self._runners:
+            await runner.cleanup()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    @property
+    def urls(self) -> list[str]:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return [f"http://{host}:{p}" for p in self.ports]
+
+
+class MockServer:
+    """The mock in a background thread with its own loop: ``with MockServer(cfg) as m: m.url``."""
+
+    def __init__(self, config: MockConfig | None = None, replicas: int = 1,
+                 host: str = "127.0.0.1", port: int = 0, record: str | None = None,
+                 record_prompts: bool = False) -> None:
+        self.config = config or MockConfig()
+        self._args = (replicas, host, port, record, record_prompts)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.cluster: MockCluster | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> "MockServer":
+        self._thread = threading.Thread(target=self._run, name="llmbench-mock", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        replicas, host, port, record, record_prompts = self._args
+        self.cluster = MockCluster(self.config, replicas, host, port, record, record_prompts)
+        try:
+            loop.run_until_complete(self.cluster.start())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(self.cluster.stop())
+        loop.close()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    @property
+    def urls(self) -> list[str]:
+        assert self.cluster is not None
+        return self.cluster.urls
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]
+
+    @property
+    def engines(self) -> list[Engine]:
+        assert self.cluster is not None
+        return self.cluster.engines
+
+    def configure(self, **changes: Any) -> None:
+        """Change knobs at run time, from the caller's thread."""
+        assert self._loop is not None
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def apply() -> None:
+            try:
+                for e in self.engines:
+                    e.config.update(changes)
+                    e.config_changed()
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            done.set()
+        self._loop.call_soon_threadsafe(apply)
+        done.wait(10)
+        if errors:
+            raise errors[0]
+
+
+class MockProcess:
+    """The mock in a child process; ``url`` once it is listening."""
+
+    def __init__(self, config: MockConfig, replicas: int = 1, host: str = "127.0.0.1",
+                 record: str | None = None) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.host = host
+        self.record = record
+        self.proc: subprocess.Popen[str] | None = None
+        self.urls: list[str] = []
+
+    def __enter__(self) -> "MockProcess":
+        cmd = [sys.executable, "-m", "mock_server", "--config-json", json.dumps(asdict(self.config)),
+               "--replicas", str(self.replicas), "--host", self.host, "--port", "0",
+               "--announce"]
+        if self.record:
+            cmd += ["--record", self.record]
+        env = dict(os.environ)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=env)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("LISTENING "):
+            self.proc.kill()
+            raise RuntimeError("the built-in mock server did not start")
+        self.urls = json.loads(line[len("LISTENING "):])
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
+                        record: str | None, record_prompts: bool, announce: bool,
+                        quiet: bool = False) -> None:
+    cluster = MockCluster(config, replicas, host, port, record, record_prompts)
+    await cluster.start()
+    if announce:
+        print("LISTENING " + json.dumps(cluster.urls), flush=True)
+    elif not quiet:
+        for engine, url in zip(cluster.engines, cluster.urls):
+            print(f"llmbench mock {engine.replica} on {url}  (OpenAI: {url}/v1, Ollama: {url})",
+                  flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await cluster.stop()
