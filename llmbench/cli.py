@@ -279,6 +279,131 @@ class _maybe_mock:
             self.proc.__exit__(*exc)
 
 
+# -- ramp ----------------------------------------------------------------------------------------
+# With no --url, a short demo against the built-in mock: about a minute, and it breaks.
+DEMO = {"users": "2,4,6,8,10,12", "hold": "10s", "ramp_in": "2s", "think": "1s-3s",
+        "output_tokens": "64", "prompt_tokens": "32-96", "turns": 3}
+SERVER = {"hold": "60s", "ramp_in": "10s", "think": "5s-10s", "output_tokens": "128",
+          "prompt_tokens": "64-256", "turns": 4}
+
+
+def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
+           up_to: Optional[float], by: str) -> list:
+    if users:
+        try:
+            steps = [float(x) for x in users.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--users {users!r}: expected numbers like 1,2,4,8")
+        if not steps or any(s <= 0 for s in steps) or steps != sorted(steps):
+            raise UsageError(f"--users {users!r}: need increasing numbers above 0")
+        return steps
+    start = 2 if start is None else start
+    step = 2 if step is None else step
+    up_to = 40 if up_to is None else up_to
+    if start <= 0 or step <= 0:
+        raise UsageError("--start and --step must be above 0")
+    if start > up_to:
+        raise UsageError(f"--start {start:g} is above --up-to {up_to:g}; lower --start or raise --up-to")
+    out, v = [], start
+    while v <= up_to + 1e-9:
+        out.append(round(v, 6))
+        v += step
+    if by == "users" and any(abs(s - round(s)) > 1e-9 for s in out):
+        raise UsageError("users come in whole numbers: check --start/--step/--up-to")
+    return out
+
+
+@app.command()
+@_guard
+def ramp(
+    url: Url = None,
+    model: Model = None,
+    api: Api = None,
+    api_key: ApiKey = None,
+    header: Header = None,
+    start: Annotated[Optional[float], typer.Option(help="Users at the first step (default 2).")] = None,
+    step: Annotated[Optional[float], typer.Option(help="Users added per step (default 2).")] = None,
+    up_to: Annotated[Optional[float], typer.Option(help="Last step (default 40).")] = None,
+    users: Annotated[Optional[str], typer.Option(help="Explicit steps, e.g. 1,2,4,8 (overrides start/step/up-to).")] = None,
+    by: Annotated[str, typer.Option(help="users (closed loop) | rate (steps are requests/s, open loop).")] = "users",
+    ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).")] = None,
+    hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).")] = None,
+    think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.")] = None,
+    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", help="e.g. 'ttft.p95<=2s' (repeatable). Default: ttft.p95<=2s, itl.p95<=200ms, errors==0.")] = None,
+    keep_going: Annotated[bool, typer.Option(help="Run every step even after one fails.")] = False,
+    expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.")] = None,
+    dataset: Dataset = "synthetic",
+    dataset_format: DatasetFormat = None,
+    prompt_tokens: Annotated[Optional[str], typer.Option(help="Synthetic user message length: N or LO-HI (default 64-256).")] = None,
+    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", help="Reply length asked for (default 128).")] = None,
+    turns: Annotated[Optional[int], typer.Option(help="Turns per conversation (default 4).")] = None,
+    limit: Limit = None,
+    tokenizer: Tokenizer = None,
+    seed: Seed = 0,
+    ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
+    temperature: Annotated[Optional[float], typer.Option()] = None,
+    extra_body: Annotated[Optional[str], typer.Option(help="JSON merged into every request body.")] = None,
+    timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 120.0,
+    timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
+    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    label: Label = None,
+    out: Out = Path("results"),
+    progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+) -> None:
+    """Add users step by step until the thresholds break, and say why. No --url: a one-minute
+    demo against the built-in mock."""
+    from .client import RequestParams, Timeouts
+    from .load.users import RampPlan
+    from .ramp import RampRun, execute
+    from .slo import DEFAULT_THRESHOLDS, parse_threshold
+
+    if by not in ("users", "rate"):
+        raise UsageError(f"--by {by!r}: choose users or rate")
+    d = DEMO if not url else SERVER
+    if not url and users is None and start is None and step is None and up_to is None:
+        users = DEMO["users"]
+    steps = _steps(users, start, step, up_to, by)
+    hold_s = _parse_duration(hold or d["hold"], "--hold")
+    ramp_in_s = _parse_duration(ramp_in or d["ramp_in"], "--ramp-in")
+    think_s = _parse_think(think or d["think"])
+    if hold_s <= 0:
+        raise UsageError("--hold must be above 0")
+    thresholds = [parse_threshold(t) for t in (threshold or DEFAULT_THRESHOLDS)]
+    extra = {}
+    if extra_body:
+        try:
+            extra = json.loads(extra_body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
+        if not isinstance(extra, dict):
+            raise UsageError("--extra-body must be a JSON object")
+    if think_s[1] > 0 and hold_s < think_s[1]:
+        typer.echo(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
+                   f"({think_s[1]:g}s): some users send nothing in a hold window", err=True)
+    labels = _parse_labels(label)
+    n_turns = turns if turns is not None else d["turns"]
+    if n_turns < 1:
+        raise UsageError("--turns must be at least 1")
+    with _maybe_mock(url) as (url_, model_):
+        tgt = _target(url_, model or model_, api, api_key, header)
+        wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
+                            output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
+                            multi_turn=True)
+        plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
+                        thresholds=thresholds, keep_going=keep_going, seed=seed,
+                        drain_s=max(timeout_first_token, 30.0))
+        r = RampRun(target=tgt, workload=wl, plan=plan,
+                    params=RequestParams(stream=True, temperature=temperature,
+                                         ignore_eos=ignore_eos, extra_body=extra),
+                    timeouts=Timeouts(10.0, timeout_first_token, timeout_idle, 900.0),
+                    expect=expect_users, out=out,
+                    label=labels.get("name") or "-".join(labels.values()) or None, labels=labels,
+                    progress=progress, served_by_header=served_by_header, count_tokens=tok.count,
+                    mock=None if url else {"profile": "ollama"})
+        code = execute(r)
+    raise typer.Exit(code)
+
+
 # -- mock ----------------------------------------------------------------------------------------
 @app.command()
 @_guard

@@ -29,7 +29,7 @@ ERROR_KINDS = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Record:
     request_id: str
     scheduled: float

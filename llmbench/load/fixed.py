@@ -13,14 +13,18 @@ from .session import Session
 perf_counter = time.perf_counter
 
 
-async def _play(session: Session, conv: Conversation, budget: "_Budget", *, user: int | None,
-                scheduled: float, think: tuple[float, float], rng: random.Random,
-                warmup: bool = False, sem: asyncio.Semaphore | None = None) -> None:
-    """Send a conversation's turns in order, each with the real replies before it."""
+async def play(session: Session, conv: Conversation, budget: "_Budget | None", *,
+               user: int | None, scheduled: float, think: tuple[float, float],
+               rng: random.Random, warmup: bool = False, sem: asyncio.Semaphore | None = None,
+               stop: asyncio.Event | None = None) -> bool:
+    """Send a conversation's turns in order, each with the real replies before it.
+
+    Returns False when a turn failed or the run is stopping (the conversation was cut short)."""
+    stop = stop or session.stopping
     replies: list[str] = []
     for t in range(len(conv.turns)):
-        if session.stopping.is_set() or not budget.take():
-            return
+        if stop.is_set() or session.stopping.is_set() or (budget is not None and not budget.take()):
+            return False
         msgs = messages_for(conv, t, replies)
         if sem is not None:
             async with sem:
@@ -31,17 +35,24 @@ async def _play(session: Session, conv: Conversation, budget: "_Budget", *, user
             rec, text = await session.request(msgs, conv.turns[t], scheduled=scheduled, user=user,
                                               conversation=conv.id, turn_index=t, warmup=warmup)
         if not rec.ok:
-            return          # a person whose reply failed does not go on with that conversation
+            return False    # a person whose reply failed does not go on with that conversation
         replies.append(text)
-        if t + 1 < len(conv.turns):
-            pause = rng.uniform(*think) if think[1] > 0 else 0.0
-            if pause > 0:
-                try:
-                    await asyncio.wait_for(session.stopping.wait(), pause)
-                    return
-                except asyncio.TimeoutError:
-                    pass
+        if t + 1 < len(conv.turns) and not await pause(stop, think, rng):
+            return False
         scheduled = perf_counter()
+    return True
+
+
+async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
+    """Think for a random time in the range; False if told to stop meanwhile."""
+    seconds = rng.uniform(*think) if think[1] > 0 else 0.0
+    if seconds <= 0:
+        return not stop.is_set()
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+        return False
+    except asyncio.TimeoutError:
+        return True
 
 
 class _Budget:
@@ -83,7 +94,7 @@ async def run_closed(session: Session, convs: Sequence[Conversation], concurrenc
                 return
             if budget.deadline is not None and perf_counter() >= budget.deadline:
                 return
-            await _play(session, take_conv(), budget, user=i, scheduled=perf_counter(),
+            await play(session, take_conv(), budget, user=i, scheduled=perf_counter(),
                         think=think, rng=rng, warmup=is_warmup)
 
     if warmup > 0:
@@ -105,7 +116,7 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     if warmup > 0:
         wb = _Budget(warmup, None)
-        await asyncio.gather(*(_play(session, convs[i % len(convs)], wb, user=None,
+        await asyncio.gather(*(play(session, convs[i % len(convs)], wb, user=None,
                                      scheduled=perf_counter(), think=think,
                                      rng=random.Random(i), warmup=True, sem=sem)
                                for i in range(warmup)))
@@ -125,7 +136,7 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
         if session.stopping.is_set():
             break
         conv = convs[(warmup + i) % len(convs)]
-        tasks.append(loop.create_task(_play(session, conv, budget, user=None, scheduled=due,
+        tasks.append(loop.create_task(play(session, conv, budget, user=None, scheduled=due,
                                             think=think, rng=random.Random(seed * 7919 + i),
                                             sem=sem)))
     if tasks:

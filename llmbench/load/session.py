@@ -29,7 +29,7 @@ class Counters:
     events: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Session:
     client: Client
     log: RecordLog | None
@@ -41,6 +41,7 @@ class Session:
     # (first_token time, ttft) of recent requests for the live line
     recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
     on_record: Callable[[Record], None] | None = None
+    active: set[Record] = field(default_factory=set)     # in flight now
     _next_id: int = 0
 
     async def request(self, messages: list[dict[str, str]], turn: Turn, *, scheduled: float,
@@ -53,6 +54,7 @@ class Session:
         c = self.counters
         c.started += 1
         c.in_flight += 1
+        self.active.add(rec)
         try:
             text = await self.client.send(messages, turn.max_tokens, rec,
                                           prompt_tokens_client=turn.prompt_tokens)
@@ -64,6 +66,7 @@ class Session:
 
     def _finish(self, rec: Record) -> None:
         c = self.counters
+        self.active.discard(rec)
         c.in_flight -= 1
         c.done += 1
         if not rec.ok and rec.error_kind != "interrupted":

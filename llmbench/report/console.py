@@ -98,3 +98,41 @@ def fmt_ms(v: float | None) -> str:
     if v >= 100:
         return f"{v:.0f}ms"
     return f"{v:.1f}ms"
+
+
+RAMP_COLUMNS = ("{unit:>6} {reqs:>5} {ttft50:>9} {ttft95:>9} {itl50:>8} {itl95:>8} {tpot:>8} "
+                "{e2el:>9} {otps:>9} {rps:>6} {err:>6}  {state}")
+
+
+def ramp_header(unit: str = "Users") -> str:
+    return RAMP_COLUMNS.format(unit=unit, reqs="Reqs", ttft50="TTFT p50", ttft95="TTFT p95",
+                               itl50="ITL p50", itl95="ITL p95", tpot="TPOT p95",
+                               e2el="E2EL p95", otps="Out tok/s", rps="Req/s", err="Errors",
+                               state="")
+
+
+def ramp_row(step: dict[str, Any]) -> str:
+    s = step["summary"]
+    state = "held" if step["held"] else "over"
+    if (step.get("monitor") or {}).get("overloaded"):
+        state += " (load generator busy: not trustworthy)"
+    return RAMP_COLUMNS.format(
+        unit=f"{step['load']:g}", reqs=s["requests"], ttft50=fmt_ms(s["median_ttft_ms"]),
+        ttft95=fmt_ms(s["p95_ttft_ms"]), itl50=fmt_ms(s["median_itl_ms"]),
+        itl95=fmt_ms(s["p95_itl_ms"]), tpot=fmt_ms(s["p95_tpot_ms"]), e2el=fmt_ms(s["p95_e2el_ms"]),
+        otps=f"{s['output_throughput']:.1f}", rps=f"{s['request_throughput']:.2f}",
+        err=s["failed"], state=state)
+
+
+def verdict_text(v: dict[str, Any]) -> str:
+    lines = [v["result"]]
+    kind = {"queuing": "Why: requests were queuing for slots.",
+            "saturation": "Why: compute saturation.",
+            "errors": "Why: errors (a limit was hit, or the server failed).",
+            "load_generator": "Why: the load generator itself was the limit.",
+            "other": "Why: see the failed thresholds."}.get(v["kind"])
+    if kind:
+        lines.append(kind)
+    lines += [f"  {e}" for e in v.get("evidence", [])]
+    lines += [f"  What to change: {a}" for a in v.get("advice", [])]
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""Per-second state of a run, rebuilt from records (pure): users, in flight, waiting for a first
+token, streaming, thinking, tokens/s, and the TTFT p95 of the last 10 seconds."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Sequence
+
+import numpy as np
+
+from .records import Record
+
+
+def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
+    """Users active at ``t``, from (time, users) change points."""
+    times = [c[0] for c in changes]
+    i = bisect.bisect_right(times, t) - 1
+    return changes[i][1] if i >= 0 else 0
+
+
+def build(records: Sequence[Record], t0: float, t_end: float,
+          user_changes: Sequence[tuple[float, int]] = (),
+          monitor: Sequence[Any] = (), steps: Sequence[dict[str, Any]] = (),
+          recent_s: float = 10.0) -> list[dict[str, Any]]:
+    recs = [r for r in records if not r.warmup]
+    n = max(int(np.ceil(t_end - t0)), 0)
+    out = []
+    changes = sorted(user_changes)
+    firsts = sorted((r.first_token, r.first_token - r.start) for r in recs if r.first_token is not None)
+    first_times = [f[0] for f in firsts]
+    tokens = np.zeros(n + 1)
+    for r in recs:
+        if not r.token_times:
+            continue
+        per_event = (r.output_tokens or len(r.token_times)) / len(r.token_times)
+        idx = (np.asarray(r.token_times) - t0).astype(int)
+        idx = idx[(idx >= 0) & (idx <= n)]
+        np.add.at(tokens, idx, per_event)
+    mon_by_sec = {int(m.t - t0): m for m in monitor}
+    step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
+    starts = np.sort([r.start for r in recs])
+    dones = np.sort([r.done for r in recs])
+    # a request waits for its first token until it arrives (or the request ends without one)
+    firsts_or_done = np.sort([min(r.first_token, r.done) if r.first_token is not None else r.done
+                              for r in recs])
+    for i in range(n):
+        t = t0 + i + 1.0       # state at the end of second i
+        started = int(np.searchsorted(starts, t, side="right"))
+        in_flight = started - int(np.searchsorted(dones, t, side="right"))
+        waiting = started - int(np.searchsorted(firsts_or_done, t, side="right"))
+        streaming = in_flight - waiting
+        lo = bisect.bisect_left(first_times, t - recent_s)
+        hi = bisect.bisect_right(first_times, t)
+        recent = [f[1] for f in firsts[lo:hi]]
+        users = users_at(changes, t) if changes else None
+        row: dict[str, Any] = {
+            "t": round(t - t0, 3), "users": users, "in_flight": in_flight,
+            "waiting_first_token": waiting, "streaming": streaming,
+            "thinking": max(users - in_flight, 0) if users is not None else None,
+            "tok_s": float(tokens[i]),
+            "ttft_p95_recent_ms": float(np.percentile(recent, 95) * 1000) if recent else None,
+        }
+        step = next((s for s in step_bounds if s[0] <= t <= s[1]), None)
+        if step is not None:
+            row["step"], row["load"] = step[2], step[3]
+        m = mon_by_sec.get(i)
+        if m is not None:
+            row["lag_p99_ms"], row["cpu_pct"] = m.lag_p99_ms, m.cpu_pct
+        out.append(row)
+    return out
