@@ -92,6 +92,13 @@ class _Watchdog:
         else:
             self._arm()
 
+    def first_token(self) -> None:
+        """The deadline switches from first-token to idle: re-arm once if it came closer."""
+        self.got_token = True
+        if self._handle is not None and self._deadline() < self._handle.when() - self._loop.time() + perf_counter():
+            self._handle.cancel()
+            self._arm()
+
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
@@ -154,6 +161,11 @@ class Client:
                     raw = await resp.aread()
                     rec.error_kind = "http_status"
                     rec.error = raw.decode("utf-8", "replace")[:200]
+                elif "html" in resp.headers.get("content-type", ""):
+                    # a web page, not an API: a wrong URL or a login/proxy page in the way
+                    raw = await resp.aread()
+                    rec.error_kind = "malformed_event"
+                    rec.error = raw.decode("utf-8", "replace")[:200]
                 elif self.params.stream:
                     await self._read_stream(resp, rec, dog, texts)
                 else:
@@ -210,7 +222,8 @@ class Client:
                 if kind == TOKEN:
                     times.append(t)
                     texts.append(ev.text)
-                    dog.got_token = True
+                    if not dog.got_token:
+                        dog.first_token()
                     if counts is not None:
                         ct = ev.usage.get("completion_tokens") if ev.usage else None
                         if ct is None:

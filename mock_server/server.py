@@ -132,7 +132,7 @@ class MockServer:
         loop.close()
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is not None:
+        if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)

@@ -78,8 +78,10 @@ async def run_closed(session: Session, convs: Sequence[Conversation], concurrenc
                      think: tuple[float, float] = (0.0, 0.0), seed: int = 0) -> float:
     """N workers, each starting its next conversation as soon as the last one finished.
 
+    With neither ``requests`` nor ``duration_s``, every conversation is played once.
     Returns the perf_counter time dispatch of measured requests began."""
     next_conv = 0
+    once = requests is None and duration_s is None
 
     def take_conv() -> Conversation:
         nonlocal next_conv
@@ -93,6 +95,8 @@ async def run_closed(session: Session, convs: Sequence[Conversation], concurrenc
             if budget.left is not None and budget.left <= 0:
                 return
             if budget.deadline is not None and perf_counter() >= budget.deadline:
+                return
+            if once and not is_warmup and next_conv >= len(convs):
                 return
             await play(session, take_conv(), budget, user=i, scheduled=perf_counter(),
                         think=think, rng=rng, warmup=is_warmup)

@@ -1,0 +1,201 @@
+"""The ramp against the mock, where paper predicts the answer; the verdict and the thresholds."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from llmbench.records import Record
+from llmbench.slo import ThresholdError, check_all, parse_threshold
+from llmbench.verdict import explain, result_line, served_at_once
+from conftest import ROOT, free_port
+from test_cli import ENV, llmbench, only_run
+
+FAST = ["--ramp-in", "0.5s", "--hold", "3s", "--think", "0", "--turns", "1",
+        "--prompt-tokens", "10", "--output-tokens", "20"]
+
+
+def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_path):
+    # S = 50 ms + 19 x 10 ms = 240 ms; with think 0, N users wait (N-1) x S for the slot:
+    # TTFT ~ 50, 290, 530, 770 ms for 1..4 users -> 3 hold under 700 ms, 4 do not.
+    m = mock_factory(ttft_ms=50, itl_ms=10, parallel=1)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,2,3,4,5,6",
+                 "--threshold", "ttft.p95<=700ms", "--expect-users", "5", *FAST,
+                 "--out", str(tmp_path), timeout=180)
+    assert r.returncode == 1, r.stdout + r.stderr          # fewer held than expected
+    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    steps = run["steps"]
+    assert [s["held"] for s in steps] == [True, True, True, False]
+    assert "Held 3 users. At 4 users, TTFT p95 was" in r.stdout
+    v = run["verdict"]
+    assert v["kind"] == "queuing" and v["slots_estimate"] == 1
+    assert 0.8 <= v["served_at_once"]["in_service"] <= 1.2
+    assert "one person at a time" in r.stdout and "OLLAMA_NUM_PARALLEL" in r.stdout
+    # gaps flat while TTFT climbs
+    itl = [s["summary"]["median_itl_ms"] for s in steps]
+    assert max(itl) - min(itl) < 2.0
+    ttft = [s["summary"]["median_ttft_ms"] for s in steps]
+    assert ttft == sorted(ttft) and ttft[3] > 600
+    timeline = [json.loads(x) for x in (only_run(tmp_path) / "timeline.jsonl").read_text().splitlines()]
+    assert timeline and max(t["users"] for t in timeline) == 4
+    assert max(t["waiting_first_token"] for t in timeline) >= 2
+
+
+def test_four_slots_with_slowdown_hold_more_and_itl_grows(mock_factory, tmp_path):
+    # 4 slots, step = 10 x (1 + 0.5 x (decoding - 1)): gaps 15 ms at 2 users, 25 ms at 4+;
+    # paper: 8 users hold under 700 ms (wait ~ 525 ms), 10 do not (~ 840 ms)
+    m = mock_factory(ttft_ms=50, itl_ms=10, parallel=4, batch_slowdown=0.5)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "2,4,6,8,10,12,14",
+                 "--threshold", "ttft.p95<=700ms", "--threshold", "itl.p95<=1s",
+                 "--expect-users", "6", *FAST, "--out", str(tmp_path), timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    held = max(s["load"] for s in run["steps"] if s["held"])
+    assert held >= 6                                     # vs 3 with one slot
+    v = run["verdict"]
+    assert v["itl_grew"] and v["kind"] == "saturation"
+    assert v["itl_median_ms"][1] >= 1.5 * v["itl_median_ms"][0]
+    assert "compute saturation" in r.stdout
+
+
+def test_interrupted_ramp_keeps_finished_steps(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=2)
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "ramp", "--url", m.url + "/v1",
+                          "--model", "mock", "--users", "1,2,3,4,5,6", "--ramp-in", "0.2s",
+                          "--hold", "1.5s", "--think", "0", "--turns", "1", "--prompt-tokens", "5",
+                          "--output-tokens", "5", "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    time.sleep(5.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    assert run["status"] == "partial" and len(run["steps"]) >= 2
+    assert "PARTIAL RESULT" in out
+
+
+def test_unreachable_before_first_step(tmp_path):
+    r = llmbench("ramp", "--url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m",
+                 "--out", str(tmp_path))
+    assert r.returncode == 3 and "cannot reach" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--threshold", "ttft<<2"], "grammar"),
+    (["--threshold", "latency.p95<=2s"], "unknown metric 'latency'"),
+    (["--start", "10", "--up-to", "4"], "--start 10 is above --up-to 4"),
+    (["--users", "4,2"], "increasing"),
+    (["--by", "magic"], "--by 'magic'"),
+])
+def test_ramp_bad_input(args, needle, tmp_path):
+    r = llmbench("ramp", "--url", "http://127.0.0.1:9/v1", "--model", "m", *args,
+                 "--out", str(tmp_path))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_hold_shorter_than_think_warns(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=1, itl_ms=1)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1",
+                 "--hold", "1s", "--ramp-in", "0", "--think", "2s-3s", "--turns", "1",
+                 "--out", str(tmp_path))
+    assert "shorter than the longest think time" in r.stderr
+
+
+# -- thresholds ---------------------------------------------------------------------------------
+def test_threshold_grammar():
+    t = parse_threshold("ttft.p95<=2s")
+    assert (t.key, t.op, t.value) == ("p95_ttft_ms", "<=", 2000.0)
+    assert parse_threshold("itl.p95 <= 200ms").value == 200.0
+    assert parse_threshold("e2el<5000").key == "p95_e2el_ms"           # p95 by default
+    assert parse_threshold("tpot.mean<=50").key == "mean_tpot_ms"
+    assert parse_threshold("errors==0").key == "failed"
+    assert parse_threshold("error_rate<=1%").value == pytest.approx(0.01)
+    assert parse_threshold("tok_s>=100").key == "output_throughput"
+    assert parse_threshold("max_gap.max<1s").key == "max_max_gap_ms"
+    for bad in ("ttft.p42<=1s", "ttft.p95<=2h", "errors.p95==0", "throughput>=1", "ttft",
+                "tok_s>=5%"):
+        with pytest.raises(ThresholdError):
+            parse_threshold(bad)
+
+
+def test_thresholds_checked_against_summary():
+    s = {"p95_ttft_ms": 2100.0, "failed": 0, "output_throughput": 50.0}
+    res = check_all([parse_threshold("ttft.p95<=2s"), parse_threshold("errors==0"),
+                     parse_threshold("tok_s>=100")], s)
+    assert [r["ok"] for r in res] == [False, True, False]
+    # a metric absent from the summary fails, it never passes silently
+    assert check_all([parse_threshold("request_goodput>=1")], {"request_goodput": None})[0]["ok"] is False
+
+
+# -- verdict (pure) -----------------------------------------------------------------------------
+def _rec(start, ttft, n, gap, ok=True, status=200, kind=None):
+    times = [start + ttft + i * gap for i in range(n)] if ok else []
+    r = Record("x", scheduled=start, start=start, token_times=times, ok=ok, status=status,
+               error_kind=kind, output_tokens=n if ok else None)
+    if times:
+        r.first_token, r.end = times[0], times[-1]
+    r.done = (times[-1] if times else start) + 0.001
+    return r
+
+
+def _step(index, load, summary, held, t0, t1, overloaded=False, checks=None):
+    return {"index": index, "load": load, "summary": summary, "held": held,
+            "hold_start": t0, "hold_end": t1, "ramp_start": t0,
+            "checks": checks or [{"threshold": "ttft.p95<=2s", "ok": held, "actual":
+                                  summary["p95_ttft_ms"], "limit": 2000.0, "metric": "ttft",
+                                  "stat": "p95"}],
+            "monitor": {"overloaded": overloaded, "lag_p99_ms": 30.0, "cpu_pct": 99.0}}
+
+
+def _summary(ttft95, itl50, failed=0, **kw):
+    s = {"p95_ttft_ms": ttft95, "median_ttft_ms": ttft95 / 2, "median_itl_ms": itl50,
+         "p95_itl_ms": itl50 * 1.1, "failed": failed, "errors": {}, "error_statuses": {},
+         "error_samples": []}
+    s.update(kw)
+    return s
+
+
+def test_served_at_once_littles_law():
+    # one request in service at a time, back to back for 10 s, after 50 ms baseline TTFT
+    recs = [_rec(i * 1.0, 0.05, 10, 0.1) for i in range(10)]
+    est = served_at_once(recs, 0.0, 10.0, baseline_ttft_s=0.05)
+    assert est["in_service"] == pytest.approx(0.95, abs=0.02)
+
+
+def test_verdict_kinds():
+    base = _step(0, 2, _summary(400, 8.0), True, 0, 10)
+    queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
+    v = explain([base, queue], [], "users")
+    assert v["kind"] == "queuing"
+    sat = _step(1, 8, _summary(2500, 20.0), False, 10, 20)
+    assert explain([base, sat], [], "users")["kind"] == "saturation"
+    err = _step(1, 8, _summary(400, 8.0, failed=3, errors={"http_status": 3},
+                               error_statuses={"503": 3},
+                               error_samples=[{"kind": "http_status", "status": 503,
+                                               "error": "server busy", "count": 3}]),
+                False, 10, 20, checks=[{"threshold": "errors==0", "ok": False, "actual": 3,
+                                        "limit": 0, "metric": "errors", "stat": None}])
+    v = explain([base, err], [], "users")
+    assert v["kind"] == "errors" and any("503" in e for e in v["evidence"])
+    busy = _step(1, 8, _summary(2500, 8.0), False, 10, 20, overloaded=True)
+    v = explain([base, busy], [], "users")
+    assert v["kind"] == "load_generator" and "not trustworthy" in " ".join(v["evidence"])
+
+
+def test_verdict_uses_server_state_when_probed():
+    base = _step(0, 2, _summary(400, 8.0), True, 0, 10)
+    queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
+    samples = [{"t": 12.0 + i, "running": 1, "waiting": 5, "slots": 1} for i in range(5)]
+    v = explain([base, queue], [], "users", server_samples=samples)
+    assert v["server"]["running_max"] == 1 and v["server"]["waiting_max"] == 5
+    assert v["slots_estimate"] == 1
+    assert any("1 running while up to 5 waited" in e for e in v["evidence"])
+
+
+def test_result_line():
+    steps = [_step(0, 2, _summary(465, 8), True, 0, 1), _step(1, 6, _summary(995, 8), True, 1, 2),
+             _step(2, 8, _summary(2550, 8), False, 2, 3)]
+    assert result_line(steps) == "Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2.00 s."

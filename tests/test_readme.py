@@ -1,0 +1,15 @@
+"""The README's first two commands stay true, and CI runs the same test command."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = ROOT.joinpath("README.md").read_text().splitlines()
+    commands = [line for line in readme if line.startswith("python3 -m venv")]
+    assert len(commands) >= 2
+    assert "llmbench ramp" in commands[0]
+    assert "pytest" in commands[1]
+    ci = ROOT.joinpath(".ci", "run").read_text().splitlines()
+    assert commands[1] in ci

@@ -1,0 +1,100 @@
+"""Request bodies of each API, and which events count as tokens (METRICS.md)."""
+
+import json
+
+from llmbench import wire
+from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN
+from llmbench.wire.framing import NdjsonFramer, SseFramer
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def test_chat_body_asks_for_usage_and_max_completion_tokens():
+    b = wire.build_body("openai-chat", "m", MSGS, 32, True,
+                        {"temperature": 0.5, "ignore_eos": True, "extra_body": {"top_p": 0.9}})
+    assert b == {"model": "m", "messages": MSGS, "max_completion_tokens": 32, "stream": True,
+                 "stream_options": {"include_usage": True}, "temperature": 0.5,
+                 "ignore_eos": True, "top_p": 0.9}
+
+
+def test_completions_body_uses_max_tokens_and_prompt():
+    b = wire.build_body("openai", "m", MSGS, 16, True, {})
+    assert b["prompt"] == "hi" and b["max_tokens"] == 16 and "max_completion_tokens" not in b
+    assert b["stream_options"] == {"include_usage": True}
+    multi = wire.build_body("openai", "m", MSGS + [{"role": "assistant", "content": "yo"},
+                                                   {"role": "user", "content": "more"}], 4, True, {})
+    assert "User: hi" in multi["prompt"] and multi["prompt"].endswith("Assistant:")
+
+
+def test_ollama_body_uses_num_predict_and_options():
+    b = wire.build_body("ollama", "m", MSGS, 8, True,
+                        {"temperature": 0.1, "extra_body": {"options": {"num_ctx": 4096}, "keep_alive": "5m"}})
+    assert b == {"model": "m", "messages": MSGS, "stream": True,
+                 "options": {"num_predict": 8, "temperature": 0.1, "num_ctx": 4096},
+                 "keep_alive": "5m"}
+    assert "stream_options" not in b
+
+
+def test_non_streaming_body_has_no_stream_options():
+    b = wire.build_body("openai-chat", "m", MSGS, 8, False, {})
+    assert "stream" not in b and "stream_options" not in b
+
+
+def ev(obj):
+    return json.dumps(obj).encode()
+
+
+def test_chat_token_events():
+    c = wire.classify("openai-chat")
+    assert c(ev({"choices": [{"delta": {"role": "assistant", "content": ""}}]})).kind == OTHER
+    assert c(ev({"choices": [{"delta": {"role": "assistant"}}]})).kind == OTHER
+    # Ollama's /v1 sends role with every content chunk: content decides
+    assert c(ev({"choices": [{"delta": {"role": "assistant", "content": "Hi"}}]})).kind == TOKEN
+    assert c(ev({"choices": [{"delta": {"content": ""}}]})).kind == TOKEN
+    assert c(ev({"choices": [{"delta": {"reasoning_content": "hmm"}}]})).kind == TOKEN
+    assert c(ev({"choices": [{"delta": {"reasoning": "hmm"}}]})).kind == TOKEN
+    assert c(ev({"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]})).kind == TOKEN
+    assert c(ev({"choices": [{"delta": {}, "finish_reason": "length"}]})).kind == OTHER
+    u = c(ev({"choices": [], "usage": {"completion_tokens": 5}}))
+    assert u.kind == OTHER and u.usage == {"completion_tokens": 5}
+    assert c(b"[DONE]").kind == END
+    e = c(ev({"error": {"message": "boom"}}))
+    assert e.kind == ERROR and e.error == "boom"
+    assert c(b'{"choices": [').kind == MALFORMED
+
+
+def test_completion_events_count_even_empty_text():
+    c = wire.classify("openai")
+    assert c(ev({"choices": [{"text": ""}]})).kind == TOKEN
+    assert c(ev({"choices": [], "usage": {}})).kind == OTHER
+
+
+def test_ollama_lines():
+    c = wire.classify("ollama")
+    assert c(ev({"message": {"content": "a"}, "done": False})).kind == TOKEN
+    assert c(ev({"message": {"content": "", "thinking": "x"}, "done": False})).kind == TOKEN
+    assert c(ev({"message": {"content": ""}, "done": False})).kind == OTHER
+    assert c(ev({"response": "a", "done": False})).kind == TOKEN
+    end = c(ev({"done": True, "eval_count": 7, "prompt_eval_count": 3, "total_duration": 10,
+                "eval_duration": 4, "done_reason": "length"}))
+    assert end.kind == END and end.usage == {"completion_tokens": 7, "prompt_tokens": 3}
+    assert end.server_timing["total_duration"] == 10 and end.finish_reason == "length"
+    assert c(ev({"error": "model not found"})).kind == ERROR
+
+
+def test_sse_framer_splits_across_chunks_and_crlf():
+    f = SseFramer()
+    assert f.feed(b"data: {\"a\"") == []
+    assert f.feed(b": 1}\r\n\r\n: comment\n\ndata: [DO") == [b'{"a": 1}']
+    assert f.feed(b"NE]\n\n") == [b"[DONE]"]
+    f2 = SseFramer()
+    assert f2.feed(b"data: x\n") == []
+    assert f2.flush() == [b"x"]
+
+
+def test_ndjson_framer():
+    f = NdjsonFramer()
+    assert f.feed(b'{"a":1}\n{"b"') == [b'{"a":1}']
+    assert f.feed(b':2}\n') == [b'{"b":2}']
+    assert f.feed(b'{"c":3}') == []
+    assert f.flush() == [b'{"c":3}']
