@@ -271,9 +271,14 @@ class Engine:
         assert self._step_wake is not None
         while True:
             if not self._step_waiters:
+                # right after a step the sequences have not re-registered yet; only a loop that
+                # really was idle for a whole step starts a new schedule (else gaps stretch by
+                # the time it takes the first sequence to come back)
                 self._step_wake.clear()
                 await self._step_wake.wait()
-                next_t = perf_counter()
+                now = perf_counter()
+                if now - next_t > self.step_seconds():
+                    next_t = now
             step = self.step_seconds()
             next_t += step
             now = perf_counter()

@@ -446,7 +446,8 @@ class Routes:
                 opening = shape.open()
                 if opening:
                     await resp.write(opening)
-            await asyncio.sleep(prefill_s)
+            # on the slot's clock, so parsing and the opening chunk do not add to the prefill
+            await asyncio.sleep(max(slot_ns / 1e9 + prefill_s - perf_counter(), 0.0))
             first_ns = 0
             last_ns = 0
             for i in range(n_events):

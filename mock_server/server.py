@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -226,7 +227,14 @@ async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
         for engine, url in zip(cluster.engines, cluster.urls):
             print(f"llmbench mock {engine.replica} on {url}  (OpenAI: {url}/v1, Ollama: {url})",
                   flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)   # stop cleanly: the send-time log is flushed
+        except (NotImplementedError, RuntimeError):
+            pass
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         await cluster.stop()

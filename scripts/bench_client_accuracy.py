@@ -1,0 +1,145 @@
+"""How accurate is llmbench's clock? Client timings against the mock's real send times.
+
+The mock runs in its own process and logs the send time of every event (perf_counter_ns,
+CLOCK_MONOTONIC, shared by processes on this host). llmbench drives N concurrent streams of one
+event every 20 ms, and we compare, per request:
+  - the client's median/p99 ITL with the server's actual median/p99 gap,
+  - the client's TTFT with the server's actual TTFT (first send - client start),
+  - the client's arrival lag (client token time - server send time),
+  - how much of N the closed loop kept in flight, and CPU microseconds per streamed event.
+
+  python scripts/bench_client_accuracy.py --streams 1,32,128 --seconds 15
+  python scripts/bench_client_accuracy.py --streams 128 --client httpx   # httpx, default transport
+
+``--client httpx`` drives the same streams with a minimal httpx reader (httpx's default
+transport, timestamps per chunk like llmbench) to re-check the choice of HTTP stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
+
+from llmbench.client import Client, RequestParams  # noqa: E402
+from llmbench.load.fixed import run_closed  # noqa: E402
+from llmbench.load.session import Session  # noqa: E402
+from llmbench.target import make_target  # noqa: E402
+from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer  # noqa: E402
+from mock_server import MockProcess, make_config  # noqa: E402
+from mock_server.recorder import read_log  # noqa: E402
+
+
+class HttpxClient:
+    """Just enough of llmbench's Client on httpx's default transport, for comparison."""
+
+    def __init__(self, target, streams: int) -> None:
+        import httpx
+        self.target = target
+        self.params = RequestParams()
+        self._http = httpx.AsyncClient(limits=httpx.Limits(max_connections=streams + 8),
+                                       timeout=None)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._http.aclose()
+
+    async def send(self, messages, max_tokens, rec, prompt_tokens_client=None):
+        from llmbench import wire
+        from llmbench.wire.events import TOKEN
+        body = wire.build_body("openai-chat", self.target.model, messages, max_tokens, True, {})
+        framer = wire.make_framer("openai-chat")
+        classify = wire.classify("openai-chat")
+        rec.start = time.perf_counter()
+        async with self._http.stream("POST", self.target.endpoint, json=body,
+                                     headers={"x-request-id": rec.request_id}) as resp:
+            rec.status = resp.status_code
+            async for chunk in resp.aiter_raw():
+                t = time.perf_counter()
+                for payload in framer.feed(chunk):
+                    if classify(payload).kind == TOKEN:
+                        rec.token_times.append(t)
+        rec.done = time.perf_counter()
+        rec.ok = bool(rec.token_times)
+        if rec.ok:
+            rec.first_token, rec.end = rec.token_times[0], rec.token_times[-1]
+        return ""
+
+
+async def drive(url: str, streams: int, seconds: float, tokens: int, client: str):
+    tok = load_tokenizer("approx")
+    wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
+                                     output_tokens=(tokens, tokens)), tok)
+    target = make_target(url + "/v1", "mock")
+    c = (HttpxClient(target, streams) if client == "httpx"
+         else Client(target, RequestParams(), max_connections=streams + 8))
+    async with c:
+        s = Session(c, None)
+        # warm-up: open the connections
+        await run_closed(s, wl.conversations, streams, streams, None)
+        s.records.clear()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await run_closed(s, wl.conversations, streams, None, seconds)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        return s.records, cpu, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--streams", default="1,32,128")
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--itl-ms", type=float, default=20.0)
+    ap.add_argument("--ttft-ms", type=float, default=100.0)
+    ap.add_argument("--tokens", type=int, default=50)
+    ap.add_argument("--client", choices=("llmbench", "httpx"), default="llmbench")
+    a = ap.parse_args()
+    print(f"client={a.client}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
+          f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
+    print(f"{'streams':>7} {'reqs':>6} {'ITL p50 cli/srv':>17} {'ITL p99 cli/srv':>17} "
+          f"{'TTFT p50 cli/srv':>17} {'TTFT p99 cli/srv':>17} {'lag p50':>8} {'lag p99':>8} "
+          f"{'in flight':>9} {'us/event':>8}")
+    for n in [int(x) for x in a.streams.split(",")]:
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "send.jsonl")
+            cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
+            with MockProcess(cfg, record=log) as m:
+                records, cpu, wall = asyncio.run(drive(m.url, n, a.seconds, a.tokens, a.client))
+            sent = {e["request_id"]: e for e in read_log(log)}
+        ok = [r for r in records if r.ok and r.request_id in sent]
+        cli_gaps, srv_gaps, cli_ttft, srv_ttft, lags = [], [], [], [], []
+        events = 0
+        for r in ok:
+            e = sent[r.request_id]
+            ns = np.asarray(e["event_ns"], dtype=float) / 1e9
+            t = np.asarray(r.token_times)
+            if len(ns) != len(t):
+                continue
+            events += len(t)
+            cli_gaps.extend(np.diff(t))
+            srv_gaps.extend(np.diff(ns))
+            cli_ttft.append(t[0] - r.start)
+            srv_ttft.append(ns[0] - r.start)
+            lags.extend(t - ns)
+        busy = sum(r.done - r.start for r in records) / wall
+        ms = lambda v, p: np.percentile(v, p) * 1000  # noqa: E731
+        print(f"{n:>7} {len(ok):>6} {ms(cli_gaps, 50):8.2f}/{ms(srv_gaps, 50):<8.2f} "
+              f"{ms(cli_gaps, 99):8.2f}/{ms(srv_gaps, 99):<8.2f} "
+              f"{ms(cli_ttft, 50):8.2f}/{ms(srv_ttft, 50):<8.2f} "
+              f"{ms(cli_ttft, 99):8.2f}/{ms(srv_ttft, 99):<8.2f} "
+              f"{ms(lags, 50):8.3f} {ms(lags, 99):8.3f} {busy / n * 100:8.1f}% "
+              f"{cpu / max(events, 1) * 1e6:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
