@@ -19,6 +19,7 @@ from .report import console
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness, PreflightError)
 from .target import Target
+from .verdict import server_view
 from .workload import Workload
 
 
@@ -50,6 +51,7 @@ class RunPlan:
     served_by_header: str | None = None
     count_tokens: Any = None
     fail_on_overload: bool = False
+    server_probe: str = "auto"
 
 
 def _live(session: Session, events_last_s: int) -> str:
@@ -63,7 +65,7 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     harness = Harness(plan.target, plan.params, plan.timeouts, run_dir,
                       max_connections=max(plan.concurrency or 0, plan.max_concurrency or 0, 64) + 16,
                       count_tokens=plan.count_tokens, served_by_header=plan.served_by_header,
-                      progress=plan.progress)
+                      progress=plan.progress, server_probe=plan.server_probe)
     t0_holder: dict[str, float] = {}
 
     async def body(session: Session) -> None:
@@ -105,6 +107,9 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
         "environment": environment(),
         "monitor": {**mon, "samples": [s.__dict__ for s in harness.monitor.samples]},
         "summary": summary,
+        "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
+                         "samples": len(harness.server_samples),
+                         "view": server_view(harness.server_samples)},
     }
     if run_dir is not None:
         write_json(run_dir / "run.json", clean_nan(run))

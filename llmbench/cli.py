@@ -49,6 +49,14 @@ Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (def
 Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.")]
 Label = Annotated[Optional[List[str]], typer.Option("--label", help="KEY=VALUE stored with the run (repeatable).")]
 Out = Annotated[Path, typer.Option(help="Folder for run folders.")]
+ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.")]
+
+
+def _check_probe(kind: str) -> str:
+    from .probe.scrape import KINDS
+    if kind not in KINDS:
+        raise UsageError(f"--server-probe {kind!r}: choose one of {', '.join(KINDS)}")
+    return kind
 
 
 def _parse_labels(items: list[str] | None) -> dict[str, str]:
@@ -173,6 +181,7 @@ def run(
     metric_percentiles: Annotated[str, typer.Option(help="vLLM: percentiles to print, e.g. 50,99.")] = "99",
     goodput: Annotated[Optional[List[str]], typer.Option(help="vLLM SLO KEY:MS, e.g. ttft:500 (repeatable).")] = None,
     served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
@@ -248,7 +257,8 @@ def run(
                        label=labels.get("name") or "-".join(f"{v}" for v in labels.values()) or None,
                        labels=labels, save_result=save_result, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
-                       served_by_header=served_by_header, count_tokens=tok.count)
+                       served_by_header=served_by_header, count_tokens=tok.count,
+                       server_probe=_check_probe(server_probe))
         if plan.concurrency is None and plan.rate is None:
             plan.concurrency = 1
         code = execute(plan)
@@ -346,6 +356,7 @@ def ramp(
     timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 120.0,
     timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
     served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
@@ -399,8 +410,62 @@ def ramp(
                     expect=expect_users, out=out,
                     label=labels.get("name") or "-".join(labels.values()) or None, labels=labels,
                     progress=progress, served_by_header=served_by_header, count_tokens=tok.count,
-                    mock=None if url else {"profile": "ollama"})
+                    mock=None if url else {"profile": "ollama"},
+                    server_probe=_check_probe(server_probe))
         code = execute(r)
+    raise typer.Exit(code)
+
+
+# -- probe ---------------------------------------------------------------------------------------
+@app.command()
+@_guard
+def probe(
+    router: Annotated[str, typer.Option(help="The router's URL (as clients use it), e.g. http://localhost:12434/v1.")],
+    direct: Annotated[str, typer.Option(help="A backend's own URL, e.g. http://localhost:11434/v1.")],
+    model: Annotated[str, typer.Option(help="Model name through the router.")],
+    direct_model: Annotated[Optional[str], typer.Option(help="Model name at the backend, if it differs.")] = None,
+    api: Api = None,
+    api_key: ApiKey = None,
+    header: Header = None,
+    users: Annotated[str, typer.Option(help="Steps of concurrent users, e.g. 1,4,16,64.")] = "1,4,16,64",
+    slice_s: Annotated[str, typer.Option("--slice", help="Length of one slice on one path.")] = "5s",
+    rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).")] = 3,
+    think: Annotated[str, typer.Option(help="Pause between a user's turns, e.g. 0 or 1s-3s.")] = "0",
+    dataset: Dataset = "synthetic",
+    dataset_format: DatasetFormat = None,
+    prompt_tokens: PromptTokens = "128",
+    output_tokens: OutputTokens = "64",
+    turns: Turns = 3,
+    limit: Limit = None,
+    tokenizer: Tokenizer = None,
+    seed: Seed = 0,
+    server_probe: ServerProbeOpt = "auto",
+    label: Label = None,
+    out: Out = Path("results"),
+) -> None:
+    """Router overhead versus compute: the same workload through a router and straight to a
+    backend, interleaved in time."""
+    from .client import RequestParams, Timeouts
+    from .probe.command import execute
+    from .probe.router import ProbePlan
+    from .target import make_target
+
+    steps = _steps(users, None, None, None, "users")
+    if rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    slice_seconds = _parse_duration(slice_s, "--slice")
+    if slice_seconds <= 0:
+        raise UsageError("--slice must be above 0")
+    rt = make_target(router, model, api, api_key, header)
+    dt = make_target(direct, direct_model or model, api, api_key, header)
+    labels = _parse_labels(label)
+    wl, tok = _workload(dataset, dataset_format, 4000, seed, prompt_tokens, output_tokens, turns,
+                        tokenizer, limit, multi_turn=True)
+    plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
+                     rounds=rounds, think_s=_parse_think(think), seed=seed)
+    code = execute(plan, wl, RequestParams(), Timeouts(), out,
+                   labels.get("name") or "-".join(labels.values()) or None, labels,
+                   _check_probe(server_probe))
     raise typer.Exit(code)
 
 

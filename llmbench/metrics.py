@@ -160,6 +160,9 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     s["output_tokens_source"] = _token_source(ok)
     s["non_streaming"] = bool(recs) and all(not r.stream for r in recs)
     s["served_by"] = dict(Counter(r.served_by for r in recs if r.served_by))
+    if split_turns and len(s["served_by"]) > 1:
+        from .backends import backends
+        s["backends"] = backends(recs)
     wait = ollama_slot_wait_s(ok)
     if wait:
         s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()

@@ -38,6 +38,7 @@ class RampRun:
     served_by_header: str | None = None
     count_tokens: Any = None
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
+    server_probe: str = "auto"
 
 
 def _live_line(state: dict[str, Any], monitor_latest: Any, unit: str):
@@ -67,7 +68,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     max_users = int(max(plan.steps)) if plan.by == "users" else 256
     harness = Harness(r.target, r.params, r.timeouts, run_dir, max_connections=max_users + 16,
                       count_tokens=r.count_tokens, served_by_header=r.served_by_header,
-                      progress=r.progress)
+                      progress=r.progress, server_probe=r.server_probe)
     state: dict[str, Any] = {}
     done_steps: list[StepResult] = []
 
@@ -89,7 +90,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         session = records_holder.get("session")
         records = session.records if session is not None else []
         steps = [s.as_dict() for s in done_steps]
-        verdict = verdict_mod.explain(steps, records, unit)
+        verdict = verdict_mod.explain(steps, records, unit, harness.server_samples)
         run = {
             "schema_version": SCHEMA_VERSION, "kind": "ramp",
             "status": "partial" if partial else "complete",
@@ -113,6 +114,8 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             "steps": steps,
             "verdict": verdict,
             "user_changes": state.get("user_changes", []),
+            "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
+                             "samples": len(harness.server_samples)},
             "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                 "again, so when the server slows down they send less (closed loop)."
                                 if plan.by == "users" else None,
@@ -135,7 +138,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         t_end = max(rec.done for rec in session.records)
         rows = timeline_mod.build(session.records, harness.t0_perf, t_end,
                                   state.get("user_changes", []), harness.monitor.samples,
-                                  run["steps"])
+                                  run["steps"], server=harness.server_samples)
         with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(clean_nan(row)) + "\n")

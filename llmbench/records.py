@@ -58,6 +58,7 @@ class Record:
     turn: int = 0
     step: int | None = None
     warmup: bool = False
+    path: str | None = None            # probe: "router" or "direct"
 
     @property
     def ttft(self) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from .client import Client, RequestParams, Timeouts
 from .load.monitor import LoopMonitor
 from .load.session import Session
+from .probe.scrape import ServerProbe
 from .records import Record, RecordLog
 from .target import Target
 
@@ -52,6 +53,10 @@ class Harness:
     monitor: LoopMonitor = field(default_factory=LoopMonitor)
     t0_epoch: float = 0.0
     t0_perf: float = 0.0
+    server_probe: str = "auto"
+    server_samples: list[dict[str, Any]] = field(default_factory=list)
+    server_kind: str | None = None
+    server_note: str | None = None
 
     async def preflight(self, client: Client) -> None:
         """Fail fast with one clear line: nothing listening, wrong model, not an LLM API."""
@@ -108,6 +113,13 @@ class Harness:
             except (NotImplementedError, RuntimeError):
                 pass
             self.monitor.start()
+            probe_stop = asyncio.Event()
+            probe = ServerProbe(self.target.server_root, self.server_probe,
+                                headers={k: v for k, v in self.target.request_headers().items()
+                                         if k != "content-type"})
+            probe_task = (loop.create_task(probe.run(probe_stop, self.run_dir / "server.jsonl"
+                                                     if self.run_dir else None))
+                          if self.server_probe != "off" else None)
             printer = loop.create_task(self._live(session, live)) if live else None
             self.t0_epoch, self.t0_perf = time.time(), perf_counter()
             result = None
@@ -118,12 +130,21 @@ class Harness:
                     raise
                 # cancel what is still in flight so its records are written as interrupted
                 for t in asyncio.all_tasks():
-                    if t is not main and t is not printer and not t.done() and t is not self.monitor._task:
+                    if t is not main and t is not printer and not t.done() and t is not self.monitor._task \
+                        and t is not probe_task:
                         t.cancel()
                 await asyncio.sleep(0.05)
             finally:
                 if printer is not None:
                     printer.cancel()
+                probe_stop.set()
+                if probe_task is not None:
+                    try:
+                        await asyncio.wait_for(probe_task, 5)
+                    except (asyncio.TimeoutError, asyncio.CancelledError):
+                        pass
+                self.server_samples, self.server_kind, self.server_note = \
+                    probe.samples, probe.kind if probe.samples else None, probe.note
                 await self.monitor.stop()
                 if installed:
                     loop.remove_signal_handler(signal.SIGINT)

@@ -21,7 +21,7 @@ def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
 def build(records: Sequence[Record], t0: float, t_end: float,
           user_changes: Sequence[tuple[float, int]] = (),
           monitor: Sequence[Any] = (), steps: Sequence[dict[str, Any]] = (),
-          recent_s: float = 10.0) -> list[dict[str, Any]]:
+          recent_s: float = 10.0, server: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     recs = [r for r in records if not r.warmup]
     n = max(int(np.ceil(t_end - t0)), 0)
     out = []
@@ -37,6 +37,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         idx = idx[(idx >= 0) & (idx <= n)]
         np.add.at(tokens, idx, per_event)
     mon_by_sec = {int(m.t - t0): m for m in monitor}
+    server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
     step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
     starts = np.sort([r.start for r in recs])
     dones = np.sort([r.done for r in recs])
@@ -63,6 +64,11 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         step = next((s for s in step_bounds if s[0] <= t <= s[1]), None)
         if step is not None:
             row["step"], row["load"] = step[2], step[3]
+        sv = server_by_sec.get(i)
+        if sv is not None:
+            for k in ("running", "waiting", "kv_cache_usage"):
+                if sv.get(k) is not None:
+                    row[f"server_{k}"] = sv[k]
         m = mon_by_sec.get(i)
         if m is not None:
             row["lag_p99_ms"], row["cpu_pct"] = m.lag_p99_ms, m.cpu_pct

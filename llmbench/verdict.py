@@ -46,7 +46,8 @@ def served_at_once(records: Sequence[Record], start: float, end: float,
             "streaming": streaming / span, "waiting": waiting / span}
 
 
-def _server_view(samples: Sequence[dict[str, Any]], start: float, end: float) -> dict[str, Any] | None:
+def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
+                end: float = float("inf")) -> dict[str, Any] | None:
     """Running/waiting gauges the server reported during the window, when it was probed."""
     window = [s for s in samples if start <= s.get("t", -1) <= end]
     running = [s["running"] for s in window if s.get("running") is not None]
@@ -120,7 +121,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     base_ttft_s = s0["median_ttft_ms"] / 1000.0
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
-    server = _server_view(server_samples, subject["hold_start"], subject["hold_end"])
+    server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
     out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
                 "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,

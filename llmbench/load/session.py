@@ -41,6 +41,7 @@ class Session:
     # (first_token time, ttft) of recent requests for the live line
     recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
     on_record: Callable[[Record], None] | None = None
+    path: str | None = None          # stamped on every record (the probe's router/direct)
     active: set[Record] = field(default_factory=set)     # in flight now
     _next_id: int = 0
 
@@ -50,7 +51,7 @@ class Session:
         self._next_id += 1
         rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
                      conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
-                     stream=self.client.params.stream)
+                     stream=self.client.params.stream, path=self.path)
         c = self.counters
         c.started += 1
         c.in_flight += 1

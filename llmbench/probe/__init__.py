@@ -1,0 +1,1 @@
+"""Probes: server state pollers (scrape) and the router-versus-direct comparison (router)."""

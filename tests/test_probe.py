@@ -1,0 +1,193 @@
+"""Router probe and server probes: overhead against a known added delay, identity and affinity
+behind a round-robin proxy, each scraper on realistic metrics text, the verdict with server
+state (in test_ramp), bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmbench.probe.router import router_bound
+from llmbench.probe.scrape import (ServerProbe, extract, extract_llamacpp_slots,
+                                   extract_nomyo_usage, extract_ollama_ps, parse_prometheus)
+from conftest import ROOT, free_port, run
+from proxies import Proxy
+from test_cli import ENV, only_run
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def probe(router, direct, tmp_path, *extra, model="mock"):
+    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "probe", "--router", router,
+                        "--direct", direct, "--model", model, "--slice", "2s", "--rounds", "2",
+                        "--prompt-tokens", "20", "--output-tokens", "10", "--turns", "3",
+                        "--out", str(tmp_path), *extra],
+                       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=180)
+    return r
+
+
+def test_measures_a_known_added_delay(mock_factory, tmp_path):
+    # two identical proxies in front of the same mock; one adds 20 ms before the first byte
+    m = mock_factory(ttft_ms=30, itl_ms=5, tokens=10)
+    with Proxy([m.url], delay_s=0.020) as slow, Proxy([m.url]) as plain:
+        r = probe(slow.url + "/v1", plain.url + "/v1", tmp_path, "--users", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    step = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"][0]
+    assert step["ttft_p50"]["overhead_ms"] == pytest.approx(20.0, abs=2.0)
+    assert step["ttft_p50"]["significant"]
+    assert abs(step["itl_p50"]["overhead_ms"]) < 2.0          # the delay is before the first byte
+    lo, hi = step["ttft_p50"]["ci_ms"]
+    assert lo <= step["ttft_p50"]["overhead_ms"] <= hi
+
+
+def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=30, itl_ms=5, tokens=10)
+    r = probe(m.url + "/v1", m.url + "/v1", tmp_path, "--users", "2")
+    assert r.returncode == 0, r.stderr
+    step = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"][0]
+    assert abs(step["ttft_p50"]["overhead_ms"]) < 2.0
+    assert "No significant router overhead" in r.stdout or not step["ttft_p50"]["significant"]
+
+
+def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path):
+    m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
+    with Proxy(m.urls) as rr:
+        r = probe(rr.url + "/v1", m.urls[0] + "/v1", tmp_path, "--users", "2")
+    assert r.returncode == 0, r.stderr
+    run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
+    be = run_["backends"]
+    assert set(be["backends"]) == {"replica-0", "replica-1", "replica-2"}
+    shares = [v["share"] for v in be["backends"].values()]
+    assert max(shares) - min(shares) < 0.05 and be["imbalance"] < 1.1
+    # round robin: 2 users over 3 backends, a conversation's next turn moves on
+    assert be["affinity"]["same_backend_next_turn"] < 0.5
+    assert all(v["cache_hit_rate"] is not None for v in be["backends"].values())
+    assert "Backends behind the router" in r.stdout and "affinity" in r.stdout
+
+
+def test_affinity_and_cache_hits_behind_a_sticky_router(mock_factory, tmp_path):
+    m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
+    with Proxy(m.urls, sticky=True) as sticky:
+        r = probe(sticky.url + "/v1", m.urls[0] + "/v1", tmp_path, "--users", "2",
+                  "--prompt-tokens", "64")
+    assert r.returncode == 0, r.stderr
+    be = json.loads((only_run(tmp_path) / "run.json").read_text())["backends"]
+    assert be["affinity"]["same_backend_next_turn"] == 1.0
+    assert be["affinity"]["whole_conversation_on_one_backend"] == 1.0
+    # later turns carry the history the same backend has cached
+    assert max(v["cache_hit_rate"] for v in be["backends"].values()) > 0.3
+
+
+def test_router_that_cannot_reach_its_backend(mock_factory, tmp_path):
+    m = mock_factory()
+    with Proxy([m.url], fail_upstream=True) as bad:
+        r = probe(bad.url + "/v1", m.url + "/v1", tmp_path, "--users", "1")
+    assert r.returncode == 5
+    assert "502" in r.stderr and "upstream connect error" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_mismatched_model_names(mock_factory, tmp_path):
+    m = mock_factory(models=["alias"])
+    r = probe(m.url + "/v1", m.url + "/v1", tmp_path, "--users", "1", model="other")
+    assert r.returncode == 5 and "404" in r.stderr and "--direct-model" in r.stderr
+
+
+def test_router_url_that_is_not_an_llm(tmp_path, mock_factory):
+    from conftest import RawServer, http_head
+    m = mock_factory()
+    body = b"<html>login</html>"
+    with RawServer([(0, http_head("200 OK", "text/html", length=len(body)) + body)]) as s:
+        r = probe(s.url + "/v1", m.url + "/v1", tmp_path, "--users", "1")
+    assert r.returncode == 5 and "did not answer like an LLM API" in r.stderr
+
+
+def test_router_bound_named():
+    def step(users, ovh, lo, hi, direct):
+        return {"users": users, "ttft_p50": {"overhead_ms": ovh, "ci_ms": [lo, hi]},
+                "direct": {"median_ttft_ms": direct}}
+    steps = [step(1, 2.0, 1.5, 2.5, 50), step(4, 2.2, 1.8, 2.6, 51), step(16, 30.0, 25, 35, 52)]
+    assert router_bound(steps)["users"] == 16
+    # the direct path grew too: the backend, not the router
+    steps[2]["direct"]["median_ttft_ms"] = 200
+    assert router_bound(steps) is None
+
+
+# -- scrapers on realistic text ------------------------------------------------------------------
+def test_vllm_metrics():
+    text = (FIX / "vllm_metrics.txt").read_text()
+    s = extract("vllm", parse_prometheus(text))
+    assert s["running"] == 3 and s["waiting"] == 5
+    assert s["kv_cache_usage"] == pytest.approx(0.42)
+    assert s["queue_time_count"] == 120 and s["queue_time_sum_s"] == pytest.approx(33.5)
+    assert s["prefix_cache_hits"] == 1000 and s["preemptions"] == 2
+
+
+def test_sglang_llamacpp_tgi_metrics():
+    s = extract("sglang", parse_prometheus((FIX / "sglang_metrics.txt").read_text()))
+    assert s["running"] == 7 and s["waiting"] == 2 and s["kv_cache_usage"] == pytest.approx(0.31)
+    s = extract("llamacpp", parse_prometheus((FIX / "llamacpp_metrics.txt").read_text()))
+    assert s["running"] == 1 and s["waiting"] == 4 and s["kv_cache_usage"] == pytest.approx(0.12)
+    s = extract("tgi", parse_prometheus((FIX / "tgi_metrics.txt").read_text()))
+    assert s["running"] == 8 and s["waiting"] == 3
+
+
+def test_ollama_ps_nomyo_usage_llamacpp_slots():
+    ps = {"models": [{"name": "qwen2.5:0.5b", "size": 1000, "size_vram": 600}]}
+    assert extract_ollama_ps(ps) == {"models_loaded": ["qwen2.5:0.5b"], "size_bytes": 1000,
+                                     "vram_bytes": 600, "ram_bytes": 400}
+    usage = {"usage_counts": {"http://a:11434": {"llama3": 2, "qwen": 1}, "http://b:11434": {}}}
+    assert extract_nomyo_usage(usage) == {"backends_in_flight": {"http://a:11434": 3, "http://b:11434": 0},
+                                          "running": 3}
+    slots = [{"id": 0, "is_processing": True}, {"id": 1, "is_processing": False}]
+    assert extract_llamacpp_slots(slots, {"total_slots": 2}) == {"running": 1, "slots": 2}
+
+
+def test_auto_detect_polls_the_mock_without_flooding(mock_factory):
+    import asyncio
+    import aiohttp
+    m = mock_factory(parallel=2)
+
+    async def go():
+        p = ServerProbe(m.url)
+        async with aiohttp.ClientSession() as s:
+            kind = await p.detect(s)
+            sample = await p.poll_once(s)
+        return kind, sample
+    kind, sample = run(go())
+    assert kind == "mock" and sample["running"] == 0 and sample["slots"] == 2
+
+
+def test_auto_detect_gives_up_quietly_on_a_plain_server(tmp_path):
+    import asyncio
+    import aiohttp
+    from conftest import RawServer, http_head
+    script = [(0, http_head("404 Not Found", "text/plain", length=0))]
+    with RawServer(script) as s:
+        async def go():
+            p = ServerProbe(s.url)
+            async with aiohttp.ClientSession() as sess:
+                return await p.detect(sess), p.note
+        kind, note = run(go())
+        asked = len(s.requests)
+    assert kind is None and "nothing to poll" in note
+    assert asked <= 4
+
+
+def test_ramp_writes_server_samples_and_timeline(mock_factory, tmp_path):
+    from test_cli import llmbench
+    m = mock_factory(ttft_ms=20, itl_ms=5, parallel=1)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,3",
+                 "--ramp-in", "0.2s", "--hold", "3s", "--think", "0", "--turns", "1",
+                 "--prompt-tokens", "10", "--output-tokens", "10", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    d = only_run(tmp_path)
+    samples = [json.loads(x) for x in (d / "server.jsonl").read_text().splitlines()]
+    assert len(samples) >= 3 and samples[0]["kind"] == "mock"
+    assert max(s["waiting"] for s in samples) >= 1 and max(s["running"] for s in samples) == 1
+    tl = [json.loads(x) for x in (d / "timeline.jsonl").read_text().splitlines()]
+    assert any("server_running" in row for row in tl)
+    run_ = json.loads((d / "run.json").read_text())
+    assert run_["server_probe"]["kind"] == "mock"
