@@ -10,14 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from . import metrics
+from . import timeline as timeline_mod
 from .client import RequestParams, Timeouts
 from .load import arrivals
 from .load.fixed import run_closed, run_open
 from .load.monitor import busy
 from .load.session import Session
 from .report import console
+from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
-from .runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness, PreflightError)
+from .runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness, PreflightError,
+                     report_failed)
 from .target import Target
 from .verdict import server_view
 from .workload import Workload
@@ -113,6 +116,13 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     }
     if run_dir is not None:
         write_json(run_dir / "run.json", clean_nan(run))
+        if records:
+            rows = timeline_mod.build(records, harness.t0_perf, max(r.done for r in records),
+                                      (), harness.monitor.samples, (),
+                                      server=harness.server_samples)
+            with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(clean_nan(row)) + "\n")
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
@@ -126,12 +136,7 @@ def execute(plan: RunPlan) -> int:
     try:
         run, code = asyncio.run(_run(plan, run_dir))
     except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if run_dir is not None:
-            write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": "run",
-                                              "status": "failed", "error": str(exc),
-                                              "config": {"target": plan.target.describe()}})
-        return exc.exit_code
+        return report_failed(exc, run_dir, "run", plan.target)
     s = run["summary"]
     print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
                                max_concurrency=plan.max_concurrency or plan.concurrency,
@@ -142,6 +147,7 @@ def execute(plan: RunPlan) -> int:
     if run["status"] == "partial":
         print("PARTIAL RESULT: the run was interrupted; the numbers cover what finished.")
     if run_dir is not None:
+        write_report(run_dir)
         print(f"Results: {run_dir}")
     if plan.save_result is not None:
         result = metrics.vllm_result(s, plan.percentile_metrics, plan.metric_percentiles)

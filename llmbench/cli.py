@@ -69,6 +69,11 @@ def _parse_labels(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _run_label(labels: dict[str, str]) -> str | None:
+    """The run folder's suffix: the 'name' label, else all labels."""
+    return labels.get("name") or "_".join(f"{k}={v}" for k, v in labels.items()) or None
+
+
 def _parse_duration(text: str, flag: str) -> float:
     """'90', '90s', '500ms', '2m' -> seconds."""
     t = text.strip().lower()
@@ -254,7 +259,7 @@ def run(
                        rate=rate_f, burstiness=burstiness, arrival=arrival,
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
                        warmup=warmup, think_s=_parse_think(think), seed=seed, out=out,
-                       label=labels.get("name") or "-".join(f"{v}" for v in labels.values()) or None,
+                       label=_run_label(labels),
                        labels=labels, save_result=save_result, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
                        served_by_header=served_by_header, count_tokens=tok.count,
@@ -408,7 +413,7 @@ def ramp(
                                          ignore_eos=ignore_eos, extra_body=extra),
                     timeouts=Timeouts(10.0, timeout_first_token, timeout_idle, 900.0),
                     expect=expect_users, out=out,
-                    label=labels.get("name") or "-".join(labels.values()) or None, labels=labels,
+                    label=_run_label(labels), labels=labels,
                     progress=progress, served_by_header=served_by_header, count_tokens=tok.count,
                     mock=None if url else {"profile": "ollama"},
                     server_probe=_check_probe(server_probe))
@@ -464,7 +469,7 @@ def probe(
     plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
                      rounds=rounds, think_s=_parse_think(think), seed=seed)
     code = execute(plan, wl, RequestParams(), Timeouts(), out,
-                   labels.get("name") or "-".join(labels.values()) or None, labels,
+                   _run_label(labels), labels,
                    _check_probe(server_probe))
     raise typer.Exit(code)
 
@@ -539,6 +544,90 @@ def mock(
         pass
     except OSError as exc:
         raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port")
+
+
+# -- report, compare, runs -----------------------------------------------------------------------
+@app.command()
+@_guard
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<date>-<kind>...).")],
+    format: Annotated[str, typer.Option("--format", help="html | md | csv")] = "html",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout).")] = None,
+) -> None:
+    """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
+    if format not in ("html", "md", "csv"):
+        raise UsageError(f"--format {format!r}: choose html, md or csv")
+    from .results import load_run
+    run = load_run(run_dir)       # says so if the folder or its schema is wrong
+    if run.get("status") == "partial":
+        typer.echo(f"note: {run_dir} is a partial run (interrupted); reporting what finished", err=True)
+    if format == "html":
+        from .report.html import write
+        typer.echo(str(write(run_dir, output)))
+        return
+    from .report.text import to_csv, to_markdown
+    text = to_markdown(run_dir) if format == "md" else to_csv(run_dir)
+    if output:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(str(output))
+    else:
+        typer.echo(text, nl=False)
+
+
+@app.command()
+@_guard
+def compare(
+    run_dirs: Annotated[List[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")],
+    max_regression: Annotated[Optional[str], typer.Option(help="Exit 1 when a metric got worse by more than this, e.g. 10%.")] = None,
+    metric: Annotated[Optional[List[str]], typer.Option("--metric", help="held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).")] = None,
+    html_out: Annotated[Path, typer.Option("--html", help="Where to write the HTML comparison.")] = Path("compare.html"),
+    png: Annotated[Optional[Path], typer.Option(help="Also write the overlay chart as a PNG.")] = None,
+) -> None:
+    """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
+    from .compare import DEFAULT_METRICS, CompareError, compare as do_compare, load_runs
+    from .report import compare_html
+    limit = None
+    if max_regression is not None:
+        t = max_regression.strip().rstrip("%")
+        try:
+            limit = float(t) / (100.0 if max_regression.strip().endswith("%") or float(t) > 1 else 1.0)
+        except ValueError:
+            raise UsageError(f"--max-regression {max_regression!r}: expected a percentage such as 10%")
+        if limit < 0:
+            raise UsageError("--max-regression must be >= 0")
+    try:
+        runs = load_runs(run_dirs)
+        result = do_compare(runs, tuple(metric or DEFAULT_METRICS), limit)
+    except CompareError as exc:
+        raise UsageError(str(exc))
+    typer.echo(compare_html.console_text(result))
+    path = compare_html.write(result, runs, html_out)
+    typer.echo(f"HTML: {path}")
+    if png is not None:
+        from .report.charts import compare_png
+        compare_png([(r.name, r.steps) for r in runs], "users", str(png))
+        typer.echo(f"PNG: {png}")
+    if result["regressions"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+@_guard
+def runs(out: Annotated[Path, typer.Option(help="Folder of run folders.")] = Path("results")) -> None:
+    """List run folders: date, command, labels, headline result."""
+    from .results import list_runs
+    rows = list_runs(out)
+    if not rows:
+        typer.echo(f"no runs under {out}")
+        return
+    for r in rows:
+        if "error" in r:
+            typer.echo(f"{r['folder']}  (unreadable: {r['error']})")
+            continue
+        labels = " ".join(f"{k}={v}" for k, v in r["labels"].items())
+        status = "" if r["status"] == "complete" else f" [{r['status']}]"
+        typer.echo(f"{r['date']}  {r['kind']:<5} {r['folder']}{status}\n    {r['command']}"
+                   + (f"\n    labels: {labels}" if labels else "") + f"\n    {r['headline']}")
 
 
 # -- datasets inspect ----------------------------------------------------------------------------

@@ -16,9 +16,10 @@ from .load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from .load.session import Session
 from .load.users import RampPlan, StepResult, run_ramp
 from .report import console
+from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .runner import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness,
-                     PreflightError)
+                     PreflightError, report_failed)
 from .target import Target
 from .workload import Workload
 
@@ -161,12 +162,7 @@ def execute(r: RampRun) -> int:
     try:
         run, code = asyncio.run(_ramp(r, run_dir))
     except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if run_dir is not None:
-            write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": "ramp",
-                                              "status": "failed", "error": str(exc),
-                                              "config": {"target": r.target.describe()}})
-        return exc.exit_code
+        return report_failed(exc, run_dir, "ramp", r.target)
     print()
     print(console.verdict_text(run["verdict"]))
     if run.get("closed_loop_note") and run["verdict"]["kind"] in ("queuing", "saturation"):
@@ -177,5 +173,6 @@ def execute(r: RampRun) -> int:
     if run["status"] == "partial":
         print("PARTIAL RESULT: the ramp was interrupted; finished steps are kept.")
     if run_dir is not None:
+        write_report(run_dir)
         print(f"Results: {run_dir}")
     return code

@@ -114,3 +114,41 @@ def load_run(path: str | Path) -> dict[str, Any]:
         raise RunFolderError(f"{f}: schema version {version} is not the {SCHEMA_VERSION} this "
                              "llmbench reads; re-run it or use a matching llmbench version")
     return data
+
+
+def headline(run: dict[str, Any]) -> str:
+    kind = run.get("kind")
+    if run.get("status") == "failed":
+        return "failed: " + str(run.get("error", ""))[:80]
+    if kind == "ramp":
+        return (run.get("verdict") or {}).get("result", "")
+    if kind == "run":
+        s = run.get("summary") or {}
+        return (f"{s.get('completed')} ok, {s.get('failed')} failed, TTFT p50 "
+                f"{s.get('median_ttft_ms', 0):.0f} ms, {s.get('output_throughput', 0):.1f} tok/s")
+    if kind == "probe":
+        b = run.get("router_bound")
+        return f"router-bound from {b['users']} users" if b else "no router-bound step"
+    return ""
+
+
+def list_runs(out: str | Path) -> list[dict[str, Any]]:
+    """Run folders under ``out``, newest first; unreadable ones are listed with the reason."""
+    base = Path(out)
+    rows = []
+    if not base.is_dir():
+        return rows
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
+        if not (d / "run.json").exists():
+            continue
+        try:
+            run = load_run(d)
+        except RunFolderError as exc:
+            rows.append({"folder": d.name, "error": str(exc)})
+            continue
+        env = run.get("environment") or {}
+        rows.append({"folder": d.name, "kind": run.get("kind"), "status": run.get("status"),
+                     "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("started_at") or 0)),
+                     "command": "llmbench " + " ".join(env.get("argv") or []),
+                     "labels": run.get("labels") or {}, "headline": headline(run)})
+    return rows

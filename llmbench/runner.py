@@ -38,6 +38,17 @@ class PreflightError(Exception):
         self.exit_code = exit_code
 
 
+def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
+    """One line on stderr, and a run.json that says why nothing was measured."""
+    from .results import SCHEMA_VERSION, write_json
+    print(f"error: {exc}", file=sys.stderr)
+    if run_dir is not None:
+        write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": kind,
+                                          "status": "failed", "error": str(exc),
+                                          "config": {"target": target.describe()}})
+    return exc.exit_code
+
+
 @dataclass
 class Harness:
     target: Target

@@ -511,8 +511,12 @@ class Routes:
             text = "".join(words)
             return web.json_response(shape.whole(text, finish, usage, timing),
                                      headers=self._headers(queue_s * 1000.0))
-        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
-            status = -4   # the client went away
+        except ConnectionError:
+            # the client went away mid-stream: its loss, not a server error worth a traceback
+            status = -4
+            return resp if resp is not None else web.Response(status=499)
+        except asyncio.CancelledError:
+            status = -4
             raise
         finally:
             if decoding:

@@ -305,3 +305,24 @@ def test_send_time_log_matches_what_the_client_saw(mock_factory, tmp_path):
         lag_ms = (got * 1e9 - sent_ns) / 1e6
         assert 0 <= lag_ms < 20
     assert e["arrival_ns"] >= rec.start * 1e9
+
+
+def test_client_going_away_mid_stream_frees_the_slot_quietly(mock_factory, caplog):
+    import logging
+    m = mock_factory(ttft_ms=5, itl_ms=20, tokens=50, parallel=1)
+
+    async def leave_early():
+        import aiohttp
+        async with aiohttp.ClientSession() as s:
+            async with s.post(m.url + "/v1/chat/completions", json={
+                    "model": "mock", "messages": [{"role": "user", "content": "hi"}],
+                    "stream": True}) as r:
+                await r.content.readline()          # the role chunk, then hang up
+        await asyncio.sleep(0.2)
+
+    with caplog.at_level(logging.ERROR, logger="aiohttp.server"):
+        run(leave_early())
+        rec, _ = run(send_one(m.url + "/v1", max_tokens=2))
+    assert rec.ok and rec.server_queue_ms < 50         # the slot was released
+    assert "Error handling request" not in caplog.text
+    assert m.engines[0].stats.running == 0

@@ -43,9 +43,8 @@ async def play(session: Session, conv: Conversation, budget: "_Budget | None", *
     return True
 
 
-async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
-    """Think for a random time in the range; False if told to stop meanwhile."""
-    seconds = rng.uniform(*think) if think[1] > 0 else 0.0
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep unless told to stop meanwhile; False if stopped."""
     if seconds <= 0:
         return not stop.is_set()
     try:
@@ -53,6 +52,11 @@ async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Ran
         return False
     except asyncio.TimeoutError:
         return True
+
+
+async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
+    """Think for a random time in the range; False if told to stop meanwhile."""
+    return await sleep_or_stop(stop, rng.uniform(*think) if think[1] > 0 else 0.0)
 
 
 class _Budget:

@@ -19,7 +19,7 @@ from ..records import Record
 from ..slo import Threshold, check_all
 from ..workload import Conversation
 from . import arrivals
-from .fixed import pause, play
+from .fixed import pause, play, sleep_or_stop
 from .monitor import LoopMonitor, busy
 from .session import Session
 
@@ -82,16 +82,6 @@ def evaluate(records: Sequence[Record], index: int, load: float, ramp_start: flo
                       unfinished)
 
 
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
-    if seconds <= 0:
-        return not stop.is_set()
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-        return False
-    except asyncio.TimeoutError:
-        return True
-
-
 async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPlan,
                    monitor: LoopMonitor, on_step: Callable[[StepResult], None] | None = None,
                    state: dict[str, Any] | None = None) -> list[StepResult]:
@@ -108,7 +98,7 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
 
     async def user(uid: int, delay: float) -> None:
         rng = random.Random(plan.seed * 1_000_003 + uid)
-        if not await _sleep_or_stop(user_stop, delay):
+        if not await sleep_or_stop(user_stop, delay):
             return
         state["users"] = state.get("users", 0) + 1
         state["user_changes"].append((perf_counter(), state["users"]))
@@ -128,7 +118,7 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
         offsets = arrivals.schedule(n, rate, plan.burstiness, plan.seed + step, "gamma")
         t0 = perf_counter()
         for i, off in enumerate(offsets):
-            if not await _sleep_or_stop(user_stop, t0 + off - perf_counter()):
+            if not await sleep_or_stop(user_stop, t0 + off - perf_counter()):
                 return
             conv = convs[next(conv_ids) % len(convs)]
             tasks.append(loop.create_task(play(session, conv, None, user=None, scheduled=t0 + off,
@@ -148,15 +138,15 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
                 for k in range(max(new, 0)):
                     delay = plan.ramp_in_s * k / max(new, 1)
                     tasks.append(loop.create_task(user(len(tasks), delay)))
-                if not await _sleep_or_stop(session.stopping, plan.ramp_in_s):
+                if not await sleep_or_stop(session.stopping, plan.ramp_in_s):
                     break
             else:
                 rate_task = loop.create_task(arrivals_at(load, plan.ramp_in_s + plan.hold_s, index))
-                if not await _sleep_or_stop(session.stopping, plan.ramp_in_s):
+                if not await sleep_or_stop(session.stopping, plan.ramp_in_s):
                     break
             hold_start = perf_counter()
             state["hold_start"] = hold_start
-            if not await _sleep_or_stop(session.stopping, plan.hold_s):
+            if not await sleep_or_stop(session.stopping, plan.hold_s):
                 break
             hold_end = perf_counter()
             state["hold_start"] = None

@@ -11,9 +11,11 @@ from typing import Any
 
 from ..client import Client, RequestParams, Timeouts
 from ..records import Record, RecordLog
+from ..report.auto import write_report
 from ..report.console import fmt_ms
 from ..results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
-from ..runner import EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, PreflightError
+from ..runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, PreflightError,
+                      report_failed)
 from ..workload import Workload
 from .router import ProbePlan, router_bound, run_probe
 from .scrape import ServerProbe
@@ -131,8 +133,7 @@ def execute(plan: ProbePlan, workload: Workload, params: RequestParams, timeouts
         run, interrupted = asyncio.run(_probe(plan, workload, params, timeouts, run_dir,
                                               server_probe))
     except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return report_failed(exc, run_dir, "probe", plan.router)
     if run_dir is not None:
         data = run
         data["labels"] = labels
@@ -163,5 +164,6 @@ def execute(plan: ProbePlan, workload: Workload, params: RequestParams, timeouts
     if interrupted:
         print("PARTIAL RESULT: the probe was interrupted; finished steps are kept.")
     if run_dir is not None:
+        write_report(run_dir)
         print(f"Results: {run_dir}")
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

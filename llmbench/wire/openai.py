@@ -59,12 +59,26 @@ def _load(payload: bytes) -> Any:
         return None
 
 
-def classify_chat(payload: bytes) -> Event:
+def _decode(payload: bytes) -> Event | dict[str, Any]:
+    """[DONE], a malformed payload, or the event's JSON object."""
     if payload == _DONE:
         return Event(END)
     obj = _load(payload)
     if not isinstance(obj, dict):
         return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    return obj
+
+
+def _no_choices(obj: dict[str, Any]) -> Event:
+    if "error" in obj:
+        return Event(ERROR, error=_error_text(obj["error"]))
+    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+
+
+def classify_chat(payload: bytes) -> Event:
+    obj = _decode(payload)
+    if isinstance(obj, Event):
+        return obj
     choices = obj.get("choices")
     if choices:
         choice = choices[0]
@@ -76,25 +90,19 @@ def classify_chat(payload: bytes) -> Event:
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
                      usage=obj.get("usage"), finish_reason=choice.get("finish_reason"),
                      server_timing=obj.get("timings"))
-    if "error" in obj:
-        return Event(ERROR, error=_error_text(obj["error"]))
-    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+    return _no_choices(obj)
 
 
 def classify_completion(payload: bytes) -> Event:
-    if payload == _DONE:
-        return Event(END)
-    obj = _load(payload)
-    if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    obj = _decode(payload)
+    if isinstance(obj, Event):
+        return obj
     choices = obj.get("choices")
     if choices:
         choice = choices[0]
         return Event(TOKEN, text=choice.get("text") or "", usage=obj.get("usage"),
                      finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
-    if "error" in obj:
-        return Event(ERROR, error=_error_text(obj["error"]))
-    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+    return _no_choices(obj)
 
 
 def parse_full(api: str, obj: dict[str, Any]) -> Event:

@@ -1,0 +1,86 @@
+"""Compare output: a console table and one HTML file with overlay charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..compare import Loaded
+from . import charts
+from .console import fmt_ms
+from .html import CSS, _chart, _table, e
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def console_text(result: dict[str, Any]) -> str:
+    runs = result["runs"]
+    lines = ["Runs: " + "; ".join(f"[{i}] {r['name']} held {r['held']:g}" for i, r in enumerate(runs))]
+    head = f"{'load':>6} " + " ".join(f"{'[' + str(i) + '] TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
+                                      for i in range(len(runs)))
+    lines.append(head)
+    for row in result["table"]:
+        cells = []
+        for r in row["runs"]:
+            if r is None:
+                cells.append(f"{'-':>12} {'-':>8} {'-':>8}")
+            else:
+                mark = "" if r["held"] else "!"
+                cells.append(f"{fmt_ms(r['p95_ttft_ms']) + mark:>12} {fmt_ms(r['p95_itl_ms']):>8} "
+                             f"{r['output_throughput']:>8.1f}")
+        lines.append(f"{row['load']:>6g} " + " ".join(cells))
+    lines.append("(! = that step did not hold)")
+    lines.append("Change against [0] (95% interval from the per-request data):")
+    for c in result["checks"]:
+        where = "" if c["load"] is None else f" at {c['load']:g}"
+        ci = "" if c["ci"] is None else f" [{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]"
+        flag = "  REGRESSION" if c["regression"] else ""
+        lines.append(f"  {c['run']}: {c['metric']}{where}: {_pct(c['change'])}{ci}{flag}")
+    for w in result["warnings"]:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
+    title = "llmbench compare: " + " vs ".join(r.name for r in runs)
+    body = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
+    regs = result["regressions"]
+    held = ", ".join(f"{r['name']}: {r['held']:g}" for r in result["runs"])
+    body.append(f'<div class="verdict{" bad" if regs else ""}"><b>Held: {e(held)}.</b>'
+                + (f"<br>{len(regs)} regression(s) beyond {result['max_regression'] * 100:.0f}%."
+                   if regs else "") + "</div>")
+    for w in result["warnings"]:
+        body.append(f'<div class="verdict bad">{e(w)}</div>')
+    series = [(r.name, r.steps) for r in runs]
+    body.append(_chart(charts.compare_overlay(series, "users"), "compare overlay"))
+    headers = ["load"]
+    for i, r in enumerate(runs):
+        headers += [f"[{i}] TTFT p95", f"[{i}] ITL p95", f"[{i}] tok/s", f"[{i}]"]
+    rows = []
+    for row in result["table"]:
+        cells: list[Any] = [f"{row['load']:g}"]
+        for r in row["runs"]:
+            cells += (["-"] * 4 if r is None else
+                      [fmt_ms(r["p95_ttft_ms"]), fmt_ms(r["p95_itl_ms"]),
+                       f"{r['output_throughput']:.1f}", "held" if r["held"] else "over"])
+        rows.append(cells)
+    body.append("<h2>Side by side</h2>" + _table(headers, rows))
+    rows = [[c["run"], c["metric"], "" if c["load"] is None else f"{c['load']:g}",
+             _pct(c["change"]), "" if c["ci"] is None else f"[{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]",
+             "REGRESSION" if c["regression"] else ""] for c in result["checks"]]
+    body.append("<h2>Change against the first run</h2>"
+                + _table(["run", "metric", "load", "change", "95% interval", ""], rows, left=2))
+    body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status"],
+                                         [[r["name"], r["path"], r["fingerprint"], r["status"]]
+                                          for r in result["runs"]], left=4))
+    body.append("</body></html>")
+    return "\n".join(body)
+
+
+def write(result: dict[str, Any], runs: Sequence[Loaded], path: str | Path) -> Path:
+    p = Path(path)
+    p.write_text(render(result, runs), encoding="utf-8")
+    return p

@@ -1,0 +1,275 @@
+"""One self-contained HTML file per run: verdict first, then tables, charts and settings.
+
+Everything that came from a server, a dataset or a user (error bodies, labels, model names,
+backend ids) goes through ``html.escape``; charts are inline SVG with markup stripped from
+their text. No script, no external resource: it opens offline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..slo import ThresholdError, parse_threshold
+from . import charts
+from .console import fmt_ms
+from .data import Latencies, load, read_jsonl
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
+h1{font-size:1.4em;margin-bottom:4px} h2{font-size:1.15em;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.meta{color:#666;font-size:.9em}
+.verdict{background:#f4f8ff;border-left:4px solid #1f77b4;padding:10px 14px;margin:16px 0}
+.verdict.bad{background:#fff5f4;border-left-color:#d62728}
+.badge{display:inline-block;padding:1px 8px;border-radius:8px;font-size:.8em;background:#eee;margin-left:6px}
+.badge.partial{background:#ffe8b3} .badge.failed{background:#f8c9c5}
+table{border-collapse:collapse;font-size:.88em;margin:8px 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#fafafa}
+td.l,th.l{text-align:left} tr.over td{background:#fff5f4} tr.held td{background:#f6fff5}
+pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.82em}
+.chart svg{max-width:100%;height:auto}
+"""
+
+
+def e(x: Any) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], classes: Sequence[str] = (),
+           left: int = 0) -> str:
+    out = ["<table><tr>" + "".join(f'<th class="{"l" if i < left else ""}">{e(h)}</th>'
+                                   for i, h in enumerate(headers)) + "</tr>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{e(classes[i])}"' if i < len(classes) else ""
+        out.append(f"<tr{cls}>" + "".join(f'<td class="{"l" if j < left else ""}">{e(v)}</td>'
+                                         for j, v in enumerate(row)) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _chart(svg: str, title: str) -> str:
+    return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
+
+
+def _thresholds(run: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for text in (run.get("config", {}).get("ramp", {}) or {}).get("thresholds", []):
+        try:
+            t = parse_threshold(text)
+        except ThresholdError:
+            continue
+        if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99"):
+            out.setdefault(t.metric, t.value)
+    return out
+
+
+def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
+    rows, classes = [], []
+    for st in steps:
+        s = st["summary"]
+        failed = [c["threshold"] for c in st.get("checks", []) if not c["ok"]]
+        rows.append([f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
+                     fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
+                     fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
+                     f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
+                     "held" if st["held"] else "over: " + ", ".join(failed)])
+        classes.append("held" if st["held"] else "over")
+    return rows, classes
+
+
+STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "TPOT p95",
+                "E2EL p95", "out tok/s", "req/s", "errors", "result"]
+
+
+def _errors(summary: dict[str, Any], where: str = "") -> str:
+    samples = summary.get("error_samples") or []
+    if not samples:
+        return ""
+    rows = [[where, s.get("kind"), s.get("status") or "", s.get("count"), s.get("error") or ""]
+            for s in samples]
+    return _table(["where", "kind", "status", "count", "first 200 characters of the body"], rows,
+                  left=5)
+
+
+def _settings(run: dict[str, Any]) -> str:
+    parts = ["<h2>Workload, settings and environment</h2>"]
+    wl = run.get("workload") or {}
+    parts.append(_table(["workload", ""], [[k, json.dumps(v) if isinstance(v, (dict, list)) else v]
+                                           for k, v in wl.items()], left=2))
+    labels = run.get("labels") or {}
+    if labels:
+        parts.append(_table(["label", "value"], sorted(labels.items()), left=2))
+    parts.append("<pre>" + e(json.dumps(run.get("config", {}), indent=2)) + "</pre>")
+    env = run.get("environment") or {}
+    parts.append(_table(["environment", ""], [[k, " ".join(v) if isinstance(v, list) else v]
+                                              for k, v in env.items()], left=2))
+    return "\n".join(parts)
+
+
+def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
+    steps = run.get("steps") or []
+    unit = "users" if run.get("config", {}).get("ramp", {}).get("by", "users") == "users" else "req/s"
+    v = run.get("verdict") or {}
+    bad = v.get("kind") not in ("held", None)
+    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", "No step finished."))}</b>']
+    for line in v.get("evidence", []):
+        body.append(f"<br>{e(line)}")
+    for line in v.get("advice", []):
+        body.append(f"<br><i>What to change:</i> {e(line)}")
+    if run.get("closed_loop_note"):
+        body.append(f"<br><small>{e(run['closed_loop_note'])}</small>")
+    body.append("</div>")
+    body.append("<h2>Steps</h2>")
+    rows, classes = _step_rows(steps)
+    body.append(_table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes))
+    body.append("<p class=meta>A step's numbers come from the requests that started in its hold "
+                "window.</p>")
+    if steps:
+        body.append("<h2>Latency and throughput against load</h2>")
+        body.append(_chart(charts.ramp_latency(steps, _thresholds(run), unit), "latency vs load"))
+        body.append(_chart(charts.ramp_throughput(steps, unit), "throughput vs load"))
+        body.append("<h2>Latency distributions per step</h2>")
+        ttft_groups, itl_groups = [], []
+        for st in steps:
+            w = lat.window(st["index"], st["hold_start"], st["hold_end"])
+            ttft_groups.append((f"{st['load']:g}", w.ttft_ms[w.ok]))
+            itl_groups.append((f"{st['load']:g}", w.itls()))
+        body.append(_chart(charts.distributions(ttft_groups, f"TTFT per step ({unit})"),
+                           "TTFT distribution"))
+        body.append(_chart(charts.distributions(itl_groups, f"ITL per step ({unit})"),
+                           "ITL distribution"))
+        errs = "".join(_errors(st["summary"], f"{st['load']:g} {unit}") for st in steps)
+        if errs:
+            body.append("<h2>Errors</h2>" + errs)
+    body += _timeline(run, run_dir)
+    return body
+
+
+def _timeline(run: dict[str, Any], run_dir: Path) -> list[str]:
+    rows = read_jsonl(run_dir / "timeline.jsonl")
+    if not rows:
+        return []
+    out = ["<h2>Timeline</h2>"]
+    sp = run.get("server_probe") or {}
+    if sp.get("kind"):
+        out.append(f"<p class=meta>Server state from its own metrics ({e(sp['kind'])}, "
+                   f"{e(sp.get('samples'))} samples) is drawn under the client's view.</p>")
+    elif sp.get("note"):
+        out.append(f"<p class=meta>{e(sp['note'])}</p>")
+    out.append(_chart(charts.timeline(rows), "timeline"))
+    return out
+
+
+def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
+    s = run.get("summary") or {}
+    load_cfg = run.get("config", {}).get("load", {})
+    level = (f"{load_cfg.get('concurrency')} concurrent" if load_cfg.get("concurrency")
+             else f"{load_cfg.get('rate')} req/s")
+    body = [f'<div class="verdict"><b>{e(s.get("completed"))} requests succeeded, '
+            f'{e(s.get("failed"))} failed at {e(level)}.</b> TTFT p50 {e(fmt_ms(s.get("median_ttft_ms")))}, '
+            f'p99 {e(fmt_ms(s.get("p99_ttft_ms")))}; ITL p50 {e(fmt_ms(s.get("median_itl_ms")))}; '
+            f'{s.get("output_throughput", 0):.1f} output tok/s.</div>']
+    body.append("<h2>Summary (vLLM's names)</h2>")
+    keys = ["completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
+            "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+            "max_output_tokens_per_s", "max_concurrent_requests"]
+    rows = [[k, f"{s[k]:.2f}" if isinstance(s.get(k), float) else s.get(k)] for k in keys]
+    body.append(_table(["metric", "value"], rows, left=1))
+    lat_rows = []
+    for m in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule", "itl_per_token",
+              "max_gap"):
+        lat_rows.append([m] + [f"{s.get(f'{st}_{m}_ms', float('nan')):.2f}"
+                               for st in ("mean", "median", "std", "p90", "p95", "p99", "max")])
+    body.append(_table(["ms", "mean", "median", "std", "p90", "p95", "p99", "max"], lat_rows, left=1))
+    if s.get("non_streaming"):
+        body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
+    body.append("<h2>Latency distributions</h2>")
+    body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
+                                   "TTFT and E2EL"), "TTFT and E2EL CDF"))
+    body.append(_chart(charts.cdfs([("ITL", lat.itls())], "Inter-token latency"), "ITL CDF"))
+    errs = _errors(s)
+    if errs:
+        body.append("<h2>Errors</h2>" + errs)
+    mon = run.get("monitor") or {}
+    if mon.get("overloaded"):
+        body.append('<div class="verdict bad">The load generator was busy during this run '
+                    f'(event-loop lag p99 {mon.get("lag_p99_ms", 0):.1f} ms, CPU '
+                    f'{mon.get("cpu_pct", 0):.0f}%): its latencies may be inflated.</div>')
+    body += _timeline(run, run_dir)
+    return body
+
+
+def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
+    steps = run.get("steps") or []
+    b = run.get("router_bound")
+    msg = (f"Router-bound from {b['users']} users: TTFT p50 overhead {b['first_overhead_ms']:.1f} ms "
+           f"-> {b['overhead_ms']:.1f} ms while the direct path stayed flat." if b else
+           "No step where the router's overhead grew while the direct path stayed flat.")
+    body = [f'<div class="verdict{" bad" if b else ""}"><b>{e(msg)}</b></div>',
+            "<h2>Overhead per step (router − direct, 95% bootstrap intervals)</h2>"]
+    rows = []
+    for st in steps:
+        row = [st["users"], fmt_ms(st["router"]["median_ttft_ms"]), fmt_ms(st["direct"]["median_ttft_ms"])]
+        for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50"):
+            o = st[m]
+            row.append("-" if o["overhead_ms"] is None else
+                       f"{o['overhead_ms']:+.1f} [{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]"
+                       + (" *" if o["significant"] else ""))
+        row += [f"{st['router']['output_throughput'] or 0:.1f}",
+                f"{st['direct']['output_throughput'] or 0:.1f}"]
+        rows.append(row)
+    body.append(_table(["users", "router TTFT p50", "direct TTFT p50", "TTFT p50 ms", "TTFT p95 ms",
+                        "E2EL p50 ms", "ITL p50 ms", "router tok/s", "direct tok/s"], rows))
+    body.append("<p class=meta>* the interval excludes zero: a real difference, not noise.</p>")
+    if steps:
+        body.append(_chart(charts.probe_overhead(steps), "router overhead"))
+    be = run.get("backends")
+    if be:
+        body.append("<h2>Backends behind the router</h2>")
+        rows = [[k, v["requests"], f"{v['share'] * 100:.1f}%", fmt_ms(v["ttft_p50_ms"]),
+                 fmt_ms(v["ttft_p95_ms"]), fmt_ms(v["itl_p50_ms"]),
+                 "-" if v.get("cache_hit_rate") is None else f"{v['cache_hit_rate'] * 100:.0f}%"]
+                for k, v in be["backends"].items()]
+        body.append(_table(["backend", "requests", "share", "TTFT p50", "TTFT p95", "ITL p50",
+                            "prefix-cache hits"], rows, left=1))
+        body.append(f"<p>Imbalance (max/mean): {be['imbalance']:.2f}.")
+        if be.get("affinity"):
+            a = be["affinity"]
+            body.append(f" Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next "
+                        f"turns on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% "
+                        f"of {a['conversations']} conversations stayed on one backend.")
+        body.append("</p>")
+    return body
+
+
+def render(run_dir: str | Path) -> str:
+    run_dir = Path(run_dir)
+    run, lat = load(run_dir)
+    kind = run.get("kind", "run")
+    status = run.get("status", "complete")
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("started_at") or 0))
+    target = run.get("config", {}).get("target") or run.get("config", {}).get("router") or {}
+    title = f"llmbench {kind}: {target.get('model', '')} at {target.get('url', '')}"
+    head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
+            f"<style>{CSS}</style></head><body>",
+            f"<h1>{e(title)}<span class='badge {e(status)}'>{e(status)}</span></h1>",
+            f"<div class=meta>{e(started)} · {e(run_dir.name)}</div>"]
+    if status == "partial":
+        head.append('<div class="verdict bad">This run was interrupted: the report shows what '
+                    "finished before it stopped.</div>")
+    if status == "failed":
+        head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.get("error"))}</div>')
+        return "\n".join(head + [_settings(run), "</body></html>"])
+    body = {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
+    return "\n".join(head + body + [_settings(run), "</body></html>"])
+
+
+def write(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    run_dir = Path(run_dir)
+    path = Path(out) if out else run_dir / "report.html"
+    path.write_text(render(run_dir), encoding="utf-8")
+    return path

@@ -1,0 +1,100 @@
+"""Markdown (to paste into a PR) and CSV (the per-step table) from a run folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from ..results import load_run
+from .console import fmt_ms
+
+CSV_COLUMNS = ["load", "requests", "completed", "failed", "median_ttft_ms", "p95_ttft_ms",
+               "p99_ttft_ms", "median_itl_ms", "p95_itl_ms", "p95_tpot_ms", "p95_e2el_ms",
+               "output_throughput", "request_throughput", "held"]
+
+
+def _steps(run: dict[str, Any]) -> list[dict[str, Any]]:
+    if run.get("kind") == "ramp":
+        return run.get("steps") or []
+    if run.get("kind") == "run" and run.get("summary"):
+        level = run.get("config", {}).get("load", {})
+        return [{"load": level.get("concurrency") or level.get("rate"), "summary": run["summary"],
+                 "held": None}]
+    return []
+
+
+def to_csv(run_dir: str | Path) -> str:
+    run = load_run(run_dir)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    if run.get("kind") == "probe":
+        w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
+                    "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
+        for st in run.get("steps") or []:
+            o = st["ttft_p50"]
+            w.writerow([st["users"], st["router"]["median_ttft_ms"], st["direct"]["median_ttft_ms"],
+                        o["overhead_ms"], *(o["ci_ms"] or [None, None]), o["significant"],
+                        st["router"]["output_throughput"], st["direct"]["output_throughput"]])
+        return buf.getvalue()
+    w.writerow(CSV_COLUMNS)
+    for st in _steps(run):
+        s = st["summary"]
+        w.writerow([st["load"]] + [s.get(k) for k in CSV_COLUMNS[1:-1]] + [st["held"]])
+    return buf.getvalue()
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def to_markdown(run_dir: str | Path) -> str:
+    run = load_run(run_dir)
+    kind = run.get("kind", "run")
+    target = run.get("config", {}).get("target") or run.get("config", {}).get("router") or {}
+    out = [f"### llmbench {kind}: `{_md_escape(target.get('model', ''))}`"
+           + (" (partial)" if run.get("status") == "partial" else "")]
+    if kind == "ramp":
+        v = run.get("verdict") or {}
+        out.append(f"**{_md_escape(v.get('result', ''))}**")
+        for line in v.get("evidence", []):
+            out.append(f"- {_md_escape(line)}")
+        out.append("")
+        out.append("| users | reqs | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | TPOT p95 | E2EL p95 "
+                   "| out tok/s | req/s | errors | |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for st in run.get("steps") or []:
+            s = st["summary"]
+            cells = [f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
+                     fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
+                     fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
+                     f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
+                     "held" if st["held"] else "**over**"]
+            out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    elif kind == "run":
+        s = run.get("summary") or {}
+        out.append("| metric | value |\n|---|---:|")
+        for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
+                  "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
+                  "p99_itl_ms", "p99_e2el_ms"):
+            v = s.get(k)
+            out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+    elif kind == "probe":
+        out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
+        out.append("|---:|---|---:|---:|")
+        for st in run.get("steps") or []:
+            o = st["ttft_p50"]
+            ci = f"[{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]" if o["ci_ms"] else ""
+            ov = f"{o['overhead_ms']:+.1f} ms {ci}" if o["overhead_ms"] is not None else "-"
+            out.append(f"| {st['users']} | {ov} | {st['router']['output_throughput'] or 0:.1f} | "
+                       f"{st['direct']['output_throughput'] or 0:.1f} |")
+    wl = run.get("workload") or {}
+    out.append("")
+    out.append(f"Workload `{_md_escape(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
+               f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')}).")
+    labels = run.get("labels") or {}
+    if labels:
+        out.append("Labels: " + ", ".join(f"`{_md_escape(k)}={_md_escape(v)}`"
+                                          for k, v in sorted(labels.items())) + ".")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,166 @@
+"""Reports and comparisons: every section, hostile text escaped, markdown/CSV, compare exit
+codes on a clear regression and on pure noise, bad run folders, `llmbench runs`."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import RawServer, http_head
+from mock_server import MockConfig, MockServer
+from test_cli import llmbench, only_run
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    """A ramp and two single-level runs against the mock, made once for this module."""
+    base = tmp_path_factory.mktemp("runs")
+    with MockServer(MockConfig(ttft_ms=30, itl_ms=4, parallel=1, models=["m"])) as m:
+        r = llmbench("ramp", "--url", m.url + "/v1", "--model", "m", "--users", "1,2,4",
+                     "--ramp-in", "0.2s", "--hold", "2s", "--think", "0", "--turns", "2",
+                     "--prompt-tokens", "10", "--output-tokens", "8",
+                     "--threshold", "ttft.p95<=300ms", "--label", "name=ramp1",
+                     "--label", f"note={HOSTILE}", "--out", str(base))
+        assert r.returncode == 0, r.stderr
+        for name in ("a", "b"):
+            r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
+                         "--requests", "40", "--prompt-tokens", "10", "--output-tokens", "8",
+                         "--label", f"name={name}", "--out", str(base))
+            assert r.returncode == 0, r.stderr
+        m.configure(ttft_ms=90)
+        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
+                     "--requests", "40", "--prompt-tokens", "10", "--output-tokens", "8",
+                     "--label", "name=slow", "--out", str(base))
+        assert r.returncode == 0, r.stderr
+        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
+                     "--requests", "40", "--prompt-tokens", "30", "--output-tokens", "8",
+                     "--label", "name=otherwl", "--out", str(base))
+    return base
+
+
+def folder(base: Path, suffix: str) -> Path:
+    return next(p for p in base.iterdir() if p.name.endswith(suffix))
+
+
+def test_ramp_report_has_every_section(runs_dir):
+    d = folder(runs_dir, "ramp-ramp1")
+    page = (d / "report.html").read_text()          # written automatically at the end
+    assert 'class="verdict' in page and "Held" in page
+    for section in ("<h2>Steps</h2>", "Latency and throughput against load",
+                    "Latency distributions per step", "<h2>Timeline</h2>",
+                    "Workload, settings and environment"):
+        assert section in page
+    charts = re.findall(r'data-chart="([^"]+)"', page)
+    assert {"latency vs load", "throughput vs load", "TTFT distribution", "ITL distribution",
+            "timeline"} <= set(charts)
+    assert page.count("<svg") >= 5
+    fp = json.loads((d / "run.json").read_text())["workload"]["fingerprint"]
+    assert fp in page
+    assert "server: running" in page                 # the mock was probed, drawn in the timeline
+    assert "<script" not in page and "&lt;script&gt;" in page     # the hostile label
+    assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]*)"', page))   # nothing external
+
+
+def test_run_report_sections(runs_dir):
+    d = folder(runs_dir, "run-a")
+    page = (d / "report.html").read_text()
+    for section in ("Summary (vLLM&#x27;s names)", "Latency distributions", "<h2>Timeline</h2>"):
+        assert section in page
+    assert {"TTFT and E2EL CDF", "ITL CDF", "timeline"} <= set(re.findall(r'data-chart="([^"]+)"', page))
+
+
+def test_hostile_server_text_is_escaped(tmp_path):
+    body = json.dumps({"error": {"message": HOSTILE + "<img src=x onerror=alert(1)>"}}).encode()
+    with RawServer([(0, http_head("500 Internal Server Error", "application/json",
+                                  length=len(body)) + body)]) as s:
+        r = llmbench("run", "--url", s.url + "/v1", "--model", "<b>m</b>", "--requests", "3",
+                     "--out", str(tmp_path))
+    d = only_run(tmp_path)
+    page = (d / "report.html").read_text()
+    assert "<script" not in page and "<img" not in page and "<b>m" not in page
+    assert "&lt;script&gt;" in page and "&lt;b&gt;m&lt;/b&gt;" in page
+    md = llmbench("report", str(d), "--format", "md").stdout
+    assert "<b>" not in md
+
+
+def test_markdown_and_csv(runs_dir):
+    d = folder(runs_dir, "ramp-ramp1")
+    md = llmbench("report", str(d), "--format", "md")
+    assert md.returncode == 0
+    assert "| users | reqs | TTFT p50 | TTFT p95 |" in md.stdout and "Held" in md.stdout
+    assert "fingerprint" in md.stdout
+    csv = llmbench("report", str(d), "--format", "csv").stdout.splitlines()
+    assert csv[0].startswith("load,requests,completed,failed,median_ttft_ms")
+    steps = json.loads((d / "run.json").read_text())["steps"]
+    assert len(csv) == 1 + len(steps)
+    run_md = llmbench("report", str(folder(runs_dir, "run-a")), "--format", "md").stdout
+    assert "| completed | 40 |" in run_md
+
+
+def test_compare_flags_a_clear_regression(runs_dir, tmp_path):
+    r = llmbench("compare", str(folder(runs_dir, "run-a")), str(folder(runs_dir, "run-slow")),
+                 "--max-regression", "10%", "--metric", "ttft.p95", "--html", str(tmp_path / "c.html"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSION" in r.stdout
+    page = (tmp_path / "c.html").read_text()
+    assert "compare overlay" in page and "REGRESSION" in page
+
+
+def test_compare_passes_on_pure_noise(runs_dir, tmp_path):
+    r = llmbench("compare", str(folder(runs_dir, "run-a")), str(folder(runs_dir, "run-b")),
+                 "--max-regression", "10%", "--html", str(tmp_path / "c.html"))
+    assert r.returncode == 0, r.stdout
+    assert "REGRESSION" not in r.stdout
+    assert "different workloads" not in r.stdout
+
+
+def test_compare_warns_on_different_workloads(runs_dir, tmp_path):
+    r = llmbench("compare", str(folder(runs_dir, "run-a")), str(folder(runs_dir, "run-otherwl")),
+                 "--html", str(tmp_path / "c.html"))
+    assert r.returncode == 0 and "warning: the runs used different workloads" in r.stdout
+
+
+def test_compare_ramps_side_by_side_with_png(runs_dir, tmp_path):
+    d = folder(runs_dir, "ramp-ramp1")
+    r = llmbench("compare", str(d), str(d), "--html", str(tmp_path / "c.html"),
+                 "--png", str(tmp_path / "c.png"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert "held" in r.stdout
+
+
+def test_bad_run_folders(runs_dir, tmp_path):
+    r = llmbench("report", str(tmp_path))
+    assert r.returncode == 2 and "no run.json here" in r.stderr
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "run.json").write_text(json.dumps({"schema_version": 0, "kind": "run"}))
+    r = llmbench("report", str(old))
+    assert r.returncode == 2 and "schema version 0" in r.stderr and "Traceback" not in r.stderr
+    r = llmbench("compare", str(folder(runs_dir, "run-a")))
+    assert r.returncode == 2 and "at least two" in r.stderr
+
+
+def test_partial_run_is_reported_as_partial(runs_dir, tmp_path):
+    import shutil
+    src = folder(runs_dir, "run-a")
+    dst = tmp_path / "partial"
+    shutil.copytree(src, dst)
+    run = json.loads((dst / "run.json").read_text())
+    run["status"] = "partial"
+    (dst / "run.json").write_text(json.dumps(run))
+    with open(dst / "requests.jsonl", "a") as fh:
+        fh.write('{"request_id": "torn", "sta')          # a crash mid-write
+    r = llmbench("report", str(dst))
+    assert r.returncode == 0 and "partial run" in r.stderr
+    assert "interrupted" in (dst / "report.html").read_text()
+
+
+def test_runs_lists_folders(runs_dir):
+    r = llmbench("runs", "--out", str(runs_dir))
+    assert r.returncode == 0
+    assert "ramp" in r.stdout and "labels: name=ramp1" in r.stdout and "Held" in r.stdout
+    assert "llmbench run --url" in r.stdout
