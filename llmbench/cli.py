@@ -47,6 +47,15 @@ Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for f
 Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.")]
 Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (default o200k_base), approx, or a tokenizer.json path.")]
 Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.")]
+SharedPrefix = Annotated[int, typer.Option(help="Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).")]
+Prefixes = Annotated[int, typer.Option(help="Synthetic: how many distinct shared prefixes.")]
+Words = Annotated[int, typer.Option(help="--dataset words: prompt length in words.")]
+RandomIn = Annotated[int, typer.Option(help="--dataset random: input length (vLLM's random dataset).")]
+RandomOut = Annotated[int, typer.Option(help="--dataset random: output length.")]
+RandomRatio = Annotated[float, typer.Option(help="--dataset random: lengths uniform in len*(1-r)..len*(1+r).")]
+RandomPrefix = Annotated[int, typer.Option(help="--dataset random: common prefix length.")]
+HfSplit = Annotated[str, typer.Option(help="hf:NAME split.")]
+HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).")]
 Label = Annotated[Optional[List[str]], typer.Option("--label", help="KEY=VALUE stored with the run (repeatable).")]
 Out = Annotated[Path, typer.Option(help="Folder for run folders.")]
 ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.")]
@@ -103,16 +112,38 @@ def _parse_think(text: str) -> tuple[float, float]:
     return a, b
 
 
+def _wl_extra(shared_prefix_tokens: int, prefixes: int, words: int, random_input_len: int,
+              random_output_len: int, random_range_ratio: float, random_prefix_len: int,
+              hf_split: str, hf_column: list[str] | None) -> dict:
+    cols = {}
+    for item in hf_column or []:
+        k, sep, v = item.partition("=")
+        if not sep or k not in ("prompt", "max_tokens") or not v:
+            raise UsageError(f"--hf-column {item!r}: expected prompt=NAME or max_tokens=NAME")
+        cols[k] = v
+    if not 0 <= random_range_ratio < 1:
+        raise UsageError("--random-range-ratio must be in [0, 1)")
+    if shared_prefix_tokens < 0 or prefixes < 1:
+        raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
+    return {"shared_prefix_tokens": shared_prefix_tokens, "prefixes": prefixes, "words": words,
+            "random_input_len": random_input_len, "random_output_len": random_output_len,
+            "random_range_ratio": random_range_ratio, "random_prefix_len": random_prefix_len,
+            "hf_split": hf_split, "hf_columns": cols}
+
+
 def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, prompt_tokens: str,
               output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
               multi_turn: bool, extra: dict | None = None):
     from .workload import WorkloadSpec, build_workload, load_tokenizer, parse_range
+    extra = dict(extra or {})
+    if dataset == "words":
+        extra.setdefault("words", 100)
     tok = load_tokenizer(tokenizer)
     spec = WorkloadSpec(dataset=dataset, dataset_format=dataset_format, count=count, seed=seed,
                         prompt_tokens=parse_range(prompt_tokens, "--prompt-tokens"),
                         output_tokens=parse_range(output_tokens, "--output-tokens") if output_tokens else None,
                         turns=turns, multi_turn=multi_turn, limit=limit, tokenizer=tokenizer,
-                        **(extra or {}))
+                        **extra)
     if turns < 1:
         raise UsageError("--turns must be at least 1")
     return build_workload(spec, tok), tok
@@ -171,6 +202,15 @@ def run(
     think: Annotated[str, typer.Option(help="Pause between turns of a conversation, e.g. 5s-10s.")] = "0",
     sharegpt_output_len: Annotated[Optional[int], typer.Option(help="ShareGPT: fixed output length.")] = None,
     limit: Limit = None,
+    shared_prefix_tokens: SharedPrefix = 0,
+    prefixes: Prefixes = 1,
+    words: Words = 100,
+    random_input_len: RandomIn = 1024,
+    random_output_len: RandomOut = 128,
+    random_range_ratio: RandomRatio = 0.0,
+    random_prefix_len: RandomPrefix = 0,
+    hf_split: HfSplit = "train",
+    hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
     ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
@@ -249,7 +289,7 @@ def run(
         tgt = _target(url_, model or model_, api, api_key, header)
         wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
                             turns, tokenizer, limit, multi_turn,
-                            {"sharegpt_output_len": sharegpt_output_len})
+                            {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)})
         plan = RunPlan(target=tgt, workload=wl,
                        params=RequestParams(stream=stream, temperature=temperature,
                                             ignore_eos=ignore_eos, extra_body=extra),
@@ -353,6 +393,15 @@ def ramp(
     output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", help="Reply length asked for (default 128).")] = None,
     turns: Annotated[Optional[int], typer.Option(help="Turns per conversation (default 4).")] = None,
     limit: Limit = None,
+    shared_prefix_tokens: SharedPrefix = 0,
+    prefixes: Prefixes = 1,
+    words: Words = 100,
+    random_input_len: RandomIn = 1024,
+    random_output_len: RandomOut = 128,
+    random_range_ratio: RandomRatio = 0.0,
+    random_prefix_len: RandomPrefix = 0,
+    hf_split: HfSplit = "train",
+    hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
     ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
@@ -404,7 +453,7 @@ def ramp(
         tgt = _target(url_, model or model_, api, api_key, header)
         wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
                             output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
-                            multi_turn=True)
+                            multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
         plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                         thresholds=thresholds, keep_going=keep_going, seed=seed,
                         drain_s=max(timeout_first_token, 30.0))
@@ -442,6 +491,15 @@ def probe(
     output_tokens: OutputTokens = "64",
     turns: Turns = 3,
     limit: Limit = None,
+    shared_prefix_tokens: SharedPrefix = 0,
+    prefixes: Prefixes = 1,
+    words: Words = 100,
+    random_input_len: RandomIn = 1024,
+    random_output_len: RandomOut = 128,
+    random_range_ratio: RandomRatio = 0.0,
+    random_prefix_len: RandomPrefix = 0,
+    hf_split: HfSplit = "train",
+    hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
     server_probe: ServerProbeOpt = "auto",
@@ -465,7 +523,7 @@ def probe(
     dt = make_target(direct, direct_model or model, api, api_key, header)
     labels = _parse_labels(label)
     wl, tok = _workload(dataset, dataset_format, 4000, seed, prompt_tokens, output_tokens, turns,
-                        tokenizer, limit, multi_turn=True)
+                        tokenizer, limit, multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
     plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
                      rounds=rounds, think_s=_parse_think(think), seed=seed)
     code = execute(plan, wl, RequestParams(), Timeouts(), out,
@@ -642,13 +700,22 @@ def datasets_inspect(
     turns: Turns = 1,
     multi_turn: Annotated[bool, typer.Option(help="ShareGPT: whole conversations.")] = False,
     limit: Limit = None,
+    shared_prefix_tokens: SharedPrefix = 0,
+    prefixes: Prefixes = 1,
+    words: Words = 100,
+    random_input_len: RandomIn = 1024,
+    random_output_len: RandomOut = 128,
+    random_range_ratio: RandomRatio = 0.0,
+    random_prefix_len: RandomPrefix = 0,
+    hf_split: HfSplit = "train",
+    hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
 ) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
     wl, tok = _workload(spec, dataset_format, count, seed, prompt_tokens, output_tokens, turns,
-                        tokenizer, limit, multi_turn)
+                        tokenizer, limit, multi_turn, _wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
     convs = wl.conversations
     p = np.array([t.prompt_tokens or 0 for c in convs for t in c.turns], dtype=float)
     o = np.array([t.max_tokens for c in convs for t in c.turns if t.max_tokens], dtype=float)

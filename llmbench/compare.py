@@ -97,8 +97,12 @@ def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[s
         tb, to = wb.out_tokens[wb.ok], wo.out_tokens[wo.ok]
         if len(tb) < 2 or len(to) < 2 or not db or not do:
             return None
-        bb = tb[rng.integers(0, len(tb), (n_boot, len(tb)))].sum(axis=1) / db
-        bo = to[rng.integers(0, len(to), (n_boot, len(to)))].sum(axis=1) / do
+        # how many requests finished in the window is itself noisy (Poisson), and when every
+        # reply has the same length it is the only noise there is
+        bb = tb[rng.integers(0, len(tb), (n_boot, len(tb)))].mean(axis=1) \
+            * rng.poisson(len(tb), n_boot) / db
+        bo = to[rng.integers(0, len(to), (n_boot, len(to)))].mean(axis=1) \
+            * rng.poisson(len(to), n_boot) / do
         point = (to.sum() / do) / (tb.sum() / db) - 1
     else:
         if metric.startswith("itl"):

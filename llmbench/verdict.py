@@ -199,5 +199,6 @@ def _server_sentence(server: dict[str, Any]) -> str:
     text = (f"The server itself reported up to {server['running_max']:g} running"
             + (f" while up to {w:g} waited" if w is not None else "") + ".")
     if server.get("slots"):
-        text += f" It has {server['slots']:g} slots."
+        n = server["slots"]
+        text += f" It has {n:g} slot{'' if n == 1 else 's'}."
     return text

@@ -120,6 +120,8 @@ def test_not_an_llm_server(tmp_path):
     (["--url", "http://127.0.0.1:9/v1"], "--model is required"),
     (["--dataset", "/no/such/file.json"], "no such file"),
     (["--duration", "soon"], "--duration"),
+    (["--hf-column", "prompt"], "--hf-column 'prompt'"),
+    (["--random-range-ratio", "2"], "--random-range-ratio"),
 ])
 def test_invalid_flags_one_line_exit_2(args, needle, tmp_path):
     r = llmbench("run", *args, "--out", str(tmp_path))
