@@ -138,7 +138,8 @@ def execute(plan: ProbePlan, workload: Workload, params: RequestParams, timeouts
         data = run
         data["labels"] = labels
         write_json(run_dir / "run.json", clean_nan(data))
-    print("(* = the 95% interval excludes zero: a real difference, not noise)")
+    print("(* = the 95% interval excludes zero and the difference is at least 1 ms or 2%: "
+          "real, not noise)")
     steps = run["steps"]
     if steps and not any(s["ttft_p50"]["significant"] for s in steps):
         print("No significant router overhead at any step (TTFT p50).")

@@ -27,6 +27,8 @@ from ..workload import Conversation
 perf_counter = time.perf_counter
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
+MIN_OVERHEAD_MS = 1.0
+MIN_OVERHEAD_FRACTION = 0.02
 
 
 @dataclass
@@ -65,9 +67,14 @@ def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_
     diffs = np.percentile(a[ia], q, axis=1) - np.percentile(b[ib], q, axis=1)
     lo, hi = np.percentile(diffs, [2.5, 97.5])
     point = float(np.percentile(a, q) - np.percentile(b, q))
-    return {"router_ms": float(np.percentile(a, q)), "direct_ms": float(np.percentile(b, q)),
+    direct_v = float(np.percentile(b, q))
+    # significant: the interval excludes zero (not noise) and the difference is big enough to
+    # matter (at least 1 ms or 2%): an A/A probe on loopback shows a few tenths of a ms
+    # from connection order alone
+    matters = abs(point) >= max(MIN_OVERHEAD_MS, MIN_OVERHEAD_FRACTION * direct_v)
+    return {"router_ms": float(np.percentile(a, q)), "direct_ms": direct_v,
             "overhead_ms": point, "ci_ms": [float(lo), float(hi)],
-            "significant": bool(lo > 0 or hi < 0)}
+            "significant": bool((lo > 0 or hi < 0) and matters)}
 
 
 def evaluate_step(index: int, users: int, records: Sequence[Record],
