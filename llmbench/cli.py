@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from typing_extensions import Annotated
+from typing import Annotated
 
-from .runner import EXIT_USAGE
+from .exitcodes import EXIT_USAGE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")

@@ -23,13 +23,8 @@ from .target import Target
 
 perf_counter = time.perf_counter
 
-EXIT_OK = 0
-EXIT_EXPECTATION = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_OVERLOADED = 4
-EXIT_REFUSED = 5
-EXIT_INTERRUPTED = 130
+from .exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,  # noqa: F401
+                        EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE)
 
 
 class PreflightError(Exception):

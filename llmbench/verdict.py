@@ -56,7 +56,12 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
     waiting = [s["waiting"] for s in window if s.get("waiting") is not None]
     kv = [s["kv_cache_usage"] for s in window if s.get("kv_cache_usage") is not None]
     slots = [s["slots"] for s in window if s.get("slots")]
+    per_backend: dict[str, float] = {}
+    for s in window:
+        for name, n in (s.get("backends_in_flight") or {}).items():
+            per_backend[name] = max(per_backend.get(name, 0), n)
     return {"running_max": max(running), "running_mean": float(np.mean(running)),
+            "backends_in_flight_max": per_backend or None,
             "waiting_max": max(waiting) if waiting else None,
             "waiting_mean": float(np.mean(waiting)) if waiting else None,
             "kv_cache_usage_max": max(kv) if kv else None,
@@ -198,6 +203,13 @@ def _server_sentence(server: dict[str, Any]) -> str:
     w = server.get("waiting_max")
     text = (f"The server itself reported up to {server['running_max']:g} running"
             + (f" while up to {w:g} waited" if w is not None else "") + ".")
+    per = server.get("backends_in_flight_max")
+    if per:
+        text += " The router's view, most in flight per backend: " + ", ".join(
+            f"{k} {v:g}" for k, v in sorted(per.items())) + "."
+        busiest, total = max(per.values()), sum(per.values())
+        if len(per) > 1 and total and busiest / total > 0.75:
+            text += " One backend carried most of it while others idled: the routing, not capacity."
     if server.get("slots"):
         n = server["slots"]
         text += f" It has {n:g} slot{'' if n == 1 else 's'}."

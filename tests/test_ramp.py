@@ -199,3 +199,29 @@ def test_result_line():
     steps = [_step(0, 2, _summary(465, 8), True, 0, 1), _step(1, 6, _summary(995, 8), True, 1, 2),
              _step(2, 8, _summary(2550, 8), False, 2, 3)]
     assert result_line(steps) == "Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2.00 s."
+
+
+def test_verdict_reads_a_routers_per_backend_counts():
+    base = _step(0, 2, _summary(400, 8.0), True, 0, 10)
+    queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
+    samples = [{"t": 12.0, "running": 6, "backends_in_flight": {"http://a": 6, "http://b": 0}}]
+    v = explain([base, queue], [], "users", server_samples=samples)
+    text = " ".join(v["evidence"])
+    assert "http://a 6, http://b 0" in text and "the routing, not capacity" in text
+
+
+def test_ramp_by_rate_steps_the_arrival_rate(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=10, itl_ms=2, parallel=1)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--by", "rate",
+                 "--users", "2,8,40", "--ramp-in", "0.5s", "--hold", "3s", "--think", "0",
+                 "--turns", "1", "--prompt-tokens", "10", "--output-tokens", "20",
+                 "--threshold", "ttft.p95<=500ms", "--out", str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
+    steps = run_["steps"]
+    assert "req/s" in r.stdout.splitlines()[0] or "Req/s" in r.stdout.splitlines()[0]
+    # open loop: the step's request rate follows the schedule while the server keeps up
+    assert steps[0]["summary"]["request_throughput"] == pytest.approx(2, rel=0.5)
+    assert steps[1]["summary"]["request_throughput"] == pytest.approx(8, rel=0.3)
+    # 40/s against one slot serving ~50 ms each (~20/s): the queue grows, TTFT breaks
+    assert not steps[-1]["held"] and run_["verdict"]["kind"] == "queuing"

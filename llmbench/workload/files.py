@@ -148,21 +148,31 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
 
 def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: int,
                            max_turns: int | None = None) -> list[Conversation]:
-    """Whole ShareGPT conversations for virtual users: their own user turns, in order."""
+    """Whole ShareGPT conversations for virtual users: their own user turns, in order.
+
+    One streaming pass keeps only byte offsets; the seeded shuffle picks which to use, and only
+    those are parsed again and tokenized, so memory follows the sample, not the file."""
     _check_file(path)
-    out = []
+    offsets = []
     for off, obj in iter_json_array(path):
         if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
             raise DatasetError(f"{path}:{_line_of(path, off)}: expected an object with a "
                                "'conversations' list (ShareGPT format)")
-        system, pairs = _sharegpt_turns(obj["conversations"])
-        if not pairs:
-            continue
-        pairs = pairs[:max_turns] if max_turns else pairs
-        turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
-        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
-    random.Random(seed).shuffle(out)
-    return out[:limit] if limit else out
+        if _sharegpt_turns(obj["conversations"])[1]:
+            offsets.append(off)
+    random.Random(seed).shuffle(offsets)
+    if limit:
+        offsets = offsets[:limit]
+    out = []
+    decoder = json.JSONDecoder()
+    with open(path, "rb") as fh:
+        for off in offsets:
+            obj = _read_at(fh, off, decoder)
+            system, pairs = _sharegpt_turns(obj["conversations"])
+            pairs = pairs[:max_turns] if max_turns else pairs
+            turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
+            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
+    return out
 
 
 def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversation:

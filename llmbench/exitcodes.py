@@ -1,0 +1,9 @@
+"""Exit codes, documented in the README. A module of their own so the CLI imports nothing heavy."""
+
+EXIT_OK = 0
+EXIT_EXPECTATION = 1      # ramp --expect-users: fewer held; compare --max-regression: a regression
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_OVERLOADED = 4
+EXIT_REFUSED = 5
+EXIT_INTERRUPTED = 130
