@@ -252,6 +252,10 @@ def run(
     if burstiness <= 0:
         raise UsageError("--burstiness must be > 0")
     duration_s = _parse_duration(duration, "--duration") if duration else None
+    if duration_s is not None and duration_s <= 0:
+        raise UsageError("--duration must be above 0")
+    if rate_f is not None and math.isinf(rate_f) and requests is None:
+        raise UsageError("--rate inf sends everything at once: give --requests N")
     if requests is None and duration_s is None:
         requests = 200
     if requests is not None and requests < 1:

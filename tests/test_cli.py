@@ -121,6 +121,7 @@ def test_not_an_llm_server(tmp_path):
     (["--dataset", "/no/such/file.json"], "no such file"),
     (["--duration", "soon"], "--duration"),
     (["--hf-column", "prompt"], "--hf-column 'prompt'"),
+    (["--rate", "inf", "--duration", "10s"], "--rate inf sends everything at once"),
     (["--random-range-ratio", "2"], "--random-range-ratio"),
 ])
 def test_invalid_flags_one_line_exit_2(args, needle, tmp_path):

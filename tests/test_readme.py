@@ -13,3 +13,13 @@ def test_ci_runs_the_readme_test_command():
     assert "pytest" in commands[1]
     ci = ROOT.joinpath(".ci", "run").read_text().splitlines()
     assert commands[1] in ci
+
+
+def test_secrets_scrubbed_from_the_saved_command_line():
+    from llmbench.results import scrub_argv
+    argv = ["ramp", "--api-key", "sk-1", "--api-key=sk-2", "--header", "Authorization=Bearer x",
+            "--header=X-Key=y", "--model", "m"]
+    out = scrub_argv(argv)
+    assert out == ["ramp", "--api-key", "***", "--api-key=***", "--header", "Authorization=***",
+                   "--header=***", "--model", "m"]
+    assert not any(s in " ".join(out) for s in ("sk-1", "sk-2", "Bearer", "=y"))
