@@ -506,6 +506,7 @@ def probe(
     hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
+    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
     server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
@@ -529,7 +530,8 @@ def probe(
     wl, tok = _workload(dataset, dataset_format, 4000, seed, prompt_tokens, output_tokens, turns,
                         tokenizer, limit, multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
     plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
-                     rounds=rounds, think_s=_parse_think(think), seed=seed)
+                     rounds=rounds, think_s=_parse_think(think), seed=seed,
+                     served_by_header=served_by_header)
     code = execute(plan, wl, RequestParams(), Timeouts(), out,
                    _run_label(labels), labels,
                    _check_probe(server_probe))

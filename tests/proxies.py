@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 
 import aiohttp
 from aiohttp import web
@@ -19,13 +20,16 @@ class Proxy:
         self.delay_s = delay_s
         self.fail_upstream = fail_upstream
         self._rr = itertools.cycle(range(len(upstreams)))
+        self.added_s: list[float] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         if self.delay_s:
+            t0 = time.perf_counter()
             await asyncio.sleep(self.delay_s)
+            self.added_s.append(time.perf_counter() - t0)   # what was really added
         if self.fail_upstream:
             return web.json_response({"error": {"message": "upstream connect error: connection refused",
                                                 "type": "bad_gateway"}}, status=502)

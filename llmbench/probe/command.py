@@ -81,8 +81,8 @@ async def _probe(plan: ProbePlan, workload: Workload, params: RequestParams, tim
     except (NotImplementedError, RuntimeError):
         pass
     n = max(plan.steps) + 16
-    async with Client(plan.router, params, timeouts, n) as router, \
-            Client(plan.direct, params, timeouts, n) as direct:
+    async with Client(plan.router, params, timeouts, n, plan.served_by_header) as router, \
+            Client(plan.direct, params, timeouts, n, plan.served_by_header) as direct:
         await check_path(router, "router")
         await check_path(direct, "direct backend")
         probes = []

@@ -41,6 +41,7 @@ class ProbePlan:
     think_s: tuple[float, float] = (0.0, 0.0)
     seed: int = 0
     bootstrap: int = 1000
+    served_by_header: str | None = None
 
 
 def _values(records: Sequence[Record], metric: str) -> np.ndarray:
