@@ -390,6 +390,7 @@ def ramp(
     think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.")] = None,
     threshold: Annotated[Optional[List[str]], typer.Option("--threshold", help="e.g. 'ttft.p95<=2s' (repeatable). Default: ttft.p95<=2s, itl.p95<=200ms, errors==0.")] = None,
     keep_going: Annotated[bool, typer.Option(help="Run every step even after one fails.")] = False,
+    generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).")] = "10ms",
     expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.")] = None,
     dataset: Dataset = "synthetic",
     dataset_format: DatasetFormat = None,
@@ -460,7 +461,8 @@ def ramp(
                             multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
         plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                         thresholds=thresholds, keep_going=keep_going, seed=seed,
-                        drain_s=max(timeout_first_token, 30.0))
+                        drain_s=max(timeout_first_token, 30.0),
+                        lag_limit_ms=_parse_duration(generator_lag_limit, "--generator-lag-limit") * 1000)
         r = RampRun(target=tgt, workload=wl, plan=plan,
                     params=RequestParams(stream=True, temperature=temperature,
                                          ignore_eos=ignore_eos, extra_body=extra),

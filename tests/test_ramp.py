@@ -225,3 +225,15 @@ def test_ramp_by_rate_steps_the_arrival_rate(mock_factory, tmp_path):
     assert steps[1]["summary"]["request_throughput"] == pytest.approx(8, rel=0.3)
     # 40/s against one slot serving ~50 ms each (~20/s): the queue grows, TTFT breaks
     assert not steps[-1]["held"] and run_["verdict"]["kind"] == "queuing"
+
+
+def test_busy_load_generator_exits_4_and_says_so(mock_factory, tmp_path):
+    # a lag limit no event loop can meet: every step is "the generator was busy"
+    m = mock_factory(ttft_ms=5, itl_ms=2)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,2",
+                 "--generator-lag-limit", "0.001ms", "--threshold", "ttft.p95<=1ms", *FAST,
+                 "--out", str(tmp_path))
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "not trustworthy" in r.stdout
+    run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
+    assert run_["verdict"]["kind"] == "load_generator"

@@ -65,7 +65,8 @@ class LoopMonitor:
         return self.samples[-1] if self.samples else None
 
 
-def busy(samples: list[MonitorSample]) -> dict[str, float | bool]:
+def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
+         cpu_limit_pct: float = CPU_LIMIT_PCT) -> dict[str, float | bool]:
     """Summary of a window of samples, and whether the generator was too busy to trust."""
     if not samples:
         return {"lag_p99_ms": 0.0, "lag_max_ms": 0.0, "cpu_pct": 0.0, "overloaded": False}
@@ -75,5 +76,5 @@ def busy(samples: list[MonitorSample]) -> dict[str, float | bool]:
     lag = per_second[len(per_second) // 2]
     cpu = sum(s.cpu_pct for s in samples) / len(samples)
     return {"lag_p99_ms": lag, "lag_max_ms": max(s.lag_max_ms for s in samples), "cpu_pct": cpu,
-            "overloaded": lag > LAG_P99_LIMIT_MS or cpu > CPU_LIMIT_PCT,
+            "overloaded": lag > lag_limit_ms or cpu > cpu_limit_pct,
             "cores": os.cpu_count() or 1}

@@ -20,7 +20,7 @@ from ..slo import Threshold, check_all
 from ..workload import Conversation
 from . import arrivals
 from .fixed import pause, play, sleep_or_stop
-from .monitor import LoopMonitor, busy
+from .monitor import LAG_P99_LIMIT_MS, LoopMonitor, busy
 from .session import Session
 
 perf_counter = time.perf_counter
@@ -39,6 +39,7 @@ class RampPlan:
     burstiness: float = 1.0
     seed: int = 0
     stall_s: float = 1.0
+    lag_limit_ms: float = LAG_P99_LIMIT_MS     # the generator's own event-loop lag, p99
 
 
 @dataclass
@@ -68,7 +69,8 @@ def window_records(records: Sequence[Record], step: int, start: float, end: floa
 
 def evaluate(records: Sequence[Record], index: int, load: float, ramp_start: float,
              hold_start: float, hold_end: float, thresholds: list[Threshold],
-             monitor_samples: list[Any], stall_s: float = 1.0, unfinished: int = 0) -> StepResult:
+             monitor_samples: list[Any], stall_s: float = 1.0, unfinished: int = 0,
+             lag_limit_ms: float = LAG_P99_LIMIT_MS) -> StepResult:
     """Pure: a step's summary and threshold checks from its records."""
     recs = window_records(records, index, hold_start, hold_end)
     s = summarize(recs, t0=hold_start, t_end=hold_end, stall_s=stall_s)
@@ -77,7 +79,7 @@ def evaluate(records: Sequence[Record], index: int, load: float, ramp_start: flo
     if not recs:
         checks.append({"threshold": "requests>0", "ok": False, "actual": 0, "limit": 0,
                        "metric": "requests", "stat": None})
-    mon = busy([m for m in monitor_samples if hold_start <= m.t <= hold_end + 1.0])
+    mon = busy([m for m in monitor_samples if hold_start <= m.t <= hold_end + 1.0], lag_limit_ms)
     return StepResult(index, load, ramp_start, hold_start, hold_end, s, checks, held, mon,
                       unfinished)
 
@@ -163,7 +165,8 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
             unfinished = sum(1 for r in session.active
                              if r.step == index and hold_start <= r.start < hold_end)
             result = evaluate(session.records, index, load, ramp_start, hold_start, hold_end,
-                              plan.thresholds, monitor.samples, plan.stall_s, unfinished)
+                              plan.thresholds, monitor.samples, plan.stall_s, unfinished,
+                              plan.lag_limit_ms)
             results.append(result)
             if on_step is not None:
                 on_step(result)
