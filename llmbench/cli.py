@@ -420,8 +420,7 @@ def ramp(
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
 ) -> None:
-    """Add users step by step until the thresholds break, and say why. No --url: a one-minute
-    demo against the built-in mock."""
+    """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .client import RequestParams, Timeouts
     from .load.users import RampPlan
     from .ramp import RampRun, execute
@@ -513,8 +512,7 @@ def probe(
     label: Label = None,
     out: Out = Path("results"),
 ) -> None:
-    """Router overhead versus compute: the same workload through a router and straight to a
-    backend, interleaved in time."""
+    """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
     from .client import RequestParams, Timeouts
     from .probe.command import execute
     from .probe.router import ProbePlan

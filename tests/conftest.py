@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,7 +80,6 @@ class RawServer:
         self.requests: list[bytes] = []
 
     def __enter__(self) -> "RawServer":
-        import threading
         ready = threading.Event()
 
         def main() -> None:
@@ -116,8 +116,7 @@ class RawServer:
             loop.run_forever()
             loop.close()
 
-        import threading as th
-        self._thread = th.Thread(target=main, daemon=True)
+        self._thread = threading.Thread(target=main, daemon=True)
         self._thread.start()
         ready.wait(5)
         return self
