@@ -247,6 +247,9 @@ def test_metrics_agree_with_what_happened(mock_factory):
     for _ in range(3):
         run(send_one(m.url + "/v1", max_tokens=4,
                      messages=[{"role": "user", "content": "word " * 100}]))
+    deadline = time.perf_counter() + 1.0       # the last handler ends just after its [DONE]
+    while m.engines[0].stats.running and time.perf_counter() < deadline:
+        time.sleep(0.01)
     text = httpx.get(m.url + "/metrics").text
     vals = {}
     for line in text.splitlines():
@@ -325,4 +328,8 @@ def test_client_going_away_mid_stream_frees_the_slot_quietly(mock_factory, caplo
         rec, _ = run(send_one(m.url + "/v1", max_tokens=2))
     assert rec.ok and rec.server_queue_ms < 50         # the slot was released
     assert "Error handling request" not in caplog.text
+    # the last request's handler finishes just after its client read [DONE]
+    deadline = time.perf_counter() + 1.0
+    while m.engines[0].stats.running and time.perf_counter() < deadline:
+        time.sleep(0.01)
     assert m.engines[0].stats.running == 0
