@@ -19,7 +19,7 @@ from .load.session import Session
 from .report import console
 from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
-from .runner import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness, PreflightError,
+from .runner import (EXIT_INTERRUPTED, EXIT_OK, Harness, PreflightError,
                      report_failed)
 from .target import Target
 from .verdict import server_view
@@ -53,7 +53,6 @@ class RunPlan:
     progress: bool | None = None
     served_by_header: str | None = None
     count_tokens: Any = None
-    fail_on_overload: bool = False
     server_probe: str = "auto"
 
 
@@ -126,8 +125,6 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
-    elif plan.fail_on_overload and mon["overloaded"]:
-        code = EXIT_OVERLOADED
     return run, code
 
 

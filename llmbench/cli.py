@@ -170,6 +170,11 @@ def _guard(fn):
         except (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError,
                 RunFolderError) as exc:
             raise fail(str(exc))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
+            raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     wrapper.__signature__ = __import__("inspect").signature(fn)  # type: ignore[attr-defined]

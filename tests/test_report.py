@@ -164,3 +164,17 @@ def test_runs_lists_folders(runs_dir):
     assert r.returncode == 0
     assert "ramp" in r.stdout and "labels: name=ramp1" in r.stdout and "Held" in r.stdout
     assert "llmbench run --url" in r.stdout
+
+
+def test_unwritable_paths_are_one_line(runs_dir, tmp_path):
+    d = folder(runs_dir, "run-a")
+    r = llmbench("report", str(d), "--output", str(tmp_path / "no" / "such" / "r.html"))
+    assert r.returncode == 2 and "No such file or directory" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = llmbench("compare", str(d), str(folder(runs_dir, "run-b")),
+                 "--html", str(tmp_path / "missing" / "c.html"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (tmp_path / "file.txt").write_text("x")
+    r = llmbench("run", "--url", "http://127.0.0.1:9/v1", "--model", "m",
+                 "--out", str(tmp_path / "file.txt" / "sub"))
+    assert r.returncode == 2 and "check the path you gave" in r.stderr and "Traceback" not in r.stderr
