@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import metrics
+from . import checks
 from . import timeline as timeline_mod
 from .client import RequestParams, Timeouts
 from .load import arrivals
@@ -101,6 +102,7 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
                      "think_s": list(plan.think_s), "seed": plan.seed},
             "request": {"stream": plan.params.stream, "temperature": plan.params.temperature,
                         "ignore_eos": plan.params.ignore_eos,
+                        "max_tokens_field": plan.params.max_tokens_field,
                         "extra_body_keys": sorted(plan.params.extra_body)},
             "timeouts": plan.timeouts.__dict__,
             "goodput_slo_ms": plan.goodput_slo_ms,
@@ -109,6 +111,9 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
         "environment": environment(),
         "monitor": {**mon, "samples": [s.__dict__ for s in harness.monitor.samples]},
         "summary": summary,
+        "output_length": checks.as_dict(records, plan.params.ignore_eos, plan.target.api),
+        "not_streamed": checks.not_streamed(records, plan.params.stream),
+        "connection_resends": checks.resends(records),
         "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
                          "samples": len(harness.server_samples),
                          "view": server_view(harness.server_samples)},
@@ -140,6 +145,8 @@ def execute(plan: RunPlan) -> int:
                                request_rate=plan.rate))
     print(console.extras(s, run["monitor"]))
     for w in plan.workload.warnings:
+        print(f"note: {w}")
+    for w in checks.notes(run):
         print(f"note: {w}")
     if run["status"] == "partial":
         print("PARTIAL RESULT: the run was interrupted; the numbers cover what finished.")

@@ -61,6 +61,13 @@ Out = Annotated[Path, typer.Option(help="Folder for run folders.")]
 ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.")]
 
 
+def _max_tokens_field(value: str) -> str:
+    from .wire.openai import MAX_TOKENS_FIELDS
+    if value != "auto" and value not in MAX_TOKENS_FIELDS:
+        raise UsageError(f"--max-tokens-field {value!r}: choose auto, {', '.join(MAX_TOKENS_FIELDS)}")
+    return value
+
+
 def _check_probe(kind: str) -> str:
     from .probe.scrape import KINDS
     if kind not in KINDS:
@@ -235,6 +242,7 @@ def run(
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+    max_tokens_field: Annotated[str, typer.Option(help="OpenAI chat body field for the reply length: auto | both | max_tokens | max_completion_tokens | none. auto sends both, or only max_completion_tokens to api.openai.com.")] = "auto",
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
     from .bench import RunPlan, execute
@@ -301,7 +309,8 @@ def run(
                             {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)})
         plan = RunPlan(target=tgt, workload=wl,
                        params=RequestParams(stream=stream, temperature=temperature,
-                                            ignore_eos=ignore_eos, extra_body=extra),
+                                            ignore_eos=ignore_eos, extra_body=extra,
+                                            max_tokens_field=_max_tokens_field(max_tokens_field)),
                        timeouts=Timeouts(timeout_connect, timeout_first_token, timeout_idle,
                                          timeout_total),
                        concurrency=concurrency if rate_f is None else None,
@@ -424,6 +433,7 @@ def ramp(
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+    max_tokens_field: Annotated[str, typer.Option(help="OpenAI chat body field for the reply length: auto | both | max_tokens | max_completion_tokens | none. auto sends both, or only max_completion_tokens to api.openai.com.")] = "auto",
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .client import RequestParams, Timeouts
@@ -469,7 +479,8 @@ def ramp(
                         lag_limit_ms=_parse_duration(generator_lag_limit, "--generator-lag-limit") * 1000)
         r = RampRun(target=tgt, workload=wl, plan=plan,
                     params=RequestParams(stream=True, temperature=temperature,
-                                         ignore_eos=ignore_eos, extra_body=extra),
+                                         ignore_eos=ignore_eos, extra_body=extra,
+                                         max_tokens_field=_max_tokens_field(max_tokens_field)),
                     timeouts=Timeouts(10.0, timeout_first_token, timeout_idle, 900.0),
                     expect=expect_users, out=out,
                     label=_run_label(labels), labels=labels,

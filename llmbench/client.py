@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import aiohttp
 from multidict import CIMultiDictProxy
@@ -39,16 +40,41 @@ class Timeouts:
     total_s: float = 900.0
 
 
+# How much of an error or HTML body is read: the record keeps 200 characters, and a server that
+# answers 100 MB of error must not cost 100 MB per request in flight.
+ERROR_BODY_READ_BYTES = 4096
+# After the end marker ([DONE], done:true) the request is over; the rest of the response (the
+# chunked terminator) is read for at most this long so the connection can be reused. A server
+# that keeps the stream open after its end marker only loses that connection.
+DRAIN_AFTER_END_S = 0.5
+# A request that failed on a reused connection before any reply is sent again this many times,
+# each time on a new connection (so a second failure is the server's, not a stale pool's).
+MAX_RESENDS = 1
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """The failure of a kept-alive connection the server closed: not a refused connect."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return False        # could not connect at all: the server is down or the URL is wrong
+    return isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+                            ConnectionResetError, BrokenPipeError))
+
+
 @dataclass(frozen=True)
 class RequestParams:
     stream: bool = True
     temperature: float | None = None
     ignore_eos: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # Which body field carries the reply length on OpenAI chat: "auto" sends both max_tokens and
+    # max_completion_tokens (Ollama's /v1 and LM Studio read only max_tokens; vLLM, SGLang,
+    # llama.cpp and LiteLLM read either), except to api.openai.com, which rejects max_tokens
+    # for some models and gets max_completion_tokens only.
+    max_tokens_field: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
-                "extra_body": self.extra_body}
+                "extra_body": self.extra_body, "max_tokens_field": self.max_tokens_field}
 
 
 class _Watchdog:
@@ -121,9 +147,15 @@ class Client:
         self._count_tokens = count_tokens
         self._framer = lambda: wire.make_framer(target.api)
         self._classify = wire.classify(target.api)
+        self._sse = target.api != "ollama"
         self._headers = {**target.request_headers(), "accept-encoding": "identity"}
         self._max_connections = max_connections
         self._http: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
+        if self.params.max_tokens_field == "auto":
+            host = urlsplit(target.base_url).hostname or ""
+            field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
+            self.params = replace(self.params, max_tokens_field=field_)
 
     async def __aenter__(self) -> "Client":
         connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
@@ -133,10 +165,19 @@ class Client:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s))
         return self
 
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        """A session that opens a new connection for every request: used for resends only."""
+        if self._fresh is None:
+            self._fresh = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, limit=0), auto_decompress=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s))
+        return self._fresh
+
     async def __aexit__(self, *exc: object) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        for http in (self._http, self._fresh):
+            if http is not None:
+                await http.close()
+        self._http = self._fresh = None
 
     def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
         return wire.build_body(self.target.api, self.target.model, messages, max_tokens,
@@ -151,43 +192,59 @@ class Client:
         task = asyncio.current_task()
         assert task is not None
         texts: list[str] = []
+        rec.max_tokens = max_tokens
         rec.start = perf_counter()
         dog = _Watchdog(task, self.timeouts, rec.start)
-        try:
-            async with self._http.post(self.target.endpoint, data=content,
-                                       headers=headers) as resp:
-                rec.status = resp.status
-                self._read_headers(resp.headers, rec)
-                if resp.status >= 400:
-                    raw = await resp.read()
-                    rec.error_kind = "http_status"
-                    rec.error = raw.decode("utf-8", "replace")[:200]
-                elif "html" in resp.headers.get("content-type", ""):
-                    # a web page, not an API: a wrong URL or a login/proxy page in the way
-                    raw = await resp.read()
-                    rec.error_kind = "malformed_event"
-                    rec.error = raw.decode("utf-8", "replace")[:200]
-                elif self.params.stream:
-                    await self._read_stream(resp, rec, dog, texts)
-                else:
-                    await self._read_whole(resp, rec, texts)
+        http = self._http
+        while True:
+            try:
+                async with http.post(self.target.endpoint, data=content,
+                                     headers=headers) as resp:
+                    rec.status = resp.status
+                    self._read_headers(resp.headers, rec)
+                    if resp.status >= 400:
+                        rec.error_kind = "http_status"
+                        rec.error = await self._read_some(resp)
+                    elif "html" in resp.headers.get("content-type", ""):
+                        # a web page, not an API: a wrong URL or a login/proxy page in the way
+                        rec.error_kind = "malformed_event"
+                        rec.error = await self._read_some(resp)
+                    elif self.params.stream:
+                        await self._read_stream(resp, rec, dog, texts)
+                    else:
+                        await self._read_whole(resp, rec, texts)
+                    dog.stop()
+            except asyncio.CancelledError:
                 dog.stop()
-        except asyncio.CancelledError:
-            dog.stop()
-            if dog.fired is None:
-                rec.error_kind, rec.error = "interrupted", "the run was stopped"
-                rec.done = perf_counter()
-                raise
-            if hasattr(task, "uncancel"):
-                task.uncancel()
-            rec.error_kind = dog.fired
-            rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
-        except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
-            dog.stop()
-            self._transport_error(exc, rec)
-        rec.done = perf_counter()
+                if dog.fired is None:
+                    rec.error_kind, rec.error = "interrupted", "the run was stopped"
+                    rec.done = perf_counter()
+                    raise
+                if hasattr(task, "uncancel"):
+                    task.uncancel()
+                rec.error_kind = dog.fired
+                rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+            except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
+                if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
+                    # A kept-alive connection the server had already closed (llama.cpp's server
+                    # closes after each streamed reply while its headers promise keep-alive):
+                    # the request never reached it. Send it again once, on a new connection;
+                    # the record keeps its first start time and counts the resend.
+                    rec.retries += 1
+                    http = self._fresh_session()
+                    continue
+                dog.stop()
+                self._transport_error(exc, rec)
+            break
+        if not rec.done:            # set at the end marker when the rest was drained after it
+            rec.done = perf_counter()
         self._finish(rec, texts, prompt_tokens_client)
         return "".join(texts)
+
+    @staticmethod
+    async def _read_some(resp: aiohttp.ClientResponse) -> str:
+        raw = await resp.content.read(ERROR_BODY_READ_BYTES)
+        return raw.decode("utf-8", "replace")[:200]
 
     def _read_headers(self, headers: CIMultiDictProxy[str], rec: Record) -> None:
         for name in self._served_by:
@@ -210,10 +267,26 @@ class Client:
         counts: list[int] | None = []
         last_completion = 0
         ended = False
-        async for chunk in resp.content.iter_any():
+        sniff = self._sse       # until the body's first byte shows SSE, not one JSON document
+        content = resp.content
+        async for chunk in content.iter_any():
             t = perf_counter()
-            dog.last = t
-            for payload in framer.feed(chunk):
+            if sniff:
+                head = chunk.lstrip()
+                if not head:
+                    continue
+                sniff = False
+                if head[:1] == b"{":
+                    # The server ignored stream=true and answers one JSON body: record it whole
+                    # (its TTFT is its E2EL) and mark it not streamed, rather than "stream cut".
+                    rec.stream = False
+                    await self._read_whole(resp, rec, texts, first=chunk)
+                    return
+            payloads = framer.feed(chunk)
+            if not payloads:
+                continue        # comments (": keepalive") and partial events are not events
+            dog.last = t        # the idle limit is between events, so only events re-arm it
+            for payload in payloads:
                 ev = classify(payload)
                 kind = ev.kind
                 if kind == TOKEN:
@@ -230,6 +303,11 @@ class Client:
                             last_completion = ct
                 elif kind == END:
                     ended = True
+                    if ev.text:         # Ollama's whole (non-streamed) reply is one done line
+                        if not times:
+                            rec.stream = False
+                        times.append(t)
+                        texts.append(ev.text)
                 elif kind == ERROR or kind == MALFORMED:
                     rec.error_kind = "error_event" if kind == ERROR else "malformed_event"
                     rec.error = ev.error
@@ -240,25 +318,44 @@ class Client:
                     rec.finish_reason = ev.finish_reason
                 if ev.server_timing:
                     rec.server_timing = ev.server_timing
-        for payload in framer.flush():
-            ev = classify(payload)
-            if ev.kind == END:
-                ended = True
-                if ev.usage:
-                    self._usage(ev.usage, rec)
-                if ev.server_timing:
-                    rec.server_timing = ev.server_timing
-            elif ev.kind == TOKEN:
-                times.append(perf_counter())
-                texts.append(ev.text)
+            if ended:
+                # [DONE] / done:true ends the request, whether or not the server closes the
+                # stream; what follows (normally just the chunked terminator) is drained briefly
+                # so the connection stays reusable.
+                dog.stop()
+                if not content.is_eof():
+                    rec.done = perf_counter()
+                    try:
+                        await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S)
+                    except (asyncio.TimeoutError, aiohttp.ClientError):
+                        resp.close()
+                break
+        else:
+            for payload in framer.flush():
+                ev = classify(payload)
+                if ev.kind == END:
+                    ended = True
+                    if ev.text:
+                        if not times:
+                            rec.stream = False
+                        times.append(perf_counter())
+                        texts.append(ev.text)
+                    if ev.usage:
+                        self._usage(ev.usage, rec)
+                    if ev.server_timing:
+                        rec.server_timing = ev.server_timing
+                elif ev.kind == TOKEN:
+                    times.append(perf_counter())
+                    texts.append(ev.text)
         if counts:
             rec.token_counts = counts
         if not ended:
             rec.error_kind = "stream_cut"
             rec.error = "the stream ended before its end marker ([DONE] or done:true)"
 
-    async def _read_whole(self, resp: aiohttp.ClientResponse, rec: Record, texts: list[str]) -> None:
-        raw = await resp.read()
+    async def _read_whole(self, resp: aiohttp.ClientResponse, rec: Record, texts: list[str],
+                          first: bytes = b"") -> None:
+        raw = first + await resp.read() if first else await resp.read()
         t = perf_counter()
         try:
             obj = json.loads(raw)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import checks
 from . import timeline as timeline_mod
 from . import verdict as verdict_mod
 from .client import RequestParams, Timeouts
@@ -106,6 +107,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                          "expect": r.expect},
                 "request": {"stream": r.params.stream, "temperature": r.params.temperature,
                             "ignore_eos": r.params.ignore_eos,
+                            "max_tokens_field": r.params.max_tokens_field,
                             "extra_body_keys": sorted(r.params.extra_body)},
                 "timeouts": r.timeouts.__dict__,
                 "mock": r.mock,
@@ -115,6 +117,9 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             "steps": steps,
             "verdict": verdict,
             "user_changes": state.get("user_changes", []),
+            "output_length": checks.as_dict(records, r.params.ignore_eos, r.target.api),
+            "not_streamed": checks.not_streamed(records, r.params.stream),
+            "connection_resends": checks.resends(records),
             "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
                              "samples": len(harness.server_samples)},
             "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
@@ -169,6 +174,8 @@ def execute(r: RampRun) -> int:
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")
     for w in r.workload.warnings:
+        print(f"note: {w}")
+    for w in checks.notes(run):
         print(f"note: {w}")
     if run["status"] == "partial":
         print("PARTIAL RESULT: the ramp was interrupted; finished steps are kept.")

@@ -59,6 +59,8 @@ class Record:
     step: int | None = None
     warmup: bool = False
     path: str | None = None            # probe: "router" or "direct"
+    max_tokens: int | None = None      # the reply length asked for (None: the server's default)
+    retries: int = 0                   # re-sent after a reused connection failed before any reply
 
     @property
     def ttft(self) -> float | None:

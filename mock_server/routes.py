@@ -331,6 +331,11 @@ class Routes:
             stream = body.get("stream", True)
             if max_tokens is not None and int(max_tokens) < 0:
                 max_tokens = None
+        elif cfg.flavour == "ollama":
+            # Ollama's /v1 (openai/openai.go) has max_tokens only: max_completion_tokens and
+            # ignore_eos are unknown fields there and silently dropped.
+            max_tokens = body.get("max_tokens")
+            stream = bool(body.get("stream", False))
         else:
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
             stream = bool(body.get("stream", False))
@@ -345,7 +350,8 @@ class Routes:
         else:
             n_tokens = cfg.tokens
         hit_max = max_tokens is not None
-        if cfg.natural_tokens > 0 and not body.get("ignore_eos") and cfg.natural_tokens < n_tokens:
+        ignore_eos = bool(body.get("ignore_eos")) and cfg.flavour != "ollama"   # Ollama has none
+        if cfg.natural_tokens > 0 and not ignore_eos and cfg.natural_tokens < n_tokens:
             n_tokens, hit_max = cfg.natural_tokens, False
         opts = {"hit_max": hit_max or max_tokens is None and cfg.natural_tokens <= 0,
                 "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),

@@ -78,6 +78,7 @@ class RawServer:
         self._loop = None
         self._thread = None
         self.requests: list[bytes] = []
+        self.sent_bytes = 0         # bytes the client took (drained into the socket)
 
     def __enter__(self) -> "RawServer":
         ready = threading.Event()
@@ -104,6 +105,7 @@ class RawServer:
                             return
                         writer.write(chunk)
                         await writer.drain()
+                        self.sent_bytes += len(chunk)
                     writer.close()
                 except (ConnectionError, asyncio.CancelledError):
                     pass

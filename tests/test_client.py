@@ -1,6 +1,7 @@
 """The client against real servers on loopback: the mock, and servers that misbehave on purpose."""
 
 import json
+import time
 
 import pytest
 
@@ -148,3 +149,61 @@ def test_request_sent_with_key_and_headers():
     assert "x-tenant: blue" in head.lower()
     assert "POST /v1/chat/completions" in head
     assert json.loads(body)["stream_options"] == {"include_usage": True}
+
+
+def test_sse_comment_keepalives_are_not_events_and_do_not_reset_the_idle_limit():
+    # one token, then only ": keepalive" comments every 0.1 s: the idle limit (0.5 s) must fire
+    script = [(0, http_head(chunked=True)), (0, chunk(CHAT_ROLE + chat_token("a")))]
+    script += [(0.1, chunk(b": keepalive\n\n")) for _ in range(30)]
+    with RawServer(script) as s:
+        rec, _ = run(send_one(s.url + "/v1", timeouts=Timeouts(idle_s=0.5, total_s=10)))
+    assert rec.error_kind == "timeout_idle", rec.error
+    assert rec.done - rec.start < 2.0           # not after all 3 s of keep-alives
+
+
+def test_done_ends_the_request_even_if_the_server_keeps_the_stream_open():
+    script = [(0, http_head(chunked=True)), (0, chunk(CHAT_ROLE + chat_token("a") + chat_token("b"))),
+              (0, chunk(b"data: [DONE]\n\n")), (30, chunk(b": still here\n\n"))]
+    with RawServer(script) as s:
+        rec, text = run(send_one(s.url + "/v1", timeouts=Timeouts(idle_s=5, total_s=20)))
+    assert rec.ok and text == "ab", rec.error
+    assert rec.done - rec.start < 2.0
+
+
+def test_ollama_done_line_ends_the_request_even_if_the_connection_stays_open():
+    lines = (b'{"message":{"role":"assistant","content":"x"},"done":false}\n'
+             b'{"message":{"role":"assistant","content":""},"done":true,"eval_count":1}\n')
+    script = [(0, http_head(content_type="application/x-ndjson", chunked=True)), (0, chunk(lines)),
+              (30, chunk(b"\n"))]
+    with RawServer(script) as s:
+        rec, text = run(send_one(s.url, api="ollama", timeouts=Timeouts(idle_s=5, total_s=20)))
+    assert rec.ok and text == "x" and rec.done - rec.start < 2.0
+
+
+@pytest.mark.parametrize("api,path,body", [
+    ("openai-chat", "/v1", {"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole reply"},
+                                         "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
+    ("ollama", "", {"message": {"role": "assistant", "content": "whole reply"}, "done": True,
+                    "eval_count": 2, "prompt_eval_count": 3}),
+])
+def test_a_server_that_ignores_stream_true_is_recorded_whole_not_as_cut(api, path, body):
+    raw = json.dumps(body).encode()
+    with RawServer([(0, http_head(content_type="application/json", length=len(raw)) + raw)]) as s:
+        rec, text = run(send_one(s.url + path, api=api))
+    assert rec.ok, (rec.error_kind, rec.error)
+    assert text == "whole reply" and rec.output_tokens == 2
+    assert rec.stream is False and rec.ttft == rec.e2el
+
+
+def test_a_huge_error_body_is_not_read_whole():
+    size_mb = 64
+    head = http_head("500 Internal Server Error", "text/plain", length=size_mb * 1024 * 1024)
+    script = [(0, head)] + [(0, b"E" * (1024 * 1024)) for _ in range(size_mb)]
+    with RawServer(script) as s:
+        rec, _ = run(send_one(s.url + "/v1"))
+        time.sleep(0.2)
+        sent_mb = s.sent_bytes / 1024 / 1024
+    assert rec.error_kind == "http_status" and rec.error == "E" * 200
+    # the client reads a few kB and hangs up; what the server got out is its socket buffers
+    assert sent_mb < size_mb / 2, sent_mb

@@ -9,12 +9,18 @@ from llmbench.wire.framing import NdjsonFramer, SseFramer
 MSGS = [{"role": "user", "content": "hi"}]
 
 
-def test_chat_body_asks_for_usage_and_max_completion_tokens():
+def test_chat_body_asks_for_usage_and_both_length_fields():
     b = wire.build_body("openai-chat", "m", MSGS, 32, True,
                         {"temperature": 0.5, "ignore_eos": True, "extra_body": {"top_p": 0.9}})
-    assert b == {"model": "m", "messages": MSGS, "max_completion_tokens": 32, "stream": True,
-                 "stream_options": {"include_usage": True}, "temperature": 0.5,
+    assert b == {"model": "m", "messages": MSGS, "max_tokens": 32, "max_completion_tokens": 32,
+                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.5,
                  "ignore_eos": True, "top_p": 0.9}
+    only = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "max_completion_tokens"})
+    assert only["max_completion_tokens"] == 32 and "max_tokens" not in only
+    legacy = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "max_tokens"})
+    assert legacy["max_tokens"] == 32 and "max_completion_tokens" not in legacy
+    none = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "none"})
+    assert "max_tokens" not in none and "max_completion_tokens" not in none
 
 
 def test_completions_body_uses_max_tokens_and_prompt():
@@ -98,3 +104,36 @@ def test_ndjson_framer():
     assert f.feed(b':2}\n') == [b'{"b":2}']
     assert f.feed(b'{"c":3}') == []
     assert f.flush() == [b'{"c":3}']
+
+
+def _frame_all(framer, chunks):
+    out = []
+    for c in chunks:
+        out += framer.feed(c)
+    return out + framer.flush()
+
+
+def test_sse_random_chunkings_give_the_same_events_with_crlf_and_multiline_events():
+    import random
+    # Spec streams: CRLF line ends, a multi-line event, a bare "data" field (empty line of data),
+    # comments and other fields that carry nothing.
+    stream = (b": keepalive\r\n\r\n"
+              b"data: {\"a\":1}\r\n\r\n"
+              b"event: message\r\nid: 7\r\ndata: line one\r\ndata: line two\r\n\r\n"
+              b"data\r\ndata: after-empty\r\n\r\n"
+              b"retry: 100\r\ndata: [DONE]\r\n\r\n")
+    expected = [b'{"a":1}', b"line one\nline two", b"\nafter-empty", b"[DONE]"]
+    assert _frame_all(SseFramer(), [stream]) == expected
+    rng = random.Random(7)
+    for _ in range(500):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
+        chunks = [stream[a:b] for a, b in zip([0] + cuts, cuts + [len(stream)])]
+        assert _frame_all(SseFramer(), chunks) == expected, chunks
+    # every single split point, including each CR|LF boundary
+    for i in range(1, len(stream)):
+        assert _frame_all(SseFramer(), [stream[:i], stream[i:]]) == expected, i
+
+
+def test_sse_lf_and_cr_only_line_ends():
+    assert _frame_all(SseFramer(), [b"data: x\n\ndata: y\n\n"]) == [b"x", b"y"]
+    assert _frame_all(SseFramer(), [b"data: x\r\rdata: y\r\r"]) == [b"x", b"y"]

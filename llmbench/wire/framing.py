@@ -22,8 +22,18 @@ class SseFramer:
         buf = self._buf + chunk if self._buf else chunk
         out: list[bytes] = []
         if b"\r" in buf:
+            # A CR at the very end may be the first half of a CRLF split across two chunks:
+            # keep it back, or the LF that follows would read as a second, empty line and end
+            # the event early (spec: CRLF, LF and CR each end one line).
+            held = buf.endswith(b"\r")
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buf.split(b"\n")
+            if held:
+                lines = buf[:-1].split(b"\n")
+                lines[-1] += b"\r"
+            else:
+                lines = buf.split(b"\n")
+        else:
+            lines = buf.split(b"\n")
         self._buf = lines.pop()
         data = self._data
         for line in lines:
@@ -37,6 +47,8 @@ class SseFramer:
                 if payload[:1] == b" ":
                     payload = payload[1:]
                 data.append(payload)
+            elif line == b"data":
+                data.append(b"")         # a field name with no colon: the value is empty (spec)
             elif line.startswith(b"event:"):
                 self.event_type = line[6:].strip()
             # ":" comments, id:, retry: carry nothing we need
@@ -45,9 +57,12 @@ class SseFramer:
     def flush(self) -> list[bytes]:
         """At stream end: a final event some servers send without the closing blank line."""
         out = []
-        if self._buf.startswith(b"data:"):
-            payload = self._buf[5:]
+        rest = self._buf.rstrip(b"\r")
+        if rest.startswith(b"data:"):
+            payload = rest[5:]
             self._data.append(payload[1:] if payload[:1] == b" " else payload)
+        elif rest == b"data":
+            self._data.append(b"")
         self._buf = b""
         if self._data:
             out.append(b"\n".join(self._data))

@@ -41,18 +41,20 @@ def classify(payload: bytes) -> Event:
         return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
     if "error" in obj:
         return Event(ERROR, error=str(obj["error"])[:200])
-    if obj.get("done"):
-        timing = _timing(obj)
-        usage = None
-        if "eval_count" in obj or "prompt_eval_count" in obj:
-            usage = {"completion_tokens": obj.get("eval_count"),
-                     "prompt_tokens": obj.get("prompt_eval_count")}
-        return Event(END, usage=usage, finish_reason=obj.get("done_reason"), server_timing=timing)
     msg = obj.get("message")
     if msg is not None:
         text = (msg.get("content") or "") + (msg.get("thinking") or "")
     else:
         text = obj.get("response") or obj.get("thinking") or ""
+    if obj.get("done"):
+        # the last line; it carries text only when the reply was not streamed (one body)
+        timing = _timing(obj)
+        usage = None
+        if "eval_count" in obj or "prompt_eval_count" in obj:
+            usage = {"completion_tokens": obj.get("eval_count"),
+                     "prompt_tokens": obj.get("prompt_eval_count")}
+        return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
+                     server_timing=timing)
     return Event(TOKEN if text else OTHER, text=text)
 
 

@@ -8,6 +8,8 @@ from typing import Any
 from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event
 
 _DONE = b"[DONE]"
+# --max-tokens-field values ("auto" is resolved by the client from the URL before it gets here)
+MAX_TOKENS_FIELDS = ("both", "max_tokens", "max_completion_tokens", "none")
 
 
 def _apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any]) -> dict[str, Any]:
@@ -26,7 +28,15 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
               params: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": messages}
     if max_tokens is not None:
-        body["max_completion_tokens"] = max_tokens
+        # Servers disagree on the field: Ollama's /v1 and LM Studio read only max_tokens, the
+        # OpenAI API rejects max_tokens for some models, vLLM/SGLang/llama.cpp read either.
+        field = params.get("max_tokens_field") or "both"
+        if field not in MAX_TOKENS_FIELDS:
+            raise ValueError(f"unknown max-tokens field {field!r}")
+        if field in ("both", "max_tokens"):
+            body["max_tokens"] = max_tokens
+        if field in ("both", "max_completion_tokens"):
+            body["max_completion_tokens"] = max_tokens
     return _apply_common(body, stream, params)
 
 

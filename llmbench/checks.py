@@ -1,0 +1,110 @@
+"""Checks of what the client saw that change what a run means. Pure functions of records.
+
+- Reply lengths: a server that ignores the length field (Ollama's /v1 reads only
+  ``max_tokens``), or replies that end at EOS, change the workload silently: throughput and
+  E2E latency then mean something else.
+- Replies sent whole although a stream was asked for (TTFT is then E2E latency).
+- Requests sent again because a kept-alive connection had been closed by the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+from .records import Record
+
+# Most requests must differ before it is worth saying: a few early EOS are normal.
+MOST = 0.5
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    checked: int                 # successful requests with an asked length and a known count
+    asked_mean: float
+    received_mean: float
+    longer: int                  # replies longer than asked
+    shorter: int                 # replies shorter than asked
+    approximate: bool            # counts were made by the client's tokenizer, not the server
+    message: str | None          # one sentence when most replies missed the asked length
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tolerance(asked: int, approximate: bool) -> float:
+    # a client-side count of the reply text is only close to the server's: allow 10 % (>= 2)
+    return max(2.0, 0.1 * asked) if approximate else 0.0
+
+
+def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
+    rows = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
+    if not rows:
+        return None
+    approximate = any(r.output_tokens_source != "server" for r in rows)
+    longer = shorter = 0
+    stopped = 0
+    for r in rows:
+        tol = _tolerance(r.max_tokens, r.output_tokens_source != "server")
+        if r.output_tokens > r.max_tokens + tol:
+            longer += 1
+        elif r.output_tokens < r.max_tokens - tol:
+            shorter += 1
+            if r.finish_reason == "stop":
+                stopped += 1
+    n = len(rows)
+    asked = sum(r.max_tokens for r in rows) / n
+    got = sum(r.output_tokens for r in rows) / n
+    message = None
+    if longer > MOST * n:
+        message = (f"{longer} of {n} replies were longer than asked ({got:.0f} tokens on average "
+                   f"for {asked:.0f} asked): the server ignores the length field. Ollama's /v1 and "
+                   "LM Studio read only max_tokens (--max-tokens-field max_tokens); check what "
+                   "your server reads.")
+    elif shorter > MOST * n:
+        message = (f"{shorter} of {n} replies were shorter than asked ({got:.0f} tokens on "
+                   f"average for {asked:.0f} asked)")
+        if api == "ollama" or ignore_eos:
+            message += (": the model stopped at its end-of-sequence token. Ollama has no "
+                        "ignore_eos, so reply lengths vary there by nature; compare runs by "
+                        "tokens/s, not by requests/s." if api == "ollama" else
+                        " although --ignore-eos was given: the server does not honour it.")
+        elif stopped > MOST * n:
+            message += (": the model stopped at its end-of-sequence token. Pass --ignore-eos "
+                        "(vLLM, SGLang, llama.cpp) for exact lengths; Ollama has no ignore_eos.")
+        else:
+            message += "."
+    return LengthCheck(checked=n, asked_mean=round(asked, 2), received_mean=round(got, 2),
+                       longer=longer, shorter=shorter, approximate=approximate, message=message)
+
+
+def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> dict | None:
+    """The check as stored in run.json under "output_length" (None: nothing to check)."""
+    c = check(records, ignore_eos, api)
+    return None if c is None else c.as_dict()
+
+
+def notes(run: dict) -> list[str]:
+    """Sentences to print after a run, read back from its run.json."""
+    c = run.get("output_length") or {}
+    out = [c["message"]] if c.get("message") else []
+    n = run.get("not_streamed") or 0
+    if n:
+        out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
+                   "E2E latency for them); use --no-stream for such a server.")
+    n = run.get("connection_resends") or 0
+    if n:
+        out.append(f"{n} requests were sent again on a new connection: the server had closed a "
+                   "kept-alive connection before they reached it (not counted as errors; their "
+                   "latency includes the lost attempt).")
+    return out
+
+
+def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
+    """Replies the server sent whole although a stream was asked for."""
+    return sum(1 for r in records if asked_stream and not r.stream and r.status is not None)
+
+
+def resends(records: Iterable[Record]) -> int:
+    """Requests sent again after a kept-alive connection turned out closed."""
+    return sum(r.retries for r in records)
