@@ -226,7 +226,12 @@ def run(
     timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 300.0,
     timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
     timeout_total: Annotated[float, typer.Option(help="Seconds for a whole request.")] = 900.0,
-    save_result: Annotated[Optional[Path], typer.Option(help="Also write vLLM's result JSON here.")] = None,
+    save_result: Annotated[bool, typer.Option(help="Also write vLLM's result JSON (same keys and types as vllm bench serve).")] = False,
+    save_detailed: Annotated[bool, typer.Option(help="vLLM: add per-request arrays (ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors).")] = False,
+    append_result: Annotated[bool, typer.Option(help="vLLM: append the result as one more line of the JSON file.")] = False,
+    result_dir: Annotated[Optional[Path], typer.Option(help="vLLM: folder for the result JSON (default: current folder).")] = None,
+    result_filename: Annotated[Optional[str], typer.Option(help="vLLM: file name (default LABEL-RATEqps[-concurrencyN]-MODEL-DATE.json).")] = None,
+    metadata: Annotated[Optional[List[str]], typer.Option("--metadata", help="vLLM: KEY=VALUE added to the result JSON (repeatable).")] = None,
     percentile_metrics: Annotated[str, typer.Option(help="vLLM: metrics to print percentiles for.")] = "ttft,tpot,itl",
     metric_percentiles: Annotated[str, typer.Option(help="vLLM: percentiles to print, e.g. 50,99.")] = "99",
     goodput: Annotated[Optional[List[str]], typer.Option(help="vLLM SLO KEY:MS, e.g. ttft:500 (repeatable).")] = None,
@@ -293,6 +298,11 @@ def run(
     if any(not 0 < p < 100 for p in mp):
         raise UsageError("--metric-percentiles must lie between 0 and 100")
     labels = _parse_labels(label)
+    from .report.vllm_json import parse_metadata
+    try:
+        meta = parse_metadata(metadata)
+    except ValueError as exc:
+        raise UsageError(str(exc))
     count = (requests or 1000) + warmup
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(url_, model or model_, api, api_key, header)
@@ -309,7 +319,9 @@ def run(
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
                        warmup=warmup, think_s=_parse_think(think), seed=seed, out=out,
                        label=_run_label(labels),
-                       labels=labels, save_result=save_result, percentile_metrics=pm,
+                       labels=labels, save_result=save_result, save_detailed=save_detailed,
+                       append_result=append_result, result_dir=result_dir,
+                       result_filename=result_filename, metadata=meta, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
                        served_by_header=served_by_header, count_tokens=tok.count,
                        server_probe=_check_probe(server_probe))
