@@ -45,3 +45,48 @@ def test_help_is_grouped_into_panels(command, panels):
 def test_version():
     r = llmbench("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"llmbench {__version__}"
+
+
+def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_factory, tmp_path):
+    """On a real terminal (a pty, 80x30) every redraw of the live line is one row cut to the
+    width, so nothing stale is left; the phase moves on (never 'ramp-in' after 'hold')."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from test_cli import ENV
+    m = mock_factory(ttft_ms=20, itl_ms=5, models=["a-rather-long-model-name-to-push-the-line"])
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmbench.cli", "ramp", "--url", m.url + "/v1", "--model",
+         "a-rather-long-model-name-to-push-the-line", "--users", "1,2", "--ramp-in", "0.5s",
+         "--hold", "2.5s", "--think", "0", "--output-tokens", "8", "--prompt-tokens", "10",
+         "--threshold", "ttft.p95<=10s", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=slave, env={**ENV, "COLUMNS": "80"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:                      # the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0, out
+    tty = b"".join(chunks).decode()
+    redraws = [seg for seg in tty.split("\r\x1b[K") if seg.startswith("[")]
+    assert redraws, tty
+    for seg in redraws:
+        assert "\n" not in seg.rstrip("\r\n") and len(seg.rstrip("\r\n")) <= 79, repr(seg)
+    assert any("step 1/2 hold" in seg for seg in redraws), redraws
+    held = next(i for i, seg in enumerate(redraws) if "step 1/2 hold" in seg)
+    assert not any("step 1/2 ramp-in" in seg for seg in redraws[held:]), redraws
+    assert all("TTFT p95" in seg for seg in redraws)      # the telling part survives the cut
