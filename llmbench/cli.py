@@ -180,24 +180,31 @@ def _target(url: str, model: str | None, api: str | None, api_key: str | None,
     return make_target(url, model, api, api_key, header)
 
 
-def _guard(fn):
-    """Turn our own input errors into one line and exit 2."""
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Imported when an error is raised, not at start: slo pulls in numpy, which would cost
+    every `llmbench --help` and `--version` a fifth of a second."""
     from .results import RunFolderError
     from .slo import ThresholdError
     from .target import TargetError
     from .workload import DatasetError, TokenizerError
+    return (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError, RunFolderError)
+
+
+def _guard(fn):
+    """Turn our own input errors into one line and exit 2."""
 
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError,
-                RunFolderError) as exc:
-            raise fail(str(exc))
-        except OSError as exc:
-            if exc.filename is None:
-                raise
-            # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
-            raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            if isinstance(exc, _input_errors()):
+                raise fail(str(exc))
+            if isinstance(exc, OSError) and exc.filename is not None:
+                # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
+                raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
+            raise
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     wrapper.__signature__ = __import__("inspect").signature(fn)  # type: ignore[attr-defined]

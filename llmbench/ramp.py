@@ -58,7 +58,7 @@ def _live_line(state: dict[str, Any], monitor_latest: Any, unit: str, n_steps: i
         near = m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
                                   or m.cpu_pct > CPU_LIMIT_PCT * 0.8)
         if near:
-            parts.append("GENERATOR NEAR LIMIT")
+            parts.append("GEN NEAR LIMIT")
         parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
                   f"~{events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
                   f"{c.done} done"]
