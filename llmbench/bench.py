@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from .load.fixed import run_closed, run_open
 from .load.monitor import busy
 from .load.session import Session
 from .report import console
+from .report import vllm_json
 from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .runner import (EXIT_INTERRUPTED, EXIT_OK, Harness, PreflightError,
@@ -46,7 +48,12 @@ class RunPlan:
     out: Path | None = Path("results")
     label: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    save_result: Path | None = None
+    save_result: bool = False            # vLLM's --save-result: write its result JSON
+    save_detailed: bool = False          # ... with the per-request arrays (and reply texts)
+    append_result: bool = False
+    result_dir: Path | None = None
+    result_filename: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
     metric_percentiles: tuple[float, ...] = (99.0,)
     goodput_slo_ms: dict[str, float] | None = None
@@ -63,15 +70,20 @@ def _live(session: Session, events_last_s: int) -> str:
             f"~{events_last_s:5d} tok/s")
 
 
-async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
+async def _run(plan: RunPlan, run_dir: Path | None, keep: dict[str, Any] | None = None
+               ) -> tuple[dict[str, Any], int]:
+    """``keep``, when given, receives the records and reply texts (for vLLM's result JSON)."""
     convs = plan.workload.conversations
     harness = Harness(plan.target, plan.params, plan.timeouts, run_dir,
                       max_connections=max(plan.concurrency or 0, plan.max_concurrency or 0, 64) + 16,
                       count_tokens=plan.count_tokens, served_by_header=plan.served_by_header,
                       progress=plan.progress, server_probe=plan.server_probe)
     t0_holder: dict[str, float] = {}
+    texts: dict[str, str] = {}
 
     async def body(session: Session) -> None:
+        if plan.save_detailed and (plan.save_result or plan.append_result):
+            session.texts = texts       # reply texts only when they will be written
         if plan.rate is not None:
             n = plan.requests or max(int(plan.rate * (plan.duration_s or 60)), 1)
             offsets = arrivals.schedule(n, plan.rate, plan.burstiness, plan.seed, plan.arrival)
@@ -87,6 +99,8 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(plan.metric_percentiles))
     summary = metrics.summarize(records, t0=t0, goodput_slo_ms=plan.goodput_slo_ms,
                                 stall_s=plan.stall_s, percentiles=percentiles)
+    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
+    summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
     mon = busy(harness.monitor.samples)
     status = "partial" if harness.interrupted else "complete"
     run = {
@@ -130,13 +144,35 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
+    if keep is not None:
+        keep.update(records=records, texts=texts)
     return run, code
+
+
+def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: dict[str, str]
+                 ) -> tuple[Path, dict[str, Any]]:
+    date = time.strftime("%Y%m%d-%H%M%S")
+    label = plan.labels.get("name")
+    rate = plan.rate if plan.concurrency is None else None      # closed loop: vLLM's "inf"
+    max_conc = plan.max_concurrency or plan.concurrency
+    result = vllm_json.build(
+        summary, records, backend=plan.target.api, model_id=plan.target.model,
+        tokenizer_id=plan.workload.tokenizer, label=label, request_rate=rate,
+        burstiness=plan.burstiness, max_concurrency=max_conc,
+        percentile_metrics=plan.percentile_metrics, metric_percentiles=plan.metric_percentiles,
+        goodput=bool(plan.goodput_slo_ms), detailed=plan.save_detailed, metadata=plan.metadata,
+        texts=texts, date=date)
+    name = plan.result_filename or vllm_json.default_file_name(
+        label, plan.target.api, rate, max_conc, plan.target.model, date)
+    path = Path(plan.result_dir) / name if plan.result_dir else Path(name)
+    return path, result
 
 
 def execute(plan: RunPlan) -> int:
     run_dir = new_run_dir(plan.out, "run", plan.label) if plan.out else None
     try:
-        run, code = asyncio.run(_run(plan, run_dir))
+        keep: dict[str, Any] = {}
+        run, code = asyncio.run(_run(plan, run_dir, keep))
     except PreflightError as exc:
         return report_failed(exc, run_dir, "run", plan.target)
     s = run["summary"]
@@ -153,11 +189,8 @@ def execute(plan: RunPlan) -> int:
     if run_dir is not None:
         write_report(run_dir)
         print(f"Results: {run_dir}")
-    if plan.save_result is not None:
-        result = metrics.vllm_result(s, plan.percentile_metrics, plan.metric_percentiles)
-        result.update({"backend": plan.target.api, "model_id": plan.target.model,
-                       "num_prompts": s["requests"], "request_rate": plan.rate or float("inf"),
-                       "burstiness": plan.burstiness, "max_concurrency":
-                       plan.max_concurrency or plan.concurrency})
-        Path(plan.save_result).write_text(json.dumps(clean_nan(result), indent=2) + "\n")
+    if plan.save_result or plan.append_result:
+        path, result = _vllm_result(plan, s, keep["records"], keep["texts"])
+        vllm_json.write(path, result, plan.append_result)
+        print(f"vLLM result JSON: {path}" + (" (appended)" if plan.append_result else ""))
     return code

@@ -34,31 +34,55 @@ def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
 
 
 # -- shared option types -------------------------------------------------------------------------
-Url = Annotated[Optional[str], typer.Option(help="Server base URL, e.g. http://localhost:11434/v1 (OpenAI) or http://localhost:11434 (Ollama native).")]
-Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.")]
-Api = Annotated[Optional[str], typer.Option(help="openai-chat | openai | ollama (default: from the URL).")]
-ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.")]
-Header = Annotated[Optional[List[str]], typer.Option("--header", help="Extra request header K=V (repeatable). Values are never saved.")]
-Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME")]
-DatasetFormat = Annotated[Optional[str], typer.Option(help="sharegpt | jsonl | hf (default: from the file name).")]
-PromptTokens = Annotated[str, typer.Option(help="Synthetic prompt length in tokens: N or LO-HI.")]
-OutputTokens = Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", help="Reply length asked for: N or LO-HI (sent as max tokens).")]
-Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for files; count for synthetic).")]
-Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.")]
-Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (default o200k_base), approx, or a tokenizer.json path.")]
-Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.")]
-SharedPrefix = Annotated[int, typer.Option(help="Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).")]
-Prefixes = Annotated[int, typer.Option(help="Synthetic: how many distinct shared prefixes.")]
-Words = Annotated[int, typer.Option(help="--dataset words: prompt length in words.")]
-RandomIn = Annotated[int, typer.Option(help="--dataset random: input length (vLLM's random dataset).")]
-RandomOut = Annotated[int, typer.Option(help="--dataset random: output length.")]
-RandomRatio = Annotated[float, typer.Option(help="--dataset random: lengths uniform in len*(1-r)..len*(1+r).")]
-RandomPrefix = Annotated[int, typer.Option(help="--dataset random: common prefix length.")]
-HfSplit = Annotated[str, typer.Option(help="hf:NAME split.")]
-HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).")]
-Label = Annotated[Optional[List[str]], typer.Option("--label", help="KEY=VALUE stored with the run (repeatable).")]
-Out = Annotated[Path, typer.Option(help="Folder for run folders.")]
-ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.")]
+# Help panels: options grouped the same way in every command, each panel narrow enough that
+# rich never cuts an option name at 80 columns (tests/test_cli_help.py).
+P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
+P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
+Url = Annotated[Optional[str], typer.Option(help="Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", rich_help_panel=P_TARGET)]
+Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.", rich_help_panel=P_TARGET)]
+Api = Annotated[Optional[str], typer.Option(help="openai-chat | openai | ollama (default: from the URL).", rich_help_panel=P_TARGET)]
+ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.", rich_help_panel=P_TARGET)]
+Header = Annotated[Optional[List[str]], typer.Option("--header", metavar="K=V", help="Extra request header (repeatable). Values are never saved.", rich_help_panel=P_TARGET)]
+Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", rich_help_panel=P_WORKLOAD)]
+DatasetFormat = Annotated[Optional[str], typer.Option(help="sharegpt | jsonl | hf (default: from the file name).", rich_help_panel=P_WORKLOAD)]
+PromptTokens = Annotated[str, typer.Option(help="Synthetic prompt length in tokens: N or LO-HI.", rich_help_panel=P_WORKLOAD)]
+OutputTokens = Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", metavar="N|LO-HI", help="Reply length asked for (sent as max tokens).", rich_help_panel=P_WORKLOAD)]
+Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for files; count for synthetic).", rich_help_panel=P_WORKLOAD)]
+Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.", rich_help_panel=P_WORKLOAD)]
+Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (default o200k_base), approx, or a tokenizer.json path.", rich_help_panel=P_WORKLOAD)]
+Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.", rich_help_panel=P_WORKLOAD)]
+SharedPrefix = Annotated[int, typer.Option(help="Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).", rich_help_panel=P_WORKLOAD)]
+Prefixes = Annotated[int, typer.Option(help="Synthetic: how many distinct shared prefixes.", rich_help_panel=P_WORKLOAD)]
+Words = Annotated[int, typer.Option(help="--dataset words: prompt length in words.", rich_help_panel=P_WORKLOAD)]
+RandomIn = Annotated[int, typer.Option(help="--dataset random: input length (vLLM's random dataset).", rich_help_panel=P_WORKLOAD)]
+RandomOut = Annotated[int, typer.Option(help="--dataset random: output length.", rich_help_panel=P_WORKLOAD)]
+RandomRatio = Annotated[float, typer.Option(help="--dataset random: lengths uniform in len*(1-r)..len*(1+r).", rich_help_panel=P_WORKLOAD)]
+RandomPrefix = Annotated[int, typer.Option(help="--dataset random: common prefix length.", rich_help_panel=P_WORKLOAD)]
+HfSplit = Annotated[str, typer.Option(help="hf:NAME split.", rich_help_panel=P_WORKLOAD)]
+HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", metavar="K=COL", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).", rich_help_panel=P_WORKLOAD)]
+Label = Annotated[Optional[List[str]], typer.Option("--label", metavar="K=V", help="KEY=VALUE stored with the run (repeatable).", rich_help_panel=P_OUTPUT)]
+Out = Annotated[Path, typer.Option(help="Folder for run folders.", rich_help_panel=P_OUTPUT)]
+ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.", rich_help_panel=P_TARGET)]
+ServedBy = Annotated[Optional[str], typer.Option(help="Response header naming the backend.", rich_help_panel=P_TARGET)]
+Progress = Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live line (default: on a terminal).", rich_help_panel=P_OUTPUT)]
+IgnoreEos = Annotated[bool, typer.Option("--ignore-eos", help="Ask the server to ignore EOS (vLLM, SGLang).", rich_help_panel=P_REQUEST)]
+Temperature = Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the server's).", rich_help_panel=P_REQUEST)]
+ExtraBody = Annotated[Optional[str], typer.Option(metavar="JSON", help="JSON merged into every request body.", rich_help_panel=P_REQUEST)]
+TimeoutFirst = Annotated[float, typer.Option(help="Seconds to the first token.", rich_help_panel=P_REQUEST)]
+TimeoutIdle = Annotated[float, typer.Option(help="Seconds between two events.", rich_help_panel=P_REQUEST)]
+MaxTokensField = Annotated[str, typer.Option(metavar="FIELD", help="Body field for the reply length on OpenAI chat: auto (both, or max_completion_tokens for api.openai.com) | both | max_tokens | max_completion_tokens | none.", rich_help_panel=P_REQUEST)]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        typer.echo(f"llmbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None) -> None:
+    """Load-test LLM chat servers: how many users hold, and why the next step broke."""
 
 
 def _max_tokens_field(value: str) -> str:
@@ -164,24 +188,31 @@ def _target(url: str, model: str | None, api: str | None, api_key: str | None,
     return make_target(url, model, api, api_key, header)
 
 
-def _guard(fn):
-    """Turn our own input errors into one line and exit 2."""
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Imported when an error is raised, not at start: slo pulls in numpy, which would cost
+    every `llmbench --help` and `--version` a fifth of a second."""
     from .results import RunFolderError
     from .slo import ThresholdError
     from .target import TargetError
     from .workload import DatasetError, TokenizerError
+    return (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError, RunFolderError)
+
+
+def _guard(fn):
+    """Turn our own input errors into one line and exit 2."""
 
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError,
-                RunFolderError) as exc:
-            raise fail(str(exc))
-        except OSError as exc:
-            if exc.filename is None:
-                raise
-            # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
-            raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            if isinstance(exc, _input_errors()):
+                raise fail(str(exc))
+            if isinstance(exc, OSError) and exc.filename is not None:
+                # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
+                raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
+            raise
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     wrapper.__signature__ = __import__("inspect").signature(fn)  # type: ignore[attr-defined]
@@ -197,22 +228,22 @@ def run(
     api: Api = None,
     api_key: ApiKey = None,
     header: Header = None,
-    concurrency: Annotated[Optional[int], typer.Option(help="Closed loop: N requests in flight.")] = None,
-    rate: Annotated[Optional[str], typer.Option(help="Open loop: requests per second (or inf).")] = None,
-    burstiness: Annotated[float, typer.Option(help="Gamma shape of the gaps: 1 = Poisson, <1 burstier.")] = 1.0,
-    arrival: Annotated[str, typer.Option(help="gamma | poisson | constant")] = "gamma",
-    max_concurrency: Annotated[Optional[int], typer.Option(help="Open loop: cap on requests in flight.")] = None,
-    requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration).")] = None,
-    duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.")] = None,
-    warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.")] = 0,
+    concurrency: Annotated[Optional[int], typer.Option(help="Closed loop: N requests in flight.", rich_help_panel=P_LOAD)] = None,
+    rate: Annotated[Optional[str], typer.Option(help="Open loop: requests per second (or inf).", rich_help_panel=P_LOAD)] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of the gaps: 1 = Poisson, <1 burstier.", rich_help_panel=P_LOAD)] = 1.0,
+    arrival: Annotated[str, typer.Option(help="gamma | poisson | constant", rich_help_panel=P_LOAD)] = "gamma",
+    max_concurrency: Annotated[Optional[int], typer.Option(help="Open loop: cap on requests in flight.", rich_help_panel=P_LOAD)] = None,
+    requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration).", rich_help_panel=P_LOAD)] = None,
+    duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.", rich_help_panel=P_LOAD)] = None,
+    warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
     dataset: Dataset = "synthetic",
     dataset_format: DatasetFormat = None,
     prompt_tokens: PromptTokens = "256",
     output_tokens: OutputTokens = "128",
     turns: Turns = 1,
-    multi_turn: Annotated[bool, typer.Option(help="ShareGPT: whole conversations instead of vLLM's single-turn sampling.")] = False,
-    think: Annotated[str, typer.Option(help="Pause between turns of a conversation, e.g. 5s-10s.")] = "0",
-    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="ShareGPT: fixed output length.")] = None,
+    multi_turn: Annotated[bool, typer.Option("--multi-turn", help="ShareGPT: whole conversations instead of vLLM's single-turn sampling.", rich_help_panel=P_WORKLOAD)] = False,
+    think: Annotated[str, typer.Option(help="Pause between turns of a conversation, e.g. 5s-10s.", rich_help_panel=P_LOAD)] = "0",
+    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="ShareGPT: fixed output length.", rich_help_panel=P_WORKLOAD)] = None,
     limit: Limit = None,
     shared_prefix_tokens: SharedPrefix = 0,
     prefixes: Prefixes = 1,
@@ -225,24 +256,29 @@ def run(
     hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
-    ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
-    temperature: Annotated[Optional[float], typer.Option()] = None,
-    extra_body: Annotated[Optional[str], typer.Option(help="JSON merged into every request body.")] = None,
-    stream: Annotated[bool, typer.Option(help="Stream replies (--no-stream: TTFT equals E2EL).")] = True,
-    timeout_connect: Annotated[float, typer.Option(help="Seconds to connect.")] = 10.0,
-    timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 300.0,
-    timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
-    timeout_total: Annotated[float, typer.Option(help="Seconds for a whole request.")] = 900.0,
-    save_result: Annotated[Optional[Path], typer.Option(help="Also write vLLM's result JSON here.")] = None,
-    percentile_metrics: Annotated[str, typer.Option(help="vLLM: metrics to print percentiles for.")] = "ttft,tpot,itl",
-    metric_percentiles: Annotated[str, typer.Option(help="vLLM: percentiles to print, e.g. 50,99.")] = "99",
-    goodput: Annotated[Optional[List[str]], typer.Option(help="vLLM SLO KEY:MS, e.g. ttft:500 (repeatable).")] = None,
-    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    ignore_eos: IgnoreEos = False,
+    temperature: Temperature = None,
+    extra_body: ExtraBody = None,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream replies (--no-stream: TTFT equals E2EL).", rich_help_panel=P_REQUEST)] = True,
+    timeout_connect: Annotated[float, typer.Option(help="Seconds to connect.", rich_help_panel=P_REQUEST)] = 10.0,
+    timeout_first_token: TimeoutFirst = 300.0,
+    timeout_idle: TimeoutIdle = 60.0,
+    timeout_total: Annotated[float, typer.Option(help="Seconds for a whole request.", rich_help_panel=P_REQUEST)] = 900.0,
+    save_result: Annotated[bool, typer.Option("--save-result", help="Also write vLLM's result JSON (vllm bench serve's keys and types).", rich_help_panel=P_VLLM)] = False,
+    save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", rich_help_panel=P_VLLM)] = False,
+    append_result: Annotated[bool, typer.Option("--append-result", help="Append the result as one more line of the file.", rich_help_panel=P_VLLM)] = False,
+    result_dir: Annotated[Optional[Path], typer.Option(metavar="DIR", help="Folder for the file (default: the current one).", rich_help_panel=P_VLLM)] = None,
+    result_filename: Annotated[Optional[str], typer.Option(metavar="NAME", help="File name (default: vLLM's pattern of label, rate, concurrency, model and date).", rich_help_panel=P_VLLM)] = None,
+    metadata: Annotated[Optional[List[str]], typer.Option("--metadata", metavar="K=V", help="Stored in the file (repeatable).", rich_help_panel=P_VLLM)] = None,
+    percentile_metrics: Annotated[str, typer.Option(help="Metrics to print percentiles for (ttft,tpot,itl,e2el).", rich_help_panel=P_OUTPUT)] = "ttft,tpot,itl",
+    metric_percentiles: Annotated[str, typer.Option(help="Percentiles to print, e.g. 50,99.", rich_help_panel=P_OUTPUT)] = "99",
+    goodput: Annotated[Optional[List[str]], typer.Option(metavar="KEY:MS", help="vLLM's goodput SLO, e.g. ttft:500 (repeatable).", rich_help_panel=P_OUTPUT)] = None,
+    served_by_header: ServedBy = None,
     server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
-    progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
-    max_tokens_field: Annotated[str, typer.Option(help="OpenAI chat body field for the reply length: auto | both | max_tokens | max_completion_tokens | none. auto sends both, or only max_completion_tokens to api.openai.com.")] = "auto",
+    progress: Progress = None,
+    max_tokens_field: MaxTokensField = "auto",
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
     from .bench import RunPlan, execute
@@ -301,6 +337,11 @@ def run(
     if any(not 0 < p < 100 for p in mp):
         raise UsageError("--metric-percentiles must lie between 0 and 100")
     labels = _parse_labels(label)
+    from .report.vllm_json import parse_metadata
+    try:
+        meta = parse_metadata(metadata)
+    except ValueError as exc:
+        raise UsageError(str(exc))
     count = (requests or 1000) + warmup
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(url_, model or model_, api, api_key, header)
@@ -318,7 +359,9 @@ def run(
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
                        warmup=warmup, think_s=_parse_think(think), seed=seed, out=out,
                        label=_run_label(labels),
-                       labels=labels, save_result=save_result, percentile_metrics=pm,
+                       labels=labels, save_result=save_result, save_detailed=save_detailed,
+                       append_result=append_result, result_dir=result_dir,
+                       result_filename=result_filename, metadata=meta, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
                        served_by_header=served_by_header, count_tokens=tok.count,
                        server_probe=_check_probe(server_probe))
@@ -394,23 +437,23 @@ def ramp(
     api: Api = None,
     api_key: ApiKey = None,
     header: Header = None,
-    start: Annotated[Optional[float], typer.Option(help="Users at the first step (default 2).")] = None,
-    step: Annotated[Optional[float], typer.Option(help="Users added per step (default 2).")] = None,
-    up_to: Annotated[Optional[float], typer.Option(help="Last step (default 40).")] = None,
-    users: Annotated[Optional[str], typer.Option(help="Explicit steps, e.g. 1,2,4,8 (overrides start/step/up-to).")] = None,
-    by: Annotated[str, typer.Option(help="users (closed loop) | rate (steps are requests/s, open loop).")] = "users",
-    ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).")] = None,
-    hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).")] = None,
-    think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.")] = None,
-    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", help="e.g. 'ttft.p95<=2s' (repeatable). Default: ttft.p95<=2s, itl.p95<=200ms, errors==0.")] = None,
-    keep_going: Annotated[bool, typer.Option(help="Run every step even after one fails.")] = False,
-    generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).")] = "10ms",
-    expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.")] = None,
+    start: Annotated[Optional[float], typer.Option(help="Users at the first step (default 2).", rich_help_panel=P_STEPS)] = None,
+    step: Annotated[Optional[float], typer.Option(help="Users added per step (default 2).", rich_help_panel=P_STEPS)] = None,
+    up_to: Annotated[Optional[float], typer.Option(help="Last step (default 40).", rich_help_panel=P_STEPS)] = None,
+    users: Annotated[Optional[str], typer.Option(help="Explicit steps, e.g. 1,2,4,8 (overrides start/step/up-to).", rich_help_panel=P_STEPS)] = None,
+    by: Annotated[str, typer.Option(help="users (closed loop) | rate (steps are requests/s, open loop).", rich_help_panel=P_STEPS)] = "users",
+    ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).", rich_help_panel=P_STEPS)] = None,
+    hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).", rich_help_panel=P_STEPS)] = None,
+    think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.", rich_help_panel=P_STEPS)] = None,
+    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="e.g. 'ttft.p95<=2s' (repeatable). Default: ttft.p95<=2s, itl.p95<=200ms, errors==0.", rich_help_panel=P_GATES)] = None,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
+    generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
+    expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.", rich_help_panel=P_GATES)] = None,
     dataset: Dataset = "synthetic",
     dataset_format: DatasetFormat = None,
-    prompt_tokens: Annotated[Optional[str], typer.Option(help="Synthetic user message length: N or LO-HI (default 64-256).")] = None,
-    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", help="Reply length asked for (default 128).")] = None,
-    turns: Annotated[Optional[int], typer.Option(help="Turns per conversation (default 4).")] = None,
+    prompt_tokens: Annotated[Optional[str], typer.Option(help="Synthetic user message length: N or LO-HI (default 64-256).", rich_help_panel=P_WORKLOAD)] = None,
+    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", metavar="N|LO-HI", help="Reply length asked for (default 128).", rich_help_panel=P_WORKLOAD)] = None,
+    turns: Annotated[Optional[int], typer.Option(help="Turns per conversation (default 4).", rich_help_panel=P_WORKLOAD)] = None,
     limit: Limit = None,
     shared_prefix_tokens: SharedPrefix = 0,
     prefixes: Prefixes = 1,
@@ -423,17 +466,17 @@ def ramp(
     hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
-    ignore_eos: Annotated[bool, typer.Option(help="Ask the server to ignore EOS (vLLM, SGLang).")] = False,
-    temperature: Annotated[Optional[float], typer.Option()] = None,
-    extra_body: Annotated[Optional[str], typer.Option(help="JSON merged into every request body.")] = None,
-    timeout_first_token: Annotated[float, typer.Option(help="Seconds to the first token.")] = 120.0,
-    timeout_idle: Annotated[float, typer.Option(help="Seconds between two events.")] = 60.0,
-    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    ignore_eos: IgnoreEos = False,
+    temperature: Temperature = None,
+    extra_body: ExtraBody = None,
+    timeout_first_token: TimeoutFirst = 120.0,
+    timeout_idle: TimeoutIdle = 60.0,
+    served_by_header: ServedBy = None,
     server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
-    progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
-    max_tokens_field: Annotated[str, typer.Option(help="OpenAI chat body field for the reply length: auto | both | max_tokens | max_completion_tokens | none. auto sends both, or only max_completion_tokens to api.openai.com.")] = "auto",
+    progress: Progress = None,
+    max_tokens_field: MaxTokensField = "auto",
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .client import RequestParams, Timeouts
@@ -495,17 +538,17 @@ def ramp(
 @app.command()
 @_guard
 def probe(
-    router: Annotated[str, typer.Option(help="The router's URL (as clients use it), e.g. http://localhost:12434/v1.")],
-    direct: Annotated[str, typer.Option(help="A backend's own URL, e.g. http://localhost:11434/v1.")],
-    model: Annotated[str, typer.Option(help="Model name through the router.")],
-    direct_model: Annotated[Optional[str], typer.Option(help="Model name at the backend, if it differs.")] = None,
+    router: Annotated[str, typer.Option(help="The router's URL as clients use it, e.g. localhost:12434/v1.", rich_help_panel=P_TARGET)],
+    direct: Annotated[str, typer.Option(help="A backend's own URL, e.g. localhost:11434/v1.", rich_help_panel=P_TARGET)],
+    model: Annotated[str, typer.Option(help="Model name through the router.", rich_help_panel=P_TARGET)],
+    direct_model: Annotated[Optional[str], typer.Option(help="Model name at the backend, if it differs.", rich_help_panel=P_TARGET)] = None,
     api: Api = None,
     api_key: ApiKey = None,
     header: Header = None,
-    users: Annotated[str, typer.Option(help="Steps of concurrent users, e.g. 1,4,16,64.")] = "1,4,16,64",
-    slice_s: Annotated[str, typer.Option("--slice", help="Length of one slice on one path.")] = "5s",
-    rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).")] = 3,
-    think: Annotated[str, typer.Option(help="Pause between a user's turns, e.g. 0 or 1s-3s.")] = "0",
+    users: Annotated[str, typer.Option(help="Steps of concurrent users, e.g. 1,4,16,64.", rich_help_panel=P_LOAD)] = "1,4,16,64",
+    slice_s: Annotated[str, typer.Option("--slice", help="Length of one slice on one path.", rich_help_panel=P_LOAD)] = "5s",
+    rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).", rich_help_panel=P_LOAD)] = 3,
+    think: Annotated[str, typer.Option(help="Pause between a user's turns, e.g. 0 or 1s-3s.", rich_help_panel=P_LOAD)] = "0",
     dataset: Dataset = "synthetic",
     dataset_format: DatasetFormat = None,
     prompt_tokens: PromptTokens = "128",
@@ -523,7 +566,7 @@ def probe(
     hf_column: HfColumn = None,
     tokenizer: Tokenizer = None,
     seed: Seed = 0,
-    served_by_header: Annotated[Optional[str], typer.Option(help="Response header naming the backend.")] = None,
+    served_by_header: ServedBy = None,
     server_probe: ServerProbeOpt = "auto",
     label: Label = None,
     out: Out = Path("results"),
@@ -558,36 +601,36 @@ def probe(
 @app.command()
 @_guard
 def mock(
-    ttft_ms: Annotated[Optional[float], typer.Option(help="Time to first token when idle (ms).")] = None,
-    itl_ms: Annotated[Optional[float], typer.Option(help="Gap between tokens (ms).")] = None,
-    tokens_per_s: Annotated[Optional[float], typer.Option(help="Alternative to --itl-ms.")] = None,
-    tokens: Annotated[Optional[int], typer.Option(help="Reply length when the request sets none.")] = None,
-    natural_tokens: Annotated[Optional[int], typer.Option(help="Stop early here (EOS) unless ignore_eos.")] = None,
-    chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per streamed event.")] = None,
-    jitter: Annotated[Optional[float], typer.Option(help="+- fraction of randomness on each delay.")] = None,
-    models: Annotated[Optional[str], typer.Option(help="Model names served, comma-separated.")] = None,
-    seed: Annotated[Optional[int], typer.Option()] = None,
-    parallel: Annotated[Optional[int], typer.Option(help="Slots served at once (0 = unlimited).")] = None,
-    max_queue: Annotated[Optional[int], typer.Option(help="Waiting requests before rejecting (0 = unlimited).")] = None,
-    prefill_ms_per_token: Annotated[Optional[float], typer.Option(help="Prefill time per uncached prompt token.")] = None,
-    prefix_cache: Annotated[Optional[bool], typer.Option(help="Block-hashed LRU prefix cache.")] = None,
-    cache_blocks: Annotated[Optional[int], typer.Option(help="Prefix cache capacity in 16-token blocks.")] = None,
-    batch_slowdown: Annotated[Optional[float], typer.Option(help="k in step = itl * (1 + k * (running - 1)).")] = None,
-    fault_500: Annotated[Optional[float], typer.Option(help="Probability of HTTP 500.")] = None,
-    fault_429: Annotated[Optional[float], typer.Option(help="Probability of HTTP 429.")] = None,
-    fault_cut: Annotated[Optional[float], typer.Option(help="Probability of a stream cut part-way.")] = None,
-    fault_malformed: Annotated[Optional[float], typer.Option(help="Probability of a malformed event.")] = None,
-    fault_error_event: Annotated[Optional[float], typer.Option(help="Probability of an error event in the stream.")] = None,
-    fault_stall: Annotated[Optional[float], typer.Option(help="Probability of a mid-stream stall.")] = None,
-    stall_ms: Annotated[Optional[float], typer.Option(help="Length of a stall.")] = None,
-    fault_slow_first_byte: Annotated[Optional[float], typer.Option(help="Probability of a slow first byte.")] = None,
-    slow_first_byte_ms: Annotated[Optional[float], typer.Option()] = None,
-    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets.")] = None,
-    replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.")] = 1,
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="First port (0 = any free).")] = 8000,
-    record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.")] = None,
-    record_prompts: Annotated[bool, typer.Option(help="Also log the request messages.")] = False,
+    ttft_ms: Annotated[Optional[float], typer.Option(help="Time to first token when idle (ms).", rich_help_panel="Timing")] = None,
+    itl_ms: Annotated[Optional[float], typer.Option(help="Gap between tokens (ms).", rich_help_panel="Timing")] = None,
+    tokens_per_s: Annotated[Optional[float], typer.Option(help="Alternative to --itl-ms.", rich_help_panel="Timing")] = None,
+    tokens: Annotated[Optional[int], typer.Option(help="Reply length when the request sets none.", rich_help_panel="Timing")] = None,
+    natural_tokens: Annotated[Optional[int], typer.Option(help="Stop early here (EOS) unless ignore_eos.", rich_help_panel="Timing")] = None,
+    chunk_tokens: Annotated[Optional[int], typer.Option(help="Tokens per streamed event.", rich_help_panel="Timing")] = None,
+    jitter: Annotated[Optional[float], typer.Option(help="+- fraction of randomness on each delay.", rich_help_panel="Timing")] = None,
+    models: Annotated[Optional[str], typer.Option(help="Model names served, comma-separated.", rich_help_panel="Server")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed for jitter and faults.", rich_help_panel="Timing")] = None,
+    parallel: Annotated[Optional[int], typer.Option(help="Slots served at once (0 = unlimited).", rich_help_panel="Capacity")] = None,
+    max_queue: Annotated[Optional[int], typer.Option(help="Waiting requests before rejecting (0 = unlimited).", rich_help_panel="Capacity")] = None,
+    prefill_ms_per_token: Annotated[Optional[float], typer.Option(help="Prefill time per uncached prompt token.", rich_help_panel="Capacity")] = None,
+    prefix_cache: Annotated[Optional[bool], typer.Option("--prefix-cache/--no-prefix-cache", help="Block-hashed LRU prefix cache.", rich_help_panel="Prefix cache")] = None,
+    cache_blocks: Annotated[Optional[int], typer.Option(help="Prefix cache capacity in 16-token blocks.", rich_help_panel="Prefix cache")] = None,
+    batch_slowdown: Annotated[Optional[float], typer.Option(help="k in step = itl * (1 + k * (running - 1)).", rich_help_panel="Capacity")] = None,
+    fault_500: Annotated[Optional[float], typer.Option(help="Probability of HTTP 500.", rich_help_panel="Faults")] = None,
+    fault_429: Annotated[Optional[float], typer.Option(help="Probability of HTTP 429.", rich_help_panel="Faults")] = None,
+    fault_cut: Annotated[Optional[float], typer.Option(help="Probability of a stream cut part-way.", rich_help_panel="Faults")] = None,
+    fault_malformed: Annotated[Optional[float], typer.Option(help="Probability of a malformed event.", rich_help_panel="Faults")] = None,
+    fault_error_event: Annotated[Optional[float], typer.Option(help="Probability of an error event in the stream.", rich_help_panel="Faults")] = None,
+    fault_stall: Annotated[Optional[float], typer.Option(help="Probability of a mid-stream stall.", rich_help_panel="Faults")] = None,
+    stall_ms: Annotated[Optional[float], typer.Option(help="Length of a stall.", rich_help_panel="Faults")] = None,
+    fault_slow_first_byte: Annotated[Optional[float], typer.Option(help="Probability of a slow first byte.", rich_help_panel="Faults")] = None,
+    slow_first_byte_ms: Annotated[Optional[float], typer.Option(help="Length of a slow first byte.", rich_help_panel="Faults")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets.", rich_help_panel="Timing")] = None,
+    replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.", rich_help_panel="Server")] = 1,
+    host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel="Server")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="First port (0 = any free).", rich_help_panel="Server")] = 8000,
+    record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.", rich_help_panel="Server")] = None,
+    record_prompts: Annotated[bool, typer.Option("--record-prompts", help="Also log the request messages.", rich_help_panel="Server")] = False,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio
@@ -659,7 +702,7 @@ def report(
 def compare(
     run_dirs: Annotated[List[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")],
     max_regression: Annotated[Optional[str], typer.Option(help="Exit 1 when a metric got worse by more than this, e.g. 10%.")] = None,
-    metric: Annotated[Optional[List[str]], typer.Option("--metric", help="held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).")] = None,
+    metric: Annotated[Optional[List[str]], typer.Option("--metric", metavar="NAME", help="held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).")] = None,
     html_out: Annotated[Path, typer.Option("--html", help="Where to write the HTML comparison.")] = Path("compare.html"),
     png: Annotated[Optional[Path], typer.Option(help="Also write the overlay chart as a PNG.")] = None,
 ) -> None:
@@ -720,7 +763,7 @@ def datasets_inspect(
     prompt_tokens: PromptTokens = "256",
     output_tokens: OutputTokens = None,
     turns: Turns = 1,
-    multi_turn: Annotated[bool, typer.Option(help="ShareGPT: whole conversations.")] = False,
+    multi_turn: Annotated[bool, typer.Option("--multi-turn", help="ShareGPT: whole conversations.")] = False,
     limit: Limit = None,
     shared_prefix_tokens: SharedPrefix = 0,
     prefixes: Prefixes = 1,

@@ -43,24 +43,29 @@ class RampRun:
     server_probe: str = "auto"
 
 
-def _live_line(state: dict[str, Any], monitor_latest: Any, unit: str):
+def _live_line(state: dict[str, Any], monitor_latest: Any, unit: str, n_steps: int):
+    """The ramp's live line, most telling first: the runner cuts it to the terminal's width,
+    so what is cut at 80 columns is the least needed."""
     def line(session: Session, events_last_s: int) -> str:
         c = session.counters
         p95 = session.ttft_p95_recent()
-        busy = ""
-        if monitor_latest() is not None:
-            m = monitor_latest()
-            busy = f"  gen busy {m.cpu_pct:3.0f}% lag {m.lag_p99_ms:4.1f}ms"
-            if m.lag_p99_ms > LAG_P99_LIMIT_MS / 2 or m.cpu_pct > CPU_LIMIT_PCT * 0.8:
-                busy += " NEAR LIMIT"
         step = state.get("step")
-        phase = "hold" if state.get("hold_start") else "ramp-in"
+        phase = state.get("phase") or ("hold" if state.get("hold_start") else "ramp-in")
         load = state.get("load", 0)
-        return (f"step {0 if step is None else step + 1} ({load:g} {unit}, {phase})  "
-                f"users {state.get('users', 0):3d}  in flight {c.in_flight:3d}  done {c.done:5d}  "
-                f"errors {c.failed:3d}  TTFT p95(10s) "
-                f"{console.fmt_ms(p95 * 1000 if p95 is not None else None):>7}  "
-                f"~{events_last_s:4d} tok/s{busy}")
+        where = (f"{state.get('users', 0)}/{load:g} users" if unit == "users"
+                 else f"{load:g} req/s")
+        parts = [f"step {0 if step is None else step + 1}/{n_steps} {phase} {where}"]
+        m = monitor_latest()
+        near = m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
+                                  or m.cpu_pct > CPU_LIMIT_PCT * 0.8)
+        if near:
+            parts.append("GEN NEAR LIMIT")
+        parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
+                  f"~{events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
+                  f"{c.done} done"]
+        if m is not None:
+            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
+        return ", ".join(parts)
     return line
 
 
@@ -137,7 +142,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
 
     print(console.ramp_header("Users" if plan.by == "users" else "Req/s"), flush=True)
     _, session = await harness.execute(
-        body, _live_line(state, lambda: harness.monitor.latest, unit))
+        body, _live_line(state, lambda: harness.monitor.latest, unit, len(plan.steps)))
     records_holder["session"] = session
     run = _write(partial=harness.interrupted)
     if run_dir is not None and session.records:

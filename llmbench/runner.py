@@ -7,6 +7,7 @@ CLI only parses flags into a plan.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import sys
 import time
@@ -157,8 +158,8 @@ class Harness:
                     loop.remove_signal_handler(signal.SIGTERM)
                 if log is not None:
                     log.close()
-                if self._show_progress():
-                    sys.stderr.write("\n")
+                if self._show_progress() and sys.stderr.isatty():
+                    sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
         return result, session
 
     def _show_progress(self) -> bool:
@@ -177,6 +178,17 @@ class Harness:
             line = live(session, events - last_events)
             last_events = events
             elapsed = perf_counter() - start
-            text = f"[{elapsed:6.0f}s] {line}"
+            text = f"[{elapsed:4.0f}s] {line}"
+            if tty:
+                # one row, never wrapped: a wrapped line leaves its first rows behind at every
+                # redraw (\r only returns to the start of the last row)
+                text = fit_width(text, shutil.get_terminal_size((80, 24)).columns)
             sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
             sys.stderr.flush()
+
+
+def fit_width(text: str, columns: int) -> str:
+    """Cut a one-row status line to the terminal: one column short of the edge, because
+    writing the last column leaves some terminals about to wrap."""
+    width = max(columns - 1, 10)
+    return text if len(text) <= width else text[:width]

@@ -33,7 +33,7 @@ def test_run_closed_loop_writes_folder_and_vllm_summary(mock_factory, tmp_path):
                  "--requests", "20", "--prompt-tokens", "20", "--output-tokens", "8",
                  "--out", str(tmp_path / "res"), "--api-key", "sk-TOPSECRET",
                  "--header", "X-Auth=hush", "--label", "name=base", "--label", "gpu=none",
-                 "--save-result", str(save), "--metric-percentiles", "50,99",
+                 "--save-result", "--result-filename", str(save), "--metric-percentiles", "50,99",
                  "--warmup", "2")
     assert r.returncode == 0, r.stderr
     assert "============ Serving Benchmark Result ============" in r.stdout

@@ -12,7 +12,8 @@ import pytest
 
 from llmbench.probe.router import router_bound
 from llmbench.probe.scrape import (ServerProbe, extract, extract_llamacpp_slots,
-                                   extract_nomyo_usage, extract_ollama_ps, parse_prometheus)
+                                   extract_nomyo_usage, extract_ollama_ps, parse_prometheus,
+                                   wanted_metrics)
 from conftest import ROOT, free_port, run
 from proxies import Proxy
 from test_cli import ENV, only_run
@@ -128,6 +129,43 @@ def test_vllm_metrics():
     assert s["kv_cache_usage"] == pytest.approx(0.42)
     assert s["queue_time_count"] == 120 and s["queue_time_sum_s"] == pytest.approx(33.5)
     assert s["prefix_cache_hits"] == 1000 and s["preemptions"] == 2
+
+
+def test_prometheus_escaped_label_values():
+    """Label values may hold `}`, `,`, `=`, escaped quotes, backslashes and newlines (the text
+    format escapes `\\`, `\"` and `\n`): every series is kept and every value unescaped."""
+    text = "\n".join([
+        '# HELP vllm:num_requests_running Running.',
+        'vllm:num_requests_running{model_name="a}b",engine="0"} 2',
+        'vllm:num_requests_running{model_name="say \\"hi\\", {x=1}",engine="1"} 3',
+        'vllm:num_requests_running{model_name="C:\\\\models\\nnext"} 4 1712345678000',
+        'vllm:num_requests_waiting{ model_name = "m" , } +Inf',
+        'vllm:num_requests_waiting_other{model_name="m"} 100',
+        'vllm:kv_cache_usage_perc 0.5',
+        'broken{model_name="unterminated} 1',
+    ])
+    m = parse_prometheus(text)
+    running = m["vllm:num_requests_running"]
+    assert [v for _, v in running] == [2.0, 3.0, 4.0]
+    assert running[0][0] == {"model_name": "a}b", "engine": "0"}
+    assert running[1][0] == {"model_name": 'say "hi", {x=1}', "engine": "1"}
+    assert running[2][0] == {"model_name": "C:\\models\nnext"}
+    assert m["vllm:num_requests_waiting"] == [({"model_name": "m"}, float("inf"))]
+    assert m["vllm:kv_cache_usage_perc"] == [({}, 0.5)]
+    assert "broken" not in m
+    # filtered by name: the same series, nothing else parsed
+    only = parse_prometheus(text, names={"vllm:num_requests_running", "vllm:num_requests_waiting"})
+    assert set(only) == {"vllm:num_requests_running", "vllm:num_requests_waiting"}
+    assert only["vllm:num_requests_running"] == running
+    s = extract("vllm", parse_prometheus(text, names=wanted_metrics("vllm")))
+    assert s["running"] == 9 and s["kv_cache_usage"] == 0.5
+
+
+def test_prometheus_filtered_parse_matches_full_parse_on_fixtures():
+    for kind in ("vllm", "sglang", "llamacpp", "tgi"):
+        text = (FIX / f"{kind}_metrics.txt").read_text()
+        assert extract(kind, parse_prometheus(text, names=wanted_metrics(kind))) == \
+            extract(kind, parse_prometheus(text))
 
 
 def test_sglang_llamacpp_tgi_metrics():

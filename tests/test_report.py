@@ -83,7 +83,8 @@ def test_hostile_server_text_is_escaped(tmp_path):
     assert "<script" not in page and "<img" not in page and "<b>m" not in page
     assert "&lt;script&gt;" in page and "&lt;b&gt;m&lt;/b&gt;" in page
     md = llmbench("report", str(d), "--format", "md").stdout
-    assert "<b>" not in md
+    # markdown shows a code span literally; outside one, no `<` may open a tag
+    assert "`<b>m</b>`" in md and not re.search(r"(?<!\\)<", re.sub(r"`[^`]*`", "", md))
 
 
 def test_markdown_and_csv(runs_dir):
@@ -178,3 +179,28 @@ def test_unwritable_paths_are_one_line(runs_dir, tmp_path):
     r = llmbench("run", "--url", "http://127.0.0.1:9/v1", "--model", "m",
                  "--out", str(tmp_path / "file.txt" / "sub"))
     assert r.returncode == 2 and "check the path you gave" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_markdown_is_markdown_not_html(tmp_path):
+    """`report --format md` is pasted into PRs and read in terminals: arrows stay arrows (no
+    `-&gt;`), while text that could open an HTML tag is backslash-escaped and table pipes too."""
+    from llmbench.results import SCHEMA_VERSION
+    d = tmp_path / "20250101-000000-ramp"
+    d.mkdir()
+    run = {"schema_version": SCHEMA_VERSION, "kind": "ramp", "status": "complete",
+           "config": {"target": {"model": "<b>m</b>"}},
+           "verdict": {"result": "Held 4 users; at 6 users TTFT p95 > 2s",
+                       "evidence": ["TTFT p95 300ms -> 2.1s", "a <script>x</script> | b"]},
+           "steps": [], "workload": {"source": "synthetic", "tokenizer": "approx", "seed": 0},
+           "labels": {"note": "<i>x</i>"}}
+    (d / "run.json").write_text(json.dumps(run))
+    md = llmbench("report", str(d), "--format", "md")
+    assert md.returncode == 0, md.stderr
+    text = md.stdout
+    assert "TTFT p95 300ms -> 2.1s" in text and "TTFT p95 > 2s" in text
+    assert "&gt;" not in text and "&lt;" not in text
+    assert "\\<script>" in text and "\\|" in text
+    # outside code spans (which markdown shows literally) no `<` can open a tag
+    prose = re.sub(r"`[^`]*`", "", text)
+    assert not re.search(r"(?<!\\)<", prose)
+    assert "`<b>m</b>`" in text          # a code span is shown as is, not as &lt;b&gt;

@@ -43,6 +43,9 @@ class Session:
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
     active: set[Record] = field(default_factory=set)     # in flight now
+    # reply texts by request_id, kept only when asked (run --save-detailed): a long run's
+    # replies would otherwise sit in memory for nothing
+    texts: dict[str, str] | None = None
     _next_id: int = 0
 
     async def request(self, messages: list[dict[str, str]], turn: Turn, *, scheduled: float,
@@ -63,6 +66,8 @@ class Session:
             self._finish(rec)
             raise
         self._finish(rec)
+        if self.texts is not None and not warmup:
+            self.texts[rec.request_id] = text
         return rec, text
 
     def _finish(self, rec: Record) -> None:

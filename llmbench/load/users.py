@@ -132,6 +132,7 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
             session.step = index
             state["step"] = index
             state["load"] = load
+            state["phase"] = "ramp-in"          # what the live line shows
             ramp_start = perf_counter()
             rate_task = None
             if plan.by == "users":
@@ -148,10 +149,12 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
                     break
             hold_start = perf_counter()
             state["hold_start"] = hold_start
+            state["phase"] = "hold"
             if not await sleep_or_stop(session.stopping, plan.hold_s):
                 break
             hold_end = perf_counter()
             state["hold_start"] = None
+            state["phase"] = "drain"            # the window's last requests finish
             if rate_task is not None:
                 rate_task.cancel()
             # let the window's requests finish; users keep chatting meanwhile
@@ -173,6 +176,7 @@ async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPl
             if not result.held and not plan.keep_going:
                 break
     finally:
+        state["phase"] = "finishing"
         user_stop.set()
         session.step = None
         if tasks:

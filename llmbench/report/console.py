@@ -38,6 +38,10 @@ def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
     out.append(_line("Output token throughput (tok/s):", float(s["output_throughput"])))
     out.append(_line("Peak output token throughput (tok/s):", float(s["max_output_tokens_per_s"])))
     out.append(_line("Peak concurrent requests:", float(s["max_concurrent_requests"])))
+    if "peak_in_flight_requests" in s:
+        # vLLM's line above counts every request active at any moment of a 1-second bucket
+        # (8 at --concurrency 4); this is how many were in flight at the same instant
+        out.append(_line("Peak requests in flight at once:", s["peak_in_flight_requests"]))
     out.append(_line("Total token throughput (tok/s):", float(s["total_token_throughput"])))
     for m in percentile_metrics:
         if m not in _HEADERS:

@@ -46,14 +46,22 @@ def to_csv(run_dir: str | Path) -> str:
 
 
 def _md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    """Prose and table cells. Markdown, not HTML: `&gt;` would print as is in a terminal and in
+    code, so only what markdown itself reads is escaped: a table's `|`, and `<` (it could open
+    an HTML tag; `\\<` shows as `<`). `>` opens nothing in the middle of a line."""
+    return str(text).replace("|", "\\|").replace("<", "\\<").replace("\n", " ")
+
+
+def _md_code(text: Any) -> str:
+    """Inside a `code span`, markdown shows everything literally; only a backtick would end it."""
+    return str(text).replace("`", "'").replace("\n", " ")
 
 
 def to_markdown(run_dir: str | Path) -> str:
     run = load_run(run_dir)
     kind = run.get("kind", "run")
     target = run.get("config", {}).get("target") or run.get("config", {}).get("router") or {}
-    out = [f"### llmbench {kind}: `{_md_escape(target.get('model', ''))}`"
+    out = [f"### llmbench {kind}: `{_md_code(target.get('model', ''))}`"
            + (" (partial)" if run.get("status") == "partial" else "")]
     if kind == "ramp":
         v = run.get("verdict") or {}
@@ -91,10 +99,10 @@ def to_markdown(run_dir: str | Path) -> str:
                        f"{st['direct']['output_throughput'] or 0:.1f} |")
     wl = run.get("workload") or {}
     out.append("")
-    out.append(f"Workload `{_md_escape(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
+    out.append(f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')}).")
     labels = run.get("labels") or {}
     if labels:
-        out.append("Labels: " + ", ".join(f"`{_md_escape(k)}={_md_escape(v)}`"
+        out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
                                           for k, v in sorted(labels.items())) + ".")
     return "\n".join(out) + "\n"

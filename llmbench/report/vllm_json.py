@@ -1,0 +1,156 @@
+"""``run --save-result``: the result JSON ``vllm bench serve --save-result`` writes, same keys,
+same order, same types, so scripts and dashboards built on vLLM's files read ours unchanged.
+
+Source of truth: vllm/benchmarks/serve.py (``main_async`` and ``benchmark``, vLLM main 2026).
+The file is one JSON object on one line; ``--append-result`` adds another line to the file.
+Without ``--save-detailed`` vLLM drops the per-request arrays ``input_lens``, ``output_lens``,
+``start_times``, ``ttfts``, ``itls``, ``generated_texts`` and ``errors`` but keeps
+``latencies`` and ``queue_times``; so do we.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..metrics import pct_word
+from ..records import Record, measured
+
+DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
+                 "errors")
+# vLLM prints percentiles for these in this fixed order, whatever order they were asked in
+_METRIC_ORDER = ("ttft", "tpot", "itl", "e2el")
+
+
+def parse_metadata(items: Iterable[str] | None) -> dict[str, str]:
+    """``--metadata KEY=VALUE`` (repeatable) -> dict; a ValueError names the bad item."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--metadata {item!r}: expected KEY=VALUE, e.g. --metadata gpu=a100")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def peak_in_flight(records: Iterable[Record]) -> int:
+    """The most requests in flight at the same instant (sent, not yet finished), counted over
+    half-open intervals [start, done): a request that ends exactly when another starts does not
+    overlap it. At --concurrency 4 this is 4; vLLM's 1-second-bucket "Peak concurrent requests"
+    there reads 8 (every request active at any moment of one second)."""
+    events: list[tuple[float, int]] = []
+    for r in measured(records):
+        events.append((r.start, 1))
+        events.append((max(r.done, r.start), -1))
+    events.sort()                       # at a tie, -1 sorts before +1: the end comes first
+    now = peak = 0
+    for _, delta in events:
+        now += delta
+        peak = max(peak, now)
+    return peak
+
+
+def _per_request(records: Sequence[Record], texts: dict[str, str] | None) -> dict[str, list]:
+    """vLLM's per-request arrays, one entry per measured request in the order sent."""
+    recs = sorted(measured(records), key=lambda r: (r.start, r.scheduled))
+    cols: dict[str, list] = {k: [] for k in ("input_lens", "output_lens", "ttfts", "itls",
+                                             "latencies", "start_times", "queue_times",
+                                             "generated_texts", "errors")}
+    for r in recs:
+        times = r.token_times
+        cols["input_lens"].append(int(r.prompt_tokens or 0))
+        cols["output_lens"].append(int(r.output_tokens or 0) if r.ok else 0)
+        # like vLLM's RequestFuncOutput: 0.0 until the first token came
+        cols["ttfts"].append(float(times[0] - r.start) if times else 0.0)
+        cols["itls"].append([float(b - a) for a, b in zip(times, times[1:])])
+        cols["latencies"].append(float(times[-1] - r.start) if r.ok and times else 0.0)
+        cols["start_times"].append(float(r.start))
+        cols["queue_times"].append(float(max(r.start - r.scheduled, 0.0)))
+        cols["generated_texts"].append((texts or {}).get(r.request_id, ""))
+        cols["errors"].append("" if r.ok else (r.error or r.error_kind or "failed"))
+    return cols
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, model_id: str,
+          tokenizer_id: str | None, label: str | None, request_rate: float | None,
+          burstiness: float, max_concurrency: int | None, percentile_metrics: Sequence[str],
+          metric_percentiles: Sequence[float], goodput: bool, detailed: bool,
+          metadata: dict[str, str] | None = None, texts: dict[str, str] | None = None,
+          date: str | None = None) -> dict[str, Any]:
+    """The result dict, keys in vLLM's order. ``request_rate`` None or inf is a closed loop or
+    all-at-once: vLLM writes the string "inf" then."""
+    s = summary
+    out: dict[str, Any] = {
+        "date": date or time.strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": backend,
+        "backend": backend,
+        "label": label,
+        "model_id": model_id,
+        "tokenizer_id": tokenizer_id,
+        "num_prompts": int(s["requests"]),
+    }
+    out.update(metadata or {})
+    out.update({
+        "request_rate": "inf" if request_rate is None or math.isinf(request_rate)
+        else float(request_rate),
+        "burstiness": float(burstiness),
+        "max_concurrency": max_concurrency,
+    })
+    cols = _per_request(records, texts)
+    out.update({
+        "duration": float(s["duration"]),
+        "completed": int(s["completed"]),
+        "failed": int(s["failed"]),
+        "total_input_tokens": int(s["total_input_tokens"]),
+        "total_output_tokens": int(s["total_output_tokens"]),
+        "request_throughput": float(s["request_throughput"]),
+        "request_goodput": _float(s.get("request_goodput")) if goodput else None,
+        "output_throughput": float(s["output_throughput"]),
+        "total_token_throughput": float(s["total_token_throughput"]),
+    })
+    for key in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
+                "queue_times", "generated_texts", "errors"):
+        if detailed or key not in DETAILED_KEYS:
+            out[key] = cols[key]
+    out.update({
+        "max_output_tokens_per_s": float(s["max_output_tokens_per_s"]),
+        "max_concurrent_requests": int(s["max_concurrent_requests"]),
+        "rtfx": 0.0,                    # vLLM's audio (ASR) figure; 0.0 for text
+    })
+    for m in _METRIC_ORDER:
+        if m not in percentile_metrics:
+            continue
+        for stat in ("mean", "median", "std"):
+            out[f"{stat}_{m}_ms"] = float(s[f"{stat}_{m}_ms"])
+        for p in metric_percentiles:
+            w = pct_word(p)
+            out[f"p{w}_{m}_ms"] = float(s[f"p{w}_{m}_ms"])
+    return out
+
+
+def default_file_name(label: str | None, backend: str, request_rate: float | None,
+                      max_concurrency: int | None, model_id: str, date: str) -> str:
+    """vLLM's pattern: {label}-{request_rate}qps[-concurrency{N}]-{model basename}-{date}.json,
+    with the backend as the label when none was given and Python's float spelling of the
+    rate (inf, 10.0)."""
+    rate = float("inf") if request_rate is None else float(request_rate)
+    conc = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
+    base_model = model_id.split("/")[-1]
+    return f"{label or backend}-{rate}qps{conc}-{base_model}-{date}.json"
+
+
+def write(path: Path, result: dict[str, Any], append: bool) -> None:
+    """One JSON object per line, like vLLM: append adds a newline first to a non-empty file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, allow_nan=True)
+    with open(path, "a+" if append else "w", encoding="utf-8") as fh:
+        if append and fh.tell() != 0:
+            fh.write("\n")
+        fh.write(text)
