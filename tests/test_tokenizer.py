@@ -186,6 +186,8 @@ def test_synthetic_prompts_are_exact_as_the_server_counts(dialect):
         wl = build_workload(WorkloadSpec(count=40, prompt_tokens=(30, 90), turns=2,
                                          shared_prefix_tokens=20, prefixes=2), tok)
         calls_building = srv.calls
+        big = build_workload(WorkloadSpec(count=600, prompt_tokens=(20, 40)), tok)
+        words = build_workload(WorkloadSpec(dataset="words", words=30, count=300), tok)
         rnd = build_workload(WorkloadSpec(dataset="random", count=20, random_input_len=50,
                                           random_range_ratio=0.5, random_prefix_len=10), tok)
     turns = [tt for c in wl.conversations for tt in c.turns]
@@ -199,6 +201,15 @@ def test_synthetic_prompts_are_exact_as_the_server_counts(dialect):
     assert len({tt.user for tt in turns}) == len(turns)
     # about one server call per prompt, not one per word or per trim
     assert calls_building < 2 * len(turns) + 300
+    # past 256 prompts the server recounts a sample of those built from one-token words: all
+    # must still be exact (checked here on every prompt with the server's own tokenizer)
+    assert big.tokenizer_info["verified"] == {"prompts": 600, "recounted_by_server": 256,
+                                              "refit": 0}
+    assert all(c.turns[0].prompt_tokens == server_count(c.turns[0].user) for c in big.conversations)
+    # --dataset words is not built from one-token words: every prompt is counted by the server
+    assert words.tokenizer_info["verified"]["recounted_by_server"] == 300
+    assert all(c.turns[0].prompt_tokens == server_count(c.turns[0].user)
+               for c in words.conversations)
     for c in rnd.conversations:
         assert c.turns[0].prompt_tokens == server_count(c.turns[0].user)
     assert 10 + 25 <= min(c.turns[0].prompt_tokens for c in rnd.conversations)

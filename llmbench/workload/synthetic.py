@@ -94,24 +94,46 @@ def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -
     return _fit(tok, rng, (head + " " + " ".join(words)).strip(), n)
 
 
+VERIFY_SAMPLE = 256   # prompts built from one-token words that the server recounts
+
+
 def _server_counts(tok: Tokenizer, convs: list[Conversation],
-                   targets: dict[tuple[int, int], int], seed: int) -> list[Conversation]:
-    """With a server tokenizer: count every prompt with the server (a few connections at once),
-    refit any that is off, and keep the server's count as the turn's prompt length."""
+                   targets: dict[tuple[int, int], int], seed: int,
+                   constructed: bool) -> list[Conversation]:
+    """With a server tokenizer: have the server count the prompts (a few connections at once),
+    refit any that is off, and keep the server's count as the turn's prompt length.
+
+    Prompts built from one-token words are N words = N tokens by construction; whether that
+    holds is a property of the tokenizer, not of a prompt, so a random sample of them is
+    recounted (a ramp builds thousands of prompts and sends a fraction). One miscount in the
+    sample and every prompt is recounted. ``constructed``: every prompt is one-token words only."""
     if tok.server is None:
         return convs
     flat = [(ci, ti) for ci, c in enumerate(convs) for ti in range(len(c.turns))]
-    counts = tok.count_many([convs[ci].turns[ti].user for ci, ti in flat])
     rng = random.Random(seed + 104729)
+    check = flat
+    if constructed and len(flat) > VERIFY_SAMPLE:
+        check = sorted(rng.sample(flat, VERIFY_SAMPLE))
+    counts = dict(zip(check, tok.count_many([convs[ci].turns[ti].user for ci, ti in check])))
+    built = {k: len(convs[k[0]].turns[k[1]].user.split()) for k in check} if constructed else {}
+    if check is not flat and any(counts[k] != built[k] for k in check):
+        check = flat
+        counts = dict(zip(flat, tok.count_many([convs[ci].turns[ti].user for ci, ti in flat])))
     turns = [list(c.turns) for c in convs]
-    for (ci, ti), got in zip(flat, counts):
+    refit = 0
+    for ci, ti in flat:
         t = turns[ci][ti]
+        got = counts.get((ci, ti))
+        if got is None:
+            got = len(t.user.split())          # one-token words, as the sample confirmed
         want = targets.get((ci, ti))
         text = t.user
         if want is not None and got != want:
             text = _fit(tok, rng, text, want)
             got = tok.count(text)
+            refit += 1
         turns[ci][ti] = Turn(text, t.max_tokens, got)
+    tok.verified = {"prompts": len(flat), "recounted_by_server": len(check), "refit": refit}
     return [Conversation(c.id, tuple(ts), c.system) for c, ts in zip(convs, turns)]
 
 
@@ -150,7 +172,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
             # a server's count comes in one batch below, not one call per prompt here
             turn_list.append(Turn(text, out, None if server else tok.count(text)))
         convs.append(Conversation(f"syn-{c}", tuple(turn_list)))
-    return _server_counts(tok, convs, targets, seed)
+    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
 
 
 def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, range_ratio: float,
@@ -176,4 +198,4 @@ def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, ran
             targets[(i, 0)] = n_prefix + n_in
         convs.append(Conversation(f"random-{i}", (Turn(text, n_out,
                                                        None if server else tok.count(text)),)))
-    return _server_counts(tok, convs, targets, seed)
+    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words))

@@ -56,6 +56,7 @@ class Tokenizer:
     server: Any = None               # ServerTokenizer when counting goes over HTTP
     fallback: "Tokenizer | None" = None   # auto only: what to use if the server fails
     local: "Tokenizer | None" = None      # counts on the hot path (a server call cannot)
+    verified: dict[str, int] = field(default_factory=dict)   # how many prompts the server counted
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
@@ -65,14 +66,12 @@ class Tokenizer:
             return self.server.count_many(texts)
         return [self.count(t) for t in texts]
 
-    @property
-    def hot_count(self) -> Callable[[str], int]:
-        """A count that never leaves the process, for the client when a server reports no usage."""
-        return (self.local or self).count
-
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "counting": self.counting, "approximate": self.approximate,
-                "source": self.source, "note": self.note}
+        d = {"name": self.name, "counting": self.counting, "approximate": self.approximate,
+             "source": self.source, "note": self.note}
+        if self.verified:
+            d["verified"] = dict(self.verified)
+        return d
 
 
 def approx_tokenizer() -> Tokenizer:
@@ -313,7 +312,7 @@ class ServerRef:
 def _named(spec: str) -> Tokenizer:
     if spec == "approx":
         t = approx_tokenizer()
-        t.counting = APPROXIMATE + " (--tokenizer approx)"
+        t.source = "words and punctuation (--tokenizer approx)"
         return t
     if spec.startswith("tiktoken"):
         return _tiktoken(spec.split(":", 1)[1] if ":" in spec else "o200k_base", True)
@@ -390,7 +389,7 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
 
 def approximate_note(tok: Tokenizer, why_not_server: str | None) -> str:
     what = ("tiktoken o200k_base, not the served model's tokenizer"
-            if tok.name.startswith("tiktoken") else "words and punctuation: no tokenizer found")
-    server = f"; the server cannot count ({why_not_server})" if why_not_server else ""
-    return (f"prompt token counts are approximate ({what}{server}); for exact counts pass "
-            "--tokenizer ORG/NAME (Hugging Face id), DIR or tokenizer.json")
+            if tok.name.startswith("tiktoken") else "words and punctuation; no tokenizer found locally")
+    server = f"; the server cannot count: {why_not_server}" if why_not_server else ""
+    return (f"prompt token counts are approximate ({what}){server}. For exact counts pass "
+            "--tokenizer ORG/NAME (a Hugging Face id), DIR or tokenizer.json")
