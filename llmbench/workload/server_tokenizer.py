@@ -58,9 +58,6 @@ class ServerTokenizer:
         kind = "vLLM" if self.dialect == "vllm" else "llama.cpp"
         return f"{kind} /tokenize at {self.root}"
 
-    def restart_budget(self) -> None:
-        self._deadline = time.monotonic() + self.budget_s
-
     # -- HTTP --------------------------------------------------------------------------------
     def _post(self, path: str, body: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S) -> Any:
         left = self._deadline - time.monotonic()
