@@ -49,7 +49,7 @@ PromptTokens = Annotated[str, typer.Option(help="Synthetic prompt length in toke
 OutputTokens = Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", metavar="N|LO-HI", help="Reply length asked for (sent as max tokens).", rich_help_panel=P_WORKLOAD)]
 Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for files; count for synthetic).", rich_help_panel=P_WORKLOAD)]
 Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.", rich_help_panel=P_WORKLOAD)]
-Tokenizer = Annotated[Optional[str], typer.Option(help="tiktoken[:ENCODING] (default o200k_base), approx, or a tokenizer.json path.", rich_help_panel=P_WORKLOAD)]
+Tokenizer = Annotated[Optional[str], typer.Option(help="auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", rich_help_panel=P_WORKLOAD)]
 Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.", rich_help_panel=P_WORKLOAD)]
 SharedPrefix = Annotated[int, typer.Option(help="Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).", rich_help_panel=P_WORKLOAD)]
 Prefixes = Annotated[int, typer.Option(help="Synthetic: how many distinct shared prefixes.", rich_help_panel=P_WORKLOAD)]
@@ -164,12 +164,16 @@ def _wl_extra(shared_prefix_tokens: int, prefixes: int, words: int, random_input
 
 def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, prompt_tokens: str,
               output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
-              multi_turn: bool, extra: dict | None = None):
-    from .workload import WorkloadSpec, build_workload, load_tokenizer, parse_range
+              multi_turn: bool, extra: dict | None = None, target=None):
+    from .workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
     extra = dict(extra or {})
     if dataset == "words":
         extra.setdefault("words", 100)
-    tok = load_tokenizer(tokenizer)
+    # the target's /tokenize (vLLM, llama.cpp) counts exactly; asked here, before any load
+    ref = None if target is None else ServerRef(
+        target.server_root, target.model,
+        {k: v for k, v in target.request_headers().items() if k != "content-type"})
+    tok = load_tokenizer(tokenizer, server=ref)
     spec = WorkloadSpec(dataset=dataset, dataset_format=dataset_format, count=count, seed=seed,
                         prompt_tokens=parse_range(prompt_tokens, "--prompt-tokens"),
                         output_tokens=parse_range(output_tokens, "--output-tokens") if output_tokens else None,
@@ -177,7 +181,8 @@ def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, p
                         **extra)
     if turns < 1:
         raise UsageError("--turns must be at least 1")
-    return build_workload(spec, tok), tok
+    # the client may count replies when a server reports no usage: that must stay in-process
+    return build_workload(spec, tok), (tok.local or tok)
 
 
 def _target(url: str, model: str | None, api: str | None, api_key: str | None,
@@ -347,7 +352,8 @@ def run(
         tgt = _target(url_, model or model_, api, api_key, header)
         wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
                             turns, tokenizer, limit, multi_turn,
-                            {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)})
+                            {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)},
+                            target=tgt)
         plan = RunPlan(target=tgt, workload=wl,
                        params=RequestParams(stream=stream, temperature=temperature,
                                             ignore_eos=ignore_eos, extra_body=extra,
@@ -515,7 +521,8 @@ def ramp(
         tgt = _target(url_, model or model_, api, api_key, header)
         wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
                             output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
-                            multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
+                            multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column),
+                            target=tgt)
         plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                         thresholds=thresholds, keep_going=keep_going, seed=seed,
                         drain_s=max(timeout_first_token, 30.0),
@@ -587,7 +594,8 @@ def probe(
     dt = make_target(direct, direct_model or model, api, api_key, header)
     labels = _parse_labels(label)
     wl, tok = _workload(dataset, dataset_format, 4000, seed, prompt_tokens, output_tokens, turns,
-                        tokenizer, limit, multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
+                        tokenizer, limit, multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column),
+                        target=dt)
     plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
                      rounds=rounds, think_s=_parse_think(think), seed=seed,
                      served_by_header=served_by_header)
@@ -792,7 +800,7 @@ def datasets_inspect(
         return (f"min {a.min():.0f}  p50 {np.percentile(a, 50):.0f}  mean {a.mean():.1f}  "
                 f"p90 {np.percentile(a, 90):.0f}  max {a.max():.0f}")
     typer.echo(f"source:         {wl.source}")
-    typer.echo(f"tokenizer:      {wl.tokenizer}")
+    typer.echo(f"tokenizer:      {wl.tokenizer} ({wl.tokenizer_info.get('counting')})")
     typer.echo(f"conversations:  {len(convs)}")
     typer.echo(f"user turns:     {int(n_turns.sum())}  ({dist(n_turns)} per conversation)")
     typer.echo(f"prompt tokens:  {dist(p)}")

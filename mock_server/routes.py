@@ -19,6 +19,7 @@ from aiohttp import web
 from . import prometheus
 from .engine import Engine, QueueFull, mock_tokens, reply_words
 from .recorder import Recorder
+from .tokenize import add_tokenize_routes
 
 perf_counter = time.perf_counter
 perf_counter_ns = time.perf_counter_ns
@@ -205,6 +206,7 @@ class Routes:
         r.add_get("/props", self.props)
         r.add_get("/admin/config", self.get_config)
         r.add_post("/admin/config", self.set_config)
+        add_tokenize_routes(app, self.engine)
         return app
 
     def _headers(self, queue_ms: float | None = None) -> dict[str, str]:

@@ -189,9 +189,9 @@ def test_messages_for_carries_history():
 
 
 def test_tokenizer_fallback_and_local_tokenizer_json(tmp_path, monkeypatch):
-    warnings = []
-    tok = load_tokenizer("tiktoken:definitely_not_an_encoding", warn=warnings.append)
-    assert tok.approximate and warnings and "approximately" in warnings[0]
+    # a tokenizer the user named must load or be an error; only auto falls back (with a note)
+    with pytest.raises(TokenizerError, match="tiktoken:definitely_not_an_encoding"):
+        load_tokenizer("tiktoken:definitely_not_an_encoding")
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     t = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     t.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -201,7 +201,7 @@ def test_tokenizer_fallback_and_local_tokenizer_json(tmp_path, monkeypatch):
     t.save(str(path))
     hf = load_tokenizer(str(path))
     assert hf.count("hello world unknown") == 3 and not hf.approximate
-    with pytest.raises(TokenizerError, match="no such file"):
+    with pytest.raises(TokenizerError, match="no such file or folder"):
         load_tokenizer(str(tmp_path / "missing.json"))
 
 

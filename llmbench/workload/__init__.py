@@ -12,10 +12,12 @@ from .files import (DatasetError, hf_conversations, jsonl_conversations, sharegp
                     sharegpt_single_turn)
 from .model import Conversation, Turn, Workload, messages_for
 from .synthetic import synthetic, vllm_random
-from .tokenizer import Tokenizer, TokenizerError, load_tokenizer
+from .server_tokenizer import ServerTokenizeError
+from .tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
-__all__ = ["Conversation", "DatasetError", "Tokenizer", "TokenizerError", "Turn", "Workload",
-           "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for", "parse_range"]
+__all__ = ["Conversation", "DatasetError", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
+           "Workload", "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for",
+           "parse_range"]
 
 
 def parse_range(text: str, flag: str) -> tuple[int, int]:
@@ -76,7 +78,23 @@ def _format_of(spec: WorkloadSpec) -> str:
 
 
 def build_workload(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Workload:
+    """The workload, counted by ``tokenizer``. When a server tokenizer fails or is too slow for
+    this workload, ``auto`` rebuilds it with the local fallback (one note says why); a tokenizer
+    the user named as ``server`` makes it an error instead."""
     tok = tokenizer or load_tokenizer(spec.tokenizer)
+    try:
+        return _build(spec, tok)
+    except ServerTokenizeError as exc:
+        if tok.fallback is None:
+            raise TokenizerError(f"--tokenizer server: {exc}; pass --tokenizer ORG/NAME, DIR or "
+                                 "tokenizer.json to count locally")
+        fb = tok.fallback
+        if fb.approximate:
+            fb.note = approximate_note(fb, str(exc))
+        return _build(spec, fb)
+
+
+def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
     warnings: list[str] = []
     params: dict[str, object] = {"dataset": spec.dataset, "count": spec.count}
     kind = spec.dataset
@@ -122,7 +140,10 @@ def build_workload(spec: WorkloadSpec, tokenizer: Tokenizer | None = None) -> Wo
         if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
             convs = [Conversation(c.id, tuple(Turn(t.user, spec.output_tokens[1], t.prompt_tokens)
                                               for t in c.turns), c.system) for c in convs]
-    if tok.approximate:
-        warnings.append("token counts are approximate (no tokenizer available offline)")
+    if tok.note:
+        warnings.append(tok.note)
+    info = tok.describe()
+    if tok.server is not None:
+        info["server_calls"] = tok.server.calls
     return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
-                    warnings=warnings)
+                    warnings=warnings, tokenizer_info=info)

@@ -30,6 +30,7 @@ class Workload:
     seed: int
     params: dict[str, Any] = field(default_factory=dict)   # sampling parameters that shape it
     warnings: list[str] = field(default_factory=list)
+    tokenizer_info: dict[str, Any] = field(default_factory=dict)   # which, how exact, from where
 
     @property
     def fingerprint(self) -> str:
@@ -44,7 +45,8 @@ class Workload:
         return h.hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
-        return {"source": self.source, "tokenizer": self.tokenizer, "seed": self.seed,
+        return {"source": self.source, "tokenizer": self.tokenizer,
+                "tokenizer_info": self.tokenizer_info, "seed": self.seed,
                 "params": self.params, "conversations": len(self.conversations),
                 "turns": sum(len(c.turns) for c in self.conversations),
                 "fingerprint": self.fingerprint}

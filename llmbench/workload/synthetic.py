@@ -21,16 +21,49 @@ WORDS = ("time year people way day man thing woman life child world school state
          "education").split()
 
 
-def _words(rng: random.Random, n: int) -> list[str]:
-    return [rng.choice(WORDS) for _ in range(n)]
+UNIT_WORDS_MIN = 16   # fewer one-token words than this: build prompts token by token instead
 
 
-def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -> str:
-    """Text that is exactly ``n`` tokens long by ``tok`` (``head`` included), when reachable."""
-    if n <= 0:
-        return head
-    words = _words(rng, max(n, 1))
-    text = (head + " " + " ".join(words)).strip()
+def _words(rng: random.Random, n: int, vocab: tuple[str, ...] | None = None) -> list[str]:
+    vocab = vocab or WORDS
+    return [rng.choice(vocab) for _ in range(n)]
+
+
+def prepare_unit_words(tok: Tokenizer) -> None:
+    """For a server tokenizer: find the words that are one token with and without a leading
+    space, and check that a run of them counts one token per word. Then a prompt of N such words
+    is N tokens by construction, and the server is asked once per prompt (to verify) instead of
+    several times (to trim). BPE tokenizers with a pre-tokenizer (GPT-2/Llama 3/Qwen style) and
+    SentencePiece never merge across a space, so this holds for the models people serve."""
+    if tok.server is None or tok.unit_words:
+        return
+    words = list(WORDS)
+    counts = tok.count_many([" " + w for w in words] + words)
+    unit = tuple(w for w, a, b in zip(words, counts[: len(words)], counts[len(words):])
+                 if a == 1 and b == 1)
+    if len(unit) >= UNIT_WORDS_MIN and tok.count(" ".join(unit + unit[:3])) == len(unit) + 3:
+        tok.unit_words = unit
+
+
+def _opening(tok: Tokenizer, seed: int, *ids: int) -> str:
+    """A unique first few tokens per prompt, so a prefix cache cannot flatter the server."""
+    if not tok.unit_words:
+        return "[" + "-".join(str(i) for i in (seed, *ids)) + "]"
+    # the ids as digits in base len(unit_words), least significant first: prompts differ at
+    # their first token, the way block-hashing prefix caches see it
+    k = len(tok.unit_words)
+    out = []
+    for i in (*ids, seed):
+        while True:
+            out.append(tok.unit_words[i % k])
+            i //= k
+            if i == 0:
+                break
+    return " ".join(out)
+
+
+def _fit(tok: Tokenizer, rng: random.Random, text: str, n: int) -> str:
+    """Adjust ``text`` until it is ``n`` tokens by ``tok``, when reachable."""
     ids = tok.encode(text)
     for _ in range(8):
         if len(ids) == n:
@@ -42,9 +75,66 @@ def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -
             else:
                 text = tok.decode(ids[:n])
         else:
-            text = text + " " + " ".join(_words(rng, n - len(ids)))
+            text = text + " " + " ".join(_words(rng, n - len(ids), tok.unit_words or None))
         ids = tok.encode(text)
     return text
+
+
+def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -> str:
+    """Text that is exactly ``n`` tokens long by ``tok`` (``head`` included), when reachable."""
+    if n <= 0:
+        return head
+    if tok.unit_words:
+        # one token per word by construction (verified by the server afterwards)
+        have = len(head.split())
+        if have >= n:
+            return head
+        return (head + " " + " ".join(_words(rng, n - have, tok.unit_words))).strip()
+    words = _words(rng, max(n, 1))
+    return _fit(tok, rng, (head + " " + " ".join(words)).strip(), n)
+
+
+VERIFY_SAMPLE = 256   # prompts built from one-token words that the server recounts
+
+
+def _server_counts(tok: Tokenizer, convs: list[Conversation],
+                   targets: dict[tuple[int, int], int], seed: int,
+                   constructed: bool) -> list[Conversation]:
+    """With a server tokenizer: have the server count the prompts (a few connections at once),
+    refit any that is off, and keep the server's count as the turn's prompt length.
+
+    Prompts built from one-token words are N words = N tokens by construction; whether that
+    holds is a property of the tokenizer, not of a prompt, so a random sample of them is
+    recounted (a ramp builds thousands of prompts and sends a fraction). One miscount in the
+    sample and every prompt is recounted. ``constructed``: every prompt is one-token words only."""
+    if tok.server is None:
+        return convs
+    flat = [(ci, ti) for ci, c in enumerate(convs) for ti in range(len(c.turns))]
+    rng = random.Random(seed + 104729)
+    check = flat
+    if constructed and len(flat) > VERIFY_SAMPLE:
+        check = sorted(rng.sample(flat, VERIFY_SAMPLE))
+    counts = dict(zip(check, tok.count_many([convs[ci].turns[ti].user for ci, ti in check])))
+    built = {k: len(convs[k[0]].turns[k[1]].user.split()) for k in check} if constructed else {}
+    if check is not flat and any(counts[k] != built[k] for k in check):
+        check = flat
+        counts = dict(zip(flat, tok.count_many([convs[ci].turns[ti].user for ci, ti in flat])))
+    turns = [list(c.turns) for c in convs]
+    refit = 0
+    for ci, ti in flat:
+        t = turns[ci][ti]
+        got = counts.get((ci, ti))
+        if got is None:
+            got = len(t.user.split())          # one-token words, as the sample confirmed
+        want = targets.get((ci, ti))
+        text = t.user
+        if want is not None and got != want:
+            text = _fit(tok, rng, text, want)
+            got = tok.count(text)
+            refit += 1
+        turns[ci][ti] = Turn(text, t.max_tokens, got)
+    tok.verified = {"prompts": len(flat), "recounted_by_server": len(check), "refit": refit}
+    return [Conversation(c.id, tuple(ts), c.system) for c, ts in zip(convs, turns)]
 
 
 def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
@@ -52,6 +142,8 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
               shared_prefix_tokens: int = 0, prefixes: int = 1, words: int = 0,
               unique_prefix: bool = True) -> list[Conversation]:
     """``count`` conversations of ``turns`` user turns each."""
+    if not words:
+        prepare_unit_words(tok)
     rng = random.Random(seed)
     shared = [text_of_tokens(tok, random.Random(seed * 1000 + i), shared_prefix_tokens)
               for i in range(max(prefixes, 1))] if shared_prefix_tokens > 0 else []
@@ -60,7 +152,9 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
         lo, hi = lo_hi
         return lo if lo >= hi else rng.randint(lo, hi)
 
+    server = tok.server is not None
     convs = []
+    targets: dict[tuple[int, int], int] = {}
     for c in range(count):
         turn_list = []
         for t in range(turns):
@@ -68,30 +162,40 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
             if shared:
                 head = shared[rng.randrange(len(shared))] if t == 0 else ""
             if unique_prefix:
-                head = (head + f" [{seed}-{c}-{t}]").strip()
+                head = (head + " " + _opening(tok, seed, c, t)).strip()
             if words:
                 text = (head + " " + " ".join(_words(rng, words))).strip()
             else:
-                text = text_of_tokens(tok, rng, draw(prompt_tokens), head)
+                targets[(c, t)] = n = draw(prompt_tokens)
+                text = text_of_tokens(tok, rng, n, head)
             out = draw(output_tokens) if output_tokens else None
-            turn_list.append(Turn(text, out, tok.count(text)))
+            # a server's count comes in one batch below, not one call per prompt here
+            turn_list.append(Turn(text, out, None if server else tok.count(text)))
         convs.append(Conversation(f"syn-{c}", tuple(turn_list)))
-    return convs
+    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
 
 
 def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, range_ratio: float,
                 prefix_len: int, seed: int) -> list[Conversation]:
     """vLLM's ``random`` dataset: lengths uniform in [len*(1-r), len*(1+r)], a common prefix of
     ``prefix_len`` tokens, and a per-request offset so no two prompts start alike past it."""
+    prepare_unit_words(tok)
     rng = random.Random(seed)
     prefix = text_of_tokens(tok, random.Random(seed + 7919), prefix_len) if prefix_len else ""
+    n_prefix = len(prefix.split()) if tok.unit_words else 0
+    server = tok.server is not None
     convs = []
+    targets: dict[tuple[int, int], int] = {}
     for i in range(count):
         lo_in, hi_in = int(input_len * (1 - range_ratio)), int(input_len * (1 + range_ratio))
         lo_out, hi_out = int(output_len * (1 - range_ratio)), int(output_len * (1 + range_ratio))
         n_in = rng.randint(max(lo_in, 1), max(hi_in, 1))
         n_out = rng.randint(max(lo_out, 1), max(hi_out, 1))
-        body = text_of_tokens(tok, rng, n_in, f"{i}")
+        head = _opening(tok, seed, i) if tok.unit_words else f"{i}"
+        body = text_of_tokens(tok, rng, n_in, head)
         text = (prefix + " " + body).strip() if prefix else body
-        convs.append(Conversation(f"random-{i}", (Turn(text, n_out, tok.count(text)),)))
-    return convs
+        if tok.unit_words:
+            targets[(i, 0)] = n_prefix + n_in
+        convs.append(Conversation(f"random-{i}", (Turn(text, n_out,
+                                                       None if server else tok.count(text)),)))
+    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words))

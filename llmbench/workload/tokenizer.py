@@ -1,18 +1,42 @@
-"""Token counting: tiktoken by default, a local tokenizer.json, or an approximation offline.
+"""Token counting with the tokenizer a user names, or the best one we can find.
 
-tiktoken downloads its encoding the first time; without a network that fails, so we fall back
-to an approximate count (words and punctuation) and say so, never crash.
+``--tokenizer`` (default ``auto``, or ``$LLMBENCH_TOKENIZER``):
+
+- ``auto``: the server's own tokenizer when it offers ``/tokenize`` (vLLM, SGLang, llama.cpp):
+  exact; else the served model's name as a Hugging Face id found in the local cache: exact;
+  else tiktoken ``o200k_base``, else words and punctuation: both approximate, said once.
+- ``server``: the server's ``/tokenize`` or an error.
+- a Hugging Face model id (``Qwen/Qwen2.5-0.5B-Instruct``): from the local cache first, so
+  offline (``HF_HUB_OFFLINE=1``, or no network) costs nothing; downloaded only when online.
+- a directory (``tokenizer.json``, or ``vocab.json`` + ``merges.txt``), a ``tokenizer.json``.
+- ``tiktoken[:ENCODING]``, ``approx``.
+
+A named tokenizer that cannot be loaded is an error (exit 2), never a silent fallback: the user
+asked for it. Only ``auto`` falls back, with one note stored in the run.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-from dataclasses import dataclass
+import socket
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 _PIECE_RE = re.compile(r"\w+|[^\w\s]")
+_HF_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_TRUE = {"1", "on", "yes", "true", "y"}
+
+EXACT_SERVER = "exact (server tokenizer)"
+EXACT_MODEL = "exact (the model's tokenizer, local copy)"
+GIVEN = "by the tokenizer given"
+APPROXIMATE = "approximate"
+
+HUB_CONNECT_TIMEOUT_S = 3.0
+HUB_DOWNLOAD_TIMEOUT_S = 60.0
+TIKTOKEN_DOWNLOAD_TIMEOUT_S = 20.0
 
 
 class TokenizerError(ValueError):
@@ -25,9 +49,29 @@ class Tokenizer:
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
     approximate: bool = False
+    counting: str = GIVEN            # how its counts relate to the served model
+    source: str = ""                 # where it came from (file, cache, server URL)
+    note: str | None = None          # the one line to show when counts are approximate
+    unit_words: tuple[str, ...] = ()  # words that are one token anywhere (server tokenizers)
+    server: Any = None               # ServerTokenizer when counting goes over HTTP
+    fallback: "Tokenizer | None" = None   # auto only: what to use if the server fails
+    local: "Tokenizer | None" = None      # counts on the hot path (a server call cannot)
+    verified: dict[str, int] = field(default_factory=dict)   # how many prompts the server counted
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        if self.server is not None:
+            return self.server.count_many(texts)
+        return [self.count(t) for t in texts]
+
+    def describe(self) -> dict[str, Any]:
+        d = {"name": self.name, "counting": self.counting, "approximate": self.approximate,
+             "source": self.source, "note": self.note}
+        if self.verified:
+            d["verified"] = dict(self.verified)
+        return d
 
 
 def approx_tokenizer() -> Tokenizer:
@@ -47,41 +91,305 @@ def approx_tokenizer() -> Tokenizer:
     def decode(ids: list[int]) -> str:
         return " ".join(rev[i] for i in ids)
 
-    return Tokenizer("approx-words", encode, decode, approximate=True)
+    return Tokenizer("approx-words", encode, decode, approximate=True, counting=APPROXIMATE,
+                     source="words and punctuation")
 
 
 def from_tiktoken(enc: Any, name: str | None = None) -> Tokenizer:
     return Tokenizer(f"tiktoken:{name or enc.name}",
-                     lambda t: enc.encode(t, disallowed_special=()), enc.decode)
+                     lambda t: enc.encode(t, disallowed_special=()), enc.decode,
+                     source="tiktoken")
 
 
-def load_tokenizer(spec: str | None = None, warn: Callable[[str], None] | None = None) -> Tokenizer:
-    """``None``/"tiktoken[:encoding]", "approx", or a path to a Hugging Face tokenizer.json."""
-    warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
-    spec = spec or os.environ.get("LLMBENCH_TOKENIZER") or "tiktoken:o200k_base"
-    if spec == "approx":
-        return approx_tokenizer()
-    if spec.startswith("tiktoken"):
-        encoding = spec.split(":", 1)[1] if ":" in spec else "o200k_base"
+def _from_hf(tok: Any, name: str, source: str, counting: str = GIVEN) -> Tokenizer:
+    return Tokenizer(name, lambda t: tok.encode(t, add_special_tokens=False).ids,
+                     lambda ids: tok.decode(ids), counting=counting, source=source)
+
+
+# -- Hugging Face: files, directories, hub ids ------------------------------------------------
+def _load_dir(path: str, spec: str) -> Any:
+    """A ``tokenizers.Tokenizer`` from a directory the way transformers saves one."""
+    from tokenizers import Tokenizer as HFTokenizer
+    tj = os.path.join(path, "tokenizer.json")
+    if os.path.isfile(tj):
+        return _load_json(tj, spec)
+    vocab, merges = os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt")
+    if os.path.isfile(vocab) and os.path.isfile(merges):
+        # GPT-2 style byte-level BPE: the layout of most BPE models without a tokenizer.json
+        from tokenizers import decoders, models, pre_tokenizers
         try:
-            import tiktoken
-            return from_tiktoken(tiktoken.get_encoding(encoding), encoding)
-        except Exception as exc:  # noqa: BLE001 - offline, or a broken cache: fall back
-            warn(f"tiktoken encoding {encoding!r} is not available ({type(exc).__name__}); "
-                 "counting tokens approximately (words and punctuation). Pass --tokenizer "
-                 "PATH/tokenizer.json for exact counts offline.")
-            return approx_tokenizer()
-    path = spec
-    if os.path.isdir(path):
-        path = os.path.join(path, "tokenizer.json")
-    if not os.path.isfile(path):
-        raise TokenizerError(f"--tokenizer {spec!r}: no such file; give a tokenizer.json, "
-                             "'tiktoken[:ENCODING]' or 'approx'")
+            tok = HFTokenizer(models.BPE.from_file(vocab, merges))
+        except Exception as exc:  # noqa: BLE001 - a broken file is the user's to fix
+            raise TokenizerError(f"--tokenizer {spec!r}: cannot read vocab.json/merges.txt "
+                                 f"({type(exc).__name__}: {exc})")
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        return tok
+    has = sorted(f for f in os.listdir(path) if f.startswith(("tokenizer", "vocab", "spm")))
+    raise TokenizerError(
+        f"--tokenizer {spec!r}: no tokenizer.json (or vocab.json + merges.txt) in that folder"
+        + (f" (found {', '.join(has)})" if has else "")
+        + "; save one with transformers: AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)")
+
+
+def _load_json(path: str, spec: str) -> Any:
+    from tokenizers import Tokenizer as HFTokenizer
     try:
-        from tokenizers import Tokenizer as HFTokenizer
-        tok = HFTokenizer.from_file(path)
+        return HFTokenizer.from_file(path)
     except Exception as exc:  # noqa: BLE001
-        raise TokenizerError(f"--tokenizer {spec!r}: not a Hugging Face tokenizer.json ({exc})")
-    return Tokenizer(f"hf:{os.path.basename(os.path.dirname(os.path.abspath(path))) or path}",
-                     lambda t: tok.encode(t, add_special_tokens=False).ids,
-                     lambda ids: tok.decode(ids))
+        raise TokenizerError(f"--tokenizer {spec!r}: not a Hugging Face tokenizer.json "
+                             f"({str(exc)[:120]})")
+
+
+def hf_cache_dir() -> str:
+    """The hub cache as huggingface_hub resolves it, read now (its constants are fixed at import)."""
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    if env.get("HUGGINGFACE_HUB_CACHE"):
+        return env["HUGGINGFACE_HUB_CACHE"]
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    return os.path.join(home, "hub")
+
+
+def hf_offline() -> bool:
+    return any(os.environ.get(k, "").strip().lower() in _TRUE
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def cached_snapshot(repo_id: str, revision: str | None = None) -> str | None:
+    """The local snapshot folder of a model in the hub cache, without any network call."""
+    base = os.path.join(hf_cache_dir(), "models--" + repo_id.replace("/", "--"))
+    if not os.path.isdir(base):
+        return None
+    rev = revision or "main"
+    ref = os.path.join(base, "refs", rev)
+    if os.path.isfile(ref):
+        with open(ref, encoding="utf-8") as fh:
+            rev = fh.read().strip()
+    snap = os.path.join(base, "snapshots", rev)
+    if os.path.isdir(snap):
+        return snap
+    snaps = os.path.join(base, "snapshots")   # no ref: the only (or newest) snapshot there is
+    if revision is None and os.path.isdir(snaps):
+        found = sorted((os.path.join(snaps, s) for s in os.listdir(snaps)),
+                       key=os.path.getmtime, reverse=True)
+        return found[0] if found else None
+    return None
+
+
+def _reachable(url: str) -> str | None:
+    """None when the host answers a TCP connect quickly; else why not (no 20 s of retries)."""
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname or "",
+                                  parts.port or (443 if parts.scheme == "https" else 80)),
+                                 timeout=HUB_CONNECT_TIMEOUT_S).close()
+        return None
+    except OSError as exc:
+        return f"{parts.hostname} is unreachable ({type(exc).__name__})"
+
+
+def _download(repo_id: str, revision: str | None) -> str:
+    """Fetch the tokenizer files of a hub model into the usual cache; bounded in time."""
+    why = _reachable(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    if why:
+        raise TokenizerError(f"--tokenizer {repo_id!r}: not in the local Hugging Face cache "
+                             f"({hf_cache_dir()}) and {why}; download it once online, or pass a "
+                             "tokenizer.json path")
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            from huggingface_hub import hf_hub_download
+            result["path"] = hf_hub_download(repo_id, "tokenizer.json", revision=revision,
+                                             cache_dir=hf_cache_dir(), etag_timeout=5)
+        except Exception as exc:  # noqa: BLE001 - reported below as one line
+            result["error"] = exc
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(HUB_DOWNLOAD_TIMEOUT_S)
+    if "path" in result:
+        return os.path.dirname(result["path"])
+    exc = result.get("error")
+    why = (f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if exc
+           else f"no answer within {HUB_DOWNLOAD_TIMEOUT_S:g} s")
+    raise TokenizerError(f"--tokenizer {repo_id!r}: could not download its tokenizer.json ({why}); "
+                         "gated models need HF_TOKEN; or pass a local tokenizer.json")
+
+
+def from_hub(spec: str, allow_download: bool = True, counting: str = GIVEN) -> Tokenizer | None:
+    """``org/name[@revision]`` from the local cache, else (online) downloaded. With
+    ``allow_download=False`` a model missing from the cache gives None."""
+    repo_id, _, revision = spec.partition("@")
+    snap = cached_snapshot(repo_id, revision or None)
+    if snap is not None and not (os.path.isfile(os.path.join(snap, "tokenizer.json")) or
+                                 os.path.isfile(os.path.join(snap, "vocab.json"))):
+        snap = None     # the cache holds other files of this model, not its tokenizer
+    if snap is None:
+        if not allow_download:
+            return None
+        if hf_offline():
+            raise TokenizerError(f"--tokenizer {spec!r}: not in the local Hugging Face cache "
+                                 f"({hf_cache_dir()}) and HF_HUB_OFFLINE is set; download it once "
+                                 "online, or pass a tokenizer.json path")
+        snap = _download(repo_id, revision or None)
+    return _from_hf(_load_dir(snap, spec), f"hf:{spec}", f"Hugging Face cache {snap}", counting)
+
+
+# -- tiktoken ---------------------------------------------------------------------------------
+def _tiktoken(encoding: str, allow_download: bool) -> Tokenizer:
+    """Raises TokenizerError. tiktoken's own download has no timeout, so it runs bounded, and
+    only after the host answered a quick connect."""
+    import tiktoken
+    if not _tiktoken_cached(encoding):
+        why = "offline" if not allow_download else _reachable(_TIKTOKEN_URL)
+        if why:
+            raise TokenizerError(f"--tokenizer tiktoken:{encoding}: the encoding is not cached "
+                                 f"and cannot be downloaded ({why}); set TIKTOKEN_CACHE_DIR to a "
+                                 "folder holding it, or pass a Hugging Face id or a tokenizer.json")
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["enc"] = tiktoken.get_encoding(encoding)
+        except Exception as exc:  # noqa: BLE001
+            result["error"] = exc
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(TIKTOKEN_DOWNLOAD_TIMEOUT_S)
+    if "enc" in result:
+        return from_tiktoken(result["enc"], encoding)
+    exc = result.get("error")
+    why = (f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}" if exc
+           else f"no answer within {TIKTOKEN_DOWNLOAD_TIMEOUT_S:g} s")
+    raise TokenizerError(f"--tokenizer tiktoken:{encoding}: the encoding is not available ({why}); "
+                         "offline it must be in TIKTOKEN_CACHE_DIR; or pass a Hugging Face id or "
+                         "a tokenizer.json")
+
+
+_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/"
+
+
+def _tiktoken_cached(encoding: str) -> bool:
+    """Is the encoding's file in tiktoken's cache (so loading it makes no network call)?"""
+    import hashlib
+    try:
+        import tiktoken_ext.openai_public as pub
+        ctor = pub.ENCODING_CONSTRUCTORS.get(encoding)
+    except Exception:  # noqa: BLE001
+        return False
+    if ctor is None:
+        return True     # a plugin encoding: let tiktoken decide
+    env = os.environ
+    if "TIKTOKEN_CACHE_DIR" in env:
+        cache = env["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in env:
+        cache = env["DATA_GYM_CACHE_DIR"]
+    else:
+        import tempfile
+        cache = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    src = {"o200k_base": "o200k_base.tiktoken", "cl100k_base": "cl100k_base.tiktoken",
+           "p50k_base": "p50k_base.tiktoken", "r50k_base": "r50k_base.tiktoken",
+           "p50k_edit": "p50k_base.tiktoken"}.get(encoding)
+    if src is None:
+        return False
+    url = _TIKTOKEN_URL + src
+    return os.path.isfile(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+
+
+# -- the entry point --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerRef:
+    """Where a server tokenizer may be asked: the target's root URL, model and headers."""
+    root: str
+    model: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _named(spec: str) -> Tokenizer:
+    if spec == "approx":
+        t = approx_tokenizer()
+        t.source = "words and punctuation (--tokenizer approx)"
+        return t
+    if spec.startswith("tiktoken"):
+        return _tiktoken(spec.split(":", 1)[1] if ":" in spec else "o200k_base", True)
+    if os.path.isdir(spec):
+        return _from_hf(_load_dir(spec, spec), f"hf:{os.path.basename(os.path.abspath(spec))}",
+                        f"folder {os.path.abspath(spec)}")
+    if os.path.isfile(spec):
+        name = os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec
+        return _from_hf(_load_json(spec, spec), f"hf:{name}", f"file {os.path.abspath(spec)}")
+    if _HF_ID_RE.match(spec.split("@", 1)[0]) and not spec.endswith(".json"):
+        tok = from_hub(spec)
+        assert tok is not None
+        return tok
+    raise TokenizerError(f"--tokenizer {spec!r}: no such file or folder, and not a Hugging Face "
+                         "id (org/name); give auto, server, ORG/NAME, DIR, tokenizer.json, "
+                         "tiktoken[:ENCODING] or approx")
+
+
+def local_auto(model: str | None = None) -> Tokenizer:
+    """The best tokenizer without asking the server: the model's own from the local cache,
+    else tiktoken if cached (or downloadable online), else words and punctuation."""
+    if model and _HF_ID_RE.match(model):
+        try:
+            tok = from_hub(model, allow_download=False, counting=EXACT_MODEL)
+        except TokenizerError:
+            tok = None
+        if tok is not None:
+            return tok
+    try:
+        tok = _tiktoken("o200k_base", allow_download=not hf_offline())
+        tok.approximate, tok.counting = True, APPROXIMATE + " (tiktoken o200k_base)"
+        return tok
+    except TokenizerError:
+        return approx_tokenizer()
+
+
+def _server_tokenizer(ref: ServerRef) -> Tokenizer:
+    from .server_tokenizer import detect
+    st = detect(ref.root, ref.model, ref.headers)
+    return Tokenizer(f"server:{ref.model}", st.encode, st.decode, counting=EXACT_SERVER,
+                     source=st.label, server=st)
+
+
+def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> Tokenizer:
+    """Resolve ``--tokenizer`` (see the module doc). Raises TokenizerError, one line."""
+    spec = (spec or os.environ.get("LLMBENCH_TOKENIZER") or "auto").strip()
+    if spec == "server":
+        if server is None:
+            raise TokenizerError("--tokenizer server needs a server to ask (--url)")
+        from .server_tokenizer import ServerTokenizeError
+        try:
+            tok = _server_tokenizer(server)
+        except ServerTokenizeError as exc:
+            raise TokenizerError(f"--tokenizer server: {exc}; pass --tokenizer ORG/NAME, DIR or "
+                                 "tokenizer.json to count locally")
+        tok.local = local_auto(server.model)
+        return tok
+    if spec != "auto":
+        return _named(spec)
+    why_not_server = None
+    if server is not None:
+        from .server_tokenizer import ServerTokenizeError
+        try:
+            tok = _server_tokenizer(server)
+            tok.fallback = tok.local = local_auto(server.model)
+            return tok
+        except ServerTokenizeError as exc:
+            why_not_server = str(exc)
+    tok = local_auto(server.model if server else None)
+    if tok.approximate:
+        tok.note = approximate_note(tok, why_not_server)
+    return tok
+
+
+def approximate_note(tok: Tokenizer, why_not_server: str | None) -> str:
+    what = ("tiktoken o200k_base, not the served model's tokenizer"
+            if tok.name.startswith("tiktoken") else "words and punctuation; no tokenizer found locally")
+    server = f"; the server cannot count: {why_not_server}" if why_not_server else ""
+    return (f"prompt token counts are approximate ({what}){server}. For exact counts pass "
+            "--tokenizer ORG/NAME (a Hugging Face id), DIR or tokenizer.json")

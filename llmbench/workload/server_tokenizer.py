@@ -1,0 +1,216 @@
+"""Ask the server to count: vLLM's and llama.cpp's ``/tokenize`` and ``/detokenize``.
+
+The served model's own tokenizer is the only exact count of a prompt, and vLLM (also SGLang) and
+llama.cpp expose it over HTTP. This runs before the load starts, never on the hot path, with
+short timeouts and an overall time budget, so a slow or absent endpoint costs seconds, not a run.
+
+Shapes (checked against vLLM's ``protocol.py``/``api_server.py`` and llama.cpp's server README):
+
+- vLLM / SGLang: ``POST /tokenize {"model", "prompt", "add_special_tokens"}`` ->
+  ``{"count", "max_model_len", "tokens": [...]}``; ``POST /detokenize {"model", "tokens"}`` ->
+  ``{"prompt"}``.
+- llama.cpp: ``POST /tokenize {"content", "add_special"}`` -> ``{"tokens": [...]}``;
+  ``POST /detokenize {"tokens"}`` -> ``{"content"}``. It ignores ``prompt``, answering
+  ``{"tokens": []}``, which is how the two are told apart.
+
+Special tokens (BOS) are not added: we count the user's text, as a chat template wraps it anyway.
+Standard library HTTP (one keep-alive connection per thread, no proxies, like the aiohttp
+client) keeps this usable from the synchronous CLI without an event loop.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
+CALL_TIMEOUT_S = 5.0         # one tokenize call
+BUDGET_S = 30.0              # all tokenizer work for one workload
+THREADS = 8
+
+
+class ServerTokenizeError(Exception):
+    """The server's /tokenize cannot be used; the message is one line for the user."""
+
+
+@dataclass
+class ServerTokenizer:
+    root: str                       # scheme://host:port
+    model: str
+    dialect: str                    # "vllm" (also SGLang) or "llamacpp"
+    headers: dict[str, str] = field(default_factory=dict)
+    budget_s: float = BUDGET_S
+    calls: int = 0
+    _deadline: float = 0.0
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.budget_s
+
+    @property
+    def label(self) -> str:
+        kind = "vLLM" if self.dialect == "vllm" else "llama.cpp"
+        return f"{kind} /tokenize at {self.root}"
+
+    # -- HTTP --------------------------------------------------------------------------------
+    def _post(self, path: str, body: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S) -> Any:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise ServerTokenizeError(
+                f"counting with the server's /tokenize took over {self.budget_s:g} s "
+                f"({self.calls} calls)")
+        status, data = _post(self._local, self.root, path, body, self.headers,
+                             min(timeout_s, left))
+        self.calls += 1
+        if status != 200:
+            raise ServerTokenizeError(f"POST {self.root}{path} answered HTTP {status}: "
+                                      f"{_short(data)}")
+        return data
+
+    def encode(self, text: str) -> list[int]:
+        if self.dialect == "vllm":
+            data = self._post("/tokenize", {"model": self.model, "prompt": text,
+                                            "add_special_tokens": False})
+        else:
+            data = self._post("/tokenize", {"content": text, "add_special": False})
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            raise ServerTokenizeError(f"{self.root}/tokenize answered without a token list")
+        # llama.cpp with with_pieces answers objects; we never ask for them, but accept them
+        return [t["id"] if isinstance(t, dict) else int(t) for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        if self.dialect == "vllm":
+            data = self._post("/detokenize", {"model": self.model, "tokens": list(ids)})
+            text = data.get("prompt") if isinstance(data, dict) else None
+        else:
+            data = self._post("/detokenize", {"tokens": list(ids)})
+            text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise ServerTokenizeError(f"{self.root}/detokenize answered without text")
+        return text
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Counts of many texts on a few connections at once; fails early when the budget
+        cannot hold them all (projected from the first calls), not after waiting it out."""
+        if not texts:
+            return []
+        out: list[int] = [0] * len(texts)
+        t0 = time.monotonic()
+        done = 0
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize") as pool:
+            futures = [pool.submit(self.count, t) for t in texts]
+            try:
+                for i, f in enumerate(futures):
+                    out[i] = f.result()
+                    done += 1
+                    if done == 4 * THREADS:
+                        per = (time.monotonic() - t0) / done
+                        need = per * (len(texts) - done)
+                        if need > self._deadline - time.monotonic():
+                            raise ServerTokenizeError(
+                                f"counting {len(texts)} prompts with the server's /tokenize would "
+                                f"take about {need + per * done:.0f} s ({per * 1000:.1f} ms "
+                                f"each), over the {self.budget_s:g} s budget")
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+        return out
+
+
+def _short(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            return str(err)[:160]
+    return str(data)[:160].replace("\n", " ")
+
+
+def _connection(local: threading.local, root: str, timeout_s: float) -> http.client.HTTPConnection:
+    conn = getattr(local, "conn", None)
+    if conn is None or getattr(local, "root", None) != root:
+        parts = urlsplit(root)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+        local.conn, local.root = conn, root
+    conn.timeout = timeout_s
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout_s)
+    return conn
+
+
+def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
+          headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
+    payload = json.dumps(body).encode()
+    h = {**headers, "content-type": "application/json", "accept": "application/json"}
+    last: Exception | None = None
+    for attempt in range(2):     # a kept-alive connection the server closed: reconnect once
+        conn = _connection(local, root, timeout_s)
+        try:
+            conn.request("POST", path, payload, h)
+            resp = conn.getresponse()
+            raw = resp.read()
+            if resp.getheader("connection", "").lower() == "close":
+                conn.close()
+                local.conn = None
+        except (http.client.HTTPException, ConnectionError) as exc:
+            conn.close()
+            local.conn = None
+            last = exc
+            if attempt == 0 and not isinstance(exc, ConnectionRefusedError):
+                continue
+            raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__}: {exc}")
+        except OSError as exc:   # timeout, unreachable host
+            conn.close()
+            local.conn = None
+            raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__} "
+                                      f"{exc or ''}".strip())
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            data = raw[:160].decode("utf-8", "replace")
+        return resp.status, data
+    raise ServerTokenizeError(f"POST {root}{path}: {last}")
+
+
+def detect(root: str, model: str, headers: dict[str, str] | None = None,
+           timeout_s: float = PROBE_TIMEOUT_S, budget_s: float | None = None) -> ServerTokenizer:
+    """The server's tokenizer, or ServerTokenizeError saying in one line why not."""
+    headers = dict(headers or {})
+    budget_s = BUDGET_S if budget_s is None else budget_s
+    local = threading.local()
+    sample = "Hello world, how are you?"
+    status, data = _post(local, root, "/tokenize",
+                         {"model": model, "prompt": sample, "add_special_tokens": False},
+                         headers, timeout_s)
+    if status in (401, 403):
+        raise ServerTokenizeError(f"{root}/tokenize refused the request (HTTP {status}); "
+                                  "check --api-key / --header")
+    if status in (404, 405, 501) and not (isinstance(data, dict) and "model" in _short(data)):
+        raise ServerTokenizeError(f"{root} has no /tokenize (HTTP {status})")
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if status == 200 and isinstance(tokens, list) and tokens:
+        tok = ServerTokenizer(root, model, "vllm", headers, budget_s)
+    else:
+        # llama.cpp reads "content" and answers {"tokens": []} to a body without it
+        status2, data2 = _post(local, root, "/tokenize", {"content": sample, "add_special": False},
+                               headers, timeout_s)
+        tokens2 = data2.get("tokens") if isinstance(data2, dict) else None
+        if status2 == 200 and isinstance(tokens2, list) and tokens2:
+            tok = ServerTokenizer(root, model, "llamacpp", headers, budget_s)
+        else:
+            raise ServerTokenizeError(f"{root}/tokenize answered HTTP {status}: {_short(data)}")
+    tok._local = local
+    return tok
