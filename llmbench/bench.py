@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import metrics
+from . import metrics, slo
+from .exitcodes import EXIT_THRESHOLD
 from . import timeline as timeline_mod
 from .client import RequestParams, Timeouts
 from .load import arrivals
@@ -54,6 +55,7 @@ class RunPlan:
     served_by_header: str | None = None
     count_tokens: Any = None
     server_probe: str = "auto"
+    thresholds: list[Any] = field(default_factory=list)     # slo.Threshold, checked at the end
 
 
 def _live(session: Session, events_last_s: int) -> str:
@@ -85,7 +87,9 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     t0 = t0_holder.get("t0")
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(plan.metric_percentiles))
     summary = metrics.summarize(records, t0=t0, goodput_slo_ms=plan.goodput_slo_ms,
-                                stall_s=plan.stall_s, percentiles=percentiles)
+                                stall_s=plan.stall_s, percentiles=percentiles,
+                                within=slo.within_requests(plan.thresholds))
+    checks = slo.check_all(plan.thresholds, summary)
     mon = busy(harness.monitor.samples)
     status = "partial" if harness.interrupted else "complete"
     run = {
@@ -109,6 +113,7 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
         "environment": environment(),
         "monitor": {**mon, "samples": [s.__dict__ for s in harness.monitor.samples]},
         "summary": summary,
+        "thresholds": checks,
         "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
                          "samples": len(harness.server_samples),
                          "view": server_view(harness.server_samples)},
@@ -125,6 +130,8 @@ async def _run(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
+    elif any(not c["ok"] for c in checks):
+        code = EXIT_THRESHOLD
     return run, code
 
 
@@ -139,6 +146,8 @@ def execute(plan: RunPlan) -> int:
                                max_concurrency=plan.max_concurrency or plan.concurrency,
                                request_rate=plan.rate))
     print(console.extras(s, run["monitor"]))
+    if run["thresholds"]:
+        print(console.threshold_lines(run["thresholds"]))
     for w in plan.workload.warnings:
         print(f"note: {w}")
     if run["status"] == "partial":
@@ -153,4 +162,6 @@ def execute(plan: RunPlan) -> int:
                        "burstiness": plan.burstiness, "max_concurrency":
                        plan.max_concurrency or plan.concurrency})
         Path(plan.save_result).write_text(json.dumps(clean_nan(result), indent=2) + "\n")
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return code

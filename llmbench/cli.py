@@ -235,10 +235,12 @@ def run(
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", help="Gate on the run's summary, e.g. 'ttft.p95_all<=2s' (repeatable; grammar as ramp's); exit 99 if one fails.")] = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
     from .bench import RunPlan, execute
     from .client import RequestParams, Timeouts
+    from .slo import parse_threshold
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
@@ -293,6 +295,7 @@ def run(
     if any(not 0 < p < 100 for p in mp):
         raise UsageError("--metric-percentiles must lie between 0 and 100")
     labels = _parse_labels(label)
+    thresholds = [parse_threshold(t) for t in threshold or []]
     count = (requests or 1000) + warmup
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(url_, model or model_, api, api_key, header)
@@ -312,7 +315,7 @@ def run(
                        labels=labels, save_result=save_result, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
                        served_by_header=served_by_header, count_tokens=tok.count,
-                       server_probe=_check_probe(server_probe))
+                       server_probe=_check_probe(server_probe), thresholds=thresholds)
         if plan.concurrency is None and plan.rate is None:
             plan.concurrency = 1
         code = execute(plan)

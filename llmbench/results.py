@@ -60,8 +60,14 @@ def _default(o: Any) -> Any:
 
 
 def clean_nan(obj: Any) -> Any:
+    """Valid JSON: NaN (no value) becomes null; +-inf becomes the string "inf"/"-inf" (as vLLM
+    writes an infinite request rate), so an infinite p95 "incl. failures" is not read as missing."""
     if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+        if obj != obj:
+            return None
+        if obj in (float("inf"), float("-inf")):
+            return "inf" if obj > 0 else "-inf"
+        return obj
     if isinstance(obj, dict):
         return {k: clean_nan(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -47,6 +47,13 @@ def _boundary(ax, loads: Sequence[float], held: Sequence[bool]) -> None:
     ax.axvspan(x, max(loads) + (loads[-1] - loads[0]) * 0.05 + 0.5, color="#d62728", alpha=0.06)
 
 
+def _finite(v: Any) -> float:
+    if v is None:
+        return float("nan")
+    v = float(v)
+    return v if np.isfinite(v) else float("nan")
+
+
 def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str) -> str:
     plt = _plt()
     loads = [s["load"] for s in steps]
@@ -55,7 +62,8 @@ def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], 
     for ax, metric, title in ((axes[0], "ttft", "Time to first token"),
                               (axes[1], "itl", "Time between tokens (ITL)")):
         for stat, style in (("median", "-o"), ("p95", "-s"), ("p99", ":^")):
-            ys = [s["summary"].get(f"{stat}_{metric}_ms") for s in steps]
+            # a step with no data has no point (None, or "inf" read back from run.json)
+            ys = [_finite(s["summary"].get(f"{stat}_{metric}_ms")) for s in steps]
             ax.plot(loads, ys, style, markersize=4, label=stat)
         limit = thresholds.get(metric)
         if limit is not None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..slo import ThresholdError, parse_threshold
 from . import charts
+from ..verdict import step_state
 from .console import fmt_ms
 from .data import Latencies, load, read_jsonl
 
@@ -62,7 +63,8 @@ def _thresholds(run: dict[str, Any]) -> dict[str, float]:
             t = parse_threshold(text)
         except ThresholdError:
             continue
-        if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99"):
+        if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99", "p95_all",
+                                                      "median_all", "p50_all", "p99_all"):
             out.setdefault(t.metric, t.value)
     return out
 
@@ -71,12 +73,12 @@ def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[s
     rows, classes = [], []
     for st in steps:
         s = st["summary"]
-        failed = [c["threshold"] for c in st.get("checks", []) if not c["ok"]]
+        failed = [c.get("text") or c["threshold"] for c in st.get("checks", []) if not c["ok"]]
         rows.append([f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
                      fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
                      fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
                      f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
-                     "held" if st["held"] else "over: " + ", ".join(failed)])
+                     "held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed)])
         classes.append("held" if st["held"] else "over")
     return rows, classes
 
