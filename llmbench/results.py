@@ -130,8 +130,10 @@ def headline(run: dict[str, Any]) -> str:
         return (run.get("verdict") or {}).get("result", "")
     if kind == "run":
         s = run.get("summary") or {}
+        ttft = s.get("median_ttft_ms")         # None when no request succeeded
         return (f"{s.get('completed')} ok, {s.get('failed')} failed, TTFT p50 "
-                f"{s.get('median_ttft_ms', 0):.0f} ms, {s.get('output_throughput', 0):.1f} tok/s")
+                + ("–" if ttft is None else f"{float(ttft):.0f} ms")
+                + f", {s.get('output_throughput') or 0:.1f} tok/s")
     if kind == "probe":
         b = run.get("router_bound")
         return f"router-bound from {b['users']} users" if b else "no router-bound step"

@@ -107,6 +107,11 @@ def test_run_against_a_silent_server_fails_its_threshold_and_stores_null(tmp_pat
     run = strict_json(only_run(tmp_path) / "run.json")
     s = run["summary"]
     assert s["p99_ttft_ms"] is None and s["n_ttft"] == 0 and s["p95_all_ttft_ms"] == "inf"
+    assert "could not write report.html" not in r.stderr
+    page = (only_run(tmp_path) / "report.html").read_text()
+    assert "<td class=\"\">–</td>" in page and "∞" in page and "FAILED" in page
+    listing = llmbench("runs", "--out", str(tmp_path))
+    assert listing.returncode == 0 and "0 ok, 2 failed, TTFT p50 –" in listing.stdout
 
 
 def test_compare_does_not_pass_a_dead_candidate(mock_factory, tmp_path):
