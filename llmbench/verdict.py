@@ -161,7 +161,7 @@ def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
     failed.sort(key=lambda c: bool(c.get("reason")))
     parts = []
     for c in failed[:2]:
-        parts.append(_describe_check(c))
+        parts.append(_describe_check(c, int(broke["summary"].get("failed") or 0)))
     return head + f" At {broke['load']:g} {unit}, " + "; ".join(parts) + "."
 
 
@@ -170,7 +170,8 @@ NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2el": "E2EL",
          "itl_per_token": "ITL per token", "max_gap": "max gap"}
 
 
-def _describe_check(c: dict[str, Any]) -> str:
+def _describe_check(c: dict[str, Any], failed: int | None = None) -> str:
+    """``failed``: failed requests in the step; with none, a p95_all is just the p95."""
     metric, stat, limit = c["metric"], c["stat"], c["limit"]
     actual = _num(c["actual"])
     if c.get("reason"):
@@ -183,7 +184,9 @@ def _describe_check(c: dict[str, Any]) -> str:
     if stat is not None:
         rel = "over" if actual > limit else "under"
         name = NAMES.get(metric, metric)
-        if stat.endswith("_all"):
+        if stat.endswith("_all") and failed == 0:
+            name += f" {stat.removesuffix('_all')}"
+        elif stat.endswith("_all"):
             name += f" {stat.removesuffix('_all')} incl. failures"
             if actual == float("inf"):
                 return f"{name} was ∞ (too many requests failed), {rel} {_fmt_ms(limit)}"
