@@ -7,7 +7,7 @@ Every server here is a real one on loopback: the mock, or a RawServer that misbe
 import json
 from pathlib import Path
 
-from conftest import RawServer, chunk, http_head
+from conftest import RawServer, http_head
 from test_cli import llmbench, only_run
 
 FAST = ["--ramp-in", "0.5s", "--hold", "3s", "--think", "0", "--turns", "1",
