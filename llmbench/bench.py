@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import metrics
-from . import checks
+from . import checks, metrics, slo
+from .exitcodes import EXIT_THRESHOLD
 from . import timeline as timeline_mod
 from .client import RequestParams, Timeouts
 from .load import arrivals
@@ -62,6 +62,7 @@ class RunPlan:
     served_by_header: str | None = None
     count_tokens: Any = None
     server_probe: str = "auto"
+    thresholds: list[Any] = field(default_factory=list)     # slo.Threshold, checked at the end
 
 
 def _live(session: Session, events_last_s: int) -> str:
@@ -98,9 +99,11 @@ async def _run(plan: RunPlan, run_dir: Path | None, keep: dict[str, Any] | None 
     t0 = t0_holder.get("t0")
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(plan.metric_percentiles))
     summary = metrics.summarize(records, t0=t0, goodput_slo_ms=plan.goodput_slo_ms,
-                                stall_s=plan.stall_s, percentiles=percentiles)
+                                stall_s=plan.stall_s, percentiles=percentiles,
+                                within=slo.within_requests(plan.thresholds))
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
+    threshold_results = slo.check_all(plan.thresholds, summary)
     mon = busy(harness.monitor.samples)
     status = "partial" if harness.interrupted else "complete"
     run = {
@@ -128,6 +131,7 @@ async def _run(plan: RunPlan, run_dir: Path | None, keep: dict[str, Any] | None 
         "output_length": checks.as_dict(records, plan.params.ignore_eos, plan.target.api),
         "not_streamed": checks.not_streamed(records, plan.params.stream),
         "connection_resends": checks.resends(records),
+        "thresholds": threshold_results,
         "server_probe": {"kind": harness.server_kind, "note": harness.server_note,
                          "samples": len(harness.server_samples),
                          "view": server_view(harness.server_samples)},
@@ -144,6 +148,8 @@ async def _run(plan: RunPlan, run_dir: Path | None, keep: dict[str, Any] | None 
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
+    elif any(not c["ok"] for c in threshold_results):
+        code = EXIT_THRESHOLD
     if keep is not None:
         keep.update(records=records, texts=texts)
     return run, code
@@ -180,6 +186,8 @@ def execute(plan: RunPlan) -> int:
                                max_concurrency=plan.max_concurrency or plan.concurrency,
                                request_rate=plan.rate))
     print(console.extras(s, run["monitor"]))
+    if run["thresholds"]:
+        print(console.threshold_lines(run["thresholds"]))
     for w in plan.workload.warnings:
         print(f"note: {w}")
     for w in checks.notes(run):
@@ -193,4 +201,6 @@ def execute(plan: RunPlan) -> int:
         path, result = _vllm_result(plan, s, keep["records"], keep["texts"])
         vllm_json.write(path, result, plan.append_result)
         print(f"vLLM result JSON: {path}" + (" (appended)" if plan.append_result else ""))
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return code

@@ -284,10 +284,12 @@ def run(
     out: Out = Path("results"),
     progress: Progress = None,
     max_tokens_field: MaxTokensField = "auto",
+    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="Gate on the run's summary, e.g. 'ttft.p95_all<=2s' (repeatable; grammar as ramp's); exit 99 if one fails.", rich_help_panel=P_GATES)] = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
     from .bench import RunPlan, execute
     from .client import RequestParams, Timeouts
+    from .slo import parse_threshold
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
@@ -347,6 +349,7 @@ def run(
         meta = parse_metadata(metadata)
     except ValueError as exc:
         raise UsageError(str(exc))
+    thresholds = [parse_threshold(t) for t in threshold or []]
     count = (requests or 1000) + warmup
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(url_, model or model_, api, api_key, header)
@@ -370,7 +373,7 @@ def run(
                        result_filename=result_filename, metadata=meta, percentile_metrics=pm,
                        metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
                        served_by_header=served_by_header, count_tokens=tok.count,
-                       server_probe=_check_probe(server_probe))
+                       server_probe=_check_probe(server_probe), thresholds=thresholds)
         if plan.concurrency is None and plan.rate is None:
             plan.concurrency = 1
         code = execute(plan)
@@ -451,7 +454,7 @@ def ramp(
     ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).", rich_help_panel=P_STEPS)] = None,
     hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).", rich_help_panel=P_STEPS)] = None,
     think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.", rich_help_panel=P_STEPS)] = None,
-    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="e.g. 'ttft.p95<=2s' (repeatable). Default: ttft.p95<=2s, itl.p95<=200ms, errors==0.", rich_help_panel=P_GATES)] = None,
+    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="e.g. 'ttft.p95_all<=2s' (repeatable). Default: ttft.p95_all<=2s, itl.p95<=200ms, errors==0.", rich_help_panel=P_GATES)] = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
     generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
     expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.", rich_help_panel=P_GATES)] = None,

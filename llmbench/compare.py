@@ -3,6 +3,11 @@
 The first run is the baseline. For every common step, each chosen metric's relative change gets
 a 95% bootstrap interval from the per-request data of both runs; a regression is a change
 whose whole interval lies beyond ``--max-regression`` in the worse direction.
+
+Whatever metrics were chosen, every common step also compares the error rate and the count of
+completed requests: a candidate whose requests fail is never "held: +0.0 %". A metric that can
+be measured on the baseline but not on the candidate (no successful request) is a regression;
+nothing is skipped without a line saying so.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+import math
 
 import numpy as np
 
@@ -45,8 +52,11 @@ class Loaded:
         if kind == "run":
             load_cfg = self.run.get("config", {}).get("load", {})
             s = self.run.get("summary") or {}
-            return [{"index": -1, "load": load_cfg.get("concurrency") or load_cfg.get("rate") or 0,
-                     "summary": s, "held": True, "hold_start": None, "hold_end": None}]
+            checks = self.run.get("thresholds") or []
+            level = load_cfg.get("concurrency") or load_cfg.get("rate") or 0
+            return [{"index": -1, "load": float(level),      # "inf" for --rate inf
+                     "summary": s, "held": all(c["ok"] for c in checks), "checks": checks,
+                     "hold_start": None, "hold_end": None}]
         raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
 
     @property
@@ -132,6 +142,87 @@ def _duration(step: dict[str, Any], run: Loaded) -> float | None:
     return step["hold_end"] - step["hold_start"]
 
 
+# 95% two-sided
+_Z = 1.959964
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + _Z * _Z / n
+    mid = (p + _Z * _Z / (2 * n)) / den
+    half = _Z * math.sqrt(p * (1 - p) / n + _Z * _Z / (4 * n * n)) / den
+    return max(mid - half, 0.0), min(mid + half, 1.0)
+
+
+def error_rate_change(kb: int, nb: int, ko: int, no: int) -> tuple[float, float, float]:
+    """(difference, low, high) of the error rates other - base, in absolute terms, with
+    Newcombe's 95% interval (hybrid Wilson score): sound with 0 failures and small counts,
+    where a bootstrap of a step with no failure says nothing."""
+    pb, po = kb / nb, ko / no
+    lb, ub = _wilson(kb, nb)
+    lo_, uo = _wilson(ko, no)
+    d = po - pb
+    return (d, d - math.sqrt((po - lo_) ** 2 + (ub - pb) ** 2),
+            d + math.sqrt((uo - po) ** 2 + (pb - lb) ** 2))
+
+
+def completed_change(cb: int, co: int) -> tuple[float, float, float] | None:
+    """(point, low, high) relative change of completed requests other/base - 1, counts taken as
+    Poisson (normal approximation on the log of the ratio). None when either side is 0."""
+    if cb <= 0 or co <= 0:
+        return None
+    r = math.log(co / cb)
+    se = math.sqrt(1 / cb + 1 / co)
+    return math.exp(r) - 1, math.exp(r - _Z * se) - 1, math.exp(r + _Z * se) - 1
+
+
+def _missing(summary: dict[str, Any], metric: str) -> str | None:
+    """Why a metric cannot be computed from a step, or None when it can."""
+    # bootstrap_change needs two successful requests on each side, for every metric
+    completed = int(summary.get("completed") or 0)
+    return None if completed >= 2 else f"{completed} successful request(s), need 2"
+
+
+def _gate_checks(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
+                 max_regression: float | None) -> list[dict[str, Any]]:
+    """Error rate and completed requests of one common step, whatever --metric says."""
+    out = []
+    bs, os_ = sb["summary"], so["summary"]
+    nb, no = int(bs.get("requests") or 0), int(os_.get("requests") or 0)
+    kb, ko = int(bs.get("failed") or 0), int(os_.get("failed") or 0)
+    row = {"run": other.name, "load": sb["load"]}
+    if nb and no:
+        d, lo, hi = error_rate_change(kb, nb, ko, no)
+        # more failures than chance explains (the whole interval above 0) is a regression at
+        # any --max-regression: a limit on latency is not a licence to fail requests
+        bad = max_regression is not None and lo > 0
+        out.append({**row, "metric": "error_rate", "base": kb / nb, "value": ko / no,
+                    "change": d, "ci": [lo, hi], "regression": bad, "absolute": True,
+                    "note": f"{kb}/{nb} -> {ko}/{no} failed"})
+    else:
+        out.append({**row, "metric": "error_rate", "base": kb / nb if nb else None,
+                    "value": ko / no if no else None, "change": None, "ci": None,
+                    "regression": max_regression is not None and nb > 0 and not no,
+                    "note": f"no request on {'the candidate' if nb else 'the baseline'}"})
+    cb, co = int(bs.get("completed") or 0), int(os_.get("completed") or 0)
+    res = completed_change(cb, co)
+    if res is not None:
+        point, lo, hi = res
+        out.append({**row, "metric": "completed", "base": cb, "value": co, "change": point,
+                    "ci": [lo, hi], "regression": max_regression is not None
+                    and hi < -max_regression, "note": None})
+    else:
+        out.append({**row, "metric": "completed", "base": cb, "value": co,
+                    "change": -1.0 if cb else None, "ci": None,
+                    "regression": max_regression is not None and cb > 0,
+                    "note": "no request completed on the candidate" if cb else
+                            "no request completed on the baseline: nothing to compare with"})
+    return out
+
+
 def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
             max_regression: float | None = None) -> dict[str, Any]:
     for m in metrics:
@@ -168,16 +259,29 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                 bad = max_regression is not None and change < -max_regression
                 checks.append({"run": other.name, "metric": m, "load": None, "base": base.held,
                                "value": other.held, "change": change, "ci": None,
-                               "regression": bad})
+                               "regression": bad, "note": None})
                 if bad:
                     regressions.append(checks[-1])
                 continue
             for sb in base.steps:
                 so = next((s for s in other.steps if s["load"] == sb["load"]), None)
                 if so is None:
-                    continue
+                    continue          # reported once per step by the error-rate gate below
                 res = bootstrap_change(base, other, sb, so, m, seed=int(sb["load"] * 10))
                 if res is None:
+                    why_b, why_o = _missing(sb["summary"], m), _missing(so["summary"], m)
+                    if why_b is None and why_o is None:
+                        why_b = "the baseline's value is 0"
+                    # measurable on the baseline, not on the candidate: that is a regression
+                    bad = max_regression is not None and why_b is None
+                    note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
+                            else f"cannot be computed on the baseline ({why_b})")
+                    checks.append({"run": other.name, "metric": m, "load": sb["load"],
+                                   "base": sb["summary"].get(key),
+                                   "value": so["summary"].get(key), "change": None, "ci": None,
+                                   "regression": bad, "note": note})
+                    if bad:
+                        regressions.append(checks[-1])
                     continue
                 point, lo, hi = res
                 bad = False
@@ -185,9 +289,30 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                     bad = lo > max_regression if worse_up else hi < -max_regression
                 checks.append({"run": other.name, "metric": m, "load": sb["load"],
                                "base": sb["summary"].get(key), "value": so["summary"].get(key),
-                               "change": point, "ci": [lo, hi], "regression": bad})
+                               "change": point, "ci": [lo, hi], "regression": bad, "note": None})
                 if bad:
                     regressions.append(checks[-1])
+        last_other = max((s["load"] for s in other.steps), default=0.0)
+        other_broke = any(not s["held"] for s in other.steps)
+        for sb in base.steps:
+            so = next((s for s in other.steps if s["load"] == sb["load"]), None)
+            if so is None:
+                # the candidate stopped before this load (it broke earlier): a regression;
+                # a load it simply did not plan is said, not counted
+                stopped = other_broke and last_other < sb["load"]
+                checks.append({"run": other.name, "metric": "step", "load": sb["load"],
+                               "base": None, "value": None, "change": None, "ci": None,
+                               "regression": max_regression is not None and stopped
+                               and sb["held"],
+                               "note": "the candidate stopped before this load" if stopped
+                                       else "the candidate has no step at this load"})
+                if checks[-1]["regression"]:
+                    regressions.append(checks[-1])
+                continue
+            for c in _gate_checks(base, other, sb, so, max_regression):
+                checks.append(c)
+                if c["regression"]:
+                    regressions.append(c)
     return {"runs": [{"name": r.name, "path": str(r.path), "held": r.held,
                       "fingerprint": fps[r.name], "status": r.run.get("status")} for r in runs],
             "table": table, "checks": checks, "regressions": regressions, "warnings": warnings,

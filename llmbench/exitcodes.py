@@ -7,3 +7,6 @@ EXIT_UNREACHABLE = 3
 EXIT_OVERLOADED = 4
 EXIT_REFUSED = 5
 EXIT_INTERRUPTED = 130
+# a threshold failed, as k6 does: `run --threshold` breached, or a ramp whose first step did not
+# hold (no load level met the thresholds)
+EXIT_THRESHOLD = 99

@@ -15,6 +15,9 @@ from .records import Record, measured
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 EXTRA_METRICS = ("client_queue", "e2el_from_schedule", "itl_per_token", "max_gap")
+# Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
+# +inf, so the percentile says what share of *all* users got an answer in time.
+CENSORED_METRICS = ("ttft", "e2el", "e2el_from_schedule")
 ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
@@ -62,15 +65,60 @@ def per_request(rec: Record) -> PerRequest:
 
 
 def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES
-             ) -> dict[str, float]:
-    """numpy mean/median/population std/linear percentiles in ms; like vLLM, 0 for an empty list."""
-    arr = np.asarray(values_s if len(values_s) else [0.0], dtype=float) * 1000.0
-    out = {"mean": float(np.mean(arr)), "median": float(np.median(arr)),
-           "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
-           "count": len(values_s)}
+             ) -> dict[str, float | None]:
+    """numpy mean/median/population std/linear percentiles in ms.
+
+    An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
+    and passes any latency limit; a missing number must never look like a good one)."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    if not len(values_s):
+        return {**{k: None for k in names}, "count": 0}
+    arr = np.asarray(values_s, dtype=float) * 1000.0
+    out: dict[str, float | None] = {
+        "mean": float(np.mean(arr)), "median": float(np.median(arr)),
+        "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
+        "count": len(values_s)}
     for p in percentiles:
         out[f"p{pct_word(p)}"] = float(np.percentile(arr, p))
     return out
+
+
+def min_samples(stat: str) -> int:
+    """How many values a statistic needs before it means anything.
+
+    A percentile pQ needs n >= 0.25 / (1 - Q) values (p90: 3, p95: 5, p99: 25): below that,
+    fewer than a quarter of a value is expected above the percentile, so the "p95" is just the
+    largest of a handful of numbers. The mean, median, min and max need one value, std two."""
+    stat = stat.removesuffix("_all")
+    if stat in ("mean", "median", "min", "max"):
+        return 1
+    if stat == "std":
+        return 2
+    q = float(stat[1:]) / 100.0
+    return max(int(np.ceil(0.25 / (1.0 - q) - 1e-9)), 1)
+
+
+def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
+    requests counts as +inf (it never got its answer: a censored observation). None when there
+    is no request at all; +inf when the rank falls among the failures."""
+    n = len(values_s) + n_failed
+    if n == 0:
+        return None
+    v = sorted(float(x) * 1000.0 for x in values_s) + [float("inf")] * n_failed
+    h = (n - 1) * p / 100.0
+    lo = int(np.floor(h))
+    hi = min(lo + 1, n - 1)
+    if h == lo or v[hi] == v[lo]:
+        return v[lo]
+    if v[hi] == float("inf"):
+        return float("inf")
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def within_key(metric: str, limit_ms: float) -> str:
+    """Summary key of "the share of all requests that succeeded with METRIC <= limit"."""
+    return f"within_{metric}_{limit_ms:g}ms"
 
 
 def _buckets(ok: list[Record]) -> tuple[float, int]:
@@ -100,10 +148,14 @@ def goodput_ok(p: PerRequest, slo_ms: dict[str, float]) -> bool:
 
 def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: float | None = None,
               goodput_slo_ms: dict[str, float] | None = None, stall_s: float = 1.0,
-              percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True
-              ) -> dict[str, Any]:
+              percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True,
+              within: Iterable[tuple[str, float]] = ()) -> dict[str, Any]:
     """The run (or step) summary. ``t0`` is when dispatch began; ``t_end`` overrides the end
-    (both default to what the records say: first scheduled time, last completion)."""
+    (both default to what the records say: first scheduled time, last completion).
+
+    Latency statistics of an empty set are None, never 0. ``n_<metric>`` says how many values
+    each statistic stands on. ``within`` asks for (metric, limit_ms) shares: of all measured
+    requests, the share that succeeded with that metric at or under the limit."""
     recs = measured(records)
     percentiles = tuple(percentiles)
     ok = [r for r in recs if r.ok]
@@ -146,11 +198,26 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
         st = stats_ms(values, percentiles)
         for stat, v in st.items():
             if stat == "count":
+                s[f"n_{name}"] = v
                 continue
             s[f"{stat}_{name}_ms"] = v
+    # failure-aware figures (llmbench's own names): failed requests count as +inf
+    for name in CENSORED_METRICS:
+        values = series[name]
+        s[f"n_{name}_all"] = len(recs)
+        for p in sorted(set(percentiles) | {50.0}):
+            stat = "median" if p == 50.0 else f"p{pct_word(p)}"
+            s[f"{stat}_all_{name}_ms"] = censored_percentile_ms(values, len(failed), p)
+    for name, limit_ms in within:
+        values = series.get(name)
+        if values is None:
+            continue
+        s[within_key(name, limit_ms)] = (sum(1 for v in values if v * 1000.0 <= limit_ms)
+                                         / len(recs)) if recs else None
     # llmbench's extras
     s["requests"] = len(recs)
-    s["error_rate"] = len(failed) / len(recs) if recs else 0.0
+    s["completed_share"] = len(ok) / len(recs) if recs else None
+    s["error_rate"] = len(failed) / len(recs) if recs else None
     s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
     s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
     s["error_samples"] = _error_samples(failed)

@@ -19,6 +19,7 @@ from .load.users import RampPlan, StepResult, run_ramp
 from .report import console
 from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
+from .exitcodes import EXIT_THRESHOLD
 from .runner import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness,
                      PreflightError, report_failed)
 from .target import Target
@@ -85,9 +86,7 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             sys.stderr.write("\r\x1b[K")
         print(console.ramp_row(step.as_dict()), flush=True)
         if step.monitor.get("overloaded"):
-            print(f"warning: the load generator was busy during this step (lag p99 "
-                  f"{step.monitor['lag_p99_ms']:.1f} ms, CPU {step.monitor['cpu_pct']:.0f}%)",
-                  flush=True)
+            print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None:
             _write(partial=True)
 
@@ -97,7 +96,8 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         session = records_holder.get("session")
         records = session.records if session is not None else []
         steps = [s.as_dict() for s in done_steps]
-        verdict = verdict_mod.explain(steps, records, unit, harness.server_samples)
+        verdict = verdict_mod.explain(steps, records, unit, harness.server_samples,
+                                      planned=len(plan.steps))
         run = {
             "schema_version": SCHEMA_VERSION, "kind": "ramp",
             "status": "partial" if partial else "complete",
@@ -157,13 +157,20 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     held = max((s["load"] for s in steps if s["held"]), default=0)
     reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(plan.steps)
     broke = next((s for s in steps if not s["held"]), None)
+    # A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
+    # it held fewer than --expect-users (1), or, without --expect-users, when its first step
+    # did not hold: no load level met the thresholds (99, k6's code for failed thresholds).
+    # Only a step the load generator's own lag could have broken is "not trustworthy" (4).
     code = EXIT_OK
     if harness.interrupted:
         code = EXIT_INTERRUPTED
-    elif broke is not None and (broke.get("monitor") or {}).get("overloaded"):
+    elif broke is not None and run["verdict"]["kind"] == "load_generator":
         code = EXIT_OVERLOADED
-    elif r.expect is not None and held < r.expect and not reached_top:
-        code = EXIT_EXPECTATION
+    elif r.expect is not None:
+        if held < r.expect and not reached_top:
+            code = EXIT_EXPECTATION
+    elif steps and not steps[0]["held"]:
+        code = EXIT_THRESHOLD
     return run, code
 
 
@@ -182,6 +189,8 @@ def execute(r: RampRun) -> int:
         print(f"note: {w}")
     for w in checks.notes(run):
         print(f"note: {w}")
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
     if run["status"] == "partial":
         print("PARTIAL RESULT: the ramp was interrupted; finished steps are kept.")
     if run_dir is not None:

@@ -60,8 +60,14 @@ def _default(o: Any) -> Any:
 
 
 def clean_nan(obj: Any) -> Any:
+    """Valid JSON: NaN (no value) becomes null; +-inf becomes the string "inf"/"-inf" (as vLLM
+    writes an infinite request rate), so an infinite p95 "incl. failures" is not read as missing."""
     if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+        if obj != obj:
+            return None
+        if obj in (float("inf"), float("-inf")):
+            return "inf" if obj > 0 else "-inf"
+        return obj
     if isinstance(obj, dict):
         return {k: clean_nan(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -124,8 +130,10 @@ def headline(run: dict[str, Any]) -> str:
         return (run.get("verdict") or {}).get("result", "")
     if kind == "run":
         s = run.get("summary") or {}
+        ttft = s.get("median_ttft_ms")         # None when no request succeeded
         return (f"{s.get('completed')} ok, {s.get('failed')} failed, TTFT p50 "
-                f"{s.get('median_ttft_ms', 0):.0f} ms, {s.get('output_throughput', 0):.1f} tok/s")
+                + ("–" if ttft is None else f"{float(ttft):.0f} ms")
+                + f", {s.get('output_throughput') or 0:.1f} tok/s")
     if kind == "probe":
         b = run.get("router_bound")
         return f"router-bound from {b['users']} users" if b else "no router-bound step"

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .records import Record
+from .slo import HELD, NO_DATA, OVER
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -68,35 +69,130 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
             "slots": slots[-1] if slots else None, "samples": len(window)}
 
 
-def _fmt_ms(v: float) -> str:
+def _fmt_ms(v: float | str | None) -> str:
+    if v is None:
+        return "–"
+    v = float(v)
+    if v != v:
+        return "–"
+    if v == float("inf"):
+        return "∞"
     return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms"
 
 
-def result_line(steps: Sequence[dict[str, Any]], unit: str = "users") -> str:
-    """'Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2 s.'"""
+def _num(v: Any) -> float | None:
+    """A summary number as read back from run.json ("inf" strings, nulls) or from memory."""
+    if v is None:
+        return None
+    v = float(v)
+    return None if v != v else v
+
+
+def step_state(step: dict[str, Any]) -> str:
+    """held | over | not enough data (runs saved before the state existed: from ``held``)."""
+    return step.get("state") or (HELD if step["held"] else OVER)
+
+
+# A loop that uses this much of a core while it lags is lagging on its own work: llmbench was
+# busy. Lagging while using less means it was ready to run and the machine did not run it:
+# other processes had the cores.
+GENERATOR_CPU_BUSY_PCT = 50.0
+
+
+def generator_cause(mon: dict[str, Any]) -> str:
+    """'llmbench' (its own CPU was high) or 'machine' (lag while its own CPU was low)."""
+    return "llmbench" if (mon.get("cpu_pct") or 0.0) >= GENERATOR_CPU_BUSY_PCT else "machine"
+
+
+def generator_sentence(mon: dict[str, Any]) -> str:
+    lag, cpu = mon.get("lag_p99_ms") or 0.0, mon.get("cpu_pct") or 0.0
+    if generator_cause(mon) == "llmbench":
+        return (f"llmbench itself was busy (it used {cpu:.0f}% of a core; event-loop lag p99 "
+                f"{lag:.1f} ms): its timestamps were late.")
+    return (f"The machine was busy with other processes: llmbench's event loop lagged (p99 "
+            f"{lag:.1f} ms) while llmbench itself used only {cpu:.0f}% of a core, so something "
+            "else had the CPU.")
+
+
+def lag_explains(step: dict[str, Any]) -> bool:
+    """Whether the load generator's own lag could explain why this step failed.
+
+    A late event loop stamps each token late by about its lag, so a latency limit broken by
+    more than the lag p99 was broken by the server, busy generator or not. Anything else that
+    failed (a throughput minimum, a share within T, stalls) could come from the generator."""
+    mon = step.get("monitor") or {}
+    if not mon.get("overloaded"):
+        return False
+    lag = mon.get("lag_p99_ms") or 0.0
+    for c in step.get("checks") or []:
+        if c["ok"] or c.get("insufficient"):
+            continue
+        actual = _num(c.get("actual"))
+        if c["metric"] in ("errors", "error_rate", "completed", "completed_share") \
+                or actual == float("inf") or (c.get("reason") and not c.get("insufficient")):
+            return False          # requests failed: lag does not make a server answer 429
+        if (c.get("stat") not in (None, "within") and c.get("op", "<=") in ("<=", "<")
+                and actual is not None and actual != float("inf") and actual - c["limit"] > lag):
+            return False
+    return True
+
+
+def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
+                planned: int | None = None) -> str:
+    """'Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2 s.'
+
+    ``planned`` is how many steps the plan had: a ramp that stopped early (interrupted) did
+    not have "every step" hold."""
     held = [s for s in steps if s["held"]]
     broke = next((s for s in steps if not s["held"]), None)
     best = max((s["load"] for s in held), default=0)
     head = f"Held {best:g} {unit}."
     if broke is None:
-        return head + (" Every step held." if steps else " No step finished.")
+        if not steps:
+            return head + " No step finished."
+        if planned is not None and len(steps) < planned:
+            return head + f" Stopped after {len(steps)} of {planned} steps, all held."
+        return head + " Every step held."
     failed = [c for c in broke["checks"] if not c["ok"]]
+    if step_state(broke) == NO_DATA:
+        return (head + f" At {broke['load']:g} {unit}, not enough data to decide: "
+                + "; ".join(_describe_check(c) for c in failed[:2]) + ".")
+    # a breach first, then what could not be measured
+    failed.sort(key=lambda c: bool(c.get("reason")))
     parts = []
     for c in failed[:2]:
-        parts.append(_describe_check(c))
+        parts.append(_describe_check(c, int(broke["summary"].get("failed") or 0)))
     return head + f" At {broke['load']:g} {unit}, " + "; ".join(parts) + "."
 
 
-def _describe_check(c: dict[str, Any]) -> str:
-    metric, stat, actual, limit = c["metric"], c["stat"], c["actual"], c["limit"]
-    names = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2el": "E2EL",
-             "client_queue": "client queue", "e2el_from_schedule": "E2EL from schedule",
-             "itl_per_token": "ITL per token", "max_gap": "max gap"}
+NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2el": "E2EL",
+         "client_queue": "client queue", "e2el_from_schedule": "E2EL from schedule",
+         "itl_per_token": "ITL per token", "max_gap": "max gap"}
+
+
+def _describe_check(c: dict[str, Any], failed: int | None = None) -> str:
+    """``failed``: failed requests in the step; with none, a p95_all is just the p95."""
+    metric, stat, limit = c["metric"], c["stat"], c["limit"]
+    actual = _num(c["actual"])
+    if c.get("reason"):
+        return f"{c['threshold']}: {c['reason'].removeprefix('not enough data: ')}"
     if actual is None:
         return f"{c['threshold']} had no value"
+    if stat == "within":
+        return (f"{actual * 100:.1f}% of requests succeeded with {NAMES.get(metric, metric)} "
+                f"in time ({c['threshold']})")
     if stat is not None:
         rel = "over" if actual > limit else "under"
-        return f"{names.get(metric, metric)} {stat} was {_fmt_ms(actual)}, {rel} {_fmt_ms(limit)}"
+        name = NAMES.get(metric, metric)
+        if stat.endswith("_all") and failed == 0:
+            name += f" {stat.removesuffix('_all')}"
+        elif stat.endswith("_all"):
+            name += f" {stat.removesuffix('_all')} incl. failures"
+            if actual == float("inf"):
+                return f"{name} was ∞ (too many requests failed), {rel} {_fmt_ms(limit)}"
+        else:
+            name += f" {stat}"
+        return f"{name} was {_fmt_ms(actual)}, {rel} {_fmt_ms(limit)}"
     if metric == "errors":
         return f"{actual:g} requests failed (limit {limit:g})"
     if metric == "error_rate":
@@ -106,11 +202,31 @@ def _describe_check(c: dict[str, Any]) -> str:
     return f"{metric} was {actual:.2f} ({c['threshold']})"
 
 
+def error_evidence(s: dict[str, Any], where: str = "") -> list[str]:
+    """Failed requests, by kind and HTTP status, with the first words of each kind's body."""
+    if not s.get("failed"):
+        return []
+    statuses = s.get("error_statuses") or {}
+    kinds = s.get("errors") or {}
+    out = [f"{s['failed']} of {s.get('requests', s['failed'])} requests failed{where}: "
+           + ", ".join(f"{k} x{v}" for k, v in kinds.items())
+           + ("; HTTP " + ", ".join(f"{k} x{v}" for k, v in statuses.items()) if statuses else "")
+           + "."]
+    for e in (s.get("error_samples") or [])[:3]:
+        out.append(f"  {e['kind']}{' ' + str(e['status']) if e.get('status') else ''} "
+                   f"x{e.get('count', 1)}: {(e.get('error') or '')[:160]}")
+    return out
+
+
 def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
-            server_samples: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The verdict: what kind of limit, the evidence, and what to change."""
-    out: dict[str, Any] = {"result": result_line(steps, unit), "kind": "held", "evidence": [],
-                           "advice": []}
+            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None
+            ) -> dict[str, Any]:
+    """The verdict: what kind of limit, the evidence, and what to change.
+
+    Failed requests outrank everything, the load generator's own state included: they are real
+    whatever the generator's lag, and are always listed with their status and body."""
+    out: dict[str, Any] = {"result": result_line(steps, unit, planned), "kind": "held",
+                           "evidence": [], "advice": []}
     if not steps:
         out["kind"] = "none"
         return out
@@ -118,12 +234,15 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     broke = next((s for s in steps if not s["held"]), None)
     subject = broke or steps[-1]
     s0, s1 = first["summary"], subject["summary"]
-    ttft0, ttft1 = s0["p95_ttft_ms"], s1["p95_ttft_ms"]
-    itl0, itl1 = s0["median_itl_ms"], s1["median_itl_ms"]
-    itl95_0, itl95_1 = s0["p95_itl_ms"], s1["p95_itl_ms"]
-    itl_grew = itl0 > 0 and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS
-    ttft_grew = ttft0 > 0 and ttft1 >= TTFT_GROWTH * ttft0
-    base_ttft_s = s0["median_ttft_ms"] / 1000.0
+    ttft0, ttft1 = _num(s0.get("p95_ttft_ms")), _num(s1.get("p95_ttft_ms"))
+    itl0, itl1 = _num(s0.get("median_itl_ms")), _num(s1.get("median_itl_ms"))
+    itl95_0, itl95_1 = _num(s0.get("p95_itl_ms")), _num(s1.get("p95_itl_ms"))
+    # growth needs a number on both sides: a missing statistic grows nothing
+    itl_grew = (itl0 is not None and itl1 is not None and itl0 > 0
+                and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
+    ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
+                 and ttft1 >= TTFT_GROWTH * ttft0)
+    base_ttft_s = (_num(s0.get("median_ttft_ms")) or 0.0) / 1000.0
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
     server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
@@ -132,37 +251,65 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,
                 "served_at_once": little, "server": server})
     ev = out["evidence"]
+    itl_text = "–" if itl0 is None else f"{itl0:.1f} ms"
+    itl_text += " -> " + ("–" if itl1 is None else f"{itl1:.1f} ms")
     ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: TTFT p95 {_fmt_ms(ttft0)} -> "
-              f"{_fmt_ms(ttft1)}, time between tokens (median) {itl0:.1f} ms -> {itl1:.1f} ms.")
+              f"{_fmt_ms(ttft1)}, time between tokens (median) {itl_text}.")
     est = little["in_service"]
     if broke is None:
         out["kind"] = "held"
+        for st in steps:
+            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
         return out
     mon = broke.get("monitor") or {}
     failed_checks = [c for c in broke["checks"] if not c["ok"]]
-    error_check = any(c["metric"] in ("errors", "error_rate") for c in failed_checks)
-    if mon.get("overloaded"):
-        out["kind"] = "load_generator"
-        ev.append(f"The load generator itself was busy at this step (event-loop lag p99 "
-                  f"{mon.get('lag_p99_ms', 0):.1f} ms, CPU {mon.get('cpu_pct', 0):.0f}%): its "
-                  "numbers here are not trustworthy.")
-        out["advice"].append("Run fewer users per process, or shard the load over processes/machines.")
-        return out
-    if error_check or (s1["failed"] and not ttft_grew and not itl_grew):
+    for st in steps:
+        if st is not broke and st["summary"].get("failed"):
+            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+    if s1.get("failed"):
         out["kind"] = "errors"
+        ev.extend(error_evidence(s1, f" at {broke['load']:g} {unit}"))
         statuses = s1.get("error_statuses") or {}
-        kinds = s1.get("errors") or {}
-        ev.append("Requests failed: " + ", ".join(f"{k} x{v}" for k, v in kinds.items())
-                  + ("; HTTP " + ", ".join(f"{k} x{v}" for k, v in statuses.items()) if statuses else "") + ".")
-        for e in (s1.get("error_samples") or [])[:2]:
-            ev.append(f"  {e['kind']}{' ' + str(e['status']) if e.get('status') else ''}: "
-                      f"{(e.get('error') or '')[:160]}")
         if "429" in statuses or "503" in statuses:
             ev.append("429/503 means a limit was hit: a full queue or a rate limit, not slowness.")
             out["advice"].append("Raise the server's queue limit (e.g. OLLAMA_MAX_QUEUE) or rate "
                                  "limit, or add capacity; or accept fewer users.")
+        kinds = s1.get("errors") or {}
+        if any(k.startswith("timeout") for k in kinds):
+            out["advice"].append("Timeouts: the server took longer than --timeout-first-token / "
+                                 "--timeout-idle allow, or stopped answering.")
+        if itl_grew:
+            ev.append(f"Also, the gaps between tokens grew {itl1 / itl0:.1f}x (compute saturation).")
+        elif ttft_grew:
+            ev.append("Also, the first token got later while tokens stayed as far apart "
+                      "(requests queuing for slots).")
+        if mon.get("overloaded"):
+            ev.append(generator_sentence(mon) + " That does not make requests fail, and does not "
+                      "change these errors.")
         return out
+    if step_state(broke) == NO_DATA:
+        out["kind"] = "not_enough_data"
+        ev.append("Nothing failed, but the step had too few requests to measure: "
+                  + "; ".join(_describe_check(c) for c in failed_checks) + ".")
+        out["advice"].append("Hold each step longer (--hold), think less (--think), or use a "
+                             "statistic that needs fewer requests (p90 or the median).")
+        return out
+    if mon.get("overloaded"):
+        if lag_explains(broke):
+            out["kind"] = "load_generator"
+            out["generator_cause"] = generator_cause(mon)
+            ev.append(generator_sentence(mon) + " Its numbers at this step are not trustworthy; "
+                      "this says nothing about the server.")
+            if out["generator_cause"] == "llmbench":
+                out["advice"].append("Run fewer users per process, or shard the load over "
+                                     "processes/machines.")
+            else:
+                out["advice"].append("Run llmbench where nothing else competes for the CPU, "
+                                     "then run the ramp again.")
+            return out
+        ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
+                  "can add to a timestamp, so the result stands.")
     if itl_grew:
         out["kind"] = "saturation"
         ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x: the requests in progress "
@@ -179,7 +326,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     if ttft_grew:
         out["kind"] = "queuing"
         n = max(round(est), 1)
-        ev.append(f"Tokens stayed {itl1:.0f} ms apart while the first token got later: requests "
+        ev.append(f"Tokens stayed {_fmt_ms(itl1)} apart while the first token got later: requests "
                   "were queuing for too few slots.")
         ev.append(f"Users spent {little['waiting_share'] * 100:.0f}% of their request time "
                   f"waiting for a first token; about {est:.1f} request(s) were served at once "

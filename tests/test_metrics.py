@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from llmbench.metrics import per_request, stats_ms, summarize, vllm_result
+from llmbench.metrics import (censored_percentile_ms, min_samples, per_request, stats_ms,
+                              summarize, vllm_result)
 from llmbench.records import Record
 
 
@@ -80,11 +81,50 @@ def test_goodput_inclusive_and_tpot_zero_for_one_token():
     assert s["request_goodput"] == pytest.approx(1 / s["duration"])
 
 
-def test_failed_left_out_of_latency_and_empty_is_zero_like_vllm():
+def test_failed_left_out_of_latency_and_empty_is_missing_not_zero():
+    # vLLM writes 0 for an empty set, which reads as "instant" and passes any latency limit
     f = Record("f", scheduled=0.0, start=0.0, error_kind="connect", done=1.0)
     s = summarize([f], t0=0.0)
     assert s["completed"] == 0 and s["failed"] == 1
-    assert s["mean_ttft_ms"] == 0.0 and s["p99_itl_ms"] == 0.0
+    assert s["mean_ttft_ms"] is None and s["p99_itl_ms"] is None and s["p95_ttft_ms"] is None
+    assert s["n_ttft"] == 0 and s["n_ttft_all"] == 1
+    assert s["p95_all_ttft_ms"] == float("inf") and s["completed_share"] == 0.0
+    empty = summarize([], t0=0.0)
+    assert empty["error_rate"] is None and empty["p95_all_ttft_ms"] is None
+
+
+def test_failure_aware_percentiles_count_failures_as_infinite():
+    ok = [rec(f"r{i}", 0.0, [0.01 * (i + 1), 0.5], out=2) for i in range(19)]   # ttft 10..190 ms
+    bad = Record("f", scheduled=0.0, start=0.0, error_kind="timeout_first_token", done=1.0)
+    s = summarize(ok + [bad], t0=0.0, within=[("ttft", 100.0), ("e2el", 600.0)])
+    # vLLM's view: successes only
+    assert s["p95_ttft_ms"] == pytest.approx(np.percentile(np.arange(1, 20) * 10.0, 95))
+    # 1 of 20 failed (5 %): rank 0.95 x 19 = 18.05 lies between the 19th value (190) and +inf
+    assert s["p95_all_ttft_ms"] == float("inf")
+    assert s["p90_all_ttft_ms"] == pytest.approx(np.percentile(list(np.arange(1, 20) * 10.0)
+                                                               + [1e9], 90))
+    assert s["median_all_ttft_ms"] == pytest.approx(105.0)
+    assert s["within_ttft_100ms"] == pytest.approx(10 / 20)      # 10..100 ms, of all 20
+    assert s["within_e2el_600ms"] == pytest.approx(19 / 20)
+    # all succeeded: the failure-aware figure equals vLLM's
+    s2 = summarize(ok, t0=0.0)
+    assert s2["p95_all_ttft_ms"] == pytest.approx(s2["p95_ttft_ms"])
+    # 20 % timeouts: no failure-aware percentile above the median is finite
+    s3 = summarize(ok[:8] + [bad, bad], t0=0.0)
+    assert s3["p90_all_ttft_ms"] == float("inf") and s3["p95_ttft_ms"] < 100
+
+
+def test_censored_percentile_matches_numpy_without_failures():
+    vals = [0.3, 0.1, 0.7, 0.2, 0.5]
+    for p in (0, 10, 50, 90, 95, 99, 100):
+        assert censored_percentile_ms(vals, 0, p) == pytest.approx(np.percentile(vals, p) * 1000)
+    assert censored_percentile_ms([], 0, 95) is None
+    assert censored_percentile_ms([], 3, 50) == float("inf")
+
+
+def test_min_samples_rule():
+    assert [min_samples(s) for s in ("mean", "median", "max", "std", "p50", "p90", "p95",
+                                     "p99", "p95_all")] == [1, 1, 1, 2, 1, 3, 5, 25, 5]
 
 
 def test_warmup_and_interrupted_not_counted():

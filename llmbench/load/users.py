@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from ..metrics import summarize
 from ..records import Record
-from ..slo import Threshold, check_all
+from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..workload import Conversation
 from . import arrivals
 from .fixed import pause, play, sleep_or_stop
@@ -54,11 +54,13 @@ class StepResult:
     held: bool
     monitor: dict[str, Any]
     unfinished: int = 0
+    state: str = "held"                 # held | over | not enough data (slo.verdict_of)
 
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "load": self.load, "ramp_start": self.ramp_start,
                 "hold_start": self.hold_start, "hold_end": self.hold_end, "held": self.held,
-                "checks": self.checks, "monitor": self.monitor, "unfinished": self.unfinished,
+                "state": self.state, "checks": self.checks, "monitor": self.monitor,
+                "unfinished": self.unfinished,
                 "summary": self.summary}
 
 
@@ -73,15 +75,18 @@ def evaluate(records: Sequence[Record], index: int, load: float, ramp_start: flo
              lag_limit_ms: float = LAG_P99_LIMIT_MS) -> StepResult:
     """Pure: a step's summary and threshold checks from its records."""
     recs = window_records(records, index, hold_start, hold_end)
-    s = summarize(recs, t0=hold_start, t_end=hold_end, stall_s=stall_s)
+    s = summarize(recs, t0=hold_start, t_end=hold_end, stall_s=stall_s,
+                  within=within_requests(thresholds))
     checks = check_all(thresholds, s)
-    held = bool(recs) and all(c["ok"] for c in checks)
     if not recs:
         checks.append({"threshold": "requests>0", "ok": False, "actual": 0, "limit": 0,
-                       "metric": "requests", "stat": None})
+                       "metric": "requests", "stat": None, "insufficient": True,
+                       "reason": "not enough data: no request started in the hold window",
+                       "text": "requests>0: no request started in the hold window"})
+    state = verdict_of(checks)
     mon = busy([m for m in monitor_samples if hold_start <= m.t <= hold_end + 1.0], lag_limit_ms)
-    return StepResult(index, load, ramp_start, hold_start, hold_end, s, checks, held, mon,
-                      unfinished)
+    return StepResult(index, load, ramp_start, hold_start, hold_end, s, checks, state == HELD,
+                      mon, unfinished, state)
 
 
 async def run_ramp(session: Session, convs: Sequence[Conversation], plan: RampPlan,

@@ -47,6 +47,13 @@ def _boundary(ax, loads: Sequence[float], held: Sequence[bool]) -> None:
     ax.axvspan(x, max(loads) + (loads[-1] - loads[0]) * 0.05 + 0.5, color="#d62728", alpha=0.06)
 
 
+def _finite(v: Any) -> float:
+    if v is None:
+        return float("nan")
+    v = float(v)
+    return v if np.isfinite(v) else float("nan")
+
+
 def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str) -> str:
     plt = _plt()
     loads = [s["load"] for s in steps]
@@ -55,7 +62,8 @@ def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], 
     for ax, metric, title in ((axes[0], "ttft", "Time to first token"),
                               (axes[1], "itl", "Time between tokens (ITL)")):
         for stat, style in (("median", "-o"), ("p95", "-s"), ("p99", ":^")):
-            ys = [s["summary"].get(f"{stat}_{metric}_ms") for s in steps]
+            # a step with no data has no point (None, or "inf" read back from run.json)
+            ys = [_finite(s["summary"].get(f"{stat}_{metric}_ms")) for s in steps]
             ax.plot(loads, ys, style, markersize=4, label=stat)
         limit = thresholds.get(metric)
         if limit is not None:
@@ -111,7 +119,11 @@ def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
     ax.set_title(title)
     ax.set_xlabel("ms")
     ax.set_ylabel("fraction of requests")
-    ax.legend(fontsize=7)
+    if ax.get_lines():
+        ax.legend(fontsize=7)
+    else:                                 # no successful request: say so, do not draw 0
+        ax.text(0.5, 0.5, "no successful request", ha="center", va="center",
+                transform=ax.transAxes)
     return _svg(fig)
 
 
@@ -180,10 +192,11 @@ def _overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
         c = _COLORS[i % len(_COLORS)]
         broke = next((s for s in steps if not s["held"]), None)
         for ax, key in zip(axes, ("p95_ttft_ms", "p95_itl_ms", "output_throughput")):
-            ax.plot(loads, [s["summary"].get(key) for s in steps], "-o", color=c, markersize=4,
-                    label=safe(name))
+            ax.plot(loads, [_finite(s["summary"].get(key)) for s in steps], "-o", color=c,
+                    markersize=4, label=safe(name))
             if broke is not None:
-                ax.plot([broke["load"]], [broke["summary"].get(key)], "x", color=c, markersize=9)
+                ax.plot([broke["load"]], [_finite(broke["summary"].get(key))], "x", color=c,
+                        markersize=9)
     for ax, title, ylabel in zip(axes, ("TTFT p95", "ITL p95", "Output throughput"),
                                  ("ms", "ms", "tok/s")):
         ax.set_title(title)

@@ -12,7 +12,17 @@ from .html import CSS, _chart, _table, e
 
 
 def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:+.1f}%"
+    return "–" if v is None else f"{v * 100:+.1f}%"
+
+
+def _change(c: dict[str, Any]) -> str:
+    """A relative change in %, or for error rates a change in percentage points."""
+    if c.get("absolute"):
+        pp = lambda v: f"{v * 100:+.1f} pp"       # noqa: E731
+        ci = "" if c["ci"] is None else f" [{pp(c['ci'][0])}, {pp(c['ci'][1])}]"
+        return pp(c["change"]) + ci
+    ci = "" if c["ci"] is None else f" [{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]"
+    return _pct(c["change"]) + ci
 
 
 def console_text(result: dict[str, Any]) -> str:
@@ -25,19 +35,19 @@ def console_text(result: dict[str, Any]) -> str:
         cells = []
         for r in row["runs"]:
             if r is None:
-                cells.append(f"{'-':>12} {'-':>8} {'-':>8}")
+                cells.append(f"{'–':>12} {'–':>8} {'–':>8}")
             else:
                 mark = "" if r["held"] else "!"
                 cells.append(f"{fmt_ms(r['p95_ttft_ms']) + mark:>12} {fmt_ms(r['p95_itl_ms']):>8} "
-                             f"{r['output_throughput']:>8.1f}")
+                             f"{r['output_throughput'] or 0:>8.1f}")
         lines.append(f"{row['load']:>6g} " + " ".join(cells))
     lines.append("(! = that step did not hold)")
     lines.append("Change against [0] (95% interval from the per-request data):")
     for c in result["checks"]:
         where = "" if c["load"] is None else f" at {c['load']:g}"
-        ci = "" if c["ci"] is None else f" [{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]"
+        note = f" ({c['note']})" if c.get("note") else ""
         flag = "  REGRESSION" if c["regression"] else ""
-        lines.append(f"  {c['run']}: {c['metric']}{where}: {_pct(c['change'])}{ci}{flag}")
+        lines.append(f"  {c['run']}: {c['metric']}{where}: {_change(c)}{note}{flag}")
     for w in result["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
@@ -63,16 +73,17 @@ def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
     for row in result["table"]:
         cells: list[Any] = [f"{row['load']:g}"]
         for r in row["runs"]:
-            cells += (["-"] * 4 if r is None else
+            cells += (["–"] * 4 if r is None else
                       [fmt_ms(r["p95_ttft_ms"]), fmt_ms(r["p95_itl_ms"]),
                        f"{r['output_throughput']:.1f}", "held" if r["held"] else "over"])
         rows.append(cells)
     body.append("<h2>Side by side</h2>" + _table(headers, rows))
     rows = [[c["run"], c["metric"], "" if c["load"] is None else f"{c['load']:g}",
-             _pct(c["change"]), "" if c["ci"] is None else f"[{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]",
+             _change(c), c.get("note") or "",
              "REGRESSION" if c["regression"] else ""] for c in result["checks"]]
     body.append("<h2>Change against the first run</h2>"
-                + _table(["run", "metric", "load", "change", "95% interval", ""], rows, left=2))
+                + _table(["run", "metric", "load", "change [95% interval]", "note", ""], rows,
+                         left=2))
     body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status"],
                                          [[r["name"], r["path"], r["fingerprint"], r["status"]]
                                           for r in result["runs"]], left=4))

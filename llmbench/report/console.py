@@ -12,10 +12,22 @@ _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "e2el": ("End-to-end Latency", "E2EL")}
 
 
+MISSING = "–"      # a statistic with no data: never printed as 0
+
+
 def _line(label: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "{:<40} {:<10}".format(label, MISSING)
+    if isinstance(value, float) and value == float("inf"):
+        return "{:<40} {:<10}".format(label, "∞")
     if isinstance(value, float):
         return "{:<40} {:<10.2f}".format(label, value)
     return "{:<40} {:<10}".format(label, value)
+
+
+def _f(v: Any) -> float | None:
+    """A number from a summary (None, "inf" from run.json, or a float) as float or None."""
+    return None if v is None else float(v)
 
 
 def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
@@ -48,11 +60,11 @@ def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
             continue
         header, short = _HEADERS[m]
         out.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
-        out.append(_line(f"Mean {short} (ms):", float(s[f"mean_{m}_ms"])))
-        out.append(_line(f"Median {short} (ms):", float(s[f"median_{m}_ms"])))
+        out.append(_line(f"Mean {short} (ms):", _f(s[f"mean_{m}_ms"])))
+        out.append(_line(f"Median {short} (ms):", _f(s[f"median_{m}_ms"])))
         for p in metric_percentiles:
             w = pct_word(p)
-            out.append(_line(f"P{w} {short} (ms):", float(s.get(f"p{w}_{m}_ms", float("nan")))))
+            out.append(_line(f"P{w} {short} (ms):", _f(s.get(f"p{w}_{m}_ms"))))
     out.append("=" * 50)
     return "\n".join(out)
 
@@ -60,23 +72,33 @@ def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
 def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
     """llmbench's own numbers, under vLLM's block."""
     out = ["{s:{c}^{n}}".format(s=" llmbench extras ", n=50, c="-")]
-    out.append(_line("Client queue p99 (ms):", float(s["p99_client_queue_ms"])))
-    out.append(_line("E2EL from schedule p99 (ms):", float(s["p99_e2el_from_schedule_ms"])))
-    out.append(_line("ITL per token median (ms):", float(s["median_itl_per_token_ms"])))
-    out.append(_line("Max gap p99 (ms):", float(s["p99_max_gap_ms"])))
+    # failure-aware: a failed request counts as never answered (+inf), so these show what share
+    # of *all* users got an answer in time; vLLM's figures above count successes only
+    if s.get("completed_share") is not None:
+        out.append(_line("Completed (% of requests):", 100.0 * s["completed_share"]))
+    out.append(_line("TTFT p95 incl. failures (ms):", _f(s.get("p95_all_ttft_ms"))))
+    out.append(_line("E2EL p95 incl. failures (ms):", _f(s.get("p95_all_e2el_ms"))))
+    for k in sorted(k for k in s if k.startswith("within_")):
+        metric, _, limit = k.removeprefix("within_").rpartition("_")
+        if s[k] is not None:
+            out.append(_line(f"{metric.upper()} within {limit} (% of requests):", 100.0 * s[k]))
+    out.append(_line("Client queue p99 (ms):", _f(s["p99_client_queue_ms"])))
+    out.append(_line("E2EL from schedule p99 (ms):", _f(s["p99_e2el_from_schedule_ms"])))
+    out.append(_line("ITL per token median (ms):", _f(s["median_itl_per_token_ms"])))
+    out.append(_line("Max gap p99 (ms):", _f(s["p99_max_gap_ms"])))
     out.append(_line(f"Stalls (gaps > {s['stall_threshold_s']:g} s):", s["stalls"]))
     out.append(_line("Output token counts from:", s["output_tokens_source"]))
     if "mean_server_slot_wait_ms" in s:
-        out.append(_line("Server slot wait p95 (ms, Ollama):", float(s["p95_server_slot_wait_ms"])))
+        out.append(_line("Server slot wait p95 (ms, Ollama):", _f(s["p95_server_slot_wait_ms"])))
     if "mean_server_queue_ms" in s:
-        out.append(_line("Server queue p95 (ms):", float(s["p95_server_queue_ms"])))
+        out.append(_line("Server queue p95 (ms):", _f(s["p95_server_queue_ms"])))
     if s.get("served_by"):
         spread = ", ".join(f"{k}: {v}" for k, v in sorted(s["served_by"].items()))
         out.append(_line("Served by:", spread))
     if s.get("by_turn"):
         for name in ("first", "later"):
             t = s["by_turn"][name]
-            out.append(_line(f"TTFT p95, {name} turns (ms):", float(t["p95_ttft_ms"])))
+            out.append(_line(f"TTFT p95, {name} turns (ms):", _f(t["p95_ttft_ms"])))
     if s.get("errors"):
         out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s["errors"].items())))
         for e in s.get("error_samples", [])[:3]:
@@ -94,9 +116,15 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
     return "\n".join(out)
 
 
-def fmt_ms(v: float | None) -> str:
-    if v is None or v != v:
-        return "-"
+def fmt_ms(v: float | str | None) -> str:
+    """A latency for a table: "–" when there is no data, "∞" when failures censor it."""
+    if v is None:
+        return MISSING
+    v = float(v)                  # run.json stores +inf as "inf"
+    if v != v:
+        return MISSING
+    if v == float("inf"):
+        return "∞"
     if v >= 1000:
         return f"{v / 1000:.2f}s"
     if v >= 100:
@@ -116,10 +144,14 @@ def ramp_header(unit: str = "Users") -> str:
 
 
 def ramp_row(step: dict[str, Any]) -> str:
+    from ..verdict import generator_cause, lag_explains, step_state
     s = step["summary"]
-    state = "held" if step["held"] else "over"
-    if (step.get("monitor") or {}).get("overloaded"):
-        state += " (load generator busy: not trustworthy)"
+    state = step_state(step)
+    mon = step.get("monitor") or {}
+    if mon.get("overloaded"):
+        who = "llmbench busy" if generator_cause(mon) == "llmbench" else "machine busy"
+        untrusted = not step["held"] and lag_explains(step)
+        state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
     return RAMP_COLUMNS.format(
         unit=f"{step['load']:g}", reqs=s["requests"], ttft50=fmt_ms(s["median_ttft_ms"]),
         ttft95=fmt_ms(s["p95_ttft_ms"]), itl50=fmt_ms(s["median_itl_ms"]),
@@ -128,12 +160,24 @@ def ramp_row(step: dict[str, Any]) -> str:
         err=s["failed"], state=state)
 
 
+def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:
+    """One line per threshold: 'ok    ttft.p95<=2s: 812 ms' or 'FAIL  ...: why'."""
+    out = ["Thresholds:"]
+    for c in checks:
+        text = c.get("text") or c["threshold"]
+        out.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {text}")
+    return "\n".join(out)
+
+
 def verdict_text(v: dict[str, Any]) -> str:
     lines = [v["result"]]
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
             "errors": "Why: errors (a limit was hit, or the server failed).",
-            "load_generator": "Why: the load generator itself was the limit.",
+            "load_generator": ("Why: the machine running llmbench was busy, not the server."
+                               if v.get("generator_cause") == "machine" else
+                               "Why: the load generator itself was the limit, not the server."),
+            "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "other": "Why: see the failed thresholds."}.get(v["kind"])
     if kind:
         lines.append(kind)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..slo import ThresholdError, parse_threshold
 from . import charts
+from ..verdict import step_state
 from .console import fmt_ms
 from .data import Latencies, load, read_jsonl
 
@@ -62,21 +63,30 @@ def _thresholds(run: dict[str, Any]) -> dict[str, float]:
             t = parse_threshold(text)
         except ThresholdError:
             continue
-        if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99"):
+        if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99", "p95_all",
+                                                      "median_all", "p50_all", "p99_all"):
             out.setdefault(t.metric, t.value)
     return out
+
+
+def _ms2(v: Any) -> str:
+    """A latency in ms with two decimals: "–" with no data, "∞" when failures censor it."""
+    if v is None:
+        return "–"
+    v = float(v)
+    return "–" if v != v else "∞" if v == float("inf") else f"{v:.2f}"
 
 
 def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
     rows, classes = [], []
     for st in steps:
         s = st["summary"]
-        failed = [c["threshold"] for c in st.get("checks", []) if not c["ok"]]
+        failed = [c.get("text") or c["threshold"] for c in st.get("checks", []) if not c["ok"]]
         rows.append([f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
                      fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
                      fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
                      f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
-                     "held" if st["held"] else "over: " + ", ".join(failed)])
+                     "held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed)])
         classes.append("held" if st["held"] else "over")
     return rows, classes
 
@@ -182,9 +192,22 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     lat_rows = []
     for m in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule", "itl_per_token",
               "max_gap"):
-        lat_rows.append([m] + [f"{s.get(f'{st}_{m}_ms', float('nan')):.2f}"
+        lat_rows.append([m] + [_ms2(s.get(f"{st}_{m}_ms"))
                                for st in ("mean", "median", "std", "p90", "p95", "p99", "max")])
+    for m in ("ttft", "e2el"):
+        lat_rows.append([f"{m} incl. failures", "", _ms2(s.get(f"median_all_{m}_ms")), "",
+                         _ms2(s.get(f"p90_all_{m}_ms")), _ms2(s.get(f"p95_all_{m}_ms")),
+                         _ms2(s.get(f"p99_all_{m}_ms")), ""])
     body.append(_table(["ms", "mean", "median", "std", "p90", "p95", "p99", "max"], lat_rows, left=1))
+    body.append("<p class=meta>vLLM's statistics count successful requests only (– when there "
+                "were none). The rows <i>incl. failures</i> count every failed request as never "
+                "answered (∞).</p>")
+    checks = run.get("thresholds") or []
+    if checks:
+        body.append(_table(["threshold", "result"],
+                           [[c.get("text") or c["threshold"], "ok" if c["ok"] else "FAILED"]
+                            for c in checks], ["held" if c["ok"] else "over" for c in checks],
+                           left=1))
     if s.get("non_streaming"):
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
     body.append("<h2>Latency distributions</h2>")

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from ..results import load_run
+from ..verdict import step_state
 from .console import fmt_ms
 
 CSV_COLUMNS = ["load", "requests", "completed", "failed", "median_ttft_ms", "p95_ttft_ms",
                "p99_ttft_ms", "median_itl_ms", "p95_itl_ms", "p95_tpot_ms", "p95_e2el_ms",
-               "output_throughput", "request_throughput", "held"]
+               "output_throughput", "request_throughput", "held", "state"]
 
 
 def _steps(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,7 +42,9 @@ def to_csv(run_dir: str | Path) -> str:
     w.writerow(CSV_COLUMNS)
     for st in _steps(run):
         s = st["summary"]
-        w.writerow([st["load"]] + [s.get(k) for k in CSV_COLUMNS[1:-1]] + [st["held"]])
+        # an empty cell is a statistic with no data (never 0)
+        w.writerow([st["load"]] + [s.get(k) for k in CSV_COLUMNS[1:-2]]
+                   + [st["held"], step_state(st) if st["held"] is not None else None])
     return buf.getvalue()
 
 
@@ -78,7 +81,7 @@ def to_markdown(run_dir: str | Path) -> str:
                      fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
                      fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
                      f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
-                     "held" if st["held"] else "**over**"]
+                     "held" if st["held"] else f"**{step_state(st)}**"]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
     elif kind == "run":
         s = run.get("summary") or {}

@@ -128,10 +128,11 @@ def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, m
         if m not in percentile_metrics:
             continue
         for stat in ("mean", "median", "std"):
-            out[f"{stat}_{m}_ms"] = float(s[f"{stat}_{m}_ms"])
+            # no successful request: null, not vLLM's 0.0, which reads as a perfect latency
+            out[f"{stat}_{m}_ms"] = _float(s.get(f"{stat}_{m}_ms"))
         for p in metric_percentiles:
             w = pct_word(p)
-            out[f"p{w}_{m}_ms"] = float(s[f"p{w}_{m}_ms"])
+            out[f"p{w}_{m}_ms"] = _float(s.get(f"p{w}_{m}_ms"))
     return out
 
 
