@@ -16,16 +16,14 @@ import typer
 from typing import Annotated
 
 from .exitcodes import EXIT_USAGE
+from . import options as opt
+from .options import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
 datasets_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Look at a workload before you send it.")
 app.add_typer(datasets_app, name="datasets")
-
-
-class UsageError(Exception):
-    pass
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
@@ -84,20 +82,8 @@ def _run_label(labels: dict[str, str]) -> str | None:
 
 
 def _parse_duration(text: str, flag: str) -> float:
-    """'90', '90s', '500ms', '2m' -> seconds."""
-    t = text.strip().lower()
-    try:
-        if t.endswith("ms"):
-            return float(t[:-2]) / 1000.0
-        if t.endswith("s"):
-            return float(t[:-1])
-        if t.endswith("m"):
-            return float(t[:-1]) * 60.0
-        if t.endswith("h"):
-            return float(t[:-1]) * 3600.0
-        return float(t)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected a duration such as 30s, 500ms or 2m")
+    """'90', '90s', '500ms', '2m', '1m30s' -> seconds; finite and never negative."""
+    return opt.duration(text, flag)
 
 
 def _parse_think(text: str) -> tuple[float, float]:
@@ -125,6 +111,10 @@ def _wl_extra(shared_prefix_tokens: int, prefixes: int, words: int, random_input
         raise UsageError("--random-range-ratio must be in [0, 1)")
     if shared_prefix_tokens < 0 or prefixes < 1:
         raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
+    opt.count(words, "--words")
+    opt.count(random_input_len, "--random-input-len")
+    opt.count(random_output_len, "--random-output-len")
+    opt.count(random_prefix_len, "--random-prefix-len", lo=0)
     return {"shared_prefix_tokens": shared_prefix_tokens, "prefixes": prefixes, "words": words,
             "random_input_len": random_input_len, "random_output_len": random_output_len,
             "random_range_ratio": random_range_ratio, "random_prefix_len": random_prefix_len,
@@ -135,7 +125,11 @@ def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, p
               output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
               multi_turn: bool, extra: dict | None = None):
     from .workload import WorkloadSpec, build_workload, load_tokenizer, parse_range
+    opt.count(limit, "--limit")
+    opt.count(turns, "--turns")
+    opt.count(count, "--count")
     extra = dict(extra or {})
+    opt.count(extra.get("sharegpt_output_len"), "--sharegpt-output-len")
     if dataset == "words":
         extra.setdefault("words", 100)
     tok = load_tokenizer(tokenizer)
@@ -155,6 +149,29 @@ def _target(url: str, model: str | None, api: str | None, api_key: str | None,
     if not model:
         raise UsageError("--model is required with --url (the name the server serves)")
     return make_target(url, model, api, api_key, header)
+
+
+def _timeouts(connect_s: float, first_token_s: float, idle_s: float, total_s: float):
+    """The four request timeouts, each finite and above 0 (0 or NaN would fail or never fire)."""
+    from .client import Timeouts
+    return Timeouts(opt.seconds(connect_s, "--timeout-connect"),
+                    opt.seconds(first_token_s, "--timeout-first-token"),
+                    opt.seconds(idle_s, "--timeout-idle"),
+                    opt.seconds(total_s, "--timeout-total"))
+
+
+def _check_writable(path: Path | None, flag: str) -> None:
+    """Find out before a long run, not after it, that a result file cannot be written."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{flag} {p}: is a folder; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {p}: the folder {parent} does not exist; create it or pick another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{flag} {p}: cannot write there (permission denied); pick another path")
 
 
 def _guard(fn):
@@ -244,6 +261,11 @@ def run(
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    opt.count(max_concurrency, "--max-concurrency")
+    opt.count(warmup, "--warmup", lo=0)
+    opt.number(temperature, "--temperature", lo=0)
+    timeouts = _timeouts(timeout_connect, timeout_first_token, timeout_idle, timeout_total)
+    _check_writable(save_result, "--save-result")
     rate_f = None
     if rate is not None:
         try:
@@ -254,8 +276,8 @@ def run(
             raise UsageError("--rate must be > 0")
     if arrival not in ("gamma", "poisson", "constant"):
         raise UsageError(f"--arrival {arrival!r}: choose gamma, poisson or constant")
-    if burstiness <= 0:
-        raise UsageError("--burstiness must be > 0")
+    if not burstiness > 0 or not math.isfinite(burstiness):
+        raise UsageError(f"--burstiness {burstiness:g}: must be a finite number above 0 (1 = Poisson)")
     duration_s = _parse_duration(duration, "--duration") if duration else None
     if duration_s is not None and duration_s <= 0:
         raise UsageError("--duration must be above 0")
@@ -282,6 +304,7 @@ def run(
             slo[k] = float(v)
         except ValueError:
             raise UsageError(f"--goodput {g!r}: {v!r} is not a number of milliseconds")
+        opt.number(slo[k], f"--goodput {k}", lo=0, lo_open=True)
     pm = tuple(m.strip() for m in percentile_metrics.split(",") if m.strip())
     for m in pm:
         if m not in ("ttft", "tpot", "itl", "e2el"):
@@ -302,8 +325,7 @@ def run(
         plan = RunPlan(target=tgt, workload=wl,
                        params=RequestParams(stream=stream, temperature=temperature,
                                             ignore_eos=ignore_eos, extra_body=extra),
-                       timeouts=Timeouts(timeout_connect, timeout_first_token, timeout_idle,
-                                         timeout_total),
+                       timeouts=timeouts,
                        concurrency=concurrency if rate_f is None else None,
                        rate=rate_f, burstiness=burstiness, arrival=arrival,
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
@@ -358,12 +380,22 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
             steps = [float(x) for x in users.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"--users {users!r}: expected numbers like 1,2,4,8")
+        if any(not math.isfinite(s) for s in steps):
+            raise UsageError(f"--users {users!r}: need finite numbers like 1,2,4,8")
         if not steps or any(s <= 0 for s in steps) or steps != sorted(steps):
             raise UsageError(f"--users {users!r}: need increasing numbers above 0")
+        if by == "users" and any(s != int(s) for s in steps):
+            raise UsageError(f"--users {users!r}: users come in whole numbers, e.g. 1,2,4,8")
         return steps
+    opt.number(start, "--start", lo=0, lo_open=True)
+    opt.number(step, "--step", lo=0, lo_open=True)
+    opt.number(up_to, "--up-to", lo=0, lo_open=True)
     start = 2 if start is None else start
     step = 2 if step is None else step
     up_to = 40 if up_to is None else up_to
+    if (up_to - start) / step > 10000:
+        raise UsageError(f"--start {start:g} --step {step:g} --up-to {up_to:g} make over 10000 steps; "
+                         "raise --step")
     if start <= 0 or step <= 0:
         raise UsageError("--start and --step must be above 0")
     if start > up_to:
@@ -442,6 +474,11 @@ def ramp(
     think_s = _parse_think(think or d["think"])
     if hold_s <= 0:
         raise UsageError("--hold must be above 0")
+    opt.seconds(timeout_first_token, "--timeout-first-token")
+    opt.seconds(timeout_idle, "--timeout-idle")
+    opt.number(expect_users, "--expect-users", lo=0)
+    opt.number(temperature, "--temperature", lo=0)
+    lag_limit_ms = opt.duration(generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     thresholds = [parse_threshold(t) for t in (threshold or DEFAULT_THRESHOLDS)]
     extra = {}
     if extra_body:
@@ -466,7 +503,7 @@ def ramp(
         plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                         thresholds=thresholds, keep_going=keep_going, seed=seed,
                         drain_s=max(timeout_first_token, 30.0),
-                        lag_limit_ms=_parse_duration(generator_lag_limit, "--generator-lag-limit") * 1000)
+                        lag_limit_ms=lag_limit_ms)
         r = RampRun(target=tgt, workload=wl, plan=plan,
                     params=RequestParams(stream=True, temperature=temperature,
                                          ignore_eos=ignore_eos, extra_body=extra),
@@ -583,9 +620,26 @@ def mock(
     from mock_server import make_config
     from mock_server.server import serve_forever
 
+    for flag, v in (("--ttft-ms", ttft_ms), ("--itl-ms", itl_ms), ("--jitter", jitter),
+                    ("--prefill-ms-per-token", prefill_ms_per_token),
+                    ("--batch-slowdown", batch_slowdown), ("--stall-ms", stall_ms),
+                    ("--slow-first-byte-ms", slow_first_byte_ms)):
+        opt.number(v, flag, lo=0)
+    for flag, v in (("--fault-500", fault_500), ("--fault-429", fault_429),
+                    ("--fault-cut", fault_cut), ("--fault-malformed", fault_malformed),
+                    ("--fault-error-event", fault_error_event), ("--fault-stall", fault_stall),
+                    ("--fault-slow-first-byte", fault_slow_first_byte)):
+        opt.number(v, flag, lo=0, hi=1)
+    for flag, n, lo in (("--tokens", tokens, 1), ("--natural-tokens", natural_tokens, 1),
+                        ("--chunk-tokens", chunk_tokens, 1), ("--parallel", parallel, 0),
+                        ("--max-queue", max_queue, 0), ("--cache-blocks", cache_blocks, 0)):
+        opt.count(n, flag, lo=lo)
+    if replicas < 1:
+        raise UsageError("--replicas must be at least 1")
+    opt.count(port, "--port", lo=0, hi=65536 - replicas)
     if tokens_per_s is not None:
-        if tokens_per_s <= 0:
-            raise UsageError("--tokens-per-s must be > 0")
+        if not tokens_per_s > 0 or not math.isfinite(tokens_per_s):
+            raise UsageError("--tokens-per-s must be a finite number above 0")
         itl_ms = 1000.0 / tokens_per_s
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
