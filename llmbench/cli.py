@@ -680,9 +680,11 @@ def report(
     """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
     if format not in ("html", "md", "csv"):
         raise UsageError(f"--format {format!r}: choose html, md or csv")
-    from .results import load_run
-    run = load_run(run_dir)       # says so if the folder or its schema is wrong
-    if run.get("status") == "partial":
+    from .recover import REBUILT_NOTE, load_checked
+    run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
+    if run.get("note") == REBUILT_NOTE:
+        typer.echo(f"note: {run_dir}: summary {REBUILT_NOTE}", err=True)
+    elif run.get("status") == "partial":
         typer.echo(f"note: {run_dir} is a partial run (interrupted); reporting what finished", err=True)
     if format == "html":
         from .report.html import write
@@ -718,6 +720,9 @@ def compare(
             raise UsageError(f"--max-regression {max_regression!r}: expected a percentage such as 10%")
         if limit < 0:
             raise UsageError("--max-regression must be >= 0")
+    from .recover import load_checked
+    for d in run_dirs:
+        load_checked(d, "compare")    # a failed or killed run: one line, or a rebuilt summary
     try:
         runs = load_runs(run_dirs)
         result = do_compare(runs, tuple(metric or DEFAULT_METRICS), limit)

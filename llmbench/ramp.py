@@ -19,7 +19,7 @@ from .report import console
 from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .runner import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness,
-                     PreflightError, report_failed)
+                     PreflightError, report_failed, write_started)
 from .target import Target
 from .workload import Workload
 
@@ -159,6 +159,9 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
 
 def execute(r: RampRun) -> int:
     run_dir = new_run_dir(r.out, "ramp", r.label) if r.out else None
+    write_started(run_dir, "ramp", r.target,
+                  {"ramp": {"by": r.plan.by, "steps": r.plan.steps, "hold_s": r.plan.hold_s}},
+                  r.labels)
     try:
         run, code = asyncio.run(_ramp(r, run_dir))
     except PreflightError as exc:
