@@ -144,11 +144,23 @@ def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, p
 
 
 def _target(url: str, model: str | None, api: str | None, api_key: str | None,
-            header: list[str] | None):
+            header: list[str] | None, wait_ready: str | None = None):
+    """The target; waits for a starting server (--wait-ready) and, without --model, asks the
+    server for the one model it serves."""
+    from .discover import DiscoverError, pick_model, wait_ready as wait
     from .target import make_target
-    if not model:
-        raise UsageError("--model is required with --url (the name the server serves)")
-    return make_target(url, model, api, api_key, header)
+    probe = make_target(url, model or "?", api, api_key, header)
+    try:
+        if wait_ready:
+            wait(probe, opt.duration(wait_ready, "--wait-ready", zero_ok=False))
+        if model:
+            return probe
+        import dataclasses
+        name = pick_model(probe)
+    except DiscoverError as exc:
+        raise fail(str(exc), exc.exit_code)
+    typer.echo(f"note: no --model given; the server serves one model: {name}", err=True)
+    return dataclasses.replace(probe, model=name)
 
 
 def _timeouts(connect_s: float, first_token_s: float, idle_s: float, total_s: float):
@@ -252,6 +264,7 @@ def run(
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+    wait_ready: Annotated[Optional[str], typer.Option(help="Wait up to this long for a starting server to answer, e.g. 120 or 5m.")] = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
     from .bench import RunPlan, execute
@@ -318,7 +331,7 @@ def run(
     labels = _parse_labels(label)
     count = (requests or 1000) + warmup
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header)
+        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
         wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
                             turns, tokenizer, limit, multi_turn,
                             {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)})
@@ -456,6 +469,7 @@ def ramp(
     label: Label = None,
     out: Out = Path("results"),
     progress: Annotated[Optional[bool], typer.Option(help="Live line (default: on a terminal).")] = None,
+    wait_ready: Annotated[Optional[str], typer.Option(help="Wait up to this long for a starting server to answer, e.g. 120 or 5m.")] = None,
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .client import RequestParams, Timeouts
@@ -496,7 +510,7 @@ def ramp(
     if n_turns < 1:
         raise UsageError("--turns must be at least 1")
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header)
+        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
         wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
                             output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
                             multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))

@@ -119,13 +119,18 @@ def detect_api(url: str) -> tuple[str, str]:
     ``.../v1`` is OpenAI chat; a full endpoint path names its flavour; a bare host (Ollama's
     base URL, e.g. http://localhost:11434) is Ollama's native API.
     """
-    url = url.rstrip("/")
-    parts = urlsplit(url)
+    url = url.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise TargetError(f"--url {strip_userinfo(url)!r} is not a valid URL ({exc}); use e.g. "
+                          "http://localhost:11434/v1")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise TargetError(f"--url {strip_userinfo(url)!r} is not an http(s) URL; use e.g. "
                           "http://localhost:11434/v1")
     try:
-        parts.port
+        if parts.port == 0:
+            raise ValueError("port 0")
     except ValueError:
         raise TargetError(f"--url {strip_userinfo(url)!r}: the port is not a number from 1 to "
                           "65535; use e.g. http://localhost:11434/v1")
