@@ -163,13 +163,13 @@ def _target(url: str, model: str | None, api: str | None, api_key: str | None,
     return dataclasses.replace(probe, model=name)
 
 
-def _timeouts(connect_s: float, first_token_s: float, idle_s: float, total_s: float):
+def _timeouts(connect_s: float, first_token_s: float, idle_s: float,
+              total_s: float) -> tuple[float, float, float, float]:
     """The four request timeouts, each finite and above 0 (0 or NaN would fail or never fire)."""
-    from .client import Timeouts
-    return Timeouts(opt.seconds(connect_s, "--timeout-connect"),
-                    opt.seconds(first_token_s, "--timeout-first-token"),
-                    opt.seconds(idle_s, "--timeout-idle"),
-                    opt.seconds(total_s, "--timeout-total"))
+    return (opt.seconds(connect_s, "--timeout-connect"),
+            opt.seconds(first_token_s, "--timeout-first-token"),
+            opt.seconds(idle_s, "--timeout-idle"),
+            opt.seconds(total_s, "--timeout-total"))
 
 
 def _check_writable(path: Path | None, flag: str) -> None:
@@ -186,19 +186,35 @@ def _check_writable(path: Path | None, flag: str) -> None:
         raise UsageError(f"{flag} {p}: cannot write there (permission denied); pick another path")
 
 
+# Our input errors, by module: looked up only in modules already imported (an error class
+# whose module was never imported cannot have been raised), so the CLI does not import numpy
+# (through slo) just to print help or reject a flag.
+_INPUT_ERRORS = {"llmbench.results": ("RunFolderError",), "llmbench.slo": ("ThresholdError",),
+                 "llmbench.target": ("TargetError",),
+                 "llmbench.workload.files": ("DatasetError",),
+                 "llmbench.workload.tokenizer": ("TokenizerError",)}
+
+
+def _input_errors() -> tuple[type, ...]:
+    out = []
+    for module, names in _INPUT_ERRORS.items():
+        mod = sys.modules.get(module)
+        out += [getattr(mod, n) for n in names if mod is not None and hasattr(mod, n)]
+    return tuple(out)
+
+
 def _guard(fn):
     """Turn our own input errors into one line and exit 2."""
-    from .results import RunFolderError
-    from .slo import ThresholdError
-    from .target import TargetError
-    from .workload import DatasetError, TokenizerError
 
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError,
-                RunFolderError) as exc:
+        except UsageError as exc:
             raise fail(str(exc))
+        except ValueError as exc:
+            if isinstance(exc, _input_errors()):
+                raise fail(str(exc))
+            raise
         except OSError as exc:
             if exc.filename is None:
                 raise
@@ -267,8 +283,6 @@ def run(
     wait_ready: Annotated[Optional[str], typer.Option(help="Wait up to this long for a starting server to answer, e.g. 120 or 5m.")] = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
-    from .bench import RunPlan, execute
-    from .client import RequestParams, Timeouts
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
@@ -330,6 +344,8 @@ def run(
         raise UsageError("--metric-percentiles must lie between 0 and 100")
     labels = _parse_labels(label)
     count = (requests or 1000) + warmup
+    from .bench import RunPlan, execute       # heavy: after every flag was checked
+    from .client import RequestParams, Timeouts
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
         wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
@@ -338,7 +354,7 @@ def run(
         plan = RunPlan(target=tgt, workload=wl,
                        params=RequestParams(stream=stream, temperature=temperature,
                                             ignore_eos=ignore_eos, extra_body=extra),
-                       timeouts=timeouts,
+                       timeouts=Timeouts(*timeouts),
                        concurrency=concurrency if rate_f is None else None,
                        rate=rate_f, burstiness=burstiness, arrival=arrival,
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,

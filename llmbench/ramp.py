@@ -92,6 +92,14 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         records = session.records if session is not None else []
         steps = [s.as_dict() for s in done_steps]
         verdict = verdict_mod.explain(steps, records, unit, harness.server_samples)
+        if harness.interrupted and isinstance(verdict, dict) \
+                and all(s.get("held") for s in steps):
+            # nothing broke because the ramp was stopped, not because every step held
+            best = max((s["load"] for s in steps), default=0)
+            verdict = {**verdict, "interrupted": True, "result": (
+                f"Held {best:g} {unit} before the ramp was interrupted ({len(steps)} of "
+                f"{len(plan.steps)} steps ran)." if steps
+                else "Interrupted before the first step finished.")}
         run = {
             "schema_version": SCHEMA_VERSION, "kind": "ramp",
             "status": "partial" if partial else "complete",
