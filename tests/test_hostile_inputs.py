@@ -134,19 +134,33 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,code,needle", CASES, ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in CASES])
-def test_bad_input_is_one_line(args, code, needle, files, tmp_path):
-    argv = [a.replace("{d}", str(files)) for a in args]
-    if argv[0] in ("run", "ramp"):
-        argv += ["--out", str(tmp_path / "res")]
-    if argv[0] == "compare":
-        argv += ["--html", str(tmp_path / "c.html")]
-    r = llmbench(*argv)
+@pytest.fixture(scope="module")
+def outcomes(files, tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess, Path]]:
+    """Every case of the table, run four at a time (each is a short child process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> tuple[subprocess.CompletedProcess, Path]:
+        out = tmp_path_factory.mktemp(f"case{i}")
+        argv = [a.replace("{d}", str(files)) for a in CASES[i][0]]
+        if argv[0] in ("run", "ramp"):
+            argv += ["--out", str(out / "res")]
+        if argv[0] == "compare":
+            argv += ["--html", str(out / "c.html")]
+        return llmbench(*argv), out
+    with ThreadPoolExecutor(4) as pool:
+        return dict(zip(range(len(CASES)), pool.map(one, range(len(CASES)))))
+
+
+@pytest.mark.parametrize("i", range(len(CASES)),
+                         ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in CASES])
+def test_bad_input_is_one_line(i, outcomes):
+    _, code, needle = CASES[i]
+    r, out = outcomes[i]
     assert r.returncode == code, (r.returncode, r.stderr)
     line = one_error_line(r)
     assert needle in line, line
     # a usage error leaves no run folder behind
-    assert not (tmp_path / "res").exists() or not any((tmp_path / "res").iterdir())
+    assert not (out / "res").exists() or not any((out / "res").iterdir())
 
 
 def test_runs_lists_an_unreadable_folder_and_goes_on(files):
