@@ -386,3 +386,24 @@ def test_sigkill_leaves_no_mock_and_report_rebuilds(tmp_path):
     assert "rebuilt from requests.jsonl" in r.stderr
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "partial" and run["summary"]["completed"] >= 3
+
+
+def test_interrupted_ramp_does_not_say_every_step_held(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=2, itl_ms=1, models=["mock"])
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "ramp", "--url", m.url + "/v1",
+                          "--model", "mock", "--users", "1,2,3", "--hold", "2s", "--ramp-in", "0",
+                          "--think", "0", "--prompt-tokens", "5", "--output-tokens", "3",
+                          "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    lines = []
+    for line in p.stdout:                 # the header, then the first step's row
+        lines.append(line)
+        if line.rstrip().endswith("held") or "broke" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    out = "".join(lines) + out
+    assert p.returncode == 130, err
+    assert "Every step held" not in out and "before the ramp was interrupted" in out
+    run = json.loads(next(tmp_path.iterdir()).joinpath("run.json").read_text())
+    assert run["status"] == "partial" and "interrupted" in run["verdict"]["result"]
