@@ -23,7 +23,7 @@ from .report import vllm_json
 from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .runner import (EXIT_INTERRUPTED, EXIT_OK, Harness, PreflightError,
-                     report_failed)
+                     report_failed, write_started)
 from .target import Target
 from .verdict import server_view
 from .workload import Workload
@@ -176,6 +176,10 @@ def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: d
 
 def execute(plan: RunPlan) -> int:
     run_dir = new_run_dir(plan.out, "run", plan.label) if plan.out else None
+    write_started(run_dir, "run", plan.target,
+                  {"load": {"concurrency": plan.concurrency, "rate": plan.rate,
+                            "max_concurrency": plan.max_concurrency, "requests": plan.requests,
+                            "duration_s": plan.duration_s, "warmup": plan.warmup}}, plan.labels)
     try:
         keep: dict[str, Any] = {}
         run, code = asyncio.run(_run(plan, run_dir, keep))

@@ -16,16 +16,14 @@ import typer
 from typing import Annotated
 
 from .exitcodes import EXIT_USAGE
+from . import options as opt
+from .options import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
 datasets_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Look at a workload before you send it.")
 app.add_typer(datasets_app, name="datasets")
-
-
-class UsageError(Exception):
-    pass
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
@@ -70,6 +68,7 @@ Temperature = Annotated[Optional[float], typer.Option(help="Sampling temperature
 ExtraBody = Annotated[Optional[str], typer.Option(metavar="JSON", help="JSON merged into every request body.", rich_help_panel=P_REQUEST)]
 TimeoutFirst = Annotated[float, typer.Option(help="Seconds to the first token.", rich_help_panel=P_REQUEST)]
 TimeoutIdle = Annotated[float, typer.Option(help="Seconds between two events.", rich_help_panel=P_REQUEST)]
+WaitReady = Annotated[Optional[str], typer.Option(metavar="DURATION", help="Wait up to this long for a starting server to answer, e.g. 120 or 5m.", rich_help_panel=P_TARGET)]
 MaxTokensField = Annotated[str, typer.Option(metavar="FIELD", help="Body field for the reply length on OpenAI chat: auto (both, or max_completion_tokens for api.openai.com) | both | max_tokens | max_completion_tokens | none.", rich_help_panel=P_REQUEST)]
 
 
@@ -115,20 +114,8 @@ def _run_label(labels: dict[str, str]) -> str | None:
 
 
 def _parse_duration(text: str, flag: str) -> float:
-    """'90', '90s', '500ms', '2m' -> seconds."""
-    t = text.strip().lower()
-    try:
-        if t.endswith("ms"):
-            return float(t[:-2]) / 1000.0
-        if t.endswith("s"):
-            return float(t[:-1])
-        if t.endswith("m"):
-            return float(t[:-1]) * 60.0
-        if t.endswith("h"):
-            return float(t[:-1]) * 3600.0
-        return float(t)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected a duration such as 30s, 500ms or 2m")
+    """'90', '90s', '500ms', '2m', '1m30s' -> seconds; finite and never negative."""
+    return opt.duration(text, flag)
 
 
 def _parse_think(text: str) -> tuple[float, float]:
@@ -156,6 +143,10 @@ def _wl_extra(shared_prefix_tokens: int, prefixes: int, words: int, random_input
         raise UsageError("--random-range-ratio must be in [0, 1)")
     if shared_prefix_tokens < 0 or prefixes < 1:
         raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
+    opt.count(words, "--words")
+    opt.count(random_input_len, "--random-input-len")
+    opt.count(random_output_len, "--random-output-len")
+    opt.count(random_prefix_len, "--random-prefix-len", lo=0)
     return {"shared_prefix_tokens": shared_prefix_tokens, "prefixes": prefixes, "words": words,
             "random_input_len": random_input_len, "random_output_len": random_output_len,
             "random_range_ratio": random_range_ratio, "random_prefix_len": random_prefix_len,
@@ -166,7 +157,11 @@ def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, p
               output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
               multi_turn: bool, extra: dict | None = None, target=None):
     from .workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
+    opt.count(limit, "--limit")
+    opt.count(turns, "--turns")
+    opt.count(count, "--count")
     extra = dict(extra or {})
+    opt.count(extra.get("sharegpt_output_len"), "--sharegpt-output-len")
     if dataset == "words":
         extra.setdefault("words", 100)
     # the target's /tokenize (vLLM, llama.cpp) counts exactly; asked here, before any load
@@ -186,21 +181,63 @@ def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, p
 
 
 def _target(url: str, model: str | None, api: str | None, api_key: str | None,
-            header: list[str] | None):
+            header: list[str] | None, wait_ready: str | None = None):
+    """The target; waits for a starting server (--wait-ready) and, without --model, asks the
+    server for the one model it serves."""
+    from .discover import DiscoverError, pick_model, wait_ready as wait
     from .target import make_target
-    if not model:
-        raise UsageError("--model is required with --url (the name the server serves)")
-    return make_target(url, model, api, api_key, header)
+    probe = make_target(url, model or "?", api, api_key, header)
+    try:
+        if wait_ready:
+            wait(probe, opt.duration(wait_ready, "--wait-ready", zero_ok=False))
+        if model:
+            return probe
+        import dataclasses
+        name = pick_model(probe)
+    except DiscoverError as exc:
+        raise fail(str(exc), exc.exit_code)
+    typer.echo(f"note: no --model given; the server serves one model: {name}", err=True)
+    return dataclasses.replace(probe, model=name)
 
 
-def _input_errors() -> tuple[type[Exception], ...]:
-    """Imported when an error is raised, not at start: slo pulls in numpy, which would cost
-    every `llmbench --help` and `--version` a fifth of a second."""
-    from .results import RunFolderError
-    from .slo import ThresholdError
-    from .target import TargetError
-    from .workload import DatasetError, TokenizerError
-    return (UsageError, TargetError, DatasetError, TokenizerError, ThresholdError, RunFolderError)
+def _timeouts(connect_s: float, first_token_s: float, idle_s: float,
+              total_s: float) -> tuple[float, float, float, float]:
+    """The four request timeouts, each finite and above 0 (0 or NaN would fail or never fire)."""
+    return (opt.seconds(connect_s, "--timeout-connect"),
+            opt.seconds(first_token_s, "--timeout-first-token"),
+            opt.seconds(idle_s, "--timeout-idle"),
+            opt.seconds(total_s, "--timeout-total"))
+
+
+def _check_writable(path: Path | None, flag: str) -> None:
+    """Find out before a long run, not after it, that a result file cannot be written."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{flag} {p}: is a folder; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {p}: the folder {parent} does not exist; create it or pick another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{flag} {p}: cannot write there (permission denied); pick another path")
+
+
+# Our input errors, by module: looked up only in modules already imported (an error class
+# whose module was never imported cannot have been raised), so the CLI does not import numpy
+# (through slo) just to print help or reject a flag.
+_INPUT_ERRORS = {"llmbench.results": ("RunFolderError",), "llmbench.slo": ("ThresholdError",),
+                 "llmbench.target": ("TargetError",),
+                 "llmbench.workload.files": ("DatasetError",),
+                 "llmbench.workload.tokenizer": ("TokenizerError",)}
+
+
+def _input_errors() -> tuple[type, ...]:
+    out = []
+    for module, names in _INPUT_ERRORS.items():
+        mod = sys.modules.get(module)
+        out += [getattr(mod, n) for n in names if mod is not None and hasattr(mod, n)]
+    return tuple(out)
 
 
 def _guard(fn):
@@ -211,6 +248,8 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except UsageError as exc:
+            raise fail(str(exc))
         except Exception as exc:
             if isinstance(exc, _input_errors()):
                 raise fail(str(exc))
@@ -285,16 +324,19 @@ def run(
     progress: Progress = None,
     max_tokens_field: MaxTokensField = "auto",
     threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="Gate on the run's summary, e.g. 'ttft.p95_all<=2s' (repeatable; grammar as ramp's); exit 99 if one fails.", rich_help_panel=P_GATES)] = None,
+    wait_ready: WaitReady = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
-    from .bench import RunPlan, execute
-    from .client import RequestParams, Timeouts
-    from .slo import parse_threshold
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    opt.count(max_concurrency, "--max-concurrency")
+    opt.count(warmup, "--warmup", lo=0)
+    opt.number(temperature, "--temperature", lo=0)
+    timeouts = _timeouts(timeout_connect, timeout_first_token, timeout_idle, timeout_total)
+    _check_writable(save_result, "--save-result")
     rate_f = None
     if rate is not None:
         try:
@@ -305,8 +347,8 @@ def run(
             raise UsageError("--rate must be > 0")
     if arrival not in ("gamma", "poisson", "constant"):
         raise UsageError(f"--arrival {arrival!r}: choose gamma, poisson or constant")
-    if burstiness <= 0:
-        raise UsageError("--burstiness must be > 0")
+    if not burstiness > 0 or not math.isfinite(burstiness):
+        raise UsageError(f"--burstiness {burstiness:g}: must be a finite number above 0 (1 = Poisson)")
     duration_s = _parse_duration(duration, "--duration") if duration else None
     if duration_s is not None and duration_s <= 0:
         raise UsageError("--duration must be above 0")
@@ -333,6 +375,7 @@ def run(
             slo[k] = float(v)
         except ValueError:
             raise UsageError(f"--goodput {g!r}: {v!r} is not a number of milliseconds")
+        opt.number(slo[k], f"--goodput {k}", lo=0, lo_open=True)
     pm = tuple(m.strip() for m in percentile_metrics.split(",") if m.strip())
     for m in pm:
         if m not in ("ttft", "tpot", "itl", "e2el"):
@@ -349,10 +392,13 @@ def run(
         meta = parse_metadata(metadata)
     except ValueError as exc:
         raise UsageError(str(exc))
+    from .slo import parse_threshold
     thresholds = [parse_threshold(t) for t in threshold or []]
     count = (requests or 1000) + warmup
+    from .bench import RunPlan, execute       # heavy: after every flag was checked
+    from .client import RequestParams, Timeouts
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header)
+        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
         wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
                             turns, tokenizer, limit, multi_turn,
                             {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)},
@@ -361,8 +407,7 @@ def run(
                        params=RequestParams(stream=stream, temperature=temperature,
                                             ignore_eos=ignore_eos, extra_body=extra,
                                             max_tokens_field=_max_tokens_field(max_tokens_field)),
-                       timeouts=Timeouts(timeout_connect, timeout_first_token, timeout_idle,
-                                         timeout_total),
+                       timeouts=Timeouts(*timeouts),
                        concurrency=concurrency if rate_f is None else None,
                        rate=rate_f, burstiness=burstiness, arrival=arrival,
                        max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
@@ -419,12 +464,22 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
             steps = [float(x) for x in users.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"--users {users!r}: expected numbers like 1,2,4,8")
+        if any(not math.isfinite(s) for s in steps):
+            raise UsageError(f"--users {users!r}: need finite numbers like 1,2,4,8")
         if not steps or any(s <= 0 for s in steps) or steps != sorted(steps):
             raise UsageError(f"--users {users!r}: need increasing numbers above 0")
+        if by == "users" and any(s != int(s) for s in steps):
+            raise UsageError(f"--users {users!r}: users come in whole numbers, e.g. 1,2,4,8")
         return steps
+    opt.number(start, "--start", lo=0, lo_open=True)
+    opt.number(step, "--step", lo=0, lo_open=True)
+    opt.number(up_to, "--up-to", lo=0, lo_open=True)
     start = 2 if start is None else start
     step = 2 if step is None else step
     up_to = 40 if up_to is None else up_to
+    if (up_to - start) / step > 10000:
+        raise UsageError(f"--start {start:g} --step {step:g} --up-to {up_to:g} make over 10000 steps; "
+                         "raise --step")
     if start <= 0 or step <= 0:
         raise UsageError("--start and --step must be above 0")
     if start > up_to:
@@ -486,6 +541,7 @@ def ramp(
     out: Out = Path("results"),
     progress: Progress = None,
     max_tokens_field: MaxTokensField = "auto",
+    wait_ready: WaitReady = None,
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .client import RequestParams, Timeouts
@@ -504,6 +560,11 @@ def ramp(
     think_s = _parse_think(think or d["think"])
     if hold_s <= 0:
         raise UsageError("--hold must be above 0")
+    opt.seconds(timeout_first_token, "--timeout-first-token")
+    opt.seconds(timeout_idle, "--timeout-idle")
+    opt.number(expect_users, "--expect-users", lo=0)
+    opt.number(temperature, "--temperature", lo=0)
+    lag_limit_ms = opt.duration(generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     thresholds = [parse_threshold(t) for t in (threshold or DEFAULT_THRESHOLDS)]
     extra = {}
     if extra_body:
@@ -521,7 +582,7 @@ def ramp(
     if n_turns < 1:
         raise UsageError("--turns must be at least 1")
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header)
+        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
         wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
                             output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
                             multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column),
@@ -529,7 +590,7 @@ def ramp(
         plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                         thresholds=thresholds, keep_going=keep_going, seed=seed,
                         drain_s=max(timeout_first_token, 30.0),
-                        lag_limit_ms=_parse_duration(generator_lag_limit, "--generator-lag-limit") * 1000)
+                        lag_limit_ms=lag_limit_ms)
         r = RampRun(target=tgt, workload=wl, plan=plan,
                     params=RequestParams(stream=True, temperature=temperature,
                                          ignore_eos=ignore_eos, extra_body=extra,
@@ -648,9 +709,26 @@ def mock(
     from mock_server import make_config
     from mock_server.server import serve_forever
 
+    for flag, v in (("--ttft-ms", ttft_ms), ("--itl-ms", itl_ms), ("--jitter", jitter),
+                    ("--prefill-ms-per-token", prefill_ms_per_token),
+                    ("--batch-slowdown", batch_slowdown), ("--stall-ms", stall_ms),
+                    ("--slow-first-byte-ms", slow_first_byte_ms)):
+        opt.number(v, flag, lo=0)
+    for flag, v in (("--fault-500", fault_500), ("--fault-429", fault_429),
+                    ("--fault-cut", fault_cut), ("--fault-malformed", fault_malformed),
+                    ("--fault-error-event", fault_error_event), ("--fault-stall", fault_stall),
+                    ("--fault-slow-first-byte", fault_slow_first_byte)):
+        opt.number(v, flag, lo=0, hi=1)
+    for flag, n, lo in (("--tokens", tokens, 1), ("--natural-tokens", natural_tokens, 1),
+                        ("--chunk-tokens", chunk_tokens, 1), ("--parallel", parallel, 0),
+                        ("--max-queue", max_queue, 0), ("--cache-blocks", cache_blocks, 0)):
+        opt.count(n, flag, lo=lo)
+    if replicas < 1:
+        raise UsageError("--replicas must be at least 1")
+    opt.count(port, "--port", lo=0, hi=65536 - replicas)
     if tokens_per_s is not None:
-        if tokens_per_s <= 0:
-            raise UsageError("--tokens-per-s must be > 0")
+        if not tokens_per_s > 0 or not math.isfinite(tokens_per_s):
+            raise UsageError("--tokens-per-s must be a finite number above 0")
         itl_ms = 1000.0 / tokens_per_s
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
@@ -691,9 +769,11 @@ def report(
     """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
     if format not in ("html", "md", "csv"):
         raise UsageError(f"--format {format!r}: choose html, md or csv")
-    from .results import load_run
-    run = load_run(run_dir)       # says so if the folder or its schema is wrong
-    if run.get("status") == "partial":
+    from .recover import REBUILT_NOTE, load_checked
+    run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
+    if run.get("note") == REBUILT_NOTE:
+        typer.echo(f"note: {run_dir}: summary {REBUILT_NOTE}", err=True)
+    elif run.get("status") == "partial":
         typer.echo(f"note: {run_dir} is a partial run (interrupted); reporting what finished", err=True)
     if format == "html":
         from .report.html import write
@@ -729,6 +809,9 @@ def compare(
             raise UsageError(f"--max-regression {max_regression!r}: expected a percentage such as 10%")
         if limit < 0:
             raise UsageError("--max-regression must be >= 0")
+    from .recover import load_checked
+    for d in run_dirs:
+        load_checked(d, "compare")    # a failed or killed run: one line, or a rebuilt summary
     try:
         runs = load_runs(run_dirs)
         result = do_compare(runs, tuple(metric or DEFAULT_METRICS), limit)

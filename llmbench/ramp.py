@@ -21,7 +21,7 @@ from .report.auto import write_report
 from .results import SCHEMA_VERSION, clean_nan, environment, new_run_dir, write_json
 from .exitcodes import EXIT_THRESHOLD
 from .runner import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, Harness,
-                     PreflightError, report_failed)
+                     PreflightError, report_failed, write_started)
 from .target import Target
 from .workload import Workload
 
@@ -98,6 +98,14 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         steps = [s.as_dict() for s in done_steps]
         verdict = verdict_mod.explain(steps, records, unit, harness.server_samples,
                                       planned=len(plan.steps))
+        if harness.interrupted and isinstance(verdict, dict) \
+                and all(s.get("held") for s in steps):
+            # nothing broke because the ramp was stopped, not because every step held
+            best = max((s["load"] for s in steps), default=0)
+            verdict = {**verdict, "interrupted": True, "result": (
+                f"Held {best:g} {unit} before the ramp was interrupted ({len(steps)} of "
+                f"{len(plan.steps)} steps ran)." if steps
+                else "Interrupted before the first step finished.")}
         run = {
             "schema_version": SCHEMA_VERSION, "kind": "ramp",
             "status": "partial" if partial else "complete",
@@ -176,6 +184,9 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
 
 def execute(r: RampRun) -> int:
     run_dir = new_run_dir(r.out, "ramp", r.label) if r.out else None
+    write_started(run_dir, "ramp", r.target,
+                  {"ramp": {"by": r.plan.by, "steps": r.plan.steps, "hold_s": r.plan.hold_s}},
+                  r.labels)
     try:
         run, code = asyncio.run(_ramp(r, run_dir))
     except PreflightError as exc:

@@ -8,6 +8,7 @@ are stored on disk as integer microseconds after ``start`` to keep a 100k-record
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ class Record:
     path: str | None = None            # probe: "router" or "direct"
     max_tokens: int | None = None      # the reply length asked for (None: the server's default)
     retries: int = 0                   # re-sent after a reused connection failed before any reply
+    note: str | None = None            # what ``clean`` had to correct in the server's answer
 
     @property
     def ttft(self) -> float | None:
@@ -76,6 +78,10 @@ class Record:
             if name == "token_times":
                 continue
             value = getattr(self, name)
+            if type(value) is float and not math.isfinite(value):
+                continue                  # JSON has no NaN: a bare NaN makes the line invalid
+            if type(value) is dict:
+                value = _finite(value)
             if value is not None and value is not False or name in ("ok",):
                 d[name] = value
         start = self.start
@@ -91,6 +97,52 @@ class Record:
         start = rec.start
         rec.token_times = [start + us / 1e6 for us in token_us]
         return rec
+
+
+def _finite(obj: Any) -> Any:
+    """A server's JSON with NaN/inf (Python's json reads them) made null."""
+    if type(obj) is float:
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def clean(rec: Record, secrets: tuple[str, ...] = ()) -> Record:
+    """Make a finished record safe to count and to store, in place.
+
+    - Our own secrets (API key, header values, URL password) are cut out of the server's text:
+      servers echo the Authorization header in error bodies.
+    - A token count the server reports below zero is invalid usage: ignored, and the reply's
+      token events are counted instead (throughput must never be negative); ``note`` says so.
+    - A non-finite server figure (an ``x-llmbench-queue-ms: nan`` header) is dropped.
+    """
+    if secrets and rec.error:
+        for secret in secrets:
+            if secret in rec.error:
+                rec.error = rec.error.replace(secret, "***")
+    if rec.output_tokens is not None and rec.output_tokens < 0:
+        rec.note = (f"the server reported completion_tokens {rec.output_tokens}; ignored, "
+                    f"counted {len(rec.token_times)} token events instead")
+        rec.output_tokens = len(rec.token_times) if rec.token_times else None
+        rec.output_tokens_source = "events"
+        rec.token_counts = None
+    elif rec.token_counts is not None and any(c < 0 for c in rec.token_counts):
+        rec.token_counts = None       # per-event counts that go backwards are not counts
+    if rec.prompt_tokens is not None and rec.prompt_tokens < 0:
+        rec.note = (rec.note + "; " if rec.note else "") + \
+            f"the server reported prompt_tokens {rec.prompt_tokens}; ignored"
+        rec.prompt_tokens = None
+    if rec.server_timing:
+        rec.server_timing = _finite(rec.server_timing)
+    if rec.cached_tokens is not None and rec.cached_tokens < 0:
+        rec.cached_tokens = None
+    if rec.server_queue_ms is not None and not (math.isfinite(rec.server_queue_ms)
+                                                and rec.server_queue_ms >= 0):
+        rec.server_queue_ms = None
+    return rec
 
 
 class RecordLog:

@@ -85,24 +85,36 @@ def environment() -> dict[str, Any]:
 SECRET_FLAGS = ("--api-key", "--header")
 
 
+def _scrub_header(item: str) -> str:
+    """'K: V' -> 'K: ***', 'K=V' -> 'K=***': the whole value, whatever it holds ('=' in base64)."""
+    from .target import split_header
+    kv = split_header(item)
+    if kv is None:
+        return "***"
+    sep = item[len(kv[0])]
+    return kv[0] + sep + (" ***" if kv[1].startswith(" ") else "***")
+
+
 def scrub_argv(argv: list[str]) -> list[str]:
-    """The command line without secrets: values of --api-key and --header are replaced."""
+    """The command line without secrets: the values of --api-key and --header are replaced
+    whole, and every URL loses its user:password@ part."""
+    from .target import strip_userinfo
     out: list[str] = []
-    hide_next = False
+    hide_next: str | None = None
     for a in argv:
-        if hide_next:
-            out.append("***" if not a.count("=") or a.startswith("--api-key") else a.split("=", 1)[0] + "=***")
-            hide_next = False
+        if hide_next is not None:
+            out.append("***" if hide_next == "--api-key" else _scrub_header(a))
+            hide_next = None
             continue
-        flag = a.split("=", 1)[0]
+        flag, eq, value = a.partition("=")
         if flag in SECRET_FLAGS:
-            if "=" in a:
-                out.append(flag + "=***")
+            if eq:
+                out.append(flag + "=" + ("***" if flag == "--api-key" else _scrub_header(value)))
             else:
                 out.append(a)
-                hide_next = True
+                hide_next = flag
             continue
-        out.append(a)
+        out.append(strip_userinfo(a))
     return out
 
 
@@ -115,6 +127,11 @@ def load_run(path: str | Path) -> dict[str, Any]:
         data = json.loads(f.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RunFolderError(f"{f}:{exc.lineno}: run.json is not valid JSON ({exc.msg})")
+    except UnicodeDecodeError:
+        raise RunFolderError(f"{f}: run.json is not UTF-8 text; give a run folder made by llmbench")
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{f}: run.json holds a JSON {type(data).__name__}, not the object "
+                             "llmbench writes; give a run folder made by llmbench run/ramp")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RunFolderError(f"{f}: schema version {version} is not the {SCHEMA_VERSION} this "
@@ -124,20 +141,55 @@ def load_run(path: str | Path) -> dict[str, Any]:
 
 def headline(run: dict[str, Any]) -> str:
     kind = run.get("kind")
-    if run.get("status") == "failed":
-        return "failed: " + str(run.get("error", ""))[:80]
+    if run.get("status") in ("failed", "interrupted") and not run.get("summary") \
+            and not run.get("steps"):
+        return f"{run.get('status')}: " + str(run.get("error", ""))[:80]
+    if run.get("status") == "running":
+        return "no summary yet (llmbench report rebuilds it from requests.jsonl)"
     if kind == "ramp":
-        return (run.get("verdict") or {}).get("result", "")
+        v = run.get("verdict")
+        return str(v.get("result", "")) if isinstance(v, dict) else ""
     if kind == "run":
-        s = run.get("summary") or {}
-        ttft = s.get("median_ttft_ms")         # None when no request succeeded
+        s = run.get("summary")
+        if not isinstance(s, dict):
+            return "no summary"
+        ttft, tput = s.get("median_ttft_ms"), s.get("output_throughput")
         return (f"{s.get('completed')} ok, {s.get('failed')} failed, TTFT p50 "
-                + ("–" if ttft is None else f"{float(ttft):.0f} ms")
-                + f", {s.get('output_throughput') or 0:.1f} tok/s")
+                + (f"{ttft:.0f} ms" if isinstance(ttft, (int, float)) else "–")
+                + ", " + (f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) else "– tok/s"))
     if kind == "probe":
         b = run.get("router_bound")
-        return f"router-bound from {b['users']} users" if b else "no router-bound step"
+        return (f"router-bound from {b.get('users')} users" if isinstance(b, dict)
+                else "no router-bound step")
     return ""
+
+
+def _date_of(run: dict[str, Any], folder: Path) -> str:
+    """When the run started: run.json's time, else the folder name's stamp, else its mtime
+    (a run that failed its preflight once had no time and showed 1970)."""
+    t = run.get("started_at")
+    if isinstance(t, (int, float)) and t > 0:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+    m = re.match(r"(\d{8})-(\d{6})", folder.name)
+    if m:
+        try:
+            return time.strftime("%Y-%m-%d %H:%M", time.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S"))
+        except ValueError:
+            pass
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
+
+
+def _alive(pid: Any) -> bool:
+    """Is the process that wrote a "running" run.json still there? (Unknown counts as yes.)"""
+    if not isinstance(pid, int):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def list_runs(out: str | Path) -> list[dict[str, Any]]:
@@ -154,9 +206,15 @@ def list_runs(out: str | Path) -> list[dict[str, Any]]:
         except RunFolderError as exc:
             rows.append({"folder": d.name, "error": str(exc)})
             continue
-        env = run.get("environment") or {}
-        rows.append({"folder": d.name, "kind": run.get("kind"), "status": run.get("status"),
-                     "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("started_at") or 0)),
-                     "command": "llmbench " + " ".join(env.get("argv") or []),
-                     "labels": run.get("labels") or {}, "headline": headline(run)})
+        env = run.get("environment") if isinstance(run.get("environment"), dict) else {}
+        argv = env.get("argv") if isinstance(env.get("argv"), list) else []
+        labels = run.get("labels") if isinstance(run.get("labels"), dict) else {}
+        status = run.get("status")
+        if status == "running" and not _alive(run.get("pid")):
+            status = "stopped without a summary (killed?)"
+        rows.append({"folder": d.name, "kind": run.get("kind"), "status": status,
+                     "date": _date_of(run, d),
+                     # scrubbed again: folders written by older versions leaked some forms
+                     "command": "llmbench " + " ".join(scrub_argv([str(a) for a in argv])),
+                     "labels": labels, "headline": headline(run)})
     return rows

@@ -7,6 +7,7 @@ CLI only parses flags into a plan.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import sys
@@ -19,7 +20,7 @@ from .client import Client, RequestParams, Timeouts
 from .load.monitor import LoopMonitor
 from .load.session import Session
 from .probe.scrape import ServerProbe
-from .records import Record, RecordLog
+from .records import Record, RecordLog, clean
 from .target import Target
 
 perf_counter = time.perf_counter
@@ -36,13 +37,38 @@ class PreflightError(Exception):
 
 def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
     """One line on stderr, and a run.json that says why nothing was measured."""
-    from .results import SCHEMA_VERSION, write_json
-    print(f"error: {exc}", file=sys.stderr)
+    from .results import SCHEMA_VERSION, environment, write_json
+    message = target.redact(str(exc)) or ""
+    print(f"error: {message}", file=sys.stderr)
     if run_dir is not None:
+        status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
         write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": kind,
-                                          "status": "failed", "error": str(exc),
+                                          "status": status, "error": message,
+                                          "started_at": time.time(),
+                                          "environment": environment(),
                                           "config": {"target": target.describe()}})
     return exc.exit_code
+
+
+def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
+                  labels: dict[str, str]) -> None:
+    """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
+    a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl."""
+    if run_dir is None:
+        return
+    from .results import SCHEMA_VERSION, environment, write_json
+    write_json(run_dir / "run.json", {"schema_version": SCHEMA_VERSION, "kind": kind,
+                                      "status": "running", "started_at": time.time(),
+                                      "pid": os.getpid(),
+                                      "labels": labels, "environment": environment(),
+                                      "config": {"target": target.describe(), **config}})
+
+
+# A first request that failed for a reason that may pass (a 5xx, a 429, a cut stream) is tried
+# this many times in all before the run stops; a timeout is not retried (it already waited).
+PREFLIGHT_ATTEMPTS = 3
+# Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
+PREFLIGHT_NOTE_AFTER_S = 5.0
 
 
 @dataclass
@@ -66,25 +92,96 @@ class Harness:
     server_note: str | None = None
 
     async def preflight(self, client: Client) -> None:
-        """Fail fast with one clear line: nothing listening, wrong model, not an LLM API."""
-        rec = Record("preflight", scheduled=perf_counter())
-        await client.send([{"role": "user", "content": "Hi"}], 1, rec)
+        """Fail fast with one clear line: nothing listening, wrong model, not an LLM API, a
+        server that fails or never answers. While it waits, it says so."""
         url = self.target.endpoint
-        if rec.error_kind in ("connect", "timeout_connect"):
-            raise PreflightError(f"cannot reach {self.target.base_url}: {rec.error}. Is the server "
-                                 "running, and is --url right?", EXIT_UNREACHABLE)
-        if rec.error_kind == "http_status" and rec.status in (400, 401, 403, 404, 405, 422):
-            hint = {404: " (wrong --model, or wrong --api/--url path?)",
-                    401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
-                    405: " (wrong --api/--url path?)"}.get(rec.status or 0, "")
-            raise PreflightError(f"POST {url} answered {rec.status}{hint}: {rec.error}",
-                                 EXIT_REFUSED)
-        if rec.error_kind == "malformed_event":
-            raise PreflightError(f"POST {url} did not answer like an LLM API (not JSON events: "
-                                 f"{(rec.error or '')[:80]!r}); check --url and --api", EXIT_REFUSED)
-        if rec.error_kind in ("no_token",) and rec.status == 200:
+        for attempt in range(1, PREFLIGHT_ATTEMPTS + 1):
+            rec = await self._preflight_request(client)
+            clean(rec, self.target.secrets())
+            if rec.ok or rec.error_kind == "no_token":
+                break
+            if rec.error_kind in ("connect", "timeout_connect"):
+                raise PreflightError(f"cannot reach {self.target.base_url}: {rec.error}. Is the "
+                                     "server running, and is --url right?", EXIT_UNREACHABLE)
+            if rec.error_kind == "http_status" and rec.status in (400, 401, 403, 404, 405, 422):
+                hint = {404: " (wrong --model, or wrong --api/--url path?)",
+                        401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
+                        405: " (wrong --api/--url path?)"}.get(rec.status or 0, "")
+                raise PreflightError(f"POST {url} answered {rec.status}{hint}: {rec.error}",
+                                     EXIT_REFUSED)
+            if rec.error_kind == "malformed_event":
+                raise PreflightError(f"POST {url} did not answer like an LLM API (not JSON events: "
+                                     f"{(rec.error or '')[:80]!r}); check --url and --api",
+                                     EXIT_REFUSED)
+            if rec.error_kind in ("timeout_first_token", "timeout_total", "timeout_idle"):
+                limit = {"timeout_first_token": ("first token", self.timeouts.first_token_s,
+                                                 "--timeout-first-token"),
+                         "timeout_total": ("whole reply", self.timeouts.total_s, "--timeout-total"),
+                         "timeout_idle": ("next event", self.timeouts.idle_s, "--timeout-idle"),
+                         }[rec.error_kind]
+                raise PreflightError(
+                    f"the first request to {url} got no {limit[0]} within {limit[1]:g} s "
+                    f"({limit[2]}): the server is stalled or still loading; nothing was sent "
+                    "after it (--wait-ready waits for a server that is starting)", EXIT_UNREACHABLE)
+            if attempt == PREFLIGHT_ATTEMPTS:
+                what = f"answered {rec.status}" if rec.error_kind == "http_status" else rec.error_kind
+                raise PreflightError(f"the first request to {url} failed {PREFLIGHT_ATTEMPTS} times "
+                                     f"({what}: {(rec.error or '')[:120]}); the load was not started",
+                                     EXIT_UNREACHABLE)
+            await asyncio.sleep(0.5 * attempt)
+        if rec.error_kind == "no_token" and rec.status == 200:
             print(f"warning: the preflight request to {url} returned no token; going on",
                   file=sys.stderr)
+
+    async def _preflight_request(self, client: Client) -> Record:
+        """Send the one-token request; while it has not answered, say so now and then."""
+        rec = Record("preflight", scheduled=perf_counter())
+        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec))
+        waited, note_at = 0.0, PREFLIGHT_NOTE_AFTER_S
+        limit = min(self.timeouts.first_token_s, self.timeouts.total_s)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=note_at - waited)
+                if done:
+                    break
+                waited = note_at
+                note_at += 30.0
+                print(f"waiting for the server to answer the first request ({waited:.0f} s so far; "
+                      f"gives up after {limit:g} s, see --timeout-first-token)",
+                      file=sys.stderr, flush=True)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        return rec
+
+    async def _preflight_interruptible(self, client: Client) -> None:
+        """Ctrl-C or SIGTERM during the preflight: stop, and say so in run.json (not an empty
+        folder)."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self.preflight(client))
+        stopped = []
+
+        def on_signal() -> None:
+            stopped.append(True)
+            task.cancel()
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not stopped:
+                raise
+            raise PreflightError("interrupted during the preflight (the first request): nothing "
+                                 "was measured", EXIT_INTERRUPTED)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
 
     async def execute(self, body: Callable[[Session], Awaitable[Any]],
                       live: Callable[[Session, float], str] | None = None) -> tuple[Any, Session]:
@@ -94,7 +191,7 @@ class Harness:
         loop = asyncio.get_running_loop()
         async with Client(self.target, self.params, self.timeouts, self.max_connections,
                           self.served_by_header, self.count_tokens) as client:
-            await self.preflight(client)
+            await self._preflight_interruptible(client)
             session = Session(client, log, run_id=f"{int(time.time()) % 100000:05d}")
             main = asyncio.current_task()
             assert main is not None

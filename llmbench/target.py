@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 API_FLAVOURS = ("openai-chat", "openai", "ollama")
 
@@ -26,7 +28,9 @@ class Target:
     api: str
     model: str
     api_key: str | None = field(default=None, repr=False)
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # user:password from the URL, sent as Basic auth; never part of base_url, never saved
+    userinfo: str | None = field(default=None, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -40,10 +44,38 @@ class Target:
 
     def request_headers(self) -> dict[str, str]:
         h = {"content-type": "application/json"}
+        if self.userinfo:
+            h["authorization"] = "Basic " + base64.b64encode(self.userinfo.encode()).decode()
         if self.api_key:
             h["authorization"] = f"Bearer {self.api_key}"
         h.update(dict(self.headers))
         return h
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every value that must never be stored or printed: the key, header values, the URL's
+        password, and the Authorization values built from them. Longest first, so a redaction
+        never leaves the tail of a longer secret behind."""
+        out: set[str] = set()
+        if self.api_key:
+            out.add(self.api_key)
+        for _, v in self.headers:
+            out.add(v)
+            # "Basic dXNl...": the credential part alone, as a server might echo it
+            out.update(part for part in v.split() if len(part) >= 6)
+        if self.userinfo:
+            out.add(self.userinfo)
+            _, _, password = self.userinfo.partition(":")
+            if password:
+                out.add(password)
+        auth = self.request_headers().get("authorization")
+        if auth:
+            out.add(auth)
+            out.add(auth.split(" ", 1)[-1])
+        return tuple(sorted((s for s in out if len(s) >= 4), key=len, reverse=True))
+
+    def redact(self, text: str | None) -> str | None:
+        """A server's text with our own secrets taken out (servers echo headers in error bodies)."""
+        return redact(text, self.secrets())
 
     def describe(self) -> dict[str, object]:
         """What may be saved in results: never the key, never header values (they may hold secrets)."""
@@ -57,16 +89,56 @@ class Target:
         }
 
 
+def redact(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    if not text or not secrets:
+        return text
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """(URL without user:password@, 'user:password' or None)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    clean = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return clean, unquote(userinfo)
+
+
+def strip_userinfo(text: str) -> str:
+    """Any http(s) URL in ``text`` without its user:password@ part."""
+    return re.sub(r"(https?://)[^/@\s]*@", r"\1", text)
+
+
 def detect_api(url: str) -> tuple[str, str]:
     """Return (flavour, base URL) for a user-given URL.
 
     ``.../v1`` is OpenAI chat; a full endpoint path names its flavour; a bare host (Ollama's
     base URL, e.g. http://localhost:11434) is Ollama's native API.
     """
-    url = url.rstrip("/")
-    parts = urlsplit(url)
+    url = url.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise TargetError(f"--url {strip_userinfo(url)!r} is not a valid URL ({exc}); use e.g. "
+                          "http://localhost:11434/v1")
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise TargetError(f"--url {url!r} is not an http(s) URL; use e.g. http://localhost:11434/v1")
+        raise TargetError(f"--url {strip_userinfo(url)!r} is not an http(s) URL; use e.g. "
+                          "http://localhost:11434/v1")
+    try:
+        if parts.port == 0:
+            raise ValueError("port 0")
+    except ValueError:
+        raise TargetError(f"--url {strip_userinfo(url)!r}: the port is not a number from 1 to "
+                          "65535; use e.g. http://localhost:11434/v1")
+    if not parts.hostname:
+        raise TargetError(f"--url {strip_userinfo(url)!r}: no host name; use e.g. "
+                          "http://localhost:11434/v1")
+    if any(c in url for c in "\r\n\t "):
+        raise TargetError(f"--url {strip_userinfo(url)!r}: contains spaces or line breaks")
     path = parts.path
     for suffix, api in (("/chat/completions", "openai-chat"), ("/completions", "openai"),
                         ("/api/chat", "ollama"), ("/api/generate", "ollama")):
@@ -79,22 +151,41 @@ def detect_api(url: str) -> tuple[str, str]:
     return "openai-chat", url
 
 
+# RFC 9110 token characters: a header name holds neither ':' nor '=', so the first of the two
+# separates name and value ('Authorization: Basic dXNl...OA==' has '=' only inside the value)
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def split_header(item: str) -> tuple[str, str] | None:
+    """'K=V' or 'K: V' -> (K, V) split at the first separator; None when there is none."""
+    cut = min((i for i in (item.find("="), item.find(":")) if i >= 0), default=-1)
+    if cut < 0:
+        return None
+    return item[:cut], item[cut + 1:]
+
+
 def parse_headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for item in items or []:
-        if "=" not in item and ":" not in item:
-            raise TargetError(f"--header {item!r}: expected KEY=VALUE")
-        sep = "=" if "=" in item else ":"
-        k, v = item.split(sep, 1)
-        if not k.strip():
-            raise TargetError(f"--header {item!r}: the header name is empty")
-        out.append((k.strip().lower(), v.strip()))
+        kv = split_header(item)
+        if kv is None:
+            raise TargetError(f"--header {item.split()[0] if item.split() else item!r}...: expected "
+                              "KEY=VALUE or 'KEY: VALUE'")
+        k, v = kv[0].strip(), kv[1].strip()
+        if not k:
+            raise TargetError("--header: the header name is empty; expected KEY=VALUE or 'KEY: VALUE'")
+        if not _TOKEN.match(k):
+            raise TargetError(f"--header {k[:40]!r}: not a valid header name (letters, digits, '-')")
+        if any(c in v for c in "\r\n\0"):
+            raise TargetError(f"--header {k}: the value contains a line break; give it on one line")
+        out.append((k.lower(), v))
     return tuple(out)
 
 
 def make_target(url: str, model: str, api: str | None = None, api_key: str | None = None,
                 headers: list[str] | None = None) -> Target:
     detected, base = detect_api(url)
+    base, userinfo = split_userinfo(base)
     if api is not None and api not in API_FLAVOURS:
         raise TargetError(f"--api {api!r}: choose one of {', '.join(API_FLAVOURS)}")
     flavour = api or detected
@@ -105,4 +196,5 @@ def make_target(url: str, model: str, api: str | None = None, api_key: str | Non
     key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
     if not model:
         raise TargetError("--model is empty; name the model the server serves (see GET /v1/models or /api/tags)")
-    return Target(base_url=base, api=flavour, model=model, api_key=key, headers=parse_headers(headers))
+    return Target(base_url=base, api=flavour, model=model, api_key=key,
+                  headers=parse_headers(headers), userinfo=userinfo)

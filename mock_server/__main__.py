@@ -19,12 +19,14 @@ def main() -> None:
     ap.add_argument("--record")
     ap.add_argument("--record-prompts", action="store_true")
     ap.add_argument("--announce", action="store_true")
+    ap.add_argument("--watch-stdin", action="store_true",
+                    help="stop when stdin reaches end of file (the parent process died)")
     a = ap.parse_args()
     cfg = MockConfig()
     cfg.update(json.loads(a.config_json))
     try:
         asyncio.run(serve_forever(cfg, a.replicas, a.host, a.port, a.record, a.record_prompts,
-                                  a.announce))
+                                  a.announce, watch_stdin=a.watch_stdin))
     except KeyboardInterrupt:
         pass
 

@@ -172,6 +172,44 @@ class MockServer:
             raise errors[0]
 
 
+def _die_with_parent(parent_pid: int):
+    """For Popen: the child gets SIGKILL when its parent dies, even by SIGKILL (Linux prctl
+    PR_SET_PDEATHSIG), so a killed llmbench never leaves its built-in mock listening. Elsewhere
+    the child watches its stdin pipe instead (see ``watch_parent``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            # SIGKILL, not SIGTERM: a graceful stop waits for streams in flight (up to a minute),
+            # and with the parent gone nobody reads them
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)     # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent_pid:                # the parent died before prctl took hold
+            os._exit(1)
+    return preexec
+
+
+async def watch_parent(stop: asyncio.Event) -> None:
+    """The child's stdin is a pipe from its parent: end of file means the parent is gone."""
+    loop = asyncio.get_running_loop()
+    try:
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except (OSError, ValueError, NotImplementedError):
+        return
+    try:
+        while await reader.read(4096):
+            pass
+    except (OSError, ConnectionError):
+        pass
+    stop.set()
+    loop.call_later(3.0, os._exit, 0)    # a graceful stop may wait for streams nobody reads
+
+
 class MockProcess:
     """The mock in a child process; ``url`` once it is listening."""
 
@@ -187,14 +225,15 @@ class MockProcess:
     def __enter__(self) -> "MockProcess":
         cmd = [sys.executable, "-m", "mock_server", "--config-json", json.dumps(asdict(self.config)),
                "--replicas", str(self.replicas), "--host", self.host, "--port", "0",
-               "--announce"]
+               "--announce", "--watch-stdin"]
         if self.record:
             cmd += ["--record", self.record]
         env = dict(os.environ)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env=env)
+                                     stdin=subprocess.PIPE, text=True, env=env,
+                                     preexec_fn=_die_with_parent(os.getpid()))
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("LISTENING "):
@@ -214,11 +253,13 @@ class MockProcess:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
 
 
 async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
                         record: str | None, record_prompts: bool, announce: bool,
-                        quiet: bool = False) -> None:
+                        quiet: bool = False, watch_stdin: bool = False) -> None:
     cluster = MockCluster(config, replicas, host, port, record, record_prompts)
     await cluster.start()
     if announce:
@@ -234,7 +275,10 @@ async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
             loop.add_signal_handler(sig, stop.set)   # stop cleanly: the send-time log is flushed
         except (NotImplementedError, RuntimeError):
             pass
+    watcher = loop.create_task(watch_parent(stop)) if watch_stdin else None
     try:
         await stop.wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await cluster.stop()

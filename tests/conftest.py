@@ -70,7 +70,8 @@ def run(coro):
 class RawServer:
     """A misbehaving HTTP server: answers every request with the bytes a script gives it.
 
-    ``script`` is a list of (delay_s, bytes | None); None closes the connection abruptly."""
+    ``script`` is a list of (delay_s, bytes | None); None closes the connection abruptly. It may
+    also be a function of the request's index (0, 1, ...) that returns such a list."""
 
     def __init__(self, script: list, port: int | None = None) -> None:
         self.script = script
@@ -96,8 +97,10 @@ class RawServer:
                         length = int(line.split(":")[1])
                 body = await reader.readexactly(length) if length else b""
                 self.requests.append(data + body)
+                script = (self.script(len(self.requests) - 1) if callable(self.script)
+                          else self.script)
                 try:
-                    for delay, chunk in self.script:
+                    for delay, chunk in script:
                         if delay:
                             await asyncio.sleep(delay)
                         if chunk is None:

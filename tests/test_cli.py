@@ -117,7 +117,7 @@ def test_not_an_llm_server(tmp_path):
     (["--prompt-tokens", "9-3"], "--prompt-tokens"),
     (["--api", "grpc"], "--api 'grpc'"),
     (["--url", "ftp://x", "--model", "m"], "not an http(s) URL"),
-    (["--url", "http://127.0.0.1:9/v1"], "--model is required"),
+    (["--url", "http://127.0.0.1:99999/v1"], "the port is not a number"),
     (["--dataset", "/no/such/file.json"], "no such file"),
     (["--duration", "soon"], "--duration"),
     (["--hf-column", "prompt"], "--hf-column 'prompt'"),

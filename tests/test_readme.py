@@ -21,5 +21,11 @@ def test_secrets_scrubbed_from_the_saved_command_line():
             "--header=X-Key=y", "--model", "m"]
     out = scrub_argv(argv)
     assert out == ["ramp", "--api-key", "***", "--api-key=***", "--header", "Authorization=***",
-                   "--header=***", "--model", "m"]
+                   "--header=X-Key=***", "--model", "m"]
     assert not any(s in " ".join(out) for s in ("sk-1", "sk-2", "Bearer", "=y"))
+    # the whole value, whatever it holds: base64 has '=' inside, URLs carry user:password@
+    out = scrub_argv(["--header", "Authorization: Basic dXNlcjpTRUNSRVQxMjM0NTY3OA==",
+                      "--header=Authorization: Basic dXNlcjpTRUNSRVQxMjM0NTY3OA==",
+                      "--url", "http://user:pw@host:1/v1", "--direct=https://u:p@h/v1"])
+    assert out == ["--header", "Authorization: ***", "--header=Authorization: ***",
+                   "--url", "http://host:1/v1", "--direct=https://h/v1"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RawServer, http_head
+from conftest import RawServer, chat_token, http_head
 from mock_server import MockConfig, MockServer
 from test_cli import llmbench, only_run
 
@@ -74,8 +74,10 @@ def test_run_report_sections(runs_dir):
 
 def test_hostile_server_text_is_escaped(tmp_path):
     body = json.dumps({"error": {"message": HOSTILE + "<img src=x onerror=alert(1)>"}}).encode()
-    with RawServer([(0, http_head("500 Internal Server Error", "application/json",
-                                  length=len(body)) + body)]) as s:
+    good = http_head() + chat_token("hi") + b"data: [DONE]\n\n"
+    bad = http_head("500 Internal Server Error", "application/json", length=len(body)) + body
+    # the first request (the preflight) is answered, the run's requests get the hostile text
+    with RawServer(lambda i: [(0, good if i == 0 else bad)]) as s:
         r = llmbench("run", "--url", s.url + "/v1", "--model", "<b>m</b>", "--requests", "3",
                      "--out", str(tmp_path))
     d = only_run(tmp_path)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..client import Client
-from ..records import Record, RecordLog
+from ..records import Record, RecordLog, clean
 from ..workload import Turn
 
 perf_counter = time.perf_counter
@@ -47,6 +47,11 @@ class Session:
     # replies would otherwise sit in memory for nothing
     texts: dict[str, str] | None = None
     _next_id: int = 0
+    _secrets: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        target = getattr(self.client, "target", None)
+        self._secrets = target.secrets() if target is not None else ()
 
     async def request(self, messages: list[dict[str, str]], turn: Turn, *, scheduled: float,
                       user: int | None = None, conversation: str | None = None,
@@ -71,6 +76,7 @@ class Session:
         return rec, text
 
     def _finish(self, rec: Record) -> None:
+        clean(rec, self._secrets or ())    # no secret, no NaN, no negative count goes further
         c = self.counters
         self.active.discard(rec)
         c.in_flight -= 1

@@ -85,6 +85,8 @@ def _sharegpt_turns(conv: list[dict[str, Any]]) -> tuple[str | None, list[tuple[
     system = None
     pairs: list[tuple[str, str | None]] = []
     for m in conv:
+        if not isinstance(m, dict):
+            continue
         who = str(m.get("from", m.get("role", ""))).lower()
         text = m.get("value", m.get("content", ""))
         if not isinstance(text, str):
@@ -103,8 +105,15 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     """vLLM's ShareGPT sampling: turn 0 as prompt, turn 1's length as output length; drop prompts
     under 4 tokens, over 1024, and prompt+output over 2048; seeded shuffle; oversample if short."""
     _check_file(path)
-    offsets = [off for off, obj in iter_json_array(path)
-               if isinstance(obj, dict) and len(obj.get("conversations") or []) >= 2]
+    offsets = []
+    for off, obj in iter_json_array(path):
+        conv = obj.get("conversations") if isinstance(obj, dict) else None
+        if conv is not None and not isinstance(conv, list):
+            raise DatasetError(f"{path}:{_line_of(path, off)}: 'conversations' is a "
+                               f"{type(conv).__name__}; ShareGPT needs a list of "
+                               "{\"from\": ..., \"value\": ...} turns")
+        if conv is not None and len(conv) >= 2 and all(isinstance(m, dict) for m in conv[:2]):
+            offsets.append(off)
     if not offsets:
         raise DatasetError(f"--dataset {path}: no entry has a 'conversations' list of 2 or more turns")
     random.seed(seed)
@@ -120,6 +129,9 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
             obj = _read_at(fh, off, decoder)
             conv = obj["conversations"]
             prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
+            if not isinstance(prompt, str) or not isinstance(completion, str):
+                raise DatasetError(f"{path}:{_line_of(path, off)}: a turn's 'value' is not a "
+                                   "string (ShareGPT format)")
             p_len = tok.count(prompt)
             c_len = tok.count(completion)
             o_len = output_len if output_len is not None else c_len
@@ -160,6 +172,9 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
                                "'conversations' list (ShareGPT format)")
         if _sharegpt_turns(obj["conversations"])[1]:
             offsets.append(off)
+    if not offsets:
+        raise DatasetError(f"--dataset {path}: no conversation has a human/user turn with text "
+                           "(ShareGPT format: {\"from\": \"human\", \"value\": \"...\"})")
     random.Random(seed).shuffle(offsets)
     if limit:
         offsets = offsets[:limit]
@@ -210,8 +225,13 @@ def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversat
 def jsonl_conversations(path: str, tok: Tokenizer, limit: int | None) -> list[Conversation]:
     _check_file(path)
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                   f"column {exc.start + 1}); save the file as UTF-8")
             if not line.strip():
                 continue
             try:

@@ -1,0 +1,113 @@
+"""Before a run: wait for a server that is starting (--wait-ready), and ask it which model it
+serves when --model is not given. Plain urllib, so the CLI stays light to import."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Callable
+
+from .exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
+from .target import Target
+
+
+class DiscoverError(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def models_url(target: Target) -> str:
+    """Ollama's native API lists models at /api/tags; OpenAI-style servers at <base>/models."""
+    if target.api == "ollama":
+        return target.server_root + "/api/tags"
+    return target.base_url + "/models"
+
+
+def _headers(target: Target) -> dict[str, str]:
+    return {k: v for k, v in target.request_headers().items() if k != "content-type"}
+
+
+def _get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
+    """(status, body); raises OSError (URLError) when nothing answers."""
+    req = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:   # noqa: S310 - user's URL
+            return resp.status, resp.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(4096) if exc.fp is not None else b""
+
+
+def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None = None,
+               poll_s: float = 1.0) -> float:
+    """Poll until the server answers HTTP with anything but a 5xx (a server still loading its
+    model answers 503, or nothing at all), like vLLM's ready check; return the seconds waited.
+    Raises DiscoverError (exit 3) when ``wait_s`` passes first."""
+    say = say or (lambda m: print(m, file=sys.stderr, flush=True))
+    url = models_url(target)
+    t0 = time.monotonic()
+    said = False
+    last = "no answer"
+    while True:
+        try:
+            status, _ = _get(url, _headers(target), min(5.0, max(wait_s, 0.5)))
+            if status < 500:
+                return time.monotonic() - t0
+            last = f"HTTP {status}"
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            last = f"{type(reason).__name__}: {reason}"[:120]
+        waited = time.monotonic() - t0
+        if waited >= wait_s:
+            raise DiscoverError(f"{target.redact(target.server_root)} was not ready after "
+                                f"{wait_s:g} s (--wait-ready; last: {target.redact(last)})",
+                                EXIT_UNREACHABLE)
+        if not said:
+            say(f"waiting up to {wait_s:g} s for {target.server_root} to answer "
+                f"(--wait-ready; now: {target.redact(last)})")
+            said = True
+        time.sleep(min(poll_s, max(wait_s - waited, 0.05)))
+
+
+def served_models(target: Target, timeout_s: float = 10.0) -> list[str]:
+    """The model names the server lists, in its order."""
+    url = models_url(target)
+    try:
+        status, body = _get(url, _headers(target), timeout_s)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DiscoverError(f"cannot reach {target.base_url} to ask which model it serves "
+                            f"({type(reason).__name__}: {reason}). Is the server running, and is "
+                            "--url right?", EXIT_UNREACHABLE)
+    if status >= 400:
+        raise DiscoverError(f"--model is required: GET {url} answered {status}, so the server's "
+                            "models are unknown; name one with --model", EXIT_USAGE)
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    names: list[str] = []
+    if isinstance(doc, dict):
+        for key, field in (("data", "id"), ("models", "name"), ("models", "model")):
+            items = doc.get(key)
+            if isinstance(items, list):
+                names = [str(m[field]) for m in items if isinstance(m, dict) and m.get(field)]
+                if names:
+                    break
+    return list(dict.fromkeys(names))
+
+
+def pick_model(target: Target) -> str:
+    """The one model the server serves; otherwise one line that lists them (exit 2)."""
+    names = served_models(target)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise DiscoverError(f"--model is required: {models_url(target)} lists no model; name the "
+                            "model with --model", EXIT_USAGE)
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    raise DiscoverError(f"--model is required: the server serves {len(names)} models ({shown}); "
+                        "pick one with --model", EXIT_USAGE)
