@@ -336,7 +336,16 @@ def run(
     opt.count(warmup, "--warmup", lo=0)
     opt.number(temperature, "--temperature", lo=0)
     timeouts = _timeouts(timeout_connect, timeout_first_token, timeout_idle, timeout_total)
-    _check_writable(save_result, "--save-result")
+    if save_result or append_result:
+        # the file name is known only after the run (vLLM's pattern has the date), so check
+        # the folder it goes to: --result-dir, or the folder part of --result-filename
+        folder = Path(result_dir) if result_dir is not None else Path(".")
+        if result_filename:
+            _check_writable(folder / result_filename, "--result-filename")
+        elif not folder.is_dir():
+            raise UsageError(f"--result-dir {folder}: the folder does not exist; create it or pick another")
+        elif not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"--result-dir {folder}: cannot write there (permission denied); pick another")
     rate_f = None
     if rate is not None:
         try:

@@ -112,9 +112,9 @@ CASES = [
     (["run", "--url", DEAD, "--model", "m", "--header", "NoSeparatorHere"], 2, "KEY=VALUE"),
     (["run", "--url", DEAD, "--model", "m", "--header", "Bad Name: v"], 2, "not a valid header name"),
     # result paths, checked before the run
-    (["run", "--url", DEAD, "--model", "m", "--save-result", "/no/such/dir/r.json"], 2, "--save-result"),
-    (["run", "--url", DEAD, "--model", "m", "--save-result", "{d}"], 2, "is a folder"),
-    (["run", "--url", DEAD, "--model", "m", "--save-result", "{d}/afile/r.json"], 2, "--save-result"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-dir", "/no/such/dir"], 2, "--result-dir"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}"], 2, "is a folder"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}/afile/r.json"], 2, "--result-filename"),
     # files
     (["run", "--url", DEAD, "--model", "m", "--dataset", "{d}/latin1.jsonl"], 2, "latin1.jsonl:2: not UTF-8"),
     (["datasets", "inspect", "{d}/latin1.jsonl"], 2, "latin1.jsonl:2: not UTF-8"),
