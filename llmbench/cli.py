@@ -571,16 +571,25 @@ def mock(
     stall_ms: Annotated[Optional[float], typer.Option(help="Length of a stall.")] = None,
     fault_slow_first_byte: Annotated[Optional[float], typer.Option(help="Probability of a slow first byte.")] = None,
     slow_first_byte_ms: Annotated[Optional[float], typer.Option()] = None,
-    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets.")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).")] = None,
     replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.")] = 1,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port (0 = any free).")] = 8000,
     record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.")] = None,
     record_prompts: Annotated[bool, typer.Option(help="Also log the request messages.")] = False,
+    like: Annotated[Optional[Path], typer.Option(help="Fit the mock to the real server of this run folder (a server twin).")] = None,
+    save_profile: Annotated[Optional[Path], typer.Option(help="With --like: write the fitted profile (JSON) here and exit.")] = None,
+    kv_capacity_tokens: Annotated[Optional[int], typer.Option(help="KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).")] = None,
+    block_tokens: Annotated[Optional[int], typer.Option(help="Tokens per KV / prefix-cache block.")] = None,
+    decode_ms_curve: Annotated[Optional[str], typer.Option(help="Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.")] = None,
+    prefill_in_step: Annotated[Optional[bool], typer.Option(help="Prefill runs inside the shared steps, stalling running decodes.")] = None,
+    step_token_budget: Annotated[Optional[int], typer.Option(help="Tokens computed per step (chunked prefill; 0 = no limit).")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio
-    from mock_server import make_config
+    from mock_server import PROFILES, make_config
+    from mock_server.fit import ProfileError, describe, fit_run, load_profile
+    from mock_server.fit import save_profile as write_profile
     from mock_server.server import serve_forever
 
     if tokens_per_s is not None:
@@ -589,6 +598,24 @@ def mock(
         itl_ms = 1000.0 / tokens_per_s
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
+    if save_profile is not None and like is None:
+        raise UsageError("--save-profile needs --like RUN_DIR (the run to fit)")
+    learned: dict = {}
+    try:
+        if profile and profile not in PROFILES and (Path(profile).suffix.lower() in (".json", ".toml")
+                                                          or Path(profile).exists()):
+            learned.update(load_profile(Path(profile)))
+            profile = None
+        if like is not None:
+            fitted = fit_run(like)
+            typer.echo(describe(fitted), err=True)
+            if save_profile is not None:
+                write_profile(fitted, save_profile)
+                typer.echo(str(save_profile))
+                return
+            learned.update(fitted.mock)
+    except ProfileError as exc:
+        raise UsageError(f"{exc} (--profile/--like)")
     try:
         cfg = make_config(profile, ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
                           natural_tokens=natural_tokens, chunk_tokens=chunk_tokens, jitter=jitter,
@@ -599,7 +626,10 @@ def mock(
                           fault_malformed=fault_malformed, fault_error_event=fault_error_event,
                           fault_stall=fault_stall, stall_ms=stall_ms,
                           fault_slow_first_byte=fault_slow_first_byte,
-                          slow_first_byte_ms=slow_first_byte_ms)
+                          slow_first_byte_ms=slow_first_byte_ms, _learned=learned,
+                          kv_capacity_tokens=kv_capacity_tokens, block_tokens=block_tokens,
+                          decode_ms_curve=decode_ms_curve, prefill_in_step=prefill_in_step,
+                          step_token_budget=step_token_budget)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

@@ -33,6 +33,12 @@ def render(engine: Engine) -> str:
            "Prefix cache queries, in terms of number of queried tokens.", s.cache_queries_total)
     metric("vllm:prefix_cache_hits_total", "counter",
            "Prefix cache hits, in terms of number of cached tokens.", s.cache_hits_total)
+    metric("vllm:num_preemptions_total", "counter",
+           "Cumulative number of preemptions from the engine.", s.preemptions_total)
+    metric("llmbench_mock:kv_blocks_used", "gauge", "KV-cache blocks held by running requests.",
+           s.kv_blocks)
+    metric("llmbench_mock:kv_capacity_blocks", "gauge", "KV-cache capacity in blocks (0 = unlimited).",
+           engine.kv_capacity_blocks())
     metric("llmbench_mock:rejected_total", "counter", "Requests rejected because the queue was full.",
            s.rejected_total)
     metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).",
