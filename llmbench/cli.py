@@ -706,16 +706,25 @@ def mock(
     stall_ms: Annotated[Optional[float], typer.Option(help="Length of a stall.", rich_help_panel="Faults")] = None,
     fault_slow_first_byte: Annotated[Optional[float], typer.Option(help="Probability of a slow first byte.", rich_help_panel="Faults")] = None,
     slow_first_byte_ms: Annotated[Optional[float], typer.Option(help="Length of a slow first byte.", rich_help_panel="Faults")] = None,
-    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets.", rich_help_panel="Timing")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).", rich_help_panel="Timing")] = None,
     replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.", rich_help_panel="Server")] = 1,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel="Server")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port (0 = any free).", rich_help_panel="Server")] = 8000,
     record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.", rich_help_panel="Server")] = None,
     record_prompts: Annotated[bool, typer.Option("--record-prompts", help="Also log the request messages.", rich_help_panel="Server")] = False,
+    like: Annotated[Optional[Path], typer.Option(help="Fit the mock to the real server of this run folder (a server twin).", rich_help_panel="Twin")] = None,
+    save_profile: Annotated[Optional[Path], typer.Option(help="With --like: write the fitted profile (JSON) here and exit.", rich_help_panel="Twin")] = None,
+    kv_capacity_tokens: Annotated[Optional[int], typer.Option(help="KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).", rich_help_panel="Capacity")] = None,
+    block_tokens: Annotated[Optional[int], typer.Option(help="Tokens per KV / prefix-cache block.", rich_help_panel="Capacity")] = None,
+    decode_ms_curve: Annotated[Optional[str], typer.Option(metavar="MS,MS,...", help="Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", rich_help_panel="Timing")] = None,
+    prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--no-prefill-in-step", help="Prefill runs inside the shared steps, stalling running decodes.", rich_help_panel="Capacity")] = None,
+    step_token_budget: Annotated[Optional[int], typer.Option(help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Capacity")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio
-    from mock_server import make_config
+    from mock_server import PROFILES, make_config
+    from mock_server.fit import ProfileError, describe, fit_run, load_profile
+    from mock_server.fit import save_profile as write_profile
     from mock_server.server import serve_forever
 
     for flag, v in (("--ttft-ms", ttft_ms), ("--itl-ms", itl_ms), ("--jitter", jitter),
@@ -741,6 +750,24 @@ def mock(
         itl_ms = 1000.0 / tokens_per_s
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
+    if save_profile is not None and like is None:
+        raise UsageError("--save-profile needs --like RUN_DIR (the run to fit)")
+    learned: dict = {}
+    try:
+        if profile and profile not in PROFILES and (Path(profile).suffix.lower() in (".json", ".toml")
+                                                          or Path(profile).exists()):
+            learned.update(load_profile(Path(profile)))
+            profile = None
+        if like is not None:
+            fitted = fit_run(like)
+            typer.echo(describe(fitted), err=True)
+            if save_profile is not None:
+                write_profile(fitted, save_profile)
+                typer.echo(str(save_profile))
+                return
+            learned.update(fitted.mock)
+    except ProfileError as exc:
+        raise UsageError(f"{exc} (--profile/--like)")
     try:
         cfg = make_config(profile, ttft_ms=ttft_ms, itl_ms=itl_ms, tokens=tokens,
                           natural_tokens=natural_tokens, chunk_tokens=chunk_tokens, jitter=jitter,
@@ -751,7 +778,10 @@ def mock(
                           fault_malformed=fault_malformed, fault_error_event=fault_error_event,
                           fault_stall=fault_stall, stall_ms=stall_ms,
                           fault_slow_first_byte=fault_slow_first_byte,
-                          slow_first_byte_ms=slow_first_byte_ms)
+                          slow_first_byte_ms=slow_first_byte_ms, _learned=learned,
+                          kv_capacity_tokens=kv_capacity_tokens, block_tokens=block_tokens,
+                          decode_ms_curve=decode_ms_curve, prefill_in_step=prefill_in_step,
+                          step_token_budget=step_token_budget)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

@@ -57,6 +57,7 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
     waiting = [s["waiting"] for s in window if s.get("waiting") is not None]
     kv = [s["kv_cache_usage"] for s in window if s.get("kv_cache_usage") is not None]
     slots = [s["slots"] for s in window if s.get("slots")]
+    preempted = [s["preemptions"] for s in window if s.get("preemptions") is not None]
     per_backend: dict[str, float] = {}
     for s in window:
         for name, n in (s.get("backends_in_flight") or {}).items():
@@ -66,7 +67,8 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
             "waiting_max": max(waiting) if waiting else None,
             "waiting_mean": float(np.mean(waiting)) if waiting else None,
             "kv_cache_usage_max": max(kv) if kv else None,
-            "slots": slots[-1] if slots else None, "samples": len(window)}
+            "slots": slots[-1] if slots else None, "samples": len(window),
+            "preemptions": max(preempted) - min(preempted) if preempted else None}
 
 
 def _fmt_ms(v: float | str | None) -> str:
@@ -350,6 +352,9 @@ def _server_sentence(server: dict[str, Any]) -> str:
     w = server.get("waiting_max")
     text = (f"The server itself reported up to {server['running_max']:g} running"
             + (f" while up to {w:g} waited" if w is not None else "") + ".")
+    if server.get("preemptions"):
+        text += (f" It preempted {server['preemptions']:g} request(s): its KV cache was full, so"
+                 " it evicted running requests and recomputed them (their replies stall).")
     per = server.get("backends_in_flight_max")
     if per:
         text += " The router's view, most in flight per backend: " + ", ".join(

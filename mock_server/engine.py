@@ -1,12 +1,16 @@
-"""The mock's physics: slots with a FIFO queue, prefill, a prefix cache, shared decode steps.
+"""The mock's physics: slots with a FIFO queue, prefill, a prefix cache, shared decode steps,
+and optionally a bounded KV cache (admission by blocks, preemption by recompute) and prefill
+computed inside the shared steps with a per-step token budget (chunked prefill).
 
-Independent of HTTP: routes ask the engine for admission, prefill time and decode steps, and
-report what they sent. Everything is on one asyncio loop; no locks.
+Independent of HTTP: a route holds one ``Seq`` per request and asks the engine for admission,
+its first token and each next token; the engine keeps every counter. Everything is on one asyncio
+loop; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import re
 import time
@@ -14,7 +18,7 @@ from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .prometheus import Histogram
+from .histogram import Histogram
 
 perf_counter = time.perf_counter
 
@@ -43,7 +47,7 @@ class MockConfig:
     cache_blocks: int = 4096
     block_tokens: int = 16
     batch_slowdown: float = 0.0         # step = itl * (1 + k * (decoding - 1))
-    kv_capacity_tokens: int = 65536
+    kv_capacity_tokens: int = 0         # KV cache size; >0: admission by blocks, preemption
     fault_500: float = 0.0
     fault_429: float = 0.0
     fault_cut: float = 0.0
@@ -55,6 +59,11 @@ class MockConfig:
     slow_first_byte_ms: float = 1000.0
     flavour: str = "vllm"               # what the server pretends to be: vllm, ollama, llamacpp
     version: str = "0.12.6"             # reported by /api/version
+    # -- a fitted server (mock_server/fit.py); the defaults keep the simple model above --------
+    decode_ms_curve: list[float] = field(default_factory=list)  # step ms at 1, 2, ... decoding
+    prefill_in_step: bool = False       # prefill is computed in the shared steps (stalls decode)
+    step_token_budget: int = 0          # tokens computed per step (chunked prefill); 0 = no limit
+    natural_tokens_dist: list[int] = field(default_factory=list)  # EOS reply lengths to draw from
 
     @classmethod
     def field_names(cls) -> set[str]:
@@ -76,7 +85,11 @@ class MockConfig:
                 elif isinstance(current, float):
                     value = float(value)
                 elif isinstance(current, list):
-                    value = [str(v) for v in (value.split(",") if isinstance(value, str) else value)]
+                    items = value.split(",") if isinstance(value, str) else list(value)
+                    kind = {"list[float]": float, "list[int]": int}.get(str(types[key]), str)
+                    value = [kind(v) for v in items if not isinstance(v, str) or v.strip()]
+                    if kind is not str and any(v < 0 for v in value):
+                        raise ValueError(f"setting {key!r} must hold numbers >= 0")
                 elif isinstance(current, str):
                     value = str(value)
             except (TypeError, ValueError):
@@ -142,7 +155,7 @@ class PrefixCache:
 
 @dataclass
 class Stats:
-    running: int = 0          # holding a slot (prefill or decode)
+    running: int = 0          # admitted (holding a slot and its KV blocks): prefill or decode
     decoding: int = 0
     waiting: int = 0
     requests_total: int = 0
@@ -151,8 +164,25 @@ class Stats:
     generation_tokens_total: int = 0
     cache_queries_total: int = 0
     cache_hits_total: int = 0
+    preemptions_total: int = 0
     kv_tokens: int = 0        # tokens held by running sequences
+    kv_blocks: int = 0        # blocks held by running sequences
     success_total: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Seq:
+    """One request inside the engine: the tokens whose KV it holds and where it is."""
+    prompt_tokens: int = 0
+    context: int = 0          # tokens whose KV is held (prompt + generated), set at admission
+    generated: int = 0
+    blocks: int = 0
+    order: int = 0            # admission order: the newest running sequence is preempted first
+    running: bool = False
+    decoding: bool = False
+    preempted: bool = False
+    prefill_left: int = 0
+    fut: asyncio.Future[bool] | None = None
 
 
 class Engine:
@@ -164,10 +194,13 @@ class Engine:
         self.rng = random.Random(config.seed)
         self.stats = Stats()
         self.cache = PrefixCache(config.cache_blocks, config.block_tokens)
-        self._slot_waiters: deque[asyncio.Future[None]] = deque()
-        self._step_waiters: list[asyncio.Future[None]] = []
+        self._slot_waiters: deque[tuple[asyncio.Future[None], Seq]] = deque()
+        self._running: set[Seq] = set()
+        self._prefilling: list[Seq] = []
+        self._step_waiters: list[tuple[asyncio.Future[bool], Seq]] = []
         self._step_task: asyncio.Task[None] | None = None
         self._step_wake: asyncio.Event | None = None
+        self._order = 0
         self.h_ttft = Histogram([0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
                                  1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0])
         self.h_itl = Histogram([0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
@@ -176,6 +209,27 @@ class Engine:
                                   40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0])
         self.h_e2e = Histogram([0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
                                 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0])
+
+    # -- KV blocks -----------------------------------------------------------------------------
+    def kv_capacity_blocks(self) -> int:
+        cfg = self.config
+        return cfg.kv_capacity_tokens // max(cfg.block_tokens, 1) if cfg.kv_capacity_tokens > 0 else 0
+
+    def _blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / max(self.config.block_tokens, 1))
+
+    def _hold(self, seq: Seq, context: int) -> None:
+        """Set the tokens (and blocks) a running sequence holds."""
+        blocks = self._blocks(context)
+        self.stats.kv_tokens += context - seq.context
+        self.stats.kv_blocks += blocks - seq.blocks
+        seq.context, seq.blocks = context, blocks
+
+    def _fits(self, seq: Seq) -> bool:
+        cap = self.kv_capacity_blocks()
+        # a sequence alone on the server always runs, even when it is larger than the cache
+        return cap <= 0 or not self._running or \
+            self.stats.kv_blocks + self._blocks(seq.context) <= cap
 
     # -- admission ---------------------------------------------------------------------------
     def _has_free_slot(self) -> bool:
@@ -190,40 +244,124 @@ class Engine:
             raise QueueFull()
         self.stats.requests_total += 1
 
-    async def acquire_slot(self) -> None:
-        if self._has_free_slot() and not self._slot_waiters:
-            self.stats.running += 1
-            return
+    def _start(self, seq: Seq) -> None:
+        self.stats.running += 1
+        self._order += 1
+        seq.order = self._order
+        seq.running = True
+        seq.preempted = False
+        context, seq.context = seq.context, 0
+        self._hold(seq, context)
+        self._running.add(seq)
+
+    async def acquire_slot(self, seq: Seq | None = None, front: bool = False) -> Seq:
+        """Wait for a slot and for KV blocks for the sequence's context (FIFO, no overtaking)."""
+        seq = seq if seq is not None else Seq()
+        if not seq.context:
+            seq.context = seq.prompt_tokens
+        if not front and not self._slot_waiters and self._has_free_slot() and self._fits(seq):
+            self._start(seq)
+            return seq
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._slot_waiters.append(fut)
+        entry = (fut, seq)
+        if front:
+            self._slot_waiters.appendleft(entry)
+        else:
+            self._slot_waiters.append(entry)
         self.stats.waiting += 1
         try:
             await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                self.release_slot()      # the slot was handed over as we were cancelled
-            else:
-                self._slot_waiters.remove(fut)
+                self.release_slot(seq)      # the slot was handed over as we were cancelled
+            elif entry in self._slot_waiters:
+                self._slot_waiters.remove(entry)
             raise
         finally:
             self.stats.waiting -= 1
-        # running was incremented on our behalf by release_slot/_wake_waiters
+        return seq                       # _start ran on our behalf in _wake_waiters
 
     def _wake_waiters(self) -> None:
         while self._slot_waiters and self._has_free_slot():
-            fut = self._slot_waiters.popleft()
-            if not fut.done():
-                self.stats.running += 1
-                fut.set_result(None)
+            fut, seq = self._slot_waiters[0]
+            if fut.done():
+                self._slot_waiters.popleft()
+                continue
+            if not self._fits(seq):
+                return
+            self._slot_waiters.popleft()
+            self._start(seq)
+            fut.set_result(None)
 
-    def release_slot(self) -> None:
+    def _stop(self, seq: Seq) -> None:
+        """Take a sequence off the running set and free its blocks."""
+        if not seq.running:
+            return
+        seq.running = False
+        self._running.discard(seq)
+        if seq in self._prefilling:
+            self._prefilling.remove(seq)
+        if seq.decoding:
+            seq.decoding = False
+            self.stats.decoding -= 1
         self.stats.running -= 1
+        self.stats.kv_tokens -= seq.context
+        self.stats.kv_blocks -= seq.blocks
+        seq.blocks = 0
+
+    def release_slot(self, seq: Seq | None = None) -> None:
+        if seq is None:                      # a caller that never asked for a Seq
+            seq = max(self._running, key=lambda s: s.order) if self._running else None
+        if seq is not None and seq.running:
+            self._stop(seq)
+            seq.context = 0
         self._wake_waiters()
 
     def config_changed(self) -> None:
         self._wake_waiters()
         if self.cache.capacity != self.config.cache_blocks:
             self.cache.capacity = self.config.cache_blocks
+
+    # -- preemption (vLLM's recompute) --------------------------------------------------------
+    def _preempt(self, seq: Seq) -> None:
+        context = seq.context
+        self._stop(seq)
+        seq.context = context              # what it must recompute when readmitted
+        seq.preempted = True
+        self.stats.preemptions_total += 1
+        if seq.fut is not None and not seq.fut.done():
+            seq.fut.set_result(False)
+
+    def _make_room(self) -> None:
+        """Before a step: preempt the newest sequences until the next tokens' blocks fit."""
+        cap = self.kv_capacity_blocks()
+        if cap <= 0:
+            return
+        chunk = max(self.config.chunk_tokens, 1)
+        while len(self._running) > 1:
+            need = sum(self._blocks(s.context + chunk) - s.blocks for s in self._running
+                       if s.decoding)
+            if self.stats.kv_blocks + need <= cap:
+                return
+            self._preempt(max(self._running, key=lambda s: s.order))
+
+    async def _recompute(self, seq: Seq) -> bool:
+        """A preempted sequence waits at the head of the queue (until a running one finishes,
+        so it cannot thrash straight back in), then prefills its whole context again."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (fut, seq)
+        self._slot_waiters.appendleft(entry)
+        self.stats.waiting += 1
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if entry in self._slot_waiters:
+                self._slot_waiters.remove(entry)
+            raise
+        finally:
+            self.stats.waiting -= 1
+        self.stats.prompt_tokens_total += seq.context
+        return await self._prefill(seq, seq.context, perf_counter(), 0.0)
 
     # -- prefill -------------------------------------------------------------------------------
     def jitter(self) -> float:
@@ -245,41 +383,122 @@ class Engine:
         seconds = (cfg.ttft_ms + cfg.prefill_ms_per_token * (n - cached)) / 1000.0
         return max(seconds * self.jitter(), 0.0), cached
 
-    # -- shared decode steps ---------------------------------------------------------------------
-    def step_seconds(self) -> float:
+    async def _prefill(self, seq: Seq, uncached: int, start_s: float, fixed_ms: float) -> bool:
+        """Compute ``uncached`` prompt tokens; False when preempted meanwhile."""
         cfg = self.config
-        n = max(self.stats.decoding, 1)
-        return cfg.itl_ms / 1000.0 * (1.0 + cfg.batch_slowdown * (n - 1)) * self.jitter()
+        if not cfg.prefill_in_step or uncached <= 0 or cfg.prefill_ms_per_token <= 0:
+            seconds = (fixed_ms + cfg.prefill_ms_per_token * uncached) / 1000.0 * self.jitter()
+            await asyncio.sleep(max(start_s + seconds - perf_counter(), 0.0))
+            return not seq.preempted
+        # the fixed part (tokenising, scheduling) is the request's own; the tokens share steps
+        await asyncio.sleep(max(start_s + fixed_ms / 1000.0 * self.jitter() - perf_counter(), 0.0))
+        if seq.preempted:
+            return False
+        seq.prefill_left = uncached
+        seq.fut = asyncio.get_running_loop().create_future()
+        self._prefilling.append(seq)
+        self._kick()
+        ok = await seq.fut
+        seq.fut = None
+        return ok
 
-    async def next_step(self) -> None:
-        """Wait for the next decode step, which every decoding sequence shares."""
-        if self.config.itl_ms <= 0:
-            await asyncio.sleep(0)
-            return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._step_waiters.append(fut)
+    async def first_token(self, seq: Seq, uncached: int, start_s: float) -> None:
+        """Prefill (fixed part + uncached tokens, on the slot's clock ``start_s``); the first
+        token is ready when this returns, after as many recomputes as preemptions demanded."""
+        ok = await self._prefill(seq, uncached, start_s, self.config.ttft_ms)
+        while not ok:
+            ok = await self._recompute(seq)
+
+    # -- shared decode steps ---------------------------------------------------------------------
+    def decode_seconds(self, n: int) -> float:
+        """One decode step with ``n`` sequences: the fitted curve when given (linear past its
+        end, on its last segment's slope), else itl * (1 + k * (n - 1))."""
+        cfg = self.config
+        n = max(n, 1)
+        c = cfg.decode_ms_curve
+        if not c:
+            return cfg.itl_ms / 1000.0 * (1.0 + cfg.batch_slowdown * (n - 1))
+        if n <= len(c):
+            return c[n - 1] / 1000.0
+        slope = c[-1] - c[-2] if len(c) >= 2 else cfg.itl_ms * cfg.batch_slowdown
+        return (c[-1] + max(slope, 0.0) * (n - len(c))) / 1000.0
+
+    def step_seconds(self) -> float:
+        return self.decode_seconds(self.stats.decoding) * self.jitter()
+
+    def _kick(self) -> None:
         if self._step_task is None or self._step_task.done():
             self._step_wake = asyncio.Event()
-            self._step_task = loop.create_task(self._step_loop())
+            self._step_task = asyncio.get_running_loop().create_task(self._step_loop())
         elif self._step_wake is not None:
             self._step_wake.set()
-        await fut
+
+    async def next_step(self, seq: Seq | None = None, tokens: int = 1) -> None:
+        """Wait for the next decode step (which every decoding sequence shares) and take its
+        ``tokens``; preempted meanwhile: recompute first."""
+        seq = seq if seq is not None else Seq()
+        ok = await self._decode(seq)
+        while not ok:
+            ok = await self._recompute(seq)
+        self.emitted(seq, tokens)
+
+    async def _decode(self, seq: Seq) -> bool:
+        if seq.preempted:
+            return False
+        if not seq.decoding and seq.running:
+            seq.decoding = True
+            self.stats.decoding += 1
+        if self.config.itl_ms <= 0 and not self.config.decode_ms_curve:
+            await asyncio.sleep(0)
+            return not seq.preempted
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        seq.fut = fut
+        self._step_waiters.append((fut, seq))
+        self._kick()
+        ok = await fut
+        seq.fut = None
+        return ok
+
+    def emitted(self, seq: Seq, tokens: int) -> None:
+        """The route sent ``tokens`` more tokens of this sequence."""
+        seq.generated += tokens
+        self.stats.generation_tokens_total += tokens
+        if seq.running:
+            self._hold(seq, seq.context + tokens)
 
     async def _step_loop(self) -> None:
         next_t = perf_counter()
         assert self._step_wake is not None
+        cfg = self.config
         while True:
-            if not self._step_waiters:
+            if not self._step_waiters and not self._prefilling:
                 # right after a step the sequences have not re-registered yet; only a loop that
                 # really was idle for a whole step starts a new schedule (else gaps stretch by
                 # the time it takes the first sequence to come back)
                 self._step_wake.clear()
                 await self._step_wake.wait()
                 now = perf_counter()
-                if now - next_t > self.step_seconds():
+                if now - next_t > self.decode_seconds(self.stats.decoding):
                     next_t = now
-            step = self.step_seconds()
+            self._make_room()
+            n_dec = self.stats.decoding
+            # chunked prefill: decode tokens first, prompt chunks in what the budget leaves
+            room = (cfg.step_token_budget - n_dec * max(cfg.chunk_tokens, 1)
+                    if cfg.step_token_budget > 0 else 1 << 62)
+            prefill_tokens = 0
+            finished: list[Seq] = []
+            for seq in self._prefilling:
+                if room <= 0:
+                    break
+                take = min(seq.prefill_left, room)
+                seq.prefill_left -= take
+                room -= take
+                prefill_tokens += take
+                if seq.prefill_left <= 0:
+                    finished.append(seq)
+            step = (self.decode_seconds(n_dec) if n_dec else 0.0) + \
+                prefill_tokens * cfg.prefill_ms_per_token / 1000.0
+            step *= self.jitter()
             next_t += step
             now = perf_counter()
             if next_t < now - step:          # fell far behind (machine busy): don't burst
@@ -287,13 +506,27 @@ class Engine:
             if next_t > now:
                 await asyncio.sleep(next_t - now)
             waiters, self._step_waiters = self._step_waiters, []
-            for fut in waiters:
+            for fut, _seq in waiters:
                 if not fut.done():
-                    fut.set_result(None)
+                    fut.set_result(True)
+            for seq in finished:
+                if seq in self._prefilling:
+                    self._prefilling.remove(seq)
+                    if seq.fut is not None and not seq.fut.done():
+                        seq.fut.set_result(True)
 
     def stop(self) -> None:
         if self._step_task is not None:
             self._step_task.cancel()
+
+    # -- what the routes report ------------------------------------------------------------------
+    def finished(self, reason: str) -> None:
+        self.stats.success_total[reason] = self.stats.success_total.get(reason, 0) + 1
+
+    def natural_tokens(self) -> int:
+        """A reply length drawn from the fitted EOS lengths (0: none fitted)."""
+        dist = self.config.natural_tokens_dist
+        return self.rng.choice(dist) if dist else 0
 
     # -- faults ----------------------------------------------------------------------------------
     def draw_fault(self) -> str | None:
@@ -309,7 +542,11 @@ class Engine:
         return None
 
     def kv_usage(self) -> float:
-        return min(self.stats.kv_tokens / max(self.config.kv_capacity_tokens, 1), 1.0)
+        cap = self.kv_capacity_blocks()
+        if cap > 0:
+            return min(self.stats.kv_blocks / cap, 1.0)
+        # unbounded: usage against a nominal 64k-token cache, as before
+        return min(self.stats.kv_tokens / 65536, 1.0)
 
 
 WORDS = ("the", "model", "server", "token", "stream", "answer", "request", "user", "time", "load",

@@ -2,40 +2,13 @@
 
 from __future__ import annotations
 
-import bisect
-from typing import TYPE_CHECKING
+from .engine import Engine
+from .histogram import Histogram
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
-
-class Histogram:
-    __slots__ = ("bounds", "counts", "total", "count")
-
-    def __init__(self, bounds: list[float]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, v: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, v)] += 1
-        self.total += v
-        self.count += 1
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        out = []
-        cum = 0
-        for b, c in zip(self.bounds, self.counts):
-            cum += c
-            out.append(f'{name}_bucket{{{labels},le="{b}"}} {cum}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
-        out.append(f"{name}_sum{{{labels}}} {self.total}")
-        out.append(f"{name}_count{{{labels}}} {self.count}")
-        return out
+__all__ = ["Histogram", "render"]
 
 
-def render(engine: "Engine") -> str:
+def render(engine: Engine) -> str:
     s = engine.stats
     model = engine.config.models[0] if engine.config.models else "mock"
     labels = f'engine="0",model_name="{model}"'
@@ -60,6 +33,12 @@ def render(engine: "Engine") -> str:
            "Prefix cache queries, in terms of number of queried tokens.", s.cache_queries_total)
     metric("vllm:prefix_cache_hits_total", "counter",
            "Prefix cache hits, in terms of number of cached tokens.", s.cache_hits_total)
+    metric("vllm:num_preemptions_total", "counter",
+           "Cumulative number of preemptions from the engine.", s.preemptions_total)
+    metric("llmbench_mock:kv_blocks_used", "gauge", "KV-cache blocks held by running requests.",
+           s.kv_blocks)
+    metric("llmbench_mock:kv_capacity_blocks", "gauge", "KV-cache capacity in blocks (0 = unlimited).",
+           engine.kv_capacity_blocks())
     metric("llmbench_mock:rejected_total", "counter", "Requests rejected because the queue was full.",
            s.rejected_total)
     metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).",

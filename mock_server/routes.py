@@ -8,18 +8,19 @@ between: scripts/bench_mock.py measures its request and event rates.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import time
 import uuid
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from aiohttp import web
 
 from . import prometheus
-from .engine import Engine, QueueFull, mock_tokens, reply_words
+from .engine import Engine, QueueFull, Seq, mock_tokens, reply_words
 from .recorder import Recorder
 from .tokenize import add_tokenize_routes
+from .shapes import ChatShape, CompletionShape, OllamaShape, Shape, _now_iso
 
 perf_counter = time.perf_counter
 perf_counter_ns = time.perf_counter_ns
@@ -47,141 +48,13 @@ def ollama_error(message: str, status: int) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-class Shape:
-    """Bytes of one API's stream: how it opens, carries a token, finishes and ends."""
-
-    content_type = "text/event-stream"
-
-    def __init__(self, model: str, rid: str) -> None:
-        self.model = model
-        self.rid = rid
-        self.created = int(time.time())
-
-    def open(self) -> bytes | None:
-        return None
-
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
-        raise NotImplementedError
-
-    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
-              include_usage: bool) -> bytes:
-        raise NotImplementedError
-
-    def error_event(self, message: str) -> bytes:
-        return b"data: " + _dumps({"error": {"message": message, "type": "InternalServerError",
-                                              "param": None, "code": 500}}).encode() + b"\n\n"
-
-    def malformed(self) -> bytes:
-        return b'data: {"id": "' + self.rid.encode() + b'", "choices": [{"delta": {"content": "br\n\n'
-
-    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
-              ) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-class ChatShape(Shape):
-    def __init__(self, model: str, rid: str) -> None:
-        super().__init__(model, rid)
-        self._head = ('data: {"id":"chatcmpl-%s","object":"chat.completion.chunk","created":%d,'
-                      '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
-
-    def open(self) -> bytes:
-        return (self._head + '{"index":0,"delta":{"role":"assistant","content":""},'
-                '"logprobs":null,"finish_reason":null}]}\n\n').encode()
-
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
-        tail = "]" if usage is None else '],"usage":' + _dumps(usage)
-        return (self._head + '{"index":0,"delta":{"content":%s},"logprobs":null,'
-                '"finish_reason":null}%s}\n\n' % (_dumps(text), tail)).encode()
-
-    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
-              include_usage: bool) -> bytes:
-        out = self._head + ('{"index":0,"delta":{},"logprobs":null,"finish_reason":%s,'
-                            '"stop_reason":null}]}\n\n' % _dumps(finish))
-        if include_usage:
-            out += self._head + '],"usage":%s}\n\n' % _dumps(usage)
-        return (out + "data: [DONE]\n\n").encode()
-
-    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
-              ) -> dict[str, Any]:
-        return {"id": f"chatcmpl-{self.rid}", "object": "chat.completion", "created": self.created,
-                "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                     "tool_calls": []},
-                             "logprobs": None, "finish_reason": finish, "stop_reason": None}],
-                "usage": usage}
-
-
-class CompletionShape(Shape):
-    def __init__(self, model: str, rid: str) -> None:
-        super().__init__(model, rid)
-        self._head = ('data: {"id":"cmpl-%s","object":"text_completion","created":%d,'
-                      '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
-
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
-        tail = "]" if usage is None else '],"usage":' + _dumps(usage)
-        return (self._head + '{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,'
-                '"stop_reason":null}%s}\n\n' % (_dumps(text), _dumps(finish), tail)).encode()
-
-    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
-              include_usage: bool) -> bytes:
-        out = ""
-        if include_usage:
-            out = self._head + '],"usage":%s}\n\n' % _dumps(usage)
-        return (out + "data: [DONE]\n\n").encode()
-
-    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
-              ) -> dict[str, Any]:
-        return {"id": f"cmpl-{self.rid}", "object": "text_completion", "created": self.created,
-                "model": self.model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                             "stop_reason": None}],
-                "usage": usage}
-
-
-class OllamaShape(Shape):
-    content_type = "application/x-ndjson"
-
-    def __init__(self, model: str, rid: str, generate: bool) -> None:
-        super().__init__(model, rid)
-        self.generate = generate
-        self._created_at = _now_iso()
-
-    def _obj(self, text: str, done: bool) -> dict[str, Any]:
-        obj: dict[str, Any] = {"model": self.model, "created_at": self._created_at}
-        if self.generate:
-            obj["response"] = text
-        else:
-            obj["message"] = {"role": "assistant", "content": text}
-        obj["done"] = done
-        return obj
-
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
-        return (_dumps(self._obj(text, False)) + "\n").encode()
-
-    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
-              include_usage: bool) -> bytes:
-        obj = self._obj("", True)
-        obj["done_reason"] = finish
-        obj.update(timing)
-        return (_dumps(obj) + "\n").encode()
-
-    def error_event(self, message: str) -> bytes:
-        return (_dumps({"error": message}) + "\n").encode()
-
-    def malformed(self) -> bytes:
-        return b'{"model": "' + self.model.encode() + b'", "message": {"content": "br\n'
-
-    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
-              ) -> dict[str, Any]:
-        obj = self._obj(text, True)
-        obj["done_reason"] = finish
-        obj.update(timing)
-        return obj
+class Outcome(enum.Enum):
+    """How a generation request ended, as the send-time log names it."""
+    OK = "ok"
+    CUT = "cut"                     # fault: the connection was closed mid-stream
+    MALFORMED = "malformed"         # fault: a broken event, then nothing
+    ERROR_EVENT = "error_event"     # fault: an error object inside the stream
+    CLIENT_GONE = "client_gone"     # the client went away
 
 
 class Routes:
@@ -394,6 +267,11 @@ class Routes:
             return openai_error("The server has too many pending requests; try again later.",
                                 429, etype="RateLimitError")
         ptoks = mock_tokens(prompt)
+        natural = engine.natural_tokens()
+        honours_ignore_eos = cfg.flavour != "ollama"      # Ollama has no ignore_eos
+        if natural and natural < n_tokens and not (
+                honours_ignore_eos and isinstance(body, dict) and body.get("ignore_eos")):
+            n_tokens, opts = natural, {**opts, "hit_max": False}   # a fitted EOS length
         shape: Shape
         if route == "chat":
             shape = ChatShape(model, rid)
@@ -408,27 +286,26 @@ class Routes:
             if self.recorder.prompts:
                 log["messages"] = body.get("messages") if isinstance(body, dict) else None
                 log["prompt"] = body.get("prompt") if isinstance(body, dict) else None
-        acquired = False
+        acquired: Seq | None = None
+        seq = Seq(prompt_tokens=len(ptoks))
         try:
-            await engine.acquire_slot()
-            acquired = True
-            return await self._serve(request, engine, shape, ptoks, n_tokens, stream, opts, fault,
-                                     arrival_ns, log)
+            acquired = await engine.acquire_slot(seq)
+            return await self._serve(request, engine, shape, ptoks, seq, n_tokens, stream, opts,
+                                     fault, arrival_ns, log)
         finally:
-            if acquired:
-                engine.release_slot()
+            if acquired is not None:
+                engine.release_slot(seq)
 
     async def _serve(self, request: web.Request, engine: Engine, shape: Shape, ptoks: list[str],
-                     n_tokens: int, stream: bool, opts: dict[str, Any], fault: str | None,
-                     arrival_ns: int, log: dict[str, Any] | None) -> web.StreamResponse:
+                     seq: Seq, n_tokens: int, stream: bool, opts: dict[str, Any],
+                     fault: str | None, arrival_ns: int, log: dict[str, Any] | None
+                     ) -> web.StreamResponse:
         cfg = engine.config
-        stats = engine.stats
         slot_ns = perf_counter_ns()
         queue_s = (slot_ns - arrival_ns) / 1e9
         engine.h_queue.observe(queue_s)
         n_prompt = len(ptoks)
-        stats.kv_tokens += n_prompt
-        prefill_s, cached = engine.prefill(ptoks)
+        _, cached = engine.prefill(ptoks)
         chunk = max(cfg.chunk_tokens, 1)
         n_events = max((n_tokens + chunk - 1) // chunk, 1)
         words = reply_words(shape.rid, n_tokens)
@@ -442,8 +319,7 @@ class Routes:
         resp: web.StreamResponse | None = None
         prefill_start_ns = perf_counter_ns()
         sent_tokens = 0
-        decoding = False
-        status = 200
+        outcome = Outcome.OK
         try:
             if stream:
                 resp = web.StreamResponse(headers={**self._headers(queue_s * 1000.0),
@@ -454,49 +330,48 @@ class Routes:
                 opening = shape.open()
                 if opening:
                     await resp.write(opening)
-            # on the slot's clock, so parsing and the opening chunk do not add to the prefill
-            await asyncio.sleep(max(slot_ns / 1e9 + prefill_s - perf_counter(), 0.0))
             first_ns = 0
             last_ns = 0
             for i in range(n_events):
-                if i > 0:
-                    if not decoding:
-                        stats.decoding += 1
-                        decoding = True
-                    await engine.next_step()
+                k = min(chunk, n_tokens - sent_tokens)
+                if i == 0:
+                    # on the slot's clock, so parsing and the opening chunk do not add to it
+                    await engine.first_token(seq, n_prompt - cached, slot_ns / 1e9)
+                    engine.emitted(seq, k)
+                else:
+                    await engine.next_step(seq, k)
                 if i == fault_at and stream:
+                    assert resp is not None
                     if fault == "stall":
                         await asyncio.sleep(cfg.stall_ms / 1000.0)
                     elif fault == "cut":
-                        status = -1
+                        outcome = Outcome.CUT
                         assert request.transport is not None
                         request.transport.close()
-                        return resp  # type: ignore[return-value]
+                        return resp
                     elif fault == "malformed":
-                        status = -2
-                        await resp.write(shape.malformed())  # type: ignore[union-attr]
-                        return resp  # type: ignore[return-value]
+                        outcome = Outcome.MALFORMED
+                        await resp.write(shape.malformed())
+                        return resp
                     elif fault == "error_event":
-                        status = -3
-                        await resp.write(shape.error_event("mock fault: error inside the stream"))  # type: ignore[union-attr]
+                        outcome = Outcome.ERROR_EVENT
+                        await resp.write(shape.error_event("mock fault: error inside the stream"))
                         if not isinstance(shape, OllamaShape):
-                            await resp.write(b"data: [DONE]\n\n")  # type: ignore[union-attr]
-                        await resp.write_eof()  # type: ignore[union-attr]
-                        return resp  # type: ignore[return-value]
-                k = min(chunk, n_tokens - sent_tokens)
+                            await resp.write(b"data: [DONE]\n\n")
+                        await resp.write_eof()
+                        return resp
                 text = "".join(words[sent_tokens:sent_tokens + k])
                 sent_tokens += k
-                stats.generation_tokens_total += k
-                stats.kv_tokens += k
                 last_ev = i == n_events - 1
                 if stream:
+                    assert resp is not None
                     ev_usage = None
                     if opts["continuous_usage"]:
                         ev_usage = {"prompt_tokens": n_prompt, "completion_tokens": sent_tokens,
                                     "total_tokens": n_prompt + sent_tokens}
                     data = shape.token(text, ev_usage, finish if last_ev else None)
                     now_ns = perf_counter_ns()
-                    await resp.write(data)  # type: ignore[union-attr]
+                    await resp.write(data)
                 else:
                     now_ns = perf_counter_ns()
                 event_ns.append(now_ns)
@@ -511,30 +386,26 @@ class Routes:
                       "prompt_eval_count": n_prompt, "prompt_eval_duration": first_ns - prefill_start_ns,
                       "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
             engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
-            stats.success_total[finish] = stats.success_total.get(finish, 0) + 1
+            engine.finished(finish)
             if stream:
-                await resp.write(shape.close(finish, usage, timing, opts["include_usage"]))  # type: ignore[union-attr]
-                await resp.write_eof()  # type: ignore[union-attr]
-                return resp  # type: ignore[return-value]
+                assert resp is not None
+                await resp.write(shape.close(finish, usage, timing, opts["include_usage"]))
+                await resp.write_eof()
+                return resp
             text = "".join(words)
             return web.json_response(shape.whole(text, finish, usage, timing),
                                      headers=self._headers(queue_s * 1000.0))
         except ConnectionError:
             # the client went away mid-stream: its loss, not a server error worth a traceback
-            status = -4
+            outcome = Outcome.CLIENT_GONE
             return resp if resp is not None else web.Response(status=499)
         except asyncio.CancelledError:
-            status = -4
+            outcome = Outcome.CLIENT_GONE
             raise
         finally:
-            if decoding:
-                stats.decoding -= 1
-            stats.kv_tokens -= n_prompt + sent_tokens
             if log is not None and self.recorder is not None:
                 log.update({"slot_ns": slot_ns, "queue_ms": queue_s * 1000.0,
                             "prompt_tokens": n_prompt, "cached_tokens": cached,
                             "output_tokens": sent_tokens, "event_ns": event_ns,
-                            "status": {-1: "cut", -2: "malformed", -3: "error_event",
-                                       -4: "client_gone"}.get(status, "ok"),
-                            "stream": stream})
+                            "status": outcome.value, "stream": stream})
                 self.recorder.write(log)

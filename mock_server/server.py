@@ -22,12 +22,17 @@ from .recorder import Recorder
 from .routes import Routes
 
 
-def make_config(profile: str | None = None, **overrides: Any) -> MockConfig:
+def make_config(profile: str | None = None, _learned: dict[str, Any] | None = None,
+                **overrides: Any) -> MockConfig:
+    """Preset, then learned settings (a fitted or saved profile), then explicit overrides."""
     cfg = MockConfig()
     if profile:
         if profile not in PROFILES:
-            raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+            raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)} "
+                             "or a profile file (.json/.toml)")
         cfg.update(PROFILES[profile])
+    if _learned:
+        cfg.update(_learned)
     cfg.update({k: v for k, v in overrides.items() if v is not None})
     return cfg
 
