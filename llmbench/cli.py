@@ -340,12 +340,16 @@ def run(
         # the file name is known only after the run (vLLM's pattern has the date), so check
         # the folder it goes to: --result-dir, or the folder part of --result-filename
         folder = Path(result_dir) if result_dir is not None else Path(".")
-        if result_filename:
+        # vLLM creates --result-dir; the nearest folder that exists must let us do that
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UsageError(f"--result-dir {folder}: {existing} is a file; pick another folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UsageError(f"--result-dir {folder}: cannot write in {existing} (permission denied); pick another folder")
+        if result_filename and folder.is_dir():
             _check_writable(folder / result_filename, "--result-filename")
-        elif not folder.is_dir():
-            raise UsageError(f"--result-dir {folder}: the folder does not exist; create it or pick another")
-        elif not os.access(folder, os.W_OK | os.X_OK):
-            raise UsageError(f"--result-dir {folder}: cannot write there (permission denied); pick another")
     rate_f = None
     if rate is not None:
         try:
@@ -693,7 +697,7 @@ def mock(
     seed: Annotated[Optional[int], typer.Option(help="Seed for jitter and faults.", rich_help_panel="Timing")] = None,
     parallel: Annotated[Optional[int], typer.Option(help="Slots served at once (0 = unlimited).", rich_help_panel="Capacity")] = None,
     max_queue: Annotated[Optional[int], typer.Option(help="Waiting requests before rejecting (0 = unlimited).", rich_help_panel="Capacity")] = None,
-    prefill_ms_per_token: Annotated[Optional[float], typer.Option(help="Prefill time per uncached prompt token.", rich_help_panel="Capacity")] = None,
+    prefill_ms_per_token: Annotated[Optional[float], typer.Option(metavar="MS", help="Prefill time per uncached prompt token.", rich_help_panel="Prefill")] = None,
     prefix_cache: Annotated[Optional[bool], typer.Option("--prefix-cache/--no-prefix-cache", help="Block-hashed LRU prefix cache.", rich_help_panel="Prefix cache")] = None,
     cache_blocks: Annotated[Optional[int], typer.Option(help="Prefix cache capacity in 16-token blocks.", rich_help_panel="Prefix cache")] = None,
     batch_slowdown: Annotated[Optional[float], typer.Option(help="k in step = itl * (1 + k * (running - 1)).", rich_help_panel="Capacity")] = None,
@@ -717,8 +721,8 @@ def mock(
     kv_capacity_tokens: Annotated[Optional[int], typer.Option(help="KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).", rich_help_panel="Capacity")] = None,
     block_tokens: Annotated[Optional[int], typer.Option(help="Tokens per KV / prefix-cache block.", rich_help_panel="Capacity")] = None,
     decode_ms_curve: Annotated[Optional[str], typer.Option(metavar="MS,MS,...", help="Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", rich_help_panel="Timing")] = None,
-    prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--no-prefill-in-step", help="Prefill runs inside the shared steps, stalling running decodes.", rich_help_panel="Capacity")] = None,
-    step_token_budget: Annotated[Optional[int], typer.Option(help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Capacity")] = None,
+    prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--prefill-apart", help="Prefill inside the shared steps, stalling running decodes (or apart).", rich_help_panel="Prefill")] = None,
+    step_token_budget: Annotated[Optional[int], typer.Option(metavar="N", help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Prefill")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio

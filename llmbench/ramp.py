@@ -103,8 +103,8 @@ async def _ramp(r: RampRun, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             # nothing broke because the ramp was stopped, not because every step held
             best = max((s["load"] for s in steps), default=0)
             verdict = {**verdict, "interrupted": True, "result": (
-                f"Held {best:g} {unit} before the ramp was interrupted ({len(steps)} of "
-                f"{len(plan.steps)} steps ran)." if steps
+                f"Held {best:g} {unit} before the ramp was interrupted. Stopped after "
+                f"{len(steps)} of {len(plan.steps)} steps, all held." if steps
                 else "Interrupted before the first step finished.")}
         run = {
             "schema_version": SCHEMA_VERSION, "kind": "ramp",

@@ -7,7 +7,7 @@ Every server here is a real one on loopback: the mock, or a RawServer that misbe
 import json
 from pathlib import Path
 
-from conftest import RawServer, http_head
+from conftest import CHAT_ROLE, RawServer, chat_token, chunk, http_head
 from test_cli import llmbench, only_run
 
 FAST = ["--ramp-in", "0.5s", "--hold", "3s", "--think", "0", "--turns", "1",
@@ -20,6 +20,17 @@ DEAD = [(0, http_head("500 Internal Server Error", "application/json",
         (0, b'{"error": "model crashed"}')]
 
 
+# The first request is llmbench's preflight, which now stops a run against a server that cannot
+# answer at all (exit 3, issue 11.6). These servers answer that one and then fail, so the gates
+# themselves are what is tested.
+ANSWER = [(0, http_head(chunked=True)),
+          (0, chunk(CHAT_ROLE + chat_token("ok") + b"data: [DONE]\n\n")), (0, b"0\r\n\r\n")]
+
+
+def after_preflight(script: list):
+    return lambda i: ANSWER if i == 0 else script
+
+
 def strict_json(path: Path):
     """Parse as strict JSON: bare NaN/Infinity (invalid JSON) raise."""
     def bad(name):
@@ -29,7 +40,7 @@ def strict_json(path: Path):
 
 def test_ramp_where_every_request_timed_out_does_not_hold(tmp_path):
     # issue 11.1: "Held 2 users. Every step held.", TTFT p95 0.0 ms, exit 0
-    with RawServer(SILENT) as s:
+    with RawServer(after_preflight(SILENT)) as s:
         r = llmbench("ramp", "--url", s.url + "/v1", "--model", "m", "--users", "1,2",
                      "--threshold", "ttft.p95<=2s", "--timeout-first-token", "1", *FAST,
                      "--out", str(tmp_path), timeout=120)
@@ -97,7 +108,7 @@ def test_run_threshold_gates_the_exit_code(mock_factory, tmp_path):
 
 
 def test_run_against_a_silent_server_fails_its_threshold_and_stores_null(tmp_path):
-    with RawServer(SILENT) as s:
+    with RawServer(after_preflight(SILENT)) as s:
         r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--requests", "2",
                      "--timeout-first-token", "1", "--threshold", "ttft.p95<=2s",
                      "--out", str(tmp_path), timeout=60)
@@ -122,7 +133,7 @@ def test_compare_does_not_pass_a_dead_candidate(mock_factory, tmp_path):
     r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", *common,
                  "--out", str(tmp_path / "base"))
     assert r.returncode == 0, r.stderr
-    with RawServer(DEAD) as s:
+    with RawServer(after_preflight(DEAD)) as s:
         r = llmbench("run", "--url", s.url + "/v1", "--model", "mock", *common,
                      "--out", str(tmp_path / "cand"))
     assert r.returncode == 0, r.stdout + r.stderr           # no --threshold: no gate

@@ -112,7 +112,7 @@ CASES = [
     (["run", "--url", DEAD, "--model", "m", "--header", "NoSeparatorHere"], 2, "KEY=VALUE"),
     (["run", "--url", DEAD, "--model", "m", "--header", "Bad Name: v"], 2, "not a valid header name"),
     # result paths, checked before the run
-    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-dir", "/no/such/dir"], 2, "--result-dir"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-dir", "{d}/afile/sub"], 2, "--result-dir"),
     (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}"], 2, "is a folder"),
     (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}/afile/r.json"], 2, "--result-filename"),
     # files
