@@ -38,7 +38,7 @@ P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
 P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
 Url = Annotated[Optional[str], typer.Option(help="Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", rich_help_panel=P_TARGET)]
 Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.", rich_help_panel=P_TARGET)]
-Api = Annotated[Optional[str], typer.Option(help="openai-chat | openai | ollama (default: from the URL).", rich_help_panel=P_TARGET)]
+Api = Annotated[Optional[str], typer.Option(help=__import__(f"{__package__}.target", fromlist=["api_help"]).api_help(), rich_help_panel=P_TARGET)]  # help from the wire registry
 ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.", rich_help_panel=P_TARGET)]
 Header = Annotated[Optional[List[str]], typer.Option("--header", metavar="K=V", help="Extra request header (repeatable). Values are never saved.", rich_help_panel=P_TARGET)]
 Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", rich_help_panel=P_WORKLOAD)]
