@@ -11,6 +11,7 @@ from .format import WireFormat
 _MODULES = (
     "openai",       # OpenAI chat completions (.../v1) and completions
     "ollama",       # Ollama's native /api/chat (a bare host URL)
+    "tgi",          # Hugging Face TGI's native /generate_stream
 )
 FORMATS: tuple[WireFormat, ...] = tuple(
     f for m in _MODULES for f in import_module(f".{m}", __package__).FORMATS)
