@@ -60,7 +60,7 @@ HfSplit = Annotated[str, typer.Option(help="hf:NAME split.", rich_help_panel=P_W
 HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", metavar="K=COL", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).", rich_help_panel=P_WORKLOAD)]
 Label = Annotated[Optional[List[str]], typer.Option("--label", metavar="K=V", help="KEY=VALUE stored with the run (repeatable).", rich_help_panel=P_OUTPUT)]
 Out = Annotated[Path, typer.Option(help="Folder for run folders.", rich_help_panel=P_OUTPUT)]
-ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.", rich_help_panel=P_TARGET)]
+ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: " + " | ".join(__import__(f"{__package__}.probe.servers", fromlist=["KINDS"]).KINDS) + ".", rich_help_panel=P_TARGET)]  # kinds from the adapter registry
 ServedBy = Annotated[Optional[str], typer.Option(help="Response header naming the backend.", rich_help_panel=P_TARGET)]
 Progress = Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live line (default: on a terminal).", rich_help_panel=P_OUTPUT)]
 IgnoreEos = Annotated[bool, typer.Option("--ignore-eos", help="Ask the server to ignore EOS (vLLM, SGLang).", rich_help_panel=P_REQUEST)]
