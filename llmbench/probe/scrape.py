@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from . import servers
-from .prometheus import parse_prometheus
+from .servers.prometheus import parse_prometheus
 from .servers import llamacpp, nomyo, ollama
 from .servers.base import Metrics, MetricsAdapter, Poller
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..prometheus import parse_prometheus
+from .prometheus import parse_prometheus
 
 # GET a path on the server's root -> (status, body text); raises on transport errors.
 Get = Callable[[str], Awaitable[tuple[int, str]]]
