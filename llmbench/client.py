@@ -322,7 +322,12 @@ class Client:
         if rec.prompt_tokens is None and prompt_tokens_client is not None:
             rec.prompt_tokens = prompt_tokens_client
             rec.prompt_tokens_source = "client"
-        if rec.output_tokens is None and times:
+        if rec.output_tokens is None and times and rec.output_tokens_source == "events":
+            # the server's completion count was not a count (decoder.apply_usage): its token
+            # events are the count, as records.clean does for old logs
+            rec.output_tokens = len(times)
+            rec.note = f"{rec.note}, counted {len(times)} token events instead"
+        elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
                 rec.output_tokens = self._count_tokens(text)

@@ -23,9 +23,20 @@ WHOLE = 4       # the body is one JSON document, not a stream: read it whole (de
 
 
 def apply_usage(u: Usage, rec: Record) -> None:
-    """Counts a server reported; already validated (wire.events.count)."""
+    """Counts a server reported; already validated (wire.events.count). A completion count
+    that was not a count leaves the reply to be counted by its token events, and says so."""
+    if u.rejected:
+        for bad in u.rejected:
+            msg = f"the server reported {bad}; ignored"
+            if not rec.note:
+                rec.note = msg
+            elif msg not in rec.note:
+                rec.note += "; " + msg
+            if bad.startswith("completion_tokens ") and u.completion_tokens is None:
+                rec.output_tokens, rec.output_tokens_source = None, "events"
     if u.completion_tokens is not None:
         rec.output_tokens = u.completion_tokens
+        rec.output_tokens_source = "server"
     if u.prompt_tokens is not None:
         rec.prompt_tokens = u.prompt_tokens
     if u.cached_tokens is not None:

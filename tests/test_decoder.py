@@ -126,11 +126,23 @@ def test_unusable_counts_are_dropped(bad):
                                                                   "prompt_tokens": bad}})
                                + sse(b"[DONE]"))])
     assert rec.output_tokens is None and rec.prompt_tokens is None
+    if bad is not None:
+        # said in the note; the reply is then counted by its token events (Client._finish)
+        assert f"completion_tokens {bad}" in rec.note and f"prompt_tokens {bad}" in rec.note
+        assert rec.output_tokens_source == "events"
+
+
+def test_a_good_count_after_a_bad_one_is_the_servers():
+    rec, _, _ = decode(CHAT, [(1.0, sse({**tok("a"), "usage": {"completion_tokens": -1}})),
+                              (2.0, sse({"choices": [], "usage": {"completion_tokens": 1}})
+                               + sse(b"[DONE]"))])
+    assert rec.output_tokens == 1 and rec.output_tokens_source == "server"
 
 
 def test_good_counts_are_kept():
     assert count(3) == 3 and count(4.0) == 4 and count(0) == 0
     assert Usage.of(None, None, None) is None
+    assert Usage.of(5, -7) == Usage(prompt_tokens=5, rejected=("completion_tokens -7",))
 
 
 def test_cached_tokens_from_prompt_tokens_details():

@@ -33,12 +33,21 @@ class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    # prompt/completion counts the server sent that are not counts ("completion_tokens -7"):
+    # dropped, and the record's note says so
+    rejected: tuple[str, ...] = ()
 
     @staticmethod
     def of(prompt: Any = None, completion: Any = None, cached: Any = None) -> "Usage | None":
-        """Raw values from the wire -> Usage, None when none of them is a usable count."""
-        u = Usage(count(prompt), count(completion), count(cached))
-        if u.prompt_tokens is None and u.completion_tokens is None and u.cached_tokens is None:
+        """Raw values from the wire -> Usage, None when nothing was reported."""
+        p, c = count(prompt), count(completion)
+        rejected: tuple[str, ...] = ()
+        if (p is None and prompt is not None) or (c is None and completion is not None):
+            rejected = tuple(f"{name} {value}" for name, value, ok in
+                             (("completion_tokens", completion, c), ("prompt_tokens", prompt, p))
+                             if ok is None and value is not None)
+        u = Usage(p, c, count(cached), rejected)
+        if p is None and c is None and u.cached_tokens is None and not rejected:
             return None
         return u
 
