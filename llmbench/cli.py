@@ -38,7 +38,7 @@ P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
 P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
 Url = Annotated[Optional[str], typer.Option(help="Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", rich_help_panel=P_TARGET)]
 Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.", rich_help_panel=P_TARGET)]
-Api = Annotated[Optional[str], typer.Option(help="openai-chat | openai | ollama (default: from the URL).", rich_help_panel=P_TARGET)]
+Api = Annotated[Optional[str], typer.Option(help=__import__(f"{__package__}.target", fromlist=["api_help"]).api_help(), rich_help_panel=P_TARGET)]  # help from the wire registry
 ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.", rich_help_panel=P_TARGET)]
 Header = Annotated[Optional[List[str]], typer.Option("--header", metavar="K=V", help="Extra request header (repeatable). Values are never saved.", rich_help_panel=P_TARGET)]
 Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", rich_help_panel=P_WORKLOAD)]
@@ -60,7 +60,7 @@ HfSplit = Annotated[str, typer.Option(help="hf:NAME split.", rich_help_panel=P_W
 HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", metavar="K=COL", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).", rich_help_panel=P_WORKLOAD)]
 Label = Annotated[Optional[List[str]], typer.Option("--label", metavar="K=V", help="KEY=VALUE stored with the run (repeatable).", rich_help_panel=P_OUTPUT)]
 Out = Annotated[Path, typer.Option(help="Folder for run folders.", rich_help_panel=P_OUTPUT)]
-ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: auto | vllm | sglang | llamacpp | ollama | tgi | mock | nomyo | off.", rich_help_panel=P_TARGET)]
+ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: " + " | ".join(__import__(f"{__package__}.probe.servers", fromlist=["KINDS"]).KINDS) + ".", rich_help_panel=P_TARGET)]  # kinds from the adapter registry
 ServedBy = Annotated[Optional[str], typer.Option(help="Response header naming the backend.", rich_help_panel=P_TARGET)]
 Progress = Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live line (default: on a terminal).", rich_help_panel=P_OUTPUT)]
 IgnoreEos = Annotated[bool, typer.Option("--ignore-eos", help="Ask the server to ignore EOS (vLLM, SGLang).", rich_help_panel=P_REQUEST)]

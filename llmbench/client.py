@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -19,10 +20,9 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDictProxy
 
-from . import wire
+from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from .records import Record
 from .target import Target
-from .wire.events import END, ERROR, MALFORMED, TOKEN
 
 perf_counter = time.perf_counter
 
@@ -145,9 +145,7 @@ class Client:
         self.timeouts = timeouts or Timeouts()
         self._served_by = (served_by_header.lower(),) if served_by_header else SERVED_BY_HEADERS
         self._count_tokens = count_tokens
-        self._framer = lambda: wire.make_framer(target.api)
-        self._classify = wire.classify(target.api)
-        self._sse = target.api != "ollama"
+        self._fmt = target.wire_format
         self._headers = {**target.request_headers(), "accept-encoding": "identity"}
         self._max_connections = max_connections
         self._http: aiohttp.ClientSession | None = None
@@ -180,8 +178,8 @@ class Client:
         self._http = self._fresh = None
 
     def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
-        return wire.build_body(self.target.api, self.target.model, messages, max_tokens,
-                               self.params.stream, self.params.as_dict())
+        return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
+                              self.params.as_dict())
 
     async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
                    prompt_tokens_client: int | None = None) -> str:
@@ -196,9 +194,10 @@ class Client:
         rec.start = perf_counter()
         dog = _Watchdog(task, self.timeouts, rec.start)
         http = self._http
+        url = self.target.endpoint_for(self.params.stream)
         while True:
             try:
-                async with http.post(self.target.endpoint, data=content,
+                async with http.post(url, data=content,
                                      headers=headers) as resp:
                     rec.status = resp.status
                     self._read_headers(resp.headers, rec)
@@ -255,136 +254,54 @@ class Client:
         q = headers.get(QUEUE_HEADER)
         if q:
             try:
-                rec.server_queue_ms = float(q)
+                ms = float(q)
             except ValueError:
-                pass
+                return
+            if math.isfinite(ms) and ms >= 0:       # a broken header is dropped, not stored
+                rec.server_queue_ms = ms
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
                            texts: list[str]) -> None:
-        framer = self._framer()
-        classify = self._classify
+        """The transport: each chunk is timestamped on arrival and handed, with its time, to
+        the stream decoder, which fills the record; this loop only keeps the watchdog and the
+        connection."""
+        dec = StreamDecoder(self._fmt, rec, texts)
         times = rec.token_times
-        counts: list[int] | None = []
-        last_completion = 0
-        ended = False
-        sniff = self._sse       # until the body's first byte shows SSE, not one JSON document
         content = resp.content
         async for chunk in content.iter_any():
             t = perf_counter()
-            if sniff:
-                head = chunk.lstrip()
-                if not head:
-                    continue
-                sniff = False
-                if head[:1] == b"{":
-                    # The server ignored stream=true and answers one JSON body: record it whole
-                    # (its TTFT is its E2EL) and mark it not streamed, rather than "stream cut".
-                    rec.stream = False
-                    await self._read_whole(resp, rec, texts, first=chunk)
-                    return
-            payloads = framer.feed(chunk)
-            if not payloads:
-                continue        # comments (": keepalive") and partial events are not events
+            r = dec.feed(t, chunk)
+            if r == NOTHING:
+                continue
+            if r == WHOLE:
+                rec.stream = False
+                await self._read_whole(resp, rec, texts, first=chunk)
+                return
             dog.last = t        # the idle limit is between events, so only events re-arm it
-            for payload in payloads:
-                ev = classify(payload)
-                kind = ev.kind
-                if kind == TOKEN:
-                    times.append(t)
-                    texts.append(ev.text)
-                    if not dog.got_token:
-                        dog.first_token()
-                    if counts is not None:
-                        ct = ev.usage.get("completion_tokens") if ev.usage else None
-                        if ct is None:
-                            counts = None
-                        else:
-                            counts.append(ct - last_completion)
-                            last_completion = ct
-                elif kind == END:
-                    ended = True
-                    if ev.text:         # Ollama's whole (non-streamed) reply is one done line
-                        if not times:
-                            rec.stream = False
-                        times.append(t)
-                        texts.append(ev.text)
-                elif kind == ERROR or kind == MALFORMED:
-                    rec.error_kind = "error_event" if kind == ERROR else "malformed_event"
-                    rec.error = ev.error
-                    return
-                if ev.usage:
-                    self._usage(ev.usage, rec)
-                if ev.finish_reason:
-                    rec.finish_reason = ev.finish_reason
-                if ev.server_timing:
-                    rec.server_timing = ev.server_timing
-            if ended:
-                # [DONE] / done:true ends the request, whether or not the server closes the
-                # stream; what follows (normally just the chunked terminator) is drained briefly
-                # so the connection stays reusable.
-                dog.stop()
-                if not content.is_eof():
-                    rec.done = perf_counter()
-                    try:
-                        await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S)
-                    except (asyncio.TimeoutError, aiohttp.ClientError):
-                        resp.close()
-                break
-        else:
-            for payload in framer.flush():
-                ev = classify(payload)
-                if ev.kind == END:
-                    ended = True
-                    if ev.text:
-                        if not times:
-                            rec.stream = False
-                        times.append(perf_counter())
-                        texts.append(ev.text)
-                    if ev.usage:
-                        self._usage(ev.usage, rec)
-                    if ev.server_timing:
-                        rec.server_timing = ev.server_timing
-                elif ev.kind == TOKEN:
-                    times.append(perf_counter())
-                    texts.append(ev.text)
-        if counts:
-            rec.token_counts = counts
-        if not ended:
-            rec.error_kind = "stream_cut"
-            rec.error = "the stream ended before its end marker ([DONE] or done:true)"
+            if not dog.got_token and times:
+                dog.first_token()
+            if r == EVENTS:
+                continue
+            if r == FAILED:
+                return
+            # ENDED: the end marker ends the request, whether or not the server closes the
+            # stream; what follows (normally just the chunked terminator) is drained briefly
+            # so the connection stays reusable.
+            dog.stop()
+            if not content.is_eof():
+                rec.done = perf_counter()
+                try:
+                    await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S)
+                except (asyncio.TimeoutError, aiohttp.ClientError):
+                    resp.close()
+            dec.finish()
+            return
+        dec.close(perf_counter())
 
     async def _read_whole(self, resp: aiohttp.ClientResponse, rec: Record, texts: list[str],
                           first: bytes = b"") -> None:
         raw = first + await resp.read() if first else await resp.read()
-        t = perf_counter()
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            rec.error_kind, rec.error = "malformed_event", raw[:200].decode("utf-8", "replace")
-            return
-        ev = wire.parse_full_response(self.target.api, obj if isinstance(obj, dict) else {})
-        if ev.kind == ERROR:
-            rec.error_kind, rec.error = "error_event", ev.error
-            return
-        if ev.kind == TOKEN:
-            rec.token_times.append(t)
-            texts.append(ev.text)
-        if ev.usage:
-            self._usage(ev.usage, rec)
-        rec.finish_reason = ev.finish_reason
-        rec.server_timing = ev.server_timing
-
-    @staticmethod
-    def _usage(usage: dict[str, Any], rec: Record) -> None:
-        ct = usage.get("completion_tokens")
-        if ct is not None:
-            rec.output_tokens = int(ct)
-        pt = usage.get("prompt_tokens")
-        if pt is not None:
-            rec.prompt_tokens = int(pt)
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            rec.cached_tokens = int(details["cached_tokens"])
+        decode_whole(self._fmt, raw, perf_counter(), rec, texts)
 
     @staticmethod
     def _transport_error(exc: Exception, rec: Record) -> None:
@@ -405,7 +322,12 @@ class Client:
         if rec.prompt_tokens is None and prompt_tokens_client is not None:
             rec.prompt_tokens = prompt_tokens_client
             rec.prompt_tokens_source = "client"
-        if rec.output_tokens is None and times:
+        if rec.output_tokens is None and times and rec.output_tokens_source == "events":
+            # the server's completion count was not a count (decoder.apply_usage): its token
+            # events are the count, as records.clean does for old logs
+            rec.output_tokens = len(times)
+            rec.note = f"{rec.note}, counted {len(times)} token events instead"
+        elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
                 rec.output_tokens = self._count_tokens(text)

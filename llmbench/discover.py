@@ -21,10 +21,9 @@ class DiscoverError(Exception):
 
 
 def models_url(target: Target) -> str:
-    """Ollama's native API lists models at /api/tags; OpenAI-style servers at <base>/models."""
-    if target.api == "ollama":
-        return target.server_root + "/api/tags"
-    return target.base_url + "/models"
+    """Where the API lists its models (the wire format says: <base>/models for OpenAI-style
+    servers, /api/tags for Ollama's native API)."""
+    return target.base_url + target.wire_format.models_path
 
 
 def _headers(target: Target) -> dict[str, str]:
@@ -97,6 +96,8 @@ def served_models(target: Target, timeout_s: float = 10.0) -> list[str]:
                 names = [str(m[field]) for m in items if isinstance(m, dict) and m.get(field)]
                 if names:
                     break
+        if not names and isinstance(doc.get("model_id"), str) and doc["model_id"]:
+            names = [doc["model_id"]]       # a server's info document (TGI's /info)
     return list(dict.fromkeys(names))
 
 

@@ -8,14 +8,15 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-API_FLAVOURS = ("openai-chat", "openai", "ollama")
+from . import wire
 
-# The path each flavour posts to, relative to the base URL it was detected from.
-_ENDPOINTS = {
-    "openai-chat": "/chat/completions",
-    "openai": "/completions",
-    "ollama": "/api/chat",
-}
+# The --api values, from the wire-format registry (wire/registry.py).
+API_FLAVOURS = wire.names()
+
+
+def api_help() -> str:
+    """The --api help text, built from the registry."""
+    return " | ".join(wire.names()) + " (default: from the URL)."
 
 
 class TargetError(ValueError):
@@ -33,8 +34,17 @@ class Target:
     userinfo: str | None = field(default=None, repr=False)
 
     @property
+    def wire_format(self) -> wire.WireFormat:
+        return wire.get(self.api)
+
+    @property
     def endpoint(self) -> str:
-        return self.base_url + _ENDPOINTS[self.api]
+        """Where streamed requests go."""
+        return self.base_url + wire.get(self.api).endpoint
+
+    def endpoint_for(self, stream: bool) -> str:
+        """Where requests go; a format may answer whole (non-streamed) replies on another path."""
+        return self.base_url + wire.get(self.api).path(stream)
 
     @property
     def server_root(self) -> str:
@@ -117,7 +127,8 @@ def detect_api(url: str) -> tuple[str, str]:
     """Return (flavour, base URL) for a user-given URL.
 
     ``.../v1`` is OpenAI chat; a full endpoint path names its flavour; a bare host (Ollama's
-    base URL, e.g. http://localhost:11434) is Ollama's native API.
+    base URL, e.g. http://localhost:11434) is Ollama's native API. The rules live with each
+    format (wire/registry.py).
     """
     url = url.strip().rstrip("/")
     try:
@@ -139,16 +150,8 @@ def detect_api(url: str) -> tuple[str, str]:
                           "http://localhost:11434/v1")
     if any(c in url for c in "\r\n\t "):
         raise TargetError(f"--url {strip_userinfo(url)!r}: contains spaces or line breaks")
-    path = parts.path
-    for suffix, api in (("/chat/completions", "openai-chat"), ("/completions", "openai"),
-                        ("/api/chat", "ollama"), ("/api/generate", "ollama")):
-        if path.endswith(suffix):
-            return api, url[: len(url) - len(suffix)]
-    if path.endswith("/v1") or "/v1/" in path + "/" or path.endswith("/openai"):
-        return "openai-chat", url
-    if path in ("", "/", "/api"):
-        return "ollama", url[: len(url) - len("/api")] if path == "/api" else url
-    return "openai-chat", url
+    fmt, base = wire.detect(url, parts.path)
+    return fmt.name, base
 
 
 # RFC 9110 token characters: a header name holds neither ':' nor '=', so the first of the two
@@ -189,10 +192,15 @@ def make_target(url: str, model: str, api: str | None = None, api_key: str | Non
     if api is not None and api not in API_FLAVOURS:
         raise TargetError(f"--api {api!r}: choose one of {', '.join(API_FLAVOURS)}")
     flavour = api or detected
-    if api == "ollama" and detected != "ollama" and base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    if api in ("openai", "openai-chat") and detected == "ollama":
-        base = base + "/v1"
+    # --api names another format than the URL suggested: move the base URL from the detected
+    # format's root (".../v1") to the wanted one's (a /v1 URL with --api ollama, a bare host
+    # with --api openai-chat)
+    have, want = wire.get(detected).root_path, wire.get(flavour).root_path
+    if have != want:
+        if have and base.endswith(have):
+            base = base[: -len(have)]
+        if want and not base.endswith(want):
+            base = base + want
     key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
     if not model:
         raise TargetError("--model is empty; name the model the server serves (see GET /v1/models or /api/tags)")

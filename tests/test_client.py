@@ -84,6 +84,17 @@ def test_error_event_inside_stream():
     assert rec.error_kind == "error_event" and rec.error == "CUDA out of memory"
 
 
+def test_an_error_event_the_server_closes_on_is_an_error_not_a_cut():
+    # the last event has no closing blank line: it is decoded when the connection ends, by the
+    # same rules as any other event (the end-of-stream path once ignored errors)
+    err = b'data: {"error": {"message": "engine died"}}'
+    script = [(0, http_head(chunked=True)), (0, chunk(chat_token("a"))), (0, chunk(err)),
+              (0, b"0\r\n\r\n")]
+    with RawServer(script) as s:
+        rec, _ = run(send_one(s.url + "/v1"))
+    assert rec.error_kind == "error_event" and rec.error == "engine died"
+
+
 def test_no_token_at_all():
     script = [(0, http_head(chunked=True)), (0, chunk(CHAT_ROLE)), (0, chunk(b"data: [DONE]\n\n")),
               (0, b"0\r\n\r\n")]

@@ -2,8 +2,10 @@
 
 import json
 
+import pytest
+
 from llmbench import wire
-from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN
+from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Usage
 from llmbench.wire.framing import NdjsonFramer, SseFramer
 
 MSGS = [{"role": "user", "content": "hi"}]
@@ -62,7 +64,7 @@ def test_chat_token_events():
     assert c(ev({"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]})).kind == TOKEN
     assert c(ev({"choices": [{"delta": {}, "finish_reason": "length"}]})).kind == OTHER
     u = c(ev({"choices": [], "usage": {"completion_tokens": 5}}))
-    assert u.kind == OTHER and u.usage == {"completion_tokens": 5}
+    assert u.kind == OTHER and u.usage == Usage(completion_tokens=5)
     assert c(b"[DONE]").kind == END
     e = c(ev({"error": {"message": "boom"}}))
     assert e.kind == ERROR and e.error == "boom"
@@ -83,7 +85,7 @@ def test_ollama_lines():
     assert c(ev({"response": "a", "done": False})).kind == TOKEN
     end = c(ev({"done": True, "eval_count": 7, "prompt_eval_count": 3, "total_duration": 10,
                 "eval_duration": 4, "done_reason": "length"}))
-    assert end.kind == END and end.usage == {"completion_tokens": 7, "prompt_tokens": 3}
+    assert end.kind == END and end.usage == Usage(prompt_tokens=3, completion_tokens=7)
     assert end.server_timing["total_duration"] == 10 and end.finish_reason == "length"
     assert c(ev({"error": "model not found"})).kind == ERROR
 
@@ -137,3 +139,24 @@ def test_sse_random_chunkings_give_the_same_events_with_crlf_and_multiline_event
 def test_sse_lf_and_cr_only_line_ends():
     assert _frame_all(SseFramer(), [b"data: x\n\ndata: y\n\n"]) == [b"x", b"y"]
     assert _frame_all(SseFramer(), [b"data: x\r\rdata: y\r\r"]) == [b"x", b"y"]
+
+
+def test_the_registry_drives_names_help_and_detection():
+    from llmbench import target
+    from llmbench.wire import registry
+    assert target.API_FLAVOURS == registry.names()
+    assert all(n in target.api_help() for n in registry.names())
+    # every format's own endpoint path, at the end of a URL, names that format
+    for fmt in registry.FORMATS:
+        for suffix in fmt.url_suffixes:
+            assert target.detect_api("http://h:1/x" + suffix) == (fmt.name, "http://h:1/x")
+    with pytest.raises(target.TargetError, match="choose one of " + ", ".join(registry.names())):
+        target.make_target("http://h:1/v1", "m", api="nope")
+
+
+def test_forcing_an_api_moves_the_base_url_between_roots():
+    from llmbench.target import make_target
+    assert make_target("http://h:1/v1", "m", api="ollama").endpoint == "http://h:1/api/chat"
+    assert make_target("http://h:1", "m", api="openai").endpoint == "http://h:1/v1/completions"
+    assert make_target("http://h:1/foo", "m", api="openai").endpoint == "http://h:1/foo/completions"
+    assert make_target("http://h:1/v1", "m", api="openai").endpoint == "http://h:1/v1/completions"

@@ -1,7 +1,8 @@
-"""What one streamed event means to the client."""
+"""What one streamed event means to the client, and the normalised token usage it may carry."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,13 +11,52 @@ TOKEN = 1    # carries output (METRICS.md "token event")
 END = 2      # the stream's clean end: [DONE], or Ollama's done:true line
 ERROR = 3    # an error object inside the stream
 MALFORMED = 4
+TOKEN_END = 5  # carries output and is also the stream's last event (TGI's event with generated_text)
+
+
+def count(value: Any) -> int | None:
+    """A token count as a server reported it, or None when it is not a usable count: negative,
+    not a number (a string, a bool, null), not finite or not whole. Checked here, at the
+    source, so no record ever holds a count a broken server made up."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    """Token counts a server reported, the same for every wire format (None: not reported)."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    # prompt/completion counts the server sent that are not counts ("completion_tokens -7"):
+    # dropped, and the record's note says so
+    rejected: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(prompt: Any = None, completion: Any = None, cached: Any = None) -> "Usage | None":
+        """Raw values from the wire -> Usage, None when nothing was reported."""
+        p, c = count(prompt), count(completion)
+        rejected: tuple[str, ...] = ()
+        if (p is None and prompt is not None) or (c is None and completion is not None):
+            rejected = tuple(f"{name} {value}" for name, value, ok in
+                             (("completion_tokens", completion, c), ("prompt_tokens", prompt, p))
+                             if ok is None and value is not None)
+        u = Usage(p, c, count(cached), rejected)
+        if p is None and c is None and u.cached_tokens is None and not rejected:
+            return None
+        return u
 
 
 @dataclass(slots=True)
 class Event:
     kind: int
     text: str = ""
-    usage: dict[str, Any] | None = None
+    usage: Usage | None = None
     finish_reason: str | None = None
     server_timing: dict[str, Any] | None = None
     error: str | None = None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage
+from .format import WireFormat
 
 # Durations on Ollama's final line, in nanoseconds.
 TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
@@ -49,10 +50,7 @@ def classify(payload: bytes) -> Event:
     if obj.get("done"):
         # the last line; it carries text only when the reply was not streamed (one body)
         timing = _timing(obj)
-        usage = None
-        if "eval_count" in obj or "prompt_eval_count" in obj:
-            usage = {"completion_tokens": obj.get("eval_count"),
-                     "prompt_tokens": obj.get("prompt_eval_count")}
+        usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"))
         return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
                      server_timing=timing)
     return Event(TOKEN if text else OTHER, text=text)
@@ -65,3 +63,18 @@ def parse_full(obj: dict[str, Any]) -> Event:
     end = classify(json.dumps(obj).encode())
     ev.usage, ev.server_timing, ev.finish_reason = end.usage, end.server_timing, end.finish_reason
     return ev
+
+
+def _claims_root(path: str) -> int | None:
+    """A bare host (Ollama's documented base URL) or host/api."""
+    if path in ("", "/"):
+        return 0
+    return len("/api") if path == "/api" else None
+
+
+CHAT = WireFormat(
+    name="ollama", summary="Ollama's native API (POST <root>/api/chat, NDJSON)",
+    endpoint="/api/chat", body=chat_body, classify=classify, parse_full=parse_full,
+    framing="ndjson", url_suffixes=("/api/chat", "/api/generate"), claims_base=_claims_root,
+    models_path="/api/tags", end_marker="done:true")
+FORMATS = (CHAT,)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage
+from .format import WireFormat
 
 _DONE = b"[DONE]"
 # --max-tokens-field values ("auto" is resolved by the client from the URL before it gets here)
@@ -79,10 +80,20 @@ def _decode(payload: bytes) -> Event | dict[str, Any]:
     return obj
 
 
+def usage(raw: Any) -> Usage | None:
+    """OpenAI's usage object -> Usage (vLLM and SGLang put cached tokens in
+    prompt_tokens_details)."""
+    if not isinstance(raw, dict):
+        return None
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage.of(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached)
+
+
 def _no_choices(obj: dict[str, Any]) -> Event:
     if "error" in obj:
         return Event(ERROR, error=_error_text(obj["error"]))
-    return Event(OTHER, usage=obj.get("usage"), server_timing=obj.get("timings"))
+    return Event(OTHER, usage=usage(obj.get("usage")), server_timing=obj.get("timings"))
 
 
 def classify_chat(payload: bytes) -> Event:
@@ -97,8 +108,9 @@ def classify_chat(payload: bytes) -> Event:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         is_token = bool(content) or bool(reasoning) or bool(delta.get("tool_calls")) \
             or bool(delta.get("function_call")) or (content == "" and "role" not in delta)
+        u = obj.get("usage")
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
-                     usage=obj.get("usage"), finish_reason=choice.get("finish_reason"),
+                     usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
                      server_timing=obj.get("timings"))
     return _no_choices(obj)
 
@@ -110,7 +122,8 @@ def classify_completion(payload: bytes) -> Event:
     choices = obj.get("choices")
     if choices:
         choice = choices[0]
-        return Event(TOKEN, text=choice.get("text") or "", usage=obj.get("usage"),
+        u = obj.get("usage")
+        return Event(TOKEN, text=choice.get("text") or "", usage=usage(u) if u is not None else None,
                      finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
     return _no_choices(obj)
 
@@ -120,7 +133,7 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
     if not choices:
         if "error" in obj:
             return Event(ERROR, error=_error_text(obj["error"]))
-        return Event(OTHER, usage=obj.get("usage"))
+        return Event(OTHER, usage=usage(obj.get("usage")))
     choice = choices[0]
     if api == "openai-chat":
         msg = choice.get("message") or {}
@@ -129,5 +142,25 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
     else:
         text = choice.get("text") or ""
         has = True
-    return Event(TOKEN if has else OTHER, text=text, usage=obj.get("usage"),
+    return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
                  finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
+
+
+def _claims_v1(path: str) -> int | None:
+    """An OpenAI-style base URL: .../v1, a /v1/ prefix before more path, or Azure-like .../openai."""
+    if path.endswith("/v1") or "/v1/" in path + "/" or path.endswith("/openai"):
+        return 0
+    return None
+
+
+CHAT = WireFormat(
+    name="openai-chat", summary="OpenAI chat completions (POST <base>/chat/completions)",
+    endpoint="/chat/completions", body=chat_body, classify=classify_chat,
+    parse_full=lambda obj: parse_full("openai-chat", obj), root_path="/v1",
+    url_suffixes=("/chat/completions",), claims_base=_claims_v1)
+COMPLETIONS = WireFormat(
+    name="openai", summary="OpenAI completions (POST <base>/completions)",
+    endpoint="/completions", body=completions_body, classify=classify_completion,
+    parse_full=lambda obj: parse_full("openai", obj), root_path="/v1",
+    url_suffixes=("/completions",))
+FORMATS = (CHAT, COMPLETIONS)

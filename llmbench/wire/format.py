@@ -1,0 +1,45 @@
+"""The wire-format protocol: everything the client and the URL detection need to know about one
+API, as one value. A format module builds one ``WireFormat``; wire/registry.py lists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .events import Event
+from .framing import NdjsonFramer, SseFramer
+
+# (model, messages, max_tokens, stream, params) -> request body
+BodyBuilder = Callable[[str, list[dict[str, str]], "int | None", bool, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class WireFormat:
+    name: str                       # the --api value
+    summary: str                    # one phrase for help and errors
+    endpoint: str                   # path posted to, appended to the base URL
+    body: BodyBuilder
+    classify: Callable[[bytes], Event]          # one framed payload -> Event (pure, hot path)
+    parse_full: Callable[[dict[str, Any]], Event]   # a whole (non-streamed) JSON body -> Event
+    framing: str = "sse"            # "sse" or "ndjson"
+    # The path of non-streamed requests when the server has a separate route for them (TGI).
+    whole_endpoint: str | None = None
+    # The part of a base URL that belongs to this API ("/v1"): dropped or added when --api
+    # names another format than the URL suggested (a /v1 URL with --api ollama).
+    root_path: str = ""
+    # Full endpoint paths that, at the end of a URL, name this format; the base URL is what
+    # comes before them.
+    url_suffixes: tuple[str, ...] = ()
+    # A base-URL path this format claims when no suffix matched: returns how many characters to
+    # cut from the URL's end to get the base URL, or None when the path is not this format's.
+    claims_base: Callable[[str], "int | None"] | None = None
+    # Where the server lists its models, relative to the base URL (discover.py reads it).
+    models_path: str = "/models"
+    # What ends a stream cleanly, for the "stream cut" message.
+    end_marker: str = "[DONE]"
+
+    def make_framer(self) -> SseFramer | NdjsonFramer:
+        return SseFramer() if self.framing == "sse" else NdjsonFramer()
+
+    def path(self, stream: bool) -> str:
+        return self.endpoint if stream or self.whole_endpoint is None else self.whole_endpoint
