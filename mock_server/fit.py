@@ -7,7 +7,8 @@ From the records (and the server's own samples in ``server.jsonl`` when it was p
 - the decode step as a curve of the number of sequences decoding at once (the median gap between
   token events at each count, leaving out gaps that overlap another request's prefill);
 - whether a new request's prefill stalls the running ones (gaps that overlap a prefill against
-  clean gaps at the same count);
+  clean gaps at the same count), and whether a prompt's last tokens take a step of their own
+  (the running ones' gaps at a new first token: one long gap, or a long then a short one);
 - the slots (the server's report, else the most requests seen streaming at once when others
   queued), a queue limit when requests were turned away, reply lengths when EOS ended replies,
   tokens per event, the API flavour and model names.
