@@ -63,6 +63,11 @@ class MockConfig:
     decode_ms_curve: list[float] = field(default_factory=list)  # step ms at 1, 2, ... decoding
     prefill_in_step: bool = False       # prefill is computed in the shared steps (stalls decode)
     step_token_budget: int = 0          # tokens computed per step (chunked prefill); 0 = no limit
+    # with prefill_in_step: a prompt's last tokens get a shared step of their own, which costs
+    # ttft_ms (llama.cpp computes the last few prompt tokens in a separate batch to checkpoint
+    # its sliding-window cache); a prompt that arrives meanwhile puts its bulk into that step, so
+    # the earlier prompt's first token waits for it: prefills under load slow each other down
+    prefill_last_step: bool = False
     natural_tokens_dist: list[int] = field(default_factory=list)  # EOS reply lengths to draw from
 
     @classmethod
@@ -182,6 +187,7 @@ class Seq:
     decoding: bool = False
     preempted: bool = False
     prefill_left: int = 0
+    bulk_done: bool = False   # prefill_last_step: the bulk is computed, its last step is next
     fut: asyncio.Future[bool] | None = None
 
 
@@ -386,15 +392,21 @@ class Engine:
     async def _prefill(self, seq: Seq, uncached: int, start_s: float, fixed_ms: float) -> bool:
         """Compute ``uncached`` prompt tokens; False when preempted meanwhile."""
         cfg = self.config
-        if not cfg.prefill_in_step or uncached <= 0 or cfg.prefill_ms_per_token <= 0:
+        last_step = cfg.prefill_in_step and cfg.prefill_last_step
+        if not last_step and (not cfg.prefill_in_step or uncached <= 0 or
+                              cfg.prefill_ms_per_token <= 0):
             seconds = (fixed_ms + cfg.prefill_ms_per_token * uncached) / 1000.0 * self.jitter()
             await asyncio.sleep(max(start_s + seconds - perf_counter(), 0.0))
             return not seq.preempted
-        # the fixed part (tokenising, scheduling) is the request's own; the tokens share steps
-        await asyncio.sleep(max(start_s + fixed_ms / 1000.0 * self.jitter() - perf_counter(), 0.0))
-        if seq.preempted:
-            return False
+        if not last_step:
+            # the fixed part (tokenising, scheduling) is the request's own; the tokens share steps
+            await asyncio.sleep(max(start_s + fixed_ms / 1000.0 * self.jitter() - perf_counter(),
+                                    0.0))
+            if seq.preempted:
+                return False
+        # else the fixed part is the cost of the prompt's own last step, shared with the others
         seq.prefill_left = uncached
+        seq.bulk_done = last_step and uncached <= 0   # nothing but the last step left
         seq.fut = asyncio.get_running_loop().create_future()
         self._prefilling.append(seq)
         self._kick()
@@ -487,17 +499,27 @@ class Engine:
                     if cfg.step_token_budget > 0 else 1 << 62)
             prefill_tokens = 0
             finished: list[Seq] = []
+            last_step = cfg.prefill_last_step
+            if last_step:                    # prompts whose bulk an earlier step computed
+                finished = [s for s in self._prefilling if s.bulk_done]
             for seq in self._prefilling:
                 if room <= 0:
                     break
+                if seq.bulk_done:
+                    continue
                 take = min(seq.prefill_left, room)
                 seq.prefill_left -= take
                 room -= take
                 prefill_tokens += take
                 if seq.prefill_left <= 0:
-                    finished.append(seq)
+                    if last_step:
+                        seq.bulk_done = True     # its last tokens go in the next step
+                    else:
+                        finished.append(seq)
             step = (self.decode_seconds(n_dec) if n_dec else 0.0) + \
                 prefill_tokens * cfg.prefill_ms_per_token / 1000.0
+            if last_step and finished:       # the last tokens of every prompt ending here
+                step += cfg.ttft_ms / 1000.0
             step *= self.jitter()
             next_t += step
             now = perf_counter()

@@ -7,7 +7,8 @@ From the records (and the server's own samples in ``server.jsonl`` when it was p
 - the decode step as a curve of the number of sequences decoding at once (the median gap between
   token events at each count, leaving out gaps that overlap another request's prefill);
 - whether a new request's prefill stalls the running ones (gaps that overlap a prefill against
-  clean gaps at the same count);
+  clean gaps at the same count), and whether a prompt's last tokens take a step of their own
+  (the running ones' gaps at a new first token: one long gap, or a long then a short one);
 - the slots (the server's report, else the most requests seen streaming at once when others
   queued), a queue limit when requests were turned away, reply lengths when EOS ended replies,
   tokens per event, the API flavour and model names.
@@ -162,6 +163,37 @@ def fit_decode(recs: list[Record], windows: list[tuple[float, float, Record]]
     return curve, ev
 
 
+def fit_last_step(recs: list[Record]) -> dict[str, Any]:
+    """Does a prompt end with a step of its own? Look at a request that was decoding when another
+    request's first token came: its token at that moment ends a gap. When prefill is one step,
+    that gap is the long stall (the whole prompt). When the prompt's last tokens are computed in
+    a separate, short step (llama.cpp: the last few prompt tokens, in a batch of their own so it
+    can checkpoint its sliding-window cache before them), the long stall is the gap *before* it and the gap ending
+    at the first token is short. Counts both patterns and the short steps' length."""
+    split = single = 0
+    short_ms: list[float] = []
+    for r in recs:
+        ft = r.first_token
+        assert ft is not None
+        for o in recs:
+            if o is r or o.first_token is None or o.end is None:
+                continue
+            if not (o.first_token < r.start and o.end > ft + 0.001) or len(o.token_times) < 3:
+                continue
+            tt = o.token_times
+            k = min(range(len(tt)), key=lambda i: abs(tt[i] - ft))
+            if abs(tt[k] - ft) > 0.010 or k < 2:      # no token of o at r's first token
+                continue
+            g1, g0 = tt[k] - tt[k - 1], tt[k - 1] - tt[k - 2]
+            if g1 >= g0:
+                single += 1
+            else:
+                split += 1
+                short_ms.append(g1 * 1000.0)
+    return {"split": split, "single": single,
+            "short_step_ms_median": round(float(np.median(short_ms)), 1) if short_ms else None}
+
+
 def fit_slots(recs: list[Record], samples: list[dict[str, Any]], fixed_ms: float,
               per_tok_ms: float) -> tuple[int, str]:
     reported = [s.get("slots") for s in samples if s.get("slots")]
@@ -200,6 +232,9 @@ def fit_run(run_dir: Path) -> Fit:
     ratio = dec_ev["stalled_gap_ratio_median"]
     stalls = ratio >= STALL_RATIO if ratio is not None else True
     slots, slots_from = fit_slots(ok, samples, fixed_ms, per_tok_ms)
+    last = fit_last_step(ok)
+    # a pattern seen at least 3 times and in most cases; unseen: one step, as before
+    last_step = stalls and last["split"] >= 3 and last["split"] > 2 * last["single"]
 
     events = [len(r.token_times) for r in ok]
     outs = [r.output_tokens or len(r.token_times) for r in ok]
@@ -223,6 +258,7 @@ def fit_run(run_dir: Path) -> Fit:
         "itl_ms": curve[0] if curve else 10.0,
         "decode_ms_curve": curve,
         "prefill_in_step": bool(stalls),
+        "prefill_last_step": bool(last_step),
         "step_token_budget": STEP_BUDGET[flavour],
         "parallel": slots,
         "max_queue": max_queue,
@@ -241,6 +277,7 @@ def fit_run(run_dir: Path) -> Fit:
         "decode": dec_ev,
         "prefill_stalls_decode": ("yes" if stalls else "no") if ratio is not None else
         "not seen (no prefill overlapped a decode); assumed yes",
+        "prompt_last_step": {**last, "separate": bool(last_step)},
         "slots_from": slots_from,
         "rejected": len(rejected),
         "eos_replies": len(eos),
@@ -290,5 +327,7 @@ def describe(fit: Fit) -> str:
     return (f"fitted from {fit.evidence['requests']} requests ({fit.evidence['server_kind'] or 'unknown'} "
             f"server): TTFT {m['ttft_ms']:.1f} ms + {m['prefill_ms_per_token']:.3f} ms/uncached token; "
             f"decode step ms at 1.. running: {curve}; slots {slots} ({fit.evidence['slots_from']}); "
-            f"prefill stalls decode: {fit.evidence['prefill_stalls_decode']}")
+            f"prefill stalls decode: {fit.evidence['prefill_stalls_decode']}"
+            + ("; a prompt's last tokens take a shared step of their own"
+               if m.get("prefill_last_step") else ""))
 

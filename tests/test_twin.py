@@ -36,9 +36,10 @@ def _request(i: int, start: float, prompt: int, gaps_ms: list[float], cached: in
                   finish_reason=finish, step=0)
 
 
-def make_run(folder: Path, slots_in_samples: bool = True) -> Path:
+def make_run(folder: Path, slots_in_samples: bool = True, last_step: bool = False) -> Path:
     """Records of a server with FIXED_MS + PER_TOKEN_MS/token prefill, CURVE_MS decode steps,
-    3 slots, and prefill that stalls the running decodes."""
+    3 slots, and prefill that stalls the running decodes. ``last_step``: like llama.cpp, a
+    prompt's last tokens take a step of their own (costing FIXED_MS), after its bulk's step."""
     folder.mkdir(parents=True, exist_ok=True)
     recs: list[Record] = []
     t = 100.0
@@ -59,16 +60,26 @@ def make_run(folder: Path, slots_in_samples: bool = True) -> Path:
             i += n
             recs += group
             t = max(r.end for r in group) + 1.0
-    # a stall: B's 400-token prefill lands while A decodes; A's gap is the step + B's prefill
-    a_start = t
-    a = _request(i, a_start, 100, [CURVE_MS[0]] * 10)
-    b_start = a.token_times[5] + 0.001
-    b = _request(i + 1, b_start, 400, [CURVE_MS[1]] * 20)
-    stall_gap = CURVE_MS[1] + (b.first_token - b_start) * 1000.0
-    a = _request(i, a_start, 100, [CURVE_MS[0]] * 5 + [stall_gap] + [CURVE_MS[1]] * 20)
-    recs += [a, b]
-    i += 2
-    t = max(a.end, b.end) + 1.0
+    # stalls: B's 400-token prefill lands while A decodes. One step: A's gap is the step + B's
+    # whole prefill, ending at B's first token. A separate last step: a long gap (the step + B's
+    # bulk), then a short one (the step + the last step) that ends at B's first token
+    for _rep in range(4 if last_step else 1):
+        a_start = t
+        a = _request(i, a_start, 100, [CURVE_MS[0]] * 10)
+        b_start = a.token_times[5] + 0.001
+        b = _request(i + 1, b_start, 400, [CURVE_MS[1]] * 20)
+        if last_step:
+            bulk_gap = CURVE_MS[1] + PER_TOKEN_MS * 400 + (b_start - a.token_times[5]) * 1000.0
+            stall = [bulk_gap, CURVE_MS[1] + FIXED_MS]
+        else:
+            stall = [CURVE_MS[1] + (b.first_token - b_start) * 1000.0]
+        a = _request(i, a_start, 100, [CURVE_MS[0]] * 5 + stall + [CURVE_MS[1]] * 20)
+        if last_step:                   # B's first token comes with the last step
+            late_ms = (a.token_times[5 + len(stall)] - b_start) * 1000.0 - FIXED_MS - PER_TOKEN_MS * 400
+            b = _request(i + 1, b_start, 400, [CURVE_MS[1]] * 20, queued_ms=late_ms)
+        recs += [a, b]
+        i += 2
+        t = max(a.end, b.end) + 1.0
     # a queue: 4 requests at once; the 4th waits for a slot (3 stream at once)
     group = [_request(i + j, t, 100, [CURVE_MS[2]] * 39) for j in range(3)]
     group.append(_request(i + 3, t, 100, [CURVE_MS[0]] * 39,
@@ -97,9 +108,24 @@ def test_fit_recovers_the_known_parameters(tmp_path):
     assert m["itl_ms"] == pytest.approx(CURVE_MS[0], abs=0.5)
     assert m["parallel"] == 3 and fit.evidence["slots_from"].startswith("server samples")
     assert m["prefill_in_step"] is True and fit.evidence["prefill_stalls_decode"] == "yes"
+    assert m["prefill_last_step"] is False        # one stall, ending at the first token
     assert m["flavour"] == "llamacpp" and m["models"] == ["synthetic-model"]
     assert sorted(set(m["natural_tokens_dist"])) == [31]    # the EOS-ended replies' lengths
     assert m["tokens"] == 40 and m["chunk_tokens"] == 1 and m["prefix_cache"] is True
+
+
+def test_fit_recovers_a_separate_last_prompt_step(tmp_path):
+    # prefill under load: the prompt's last tokens get a short step of their own after the bulk
+    fit = fit_run(make_run(tmp_path / "run", last_step=True))
+    m = fit.mock
+    assert m["prefill_in_step"] is True and m["prefill_last_step"] is True
+    ev = fit.evidence["prompt_last_step"]
+    assert ev["split"] >= 4 and ev["single"] == 0
+    assert ev["short_step_ms_median"] == pytest.approx(CURVE_MS[1] + FIXED_MS, abs=1.0)
+    # the other figures are unchanged by it
+    assert m["ttft_ms"] == pytest.approx(FIXED_MS, abs=2.0)
+    assert m["prefill_ms_per_token"] == pytest.approx(PER_TOKEN_MS, abs=0.02)
+    assert m["decode_ms_curve"] == pytest.approx(CURVE_MS, abs=0.5)
 
 
 def test_fit_slots_from_queueing_when_the_server_was_not_probed(tmp_path):
@@ -194,6 +220,38 @@ def test_chunked_prefill_spreads_a_long_prompt_over_the_steps_it_shares(mock_fac
     chunked = max_gap_while_long_prompt(300)      # ten steps of 10 + 30 ms
     assert max(whole) >= 250
     assert max(chunked) < 150 and sum(1 for g in chunked if g >= 30) >= 5
+
+
+async def _first_token_at(url: str, prompt_words: int, delay_s: float = 0.0) -> tuple[float, float]:
+    """(start, first token) on the perf_counter clock."""
+    import time
+    await asyncio.sleep(delay_s)
+    async with httpx.AsyncClient(timeout=60) as c:
+        start = time.perf_counter()
+        async with c.stream("POST", url + "/v1/completions", json={
+                "model": "mock", "prompt": "word " * prompt_words, "max_tokens": 3,
+                "stream": True}) as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data: {"):
+                    return start, time.perf_counter()
+    raise AssertionError("no token")
+
+
+def test_a_separate_last_prompt_step_makes_prefills_under_load_wait_for_each_other(mock_factory):
+    # A's 300-token prompt (600 ms of bulk) starts; B's arrives 300 ms later. With a last step
+    # of its own, A's last tokens share the step that computes B's bulk, so A's first token
+    # comes after B's whole bulk (~1.25 s after A started); in one step, A is done at ~0.65 s.
+    def a_first_token_after_b_started(last_step: bool) -> float:
+        m = mock_factory(ttft_ms=50, itl_ms=10, prefill_ms_per_token=2.0, prefill_in_step=True,
+                         prefill_last_step=last_step, parallel=4)
+
+        async def go():
+            return await asyncio.gather(_first_token_at(m.url, 300),
+                                        _first_token_at(m.url, 300, delay_s=0.3))
+        (_a0, a1), (b0, _b1) = asyncio.run(go())
+        return a1 - b0
+    assert a_first_token_after_b_started(True) >= 0.5       # ~0.95 s: waited for B's bulk
+    assert a_first_token_after_b_started(False) < 0.5       # ~0.35 s: its own prompt only
 
 
 def test_kv_capacity_preempts_and_recomputes(mock_factory):
