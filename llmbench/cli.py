@@ -723,6 +723,7 @@ def mock(
     decode_ms_curve: Annotated[Optional[str], typer.Option(metavar="MS,MS,...", help="Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", rich_help_panel="Timing")] = None,
     prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--prefill-apart", help="Prefill inside the shared steps, stalling running decodes (or apart).", rich_help_panel="Prefill")] = None,
     step_token_budget: Annotated[Optional[int], typer.Option(metavar="N", help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Prefill")] = None,
+    prefill_last_step: Annotated[Optional[bool], typer.Option("--prefill-last-step", help="With --prefill-in-step: the last prompt tokens in a step of their own, as llama.cpp does for SWA models (fitted by --like).", rich_help_panel="Prefill")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio
@@ -785,7 +786,7 @@ def mock(
                           slow_first_byte_ms=slow_first_byte_ms, _learned=learned,
                           kv_capacity_tokens=kv_capacity_tokens, block_tokens=block_tokens,
                           decode_ms_curve=decode_ms_curve, prefill_in_step=prefill_in_step,
-                          step_token_budget=step_token_budget)
+                          step_token_budget=step_token_budget, prefill_last_step=prefill_last_step)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
