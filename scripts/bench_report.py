@@ -19,7 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmbench.load.users import evaluate  # noqa: E402
+from llmbench.commands.ramp import judge  # noqa: E402
+from llmbench.load.monitor import busy  # noqa: E402
+from llmbench.shapes import StepWindow  # noqa: E402
 from llmbench.records import Record  # noqa: E402
 from llmbench.results import SCHEMA_VERSION, clean_nan, write_json  # noqa: E402
 from llmbench.slo import parse_threshold  # noqa: E402
@@ -44,8 +46,8 @@ def make_run(d: Path, n: int, steps: int) -> None:
                            first_token=times[0], end=times[-1], done=times[-1] + 0.001)
                 records.append(r)
                 fh.write(json.dumps(r.to_json()) + "\n")
-            res = evaluate(records, s, 2 * (s + 1), hold_start - 5, hold_start, hold_end,
-                           [parse_threshold("ttft.p95<=2s")], [])
+            res = judge([parse_threshold("ttft.p95<=2s")])(StepWindow(
+                s, 2 * (s + 1), hold_start - 5, hold_start, hold_end, records, 0, busy([])))
             step_rows.append(res.as_dict())
             records = []
             t = hold_end + 5

@@ -38,7 +38,7 @@ class Session:
     counters: Counters = field(default_factory=Counters)
     step: int | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    # (first_token time, ttft) of recent requests for the live line
+    # (first_token time, ttft) of recent requests for the live line (stats.recent_p95)
     recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
@@ -91,10 +91,3 @@ class Session:
             self.log.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
-
-    def ttft_p95_recent(self, window_s: float = 10.0) -> float | None:
-        now = perf_counter()
-        vals = sorted(t for ft, t in self.recent_ttft if now - ft <= window_s)
-        if not vals:
-            return None
-        return vals[min(int(len(vals) * 0.95), len(vals) - 1)]
