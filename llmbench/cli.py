@@ -358,6 +358,7 @@ def ramp(
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from .commands.ramp import RampPlan, execute
+    from .shapes import Ramp
     from .slo import DEFAULT_THRESHOLDS, parse_threshold
 
     if by not in ("users", "rate"):
@@ -388,10 +389,11 @@ def ramp(
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(target, server, url_, target.model or model_)
         common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
-        plan = RampPlan(common, steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s,
-                        think_s=think_s, thresholds=thresholds, keep_going=keep_going,
-                        drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
-                        lag_limit_ms=lag_limit_ms, expect=expect_users,
+        shape = Ramp(common.workload.conversations, steps, by=by, ramp_in_s=ramp_in_s,
+                     hold_s=hold_s, think_s=think_s, keep_going=keep_going,
+                     drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
+                     lag_limit_ms=lag_limit_ms)
+        plan = RampPlan(common, shape, thresholds, expect=expect_users,
                         mock=None if url else {"profile": "ollama"})
         code = execute(plan)
     raise typer.Exit(code)
@@ -420,6 +422,7 @@ def probe(
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
     from .commands.common import Common
     from .commands.probe import ProbePlan, execute
+    from .shapes import RouterAB
     from .target import make_target
 
     steps = _steps(users, None, None, None, "users")
@@ -439,8 +442,9 @@ def probe(
     # the workload is counted against the backend (its /tokenize), sent through both
     common = _common(dt, server, workload, request, output, 4000, multi_turn=True)
     common = Common(**{**common.__dict__, "target": rt})
-    plan = ProbePlan(common, dt, [int(s) for s in steps], slice_s=slice_seconds, rounds=rounds,
-                     think_s=think_s, seed=workload.seed)
+    shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
+                     slice_s=slice_seconds, rounds=rounds, think_s=think_s, seed=workload.seed)
+    plan = ProbePlan(common, dt, shape)
     code = execute(plan)
     raise typer.Exit(code)
 
@@ -484,8 +488,8 @@ def mock(
     kv_capacity_tokens: Annotated[Optional[int], typer.Option(help="KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).", rich_help_panel="Capacity")] = None,
     block_tokens: Annotated[Optional[int], typer.Option(help="Tokens per KV / prefix-cache block.", rich_help_panel="Capacity")] = None,
     decode_ms_curve: Annotated[Optional[str], typer.Option(metavar="MS,MS,...", help="Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", rich_help_panel="Timing")] = None,
-    prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--no-prefill-in-step", help="Prefill runs inside the shared steps, stalling running decodes.", rich_help_panel="Capacity")] = None,
-    step_token_budget: Annotated[Optional[int], typer.Option(help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Capacity")] = None,
+    prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--no-prefill-in-step", help="Prefill runs inside the shared steps, stalling running decodes.", rich_help_panel="Scheduling")] = None,
+    step_token_budget: Annotated[Optional[int], typer.Option(help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Scheduling")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio

@@ -148,6 +148,16 @@ class RunDoc:
         out.update(self.body)
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunDoc":
+        """A run.json read back (schema 1): the common fields, and the rest as the body."""
+        common = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels",
+                  "config", "workload", "environment")
+        return cls(str(data.get("kind")), str(data.get("status")), data.get("started_at") or 0.0,
+                   data.get("config") or {}, data.get("labels") or {}, data.get("t0_perf"),
+                   data.get("workload"), data.get("environment") or {},
+                   {k: v for k, v in data.items() if k not in common})
+
     def write(self, run_dir: Path | None) -> dict[str, Any]:
         """Write run.json (when there is a folder); returns what was written."""
         data = clean_nan(self.to_json())

@@ -24,11 +24,7 @@ from .common import Common, report_failed, write_started
 class ProbePlan:
     common: Common                  # common.target is the router
     direct: Target
-    steps: list[int]
-    slice_s: float = 5.0
-    rounds: int = 3
-    think_s: tuple[float, float] = (0.0, 0.0)
-    seed: int = 0
+    shape: RouterAB                 # steps, slices, rounds; its judge is set at the run
     bootstrap: int = 1000
 
 
@@ -84,16 +80,15 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
 
 
 def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool]:
-    c = plan.common
-    harness = c.harness(run_dir, _live(len(plan.steps)))
+    c, shape = plan.common, plan.shape
+    harness = c.harness(run_dir, _live(len(shape.steps)))
 
     def judge(w: ProbeWindow) -> dict[str, Any]:
-        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, plan.seed)
+        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed)
         step["monitor"] = w.monitor
         return step
-    shape = RouterAB(c.workload.conversations, plan.steps, judge, slice_s=plan.slice_s,
-                     rounds=plan.rounds, think_s=plan.think_s, seed=plan.seed,
-                     on_step=lambda s: harness.say(_row(s)))
+    shape.judge = judge
+    shape.on_step = lambda s: harness.say(_row(s))
     print(HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results
@@ -101,8 +96,8 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
     doc = RunDoc(
         "probe", "partial" if outcome.interrupted else "complete", outcome.started_at,
         {"router": c.target.describe(), "direct": plan.direct.describe(),
-         "steps": plan.steps, "slice_s": plan.slice_s, "rounds": plan.rounds,
-         "think_s": list(plan.think_s), "seed": plan.seed,
+         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+         "think_s": list(shape.think_s), "seed": shape.seed,
          "request": c.request_config(), "timeouts": c.timeouts.__dict__},
         c.labels, outcome.t0_perf, c.workload.describe(),
         body={"steps": steps, "router_bound": router_bound(steps),
@@ -118,7 +113,7 @@ def execute(plan: ProbePlan) -> int:
     run_dir = c.run_dir("probe")
     write_started(run_dir, "probe", c.target,
                   {"router": c.target.describe(), "direct": plan.direct.describe(),
-                   "steps": plan.steps}, c.labels)
+                   "steps": plan.shape.steps}, c.labels)
     try:
         run, interrupted = measure(plan, run_dir)
     except PreflightError as exc:

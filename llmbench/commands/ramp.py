@@ -26,17 +26,9 @@ from .common import Common, report_failed, write_started, write_timeline
 @dataclass
 class RampPlan:
     common: Common
-    steps: list[float]                 # users per step (or requests/s with by="rate")
-    by: str = "users"
-    ramp_in_s: float = 10.0
-    hold_s: float = 60.0
-    think_s: tuple[float, float] = (5.0, 10.0)
+    shape: Ramp                        # steps, timing, think; its judge is set at the run
     thresholds: list[Threshold] = field(default_factory=list)
-    keep_going: bool = False
-    drain_s: float = 300.0
-    seed: int = 0
     stall_s: float = 1.0
-    lag_limit_ms: float = LAG_P99_LIMIT_MS
     expect: float | None = None
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
 
@@ -85,27 +77,28 @@ def _live_line(unit: str, n_steps: int):
     return line
 
 
-def _doc(r: RampPlan, shape: Ramp, started_at: float, t0_perf: float | None,
+def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list) -> RunDoc:
-    c = r.common
+    c, shape = r.common, r.shape
     steps = [s.as_dict() for s in shape.results]
     server = servers
     verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
-                                  planned=len(r.steps))
+                                  planned=len(shape.steps))
     if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s["load"] for s in steps), default=0)
         verdict = {**verdict, "interrupted": True, "result": (
             f"Held {best:g} {shape.unit} before the ramp was interrupted ({len(steps)} of "
-            f"{len(r.steps)} steps ran)." if steps
+            f"{len(shape.steps)} steps ran)." if steps
             else "Interrupted before the first step finished.")}
     return RunDoc(
         "ramp", "partial" if partial else "complete", started_at,
         {"target": c.target.describe(),
-         "ramp": {"by": r.by, "steps": r.steps, "ramp_in_s": r.ramp_in_s, "hold_s": r.hold_s,
-                  "think_s": list(r.think_s), "thresholds": [t.text for t in r.thresholds],
-                  "keep_going": r.keep_going, "seed": r.seed, "expect": r.expect},
+         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                  "thresholds": [t.text for t in r.thresholds], "keep_going": shape.keep_going,
+                  "seed": shape.seed, "expect": r.expect},
          "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
         c.labels, t0_perf, c.workload.describe(),
         body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
@@ -114,16 +107,13 @@ def _doc(r: RampPlan, shape: Ramp, started_at: float, t0_perf: float | None,
                                "samples": len(server.samples)},
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                   "again, so when the server slows down they send less (closed "
-                                  "loop)." if r.by == "users" else None})
+                                  "loop)." if shape.by == "users" else None})
 
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
-    c = r.common
-    shape = Ramp(c.workload.conversations, r.steps, judge(r.thresholds, r.stall_s), by=r.by,
-                 ramp_in_s=r.ramp_in_s, hold_s=r.hold_s, think_s=r.think_s,
-                 keep_going=r.keep_going, drain_s=r.drain_s, seed=r.seed,
-                 lag_limit_ms=r.lag_limit_ms)
-    harness = c.harness(run_dir, _live_line(shape.unit, len(r.steps)))
+    c, shape = r.common, r.shape
+    shape.judge = judge(r.thresholds, r.stall_s)
+    harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)))
 
     def on_step(step: StepResult) -> None:
         harness.say(console.ramp_row(step.as_dict()))
@@ -131,18 +121,18 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
-            _doc(r, shape, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
+            _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
                  False, True, []).write(run_dir)
     shape.on_step = on_step
-    print(console.ramp_header("Users" if r.by == "users" else "Req/s"), flush=True)
+    print(console.ramp_header("Users" if shape.by == "users" else "Req/s"), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
-    run = _doc(r, shape, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
+    run = _doc(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
                outcome.interrupted, outcome.interrupted,
                outcome.live.user_changes).write(run_dir)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
     steps = run["steps"]
     held = max((s["load"] for s in steps if s["held"]), default=0)
-    reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(r.steps)
+    reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(shape.steps)
     broke = next((s for s in steps if not s["held"]), None)
     # A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
     # it held fewer than --expect-users (1), or, without --expect-users, when its first step
@@ -165,7 +155,8 @@ def execute(r: RampPlan) -> int:
     c = r.common
     run_dir = c.run_dir("ramp")
     write_started(run_dir, "ramp", c.target,
-                  {"ramp": {"by": r.by, "steps": r.steps, "hold_s": r.hold_s}}, c.labels)
+                  {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
+                  c.labels)
     try:
         run, code = measure(r, run_dir)
     except PreflightError as exc:

@@ -18,6 +18,9 @@ from ..workload import Turn
 
 perf_counter = time.perf_counter
 
+# how long (first token time) the live line's recent TTFTs are kept: beyond its 10 s window
+RECENT_KEEP_S = 30.0
+
 
 @dataclass
 class Counters:
@@ -39,7 +42,9 @@ class Session:
     step: int | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # (first_token time, ttft) of recent requests for the live line (stats.recent_p95)
-    recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    # Kept by time (RECENT_KEEP_S), not by count, so at any rate the live line sees every
+    # request the timeline sees for the same seconds.
+    recent_ttft: deque[tuple[float, float]] = field(default_factory=deque)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
     active: set[Record] = field(default_factory=set)     # in flight now
@@ -85,7 +90,10 @@ class Session:
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.first_token is not None:
-            self.recent_ttft.append((rec.first_token, rec.first_token - rec.start))
+            recent = self.recent_ttft
+            recent.append((rec.first_token, rec.first_token - rec.start))
+            while recent and recent[0][0] < rec.first_token - RECENT_KEEP_S:
+                recent.popleft()
         self.records.append(rec)
         if self.log is not None:
             self.log.append(rec)

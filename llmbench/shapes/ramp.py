@@ -66,7 +66,7 @@ Judge = Callable[[StepWindow], StepResult]
 class Ramp:
     convs: Sequence[Conversation]
     steps: list[float]                 # users per step (or requests/s with by="rate")
-    judge: Judge
+    judge: Judge | None = None         # handed in by the command before the run
     by: str = "users"
     ramp_in_s: float = 10.0
     hold_s: float = 60.0
@@ -91,6 +91,7 @@ class Ramp:
         """Step through the plan; stop at the first step that does not hold (unless
         keep_going). ``d.live`` is updated as it goes (step, users, phase)."""
         session, live = d.session, d.live
+        assert self.judge is not None, "a ramp needs a judge for its steps"
         user_stop = asyncio.Event()
         tasks: list[asyncio.Task[Any]] = []
         conv_ids = itertools.count()

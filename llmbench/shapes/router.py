@@ -64,7 +64,7 @@ async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
 class RouterAB:
     convs: Sequence[Conversation]
     steps: list[int]
-    judge: Callable[[ProbeWindow], dict[str, Any]]
+    judge: Callable[[ProbeWindow], dict[str, Any]] | None = None   # handed in by the command
     slice_s: float = 5.0
     rounds: int = 3
     think_s: tuple[float, float] = (0.0, 0.0)
@@ -78,6 +78,7 @@ class RouterAB:
         return max(self.steps) + 16
 
     async def drive(self, d: Drive) -> list[dict[str, Any]]:
+        assert self.judge is not None, "a probe needs a judge for its steps"
         sessions = {p: d.sessions[p] for p in PATHS}
         offset = 0
         for index, users in enumerate(self.steps):
