@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .rundata import Latencies, load
-from .stats import HIGHER_IS_BETTER, bootstrap, key, percentile_rows
+from .stats import HIGHER_IS_BETTER, bootstrap, key as summary_key, percentile_rows
 
 # metric -> (how to read it from a step summary, worse when it goes up?), from stats' table
 _COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50", "e2el.p95",
@@ -30,7 +30,7 @@ _COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50
 
 def _entry(name: str) -> tuple[str, bool]:
     metric, _, stat = name.partition(".")
-    return key(metric, stat or None), metric not in HIGHER_IS_BETTER
+    return summary_key(metric, stat or None), metric not in HIGHER_IS_BETTER
 
 
 METRICS: dict[str, tuple[str, bool]] = {m: _entry(m) for m in _COMPARED}
