@@ -108,3 +108,11 @@ def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
 def resends(records: Iterable[Record]) -> int:
     """Requests sent again after a kept-alive connection turned out closed."""
     return sum(r.retries for r in records)
+
+
+def record_checks(records: Iterable[Record], params: object, api: str | None) -> dict:
+    """What every run.json carries about the client's view, the same for run, ramp and probe."""
+    records = list(records)
+    return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
+            "not_streamed": not_streamed(records, getattr(params, "stream", True)),
+            "connection_resends": resends(records)}

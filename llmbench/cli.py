@@ -1,11 +1,12 @@
-"""The command line: parse flags, build a plan, call one entry point, print.
+"""The command line: parse flags into option groups, build a plan, call one entry point.
 
-Every user mistake becomes one line on stderr and exit code 2, never a traceback.
+Option groups (target, server, workload, request, output) are declared once in options.py and
+used by every command; each validates itself. Every user mistake becomes one line on stderr and
+exit code 2, never a traceback.
 """
 
 
 
-import json
 import math
 import os
 import sys
@@ -17,7 +18,9 @@ from typing import Annotated
 
 from .exitcodes import EXIT_USAGE
 from . import options as opt
-from .options import UsageError
+from .options import (P_GATES, P_LOAD, P_OUTPUT, P_STEPS, P_TARGET, P_VLLM, OutputOpts,
+                      RequestOpts, ServerOpts, TargetOpts, UsageError, WorkloadOpts,
+                      group_defaults, with_groups)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
@@ -31,45 +34,10 @@ def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
     return typer.Exit(code)
 
 
-# -- shared option types -------------------------------------------------------------------------
-# Help panels: options grouped the same way in every command, each panel narrow enough that
-# rich never cuts an option name at 80 columns (tests/test_cli_help.py).
-P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
-P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
-Url = Annotated[Optional[str], typer.Option(help="Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", rich_help_panel=P_TARGET)]
-Model = Annotated[Optional[str], typer.Option(help="Model name as the server knows it.", rich_help_panel=P_TARGET)]
-Api = Annotated[Optional[str], typer.Option(help=__import__(f"{__package__}.target", fromlist=["api_help"]).api_help(), rich_help_panel=P_TARGET)]  # help from the wire registry
-ApiKey = Annotated[Optional[str], typer.Option("--api-key", help="Bearer key (default: $OPENAI_API_KEY). Never saved.", rich_help_panel=P_TARGET)]
-Header = Annotated[Optional[List[str]], typer.Option("--header", metavar="K=V", help="Extra request header (repeatable). Values are never saved.", rich_help_panel=P_TARGET)]
-Dataset = Annotated[str, typer.Option(help="synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", rich_help_panel=P_WORKLOAD)]
-DatasetFormat = Annotated[Optional[str], typer.Option(help="sharegpt | jsonl | hf (default: from the file name).", rich_help_panel=P_WORKLOAD)]
-PromptTokens = Annotated[str, typer.Option(help="Synthetic prompt length in tokens: N or LO-HI.", rich_help_panel=P_WORKLOAD)]
-OutputTokens = Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", metavar="N|LO-HI", help="Reply length asked for (sent as max tokens).", rich_help_panel=P_WORKLOAD)]
-Turns = Annotated[int, typer.Option(help="User turns per conversation (cap for files; count for synthetic).", rich_help_panel=P_WORKLOAD)]
-Seed = Annotated[int, typer.Option(help="Seed for sampling, schedules and think times.", rich_help_panel=P_WORKLOAD)]
-Tokenizer = Annotated[Optional[str], typer.Option(help="auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", rich_help_panel=P_WORKLOAD)]
-Limit = Annotated[Optional[int], typer.Option(help="Use at most N entries of a file.", rich_help_panel=P_WORKLOAD)]
-SharedPrefix = Annotated[int, typer.Option(help="Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).", rich_help_panel=P_WORKLOAD)]
-Prefixes = Annotated[int, typer.Option(help="Synthetic: how many distinct shared prefixes.", rich_help_panel=P_WORKLOAD)]
-Words = Annotated[int, typer.Option(help="--dataset words: prompt length in words.", rich_help_panel=P_WORKLOAD)]
-RandomIn = Annotated[int, typer.Option(help="--dataset random: input length (vLLM's random dataset).", rich_help_panel=P_WORKLOAD)]
-RandomOut = Annotated[int, typer.Option(help="--dataset random: output length.", rich_help_panel=P_WORKLOAD)]
-RandomRatio = Annotated[float, typer.Option(help="--dataset random: lengths uniform in len*(1-r)..len*(1+r).", rich_help_panel=P_WORKLOAD)]
-RandomPrefix = Annotated[int, typer.Option(help="--dataset random: common prefix length.", rich_help_panel=P_WORKLOAD)]
-HfSplit = Annotated[str, typer.Option(help="hf:NAME split.", rich_help_panel=P_WORKLOAD)]
-HfColumn = Annotated[Optional[List[str]], typer.Option("--hf-column", metavar="K=COL", help="Map a column: prompt=NAME or max_tokens=NAME (repeatable).", rich_help_panel=P_WORKLOAD)]
-Label = Annotated[Optional[List[str]], typer.Option("--label", metavar="K=V", help="KEY=VALUE stored with the run (repeatable).", rich_help_panel=P_OUTPUT)]
-Out = Annotated[Path, typer.Option(help="Folder for run folders.", rich_help_panel=P_OUTPUT)]
-ServerProbeOpt = Annotated[str, typer.Option(help="Poll the server's own state: " + " | ".join(__import__(f"{__package__}.probe.servers", fromlist=["KINDS"]).KINDS) + ".", rich_help_panel=P_TARGET)]  # kinds from the adapter registry
-ServedBy = Annotated[Optional[str], typer.Option(help="Response header naming the backend.", rich_help_panel=P_TARGET)]
-Progress = Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live line (default: on a terminal).", rich_help_panel=P_OUTPUT)]
-IgnoreEos = Annotated[bool, typer.Option("--ignore-eos", help="Ask the server to ignore EOS (vLLM, SGLang).", rich_help_panel=P_REQUEST)]
-Temperature = Annotated[Optional[float], typer.Option(help="Sampling temperature (default: the server's).", rich_help_panel=P_REQUEST)]
-ExtraBody = Annotated[Optional[str], typer.Option(metavar="JSON", help="JSON merged into every request body.", rich_help_panel=P_REQUEST)]
-TimeoutFirst = Annotated[float, typer.Option(help="Seconds to the first token.", rich_help_panel=P_REQUEST)]
-TimeoutIdle = Annotated[float, typer.Option(help="Seconds between two events.", rich_help_panel=P_REQUEST)]
-WaitReady = Annotated[Optional[str], typer.Option(metavar="DURATION", help="Wait up to this long for a starting server to answer, e.g. 120 or 5m.", rich_help_panel=P_TARGET)]
-MaxTokensField = Annotated[str, typer.Option(metavar="FIELD", help="Body field for the reply length on OpenAI chat: auto (both, or max_completion_tokens for api.openai.com) | both | max_tokens | max_completion_tokens | none.", rich_help_panel=P_REQUEST)]
+# Options several commands share but that belong to no group: declared once here.
+Think = Annotated[Optional[str], typer.Option(help="Pause between a user's turns, e.g. 5s-10s; 0 allowed.", rich_help_panel=P_LOAD)]
+Threshold = Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="Gate, e.g. 'ttft.p95_all<=2s' (repeatable).", rich_help_panel=P_GATES)]
+Users = Annotated[Optional[str], typer.Option(help="Steps of users, e.g. 1,2,4,8.", rich_help_panel=P_STEPS)]
 
 
 def _version(value: bool) -> None:
@@ -84,112 +52,16 @@ def _main(version: Annotated[Optional[bool], typer.Option("--version", callback=
     """Load-test LLM chat servers: how many users hold, and why the next step broke."""
 
 
-def _max_tokens_field(value: str) -> str:
-    from .wire.openai import MAX_TOKENS_FIELDS
-    if value != "auto" and value not in MAX_TOKENS_FIELDS:
-        raise UsageError(f"--max-tokens-field {value!r}: choose auto, {', '.join(MAX_TOKENS_FIELDS)}")
-    return value
-
-
-def _check_probe(kind: str) -> str:
-    from .probe.scrape import KINDS
-    if kind not in KINDS:
-        raise UsageError(f"--server-probe {kind!r}: choose one of {', '.join(KINDS)}")
-    return kind
-
-
-def _parse_labels(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise UsageError(f"--label {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _run_label(labels: dict[str, str]) -> str | None:
-    """The run folder's suffix: the 'name' label, else all labels."""
-    return labels.get("name") or "_".join(f"{k}={v}" for k, v in labels.items()) or None
-
-
-def _parse_duration(text: str, flag: str) -> float:
-    """'90', '90s', '500ms', '2m', '1m30s' -> seconds; finite and never negative."""
-    return opt.duration(text, flag)
-
-
-def _parse_think(text: str) -> tuple[float, float]:
-    """'5s-10s', '3', '0' -> (lo, hi) seconds."""
-    if "-" in text.strip().lstrip("-"):
-        lo, hi = text.split("-", 1)
-        a, b = _parse_duration(lo, "--think"), _parse_duration(hi, "--think")
-    else:
-        a = b = _parse_duration(text, "--think")
-    if a < 0 or b < a:
-        raise UsageError(f"--think {text!r}: need 0 <= LO <= HI, e.g. 5s-10s")
-    return a, b
-
-
-def _wl_extra(shared_prefix_tokens: int, prefixes: int, words: int, random_input_len: int,
-              random_output_len: int, random_range_ratio: float, random_prefix_len: int,
-              hf_split: str, hf_column: list[str] | None) -> dict:
-    cols = {}
-    for item in hf_column or []:
-        k, sep, v = item.partition("=")
-        if not sep or k not in ("prompt", "max_tokens") or not v:
-            raise UsageError(f"--hf-column {item!r}: expected prompt=NAME or max_tokens=NAME")
-        cols[k] = v
-    if not 0 <= random_range_ratio < 1:
-        raise UsageError("--random-range-ratio must be in [0, 1)")
-    if shared_prefix_tokens < 0 or prefixes < 1:
-        raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
-    opt.count(words, "--words")
-    opt.count(random_input_len, "--random-input-len")
-    opt.count(random_output_len, "--random-output-len")
-    opt.count(random_prefix_len, "--random-prefix-len", lo=0)
-    return {"shared_prefix_tokens": shared_prefix_tokens, "prefixes": prefixes, "words": words,
-            "random_input_len": random_input_len, "random_output_len": random_output_len,
-            "random_range_ratio": random_range_ratio, "random_prefix_len": random_prefix_len,
-            "hf_split": hf_split, "hf_columns": cols}
-
-
-def _workload(dataset: str, dataset_format: str | None, count: int, seed: int, prompt_tokens: str,
-              output_tokens: str | None, turns: int, tokenizer: str | None, limit: int | None,
-              multi_turn: bool, extra: dict | None = None, target=None):
-    from .workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
-    opt.count(limit, "--limit")
-    opt.count(turns, "--turns")
-    opt.count(count, "--count")
-    extra = dict(extra or {})
-    opt.count(extra.get("sharegpt_output_len"), "--sharegpt-output-len")
-    if dataset == "words":
-        extra.setdefault("words", 100)
-    # the target's /tokenize (vLLM, llama.cpp) counts exactly; asked here, before any load
-    ref = None if target is None else ServerRef(
-        target.server_root, target.model,
-        {k: v for k, v in target.request_headers().items() if k != "content-type"})
-    tok = load_tokenizer(tokenizer, server=ref)
-    spec = WorkloadSpec(dataset=dataset, dataset_format=dataset_format, count=count, seed=seed,
-                        prompt_tokens=parse_range(prompt_tokens, "--prompt-tokens"),
-                        output_tokens=parse_range(output_tokens, "--output-tokens") if output_tokens else None,
-                        turns=turns, multi_turn=multi_turn, limit=limit, tokenizer=tokenizer,
-                        **extra)
-    if turns < 1:
-        raise UsageError("--turns must be at least 1")
-    # the client may count replies when a server reports no usage: that must stay in-process
-    return build_workload(spec, tok), (tok.local or tok)
-
-
-def _target(url: str, model: str | None, api: str | None, api_key: str | None,
-            header: list[str] | None, wait_ready: str | None = None):
+def _target(t: TargetOpts, s: ServerOpts, url: str, model: str | None):
     """The target; waits for a starting server (--wait-ready) and, without --model, asks the
     server for the one model it serves."""
     from .discover import DiscoverError, pick_model, wait_ready as wait
     from .target import make_target
-    probe = make_target(url, model or "?", api, api_key, header)
+    probe = make_target(url, model or "?", s.api, s.api_key, s.header)
     try:
-        if wait_ready:
-            wait(probe, opt.duration(wait_ready, "--wait-ready", zero_ok=False))
+        wait_s = t.wait_ready_s()
+        if wait_s:
+            wait(probe, wait_s)
         if model:
             return probe
         import dataclasses
@@ -200,13 +72,17 @@ def _target(url: str, model: str | None, api: str | None, api_key: str | None,
     return dataclasses.replace(probe, model=name)
 
 
-def _timeouts(connect_s: float, first_token_s: float, idle_s: float,
-              total_s: float) -> tuple[float, float, float, float]:
-    """The four request timeouts, each finite and above 0 (0 or NaN would fail or never fire)."""
-    return (opt.seconds(connect_s, "--timeout-connect"),
-            opt.seconds(first_token_s, "--timeout-first-token"),
-            opt.seconds(idle_s, "--timeout-idle"),
-            opt.seconds(total_s, "--timeout-total"))
+def _common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, n: int,
+            multi_turn: bool | None = None, progress: bool | None = None):
+    """The plan's common part from the groups (the workload is built against ``tgt``)."""
+    from .commands.common import Common
+    params, timeouts = rq.build()
+    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn)
+    return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
+                  count_tokens=tok.count, served_by_header=s.served_by_header,
+                  server_probe=s.server_probe, out=o.out, labels=o.labels(),
+                  progress=o.progress if progress is None else progress)
+
 
 
 def _check_writable(path: Path | None, flag: str) -> None:
@@ -266,12 +142,10 @@ def _guard(fn):
 # -- run -----------------------------------------------------------------------------------------
 @app.command()
 @_guard
+@with_groups
 def run(
-    url: Url = None,
-    model: Model = None,
-    api: Api = None,
-    api_key: ApiKey = None,
-    header: Header = None,
+    target: TargetOpts = None,
+    server: ServerOpts = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Closed loop: N requests in flight.", rich_help_panel=P_LOAD)] = None,
     rate: Annotated[Optional[str], typer.Option(help="Open loop: requests per second (or inf).", rich_help_panel=P_LOAD)] = None,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of the gaps: 1 = Poisson, <1 burstier.", rich_help_panel=P_LOAD)] = 1.0,
@@ -280,34 +154,9 @@ def run(
     requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration).", rich_help_panel=P_LOAD)] = None,
     duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.", rich_help_panel=P_LOAD)] = None,
     warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
-    dataset: Dataset = "synthetic",
-    dataset_format: DatasetFormat = None,
-    prompt_tokens: PromptTokens = "256",
-    output_tokens: OutputTokens = "128",
-    turns: Turns = 1,
-    multi_turn: Annotated[bool, typer.Option("--multi-turn", help="ShareGPT: whole conversations instead of vLLM's single-turn sampling.", rich_help_panel=P_WORKLOAD)] = False,
-    think: Annotated[str, typer.Option(help="Pause between turns of a conversation, e.g. 5s-10s.", rich_help_panel=P_LOAD)] = "0",
-    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="ShareGPT: fixed output length.", rich_help_panel=P_WORKLOAD)] = None,
-    limit: Limit = None,
-    shared_prefix_tokens: SharedPrefix = 0,
-    prefixes: Prefixes = 1,
-    words: Words = 100,
-    random_input_len: RandomIn = 1024,
-    random_output_len: RandomOut = 128,
-    random_range_ratio: RandomRatio = 0.0,
-    random_prefix_len: RandomPrefix = 0,
-    hf_split: HfSplit = "train",
-    hf_column: HfColumn = None,
-    tokenizer: Tokenizer = None,
-    seed: Seed = 0,
-    ignore_eos: IgnoreEos = False,
-    temperature: Temperature = None,
-    extra_body: ExtraBody = None,
-    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream replies (--no-stream: TTFT equals E2EL).", rich_help_panel=P_REQUEST)] = True,
-    timeout_connect: Annotated[float, typer.Option(help="Seconds to connect.", rich_help_panel=P_REQUEST)] = 10.0,
-    timeout_first_token: TimeoutFirst = 300.0,
-    timeout_idle: TimeoutIdle = 60.0,
-    timeout_total: Annotated[float, typer.Option(help="Seconds for a whole request.", rich_help_panel=P_REQUEST)] = 900.0,
+    think: Think = "0",
+    workload: WorkloadOpts = None,
+    request: RequestOpts = None,
     save_result: Annotated[bool, typer.Option("--save-result", help="Also write vLLM's result JSON (vllm bench serve's keys and types).", rich_help_panel=P_VLLM)] = False,
     save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", rich_help_panel=P_VLLM)] = False,
     append_result: Annotated[bool, typer.Option("--append-result", help="Append the result as one more line of the file.", rich_help_panel=P_VLLM)] = False,
@@ -317,14 +166,8 @@ def run(
     percentile_metrics: Annotated[str, typer.Option(help="Metrics to print percentiles for (ttft,tpot,itl,e2el).", rich_help_panel=P_OUTPUT)] = "ttft,tpot,itl",
     metric_percentiles: Annotated[str, typer.Option(help="Percentiles to print, e.g. 50,99.", rich_help_panel=P_OUTPUT)] = "99",
     goodput: Annotated[Optional[List[str]], typer.Option(metavar="KEY:MS", help="vLLM's goodput SLO, e.g. ttft:500 (repeatable).", rich_help_panel=P_OUTPUT)] = None,
-    served_by_header: ServedBy = None,
-    server_probe: ServerProbeOpt = "auto",
-    label: Label = None,
-    out: Out = Path("results"),
-    progress: Progress = None,
-    max_tokens_field: MaxTokensField = "auto",
-    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="Gate on the run's summary, e.g. 'ttft.p95_all<=2s' (repeatable; grammar as ramp's); exit 99 if one fails.", rich_help_panel=P_GATES)] = None,
-    wait_ready: WaitReady = None,
+    output: OutputOpts = None,
+    threshold: Threshold = None,
 ) -> None:
     """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
 
@@ -334,8 +177,9 @@ def run(
         raise UsageError("--concurrency must be at least 1")
     opt.count(max_concurrency, "--max-concurrency")
     opt.count(warmup, "--warmup", lo=0)
-    opt.number(temperature, "--temperature", lo=0)
-    timeouts = _timeouts(timeout_connect, timeout_first_token, timeout_idle, timeout_total)
+    request.validate()
+    workload.validate()
+    server.validate()
     if save_result or append_result:
         # the file name is known only after the run (vLLM's pattern has the date), so check
         # the folder it goes to: --result-dir, or the folder part of --result-filename
@@ -362,7 +206,7 @@ def run(
         raise UsageError(f"--arrival {arrival!r}: choose gamma, poisson or constant")
     if not burstiness > 0 or not math.isfinite(burstiness):
         raise UsageError(f"--burstiness {burstiness:g}: must be a finite number above 0 (1 = Poisson)")
-    duration_s = _parse_duration(duration, "--duration") if duration else None
+    duration_s = opt.duration(duration, "--duration") if duration else None
     if duration_s is not None and duration_s <= 0:
         raise UsageError("--duration must be above 0")
     if rate_f is not None and math.isinf(rate_f) and requests is None:
@@ -371,14 +215,6 @@ def run(
         requests = 200
     if requests is not None and requests < 1:
         raise UsageError("--requests must be at least 1")
-    extra = {}
-    if extra_body:
-        try:
-            extra = json.loads(extra_body)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
-        if not isinstance(extra, dict):
-            raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_p\": 0.9}'")
     slo = {}
     for g in goodput or []:
         k, _, v = g.partition(":")
@@ -399,7 +235,8 @@ def run(
         raise UsageError(f"--metric-percentiles {metric_percentiles!r}: expected numbers like 50,90,99")
     if any(not 0 < p < 100 for p in mp):
         raise UsageError("--metric-percentiles must lie between 0 and 100")
-    labels = _parse_labels(label)
+    output.labels()
+    think_s = opt.parse_think(think or "0")
     from .report.vllm_json import parse_metadata
     try:
         meta = parse_metadata(metadata)
@@ -408,32 +245,21 @@ def run(
     from .slo import parse_threshold
     thresholds = [parse_threshold(t) for t in threshold or []]
     count = (requests or 1000) + warmup
-    from .bench import RunPlan, execute       # heavy: after every flag was checked
-    from .client import RequestParams, Timeouts
-    with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
-        wl, tok = _workload(dataset, dataset_format, count, seed, prompt_tokens, output_tokens,
-                            turns, tokenizer, limit, multi_turn,
-                            {"sharegpt_output_len": sharegpt_output_len, **_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column)},
-                            target=tgt)
-        plan = RunPlan(target=tgt, workload=wl,
-                       params=RequestParams(stream=stream, temperature=temperature,
-                                            ignore_eos=ignore_eos, extra_body=extra,
-                                            max_tokens_field=_max_tokens_field(max_tokens_field)),
-                       timeouts=Timeouts(*timeouts),
-                       concurrency=concurrency if rate_f is None else None,
-                       rate=rate_f, burstiness=burstiness, arrival=arrival,
-                       max_concurrency=max_concurrency, requests=requests, duration_s=duration_s,
-                       warmup=warmup, think_s=_parse_think(think), seed=seed, out=out,
-                       label=_run_label(labels),
-                       labels=labels, save_result=save_result, save_detailed=save_detailed,
-                       append_result=append_result, result_dir=result_dir,
-                       result_filename=result_filename, metadata=meta, percentile_metrics=pm,
-                       metric_percentiles=mp, goodput_slo_ms=slo or None, progress=progress,
-                       served_by_header=served_by_header, count_tokens=tok.count,
-                       server_probe=_check_probe(server_probe), thresholds=thresholds)
-        if plan.concurrency is None and plan.rate is None:
-            plan.concurrency = 1
+    from .commands.run import Gates, RunPlan, VllmResult, execute   # heavy: after every flag was checked
+    from .shapes import ClosedLoop, OpenLoop
+    with _maybe_mock(target.url) as (url_, model_):
+        tgt = _target(target, server, url_, target.model or model_)
+        common = _common(tgt, server, workload, request, output, count)
+        convs = common.workload.conversations
+        shape = (OpenLoop(convs, rate_f, requests, duration_s, burstiness, arrival,
+                          max_concurrency, warmup, think_s, workload.seed)
+                 if rate_f is not None else
+                 ClosedLoop(convs, concurrency or 1, requests, duration_s, warmup, think_s,
+                            workload.seed))
+        plan = RunPlan(common, shape,
+                       Gates(pm, mp, slo or None, thresholds=thresholds),
+                       VllmResult(save_detailed, append_result, result_dir, result_filename, meta)
+                       if save_result or append_result else None)
         code = execute(plan)
     raise typer.Exit(code)
 
@@ -460,6 +286,8 @@ class _maybe_mock:
     def __exit__(self, *exc):
         if self.proc is not None:
             self.proc.__exit__(*exc)
+
+
 
 
 # -- ramp ----------------------------------------------------------------------------------------
@@ -506,179 +334,122 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
     return out
 
 
+
 @app.command()
 @_guard
+@with_groups
 def ramp(
-    url: Url = None,
-    model: Model = None,
-    api: Api = None,
-    api_key: ApiKey = None,
-    header: Header = None,
+    target: TargetOpts = None,
+    server: ServerOpts = None,
     start: Annotated[Optional[float], typer.Option(help="Users at the first step (default 2).", rich_help_panel=P_STEPS)] = None,
     step: Annotated[Optional[float], typer.Option(help="Users added per step (default 2).", rich_help_panel=P_STEPS)] = None,
     up_to: Annotated[Optional[float], typer.Option(help="Last step (default 40).", rich_help_panel=P_STEPS)] = None,
-    users: Annotated[Optional[str], typer.Option(help="Explicit steps, e.g. 1,2,4,8 (overrides start/step/up-to).", rich_help_panel=P_STEPS)] = None,
+    users: Users = None,
     by: Annotated[str, typer.Option(help="users (closed loop) | rate (steps are requests/s, open loop).", rich_help_panel=P_STEPS)] = "users",
     ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).", rich_help_panel=P_STEPS)] = None,
     hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).", rich_help_panel=P_STEPS)] = None,
-    think: Annotated[Optional[str], typer.Option(help="A user's pause between turns, e.g. 5s-10s (default), 0 allowed.", rich_help_panel=P_STEPS)] = None,
-    threshold: Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="e.g. 'ttft.p95_all<=2s' (repeatable). Default: ttft.p95_all<=2s, itl.p95<=200ms, errors==0.", rich_help_panel=P_GATES)] = None,
+    think: Think = None,
+    threshold: Threshold = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
     generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
     expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.", rich_help_panel=P_GATES)] = None,
-    dataset: Dataset = "synthetic",
-    dataset_format: DatasetFormat = None,
-    prompt_tokens: Annotated[Optional[str], typer.Option(help="Synthetic user message length: N or LO-HI (default 64-256).", rich_help_panel=P_WORKLOAD)] = None,
-    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "--max-tokens", metavar="N|LO-HI", help="Reply length asked for (default 128).", rich_help_panel=P_WORKLOAD)] = None,
-    turns: Annotated[Optional[int], typer.Option(help="Turns per conversation (default 4).", rich_help_panel=P_WORKLOAD)] = None,
-    limit: Limit = None,
-    shared_prefix_tokens: SharedPrefix = 0,
-    prefixes: Prefixes = 1,
-    words: Words = 100,
-    random_input_len: RandomIn = 1024,
-    random_output_len: RandomOut = 128,
-    random_range_ratio: RandomRatio = 0.0,
-    random_prefix_len: RandomPrefix = 0,
-    hf_split: HfSplit = "train",
-    hf_column: HfColumn = None,
-    tokenizer: Tokenizer = None,
-    seed: Seed = 0,
-    ignore_eos: IgnoreEos = False,
-    temperature: Temperature = None,
-    extra_body: ExtraBody = None,
-    timeout_first_token: TimeoutFirst = 120.0,
-    timeout_idle: TimeoutIdle = 60.0,
-    served_by_header: ServedBy = None,
-    server_probe: ServerProbeOpt = "auto",
-    label: Label = None,
-    out: Out = Path("results"),
-    progress: Progress = None,
-    max_tokens_field: MaxTokensField = "auto",
-    wait_ready: WaitReady = None,
+    workload: WorkloadOpts = group_defaults(
+        prompt_tokens=None, output_tokens=None, turns=None, omit=("multi_turn", "sharegpt_output_len"),
+        help={"prompt_tokens": "(default 64-256)", "output_tokens": "(default 128)",
+              "turns": "(default 4)"}),
+    request: RequestOpts = group_defaults(timeout_first_token=120.0),
+    output: OutputOpts = None,
 ) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
-    from .client import RequestParams, Timeouts
-    from .load.users import RampPlan
-    from .ramp import RampRun, execute
+    from .commands.ramp import RampPlan, execute
+    from .shapes import Ramp
     from .slo import DEFAULT_THRESHOLDS, parse_threshold
 
     if by not in ("users", "rate"):
         raise UsageError(f"--by {by!r}: choose users or rate")
+    url = target.url
     d = DEMO if not url else SERVER
     if not url and users is None and start is None and step is None and up_to is None:
         users = DEMO["users"]
     steps = _steps(users, start, step, up_to, by)
-    hold_s = _parse_duration(hold or d["hold"], "--hold")
-    ramp_in_s = _parse_duration(ramp_in or d["ramp_in"], "--ramp-in")
-    think_s = _parse_think(think or d["think"])
+    hold_s = opt.duration(hold or d["hold"], "--hold")
+    ramp_in_s = opt.duration(ramp_in or d["ramp_in"], "--ramp-in")
+    think_s = opt.parse_think(think or d["think"])
     if hold_s <= 0:
         raise UsageError("--hold must be above 0")
-    opt.seconds(timeout_first_token, "--timeout-first-token")
-    opt.seconds(timeout_idle, "--timeout-idle")
     opt.number(expect_users, "--expect-users", lo=0)
-    opt.number(temperature, "--temperature", lo=0)
+    request.validate()
+    server.validate()
     lag_limit_ms = opt.duration(generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     thresholds = [parse_threshold(t) for t in (threshold or DEFAULT_THRESHOLDS)]
-    extra = {}
-    if extra_body:
-        try:
-            extra = json.loads(extra_body)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
-        if not isinstance(extra, dict):
-            raise UsageError("--extra-body must be a JSON object")
     if think_s[1] > 0 and hold_s < think_s[1]:
         typer.echo(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
                    f"({think_s[1]:g}s): some users send nothing in a hold window", err=True)
-    labels = _parse_labels(label)
-    n_turns = turns if turns is not None else d["turns"]
-    if n_turns < 1:
-        raise UsageError("--turns must be at least 1")
+    output.labels()
+    workload.turns = workload.turns if workload.turns is not None else d["turns"]
+    workload.prompt_tokens = workload.prompt_tokens or d["prompt_tokens"]
+    workload.output_tokens = workload.output_tokens or d["output_tokens"]
+    workload.validate()
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(url_, model or model_, api, api_key, header, wait_ready)
-        wl, tok = _workload(dataset, dataset_format, 2000, seed, prompt_tokens or d["prompt_tokens"],
-                            output_tokens or d["output_tokens"], n_turns, tokenizer, limit,
-                            multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column),
-                            target=tgt)
-        plan = RampPlan(steps=steps, by=by, ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
-                        thresholds=thresholds, keep_going=keep_going, seed=seed,
-                        drain_s=max(timeout_first_token, 30.0),
-                        lag_limit_ms=lag_limit_ms)
-        r = RampRun(target=tgt, workload=wl, plan=plan,
-                    params=RequestParams(stream=True, temperature=temperature,
-                                         ignore_eos=ignore_eos, extra_body=extra,
-                                         max_tokens_field=_max_tokens_field(max_tokens_field)),
-                    timeouts=Timeouts(10.0, timeout_first_token, timeout_idle, 900.0),
-                    expect=expect_users, out=out,
-                    label=_run_label(labels), labels=labels,
-                    progress=progress, served_by_header=served_by_header, count_tokens=tok.count,
-                    mock=None if url else {"profile": "ollama"},
-                    server_probe=_check_probe(server_probe))
-        code = execute(r)
+        tgt = _target(target, server, url_, target.model or model_)
+        common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
+        shape = Ramp(common.workload.conversations, steps, by=by, ramp_in_s=ramp_in_s,
+                     hold_s=hold_s, think_s=think_s, keep_going=keep_going,
+                     drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
+                     lag_limit_ms=lag_limit_ms)
+        plan = RampPlan(common, shape, thresholds, expect=expect_users,
+                        mock=None if url else {"profile": "ollama"})
+        code = execute(plan)
     raise typer.Exit(code)
 
 
 # -- probe ---------------------------------------------------------------------------------------
 @app.command()
 @_guard
+@with_groups
 def probe(
     router: Annotated[str, typer.Option(help="The router's URL as clients use it, e.g. localhost:12434/v1.", rich_help_panel=P_TARGET)],
     direct: Annotated[str, typer.Option(help="A backend's own URL, e.g. localhost:11434/v1.", rich_help_panel=P_TARGET)],
-    model: Annotated[str, typer.Option(help="Model name through the router.", rich_help_panel=P_TARGET)],
+    target: TargetOpts = group_defaults(model=..., omit=("url", "wait_ready"),
+                                        help={"model": "Through the router."}),
     direct_model: Annotated[Optional[str], typer.Option(help="Model name at the backend, if it differs.", rich_help_panel=P_TARGET)] = None,
-    api: Api = None,
-    api_key: ApiKey = None,
-    header: Header = None,
-    users: Annotated[str, typer.Option(help="Steps of concurrent users, e.g. 1,4,16,64.", rich_help_panel=P_LOAD)] = "1,4,16,64",
+    server: ServerOpts = None,
+    users: Users = "1,4,16,64",
     slice_s: Annotated[str, typer.Option("--slice", help="Length of one slice on one path.", rich_help_panel=P_LOAD)] = "5s",
     rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).", rich_help_panel=P_LOAD)] = 3,
-    think: Annotated[str, typer.Option(help="Pause between a user's turns, e.g. 0 or 1s-3s.", rich_help_panel=P_LOAD)] = "0",
-    dataset: Dataset = "synthetic",
-    dataset_format: DatasetFormat = None,
-    prompt_tokens: PromptTokens = "128",
-    output_tokens: OutputTokens = "64",
-    turns: Turns = 3,
-    limit: Limit = None,
-    shared_prefix_tokens: SharedPrefix = 0,
-    prefixes: Prefixes = 1,
-    words: Words = 100,
-    random_input_len: RandomIn = 1024,
-    random_output_len: RandomOut = 128,
-    random_range_ratio: RandomRatio = 0.0,
-    random_prefix_len: RandomPrefix = 0,
-    hf_split: HfSplit = "train",
-    hf_column: HfColumn = None,
-    tokenizer: Tokenizer = None,
-    seed: Seed = 0,
-    served_by_header: ServedBy = None,
-    server_probe: ServerProbeOpt = "auto",
-    label: Label = None,
-    out: Out = Path("results"),
+    think: Think = "0",
+    workload: WorkloadOpts = group_defaults(prompt_tokens="128", output_tokens="64", turns=3,
+                                            omit=("multi_turn", "sharegpt_output_len")),
+    request: RequestOpts = None,
+    output: OutputOpts = None,
 ) -> None:
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
-    from .client import RequestParams, Timeouts
-    from .probe.command import execute
-    from .probe.router import ProbePlan
+    from .commands.common import Common
+    from .commands.probe import ProbePlan, execute
+    from .shapes import RouterAB
     from .target import make_target
 
     steps = _steps(users, None, None, None, "users")
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
-    slice_seconds = _parse_duration(slice_s, "--slice")
+    slice_seconds = opt.duration(slice_s, "--slice")
     if slice_seconds <= 0:
         raise UsageError("--slice must be above 0")
-    rt = make_target(router, model, api, api_key, header)
-    dt = make_target(direct, direct_model or model, api, api_key, header)
-    labels = _parse_labels(label)
-    wl, tok = _workload(dataset, dataset_format, 4000, seed, prompt_tokens, output_tokens, turns,
-                        tokenizer, limit, multi_turn=True, extra=_wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column),
-                        target=dt)
-    plan = ProbePlan(router=rt, direct=dt, steps=[int(s) for s in steps], slice_s=slice_seconds,
-                     rounds=rounds, think_s=_parse_think(think), seed=seed,
-                     served_by_header=served_by_header)
-    code = execute(plan, wl, RequestParams(), Timeouts(), out,
-                   _run_label(labels), labels,
-                   _check_probe(server_probe))
+    think_s = opt.parse_think(think or "0")
+    request.validate()
+    workload.validate()
+    server.validate()
+    output.labels()
+    model = target.model
+    rt = make_target(router, model, server.api, server.api_key, server.header)
+    dt = make_target(direct, direct_model or model, server.api, server.api_key, server.header)
+    # the workload is counted against the backend (its /tokenize), sent through both
+    common = _common(dt, server, workload, request, output, 4000, multi_turn=True)
+    common = Common(**{**common.__dict__, "target": rt})
+    shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
+                     slice_s=slice_seconds, rounds=rounds, think_s=think_s, seed=workload.seed)
+    plan = ProbePlan(common, dt, shape)
+    code = execute(plan)
     raise typer.Exit(code)
 
 
@@ -874,8 +645,10 @@ def compare(
 
 @app.command()
 @_guard
-def runs(out: Annotated[Path, typer.Option(help="Folder of run folders.")] = Path("results")) -> None:
+@with_groups
+def runs(output: OutputOpts = group_defaults(omit=("label", "progress"))) -> None:
     """List run folders: date, command, labels, headline result."""
+    out = output.out
     from .results import list_runs
     rows = list_runs(out)
     if not rows:
@@ -894,31 +667,16 @@ def runs(out: Annotated[Path, typer.Option(help="Folder of run folders.")] = Pat
 # -- datasets inspect ----------------------------------------------------------------------------
 @datasets_app.command("inspect")
 @_guard
+@with_groups
 def datasets_inspect(
     spec: Annotated[str, typer.Argument(help="synthetic | random | words | FILE | hf:NAME")],
-    dataset_format: DatasetFormat = None,
     count: Annotated[int, typer.Option(help="Conversations to sample (synthetic/random/ShareGPT).")] = 1000,
-    prompt_tokens: PromptTokens = "256",
-    output_tokens: OutputTokens = None,
-    turns: Turns = 1,
-    multi_turn: Annotated[bool, typer.Option("--multi-turn", help="ShareGPT: whole conversations.")] = False,
-    limit: Limit = None,
-    shared_prefix_tokens: SharedPrefix = 0,
-    prefixes: Prefixes = 1,
-    words: Words = 100,
-    random_input_len: RandomIn = 1024,
-    random_output_len: RandomOut = 128,
-    random_range_ratio: RandomRatio = 0.0,
-    random_prefix_len: RandomPrefix = 0,
-    hf_split: HfSplit = "train",
-    hf_column: HfColumn = None,
-    tokenizer: Tokenizer = None,
-    seed: Seed = 0,
+    workload: WorkloadOpts = group_defaults(omit=("dataset", "sharegpt_output_len")),
 ) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
-    wl, tok = _workload(spec, dataset_format, count, seed, prompt_tokens, output_tokens, turns,
-                        tokenizer, limit, multi_turn, _wl_extra(shared_prefix_tokens, prefixes, words, random_input_len, random_output_len, random_range_ratio, random_prefix_len, hf_split, hf_column))
+    workload.dataset = spec
+    wl, tok = workload.build(count)
     convs = wl.conversations
     p = np.array([t.prompt_tokens or 0 for c in convs for t in c.turns], dtype=float)
     o = np.array([t.max_tokens for c in convs for t in c.turns if t.max_tokens], dtype=float)

@@ -20,16 +20,20 @@ import math
 
 import numpy as np
 
-from .report.data import Latencies, load
+from .rundata import Latencies, load
+from .stats import HIGHER_IS_BETTER, bootstrap, key as summary_key, percentile_rows
 
-# metric -> (how to read it from a step summary, worse when it goes up?)
-METRICS: dict[str, tuple[str, bool]] = {
-    "ttft.p50": ("median_ttft_ms", True), "ttft.p95": ("p95_ttft_ms", True),
-    "ttft.p99": ("p99_ttft_ms", True), "itl.p50": ("median_itl_ms", True),
-    "itl.p95": ("p95_itl_ms", True), "e2el.p50": ("median_e2el_ms", True),
-    "e2el.p95": ("p95_e2el_ms", True), "output_throughput": ("output_throughput", False),
-    "held": ("held", False),
-}
+# metric -> (how to read it from a step summary, worse when it goes up?), from stats' table
+_COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50", "e2el.p95",
+             "output_throughput", "held")
+
+
+def _entry(name: str) -> tuple[str, bool]:
+    metric, _, stat = name.partition(".")
+    return summary_key(metric, stat or None), metric not in HIGHER_IS_BETTER
+
+
+METRICS: dict[str, tuple[str, bool]] = {m: _entry(m) for m in _COMPARED}
 DEFAULT_METRICS = ("held", "ttft.p95", "itl.p95", "output_throughput")
 
 
@@ -89,16 +93,10 @@ def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
     return out
 
 
-def _stat(values: np.ndarray, key: str) -> float:
-    if key.startswith("median"):
-        return float(np.percentile(values, 50))
-    return float(np.percentile(values, float(key[1:key.index("_")])))
-
-
 def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
                      metric: str, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float] | None:
     """(point, low, high) of the relative change other/base − 1, from per-request data."""
-    key, _ = METRICS[metric]
+    skey, _ = METRICS[metric]
     wb, wo = base.window(sb), other.window(so)
     rng = np.random.default_rng(seed)
     if metric == "output_throughput":
@@ -123,10 +121,8 @@ def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[s
             vb, vo = wb.e2el_ms[wb.ok], wo.e2el_ms[wo.ok]
         if len(vb) < 2 or len(vo) < 2:
             return None
-        q = 50.0 if key.startswith("median") else float(key[1:key.index("_")])
-        cap = 4000
-        bb = np.percentile(vb[rng.integers(0, len(vb), (n_boot, min(len(vb), cap)))], q, axis=1)
-        bo = np.percentile(vo[rng.integers(0, len(vo), (n_boot, min(len(vo), cap)))], q, axis=1)
+        q = 50.0 if skey.startswith("median") else float(skey[1:skey.index("_")])
+        bb, bo = bootstrap(vb, vo, percentile_rows(q), n_boot, seed)
         base_v = float(np.percentile(vb, q))
         if base_v <= 0:
             return None

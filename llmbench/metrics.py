@@ -12,19 +12,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .records import Record, measured
+from .stats import CENSORED, EXTRA_LATENCY, LATENCY, key, pct_word, to_vllm
 
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-EXTRA_METRICS = ("client_queue", "e2el_from_schedule", "itl_per_token", "max_gap")
+LATENCY_METRICS = LATENCY
+EXTRA_METRICS = EXTRA_LATENCY
 # Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
 # +inf, so the percentile says what share of *all* users got an answer in time.
-CENSORED_METRICS = ("ttft", "e2el", "e2el_from_schedule")
+CENSORED_METRICS = CENSORED
 ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
-
-
-def pct_word(p: float) -> str:
-    """vLLM's key spelling: 99 -> '99', 99.9 -> '99.9'."""
-    return str(int(p)) if int(p) == p else str(p)
 
 
 @dataclass(frozen=True)
@@ -197,17 +193,14 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     for name, values in series.items():
         st = stats_ms(values, percentiles)
         for stat, v in st.items():
-            if stat == "count":
-                s[f"n_{name}"] = v
-                continue
-            s[f"{stat}_{name}_ms"] = v
+            # stats_ms's own names (p50 too, as schema 1 stored it); key() reads them back
+            s[key(name, "n") if stat == "count" else f"{stat}_{name}_ms"] = v
     # failure-aware figures (llmbench's own names): failed requests count as +inf
     for name in CENSORED_METRICS:
         values = series[name]
-        s[f"n_{name}_all"] = len(recs)
+        s[key(name + "_all", "n")] = len(recs)
         for p in sorted(set(percentiles) | {50.0}):
-            stat = "median" if p == 50.0 else f"p{pct_word(p)}"
-            s[f"{stat}_all_{name}_ms"] = censored_percentile_ms(values, len(failed), p)
+            s[key(name, f"p{pct_word(p)}_all")] = censored_percentile_ms(values, len(failed), p)
     for name, limit_ms in within:
         values = series.get(name)
         if values is None:
@@ -289,13 +282,4 @@ def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
 def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
                 metric_percentiles: Sequence[float]) -> dict[str, Any]:
     """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
-    keys = ["duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-            "request_throughput", "request_goodput", "output_throughput",
-            "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests"]
-    out = {k: summary.get(k) for k in keys}
-    for m in percentile_metrics:
-        for stat in ("mean", "median", "std"):
-            out[f"{stat}_{m}_ms"] = summary.get(f"{stat}_{m}_ms")
-        for p in metric_percentiles:
-            out[f"p{pct_word(p)}_{m}_ms"] = summary.get(f"p{pct_word(p)}_{m}_ms")
-    return out
+    return to_vllm(summary, percentile_metrics, metric_percentiles)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .results import RunFolderError, clean_nan, load_run, write_json
+from .results import RunDoc, RunFolderError, load_run
 
 REBUILT_NOTE = ("rebuilt from requests.jsonl: the run stopped without writing its summary "
                 "(killed?); the numbers cover the requests that finished")
@@ -73,5 +73,4 @@ def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
     run["note"] = REBUILT_NOTE
     run.setdefault("started_at", (path / "run.json").stat().st_mtime)
     run["rebuilt_at"] = time.time()
-    write_json(path / "run.json", clean_nan(run))
-    return run
+    return RunDoc.from_json(run).write(path)

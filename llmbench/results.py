@@ -14,6 +14,7 @@ import platform
 import re
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,53 @@ def scrub_argv(argv: list[str]) -> list[str]:
             continue
         out.append(strip_userinfo(a))
     return out
+
+
+@dataclass
+class RunDoc:
+    """run.json, schema 1: the fields every run folder has, and the kind's own part (``body``:
+    summary, steps, verdict, checks...). Written by ``write`` only, atomically, with NaN made
+    null and infinities made strings, so no two commands can spell the common part apart."""
+
+    kind: str                                  # run | ramp | probe
+    status: str                                # running | complete | partial | failed | interrupted
+    started_at: float
+    config: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict)
+    t0_perf: float | None = None
+    workload: dict[str, Any] | None = None
+    environment: dict[str, Any] = field(default_factory=lambda: environment())
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": self.kind,
+                               "status": self.status, "started_at": self.started_at}
+        if self.t0_perf is not None:
+            out["t0_perf"] = self.t0_perf
+        out["labels"] = self.labels
+        out["config"] = self.config
+        if self.workload is not None:
+            out["workload"] = self.workload
+        out["environment"] = self.environment
+        out.update(self.body)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunDoc":
+        """A run.json read back (schema 1): the common fields, and the rest as the body."""
+        common = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels",
+                  "config", "workload", "environment")
+        return cls(str(data.get("kind")), str(data.get("status")), data.get("started_at") or 0.0,
+                   data.get("config") or {}, data.get("labels") or {}, data.get("t0_perf"),
+                   data.get("workload"), data.get("environment") or {},
+                   {k: v for k, v in data.items() if k not in common})
+
+    def write(self, run_dir: Path | None) -> dict[str, Any]:
+        """Write run.json (when there is a folder); returns what was written."""
+        data = clean_nan(self.to_json())
+        if run_dir is not None:
+            write_json(Path(run_dir) / "run.json", data)
+        return data
 
 
 def load_run(path: str | Path) -> dict[str, Any]:

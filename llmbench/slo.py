@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples, within_key
+from .stats import SCALARS, SHARES, key
 
 GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
            "'ttft.within(2s)>=95%', 'itl.p95<=200ms', 'errors==0', "
@@ -37,14 +38,6 @@ GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s
 
 STATS = ("mean", "median", "p50", "p90", "p95", "p99", "max", "min", "std")
 ALL_STATS = ("median_all", "p50_all", "p90_all", "p95_all", "p99_all")
-SCALARS = {
-    "errors": "failed", "failed": "failed", "error_rate": "error_rate", "requests": "requests",
-    "completed": "completed", "completed_share": "completed_share", "stalls": "stalls",
-    "output_throughput": "output_throughput", "tok_s": "output_throughput",
-    "request_throughput": "request_throughput", "req_s": "request_throughput",
-    "total_token_throughput": "total_token_throughput", "request_goodput": "request_goodput",
-}
-SHARES = ("error_rate", "completed_share")
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
        "==": operator.eq, "!=": operator.ne}
 _RE = re.compile(r"^\s*([a-z_0-9]+)(?:\.([a-z0-9_]+)(?:\(\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*\))?)?"
@@ -89,7 +82,7 @@ class Threshold:
             actual = float(actual)
         failed = int(summary.get("failed") or 0)
         requests = int(summary.get("requests") or 0)
-        n_key = f"n_{self.metric}_all" if (self.stat or "").endswith("_all") else f"n_{self.metric}"
+        n_key = key(self.metric + "_all" if (self.stat or "").endswith("_all") else self.metric, "n")
         if self.stat is not None and self.within_ms is None and n_key in summary:
             # (summaries saved before the counts existed skip this and fail only when missing)
             all_ = self.stat.endswith("_all")
@@ -178,8 +171,7 @@ def parse_threshold(text: str) -> Threshold:
         elif stat not in STATS:
             raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r}; use one of "
                                  + ", ".join(STATS + ALL_STATS) + " or within(T)")
-        return Threshold(text, metric, stat, op, _latency_ms(num, unit, text),
-                         f"{stat}_{metric}_ms")
+        return Threshold(text, metric, stat, op, _latency_ms(num, unit, text), key(metric, stat))
     if metric in SCALARS:
         if stat:
             raise ThresholdError(f"threshold {text!r}: {metric} takes no statistic")
@@ -189,7 +181,7 @@ def parse_threshold(text: str) -> Threshold:
             num /= 100.0
         elif unit:
             raise ThresholdError(f"threshold {text!r}: unexpected unit {unit!r}")
-        return Threshold(text, metric, None, op, num, SCALARS[metric])
+        return Threshold(text, metric, None, op, num, key(metric))
     raise ThresholdError(f"threshold {text!r}: unknown metric {metric!r}; grammar: {GRAMMAR}")
 
 

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .records import Record
+from .stats import RECENT_S, RecentWindow
 
 
 def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
@@ -21,13 +22,14 @@ def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
 def build(records: Sequence[Record], t0: float, t_end: float,
           user_changes: Sequence[tuple[float, int]] = (),
           monitor: Sequence[Any] = (), steps: Sequence[dict[str, Any]] = (),
-          recent_s: float = 10.0, server: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+          recent_s: float = RECENT_S, server: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     recs = [r for r in records if not r.warmup]
     n = max(int(np.ceil(t_end - t0)), 0)
     out = []
     changes = sorted(user_changes)
-    firsts = sorted((r.first_token, r.first_token - r.start) for r in recs if r.first_token is not None)
-    first_times = [f[0] for f in firsts]
+    # the live line's TTFT p95, computed by the same function over the same pairs
+    recent_ttft = RecentWindow(((r.first_token, r.first_token - r.start) for r in recs
+                                if r.first_token is not None), recent_s)
     tokens = np.zeros(n + 1)
     for r in recs:
         if not r.token_times:
@@ -50,16 +52,14 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         in_flight = started - int(np.searchsorted(dones, t, side="right"))
         waiting = started - int(np.searchsorted(firsts_or_done, t, side="right"))
         streaming = in_flight - waiting
-        lo = bisect.bisect_left(first_times, t - recent_s)
-        hi = bisect.bisect_right(first_times, t)
-        recent = [f[1] for f in firsts[lo:hi]]
+        recent = recent_ttft.p95(t)
         users = users_at(changes, t) if changes else None
         row: dict[str, Any] = {
             "t": round(t - t0, 3), "users": users, "in_flight": in_flight,
             "waiting_first_token": waiting, "streaming": streaming,
             "thinking": max(users - in_flight, 0) if users is not None else None,
             "tok_s": float(tokens[i]),
-            "ttft_p95_recent_ms": float(np.percentile(recent, 95) * 1000) if recent else None,
+            "ttft_p95_recent_ms": recent * 1000 if recent is not None else None,
         }
         step = next((s for s in step_bounds if s[0] <= t <= s[1]), None)
         if step is not None:

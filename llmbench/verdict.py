@@ -12,6 +12,7 @@ import numpy as np
 
 from .records import Record
 from .slo import HELD, NO_DATA, OVER
+from .stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -22,29 +23,6 @@ TTFT_GROWTH = 1.5
 SLOT_SETTINGS = ("OLLAMA_NUM_PARALLEL (Ollama)", "-np / --parallel (llama.cpp server)",
                  "--max-num-seqs (vLLM)", "--max-running-requests (SGLang)",
                  "--max-concurrent-requests / --max-batch-size (TGI)")
-
-
-def served_at_once(records: Sequence[Record], start: float, end: float,
-                   baseline_ttft_s: float) -> dict[str, float]:
-    """Little's law on a window: mean requests in service = time in service / window length.
-
-    Time in service excludes the part of TTFT above the unloaded baseline (time spent queued);
-    intervals are clipped to the window, so requests that overlap its edges count pro rata."""
-    span = max(end - start, 1e-9)
-    service = 0.0
-    waiting = 0.0
-    streaming = 0.0
-    for r in records:
-        if not r.ok or r.end is None or r.first_token is None:
-            continue
-        queued = max((r.first_token - r.start) - baseline_ttft_s, 0.0)
-        s0, s1 = r.start + queued, r.end
-        service += max(min(s1, end) - max(s0, start), 0.0)
-        waiting += max(min(r.first_token, end) - max(r.start, start), 0.0)
-        streaming += max(min(r.end, end) - max(r.first_token, start), 0.0)
-    total = waiting + streaming
-    return {"in_service": service / span, "waiting_share": waiting / total if total else 0.0,
-            "streaming": streaming / span, "waiting": waiting / span}
 
 
 def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),

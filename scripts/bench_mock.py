@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
 from llmbench.client import Client, RequestParams  # noqa: E402
-from llmbench.load.fixed import run_closed  # noqa: E402
+from llmbench.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
 from llmbench.target import make_target  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402

@@ -11,7 +11,6 @@ limit (5 ms) or 80% of the CPU limit, before its 10 ms / 90% rule marks a step u
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -19,39 +18,34 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-from llmbench.client import Client, RequestParams, Timeouts  # noqa: E402
-from llmbench.load.monitor import LoopMonitor  # noqa: E402
-from llmbench.load.session import Session  # noqa: E402
-from llmbench.load.users import RampPlan, run_ramp  # noqa: E402
+from llmbench.client import RequestParams, Timeouts  # noqa: E402
+from llmbench.commands.ramp import judge  # noqa: E402
+from llmbench.harness import Harness, TargetSpec  # noqa: E402
+from llmbench.shapes import Ramp  # noqa: E402
 from llmbench.slo import parse_threshold  # noqa: E402
 from llmbench.target import make_target  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402
 from mock_server import MockProcess, make_config  # noqa: E402
 
 
-async def main_async(url: str, steps: list[int], hold: float, itl_ms: float) -> None:
+def measure(url: str, steps: list[int], hold: float, itl_ms: float) -> None:
     convs = [Conversation(f"c{i}", (Turn(f"hello {i} there", 64, 4),)) for i in range(5000)]
-    plan = RampPlan(steps=[float(s) for s in steps], ramp_in_s=2.0, hold_s=hold,
-                    think_s=(0.0, 0.0), thresholds=[parse_threshold("errors==0")],
-                    keep_going=True, drain_s=30)
-    monitor = LoopMonitor()
-    async with Client(make_target(url + "/v1", "mock"), RequestParams(), Timeouts(),
-                      max(steps) + 16) as c:
-        s = Session(c, None)
-        monitor.start()
-        print(f"{'users':>6} {'streams/s':>9} {'events/s':>9} {'lag p99':>8} {'lag max':>8} "
-              f"{'CPU':>5}  ITL p50/p99 (configured {itl_ms} ms)")
+    print(f"{'users':>6} {'streams/s':>9} {'events/s':>9} {'lag p99':>8} {'lag max':>8} "
+          f"{'CPU':>5}  ITL p50/p99 (configured {itl_ms} ms)")
 
-        def show(step) -> None:
-            sm = step.summary
-            m = step.monitor
-            events = sm["total_output_tokens"] / (step.hold_end - step.hold_start)
-            print(f"{step.load:>6g} {sm['request_throughput']:>9.1f} {events:>9.0f} "
-                  f"{m['lag_p99_ms']:>6.1f}ms {m['lag_max_ms']:>6.1f}ms {m['cpu_pct']:>4.0f}%  "
-                  f"{sm['median_itl_ms']:.1f}/{sm['p99_itl_ms']:.1f} ms"
-                  + ("  <- overloaded" if m["overloaded"] else ""), flush=True)
-        await run_ramp(s, convs, plan, monitor, show)
-        await monitor.stop()
+    def show(step) -> None:
+        sm = step.summary
+        m = step.monitor
+        events = sm["total_output_tokens"] / (step.hold_end - step.hold_start)
+        print(f"{step.load:>6g} {sm['request_throughput']:>9.1f} {events:>9.0f} "
+              f"{m['lag_p99_ms']:>6.1f}ms {m['lag_max_ms']:>6.1f}ms {m['cpu_pct']:>4.0f}%  "
+              f"{sm['median_itl_ms']:.1f}/{sm['p99_itl_ms']:.1f} ms"
+              + ("  <- overloaded" if m["overloaded"] else ""), flush=True)
+    shape = Ramp(convs, [float(s) for s in steps], judge([parse_threshold("errors==0")]),
+                 ramp_in_s=2.0, hold_s=hold, think_s=(0.0, 0.0), keep_going=True, drain_s=30,
+                 on_step=show)
+    Harness(RequestParams(), Timeouts(), None, progress=False).run(
+        shape, [TargetSpec(make_target(url + "/v1", "mock"), server_probe="off")])
 
 
 def main() -> None:
@@ -62,7 +56,7 @@ def main() -> None:
     a = ap.parse_args()
     cfg = make_config(None, ttft_ms=20, itl_ms=a.itl_ms, tokens=64)
     with MockProcess(cfg) as m:
-        asyncio.run(main_async(m.url, [int(x) for x in a.users.split(",")], a.hold, a.itl_ms))
+        measure(m.url, [int(x) for x in a.users.split(",")], a.hold, a.itl_ms)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmbench.load.users import evaluate  # noqa: E402
+from llmbench.commands.ramp import judge  # noqa: E402
+from llmbench.load.monitor import busy  # noqa: E402
+from llmbench.shapes import StepWindow  # noqa: E402
 from llmbench.records import Record  # noqa: E402
-from llmbench.results import SCHEMA_VERSION, clean_nan, write_json  # noqa: E402
+from llmbench.results import RunDoc  # noqa: E402
 from llmbench.slo import parse_threshold  # noqa: E402
 
 
@@ -44,8 +46,8 @@ def make_run(d: Path, n: int, steps: int) -> None:
                            first_token=times[0], end=times[-1], done=times[-1] + 0.001)
                 records.append(r)
                 fh.write(json.dumps(r.to_json()) + "\n")
-            res = evaluate(records, s, 2 * (s + 1), hold_start - 5, hold_start, hold_end,
-                           [parse_threshold("ttft.p95<=2s")], [])
+            res = judge([parse_threshold("ttft.p95<=2s")])(StepWindow(
+                s, 2 * (s + 1), hold_start - 5, hold_start, hold_end, records, 0, busy([])))
             step_rows.append(res.as_dict())
             records = []
             t = hold_end + 5
@@ -54,12 +56,11 @@ def make_run(d: Path, n: int, steps: int) -> None:
             fh.write(json.dumps({"t": sec, "users": 2 * (sec // 65 + 1), "in_flight": 3,
                                  "waiting_first_token": 1, "streaming": 2, "thinking": 1,
                                  "tok_s": 500.0, "ttft_p95_recent_ms": 80.0}) + "\n")
-    write_json(d / "run.json", clean_nan({
-        "schema_version": SCHEMA_VERSION, "kind": "ramp", "status": "complete", "started_at": 0,
-        "config": {"target": {"model": "bench", "url": "http://x"},
-                   "ramp": {"by": "users", "thresholds": ["ttft.p95<=2s"]}},
-        "workload": {"fingerprint": "f"}, "environment": {}, "steps": step_rows,
-        "verdict": {"result": "Held 20 users.", "kind": "held", "evidence": [], "advice": []}}))
+    RunDoc("ramp", "complete", 0, {"target": {"model": "bench", "url": "http://x"},
+                                   "ramp": {"by": "users", "thresholds": ["ttft.p95<=2s"]}},
+           workload={"fingerprint": "f"}, environment={},
+           body={"steps": step_rows, "verdict": {"result": "Held 20 users.", "kind": "held",
+                                                 "evidence": [], "advice": []}}).write(d)
 
 
 def main() -> None:

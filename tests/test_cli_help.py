@@ -90,3 +90,66 @@ def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_fact
     held = next(i for i, seg in enumerate(redraws) if "step 1/2 hold" in seg)
     assert not any("step 1/2 ramp-in" in seg for seg in redraws[held:]), redraws
     assert all("TTFT p95" in seg for seg in redraws)      # the telling part survives the cut
+
+
+def _declared_options() -> list[tuple[str, str]]:
+    """(option name, where) for every typer.Option written in cli.py and options.py: a
+    module-level alias or a group field counts once however many commands use it. The mock's
+    flags configure a server, not a load, and are left out."""
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "llmbench"
+    out = []
+
+    def names(call: ast.Call, param: str) -> list[str]:
+        decls = [a.value for a in call.args if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str) and a.value.startswith("-")]
+        decls = [n for d in decls for n in d.split("/") if n.startswith("--")]
+        return decls or ["--" + param.replace("_", "-")]
+
+    def option_calls(node: ast.AST) -> list[ast.Call]:
+        return [c for c in ast.walk(node) if isinstance(c, ast.Call) and (
+            (isinstance(c.func, ast.Attribute) and c.func.attr == "Option")
+            or (isinstance(c.func, ast.Name) and c.func.id == "_opt"))]
+
+    for file in ("cli.py", "options.py"):
+        tree = ast.parse((root / file).read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:      # an alias
+                for c in option_calls(node.value):
+                    alias = node.targets[0].id  # type: ignore[attr-defined]
+                    out += [(n, f"{file}:{alias}") for n in names(c, alias.lower())]
+            elif isinstance(node, ast.ClassDef):                               # a group
+                for f in node.body:
+                    if isinstance(f, ast.AnnAssign):
+                        for c in option_calls(f.annotation):
+                            out += [(n, f"{file}:{node.name}") for n in names(c, f.target.id)]
+            elif isinstance(node, ast.FunctionDef) and node.name != "mock":   # a command
+                for a in node.args.args + node.args.kwonlyargs:
+                    for c in option_calls(a.annotation) if a.annotation else ():
+                        # "_opt" only exists in options.py; the "Option" of a click callback too
+                        out += [(n, f"{file}:{node.name}") for n in names(c, a.arg)]
+    return out
+
+
+def test_no_option_is_declared_twice():
+    """The options every command shares are declared once (a group or an alias), so no two
+    commands can drift apart in names, help or checks."""
+    seen: dict[str, str] = {}
+    twice = []
+    for name, where in _declared_options():
+        if name in seen and seen[name] != where:
+            twice.append((name, seen[name], where))
+        seen.setdefault(name, where)
+    assert "--url" in seen and "--timeout-total" in seen and "--dataset" in seen
+    assert not twice, f"declared more than once: {twice}"
+
+
+@pytest.mark.parametrize("command", ("run", "ramp", "probe"))
+def test_every_load_command_has_the_shared_groups(command):
+    names = set(declared_names(command))
+    for flag in ("--api", "--api-key", "--header", "--server-probe", "--dataset", "--tokenizer",
+                 "--seed", "--extra-body", "--temperature", "--timeout-connect",
+                 "--timeout-first-token", "--timeout-idle", "--timeout-total", "--label", "--out",
+                 "--progress"):
+        assert flag in names, (command, flag)

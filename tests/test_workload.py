@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmbench.load.fixed import run_closed
+from llmbench.shapes.fixed import run_closed
 from llmbench.load.session import Session
 from llmbench.client import Client
 from llmbench.target import make_target

@@ -60,6 +60,10 @@ class LoopMonitor:
                 lags = []
                 sec_start, cpu_start = now, cpu
 
+    def owns(self, task: "asyncio.Task[object]") -> bool:
+        """Is this the monitor's own task (not to be cancelled with the requests)?"""
+        return task is self._task
+
     @property
     def latest(self) -> MonitorSample | None:
         return self.samples[-1] if self.samples else None

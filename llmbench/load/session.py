@@ -18,6 +18,9 @@ from ..workload import Turn
 
 perf_counter = time.perf_counter
 
+# how long (first token time) the live line's recent TTFTs are kept: beyond its 10 s window
+RECENT_KEEP_S = 30.0
+
 
 @dataclass
 class Counters:
@@ -38,8 +41,10 @@ class Session:
     counters: Counters = field(default_factory=Counters)
     step: int | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    # (first_token time, ttft) of recent requests for the live line
-    recent_ttft: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    # (first_token time, ttft) of recent requests for the live line (stats.recent_p95)
+    # Kept by time (RECENT_KEEP_S), not by count, so at any rate the live line sees every
+    # request the timeline sees for the same seconds.
+    recent_ttft: deque[tuple[float, float]] = field(default_factory=deque)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
     active: set[Record] = field(default_factory=set)     # in flight now
@@ -85,16 +90,12 @@ class Session:
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.first_token is not None:
-            self.recent_ttft.append((rec.first_token, rec.first_token - rec.start))
+            recent = self.recent_ttft
+            recent.append((rec.first_token, rec.first_token - rec.start))
+            while recent and recent[0][0] < rec.first_token - RECENT_KEEP_S:
+                recent.popleft()
         self.records.append(rec)
         if self.log is not None:
             self.log.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
-
-    def ttft_p95_recent(self, window_s: float = 10.0) -> float | None:
-        now = perf_counter()
-        vals = sorted(t for ft, t in self.recent_ttft if now - ft <= window_s)
-        if not vals:
-            return None
-        return vals[min(int(len(vals) * 0.95), len(vals) - 1)]

@@ -12,6 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..stats import value
+
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -63,7 +65,7 @@ def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], 
                               (axes[1], "itl", "Time between tokens (ITL)")):
         for stat, style in (("median", "-o"), ("p95", "-s"), ("p99", ":^")):
             # a step with no data has no point (None, or "inf" read back from run.json)
-            ys = [_finite(s["summary"].get(f"{stat}_{metric}_ms")) for s in steps]
+            ys = [_finite(value(s["summary"], metric, stat)) for s in steps]
             ax.plot(loads, ys, style, markersize=4, label=stat)
         limit = thresholds.get(metric)
         if limit is not None:

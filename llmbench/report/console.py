@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..metrics import pct_word
+from ..stats import pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),

@@ -20,6 +20,7 @@ from . import charts
 from ..verdict import step_state
 from .console import fmt_ms
 from .data import Latencies, load, read_jsonl
+from ..stats import value
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -192,12 +193,12 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     lat_rows = []
     for m in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule", "itl_per_token",
               "max_gap"):
-        lat_rows.append([m] + [_ms2(s.get(f"{st}_{m}_ms"))
+        lat_rows.append([m] + [_ms2(value(s, m, st))
                                for st in ("mean", "median", "std", "p90", "p95", "p99", "max")])
     for m in ("ttft", "e2el"):
-        lat_rows.append([f"{m} incl. failures", "", _ms2(s.get(f"median_all_{m}_ms")), "",
-                         _ms2(s.get(f"p90_all_{m}_ms")), _ms2(s.get(f"p95_all_{m}_ms")),
-                         _ms2(s.get(f"p99_all_{m}_ms")), ""])
+        lat_rows.append([f"{m} incl. failures", "", _ms2(value(s, m, "p50_all")), "",
+                         _ms2(value(s, m, "p90_all")), _ms2(value(s, m, "p95_all")),
+                         _ms2(value(s, m, "p99_all")), ""])
     body.append(_table(["ms", "mean", "median", "std", "p90", "p95", "p99", "max"], lat_rows, left=1))
     body.append("<p class=meta>vLLM's statistics count successful requests only (– when there "
                 "were none). The rows <i>incl. failures</i> count every failed request as never "

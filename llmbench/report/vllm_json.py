@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..metrics import pct_word
+from ..stats import key as summary_key, pct_word
 from ..records import Record, measured
 
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
@@ -129,7 +129,7 @@ def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, m
             continue
         for stat in ("mean", "median", "std"):
             # no successful request: null, not vLLM's 0.0, which reads as a perfect latency
-            out[f"{stat}_{m}_ms"] = _float(s.get(f"{stat}_{m}_ms"))
+            out[summary_key(m, stat)] = _float(s.get(summary_key(m, stat)))
         for p in metric_percentiles:
             w = pct_word(p)
             out[f"p{w}_{m}_ms"] = _float(s.get(f"p{w}_{m}_ms"))

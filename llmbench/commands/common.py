@@ -1,0 +1,87 @@
+"""What every command shares: the plan's common part, the run folder's start and failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import timeline as timeline_mod
+from ..client import RequestParams, Timeouts
+from ..exitcodes import EXIT_INTERRUPTED
+from ..harness import Harness, LiveView, Outcome, PreflightError
+from ..records import Record
+from ..results import RunDoc, clean_nan, new_run_dir
+from ..target import Target
+from ..workload import Workload
+
+
+@dataclass
+class Common:
+    """The parts of a plan every command has (from the target, workload, request and output
+    option groups)."""
+
+    target: Target
+    workload: Workload
+    params: RequestParams = field(default_factory=RequestParams)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    count_tokens: Callable[[str], int] | None = None
+    served_by_header: str | None = None
+    server_probe: str = "auto"
+    out: Path | None = Path("results")
+    labels: dict[str, str] = field(default_factory=dict)
+    progress: bool | None = None
+
+    @property
+    def label(self) -> str | None:
+        """The run folder's suffix: the 'name' label, else all labels."""
+        return self.labels.get("name") or "_".join(f"{k}={v}" for k, v in self.labels.items()) or None
+
+    def run_dir(self, kind: str) -> Path | None:
+        return new_run_dir(self.out, kind, self.label) if self.out else None
+
+    def harness(self, run_dir: Path | None, live_line: Callable[[LiveView], str] | None = None,
+                keep_texts: bool = False) -> Harness:
+        return Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
+                       served_by_header=self.served_by_header, progress=self.progress,
+                       live_line=live_line, keep_texts=keep_texts)
+
+    def request_config(self) -> dict[str, Any]:
+        p = self.params
+        return {"stream": p.stream, "temperature": p.temperature, "ignore_eos": p.ignore_eos,
+                "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body)}
+
+
+def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
+                  labels: dict[str, str]) -> None:
+    """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
+    a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl."""
+    RunDoc(kind, "running", time.time(), {"target": target.describe(), **config}, labels,
+           body={"pid": os.getpid()}).write(run_dir)
+
+
+def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
+    """One line on stderr, and a run.json that says why nothing was measured."""
+    message = target.redact(str(exc)) or ""
+    print(f"error: {message}", file=sys.stderr)
+    status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
+    RunDoc(kind, status, time.time(), {"target": target.describe()},
+           body={"error": message}).write(run_dir)
+    return exc.exit_code
+
+
+def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record],
+                   steps: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    """timeline.jsonl: the run's per-second state, rebuilt from its records (pure)."""
+    if run_dir is None or not records:
+        return
+    rows = timeline_mod.build(records, outcome.t0_perf, max(r.done for r in records),
+                              outcome.live.user_changes, outcome.monitor, steps,
+                              server=outcome.server().samples)
+    with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(clean_nan(row)) + "\n")

@@ -1,0 +1,152 @@
+"""``llmbench probe``: preflight both paths, alternate slices, write the run folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import checks
+from ..backends import backends
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK
+from ..harness import LiveView, PreflightError, TargetSpec
+from ..probe.router import evaluate_step, router_bound
+from ..report.auto import write_report
+from ..report.console import fmt_ms
+from ..results import RunDoc
+from ..shapes.router import ProbeWindow, RouterAB
+from ..stats import recent_p95
+from ..target import Target
+from .common import Common, report_failed, write_started
+
+
+@dataclass
+class ProbePlan:
+    common: Common                  # common.target is the router
+    direct: Target
+    shape: RouterAB                 # steps, slices, rounds; its judge is set at the run
+    bootstrap: int = 1000
+
+
+def _row(step: dict[str, Any]) -> str:
+    def ov(m: str) -> str:
+        o = step[m]
+        if o["overhead_ms"] is None:
+            return "-"
+        lo, hi = o["ci_ms"]
+        mark = "*" if o["significant"] else " "
+        return f"{o['overhead_ms']:+7.1f} [{lo:+.1f},{hi:+.1f}]{mark}"
+    r, d = step["router"], step["direct"]
+    return (f"{step['users']:>6} {fmt_ms(r['median_ttft_ms']):>9} {fmt_ms(d['median_ttft_ms']):>9} "
+            f"{ov('ttft_p50'):>24} {ov('ttft_p95'):>24} {ov('e2el_p50'):>24} {ov('itl_p50'):>24} "
+            f"{r['output_throughput'] or 0:>8.1f} {d['output_throughput'] or 0:>8.1f} "
+            f"{(r['failed'] or 0):>4}/{(d['failed'] or 0):<4}")
+
+
+HEADER = (f"{'Users':>6} {'R TTFT50':>9} {'D TTFT50':>9} {'TTFT p50 overhead ms':>24} "
+          f"{'TTFT p95 overhead ms':>24} {'E2EL p50 overhead ms':>24} {'ITL p50 overhead ms':>24} "
+          f"{'R tok/s':>8} {'D tok/s':>8} {'err R/D':>9}")
+
+
+def _live(n_steps: int):
+    def line(v: LiveView) -> str:
+        c, st, m = v.counters, v.live, v.monitor
+        p95 = recent_p95(v.recent_ttft, v.now)
+        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} {st.phase or ''} "
+                 f"{st.load:g} users", f"TTFT p95 {fmt_ms(p95 * 1000 if p95 is not None else None)}",
+                 f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.done} done"]
+        if m is not None:
+            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
+        return ", ".join(parts)
+    return line
+
+
+def targets(plan: ProbePlan) -> list[TargetSpec]:
+    c = plan.common
+    probe = c.server_probe
+    return [TargetSpec(c.target, "router", path="router", run_id="rt",
+                       server_probe="off" if probe == "off" else "auto",
+                       server_file="router_server.jsonl", strict=True, who="the router",
+                       flag="--router",
+                       hints={502: " (the router cannot reach its backend)",
+                              503: " (the router has no healthy backend)",
+                              404: " (model name not known there? use --direct-model if the "
+                                   "names differ)"}),
+            TargetSpec(plan.direct, "direct", path="direct", run_id="dr", server_probe=probe,
+                       server_file="server.jsonl", strict=True, who="the direct backend",
+                       flag="--direct",
+                       hints={404: " (model name not known there? use --direct-model if the "
+                                   "names differ)"})]
+
+
+def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool]:
+    c, shape = plan.common, plan.shape
+    harness = c.harness(run_dir, _live(len(shape.steps)))
+
+    def judge(w: ProbeWindow) -> dict[str, Any]:
+        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed)
+        step["monitor"] = w.monitor
+        return step
+    shape.judge = judge
+    shape.on_step = lambda s: harness.say(_row(s))
+    print(HEADER, flush=True)
+    outcome = harness.run(shape, targets(plan))
+    steps = outcome.result or shape.results
+    records = outcome.records
+    doc = RunDoc(
+        "probe", "partial" if outcome.interrupted else "complete", outcome.started_at,
+        {"router": c.target.describe(), "direct": plan.direct.describe(),
+         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+         "think_s": list(shape.think_s), "seed": shape.seed,
+         "request": c.request_config(), "timeouts": c.timeouts.__dict__},
+        c.labels, outcome.t0_perf, c.workload.describe(),
+        body={"steps": steps, "router_bound": router_bound(steps),
+              "backends": backends([r for r in records if r.path == "router"]),
+              **checks.record_checks(records, c.params, c.target.api),
+              "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
+                               for name, s in outcome.servers.items()}})
+    return doc.write(run_dir), outcome.interrupted
+
+
+def execute(plan: ProbePlan) -> int:
+    c = plan.common
+    run_dir = c.run_dir("probe")
+    write_started(run_dir, "probe", c.target,
+                  {"router": c.target.describe(), "direct": plan.direct.describe(),
+                   "steps": plan.shape.steps}, c.labels)
+    try:
+        run, interrupted = measure(plan, run_dir)
+    except PreflightError as exc:
+        return report_failed(exc, run_dir, "probe", c.target)
+    print("(* = the 95% interval excludes zero and the difference is at least 1 ms or 2%: "
+          "real, not noise)")
+    steps = run["steps"]
+    if steps and not any(s["ttft_p50"]["significant"] for s in steps):
+        print("No significant router overhead at any step (TTFT p50).")
+    b = run["router_bound"]
+    if b:
+        print(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
+              f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the direct "
+              f"path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
+    elif len(steps) > 1:
+        print("No step where the router's overhead grew while the direct path stayed flat.")
+    be = run.get("backends")
+    if be:
+        spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
+                           + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
+                              if v.get("cache_hit_rate") is not None else "") + ")"
+                           for k, v in be["backends"].items())
+        print(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
+        if be.get("affinity"):
+            a = be["affinity"]
+            print(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
+                  f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
+                  f"{a['conversations']} conversations stayed on one backend.")
+    for w in checks.notes(run):
+        print(f"note: {w}")
+    if interrupted:
+        print("PARTIAL RESULT: the probe was interrupted; finished steps are kept.")
+    if run_dir is not None:
+        write_report(run_dir)
+        print(f"Results: {run_dir}")
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK

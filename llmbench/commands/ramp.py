@@ -1,0 +1,180 @@
+"""``llmbench ramp``: add users step by step until the thresholds break, and say why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import checks
+from .. import verdict as verdict_mod
+from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
+                         EXIT_THRESHOLD)
+from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
+from ..load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
+from ..metrics import summarize
+from ..records import Record
+from ..report import console
+from ..report.auto import write_report
+from ..results import RunDoc
+from ..shapes import Ramp, StepResult, StepWindow
+from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
+from ..stats import recent_p95
+from .common import Common, report_failed, write_started, write_timeline
+
+
+@dataclass
+class RampPlan:
+    common: Common
+    shape: Ramp                        # steps, timing, think; its judge is set at the run
+    thresholds: list[Threshold] = field(default_factory=list)
+    stall_s: float = 1.0
+    expect: float | None = None
+    mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
+
+
+def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
+    """A step's numbers come from the requests that started in its hold window."""
+    return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
+
+
+def judge(thresholds: list[Threshold], stall_s: float = 1.0):
+    """The ramp's judge: a step's summary and threshold checks from its records (pure)."""
+    def judge_step(w: StepWindow) -> StepResult:
+        recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
+        s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
+                      within=within_requests(thresholds))
+        found = check_all(thresholds, s)
+        if not recs:
+            found.append({"threshold": "requests>0", "ok": False, "actual": 0, "limit": 0,
+                          "metric": "requests", "stat": None, "insufficient": True,
+                          "reason": "not enough data: no request started in the hold window",
+                          "text": "requests>0: no request started in the hold window"})
+        state = verdict_of(found)
+        return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
+                          state == HELD, w.monitor, w.unfinished, state)
+    return judge_step
+
+
+def _live_line(unit: str, n_steps: int):
+    """The ramp's live line, most telling first: the harness cuts it to the terminal's width,
+    so what is cut at 80 columns is the least needed."""
+    def line(v: LiveView) -> str:
+        c, st, m = v.counters, v.live, v.monitor
+        p95 = recent_p95(v.recent_ttft, v.now)
+        where = f"{st.users}/{st.load:g} users" if unit == "users" else f"{st.load:g} req/s"
+        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} "
+                 f"{st.phase or 'ramp-in'} {where}"]
+        if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
+                              or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
+            parts.append("GEN NEAR LIMIT")
+        parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
+                  f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
+                  f"{c.done} done"]
+        if m is not None:
+            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
+        return ", ".join(parts)
+    return line
+
+
+def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
+         records: list[Record], servers: Any, interrupted: bool, partial: bool,
+         user_changes: list) -> RunDoc:
+    c, shape = r.common, r.shape
+    steps = [s.as_dict() for s in shape.results]
+    server = servers
+    verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
+                                  planned=len(shape.steps))
+    if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
+        # nothing broke because the ramp was stopped, not because every step held
+        best = max((s["load"] for s in steps), default=0)
+        verdict = {**verdict, "interrupted": True, "result": (
+            f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped after "
+            f"{len(steps)} of {len(shape.steps)} steps, all held." if steps
+            else "Interrupted before the first step finished.")}
+    return RunDoc(
+        "ramp", "partial" if partial else "complete", started_at,
+        {"target": c.target.describe(),
+         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                  "thresholds": [t.text for t in r.thresholds], "keep_going": shape.keep_going,
+                  "seed": shape.seed, "expect": r.expect},
+         "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
+        c.labels, t0_perf, c.workload.describe(),
+        body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
+              **checks.record_checks(records, c.params, c.target.api),
+              "server_probe": {"kind": server.kind, "note": server.note,
+                               "samples": len(server.samples)},
+              "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
+                                  "again, so when the server slows down they send less (closed "
+                                  "loop)." if shape.by == "users" else None})
+
+
+def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
+    c, shape = r.common, r.shape
+    shape.judge = judge(r.thresholds, r.stall_s)
+    harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)))
+
+    def on_step(step: StepResult) -> None:
+        harness.say(console.ramp_row(step.as_dict()))
+        if step.monitor.get("overloaded"):
+            print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
+        if run_dir is not None:
+            # every finished step is on disk at once: a killed ramp keeps its steps
+            _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
+                 False, True, []).write(run_dir)
+    shape.on_step = on_step
+    print(console.ramp_header("Users" if shape.by == "users" else "Req/s"), flush=True)
+    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    run = _doc(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
+               outcome.interrupted, outcome.interrupted,
+               outcome.live.user_changes).write(run_dir)
+    write_timeline(run_dir, outcome, outcome.records, run["steps"])
+    steps = run["steps"]
+    held = max((s["load"] for s in steps if s["held"]), default=0)
+    reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(shape.steps)
+    broke = next((s for s in steps if not s["held"]), None)
+    # A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
+    # it held fewer than --expect-users (1), or, without --expect-users, when its first step
+    # did not hold: no load level met the thresholds (99, k6's code for failed thresholds).
+    # Only a step the load generator's own lag could have broken is "not trustworthy" (4).
+    code = EXIT_OK
+    if outcome.interrupted:
+        code = EXIT_INTERRUPTED
+    elif broke is not None and run["verdict"]["kind"] == "load_generator":
+        code = EXIT_OVERLOADED
+    elif r.expect is not None:
+        if held < r.expect and not reached_top:
+            code = EXIT_EXPECTATION
+    elif steps and not steps[0]["held"]:
+        code = EXIT_THRESHOLD
+    return run, code
+
+
+def execute(r: RampPlan) -> int:
+    c = r.common
+    run_dir = c.run_dir("ramp")
+    write_started(run_dir, "ramp", c.target,
+                  {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
+                  c.labels)
+    try:
+        run, code = measure(r, run_dir)
+    except PreflightError as exc:
+        return report_failed(exc, run_dir, "ramp", c.target)
+    print()
+    print(console.verdict_text(run["verdict"]))
+    if run.get("closed_loop_note") and run["verdict"]["kind"] in ("queuing", "saturation"):
+        print("  Note: users wait for each reply, so as the server slowed down they also sent "
+              "less; a real crowd may push harder.")
+    for w in c.workload.warnings:
+        print(f"note: {w}")
+    for w in checks.notes(run):
+        print(f"note: {w}")
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
+    if run["status"] == "partial":
+        print("PARTIAL RESULT: the ramp was interrupted; finished steps are kept.")
+    if run_dir is not None:
+        write_report(run_dir)
+        print(f"Results: {run_dir}")
+    return code

@@ -1,0 +1,164 @@
+"""``llmbench run``: one load level, vLLM-style numbers."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import checks, metrics, slo
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from ..harness import LiveView, PreflightError, TargetSpec
+from ..load.monitor import busy
+from ..report import console, vllm_json
+from ..report.auto import write_report
+from ..results import RunDoc
+from ..shapes import ClosedLoop, OpenLoop
+from ..verdict import server_view
+from .common import Common, report_failed, write_started, write_timeline
+
+
+@dataclass
+class VllmResult:
+    """vLLM's --save-result file: where, and with what."""
+
+    detailed: bool = False               # ... with the per-request arrays (and reply texts)
+    append: bool = False
+    result_dir: Path | None = None
+    filename: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Gates:
+    """What the summary is measured and judged by."""
+
+    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    metric_percentiles: tuple[float, ...] = (99.0,)
+    goodput_slo_ms: dict[str, float] | None = None
+    stall_s: float = 1.0
+    thresholds: list[Any] = field(default_factory=list)     # slo.Threshold, checked at the end
+
+
+@dataclass
+class RunPlan:
+    common: Common
+    shape: ClosedLoop | OpenLoop
+    gates: Gates = field(default_factory=Gates)
+    vllm: VllmResult | None = None       # None: no vLLM result file
+
+
+def _live(v: LiveView) -> str:
+    c = v.counters
+    return (f"in flight {c.in_flight:4d}  done {c.done:6d}  failed {c.failed:4d}  "
+            f"~{v.events_last_s:5d} tok/s")
+
+
+def _load_config(shape: ClosedLoop | OpenLoop) -> dict[str, Any]:
+    rate = shape.rate if isinstance(shape, OpenLoop) else None
+    return {"concurrency": shape.concurrency if isinstance(shape, ClosedLoop) else None,
+            "rate": rate, "burstiness": getattr(shape, "burstiness", 1.0),
+            "arrival": getattr(shape, "arrival", "gamma"),
+            "max_concurrency": getattr(shape, "max_concurrency", None),
+            "requests": shape.requests, "duration_s": shape.duration_s, "warmup": shape.warmup,
+            "think_s": list(shape.think_s), "seed": shape.seed}
+
+
+def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, Any]:
+    """Run the shape; the run.json written, the exit code and the outcome."""
+    c, g = plan.common, plan.gates
+    harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed)
+    outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    records = outcome.records
+    percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
+    summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
+                                stall_s=g.stall_s, percentiles=percentiles,
+                                within=slo.within_requests(g.thresholds))
+    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
+    summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
+    threshold_results = slo.check_all(g.thresholds, summary)
+    server = outcome.server()
+    doc = RunDoc(
+        "run", "partial" if outcome.interrupted else "complete", outcome.started_at,
+        {"target": c.target.describe(), "load": _load_config(plan.shape),
+         "request": c.request_config(), "timeouts": c.timeouts.__dict__,
+         "goodput_slo_ms": g.goodput_slo_ms},
+        c.labels, outcome.t0_perf, c.workload.describe(),
+        body={"monitor": {**busy(outcome.monitor),
+                          "samples": [s.__dict__ for s in outcome.monitor]},
+              "summary": summary,
+              **checks.record_checks(records, c.params, c.target.api),
+              "thresholds": threshold_results,
+              "server_probe": {"kind": server.kind, "note": server.note,
+                               "samples": len(server.samples),
+                               "view": server_view(server.samples)}})
+    run = doc.write(run_dir)
+    write_timeline(run_dir, outcome, records)
+    code = EXIT_OK
+    if outcome.interrupted:
+        code = EXIT_INTERRUPTED
+    elif any(not t["ok"] for t in threshold_results):
+        code = EXIT_THRESHOLD
+    return run, code, (outcome, harness.texts)
+
+
+def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: dict[str, str]
+                 ) -> tuple[Path, dict[str, Any]]:
+    v = plan.vllm
+    assert v is not None
+    c, shape = plan.common, plan.shape
+    date = time.strftime("%Y%m%d-%H%M%S")
+    label = c.labels.get("name")
+    rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
+    max_conc = shape.max_concurrency if isinstance(shape, OpenLoop) else shape.concurrency
+    result = vllm_json.build(
+        summary, records, backend=c.target.api, model_id=c.target.model,
+        tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
+        burstiness=getattr(shape, "burstiness", 1.0), max_concurrency=max_conc,
+        percentile_metrics=plan.gates.percentile_metrics,
+        metric_percentiles=plan.gates.metric_percentiles,
+        goodput=bool(plan.gates.goodput_slo_ms), detailed=v.detailed, metadata=v.metadata,
+        texts=texts, date=date)
+    name = v.filename or vllm_json.default_file_name(label, c.target.api, rate, max_conc,
+                                                     c.target.model, date)
+    path = Path(v.result_dir) / name if v.result_dir else Path(name)
+    return path, result
+
+
+def execute(plan: RunPlan) -> int:
+    c = plan.common
+    run_dir = c.run_dir("run")
+    load = _load_config(plan.shape)
+    write_started(run_dir, "run", c.target,
+                  {"load": {k: load[k] for k in ("concurrency", "rate", "max_concurrency",
+                                                 "requests", "duration_s", "warmup")}}, c.labels)
+    try:
+        run, code, (outcome, texts) = measure(plan, run_dir)
+    except PreflightError as exc:
+        return report_failed(exc, run_dir, "run", c.target)
+    s = run["summary"]
+    shape = plan.shape
+    print(console.vllm_summary(s, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
+                               max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
+                                                else None) or load["concurrency"],
+                               request_rate=load["rate"]))
+    print(console.extras(s, run["monitor"]))
+    if run["thresholds"]:
+        print(console.threshold_lines(run["thresholds"]))
+    for w in c.workload.warnings:
+        print(f"note: {w}")
+    for w in checks.notes(run):
+        print(f"note: {w}")
+    if run["status"] == "partial":
+        print("PARTIAL RESULT: the run was interrupted; the numbers cover what finished.")
+    if run_dir is not None:
+        write_report(run_dir)
+        print(f"Results: {run_dir}")
+    if plan.vllm is not None:
+        path, result = _vllm_result(plan, s, outcome.records, texts)
+        vllm_json.write(path, result, plan.vllm.append)
+        print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return code

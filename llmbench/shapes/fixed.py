@@ -1,0 +1,122 @@
+"""One load level: a closed loop of N concurrent conversations, or an open-loop schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..load import arrivals
+from ..load.session import Session
+from ..workload import Conversation
+from .base import Drive
+from .user import Budget, dispatch, play, virtual_user
+
+perf_counter = time.perf_counter
+
+
+async def run_closed(session: Session, convs: Sequence[Conversation], concurrency: int,
+                     requests: int | None, duration_s: float | None, warmup: int = 0,
+                     think: tuple[float, float] = (0.0, 0.0), seed: int = 0) -> float:
+    """N virtual users, each starting its next conversation as soon as the last one finished.
+
+    With neither ``requests`` nor ``duration_s``, every conversation is played once.
+    Returns the perf_counter time dispatch of measured requests began."""
+    next_conv = 0
+    once = requests is None and duration_s is None
+
+    def take(is_warmup: bool):
+        def next_one(_k: int) -> Conversation | None:
+            nonlocal next_conv
+            if once and not is_warmup and next_conv >= len(convs):
+                return None
+            c = convs[next_conv % len(convs)]
+            next_conv += 1
+            return c
+        return next_one
+
+    def users(n: int, budget: Budget, is_warmup: bool):
+        return (virtual_user(session, take(is_warmup), uid=i, think=think,
+                             rng=random.Random(seed * 7919 + i), stop=session.stopping,
+                             budget=budget, warmup=is_warmup, think_after=False)
+                for i in range(n))
+
+    if warmup > 0:
+        await asyncio.gather(*users(min(concurrency, warmup), Budget(warmup, None), True))
+    t0 = perf_counter()
+    budget = Budget(requests, t0 + duration_s if duration_s else None)
+    await asyncio.gather(*users(concurrency, budget, False))
+    return t0
+
+
+async def run_open(session: Session, convs: Sequence[Conversation], offsets: Sequence[float],
+                   max_concurrency: int | None, warmup: int = 0,
+                   think: tuple[float, float] = (0.0, 0.0), seed: int = 0) -> float:
+    """Start conversation i at t0 + offsets[i], whatever happened to the others (open loop)."""
+    sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    if warmup > 0:
+        wb = Budget(warmup, None)
+        await asyncio.gather(*(play(session, convs[i % len(convs)], wb, user=None,
+                                     scheduled=perf_counter(), think=think,
+                                     rng=random.Random(i), warmup=True, sem=sem)
+                               for i in range(warmup)))
+    t0 = perf_counter()
+    budget = Budget(len(offsets) * max(len(c.turns) for c in convs), None)
+    tasks = await dispatch(session, offsets, lambda i: convs[(warmup + i) % len(convs)],
+                           stop=session.stopping, think=think, seed=seed, sem=sem, budget=budget,
+                           t0=t0)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return t0
+
+
+@dataclass
+class ClosedLoop:
+    """``concurrency`` users without think time between conversations (vLLM's
+    --max-concurrency with an infinite rate)."""
+
+    convs: Sequence[Conversation]
+    concurrency: int
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+    think_s: tuple[float, float] = (0.0, 0.0)
+    seed: int = 0
+    kind: str = "run"
+
+    def max_in_flight(self) -> int:
+        return max(self.concurrency, 64) + 16
+
+    async def drive(self, d: Drive) -> float:
+        return await run_closed(d.session, self.convs, self.concurrency, self.requests,
+                                self.duration_s, self.warmup, self.think_s, self.seed)
+
+
+@dataclass
+class OpenLoop:
+    """Requests per second on a seeded schedule (gamma, Poisson or constant gaps)."""
+
+    convs: Sequence[Conversation]
+    rate: float
+    requests: int | None = None
+    duration_s: float | None = None
+    burstiness: float = 1.0
+    arrival: str = "gamma"
+    max_concurrency: int | None = None
+    warmup: int = 0
+    think_s: tuple[float, float] = (0.0, 0.0)
+    seed: int = 0
+    kind: str = "run"
+
+    def max_in_flight(self) -> int:
+        return max(self.max_concurrency or 0, 64) + 16
+
+    def offsets(self) -> list[float]:
+        n = self.requests or max(int(self.rate * (self.duration_s or 60)), 1)
+        return arrivals.schedule(n, self.rate, self.burstiness, self.seed, self.arrival)
+
+    async def drive(self, d: Drive) -> float:
+        return await run_open(d.session, self.convs, self.offsets(), self.max_concurrency,
+                              self.warmup, self.think_s, self.seed)
