@@ -48,6 +48,8 @@ def test_target_half_is_achieved_and_verified_from_usage_and_counters(mock_facto
     # the warm-up requests are not in the run's records
     lines = (only_run(tmp_path / "out") / "requests.jsonl").read_text().splitlines()
     assert len(lines) == 40
+    html = (only_run(tmp_path / "out") / "report.html").read_text()
+    assert "Prefix cache: target and achieved" in html and "TTFT ms by cache" in html
 
 
 def test_a_cache_too_small_for_the_target_warns(mock_factory, tmp_path):
@@ -61,3 +63,5 @@ def test_a_cache_too_small_for_the_target_warns(mock_factory, tmp_path):
                for w in p["warnings"])
     assert "WARNING: prefix-cache hit ratio" in stdout
     assert p["ttft_ms"]["miss"]["count"] > 0
+    html = (only_run(tmp_path / "out") / "report.html").read_text()
+    assert "more than 10 points from the target" in html
