@@ -65,3 +65,19 @@ def test_a_cache_too_small_for_the_target_warns(mock_factory, tmp_path):
     assert p["ttft_ms"]["miss"]["count"] > 0
     html = (only_run(tmp_path / "out") / "report.html").read_text()
     assert "more than 10 points from the target" in html
+
+
+def test_bad_prefix_hit_input_is_one_line_exit_2(tmp_path):
+    for args, says in ((["run", "--prefix-hit-ratio", "1.5"], "--prefix-hit-ratio 1.5: must be in [0, 1)"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--shared-prefix-tokens", "64"],
+                        "drop --shared-prefix-tokens"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--cache-block-tokens", "0"],
+                        "--cache-block-tokens 0"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--dataset", "random",
+                         "--url", "http://127.0.0.1:9/v1", "--model", "m"], "--prefix-hit-ratio"),
+                       (["ramp", "--prefix-hit-ratio", "0.5"], "llmbench run only")):
+        r = llmbench(*args, "--out", str(tmp_path / "o"), timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and says in err[0], (args, r.stderr)
+        assert "Traceback" not in r.stderr
