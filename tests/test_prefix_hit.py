@@ -10,10 +10,10 @@ from test_cli import llmbench, only_run
 from llmbench.workload.prefix import aligned_shared_tokens
 
 
-def _run(m, tmp_path, *extra):
+def _run(m, tmp_path, *extra, prompt="512"):
     out = tmp_path / "out"
     r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--requests", "40",
-                 "--concurrency", "4", "--prompt-tokens", "512", "--output-tokens", "4",
+                 "--concurrency", "4", "--prompt-tokens", prompt, "--output-tokens", "4",
                  "--prefix-hit-ratio", "0.5", "--prefixes", "4", "--tokenizer", "server",
                  "--out", str(out), *extra)
     assert r.returncode == 0, r.stderr
@@ -50,6 +50,15 @@ def test_target_half_is_achieved_and_verified_from_usage_and_counters(mock_facto
     assert len(lines) == 40
     html = (only_run(tmp_path / "out") / "report.html").read_text()
     assert "Prefix cache: target and achieved" in html and "TTFT ms by cache" in html
+
+
+def test_a_range_of_prompt_lengths_holds_the_ratio_per_request(mock_factory, tmp_path):
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.05, block_tokens=16)
+    _, run = _run(m, tmp_path, prompt="128-1024")
+    p = run["prefix_cache"]
+    assert abs(p["usage"]["ratio"] - 0.5) <= 0.05 and abs(p["server"]["ratio"] - 0.5) <= 0.05, p
+    assert p["warnings"] == []
 
 
 def test_a_cache_too_small_for_the_target_warns(mock_factory, tmp_path):

@@ -65,24 +65,33 @@ def prefix_hit_workload(tok: Tokenizer, count: int, prompt_tokens: tuple[int, in
                         output_tokens: tuple[int, int] | None, seed: int, ratio: float,
                         block_tokens: int = DEFAULT_BLOCK_TOKENS, prefixes: int = 1
                         ) -> tuple[list[Conversation], list[Conversation], PrefixPlan]:
-    """(measured conversations, warm-up conversations, plan). The shared length is set from the
-    middle of the prompt range, so with a range the ratio holds on average."""
+    """(measured conversations, warm-up conversations, plan). With a tokenizer of one-token
+    words each prompt's shared part is cut to its own length (the ratio holds per request);
+    otherwise the shared length is set from the middle of the prompt range (on average)."""
     prepare_unit_words(tok)
     lo, hi = prompt_tokens
-    shared_n = aligned_shared_tokens(ratio, (lo + hi) // 2, block_tokens)
-    plan = PrefixPlan(ratio, block_tokens, shared_n, max(prefixes, 1))
+    exact = bool(tok.unit_words)
+    shared_n = aligned_shared_tokens(ratio, hi if exact else (lo + hi) // 2, block_tokens)
+    plan = PrefixPlan(ratio, block_tokens, aligned_shared_tokens(ratio, (lo + hi) // 2,
+                                                                 block_tokens), max(prefixes, 1))
     system = shared_texts(tok, plan.prefixes, shared_n, seed) if shared_n else []
     rng = random.Random(seed)
     convs = []
     for c in range(count):
         n = lo if lo >= hi else rng.randint(lo, hi)
-        own = max(n - shared_n, 1)
+        mine = system[c % len(system)] if system else None
+        own_shared = shared_n
+        if exact and mine is not None:
+            # one word = one token: the first k words are the first k tokens, and whole blocks
+            # of the longest shared prompt (the one warmed) are whole blocks of this one
+            own_shared = aligned_shared_tokens(ratio, n, block_tokens)
+            mine = " ".join(mine.split()[:own_shared]) or None
+        own = max(n - own_shared, 1)
         text = text_of_tokens(tok, rng, own, _opening(tok, seed, c))
         out = None
         if output_tokens:
             out = output_tokens[0] if output_tokens[0] >= output_tokens[1] else rng.randint(*output_tokens)
-        count_n = len(text.split()) if tok.unit_words else tok.count(text)
-        convs.append(Conversation(f"prefix-{c}", (Turn(text, out, count_n),),
-                                  system=system[c % len(system)] if system else None))
+        count_n = len(text.split()) if exact else tok.count(text)
+        convs.append(Conversation(f"prefix-{c}", (Turn(text, out, count_n),), system=mine))
     warm = warmup_conversations(system, tok, seed, output_tokens[0] if output_tokens else None)
     return convs, warm, plan
