@@ -390,6 +390,8 @@ def ramp(
     workload.prompt_tokens = workload.prompt_tokens or d["prompt_tokens"]
     workload.output_tokens = workload.output_tokens or d["output_tokens"]
     workload.validate()
+    if workload.prefix_hit_ratio is not None:   # warm-up and verification live in run
+        raise UsageError("--prefix-hit-ratio works with llmbench run only")
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(target, server, url_, target.model or model_)
         common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
@@ -438,6 +440,8 @@ def probe(
     think_s = opt.parse_think(think or "0")
     request.validate()
     workload.validate()
+    if workload.prefix_hit_ratio is not None:   # warm-up and verification live in run
+        raise UsageError("--prefix-hit-ratio works with llmbench run only")
     server.validate()
     output.labels()
     model = target.model

@@ -210,6 +210,8 @@ class WorkloadOpts(OptionGroup):
     hf_column: Annotated[Optional[List[str]], _opt("Map a column: prompt=NAME or max_tokens=NAME (repeatable).", P_WORKLOAD, "--hf-column", metavar="K=COL")] = None
     tokenizer: Annotated[Optional[str], _opt("auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", P_WORKLOAD)] = None
     seed: Annotated[int, _opt("Seed for sampling, schedules and think times.", P_WORKLOAD)] = 0
+    prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
+    cache_block_tokens: Annotated[int, _opt("--prefix-hit-ratio: the server's cache block in tokens (vLLM 16).", P_WORKLOAD)] = 16
 
     def validate(self) -> "WorkloadOpts":
         """Every value in range, before anything is loaded or sent."""
@@ -225,6 +227,12 @@ class WorkloadOpts(OptionGroup):
         count(self.turns, "--turns")
         count(self.sharegpt_output_len, "--sharegpt-output-len")
         self.hf_columns()
+        if self.prefix_hit_ratio is not None:
+            if not 0 <= self.prefix_hit_ratio < 1:
+                raise UsageError(f"--prefix-hit-ratio {self.prefix_hit_ratio:g}: must be in [0, 1), e.g. 0.5")
+            if self.shared_prefix_tokens:
+                raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
+        count(self.cache_block_tokens, "--cache-block-tokens")
         return self
 
     def hf_columns(self) -> dict[str, str]:
@@ -257,7 +265,8 @@ class WorkloadOpts(OptionGroup):
             words=self.words, random_input_len=self.random_input_len,
             random_output_len=self.random_output_len, random_range_ratio=self.random_range_ratio,
             random_prefix_len=self.random_prefix_len, hf_split=self.hf_split,
-            hf_columns=self.hf_columns(), sharegpt_output_len=self.sharegpt_output_len)
+            hf_columns=self.hf_columns(), sharegpt_output_len=self.sharegpt_output_len,
+            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens)
         # the client may count replies when a server reports no usage: that must stay in-process
         return build_workload(spec, tok), (tok.local or tok)
 

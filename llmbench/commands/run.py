@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import checks, metrics, slo
+from .. import checks, metrics, prefix_hit, slo
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..load.monitor import busy
@@ -16,6 +16,7 @@ from ..report.auto import write_report
 from ..results import RunDoc
 from ..shapes import ClosedLoop, OpenLoop
 from ..verdict import server_view
+from . import prefix
 from .common import Common, report_failed, write_started, write_timeline
 
 
@@ -69,6 +70,10 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     """Run the shape; the run.json written, the exit code and the outcome."""
     c, g = plan.common, plan.gates
     harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed)
+    prefix_before = warm_failed = None
+    if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
+        warm_failed = prefix.warm_up(c)
+        prefix_before = prefix.scrape_counters(c)[1]
     outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe)])
     records = outcome.records
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
@@ -79,6 +84,12 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
     threshold_results = slo.check_all(g.thresholds, summary)
     server = outcome.server()
+    extra: dict[str, Any] = {}
+    if c.workload.prefix is not None:
+        kind, after = prefix.scrape_counters(c)
+        extra["prefix_cache"] = prefix_hit.verify(records, c.workload.prefix, prefix_before,
+                                                  after, kind)
+        extra["prefix_cache"]["warmup_failed"] = warm_failed
     doc = RunDoc(
         "run", "partial" if outcome.interrupted else "complete", outcome.started_at,
         {"target": c.target.describe(), "load": _load_config(plan.shape),
@@ -92,7 +103,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
               "thresholds": threshold_results,
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples),
-                               "view": server_view(server.samples)}})
+                               "view": server_view(server.samples)},
+              **extra})
     run = doc.write(run_dir)
     write_timeline(run_dir, outcome, records)
     code = EXIT_OK
@@ -144,6 +156,8 @@ def execute(plan: RunPlan) -> int:
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
     print(console.extras(s, run["monitor"]))
+    if run.get("prefix_cache"):
+        print("\n".join(prefix_hit.lines(run["prefix_cache"])))
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
     for w in c.workload.warnings:

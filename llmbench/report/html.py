@@ -175,6 +175,33 @@ def _timeline(run: dict[str, Any], run_dir: Path) -> list[str]:
     return out
 
 
+def _prefix_cache(p: dict[str, Any] | None) -> list[str]:
+    """--prefix-hit-ratio: target and achieved side by side, TTFT by cache hit and miss."""
+    if not p:
+        return []
+
+    def pct(v: Any) -> str:
+        return "–" if v is None else f"{v * 100:.1f}%"
+    srv = p.get("server") or {}
+    out = ["<h2>Prefix cache: target and achieved</h2>",
+           _table(["", "hit ratio", "cached tokens", "prompt tokens"],
+                  [["target", pct(p.get("target")), "", ""],
+                   ["achieved (usage.cached_tokens)", pct(p["usage"].get("ratio")),
+                    p["usage"].get("cached_tokens"), p["usage"].get("prompt_tokens")],
+                   [f"achieved (server counters{', ' + srv['kind'] if srv.get('kind') else ''})",
+                    pct(srv.get("ratio")), srv.get("hit_tokens", "–"),
+                    srv.get("queried_tokens", "–")]], left=1)]
+    rows = [[k, (p["ttft_ms"][k] or {}).get("count")] +
+            [_ms2((p["ttft_ms"][k] or {}).get(st)) for st in ("median", "p90", "p99")]
+            for k in ("hit", "miss")]
+    out.append(_table(["TTFT ms by cache", "requests", "median", "p90", "p99"], rows, left=1))
+    out.append(f"<p class=meta>Shared system prompts of {e(p.get('shared_tokens'))} tokens "
+               f"({e(p.get('prefixes'))} of them, {e(p.get('block_tokens'))}-token blocks), each "
+               "sent once before the run and not counted.</p>")
+    out += [f'<div class="verdict bad">{e(w)}</div>' for w in p.get("warnings") or []]
+    return out
+
+
 def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     s = run.get("summary") or {}
     load_cfg = run.get("config", {}).get("load", {})
@@ -211,6 +238,7 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
                            left=1))
     if s.get("non_streaming"):
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
+    body += _prefix_cache(run.get("prefix_cache"))
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
                                    "TTFT and E2EL"), "TTFT and E2EL CDF"))

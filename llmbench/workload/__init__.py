@@ -56,6 +56,8 @@ class WorkloadSpec:
     hf_split: str = "train"
     hf_columns: dict[str, str] = field(default_factory=dict)
     tokenizer: str | None = None
+    prefix_hit_ratio: float | None = None   # aim the workload at this prefix-cache hit ratio
+    cache_block_tokens: int = 16            # the server's cache block (vLLM: 16)
 
 
 def _format_of(spec: WorkloadSpec) -> str:
@@ -98,7 +100,19 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
     warnings: list[str] = []
     params: dict[str, object] = {"dataset": spec.dataset, "count": spec.count}
     kind = spec.dataset
-    if kind == "synthetic":
+    warm: list[Conversation] = []
+    prefix = None
+    if spec.prefix_hit_ratio is not None:
+        if kind != "synthetic":
+            raise DatasetError(f"--prefix-hit-ratio: works with --dataset synthetic, not {kind}")
+        from .prefix import prefix_hit_workload
+        convs, warm, plan = prefix_hit_workload(
+            tok, spec.count, spec.prompt_tokens, spec.output_tokens, spec.seed,
+            spec.prefix_hit_ratio, spec.cache_block_tokens, spec.prefixes)
+        prefix = plan.to_dict()
+        params.update(prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
+                      prefix_hit=prefix)
+    elif kind == "synthetic":
         params.update(prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
                       turns=spec.turns, shared_prefix_tokens=spec.shared_prefix_tokens,
                       prefixes=spec.prefixes)
@@ -146,4 +160,4 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
     if tok.server is not None:
         info["server_calls"] = tok.server.calls
     return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
-                    warnings=warnings, tokenizer_info=info)
+                    warnings=warnings, tokenizer_info=info, warmup=warm, prefix=prefix)

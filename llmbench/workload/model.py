@@ -31,6 +31,10 @@ class Workload:
     params: dict[str, Any] = field(default_factory=dict)   # sampling parameters that shape it
     warnings: list[str] = field(default_factory=list)
     tokenizer_info: dict[str, Any] = field(default_factory=dict)   # which, how exact, from where
+    # sent before the measured requests and not counted (the prefix-hit workload's shared
+    # prompts, so the cache holds them); the plan the workload was aimed by, if any
+    warmup: list[Conversation] = field(default_factory=list)
+    prefix: dict[str, Any] | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -49,7 +53,8 @@ class Workload:
                 "tokenizer_info": self.tokenizer_info, "seed": self.seed,
                 "params": self.params, "conversations": len(self.conversations),
                 "turns": sum(len(c.turns) for c in self.conversations),
-                "fingerprint": self.fingerprint}
+                "fingerprint": self.fingerprint,
+                **({"prefix_hit": self.prefix} if self.prefix else {})}
 
 
 def messages_for(conv: Conversation, turn: int, replies: list[str]) -> list[dict[str, str]]:

@@ -1,0 +1,46 @@
+"""--prefix-hit-ratio around a run: send the workload's warm-up conversations (each shared
+prompt once, not counted), read the server's prefix-cache counters after the warm-up and after
+the run, and judge the ratio achieved (llmbench.prefix_hit)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from ..harness import TargetSpec
+from ..probe.scrape import ServerProbe
+from ..shapes import ClosedLoop
+from .common import Common
+
+
+def scrape_counters(c: Common) -> tuple[str | None, dict[str, Any] | None]:
+    """(server kind, one poll) or (None, None) when probing is off or finds nothing."""
+    if c.server_probe == "off":
+        return None, None
+    probe = ServerProbe(c.target.server_root, c.server_probe,
+                        headers={k: v for k, v in c.target.request_headers().items()
+                                 if k != "content-type"})
+
+    async def once() -> dict[str, Any] | None:
+        async with aiohttp.ClientSession() as session:
+            if await probe.detect(session) is None:
+                return None
+            return await probe.poll_once(session)
+    try:
+        sample = asyncio.run(once())
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        return None, None
+    return (probe.kind if sample else None), sample
+
+
+def warm_up(c: Common) -> int:
+    """Send the warm-up conversations (all at once) through a harness of their own, so none of
+    them lands in the run's records; the number that failed."""
+    warm = c.workload.warmup
+    if not warm:
+        return 0
+    harness = c.harness(None)
+    outcome = harness.run(ClosedLoop(warm, len(warm)), [TargetSpec(c.target, server_probe="off")])
+    return sum(1 for r in outcome.records if not r.ok)

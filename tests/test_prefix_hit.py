@@ -1,0 +1,92 @@
+"""--prefix-hit-ratio end to end: the CLI in a child process against the mock's block-hashed LRU
+prefix cache over loopback; the ratio aimed at, achieved, and verified from the replies' usage
+and from the mock's vLLM-named /metrics counters."""
+
+import json
+
+from conftest import ROOT  # noqa: F401  (sys.path for the mock)
+from test_cli import llmbench, only_run
+
+from llmbench.workload.prefix import aligned_shared_tokens
+
+
+def _run(m, tmp_path, *extra, prompt="512"):
+    out = tmp_path / "out"
+    r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--requests", "40",
+                 "--concurrency", "4", "--prompt-tokens", prompt, "--output-tokens", "4",
+                 "--prefix-hit-ratio", "0.5", "--prefixes", "4", "--tokenizer", "server",
+                 "--out", str(out), *extra)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, json.loads((only_run(out) / "run.json").read_text())
+
+
+def test_aligned_shared_tokens_are_whole_blocks():
+    assert aligned_shared_tokens(0.5, 512, 16) == 256
+    assert aligned_shared_tokens(0.5, 500, 16) == 256          # 250 rounds to 16 blocks
+    assert aligned_shared_tokens(0.99, 20, 16) == 16           # one token of its own is left
+    assert aligned_shared_tokens(0.0, 512, 16) == 0
+
+
+def test_target_half_is_achieved_and_verified_from_usage_and_counters(mock_factory, tmp_path):
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.05, block_tokens=16)
+    stdout, run = _run(m, tmp_path)
+    p = run["prefix_cache"]
+    assert p["target"] == 0.5 and p["block_tokens"] == 16 and p["shared_tokens"] % 16 == 0
+    assert p["requests"] == 40 and p["usage"]["requests_reporting"] == 40
+    assert abs(p["usage"]["ratio"] - 0.5) <= 0.05, p
+    # the mock's own counters, read after the warm-up and after the run: warm-up not included
+    assert p["server"] is not None and p["server"]["kind"] == "mock"
+    assert abs(p["server"]["ratio"] - 0.5) <= 0.05, p
+    assert p["server"]["hit_tokens"] == p["usage"]["cached_tokens"]
+    # the counters also saw the run's preflight request (a few tokens, nothing cached)
+    assert 0 <= p["server"]["queried_tokens"] - p["usage"]["prompt_tokens"] <= 32
+    assert p["warnings"] == [] and p["warmup_failed"] == 0
+    assert p["ttft_ms"]["hit"]["count"] == 40 and p["ttft_ms"]["miss"]["count"] == 0
+    assert "Prefix cache: target 50.0%  achieved" in stdout and "WARNING" not in stdout
+    assert "TTFT cache hit: 40 req" in stdout
+    # the warm-up requests are not in the run's records
+    lines = (only_run(tmp_path / "out") / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == 40
+    html = (only_run(tmp_path / "out") / "report.html").read_text()
+    assert "Prefix cache: target and achieved" in html and "TTFT ms by cache" in html
+
+
+def test_a_range_of_prompt_lengths_holds_the_ratio_per_request(mock_factory, tmp_path):
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.05, block_tokens=16)
+    _, run = _run(m, tmp_path, prompt="128-1024")
+    p = run["prefix_cache"]
+    assert abs(p["usage"]["ratio"] - 0.5) <= 0.05 and abs(p["server"]["ratio"] - 0.5) <= 0.05, p
+    assert p["warnings"] == []
+
+
+def test_a_cache_too_small_for_the_target_warns(mock_factory, tmp_path):
+    # 4 shared prompts of 16 blocks each cannot live in an 8-block cache
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.05, block_tokens=16, cache_blocks=8)
+    stdout, run = _run(m, tmp_path)
+    p = run["prefix_cache"]
+    assert p["usage"]["ratio"] < 0.4 and p["server"]["ratio"] < 0.4
+    assert any("more than 10 points from the target 0.50" in w and "cache may be too small" in w
+               for w in p["warnings"])
+    assert "WARNING: prefix-cache hit ratio" in stdout
+    assert p["ttft_ms"]["miss"]["count"] > 0
+    html = (only_run(tmp_path / "out") / "report.html").read_text()
+    assert "more than 10 points from the target" in html
+
+
+def test_bad_prefix_hit_input_is_one_line_exit_2(tmp_path):
+    for args, says in ((["run", "--prefix-hit-ratio", "1.5"], "--prefix-hit-ratio 1.5: must be in [0, 1)"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--shared-prefix-tokens", "64"],
+                        "drop --shared-prefix-tokens"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--cache-block-tokens", "0"],
+                        "--cache-block-tokens 0"),
+                       (["run", "--prefix-hit-ratio", "0.5", "--dataset", "random",
+                         "--url", "http://127.0.0.1:9/v1", "--model", "m"], "--prefix-hit-ratio"),
+                       (["ramp", "--prefix-hit-ratio", "0.5"], "llmbench run only")):
+        r = llmbench(*args, "--out", str(tmp_path / "o"), timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and says in err[0], (args, r.stderr)
+        assert "Traceback" not in r.stderr
