@@ -60,3 +60,4 @@ class Event:
     finish_reason: str | None = None
     server_timing: dict[str, Any] | None = None
     error: str | None = None
+    reasoning: bool = False    # a token event that carried only reasoning, no answer content

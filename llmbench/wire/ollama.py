@@ -53,7 +53,9 @@ def classify(payload: bytes) -> Event:
         usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"))
         return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
                      server_timing=timing)
-    return Event(TOKEN if text else OTHER, text=text)
+    thinking = (msg.get("thinking") if msg is not None else obj.get("thinking"))
+    answer = (msg.get("content") if msg is not None else obj.get("response"))
+    return Event(TOKEN if text else OTHER, text=text, reasoning=bool(thinking) and not answer)
 
 
 def parse_full(obj: dict[str, Any]) -> Event:

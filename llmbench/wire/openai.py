@@ -109,9 +109,12 @@ def classify_chat(payload: bytes) -> Event:
         is_token = bool(content) or bool(reasoning) or bool(delta.get("tool_calls")) \
             or bool(delta.get("function_call")) or (content == "" and "role" not in delta)
         u = obj.get("usage")
+        # reasoning_content (vLLM, SGLang) or reasoning (Ollama's /v1) without answer content
+        only_reasoning = bool(reasoning) and not content and not delta.get("tool_calls") \
+            and not delta.get("function_call")
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
                      usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
-                     server_timing=obj.get("timings"))
+                     server_timing=obj.get("timings"), reasoning=only_reasoning)
     return _no_choices(obj)
 
 
