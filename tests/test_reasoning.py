@@ -157,3 +157,58 @@ def test_reasoning_tokens_is_a_count(bad):
     from llmbench.slo import ThresholdError
     with pytest.raises(ThresholdError):
         parse_threshold(bad)
+
+
+# -- end to end: the mock with --reasoning-tokens, over HTTP ---------------------------------
+
+@pytest.mark.parametrize("flavour,path,api,field", [
+    ("vllm", "/v1", None, "reasoning_content"), ("ollama", "/v1", None, "reasoning"),
+    ("ollama", "", "ollama", "thinking")])
+def test_mock_streams_reasoning_before_the_answer(mock_factory, flavour, path, api, field):
+    m = mock_factory(ttft_ms=5, itl_ms=20, reasoning_tokens=4, flavour=flavour,
+                     record=None)
+    rec, text = run(send_one(m.url + path, api=api, max_tokens=3))
+    assert rec.ok, rec.error
+    assert rec.reasoning_events == 4 and rec.reasoning_tokens == 4
+    assert rec.output_from == 4 and len(rec.token_times) == 7
+    assert rec.output_tokens == 7                   # reasoning counts, as vLLM counts it
+    assert rec.first_output == rec.token_times[4] and rec.ttfo > rec.ttft
+    # the answer is the text; four decode steps of 20 ms came before it
+    assert len(text.split()) == 3 and rec.ttfo - rec.ttft >= 0.07
+
+
+def test_mock_reasoning_field_on_the_wire(mock_factory):
+    import urllib.request
+    m = mock_factory(ttft_ms=1, itl_ms=1, reasoning_tokens=2, flavour="ollama")
+    body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}],
+                       "stream": True, "max_tokens": 1}).encode()
+    with urllib.request.urlopen(urllib.request.Request(
+            m.url + "/v1/chat/completions", body, {"content-type": "application/json"})) as r:
+        raw = r.read().decode()
+    deltas = [json.loads(x[6:])["choices"][0]["delta"] for x in raw.split("\n\n")
+              if x.startswith("data: {") and json.loads(x[6:])["choices"]]
+    fields = [k for dl in deltas for k in dl if k != "role" and dl[k]]
+    assert fields == ["reasoning", "reasoning", "content"]
+
+
+def test_cli_run_reports_ttfo_and_a_ttfo_threshold_gates_the_exit_code(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=30, reasoning_tokens=5)
+    args = ["run", "--url", m.url + "/v1", "--model", "mock", "--concurrency", "2",
+            "--requests", "6", "--prompt-tokens", "10", "--output-tokens", "4",
+            "--threshold", "ttft.p95<=10s"]
+    # five 30 ms reasoning steps come before the answer: TTFO is at least 150 ms
+    r = llmbench(*args, "--threshold", "ttfo.p95<=50ms", "--out", str(tmp_path / "a"))
+    assert r.returncode == 99, r.stdout + r.stderr
+    assert "TTFO" in r.stdout and "Reasoning tokens" in r.stdout
+    run_dir = only_run(tmp_path / "a")
+    s = json.loads((run_dir / "run.json").read_text())["summary"]
+    assert s["requests_with_reasoning"] == 6 and s["mean_reasoning_tokens"] == 5
+    assert s["p95_ttfo_ms"] >= 150 and s["p95_ttfo_ms"] > s["p95_ttft_ms"]
+    recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert all(x["reasoning_events"] == 5 and x["output_from"] == 5 for x in recs
+               if not x.get("warmup"))
+    html = llmbench("report", str(run_dir))
+    assert html.returncode == 0, html.stderr
+    assert "TTFO" in (run_dir / "report.html").read_text()
+    r = llmbench(*args, "--threshold", "ttfo.p95<=30s", "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stdout + r.stderr

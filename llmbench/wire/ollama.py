@@ -55,7 +55,9 @@ def classify(payload: bytes) -> Event:
                      server_timing=timing)
     thinking = (msg.get("thinking") if msg is not None else obj.get("thinking"))
     answer = (msg.get("content") if msg is not None else obj.get("response"))
-    return Event(TOKEN if text else OTHER, text=text, reasoning=bool(thinking) and not answer)
+    # the reply's text is the answer (it becomes the conversation's history); thinking is a
+    # token event of its own, as reasoning_content is on /v1
+    return Event(TOKEN if text else OTHER, text=answer or "", reasoning=bool(thinking) and not answer)
 
 
 def parse_full(obj: dict[str, Any]) -> Event:
