@@ -196,14 +196,14 @@ def test_cli_run_reports_ttfo_and_a_ttfo_threshold_gates_the_exit_code(mock_fact
     args = ["run", "--url", m.url + "/v1", "--model", "mock", "--concurrency", "2",
             "--requests", "6", "--prompt-tokens", "10", "--output-tokens", "4",
             "--threshold", "ttft.p95<=10s"]
-    # five 30 ms reasoning steps come before the answer: TTFO is at least 150 ms
+    # five 30 ms reasoning steps come before the answer: TTFO is about 150 ms after TTFT
     r = llmbench(*args, "--threshold", "ttfo.p95<=50ms", "--out", str(tmp_path / "a"))
     assert r.returncode == 99, r.stdout + r.stderr
     assert "TTFO" in r.stdout and "Reasoning tokens" in r.stdout
     run_dir = only_run(tmp_path / "a")
     s = json.loads((run_dir / "run.json").read_text())["summary"]
     assert s["requests_with_reasoning"] == 6 and s["mean_reasoning_tokens"] == 5
-    assert s["p95_ttfo_ms"] >= 150 and s["p95_ttfo_ms"] > s["p95_ttft_ms"]
+    assert s["p95_ttfo_ms"] >= 100 and s["p95_ttfo_ms"] > s["p95_ttft_ms"] + 80
     recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
     assert all(x["reasoning_events"] == 5 and x["output_from"] == 5 for x in recs
                if not x.get("warmup"))
