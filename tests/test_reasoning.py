@@ -212,3 +212,23 @@ def test_cli_run_reports_ttfo_and_a_ttfo_threshold_gates_the_exit_code(mock_fact
     assert "TTFO" in (run_dir / "report.html").read_text()
     r = llmbench(*args, "--threshold", "ttfo.p95<=30s", "--out", str(tmp_path / "b"))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_tokenizer_count_includes_reasoning_when_the_server_reports_no_usage(mock_factory):
+    # stream_options.include_usage off: the mock sends no usage, the client's tokenizer counts
+    # the answer's text (one token per word here) and adds the reasoning tokens
+    import time
+    from llmbench.client import Client, RequestParams, Timeouts
+    from llmbench.target import make_target
+    m = mock_factory(ttft_ms=1, itl_ms=1, reasoning_tokens=4)
+
+    async def go():
+        params = RequestParams(extra_body={"stream_options": {"include_usage": False}})
+        async with Client(make_target(m.url + "/v1", "mock"), params, Timeouts(),
+                          count_tokens=lambda t: len(t.split())) as c:
+            rec = Record("t", scheduled=time.perf_counter())
+            text = await c.send([{"role": "user", "content": "hi"}], 3, rec)
+            return rec, text
+    rec, text = run(go())
+    assert rec.ok and rec.output_tokens_source == "tokenizer" and len(text.split()) == 3
+    assert rec.reasoning_tokens == 4 and rec.output_tokens == 7
