@@ -41,6 +41,8 @@ def apply_usage(u: Usage, rec: Record) -> None:
         rec.prompt_tokens = u.prompt_tokens
     if u.cached_tokens is not None:
         rec.cached_tokens = u.cached_tokens
+    if u.reasoning_tokens is not None:
+        rec.reasoning_tokens = u.reasoning_tokens      # kept by StreamDecoder._reasoning
 
 
 class StreamDecoder:
@@ -102,8 +104,9 @@ class StreamDecoder:
 
     def _reasoning(self) -> None:
         """The reasoning fields, only when some event reasoned (other records stay as they were).
-        Reasoning tokens: the server's per-event counts when every event carried one (vLLM's
-        continuous usage), else one per reasoning event."""
+        Reasoning tokens: the server's count when its usage says (completion_tokens_details),
+        else its per-event counts when every event carried one (vLLM's continuous usage), else
+        one per reasoning event."""
         idx = self._reasoning_idx
         if not idx:
             return
@@ -111,7 +114,9 @@ class StreamDecoder:
         rec.reasoning_events = len(idx)
         rec.reasoning_end = rec.token_times[idx[-1]]
         counts = rec.token_counts
-        if counts is not None and len(counts) == len(rec.token_times):
+        if rec.reasoning_tokens is not None:
+            pass                                    # the server's own count (its usage)
+        elif counts is not None and len(counts) == len(rec.token_times):
             rec.reasoning_tokens = sum(counts[i] for i in idx)
         else:
             rec.reasoning_tokens = len(idx)

@@ -119,6 +119,16 @@ def test_reasoning_tokens_from_per_event_counts():
     assert rec.reasoning_events == 2 and rec.reasoning_tokens == 5 and rec.output_tokens == 6
 
 
+def test_reasoning_tokens_the_server_reports_win():
+    # usage.completion_tokens_details.reasoning_tokens (OpenAI's field) over counted events
+    chunks = [(1.0, delta(reasoning_content="abc")), (2.0, delta(content="x")),
+              (2.0, sse({"choices": [], "usage": {"completion_tokens": 9, "prompt_tokens": 1,
+                                                  "completion_tokens_details": {
+                                                      "reasoning_tokens": 8}}}) + sse(b"[DONE]"))]
+    rec, _ = decode(CHAT, chunks)
+    assert rec.reasoning_events == 1 and rec.reasoning_tokens == 8 and rec.output_tokens == 9
+
+
 def test_a_reply_cut_off_while_reasoning_has_no_ttfo():
     chunks = [(1.0, delta(reasoning_content="a")), (2.0, delta(reasoning_content="b")),
               (2.0, sse({"choices": [{"delta": {}, "finish_reason": "length"}]}) + sse(b"[DONE]"))]
