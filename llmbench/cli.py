@@ -499,6 +499,7 @@ def mock(
     prefill_in_step: Annotated[Optional[bool], typer.Option("--prefill-in-step/--prefill-apart", help="Prefill inside the shared steps, stalling running decodes (or apart).", rich_help_panel="Prefill")] = None,
     step_token_budget: Annotated[Optional[int], typer.Option(metavar="N", help="Tokens computed per step (chunked prefill; 0 = no limit).", rich_help_panel="Prefill")] = None,
     prefill_last_step: Annotated[Optional[bool], typer.Option("--prefill-last-step", help="With --prefill-in-step: the last prompt tokens in a step of their own, as llama.cpp does for SWA models (fitted by --like).", rich_help_panel="Prefill")] = None,
+    reasoning_tokens: Annotated[Optional[int], typer.Option(metavar="N", help="A reasoning model: N reasoning tokens before each answer, in the API's own field (reasoning_content; reasoning for the ollama profile's /v1; thinking on /api/chat).", rich_help_panel="Timing")] = None,
 ) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
     import asyncio
@@ -519,7 +520,8 @@ def mock(
         opt.number(v, flag, lo=0, hi=1)
     for flag, n, lo in (("--tokens", tokens, 1), ("--natural-tokens", natural_tokens, 1),
                         ("--chunk-tokens", chunk_tokens, 1), ("--parallel", parallel, 0),
-                        ("--max-queue", max_queue, 0), ("--cache-blocks", cache_blocks, 0)):
+                        ("--max-queue", max_queue, 0), ("--cache-blocks", cache_blocks, 0),
+                        ("--reasoning-tokens", reasoning_tokens, 0)):
         opt.count(n, flag, lo=lo)
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
@@ -561,7 +563,8 @@ def mock(
                           slow_first_byte_ms=slow_first_byte_ms, _learned=learned,
                           kv_capacity_tokens=kv_capacity_tokens, block_tokens=block_tokens,
                           decode_ms_curve=decode_ms_curve, prefill_in_step=prefill_in_step,
-                          step_token_budget=step_token_budget, prefill_last_step=prefill_last_step)
+                          step_token_budget=step_token_budget, prefill_last_step=prefill_last_step,
+                          reasoning_tokens=reasoning_tokens)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

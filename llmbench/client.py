@@ -330,7 +330,8 @@ class Client:
         elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
-                rec.output_tokens = self._count_tokens(text)
+                # the text is the answer's; reasoning counts as output, as in vLLM's usage
+                rec.output_tokens = self._count_tokens(text) + (rec.reasoning_tokens or 0)
             else:
                 rec.output_tokens = len(times)
             rec.output_tokens_source = "tokenizer"

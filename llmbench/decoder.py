@@ -41,13 +41,15 @@ def apply_usage(u: Usage, rec: Record) -> None:
         rec.prompt_tokens = u.prompt_tokens
     if u.cached_tokens is not None:
         rec.cached_tokens = u.cached_tokens
+    if u.reasoning_tokens is not None:
+        rec.reasoning_tokens = u.reasoning_tokens      # kept by StreamDecoder._reasoning
 
 
 class StreamDecoder:
     """Decodes one streamed response into ``rec`` (and the reply text into ``texts``)."""
 
     __slots__ = ("rec", "texts", "fmt", "_framer", "_classify", "_counts", "_last_completion",
-                 "_sniff", "ended", "failed")
+                 "_sniff", "ended", "failed", "_reasoning_idx", "_output_from")
 
     def __init__(self, fmt: WireFormat, rec: Record, texts: list[str]) -> None:
         self.rec = rec
@@ -60,6 +62,8 @@ class StreamDecoder:
         self._sniff = fmt.framing == "sse"        # until the first byte shows SSE, not one JSON body
         self.ended = False
         self.failed = False
+        self._reasoning_idx: list[int] = []     # token events that carried only reasoning
+        self._output_from: int | None = None    # the first answer event
 
     def feed(self, t: float, chunk: bytes) -> int:
         """One network chunk that arrived at ``t``."""
@@ -93,9 +97,32 @@ class StreamDecoder:
         rec = self.rec
         if self._counts:
             rec.token_counts = self._counts
+        self._reasoning()
         if not self.ended:
             rec.error_kind = "stream_cut"
             rec.error = f"the stream ended before its end marker ({self.fmt.end_marker})"
+
+    def _reasoning(self) -> None:
+        """The reasoning fields, only when some event reasoned (other records stay as they were).
+        Reasoning tokens: the server's count when its usage says (completion_tokens_details),
+        else its per-event counts when every event carried one (vLLM's continuous usage), else
+        one per reasoning event."""
+        idx = self._reasoning_idx
+        if not idx:
+            return
+        rec = self.rec
+        rec.reasoning_events = len(idx)
+        rec.reasoning_end = rec.token_times[idx[-1]]
+        counts = rec.token_counts
+        if rec.reasoning_tokens is not None:
+            pass                                    # the server's own count (its usage)
+        elif counts is not None and len(counts) == len(rec.token_times):
+            rec.reasoning_tokens = sum(counts[i] for i in idx)
+        else:
+            rec.reasoning_tokens = len(idx)
+        if self._output_from is not None:
+            rec.output_from = self._output_from
+            rec.first_output = rec.token_times[self._output_from]
 
     def _events(self, t: float, payloads: list[bytes]) -> int:
         rec = self.rec
@@ -106,6 +133,10 @@ class StreamDecoder:
             ev = classify(payload)
             kind = ev.kind
             if kind == TOKEN or kind == TOKEN_END:
+                if ev.reasoning:
+                    self._reasoning_idx.append(len(times))
+                elif self._output_from is None:
+                    self._output_from = len(times)
                 times.append(t)
                 texts.append(ev.text)
                 counts = self._counts

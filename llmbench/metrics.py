@@ -12,14 +12,14 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .records import Record, measured
-from .stats import CENSORED, EXTRA_LATENCY, LATENCY, key, pct_word, to_vllm
+from .stats import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
 # Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
 # +inf, so the percentile says what share of *all* users got an answer in time.
 CENSORED_METRICS = CENSORED
-ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS
+ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
 
@@ -35,6 +35,10 @@ class PerRequest:
     max_gap: float
     client_queue: float
     e2el_from_schedule: float
+    # reasoning models (metrics.reasoning): TTFO None when the reply never answered
+    ttfo: float | None = None
+    reasoning_s: float | None = None     # first token (reasoning) -> first answer token
+    output_itls: list[float] | None = None   # gaps between the answer's own events
 
 
 def per_request(rec: Record) -> PerRequest:
@@ -54,14 +58,23 @@ def per_request(rec: Record) -> PerRequest:
         for gap, c in zip(itls, counts[1:]):
             c = max(int(c), 1)
             per_tok.extend([gap / c] * c)
+    ttfo, reasoning_s, output_itls = ttft, None, itls
+    if rec.reasoning_events:
+        ttfo = rec.ttfo
+        answer_at = rec.first_output if rec.first_output is not None else rec.reasoning_end
+        reasoning_s = (answer_at - times[0]) if answer_at is not None else None
+        start = rec.output_from
+        answer = times[start:] if start is not None and 0 <= start < len(times) else []
+        output_itls = [b - a for a, b in zip(answer, answer[1:])]
     return PerRequest(ttft=ttft, e2el=e2el, tpot=tpot, itls=itls, itl_per_token=per_tok,
                       max_gap=max(itls) if itls else 0.0,
                       client_queue=max(rec.start - rec.scheduled, 0.0),
-                      e2el_from_schedule=times[-1] - rec.scheduled)
+                      e2el_from_schedule=times[-1] - rec.scheduled,
+                      ttfo=ttfo, reasoning_s=reasoning_s, output_itls=output_itls)
 
 
-def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES
-             ) -> dict[str, float | None]:
+def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES,
+             scale: float = 1000.0) -> dict[str, float | None]:
     """numpy mean/median/population std/linear percentiles in ms.
 
     An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
@@ -69,7 +82,7 @@ def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_P
     names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
     if not len(values_s):
         return {**{k: None for k in names}, "count": 0}
-    arr = np.asarray(values_s, dtype=float) * 1000.0
+    arr = np.asarray(values_s, dtype=float) * scale     # scale 1: counts, not seconds
     out: dict[str, float | None] = {
         "mean": float(np.mean(arr)), "median": float(np.median(arr)),
         "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
@@ -195,6 +208,8 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
         for stat, v in st.items():
             # stats_ms's own names (p50 too, as schema 1 stored it); key() reads them back
             s[key(name, "n") if stat == "count" else f"{stat}_{name}_ms"] = v
+    if any(r.reasoning_events for r in ok):
+        _reasoning(s, ok, per, percentiles)
     # failure-aware figures (llmbench's own names): failed requests count as +inf
     for name in CENSORED_METRICS:
         values = series[name]
@@ -242,6 +257,26 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
                                percentiles=percentiles, stall_s=stall_s, split_turns=False),
         }
     return s
+
+
+def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
+               percentiles: tuple[float, ...]) -> None:
+    """Reasoning models, only when a reply reasoned (other summaries keep their keys): TTFO,
+    reasoning time and the answer's own ITL over all successes (a reply that did not reason has
+    TTFO = TTFT and answer ITL = ITL), reasoning tokens over the replies that reasoned."""
+    series = {"ttfo": [p.ttfo for p in per if p.ttfo is not None],
+              "reasoning_time": [p.reasoning_s for p in per if p.reasoning_s is not None],
+              "output_itl": [g for p in per for g in (p.output_itls or ())]}
+    for name, values in series.items():
+        for stat, v in stats_ms(values, percentiles).items():
+            s[key(name, "n") if stat == "count" else key(name, stat)] = v
+    tokens = [r.reasoning_tokens or 0 for r in ok if r.reasoning_events]
+    for stat, v in stats_ms(tokens, percentiles, scale=1.0).items():
+        s[key("reasoning_tokens", "n") if stat == "count" else key("reasoning_tokens", stat)] = v
+    s["requests_with_reasoning"] = len(tokens)
+    s["total_reasoning_tokens"] = sum(tokens)
+    s["answered_after_reasoning"] = sum(1 for r in ok if r.reasoning_events
+                                        and r.first_output is not None)
 
 
 def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]:

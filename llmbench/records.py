@@ -63,10 +63,28 @@ class Record:
     max_tokens: int | None = None      # the reply length asked for (None: the server's default)
     retries: int = 0                   # re-sent after a reused connection failed before any reply
     note: str | None = None            # what ``clean`` had to correct in the server's answer
+    # Reasoning models (all None when the reply carried no reasoning, so such records are
+    # written as before): token events that carried only reasoning (reasoning_content,
+    # reasoning, thinking), their tokens, when the last one arrived, and where the answer
+    # begins. Reasoning streams before the answer; every event from output_from on is the
+    # answer's (token_times[output_from] == first_output).
+    reasoning_events: int | None = None
+    reasoning_tokens: int | None = None     # the server's count when it reports one, else counted
+    reasoning_end: float | None = None      # arrival of the last reasoning event
+    output_from: int | None = None          # index in token_times of the first answer event
+    first_output: float | None = None       # arrival of the first answer event (TTFO's end)
 
     @property
     def ttft(self) -> float | None:
         return None if self.first_token is None else self.first_token - self.start
+
+    @property
+    def ttfo(self) -> float | None:
+        """Time to first output token: the answer's first event; TTFT when nothing reasoned,
+        None when the reply reasoned and never answered."""
+        if not self.reasoning_events:
+            return self.ttft
+        return None if self.first_output is None else self.first_output - self.start
 
     @property
     def e2el(self) -> float | None:

@@ -2,6 +2,8 @@
 
 Grammar:  METRIC[.STAT] OP VALUE[UNIT]
   METRIC  latency: ttft tpot itl e2el client_queue e2el_from_schedule itl_per_token max_gap
+          reasoning models: ttfo (first answer token) reasoning_time output_itl (the answer's
+          ITL), reasoning_tokens (a count, per reply that reasoned; STAT as for latency)
           counts and rates: errors error_rate requests completed completed_share stalls
           throughput: output_throughput (tok_s) request_throughput (req_s)
                       total_token_throughput request_goodput
@@ -21,18 +23,18 @@ from __future__ import annotations
 import math
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples, within_key
-from .stats import SCALARS, SHARES, key
+from .stats import COUNTS, SCALARS, SHARES, key
 
 GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
            "'ttft.within(2s)>=95%', 'itl.p95<=200ms', 'errors==0', "
            "'error_rate<=1%', 'output_throughput>=100'; METRIC is one of "
            + ", ".join(ALL_LATENCY_METRICS) + ", errors, error_rate, requests, completed, "
            "completed_share, stalls, output_throughput, request_throughput, "
-           "total_token_throughput, request_goodput; STAT is mean, median, p50, p90, p95, p99, "
+           "total_token_throughput, request_goodput, reasoning_tokens; STAT is mean, median, p50, p90, p95, p99, "
            "max, min or std, and for " + ", ".join(CENSORED_METRICS) + " also median_all, "
            "p50_all, p90_all, p95_all, p99_all or within(T); OP is <=, <, >=, >, == or !=")
 
@@ -48,6 +50,9 @@ _RE = re.compile(r"^\s*([a-z_0-9]+)(?:\.([a-z0-9_]+)(?:\(\s*([0-9]*\.?[0-9]+)\s*
 # requests failed or timed out has no p95 "incl. failures" under any limit, so it fails even
 # for a user who drops errors==0.
 DEFAULT_THRESHOLDS = ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")
+
+
+NO_REASONING_AS = {"ttfo": "ttft", "output_itl": "itl"}
 
 
 class ThresholdError(ValueError):
@@ -77,6 +82,11 @@ class Threshold:
     within_ms: float | None = None     # for METRIC.within(T)
 
     def evaluate(self, summary: dict[str, Any]) -> Check:
+        base = NO_REASONING_AS.get(self.metric)
+        if base and self.key not in summary and self.stat is not None:
+            # a run where nothing reasoned has no TTFO keys: its first answer token is its
+            # first token, and its answer's ITL is its ITL
+            return replace(self, metric=base, key=key(base, self.stat)).evaluate(summary)
         actual = summary.get(self.key)
         if isinstance(actual, str):          # "inf" as stored in run.json
             actual = float(actual)
@@ -119,6 +129,8 @@ class Threshold:
             return "–"
         if self.within_ms is not None or self.metric in SHARES:
             return f"{v * 100:.1f}%"
+        if self.metric in COUNTS:
+            return f"{v:g}" if float(v).is_integer() else f"{v:.1f}"
         if self.stat is not None:
             if math.isinf(v):
                 return "∞"
@@ -172,6 +184,14 @@ def parse_threshold(text: str) -> Threshold:
             raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r}; use one of "
                                  + ", ".join(STATS + ALL_STATS) + " or within(T)")
         return Threshold(text, metric, stat, op, _latency_ms(num, unit, text), key(metric, stat))
+    if metric in COUNTS:
+        stat = (stat or "p95").lower()
+        if stat not in STATS:
+            raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r} for a count; "
+                                 "use one of " + ", ".join(STATS))
+        if unit:
+            raise ThresholdError(f"threshold {text!r}: {metric} is a count of tokens, no unit")
+        return Threshold(text, metric, stat, op, num, key(metric, stat))
     if metric in SCALARS:
         if stat:
             raise ThresholdError(f"threshold {text!r}: {metric} takes no statistic")

@@ -76,6 +76,9 @@ def interval(samples: np.ndarray, level: float = 95.0) -> tuple[float, float]:
 LATENCY = ("ttft", "tpot", "itl", "e2el")                       # vLLM's four
 EXTRA_LATENCY = ("client_queue", "e2el_from_schedule", "itl_per_token", "max_gap")
 CENSORED = ("ttft", "e2el", "e2el_from_schedule")               # also with failures as +inf
+# reasoning models: time to first output (answer) token, reasoning time, the answer's own ITL
+REASONING = ("ttfo", "reasoning_time", "output_itl")
+COUNTS = ("reasoning_tokens",)         # statistics of a count: keys without "_ms"
 
 
 def pct_word(p: float) -> str:
@@ -95,6 +98,8 @@ def key(metric: str, stat: str | None = None) -> str:
     base = stat.removesuffix("_all")
     if base == "p50":
         base = "median"
+    if metric in COUNTS:
+        return f"{base}_{metric}"
     return f"{base}{'_all' if all_ else ''}_{metric}_ms"
 
 
@@ -105,6 +110,8 @@ SCALARS = {
     "output_throughput": "output_throughput", "tok_s": "output_throughput",
     "request_throughput": "request_throughput", "req_s": "request_throughput",
     "total_token_throughput": "total_token_throughput", "request_goodput": "request_goodput",
+    "requests_with_reasoning": "requests_with_reasoning",
+    "total_reasoning_tokens": "total_reasoning_tokens",
 }
 SHARES = ("error_rate", "completed_share")
 # which direction is worse (compare's gate)

@@ -69,6 +69,10 @@ class MockConfig:
     # the earlier prompt's first token waits for it: prefills under load slow each other down
     prefill_last_step: bool = False
     natural_tokens_dist: list[int] = field(default_factory=list)  # EOS reply lengths to draw from
+    # a reasoning model: this many reasoning tokens stream before the answer, in each API's own
+    # field (chat: reasoning_content, or reasoning for the ollama flavour; native: thinking).
+    # They come on top of the answer's length and count in completion_tokens, as vLLM counts them.
+    reasoning_tokens: int = 0
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -274,7 +274,8 @@ class Routes:
             n_tokens, opts = natural, {**opts, "hit_max": False}   # a fitted EOS length
         shape: Shape
         if route == "chat":
-            shape = ChatShape(model, rid)
+            shape = ChatShape(model, rid, "reasoning" if cfg.flavour == "ollama"
+                              else "reasoning_content")
         elif route == "completions":
             shape = CompletionShape(model, rid)
         else:
@@ -307,8 +308,13 @@ class Routes:
         n_prompt = len(ptoks)
         _, cached = engine.prefill(ptoks)
         chunk = max(cfg.chunk_tokens, 1)
-        n_events = max((n_tokens + chunk - 1) // chunk, 1)
+        # a reasoning model's reasoning first (its own events), then the answer
+        n_reason = cfg.reasoning_tokens if shape.reasoning_field else 0
+        r_events = (n_reason + chunk - 1) // chunk
+        n_events = r_events + max((n_tokens + chunk - 1) // chunk, 1)
         words = reply_words(shape.rid, n_tokens)
+        reason_words = reply_words(shape.rid + "-r", n_reason)
+        n_tokens += n_reason
         usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
                                  "completion_tokens": n_tokens}
         if cfg.prefix_cache:
@@ -333,7 +339,8 @@ class Routes:
             first_ns = 0
             last_ns = 0
             for i in range(n_events):
-                k = min(chunk, n_tokens - sent_tokens)
+                reasoning = i < r_events
+                k = min(chunk, (n_reason if reasoning else n_tokens) - sent_tokens)
                 if i == 0:
                     # on the slot's clock, so parsing and the opening chunk do not add to it
                     await engine.first_token(seq, n_prompt - cached, slot_ns / 1e9)
@@ -360,7 +367,8 @@ class Routes:
                             await resp.write(b"data: [DONE]\n\n")
                         await resp.write_eof()
                         return resp
-                text = "".join(words[sent_tokens:sent_tokens + k])
+                text = "".join(reason_words[sent_tokens:sent_tokens + k] if reasoning
+                               else words[sent_tokens - n_reason:sent_tokens - n_reason + k])
                 sent_tokens += k
                 last_ev = i == n_events - 1
                 if stream:
@@ -369,7 +377,7 @@ class Routes:
                     if opts["continuous_usage"]:
                         ev_usage = {"prompt_tokens": n_prompt, "completion_tokens": sent_tokens,
                                     "total_tokens": n_prompt + sent_tokens}
-                    data = shape.token(text, ev_usage, finish if last_ev else None)
+                    data = shape.token(text, ev_usage, finish if last_ev else None, reasoning)
                     now_ns = perf_counter_ns()
                     await resp.write(data)
                 else:
@@ -393,6 +401,7 @@ class Routes:
                 await resp.write_eof()
                 return resp
             text = "".join(words)
+            shape.reasoning_text = "".join(reason_words)
             return web.json_response(shape.whole(text, finish, usage, timing),
                                      headers=self._headers(queue_s * 1000.0))
         except ConnectionError:

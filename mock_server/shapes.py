@@ -28,7 +28,12 @@ class Shape:
     def open(self) -> bytes | None:
         return None
 
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+    # the field a reasoning model streams its reasoning in (None: the API has none)
+    reasoning_field: str | None = None
+    reasoning_text = ""            # a whole (non-streamed) reply's reasoning
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
         raise NotImplementedError
 
     def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
@@ -48,8 +53,9 @@ class Shape:
 
 
 class ChatShape(Shape):
-    def __init__(self, model: str, rid: str) -> None:
+    def __init__(self, model: str, rid: str, reasoning_field: str = "reasoning_content") -> None:
         super().__init__(model, rid)
+        self.reasoning_field = reasoning_field     # vLLM, SGLang, llama.cpp; Ollama's /v1: reasoning
         self._head = ('data: {"id":"chatcmpl-%s","object":"chat.completion.chunk","created":%d,'
                       '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
 
@@ -57,10 +63,12 @@ class ChatShape(Shape):
         return (self._head + '{"index":0,"delta":{"role":"assistant","content":""},'
                 '"logprobs":null,"finish_reason":null}]}\n\n').encode()
 
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
         tail = "]" if usage is None else '],"usage":' + _dumps(usage)
-        return (self._head + '{"index":0,"delta":{"content":%s},"logprobs":null,'
-                '"finish_reason":null}%s}\n\n' % (_dumps(text), tail)).encode()
+        field = self.reasoning_field if reasoning else "content"
+        return (self._head + '{"index":0,"delta":{"%s":%s},"logprobs":null,'
+                '"finish_reason":null}%s}\n\n' % (field, _dumps(text), tail)).encode()
 
     def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
               include_usage: bool) -> bytes:
@@ -75,7 +83,9 @@ class ChatShape(Shape):
         return {"id": f"chatcmpl-{self.rid}", "object": "chat.completion", "created": self.created,
                 "model": self.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                     "tool_calls": []},
+                                                     "tool_calls": [],
+                                                     **({self.reasoning_field: self.reasoning_text}
+                                                        if self.reasoning_text else {})},
                              "logprobs": None, "finish_reason": finish, "stop_reason": None}],
                 "usage": usage}
 
@@ -86,7 +96,8 @@ class CompletionShape(Shape):
         self._head = ('data: {"id":"cmpl-%s","object":"text_completion","created":%d,'
                       '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
 
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
         tail = "]" if usage is None else '],"usage":' + _dumps(usage)
         return (self._head + '{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,'
                 '"stop_reason":null}%s}\n\n' % (_dumps(text), _dumps(finish), tail)).encode()
@@ -115,17 +126,25 @@ class OllamaShape(Shape):
         self.generate = generate
         self._created_at = _now_iso()
 
-    def _obj(self, text: str, done: bool) -> dict[str, Any]:
+    reasoning_field = "thinking"
+
+    def _obj(self, text: str, done: bool, reasoning: bool = False) -> dict[str, Any]:
         obj: dict[str, Any] = {"model": self.model, "created_at": self._created_at}
+        answer, thinking = ("", text) if reasoning else (text, self.reasoning_text if done else "")
         if self.generate:
-            obj["response"] = text
+            obj["response"] = answer
+            if thinking:
+                obj["thinking"] = thinking
         else:
-            obj["message"] = {"role": "assistant", "content": text}
+            obj["message"] = {"role": "assistant", "content": answer}
+            if thinking:
+                obj["message"]["thinking"] = thinking
         obj["done"] = done
         return obj
 
-    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None) -> bytes:
-        return (_dumps(self._obj(text, False)) + "\n").encode()
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
+        return (_dumps(self._obj(text, False, reasoning)) + "\n").encode()
 
     def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
               include_usage: bool) -> bytes:

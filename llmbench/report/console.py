@@ -88,6 +88,8 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
     out.append(_line("Max gap p99 (ms):", _f(s["p99_max_gap_ms"])))
     out.append(_line(f"Stalls (gaps > {s['stall_threshold_s']:g} s):", s["stalls"]))
     out.append(_line("Output token counts from:", s["output_tokens_source"]))
+    if s.get("requests_with_reasoning"):
+        out.extend(reasoning_lines(s))
     if "mean_server_slot_wait_ms" in s:
         out.append(_line("Server slot wait p95 (ms, Ollama):", _f(s["p95_server_slot_wait_ms"])))
     if "mean_server_queue_ms" in s:
@@ -114,6 +116,23 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
                        "limit); its latencies may be inflated. Use fewer streams per process.")
     out.append("=" * 50)
     return "\n".join(out)
+
+
+def reasoning_lines(s: dict[str, Any]) -> list[str]:
+    """A reasoning model's figures (only printed when a reply reasoned): TTFT above counts the
+    first reasoning token, as vLLM does; TTFO is the answer's first token."""
+    def tok(v: Any) -> str:
+        return MISSING if v is None else f"{float(v):.1f}"
+    return [
+        _line("Replies that reasoned:", f"{s['requests_with_reasoning']} of {s['completed']}"),
+        _line("Median TTFO, first answer token (ms):", _f(s.get("median_ttfo_ms"))),
+        _line("P95 TTFO, first answer token (ms):", _f(s.get("p95_ttfo_ms"))),
+        _line("P95 reasoning time (ms):", _f(s.get("p95_reasoning_time_ms"))),
+        _line("Reasoning tokens mean / p95:",
+              f"{tok(s.get('mean_reasoning_tokens'))} / {tok(s.get('p95_reasoning_tokens'))}"),
+        _line("Answer ITL median / p95 (ms):",
+              f"{fmt_ms(s.get('median_output_itl_ms'))} / {fmt_ms(s.get('p95_output_itl_ms'))}"),
+    ]
 
 
 def fmt_ms(v: float | str | None) -> str:

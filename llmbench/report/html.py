@@ -230,6 +230,8 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     body.append("<p class=meta>vLLM's statistics count successful requests only (– when there "
                 "were none). The rows <i>incl. failures</i> count every failed request as never "
                 "answered (∞).</p>")
+    if s.get("requests_with_reasoning"):
+        body += _reasoning(s)
     checks = run.get("thresholds") or []
     if checks:
         body.append(_table(["threshold", "result"],
@@ -253,6 +255,26 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
                     f'{mon.get("cpu_pct", 0):.0f}%): its latencies may be inflated.</div>')
     body += _timeline(run, run_dir)
     return body
+
+
+def _reasoning(s: dict[str, Any]) -> list[str]:
+    """Only for a run where a reply reasoned: runs without reasoning look as before."""
+    stats = ("mean", "median", "std", "p90", "p95", "p99", "max")
+    names = {"ttfo": "TTFO (first answer token)", "reasoning_time": "reasoning time",
+             "output_itl": "answer ITL"}
+    rows = [[label] + [_ms2(value(s, m, st)) for st in stats] for m, label in names.items()]
+
+    def count(v: Any) -> str:
+        return "–" if v is None else f"{float(v):.1f}"
+    rows.append(["reasoning tokens (count)"] + [count(value(s, "reasoning_tokens", st))
+                                                for st in stats])
+    return ["<h2>Reasoning</h2>",
+            f"<p>{e(s['requests_with_reasoning'])} of {e(s.get('completed'))} replies reasoned "
+            f"({e(s.get('total_reasoning_tokens'))} reasoning tokens). TTFT above counts the "
+            "first reasoning token, as vLLM does; TTFO is the first token of the answer, "
+            "reasoning time runs from the first token to it, and the answer ITL is the gap "
+            "between the answer's own tokens.</p>",
+            _table(["ms", *stats], rows, left=1)]
 
 
 def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:

@@ -36,6 +36,8 @@ class Usage:
     # prompt/completion counts the server sent that are not counts ("completion_tokens -7"):
     # dropped, and the record's note says so
     rejected: tuple[str, ...] = ()
+    # completion_tokens_details.reasoning_tokens (OpenAI's usage; None: not reported)
+    reasoning_tokens: int | None = None
 
     @staticmethod
     def of(prompt: Any = None, completion: Any = None, cached: Any = None) -> "Usage | None":
@@ -60,3 +62,4 @@ class Event:
     finish_reason: str | None = None
     server_timing: dict[str, Any] | None = None
     error: str | None = None
+    reasoning: bool = False    # a token event that carried only reasoning, no answer content

@@ -53,7 +53,11 @@ def classify(payload: bytes) -> Event:
         usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"))
         return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
                      server_timing=timing)
-    return Event(TOKEN if text else OTHER, text=text)
+    thinking = (msg.get("thinking") if msg is not None else obj.get("thinking"))
+    answer = (msg.get("content") if msg is not None else obj.get("response"))
+    # the reply's text is the answer (it becomes the conversation's history); thinking is a
+    # token event of its own, as reasoning_content is on /v1
+    return Event(TOKEN if text else OTHER, text=answer or "", reasoning=bool(thinking) and not answer)
 
 
 def parse_full(obj: dict[str, Any]) -> Event:

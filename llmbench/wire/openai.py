@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count
 from .format import WireFormat
 
 _DONE = b"[DONE]"
@@ -87,7 +88,12 @@ def usage(raw: Any) -> Usage | None:
         return None
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage.of(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached)
+    u = Usage.of(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached)
+    out_details = raw.get("completion_tokens_details")
+    reasoning = count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
+    if u is not None and reasoning is not None:
+        u = replace(u, reasoning_tokens=reasoning)
+    return u
 
 
 def _no_choices(obj: dict[str, Any]) -> Event:
@@ -109,9 +115,12 @@ def classify_chat(payload: bytes) -> Event:
         is_token = bool(content) or bool(reasoning) or bool(delta.get("tool_calls")) \
             or bool(delta.get("function_call")) or (content == "" and "role" not in delta)
         u = obj.get("usage")
+        # reasoning_content (vLLM, SGLang) or reasoning (Ollama's /v1) without answer content
+        only_reasoning = bool(reasoning) and not content and not delta.get("tool_calls") \
+            and not delta.get("function_call")
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
                      usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
-                     server_timing=obj.get("timings"))
+                     server_timing=obj.get("timings"), reasoning=only_reasoning)
     return _no_choices(obj)
 
 
