@@ -15,6 +15,8 @@ from ..report import console, vllm_json
 from ..report.auto import write_report
 from ..results import RunDoc
 from ..shapes import ClosedLoop, OpenLoop
+from ..shapes.trace import TraceReplay
+from . import trace as trace_report
 from ..verdict import server_view
 from .common import Common, report_failed, write_started, write_timeline
 
@@ -44,7 +46,7 @@ class Gates:
 @dataclass
 class RunPlan:
     common: Common
-    shape: ClosedLoop | OpenLoop
+    shape: ClosedLoop | OpenLoop | TraceReplay
     gates: Gates = field(default_factory=Gates)
     vllm: VllmResult | None = None       # None: no vLLM result file
 
@@ -55,7 +57,13 @@ def _live(v: LiveView) -> str:
             f"~{v.events_last_s:5d} tok/s")
 
 
-def _load_config(shape: ClosedLoop | OpenLoop) -> dict[str, Any]:
+def _load_config(shape: ClosedLoop | OpenLoop | TraceReplay) -> dict[str, Any]:
+    if isinstance(shape, TraceReplay):
+        tr = shape.describe_trace
+        return {"concurrency": None, "rate": None, "arrival": "trace", "max_concurrency": None,
+                "requests": tr.get("requests"), "duration_s": None, "warmup": 0,
+                "think_s": [0.0, 0.0], "seed": shape.seed,
+                "trace": {**tr, "speed": shape.speed}}
     rate = shape.rate if isinstance(shape, OpenLoop) else None
     return {"concurrency": shape.concurrency if isinstance(shape, ClosedLoop) else None,
             "rate": rate, "burstiness": getattr(shape, "burstiness", 1.0),
@@ -78,6 +86,10 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
     threshold_results = slo.check_all(g.thresholds, summary)
+    extra: dict[str, Any] = {}
+    if isinstance(plan.shape, TraceReplay):
+        extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
+                          "dispatch_lag": trace_report.dispatch_lag(records)}
     server = outcome.server()
     doc = RunDoc(
         "run", "partial" if outcome.interrupted else "complete", outcome.started_at,
@@ -92,7 +104,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
               "thresholds": threshold_results,
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples),
-                               "view": server_view(server.samples)}})
+                               "view": server_view(server.samples)},
+              **extra})
     run = doc.write(run_dir)
     write_timeline(run_dir, outcome, records)
     code = EXIT_OK
@@ -111,7 +124,8 @@ def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: d
     date = time.strftime("%Y%m%d-%H%M%S")
     label = c.labels.get("name")
     rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
-    max_conc = shape.max_concurrency if isinstance(shape, OpenLoop) else shape.concurrency
+    max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
+                else getattr(shape, "concurrency", None))
     result = vllm_json.build(
         summary, records, backend=c.target.api, model_id=c.target.model,
         tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
@@ -144,6 +158,10 @@ def execute(plan: RunPlan) -> int:
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
     print(console.extras(s, run["monitor"]))
+    if "trace" in run:
+        for line in trace_report.console_lines(run["trace"], run["trace"]["dispatch_lag"],
+                                               run["trace"]["speed"]):
+            print(line)
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
     for w in c.workload.warnings:
