@@ -79,15 +79,17 @@ def test_replay_at_50_per_s_arrives_on_schedule_with_the_trace_lengths(tmp_path)
         assert tok.count(body["messages"][-1]["content"]) == row["input_length"]
     arr = np.array([t for t, _ in got])
     due = np.array([row["timestamp"] / 1000 for row in rows])
-    err_ms = np.abs((arr - arr[0]) - (due - due[0])) * 1000
+    off = arr - due          # the schedule placed where most requests arrived
+    err_ms = np.abs(off - np.median(off)) * 1000
     p99 = float(np.percentile(err_ms, 99))
     run = run_json(tmp_path / "out")
     lag = run["trace"]["dispatch_lag"]
     assert lag["requests"] == 150 and lag["p50_ms"] is not None
-    # the figure is 2 ms p99 (scripts-free: see the report); on a shared CI machine the
-    # bound is what llmbench itself reports as its lag, plus the loopback hop. A schedule off by
-    # one slot would be 20 ms out.
-    assert p99 <= lag["max_ms"] + 5.0 and p99 < 15.0, (p99, lag)
+    # the figure is 2 ms p99 on an idle machine (scripts/bench_trace_replay.py); on a
+    # shared machine the bound is what llmbench itself reports as its lag plus the loopback hop:
+    # lateness it does not report fails. A schedule off by one slot would be 20 ms out.
+    assert p99 <= lag["max_ms"] + 5.0, (p99, lag)
+    assert float(np.median(err_ms)) < 5.0, err_ms
     assert "Dispatch lag vs trace: p50" in r.stdout
     assert run["config"]["load"]["trace"]["format"] == "mooncake"
 
