@@ -194,3 +194,16 @@ def test_bad_trace_line_is_one_line_with_file_and_line_exit_2(tmp_path):
     assert r.returncode == 2 and f"{csv}:2" in r.stderr
     r = llmbench("run", "--trace", str(csv), "--rate", "5")
     assert r.returncode == 2 and "--trace" in r.stderr
+
+
+def test_absurd_lengths_are_bad_lines_not_a_hang(tmp_path):
+    for i, row in enumerate([{"timestamp": 0, "input_length": 10**12, "output_length": 1},
+                             {"timestamp": 0, "input_length": 5, "output_length": 1e400},
+                             {"timestamp": "x", "input_length": 5}]):
+        trace = write_jsonl(tmp_path / f"b{i}.jsonl", [row])
+        try:
+            load_trace(str(trace), approx_tokenizer())
+        except DatasetError as exc:
+            assert f"b{i}.jsonl:1" in str(exc)
+        else:
+            raise AssertionError(row)

@@ -33,6 +33,7 @@ from .synthetic import _opening, prepare_unit_words, text_of_tokens
 from .tokenizer import Tokenizer
 
 BLOCK_TOKENS = 512        # Mooncake's hash_ids: one per 512-token block
+MAX_TOKENS = 2_000_000    # beyond any model's context: a bad line, not a prompt to build
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,12 @@ def parse_window(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _int(v: Any, where: str, name: str, lo: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < lo:
+def _int(v: Any, where: str, name: str, lo: int = 0, hi: int | None = None) -> int:
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (
+            float("inf"), float("-inf")) or v != int(v) or v < lo):
         raise DatasetError(f"{where}: {name} {v!r} is not a whole number >= {lo}; fix the line")
+    if hi is not None and v > hi:
+        raise DatasetError(f"{where}: {name} {int(v)} is above {hi}; fix the line")
     return int(v)
 
 
@@ -131,7 +135,7 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
                 raise DatasetError(f"{where}: needs \"timestamp\" in milliseconds (a number >= 0)")
             out = d.get("output_length", d.get("max_tokens"))
             row = _Row(where, ts / 1000.0, None,
-                       None if out is None else _int(out, where, "output_length", 1))
+                       None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
             sid = d.get("session_id")
             row.session = None if sid is None else str(sid)
             if "messages" in d:
@@ -148,7 +152,8 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
                 sys_msgs = [m["content"] for m in msgs if m.get("role") == "system"]
                 row.system = sys_msgs[0] if sys_msgs else None
             elif "input_length" in d:
-                row.input_tokens = _int(d["input_length"], where, "input_length", 1)
+                row.input_tokens = _int(d["input_length"], where, "input_length", 1,
+                                       MAX_TOKENS)
                 if "hash_ids" in d:
                     h = d["hash_ids"]
                     if not isinstance(h, list):
@@ -189,8 +194,9 @@ def _azure_rows(path: str) -> Iterator[_Row]:
             except ValueError:
                 raise DatasetError(f"{where}: ContextTokens and GeneratedTokens must be whole "
                                    "numbers")
-            if ctx < 1 or gen < 0:
-                raise DatasetError(f"{where}: ContextTokens must be >= 1, GeneratedTokens >= 0")
+            if not (1 <= ctx <= MAX_TOKENS and 0 <= gen <= MAX_TOKENS):
+                raise DatasetError(f"{where}: ContextTokens must be 1-{MAX_TOKENS}, "
+                                   f"GeneratedTokens 0-{MAX_TOKENS}")
             yield _Row(where, t, ctx, max(gen, 1))
 
 
