@@ -84,6 +84,22 @@ def _common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts,
                   progress=o.progress if progress is None else progress)
 
 
+def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, path: str,
+                speed: float, window_s, limit: int | None):
+    """run --trace: the plan's common part with the trace's workload, and the replay shape."""
+    import dataclasses
+    from .shapes.trace import TraceReplay
+    from .workload import ServerRef, load_tokenizer
+    from .workload.traces import trace_workload
+    common = _common(tgt, s, w, rq, o, 1)     # groups checked, params and timeouts built
+    ref = ServerRef(tgt.server_root, tgt.model,
+                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"})
+    tok = load_tokenizer(w.tokenizer, server=ref)
+    tr, wl = trace_workload(path, tok, w.seed, window_s, limit)
+    common = dataclasses.replace(common, workload=wl)
+    return common, TraceReplay(tr.items, speed, tr.describe(), w.seed)
+
+
 
 def _check_writable(path: Path | None, flag: str) -> None:
     """Find out before a long run, not after it, that a result file cannot be written."""
@@ -155,6 +171,9 @@ def run(
     duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.", rich_help_panel=P_LOAD)] = None,
     warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
     think: Think = "0",
+    trace: Annotated[Optional[Path], typer.Option(metavar="FILE", help="Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", rich_help_panel=P_LOAD)] = None,
+    trace_speed: Annotated[float, typer.Option(help="--trace: 2 replays twice as fast (gaps halved).", rich_help_panel=P_LOAD)] = 1.0,
+    trace_window: Annotated[Optional[str], typer.Option(metavar="START-END", help="--trace: only this part, from its first request, e.g. 10m-20m.", rich_help_panel=P_LOAD)] = None,
     workload: WorkloadOpts = None,
     request: RequestOpts = None,
     save_result: Annotated[bool, typer.Option("--save-result", help="Also write vLLM's result JSON (vllm bench serve's keys and types).", rich_help_panel=P_VLLM)] = False,
@@ -173,6 +192,14 @@ def run(
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+    if trace is None and (trace_window is not None or trace_speed != 1.0):
+        raise UsageError("--trace-speed and --trace-window need --trace FILE")
+    if trace is not None:
+        if concurrency is not None or rate is not None or duration is not None or warmup:
+            raise UsageError("--trace sets the load itself: drop --concurrency, --rate, "
+                             "--duration and --warmup (--trace-window picks a part)")
+        if not (trace_speed > 0 and math.isfinite(trace_speed)):
+            raise UsageError(f"--trace-speed {trace_speed:g}: must be a finite number above 0")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     opt.count(max_concurrency, "--max-concurrency")
@@ -211,7 +238,7 @@ def run(
         raise UsageError("--duration must be above 0")
     if rate_f is not None and math.isinf(rate_f) and requests is None:
         raise UsageError("--rate inf sends everything at once: give --requests N")
-    if requests is None and duration_s is None:
+    if requests is None and duration_s is None and trace is None:
         requests = 200
     if requests is not None and requests < 1:
         raise UsageError("--requests must be at least 1")
@@ -245,17 +272,25 @@ def run(
     from .slo import parse_threshold
     thresholds = [parse_threshold(t) for t in threshold or []]
     count = (requests or 1000) + warmup
+    window_s = None
+    if trace_window is not None:
+        from .workload.traces import parse_window
+        window_s = parse_window(trace_window)
     from .commands.run import Gates, RunPlan, VllmResult, execute   # heavy: after every flag was checked
     from .shapes import ClosedLoop, OpenLoop
     with _maybe_mock(target.url) as (url_, model_):
         tgt = _target(target, server, url_, target.model or model_)
-        common = _common(tgt, server, workload, request, output, count)
-        convs = common.workload.conversations
-        shape = (OpenLoop(convs, rate_f, requests, duration_s, burstiness, arrival,
-                          max_concurrency, warmup, think_s, workload.seed)
-                 if rate_f is not None else
-                 ClosedLoop(convs, concurrency or 1, requests, duration_s, warmup, think_s,
-                            workload.seed))
+        if trace is not None:
+            common, shape = _trace_plan(tgt, server, workload, request, output, str(trace),
+                                        trace_speed, window_s, requests)
+        else:
+            common = _common(tgt, server, workload, request, output, count)
+            convs = common.workload.conversations
+            shape = (OpenLoop(convs, rate_f, requests, duration_s, burstiness, arrival,
+                              max_concurrency, warmup, think_s, workload.seed)
+                     if rate_f is not None else
+                     ClosedLoop(convs, concurrency or 1, requests, duration_s, warmup, think_s,
+                                workload.seed))
         plan = RunPlan(common, shape,
                        Gates(pm, mp, slo or None, thresholds=thresholds),
                        VllmResult(save_detailed, append_result, result_dir, result_filename, meta)

@@ -15,6 +15,8 @@ from ..report import console, vllm_json
 from ..report.auto import write_report
 from ..results import RunDoc
 from ..shapes import ClosedLoop, OpenLoop
+from ..shapes.trace import TraceReplay
+from . import trace as trace_report
 from ..verdict import server_view
 from . import prefix
 from .common import Common, report_failed, write_started, write_timeline
@@ -45,7 +47,7 @@ class Gates:
 @dataclass
 class RunPlan:
     common: Common
-    shape: ClosedLoop | OpenLoop
+    shape: ClosedLoop | OpenLoop | TraceReplay
     gates: Gates = field(default_factory=Gates)
     vllm: VllmResult | None = None       # None: no vLLM result file
 
@@ -56,7 +58,13 @@ def _live(v: LiveView) -> str:
             f"~{v.events_last_s:5d} tok/s")
 
 
-def _load_config(shape: ClosedLoop | OpenLoop) -> dict[str, Any]:
+def _load_config(shape: ClosedLoop | OpenLoop | TraceReplay) -> dict[str, Any]:
+    if isinstance(shape, TraceReplay):
+        tr = shape.describe_trace
+        return {"concurrency": None, "rate": None, "arrival": "trace", "max_concurrency": None,
+                "requests": tr.get("requests"), "duration_s": None, "warmup": 0,
+                "think_s": [0.0, 0.0], "seed": shape.seed,
+                "trace": {**tr, "speed": shape.speed}}
     rate = shape.rate if isinstance(shape, OpenLoop) else None
     return {"concurrency": shape.concurrency if isinstance(shape, ClosedLoop) else None,
             "rate": rate, "burstiness": getattr(shape, "burstiness", 1.0),
@@ -83,8 +91,11 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
     threshold_results = slo.check_all(g.thresholds, summary)
-    server = outcome.server()
     extra: dict[str, Any] = {}
+    if isinstance(plan.shape, TraceReplay):
+        extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
+                          "dispatch_lag": trace_report.dispatch_lag(records)}
+    server = outcome.server()
     if c.workload.prefix is not None:
         kind, after = prefix.scrape_counters(c)
         extra["prefix_cache"] = prefix_hit.verify(records, c.workload.prefix, prefix_before,
@@ -123,7 +134,8 @@ def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: d
     date = time.strftime("%Y%m%d-%H%M%S")
     label = c.labels.get("name")
     rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
-    max_conc = shape.max_concurrency if isinstance(shape, OpenLoop) else shape.concurrency
+    max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
+                else getattr(shape, "concurrency", None))
     result = vllm_json.build(
         summary, records, backend=c.target.api, model_id=c.target.model,
         tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
@@ -158,6 +170,10 @@ def execute(plan: RunPlan) -> int:
     print(console.extras(s, run["monitor"]))
     if run.get("prefix_cache"):
         print("\n".join(prefix_hit.lines(run["prefix_cache"])))
+    if "trace" in run:
+        for line in trace_report.console_lines(run["trace"], run["trace"]["dispatch_lag"],
+                                               run["trace"]["speed"]):
+            print(line)
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
     for w in c.workload.warnings:

@@ -1,0 +1,314 @@
+"""Production traces: parse them and build prompts of the trace's lengths.
+
+Formats (picked from the file, not from a flag):
+
+- Mooncake (kvcache-ai/Mooncake FAST25 traces), JSONL: ``timestamp`` (ms), ``input_length``,
+  ``output_length``, ``hash_ids`` (one id per 512-token block of the prompt). Requests that share
+  a hash id share that block verbatim: each block's text is built once per hash id, so the
+  original's prefix-cache behaviour is reproduced.
+- Azure LLM inference trace (Azure/AzurePublicDataset 2023/2024), CSV: ``TIMESTAMP`` (a date and
+  time), ``ContextTokens``, ``GeneratedTokens``.
+- Plain JSONL: ``timestamp`` (ms) plus ``input_length``/``output_length`` or ``messages`` (chat
+  messages; the last user message is the turn, a system message is kept), optional
+  ``session_id``: the turns of one session are one conversation, replayed in order, each after
+  the previous reply and not before its own timestamp, with the real replies as history.
+
+Bad input is one DatasetError naming file:line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator
+
+from .files import DatasetError
+from .model import Conversation, Turn
+from .synthetic import _opening, prepare_unit_words, text_of_tokens
+from .tokenizer import Tokenizer
+
+BLOCK_TOKENS = 512        # Mooncake's hash_ids: one per 512-token block
+MAX_TOKENS = 2_000_000    # beyond any model's context: a bad line, not a prompt to build
+
+
+@dataclass(frozen=True)
+class TraceItem:
+    """One conversation of the trace: its turns and when each is due (s from the window's
+    start, before --trace-speed)."""
+
+    conv: Conversation
+    due_s: tuple[float, ...]
+
+    @property
+    def offset_s(self) -> float:
+        return self.due_s[0]
+
+
+@dataclass
+class Trace:
+    path: str
+    format: str                      # mooncake | azure | jsonl
+    items: list[TraceItem]
+    window_s: tuple[float, float] | None = None
+    blocks: int = 0                  # distinct Mooncake blocks built
+
+    @property
+    def requests(self) -> int:
+        return sum(len(i.conv.turns) for i in self.items)
+
+    @property
+    def span_s(self) -> float:
+        return max((d for i in self.items for d in i.due_s), default=0.0)
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": self.path, "format": self.format, "requests": self.requests,
+                "conversations": len(self.items), "span_s": round(self.span_s, 3),
+                "window_s": list(self.window_s) if self.window_s else None,
+                "shared_blocks": self.blocks}
+
+
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """'10m-20m' -> (600.0, 1200.0) seconds from the trace's first request; '-' ends open."""
+    lo_s, sep, hi_s = text.partition("-")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+    def one(part: str, default: float) -> float:
+        if not part.strip():
+            return default
+        m = _DUR.match(part)
+        if not m:
+            raise DatasetError(f"--trace-window {text!r}: expected START-END such as 10m-20m "
+                               "or 30s-90s (units ms, s, m, h)")
+        return float(m.group(1)) * scale[m.group(2)]
+
+    if not sep:
+        raise DatasetError(f"--trace-window {text!r}: expected START-END such as 10m-20m")
+    lo, hi = one(lo_s, 0.0), one(hi_s, float("inf"))
+    if not hi > lo:
+        raise DatasetError(f"--trace-window {text!r}: the end must come after the start")
+    return lo, hi
+
+
+def _int(v: Any, where: str, name: str, lo: int = 0, hi: int | None = None) -> int:
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (
+            float("inf"), float("-inf")) or v != int(v) or v < lo):
+        raise DatasetError(f"{where}: {name} {v!r} is not a whole number >= {lo}; fix the line")
+    if hi is not None and v > hi:
+        raise DatasetError(f"{where}: {name} {int(v)} is above {hi}; fix the line")
+    return int(v)
+
+
+@dataclass
+class _Row:
+    where: str
+    t_s: float
+    input_tokens: int | None
+    output_tokens: int | None
+    hash_ids: tuple[int, ...] | None = None
+    user: str | None = None
+    system: str | None = None
+    session: str | None = None
+
+
+def _jsonl_rows(path: str) -> Iterator[_Row]:
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: not JSON ({exc.msg}); one JSON object per line")
+            if not isinstance(d, dict):
+                raise DatasetError(f"{where}: expected a JSON object per line")
+            ts = d.get("timestamp")
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts < 0:
+                raise DatasetError(f"{where}: needs \"timestamp\" in milliseconds (a number >= 0)")
+            out = d.get("output_length", d.get("max_tokens"))
+            row = _Row(where, ts / 1000.0, None,
+                       None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
+            sid = d.get("session_id")
+            row.session = None if sid is None else str(sid)
+            if "messages" in d:
+                msgs = d["messages"]
+                if (not isinstance(msgs, list) or not msgs
+                        or not all(isinstance(m, dict) and isinstance(m.get("content"), str)
+                                   for m in msgs)):
+                    raise DatasetError(f"{where}: \"messages\" must be a list of "
+                                       "{\"role\": ..., \"content\": \"...\"}")
+                users = [m["content"] for m in msgs if m.get("role", "user") == "user"]
+                if not users:
+                    raise DatasetError(f"{where}: \"messages\" has no user message")
+                row.user = users[-1]
+                sys_msgs = [m["content"] for m in msgs if m.get("role") == "system"]
+                row.system = sys_msgs[0] if sys_msgs else None
+            elif "input_length" in d:
+                row.input_tokens = _int(d["input_length"], where, "input_length", 1,
+                                       MAX_TOKENS)
+                if "hash_ids" in d:
+                    h = d["hash_ids"]
+                    if not isinstance(h, list):
+                        raise DatasetError(f"{where}: \"hash_ids\" must be a list of integers")
+                    row.hash_ids = tuple(_int(x, where, "hash id") for x in h)
+            else:
+                raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
+                                   "or \"messages\"")
+            yield row
+
+
+def _azure_time(text: str) -> float:
+    # "2023-11-16 18:15:46.6805900": seven fractional digits, more than datetime takes
+    s = text.strip()
+    head, dot, frac = s.partition(".")
+    if dot:
+        s = head + "." + (frac[:6]).ljust(6, "0")
+    return datetime.fromisoformat(s).timestamp()
+
+
+def _azure_rows(path: str) -> Iterator[_Row]:
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        need = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+        missing = [c for c in need if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DatasetError(f"{path}:1: an Azure trace CSV needs the columns "
+                               f"{', '.join(need)}; missing {', '.join(missing)}")
+        for n, rec in enumerate(reader, 2):
+            where = f"{path}:{n}"
+            try:
+                t = _azure_time(rec["TIMESTAMP"] or "")
+            except ValueError:
+                raise DatasetError(f"{where}: TIMESTAMP {rec['TIMESTAMP']!r} is not a date and "
+                                   "time like 2023-11-16 18:15:46.6805900")
+            try:
+                ctx, gen = int(rec["ContextTokens"] or ""), int(rec["GeneratedTokens"] or "")
+            except ValueError:
+                raise DatasetError(f"{where}: ContextTokens and GeneratedTokens must be whole "
+                                   "numbers")
+            if not (1 <= ctx <= MAX_TOKENS and 0 <= gen <= MAX_TOKENS):
+                raise DatasetError(f"{where}: ContextTokens must be 1-{MAX_TOKENS}, "
+                                   f"GeneratedTokens 0-{MAX_TOKENS}")
+            yield _Row(where, t, ctx, max(gen, 1))
+
+
+def _format_of(path: str) -> str:
+    if path.lower().endswith(".csv"):
+        return "azure"
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    return "jsonl"       # the parser names the line
+                return "mooncake" if isinstance(d, dict) and "hash_ids" in d else "jsonl"
+    return "jsonl"
+
+
+class _Blocks:
+    """Mooncake's blocks: one text per hash id, built once and reused verbatim."""
+
+    def __init__(self, tok: Tokenizer, seed: int) -> None:
+        self.tok, self.seed = tok, seed
+        self.ids: dict[int, list[int]] = {}
+
+    def tokens(self, h: int) -> list[int]:
+        ids = self.ids.get(h)
+        if ids is None:
+            # the opening makes blocks of different hash ids differ at their first token
+            text = text_of_tokens(self.tok, random.Random(self.seed * 1_000_003 + h), BLOCK_TOKENS,
+                                  _opening(self.tok, self.seed, h))
+            ids = self.ids[h] = self.tok.encode(text)[:BLOCK_TOKENS]
+        return ids
+
+    def prompt(self, hash_ids: tuple[int, ...], n: int, unique: str) -> str:
+        ids: list[int] = []
+        for h in hash_ids:
+            if len(ids) >= n:
+                break
+            ids += self.tokens(h)[: n - len(ids)]
+        text = self.tok.decode(ids)
+        if len(ids) < n:     # more tokens than the blocks hold: unique text for the rest
+            text = (text + " " + text_of_tokens(self.tok, random.Random(unique), n - len(ids),
+                                                unique)).strip()
+        return text
+
+
+def load_trace(path: str, tok: Tokenizer, seed: int = 0,
+               window_s: tuple[float, float] | None = None,
+               limit: int | None = None) -> Trace:
+    """The trace's requests in time order, as conversations with their due times."""
+    if not os.path.isfile(path):
+        raise DatasetError(f"--trace {path}: no such file")
+    fmt = _format_of(path)
+    rows = list(_azure_rows(path) if fmt == "azure" else _jsonl_rows(path))
+    if not rows:
+        raise DatasetError(f"--trace {path}: no requests in the file")
+    rows.sort(key=lambda r: r.t_s)       # stable: equal times keep file order (session turns)
+    first = rows[0].t_s
+    if window_s is not None:
+        lo, hi = window_s
+        span = rows[-1].t_s - first
+        rows = [r for r in rows if lo <= r.t_s - first < hi]
+        if not rows:
+            raise DatasetError(f"--trace-window: no request of {path} falls in it (the trace "
+                               f"spans 0-{span:g} s); pick a window inside the trace")
+        first += lo
+    if limit is not None:
+        rows = rows[:limit]
+    if tok.server is not None:
+        prepare_unit_words(tok)
+    blocks = _Blocks(tok, seed)
+    sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
+    order: list[tuple[str, float]] = []
+    for i, r in enumerate(rows):
+        due = r.t_s - first
+        if r.user is not None:
+            text = r.user
+        elif r.hash_ids is not None:
+            text = blocks.prompt(r.hash_ids, r.input_tokens or 1, f"[u{seed}-{i}]")
+        else:
+            text = text_of_tokens(tok, random.Random(seed * 7919 + i), r.input_tokens or 1,
+                                  _opening(tok, seed, i))
+        count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
+        turn = Turn(text, r.output_tokens, count)
+        key = f"s:{r.session}" if r.session is not None else f"r:{i}"
+        if key not in sessions:
+            sessions[key] = []
+            order.append((key, due))
+        sessions[key].append((due, turn, r.system))
+    items = []
+    for key, _ in order:
+        turns = sessions[key]
+        items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
+                                            turns[0][2]),
+                               tuple(d for d, _, _ in turns)))
+    return Trace(path, fmt, items, window_s, len(blocks.ids))
+
+
+def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
+                   window_s: tuple[float, float] | None = None,
+                   limit: int | None = None) -> tuple[Trace, Any]:
+    """(Trace, Workload): the trace and the workload record run.json keeps of it."""
+    from .model import Workload
+    from .server_tokenizer import ServerTokenizeError
+    try:
+        tr = load_trace(path, tok, seed, window_s, limit)
+    except ServerTokenizeError:
+        if tok.fallback is None:
+            raise
+        tok = tok.fallback
+        tr = load_trace(path, tok, seed, window_s, limit)
+    wl = Workload([i.conv for i in tr.items], source=path, tokenizer=tok.name, seed=seed,
+                  params={"dataset": "trace", **tr.describe()},
+                  warnings=[tok.note] if tok.note else [], tokenizer_info=tok.describe())
+    return tr, wl
