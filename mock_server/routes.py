@@ -12,7 +12,7 @@ import enum
 import json
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 

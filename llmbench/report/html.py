@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from ..slo import ThresholdError, parse_threshold
 from . import charts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -63,3 +64,17 @@ class Event:
     server_timing: dict[str, Any] | None = None
     error: str | None = None
     reasoning: bool = False    # a token event that carried only reasoning, no answer content
+
+
+def json_object(payload: bytes) -> "dict[str, Any] | Event":
+    """One event's JSON object, or the MALFORMED / ERROR event it stands for: the first step of
+    every JSON event format (an object with an "error" key is the server's error event)."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    if "error" in obj:
+        return Event(ERROR, error=str(obj["error"])[:200])
+    return obj

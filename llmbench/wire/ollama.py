@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage
+from .events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
 from .format import WireFormat
 
 # Durations on Ollama's final line, in nanoseconds.
@@ -34,14 +34,9 @@ def _timing(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def classify(payload: bytes) -> Event:
-    try:
-        obj = json.loads(payload)
-    except ValueError:
-        obj = None
-    if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
-    if "error" in obj:
-        return Event(ERROR, error=str(obj["error"])[:200])
+    obj = json_object(payload)
+    if isinstance(obj, Event):
+        return obj
     msg = obj.get("message")
     if msg is not None:
         text = (msg.get("content") or "") + (msg.get("thinking") or "")

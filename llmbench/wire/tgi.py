@@ -9,10 +9,9 @@ error inside the stream is {"error": ..., "error_type": ...}.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .events import ERROR, MALFORMED, OTHER, TOKEN, TOKEN_END, Event, Usage
+from .events import json_object, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
 from .format import WireFormat
 from .openai import messages_to_prompt
 
@@ -51,14 +50,9 @@ def _end(obj: dict[str, Any], kind: int, text: str) -> Event:
 
 
 def classify(payload: bytes) -> Event:
-    try:
-        obj = json.loads(payload)
-    except ValueError:
-        obj = None
-    if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
-    if "error" in obj:
-        return Event(ERROR, error=str(obj["error"])[:200])
+    obj = json_object(payload)
+    if isinstance(obj, Event):
+        return obj
     token = obj.get("token")
     if not isinstance(token, dict):
         return Event(OTHER)
