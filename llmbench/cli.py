@@ -200,6 +200,9 @@ def run(
                              "--duration and --warmup (--trace-window picks a part)")
         if not (trace_speed > 0 and math.isfinite(trace_speed)):
             raise UsageError(f"--trace-speed {trace_speed:g}: must be a finite number above 0")
+        if workload is not None and workload.prefix_hit_ratio is not None:
+            raise UsageError("--prefix-hit-ratio builds synthetic prompts; a trace fixes its own "
+                             "sharing (Mooncake hash_ids): drop one of them")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     opt.count(max_concurrency, "--max-concurrency")

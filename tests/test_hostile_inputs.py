@@ -113,6 +113,7 @@ CASES = [
     (["run", "--url", DEAD, "--model", "m", "--header", "Bad Name: v"], 2, "not a valid header name"),
     # result paths, checked before the run
     (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-dir", "{d}/afile/sub"], 2, "--result-dir"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "datasets/trace_mooncake_sample.jsonl", "--prefix-hit-ratio", "0.5"], 2, "--prefix-hit-ratio"),
     (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}"], 2, "is a folder"),
     (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}/afile/r.json"], 2, "--result-filename"),
     # files
