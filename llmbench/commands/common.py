@@ -85,3 +85,18 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
     with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(clean_nan(row)) + "\n")
+
+
+def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, partial_line: str,
+                  run_dir: Path | None) -> None:
+    """What every command prints last, the same way: workload and run notes, the partial
+    marker, then the report it writes and where the folder is."""
+    from .. import checks
+    from ..report.auto import write_report
+    for w in [*warnings, *checks.notes(run)]:
+        print(f"note: {w}")
+    if partial:
+        print(partial_line)
+    if run_dir is not None:
+        write_report(run_dir)
+        print(f"Results: {run_dir}")

@@ -11,13 +11,12 @@ from ..backends import backends
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..probe.router import evaluate_step, router_bound
-from ..report.auto import write_report
 from ..report.console import fmt_ms
 from ..results import RunDoc
 from ..shapes.router import ProbeWindow, RouterAB
 from ..stats import recent_p95
 from ..target import Target
-from .common import Common, report_failed, write_started
+from .common import Common, print_closing, report_failed, write_started
 
 
 @dataclass
@@ -142,11 +141,6 @@ def execute(plan: ProbePlan) -> int:
             print(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
                   f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
                   f"{a['conversations']} conversations stayed on one backend.")
-    for w in checks.notes(run):
-        print(f"note: {w}")
-    if interrupted:
-        print("PARTIAL RESULT: the probe was interrupted; finished steps are kept.")
-    if run_dir is not None:
-        write_report(run_dir)
-        print(f"Results: {run_dir}")
+    print_closing(run, c.workload.warnings, interrupted,
+                  "PARTIAL RESULT: the probe was interrupted; finished steps are kept.", run_dir)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

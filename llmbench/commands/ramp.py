@@ -15,12 +15,11 @@ from ..load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from ..metrics import summarize
 from ..records import Record
 from ..report import console
-from ..report.auto import write_report
 from ..results import RunDoc
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
-from .common import Common, report_failed, write_started, write_timeline
+from .common import Common, print_closing, report_failed, write_started, write_timeline
 
 
 @dataclass
@@ -166,15 +165,8 @@ def execute(r: RampPlan) -> int:
     if run.get("closed_loop_note") and run["verdict"]["kind"] in ("queuing", "saturation"):
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")
-    for w in c.workload.warnings:
-        print(f"note: {w}")
-    for w in checks.notes(run):
-        print(f"note: {w}")
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
-    if run["status"] == "partial":
-        print("PARTIAL RESULT: the ramp was interrupted; finished steps are kept.")
-    if run_dir is not None:
-        write_report(run_dir)
-        print(f"Results: {run_dir}")
+    print_closing(run, c.workload.warnings, run["status"] == "partial",
+                  "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.", run_dir)
     return code

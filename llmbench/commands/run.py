@@ -12,14 +12,13 @@ from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..load.monitor import busy
 from ..report import console, vllm_json
-from ..report.auto import write_report
 from ..results import RunDoc
 from ..shapes import ClosedLoop, OpenLoop
 from ..shapes.trace import TraceReplay
 from . import trace as trace_report
 from ..verdict import server_view
 from . import prefix
-from .common import Common, report_failed, write_started, write_timeline
+from .common import Common, print_closing, report_failed, write_started, write_timeline
 
 
 @dataclass
@@ -176,15 +175,9 @@ def execute(plan: RunPlan) -> int:
             print(line)
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
-    for w in c.workload.warnings:
-        print(f"note: {w}")
-    for w in checks.notes(run):
-        print(f"note: {w}")
-    if run["status"] == "partial":
-        print("PARTIAL RESULT: the run was interrupted; the numbers cover what finished.")
-    if run_dir is not None:
-        write_report(run_dir)
-        print(f"Results: {run_dir}")
+    print_closing(run, c.workload.warnings, run["status"] == "partial",
+                  "PARTIAL RESULT: the run was interrupted; the numbers cover what finished.",
+                  run_dir)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
