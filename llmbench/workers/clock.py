@@ -1,0 +1,124 @@
+"""Clock offsets between a coordinator and workers on other hosts, NTP-style.
+
+Records are stamped with ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux): processes on one
+host share it, hosts do not (each counts from its own boot). A Ray worker on another node
+therefore measures every per-request latency on its own clock (start, token events and end
+come from one process, so TTFT, ITL and E2EL never mix clocks), and only the placement of its
+records on the run's timeline needs the offset of its clock from the coordinator's.
+
+One ping: the coordinator stamps ``t0`` and sends; the worker stamps ``t1`` on receipt and
+``t2`` when it answers; the coordinator stamps ``t3`` on receipt. With symmetric one-way
+delays the worker's clock minus the coordinator's is ``((t1 - t0) + (t2 - t3)) / 2``; however
+asymmetric the delays, the true offset lies within half the round trip
+(``((t3 - t0) - (t2 - t1)) / 2``) of it. Of k pings the one with the shortest round trip is kept
+(the least queuing, so the tightest bound). Pings at the start and the end of a run give the
+drift between the two clocks; ``to_coordinator`` maps a worker time onto the coordinator's
+clock by interpolating between them.
+
+Pure functions over numbers; no I/O, no Ray.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+@dataclass(frozen=True)
+class Ping:
+    """One exchange, each stamp in seconds on the clock of whoever took it."""
+
+    t0: float          # coordinator: sent
+    t1: float          # worker: received
+    t2: float          # worker: answered
+    t3: float          # coordinator: answer received
+
+    @property
+    def round_trip_s(self) -> float:
+        """Time on the wire and in queues, the worker's own handling left out."""
+        return max((self.t3 - self.t0) - (self.t2 - self.t1), 0.0)
+
+    @property
+    def offset_s(self) -> float:
+        return ((self.t1 - self.t0) + (self.t2 - self.t3)) / 2.0
+
+
+@dataclass(frozen=True)
+class Offset:
+    """The worker's clock minus the coordinator's, at coordinator time ``at_s``."""
+
+    offset_s: float
+    uncertainty_s: float       # the true offset lies within ± this (half the best round trip)
+    at_s: float                # coordinator clock, middle of the best ping
+    pings: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {"offset_s": self.offset_s, "uncertainty_ms": self.uncertainty_s * 1e3,
+                "at_s": self.at_s, "pings": self.pings}
+
+
+def estimate(pings: Sequence[Ping]) -> Offset:
+    """Best of k: the ping with the shortest round trip gives the offset and its bound."""
+    if not pings:
+        raise ValueError("no pings to estimate a clock offset from")
+    best = min(pings, key=lambda p: p.round_trip_s)
+    return Offset(best.offset_s, best.round_trip_s / 2.0, (best.t0 + best.t3) / 2.0, len(pings))
+
+
+@dataclass(frozen=True)
+class ClockMap:
+    """A worker's clock against the coordinator's: the estimate at the start and, once the run
+    ended, at the end (drift between them is taken as linear)."""
+
+    start: Offset
+    end: Offset | None = None
+
+    @property
+    def drift_ppm(self) -> float | None:
+        """How fast the worker's clock gains on the coordinator's, in parts per million;
+        None with one estimate, or two taken too close together to tell."""
+        if self.end is None or self.end.at_s - self.start.at_s <= 0:
+            return None
+        return (self.end.offset_s - self.start.offset_s) / (self.end.at_s - self.start.at_s) * 1e6
+
+    @property
+    def uncertainty_s(self) -> float:
+        """The larger of the two bounds: anywhere in the run is at least this well known."""
+        return max(self.start.uncertainty_s,
+                   self.end.uncertainty_s if self.end is not None else 0.0)
+
+    def offset_at(self, coordinator_s: float) -> float:
+        """The offset at a coordinator time (held constant outside the measured span)."""
+        drift = self.drift_ppm
+        if drift is None or self.end is None:
+            return self.start.offset_s
+        t = min(max(coordinator_s, self.start.at_s), self.end.at_s)
+        return self.start.offset_s + drift * 1e-6 * (t - self.start.at_s)
+
+    def to_coordinator(self, worker_s: float) -> float:
+        """A worker time on the coordinator's clock. The offset is read at the worker time
+        shifted by the start offset: drift over a run is parts per million, so the error of
+        not iterating is nanoseconds."""
+        return worker_s - self.offset_at(worker_s - self.start.offset_s)
+
+    def as_dict(self) -> dict[str, object]:
+        """What run.json stores per worker."""
+        return {"offset_ms": self.start.offset_s * 1e3,
+                "uncertainty_ms": self.uncertainty_s * 1e3,
+                "drift_ppm": self.drift_ppm,
+                "start": self.start.as_dict(),
+                "end": self.end.as_dict() if self.end is not None else None}
+
+
+def measure(exchange: Callable[[], tuple[float, float]], k: int = 8,
+            clock: Callable[[], float] = time.perf_counter) -> Offset:
+    """Run k pings through ``exchange`` (which asks the worker for its (received, answered)
+    stamps) and keep the best. The caller supplies the transport (a Ray actor call)."""
+    pings = []
+    for _ in range(k):
+        t0 = clock()
+        t1, t2 = exchange()
+        t3 = clock()
+        pings.append(Ping(t0, t1, t2, t3))
+    return estimate(pings)
