@@ -58,6 +58,43 @@ def _workers(value: str) -> int | str:
     return n
 
 
+RayOpt = Annotated[Optional[str], typer.Option("--ray", metavar="auto|ADDR", help="Run the workers as Ray actors over a cluster's nodes (auto: RAY_ADDRESS, else local Ray).", rich_help_panel=P_LOAD)]
+
+
+def _ray(value: str | None) -> str | None:
+    """--ray auto|HOST:PORT, checked without importing Ray (it takes a second)."""
+    if value is None:
+        return None
+    import importlib.util
+    from .workers.ray_launcher import RAY_NEEDED, parse_address
+    try:
+        address = parse_address(value)
+    except ValueError as exc:
+        raise UsageError(str(exc))
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):        # a broken or blocked install
+        found = False
+    if not found:
+        raise UsageError(RAY_NEEDED)
+    return address
+
+
+def _with_ray(common, address: str | None):
+    """Join the Ray cluster before the run (one line and exit 3 when it cannot)."""
+    if address is None:
+        return common
+    from .workers.ray_launcher import RayUnavailable, connect
+    try:
+        cluster = connect(address)
+    except RayUnavailable as exc:
+        raise fail(str(exc), exc.exit_code)
+    typer.echo(f"Ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs at {cluster.connected_to}"
+               + (" (a local instance started for this run)" if cluster.started_local else ""),
+               err=True)
+    return dataclasses.replace(common, ray=cluster)
+
+
 def _version(value: bool) -> None:
     if value:
         from . import __version__
@@ -190,6 +227,7 @@ def run(
     warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
     think: Think = "0",
     workers: Workers = "1",
+    ray: RayOpt = None,
     trace: Annotated[Optional[Path], typer.Option(metavar="FILE", help="Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", rich_help_panel=P_LOAD)] = None,
     trace_speed: Annotated[float, typer.Option(help="--trace: 2 replays twice as fast (gaps halved).", rich_help_panel=P_LOAD)] = 1.0,
     trace_window: Annotated[Optional[str], typer.Option(metavar="START-END", help="--trace: only this part, from its first request, e.g. 10m-20m.", rich_help_panel=P_LOAD)] = None,
@@ -212,6 +250,7 @@ def run(
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
     n_workers = _workers(workers)
+    ray_address = _ray(ray)
     if trace is None and (trace_window is not None or trace_speed != 1.0):
         raise UsageError("--trace-speed and --trace-window need --trace FILE")
     if trace is not None:
@@ -316,6 +355,7 @@ def run(
                                 workload.seed))
         common = dataclasses.replace(common, workers=n_workers,
                                      tokenizer=workload.tokenizer)
+        common = _with_ray(common, ray_address)
         plan = RunPlan(common, shape,
                        Gates(pm, mp, slo or None, thresholds=thresholds),
                        VllmResult(save_detailed, append_result, result_dir, result_filename, meta)
@@ -410,6 +450,7 @@ def ramp(
     hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).", rich_help_panel=P_STEPS)] = None,
     think: Think = None,
     workers: Workers = "1",
+    ray: RayOpt = None,
     threshold: Threshold = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
     generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
@@ -429,6 +470,7 @@ def ramp(
     if by not in ("users", "rate"):
         raise UsageError(f"--by {by!r}: choose users or rate")
     n_workers = _workers(workers)
+    ray_address = _ray(ray)
     url = target.url
     d = DEMO if not url else SERVER
     if not url and users is None and start is None and step is None and up_to is None:
@@ -458,6 +500,7 @@ def ramp(
         tgt = _target(target, server, url_, target.model or model_)
         common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
         common = dataclasses.replace(common, workers=n_workers, tokenizer=workload.tokenizer)
+        common = _with_ray(common, ray_address)
         shape = Ramp(common.workload.conversations, steps, by=by, ramp_in_s=ramp_in_s,
                      hold_s=hold_s, think_s=think_s, keep_going=keep_going,
                      drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
@@ -484,6 +527,7 @@ def probe(
     rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).", rich_help_panel=P_LOAD)] = 3,
     think: Think = "0",
     workers: Workers = "1",
+    ray: RayOpt = None,
     workload: WorkloadOpts = group_defaults(prompt_tokens="128", output_tokens="64", turns=3,
                                             omit=("multi_turn", "sharegpt_output_len")),
     request: RequestOpts = None,
@@ -497,6 +541,7 @@ def probe(
 
     steps = _steps(users, None, None, None, "users")
     n_workers = _workers(workers)
+    ray_address = _ray(ray)
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     slice_seconds = opt.duration(slice_s, "--slice")
@@ -516,6 +561,7 @@ def probe(
     common = _common(dt, server, workload, request, output, 4000, multi_turn=True)
     common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,
                        "tokenizer": workload.tokenizer})
+    common = _with_ray(common, ray_address)
     shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
                      slice_s=slice_seconds, rounds=rounds, think_s=think_s, seed=workload.seed)
     plan = ProbePlan(common, dt, shape)

@@ -37,6 +37,7 @@ class Common:
     progress: bool | None = None
     workers: int | str = 1                 # --workers N|auto (1: this process only)
     tokenizer: str | None = None           # the --tokenizer spec, rebuilt in each worker
+    ray: Any = None                        # --ray: the joined cluster (workers.ray_launcher)
 
     @property
     def label(self) -> str | None:
@@ -57,7 +58,12 @@ class Common:
     def fleet(self, shape: Any) -> Any:
         """Worker processes for --workers N > 1, or auto when it chooses more than one (the
         ramp: when its largest step does); None: the one-process path, unchanged."""
-        if self.workers == 1 or shape is None:
+        if shape is None:
+            return None
+        if self.ray is not None:             # --ray: always actors, even just one
+            from ..workers.ray_launcher import RayFleet, RayLauncher
+            return RayFleet(self.workers, RayLauncher(self.ray), tokenizer=self.tokenizer)
+        if self.workers == 1:
             return None
         from ..workers import plan
         from ..workers.coordinator import Fleet
