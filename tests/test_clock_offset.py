@@ -52,11 +52,14 @@ def test_drift_between_start_and_end_is_interpolated():
     d = m.as_dict()
     assert d["offset_ms"] == pytest.approx(10000.0) and d["uncertainty_ms"] == pytest.approx(2.0)
     assert d["drift_ppm"] == pytest.approx(50.0) and d["end"]["pings"] == 8
+    # the two bounds (1 ms + 2 ms) over 100 s: a drift under 30 ppm would be noise
+    assert d["drift_uncertainty_ppm"] == pytest.approx(30.0)
 
 
 def test_one_estimate_means_a_constant_offset_and_no_drift():
     m = ClockMap(Offset(-2.0, 0.0001, 10.0, 4))
     assert m.drift_ppm is None and m.as_dict()["end"] is None
+    assert m.drift_uncertainty_ppm is None
     assert m.to_coordinator(8.0) == pytest.approx(10.0)
 
 

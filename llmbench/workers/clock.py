@@ -83,6 +83,15 @@ class ClockMap:
         return (self.end.offset_s - self.start.offset_s) / (self.end.at_s - self.start.at_s) * 1e6
 
     @property
+    def drift_uncertainty_ppm(self) -> float | None:
+        """How far off drift_ppm may be: both bounds over the time between the estimates
+        (a drift within it is noise; over a short run it usually is)."""
+        if self.end is None or self.end.at_s - self.start.at_s <= 0:
+            return None
+        return ((self.start.uncertainty_s + self.end.uncertainty_s)
+                / (self.end.at_s - self.start.at_s) * 1e6)
+
+    @property
     def uncertainty_s(self) -> float:
         """The larger of the two bounds: anywhere in the run is at least this well known."""
         return max(self.start.uncertainty_s,
@@ -107,6 +116,7 @@ class ClockMap:
         return {"offset_ms": self.start.offset_s * 1e3,
                 "uncertainty_ms": self.uncertainty_s * 1e3,
                 "drift_ppm": self.drift_ppm,
+                "drift_uncertainty_ppm": self.drift_uncertainty_ppm,
                 "start": self.start.as_dict(),
                 "end": self.end.as_dict() if self.end is not None else None}
 

@@ -176,11 +176,16 @@ class WorkerActor:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
 
-    async def run(self, spec: WorkerSpec, entry: str = ENTRY) -> None:
-        """The worker entry (the seam's) in this actor's loop, talking through this actor."""
+    async def run(self, spec: WorkerSpec, entry: Any = ENTRY) -> None:
+        """The worker entry (the seam's) in this actor's loop, talking through this actor.
+        ``entry``: "module:function", or an async function (scripts/bench_ray.py sends a
+        synthetic worker to measure what the coordinator ingests)."""
         self._setup()
-        mod, _, name = entry.partition(":")
-        main = getattr(importlib.import_module(mod), name)
+        if callable(entry):
+            main = entry
+        else:
+            mod, _, name = entry.partition(":")
+            main = getattr(importlib.import_module(mod), name)
         try:
             await main(spec, _ActorChannel(self))
         finally:
@@ -257,7 +262,7 @@ class RayLink:
     in its event loop); placing the actor and the pings happen in a task, before the first
     message is handed to ``recv``, so ``clock_offset_s`` is set before any record arrives."""
 
-    def __init__(self, spec: WorkerSpec, entry: str = ENTRY, cpus: float = 1.0) -> None:
+    def __init__(self, spec: WorkerSpec, entry: Any = ENTRY, cpus: float = 1.0) -> None:
         self.worker_id = spec.worker_id
         self.clock_offset_s = 0.0            # coordinator_time = worker_time + offset
         self.clock: ClockMap | None = None
@@ -271,7 +276,7 @@ class RayLink:
         self._closed = False
         self._task = asyncio.get_running_loop().create_task(self._main(spec, entry, cpus))
 
-    async def _main(self, spec: WorkerSpec, entry: str, cpus: float) -> None:
+    async def _main(self, spec: WorkerSpec, entry: Any, cpus: float) -> None:
         import ray
         from ray.exceptions import RayError
         try:
@@ -356,7 +361,7 @@ class RayLink:
 class RayLauncher:
     """``launch(spec)`` starts one actor on the cluster ``connect`` joined."""
 
-    def __init__(self, cluster: RayCluster, entry: str = ENTRY, cpus: float = 1.0) -> None:
+    def __init__(self, cluster: RayCluster, entry: Any = ENTRY, cpus: float = 1.0) -> None:
         self.cluster = cluster
         self.entry = entry
         self.cpus = cpus
