@@ -378,6 +378,14 @@ class RayFleet(Fleet):
     """The Fleet with Ray actors: run.json's ``workers`` also says where each one ran and its
     clock offset (with its uncertainty and drift)."""
 
+    def _n(self, n_streams: int) -> int:
+        """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs (not this
+        machine's cores)."""
+        if self.workers == "auto" and isinstance(self.launcher, RayLauncher):
+            from .plan import auto_workers
+            return auto_workers(n_streams, max(1, int(self.launcher.cluster.cpus)))
+        return super()._n(n_streams)
+
     def describe(self) -> dict[str, Any]:
         out = super().describe()
         launcher = self.launcher
