@@ -7,6 +7,7 @@ exit code 2, never a traceback.
 
 
 
+import dataclasses
 import math
 import os
 import sys
@@ -38,6 +39,23 @@ def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
 Think = Annotated[Optional[str], typer.Option(help="Pause between a user's turns, e.g. 5s-10s; 0 allowed.", rich_help_panel=P_LOAD)]
 Threshold = Annotated[Optional[List[str]], typer.Option("--threshold", metavar="EXPR", help="Gate, e.g. 'ttft.p95_all<=2s' (repeatable).", rich_help_panel=P_GATES)]
 Users = Annotated[Optional[str], typer.Option(help="Steps of users, e.g. 1,2,4,8.", rich_help_panel=P_STEPS)]
+Workers = Annotated[str, typer.Option(metavar="N|auto", help="Worker processes sharing the load (auto: from the streams and cores).", rich_help_panel=P_LOAD)]
+
+
+def _workers(value: str) -> int | str:
+    """--workers N|auto: 1 (the default) runs in this process, as without the option."""
+    v = (value or "1").strip().lower()
+    if v == "auto":
+        return "auto"
+    try:
+        n = int(v)
+    except ValueError:
+        raise UsageError(f"--workers {value!r}: expected a number of processes (1, 2, ...) or auto")
+    if n < 1:
+        raise UsageError(f"--workers {value!r}: must be at least 1 (1 = this process only)")
+    if n > 256:
+        raise UsageError(f"--workers {n}: at most 256 processes; use auto to fit the cores")
+    return n
 
 
 def _version(value: bool) -> None:
@@ -175,6 +193,7 @@ def run(
     duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.", rich_help_panel=P_LOAD)] = None,
     warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
     think: Think = "0",
+    workers: Workers = "1",
     trace: Annotated[Optional[Path], typer.Option(metavar="FILE", help="Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", rich_help_panel=P_LOAD)] = None,
     trace_speed: Annotated[float, typer.Option(help="--trace: 2 replays twice as fast (gaps halved).", rich_help_panel=P_LOAD)] = 1.0,
     trace_window: Annotated[Optional[str], typer.Option(metavar="START-END", help="--trace: only this part, from its first request, e.g. 10m-20m.", rich_help_panel=P_LOAD)] = None,
@@ -196,6 +215,7 @@ def run(
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+    n_workers = _workers(workers)
     if trace is None and (trace_window is not None or trace_speed != 1.0):
         raise UsageError("--trace-speed and --trace-window need --trace FILE")
     if trace is not None:
@@ -295,6 +315,8 @@ def run(
                      if rate_f is not None else
                      ClosedLoop(convs, concurrency or 1, requests, duration_s, warmup, think_s,
                                 workload.seed))
+        common = dataclasses.replace(common, workers=n_workers,
+                                     tokenizer=workload.tokenizer)
         plan = RunPlan(common, shape,
                        Gates(pm, mp, slo or None, thresholds=thresholds),
                        VllmResult(save_detailed, append_result, result_dir, result_filename, meta)
@@ -388,6 +410,7 @@ def ramp(
     ramp_in: Annotated[Optional[str], typer.Option(help="Time to bring a step's new users in (default 10s).", rich_help_panel=P_STEPS)] = None,
     hold: Annotated[Optional[str], typer.Option(help="Time each step holds its load (default 60s).", rich_help_panel=P_STEPS)] = None,
     think: Think = None,
+    workers: Workers = "1",
     threshold: Threshold = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
     generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
@@ -406,6 +429,7 @@ def ramp(
 
     if by not in ("users", "rate"):
         raise UsageError(f"--by {by!r}: choose users or rate")
+    n_workers = _workers(workers)
     url = target.url
     d = DEMO if not url else SERVER
     if not url and users is None and start is None and step is None and up_to is None:
@@ -434,6 +458,7 @@ def ramp(
     with _maybe_mock(url) as (url_, model_):
         tgt = _target(target, server, url_, target.model or model_)
         common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
+        common = dataclasses.replace(common, workers=n_workers, tokenizer=workload.tokenizer)
         shape = Ramp(common.workload.conversations, steps, by=by, ramp_in_s=ramp_in_s,
                      hold_s=hold_s, think_s=think_s, keep_going=keep_going,
                      drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
@@ -459,6 +484,7 @@ def probe(
     slice_s: Annotated[str, typer.Option("--slice", help="Length of one slice on one path.", rich_help_panel=P_LOAD)] = "5s",
     rounds: Annotated[int, typer.Option(help="Slices per path per step (alternating order).", rich_help_panel=P_LOAD)] = 3,
     think: Think = "0",
+    workers: Workers = "1",
     workload: WorkloadOpts = group_defaults(prompt_tokens="128", output_tokens="64", turns=3,
                                             omit=("multi_turn", "sharegpt_output_len")),
     request: RequestOpts = None,
@@ -471,6 +497,7 @@ def probe(
     from .target import make_target
 
     steps = _steps(users, None, None, None, "users")
+    n_workers = _workers(workers)
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     slice_seconds = opt.duration(slice_s, "--slice")
@@ -488,7 +515,8 @@ def probe(
     dt = make_target(direct, direct_model or model, server.api, server.api_key, server.header)
     # the workload is counted against the backend (its /tokenize), sent through both
     common = _common(dt, server, workload, request, output, 4000, multi_turn=True)
-    common = Common(**{**common.__dict__, "target": rt})
+    common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,
+                       "tokenizer": workload.tokenizer})
     shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
                      slice_s=slice_seconds, rounds=rounds, think_s=think_s, seed=workload.seed)
     plan = ProbePlan(common, dt, shape)

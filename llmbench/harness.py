@@ -93,6 +93,7 @@ class Outcome:
     monitor: list[MonitorSample]
     servers: dict[str, ServerSeen]         # by target name
     live: LiveState
+    workers: dict[str, Any] | None = None  # --workers N: how many, which crashed (else None)
 
     def server(self, name: str = "main") -> ServerSeen:
         return self.servers.get(name) or ServerSeen(None, None, [])
@@ -112,6 +113,9 @@ class Harness:
     texts: dict[str, str] = field(default_factory=dict)
     started_at: float = 0.0               # epoch seconds when dispatch began (0: not yet)
     t0_perf: float = 0.0                  # perf_counter at the same moment
+    # Worker processes (llmbench.workers.Fleet, set by the command for --workers N > 1): the
+    # shape is handed to it instead of being driven here. None: this process, as always.
+    fleet: Any = None
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -164,10 +168,17 @@ class Harness:
                 s.texts = self.texts            # reply texts only when they will be written
         monitor = LoopMonitor()
         live = LiveState()
-        drive = Drive(sessions, stopping, monitor, live)
+        fleet = self.fleet
+        # with workers, the generator check reads their samples, gathered by the fleet
+        view = fleet.view if fleet is not None else monitor
+        drive = Drive(sessions, stopping, view, live)
         main = asyncio.current_task()
         interrupted = False
-        body_task = loop.create_task(shape.drive(drive))
+        if fleet is not None:
+            fleet.grace_s = self.grace_s
+            body_task = loop.create_task(fleet.drive(shape, drive, targets, self, run_id))
+        else:
+            body_task = loop.create_task(shape.drive(drive))
         signals = 0
 
         def on_signal() -> None:
@@ -178,11 +189,14 @@ class Harness:
             if signals == 1:
                 print("\ninterrupted: finishing in-flight requests (Ctrl-C again to stop now)",
                       file=sys.stderr)
-                loop.call_later(self.grace_s, body_task.cancel)
+                # workers stop themselves after the grace period and send their last records
+                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
+                                body_task.cancel)
             else:
                 body_task.cancel()
         installed = _install(loop, on_signal)
-        monitor.start()
+        if fleet is None:
+            monitor.start()
         probe_stop = asyncio.Event()
         scrapers: dict[str, ServerProbe] = {}
         own: set[asyncio.Task[Any]] = set()
@@ -195,7 +209,7 @@ class Harness:
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
-        printer = loop.create_task(self._live(sessions, live, monitor)) if self.live_line else None
+        printer = loop.create_task(self._live(sessions, live, view)) if self.live_line else None
         if printer is not None:
             own.add(printer)
         t0_epoch, t0_perf = self.started_at, self.t0_perf = time.time(), perf_counter()
@@ -226,11 +240,13 @@ class Harness:
         records = sorted((r for s in sessions.values() for r in s.records), key=lambda r: r.done)
         servers = {name: ServerSeen(p.kind if p.samples else None, p.note, p.samples)
                    for name, p in scrapers.items()}
-        return Outcome(result, records, t0_epoch, t0_perf, interrupted, monitor.samples, servers,
-                       live)
+        if fleet is not None:
+            live.user_changes.sort(key=lambda c: c[0])     # several workers' changes, merged
+        return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
+                       live, fleet.describe() if fleet is not None else None)
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
-                    monitor: LoopMonitor) -> None:
+                    monitor: Any) -> None:
         assert self.live_line is not None
         show = self.show_progress()
         tty = sys.stderr.isatty()

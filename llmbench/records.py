@@ -73,6 +73,9 @@ class Record:
     reasoning_end: float | None = None      # arrival of the last reasoning event
     output_from: int | None = None          # index in token_times of the first answer event
     first_output: float | None = None       # arrival of the first answer event (TTFO's end)
+    # Which worker process sent it (run --workers N; llmbench.workers); None in one process,
+    # and not written then, so logs of one process look as before
+    worker: int | None = None
 
     @property
     def ttft(self) -> float | None:

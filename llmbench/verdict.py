@@ -86,10 +86,15 @@ def generator_cause(mon: dict[str, Any]) -> str:
 
 def generator_sentence(mon: dict[str, Any]) -> str:
     lag, cpu = mon.get("lag_p99_ms") or 0.0, mon.get("cpu_pct") or 0.0
+    bad = mon.get("overloaded_workers") or []
+    # with worker processes, say which one (its figures are the ones quoted)
+    who = (f" (worker {mon.get('worker')} of {mon.get('workers')}"
+           + (f"; over its limits: {', '.join(str(w) for w in bad)}" if len(bad) > 1 else "")
+           + ")") if bad else ""
     if generator_cause(mon) == "llmbench":
-        return (f"llmbench itself was busy (it used {cpu:.0f}% of a core; event-loop lag p99 "
-                f"{lag:.1f} ms): its timestamps were late.")
-    return (f"The machine was busy with other processes: llmbench's event loop lagged (p99 "
+        return (f"llmbench itself{who} was busy (it used {cpu:.0f}% of a core; event-loop lag "
+                f"p99 {lag:.1f} ms): its timestamps were late.")
+    return (f"The machine was busy with other processes: llmbench's event loop{who} lagged (p99 "
             f"{lag:.1f} ms) while llmbench itself used only {cpu:.0f}% of a core, so something "
             "else had the CPU.")
 

@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "llmbench"
 
-LOAD_LAYER = ("llmbench.load", "llmbench.shapes", "llmbench.harness")
+LOAD_LAYER = ("llmbench.load", "llmbench.shapes", "llmbench.harness", "llmbench.workers")
 ANALYSIS = ("llmbench.metrics", "llmbench.stats", "llmbench.slo", "llmbench.verdict",
             "llmbench.report", "llmbench.compare", "llmbench.timeline", "llmbench.backends",
             "llmbench.probe.router", "llmbench.commands", "llmbench.cli")

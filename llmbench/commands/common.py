@@ -35,6 +35,8 @@ class Common:
     out: Path | None = Path("results")
     labels: dict[str, str] = field(default_factory=dict)
     progress: bool | None = None
+    workers: int | str = 1                 # --workers N|auto (1: this process only)
+    tokenizer: str | None = None           # the --tokenizer spec, rebuilt in each worker
 
     @property
     def label(self) -> str | None:
@@ -45,10 +47,24 @@ class Common:
         return new_run_dir(self.out, kind, self.label) if self.out else None
 
     def harness(self, run_dir: Path | None, live_line: Callable[[LiveView], str] | None = None,
-                keep_texts: bool = False) -> Harness:
-        return Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
-                       served_by_header=self.served_by_header, progress=self.progress,
-                       live_line=live_line, keep_texts=keep_texts)
+                keep_texts: bool = False, shape: Any = None) -> Harness:
+        h = Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
+                    served_by_header=self.served_by_header, progress=self.progress,
+                    live_line=live_line, keep_texts=keep_texts)
+        h.fleet = self.fleet(shape)
+        return h
+
+    def fleet(self, shape: Any) -> Any:
+        """Worker processes for --workers N > 1, or auto when it chooses more than one (the
+        ramp: when its largest step does); None: the one-process path, unchanged."""
+        if self.workers == 1 or shape is None:
+            return None
+        from ..workers import plan
+        from ..workers.coordinator import Fleet
+        from ..workers.local import LocalLauncher
+        if self.workers == "auto" and plan.auto_workers(plan.streams(shape)) == 1:
+            return None
+        return Fleet(self.workers, LocalLauncher(), tokenizer=self.tokenizer)
 
     def request_config(self) -> dict[str, Any]:
         p = self.params

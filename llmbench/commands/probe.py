@@ -80,7 +80,7 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
 
 def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool]:
     c, shape = plan.common, plan.shape
-    harness = c.harness(run_dir, _live(len(shape.steps)))
+    harness = c.harness(run_dir, _live(len(shape.steps)), shape=shape)
 
     def judge(w: ProbeWindow) -> dict[str, Any]:
         step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed)
@@ -93,7 +93,9 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
     steps = outcome.result or shape.results
     records = outcome.records
     doc = RunDoc(
-        "probe", "partial" if outcome.interrupted else "complete", outcome.started_at,
+        "probe", "partial" if outcome.interrupted or bool(outcome.workers and
+                                                          outcome.workers.get("crashed"))
+        else "complete", outcome.started_at,
         {"router": c.target.describe(), "direct": plan.direct.describe(),
          "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
          "think_s": list(shape.think_s), "seed": shape.seed,
@@ -103,7 +105,8 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
               "backends": backends([r for r in records if r.path == "router"]),
               **checks.record_checks(records, c.params, c.target.api),
               "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
-                               for name, s in outcome.servers.items()}})
+                               for name, s in outcome.servers.items()},
+              **({"workers": outcome.workers} if outcome.workers is not None else {})})
     return doc.write(run_dir), outcome.interrupted
 
 

@@ -78,7 +78,7 @@ def _live_line(unit: str, n_steps: int):
 
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
-         user_changes: list) -> RunDoc:
+         user_changes: list, workers: dict[str, Any] | None = None) -> RunDoc:
     c, shape = r.common, r.shape
     steps = [s.as_dict() for s in shape.results]
     server = servers
@@ -106,13 +106,14 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                                "samples": len(server.samples)},
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                   "again, so when the server slows down they send less (closed "
-                                  "loop)." if shape.by == "users" else None})
+                                  "loop)." if shape.by == "users" else None,
+              **({"workers": workers} if workers is not None else {})})
 
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     c, shape = r.common, r.shape
     shape.judge = judge(r.thresholds, r.stall_s)
-    harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)))
+    harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
 
     def on_step(step: StepResult) -> None:
         harness.say(console.ramp_row(step.as_dict()))
@@ -125,9 +126,10 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     shape.on_step = on_step
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s"), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = _doc(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
-               outcome.interrupted, outcome.interrupted,
-               outcome.live.user_changes).write(run_dir)
+               outcome.interrupted, outcome.interrupted or crashed,
+               outcome.live.user_changes, outcome.workers).write(run_dir)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
     steps = run["steps"]
     held = max((s["load"] for s in steps if s["held"]), default=0)

@@ -76,7 +76,8 @@ def _load_config(shape: ClosedLoop | OpenLoop | TraceReplay) -> dict[str, Any]:
 def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, Any]:
     """Run the shape; the run.json written, the exit code and the outcome."""
     c, g = plan.common, plan.gates
-    harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed)
+    harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed,
+                        shape=plan.shape)
     prefix_before = warm_failed = None
     if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
         warm_failed = prefix.warm_up(c)
@@ -100,8 +101,11 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
         extra["prefix_cache"] = prefix_hit.verify(records, c.workload.prefix, prefix_before,
                                                   after, kind)
         extra["prefix_cache"]["warmup_failed"] = warm_failed
+    if outcome.workers is not None:
+        extra["workers"] = outcome.workers
     doc = RunDoc(
-        "run", "partial" if outcome.interrupted else "complete", outcome.started_at,
+        "run", "partial" if outcome.interrupted or _crashed(outcome) else "complete",
+        outcome.started_at,
         {"target": c.target.describe(), "load": _load_config(plan.shape),
          "request": c.request_config(), "timeouts": c.timeouts.__dict__,
          "goodput_slo_ms": g.goodput_slo_ms},
@@ -123,6 +127,20 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     elif any(not t["ok"] for t in threshold_results):
         code = EXIT_THRESHOLD
     return run, code, (outcome, harness.texts)
+
+
+def _crashed(outcome: Any) -> bool:
+    """A worker process died: the run is missing its share of the load."""
+    return bool(outcome.workers and outcome.workers.get("crashed"))
+
+
+def partial_line(run: dict[str, Any], what: str) -> str:
+    crashed = (run.get("workers") or {}).get("crashed")
+    if crashed:
+        names = ", ".join(str(c["worker"]) for c in crashed)
+        return (f"PARTIAL RESULT: worker {names} stopped early; the numbers cover what "
+                "finished.")
+    return f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished."
 
 
 def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: dict[str, str]
@@ -176,7 +194,7 @@ def execute(plan: RunPlan) -> int:
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
     print_closing(run, c.workload.warnings, run["status"] == "partial",
-                  "PARTIAL RESULT: the run was interrupted; the numbers cover what finished.",
+                  partial_line(run, "run"),
                   run_dir)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)

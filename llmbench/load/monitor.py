@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 perf_counter = time.perf_counter
 
@@ -23,6 +24,7 @@ class MonitorSample:
     lag_p99_ms: float
     lag_max_ms: float
     cpu_pct: float        # this process, % of one core
+    worker: int | None = None    # which worker process (--workers N); None: this one
 
 
 @dataclass
@@ -70,8 +72,27 @@ class LoopMonitor:
 
 
 def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
-         cpu_limit_pct: float = CPU_LIMIT_PCT) -> dict[str, float | bool]:
-    """Summary of a window of samples, and whether the generator was too busy to trust."""
+         cpu_limit_pct: float = CPU_LIMIT_PCT) -> dict[str, Any]:
+    """Summary of a window of samples, and whether the generator was too busy to trust.
+
+    Samples of worker processes are judged per worker: any worker over its limits makes the
+    window untrustworthy, and the summary is that worker's (the worst), naming it
+    (``worker``, ``overloaded_workers``, ``workers``: how many reported)."""
+    groups: dict[int | None, list[MonitorSample]] = {}
+    for s in samples:
+        groups.setdefault(s.worker, []).append(s)
+    if not groups or list(groups) == [None]:
+        return _busy_one(samples, lag_limit_ms, cpu_limit_pct)
+    per = {w: _busy_one(g, lag_limit_ms, cpu_limit_pct) for w, g in groups.items()}
+    wid, worst = max(per.items(), key=lambda kv: (bool(kv[1]["overloaded"]),
+                                                   kv[1]["lag_p99_ms"], kv[1]["cpu_pct"]))
+    return {**worst, "worker": wid, "workers": len(per),
+            "overloaded_workers": sorted(w for w, b in per.items()
+                                         if b["overloaded"] and w is not None)}
+
+
+def _busy_one(samples: list[MonitorSample], lag_limit_ms: float,
+              cpu_limit_pct: float) -> dict[str, Any]:
     if not samples:
         return {"lag_p99_ms": 0.0, "lag_max_ms": 0.0, "cpu_pct": 0.0, "overloaded": False}
     # a typical second, not the worst one: one GC pause or a scheduler hiccup on a shared
@@ -82,3 +103,26 @@ def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
     return {"lag_p99_ms": lag, "lag_max_ms": max(s.lag_max_ms for s in samples), "cpu_pct": cpu,
             "overloaded": lag > lag_limit_ms or cpu > cpu_limit_pct,
             "cores": os.cpu_count() or 1}
+
+
+class MonitorView:
+    """Monitor samples gathered from worker processes (by the coordinator), read as a
+    LoopMonitor is: ``samples`` (all, each naming its worker) and ``latest`` (the busiest
+    worker's most recent second, for the live line)."""
+
+    def __init__(self) -> None:
+        self.samples: list[MonitorSample] = []
+        self._latest: dict[int | None, MonitorSample] = {}
+
+    def add(self, sample: MonitorSample) -> None:
+        self.samples.append(sample)
+        self._latest[sample.worker] = sample
+
+    @property
+    def latest(self) -> MonitorSample | None:
+        if not self._latest:
+            return None
+        return max(self._latest.values(), key=lambda m: (m.lag_p99_ms, m.cpu_pct))
+
+    def owns(self, task: "asyncio.Task[object]") -> bool:
+        return False

@@ -112,10 +112,21 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
         if monitor.get("overloaded"):
-            out.append("WARNING: the load generator was busy (event-loop lag or CPU over its "
-                       "limit); its latencies may be inflated. Use fewer streams per process.")
+            who = worker_names(monitor)
+            out.append(f"WARNING: the load generator{who} was busy (event-loop lag or CPU over "
+                       "its limit); its latencies may be inflated. Use fewer streams per "
+                       "process (--workers).")
     out.append("=" * 50)
     return "\n".join(out)
+
+
+def worker_names(mon: dict[str, Any]) -> str:
+    """' (worker 1 of 2)' when worker processes ran and some were over their limits."""
+    bad = mon.get("overloaded_workers") or []
+    if not bad:
+        return ""
+    names = ", ".join(str(w) for w in bad)
+    return f" ({'workers' if len(bad) > 1 else 'worker'} {names} of {mon.get('workers')})"
 
 
 def reasoning_lines(s: dict[str, Any]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..load.monitor import LoopMonitor
 from ..load.session import Session
@@ -38,6 +38,13 @@ class Drive:
     stopping: asyncio.Event
     monitor: LoopMonitor
     live: LiveState
+    # Worker processes (llmbench.workers): awaited after the warm-up, returns the time
+    # measured dispatch starts at (every worker of a run shares it, and waits for it). None:
+    # now, in this process.
+    gate: Callable[[], Awaitable[float]] | None = None
+    # The ramp's crowd / the probe's slices run by worker processes (llmbench.workers); None:
+    # in this process
+    remote: Any = None
 
     @property
     def session(self) -> Session:

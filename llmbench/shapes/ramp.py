@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..load import arrivals
 from ..load.monitor import LAG_P99_LIMIT_MS, busy
+from ..load.session import Session
 from ..records import Record
 from ..workload import Conversation
 from .base import Drive
@@ -87,73 +88,57 @@ class Ramp:
     def max_in_flight(self) -> int:
         return (int(max(self.steps)) if self.by == "users" else 256) + 16
 
+    def crowd(self, d: Drive) -> "Crowd":
+        return Crowd(d.session, self.convs, self.think_s, self.seed, self.burstiness,
+                     d.live.users_changed)
+
     async def drive(self, d: Drive) -> list[StepResult]:
         """Step through the plan; stop at the first step that does not hold (unless
-        keep_going). ``d.live`` is updated as it goes (step, users, phase)."""
-        session, live = d.session, d.live
+        keep_going). ``d.live`` is updated as it goes (step, users, phase). The users live in
+        a Crowd: here, or spread over worker processes (``d.remote``, llmbench.workers),
+        while the steps are decided here either way."""
+        live = d.live
         assert self.judge is not None, "a ramp needs a judge for its steps"
-        user_stop = asyncio.Event()
-        tasks: list[asyncio.Task[Any]] = []
-        conv_ids = itertools.count()
-        loop = asyncio.get_running_loop()
-
-        def next_conv(_k: int) -> Conversation:
-            return self.convs[next(conv_ids) % len(self.convs)]
-
-        async def user(uid: int, delay: float) -> None:
-            if not await sleep_or_stop(user_stop, delay):
-                return
-            live.users_changed(perf_counter(), +1)
-            try:
-                await virtual_user(session, next_conv, uid=uid, think=self.think_s,
-                                   rng=random.Random(self.seed * 1_000_003 + uid), stop=user_stop)
-            finally:
-                live.users_changed(perf_counter(), -1)
-
-        async def rate_step(rate: float, seconds: float, step: int) -> None:
-            n = max(int(rate * seconds), 1)
-            offsets = arrivals.schedule(n, rate, self.burstiness, self.seed + step, "gamma")
-            await dispatch(session, offsets, lambda i: next_conv(i), stop=user_stop,
-                           think=self.think_s, seed=self.seed, tasks=tasks)
-
+        crowd = d.remote if d.remote is not None else self.crowd(d)
+        stopping = d.stopping
+        users = 0
         try:
             for index, load in enumerate(self.steps):
-                session.step = index
+                crowd.set_step(index)
                 live.step, live.load, live.phase = index, load, "ramp-in"
                 ramp_start = perf_counter()
-                rate_task = None
                 if self.by == "users":
-                    new = int(load) - len(tasks)
-                    for k in range(max(new, 0)):
-                        tasks.append(loop.create_task(
-                            user(len(tasks), self.ramp_in_s * k / max(new, 1))))
+                    new = int(load) - users
+                    # user k of the step's new ones comes in at ramp_start + ramp_in * k / new
+                    await crowd.add_users([(users + k, ramp_start + self.ramp_in_s * k / max(new, 1))
+                                           for k in range(max(new, 0))])
+                    users = max(users, int(load))
                 else:
-                    rate_task = loop.create_task(rate_step(load, self.ramp_in_s + self.hold_s,
-                                                           index))
-                if not await sleep_or_stop(session.stopping, self.ramp_in_s):
+                    n = max(int(load * (self.ramp_in_s + self.hold_s)), 1)
+                    crowd.start_rate(index, arrivals.schedule(n, load, self.burstiness,
+                                                              self.seed + index, "gamma"),
+                                     perf_counter())
+                if not await sleep_or_stop(stopping, self.ramp_in_s):
                     break
                 hold_start = perf_counter()
                 live.phase = "hold"
-                if not await sleep_or_stop(session.stopping, self.hold_s):
+                if not await sleep_or_stop(stopping, self.hold_s):
                     break
                 hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
-                if rate_task is not None:
-                    rate_task.cancel()
-
-                def pending() -> int:
-                    return sum(1 for r in session.active
-                               if r.step == index and hold_start <= r.start < hold_end)
+                crowd.stop_rate()
                 # let the window's requests finish; users keep chatting meanwhile
                 drain_deadline = perf_counter() + self.drain_s
-                while perf_counter() < drain_deadline and not session.stopping.is_set():
-                    if not pending():
+                while perf_counter() < drain_deadline and not stopping.is_set():
+                    if not await crowd.pending(index, hold_start, hold_end):
                         break
                     await asyncio.sleep(0.05)
                 mon = busy([m for m in d.monitor.samples
                             if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
                 result = self.judge(StepWindow(index, load, ramp_start, hold_start, hold_end,
-                                               session.records, pending(), mon))
+                                               crowd.records,
+                                               await crowd.pending(index, hold_start, hold_end),
+                                               mon))
                 self.results.append(result)
                 if self.on_step is not None:
                     self.on_step(result)
@@ -161,12 +146,79 @@ class Ramp:
                     break
         finally:
             live.phase = "finishing"
-            user_stop.set()
-            session.step = None
-            if tasks:
-                # in-flight requests after the last window do not count; give them a moment
-                done, still = await asyncio.wait(tasks, timeout=2.0)
-                for t in still:
-                    t.cancel()
-                await asyncio.gather(*still, return_exceptions=True)
+            await crowd.finish()
         return self.results
+
+
+class Crowd:
+    """The ramp's users and arrivals in one process: added step by step, stopped at the end.
+    A worker process runs one for its share (llmbench.workers), the coordinator's steps
+    calling the same methods through messages. Times are this process's perf_counter."""
+
+    def __init__(self, session: Session, convs: Sequence[Conversation],
+                 think_s: tuple[float, float], seed: int, burstiness: float,
+                 users_changed: Callable[[float, int], None]) -> None:
+        self.session = session
+        self.convs = convs
+        self.think_s = think_s
+        self.seed = seed
+        self.burstiness = burstiness
+        self.users_changed = users_changed
+        self.user_stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.rate_task: asyncio.Task[None] | None = None
+        self._conv_ids = itertools.count()
+
+    @property
+    def records(self) -> Sequence[Record]:
+        return self.session.records
+
+    def next_conv(self, _k: int) -> Conversation:
+        return self.convs[next(self._conv_ids) % len(self.convs)]
+
+    def set_step(self, index: int | None) -> None:
+        self.session.step = index
+
+    async def add_users(self, users: list[tuple[int, float]]) -> None:
+        """Users (id, when it comes in) join and chat until the end."""
+        loop = asyncio.get_running_loop()
+        for uid, at in users:
+            self.tasks.append(loop.create_task(self._user(uid, at)))
+
+    async def _user(self, uid: int, at: float) -> None:
+        if not await sleep_or_stop(self.user_stop, at - perf_counter()):
+            return
+        self.users_changed(perf_counter(), +1)
+        try:
+            await virtual_user(self.session, self.next_conv, uid=uid, think=self.think_s,
+                               rng=random.Random(self.seed * 1_000_003 + uid),
+                               stop=self.user_stop)
+        finally:
+            self.users_changed(perf_counter(), -1)
+
+    def start_rate(self, step: int, offsets: Sequence[float], t0: float,
+                   index: Sequence[int] | None = None) -> None:
+        """Arrivals at t0 + offsets (a worker's share: ``index``, their numbers)."""
+        self.rate_task = asyncio.get_running_loop().create_task(
+            dispatch(self.session, offsets, self.next_conv, stop=self.user_stop,
+                     think=self.think_s, seed=self.seed, tasks=self.tasks, t0=t0, index=index))
+
+    def stop_rate(self) -> None:
+        if self.rate_task is not None:
+            self.rate_task.cancel()
+            self.rate_task = None
+
+    async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
+        """Requests of the step's hold window still in flight."""
+        return sum(1 for r in self.session.active
+                   if r.step == index and hold_start <= r.start < hold_end)
+
+    async def finish(self) -> None:
+        self.user_stop.set()
+        self.session.step = None
+        if self.tasks:
+            # in-flight requests after the last window do not count; give them a moment
+            done, still = await asyncio.wait(self.tasks, timeout=2.0)
+            for t in still:
+                t.cancel()
+            await asyncio.gather(*still, return_exceptions=True)

@@ -37,7 +37,10 @@ class ProbeWindow:
 
 
 async def _slice(session: Session, convs: Sequence[Conversation], users: int, seconds: float,
-                 think: tuple[float, float], seed: int, offset: int) -> None:
+                 think: tuple[float, float], seed: int, offset: int,
+                 uids: Sequence[int] | None = None) -> None:
+    """``users`` users on one path for ``seconds`` (``uids``: a worker process's share of
+    them), then their in-flight requests finish."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -47,7 +50,7 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
 
     tasks = [loop.create_task(virtual_user(session, conv_of(u), uid=u, think=think,
                                            rng=random.Random(seed * 7919 + u), stop=stop))
-             for u in range(users)]
+             for u in (range(users) if uids is None else uids)]
     await sleep_or_stopping(session.stopping, seconds)
     stop.set()
     await asyncio.gather(*tasks)        # in-flight requests finish before the other path runs
@@ -94,8 +97,11 @@ class RouterAB:
                         break
                     d.live.phase = path
                     t_slice = perf_counter()
-                    await _slice(sessions[path], self.convs, users, self.slice_s, self.think_s,
-                                 self.seed + rnd, offset)
+                    if d.remote is not None:      # the users are in worker processes
+                        await d.remote.slice(path, users, self.slice_s, self.seed + rnd, offset)
+                    else:
+                        await _slice(sessions[path], self.convs, users, self.slice_s,
+                                     self.think_s, self.seed + rnd, offset)
                     active[path] += perf_counter() - t_slice
                 offset += users * 7
             if d.stopping.is_set():

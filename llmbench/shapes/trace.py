@@ -78,7 +78,8 @@ class TraceReplay:
         session = d.session
         loop = asyncio.get_running_loop()
         tasks: list[asyncio.Task[None]] = []
-        t0 = perf_counter() + LEAD_S
+        # worker processes share one t0 (the gate waits for every worker's "ready")
+        t0 = perf_counter() + LEAD_S if d.gate is None else await d.gate()
         for item in self.items:
             due = t0 + item.offset_s / self.speed
             if not await sleep_or_stop(d.stopping, due - perf_counter() - SPIN_S):

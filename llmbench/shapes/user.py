@@ -114,15 +114,19 @@ async def dispatch(session: Session, offsets: Sequence[float], conv_for: Callabl
                    *, stop: asyncio.Event, think: tuple[float, float], seed: int,
                    sem: asyncio.Semaphore | None = None, budget: Budget | None = None,
                    tasks: list[asyncio.Task[bool]] | None = None,
-                   t0: float | None = None) -> list[asyncio.Task[bool]]:
+                   t0: float | None = None,
+                   index: Sequence[int] | None = None) -> list[asyncio.Task[bool]]:
     """Open loop: start conversation i at t0 + offsets[i] (t0: now), until ``stop`` is set.
 
     With a concurrency cap (``sem``), a request that waited for a free place shows it as client
-    queue time (start - scheduled), never hidden. Started tasks go into ``tasks`` (returned)."""
+    queue time (start - scheduled), never hidden. Started tasks go into ``tasks`` (returned).
+    ``index``: each arrival's number in the whole schedule (a worker process's share), which
+    picks its conversation and seed; default 0, 1, 2..."""
     loop = asyncio.get_running_loop()
     tasks = tasks if tasks is not None else []
     t0 = perf_counter() if t0 is None else t0
-    for i, off in enumerate(offsets):
+    for k, off in enumerate(offsets):
+        i = index[k] if index is not None else k
         due = t0 + off
         if not await sleep_or_stop(stop, due - perf_counter()):
             break

@@ -1,0 +1,123 @@
+"""What each worker runs: a run shape cut into shares, or the ramp's / the probe's crowd that
+the coordinator's steps drive by messages. Values only (they cross process boundaries by
+pickle), and how many workers ``auto`` chooses.
+
+Shares are deterministic: user u is worker u % N's; arrival i of an open-loop schedule (computed
+once, here, in the coordinator) is worker i % N's; conversation k of a closed loop is worker
+k % N's; a trace's session (a conversation and all its turns) is one worker's, in time order
+round robin, so a session's turns stay in order on one worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from ..shapes.fixed import ClosedLoop, OpenLoop
+from ..shapes.trace import TraceReplay
+from ..workload import Conversation
+
+# Streams one worker process carries before its own check (event-loop lag p99 over 10 ms or
+# CPU over 90%) starts to flag it, measured with scripts/bench_worker_capacity.py against the
+# mock on the 2-core project machine (shared with other jobs, so pessimistic): see the README's
+# "--workers" section for the table. ``auto`` plans for this many per process.
+STREAMS_PER_PROCESS = 64
+# Open loop without --max-concurrency: streams ~ rate x how long a request lasts, which is not
+# known before the run; this is the assumed length (a chat reply of ~100-200 tokens).
+ASSUMED_REQUEST_S = 4.0
+
+
+@dataclass
+class RunShare:
+    """A run shape's share (ClosedLoop, OpenLoop or TraceReplay value), run as it is."""
+
+    shape: Any
+
+
+@dataclass
+class RampCrowd:
+    """A ramp's share of users (and arrivals), added and stopped by the coordinator."""
+
+    convs: Sequence[Conversation]
+    think_s: tuple[float, float]
+    seed: int
+    burstiness: float
+
+
+@dataclass
+class ProbeCrowd:
+    """The probe's users on either path, slice by slice, as the coordinator says."""
+
+    convs: Sequence[Conversation]
+    think_s: tuple[float, float]
+
+
+def _share(total: int, n: int, w: int) -> int:
+    return total // n + (1 if w < total % n else 0)
+
+
+def split_run(shape: Any, n: int) -> list[RunShare]:
+    """A run shape in ``n`` shares (fewer when there is less to share: 3 users, 3 workers)."""
+    if isinstance(shape, ClosedLoop):
+        n = max(1, min(n, shape.concurrency, shape.requests or n))
+        convs = list(shape.convs)
+        out = []
+        for w in range(n):
+            mine = convs[w::n] if len(convs) >= n else convs
+            uids = tuple(range(shape.concurrency))[w::n]
+            out.append(RunShare(replace(
+                shape, convs=mine, concurrency=len(uids), uids=uids,
+                requests=None if shape.requests is None else _share(shape.requests, n, w),
+                warmup=_share(shape.warmup, n, w))))
+        return out
+    if isinstance(shape, OpenLoop):
+        offsets = shape.offsets()                    # the schedule, computed once, here
+        n = max(1, min(n, len(offsets)))
+        out = []
+        for w in range(n):
+            share = tuple((i, o) for i, o in enumerate(offsets) if i % n == w)
+            cap = shape.max_concurrency
+            out.append(RunShare(replace(
+                shape, share=share, warmup=_share(shape.warmup, n, w),
+                max_concurrency=None if cap is None else max(1, _share(cap, n, w)))))
+        return out
+    if isinstance(shape, TraceReplay):
+        items = list(shape.items)
+        n = max(1, min(n, len(items)))
+        return [RunShare(replace(shape, items=items[w::n])) for w in range(n)]
+    raise TypeError(f"no worker split for {type(shape).__name__}")
+
+
+def streams(shape: Any) -> int:
+    """How many requests the shape may keep in flight at its peak (for ``auto``)."""
+    if isinstance(shape, ClosedLoop):
+        return shape.concurrency
+    if isinstance(shape, OpenLoop):
+        if shape.max_concurrency:
+            return shape.max_concurrency
+        return int(math.ceil(shape.rate * ASSUMED_REQUEST_S)) if math.isfinite(shape.rate) \
+            else (shape.requests or 1)
+    if isinstance(shape, TraceReplay):
+        return max(shape.max_in_flight() - 16, 1)
+    steps = getattr(shape, "steps", None)
+    if steps:
+        if getattr(shape, "by", "users") == "rate":
+            return int(math.ceil(max(steps) * ASSUMED_REQUEST_S))
+        return int(max(steps))
+    return 1
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                        # not Linux
+        return os.cpu_count() or 1
+
+
+def auto_workers(n_streams: int, n_cores: int | None = None) -> int:
+    """Enough processes for the streams at STREAMS_PER_PROCESS each, at most one per core
+    this process may run on (more processes than cores only share the same CPUs)."""
+    c = cores() if n_cores is None else n_cores
+    return max(1, min(c, int(math.ceil(n_streams / STREAMS_PER_PROCESS))))

@@ -1,0 +1,69 @@
+"""The seam between the coordinator and its workers (see the package docstring for the full
+contract): the picklable WorkerSpec, the channel a worker talks through, and the launcher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..client import RequestParams, Timeouts
+from ..target import Target
+
+# A worker sends its finished records at least this often, or at every BATCH records.
+FLUSH_S = 0.05
+BATCH = 256
+
+
+@dataclass
+class WorkerTarget:
+    """One server a worker sends to: the harness's TargetSpec without what only the
+    coordinator does (preflight, server scrapes)."""
+
+    target: Target
+    name: str = "main"
+    path: str | None = None
+    run_id: str = "r"
+
+
+@dataclass
+class WorkerSpec:
+    worker_id: int
+    plan: Any                                  # a llmbench.workers.plan value (picklable)
+    targets: list[WorkerTarget]
+    params: RequestParams = field(default_factory=RequestParams)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    max_in_flight: int = 80                    # connections per target
+    served_by_header: str | None = None
+    grace_s: float = 3.0
+    tokenizer: str | None = None               # a --tokenizer spec, rebuilt in the worker
+    clock_offset_s: float = 0.0                # coordinator_time = worker_time + offset
+    workers: int = 1                           # how many workers the run has (for the note)
+
+
+class Channel(Protocol):
+    """The worker's end."""
+
+    def send(self, msg: dict[str, Any]) -> None: ...
+
+    async def recv(self) -> dict[str, Any] | None: ...
+
+
+class WorkerLink(Protocol):
+    """The coordinator's end of one worker."""
+
+    worker_id: int
+    clock_offset_s: float
+
+    def send(self, msg: dict[str, Any]) -> None: ...
+
+    async def recv(self) -> dict[str, Any] | None: ...
+
+    def exit_note(self) -> str: ...
+
+    def kill(self) -> None: ...
+
+    async def close(self, timeout_s: float = 5.0) -> None: ...
+
+
+class Launcher(Protocol):
+    def launch(self, spec: WorkerSpec) -> WorkerLink: ...

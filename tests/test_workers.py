@@ -1,0 +1,260 @@
+"""--workers N: the plan split over worker processes (real processes, the mock on loopback).
+
+What must not change with workers: how many requests, the open-loop schedule, the ramp's
+verdict, a session's turns in order; and what each record says (its worker). What workers add:
+a stop that reaches every worker (partial, marked run.json), a dead worker named.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from llmbench.load import arrivals
+from llmbench.load.monitor import MonitorSample, busy
+from llmbench.records import Record
+from llmbench.workers.plan import auto_workers, split_run
+from llmbench.shapes import ClosedLoop, OpenLoop
+from llmbench.workload import Conversation, Turn
+from conftest import ROOT
+from test_cli import ENV, llmbench, only_run
+
+SMALL = ["--prompt-tokens", "10", "--output-tokens", "8"]
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+
+
+def _run(m, out: Path, *args: str):
+    p = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--out", str(out), *SMALL,
+                 *args, timeout=180)
+    assert p.returncode == 0, p.stderr
+    d = only_run(out)
+    return d, _records(d), json.loads((d / "run.json").read_text())
+
+
+def test_closed_loop_with_two_workers_sends_the_same_requests_each_naming_its_worker(
+        mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    _, one, run1 = _run(m, tmp_path / "one", "--concurrency", "4", "--requests", "30")
+    _, two, run2 = _run(m, tmp_path / "two", "--concurrency", "4", "--requests", "30",
+                        "--workers", "2")
+    assert len(one) == len(two) == 30
+    assert all("worker" not in r for r in one)            # one process: the log as before
+    assert "workers" not in run1
+    assert {r["worker"] for r in two} == {0, 1} and all(r["ok"] for r in two)
+    assert len({r["request_id"] for r in two}) == 30
+    assert run2["workers"]["count"] == 2 and not run2["workers"]["crashed"]
+    assert run2["summary"]["completed"] == 30
+
+
+def test_open_loop_with_two_workers_keeps_the_schedule(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    d, recs, run = _run(m, tmp_path, "--rate", "25", "--requests", "50", "--seed", "3",
+                        "--workers", "2")
+    assert len(recs) == 50 and {r["worker"] for r in recs} == {0, 1}
+    # one schedule, computed once: the scheduled times are exactly its offsets from one t0
+    sched = sorted(r["scheduled"] for r in recs)
+    want = arrivals.schedule(50, 25.0, 1.0, 3, "gamma")
+    assert all(abs((s - sched[0]) - (w - want[0])) < 1e-6 for s, w in zip(sched, want))
+    # ... and dispatched on time by either worker (nearly all; a busy machine delays a few)
+    late = [r["start"] - r["scheduled"] for r in recs]
+    assert sum(x < 0.05 for x in late) >= 45, sorted(late)[-5:]
+
+
+def test_ramp_with_two_workers_reaches_the_verdict_of_one(mock_factory, tmp_path):
+    # one slot at 100 ms per reply: 1 user holds a 250 ms TTFT p95, 3 users queue past it
+    m = mock_factory(ttft_ms=40, itl_ms=5, parallel=1)
+    common = ["ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,3",
+              "--ramp-in", "0.3s", "--hold", "2.5s", "--think", "0", "--turns", "1",
+              "--prompt-tokens", "10", "--output-tokens", "12", "--threshold",
+              "ttft.p95<=250ms", "--generator-lag-limit", "2000ms"]
+    kinds = []
+    for n in ("1", "2"):
+        out = tmp_path / n
+        p = llmbench(*common, "--out", str(out), "--workers", n, timeout=180)
+        assert p.returncode == 0, p.stderr
+        run = json.loads((only_run(out) / "run.json").read_text())
+        kinds.append(run["verdict"]["kind"])
+        assert [s["held"] for s in run["steps"]] == [True, False], run["steps"]
+        if n == "2":
+            recs = _records(only_run(out))
+            assert {r["worker"] for r in recs} == {0, 1}      # the 3 users were spread
+            assert run["workers"]["count"] == 2
+    assert kinds[0] == kinds[1] == "queuing"
+
+
+def test_trace_with_two_workers_keeps_each_session_in_order_on_one_worker(mock_factory,
+                                                                          tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    rows = []
+    for s in range(6):
+        for t in range(3):
+            rows.append({"timestamp": s * 40 + t * 60, "session_id": f"s{s}",
+                         "messages": [{"role": "user", "content": f"turn {t} of {s}"}],
+                         "output_length": 4})
+    rows.sort(key=lambda r: r["timestamp"])
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    p = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--out", str(out),
+                 "--trace", str(trace), "--workers", "2", timeout=180)
+    assert p.returncode == 0, p.stderr
+    recs = _records(only_run(out))
+    assert len(recs) == 18 and {r["worker"] for r in recs} == {0, 1}
+    by_conv: dict[str, list[dict]] = {}
+    for r in recs:
+        by_conv.setdefault(r["conversation"], []).append(r)
+    assert len(by_conv) == 6
+    for turns in by_conv.values():
+        assert len({r["worker"] for r in turns}) == 1           # a session stays on one worker
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == [0, 1, 2]
+        for a, b in zip(turns, turns[1:]):
+            assert b["start"] >= a["done"] - 1e-6                # each after the previous reply
+
+
+def _wait_for_records(path: Path, n: int, deadline_s: float = 60) -> None:
+    deadline = time.time() + deadline_s
+    while time.time() < deadline:
+        try:
+            if len(path.read_text().splitlines()) >= n:
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} records in {path} after {deadline_s} s")
+
+
+def _start(m, out: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--url",
+                             m.url + "/v1", "--model", "mock", "--out", str(out), *SMALL,
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=ROOT)
+
+
+def test_ctrl_c_with_workers_writes_a_partial_marked_run(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=20, itl_ms=5)
+    p = _start(m, tmp_path, "--concurrency", "4", "--duration", "60s", "--workers", "2")
+    try:
+        out_dir = None
+        deadline = time.time() + 60
+        while out_dir is None and time.time() < deadline:
+            dirs = [d for d in tmp_path.iterdir() if d.is_dir()] if tmp_path.exists() else []
+            out_dir = dirs[0] if dirs else None
+            time.sleep(0.1)
+        assert out_dir is not None
+        _wait_for_records(out_dir / "requests.jsonl", 10)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["status"] == "partial" and "PARTIAL RESULT" in out
+    recs = _records(out_dir)
+    assert {r["worker"] for r in recs} == {0, 1}
+    assert run["summary"]["completed"] >= 10
+
+
+def _worker_pids(parent: int) -> list[int]:
+    """The coordinator's worker processes (spawned children running spawn_main)."""
+    pids = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        kids = (task / "children").read_text().split()
+        for k in kids:
+            cmd = Path(f"/proc/{k}/cmdline").read_bytes().replace(b"\0", b" ")
+            if b"spawn_main" in cmd:
+                pids.append(int(k))
+    return sorted(pids)
+
+
+def test_a_worker_that_dies_is_named_and_its_records_are_kept(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=20, itl_ms=5)
+    p = _start(m, tmp_path, "--concurrency", "4", "--duration", "8s", "--workers", "2")
+    try:
+        out_dir = None
+        deadline = time.time() + 60
+        while out_dir is None and time.time() < deadline:
+            dirs = [d for d in tmp_path.iterdir() if d.is_dir()]
+            out_dir = dirs[0] if dirs else None
+            time.sleep(0.1)
+        assert out_dir is not None
+        _wait_for_records(out_dir / "requests.jsonl", 10)
+        pids = _worker_pids(p.pid)
+        assert len(pids) == 2, pids
+        # which worker id is that pid: the one whose records stop
+        os.kill(pids[1], signal.SIGKILL)
+        out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = [line for line in err.splitlines() if "crashed" in line]
+    assert len(lines) == 1 and "killed by SIGKILL" in lines[0], err
+    assert lines[0].startswith("error: worker ")
+    run = json.loads((out_dir / "run.json").read_text())
+    dead = run["workers"]["crashed"]
+    assert len(dead) == 1 and f"worker {dead[0]['worker']} crashed" in lines[0]
+    assert run["status"] == "partial" and "PARTIAL RESULT: worker" in out
+    recs = _records(out_dir)
+    kept = [r for r in recs if r["worker"] == dead[0]["worker"]]
+    assert len(kept) == dead[0]["records"] > 0           # what it sent before dying is kept
+
+
+# -- pieces, no processes --------------------------------------------------------------------
+def _convs(n: int) -> list[Conversation]:
+    return [Conversation(f"c{i}", (Turn("hi", 8),)) for i in range(n)]
+
+
+def test_split_is_deterministic_and_covers_the_plan():
+    shares = split_run(ClosedLoop(_convs(10), 5, requests=23), 2)
+    assert [s.shape.uids for s in shares] == [(0, 2, 4), (1, 3)]
+    assert sum(s.shape.requests for s in shares) == 23
+    assert sorted(c.id for s in shares for c in s.shape.convs) == sorted(c.id for c in _convs(10))
+    ol = OpenLoop(_convs(10), rate=10.0, requests=9, seed=1)
+    shares = split_run(ol, 2)
+    got = sorted(x for s in shares for x in s.shape.share)
+    assert got == list(enumerate(ol.offsets()))
+    assert len(split_run(ClosedLoop(_convs(3), 1, requests=5), 4)) == 1   # one user: one worker
+
+
+def test_auto_uses_the_streams_and_at_most_the_cores():
+    assert auto_workers(10, n_cores=8) == 1
+    assert auto_workers(1000, n_cores=2) == 2
+    assert auto_workers(1000, n_cores=64) > 2
+
+
+def test_the_generator_check_names_a_busy_worker():
+    calm = [MonitorSample(float(t), 1.0, 2.0, 20.0, worker=0) for t in range(5)]
+    hot = [MonitorSample(float(t), 30.0, 40.0, 95.0, worker=1) for t in range(5)]
+    b = busy(calm + hot)
+    assert b["overloaded"] and b["worker"] == 1 and b["overloaded_workers"] == [1]
+    from llmbench.verdict import generator_sentence
+    assert "worker 1 of 2" in generator_sentence(b)
+    assert not busy(calm)["overloaded"] and "worker" not in busy(calm[:2] and [
+        MonitorSample(0.0, 1.0, 2.0, 20.0)])
+
+
+def test_a_log_without_worker_ids_still_loads():
+    d = Record("r-1", 1.0, start=1.0, done=2.0, ok=True).to_json()
+    assert "worker" not in d and Record.from_json(d).worker is None
+    assert Record.from_json({**d, "worker": 3}).worker == 3
+
+
+def test_probe_with_two_workers_drives_both_paths_from_both(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    p = llmbench("probe", "--router", m.url + "/v1", "--direct", m.url + "/v1", "--model",
+                 "mock", "--users", "2", "--slice", "1s", "--rounds", "1", "--turns", "1",
+                 *SMALL, "--workers", "2", "--out", str(tmp_path), timeout=180)
+    assert p.returncode == 0, p.stderr
+    d = only_run(tmp_path)
+    recs = _records(d)
+    seen = {(r["path"], r["worker"]) for r in recs}
+    assert seen == {("router", 0), ("router", 1), ("direct", 0), ("direct", 1)}
+    run = json.loads((d / "run.json").read_text())
+    assert run["status"] == "complete" and run["steps"][0]["router"]["requests"] > 0
