@@ -145,12 +145,16 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
     import dataclasses
     from .shapes.trace import TraceReplay
     from .workload import ServerRef, load_tokenizer
-    from .workload.traces import trace_workload
+    from .workload.traces import PrefixAim, trace_workload
+    aim = None
+    if w.prefix_hit_ratio is not None:
+        aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
+        w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
     common = _common(tgt, s, w, rq, o, 1)     # groups checked, params and timeouts built
     ref = ServerRef(tgt.server_root, tgt.model,
                     {k: v for k, v in tgt.request_headers().items() if k != "content-type"})
     tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(path, tok, w.seed, window_s, limit)
+    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, speed, tr.describe(), w.seed)
 
@@ -259,9 +263,6 @@ def run(
                              "--duration and --warmup (--trace-window picks a part)")
         if not (trace_speed > 0 and math.isfinite(trace_speed)):
             raise UsageError(f"--trace-speed {trace_speed:g}: must be a finite number above 0")
-        if workload is not None and workload.prefix_hit_ratio is not None:
-            raise UsageError("--prefix-hit-ratio builds synthetic prompts; a trace fixes its own "
-                             "sharing (Mooncake hash_ids): drop one of them")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     opt.count(max_concurrency, "--max-concurrency")

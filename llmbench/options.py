@@ -210,7 +210,7 @@ class WorkloadOpts(OptionGroup):
     hf_column: Annotated[Optional[List[str]], _opt("Map a column: prompt=NAME or max_tokens=NAME (repeatable).", P_WORKLOAD, "--hf-column", metavar="K=COL")] = None
     tokenizer: Annotated[Optional[str], _opt("auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", P_WORKLOAD)] = None
     seed: Annotated[int, _opt("Seed for sampling, schedules and think times.", P_WORKLOAD)] = 0
-    prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
+    prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic or a --trace of lengths: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
     cache_block_tokens: Annotated[int, _opt("--prefix-hit-ratio: the server's cache block in tokens (vLLM 16).", P_WORKLOAD)] = 16
 
     def validate(self) -> "WorkloadOpts":

@@ -90,3 +90,72 @@ def test_bad_prefix_hit_input_is_one_line_exit_2(tmp_path):
         err = r.stderr.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and says in err[0], (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+# -- on a trace ---------------------------------------------------------------------------------
+def _length_trace(path, n=40, lo=128, hi=1024, gap_ms=20, seed=3):
+    import random
+    rng = random.Random(seed)
+    path.write_text("".join(json.dumps({"timestamp": i * gap_ms, "input_length": rng.randint(lo, hi),
+                                        "output_length": 4}) + "\n" for i in range(n)))
+    return path
+
+
+def test_a_trace_of_lengths_aims_at_the_ratio_and_is_verified(mock_factory, tmp_path):
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.05, block_tokens=16)
+    trace = _length_trace(tmp_path / "t.jsonl")
+    out = tmp_path / "out"
+    r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--trace", str(trace),
+                 "--prefix-hit-ratio", "0.5", "--prefixes", "3", "--tokenizer", "server",
+                 "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    run = json.loads((only_run(out) / "run.json").read_text())
+    p = run["prefix_cache"]
+    assert p["target"] == 0.5 and p["prefixes"] == 3 and p["source"] == "--prefix-hit-ratio"
+    assert p["requests"] == 40 and p["usage"]["requests_reporting"] == 40
+    assert abs(p["usage"]["ratio"] - 0.5) <= 0.05 and abs(p["server"]["ratio"] - 0.5) <= 0.05, p
+    assert p["warnings"] == [] and p["warmup_failed"] == 0
+    # the prompts still have the trace's lengths: shared part + own part
+    lines = [json.loads(x) for x in (only_run(out) / "requests.jsonl").read_text().splitlines()]
+    assert len(lines) == 40          # the warm-up is not among the measured requests
+    want = [json.loads(x)["input_length"] for x in trace.read_text().splitlines()]
+    got = sorted(x["prompt_tokens"] for x in lines)
+    assert all(abs(g - w) <= 24 for g, w in zip(got, sorted(want))), (got, sorted(want))
+    assert "Prefix cache: target 50.0%" in r.stdout
+
+
+def test_a_mooncake_trace_verifies_the_ratio_its_hash_ids_imply(mock_factory, tmp_path):
+    from llmbench.workload.traces import _Row, implied_hit_ratio
+    # 1st: blocks 1,2 (miss); 2nd: 1,2 hit, 3 miss; 3rd: 1 hit, 4 miss, 2 not a prefix: miss
+    rows = [_Row("a", 0, 1024, 4, (1, 2)), _Row("b", 1, 1536, 4, (1, 2, 3)),
+            _Row("c", 2, 1536, 4, (1, 4, 2))]
+    assert implied_hit_ratio(rows) == (1024 + 512) / (1024 + 1536 + 1536)
+    # a block first sent cut short is cached only that far
+    assert implied_hit_ratio([_Row("a", 0, 100, 4, (7,)), _Row("b", 1, 512, 4, (7,))]) == 100 / 612
+    m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
+                     prefill_ms_per_token=0.01, block_tokens=16)
+    out = tmp_path / "out"
+    r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--trace",
+                 "datasets/trace_mooncake_sample.jsonl", "--trace-speed", "20", "--tokenizer",
+                 "server", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    p = json.loads((only_run(out) / "run.json").read_text())["prefix_cache"]
+    assert p["source"].startswith("the trace's hash_ids") and 0 < p["target"] < 1
+    assert abs(p["usage"]["ratio"] - p["target"]) <= 0.05, p
+    assert "Prefix cache: the trace implies" in r.stdout
+
+
+def test_prefix_hit_ratio_refuses_traces_it_cannot_aim(tmp_path):
+    msgs = tmp_path / "m.jsonl"
+    msgs.write_text(json.dumps({"timestamp": 0, "messages": [{"role": "user", "content": "hi"}]})
+                    + "\n")
+    sess = tmp_path / "s.jsonl"
+    sess.write_text("".join(json.dumps({"timestamp": i, "session_id": "a", "input_length": 64,
+                                        "output_length": 4}) + "\n" for i in range(2)))
+    for path, says in ((msgs, "carries its own messages"), (sess, "sessions of several turns"),
+                       ("datasets/trace_mooncake_sample.jsonl", "Mooncake trace")):
+        r = llmbench("run", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--trace",
+                     str(path), "--prefix-hit-ratio", "0.5")
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -244,3 +244,17 @@ def test_a_log_without_worker_ids_still_loads():
     d = Record("r-1", 1.0, start=1.0, done=2.0, ok=True).to_json()
     assert "worker" not in d and Record.from_json(d).worker is None
     assert Record.from_json({**d, "worker": 3}).worker == 3
+
+
+def test_probe_with_two_workers_drives_both_paths_from_both(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    p = llmbench("probe", "--router", m.url + "/v1", "--direct", m.url + "/v1", "--model",
+                 "mock", "--users", "2", "--slice", "1s", "--rounds", "1", "--turns", "1",
+                 *SMALL, "--workers", "2", "--out", str(tmp_path), timeout=180)
+    assert p.returncode == 0, p.stderr
+    d = only_run(tmp_path)
+    recs = _records(d)
+    seen = {(r["path"], r["worker"]) for r in recs}
+    assert seen == {("router", 0), ("router", 1), ("direct", 0), ("direct", 1)}
+    run = json.loads((d / "run.json").read_text())
+    assert run["status"] == "complete" and run["steps"][0]["router"]["requests"] > 0

@@ -23,12 +23,13 @@ import json
 import os
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator
 
 from .files import DatasetError
 from .model import Conversation, Turn
+from .prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
 from .synthetic import _opening, prepare_unit_words, text_of_tokens
 from .tokenizer import Tokenizer
 
@@ -56,6 +57,10 @@ class Trace:
     items: list[TraceItem]
     window_s: tuple[float, float] | None = None
     blocks: int = 0                  # distinct Mooncake blocks built
+    # --prefix-hit-ratio on a trace of lengths: the plan and the shared prompts to warm first;
+    # a Mooncake trace's own sharing: the hit ratio its hash_ids imply (an unbounded cache)
+    prefix: dict[str, Any] | None = None
+    warmup: list[Conversation] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -69,7 +74,8 @@ class Trace:
         return {"path": self.path, "format": self.format, "requests": self.requests,
                 "conversations": len(self.items), "span_s": round(self.span_s, 3),
                 "window_s": list(self.window_s) if self.window_s else None,
-                "shared_blocks": self.blocks}
+                "shared_blocks": self.blocks,
+                **({"prefix_hit": self.prefix} if self.prefix else {})}
 
 
 _DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -243,10 +249,85 @@ class _Blocks:
         return text
 
 
+@dataclass(frozen=True)
+class PrefixAim:
+    """--prefix-hit-ratio on a trace: the ratio, the server's cache block, how many distinct
+    shared prompts."""
+
+    ratio: float
+    block_tokens: int = 16
+    prefixes: int = 1
+
+
+def implied_hit_ratio(rows: list[_Row]) -> float | None:
+    """The prefix-cache hit ratio a Mooncake trace's hash_ids imply for an unbounded cache: a
+    request's leading blocks already sent (by hash id) are cached; the first unseen block ends
+    its hit, as a prefix cache matches prefixes only."""
+    seen: dict[int, int] = {}          # hash id -> most tokens of that block sent so far
+    hit = total = 0
+    for r in rows:
+        if r.hash_ids is None or not r.input_tokens:
+            continue
+        n = r.input_tokens
+        total += n
+        matching = True
+        for k, h in enumerate(r.hash_ids):
+            block_n = min(BLOCK_TOKENS, n - k * BLOCK_TOKENS)
+            if block_n <= 0:
+                break
+            have = seen.get(h, 0)
+            if matching:
+                hit += min(have, block_n)
+                matching = have >= block_n
+            seen[h] = max(have, block_n)
+    return hit / total if total else None
+
+
+class _SharedPrompts:
+    """The shared system prompts of a --prefix-hit-ratio trace: one text per prefix, as long as
+    the longest share any request needs; a request sharing ``s`` tokens gets its first ``s``
+    tokens, so every shorter share is a prefix of the one warmed."""
+
+    def __init__(self, tok: Tokenizer, aim: PrefixAim, longest: int, seed: int) -> None:
+        self.tok = tok
+        texts = shared_texts(tok, max(aim.prefixes, 1), longest, seed) if longest else []
+        self.full = texts
+        self.words = [t.split() for t in texts] if tok.unit_words else None
+        self.ids = None if tok.unit_words else [tok.encode(t)[:longest] for t in texts]
+
+    def take(self, k: int, tokens: int) -> str | None:
+        if not self.full or tokens <= 0:
+            return None
+        k %= len(self.full)
+        if self.words is not None:      # one word = one token: exact
+            return " ".join(self.words[k][:tokens])
+        assert self.ids is not None
+        return self.tok.decode(self.ids[k][:tokens])
+
+
+def _check_aim(rows: list[_Row], path: str, fmt: str) -> None:
+    """--prefix-hit-ratio needs prompts the replay builds from lengths, one request each."""
+    if fmt == "mooncake" or any(r.hash_ids is not None for r in rows):
+        raise DatasetError(f"--prefix-hit-ratio: {path} is a Mooncake trace: its hash_ids fix "
+                           "what is shared (the ratio they imply is verified anyway); drop "
+                           "--prefix-hit-ratio")
+    if any(r.user is not None for r in rows):
+        raise DatasetError(f"--prefix-hit-ratio: {path} carries its own messages; the ratio can "
+                           "be aimed at only with a trace of lengths (Azure CSV, or JSONL with "
+                           "input_length)")
+    sessions = [r.session for r in rows if r.session is not None]
+    if len(sessions) != len(set(sessions)):
+        raise DatasetError(f"--prefix-hit-ratio: {path} has sessions of several turns, whose "
+                           "history is cached anyway; aim at a ratio with single-request traces "
+                           "only (drop --prefix-hit-ratio or the session_id field)")
+
+
 def load_trace(path: str, tok: Tokenizer, seed: int = 0,
                window_s: tuple[float, float] | None = None,
-               limit: int | None = None) -> Trace:
-    """The trace's requests in time order, as conversations with their due times."""
+               limit: int | None = None, aim: PrefixAim | None = None) -> Trace:
+    """The trace's requests in time order, as conversations with their due times. With ``aim``
+    (a trace of lengths), each prompt is one of ``aim.prefixes`` shared system prompts cut to
+    the block-aligned share of its own length, then text of its own (llmbench.workload.prefix)."""
     if not os.path.isfile(path):
         raise DatasetError(f"--trace {path}: no such file")
     fmt = _format_of(path)
@@ -267,6 +348,13 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         rows = rows[:limit]
     if tok.server is not None:
         prepare_unit_words(tok)
+    shares: list[int] = []
+    shared: _SharedPrompts | None = None
+    if aim is not None:
+        _check_aim(rows, path, fmt)
+        shares = [aligned_shared_tokens(aim.ratio, r.input_tokens or 1, aim.block_tokens)
+                  for r in rows]
+        shared = _SharedPrompts(tok, aim, max(shares, default=0), seed)
     blocks = _Blocks(tok, seed)
     sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
     order: list[tuple[str, float]] = []
@@ -277,38 +365,63 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         elif r.hash_ids is not None:
             text = blocks.prompt(r.hash_ids, r.input_tokens or 1, f"[u{seed}-{i}]")
         else:
-            text = text_of_tokens(tok, random.Random(seed * 7919 + i), r.input_tokens or 1,
+            own_n = (r.input_tokens or 1) - (shares[i] if shared else 0)
+            text = text_of_tokens(tok, random.Random(seed * 7919 + i), max(own_n, 1),
                                   _opening(tok, seed, i))
+        system = r.system
+        if shared is not None:
+            system = shared.take(i, shares[i])
         count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
+        if system is not None and shared is not None:
+            count += shares[i]           # the prompt is the shared part and the text
         turn = Turn(text, r.output_tokens, count)
         key = f"s:{r.session}" if r.session is not None else f"r:{i}"
         if key not in sessions:
             sessions[key] = []
             order.append((key, due))
-        sessions[key].append((due, turn, r.system))
+        sessions[key].append((due, turn, system))
     items = []
     for key, _ in order:
         turns = sessions[key]
         items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
                                             turns[0][2]),
                                tuple(d for d, _, _ in turns)))
-    return Trace(path, fmt, items, window_s, len(blocks.ids))
+    prefix: dict[str, Any] | None = None
+    warm: list[Conversation] = []
+    if aim is not None and shared is not None:
+        total = sum(r.input_tokens or 1 for r in rows)
+        plan = PrefixPlan(aim.ratio, aim.block_tokens,
+                          round(sum(shares) / len(shares)) if shares else 0, max(aim.prefixes, 1))
+        # what whole blocks allow for these lengths, next to the ratio asked for
+        prefix = {**plan.to_dict(), "planned": round(sum(shares) / total, 4) if total else None,
+                  "source": "--prefix-hit-ratio"}
+        warm = warmup_conversations(shared.full, tok, seed, 1)
+    elif fmt == "mooncake":
+        implied = implied_hit_ratio(rows)
+        if implied is not None:
+            prefix = {"target": round(implied, 4), "block_tokens": BLOCK_TOKENS,
+                      "source": "the trace's hash_ids (an unbounded cache)"}
+    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm)
 
 
 def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
                    window_s: tuple[float, float] | None = None,
-                   limit: int | None = None) -> tuple[Trace, Any]:
-    """(Trace, Workload): the trace and the workload record run.json keeps of it."""
+                   limit: int | None = None, aim: PrefixAim | None = None
+                   ) -> tuple[Trace, Any]:
+    """(Trace, Workload): the trace and the workload record run.json keeps of it. The
+    workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
+    a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
     from .model import Workload
     from .server_tokenizer import ServerTokenizeError
     try:
-        tr = load_trace(path, tok, seed, window_s, limit)
+        tr = load_trace(path, tok, seed, window_s, limit, aim)
     except ServerTokenizeError:
         if tok.fallback is None:
             raise
         tok = tok.fallback
-        tr = load_trace(path, tok, seed, window_s, limit)
+        tr = load_trace(path, tok, seed, window_s, limit, aim)
     wl = Workload([i.conv for i in tr.items], source=path, tokenizer=tok.name, seed=seed,
                   params={"dataset": "trace", **tr.describe()},
-                  warnings=[tok.note] if tok.note else [], tokenizer_info=tok.describe())
+                  warnings=[tok.note] if tok.note else [], tokenizer_info=tok.describe(),
+                  warmup=tr.warmup, prefix=tr.prefix)
     return tr, wl
