@@ -3,8 +3,10 @@
 worker entry as --workers, and the numbers must agree with --workers 2 against the same mock.
 """
 
+import asyncio
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -111,11 +113,16 @@ def test_a_ray_address_nobody_answers_is_one_line_and_exit_3(tmp_path):
 
 
 def test_bad_ray_values_and_missing_ray_are_one_line_and_exit_2(tmp_path):
+    from llmbench.workers.ray_launcher import parse_address
+    assert parse_address(" AUTO ") == "auto" and parse_address("head:6379") == "head:6379"
     for value, says in (("nonsense", "expected auto or the head's HOST:PORT"),
+                        ("head:99999", "expected auto or the head's HOST:PORT"),
                         ("ray://head:10001", "Ray Client (ray://) is not supported")):
-        p = llmbench("run", "--model", "m", "--ray", value, timeout=60)
-        assert p.returncode == 2 and says in p.stderr, p.stderr
-        assert len(p.stderr.strip().splitlines()) == 1
+        with pytest.raises(ValueError, match=re.escape(says)):
+            parse_address(value)
+    p = llmbench("run", "--model", "m", "--ray", "nonsense", timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("error: --ray 'nonsense': expected auto or the head's HOST:PORT")
     # Ray not installed (blocked in this child): the install hint, before anything starts
     code = ("import sys; sys.modules['ray'] = None; sys.argv = ['llmbench'] + sys.argv[1:]; "
             "from llmbench.cli import main; main()")
@@ -124,3 +131,31 @@ def test_bad_ray_values_and_missing_ray_are_one_line_and_exit_2(tmp_path):
                        env=ENV, cwd=ROOT)
     assert p.returncode == 2
     assert p.stderr.strip() == "error: --ray needs Ray: pip install 'llmbench[ray]'"
+
+
+def test_the_actors_mailboxes_keep_order_and_batch_without_ray():
+    """The actor's message plumbing as plain asyncio (no cluster): calls that overtake each
+    other are put back in order; a poll returns everything queued, and says when it is over."""
+    from llmbench.workers.ray_launcher import WorkerActor, _ActorChannel
+
+    async def main() -> None:
+        a = WorkerActor()
+        await a.deliver(1, {"type": "b"})
+        await a.deliver(0, {"type": "a"})
+        await a.deliver(2, None)
+        ch = _ActorChannel(a)
+        assert [await ch.recv(), await ch.recv(), await ch.recv()] == \
+            [{"type": "a"}, {"type": "b"}, None]
+        t = time.perf_counter()
+        assert await a.poll(0.05) == ([], False)          # nothing: waits, then empty
+        assert time.perf_counter() - t >= 0.04
+        for i in range(3):
+            ch.send({"type": "records", "i": i})
+        msgs, over = await a.poll(5.0)                      # at once, all three
+        assert [m["i"] for m in msgs] == [0, 1, 2] and not over
+
+        async def entry(spec, channel) -> None:
+            channel.send({"type": "done"})
+        await a.run(None, entry)
+        assert await a.poll(5.0) == ([{"type": "done"}], True)
+    asyncio.run(main())

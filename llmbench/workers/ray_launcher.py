@@ -141,15 +141,6 @@ def _we_started_it() -> bool:
         return False
 
 
-def shutdown() -> None:
-    try:
-        import ray
-        if ray.is_initialized():
-            ray.shutdown()
-    except Exception:
-        pass
-
-
 # -- the actor ----------------------------------------------------------------------------
 class WorkerActor:
     """One worker inside a Ray actor (the class is wrapped by ray.remote at first use)."""
@@ -271,22 +262,22 @@ class RayLink:
         self.batches = 0                     # polls that brought messages
         self._seq = 0
         self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._actor: Any = None
         self._run_ref: Any = None
         self._closed = False
-        self._task = asyncio.get_running_loop().create_task(self._main(spec, entry, cpus))
+        # submitted now (it does not wait for the actor): messages sent before it runs wait
+        # in Ray's queue for it, in order, instead of being lost
+        self._actor = _remote_class().options(scheduling_strategy="SPREAD",
+                                              num_cpus=cpus).remote()
+        self._task = asyncio.get_running_loop().create_task(self._main(spec, entry))
 
-    async def _main(self, spec: WorkerSpec, entry: Any, cpus: float) -> None:
+    async def _main(self, spec: WorkerSpec, entry: Any) -> None:
         import ray
         from ray.exceptions import RayError
         try:
-            self._actor = _remote_class().options(
-                scheduling_strategy="SPREAD", num_cpus=cpus,
-                name=None).remote()
             try:
                 self.where = await asyncio.wait_for(self._actor.where.remote(), PLACE_TIMEOUT_S)
             except asyncio.TimeoutError:
-                self.note = (f"could not be placed within {PLACE_TIMEOUT_S:.0f} s (the cluster "
+                self._say(f"could not be placed within {PLACE_TIMEOUT_S:.0f} s (the cluster "
                              f"has {ray.cluster_resources().get('CPU', 0):g} CPUs; each worker "
                              "takes one)")
                 return
@@ -304,21 +295,20 @@ class RayLink:
                 if finished:
                     break
             await self._run_ref                # raises if the worker's entry raised
-            self.note = "exited"
+            self._say("exited")
             self.clock = ClockMap(start, await _offset(self._actor))
         except asyncio.CancelledError:
             raise
         except RayError as exc:
-            self.note = "actor lost: " + " ".join(str(exc).split())[:160]
+            self._say("actor lost: " + " ".join(str(exc).split())[:160])
         except Exception as exc:               # never raise into the coordinator's pump
-            self.note = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+            self._say(f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
         finally:
             self._queue.put_nowait(None)
 
     # -- WorkerLink ---------------------------------------------------------------------------
     def send(self, msg: dict[str, Any]) -> None:
-        if self._actor is None or self._closed:
-            # not placed yet: the Fleet only sends after "ready", which needs the actor
+        if self._closed:
             return
         self._actor.deliver.remote(self._seq, msg)
         self._seq += 1
@@ -326,17 +316,21 @@ class RayLink:
     async def recv(self) -> dict[str, Any] | None:
         return await self._queue.get()
 
+    def _say(self, note: str) -> None:
+        """The first reason the worker stopped is the one kept."""
+        if self.note == "still running":
+            self.note = note
+
     def exit_note(self) -> str:
         return self.note
 
     def kill(self) -> None:
-        if self._actor is not None:
-            import ray
-            try:
-                ray.kill(self._actor)
-            except Exception:
-                pass
-            self.note = "killed"
+        import ray
+        try:
+            ray.kill(self._actor)
+        except Exception:
+            pass
+        self._say("killed")
 
     async def close(self, timeout_s: float = 5.0) -> None:
         try:
@@ -345,12 +339,10 @@ class RayLink:
             pass
         if not self._task.done():
             self._task.cancel()
-        if self._actor is not None and not self._closed:
+        if not self._closed:
             self.send(None)                    # type: ignore[arg-type]  # EOF for the worker
             self._closed = True
-            note = self.note
             self.kill()                        # done or not: free its CPU now, not at exit
-            self.note = note if note == "exited" else self.note
 
     def describe(self) -> dict[str, Any]:
         """What run.json keeps of this worker: where it ran and its clock against ours."""
