@@ -779,13 +779,20 @@ def mock(
 @app.command()
 @_guard
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<date>-<kind>...).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
     format: Annotated[str, typer.Option("--format", help="html | md | csv")] = "html",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout).")] = None,
 ) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
     if format not in ("html", "md", "csv"):
         raise UsageError(f"--format {format!r}: choose html, md or csv")
+    if (run_dir / "sweep.json").is_file():
+        if format != "html":
+            raise UsageError(f"{run_dir} is a sweep: its report is html; each ramp folder in it "
+                             "has md and csv")
+        from .report.sweep_html import write as write_sweep
+        typer.echo(str(write_sweep(run_dir, output)))
+        return
     from .recover import REBUILT_NOTE, load_checked
     run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
     if run.get("note") == REBUILT_NOTE:

@@ -53,6 +53,9 @@ def test_sweep_on_the_mock_names_four_slots_the_better_setting(tmp_path):
     assert doc["common_load"] == 4
     page = (sweep_dir / "report.html").read_text()
     assert "parallel=4 held the most users" in page and page.count("<svg") >= 3
+    (sweep_dir / "report.html").unlink()
+    assert llmbench("report", str(sweep_dir)).returncode == 0     # rebuilt from the folder
+    assert (sweep_dir / "report.html").is_file()
 
 
 def test_sweep_serve_starts_each_server_and_goes_on_after_one_that_fails(tmp_path):
@@ -167,3 +170,26 @@ def test_answer_sentence_states_interval_and_how_the_runner_up_differs():
     assert "OLLAMA_NUM_PARALLEL=4 failed to start" in text
     text, best = answer([res("1", None, status="server_failed")], "users")
     assert best is None and "No setting" in text
+
+
+def test_sweep_page_escapes_what_servers_and_commands_printed(tmp_path):
+    from llmbench.report.sweep_html import render
+    evil = "<script>alert(1)</script>"
+    doc = {"schema_version": 1, "kind": "sweep", "status": "complete", "started_at": 0,
+           "settings": {"P": ["1", "2"]}, "unit": "users", "common_load": 2.0,
+           "config": {"mode": "serve", "command": f"serve {evil}", "url": "http://h/v1",
+                      "ramp": {"thresholds": [f"ttft.p95<=2s {evil}"], "repeat": 3}},
+           "answer": f"P=1 held the most users (2 [1, 2]) {evil}", "best": {"P": "1"},
+           "results": [
+               {"setting": {"P": "1"}, "name": "P=1", "status": "complete", "held": 2.0,
+                "held_interval": {"low": 1.0, "high": 2.0, "median": 2.0, "method": "min-max"},
+                "verdict": evil, "run_dir": f"x{evil}", "steps": [],
+                "at_common_load": {"p95_ttft_ms": 100.0, "median_itl_ms": 10.0,
+                                   "output_throughput": 50.0, "failed": 0},
+                "server_state": {"kind": "ollama", "models_loaded": [evil], "max_running": 1}},
+               {"setting": {"P": "2"}, "name": "P=2", "status": "server_failed", "held": None,
+                "error": f"exited {evil}", "log": "server-P=2.log", "log_tail": [evil]}]}
+    (tmp_path / "sweep.json").write_text(json.dumps(doc))
+    page = render(tmp_path)
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert "2 [1, 2]" in page and page.count("<svg") >= 2
