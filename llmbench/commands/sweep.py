@@ -220,6 +220,8 @@ def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str,
         parts = [f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"]
     else:
         parts = [f"{best['name']} held the most {unit} ({_fmt_held(best)})"]
+    if best.get("verdict_kind") == "held":
+        parts[0] += f" and never broke, so its limit lies higher (add steps above {top:g})"
     for r in tied[1:]:
         a, b = at(best, "median_itl_ms"), at(r, "median_itl_ms")
         slower = (b / a - 1) * 100 if 0 < a < float("inf") and b < float("inf") else None

@@ -23,7 +23,7 @@ from .html import CSS, _chart, _table, e
 
 EXTRA_CSS = """
 details{margin:12px 0} summary{cursor:pointer;color:#444}
-td.best{font-weight:bold}
+.sweep td:nth-child(8),.sweep td:nth-child(9){text-align:left}
 """
 
 
@@ -67,7 +67,8 @@ def held_chart(results: Sequence[dict[str, Any]], unit: str, best: dict[str, str
                         ecolor="#333", capsize=5, linewidth=1.2)
             tops.append(iv["high"])
         tops.append(held)
-        ax.text(i, held, f" {_held_text(r)}", ha="center", va="bottom", fontsize=8)
+        top = iv["high"] if iv and iv.get("high") is not None else held
+        ax.text(i, top, _held_text(r), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(xs, _labels(results))
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, max(tops + [1]) * 1.25)
@@ -170,7 +171,7 @@ def render(sweep_dir: str | Path) -> str:
         a = r.get("at_common_load") or {}
         link = (f'<a href="{e(r["run_dir"])}/report.html">{e(r["run_dir"])}</a>'
                 if r.get("run_dir") else "–")
-        rows.append([r["name"], r["status"].replace("_", " "), _held_text(r),
+        rows.append([r["name"], r["status"].replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
                      fmt_ms(a.get("p95_ttft_ms")), fmt_ms(a.get("median_itl_ms")),
                      _num(a.get("output_throughput"), "{:.1f}"), _num(a.get("failed")),
                      r.get("verdict") or r.get("error") or "", link])
@@ -182,7 +183,7 @@ def render(sweep_dir: str | Path) -> str:
     # the ramp column holds a link built from escaped parts: put it back unescaped
     for row in rows:
         table = table.replace(e(row[-1]), row[-1], 1)
-    out.append(table)
+    out.append(f"<div class=sweep>{table}</div>")
     iv_method = next((r["held_interval"].get("method") for r in results
                       if r.get("held_interval")), None)
     out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
