@@ -139,3 +139,29 @@ def test_no_process_is_left_behind(tmp_path, how):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         p.wait()
+
+
+def test_a_port_another_reuseport_server_holds_is_refused_not_shared(tmp_path):
+    # joining another server's SO_REUSEPORT group would silently split its traffic with ours
+    import socket
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen(8)
+    port = other.getsockname()[1]
+    try:
+        r = subprocess.run([sys.executable, "-m", "mock_server", "--workers", "2", "--port",
+                            str(port), "--announce"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        other.close()
+    assert r.returncode == 1 and "LISTENING" not in r.stdout
+    assert r.stderr.startswith("error: mock:") and len(r.stderr.splitlines()) == 1
+
+
+def test_cli_refuses_zero_workers():
+    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "mock", "--workers", "0"],
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2
+    assert r.stderr.strip() == "error: --workers 0: must be at least 1"
