@@ -399,6 +399,8 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
             except asyncio.TimeoutError:
                 line = ""
             if not line.startswith("LISTENING "):
+                if stop.is_set():      # Ctrl-C while starting: the workers got it too
+                    return
                 raise WorkerFailed(f"mock worker {w} did not start")
         urls = urls_for(host, list(range(base, base + replicas)))
         if announce:
