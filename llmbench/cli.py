@@ -712,6 +712,7 @@ def mock(
     slow_first_byte_ms: Annotated[Optional[float], typer.Option(help="Length of a slow first byte.", rich_help_panel="Faults")] = None,
     profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).", rich_help_panel="Timing")] = None,
     replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.", rich_help_panel="Server")] = 1,
+    workers: Annotated[int, typer.Option(metavar="N", help="Worker processes sharing each port (SO_REUSEPORT, Linux), for more streams than one process serves. Each is a whole server: N replicas behind one port, each with its own --parallel slots, queue and caches.", rich_help_panel="Server")] = 1,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel="Server")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port (0 = any free).", rich_help_panel="Server")] = 8000,
     record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.", rich_help_panel="Server")] = None,
@@ -750,6 +751,12 @@ def mock(
         opt.count(n, flag, lo=lo)
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
+    opt.count(workers, "--workers", lo=1)
+    if workers > 1:
+        from mock_server.server import REUSEPORT
+        if not REUSEPORT:
+            raise UsageError("--workers needs SO_REUSEPORT as Linux has it; use --workers 1 "
+                             "or --replicas N (one port each)")
     opt.count(port, "--port", lo=0, hi=65536 - replicas)
     if tokens_per_s is not None:
         if not tokens_per_s > 0 or not math.isfinite(tokens_per_s):
@@ -796,11 +803,19 @@ def mock(
                                           "fault_error_event", "fault_stall", "fault_slow_first_byte"))
     if total > 1:
         raise UsageError("fault probabilities add up to more than 1")
+    if workers > 1 and (cfg.parallel or cfg.max_queue or cfg.kv_capacity_tokens or
+                        cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache):
+        typer.echo(f"note: --workers {workers}: each worker is a whole server with its own "
+                   "slots, queue, KV and prefix cache, and the kernel spreads connections over "
+                   f"them: {workers} replicas behind one port, not one bigger server", err=True)
+    from mock_server.server import WorkerFailed
     try:
         asyncio.run(serve_forever(cfg, replicas, host, port, str(record) if record else None,
-                                  record_prompts, announce=False))
+                                  record_prompts, announce=False, workers=workers))
     except KeyboardInterrupt:
         pass
+    except WorkerFailed as exc:
+        raise fail(str(exc))
     except OSError as exc:
         raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port")
 
