@@ -8,9 +8,11 @@ exit code 2, never a traceback.
 
 
 import dataclasses
+import inspect
 import math
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import List, Optional
 
@@ -80,13 +82,19 @@ def _ray(value: str | None) -> str | None:
     return address
 
 
+_RAY_JOINED: dict = {}
+
+
 def _with_ray(common, address: str | None):
-    """Join the Ray cluster before the run (one line and exit 3 when it cannot)."""
+    """Join the Ray cluster before the run (one line and exit 3 when it cannot); once per
+    process (a --repeat ramp or a sweep builds several plans)."""
     if address is None:
         return common
+    if address in _RAY_JOINED:
+        return dataclasses.replace(common, ray=_RAY_JOINED[address])
     from .workers.ray_launcher import RayUnavailable, connect
     try:
-        cluster = connect(address)
+        cluster = _RAY_JOINED[address] = connect(address)
     except RayUnavailable as exc:
         raise fail(str(exc), exc.exit_code)
     typer.echo(f"Ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs at {cluster.connected_to}"
@@ -436,10 +444,60 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
 
 
 
-@app.command()
-@_guard
-@with_groups
-def ramp(
+@dataclasses.dataclass
+class _RampSetup:
+    """The ramp's options, checked, and how to build its plan for a server: ``ramp`` builds
+    one, ``sweep`` one per setting, ``--repeat`` one per repeat (seeds offset by k)."""
+
+    target: TargetOpts
+    server: ServerOpts
+    workload: WorkloadOpts
+    request: RequestOpts
+    output: OutputOpts
+    steps: list
+    by: str
+    ramp_in_s: float
+    hold_s: float
+    think_s: tuple
+    thresholds: list
+    keep_going: bool
+    lag_limit_ms: float
+    expect: Optional[float]
+    repeat: int
+    workers: Optional[int] = 1             # worker processes (None: auto)
+    ray: Optional[str] = None              # --ray auto|HOST:PORT (checked, not yet joined)
+
+    def plan(self, url: str, model: Optional[str], mock: Optional[dict] = None,
+             seed_offset: int = 0, out: Optional[Path] = None,
+             labels: Optional[dict] = None):
+        from .commands.ramp import RampPlan
+        from .shapes import Ramp
+        tgt = _target(self.target, self.server, url, model)
+        wl = dataclasses.replace(self.workload, seed=self.workload.seed + seed_offset)
+        common = _common(tgt, self.server, wl, self.request, self.output, 2000, multi_turn=True)
+        common = dataclasses.replace(common, workers=self.workers, tokenizer=wl.tokenizer)
+        common = _with_ray(common, self.ray)
+        if out is not None or labels is not None:
+            common = dataclasses.replace(common, out=out or common.out,
+                                         labels=common.labels if labels is None else labels)
+        shape = Ramp(common.workload.conversations, self.steps, by=self.by,
+                     ramp_in_s=self.ramp_in_s, hold_s=self.hold_s, think_s=self.think_s,
+                     keep_going=self.keep_going,
+                     drain_s=max(self.request.timeout_first_token, 30.0),
+                     seed=wl.seed, lag_limit_ms=self.lag_limit_ms)
+        return RampPlan(common, shape, self.thresholds, expect=self.expect, mock=mock)
+
+    def perform(self, url: str, model: Optional[str], mock: Optional[dict] = None,
+                out: Optional[Path] = None, labels: Optional[dict] = None):
+        """Every repeat of the ramp against one server, into one run folder (RampDone)."""
+        from .commands.ramp import perform
+        first = self.plan(url, model, mock, out=out, labels=labels)
+        found = first.common.target.model        # asked once, when --model was not given
+        return perform(first, self.repeat,
+                       lambda k: self.plan(url, found, mock, k, out=out, labels=labels))
+
+
+def _ramp_options(
     target: TargetOpts = None,
     server: ServerOpts = None,
     start: Annotated[Optional[float], typer.Option(help="Users at the first step (default 2).", rich_help_panel=P_STEPS)] = None,
@@ -452,6 +510,7 @@ def ramp(
     think: Think = None,
     workers: Workers = "1",
     ray: RayOpt = None,
+    repeat: Annotated[int, typer.Option(help="Run the whole ramp N times (fresh conversations, seed + k): users held gets an interval (min-max).", rich_help_panel=P_STEPS)] = 1,
     threshold: Threshold = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
     generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
@@ -462,10 +521,8 @@ def ramp(
               "turns": "(default 4)"}),
     request: RequestOpts = group_defaults(timeout_first_token=120.0),
     output: OutputOpts = None,
-) -> None:
-    """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
-    from .commands.ramp import RampPlan, execute
-    from .shapes import Ramp
+) -> _RampSetup:
+    """The ramp's options (``ramp`` and ``sweep`` take them all), checked."""
     from .slo import DEFAULT_THRESHOLDS, parse_threshold
 
     if by not in ("users", "rate"):
@@ -483,6 +540,7 @@ def ramp(
     if hold_s <= 0:
         raise UsageError("--hold must be above 0")
     opt.number(expect_users, "--expect-users", lo=0)
+    opt.count(repeat, "--repeat", hi=1000)
     request.validate()
     server.validate()
     lag_limit_ms = opt.duration(generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
@@ -497,19 +555,126 @@ def ramp(
     workload.validate()
     if workload.prefix_hit_ratio is not None:   # warm-up and verification live in run
         raise UsageError("--prefix-hit-ratio works with llmbench run only")
+    return _RampSetup(target, server, workload, request, output, steps, by, ramp_in_s, hold_s,
+                      think_s, thresholds, keep_going, lag_limit_ms, expect_users, repeat,
+                      n_workers, ray_address)
+
+
+def _with_options(spec):
+    """A command that takes every option of ``spec`` (declared there once) besides its own:
+    ``spec`` checks them and its result reaches the command as ``setup``. An option the command
+    declares itself (same name) replaces the spec's, e.g. sweep's --url help."""
+    spec_sig = inspect.signature(spec)
+    spec_hints = typing.get_type_hints(spec, include_extras=True)
+
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = {n: p.replace(annotation=hints.get(n, p.annotation))
+               for n, p in sig.parameters.items() if n != "setup"}
+        params = list(own.values()) + [
+            p.replace(annotation=spec_hints.get(n, p.annotation), kind=p.KEYWORD_ONLY)
+            for n, p in spec_sig.parameters.items() if n not in own]
+
+        def wrapper(**kwargs):
+            setup = spec(**{n: kwargs[n] for n in spec_sig.parameters})
+            return fn(setup=setup, **{n: kwargs[n] for n in own})
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = fn.__doc__
+        wrapper.__signature__ = inspect.Signature(
+            [p.replace(kind=p.KEYWORD_ONLY) for p in params])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+    return decorate
+
+
+@app.command()
+@_guard
+@with_groups
+@_with_options(_ramp_options)
+def ramp(setup: _RampSetup) -> None:
+    """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
+    url = setup.target.url
     with _maybe_mock(url) as (url_, model_):
-        tgt = _target(target, server, url_, target.model or model_)
-        common = _common(tgt, server, workload, request, output, 2000, multi_turn=True)
-        common = dataclasses.replace(common, workers=n_workers, tokenizer=workload.tokenizer)
-        common = _with_ray(common, ray_address)
-        shape = Ramp(common.workload.conversations, steps, by=by, ramp_in_s=ramp_in_s,
-                     hold_s=hold_s, think_s=think_s, keep_going=keep_going,
-                     drain_s=max(request.timeout_first_token, 30.0), seed=workload.seed,
-                     lag_limit_ms=lag_limit_ms)
-        plan = RampPlan(common, shape, thresholds, expect=expect_users,
-                        mock=None if url else {"profile": "ollama"})
-        code = execute(plan)
-    raise typer.Exit(code)
+        done = setup.perform(url_, setup.target.model or model_,
+                             mock=None if url else {"profile": "ollama"})
+    raise typer.Exit(done.code)
+
+
+# -- sweep ---------------------------------------------------------------------------------------
+P_SWEEP = "Sweep"
+
+
+def _sweep_ramp(setup: _RampSetup):
+    """The ramp for one setting; a server the ramp cannot use (no model, wrong --model) ends
+    that setting, not the sweep (the error line was printed already)."""
+    def ramp_for(url: str, model: Optional[str], out: Path, labels: dict):
+        from .commands.ramp import RampDone
+        try:
+            return setup.perform(url, model, out=out, labels=labels)
+        except typer.Exit as exc:
+            return RampDone(None, exc.exit_code, None)
+    return ramp_for
+
+
+def _sweep_config(setup: _RampSetup) -> dict:
+    return {"by": setup.by, "steps": setup.steps, "ramp_in_s": setup.ramp_in_s,
+            "hold_s": setup.hold_s, "think_s": list(setup.think_s),
+            "thresholds": [t.text for t in setup.thresholds], "repeat": setup.repeat,
+            "expect": setup.expect}
+
+
+@app.command()
+@_guard
+@with_groups
+@_with_options(_ramp_options)
+def sweep(
+    setup: _RampSetup,
+    setting: Annotated[Optional[List[str]], typer.Option("--setting", metavar="NAME=V1,V2", help="A server setting and its values (repeatable: a grid). Set in the server's environment; {NAME} in --serve and --url is replaced.", rich_help_panel=P_SWEEP)] = None,
+    serve: Annotated[Optional[str], typer.Option(metavar="CMD", help="Start this server per value (shell command, own process group), stop it after.", rich_help_panel=P_SWEEP)] = None,
+    before: Annotated[Optional[str], typer.Option(metavar="CMD", help="Run this once per value instead (e.g. systemctl restart ollama), then wait for ready.", rich_help_panel=P_SWEEP)] = None,
+    mock: Annotated[bool, typer.Option("--mock", help="Sweep the built-in mock: each NAME is a mock option (--parallel).", rich_help_panel=P_SWEEP)] = False,
+    mock_options: Annotated[Optional[str], typer.Option(metavar="ARGS", help="--mock: more llmbench mock options, e.g. '--itl-ms 20'.", rich_help_panel=P_SWEEP)] = None,
+    ready_timeout: Annotated[str, typer.Option(metavar="DURATION", help="Wait this long for a server to answer and load its model.", rich_help_panel=P_SWEEP)] = "5m",
+    stop_grace: Annotated[str, typer.Option(metavar="DURATION", help="After SIGTERM, wait this long before SIGKILL.", rich_help_panel=P_SWEEP)] = "10s",
+    target: TargetOpts = group_defaults(omit=("wait_ready",), help={"url": "{NAME} and {PORT} (a free port per value) are replaced."}),
+) -> None:
+    """Which server setting serves more users: a ramp per value, one page with the answer."""
+    from .commands.sweep import SweepPlan, execute, parse_settings
+    settings = parse_settings(setting or [])
+    modes = [m for m, on in (("serve", serve is not None), ("before", before is not None),
+                             ("mock", mock)) if on]
+    if len(modes) != 1:
+        raise UsageError("give one of --serve, --before or --mock: how each value reaches "
+                         "the server")
+    if mock_options is not None and not mock:
+        raise UsageError("--mock-options go with --mock")
+    if mock and setup.target.url:
+        raise UsageError("--mock starts its own server: drop --url")
+    if not mock and not setup.target.url:
+        raise UsageError(f"--{modes[0]} needs --url: where the server answers, e.g. "
+                         "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
+    import shlex
+    try:
+        extra = shlex.split(mock_options or "")
+    except ValueError as exc:
+        raise UsageError(f"--mock-options {mock_options!r}: {exc}")
+    if mock:
+        known = set(inspect.signature(globals()["mock"]).parameters)
+        for name in settings:
+            if name.replace("-", "_") not in known or name in ("host", "port"):
+                raise UsageError(f"--setting {name}: not an option of llmbench mock; use one of "
+                                 "its options, e.g. parallel, batch_slowdown, itl_ms")
+    ready_s = opt.duration(ready_timeout, "--ready-timeout", zero_ok=False)
+    grace_s = opt.duration(stop_grace, "--stop-grace")
+    plan = SweepPlan(settings=settings, mode=modes[0], command=serve or before,
+                     mock_options=extra, url=setup.target.url, model=setup.target.model,
+                     api=setup.server.api, api_key=setup.server.api_key,
+                     headers=setup.server.header, ready_timeout_s=ready_s, stop_grace_s=grace_s,
+                     out=setup.output.out, labels=setup.output.labels(), repeat=setup.repeat,
+                     expect=setup.expect, unit="users" if setup.by == "users" else "req/s",
+                     ramp=_sweep_ramp(setup), config=_sweep_config(setup))
+    raise typer.Exit(execute(plan))
 
 
 # -- probe ---------------------------------------------------------------------------------------
@@ -600,6 +765,7 @@ def mock(
     slow_first_byte_ms: Annotated[Optional[float], typer.Option(help="Length of a slow first byte.", rich_help_panel="Faults")] = None,
     profile: Annotated[Optional[str], typer.Option(help="ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).", rich_help_panel="Timing")] = None,
     replicas: Annotated[int, typer.Option(help="Independent servers on consecutive ports.", rich_help_panel="Server")] = 1,
+    workers: Annotated[int, typer.Option(metavar="N", help="Worker processes sharing each port (SO_REUSEPORT, Linux), for more streams than one process serves. Each is a whole server: N replicas behind one port, each with its own --parallel slots, queue and caches.", rich_help_panel="Server")] = 1,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel="Server")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port (0 = any free).", rich_help_panel="Server")] = 8000,
     record: Annotated[Optional[Path], typer.Option(help="Log every request's real event send times here.", rich_help_panel="Server")] = None,
@@ -638,6 +804,12 @@ def mock(
         opt.count(n, flag, lo=lo)
     if replicas < 1:
         raise UsageError("--replicas must be at least 1")
+    opt.count(workers, "--workers", lo=1)
+    if workers > 1:
+        from mock_server.server import REUSEPORT
+        if not REUSEPORT:
+            raise UsageError("--workers needs SO_REUSEPORT as Linux has it; use --workers 1 "
+                             "or --replicas N (one port each)")
     opt.count(port, "--port", lo=0, hi=65536 - replicas)
     if tokens_per_s is not None:
         if not tokens_per_s > 0 or not math.isfinite(tokens_per_s):
@@ -684,11 +856,19 @@ def mock(
                                           "fault_error_event", "fault_stall", "fault_slow_first_byte"))
     if total > 1:
         raise UsageError("fault probabilities add up to more than 1")
+    if workers > 1 and (cfg.parallel or cfg.max_queue or cfg.kv_capacity_tokens or
+                        cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache):
+        typer.echo(f"note: --workers {workers}: each worker is a whole server with its own "
+                   "slots, queue, KV and prefix cache, and the kernel spreads connections over "
+                   f"them: {workers} replicas behind one port, not one bigger server", err=True)
+    from mock_server.server import WorkerFailed
     try:
         asyncio.run(serve_forever(cfg, replicas, host, port, str(record) if record else None,
-                                  record_prompts, announce=False))
+                                  record_prompts, announce=False, workers=workers))
     except KeyboardInterrupt:
         pass
+    except WorkerFailed as exc:
+        raise fail(str(exc))
     except OSError as exc:
         raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port")
 
@@ -697,13 +877,20 @@ def mock(
 @app.command()
 @_guard
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<date>-<kind>...).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
     format: Annotated[str, typer.Option("--format", help="html | md | csv")] = "html",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout).")] = None,
 ) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
     if format not in ("html", "md", "csv"):
         raise UsageError(f"--format {format!r}: choose html, md or csv")
+    if (run_dir / "sweep.json").is_file():
+        if format != "html":
+            raise UsageError(f"{run_dir} is a sweep: its report is html; each ramp folder in it "
+                             "has md and csv")
+        from .report.sweep_html import write as write_sweep
+        typer.echo(str(write_sweep(run_dir, output)))
+        return
     from .recover import REBUILT_NOTE, load_checked
     run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
     if run.get("note") == REBUILT_NOTE:

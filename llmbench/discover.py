@@ -41,10 +41,12 @@ def _get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, byte
 
 
 def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None = None,
-               poll_s: float = 1.0) -> float:
+               poll_s: float = 1.0, give_up: Callable[[], str | None] | None = None,
+               flag: str = "--wait-ready") -> float:
     """Poll until the server answers HTTP with anything but a 5xx (a server still loading its
     model answers 503, or nothing at all), like vLLM's ready check; return the seconds waited.
-    Raises DiscoverError (exit 3) when ``wait_s`` passes first."""
+    Raises DiscoverError (exit 3) when ``wait_s`` passes first, or at once when ``give_up``
+    says why (``sweep``: the server process it started has exited)."""
     say = say or (lambda m: print(m, file=sys.stderr, flush=True))
     url = models_url(target)
     t0 = time.monotonic()
@@ -60,13 +62,16 @@ def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None 
             reason = getattr(exc, "reason", exc)
             last = f"{type(reason).__name__}: {reason}"[:120]
         waited = time.monotonic() - t0
+        reason = give_up() if give_up is not None else None
+        if reason:
+            raise DiscoverError(reason, EXIT_UNREACHABLE)
         if waited >= wait_s:
             raise DiscoverError(f"{target.redact(target.server_root)} was not ready after "
-                                f"{wait_s:g} s (--wait-ready; last: {target.redact(last)})",
+                                f"{wait_s:g} s ({flag}; last: {target.redact(last)})",
                                 EXIT_UNREACHABLE)
         if not said:
             say(f"waiting up to {wait_s:g} s for {target.server_root} to answer "
-                f"(--wait-ready; now: {target.redact(last)})")
+                f"({flag}; now: {target.redact(last)})")
             said = True
         time.sleep(min(poll_s, max(wait_s - waited, 0.05)))
 

@@ -1,58 +1,98 @@
-"""Prometheus text exposition for the mock, with vLLM's metric names."""
+"""Prometheus text exposition for the mock, with vLLM's metric names.
+
+One series per engine, labelled ``engine="<i>"``, the way vLLM's data-parallel API server exposes
+its engines: with ``llmbench mock --workers N`` any worker answers /metrics with every worker's
+series (gathered from its peers), so a scraper that sums over label sets (as llmbench's probe
+does, and as a Prometheus ``sum by (model_name)`` does) sees the whole server, and one that looks
+at ``engine="0"`` alone sees one worker, named as such.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from .engine import Engine
 from .histogram import Histogram
 
-__all__ = ["Histogram", "render"]
+__all__ = ["Histogram", "render", "render_many", "snapshot"]
+
+_HISTOGRAMS = (
+    ("vllm:time_to_first_token_seconds", "h_ttft", "Histogram of time to first token in seconds."),
+    ("vllm:inter_token_latency_seconds", "h_itl", "Histogram of inter-token latency in seconds."),
+    ("vllm:request_queue_time_seconds", "h_queue",
+     "Histogram of time spent in WAITING phase for request."),
+    ("vllm:e2e_request_latency_seconds", "h_e2e", "Histogram of e2e request latency in seconds."),
+)
+
+
+def snapshot(engine: Engine) -> dict[str, Any]:
+    """What /metrics shows of one engine, as plain JSON (it crosses processes)."""
+    s = engine.stats
+    snap: dict[str, Any] = {
+        "model": engine.config.models[0] if engine.config.models else "mock",
+        "running": s.running, "waiting": s.waiting, "kv_usage": engine.kv_usage(),
+        "prompt_tokens_total": s.prompt_tokens_total,
+        "generation_tokens_total": s.generation_tokens_total,
+        "cache_queries_total": s.cache_queries_total, "cache_hits_total": s.cache_hits_total,
+        "preemptions_total": s.preemptions_total, "kv_blocks": s.kv_blocks,
+        "kv_capacity_blocks": engine.kv_capacity_blocks(), "rejected_total": s.rejected_total,
+        "slots": engine.config.parallel, "success_total": dict(s.success_total)}
+    for _name, attr, _help in _HISTOGRAMS:
+        h: Histogram = getattr(engine, attr)
+        snap[attr] = {"bounds": h.bounds, "counts": h.counts, "total": h.total, "count": h.count}
+    return snap
 
 
 def render(engine: Engine) -> str:
-    s = engine.stats
-    model = engine.config.models[0] if engine.config.models else "mock"
-    labels = f'engine="0",model_name="{model}"'
+    return render_many([("0", snapshot(engine))])
+
+
+def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:
+    """One exposition: each metric family once, one series per (engine label, snapshot)."""
     lines: list[str] = []
 
-    def metric(name: str, kind: str, help_: str, value: float) -> None:
-        lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"])
+    def labels(label: str, snap: dict[str, Any]) -> str:
+        return f'engine="{label}",model_name="{snap["model"]}"'
+
+    def metric(name: str, kind: str, help_: str, key: str) -> None:
+        lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
+        for label, snap in engines:
+            lines.append(f"{name}{{{labels(label, snap)}}} {snap[key]}")
 
     metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-           s.running)
+           "running")
     metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-           s.waiting)
+           "waiting")
     metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-           engine.kv_usage())
-    metric("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (pre-0.10 name).",
-           engine.kv_usage())
+           "kv_usage")
+    metric("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (pre-0.10 name).", "kv_usage")
     metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-           s.prompt_tokens_total)
+           "prompt_tokens_total")
     metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
-           s.generation_tokens_total)
+           "generation_tokens_total")
     metric("vllm:prefix_cache_queries_total", "counter",
-           "Prefix cache queries, in terms of number of queried tokens.", s.cache_queries_total)
+           "Prefix cache queries, in terms of number of queried tokens.", "cache_queries_total")
     metric("vllm:prefix_cache_hits_total", "counter",
-           "Prefix cache hits, in terms of number of cached tokens.", s.cache_hits_total)
+           "Prefix cache hits, in terms of number of cached tokens.", "cache_hits_total")
     metric("vllm:num_preemptions_total", "counter",
-           "Cumulative number of preemptions from the engine.", s.preemptions_total)
+           "Cumulative number of preemptions from the engine.", "preemptions_total")
     metric("llmbench_mock:kv_blocks_used", "gauge", "KV-cache blocks held by running requests.",
-           s.kv_blocks)
-    metric("llmbench_mock:kv_capacity_blocks", "gauge", "KV-cache capacity in blocks (0 = unlimited).",
-           engine.kv_capacity_blocks())
-    metric("llmbench_mock:rejected_total", "counter", "Requests rejected because the queue was full.",
-           s.rejected_total)
-    metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).",
-           engine.config.parallel)
+           "kv_blocks")
+    metric("llmbench_mock:kv_capacity_blocks", "gauge",
+           "KV-cache capacity in blocks (0 = unlimited).", "kv_capacity_blocks")
+    metric("llmbench_mock:rejected_total", "counter",
+           "Requests rejected because the queue was full.", "rejected_total")
+    metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).", "slots")
     lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
               "# TYPE vllm:request_success_total counter"]
-    for reason, n in sorted(s.success_total.items()):
-        lines.append(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {n}')
-    for name, hist, help_ in (
-        ("vllm:time_to_first_token_seconds", engine.h_ttft, "Histogram of time to first token in seconds."),
-        ("vllm:inter_token_latency_seconds", engine.h_itl, "Histogram of inter-token latency in seconds."),
-        ("vllm:request_queue_time_seconds", engine.h_queue, "Histogram of time spent in WAITING phase for request."),
-        ("vllm:e2e_request_latency_seconds", engine.h_e2e, "Histogram of e2e request latency in seconds."),
-    ):
+    for label, snap in engines:
+        for reason, n in sorted(snap["success_total"].items()):
+            lines.append(f'vllm:request_success_total{{{labels(label, snap)},'
+                         f'finished_reason="{reason}"}} {n}')
+    for name, attr, help_ in _HISTOGRAMS:
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
-        lines += hist.lines(name, labels)
+        for label, snap in engines:
+            h = Histogram(snap[attr]["bounds"])
+            h.counts, h.total, h.count = snap[attr]["counts"], snap[attr]["total"], snap[attr]["count"]
+            lines += h.lines(name, labels(label, snap))
     return "\n".join(lines) + "\n"

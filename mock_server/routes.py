@@ -8,12 +8,15 @@ between: scripts/bench_mock.py measures its request and event rates.
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
 import json
+import os
 import time
 import uuid
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from . import prometheus
@@ -57,11 +60,85 @@ class Outcome(enum.Enum):
     CLIENT_GONE = "client_gone"     # the client went away
 
 
+class Peers:
+    """The worker processes of one port (``llmbench mock --workers N``), reached over unix
+    sockets in a private directory: /metrics gathers every worker's engine and /admin/config
+    changes every worker's, whichever worker the kernel handed the connection to."""
+
+    def __init__(self, directory: str, worker: int, workers: int) -> None:
+        self.directory = directory
+        self.worker = worker
+        self.workers = workers
+
+    def path(self, worker: int) -> str:
+        return os.path.join(self.directory, f"w{worker}.sock")
+
+    def app(self, routes: list["Routes"]) -> web.Application:
+        """The internal side: what the other workers ask of this one."""
+        async def state(request: web.Request) -> web.Response:
+            r = routes[int(request.match_info["i"])]
+            return web.json_response(prometheus.snapshot(r.engine))
+
+        async def config(request: web.Request) -> web.Response:
+            r = routes[int(request.match_info["i"])]
+            try:
+                r.apply_config(await request.json())
+            except ValueError as exc:
+                return web.json_response({"error": str(exc)}, status=400)
+            return web.json_response({})
+        app = web.Application()
+        app.router.add_get("/state/{i}", state)
+        app.router.add_post("/config/{i}", config)
+        return app
+
+    async def _call(self, worker: int, method: str, path: str,
+                    body: Any = None) -> tuple[int, Any] | None:
+        try:
+            async with aiohttp.ClientSession(
+                    connector=aiohttp.UnixConnector(path=self.path(worker)),
+                    timeout=aiohttp.ClientTimeout(total=2.0)) as s:
+                async with s.request(method, "http://worker" + path, json=body) as r:
+                    return r.status, await r.json()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
+
+    def _others(self) -> list[int]:
+        return [w for w in range(self.workers) if w != self.worker]
+
+    async def states(self, index: int, own: dict[str, Any]) -> tuple[list[tuple[str, Any]],
+                                                                    list[int]]:
+        """Every worker's snapshot of replica ``index`` (labelled by worker), and the workers
+        that did not answer."""
+        others = self._others()
+        got = await asyncio.gather(*(self._call(w, "GET", f"/state/{index}") for w in others))
+        snaps = {self.worker: own}
+        missing = []
+        for w, res in zip(others, got):
+            if res is not None and res[0] == 200:
+                snaps[w] = res[1]
+            else:
+                missing.append(w)
+        return [(str(w), snaps[w]) for w in sorted(snaps)], missing
+
+    async def configure(self, index: int, changes: dict[str, Any]) -> list[int]:
+        """Apply to the other workers; the workers that did not take the change."""
+        others = self._others()
+        got = await asyncio.gather(*(self._call(w, "POST", f"/config/{index}", changes)
+                                     for w in others))
+        return [w for w, res in zip(others, got) if res is None or res[0] != 200]
+
+
 class Routes:
-    def __init__(self, engine: Engine, recorder: Recorder | None = None) -> None:
+    def __init__(self, engine: Engine, recorder: Recorder | None = None, worker: int = 0,
+                 peers: Peers | None = None, index: int = 0) -> None:
         self.engine = engine
         self.recorder = recorder
         self.started_at = _now_iso()
+        self.worker = worker
+        self.peers = peers          # the other worker processes on this port, if any
+        self.index = index          # which replica (port) of the worker's this is
+        self.workers = peers.workers if peers is not None else 1
+        self._worker_header = str(worker)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -83,10 +160,17 @@ class Routes:
         return app
 
     def _headers(self, queue_ms: float | None = None) -> dict[str, str]:
-        h = {"x-llmbench-replica": self.engine.replica}
+        # the worker process that served the request (0 when the mock has one)
+        h = {"x-llmbench-replica": self.engine.replica, "x-llmbench-worker": self._worker_header}
         if queue_ms is not None:
             h["x-llmbench-queue-ms"] = f"{queue_ms:.3f}"
         return h
+
+    def apply_config(self, changes: Any) -> None:
+        if not isinstance(changes, dict):
+            raise ValueError("send a JSON object of settings")
+        self.engine.config.update(changes)
+        self.engine.config_changed()
 
     # -- small routes ----------------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
@@ -122,28 +206,51 @@ class Routes:
         return web.Response(text="", headers=self._headers())
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=prometheus.render(self.engine),
-                            content_type="text/plain", charset="utf-8", headers=self._headers())
+        headers = self._headers()
+        if self.peers is None:
+            text = prometheus.render(self.engine)
+        else:
+            # every worker's series, labelled engine="<worker>", as vLLM's data-parallel server
+            # shows its engines: one worker's counters alone would be misread as the server's
+            snaps, missing = await self.peers.states(self.index, prometheus.snapshot(self.engine))
+            text = prometheus.render_many(snaps)
+            headers["x-llmbench-workers-reporting"] = f"{len(snaps)}/{self.workers}"
+            if missing:
+                text = "".join(f"# llmbench_mock: worker {w} did not answer\n"
+                               for w in missing) + text
+        return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                            headers=headers)
 
     async def props(self, request: web.Request) -> web.Response:
         cfg = self.engine.config
-        return web.json_response({"total_slots": cfg.parallel or 1,
+        return web.json_response({"total_slots": (cfg.parallel or 1) * self.workers,
                                   "model_path": cfg.models[0] if cfg.models else "mock",
-                                  "llmbench_mock": True}, headers=self._headers())
+                                  "llmbench_mock": True, "workers": self.workers},
+                                 headers=self._headers())
+
+    def _config_body(self) -> dict[str, Any]:
+        return {"replica": self.engine.replica, "worker": self.worker, "workers": self.workers,
+                **self.engine.config.as_dict()}
 
     async def get_config(self, request: web.Request) -> web.Response:
-        return web.json_response({"replica": self.engine.replica, **self.engine.config.as_dict()})
+        return web.json_response(self._config_body())
 
     async def set_config(self, request: web.Request) -> web.Response:
         try:
             changes = await request.json()
             if not isinstance(changes, dict):
                 raise ValueError("send a JSON object of settings")
-            self.engine.config.update(changes)
+            copy.deepcopy(self.engine.config).update(changes)   # all or nothing, every worker
+            self.apply_config(changes)
         except (ValueError, json.JSONDecodeError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        self.engine.config_changed()
-        return web.json_response({"replica": self.engine.replica, **self.engine.config.as_dict()})
+        if self.peers is not None:
+            missed = await self.peers.configure(self.index, changes)
+            if missed:
+                return web.json_response(
+                    {"error": "workers " + ", ".join(map(str, missed)) + " did not take the "
+                     "change (the others did)"}, status=502)
+        return web.json_response(self._config_body())
 
     # -- generation routes ---------------------------------------------------------------------
     async def chat(self, request: web.Request) -> web.StreamResponse:

@@ -1,5 +1,14 @@
 """Run the mock: in the foreground (``llmbench mock``), in a thread (tests), or in a child
-process (``llmbench ramp`` with no --url, so the mock never shares the load generator's GIL)."""
+process (``llmbench ramp`` with no --url, so the mock never shares the load generator's GIL).
+
+``--workers N`` (Linux): a supervisor process starts N worker processes that listen on the same
+port(s) with SO_REUSEPORT, each with its own event loop and engine, so the mock's own CPU ceiling
+grows with the cores. The kernel hands each new connection to one worker (by a hash of its
+addresses); a kept-alive connection stays with its worker. N engines are N replicas behind one
+port: each has its own slots, queue, KV cache and prefix cache. Workers reach each other over
+unix sockets in a private directory (``Peers``) so that /metrics shows every worker and
+/admin/config changes every worker, whichever worker the request landed on.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,13 @@ import asyncio
 import copy
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import asdict
 from typing import Any
@@ -19,7 +31,9 @@ from aiohttp import web
 
 from .engine import Engine, MockConfig, PROFILES
 from .recorder import Recorder
-from .routes import Routes
+from .routes import Peers, Routes
+
+REUSEPORT = hasattr(socket, "SO_REUSEPORT") and sys.platform.startswith("linux")
 
 
 def make_config(profile: str | None = None, _learned: dict[str, Any] | None = None,
@@ -37,8 +51,11 @@ def make_config(profile: str | None = None, _learned: dict[str, Any] | None = No
     return cfg
 
 
-def bind_consecutive(host: str, port: int, count: int) -> list[socket.socket]:
-    """``count`` listening sockets on consecutive ports starting at ``port`` (0: any free run)."""
+def bind_consecutive(host: str, port: int, count: int, reuseport: bool = False,
+                     listen: bool = True) -> list[socket.socket]:
+    """``count`` sockets on consecutive ports starting at ``port`` (0: any free run), listening
+    unless ``listen`` is False (a supervisor's reservation: bound, so the ports stay ours, but
+    never handed a connection). ``reuseport``: SO_REUSEPORT, so the workers can share them."""
     for _attempt in range(50):
         socks: list[socket.socket] = []
         try:
@@ -46,11 +63,14 @@ def bind_consecutive(host: str, port: int, count: int) -> list[socket.socket]:
             for i in range(count):
                 s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if reuseport:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 socks.append(s)
                 s.bind((host, base + i if (base or i) else 0))
                 if i == 0:
                     base = s.getsockname()[1]
-                s.listen(1024)
+                if listen:
+                    s.listen(1024)
                 s.setblocking(False)
             return socks
         except OSError:
@@ -62,23 +82,38 @@ def bind_consecutive(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 class MockCluster:
-    """K replicas, each its own engine and port, on the current event loop."""
+    """K replicas, each its own engine and port, on the current event loop. As worker ``worker``
+    of ``workers`` (``peers_dir`` set), it shares its ports with the other workers."""
 
     def __init__(self, config: MockConfig, replicas: int = 1, host: str = "127.0.0.1",
-                 port: int = 0, record: str | None = None, record_prompts: bool = False) -> None:
+                 port: int = 0, record: str | None = None, record_prompts: bool = False,
+                 worker: int = 0, workers: int = 1, peers_dir: str | None = None) -> None:
         self.host = host
         self.port = port
-        self.recorder = Recorder(record, prompts=record_prompts) if record else None
+        self.worker = worker
+        self.recorder = Recorder(record, prompts=record_prompts, worker=worker) if record else None
         self.engines = [Engine(copy.deepcopy(config) if i else config, replica=f"replica-{i}")
                         for i in range(replicas)]
+        if worker:
+            # jitter and faults independent between workers; worker 0 draws as one process does
+            for e in self.engines:
+                e.rng = random.Random(f"{config.seed}/worker-{worker}")
+        self.peers = Peers(peers_dir, worker, workers) if peers_dir and workers > 1 else None
         self._runners: list[web.AppRunner] = []
         self.ports: list[int] = []
 
     async def start(self) -> None:
-        socks = bind_consecutive(self.host, self.port, len(self.engines))
-        for engine, sock in zip(self.engines, socks):
-            runner = web.AppRunner(Routes(engine, self.recorder).app(), access_log=None,
-                                   handle_signals=False)
+        socks = bind_consecutive(self.host, self.port, len(self.engines),
+                                 reuseport=self.peers is not None)
+        routes = [Routes(engine, self.recorder, worker=self.worker, peers=self.peers, index=i)
+                  for i, engine in enumerate(self.engines)]
+        if self.peers is not None:
+            runner = web.AppRunner(self.peers.app(routes), access_log=None, handle_signals=False)
+            await runner.setup()
+            await web.UnixSite(runner, self.peers.path(self.worker)).start()
+            self._runners.append(runner)
+        for r, sock in zip(routes, socks):
+            runner = web.AppRunner(r.app(), access_log=None, handle_signals=False)
             await runner.setup()
             site = web.SockSite(runner, sock)
             await site.start()
@@ -95,8 +130,12 @@ class MockCluster:
 
     @property
     def urls(self) -> list[str]:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return [f"http://{host}:{p}" for p in self.ports]
+        return urls_for(self.host, self.ports)
+
+
+def urls_for(host: str, ports: list[int]) -> list[str]:
+    host = f"[{host}]" if ":" in host else host
+    return [f"http://{host}:{p}" for p in ports]
 
 
 class MockServer:
@@ -219,18 +258,19 @@ class MockProcess:
     """The mock in a child process; ``url`` once it is listening."""
 
     def __init__(self, config: MockConfig, replicas: int = 1, host: str = "127.0.0.1",
-                 record: str | None = None) -> None:
+                 record: str | None = None, workers: int = 1) -> None:
         self.config = config
         self.replicas = replicas
         self.host = host
         self.record = record
+        self.workers = workers      # >1: a supervisor (this child) and its worker processes
         self.proc: subprocess.Popen[str] | None = None
         self.urls: list[str] = []
 
     def __enter__(self) -> "MockProcess":
         cmd = [sys.executable, "-m", "mock_server", "--config-json", json.dumps(asdict(self.config)),
                "--replicas", str(self.replicas), "--host", self.host, "--port", "0",
-               "--announce", "--watch-stdin"]
+               "--announce", "--watch-stdin", "--workers", str(self.workers)]
         if self.record:
             cmd += ["--record", self.record]
         env = dict(os.environ)
@@ -255,17 +295,27 @@ class MockProcess:
         if self.proc is not None:
             self.proc.terminate()
             try:
-                self.proc.wait(5)
+                # a supervisor waits for its workers to flush their logs and exit
+                self.proc.wait(5 if self.workers <= 1 else 15)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self.proc.kill()       # its workers die with it (PR_SET_PDEATHSIG)
+                self.proc.wait()
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
 
 
 async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
                         record: str | None, record_prompts: bool, announce: bool,
-                        quiet: bool = False, watch_stdin: bool = False) -> None:
-    cluster = MockCluster(config, replicas, host, port, record, record_prompts)
+                        quiet: bool = False, watch_stdin: bool = False, workers: int = 1,
+                        worker: int | None = None, peers_dir: str | None = None) -> None:
+    """Serve until SIGINT/SIGTERM (or the parent's end, with ``watch_stdin``). ``workers`` > 1
+    and no ``worker``: supervise that many worker processes (``supervise``)."""
+    if workers > 1 and worker is None:
+        await supervise(config, workers, replicas, host, port, record, record_prompts, announce,
+                        quiet, watch_stdin)
+        return
+    cluster = MockCluster(config, replicas, host, port, record, record_prompts,
+                          worker=worker or 0, workers=workers, peers_dir=peers_dir)
     await cluster.start()
     if announce:
         print("LISTENING " + json.dumps(cluster.urls), flush=True)
@@ -287,3 +337,114 @@ async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
         if watcher is not None:
             watcher.cancel()
         await cluster.stop()
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process did not start, or exited while the mock was serving."""
+
+
+async def supervise(config: MockConfig, workers: int, replicas: int, host: str, port: int,
+                    record: str | None, record_prompts: bool, announce: bool,
+                    quiet: bool = False, watch_stdin: bool = False,
+                    start_timeout_s: float = 60.0, stop_timeout_s: float = 65.0) -> None:
+    """Start ``workers`` processes sharing the ports with SO_REUSEPORT; stop them all on
+    SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits. Workers
+    die with this process even when it is killed (PR_SET_PDEATHSIG, and their stdin pipe)."""
+    if not REUSEPORT:
+        raise WorkerFailed("--workers needs SO_REUSEPORT as Linux has it; run one worker")
+    # the ports must be free (a port held by another SO_REUSEPORT server of this user would let
+    # us join its group silently): check without SO_REUSEPORT, then reserve with it
+    probe = bind_consecutive(host, port, replicas, listen=False)
+    base = probe[0].getsockname()[1]
+    for sock in probe:
+        sock.close()
+    reserved = bind_consecutive(host, base, replicas, reuseport=True, listen=False)
+    peers_dir = tempfile.mkdtemp(prefix="llmbench-mock-")
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    procs: list[asyncio.subprocess.Process] = []
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    forced = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            forced.set()           # a second Ctrl-C: do not wait for streams in flight
+        stop.set()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError):
+            pass
+    watcher = loop.create_task(watch_parent(stop)) if watch_stdin else None
+    failure: str | None = None
+    try:
+        for w in range(workers):
+            cmd = [sys.executable, "-m", "mock_server", "--config-json",
+                   json.dumps(asdict(config)), "--replicas", str(replicas), "--host", host,
+                   "--port", str(base), "--workers", str(workers), "--worker", str(w),
+                   "--peers-dir", peers_dir, "--announce", "--watch-stdin"]
+            if record:
+                cmd += ["--record", record]
+            if record_prompts:
+                cmd += ["--record-prompts"]
+            procs.append(await asyncio.create_subprocess_exec(
+                *cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                preexec_fn=_die_with_parent(os.getpid())))
+        for w, proc in enumerate(procs):
+            assert proc.stdout is not None
+            try:
+                line = (await asyncio.wait_for(proc.stdout.readline(), start_timeout_s)).decode()
+            except asyncio.TimeoutError:
+                line = ""
+            if not line.startswith("LISTENING "):
+                if stop.is_set():      # Ctrl-C while starting: the workers got it too
+                    return
+                raise WorkerFailed(f"mock worker {w} did not start")
+        urls = urls_for(host, list(range(base, base + replicas)))
+        if announce:
+            print("LISTENING " + json.dumps(urls), flush=True)
+        elif not quiet:
+            for i, url in enumerate(urls):
+                print(f"llmbench mock replica-{i} on {url}, {workers} worker processes "
+                      f"(OpenAI: {url}/v1, Ollama: {url})", flush=True)
+        exits = {loop.create_task(p.wait()): w for w, p in enumerate(procs)}
+        stopping = loop.create_task(stop.wait())
+        done, _ = await asyncio.wait([stopping, *exits], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task in exits:
+                failure = f"mock worker {exits[task]} exited (code {task.result()})"
+        stopping.cancel()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await _stop_workers(procs, forced, stop_timeout_s)
+        for sock in reserved:
+            sock.close()
+        shutil.rmtree(peers_dir, ignore_errors=True)
+    if failure:
+        raise WorkerFailed(failure + "; all workers stopped")
+
+
+async def _stop_workers(procs: list[asyncio.subprocess.Process], forced: asyncio.Event,
+                        timeout_s: float) -> None:
+    """SIGTERM (each worker stops cleanly and flushes its log), then SIGKILL for any still
+    running after ``timeout_s`` or at a second signal."""
+    for p in procs:
+        if p.returncode is None:
+            try:
+                p.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    waits = asyncio.gather(*(p.wait() for p in procs))
+    force = asyncio.ensure_future(forced.wait())
+    await asyncio.wait([waits, force], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    force.cancel()
+    for p in procs:
+        if p.returncode is None:
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+    await waits

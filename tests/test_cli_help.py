@@ -10,7 +10,7 @@ from llmbench import __version__
 from llmbench.cli import app
 from test_cli import llmbench
 
-COMMANDS = ("run", "ramp", "probe", "mock", "report", "compare", "runs")
+COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs")
 
 
 def declared_names(command: str) -> list[str]:
@@ -34,6 +34,7 @@ def test_help_at_80_columns_shows_every_option_name_whole(command):
     ("run", ("Target", "Load", "Workload", "Request", "Output", "vLLM result JSON")),
     ("ramp", ("Target", "Steps", "Pass/fail", "Workload", "Request", "Output")),
     ("probe", ("Target", "Load", "Workload", "Output")),
+    ("sweep", ("Sweep", "Target", "Steps", "Pass/fail", "Workload", "Request", "Output")),
 ])
 def test_help_is_grouped_into_panels(command, panels):
     out = llmbench(command, "--help", env={"COLUMNS": "100"}).stdout

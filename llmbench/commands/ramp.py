@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import checks
 from .. import verdict as verdict_mod
@@ -15,7 +17,7 @@ from ..load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from ..metrics import summarize
 from ..records import Record
 from ..report import console
-from ..results import RunDoc
+from ..results import RunDoc, clean_nan, write_json
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
@@ -31,6 +33,17 @@ class RampPlan:
     stall_s: float = 1.0
     expect: float | None = None
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
+    repeat: dict[str, Any] | None = None    # --repeat: which repeat this is, and those done
+
+
+@dataclass
+class RampDone:
+    """What a finished ramp command leaves: its run.json (None if nothing was measured), the
+    exit code, and the folder (``sweep`` reads all three)."""
+
+    run: dict[str, Any] | None
+    code: int
+    run_dir: Path | None
 
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
@@ -114,7 +127,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                   "again, so when the server slows down they send less (closed "
                                   "loop)." if shape.by == "users" else None,
-              **({"workers": workers} if workers is not None else {})})
+              **({"workers": workers} if workers is not None else {}),
+              **({"repeat": r.repeat} if r.repeat else {})})
 
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
@@ -161,25 +175,105 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     return run, code
 
 
-def execute(r: RampPlan) -> int:
+def held_of(steps: Sequence[dict[str, Any]]) -> float:
+    return max((s["load"] for s in steps if s["held"]), default=0)
+
+
+def held_interval(values: Sequence[float]) -> dict[str, Any]:
+    """Users held over repeats: the median repeat and the min-max range. With n repeats the
+    range [min, max] holds the median of all such ramps with probability 1 - 2 x 0.5^n (an
+    order-statistic interval, no assumption on the distribution): 75 % for 3, 94 % for 5."""
+    xs = sorted(values)
+    n = len(xs)
+    return {"median": xs[(n - 1) // 2], "low": xs[0], "high": xs[-1], "values": list(values),
+            "method": f"min-max over {n} repeats; covers the median ramp's users held with "
+                      f"probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
+            "coverage": 1 - 2 * 0.5 ** n if n > 1 else None}
+
+
+def _combine(runs: list[tuple[RampPlan, dict[str, Any], int]], planned: int,
+             run_dir: Path | None) -> tuple[dict[str, Any], int]:
+    """One run.json for all repeats: the steps, verdict and timeline of the median repeat (so
+    ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
+    helds = [held_of(run["steps"]) for _, run, _ in runs]
+    iv = held_interval(helds)
+    rep = helds.index(iv["median"])
+    plan, run, _ = runs[rep]
+    unit = plan.shape.unit
+    interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
+    doc = {k: v for k, v in run.items() if k != "repeat"}
+    line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
+            f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
+    doc["verdict"] = {**(doc.get("verdict") or {}),
+                      "result": f"{(doc.get('verdict') or {}).get('result', '')} {line}".strip()}
+    doc["status"] = "partial" if interrupted or len(runs) < planned else run["status"]
+    doc["repeats"] = {
+        "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,
+        "note": f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
+        "runs": [{"repeat": i + 1, "seed": p.shape.seed, "workload_seed": p.common.workload.seed,
+                  "status": x["status"], "held": h, "verdict": (x.get("verdict") or {}).get("result"),
+                  "verdict_kind": (x.get("verdict") or {}).get("kind"), "steps": x["steps"]}
+                 for i, ((p, x, _), h) in enumerate(zip(runs, helds))]}
+    if run_dir is not None:
+        write_json(run_dir / "run.json", clean_nan(doc))
+        chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
+        if chosen.exists():
+            (run_dir / "timeline.jsonl").write_bytes(chosen.read_bytes())
+    codes = [code for _, _, code in runs]
+    code = (EXIT_INTERRUPTED if interrupted else EXIT_OVERLOADED if EXIT_OVERLOADED in codes
+            else runs[rep][2])
+    return doc, code
+
+
+def perform(r: RampPlan, repeat: int = 1,
+            next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
+    """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
+    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does."""
     c = r.common
     run_dir = c.run_dir("ramp")
     write_started(run_dir, "ramp", c.target,
                   {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
                   c.labels)
-    try:
-        run, code = measure(r, run_dir)
-    except PreflightError as exc:
-        return report_failed(exc, run_dir, "ramp", c.target)
+    runs: list[tuple[RampPlan, dict[str, Any], int]] = []
+    for k in range(repeat):
+        plan = r if k == 0 or next_plan is None else next_plan(k)
+        if repeat > 1:
+            plan.repeat = {"index": k + 1, "of": repeat,
+                           "held_so_far": [held_of(x["steps"]) for _, x, _ in runs]}
+            print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
+        try:
+            run, code = measure(plan, run_dir)
+        except PreflightError as exc:
+            if not runs:
+                return RampDone(None, report_failed(exc, run_dir, "ramp", c.target), run_dir)
+            print(f"error: repeat {k + 1}: {c.target.redact(str(exc))}; keeping the "
+                  f"{len(runs)} repeat(s) done", file=sys.stderr)
+            break
+        runs.append((plan, run, code))
+        if repeat > 1 and run_dir is not None and (run_dir / "timeline.jsonl").exists():
+            os.replace(run_dir / "timeline.jsonl", run_dir / f"timeline-repeat{k + 1}.jsonl")
+        if code == EXIT_INTERRUPTED:
+            break
+    if repeat > 1:
+        run, code = _combine(runs, repeat, run_dir)
+    else:
+        _, run, code = runs[0]
     print()
     print(console.verdict_text(run["verdict"]))
     if run.get("closed_loop_note") and run["verdict"]["kind"] in ("queuing", "saturation"):
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")
+    if repeat > 1:
+        print(f"  Users held: {run['repeats']['held']['method']}.")
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
     print_closing(run, c.workload.warnings, run["status"] == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir)
-    return code
+    return RampDone(run, code, run_dir)
+
+
+def execute(r: RampPlan, repeat: int = 1,
+            next_plan: Callable[[int], RampPlan] | None = None) -> int:
+    return perform(r, repeat, next_plan).code

@@ -1,0 +1,454 @@
+"""``llmbench sweep``: which server setting serves more users. For each value (or each point of
+a grid of settings) start the server with it (or restart it with a one-shot command), wait until
+it is ready, run the ramp (every ramp option applies, ``--repeat`` too), stop the server, go on;
+then one folder with every ramp's run folder, the servers' logs, ``sweep.json`` and one page
+with the answer.
+
+<out>/<date>-sweep[-label]/
+  sweep.json                      settings, per-setting results, the answer, the exit status
+  report.html                     users held per setting, numbers at a common load, server state
+  server-<setting>.log            what each server printed (--serve, --mock) or --before did
+  <date>-ramp-<setting>/          an ordinary ramp run folder per setting (report, compare)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shlex
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
+                         EXIT_THRESHOLD, EXIT_UNREACHABLE)
+from ..options import UsageError
+from ..rundata import read_jsonl
+from ..results import clean_nan, environment, new_run_dir, write_json
+from ..sweep_server import ManagedServer, ServerFailed, run_before, tail, wait_up
+from ..target import make_target
+from .ramp import RampDone, held_of
+
+SCHEMA_VERSION = 1
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+# the numbers each setting is compared on, at the common load (keys of a step summary)
+AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
+           "request_throughput", "failed", "requests")
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, list[str]]:
+    """--setting NAME=V1,V2 (repeatable) -> {NAME: [V1, V2]}, in the order given."""
+    out: dict[str, list[str]] = {}
+    if not items:
+        raise UsageError("--setting NAME=V1,V2 is required, e.g. --setting OLLAMA_NUM_PARALLEL=1,2,4")
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not name or not values.strip() or any(not v for v in vals):
+            raise UsageError(f"--setting {item!r}: expected NAME=V1,V2,..., e.g. "
+                             "OLLAMA_NUM_PARALLEL=1,2,4")
+        if not _NAME.match(name):
+            raise UsageError(f"--setting {item!r}: {name!r} is not an environment variable name "
+                             "(letters, digits and _)")
+        if name in out:
+            raise UsageError(f"--setting {name} is given twice; list its values once: "
+                             f"{name}=1,2,4")
+        if len(set(vals)) != len(vals):
+            raise UsageError(f"--setting {item!r}: a value is listed twice")
+        out[name] = vals
+    return out
+
+
+def grid(settings: dict[str, list[str]]) -> list[dict[str, str]]:
+    names = list(settings)
+    return [dict(zip(names, combo)) for combo in itertools.product(*settings.values())]
+
+
+def name_of(setting: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in setting.items())
+
+
+def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> str:
+    """{NAME} -> its value (shell-quoted in a shell command), {PORT} -> the value's port.
+    Plain replacement, not str.format: a command may hold other braces (JSON, ${VAR})."""
+    for k, v in setting.items():
+        text = text.replace("{" + k + "}", shlex.quote(v) if quote else v)
+    if port is not None:
+        text = text.replace("{PORT}", str(port))
+    return text
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+RampFor = Callable[[str, "str | None", Path, dict], RampDone]
+
+
+@dataclass
+class SweepPlan:
+    settings: dict[str, list[str]]
+    mode: str                                  # serve | before | mock
+    command: str | None                        # --serve / --before
+    mock_options: list[str]
+    url: str | None                            # may hold {NAME} and {PORT}
+    model: str | None
+    api: str | None
+    api_key: str | None
+    headers: list[str] | None
+    ready_timeout_s: float
+    stop_grace_s: float
+    out: Path
+    labels: dict[str, str]
+    repeat: int
+    expect: float | None
+    unit: str
+    ramp: RampFor                              # one setting's ramp (cli builds it: ramp's code)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def server_command(self) -> str | list[str] | None:
+        if self.mode == "serve":
+            return self.command
+        if self.mode != "mock":
+            return None
+        # the built-in mock as a server of its own, started and stopped like any other
+        cmd = [sys.executable, "-m", "llmbench.cli", "mock", "--host", "127.0.0.1",
+               "--port", "{PORT}"]
+        if "--profile" not in self.mock_options:
+            cmd += ["--profile", "ollama"]
+        cmd += self.mock_options
+        for name in self.settings:
+            cmd += ["--" + name.replace("_", "-"), "{" + name + "}"]
+        return cmd
+
+    def url_template(self) -> str:
+        return self.url or "http://127.0.0.1:{PORT}/v1"
+
+    def needs_port(self) -> bool:
+        cmd = self.server_command()
+        text = " ".join(cmd) if isinstance(cmd, list) else (cmd or "")
+        return "{PORT}" in text or "{PORT}" in self.url_template()
+
+    def describe(self) -> dict[str, Any]:
+        from ..target import strip_userinfo
+        cmd = self.server_command()
+        return {"mode": self.mode, "command": " ".join(cmd) if isinstance(cmd, list) else cmd,
+                "before": self.command if self.mode == "before" else None,
+                "url": strip_userinfo(self.url_template()), "model": self.model,
+                "ready_timeout_s": self.ready_timeout_s, "stop_grace_s": self.stop_grace_s,
+                "ramp": self.config}
+
+
+def _slug(setting: dict[str, str]) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "_".join(f"{k}={v}" for k, v in setting.items()))[:80]
+
+
+def _step_brief(st: dict[str, Any]) -> dict[str, Any]:
+    s = st.get("summary") or {}
+    return {"load": st["load"], "held": st["held"], **{k: s.get(k) for k in AT_LOAD}}
+
+
+def server_state(ramp_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's own view during the ramp (its probe's samples in server.jsonl): the most
+    it ran and kept waiting at once, its slots, KV cache and memory."""
+    probe = run.get("server_probe") or {}
+    rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
+    if not probe.get("kind") or not rows:
+        return {"kind": None, "note": probe.get("note")} if probe.get("note") else None
+
+    def most(key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return max(vals) if vals else None
+    models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
+    return {"kind": probe["kind"], "samples": len(rows), "max_running": most("running"),
+            "max_waiting": most("waiting"), "slots": most("slots"),
+            "max_kv_cache_usage": most("kv_cache_usage"), "max_vram_bytes": most("vram_bytes"),
+            "max_ram_bytes": most("ram_bytes"), "preemptions": most("preemptions"),
+            "models_loaded": models or None}
+
+
+def _fmt_held(r: dict[str, Any]) -> str:
+    iv = r.get("held_interval")
+    if iv and iv.get("low") is not None:
+        return f"{r['held']:g} [{iv['low']:g}, {iv['high']:g}]"
+    return f"{r['held']:g}"
+
+
+def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str, Any] | None]:
+    """The stated answer, and the best setting's result (None when there is none): the most
+    held wins; among equals, the one that streamed faster (ITL p50 at the common load)."""
+    measured = [r for r in results if r.get("held") is not None]
+    failed = [r for r in results if r["status"] in ("server_failed", "ramp_failed")]
+    died = [r for r in results if r["status"] == "server_died"]
+    single = len(results[0]["setting"]) == 1 if results else True
+
+    def short(r: dict[str, Any]) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
+        return next(iter(r["setting"].values())) if single else r["name"]
+
+    def at(r: dict[str, Any], key: str) -> float:
+        v = (r.get("at_common_load") or {}).get(key)
+        return float(v) if isinstance(v, (int, float)) else float("inf")
+    tail_parts = []
+    if failed:
+        tail_parts.append("; ".join(
+            f"{r['name']} failed to start" if r["status"] == "server_failed"
+            else f"{r['name']}: the ramp could not start" for r in failed) + " (see the logs).")
+    if died:
+        tail_parts.append("; ".join(f"{r['name']}'s server died during the ramp" for r in died)
+                          + " (its log is in the sweep folder).")
+    if not measured:
+        return " ".join(["No setting could be measured."] + tail_parts), None
+    top = max(r["held"] for r in measured)
+    if top == 0:
+        return " ".join([f"No setting held the first step under the thresholds; each ramp's "
+                         "verdict says why."] + tail_parts), None
+    order = {id(r): i for i, r in enumerate(results)}
+    tied = sorted((r for r in measured if r["held"] == top),
+                  key=lambda r: (at(r, "median_itl_ms"), at(r, "p95_ttft_ms"), order[id(r)]))
+    best = tied[0]
+    if len(measured) == 1:
+        parts = [f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"]
+    else:
+        parts = [f"{best['name']} held the most {unit} ({_fmt_held(best)})"]
+    if best.get("verdict_kind") == "held":
+        parts[0] += f" and never broke, so its limit lies higher (add steps above {top:g})"
+    for r in tied[1:]:
+        a, b = at(best, "median_itl_ms"), at(r, "median_itl_ms")
+        slower = (b / a - 1) * 100 if 0 < a < float("inf") and b < float("inf") else None
+        parts.append(f"{short(r)} held no more" + (f" and streamed {slower:.0f} % slower"
+                                                  if slower is not None and slower >= 1 else ""))
+    fewer = [r for r in measured if r["held"] < top]
+    if fewer:
+        parts.append(", ".join(f"{short(r)} held {_fmt_held(r)}" for r in fewer))
+    text = "; ".join(parts) + "."
+    lo = (best.get("held_interval") or {}).get("low")
+    close = [r for r in fewer if lo is not None and (r.get("held_interval") or {}).get("high") is not None
+             and r["held_interval"]["high"] >= lo]
+    if close:
+        text += (f" The intervals of {best['name']} and {', '.join(short(r) for r in close)} "
+                 "overlap: that difference may be noise (more --repeat would tell).")
+    elif lo is None and len(measured) > 1:
+        text += " One ramp per setting, so no interval (--repeat 3 gives one)."
+    return " ".join([text] + tail_parts), best
+
+
+def common_load(results: Sequence[dict[str, Any]]) -> float | None:
+    """The highest load every measured setting ran (held or not): where they compare."""
+    sets = [{st["load"] for st in r.get("steps") or []} for r in results if r.get("held") is not None]
+    sets = [s for s in sets if s]
+    both = set.intersection(*sets) if sets else set()
+    return max(both) if both else None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def execute(plan: SweepPlan) -> int:
+    points = grid(plan.settings)
+    first_url = fill(plan.url_template(), points[0], 1, quote=False)
+    # a bad --url or --header: one line (exit 2) before any server starts
+    make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers)
+    label = plan.labels.get("name") or "_".join(plan.settings)
+    sweep_dir = new_run_dir(plan.out, "sweep", label)
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "kind": "sweep", "status": "running",
+        "started_at": time.time(), "settings": plan.settings, "grid": points,
+        "labels": plan.labels, "config": plan.describe(), "unit": plan.unit, "results": [],
+        "environment": environment(), "pid": os.getpid()}
+
+    def save() -> None:
+        write_json(sweep_dir / "sweep.json", clean_nan(doc))
+    save()
+    print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
+          f"folder {sweep_dir}", flush=True)
+    interrupted = False
+    signal.signal(signal.SIGTERM, _raise_interrupt)   # stop the server in order on SIGTERM too
+    try:
+        for i, setting in enumerate(points):
+            res = _one(plan, sweep_dir, setting, i, len(points), doc, save)
+            if res["status"] == "interrupted":
+                interrupted = True
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        if doc["results"] and doc["results"][-1]["status"] in ("starting", "running"):
+            doc["results"][-1]["status"] = "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return _finish(plan, sweep_dir, doc, interrupted, save)
+
+
+def name_of_settings(settings: dict[str, list[str]]) -> str:
+    return " x ".join(f"{k}={','.join(v)}" for k, v in settings.items())
+
+
+def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: int,
+         doc: dict[str, Any], save: Callable[[], None]) -> dict[str, Any]:
+    name = name_of(setting)
+    log = sweep_dir / f"server-{_slug(setting)}.log"
+    res: dict[str, Any] = {"setting": setting, "name": name, "status": "starting",
+                           "run_dir": None, "log": log.name, "held": None, "held_interval": None,
+                           "exit_code": None, "error": None, "log_tail": None}
+    doc["results"].append(res)
+    port = free_port() if plan.needs_port() else None
+    url = fill(plan.url_template(), setting, port, quote=False)
+    env = {**os.environ, **setting}
+    if plan.mode == "mock":
+        here = str(Path(__file__).resolve().parents[2])     # the mock must import llmbench
+        env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    print(f"\n== {name} ({i + 1} of {n}) ==", flush=True)
+    server: ManagedServer | None = None
+    log.touch()
+    try:
+        cmd = plan.server_command()
+        if cmd is not None:
+            cmd = ([fill(c, setting, port, quote=False) for c in cmd] if isinstance(cmd, list)
+                   else fill(cmd, setting, port, quote=True))
+            shown = shlex.join(cmd) if isinstance(cmd, list) else cmd
+            print(f"starting: {shown}  (log: {log.name})", flush=True)
+            server = ManagedServer(cmd, env, log).start()
+            res["server_pid"] = server.pid
+            save()
+        else:
+            before = fill(plan.command or "", setting, port, quote=True)
+            print(f"before: {before}  (log: {log.name})", flush=True)
+            run_before(before, env, log, plan.ready_timeout_s)
+        target = make_target(url, plan.model or "?", plan.api, plan.api_key, plan.headers)
+        ready_s, model = wait_up(target, plan.ready_timeout_s,
+                                 give_up=server.exited if server is not None else None)
+        print(f"ready after {ready_s:.1f} s (models listed, {model} answered a warm-up "
+              "request)", flush=True)
+        res.update(status="running", ready_s=round(ready_s, 2))
+        save()
+        labels = {**plan.labels, **setting}
+        if "name" in plan.labels:
+            labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
+        done = plan.ramp(url, model, sweep_dir, labels)
+        signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
+        _fill(res, done, sweep_dir)
+        why = server.exited() if server is not None else None
+        if why and res["status"] != "interrupted":
+            res.update(status="server_died", error=why + " (during the ramp)", log_tail=tail(log))
+            _say_failure(name, res)
+    except ServerFailed as exc:
+        res.update(status="server_failed", error=str(exc), log_tail=tail(log))
+        _say_failure(name, res)
+    finally:
+        if server is not None:
+            server.stop(plan.stop_grace_s)
+            res["server_exit_code"] = server.exit_code()
+        save()
+    return res
+
+
+def _say_failure(name: str, res: dict[str, Any]) -> None:
+    print(f"error: {name}: {res['error']}; going on with the next setting", file=sys.stderr,
+          flush=True)
+    lines = res.get("log_tail") or []
+    if lines:
+        print(f"  last lines of {res['log']}:", file=sys.stderr)
+        for line in lines:
+            print(f"  | {line}", file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _fill(res: dict[str, Any], done: RampDone, sweep_dir: Path) -> None:
+    res["exit_code"] = done.code
+    if done.run_dir is not None:
+        res["run_dir"] = os.path.relpath(done.run_dir, sweep_dir)
+    run = done.run
+    if run is None:
+        res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed",
+                   error=f"the ramp did not start (exit {done.code}; see the error above)")
+        return
+    steps = run.get("steps") or []
+    reps = run.get("repeats")
+    res["held"] = reps["held"]["median"] if reps else held_of(steps)
+    res["held_interval"] = reps["held"] if reps else None
+    v = run.get("verdict") or {}
+    res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "complete",
+               verdict=v.get("result"), verdict_kind=v.get("kind"),
+               steps=[_step_brief(st) for st in steps])
+    if done.run_dir is not None:
+        res["server_state"] = server_state(done.run_dir, run)
+
+
+def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: bool,
+            save: Callable[[], None]) -> int:
+    results = doc["results"]
+    load = common_load(results)
+    doc["common_load"] = load
+    for r in results:
+        st = next((s for s in r.get("steps") or [] if s["load"] == load), None)
+        r["at_common_load"] = st
+    text, best = answer(results, plan.unit)
+    if interrupted:
+        text = f"Interrupted after {len(results)} of {len(doc['grid'])} settings. " + text
+    doc.update(answer=text, best=best["setting"] if best else None,
+               status="partial" if interrupted else "complete", interrupted=interrupted,
+               finished_at=time.time())
+    code = _exit_code(plan, results, best, interrupted)
+    doc["exit_code"] = code
+    save()
+    print()
+    print(_table(results, plan.unit, load))
+    print()
+    print(text)
+    page = None
+    try:
+        from ..report.sweep_html import write
+        page = write(sweep_dir)
+    except Exception as exc:  # noqa: BLE001 - the ramps and sweep.json are on disk already
+        print(f"warning: could not write report.html ({type(exc).__name__}: {exc}); run "
+              f"'llmbench report {sweep_dir}' to retry", file=sys.stderr)
+    if interrupted:
+        print("PARTIAL RESULT: the sweep was interrupted; finished settings are kept.")
+    if page is not None:
+        print(f"Report: {page}")
+    print(f"Results: {sweep_dir}")
+    return code
+
+
+def _exit_code(plan: SweepPlan, results: Sequence[dict[str, Any]], best: dict[str, Any] | None,
+               interrupted: bool) -> int:
+    """As ramp's: 130 interrupted; 3 when no server could be measured; 4 when a ramp's break
+    may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
+    setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
+    measured = [r for r in results if r.get("held") is not None]
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if not measured:
+        return EXIT_UNREACHABLE
+    if any(r.get("exit_code") == EXIT_OVERLOADED for r in measured):
+        return EXIT_OVERLOADED
+    if plan.expect is not None and max(r["held"] for r in measured) < plan.expect:
+        return EXIT_EXPECTATION
+    if all(r.get("exit_code") == EXIT_THRESHOLD for r in measured):
+        return EXIT_THRESHOLD
+    return EXIT_OK
+
+
+def _table(results: Sequence[dict[str, Any]], unit: str, load: float | None) -> str:
+    from ..report.console import fmt_ms
+    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
+    rows = [head]
+    for r in results:
+        a = r.get("at_common_load") or {}
+        held = _fmt_held(r) if r.get("held") is not None else r["status"]
+        tok = a.get("output_throughput")
+        rows.append(f"{r['name'][:28]:<28} {held:>14}  {fmt_ms(a.get('p95_ttft_ms')):>9} "
+                    f"{fmt_ms(a.get('median_itl_ms')):>8} "
+                    f"{'-' if tok is None else f'{tok:.1f}':>7}")
+    return "\n".join(rows)

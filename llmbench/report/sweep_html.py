@@ -1,0 +1,252 @@
+"""The sweep's page: the answer first, users held per setting (with intervals), throughput and
+latency at a common load, each ramp against load, the servers' own state, and what failed.
+
+Read from sweep.json and the ramps' run folders only, so ``llmbench report SWEEP_DIR`` rebuilds
+it. Everything that came from a server, a command line or a log goes through ``html.escape``;
+chart text is stripped of markup (charts.safe).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..results import RunFolderError, load_run
+from . import charts
+from .console import fmt_ms
+from .html import CSS, _chart, _table, e
+
+EXTRA_CSS = """
+details{margin:12px 0} summary{cursor:pointer;color:#444}
+.sweep td:nth-child(8),.sweep td:nth-child(9){text-align:left}
+"""
+
+
+def _held_text(r: dict[str, Any]) -> str:
+    if r.get("held") is None:
+        return "–"
+    iv = r.get("held_interval")
+    if iv and iv.get("low") is not None:
+        return f"{r['held']:g} [{iv['low']:g}, {iv['high']:g}]"
+    return f"{r['held']:g}"
+
+
+def _labels(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Short tick labels: the value alone when one setting is swept."""
+    single = bool(results) and len(results[0]["setting"]) == 1
+    return [charts.safe(next(iter(r["setting"].values())) if single else r["name"])
+            for r in results]
+
+
+def held_chart(results: Sequence[dict[str, Any]], unit: str, best: dict[str, str] | None,
+               axis_name: str) -> str:
+    """Users held per setting as bars, min-max over repeats as error bars; a setting that was
+    not measured says why on its own slot instead of drawing a zero."""
+    plt = charts._plt()
+    from matplotlib.ticker import MaxNLocator
+    n = len(results)
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * n + 2.5), 3.2))
+    xs = np.arange(n)
+    tops = []
+    for i, r in enumerate(results):
+        held = r.get("held")
+        if held is None:
+            ax.text(i, 0.02, r["status"].replace("_", " "), ha="center", va="bottom",
+                    rotation=90, color="#d62728", fontsize=8, transform=ax.get_xaxis_transform())
+            continue
+        color = charts._COLORS[0] if r["setting"] == best else "#9bbcd9"
+        ax.bar(i, held, width=0.6, color=color)
+        iv = r.get("held_interval")
+        if iv and iv.get("low") is not None:
+            ax.errorbar(i, held, yerr=[[held - iv["low"]], [iv["high"] - held]], fmt="none",
+                        ecolor="#333", capsize=5, linewidth=1.2)
+            tops.append(iv["high"])
+        tops.append(held)
+        top = iv["high"] if iv and iv.get("high") is not None else held
+        ax.text(i, top, _held_text(r), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(xs, _labels(results))
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(0, max(tops + [1]) * 1.25)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=unit == "users"))
+    ax.set_xlabel(charts.safe(axis_name))
+    ax.set_ylabel(f"{unit} held")
+    ax.grid(axis="x", visible=False)
+    ax.set_title(f"{unit.capitalize()} held per setting"
+                 + (" (bars: min-max over repeats)" if any(r.get("held_interval")
+                                                           for r in results) else ""))
+    return charts._svg(fig)
+
+
+def at_load_chart(results: Sequence[dict[str, Any]], load: float, unit: str,
+                  axis_name: str) -> str:
+    """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
+    plt = charts._plt()
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    xs = np.arange(len(results))
+    for ax, key, title, ylabel, color in (
+            (axes[0], "p95_ttft_ms", "TTFT p95", "ms", charts._COLORS[1]),
+            (axes[1], "median_itl_ms", "ITL p50 (streaming speed)", "ms", charts._COLORS[3]),
+            (axes[2], "output_throughput", "Output throughput", "tokens/s", charts._COLORS[2])):
+        for i, r in enumerate(results):
+            v = (r.get("at_common_load") or {}).get(key)
+            if isinstance(v, (int, float)) and np.isfinite(v):
+                ax.bar(i, v, width=0.6, color=color)
+                ax.text(i, v, f"{v:.0f}" if v >= 10 else f"{v:.1f}", ha="center",
+                        va="bottom", fontsize=8)
+            else:
+                ax.text(i, 0.02, "no data", ha="center", va="bottom", rotation=90, fontsize=8,
+                        color="#888", transform=ax.get_xaxis_transform())
+        ax.set_xticks(xs, _labels(results))
+        ax.set_xlim(-0.6, len(results) - 0.4)
+        ax.margins(y=0.15)
+        ax.set_title(f"{title} at {load:g} {unit}")
+        ax.set_xlabel(charts.safe(axis_name))
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="x", visible=False)
+    fig.tight_layout()
+    return charts._svg(fig)
+
+
+def _ramps(sweep_dir: Path, results: Sequence[dict[str, Any]]) -> list[tuple[str, list]]:
+    out = []
+    for r in results:
+        if not r.get("run_dir"):
+            continue
+        try:
+            run = load_run(sweep_dir / r["run_dir"])
+        except RunFolderError:
+            continue
+        if run.get("steps"):
+            out.append((r["name"], run["steps"]))
+    return out
+
+
+def _gb(v: Any) -> str:
+    return "–" if not isinstance(v, (int, float)) else f"{v / 1e9:.2f} GB"
+
+
+def _num(v: Any, fmt: str = "{:g}") -> str:
+    return "–" if not isinstance(v, (int, float)) else fmt.format(v)
+
+
+def render(sweep_dir: str | Path) -> str:
+    sweep_dir = Path(sweep_dir)
+    doc = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    results = doc.get("results") or []
+    unit = doc.get("unit") or "users"
+    cfg = doc.get("config") or {}
+    settings = doc.get("settings") or {}
+    axis_name = " x ".join(settings) or "setting"
+    status = doc.get("status", "complete")
+    swept = " x ".join(k + " = " + ", ".join(v) for k, v in settings.items())
+    title = f"llmbench sweep: {swept}"
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("started_at") or 0))
+    where = " · ".join(x for x in (cfg.get("model"), cfg.get("url")) if x)
+    out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
+           f"<style>{CSS}{EXTRA_CSS}</style></head><body>",
+           f"<h1>{e(title)}<span class='badge {e(status)}'>{e(status)}</span></h1>",
+           f"<div class=meta>{e(started)} · {e(sweep_dir.name)}{' · ' + e(where) if where else ''}"
+           "</div>"]
+    if status != "complete":
+        out.append('<div class="verdict bad">This sweep did not finish (interrupted or still '
+                   "running): the page shows the settings that did.</div>")
+    best = doc.get("best")
+    bad = best is None
+    out.append(f'<div class="verdict{" bad" if bad else ""}"><b>{e(doc.get("answer", ""))}</b>')
+    ramp_cfg = cfg.get("ramp") or {}
+    if ramp_cfg.get("thresholds"):
+        out.append(f"<br><small>Held = every threshold met in a step's hold window: "
+                   f"{e(', '.join(ramp_cfg['thresholds']))}.</small>")
+    out.append("</div>")
+    load = doc.get("common_load")
+    measured = [r for r in results if r.get("held") is not None]
+    out.append("<h2>Per setting</h2>")
+    rows, classes = [], []
+    for r in results:
+        a = r.get("at_common_load") or {}
+        link = (f'<a href="{e(r["run_dir"])}/report.html">{e(r["run_dir"])}</a>'
+                if r.get("run_dir") else "–")
+        rows.append([r["name"], r["status"].replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
+                     fmt_ms(a.get("p95_ttft_ms")), fmt_ms(a.get("median_itl_ms")),
+                     _num(a.get("output_throughput"), "{:.1f}"), _num(a.get("failed")),
+                     r.get("verdict") or r.get("error") or "", link])
+        classes.append("held" if r.get("setting") == best else
+                       "over" if r.get("held") is None else "")
+    at = f" at {load:g} {unit}" if load is not None else ""
+    table = _table(["setting", "status", f"{unit} held", f"TTFT p95{at}", f"ITL p50{at}",
+                    f"out tok/s{at}", f"errors{at}", "verdict", "ramp"], rows, classes, left=2)
+    # the ramp column holds a link built from escaped parts: put it back unescaped
+    for row in rows:
+        table = table.replace(e(row[-1]), row[-1], 1)
+    out.append(f"<div class=sweep>{table}</div>")
+    iv_method = next((r["held_interval"].get("method") for r in results
+                      if r.get("held_interval")), None)
+    out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
+                                   "One ramp per setting: no interval (--repeat N gives one). ")
+               + (f"The common load, {load:g} {unit}, is the highest load every measured "
+                  "setting ran (held or not)." if load is not None else "") + "</p>")
+    if results:
+        out.append("<h2>Users held per setting</h2>" if unit == "users" else
+                   "<h2>Load held per setting</h2>")
+        out.append(_chart(held_chart(results, unit, best, axis_name), "held per setting"))
+    if measured and load is not None:
+        out.append(f"<h2>Latency and throughput at {load:g} {unit}</h2>")
+        out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
+    ramps = _ramps(sweep_dir, results)
+    if ramps:
+        out.append("<h2>Each ramp against load</h2>")
+        out.append(_chart(charts.compare_overlay(ramps, unit), "ramps overlaid"))
+        out.append("<p class=meta>x marks the step where a ramp broke.</p>")
+    states = [(r, r.get("server_state")) for r in results if r.get("server_state")]
+    if states:
+        out.append("<h2>The server's own state during each ramp</h2>")
+        rows = [[r["name"], st.get("kind") or st.get("note") or "–",
+                 _num(st.get("max_running")), _num(st.get("max_waiting")), _num(st.get("slots")),
+                 _num(st.get("max_kv_cache_usage"), "{:.0%}"), _gb(st.get("max_vram_bytes")),
+                 _num(st.get("preemptions")), ", ".join(st.get("models_loaded") or []) or "–"]
+                for r, st in states]
+        out.append(_table(["setting", "server (probe)", "most running", "most waiting",
+                           "slots", "KV cache (peak)", "VRAM (peak)", "preemptions",
+                           "models loaded"], rows, left=2))
+        out.append("<p class=meta>From the server's own metrics, polled during the ramp: how "
+                   "many requests it ran and kept waiting at once confirms how many it serves "
+                   "in parallel with this setting.</p>")
+    failures = [r for r in results if r.get("log_tail") or r.get("error")]
+    if failures:
+        out.append("<h2>Servers that failed</h2>")
+        for r in failures:
+            out.append(f"<p><b>{e(r['name'])}</b>: {e(r.get('error'))} "
+                       f"(log: <a href=\"{e(r.get('log'))}\">{e(r.get('log'))}</a>)</p>")
+            if r.get("log_tail"):
+                out.append("<pre>" + e("\n".join(r["log_tail"])) + "</pre>")
+    out.append("<h2>How it ran</h2>")
+    rows = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
+            ["before", cfg.get("before") or "–"], ["url", cfg.get("url")],
+            ["model", cfg.get("model") or "(asked from the server)"],
+            ["ready timeout", f"{cfg.get('ready_timeout_s')} s"],
+            ["stop grace", f"{cfg.get('stop_grace_s')} s"],
+            ["repeats per setting", ramp_cfg.get("repeat", 1)]]
+    for r in results:
+        if r.get("ready_s") is not None:
+            rows.append([f"ready: {r['name']}", f"{r['ready_s']:g} s"])
+    out.append(_table(["", ""], rows, left=2))
+    out.append("<details><summary>Ramp settings and environment (JSON)</summary><pre>"
+               + e(json.dumps({"ramp": ramp_cfg, "labels": doc.get("labels"),
+                               "environment": doc.get("environment")}, indent=2))
+               + "</pre></details>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write(sweep_dir: str | Path, out: str | Path | None = None) -> Path:
+    sweep_dir = Path(sweep_dir)
+    path = Path(out) if out else sweep_dir / "report.html"
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(render(sweep_dir), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
