@@ -112,6 +112,18 @@ def test_a_ray_address_nobody_answers_is_one_line_and_exit_3(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
+def test_a_port_that_is_no_ray_head_gives_up_in_one_line_and_exit_3(mock_factory, tmp_path):
+    m = mock_factory()                     # accepts TCP, speaks HTTP: ray.init would wait minutes
+    port = int(m.url.rsplit(":", 1)[1])
+    p = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--out", str(tmp_path),
+                 "--ray", f"127.0.0.1:{port}", timeout=120,
+                 env={**RAY_ENV, "LLMBENCH_RAY_JOIN_S": "4"})
+    assert p.returncode == 3, p.stderr
+    assert p.stderr.strip() == (f"error: --ray 127.0.0.1:{port}: no Ray head answered within "
+                                "4 s (is it the head's GCS port, 6379 unless --port was given?)")
+    assert not any(tmp_path.iterdir())     # nothing was started
+
+
 def test_bad_ray_values_and_missing_ray_are_one_line_and_exit_2(tmp_path):
     from llmbench.workers.ray_launcher import parse_address
     assert parse_address(" AUTO ") == "auto" and parse_address("head:6379") == "head:6379"

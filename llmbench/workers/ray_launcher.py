@@ -30,6 +30,8 @@ import dataclasses
 import importlib
 import os
 import socket
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,9 @@ POLL_WAIT_S = 0.5
 PLACE_TIMEOUT_S = 120.0
 # TCP check of a head's address before ray.init (which retries a dead address for minutes)
 CONNECT_TIMEOUT_S = 5.0
+# ray.init on a port that accepts but is not a Ray head waits for minutes: give up after this
+# long (LLMBENCH_RAY_JOIN_S; joining a real head took 5 s on a busy 2-core machine)
+JOIN_TIMEOUT_S = 45.0
 ENTRY = "llmbench.workers.worker:worker_main"
 
 
@@ -116,6 +121,20 @@ def connect(address: str) -> RayCluster:
             where = f"RAY_ADDRESS={target}" if address == "auto" else f"--ray {target}"
             raise RayUnavailable(f"{where}: no Ray head answers there ({why}); is `ray start "
                                  "--head` running there, and is the address right?", 3)
+    # Ray's C++ side warns on stderr while it retries; the one line below says it instead
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    join_s = float(os.environ.get("LLMBENCH_RAY_JOIN_S") or JOIN_TIMEOUT_S)
+    where = f"RAY_ADDRESS={target}" if address == "auto" and target else f"--ray {address}"
+
+    def give_up() -> None:
+        # ray.init cannot be interrupted from Python: say so and leave (no run folder yet)
+        sys.stderr.write(f"error: {where}: no Ray head answered within {join_s:g} s (is it "
+                         "the head's GCS port, 6379 unless --port was given?)\n")
+        sys.stderr.flush()
+        os._exit(3)
+    watchdog = threading.Timer(join_s, give_up)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         ctx = ray.init(address=None if address == "auto" else address,
                        logging_level="ERROR", log_to_driver=False, include_dashboard=False,
@@ -123,7 +142,9 @@ def connect(address: str) -> RayCluster:
                        ignore_reinit_error=True)
     except Exception as exc:       # ConnectionError, RuntimeError, auth errors ...
         text = " ".join(str(exc).split())[:200]
-        raise RayUnavailable(f"--ray {address}: cannot join the Ray cluster: {text}", 3) from None
+        raise RayUnavailable(f"{where}: cannot join the Ray cluster: {text}", 3) from None
+    finally:
+        watchdog.cancel()
     res = ray.cluster_resources()
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     gcs = getattr(ctx, "address_info", {}).get("gcs_address") or target or "local"
