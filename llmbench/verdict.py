@@ -91,6 +91,15 @@ def generator_sentence(mon: dict[str, Any]) -> str:
     who = (f" (worker {mon.get('worker')} of {mon.get('workers')}"
            + (f"; over its limits: {', '.join(str(w) for w in bad)}" if len(bad) > 1 else "")
            + ")") if bad else ""
+    if mon.get("send_delay_over"):
+        # the requests themselves left late: TTFT and E2EL include llmbench's own delay
+        where = ("llmbench itself was busy" if generator_cause(mon) == "llmbench"
+                 else "the machine was busy with other processes")
+        return (f"llmbench{who} sent its requests late: its own send delay (decided to send -> "
+                f"bytes handed to the socket) was {mon['send_delay_p99_ms']:.1f} ms at p99, "
+                f"over the {mon.get('send_delay_limit_ms') or 0:g} ms budget ({where}; it used "
+                f"{cpu:.0f}% of a core, event-loop lag p99 {lag:.1f} ms), so its TTFTs "
+                "include that delay.")
     if generator_cause(mon) == "llmbench":
         return (f"llmbench itself{who} was busy (it used {cpu:.0f}% of a core; event-loop lag "
                 f"p99 {lag:.1f} ms): its timestamps were late.")
@@ -109,6 +118,9 @@ def lag_explains(step: dict[str, Any]) -> bool:
     if not mon.get("overloaded"):
         return False
     lag = mon.get("lag_p99_ms") or 0.0
+    if mon.get("send_delay_over"):
+        # a request sent late has every latency late by its send delay
+        lag = max(lag, mon.get("send_delay_p99_ms") or 0.0)
     for c in step.get("checks") or []:
         if c["ok"] or c.get("insufficient"):
             continue

@@ -17,13 +17,36 @@ from ..stats import value
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.grid": True,
-                         "grid.alpha": 0.3, "figure.dpi": 100, "svg.hashsalt": "llmbench"})
-    return plt
+class _Figures:
+    """The two pyplot calls the charts use (subplots, close) on matplotlib's Figure directly:
+    pyplot's import (its backend machinery and figure manager) was about a third of a small
+    run's report CPU (scripts/bench_fixed_costs.py), and an SVG needs none of it."""
+
+    def __init__(self) -> None:
+        import matplotlib
+        from matplotlib.figure import Figure
+        self.rcParams = matplotlib.rcParams
+        self._figure = Figure
+
+    def subplots(self, nrows: int = 1, ncols: int = 1, *, figsize: Any = None, **kw: Any):
+        fig = self._figure(figsize=figsize)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    def close(self, fig: Any) -> None:
+        """Nothing to close: no figure manager holds the figure; it is freed with its last use."""
+
+
+_FIGURES: _Figures | None = None
+
+
+def _plt() -> _Figures:
+    global _FIGURES
+    if _FIGURES is None:
+        _FIGURES = _Figures()
+        _FIGURES.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.grid": True,
+                                  "grid.alpha": 0.3, "figure.dpi": 100,
+                                  "svg.hashsalt": "llmbench"})
+    return _FIGURES
 
 
 def safe(text: Any) -> str:

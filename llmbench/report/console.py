@@ -111,8 +111,15 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
-        if monitor.get("overloaded"):
-            who = worker_names(monitor)
+        who = worker_names(monitor)
+        if s.get("p99_send_delay_ms") is not None:
+            out.append(_line("Client send delay p50 / p99:",
+                             f"{s['p50_send_delay_ms']:.2f} ms / {s['p99_send_delay_ms']:.2f} ms"))
+        if monitor.get("send_delay_over"):
+            out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
+                       f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
+                       "Use fewer streams per process (--workers).")
+        elif monitor.get("overloaded"):
             out.append(f"WARNING: the load generator{who} was busy (event-loop lag or CPU over "
                        "its limit); its latencies may be inflated. Use fewer streams per "
                        "process (--workers).")
