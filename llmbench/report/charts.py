@@ -56,7 +56,7 @@ def _finite(v: Any) -> float:
     return v if np.isfinite(v) else float("nan")
 
 
-def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str) -> str:
+def ramp_latency_fig(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str):
     plt = _plt()
     loads = [s["load"] for s in steps]
     held = [s["held"] for s in steps]
@@ -75,10 +75,14 @@ def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], 
         ax.set_xlabel(unit)
         ax.set_ylabel("ms")
         ax.legend(fontsize=7)
-    return _svg(fig)
+    return fig
 
 
-def ramp_throughput(steps: Sequence[dict[str, Any]], unit: str) -> str:
+def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str) -> str:
+    return _svg(ramp_latency_fig(steps, thresholds, unit))
+
+
+def ramp_throughput_fig(steps: Sequence[dict[str, Any]], unit: str):
     plt = _plt()
     loads = [s["load"] for s in steps]
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -93,10 +97,14 @@ def ramp_throughput(steps: Sequence[dict[str, Any]], unit: str) -> str:
     ax2.grid(False)
     _boundary(ax, loads, [s["held"] for s in steps])
     ax.set_title("Throughput")
-    return _svg(fig)
+    return fig
 
 
-def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms") -> str:
+def ramp_throughput(steps: Sequence[dict[str, Any]], unit: str) -> str:
+    return _svg(ramp_throughput_fig(steps, unit))
+
+
+def distributions_fig(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms"):
     """Box plots (p5-p95 whiskers) of one latency per step or run."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(groups) + 2), 3.2))
@@ -105,10 +113,14 @@ def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: 
     ax.set_xticks(range(1, len(groups) + 1), [safe(g[0]) for g in groups], rotation=0)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    return _svg(fig)
+    return fig
 
 
-def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
+def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms") -> str:
+    return _svg(distributions_fig(groups, title, ylabel))
+
+
+def cdfs_fig(series: Sequence[tuple[str, np.ndarray]], title: str):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     for i, (name, v) in enumerate(series):
@@ -126,10 +138,14 @@ def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
     else:                                 # no successful request: say so, do not draw 0
         ax.text(0.5, 0.5, "no successful request", ha="center", va="center",
                 transform=ax.transAxes)
-    return _svg(fig)
+    return fig
 
 
-def timeline(rows: Sequence[dict[str, Any]]) -> str:
+def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
+    return _svg(cdfs_fig(series, title))
+
+
+def timeline_fig(rows: Sequence[dict[str, Any]]):
     plt = _plt()
     t = [r["t"] for r in rows]
     has_server = any("server_running" in r for r in rows)
@@ -163,10 +179,14 @@ def timeline(rows: Sequence[dict[str, Any]]) -> str:
         ax.set_ylabel("requests")
         ax.legend(fontsize=7)
     axes[-1].set_xlabel("seconds")
-    return _svg(fig)
+    return fig
 
 
-def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
+def timeline(rows: Sequence[dict[str, Any]]) -> str:
+    return _svg(timeline_fig(rows))
+
+
+def probe_overhead_fig(steps: Sequence[dict[str, Any]]):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.2))
     users = [s["users"] for s in steps]
@@ -182,7 +202,11 @@ def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
     ax.set_xlabel("users")
     ax.set_ylabel("ms")
     ax.legend(fontsize=7)
-    return _svg(fig)
+    return fig
+
+
+def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
+    return _svg(probe_overhead_fig(steps))
 
 
 def _overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
@@ -206,6 +230,10 @@ def _overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
     return fig
+
+
+def compare_overlay_fig(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
+    return _overlay(runs, unit)
 
 
 def compare_overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str) -> str:
