@@ -198,3 +198,17 @@ def test_compare_of_one_run_twice_lists_both():
     fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("a", ramp([1, 2]))], "users")
     texts = legend_texts(fig.axes[0])
     assert "a [0]" in texts and "a [1]" in texts, texts
+
+
+@pytest.mark.parametrize("end_s, last", [(3.25, None), (3.6, 100.0)])
+def test_timeline_last_partial_second_is_no_false_drop(end_s, last):
+    """Tokens at a steady 100/s until the run ends mid-second: the last row is that rate (or
+    none when the piece is too short to be a rate), not a drop to a fraction of it."""
+    from llmbench.records import Record
+    from llmbench.timeline import build
+    times = [i / 100 for i in range(1, int(end_s * 100))]
+    r = Record("r", 0.0, start=0.0, first_token=times[0], end=times[-1], done=end_s,
+               token_times=times, ok=True, output_tokens=len(times))
+    rows = build([r], 0.0, end_s)
+    assert [row["tok_s"] for row in rows[:3]] == pytest.approx([99, 100, 100], abs=1.5)
+    assert rows[-1]["tok_s"] == (pytest.approx(last, abs=4) if last else None)
