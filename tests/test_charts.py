@@ -6,8 +6,6 @@ sit exactly on the steps, every plotted trace is in a legend, and the timeline m
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from llmbench.report import charts
