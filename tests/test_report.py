@@ -60,6 +60,9 @@ def test_ramp_report_has_every_section(runs_dir):
     fp = json.loads((d / "run.json").read_text())["workload"]["fingerprint"]
     assert fp in page
     assert "server: running" in page                 # the mock was probed, drawn in the timeline
+    # the raw configuration is folded away, not a page-long dump at the bottom
+    assert re.search(r"<details><summary>[^<]*</summary><pre>\{", page)
+    assert 'step starts (dotted)' in page            # the timeline marks the steps
     assert "<script" not in page and "&lt;script&gt;" in page     # the hostile label
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]*)"', page))   # nothing external
 
