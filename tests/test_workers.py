@@ -1,8 +1,10 @@
 """--workers N: the plan split over worker processes (real processes, the mock on loopback).
 
 What must not change with workers: how many requests, the open-loop schedule, the ramp's
-verdict, a session's turns in order; and what each record says (its worker). What workers add:
-a stop that reaches every worker (partial, marked run.json), a dead worker named.
+verdict, a session's turns in order, the reply token counts; and what each record says (its
+worker). What workers add: a stop that reaches every worker (partial, marked run.json), a dead
+worker named and the run failed (exit 4), the coordinator's own loop watched, `auto` adding a
+worker as a ramp grows. Each CLI test spawns real processes: few requests, short holds.
 """
 
 import json
@@ -265,7 +267,7 @@ def test_a_ramp_that_loses_a_worker_says_its_figures_are_incomplete_and_fails(mo
                                                                              tmp_path):
     m = mock_factory(ttft_ms=20, itl_ms=5)
     # lenient thresholds: without the lost worker every step would hold (exit 0)
-    p = _start(m, tmp_path, "--users", "4", "--ramp-in", "0.2s", "--hold", "3s", "--think",
+    p = _start(m, tmp_path, "--users", "4", "--ramp-in", "0.2s", "--hold", "2s", "--think",
                "0", "--turns", "1", "--threshold", "ttft.p95<=60s", "--generator-lag-limit",
                "2000ms", "--workers", "2", command="ramp")
     out_dir = _run_dir(tmp_path)

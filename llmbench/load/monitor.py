@@ -142,7 +142,7 @@ class MonitorView:
 
     def __init__(self) -> None:
         self.samples: list[MonitorSample] = []
-        self._latest: dict[int | None, MonitorSample] = {}
+        self._latest: dict[int | str | None, MonitorSample] = {}
 
     def add(self, sample: MonitorSample) -> None:
         self.samples.append(sample)
