@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from .records import Record
 from .stats import RECENT_S, RecentWindow
 
@@ -38,7 +39,10 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         idx = (np.asarray(r.token_times) - t0).astype(int)
         idx = idx[(idx >= 0) & (idx <= n)]
         np.add.at(tokens, idx, per_event)
-    mon_by_sec = {int(m.t - t0): m for m in monitor}
+    # every process's samples of a second (--workers: each worker's and the coordinator's)
+    mon_by_sec: dict[int, list[Any]] = {}
+    for m in monitor:
+        mon_by_sec.setdefault(int(m.t - t0), []).append(m)
     server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
     step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
     starts = np.sort([r.start for r in recs])
@@ -75,8 +79,24 @@ def build(records: Sequence[Record], t0: float, t_end: float,
             for k in ("running", "waiting", "kv_cache_usage"):
                 if sv.get(k) is not None:
                     row[f"server_{k}"] = sv[k]
-        m = mon_by_sec.get(i)
-        if m is not None:
-            row["lag_p99_ms"], row["cpu_pct"] = m.lag_p99_ms, m.cpu_pct
+        ms = mon_by_sec.get(i)
+        if ms:
+            _monitor_row(row, ms)
         out.append(row)
     return out
+
+
+def _monitor_row(row: dict[str, Any], samples: list[Any]) -> None:
+    """The second's generator figures: one process's as they are; with worker processes, the
+    worst one's (over its limits first, then the lag, then the CPU), named in
+    ``monitor_worker``, and every process's in ``monitor_by_worker`` (nothing hidden)."""
+    def worst(m: Any) -> tuple[bool, float, float]:
+        return (m.lag_p99_ms > LAG_P99_LIMIT_MS or m.cpu_pct > CPU_LIMIT_PCT, m.lag_p99_ms,
+                m.cpu_pct)
+    m = max(samples, key=worst)
+    row["lag_p99_ms"], row["cpu_pct"] = m.lag_p99_ms, m.cpu_pct
+    if all(x.worker is None for x in samples):
+        return
+    row["monitor_worker"] = m.worker
+    row["monitor_by_worker"] = {str(x.worker): {"lag_p99_ms": x.lag_p99_ms,
+                                                "cpu_pct": x.cpu_pct} for x in samples}

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .load.monitor import who_was_busy
 from .records import Record
 from .slo import HELD, NO_DATA, OVER
 from .stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
@@ -86,11 +87,10 @@ def generator_cause(mon: dict[str, Any]) -> str:
 
 def generator_sentence(mon: dict[str, Any]) -> str:
     lag, cpu = mon.get("lag_p99_ms") or 0.0, mon.get("cpu_pct") or 0.0
-    bad = mon.get("overloaded_workers") or []
-    # with worker processes, say which one (its figures are the ones quoted)
-    who = (f" (worker {mon.get('worker')} of {mon.get('workers')}"
-           + (f"; over its limits: {', '.join(str(w) for w in bad)}" if len(bad) > 1 else "")
-           + ")") if bad else ""
+    # with worker processes, say which one (its figures are the ones quoted): a worker, or
+    # the coordinator that gathers their records
+    who = who_was_busy(mon)
+    who = f" ({who})" if who else ""
     if mon.get("send_delay_over"):
         # the requests themselves left late: TTFT and E2EL include llmbench's own delay
         where = ("llmbench itself was busy" if generator_cause(mon) == "llmbench"

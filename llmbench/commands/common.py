@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .. import timeline as timeline_mod
 from ..client import RequestParams, Timeouts
-from ..exitcodes import EXIT_INTERRUPTED
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OVERLOADED
 from ..harness import Harness, LiveView, Outcome, PreflightError
 from ..records import Record
 from ..results import RunDoc, clean_nan, new_run_dir
@@ -64,7 +64,8 @@ class Common:
         from ..workers.local import LocalLauncher
         if self.workers == "auto" and plan.auto_workers(plan.streams(shape)) == 1:
             return None
-        return Fleet(self.workers, LocalLauncher(), tokenizer=self.tokenizer)
+        return Fleet(self.workers, LocalLauncher(), tokenizer=self.tokenizer,
+                     count_tokens=self.count_tokens)
 
     def request_config(self) -> dict[str, Any]:
         p = self.params
@@ -101,6 +102,27 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
     with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(clean_nan(row)) + "\n")
+
+
+def lost_workers(workers: dict[str, Any] | None) -> str | None:
+    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
+    crashed = (workers or {}).get("crashed")
+    if not crashed:
+        return None
+    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
+
+
+def incomplete_line(run: dict[str, Any], code: int) -> str | None:
+    """The closing line of a run, ramp or probe that lost a worker: its figures miss that
+    worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
+    keeps 130)."""
+    lost = lost_workers(run.get("workers"))
+    if lost is None:
+        return None
+    why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
+           if code == EXIT_OVERLOADED else "")
+    return (f"PARTIAL RESULT: {lost}; its share of the load stopped there, so the figures "
+            f"are incomplete{why}.")
 
 
 def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, partial_line: str,

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import checks
 from ..backends import backends
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..probe.router import evaluate_step, router_bound
 from ..report.console import fmt_ms
@@ -16,7 +16,8 @@ from ..results import RunDoc
 from ..shapes.router import ProbeWindow, RouterAB
 from ..stats import recent_p95
 from ..target import Target
-from .common import Common, print_closing, report_failed, write_started
+from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
+                     write_started)
 
 
 @dataclass
@@ -144,6 +145,11 @@ def execute(plan: ProbePlan) -> int:
             print(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
                   f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
                   f"{a['conversations']} conversations stayed on one backend.")
-    print_closing(run, c.workload.warnings, interrupted,
-                  "PARTIAL RESULT: the probe was interrupted; finished steps are kept.", run_dir)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    # a lost worker's users are missing from the slices after it died: never a pass
+    code = (EXIT_INTERRUPTED if interrupted else
+            EXIT_OVERLOADED if lost_workers(run.get("workers")) else EXIT_OK)
+    print_closing(run, c.workload.warnings, run["status"] == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
+                  run_dir)
+    return code

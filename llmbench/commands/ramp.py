@@ -22,7 +22,8 @@ from ..results import RunDoc, clean_nan, write_json
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
-from .common import Common, print_closing, report_failed, write_started, write_timeline
+from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
+                     write_started, write_timeline)
 
 
 @dataclass
@@ -109,6 +110,12 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
             f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped after "
             f"{len(steps)} of {len(shape.steps)} steps, all held." if steps
             else "Interrupted before the first step finished.")}
+    lost = lost_workers(workers)
+    if lost is not None and isinstance(verdict, dict):
+        # the steps after the loss ran without that worker's users: not the planned load
+        verdict = {**verdict, "incomplete": True, "result": (
+            f"{verdict.get('result') or ''} INCOMPLETE: {lost} during the ramp; its users "
+            "stopped there, so the figures are incomplete and not a result.").strip()}
     return RunDoc(
         "ramp", "partial" if partial else "complete", started_at,
         {"target": c.target.describe(),
@@ -161,6 +168,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     code = EXIT_OK
     if outcome.interrupted:
         code = EXIT_INTERRUPTED
+    elif crashed:
+        code = EXIT_OVERLOADED       # a worker's users are missing: never a pass
     elif broke is not None and run["verdict"]["kind"] == "load_generator":
         code = EXIT_OVERLOADED
     elif r.expect is not None:
@@ -264,7 +273,9 @@ def perform(r: RampPlan, repeat: int = 1,
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
     print_closing(run, c.workload.warnings, run["status"] == "partial",
-                  "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.", run_dir)
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+                  run_dir)
     return RampDone(run, code, run_dir)
 
 

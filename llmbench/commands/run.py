@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import checks, metrics, prefix_hit, slo
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLD
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..load.monitor import busy, with_send_delay
 from ..report import console, vllm_json
@@ -18,7 +18,8 @@ from ..shapes.trace import TraceReplay
 from . import trace as trace_report
 from ..verdict import server_view
 from . import prefix
-from .common import Common, print_closing, report_failed, write_started, write_timeline
+from .common import (Common, incomplete_line, print_closing, report_failed, write_started,
+                     write_timeline)
 
 
 @dataclass
@@ -126,6 +127,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     code = EXIT_OK
     if outcome.interrupted:
         code = EXIT_INTERRUPTED
+    elif _crashed(outcome):
+        code = EXIT_OVERLOADED           # a worker's share is missing: never a pass
     elif any(not t["ok"] for t in threshold_results):
         code = EXIT_THRESHOLD
     return run, code, (outcome, harness.texts)
@@ -136,13 +139,9 @@ def _crashed(outcome: Any) -> bool:
     return bool(outcome.workers and outcome.workers.get("crashed"))
 
 
-def partial_line(run: dict[str, Any], what: str) -> str:
-    crashed = (run.get("workers") or {}).get("crashed")
-    if crashed:
-        names = ", ".join(str(c["worker"]) for c in crashed)
-        return (f"PARTIAL RESULT: worker {names} stopped early; the numbers cover what "
-                "finished.")
-    return f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished."
+def partial_line(run: dict[str, Any], what: str, code: int) -> str:
+    return incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
+                                          "numbers cover what finished.")
 
 
 def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: dict[str, str]
@@ -196,7 +195,7 @@ def execute(plan: RunPlan) -> int:
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
     print_closing(run, c.workload.warnings, run["status"] == "partial",
-                  partial_line(run, "run"),
+                  partial_line(run, "run", code),
                   run_dir)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)

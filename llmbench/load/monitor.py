@@ -10,7 +10,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 perf_counter = time.perf_counter
 
@@ -23,6 +23,9 @@ CPU_LIMIT_PCT = 90.0
 # waves, each wave costs the loop tens of milliseconds once per cycle, and a once-a-second p99
 # of 10 ms ticks (median over seconds) dilutes it, while every request of the wave is late.
 SEND_DELAY_P99_LIMIT_MS = LAG_P99_LIMIT_MS
+# The ``worker`` of the coordinator's own samples (--workers N): it receives every worker's
+# records and writes requests.jsonl, so it is watched and judged like a worker.
+COORDINATOR = "coordinator"
 
 
 @dataclass
@@ -31,13 +34,16 @@ class MonitorSample:
     lag_p99_ms: float
     lag_max_ms: float
     cpu_pct: float        # this process, % of one core
-    worker: int | None = None    # which worker process (--workers N); None: this one
+    # which worker process (--workers N), or COORDINATOR; None: the only process
+    worker: int | str | None = None
 
 
 @dataclass
 class LoopMonitor:
     tick_s: float = 0.01
     samples: list[MonitorSample] = field(default_factory=list)
+    worker: int | str | None = None                 # the tag of its samples
+    on_sample: Callable[[MonitorSample], None] | None = None   # each sample as it is taken
     _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -64,8 +70,12 @@ class LoopMonitor:
                 cpu = time.process_time()
                 lags.sort()
                 p99 = lags[min(int(len(lags) * 0.99), len(lags) - 1)] if lags else 0.0
-                self.samples.append(MonitorSample(now, p99 * 1000, (lags[-1] if lags else 0) * 1000,
-                                                  100.0 * (cpu - cpu_start) / (now - sec_start)))
+                sample = MonitorSample(now, p99 * 1000, (lags[-1] if lags else 0) * 1000,
+                                       100.0 * (cpu - cpu_start) / (now - sec_start),
+                                       self.worker)
+                self.samples.append(sample)
+                if self.on_sample is not None:
+                    self.on_sample(sample)
                 lags = []
                 sec_start, cpu_start = now, cpu
 
@@ -84,8 +94,9 @@ def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
 
     Samples of worker processes are judged per worker: any worker over its limits makes the
     window untrustworthy, and the summary is that worker's (the worst), naming it
-    (``worker``, ``overloaded_workers``, ``workers``: how many reported)."""
-    groups: dict[int | None, list[MonitorSample]] = {}
+    (``worker``, ``overloaded_workers``, ``workers``: how many worker processes reported).
+    The coordinator's own samples (COORDINATOR) are judged the same way."""
+    groups: dict[int | str | None, list[MonitorSample]] = {}
     for s in samples:
         groups.setdefault(s.worker, []).append(s)
     if not groups or list(groups) == [None]:
@@ -93,9 +104,28 @@ def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
     per = {w: _busy_one(g, lag_limit_ms, cpu_limit_pct) for w, g in groups.items()}
     wid, worst = max(per.items(), key=lambda kv: (bool(kv[1]["overloaded"]),
                                                    kv[1]["lag_p99_ms"], kv[1]["cpu_pct"]))
-    return {**worst, "worker": wid, "workers": len(per),
-            "overloaded_workers": sorted(w for w, b in per.items()
-                                         if b["overloaded"] and w is not None)}
+    return {**worst, "worker": wid, "workers": sum(isinstance(w, int) for w in per),
+            "overloaded_workers": sorted((w for w, b in per.items()
+                                          if b["overloaded"] and w is not None), key=_order)}
+
+
+def _order(w: int | str) -> tuple[int, int]:
+    """The coordinator first, then the workers by id."""
+    return (1, w) if isinstance(w, int) else (0, 0)
+
+
+def who_was_busy(mon: dict[str, Any]) -> str:
+    """Who the window's figures are from, for a sentence: '', 'worker 1 of 2', 'the
+    coordinator of 2 workers'; when several were over their limits, all of them."""
+    bad = mon.get("overloaded_workers") or []
+    if not bad:
+        return ""
+    n, worst = mon.get("workers"), mon.get("worker")
+    who = f"the coordinator of {n} workers" if worst == COORDINATOR else f"worker {worst} of {n}"
+    if len(bad) > 1:
+        who += "; over its limits: " + ", ".join(
+            "the coordinator" if w == COORDINATOR else str(w) for w in bad)
+    return who
 
 
 def _busy_one(samples: list[MonitorSample], lag_limit_ms: float,
@@ -119,7 +149,7 @@ class MonitorView:
 
     def __init__(self) -> None:
         self.samples: list[MonitorSample] = []
-        self._latest: dict[int | None, MonitorSample] = {}
+        self._latest: dict[int | str | None, MonitorSample] = {}
 
     def add(self, sample: MonitorSample) -> None:
         self.samples.append(sample)

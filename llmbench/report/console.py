@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..load.monitor import COORDINATOR
 from ..stats import pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
@@ -128,12 +129,16 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
 
 
 def worker_names(mon: dict[str, Any]) -> str:
-    """' (worker 1 of 2)' when worker processes ran and some were over their limits."""
+    """' (worker 1 of 2)' when worker processes ran and some were over their limits; ' (the
+    coordinator of 2 workers)' when it was the coordinator, which gathers their records."""
     bad = mon.get("overloaded_workers") or []
     if not bad:
         return ""
-    names = ", ".join(str(w) for w in bad)
-    return f" ({'workers' if len(bad) > 1 else 'worker'} {names} of {mon.get('workers')})"
+    ids = [str(w) for w in bad if w != COORDINATOR]
+    parts = ["the coordinator"] if COORDINATOR in bad else []
+    if ids:
+        parts.append(f"{'workers' if len(ids) > 1 else 'worker'} {', '.join(ids)}")
+    return f" ({' and '.join(parts)} of {mon.get('workers')}{'' if ids else ' workers'})"
 
 
 def reasoning_lines(s: dict[str, Any]) -> list[str]:

@@ -9,8 +9,8 @@ Three pieces, all in ``llmbench.workers.protocol``:
 1. ``WorkerSpec`` (a picklable dataclass): everything one worker needs: its ``worker_id``, its
    ``plan`` (a picklable value from ``llmbench.workers.plan``: a slice of a run shape, or the
    ramp's / probe's remote-controlled crowd), the targets (``Target`` values with names and
-   paths), request ``params`` and ``timeouts``, ``grace_s``, ``run_id``, the tokenizer spec, and
-   ``clock_offset_s``. Nothing in it is a socket, a closure or an open file.
+   paths), request ``params`` and ``timeouts``, ``grace_s``, ``run_id``, the tokenizer spec (the
+   coordinator's reply counter, resolved: ``coordinator.counter_spec``), and ``clock_offset_s``. Nothing in it is a socket, a closure or an open file.
 
 2. The worker entry: ``await llmbench.workers.worker.worker_main(spec, channel)`` (async: a Ray
    async actor awaits it in its own loop), or ``run_worker(spec, channel)`` (sync, a fresh
@@ -36,6 +36,7 @@ pickle, and they could be JSON. Every message has ``type`` and (from a worker) `
     {"type": "live", "counters": {started, done, failed, in_flight, waiting_first, events},
      "target": name}                        absolute counters of this worker, per target
     {"type": "monitor", "clock": "worker", "sample": {t, lag_p99_ms, lag_max_ms, cpu_pct}}
+                                           (the coordinator adds its own, tagged "coordinator")
     {"type": "users", "clock": "worker", "t": float, "delta": +1 | -1}   (ramp)
     {"type": "reply", "id": int, "value": ...}   the answer to a "call"
     {"type": "done", "clock": "worker", "result": float | None, "interrupted": bool}

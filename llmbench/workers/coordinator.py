@@ -9,9 +9,15 @@ of driving it in its own loop (``Harness.fleet``; ``--workers 1`` never gets her
 - Records stream in (batched), are put on the coordinator's clock, and go to the one
   requests.jsonl and the run's sessions; counters and monitor samples are gathered per
   worker, so the live line and the generator check see all of them and name a busy worker.
+  The coordinator's own event loop (it takes every record) is watched too: its samples are
+  tagged COORDINATOR and judged like a worker's, so a busy coordinator is named as well.
+- Replies without a server count are counted by the tokenizer the one-process run uses
+  (``counter_spec``: the command's hot-path counter, e.g. ``--tokenizer server``'s local
+  one), rebuilt in each worker, so a worker's output_tokens are the one-process ones.
 - Stopping (Ctrl-C, SIGTERM): every worker is told; each gives its in-flight requests the
   grace period; what they send until then is kept. A worker that dies is named in one line
-  on stderr and in run.json; its records so far are kept.
+  on stderr and in run.json (``crashed``); its records so far are kept, and the command
+  exits non-zero: figures missing a worker's share can never pass a gate.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..load.monitor import MonitorSample, MonitorView
+from ..load.monitor import COORDINATOR, LoopMonitor, MonitorSample, MonitorView
 from ..load.session import Counters, RECENT_KEEP_S, Session
 from ..records import Record
 from ..shapes.base import Drive, LiveState
@@ -41,6 +47,27 @@ STOP_MARGIN_S = 3.0
 
 _TIME_FIELDS = ("scheduled", "start", "sent", "first_token", "end", "done", "reasoning_end",
                 "first_output")
+
+
+def counter_spec(count_tokens: Any) -> str | None:
+    """A --tokenizer spec that rebuilds, without a server, the tokenizer whose ``count`` the
+    command counts replies with (``Tokenizer.count``, bound: for ``server`` and ``auto`` it is
+    their ``local`` tokenizer, as in one process); None when it cannot be rebuilt."""
+    tok = getattr(count_tokens, "__self__", None)
+    if tok is not None and getattr(tok, "server", None) is not None:
+        tok = getattr(tok, "local", None)      # a server cannot count on the hot path
+    name, source = getattr(tok, "name", None), getattr(tok, "source", None) or ""
+    if not isinstance(name, str):
+        return None
+    if source.startswith(("folder ", "file ")):
+        return source.split(" ", 1)[1]         # a tokenizer.json or a folder, by path
+    if name.startswith("hf:"):
+        return name[3:]                         # a Hugging Face id, from the local cache
+    if name.startswith("tiktoken:"):
+        return name                             # cached where the coordinator loaded it
+    if name == "approx-words":
+        return "approx"
+    return None
 
 
 def shift(rec: Record, offset: float) -> Record:
@@ -73,7 +100,10 @@ class Fleet:
 
     workers: int | str                          # N, or "auto"
     launcher: Launcher
-    tokenizer: str | None = None
+    tokenizer: str | None = None                # --tokenizer (used when count_tokens is None)
+    # the one-process run's counter of reply tokens (Tokenizer.count of the command's counting
+    # tokenizer): its spec (counter_spec) is what each worker rebuilds
+    count_tokens: Any = None
     grace_s: float = 3.0
     view: MonitorView = field(default_factory=MonitorView)
     crashed: list[dict[str, Any]] = field(default_factory=list)
@@ -90,7 +120,13 @@ class Fleet:
     def describe(self) -> dict[str, Any]:
         return {"requested": self.workers, "count": self.chosen,
                 "launcher": type(self.launcher).__name__, "crashed": self.crashed,
-                "records": {str(w): x.records for w, x in self._w.items()}}
+                "records": {str(w): x.records for w, x in self._w.items()},
+                "count_tokens": self._counter_spec()}
+
+    def _counter_spec(self) -> str | None:
+        if self.count_tokens is None:
+            return self.tokenizer
+        return counter_spec(self.count_tokens)
 
     # -- the run ----------------------------------------------------------------------------
     async def drive(self, shape: Any, d: Drive, targets: list[Any], h: Any,
@@ -105,9 +141,17 @@ class Fleet:
         self._max_in_flight = shape.max_in_flight()
         self._stopping = d.stopping
         self._stop_sent = False
+        self._counter = self._counter_spec()
+        if self._counter is None and self.count_tokens is not None:
+            print("note: worker processes count a reply's tokens by its token events when the "
+                  "server reports no usage: the tokenizer cannot be rebuilt in a worker",
+                  file=sys.stderr, flush=True)
         pumps: list[asyncio.Task[None]] = []
         self._pumps = pumps
         watcher = asyncio.get_running_loop().create_task(self._watch_stop())
+        # the coordinator takes every record and writes requests.jsonl: watch its loop too
+        monitor = LoopMonitor(worker=COORDINATOR, on_sample=self.view.add)
+        monitor.start()
         try:
             if isinstance(shape, (Ramp, RouterAB)):
                 return await self._drive_remote(shape, d)
@@ -119,6 +163,7 @@ class Fleet:
             raise
         finally:
             watcher.cancel()
+            await monitor.stop()
             await self._close_all()
 
     def _n(self, n_streams: int) -> int:
@@ -167,7 +212,7 @@ class Fleet:
         wid = len(self._w)
         h = self._h
         spec = WorkerSpec(wid, plan, self._targets, h.params, h.timeouts, self._max_in_flight,
-                          h.served_by_header, self.grace_s, self.tokenizer, 0.0, total)
+                          h.served_by_header, self.grace_s, self._counter, 0.0, total)
         link = self.launcher.launch(spec)
         w = _Worker(link, asyncio.get_running_loop().create_future())
         self._w[wid] = w

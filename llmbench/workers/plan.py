@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -24,6 +25,9 @@ from ..workload import Conversation
 # mock on the 2-core project machine (shared with other jobs, so pessimistic): see the README's
 # "--workers" section for the table. ``auto`` plans for this many per process.
 STREAMS_PER_PROCESS = 64
+# Overrides STREAMS_PER_PROCESS: the capacity you measured on your own machine, or, in the
+# tests, a tiny one so that a small ramp needs a second worker (tests/test_workers.py).
+STREAMS_PER_PROCESS_ENV = "LLMBENCH_STREAMS_PER_PROCESS"
 # Open loop without --max-concurrency: streams ~ rate x how long a request lasts, which is not
 # known before the run; this is the assumed length (a chat reply of ~100-200 tokens).
 ASSUMED_REQUEST_S = 4.0
@@ -116,8 +120,32 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def streams_per_process() -> int:
+    """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0
+    (anything else is said once on stderr and ignored)."""
+    raw = os.environ.get(STREAMS_PER_PROCESS_ENV)
+    if not raw:
+        return STREAMS_PER_PROCESS
+    try:
+        n = int(raw)
+        if n > 0:
+            return n
+    except ValueError:
+        pass
+    global _warned
+    if not _warned:
+        _warned = True
+        print(f"warning: {STREAMS_PER_PROCESS_ENV}={raw!r} is not a whole number above 0; "
+              f"--workers auto plans for {STREAMS_PER_PROCESS} streams per process",
+              file=sys.stderr)
+    return STREAMS_PER_PROCESS
+
+
+_warned = False
+
+
 def auto_workers(n_streams: int, n_cores: int | None = None) -> int:
-    """Enough processes for the streams at STREAMS_PER_PROCESS each, at most one per core
+    """Enough processes for the streams at streams_per_process() each, at most one per core
     this process may run on (more processes than cores only share the same CPUs)."""
     c = cores() if n_cores is None else n_cores
-    return max(1, min(c, int(math.ceil(n_streams / STREAMS_PER_PROCESS))))
+    return max(1, min(c, int(math.ceil(n_streams / streams_per_process()))))

@@ -29,8 +29,9 @@ def run_worker(spec: WorkerSpec, channel: Channel) -> None:
 
 
 def _count_tokens(spec: WorkerSpec) -> Any:
-    """The run's tokenizer, rebuilt here (a tokenizer object does not pickle); None when it
-    cannot be: a reply without a server count is then counted by its token events."""
+    """The run's reply counter, rebuilt here from the spec the coordinator resolved
+    (coordinator.counter_spec; a tokenizer object does not pickle); None when there is none:
+    a reply without a server count is then counted by its token events."""
     if not spec.tokenizer:
         return None
     try:
