@@ -19,6 +19,7 @@ from ..results import RunDoc
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
+from ..stepstats import steady_state
 from .common import Common, print_closing, report_failed, write_started, write_timeline
 
 
@@ -51,7 +52,8 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0):
                           "text": "requests>0: no request started in the hold window"})
         state = verdict_of(found)
         return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
-                          state == HELD, w.monitor, w.unfinished, state)
+                          state == HELD, w.monitor, w.unfinished, state,
+                          steady_state(w.records, w.index, w.hold_start, w.hold_end))
     return judge_step
 
 
