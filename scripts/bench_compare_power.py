@@ -25,7 +25,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
+import subprocess
+import urllib.request
 import sys
 import tempfile
 import time
@@ -38,7 +41,6 @@ os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 from llmbench.cli import app  # noqa: E402
 from llmbench.compare import compare, load_runs  # noqa: E402
 from llmbench.report import auto  # noqa: E402
-from mock_server import MockConfig, MockServer  # noqa: E402
 
 # compare reads run.json and requests.jsonl only: skip each run's HTML report (charts take
 # longer than a short run)
@@ -88,7 +90,30 @@ def judge(a: Path, b: Path) -> dict:
             "thr_change": [c["change"] for c in thr if c.get("change") is not None]}
 
 
-def campaign(kind: str, m: MockServer, tmp: Path, pairs: int, changes: tuple[float, ...],
+class Mock:
+    """The mock in its own process (its own interpreter lock: in this one, its timing would
+    share a core's worth of Python with the runs being measured); settings changed over HTTP."""
+
+    def __init__(self) -> None:
+        code = ("import json, sys, time; sys.path.insert(0, sys.argv[1]);"
+                "from mock_server import MockConfig, MockServer;"
+                "m = MockServer(MockConfig(**json.loads(sys.argv[2]))); m.__enter__();"
+                "print(m.url, flush=True); time.sleep(1e9)")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), json.dumps(MOCK)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.url = self.proc.stdout.readline().strip()
+
+    def configure(self, **changes: float) -> None:
+        req = urllib.request.Request(self.url + "/admin/config", json.dumps(changes).encode(),
+                                     {"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def campaign(kind: str, m: Mock, tmp: Path, pairs: int, changes: tuple[float, ...],
              args: argparse.Namespace) -> None:
     url = m.url + "/v1"
     seed = 0
@@ -146,11 +171,15 @@ def main() -> None:
     ap.add_argument("--hold", type=float, default=4.0, help="ramp hold per step, s")
     ap.add_argument("--tokens", type=int, default=24)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d, MockServer(MockConfig(**MOCK)) as m:
-        if args.pairs:
-            campaign("run", m, Path(d), args.pairs, CHANGES, args)
-        if args.ramp_pairs:
-            campaign("ramp", m, Path(d), args.ramp_pairs, (0.25,), args)
+    m = Mock()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            if args.pairs:
+                campaign("run", m, Path(d), args.pairs, CHANGES, args)
+            if args.ramp_pairs:
+                campaign("ramp", m, Path(d), args.ramp_pairs, (0.25,), args)
+    finally:
+        m.close()
 
 
 if __name__ == "__main__":
