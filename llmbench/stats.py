@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -315,7 +316,6 @@ def change_interval(base: Grouped, other: Grouped, q: float, level: float = LEVE
     res = None
     n = N_BOOT_START
     total = 0
-    import warnings
     while True:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")      # degenerate or NaN: handled below
