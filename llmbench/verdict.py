@@ -14,6 +14,7 @@ from .load.monitor import who_was_busy
 from .records import Record
 from .slo import HELD, NO_DATA, OVER
 from .stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
+from .stepstats import drift_sentence, knee
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -243,6 +244,11 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
     server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
+    k = knee(steps, records, unit)
+    out["knee"] = k
+    drifting = [s for s in steps if (s.get("steady") or {}).get("drifting")]
+    out["drifting"] = [s["load"] for s in drifting]
+    out["steady_note"] = [drift_sentence(s, unit) for s in drifting]
     out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
                 "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,

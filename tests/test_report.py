@@ -115,6 +115,19 @@ def test_compare_flags_a_clear_regression(runs_dir, tmp_path):
     assert "compare overlay" in page and "REGRESSION" in page
 
 
+def test_compare_headlines_an_improvement_apart_and_exits_0(runs_dir, tmp_path):
+    # the slow run as the baseline: the candidate got faster, which is no regression
+    r = llmbench("compare", str(folder(runs_dir, "run-slow")), str(folder(runs_dir, "run-a")),
+                 "--max-regression", "10%", "--metric", "ttft.p95", "--html", str(tmp_path / "c.html"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "REGRESSION" not in r.stdout and "0 regressions beyond 10%." in r.stdout
+    assert "improvement beyond 10%: ttft.p95 at 2 -" in r.stdout
+    # columns and headlines carry the runs' labels, not positions
+    assert "Change against slow" in r.stdout and "[0]" not in r.stdout
+    page = (tmp_path / "c.html").read_text()
+    assert "slow TTFT p95" in page and "a TTFT p95" in page and 'class="verdict good"' in page
+
+
 def test_compare_passes_on_pure_noise(runs_dir, tmp_path):
     r = llmbench("compare", str(folder(runs_dir, "run-a")), str(folder(runs_dir, "run-b")),
                  "--max-regression", "10%", "--html", str(tmp_path / "c.html"))

@@ -22,6 +22,7 @@ from ..results import RunDoc, clean_nan, write_json
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
+from ..stepstats import steady_state
 from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
                      write_started, write_timeline)
 
@@ -70,7 +71,8 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
         mon = with_send_delay(w.monitor, s.get("p50_send_delay_ms"), s.get("p99_send_delay_ms"),
                               send_delay_limit_ms)
         return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
-                          state == HELD, mon, w.unfinished, state)
+                          state == HELD, mon, w.unfinished, state,
+                          steady_state(w.records, w.index, w.hold_start, w.hold_end))
     return judge_step
 
 

@@ -194,6 +194,8 @@ def ramp_row(step: dict[str, Any]) -> str:
         who = "llmbench busy" if generator_cause(mon) == "llmbench" else "machine busy"
         untrusted = not step["held"] and lag_explains(step)
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
+    if (step.get("steady") or {}).get("drifting"):
+        state += " (still drifting)"
     return RAMP_COLUMNS.format(
         unit=f"{step['load']:g}", reqs=s["requests"], ttft50=fmt_ms(s["median_ttft_ms"]),
         ttft95=fmt_ms(s["p95_ttft_ms"]), itl50=fmt_ms(s["median_itl_ms"]),
@@ -213,6 +215,9 @@ def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:
 
 def verdict_text(v: dict[str, Any]) -> str:
     lines = [v["result"]]
+    if (v.get("knee") or {}).get("text"):
+        lines.append(v["knee"]["text"])
+    lines += v.get("steady_note") or []
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
             "errors": "Why: errors (a limit was hit, or the server failed).",

@@ -89,7 +89,8 @@ def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[s
                      fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
                      fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
                      f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
-                     "held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed)])
+                     ("held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed))
+                     + (" (still drifting)" if (st.get("steady") or {}).get("drifting") else "")])
         classes.append("held" if st["held"] else "over")
     return rows, classes
 
@@ -131,6 +132,11 @@ def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     v = run.get("verdict") or {}
     bad = v.get("kind") not in ("held", None)
     body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", "No step finished."))}</b>']
+    # the knee between the steps, and steps that had not settled (stepstats)
+    if (v.get("knee") or {}).get("text"):
+        body.append(f'<br><b class="knee">{e(v["knee"]["text"])}</b>')
+    for line in v.get("steady_note") or []:
+        body.append(f'<br><span class="drift">{e(line)}</span>')
     for line in v.get("evidence", []):
         body.append(f"<br>{e(line)}")
     for line in v.get("advice", []):
