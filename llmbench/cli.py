@@ -513,7 +513,7 @@ def _ramp_options(
     repeat: Annotated[int, typer.Option(help="Run the whole ramp N times (fresh conversations, seed + k): users held gets an interval (min-max).", rich_help_panel=P_STEPS)] = 1,
     threshold: Threshold = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Run every step even after one fails.", rich_help_panel=P_GATES)] = False,
-    generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
+    generator_lag_limit: Annotated[str, typer.Option(help="Event-loop lag p99 or own send-delay p99 past which llmbench calls its own numbers untrustworthy (exit 4).", rich_help_panel=P_GATES)] = "10ms",
     expect_users: Annotated[Optional[float], typer.Option(help="Exit 1 if fewer users (or req/s) held.", rich_help_panel=P_GATES)] = None,
     workload: WorkloadOpts = group_defaults(
         prompt_tokens=None, output_tokens=None, turns=None, omit=("multi_turn", "sharegpt_output_len"),

@@ -19,12 +19,46 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from multidict import CIMultiDictProxy
+from yarl import URL
 
 from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from .records import Record
 from .target import Target
 
 perf_counter = time.perf_counter
+
+try:
+    # orjson encodes a request body in a fraction of json.dumps's time (scripts/bench_client_cpu.py)
+    from orjson import dumps as fast_dumps
+except ImportError:         # pragma: no cover - orjson is a dependency, kept optional here
+    fast_dumps = None
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """A request body as JSON bytes; what orjson cannot encode (an integer beyond 64 bits in
+    --extra-body) goes through json, as before."""
+    fast = fast_dumps
+    if fast is not None:
+        try:
+            return fast(body)
+        except TypeError:
+            pass
+    return json.dumps(body).encode()
+
+
+async def _stamp_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
+    """aiohttp calls this just before it hands each piece of the request body to the socket
+    (StreamWriter.write, which writes synchronously right after): the last call is when the
+    request left llmbench. The time since ``rec.start`` is the client's own send delay."""
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.sent = perf_counter()
+
+
+def _send_stamps() -> list[aiohttp.TraceConfig]:
+    tc = aiohttp.TraceConfig()
+    tc.on_request_chunk_sent.append(_stamp_sent)
+    return [tc]
 
 # Response headers that name the backend which served a request, most specific first.
 SERVED_BY_HEADERS = ("x-llmbench-replica", "x-inference-pod", "x-served-by", "x-backend-server",
@@ -150,6 +184,8 @@ class Client:
         self._max_connections = max_connections
         self._http: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        # stamp rec.sent (the client's own send delay); off only to measure what it costs
+        self.send_stamps = True
         if self.params.max_tokens_field == "auto":
             host = urlsplit(target.base_url).hostname or ""
             field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
@@ -160,7 +196,10 @@ class Client:
                                          ttl_dns_cache=300)
         self._http = aiohttp.ClientSession(
             connector=connector, auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s))
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s),
+            trace_configs=_send_stamps() if self.send_stamps else None)
+        # parsed once: aiohttp parses a str URL on every request
+        self._urls = {stream: URL(self.target.endpoint_for(stream)) for stream in (True, False)}
         return self
 
     def _fresh_session(self) -> aiohttp.ClientSession:
@@ -168,7 +207,8 @@ class Client:
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, limit=0), auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s))
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s),
+                trace_configs=_send_stamps() if self.send_stamps else None)
         return self._fresh
 
     async def __aexit__(self, *exc: object) -> None:
@@ -185,7 +225,7 @@ class Client:
                    prompt_tokens_client: int | None = None) -> str:
         """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
         assert self._http is not None, "use 'async with Client(...)'"
-        content = json.dumps(self.body(messages, max_tokens)).encode()
+        content = encode_body(self.body(messages, max_tokens))
         headers = {**self._headers, "x-request-id": rec.request_id}
         task = asyncio.current_task()
         assert task is not None
@@ -194,11 +234,11 @@ class Client:
         rec.start = perf_counter()
         dog = _Watchdog(task, self.timeouts, rec.start)
         http = self._http
-        url = self.target.endpoint_for(self.params.stream)
+        url = self._urls[self.params.stream]
         while True:
             try:
-                async with http.post(url, data=content,
-                                     headers=headers) as resp:
+                async with http.post(url, data=content, headers=headers,
+                                     trace_request_ctx=rec) as resp:
                     rec.status = resp.status
                     self._read_headers(resp.headers, rec)
                     if resp.status >= 400:

@@ -13,6 +13,7 @@ nothing is skipped without a line saying so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +22,8 @@ import math
 import numpy as np
 
 from .rundata import Latencies, load
-from .stats import HIGHER_IS_BETTER, bootstrap, key as summary_key, percentile_rows
+from .stats import (HIGHER_IS_BETTER, Grouped, Rate, change_interval, key as summary_key,
+                    rate_change, token_rate)
 
 # metric -> (how to read it from a step summary, worse when it goes up?), from stats' table
 _COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50", "e2el.p95",
@@ -72,9 +74,45 @@ class Loaded:
             return self.lat
         return self.lat.window(step["index"], step["hold_start"], step["hold_end"])
 
+    @cached_property
+    def _tokens(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """Arrival time and tokens carried of every token event of the run's successes."""
+        lat = self.lat
+        times, weights = [], []
+        for st, ok, ttft, itl, n_out in zip(lat.start, lat.ok, lat.ttft_ms, lat.itl_ms,
+                                            lat.out_tokens):
+            if not ok:
+                continue
+            t = st + np.concatenate(([ttft], ttft + np.cumsum(itl))) / 1000.0
+            times.append(t)
+            # the server's token count spread over the events that carried it
+            weights.append(np.full(len(t), (n_out or len(t)) / len(t)))
+        if not times:
+            return None
+        return np.concatenate(times), np.concatenate(weights), float(lat.start[lat.ok].min())
+
+    def rate(self, step: dict[str, Any]) -> Rate | None:
+        """Output tok/s over the step's hold window (a run: its whole span) from the arrival
+        times of every token of every request, whichever step sent it."""
+        tok = self._tokens
+        if tok is None:
+            return None
+        t_all, w_all, first = tok
+        if step["index"] == -1:
+            start, end = first, float(t_all.max())
+        else:
+            start, end = step["hold_start"], step["hold_end"]
+        return token_rate(t_all, w_all, start, end)
+
 
 def name_of(run: dict[str, Any], path: Path) -> str:
+    """A run's name in columns and headlines: its --label (the value of name=... or of a single
+    label, else all of them), else its folder's name."""
     labels = run.get("labels") or {}
+    if "name" in labels:
+        return str(labels["name"])
+    if len(labels) == 1:
+        return str(next(iter(labels.values())))
     if labels:
         return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     return path.name
@@ -84,9 +122,14 @@ def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
     if len(paths) < 2:
         raise CompareError("give at least two run folders to compare")
     out = []
+    seen: dict[str, int] = {}
     for p in paths:
         run, lat = load(p)
-        out.append(Loaded(name_of(run, Path(p)), Path(p), run, lat))
+        name = name_of(run, Path(p))
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:           # the same run twice (an A/A check): tell them apart
+            name = f"{name} #{seen[name]}"
+        out.append(Loaded(name, Path(p), run, lat))
     kinds = {r.run.get("kind") for r in out}
     if len(kinds) > 1:
         raise CompareError(f"cannot compare different kinds of runs ({', '.join(sorted(map(str, kinds)))})")
@@ -94,48 +137,30 @@ def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
 
 
 def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
-                     metric: str, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float] | None:
-    """(point, low, high) of the relative change other/base − 1, from per-request data."""
+                     metric: str, seed: int = 0) -> tuple[float, float, float] | None:
+    """(point, low, high) of the relative change other/base − 1, from per-request data.
+
+    Latency percentiles: a cluster bootstrap (whole requests resampled, so one request's
+    correlated ITL gaps stay together), scipy's BCa, resamples chosen by precision
+    (stats.change_interval). Throughput: per-second token buckets of the window, batch means
+    (stats.token_rate), because how many requests finish in a closed loop is no Poisson count."""
     skey, _ = METRICS[metric]
-    wb, wo = base.window(sb), other.window(so)
-    rng = np.random.default_rng(seed)
     if metric == "output_throughput":
-        db = _duration(sb, base)
-        do = _duration(so, other)
-        tb, to = wb.out_tokens[wb.ok], wo.out_tokens[wo.ok]
-        if len(tb) < 2 or len(to) < 2 or not db or not do:
+        rb, ro = base.rate(sb), other.rate(so)
+        if rb is None or ro is None:
             return None
-        # how many requests finished in the window is itself noisy (Poisson), and when every
-        # reply has the same length it is the only noise there is
-        bb = tb[rng.integers(0, len(tb), (n_boot, len(tb)))].mean(axis=1) \
-            * rng.poisson(len(tb), n_boot) / db
-        bo = to[rng.integers(0, len(to), (n_boot, len(to)))].mean(axis=1) \
-            * rng.poisson(len(to), n_boot) / do
-        point = (to.sum() / do) / (tb.sum() / db) - 1
+        return rate_change(rb, ro)
+    wb, wo = base.window(sb), other.window(so)
+    if metric.startswith("itl"):
+        gb = [g for g, ok in zip(wb.itl_ms, wb.ok) if ok and len(g)]
+        go = [g for g, ok in zip(wo.itl_ms, wo.ok) if ok and len(g)]
+    elif metric.startswith("ttft"):
+        gb, go = wb.ttft_ms[wb.ok][:, None], wo.ttft_ms[wo.ok][:, None]
     else:
-        if metric.startswith("itl"):
-            vb, vo = wb.itls(), wo.itls()
-        elif metric.startswith("ttft"):
-            vb, vo = wb.ttft_ms[wb.ok], wo.ttft_ms[wo.ok]
-        else:
-            vb, vo = wb.e2el_ms[wb.ok], wo.e2el_ms[wo.ok]
-        if len(vb) < 2 or len(vo) < 2:
-            return None
-        q = 50.0 if skey.startswith("median") else float(skey[1:skey.index("_")])
-        bb, bo = bootstrap(vb, vo, percentile_rows(q), n_boot, seed)
-        base_v = float(np.percentile(vb, q))
-        if base_v <= 0:
-            return None
-        point = float(np.percentile(vo, q)) / base_v - 1
-    ratio = bo / np.where(bb > 0, bb, np.nan) - 1
-    lo, hi = np.nanpercentile(ratio, [2.5, 97.5])
-    return float(point), float(lo), float(hi)
-
-
-def _duration(step: dict[str, Any], run: Loaded) -> float | None:
-    if step["index"] == -1:
-        return (run.run.get("summary") or {}).get("duration")
-    return step["hold_end"] - step["hold_start"]
+        gb, go = wb.e2el_ms[wb.ok][:, None], wo.e2el_ms[wo.ok][:, None]
+    q = 50.0 if skey.startswith("median") else float(skey[1:skey.index("_")])
+    res = change_interval(Grouped(gb), Grouped(go), q, seed=seed)
+    return None if res is None else (res.point, res.low, res.high)
 
 
 # 95% two-sided
@@ -266,12 +291,15 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                 res = bootstrap_change(base, other, sb, so, m, seed=int(sb["load"] * 10))
                 if res is None:
                     why_b, why_o = _missing(sb["summary"], m), _missing(so["summary"], m)
-                    if why_b is None and why_o is None:
-                        why_b = "the baseline's value is 0"
                     # measurable on the baseline, not on the candidate: that is a regression
-                    bad = max_regression is not None and why_b is None
-                    note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
-                            else f"cannot be computed on the baseline ({why_b})")
+                    bad = max_regression is not None and why_b is None and why_o is not None
+                    if why_b is None and why_o is None:
+                        note = ("a window shorter than 0.5 s has no throughput interval"
+                                if m == "output_throughput" else
+                                "cannot be computed on the baseline (its value is 0)")
+                    else:
+                        note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
+                                else f"cannot be computed on the baseline ({why_b})")
                     checks.append({"run": other.name, "metric": m, "load": sb["load"],
                                    "base": sb["summary"].get(key),
                                    "value": so["summary"].get(key), "change": None, "ci": None,
@@ -309,7 +337,61 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                 checks.append(c)
                 if c["regression"]:
                     regressions.append(c)
+    limit = max_regression or 0.0
+    for c in checks:
+        c["worse"], c["better"] = _direction(c, limit)
+        c["improvement"] = c["better"] and not c["regression"]
     return {"runs": [{"name": r.name, "path": str(r.path), "held": r.held,
                       "fingerprint": fps[r.name], "status": r.run.get("status")} for r in runs],
-            "table": table, "checks": checks, "regressions": regressions, "warnings": warnings,
-            "max_regression": max_regression, "unit": "users"}
+            "table": table, "checks": checks, "regressions": regressions,
+            "improvements": [c for c in checks if c["improvement"]],
+            "worse": [c for c in checks if c["worse"] or c["regression"]],
+            "warnings": warnings, "max_regression": max_regression, "unit": "users"}
+
+
+def _direction(c: dict[str, Any], limit: float) -> tuple[bool, bool]:
+    """(worse, better): the whole interval (no interval: the value) beyond ``limit`` on that
+    side; error rates, in percentage points, beyond 0."""
+    if c.get("change") is None:
+        return False, False
+    m = c["metric"]
+    worse_up = m == "error_rate" or (m in METRICS and METRICS[m][1])
+    lim = 0.0 if c.get("absolute") else limit
+    lo, hi = c["ci"] if c.get("ci") else (c["change"], c["change"])
+    if worse_up:
+        return lo > lim, hi < -lim
+    return hi < -lim, lo > lim
+
+
+def _short(c: dict[str, Any]) -> str:
+    where = "" if c["load"] is None else f" at {c['load']:g}"
+    who = f"{c['run']}: " if c.get("_many") else ""
+    if c.get("change") is None:
+        return f"{who}{c['metric']}{where} ({c.get('note')})"
+    if c.get("absolute"):
+        return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f} pp"
+    return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f}%"
+
+
+def headline(result: dict[str, Any]) -> list[str]:
+    """Regressions and improvements named apart: a candidate that got faster is never
+    announced as "2 regression(s)"."""
+    lim = result.get("max_regression")
+    many = len(result["runs"]) > 2
+    for c in result["checks"]:
+        c["_many"] = many
+    regs, better = result["regressions"], result["improvements"]
+    beyond = f" beyond {lim * 100:g}%" if lim is not None else ""
+    out = []
+    if lim is not None:
+        out.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''}{beyond}"
+                   + (": " + "; ".join(_short(c) for c in regs) if regs else "."))
+    else:
+        worse = result["worse"]
+        out.append("Worse (95% interval beyond 0): " + ("; ".join(_short(c) for c in worse)
+                                                           if worse else "nothing."))
+    out.append(f"{len(better)} improvement{'s' if len(better) != 1 else ''}{beyond}"
+               + (": " + "; ".join(_short(c) for c in better) if better else "."))
+    for c in result["checks"]:
+        c.pop("_many", None)
+    return out

@@ -8,10 +8,8 @@ Tests drive it with scripted chunks (tests/test_decoder.py).
 
 from __future__ import annotations
 
-import json
-
 from .records import Record
-from .wire.events import END, ERROR, MALFORMED, TOKEN, TOKEN_END, Event, Usage
+from .wire.events import END, ERROR, MALFORMED, TOKEN, TOKEN_END, Event, Usage, loads
 from .wire.format import WireFormat
 
 # What ``feed`` says about a chunk, for the transport's watchdog and control flow.
@@ -173,7 +171,7 @@ class StreamDecoder:
 def decode_whole(fmt: WireFormat, raw: bytes, t: float, rec: Record, texts: list[str]) -> None:
     """A whole (non-streamed) JSON body that arrived complete at ``t``."""
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)
     except ValueError:
         rec.error_kind, rec.error = "malformed_event", raw[:200].decode("utf-8", "replace")
         return

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from .client import Client, RequestParams, Timeouts
 from .exitcodes import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE
+from .load import eventloop
 from .load.monitor import LoopMonitor, MonitorSample
 from .load.session import Counters, Session
 from .probe.scrape import ServerProbe
@@ -134,7 +135,7 @@ class Harness:
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
-        return asyncio.run(self.run_async(shape, targets))
+        return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
 
     async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None

@@ -242,6 +242,13 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     if wait:
         s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
                   if k != "count"})
+    # the client's own send delay (start -> body handed to the socket), over every measured
+    # request that got that far: a late request is llmbench's fault whatever its outcome
+    sd = [r.sent - r.start for r in recs if r.sent is not None]
+    sd_stats = stats_ms(sd, (50.0, 99.0))
+    s["n_send_delay"] = len(sd)
+    for stat in ("mean", "p50", "p99", "max"):
+        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
     sq = [r.server_queue_ms / 1000.0 for r in ok if r.server_queue_ms is not None]
     if sq:
         s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()

@@ -35,6 +35,9 @@ class Record:
     request_id: str
     scheduled: float
     start: float = 0.0
+    # when the request's body was handed to the socket (aiohttp's request tracing); minus
+    # ``start`` it is the client's own send delay. None: not stamped (logs written before it)
+    sent: float | None = None
     first_token: float | None = None
     end: float | None = None           # the last token event (METRICS.md), not the socket close
     done: float = 0.0                  # when the client was finished with it, whatever the outcome
@@ -88,6 +91,12 @@ class Record:
         if not self.reasoning_events:
             return self.ttft
         return None if self.first_output is None else self.first_output - self.start
+
+    @property
+    def send_delay(self) -> float | None:
+        """Seconds from llmbench deciding to send to the request's bytes leaving for the socket:
+        the load generator's own delay, which the server never sees and TTFT includes."""
+        return None if self.sent is None else self.sent - self.start
 
     @property
     def e2el(self) -> float | None:

@@ -14,6 +14,7 @@ from .load.monitor import who_was_busy
 from .records import Record
 from .slo import HELD, NO_DATA, OVER
 from .stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
+from .stepstats import drift_sentence, knee
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -91,6 +92,15 @@ def generator_sentence(mon: dict[str, Any]) -> str:
     # the coordinator that gathers their records
     who = who_was_busy(mon)
     who = f" ({who})" if who else ""
+    if mon.get("send_delay_over"):
+        # the requests themselves left late: TTFT and E2EL include llmbench's own delay
+        where = ("llmbench itself was busy" if generator_cause(mon) == "llmbench"
+                 else "the machine was busy with other processes")
+        return (f"llmbench{who} sent its requests late: its own send delay (decided to send -> "
+                f"bytes handed to the socket) was {mon['send_delay_p99_ms']:.1f} ms at p99, "
+                f"over the {mon.get('send_delay_limit_ms') or 0:g} ms budget ({where}; it used "
+                f"{cpu:.0f}% of a core, event-loop lag p99 {lag:.1f} ms), so its TTFTs "
+                "include that delay.")
     if generator_cause(mon) == "llmbench":
         return (f"llmbench itself{who} was busy (it used {cpu:.0f}% of a core; event-loop lag "
                 f"p99 {lag:.1f} ms): its timestamps were late.")
@@ -109,6 +119,9 @@ def lag_explains(step: dict[str, Any]) -> bool:
     if not mon.get("overloaded"):
         return False
     lag = mon.get("lag_p99_ms") or 0.0
+    if mon.get("send_delay_over"):
+        # a request sent late has every latency late by its send delay
+        lag = max(lag, mon.get("send_delay_p99_ms") or 0.0)
     for c in step.get("checks") or []:
         if c["ok"] or c.get("insufficient"):
             continue
@@ -231,6 +244,11 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
     server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
+    k = knee(steps, records, unit)
+    out["knee"] = k
+    drifting = [s for s in steps if (s.get("steady") or {}).get("drifting")]
+    out["drifting"] = [s["load"] for s in drifting]
+    out["steady_note"] = [drift_sentence(s, unit) for s in drifting]
     out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
                 "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,

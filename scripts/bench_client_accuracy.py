@@ -1,14 +1,22 @@
 """How accurate is llmbench's clock? Client timings against the mock's real send times.
 
-The mock runs in its own process and logs the send time of every event (perf_counter_ns,
-CLOCK_MONOTONIC, shared by processes on this host). llmbench drives N concurrent streams of one
-event every 20 ms, and we compare, per request:
+The mock runs in its own process and logs, per request, when it received it (arrival_ns) and
+the send time of every event (perf_counter_ns, CLOCK_MONOTONIC, shared by processes on this
+host). llmbench drives N concurrent streams of one event every 20 ms, and we compare, per
+request (matched by x-request-id):
+  - the client's TTFT with the server's own view of it (first send - the server's arrival stamp
+    of that request): the error is everything the client adds, its own send delay included
+    (the old reference, first send - client start, put that delay into the reference and
+    hid it),
+  - client start -> server arrival (the client's send delay plus the hop),
   - the client's median/p99 ITL with the server's actual median/p99 gap,
-  - the client's TTFT with the server's actual TTFT (first send - client start),
   - the client's arrival lag (client token time - server send time),
-  - how much of N the closed loop kept in flight, and CPU microseconds per streamed event.
+  - how many of N the closed loop kept in flight (mean), and the client's CPU: microseconds per
+    request start and per token event, split by a short calibration phase of one-token
+    requests (two phases, two unknowns: cpu = a * requests + b * events).
 
   python scripts/bench_client_accuracy.py --streams 1,32,128 --seconds 15
+  python scripts/bench_client_accuracy.py --streams 128 --tokens 100 --loop asyncio
   python scripts/bench_client_accuracy.py --streams 128 --client httpx   # httpx, default transport
 
 ``--client httpx`` drives the same streams with a minimal httpx reader (httpx's default
@@ -31,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
 from llmbench.client import Client, RequestParams  # noqa: E402
+from llmbench.load.eventloop import run as run_loop  # noqa: E402
 from llmbench.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
 from llmbench.target import make_target  # noqa: E402
@@ -77,7 +86,8 @@ class HttpxClient:
         return ""
 
 
-async def drive(url: str, streams: int, seconds: float, tokens: int, client: str):
+async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
+                calibrate_s: float):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
@@ -92,7 +102,32 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
         cpu0, t0 = time.process_time(), time.perf_counter()
         await run_closed(s, wl.conversations, streams, None, seconds)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-        return s.records, cpu, wall
+        records = list(s.records)
+        calib = None
+        if calibrate_s > 0:
+            # one-token requests: mostly the cost of starting (and finishing) a request
+            one = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
+                                              output_tokens=(1, 1)), tok)
+            s.records.clear()
+            cpu1 = time.process_time()
+            await run_closed(s, one.conversations, streams, None, calibrate_s)
+            calib = (time.process_time() - cpu1, len(s.records),
+                     sum(len(r.token_times) for r in s.records))
+        return records, cpu, wall, calib
+
+
+def cpu_split(cpu: float, reqs: int, events: int, calib) -> tuple[float, float]:
+    """CPU microseconds per request start and per token event: cpu = a * requests + b * events
+    over the main phase and the one-token calibration phase."""
+    if calib is None:
+        return float("nan"), cpu / max(events, 1) * 1e6
+    c2, r2, e2 = calib
+    m = np.array([[reqs, events], [r2, e2]], dtype=float)
+    try:
+        a, b = np.linalg.solve(m, np.array([cpu, c2]))
+    except np.linalg.LinAlgError:
+        return float("nan"), cpu / max(events, 1) * 1e6
+    return a * 1e6, b * 1e6
 
 
 def main() -> None:
@@ -103,21 +138,27 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=100.0)
     ap.add_argument("--tokens", type=int, default=50)
     ap.add_argument("--client", choices=("llmbench", "httpx"), default="llmbench")
+    ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                    help="the client's event loop (auto: what llmbench uses: uvloop if installed)")
+    ap.add_argument("--calibrate-seconds", type=float, default=4.0,
+                    help="one-token phase that splits CPU per request / per event (0: skip)")
     a = ap.parse_args()
-    print(f"client={a.client}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
+    print(f"client={a.client} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
           f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
-    print(f"{'streams':>7} {'reqs':>6} {'ITL p50 cli/srv':>17} {'ITL p99 cli/srv':>17} "
-          f"{'TTFT p50 cli/srv':>17} {'TTFT p99 cli/srv':>17} {'lag p50':>8} {'lag p99':>8} "
-          f"{'in flight':>9} {'us/event':>8}")
+    print("errors are client - server, the server's TTFT being first send - its arrival stamp")
+    print(f"{'streams':>7} {'reqs':>6} {'start->arr p50/p99':>19} {'TTFT err p50/p99':>17} "
+          f"{'ITL p99 cli/srv':>17} {'ITLp99 err':>10} {'lag p50':>8} {'lag p99':>8} "
+          f"{'in flight':>9} {'us/start':>8} {'us/event':>8} {'us/ev all':>9}")
     for n in [int(x) for x in a.streams.split(",")]:
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "send.jsonl")
             cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
             with MockProcess(cfg, record=log) as m:
-                records, cpu, wall = asyncio.run(drive(m.url, n, a.seconds, a.tokens, a.client))
+                records, cpu, wall, calib = run_loop(
+                    drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
-        cli_gaps, srv_gaps, cli_ttft, srv_ttft, lags = [], [], [], [], []
+        cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []
         events = 0
         for r in ok:
             e = sent[r.request_id]
@@ -125,20 +166,23 @@ def main() -> None:
             t = np.asarray(r.token_times)
             if len(ns) != len(t):
                 continue
+            arrival = e["arrival_ns"] / 1e9
             events += len(t)
             cli_gaps.extend(np.diff(t))
             srv_gaps.extend(np.diff(ns))
-            cli_ttft.append(t[0] - r.start)
-            srv_ttft.append(ns[0] - r.start)
+            ttft_err.append((t[0] - r.start) - (ns[0] - arrival))
+            to_arrival.append(arrival - r.start)
             lags.extend(t - ns)
-        busy = sum(r.done - r.start for r in records) / wall
+        in_flight = sum(r.done - r.start for r in records) / wall
+        per_start, per_event = cpu_split(cpu, len(records),
+                                         sum(len(r.token_times) for r in records), calib)
         ms = lambda v, p: np.percentile(v, p) * 1000  # noqa: E731
-        print(f"{n:>7} {len(ok):>6} {ms(cli_gaps, 50):8.2f}/{ms(srv_gaps, 50):<8.2f} "
+        print(f"{n:>7} {len(ok):>6} {ms(to_arrival, 50):8.2f}/{ms(to_arrival, 99):<10.2f} "
+              f"{ms(ttft_err, 50):+8.2f}/{ms(ttft_err, 99):<+8.2f} "
               f"{ms(cli_gaps, 99):8.2f}/{ms(srv_gaps, 99):<8.2f} "
-              f"{ms(cli_ttft, 50):8.2f}/{ms(srv_ttft, 50):<8.2f} "
-              f"{ms(cli_ttft, 99):8.2f}/{ms(srv_ttft, 99):<8.2f} "
-              f"{ms(lags, 50):8.3f} {ms(lags, 99):8.3f} {busy / n * 100:8.1f}% "
-              f"{cpu / max(events, 1) * 1e6:8.1f}")
+              f"{ms(cli_gaps, 99) - ms(srv_gaps, 99):+10.2f} "
+              f"{ms(lags, 50):8.3f} {ms(lags, 99):8.3f} {in_flight:9.1f} "
+              f"{per_start:8.1f} {per_event:8.1f} {cpu / max(events, 1) * 1e6:9.1f}")
 
 
 if __name__ == "__main__":

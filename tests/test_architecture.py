@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "llmbench"
 
 LOAD_LAYER = ("llmbench.load", "llmbench.shapes", "llmbench.harness", "llmbench.workers")
-ANALYSIS = ("llmbench.metrics", "llmbench.stats", "llmbench.slo", "llmbench.verdict",
+ANALYSIS = ("llmbench.metrics", "llmbench.stats", "llmbench.stepstats", "llmbench.slo",
+            "llmbench.verdict",
             "llmbench.report", "llmbench.compare", "llmbench.timeline", "llmbench.backends",
             "llmbench.probe.router", "llmbench.commands", "llmbench.cli")
 

@@ -60,6 +60,9 @@ def test_ramp_report_has_every_section(runs_dir):
     fp = json.loads((d / "run.json").read_text())["workload"]["fingerprint"]
     assert fp in page
     assert "server: running" in page                 # the mock was probed, drawn in the timeline
+    # the raw configuration is folded away, not a page-long dump at the bottom
+    assert re.search(r"<details><summary>[^<]*</summary><pre>\{", page)
+    assert 'step starts (dotted)' in page            # the timeline marks the steps
     assert "<script" not in page and "&lt;script&gt;" in page     # the hostile label
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]*)"', page))   # nothing external
 
@@ -110,6 +113,19 @@ def test_compare_flags_a_clear_regression(runs_dir, tmp_path):
     assert "REGRESSION" in r.stdout
     page = (tmp_path / "c.html").read_text()
     assert "compare overlay" in page and "REGRESSION" in page
+
+
+def test_compare_headlines_an_improvement_apart_and_exits_0(runs_dir, tmp_path):
+    # the slow run as the baseline: the candidate got faster, which is no regression
+    r = llmbench("compare", str(folder(runs_dir, "run-slow")), str(folder(runs_dir, "run-a")),
+                 "--max-regression", "10%", "--metric", "ttft.p95", "--html", str(tmp_path / "c.html"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "REGRESSION" not in r.stdout and "0 regressions beyond 10%." in r.stdout
+    assert "improvement beyond 10%: ttft.p95 at 2 -" in r.stdout
+    # columns and headlines carry the runs' labels, not positions
+    assert "Change against slow" in r.stdout and "[0]" not in r.stdout
+    page = (tmp_path / "c.html").read_text()
+    assert "slow TTFT p95" in page and "a TTFT p95" in page and 'class="verdict good"' in page
 
 
 def test_compare_passes_on_pure_noise(runs_dir, tmp_path):

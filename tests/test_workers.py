@@ -1,8 +1,10 @@
 """--workers N: the plan split over worker processes (real processes, the mock on loopback).
 
 What must not change with workers: how many requests, the open-loop schedule, the ramp's
-verdict, a session's turns in order; and what each record says (its worker). What workers add:
-a stop that reaches every worker (partial, marked run.json), a dead worker named.
+verdict, a session's turns in order, the reply token counts; and what each record says (its
+worker). What workers add: a stop that reaches every worker (partial, marked run.json), a dead
+worker named and the run failed (exit 4), the coordinator's own loop watched, `auto` adding a
+worker as a ramp grows. Each CLI test spawns real processes: few requests, short holds.
 """
 
 import json
@@ -16,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from llmbench.load import arrivals
-from llmbench.load.monitor import MonitorSample, busy
+from llmbench.load.monitor import COORDINATOR, MonitorSample, busy
 from llmbench.records import Record
+from llmbench.workers.coordinator import counter_spec
 from llmbench.workers.plan import auto_workers, cores, split_run
 from llmbench.shapes import ClosedLoop, OpenLoop
 from llmbench.workload import Conversation, Turn
@@ -264,7 +267,7 @@ def test_a_ramp_that_loses_a_worker_says_its_figures_are_incomplete_and_fails(mo
                                                                              tmp_path):
     m = mock_factory(ttft_ms=20, itl_ms=5)
     # lenient thresholds: without the lost worker every step would hold (exit 0)
-    p = _start(m, tmp_path, "--users", "4", "--ramp-in", "0.2s", "--hold", "3s", "--think",
+    p = _start(m, tmp_path, "--users", "4", "--ramp-in", "0.2s", "--hold", "2s", "--think",
                "0", "--turns", "1", "--threshold", "ttft.p95<=60s", "--generator-lag-limit",
                "2000ms", "--workers", "2", command="ramp")
     out_dir = _run_dir(tmp_path)
@@ -328,3 +331,68 @@ def test_probe_with_two_workers_drives_both_paths_from_both(mock_factory, tmp_pa
     assert seen == {("router", 0), ("router", 1), ("direct", 0), ("direct", 1)}
     run = json.loads((d / "run.json").read_text())
     assert run["status"] == "complete" and run["steps"][0]["router"]["requests"] > 0
+
+
+def test_a_busy_coordinator_is_named():
+    calm = [MonitorSample(float(t), 1.0, 2.0, 20.0, worker=w) for t in range(5) for w in (0, 1)]
+    hot = [MonitorSample(float(t), 30.0, 40.0, 95.0, worker=COORDINATOR) for t in range(5)]
+    b = busy(calm + hot)
+    assert b["overloaded"] and b["worker"] == COORDINATOR and b["workers"] == 2
+    assert b["overloaded_workers"] == [COORDINATOR]
+    from llmbench.report.console import worker_names
+    from llmbench.verdict import generator_sentence
+    assert "(the coordinator of 2 workers)" in generator_sentence(b)
+    assert worker_names(b) == " (the coordinator of 2 workers)"
+    worker_hot = [MonitorSample(float(t), 30.0, 40.0, 95.0, worker=1) for t in range(5)]
+    both = busy(hot + worker_hot + calm[::2])
+    assert both["overloaded_workers"] == [COORDINATOR, 1]
+    assert worker_names(both) == " (the coordinator and worker 1 of 2)"
+    assert "over its limits: the coordinator, 1" in generator_sentence(both)
+
+
+def test_the_timeline_keeps_every_process_sample_and_names_the_worst():
+    from llmbench import timeline
+    t0 = 100.0
+    recs = [Record("r-1", t0, start=t0, first_token=t0 + 0.1, end=t0 + 2.5, done=t0 + 2.5,
+                   ok=True)]
+    mon = [MonitorSample(t0 + 0.5, 3.0, 4.0, 30.0, worker=0),
+           MonitorSample(t0 + 0.6, 25.0, 30.0, 50.0, worker=1),      # second 0's worst
+           MonitorSample(t0 + 0.7, 2.0, 3.0, 60.0, worker=COORDINATOR),
+           MonitorSample(t0 + 1.5, 1.0, 2.0, 95.0, worker=COORDINATOR),  # over its CPU limit
+           MonitorSample(t0 + 1.6, 9.0, 9.5, 40.0, worker=0)]
+    rows = timeline.build(recs, t0, t0 + 2.5, monitor=mon)
+    assert rows[0]["lag_p99_ms"] == 25.0 and rows[0]["monitor_worker"] == 1
+    assert rows[0]["monitor_by_worker"] == {"0": {"lag_p99_ms": 3.0, "cpu_pct": 30.0},
+                                            "1": {"lag_p99_ms": 25.0, "cpu_pct": 50.0},
+                                            "coordinator": {"lag_p99_ms": 2.0, "cpu_pct": 60.0}}
+    assert rows[1]["monitor_worker"] == COORDINATOR and rows[1]["cpu_pct"] == 95.0
+    # one process: the row as it always was
+    one = timeline.build(recs, t0, t0 + 2.5, monitor=[MonitorSample(t0 + 0.5, 3.0, 4.0, 30.0)])
+    assert one[0]["lag_p99_ms"] == 3.0 and "monitor_worker" not in one[0]
+
+
+def test_workers_rebuild_the_counter_of_one_process(tmp_path):
+    from llmbench.workload.tokenizer import Tokenizer, approx_tokenizer, from_tiktoken
+    assert counter_spec(None) is None
+    assert counter_spec(approx_tokenizer().count) == "approx"
+    # --tokenizer server counts replies with its local tokenizer: so do the workers
+    server = Tokenizer("server:m", len, str, server=object(), local=approx_tokenizer())
+    assert counter_spec(server.count) == "approx"
+
+    class Enc:
+        name = "o200k_base"
+        decode = str
+    assert counter_spec(from_tiktoken(Enc(), "o200k_base").count) == "tiktoken:o200k_base"
+    folder = Tokenizer("hf:tok", len, str, source=f"folder {tmp_path}")
+    assert counter_spec(folder.count) == str(tmp_path)
+    hub = Tokenizer("hf:Org/Model", len, str, source="Hugging Face cache /x/snapshots/abc")
+    assert counter_spec(hub.count) == "Org/Model"
+    assert counter_spec(len) is None                      # not a tokenizer: token events
+
+
+def test_auto_capacity_can_be_set_for_a_machine_or_a_test(monkeypatch, capsys):
+    monkeypatch.setenv("LLMBENCH_STREAMS_PER_PROCESS", "2")
+    assert [auto_workers(n, n_cores=8) for n in (1, 2, 3, 4, 5)] == [1, 1, 2, 2, 3]
+    monkeypatch.setenv("LLMBENCH_STREAMS_PER_PROCESS", "many")
+    assert auto_workers(64, n_cores=8) == 1 and auto_workers(65, n_cores=8) == 2
+    assert "LLMBENCH_STREAMS_PER_PROCESS='many'" in capsys.readouterr().err

@@ -13,7 +13,8 @@ from .. import verdict as verdict_mod
 from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
                          EXIT_THRESHOLD)
 from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
-from ..load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
+from ..load.monitor import (CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS,
+                             with_send_delay)
 from ..metrics import summarize
 from ..records import Record
 from ..report import console
@@ -21,6 +22,7 @@ from ..results import RunDoc, clean_nan, write_json
 from ..shapes import Ramp, StepResult, StepWindow
 from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
+from ..stepstats import steady_state
 from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
                      write_started, write_timeline)
 
@@ -51,8 +53,10 @@ def window_records(records: Sequence[Record], step: int, start: float, end: floa
     return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
 
 
-def judge(thresholds: list[Threshold], stall_s: float = 1.0):
-    """The ramp's judge: a step's summary and threshold checks from its records (pure)."""
+def judge(thresholds: list[Threshold], stall_s: float = 1.0,
+          send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS):
+    """The ramp's judge: a step's summary and threshold checks from its records (pure); the
+    generator check adds the step's own send delay to the loop monitor's verdict."""
     def judge_step(w: StepWindow) -> StepResult:
         recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
         s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
@@ -64,8 +68,11 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0):
                           "reason": "not enough data: no request started in the hold window",
                           "text": "requests>0: no request started in the hold window"})
         state = verdict_of(found)
+        mon = with_send_delay(w.monitor, s.get("p50_send_delay_ms"), s.get("p99_send_delay_ms"),
+                              send_delay_limit_ms)
         return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
-                          state == HELD, w.monitor, w.unfinished, state)
+                          state == HELD, mon, w.unfinished, state,
+                          steady_state(w.records, w.index, w.hold_start, w.hold_end))
     return judge_step
 
 
@@ -133,7 +140,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     c, shape = r.common, r.shape
-    shape.judge = judge(r.thresholds, r.stall_s)
+    shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms)
     harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
 
     def on_step(step: StepResult) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from .. import checks, metrics, prefix_hit, slo
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD
 from ..harness import LiveView, PreflightError, TargetSpec
-from ..load.monitor import busy
+from ..load.monitor import busy, with_send_delay
 from ..report import console, vllm_json
 from ..results import RunDoc
 from ..shapes import ClosedLoop, OpenLoop
@@ -111,7 +111,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
          "request": c.request_config(), "timeouts": c.timeouts.__dict__,
          "goodput_slo_ms": g.goodput_slo_ms},
         c.labels, outcome.t0_perf, c.workload.describe(),
-        body={"monitor": {**busy(outcome.monitor),
+        body={"monitor": {**with_send_delay(busy(outcome.monitor),
+                                            summary.get("p50_send_delay_ms"),
+                                            summary.get("p99_send_delay_ms")),
                           "samples": [s.__dict__ for s in outcome.monitor]},
               "summary": summary,
               **checks.record_checks(records, c.params, c.target.api),

@@ -16,6 +16,13 @@ perf_counter = time.perf_counter
 
 LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT_PCT = 90.0
+# The client's own send delay (llmbench decided to send -> the request's bytes handed to the
+# socket), p99: past this the generator's numbers are not trusted. The same error budget as the
+# loop lag (--generator-lag-limit sets both): each is how late llmbench can make a timing.
+# The loop-lag monitor cannot see this delay: at 128+ lock-step streams requests start in
+# waves, each wave costs the loop tens of milliseconds once per cycle, and a once-a-second p99
+# of 10 ms ticks (median over seconds) dilutes it, while every request of the wave is late.
+SEND_DELAY_P99_LIMIT_MS = LAG_P99_LIMIT_MS
 # The ``worker`` of the coordinator's own samples (--workers N): it receives every worker's
 # records and writes requests.jsonl, so it is watched and judged like a worker.
 COORDINATOR = "coordinator"
@@ -142,7 +149,7 @@ class MonitorView:
 
     def __init__(self) -> None:
         self.samples: list[MonitorSample] = []
-        self._latest: dict[int | None, MonitorSample] = {}
+        self._latest: dict[int | str | None, MonitorSample] = {}
 
     def add(self, sample: MonitorSample) -> None:
         self.samples.append(sample)
@@ -156,3 +163,13 @@ class MonitorView:
 
     def owns(self, task: "asyncio.Task[object]") -> bool:
         return False
+
+
+def with_send_delay(mon: dict[str, Any], p50_ms: float | None, p99_ms: float | None,
+                    limit_ms: float = SEND_DELAY_P99_LIMIT_MS) -> dict[str, Any]:
+    """``busy()``'s verdict with the client's own send delay added: a p99 over ``limit_ms``
+    makes the window untrustworthy too (``send_delay_over``), whatever the loop lag said."""
+    over = p99_ms is not None and p99_ms > limit_ms
+    return {**mon, "send_delay_p50_ms": p50_ms, "send_delay_p99_ms": p99_ms,
+            "send_delay_limit_ms": limit_ms, "send_delay_over": over,
+            "overloaded": bool(mon.get("overloaded")) or over}

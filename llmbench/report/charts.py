@@ -2,6 +2,19 @@
 
 matplotlib is imported here only, so ``llmbench --help`` and the start of a run stay fast.
 Text that reaches a chart (labels, backend names) is stripped of markup characters first.
+
+Rules every chart follows, so a picture cannot say more than the numbers (tests/test_charts.py):
+- an axis spans the data, from zero for sizes (ms, tok/s, requests): a threshold far above the
+  data is written at the top edge ("threshold p95 ≤ 200 ms ↑"), not drawn by stretching the
+  axis until the data is a flat line on the floor;
+- one unit per axis, no twin axes: two traces on two scales read as if their crossing meant
+  something, and when they are proportional (req/s and tok/s at a fixed reply length) one hides
+  the other exactly;
+- load ticks sit exactly on the steps (1, 2, 4, 8 users, not 3, 5, 7 or 1.5), labels thinned
+  only where they would overprint;
+- every trace is in a legend; overlapping traces differ in style, not only in colour.
+Each chart has a ``*_fig`` builder returning the figure (the tests read its axes) and a function
+of the old name returning the SVG.
 """
 
 from __future__ import annotations
@@ -15,15 +28,44 @@ import numpy as np
 from ..stats import value
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_STYLES = ("-", "--", "-.", ":")
+_RED = "#d62728"
+# A threshold up to this many times the data's top is drawn as a line on the axis (the data
+# still fills at least half of it); further up it is an annotation at the top edge.
+THRESHOLD_FACTOR = 2.0
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.grid": True,
-                         "grid.alpha": 0.3, "figure.dpi": 100, "svg.hashsalt": "llmbench"})
-    return plt
+class _Figures:
+    """The two pyplot calls the charts use (subplots, close) on matplotlib's Figure directly:
+    pyplot's import (its backend machinery and figure manager) was about a third of a small
+    run's report CPU (scripts/bench_fixed_costs.py), and an SVG needs none of it."""
+
+    def __init__(self) -> None:
+        import matplotlib
+        from matplotlib.figure import Figure
+        self.rcParams = matplotlib.rcParams
+        self._figure = Figure
+
+    def subplots(self, nrows: int = 1, ncols: int = 1, *, figsize: Any = None, **kw: Any):
+        fig = self._figure(figsize=figsize)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    def close(self, fig: Any) -> None:
+        """Nothing to close: no figure manager holds the figure; it is freed with its last use."""
+
+
+_FIGURES: _Figures | None = None
+
+
+def _plt() -> _Figures:
+    global _FIGURES
+    if _FIGURES is None:
+        _FIGURES = _Figures()
+        _FIGURES.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.grid": True,
+                                  "grid.alpha": 0.3, "figure.dpi": 100,
+                                  "svg.hashsalt": "llmbench"})
+    return _FIGURES
 
 
 def safe(text: Any) -> str:
@@ -39,16 +81,6 @@ def _svg(fig) -> str:
     return svg[svg.index("<svg"):]
 
 
-def _boundary(ax, loads: Sequence[float], held: Sequence[bool]) -> None:
-    """Shade the steps that did not hold, and mark where the ramp broke."""
-    broke = next((i for i, h in enumerate(held) if not h), None)
-    if broke is None:
-        return
-    x = loads[broke - 1] + (loads[broke] - loads[broke - 1]) / 2 if broke > 0 else loads[0]
-    ax.axvline(x, color="#d62728", linestyle=":", linewidth=1.2)
-    ax.axvspan(x, max(loads) + (loads[-1] - loads[0]) * 0.05 + 0.5, color="#d62728", alpha=0.06)
-
-
 def _finite(v: Any) -> float:
     if v is None:
         return float("nan")
@@ -56,59 +88,213 @@ def _finite(v: Any) -> float:
     return v if np.isfinite(v) else float("nan")
 
 
-def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, float], unit: str) -> str:
+def _top(values: Sequence[Any]) -> float | None:
+    """The largest finite value, None when there is none."""
+    vals = [v for v in (_finite(x) for x in values) if not np.isnan(v)]
+    return max(vals) if vals else None
+
+
+def _from_zero(ax, top: float | None) -> None:
+    """A size axis (ms, tok/s, requests) from zero to just above the data."""
+    ax.set_ylim(0, top * 1.12 if top and top > 0 else 1.0)
+
+
+def _thin(positions: Sequence[float], texts: Sequence[str], lo: float, hi: float,
+          width_pt: float, font_pt: float) -> list[str]:
+    """Keep the texts whose neighbours leave them room (first and last always kept), blank the
+    rest: every tick stays at its step, labels never overprint."""
+    if hi <= lo or width_pt <= 0:
+        return list(texts)
+    per_pt = (hi - lo) / width_pt
+
+    def room(i: int, j: int) -> float:         # data distance texts i and j need between centres
+        return ((len(texts[i]) + len(texts[j])) / 2 * 0.62 + 1.2) * font_pt * per_pt
+    shown: list[int] = []
+    for i, x in enumerate(positions):
+        if not shown or x - positions[shown[-1]] >= room(shown[-1], i):
+            shown.append(i)
+    last = len(positions) - 1
+    if shown and shown[-1] != last:
+        while len(shown) > 1 and positions[last] - positions[shown[-1]] < room(shown[-1], last):
+            shown.pop()
+        shown.append(last)
+    keep = set(shown)
+    return [t if i in keep else "" for i, t in enumerate(texts)]
+
+
+def _axis_width_pt(ax) -> float:
+    return float(ax.figure.get_size_inches()[0] * ax.get_position().width * 72)
+
+
+def _fig_legend(fig, axes, extra: Sequence[tuple[Any, str]] = ()) -> None:
+    """One legend under the panels, for what they share (statistics, runs, "did not hold"):
+    inside an axis a legend covers the data it explains."""
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    for h, label in extra:
+        seen.setdefault(label, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="upper center", fontsize=7,
+                   ncol=min(len(seen), 6), bbox_to_anchor=(0.5, 0.0), frameon=False)
+
+
+def _side_legend(ax) -> None:
+    """A legend beside its panel (right), never over the data."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                  frameon=False)
+
+
+def _load_axis(ax, loads: Sequence[float], unit: str) -> None:
+    """Ticks exactly at the steps' loads (labelled 1, 2, 4 — integers stay integers)."""
+    xs = sorted({float(x) for x in loads if x is not None and np.isfinite(float(x))})
+    if not xs:
+        return
+    span = xs[-1] - xs[0]
+    pad = span * 0.06 if span > 0 else max(abs(xs[0]) * 0.5, 0.5)
+    ax.set_xlim(xs[0] - pad, xs[-1] + pad)
+    texts = _thin(xs, [f"{x:g}" for x in xs], xs[0] - pad, xs[-1] + pad, _axis_width_pt(ax),
+                  _plt().rcParams["font.size"])
+    ax.set_xticks(xs, texts)
+    ax.minorticks_off()
+    ax.set_xlabel(unit)
+
+
+def _boundary(ax, loads: Sequence[float], held: Sequence[bool]) -> None:
+    """Shade each step that did not hold (from halfway to its neighbours), and mark where the
+    ramp first broke. Steps that held after a broken one (--keep-going) stay unshaded."""
+    if all(held) or not loads:
+        return
+    xs = list(loads)
+    gaps = [b - a for a, b in zip(xs, xs[1:])] or [1.0]
+    labelled = False
+    for i, (x, h) in enumerate(zip(xs, held)):
+        if h:
+            continue
+        left = x - (xs[i] - xs[i - 1]) / 2 if i > 0 else x - gaps[0] / 2
+        right = x + (xs[i + 1] - xs[i]) / 2 if i + 1 < len(xs) else x + gaps[-1] / 2
+        ax.axvspan(left, right, color=_RED, alpha=0.07, linewidth=0,
+                   label="_" if labelled else "did not hold")
+        if not labelled:
+            ax.axvline(left, color=_RED, linestyle=":", linewidth=1.2)
+        labelled = True
+
+
+def _threshold(ax, limit: float, stat: str | None, data_top: float | None) -> float | None:
+    """Draw a threshold honestly: a line when it is near the data, else a note at the top edge
+    with an arrow saying it is further up. Returns the top the axis must reach."""
+    what = f"{stat} ≤ {limit:g} ms" if stat else f"{limit:g} ms"
+    if data_top is None or limit <= THRESHOLD_FACTOR * data_top:
+        ax.axhline(limit, color=_RED, linewidth=1, linestyle="--", label="threshold",
+                   gid="threshold")
+        # the value at the line's left end, where a ramp's latency is still low
+        ax.annotate(what, xy=(0.01, limit), xycoords=ax.get_yaxis_transform(), xytext=(0, 2),
+                    textcoords="offset points", ha="left", va="bottom", color=_RED, fontsize=7)
+        return max(data_top or 0.0, limit)
+    # inside the top edge, in the headroom _from_zero leaves above the data (none of it there)
+    ax.annotate(f"threshold {what} ↑", xy=(0.99, 0.985), xycoords="axes fraction",
+                ha="right", va="top", color=_RED, fontsize=8, gid="threshold-off-scale")
+    return data_top * 1.06
+
+
+def ramp_latency_fig(steps: Sequence[dict[str, Any]], thresholds: dict[str, Any], unit: str):
+    """TTFT and ITL (median, p95, p99) against load. ``thresholds`` maps a metric to its limit
+    in ms, or to (limit, stat) so the line can say which statistic it bounds."""
     plt = _plt()
     loads = [s["load"] for s in steps]
     held = [s["held"] for s in steps]
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
     for ax, metric, title in ((axes[0], "ttft", "Time to first token"),
                               (axes[1], "itl", "Time between tokens (ITL)")):
+        tops = []
         for stat, style in (("median", "-o"), ("p95", "-s"), ("p99", ":^")):
             # a step with no data has no point (None, or "inf" read back from run.json)
             ys = [_finite(value(s["summary"], metric, stat)) for s in steps]
             ax.plot(loads, ys, style, markersize=4, label=stat)
+            tops.append(_top(ys))
+        top = _top([t for t in tops if t is not None])
         limit = thresholds.get(metric)
         if limit is not None:
-            ax.axhline(limit, color="#d62728", linewidth=1, linestyle="--", label="threshold")
+            lim, stat = limit if isinstance(limit, tuple) else (limit, None)
+            top = _threshold(ax, float(lim), stat, top)
+        _from_zero(ax, top)
         _boundary(ax, loads, held)
-        ax.set_title(title)
-        ax.set_xlabel(unit)
+        ax.set_title(title, loc="left")
         ax.set_ylabel("ms")
-        ax.legend(fontsize=7)
-    return _svg(fig)
+        _load_axis(ax, loads, unit)
+    _fig_legend(fig, axes)
+    return fig
+
+
+def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, Any], unit: str) -> str:
+    return _svg(ramp_latency_fig(steps, thresholds, unit))
+
+
+def ramp_throughput_fig(steps: Sequence[dict[str, Any]], unit: str):
+    """Output tokens/s and requests/s in two panels, each from zero: on twin axes the two lines
+    lie exactly on top of each other whenever replies have a fixed length."""
+    plt = _plt()
+    loads = [s["load"] for s in steps]
+    held = [s["held"] for s in steps]
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.0))
+    for ax, key, title, ylabel, c, m in (
+            (axes[0], "output_throughput", "Output tokens per second", "out tok/s", _COLORS[0], "o"),
+            (axes[1], "request_throughput", "Requests per second", "req/s", _COLORS[2], "s")):
+        ys = [_finite(s["summary"].get(key)) for s in steps]
+        ax.plot(loads, ys, "-" + m, color=c, markersize=4, label=ylabel)
+        _from_zero(ax, _top(ys))
+        _boundary(ax, loads, held)
+        ax.set_title(title, loc="left")
+        ax.set_ylabel(ylabel)
+        _load_axis(ax, loads, unit)
+    handles, labels = _only(axes, "did not hold")
+    if handles:
+        fig.legend(handles, labels, loc="upper center", fontsize=7, bbox_to_anchor=(0.5, 0.0),
+                   frameon=False)
+    return fig
+
+
+def _only(axes, label: str) -> tuple[list[Any], list[str]]:
+    """The handle of one legend entry (the panels' titles already name their single trace)."""
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab == label:
+                return [h], [lab]
+    return [], []
 
 
 def ramp_throughput(steps: Sequence[dict[str, Any]], unit: str) -> str:
+    return _svg(ramp_throughput_fig(steps, unit))
+
+
+def distributions_fig(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms"):
+    """Box plots (box p25-p75, whiskers p5-p95) of one latency per step or run. A step with no
+    successful request gets "no data", not a box at zero."""
     plt = _plt()
-    loads = [s["load"] for s in steps]
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(loads, [s["summary"]["output_throughput"] for s in steps], "-o", color=_COLORS[0],
-            label="output tok/s")
-    ax.set_xlabel(unit)
-    ax.set_ylabel("output tokens/s", color=_COLORS[0])
-    ax2 = ax.twinx()
-    ax2.plot(loads, [s["summary"]["request_throughput"] for s in steps], "-s", color=_COLORS[2],
-             label="req/s")
-    ax2.set_ylabel("requests/s", color=_COLORS[2])
-    ax2.grid(False)
-    _boundary(ax, loads, [s["held"] for s in steps])
-    ax.set_title("Throughput")
-    return _svg(fig)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(groups) + 2), 3.2))
+    full = [(i + 1, g[1]) for i, g in enumerate(groups) if len(g[1])]
+    if full:
+        ax.boxplot([d for _, d in full], positions=[p for p, _ in full], whis=(5, 95),
+                   showfliers=False)
+    for i, g in enumerate(groups):
+        if not len(g[1]):
+            ax.text(i + 1, 0.02, "no data", transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", fontsize=7, color="#666", rotation=90)
+    ax.set_xticks(range(1, len(groups) + 1), [safe(g[0]) for g in groups], rotation=0)
+    ax.set_xlim(0.5, len(groups) + 0.5)
+    _from_zero(ax, _top([np.percentile(d, 95) for _, d in full]))
+    ax.set_title(f"{title}\nbox: p25–p75, whiskers: p5–p95, line: median", fontsize=9)
+    ax.set_ylabel(ylabel)
+    return fig
 
 
 def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms") -> str:
-    """Box plots (p5-p95 whiskers) of one latency per step or run."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(groups) + 2), 3.2))
-    data = [g[1] if len(g[1]) else np.array([0.0]) for g in groups]
-    ax.boxplot(data, whis=(5, 95), showfliers=False)
-    ax.set_xticks(range(1, len(groups) + 1), [safe(g[0]) for g in groups], rotation=0)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    return _svg(fig)
+    return _svg(distributions_fig(groups, title, ylabel))
 
 
-def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
+def cdfs_fig(series: Sequence[tuple[str, np.ndarray]], title: str):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     for i, (name, v) in enumerate(series):
@@ -117,95 +303,187 @@ def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
         x = np.sort(v)
         if len(x) > 2000:                 # a CDF needs no more points than a screen shows
             x = np.percentile(v, np.linspace(0, 100, 2000))
-        ax.plot(x, np.linspace(0, 1, len(x)), color=_COLORS[i % len(_COLORS)], label=safe(name))
+        ax.plot(x, np.linspace(0, 1, len(x)), color=_COLORS[i % len(_COLORS)],
+                linestyle=_STYLES[i % len(_STYLES)], label=safe(name))
     ax.set_title(title)
     ax.set_xlabel("ms")
     ax.set_ylabel("fraction of requests")
+    ax.set_ylim(0, 1.02)
     if ax.get_lines():
-        ax.legend(fontsize=7)
+        ax.set_xlim(left=0)               # from zero: TTFT and E2EL keep their true ratio
+        ax.legend(fontsize=7, loc="lower right")
     else:                                 # no successful request: say so, do not draw 0
         ax.text(0.5, 0.5, "no successful request", ha="center", va="center",
                 transform=ax.transAxes)
-    return _svg(fig)
+    return fig
 
 
-def timeline(rows: Sequence[dict[str, Any]]) -> str:
+def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
+    return _svg(cdfs_fig(series, title))
+
+
+def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]],
+                 t0_perf: float | None) -> list[tuple[float, float]]:
+    """(seconds since the start, load) where each step began: from run.json's steps when the
+    run recorded its clock, else from the first timeline row of each step (to a second)."""
+    if steps and t0_perf is not None and all("ramp_start" in s for s in steps):
+        return [(s["ramp_start"] - t0_perf, s["load"]) for s in steps]
+    out: list[tuple[float, float]] = []
+    seen = set()
+    for r in rows:
+        if r.get("step") is not None and r["step"] not in seen:
+            seen.add(r["step"])
+            out.append((r["t"] - 1.0, r.get("load")))      # a row is the state at a second's end
+    return out
+
+
+def timeline_fig(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
+                 t0_perf: float | None = None, unit: str = "users"):
+    """Per-second state in stacked panels sharing the time axis, one unit each: requests and
+    users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
+    lines mark where each step began, labelled with its load."""
     plt = _plt()
-    t = [r["t"] for r in rows]
+    t = np.array([r["t"] for r in rows], dtype=float)
+
+    def col(key: str) -> np.ndarray:
+        return np.array([_finite(r.get(key)) for r in rows], dtype=float)
     has_server = any("server_running" in r for r in rows)
-    n = 3 if has_server else 2
-    fig, axes = plt.subplots(n, 1, figsize=(9.5, 2.2 * n), sharex=True)
+    n = 4 if has_server else 3
+    fig, axes = plt.subplots(n, 1, figsize=(9.5, 1.9 * n + 0.4), sharex=True)
     ax = axes[0]
-    for key, label, c in (("users", "users", _COLORS[0]), ("in_flight", "in flight", _COLORS[1]),
-                          ("waiting_first_token", "waiting for first token", _COLORS[4]),
-                          ("streaming", "streaming", _COLORS[2])):
-        ys = [r.get(key) for r in rows]
-        if any(y is not None for y in ys):
-            ax.plot(t, [y if y is not None else np.nan for y in ys], label=label, color=c,
-                    linewidth=1.2)
+    streaming, waiting = col("streaming"), col("waiting_first_token")
+    if not np.all(np.isnan(streaming)):
+        # in flight = streaming + waiting: stacked, so neither hides the other
+        ax.stackplot(t, np.nan_to_num(streaming), np.nan_to_num(waiting),
+                     labels=("streaming", "waiting for first token"),
+                     colors=(_COLORS[2], _COLORS[4]), alpha=0.45, linewidth=0)
+        ax.plot(t, col("in_flight"), color="#333", linewidth=0.9, label="in flight",
+                clip_on=False, zorder=3)
+    users = col("users")
+    if not np.all(np.isnan(users)):
+        ax.plot(t, users, color=_COLORS[0], linewidth=1.6, linestyle="--", label="users")
     ax.set_ylabel("requests / users")
-    ax.legend(fontsize=7, ncol=4)
+    _from_zero(ax, _top([*users, *col("in_flight")]))
+    _side_legend(ax)
     ax = axes[1]
-    ax.plot(t, [r.get("ttft_p95_recent_ms") or np.nan for r in rows], color=_COLORS[3],
-            label="TTFT p95, last 10 s")
+    ttft = col("ttft_p95_recent_ms")
+    ax.plot(t, ttft, color=_COLORS[3], label="TTFT p95, last 10 s")
     ax.set_ylabel("ms")
-    ax2 = ax.twinx()
-    ax2.plot(t, [r.get("tok_s", 0) for r in rows], color=_COLORS[5], alpha=0.6, label="tok/s")
-    ax2.set_ylabel("tok/s")
-    ax2.grid(False)
-    ax.legend(loc="upper left", fontsize=7)
+    _from_zero(ax, _top(ttft))
+    _side_legend(ax)
+    ax = axes[2]
+    tok = col("tok_s")
+    ax.plot(t, tok, color=_COLORS[5], label="output tok/s")
+    ax.set_ylabel("tok/s")
+    _from_zero(ax, _top(tok))
+    _side_legend(ax)
     if has_server:
-        ax = axes[2]
-        ax.plot(t, [r.get("server_running", np.nan) for r in rows], label="server: running",
-                color=_COLORS[2])
-        ax.plot(t, [r.get("server_waiting", np.nan) for r in rows], label="server: waiting",
-                color=_COLORS[1])
+        ax = axes[3]
+        run_, wait_ = col("server_running"), col("server_waiting")
+        # unclipped: a count of zero lies on the axis's floor and must still show
+        ax.plot(t, run_, label="server: running", color=_COLORS[2], clip_on=False, zorder=3)
+        ax.plot(t, wait_, label="server: waiting", color=_COLORS[1], linestyle="--",
+                clip_on=False, zorder=3)
         ax.set_ylabel("requests")
-        ax.legend(fontsize=7)
+        _from_zero(ax, _top([*run_, *wait_]))
+        _side_legend(ax)
     axes[-1].set_xlabel("seconds")
-    return _svg(fig)
+    starts = _step_starts(rows, steps, t0_perf)
+    if starts:
+        for a in axes:
+            for x, _ in starts:
+                a.axvline(x, color="#777", linestyle=":", linewidth=0.9, gid="step-boundary")
+        top = axes[0]
+        xs = [x for x, _ in starts]
+        lo, hi = top.get_xlim()
+        lo, hi = min(lo, min(xs)), max(hi, max(xs))
+        texts = _thin(xs, [f"{ld:g}" if ld is not None else "?" for _, ld in starts], lo, hi,
+                      _axis_width_pt(top), 7)
+        for x, text in zip(xs, texts):
+            if text:
+                top.text(x, 1.02, text, transform=top.get_xaxis_transform(), ha="center",
+                         va="bottom", fontsize=7, color="#555", gid="step-label")
+        top.set_title(f"step starts (dotted), labelled in {safe(unit)}", loc="right",
+                      fontsize=7, color="#555", pad=12)
+    return fig
 
 
-def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
+def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
+             t0_perf: float | None = None, unit: str = "users") -> str:
+    return _svg(timeline_fig(rows, steps, t0_perf, unit))
+
+
+def probe_overhead_fig(steps: Sequence[dict[str, Any]]):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    users = [s["users"] for s in steps]
+    users = [float(s["users"]) for s in steps]
+    # four interval bars at one step, set a little apart so none hides another
+    gaps = [b - a for a, b in zip(users, users[1:]) if b > a]
+    span = (users[-1] - users[0]) if len(users) > 1 else 1.0
+    dodge = min(span * 0.012, (min(gaps) if gaps else 1.0) * 0.2)
     for i, (m, label) in enumerate((("ttft_p50", "TTFT p50"), ("ttft_p95", "TTFT p95"),
                                     ("e2el_p50", "E2EL p50"), ("itl_p50", "ITL p50"))):
         ys = [s[m]["overhead_ms"] if s[m]["overhead_ms"] is not None else np.nan for s in steps]
         lo = [y - s[m]["ci_ms"][0] if s[m]["ci_ms"] else 0 for y, s in zip(ys, steps)]
         hi = [s[m]["ci_ms"][1] - y if s[m]["ci_ms"] else 0 for y, s in zip(ys, steps)]
-        ax.errorbar(users, ys, yerr=[lo, hi], fmt="-o", capsize=3, markersize=4,
-                    color=_COLORS[i], label=label)
+        ax.errorbar([u + (i - 1.5) * dodge for u in users], ys, yerr=[lo, hi], fmt="-",
+                    capsize=3, markersize=4, color=_COLORS[i], marker=_MARKERS[i], label=label)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_title("Router overhead (router − direct), 95% intervals")
-    ax.set_xlabel("users")
     ax.set_ylabel("ms")
-    ax.legend(fontsize=7)
-    return _svg(fig)
+    _load_axis(ax, users, "users")
+    _side_legend(ax)
+    return fig
+
+
+def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
+    return _svg(probe_overhead_fig(steps))
 
 
 def _overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
-    """One line per run: TTFT p95, ITL p95 and output tok/s against load; x marks the break."""
+    """One line per run: TTFT p95, ITL p95 and output tok/s against load; x marks the first step
+    that did not hold. Runs differ in marker and dash too, so identical runs stay visible."""
     plt = _plt()
+    from matplotlib.lines import Line2D
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-    for i, (name, steps) in enumerate(runs):
+    keys = ("p95_ttft_ms", "p95_itl_ms", "output_throughput")
+    tops: list[list[float]] = [[], [], []]
+    any_broke = False
+    names = [safe(name) for name, _ in runs]
+    # the same run twice still gets two legend entries
+    names = [f"{n} [{i}]" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    for i, (_, steps) in enumerate(runs):
+        name = names[i]
         loads = [s["load"] for s in steps]
         c = _COLORS[i % len(_COLORS)]
         broke = next((s for s in steps if not s["held"]), None)
-        for ax, key in zip(axes, ("p95_ttft_ms", "p95_itl_ms", "output_throughput")):
-            ax.plot(loads, [_finite(s["summary"].get(key)) for s in steps], "-o", color=c,
-                    markersize=4, label=safe(name))
+        any_broke = any_broke or broke is not None
+        for j, (ax, key) in enumerate(zip(axes, keys)):
+            ys = [_finite(s["summary"].get(key)) for s in steps]
+            # earlier runs drawn wider and with bigger markers: a later run that lies exactly
+            # on top (A/A) leaves them showing at the edges
+            ax.plot(loads, ys, color=c, marker=_MARKERS[i % len(_MARKERS)],
+                    linestyle=_STYLES[i % len(_STYLES)], markersize=max(7 - 1.5 * i, 3.5),
+                    linewidth=max(2.4 - 0.6 * i, 1.0), label=name)
+            tops[j] += [y for y in ys if not np.isnan(y)]
             if broke is not None:
                 ax.plot([broke["load"]], [_finite(broke["summary"].get(key))], "x", color=c,
-                        markersize=9)
-    for ax, title, ylabel in zip(axes, ("TTFT p95", "ITL p95", "Output throughput"),
-                                 ("ms", "ms", "tok/s")):
+                        markersize=9, markeredgewidth=2)
+    every = [s["load"] for _, steps in runs for s in steps]
+    for j, (ax, title, ylabel) in enumerate(zip(axes, ("TTFT p95", "ITL p95", "Output throughput"),
+                                                ("ms", "ms", "tok/s"))):
         ax.set_title(title)
-        ax.set_xlabel(unit)
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize=7)
+        _from_zero(ax, max(tops[j]) if tops[j] else None)
+        _load_axis(ax, every, unit)
+    extra = [(Line2D([], [], color="#444", marker="x", linestyle="", markersize=7,
+                     markeredgewidth=2), "x: first step that did not hold")] if any_broke else []
+    _fig_legend(fig, axes[:1], extra)
     return fig
+
+
+def compare_overlay_fig(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str):
+    return _overlay(runs, unit)
 
 
 def compare_overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str) -> str:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..compare import Loaded
+from ..compare import Loaded, headline
 from . import charts
 from .console import fmt_ms
 from .html import CSS, _chart, _table, e
+
+# an improvement's headline: green, never the regression red
+GOOD_CSS = ".verdict.good{background:#f4fff4;border-left-color:#2ca02c}"
 
 
 def _pct(v: float | None) -> str:
@@ -25,12 +28,17 @@ def _change(c: dict[str, Any]) -> str:
     return _pct(c["change"]) + ci
 
 
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
 def console_text(result: dict[str, Any]) -> str:
     runs = result["runs"]
-    lines = ["Runs: " + "; ".join(f"[{i}] {r['name']} held {r['held']:g}" for i, r in enumerate(runs))]
-    head = f"{'load':>6} " + " ".join(f"{'[' + str(i) + '] TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
-                                      for i in range(len(runs)))
-    lines.append(head)
+    lines = ["Runs: " + "; ".join(f"{r['name']} held {r['held']:g}" for r in runs)]
+    # each run's columns carry its name (its --label, else its folder), not a position
+    lines.append(f"{'':>6} " + " ".join(f"{_cut(r['name'], 30):^30}" for r in runs))
+    lines.append(f"{'load':>6} " + " ".join(f"{'TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
+                                            for _ in runs))
     for row in result["table"]:
         cells = []
         for r in row["runs"]:
@@ -42,33 +50,35 @@ def console_text(result: dict[str, Any]) -> str:
                              f"{r['output_throughput'] or 0:>8.1f}")
         lines.append(f"{row['load']:>6g} " + " ".join(cells))
     lines.append("(! = that step did not hold)")
-    lines.append("Change against [0] (95% interval from the per-request data):")
+    lines.append(f"Change against {runs[0]['name']} (95% interval from the per-request data):")
     for c in result["checks"]:
         where = "" if c["load"] is None else f" at {c['load']:g}"
         note = f" ({c['note']})" if c.get("note") else ""
-        flag = "  REGRESSION" if c["regression"] else ""
+        flag = "  REGRESSION" if c["regression"] else "  better" if c.get("improvement") else ""
         lines.append(f"  {c['run']}: {c['metric']}{where}: {_change(c)}{note}{flag}")
     for w in result["warnings"]:
         lines.append(f"warning: {w}")
+    lines += headline(result)
     return "\n".join(lines)
 
 
 def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
     title = "llmbench compare: " + " vs ".join(r.name for r in runs)
     body = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
-    regs = result["regressions"]
+            f"<style>{CSS}{GOOD_CSS}</style></head><body><h1>{e(title)}</h1>"]
+    regs, better = result["regressions"], result["improvements"]
     held = ", ".join(f"{r['name']}: {r['held']:g}" for r in result["runs"])
-    body.append(f'<div class="verdict{" bad" if regs else ""}"><b>Held: {e(held)}.</b>'
-                + (f"<br>{len(regs)} regression(s) beyond {result['max_regression'] * 100:.0f}%."
-                   if regs else "") + "</div>")
+    head = headline(result)
+    # red only for regressions; improvements are named in their own line, never in red
+    body.append(f'<div class="verdict{" bad" if regs else " good" if better else ""}">'
+                f"<b>Held: {e(held)}.</b><br>{e(head[0])}<br>{e(head[1])}</div>")
     for w in result["warnings"]:
         body.append(f'<div class="verdict bad">{e(w)}</div>')
     series = [(r.name, r.steps) for r in runs]
     body.append(_chart(charts.compare_overlay(series, "users"), "compare overlay"))
     headers = ["load"]
-    for i, r in enumerate(runs):
-        headers += [f"[{i}] TTFT p95", f"[{i}] ITL p95", f"[{i}] tok/s", f"[{i}]"]
+    for r in runs:
+        headers += [f"{r.name} TTFT p95", f"{r.name} ITL p95", f"{r.name} tok/s", r.name]
     rows = []
     for row in result["table"]:
         cells: list[Any] = [f"{row['load']:g}"]
@@ -80,8 +90,9 @@ def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
     body.append("<h2>Side by side</h2>" + _table(headers, rows))
     rows = [[c["run"], c["metric"], "" if c["load"] is None else f"{c['load']:g}",
              _change(c), c.get("note") or "",
-             "REGRESSION" if c["regression"] else ""] for c in result["checks"]]
-    body.append("<h2>Change against the first run</h2>"
+             "REGRESSION" if c["regression"] else "better" if c.get("improvement") else ""]
+            for c in result["checks"]]
+    body.append(f"<h2>Change against {e(runs[0].name)}</h2>"
                 + _table(["run", "metric", "load", "change [95% interval]", "note", ""], rows,
                          left=2))
     body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status"],

@@ -112,8 +112,15 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
-        if monitor.get("overloaded"):
-            who = worker_names(monitor)
+        who = worker_names(monitor)
+        if s.get("p99_send_delay_ms") is not None:
+            out.append(_line("Client send delay p50 / p99:",
+                             f"{s['p50_send_delay_ms']:.2f} ms / {s['p99_send_delay_ms']:.2f} ms"))
+        if monitor.get("send_delay_over"):
+            out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
+                       f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
+                       "Use fewer streams per process (--workers).")
+        elif monitor.get("overloaded"):
             out.append(f"WARNING: the load generator{who} was busy (event-loop lag or CPU over "
                        "its limit); its latencies may be inflated. Use fewer streams per "
                        "process (--workers).")
@@ -187,6 +194,8 @@ def ramp_row(step: dict[str, Any]) -> str:
         who = "llmbench busy" if generator_cause(mon) == "llmbench" else "machine busy"
         untrusted = not step["held"] and lag_explains(step)
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
+    if (step.get("steady") or {}).get("drifting"):
+        state += " (still drifting)"
     return RAMP_COLUMNS.format(
         unit=f"{step['load']:g}", reqs=s["requests"], ttft50=fmt_ms(s["median_ttft_ms"]),
         ttft95=fmt_ms(s["p95_ttft_ms"]), itl50=fmt_ms(s["median_itl_ms"]),
@@ -206,6 +215,9 @@ def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:
 
 def verdict_text(v: dict[str, Any]) -> str:
     lines = [v["result"]]
+    if (v.get("knee") or {}).get("text"):
+        lines.append(v["knee"]["text"])
+    lines += v.get("steady_note") or []
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
             "errors": "Why: errors (a limit was hit, or the server failed).",

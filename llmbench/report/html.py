@@ -33,6 +33,7 @@ table{border-collapse:collapse;font-size:.88em;margin:8px 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#fafafa}
 td.l,th.l{text-align:left} tr.over td{background:#fff5f4} tr.held td{background:#f6fff5}
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.82em}
+summary{cursor:pointer;color:#444;margin:8px 0}
 .chart svg{max-width:100%;height:auto}
 """
 
@@ -56,8 +57,10 @@ def _chart(svg: str, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
-def _thresholds(run: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
+def _thresholds(run: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
+    which line it bounds)."""
+    out: dict[str, tuple[float, str]] = {}
     for text in (run.get("config", {}).get("ramp", {}) or {}).get("thresholds", []):
         try:
             t = parse_threshold(text)
@@ -65,7 +68,7 @@ def _thresholds(run: dict[str, Any]) -> dict[str, float]:
             continue
         if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99", "p95_all",
                                                       "median_all", "p50_all", "p99_all"):
-            out.setdefault(t.metric, t.value)
+            out.setdefault(t.metric, (t.value, t.stat.replace("median", "p50")))
     return out
 
 
@@ -86,7 +89,8 @@ def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[s
                      fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
                      fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
                      f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
-                     "held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed)])
+                     ("held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed))
+                     + (" (still drifting)" if (st.get("steady") or {}).get("drifting") else "")])
         classes.append("held" if st["held"] else "over")
     return rows, classes
 
@@ -113,7 +117,9 @@ def _settings(run: dict[str, Any]) -> str:
     labels = run.get("labels") or {}
     if labels:
         parts.append(_table(["label", "value"], sorted(labels.items()), left=2))
-    parts.append("<pre>" + e(json.dumps(run.get("config", {}), indent=2)) + "</pre>")
+    # the raw configuration is for the curious: folded, so it does not fill the page's end
+    parts.append("<details><summary>Configuration as recorded in run.json</summary><pre>"
+                 + e(json.dumps(run.get("config", {}), indent=2)) + "</pre></details>")
     env = run.get("environment") or {}
     parts.append(_table(["environment", ""], [[k, " ".join(v) if isinstance(v, list) else v]
                                               for k, v in env.items()], left=2))
@@ -126,6 +132,11 @@ def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     v = run.get("verdict") or {}
     bad = v.get("kind") not in ("held", None)
     body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", "No step finished."))}</b>']
+    # the knee between the steps, and steps that had not settled (stepstats)
+    if (v.get("knee") or {}).get("text"):
+        body.append(f'<br><b class="knee">{e(v["knee"]["text"])}</b>')
+    for line in v.get("steady_note") or []:
+        body.append(f'<br><span class="drift">{e(line)}</span>')
     for line in v.get("evidence", []):
         body.append(f"<br>{e(line)}")
     for line in v.get("advice", []):
@@ -155,11 +166,11 @@ def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
         errs = "".join(_errors(st["summary"], f"{st['load']:g} {unit}") for st in steps)
         if errs:
             body.append("<h2>Errors</h2>" + errs)
-    body += _timeline(run, run_dir)
+    body += _timeline(run, run_dir, unit)
     return body
 
 
-def _timeline(run: dict[str, Any], run_dir: Path) -> list[str]:
+def _timeline(run: dict[str, Any], run_dir: Path, unit: str = "users") -> list[str]:
     rows = read_jsonl(run_dir / "timeline.jsonl")
     if not rows:
         return []
@@ -170,7 +181,8 @@ def _timeline(run: dict[str, Any], run_dir: Path) -> list[str]:
                    f"{e(sp.get('samples'))} samples) is drawn under the client's view.</p>")
     elif sp.get("note"):
         out.append(f"<p class=meta>{e(sp['note'])}</p>")
-    out.append(_chart(charts.timeline(rows), "timeline"))
+    out.append(_chart(charts.timeline(rows, run.get("steps") or (), run.get("t0_perf"), unit),
+                      "timeline"))
     return out
 
 

@@ -51,12 +51,13 @@ class StepResult:
     monitor: dict[str, Any]
     unfinished: int = 0
     state: str = "held"                 # held | over | not enough data (slo.verdict_of)
+    steady: dict[str, Any] | None = None    # first vs second half of the hold (stepstats)
 
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "load": self.load, "ramp_start": self.ramp_start,
                 "hold_start": self.hold_start, "hold_end": self.hold_end, "held": self.held,
                 "state": self.state, "checks": self.checks, "monitor": self.monitor,
-                "unfinished": self.unfinished,
+                "unfinished": self.unfinished, "steady": self.steady,
                 "summary": self.summary}
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count
+from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
 from .format import WireFormat
 
 _DONE = b"[DONE]"
@@ -66,7 +65,7 @@ def _error_text(err: Any) -> str:
 
 def _load(payload: bytes) -> Any:
     try:
-        return json.loads(payload)
+        return loads(payload)
     except ValueError:
         return None
 

@@ -45,7 +45,7 @@ GO_LEAD_S = 0.2
 # after the grace period, how long the coordinator waits for the workers' last records
 STOP_MARGIN_S = 3.0
 
-_TIME_FIELDS = ("scheduled", "start", "first_token", "end", "done", "reasoning_end",
+_TIME_FIELDS = ("scheduled", "start", "sent", "first_token", "end", "done", "reasoning_end",
                 "first_output")
 
 

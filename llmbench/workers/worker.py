@@ -23,8 +23,9 @@ perf_counter = time.perf_counter
 
 
 def run_worker(spec: WorkerSpec, channel: Channel) -> None:
-    """The sync entry (a fresh event loop), for a process of its own."""
-    asyncio.run(worker_main(spec, channel))
+    """The sync entry (a fresh event loop, uvloop when installed), for a process of its own."""
+    from ..load import eventloop
+    eventloop.run(worker_main(spec, channel))
 
 
 def _count_tokens(spec: WorkerSpec) -> Any:
