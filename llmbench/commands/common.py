@@ -62,7 +62,8 @@ class Common:
             return None
         if self.ray is not None:             # --ray: always actors, even just one
             from ..workers.ray_launcher import RayFleet, RayLauncher
-            return RayFleet(self.workers, RayLauncher(self.ray), tokenizer=self.tokenizer)
+            return RayFleet(self.workers, RayLauncher(self.ray), tokenizer=self.tokenizer,
+                            count_tokens=self.count_tokens)
         if self.workers == 1:
             return None
         from ..workers import plan
