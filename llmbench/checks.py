@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from .records import Record
+from .records import Record, RecordStore
 
 # Most requests must differ before it is worth saying: a few early EOS are normal.
 MOST = 0.5
@@ -38,13 +38,16 @@ def _tolerance(asked: int, approximate: bool) -> float:
 
 
 def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
-    rows = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
-    if not rows:
-        return None
-    approximate = any(r.output_tokens_source != "server" for r in rows)
-    longer = shorter = 0
-    stopped = 0
-    for r in rows:
+    # one pass, nothing kept per record: a run's records may be a million (RecordStore)
+    n = longer = shorter = stopped = asked_sum = got_sum = 0
+    approximate = False
+    for r in records:
+        if not (r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None):
+            continue
+        n += 1
+        asked_sum += r.max_tokens
+        got_sum += r.output_tokens
+        approximate = approximate or r.output_tokens_source != "server"
         tol = _tolerance(r.max_tokens, r.output_tokens_source != "server")
         if r.output_tokens > r.max_tokens + tol:
             longer += 1
@@ -52,9 +55,10 @@ def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None =
             shorter += 1
             if r.finish_reason == "stop":
                 stopped += 1
-    n = len(rows)
-    asked = sum(r.max_tokens for r in rows) / n
-    got = sum(r.output_tokens for r in rows) / n
+    if not n:
+        return None
+    asked = asked_sum / n
+    got = got_sum / n
     message = None
     if longer > MOST * n:
         message = (f"{longer} of {n} replies were longer than asked ({got:.0f} tokens on average "
@@ -112,7 +116,8 @@ def resends(records: Iterable[Record]) -> int:
 
 def record_checks(records: Iterable[Record], params: object, api: str | None) -> dict:
     """What every run.json carries about the client's view, the same for run, ramp and probe."""
-    records = list(records)
+    if not isinstance(records, RecordStore):
+        records = list(records)           # read three times below
     return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
             "not_streamed": not_streamed(records, getattr(params, "stream", True)),
             "connection_resends": resends(records)}

@@ -165,3 +165,20 @@ def test_memory_per_request_and_per_token_event_is_bounded():
     assert per_event <= 4.0 + 1e-9
     assert per_request <= 120
     assert not small.extras()              # an ordinary record needs no per-record object
+
+
+def test_other_consumers_same_on_store_and_records():
+    """The timeline, the peak in flight and the record checks read a store on its columns."""
+    from llmbench import checks, timeline
+    from llmbench.report.vllm_json import peak_in_flight
+    recs = varied(300, 4)
+    plain = [on_disk(r) for r in recs]
+    store = RecordStore.of(recs)
+    t0 = plain[0].scheduled
+    t_end = max(r.done for r in plain)
+    _same(timeline.build(store, t0, t_end), timeline.build(plain, t0, t_end))
+    assert peak_in_flight(store) == peak_in_flight(plain) > 1
+
+    class P:
+        ignore_eos, stream = False, True
+    assert checks.record_checks(store, P(), "openai") == checks.record_checks(plain, P(), "openai")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..stats import key as summary_key, pct_word
-from ..records import Record, measured
+from ..records import Record, RecordStore, measured
 
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
                  "errors")
@@ -41,6 +41,17 @@ def peak_in_flight(records: Iterable[Record]) -> int:
     half-open intervals [start, done): a request that ends exactly when another starts does not
     overlap it. At --concurrency 4 this is 4; vLLM's 1-second-bucket "Peak concurrent requests"
     there reads 8 (every request active at any moment of one second)."""
+    if isinstance(records, RecordStore):        # the same on columns: nothing per request
+        import numpy as np
+        keep = ~records.col("warmup")
+        interrupted = records.str_id("interrupted")
+        if interrupted >= 0:
+            keep &= records.col("error_kind") != interrupted
+        start = records.col("start")[keep]
+        times = np.concatenate((start, np.maximum(records.col("done")[keep], start)))
+        deltas = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(start), np.int64)))
+        order = np.lexsort((deltas, times))     # by time; at a tie, -1 first
+        return int(max(np.cumsum(deltas[order]).max(initial=0), 0))
     events: list[tuple[float, int]] = []
     for r in measured(records):
         events.append((r.start, 1))
