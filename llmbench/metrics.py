@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -339,6 +339,7 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 # the last bits, below 1e-9 ms).
 
 _CHUNK = 1 << 20           # values per temporary array in chunked passes
+_REC_CHUNK = 1 << 16       # records per chunk
 
 
 def _lerp(a: float, b: float, t: float) -> float:
@@ -397,6 +398,33 @@ def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None
     return v(lo) + (h - lo) * (v(hi) - v(lo))
 
 
+def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """The gaps between successive token events of the successful records (int32 µs), record
+    after record, computed a chunk of records at a time (no event-sized temporaries)."""
+    total = int(np.where(okm, np.maximum(ntok - 1, 0), 0).sum())
+    out = np.empty(total, dtype=np.int32)
+    pos = 0
+    for c in range(0, len(ntok), _REC_CHUNK):
+        k = ntok[c:c + _REC_CHUNK]
+        lo, hi = int(off[c]), int(off[min(c + _REC_CHUNK, len(ntok))])
+        seg = us[lo:hi]
+        if len(seg) < 2:
+            continue
+        first = np.zeros(len(seg), dtype=bool)
+        first[(off[c:c + len(k)] - lo)[k > 0]] = True
+        keep = np.repeat(okm[c:c + _REC_CHUNK], k)[1:] & ~first[1:]
+        g = (seg[1:] - seg[:-1])[keep]
+        out[pos:pos + len(g)] = g
+        pos += len(g)
+    return out
+
+
+def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
+    """How many µs values pass ``test`` on their value in seconds (chunked)."""
+    return sum(int(np.count_nonzero(test(us[i:i + _CHUNK] / 1e6)))
+               for i in range(0, len(us), _CHUNK))
+
+
 def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      goodput_slo_ms: dict[str, float] | None, stall_s: float,
                      percentiles: Iterable[float], split_turns: bool,
@@ -421,7 +449,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
 
     ntok = st.col("ntok")
     off = st.offsets()
-    us = st.token_us()
+    us = st.token_us(view=True)
     s_ok, sched_ok, ntok_ok = start[ok_idx], sched[ok_idx], ntok[ok_idx]
     first_abs = s_ok + us[off[ok_idx]] / 1e6            # Record.from_json's start + us / 1e6
     last_abs = s_ok + us[off[ok_idx + 1] - 1] / 1e6
@@ -434,12 +462,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     client_queue = np.maximum(s_ok - sched_ok, 0.0)
     e2el_sched = last_abs - sched_ok
 
-    # per-event gaps of successful requests, in integer microseconds, record after record
-    first_event = np.zeros(len(us), dtype=bool)
-    first_event[off[:-1][ntok > 0]] = True
-    ev_ok = np.repeat(okm, ntok)
-    gap_ok = ev_ok[1:] & ~first_event[1:]
-    itl_us = (us[1:] - us[:-1])[gap_ok] if len(us) > 1 else np.zeros(0, dtype=np.int64)
+    itl_us = _gaps_us(us, ntok, okm, off)
     n_gaps = np.maximum(ntok_ok - 1, 0)
     gap_start = np.concatenate((np.zeros(1, np.int64), np.cumsum(n_gaps)[:-1])) if len(n_gaps) \
         else np.zeros(0, np.int64)
@@ -456,8 +479,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     plain_tok = (n_out == ntok_ok) & out_present[ok_idx] | ((n_out == 0) & (ntok_ok == 0))
     if ok_counted:
         plain_tok[ok_counted] = False
-    sel_gap = np.repeat(plain_tok, n_gaps)
-    per_tok_us = itl_us[sel_gap] if len(itl_us) else itl_us
+    # the usual case: every gap is one token's, and ITL per token is ITL itself
+    per_tok_us = None if plain_tok.all() and not ok_counted else \
+        itl_us[np.repeat(plain_tok, n_gaps)]
     spread: list[float] = []
     for k in ok_counted:
         counts = extras[int(ok_idx[k])]["token_counts"]
@@ -501,9 +525,10 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap"):
         if name == "itl":
-            st_ms = _int_stats_ms(itl_us.copy(), percentiles)
+            itl_stats = st_ms = _int_stats_ms(itl_us, percentiles)     # reorders itl_us
         elif name == "itl_per_token":
-            st_ms = (_int_stats_ms(per_tok_us.copy(), percentiles) if not spread else
+            st_ms = (itl_stats if per_tok_us is None else
+                     _int_stats_ms(per_tok_us, percentiles) if not spread else
                      stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
         else:
             st_ms = stats_ms(series[name], percentiles)
@@ -520,16 +545,16 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         for p in sorted(set(percentiles) | {50.0}):
             s[key(name, f"p{pct_word(p)}_all")] = _censored_np(values, len(fail_idx), p)
     for name, limit_ms in within:
-        if name == "itl":
-            values = itl_us / 1e6
-        elif name == "itl_per_token":
-            values = np.concatenate((per_tok_us / 1e6, spread))
+        if name in ("itl", "itl_per_token"):
+            gaps = itl_us if name == "itl" or per_tok_us is None else per_tok_us
+            hits = _count_s(gaps, lambda v: v * 1000.0 <= limit_ms)
+            if name == "itl_per_token":
+                hits += sum(1 for v in spread if v * 1000.0 <= limit_ms)
+        elif name in series:
+            hits = int(np.count_nonzero(series[name] * 1000.0 <= limit_ms))
         else:
-            values = series.get(name)
-        if values is None:
             continue
-        s[within_key(name, limit_ms)] = (int(np.count_nonzero(values * 1000.0 <= limit_ms)) / n
-                                         if n else None)
+        s[within_key(name, limit_ms)] = hits / n if n else None
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = len(ok_idx) / n if n else None
@@ -538,7 +563,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
     s["error_samples"] = _error_samples(failed)
     del failed
-    s["stalls"] = int(np.count_nonzero(itl_us / 1e6 > stall_s)) if len(itl_us) else 0
+    s["stalls"] = _count_s(itl_us, lambda v: v > stall_s)
     s["stall_threshold_s"] = stall_s
     s["requests_with_stalls"] = int(np.count_nonzero(max_gap > stall_s))
     table = st.table()
@@ -589,12 +614,12 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray, ntok: np.ndarray, off: n
     t_max = float(np.nanmax(end))
     n = int(np.ceil(t_max - t_min)) + 1
     tokens = np.zeros(n)
-    for c in range(0, len(ok_idx), 65536):
-        idx = ok_idx[c:c + 65536]
+    for c in range(0, len(ok_idx), _REC_CHUNK):
+        idx = ok_idx[c:c + _REC_CHUNK]
         k = ntok[idx]
         pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
             np.arange(int(k.sum()))
-        t = np.repeat(start[c:c + 65536], k) + us[pos] / 1e6
+        t = np.repeat(start[c:c + _REC_CHUNK], k) + us[pos] / 1e6
         b = (t - t_min).astype(int)
         b = b[(b >= 0) & (b < n)]
         tokens += np.bincount(b, minlength=n)[:n]

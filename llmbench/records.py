@@ -465,10 +465,12 @@ class RecordStore:
                 out[i], present[i] = v, True
         return out, present
 
-    def token_us(self) -> np.ndarray:
-        """Every record's token events (µs after its start), records one after another."""
+    def token_us(self, view: bool = False) -> np.ndarray:
+        """Every record's token events (µs after its start, int32), records one after another.
+        ``view``: no copy, valid only until the next append (which fails while it lives)."""
         import numpy as np
-        return np.array(self._us, dtype=np.int64)
+        a = np.frombuffer(self._us, dtype=np.int32) if len(self._us) else np.zeros(0, np.int32)
+        return a if view else a.copy()
 
     def str_id(self, s: str | None) -> int:
         """The table index of a string (-1 when no record has it)."""

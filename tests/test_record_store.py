@@ -137,6 +137,10 @@ def test_summary_from_store_equals_summary_from_records(seed, monkeypatch):
     assert want["requests"] > 0 and want["failed"] > 0 and "by_turn" in want
     assert want["requests_with_reasoning"] > 0 and want["errors"] and "backends" in want
     _same(got, want)
+    # the chunked passes give the same as one chunk
+    monkeypatch.setattr(metrics, "_REC_CHUNK", 7)
+    monkeypatch.setattr(metrics, "_CHUNK", 5)
+    _same(metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw), got)
     # no t0: both take the first scheduled time; no reasoning, no later turns, no failures
     simple = [r for r in plain if r.ok and not r.reasoning_events and r.turn == 0]
     want = metrics.summarize(simple)
