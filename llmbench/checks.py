@@ -38,7 +38,9 @@ def _tolerance(asked: int, approximate: bool) -> float:
 
 
 def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
-    # one pass, nothing kept per record: a run's records may be a million (RecordStore)
+    if isinstance(records, RecordStore):
+        return _check_store(records, ignore_eos, api)
+    # one pass, nothing kept per record
     n = longer = shorter = stopped = asked_sum = got_sum = 0
     approximate = False
     for r in records:
@@ -57,6 +59,35 @@ def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None =
                 stopped += 1
     if not n:
         return None
+    return _length_check(n, asked_sum, got_sum, longer, shorter, stopped, approximate,
+                         ignore_eos, api)
+
+
+def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCheck | None:
+    """``check`` on a RecordStore's columns (a run's own records: nothing per request)."""
+    import numpy as np
+    asked, asked_ok = st.ints("max_tokens")
+    out, out_ok = st.ints("output_tokens")
+    rows = st.col("ok") & ~st.col("warmup") & asked_ok & (asked != 0) & out_ok
+    n = int(rows.sum())
+    if not n:
+        return None
+    asked, out = asked[rows], out[rows]
+    server = st.str_id("server")
+    approx = st.col("output_tokens_source")[rows] != server
+    tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
+    longer = out > asked + tol
+    shorter = ~longer & (out < asked - tol)
+    stop = st.str_id("stop")
+    stopped = shorter & (st.col("finish_reason")[rows] == stop) if stop >= 0 else shorter & False
+    return _length_check(n, int(asked.sum()), int(out.sum()), int(longer.sum()),
+                         int(shorter.sum()), int(stopped.sum()), bool(approx.any()),
+                         ignore_eos, api)
+
+
+def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: int,
+                  stopped: int, approximate: bool, ignore_eos: bool,
+                  api: str | None) -> LengthCheck:
     asked = asked_sum / n
     got = got_sum / n
     message = None
@@ -106,11 +137,16 @@ def notes(run: dict) -> list[str]:
 
 def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
     """Replies the server sent whole although a stream was asked for."""
+    if isinstance(records, RecordStore):
+        _, status = records.ints("status")
+        return int((~records.col("stream") & status).sum()) if asked_stream else 0
     return sum(1 for r in records if asked_stream and not r.stream and r.status is not None)
 
 
 def resends(records: Iterable[Record]) -> int:
     """Requests sent again after a kept-alive connection turned out closed."""
+    if isinstance(records, RecordStore):
+        return int(records.ints("retries")[0].sum())
     return sum(r.retries for r in records)
 
 

@@ -339,7 +339,7 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 # the last bits, below 1e-9 ms).
 
 _CHUNK = 1 << 20           # values per temporary array in chunked passes
-_REC_CHUNK = 1 << 16       # records per chunk
+_REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
 
 
 def _lerp(a: float, b: float, t: float) -> float:
@@ -461,6 +461,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
     client_queue = np.maximum(s_ok - sched_ok, 0.0)
     e2el_sched = last_abs - sched_ok
+    # arrays of one value per request add up at a million requests: drop each when done
+    del sched, done, start, s_ok, sched_ok, first_abs, last_abs
 
     itl_us = _gaps_us(us, ntok, okm, off)
     n_gaps = np.maximum(ntok_ok - 1, 0)
@@ -471,6 +473,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     if with_gaps.any():
         max_gap_us[with_gaps] = np.maximum.reduceat(itl_us, gap_start[with_gaps])
     max_gap = max_gap_us / 1e6
+    del max_gap_us, with_gaps
 
     extras = st.extras()
     counted = {i for i, e in extras.items() if e.get("token_counts") is not None}
@@ -491,14 +494,16 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         for gap, c in zip(gaps, counts[1:]):
             c = max(int(c), 1)
             spread.extend([float(gap) / c] * c)
+    del gap_start
 
     prompt, _ = st.ints("prompt_tokens")
     total_in = int(prompt[ok_idx].sum())
+    del prompt
     total_out = int(n_out.sum())
-    tpot_or_0 = np.zeros(len(ok_idx))
-    tpot_or_0[has_tpot] = tpot
     good = None
     if goodput_slo_ms:
+        tpot_or_0 = np.zeros(len(ok_idx))
+        tpot_or_0[has_tpot] = tpot
         values = {"ttft": ttft, "tpot": tpot_or_0, "e2el": e2el}
         ok_good = np.ones(len(ok_idx), dtype=bool)
         for k, v in goodput_slo_ms.items():
