@@ -186,3 +186,24 @@ def test_other_consumers_same_on_store_and_records():
     class P:
         ignore_eos, stream = False, True
     assert checks.record_checks(store, P(), "openai") == checks.record_checks(plain, P(), "openai")
+
+
+def test_large_synthetic_workload_is_regenerated_not_held(monkeypatch):
+    """A million-request run's synthetic prompts are made again from the seed a block at a
+    time: the same conversations, fingerprint and description as when built up front."""
+    import importlib
+    from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer
+    syn = importlib.import_module("llmbench.workload.synthetic")
+    tok = load_tokenizer("approx")
+    spec = WorkloadSpec(count=700, tokenizer="approx", prompt_tokens=(8, 30),
+                        output_tokens=(4, 9), turns=2, shared_prefix_tokens=5, prefixes=3)
+    held = build_workload(spec, tok)
+    monkeypatch.setattr(syn, "LAZY_FROM", 100)
+    monkeypatch.setattr(syn.Regenerated, "BLOCK", 64)
+    lazy = build_workload(spec, tok)
+    assert isinstance(lazy.conversations, syn.Regenerated)
+    assert list(lazy.conversations) == held.conversations
+    for i in (699, 0, 64, 63, 300, -1, 5):
+        assert lazy.conversations[i] == held.conversations[i]
+    assert lazy.describe() == held.describe()
+    assert len(lazy.conversations._cache) <= 2
