@@ -440,76 +440,135 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     okm = st.col("ok")
     ok_idx = np.nonzero(okm)[0]
     fail_idx = np.nonzero(~okm)[0]
-    sched, start, done = st.col("scheduled"), st.col("start"), st.col("done")
     if t0 is None:
-        t0 = float(sched.min()) if n else 0.0
+        t0 = float(st.col("scheduled").min()) if n else 0.0
     if t_end is None:
-        t_end = float(done.max()) if n else t0
+        t_end = float(st.col("done").max()) if n else t0
     duration = max(t_end - t0, 1e-9)
+
+    within = tuple(within)
+    stat_part: dict[str, Any] = {}
+    cens_part: dict[str, Any] = {}
+    within_hits: dict[tuple[str, float], int] = {}
+
+    def done_with(name: str, values: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
+        """A series' statistics, failure-aware percentiles and "within" shares, computed the
+        moment the series exists, so that it can be dropped (a million requests: 8 MB each)."""
+        if st_ms is None:
+            st_ms = stats_ms(values, percentiles)
+        stat_part[name] = {(key(name, "n") if stat == "count" else f"{stat}_{name}_ms"): v
+                           for stat, v in st_ms.items()}
+        if values is None:
+            return
+        if name in CENSORED_METRICS:
+            ms = np.sort(values * 1000.0)
+            cens_part[name] = {key(name, f"p{pct_word(p)}_all"): _censored_np(ms, len(fail_idx), p)
+                               for p in sorted(set(percentiles) | {50.0})}
+        for wname, limit_ms in within:
+            if wname == name:
+                within_hits[(wname, limit_ms)] = int(np.count_nonzero(values * 1000.0 <= limit_ms))
 
     ntok = st.col("ntok")
     off = st.offsets()
     us = st.token_us(view=True)
-    s_ok, sched_ok, ntok_ok = start[ok_idx], sched[ok_idx], ntok[ok_idx]
-    first_abs = s_ok + us[off[ok_idx]] / 1e6            # Record.from_json's start + us / 1e6
-    last_abs = s_ok + us[off[ok_idx + 1] - 1] / 1e6
-    ttft = first_abs - s_ok
-    e2el = last_abs - s_ok
+    ntok_ok = ntok[ok_idx]
     out_tok, out_present = st.ints("output_tokens")
     n_out = out_tok[ok_idx]
+    plain_tok = (n_out == ntok_ok) & out_present[ok_idx] | ((n_out == 0) & (ntok_ok == 0))
+    del out_tok, out_present
+    total_out = int(n_out.sum())
+    prompt, _ = st.ints("prompt_tokens")
+    total_in = int(prompt[ok_idx].sum())
+    del prompt
+
+    # per-request series, each dropped once its figures are taken (per_request's arithmetic:
+    # token times as start + us / 1e6, as Record.from_json makes them)
+    start = st.col("start")[ok_idx]
+    first_abs = start + us[off[ok_idx]] / 1e6
+    ttft = first_abs - start
+    done_with("ttft", ttft)
+    good_mask = None
+    if goodput_slo_ms and "ttft" in goodput_slo_ms:
+        good_mask = ttft * 1000.0 <= goodput_slo_ms["ttft"]
+    del ttft
+    last_abs = start + us[off[ok_idx + 1] - 1] / 1e6
     has_tpot = n_out > 1
     tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
-    client_queue = np.maximum(s_ok - sched_ok, 0.0)
-    e2el_sched = last_abs - sched_ok
-    # arrays of one value per request add up at a million requests: drop each when done
-    del sched, done, start, s_ok, sched_ok, first_abs, last_abs
+    done_with("tpot", tpot)
+    if goodput_slo_ms and "tpot" in goodput_slo_ms:
+        tpot_or_0 = np.zeros(len(ok_idx))
+        tpot_or_0[has_tpot] = tpot
+        m = tpot_or_0 * 1000.0 <= goodput_slo_ms["tpot"]
+        good_mask = m if good_mask is None else good_mask & m
+        del tpot_or_0
+    del tpot, has_tpot, first_abs, n_out
+    e2el = last_abs - start
+    done_with("e2el", e2el)
+    if goodput_slo_ms and "e2el" in goodput_slo_ms:
+        m = e2el * 1000.0 <= goodput_slo_ms["e2el"]
+        good_mask = m if good_mask is None else good_mask & m
+    del e2el
+    good = (int(good_mask.sum()) if good_mask is not None else len(ok_idx)) \
+        if goodput_slo_ms else None
+    del good_mask
+    sched = st.col("scheduled")[ok_idx]
+    done_with("client_queue", np.maximum(start - sched, 0.0))
+    done_with("e2el_from_schedule", last_abs - sched)
+    del sched, last_abs, start
 
+    # per-event gaps in integer microseconds
     itl_us = _gaps_us(us, ntok, okm, off)
     n_gaps = np.maximum(ntok_ok - 1, 0)
+    del ntok_ok
     gap_start = np.concatenate((np.zeros(1, np.int64), np.cumsum(n_gaps)[:-1])) if len(n_gaps) \
         else np.zeros(0, np.int64)
-    max_gap_us = np.zeros(len(ok_idx), dtype=np.int64)
+    max_gap_us = np.zeros(len(ok_idx), dtype=np.int32)
     with_gaps = n_gaps > 0
     if with_gaps.any():
         max_gap_us[with_gaps] = np.maximum.reduceat(itl_us, gap_start[with_gaps])
     max_gap = max_gap_us / 1e6
     del max_gap_us, with_gaps
+    requests_with_stalls = int(np.count_nonzero(max_gap > stall_s))
+    done_with("max_gap", max_gap)
+    del max_gap
 
     extras = st.extras()
-    counted = {i for i, e in extras.items() if e.get("token_counts") is not None}
-    ok_counted = [k for k, i in enumerate(ok_idx) if int(i) in counted]
+    counted = np.array(sorted(i for i, e in extras.items()
+                              if e.get("token_counts") is not None and okm[i]), dtype=np.int64)
+    ok_counted = np.searchsorted(ok_idx, counted) if len(counted) else []
     # ITL per token: per_request's rule, on the exact gaps
-    plain_tok = (n_out == ntok_ok) & out_present[ok_idx] | ((n_out == 0) & (ntok_ok == 0))
-    if ok_counted:
+    if len(ok_counted):
         plain_tok[ok_counted] = False
     # the usual case: every gap is one token's, and ITL per token is ITL itself
-    per_tok_us = None if plain_tok.all() and not ok_counted else \
+    per_tok_us = None if plain_tok.all() and not len(ok_counted) else \
         itl_us[np.repeat(plain_tok, n_gaps)]
     spread: list[float] = []
     for k in ok_counted:
         counts = extras[int(ok_idx[k])]["token_counts"]
-        if len(counts) != ntok_ok[k]:
+        if len(counts) != ntok[ok_idx[k]]:
             continue
         gaps = itl_us[gap_start[k]:gap_start[k] + n_gaps[k]] / 1e6
         for gap, c in zip(gaps, counts[1:]):
             c = max(int(c), 1)
             spread.extend([float(gap) / c] * c)
-    del gap_start
-
-    prompt, _ = st.ints("prompt_tokens")
-    total_in = int(prompt[ok_idx].sum())
-    del prompt
-    total_out = int(n_out.sum())
-    good = None
-    if goodput_slo_ms:
-        tpot_or_0 = np.zeros(len(ok_idx))
-        tpot_or_0[has_tpot] = tpot
-        values = {"ttft": ttft, "tpot": tpot_or_0, "e2el": e2el}
-        ok_good = np.ones(len(ok_idx), dtype=bool)
-        for k, v in goodput_slo_ms.items():
-            ok_good &= values[k] * 1000.0 <= v
-        good = int(ok_good.sum())
+    del gap_start, n_gaps, plain_tok
+    stalls = _count_s(itl_us, lambda v: v > stall_s)
+    for wname, limit_ms in within:
+        if wname in ("itl", "itl_per_token"):
+            gaps = itl_us if wname == "itl" or per_tok_us is None else per_tok_us
+            hits = _count_s(gaps, lambda v: v * 1000.0 <= limit_ms)
+            if wname == "itl_per_token":
+                hits += sum(1 for v in spread if v * 1000.0 <= limit_ms)
+            within_hits[(wname, limit_ms)] = hits
+    itl_stats = _int_stats_ms(itl_us, percentiles)          # reorders itl_us
+    done_with("itl", None, itl_stats)
+    done_with("itl_per_token", None,
+              itl_stats if per_tok_us is None else
+              _int_stats_ms(per_tok_us, percentiles) if not spread else
+              stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
+    del itl_us, per_tok_us, spread
     peak_tok, peak_conc = _buckets_store(st, ok_idx, ntok, off, us)
+    del us
 
     s: dict[str, Any] = {
         "completed": len(ok_idx),
@@ -524,42 +583,19 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         "max_output_tokens_per_s": peak_tok,
         "max_concurrent_requests": peak_conc,
     }
-    series: dict[str, Any] = {"ttft": ttft, "tpot": tpot, "e2el": e2el,
-                              "client_queue": client_queue, "e2el_from_schedule": e2el_sched,
-                              "max_gap": max_gap}
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap"):
-        if name == "itl":
-            itl_stats = st_ms = _int_stats_ms(itl_us, percentiles)     # reorders itl_us
-        elif name == "itl_per_token":
-            st_ms = (itl_stats if per_tok_us is None else
-                     _int_stats_ms(per_tok_us, percentiles) if not spread else
-                     stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
-        else:
-            st_ms = stats_ms(series[name], percentiles)
-        for stat, v in st_ms.items():
-            s[key(name, "n") if stat == "count" else f"{stat}_{name}_ms"] = v
-    reasoning = [int(i) for i in ok_idx if extras.get(int(i), {}).get("reasoning_events")]
-    if reasoning:
+        s.update(stat_part[name])
+    if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
         ok_recs = st.records_at(ok_idx)
         _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
         del ok_recs
     for name in CENSORED_METRICS:
-        values = np.sort(series[name] * 1000.0)
         s[key(name + "_all", "n")] = n
-        for p in sorted(set(percentiles) | {50.0}):
-            s[key(name, f"p{pct_word(p)}_all")] = _censored_np(values, len(fail_idx), p)
-    for name, limit_ms in within:
-        if name in ("itl", "itl_per_token"):
-            gaps = itl_us if name == "itl" or per_tok_us is None else per_tok_us
-            hits = _count_s(gaps, lambda v: v * 1000.0 <= limit_ms)
-            if name == "itl_per_token":
-                hits += sum(1 for v in spread if v * 1000.0 <= limit_ms)
-        elif name in series:
-            hits = int(np.count_nonzero(series[name] * 1000.0 <= limit_ms))
-        else:
-            continue
-        s[within_key(name, limit_ms)] = hits / n if n else None
+        s.update(cens_part[name])
+    for wname, limit_ms in within:
+        if (wname, limit_ms) in within_hits:
+            s[within_key(wname, limit_ms)] = within_hits[(wname, limit_ms)] / n if n else None
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = len(ok_idx) / n if n else None
@@ -568,9 +604,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
     s["error_samples"] = _error_samples(failed)
     del failed
-    s["stalls"] = _count_s(itl_us, lambda v: v > stall_s)
+    s["stalls"] = stalls
     s["stall_threshold_s"] = stall_s
-    s["requests_with_stalls"] = int(np.count_nonzero(max_gap > stall_s))
+    s["requests_with_stalls"] = requests_with_stalls
     table = st.table()
     sources = {table[i] for i in np.unique(st.col("output_tokens_source")[ok_idx])}
     s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
