@@ -33,10 +33,10 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     keep = ~st.col("warmup")
     start, done, first = st.col("start"), st.col("done"), st.col("first_token")
     ntok = st.col("ntok")
-    off, us = st.offsets(), st.token_us()
+    off, us = st.offsets(), st.token_us(view=True)     # no append while this runs
     out_tok, _ = st.ints("output_tokens")
-    for c in range(0, len(st), 65536):
-        idx = np.nonzero(keep[c:c + 65536] & (ntok[c:c + 65536] > 0))[0] + c
+    for c in range(0, len(st), 8192):
+        idx = np.nonzero(keep[c:c + 8192] & (ntok[c:c + 8192] > 0))[0] + c
         k = ntok[idx]
         pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
             np.arange(int(k.sum()))
@@ -45,18 +45,23 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         w = np.repeat(per_event, k)
         m = (b >= 0) & (b <= n)
         tokens += np.bincount(b[m], weights=w[m], minlength=n + 1)[:n + 1]
+    del ntok, off, us, out_tok
     start, done, first = start[keep], done[keep], first[keep]
     has_first = ~np.isnan(first)
     # the live line's TTFT p95, computed by the same function over the same pairs
     recent_ttft = RecentWindow.of_arrays(first[has_first], first[has_first] - start[has_first],
                                          recent_s)
+    # a request waits for its first token until it arrives (or the request ends without one)
+    first = np.where(has_first, np.minimum(np.nan_to_num(first), done), done)
+    del has_first
+    start.sort()
+    done.sort()
+    first.sort()
+    starts, dones, firsts_or_done = start, done, first
     mon_by_sec = {int(m.t - t0): m for m in monitor}
     server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
     step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
-    starts = np.sort(start)
-    dones = np.sort(done)
-    # a request waits for its first token until it arrives (or the request ends without one)
-    firsts_or_done = np.sort(np.where(has_first, np.minimum(np.nan_to_num(first), done), done))
+
     for i in range(n):
         t = t0 + i + 1.0       # state at the end of second i
         started = int(np.searchsorted(starts, t, side="right"))

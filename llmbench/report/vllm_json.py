@@ -48,10 +48,14 @@ def peak_in_flight(records: Iterable[Record]) -> int:
         if interrupted >= 0:
             keep &= records.col("error_kind") != interrupted
         start = records.col("start")[keep]
-        times = np.concatenate((start, np.maximum(records.col("done")[keep], start)))
-        deltas = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(start), np.int64)))
-        order = np.lexsort((deltas, times))     # by time; at a tie, -1 first
-        return int(max(np.cumsum(deltas[order]).max(initial=0), 0))
+        done = np.maximum(records.col("done")[keep], start)
+        start.sort()
+        done.sort()
+        # the count peaks at a start: every start up to it, less every end up to it (an end
+        # at the same instant comes first, as in the event sweep below)
+        peak = np.searchsorted(start, start, side="right") - \
+            np.searchsorted(done, start, side="right")
+        return int(max(peak.max(initial=0), 0))
     events: list[tuple[float, int]] = []
     for r in measured(records):
         events.append((r.start, 1))
