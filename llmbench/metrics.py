@@ -338,7 +338,7 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 # values, where plain Records first add the start time and subtract it again (a difference in
 # the last bits, below 1e-9 ms).
 
-_CHUNK = 1 << 20           # values per temporary array in chunked passes
+_CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
 _REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
 
 
