@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from .records import Record
+from .records import Record, RecordStore
 
 # Most requests must differ before it is worth saying: a few early EOS are normal.
 MOST = 0.5
@@ -38,13 +38,18 @@ def _tolerance(asked: int, approximate: bool) -> float:
 
 
 def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
-    rows = [r for r in records if r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None]
-    if not rows:
-        return None
-    approximate = any(r.output_tokens_source != "server" for r in rows)
-    longer = shorter = 0
-    stopped = 0
-    for r in rows:
+    if isinstance(records, RecordStore):
+        return _check_store(records, ignore_eos, api)
+    # one pass, nothing kept per record
+    n = longer = shorter = stopped = asked_sum = got_sum = 0
+    approximate = False
+    for r in records:
+        if not (r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None):
+            continue
+        n += 1
+        asked_sum += r.max_tokens
+        got_sum += r.output_tokens
+        approximate = approximate or r.output_tokens_source != "server"
         tol = _tolerance(r.max_tokens, r.output_tokens_source != "server")
         if r.output_tokens > r.max_tokens + tol:
             longer += 1
@@ -52,9 +57,39 @@ def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None =
             shorter += 1
             if r.finish_reason == "stop":
                 stopped += 1
-    n = len(rows)
-    asked = sum(r.max_tokens for r in rows) / n
-    got = sum(r.output_tokens for r in rows) / n
+    if not n:
+        return None
+    return _length_check(n, asked_sum, got_sum, longer, shorter, stopped, approximate,
+                         ignore_eos, api)
+
+
+def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCheck | None:
+    """``check`` on a RecordStore's columns (a run's own records: nothing per request)."""
+    import numpy as np
+    asked, asked_ok = st.ints("max_tokens")
+    out, out_ok = st.ints("output_tokens")
+    rows = st.col("ok") & ~st.col("warmup") & asked_ok & (asked != 0) & out_ok
+    n = int(rows.sum())
+    if not n:
+        return None
+    asked, out = asked[rows], out[rows]
+    server = st.str_id("server")
+    approx = st.col("output_tokens_source")[rows] != server
+    tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
+    longer = out > asked + tol
+    shorter = ~longer & (out < asked - tol)
+    stop = st.str_id("stop")
+    stopped = shorter & (st.col("finish_reason")[rows] == stop) if stop >= 0 else shorter & False
+    return _length_check(n, int(asked.sum()), int(out.sum()), int(longer.sum()),
+                         int(shorter.sum()), int(stopped.sum()), bool(approx.any()),
+                         ignore_eos, api)
+
+
+def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: int,
+                  stopped: int, approximate: bool, ignore_eos: bool,
+                  api: str | None) -> LengthCheck:
+    asked = asked_sum / n
+    got = got_sum / n
     message = None
     if longer > MOST * n:
         message = (f"{longer} of {n} replies were longer than asked ({got:.0f} tokens on average "
@@ -102,17 +137,23 @@ def notes(run: dict) -> list[str]:
 
 def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
     """Replies the server sent whole although a stream was asked for."""
+    if isinstance(records, RecordStore):
+        _, status = records.ints("status")
+        return int((~records.col("stream") & status).sum()) if asked_stream else 0
     return sum(1 for r in records if asked_stream and not r.stream and r.status is not None)
 
 
 def resends(records: Iterable[Record]) -> int:
     """Requests sent again after a kept-alive connection turned out closed."""
+    if isinstance(records, RecordStore):
+        return int(records.ints("retries")[0].sum())
     return sum(r.retries for r in records)
 
 
 def record_checks(records: Iterable[Record], params: object, api: str | None) -> dict:
     """What every run.json carries about the client's view, the same for run, ramp and probe."""
-    records = list(records)
+    if not isinstance(records, RecordStore):
+        records = list(records)           # read three times below
     return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
             "not_streamed": not_streamed(records, getattr(params, "stream", True)),
             "connection_resends": resends(records)}

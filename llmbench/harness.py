@@ -27,7 +27,7 @@ from .load import eventloop
 from .load.monitor import LoopMonitor, MonitorSample
 from .load.session import Counters, Session
 from .probe.scrape import ServerProbe
-from .records import Record, RecordLog, clean
+from .records import Record, RecordLog, RecordStore, by_done, clean
 from .shapes.base import Drive, LiveState, LoadShape
 from .target import Target
 
@@ -87,7 +87,7 @@ class LiveView:
 @dataclass
 class Outcome:
     result: Any                            # what the shape returned
-    records: list[Record]                  # every finished request, all targets
+    records: RecordStore                   # every finished request, all targets, by done
     started_at: float                      # epoch seconds when dispatch began
     t0_perf: float                         # perf_counter at the same moment
     interrupted: bool
@@ -129,9 +129,10 @@ class Harness:
             sys.stderr.write("\r\x1b[K")
         print(text, flush=True)
 
-    def records_so_far(self) -> list[Record]:
+    def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
-        return [r for s in self._sessions.values() for r in s.records]
+        return by_done([s.records for s in self._sessions.values()]) if self._sessions \
+            else RecordStore()
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
@@ -238,7 +239,7 @@ class Harness:
             _remove(loop, installed)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
-        records = sorted((r for s in sessions.values() for r in s.records), key=lambda r: r.done)
+        records = by_done([s.records for s in sessions.values()])
         servers = {name: ServerSeen(p.kind if p.samples else None, p.note, p.samples)
                    for name, p in scrapers.items()}
         if fleet is not None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .records import Record, measured
+from .records import Record, RecordStore, measured
 from .stats import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
 
 LATENCY_METRICS = LATENCY
@@ -164,7 +164,14 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
 
     Latency statistics of an empty set are None, never 0. ``n_<metric>`` says how many values
     each statistic stands on. ``within`` asks for (metric, limit_ms) shares: of all measured
-    requests, the share that succeeded with that metric at or under the limit."""
+    requests, the share that succeeded with that metric at or under the limit.
+
+    A RecordStore (a run's own records) is summarized on its columns (``_summarize_store``):
+    the same numbers without an object per request or per token event."""
+    if isinstance(records, RecordStore):
+        return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
+                                stall_s=stall_s, percentiles=percentiles,
+                                split_turns=split_turns, within=within)
     recs = measured(records)
     percentiles = tuple(percentiles)
     ok = [r for r in recs if r.ok]
@@ -325,3 +332,360 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
                 metric_percentiles: Sequence[float]) -> dict[str, Any]:
     """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
     return to_vllm(summary, percentile_metrics, metric_percentiles)
+
+
+# -- the same summary on a RecordStore's columns ---------------------------------------------
+#
+# ``summarize`` above is the definition; this is the same arithmetic on numpy columns, so a
+# million-request run needs no object per request or per token event (issue 12 item 5).
+# tests/test_record_store.py checks that both give the same summary on the same records.
+# Per-request series (TTFT, TPOT, E2EL, queue, ...) are computed with the same float operations
+# in the same order as per_request, so they are bit-identical. Per-event series (ITL, ITL per
+# token, the answer's ITL) are computed from the integer microseconds the records hold: exact
+# values, where plain Records first add the start time and subtract it again (a difference in
+# the last bits, below 1e-9 ms).
+
+_CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
+_REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
+
+
+def _lerp(a: float, b: float, t: float) -> float:
+    """numpy's linear interpolation between two order statistics (np.percentile's lerp)."""
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
+    """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
+    sorted copy of a many-million-value array)."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    n = len(us)
+    if not n:
+        return {**{k: None for k in names}, "count": 0}
+    total = int(us.sum(dtype=np.int64))
+    mean_us = total / n
+    sq = 0.0
+    for i in range(0, n, _CHUNK):
+        d = us[i:i + _CHUNK].astype(np.float64) - mean_us
+        sq += float(np.dot(d, d))
+    ps = [50.0, *percentiles]
+    ranks = {}
+    for p in ps:
+        h = (n - 1) * p / 100.0
+        lo = int(np.floor(h))
+        ranks[p] = (lo, min(lo + 1, n - 1), h - lo)
+    us.partition(sorted({k for lo, hi, _ in ranks.values() for k in (lo, hi)}))
+
+    def pct(p: float) -> float:
+        lo, hi, t = ranks[p]
+        return _lerp(float(us[lo]) / 1000.0, float(us[hi]) / 1000.0, t)
+    out: dict[str, float | None] = {
+        "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
+        "min": float(us.min()) / 1000.0, "max": float(us.max()) / 1000.0, "count": n}
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = pct(p)
+    return out
+
+
+def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None:
+    """censored_percentile_ms on values already in ms and sorted."""
+    n = len(sorted_ms) + n_failed
+    if n == 0:
+        return None
+
+    def v(i: int) -> float:
+        return float(sorted_ms[i]) if i < len(sorted_ms) else float("inf")
+    h = (n - 1) * p / 100.0
+    lo = int(np.floor(h))
+    hi = min(lo + 1, n - 1)
+    if h == lo or v(hi) == v(lo):
+        return v(lo)
+    if v(hi) == float("inf"):
+        return float("inf")
+    return v(lo) + (h - lo) * (v(hi) - v(lo))
+
+
+def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """The gaps between successive token events of the successful records (int32 µs), record
+    after record, computed a chunk of records at a time (no event-sized temporaries)."""
+    total = int(np.where(okm, np.maximum(ntok - 1, 0), 0).sum())
+    out = np.empty(total, dtype=np.int32)
+    pos = 0
+    for c in range(0, len(ntok), _REC_CHUNK):
+        k = ntok[c:c + _REC_CHUNK]
+        lo, hi = int(off[c]), int(off[min(c + _REC_CHUNK, len(ntok))])
+        seg = us[lo:hi]
+        if len(seg) < 2:
+            continue
+        first = np.zeros(len(seg), dtype=bool)
+        first[(off[c:c + len(k)] - lo)[k > 0]] = True
+        keep = np.repeat(okm[c:c + _REC_CHUNK], k)[1:] & ~first[1:]
+        g = (seg[1:] - seg[:-1])[keep]
+        out[pos:pos + len(g)] = g
+        pos += len(g)
+    return out
+
+
+def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
+    """How many µs values pass ``test`` on their value in seconds (chunked)."""
+    return sum(int(np.count_nonzero(test(us[i:i + _CHUNK] / 1e6)))
+               for i in range(0, len(us), _CHUNK))
+
+
+def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
+                     goodput_slo_ms: dict[str, float] | None, stall_s: float,
+                     percentiles: Iterable[float], split_turns: bool,
+                     within: Iterable[tuple[str, float]]) -> dict[str, Any]:
+    percentiles = tuple(percentiles)
+    keep = ~st.col("warmup")
+    interrupted = st.str_id("interrupted")
+    if interrupted >= 0:
+        keep &= st.col("error_kind") != interrupted
+    if not keep.all():
+        st = st.select(keep)
+    n = len(st)
+    okm = st.col("ok")
+    ok_idx = np.nonzero(okm)[0]
+    fail_idx = np.nonzero(~okm)[0]
+    if t0 is None:
+        t0 = float(st.col("scheduled").min()) if n else 0.0
+    if t_end is None:
+        t_end = float(st.col("done").max()) if n else t0
+    duration = max(t_end - t0, 1e-9)
+
+    within = tuple(within)
+    stat_part: dict[str, Any] = {}
+    cens_part: dict[str, Any] = {}
+    within_hits: dict[tuple[str, float], int] = {}
+
+    def done_with(name: str, values: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
+        """A series' statistics, failure-aware percentiles and "within" shares, computed the
+        moment the series exists, so that it can be dropped (a million requests: 8 MB each)."""
+        if st_ms is None:
+            st_ms = stats_ms(values, percentiles)
+        stat_part[name] = {(key(name, "n") if stat == "count" else f"{stat}_{name}_ms"): v
+                           for stat, v in st_ms.items()}
+        if values is None:
+            return
+        if name in CENSORED_METRICS:
+            ms = np.sort(values * 1000.0)
+            cens_part[name] = {key(name, f"p{pct_word(p)}_all"): _censored_np(ms, len(fail_idx), p)
+                               for p in sorted(set(percentiles) | {50.0})}
+        for wname, limit_ms in within:
+            if wname == name:
+                within_hits[(wname, limit_ms)] = int(np.count_nonzero(values * 1000.0 <= limit_ms))
+
+    ntok = st.col("ntok")
+    off = st.offsets()
+    us = st.token_us(view=True)
+    ntok_ok = ntok[ok_idx]
+    out_tok, out_present = st.ints("output_tokens")
+    n_out = out_tok[ok_idx]
+    plain_tok = (n_out == ntok_ok) & out_present[ok_idx] | ((n_out == 0) & (ntok_ok == 0))
+    del out_tok, out_present
+    total_out = int(n_out.sum())
+    prompt, _ = st.ints("prompt_tokens")
+    total_in = int(prompt[ok_idx].sum())
+    del prompt
+
+    # per-request series, each dropped once its figures are taken (per_request's arithmetic:
+    # token times as start + us / 1e6, as Record.from_json makes them)
+    start = st.col("start")[ok_idx]
+    first_abs = start + us[off[ok_idx]] / 1e6
+    ttft = first_abs - start
+    done_with("ttft", ttft)
+    good_mask = None
+    if goodput_slo_ms and "ttft" in goodput_slo_ms:
+        good_mask = ttft * 1000.0 <= goodput_slo_ms["ttft"]
+    del ttft
+    last_abs = start + us[off[ok_idx + 1] - 1] / 1e6
+    has_tpot = n_out > 1
+    tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
+    done_with("tpot", tpot)
+    if goodput_slo_ms and "tpot" in goodput_slo_ms:
+        tpot_or_0 = np.zeros(len(ok_idx))
+        tpot_or_0[has_tpot] = tpot
+        m = tpot_or_0 * 1000.0 <= goodput_slo_ms["tpot"]
+        good_mask = m if good_mask is None else good_mask & m
+        del tpot_or_0
+    del tpot, has_tpot, first_abs, n_out
+    e2el = last_abs - start
+    done_with("e2el", e2el)
+    if goodput_slo_ms and "e2el" in goodput_slo_ms:
+        m = e2el * 1000.0 <= goodput_slo_ms["e2el"]
+        good_mask = m if good_mask is None else good_mask & m
+    del e2el
+    good = (int(good_mask.sum()) if good_mask is not None else len(ok_idx)) \
+        if goodput_slo_ms else None
+    del good_mask
+    sched = st.col("scheduled")[ok_idx]
+    done_with("client_queue", np.maximum(start - sched, 0.0))
+    done_with("e2el_from_schedule", last_abs - sched)
+    del sched, last_abs, start
+
+    # per-event gaps in integer microseconds
+    itl_us = _gaps_us(us, ntok, okm, off)
+    n_gaps = np.maximum(ntok_ok - 1, 0).astype(np.int32)
+    del ntok_ok
+    gap_start = np.concatenate((np.zeros(1, np.int64), np.cumsum(n_gaps, dtype=np.int64)[:-1])) if len(n_gaps) \
+        else np.zeros(0, np.int64)
+    max_gap_us = np.zeros(len(ok_idx), dtype=np.int32)
+    with_gaps = n_gaps > 0
+    if with_gaps.any():
+        max_gap_us[with_gaps] = np.maximum.reduceat(itl_us, gap_start[with_gaps])
+    del with_gaps
+    # like the ITL, from the integer microseconds, partitioned in place (no float copies)
+    requests_with_stalls = _count_s(max_gap_us, lambda v: v > stall_s)
+    for wname, limit_ms in within:
+        if wname == "max_gap":
+            within_hits[(wname, limit_ms)] = _count_s(max_gap_us, lambda v: v * 1000.0 <= limit_ms)
+    done_with("max_gap", None, _int_stats_ms(max_gap_us, percentiles))
+    del max_gap_us
+
+    extras = st.extras()
+    counted = np.array(sorted(i for i, e in extras.items()
+                              if e.get("token_counts") is not None and okm[i]), dtype=np.int64)
+    ok_counted = np.searchsorted(ok_idx, counted) if len(counted) else []
+    # ITL per token: per_request's rule, on the exact gaps
+    if len(ok_counted):
+        plain_tok[ok_counted] = False
+    # the usual case: every gap is one token's, and ITL per token is ITL itself
+    per_tok_us = None if plain_tok.all() and not len(ok_counted) else \
+        itl_us[np.repeat(plain_tok, n_gaps)]
+    spread: list[float] = []
+    for k in ok_counted:
+        counts = extras[int(ok_idx[k])]["token_counts"]
+        if len(counts) != ntok[ok_idx[k]]:
+            continue
+        gaps = itl_us[gap_start[k]:gap_start[k] + n_gaps[k]] / 1e6
+        for gap, c in zip(gaps, counts[1:]):
+            c = max(int(c), 1)
+            spread.extend([float(gap) / c] * c)
+    del gap_start, n_gaps, plain_tok
+    stalls = _count_s(itl_us, lambda v: v > stall_s)
+    for wname, limit_ms in within:
+        if wname in ("itl", "itl_per_token"):
+            gaps = itl_us if wname == "itl" or per_tok_us is None else per_tok_us
+            hits = _count_s(gaps, lambda v: v * 1000.0 <= limit_ms)
+            if wname == "itl_per_token":
+                hits += sum(1 for v in spread if v * 1000.0 <= limit_ms)
+            within_hits[(wname, limit_ms)] = hits
+    itl_stats = _int_stats_ms(itl_us, percentiles)          # reorders itl_us
+    done_with("itl", None, itl_stats)
+    done_with("itl_per_token", None,
+              itl_stats if per_tok_us is None else
+              _int_stats_ms(per_tok_us, percentiles) if not spread else
+              stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
+    del itl_us, per_tok_us, spread
+    peak_tok, peak_conc = _buckets_store(st, ok_idx, ntok, off, us)
+    del us
+
+    s: dict[str, Any] = {
+        "completed": len(ok_idx),
+        "failed": len(fail_idx),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok_idx) / duration,
+        "request_goodput": (good / duration) if good is not None else None,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "max_output_tokens_per_s": peak_tok,
+        "max_concurrent_requests": peak_conc,
+    }
+    for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
+                 "itl_per_token", "max_gap"):
+        s.update(stat_part[name])
+    if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
+        ok_recs = st.records_at(ok_idx)
+        _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
+        del ok_recs
+    for name in CENSORED_METRICS:
+        s[key(name + "_all", "n")] = n
+        s.update(cens_part[name])
+    for wname, limit_ms in within:
+        if (wname, limit_ms) in within_hits:
+            s[within_key(wname, limit_ms)] = within_hits[(wname, limit_ms)] / n if n else None
+    failed = st.records_at(fail_idx)
+    s["requests"] = n
+    s["completed_share"] = len(ok_idx) / n if n else None
+    s["error_rate"] = len(fail_idx) / n if n else None
+    s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
+    s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
+    s["error_samples"] = _error_samples(failed)
+    del failed
+    s["stalls"] = stalls
+    s["stall_threshold_s"] = stall_s
+    s["requests_with_stalls"] = requests_with_stalls
+    table = st.table()
+    sources = {table[i] for i in np.unique(st.col("output_tokens_source")[ok_idx])}
+    s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
+                                 else "mixed")
+    s["non_streaming"] = bool(n) and not st.col("stream").any()
+    served = st.col("served_by")
+    ids, counts = np.unique(served[served != 0], return_counts=True)
+    s["served_by"] = {table[i]: int(c) for i, c in zip(ids, counts)}
+    if split_turns and len(s["served_by"]) > 1:
+        from .backends import backends
+        s["backends"] = backends(st)
+    wait = ollama_slot_wait_s(st.records_at(sorted(i for i in extras if okm[i]
+                                                   and extras[i].get("server_timing"))))
+    if wait:
+        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
+                  if k != "count"})
+    # the client's own send delay, over every measured request that got that far (as above)
+    sent = st.col("sent")
+    got = ~np.isnan(sent)
+    sd = sent[got] - st.col("start")[got]
+    del sent, got
+    sd_stats = stats_ms(sd, (50.0, 99.0))
+    s["n_send_delay"] = len(sd)
+    for stat in ("mean", "p50", "p99", "max"):
+        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
+    sq = st.col("server_queue_ms")[ok_idx]
+    sq = sq[~np.isnan(sq)] / 1000.0
+    if len(sq):
+        s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()
+                  if k != "count"})
+    cached, cached_present = st.ints("cached_tokens")
+    if cached_present[ok_idx].any():
+        s["cached_prompt_tokens"] = int(cached[ok_idx].sum())
+    turn, _ = st.ints("turn")
+    if split_turns and (turn > 0).any():
+        s["by_turn"] = {
+            "first": _summarize_store(st.select(turn == 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+            "later": _summarize_store(st.select(turn > 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+        }
+    return s
+
+
+def _buckets_store(st: RecordStore, ok_idx: np.ndarray, ntok: np.ndarray, off: np.ndarray,
+                   us: np.ndarray) -> tuple[float, int]:
+    """_buckets on the columns, a chunk of requests at a time."""
+    if not len(ok_idx):
+        return 0.0, 0
+    start = st.col("start")[ok_idx]
+    end = st.col("end")[ok_idx]
+    t_min = float(start.min())
+    t_max = float(np.nanmax(end))
+    n = int(np.ceil(t_max - t_min)) + 1
+    tokens = np.zeros(n)
+    for c in range(0, len(ok_idx), _REC_CHUNK):
+        idx = ok_idx[c:c + _REC_CHUNK]
+        k = ntok[idx]
+        pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
+            np.arange(int(k.sum()))
+        t = np.repeat(start[c:c + _REC_CHUNK], k) + us[pos] / 1e6
+        b = (t - t_min).astype(int)
+        b = b[(b >= 0) & (b < n)]
+        tokens += np.bincount(b, minlength=n)[:n]
+    a = (start - t_min).astype(int)
+    e = np.where(np.isnan(end), a, ((np.nan_to_num(end) - t_min)).astype(int))
+    conc = np.zeros(n + 1)
+    np.add.at(conc, a, 1)
+    np.add.at(conc, e + 1, -1)
+    return float(tokens.max()), int(np.cumsum(conc)[:n].max())

@@ -10,9 +10,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from array import array
+from dataclasses import MISSING as MISSING_DEFAULT, dataclass, field
+from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+NAN = float("nan")
 
 # Every way a request can fail, as stored in ``Record.error_kind``.
 ERROR_KINDS = (
@@ -112,7 +119,8 @@ class Record:
                 continue                  # JSON has no NaN: a bare NaN makes the line invalid
             if type(value) is dict:
                 value = _finite(value)
-            if value is not None and value is not False or name in ("ok",):
+            # stream defaults to True: a False left out would read back as True
+            if value is not None and value is not False or name in ("ok", "stream"):
                 d[name] = value
         start = self.start
         d["token_us"] = [round((t - start) * 1e6) for t in self.token_times]
@@ -218,3 +226,421 @@ def load_records(path: Path) -> list[Record]:
 def measured(records: Iterable[Record]) -> list[Record]:
     """Records that count: not warm-up, not cut short by our own interrupt."""
     return [r for r in records if not r.warmup and r.error_kind != "interrupted"]
+
+
+# -- the compact store ---------------------------------------------------------------------
+#
+# A run keeps every finished request for its summary. As Record objects that cost about 800
+# bytes a request (1,900 with the per-request objects the summary built), so a million-request
+# replay ran out of memory. The store keeps the same data in typed columns (about 105 bytes a
+# request and 4 bytes a token event), and hands out Records again when iterated or indexed.
+#
+# What it holds is exactly what requests.jsonl holds: token times as integer microseconds after
+# ``start`` (Record.to_json's rounding) and read back as ``start + us / 1e6`` (Record.from_json),
+# every other time as the same float64. So a record read from the store equals the record read
+# back from the file, and a summary built in memory equals one rebuilt from the run folder.
+
+_NONE_I = -(2 ** 31)          # "None" in a 4-byte integer column
+_NONE_H = -(2 ** 15)          # "None" in a 2-byte integer column
+_INT_RANGE = {"i": (_NONE_I + 1, 2 ** 31 - 1), "h": (_NONE_H + 1, 2 ** 15 - 1)}
+# float64 columns; None is NaN (a real NaN, never stored by clean(), goes to the extras)
+_F8 = ("scheduled", "start", "sent", "done", "first_token", "end", "server_queue_ms")
+# integer columns and their array typecode
+_INTS = {"status": "h", "prompt_tokens": "i", "output_tokens": "i", "cached_tokens": "i",
+         "max_tokens": "i", "user": "i", "turn": "h", "step": "h", "retries": "h",
+         "worker": "h"}
+_FLAGS = ("ok", "warmup", "stream")            # bits of one byte
+# short strings from a small vocabulary: an index into the store's string table
+_STRS = ("error_kind", "finish_reason", "served_by", "path", "prompt_tokens_source",
+         "output_tokens_source")
+# "prefix" + number (run-12, syn-345): the prefix interned, the number in a 4-byte column
+_IDS = ("request_id", "conversation")
+_COLUMNS = set(_F8) | set(_INTS) | set(_FLAGS) | set(_STRS) | set(_IDS) | {"token_times"}
+# every other field (error text, note, token_counts, server_timing, the reasoning fields and
+# any field added later) is kept only when it differs from its default, in a sparse dict
+_DEFAULTS = {name: (f.default if f.default is not MISSING_DEFAULT else None)
+             for name, f in Record.__dataclass_fields__.items()}  # type: ignore[attr-defined]
+_OTHER = tuple(n for n in _DEFAULTS if n not in _COLUMNS)
+_OTHER_DEFAULTS = tuple(_DEFAULTS[n] for n in _OTHER)
+_get_other = attrgetter(*_OTHER)
+_get_f8 = attrgetter(*_F8)
+_get_ints = attrgetter(*_INTS)
+_get_strs = attrgetter(*_STRS)
+
+
+class RecordStore:
+    """Finished requests in typed columns: ``append(rec)``, ``len``, iteration and indexing
+    (each gives a fresh Record), and numpy columns for the analysis (``col``, ``token_us``).
+
+    Bounded cost per request (``nbytes``): the point is that a day-long soak or a
+    million-request replay fits in memory. Records are copied in, so changing a Record after
+    it was appended does not change the store."""
+
+    def __init__(self) -> None:
+        self._f8 = {n: array("d") for n in _F8}
+        self._ints = {n: array(code) for n, code in _INTS.items()}
+        self._flags = array("B")
+        self._strs = {n: array("H") for n in _STRS}
+        self._id_prefix = {n: array("H") for n in _IDS}
+        self._id_num = {n: array("i") for n in _IDS}
+        self._ntok = array("I")          # token events per record
+        self._us = array("i")            # all token events, microseconds after their start
+        self._extras: dict[int, dict[str, Any]] = {}
+        self._table: list[str | None] = [None]      # shared string table; 0 is None
+        self._index: dict[str | None, int] = {None: 0}
+        self._offsets: np.ndarray | None = None      # cumulative token offsets (cache)
+
+    # -- writing ----------------------------------------------------------------------------
+    def _intern(self, s: str | None) -> int:
+        i = self._index.get(s)
+        if i is None:
+            i = self._index[s] = len(self._table)
+            self._table.append(s)
+        return i
+
+    def append(self, rec: Record) -> None:
+        """Copy one finished record in (on the hot path: a few µs)."""
+        if not self._append_plain(rec):
+            self._append_any(rec)
+        self._offsets = None
+
+    def _append_plain(self, rec: Record) -> bool:
+        """The usual record, column by column without checks; False (nothing appended) when
+        any value needs the general path: an extra field, a number out of range, an odd id."""
+        if _get_other(rec) != _OTHER_DEFAULTS:
+            return False
+        f8 = _get_f8(rec)
+        ints = _get_ints(rec)
+        strs = _get_strs(rec)
+        index = self._index
+        sids = [index.get(v, -1) for v in strs]
+        if -1 in sids or type(rec.ok) is not bool or type(rec.warmup) is not bool \
+                or type(rec.stream) is not bool:
+            return False
+        ids = [_split_id(rec.request_id), _split_id(rec.conversation)]
+        for prefix, _ in ids:
+            if prefix is _UNSPLIT or prefix not in index:
+                return False
+        for v, (lo, hi) in zip(ints, _INT_RANGES):
+            if v is not None and not (type(v) is int and lo <= v <= hi):
+                return False
+        for v in f8:
+            if v is not None and v != v:
+                return False
+        start = rec.start
+        us = [round((t - start) * 1e6) for t in rec.token_times]
+        if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
+            return False
+        for arr, v in zip(self._f8.values(), f8):
+            arr.append(NAN if v is None else v)
+        for arr, v, none in zip(self._ints.values(), ints, _INT_NONES):
+            arr.append(none if v is None else v)
+        self._flags.append(rec.ok | rec.warmup << 1 | rec.stream << 2)
+        for arr, v in zip(self._strs.values(), sids):
+            arr.append(v)
+        for n, (prefix, num) in zip(_IDS, ids):
+            self._id_prefix[n].append(index[prefix])
+            self._id_num[n].append(num)
+        self._ntok.append(len(us))
+        self._us.extend(us)
+        return True
+
+    def _append_any(self, rec: Record) -> None:
+        i = len(self._ntok)
+        extra: dict[str, Any] = {}
+        for n in _F8:
+            v = getattr(rec, n)
+            if v is None:
+                self._f8[n].append(NAN)
+            elif v != v:
+                self._f8[n].append(NAN)
+                extra[n] = v
+            else:
+                self._f8[n].append(v)
+        for n, code in _INTS.items():
+            v = getattr(rec, n)
+            lo, hi = _INT_RANGE[code]
+            if v is None:
+                self._ints[n].append(_NONE_I if code == "i" else _NONE_H)
+            elif type(v) is int and lo <= v <= hi:
+                self._ints[n].append(v)
+            else:                                  # out of range or not an int: kept as is
+                self._ints[n].append(_NONE_I if code == "i" else _NONE_H)
+                extra[n] = v
+        flags = 0
+        for bit, n in enumerate(_FLAGS):
+            v = getattr(rec, n)
+            if v is True:
+                flags |= 1 << bit
+            elif v is not False:
+                extra[n] = v
+        self._flags.append(flags)
+        for n in _STRS:
+            v = getattr(rec, n)
+            if v is None or type(v) is str:
+                self._strs[n].append(self._intern(v) if len(self._table) < 65535 or v in self._index
+                                     else 0)
+                if v is not None and self._strs[n][-1] == 0:
+                    extra[n] = v                  # a table full of distinct strings
+            else:
+                self._strs[n].append(0)
+                extra[n] = v
+        for n in _IDS:
+            prefix, num = _split_id(getattr(rec, n))
+            if prefix is _UNSPLIT or (len(self._table) >= 65535 and prefix not in self._index):
+                self._id_prefix[n].append(0)
+                self._id_num[n].append(-1)
+                extra[n] = getattr(rec, n)
+            else:
+                self._id_prefix[n].append(self._intern(prefix))
+                self._id_num[n].append(num)
+        start = rec.start
+        us = [round((t - start) * 1e6) for t in rec.token_times]
+        if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
+            self._ntok.append(0)              # a reply longer than 35 minutes: kept aside
+            extra["token_times"] = [start + u / 1e6 for u in us]
+        else:
+            self._ntok.append(len(us))
+            self._us.extend(us)
+        for n, default in _DEFAULTS.items():
+            if n in _COLUMNS:
+                continue
+            v = getattr(rec, n)
+            if v is not default and v != default:
+                extra[n] = v if type(v) is not list else list(v)
+        if extra:
+            self._extras[i] = extra
+
+    def extend(self, records: Iterable[Record]) -> None:
+        for r in records:
+            self.append(r)
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    # -- reading ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._ntok)
+
+    def __bool__(self) -> bool:
+        return len(self._ntok) > 0
+
+    def offsets(self) -> np.ndarray:
+        """Where each record's token events start in ``token_us()`` (length len + 1)."""
+        import numpy as np
+        if self._offsets is None or len(self._offsets) != len(self._ntok) + 1:
+            off = np.zeros(len(self._ntok) + 1, dtype=np.int64)
+            np.cumsum(np.frombuffer(self._ntok, dtype=np.uint32), out=off[1:])
+            self._offsets = off
+        return self._offsets
+
+    def _record(self, i: int, lo: int, hi: int) -> Record:
+        f8 = self._f8
+        kw: dict[str, Any] = {}
+        for n in _F8:
+            v = f8[n][i]
+            kw[n] = None if v != v else v
+        for n, code in _INTS.items():
+            v = self._ints[n][i]
+            kw[n] = None if v == (_NONE_I if code == "i" else _NONE_H) else v
+        flags = self._flags[i]
+        for bit, n in enumerate(_FLAGS):
+            kw[n] = bool(flags >> bit & 1)
+        table = self._table
+        for n in _STRS:
+            kw[n] = table[self._strs[n][i]]
+        for n in _IDS:
+            num = self._id_num[n][i]
+            prefix = table[self._id_prefix[n][i]]
+            kw[n] = None if prefix is None and num < 0 else \
+                (prefix or "") + (str(num) if num >= 0 else "")
+        extra = self._extras.get(i)
+        if extra:
+            kw.update({k: (list(v) if type(v) is list else v) for k, v in extra.items()})
+        start = kw["start"]
+        if "token_times" not in kw:
+            kw["token_times"] = [start + u / 1e6 for u in self._us[lo:hi]]
+        return Record(**kw)
+
+    def __iter__(self) -> Iterator[Record]:
+        lo = 0
+        ntok = self._ntok
+        for i in range(len(ntok)):
+            hi = lo + ntok[i]
+            yield self._record(i, lo, hi)
+            lo = hi
+
+    def __getitem__(self, i: int) -> Record:
+        n = len(self._ntok)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        off = self.offsets()
+        return self._record(i, int(off[i]), int(off[i + 1]))
+
+    def records_at(self, idx: Iterable[int]) -> list[Record]:
+        off = self.offsets()
+        return [self._record(int(i), int(off[i]), int(off[i + 1])) for i in idx]
+
+    def in_window(self, step: int, start: float, end: float) -> list[Record]:
+        """The measured-or-warm-up-free records of ``step`` that started in [start, end): a
+        ramp's hold window, found on the columns (the judge runs while load goes on)."""
+        import numpy as np
+        s = self.col("start")
+        steps, present = self.ints("step")
+        mask = present & (steps == step) & (s >= start) & (s < end) & ~self.col("warmup")
+        return self.records_at(np.nonzero(mask)[0])
+
+    def __add__(self, other: Iterable[Record]) -> "RecordStore":
+        """Both stores' records in one new store (the probe joins its two targets' records)."""
+        out = RecordStore()
+        out.extend(self)
+        out.extend(other)
+        return out
+
+    # -- columns ----------------------------------------------------------------------------
+    def col(self, name: str) -> np.ndarray:
+        """One field as a numpy array (a copy): floats with NaN for None, integers with None
+        as -2**31 (use ``present``), booleans for flags, table indices for strings."""
+        import numpy as np
+        if name in self._f8:
+            return np.array(self._f8[name], dtype=np.float64)
+        if name in self._ints:
+            return np.array(self._ints[name], dtype=np.int32 if _INTS[name] == "i" else np.int16)
+        if name in _FLAGS:
+            bit = _FLAGS.index(name)
+            return (np.frombuffer(self._flags, dtype=np.uint8) >> bit & 1).astype(bool)
+        if name in self._strs:
+            return np.array(self._strs[name], dtype=np.uint16)
+        if name == "ntok":
+            return np.array(self._ntok, dtype=np.int64)
+        raise KeyError(name)
+
+    def ints(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """An integer field as (values as int64 with None as 0, present mask); extras that did
+        not fit the column are put back."""
+        import numpy as np
+        a = self.col(name)
+        code = _INTS[name]
+        present = a != (_NONE_I if code == "i" else _NONE_H)
+        out = np.where(present, a, 0).astype(np.int64)
+        for i, extra in self._extras.items():
+            v = extra.get(name)
+            if type(v) is int:
+                out[i], present[i] = v, True
+        return out, present
+
+    def token_us(self, view: bool = False) -> np.ndarray:
+        """Every record's token events (µs after its start, int32), records one after another.
+        ``view``: no copy, valid only until the next append (which fails while it lives)."""
+        import numpy as np
+        a = np.frombuffer(self._us, dtype=np.int32) if len(self._us) else np.zeros(0, np.int32)
+        return a if view else a.copy()
+
+    def str_id(self, s: str | None) -> int:
+        """The table index of a string (-1 when no record has it)."""
+        return self._index.get(s, -1)
+
+    def table(self) -> list[str | None]:
+        return self._table
+
+    def extras(self) -> dict[int, dict[str, Any]]:
+        return self._extras
+
+    def take(self, idx: Sequence[int] | np.ndarray) -> "RecordStore":
+        """A new store with the records at ``idx``, in that order."""
+        import numpy as np
+        idx = np.asarray(idx, dtype=np.int64)
+        out = RecordStore()
+        out._table, out._index = self._table, self._index     # append-only, shared
+        for n in _F8:
+            out._f8[n] = array("d", np.asarray(self._f8[n], dtype=np.float64)[idx].tobytes())
+        for n, code in _INTS.items():
+            out._ints[n] = array(code, np.frombuffer(self._ints[n], dtype=_NP[code])[idx].tobytes())
+        out._flags = array("B", np.frombuffer(self._flags, dtype=np.uint8)[idx].tobytes())
+        for n in _STRS:
+            out._strs[n] = array("H", np.frombuffer(self._strs[n], dtype=np.uint16)[idx].tobytes())
+        for n in _IDS:
+            out._id_prefix[n] = array("H", np.frombuffer(self._id_prefix[n], dtype=np.uint16)[idx]
+                                      .tobytes())
+            out._id_num[n] = array("i", np.frombuffer(self._id_num[n], dtype=np.int32)[idx].tobytes())
+        ntok = np.frombuffer(self._ntok, dtype=np.uint32)[idx]
+        out._ntok = array("I", ntok.tobytes())
+        ntok = ntok.astype(np.int64)
+        off = self.offsets()
+        # the token events of the chosen records, in order (a ragged gather)
+        starts = np.repeat(off[idx] - np.concatenate((np.zeros(1, np.int64), np.cumsum(ntok)[:-1])), ntok)
+        pos = starts + np.arange(int(ntok.sum()))
+        out._us = array("i", np.frombuffer(self._us, dtype=np.int32)[pos].tobytes())
+        out._extras = {}
+        if self._extras:
+            keys = np.fromiter(self._extras, dtype=np.int64, count=len(self._extras))
+            for k in np.nonzero(np.isin(idx, keys))[0]:     # a record may be chosen twice
+                out._extras[int(k)] = self._extras[int(idx[k])]
+        return out
+
+    def select(self, mask: np.ndarray) -> "RecordStore":
+        import numpy as np
+        return self.take(np.nonzero(mask)[0])
+
+    def nbytes(self) -> int:
+        """Bytes held by the columns and the extras (for the memory-bound test)."""
+        arrays = [*self._f8.values(), *self._ints.values(), self._flags, *self._strs.values(),
+                  *self._id_prefix.values(), *self._id_num.values(), self._ntok, self._us]
+        total = sum(a.buffer_info()[1] * a.itemsize for a in arrays)
+        return total + sum(_deep_size(e) for e in self._extras.values())
+
+    @classmethod
+    def of(cls, records: Iterable[Record]) -> "RecordStore":
+        """``records`` as a store (the same object when it already is one)."""
+        if isinstance(records, RecordStore):
+            return records
+        store = cls()
+        store.extend(records)
+        return store
+
+
+_NP = {"i": "int32", "h": "int16"}
+_INT_RANGES = tuple(_INT_RANGE[c] for c in _INTS.values())
+_INT_NONES = tuple(_NONE_I if c == "i" else _NONE_H for c in _INTS.values())
+_UNSPLIT = object()
+
+
+def _split_id(s: Any) -> tuple[Any, int]:
+    """"run-12" -> ("run-", 12); a string without a plain trailing number -> (s, -1);
+    None -> (None, -1). Anything else cannot be stored in the columns."""
+    if s is None:
+        return None, -1
+    if type(s) is not str:
+        return _UNSPLIT, -1
+    head = s.rstrip("0123456789")
+    digits = s[len(head):]
+    if digits and (digits == "0" or digits[0] != "0") and len(digits) <= 9:
+        return head, int(digits)
+    return s, -1
+
+
+def _deep_size(obj: Any) -> int:
+    import sys
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(_deep_size(k) + _deep_size(v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        size += sum(_deep_size(v) for v in obj)
+    return size
+
+
+def by_done(stores: Sequence[RecordStore]) -> RecordStore:
+    """The records of several stores in one, ordered by when each finished (stable)."""
+    import numpy as np
+    if len(stores) == 1:
+        store = stores[0]
+    else:
+        store = RecordStore()
+        for s in stores:
+            store.extend(s)
+    done = store.col("done")
+    if len(done) < 2 or bool(np.all(done[1:] >= done[:-1])):
+        return store
+    return store.take(np.argsort(done, kind="stable"))

@@ -8,6 +8,7 @@ report in seconds.
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,26 @@ class Latencies:
     ttft_ms: np.ndarray       # nan when failed
     e2el_ms: np.ndarray
     out_tokens: np.ndarray
-    itl_ms: list[np.ndarray]  # per request
+    # every request's ITLs one after another (ms), and
+    # how many each request has: a million-request run reads in without an array per request
+    itl_flat_ms: np.ndarray
+    itl_count: np.ndarray
+
+    @property
+    def itl_ms(self) -> list[np.ndarray]:
+        """Per request (a small run's view)."""
+        return np.split(self.itl_flat_ms, np.cumsum(self.itl_count)[:-1]) if len(self.itl_count) \
+            else []
 
     def select(self, mask: np.ndarray) -> "Latencies":
         idx = np.nonzero(mask)[0]
+        off = np.concatenate(([0], np.cumsum(self.itl_count)))
+        k = self.itl_count[idx]
+        pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
+            np.arange(int(k.sum()))
         return Latencies(self.step[idx], [self.path[i] for i in idx], self.start[idx],
                          self.ok[idx], self.ttft_ms[idx], self.e2el_ms[idx], self.out_tokens[idx],
-                         [self.itl_ms[i] for i in idx])
+                         self.itl_flat_ms[pos.astype(np.int64)], k)
 
     def window(self, step: int, start: float | None = None, end: float | None = None) -> "Latencies":
         mask = self.step == step
@@ -43,12 +57,16 @@ class Latencies:
         return self.select(mask)
 
     def itls(self) -> np.ndarray:
-        parts = [g for g, ok in zip(self.itl_ms, self.ok) if ok and len(g)]
-        return np.concatenate(parts) if parts else np.array([])
+        if self.ok.all():
+            return self.itl_flat_ms.astype(float)
+        return self.itl_flat_ms[np.repeat(self.ok, self.itl_count)].astype(float)
 
 
 def read_latencies(path: Path) -> Latencies:
-    steps, paths, starts, oks, ttfts, e2els, outs, itls = [], [], [], [], [], [], [], []
+    # typed arrays, not lists of Python numbers: a long run has millions of values
+    steps, starts, ttfts, e2els, outs = array("q"), array("d"), array("d"), array("d"), array("d")
+    oks, counts, itls = array("B"), array("q"), array("d")
+    paths: list[str | None] = []
     if path.exists():
         with open(path, encoding="utf-8") as fh:
             for line in fh:
@@ -67,11 +85,15 @@ def read_latencies(path: Path) -> Latencies:
                 ttfts.append(us[0] / 1000 if ok else np.nan)
                 e2els.append(us[-1] / 1000 if ok else np.nan)
                 outs.append(d.get("output_tokens") or 0)
-                itls.append(np.diff(np.asarray(us, dtype=float)) / 1000 if ok and len(us) > 1
-                            else np.array([]))
+                if ok and len(us) > 1:
+                    itls.extend([(b - a) / 1000 for a, b in zip(us, us[1:])])
+                    counts.append(len(us) - 1)
+                else:
+                    counts.append(0)
     return Latencies(np.asarray(steps, dtype=int), paths, np.asarray(starts, dtype=float),
                      np.asarray(oks, dtype=bool), np.asarray(ttfts, dtype=float),
-                     np.asarray(e2els, dtype=float), np.asarray(outs, dtype=float), itls)
+                     np.asarray(e2els, dtype=float), np.asarray(outs, dtype=float),
+                     np.asarray(itls, dtype=float), np.asarray(counts, dtype=np.int64))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -38,14 +38,27 @@ class RecentWindow:
     """Sorted (time, value) pairs for many "p95 of the last N seconds" questions (timeline)."""
 
     def __init__(self, pairs: Iterable[tuple[float, float]], window_s: float = RECENT_S) -> None:
-        self.pairs = sorted(pairs)
-        self.times = [t for t, _ in self.pairs]
+        pairs = list(pairs)
+        self._set(np.array([p[0] for p in pairs], dtype=float),
+                  np.array([p[1] for p in pairs], dtype=float), window_s)
+
+    @classmethod
+    def of_arrays(cls, times: np.ndarray, values: np.ndarray,
+                  window_s: float = RECENT_S) -> "RecentWindow":
+        w = cls.__new__(cls)
+        w._set(np.asarray(times, dtype=float), np.asarray(values, dtype=float), window_s)
+        return w
+
+    def _set(self, times: np.ndarray, values: np.ndarray, window_s: float) -> None:
+        # two float arrays, not a list of tuples: a long run has a million pairs
+        order = np.lexsort((values, times))
+        self.times, self.values = times[order], values[order]
         self.window_s = window_s
 
     def p95(self, now: float) -> float | None:
-        lo = bisect.bisect_left(self.times, now - self.window_s)
-        hi = bisect.bisect_right(self.times, now)
-        return quantile([v for _, v in self.pairs[lo:hi]], 95.0)
+        lo = int(np.searchsorted(self.times, now - self.window_s, side="left"))
+        hi = int(np.searchsorted(self.times, now, side="right"))
+        return quantile(self.values[lo:hi], 95.0)
 
 
 def bootstrap(a: np.ndarray, b: np.ndarray, stat: Callable[[np.ndarray], np.ndarray],

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
-from .records import Record
+from .records import Record, RecordStore
 from .stats import RECENT_S, RecentWindow
 
 
@@ -24,32 +24,47 @@ def build(records: Sequence[Record], t0: float, t_end: float,
           user_changes: Sequence[tuple[float, int]] = (),
           monitor: Sequence[Any] = (), steps: Sequence[dict[str, Any]] = (),
           recent_s: float = RECENT_S, server: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
-    recs = [r for r in records if not r.warmup]
     n = max(int(np.ceil(t_end - t0)), 0)
     out = []
     changes = sorted(user_changes)
-    # the live line's TTFT p95, computed by the same function over the same pairs
-    recent_ttft = RecentWindow(((r.first_token, r.first_token - r.start) for r in recs
-                                if r.first_token is not None), recent_s)
     tokens = np.zeros(n + 1)
-    for r in recs:
-        if not r.token_times:
-            continue
-        per_event = (r.output_tokens or len(r.token_times)) / len(r.token_times)
-        idx = (np.asarray(r.token_times) - t0).astype(int)
-        idx = idx[(idx >= 0) & (idx <= n)]
-        np.add.at(tokens, idx, per_event)
+    # a RecordStore (a run's own records) on its columns, other records one by one into the
+    # same arrays: nothing is kept per request
+    st = RecordStore.of(records)
+    keep = ~st.col("warmup")
+    start, done, first = st.col("start"), st.col("done"), st.col("first_token")
+    ntok = st.col("ntok")
+    off, us = st.offsets(), st.token_us(view=True)     # no append while this runs
+    out_tok, _ = st.ints("output_tokens")
+    for c in range(0, len(st), 8192):
+        idx = np.nonzero(keep[c:c + 8192] & (ntok[c:c + 8192] > 0))[0] + c
+        k = ntok[idx]
+        pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
+            np.arange(int(k.sum()))
+        per_event = np.where(out_tok[idx] > 0, out_tok[idx], k) / k
+        b = ((np.repeat(start[idx], k) + us[pos] / 1e6) - t0).astype(int)
+        w = np.repeat(per_event, k)
+        m = (b >= 0) & (b <= n)
+        tokens += np.bincount(b[m], weights=w[m], minlength=n + 1)[:n + 1]
+    del ntok, off, us, out_tok
+    start, done, first = start[keep], done[keep], first[keep]
+    has_first = ~np.isnan(first)
+    # the live line's TTFT p95, computed by the same function over the same pairs
+    recent_ttft = RecentWindow.of_arrays(first[has_first], first[has_first] - start[has_first],
+                                         recent_s)
+    # a request waits for its first token until it arrives (or the request ends without one)
+    first = np.where(has_first, np.minimum(np.nan_to_num(first), done), done)
+    del has_first
+    start.sort()
+    done.sort()
+    first.sort()
+    starts, dones, firsts_or_done = start, done, first
     # every process's samples of a second (--workers: each worker's and the coordinator's)
     mon_by_sec: dict[int, list[Any]] = {}
     for m in monitor:
         mon_by_sec.setdefault(int(m.t - t0), []).append(m)
     server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
     step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
-    starts = np.sort([r.start for r in recs])
-    dones = np.sort([r.done for r in recs])
-    # a request waits for its first token until it arrives (or the request ends without one)
-    firsts_or_done = np.sort([min(r.first_token, r.done) if r.first_token is not None else r.done
-                              for r in recs])
     # the last second is cut short where the run ended: its token count is a rate over that
     # part only (a run ending 0.3 s into a second otherwise draws a false 70 % drop at the end)
     last_s = (t_end - t0) - (n - 1)

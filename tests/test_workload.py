@@ -222,7 +222,7 @@ def _drive(url, wl, concurrency, think=(0.0, 0.0)):
         async with Client(t) as c:
             s = Session(c, None)
             await run_closed(s, wl.conversations, concurrency, None, None, think=think)
-            return s.records
+            return list(s.records)
     return asyncio.run(go())
 
 

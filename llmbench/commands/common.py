@@ -14,7 +14,7 @@ from .. import timeline as timeline_mod
 from ..client import RequestParams, Timeouts
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OVERLOADED
 from ..harness import Harness, LiveView, Outcome, PreflightError
-from ..records import Record
+from ..records import Record, RecordStore
 from ..results import RunDoc, clean_nan, new_run_dir
 from ..target import Target
 from ..workload import Workload
@@ -103,7 +103,9 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
     """timeline.jsonl: the run's per-second state, rebuilt from its records (pure)."""
     if run_dir is None or not records:
         return
-    rows = timeline_mod.build(records, outcome.t0_perf, max(r.done for r in records),
+    t_end = float(records.col("done").max()) if isinstance(records, RecordStore) else \
+        max(r.done for r in records)
+    rows = timeline_mod.build(records, outcome.t0_perf, t_end,
                               outcome.live.user_changes, outcome.monitor, steps,
                               server=outcome.server().samples)
     with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:

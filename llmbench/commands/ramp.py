@@ -16,7 +16,7 @@ from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from ..load.monitor import (CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS,
                              with_send_delay)
 from ..metrics import summarize
-from ..records import Record
+from ..records import Record, RecordStore
 from ..report import console
 from ..results import RunDoc, clean_nan, write_json
 from ..shapes import Ramp, StepResult, StepWindow
@@ -50,6 +50,8 @@ class RampDone:
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
+    if isinstance(records, RecordStore):
+        return records.in_window(step, start, end)
     return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
 
 

@@ -194,6 +194,9 @@ def execute(plan: RunPlan) -> int:
             print(line)
     if run["thresholds"]:
         print(console.threshold_lines(run["thresholds"]))
+    if plan.vllm is None:
+        # the report reads the run folder: a long run's records need not sit beside it
+        outcome.records.clear()
     print_closing(run, c.workload.warnings, run["status"] == "partial",
                   partial_line(run, "run", code),
                   run_dir)

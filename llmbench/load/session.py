@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..client import Client
-from ..records import Record, RecordLog, clean
+from ..records import Record, RecordLog, RecordStore, clean
 from ..workload import Turn
 
 perf_counter = time.perf_counter
@@ -37,7 +37,8 @@ class Session:
     client: Client
     log: RecordLog | None
     run_id: str = "r"
-    records: list[Record] = field(default_factory=list)
+    # finished requests, compact (records.RecordStore): a million-request run fits in memory
+    records: RecordStore = field(default_factory=RecordStore)
     counters: Counters = field(default_factory=Counters)
     step: int | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

@@ -7,6 +7,7 @@ opening unless ``shared_prefix_tokens`` asks for shared prefixes on purpose.
 from __future__ import annotations
 
 import random
+from typing import Callable, Sequence
 
 from .model import Conversation, Turn
 from .tokenizer import Tokenizer
@@ -155,7 +156,8 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
     server = tok.server is not None
     convs = []
     targets: dict[tuple[int, int], int] = {}
-    for c in range(count):
+
+    def one(c: int) -> Conversation:
         turn_list = []
         for t in range(turns):
             head = ""
@@ -171,8 +173,67 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
             out = draw(output_tokens) if output_tokens else None
             # a server's count comes in one batch below, not one call per prompt here
             turn_list.append(Turn(text, out, None if server else tok.count(text)))
-        convs.append(Conversation(f"syn-{c}", tuple(turn_list)))
+        return Conversation(f"syn-{c}", tuple(turn_list))
+    if not server and count > LAZY_FROM:
+        # a million-request run would hold a million prompts (about 500 bytes each): the
+        # same conversations, made again from the seed when their turn comes
+        return Regenerated(one, rng, count, targets)      # type: ignore[return-value]
+    for c in range(count):
+        convs.append(one(c))
     return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
+
+
+# conversations above which a synthetic workload with a local tokenizer is not kept in memory
+LAZY_FROM = 50_000
+
+
+class Regenerated(Sequence[Conversation]):
+    """``count`` conversations made by ``one(c)`` in order from one random generator, kept as
+    the generator's state every BLOCK conversations (a few KB) and made again a block at a
+    time when asked for: the same prompts, bit for bit, as building them all up front.
+    Shapes take conversations in order, so each block is made about once more."""
+
+    BLOCK = 4096
+
+    def __init__(self, one: Callable[[int], Conversation], rng: random.Random, count: int,
+                 scratch: dict) -> None:
+        self._one, self._rng, self._count, self._scratch = one, rng, count, scratch
+        self._states = []
+        for c in range(count):              # one pass now: the states, and errors early
+            if c % self.BLOCK == 0:
+                self._states.append(rng.getstate())
+                scratch.clear()             # per-prompt targets are for server counting only
+            one(c)
+        scratch.clear()
+        self._cache: dict[int, list[Conversation]] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _block(self, b: int) -> list[Conversation]:
+        got = self._cache.get(b)
+        if got is None:
+            self._rng.setstate(self._states[b])
+            lo = b * self.BLOCK
+            got = [self._one(c) for c in range(lo, min(lo + self.BLOCK, self._count))]
+            self._scratch.clear()
+            if len(self._cache) >= 2:       # the block in use and the one before it
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[b] = got
+        return got
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(i)
+        return self._block(i // self.BLOCK)[i % self.BLOCK]
+
+    def __iter__(self):
+        for b in range(len(self._states)):
+            yield from self._block(b)
 
 
 def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, range_ratio: float,

@@ -1,0 +1,213 @@
+"""The compact record store (issue 12 item 5): it holds exactly what requests.jsonl holds, the
+summary built from it equals the summary built from plain Records, and its memory per request
+and per token event is bounded."""
+
+import json
+import math
+import random
+
+import pytest
+
+from llmbench import metrics
+from llmbench.records import Record, RecordStore, by_done
+
+
+def varied(n: int = 400, seed: int = 1) -> list[Record]:
+    """Records with every kind of field the summary reads: failures of several kinds, warm-up
+    and interrupted ones, multi-turn, per-event token counts, reasoning replies, server timings,
+    served-by backends, cached tokens, queue headers, non-streamed replies, odd ids."""
+    rng = random.Random(seed)
+    out = []
+    t = 1000.0 + rng.random()
+    for i in range(n):
+        t += rng.random() * 0.05
+        start = t + rng.random() * 0.01
+        r = Record(f"r-{i + 1}" if i % 50 else f"odd id {i}", scheduled=t, start=start,
+                   user=i % 7, conversation=f"syn-{i // 2}" if i % 3 else None, turn=i % 2,
+                   step=(i // 100) if i % 5 else None, max_tokens=16, stream=i % 17 != 0,
+                   served_by=("a", "b", None)[i % 3], retries=1 if i % 41 == 0 else 0,
+                   # the send stamp (most requests; not one that never reached the socket) and
+                   # the worker process (--workers), both columns of the store
+                   sent=start + rng.random() * 0.002 if i % 13 else None,
+                   worker=i % 3 if i % 4 else None)
+        kind = i % 23
+        if kind == 3:
+            r.error_kind, r.status, r.error = "http_status", 503, f"busy {i % 2}"
+            r.done = start + 0.01
+        elif kind == 5:
+            r.error_kind, r.error = "timeout_first_token", "no first token"
+            r.done = start + 1.0
+        else:
+            k = rng.randint(1, 12)
+            times = [start + 0.02 + j * rng.uniform(0.001, 0.03) for j in range(k)]
+            times = sorted(times)
+            r.token_times = times
+            r.first_token, r.end = times[0], times[-1]
+            r.done = times[-1] + 0.0005
+            r.ok, r.status = True, 200
+            r.prompt_tokens = rng.randint(5, 50)
+            r.output_tokens = k if i % 4 else k + rng.randint(0, 3)
+            r.finish_reason = "length" if i % 2 else "stop"
+            if i % 13 == 0:
+                r.token_counts = [rng.randint(1, 3) for _ in range(k)]
+                r.output_tokens = sum(r.token_counts)
+            if i % 11 == 0 and k >= 3:            # a reasoning reply
+                r.reasoning_events = k // 2
+                r.reasoning_tokens = k // 2 + 1
+                r.reasoning_end = times[k // 2 - 1]
+                r.output_from = k // 2
+                r.first_output = times[k // 2]
+            if i % 29 == 0 and k >= 2:            # reasoned, never answered
+                r.reasoning_events, r.reasoning_tokens = k, k
+                r.reasoning_end, r.output_from, r.first_output = times[-1], None, None
+            if i % 3 == 0:
+                r.server_queue_ms = rng.random() * 5
+            if i % 19 == 0:
+                r.server_timing = {"total_duration": 9e8, "load_duration": 1e7,
+                                   "prompt_eval_duration": 2e8, "eval_duration": 5e8}
+            if i % 6 == 0:
+                r.cached_tokens = rng.randint(0, 5)
+            if i % 9 == 0:
+                r.output_tokens_source = "tokenizer"
+        if i % 31 == 0:
+            r.warmup = True
+        if i % 37 == 0:
+            r.error_kind, r.ok = "interrupted", False
+        out.append(r)
+    return out
+
+
+def on_disk(r: Record) -> Record:
+    """What requests.jsonl gives back for a record."""
+    return Record.from_json(json.loads(json.dumps(r.to_json())))
+
+
+def fields(r: Record) -> dict:
+    return {n: getattr(r, n) for n in Record.__slots__}
+
+
+def test_store_gives_back_what_the_file_holds():
+    recs = varied()
+    store = RecordStore.of(recs)
+    assert len(store) == len(recs)
+    got = list(store)
+    for a, b in zip(got, recs):
+        assert fields(a) == fields(on_disk(b))
+    assert fields(store[17]) == fields(on_disk(recs[17]))
+    assert fields(store[-1]) == fields(on_disk(recs[-1]))
+    # a copy: changing the record afterwards does not change the store
+    recs[0].token_times.append(5.0)
+    assert len(store[0].token_times) == len(recs[0].token_times) - 1
+
+
+def test_take_and_by_done():
+    recs = varied(120)
+    store = RecordStore.of(recs)
+    idx = [5, 3, 3, 100, 0]
+    sub = store.take(idx)
+    assert [fields(r) for r in sub] == [fields(on_disk(recs[i])) for i in idx]
+    shuffled = RecordStore.of(sorted(recs, key=lambda r: -r.done))
+    merged = by_done([shuffled])
+    assert [r.request_id for r in merged] == [r.request_id for r in sorted(recs, key=lambda r: r.done)]
+
+
+def _same(a, b, path="summary"):
+    """Equal, floats to 1e-9 relative: the store's per-event statistics are computed from the
+    exact integer microseconds; plain Records add and subtract float seconds first, which moves
+    the last bits (less than 1e-9 ms at any start time a machine reaches)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), (path, set(a) ^ set(b))
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == b or (math.isinf(a) and a == b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), \
+            (path, a, b)
+    else:
+        assert a == b and type(a) is type(b), (path, a, b)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_summary_from_store_equals_summary_from_records(seed, monkeypatch):
+    recs = varied(500, seed)
+    plain = [on_disk(r) for r in recs]
+    kw = dict(goodput_slo_ms={"ttft": 40.0, "e2el": 200.0}, stall_s=0.02,
+              percentiles=(50.0, 90.0, 95.0, 99.0, 99.9), within=[("ttft", 30.0), ("itl", 10.0)])
+    want = metrics.summarize(plain, t0=plain[0].scheduled, **kw)
+    got = metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw)
+    assert want["requests"] > 0 and want["failed"] > 0 and "by_turn" in want
+    assert want["requests_with_reasoning"] > 0 and want["errors"] and "backends" in want
+    _same(got, want)
+    # the chunked passes give the same as one chunk
+    monkeypatch.setattr(metrics, "_REC_CHUNK", 7)
+    monkeypatch.setattr(metrics, "_CHUNK", 5)
+    _same(metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw), got)
+    # no t0: both take the first scheduled time; no reasoning, no later turns, no failures
+    simple = [r for r in plain if r.ok and not r.reasoning_events and r.turn == 0]
+    want = metrics.summarize(simple)
+    # the store's own path: no per-request objects at all when nothing reasoned
+    monkeypatch.setattr(metrics, "per_request", None)
+    _same(metrics.summarize(RecordStore.of(simple)), want)
+    _same(metrics.summarize(RecordStore()), metrics.summarize([]))
+
+
+def test_memory_per_request_and_per_token_event_is_bounded():
+    """Deterministic accounting, not RSS: the columns' bytes per request and per event."""
+    def one(i: int, k: int) -> Record:
+        r = Record(f"12345-{i}", scheduled=float(i), start=i + 0.001, user=i % 64,
+                   conversation=f"syn-{i}", max_tokens=k, status=200, ok=True,
+                   prompt_tokens=8, output_tokens=k, finish_reason="length",
+                   server_queue_ms=0.25)
+        r.token_times = [r.start + 0.001 * j for j in range(k)]
+        r.first_token, r.end, r.done = r.token_times[0], r.token_times[-1], r.token_times[-1]
+        return r
+    small, large = RecordStore(), RecordStore()
+    for i in range(2000):
+        small.append(one(i, 8))
+        large.append(one(i, 128))
+    per_event = (large.nbytes() - small.nbytes()) / (2000 * 120)
+    per_request = small.nbytes() / 2000 - 8 * per_event
+    assert per_event <= 4.0 + 1e-9
+    assert per_request <= 120
+    assert not small.extras()              # an ordinary record needs no per-record object
+
+
+def test_other_consumers_same_on_store_and_records():
+    """The timeline, the peak in flight and the record checks read a store on its columns."""
+    from llmbench import checks, timeline
+    from llmbench.report.vllm_json import peak_in_flight
+    recs = varied(300, 4)
+    plain = [on_disk(r) for r in recs]
+    store = RecordStore.of(recs)
+    t0 = plain[0].scheduled
+    t_end = max(r.done for r in plain)
+    _same(timeline.build(store, t0, t_end), timeline.build(plain, t0, t_end))
+    assert peak_in_flight(store) == peak_in_flight(plain) > 1
+
+    class P:
+        ignore_eos, stream = False, True
+    assert checks.record_checks(store, P(), "openai") == checks.record_checks(plain, P(), "openai")
+
+
+def test_large_synthetic_workload_is_regenerated_not_held(monkeypatch):
+    """A million-request run's synthetic prompts are made again from the seed a block at a
+    time: the same conversations, fingerprint and description as when built up front."""
+    import importlib
+    from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer
+    syn = importlib.import_module("llmbench.workload.synthetic")
+    tok = load_tokenizer("approx")
+    spec = WorkloadSpec(count=700, tokenizer="approx", prompt_tokens=(8, 30),
+                        output_tokens=(4, 9), turns=2, shared_prefix_tokens=5, prefixes=3)
+    held = build_workload(spec, tok)
+    monkeypatch.setattr(syn, "LAZY_FROM", 100)
+    monkeypatch.setattr(syn.Regenerated, "BLOCK", 64)
+    lazy = build_workload(spec, tok)
+    assert isinstance(lazy.conversations, syn.Regenerated)
+    assert list(lazy.conversations) == held.conversations
+    for i in (699, 0, 64, 63, 300, -1, 5):
+        assert lazy.conversations[i] == held.conversations[i]
+    assert lazy.describe() == held.describe()
+    assert len(lazy.conversations._cache) <= 2
