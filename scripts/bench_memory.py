@@ -120,13 +120,183 @@ def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path) 
             "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
+# -- a simulated run: the end of a long run without waiting for it ------------------------------
+
+def _hwm_kb() -> int:
+    return hwm_kb(os.getpid())
+
+
+def _reset_hwm() -> None:
+    """Start a new peak (Linux: writing 5 to clear_refs resets VmHWM to the current RSS)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def _made_up(n: int, tokens: int, rng: "random.Random"):
+    """N records of a closed loop at concurrency 32 against a zero-delay server, in the order
+    they finish (as a session appends them)."""
+    import heapq
+    from llmbench.records import Record
+    free = [(1000.0 + u * 1e-4, u) for u in range(32)]      # (next start, user)
+    heapq.heapify(free)
+    finished: list[tuple[float, int, Record]] = []
+    for i in range(n):
+        start, u = heapq.heappop(free)
+        while finished and finished[0][0] <= start:
+            yield heapq.heappop(finished)[2]
+        sent = start + rng.uniform(1e-4, 5e-3)
+        first = sent + rng.uniform(2e-4, 8e-3)
+        times = [first]
+        for _ in range(tokens - 1):
+            times.append(times[-1] + (0.0 if rng.random() < 0.6 else rng.uniform(1e-4, 3e-3)))
+        done = times[-1] + 1e-4
+        heapq.heappush(free, (done + 2e-5, u))
+        rec = Record(f"60478-{i}", start - 1e-5, start, sent, first, times[-1], done, times,
+                     None, True, 200, None, None, 13, "server", tokens, "server", None,
+                     "length", "replica-0", round(rng.uniform(0.05, 0.3), 3), None, True,
+                     u, f"syn-{i}", 0, None, False, None, tokens)
+        heapq.heappush(finished, (done, i, rec))
+    while finished:
+        yield heapq.heappop(finished)[2]
+
+
+def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
+    """In this process: ``llmbench run`` through the real CLI and commands, with the harness's
+    run replaced by N made-up records (a closed loop at concurrency 32 against a zero-delay
+    server: 1-15 ms per request), written to requests.jsonl and kept in a RecordStore as the
+    harness does (``workers`` > 1: arriving in batches of 256 from that many streams, not in
+    order of ``done``, as the coordinator gets them). Prints one JSON line: the peak RSS of
+    each end-of-run phase and of the whole process."""
+    import random
+    sys.path.insert(0, str(ROOT))
+    from llmbench import checks, cli, metrics
+    from llmbench.commands import run as run_cmd
+    from llmbench.harness import Harness, Outcome
+    from llmbench.records import Record, RecordLog, RecordStore, by_done
+    from llmbench.report import auto, vllm_json
+    from llmbench.results import RunDoc
+    from llmbench.shapes.base import LiveState
+    phases: dict[str, float] = {}
+
+    def phase(name: str, fn):
+        def wrapped(*a, **k):
+            _reset_hwm()
+            try:
+                return fn(*a, **k)
+            finally:
+                phases[name] = max(phases.get(name, 0.0), _hwm_kb() / 1024)
+        return wrapped
+
+    def fake_run(self, shape, targets):
+        phases["before_records"] = _hwm_kb() / 1024
+        if os.environ.get("BENCH_MEMORY_TRACE"):
+            import tracemalloc
+            snap = tracemalloc.take_snapshot()
+            for st in snap.statistics("traceback")[:8]:
+                print(st, file=sys.stderr)
+                for line in st.traceback.format()[-12:]:
+                    print("   ", line, file=sys.stderr)
+        _reset_hwm()
+        rng = random.Random(1)
+        log = RecordLog(self.run_dir / "requests.jsonl")
+        pending: list[list[Record]] = [[] for _ in range(max(workers, 1))]
+        arrived = RecordStore()
+        for i, rec in enumerate(_made_up(n, tokens, rng)):
+            if workers > 1:
+                w = i % workers
+                rec.worker = w
+                pending[w].append(rec)
+                if len(pending[w]) >= 256:          # a worker's batch arrives
+                    for r in pending[w]:
+                        arrived.append(r)
+                        log.append(r)
+                    pending[w] = []
+            else:
+                arrived.append(rec)
+                log.append(rec)
+        for p in pending:
+            for r in p:
+                arrived.append(r)
+                log.append(r)
+        log.close()
+        phases["records"] = _hwm_kb() / 1024
+        phases["store_mb"] = arrived.nbytes() / 1024 / 1024
+        _reset_hwm()
+        records = phase("by_done", by_done)([arrived])
+        del arrived
+        self.started_at, self.t0_perf = 0.0, 1000.0
+        return Outcome(1000.0, records, 0.0, 1000.0, False, [], {}, LiveState(), None)
+
+    Harness.run = fake_run                              # type: ignore[method-assign]
+    metrics.summarize = phase("summary", metrics.summarize)
+    vllm_json.peak_in_flight = phase("peak_in_flight", vllm_json.peak_in_flight)
+    checks.record_checks = phase("record_checks", checks.record_checks)
+    RunDoc.write = phase("run_json", RunDoc.write)      # type: ignore[method-assign]
+    run_cmd.write_timeline = phase("timeline", run_cmd.write_timeline)
+    auto.write_report = phase("report", auto.write_report)
+    argv = ["run", "--url", "http://127.0.0.1:9/v1", "--model", "mock", "--requests", str(n),
+            "--concurrency", "32", "--prompt-tokens", "8", "--output-tokens", str(tokens),
+            "--tokenizer", "approx", "--server-probe", "off", "--out", str(out)]
+    sys.argv = ["llmbench", *argv]
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            cli.main()
+        except SystemExit:
+            pass
+    # clear_refs resets ru_maxrss too: the process's peak is the highest phase's
+    phases["process_peak"] = max(v for k, v in phases.items() if k != "store_mb")
+    print(json.dumps(phases))
+
+
+def simulate(n: int, tokens: int, workers: int, limit_mb: float) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, __file__, "--child-simulate", str(n), d, str(tokens), str(workers)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall_s = time.perf_counter() - t0
+        if out.returncode != 0:
+            print(out.stderr[-3000:], file=sys.stderr)
+            raise SystemExit(f"the simulation exited {out.returncode}")
+        ph = json.loads(out.stdout.strip().splitlines()[-1])
+        run_dir = next(p for p in Path(d).iterdir() if p.is_dir())
+        with open(run_dir / "requests.jsonl", "rb") as fh:
+            lines = sum(1 for _ in fh)
+        summary = json.loads((run_dir / "run.json").read_text())["summary"]
+    ok = lines == n == summary["requests"]
+    order = ("before_records", "records", "by_done", "summary", "peak_in_flight",
+             "record_checks", "run_json", "timeline", "report")
+    print(f"simulated {n} requests x {tokens} tokens ({workers} arrival streams), one process: "
+          f"peak RSS {ph['process_peak']:.1f} MB, store {ph['store_mb']:.1f} MB, records "
+          f"{lines} {'==' if ok else '!='} requests [{wall_s:.0f} s]  "
+          f"{'OK' if ok and ph['process_peak'] < limit_mb else 'FAIL'}")
+    print("  peak by phase (MB): " + ", ".join(f"{k} {ph[k]:.1f}" for k in order if k in ph))
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-simulate":
+        n, out, tokens, workers = sys.argv[2:6]
+        simulate_child(int(n), Path(out), int(tokens), int(workers))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, nargs="+", default=[20000, 100000])
     ap.add_argument("--output-tokens", type=int, default=8, help="reply length (tokens)")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--limit-mb", type=float, default=250.0)
+    ap.add_argument("--simulate", type=int, metavar="N",
+                    help="no server: N made-up records through the real end of a run, in one "
+                         "process; peak RSS by phase")
+    ap.add_argument("--simulate-streams", type=int, default=1, metavar="K",
+                    help="with --simulate: records arrive from K workers, out of order")
     a = ap.parse_args()
+    if a.simulate:
+        simulate(a.simulate, a.output_tokens, a.simulate_streams, a.limit_mb)
+        return
     mock, url = start_mock(a.output_tokens)
     rows = []
     try:

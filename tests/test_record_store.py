@@ -111,6 +111,23 @@ def test_take_and_by_done():
     assert [r.request_id for r in merged] == [r.request_id for r in sorted(recs, key=lambda r: r.done)]
 
 
+def test_reorder_in_place_equals_take():
+    """by_done puts a store in order where it is (no second store): every field, the token
+    events and the sparse extras move with their record."""
+    recs = varied(300, seed=3)
+    perm = list(range(len(recs)))
+    random.Random(7).shuffle(perm)
+    store = RecordStore.of(recs)
+    want = [fields(r) for r in store.take(perm)]
+    store.reorder(perm)
+    assert [fields(r) for r in store] == want
+    assert [fields(r) for r in store.records_at([0, 299])] == [want[0], want[299]]
+    halves = [RecordStore.of(recs[1::2]), RecordStore.of(recs[::2])]
+    merged = by_done(halves)
+    assert [r.request_id for r in merged] == \
+        [r.request_id for r in sorted(recs, key=lambda r: r.done)]
+
+
 def _same(a, b, path="summary"):
     """Equal, floats to 1e-9 relative: the store's per-event statistics are computed from the
     exact integer microseconds; plain Records add and subtract float seconds first, which moves

@@ -57,8 +57,12 @@ class Tokenizer:
     fallback: "Tokenizer | None" = None   # auto only: what to use if the server fails
     local: "Tokenizer | None" = None      # counts on the hot path (a server call cannot)
     verified: dict[str, int] = field(default_factory=dict)   # how many prompts the server counted
+    # counts without encoding, when encoding costs memory (approx: its ids are a growing table)
+    counter: Callable[[str], int] | None = None
 
     def count(self, text: str) -> int:
+        if self.counter is not None:
+            return self.counter(text)
         return len(self.encode(text))
 
     def count_many(self, texts: list[str]) -> list[int]:
@@ -91,8 +95,13 @@ def approx_tokenizer() -> Tokenizer:
     def decode(ids: list[int]) -> str:
         return " ".join(rev[i] for i in ids)
 
+    def count(text: str) -> int:
+        # no table: every prompt's unique opening and every reply's words would stay in it (a
+        # million-request run: about 150 MB)
+        return len(_PIECE_RE.findall(text))
+
     return Tokenizer("approx-words", encode, decode, approximate=True, counting=APPROXIMATE,
-                     source="words and punctuation")
+                     source="words and punctuation", counter=count)
 
 
 def from_tiktoken(enc: Any, name: str | None = None) -> Tokenizer:
