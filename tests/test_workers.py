@@ -396,3 +396,32 @@ def test_auto_capacity_can_be_set_for_a_machine_or_a_test(monkeypatch, capsys):
     monkeypatch.setenv("LLMBENCH_STREAMS_PER_PROCESS", "many")
     assert auto_workers(64, n_cores=8) == 1 and auto_workers(65, n_cores=8) == 2
     assert "LLMBENCH_STREAMS_PER_PROCESS='many'" in capsys.readouterr().err
+
+
+def test_a_regenerated_workload_crosses_to_workers_as_a_recipe(monkeypatch):
+    """--workers with a synthetic workload that is not held (more than LAZY_FROM
+    conversations): each worker's share pickles as the generator's recipe (a few KB), not as
+    its prompts, and unpickles to the very conversations of the unsplit workload."""
+    import importlib
+    import pickle
+    from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer
+    syn = importlib.import_module("llmbench.workload.synthetic")
+    monkeypatch.setattr(syn, "LAZY_FROM", 100)
+    monkeypatch.setattr(syn.Regenerated, "BLOCK", 256)
+    spec = WorkloadSpec(count=3000, tokenizer="approx", prompt_tokens=(40, 60),
+                        output_tokens=(4, 9), turns=2, shared_prefix_tokens=5, prefixes=3)
+    convs = build_workload(spec, load_tokenizer("approx")).conversations
+    assert isinstance(convs, syn.Regenerated)
+    shares = split_run(ClosedLoop(convs, concurrency=4, requests=3000), 2)
+    blobs = [pickle.dumps(s) for s in shares]
+    held = pickle.dumps(list(convs))
+    assert blobs == [pickle.dumps(s) for s in shares]            # deterministic
+    for blob in blobs:        # 12 generator states of ~3 KB; the prompts are ~1 MB
+        assert len(blob) < 64_000 < len(held) / 10
+    back = [pickle.loads(b).shape.convs for b in blobs]
+    assert [len(b) for b in back] == [1500, 1500]
+    for w, mine in enumerate(back):
+        for i in (0, 1, 255, 700, 1499, -1):
+            k = w + 2 * (i % 1500)
+            assert mine[i] == convs[k]
+    assert list(back[1])[::97] == [convs[k] for k in range(1, 3000, 2)][::97]

@@ -35,7 +35,8 @@ from ..records import Record
 from ..shapes.base import Drive, LiveState
 from ..shapes.ramp import Ramp
 from ..shapes.router import RouterAB
-from .plan import (ProbeCrowd, RampCrowd, auto_workers, cores, split_run, streams)
+from ..workload.tokenizer import rebuild_spec
+from .plan import (ProbeCrowd, RampCrowd, auto_workers, cores, split_run, stride, streams)
 from .protocol import Launcher, WorkerLink, WorkerSpec, WorkerTarget
 
 perf_counter = time.perf_counter
@@ -56,18 +57,7 @@ def counter_spec(count_tokens: Any) -> str | None:
     tok = getattr(count_tokens, "__self__", None)
     if tok is not None and getattr(tok, "server", None) is not None:
         tok = getattr(tok, "local", None)      # a server cannot count on the hot path
-    name, source = getattr(tok, "name", None), getattr(tok, "source", None) or ""
-    if not isinstance(name, str):
-        return None
-    if source.startswith(("folder ", "file ")):
-        return source.split(" ", 1)[1]         # a tokenizer.json or a folder, by path
-    if name.startswith("hf:"):
-        return name[3:]                         # a Hugging Face id, from the local cache
-    if name.startswith("tiktoken:"):
-        return name                             # cached where the coordinator loaded it
-    if name == "approx-words":
-        return "approx"
-    return None
+    return rebuild_spec(tok)
 
 
 def shift(rec: Record, offset: float) -> Record:
@@ -202,8 +192,7 @@ class Fleet:
     def _remote_plan(self, shape: Any) -> Any:
         if isinstance(shape, Ramp):
             k, w = self._ramp_share, len(self._w)
-            convs = list(shape.convs)
-            mine = convs[w % k::k] if len(convs) >= k else convs
+            mine = stride(shape.convs, w % k, k)
             return RampCrowd(mine, shape.think_s, shape.seed, shape.burstiness)
         return ProbeCrowd(shape.convs, shape.think_s)
 

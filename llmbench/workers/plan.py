@@ -58,6 +58,44 @@ class ProbeCrowd:
     think_s: tuple[float, float]
 
 
+class Strided(Sequence[Conversation]):
+    """``base[start::step]`` without copying: a worker's conversations of a workload that is
+    not held (workload.synthetic.Regenerated pickles as its recipe, so a worker gets a few KB
+    per million conversations and makes its own again; a list slice would make the
+    coordinator hold and pickle every prompt)."""
+
+    def __init__(self, base: Sequence[Conversation], start: int, step: int) -> None:
+        self.base, self.start, self.step = base, start, step
+        self._n = len(range(start, len(base), step))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self.base[self.start + i * self.step]
+
+    def __iter__(self):
+        base = self.base
+        for j in range(self.start, len(base), self.step):
+            yield base[j]
+
+
+def stride(convs: Sequence[Conversation], w: int, n: int) -> Sequence[Conversation]:
+    """Worker w's conversations of n (conversation k is worker k % n's): all of them when
+    there are fewer than n. A list is sliced (it is held anyway); anything else is a view."""
+    if len(convs) < n:
+        return convs
+    if isinstance(convs, (list, tuple)):
+        return convs[w::n]
+    return Strided(convs, w, n)
+
+
 def _share(total: int, n: int, w: int) -> int:
     return total // n + (1 if w < total % n else 0)
 
@@ -66,10 +104,9 @@ def split_run(shape: Any, n: int) -> list[RunShare]:
     """A run shape in ``n`` shares (fewer when there is less to share: 3 users, 3 workers)."""
     if isinstance(shape, ClosedLoop):
         n = max(1, min(n, shape.concurrency, shape.requests or n))
-        convs = list(shape.convs)
         out = []
         for w in range(n):
-            mine = convs[w::n] if len(convs) >= n else convs
+            mine = stride(shape.convs, w, n)
             uids = tuple(range(shape.concurrency))[w::n]
             out.append(RunShare(replace(
                 shape, convs=mine, concurrency=len(uids), uids=uids,

@@ -147,6 +147,26 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
     """``count`` conversations of ``turns`` user turns each."""
     if not words:
         prepare_unit_words(tok)
+    recipe = dict(prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=seed,
+                  turns=turns, shared_prefix_tokens=shared_prefix_tokens, prefixes=prefixes,
+                  words=words, unique_prefix=unique_prefix)
+    one, rng, targets = _maker(tok, **recipe)     # type: ignore[arg-type]
+    if tok.server is None and count > LAZY_FROM:
+        # a million-request run would hold a million prompts (about 500 bytes each): the
+        # same conversations, made again from the seed when their turn comes
+        from .tokenizer import rebuild_spec
+        spec = rebuild_spec(tok)
+        return Regenerated(one, rng, count, targets,       # type: ignore[return-value]
+                           recipe=None if spec is None else (spec, recipe))
+    convs = [one(c) for c in range(count)]
+    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
+
+
+def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[int, int] | None,
+           seed: int, turns: int, shared_prefix_tokens: int, prefixes: int, words: int,
+           unique_prefix: bool) -> tuple[Callable[[int], Conversation], random.Random, dict]:
+    """``one(c)``, conversation c made from the random generator it returns (called in order
+    from its first state), and the per-prompt targets it fills (for a server's counts)."""
     rng = random.Random(seed)
     shared = [text_of_tokens(tok, random.Random(seed * 1000 + i), shared_prefix_tokens)
               for i in range(max(prefixes, 1))] if shared_prefix_tokens > 0 else []
@@ -156,7 +176,6 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
         return lo if lo >= hi else rng.randint(lo, hi)
 
     server = tok.server is not None
-    convs = []
     targets: dict[tuple[int, int], int] = {}
 
     def one(c: int) -> Conversation:
@@ -176,13 +195,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
             # a server's count comes in one batch below, not one call per prompt here
             turn_list.append(Turn(text, out, None if server else tok.count(text)))
         return Conversation(f"syn-{c}", tuple(turn_list))
-    if not server and count > LAZY_FROM:
-        # a million-request run would hold a million prompts (about 500 bytes each): the
-        # same conversations, made again from the seed when their turn comes
-        return Regenerated(one, rng, count, targets)      # type: ignore[return-value]
-    for c in range(count):
-        convs.append(one(c))
-    return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
+    return one, rng, targets
 
 
 # conversations above which a synthetic workload with a local tokenizer is not kept in memory
@@ -193,21 +206,37 @@ class Regenerated(Sequence[Conversation]):
     """``count`` conversations made by ``one(c)`` in order from one random generator, kept as
     the generator's state every BLOCK conversations (a few KB) and made again a block at a
     time when asked for: the same prompts, bit for bit, as building them all up front.
-    Shapes take conversations in order, so each block is made about once more."""
+    Shapes take conversations in order, so each block is made about once more.
+
+    It pickles as its recipe (the tokenizer's --tokenizer spec, synthetic()'s arguments and
+    the states; ``recipe``), not as conversations: a worker process (--workers) makes the
+    same conversations again from it, and a million-conversation workload crosses to each
+    worker in about 1 MB instead of 500. Without a recipe (a tokenizer that cannot be rebuilt
+    by name) it pickles as the list of its conversations."""
 
     BLOCK = 4096
 
     def __init__(self, one: Callable[[int], Conversation], rng: random.Random, count: int,
-                 scratch: dict) -> None:
+                 scratch: dict, recipe: tuple[str, dict] | None = None,
+                 states: list | None = None) -> None:
         self._one, self._rng, self._count, self._scratch = one, rng, count, scratch
-        self._states = []
-        for c in range(count):              # one pass now: the states, and errors early
-            if c % self.BLOCK == 0:
-                self._states.append(rng.getstate())
-                scratch.clear()             # per-prompt targets are for server counting only
-            one(c)
-        scratch.clear()
+        self._recipe = recipe
+        if states is None:
+            states = []
+            for c in range(count):              # one pass now: the states, and errors early
+                if c % self.BLOCK == 0:
+                    states.append(rng.getstate())
+                    scratch.clear()             # per-prompt targets: for server counting only
+                one(c)
+            scratch.clear()
+        self._states = states
         self._cache: dict[int, list[Conversation]] = {}
+
+    def __reduce__(self):  # type: ignore[override]
+        if self._recipe is None:
+            return (list, (list(self),))
+        spec, args = self._recipe
+        return (_regenerated, (spec, args, self._count, self._states))
 
     def __len__(self) -> int:
         return self._count
@@ -236,6 +265,14 @@ class Regenerated(Sequence[Conversation]):
     def __iter__(self):
         for b in range(len(self._states)):
             yield from self._block(b)
+
+
+def _regenerated(spec: str, args: dict, count: int, states: list) -> Regenerated:
+    """A Regenerated unpickled: the tokenizer rebuilt from its spec, the states as they were
+    (no pass over the conversations)."""
+    from .tokenizer import load_tokenizer
+    one, rng, targets = _maker(load_tokenizer(spec), **args)
+    return Regenerated(one, rng, count, targets, (spec, args), states)
 
 
 def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, range_ratio: float,

@@ -365,6 +365,24 @@ def _server_tokenizer(ref: ServerRef) -> Tokenizer:
                      source=st.label, server=st)
 
 
+def rebuild_spec(tok: Any) -> str | None:
+    """A --tokenizer spec that ``load_tokenizer`` turns into a tokenizer counting as ``tok``
+    does, without a server (a Tokenizer holds functions, which do not pickle: a worker process
+    rebuilds it by name); None when it cannot be rebuilt."""
+    name, source = getattr(tok, "name", None), getattr(tok, "source", None) or ""
+    if not isinstance(name, str):
+        return None
+    if source.startswith(("folder ", "file ")):
+        return source.split(" ", 1)[1]         # a tokenizer.json or a folder, by path
+    if name.startswith("hf:"):
+        return name[3:]                         # a Hugging Face id, from the local cache
+    if name.startswith("tiktoken:"):
+        return name                             # cached where it was loaded first
+    if name == "approx-words":
+        return "approx"
+    return None
+
+
 def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> Tokenizer:
     """Resolve ``--tokenizer`` (see the module doc). Raises TokenizerError, one line."""
     spec = (spec or os.environ.get("LLMBENCH_TOKENIZER") or "auto").strip()
