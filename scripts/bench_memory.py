@@ -37,9 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LLMBENCH = [sys.executable, "-c", "import sys; from llmbench.cli import main; sys.exit(main())"]
 
 
-def start_mock(tokens: int) -> tuple[subprocess.Popen[str], str]:
+def start_mock(tokens: int, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
     cmd = LLMBENCH[:] + ["mock", "--ttft-ms", "0", "--itl-ms", "0", "--tokens", str(tokens),
                          "--port", "0", "--parallel", "0"]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env)
@@ -79,9 +81,11 @@ def hwm_kb(pid: int) -> int:
     return 0
 
 
-def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path) -> dict:
+def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path,
+             workers: str = "1") -> dict:
     cmd = LLMBENCH[:] + ["run", "--url", url + "/v1", "--model", "mock",
                          "--requests", str(requests), "--concurrency", str(concurrency),
+                         "--workers", workers,
                          "--prompt-tokens", "8", "--output-tokens", str(tokens),
                          "--tokenizer", "approx", "--server-probe", "off", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -117,6 +121,7 @@ def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path) 
     return {"requests": requests, "records": lines, "summary_requests": summary["requests"],
             "completed": summary["completed"], "peak_rss_mb": (main_kb + sum(kids_hwm.values())) / 1024,
             "main_mb": main_kb / 1024, "children": len(kids_hwm), "wall_s": wall_s,
+            "children_mb": [round(v / 1024, 1) for v in kids_hwm.values()],
             "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
@@ -287,6 +292,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, nargs="+", default=[20000, 100000])
     ap.add_argument("--output-tokens", type=int, default=8, help="reply length (tokens)")
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--workers", default="1", help="llmbench run --workers N|auto (their peaks "
+                    "are added to the coordinator's)")
+    ap.add_argument("--mock-workers", type=int, default=1, help="llmbench mock --workers N")
     ap.add_argument("--limit-mb", type=float, default=250.0)
     ap.add_argument("--simulate", type=int, metavar="N",
                     help="no server: N made-up records through the real end of a run, in one "
@@ -297,16 +305,18 @@ def main() -> None:
     if a.simulate:
         simulate(a.simulate, a.output_tokens, a.simulate_streams, a.limit_mb)
         return
-    mock, url = start_mock(a.output_tokens)
+    mock, url = start_mock(a.output_tokens, a.mock_workers)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as d:
             for n in a.requests:
-                r = run_once(url, n, a.output_tokens, a.concurrency, Path(d) / str(n))
+                r = run_once(url, n, a.output_tokens, a.concurrency, Path(d) / str(n),
+                             a.workers)
                 rows.append(r)
                 ok = r["records"] == n == r["summary_requests"]
                 print(f"{n:>9} requests x {a.output_tokens} tokens: peak RSS {r['peak_rss_mb']:6.1f} MB"
-                      f" (main {r['main_mb']:.1f}, {r['children']} child processes)  "
+                      f" (main {r['main_mb']:.1f}, {r['children']} child processes"
+                      f"{' ' + str(r['children_mb']) if r['children'] else ''})  "
                       f"records {r['records']} {'==' if ok else '!='} requests  "
                       f"[{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU, "
                       f"{n / r['wall_s']:.0f} req/s]"
