@@ -199,7 +199,7 @@ class Panel:
             out.append(f'<text class="ytick" x="{self.x0 - 7:.2f}" y="{self.py(t) + 4:.2f}" '
                        f'text-anchor="end">{s}</text>')
         if self.ylabel:
-            x, y = self.x0 - 12 - width_y, self.y0 + self.h / 2
+            x, y = self.x0 - 15 - width_y, self.y0 + self.h / 2
             out.append(f'<text class="ylabel" x="{x:.2f}" y="{y:.2f}" text-anchor="middle" '
                        f'transform="rotate(-90 {x:.2f} {y:.2f})">{esc(self.ylabel)}</text>')
         if self.xlabel:
