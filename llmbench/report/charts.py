@@ -13,8 +13,9 @@ Rules every chart follows, so a picture cannot say more than the numbers (tests/
 - load ticks sit exactly on the steps (1, 2, 4, 8 users, not 3, 5, 7 or 1.5), labels thinned
   only where they would overprint;
 - every trace is in a legend; overlapping traces differ in style, not only in colour.
-Each chart has a ``*_fig`` builder returning the figure (the tests read its axes) and a function
-of the old name returning the SVG.
+Each matplotlib chart has a ``*_fig`` builder returning the figure (the tests read its axes) and
+a function of the old name returning the SVG. A run's own charts (``cdfs``, ``timeline``) are
+written by svgplot without matplotlib, to the same rules; the tests read their SVG.
 """
 
 from __future__ import annotations
