@@ -104,6 +104,37 @@ def ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+class _Headers:
+    """A response's headers, looked up by (lower-case) name in their text: a client reads a
+    handful of them, so parsing every line into a dict would be wasted work."""
+
+    __slots__ = ("_low", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text               # status line and headers, CRLF-separated
+        self._low = text.lower()
+
+    def get(self, name: str, default: str = "") -> str:
+        low = self._low
+        key = f"\r\n{name}:"
+        i = low.find(key)
+        if i < 0:
+            return default
+        values = []
+        while i >= 0:                   # a repeated header's values, comma-joined (RFC 9110)
+            start = i + len(key)
+            end = low.find("\r\n", start)
+            values.append(self._text[start:end if end >= 0 else None].strip())
+            i = low.find(key, start)
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def __contains__(self, name: str) -> bool:
+        return f"\r\n{name}:" in self._low
+
+    def __getitem__(self, name: str) -> str:
+        return self.get(name)
+
+
 class _Conn(asyncio.Protocol):
     """One connection and the response it is reading; the state of one exchange at a time."""
 
@@ -208,25 +239,18 @@ class _Conn(asyncio.Protocol):
                     raise BadResponse("the response's headers never ended")
                 self.head = buf
                 return
-            lines = buf[:i].decode("latin-1").split("\r\n")
+            lines = buf[:i].decode("latin-1")
             buf = buf[i + 4:]
-            parts = lines[0].split(" ", 2)
+            parts = lines.partition("\r\n")[0].split(" ", 2)
             version = parts[0]
             if len(parts) < 2 or not version.startswith("HTTP/1.") or not parts[1].isdigit():
-                raise BadResponse(f"not an HTTP/1 response: {lines[0][:80]!r}")
+                raise BadResponse(f"not an HTTP/1 response: {parts[0][:80]!r}")
             status = int(parts[1])
             if 100 <= status < 200 and status != 101:
                 continue                # 100 Continue, 103 Early Hints: the answer follows
             break
         self.head = b""
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                continue
-            name = name.strip().lower()
-            value = value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        headers = _Headers(lines)
         conn = headers.get("connection", "").lower()
         self.keep = ("close" not in conn) if version == "HTTP/1.1" else ("keep-alive" in conn)
         self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
@@ -286,6 +310,16 @@ class _Conn(asyncio.Protocol):
             self._body_end(t)
 
     def _dechunk(self, data: bytes) -> tuple[bytes, bool]:
+        if self.cstate == _SIZE and not self.cbuf:
+            # the usual read: exactly one whole chunk ("size CRLF data CRLF"), one event
+            i = data.find(b"\r\n")
+            if 0 < i < 10:
+                try:
+                    size = int(data[:i], 16)
+                except ValueError:
+                    size = 0
+                if size > 0 and len(data) == i + size + 4 and data.endswith(b"\r\n"):
+                    return data[i + 2:i + 2 + size], False
         if self.cbuf:
             data = self.cbuf + data
             self.cbuf = b""
