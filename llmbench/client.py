@@ -1,16 +1,17 @@
 """Send one request, time it, and fill one Record. Never raises for anything a server does.
 
-The client speaks aiohttp directly. Measured on this project's 2-core machine: httpx's default
-transport delivered 128 concurrent 20 ms streams coalesced (DESIGN.md); httpx over aiohttp's
-transport kept the gaps but cost ~525 us of CPU per request, against ~230 us for the same
-request on aiohttp alone, and at 128 streams those costs arrive in waves that delay token
-timestamps. scripts/bench_client_accuracy.py re-checks both.
+No general HTTP library is on the hot path by default. Measured on this project's 2-core
+machine: httpx's default transport delivered 128 concurrent 20 ms streams coalesced
+(DESIGN.md); httpx over aiohttp's transport kept the gaps but cost ~525 us of CPU per request,
+against ~230 us for the same request on aiohttp alone, and at 128 streams those costs arrive
+in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
 
 Two transports sit behind one seam (fasthttp.Transport: one request in, its response into the
-record): aiohttp, and fasthttp's lean HTTP/1.1 protocol, which costs a fraction of aiohttp's
-CPU per request start and per token event (scripts/bench_client_cpu.py --transport).
-``LLMBENCH_TRANSPORT=aiohttp|fast`` chooses; ``choose_transport`` says what the default is.
-Everything else (the record, timeouts, the resend, the finish) is Client.send's, for both.
+record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://), which costs
+about half of aiohttp's CPU per request start and two thirds per token event
+(scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
+chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
+Client.send's, for both.
 """
 
 from __future__ import annotations
@@ -104,8 +105,10 @@ def _stale_connection(exc: BaseException) -> bool:
 
 TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
 TRANSPORTS = ("aiohttp", "fast")
-# What "auto" means for http:// and https:// targets (other schemes always take aiohttp)
-DEFAULT_TRANSPORT = "aiohttp"
+# What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
+# fast transport, which at 128 streams cost about half of aiohttp's CPU per request start and
+# two thirds per token event, with a smaller TTFT error (README "Client cost")
+DEFAULT_TRANSPORT = "fast"
 _warned: set[str] = set()
 
 
@@ -391,6 +394,12 @@ class Client:
         self._read_headers(headers, rec)
         if status >= 400:
             rec.error_kind = "http_status"
+            return SOME
+        if 300 <= status < 400 and status != 304:
+            # only the fast transport gets here (aiohttp follows redirects): a benchmark target
+            # should be the URL that answers, so say where it points instead of following it
+            rec.error_kind = "http_status"
+            rec.error = f"redirected to {headers.get('location', '?')[:150]} (not followed)"
             return SOME
         if "html" in headers.get("content-type", ""):
             # a web page, not an API: a wrong URL or a login/proxy page in the way

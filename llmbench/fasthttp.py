@@ -436,7 +436,8 @@ class _Conn(asyncio.Protocol):
 
     def _some_done(self) -> None:
         raw = b"".join(self.acc)[:ERROR_BODY_READ_BYTES]
-        self.rec.error = raw.decode("utf-8", "replace")[:200]
+        if raw or self.rec.error is None:     # an empty body keeps what on_head said (redirect)
+            self.rec.error = raw.decode("utf-8", "replace")[:200]
 
     def _stop_reading(self) -> None:
         """The request is over but its body is not: the connection cannot be reused."""
