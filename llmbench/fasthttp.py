@@ -173,6 +173,8 @@ class _Conn(asyncio.Protocol):
             else:
                 self._fail(ResponseCut("the connection closed before the response ended"
                                        f"{f' ({exc})' if exc else ''}"))
+        elif phase == _DRAIN:
+            self._resolve()
         self.phase = _IDLE
         if self.drain_timer is not None:
             self.drain_timer.cancel()
@@ -207,7 +209,7 @@ class _Conn(asyncio.Protocol):
 
     def abandon(self) -> None:
         """The request's task gave up (cancelled: a timeout or the run's end) mid-response."""
-        if self.phase == _HEAD or self.phase == _BODY:
+        if self.phase != _IDLE:
             self.phase = _IDLE
             self._abort()
         self.rec = self.fut = None
@@ -392,12 +394,12 @@ class _Conn(asyncio.Protocol):
                 dog.first_token()
             if r == ENDED:
                 # the end marker ends the request; the rest of the body (normally the chunked
-                # terminator) is drained briefly so the connection stays reusable
+                # terminator) is drained briefly so the connection is back in the pool before
+                # the request's task (whose user may send its next request at once) wakes
                 dog.stop()
                 if not ended:
                     self.rec.done = perf_counter()
                 dec.finish()
-                self._resolve()
                 if ended:
                     self._finished()
                 else:
@@ -446,6 +448,7 @@ class _Conn(asyncio.Protocol):
 
     def _start_drain(self) -> None:
         if self.closed:
+            self._resolve()
             return
         if not self.keep:               # nothing to keep it for
             self._finished()
@@ -458,6 +461,7 @@ class _Conn(asyncio.Protocol):
         if self.phase == _DRAIN:
             self.phase = _IDLE
             self._abort()
+            self._resolve()
 
     def _drained(self) -> None:
         if self.drain_timer is not None:
@@ -467,6 +471,7 @@ class _Conn(asyncio.Protocol):
 
     def _finished(self) -> None:
         self.phase = _IDLE
+        self._resolve()
         if self.keep and not self.closed:
             self.pool.release(self)
         elif self.transport is not None and not self.closed:
