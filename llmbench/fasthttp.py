@@ -193,8 +193,14 @@ class _Conn(asyncio.Protocol):
                 self._body(t, data)
             else:                       # bytes nobody asked for: the connection is unusable
                 self._abort()
-        except BadResponse as exc:
-            self._fail(exc)
+        except Exception as exc:        # noqa: BLE001 - not HTTP (BadResponse), or a bug:
+            # the request fails with it as aiohttp's would, classified by the client; after
+            # the end marker the request is complete and only the connection is lost
+            if self.phase == _DRAIN:
+                self._resolve()
+            else:
+                self._fail(exc)
+            self.phase = _IDLE
             self._abort()
 
     # -- one exchange ----------------------------------------------------------------------

@@ -100,12 +100,19 @@ def test_bytes_after_the_end_or_a_bad_chunk_size_lose_the_connection_not_the_rec
         _feed([HEAD + b"zz\r\n"])
 
 
+def test_garbage_after_the_end_marker_loses_the_connection_not_the_request():
+    rec, texts, conn, released = _feed([HEAD + chunk(chat_token("a") + DONE), b"zz\r\n"])
+    assert texts == ["a"] and rec.error_kind is None and not released and conn.transport.closed
+
+
 def test_content_length_and_a_status_line_only_head():
     body = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
     rec, texts, _, released = _feed([b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body),
                                      body[:5], body[5:]])
     # stream=true asked, one JSON body answered: recorded whole (client.py does the same)
     assert texts == ["hi"] and rec.stream is False and released
+    rec, texts, _, released = _feed([b"HTTP/1.1 204 No Content\r\n\r\n"])
+    assert rec.status == 204 and texts == [] and released
 
 
 def test_a_read_until_close_stream(transport):
