@@ -39,12 +39,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTH
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, str(ROOT))
+from llmbench.ports import free_port  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 import threading
 import time
@@ -51,12 +50,7 @@ def mock_factory():
         m.__exit__(None, None, None)
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from llmbench.ports import free_port  # noqa: E402
 
 
 async def send_one(url: str, model: str = "mock", api: str | None = None,
