@@ -1,10 +1,17 @@
 """Send one request, time it, and fill one Record. Never raises for anything a server does.
 
-The client speaks aiohttp directly. Measured on this project's 2-core machine: httpx's default
-transport delivered 128 concurrent 20 ms streams coalesced (DESIGN.md); httpx over aiohttp's
-transport kept the gaps but cost ~525 us of CPU per request, against ~230 us for the same
-request on aiohttp alone, and at 128 streams those costs arrive in waves that delay token
-timestamps. scripts/bench_client_accuracy.py re-checks both.
+No general HTTP library is on the hot path by default. Measured on this project's 2-core
+machine: httpx's default transport delivered 128 concurrent 20 ms streams coalesced
+(DESIGN.md); httpx over aiohttp's transport kept the gaps but cost ~525 us of CPU per request,
+against ~230 us for the same request on aiohttp alone, and at 128 streams those costs arrive
+in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
+
+Two transports sit behind one seam (fasthttp.Transport: one request in, its response into the
+record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://), which costs
+about half of aiohttp's CPU per request start and two thirds per token event
+(scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
+chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
+Client.send's, for both.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -21,7 +30,10 @@ import aiohttp
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from . import fasthttp
 from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from .fasthttp import (DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, SOME, STREAM, WHOLE_BODY,
+                       Transport)
 from .records import Record
 from .target import Target
 
@@ -74,13 +86,8 @@ class Timeouts:
     total_s: float = 900.0
 
 
-# How much of an error or HTML body is read: the record keeps 200 characters, and a server that
-# answers 100 MB of error must not cost 100 MB per request in flight.
-ERROR_BODY_READ_BYTES = 4096
-# After the end marker ([DONE], done:true) the request is over; the rest of the response (the
-# chunked terminator) is read for at most this long so the connection can be reused. A server
-# that keeps the stream open after its end marker only loses that connection.
-DRAIN_AFTER_END_S = 0.5
+# ERROR_BODY_READ_BYTES (how much of an error or HTML body is read) and DRAIN_AFTER_END_S (how
+# long the rest of a response is read after its end marker) are fasthttp's, for both transports.
 # A request that failed on a reused connection before any reply is sent again this many times,
 # each time on a new connection (so a second failure is the server's, not a stale pool's).
 MAX_RESENDS = 1
@@ -92,6 +99,35 @@ def _stale_connection(exc: BaseException) -> bool:
         return False        # could not connect at all: the server is down or the URL is wrong
     return isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
                             ConnectionResetError, BrokenPipeError))
+    # fasthttp.ServerDisconnected is a ConnectionResetError; its connect errors are the OS's
+    # (ConnectionRefusedError, socket.gaierror, TimeoutError), none of which is stale
+
+
+TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
+TRANSPORTS = ("aiohttp", "fast")
+# What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
+# fast transport, which at 128 streams cost about half of aiohttp's CPU per request start and
+# two thirds per token event, with a smaller TTFT error (README "Client cost")
+DEFAULT_TRANSPORT = "fast"
+_warned: set[str] = set()
+
+
+def choose_transport(url: str, wanted: str | None = None) -> str:
+    """'aiohttp' or 'fast' for requests to ``url``; ``wanted`` (else $LLMBENCH_TRANSPORT) is
+    auto | aiohttp | fast. The fast transport speaks HTTP/1.1 over TCP or TLS only."""
+    if wanted is None:
+        wanted = os.environ.get(TRANSPORT_ENV, "").strip().lower() or "auto"
+    if wanted not in TRANSPORTS and wanted != "auto":
+        if wanted not in _warned:
+            _warned.add(wanted)
+            print(f"warning: {TRANSPORT_ENV}={wanted[:40]}: expected auto, aiohttp or fast; "
+                  "using auto", file=sys.stderr)
+        wanted = "auto"
+    if wanted == "auto":
+        wanted = DEFAULT_TRANSPORT
+    if wanted == "fast" and urlsplit(url).scheme not in ("http", "https"):
+        return "aiohttp"
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -167,138 +203,60 @@ class _Watchdog:
             self._handle = None
 
 
-class Client:
-    """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
+class AiohttpTransport:
+    """The aiohttp transport (fasthttp.Transport): used for what the fast one does not cover,
+    or when LLMBENCH_TRANSPORT=aiohttp."""
 
-    def __init__(self, target: Target, params: RequestParams | None = None,
-                 timeouts: Timeouts | None = None, max_connections: int = 1024,
-                 served_by_header: str | None = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
-        self.target = target
-        self.params = params or RequestParams()
-        self.timeouts = timeouts or Timeouts()
-        self._served_by = (served_by_header.lower(),) if served_by_header else SERVED_BY_HEADERS
-        self._count_tokens = count_tokens
-        self._fmt = target.wire_format
-        self._headers = {**target.request_headers(), "accept-encoding": "identity"}
-        self._max_connections = max_connections
-        self._http: aiohttp.ClientSession | None = None
+    def __init__(self, urls: dict[bool, str], headers: dict[str, str], fmt: Any,
+                 on_head: Callable[[int, Any, Record], int], max_connections: int,
+                 connect_s: float, stamp_sent: bool = True) -> None:
+        self._fmt = fmt
+        self._on_head = on_head
+        self._headers = headers
+        self._connect_s = connect_s
+        self._stamp = stamp_sent
         self._fresh: aiohttp.ClientSession | None = None
-        # stamp rec.sent (the client's own send delay); off only to measure what it costs
-        self.send_stamps = True
-        if self.params.max_tokens_field == "auto":
-            host = urlsplit(target.base_url).hostname or ""
-            field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
-            self.params = replace(self.params, max_tokens_field=field_)
-
-    async def __aenter__(self) -> "Client":
-        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
+        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0,
                                          ttl_dns_cache=300)
         self._http = aiohttp.ClientSession(
             connector=connector, auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s),
-            trace_configs=_send_stamps() if self.send_stamps else None)
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_s),
+            trace_configs=_send_stamps() if stamp_sent else None)
         # parsed once: aiohttp parses a str URL on every request
-        self._urls = {stream: URL(self.target.endpoint_for(stream)) for stream in (True, False)}
-        return self
+        self._urls = {stream: URL(u) for stream, u in urls.items()}
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         """A session that opens a new connection for every request: used for resends only."""
         if self._fresh is None:
             self._fresh = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, limit=0), auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s),
-                trace_configs=_send_stamps() if self.send_stamps else None)
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_s),
+                trace_configs=_send_stamps() if self._stamp else None)
         return self._fresh
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def aclose(self) -> None:
         for http in (self._http, self._fresh):
             if http is not None:
                 await http.close()
-        self._http = self._fresh = None
 
-    def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
-        return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
-                              self.params.as_dict())
-
-    async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
-                   prompt_tokens_client: int | None = None) -> str:
-        """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
-        assert self._http is not None, "use 'async with Client(...)'"
-        content = encode_body(self.body(messages, max_tokens))
+    async def exchange(self, stream: bool, body: bytes, rec: Record, dog: "_Watchdog",
+                       texts: list[str], fresh: bool) -> None:
+        http = self._fresh_session() if fresh else self._http
         headers = {**self._headers, "x-request-id": rec.request_id}
-        task = asyncio.current_task()
-        assert task is not None
-        texts: list[str] = []
-        rec.max_tokens = max_tokens
-        rec.start = perf_counter()
-        dog = _Watchdog(task, self.timeouts, rec.start)
-        http = self._http
-        url = self._urls[self.params.stream]
-        while True:
-            try:
-                async with http.post(url, data=content, headers=headers,
-                                     trace_request_ctx=rec) as resp:
-                    rec.status = resp.status
-                    self._read_headers(resp.headers, rec)
-                    if resp.status >= 400:
-                        rec.error_kind = "http_status"
-                        rec.error = await self._read_some(resp)
-                    elif "html" in resp.headers.get("content-type", ""):
-                        # a web page, not an API: a wrong URL or a login/proxy page in the way
-                        rec.error_kind = "malformed_event"
-                        rec.error = await self._read_some(resp)
-                    elif self.params.stream:
-                        await self._read_stream(resp, rec, dog, texts)
-                    else:
-                        await self._read_whole(resp, rec, texts)
-                    dog.stop()
-            except asyncio.CancelledError:
-                dog.stop()
-                if dog.fired is None:
-                    rec.error_kind, rec.error = "interrupted", "the run was stopped"
-                    rec.done = perf_counter()
-                    raise
-                if hasattr(task, "uncancel"):
-                    task.uncancel()
-                rec.error_kind = dog.fired
-                rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
-            except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
-                if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
-                    # A kept-alive connection the server had already closed (llama.cpp's server
-                    # closes after each streamed reply while its headers promise keep-alive):
-                    # the request never reached it. Send it again once, on a new connection;
-                    # the record keeps its first start time and counts the resend.
-                    rec.retries += 1
-                    http = self._fresh_session()
-                    continue
-                dog.stop()
-                self._transport_error(exc, rec)
-            break
-        if not rec.done:            # set at the end marker when the rest was drained after it
-            rec.done = perf_counter()
-        self._finish(rec, texts, prompt_tokens_client)
-        return "".join(texts)
+        async with http.post(self._urls[stream], data=body, headers=headers,
+                             trace_request_ctx=rec) as resp:
+            mode = self._on_head(resp.status, resp.headers, rec)
+            if mode == SOME:
+                rec.error = await self._read_some(resp)
+            elif mode == STREAM:
+                await self._read_stream(resp, rec, dog, texts)
+            else:
+                await self._read_whole(resp, rec, texts)
 
     @staticmethod
     async def _read_some(resp: aiohttp.ClientResponse) -> str:
         raw = await resp.content.read(ERROR_BODY_READ_BYTES)
         return raw.decode("utf-8", "replace")[:200]
-
-    def _read_headers(self, headers: CIMultiDictProxy[str], rec: Record) -> None:
-        for name in self._served_by:
-            value = headers.get(name)
-            if value:
-                rec.served_by = value[:120]
-                break
-        q = headers.get(QUEUE_HEADER)
-        if q:
-            try:
-                ms = float(q)
-            except ValueError:
-                return
-            if math.isfinite(ms) and ms >= 0:       # a broken header is dropped, not stored
-                rec.server_queue_ms = ms
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
                            texts: list[str]) -> None:
@@ -342,6 +300,127 @@ class Client:
                           first: bytes = b"") -> None:
         raw = first + await resp.read() if first else await resp.read()
         decode_whole(self._fmt, raw, perf_counter(), rec, texts)
+
+
+class Client:
+    """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
+
+    def __init__(self, target: Target, params: RequestParams | None = None,
+                 timeouts: Timeouts | None = None, max_connections: int = 1024,
+                 served_by_header: str | None = None,
+                 count_tokens: Callable[[str], int] | None = None,
+                 transport: str | None = None) -> None:
+        self.target = target
+        self.params = params or RequestParams()
+        self.timeouts = timeouts or Timeouts()
+        self._served_by = (served_by_header.lower(),) if served_by_header else SERVED_BY_HEADERS
+        self._count_tokens = count_tokens
+        self._fmt = target.wire_format
+        self._headers = {**target.request_headers(), "accept-encoding": "identity"}
+        self._max_connections = max_connections
+        self._tr: Transport | None = None
+        # "aiohttp" or "fast" (choose_transport: the argument, else $LLMBENCH_TRANSPORT)
+        self.transport = choose_transport(target.base_url, transport)
+        # stamp rec.sent (the client's own send delay); off only to measure what it costs
+        self.send_stamps = True
+        if self.params.max_tokens_field == "auto":
+            host = urlsplit(target.base_url).hostname or ""
+            field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
+            self.params = replace(self.params, max_tokens_field=field_)
+
+    async def __aenter__(self) -> "Client":
+        kind = fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport
+        urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
+        self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
+                        self.timeouts.connect_s, self.send_stamps)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._tr is not None:
+            await self._tr.aclose()
+        self._tr = None
+
+    def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
+        return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
+                              self.params.as_dict())
+
+    async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
+                   prompt_tokens_client: int | None = None) -> str:
+        """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
+        tr = self._tr
+        assert tr is not None, "use 'async with Client(...)'"
+        content = encode_body(self.body(messages, max_tokens))
+        task = asyncio.current_task()
+        assert task is not None
+        texts: list[str] = []
+        rec.max_tokens = max_tokens
+        rec.start = perf_counter()
+        dog = _Watchdog(task, self.timeouts, rec.start)
+        stream = self.params.stream
+        while True:
+            try:
+                await tr.exchange(stream, content, rec, dog, texts, rec.retries > 0)
+                dog.stop()
+            except asyncio.CancelledError:
+                dog.stop()
+                if dog.fired is None:
+                    rec.error_kind, rec.error = "interrupted", "the run was stopped"
+                    rec.done = perf_counter()
+                    raise
+                if hasattr(task, "uncancel"):
+                    task.uncancel()
+                rec.error_kind = dog.fired
+                rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+            except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
+                if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
+                    # A kept-alive connection the server had already closed (llama.cpp's server
+                    # closes after each streamed reply while its headers promise keep-alive):
+                    # the request never reached it. Send it again once, on a new connection;
+                    # the record keeps its first start time and counts the resend.
+                    rec.retries += 1
+                    continue
+                dog.stop()
+                self._transport_error(exc, rec)
+            break
+        if not rec.done:            # set at the end marker when the rest was drained after it
+            rec.done = perf_counter()
+        self._finish(rec, texts, prompt_tokens_client)
+        return "".join(texts)
+
+    def _on_head(self, status: int, headers: Any, rec: Record) -> int:
+        """The response's status and headers are in: record them, and say how to read the body
+        (fasthttp.STREAM, WHOLE_BODY, or SOME: the start of an error or HTML page)."""
+        rec.status = status
+        self._read_headers(headers, rec)
+        if status >= 400:
+            rec.error_kind = "http_status"
+            return SOME
+        if 300 <= status < 400 and status != 304:
+            # only the fast transport gets here (aiohttp follows redirects): a benchmark target
+            # should be the URL that answers, so say where it points instead of following it
+            rec.error_kind = "http_status"
+            rec.error = f"redirected to {headers.get('location', '?')[:150]} (not followed)"
+            return SOME
+        if "html" in headers.get("content-type", ""):
+            # a web page, not an API: a wrong URL or a login/proxy page in the way
+            rec.error_kind = "malformed_event"
+            return SOME
+        return STREAM if self.params.stream else WHOLE_BODY
+
+    def _read_headers(self, headers: CIMultiDictProxy[str], rec: Record) -> None:
+        for name in self._served_by:
+            value = headers.get(name)
+            if value:
+                rec.served_by = value[:120]
+                break
+        q = headers.get(QUEUE_HEADER)
+        if q:
+            try:
+                ms = float(q)
+            except ValueError:
+                return
+            if math.isfinite(ms) and ms >= 0:       # a broken header is dropped, not stored
+                rec.server_queue_ms = ms
 
     @staticmethod
     def _transport_error(exc: Exception, rec: Record) -> None:

@@ -25,6 +25,28 @@ from .rundata import Latencies, load
 from .stats import (HIGHER_IS_BETTER, Grouped, Rate, change_interval, key as summary_key,
                     rate_change, token_rate)
 
+# A latency change smaller than this is never called a regression, whatever its interval: the
+# machine's scheduler moves token timestamps by about a millisecond between two runs.
+TIMING_FLOOR_MS = 1.0
+
+
+def timing_uncertainty_ms(*steps: dict[str, Any]) -> float:
+    """How far the load generator's own timing could move a latency between two runs: the
+    larger event-loop lag p99 and client send delay p99 of the steps compared (each run's
+    monitor), at least TIMING_FLOOR_MS. A difference within it may be the machine running
+    the generator, which a within-run interval cannot see (two A/A runs on a busy machine
+    differ by a few ms of ITL p95 with tight intervals on both)."""
+    worst = TIMING_FLOOR_MS
+    for st in steps:
+        mon = st.get("monitor") or {}
+        summ = st.get("summary") or {}
+        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"),
+                  summ.get("p99_send_delay_ms")):
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                worst = max(worst, float(v))
+    return worst
+
+
 # metric -> (how to read it from a step summary, worse when it goes up?), from stats' table
 _COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50", "e2el.p95",
              "output_throughput", "held")
@@ -62,7 +84,8 @@ class Loaded:
             level = load_cfg.get("concurrency") or load_cfg.get("rate") or 0
             return [{"index": -1, "load": float(level),      # "inf" for --rate inf
                      "summary": s, "held": all(c["ok"] for c in checks), "checks": checks,
-                     "hold_start": None, "hold_end": None}]
+                     "hold_start": None, "hold_end": None,
+                     "monitor": self.run.get("monitor") or {}}]
         raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
 
     @property
@@ -309,11 +332,21 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                     continue
                 point, lo, hi = res
                 bad = False
+                note = None
                 if max_regression is not None:
                     bad = lo > max_regression if worse_up else hi < -max_regression
+                vb, vo = sb["summary"].get(key), so["summary"].get(key)
+                if (bad and worse_up and key.endswith("_ms") and isinstance(vb, (int, float))
+                        and isinstance(vo, (int, float))):
+                    floor = timing_uncertainty_ms(sb, so)
+                    if abs(vo - vb) <= floor:
+                        bad = False
+                        note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
+                                f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
+                                "p99): not attributed to the server")
                 checks.append({"run": other.name, "metric": m, "load": sb["load"],
-                               "base": sb["summary"].get(key), "value": so["summary"].get(key),
-                               "change": point, "ci": [lo, hi], "regression": bad, "note": None})
+                               "base": vb, "value": vo,
+                               "change": point, "ci": [lo, hi], "regression": bad, "note": note})
                 if bad:
                     regressions.append(checks[-1])
         last_other = max((s["load"] for s in other.steps), default=0.0)

@@ -7,7 +7,6 @@ cannot disagree for the same records (tests/test_stats.py).
 
 from __future__ import annotations
 
-import bisect
 import math
 import warnings
 from dataclasses import dataclass

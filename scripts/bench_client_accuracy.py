@@ -18,6 +18,7 @@ request (matched by x-request-id):
   python scripts/bench_client_accuracy.py --streams 1,32,128 --seconds 15
   python scripts/bench_client_accuracy.py --streams 128 --tokens 100 --loop asyncio
   python scripts/bench_client_accuracy.py --streams 128 --client httpx   # httpx, default transport
+  python scripts/bench_client_accuracy.py --streams 128 --transport fast # llmbench on fasthttp
 
 ``--client httpx`` drives the same streams with a minimal httpx reader (httpx's default
 transport, timestamps per chunk like llmbench) to re-check the choice of HTTP stack.
@@ -38,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-from llmbench.client import Client, RequestParams  # noqa: E402
+from llmbench.client import Client, RequestParams, choose_transport  # noqa: E402
 from llmbench.load.eventloop import run as run_loop  # noqa: E402
 from llmbench.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
@@ -87,13 +88,13 @@ class HttpxClient:
 
 
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
-                calibrate_s: float):
+                calibrate_s: float, transport: str = "auto"):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
     target = make_target(url + "/v1", "mock")
     c = (HttpxClient(target, streams) if client == "httpx"
-         else Client(target, RequestParams(), max_connections=streams + 8))
+         else Client(target, RequestParams(), max_connections=streams + 8, transport=transport))
     async with c:
         s = Session(c, None)
         # warm-up: open the connections
@@ -140,10 +141,13 @@ def main() -> None:
     ap.add_argument("--client", choices=("llmbench", "httpx"), default="llmbench")
     ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                     help="the client's event loop (auto: what llmbench uses: uvloop if installed)")
+    ap.add_argument("--transport", choices=("auto", "aiohttp", "fast"), default="auto",
+                    help="llmbench's HTTP stack (auto: its default)")
     ap.add_argument("--calibrate-seconds", type=float, default=4.0,
                     help="one-token phase that splits CPU per request / per event (0: skip)")
     a = ap.parse_args()
-    print(f"client={a.client} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
+    transport = choose_transport("http://x", a.transport)
+    print(f"client={a.client} transport={transport} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
           f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
     print("errors are client - server, the server's TTFT being first send - its arrival stamp")
     print(f"{'streams':>7} {'reqs':>6} {'start->arr p50/p99':>19} {'TTFT err p50/p99':>17} "
@@ -155,7 +159,8 @@ def main() -> None:
             cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
             with MockProcess(cfg, record=log) as m:
                 records, cpu, wall, calib = run_loop(
-                    drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds), a.loop)
+                    drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
+                          transport), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []

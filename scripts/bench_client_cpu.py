@@ -13,11 +13,13 @@ Two measurements, each reproducible with the variants that chose the client's se
 Variants (combine freely; the default is what llmbench uses):
   --loop asyncio|uvloop|auto     the event loop (auto: uvloop when installed)
   --json stdlib|orjson|auto      request body encoding and event decoding
-  --no-send-stamp                without the aiohttp trace hook that stamps the send delay
+  --no-send-stamp                without stamping the send delay (aiohttp: its trace hook)
+  --transport aiohttp|fast|auto  the HTTP stack behind Client (auto: llmbench's default)
 
   python scripts/bench_client_cpu.py --decoder
   python scripts/bench_client_cpu.py --streams 128 --loop asyncio --json stdlib   # the old client
   python scripts/bench_client_cpu.py --streams 128                                  # llmbench today
+  python scripts/bench_client_cpu.py --streams 128 --transport fast                 # fasthttp
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
 from llmbench import client as client_mod  # noqa: E402
-from llmbench.client import Client, RequestParams  # noqa: E402
+from llmbench.client import Client, RequestParams, choose_transport  # noqa: E402
 from llmbench.decoder import StreamDecoder  # noqa: E402
 from llmbench.load.eventloop import choose, run as run_loop  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
@@ -94,11 +96,13 @@ def bench_decoder(reps: int) -> None:
         print(f"decoder, {kind:>6} JSON: {best:6.2f} us per token event (best of 5)")
 
 
-async def phase(url: str, streams: int, tokens: int, seconds: float, stamp: bool):
+async def phase(url: str, streams: int, tokens: int, seconds: float, stamp: bool,
+                transport: str):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=5000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
-    c = Client(make_target(url + "/v1", "mock"), RequestParams(), max_connections=streams + 8)
+    c = Client(make_target(url + "/v1", "mock"), RequestParams(), max_connections=streams + 8,
+               transport=transport)
     if not stamp:
         c.send_stamps = False
     async with c:
@@ -124,19 +128,22 @@ def main() -> None:
     ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     ap.add_argument("--json", choices=("auto", "stdlib", "orjson"), default="auto")
     ap.add_argument("--no-send-stamp", action="store_true")
+    ap.add_argument("--transport", choices=("auto", "aiohttp", "fast"), default="auto")
     a = ap.parse_args()
     if a.decoder:
         bench_decoder(a.reps)
         return
     js = use_json(a.json)
-    print(f"loop={choose(a.loop)} json={js} send-stamp={'off' if a.no_send_stamp else 'on'} "
+    transport = choose_transport("http://x", a.transport)
+    print(f"transport={transport} loop={choose(a.loop)} json={js} send-stamp={'off' if a.no_send_stamp else 'on'} "
           f"streams={a.streams} TTFT {a.ttft_ms:g} ms, event every {a.itl_ms:g} ms, "
           f"{os.cpu_count()} cores")
     cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
     with MockProcess(cfg) as m:
-        one = run_loop(phase(m.url, a.streams, 1, a.seconds, not a.no_send_stamp), a.loop)
-        many = run_loop(phase(m.url, a.streams, a.tokens, a.seconds, not a.no_send_stamp),
-                        a.loop)
+        one = run_loop(phase(m.url, a.streams, 1, a.seconds, not a.no_send_stamp, transport),
+                       a.loop)
+        many = run_loop(phase(m.url, a.streams, a.tokens, a.seconds, not a.no_send_stamp,
+                              transport), a.loop)
     import numpy as np
     (c1, r1, e1, ok1), (c2, r2, e2, ok2) = one, many
     per_start, per_event = np.linalg.solve(np.array([[r1, e1], [r2, e2]], dtype=float),

@@ -41,9 +41,11 @@ def main() -> int:
     failed = [line for line in r.stderr.splitlines() if "net::ERR" in line]
     charts = re.findall(r'data-chart="([^"]+)"', dom)
     svgs = dom.count("<svg")
-    paths = dom.count("<path")
+    # drawn shapes: matplotlib's SVG is all <path>; the hand-written charts (svgplot) also use
+    # <line>, <rect> and <circle>
+    paths = len(re.findall(r"<(?:path|line|polyline|rect|circle)\b", dom))
     print(f"loaded: {len(dom)} characters of DOM, {len(charts)} charts ({', '.join(charts)}), "
-          f"{svgs} svg elements, {paths} paths; console messages: {len(console)}; "
+          f"{svgs} svg elements, {paths} shapes; console messages: {len(console)}; "
           f"failed requests: {len(failed)}")
     for line in console + failed:
         print("  " + line)

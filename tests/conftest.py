@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 import threading
 import time
@@ -25,6 +24,14 @@ from llmbench.target import make_target  # noqa: E402
 from mock_server import MockConfig, MockServer  # noqa: E402
 
 
+@pytest.fixture(params=["aiohttp", "fast"])
+def transport(request, monkeypatch):
+    """Run the test once per HTTP transport of the client (LLMBENCH_TRANSPORT, which the CLI
+    subprocesses a test starts inherit too)."""
+    monkeypatch.setenv("LLMBENCH_TRANSPORT", request.param)
+    return request.param
+
+
 @pytest.fixture
 def mock_factory():
     """Start mocks on free ports; all are stopped after the test."""
@@ -43,12 +50,7 @@ def mock_factory():
         m.__exit__(None, None, None)
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from llmbench.ports import free_port  # noqa: E402
 
 
 async def send_one(url: str, model: str = "mock", api: str | None = None,
@@ -73,8 +75,9 @@ class RawServer:
     ``script`` is a list of (delay_s, bytes | None); None closes the connection abruptly. It may
     also be a function of the request's index (0, 1, ...) that returns such a list."""
 
-    def __init__(self, script: list, port: int | None = None) -> None:
+    def __init__(self, script: list, port: int | None = None, ssl_ctx=None) -> None:
         self.script = script
+        self.ssl_ctx = ssl_ctx          # serve TLS with this context
         self.port = port or free_port()
         self._loop = None
         self._thread = None
@@ -114,7 +117,8 @@ class RawServer:
                     pass
 
             async def serve() -> None:
-                self._server = await asyncio.start_server(handle, "127.0.0.1", self.port)
+                self._server = await asyncio.start_server(handle, "127.0.0.1", self.port,
+                                                          ssl=self.ssl_ctx)
                 ready.set()
 
             loop.run_until_complete(serve())
@@ -128,7 +132,7 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_ctx else 'http'}://127.0.0.1:{self.port}"
 
     def __exit__(self, *exc) -> None:
         async def shutdown() -> None:

@@ -1,4 +1,5 @@
-"""Charts that do not mislead: the rules checked on the matplotlib figures the reports draw.
+"""Charts that do not mislead: the rules checked on the matplotlib figures the reports draw,
+and on the SVG of the charts written by hand (a run's CDFs and the timeline: svgplot).
 
 Axes scale to the data (a far-off threshold is an annotation, not a stretched axis), load ticks
 sit exactly on the steps, every plotted trace is in a legend, and the timeline marks its steps.
@@ -137,26 +138,96 @@ def timeline_rows(n=20, server=True):
     return rows
 
 
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def svg_panels(svg):
+    """The panels of a hand-written SVG chart (svgplot): what each draws and lists."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(svg)
+    out = []
+    for g in root.iter(f"{SVG_NS}g"):
+        if g.get("class") != "panel":
+            continue
+        out.append({
+            "traces": [t.get("data-label") for t in g.iter(f"{SVG_NS}g")
+                       if t.get("class") == "trace" and len(t)],
+            "legend": [t.text for t in g.iter(f"{SVG_NS}text") if t.get("class") == "legend-entry"],
+            "ylim": tuple(float(v) for v in g.get("data-ylim").split()),
+            "xlim": tuple(float(v) for v in g.get("data-xlim").split()),
+            "ylabel": g.get("data-ylabel"),
+            "marks": [float(ln.get("data-x")) for ln in g.iter(f"{SVG_NS}line")
+                      if ln.get("class") == "step-boundary"],
+            "step_labels": [t.text for t in g.iter(f"{SVG_NS}text")
+                            if t.get("class") == "step-label"],
+            "texts": [t.text for t in g.iter(f"{SVG_NS}text")],
+        })
+    return root, out
+
+
 def test_timeline_legend_lists_every_trace_and_marks_steps():
     steps = ramp([1, 2, 3, 4])                      # ramp_start 0, 5, 10, 15 s after t0
-    fig = charts.timeline_fig(timeline_rows(), steps, t0_perf=0.0)
-    for ax in fig.axes:
-        traces = plotted_labels(ax)
-        assert set(traces) <= set(legend_texts(ax)), (traces, legend_texts(ax))
-    all_legend = [t for ax in fig.axes for t in legend_texts(ax)]
+    _, panels = svg_panels(charts.timeline(timeline_rows(), steps, t0_perf=0.0))
+    assert len(panels) == 4                         # requests, TTFT, tok/s, server
+    for p in panels:
+        assert p["traces"] and set(p["traces"]) <= set(p["legend"]), p
+    all_legend = [t for p in panels for t in p["legend"]]
     assert any("tok/s" in t for t in all_legend), all_legend
-    marks = [ln for ln in fig.axes[0].get_lines() if ln.get_gid() == "step-boundary"]
-    assert sorted(ln.get_xdata()[0] for ln in marks) == [0.0, 5.0, 10.0, 15.0]
-    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "step-label"]
+    assert sorted(panels[0]["marks"]) == [0.0, 5.0, 10.0, 15.0]
+    assert all(sorted(p["marks"]) == [0.0, 5.0, 10.0, 15.0] for p in panels)
+    labels = panels[0]["step_labels"]
     assert labels == ["1", "2", "3", "4"] or labels[0].startswith("1"), labels
+    assert [p["ylabel"] for p in panels] == ["requests / users", "ms", "tok/s", "requests"]
 
 
 def test_timeline_of_a_run_without_steps_or_server():
-    fig = charts.timeline_fig(timeline_rows(8, server=False))
-    assert not [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == "step-boundary"]
-    for ax in fig.axes:
-        assert set(plotted_labels(ax)) <= set(legend_texts(ax))
-        assert ax.get_ylim()[0] == 0
+    _, panels = svg_panels(charts.timeline(timeline_rows(8, server=False)))
+    assert len(panels) == 3
+    assert not [m for p in panels for m in p["marks"]]
+    for p in panels:
+        assert set(p["traces"]) <= set(p["legend"])
+        assert p["ylim"][0] == 0
+        assert p["ylim"][1] > 0
+
+
+def test_timeline_axes_span_the_data():
+    """Each panel from zero to just above its own data (users reach 4, tok/s 400)."""
+    _, panels = svg_panels(charts.timeline(timeline_rows(20, server=False)))
+    assert 4 < panels[0]["ylim"][1] <= 4 * 1.2
+    assert 400 < panels[2]["ylim"][1] <= 400 * 1.2
+    assert panels[0]["xlim"][0] < 1 and panels[0]["xlim"][1] > 20
+
+
+def test_timeline_of_one_second_still_shows_its_values():
+    """A run shorter than a second has one timeline row: a line through one point draws
+    nothing, so the point is a dot."""
+    root, panels = svg_panels(charts.timeline(timeline_rows(1, server=False)))
+    dots = [c for c in root.iter(f"{SVG_NS}circle")]
+    assert len(dots) >= 3                           # in flight, users, TTFT, tok/s
+
+
+def test_cdf_from_zero_with_every_series_in_the_legend():
+    import numpy as np
+    _, (p,) = svg_panels(charts.cdfs([("TTFT", np.array([10.0, 12.0, 20.0])),
+                                      ("E2EL", np.array([40.0, 50.0, np.nan]))], "TTFT and E2EL"))
+    assert p["traces"] == ["TTFT", "E2EL"] and p["legend"] == ["TTFT", "E2EL"]
+    assert p["xlim"][0] == 0 and 50 <= p["xlim"][1] <= 50 * 1.1
+    assert p["ylim"] == (0, 1.02)
+    assert "TTFT and E2EL" in p["texts"]
+
+
+def test_cdf_of_no_successful_request_says_so():
+    import numpy as np
+    root, (p,) = svg_panels(charts.cdfs([("ITL", np.array([]))], "Inter-token latency"))
+    assert not p["traces"]
+    assert any(t.text == "no successful request" for t in root.iter(f"{SVG_NS}text"))
+
+
+def test_chart_text_is_escaped():
+    import numpy as np
+    svg = charts.cdfs([("<script>x</script>", np.array([1.0]))], "a<b")
+    assert "<script" not in svg
+    svg_panels(svg)                                 # still well-formed XML
 
 
 def test_probe_ticks_are_the_users():
@@ -179,12 +250,13 @@ def test_a_step_without_data_draws_no_box_at_zero():
 
 
 @pytest.mark.parametrize("builder", ["ramp_latency", "ramp_throughput", "timeline",
-                                     "compare_overlay", "probe_overhead"])
+                                     "compare_overlay", "probe_overhead", "cdfs"])
 def test_svg_wrappers_still_return_svg(builder):
     pt = {"overhead_ms": 1.0, "ci_ms": [0.5, 1.5], "significant": True}
     args = {"ramp_latency": (ramp([1, 2]), {"itl": 200.0}, "users"),
             "ramp_throughput": (ramp([1, 2]), "users"),
             "timeline": (timeline_rows(),),
+            "cdfs": ([("TTFT", __import__("numpy").array([1.0, 2.0]))], "TTFT"),
             "compare_overlay": ([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users"),
             "probe_overhead": ([{"users": 1, **{m: dict(pt) for m in
                                                 ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}],)}

@@ -15,9 +15,16 @@ from conftest import ROOT, free_port
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
 
 
+def _transport() -> dict[str, str]:
+    """The HTTP transport a test chose (conftest.transport), for the CLI it starts."""
+    t = os.environ.get("LLMBENCH_TRANSPORT")
+    return {"LLMBENCH_TRANSPORT": t} if t else {}
+
+
 def llmbench(*args, timeout=120, env=None):
     return subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**ENV, **(env or {})}, cwd=ROOT)
+                          text=True, timeout=timeout, env={**ENV, **_transport(), **(env or {})},
+                          cwd=ROOT)
 
 
 def only_run(out: Path) -> Path:

@@ -9,6 +9,9 @@ from llmbench.client import Timeouts
 from conftest import (CHAT_ROLE, RawServer, chat_token, chunk, free_port, http_head, run,
                       send_one)
 
+# every test here runs on both HTTP transports (conftest.transport)
+pytestmark = pytest.mark.usefixtures("transport")
+
 
 @pytest.mark.parametrize("api,path", [("openai-chat", "/v1"), ("openai", "/v1"), ("ollama", "")])
 def test_each_api_against_mock(mock_factory, api, path):

@@ -8,12 +8,17 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT
 from keepalive_server import KeepAliveServer
 
 from llmbench.client import Client, RequestParams
 from llmbench.records import Record
 from llmbench.target import make_target
+
+# every test here runs on both HTTP transports (conftest.transport)
+pytestmark = pytest.mark.usefixtures("transport")
 
 
 async def _users(url: str, users: int, turns: int) -> list[Record]:

@@ -174,12 +174,15 @@ def test_one_slot_waits_stack_by_whole_service_times(mock_factory):
     recs = run(concurrent(m.url + "/v1", 4, 10, stagger_s=0.005))
     assert all(r.ok for r in recs)
     ttfts = sorted(r.ttft * 1000 for r in recs)
-    for k, t in enumerate(ttfts):
-        assert t == pytest.approx(50 + k * 140, abs=25), ttfts
+    assert ttfts[0] == pytest.approx(50, abs=25), ttfts
+    # each request waits one more whole service time: a busy machine makes every timer a bit
+    # late, so a service time can only come out longer (CI saw 504 ms for the 4th's 470)
+    for a, b in zip(ttfts, ttfts[1:]):
+        assert 125 <= b - a <= 185, ttfts
     gaps = [g for r in recs for g in np.diff(r.token_times)]
     assert np.median(gaps) * 1000 == pytest.approx(10, abs=1.5)
     waits = sorted(r.server_queue_ms for r in recs)
-    assert waits[3] == pytest.approx(3 * 140, abs=40)
+    assert 3 * 140 - 25 <= waits[3] <= 3 * 140 + 90, waits
 
 
 def test_shared_steps_slow_down_with_batch(mock_factory):

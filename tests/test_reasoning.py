@@ -174,7 +174,8 @@ def test_reasoning_tokens_is_a_count(bad):
 @pytest.mark.parametrize("flavour,path,api,field", [
     ("vllm", "/v1", None, "reasoning_content"), ("ollama", "/v1", None, "reasoning"),
     ("ollama", "", "ollama", "thinking")])
-def test_mock_streams_reasoning_before_the_answer(mock_factory, flavour, path, api, field):
+def test_mock_streams_reasoning_before_the_answer(transport, mock_factory, flavour, path, api,
+                                                  field):
     m = mock_factory(ttft_ms=5, itl_ms=20, reasoning_tokens=4, flavour=flavour,
                      record=None)
     rec, text = run(send_one(m.url + path, api=api, max_tokens=3))
@@ -187,7 +188,7 @@ def test_mock_streams_reasoning_before_the_answer(mock_factory, flavour, path, a
     assert len(text.split()) == 3 and rec.ttfo - rec.ttft >= 0.07
 
 
-def test_mock_reasoning_field_on_the_wire(mock_factory):
+def test_mock_reasoning_field_on_the_wire(transport, mock_factory):
     import urllib.request
     m = mock_factory(ttft_ms=1, itl_ms=1, reasoning_tokens=2, flavour="ollama")
     body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}],
@@ -224,7 +225,8 @@ def test_cli_run_reports_ttfo_and_a_ttfo_threshold_gates_the_exit_code(mock_fact
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_tokenizer_count_includes_reasoning_when_the_server_reports_no_usage(mock_factory):
+def test_tokenizer_count_includes_reasoning_when_the_server_reports_no_usage(transport,
+                                                                            mock_factory):
     # stream_options.include_usage off: the mock sends no usage, the client's tokenizer counts
     # the answer's text (one token per word here) and adds the reasoning tokens
     import time

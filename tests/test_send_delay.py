@@ -7,6 +7,8 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from conftest import send_one
 from test_cli import llmbench, only_run
 
@@ -20,6 +22,9 @@ from llmbench.shapes import StepWindow
 from llmbench.target import make_target
 from llmbench.verdict import generator_sentence, lag_explains
 from llmbench.workload import Turn
+
+# every test here runs on both HTTP transports (conftest.transport)
+pytestmark = pytest.mark.usefixtures("transport")
 
 
 def test_sent_is_stamped_between_start_and_the_first_token(mock_factory):

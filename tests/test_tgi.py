@@ -3,12 +3,17 @@ loopback TGI-like server, and `llmbench run --api tgi` end to end."""
 
 import json
 
+import pytest
+
 from llmbench import wire
 from llmbench.target import detect_api, make_target
 from llmbench.wire.events import ERROR, MALFORMED, TOKEN, TOKEN_END, Usage
 from conftest import run, send_one
 from test_cli import llmbench, only_run
 from tgi_server import TgiServer
+
+# every test here runs on both HTTP transports (conftest.transport)
+pytestmark = pytest.mark.usefixtures("transport")
 
 MSGS = [{"role": "user", "content": "hello there"}]
 

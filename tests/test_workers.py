@@ -425,3 +425,30 @@ def test_a_regenerated_workload_crosses_to_workers_as_a_recipe(monkeypatch):
             k = w + 2 * (i % 1500)
             assert mine[i] == convs[k]
     assert list(back[1])[::97] == [convs[k] for k in range(1, 3000, 2)][::97]
+
+
+def test_a_large_batch_crosses_the_pipe_whole_on_the_chosen_event_loop():
+    # uvloop makes a watched fd non-blocking; multiprocessing's recv then failed with EAGAIN
+    # part way through a batch of records at 128 streams (megabytes), which read as a crash
+    import asyncio
+    import multiprocessing
+    import threading
+    from llmbench.load import eventloop
+    from llmbench.workers.local import PipeEnd
+
+    ours, theirs = multiprocessing.get_context("spawn").Pipe(duplex=True)
+    batch = {"type": "records", "records": [{"request_id": f"r-{i}", "token_us": list(range(400))}
+                                            for i in range(2000)]}
+
+    async def main():
+        end = PipeEnd(ours)
+        got = asyncio.ensure_future(end.recv())
+        await asyncio.sleep(0.05)                 # the reader is registered with the loop
+        threading.Thread(target=theirs.send, args=(batch,), daemon=True).start()
+        msg = await asyncio.wait_for(got, 60)
+        assert not end.closed
+        return msg
+
+    msg = eventloop.run(main())
+    assert msg is not None and len(msg["records"]) == 2000
+    assert msg["records"][-1]["token_us"][-1] == 399

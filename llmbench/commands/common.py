@@ -75,9 +75,13 @@ class Common:
                      count_tokens=self.count_tokens)
 
     def request_config(self) -> dict[str, Any]:
+        from ..client import choose_transport
         p = self.params
         return {"stream": p.stream, "temperature": p.temperature, "ignore_eos": p.ignore_eos,
-                "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body)}
+                "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body),
+                # which HTTP client sent the requests (LLMBENCH_TRANSPORT): a comparison of two
+                # runs should know if it changed
+                "transport": choose_transport(self.target.base_url)}
 
 
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],

@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -84,12 +83,7 @@ def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> s
     return text
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ..ports import free_port
 
 
 RampFor = Callable[[str, "str | None", Path, dict], RampDone]
@@ -210,7 +204,7 @@ def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str,
         return " ".join(["No setting could be measured."] + tail_parts), None
     top = max(r["held"] for r in measured)
     if top == 0:
-        return " ".join([f"No setting held the first step under the thresholds; each ramp's "
+        return " ".join(["No setting held the first step under the thresholds; each ramp's "
                          "verdict says why."] + tail_parts), None
     order = {id(r): i for i, r in enumerate(results)}
     tied = sorted((r for r in measured if r["held"] == top),

@@ -13,8 +13,9 @@ Rules every chart follows, so a picture cannot say more than the numbers (tests/
 - load ticks sit exactly on the steps (1, 2, 4, 8 users, not 3, 5, 7 or 1.5), labels thinned
   only where they would overprint;
 - every trace is in a legend; overlapping traces differ in style, not only in colour.
-Each chart has a ``*_fig`` builder returning the figure (the tests read its axes) and a function
-of the old name returning the SVG.
+Each matplotlib chart has a ``*_fig`` builder returning the figure (the tests read its axes) and
+a function of the old name returning the SVG. A run's own charts (``cdfs``, ``timeline``) are
+written by svgplot without matplotlib, to the same rules; the tests read their SVG.
 """
 
 from __future__ import annotations
@@ -294,32 +295,33 @@ def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: 
     return _svg(distributions_fig(groups, title, ylabel))
 
 
-def cdfs_fig(series: Sequence[tuple[str, np.ndarray]], title: str):
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
+    """Empirical CDFs from zero (TTFT and E2EL keep their true ratio), drawn without matplotlib
+    (svgplot): a run's report is these and the timeline."""
+    from . import svgplot
+    p = svgplot.Panel(x0=62, y0=24, w=420, h=220, title=safe(title), xlabel="ms",
+                      ylabel="fraction of requests", ylim=(0.0, 1.02))
+    curves = []
     for i, (name, v) in enumerate(series):
+        v = np.asarray(v, dtype=float)
+        v = v[np.isfinite(v)]
         if not len(v):
             continue
         x = np.sort(v)
         if len(x) > 2000:                 # a CDF needs no more points than a screen shows
             x = np.percentile(v, np.linspace(0, 100, 2000))
-        ax.plot(x, np.linspace(0, 1, len(x)), color=_COLORS[i % len(_COLORS)],
-                linestyle=_STYLES[i % len(_STYLES)], label=safe(name))
-    ax.set_title(title)
-    ax.set_xlabel("ms")
-    ax.set_ylabel("fraction of requests")
-    ax.set_ylim(0, 1.02)
-    if ax.get_lines():
-        ax.set_xlim(left=0)               # from zero: TTFT and E2EL keep their true ratio
-        ax.legend(fontsize=7, loc="lower right")
+        curves.append((i, safe(name), x))
+    if curves:
+        top = max(float(x[-1]) for _, _, x in curves)
+        p.xlim = (0.0, top * 1.05 if top > 0 else 1.0)
+        for i, name, x in curves:
+            p.line(x.tolist(), np.linspace(0, 1, len(x)).tolist(), name,
+                   _COLORS[i % len(_COLORS)], _STYLES[i % len(_STYLES)])
+        body = p.render(legend_at="lower right")
     else:                                 # no successful request: say so, do not draw 0
-        ax.text(0.5, 0.5, "no successful request", ha="center", va="center",
-                transform=ax.transAxes)
-    return fig
-
-
-def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
-    return _svg(cdfs_fig(series, title))
+        body = p.render() + (f'<text x="{p.x0 + p.w / 2:.1f}" y="{p.y0 + p.h / 2:.1f}" '
+                             'text-anchor="middle">no successful request</text>')
+    return svgplot.document(p.x0 + p.w + 12, p.y0 + p.h + 42, [body])
 
 
 def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]],
@@ -337,80 +339,92 @@ def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]]
     return out
 
 
-def timeline_fig(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
-                 t0_perf: float | None = None, unit: str = "users"):
-    """Per-second state in stacked panels sharing the time axis, one unit each: requests and
-    users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
-    lines mark where each step began, labelled with its load."""
-    plt = _plt()
-    t = np.array([r["t"] for r in rows], dtype=float)
-
-    def col(key: str) -> np.ndarray:
-        return np.array([_finite(r.get(key)) for r in rows], dtype=float)
-    has_server = any("server_running" in r for r in rows)
-    n = 4 if has_server else 3
-    fig, axes = plt.subplots(n, 1, figsize=(9.5, 1.9 * n + 0.4), sharex=True)
-    ax = axes[0]
-    streaming, waiting = col("streaming"), col("waiting_first_token")
-    if not np.all(np.isnan(streaming)):
-        # in flight = streaming + waiting: stacked, so neither hides the other
-        ax.stackplot(t, np.nan_to_num(streaming), np.nan_to_num(waiting),
-                     labels=("streaming", "waiting for first token"),
-                     colors=(_COLORS[2], _COLORS[4]), alpha=0.45, linewidth=0)
-        ax.plot(t, col("in_flight"), color="#333", linewidth=0.9, label="in flight",
-                clip_on=False, zorder=3)
-    users = col("users")
-    if not np.all(np.isnan(users)):
-        ax.plot(t, users, color=_COLORS[0], linewidth=1.6, linestyle="--", label="users")
-    ax.set_ylabel("requests / users")
-    _from_zero(ax, _top([*users, *col("in_flight")]))
-    _side_legend(ax)
-    ax = axes[1]
-    ttft = col("ttft_p95_recent_ms")
-    ax.plot(t, ttft, color=_COLORS[3], label="TTFT p95, last 10 s")
-    ax.set_ylabel("ms")
-    _from_zero(ax, _top(ttft))
-    _side_legend(ax)
-    ax = axes[2]
-    tok = col("tok_s")
-    ax.plot(t, tok, color=_COLORS[5], label="output tok/s")
-    ax.set_ylabel("tok/s")
-    _from_zero(ax, _top(tok))
-    _side_legend(ax)
-    if has_server:
-        ax = axes[3]
-        run_, wait_ = col("server_running"), col("server_waiting")
-        # unclipped: a count of zero lies on the axis's floor and must still show
-        ax.plot(t, run_, label="server: running", color=_COLORS[2], clip_on=False, zorder=3)
-        ax.plot(t, wait_, label="server: waiting", color=_COLORS[1], linestyle="--",
-                clip_on=False, zorder=3)
-        ax.set_ylabel("requests")
-        _from_zero(ax, _top([*run_, *wait_]))
-        _side_legend(ax)
-    axes[-1].set_xlabel("seconds")
-    starts = _step_starts(rows, steps, t0_perf)
-    if starts:
-        for a in axes:
-            for x, _ in starts:
-                a.axvline(x, color="#777", linestyle=":", linewidth=0.9, gid="step-boundary")
-        top = axes[0]
-        xs = [x for x, _ in starts]
-        lo, hi = top.get_xlim()
-        lo, hi = min(lo, min(xs)), max(hi, max(xs))
-        texts = _thin(xs, [f"{ld:g}" if ld is not None else "?" for _, ld in starts], lo, hi,
-                      _axis_width_pt(top), 7)
-        for x, text in zip(xs, texts):
-            if text:
-                top.text(x, 1.02, text, transform=top.get_xaxis_transform(), ha="center",
-                         va="bottom", fontsize=7, color="#555", gid="step-label")
-        top.set_title(f"step starts (dotted), labelled in {safe(unit)}", loc="right",
-                      fontsize=7, color="#555", pad=12)
-    return fig
-
-
 def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
              t0_perf: float | None = None, unit: str = "users") -> str:
-    return _svg(timeline_fig(rows, steps, t0_perf, unit))
+    """Per-second state in stacked panels sharing the time axis, one unit each: requests and
+    users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
+    lines mark where each step began, labelled with its load. Written as SVG without
+    matplotlib (svgplot): every run's report has it."""
+    from . import svgplot
+    t = [float(r["t"]) for r in rows]
+
+    def col(key: str) -> list[float]:
+        return [_finite(r.get(key)) for r in rows]
+
+    def nan0(xs: list[float]) -> list[float]:
+        return [0.0 if np.isnan(x) else x for x in xs]
+    has_server = any("server_running" in r for r in rows)
+    starts = _step_starts(rows, steps, t0_perf)
+    xs_all = t + [x for x, _ in starts]
+    lo, hi = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
+    pad = (hi - lo) * 0.05 if hi > lo else 0.05 * max(abs(lo), 1.0)
+    panels: list[svgplot.Panel] = []
+    labels = ["streaming", "waiting for first token", "in flight", "users", "TTFT p95, last 10 s",
+              "output tok/s", "server: running", "server: waiting"]
+    legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
+    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 130.0, 14.0
+    n = 4 if has_server else 3
+    for k in range(n):
+        panels.append(svgplot.Panel(x0=left, y0=top_y + k * (h + gap), w=width - left - legend_w,
+                                    h=h, xlim=(lo - pad, hi + pad), x_ticklabels=k == n - 1))
+    ax = panels[0]
+    streaming, waiting, in_flight = col("streaming"), col("waiting_first_token"), col("in_flight")
+    users = col("users")
+    _ylim(ax, [*users, *in_flight])
+    if not all(np.isnan(streaming)):
+        # in flight = streaming + waiting: stacked, so neither hides the other
+        s0, w0 = nan0(streaming), nan0(waiting)
+        ax.area(t, [0.0] * len(t), s0, "streaming", _COLORS[2], 0.45)
+        ax.area(t, s0, [a + b for a, b in zip(s0, w0)], "waiting for first token", _COLORS[4],
+                0.45)
+        ax.line(t, in_flight, "in flight", "#333", width=0.9, clip=False)
+    if not all(np.isnan(users)):
+        ax.line(t, users, "users", _COLORS[0], "--", width=1.6)
+    ax.ylabel = "requests / users"
+    ax = panels[1]
+    ttft = col("ttft_p95_recent_ms")
+    _ylim(ax, ttft)
+    ax.line(t, ttft, "TTFT p95, last 10 s", _COLORS[3])
+    ax.ylabel = "ms"
+    ax = panels[2]
+    tok = col("tok_s")
+    _ylim(ax, tok)
+    ax.line(t, tok, "output tok/s", _COLORS[5])
+    ax.ylabel = "tok/s"
+    if has_server:
+        ax = panels[3]
+        run_, wait_ = col("server_running"), col("server_waiting")
+        _ylim(ax, [*run_, *wait_])
+        # unclipped: a count of zero lies on the axis's floor and must still show
+        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
+        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
+        ax.ylabel = "requests"
+    panels[-1].xlabel = "seconds"
+    if starts:
+        for p in panels:
+            for x, _ in starts:
+                p.vline(x, "#777", ":", 0.9, "step-boundary")
+        top = panels[0]
+        xs = [x for x, _ in starts]
+        texts = _thin(xs, [f"{ld:g}" if ld is not None else "?" for _, ld in starts],
+                      *top.xlim, top.w * 0.75, 7)            # px to pt: 100 dpi against 72
+        for x, text in zip(xs, texts):
+            if text:
+                top.extra.append(f'<text class="step-label" x="{top.px(x):.2f}" '
+                                 f'y="{top.y0 - 4:.2f}" text-anchor="middle" '
+                                 f'font-size="{svgplot.SMALL_PX}" fill="#555">'
+                                 f"{svgplot.esc(text)}</text>")
+        top.extra.append(f'<text x="{top.x0 + top.w:.2f}" y="{top.y0 - 18:.2f}" text-anchor="end" '
+                         f'font-size="{svgplot.SMALL_PX}" fill="#555">step starts (dotted), '
+                         f"labelled in {svgplot.esc(safe(unit))}</text>")
+    height = panels[-1].y0 + h + 42
+    return svgplot.document(width, height, [p.render() for p in panels])
+
+
+def _ylim(panel, values: Sequence[float]) -> None:
+    """A size axis (ms, tok/s, requests) from zero to just above the data (as _from_zero)."""
+    top = _top(values)
+    panel.ylim = (0.0, top * 1.12 if top and top > 0 else 1.0)
 
 
 def probe_overhead_fig(steps: Sequence[dict[str, Any]]):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..load.monitor import COORDINATOR, LoopMonitor, MonitorSample, MonitorView
-from ..load.session import Counters, RECENT_KEEP_S, Session
+from ..load.session import Counters, RECENT_KEEP_S
 from ..records import Record
 from ..shapes.base import Drive, LiveState
 from ..shapes.ramp import Ramp

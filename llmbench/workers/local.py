@@ -18,6 +18,7 @@ A worker whose coordinator is gone (pipe closed) stops at once.
 from __future__ import annotations
 
 import asyncio
+import os
 import multiprocessing
 import signal
 from multiprocessing.connection import Connection
@@ -50,6 +51,10 @@ class PipeEnd:
             if self.closed:
                 return None
             self._loop.add_reader(self.conn.fileno(), self._readable)
+            # uvloop makes a watched fd non-blocking; Connection.recv/send expect a blocking
+            # one and fail with EAGAIN part way through a large message (a batch of records
+            # at 128 streams), which read as a dead worker
+            os.set_blocking(self.conn.fileno(), True)
         return await self._queue.get()
 
     def _readable(self) -> None:
