@@ -387,6 +387,48 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
     return out
 
 
+def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
+    """stats_ms of values already in ms, without a copy: mean and std as numpy computes them
+    on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
+    numpy's linear interpolation between its order statistics."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    n = len(ms)
+    if not n:
+        return {**{k: None for k in names}, "count": 0}
+    out: dict[str, float | None] = {"mean": float(np.mean(ms)), "std": float(np.std(ms))}
+    ms.sort()
+
+    def pct(p: float) -> float:
+        h = (n - 1) * p / 100.0
+        lo = int(np.floor(h))
+        return _lerp(float(ms[lo]), float(ms[min(lo + 1, n - 1)]), h - lo)
+    out.update({"median": pct(50.0), "min": float(ms[0]), "max": float(ms[-1]), "count": n})
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = pct(p)
+    return {k: out[k] for k in ("mean", "median", "std", "min", "max", "count",
+                                *(f"p{pct_word(p)}" for p in percentiles))}
+
+
+def _ints32(st: RecordStore, name: str) -> np.ndarray:
+    """An integer column with None as 0, in its own width (``RecordStore.ints`` gives int64):
+    int64 only when a value did not fit the column."""
+    if any(type(e.get(name)) is int for e in st.extras().values()):
+        return st.ints(name)[0]
+    v = st.view(name)
+    return np.where(v != v.dtype.type(_none_of(v)), v, v.dtype.type(0))
+
+
+def _present(st: RecordStore, name: str) -> np.ndarray:
+    if any(type(e.get(name)) is int for e in st.extras().values()):
+        return st.ints(name)[1]
+    v = st.view(name)
+    return v != v.dtype.type(_none_of(v))
+
+
+def _none_of(v: np.ndarray) -> int:
+    return -(2 ** 31) if v.dtype.itemsize == 4 else -(2 ** 15)
+
+
 def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None:
     """censored_percentile_ms on values already in ms and sorted."""
     n = len(sorted_ms) + n_failed
@@ -458,80 +500,108 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     cens_part: dict[str, Any] = {}
     within_hits: dict[tuple[str, float], int] = {}
 
-    def done_with(name: str, values: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
+    def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
         """A series' statistics, failure-aware percentiles and "within" shares, computed the
-        moment the series exists, so that it can be dropped (a million requests: 8 MB each)."""
+        moment the series exists, so that it can be dropped (a million requests: 8 MB each).
+        ``ms``: the series in ms (seconds x 1000.0, as stats_ms scales), owned: it is
+        sorted in place."""
         if st_ms is None:
-            st_ms = stats_ms(values, percentiles)
+            st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
         stat_part[name] = {(key(name, "n") if stat == "count" else f"{stat}_{name}_ms"): v
                            for stat, v in st_ms.items()}
-        if values is None:
+        if ms is None:
             return
         if name in CENSORED_METRICS:
-            ms = np.sort(values * 1000.0)
             cens_part[name] = {key(name, f"p{pct_word(p)}_all"): _censored_np(ms, len(fail_idx), p)
                                for p in sorted(set(percentiles) | {50.0})}
         for wname, limit_ms in within:
             if wname == name:
-                within_hits[(wname, limit_ms)] = int(np.count_nonzero(values * 1000.0 <= limit_ms))
+                within_hits[(wname, limit_ms)] = int(np.count_nonzero(ms <= limit_ms))
 
-    ntok = st.col("ntok")
+    # Columns as views and, when every request succeeded (the usual case), no index copies:
+    # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
+    all_ok = not len(fail_idx)
+    pick = slice(None) if all_ok else ok_idx
+    ntok = st.view("ntok")                          # uint32
     off = st.offsets()
     us = st.token_us(view=True)
-    ntok_ok = ntok[ok_idx]
-    out_tok, out_present = st.ints("output_tokens")
-    n_out = out_tok[ok_idx]
-    plain_tok = (n_out == ntok_ok) & out_present[ok_idx] | ((n_out == 0) & (ntok_ok == 0))
-    del out_tok, out_present
-    total_out = int(n_out.sum())
-    prompt, _ = st.ints("prompt_tokens")
-    total_in = int(prompt[ok_idx].sum())
-    del prompt
+    first_at = off[:-1] if all_ok else off[ok_idx]
+    last_at = off[1:] - 1 if all_ok else off[ok_idx + 1] - 1
+    ntok_ok = ntok[pick]
+    n_out = _ints32(st, "output_tokens")[pick]
+    out_present = _present(st, "output_tokens")[pick]
+    plain_tok = (n_out == ntok_ok) & out_present | ((n_out == 0) & (ntok_ok == 0))
+    del out_present
+    total_out = int(n_out.sum(dtype=np.int64))
+    total_in = int(_ints32(st, "prompt_tokens")[pick].sum(dtype=np.int64))
 
     # per-request series, each dropped once its figures are taken (per_request's arithmetic:
-    # token times as start + us / 1e6, as Record.from_json makes them)
-    start = st.col("start")[ok_idx]
-    first_abs = start + us[off[ok_idx]] / 1e6
-    ttft = first_abs - start
-    done_with("ttft", ttft)
+    # token times as start + us / 1e6, as Record.from_json makes them; x - start and x * 1000
+    # done in place give the same values as the expressions written out)
+    start = st.view("start")[pick]
+
+    def at(where: np.ndarray) -> np.ndarray:
+        t = us[where] / 1e6
+        t += start                                  # start + us / 1e6
+        return t
+    ms = at(first_at)
+    ms -= start                                     # ttft
+    ms *= 1000.0
     good_mask = None
     if goodput_slo_ms and "ttft" in goodput_slo_ms:
-        good_mask = ttft * 1000.0 <= goodput_slo_ms["ttft"]
-    del ttft
-    last_abs = start + us[off[ok_idx + 1] - 1] / 1e6
+        good_mask = ms <= goodput_slo_ms["ttft"]
+    done_with("ttft", ms)
+    del ms
+    first_abs, last_abs = at(first_at), at(last_at)
     has_tpot = n_out > 1
-    tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
-    done_with("tpot", tpot)
+    if has_tpot.all():
+        tpot = last_abs - first_abs
+        tpot /= n_out - 1
+    else:
+        tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
+    del first_abs
+    tpot *= 1000.0
     if goodput_slo_ms and "tpot" in goodput_slo_ms:
-        tpot_or_0 = np.zeros(len(ok_idx))
+        tpot_or_0 = np.zeros(len(n_out))
         tpot_or_0[has_tpot] = tpot
-        m = tpot_or_0 * 1000.0 <= goodput_slo_ms["tpot"]
+        m = tpot_or_0 <= goodput_slo_ms["tpot"]
         good_mask = m if good_mask is None else good_mask & m
         del tpot_or_0
-    del tpot, has_tpot, first_abs, n_out
-    e2el = last_abs - start
-    done_with("e2el", e2el)
+    done_with("tpot", tpot)
+    del tpot, has_tpot, n_out
+    last_abs -= start                               # e2el
+    last_abs *= 1000.0
     if goodput_slo_ms and "e2el" in goodput_slo_ms:
-        m = e2el * 1000.0 <= goodput_slo_ms["e2el"]
+        m = last_abs <= goodput_slo_ms["e2el"]
         good_mask = m if good_mask is None else good_mask & m
-    del e2el
+    done_with("e2el", last_abs)
+    del last_abs
     good = (int(good_mask.sum()) if good_mask is not None else len(ok_idx)) \
         if goodput_slo_ms else None
     del good_mask
-    sched = st.col("scheduled")[ok_idx]
-    done_with("client_queue", np.maximum(start - sched, 0.0))
-    done_with("e2el_from_schedule", last_abs - sched)
-    del sched, last_abs, start
+    sched = st.view("scheduled")[pick]
+    q = start - sched
+    np.maximum(q, 0.0, out=q)
+    q *= 1000.0
+    done_with("client_queue", q)
+    del q
+    last_abs = at(last_at)
+    last_abs -= sched
+    last_abs *= 1000.0
+    done_with("e2el_from_schedule", last_abs)
+    del sched, last_abs, start, first_at, last_at
 
     # per-event gaps in integer microseconds
     itl_us = _gaps_us(us, ntok, okm, off)
-    n_gaps = np.maximum(ntok_ok - 1, 0).astype(np.int32)
+    n_gaps = np.maximum(ntok_ok.astype(np.int32) - 1, 0)
     del ntok_ok
     gap_start = np.concatenate((np.zeros(1, np.int64), np.cumsum(n_gaps, dtype=np.int64)[:-1])) if len(n_gaps) \
         else np.zeros(0, np.int64)
     max_gap_us = np.zeros(len(ok_idx), dtype=np.int32)
     with_gaps = n_gaps > 0
-    if with_gaps.any():
+    if with_gaps.all():
+        max_gap_us[:] = np.maximum.reduceat(itl_us, gap_start)
+    elif with_gaps.any():
         max_gap_us[with_gaps] = np.maximum.reduceat(itl_us, gap_start[with_gaps])
     del with_gaps
     # like the ITL, from the integer microseconds, partitioned in place (no float copies)
@@ -668,8 +738,9 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray, ntok: np.ndarray, off: n
     """_buckets on the columns, a chunk of requests at a time."""
     if not len(ok_idx):
         return 0.0, 0
-    start = st.col("start")[ok_idx]
-    end = st.col("end")[ok_idx]
+    all_ok = len(ok_idx) == len(st)
+    start = st.view("start") if all_ok else st.col("start")[ok_idx]
+    end = st.view("end") if all_ok else st.col("end")[ok_idx]
     t_min = float(start.min())
     t_max = float(np.nanmax(end))
     n = int(np.ceil(t_max - t_min)) + 1

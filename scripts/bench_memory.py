@@ -250,7 +250,7 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
     import io
     with contextlib.redirect_stdout(io.StringIO()):
         try:
-            cli.main()
+            cli.app()                   # not main(): it leaves by os._exit
         except SystemExit:
             pass
     # clear_refs resets ru_maxrss too: the process's peak is the highest phase's

@@ -165,9 +165,15 @@ def test_summary_from_store_equals_summary_from_records(seed, monkeypatch):
     # no t0: both take the first scheduled time; no reasoning, no later turns, no failures
     simple = [r for r in plain if r.ok and not r.reasoning_events and r.turn == 0]
     want = metrics.summarize(simple)
+    # every request succeeded: the store's path without index copies, goodput on all three
+    kw["goodput_slo_ms"] = {"ttft": 40.0, "tpot": 3.0, "e2el": 200.0}
+    kw["within"] = [("ttft", 30.0), ("itl", 10.0), ("e2el", 150.0), ("max_gap", 20.0)]
+    want_kw = metrics.summarize(simple, **kw)
+    assert 0 < want_kw["request_goodput"] < want_kw["request_throughput"]
     # the store's own path: no per-request objects at all when nothing reasoned
     monkeypatch.setattr(metrics, "per_request", None)
     _same(metrics.summarize(RecordStore.of(simple)), want)
+    _same(metrics.summarize(RecordStore.of(simple), **kw), want_kw)
     _same(metrics.summarize(RecordStore()), metrics.summarize([]))
 
 
