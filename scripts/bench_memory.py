@@ -19,6 +19,17 @@ Measured 2026-11-30 on the shared 2-core machine (8-token replies, concurrency 3
                                        20k 111.6 MB, 100k 146.2 MB
   128-token replies, 20k: 322 MB before (issue 12), 184.9 MB after
 About 97 MB of any run is fixed: imports (~49 MB) and matplotlib for report.html (~50 MB).
+
+2026-11-30, later (memory2; report charts are SVG now, no matplotlib):
+  real:       20k 84.1 MB, 200k 133.0 MB (slope 285 bytes per request between them)
+  --simulate: 200k 117.9 MB; 1M 289.5 MB (was 564.8 before this round), by phase:
+              before records 68, store filled 213 (store 140 MB), summary 276, peak in flight
+              253, record checks 263, timeline 290, report 208
+  --workers 2: each worker process is ~55-63 MB and the resource tracker 13 MB, so the fixed
+              cost of llmbench's processes together is ~200 MB before any record.
+
+  python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
+  python scripts/bench_memory.py --requests 300000 --workers 2
 """
 
 from __future__ import annotations
