@@ -155,6 +155,24 @@ def goodput_ok(p: PerRequest, slo_ms: dict[str, float]) -> bool:
     return all(values[k] * 1000.0 <= v for k, v in slo_ms.items())
 
 
+def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
+              good: int | None, peak_tok: Any, peak_conc: Any) -> dict[str, Any]:
+    """vLLM's run-level figures, in its order (both summary paths start with these)."""
+    return {
+        "completed": completed,
+        "failed": failed,
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": completed / duration,
+        "request_goodput": (good / duration) if good is not None else None,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "max_output_tokens_per_s": peak_tok,
+        "max_concurrent_requests": peak_conc,
+    }
+
+
 def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: float | None = None,
               goodput_slo_ms: dict[str, float] | None = None, stall_s: float = 1.0,
               percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True,
@@ -193,19 +211,7 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     good = sum(1 for p in per if goodput_ok(p, goodput_slo_ms)) if goodput_slo_ms else None
     peak_tok, peak_conc = _buckets(ok)
 
-    s: dict[str, Any] = {
-        "completed": len(ok),
-        "failed": len(failed),
-        "duration": duration,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": len(ok) / duration,
-        "request_goodput": (good / duration) if good is not None else None,
-        "output_throughput": total_out / duration,
-        "total_token_throughput": (total_in + total_out) / duration,
-        "max_output_tokens_per_s": peak_tok,
-        "max_concurrent_requests": peak_conc,
-    }
+    s = _headline(len(ok), len(failed), duration, total_in, total_out, good, peak_tok, peak_conc)
     series = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els,
               "client_queue": [p.client_queue for p in per],
               "e2el_from_schedule": [p.e2el_from_schedule for p in per],
@@ -650,19 +656,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     peak_tok, peak_conc = _buckets_store(st, ok_idx, ntok, off, us)
     del us
 
-    s: dict[str, Any] = {
-        "completed": len(ok_idx),
-        "failed": len(fail_idx),
-        "duration": duration,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": len(ok_idx) / duration,
-        "request_goodput": (good / duration) if good is not None else None,
-        "output_throughput": total_out / duration,
-        "total_token_throughput": (total_in + total_out) / duration,
-        "max_output_tokens_per_s": peak_tok,
-        "max_concurrent_requests": peak_conc,
-    }
+    s = _headline(len(ok_idx), len(fail_idx), duration, total_in, total_out, good, peak_tok,
+                  peak_conc)
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap"):
         s.update(stat_part[name])

@@ -65,13 +65,17 @@ class PipeEnd:
         except (EOFError, OSError, ValueError):
             self._eof()
 
-    def _eof(self) -> None:
+    def _unwatch(self) -> None:
+        """Stop watching the pipe (once) and mark this end closed."""
         if self._loop is not None and not self.closed:
             try:
                 self._loop.remove_reader(self.conn.fileno())
             except (OSError, ValueError):
                 pass
         self.closed = True
+
+    def _eof(self) -> None:
+        self._unwatch()
         if self._queue is not None:
             self._queue.put_nowait(None)
 
@@ -118,12 +122,7 @@ class LocalLink(PipeEnd):
         if self.proc.is_alive():
             self.proc.kill()
             await loop.run_in_executor(None, self.proc.join, 2.0)
-        if self._loop is not None and not self.closed:
-            try:
-                self._loop.remove_reader(self.conn.fileno())
-            except (OSError, ValueError):
-                pass
-        self.closed = True
+        self._unwatch()
         self.conn.close()
 
 
