@@ -128,6 +128,18 @@ class Peers:
         return [w for w, res in zip(others, got) if res is None or res[0] != 200]
 
 
+@web.middleware
+async def _arrival_done(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Clear the connection's arrival stamp once a request is answered, whatever the route, so
+    the next request on a kept-alive connection stamps its own (its bytes come after this reply:
+    clients do not pipeline)."""
+    try:
+        return await handler(request)
+    finally:
+        if getattr(request.protocol, "arrival_ns", 0):
+            request.protocol.arrival_ns = 0
+
+
 class Routes:
     def __init__(self, engine: Engine, recorder: Recorder | None = None, worker: int = 0,
                  peers: Peers | None = None, index: int = 0) -> None:
@@ -141,7 +153,7 @@ class Routes:
         self._worker_header = str(worker)
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_done])
         r = app.router
         r.add_get("/v1/models", self.models)
         r.add_post("/v1/chat/completions", self.chat)
@@ -348,7 +360,9 @@ class Routes:
     async def _generate(self, request: web.Request, route: str) -> web.StreamResponse:
         engine = self.engine
         cfg = engine.config
-        arrival_ns = perf_counter_ns()
+        handler_ns = perf_counter_ns()
+        # when the bytes were read (server.ArrivalStampingHandler), else now
+        arrival_ns = getattr(request.protocol, "arrival_ns", 0) or handler_ns
         try:
             raw = await request.read()
             try:
@@ -390,7 +404,7 @@ class Routes:
         log: dict[str, Any] | None = None
         if self.recorder is not None:
             log = {"replica": engine.replica, "request_id": rid, "route": route,
-                   "arrival_ns": arrival_ns, "fault": fault}
+                   "arrival_ns": arrival_ns, "handler_ns": handler_ns, "fault": fault}
             if self.recorder.prompts:
                 log["messages"] = body.get("messages") if isinstance(body, dict) else None
                 log["prompt"] = body.get("prompt") if isinstance(body, dict) else None

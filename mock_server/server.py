@@ -29,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .arrival import stamp_arrivals, stamping_listener
 from .engine import Engine, MockConfig, PROFILES
 from .recorder import Recorder
 from .routes import Peers, Routes
@@ -115,6 +116,8 @@ class MockCluster:
         for r, sock in zip(routes, socks):
             runner = web.AppRunner(r.app(), access_log=None, handle_signals=False)
             await runner.setup()
+            stamp_arrivals(runner)
+            sock = stamping_listener(sock)
             site = web.SockSite(runner, sock)
             await site.start()
             self._runners.append(runner)

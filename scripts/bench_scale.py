@@ -70,7 +70,7 @@ def measure(a: argparse.Namespace, streams: int, workers: str) -> dict:
         recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
     measured = [r for r in recs if not r.get("warmup")]
     ok = [r for r in measured if r.get("ok") and r["request_id"] in sent]
-    cli_gaps, srv_gaps, ttft_err, to_arrival = [], [], [], []
+    cli_gaps, srv_gaps, ttft_err, to_arrival, err_handler = [], [], [], [], []
     events = 0
     for r in ok:
         e = sent[r["request_id"]]
@@ -84,15 +84,19 @@ def measure(a: argparse.Namespace, streams: int, workers: str) -> dict:
         srv_gaps.extend(np.diff(ns))
         ttft_err.append((t[0] - r["start"]) - (ns[0] - arrival))
         to_arrival.append(arrival - r["start"])
+        handler = e.get("handler_ns", e["arrival_ns"]) / 1e9
+        err_handler.append((t[0] - r["start"]) - (ns[0] - handler))
     lo = min(r["start"] for r in measured)
     hi = max(r["done"] for r in measured)
     in_flight = sum(r["done"] - r["start"] for r in measured) / max(hi - lo, 1e-9)
     ms = lambda v, p: float(np.percentile(v, p) * 1000) if len(v) else float("nan")  # noqa: E731
     mon = run.get("monitor") or {}
-    return {"streams": streams, "workers": (run.get("workers") or {}).get("count", workers),
+    return {"streams": streams, "records": len(recs), "mock_log": len(sent),
+            "workers": (run.get("workers") or {}).get("count", workers),
             "requests": len(ok), "start_arrival_p50": ms(to_arrival, 50),
             "start_arrival_p99": ms(to_arrival, 99), "ttft_err_p50": ms(ttft_err, 50),
-            "ttft_err_p99": ms(ttft_err, 99), "itl_p99_cli": ms(cli_gaps, 99),
+            "ttft_err_p99": ms(ttft_err, 99), "handler_err_p50": ms(err_handler, 50),
+            "handler_err_p99": ms(err_handler, 99), "itl_p99_cli": ms(cli_gaps, 99),
             "itl_p99_srv": ms(srv_gaps, 99), "in_flight": in_flight,
             "send_delay_p99": (run.get("summary") or {}).get("p99_send_delay_ms"),
             "flagged": bool(mon.get("overloaded")), "cpu_s": cpu, "wall_s": wall,
@@ -112,19 +116,23 @@ def main() -> None:
     print(f"event every {a.itl_ms:g} ms, TTFT {a.ttft_ms:g} ms, {a.tokens} events per request, "
           f"{a.seconds:g} s, mock workers {a.mock_workers}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("errors are client - server; the server's TTFT is first send - its arrival stamp")
+    print("errors are client - server; the server's TTFT is first send - its arrival stamp "
+          "(when the request's first bytes were read from the socket); 'vs handler': measured "
+          "from when the mock's handler started instead (includes the mock's own intake delay)")
     print(f"{'streams':>7} {'workers':>7} {'reqs':>6} {'start->arr p50/p99':>19} "
-          f"{'TTFT err p50/p99':>17} {'ITL p99 cli/srv':>17} {'in flight':>9} "
-          f"{'send p99':>8} {'flagged':>7} {'us/ev all':>9}")
+          f"{'TTFT err p50/p99':>17} {'vs handler':>17} {'ITL p99 cli/srv':>17} {'in flight':>9} "
+          f"{'send p99':>8} {'flagged':>7} {'us/ev all':>9} {'records/mock log':>16}")
     for n in [int(x) for x in a.streams.split(",")]:
         for w in a.workers.split(","):
             r = measure(a, n, w)
             print(f"{n:>7} {str(r['workers']):>7} {r['requests']:>6} "
                   f"{r['start_arrival_p50']:8.2f}/{r['start_arrival_p99']:<10.2f} "
                   f"{r['ttft_err_p50']:+8.2f}/{r['ttft_err_p99']:<+8.2f} "
+                  f"{r['handler_err_p50']:+8.2f}/{r['handler_err_p99']:<+8.2f} "
                   f"{r['itl_p99_cli']:8.2f}/{r['itl_p99_srv']:<8.2f} {r['in_flight']:9.1f} "
                   f"{r['send_delay_p99'] or float('nan'):8.2f} {str(r['flagged']):>7} "
-                  f"{r['us_per_event_all']:9.1f}", flush=True)
+                  f"{r['us_per_event_all']:9.1f} {r['records']:>7}/{r['mock_log']:<8}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -336,3 +336,53 @@ def test_client_going_away_mid_stream_frees_the_slot_quietly(mock_factory, caplo
     while m.engines[0].stats.running and time.perf_counter() < deadline:
         time.sleep(0.01)
     assert m.engines[0].stats.running == 0
+
+
+def _http_exchange(sock, request: bytes) -> bytes:
+    """Send one HTTP/1.1 request on a kept-alive raw socket; the whole reply (content-length)."""
+    sock.sendall(request)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += sock.recv(65536)
+    head, _, body = buf.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="kernel receive timestamps on TCP are Linux's")
+def test_arrival_is_when_the_bytes_came_in_not_when_the_busy_loop_got_to_them(mock_factory,
+                                                                              tmp_path):
+    """The send-time log's arrival stamp is the kernel's receive time of the request: a mock
+    whose loop is stuck for 0.6 s still stamps the arrival at the send, and its handler later.
+    A request on a kept-alive connection stamps its own arrival, not the previous one's."""
+    import socket
+    from urllib.parse import urlsplit
+    log = tmp_path / "send.jsonl"
+    m = mock_factory(ttft_ms=1, itl_ms=1, tokens=2, record=str(log))
+    u = urlsplit(m.url)
+    with socket.create_connection((u.hostname, u.port)) as s:
+        host = f"Host: {u.hostname}\r\n".encode()
+        assert b" 200 " in _http_exchange(s, b"GET /v1/models HTTP/1.1\r\n" + host + b"\r\n")
+        time.sleep(0.2)        # the connection is idle between its two requests
+        body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}],
+                           "max_tokens": 2, "stream": False}).encode()
+        stuck = __import__("threading").Event()
+
+        def block() -> None:
+            stuck.set()
+            time.sleep(0.6)
+        m._loop.call_soon_threadsafe(block)
+        assert stuck.wait(10)
+        sent_ns = time.perf_counter_ns()
+        head = _http_exchange(s, b"POST /v1/chat/completions HTTP/1.1\r\n" + host
+                              + b"content-type: application/json\r\n"
+                              + f"content-length: {len(body)}\r\n\r\n".encode() + body)
+        assert b" 200 " in head
+    m.__exit__(None, None, None)
+    [e] = read_log(log)
+    assert sent_ns <= e["arrival_ns"] < sent_ns + 100e6, (e["arrival_ns"] - sent_ns) / 1e6
+    assert e["handler_ns"] - e["arrival_ns"] > 300e6     # the loop was stuck; the stamp was not
