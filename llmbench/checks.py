@@ -66,22 +66,36 @@ def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None =
 def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCheck | None:
     """``check`` on a RecordStore's columns (a run's own records: nothing per request)."""
     import numpy as np
-    asked, asked_ok = st.ints("max_tokens")
-    out, out_ok = st.ints("output_tokens")
-    rows = st.col("ok") & ~st.col("warmup") & asked_ok & (asked != 0) & out_ok
-    n = int(rows.sum())
+    asked_all, asked_ok = st.ints("max_tokens")
+    out_all, out_ok = st.ints("output_tokens")
+    use = st.col("ok") & ~st.col("warmup") & asked_ok & (asked_all != 0) & out_ok
+    del asked_ok, out_ok
+    server, stop = st.str_id("server"), st.str_id("stop")
+    source, finish = st.view_strs("output_tokens_source"), st.view_strs("finish_reason")
+    n = asked_sum = out_sum = longer_n = shorter_n = stopped_n = 0
+    approximate = False
+    # a block of records at a time: a million-record run's per-request temporaries would be
+    # 8 MB each
+    for c in range(0, len(use), 1 << 16):
+        rows = np.nonzero(use[c:c + (1 << 16)])[0] + c
+        if not len(rows):
+            continue
+        asked, out = asked_all[rows], out_all[rows]
+        approx = source[rows] != server
+        tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
+        longer = out > asked + tol
+        shorter = ~longer & (out < asked - tol)
+        n += len(rows)
+        asked_sum += int(asked.sum())
+        out_sum += int(out.sum())
+        longer_n += int(longer.sum())
+        shorter_n += int(shorter.sum())
+        if stop >= 0:
+            stopped_n += int((shorter & (finish[rows] == stop)).sum())
+        approximate = approximate or bool(approx.any())
     if not n:
         return None
-    asked, out = asked[rows], out[rows]
-    server = st.str_id("server")
-    approx = st.col("output_tokens_source")[rows] != server
-    tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
-    longer = out > asked + tol
-    shorter = ~longer & (out < asked - tol)
-    stop = st.str_id("stop")
-    stopped = shorter & (st.col("finish_reason")[rows] == stop) if stop >= 0 else shorter & False
-    return _length_check(n, int(asked.sum()), int(out.sum()), int(longer.sum()),
-                         int(shorter.sum()), int(stopped.sum()), bool(approx.any()),
+    return _length_check(n, asked_sum, out_sum, longer_n, shorter_n, stopped_n, approximate,
                          ignore_eos, api)
 
 

@@ -453,25 +453,37 @@ def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None
     return v(lo) + (h - lo) * (v(hi) - v(lo))
 
 
-def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray) -> np.ndarray:
+def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The gaps between successive token events of the successful records (int32 µs), record
-    after record, computed a chunk of records at a time (no event-sized temporaries)."""
+    after record, and each successful record's largest gap (0 without one), computed a chunk
+    of records at a time (no event-sized temporaries, no per-request index arrays)."""
     total = int(np.where(okm, np.maximum(ntok - 1, 0), 0).sum())
     out = np.empty(total, dtype=np.int32)
-    pos = 0
+    max_gap = np.zeros(int(np.count_nonzero(okm)), dtype=np.int32)
+    pos = done = 0
     for c in range(0, len(ntok), _REC_CHUNK):
         k = ntok[c:c + _REC_CHUNK]
+        ok = okm[c:c + _REC_CHUNK]
         lo, hi = int(off[c]), int(off[min(c + _REC_CHUNK, len(ntok))])
         seg = us[lo:hi]
+        n_ok = int(np.count_nonzero(ok))
         if len(seg) < 2:
+            done += n_ok
             continue
         first = np.zeros(len(seg), dtype=bool)
         first[(off[c:c + len(k)] - lo)[k > 0]] = True
-        keep = np.repeat(okm[c:c + _REC_CHUNK], k)[1:] & ~first[1:]
+        keep = np.repeat(ok, k)[1:] & ~first[1:]
         g = (seg[1:] - seg[:-1])[keep]
         out[pos:pos + len(g)] = g
         pos += len(g)
-    return out
+        n_gaps = np.maximum(k[ok].astype(np.int64) - 1, 0)
+        has = n_gaps > 0
+        if has.any():
+            starts = np.concatenate(([0], np.cumsum(n_gaps)[:-1]))
+            max_gap[done:done + n_ok][has] = np.maximum.reduceat(g, starts[has])
+        done += n_ok
+    return out, max_gap
 
 
 def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
@@ -598,18 +610,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del sched, last_abs, start, first_at, last_at
 
     # per-event gaps in integer microseconds
-    itl_us = _gaps_us(us, ntok, okm, off)
-    n_gaps = np.maximum(ntok_ok.astype(np.int32) - 1, 0)
-    del ntok_ok
-    gap_start = np.concatenate((np.zeros(1, np.int64), np.cumsum(n_gaps, dtype=np.int64)[:-1])) if len(n_gaps) \
-        else np.zeros(0, np.int64)
-    max_gap_us = np.zeros(len(ok_idx), dtype=np.int32)
-    with_gaps = n_gaps > 0
-    if with_gaps.all():
-        max_gap_us[:] = np.maximum.reduceat(itl_us, gap_start)
-    elif with_gaps.any():
-        max_gap_us[with_gaps] = np.maximum.reduceat(itl_us, gap_start[with_gaps])
-    del with_gaps
+    itl_us, max_gap_us = _gaps_us(us, ntok, okm, off)
     # like the ITL, from the integer microseconds, partitioned in place (no float copies)
     requests_with_stalls = _count_s(max_gap_us, lambda v: v > stall_s)
     for wname, limit_ms in within:
@@ -626,10 +627,17 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     if len(ok_counted):
         plain_tok[ok_counted] = False
     # the usual case: every gap is one token's, and ITL per token is ITL itself
-    per_tok_us = None if plain_tok.all() and not len(ok_counted) else \
-        itl_us[np.repeat(plain_tok, n_gaps)]
+    per_tok_us = None
+    n_gaps = gap_start = None
+    if not plain_tok.all() or len(ok_counted):
+        n_gaps = np.maximum(ntok_ok.astype(np.int32) - 1, 0)
+        gap_start = np.concatenate((np.zeros(1, np.int64),
+                                    np.cumsum(n_gaps, dtype=np.int64)[:-1]))
+        per_tok_us = itl_us[np.repeat(plain_tok, n_gaps)]
+    del ntok_ok
     spread: list[float] = []
     for k in ok_counted:
+        assert n_gaps is not None and gap_start is not None
         counts = extras[int(ok_idx[k])]["token_counts"]
         if len(counts) != ntok[ok_idx[k]]:
             continue

@@ -312,6 +312,13 @@ class RecordStore:
         self._table: list[str | None] = [None]      # shared string table; 0 is None
         self._index: dict[str | None, int] = {None: 0}
         self._offsets: np.ndarray | None = None      # cumulative token offsets (cache)
+        # A column that has held one value so far (status 200, a fixed max_tokens, no worker,
+        # the same finish reason...) keeps it as (value, count) ahead of its array: most of a
+        # plain run's columns are such, about 45 bytes a request. Found every _COMPACT_EVERY
+        # appends (_compact), so appending stays a plain array append.
+        self._head: dict[tuple[str, str], tuple[Any, int]] = {}
+        self._varied: set[tuple[str, str]] = set()
+        self._compact_at = _COMPACT_EVERY
 
     # -- writing ----------------------------------------------------------------------------
     def _intern(self, s: str | None) -> int:
@@ -326,6 +333,64 @@ class RecordStore:
         if not self._append_plain(rec):
             self._append_any(rec)
         self._offsets = None
+        if len(self._ntok) >= self._compact_at:
+            self._compact()
+
+    # -- constant columns -------------------------------------------------------------------
+    def _keys(self) -> Iterator[tuple[tuple[str, str], array]]:
+        """Every column but the token events and their counts: (key, its array)."""
+        for n, arr in self._f8.items():
+            yield ("f8", n), arr
+        for n, arr in self._ints.items():
+            yield ("int", n), arr
+        yield ("flags", ""), self._flags
+        for n, arr in self._strs.items():
+            yield ("str", n), arr
+        for n, arr in self._id_prefix.items():
+            yield ("idp", n), arr
+        for n, arr in self._id_num.items():
+            yield ("idn", n), arr
+
+    def _compact(self) -> None:
+        """Fold each column's newly appended values into its head while they all equal it
+        (bit for bit: -0.0 is not 0.0); a column that differed once is left alone for good."""
+        import numpy as np
+        self._compact_at = len(self._ntok) + _COMPACT_EVERY
+        for key, arr in self._keys():
+            if key in self._varied or not len(arr):
+                continue
+            a = np.frombuffer(arr, dtype=arr.typecode)
+            head = self._head.get(key)
+            value = a[0] if head is None else np.array([head[0]], dtype=a.dtype)[0]
+            same = a.view(f"u{a.itemsize}") == np.array([value]).view(f"u{a.itemsize}")[0]
+            if bool(same.all()):
+                self._head[key] = (value.item(), (head[1] if head else 0) + len(a))
+                del a
+                del arr[:]                      # frees the array's buffer
+            else:
+                self._varied.add(key)
+
+    def _full(self, key: tuple[str, str], arr: array, readonly: bool = False) -> np.ndarray:
+        """A column as one numpy array: a view of its array when it has no head, else a new
+        array with the head's values first; ``readonly`` and one value throughout: that value
+        broadcast, no memory per request."""
+        import numpy as np
+        head = self._head.get(key)
+        tail = np.frombuffer(arr, dtype=arr.typecode) if len(arr) else np.zeros(0, arr.typecode)
+        if head is None or not head[1]:
+            return tail
+        if readonly and not len(tail):
+            return np.broadcast_to(np.array(head[0], dtype=tail.dtype), (head[1],))
+        out = np.empty(head[1] + len(tail), dtype=tail.dtype)
+        out[:head[1]] = head[0]
+        out[head[1]:] = tail
+        return out
+
+    def _item(self, key: tuple[str, str], arr: array, i: int) -> Any:
+        head = self._head.get(key)
+        if head is None:
+            return arr[i]
+        return head[0] if i < head[1] else arr[i - head[1]]
 
     def _append_plain(self, rec: Record) -> bool:
         """The usual record, column by column without checks; False (nothing appended) when
@@ -459,22 +524,23 @@ class RecordStore:
 
     def _record(self, i: int, lo: int, hi: int) -> Record:
         f8 = self._f8
+        item = self._item
         kw: dict[str, Any] = {}
         for n in _F8:
-            v = f8[n][i]
+            v = item(("f8", n), f8[n], i)
             kw[n] = None if v != v else v
         for n, code in _INTS.items():
-            v = self._ints[n][i]
+            v = item(("int", n), self._ints[n], i)
             kw[n] = None if v == (_NONE_I if code == "i" else _NONE_H) else v
-        flags = self._flags[i]
+        flags = item(("flags", ""), self._flags, i)
         for bit, n in enumerate(_FLAGS):
             kw[n] = bool(flags >> bit & 1)
         table = self._table
         for n in _STRS:
-            kw[n] = table[self._strs[n][i]]
+            kw[n] = table[item(("str", n), self._strs[n], i)]
         for n in _IDS:
-            num = self._id_num[n][i]
-            prefix = table[self._id_prefix[n][i]]
+            num = item(("idn", n), self._id_num[n], i)
+            prefix = table[item(("idp", n), self._id_prefix[n], i)]
             kw[n] = None if prefix is None and num < 0 else \
                 (prefix or "") + (str(num) if num >= 0 else "")
         extra = self._extras.get(i)
@@ -528,41 +594,63 @@ class RecordStore:
         as -2**31 (use ``present``), booleans for flags, table indices for strings."""
         import numpy as np
         if name in self._f8:
-            return np.array(self._f8[name], dtype=np.float64)
+            return np.array(self._full(("f8", name), self._f8[name]), dtype=np.float64)
         if name in self._ints:
-            return np.array(self._ints[name], dtype=np.int32 if _INTS[name] == "i" else np.int16)
+            return np.array(self._full(("int", name), self._ints[name]),
+                            dtype=np.int32 if _INTS[name] == "i" else np.int16)
         if name in _FLAGS:
             bit = _FLAGS.index(name)
-            return (np.frombuffer(self._flags, dtype=np.uint8) >> bit & 1).astype(bool)
+            return (self._full(("flags", ""), self._flags) >> bit & 1).astype(bool)
         if name in self._strs:
-            return np.array(self._strs[name], dtype=np.uint16)
+            return np.array(self._full(("str", name), self._strs[name]), dtype=np.uint16)
         if name == "ntok":
             return np.array(self._ntok, dtype=np.int64)
         raise KeyError(name)
 
     def view(self, name: str) -> np.ndarray:
         """One float or integer column as a read-only numpy view, no copy (None as in ``col``;
-        ``ntok`` as int32). Valid until the next append, which fails while it lives."""
+        ``ntok`` as int32) unless the column began with a run of one value (a new array then).
+        Valid until the next append, which fails while it lives."""
         import numpy as np
         if name in self._f8:
-            arr, dtype = self._f8[name], np.float64
+            key, arr, dtype = ("f8", name), self._f8[name], np.float64
         elif name in self._ints:
-            arr, dtype = self._ints[name], (np.int32 if _INTS[name] == "i" else np.int16)
+            key, arr, dtype = ("int", name), self._ints[name], \
+                (np.int32 if _INTS[name] == "i" else np.int16)
         elif name == "ntok":
-            arr, dtype = self._ntok, np.int32      # counts of events, far below 2**31
+            key, arr, dtype = ("ntok", ""), self._ntok, np.int32   # counts, far below 2**31
         else:
             raise KeyError(name)
-        a = np.frombuffer(arr, dtype=dtype) if len(arr) else np.zeros(0, dtype)
+        if key in self._head:
+            a = self._full(key, arr, readonly=True)
+        else:
+            a = np.frombuffer(arr, dtype=dtype) if len(arr) else np.zeros(0, dtype)
+        a.flags.writeable = False
+        return a
+
+    def view_strs(self, name: str) -> np.ndarray:
+        """A string column's table indices (``str_id``), read-only, no copy where there can be
+        none (as ``view``)."""
+        a = self._full(("str", name), self._strs[name], readonly=True)
         a.flags.writeable = False
         return a
 
     def ints(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """An integer field as (values as int64 with None as 0, present mask); extras that did
-        not fit the column are put back."""
+        not fit the column are put back. Read them only: a column of one value comes back as
+        that value broadcast."""
         import numpy as np
-        a = self.col(name)
         code = _INTS[name]
-        present = a != (_NONE_I if code == "i" else _NONE_H)
+        none = _NONE_I if code == "i" else _NONE_H
+        head = self._head.get(("int", name))
+        if head is not None and not len(self._ints[name]) and \
+                not any(type(e.get(name)) is int for e in self._extras.values()):
+            # one value throughout (max_tokens, turn, retries...): broadcast, read-only
+            n = head[1]
+            return (np.broadcast_to(np.int64(0 if head[0] == none else head[0]), (n,)),
+                    np.broadcast_to(np.bool_(head[0] != none), (n,)))
+        a = self.col(name)
+        present = a != none
         out = np.where(present, a, 0).astype(np.int64)
         for i, extra in self._extras.items():
             v = extra.get(name)
@@ -593,17 +681,13 @@ class RecordStore:
         idx = np.asarray(idx, dtype=np.int64)
         out = RecordStore()
         out._table, out._index = self._table, self._index     # append-only, shared
-        for n in _F8:
-            out._f8[n] = array("d", np.asarray(self._f8[n], dtype=np.float64)[idx].tobytes())
-        for n, code in _INTS.items():
-            out._ints[n] = array(code, np.frombuffer(self._ints[n], dtype=_NP[code])[idx].tobytes())
-        out._flags = array("B", np.frombuffer(self._flags, dtype=np.uint8)[idx].tobytes())
-        for n in _STRS:
-            out._strs[n] = array("H", np.frombuffer(self._strs[n], dtype=np.uint16)[idx].tobytes())
-        for n in _IDS:
-            out._id_prefix[n] = array("H", np.frombuffer(self._id_prefix[n], dtype=np.uint16)[idx]
-                                      .tobytes())
-            out._id_num[n] = array("i", np.frombuffer(self._id_num[n], dtype=np.int32)[idx].tobytes())
+        mine = dict(self._keys())
+        for key, arr in out._keys():
+            head = self._head.get(key)
+            if head is not None and not len(mine[key]):     # one value throughout: stays so
+                out._head[key] = (head[0], len(idx))
+            else:
+                arr.frombytes(self._full(key, mine[key])[idx].tobytes())
         ntok = np.frombuffer(self._ntok, dtype=np.uint32)[idx]
         out._ntok = array("I", ntok.tobytes())
         ntok = ntok.astype(np.int64)
@@ -642,10 +726,18 @@ class RecordStore:
             new.frombytes(us[pos].tobytes())
         del us, ntok
         self._us = new
-        cols = [*self._f8.values(), *self._ints.values(), self._flags, *self._strs.values(),
-                *self._id_prefix.values(), *self._id_num.values(), self._ntok]
-        for arr in cols:
-            if len(arr):
+        for key, arr in [*self._keys(), (("ntok", ""), self._ntok)]:
+            head = self._head.get(key)
+            if head is not None:
+                if not len(arr):
+                    continue                   # one value throughout: any order is the same
+                full = self._full(key, arr)    # a run of one value, then the rest
+                del self._head[key]
+                self._varied.add(key)
+                del arr[:]
+                arr.frombytes(full[idx].tobytes())
+                del full
+            elif len(arr):
                 a = np.frombuffer(arr, dtype=arr.typecode)
                 a[:] = a[idx]
                 del a
@@ -676,7 +768,7 @@ class RecordStore:
         return store
 
 
-_NP = {"i": "int32", "h": "int16"}
+_COMPACT_EVERY = 1 << 16     # appends between looks for columns of one value
 _INT_RANGES = tuple(_INT_RANGE[c] for c in _INTS.values())
 _INT_NONES = tuple(_NONE_I if c == "i" else _NONE_H for c in _INTS.values())
 _UNSPLIT = object()
@@ -716,9 +808,10 @@ def by_done(stores: Sequence[RecordStore]) -> RecordStore:
         store = RecordStore()
         for s in stores:
             store.extend(s)
-    done = store.col("done")
+    done = store.view("done")
     if len(done) < 2 or bool(np.all(done[1:] >= done[:-1])):
         return store
+    done = done.copy()          # argsort's input; the store is reordered under it
     # in place, also when it is one session's own store: nothing reads a run's records in
     # the order they arrived, and a copy of a million-record store is 150 MB more
     order = np.argsort(done, kind="stable")

@@ -8,8 +8,17 @@ import random
 
 import pytest
 
-from llmbench import metrics
+from llmbench import metrics, records
 from llmbench.records import Record, RecordStore, by_done
+
+
+@pytest.fixture(autouse=True, params=["compact-rarely", "compact-often"])
+def compaction(request, monkeypatch):
+    """Every test twice: as a store of this size is (too small to look for columns of one
+    value), and looking every 8 appends, so columns start with a run of one value."""
+    if request.param == "compact-often":
+        monkeypatch.setattr(records, "_COMPACT_EVERY", 8)
+    return request.param
 
 
 def varied(n: int = 400, seed: int = 1) -> list[Record]:
@@ -196,6 +205,53 @@ def test_memory_per_request_and_per_token_event_is_bounded():
     assert per_event <= 4.0 + 1e-9
     assert per_request <= 120
     assert not small.extras()              # an ordinary record needs no per-record object
+
+
+def plain_run(n: int, k: int = 8, t: float = 500.0) -> list[Record]:
+    """An ordinary run's records: every column but the times, user and ids holds one value."""
+    out = []
+    for i in range(n):
+        r = Record(f"12345-{i}", scheduled=t + i * 0.01 - 1e-5, start=t + i * 0.01, user=i % 4, conversation=f"syn-{i}",
+                   max_tokens=k, status=200, ok=True, prompt_tokens=8, output_tokens=k,
+                   finish_reason="length", server_queue_ms=0.25, sent=t + i * 0.01 + 1e-4)
+        r.token_times = [r.start + 0.002 + 0.001 * j for j in range(k)]
+        r.first_token, r.end, r.done = r.token_times[0], r.token_times[-1], r.token_times[-1]
+        out.append(r)
+    return out
+
+
+def test_columns_of_one_value_cost_nothing_and_read_back_the_same(monkeypatch):
+    """Columns that held one value keep it once, not per request; once other values follow
+    (failures, other finish reasons, a second worker) every way of reading the store gives what
+    plain Records give."""
+    import numpy as np
+    monkeypatch.setattr(records, "_COMPACT_EVERY", 64)
+    store = RecordStore.of(plain_run(2048))
+    per_request = (store.nbytes() - 4 * 8 * 2048) / 2048
+    # scheduled, start, sent, first_token, end, done; user, request and conversation
+    # numbers; ntok (every other column: once, not per request)
+    assert per_request <= 6 * 8 + 3 * 4 + 4 + 1
+    monkeypatch.setattr(records, "_COMPACT_EVERY", 16)
+    recs = plain_run(40) + varied(200, seed=5) + plain_run(30, t=2000.0)
+    plain = [on_disk(r) for r in recs]
+    store = RecordStore.of(recs)
+    assert store._head and store._varied        # both kinds of column are there
+    assert [fields(r) for r in store] == [fields(r) for r in plain]
+    monkeypatch.setattr(records, "_COMPACT_EVERY", 1 << 30)
+    want = RecordStore.of(plain)                # never looked for columns of one value
+    assert not want._head
+    for name in ("start", "sent", "scheduled", "server_queue_ms", "status", "max_tokens",
+                 "worker", "finish_reason", "ok", "warmup", "ntok"):
+        assert np.array_equal(store.col(name), want.col(name), equal_nan=True), name
+    assert np.array_equal(store.view("status"), store.col("status"))
+    perm = list(range(len(recs)))
+    random.Random(3).shuffle(perm)
+    assert [fields(r) for r in store.take(perm)] == [fields(plain[i]) for i in perm]
+    store.reorder(perm)
+    assert [fields(r) for r in store] == [fields(plain[i]) for i in perm]
+    kw = dict(percentiles=(50.0, 99.0), within=[("ttft", 30.0)])
+    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw),
+          metrics.summarize(plain, t0=500.0, **kw))
 
 
 def test_other_consumers_same_on_store_and_records():
