@@ -505,8 +505,10 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         st = st.select(keep)
     n = len(st)
     okm = st.col("ok")
-    ok_idx = np.nonzero(okm)[0]
     fail_idx = np.nonzero(~okm)[0]
+    # every request succeeded (the usual case): no index of them (8 MB at a million requests)
+    ok_idx = np.nonzero(okm)[0] if len(fail_idx) else None
+    n_ok = n - len(fail_idx)
     if t0 is None:
         t0 = float(st.col("scheduled").min()) if n else 0.0
     if t_end is None:
@@ -543,8 +545,6 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
     us = st.token_us(view=True)
-    first_at = off[:-1] if all_ok else off[ok_idx]
-    last_at = off[1:] - 1 if all_ok else off[ok_idx + 1] - 1
     ntok_ok = ntok[pick]
     n_out = _ints32(st, "output_tokens")[pick]
     out_present = _present(st, "output_tokens")[pick]
@@ -555,29 +555,56 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
 
     # per-request series, each dropped once its figures are taken (per_request's arithmetic:
     # token times as start + us / 1e6, as Record.from_json makes them; x - start and x * 1000
-    # done in place give the same values as the expressions written out)
-    start = st.view("start")[pick]
+    # done in place give the same values as the expressions written out). Each is made a block
+    # of requests at a time into its own array, so one series (8 MB at a million requests) and
+    # a block's temporaries are all that is alive, not the first and last token times as well.
+    start_all, sched_all = st.view("start"), st.view("scheduled")
+    block = _REC_CHUNK * 8
 
-    def at(where: np.ndarray) -> np.ndarray:
+    def rows_at(c: int) -> slice | np.ndarray:
+        return slice(c, min(c + block, n_ok)) if ok_idx is None else ok_idx[c:c + block]
+
+    def at(rows: slice | np.ndarray, last: bool) -> np.ndarray:
+        if not last:
+            where = off[rows]
+        elif isinstance(rows, slice):
+            where = off[rows.start + 1:rows.stop + 1] - 1
+        else:
+            where = off[rows + 1] - 1
         t = us[where] / 1e6
-        t += start                                  # start + us / 1e6
+        t += start_all[rows]                        # start + us / 1e6
         return t
-    ms = at(first_at)
-    ms -= start                                     # ttft
-    ms *= 1000.0
+
+    def series(make: Callable[[int, Any], np.ndarray], size: int = n_ok) -> np.ndarray:
+        out = np.empty(size)
+        pos = 0
+        for c in range(0, n_ok, block):
+            v = make(c, rows_at(c))
+            out[pos:pos + len(v)] = v
+            pos += len(v)
+        return out
+
+    def ttft(c: int, rows: Any) -> np.ndarray:
+        ms = at(rows, last=False)
+        ms -= start_all[rows]
+        ms *= 1000.0
+        return ms
+    ms = series(ttft)
     good_mask = None
     if goodput_slo_ms and "ttft" in goodput_slo_ms:
         good_mask = ms <= goodput_slo_ms["ttft"]
     done_with("ttft", ms)
     del ms
-    first_abs, last_abs = at(first_at), at(last_at)
     has_tpot = n_out > 1
-    if has_tpot.all():
-        tpot = last_abs - first_abs
-        tpot /= n_out - 1
-    else:
-        tpot = (last_abs[has_tpot] - first_abs[has_tpot]) / (n_out[has_tpot] - 1)
-    del first_abs
+
+    def tpot_of(c: int, rows: Any) -> np.ndarray:
+        d = at(rows, last=True) - at(rows, last=False)
+        h, k = has_tpot[c:c + block], n_out[c:c + block]
+        if h.all():
+            d /= k - 1
+            return d
+        return d[h] / (k[h] - 1)
+    tpot = series(tpot_of, int(np.count_nonzero(has_tpot)))
     tpot *= 1000.0
     if goodput_slo_ms and "tpot" in goodput_slo_ms:
         tpot_or_0 = np.zeros(len(n_out))
@@ -586,28 +613,41 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         good_mask = m if good_mask is None else good_mask & m
         del tpot_or_0
     done_with("tpot", tpot)
-    del tpot, has_tpot, n_out
-    last_abs -= start                               # e2el
-    last_abs *= 1000.0
+    del tpot
+    has_tpot = n_out = None        # the blocks' closures are done with them (4-8 MB)
+
+    def e2el(c: int, rows: Any) -> np.ndarray:
+        t = at(rows, last=True)
+        t -= start_all[rows]
+        t *= 1000.0
+        return t
+    ms = series(e2el)
     if goodput_slo_ms and "e2el" in goodput_slo_ms:
-        m = last_abs <= goodput_slo_ms["e2el"]
+        m = ms <= goodput_slo_ms["e2el"]
         good_mask = m if good_mask is None else good_mask & m
-    done_with("e2el", last_abs)
-    del last_abs
-    good = (int(good_mask.sum()) if good_mask is not None else len(ok_idx)) \
+    done_with("e2el", ms)
+    del ms
+    good = (int(good_mask.sum()) if good_mask is not None else n_ok) \
         if goodput_slo_ms else None
     del good_mask
-    sched = st.view("scheduled")[pick]
-    q = start - sched
-    np.maximum(q, 0.0, out=q)
-    q *= 1000.0
-    done_with("client_queue", q)
-    del q
-    last_abs = at(last_at)
-    last_abs -= sched
-    last_abs *= 1000.0
-    done_with("e2el_from_schedule", last_abs)
-    del sched, last_abs, start, first_at, last_at
+
+    def client_queue(c: int, rows: Any) -> np.ndarray:
+        q = start_all[rows] - sched_all[rows]
+        np.maximum(q, 0.0, out=q)
+        q *= 1000.0
+        return q
+    ms = series(client_queue)
+    done_with("client_queue", ms)
+    del ms
+
+    def from_schedule(c: int, rows: Any) -> np.ndarray:
+        t = at(rows, last=True)
+        t -= sched_all[rows]
+        t *= 1000.0
+        return t
+    ms = series(from_schedule)
+    done_with("e2el_from_schedule", ms)
+    del ms
 
     # per-event gaps in integer microseconds
     itl_us, max_gap_us = _gaps_us(us, ntok, okm, off)
@@ -622,7 +662,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     extras = st.extras()
     counted = np.array(sorted(i for i, e in extras.items()
                               if e.get("token_counts") is not None and okm[i]), dtype=np.int64)
-    ok_counted = np.searchsorted(ok_idx, counted) if len(counted) else []
+    ok_counted = [] if not len(counted) else counted if ok_idx is None else \
+        np.searchsorted(ok_idx, counted)
     # ITL per token: per_request's rule, on the exact gaps
     if len(ok_counted):
         plain_tok[ok_counted] = False
@@ -638,8 +679,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     spread: list[float] = []
     for k in ok_counted:
         assert n_gaps is not None and gap_start is not None
-        counts = extras[int(ok_idx[k])]["token_counts"]
-        if len(counts) != ntok[ok_idx[k]]:
+        row = int(k if ok_idx is None else ok_idx[k])
+        counts = extras[row]["token_counts"]
+        if len(counts) != ntok[row]:
             continue
         gaps = itl_us[gap_start[k]:gap_start[k] + n_gaps[k]] / 1e6
         for gap, c in zip(gaps, counts[1:]):
@@ -664,13 +706,13 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     peak_tok, peak_conc = _buckets_store(st, ok_idx, ntok, off, us)
     del us
 
-    s = _headline(len(ok_idx), len(fail_idx), duration, total_in, total_out, good, peak_tok,
+    s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
                   peak_conc)
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap"):
         s.update(stat_part[name])
     if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
-        ok_recs = st.records_at(ok_idx)
+        ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
         _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
         del ok_recs
     for name in CENSORED_METRICS:
@@ -681,7 +723,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
             s[within_key(wname, limit_ms)] = within_hits[(wname, limit_ms)] / n if n else None
     failed = st.records_at(fail_idx)
     s["requests"] = n
-    s["completed_share"] = len(ok_idx) / n if n else None
+    s["completed_share"] = n_ok / n if n else None
     s["error_rate"] = len(fail_idx) / n if n else None
     s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
     s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
@@ -691,7 +733,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["stall_threshold_s"] = stall_s
     s["requests_with_stalls"] = requests_with_stalls
     table = st.table()
-    sources = {table[i] for i in np.unique(st.col("output_tokens_source")[ok_idx])}
+    sources = {table[i] for i in np.unique(st.view_strs("output_tokens_source")[pick])}
     s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
                                  else "mixed")
     s["non_streaming"] = bool(n) and not st.col("stream").any()
@@ -715,14 +757,14 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["n_send_delay"] = len(sd)
     for stat in ("mean", "p50", "p99", "max"):
         s[f"{stat}_send_delay_ms"] = sd_stats[stat]
-    sq = st.col("server_queue_ms")[ok_idx]
+    sq = st.col("server_queue_ms")[pick]
     sq = sq[~np.isnan(sq)] / 1000.0
     if len(sq):
         s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()
                   if k != "count"})
     cached, cached_present = st.ints("cached_tokens")
-    if cached_present[ok_idx].any():
-        s["cached_prompt_tokens"] = int(cached[ok_idx].sum())
+    if cached_present[pick].any():
+        s["cached_prompt_tokens"] = int(cached[pick].sum())
     turn, _ = st.ints("turn")
     if split_turns and (turn > 0).any():
         s["by_turn"] = {
@@ -736,20 +778,22 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     return s
 
 
-def _buckets_store(st: RecordStore, ok_idx: np.ndarray, ntok: np.ndarray, off: np.ndarray,
-                   us: np.ndarray) -> tuple[float, int]:
-    """_buckets on the columns, a chunk of requests at a time."""
-    if not len(ok_idx):
+def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None, ntok: np.ndarray,
+                   off: np.ndarray, us: np.ndarray) -> tuple[float, int]:
+    """_buckets on the columns, a chunk of requests at a time (``ok_idx`` None: every
+    record)."""
+    n_ok = len(st) if ok_idx is None else len(ok_idx)
+    if not n_ok:
         return 0.0, 0
-    all_ok = len(ok_idx) == len(st)
-    start = st.view("start") if all_ok else st.col("start")[ok_idx]
-    end = st.view("end") if all_ok else st.col("end")[ok_idx]
+    start = st.view("start") if ok_idx is None else st.col("start")[ok_idx]
+    end = st.view("end") if ok_idx is None else st.col("end")[ok_idx]
     t_min = float(start.min())
     t_max = float(np.nanmax(end))
     n = int(np.ceil(t_max - t_min)) + 1
     tokens = np.zeros(n)
-    for c in range(0, len(ok_idx), _REC_CHUNK):
-        idx = ok_idx[c:c + _REC_CHUNK]
+    for c in range(0, n_ok, _REC_CHUNK):
+        idx = np.arange(c, min(c + _REC_CHUNK, n_ok)) if ok_idx is None else \
+            ok_idx[c:c + _REC_CHUNK]
         k = ntok[idx]
         pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
             np.arange(int(k.sum()))
@@ -757,9 +801,11 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray, ntok: np.ndarray, off: n
         b = (t - t_min).astype(int)
         b = b[(b >= 0) & (b < n)]
         tokens += np.bincount(b, minlength=n)[:n]
-    a = (start - t_min).astype(int)
-    e = np.where(np.isnan(end), a, ((np.nan_to_num(end) - t_min)).astype(int))
     conc = np.zeros(n + 1)
-    np.add.at(conc, a, 1)
-    np.add.at(conc, e + 1, -1)
+    for c in range(0, n_ok, 1 << 16):         # blocks: no 8-byte-a-request temporaries
+        a = (start[c:c + (1 << 16)] - t_min).astype(int)
+        e_ = end[c:c + (1 << 16)]
+        e = np.where(np.isnan(e_), a, ((np.nan_to_num(e_) - t_min)).astype(int))
+        conc += np.bincount(a, minlength=n + 1)[:n + 1]
+        conc -= np.bincount(e + 1, minlength=n + 1)[:n + 1]
     return float(tokens.max()), int(np.cumsum(conc)[:n].max())
