@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .records import Record, RecordStore, measured
+from .records import Record, RecordStore, measured, trim_heap
 from .stats import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
 
 LATENCY_METRICS = LATENCY
@@ -187,9 +187,12 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     A RecordStore (a run's own records) is summarized on its columns (``_summarize_store``):
     the same numbers without an object per request or per token event."""
     if isinstance(records, RecordStore):
-        return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
-                                stall_s=stall_s, percentiles=percentiles,
-                                split_turns=split_turns, within=within)
+        try:
+            return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
+                                    stall_s=stall_s, percentiles=percentiles,
+                                    split_turns=split_turns, within=within)
+        finally:
+            trim_heap()
     recs = measured(records)
     percentiles = tuple(percentiles)
     ok = [r for r in recs if r.ok]

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
-from .records import Record, RecordStore
+from .records import Record, RecordStore, trim_heap
 from .stats import RECENT_S, RecentWindow
 
 
@@ -75,6 +75,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         filled += j
     del keep, has_first, start, done, first
     started, ended, answered = np.cumsum(started), np.cumsum(ended), np.cumsum(answered)
+    trim_heap()
     # the live line's TTFT p95, computed by the same function over the same pairs
     recent_ttft = RecentWindow.of_arrays(first_times, ttfts, recent_s, owned=True)
     # every process's samples of a second (--workers: each worker's and the coordinator's)
