@@ -290,3 +290,28 @@ def test_large_synthetic_workload_is_regenerated_not_held(monkeypatch):
         assert lazy.conversations[i] == held.conversations[i]
     assert lazy.describe() == held.describe()
     assert len(lazy.conversations._cache) <= 2
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
+    """Every reply one token per event (the usual case): the store's summary counts the gaps'
+    values instead of holding every gap; percentiles, mean, std, stalls and "within" shares
+    equal the plain Records' (gaps of many repeated and some unique values, a few failures)."""
+    rng = random.Random(seed)
+    recs = []
+    for i, r in enumerate(plain_run(3000, k=12)):
+        times = [r.start + 0.002]
+        for _ in range(11):
+            times.append(times[-1] + rng.choice([0.0, 0.001, 0.02, rng.uniform(0, 0.3)]))
+        r.token_times, r.first_token, r.end, r.done = times, times[0], times[-1], times[-1]
+        if i % 97 == 5:
+            r.ok, r.error_kind, r.status, r.token_times = False, "http_status", 500, []
+            r.first_token = r.end = None
+            r.output_tokens = None
+        recs.append(r)
+    plain = [on_disk(r) for r in recs]
+    kw = dict(percentiles=(1.0, 50.0, 90.0, 99.0, 99.9), stall_s=0.1,
+              within=[("itl", 1.5), ("itl", 25.0), ("itl_per_token", 25.0)])
+    want = metrics.summarize(plain, t0=500.0, **kw)
+    assert want["failed"] > 0 and want["stalls"] > 0
+    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), want)
