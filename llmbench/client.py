@@ -23,12 +23,26 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-import aiohttp
-from multidict import CIMultiDictProxy
 from yarl import URL
+
+if TYPE_CHECKING:
+    import aiohttp
+    from multidict import CIMultiDictProxy
+else:
+    # imported by the aiohttp transport when one is made (_load_aiohttp): a run on llmbench's
+    # own transport never loads it, and aiohttp is 23 MB of a process's resident memory
+    aiohttp = None
+
+
+def _load_aiohttp() -> Any:
+    global aiohttp
+    if aiohttp is None:
+        import aiohttp as module
+        aiohttp = module
+    return aiohttp
 
 from . import fasthttp
 from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
@@ -95,10 +109,12 @@ MAX_RESENDS = 1
 
 def _stale_connection(exc: BaseException) -> bool:
     """The failure of a kept-alive connection the server closed: not a refused connect."""
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if aiohttp is not None and isinstance(exc, aiohttp.ClientConnectorError):
         return False        # could not connect at all: the server is down or the URL is wrong
-    return isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
-                            ConnectionResetError, BrokenPipeError))
+    if aiohttp is not None and isinstance(exc, (aiohttp.ServerDisconnectedError,
+                                                aiohttp.ClientOSError)):
+        return True
+    return isinstance(exc, (ConnectionResetError, BrokenPipeError))
     # fasthttp.ServerDisconnected is a ConnectionResetError; its connect errors are the OS's
     # (ConnectionRefusedError, socket.gaierror, TimeoutError), none of which is stale
 
@@ -210,6 +226,7 @@ class AiohttpTransport:
     def __init__(self, urls: dict[bool, str], headers: dict[str, str], fmt: Any,
                  on_head: Callable[[int, Any, Record], int], max_connections: int,
                  connect_s: float, stamp_sent: bool = True) -> None:
+        _load_aiohttp()
         self._fmt = fmt
         self._on_head = on_head
         self._headers = headers
@@ -427,7 +444,8 @@ class Client:
         name = type(exc).__name__
         if rec.status is not None:
             rec.error_kind = "stream_cut"       # the response had begun: it was cut short
-        elif isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        elif isinstance(exc, asyncio.TimeoutError) or (
+                aiohttp is not None and isinstance(exc, aiohttp.ServerTimeoutError)):
             rec.error_kind = "timeout_connect"
         else:
             rec.error_kind = "connect"

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
-
 from ..harness import TargetSpec
 from ..probe.scrape import ServerProbe
 from ..shapes import ClosedLoop
@@ -19,6 +17,7 @@ def scrape_counters(c: Common) -> tuple[str | None, dict[str, Any] | None]:
     """(server kind, one poll) or (None, None) when probing is off or finds nothing."""
     if c.server_probe == "off":
         return None, None
+    import aiohttp          # here, not at import: a run without a server probe never loads it
     probe = ServerProbe(c.target.server_root, c.server_probe,
                         headers={k: v for k, v in c.target.request_headers().items()
                                  if k != "content-type"})

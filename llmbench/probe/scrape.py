@@ -16,9 +16,10 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
+if TYPE_CHECKING:
+    import aiohttp      # imported where a probe runs: a run without one never loads it
 
 from . import servers
 from .servers.prometheus import parse_prometheus
@@ -77,12 +78,14 @@ class ServerProbe:
     _poller: Poller | None = None
 
     async def _get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+        import aiohttp
         async with session.get(self.root + path, headers=self.headers,
                                timeout=aiohttp.ClientTimeout(total=3)) as r:
             return r.status, await r.text()
 
     async def detect(self, session: aiohttp.ClientSession) -> str | None:
         """Decide what to poll, asking each path at most once."""
+        import aiohttp
         if self.kind == "off":
             return None
         seen: dict[str, tuple[int, str]] = {}
@@ -117,6 +120,7 @@ class ServerProbe:
 
     async def run(self, stop: asyncio.Event, out: Path | None = None) -> None:
         """Poll until ``stop``; give up after 5 failures in a row (and say so)."""
+        import aiohttp
         async with aiohttp.ClientSession() as session:
             if await self.detect(session) is None:
                 return
