@@ -28,6 +28,17 @@ About 97 MB of any run is fixed: imports (~49 MB) and matplotlib for report.html
   --workers 2: each worker process is ~55-63 MB and the resource tracker 13 MB, so the fixed
               cost of llmbench's processes together is ~200 MB before any record.
 
+2026-11-30, the session after (issue 12's 1M bound), real 1M requests x 8 tokens, one process
+(`--requests 1000000`; each while other work shared the machine, which changes time only):
+  287.1 MB at the start of the session
+  274.7  columns of one value kept once (store 140 -> 100 MB), end-of-run passes a block of
+         requests at a time (timeline counts, peak in flight, length checks, summary series)
+  259.5  ITL from counts of its gap values, send delay without copies, aiohttp not loaded
+  REAL_FINAL  the heap trimmed every 65,536 stored requests (RSS had grown ~146 bytes a request
+         where the columns take ~109: the freed Records' scattered pages)
+  --simulate 1M: 218.5 MB (store 99.9 MB; phases: records 169, summary 218, timeline 217)
+  The 250 MB bound is for this benchmark; with --workers each worker adds ~45-60 MB.
+
   python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
   python scripts/bench_memory.py --requests 300000 --workers 2
 """
