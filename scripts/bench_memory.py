@@ -34,8 +34,9 @@ About 97 MB of any run is fixed: imports (~49 MB) and matplotlib for report.html
   274.7  columns of one value kept once (store 140 -> 100 MB), end-of-run passes a block of
          requests at a time (timeline counts, peak in flight, length checks, summary series)
   259.5  ITL from counts of its gap values, send delay without copies, aiohttp not loaded
-  REAL_FINAL  the heap trimmed every 65,536 stored requests (RSS had grown ~146 bytes a request
-         where the columns take ~109: the freed Records' scattered pages)
+  259.6  the heap trimmed every 65,536 stored requests too (RSS had grown ~146 bytes a request
+         where the columns take ~109 at 200k; at 1M it changed nothing: still ~60 MB above
+         the store plus imports at the end of the run, cause not found)
   --simulate 1M: 218.5 MB (store 99.9 MB; phases: records 169, summary 218, timeline 217)
   The 250 MB bound is for this benchmark; with --workers each worker adds ~45-60 MB.
 

@@ -99,7 +99,9 @@ def measure(a: argparse.Namespace, streams: int, workers: str) -> dict:
             "handler_err_p99": ms(err_handler, 99), "itl_p99_cli": ms(cli_gaps, 99),
             "itl_p99_srv": ms(srv_gaps, 99), "in_flight": in_flight,
             "send_delay_p99": (run.get("summary") or {}).get("p99_send_delay_ms"),
-            "flagged": bool(mon.get("overloaded")), "cpu_s": cpu, "wall_s": wall,
+            "flagged": bool(mon.get("overloaded")),
+            "why": (f"lag p99 {mon.get('lag_p99_ms', 0):.0f} ms, CPU {mon.get('cpu_pct', 0):.0f}%"
+                    + (", send delay" if mon.get("send_delay_over") else "")), "cpu_s": cpu, "wall_s": wall,
             "us_per_event_all": cpu / max(events, 1) * 1e6}
 
 
@@ -131,8 +133,8 @@ def main() -> None:
                   f"{r['handler_err_p50']:+8.2f}/{r['handler_err_p99']:<+8.2f} "
                   f"{r['itl_p99_cli']:8.2f}/{r['itl_p99_srv']:<8.2f} {r['in_flight']:9.1f} "
                   f"{r['send_delay_p99'] or float('nan'):8.2f} {str(r['flagged']):>7} "
-                  f"{r['us_per_event_all']:9.1f} {r['records']:>7}/{r['mock_log']:<8}",
-                  flush=True)
+                  f"{r['us_per_event_all']:9.1f} {r['records']:>7}/{r['mock_log']:<8} "
+                  f"({r['why']})", flush=True)
 
 
 if __name__ == "__main__":
