@@ -645,12 +645,15 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
             pos += len(v)
         return out
 
-    def ttft(c: int, rows: Any) -> np.ndarray:
-        ms = at(rows, last=False)
-        ms -= start_all[rows]
-        ms *= 1000.0
-        return ms
-    ms = series(ttft)
+    def since(base: np.ndarray, last: bool) -> Callable[[int, Any], np.ndarray]:
+        """A block of (first or last token time - base) in ms."""
+        def make(c: int, rows: Any) -> np.ndarray:
+            t = at(rows, last=last)
+            t -= base[rows]
+            t *= 1000.0
+            return t
+        return make
+    ms = series(since(start_all, last=False))                  # TTFT
     good_mask = None
     if goodput_slo_ms and "ttft" in goodput_slo_ms:
         good_mask = ms <= goodput_slo_ms["ttft"]
@@ -677,12 +680,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del tpot
     has_tpot = n_out = None        # the blocks' closures are done with them (4-8 MB)
 
-    def e2el(c: int, rows: Any) -> np.ndarray:
-        t = at(rows, last=True)
-        t -= start_all[rows]
-        t *= 1000.0
-        return t
-    ms = series(e2el)
+    ms = series(since(start_all, last=True))                   # E2EL
     if goodput_slo_ms and "e2el" in goodput_slo_ms:
         m = ms <= goodput_slo_ms["e2el"]
         good_mask = m if good_mask is None else good_mask & m
@@ -701,12 +699,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     done_with("client_queue", ms)
     del ms
 
-    def from_schedule(c: int, rows: Any) -> np.ndarray:
-        t = at(rows, last=True)
-        t -= sched_all[rows]
-        t *= 1000.0
-        return t
-    ms = series(from_schedule)
+    ms = series(since(sched_all, last=True))
     done_with("e2el_from_schedule", ms)
     del ms
 
