@@ -44,6 +44,14 @@ def _load_aiohttp() -> Any:
         aiohttp = module
     return aiohttp
 
+
+def preload_transports(base_urls: list[str]) -> None:
+    """Import aiohttp now if a request to one of ``base_urls`` will go through it: before the
+    event loop runs, not inside it, where the import stalls the loop for about a quarter of a
+    second as the first requests go out."""
+    if any(choose_transport(u) == "aiohttp" for u in base_urls):
+        _load_aiohttp()
+
 from . import fasthttp
 from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from .fasthttp import (DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, SOME, STREAM, WHOLE_BODY,

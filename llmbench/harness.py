@@ -13,6 +13,7 @@ Part of the load layer: it must not import metrics, stats, thresholds, verdicts 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import shutil
 import signal
 import sys
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .client import Client, RequestParams, Timeouts
+from .client import Client, RequestParams, Timeouts, preload_transports
 from .exitcodes import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE
 from .load import eventloop
 from .load.monitor import LoopMonitor, MonitorSample
@@ -136,6 +137,11 @@ class Harness:
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
+        if any(t.server_probe != "off" for t in targets):
+            # the server probe polls with aiohttp: loaded here, before the loop runs, not by
+            # the probe's task inside it (a quarter-second stall as the first requests went out)
+            importlib.import_module("aiohttp")
+        preload_transports([t.target.base_url for t in targets])
         return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
 
     async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:

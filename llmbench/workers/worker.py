@@ -24,7 +24,9 @@ perf_counter = time.perf_counter
 
 def run_worker(spec: WorkerSpec, channel: Channel) -> None:
     """The sync entry (a fresh event loop, uvloop when installed), for a process of its own."""
+    from ..client import preload_transports
     from ..load import eventloop
+    preload_transports([t.target.base_url for t in spec.targets])
     eventloop.run(worker_main(spec, channel))
 
 
