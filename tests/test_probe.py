@@ -63,6 +63,79 @@ def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path):
     assert "No significant router overhead" in r.stdout
 
 
+def _slice_records(path: str, ttft_ms_by_slice: list[float], t_starts: list[float],
+                   per_slice: int = 40, seed: int = 0) -> list:
+    """Records of one path: per slice, ``per_slice`` requests whose TTFTs scatter ±1 ms
+    around that slice's level (a busy machine moves a whole slice)."""
+    import numpy as np
+
+    from llmbench.records import Record
+    rng = np.random.default_rng(seed)
+    out = []
+    for level, t0 in zip(ttft_ms_by_slice, t_starts):
+        for i in range(per_slice):
+            start = t0 + 0.01 * i
+            first = start + (level + rng.uniform(-1, 1)) / 1000
+            out.append(Record(f"{path}-{len(out)}", scheduled=start, start=start, ok=True,
+                              status=200, token_times=[first, first + 0.005], first_token=first,
+                              end=first + 0.005, done=first + 0.006, output_tokens=2, path=path))
+    return out
+
+
+def test_a_slice_that_ran_on_a_busier_machine_is_not_taken_for_overhead():
+    from llmbench.probe.router import overhead
+    # A/A: the same server both ways; the router's second slice met a busy machine (+3 ms)
+    starts = [0.0, 1.0, 2.0, 3.0]            # router, direct, direct, router (the probe's order)
+    slices = [("router", 0.0, 0.9), ("direct", 1.0, 1.9), ("direct", 2.0, 2.9),
+              ("router", 3.0, 3.9)]
+    router = _slice_records("router", [30.0, 33.0], [starts[0], starts[3]], seed=1)
+    direct = _slice_records("direct", [30.2, 30.4], [starts[1], starts[2]], seed=2)
+    # requests taken one by one, the 1.5 ms median shift looks certain ...
+    naive = overhead(router, direct, "ttft_p50")
+    assert naive["significant"] and naive["ci_ms"][0] > 0
+    # ... but it came from one slice: resampling slices puts zero inside the interval
+    o = overhead(router, direct, "ttft_p50", slices=slices)
+    assert o["overhead_ms"] == naive["overhead_ms"]          # the point estimate is the same
+    lo, hi = o["ci_ms"]
+    assert lo < 0 < hi and not o["significant"]
+
+
+def test_overhead_that_every_slice_shows_stays_significant_when_slices_are_resampled():
+    from llmbench.probe.router import overhead
+    starts = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    paths = ["router", "direct", "direct", "router", "router", "direct"]
+    slices = [(p, t, t + 0.9) for p, t in zip(paths, starts)]
+    # 20 ms added by the router, with slice-to-slice load swings of up to 2 ms on both paths
+    router = _slice_records("router", [50.0, 52.0, 51.0], [0.0, 3.0, 4.0], seed=3)
+    direct = _slice_records("direct", [30.5, 32.0, 30.0], [1.0, 2.0, 5.0], seed=4)
+    o = overhead(router, direct, "ttft_p50", slices=slices)
+    assert o["significant"] and 17.0 < o["ci_ms"][0] and o["ci_ms"][1] < 23.0
+    # and the interval is wider than one that ignores the slices: it carries their spread
+    naive = overhead(router, direct, "ttft_p50")
+    assert (o["ci_ms"][1] - o["ci_ms"][0]) > 1.5 * (naive["ci_ms"][1] - naive["ci_ms"][0])
+
+
+def test_two_stage_resampling_draws_groups_by_size_and_one_group_is_plain_resampling():
+    import numpy as np
+
+    from llmbench.stats import _two_stage
+    rng = np.random.default_rng(0)
+    x = np.r_[np.zeros(30), np.ones(10)]
+    rows = _two_stage(x, np.r_[np.zeros(30, int), np.ones(10, int)], 4000, 40, rng)
+    # groups drawn with replacement: some rows hold one group only
+    means = rows.mean(axis=1)
+    assert (means == 0).mean() > 0.2 and (means == 1).mean() > 0.2
+    # a row that drew both groups takes its values in proportion to their sizes (10 of 40):
+    # E = 1/4 * 0 + 1/4 * 1 + 1/2 * 0.25 = 0.375 (it would be 0.5 were groups weighed alike)
+    mixed = means[(means > 0) & (means < 1)]
+    assert abs(mixed.mean() - 0.25) < 0.02
+    assert abs(means.mean() - 0.375) < 0.03
+    # one group: every row is a plain resample of all values
+    one = _two_stage(np.arange(50.0), np.zeros(50, int), 2000, 50, rng)
+    assert one.shape == (2000, 50) and set(np.unique(one)) <= set(range(50))
+    assert abs(one.mean() - 24.5) < 0.3 and 0.1 < (one.mean(axis=1).std()) < 3
+
+
 def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path):
     m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
     with Proxy(m.urls) as rr:

@@ -84,7 +84,8 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
     harness = c.harness(run_dir, _live(len(shape.steps)), shape=shape)
 
     def judge(w: ProbeWindow) -> dict[str, Any]:
-        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed)
+        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed,
+                             w.slices)
         step["monitor"] = w.monitor
         return step
     shape.judge = judge

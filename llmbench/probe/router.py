@@ -6,37 +6,68 @@ The load itself is ``shapes.router.RouterAB``; this module only judges what it m
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..metrics import per_request, summarize
 from ..records import Record
-from ..stats import bootstrap, interval, percentile_rows
+from ..stats import bootstrap_clustered, interval, percentile_rows
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
 MIN_OVERHEAD_MS = 1.0
 MIN_OVERHEAD_FRACTION = 0.02
 
 
-def _values(records: Sequence[Record], metric: str) -> np.ndarray:
-    ok = [per_request(r) for r in records if r.ok]
-    if metric.startswith("ttft"):
-        return np.array([p.ttft for p in ok]) * 1000
-    if metric.startswith("e2el"):
-        return np.array([p.e2el for p in ok]) * 1000
-    return np.array([g for p in ok for g in p.itls]) * 1000
+def _values(records: Sequence[Record], metric: str,
+            slice_of: Callable[[Record], int]) -> tuple[np.ndarray, np.ndarray]:
+    """The metric's values in ms and, for each, the slice its request ran in."""
+    vals: list[float] = []
+    groups: list[int] = []
+    for r in records:
+        if not r.ok:
+            continue
+        p = per_request(r)
+        if metric.startswith("ttft"):
+            got = [p.ttft] if p.ttft is not None else []
+        elif metric.startswith("e2el"):
+            got = [p.e2el] if p.e2el is not None else []
+        else:
+            got = list(p.itls)
+        vals.extend(got)
+        groups.extend([slice_of(r)] * len(got))
+    return np.array(vals, dtype=float) * 1000, np.array(groups, dtype=np.intp)
+
+
+def slice_finder(slices: Sequence[tuple[str, float, float]] | None) -> Callable[[Record], int]:
+    """Which slice a record ran in: the one (path, start, end) whose time holds its schedule
+    (slices of one path never overlap: the other path runs in between). No slices known: 0."""
+    if not slices:
+        return lambda r: 0
+    starts = np.array([s[1] for s in slices])
+
+    def find(r: Record) -> int:
+        return int(max(np.searchsorted(starts, r.scheduled, side="right") - 1, 0))
+    return find
 
 
 def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_boot: int = 1000,
-             seed: int = 0) -> dict[str, Any]:
-    """router − direct for one statistic, with a 95% bootstrap interval (pure)."""
+             seed: int = 0, slices: Sequence[tuple[str, float, float]] | None = None
+             ) -> dict[str, Any]:
+    """router − direct for one statistic, with a 95% bootstrap interval (pure).
+
+    ``slices`` (path, start, end), as the probe ran them: the interval resamples whole slices
+    and then requests within them, so a machine that was busier during one slice than another
+    widens the interval instead of looking like overhead. An A/A probe on a shared 2-core box
+    showed slice medians 3 ms apart."""
     q = 95.0 if metric.endswith("p95") else 50.0
-    a, b = _values(router, metric), _values(direct, metric)
+    find = slice_finder(slices)
+    a, ga = _values(router, metric, find)
+    b, gb = _values(direct, metric, find)
     if len(a) < 2 or len(b) < 2:
         return {"router_ms": None, "direct_ms": None, "overhead_ms": None, "ci_ms": None,
                 "significant": False}
-    ra, rb = bootstrap(a, b, percentile_rows(q), n_boot, seed)
+    ra, rb = bootstrap_clustered(a, ga, b, gb, percentile_rows(q), n_boot, seed)
     lo, hi = interval(ra - rb)
     point = float(np.percentile(a, q) - np.percentile(b, q))
     direct_v = float(np.percentile(b, q))
@@ -51,10 +82,12 @@ def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_
 
 def evaluate_step(index: int, users: int, records: Sequence[Record],
                   active_s: dict[str, float] | None = None, n_boot: int = 1000,
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0, slices: Sequence[tuple[str, float, float]] | None = None
+                  ) -> dict[str, Any]:
     """``active_s``: seconds each path was driven in this step (its slices, not the gaps
     between them): the duration of its summary, so its throughputs are the summary's own
-    (one formula, one denominator, as in run and ramp)."""
+    (one formula, one denominator, as in run and ramp). ``slices``: (path, start, end) of
+    each slice, for the intervals (``overhead``)."""
     recs = [r for r in records if r.step == index and not r.warmup]
     out: dict[str, Any] = {"index": index, "users": users}
     by_path = {name: [r for r in recs if r.path == name] for name in ("router", "direct")}
@@ -69,7 +102,8 @@ def evaluate_step(index: int, users: int, records: Sequence[Record],
             summary = _slim(summarize(rs))
         out[name] = summary
     for m in OVERHEAD_METRICS:
-        out[m] = overhead(by_path["router"], by_path["direct"], m, n_boot, seed + index)
+        out[m] = overhead(by_path["router"], by_path["direct"], m, n_boot, seed + index,
+                          slices)
     return out
 
 

@@ -34,6 +34,9 @@ class ProbeWindow:
     records: Sequence[Record]
     active_s: dict[str, float]          # seconds each path was driven (its slices only)
     monitor: dict[str, Any]             # load.monitor.busy() over the step
+    # (path, start, end) of each slice, perf_counter: the intervals resample slices, so load
+    # that differed between slices is not taken for overhead
+    slices: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 async def _slice(session: Session, convs: Sequence[Conversation], users: int, seconds: float,
@@ -90,6 +93,7 @@ class RouterAB:
             d.live.step, d.live.load, d.live.phase = index, users, "router"
             t_step = perf_counter()
             active = {p: 0.0 for p in PATHS}
+            slices: list[tuple[str, float, float]] = []
             for rnd in range(self.rounds):
                 order = PATHS if rnd % 2 == 0 else PATHS[::-1]
                 for path in order:
@@ -103,13 +107,14 @@ class RouterAB:
                         await _slice(sessions[path], self.convs, users, self.slice_s,
                                      self.think_s, self.seed + rnd, offset)
                     active[path] += perf_counter() - t_slice
+                    slices.append((path, t_slice, perf_counter()))
                 offset += users * 7
             if d.stopping.is_set():
                 break
             mon = busy([m for m in d.monitor.samples if t_step <= m.t <= perf_counter() + 1.0],
                        self.lag_limit_ms)
             records = sessions["router"].records + sessions["direct"].records
-            step = self.judge(ProbeWindow(index, users, records, active, mon))
+            step = self.judge(ProbeWindow(index, users, records, active, mon, slices))
             self.results.append(step)
             if self.on_step is not None:
                 self.on_step(step)
