@@ -40,6 +40,16 @@ About 97 MB of any run is fixed: imports (~49 MB) and matplotlib for report.html
   --simulate 1M: 218.5 MB (store 99.9 MB; phases: records 169, summary 218, timeline 217)
   The 250 MB bound is for this benchmark; with --workers each worker adds ~45-60 MB.
 
+2026-12-01, where it goes (a 300k-request run, 8 tokens, one process, /proc/self/smaps sampled
+every 60 s from a thread in the run's process; peak 132.8 MB, 237 s):
+  heap (brk) flat at 15-16 MB and pymalloc's 1 MiB arenas flat at 9-10 MB the whole run:
+  finished Records and per-request objects do not pile up. The growth is all in anonymous
+  mappings over 1 MiB (numpy and array buffers): 24 MB at ~76k requests, 35 MB at ~150k, 43 MB
+  at ~230k, about twice the store's columns at each point; ~24 MB of it, in two 11 and 13 MiB
+  mappings, is there 20 s into a run (25k requests, store ~3 MB). Those two mappings are the
+  next thing to explain (over-allocated array buffers moved by mremap? a live-line or monitor
+  buffer?). The end-of-run passes add ~30 MB on top (99 MB during the run, 132.8 MB peak).
+
   python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
   python scripts/bench_memory.py --requests 300000 --workers 2
 """
