@@ -49,6 +49,10 @@ every 60 s from a thread in the run's process; peak 132.8 MB, 237 s):
   mappings, is there 20 s into a run (25k requests, store ~3 MB). Those two mappings are the
   next thing to explain (over-allocated array buffers moved by mremap? a live-line or monitor
   buffer?). The end-of-run passes add ~30 MB on top (99 MB during the run, 132.8 MB peak).
+  tracemalloc (all domains, numpy's included) in a 40k run traced 22.7 MB at 15 s and 31.1 MB
+  at 35 s while RSS was ~90 MB: most of those mappings are not Python, array or numpy memory
+  (C libraries: uvloop/libuv, orjson, OpenSSL?). MALLOC_ARENA_MAX=1 changed nothing at 40k
+  (94.7 vs 94.3 MB peak), so they are not per-thread malloc arenas.
 
   python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
   python scripts/bench_memory.py --requests 300000 --workers 2
