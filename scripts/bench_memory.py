@@ -53,6 +53,7 @@ every 60 s from a thread in the run's process; peak 132.8 MB, 237 s):
   at 35 s while RSS was ~90 MB: most of those mappings are not Python, array or numpy memory
   (C libraries: uvloop/libuv, orjson, OpenSSL?). MALLOC_ARENA_MAX=1 changed nothing at 40k
   (94.7 vs 94.3 MB peak), so they are not per-thread malloc arenas.
+  asyncio's loop instead of uvloop (LLMBENCH_LOOP=asyncio): 92.8 vs 94.6 MB at 40k, not uvloop.
 
   python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
   python scripts/bench_memory.py --requests 300000 --workers 2
