@@ -82,42 +82,6 @@ def bootstrap(a: np.ndarray, b: np.ndarray, stat: Callable[[np.ndarray], np.ndar
     return stat(a[ia]), stat(b[ib])
 
 
-def bootstrap_clustered(a: np.ndarray, groups_a: np.ndarray, b: np.ndarray,
-                        groups_b: np.ndarray, stat: Callable[[np.ndarray], np.ndarray],
-                        n_boot: int = 1000, seed: int = 0, cap: int = 4000
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """``bootstrap`` for samples taken in separate stretches of time (the router probe's
-    slices): each resample first draws the sample's groups with replacement, then values from
-    the drawn groups (a two-stage bootstrap). A busy machine shifts a whole slice's latencies;
-    resampling values alone treats that shift as signal and calls a 2 ms A/A difference
-    between two slices real. One group is the plain ``bootstrap``."""
-    rng = np.random.default_rng(seed)
-    return (stat(_two_stage(a, groups_a, n_boot, cap, rng)),
-            stat(_two_stage(b, groups_b, n_boot, cap, rng)))
-
-
-def _two_stage(x: np.ndarray, groups: np.ndarray, n_boot: int, cap: int,
-               rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, min(n, cap)) resampled values: per row, len(groups) groups drawn with
-    replacement, then each value uniformly from the drawn groups' values together (so a
-    group weighs by its size, as in the data)."""
-    order = np.argsort(groups, kind="stable")
-    x = x[order]
-    _, start, size = np.unique(groups[order], return_index=True, return_counts=True)
-    k, m = len(size), min(len(x), cap)
-    drawn = rng.integers(0, k, size=(n_boot, k))
-    cum = np.cumsum(size[drawn], axis=1)                  # (n_boot, k)
-    u = rng.random((n_boot, m)) * cum[:, -1:]             # a position in the drawn groups
-    slot = np.zeros((n_boot, m), dtype=np.intp)
-    for j in range(k - 1):
-        slot += u >= cum[:, j:j + 1]
-    rows = np.arange(n_boot)[:, None]
-    before = np.where(slot > 0, cum[rows, np.maximum(slot - 1, 0)], 0)
-    group = drawn[rows, slot]
-    idx = start[group] + np.minimum((u - before).astype(np.intp), size[group] - 1)
-    return x[idx]
-
-
 def percentile_rows(q: float) -> Callable[[np.ndarray], np.ndarray]:
     """Row-wise linear percentile, for ``bootstrap``."""
     return lambda m: np.percentile(m, q, axis=1)
@@ -315,6 +279,45 @@ def _counts(idx: np.ndarray, n_groups: int) -> np.ndarray:
     rows = idx.reshape(-1, idx.shape[-1])
     flat = rows + (np.arange(len(rows))[:, None] * n_groups)
     return np.bincount(flat.ravel(), minlength=len(rows) * n_groups).reshape(len(rows), n_groups)
+
+
+def slice_percentile_rows(g: Grouped, slice_of: np.ndarray, q: float, n_boot: int,
+                          rng: np.random.Generator, cap: int = 4000) -> np.ndarray:
+    """``n_boot`` resampled q-th percentiles of ``g``'s pooled values for a sample taken in
+    separate stretches of time (the router probe's slices; ``slice_of[i]``: group i's slice):
+    each resample draws the slices with replacement, then whole groups (requests) from the
+    drawn slices (a two-stage bootstrap). A busy machine shifts a whole slice's latencies;
+    resampling requests alone takes that shift for signal (an A/A probe on a shared 2-core box
+    had slice medians 3 ms apart). Whole groups and not one slice at a time (``Grouped``): a
+    probe has 2-3 slices per path, too few distinct resamples on their own. One slice: the
+    plain cluster bootstrap."""
+    out = np.empty(n_boot)
+    batch = max(_CHUNK_VALUES // max(g.n_groups, 1), 1)
+    for lo in range(0, n_boot, batch):
+        rows = _two_stage(np.asarray(slice_of), min(batch, n_boot - lo), cap, rng)
+        out[lo:lo + len(rows)] = g.percentile_rows(_counts(rows, g.n_groups), q)
+    return out
+
+
+def _two_stage(slice_of: np.ndarray, n_boot: int, cap: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, min(n, cap)) resampled indices into ``slice_of``: per row, as many slices as
+    there are drawn with replacement, then each index uniformly from the drawn slices' indices
+    together (so a slice weighs by its size, as in the data)."""
+    order = np.argsort(slice_of, kind="stable")
+    _, start, size = np.unique(slice_of[order], return_index=True, return_counts=True)
+    k, m = len(size), min(len(order), cap)
+    drawn = rng.integers(0, k, size=(n_boot, k))
+    cum = np.cumsum(size[drawn], axis=1)                  # (n_boot, k)
+    u = rng.random((n_boot, m)) * cum[:, -1:]             # a position in the drawn slices
+    slot = np.zeros((n_boot, m), dtype=np.intp)
+    for j in range(k - 1):
+        slot += u >= cum[:, j:j + 1]
+    rows = np.arange(n_boot)[:, None]
+    before = np.where(slot > 0, cum[rows, np.maximum(slot - 1, 0)], 0)
+    drawn_slice = drawn[rows, slot]
+    pos = start[drawn_slice] + np.minimum((u - before).astype(np.intp), size[drawn_slice] - 1)
+    return order[pos]
 
 
 def _mc_halfwidth(dist: np.ndarray, level: float) -> float:

@@ -115,25 +115,51 @@ def test_overhead_that_every_slice_shows_stays_significant_when_slices_are_resam
     assert (o["ci_ms"][1] - o["ci_ms"][0]) > 1.5 * (naive["ci_ms"][1] - naive["ci_ms"][0])
 
 
-def test_two_stage_resampling_draws_groups_by_size_and_one_group_is_plain_resampling():
+def test_two_stage_resampling_draws_slices_by_size_and_one_slice_is_plain_resampling():
     import numpy as np
 
     from llmbench.stats import _two_stage
     rng = np.random.default_rng(0)
-    x = np.r_[np.zeros(30), np.ones(10)]
-    rows = _two_stage(x, np.r_[np.zeros(30, int), np.ones(10, int)], 4000, 40, rng)
-    # groups drawn with replacement: some rows hold one group only
-    means = rows.mean(axis=1)
-    assert (means == 0).mean() > 0.2 and (means == 1).mean() > 0.2
-    # a row that drew both groups takes its values in proportion to their sizes (10 of 40):
-    # E = 1/4 * 0 + 1/4 * 1 + 1/2 * 0.25 = 0.375 (it would be 0.5 were groups weighed alike)
-    mixed = means[(means > 0) & (means < 1)]
+    # 40 requests: 30 ran in slice 0 (indices 0-29), 10 in slice 1 (30-39), listed mixed
+    slice_of = np.r_[np.zeros(30, int), np.ones(10, int)][np.random.default_rng(1).permutation(40)]
+    rows = _two_stage(slice_of, 4000, 40, rng)
+    assert rows.shape == (4000, 40) and rows.min() >= 0 and rows.max() < 40
+    in_1 = (slice_of[rows] == 1).mean(axis=1)
+    # slices drawn with replacement: some rows hold one slice only
+    assert (in_1 == 0).mean() > 0.2 and (in_1 == 1).mean() > 0.2
+    # a row that drew both slices takes requests in proportion to their sizes (10 of 40):
+    # E = 1/4 * 0 + 1/4 * 1 + 1/2 * 0.25 = 0.375 (it would be 0.5 were slices weighed alike)
+    mixed = in_1[(in_1 > 0) & (in_1 < 1)]
     assert abs(mixed.mean() - 0.25) < 0.02
-    assert abs(means.mean() - 0.375) < 0.03
-    # one group: every row is a plain resample of all values
-    one = _two_stage(np.arange(50.0), np.zeros(50, int), 2000, 50, rng)
-    assert one.shape == (2000, 50) and set(np.unique(one)) <= set(range(50))
+    assert abs(in_1.mean() - 0.375) < 0.03
+    # one slice: every row is a plain resample of all requests
+    one = _two_stage(np.zeros(50, int), 2000, 50, rng)
+    assert one.shape == (2000, 50) and set(np.unique(one)) == set(range(50))
     assert abs(one.mean() - 24.5) < 0.3 and 0.1 < (one.mean(axis=1).std()) < 3
+
+
+def test_token_gaps_of_one_request_are_resampled_together():
+    from llmbench.probe.router import overhead
+    from llmbench.records import Record
+    # per path 40 requests in one slice; each request's 20 gaps sit at its own level
+    # (anywhere in 5-7 ms, ±0.01 ms): the gaps of a request are not independent values
+    def recs(path, seed):
+        import numpy as np
+        rng = np.random.default_rng(seed)
+        out = []
+        for i in range(40):
+            start, level = float(i), rng.uniform(0.005, 0.007)
+            gaps = level + rng.uniform(-1e-5, 1e-5, 20)
+            times = list(start + 0.03 + np.r_[0.0, np.cumsum(gaps)])
+            out.append(Record(f"{path}-{i}", scheduled=start, start=start, ok=True, status=200,
+                              token_times=times, first_token=times[0], end=times[-1],
+                              done=times[-1], output_tokens=21, path=path))
+        return out
+    o = overhead(recs("router", 5), recs("direct", 6), "itl_p50")
+    # gaps resampled one by one give an interval ~0.15-0.19 ms wide here (as if there were
+    # 800 independent values); drawing whole requests, about sqrt(20) times wider
+    lo, hi = o["ci_ms"]
+    assert hi - lo > 0.4, (lo, hi)
 
 
 def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path):

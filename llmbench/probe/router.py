@@ -6,13 +6,14 @@ The load itself is ``shapes.router.RouterAB``; this module only judges what it m
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..metrics import per_request, summarize
 from ..records import Record
-from ..stats import bootstrap_clustered, interval, percentile_rows
+from ..stats import Grouped, interval, slice_percentile_rows
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
 MIN_OVERHEAD_MS = 1.0
@@ -20,10 +21,11 @@ MIN_OVERHEAD_FRACTION = 0.02
 
 
 def _values(records: Sequence[Record], metric: str,
-            slice_of: Callable[[Record], int]) -> tuple[np.ndarray, np.ndarray]:
-    """The metric's values in ms and, for each, the slice its request ran in."""
-    vals: list[float] = []
-    groups: list[int] = []
+            slice_of: Callable[[Record], int]) -> tuple[list[list[float]], np.ndarray]:
+    """The metric's values in ms, one list per request that has any, and each request's
+    slice."""
+    groups: list[list[float]] = []
+    slices: list[int] = []
     for r in records:
         if not r.ok:
             continue
@@ -34,9 +36,10 @@ def _values(records: Sequence[Record], metric: str,
             got = [p.e2el] if p.e2el is not None else []
         else:
             got = list(p.itls)
-        vals.extend(got)
-        groups.extend([slice_of(r)] * len(got))
-    return np.array(vals, dtype=float) * 1000, np.array(groups, dtype=np.intp)
+        if got:
+            groups.append([v * 1000 for v in got])
+            slices.append(slice_of(r))
+    return groups, np.array(slices, dtype=np.intp)
 
 
 def slice_finder(slices: Sequence[tuple[str, float, float]] | None) -> Callable[[Record], int]:
@@ -44,10 +47,10 @@ def slice_finder(slices: Sequence[tuple[str, float, float]] | None) -> Callable[
     (slices of one path never overlap: the other path runs in between). No slices known: 0."""
     if not slices:
         return lambda r: 0
-    starts = np.array([s[1] for s in slices])
+    starts = [s[1] for s in slices]
 
     def find(r: Record) -> int:
-        return int(max(np.searchsorted(starts, r.scheduled, side="right") - 1, 0))
+        return max(bisect_right(starts, r.scheduled) - 1, 0)
     return find
 
 
@@ -57,25 +60,28 @@ def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_
     """router − direct for one statistic, with a 95% bootstrap interval (pure).
 
     ``slices`` (path, start, end), as the probe ran them: the interval resamples whole slices
-    and then requests within them, so a machine that was busier during one slice than another
-    widens the interval instead of looking like overhead. An A/A probe on a shared 2-core box
-    showed slice medians 3 ms apart."""
+    and then whole requests within them (``stats.slice_percentile_rows``), so a machine that
+    was busier during one slice than another widens the interval instead of looking like
+    overhead, and one request's correlated token gaps stay together."""
     q = 95.0 if metric.endswith("p95") else 50.0
     find = slice_finder(slices)
-    a, ga = _values(router, metric, find)
-    b, gb = _values(direct, metric, find)
+    ga, sa = _values(router, metric, find)
+    gb, sb = _values(direct, metric, find)
+    a, b = Grouped(ga), Grouped(gb)
     if len(a) < 2 or len(b) < 2:
         return {"router_ms": None, "direct_ms": None, "overhead_ms": None, "ci_ms": None,
                 "significant": False}
-    ra, rb = bootstrap_clustered(a, ga, b, gb, percentile_rows(q), n_boot, seed)
+    rng = np.random.default_rng(seed)
+    ra = slice_percentile_rows(a, sa, q, n_boot, rng)
+    rb = slice_percentile_rows(b, sb, q, n_boot, rng)
     lo, hi = interval(ra - rb)
-    point = float(np.percentile(a, q) - np.percentile(b, q))
-    direct_v = float(np.percentile(b, q))
+    point = a.percentile(q) - b.percentile(q)
+    direct_v = b.percentile(q)
     # significant: the interval excludes zero (not noise) and the difference is big enough to
     # matter (at least 1 ms or 2%): an A/A probe on loopback shows a few tenths of a ms
     # from connection order alone
     matters = abs(point) >= max(MIN_OVERHEAD_MS, MIN_OVERHEAD_FRACTION * direct_v)
-    return {"router_ms": float(np.percentile(a, q)), "direct_ms": direct_v,
+    return {"router_ms": a.percentile(q), "direct_ms": direct_v,
             "overhead_ms": point, "ci_ms": [lo, hi],
             "significant": bool((lo > 0 or hi < 0) and matters)}
 
