@@ -509,7 +509,7 @@ class _IntHist:
         return out
 
 
-def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray,
+def _gaps_us(st: RecordStore, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray,
              as_hist: bool = False) -> tuple[np.ndarray | _IntHist, np.ndarray]:
     """The gaps between successive token events of the successful records (int32 µs), record
     after record (``as_hist``: as an _IntHist), and each successful record's largest gap (0
@@ -523,8 +523,8 @@ def _gaps_us(us: np.ndarray, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray,
     for c in range(0, len(ntok), _REC_CHUNK):
         k = ntok[c:c + _REC_CHUNK]
         ok = okm[c:c + _REC_CHUNK]
-        lo, hi = int(off[c]), int(off[min(c + _REC_CHUNK, len(ntok))])
-        seg = us[lo:hi]
+        lo = int(off[c])
+        seg = st.token_us_of(c, c + len(k))
         n_ok = int(np.count_nonzero(ok))
         if len(seg) < 2:
             done += n_ok
@@ -605,7 +605,6 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     pick = slice(None) if all_ok else ok_idx
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
-    us = st.token_us(view=True)
     ntok_ok = ntok[pick]
     n_out = _ints32(st, "output_tokens")[pick]
     out_present = _present(st, "output_tokens")[pick]
@@ -626,13 +625,18 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         return slice(c, min(c + block, n_ok)) if ok_idx is None else ok_idx[c:c + block]
 
     def at(rows: slice | np.ndarray, last: bool) -> np.ndarray:
+        if isinstance(rows, slice):
+            r0, r1 = rows.start, rows.stop
+        else:
+            r0, r1 = int(rows[0]), int(rows[-1]) + 1      # ok_idx is sorted
         if not last:
             where = off[rows]
         elif isinstance(rows, slice):
             where = off[rows.start + 1:rows.stop + 1] - 1
         else:
             where = off[rows + 1] - 1
-        t = us[where] / 1e6
+        where = where - off[r0]
+        t = st.token_us_of(r0, r1)[where] / 1e6
         t += start_all[rows]                        # start + us / 1e6
         return t
 
@@ -715,7 +719,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     # needed only as counts of their values; otherwise as one array, record after record
     every_gap = not plain_tok.all() or bool(len(ok_counted))
     # per-event gaps in integer microseconds
-    itl_us, max_gap_us = _gaps_us(us, ntok, okm, off, as_hist=not every_gap)
+    itl_us, max_gap_us = _gaps_us(st, ntok, okm, off, as_hist=not every_gap)
     # like the ITL, from the integer microseconds, partitioned in place (no float copies)
     requests_with_stalls = _count_s(max_gap_us, lambda v: v > stall_s)
     for wname, limit_ms in within:
@@ -764,8 +768,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
               _int_stats_ms(per_tok_us, percentiles) if not spread else
               stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
     del itl_us, per_tok_us, spread
-    peak_tok, peak_conc = _buckets_store(st, ok_idx, ntok, off, us)
-    del us
+    peak_tok, peak_conc = _buckets_store(st, ok_idx)
 
     s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
                   peak_conc)
@@ -851,8 +854,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     return s
 
 
-def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None, ntok: np.ndarray,
-                   off: np.ndarray, us: np.ndarray) -> tuple[float, int]:
+def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, int]:
     """_buckets on the columns, a chunk of requests at a time (``ok_idx`` None: every
     record)."""
     n_ok = len(st) if ok_idx is None else len(ok_idx)
@@ -867,10 +869,8 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None, ntok: np.ndarray,
     for c in range(0, n_ok, _REC_CHUNK):
         idx = np.arange(c, min(c + _REC_CHUNK, n_ok)) if ok_idx is None else \
             ok_idx[c:c + _REC_CHUNK]
-        k = ntok[idx]
-        pos = np.repeat(off[idx] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
-            np.arange(int(k.sum()))
-        t = np.repeat(start[c:c + _REC_CHUNK], k) + us[pos] / 1e6
+        us, k = st.events_at(idx)
+        t = np.repeat(start[c:c + _REC_CHUNK], k) + us / 1e6
         b = (t - t_min).astype(int)
         b = b[(b >= 0) & (b < n)]
         tokens += np.bincount(b, minlength=n)[:n]

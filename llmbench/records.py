@@ -16,6 +16,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from .token_events import SEAL_EVENTS, TokenEvents
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -342,7 +344,8 @@ class RecordStore:
         self._id_prefix = {n: array("H") for n in _IDS}
         self._id_num = {n: array("i") for n in _IDS}
         self._ntok = array("I")          # token events per record
-        self._us = array("i")            # all token events, microseconds after their start
+        # all token events, µs after their start, records one after another (sealed narrow)
+        self._tok = TokenEvents()
         self._extras: dict[int, dict[str, Any]] = {}
         self._table: list[str | None] = [None]      # shared string table; 0 is None
         self._index: dict[str | None, int] = {None: 0}
@@ -368,8 +371,15 @@ class RecordStore:
         if not self._append_plain(rec):
             self._append_any(rec)
         self._offsets = None
+        if len(self._tok.tail) >= SEAL_EVENTS:
+            self._seal()
         if len(self._ntok) >= self._compact_at:
             self._compact()
+
+    def _seal(self) -> None:
+        """Encode the token events appended since the last seal (token_events)."""
+        import numpy as np
+        self._tok.seal(np.frombuffer(self._ntok, dtype=np.uint32)[self._tok.sealed_records:])
 
     # -- constant columns -------------------------------------------------------------------
     def _keys(self) -> Iterator[tuple[tuple[str, str], array]]:
@@ -469,7 +479,7 @@ class RecordStore:
             self._id_prefix[n].append(index[prefix])
             self._id_num[n].append(num)
         self._ntok.append(len(us))
-        self._us.extend(us)
+        self._tok.tail.extend(us)
         return True
 
     def _append_any(self, rec: Record) -> None:
@@ -528,7 +538,7 @@ class RecordStore:
             extra["token_times"] = [start + u / 1e6 for u in us]
         else:
             self._ntok.append(len(us))
-            self._us.extend(us)
+            self._tok.tail.extend(us)
         for n, default in _DEFAULTS.items():
             if n in _COLUMNS:
                 continue
@@ -561,7 +571,8 @@ class RecordStore:
             self._offsets = off
         return self._offsets
 
-    def _record(self, i: int, lo: int, hi: int) -> Record:
+    def _record(self, i: int, lo: int, hi: int, events: list[int] | None = None) -> Record:
+        """Record ``i``, its token events at ``lo .. hi`` of the store's (or of ``events``)."""
         f8 = self._f8
         item = self._item
         kw: dict[str, Any] = {}
@@ -587,16 +598,19 @@ class RecordStore:
             kw.update({k: (list(v) if type(v) is list else v) for k, v in extra.items()})
         start = kw["start"]
         if "token_times" not in kw:
-            kw["token_times"] = [start + u / 1e6 for u in self._us[lo:hi]]
+            us = self.token_us_of(i, i + 1).tolist() if events is None else events[lo:hi]
+            kw["token_times"] = [start + u / 1e6 for u in us]
         return Record(**kw)
 
     def __iter__(self) -> Iterator[Record]:
-        lo = 0
-        ntok = self._ntok
-        for i in range(len(ntok)):
-            hi = lo + ntok[i]
-            yield self._record(i, lo, hi)
-            lo = hi
+        off = self.offsets()
+        n = len(self._ntok)
+        for c in range(0, n, _ITER_BLOCK):
+            c1 = min(c + _ITER_BLOCK, n)
+            base = int(off[c])
+            events = self.token_us_of(c, c1).tolist()      # one decode for the block
+            for i in range(c, c1):
+                yield self._record(i, int(off[i]) - base, int(off[i + 1]) - base, events)
 
     def __getitem__(self, i: int) -> Record:
         n = len(self._ntok)
@@ -608,8 +622,20 @@ class RecordStore:
         return self._record(i, int(off[i]), int(off[i + 1]))
 
     def records_at(self, idx: Iterable[int]) -> list[Record]:
-        off = self.offsets()
-        return [self._record(int(i), int(off[i]), int(off[i + 1])) for i in idx]
+        """The records at ``idx``, in that order (their token events decoded a block at a
+        time, not record by record)."""
+        import numpy as np
+        idx = np.fromiter(idx, dtype=np.int64) if not isinstance(idx, np.ndarray) \
+            else idx.astype(np.int64, copy=False)
+        out = []
+        for c in range(0, len(idx), _ITER_BLOCK):
+            block = idx[c:c + _ITER_BLOCK]
+            us, k = self.events_at(block)
+            events, pos = us.tolist(), 0
+            for i, n in zip(block.tolist(), k.tolist()):
+                out.append(self._record(i, pos, pos + n, events))
+                pos += n
+        return out
 
     def in_window(self, step: int, start: float, end: float) -> list[Record]:
         """The measured-or-warm-up-free records of ``step`` that started in [start, end): a
@@ -697,12 +723,53 @@ class RecordStore:
                 out[i], present[i] = v, True
         return out, present
 
-    def token_us(self, view: bool = False) -> np.ndarray:
-        """Every record's token events (µs after its start, int32), records one after another.
-        ``view``: no copy, valid only until the next append (which fails while it lives)."""
+    def token_us(self) -> np.ndarray:
+        """Every record's token events (µs after its start, int32), records one after another,
+        decoded into a new array (4 bytes an event: passes over a long run read
+        ``token_us_of`` a block of records at a time instead)."""
+        return self.token_us_of(0, len(self._ntok))
+
+    def token_us_of(self, r0: int, r1: int) -> np.ndarray:
+        """The token events of records ``r0 .. r1`` (int32 µs after each one's start), records
+        one after another, as a new array: ``offsets()[r0:r1 + 1] - offsets()[r0]`` index it."""
         import numpy as np
-        a = np.frombuffer(self._us, dtype=np.int32) if len(self._us) else np.zeros(0, np.int32)
-        return a if view else a.copy()
+        return self._tok.get(r0, r1, np.frombuffer(self._ntok, dtype=np.uint32), self.offsets())
+
+    def events_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The token events of the records ``idx`` (a block, any order; a record may come
+        twice), one after another, and their counts: decoded over the span of records they
+        lie in."""
+        import numpy as np
+        k = np.frombuffer(self._ntok, dtype=np.uint32)[idx].astype(np.int64)
+        if not len(idx) or not k.sum():
+            return np.zeros(0, np.int32), k
+        r0, r1 = int(idx.min()), int(idx.max()) + 1
+        off = self.offsets()
+        seg = self.token_us_of(r0, r1)
+        starts = np.repeat(off[idx] - off[r0] - (np.cumsum(k) - k), k)
+        return seg[starts + np.arange(int(k.sum()))], k
+
+    def _events_of(self, idx: np.ndarray, release: bool = False) -> TokenEvents:
+        """The token events of the records ``idx``, in that order, as a new TokenEvents
+        (a block of records at a time: no second copy of every event). ``release``: the
+        store's own events are being replaced; each of its chunks is let go as soon as no
+        later block needs it, so that a reorder holds little more than one copy."""
+        import numpy as np
+        out = TokenEvents()
+        step = _ITER_BLOCK * 4
+        starts = range(0, len(idx), step)
+        later_min = None
+        if release and len(idx):
+            # the lowest record any later block reads
+            lows = np.array([idx[c:c + step].min() for c in starts])
+            later_min = np.minimum.accumulate(lows[::-1])[::-1]
+        for j, c in enumerate(starts):
+            us, k = self.events_at(idx[c:c + step])
+            out.tail.frombytes(us.tobytes())
+            out.seal(k)
+            if later_min is not None and j + 1 < len(later_min):
+                self._tok.release_before(int(later_min[j + 1]))
+        return out
 
     def str_id(self, s: str | None) -> int:
         """The table index of a string (-1 when no record has it)."""
@@ -729,12 +796,7 @@ class RecordStore:
                 arr.frombytes(self._full(key, mine[key])[idx].tobytes())
         ntok = np.frombuffer(self._ntok, dtype=np.uint32)[idx]
         out._ntok = array("I", ntok.tobytes())
-        ntok = ntok.astype(np.int64)
-        off = self.offsets()
-        # the token events of the chosen records, in order (a ragged gather)
-        starts = np.repeat(off[idx] - np.concatenate((np.zeros(1, np.int64), np.cumsum(ntok)[:-1])), ntok)
-        pos = starts + np.arange(int(ntok.sum()))
-        out._us = array("i", np.frombuffer(self._us, dtype=np.int32)[pos].tobytes())
+        out._tok = self._events_of(idx)
         out._extras = {}
         if self._extras:
             keys = np.fromiter(self._extras, dtype=np.int64, count=len(self._extras))
@@ -752,19 +814,17 @@ class RecordStore:
         n = len(self._ntok)
         if len(idx) != n:
             raise ValueError("reorder needs a permutation of every record")
-        off = self.offsets()
-        ntok = np.frombuffer(self._ntok, dtype=np.uint32)
-        # the token events first (the largest), a chunk of records at a time
-        us = np.frombuffer(self._us, dtype=np.int32) if len(self._us) else np.zeros(0, np.int32)
-        new = array("i")
-        for c in range(0, n, 1 << 16):
-            ii = idx[c:c + (1 << 16)]
-            k = ntok[ii].astype(np.int64)
-            pos = np.repeat(off[ii] - np.concatenate(([0], np.cumsum(k)[:-1])), k) + \
-                np.arange(int(k.sum()))
-            new.frombytes(us[pos].tobytes())
-        del us, ntok
-        self._us = new
+        # Only the records that move are written again: a run's own records come in order of
+        # ``done`` but for a few neighbours (200,000 requests of one process: 793 moved, none
+        # by more than 29 places), and a full copy of each column is 8 MB at a million
+        step = 1 << 16
+        moved = np.concatenate([np.flatnonzero(idx[c:c + step] != np.arange(c, min(c + step, n)))
+                                + c for c in range(0, n, step)] or [np.zeros(0, np.int64)])
+        if not len(moved):
+            return
+        src = idx[moved]
+        # the token events first (the largest), a block of records at a time
+        self._tok = self._events_of(idx, release=True)
         for key, arr in [*self._keys(), (("ntok", ""), self._ntok)]:
             head = self._head.get(key)
             if head is not None:
@@ -778,12 +838,11 @@ class RecordStore:
                 del full
             elif len(arr):
                 a = np.frombuffer(arr, dtype=arr.typecode)
-                a[:] = a[idx]
+                a[moved] = a[src]
                 del a
         if self._extras:
-            where = np.empty(n, dtype=np.int64)
-            where[idx] = np.arange(n)
-            self._extras = {int(where[i]): e for i, e in self._extras.items()}
+            where = dict(zip(src.tolist(), moved.tolist()))     # old place -> new
+            self._extras = {where.get(i, i): e for i, e in self._extras.items()}
         self._offsets = None
 
     def select(self, mask: np.ndarray) -> "RecordStore":
@@ -793,8 +852,8 @@ class RecordStore:
     def nbytes(self) -> int:
         """Bytes held by the columns and the extras (for the memory-bound test)."""
         arrays = [*self._f8.values(), *self._ints.values(), self._flags, *self._strs.values(),
-                  *self._id_prefix.values(), *self._id_num.values(), self._ntok, self._us]
-        total = sum(a.buffer_info()[1] * a.itemsize for a in arrays)
+                  *self._id_prefix.values(), *self._id_num.values(), self._ntok]
+        total = sum(a.buffer_info()[1] * a.itemsize for a in arrays) + self._tok.nbytes()
         return total + sum(_deep_size(e) for e in self._extras.values())
 
     @classmethod
@@ -808,6 +867,7 @@ class RecordStore:
 
 
 _COMPACT_EVERY = 1 << 16     # appends between looks for columns of one value
+_ITER_BLOCK = 1 << 12        # records decoded at once when iterating
 _INT_RANGES = tuple(_INT_RANGE[c] for c in _INTS.values())
 _INT_NONES = tuple(_NONE_I if c == "i" else _NONE_H for c in _INTS.values())
 _UNSPLIT = object()
@@ -851,10 +911,9 @@ def by_done(stores: Sequence[RecordStore]) -> RecordStore:
     done = store.view("done")
     if len(done) < 2 or bool(np.all(done[1:] >= done[:-1])):
         return store
-    done = done.copy()          # argsort's input; the store is reordered under it
     # in place, also when it is one session's own store: nothing reads a run's records in
     # the order they arrived, and a copy of a million-record store is 150 MB more
     order = np.argsort(done, kind="stable")
-    del done
+    del done                    # a view: the store is reordered after it is gone
     store.reorder(order)
     return store

@@ -42,20 +42,14 @@ class RecentWindow:
                   np.array([p[1] for p in pairs], dtype=float), window_s)
 
     @classmethod
-    def of_arrays(cls, times: np.ndarray, values: np.ndarray,
-                  window_s: float = RECENT_S, owned: bool = False) -> "RecentWindow":
-        """``owned``: the two float64 arrays are given away and sorted where they are (a
-        million pairs: no second copy of them)."""
+    def of_pairs(cls, pairs: np.ndarray, window_s: float = RECENT_S) -> "RecentWindow":
+        """``pairs``: time + 1j * value (complex128), given away: sorted where it is (by time,
+        then value: which values fall in a window, and so its quantile, does not depend on
+        the order of equal times), no index array, no sorted copies; the values are a view
+        of it."""
         w = cls.__new__(cls)
-        if owned and times.dtype == np.float64 and values.dtype == np.float64:
-            # by time only: which values fall in a window, and so its quantile, does not
-            # depend on the order of equal times
-            order = np.argsort(times, kind="stable")
-            times[:] = times[order]
-            values[:] = values[order]
-            w.times, w.values, w.window_s = times, values, window_s
-            return w
-        w._set(np.asarray(times, dtype=float), np.asarray(values, dtype=float), window_s)
+        pairs.sort()
+        w.times, w.values, w.window_s = pairs.real.copy(), pairs.imag, window_s
         return w
 
     def _set(self, times: np.ndarray, values: np.ndarray, window_s: float) -> None:

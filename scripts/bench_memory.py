@@ -119,14 +119,22 @@ def hwm_kb(pid: int) -> int:
     return 0
 
 
+PHASES = ("during_run", "before_records", "records", "by_done", "summary", "peak_in_flight",
+          "record_checks", "run_json", "timeline", "report")
+
+
 def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path,
-             workers: str = "1") -> dict:
-    cmd = LLMBENCH[:] + ["run", "--url", url + "/v1", "--model", "mock",
+             workers: str = "1", phases: bool = False) -> dict:
+    head = [sys.executable, __file__, "--child-phases"] if phases else LLMBENCH[:]
+    cmd = head + ["run", "--url", url + "/v1", "--model", "mock",
                          "--requests", str(requests), "--concurrency", str(concurrency),
                          "--workers", workers,
                          "--prompt-tokens", "8", "--output-tokens", str(tokens),
                          "--tokenizer", "approx", "--server-probe", "off", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    phases_file = out.parent / f"phases-{requests}.json"
+    if phases:
+        env["BENCH_MEMORY_PHASES"] = str(phases_file)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env)
@@ -156,7 +164,11 @@ def run_once(url: str, requests: int, tokens: int, concurrency: int, out: Path,
         lines = sum(1 for _ in fh)
     summary = json.loads((run_dir / "run.json").read_text())["summary"]
     main_kb = max(usage.ru_maxrss, main_hwm[0])      # ru_maxrss is in KiB on Linux
-    return {"requests": requests, "records": lines, "summary_requests": summary["requests"],
+    ph = json.loads(phases_file.read_text()) if phases else {}
+    if ph:
+        # each phase started a new peak (clear_refs), which resets ru_maxrss too
+        main_kb = max(main_kb, max(ph.values()) * 1024)
+    return {"phases": ph,"requests": requests, "records": lines, "summary_requests": summary["requests"],
             "completed": summary["completed"], "peak_rss_mb": (main_kb + sum(kids_hwm.values())) / 1024,
             "main_mb": main_kb / 1024, "children": len(kids_hwm), "wall_s": wall_s,
             "children_mb": [round(v / 1024, 1) for v in kids_hwm.values()],
@@ -206,22 +218,14 @@ def _made_up(n: int, tokens: int, rng: "random.Random"):
         yield heapq.heappop(finished)[2]
 
 
-def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
-    """In this process: ``llmbench run`` through the real CLI and commands, with the harness's
-    run replaced by N made-up records (a closed loop at concurrency 32 against a zero-delay
-    server: 1-15 ms per request), written to requests.jsonl and kept in a RecordStore as the
-    harness does (``workers`` > 1: arriving in batches of 256 from that many streams, not in
-    order of ``done``, as the coordinator gets them). Prints one JSON line: the peak RSS of
-    each end-of-run phase and of the whole process."""
-    import random
+def watch_phases():
+    """Wrap the end-of-run passes of ``llmbench run`` so that each records its own peak RSS:
+    (phases, phase) where ``phase(name, fn)`` wraps another function the same way."""
     sys.path.insert(0, str(ROOT))
-    from llmbench import checks, cli, metrics
+    from llmbench import checks, metrics
     from llmbench.commands import run as run_cmd
-    from llmbench.harness import Harness, Outcome
-    from llmbench.records import Record, RecordLog, RecordStore, by_done
     from llmbench.report import auto, vllm_json
     from llmbench.results import RunDoc
-    from llmbench.shapes.base import LiveState
     phases: dict[str, float] = {}
 
     def phase(name: str, fn):
@@ -232,6 +236,50 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
             finally:
                 phases[name] = max(phases.get(name, 0.0), _hwm_kb() / 1024)
         return wrapped
+    metrics.summarize = phase("summary", metrics.summarize)
+    vllm_json.peak_in_flight = phase("peak_in_flight", vllm_json.peak_in_flight)
+    checks.record_checks = phase("record_checks", checks.record_checks)
+    RunDoc.write = phase("run_json", RunDoc.write)      # type: ignore[method-assign]
+    run_cmd.write_timeline = phase("timeline", run_cmd.write_timeline)
+    auto.write_report = phase("report", auto.write_report)
+    return phases, phase
+
+
+def phases_child(argv: list[str]) -> None:
+    """``llmbench run`` for real, in this process, with the peak RSS of the run itself
+    ("during_run": imports, preflight and every request) and of each end-of-run pass written
+    as one JSON line to the file BENCH_MEMORY_PHASES names."""
+    phases, phase = watch_phases()
+    from llmbench import cli
+    from llmbench.harness import Harness
+    Harness.run = phase("during_run", Harness.run)      # type: ignore[method-assign]
+    sys.argv = ["llmbench", *argv]
+    try:
+        cli.app()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    with open(os.environ["BENCH_MEMORY_PHASES"], "w") as fh:
+        fh.write(json.dumps(phases) + "\n")
+    sys.stdout.flush()
+    os._exit(code if isinstance(code, int) else 1)
+
+
+def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
+    """In this process: ``llmbench run`` through the real CLI and commands, with the harness's
+    run replaced by N made-up records (a closed loop at concurrency 32 against a zero-delay
+    server: 1-15 ms per request), written to requests.jsonl and kept in a RecordStore as the
+    harness does (``workers`` > 1: arriving in batches of 256 from that many streams, not in
+    order of ``done``, as the coordinator gets them). Prints one JSON line: the peak RSS of
+    each end-of-run phase and of the whole process."""
+    import random
+    sys.path.insert(0, str(ROOT))
+    from llmbench import cli
+    from llmbench.harness import Harness, Outcome
+    from llmbench.records import Record, RecordLog, RecordStore, by_done
+    from llmbench.shapes.base import LiveState
+    phases, phase = watch_phases()
 
     def fake_run(self, shape, targets):
         phases["before_records"] = _hwm_kb() / 1024
@@ -274,12 +322,6 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
         return Outcome(1000.0, records, 0.0, 1000.0, False, [], {}, LiveState(), None)
 
     Harness.run = fake_run                              # type: ignore[method-assign]
-    metrics.summarize = phase("summary", metrics.summarize)
-    vllm_json.peak_in_flight = phase("peak_in_flight", vllm_json.peak_in_flight)
-    checks.record_checks = phase("record_checks", checks.record_checks)
-    RunDoc.write = phase("run_json", RunDoc.write)      # type: ignore[method-assign]
-    run_cmd.write_timeline = phase("timeline", run_cmd.write_timeline)
-    auto.write_report = phase("report", auto.write_report)
     argv = ["run", "--url", "http://127.0.0.1:9/v1", "--model", "mock", "--requests", str(n),
             "--concurrency", "32", "--prompt-tokens", "8", "--output-tokens", str(tokens),
             "--tokenizer", "approx", "--server-probe", "off", "--out", str(out)]
@@ -312,8 +354,7 @@ def simulate(n: int, tokens: int, workers: int, limit_mb: float) -> None:
             lines = sum(1 for _ in fh)
         summary = json.loads((run_dir / "run.json").read_text())["summary"]
     ok = lines == n == summary["requests"]
-    order = ("before_records", "records", "by_done", "summary", "peak_in_flight",
-             "record_checks", "run_json", "timeline", "report")
+    order = PHASES
     print(f"simulated {n} requests x {tokens} tokens ({workers} arrival streams), one process: "
           f"peak RSS {ph['process_peak']:.1f} MB, store {ph['store_mb']:.1f} MB, records "
           f"{lines} {'==' if ok else '!='} requests [{wall_s:.0f} s]  "
@@ -322,6 +363,9 @@ def simulate(n: int, tokens: int, workers: int, limit_mb: float) -> None:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-phases":
+        phases_child(sys.argv[2:])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--child-simulate":
         n, out, tokens, workers = sys.argv[2:6]
         simulate_child(int(n), Path(out), int(tokens), int(workers))
@@ -337,19 +381,24 @@ def main() -> None:
     ap.add_argument("--simulate", type=int, metavar="N",
                     help="no server: N made-up records through the real end of a run, in one "
                          "process; peak RSS by phase")
+    ap.add_argument("--phases", action="store_true",
+                    help="the real run in one process, with the peak RSS of the run itself and "
+                         "of each end-of-run pass")
     ap.add_argument("--simulate-streams", type=int, default=1, metavar="K",
                     help="with --simulate: records arrive from K workers, out of order")
     a = ap.parse_args()
     if a.simulate:
         simulate(a.simulate, a.output_tokens, a.simulate_streams, a.limit_mb)
         return
+    if a.phases and a.workers != "1":
+        raise SystemExit("--phases: one process only (--workers 1)")
     mock, url = start_mock(a.output_tokens, a.mock_workers)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as d:
             for n in a.requests:
                 r = run_once(url, n, a.output_tokens, a.concurrency, Path(d) / str(n),
-                             a.workers)
+                             a.workers, a.phases)
                 rows.append(r)
                 ok = r["records"] == n == r["summary_requests"]
                 print(f"{n:>9} requests x {a.output_tokens} tokens: peak RSS {r['peak_rss_mb']:6.1f} MB"
@@ -359,6 +408,9 @@ def main() -> None:
                       f"[{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU, "
                       f"{n / r['wall_s']:.0f} req/s]"
                       f"  {'OK' if ok and r['peak_rss_mb'] < a.limit_mb else 'FAIL'}", flush=True)
+                if r["phases"]:
+                    print("  peak by phase (MB): " + ", ".join(
+                        f"{k} {r['phases'][k]:.1f}" for k in PHASES if k in r["phases"]))
     finally:
         mock.terminate()
         mock.wait(5)

@@ -85,7 +85,9 @@ def closed_loop(seed: int, users: int = 2, itl_ms: float = 20.0, tokens: int = 2
     e2el = np.array([r[1] + r[2].sum() for r in rows])
     lat = Latencies(np.zeros(len(rows), dtype=int), [None] * len(rows), start,
                     np.ones(len(rows), dtype=bool), ttft, e2el,
-                    np.full(len(rows), float(tokens)), np.concatenate([r[2] for r in rows]),
+                    np.full(len(rows), float(tokens)),
+                    # ITLs as requests.jsonl gives them: integer µs
+                    np.round(np.concatenate([r[2] for r in rows]) * 1000).astype(np.int32),
                     np.array([len(r[2]) for r in rows]))
     win = lat.window(0, *hold)
     dur = hold[1] - hold[0]

@@ -56,6 +56,29 @@ def test_live_ttft_p95_is_the_reports_ttft_p95_for_the_same_records():
     assert f"TTFT p95 {fmt_ms(report)}" in line
 
 
+def test_recent_ttfts_are_the_last_30_s_of_first_tokens_in_the_order_they_came():
+    """Session.recent_ttft (two float arrays) keeps exactly what the deque of pairs it replaced
+    kept: every pair appended since the oldest one still within RECENT_KEEP_S of the newest
+    first token, out-of-order first tokens included, across its compactions."""
+    import random
+    from collections import deque
+    from llmbench.load.session import RECENT_KEEP_S, RecentTTFT
+    rng = random.Random(4)
+    mine, ref = RecentTTFT(), deque()
+    t = 1000.0
+    for i in range(30000):
+        t += rng.expovariate(500.0)                  # ~500 first tokens a second
+        first = t - rng.uniform(0, 0.5)              # finishing order is not first-token order
+        ttft = rng.uniform(0.01, 2.0)
+        mine.add(first, ttft)
+        ref.append((first, ttft))
+        while ref and ref[0][0] < first - RECENT_KEEP_S:
+            ref.popleft()
+        if i % 997 == 0 or i > 29990:
+            assert list(mine) == list(ref) and len(mine) == len(ref)
+    assert len(mine.times) < 2 * len(ref) + 4097      # what fell out of the window is freed
+
+
 def test_probe_steps_carry_the_generators_lag_and_cpu_and_start_time(mock_factory, tmp_path):
     m = mock_factory(ttft_ms=10, itl_ms=2, tokens=10)
     before = time.time()

@@ -10,14 +10,18 @@ import pytest
 
 from llmbench import metrics, records
 from llmbench.records import Record, RecordStore, by_done
+from llmbench.token_events import TokenEvents
 
 
 @pytest.fixture(autouse=True, params=["compact-rarely", "compact-often"])
 def compaction(request, monkeypatch):
     """Every test twice: as a store of this size is (too small to look for columns of one
-    value), and looking every 8 appends, so columns start with a run of one value."""
+    value or to seal its token events), and looking every 8 appends, so columns start with a
+    run of one value, and sealing token events every 37 (token_events: narrow gaps with
+    exceptions), so reads cross sealed chunks and the tail."""
     if request.param == "compact-often":
         monkeypatch.setattr(records, "_COMPACT_EVERY", 8)
+        monkeypatch.setattr(records, "SEAL_EVENTS", 37)
     return request.param
 
 
@@ -135,6 +139,39 @@ def test_reorder_in_place_equals_take():
     merged = by_done(halves)
     assert [r.request_id for r in merged] == \
         [r.request_id for r in sorted(recs, key=lambda r: r.done)]
+
+
+def test_a_nearly_ordered_store_moves_only_its_neighbours_and_lets_old_events_go(monkeypatch):
+    """A run's own records are in order of done but for a few neighbours: reorder writes only
+    those, every field, token event and extra moving with its record, and lets go of each old
+    chunk of token events once no later block needs it (holding about one copy, not two)."""
+    monkeypatch.setattr(records, "SEAL_EVENTS", 64)
+    recs = varied(600, seed=11)
+    perm = list(range(len(recs)))
+    rng = random.Random(2)
+    for i in rng.sample(range(len(recs) - 3), 40):        # local swaps, extras among them
+        j = i + rng.randint(1, 3)
+        perm[i], perm[j] = perm[j], perm[i]
+    store = RecordStore.of(recs)
+    want = [fields(r) for r in store.take(perm)]
+    old = store._tok
+    released = []
+    real_release = TokenEvents.release_before
+
+    def watch(self, r):
+        real_release(self, r)
+        if self is old:
+            released.append(sum(c is None for c in old._chunks))
+    monkeypatch.setattr(TokenEvents, "release_before", watch)
+    monkeypatch.setattr(records, "_ITER_BLOCK", 8)        # blocks of 32 records
+    store.reorder(perm)
+    assert [fields(r) for r in store] == want
+    assert len(old._chunks) > 10 and released and released[0] > 0      # let go as it went
+    assert released == sorted(released) and released[-1] >= len(old._chunks) * 0.8
+    ident = RecordStore.of(recs)
+    before = ident._tok
+    ident.reorder(list(range(len(recs))))                 # nothing moves: nothing is rebuilt
+    assert ident._tok is before
 
 
 def _same(a, b, path="summary"):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from array import array
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..client import Client
 from ..records import Record, RecordLog, RecordStore, clean
@@ -20,6 +20,37 @@ perf_counter = time.perf_counter
 
 # how long (first token time) the live line's recent TTFTs are kept: beyond its 10 s window
 RECENT_KEEP_S = 30.0
+
+
+class RecentTTFT:
+    """(first token time, TTFT) pairs of the requests whose first token came in the last
+    RECENT_KEEP_S seconds, oldest first: two float arrays (16 bytes a pair, where a deque of
+    tuples took ~110: 4 MB at 1,300 requests a second). Iterating gives the pairs."""
+
+    __slots__ = ("times", "values", "head")
+
+    def __init__(self) -> None:
+        self.times, self.values = array("d"), array("d")
+        self.head = 0                   # pairs before it are older than the window
+
+    def add(self, first_token: float, ttft: float) -> None:
+        times = self.times
+        times.append(first_token)
+        self.values.append(ttft)
+        head, cutoff = self.head, first_token - RECENT_KEEP_S
+        while times[head] < cutoff:     # stops at the pair just added at the latest
+            head += 1
+        if head > 4096 and 2 * head > len(times):
+            del times[:head]
+            del self.values[:head]
+            head = 0
+        self.head = head
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        return zip(self.times[self.head:], self.values[self.head:])
+
+    def __len__(self) -> int:
+        return len(self.times) - self.head
 
 
 @dataclass
@@ -45,7 +76,7 @@ class Session:
     # (first_token time, ttft) of recent requests for the live line (stats.recent_p95)
     # Kept by time (RECENT_KEEP_S), not by count, so at any rate the live line sees every
     # request the timeline sees for the same seconds.
-    recent_ttft: deque[tuple[float, float]] = field(default_factory=deque)
+    recent_ttft: RecentTTFT = field(default_factory=RecentTTFT)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
     active: set[Record] = field(default_factory=set)     # in flight now
@@ -91,10 +122,7 @@ class Session:
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.first_token is not None:
-            recent = self.recent_ttft
-            recent.append((rec.first_token, rec.first_token - rec.start))
-            while recent and recent[0][0] < rec.first_token - RECENT_KEEP_S:
-                recent.popleft()
+            self.recent_ttft.add(rec.first_token, rec.first_token - rec.start)
         self.records.append(rec)
         if self.log is not None:
             self.log.append(rec)

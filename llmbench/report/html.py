@@ -255,7 +255,7 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
                                    "TTFT and E2EL"), "TTFT and E2EL CDF"))
-    body.append(_chart(charts.cdfs([("ITL", lat.itls())], "Inter-token latency"), "ITL CDF"))
+    body.append(_chart(charts.cdfs([("ITL", lat.itls(charts.CDF_SAMPLE))], "Inter-token latency"), "ITL CDF"))
     errs = _errors(s)
     if errs:
         body.append("<h2>Errors</h2>" + errs)

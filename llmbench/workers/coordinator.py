@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..load.monitor import COORDINATOR, LoopMonitor, MonitorSample, MonitorView
-from ..load.session import Counters, RECENT_KEEP_S
+from ..load.session import Counters
 from ..records import Record
 from ..shapes.base import Drive, LiveState
 from ..shapes.ramp import Ramp
@@ -330,10 +330,7 @@ class Fleet:
             if sink.log is not None:
                 sink.log.append(rec)
             if rec.first_token is not None:
-                recent = sink.recent_ttft
-                recent.append((rec.first_token, rec.first_token - rec.start))
-                while recent and recent[0][0] < rec.first_token - RECENT_KEEP_S:
-                    recent.popleft()
+                sink.recent_ttft.add(rec.first_token, rec.first_token - rec.start)
 
     def _sum_counters(self, target: str) -> None:
         sink = self._sinks.get(target)
