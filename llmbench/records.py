@@ -825,11 +825,20 @@ class RecordStore:
         src = idx[moved]
         # the token events first (the largest), a block of records at a time
         self._tok = self._events_of(idx, release=True)
+        # a column of one value so far keeps it: fold the values appended since the last look
+        # (up to 65,535 of them) into its head first, or it would be written out whole
+        self._compact()
+        lo = int(min(moved.min(), src.min()))
         for key, arr in [*self._keys(), (("ntok", ""), self._ntok)]:
             head = self._head.get(key)
             if head is not None:
                 if not len(arr):
                     continue                   # one value throughout: any order is the same
+                if lo >= head[1]:              # every move is among the values after the run
+                    a = np.frombuffer(arr, dtype=arr.typecode)
+                    a[moved - head[1]] = a[src - head[1]]
+                    del a
+                    continue
                 full = self._full(key, arr)    # a run of one value, then the rest
                 del self._head[key]
                 self._varied.add(key)

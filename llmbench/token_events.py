@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-SEAL_EVENTS = 1 << 18          # events appended between seals (1 MB of int32)
+SEAL_EVENTS = 1 << 16          # events appended between seals (256 kB of int32: ~2 ms of numpy)
 _ESCAPE_BYTES = 12             # an exception: its position (int32) and value (int64)
 
 
