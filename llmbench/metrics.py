@@ -404,7 +404,14 @@ def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
     n = len(ms)
     if not n:
         return {**{k: None for k in names}, "count": 0}
-    out: dict[str, float | None] = {"mean": float(np.mean(ms)), "std": float(np.std(ms))}
+    mean = float(np.mean(ms))
+    # np.std's arithmetic, a block at a time: np.std(ms) makes two 8 MB temporaries of a
+    # million-request series (the summary's largest moment)
+    sq = 0.0
+    for i in range(0, n, _CHUNK):
+        d = ms[i:i + _CHUNK] - mean
+        sq += float(np.dot(d, d))
+    out: dict[str, float | None] = {"mean": mean, "std": float(np.sqrt(sq / n))}
     ms.sort()
 
     def pct(p: float) -> float:
@@ -558,6 +565,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      percentiles: Iterable[float], split_turns: bool,
                      within: Iterable[tuple[str, float]]) -> dict[str, Any]:
     percentiles = tuple(percentiles)
+    st.compact()                # columns of one value read back as broadcasts below
     keep = ~st.col("warmup")
     interrupted = st.str_id("interrupted")
     if interrupted >= 0:

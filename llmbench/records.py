@@ -419,6 +419,12 @@ class RecordStore:
             else:
                 self._varied.add(key)
 
+    def compact(self) -> None:
+        """Fold the values appended since the last look into the columns of one value (done
+        every 65,536 appends anyway): afterwards such a column reads back as a broadcast, not
+        as an array (the end of a run: ~18 columns of a million values each)."""
+        self._compact()
+
     def _full(self, key: tuple[str, str], arr: array, readonly: bool = False) -> np.ndarray:
         """A column as one numpy array: a view of its array when it has no head, else a new
         array with the head's values first; ``readonly`` and one value throughout: that value
@@ -917,6 +923,7 @@ def by_done(stores: Sequence[RecordStore]) -> RecordStore:
         for s in stores:
             store.extend(s)
     trim_heap()                 # the run's Records are gone; their memory need not stay
+    store.compact()             # what reads the run's records next reads one-value columns free
     done = store.view("done")
     if len(done) < 2 or bool(np.all(done[1:] >= done[:-1])):
         return store
