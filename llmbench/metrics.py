@@ -527,9 +527,10 @@ def _gaps_us(st: RecordStore, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray
     hist = _IntHist()
     max_gap = np.zeros(int(np.count_nonzero(okm)), dtype=np.int32)
     pos = done = 0
-    for c in range(0, len(ntok), _REC_CHUNK):
-        k = ntok[c:c + _REC_CHUNK]
-        ok = okm[c:c + _REC_CHUNK]
+    step = st.block_records(_CHUNK)
+    for c in range(0, len(ntok), step):
+        k = ntok[c:c + step]
+        ok = okm[c:c + step]
         lo = int(off[c])
         seg = st.token_us_of(c, c + len(k))
         n_ok = int(np.count_nonzero(ok))
@@ -643,8 +644,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
             where = off[rows.start + 1:rows.stop + 1] - 1
         else:
             where = off[rows + 1] - 1
-        where = where - off[r0]
-        t = st.token_us_of(r0, r1)[where] / 1e6
+        t = st.token_us_take(where, r0, r1) / 1e6
         t += start_all[rows]                        # start + us / 1e6
         return t
 
@@ -874,11 +874,11 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, i
     t_max = float(np.nanmax(end))
     n = int(np.ceil(t_max - t_min)) + 1
     tokens = np.zeros(n)
-    for c in range(0, n_ok, _REC_CHUNK):
-        idx = np.arange(c, min(c + _REC_CHUNK, n_ok)) if ok_idx is None else \
-            ok_idx[c:c + _REC_CHUNK]
+    step = st.block_records(_CHUNK)
+    for c in range(0, n_ok, step):
+        idx = np.arange(c, min(c + step, n_ok)) if ok_idx is None else ok_idx[c:c + step]
         us, k = st.events_at(idx)
-        t = np.repeat(start[c:c + _REC_CHUNK], k) + us / 1e6
+        t = np.repeat(start[c:c + step], k) + us / 1e6
         b = (t - t_min).astype(int)
         b = b[(b >= 0) & (b < n)]
         tokens += np.bincount(b, minlength=n)[:n]

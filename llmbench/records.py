@@ -611,8 +611,9 @@ class RecordStore:
     def __iter__(self) -> Iterator[Record]:
         off = self.offsets()
         n = len(self._ntok)
-        for c in range(0, n, _ITER_BLOCK):
-            c1 = min(c + _ITER_BLOCK, n)
+        step = self.block_records(_ITER_EVENTS)
+        for c in range(0, n, step):
+            c1 = min(c + step, n)
             base = int(off[c])
             events = self.token_us_of(c, c1).tolist()      # one decode for the block
             for i in range(c, c1):
@@ -634,8 +635,9 @@ class RecordStore:
         idx = np.fromiter(idx, dtype=np.int64) if not isinstance(idx, np.ndarray) \
             else idx.astype(np.int64, copy=False)
         out = []
-        for c in range(0, len(idx), _ITER_BLOCK):
-            block = idx[c:c + _ITER_BLOCK]
+        step = self.block_records(_ITER_EVENTS)
+        for c in range(0, len(idx), step):
+            block = idx[c:c + step]
             us, k = self.events_at(block)
             events, pos = us.tolist(), 0
             for i, n in zip(block.tolist(), k.tolist()):
@@ -741,6 +743,24 @@ class RecordStore:
         import numpy as np
         return self._tok.get(r0, r1, np.frombuffer(self._ntok, dtype=np.uint32), self.offsets())
 
+    def token_us_take(self, pos: np.ndarray, r0: int, r1: int) -> np.ndarray:
+        """The token events at positions ``pos`` of ``token_us()`` (ascending, all within
+        records ``r0 .. r1``): e.g. each record's first or last event, without decoding the
+        block's every event at once."""
+        import numpy as np
+        return self._tok.take(pos, r0, r1, np.frombuffer(self._ntok, dtype=np.uint32),
+                              self.offsets())
+
+    def block_records(self, events: int = 1 << 18) -> int:
+        """How many records to read at a time so that a block holds about ``events`` token
+        events (16 to 65,536): a pass's temporaries stay the same size for replies of 8 tokens
+        or of 2,000."""
+        n = len(self._ntok)
+        total = len(self._tok)
+        if not n or not total:
+            return 1 << 16
+        return max(16, min(1 << 16, events * n // total))
+
     def events_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The token events of the records ``idx`` (a block, any order; a record may come
         twice), one after another, and their counts: decoded over the span of records they
@@ -762,7 +782,7 @@ class RecordStore:
         later block needs it, so that a reorder holds little more than one copy."""
         import numpy as np
         out = TokenEvents()
-        step = _ITER_BLOCK * 4
+        step = self.block_records()
         starts = range(0, len(idx), step)
         later_min = None
         if release and len(idx):
@@ -882,7 +902,7 @@ class RecordStore:
 
 
 _COMPACT_EVERY = 1 << 16     # appends between looks for columns of one value
-_ITER_BLOCK = 1 << 12        # records decoded at once when iterating
+_ITER_EVENTS = 1 << 15       # token events decoded at once when iterating
 _INT_RANGES = tuple(_INT_RANGE[c] for c in _INTS.values())
 _INT_NONES = tuple(_NONE_I if c == "i" else _NONE_H for c in _INTS.values())
 _UNSPLIT = object()

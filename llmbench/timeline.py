@@ -36,8 +36,9 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     start, done, first = st.view("start"), st.view("done"), st.view("first_token")
     ntok = st.view("ntok")
     out_tok, _ = st.ints("output_tokens")
-    for c in range(0, len(st), 8192):
-        idx = np.nonzero(keep[c:c + 8192] & (ntok[c:c + 8192] > 0))[0] + c
+    step = st.block_records(1 << 17)            # a block's temporaries: ~4 MB
+    for c in range(0, len(st), step):
+        idx = np.nonzero(keep[c:c + step] & (ntok[c:c + step] > 0))[0] + c
         us, k = st.events_at(idx)                   # decoded a block at a time
         per_event = np.where(out_tok[idx] > 0, out_tok[idx], k) / k
         b = ((np.repeat(start[idx], k) + us / 1e6) - t0).astype(int)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     import numpy as np
@@ -156,11 +156,9 @@ class TokenEvents:
         self._sealed_recs += len(k)
         self.tail = array("i")
 
-    def get(self, r0: int, r1: int, ntok: "np.ndarray", off: "np.ndarray") -> "np.ndarray":
-        """The events of records ``r0 .. r1`` as a new int32 array; ``ntok`` and ``off``: every
-        record's event count and where its events start (length records + 1)."""
-        import numpy as np
-        parts = []
+    def _pieces(self, r0: int, r1: int) -> Iterator[tuple[int, int, _Chunk | None]]:
+        """Records ``r0 .. r1`` split where chunks end: (first, end, its chunk or None for
+        the tail)."""
         r = r0
         k = max(bisect_right(self._rec_starts, r0) - 1, 0)
         while r < r1 and k < len(self._chunks) and r < self._sealed_recs:
@@ -169,15 +167,44 @@ class TokenEvents:
             end = min(r1, self._rec_starts[k + 1] if k + 1 < len(self._chunks)
                       else self._sealed_recs)
             if end > r:
-                parts.append(c.decode(r, end, ntok, off))
+                yield r, end, c
                 r = end
             k += 1
         if r < r1:
-            t0, t1 = int(off[r]) - self._sealed, int(off[r1]) - self._sealed
-            parts.append(np.frombuffer(self.tail, dtype=np.int32)[t0:t1].copy())
-        if not parts:
-            return np.zeros(0, np.int32)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            yield r, r1, None
+
+    def _decode(self, ra: int, rb: int, c: _Chunk | None, ntok: "np.ndarray",
+                off: "np.ndarray") -> "np.ndarray":
+        import numpy as np
+        if c is not None:
+            return c.decode(ra, rb, ntok, off)
+        t0, t1 = int(off[ra]) - self._sealed, int(off[rb]) - self._sealed
+        return np.frombuffer(self.tail, dtype=np.int32)[t0:t1]
+
+    def get(self, r0: int, r1: int, ntok: "np.ndarray", off: "np.ndarray") -> "np.ndarray":
+        """The events of records ``r0 .. r1`` as a new int32 array; ``ntok`` and ``off``: every
+        record's event count and where its events start (length records + 1). Decoded a
+        chunk at a time into the result (a chunk's temporaries, whatever the range)."""
+        import numpy as np
+        e0 = int(off[r0])
+        out = np.empty(int(off[r1]) - e0, dtype=np.int32)
+        for ra, rb, c in self._pieces(r0, r1):
+            out[int(off[ra]) - e0:int(off[rb]) - e0] = self._decode(ra, rb, c, ntok, off)
+        return out
+
+    def take(self, pos: "np.ndarray", r0: int, r1: int, ntok: "np.ndarray",
+             off: "np.ndarray") -> "np.ndarray":
+        """The events at positions ``pos`` (ascending, within records ``r0 .. r1``) as int32:
+        one value each, decoded a chunk at a time (a record's first or last event without
+        every event of the block at once)."""
+        import numpy as np
+        out = np.empty(len(pos), dtype=np.int32)
+        for ra, rb, c in self._pieces(r0, r1):
+            a, b = int(off[ra]), int(off[rb])
+            lo, hi = np.searchsorted(pos, (a, b))
+            if hi > lo:
+                out[lo:hi] = self._decode(ra, rb, c, ntok, off)[pos[lo:hi] - a]
+        return out
 
     def release_before(self, r: int) -> None:
         """Let go of the chunks whose records all lie before record ``r``: this object is being

@@ -55,8 +55,30 @@ every 60 s from a thread in the run's process; peak 132.8 MB, 237 s):
   (94.7 vs 94.3 MB peak), so they are not per-thread malloc arenas.
   asyncio's loop instead of uvloop (LLMBENCH_LOOP=asyncio): 92.8 vs 94.6 MB at 40k, not uvloop.
 
+2026-12-01, the session after: the 250 MB bound met. What the 60 MB was, and what changed
+(real 1M x 8 tokens, one process, `--requests 1000000 --phases`):
+  The "two 11 and 13 MiB mappings" above were pymalloc's 1 MiB arenas, which the kernel shows
+  as one mapping when they lie side by side, and ~20 MB of them were the diagnostic's own (it
+  read /proc/self/smaps into one string every minute); sampled from outside the process, RSS
+  during the run was imports (~76 MB: shared objects 25, heap 16, arenas ~35) + the store, no
+  more, at every point. The 60 MB appeared at the end: by_done (records put in order of done)
+  found 793 of 200,000 records out of place (none by more than 29) and reordered everything;
+  its reorder wrote each column of one value (status, max_tokens, ... ~18 of them) out whole,
+  because the up to 65,535 values appended since the last look were not folded yet: +41 MB,
+  kept to the end of the run. Now:
+  - token events as each record's first value and its gaps, 1-2 bytes each (token_events.py):
+    store 99.9 -> 85 MB (8-token replies; 20 ms gaps take 2 bytes, so long replies halve)
+  - reorder writes only the records that move, folds one-value columns first, lets old token
+    chunks go as it goes; the summary folds them too (no int64 copies of turn/cached_tokens)
+  - the report reads ITLs as int32 µs and floats only a chart's sample; the live line's recent
+    TTFTs are two float arrays; the timeline's pairs one complex array sorted in place
+  peak by phase (MB), before -> after:  end of requests 158.5 (store 85.0), by_done 218.8 ->
+  (folded), summary 241.7 -> 190.1, record_checks 231.2 -> 169.7, timeline 231.6 -> 192.2,
+  report 186.6 -> 190.4; whole run 260.0 -> 192.2 MB (records 1000000 == requests, 758 s)
+
   python scripts/bench_memory.py --simulate 1000000 [--simulate-streams 2]
   python scripts/bench_memory.py --requests 300000 --workers 2
+  python scripts/bench_memory.py --requests 1000000 --phases    # the end-of-run passes' peaks
 """
 
 from __future__ import annotations

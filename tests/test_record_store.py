@@ -163,7 +163,7 @@ def test_a_nearly_ordered_store_moves_only_its_neighbours_and_lets_old_events_go
         if self is old:
             released.append(sum(c is None for c in old._chunks))
     monkeypatch.setattr(TokenEvents, "release_before", watch)
-    monkeypatch.setattr(records, "_ITER_BLOCK", 8)        # blocks of 32 records
+    monkeypatch.setattr(RecordStore, "block_records", lambda self, events=0: 32)
     store.reorder(perm)
     assert [fields(r) for r in store] == want
     assert len(old._chunks) > 10 and released and released[0] > 0      # let go as it went

@@ -59,6 +59,13 @@ def test_every_whole_record_range_reads_back_exactly(kind, seal_every):
         assert got.tolist() == flat[off[r0]:off[r1]]
     whole = ev.get(0, len(recs), ntok, off)
     assert whole.tolist() == flat
+    # single events (a record's first or last) without decoding a block at once
+    for _ in range(50):
+        r0 = rng.randint(0, len(recs) - 1)
+        r1 = rng.randint(r0 + 1, len(recs))
+        has = np.flatnonzero(ntok[r0:r1] > 0) + r0
+        pos = np.sort(np.concatenate((off[has], off[has + 1] - 1)))
+        assert ev.take(pos, r0, r1, ntok, off).tolist() == [flat[p] for p in pos]
 
 
 def test_small_gaps_take_one_byte_and_millisecond_gaps_two():
