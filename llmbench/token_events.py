@@ -187,7 +187,7 @@ class TokenEvents:
         chunk at a time into the result (a chunk's temporaries, whatever the range)."""
         import numpy as np
         e0 = int(off[r0])
-        out = np.empty(int(off[r1]) - e0, dtype=np.int32)
+        out = np.empty(max(int(off[r1]) - e0, 0), dtype=np.int32)
         for ra, rb, c in self._pieces(r0, r1):
             out[int(off[ra]) - e0:int(off[rb]) - e0] = self._decode(ra, rb, c, ntok, off)
         return out
