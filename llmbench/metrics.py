@@ -364,6 +364,15 @@ def _lerp(a: float, b: float, t: float) -> float:
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 
 
+def _sq_dev(values: np.ndarray, mean: float) -> float:
+    """Sum of squared deviations from ``mean``, a block of values at a time (float64)."""
+    sq = 0.0
+    for i in range(0, len(values), _CHUNK):
+        d = values[i:i + _CHUNK].astype(np.float64) - mean
+        sq += float(np.dot(d, d))
+    return sq
+
+
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
     """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
@@ -373,10 +382,7 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
         return {**{k: None for k in names}, "count": 0}
     total = int(us.sum(dtype=np.int64))
     mean_us = total / n
-    sq = 0.0
-    for i in range(0, n, _CHUNK):
-        d = us[i:i + _CHUNK].astype(np.float64) - mean_us
-        sq += float(np.dot(d, d))
+    sq = _sq_dev(us, mean_us)
     ps = [50.0, *percentiles]
     ranks = {}
     for p in ps:
@@ -405,13 +411,9 @@ def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
     if not n:
         return {**{k: None for k in names}, "count": 0}
     mean = float(np.mean(ms))
-    # np.std's arithmetic, a block at a time: np.std(ms) makes two 8 MB temporaries of a
+    # np.std's arithmetic a block at a time: np.std(ms) makes two 8 MB temporaries of a
     # million-request series (the summary's largest moment)
-    sq = 0.0
-    for i in range(0, n, _CHUNK):
-        d = ms[i:i + _CHUNK] - mean
-        sq += float(np.dot(d, d))
-    out: dict[str, float | None] = {"mean": mean, "std": float(np.sqrt(sq / n))}
+    out: dict[str, float | None] = {"mean": mean, "std": float(np.sqrt(_sq_dev(ms, mean) / n))}
     ms.sort()
 
     def pct(p: float) -> float:

@@ -30,8 +30,9 @@ class Latencies:
     e2el_ms: np.ndarray
     out_tokens: np.ndarray
     # every request's ITLs one after another, as the integer µs gaps of requests.jsonl's
-    # token_us (int32: half of float64 ms, 28 MB for a million 8-token replies), and how many
-    # each request has: a million-request run reads in without an array per request
+    # token_us (int32: half of float64 ms, 28 MB for a million 8-token replies; float64 µs for
+    # a file whose gaps int32 cannot hold), and how many each request has: a million-request
+    # run reads in without an array per request
     itl_flat_us: np.ndarray
     itl_count: np.ndarray
 
@@ -98,14 +99,22 @@ def read_latencies(path: Path) -> Latencies:
                 e2els.append(us[-1] / 1000 if ok else np.nan)
                 outs.append(d.get("output_tokens") or 0)
                 if ok and len(us) > 1:
-                    itls.extend([b - a for a, b in zip(us, us[1:])])
+                    gaps = [b - a for a, b in zip(us, us[1:])]
+                    try:
+                        itls.extend(gaps)
+                    except (OverflowError, TypeError):
+                        # a reply of over 35 minutes, or a file not written by llmbench
+                        # (fractional µs): the gaps as float64 from here on
+                        itls = array("d", itls)
+                        itls.extend(gaps)
                     counts.append(len(us) - 1)
                 else:
                     counts.append(0)
     return Latencies(np.asarray(steps, dtype=int), paths, np.asarray(starts, dtype=float),
                      np.asarray(oks, dtype=bool), np.asarray(ttfts, dtype=float),
                      np.asarray(e2els, dtype=float), np.asarray(outs, dtype=float),
-                     np.frombuffer(itls, dtype=np.int32) if len(itls) else np.zeros(0, np.int32),
+                     np.frombuffer(itls, dtype=np.int32 if itls.typecode == "i" else np.float64)
+                     if len(itls) else np.zeros(0, np.int32),
                      np.asarray(counts, dtype=np.int64))
 
 

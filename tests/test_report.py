@@ -222,3 +222,23 @@ def test_markdown_is_markdown_not_html(tmp_path):
     prose = re.sub(r"`[^`]*`", "", text)
     assert not re.search(r"(?<!\\)<", prose)
     assert "`<b>m</b>`" in text          # a code span is shown as is, not as &lt;b&gt;
+
+
+def test_report_reads_itls_int32_cannot_hold(tmp_path):
+    """ITLs are read as int32 µs; a reply of over 35 minutes (a gap beyond int32) or a file
+    with fractional µs is read as float64 from there, every gap exact, no crash."""
+    import json as _json
+    from llmbench.rundata import read_latencies
+    lines = [{"ok": True, "start": 1.0, "token_us": [1000, 21000, 41500]},
+             {"ok": True, "start": 2.0, "token_us": [5, 2 ** 31 + 10]},
+             {"ok": True, "start": 3.0, "token_us": [0, 1500.5]},
+             {"ok": True, "start": 4.0, "token_us": [7, 10]}]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(_json.dumps(d) + "\n" for d in lines))
+    lat = read_latencies(path)
+    assert lat.itl_flat_ms.tolist() == [20.0, 20.5, (2 ** 31 + 5) / 1000, 1.5005, 0.003]
+    assert lat.itls().tolist() == lat.itl_flat_ms.tolist()
+    assert [len(g) for g in lat.itl_ms] == [2, 1, 1, 1]
+    small = tmp_path / "small.jsonl"
+    small.write_text(_json.dumps(lines[0]) + "\n")
+    assert read_latencies(small).itl_flat_us.dtype.name == "int32"
