@@ -340,8 +340,8 @@ def with_groups(fn: Callable[..., Any]) -> Callable[..., Any]:
     params: list[inspect.Parameter] = []
     groups: dict[str, tuple[type, list[str], dict[str, Any]]] = {}
     for name, p in sig.parameters.items():
-        cls = hints.get(name, p.annotation)
-        if isinstance(cls, type) and issubclass(cls, OptionGroup):
+        cls = _group_class(hints.get(name, p.annotation))
+        if cls is not None:
             custom = p.default if isinstance(p.default, GroupDefaults) else GroupDefaults({})
             fields_hints = typing.get_type_hints(cls, include_extras=True)
             taken, fixed = [], {}
@@ -377,6 +377,18 @@ def with_groups(fn: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper
+
+
+def _group_class(ann: Any) -> type | None:
+    """The ``OptionGroup`` subclass a parameter is annotated with, else None. Before Python
+    3.11, ``get_type_hints`` turns ``group: G = None`` into ``Optional[G]`` (a Union), which
+    once hid every group on 3.10: each was passed to typer as one option (issue 30)."""
+    if typing.get_origin(ann) is typing.Union:
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = args[0] if len(args) == 1 else None
+    if isinstance(ann, type) and issubclass(ann, OptionGroup):
+        return ann
+    return None
 
 
 def _copy(info: Any) -> Any:

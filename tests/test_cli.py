@@ -144,7 +144,13 @@ def test_interrupt_writes_partial_result_and_exits_130(mock_factory, tmp_path):
                           "--model", "mock", "--concurrency", "4", "--requests", "1000",
                           "--output-tokens", "50", "--prompt-tokens", "10", "--out", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
-    time.sleep(4.0)
+    # interrupt once 4 requests are on disk, however long the start took on this machine
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        logs = list(tmp_path.glob("*/requests.jsonl"))
+        if logs and len(logs[0].read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err

@@ -43,7 +43,12 @@ def test_target_half_is_achieved_and_verified_from_usage_and_counters(mock_facto
     assert 0 <= p["server"]["queried_tokens"] - p["usage"]["prompt_tokens"] <= 32
     assert p["warnings"] == [] and p["warmup_failed"] == 0
     assert p["ttft_ms"]["hit"]["count"] == 40 and p["ttft_ms"]["miss"]["count"] == 0
-    assert "Prefix cache: target 50.0%  achieved" in stdout and "WARNING" not in stdout
+    assert "Prefix cache: target 50.0%  achieved" in stdout
+    # no prefix-cache warning; the generator's own (late sends, a busy loop) depend on the
+    # machine, not on the cache, and may appear on a busy one
+    own = ("sent its requests late", "the load generator")
+    assert not [x for x in stdout.splitlines()
+                if x.startswith("WARNING") and not any(o in x for o in own)], stdout
     assert "TTFT cache hit: 40 req" in stdout
     # the warm-up requests are not in the run's records
     lines = (only_run(tmp_path / "out") / "requests.jsonl").read_text().splitlines()

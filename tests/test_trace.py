@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import CHAT_ROLE, ROOT, RawServer, chat_token, http_head
 from llmbench.workload.files import DatasetError
@@ -112,16 +113,54 @@ def test_trace_speed_2_halves_the_gaps(tmp_path):
 
 
 def test_a_replay_that_cannot_keep_up_reports_its_lag(tmp_path):
-    # 5,000 requests/s: far more than one process starts over HTTP
-    rows = [{"timestamp": i * 0.2, "input_length": 10, "output_length": 1} for i in range(1500)]
+    # Every request due at the same instant: a rate no machine keeps up with, since the k-th
+    # start waits for the k-1 before it. How late that makes the p99 depends on the machine's
+    # speed (a fixed 5,000/s was once kept up with on a quiet machine: issue 29), so this
+    # checks the relation between the planned and the achieved schedule, and that the report
+    # says what the records say; test_dispatch_lag_verdict checks the verdict on fixed numbers.
+    n = 1500
+    rows = [{"timestamp": 0, "input_length": 10, "output_length": 1} for _ in range(n)]
     trace = write_jsonl(tmp_path / "t.jsonl", rows)
     with ArrivalServer() as s:
         r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--trace", str(trace),
                      "--out", str(tmp_path / "out"))
+        got = s.trace_requests()
     assert r.returncode == 0, r.stderr
+    assert len(got) == n
+    folder = next((tmp_path / "out").iterdir())
+    recs = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+    recs = [x for x in recs if not x.get("warmup")]
+    assert len(recs) == n and len({x["scheduled"] for x in recs}) == 1   # one planned instant
+    starts = sorted(x["start"] for x in recs)
+    lags_ms = [(t - recs[0]["scheduled"]) * 1000.0 for t in starts]
+    assert lags_ms[0] >= 0 and lags_ms[-1] > lags_ms[0]     # achieved: one after another
     lag = run_json(tmp_path / "out")["trace"]["dispatch_lag"]
-    assert lag["behind"] is True and lag["max_ms"] > 10.0, lag
-    assert "could not keep up with the trace" in r.stdout
+    assert lag["requests"] == n
+    assert lag["max_ms"] == pytest.approx(lags_ms[-1], abs=0.002)
+    assert lag["p99_ms"] == pytest.approx(float(np.percentile(lags_ms, 99)), abs=0.002)
+    assert lag["p50_ms"] == pytest.approx(float(np.percentile(lags_ms, 50)), abs=0.002)
+    assert lag["behind"] == (lag["p99_ms"] > lag["behind_threshold_ms"]), lag
+    assert ("could not keep up with the trace" in r.stdout) == lag["behind"], r.stdout
+    assert f"p99 {lag['p99_ms']:.2f} ms" in r.stdout
+
+
+def test_dispatch_lag_verdict():
+    from types import SimpleNamespace as R
+
+    from llmbench.commands.trace import BEHIND_P99_MS, console_lines, dispatch_lag
+    trace = {"format": "plain", "path": "t.jsonl", "requests": 100, "span_s": 1.0}
+
+    def recs(lags_ms):
+        return [R(warmup=False, start=10.0 + ms / 1000, scheduled=10.0) for ms in lags_ms]
+    late = dispatch_lag(recs([i * 0.3 for i in range(100)]))       # 0 .. 29.7 ms late
+    assert late["behind"] is True and late["p99_ms"] > BEHIND_P99_MS
+    assert any("could not keep up" in line for line in console_lines(trace, late, 1.0))
+    on_time = dispatch_lag(recs([i * 0.05 for i in range(100)]))   # 0 .. 4.95 ms
+    assert on_time["behind"] is False
+    assert not any("could not keep up" in line for line in console_lines(trace, on_time, 1.0))
+    # early starts are not negative lag, and warm-up requests are not counted
+    early = dispatch_lag(recs([-5.0] * 10) + [R(warmup=True, start=20.0, scheduled=10.0)])
+    assert early["requests"] == 10 and early["max_ms"] == 0.0 and early["behind"] is False
 
 
 def test_mooncake_shared_hash_ids_give_identical_prefixes(tmp_path):

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Every Python the package claims runs the README's commands (issue 30).
+
+For each interpreter from ``requires-python`` up to 3.13 other than the one running this
+script (the full test suite runs there): a fresh venv, ``pip install .``, then in an empty
+folder the README's first command in a short form, ``run`` twice, ``report`` and ``compare`` on
+the results, and every command's ``--help`` listing the same option names as the main
+interpreter (tests/fixtures/cli_options.json, which tests/test_cli_options.py checks there).
+An interpreter that is not on the machine is named in one line and skipped; any failure
+exits 1 with what failed.
+
+    python scripts/check_pythons.py                 # every other claimed interpreter found
+    python scripts/check_pythons.py --only 3.10     # one of them
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "cli_options.json"
+NEWEST = (3, 13)
+STEP_TIMEOUT_S = 600
+
+
+def claimed() -> list[tuple[int, int]]:
+    text = (ROOT / "pyproject.toml").read_text()
+    m = re.search(r'requires-python\s*=\s*">=\s*3\.(\d+)"', text)
+    low = int(m.group(1)) if m else 10
+    return [(3, minor) for minor in range(low, NEWEST[1] + 1)]
+
+
+def find(version: tuple[int, int]) -> str | None:
+    name = f"python{version[0]}.{version[1]}"
+    pyenv = os.path.expanduser(os.environ.get("PYENV_ROOT", "~/.pyenv"))
+    for cand in sorted(glob.glob(f"{pyenv}/versions/{version[0]}.{version[1]}.*/bin/{name}"),
+                       reverse=True):
+        return cand
+    found = shutil.which(name)
+    if found and "/shims/" not in found:      # a pyenv shim for a version it lacks fails late
+        return found
+    return None
+
+
+class Failed(Exception):
+    pass
+
+
+def step(what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None) -> str:
+    t = time.monotonic()
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    out = r.stdout + r.stderr
+    if r.returncode not in ok_codes or "Traceback (most recent call last)" in out:
+        tail = "\n    ".join(out.strip().splitlines()[-12:])
+        raise Failed(f"{what}: exit {r.returncode}\n    {tail}")
+    print(f"  ok  {what} ({time.monotonic() - t:.1f} s)", flush=True)
+    return r.stdout
+
+
+def newest_run(folder: Path) -> Path:
+    runs = sorted(p for p in folder.iterdir() if (p / "run.json").exists())
+    if not runs:
+        raise Failed(f"no run folder in {folder}")
+    return runs[-1]
+
+
+def check(python: str, version: tuple[int, int]) -> None:
+    work = Path(tempfile.mkdtemp(prefix=f"llmbench-py{version[0]}{version[1]}-"))
+    try:
+        venv = work / "venv"
+        step("venv", [python, "-m", "venv", str(venv)], work)
+        bin_ = venv / "bin"
+        step("pip install .", [str(bin_ / "pip"), "install", "-q", "--disable-pip-version-check",
+                               str(ROOT)], work)
+        llmbench = str(bin_ / "llmbench")
+        home = work / "home"
+        home.mkdir()
+        env = {"LLMBENCH_TOKENIZER": "approx"}
+        # the README's first command, short; 99 is "thresholds failed" (a verdict, not a crash)
+        step("ramp --users 1,2 --hold 3s", [llmbench, "ramp", "--users", "1,2", "--hold", "3s"],
+             home, ok_codes=(0, 99), env=env)
+        newest_run(home / "results")
+        runs = []
+        for i in (1, 2):
+            out = home / f"runs{i}"
+            step(f"run --requests 6 ({i})", [llmbench, "run", "--requests", "6", "--out",
+                                             str(out)], home, env=env)
+            runs.append(newest_run(out))
+        step("report", [llmbench, "report", str(runs[0])], home)
+        if not (runs[0] / "report.html").exists():
+            raise Failed("report: no report.html")
+        step("compare", [llmbench, "compare", str(runs[0]), str(runs[1]), "--html",
+                         str(home / "compare.html")], home)
+        step("option names", [str(bin_ / "python"), str(ROOT / "scripts" / "cli_options.py"),
+                              "--check"], work)   # run from outside the checkout: the install
+        want = json.loads(FIXTURE.read_text())
+        for cmd, names in want.items():
+            args = cmd.split() if cmd else []
+            text = step(f"{cmd or '(top)'} --help", [llmbench, *args, "--help"], home,
+                        env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+            absent = [n for n in names
+                      if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
+            if absent:
+                raise Failed(f"{cmd} --help does not list {absent}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", help="e.g. 3.10 (repeatable)")
+    args = ap.parse_args()
+    here = sys.version_info[:2]
+    wanted = [v for v in claimed() if v != here]
+    if args.only:
+        wanted = [v for v in wanted if f"{v[0]}.{v[1]}" in args.only]
+    failed = []
+    for v in wanted:
+        name = f"Python {v[0]}.{v[1]}"
+        python = find(v)
+        if python is None:
+            print(f"{name}: not on this machine, not checked (the suite runs on "
+                  f"{here[0]}.{here[1]})", flush=True)
+            continue
+        print(f"{name}: {python}", flush=True)
+        t = time.monotonic()
+        try:
+            check(python, v)
+            print(f"{name}: works ({time.monotonic() - t:.0f} s)", flush=True)
+        except (Failed, subprocess.TimeoutExpired) as exc:
+            print(f"{name}: FAILED {exc}", flush=True)
+            failed.append(name)
+    if failed:
+        print(f"check_pythons: failed on {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
