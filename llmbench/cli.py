@@ -545,7 +545,8 @@ def _ramp_options(
     server.validate()
     lag_limit_ms = opt.duration(generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     thresholds = [parse_threshold(t) for t in (threshold or DEFAULT_THRESHOLDS)]
-    if think_s[1] > 0 and hold_s < think_s[1]:
+    # a rate step's arrivals come on the schedule whatever the think time: no user goes quiet
+    if by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
         typer.echo(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
                    f"({think_s[1]:g}s): some users send nothing in a hold window", err=True)
     output.labels()

@@ -428,3 +428,51 @@ def headline(result: dict[str, Any]) -> list[str]:
     for c in result["checks"]:
         c.pop("_many", None)
     return out
+
+
+# -- two settings at one load (sweep's tie-break) --------------------------------------------
+# What a sweep compares settings on when they held as many users: the numbers of its table.
+AT_LOAD_METRICS = ("ttft.p95", "itl.p50", "output_throughput")
+# A change whose whole interval is not beyond this is no difference to name a winner on, however
+# tight the interval: two settings 0.3 % apart are the same setting to a user (issue 31).
+MIN_CHANGE = 0.02
+
+
+def at_load(base: Loaded, other: Loaded, load: float,
+            metrics: Sequence[str] = AT_LOAD_METRICS) -> dict[str, dict[str, Any]]:
+    """Each metric of two runs at one load both ran: both values, the relative change
+    other/base − 1 with its 95 % interval (as ``compare``), and which side is better beyond the
+    noise: ``"base"``, ``"other"`` or None. Beyond the noise means the whole interval is
+    beyond ±``MIN_CHANGE`` and, for a latency, the difference exceeds the load generator's own timing
+    uncertainty (``timing_uncertainty_ms``), as compare's gate requires."""
+    sb = next((s for s in base.steps if s["load"] == load), None)
+    so = next((s for s in other.steps if s["load"] == load), None)
+    out: dict[str, dict[str, Any]] = {}
+    if sb is None or so is None:
+        return out
+    for m in metrics:
+        key, worse_up = METRICS[m]
+        vb, vo = sb["summary"].get(key), so["summary"].get(key)
+        entry: dict[str, Any] = {"metric": m, "base": vb, "other": vo, "change": None,
+                                 "ci": None, "better": None, "note": None}
+        res = None
+        if _missing(sb["summary"], m) is None and _missing(so["summary"], m) is None:
+            res = bootstrap_change(base, other, sb, so, m, seed=int(load * 10))
+        if res is None:
+            entry["note"] = "too few requests or too short a window for an interval"
+            out[m] = entry
+            continue
+        point, lo, hi = res
+        entry.update(change=point, ci=[lo, hi])
+        other_better = hi < -MIN_CHANGE if worse_up else lo > MIN_CHANGE
+        base_better = lo > MIN_CHANGE if worse_up else hi < -MIN_CHANGE
+        if (key.endswith("_ms") and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
+                and (other_better or base_better)):
+            floor = timing_uncertainty_ms(sb, so)
+            if abs(vo - vb) <= floor:
+                other_better = base_better = False
+                entry["note"] = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
+                                 f"uncertainty ({floor:.1f} ms)")
+        entry["better"] = "other" if other_better else "base" if base_better else None
+        out[m] = entry
+    return out

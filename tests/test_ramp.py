@@ -278,6 +278,57 @@ def test_ramp_by_rate_steps_the_arrival_rate(mock_factory, tmp_path):
     assert not steps[-1]["held"] and run_["verdict"]["kind"] == "queuing"
 
 
+def test_a_rate_steps_hold_window_gets_its_rate_on_average_over_seeds():
+    # The schedule of a rate step, as the ramp makes it: over 400 seeds the arrivals in the
+    # hold window average rate x hold. The old schedule (a fixed count stretched so the last
+    # arrival fell on the hold's end, where it is dropped) averaged (n-1) x hold / span: 19.2
+    # of 20 here, ~3.6 standard errors low; with --hold 4s and ramp-in 0.5s, 7.9 of 8 per seed
+    # at best and 4 with seed 0.
+    import numpy as np
+
+    from llmbench.shapes.ramp import Ramp
+    for rate, ramp_in, hold in ((2.0, 2.0, 10.0), (2.0, 0.5, 4.0), (0.5, 1.0, 10.0)):
+        counts = []
+        for seed in range(400):
+            ramp = Ramp(convs=[], steps=[rate], ramp_in_s=ramp_in, hold_s=hold, seed=seed)
+            offs = np.array(ramp.rate_offsets(0, rate))
+            counts.append(int(((offs >= ramp_in) & (offs < ramp_in + hold)).sum()))
+            assert np.all(np.diff(offs) > 0) and offs.max(initial=0) < ramp_in + hold
+        want = rate * hold
+        se = (want / len(counts)) ** 0.5            # Poisson: variance = mean
+        assert abs(np.mean(counts) - want) < 3 * se, (rate, hold, np.mean(counts))
+        assert abs(np.var(counts) / want - 1) < 0.25           # Poisson-like spread
+
+
+def test_ramp_by_rate_delivers_each_steps_rate_in_its_hold_window(mock_factory, tmp_path):
+    from scipy.stats import poisson
+    m = mock_factory(ttft_ms=5, itl_ms=1, parallel=16)
+    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--by", "rate",
+                 "--users", "2,4", "--ramp-in", "0.5s", "--hold", "10s", "--think", "0",
+                 "--turns", "1", "--prompt-tokens", "10", "--output-tokens", "4",
+                 "--threshold", "ttft.p95<=2s", *BUSY_OK, "--out", str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "shorter than the longest think time" not in r.stderr
+    steps = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"]
+    for st, rate in zip(steps, (2, 4)):
+        n = st["summary"]["requests"]
+        lo, hi = poisson.ppf(0.0005, rate * 10), poisson.ppf(0.9995, rate * 10)
+        assert lo <= n <= hi, (rate, n, lo, hi)
+        window_s = st["hold_end"] - st["hold_start"]
+        assert st["summary"]["request_throughput"] == pytest.approx(n / window_s, rel=0.35)
+
+
+def test_rate_mode_does_not_warn_about_think_time(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    common = ["--url", m.url + "/v1", "--model", "mock", "--users", "1", "--ramp-in", "0.2s",
+              "--hold", "1s", "--think", "5s", "--turns", "1", "--prompt-tokens", "5",
+              "--output-tokens", "2", "--threshold", "errors==0", *BUSY_OK]
+    users = llmbench("ramp", *common, "--out", str(tmp_path / "u"), timeout=60)
+    rate = llmbench("ramp", *common, "--by", "rate", "--out", str(tmp_path / "r"), timeout=60)
+    assert "shorter than the longest think time" in users.stderr
+    assert "shorter than the longest think time" not in rate.stderr, rate.stderr
+
+
 def test_busy_load_generator_exits_4_and_says_so(mock_factory, tmp_path):
     # a lag limit no event loop can meet: every step is "the generator was busy"; and a
     # throughput minimum the generator's own lag could explain missing

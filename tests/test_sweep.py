@@ -151,25 +151,115 @@ def test_ramp_repeat_gives_an_interval_for_users_held(mock_factory, tmp_path):
     assert c.returncode == 0, c.stdout + c.stderr
 
 
-def test_answer_sentence_states_interval_and_how_the_runner_up_differs():
-    from llmbench.commands.sweep import answer
+def _res(value, held, lo=None, hi=None, status="complete", knee=None):
+    return {"setting": {"OLLAMA_NUM_PARALLEL": value}, "name": f"OLLAMA_NUM_PARALLEL={value}",
+            "status": status, "held": held, "knee": knee,
+            "held_interval": None if lo is None else {"low": lo, "high": hi, "median": held}}
 
-    def res(value, held, lo=None, hi=None, itl=20.0, status="complete"):
-        return {"setting": {"OLLAMA_NUM_PARALLEL": value}, "name": f"OLLAMA_NUM_PARALLEL={value}",
-                "status": status, "held": held,
-                "held_interval": None if lo is None else {"low": lo, "high": hi, "median": held},
-                "at_common_load": {"median_itl_ms": itl, "p95_ttft_ms": 100.0}}
-    results = [res("1", 2, 2, 3), res("2", 4, 3, 5), res("4", 6, 5, 7, itl=20.0),
-               res("8", 6, 5, 7, itl=26.0)]
-    text, best = answer(results, "users")
+
+def _entry(metric, base, other, lo, hi, better):
+    return {"metric": metric, "base": base, "other": other, "change": other / base - 1,
+            "ci": [lo, hi], "better": better, "note": None}
+
+
+def test_answer_names_the_most_held_and_the_noise_of_users_held():
+    from llmbench.commands.sweep import answer
+    text, best = answer([_res("1", 2, 2, 3), _res("2", 4, 3, 5), _res("4", 6, 5, 7)], "users")
     assert best["setting"] == {"OLLAMA_NUM_PARALLEL": "4"}
     assert text.startswith("OLLAMA_NUM_PARALLEL=4 held the most users (6 [5, 7]); "
-                           "8 held no more and streamed 30 % slower")
+                           "1 held 2 [2, 3], 2 held 4 [3, 5].")
+    assert "overlap: that difference may be noise" in text        # [3, 5] meets [5, 7]
     # a server that failed is named, never silently dropped
-    text, _ = answer([res("1", 2), res("4", None, status="server_failed")], "users")
+    text, _ = answer([_res("1", 2), _res("4", None, status="server_failed")], "users")
     assert "OLLAMA_NUM_PARALLEL=4 failed to start" in text
-    text, best = answer([res("1", None, status="server_failed")], "users")
+    text, best = answer([_res("1", None, status="server_failed")], "users")
     assert best is None and "No setting" in text
+
+
+def test_a_tie_on_users_held_with_differences_inside_the_noise_is_a_tie():
+    # the README's old case: ITL p50 10.2945 vs 10.328 ms once named a winner
+    from llmbench.commands.sweep import answer
+    a, b = _res("1", 2), _res("4", 2)
+    pairs = {(a["name"], b["name"]): {
+        "ttft.p95": _entry("ttft.p95", 120.0, 118.0, -0.09, 0.06, None),
+        "itl.p50": _entry("itl.p50", 10.2945, 10.328, -0.01, 0.015, None),
+        "output_throughput": _entry("output_throughput", 70.0, 71.0, -0.05, 0.08, None)}}
+    text, best = answer([a, b], "users", pairs, 2.0)
+    assert best is None
+    assert "both held 2 users" in text and "tie on this evidence" in text
+    assert "--repeat 3" in text and "longer --hold" in text
+    assert "held the most" not in text and "better" not in text
+
+
+def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_intervals():
+    from llmbench.commands.sweep import answer
+    a, b = _res("1", 2), _res("4", 2)
+    pairs = {(a["name"], b["name"]): {
+        "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),
+        "itl.p50": _entry("itl.p50", 10.2945, 10.328, -0.01, 0.015, None),
+        "output_throughput": _entry("output_throughput", 64.0, 117.0, 0.60, 1.10, "other")}}
+    text, best = answer([a, b], "users", pairs, 2.0)
+    assert best is b
+    assert "at 2 users, the highest load all ran, OLLAMA_NUM_PARALLEL=4 did better" in text
+    # the winner's value first, the loser's second, and the loser's change against it
+    assert "TTFT p95 102ms vs 354ms (1 +247 %" in text, text
+    assert "output 117.0 tok/s vs 64.0 tok/s (1 -45 %" in text, text
+    assert "ITL p50 the same within the noise" in text
+
+
+def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
+    from llmbench.commands.sweep import answer
+    a, b = _res("1", 2), _res("4", 2)
+    pairs = {(a["name"], b["name"]): {
+        "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),
+        "itl.p50": _entry("itl.p50", 10.0, 14.0, 0.30, 0.50, "base"),
+        "output_throughput": _entry("output_throughput", 64.0, 66.0, -0.05, 0.08, None)}}
+    text, best = answer([a, b], "users", pairs, 2.0)
+    assert best is None and "neither is better on every count" in text
+    assert "OLLAMA_NUM_PARALLEL=1 has the better ITL p50" in text
+    # knees with separate intervals decide before the numbers at the common load
+    a["knee"] = {"estimate": 2.3, "ci": [2.1, 2.5], "threshold": "ttft.p95<=2s"}
+    b["knee"] = {"estimate": 3.6, "ci": [3.2, 3.9], "threshold": "ttft.p95<=2s"}
+    text, best = answer([a, b], "users", pairs, 2.0)
+    assert best is b and "by the knee" in text and "3.6 [3.2, 3.9] vs 1 2.3 [2.1, 2.5]" in text
+    b["knee"]["ci"] = [2.4, 3.9]                                   # overlapping: no decision
+    text, best = answer([a, b], "users", pairs, 2.0)
+    assert best is None and "by the knee" not in text
+
+
+def test_sweep_of_equal_settings_is_a_tie(tmp_path):
+    # two mocks that differ only in a seed the mock does not use with no jitter: one server
+    r = llmbench("sweep", "--setting", "seed=1,2", "--mock", "--mock-options",
+                 MOCK + " --parallel 4", "--users", "1,2", "--threshold", "ttft.p95<=2s",
+                 *FAST, "--out", str(tmp_path), timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = _sweep(only_run(tmp_path))
+    assert [x["held"] for x in doc["results"]] == [2, 2]
+    assert doc["best"] is None and "tie on this evidence" in doc["answer"], doc["answer"]
+    assert doc["tie_break"] and doc["tie_break"][0]["load"] == 2
+    assert all(e["better"] is None for e in doc["tie_break"][0]["metrics"].values())
+    assert "tie on this evidence" in r.stdout
+
+
+def test_sweep_one_vs_four_slots_with_coarse_steps_names_the_better_numbers(tmp_path):
+    # both hold 2 users under a loose threshold (the steps cannot separate them); at 2 users
+    # with no think time, 1 slot makes one user wait a whole request (140 ms): TTFT p95 ~190
+    # vs ~50 ms, and half the tok/s; tokens stay 10 ms apart on both
+    r = llmbench("sweep", "--setting", "parallel=1,4", "--mock", "--mock-options", MOCK,
+                 "--users", "1,2", "--threshold", "ttft.p95<=2s", *FAST,
+                 "--out", str(tmp_path), timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = _sweep(only_run(tmp_path))
+    assert [x["held"] for x in doc["results"]] == [2, 2]
+    assert doc["best"] == {"parallel": "4"}, doc["answer"]
+    text = doc["answer"]
+    assert "parallel=4 did better" in text and "TTFT p95" in text and "95 % interval" in text
+    m = doc["tie_break"][0]["metrics"]
+    assert m["ttft.p95"]["better"] == "other" and m["ttft.p95"]["ci"][1] < -0.5
+    assert m["itl.p50"]["better"] is None                 # the same decode speed
+    # the sentence never contradicts the table: the named setting has the lower TTFT p95
+    ttft = {x["name"]: x["at_common_load"]["p95_ttft_ms"] for x in doc["results"]}
+    assert ttft["parallel=4"] < ttft["parallel=1"]
 
 
 def test_sweep_page_escapes_what_servers_and_commands_printed(tmp_path):

@@ -178,9 +178,22 @@ def _fmt_held(r: dict[str, Any]) -> str:
     return f"{r['held']:g}"
 
 
-def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str, Any] | None]:
-    """The stated answer, and the best setting's result (None when there is none): the most
-    held wins; among equals, the one that streamed faster (ITL p50 at the common load)."""
+def answer(results: Sequence[dict[str, Any]], unit: str,
+           pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None,
+           load: float | None = None) -> tuple[str, dict[str, Any] | None]:
+    """The stated answer, and the best setting's result (None when there is none or when the
+    evidence cannot separate the best). A statistical statement, in this order:
+
+    1. users held: the most wins;
+    2. among settings that held as many: the knee (users where the broken threshold is
+       crossed, interpolated, with its 95 % interval), when the intervals do not overlap;
+    3. else the numbers of the table at ``load``, the highest load every setting ran: TTFT
+       p95, ITL p50 and output tok/s, each with the 95 % interval of its change
+       (``pairs[(a, b)]``: ``compare.at_load`` with a as base). A setting wins when it is
+       better beyond the noise on one of them and worse beyond it on none, against each other;
+    4. else they tie on this evidence, and the sentence says what would separate them.
+
+    The sentence names the statistic it used and its interval."""
     measured = [r for r in results if r.get("held") is not None]
     failed = [r for r in results if r["status"] in ("server_failed", "ramp_failed")]
     died = [r for r in results if r["status"] == "server_died"]
@@ -188,10 +201,6 @@ def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str,
 
     def short(r: dict[str, Any]) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
         return next(iter(r["setting"].values())) if single else r["name"]
-
-    def at(r: dict[str, Any], key: str) -> float:
-        v = (r.get("at_common_load") or {}).get(key)
-        return float(v) if isinstance(v, (int, float)) else float("inf")
     tail_parts = []
     if failed:
         tail_parts.append("; ".join(
@@ -207,33 +216,141 @@ def answer(results: Sequence[dict[str, Any]], unit: str) -> tuple[str, dict[str,
         return " ".join(["No setting held the first step under the thresholds; each ramp's "
                          "verdict says why."] + tail_parts), None
     order = {id(r): i for i, r in enumerate(results)}
-    tied = sorted((r for r in measured if r["held"] == top),
-                  key=lambda r: (at(r, "median_itl_ms"), at(r, "p95_ttft_ms"), order[id(r)]))
-    best = tied[0]
-    if len(measured) == 1:
-        parts = [f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"]
-    else:
-        parts = [f"{best['name']} held the most {unit} ({_fmt_held(best)})"]
-    if best.get("verdict_kind") == "held":
-        parts[0] += f" and never broke, so its limit lies higher (add steps above {top:g})"
-    for r in tied[1:]:
-        a, b = at(best, "median_itl_ms"), at(r, "median_itl_ms")
-        slower = (b / a - 1) * 100 if 0 < a < float("inf") and b < float("inf") else None
-        parts.append(f"{short(r)} held no more" + (f" and streamed {slower:.0f} % slower"
-                                                  if slower is not None and slower >= 1 else ""))
+    tied = sorted((r for r in measured if r["held"] == top), key=lambda r: order[id(r)])
     fewer = [r for r in measured if r["held"] < top]
+    best: dict[str, Any] | None = tied[0]
+    if len(tied) == 1:
+        if len(measured) == 1:
+            text = f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"
+        else:
+            text = f"{best['name']} held the most {unit} ({_fmt_held(best)})"
+        if best.get("verdict_kind") == "held":
+            text += f" and never broke, so its limit lies higher (add steps above {top:g})"
+    else:
+        best, text = _break_tie(tied, unit, top, short, pairs or {}, load)
     if fewer:
-        parts.append(", ".join(f"{short(r)} held {_fmt_held(r)}" for r in fewer))
-    text = "; ".join(parts) + "."
-    lo = (best.get("held_interval") or {}).get("low")
+        text += "; " + ", ".join(f"{short(r)} held {_fmt_held(r)}" for r in fewer)
+    text += "."
+    lo = (tied[0].get("held_interval") or {}).get("low")
     close = [r for r in fewer if lo is not None and (r.get("held_interval") or {}).get("high") is not None
              and r["held_interval"]["high"] >= lo]
     if close:
-        text += (f" The intervals of {best['name']} and {', '.join(short(r) for r in close)} "
-                 "overlap: that difference may be noise (more --repeat would tell).")
-    elif lo is None and len(measured) > 1:
-        text += " One ramp per setting, so no interval (--repeat 3 gives one)."
+        text += (f" The intervals of {', '.join(r['name'] for r in tied)} and "
+                 f"{', '.join(short(r) for r in close)} overlap: that difference may be noise "
+                 "(more --repeat would tell).")
+    elif lo is None and len(measured) > 1 and fewer:
+        text += " One ramp per setting, so no interval on users held (--repeat 3 gives one)."
     return " ".join([text] + tail_parts), best
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.0f} %"
+
+
+def _value(metric: str, v: Any) -> str:
+    from ..report.console import fmt_ms
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:.1f} tok/s" if metric == "output_throughput" else fmt_ms(v)
+
+
+_LABEL = {"ttft.p95": "TTFT p95", "itl.p50": "ITL p50", "output_throughput": "output"}
+
+
+def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
+               short: Callable[[dict[str, Any]], str],
+               pairs: dict[tuple[str, str], dict[str, dict[str, Any]]],
+               load: float | None) -> tuple[dict[str, Any] | None, str]:
+    names = " and ".join(r["name"] for r in tied) if len(tied) == 2 else \
+        ", ".join(r["name"] for r in tied)
+    both = "both" if len(tied) == 2 else "all"
+    head = f"{names} {both} held {top:g} {unit}"
+    # 2. the knee, when every tied setting has one with an interval
+    knees = {r["name"]: r.get("knee") for r in tied}
+    if all(k and k.get("estimate") is not None and k.get("ci") for k in knees.values()):
+        ranked = sorted(tied, key=lambda r: -knees[r["name"]]["estimate"])
+        first, rest = ranked[0], ranked[1:]
+        k1 = knees[first["name"]]
+        if all(k1["ci"][0] > knees[r["name"]]["ci"][1] for r in rest):
+            others = ", ".join(f"{short(r)} {knees[r['name']]['estimate']:.1f} "
+                               f"[{knees[r['name']]['ci'][0]:.1f}, {knees[r['name']]['ci'][1]:.1f}]"
+                               for r in rest)
+            return first, (f"{head}; {first['name']} holds more by the knee (the {unit} where "
+                           f"{k1.get('threshold') or 'the threshold'} is crossed, interpolated, "
+                           f"95 % interval): {k1['estimate']:.1f} [{k1['ci'][0]:.1f}, "
+                           f"{k1['ci'][1]:.1f}] vs {others}")
+    # 3. the table's numbers at the highest common load, each with its interval
+    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+
+    def view(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """metric -> entry with a as base; flipped when only (b, a) was computed."""
+        got = pairs.get((a["name"], b["name"]))
+        if got is not None:
+            return got
+        rev = pairs.get((b["name"], a["name"]))
+        if rev is None:
+            return None
+        flip = {"base": "other", "other": "base", None: None}
+        out = {}
+        for m, e in rev.items():
+            ch, ci = e.get("change"), e.get("ci")
+            out[m] = {**e, "base": e["other"], "other": e["base"], "better": flip[e["better"]],
+                      "change": None if ch is None else 1 / (1 + ch) - 1,
+                      "ci": None if not ci else [1 / (1 + ci[1]) - 1, 1 / (1 + ci[0]) - 1]}
+        return out
+
+    def beats(a: dict[str, Any], b: dict[str, Any]) -> list[str] | None:
+        v = view(a, b)
+        if not v:
+            return None
+        wins = [m for m, e in v.items() if e["better"] == "base"]
+        losses = [m for m, e in v.items() if e["better"] == "other"]
+        return wins if wins and not losses else None
+
+    if not any(view(a, b) for a in tied for b in tied if a is not b):
+        return None, (f"{head}; no common load with enough requests to compare them further, so "
+                      f"they tie on this evidence. To separate them: finer steps, --repeat 3, "
+                      f"or a longer --hold")
+    for a in tied:
+        wins = {b["name"]: beats(a, b) for b in tied if b is not a}
+        if all(wins.values()):
+            parts = []
+            for b in tied:
+                if b is a:
+                    continue
+                v = view(a, b) or {}
+                for m in wins[b["name"]]:
+                    e = v[m]
+                    # the change of b against a, as the table reads: a's value vs b's
+                    ch, ci = e["change"], e["ci"]
+                    parts.append(f"{_LABEL.get(m, m)} {_value(m, e['base'])} vs "
+                                 f"{_value(m, e['other'])} ({short(b)} {_pct(ch)}, 95 % interval "
+                                 f"{_pct(ci[0])} to {_pct(ci[1])})")
+            from ..compare import AT_LOAD_METRICS   # numpy: not at the CLI's start
+            same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
+                    if all(m not in (wins[n] or []) for n in wins)]
+            text = f"{head}; {at}, the highest load all ran, {a['name']} did better: " + \
+                "; ".join(parts)
+            if same:
+                text += f"; {', '.join(same)} the same within the noise"
+            return a, text
+    # no setting beats every other: a trade-off, or a tie
+    trade = []
+    for i, a in enumerate(tied):
+        for b in tied[i + 1:]:
+            v = view(a, b) or {}
+            wa = [_LABEL.get(m, m) for m, e in v.items() if e["better"] == "base"]
+            wb = [_LABEL.get(m, m) for m, e in v.items() if e["better"] == "other"]
+            if wa and wb:
+                trade.append(f"{a['name']} has the better {', '.join(wa)}, {b['name']} the "
+                             f"better {', '.join(wb)}")
+    if trade:
+        return None, (f"{head}; {at} neither is better on every count: " + "; ".join(trade)
+                      + " (95 % intervals); choose by what matters more to your users")
+    return None, (f"{head}, and {at} their TTFT p95, ITL p50 and output tok/s differ within "
+                  f"the noise (each 95 % interval of the change includes none): they tie on this "
+                  f"evidence. To separate them: finer steps between {top:g} and the next, "
+                  f"--repeat 3, or a longer --hold")
 
 
 def common_load(results: Sequence[dict[str, Any]]) -> float | None:
@@ -242,6 +359,28 @@ def common_load(results: Sequence[dict[str, Any]]) -> float | None:
     sets = [s for s in sets if s]
     both = set.intersection(*sets) if sets else set()
     return max(both) if both else None
+
+
+def tie_break(sweep_dir: Path, results: Sequence[dict[str, Any]], load: float | None
+              ) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """For the settings that held the most (when more than one did): each pair's TTFT p95,
+    ITL p50 and output tok/s at the common load with the intervals of their changes
+    (``compare.at_load``), read back from the ramps' folders."""
+    measured = [r for r in results if r.get("held") is not None and r.get("run_dir")]
+    if load is None or not measured:
+        return {}
+    top = max(r["held"] for r in measured)
+    tied = [r for r in measured if r["held"] == top]
+    if top == 0 or len(tied) < 2:
+        return {}
+    from ..compare import Loaded, at_load
+    from ..rundata import load as load_folder
+    runs = []
+    for r in tied:
+        run, lat = load_folder(sweep_dir / r["run_dir"])
+        runs.append(Loaded(r["name"], sweep_dir / r["run_dir"], run, lat))
+    return {(a.name, b.name): at_load(a, b, load)
+            for i, a in enumerate(runs) for b in runs[i + 1:]}
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -372,7 +511,7 @@ def _fill(res: dict[str, Any], done: RampDone, sweep_dir: Path) -> None:
     res["held_interval"] = reps["held"] if reps else None
     v = run.get("verdict") or {}
     res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "complete",
-               verdict=v.get("result"), verdict_kind=v.get("kind"),
+               verdict=v.get("result"), verdict_kind=v.get("kind"), knee=v.get("knee"),
                steps=[_step_brief(st) for st in steps])
     if done.run_dir is not None:
         res["server_state"] = server_state(done.run_dir, run)
@@ -386,7 +525,10 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
     for r in results:
         st = next((s for s in r.get("steps") or [] if s["load"] == load), None)
         r["at_common_load"] = st
-    text, best = answer(results, plan.unit)
+    pairs = tie_break(sweep_dir, results, load)
+    doc["tie_break"] = [{"base": a, "other": b, "load": load, "metrics": m}
+                        for (a, b), m in pairs.items()]
+    text, best = answer(results, plan.unit, pairs, load)
     if interrupted:
         text = f"Interrupted after {len(results)} of {len(doc['grid'])} settings. " + text
     doc.update(answer=text, best=best["setting"] if best else None,

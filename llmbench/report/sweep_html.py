@@ -156,7 +156,10 @@ def render(sweep_dir: str | Path) -> str:
         out.append('<div class="verdict bad">This sweep did not finish (interrupted or still '
                    "running): the page shows the settings that did.</div>")
     best = doc.get("best")
-    bad = best is None
+    tied = [r for r in doc.get("results") or [] if r.get("held") is not None]
+    top = max((r["held"] for r in tied), default=0)
+    # a tie on the evidence is an answer, not a failure
+    bad = best is None and not (top > 0 and sum(r["held"] == top for r in tied) > 1)
     out.append(f'<div class="verdict{" bad" if bad else ""}"><b>{e(doc.get("answer", ""))}</b>')
     ramp_cfg = cfg.get("ramp") or {}
     if ramp_cfg.get("thresholds"):

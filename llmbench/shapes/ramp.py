@@ -86,6 +86,12 @@ class Ramp:
     def unit(self) -> str:
         return "users" if self.by == "users" else "req/s"
 
+    def rate_offsets(self, index: int, rate: float) -> list[float]:
+        """A rate step's arrivals from its start: over the whole ramp-in and hold, not
+        stretched to a count, so the hold window gets rate x hold of them on average."""
+        return arrivals.covering(rate, self.ramp_in_s + self.hold_s, self.burstiness,
+                                 self.seed + index)
+
     def max_in_flight(self) -> int:
         return (int(max(self.steps)) if self.by == "users" else 256) + 16
 
@@ -115,10 +121,9 @@ class Ramp:
                                            for k in range(max(new, 0))])
                     users = max(users, int(load))
                 else:
-                    n = max(int(load * (self.ramp_in_s + self.hold_s)), 1)
-                    crowd.start_rate(index, arrivals.schedule(n, load, self.burstiness,
-                                                              self.seed + index, "gamma"),
-                                     perf_counter())
+                    # arrivals over the whole ramp-in and hold, not stretched to a count: the
+                    # hold window gets rate x hold of them on average (issue 31)
+                    crowd.start_rate(index, self.rate_offsets(index, load), perf_counter())
                 if not await sleep_or_stop(stopping, self.ramp_in_s):
                     break
                 hold_start = perf_counter()
