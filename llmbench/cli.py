@@ -234,7 +234,7 @@ def run(
     burstiness: Annotated[float, typer.Option(help="Gamma shape of the gaps: 1 = Poisson, <1 burstier.", rich_help_panel=P_LOAD)] = 1.0,
     arrival: Annotated[str, typer.Option(help="gamma | poisson | constant", rich_help_panel=P_LOAD)] = "gamma",
     max_concurrency: Annotated[Optional[int], typer.Option(help="Open loop: cap on requests in flight.", rich_help_panel=P_LOAD)] = None,
-    requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration).", rich_help_panel=P_LOAD)] = None,
+    requests: Annotated[Optional[int], typer.Option(help="How many requests (default 200 unless --duration; with no --url, 60 s of requests).", rich_help_panel=P_LOAD)] = None,
     duration: Annotated[Optional[str], typer.Option(help="Stop starting requests after this long, e.g. 60s.", rich_help_panel=P_LOAD)] = None,
     warmup: Annotated[int, typer.Option(help="Requests sent first and not counted.", rich_help_panel=P_LOAD)] = 0,
     think: Think = "0",
@@ -257,7 +257,7 @@ def run(
     output: OutputOpts = None,
     threshold: Threshold = None,
 ) -> None:
-    """One load level with vLLM-compatible numbers. With no --url, against the built-in mock."""
+    """One load level with vLLM-compatible numbers. With no --url, a one-minute demo against the built-in mock."""
 
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
@@ -310,7 +310,14 @@ def run(
     if rate_f is not None and math.isinf(rate_f) and requests is None:
         raise UsageError("--rate inf sends everything at once: give --requests N")
     if requests is None and duration_s is None and trace is None:
-        requests = 200
+        if target.url is None and rate_f is None and concurrency is None:
+            # the demo on the built-in mock: a minute, not 200 requests one at a time (~4 min)
+            duration_s = DEMO_RUN_S
+            typer.echo(f"No --url, --requests or --duration: a {DEMO_RUN_S:g} s demo, one "
+                       "request at a time against the built-in mock (--requests N or "
+                       "--duration to change it)", err=True)
+        else:
+            requests = 200
     if requests is not None and requests < 1:
         raise UsageError("--requests must be at least 1")
     slo = {}
@@ -371,6 +378,9 @@ def run(
                        if save_result or append_result else None)
         code = execute(plan)
     raise typer.Exit(code)
+
+
+DEMO_RUN_S = 60.0        # `llmbench run` with no --url and no size: a one-minute demo
 
 
 class _maybe_mock:
@@ -962,14 +972,23 @@ def runs(output: OutputOpts = group_defaults(omit=("label", "progress"))) -> Non
     if not rows:
         typer.echo(f"no runs under {out}")
         return
-    for r in rows:
+    def show(r: dict, indent: str = "") -> None:
         if "error" in r:
-            typer.echo(f"{r['folder']}  (unreadable: {r['error']})")
-            continue
+            typer.echo(f"{indent}{r['folder']}  (unreadable: {r['error']})")
+            return
         labels = " ".join(f"{k}={v}" for k, v in r["labels"].items())
         status = "" if r["status"] == "complete" else f" [{r['status']}]"
-        typer.echo(f"{r['date']}  {r['kind']:<5} {r['folder']}{status}\n    {r['command']}"
-                   + (f"\n    labels: {labels}" if labels else "") + f"\n    {r['headline']}")
+        pad = indent + "    "
+        head = f"{indent}{r['date']}  {r['kind']:<5} {r['folder']}{status}"
+        if indent:                      # a ramp inside a sweep: its setting, not its command
+            typer.echo(f"{head}\n{pad}setting: {r.get('setting')}\n{pad}{r['headline']}")
+            return
+        typer.echo(f"{head}\n{pad}{r['command']}" + (f"\n{pad}labels: {labels}" if labels else "")
+                   + f"\n{pad}{r['headline']}")
+    for r in rows:
+        show(r)
+        for sub in r.get("ramps") or []:
+            show(sub, "    ")
 
 
 # -- datasets inspect ----------------------------------------------------------------------------

@@ -324,9 +324,10 @@ class Harness:
                      405: " (wrong --api/--url path?)", **spec.hints}
             if rec.error_kind == "http_status" and (
                     rec.status in (400, 401, 403, 404, 405, 422) or spec.strict):
+                served = await _served_hint(spec.target) if rec.status in (400, 404) else ""
                 raise PreflightError(f"{who}POST {url} answered {rec.status}"
-                                     f"{hints.get(rec.status or 0, '')}: {rec.error}",
-                                     EXIT_REFUSED)
+                                     f"{'' if served else hints.get(rec.status or 0, '')}: "
+                                     f"{rec.error}{served}", EXIT_REFUSED)
             if rec.error_kind == "malformed_event" or (
                     spec.strict and rec.error_kind in ("no_token", "stream_cut")):
                 raise PreflightError(f"{who}POST {url} did not answer like an LLM API "
@@ -399,3 +400,19 @@ def fit_width(text: str, columns: int) -> str:
     writing the last column leaves some terminals about to wrap."""
     width = max(columns - 1, 10)
     return text if len(text) <= width else text[:width]
+
+
+async def _served_hint(target: Any) -> str:
+    """"; the server serves: a, b; pass --model a" when the asked model is not among the ones
+    the server lists (a 404 for a model name is the commonest first mistake: the README's
+    examples against the built-in mock, which serves "mock"); "" when that cannot be told."""
+    from .discover import DiscoverError, served_models
+    try:
+        names = await asyncio.to_thread(served_models, target, 3.0)
+    except (DiscoverError, OSError, ValueError):
+        return ""
+    if not names or target.model in names:
+        return ""
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    return f"; the server serves: {shown}; pass --model {names[0]}"
+

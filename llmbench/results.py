@@ -247,22 +247,50 @@ def list_runs(out: str | Path) -> list[dict[str, Any]]:
     if not base.is_dir():
         return rows
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
+        if (d / "sweep.json").exists() and not (d / "run.json").exists():
+            rows.append(_sweep_row(d))
+            continue
         if not (d / "run.json").exists():
             continue
-        try:
-            run = load_run(d)
-        except RunFolderError as exc:
-            rows.append({"folder": d.name, "error": str(exc)})
-            continue
-        env = run.get("environment") if isinstance(run.get("environment"), dict) else {}
-        argv = env.get("argv") if isinstance(env.get("argv"), list) else []
-        labels = run.get("labels") if isinstance(run.get("labels"), dict) else {}
-        status = run.get("status")
-        if status == "running" and not _alive(run.get("pid")):
-            status = "stopped without a summary (killed?)"
-        rows.append({"folder": d.name, "kind": run.get("kind"), "status": status,
-                     "date": _date_of(run, d),
-                     # scrubbed again: folders written by older versions leaked some forms
-                     "command": "llmbench " + " ".join(scrub_argv([str(a) for a in argv])),
-                     "labels": labels, "headline": headline(run)})
+        rows.append(_run_row(d))
     return rows
+
+
+def _run_row(d: Path) -> dict[str, Any]:
+    try:
+        run = load_run(d)
+    except RunFolderError as exc:
+        return {"folder": d.name, "error": str(exc)}
+    return _row(d, run, run.get("kind"), headline(run), "a summary")
+
+
+def _row(d: Path, doc: dict[str, Any], kind: Any, line: str, what: str) -> dict[str, Any]:
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+    argv = env.get("argv") if isinstance(env.get("argv"), list) else []
+    labels = doc.get("labels") if isinstance(doc.get("labels"), dict) else {}
+    status = doc.get("status")
+    if status == "running" and not _alive(doc.get("pid")):
+        status = f"stopped without {what} (killed?)"
+    return {"folder": d.name, "kind": kind, "status": status, "date": _date_of(doc, d),
+            # scrubbed again: folders written by older versions leaked some forms
+            "command": "llmbench " + " ".join(scrub_argv([str(a) for a in argv])),
+            "labels": labels, "headline": line}
+
+
+def _sweep_row(d: Path) -> dict[str, Any]:
+    """A sweep folder: its answer as the headline, and the ramp of each setting inside it."""
+    f = d / "sweep.json"
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {"folder": d.name, "error": f"{f}: not a readable sweep.json ({exc})"}
+    if not isinstance(doc, dict):
+        return {"folder": d.name, "error": f"{f}: holds a JSON {type(doc).__name__}, not an object"}
+    ramps = []
+    for r in doc.get("results") or []:
+        if isinstance(r, dict) and isinstance(r.get("run_dir"), str):
+            sub = (d / r["run_dir"]).resolve()
+            if sub.parent == d.resolve() and (sub / "run.json").exists():
+                ramps.append({**_run_row(sub), "setting": r.get("name")})
+    return {**_row(d, doc, "sweep", str(doc.get("answer") or "(no answer yet)"), "an answer"),
+            "ramps": ramps}

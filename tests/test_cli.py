@@ -166,6 +166,24 @@ def test_interrupt_writes_partial_result_and_exits_130(mock_factory, tmp_path):
     assert run["summary"]["requests"] + interrupted == len(lines)
 
 
+def test_run_with_no_url_is_a_one_minute_demo_and_says_so(tmp_path):
+    # not 200 requests one at a time (~4 min): 60 s, announced; interrupted once it has begun
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        logs = list(tmp_path.glob("*/requests.jsonl"))
+        if logs and logs[0].read_text().strip():
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert "a 60 s demo, one request at a time against the built-in mock" in err, err
+    load = json.loads((only_run(tmp_path) / "run.json").read_text())["config"]["load"]
+    assert load["duration_s"] == 60 and load["requests"] is None and load["concurrency"] == 1
+
+
 def test_mock_command_serves(tmp_path):
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "mock", "--port", str(port),

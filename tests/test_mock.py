@@ -118,6 +118,29 @@ def test_ollama_generate_and_small_routes(mock_factory):
     models = httpx.get(m.url + "/v1/models").json()
     assert models["object"] == "list" and [d["id"] for d in models["data"]] == ["a", "b"]
     assert httpx.get(m.url + "/health").status_code == 200
+    # /api/show, which Ollama clients (LangChain, Open WebUI) call before chatting
+    show = httpx.post(m.url + "/api/show", json={"model": "b"})
+    assert show.status_code == 200, show.text
+    card = show.json()
+    assert card["details"]["format"] == "gguf" and "completion" in card["capabilities"]
+    assert card["model_info"]["general.architecture"] == "qwen2" and "FROM b" in card["modelfile"]
+    assert httpx.post(m.url + "/api/show", json={"name": "a"}).status_code == 200  # older clients
+    missing = httpx.post(m.url + "/api/show", json={"model": "nosuch"})
+    assert missing.status_code == 404 and "not found" in missing.json()["error"]
+    assert httpx.post(m.url + "/api/show", content=b"{nope").status_code == 400
+
+
+def test_a_wrong_model_name_is_one_line_that_lists_the_served_models(mock_factory, tmp_path):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    m = mock_factory(models=["mock", "other"])
+    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "run", "--url", m.url + "/v1",
+                        "--model", "qwen2.5:0.5b", "--requests", "2", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 5, r.stderr
+    assert "the server serves: mock, other; pass --model mock" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_bad_input_statuses_and_bodies(mock_factory):

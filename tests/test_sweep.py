@@ -260,6 +260,14 @@ def test_sweep_one_vs_four_slots_with_coarse_steps_names_the_better_numbers(tmp_
     # the sentence never contradicts the table: the named setting has the lower TTFT p95
     ttft = {x["name"]: x["at_common_load"]["p95_ttft_ms"] for x in doc["results"]}
     assert ttft["parallel=4"] < ttft["parallel=1"]
+    # `llmbench runs` lists the sweep with its answer, and the ramp of each setting inside it
+    listed = llmbench("runs", "--out", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    out = listed.stdout
+    sweep_line = next(x for x in out.splitlines() if " sweep " in x)
+    assert only_run(tmp_path).name in sweep_line and "parallel=4 did better" in out
+    for x in doc["results"]:
+        assert f"    setting: {x['name']}" in out and Path(x["run_dir"]).name in out
 
 
 def test_sweep_page_escapes_what_servers_and_commands_printed(tmp_path):

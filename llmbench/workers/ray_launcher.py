@@ -31,6 +31,7 @@ import importlib
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -126,11 +127,19 @@ def connect(address: str) -> RayCluster:
     join_s = float(os.environ.get("LLMBENCH_RAY_JOIN_S") or JOIN_TIMEOUT_S)
     where = f"RAY_ADDRESS={target}" if address == "auto" and target else f"--ray {address}"
 
+    # Ray's C++ client still writes a warning a second or so while it waits for a head
+    # (rpc_client.h "Failed to connect to GCS ..."), whatever the log level: stderr (fd 2)
+    # goes to a file until the cluster is joined, and the one line below speaks instead
+    sink = tempfile.TemporaryFile()
+    real_stderr = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(sink.fileno(), 2)
+
     def give_up() -> None:
         # ray.init cannot be interrupted from Python: say so and leave (no run folder yet)
-        sys.stderr.write(f"error: {where}: no Ray head answered within {join_s:g} s (is it "
-                         "the head's GCS port, 6379 unless --port was given?)\n")
-        sys.stderr.flush()
+        os.write(real_stderr, (f"error: {where}: no Ray head answered within {join_s:g} s (is "
+                               "it the head's GCS port, 6379 unless --port was given?)\n"
+                               ).encode())
         os._exit(3)
     watchdog = threading.Timer(join_s, give_up)
     watchdog.daemon = True
@@ -145,6 +154,10 @@ def connect(address: str) -> RayCluster:
         raise RayUnavailable(f"{where}: cannot join the Ray cluster: {text}", 3) from None
     finally:
         watchdog.cancel()
+        sys.stderr.flush()
+        os.dup2(real_stderr, 2)
+        os.close(real_stderr)
+        sink.close()
     res = ray.cluster_resources()
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     gcs = getattr(ctx, "address_info", {}).get("gcs_address") or target or "local"
