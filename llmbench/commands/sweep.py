@@ -324,8 +324,8 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
                     # the change of b against a, as the table reads: a's value vs b's
                     ch, ci = e["change"], e["ci"]
                     parts.append(f"{_LABEL.get(m, m)} {_value(m, e['base'])} vs "
-                                 f"{_value(m, e['other'])} ({short(b)} {_pct(ch)}, 95 % interval "
-                                 f"{_pct(ci[0])} to {_pct(ci[1])})")
+                                 f"{_value(m, e['other'])} for {short(b)} ({_pct(ch)}, 95 % "
+                                 f"interval {_pct(ci[0])} to {_pct(ci[1])})")
             from ..compare import AT_LOAD_METRICS   # numpy: not at the CLI's start
             same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
                     if all(m not in (wins[n] or []) for n in wins)]
