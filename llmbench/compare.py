@@ -282,6 +282,11 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
     for r in runs:
         if r.run.get("status") == "partial":
             warnings.append(f"{r.name} is a partial run (interrupted); only its finished steps count")
+        buffered = [s["load"] for s in r.steps if _buffered(s)]
+        if buffered:
+            warnings.append(f"{r.name}: a proxy buffered the stream (tokens arrived in bursts"
+                            f" at {', '.join(f'{x:g}' for x in buffered)}): its TTFT, ITL and "
+                            "E2EL there measure the buffer, not the model, and are not gated")
     loads = sorted({s["load"] for r in runs for s in r.steps})
     table = []
     for load_v in loads:
@@ -336,6 +341,10 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                 if max_regression is not None:
                     bad = lo > max_regression if worse_up else hi < -max_regression
                 vb, vo = sb["summary"].get(key), so["summary"].get(key)
+                if bad and key.endswith("_ms") and (_buffered(sb) or _buffered(so)):
+                    bad = False
+                    note = ("a proxy buffered the stream here: this latency measures the "
+                            "buffer, not the model; not gated")
                 if (bad and worse_up and key.endswith("_ms") and isinstance(vb, (int, float))
                         and isinstance(vo, (int, float))):
                     floor = timing_uncertainty_ms(sb, so)
@@ -380,6 +389,11 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
             "improvements": [c for c in checks if c["improvement"]],
             "worse": [c for c in checks if c["worse"] or c["regression"]],
             "warnings": warnings, "max_regression": max_regression, "unit": "users"}
+
+
+def _buffered(step: dict[str, Any]) -> bool:
+    """A step whose stream a proxy buffered (metrics.stream_bunching)."""
+    return bool(((step.get("summary") or {}).get("stream_bunching") or {}).get("buffered"))
 
 
 def _direction(c: dict[str, Any], limit: float) -> tuple[bool, bool]:

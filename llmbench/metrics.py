@@ -250,6 +250,11 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     s["requests_with_stalls"] = sum(1 for p in per if p.max_gap > stall_s)
     s["output_tokens_source"] = _token_source(ok)
     s["non_streaming"] = bool(recs) and all(not r.stream for r in recs)
+    streamed = [r for r in ok if r.stream and r.token_times]
+    s["stream_bunching"] = stream_bunching(
+        np.array([len(r.token_times) for r in streamed], dtype=np.int64),
+        np.array([len(set(r.token_times)) for r in streamed], dtype=np.int64),
+        np.array([(r.token_times[-1] - r.start) * 1000.0 for r in streamed]))
     s["served_by"] = dict(Counter(r.served_by for r in recs if r.served_by))
     if split_turns and len(s["served_by"]) > 1:
         from .backends import backends
@@ -811,6 +816,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
                                  else "mixed")
     s["non_streaming"] = bool(n) and not st.col("stream").any()
+    s["stream_bunching"] = _bunching_store(st, okm)
     served = st.col("served_by")
     ids, counts = np.unique(served[served != 0], return_counts=True)
     s["served_by"] = {table[i]: int(c) for i, c in zip(ids, counts)}
@@ -862,6 +868,85 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                                       stall_s=stall_s, split_turns=False, within=()),
         }
     return s
+
+
+# -- tokens that arrive in bursts: a buffer between llmbench and the model -------------------
+# A proxy that buffers the stream (nginx's defaults: proxy_buffering on, HTTP/1.0 upstream)
+# hands llmbench a whole reply, or 4-8 KB of it, in one network read: every event of a read
+# gets the read's arrival time, so TTFT measures the buffer and ITL reads 0.00 ms. Measured
+# (scripts/bench_buffering.py, 30 events 10 ms apart after 50 ms): direct and behind nginx
+# with proxy_buffering off, 1.0 token event per read (TTFT p50 51 ms); behind nginx's
+# defaults, 30 per read (TTFT p50 347 ms, ITL p50 0.00 ms); 200 events 20 ms apart came in 4
+# reads of 50. A server that puts several tokens in one event (vLLM --stream-interval) still
+# sends one event per read, so events per read, not tokens per event, is the signal.
+BUNCH_MIN_EVENTS = 8            # a request with fewer token events says too little
+BUNCH_EVENTS_PER_READ = 4.0     # a loaded llmbench coalesces 1-2 events a read, never ~4
+BUNCH_MIN_SPAN_MS = 20.0        # a reply over within 20 ms could truly have come at once
+BUNCH_SHARE = 0.5               # most eligible requests bunched: the stream is buffered
+BUNCH_MIN_REQUESTS = 3
+
+
+def stream_bunching(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
+                    ) -> dict[str, Any]:
+    """Whether the token events of streamed successes arrived in bursts. Per request: its
+    events, the network reads that carried them (distinct arrival times) and when its last
+    event came (ms after start). Eligible: at least BUNCH_MIN_EVENTS events, the last one at
+    least BUNCH_MIN_SPAN_MS after the start (time enough to have spread them); bunched: at
+    least BUNCH_EVENTS_PER_READ events a read. ``buffered``: most eligible requests bunched."""
+    elig = (events >= BUNCH_MIN_EVENTS) & (last_ms >= BUNCH_MIN_SPAN_MS) & (reads > 0)
+    n = int(np.count_nonzero(elig))
+    per_read = events[elig] / reads[elig]
+    k = int(np.count_nonzero(per_read >= BUNCH_EVENTS_PER_READ))
+    share = k / n if n else None
+    return {"requests": n, "bunched": k, "share": share,
+            "events_per_read_p50": float(np.median(per_read)) if n else None,
+            "buffered": bool(n >= BUNCH_MIN_REQUESTS and share is not None
+                             and share >= BUNCH_SHARE)}
+
+
+def bunching_sentence(b: dict[str, Any] | None) -> str | None:
+    """What llmbench says of a buffered stream (console, report, verdict), or None."""
+    if not b or not b.get("buffered"):
+        return None
+    return (f"tokens arrive in bursts ({b['bunched']} of {b['requests']} streamed requests got "
+            f"{BUNCH_EVENTS_PER_READ:g} or more token events per network read, median "
+            f"{b['events_per_read_p50']:.0f}): something between llmbench and the model "
+            "buffers the stream (nginx: proxy_buffering off, or the response header "
+            "X-Accel-Buffering: no); TTFT and ITL here measure that buffer, not the model")
+
+
+def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
+    """stream_bunching on the columns, a block of records at a time: reads are a record's
+    events less its zero gaps (events of one read share its arrival time)."""
+    n = len(st)
+    ntok = st.view("ntok")
+    off = st.offsets()
+    want = okm & st.col("stream") & (ntok > 0)
+    events_l, reads_l, last_l = [], [], []
+    block = st.block_records()
+    for r0 in range(0, n, block):
+        r1 = min(r0 + block, n)
+        w = want[r0:r1]
+        if not w.any():
+            continue
+        us = st.token_us_of(r0, r1).astype(np.int64)
+        o = off[r0:r1 + 1] - off[r0]
+        same = np.zeros(len(us), dtype=np.int64)
+        if len(us) > 1:
+            same[1:] = np.diff(us) == 0
+        same[o[:-1][o[:-1] < len(us)]] = 0          # a record's first event starts a read
+        # a trailing 0 so that records with no events at the block's end index inside it
+        zero = np.add.reduceat(np.append(same, 0), o[:-1])
+        cnt = ntok[r0:r1].astype(np.int64)
+        zero = np.where(cnt > 0, zero, 0)           # reduceat repeats a value for empty rows
+        last = np.where(cnt > 0, us[np.maximum(o[1:] - 1, 0)], 0) / 1000.0
+        events_l.append(cnt[w])
+        reads_l.append((cnt - zero)[w])
+        last_l.append(last[w])
+    if not events_l:
+        return stream_bunching(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    return stream_bunching(np.concatenate(events_l), np.concatenate(reads_l),
+                           np.concatenate(last_l))
 
 
 def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, int]:

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .load.monitor import who_was_busy
+from .metrics import bunching_sentence
 from .records import Record
 from .slo import HELD, NO_DATA, OVER
 from .stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
@@ -263,6 +264,10 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         out["kind"] = "held"
         for st in steps:
             ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+        said = next((bunching_sentence(st["summary"].get("stream_bunching")) for st in steps
+                     if bunching_sentence(st["summary"].get("stream_bunching"))), None)
+        if said:
+            ev.append(said[0].upper() + said[1:] + ".")
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
         return out
     mon = broke.get("monitor") or {}
@@ -290,6 +295,18 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         if mon.get("overloaded"):
             ev.append(generator_sentence(mon) + " That does not make requests fail, and does not "
                       "change these errors.")
+        return out
+    buffered = bunching_sentence(s1.get("stream_bunching"))
+    if buffered:
+        # TTFT and ITL measured the proxy's buffer: neither queuing nor saturation can be told
+        out["kind"] = "buffered"
+        ev.append(buffered[0].upper() + buffered[1:] + ".")
+        ev.append("So whether the first token got later from queuing, or the gaps grew from "
+                  "saturation, cannot be told from this run: these latencies are not the "
+                  "model's.")
+        out["advice"].append("Turn the proxy's buffering off (nginx: proxy_buffering off, or "
+                             "have the server send X-Accel-Buffering: no), or point --url past "
+                             "the proxy, then run the ramp again.")
         return out
     if step_state(broke) == NO_DATA:
         out["kind"] = "not_enough_data"

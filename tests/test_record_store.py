@@ -369,3 +369,37 @@ def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
     want = metrics.summarize(plain, t0=500.0, **kw)
     assert want["failed"] > 0 and want["stalls"] > 0
     _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), want)
+
+
+def test_stream_bunching_counts_reads_the_same_on_records_and_on_the_store():
+    """Token events of one network read share its arrival time: a buffered reply's events come
+    in one or a few reads (metrics.stream_bunching), an ordinary one's each in its own."""
+    def rec(i: int, gaps_ms: list[float], ttft_ms: float = 50.0, stream: bool = True) -> Record:
+        start = 100.0 + i
+        r = Record(f"1-{i}", scheduled=start, start=start, status=200, ok=True,
+                   prompt_tokens=5, output_tokens=len(gaps_ms) + 1, stream=stream)
+        t = start + ttft_ms / 1000
+        r.token_times = [t]
+        for g in gaps_ms:
+            t += g / 1000
+            r.token_times.append(t)
+        r.first_token, r.end, r.done = r.token_times[0], r.token_times[-1], r.token_times[-1]
+        return r
+    spread = [rec(i, [10.0] * 29) for i in range(4)]                 # one event a read
+    # a whole reply in one read after 300 ms; one in 4 reads of 8 (4-8 KB buffers)
+    buffered = [rec(10, [0.0] * 29, 300.0), rec(11, ([0.0] * 7 + [200.0]) * 3 + [0.0] * 7)]
+    quick = [rec(20, [0.0] * 29, 1.0)]                 # over in 1 ms: could be real, not judged
+    short = [rec(21, [0.0] * 4, 300.0)]                # 5 events: too few to judge
+    several = [rec(22, [10.0] * 9)]
+    several[0].token_counts = [4] * 10                 # 4 tokens an event: not a buffer
+    failed = Record("1-99", scheduled=1.0, start=1.0, status=500, ok=False, error_kind="http_status")
+    recs = [on_disk(r) for r in spread + buffered + quick + short + several + [failed]]
+    want = metrics.summarize(recs)["stream_bunching"]
+    assert want == {"requests": 7, "bunched": 2, "share": 2 / 7, "events_per_read_p50": 1.0,
+                    "buffered": False}
+    _same(metrics.summarize(RecordStore.of(recs))["stream_bunching"], want)
+    # most requests bunched: the run's stream is buffered
+    many = [on_disk(rec(30 + i, [0.0] * 19, 250.0)) for i in range(5)] + recs[:2]
+    got = metrics.summarize(RecordStore.of(many))["stream_bunching"]
+    assert got["buffered"] is True and got["bunched"] == 5 and got["events_per_read_p50"] == 20.0
+    _same(metrics.summarize(many)["stream_bunching"], got)

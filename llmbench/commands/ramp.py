@@ -174,8 +174,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         code = EXIT_INTERRUPTED
     elif crashed:
         code = EXIT_OVERLOADED       # a worker's users are missing: never a pass
-    elif broke is not None and run["verdict"]["kind"] == "load_generator":
-        code = EXIT_OVERLOADED
+    elif broke is not None and run["verdict"]["kind"] in ("load_generator", "buffered"):
+        code = EXIT_OVERLOADED       # the break is not the server's to be judged by
     elif r.expect is not None:
         if held < r.expect and not reached_top:
             code = EXIT_EXPECTATION

@@ -109,6 +109,10 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
             out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
     if s.get("non_streaming"):
         out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
+    from ..metrics import bunching_sentence       # numpy: loaded by then, not at --help
+    buffered = bunching_sentence(s.get("stream_bunching"))
+    if buffered:
+        out.append(f"WARNING: {buffered}.")
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
@@ -225,6 +229,7 @@ def verdict_text(v: dict[str, Any]) -> str:
                                if v.get("generator_cause") == "machine" else
                                "Why: the load generator itself was the limit, not the server."),
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
+            "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
             "other": "Why: see the failed thresholds."}.get(v["kind"])
     if kind:
         lines.append(kind)

@@ -222,6 +222,10 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
             f'{e(s.get("failed"))} failed at {e(level)}.</b> TTFT p50 {e(fmt_ms(s.get("median_ttft_ms")))}, '
             f'p99 {e(fmt_ms(s.get("p99_ttft_ms")))}; ITL p50 {e(fmt_ms(s.get("median_itl_ms")))}; '
             f'{s.get("output_throughput", 0):.1f} output tok/s.</div>']
+    from ..metrics import bunching_sentence
+    buffered = bunching_sentence(s.get("stream_bunching"))
+    if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
+        body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
     body.append("<h2>Summary (vLLM's names)</h2>")
     keys = ["completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
             "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
