@@ -120,7 +120,7 @@ def _target(t: TargetOpts, s: ServerOpts, url: str, model: str | None):
     server for the one model it serves."""
     from .discover import DiscoverError, pick_model, wait_ready as wait
     from .target import make_target
-    probe = make_target(url, model or "?", s.api, s.api_key, s.header)
+    probe = make_target(url, model or "?", s.api, s.api_key, s.header, **s.target_options())
     try:
         wait_s = t.wait_ready_s()
         if wait_s:
@@ -160,7 +160,8 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
         w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
     common = _common(tgt, s, w, rq, o, 1)     # groups checked, params and timeouts built
     ref = ServerRef(tgt.server_root, tgt.model,
-                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"})
+                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
+                    tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
     tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
     common = dataclasses.replace(common, workload=wl)
@@ -186,7 +187,7 @@ def _check_writable(path: Path | None, flag: str) -> None:
 # whose module was never imported cannot have been raised), so the CLI does not import numpy
 # (through slo) just to print help or reject a flag.
 _INPUT_ERRORS = {"llmbench.results": ("RunFolderError",), "llmbench.slo": ("ThresholdError",),
-                 "llmbench.target": ("TargetError",),
+                 "llmbench.target": ("TargetError",), "llmbench.netconfig": ("NetError",),
                  "llmbench.workload.files": ("DatasetError",),
                  "llmbench.workload.tokenizer": ("TokenizerError",)}
 
@@ -732,8 +733,10 @@ def probe(
     server.validate()
     output.labels()
     model = target.model
-    rt = make_target(router, model, server.api, server.api_key, server.header)
-    dt = make_target(direct, direct_model or model, server.api, server.api_key, server.header)
+    way = server.target_options()
+    rt = make_target(router, model, server.api, server.api_key, server.header, **way)
+    dt = make_target(direct, direct_model or model, server.api, server.api_key, server.header,
+                     **way)
     # the workload is counted against the backend (its /tokenize), sent through both
     common = _common(dt, server, workload, request, output, 4000, multi_turn=True)
     common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,

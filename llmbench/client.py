@@ -11,7 +11,11 @@ record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://
 about half of aiohttp's CPU per request start and two thirds per token event
 (scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
 chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
-Client.send's, for both.
+Client.send's, for both, and so is the response policy both must agree on (``_on_head``): a
+same-origin 307/308 is followed once per request and warned about (the URL should be fixed);
+301/302/303, which turn a POST into a GET, and other origins are not followed; a compressed
+stream is named, not read as a cut. The way to the server (proxy, TLS) is the target's
+netconfig.Net, the same for both transports.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from yarl import URL
 
@@ -54,8 +58,9 @@ def preload_transports(base_urls: list[str]) -> None:
 
 from . import fasthttp
 from .decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
-from .fasthttp import (DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, SOME, STREAM, WHOLE_BODY,
-                       Transport)
+from .fasthttp import (DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME,
+                       STREAM, WHOLE_BODY, Transport, body_text, decoded)
+from .netconfig import Net
 from .records import Record
 from .target import Target
 
@@ -233,30 +238,36 @@ class AiohttpTransport:
 
     def __init__(self, urls: dict[bool, str], headers: dict[str, str], fmt: Any,
                  on_head: Callable[[int, Any, Record], int], max_connections: int,
-                 connect_s: float, stamp_sent: bool = True) -> None:
+                 connect_s: float, stamp_sent: bool = True, net: Net | None = None) -> None:
         _load_aiohttp()
         self._fmt = fmt
         self._on_head = on_head
         self._headers = headers
         self._connect_s = connect_s
         self._stamp = stamp_sent
+        self._net = net or Net()
+        proxy_kw, proxy_headers = self._net.aiohttp_proxy(urls[True].startswith("https:"))
+        self._headers = {**headers, **proxy_headers}
         self._fresh: aiohttp.ClientSession | None = None
-        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0,
-                                         ttl_dns_cache=300)
-        self._http = aiohttp.ClientSession(
-            connector=connector, auto_decompress=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_s),
-            trace_configs=_send_stamps() if stamp_sent else None)
+        self._http = self._session(limit=max_connections, limit_per_host=0, ttl_dns_cache=300)
         # parsed once: aiohttp parses a str URL on every request
         self._urls = {stream: URL(u) for stream, u in urls.items()}
+        self._origin = URL(urls[True]).origin()
+        # the way (proxy) and the response policy the fast transport has too: no redirect
+        # followed by aiohttp itself (the client decides), the environment not read again
+        self._kw = {"allow_redirects": False, **proxy_kw}
+
+    def _session(self, **connector: Any) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=self._net.aiohttp_connector(**connector), auto_decompress=False,
+            trust_env=False, max_line_size=MAX_HEAD_BYTES, max_field_size=MAX_HEAD_BYTES,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_s),
+            trace_configs=_send_stamps() if self._stamp else None)
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         """A session that opens a new connection for every request: used for resends only."""
         if self._fresh is None:
-            self._fresh = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True, limit=0), auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_s),
-                trace_configs=_send_stamps() if self._stamp else None)
+            self._fresh = self._session(force_close=True, limit=0)
         return self._fresh
 
     async def aclose(self) -> None:
@@ -265,23 +276,28 @@ class AiohttpTransport:
                 await http.close()
 
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: "_Watchdog",
-                       texts: list[str], fresh: bool) -> None:
+                       texts: list[str], fresh: bool, path: str | None = None) -> str | None:
         http = self._fresh_session() if fresh else self._http
         headers = {**self._headers, "x-request-id": rec.request_id}
-        async with http.post(self._urls[stream], data=body, headers=headers,
-                             trace_request_ctx=rec) as resp:
+        url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))
+        async with http.post(url, data=body, headers=headers, trace_request_ctx=rec,
+                             **self._kw) as resp:
             mode = self._on_head(resp.status, resp.headers, rec)
-            if mode == SOME:
-                rec.error = await self._read_some(resp)
-            elif mode == STREAM:
+            if mode >= SOME:
+                text = await self._read_some(resp)
+                if rec.error is None:       # what on_head said (a redirect, a compressed
+                    rec.error = text        # stream) is kept
+                return resp.headers.get("location") if mode == FOLLOW else None
+            if mode == STREAM:
                 await self._read_stream(resp, rec, dog, texts)
             else:
                 await self._read_whole(resp, rec, texts)
+        return None
 
     @staticmethod
     async def _read_some(resp: aiohttp.ClientResponse) -> str:
         raw = await resp.content.read(ERROR_BODY_READ_BYTES)
-        return raw.decode("utf-8", "replace")[:200]
+        return body_text(raw, resp.headers.get("content-encoding", ""))
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
                            texts: list[str]) -> None:
@@ -324,7 +340,8 @@ class AiohttpTransport:
     async def _read_whole(self, resp: aiohttp.ClientResponse, rec: Record, texts: list[str],
                           first: bytes = b"") -> None:
         raw = first + await resp.read() if first else await resp.read()
-        decode_whole(self._fmt, raw, perf_counter(), rec, texts)
+        decode_whole(self._fmt, decoded(raw, resp.headers.get("content-encoding", "")),
+                     perf_counter(), rec, texts)
 
 
 class Client:
@@ -344,6 +361,9 @@ class Client:
         self._headers = {**target.request_headers(), "accept-encoding": "identity"}
         self._max_connections = max_connections
         self._tr: Transport | None = None
+        origin = urlsplit(target.base_url)
+        self._origin = (origin.scheme, origin.hostname, origin.port)
+        self._redirect_warned = False
         # "aiohttp" or "fast" (choose_transport: the argument, else $LLMBENCH_TRANSPORT)
         self.transport = choose_transport(target.base_url, transport)
         # stamp rec.sent (the client's own send delay); off only to measure what it costs
@@ -357,7 +377,7 @@ class Client:
         kind = fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport
         urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
         self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
-                        self.timeouts.connect_s, self.send_stamps)
+                        self.timeouts.connect_s, self.send_stamps, net=self.target.net)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -382,9 +402,14 @@ class Client:
         rec.start = perf_counter()
         dog = _Watchdog(task, self.timeouts, rec.start)
         stream = self.params.stream
+        path: str | None = None         # where a followed redirect pointed
         while True:
             try:
-                await tr.exchange(stream, content, rec, dog, texts, rec.retries > 0)
+                moved = await tr.exchange(stream, content, rec, dog, texts, rec.retries > 0,
+                                          path)
+                if moved is not None and path is None:
+                    path = self._follow(moved, rec, stream)
+                    continue
                 dog.stop()
             except asyncio.CancelledError:
                 dog.stop()
@@ -414,23 +439,66 @@ class Client:
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
         """The response's status and headers are in: record them, and say how to read the body
-        (fasthttp.STREAM, WHOLE_BODY, or SOME: the start of an error or HTML page)."""
+        (fasthttp.STREAM, WHOLE_BODY, SOME: the start of an error or HTML page, or FOLLOW: a
+        redirect ``send`` may follow). Both transports call it: one policy."""
         rec.status = status
         self._read_headers(headers, rec)
         if status >= 400:
             rec.error_kind = "http_status"
             return SOME
         if 300 <= status < 400 and status != 304:
-            # only the fast transport gets here (aiohttp follows redirects): a benchmark target
-            # should be the URL that answers, so say where it points instead of following it
+            # a benchmark target should be the URL that answers, so say where it points; a
+            # 307/308 to the same origin keeps the method and body, and is followed once by
+            # send (with a warning); 301/302/303 would turn the POST into a GET
+            location = headers.get("location", "")
             rec.error_kind = "http_status"
-            rec.error = f"redirected to {headers.get('location', '?')[:150]} (not followed)"
-            return SOME
+            same = status in (307, 308) and location and self._same_origin(location)
+            why = "" if same or status not in (307, 308) else ": another origin"
+            rec.error = f"redirected to {location[:150] or '?'} (not followed{why})"
+            return FOLLOW if same else SOME
         if "html" in headers.get("content-type", ""):
             # a web page, not an API: a wrong URL or a login/proxy page in the way
             rec.error_kind = "malformed_event"
             return SOME
+        encoding = headers.get("content-encoding", "")
+        if self.params.stream and encoding and encoding.lower() != "identity":
+            # token times through a compressor are the compressor's flushes, not the
+            # server's events: named, not decoded (and not read as a cut stream)
+            rec.error_kind = "malformed_event"
+            rec.error = (f"the stream is compressed (content-encoding: {encoding[:20]}) although "
+                         "llmbench asked for none (accept-encoding: identity): a proxy or the "
+                         "server compresses it; turn compression off for this path")
+            return SOME
         return STREAM if self.params.stream else WHOLE_BODY
+
+    def _same_origin(self, location: str) -> bool:
+        u = urlsplit(urljoin(self.target.endpoint, location))
+        try:
+            return (u.scheme, u.hostname, u.port) == self._origin
+        except ValueError:
+            return False
+
+    def _follow(self, location: str, rec: Record, stream: bool) -> str:
+        """Follow a same-origin 307/308 once: the path (and query) to send to, the record reset
+        for the new answer and marked, and a warning once per client to fix the URL."""
+        url = urljoin(self.target.endpoint_for(stream), location)
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        status = rec.status
+        rec.status = rec.error_kind = rec.error = rec.served_by = None
+        rec.note = f"followed a {status} redirect to {self.target.shown(path)}"
+        if not self._redirect_warned:
+            self._redirect_warned = True
+            suffix = self._fmt.path(stream)
+            fix = (f"--url {parts.scheme}://{parts.netloc}{parts.path[:-len(suffix)]}"
+                   f"{'?' + parts.query if parts.query else ''}"
+                   if parts.path.endswith(suffix) else f"--endpoint {parts.path}")
+            fix = self.target.shown(fix)
+            print(f"warning: POST {self.target.shown(self.target.endpoint_for(stream))} "
+                  f"answered {status}, a redirect to {self.target.shown(url)}: followed once "
+                  f"per request (an extra round trip in every TTFT); pass {fix} instead",
+                  file=sys.stderr, flush=True)
+        return path
 
     def _read_headers(self, headers: CIMultiDictProxy[str], rec: Record) -> None:
         for name in self._served_by:

@@ -1,5 +1,6 @@
 """Before a run: wait for a server that is starting (--wait-ready), and ask it which model it
-serves when --model is not given. Plain urllib, so the CLI stays light to import."""
+serves when --model is not given. Plain urllib, so the CLI stays light to import; the way
+there (proxy, TLS) is the target's (netconfig.Net), as for its requests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import urllib.request
 from typing import Callable
 
 from .exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
+from .netconfig import Net, unreachable_hint
 from .target import Target
 
 
@@ -23,18 +25,27 @@ class DiscoverError(Exception):
 def models_url(target: Target) -> str:
     """Where the API lists its models (the wire format says: <base>/models for OpenAI-style
     servers, /api/tags for Ollama's native API)."""
-    return target.base_url + target.wire_format.models_path
+    return target.base_url + target.wire_format.models_path + target.query_suffix
 
 
 def _headers(target: Target) -> dict[str, str]:
     return {k: v for k, v in target.request_headers().items() if k != "content-type"}
 
 
-def _get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
-    """(status, body); raises OSError (URLError) when nothing answers."""
+_OPENERS: dict[Net, urllib.request.OpenerDirector] = {}
+
+
+def _get(url: str, headers: dict[str, str], timeout_s: float,
+         net: Net | None = None) -> tuple[int, bytes]:
+    """(status, body); raises OSError (URLError) when nothing answers. ``net``: the target's
+    way (sweep_server passes none: the default way)."""
+    if net is None:
+        from . import netconfig
+        net = netconfig.resolve(url, netconfig.current())
+    opener = _OPENERS.get(net) or _OPENERS.setdefault(net, net.urllib_opener())
     req = urllib.request.Request(url, headers=headers, method="GET")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:   # noqa: S310 - user's URL
+        with opener.open(req, timeout=timeout_s) as resp:   # noqa: S310 - user's URL
             return resp.status, resp.read(1 << 20)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(4096) if exc.fp is not None else b""
@@ -54,7 +65,7 @@ def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None 
     last = "no answer"
     while True:
         try:
-            status, _ = _get(url, _headers(target), min(5.0, max(wait_s, 0.5)))
+            status, _ = _get(url, _headers(target), min(5.0, max(wait_s, 0.5)), target.net)
             if status < 500:
                 return time.monotonic() - t0
             last = f"HTTP {status}"
@@ -70,7 +81,7 @@ def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None 
                                 f"{wait_s:g} s ({flag}; last: {target.redact(last)})",
                                 EXIT_UNREACHABLE)
         if not said:
-            say(f"waiting up to {wait_s:g} s for {target.server_root} to answer "
+            say(f"waiting up to {wait_s:g} s for {target.shown(target.server_root)} to answer "
                 f"({flag}; now: {target.redact(last)})")
             said = True
         time.sleep(min(poll_s, max(wait_s - waited, 0.05)))
@@ -80,15 +91,18 @@ def served_models(target: Target, timeout_s: float = 10.0) -> list[str]:
     """The model names the server lists, in its order."""
     url = models_url(target)
     try:
-        status, body = _get(url, _headers(target), timeout_s)
+        status, body = _get(url, _headers(target), timeout_s, target.net)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise DiscoverError(f"cannot reach {target.base_url} to ask which model it serves "
-                            f"({type(reason).__name__}: {reason}). Is the server running, and is "
-                            "--url right?", EXIT_UNREACHABLE)
+        error = f"{type(reason).__name__}: {reason}"
+        route = f" {target.net.route()}" if target.net.route() else ""
+        raise DiscoverError(target.shown(
+            f"cannot reach {target.base_url}{route} to ask which model it serves ({error}). "
+            f"{unreachable_hint(target.net, error)}"), EXIT_UNREACHABLE)
     if status >= 400:
-        raise DiscoverError(f"--model is required: GET {url} answered {status}, so the server's "
-                            "models are unknown; name one with --model", EXIT_USAGE)
+        raise DiscoverError(target.shown(
+            f"--model is required: GET {url} answered {status}, so the server's models are "
+            "unknown; name one with --model"), EXIT_USAGE)
     try:
         doc = json.loads(body)
     except ValueError:
@@ -112,8 +126,8 @@ def pick_model(target: Target) -> str:
     if len(names) == 1:
         return names[0]
     if not names:
-        raise DiscoverError(f"--model is required: {models_url(target)} lists no model; name the "
-                            "model with --model", EXIT_USAGE)
+        raise DiscoverError(f"--model is required: {target.shown(models_url(target))} lists no "
+                            "model; name the model with --model", EXIT_USAGE)
     shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
     raise DiscoverError(f"--model is required: the server serves {len(names)} models ({shown}); "
                         "pick one with --model", EXIT_USAGE)

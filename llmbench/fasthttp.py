@@ -16,8 +16,16 @@ are exceptions at this seam only, classified once by the client: ``ServerDisconn
 connection ended before a status line: a stale kept-alive connection, sent again once),
 ``ResponseCut`` (ended mid-body), ``BadResponse`` (not HTTP), and the OS's own connect errors.
 
+The way to the server is netconfig's, decided once per target and the same for both
+transports: a forward proxy (absolute-form request lines for http:// targets; a CONNECT tunnel,
+then TLS to the target, for https://; Proxy-Authorization from the proxy URL) and the TLS
+context. What both transports agree on about a response: heads whose lines end in a bare LF
+are read; a head over MAX_HEAD_BYTES is not HTTP however it arrives; gzip/deflate error
+bodies are decompressed (``body_text``); a compressed stream and redirects are the client's
+on_head's to judge (FOLLOW: a 307/308 the client may follow once).
+
 Not covered (the aiohttp transport is used, see client.choose_transport): anything but
-http:// and https:// URLs. Proxies are not used by either transport (aiohttp's trust_env is off).
+http:// and https:// URLs.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from . import __version__
+from .netconfig import Net, ProxyError
 from .decoder import ENDED, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from .records import Record
 from .wire.format import WireFormat
@@ -42,8 +51,11 @@ perf_counter = time.perf_counter
 STREAM = 0          # token events: each chunk to the stream decoder
 WHOLE_BODY = 1      # one JSON document (a non-streamed reply)
 SOME = 2            # an error or HTML page: the first ERROR_BODY_READ_BYTES, then hang up
+FOLLOW = 3          # a redirect the client may follow: read like SOME, then say where it points
 
 MAX_HEAD_BYTES = 65536          # a status line and headers longer than this are not HTTP
+# (both transports: aiohttp's per-line limits are set to it too, from its 8190 bytes, which
+# refused a 10 KB header the fast transport read)
 MAX_CHUNK_LINE_BYTES = 4096     # a chunk-size line (with extensions) longer than this neither
 # How much of an error or HTML body is read: the record keeps 200 characters, and a server that
 # answers 100 MB of error must not cost 100 MB per request in flight.
@@ -87,11 +99,14 @@ class Transport(Protocol):
     """The seam between Client.send and an HTTP stack: one request, its response into ``rec``.
 
     Fills rec.sent, rec.status (through on_head) and whatever the body says; returns when the
-    request is over; raises only for the connection (classified by the client). ``fresh``: use
-    a new connection (the resend after a stale kept-alive one)."""
+    request is over: the Location of a redirect on_head said to FOLLOW, else None; raises only
+    for the connection (classified by the client). ``fresh``: use a new connection (the resend
+    after a stale kept-alive one). ``path``: the path and query to post to instead of the
+    target's (a followed same-origin redirect)."""
 
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: Watchdog,
-                       texts: list[str], fresh: bool) -> None: ...
+                       texts: list[str], fresh: bool,
+                       path: str | None = None) -> str | None: ...
 
     async def aclose(self) -> None: ...
 
@@ -99,9 +114,51 @@ class Transport(Protocol):
 OnHead = Callable[[int, Any, Record], int]
 
 
+def decoded(raw: bytes, encoding: str, limit: int = 0) -> bytes:
+    """``raw`` decompressed when gzip- or deflate-encoded (a server or proxy that ignored
+    ``accept-encoding: identity``), at most ``limit`` bytes (0: all); a body cut short by the
+    read limit yields what it holds. Unchanged when not encoded or not decodable."""
+    enc = encoding.strip().lower()
+    if not raw or enc in ("", "identity"):
+        return raw
+    import zlib
+    # 47: a gzip or zlib header, told apart by zlib; deflate is zlib-wrapped, rarely raw (-15)
+    for wbits in ((47,) if enc in ("gzip", "x-gzip") else (47, -15) if enc == "deflate" else ()):
+        try:
+            return zlib.decompressobj(wbits).decompress(raw, limit)
+        except zlib.error:
+            continue
+    return raw
+
+
+def body_text(raw: bytes, encoding: str) -> str:
+    """The start of an error or HTML body as text for the record: decompressed first, or
+    named when it cannot be (brotli), never shown as binary."""
+    data = decoded(raw, encoding, ERROR_BODY_READ_BYTES)
+    if data is raw and encoding.strip().lower() not in ("", "identity"):
+        return (f"(a {encoding.strip()[:20]}-compressed body of {len(raw)} bytes that "
+                "llmbench cannot decompress)")
+    return data.decode("utf-8", "replace")[:200]
+
+
 def ssl_context() -> ssl.SSLContext:
-    """What aiohttp uses by default: the system's trust store (SSL_CERT_FILE honoured)."""
-    return ssl.create_default_context()
+    """The default way's TLS context (netconfig: the trust store, SSL_CERT_FILE and
+    REQUESTS_CA_BUNDLE honoured)."""
+    return Net().ssl_context()
+
+
+def head_end(buf: bytes) -> tuple[int, int]:
+    """(end of the head, start of the body) in ``buf``: the first empty line, whether lines
+    end in CRLF or in a bare LF (as aiohttp's parser accepts); (-1, -1) when not there yet."""
+    i = buf.find(b"\r\n\r\n")
+    if i >= 0 and buf.find(b"\n\n", 0, i) < 0:
+        return i, i + 4                 # the usual head: one bounded scan more
+    ends = [(j, j + 2) for j in (buf.find(b"\n\n"),) if j >= 0]
+    ends += [(j, j + 3) for j in (buf.find(b"\n\r\n"),) if j >= 0]
+    if not ends:
+        return -1, -1
+    j, body = min(ends)
+    return (j - 1 if j and buf[j - 1:j] == b"\r" else j), body
 
 
 class _Headers:
@@ -140,7 +197,8 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "closed", "idle_since", "phase", "keep", "rec", "dog",
                  "texts", "fut", "dec", "mode", "acc", "acc_n", "head", "chunked", "cstate",
-                 "remaining", "cbuf", "until_close", "drain_timer", "_on_head", "_fmt")
+                 "remaining", "cbuf", "until_close", "drain_timer", "_on_head", "_fmt", "encoding",
+                 "location")
 
     def __init__(self, pool: "_Pool") -> None:
         self.pool = pool
@@ -152,6 +210,9 @@ class _Conn(asyncio.Protocol):
         self.rec: Record | None = None
         self.fut: asyncio.Future | None = None
         self.drain_timer: asyncio.TimerHandle | None = None
+        self.mode = STREAM
+        self.location: str | None = None
+        self.encoding: str | None = None
         self._on_head = pool.on_head
         self._fmt = pool.fmt
 
@@ -212,6 +273,8 @@ class _Conn(asyncio.Protocol):
         self.head = b""
         self.dec = None
         self.acc = None
+        self.mode = STREAM
+        self.location = self.encoding = None
 
     def abandon(self) -> None:
         """The request's task gave up (cancelled: a timeout or the run's end) mid-response."""
@@ -229,7 +292,10 @@ class _Conn(asyncio.Protocol):
     def _resolve(self) -> None:
         fut = self.fut
         if fut is not None and not fut.done():
-            fut.set_result(None)
+            # a redirect's location goes back through the future: the connection may serve
+            # another request before this one's task wakes
+            fut.set_result(self.location if self.mode == FOLLOW and self.phase != _HEAD
+                           else None)
 
     def _fail(self, exc: BaseException) -> None:
         self.phase = _IDLE
@@ -241,14 +307,16 @@ class _Conn(asyncio.Protocol):
     def _head(self, t: float, data: bytes) -> None:
         buf = self.head + data if self.head else data
         while True:
-            i = buf.find(b"\r\n\r\n")
-            if i < 0:
+            i, body_at = head_end(buf)
+            if i < 0 or i > MAX_HEAD_BYTES:
                 if len(buf) > MAX_HEAD_BYTES:
-                    raise BadResponse("the response's headers never ended")
+                    raise BadResponse(f"the response's headers are over {MAX_HEAD_BYTES} bytes")
                 self.head = buf
                 return
             lines = buf[:i].decode("latin-1")
-            buf = buf[i + 4:]
+            if body_at - i != 4 or lines.count("\n") != lines.count("\r\n"):
+                lines = lines.replace("\r\n", "\n").replace("\n", "\r\n")   # bare-LF lines
+            buf = buf[body_at:]
             parts = lines.partition("\r\n")[0].split(" ", 2)
             version = parts[0]
             if len(parts) < 2 or not version.startswith("HTTP/1.") or not parts[1].isdigit():
@@ -285,6 +353,9 @@ class _Conn(asyncio.Protocol):
             self.dec = StreamDecoder(self._fmt, rec, self.texts)
         else:
             self.acc, self.acc_n = [], 0
+            self.encoding = headers.get("content-encoding")
+            if self.mode == FOLLOW:
+                self.location = headers.get("location")
         if not self.chunked and not self.until_close and self.remaining == 0:
             self._body_end(t)
         elif buf:
@@ -420,7 +491,7 @@ class _Conn(asyncio.Protocol):
         acc = self.acc
         acc.append(payload)
         self.acc_n += len(payload)
-        if self.mode == SOME and self.acc_n >= ERROR_BODY_READ_BYTES:
+        if self.mode >= SOME and self.acc_n >= ERROR_BODY_READ_BYTES:
             self._some_done()
             self._resolve()
             if ended:
@@ -436,16 +507,17 @@ class _Conn(asyncio.Protocol):
         if mode == STREAM:
             self.dec.close(perf_counter())
         elif mode == WHOLE_BODY:
-            decode_whole(self._fmt, b"".join(self.acc), perf_counter(), rec, self.texts)
+            decode_whole(self._fmt, decoded(b"".join(self.acc), self.encoding or ""),
+                         perf_counter(), rec, self.texts)
         else:
             self._some_done()
         self._resolve()
         self._finished()
 
     def _some_done(self) -> None:
-        raw = b"".join(self.acc)[:ERROR_BODY_READ_BYTES]
-        if raw or self.rec.error is None:     # an empty body keeps what on_head said (redirect)
-            self.rec.error = raw.decode("utf-8", "replace")[:200]
+        if self.rec.error is None:          # what on_head said (a redirect, a compressed
+            raw = b"".join(self.acc)[:ERROR_BODY_READ_BYTES]        # stream) is kept
+            self.rec.error = body_text(raw, self.encoding or "")
 
     def _stop_reading(self) -> None:
         """The request is over but its body is not: the connection cannot be reused."""
@@ -484,14 +556,52 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
 
+class _Tunnel(asyncio.Protocol):
+    """A CONNECT request's answer from the proxy: ``answered`` resolves on a 2xx head and
+    fails with ProxyError otherwise (407: credentials wanted), then TLS starts over it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, what: str) -> None:
+        self.answered = loop.create_future()
+        self.buf = b""
+        self.what = what                # "the proxy http://h:3128", for the messages
+
+    def data_received(self, data: bytes) -> None:
+        if self.answered.done():
+            return
+        self.buf += data
+        i, _ = head_end(self.buf)
+        if i < 0:
+            if len(self.buf) > MAX_HEAD_BYTES:
+                self.answered.set_exception(ProxyError(f"{self.what} sent no HTTP answer"))
+            return
+        line = self.buf[:i].split(b"\n", 1)[0].decode("latin-1").strip()
+        parts = line.split(" ", 2)
+        if len(parts) >= 2 and parts[0].startswith("HTTP/1.") and parts[1][:1] == "2":
+            self.answered.set_result(None)
+            return
+        why = (": put them in the proxy URL, http://USER:PASSWORD@host:port"
+               if parts[1:2] == ["407"] else "")
+        self.answered.set_exception(ProxyError(
+            f"{self.what} refused the tunnel ({line[:80]}){why}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.answered.done():
+            self.answered.set_exception(ProxyError(
+                f"{self.what} closed the connection before answering CONNECT"))
+
+
 class _Pool:
-    """Kept-alive connections to one host:port, at most ``limit`` open (0: no limit)."""
+    """Kept-alive connections to one host:port, at most ``limit`` open (0: no limit).
+    ``tunnel``: the CONNECT request to send first (host:port is then the proxy's) and the
+    host TLS is for."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, host: str, port: int,
                  ssl_ctx: ssl.SSLContext | None, limit: int, connect_s: float,
-                 on_head: OnHead, fmt: WireFormat) -> None:
+                 on_head: OnHead, fmt: WireFormat,
+                 tunnel: tuple[bytes, str, str] | None = None) -> None:
         self.loop = loop
         self.host, self.port, self.ssl = host, port, ssl_ctx
+        self.tunnel = tunnel
         self.limit = limit
         self.connect_s = connect_s
         self.on_head = on_head
@@ -534,10 +644,7 @@ class _Pool:
         self.open += 1
         conn = _Conn(self)
         try:
-            await asyncio.wait_for(
-                self.loop.create_connection(lambda: conn, self.host, self.port, ssl=self.ssl,
-                                            server_hostname=self.host if self.ssl else None),
-                self.connect_s)
+            await asyncio.wait_for(self._open(conn), self.connect_s)
         except BaseException:
             if conn.transport is not None and not conn.closed:
                 conn.transport.abort()      # connection_lost then counts it out
@@ -547,6 +654,24 @@ class _Pool:
             raise
         self.all.add(conn)
         return conn
+
+    async def _open(self, conn: _Conn) -> None:
+        loop = self.loop
+        if self.tunnel is None:
+            await loop.create_connection(lambda: conn, self.host, self.port, ssl=self.ssl,
+                                         server_hostname=self.host if self.ssl else None)
+            return
+        request, server_hostname, what = self.tunnel
+        tr, tun = await loop.create_connection(lambda: _Tunnel(loop, what), self.host,
+                                               self.port)
+        try:
+            tr.write(request)
+            await tun.answered
+            tls = await loop.start_tls(tr, conn, self.ssl, server_hostname=server_hostname)
+        except BaseException:
+            tr.abort()
+            raise
+        conn.connection_made(tls)       # start_tls does not call it
 
     def release(self, conn: _Conn) -> None:
         conn.rec = conn.fut = None
@@ -579,51 +704,85 @@ class FastTransport:
 
     def __init__(self, urls: dict[bool, str], headers: dict[str, str], fmt: WireFormat,
                  on_head: OnHead, max_connections: int, connect_s: float,
-                 stamp_sent: bool = True) -> None:
+                 stamp_sent: bool = True, net: Net | None = None) -> None:
         self._fmt = fmt
         self._on_head = on_head
         self._limit = max_connections
         self._connect_s = connect_s
         self._stamp = stamp_sent
         self._pool: _Pool | None = None
+        self._net = net = net or Net()
         first = urlsplit(urls[True])
         self._scheme = first.scheme
         self._host = first.hostname or ""
         self._port = first.port or (443 if first.scheme == "https" else 80)
+        hostport = first.netloc.rpartition("@")[2]
+        # through a proxy, an http:// request names the whole URL (absolute form); https://
+        # goes through a CONNECT tunnel and looks as without a proxy inside it
+        self._origin = (f"http://{hostport}" if net.proxy and self._scheme == "http" else "")
         # everything but the request id and the length, encoded once for the run
         names = {k.lower() for k in headers}
-        fixed = {} if "host" in names else {"host": first.netloc.rpartition("@")[2]}
+        fixed = {} if "host" in names else {"host": hostport}
         if "user-agent" not in names:
             fixed["user-agent"] = f"llmbench/{__version__}"
         if "accept" not in names:
             fixed["accept"] = "*/*"
         fixed.update({k: v for k, v in headers.items() if k.lower() != "content-length"})
-        lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("utf-8")
-        self._heads = {s: f"POST {URL(u).raw_path_qs} HTTP/1.1\r\n".encode("latin-1") + lines
-                       for s, u in urls.items()}
+        if self._origin and net.proxy_authorization:
+            fixed["proxy-authorization"] = net.proxy_authorization
+        self._lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("utf-8")
+        self._heads = {s: self._head_for(URL(u).raw_path_qs) for s, u in urls.items()}
+        self._other_heads: dict[str, bytes] = {}        # redirects followed, by path
+
+    def _head_for(self, path_qs: str) -> bytes:
+        return f"POST {self._origin}{path_qs} HTTP/1.1\r\n".encode("latin-1") + self._lines
+
+    def _tunnel(self) -> tuple[bytes, str, str] | None:
+        net = self._net
+        if not net.proxy or self._scheme != "https":
+            return None
+        where = f"{self._host}:{self._port}" if ":" not in self._host else \
+            f"[{self._host}]:{self._port}"
+        auth = (f"proxy-authorization: {net.proxy_authorization}\r\n"
+                if net.proxy_authorization else "")
+        request = (f"CONNECT {where} HTTP/1.1\r\nhost: {where}\r\n"
+                   f"user-agent: llmbench/{__version__}\r\n{auth}\r\n").encode("latin-1")
+        return request, self._host, f"the proxy {net.proxy_shown}"
 
     def _get_pool(self) -> _Pool:
         pool = self._pool
         if pool is None:
-            ctx = ssl_context() if self._scheme == "https" else None
-            pool = self._pool = _Pool(asyncio.get_running_loop(), self._host, self._port, ctx,
-                                      self._limit, self._connect_s, self._on_head, self._fmt)
+            net = self._net
+            ctx = net.ssl_context() if self._scheme == "https" else None
+            host, port = ((net.proxy_host, net.proxy_port) if net.proxy
+                          else (self._host, self._port))
+            pool = self._pool = _Pool(asyncio.get_running_loop(), host, port, ctx,
+                                      self._limit, self._connect_s, self._on_head, self._fmt,
+                                      self._tunnel())
         return pool
 
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: Watchdog,
-                       texts: list[str], fresh: bool) -> None:
+                       texts: list[str], fresh: bool, path: str | None = None) -> str | None:
+        """One request and its response; returns the Location of a redirect the client's
+        on_head said it may follow (FOLLOW), else None. ``path``: another path (and query)
+        on the same origin, where a followed redirect pointed."""
         pool = self._pool or self._get_pool()
         conn = await pool.acquire(fresh)
         if conn.closed:         # the server hung up on a new connection before it was used
             raise ServerDisconnected("the server closed the connection before the request")
         fut = pool.loop.create_future()
         conn.start(rec, dog, texts, fut)
+        if path is None:
+            head = self._heads[stream]
+        else:
+            head = self._other_heads.get(path) or self._other_heads.setdefault(
+                path, self._head_for(path))
         conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-            self._heads[stream], rec.request_id.encode("utf-8"), len(body), body))
+            head, rec.request_id.encode("utf-8"), len(body), body))
         if self._stamp:
             rec.sent = perf_counter()   # handed to the socket (written, or buffered for it)
         try:
-            await fut
+            return await fut
         finally:
             if conn.rec is rec:
                 conn.abandon()

@@ -27,6 +27,7 @@ from .exitcodes import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE
 from .load import eventloop
 from .load.monitor import LoopMonitor, MonitorSample
 from .load.session import Counters, Session
+from .netconfig import certificate_problem, unreachable_hint
 from .probe.scrape import ServerProbe
 from .records import Record, RecordLog, RecordStore, by_done, clean
 from .shapes.base import Drive, LiveState, LoadShape
@@ -316,14 +317,25 @@ class Harness:
             if rec.ok or (rec.error_kind == "no_token" and not spec.strict):
                 break
             if rec.error_kind in ("connect", "timeout_connect"):
+                # names the proxy used or bypassed, and a certificate problem as one
+                net = spec.target.net
+                route = f" ({net.route()})" if net.route() else ""
                 raise PreflightError(f"cannot reach {who}{'at ' if who else ''}"
-                                     f"{spec.target.base_url}: {rec.error}. Is the "
-                                     f"server running, and is {spec.flag} right?", EXIT_UNREACHABLE)
+                                     f"{spec.target.base_url}{route}: {rec.error}. "
+                                     f"{unreachable_hint(net, rec.error, spec.flag)}",
+                                     EXIT_UNREACHABLE)
             hints = {404: " (wrong --model, or wrong --api/--url path?)",
                      401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
-                     405: " (wrong --api/--url path?)", **spec.hints}
+                     405: " (wrong --api/--url path?)",
+                     407: " (the proxy wants credentials: http://USER:PASSWORD@host:port)",
+                     **spec.hints}
+            if certificate_problem(rec.error):      # nginx: "No required SSL certificate"
+                hints[rec.status or 0] = f" ({certificate_problem(rec.error)})"
+            elif spec.target.net.proxy and rec.status == 401:   # tinyproxy: wrong credentials
+                hints[401] = (" (set --api-key or OPENAI_API_KEY; or check the proxy's "
+                              "credentials: http://USER:PASSWORD@host:port)")
             if rec.error_kind == "http_status" and (
-                    rec.status in (400, 401, 403, 404, 405, 422) or spec.strict):
+                    rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):
                 served = await _served_hint(spec.target) if rec.status in (400, 404) else ""
                 raise PreflightError(f"{who}POST {url} answered {rec.status}"
                                      f"{'' if served else hints.get(rec.status or 0, '')}: "

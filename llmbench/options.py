@@ -110,6 +110,7 @@ import typer  # noqa: E402
 
 P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
 P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
+P_NET = "Network"
 
 
 def _opt(help: str, panel: str, *decls: str, **kw: Any) -> Any:
@@ -177,14 +178,47 @@ class ServerOpts(OptionGroup):
     """How to talk to the server(s) and watch them (run, ramp, probe)."""
 
     api: Annotated[Optional[str], _opt(_api_help(), P_TARGET)] = None     # from the wire registry
-    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved.", P_TARGET, "--api-key")] = None
+    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
     header: Annotated[Optional[List[str]], _opt("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", metavar="K=V")] = None
+    endpoint: Annotated[Optional[str], _opt("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")] = None
+    redact: Annotated[Optional[List[str]], _opt("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", metavar="NAME")] = None
     served_by_header: Annotated[Optional[str], _opt("Response header naming the backend.", P_TARGET)] = None
     server_probe: Annotated[str, _opt(_server_probe_help(), P_TARGET)] = "auto"   # adapter registry
+    proxy: Annotated[Optional[str], _opt("Forward proxy for every request and probe (default: $HTTPS_PROXY, $HTTP_PROXY, $ALL_PROXY, minus $NO_PROXY); none: go direct.", P_NET, metavar="URL|none")] = None
+    ca_cert: Annotated[Optional[Path], _opt("Trust this CA bundle (PEM) instead of the system's (default: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE).", P_NET, metavar="FILE")] = None
+    insecure: Annotated[bool, _opt("Do not check the server's TLS certificate (recorded in run.json).", P_NET, "--insecure")] = False
+    cert: Annotated[Optional[Path], _opt("Client certificate (PEM) for mutual TLS.", P_NET, metavar="FILE")] = None
+    key: Annotated[Optional[Path], _opt("The client certificate's key (PEM).", P_NET, metavar="FILE")] = None
 
     def validate(self) -> "ServerOpts":
         check_server_probe(self.server_probe)
+        self.net()
         return self
+
+    def net(self) -> Any:
+        """The network options (netconfig.NetOptions), checked, and made this process's own
+        (netconfig.configure), so every target of this command line goes the same way."""
+        from . import netconfig
+        opts = netconfig.NetOptions(
+            proxy=self.proxy, ca_cert=str(self.ca_cert) if self.ca_cert else None,
+            insecure=self.insecure, cert=str(self.cert) if self.cert else None,
+            key=str(self.key) if self.key else None)
+        if netconfig.configured() != opts:
+            try:
+                opts.validate()
+            except netconfig.NetError as exc:
+                raise UsageError(str(exc)) from None
+            netconfig.configure(opts)
+            if opts.insecure:
+                import sys
+                print("warning: --insecure: the server's TLS certificate is not checked; anyone "
+                      "between here and the server could read and change the traffic "
+                      "(run.json records tls_verify: false)", file=sys.stderr)
+        return opts
+
+    def target_options(self) -> dict[str, Any]:
+        """make_target's keyword arguments from these options."""
+        return {"endpoint": self.endpoint, "net": self.net(), "redact": self.redact}
 
 
 @dataclasses.dataclass
@@ -252,7 +286,8 @@ class WorkloadOpts(OptionGroup):
         count(n, "--count")
         ref = None if target is None else ServerRef(
             target.server_root, target.model,
-            {k: v for k, v in target.request_headers().items() if k != "content-type"})
+            {k: v for k, v in target.request_headers().items() if k != "content-type"},
+            target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
         spec = WorkloadSpec(
             dataset=self.dataset, dataset_format=self.dataset_format, count=n, seed=self.seed,

@@ -83,7 +83,7 @@ def environment() -> dict[str, Any]:
             "cpus": os.cpu_count(), "argv": scrub_argv(sys.argv[1:])}
 
 
-SECRET_FLAGS = ("--api-key", "--header")
+SECRET_FLAGS = ("--api-key", "--header", "--redact")
 
 
 def _scrub_header(item: str) -> str:
@@ -98,25 +98,64 @@ def _scrub_header(item: str) -> str:
 
 def scrub_argv(argv: list[str]) -> list[str]:
     """The command line without secrets: the values of --api-key and --header are replaced
-    whole, and every URL loses its user:password@ part."""
-    from .target import strip_userinfo
+    whole, every URL loses its user:password@ part (a --proxy given without a scheme too)
+    and the values of secret-looking query parameters (target.redact_query, with the names
+    given to --redact); a --redact text is hidden wherever it appears."""
+    from .target import _QUERY_ITEM, redact_query, strip_userinfo
+    redacted = [v for f, v in _flag_values(argv) if f == "--redact"]
+    # a --redact item that names a query parameter in the command line is a name (shown);
+    # any other is a secret text itself
+    params = {m.group(2).lower().replace("-", "_") for a in argv for m in _QUERY_ITEM.finditer(a)}
+    texts = sorted((t for t in redacted if len(t) >= 4
+                    and t.lower().replace("-", "_") not in params), key=len, reverse=True)
+
+    def scrub(text: str) -> str:
+        text = redact_query(strip_userinfo(text), tuple(redacted))
+        for t in texts:
+            text = text.replace(t, "***")
+        return text
     out: list[str] = []
     hide_next: str | None = None
     for a in argv:
         if hide_next is not None:
-            out.append("***" if hide_next == "--api-key" else _scrub_header(a))
+            out.append(_scrub_header(a) if hide_next == "--header" else
+                       scrub(a) if hide_next == "--redact" else "***")
             hide_next = None
             continue
         flag, eq, value = a.partition("=")
         if flag in SECRET_FLAGS:
             if eq:
-                out.append(flag + "=" + ("***" if flag == "--api-key" else _scrub_header(value)))
+                out.append(flag + "=" + (_scrub_header(value) if flag == "--header" else
+                                         scrub(value) if flag == "--redact" else "***"))
             else:
                 out.append(a)
                 hide_next = flag
             continue
-        out.append(strip_userinfo(a))
+        if flag == "--proxy" and eq:
+            out.append(flag + "=" + _scrub_proxy(value))
+        elif out and out[-1] == "--proxy":
+            out.append(_scrub_proxy(a))
+        else:
+            out.append(scrub(a))
     return out
+
+
+def _flag_values(argv: list[str]) -> list[tuple[str, str]]:
+    """(flag, value) for every '--flag value' and '--flag=value' in argv."""
+    out = []
+    for i, a in enumerate(argv):
+        flag, eq, value = a.partition("=")
+        if eq and flag.startswith("--"):
+            out.append((flag, value))
+        elif a.startswith("--") and i + 1 < len(argv):
+            out.append((a, argv[i + 1]))
+    return out
+
+
+def _scrub_proxy(value: str) -> str:
+    """A proxy URL without its credentials, with or without a scheme."""
+    from .netconfig import hide_credentials
+    return hide_credentials(value)
 
 
 @dataclass

@@ -20,10 +20,10 @@ def scrape_counters(c: Common) -> tuple[str | None, dict[str, Any] | None]:
     import aiohttp          # here, not at import: a run without a server probe never loads it
     probe = ServerProbe(c.target.server_root, c.server_probe,
                         headers={k: v for k, v in c.target.request_headers().items()
-                                 if k != "content-type"})
+                                 if k != "content-type"}, net=c.target.net)
 
     async def once() -> dict[str, Any] | None:
-        async with aiohttp.ClientSession() as session:
+        async with probe.session() as session:
             if await probe.detect(session) is None:
                 return None
             return await probe.poll_once(session)

@@ -3,7 +3,9 @@
 Each kind of server is one adapter in probe/servers/ (detect, poll -> ServerSample); this
 module runs them. Detection asks at most four cheap URLs once (``/metrics``, ``/api/usage``,
 ``/props``, ``/api/version``), then polls only what answered, so a server is never flooded
-with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``.
+with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``. Probes go the
+way the requests go (netconfig.Net: the target's proxy and TLS; resolved from the root and
+this command line's network options when the caller gives none).
 
 The names below (KINDS, extract, wanted_metrics, the extract_* helpers, parse_prometheus)
 are kept for the callers that used them before the adapters existed.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import aiohttp      # imported where a probe runs: a run without one never loads it
 
+from .. import netconfig
 from . import servers
 from .servers.prometheus import parse_prometheus
 from .servers import llamacpp, nomyo, ollama
@@ -75,12 +78,23 @@ class ServerProbe:
     headers: dict[str, str] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
+    net: netconfig.Net | None = None
     _poller: Poller | None = None
+
+    def __post_init__(self) -> None:
+        if self.net is None:
+            self.net = netconfig.resolve(self.root, netconfig.current())
+
+    def session(self) -> aiohttp.ClientSession:
+        """An aiohttp session that goes the target's way (its TLS; the proxy is per call)."""
+        import aiohttp
+        return aiohttp.ClientSession(connector=self.net.aiohttp_connector(), trust_env=False)
 
     async def _get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
         import aiohttp
-        async with session.get(self.root + path, headers=self.headers,
-                               timeout=aiohttp.ClientTimeout(total=3)) as r:
+        kw, proxy_headers = self.net.aiohttp_proxy(self.root.startswith("https:"))
+        async with session.get(self.root + path, headers={**self.headers, **proxy_headers},
+                               timeout=aiohttp.ClientTimeout(total=3), **kw) as r:
             return r.status, await r.text()
 
     async def detect(self, session: aiohttp.ClientSession) -> str | None:
@@ -121,7 +135,7 @@ class ServerProbe:
     async def run(self, stop: asyncio.Event, out: Path | None = None) -> None:
         """Poll until ``stop``; give up after 5 failures in a row (and say so)."""
         import aiohttp
-        async with aiohttp.ClientSession() as session:
+        async with self.session() as session:
             if await self.detect(session) is None:
                 return
             fh = open(out, "a", encoding="utf-8") if out else None

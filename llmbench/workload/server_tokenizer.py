@@ -14,8 +14,9 @@ Shapes (checked against vLLM's ``protocol.py``/``api_server.py`` and llama.cpp's
   ``{"tokens": []}``, which is how the two are told apart.
 
 Special tokens (BOS) are not added: we count the user's text, as a chat template wraps it anyway.
-Standard library HTTP (one keep-alive connection per thread, no proxies, like the aiohttp
-client) keeps this usable from the synchronous CLI without an event loop.
+Standard library HTTP (one keep-alive connection per thread) keeps this usable from the
+synchronous CLI without an event loop; it goes the target's way (netconfig.Net: its proxy,
+absolute-form or a CONNECT tunnel, and its TLS context), as the requests do.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from .. import netconfig
+from ..netconfig import Net
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call
@@ -46,6 +50,7 @@ class ServerTokenizer:
     dialect: str                    # "vllm" (also SGLang) or "llamacpp"
     headers: dict[str, str] = field(default_factory=dict)
     budget_s: float = BUDGET_S
+    net: Net | None = None
     calls: int = 0
     _deadline: float = 0.0
     _local: threading.local = field(default_factory=threading.local, repr=False)
@@ -66,7 +71,7 @@ class ServerTokenizer:
                 f"counting with the server's /tokenize took over {self.budget_s:g} s "
                 f"({self.calls} calls)")
         status, data = _post(self._local, self.root, path, body, self.headers,
-                             min(timeout_s, left))
+                             min(timeout_s, left), self.net)
         self.calls += 1
         if status != 200:
             raise ServerTokenizeError(f"POST {self.root}{path} answered HTTP {status}: "
@@ -138,12 +143,24 @@ def _short(data: Any) -> str:
     return str(data)[:160].replace("\n", " ")
 
 
-def _connection(local: threading.local, root: str, timeout_s: float) -> http.client.HTTPConnection:
+def _connection(local: threading.local, root: str, timeout_s: float,
+                net: Net) -> http.client.HTTPConnection:
     conn = getattr(local, "conn", None)
     if conn is None or getattr(local, "root", None) != root:
         parts = urlsplit(root)
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+        host, port = parts.hostname or "127.0.0.1", parts.port
+        if net.proxy:
+            # http://: absolute-form requests to the proxy (_post); https://: a tunnel
+            host, port = net.proxy_host, net.proxy_port
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=timeout_s,
+                                               context=net.ssl_context())
+            if net.proxy:
+                auth = net.proxy_authorization
+                conn.set_tunnel(parts.hostname or "", parts.port or 443,
+                                headers={"Proxy-Authorization": auth} if auth else None)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
         local.conn, local.root = conn, root
     conn.timeout = timeout_s
     if conn.sock is not None:
@@ -152,14 +169,20 @@ def _connection(local: threading.local, root: str, timeout_s: float) -> http.cli
 
 
 def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
-          headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
+          headers: dict[str, str], timeout_s: float, net: Net | None = None) -> tuple[int, Any]:
     payload = json.dumps(body).encode()
     h = {**headers, "content-type": "application/json", "accept": "application/json"}
+    net = net or netconfig.resolve(root, netconfig.current())
+    where = path
+    if net.proxy and root.startswith("http:"):
+        where = root + path                 # absolute form, to the proxy
+        if net.proxy_authorization:
+            h["proxy-authorization"] = net.proxy_authorization
     last: Exception | None = None
     for attempt in range(2):     # a kept-alive connection the server closed: reconnect once
-        conn = _connection(local, root, timeout_s)
+        conn = _connection(local, root, timeout_s, net)
         try:
-            conn.request("POST", path, payload, h)
+            conn.request("POST", where, payload, h)
             resp = conn.getresponse()
             raw = resp.read()
             if resp.getheader("connection", "").lower() == "close":
@@ -186,15 +209,18 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
 
 
 def detect(root: str, model: str, headers: dict[str, str] | None = None,
-           timeout_s: float = PROBE_TIMEOUT_S, budget_s: float | None = None) -> ServerTokenizer:
-    """The server's tokenizer, or ServerTokenizeError saying in one line why not."""
+           timeout_s: float = PROBE_TIMEOUT_S, budget_s: float | None = None,
+           net: Net | None = None) -> ServerTokenizer:
+    """The server's tokenizer, or ServerTokenizeError saying in one line why not. ``net``: the
+    target's way (None: resolved from ``root`` and this command line's options)."""
     headers = dict(headers or {})
+    net = net or netconfig.resolve(root, netconfig.current())
     budget_s = BUDGET_S if budget_s is None else budget_s
     local = threading.local()
     sample = "Hello world, how are you?"
     status, data = _post(local, root, "/tokenize",
                          {"model": model, "prompt": sample, "add_special_tokens": False},
-                         headers, timeout_s)
+                         headers, timeout_s, net)
     if status in (401, 403):
         raise ServerTokenizeError(f"{root}/tokenize refused the request (HTTP {status}); "
                                   "check --api-key / --header")
@@ -202,14 +228,14 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
         raise ServerTokenizeError(f"{root} has no /tokenize (HTTP {status})")
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if status == 200 and isinstance(tokens, list) and tokens:
-        tok = ServerTokenizer(root, model, "vllm", headers, budget_s)
+        tok = ServerTokenizer(root, model, "vllm", headers, budget_s, net)
     else:
         # llama.cpp reads "content" and answers {"tokens": []} to a body without it
         status2, data2 = _post(local, root, "/tokenize", {"content": sample, "add_special": False},
-                               headers, timeout_s)
+                               headers, timeout_s, net)
         tokens2 = data2.get("tokens") if isinstance(data2, dict) else None
         if status2 == 200 and isinstance(tokens2, list) and tokens2:
-            tok = ServerTokenizer(root, model, "llamacpp", headers, budget_s)
+            tok = ServerTokenizer(root, model, "llamacpp", headers, budget_s, net)
         else:
             raise ServerTokenizeError(f"{root}/tokenize answered HTTP {status}: {_short(data)}")
     tok._local = local

@@ -312,10 +312,12 @@ def _tiktoken_cached(encoding: str) -> bool:
 # -- the entry point --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ServerRef:
-    """Where a server tokenizer may be asked: the target's root URL, model and headers."""
+    """Where a server tokenizer may be asked: the target's root URL, model and headers, and
+    the way there (netconfig.Net; None: resolved from the root and the command line)."""
     root: str
     model: str
     headers: dict[str, str] = field(default_factory=dict)
+    net: Any = None
 
 
 def _named(spec: str) -> Tokenizer:
@@ -360,7 +362,7 @@ def local_auto(model: str | None = None) -> Tokenizer:
 
 def _server_tokenizer(ref: ServerRef) -> Tokenizer:
     from .server_tokenizer import detect
-    st = detect(ref.root, ref.model, ref.headers)
+    st = detect(ref.root, ref.model, ref.headers, net=ref.net)
     return Tokenizer(f"server:{ref.model}", st.encode, st.decode, counting=EXACT_SERVER,
                      source=st.label, server=st)
 
