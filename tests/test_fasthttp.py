@@ -140,14 +140,14 @@ def test_an_interim_response_before_the_answer_is_skipped(monkeypatch):
     assert rec.ok and text == "a" and rec.status == 200
 
 
-def test_a_redirect_is_an_error_that_names_where_it_points(monkeypatch):
-    monkeypatch.setenv("LLMBENCH_TRANSPORT", "fast")    # aiohttp follows it (POST -> GET)
+def test_a_redirect_to_another_origin_is_an_error_that_names_where_it_points(transport):
     script = [(0, b"HTTP/1.1 308 Permanent Redirect\r\nlocation: https://x.example/v1\r\n"
                   b"content-length: 0\r\n\r\n")]
     with RawServer(script) as s:
         rec, _ = run(send_one(s.url + "/v1"))
     assert rec.error_kind == "http_status" and rec.status == 308
-    assert rec.error == "redirected to https://x.example/v1 (not followed)"
+    assert rec.error == "redirected to https://x.example/v1 (not followed: another origin)"
+    assert len(s.requests) == 1                     # nothing was sent anywhere else
 
 
 def test_headers_that_arrive_slowly_in_pieces(transport):
