@@ -160,3 +160,13 @@ def test_forcing_an_api_moves_the_base_url_between_roots():
     assert make_target("http://h:1", "m", api="openai").endpoint == "http://h:1/v1/completions"
     assert make_target("http://h:1/foo", "m", api="openai").endpoint == "http://h:1/foo/completions"
     assert make_target("http://h:1/v1", "m", api="openai").endpoint == "http://h:1/v1/completions"
+
+
+def test_an_empty_data_event_is_not_dispatched():
+    # "data:" alone (some proxies' keep-alive) is an empty message: the SSE spec does not
+    # dispatch it and vLLM's client skips it; it once failed the preflight as malformed
+    f = SseFramer()
+    got = f.feed(b'data:\n\ndata: {"a":1}\n\ndata: \n\ndata\n\n:\n\n')
+    assert got == [b'{"a":1}']
+    f.feed(b"data:")
+    assert f.flush() == []

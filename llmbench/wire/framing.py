@@ -39,7 +39,11 @@ class SseFramer:
         for line in lines:
             if not line:
                 if data:
-                    out.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    payload = data[0] if len(data) == 1 else b"\n".join(data)
+                    # an empty data buffer is not dispatched (the SSE spec; vLLM's client skips
+                    # it too): some proxies send "data:" as a keep-alive
+                    if payload.strip():
+                        out.append(payload)
                     data = self._data = []
                 continue
             if line.startswith(b"data:"):
@@ -65,7 +69,9 @@ class SseFramer:
             self._data.append(b"")
         self._buf = b""
         if self._data:
-            out.append(b"\n".join(self._data))
+            payload = b"\n".join(self._data)
+            if payload.strip():
+                out.append(payload)
             self._data = []
         return out
 
