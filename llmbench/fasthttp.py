@@ -141,12 +141,6 @@ def body_text(raw: bytes, encoding: str) -> str:
     return data.decode("utf-8", "replace")[:200]
 
 
-def ssl_context() -> ssl.SSLContext:
-    """The default way's TLS context (netconfig: the trust store, SSL_CERT_FILE and
-    REQUESTS_CA_BUNDLE honoured)."""
-    return Net().ssl_context()
-
-
 def head_end(buf: bytes) -> tuple[int, int]:
     """(end of the head, start of the body) in ``buf``: the first empty line, whether lines
     end in CRLF or in a bare LF (as aiohttp's parser accepts); (-1, -1) when not there yet."""

@@ -305,6 +305,9 @@ def test_tls_on_the_command_line(transport, tls_nginx, ca, tmp_path):
     assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "TLS certificate was not accepted" in r.stderr and "--ca-cert FILE" in r.stderr
     assert "Is the server running" not in r.stderr
+    r = llmbench("run", "--url", url, "--requests", "1", "--out", str(tmp_path / "a2"),
+                 env={"SSL_CERT_FILE": ""})                          # asks /v1/models first
+    assert r.returncode == 3 and "TLS certificate was not accepted" in r.stderr, r.stderr
     r = llmbench("run", "--url", url, "--model", "mock", "--requests", "2", "--insecure",
                  "--out", str(tmp_path / "b"), "--no-progress")
     assert r.returncode == 0, r.stderr
@@ -323,14 +326,18 @@ def test_mutual_tls_on_the_command_line(transport, mock_factory, ca, server_cert
     m = mock_factory(ttft_ms=5, itl_ms=1)
     client = ca.issue("client", server=False)
     with Nginx(tmp_path / "ng", port_of(m.url), tls=server_cert, client_ca=ca.bundle,
-               buffering=False) as ng:
+               buffering=False) as ng, Tinyproxy(tmp_path / "tp") as tp:
         base = ("run", "--url", ng.url + "/v1", "--model", "mock", "--requests", "2",
                 "--ca-cert", str(ca.bundle), "--no-progress")
         r = llmbench(*base, "--out", str(tmp_path / "a"))
         assert r.returncode != 0 and "--cert FILE --key FILE" in r.stderr, r.stderr
+        # through a CONNECT tunnel on the CLI's event loop (uvloop when installed)
         r = llmbench(*base, "--cert", str(client.cert), "--key", str(client.key),
-                     "--out", str(tmp_path / "b"))
-    assert r.returncode == 0, r.stderr
+                     "--proxy", tp.url, "--out", str(tmp_path / "b"))
+        assert r.returncode == 0, r.stderr
+        assert f"CONNECT 127.0.0.1:{ng.port}" in tp.text()
+    doc = json.loads((only_run(tmp_path / "b") / "run.json").read_text())
+    assert doc["config"]["target"]["client_cert"] == str(client.cert)
 
 
 @pytest.mark.parametrize("args, words", [
