@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 NAN = float("nan")
 
+# Failures before the server answered anything: the connection was refused, reset or never
+# made. Many in a row are an outage (llmbench.outages), and each user backs off after one.
+REFUSED_KINDS = ("connect", "timeout_connect")
+
 # Every way a request can fail, as stored in ``Record.error_kind``.
 ERROR_KINDS = (
     "connect",              # could not connect, or the server closed before answering
@@ -88,6 +92,9 @@ class Record:
     # Which worker process sent it (run --workers N; llmbench.workers); None in one process,
     # and not written then, so logs of one process look as before
     worker: int | None = None
+    # After a connection the server refused or dropped before answering (REFUSED_KINDS), how
+    # long its user waited before trying again (jittered exponential backoff, load.session)
+    backoff_ms: float | None = None
 
     @property
     def ttft(self) -> float | None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from .records import Record, RecordStore, trim_heap
+from .outages import find as find_outages
 from .stats import RECENT_S, RecentWindow
 
 
@@ -83,6 +84,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     for m in monitor:
         mon_by_sec.setdefault(int(m.t - t0), []).append(m)
     server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
+    down = find_outages(st)
     step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
     # the last second is cut short where the run ended: its token count is a rate over that
     # part only (a run ending 0.3 s into a second otherwise draws a false 70 % drop at the end)
@@ -107,6 +109,8 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         step = next((s for s in step_bounds if s[0] <= t <= s[1]), None)
         if step is not None:
             row["step"], row["load"] = step[2], step[3]
+        if any(o.overlaps(t - 1.0, t) for o in down):
+            row["outage"] = True        # the server refused connections in this second
         sv = server_by_sec.get(i)
         if sv is not None:
             for k in ("running", "waiting", "kv_cache_usage"):

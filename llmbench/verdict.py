@@ -157,7 +157,8 @@ def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
         return (head + f" At {broke['load']:g} {unit}, not enough data to decide: "
                 + "; ".join(_describe_check(c) for c in failed[:2]) + ".")
     # a breach first, then what could not be measured
-    failed.sort(key=lambda c: bool(c.get("reason")))
+    # an outage first (it explains the rest), then a breach, then what could not be measured
+    failed.sort(key=lambda c: (not c.get("outage"), bool(c.get("reason"))))
     parts = []
     for c in failed[:2]:
         parts.append(_describe_check(c, int(broke["summary"].get("failed") or 0)))
@@ -173,6 +174,8 @@ def _describe_check(c: dict[str, Any], failed: int | None = None) -> str:
     """``failed``: failed requests in the step; with none, a p95_all is just the p95."""
     metric, stat, limit = c["metric"], c["stat"], c["limit"]
     actual = _num(c["actual"])
+    if c.get("outage"):
+        return c["reason"]
     if c.get("reason"):
         return f"{c['threshold']}: {c['reason'].removeprefix('not enough data: ')}"
     if actual is None:
@@ -275,6 +278,16 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     for st in steps:
         if st is not broke and st["summary"].get("failed"):
             ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+    down = [c for c in broke["checks"] if c.get("outage")]
+    if down:
+        # the server was not there: this step measured its absence, not its capacity
+        out["kind"] = "outage"
+        ev.append(f"At {broke['load']:g} {unit}, {down[0]['reason']}.")
+        ev.append("A step with an outage in it is over: its numbers are of a server that was "
+                  "down, so the ramp stops there.")
+        out["advice"].append("Find out why the server went away (its log: a crash, a restart, "
+                             "out of memory), then run the ramp again.")
+        return out
     if s1.get("failed"):
         out["kind"] = "errors"
         ev.extend(error_evidence(s1, f" at {broke['load']:g} {unit}"))

@@ -28,7 +28,7 @@ PACKAGE = "llmbench"
 
 LOAD_LAYER = ("llmbench.load", "llmbench.shapes", "llmbench.harness", "llmbench.workers")
 ANALYSIS = ("llmbench.metrics", "llmbench.stats", "llmbench.stepstats", "llmbench.slo",
-            "llmbench.verdict",
+            "llmbench.verdict", "llmbench.outages",
             "llmbench.report", "llmbench.compare", "llmbench.timeline", "llmbench.backends",
             "llmbench.probe.router", "llmbench.commands", "llmbench.cli")
 

@@ -144,6 +144,8 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
     marker, then the report it writes and where the folder is."""
     from .. import checks
     from ..report.auto import write_report
+    for o in run.get("outages") or []:
+        print(f"OUTAGE: {o['text']}")
     for w in [*warnings, *checks.notes(run)]:
         print(f"note: {w}")
     if partial:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import checks
+from .. import checks, outages
 from .. import verdict as verdict_mod
 from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                         EXIT_THRESHOLD)
+                         EXIT_THRESHOLD, EXIT_UNREACHABLE)
 from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from ..load.monitor import (CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS,
                              with_send_delay)
@@ -64,6 +64,9 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
         s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
                       within=within_requests(thresholds))
         found = check_all(thresholds, s)
+        down = outages.step_check(w.records, w.ramp_start, w.hold_end)
+        if down is not None:
+            found.append(down)
         if not recs:
             found.append({"threshold": "requests>0", "ok": False, "actual": 0, "limit": 0,
                           "metric": "requests", "stat": None, "insufficient": True,
@@ -130,6 +133,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
         c.labels, t0_perf, c.workload.describe(),
         body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
+              "outages": outages.of_run(records, t0_perf) if t0_perf else [],
               **checks.record_checks(records, c.params, c.target.api),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples)},
@@ -176,6 +180,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         code = EXIT_OVERLOADED       # a worker's users are missing: never a pass
     elif broke is not None and run["verdict"]["kind"] in ("load_generator", "buffered"):
         code = EXIT_OVERLOADED       # the break is not the server's to be judged by
+    elif broke is not None and run["verdict"]["kind"] == "outage":
+        code = EXIT_UNREACHABLE      # the server went away: no capacity was measured there
     elif r.expect is not None:
         if held < r.expect and not reached_top:
             code = EXIT_EXPECTATION

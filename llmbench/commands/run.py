@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import checks, metrics, prefix_hit, slo
+from .. import checks, metrics, outages, prefix_hit, slo
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..load.monitor import busy, with_send_delay
@@ -116,6 +116,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                                             summary.get("p99_send_delay_ms")),
                           "samples": [s.__dict__ for s in outcome.monitor]},
               "summary": summary,
+              "outages": outages.of_run(records, outcome.t0_perf),
               **checks.record_checks(records, c.params, c.target.api),
               "thresholds": threshold_results,
               "server_probe": {"kind": server.kind, "note": server.note,

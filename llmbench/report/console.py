@@ -230,6 +230,7 @@ def verdict_text(v: dict[str, Any]) -> str:
                                "Why: the load generator itself was the limit, not the server."),
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
+            "outage": "Why: the server went down (it refused connections).",
             "other": "Why: see the failed thresholds."}.get(v["kind"])
     if kind:
         lines.append(kind)
