@@ -19,7 +19,7 @@ from typing import List, Optional
 import typer
 from typing import Annotated
 
-from .exitcodes import EXIT_USAGE
+from .exitcodes import EXIT_USAGE, EXIT_WRITE
 from . import options as opt
 from .options import (P_GATES, P_LOAD, P_OUTPUT, P_STEPS, P_TARGET, P_VLLM, OutputOpts,
                       RequestOpts, ServerOpts, TargetOpts, UsageError, WorkloadOpts,
@@ -153,7 +153,7 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
     import dataclasses
     from .shapes.trace import TraceReplay
     from .workload import ServerRef, load_tokenizer
-    from .workload.traces import PrefixAim, trace_workload
+    from .workload.traces import PrefixAim, check_replay, trace_workload
     aim = None
     if w.prefix_hit_ratio is not None:
         aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
@@ -164,6 +164,7 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                     tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
     tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
+    check_replay(tr, speed)           # a replay that ends within 30 days, or one line
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, speed, tr.describe(), w.seed)
 
@@ -213,6 +214,10 @@ def _guard(fn):
         except Exception as exc:
             if isinstance(exc, _input_errors()):
                 raise fail(str(exc))
+            from .results import is_write_error, write_error_line
+            if is_write_error(exc) and exc.filename is not None:
+                # the disk, not the path: full, a file over its size limit, read-only
+                raise fail(write_error_line(exc), EXIT_WRITE)
             if isinstance(exc, OSError) and exc.filename is not None:
                 # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
                 raise fail(f"{exc.filename}: {exc.strerror}; check the path you gave")
@@ -321,6 +326,13 @@ def run(
             requests = 200
     if requests is not None and requests < 1:
         raise UsageError("--requests must be at least 1")
+    opt.count(requests, "--requests")
+    if (rate_f is not None and requests is not None and duration_s is None
+            and requests / rate_f > opt.MAX_DURATION_S):
+        # --rate 1e-9: the schedule's gaps are 30 years each (a --duration ends it anyway)
+        raise UsageError(f"--rate {rate}: {requests} requests would take "
+                         f"{requests / rate_f / 86400:,.0f} days, and a run lasts at most 30 days: "
+                         "raise --rate or give --duration")
     slo = {}
     for g in goodput or []:
         k, _, v = g.partition(":")
@@ -930,21 +942,17 @@ def compare(
     run_dirs: Annotated[List[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")],
     max_regression: Annotated[Optional[str], typer.Option(help="Exit 1 when a metric got worse by more than this, e.g. 10%.")] = None,
     metric: Annotated[Optional[List[str]], typer.Option("--metric", metavar="NAME", help="held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).")] = None,
-    html_out: Annotated[Path, typer.Option("--html", help="Where to write the HTML comparison.")] = Path("compare.html"),
+    html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML comparison (default: compare.html in the last run's folder).")] = None,
     png: Annotated[Optional[Path], typer.Option(help="Also write the overlay chart as a PNG.")] = None,
 ) -> None:
     """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
-    from .compare import DEFAULT_METRICS, CompareError, compare as do_compare, load_runs
+    from .compare import (DEFAULT_METRICS, CompareError, compare as do_compare, load_runs,
+                          parse_max_regression)
     from .report import compare_html
-    limit = None
-    if max_regression is not None:
-        t = max_regression.strip().rstrip("%")
-        try:
-            limit = float(t) / (100.0 if max_regression.strip().endswith("%") or float(t) > 1 else 1.0)
-        except ValueError:
-            raise UsageError(f"--max-regression {max_regression!r}: expected a percentage such as 10%")
-        if limit < 0:
-            raise UsageError("--max-regression must be >= 0")
+    try:
+        limit = None if max_regression is None else parse_max_regression(max_regression)
+    except CompareError as exc:
+        raise UsageError(str(exc))
     from .recover import load_checked
     for d in run_dirs:
         load_checked(d, "compare")    # a failed or killed run: one line, or a rebuilt summary
@@ -954,7 +962,8 @@ def compare(
     except CompareError as exc:
         raise UsageError(str(exc))
     typer.echo(compare_html.console_text(result))
-    path = compare_html.write(result, runs, html_out)
+    # next to the candidate (the last run), not into whatever folder the shell is in
+    path = compare_html.write(result, runs, html_out or Path(run_dirs[-1]) / "compare.html")
     typer.echo(f"HTML: {path}")
     if png is not None:
         from .report.charts import compare_png

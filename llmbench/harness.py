@@ -97,6 +97,9 @@ class Outcome:
     servers: dict[str, ServerSeen]         # by target name
     live: LiveState
     workers: dict[str, Any] | None = None  # --workers N: how many, which crashed (else None)
+    # requests.jsonl could not be written (disk full, too large, read-only): the load was
+    # stopped then, as by Ctrl-C; the lines before are whole
+    write_error: OSError | None = None
 
     def server(self, name: str = "main") -> ServerSeen:
         return self.servers.get(name) or ServerSeen(None, None, [])
@@ -204,6 +207,20 @@ class Harness:
             else:
                 body_task.cancel()
         installed = _install(loop, on_signal)
+        write_error: list[OSError] = []
+
+        def on_write_error(exc: OSError) -> None:
+            # nothing more can be kept: stop the load as Ctrl-C does (the in-flight requests
+            # get the grace period, then are cut), and let the command say why
+            nonlocal interrupted
+            write_error.append(exc)
+            if not stopping.is_set():
+                interrupted = True
+                stopping.set()
+                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
+                                body_task.cancel)
+        if log is not None:
+            log.on_error = on_write_error
         if fleet is None:
             monitor.start()
         probe_stop = asyncio.Event()
@@ -252,7 +269,8 @@ class Harness:
         if fleet is not None:
             live.user_changes.sort(key=lambda c: c[0])     # several workers' changes, merged
         return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
-                       live, fleet.describe() if fleet is not None else None)
+                       live, fleet.describe() if fleet is not None else None,
+                       write_error[0] if write_error else None)
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
                     monitor: Any) -> None:

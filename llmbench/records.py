@@ -14,7 +14,7 @@ from array import array
 from dataclasses import MISSING as MISSING_DEFAULT, dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .token_events import SEAL_EVENTS, TokenEvents
 
@@ -213,24 +213,63 @@ except ImportError:         # pragma: no cover - orjson is a dependency, kept op
 
 
 class RecordLog:
-    """Appends one JSON line per finished request and flushes it, so nothing measured is lost."""
+    """Appends one JSON line per finished request and flushes it, so nothing measured is lost.
+
+    A write that fails (disk full, the file too large for its limit, a read-only filesystem)
+    is cut back to the last whole line, so every line on disk stays whole; the log then stops
+    writing, keeps the error in ``error`` and calls ``on_error`` once (the harness stops the
+    load: measuring on without a record of it would lose what was measured)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._fh: IO[bytes] | None = open(self.path, "ab")
+        self._whole = self._fh.tell()        # bytes up to the end of the last whole line
         self.count = 0
+        self.error: OSError | None = None
+        self.on_error: Callable[[OSError], None] | None = None
 
     def append(self, rec: Record) -> None:
-        if self._fh is None:
+        fh = self._fh
+        if fh is None:
             return
-        self._fh.write(_json_line(rec.to_json()))
-        self._fh.flush()
+        line = _json_line(rec.to_json())
+        try:
+            fh.write(line)
+            fh.flush()
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self._whole += len(line)
         self.count += 1
+
+    def _failed(self, exc: OSError) -> None:
+        fh, self._fh = self._fh, None
+        fd = os.dup(fh.fileno())
+        try:
+            fh.close()              # flushes the buffered rest again: it may fail again, or not
+        except (OSError, ValueError):
+            pass
+        try:
+            # then what the failed writes left (part of a line) goes: every line stays whole
+            os.ftruncate(fd, self._whole)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if exc.filename is None:
+            exc.filename = str(self.path)
+        self.error = exc
+        if self.on_error is not None:
+            self.on_error(exc)
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            try:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as exc:
+                self._failed(exc)
+                return
             self._fh.close()
             self._fh = None
 

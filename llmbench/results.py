@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -42,13 +43,39 @@ def new_run_dir(out: str | Path, kind: str, label: str | None = None) -> Path:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically: a crash mid-write never leaves a torn run.json."""
+    """Atomically: a crash mid-write never leaves a torn run.json. A write that fails (disk
+    full, file too large, read-only) leaves the previous file as it was and raises the
+    OSError with the file's name (``write_error_line`` says it)."""
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, default=_default, allow_nan=False)
-        fh.write("\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, default=_default, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        if exc.filename is None or str(exc.filename) == str(tmp):
+            exc.filename = str(path)
+        raise
+
+
+# what the filesystem says when results cannot be written: not the user's path being wrong
+DISK_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EFBIG", "EROFS", "EDQUOT", "EIO")
+                        if hasattr(errno, n))
+
+
+def is_write_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+
+
+def write_error_line(exc: OSError) -> str:
+    """"cannot write results/x/requests.jsonl: no space left on device"."""
+    what = (exc.strerror or str(exc)).rstrip(".")
+    return f"cannot write {exc.filename}: {what[:1].lower() + what[1:]}"
 
 
 def _default(o: Any) -> Any:

@@ -15,7 +15,7 @@ from ..client import RequestParams, Timeouts
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OVERLOADED
 from ..harness import Harness, LiveView, Outcome, PreflightError
 from ..records import Record, RecordStore
-from ..results import RunDoc, clean_nan, new_run_dir
+from ..results import RunDoc, clean_nan, is_write_error, new_run_dir, write_error_line
 from ..target import Target
 from ..workload import Workload
 
@@ -102,6 +102,25 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     return exc.exit_code
 
 
+def write_run(doc: RunDoc, run_dir: Path | None, outcome: Outcome) -> dict[str, Any]:
+    """run.json at the end. When requests.jsonl could not be written the run is "failed" with
+    that reason (the load was stopped then; the lines before are whole). When run.json itself
+    cannot be written, the console says so and the run's dict is still returned."""
+    if outcome.write_error is not None:
+        doc.status = "failed"
+        doc.body["error"] = (f"{write_error_line(outcome.write_error)}; the load was stopped "
+                             "there and the records before it are whole in requests.jsonl")
+        print(f"error: {doc.body['error']}", file=sys.stderr)
+    try:
+        return doc.write(run_dir)
+    except OSError as exc:
+        if not is_write_error(exc):
+            raise
+        print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
+              "in requests.jsonl as far as they could be written)", file=sys.stderr)
+        return doc.write(None)
+
+
 def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record],
                    steps: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
     """timeline.jsonl: the run's per-second state, rebuilt from its records (pure)."""
@@ -112,9 +131,16 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
     rows = timeline_mod.build(records, outcome.t0_perf, t_end,
                               outcome.live.user_changes, outcome.monitor, steps,
                               server=outcome.server().samples)
-    with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(clean_nan(row)) + "\n")
+    try:
+        with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(clean_nan(row)) + "\n")
+    except OSError as exc:
+        if not is_write_error(exc):
+            raise
+        exc.filename = exc.filename or str(run_dir / "timeline.jsonl")
+        print(f"error: {write_error_line(exc)}; the timeline was not written "
+              f"(`llmbench report {run_dir}` rebuilds what it can)", file=sys.stderr)
 
 
 def lost_workers(workers: dict[str, Any] | None) -> str | None:
@@ -146,6 +172,8 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
     from ..report.auto import write_report
     for o in run.get("outages") or []:
         print(f"OUTAGE: {o['text']}")
+    if run.get("status") == "failed" and run.get("error"):
+        print(f"FAILED: {run['error']}; the numbers above cover what was measured until then.")
     for w in [*warnings, *checks.notes(run)]:
         print(f"note: {w}")
     if partial:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 from .. import checks, outages
 from .. import verdict as verdict_mod
 from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                         EXIT_THRESHOLD, EXIT_UNREACHABLE)
+                         EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
 from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from ..load.monitor import (CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS,
                              with_send_delay)
@@ -24,7 +24,7 @@ from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
 from ..stats import recent_p95
 from ..stepstats import steady_state
 from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
-                     write_started, write_timeline)
+                     write_run, write_started, write_timeline)
 
 
 @dataclass
@@ -161,9 +161,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s"), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
-    run = _doc(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
-               outcome.interrupted, outcome.interrupted or crashed,
-               outcome.live.user_changes, outcome.workers).write(run_dir)
+    run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
+                         outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
+                         outcome.live.user_changes, outcome.workers), run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
     steps = run["steps"]
     held = max((s["load"] for s in steps if s["held"]), default=0)
@@ -174,7 +174,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     # did not hold: no load level met the thresholds (99, k6's code for failed thresholds).
     # Only a step the load generator's own lag could have broken is "not trustworthy" (4).
     code = EXIT_OK
-    if outcome.interrupted:
+    if outcome.write_error is not None:
+        code = EXIT_WRITE            # the load was stopped: what it measured is on disk
+    elif outcome.interrupted:
         code = EXIT_INTERRUPTED
     elif crashed:
         code = EXIT_OVERLOADED       # a worker's users are missing: never a pass

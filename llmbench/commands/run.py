@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import checks, metrics, outages, prefix_hit, slo
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
 from ..harness import LiveView, PreflightError, TargetSpec
 from ..load.monitor import busy, with_send_delay
 from ..report import console, vllm_json
@@ -18,8 +18,8 @@ from ..shapes.trace import TraceReplay
 from . import trace as trace_report
 from ..verdict import server_view
 from . import prefix
-from .common import (Common, incomplete_line, print_closing, report_failed, write_started,
-                     write_timeline)
+from .common import (Common, incomplete_line, print_closing, report_failed, write_run,
+                     write_started, write_timeline)
 
 
 @dataclass
@@ -123,10 +123,12 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                                "samples": len(server.samples),
                                "view": server_view(server.samples)},
               **extra})
-    run = doc.write(run_dir)
+    run = write_run(doc, run_dir, outcome)
     write_timeline(run_dir, outcome, records)
     code = EXIT_OK
-    if outcome.interrupted:
+    if outcome.write_error is not None:
+        code = EXIT_WRITE                # the load was stopped: what it measured is on disk
+    elif outcome.interrupted:
         code = EXIT_INTERRUPTED
     elif _crashed(outcome):
         code = EXIT_OVERLOADED           # a worker's share is missing: never a pass
