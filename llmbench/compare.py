@@ -65,6 +65,57 @@ class CompareError(ValueError):
     pass
 
 
+# A gate must be able to fail: NaN compares false with every change, inf and 1e308 % are never
+# exceeded, 0 % fails on any point change at all. Above 1000 % (a latency eleven times the
+# baseline's) no regression a user would accept is left to catch.
+MAX_REGRESSION_LIMIT = 10.0
+
+
+def parse_max_regression(text: str) -> float:
+    """'10%' or '10' -> 0.10, '0.1' -> 0.1: a fraction in (0, MAX_REGRESSION_LIMIT], or one
+    CompareError for the command line. A bare number above 1 is read as a percentage."""
+    t = str(text).strip()
+    percent = t.endswith("%")
+    hint = "expected a percentage above 0% and at most 1000%, e.g. 10%"
+    try:
+        value = float(t.rstrip("%").strip())
+    except ValueError:
+        raise CompareError(f"--max-regression {text!r}: {hint}") from None
+    if not math.isfinite(value):
+        raise CompareError(f"--max-regression {text!r}: a gate at {text.strip()} can never "
+                           f"fail; {hint}")
+    limit = value / 100.0 if percent or value > 1 else value
+    if not 0 < limit <= MAX_REGRESSION_LIMIT:
+        raise CompareError(f"--max-regression {text!r}: {hint}")
+    return limit
+
+
+def loop_shape(run: dict[str, Any]) -> tuple[str, str]:
+    """(closed | open, what its load counts) from run.json: a ramp's --by, a run's load."""
+    if run.get("kind") == "ramp":
+        by = ((run.get("config") or {}).get("ramp") or {}).get("by", "users")
+        return ("open", "requests per second") if by == "rate" else ("closed", "users")
+    load = (run.get("config") or {}).get("load") or {}
+    if load.get("arrival") == "trace":
+        return "open", "a trace's timestamps"
+    if load.get("rate") is not None:
+        return "open", "requests per second"
+    return "closed", "users"
+
+
+def _shape_warning(runs: Sequence["Loaded"]) -> str | None:
+    """Closed and open loops side by side: their loads are on different scales (users against
+    requests per second), so 'held' and every step pair numbers that measure different things."""
+    shapes = {r.name: loop_shape(r.run) for r in runs}
+    if len({s for s, _ in shapes.values()}) < 2:
+        return None
+    said = ", ".join(f"{name}: {s} loop (load = {unit})" for name, (s, unit) in shapes.items())
+    return (f"the runs differ in load shape ({said}): their loads are on different scales, so "
+            "'held' and the steps paired by load compare users with a rate, not one server with "
+            "another; a closed loop also slows its sending when the server slows and an open "
+            "loop does not. Compare runs of the same shape")
+
+
 @dataclass
 class Loaded:
     name: str
@@ -274,6 +325,9 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
             raise CompareError(f"--metric {m!r}: choose from {', '.join(METRICS)}")
     base = runs[0]
     warnings = []
+    shape = _shape_warning(runs)
+    if shape:
+        warnings.append(shape)
     fps = {r.name: (r.run.get("workload") or {}).get("fingerprint") for r in runs}
     if len(set(fps.values())) > 1:
         warnings.append("the runs used different workloads (fingerprints "

@@ -19,6 +19,14 @@ class UsageError(Exception):
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
 
+# Ceilings for what a person can wait for (issue 23): `--duration 1e308` once ran forever. Any
+# single duration is at most 30 days; a count at most 10^8 (at 1,000 requests/s, 28 hours); a
+# plain number (ms, users, goodput, temperature) at most 10^9 unless its flag sets its own bound.
+MAX_DURATION_S = 30 * 86400.0
+MAX_COUNT = 100_000_000
+MAX_NUMBER = 1e9
+_LIMIT = "at most 30 days (720h)"
+
 
 def duration(text: str, flag: str, *, zero_ok: bool = True) -> float:
     """'90', '90s', '500ms', '2m', '1m30s', '1h2m3.5s' -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
@@ -44,6 +52,8 @@ def duration(text: str, flag: str, *, zero_ok: bool = True) -> float:
         raise UsageError(f"{flag} {text!r}: must not be negative; {hint}")
     if not zero_ok and seconds == 0:
         raise UsageError(f"{flag} {text!r}: must be above 0; {hint}")
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"{flag} {text!r}: {_LIMIT}, so that a run ends; {hint}")
     return seconds
 
 
@@ -52,14 +62,18 @@ def seconds(value: float, flag: str, *, zero_ok: bool = False) -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         need = ">= 0" if zero_ok else "above 0"
         raise UsageError(f"{flag} {value:g}: must be a finite number of seconds {need}, e.g. 30")
+    if value > MAX_DURATION_S:
+        raise UsageError(f"{flag} {value:g}: {_LIMIT} = {MAX_DURATION_S:.0f} seconds, e.g. 30")
     return value
 
 
 def number(value: float | None, flag: str, *, lo: float | None = None, hi: float | None = None,
            lo_open: bool = False, hi_open: bool = False) -> float | None:
-    """A float flag: finite, and within [lo, hi] (open ends when asked). None passes."""
+    """A float flag: finite, and within [lo, hi] (open ends when asked; hi at most MAX_NUMBER
+    unless given). None passes."""
     if value is None:
         return None
+    hi = MAX_NUMBER if hi is None else hi      # 1e308 ms of TTFT is a mock that never answers
     bad = not math.isfinite(value)
     if lo is not None:
         bad = bad or value < lo or (lo_open and value == lo)
@@ -77,11 +91,13 @@ def number(value: float | None, flag: str, *, lo: float | None = None, hi: float
 
 
 def count(value: int | None, flag: str, *, lo: int = 1, hi: int | None = None) -> int | None:
-    """An integer flag at least ``lo`` (and at most ``hi``). None passes."""
+    """An integer flag at least ``lo`` and at most ``hi`` (MAX_COUNT unless given). None
+    passes."""
     if value is None:
         return None
-    if value < lo or (hi is not None and value > hi):
-        rng = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+    top = MAX_COUNT if hi is None else hi      # 10^12 requests is a schedule that never ends
+    if value < lo or value > top:
+        rng = f"at least {lo}" if hi is None and value < lo else f"between {lo} and {top}"
         raise UsageError(f"{flag} {value}: must be {rng}")
     return value
 

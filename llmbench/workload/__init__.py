@@ -136,10 +136,13 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
             convs, warnings = sharegpt_single_turn(spec.dataset, tok, spec.limit or spec.count,
                                                    spec.seed, spec.sharegpt_output_len)
         elif fmt == "sharegpt":
-            convs = sharegpt_conversations(spec.dataset, tok, spec.limit, spec.seed,
-                                           spec.turns if spec.turns > 1 else None)
+            # a run uses at most ``count`` conversations (each one request or more), in order:
+            # more are neither drawn nor tokenized (--limit asks for a number itself)
+            convs, warnings = sharegpt_conversations(spec.dataset, tok, spec.limit or spec.count,
+                                                     spec.seed,
+                                                     spec.turns if spec.turns > 1 else None)
         elif fmt == "jsonl":
-            convs = jsonl_conversations(spec.dataset, tok, spec.limit)
+            convs, warnings = jsonl_conversations(spec.dataset, tok, spec.limit or spec.count)
         elif fmt == "hf":
             name = spec.dataset[3:] if spec.dataset.startswith("hf:") else spec.dataset
             params.update(split=spec.hf_split, columns=spec.hf_columns)

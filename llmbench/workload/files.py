@@ -1,4 +1,13 @@
-"""Prompt files: ShareGPT JSON, JSONL of several shapes, and anything ``datasets`` loads."""
+"""Prompt files: ShareGPT JSON, JSONL of several shapes, and anything ``datasets`` loads.
+
+Files are read as far as the run needs, never whole: JSONL line by line until enough
+conversations are drawn (``need``: what the run can send, or --limit), a ShareGPT array as a
+stream of entries whose byte offsets alone are kept. A random sample (vLLM's ShareGPT sampling,
+whole conversations for a ramp) needs every entry it may draw from, so its scan stops at
+``SAMPLE_SCAN_BYTES`` and a note says how much was read. Only regular files are opened: a
+device (/dev/zero) or a pipe reads forever. A line, an entry or a nesting too deep to be a
+prompt is one DatasetError naming file:line, not a RecursionError or a read without end.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +20,72 @@ from typing import Any, Iterator
 from .model import Conversation, Turn
 from .tokenizer import Tokenizer
 
+MAX_LINE_BYTES = 64 << 20       # one JSONL line: a 2M-token prompt is ~8 MB; 64 MB is no prompt
+MAX_ENTRY_BYTES = 64 << 20      # one ShareGPT entry, the same bound
+SAMPLE_SCAN_BYTES = 1 << 30     # a sample is drawn from at most the first 1 GiB (ShareGPT V3: 0.64)
+
 
 class DatasetError(ValueError):
     """Bad input in a prompt file; the message is one line naming file, line and fix."""
 
 
-def _check_file(path: str) -> None:
+def check_regular_file(path: str, flag: str = "--dataset") -> None:
+    """The path names a regular file; a folder, device, pipe or socket is one line (opening a
+    pipe with no writer waits forever, /dev/zero reads forever)."""
     if not os.path.exists(path):
-        raise DatasetError(f"--dataset {path}: no such file")
+        raise DatasetError(f"{flag} {path}: no such file")
     if os.path.isdir(path):
-        raise DatasetError(f"--dataset {path}: is a folder; give a .json, .jsonl, .csv or .parquet file")
+        raise DatasetError(f"{flag} {path}: is a folder; give a .json, .jsonl, .csv or .parquet file")
+    if not os.path.isfile(path):
+        raise DatasetError(f"{flag} {path}: not a regular file (a device, pipe or socket never "
+                           "ends); copy what you need into a file and give that")
+
+
+_check_file = check_regular_file
+
+
+def too_deep(where: str) -> DatasetError:
+    """json's decoder recurses once per level: a RecursionError past ~1000 levels."""
+    return DatasetError(f"{where}: JSON nested too deeply (over {sys_limit()} levels); a prompt "
+                        "file holds flat objects, fix or remove that entry")
+
+
+def sys_limit() -> int:
+    import sys
+    return sys.getrecursionlimit()
+
+
+def read_lines(path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line that is not blank, checked as UTF-8 (a BOM on the first
+    line is dropped), read one line at a time and each at most MAX_LINE_BYTES: a file of one
+    endless line is refused at that line, not read whole."""
+    with open(path, "rb") as fh:
+        line_no = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            line_no += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise DatasetError(f"{path}:{line_no}: a line longer than {MAX_LINE_BYTES >> 20} "
+                                   "MB is no prompt; is this a JSONL file?")
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                   f"column {exc.start + 1}); save the file as UTF-8")
+            if line.strip():
+                yield line_no, line
+
+
+def json_line(line: str, where: str) -> Any:
+    """One JSONL line decoded; invalid or too deeply nested JSON is one DatasetError."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})")
+    except RecursionError:
+        raise too_deep(where) from None
 
 
 def _line_of(path: str, offset: int) -> int:
@@ -29,7 +94,8 @@ def _line_of(path: str, offset: int) -> int:
 
 
 def iter_json_array(path: str, chunk_size: int = 1 << 20) -> Iterator[tuple[int, Any]]:
-    """Stream the elements of a top-level JSON array as (byte offset, value), in flat memory."""
+    """Stream the elements of a top-level JSON array as (byte offset, value), in flat memory:
+    the buffer holds one chunk and the entry being read, at most MAX_ENTRY_BYTES."""
     decoder = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")("replace")
     with open(path, "rb") as fh:
@@ -47,21 +113,49 @@ def iter_json_array(path: str, chunk_size: int = 1 << 20) -> Iterator[tuple[int,
                 return
             try:
                 obj, end = decoder.raw_decode(buf, pos)
+            except RecursionError:
+                at = mark_bytes + len(buf[mark:pos].encode("utf-8"))
+                raise too_deep(f"{path}:{_line_of(path, at)}") from None
             except json.JSONDecodeError as exc:
-                if eof or pos >= len(buf) and not buf:
-                    at = mark_bytes + len(buf[mark:exc.pos].encode("utf-8"))
-                    raise DatasetError(f"{path}:{_line_of(path, at)}: invalid JSON ({exc.msg})")
-                more = fh.read(chunk_size)
-                if not more:
-                    eof = True
-                mark_bytes += len(buf[mark:pos].encode("utf-8"))
-                buf = buf[pos:] + utf8.decode(more, final=not more)
+                at = mark_bytes + len(buf[mark:pos].encode("utf-8"))
+                if eof:
+                    bad = mark_bytes + len(buf[mark:exc.pos].encode("utf-8"))
+                    raise DatasetError(f"{path}:{_line_of(path, bad)}: invalid JSON ({exc.msg})")
+                if len(buf) - pos > MAX_ENTRY_BYTES:
+                    raise DatasetError(f"{path}:{_line_of(path, at)}: an entry larger than "
+                                       f"{MAX_ENTRY_BYTES >> 20} MB, or broken JSON ({exc.msg}); "
+                                       "a ShareGPT entry is one conversation")
+                # read at least as much again as is pending: an entry of n bytes is decoded
+                # O(log n) times, not n / chunk_size times
+                more = fh.read(max(chunk_size, len(buf) - pos))
+                eof = not more
+                mark_bytes = at
+                buf = buf[pos:] + utf8.decode(more, final=eof)
                 pos = mark = 0
                 continue
             mark_bytes += len(buf[mark:pos].encode("utf-8"))
             mark = pos
             yield mark_bytes, obj
             pos = end
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 10_000_000 else f"{n:,} bytes"
+
+
+def scan_offsets(path: str, keep: Any) -> tuple[list[int], str | None]:
+    """Byte offsets of the entries ``keep(offset, obj)`` accepts, from at most the first
+    SAMPLE_SCAN_BYTES of the file, and a note when the scan stopped there."""
+    offsets = []
+    for off, obj in iter_json_array(path):
+        if off >= SAMPLE_SCAN_BYTES:
+            size = os.path.getsize(path)
+            return offsets, (f"sampled from the first {_size(SAMPLE_SCAN_BYTES)} of {path} "
+                             f"({SAMPLE_SCAN_BYTES / size:.0%} of its {_size(size)}): llmbench "
+                             "reads at most that much to draw a sample")
+        if keep(off, obj):
+            offsets.append(off)
+    return offsets, None
 
 
 def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
@@ -105,15 +199,15 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     """vLLM's ShareGPT sampling: turn 0 as prompt, turn 1's length as output length; drop prompts
     under 4 tokens, over 1024, and prompt+output over 2048; seeded shuffle; oversample if short."""
     _check_file(path)
-    offsets = []
-    for off, obj in iter_json_array(path):
+
+    def keep(off: int, obj: Any) -> bool:
         conv = obj.get("conversations") if isinstance(obj, dict) else None
         if conv is not None and not isinstance(conv, list):
             raise DatasetError(f"{path}:{_line_of(path, off)}: 'conversations' is a "
                                f"{type(conv).__name__}; ShareGPT needs a list of "
                                "{\"from\": ..., \"value\": ...} turns")
-        if conv is not None and len(conv) >= 2 and all(isinstance(m, dict) for m in conv[:2]):
-            offsets.append(off)
+        return conv is not None and len(conv) >= 2 and all(isinstance(m, dict) for m in conv[:2])
+    offsets, scanned = scan_offsets(path, keep)
     if not offsets:
         raise DatasetError(f"--dataset {path}: no entry has a 'conversations' list of 2 or more turns")
     random.seed(seed)
@@ -151,7 +245,7 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     if not out:
         why = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
         raise DatasetError(f"--dataset {path}: nothing left after vLLM's filters ({why})")
-    warnings = []
+    warnings = [scanned] if scanned else []
     if len(out) < count:
         warnings.append(f"only {len(out)} ShareGPT prompts passed the filters; oversampling to {count}")
         out = out + random.choices(out, k=count - len(out))
@@ -159,19 +253,20 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
 
 
 def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: int,
-                           max_turns: int | None = None) -> list[Conversation]:
-    """Whole ShareGPT conversations for virtual users: their own user turns, in order.
+                           max_turns: int | None = None) -> tuple[list[Conversation], list[str]]:
+    """Whole ShareGPT conversations for virtual users: their own user turns, in order, and
+    notes.
 
     One streaming pass keeps only byte offsets; the seeded shuffle picks which to use, and only
     those are parsed again and tokenized, so memory follows the sample, not the file."""
     _check_file(path)
-    offsets = []
-    for off, obj in iter_json_array(path):
+
+    def keep(off: int, obj: Any) -> bool:
         if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
             raise DatasetError(f"{path}:{_line_of(path, off)}: expected an object with a "
                                "'conversations' list (ShareGPT format)")
-        if _sharegpt_turns(obj["conversations"])[1]:
-            offsets.append(off)
+        return bool(_sharegpt_turns(obj["conversations"])[1])
+    offsets, scanned = scan_offsets(path, keep)
     if not offsets:
         raise DatasetError(f"--dataset {path}: no conversation has a human/user turn with text "
                            "(ShareGPT format: {\"from\": \"human\", \"value\": \"...\"})")
@@ -187,7 +282,7 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
             pairs = pairs[:max_turns] if max_turns else pairs
             turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
             out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
-    return out
+    return out, [scanned] if scanned else []
 
 
 def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversation:
@@ -222,28 +317,23 @@ def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversat
                        "(OpenAI chat), 'conversations' (ShareGPT) or 'prompt' (a string)")
 
 
-def jsonl_conversations(path: str, tok: Tokenizer, limit: int | None) -> list[Conversation]:
+def jsonl_conversations(path: str, tok: Tokenizer, need: int | None
+                        ) -> tuple[list[Conversation], list[str]]:
+    """The first ``need`` entries of a JSONL file (all with None), and a note when the file
+    holds more: lines after them are not read, so a 500 MB file costs what is drawn from it."""
     _check_file(path)
-    out = []
-    with open(path, "rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise DatasetError(f"{path}:{line_no}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
-                                   f"column {exc.start + 1}); save the file as UTF-8")
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{line_no}: invalid JSON ({exc.msg}, column {exc.colno})")
-            out.append(_jsonl_entry(obj, path, line_no, tok))
-            if limit and len(out) >= limit:
-                break
+    out: list[Conversation] = []
+    lines = read_lines(path)
+    for line_no, line in lines:
+        out.append(_jsonl_entry(json_line(line, f"{path}:{line_no}"), path, line_no, tok))
+        if need and len(out) >= need:
+            break
     if not out:
         raise DatasetError(f"--dataset {path}: the file has no entries")
-    return out
+    more = need is not None and len(out) >= need and next(lines, None) is not None
+    lines.close()
+    return out, ([f"read the first {len(out)} entries of {path}, as many as this run can use "
+                  "(--limit N reads N); the rest of the file was not read"] if more else [])
 
 
 def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
@@ -252,6 +342,8 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
     import datasets  # heavy: imported only here
 
     local = os.path.exists(spec)
+    if local:
+        _check_file(spec)
     try:
         if local:
             ext = os.path.splitext(spec)[1].lower().lstrip(".")

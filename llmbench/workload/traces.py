@@ -13,13 +13,17 @@ Formats (picked from the file, not from a flag):
   ``session_id``: the turns of one session are one conversation, replayed in order, each after
   the previous reply and not before its own timestamp, with the real replies as history.
 
-Bad input is one DatasetError naming file:line.
+Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
+nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
+is not a regular file. A replay that would take more than MAX_REPLAY_S (30 days) at its
+--trace-speed is refused by ``check_replay``, naming the line after its longest gap.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import random
 import re
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator
 
-from .files import DatasetError
+from .files import DatasetError, check_regular_file, json_line, read_lines, too_deep
 from .model import Conversation, Turn
 from .prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
 from .synthetic import _opening, prepare_unit_words, text_of_tokens
@@ -35,6 +39,7 @@ from .tokenizer import Tokenizer
 
 BLOCK_TOKENS = 512        # Mooncake's hash_ids: one per 512-token block
 MAX_TOKENS = 2_000_000    # beyond any model's context: a bad line, not a prompt to build
+MAX_REPLAY_S = 30 * 86400  # the longest replay, as options.MAX_DURATION_S for every duration
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class Trace:
     # a Mooncake trace's own sharing: the hit ratio its hash_ids imply (an unbounded cache)
     prefix: dict[str, Any] | None = None
     warmup: list[Conversation] = field(default_factory=list)
+    longest_gap: tuple[float, str] | None = None    # (s, file:line of the request after it)
 
     @property
     def requests(self) -> int:
@@ -124,51 +130,59 @@ class _Row:
     session: str | None = None
 
 
+def _timestamp_ms(d: dict[str, Any], where: str) -> float:
+    """A finite number >= 0: json reads NaN and Infinity, and a NaN due time compares false
+    with every bound until the event loop cannot convert it."""
+    ts = d.get("timestamp")
+    if (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)
+            or ts < 0):
+        raise DatasetError(f"{where}: needs \"timestamp\" in milliseconds (a finite number "
+                           f">= 0, not {ts!r}); fix the line")
+    return float(ts)
+
+
 def _jsonl_rows(path: str) -> Iterator[_Row]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not JSON ({exc.msg}); one JSON object per line")
-            if not isinstance(d, dict):
-                raise DatasetError(f"{where}: expected a JSON object per line")
-            ts = d.get("timestamp")
-            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts < 0:
-                raise DatasetError(f"{where}: needs \"timestamp\" in milliseconds (a number >= 0)")
-            out = d.get("output_length", d.get("max_tokens"))
-            row = _Row(where, ts / 1000.0, None,
-                       None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
-            sid = d.get("session_id")
-            row.session = None if sid is None else str(sid)
-            if "messages" in d:
-                msgs = d["messages"]
-                if (not isinstance(msgs, list) or not msgs
-                        or not all(isinstance(m, dict) and isinstance(m.get("content"), str)
-                                   for m in msgs)):
-                    raise DatasetError(f"{where}: \"messages\" must be a list of "
-                                       "{\"role\": ..., \"content\": \"...\"}")
-                users = [m["content"] for m in msgs if m.get("role", "user") == "user"]
-                if not users:
-                    raise DatasetError(f"{where}: \"messages\" has no user message")
-                row.user = users[-1]
-                sys_msgs = [m["content"] for m in msgs if m.get("role") == "system"]
-                row.system = sys_msgs[0] if sys_msgs else None
-            elif "input_length" in d:
-                row.input_tokens = _int(d["input_length"], where, "input_length", 1,
-                                       MAX_TOKENS)
-                if "hash_ids" in d:
-                    h = d["hash_ids"]
-                    if not isinstance(h, list):
-                        raise DatasetError(f"{where}: \"hash_ids\" must be a list of integers")
-                    row.hash_ids = tuple(_int(x, where, "hash id") for x in h)
-            else:
-                raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
-                                   "or \"messages\"")
-            yield row
+    for n, line in read_lines(path):
+        where = f"{path}:{n}"
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not JSON ({exc.msg}); one JSON object per line")
+        except RecursionError:
+            raise too_deep(where) from None
+        if not isinstance(d, dict):
+            raise DatasetError(f"{where}: expected a JSON object per line")
+        ts = _timestamp_ms(d, where)
+        out = d.get("output_length", d.get("max_tokens"))
+        row = _Row(where, ts / 1000.0, None,
+                   None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
+        sid = d.get("session_id")
+        row.session = None if sid is None else str(sid)
+        if "messages" in d:
+            msgs = d["messages"]
+            if (not isinstance(msgs, list) or not msgs
+                    or not all(isinstance(m, dict) and isinstance(m.get("content"), str)
+                               for m in msgs)):
+                raise DatasetError(f"{where}: \"messages\" must be a list of "
+                                   "{\"role\": ..., \"content\": \"...\"}")
+            users = [m["content"] for m in msgs if m.get("role", "user") == "user"]
+            if not users:
+                raise DatasetError(f"{where}: \"messages\" has no user message")
+            row.user = users[-1]
+            sys_msgs = [m["content"] for m in msgs if m.get("role") == "system"]
+            row.system = sys_msgs[0] if sys_msgs else None
+        elif "input_length" in d:
+            row.input_tokens = _int(d["input_length"], where, "input_length", 1,
+                                   MAX_TOKENS)
+            if "hash_ids" in d:
+                h = d["hash_ids"]
+                if not isinstance(h, list):
+                    raise DatasetError(f"{where}: \"hash_ids\" must be a list of integers")
+                row.hash_ids = tuple(_int(x, where, "hash id") for x in h)
+        else:
+            raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
+                               "or \"messages\"")
+        yield row
 
 
 def _azure_time(text: str) -> float:
@@ -181,42 +195,52 @@ def _azure_time(text: str) -> float:
 
 
 def _azure_rows(path: str) -> Iterator[_Row]:
+    """The CSV's rows; a file that is not UTF-8 text or not CSV is one line, not a traceback."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        need = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-        missing = [c for c in need if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DatasetError(f"{path}:1: an Azure trace CSV needs the columns "
-                               f"{', '.join(need)}; missing {', '.join(missing)}")
-        for n, rec in enumerate(reader, 2):
-            where = f"{path}:{n}"
-            try:
-                t = _azure_time(rec["TIMESTAMP"] or "")
-            except ValueError:
-                raise DatasetError(f"{where}: TIMESTAMP {rec['TIMESTAMP']!r} is not a date and "
-                                   "time like 2023-11-16 18:15:46.6805900")
-            try:
-                ctx, gen = int(rec["ContextTokens"] or ""), int(rec["GeneratedTokens"] or "")
-            except ValueError:
-                raise DatasetError(f"{where}: ContextTokens and GeneratedTokens must be whole "
-                                   "numbers")
-            if not (1 <= ctx <= MAX_TOKENS and 0 <= gen <= MAX_TOKENS):
-                raise DatasetError(f"{where}: ContextTokens must be 1-{MAX_TOKENS}, "
-                                   f"GeneratedTokens 0-{MAX_TOKENS}")
-            yield _Row(where, t, ctx, max(gen, 1))
+        try:
+            yield from _azure_checked(path, reader)
+        except UnicodeDecodeError:
+            raise DatasetError(f"{path}:{reader.line_num + 1}: not UTF-8 text; save the trace "
+                               "as UTF-8 CSV")
+        except csv.Error as exc:
+            raise DatasetError(f"{path}:{reader.line_num}: not a CSV row ({exc}); an Azure "
+                               "trace has TIMESTAMP,ContextTokens,GeneratedTokens")
+
+
+def _azure_checked(path: str, reader: csv.DictReader) -> Iterator[_Row]:
+    need = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+    missing = [c for c in need if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DatasetError(f"{path}:1: an Azure trace CSV needs the columns "
+                           f"{', '.join(need)}; missing {', '.join(missing)}")
+    for n, rec in enumerate(reader, 2):
+        where = f"{path}:{n}"
+        try:
+            t = _azure_time(rec["TIMESTAMP"] or "")
+        except ValueError:
+            raise DatasetError(f"{where}: TIMESTAMP {rec['TIMESTAMP']!r} is not a date and "
+                               "time like 2023-11-16 18:15:46.6805900")
+        try:
+            ctx, gen = int(rec["ContextTokens"] or ""), int(rec["GeneratedTokens"] or "")
+        except ValueError:
+            raise DatasetError(f"{where}: ContextTokens and GeneratedTokens must be whole "
+                               "numbers")
+        if not (1 <= ctx <= MAX_TOKENS and 0 <= gen <= MAX_TOKENS):
+            raise DatasetError(f"{where}: ContextTokens must be 1-{MAX_TOKENS}, "
+                               f"GeneratedTokens 0-{MAX_TOKENS}")
+        yield _Row(where, t, ctx, max(gen, 1))
 
 
 def _format_of(path: str) -> str:
     if path.lower().endswith(".csv"):
         return "azure"
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError:
-                    return "jsonl"       # the parser names the line
-                return "mooncake" if isinstance(d, dict) and "hash_ids" in d else "jsonl"
+    for n, line in read_lines(path):
+        try:
+            d = json_line(line, f"{path}:{n}")
+        except DatasetError:
+            return "jsonl"       # the parser names the line
+        return "mooncake" if isinstance(d, dict) and "hash_ids" in d else "jsonl"
     return "jsonl"
 
 
@@ -328,8 +352,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     """The trace's requests in time order, as conversations with their due times. With ``aim``
     (a trace of lengths), each prompt is one of ``aim.prefixes`` shared system prompts cut to
     the block-aligned share of its own length, then text of its own (llmbench.workload.prefix)."""
-    if not os.path.isfile(path):
-        raise DatasetError(f"--trace {path}: no such file")
+    check_regular_file(path, "--trace")
     fmt = _format_of(path)
     rows = list(_azure_rows(path) if fmt == "azure" else _jsonl_rows(path))
     if not rows:
@@ -346,6 +369,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         first += lo
     if limit is not None:
         rows = rows[:limit]
+    longest = _longest_gap(rows)
     if tok.server is not None:
         prepare_unit_words(tok)
     shares: list[int] = []
@@ -401,7 +425,38 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         if implied is not None:
             prefix = {"target": round(implied, 4), "block_tokens": BLOCK_TOKENS,
                       "source": "the trace's hash_ids (an unbounded cache)"}
-    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm)
+    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest)
+
+
+def _longest_gap(rows: list[_Row]) -> tuple[float, str] | None:
+    """The longest pause between two requests in time order, and the line after it."""
+    gaps = [(b.t_s - a.t_s, b.where) for a, b in zip(rows, rows[1:])]
+    return max(gaps, key=lambda g: g[0], default=None)
+
+
+def _human_s(s: float) -> str:
+    year = 365.25 * 86400
+    if s >= 2 * year:
+        return f"{s / year:,.0f} years"
+    if s >= 2 * 86400:
+        return f"{s / 86400:,.0f} days"
+    return f"{s / 3600:,.1f} hours"
+
+
+def check_replay(trace: Trace, speed: float) -> None:
+    """A replay that cannot end within MAX_REPLAY_S at this speed is refused (the Mooncake
+    traces span an hour; a 1e15 ms gap is a broken line, and waiting it out takes 31,000
+    years), naming the line after the longest gap."""
+    took_s = trace.span_s / speed
+    if took_s <= MAX_REPLAY_S:
+        return
+    gap = ""
+    if trace.longest_gap is not None:
+        gap_s, where = trace.longest_gap
+        gap = f"; its longest gap, {_human_s(gap_s / speed)}, comes before {where}"
+    raise DatasetError(f"--trace {trace.path}: replaying it would take {_human_s(took_s)} at "
+                       f"--trace-speed {speed:g} and llmbench replays at most 30 days{gap}: pick "
+                       "a part with --trace-window, raise --trace-speed or fix the timestamps")
 
 
 def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
