@@ -1,6 +1,10 @@
 """Bad input, as a new user or a broken file gives it: one line on stderr, the documented exit
-code, never a traceback. Each case runs the CLI in a child process (as a user would); none
-reaches a server, so the table stays fast. Cases that need a server follow the table.
+code, never a traceback, and an end within a few seconds. CASES run the CLI in a child process
+each (as a user would, through ``main``); INPROC_CASES, over every command and option family
+(numbers 0, -1, NaN, inf, 1e308; URLs; headers; files missing, empty, huge, binary, nested, not
+regular), run through the same typer app in one child process (tests/hostile_runner.py: one
+import for a hundred cases, a SIGALRM each). None reaches a server, so the table stays fast.
+Cases that need a server follow the table.
 """
 
 from __future__ import annotations
@@ -61,6 +65,36 @@ def files(tmp_path_factory) -> Path:
     (d / "nosummary" / "requests.jsonl").write_text("")
     (d / "empty").mkdir()
     (d / "afile").write_text("x")
+    # files as they come: empty, binary, nested, huge (sparse: no disk used), not regular
+    (d / "empty.jsonl").write_text("")
+    (d / "empty.json").write_text("")
+    (d / "blank.jsonl").write_text("\n\n  \n")
+    (d / "binary.jsonl").write_bytes(bytes(range(255, -1, -1)) * 64)
+    (d / "binary.json").write_bytes(b"[" + bytes(range(128, 256)) * 64)
+    (d / "binary.csv").write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + bytes(range(128, 256)))
+    (d / "deep.json").write_text("[" * 100_000)
+    (d / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    (d / "deep-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n' + "[" * 100_000 + "\n")
+    with open(d / "huge.jsonl", "wb") as fh:       # 3 GB of zero bytes, one endless line
+        fh.truncate(3 << 30)
+    with open(d / "huge.json", "wb") as fh:
+        fh.write(b"[")
+        fh.truncate(3 << 30)
+    os.mkfifo(d / "fifo.jsonl")                    # opened, it waits for a writer forever
+    (d / "nan-trace.jsonl").write_text('{"timestamp": NaN, "input_length": 5, "output_length": 2}\n')
+    (d / "inf-trace.jsonl").write_text('{"timestamp": Infinity, "input_length": 5}\n')
+    (d / "gap-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n'
+                                       '{"timestamp": 1e15, "input_length": 5}\n')
+    (d / "hour-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n'
+                                        '{"timestamp": 3600000, "input_length": 5}\n')
+    (d / "nanlen-trace.jsonl").write_text('{"timestamp": 0, "input_length": NaN}\n')
+    (d / "nan.jsonl").write_text('{"prompt": "x", "max_tokens": NaN}\n')
+    (d / "notobj.jsonl").write_text("[1, 2]\n")
+    (d / "notarray.json").write_text('{"conversations": []}')
+    (d / "broken.json").write_text('[{"conversations": [}]')
+    (d / "binary-run").mkdir()
+    (d / "binary-run" / "run.json").write_bytes(bytes(range(256)))
+    (d / "profile.json").write_text("[1]")
     return d
 
 
@@ -135,6 +169,263 @@ CASES = [
 ]
 
 
+# one child process per option family more, through main() as a user runs it (issue 23)
+CASES += [
+    (["run", "--url", DEAD, "--model", "m", "--duration", "1e308"], 2, "at most 30 days"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-total", "1e308"], 2, "at most 30 days"),
+    (["run", "--url", DEAD, "--model", "m", "--requests", "1000000000000"], 2, "--requests"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "{d}/nan-trace.jsonl"], 2, "nan-trace.jsonl:1"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "{d}/gap-trace.jsonl"], 2, "gap-trace.jsonl:2"),
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "{d}/deep.json"], 2, "nested too deeply"),
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "/dev/zero"], 2, "not a regular file"),
+    (["datasets", "inspect", "{d}/deep.jsonl"], 2, "deep.jsonl:1: JSON nested too deeply"),
+    (["ramp", "--url", DEAD, "--model", "m", "--hold", "1e308"], 2, "--hold '1e308': at most 30 days"),
+    (["mock", "--ttft-ms", "1e308"], 2, "--ttft-ms"),
+    (["sweep", "--mock", "--setting", "parallel=1,2", "--ready-timeout", "1e308"], 2, "--ready-timeout"),
+    (["probe", "--router", DEAD, "--direct", DEAD, "--model", "m", "--slice", "1e308"], 2, "--slice"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "nan"], 2, "--max-regression 'nan'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "1e308%"], 2, "--max-regression '1e308%'"),
+    (["report", "{d}/missing-folder"], 2, "missing-folder"),
+]
+
+R = ["run", "--url", DEAD, "--model", "m"]
+RAMP = ["ramp", "--url", DEAD, "--model", "m"]
+PROBE = ["probe", "--router", DEAD, "--direct", DEAD, "--model", "m"]
+SWEEP = ["sweep", "--mock", "--setting", "parallel=1,2"]
+INSPECT = ["datasets", "inspect"]
+
+# (command line, exit code, text the one error line must contain): run in-process, one child
+INPROC_CASES = [
+    # run: load numbers
+    (R + ["--duration", "0"], 2, "--duration"),
+    (R + ["--duration", "721h"], 2, "at most 30 days"),
+    (R + ["--duration", "99999999999m"], 2, "at most 30 days"),
+    (R + ["--requests", "-1"], 2, "--requests"),
+    (R + ["--requests", "100000001"], 2, "--requests 100000001"),
+    (R + ["--concurrency", "0"], 2, "--concurrency"),
+    (R + ["--rate", "0"], 2, "--rate"),
+    (R + ["--rate", "-1"], 2, "--rate"),
+    (R + ["--rate", "inf"], 2, "--rate inf"),
+    (R + ["--rate", "abc"], 2, "--rate 'abc'"),
+    (R + ["--rate", "1e-308", "--requests", "5"], 2, "a run lasts at most 30 days"),
+    (R + ["--rate", "5", "--burstiness", "0"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--burstiness", "-1"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--burstiness", "inf"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--arrival", "sometimes"], 2, "--arrival"),
+    (R + ["--rate", "5", "--max-concurrency", "1000000000000"], 2, "--max-concurrency"),
+    (R + ["--concurrency", "2", "--rate", "5"], 2, "not both"),
+    (R + ["--warmup", "1000000000000"], 2, "--warmup"),
+    (R + ["--think", "inf"], 2, "--think"),
+    (R + ["--think", "-1"], 2, "--think"),
+    (R + ["--think", "1e308"], 2, "--think '1e308': at most 30 days"),
+    (R + ["--think", "5s-800h"], 2, "at most 30 days"),
+    (R + ["--wait-ready", "0"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "-1"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "inf"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "1e308"], 2, "--wait-ready '1e308': at most 30 days"),
+    (R + ["--workers", "0"], 2, "--workers"),
+    (R + ["--workers", "-1"], 2, "--workers"),
+    (R + ["--workers", "1000"], 2, "--workers 1000"),
+    (R + ["--workers", "nan"], 2, "--workers"),
+    # run: request options and timeouts
+    (R + ["--timeout-connect", "0"], 2, "--timeout-connect"),
+    (R + ["--timeout-connect", "-1"], 2, "--timeout-connect"),
+    (R + ["--timeout-first-token", "inf"], 2, "--timeout-first-token"),
+    (R + ["--timeout-first-token", "nan"], 2, "--timeout-first-token"),
+    (R + ["--timeout-idle", "1e308"], 2, "--timeout-idle 1e+308: at most 30 days"),
+    (R + ["--timeout-total", "2592001"], 2, "at most 30 days"),
+    (R + ["--temperature", "-1"], 2, "--temperature"),
+    (R + ["--temperature", "inf"], 2, "--temperature"),
+    (R + ["--temperature", "1e308"], 2, "--temperature"),
+    (R + ["--extra-body", "{bad"], 2, "--extra-body"),
+    (R + ["--extra-body", "[1, 2]"], 2, "--extra-body"),
+    (R + ["--max-tokens-field", "bogus"], 2, "--max-tokens-field"),
+    # run: output, gates, vLLM result
+    (R + ["--goodput", "ttft:0"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:-1"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:inf"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:1e308"], 2, "--goodput"),
+    (R + ["--goodput", "speed:5"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:abc"], 2, "--goodput"),
+    (R + ["--metric-percentiles", "0"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "100"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "nan"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "abc"], 2, "--metric-percentiles"),
+    (R + ["--percentile-metrics", "ttft,bogus"], 2, "--percentile-metrics"),
+    (R + ["--label", "noequals"], 2, "--label"),
+    (R + ["--metadata", "noequals"], 2, "noequals"),
+    (R + ["--threshold", "garbage"], 2, "garbage"),
+    # run: trace replay
+    (R + ["--trace", "{d}/nope.jsonl"], 2, "no such file"),
+    (R + ["--trace", "{d}/empty.jsonl"], 2, "no requests"),
+    (R + ["--trace", "{d}/blank.jsonl"], 2, "no requests"),
+    (R + ["--trace", "{d}/binary.jsonl"], 2, "binary.jsonl:1: not UTF-8"),
+    (R + ["--trace", "{d}/binary.csv"], 2, "binary.csv:2: not UTF-8"),
+    (R + ["--trace", "{d}/deep-trace.jsonl"], 2, "deep-trace.jsonl:2: JSON nested too deeply"),
+    (R + ["--trace", "{d}/huge.jsonl"], 2, "huge.jsonl:1: a line longer than 64 MB"),
+    (R + ["--trace", "/dev/zero"], 2, "--trace /dev/zero: not a regular file"),
+    (R + ["--trace", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (R + ["--trace", "{d}"], 2, "is a folder"),
+    (R + ["--trace", "{d}/inf-trace.jsonl"], 2, "inf-trace.jsonl:1"),
+    (R + ["--trace", "{d}/nanlen-trace.jsonl"], 2, "nanlen-trace.jsonl:1: input_length"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "1e-308"], 2, "--trace-speed 1e-308"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "0"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "-1"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "nan"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "inf"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "5m-1m"], 2, "--trace-window"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "soon"], 2, "--trace-window"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "2h-3h"], 2, "--trace-window"),
+    (R + ["--trace-speed", "2"], 2, "need --trace"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--duration", "5s"], 2, "--trace sets the load"),
+    # run: workload files and numbers
+    (R + ["--dataset", "{d}/nope.jsonl"], 2, "no such file"),
+    (R + ["--dataset", "{d}/empty.jsonl"], 2, "no entries"),
+    (R + ["--dataset", "{d}/empty.json"], 2, "expected a JSON array"),
+    (R + ["--dataset", "{d}/blank.jsonl"], 2, "no entries"),
+    (R + ["--dataset", "{d}/binary.jsonl"], 2, "binary.jsonl:1: not UTF-8"),
+    (R + ["--dataset", "{d}/binary.json"], 2, "binary.json:1: invalid JSON"),
+    (R + ["--dataset", "{d}/deep.jsonl"], 2, "deep.jsonl:1: JSON nested too deeply"),
+    (R + ["--dataset", "{d}/deep.json", "--multi-turn"], 2, "deep.json:1: JSON nested too deeply"),
+    (R + ["--dataset", "{d}/huge.jsonl"], 2, "huge.jsonl:1: a line longer than 64 MB"),
+    (R + ["--dataset", "{d}/huge.json"], 2, "huge.json:1: an entry larger than 64 MB"),
+    (R + ["--dataset", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (R + ["--dataset", "{d}"], 2, "is a folder"),
+    (R + ["--dataset", "{d}/nan.jsonl"], 2, "nan.jsonl:1: max_tokens"),
+    (R + ["--dataset", "{d}/notobj.jsonl"], 2, "notobj.jsonl:1: expected a JSON object"),
+    (R + ["--dataset", "{d}/notarray.json"], 2, "expected a JSON array"),
+    (R + ["--dataset", "{d}/broken.json"], 2, "broken.json:1: invalid JSON"),
+    (R + ["--dataset", "{d}/afile", "--dataset-format", "bogus"], 2, "--dataset-format"),
+    (R + ["--dataset", "/dev/zero", "--dataset-format", "sharegpt"], 2, "not a regular file"),
+    (R + ["--limit", "-1"], 2, "--limit"),
+    (R + ["--limit", "1000000000000"], 2, "--limit"),
+    (R + ["--turns", "-1"], 2, "--turns"),
+    (R + ["--words", "0"], 2, "--words"),
+    (R + ["--random-input-len", "0"], 2, "--random-input-len"),
+    (R + ["--random-output-len", "-1"], 2, "--random-output-len"),
+    (R + ["--random-prefix-len", "-1"], 2, "--random-prefix-len"),
+    (R + ["--random-range-ratio", "1"], 2, "--random-range-ratio"),
+    (R + ["--random-range-ratio", "nan"], 2, "--random-range-ratio"),
+    (R + ["--random-range-ratio", "-1"], 2, "--random-range-ratio"),
+    (R + ["--prompt-tokens", "0"], 2, "--prompt-tokens"),
+    (R + ["--prompt-tokens", "9-2"], 2, "--prompt-tokens"),
+    (R + ["--prompt-tokens", "nan"], 2, "--prompt-tokens"),
+    (R + ["--output-tokens", "-1"], 2, "--output-tokens"),
+    (R + ["--shared-prefix-tokens", "-1"], 2, "--shared-prefix-tokens"),
+    (R + ["--prefixes", "0"], 2, "--prefixes"),
+    (R + ["--prefix-hit-ratio", "1"], 2, "--prefix-hit-ratio"),
+    (R + ["--prefix-hit-ratio", "nan"], 2, "--prefix-hit-ratio"),
+    (R + ["--prefix-hit-ratio", "-0.5"], 2, "--prefix-hit-ratio"),
+    (R + ["--cache-block-tokens", "0"], 2, "--cache-block-tokens"),
+    (R + ["--sharegpt-output-len", "0"], 2, "--sharegpt-output-len"),
+    (R + ["--hf-column", "text"], 2, "--hf-column"),
+    # URLs, headers, network
+    (["run", "--url", "ftp://127.0.0.1/v1", "--model", "m"], 2, "ftp"),
+    (["run", "--url", "http://127.0.0.1:0/v1", "--model", "m"], 2, "port"),
+    (["run", "--url", "http://127.0.0.1:-1/v1", "--model", "m"], 2, "port"),
+    (["run", "--url", "http://exa mple.com/v1", "--model", "m"], 2, "contains spaces"),
+    (R + ["--header", ": value"], 2, "--header"),
+    (R + ["--header", "X-A: b\x00c"], 2, "--header"),
+    (R + ["--header", "X-A: a\rb"], 2, "line break"),
+    (R + ["--api", "bogus"], 2, "--api"),
+    (R + ["--server-probe", "bogus"], 2, "--server-probe"),
+    (R + ["--proxy", "bogus://x:1"], 2, "--proxy"),
+    (R + ["--ca-cert", "{d}/nope.pem"], 2, "--ca-cert"),
+    (R + ["--key", "{d}/nope.pem"], 2, "--key"),
+    # ramp
+    (RAMP + ["--users", "0"], 2, "--users"),
+    (RAMP + ["--users", "-1,2"], 2, "--users"),
+    (RAMP + ["--users", "a,b"], 2, "--users"),
+    (RAMP + ["--start", "0"], 2, "--start"),
+    (RAMP + ["--start", "1e308"], 2, "--start"),
+    (RAMP + ["--step", "-1"], 2, "--step"),
+    (RAMP + ["--up-to", "inf"], 2, "--up-to"),
+    (RAMP + ["--start", "1", "--step", "0.0001", "--up-to", "100"], 2, "over 10000 steps"),
+    (RAMP + ["--hold", "0"], 2, "--hold"),
+    (RAMP + ["--hold", "721h"], 2, "at most 30 days"),
+    (RAMP + ["--ramp-in", "1e308"], 2, "--ramp-in '1e308': at most 30 days"),
+    (RAMP + ["--ramp-in", "nan"], 2, "--ramp-in"),
+    (RAMP + ["--think", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--repeat", "0"], 2, "--repeat"),
+    (RAMP + ["--repeat", "1001"], 2, "--repeat"),
+    (RAMP + ["--by", "sideways"], 2, "--by"),
+    (RAMP + ["--expect-users", "-1"], 2, "--expect-users"),
+    (RAMP + ["--expect-users", "inf"], 2, "--expect-users"),
+    (RAMP + ["--generator-lag-limit", "0"], 2, "--generator-lag-limit"),
+    (RAMP + ["--generator-lag-limit", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--timeout-idle", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--workers", "0"], 2, "--workers"),
+    (RAMP + ["--dataset", "/dev/zero"], 2, "not a regular file"),
+    (RAMP + ["--prefix-hit-ratio", "0.5"], 2, "--prefix-hit-ratio"),
+    # sweep
+    (SWEEP + ["--ready-timeout", "0"], 2, "--ready-timeout"),
+    (SWEEP + ["--ready-timeout", "nan"], 2, "--ready-timeout"),
+    (SWEEP + ["--stop-grace", "-1"], 2, "--stop-grace"),
+    (SWEEP + ["--stop-grace", "1e308"], 2, "--stop-grace '1e308': at most 30 days"),
+    (SWEEP + ["--hold", "inf"], 2, "--hold"),
+    (["sweep", "--setting", "parallel=1,2"], 2, "give one of --serve, --before or --mock"),
+    (["sweep", "--mock", "--setting", "nonsense=1,2"], 2, "--setting nonsense"),
+    (["sweep", "--setting", "parallel=1,2", "--mock-options", "--x", "--serve", "x"], 2, "--mock-options"),
+    # probe
+    (PROBE + ["--rounds", "0"], 2, "--rounds"),
+    (PROBE + ["--slice", "0"], 2, "--slice"),
+    (PROBE + ["--slice", "nan"], 2, "--slice"),
+    (PROBE + ["--slice", "800h"], 2, "at most 30 days"),
+    (PROBE + ["--users", "0"], 2, "--users"),
+    (PROBE + ["--think", "inf"], 2, "--think"),
+    (PROBE + ["--timeout-total", "inf"], 2, "--timeout-total"),
+    # mock
+    (["mock", "--port", "-1"], 2, "--port"),
+    (["mock", "--port", "65536"], 2, "--port"),
+    (["mock", "--ttft-ms", "-1"], 2, "--ttft-ms"),
+    (["mock", "--ttft-ms", "inf"], 2, "--ttft-ms"),
+    (["mock", "--itl-ms", "nan"], 2, "--itl-ms"),
+    (["mock", "--itl-ms", "1e308"], 2, "--itl-ms"),
+    (["mock", "--stall-ms", "1e308"], 2, "--stall-ms"),
+    (["mock", "--slow-first-byte-ms", "inf"], 2, "--slow-first-byte-ms"),
+    (["mock", "--prefill-ms-per-token", "1e308"], 2, "--prefill-ms-per-token"),
+    (["mock", "--jitter", "-1"], 2, "--jitter"),
+    (["mock", "--tokens", "0"], 2, "--tokens"),
+    (["mock", "--tokens", "1000000000000"], 2, "--tokens"),
+    (["mock", "--tokens-per-s", "0"], 2, "--tokens-per-s"),
+    (["mock", "--tokens-per-s", "inf"], 2, "--tokens-per-s"),
+    (["mock", "--fault-429", "-0.1"], 2, "--fault-429"),
+    (["mock", "--fault-cut", "nan"], 2, "--fault-cut"),
+    (["mock", "--fault-500", "0.6", "--fault-429", "0.6"], 2, "add up to more than 1"),
+    (["mock", "--max-queue", "-1"], 2, "--max-queue"),
+    (["mock", "--cache-blocks", "-1"], 2, "--cache-blocks"),
+    (["mock", "--replicas", "0"], 2, "--replicas"),
+    (["mock", "--workers", "0"], 2, "--workers"),
+    (["mock", "--save-profile", "{d}/p.json"], 2, "--save-profile"),
+    (["mock", "--profile", "{d}/profile.json"], 2, "profile.json"),
+    (["mock", "--like", "{d}/empty"], 2, "--like"),
+    # report, compare, runs
+    (["report", "{d}/afile"], 2, "afile"),
+    (["report", "{d}/list", "--format", "pdf"], 2, "--format"),
+    (["report", "{d}/binary-run"], 2, "run.json"),
+    (["compare", "{d}/empty", "{d}/list"], 2, "no run.json"),
+    (["compare", "{d}/nope", "{d}/list"], 2, "nope"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "inf"], 2, "can never fail"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "0"], 2, "--max-regression '0'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "-5%"], 2, "--max-regression '-5%'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "1001%"], 2, "at most 1000%"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "lots"], 2, "--max-regression 'lots'"),
+    # datasets inspect
+    (INSPECT + ["{d}/nope.jsonl"], 2, "no such file"),
+    (INSPECT + ["{d}/empty.jsonl"], 2, "no entries"),
+    (INSPECT + ["{d}/binary.jsonl"], 2, "not UTF-8"),
+    (INSPECT + ["{d}/deep.json"], 2, "deep.json:1: JSON nested too deeply"),
+    (INSPECT + ["{d}/huge.jsonl"], 2, "a line longer than 64 MB"),
+    (INSPECT + ["{d}/huge.json"], 2, "an entry larger than 64 MB"),
+    (INSPECT + ["/dev/zero"], 2, "not a regular file"),
+    (INSPECT + ["{d}/fifo.jsonl"], 2, "not a regular file"),
+    (INSPECT + ["{d}"], 2, "is a folder"),
+    (INSPECT + ["synthetic", "--count", "0"], 2, "--count"),
+    (INSPECT + ["synthetic", "--count", "1000000000000"], 2, "--count"),
+    (INSPECT + ["synthetic", "--prompt-tokens", "-5"], 2, "--prompt-tokens"),
+]
+
+
 @pytest.fixture(scope="module")
 def outcomes(files, tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess, Path]]:
     """Every case of the table, run four at a time (each is a short child process)."""
@@ -162,6 +453,68 @@ def test_bad_input_is_one_line(i, outcomes):
     assert needle in line, line
     # a usage error leaves no run folder behind
     assert not (out / "res").exists() or not any((out / "res").iterdir())
+
+
+CASE_TIMEOUT_S = 20          # each case must end within it (a busy machine included)
+
+
+@pytest.fixture(scope="module")
+def inproc_outcomes(files, tmp_path_factory) -> list[dict]:
+    """Every in-process case, in one child process (hostile_runner.py), in two halves run side
+    by side; each case under its own SIGALRM."""
+    from concurrent.futures import ThreadPoolExecutor
+    out = tmp_path_factory.mktemp("inproc")
+
+    def argv_of(i: int) -> list[str]:
+        argv = [a.replace("{d}", str(files)) for a in INPROC_CASES[i][0]]
+        if argv[0] in ("run", "ramp", "probe", "sweep"):
+            argv += ["--out", str(out / f"res{i}")]
+        if argv[0] == "compare":
+            argv += ["--html", str(out / f"c{i}.html")]
+        return argv
+
+    def batch(idx: list[int]) -> list[dict]:
+        job = {"cases": [argv_of(i) for i in idx], "timeout_s": CASE_TIMEOUT_S}
+        r = subprocess.run([sys.executable, str(ROOT / "tests" / "hostile_runner.py")],
+                           input=json.dumps(job), capture_output=True, text=True, env=ENV,
+                           cwd=out, timeout=CASE_TIMEOUT_S * len(idx) + 60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout)
+    n = len(INPROC_CASES)
+    halves = [list(range(0, n, 2)), list(range(1, n, 2))]
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(batch, halves))
+    results: list[dict] = [{}] * n
+    for idx, res in zip(halves, done):
+        for i, r in zip(idx, res):
+            results[i] = {**r, "out": out / f"res{i}"}
+    return results
+
+
+@pytest.mark.parametrize("i", range(len(INPROC_CASES)),
+                         ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in INPROC_CASES])
+def test_bad_input_in_process_is_one_line(i, inproc_outcomes):
+    _, code, needle = INPROC_CASES[i]
+    r = inproc_outcomes[i]
+    assert r["exception"] is None, r["exception"]          # no traceback, no hang
+    assert r["took_s"] < CASE_TIMEOUT_S
+    assert r["code"] == code, (r["code"], r["stderr"])
+    assert "Traceback" not in r["stdout"] + r["stderr"]
+    lines = [x for x in r["stderr"].splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r["stderr"]
+    assert needle in lines[0], lines[0]
+    assert not r["out"].exists() or not any(r["out"].iterdir())
+
+
+def test_the_table_covers_every_command():
+    cases = CASES + INPROC_CASES
+    assert len(cases) >= 150
+    commands = {c[0][0] if c[0][0] != "datasets" else "datasets inspect" for c in cases}
+    assert commands >= {"run", "ramp", "sweep", "probe", "mock", "report", "compare",
+                        "datasets inspect"}
+    # the numbers that once hung or crashed, in at least three commands each
+    for bad in ("0", "-1", "nan", "inf", "1e308"):
+        assert len({c[0][0] for c in cases if bad in c[0]}) >= 3, bad
 
 
 def test_runs_lists_an_unreadable_folder_and_goes_on(files):

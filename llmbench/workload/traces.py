@@ -195,27 +195,30 @@ def _azure_time(text: str) -> float:
 
 
 def _azure_rows(path: str) -> Iterator[_Row]:
-    """The CSV's rows; a file that is not UTF-8 text or not CSV is one line, not a traceback."""
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        try:
-            yield from _azure_checked(path, reader)
-        except UnicodeDecodeError:
-            raise DatasetError(f"{path}:{reader.line_num + 1}: not UTF-8 text; save the trace "
-                               "as UTF-8 CSV")
-        except csv.Error as exc:
-            raise DatasetError(f"{path}:{reader.line_num}: not a CSV row ({exc}); an Azure "
-                               "trace has TIMESTAMP,ContextTokens,GeneratedTokens")
+    """The CSV's rows, its lines read by files.read_lines (UTF-8 checked, each line bounded,
+    numbered as in the file); a line that is not CSV is one line, not a traceback."""
+    at = [0]                         # the file line the reader is on
+
+    def lines() -> Iterator[str]:
+        for n, line in read_lines(path):
+            at[0] = n
+            yield line
+    reader = csv.DictReader(lines())
+    try:
+        yield from _azure_checked(path, reader, at)
+    except csv.Error as exc:
+        raise DatasetError(f"{path}:{at[0]}: not a CSV row ({exc}); an Azure trace has "
+                           "TIMESTAMP,ContextTokens,GeneratedTokens")
 
 
-def _azure_checked(path: str, reader: csv.DictReader) -> Iterator[_Row]:
+def _azure_checked(path: str, reader: csv.DictReader, at: list[int]) -> Iterator[_Row]:
     need = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
     missing = [c for c in need if c not in (reader.fieldnames or [])]
     if missing:
         raise DatasetError(f"{path}:1: an Azure trace CSV needs the columns "
                            f"{', '.join(need)}; missing {', '.join(missing)}")
-    for n, rec in enumerate(reader, 2):
-        where = f"{path}:{n}"
+    for rec in reader:
+        where = f"{path}:{at[0]}"
         try:
             t = _azure_time(rec["TIMESTAMP"] or "")
         except ValueError:
