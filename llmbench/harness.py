@@ -354,9 +354,12 @@ class Harness:
                               "credentials: http://USER:PASSWORD@host:port)")
             if rec.error_kind == "http_status" and (
                     rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):
-                served = await _served_hint(spec.target) if rec.status in (400, 404) else ""
-                raise PreflightError(f"{who}POST {url} answered {rec.status}"
-                                     f"{'' if served else hints.get(rec.status or 0, '')}: "
+                served = (await _served_hint(spec.target, spec.flag == "--url")
+                          if rec.status in (400, 404) else "")
+                hint = hints.get(rec.status or 0, "")
+                if served and spec.flag == "--url":
+                    hint = ""               # the list of served models says it better
+                raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
                                      f"{rec.error}{served}", EXIT_REFUSED)
             if rec.error_kind == "malformed_event" or (
                     spec.strict and rec.error_kind in ("no_token", "stream_cut")):
@@ -432,7 +435,7 @@ def fit_width(text: str, columns: int) -> str:
     return text if len(text) <= width else text[:width]
 
 
-async def _served_hint(target: Any) -> str:
+async def _served_hint(target: Any, say_flag: bool = True) -> str:
     """"; the server serves: a, b; pass --model a" when the asked model is not among the ones
     the server lists (a 404 for a model name is the commonest first mistake: the README's
     examples against the built-in mock, which serves "mock"); "" when that cannot be told."""
@@ -444,5 +447,5 @@ async def _served_hint(target: Any) -> str:
     if not names or target.model in names:
         return ""
     shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-    return f"; the server serves: {shown}; pass --model {names[0]}"
+    return f"; the server serves: {shown}" + (f"; pass --model {names[0]}" if say_flag else "")
 
