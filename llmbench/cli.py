@@ -697,7 +697,8 @@ def sweep(
                      headers=setup.server.header, ready_timeout_s=ready_s, stop_grace_s=grace_s,
                      out=setup.output.out, labels=setup.output.labels(), repeat=setup.repeat,
                      expect=setup.expect, unit="users" if setup.by == "users" else "req/s",
-                     ramp=_sweep_ramp(setup), config=_sweep_config(setup))
+                     ramp=_sweep_ramp(setup), config=_sweep_config(setup),
+                     target_options=setup.server.target_options())
     raise typer.Exit(execute(plan))
 
 

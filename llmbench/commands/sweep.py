@@ -109,6 +109,8 @@ class SweepPlan:
     unit: str
     ramp: RampFor                              # one setting's ramp (cli builds it: ramp's code)
     config: dict[str, Any] = field(default_factory=dict)
+    # make_target's network keywords (--endpoint, --redact; proxy and TLS), as the ramps get
+    target_options: dict[str, Any] = field(default_factory=dict)
 
     def server_command(self) -> str | list[str] | None:
         if self.mode == "serve":
@@ -391,7 +393,8 @@ def execute(plan: SweepPlan) -> int:
     points = grid(plan.settings)
     first_url = fill(plan.url_template(), points[0], 1, quote=False)
     # a bad --url or --header: one line (exit 2) before any server starts
-    make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers)
+    make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers,
+                **plan.target_options)
     label = plan.labels.get("name") or "_".join(plan.settings)
     sweep_dir = new_run_dir(plan.out, "sweep", label)
     doc: dict[str, Any] = {
@@ -457,7 +460,8 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
             before = fill(plan.command or "", setting, port, quote=True)
             print(f"before: {before}  (log: {log.name})", flush=True)
             run_before(before, env, log, plan.ready_timeout_s)
-        target = make_target(url, plan.model or "?", plan.api, plan.api_key, plan.headers)
+        target = make_target(url, plan.model or "?", plan.api, plan.api_key, plan.headers,
+                             **plan.target_options)
         ready_s, model = wait_up(target, plan.ready_timeout_s,
                                  give_up=server.exited if server is not None else None)
         print(f"ready after {ready_s:.1f} s (models listed, {model} answered a warm-up "
