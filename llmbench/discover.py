@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from typing import Any, Callable
 
 from .exitcodes import EXIT_UNREACHABLE, EXIT_USAGE
 from .netconfig import Net, unreachable_hint
@@ -44,11 +45,38 @@ def _get(url: str, headers: dict[str, str], timeout_s: float,
         net = netconfig.resolve(url, netconfig.current())
     opener = _OPENERS.get(net) or _OPENERS.setdefault(net, net.urllib_opener())
     req = urllib.request.Request(url, headers=headers, method="GET")
-    try:
-        with opener.open(req, timeout=timeout_s) as resp:   # noqa: S310 - user's URL
-            return resp.status, resp.read(1 << 20)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(4096) if exc.fp is not None else b""
+
+    def get() -> tuple[int, bytes]:
+        try:
+            with opener.open(req, timeout=timeout_s) as resp:   # noqa: S310 - user's URL
+                return resp.status, resp.read(1 << 20)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(4096) if exc.fp is not None else b""
+    return _within(get, timeout_s + 1.0, url)
+
+
+def _within(call: Callable[[], tuple[int, bytes]], deadline_s: float, url: str
+            ) -> tuple[int, bytes]:
+    """``call`` with a deadline for the whole of it. urllib's timeout bounds each socket read
+    only, so a server that drips bytes (keep-alive comments, a slow head) held llmbench before
+    its run forever, Ctrl-C included. The call runs in a daemon thread that is left behind
+    when the deadline passes (it holds one socket; the process does not wait for it)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(("ok", call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box.append(("err", exc))
+    t = threading.Thread(target=run, daemon=True, name="llmbench-get")
+    t.start()
+    t.join(deadline_s)          # interruptible: Ctrl-C ends the wait at once
+    if not box:
+        raise TimeoutError(f"GET {url}: no whole answer within {deadline_s:g} s")
+    kind, value = box[0]
+    if kind == "err":
+        raise value
+    return value
 
 
 def wait_ready(target: Target, wait_s: float, say: Callable[[str], None] | None = None,

@@ -70,6 +70,9 @@ def extract_llamacpp_slots(slots: Any, props: dict[str, Any] | None) -> dict[str
     return llamacpp.extract_slots(slots, props).to_dict()
 
 
+MAX_PAGE_BYTES = 8 << 20        # one server-state page (/metrics, /slots, /api/ps ...)
+
+
 @dataclass
 class ServerProbe:
     root: str                                   # scheme://host:port
@@ -95,7 +98,18 @@ class ServerProbe:
         kw, proxy_headers = self.net.aiohttp_proxy(self.root.startswith("https:"))
         async with session.get(self.root + path, headers={**self.headers, **proxy_headers},
                                timeout=aiohttp.ClientTimeout(total=3), **kw) as r:
-            return r.status, await r.text()
+            # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
+            parts, size = [], 0
+            while True:
+                part = await r.content.read(1 << 16)
+                if not part:
+                    break
+                size += len(part)
+                if size > MAX_PAGE_BYTES:
+                    raise aiohttp.ClientPayloadError(
+                        f"{self.root}{path}: larger than {MAX_PAGE_BYTES >> 20} MB")
+                parts.append(part)
+            return r.status, b"".join(parts).decode(r.charset or "utf-8", "replace")
 
     async def detect(self, session: aiohttp.ClientSession) -> str | None:
         """Decide what to poll, asking each path at most once."""
@@ -152,8 +166,17 @@ class ServerProbe:
                         failures += 1
                     self.samples.append(sample)
                     if fh:
-                        fh.write(json.dumps(sample) + "\n")
-                        fh.flush()
+                        try:
+                            fh.write(json.dumps(sample) + "\n")
+                            fh.flush()
+                        except OSError as exc:      # the disk: keep polling, in memory only
+                            self.note = (f"server probe: cannot write {out} "
+                                         f"({exc.strerror or exc}); samples kept in memory")
+                            try:
+                                fh.close()
+                            except OSError:
+                                pass
+                            fh = None
                     if failures >= 5:
                         self.note = f"server probe: stopped after 5 failed polls of {self.root}"
                         return

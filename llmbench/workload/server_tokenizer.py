@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,9 +35,11 @@ from .. import netconfig
 from ..netconfig import Net
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
-CALL_TIMEOUT_S = 5.0         # one tokenize call
+CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
 BUDGET_S = 30.0              # all tokenizer work for one workload
 THREADS = 8
+# a /tokenize answer larger than this is not one: a 100,000-token prompt's ids are ~700 KB
+MAX_ANSWER_BYTES = 16 << 20
 
 
 class ServerTokenizeError(Exception):
@@ -112,24 +115,26 @@ class ServerTokenizer:
         out: list[int] = [0] * len(texts)
         t0 = time.monotonic()
         done = 0
-        with ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize") as pool:
-            futures = [pool.submit(self.count, t) for t in texts]
-            try:
-                for i, f in enumerate(futures):
-                    out[i] = f.result()
-                    done += 1
-                    if done == 4 * THREADS:
-                        per = (time.monotonic() - t0) / done
-                        need = per * (len(texts) - done)
-                        if need > self._deadline - time.monotonic():
-                            raise ServerTokenizeError(
-                                f"counting {len(texts)} prompts with the server's /tokenize would "
-                                f"take about {need + per * done:.0f} s ({per * 1000:.1f} ms "
-                                f"each), over the {self.budget_s:g} s budget")
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize")
+        futures = [pool.submit(self.count, t) for t in texts]
+        try:
+            for i, f in enumerate(futures):
+                out[i] = f.result()
+                done += 1
+                if done == 4 * THREADS:
+                    per = (time.monotonic() - t0) / done
+                    need = per * (len(texts) - done)
+                    if need > self._deadline - time.monotonic():
+                        raise ServerTokenizeError(
+                            f"counting {len(texts)} prompts with the server's /tokenize would "
+                            f"take about {need + per * done:.0f} s ({per * 1000:.1f} ms "
+                            f"each), over the {self.budget_s:g} s budget")
+        except BaseException:
+            # Ctrl-C or a failure: do not wait for the calls in flight (each ends by its own
+            # deadline, CALL_TIMEOUT_S at most)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return out
 
 
@@ -168,6 +173,33 @@ def _connection(local: threading.local, root: str, timeout_s: float,
     return conn
 
 
+class _Deadline:
+    """Shuts a connection's socket down when a call runs past ``timeout_s`` in all: the read
+    in progress then ends with an error, whatever the server is sending."""
+
+    def __init__(self, conn: http.client.HTTPConnection, timeout_s: float) -> None:
+        self.fired = False
+        self._conn = conn
+        # the socket the response reads from: http.client lets go of it (conn.sock = None)
+        # once a response that closes the connection has begun, but reads on through it
+        self.sock: socket.socket | None = None
+        self._timer = threading.Timer(timeout_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        sock = self.sock or self._conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
           headers: dict[str, str], timeout_s: float, net: Net | None = None) -> tuple[int, Any]:
     payload = json.dumps(body).encode()
@@ -181,25 +213,39 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
     last: Exception | None = None
     for attempt in range(2):     # a kept-alive connection the server closed: reconnect once
         conn = _connection(local, root, timeout_s, net)
+        # the socket timeout bounds each read only: a server that drips keep-alive bytes
+        # would hold a read forever (and Ctrl-C with it); this bounds the whole call
+        guard = _Deadline(conn, timeout_s)
         try:
             conn.request("POST", where, payload, h)
+            guard.sock = conn.sock
             resp = conn.getresponse()
-            raw = resp.read()
+            raw = resp.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                conn.close()
+                local.conn = None
+                raise ServerTokenizeError(f"POST {root}{path}: the answer is larger than "
+                                          f"{MAX_ANSWER_BYTES >> 20} MB; not a /tokenize answer")
             if resp.getheader("connection", "").lower() == "close":
                 conn.close()
                 local.conn = None
-        except (http.client.HTTPException, ConnectionError) as exc:
+        except (http.client.HTTPException, OSError) as exc:
             conn.close()
             local.conn = None
             last = exc
-            if attempt == 0 and not isinstance(exc, ConnectionRefusedError):
+            if guard.fired:
+                raise ServerTokenizeError(f"POST {root}{path}: no whole answer within "
+                                          f"{timeout_s:g} s")
+            if (isinstance(exc, (http.client.HTTPException, ConnectionError)) and attempt == 0
+                    and not isinstance(exc, ConnectionRefusedError)):
                 continue
-            raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__}: {exc}")
-        except OSError as exc:   # timeout, unreachable host
-            conn.close()
-            local.conn = None
+            if isinstance(exc, (http.client.HTTPException, ConnectionError)):
+                raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__}: {exc}")
+            # a timeout, an unreachable host
             raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__} "
                                       f"{exc or ''}".strip())
+        finally:
+            guard.cancel()
         try:
             data = json.loads(raw) if raw else None
         except ValueError:
