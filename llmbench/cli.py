@@ -1038,13 +1038,38 @@ def datasets_inspect(
         typer.echo(f"note: {w}")
 
 
-def main() -> None:
+def _click_exceptions():
+    """typer 0.2x vendors click as typer._click; earlier versions use click itself."""
     try:
-        app()
-    except KeyboardInterrupt:
+        from typer._click import exceptions
+    except ImportError:                     # pragma: no cover - the installed typer decides
+        from click import exceptions
+    return exceptions
+
+
+def main() -> None:
+    cx = _click_exceptions()
+    abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)
+    try:
+        rv = app(standalone_mode=False)
+    except (KeyboardInterrupt, abort):
         _exit(130)
+    except cx.NoArgsIsHelpError as exc:     # `llmbench` alone: the help, as before
+        exc.show()
+        _exit(exc.exit_code)
+    except cx.UsageError as exc:
+        # a value typer itself could not parse (`--requests nan`, an unknown flag): one line,
+        # as every other bad input, not click's five-line box
+        text = " ".join(exc.format_message().split())
+        where = exc.ctx.command_path if exc.ctx is not None else "llmbench"
+        print(f"error: {text} (see '{where} --help')", file=sys.stderr)
+        _exit(exc.exit_code)
+    except cx.ClickException as exc:
+        print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        _exit(exc.exit_code)
     except SystemExit as exc:
         _exit(exc.code)
+    _exit(rv if isinstance(rv, int) else 0)
 
 
 def _exit(code: object) -> None:

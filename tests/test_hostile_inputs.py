@@ -764,3 +764,21 @@ def test_interrupted_ramp_does_not_say_every_step_held(mock_factory, tmp_path):
     assert "Every step held" not in out and "before the ramp was interrupted" in out
     run = json.loads(next(tmp_path.iterdir()).joinpath("run.json").read_text())
     assert run["status"] == "partial" and "interrupted" in run["verdict"]["result"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--requests", "nan"], "Invalid value for '--requests'"),
+    (["run", "--requests", "1e308"], "Invalid value for '--requests'"),
+    (["ramp", "--repeat", "two"], "Invalid value for '--repeat'"),
+    (["run", "--no-such-flag"], "No such option: --no-such-flag"),
+    (["compare"], "Missing argument"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["mock", "--port", "-"], "Invalid value for '--port'"),
+])
+def test_values_typer_itself_cannot_parse_are_one_line_too(args, needle):
+    # typer's own errors were click's five-line box; now the same one line as every other
+    r = llmbench(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and "╭" not in r.stderr
