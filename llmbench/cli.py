@@ -279,6 +279,7 @@ def run(
             raise UsageError(f"--trace-speed {trace_speed:g}: must be a finite number above 0")
     if concurrency is not None and concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    opt.count(concurrency, "--concurrency", hi=MAX_LOAD)
     opt.count(max_concurrency, "--max-concurrency")
     opt.count(warmup, "--warmup", lo=0)
     request.validate()
@@ -430,6 +431,11 @@ SERVER = {"hold": "60s", "ramp_in": "10s", "think": "5s-10s", "output_tokens": "
           "prompt_tokens": "64-256", "turns": 4}
 
 
+# more streams than any one machine (or cluster) opens: a typo, not a plan. Refused, so that
+# --users 1e308 or --concurrency 10**12 is one line, not a run that allocates forever.
+MAX_LOAD = 1_000_000
+
+
 def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
            up_to: Optional[float], by: str) -> list:
     if users:
@@ -443,6 +449,9 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
             raise UsageError(f"--users {users!r}: need increasing numbers above 0")
         if by == "users" and any(s != int(s) for s in steps):
             raise UsageError(f"--users {users!r}: users come in whole numbers, e.g. 1,2,4,8")
+        if max(steps) > MAX_LOAD:
+            raise UsageError(f"--users {users!r}: at most {MAX_LOAD:,} "
+                             f"{'users' if by == 'users' else 'requests/s'} a step")
         return steps
     opt.number(start, "--start", lo=0, lo_open=True)
     opt.number(step, "--step", lo=0, lo_open=True)
@@ -463,6 +472,9 @@ def _steps(users: Optional[str], start: Optional[float], step: Optional[float],
         v += step
     if by == "users" and any(abs(s - round(s)) > 1e-9 for s in out):
         raise UsageError("users come in whole numbers: check --start/--step/--up-to")
+    if out and max(out) > MAX_LOAD:
+        raise UsageError(f"--up-to {up_to:g}: at most {MAX_LOAD:,} "
+                         f"{'users' if by == 'users' else 'requests/s'} a step")
     return out
 
 

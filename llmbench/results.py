@@ -241,6 +241,8 @@ def load_run(path: str | Path) -> dict[str, Any]:
         data = json.loads(f.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RunFolderError(f"{f}:{exc.lineno}: run.json is not valid JSON ({exc.msg})")
+    except RecursionError:
+        raise RunFolderError(f"{f}: run.json is nested too deeply to be one llmbench wrote")
     except UnicodeDecodeError:
         raise RunFolderError(f"{f}: run.json is not UTF-8 text; give a run folder made by llmbench")
     if not isinstance(data, dict):

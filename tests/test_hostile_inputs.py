@@ -782,3 +782,28 @@ def test_values_typer_itself_cannot_parse_are_one_line_too(args, needle):
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr and "╭" not in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["ramp", "--users", "1e308"], "at most 1,000,000 users a step"),
+    (["ramp", "--by", "rate", "--users", "1,2e9"], "at most 1,000,000 requests/s a step"),
+    (["ramp", "--start", "1", "--step", "500000", "--up-to", "2000000"], "--up-to 2e+06: at most"),
+    (["run", "--concurrency", "1000000000000"], "--concurrency 1000000000000: must be between"),
+])
+def test_loads_no_machine_opens_are_refused(args, needle, tmp_path):
+    r = llmbench(*args, "--out", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert [x for x in r.stderr.splitlines() if x.strip()] == [x for x in r.stderr.splitlines()
+                                                                if needle in x], r.stderr
+
+
+def test_a_run_json_nested_too_deeply_is_one_line_for_report_runs_and_compare(tmp_path):
+    folder = tmp_path / "r1"
+    folder.mkdir()
+    (folder / "run.json").write_text("[" * 100_000)
+    for args in (["report", str(folder)], ["compare", str(folder), str(folder)]):
+        r = llmbench(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().endswith("run.json is nested too deeply to be one llmbench wrote")
+    r = llmbench("runs", "--out", str(tmp_path))
+    assert r.returncode == 0 and "nested too deeply" in r.stdout and "Traceback" not in r.stderr
