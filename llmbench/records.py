@@ -92,8 +92,9 @@ class Record:
     # Which worker process sent it (run --workers N; llmbench.workers); None in one process,
     # and not written then, so logs of one process look as before
     worker: int | None = None
-    # After a connection the server refused or dropped before answering (REFUSED_KINDS), how
-    # long its user waited before trying again (jittered exponential backoff, load.session)
+    # After a connection the server refused or dropped before answering (REFUSED_KINDS), or a
+    # 503/429, how long its user waited before trying again (jittered exponential backoff,
+    # load.session)
     backoff_ms: float | None = None
 
     @property

@@ -27,6 +27,7 @@ RECENT_KEEP_S = 30.0
 # at a dead port (21,746 failure records in a 3 s outage).
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
+NOT_NOW_STATUSES = (429, 503)      # answers that ask the client to come back later
 
 
 class RecentTTFT:
@@ -102,8 +103,11 @@ class Session:
 
     def backoff_s(self, rec: Record, user: int | None) -> float:
         """How long this request's user waits before its next attempt: 0 unless the server
-        refused or dropped the connection before answering (then stamped on the record)."""
-        if rec.error_kind not in REFUSED_KINDS:
+        refused or dropped the connection before answering, or said "not now" (503, 429:
+        llama.cpp answers 503 "Loading model" for seconds after a restart, and users with no
+        think time sent 4,660 requests into those 5 s); then stamped on the record."""
+        if rec.error_kind not in REFUSED_KINDS and not (
+                rec.error_kind == "http_status" and rec.status in NOT_NOW_STATUSES):
             self._refused_in_row.pop(user, None)
             return 0.0
         k = self._refused_in_row.get(user, 0)
