@@ -66,3 +66,30 @@ def test_a_server_probe_page_that_drips_forever_is_given_up(tmp_path):
                             "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert took < 60, took
+    import json
+    folder = next(tmp_path.iterdir())
+    probe = json.loads((folder / "run.json").read_text())["server_probe"]
+    # the pages never ended: the probe said so and polled nothing, rather than waiting
+    assert probe["samples"] == 0 and "did not answer" in (probe["note"] or ""), probe
+
+
+def test_a_server_probe_page_over_its_size_cap_is_not_read_whole():
+    import asyncio
+
+    from llmbench.probe.scrape import MAX_PAGE_BYTES, ServerProbe
+    big = b"x" * (MAX_PAGE_BYTES + 4096)
+    page = (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n" % len(big))
+    with RawServer([(0, page + big)]) as s:
+        probe = ServerProbe(s.url, "auto")
+
+        async def get():
+            async with probe.session() as session:
+                return await probe._get(session, "/metrics")
+        import aiohttp
+        try:
+            asyncio.run(get())
+        except aiohttp.ClientPayloadError as exc:
+            assert "larger than 8 MB" in str(exc)
+        else:
+            raise AssertionError("a page over the cap was read whole")
