@@ -1,3 +1,5 @@
 """llmbench: load-test LLM chat servers and say why they stopped keeping up."""
 
-__version__ = "0.1.0"
+from llmbench.version import __version__
+
+__all__ = ["__version__"]

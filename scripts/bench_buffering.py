@@ -28,11 +28,10 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))       # tests/field.py: nginx on a free port
 sys.path.insert(0, str(ROOT))
 
-from field import Nginx  # noqa: E402
-from llmbench.ports import free_port  # noqa: E402
+from tests.helpers.field import Nginx  # noqa: E402
+from llmbench.servers.ports import free_port  # noqa: E402
 
 
 def _event(text: str) -> bytes:

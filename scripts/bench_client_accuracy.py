@@ -39,11 +39,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-from llmbench.client import Client, RequestParams, choose_transport  # noqa: E402
+from llmbench.client.request import Client, RequestParams, choose_transport  # noqa: E402
 from llmbench.load.eventloop import run as run_loop  # noqa: E402
-from llmbench.shapes.fixed import run_closed  # noqa: E402
+from llmbench.load.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
-from llmbench.target import make_target  # noqa: E402
+from llmbench.client.target import make_target  # noqa: E402
 from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer  # noqa: E402
 from mock_server import MockProcess, make_config  # noqa: E402
 from mock_server.recorder import read_log  # noqa: E402

@@ -35,14 +35,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-from llmbench import client as client_mod  # noqa: E402
-from llmbench.client import Client, RequestParams, choose_transport  # noqa: E402
-from llmbench.decoder import StreamDecoder  # noqa: E402
+from llmbench.client import request as client_mod  # noqa: E402
+from llmbench.client.request import Client, RequestParams, choose_transport  # noqa: E402
+from llmbench.client.decoder import StreamDecoder  # noqa: E402
 from llmbench.load.eventloop import choose, run as run_loop  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
-from llmbench.records import Record  # noqa: E402
-from llmbench.shapes.fixed import run_closed  # noqa: E402
-from llmbench.target import make_target  # noqa: E402
+from llmbench.records.record import Record  # noqa: E402
+from llmbench.load.shapes.fixed import run_closed  # noqa: E402
+from llmbench.client.target import make_target  # noqa: E402
 from llmbench.wire import events as events_mod  # noqa: E402
 from llmbench.wire.openai import CHAT  # noqa: E402
 from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer  # noqa: E402

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
-from llmbench.cli import app  # noqa: E402
-from llmbench.compare import compare, load_runs  # noqa: E402
+from llmbench.cli.app import app  # noqa: E402
+from llmbench.analysis.compare import compare, load_runs  # noqa: E402
 from llmbench.report import auto  # noqa: E402
 
 # compare reads run.json and requests.jsonl only: skip each run's HTML report (charts take

@@ -2,7 +2,7 @@
 
 The mock runs as its own process (``llmbench mock``) behind a small proxy in this script; only
 llmbench's process (and anything it waits for) is counted:
-  - import: ``python -c "import llmbench.cli"``,
+  - import: ``python -c "import llmbench.cli.app"``,
   - before the first request: llmbench's CPU (/proc/PID/stat, 10 ms ticks) when the proxy sees
     its first measured request (the preflight's request is counted before it),
   - total: the whole of ``llmbench run --requests 20 --concurrency 1`` (os.wait4's rusage,
@@ -40,7 +40,7 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 sys.path.insert(0, str(ROOT))
-from llmbench.ports import free_port  # noqa: E402
+from llmbench.servers.ports import free_port  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float | None:
@@ -143,7 +143,7 @@ def main() -> None:
             if not a.no_bytecode_cache:
                 cpu_of(run_cmd)                        # warm-up: writes the bytecode, not counted
             for _ in range(a.repeat):
-                imports.append(cpu_of([py, "-c", "import llmbench.cli"])[0])
+                imports.append(cpu_of([py, "-c", "import llmbench.cli.app"])[0])
                 t, b, _ = cpu_of(run_cmd, proxy)
                 total.append(t)
                 if b is not None:
@@ -162,7 +162,7 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, {a.repeat} repetitions, CPU seconds (user + system), "
           f"{'no bytecode cache' if a.no_bytecode_cache else 'bytecode cached (as installed)'}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    show("import llmbench.cli", imports)
+    show("import llmbench.cli.app", imports)
     show("run: before the first measured request", before, "   (goal <= 1 s)")
     show(f"run: {a.requests} requests at concurrency 1, in all", total, "   (goal <= 1 s)")
 

@@ -97,7 +97,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LLMBENCH = [sys.executable, "-c", "import sys; from llmbench.cli import main; sys.exit(main())"]
+LLMBENCH = [sys.executable, "-c", "import sys; from llmbench.cli.app import main; sys.exit(main())"]
 
 
 def start_mock(tokens: int, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
@@ -219,7 +219,7 @@ def _made_up(n: int, tokens: int, rng: "random.Random"):
     """N records of a closed loop at concurrency 32 against a zero-delay server, in the order
     they finish (as a session appends them)."""
     import heapq
-    from llmbench.records import Record
+    from llmbench.records.record import Record
     free = [(1000.0 + u * 1e-4, u) for u in range(32)]      # (next start, user)
     heapq.heapify(free)
     finished: list[tuple[float, int, Record]] = []
@@ -247,10 +247,10 @@ def watch_phases():
     """Wrap the end-of-run passes of ``llmbench run`` so that each records its own peak RSS:
     (phases, phase) where ``phase(name, fn)`` wraps another function the same way."""
     sys.path.insert(0, str(ROOT))
-    from llmbench import checks, metrics
+    from llmbench.analysis import checks, metrics
     from llmbench.commands import run as run_cmd
     from llmbench.report import auto, vllm_json
-    from llmbench.results import RunDoc
+    from llmbench.results.folder import RunDoc
     phases: dict[str, float] = {}
 
     def phase(name: str, fn):
@@ -275,8 +275,8 @@ def phases_child(argv: list[str]) -> None:
     ("during_run": imports, preflight and every request) and of each end-of-run pass written
     as one JSON line to the file BENCH_MEMORY_PHASES names."""
     phases, phase = watch_phases()
-    from llmbench import cli
-    from llmbench.harness import Harness
+    from llmbench.cli import app as cli
+    from llmbench.load.harness import Harness
     Harness.run = phase("during_run", Harness.run)      # type: ignore[method-assign]
     sys.argv = ["llmbench", *argv]
     try:
@@ -300,10 +300,11 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
     each end-of-run phase and of the whole process."""
     import random
     sys.path.insert(0, str(ROOT))
-    from llmbench import cli
-    from llmbench.harness import Harness, Outcome
-    from llmbench.records import Record, RecordLog, RecordStore, by_done
-    from llmbench.shapes.base import LiveState
+    from llmbench.cli import app as cli
+    from llmbench.load.harness import Harness, Outcome
+    from llmbench.records.record import Record, RecordLog
+    from llmbench.records.store import RecordStore, by_done
+    from llmbench.load.shapes.base import LiveState
     phases, phase = watch_phases()
 
     def fake_run(self, shape, targets):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmbench.probe.scrape import extract, parse_prometheus, wanted_metrics  # noqa: E402
+from llmbench.servers.scrape import extract, parse_prometheus, wanted_metrics  # noqa: E402
 
 BUCKETS = ["0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5",
            "0.75", "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "+Inf"]

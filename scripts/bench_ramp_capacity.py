@@ -18,12 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-from llmbench.client import RequestParams, Timeouts  # noqa: E402
+from llmbench.client.request import RequestParams, Timeouts  # noqa: E402
 from llmbench.commands.ramp import judge  # noqa: E402
-from llmbench.harness import Harness, TargetSpec  # noqa: E402
-from llmbench.shapes import Ramp  # noqa: E402
-from llmbench.slo import parse_threshold  # noqa: E402
-from llmbench.target import make_target  # noqa: E402
+from llmbench.load.harness import Harness, TargetSpec  # noqa: E402
+from llmbench.load.shapes import Ramp  # noqa: E402
+from llmbench.analysis.slo import parse_threshold  # noqa: E402
+from llmbench.client.target import make_target  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402
 from mock_server import MockProcess, make_config  # noqa: E402
 

@@ -4,7 +4,7 @@
   python scripts/bench_ray.py compare --concurrency 32 --requests 640 [--ttft-ms 100 --itl-ms 20]
 
 Both start a Ray head of their own on loopback (``ray start --head --block`` on a free port,
-as tests/test_ray.py does) unless ``--address HOST:PORT`` names one, and stop it at the end.
+as tests/e2e/test_ray.py does) unless ``--address HOST:PORT`` names one, and stop it at the end.
 
 ingest: each actor runs a synthetic worker (sent to it by value) that floods the coordinator
 with finished records, batched exactly as the real worker batches them (BATCH per message,
@@ -41,7 +41,7 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": 
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
 
 
-from llmbench.ports import free_port  # noqa: E402
+from llmbench.servers.ports import free_port  # noqa: E402
 
 
 class Head:
@@ -84,7 +84,7 @@ class Head:
 async def flood(spec, channel) -> None:
     """A synthetic worker: ``spec.plan`` = (records, tokens); every record a realistic one."""
     import time as _t
-    from llmbench.records import Record
+    from llmbench.records.record import Record
     from llmbench.workers.protocol import BATCH
     n, tokens = spec.plan
     wid = spec.worker_id
@@ -115,8 +115,8 @@ async def flood(spec, channel) -> None:
 
 
 async def ingest(address: str, actors: int, records: int, tokens: int) -> None:
-    from llmbench.records import Record, RecordLog
-    from llmbench.target import make_target
+    from llmbench.records.record import Record, RecordLog
+    from llmbench.client.target import make_target
     from llmbench.workers.coordinator import shift
     from llmbench.workers.protocol import WorkerSpec, WorkerTarget
     from llmbench.workers.ray_launcher import RayLauncher, connect

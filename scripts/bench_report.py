@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from llmbench.commands.ramp import judge  # noqa: E402
 from llmbench.load.monitor import busy  # noqa: E402
-from llmbench.shapes import StepWindow  # noqa: E402
-from llmbench.records import Record  # noqa: E402
-from llmbench.results import RunDoc  # noqa: E402
-from llmbench.slo import parse_threshold  # noqa: E402
+from llmbench.load.shapes import StepWindow  # noqa: E402
+from llmbench.records.record import Record  # noqa: E402
+from llmbench.results.folder import RunDoc  # noqa: E402
+from llmbench.analysis.slo import parse_threshold  # noqa: E402
 
 
 def make_run(d: Path, n: int, steps: int) -> None:
@@ -84,7 +84,7 @@ def main() -> None:
         t = time.perf_counter()
         to_markdown(d), to_csv(d)
         print(f"markdown + csv: {time.perf_counter() - t:.2f} s")
-        from llmbench.compare import compare, load_runs
+        from llmbench.analysis.compare import compare, load_runs
         t = time.perf_counter()
         compare(load_runs([d, d]), max_regression=0.1)
         print(f"compare (bootstrap over {a.steps} steps x 3 metrics): {time.perf_counter() - t:.2f} s")

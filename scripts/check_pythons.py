@@ -5,7 +5,7 @@ For each interpreter from ``requires-python`` up to 3.13 other than the one runn
 script (the full test suite runs there): a fresh venv, ``pip install .``, then in an empty
 folder the README's first command in a short form, ``run`` twice, ``report`` and ``compare`` on
 the results, and every command's ``--help`` listing the same option names as the main
-interpreter (tests/fixtures/cli_options.json, which tests/test_cli_options.py checks there).
+interpreter (tests/fixtures/cli_options.json, which tests/unit/test_cli_options.py checks there).
 An interpreter that is not on the machine is named in one line and skipped; any failure
 exits 1 with what failed.
 

@@ -6,7 +6,7 @@ declarations, so an interpreter that builds them differently shows up as a diffe
     python scripts/cli_options.py --write    # refresh tests/fixtures/cli_options.json
     python scripts/cli_options.py --check    # exit 1 with the differences when they disagree
 
-tests/test_cli_options.py compares the main interpreter's list with the fixture, and
+tests/unit/test_cli_options.py compares the main interpreter's list with the fixture, and
 scripts/check_pythons.py runs ``--check`` with every other interpreter the machine has (the
 lists once differed on Python 3.10: issue 30).
 """
@@ -23,7 +23,7 @@ FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cli_o
 def option_names() -> dict[str, list[str]]:
     import typer
 
-    from llmbench.cli import app
+    from llmbench.cli.app import app
 
     out: dict[str, list[str]] = {}
 

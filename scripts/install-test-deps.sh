@@ -3,7 +3,7 @@
 #   nginx-light  a reverse proxy: its default buffering in front of a stream, TLS termination
 #   tinyproxy    a forward proxy (absolute-form requests and CONNECT tunnels)
 #   openssl      a test CA and certificates, made by the tests in temporary folders
-# Tests that need one fail with a line naming the package when it is missing (tests/field.py).
+# Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
 set -euo pipefail
 need=()

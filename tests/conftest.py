@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-# No test may download: tiktoken's encoding is a download, so tests count approximately unless
-# they build a tokenizer themselves.
-os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from llmbench.client import Client, RequestParams, Timeouts  # noqa: E402
-from llmbench.records import Record  # noqa: E402
-from llmbench.target import make_target  # noqa: E402
-from mock_server import MockConfig, MockServer  # noqa: E402
+from mock_server import MockConfig, MockServer
+from tests.helpers import ROOT, free_port  # noqa: F401  (ROOT: the LLMBENCH_TOKENIZER default is set there)
 
 
 @pytest.fixture(params=["aiohttp", "fast"])
@@ -48,124 +41,3 @@ def mock_factory():
     yield start
     for m in started:
         m.__exit__(None, None, None)
-
-
-from llmbench.ports import free_port  # noqa: E402
-
-
-async def send_one(url: str, model: str = "mock", api: str | None = None,
-                   messages: list | None = None, max_tokens: int | None = 8,
-                   timeouts: Timeouts | None = None, stream: bool = True,
-                   **params) -> tuple[Record, str]:
-    target = make_target(url, model, api=api)
-    async with Client(target, RequestParams(stream=stream, **params), timeouts or Timeouts()) as c:
-        rec = Record("t-1", scheduled=time.perf_counter())
-        text = await c.send(messages or [{"role": "user", "content": "hello there"}], max_tokens,
-                            rec, prompt_tokens_client=2)
-        return rec, text
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-class RawServer:
-    """A misbehaving HTTP server: answers every request with the bytes a script gives it.
-
-    ``script`` is a list of (delay_s, bytes | None); None closes the connection abruptly. It may
-    also be a function of the request's index (0, 1, ...) that returns such a list."""
-
-    def __init__(self, script: list, port: int | None = None, ssl_ctx=None) -> None:
-        self.script = script
-        self.ssl_ctx = ssl_ctx          # serve TLS with this context
-        self.port = port or free_port()
-        self._loop = None
-        self._thread = None
-        self.requests: list[bytes] = []
-        self.sent_bytes = 0         # bytes the client took (drained into the socket)
-
-    def __enter__(self) -> "RawServer":
-        ready = threading.Event()
-
-        def main() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-
-            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                data = await reader.readuntil(b"\r\n\r\n")
-                headers = data.decode("latin-1").lower()
-                length = 0
-                for line in headers.split("\r\n"):
-                    if line.startswith("content-length:"):
-                        length = int(line.split(":")[1])
-                body = await reader.readexactly(length) if length else b""
-                self.requests.append(data + body)
-                script = (self.script(len(self.requests) - 1) if callable(self.script)
-                          else self.script)
-                try:
-                    for delay, chunk in script:
-                        if delay:
-                            await asyncio.sleep(delay)
-                        if chunk is None:
-                            writer.transport.abort()
-                            return
-                        writer.write(chunk)
-                        await writer.drain()
-                        self.sent_bytes += len(chunk)
-                    writer.close()
-                except (ConnectionError, asyncio.CancelledError):
-                    pass
-
-            async def serve() -> None:
-                self._server = await asyncio.start_server(handle, "127.0.0.1", self.port,
-                                                          ssl=self.ssl_ctx)
-                ready.set()
-
-            loop.run_until_complete(serve())
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=main, daemon=True)
-        self._thread.start()
-        ready.wait(5)
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.ssl_ctx else 'http'}://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc) -> None:
-        async def shutdown() -> None:
-            self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        if self._loop is not None:
-            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(5)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
-
-
-def http_head(status: str = "200 OK", content_type: str = "text/event-stream",
-              chunked: bool = False, length: int | None = None) -> bytes:
-    h = f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n"
-    if chunked:
-        h += "transfer-encoding: chunked\r\n"
-    elif length is not None:
-        h += f"content-length: {length}\r\n"
-    h += "connection: close\r\n\r\n"
-    return h.encode()
-
-
-def chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-CHAT_ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
-
-
-def chat_token(text: str) -> bytes:
-    import json
-    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"

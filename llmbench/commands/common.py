@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import timeline as timeline_mod
-from ..client import RequestParams, Timeouts
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OVERLOADED
-from ..harness import Harness, LiveView, Outcome, PreflightError
-from ..records import Record, RecordStore
-from ..results import RunDoc, clean_nan, is_write_error, new_run_dir, write_error_line
-from ..target import Target
-from ..workload import Workload
+from llmbench.analysis import timeline as timeline_mod
+from llmbench.client.request import RequestParams, Timeouts
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
+from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError
+from llmbench.records.record import Record
+from llmbench.records.store import RecordStore
+from llmbench.results.folder import RunDoc, clean_nan, is_write_error, new_run_dir, write_error_line
+from llmbench.client.target import Target
+from llmbench.workload import Workload
 
 
 @dataclass
@@ -61,21 +62,21 @@ class Common:
         if shape is None:
             return None
         if self.ray is not None:             # --ray: always actors, even just one
-            from ..workers.ray_launcher import RayFleet, RayLauncher
+            from llmbench.workers.ray_launcher import RayFleet, RayLauncher
             return RayFleet(self.workers, RayLauncher(self.ray), tokenizer=self.tokenizer,
                             count_tokens=self.count_tokens)
         if self.workers == 1:
             return None
-        from ..workers import plan
-        from ..workers.coordinator import Fleet
-        from ..workers.local import LocalLauncher
+        from llmbench.workers import plan
+        from llmbench.workers.coordinator import Fleet
+        from llmbench.workers.local import LocalLauncher
         if self.workers == "auto" and plan.auto_workers(plan.streams(shape)) == 1:
             return None
         return Fleet(self.workers, LocalLauncher(), tokenizer=self.tokenizer,
                      count_tokens=self.count_tokens)
 
     def request_config(self) -> dict[str, Any]:
-        from ..client import choose_transport
+        from llmbench.client.request import choose_transport
         p = self.params
         return {"stream": p.stream, "temperature": p.temperature, "ignore_eos": p.ignore_eos,
                 "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body),
@@ -168,8 +169,8 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
                   run_dir: Path | None) -> None:
     """What every command prints last, the same way: workload and run notes, the partial
     marker, then the report it writes and where the folder is."""
-    from .. import checks
-    from ..report.auto import write_report
+    from llmbench.analysis import checks
+    from llmbench.report.auto import write_report
     for o in run.get("outages") or []:
         print(f"OUTAGE: {o['text']}")
     if run.get("status") == "failed" and run.get("error"):

@@ -1,16 +1,16 @@
 """--prefix-hit-ratio around a run: send the workload's warm-up conversations (each shared
 prompt once, not counted), read the server's prefix-cache counters after the warm-up and after
-the run, and judge the ratio achieved (llmbench.prefix_hit)."""
+the run, and judge the ratio achieved (llmbench.analysis.prefix_hit)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from ..harness import TargetSpec
-from ..probe.scrape import ServerProbe
-from ..shapes import ClosedLoop
-from .common import Common
+from llmbench.load.harness import TargetSpec
+from llmbench.servers.scrape import ServerProbe
+from llmbench.load.shapes import ClosedLoop
+from llmbench.commands.common import Common
 
 
 def scrape_counters(c: Common) -> tuple[str | None, dict[str, Any] | None]:

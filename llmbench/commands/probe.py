@@ -6,18 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import checks
-from ..backends import backends
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
-from ..harness import LiveView, PreflightError, TargetSpec
-from ..probe.router import evaluate_step, router_bound
-from ..report.console import fmt_ms
-from ..results import RunDoc
-from ..shapes.router import ProbeWindow, RouterAB
-from ..stats import recent_p95
-from ..target import Target
-from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
-                     write_started)
+from llmbench.analysis import checks
+from llmbench.analysis.backends import backends
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
+from llmbench.load.harness import LiveView, PreflightError, TargetSpec
+from llmbench.analysis.router_ab import evaluate_step, router_bound
+from llmbench.report.console import fmt_ms
+from llmbench.results.folder import RunDoc
+from llmbench.load.shapes.router import ProbeWindow, RouterAB
+from llmbench.analysis.stats import recent_p95
+from llmbench.client.target import Target
+from llmbench.commands.common import Common, incomplete_line, lost_workers, print_closing, report_failed, write_started
 
 
 @dataclass

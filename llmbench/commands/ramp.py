@@ -8,23 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import checks, outages
-from .. import verdict as verdict_mod
-from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                         EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
-from ..harness import LiveView, PreflightError, ServerSeen, TargetSpec
-from ..load.monitor import (CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS,
-                             with_send_delay)
-from ..metrics import summarize
-from ..records import Record, RecordStore
-from ..report import console
-from ..results import RunDoc, clean_nan, write_json
-from ..shapes import Ramp, StepResult, StepWindow
-from ..slo import HELD, Threshold, check_all, verdict_of, within_requests
-from ..stats import recent_p95
-from ..stepstats import steady_state
-from .common import (Common, incomplete_line, lost_workers, print_closing, report_failed,
-                     write_run, write_started, write_timeline)
+from llmbench.analysis import checks, outages
+from llmbench.analysis import verdict as verdict_mod
+from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE
+from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
+from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
+from llmbench.analysis.metrics import summarize
+from llmbench.records.record import Record
+from llmbench.records.store import RecordStore
+from llmbench.report import console
+from llmbench.results.folder import RunDoc, clean_nan, write_json
+from llmbench.load.shapes import Ramp, StepResult, StepWindow
+from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
+from llmbench.analysis.stats import recent_p95
+from llmbench.analysis.stepstats import steady_state
+from llmbench.commands.common import Common, incomplete_line, lost_workers, print_closing, report_failed, write_run, write_started, write_timeline
 
 
 @dataclass

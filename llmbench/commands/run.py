@@ -7,19 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import checks, metrics, outages, prefix_hit, slo
-from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
-from ..harness import LiveView, PreflightError, TargetSpec
-from ..load.monitor import busy, with_send_delay
-from ..report import console, vllm_json
-from ..results import RunDoc
-from ..shapes import ClosedLoop, OpenLoop
-from ..shapes.trace import TraceReplay
-from . import trace as trace_report
-from ..verdict import server_view
-from . import prefix
-from .common import (Common, incomplete_line, print_closing, report_failed, write_run,
-                     write_started, write_timeline)
+from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
+from llmbench.load.harness import LiveView, PreflightError, TargetSpec
+from llmbench.load.monitor import busy, with_send_delay
+from llmbench.report import console, vllm_json
+from llmbench.results.folder import RunDoc
+from llmbench.load.shapes import ClosedLoop, OpenLoop
+from llmbench.load.shapes.trace import TraceReplay
+from llmbench.commands import trace as trace_report
+from llmbench.analysis.verdict import server_view
+from llmbench.commands import prefix
+from llmbench.commands.common import Common, incomplete_line, print_closing, report_failed, write_run, write_started, write_timeline
 
 
 @dataclass

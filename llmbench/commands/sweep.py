@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..exitcodes import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                         EXIT_THRESHOLD, EXIT_UNREACHABLE)
-from ..options import UsageError
-from ..rundata import read_jsonl
-from ..results import clean_nan, environment, new_run_dir, write_json
-from ..sweep_server import ManagedServer, ServerFailed, run_before, tail, wait_up
-from ..target import make_target
-from .ramp import RampDone, held_of
+from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.errors import UsageError
+from llmbench.results.latencies import read_jsonl
+from llmbench.results.folder import clean_nan, environment, new_run_dir, write_json
+from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
+from llmbench.client.target import make_target
+from llmbench.commands.ramp import RampDone, held_of
 
 SCHEMA_VERSION = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -83,7 +82,7 @@ def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> s
     return text
 
 
-from ..ports import free_port
+from llmbench.servers.ports import free_port
 
 
 RampFor = Callable[[str, "str | None", Path, dict], RampDone]
@@ -136,7 +135,7 @@ class SweepPlan:
         return "{PORT}" in text or "{PORT}" in self.url_template()
 
     def describe(self) -> dict[str, Any]:
-        from ..target import strip_userinfo
+        from llmbench.client.target import strip_userinfo
         cmd = self.server_command()
         return {"mode": self.mode, "command": " ".join(cmd) if isinstance(cmd, list) else cmd,
                 "before": self.command if self.mode == "before" else None,
@@ -250,7 +249,7 @@ def _pct(x: float) -> str:
 
 
 def _value(metric: str, v: Any) -> str:
-    from ..report.console import fmt_ms
+    from llmbench.report.console import fmt_ms
     if not isinstance(v, (int, float)):
         return "-"
     return f"{v:.1f} tok/s" if metric == "output_throughput" else fmt_ms(v)
@@ -328,7 +327,7 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
                     parts.append(f"{_LABEL.get(m, m)} {_value(m, e['base'])} vs "
                                  f"{_value(m, e['other'])} for {short(b)} ({_pct(ch)}, 95 % "
                                  f"interval {_pct(ci[0])} to {_pct(ci[1])})")
-            from ..compare import AT_LOAD_METRICS   # numpy: not at the CLI's start
+            from llmbench.analysis.compare import AT_LOAD_METRICS
             same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
                     if all(m not in (wins[n] or []) for n in wins)]
             text = f"{head}; {at}, the highest load all ran, {a['name']} did better: " + \
@@ -375,8 +374,8 @@ def tie_break(sweep_dir: Path, results: Sequence[dict[str, Any]], load: float | 
     tied = [r for r in measured if r["held"] == top]
     if top == 0 or len(tied) < 2:
         return {}
-    from ..compare import Loaded, at_load
-    from ..rundata import load as load_folder
+    from llmbench.analysis.compare import Loaded, at_load
+    from llmbench.results.latencies import load as load_folder
     runs = []
     for r in tied:
         run, lat = load_folder(sweep_dir / r["run_dir"])
@@ -547,7 +546,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
     print(text)
     page = None
     try:
-        from ..report.sweep_html import write
+        from llmbench.report.sweep_html import write
         page = write(sweep_dir)
     except Exception as exc:  # noqa: BLE001 - the ramps and sweep.json are on disk already
         print(f"warning: could not write report.html ({type(exc).__name__}: {exc}); run "
@@ -580,7 +579,7 @@ def _exit_code(plan: SweepPlan, results: Sequence[dict[str, Any]], best: dict[st
 
 
 def _table(results: Sequence[dict[str, Any]], unit: str, load: float | None) -> str:
-    from ..report.console import fmt_ms
+    from llmbench.report.console import fmt_ms
     at = f"at {load:g} {unit}" if load is not None else "at a common load"
     head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
     rows = [head]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..stats import quantile
+from llmbench.analysis.stats import quantile
 
 # beyond this p99 the replay did not keep up: the server saw a gentler load than the trace's.
 # The same 10 ms the loop monitor judges the generator by (DESIGN.md, scale).

@@ -13,9 +13,10 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from ..client import Client
-from ..records import REFUSED_KINDS, Record, RecordLog, RecordStore, clean
-from ..workload import Turn
+from llmbench.client.request import Client
+from llmbench.records.record import REFUSED_KINDS, Record, RecordLog, clean
+from llmbench.records.store import RecordStore
+from llmbench.workload import Turn
 
 perf_counter = time.perf_counter
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def write_report(run_dir: Path) -> Path | None:
     try:
-        from .html import write
+        from llmbench.report.html import write
         return write(run_dir)
     except Exception as exc:  # noqa: BLE001 - the measurements are safe on disk already
         print(f"warning: could not write report.html ({type(exc).__name__}: {exc}); "

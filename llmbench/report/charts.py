@@ -3,7 +3,7 @@
 matplotlib is imported here only, so ``llmbench --help`` and the start of a run stay fast.
 Text that reaches a chart (labels, backend names) is stripped of markup characters first.
 
-Rules every chart follows, so a picture cannot say more than the numbers (tests/test_charts.py):
+Rules every chart follows, so a picture cannot say more than the numbers (tests/unit/test_charts.py):
 - an axis spans the data, from zero for sizes (ms, tok/s, requests): a threshold far above the
   data is written at the top edge ("threshold p95 ≤ 200 ms ↑"), not drawn by stretching the
   axis until the data is a flat line on the floor;
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..stats import value
+from llmbench.analysis.stats import value
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -301,7 +301,7 @@ CDF_SAMPLE = 200_000      # values drawn per CDF curve at most (quantile error ~
 def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
     """Empirical CDFs from zero (TTFT and E2EL keep their true ratio), drawn without matplotlib
     (svgplot): a run's report is these and the timeline."""
-    from . import svgplot
+    from llmbench.report import svgplot
     p = svgplot.Panel(x0=62, y0=24, w=420, h=220, title=safe(title), xlabel="ms",
                       ylabel="fraction of requests", ylim=(0.0, 1.02))
     curves = []
@@ -352,7 +352,7 @@ def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (
     users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
     lines mark where each step began, labelled with its load. Written as SVG without
     matplotlib (svgplot): every run's report has it."""
-    from . import svgplot
+    from llmbench.report import svgplot
     t = [float(r["t"]) for r in rows]
 
     def col(key: str) -> list[float]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..compare import Loaded, headline
-from . import charts
-from .console import fmt_ms
-from .html import CSS, _chart, _table, e
+from llmbench.analysis.compare import Loaded, headline
+from llmbench.report import charts
+from llmbench.report.console import fmt_ms
+from llmbench.report.html import CSS, _chart, _table, e
 
 # an improvement's headline: green, never the regression red
 GOOD_CSS = ".verdict.good{background:#f4fff4;border-left-color:#2ca02c}"

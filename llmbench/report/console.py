@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..load.monitor import COORDINATOR
-from ..stats import pct_word
+from llmbench.load.monitor import COORDINATOR
+from llmbench.analysis.stats import pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
@@ -109,7 +109,7 @@ def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
             out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
     if s.get("non_streaming"):
         out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
-    from ..metrics import bunching_sentence       # numpy: loaded by then, not at --help
+    from llmbench.analysis.metrics import bunching_sentence
     buffered = bunching_sentence(s.get("stream_bunching"))
     if buffered:
         out.append(f"WARNING: {buffered}.")
@@ -190,7 +190,7 @@ def ramp_header(unit: str = "Users") -> str:
 
 
 def ramp_row(step: dict[str, Any]) -> str:
-    from ..verdict import generator_cause, lag_explains, step_state
+    from llmbench.analysis.verdict import generator_cause, lag_explains, step_state
     s = step["summary"]
     state = step_state(step)
     mon = step.get("monitor") or {}

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-from ..slo import ThresholdError, parse_threshold
-from . import charts
-from ..verdict import step_state
-from .console import fmt_ms
-from .data import Latencies, load, read_jsonl
-from ..stats import value
+from llmbench.analysis.slo import ThresholdError, parse_threshold
+from llmbench.report import charts
+from llmbench.analysis.verdict import step_state
+from llmbench.report.console import fmt_ms
+from llmbench.results.latencies import Latencies, load, read_jsonl
+from llmbench.analysis.stats import value
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -222,7 +222,7 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
             f'{e(s.get("failed"))} failed at {e(level)}.</b> TTFT p50 {e(fmt_ms(s.get("median_ttft_ms")))}, '
             f'p99 {e(fmt_ms(s.get("p99_ttft_ms")))}; ITL p50 {e(fmt_ms(s.get("median_itl_ms")))}; '
             f'{s.get("output_throughput", 0):.1f} output tok/s.</div>']
-    from ..metrics import bunching_sentence
+    from llmbench.analysis.metrics import bunching_sentence
     buffered = bunching_sentence(s.get("stream_bunching"))
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')

@@ -16,10 +16,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..results import RunFolderError, load_run
-from . import charts
-from .console import fmt_ms
-from .html import CSS, _chart, _table, e
+from llmbench.results.folder import RunFolderError, load_run
+from llmbench.report import charts
+from llmbench.report.console import fmt_ms
+from llmbench.report.html import CSS, _chart, _table, e
 
 EXTRA_CSS = """
 details{margin:12px 0} summary{cursor:pointer;color:#444}

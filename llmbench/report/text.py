@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..results import load_run
-from ..verdict import step_state
-from .console import fmt_ms
+from llmbench.results.folder import load_run
+from llmbench.analysis.verdict import step_state
+from llmbench.report.console import fmt_ms
 
 CSV_COLUMNS = ["load", "requests", "completed", "failed", "median_ttft_ms", "p95_ttft_ms",
                "p99_ttft_ms", "median_itl_ms", "p95_itl_ms", "p95_tpot_ms", "p95_e2el_ms",

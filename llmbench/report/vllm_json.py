@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..stats import key as summary_key, pct_word
-from ..records import Record, RecordStore, measured
+from llmbench.analysis.stats import key as summary_key, pct_word
+from llmbench.records.record import Record, measured
+from llmbench.records.store import RecordStore
 
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
                  "errors")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .events import END, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
-from .format import WireFormat
-from .framing import NdjsonFramer, SseFramer
-from .registry import detect, get, names
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
+from llmbench.wire.format import WireFormat
+from llmbench.wire.framing import NdjsonFramer, SseFramer
+from llmbench.wire.registry import detect, get, names
 
 __all__ = ["END", "ERROR", "OTHER", "TOKEN", "TOKEN_END", "Event", "Usage", "WireFormat",
            "build_body", "make_framer", "classify", "parse_full_response", "get", "names",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .events import Event
-from .framing import NdjsonFramer, SseFramer
+from llmbench.wire.events import Event
+from llmbench.wire.framing import NdjsonFramer, SseFramer
 
 # (model, messages, max_tokens, stream, params) -> request body
 BodyBuilder = Callable[[str, list[dict[str, str]], "int | None", bool, dict[str, Any]], dict[str, Any]]

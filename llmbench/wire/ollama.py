@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
-from .format import WireFormat
+from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
+from llmbench.wire.format import WireFormat
 
 # Durations on Ollama's final line, in nanoseconds.
 TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
-from .format import WireFormat
+from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
+from llmbench.wire.format import WireFormat
 
 _DONE = b"[DONE]"
 # --max-tokens-field values ("auto" is resolved by the client from the URL before it gets here)

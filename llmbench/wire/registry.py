@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .format import WireFormat
+from llmbench.wire.format import WireFormat
 
 # One line per format module; each module's FORMATS lists what it speaks, in detection order.
 _MODULES = (

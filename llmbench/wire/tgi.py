@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .events import json_object, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
-from .format import WireFormat
-from .openai import messages_to_prompt
+from llmbench.wire.events import json_object, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
+from llmbench.wire.format import WireFormat
+from llmbench.wire.openai import messages_to_prompt
 
 # TGI's finish reasons in the OpenAI words the rest of llmbench reads ("stop": the model ended).
 _FINISH = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}

@@ -29,15 +29,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..load.monitor import COORDINATOR, LoopMonitor, MonitorSample, MonitorView
-from ..load.session import Counters
-from ..records import Record
-from ..shapes.base import Drive, LiveState
-from ..shapes.ramp import Ramp
-from ..shapes.router import RouterAB
-from ..workload.tokenizer import rebuild_spec
-from .plan import (ProbeCrowd, RampCrowd, auto_workers, cores, split_run, stride, streams)
-from .protocol import Launcher, WorkerLink, WorkerSpec, WorkerTarget
+from llmbench.load.monitor import COORDINATOR, LoopMonitor, MonitorSample, MonitorView
+from llmbench.load.session import Counters
+from llmbench.records.record import Record
+from llmbench.load.shapes.base import Drive, LiveState
+from llmbench.load.shapes.ramp import Ramp
+from llmbench.load.shapes.router import RouterAB
+from llmbench.workload.tokenizer import rebuild_spec
+from llmbench.workers.plan import ProbeCrowd, RampCrowd, auto_workers, cores, split_run, stride, streams
+from llmbench.workers.protocol import Launcher, WorkerLink, WorkerSpec, WorkerTarget
 
 perf_counter = time.perf_counter
 

@@ -24,7 +24,7 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .protocol import WorkerSpec
+from llmbench.workers.protocol import WorkerSpec
 
 
 class PipeEnd:
@@ -84,7 +84,7 @@ def _child(spec: WorkerSpec, conn: Connection) -> None:
     """A worker process's main: the coordinator decides when to stop, not the terminal."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from .worker import run_worker
+    from llmbench.workers.worker import run_worker
     end = PipeEnd(conn)
     try:
         run_worker(spec, end)

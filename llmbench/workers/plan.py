@@ -16,9 +16,9 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from ..shapes.fixed import ClosedLoop, OpenLoop
-from ..shapes.trace import TraceReplay
-from ..workload import Conversation
+from llmbench.load.shapes.fixed import ClosedLoop, OpenLoop
+from llmbench.load.shapes.trace import TraceReplay
+from llmbench.workload import Conversation
 
 # Streams one worker process carries before its own check (event-loop lag p99 over 10 ms or
 # CPU over 90%) starts to flag it, measured with scripts/bench_worker_capacity.py against the
@@ -26,7 +26,7 @@ from ..workload import Conversation
 # "--workers" section for the table. ``auto`` plans for this many per process.
 STREAMS_PER_PROCESS = 64
 # Overrides STREAMS_PER_PROCESS: the capacity you measured on your own machine, or, in the
-# tests, a tiny one so that a small ramp needs a second worker (tests/test_workers.py).
+# tests, a tiny one so that a small ramp needs a second worker (tests/e2e/test_workers.py).
 STREAMS_PER_PROCESS_ENV = "LLMBENCH_STREAMS_PER_PROCESS"
 # Open loop without --max-concurrency: streams ~ rate x how long a request lasts, which is not
 # known before the run; this is the assumed length (a chat reply of ~100-200 tokens).

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..client import RequestParams, Timeouts
-from ..target import Target
+from llmbench.client.request import RequestParams, Timeouts
+from llmbench.client.target import Target
 
 # A worker sends its finished records at least this often, or at every BATCH records.
 FLUSH_S = 0.05

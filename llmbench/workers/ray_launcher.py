@@ -37,9 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .clock import ClockMap, Offset, Ping, estimate
-from .coordinator import Fleet
-from .protocol import WorkerSpec
+from llmbench.workers.clock import ClockMap, Offset, Ping, estimate
+from llmbench.workers.coordinator import Fleet
+from llmbench.workers.protocol import WorkerSpec
 
 perf_counter = time.perf_counter
 
@@ -408,7 +408,7 @@ class RayFleet(Fleet):
         """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs (not this
         machine's cores)."""
         if self.workers == "auto" and isinstance(self.launcher, RayLauncher):
-            from .plan import auto_workers
+            from llmbench.workers.plan import auto_workers
             return auto_workers(n_streams, max(1, int(self.launcher.cluster.cpus)))
         return super()._n(n_streams)
 

@@ -9,23 +9,23 @@ import time
 import traceback
 from typing import Any
 
-from ..client import Client
-from ..load.monitor import LoopMonitor
-from ..load.session import Session
-from ..records import Record
-from ..shapes.base import Drive, LiveState
-from ..shapes.ramp import Crowd
-from ..shapes.router import _slice
-from .plan import ProbeCrowd, RampCrowd, RunShare
-from .protocol import BATCH, FLUSH_S, Channel, WorkerSpec
+from llmbench.client.request import Client
+from llmbench.load.monitor import LoopMonitor
+from llmbench.load.session import Session
+from llmbench.records.record import Record
+from llmbench.load.shapes.base import Drive, LiveState
+from llmbench.load.shapes.ramp import Crowd
+from llmbench.load.shapes.router import _slice
+from llmbench.workers.plan import ProbeCrowd, RampCrowd, RunShare
+from llmbench.workers.protocol import BATCH, FLUSH_S, Channel, WorkerSpec
 
 perf_counter = time.perf_counter
 
 
 def run_worker(spec: WorkerSpec, channel: Channel) -> None:
     """The sync entry (a fresh event loop, uvloop when installed), for a process of its own."""
-    from ..client import preload_transports
-    from ..load import eventloop
+    from llmbench.client.request import preload_transports
+    from llmbench.load import eventloop
     preload_transports([t.target.base_url for t in spec.targets])
     eventloop.run(worker_main(spec, channel))
 
@@ -37,7 +37,7 @@ def _count_tokens(spec: WorkerSpec) -> Any:
     if not spec.tokenizer:
         return None
     try:
-        from ..workload import load_tokenizer
+        from llmbench.workload import load_tokenizer
         return load_tokenizer(spec.tokenizer).count
     except Exception:
         return None

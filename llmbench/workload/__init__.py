@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .files import (DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations,
-                    sharegpt_single_turn)
-from .model import Conversation, Turn, Workload, messages_for
-from .synthetic import synthetic, vllm_random
-from .server_tokenizer import ServerTokenizeError
-from .tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
+from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations, sharegpt_single_turn
+from llmbench.workload.model import Conversation, Turn, Workload, messages_for
+from llmbench.workload.synthetic import synthetic, vllm_random
+from llmbench.workload.server_tokenizer import ServerTokenizeError
+from llmbench.workload.tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
 __all__ = ["Conversation", "DatasetError", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
            "Workload", "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for",
@@ -105,7 +104,7 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
     if spec.prefix_hit_ratio is not None:
         if kind != "synthetic":
             raise DatasetError(f"--prefix-hit-ratio: works with --dataset synthetic, not {kind}")
-        from .prefix import prefix_hit_workload
+        from llmbench.workload.prefix import prefix_hit_workload
         convs, warm, plan = prefix_hit_workload(
             tok, spec.count, spec.prompt_tokens, spec.output_tokens, spec.seed,
             spec.prefix_hit_ratio, spec.cache_block_tokens, spec.prefixes)

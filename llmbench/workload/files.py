@@ -17,8 +17,8 @@ import os
 import random
 from typing import Any, Iterator
 
-from .model import Conversation, Turn
-from .tokenizer import Tokenizer
+from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.tokenizer import Tokenizer
 
 MAX_LINE_BYTES = 64 << 20       # one JSONL line: a 2M-token prompt is ~8 MB; 64 MB is no prompt
 MAX_ENTRY_BYTES = 64 << 20      # one ShareGPT entry, the same bound

@@ -17,9 +17,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .model import Conversation, Turn
-from .synthetic import _opening, prepare_unit_words, text_of_tokens
-from .tokenizer import Tokenizer
+from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.synthetic import _opening, prepare_unit_words, text_of_tokens
+from llmbench.workload.tokenizer import Tokenizer
 
 DEFAULT_BLOCK_TOKENS = 16     # vLLM's (and the mock's) KV-cache block
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import netconfig
-from ..netconfig import Net
+from llmbench.client import netconfig
+from llmbench.client.netconfig import Net
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body

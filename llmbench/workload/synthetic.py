@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Sequence
 
-from .model import Conversation, Turn
-from .tokenizer import Tokenizer
+from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.tokenizer import Tokenizer
 
 WORDS = ("time year people way day man thing woman life child world school state family student "
          "group country problem hand part place case week company system program question work "
@@ -154,7 +154,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
     if tok.server is None and count > LAZY_FROM:
         # a million-request run would hold a million prompts (about 500 bytes each): the
         # same conversations, made again from the seed when their turn comes
-        from .tokenizer import rebuild_spec
+        from llmbench.workload.tokenizer import rebuild_spec
         spec = rebuild_spec(tok)
         return Regenerated(one, rng, count, targets,       # type: ignore[return-value]
                            recipe=None if spec is None else (spec, recipe))
@@ -270,7 +270,7 @@ class Regenerated(Sequence[Conversation]):
 def _regenerated(spec: str, args: dict, count: int, states: list) -> Regenerated:
     """A Regenerated unpickled: the tokenizer rebuilt from its spec, the states as they were
     (no pass over the conversations)."""
-    from .tokenizer import load_tokenizer
+    from llmbench.workload.tokenizer import load_tokenizer
     one, rng, targets = _maker(load_tokenizer(spec), **args)
     return Regenerated(one, rng, count, targets, (spec, args), states)
 

@@ -361,7 +361,7 @@ def local_auto(model: str | None = None) -> Tokenizer:
 
 
 def _server_tokenizer(ref: ServerRef) -> Tokenizer:
-    from .server_tokenizer import detect
+    from llmbench.workload.server_tokenizer import detect
     st = detect(ref.root, ref.model, ref.headers, net=ref.net)
     return Tokenizer(f"server:{ref.model}", st.encode, st.decode, counting=EXACT_SERVER,
                      source=st.label, server=st)
@@ -391,7 +391,7 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
     if spec == "server":
         if server is None:
             raise TokenizerError("--tokenizer server needs a server to ask (--url)")
-        from .server_tokenizer import ServerTokenizeError
+        from llmbench.workload.server_tokenizer import ServerTokenizeError
         try:
             tok = _server_tokenizer(server)
         except ServerTokenizeError as exc:
@@ -403,7 +403,7 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
         return _named(spec)
     why_not_server = None
     if server is not None:
-        from .server_tokenizer import ServerTokenizeError
+        from llmbench.workload.server_tokenizer import ServerTokenizeError
         try:
             tok = _server_tokenizer(server)
             tok.fallback = tok.local = local_auto(server.model)

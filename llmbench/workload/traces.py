@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator
 
-from .files import DatasetError, check_regular_file, json_line, read_lines, too_deep
-from .model import Conversation, Turn
-from .prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
-from .synthetic import _opening, prepare_unit_words, text_of_tokens
-from .tokenizer import Tokenizer
+from llmbench.workload.files import DatasetError, check_regular_file, json_line, read_lines, too_deep
+from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
+from llmbench.workload.synthetic import _opening, prepare_unit_words, text_of_tokens
+from llmbench.workload.tokenizer import Tokenizer
 
 BLOCK_TOKENS = 512        # Mooncake's hash_ids: one per 512-token block
 MAX_TOKENS = 2_000_000    # beyond any model's context: a bad line, not a prompt to build
@@ -469,8 +469,8 @@ def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
     """(Trace, Workload): the trace and the workload record run.json keeps of it. The
     workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
     a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
-    from .model import Workload
-    from .server_tokenizer import ServerTokenizeError
+    from llmbench.workload.model import Workload
+    from llmbench.workload.server_tokenizer import ServerTokenizeError
     try:
         tr = load_trace(path, tok, seed, window_s, limit, aim)
     except ServerTokenizeError:

@@ -1,0 +1,174 @@
+"""Checks of what the client saw that change what a run means. Pure functions of records.
+
+- Reply lengths: a server that ignores the length field (Ollama's /v1 reads only
+  ``max_tokens``), or replies that end at EOS, change the workload silently: throughput and
+  E2E latency then mean something else.
+- Replies sent whole although a stream was asked for (TTFT is then E2E latency).
+- Requests sent again because a kept-alive connection had been closed by the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+from llmbench.records.record import Record
+from llmbench.records.store import RecordStore
+
+# Most requests must differ before it is worth saying: a few early EOS are normal.
+MOST = 0.5
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    checked: int                 # successful requests with an asked length and a known count
+    asked_mean: float
+    received_mean: float
+    longer: int                  # replies longer than asked
+    shorter: int                 # replies shorter than asked
+    approximate: bool            # counts were made by the client's tokenizer, not the server
+    message: str | None          # one sentence when most replies missed the asked length
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tolerance(asked: int, approximate: bool) -> float:
+    # a client-side count of the reply text is only close to the server's: allow 10 % (>= 2)
+    return max(2.0, 0.1 * asked) if approximate else 0.0
+
+
+def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
+    if isinstance(records, RecordStore):
+        return _check_store(records, ignore_eos, api)
+    # one pass, nothing kept per record
+    n = longer = shorter = stopped = asked_sum = got_sum = 0
+    approximate = False
+    for r in records:
+        if not (r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None):
+            continue
+        n += 1
+        asked_sum += r.max_tokens
+        got_sum += r.output_tokens
+        approximate = approximate or r.output_tokens_source != "server"
+        tol = _tolerance(r.max_tokens, r.output_tokens_source != "server")
+        if r.output_tokens > r.max_tokens + tol:
+            longer += 1
+        elif r.output_tokens < r.max_tokens - tol:
+            shorter += 1
+            if r.finish_reason == "stop":
+                stopped += 1
+    if not n:
+        return None
+    return _length_check(n, asked_sum, got_sum, longer, shorter, stopped, approximate,
+                         ignore_eos, api)
+
+
+def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCheck | None:
+    """``check`` on a RecordStore's columns (a run's own records: nothing per request)."""
+    import numpy as np
+    asked_all, asked_ok = st.ints("max_tokens")
+    out_all, out_ok = st.ints("output_tokens")
+    use = st.col("ok") & ~st.col("warmup") & asked_ok & (asked_all != 0) & out_ok
+    del asked_ok, out_ok
+    server, stop = st.str_id("server"), st.str_id("stop")
+    source, finish = st.view_strs("output_tokens_source"), st.view_strs("finish_reason")
+    n = asked_sum = out_sum = longer_n = shorter_n = stopped_n = 0
+    approximate = False
+    # a block of records at a time: a million-record run's per-request temporaries would be
+    # 8 MB each
+    for c in range(0, len(use), 1 << 16):
+        rows = np.nonzero(use[c:c + (1 << 16)])[0] + c
+        if not len(rows):
+            continue
+        asked, out = asked_all[rows], out_all[rows]
+        approx = source[rows] != server
+        tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
+        longer = out > asked + tol
+        shorter = ~longer & (out < asked - tol)
+        n += len(rows)
+        asked_sum += int(asked.sum())
+        out_sum += int(out.sum())
+        longer_n += int(longer.sum())
+        shorter_n += int(shorter.sum())
+        if stop >= 0:
+            stopped_n += int((shorter & (finish[rows] == stop)).sum())
+        approximate = approximate or bool(approx.any())
+    if not n:
+        return None
+    return _length_check(n, asked_sum, out_sum, longer_n, shorter_n, stopped_n, approximate,
+                         ignore_eos, api)
+
+
+def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: int,
+                  stopped: int, approximate: bool, ignore_eos: bool,
+                  api: str | None) -> LengthCheck:
+    asked = asked_sum / n
+    got = got_sum / n
+    message = None
+    if longer > MOST * n:
+        message = (f"{longer} of {n} replies were longer than asked ({got:.0f} tokens on average "
+                   f"for {asked:.0f} asked): the server ignores the length field. Ollama's /v1 and "
+                   "LM Studio read only max_tokens (--max-tokens-field max_tokens); check what "
+                   "your server reads.")
+    elif shorter > MOST * n:
+        message = (f"{shorter} of {n} replies were shorter than asked ({got:.0f} tokens on "
+                   f"average for {asked:.0f} asked)")
+        if api == "ollama" or ignore_eos:
+            message += (": the model stopped at its end-of-sequence token. Ollama has no "
+                        "ignore_eos, so reply lengths vary there by nature; compare runs by "
+                        "tokens/s, not by requests/s." if api == "ollama" else
+                        " although --ignore-eos was given: the server does not honour it.")
+        elif stopped > MOST * n:
+            message += (": the model stopped at its end-of-sequence token. Pass --ignore-eos "
+                        "(vLLM, SGLang, llama.cpp) for exact lengths; Ollama has no ignore_eos.")
+        else:
+            message += "."
+    return LengthCheck(checked=n, asked_mean=round(asked, 2), received_mean=round(got, 2),
+                       longer=longer, shorter=shorter, approximate=approximate, message=message)
+
+
+def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> dict | None:
+    """The check as stored in run.json under "output_length" (None: nothing to check)."""
+    c = check(records, ignore_eos, api)
+    return None if c is None else c.as_dict()
+
+
+def notes(run: dict) -> list[str]:
+    """Sentences to print after a run, read back from its run.json."""
+    c = run.get("output_length") or {}
+    out = [c["message"]] if c.get("message") else []
+    n = run.get("not_streamed") or 0
+    if n:
+        out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
+                   "E2E latency for them); use --no-stream for such a server.")
+    n = run.get("connection_resends") or 0
+    if n:
+        out.append(f"{n} requests were sent again on a new connection: the server had closed a "
+                   "kept-alive connection before they reached it (not counted as errors; their "
+                   "latency includes the lost attempt).")
+    return out
+
+
+def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
+    """Replies the server sent whole although a stream was asked for."""
+    if isinstance(records, RecordStore):
+        _, status = records.ints("status")
+        return int((~records.col("stream") & status).sum()) if asked_stream else 0
+    return sum(1 for r in records if asked_stream and not r.stream and r.status is not None)
+
+
+def resends(records: Iterable[Record]) -> int:
+    """Requests sent again after a kept-alive connection turned out closed."""
+    if isinstance(records, RecordStore):
+        return int(records.ints("retries")[0].sum())
+    return sum(r.retries for r in records)
+
+
+def record_checks(records: Iterable[Record], params: object, api: str | None) -> dict:
+    """What every run.json carries about the client's view, the same for run, ramp and probe."""
+    if not isinstance(records, RecordStore):
+        records = list(records)           # read three times below
+    return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
+            "not_streamed": not_streamed(records, getattr(params, "stream", True)),
+            "connection_resends": resends(records)}

@@ -1,0 +1,545 @@
+"""``llmbench compare``: runs side by side, and a regression gate that noise alone cannot trip.
+
+The first run is the baseline. For every common step, each chosen metric's relative change gets
+a 95% bootstrap interval from the per-request data of both runs; a regression is a change
+whose whole interval lies beyond ``--max-regression`` in the worse direction.
+
+Whatever metrics were chosen, every common step also compares the error rate and the count of
+completed requests: a candidate whose requests fail is never "held: +0.0 %". A metric that can
+be measured on the baseline but not on the candidate (no successful request) is a regression;
+nothing is skipped without a line saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+import math
+
+import numpy as np
+
+from llmbench.results.latencies import Latencies, load
+from llmbench.analysis.stats import HIGHER_IS_BETTER, Grouped, Rate, change_interval, key as summary_key, rate_change, token_rate
+
+# A latency change smaller than this is never called a regression, whatever its interval: the
+# machine's scheduler moves token timestamps by about a millisecond between two runs.
+TIMING_FLOOR_MS = 1.0
+
+
+def timing_uncertainty_ms(*steps: dict[str, Any]) -> float:
+    """How far the load generator's own timing could move a latency between two runs: the
+    larger event-loop lag p99 and client send delay p99 of the steps compared (each run's
+    monitor), at least TIMING_FLOOR_MS. A difference within it may be the machine running
+    the generator, which a within-run interval cannot see (two A/A runs on a busy machine
+    differ by a few ms of ITL p95 with tight intervals on both)."""
+    worst = TIMING_FLOOR_MS
+    for st in steps:
+        mon = st.get("monitor") or {}
+        summ = st.get("summary") or {}
+        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"),
+                  summ.get("p99_send_delay_ms")):
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                worst = max(worst, float(v))
+    return worst
+
+
+# metric -> (how to read it from a step summary, worse when it goes up?), from stats' table
+_COMPARED = ("ttft.p50", "ttft.p95", "ttft.p99", "itl.p50", "itl.p95", "e2el.p50", "e2el.p95",
+             "output_throughput", "held")
+
+
+def _entry(name: str) -> tuple[str, bool]:
+    metric, _, stat = name.partition(".")
+    return summary_key(metric, stat or None), metric not in HIGHER_IS_BETTER
+
+
+METRICS: dict[str, tuple[str, bool]] = {m: _entry(m) for m in _COMPARED}
+DEFAULT_METRICS = ("held", "ttft.p95", "itl.p95", "output_throughput")
+
+
+class CompareError(ValueError):
+    pass
+
+
+# A gate must be able to fail: NaN compares false with every change, inf and 1e308 % are never
+# exceeded, 0 % fails on any point change at all. Above 1000 % (a latency eleven times the
+# baseline's) no regression a user would accept is left to catch.
+MAX_REGRESSION_LIMIT = 10.0
+
+
+def parse_max_regression(text: str) -> float:
+    """'10%' or '10' -> 0.10, '0.1' -> 0.1: a fraction in (0, MAX_REGRESSION_LIMIT], or one
+    CompareError for the command line. A bare number above 1 is read as a percentage."""
+    t = str(text).strip()
+    percent = t.endswith("%")
+    hint = "expected a percentage above 0% and at most 1000%, e.g. 10%"
+    try:
+        value = float(t.rstrip("%").strip())
+    except ValueError:
+        raise CompareError(f"--max-regression {text!r}: {hint}") from None
+    if not math.isfinite(value):
+        raise CompareError(f"--max-regression {text!r}: a gate at {text.strip()} can never "
+                           f"fail; {hint}")
+    limit = value / 100.0 if percent or value > 1 else value
+    if not 0 < limit <= MAX_REGRESSION_LIMIT:
+        raise CompareError(f"--max-regression {text!r}: {hint}")
+    return limit
+
+
+def loop_shape(run: dict[str, Any]) -> tuple[str, str]:
+    """(closed | open, what its load counts) from run.json: a ramp's --by, a run's load."""
+    if run.get("kind") == "ramp":
+        by = ((run.get("config") or {}).get("ramp") or {}).get("by", "users")
+        return ("open", "requests per second") if by == "rate" else ("closed", "users")
+    load = (run.get("config") or {}).get("load") or {}
+    if load.get("arrival") == "trace":
+        return "open", "a trace's timestamps"
+    if load.get("rate") is not None:
+        return "open", "requests per second"
+    return "closed", "users"
+
+
+def _shape_warning(runs: Sequence["Loaded"]) -> str | None:
+    """Closed and open loops side by side: their loads are on different scales (users against
+    requests per second), so 'held' and every step pair numbers that measure different things."""
+    shapes = {r.name: loop_shape(r.run) for r in runs}
+    if len({s for s, _ in shapes.values()}) < 2:
+        return None
+    said = ", ".join(f"{name}: {s} loop (load = {unit})" for name, (s, unit) in shapes.items())
+    return (f"the runs differ in load shape ({said}): their loads are on different scales, so "
+            "'held' and the steps paired by load compare users with a rate, not one server with "
+            "another; a closed loop also slows its sending when the server slows and an open "
+            "loop does not. Compare runs of the same shape")
+
+
+@dataclass
+class Loaded:
+    name: str
+    path: Path
+    run: dict[str, Any]
+    lat: Latencies
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        kind = self.run.get("kind")
+        if kind == "ramp":
+            return self.run.get("steps") or []
+        if kind == "run":
+            load_cfg = self.run.get("config", {}).get("load", {})
+            s = self.run.get("summary") or {}
+            checks = self.run.get("thresholds") or []
+            level = load_cfg.get("concurrency") or load_cfg.get("rate") or 0
+            return [{"index": -1, "load": float(level),      # "inf" for --rate inf
+                     "summary": s, "held": all(c["ok"] for c in checks), "checks": checks,
+                     "hold_start": None, "hold_end": None,
+                     "monitor": self.run.get("monitor") or {}}]
+        raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
+
+    @property
+    def held(self) -> float:
+        return max((s["load"] for s in self.steps if s["held"]), default=0.0)
+
+    def window(self, step: dict[str, Any]) -> Latencies:
+        if step["index"] == -1:
+            return self.lat
+        return self.lat.window(step["index"], step["hold_start"], step["hold_end"])
+
+    @cached_property
+    def _tokens(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """Arrival time and tokens carried of every token event of the run's successes."""
+        lat = self.lat
+        times, weights = [], []
+        for st, ok, ttft, itl, n_out in zip(lat.start, lat.ok, lat.ttft_ms, lat.itl_ms,
+                                            lat.out_tokens):
+            if not ok:
+                continue
+            t = st + np.concatenate(([ttft], ttft + np.cumsum(itl))) / 1000.0
+            times.append(t)
+            # the server's token count spread over the events that carried it
+            weights.append(np.full(len(t), (n_out or len(t)) / len(t)))
+        if not times:
+            return None
+        return np.concatenate(times), np.concatenate(weights), float(lat.start[lat.ok].min())
+
+    def rate(self, step: dict[str, Any]) -> Rate | None:
+        """Output tok/s over the step's hold window (a run: its whole span) from the arrival
+        times of every token of every request, whichever step sent it."""
+        tok = self._tokens
+        if tok is None:
+            return None
+        t_all, w_all, first = tok
+        if step["index"] == -1:
+            start, end = first, float(t_all.max())
+        else:
+            start, end = step["hold_start"], step["hold_end"]
+        return token_rate(t_all, w_all, start, end)
+
+
+def name_of(run: dict[str, Any], path: Path) -> str:
+    """A run's name in columns and headlines: its --label (the value of name=... or of a single
+    label, else all of them), else its folder's name."""
+    labels = run.get("labels") or {}
+    if "name" in labels:
+        return str(labels["name"])
+    if len(labels) == 1:
+        return str(next(iter(labels.values())))
+    if labels:
+        return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return path.name
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
+    if len(paths) < 2:
+        raise CompareError("give at least two run folders to compare")
+    out = []
+    seen: dict[str, int] = {}
+    for p in paths:
+        run, lat = load(p)
+        name = name_of(run, Path(p))
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:           # the same run twice (an A/A check): tell them apart
+            name = f"{name} #{seen[name]}"
+        out.append(Loaded(name, Path(p), run, lat))
+    kinds = {r.run.get("kind") for r in out}
+    if len(kinds) > 1:
+        raise CompareError(f"cannot compare different kinds of runs ({', '.join(sorted(map(str, kinds)))})")
+    return out
+
+
+def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
+                     metric: str, seed: int = 0) -> tuple[float, float, float] | None:
+    """(point, low, high) of the relative change other/base − 1, from per-request data.
+
+    Latency percentiles: a cluster bootstrap (whole requests resampled, so one request's
+    correlated ITL gaps stay together), scipy's BCa, resamples chosen by precision
+    (stats.change_interval). Throughput: per-second token buckets of the window, batch means
+    (stats.token_rate), because how many requests finish in a closed loop is no Poisson count."""
+    skey, _ = METRICS[metric]
+    if metric == "output_throughput":
+        rb, ro = base.rate(sb), other.rate(so)
+        if rb is None or ro is None:
+            return None
+        return rate_change(rb, ro)
+    wb, wo = base.window(sb), other.window(so)
+    if metric.startswith("itl"):
+        gb = [g for g, ok in zip(wb.itl_ms, wb.ok) if ok and len(g)]
+        go = [g for g, ok in zip(wo.itl_ms, wo.ok) if ok and len(g)]
+    elif metric.startswith("ttft"):
+        gb, go = wb.ttft_ms[wb.ok][:, None], wo.ttft_ms[wo.ok][:, None]
+    else:
+        gb, go = wb.e2el_ms[wb.ok][:, None], wo.e2el_ms[wo.ok][:, None]
+    q = 50.0 if skey.startswith("median") else float(skey[1:skey.index("_")])
+    res = change_interval(Grouped(gb), Grouped(go), q, seed=seed)
+    return None if res is None else (res.point, res.low, res.high)
+
+
+# 95% two-sided
+_Z = 1.959964
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + _Z * _Z / n
+    mid = (p + _Z * _Z / (2 * n)) / den
+    half = _Z * math.sqrt(p * (1 - p) / n + _Z * _Z / (4 * n * n)) / den
+    return max(mid - half, 0.0), min(mid + half, 1.0)
+
+
+def error_rate_change(kb: int, nb: int, ko: int, no: int) -> tuple[float, float, float]:
+    """(difference, low, high) of the error rates other - base, in absolute terms, with
+    Newcombe's 95% interval (hybrid Wilson score): sound with 0 failures and small counts,
+    where a bootstrap of a step with no failure says nothing."""
+    pb, po = kb / nb, ko / no
+    lb, ub = _wilson(kb, nb)
+    lo_, uo = _wilson(ko, no)
+    d = po - pb
+    return (d, d - math.sqrt((po - lo_) ** 2 + (ub - pb) ** 2),
+            d + math.sqrt((uo - po) ** 2 + (pb - lb) ** 2))
+
+
+def completed_change(cb: int, co: int) -> tuple[float, float, float] | None:
+    """(point, low, high) relative change of completed requests other/base - 1, counts taken as
+    Poisson (normal approximation on the log of the ratio). None when either side is 0."""
+    if cb <= 0 or co <= 0:
+        return None
+    r = math.log(co / cb)
+    se = math.sqrt(1 / cb + 1 / co)
+    return math.exp(r) - 1, math.exp(r - _Z * se) - 1, math.exp(r + _Z * se) - 1
+
+
+def _missing(summary: dict[str, Any], metric: str) -> str | None:
+    """Why a metric cannot be computed from a step, or None when it can."""
+    # bootstrap_change needs two successful requests on each side, for every metric
+    completed = int(summary.get("completed") or 0)
+    return None if completed >= 2 else f"{completed} successful request(s), need 2"
+
+
+def _gate_checks(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
+                 max_regression: float | None) -> list[dict[str, Any]]:
+    """Error rate and completed requests of one common step, whatever --metric says."""
+    out = []
+    bs, os_ = sb["summary"], so["summary"]
+    nb, no = int(bs.get("requests") or 0), int(os_.get("requests") or 0)
+    kb, ko = int(bs.get("failed") or 0), int(os_.get("failed") or 0)
+    row = {"run": other.name, "load": sb["load"]}
+    if nb and no:
+        d, lo, hi = error_rate_change(kb, nb, ko, no)
+        # more failures than chance explains (the whole interval above 0) is a regression at
+        # any --max-regression: a limit on latency is not a licence to fail requests
+        bad = max_regression is not None and lo > 0
+        out.append({**row, "metric": "error_rate", "base": kb / nb, "value": ko / no,
+                    "change": d, "ci": [lo, hi], "regression": bad, "absolute": True,
+                    "note": f"{kb}/{nb} -> {ko}/{no} failed"})
+    else:
+        out.append({**row, "metric": "error_rate", "base": kb / nb if nb else None,
+                    "value": ko / no if no else None, "change": None, "ci": None,
+                    "regression": max_regression is not None and nb > 0 and not no,
+                    "note": f"no request on {'the candidate' if nb else 'the baseline'}"})
+    cb, co = int(bs.get("completed") or 0), int(os_.get("completed") or 0)
+    res = completed_change(cb, co)
+    if res is not None:
+        point, lo, hi = res
+        out.append({**row, "metric": "completed", "base": cb, "value": co, "change": point,
+                    "ci": [lo, hi], "regression": max_regression is not None
+                    and hi < -max_regression, "note": None})
+    else:
+        out.append({**row, "metric": "completed", "base": cb, "value": co,
+                    "change": -1.0 if cb else None, "ci": None,
+                    "regression": max_regression is not None and cb > 0,
+                    "note": "no request completed on the candidate" if cb else
+                            "no request completed on the baseline: nothing to compare with"})
+    return out
+
+
+def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
+            max_regression: float | None = None) -> dict[str, Any]:
+    for m in metrics:
+        if m not in METRICS:
+            raise CompareError(f"--metric {m!r}: choose from {', '.join(METRICS)}")
+    base = runs[0]
+    warnings = []
+    shape = _shape_warning(runs)
+    if shape:
+        warnings.append(shape)
+    fps = {r.name: (r.run.get("workload") or {}).get("fingerprint") for r in runs}
+    if len(set(fps.values())) > 1:
+        warnings.append("the runs used different workloads (fingerprints "
+                        + ", ".join(f"{k}: {v}" for k, v in fps.items())
+                        + "); differences may come from the prompts, not the server")
+    for r in runs:
+        if r.run.get("status") == "partial":
+            warnings.append(f"{r.name} is a partial run (interrupted); only its finished steps count")
+        buffered = [s["load"] for s in r.steps if _buffered(s)]
+        if buffered:
+            warnings.append(f"{r.name}: a proxy buffered the stream (tokens arrived in bursts"
+                            f" at {', '.join(f'{x:g}' for x in buffered)}): its TTFT, ITL and "
+                            "E2EL there measure the buffer, not the model, and are not gated")
+    loads = sorted({s["load"] for r in runs for s in r.steps})
+    table = []
+    for load_v in loads:
+        row: dict[str, Any] = {"load": load_v, "runs": []}
+        for r in runs:
+            st = next((s for s in r.steps if s["load"] == load_v), None)
+            row["runs"].append(None if st is None else {
+                "held": st["held"], "p95_ttft_ms": st["summary"].get("p95_ttft_ms"),
+                "p95_itl_ms": st["summary"].get("p95_itl_ms"),
+                "output_throughput": st["summary"].get("output_throughput")})
+        table.append(row)
+    checks = []
+    regressions = []
+    for other in runs[1:]:
+        for m in metrics:
+            key, worse_up = METRICS[m]
+            if m == "held":
+                change = (other.held / base.held - 1) if base.held else 0.0
+                bad = max_regression is not None and change < -max_regression
+                checks.append({"run": other.name, "metric": m, "load": None, "base": base.held,
+                               "value": other.held, "change": change, "ci": None,
+                               "regression": bad, "note": None})
+                if bad:
+                    regressions.append(checks[-1])
+                continue
+            for sb in base.steps:
+                so = next((s for s in other.steps if s["load"] == sb["load"]), None)
+                if so is None:
+                    continue          # reported once per step by the error-rate gate below
+                res = bootstrap_change(base, other, sb, so, m, seed=int(sb["load"] * 10))
+                if res is None:
+                    why_b, why_o = _missing(sb["summary"], m), _missing(so["summary"], m)
+                    # measurable on the baseline, not on the candidate: that is a regression
+                    bad = max_regression is not None and why_b is None and why_o is not None
+                    if why_b is None and why_o is None:
+                        note = ("a window shorter than 0.5 s has no throughput interval"
+                                if m == "output_throughput" else
+                                "cannot be computed on the baseline (its value is 0)")
+                    else:
+                        note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
+                                else f"cannot be computed on the baseline ({why_b})")
+                    checks.append({"run": other.name, "metric": m, "load": sb["load"],
+                                   "base": sb["summary"].get(key),
+                                   "value": so["summary"].get(key), "change": None, "ci": None,
+                                   "regression": bad, "note": note})
+                    if bad:
+                        regressions.append(checks[-1])
+                    continue
+                point, lo, hi = res
+                bad = False
+                note = None
+                if max_regression is not None:
+                    bad = lo > max_regression if worse_up else hi < -max_regression
+                vb, vo = sb["summary"].get(key), so["summary"].get(key)
+                if bad and key.endswith("_ms") and (_buffered(sb) or _buffered(so)):
+                    bad = False
+                    note = ("a proxy buffered the stream here: this latency measures the "
+                            "buffer, not the model; not gated")
+                if (bad and worse_up and key.endswith("_ms") and isinstance(vb, (int, float))
+                        and isinstance(vo, (int, float))):
+                    floor = timing_uncertainty_ms(sb, so)
+                    if abs(vo - vb) <= floor:
+                        bad = False
+                        note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
+                                f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
+                                "p99): not attributed to the server")
+                checks.append({"run": other.name, "metric": m, "load": sb["load"],
+                               "base": vb, "value": vo,
+                               "change": point, "ci": [lo, hi], "regression": bad, "note": note})
+                if bad:
+                    regressions.append(checks[-1])
+        last_other = max((s["load"] for s in other.steps), default=0.0)
+        other_broke = any(not s["held"] for s in other.steps)
+        for sb in base.steps:
+            so = next((s for s in other.steps if s["load"] == sb["load"]), None)
+            if so is None:
+                # the candidate stopped before this load (it broke earlier): a regression;
+                # a load it simply did not plan is said, not counted
+                stopped = other_broke and last_other < sb["load"]
+                checks.append({"run": other.name, "metric": "step", "load": sb["load"],
+                               "base": None, "value": None, "change": None, "ci": None,
+                               "regression": max_regression is not None and stopped
+                               and sb["held"],
+                               "note": "the candidate stopped before this load" if stopped
+                                       else "the candidate has no step at this load"})
+                if checks[-1]["regression"]:
+                    regressions.append(checks[-1])
+                continue
+            for c in _gate_checks(base, other, sb, so, max_regression):
+                checks.append(c)
+                if c["regression"]:
+                    regressions.append(c)
+    limit = max_regression or 0.0
+    for c in checks:
+        c["worse"], c["better"] = _direction(c, limit)
+        c["improvement"] = c["better"] and not c["regression"]
+    return {"runs": [{"name": r.name, "path": str(r.path), "held": r.held,
+                      "fingerprint": fps[r.name], "status": r.run.get("status")} for r in runs],
+            "table": table, "checks": checks, "regressions": regressions,
+            "improvements": [c for c in checks if c["improvement"]],
+            "worse": [c for c in checks if c["worse"] or c["regression"]],
+            "warnings": warnings, "max_regression": max_regression, "unit": "users"}
+
+
+def _buffered(step: dict[str, Any]) -> bool:
+    """A step whose stream a proxy buffered (metrics.stream_bunching)."""
+    return bool(((step.get("summary") or {}).get("stream_bunching") or {}).get("buffered"))
+
+
+def _direction(c: dict[str, Any], limit: float) -> tuple[bool, bool]:
+    """(worse, better): the whole interval (no interval: the value) beyond ``limit`` on that
+    side; error rates, in percentage points, beyond 0."""
+    if c.get("change") is None:
+        return False, False
+    m = c["metric"]
+    worse_up = m == "error_rate" or (m in METRICS and METRICS[m][1])
+    lim = 0.0 if c.get("absolute") else limit
+    lo, hi = c["ci"] if c.get("ci") else (c["change"], c["change"])
+    if worse_up:
+        return lo > lim, hi < -lim
+    return hi < -lim, lo > lim
+
+
+def _short(c: dict[str, Any]) -> str:
+    where = "" if c["load"] is None else f" at {c['load']:g}"
+    who = f"{c['run']}: " if c.get("_many") else ""
+    if c.get("change") is None:
+        return f"{who}{c['metric']}{where} ({c.get('note')})"
+    if c.get("absolute"):
+        return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f} pp"
+    return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f}%"
+
+
+def headline(result: dict[str, Any]) -> list[str]:
+    """Regressions and improvements named apart: a candidate that got faster is never
+    announced as "2 regression(s)"."""
+    lim = result.get("max_regression")
+    many = len(result["runs"]) > 2
+    for c in result["checks"]:
+        c["_many"] = many
+    regs, better = result["regressions"], result["improvements"]
+    beyond = f" beyond {lim * 100:g}%" if lim is not None else ""
+    out = []
+    if lim is not None:
+        out.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''}{beyond}"
+                   + (": " + "; ".join(_short(c) for c in regs) if regs else "."))
+    else:
+        worse = result["worse"]
+        out.append("Worse (95% interval beyond 0): " + ("; ".join(_short(c) for c in worse)
+                                                           if worse else "nothing."))
+    out.append(f"{len(better)} improvement{'s' if len(better) != 1 else ''}{beyond}"
+               + (": " + "; ".join(_short(c) for c in better) if better else "."))
+    for c in result["checks"]:
+        c.pop("_many", None)
+    return out
+
+
+# -- two settings at one load (sweep's tie-break) --------------------------------------------
+# What a sweep compares settings on when they held as many users: the numbers of its table.
+AT_LOAD_METRICS = ("ttft.p95", "itl.p50", "output_throughput")
+# A change whose whole interval is not beyond this is no difference to name a winner on, however
+# tight the interval: two settings 0.3 % apart are the same setting to a user (issue 31).
+MIN_CHANGE = 0.02
+
+
+def at_load(base: Loaded, other: Loaded, load: float,
+            metrics: Sequence[str] = AT_LOAD_METRICS) -> dict[str, dict[str, Any]]:
+    """Each metric of two runs at one load both ran: both values, the relative change
+    other/base − 1 with its 95 % interval (as ``compare``), and which side is better beyond the
+    noise: ``"base"``, ``"other"`` or None. Beyond the noise means the whole interval is
+    beyond ±``MIN_CHANGE`` and, for a latency, the difference exceeds the load generator's own timing
+    uncertainty (``timing_uncertainty_ms``), as compare's gate requires."""
+    sb = next((s for s in base.steps if s["load"] == load), None)
+    so = next((s for s in other.steps if s["load"] == load), None)
+    out: dict[str, dict[str, Any]] = {}
+    if sb is None or so is None:
+        return out
+    for m in metrics:
+        key, worse_up = METRICS[m]
+        vb, vo = sb["summary"].get(key), so["summary"].get(key)
+        entry: dict[str, Any] = {"metric": m, "base": vb, "other": vo, "change": None,
+                                 "ci": None, "better": None, "note": None}
+        res = None
+        if _missing(sb["summary"], m) is None and _missing(so["summary"], m) is None:
+            res = bootstrap_change(base, other, sb, so, m, seed=int(load * 10))
+        if res is None:
+            entry["note"] = "too few requests or too short a window for an interval"
+            out[m] = entry
+            continue
+        point, lo, hi = res
+        entry.update(change=point, ci=[lo, hi])
+        other_better = hi < -MIN_CHANGE if worse_up else lo > MIN_CHANGE
+        base_better = lo > MIN_CHANGE if worse_up else hi < -MIN_CHANGE
+        if (key.endswith("_ms") and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
+                and (other_better or base_better)):
+            floor = timing_uncertainty_ms(sb, so)
+            if abs(vo - vb) <= floor:
+                other_better = base_better = False
+                entry["note"] = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
+                                 f"uncertainty ({floor:.1f} ms)")
+        entry["better"] = "other" if other_better else "base" if base_better else None
+        out[m] = entry
+    return out

@@ -1,0 +1,986 @@
+"""Records -> summary, exactly as ../shared/METRICS.md defines it (vLLM's names and formulas).
+
+Pure functions of records: every number here can be rebuilt from a saved requests.jsonl.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from llmbench.records.record import Record, measured
+from llmbench.records.store import RecordStore, trim_heap
+from llmbench.analysis.stats import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
+
+LATENCY_METRICS = LATENCY
+EXTRA_METRICS = EXTRA_LATENCY
+# Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
+# +inf, so the percentile says what share of *all* users got an answer in time.
+CENSORED_METRICS = CENSORED
+ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING
+DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+
+
+@dataclass(frozen=True)
+class PerRequest:
+    """The latencies of one successful request, in seconds."""
+
+    ttft: float
+    e2el: float
+    tpot: float | None          # None when output_tokens <= 1
+    itls: list[float]
+    itl_per_token: list[float] | None
+    max_gap: float
+    client_queue: float
+    e2el_from_schedule: float
+    # reasoning models (metrics.reasoning): TTFO None when the reply never answered
+    ttfo: float | None = None
+    reasoning_s: float | None = None     # first token (reasoning) -> first answer token
+    output_itls: list[float] | None = None   # gaps between the answer's own events
+
+
+def per_request(rec: Record) -> PerRequest:
+    times = rec.token_times
+    ttft = times[0] - rec.start
+    e2el = times[-1] - rec.start
+    itls = [b - a for a, b in zip(times, times[1:])]
+    n_out = rec.output_tokens or 0
+    tpot = (times[-1] - times[0]) / (n_out - 1) if n_out > 1 else None
+    per_tok: list[float] | None = None
+    counts = rec.token_counts
+    if counts is None and n_out == len(times):
+        per_tok = itls
+    elif counts is not None and len(counts) == len(times):
+        # the gap before event i is spread over the tokens that event i carried
+        per_tok = []
+        for gap, c in zip(itls, counts[1:]):
+            c = max(int(c), 1)
+            per_tok.extend([gap / c] * c)
+    ttfo, reasoning_s, output_itls = ttft, None, itls
+    if rec.reasoning_events:
+        ttfo = rec.ttfo
+        answer_at = rec.first_output if rec.first_output is not None else rec.reasoning_end
+        reasoning_s = (answer_at - times[0]) if answer_at is not None else None
+        start = rec.output_from
+        answer = times[start:] if start is not None and 0 <= start < len(times) else []
+        output_itls = [b - a for a, b in zip(answer, answer[1:])]
+    return PerRequest(ttft=ttft, e2el=e2el, tpot=tpot, itls=itls, itl_per_token=per_tok,
+                      max_gap=max(itls) if itls else 0.0,
+                      client_queue=max(rec.start - rec.scheduled, 0.0),
+                      e2el_from_schedule=times[-1] - rec.scheduled,
+                      ttfo=ttfo, reasoning_s=reasoning_s, output_itls=output_itls)
+
+
+def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES,
+             scale: float = 1000.0) -> dict[str, float | None]:
+    """numpy mean/median/population std/linear percentiles in ms.
+
+    An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
+    and passes any latency limit; a missing number must never look like a good one)."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    if not len(values_s):
+        return {**{k: None for k in names}, "count": 0}
+    arr = np.asarray(values_s, dtype=float) * scale     # scale 1: counts, not seconds
+    out: dict[str, float | None] = {
+        "mean": float(np.mean(arr)), "median": float(np.median(arr)),
+        "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
+        "count": len(values_s)}
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = float(np.percentile(arr, p))
+    return out
+
+
+def min_samples(stat: str) -> int:
+    """How many values a statistic needs before it means anything.
+
+    A percentile pQ needs n >= 0.25 / (1 - Q) values (p90: 3, p95: 5, p99: 25): below that,
+    fewer than a quarter of a value is expected above the percentile, so the "p95" is just the
+    largest of a handful of numbers. The mean, median, min and max need one value, std two."""
+    stat = stat.removesuffix("_all")
+    if stat in ("mean", "median", "min", "max"):
+        return 1
+    if stat == "std":
+        return 2
+    q = float(stat[1:]) / 100.0
+    return max(int(np.ceil(0.25 / (1.0 - q) - 1e-9)), 1)
+
+
+def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
+    requests counts as +inf (it never got its answer: a censored observation). None when there
+    is no request at all; +inf when the rank falls among the failures."""
+    n = len(values_s) + n_failed
+    if n == 0:
+        return None
+    v = sorted(float(x) * 1000.0 for x in values_s) + [float("inf")] * n_failed
+    h = (n - 1) * p / 100.0
+    lo = int(np.floor(h))
+    hi = min(lo + 1, n - 1)
+    if h == lo or v[hi] == v[lo]:
+        return v[lo]
+    if v[hi] == float("inf"):
+        return float("inf")
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def within_key(metric: str, limit_ms: float) -> str:
+    """Summary key of "the share of all requests that succeeded with METRIC <= limit"."""
+    return f"within_{metric}_{limit_ms:g}ms"
+
+
+def _buckets(ok: list[Record]) -> tuple[float, int]:
+    """vLLM's 1-second-bucket peaks of output events and concurrent requests."""
+    if not ok:
+        return 0.0, 0
+    t_min = min(r.start for r in ok)
+    t_max = max(r.end for r in ok if r.end is not None)
+    n = int(np.ceil(t_max - t_min)) + 1
+    tokens = np.zeros(n)
+    conc = np.zeros(n)
+    for r in ok:
+        idx = (np.asarray(r.token_times) - t_min).astype(int)
+        idx = idx[(idx >= 0) & (idx < n)]
+        np.add.at(tokens, idx, 1)
+        a = int(r.start - t_min)
+        b = int(r.end - t_min) if r.end is not None else a
+        conc[a:b + 1] += 1
+    return float(tokens.max()), int(conc.max())
+
+
+def goodput_ok(p: PerRequest, slo_ms: dict[str, float]) -> bool:
+    """vLLM's goodput rule: every given SLO met, inclusive; TPOT of a 1-token reply counts as 0."""
+    values = {"ttft": p.ttft, "tpot": p.tpot or 0.0, "e2el": p.e2el}
+    return all(values[k] * 1000.0 <= v for k, v in slo_ms.items())
+
+
+def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
+              good: int | None, peak_tok: Any, peak_conc: Any) -> dict[str, Any]:
+    """vLLM's run-level figures, in its order (both summary paths start with these)."""
+    return {
+        "completed": completed,
+        "failed": failed,
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": completed / duration,
+        "request_goodput": (good / duration) if good is not None else None,
+        "output_throughput": total_out / duration,
+        "total_token_throughput": (total_in + total_out) / duration,
+        "max_output_tokens_per_s": peak_tok,
+        "max_concurrent_requests": peak_conc,
+    }
+
+
+def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: float | None = None,
+              goodput_slo_ms: dict[str, float] | None = None, stall_s: float = 1.0,
+              percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True,
+              within: Iterable[tuple[str, float]] = ()) -> dict[str, Any]:
+    """The run (or step) summary. ``t0`` is when dispatch began; ``t_end`` overrides the end
+    (both default to what the records say: first scheduled time, last completion).
+
+    Latency statistics of an empty set are None, never 0. ``n_<metric>`` says how many values
+    each statistic stands on. ``within`` asks for (metric, limit_ms) shares: of all measured
+    requests, the share that succeeded with that metric at or under the limit.
+
+    A RecordStore (a run's own records) is summarized on its columns (``_summarize_store``):
+    the same numbers without an object per request or per token event."""
+    if isinstance(records, RecordStore):
+        try:
+            return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
+                                    stall_s=stall_s, percentiles=percentiles,
+                                    split_turns=split_turns, within=within)
+        finally:
+            trim_heap()
+    recs = measured(records)
+    percentiles = tuple(percentiles)
+    ok = [r for r in recs if r.ok]
+    failed = [r for r in recs if not r.ok]
+    if t0 is None:
+        t0 = min((r.scheduled for r in recs), default=0.0)
+    if t_end is None:
+        t_end = max((r.done for r in recs), default=t0)
+    duration = max(t_end - t0, 1e-9)
+
+    per = [per_request(r) for r in ok]
+    ttfts = [p.ttft for p in per]
+    e2els = [p.e2el for p in per]
+    tpots = [p.tpot for p in per if p.tpot is not None]
+    itls = [g for p in per for g in p.itls]
+    per_tok = [g for p in per if p.itl_per_token is not None for g in p.itl_per_token]
+    total_in = sum(r.prompt_tokens or 0 for r in ok)
+    total_out = sum(r.output_tokens or 0 for r in ok)
+    good = sum(1 for p in per if goodput_ok(p, goodput_slo_ms)) if goodput_slo_ms else None
+    peak_tok, peak_conc = _buckets(ok)
+
+    s = _headline(len(ok), len(failed), duration, total_in, total_out, good, peak_tok, peak_conc)
+    series = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els,
+              "client_queue": [p.client_queue for p in per],
+              "e2el_from_schedule": [p.e2el_from_schedule for p in per],
+              "itl_per_token": per_tok, "max_gap": [p.max_gap for p in per]}
+    for name, values in series.items():
+        st = stats_ms(values, percentiles)
+        for stat, v in st.items():
+            # stats_ms's own names (p50 too, as schema 1 stored it); key() reads them back
+            s[key(name, "n") if stat == "count" else f"{stat}_{name}_ms"] = v
+    if any(r.reasoning_events for r in ok):
+        _reasoning(s, ok, per, percentiles)
+    # failure-aware figures (llmbench's own names): failed requests count as +inf
+    for name in CENSORED_METRICS:
+        values = series[name]
+        s[key(name + "_all", "n")] = len(recs)
+        for p in sorted(set(percentiles) | {50.0}):
+            s[key(name, f"p{pct_word(p)}_all")] = censored_percentile_ms(values, len(failed), p)
+    for name, limit_ms in within:
+        values = series.get(name)
+        if values is None:
+            continue
+        s[within_key(name, limit_ms)] = (sum(1 for v in values if v * 1000.0 <= limit_ms)
+                                         / len(recs)) if recs else None
+    # llmbench's extras
+    s["requests"] = len(recs)
+    s["completed_share"] = len(ok) / len(recs) if recs else None
+    s["error_rate"] = len(failed) / len(recs) if recs else None
+    s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
+    s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
+    s["error_samples"] = _error_samples(failed)
+    s["stalls"] = sum(1 for p in per for g in p.itls if g > stall_s)
+    s["stall_threshold_s"] = stall_s
+    s["requests_with_stalls"] = sum(1 for p in per if p.max_gap > stall_s)
+    s["output_tokens_source"] = _token_source(ok)
+    s["non_streaming"] = bool(recs) and all(not r.stream for r in recs)
+    streamed = [r for r in ok if r.stream and r.token_times]
+    s["stream_bunching"] = stream_bunching(
+        np.array([len(r.token_times) for r in streamed], dtype=np.int64),
+        np.array([len(set(r.token_times)) for r in streamed], dtype=np.int64),
+        np.array([(r.token_times[-1] - r.start) * 1000.0 for r in streamed]))
+    s["served_by"] = dict(Counter(r.served_by for r in recs if r.served_by))
+    if split_turns and len(s["served_by"]) > 1:
+        from llmbench.analysis.backends import backends
+        s["backends"] = backends(recs)
+    wait = ollama_slot_wait_s(ok)
+    if wait:
+        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
+                  if k != "count"})
+    # the client's own send delay (start -> body handed to the socket), over every measured
+    # request that got that far: a late request is llmbench's fault whatever its outcome
+    sd = [r.sent - r.start for r in recs if r.sent is not None]
+    sd_stats = stats_ms(sd, (50.0, 99.0))
+    s["n_send_delay"] = len(sd)
+    for stat in ("mean", "p50", "p99", "max"):
+        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
+    sq = [r.server_queue_ms / 1000.0 for r in ok if r.server_queue_ms is not None]
+    if sq:
+        s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()
+                  if k != "count"})
+    cached = [r for r in ok if r.cached_tokens is not None]
+    if cached:
+        s["cached_prompt_tokens"] = sum(r.cached_tokens or 0 for r in cached)
+    if split_turns and any(r.turn > 0 for r in recs):
+        s["by_turn"] = {
+            "first": summarize([r for r in recs if r.turn == 0], t0=t0, t_end=t_end,
+                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
+            "later": summarize([r for r in recs if r.turn > 0], t0=t0, t_end=t_end,
+                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
+        }
+    return s
+
+
+def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
+               percentiles: tuple[float, ...]) -> None:
+    """Reasoning models, only when a reply reasoned (other summaries keep their keys): TTFO,
+    reasoning time and the answer's own ITL over all successes (a reply that did not reason has
+    TTFO = TTFT and answer ITL = ITL), reasoning tokens over the replies that reasoned."""
+    series = {"ttfo": [p.ttfo for p in per if p.ttfo is not None],
+              "reasoning_time": [p.reasoning_s for p in per if p.reasoning_s is not None],
+              "output_itl": [g for p in per for g in (p.output_itls or ())]}
+    for name, values in series.items():
+        for stat, v in stats_ms(values, percentiles).items():
+            s[key(name, "n") if stat == "count" else key(name, stat)] = v
+    tokens = [r.reasoning_tokens or 0 for r in ok if r.reasoning_events]
+    for stat, v in stats_ms(tokens, percentiles, scale=1.0).items():
+        s[key("reasoning_tokens", "n") if stat == "count" else key("reasoning_tokens", stat)] = v
+    s["requests_with_reasoning"] = len(tokens)
+    s["total_reasoning_tokens"] = sum(tokens)
+    s["answered_after_reasoning"] = sum(1 for r in ok if r.reasoning_events
+                                        and r.first_output is not None)
+
+
+def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]:
+    seen: dict[tuple[str | None, int | None, str | None], int] = {}
+    out = []
+    for r in failed:
+        key = (r.error_kind, r.status, (r.error or "")[:80])
+        if key in seen:
+            out[seen[key]]["count"] += 1
+            continue
+        if len(out) >= limit:
+            continue
+        seen[key] = len(out)
+        out.append({"kind": r.error_kind, "status": r.status, "error": r.error, "count": 1})
+    return out
+
+
+def _token_source(ok: list[Record]) -> str:
+    sources = {r.output_tokens_source for r in ok}
+    if not sources:
+        return "none"
+    return sources.pop() if len(sources) == 1 else "mixed"
+
+
+def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
+    """Ollama's final line: total - load - prompt_eval - eval is about the time spent queued."""
+    out = []
+    for r in ok:
+        t = r.server_timing
+        if not t or "total_duration" not in t:
+            continue
+        rest = t["total_duration"] - t.get("load_duration", 0) - t.get("prompt_eval_duration", 0) \
+            - t.get("eval_duration", 0)
+        out.append(max(rest, 0) / 1e9)
+    return out
+
+
+def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
+                metric_percentiles: Sequence[float]) -> dict[str, Any]:
+    """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
+    return to_vllm(summary, percentile_metrics, metric_percentiles)
+
+
+# -- the same summary on a RecordStore's columns ---------------------------------------------
+#
+# ``summarize`` above is the definition; this is the same arithmetic on numpy columns, so a
+# million-request run needs no object per request or per token event (issue 12 item 5).
+# tests/unit/test_record_store.py checks that both give the same summary on the same records.
+# Per-request series (TTFT, TPOT, E2EL, queue, ...) are computed with the same float operations
+# in the same order as per_request, so they are bit-identical. Per-event series (ITL, ITL per
+# token, the answer's ITL) are computed from the integer microseconds the records hold: exact
+# values, where plain Records first add the start time and subtract it again (a difference in
+# the last bits, below 1e-9 ms).
+
+_CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
+_REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
+
+
+def _lerp(a: float, b: float, t: float) -> float:
+    """numpy's linear interpolation between two order statistics (np.percentile's lerp)."""
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def _sq_dev(values: np.ndarray, mean: float) -> float:
+    """Sum of squared deviations from ``mean``, a block of values at a time (float64)."""
+    sq = 0.0
+    for i in range(0, len(values), _CHUNK):
+        d = values[i:i + _CHUNK].astype(np.float64) - mean
+        sq += float(np.dot(d, d))
+    return sq
+
+
+def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
+    """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
+    sorted copy of a many-million-value array)."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    n = len(us)
+    if not n:
+        return {**{k: None for k in names}, "count": 0}
+    total = int(us.sum(dtype=np.int64))
+    mean_us = total / n
+    sq = _sq_dev(us, mean_us)
+    ps = [50.0, *percentiles]
+    ranks = {}
+    for p in ps:
+        h = (n - 1) * p / 100.0
+        lo = int(np.floor(h))
+        ranks[p] = (lo, min(lo + 1, n - 1), h - lo)
+    us.partition(sorted({k for lo, hi, _ in ranks.values() for k in (lo, hi)}))
+
+    def pct(p: float) -> float:
+        lo, hi, t = ranks[p]
+        return _lerp(float(us[lo]) / 1000.0, float(us[hi]) / 1000.0, t)
+    out: dict[str, float | None] = {
+        "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
+        "min": float(us.min()) / 1000.0, "max": float(us.max()) / 1000.0, "count": n}
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = pct(p)
+    return out
+
+
+def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
+    """stats_ms of values already in ms, without a copy: mean and std as numpy computes them
+    on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
+    numpy's linear interpolation between its order statistics."""
+    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    n = len(ms)
+    if not n:
+        return {**{k: None for k in names}, "count": 0}
+    mean = float(np.mean(ms))
+    # np.std's arithmetic a block at a time: np.std(ms) makes two 8 MB temporaries of a
+    # million-request series (the summary's largest moment)
+    out: dict[str, float | None] = {"mean": mean, "std": float(np.sqrt(_sq_dev(ms, mean) / n))}
+    ms.sort()
+
+    def pct(p: float) -> float:
+        h = (n - 1) * p / 100.0
+        lo = int(np.floor(h))
+        return _lerp(float(ms[lo]), float(ms[min(lo + 1, n - 1)]), h - lo)
+    out.update({"median": pct(50.0), "min": float(ms[0]), "max": float(ms[-1]), "count": n})
+    for p in percentiles:
+        out[f"p{pct_word(p)}"] = pct(p)
+    return {k: out[k] for k in ("mean", "median", "std", "min", "max", "count",
+                                *(f"p{pct_word(p)}" for p in percentiles))}
+
+
+def _ints32(st: RecordStore, name: str) -> np.ndarray:
+    """An integer column with None as 0, in its own width (``RecordStore.ints`` gives int64):
+    int64 only when a value did not fit the column."""
+    if any(type(e.get(name)) is int for e in st.extras().values()):
+        return st.ints(name)[0]
+    v = st.view(name)
+    return np.where(v != v.dtype.type(_none_of(v)), v, v.dtype.type(0))
+
+
+def _present(st: RecordStore, name: str) -> np.ndarray:
+    if any(type(e.get(name)) is int for e in st.extras().values()):
+        return st.ints(name)[1]
+    v = st.view(name)
+    return v != v.dtype.type(_none_of(v))
+
+
+def _none_of(v: np.ndarray) -> int:
+    return -(2 ** 31) if v.dtype.itemsize == 4 else -(2 ** 15)
+
+
+def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None:
+    """censored_percentile_ms on values already in ms and sorted."""
+    n = len(sorted_ms) + n_failed
+    if n == 0:
+        return None
+
+    def v(i: int) -> float:
+        return float(sorted_ms[i]) if i < len(sorted_ms) else float("inf")
+    h = (n - 1) * p / 100.0
+    lo = int(np.floor(h))
+    hi = min(lo + 1, n - 1)
+    if h == lo or v(hi) == v(lo):
+        return v(lo)
+    if v(hi) == float("inf"):
+        return float("inf")
+    return v(lo) + (h - lo) * (v(hi) - v(lo))
+
+
+class _IntHist:
+    """Integer values (the ITL gaps in µs) as their distinct values and counts: what the
+    percentiles, the mean and the counts below a limit need, exactly, in the memory of the
+    distinct values (a few thousand to a hundred thousand) rather than of every gap (7 million
+    for a million 8-token requests: 28 MB)."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+
+    def add(self, chunk: np.ndarray) -> None:
+        if not len(chunk):
+            return
+        v, c = np.unique(chunk, return_counts=True)
+        if len(self.values):
+            v, inv = np.unique(np.concatenate((self.values, v)), return_inverse=True)
+            c = np.bincount(inv, weights=np.concatenate((self.counts, c))).astype(np.int64)
+        self.values, self.counts = v.astype(np.int64), c.astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    def count(self, test: Callable[[np.ndarray], np.ndarray]) -> int:
+        """How many values pass ``test`` on their value in seconds (as ``_count_s``)."""
+        return int(self.counts[test(self.values / 1e6)].sum())
+
+    def stats_ms(self, percentiles: Iterable[float]) -> dict[str, float | None]:
+        """``_int_stats_ms`` of the values."""
+        names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+        n = len(self)
+        if not n:
+            return {**{k: None for k in names}, "count": 0}
+        mean_us = int((self.values * self.counts).sum()) / n
+        d = self.values.astype(np.float64) - mean_us
+        sq = float(np.dot(d * d, self.counts.astype(np.float64)))
+        cum = np.cumsum(self.counts)
+
+        def at(rank: int) -> float:
+            return float(self.values[int(np.searchsorted(cum, rank, side="right"))])
+
+        def pct(p: float) -> float:
+            h = (n - 1) * p / 100.0
+            lo = int(np.floor(h))
+            return _lerp(at(lo) / 1000.0, at(min(lo + 1, n - 1)) / 1000.0, h - lo)
+        out: dict[str, float | None] = {
+            "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
+            "min": float(self.values[0]) / 1000.0, "max": float(self.values[-1]) / 1000.0,
+            "count": n}
+        for p in percentiles:
+            out[f"p{pct_word(p)}"] = pct(p)
+        return out
+
+
+def _gaps_us(st: RecordStore, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray,
+             as_hist: bool = False) -> tuple[np.ndarray | _IntHist, np.ndarray]:
+    """The gaps between successive token events of the successful records (int32 µs), record
+    after record (``as_hist``: as an _IntHist), and each successful record's largest gap (0
+    without one), computed a chunk of records at a time (no event-sized temporaries, no
+    per-request index arrays)."""
+    total = 0 if as_hist else int(np.where(okm, np.maximum(ntok - 1, 0), 0).sum())
+    out = np.empty(total, dtype=np.int32)
+    hist = _IntHist()
+    max_gap = np.zeros(int(np.count_nonzero(okm)), dtype=np.int32)
+    pos = done = 0
+    step = st.block_records(_CHUNK)
+    for c in range(0, len(ntok), step):
+        k = ntok[c:c + step]
+        ok = okm[c:c + step]
+        lo = int(off[c])
+        seg = st.token_us_of(c, c + len(k))
+        n_ok = int(np.count_nonzero(ok))
+        if len(seg) < 2:
+            done += n_ok
+            continue
+        first = np.zeros(len(seg), dtype=bool)
+        first[(off[c:c + len(k)] - lo)[k > 0]] = True
+        keep = np.repeat(ok, k)[1:] & ~first[1:]
+        g = (seg[1:] - seg[:-1])[keep]
+        if as_hist:
+            hist.add(g)
+        else:
+            out[pos:pos + len(g)] = g
+            pos += len(g)
+        n_gaps = np.maximum(k[ok].astype(np.int64) - 1, 0)
+        has = n_gaps > 0
+        if has.any():
+            starts = np.concatenate(([0], np.cumsum(n_gaps)[:-1]))
+            max_gap[done:done + n_ok][has] = np.maximum.reduceat(g, starts[has])
+        done += n_ok
+    return (hist if as_hist else out), max_gap
+
+
+def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
+    """How many µs values pass ``test`` on their value in seconds (chunked)."""
+    return sum(int(np.count_nonzero(test(us[i:i + _CHUNK] / 1e6)))
+               for i in range(0, len(us), _CHUNK))
+
+
+def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
+                     goodput_slo_ms: dict[str, float] | None, stall_s: float,
+                     percentiles: Iterable[float], split_turns: bool,
+                     within: Iterable[tuple[str, float]]) -> dict[str, Any]:
+    percentiles = tuple(percentiles)
+    st.compact()                # columns of one value read back as broadcasts below
+    keep = ~st.col("warmup")
+    interrupted = st.str_id("interrupted")
+    if interrupted >= 0:
+        keep &= st.col("error_kind") != interrupted
+    if not keep.all():
+        st = st.select(keep)
+    n = len(st)
+    okm = st.col("ok")
+    fail_idx = np.nonzero(~okm)[0]
+    # every request succeeded (the usual case): no index of them (8 MB at a million requests)
+    ok_idx = np.nonzero(okm)[0] if len(fail_idx) else None
+    n_ok = n - len(fail_idx)
+    if t0 is None:
+        t0 = float(st.col("scheduled").min()) if n else 0.0
+    if t_end is None:
+        t_end = float(st.col("done").max()) if n else t0
+    duration = max(t_end - t0, 1e-9)
+
+    within = tuple(within)
+    stat_part: dict[str, Any] = {}
+    cens_part: dict[str, Any] = {}
+    within_hits: dict[tuple[str, float], int] = {}
+
+    def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
+        """A series' statistics, failure-aware percentiles and "within" shares, computed the
+        moment the series exists, so that it can be dropped (a million requests: 8 MB each).
+        ``ms``: the series in ms (seconds x 1000.0, as stats_ms scales), owned: it is
+        sorted in place."""
+        if st_ms is None:
+            st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
+        stat_part[name] = {(key(name, "n") if stat == "count" else f"{stat}_{name}_ms"): v
+                           for stat, v in st_ms.items()}
+        if ms is None:
+            return
+        if name in CENSORED_METRICS:
+            cens_part[name] = {key(name, f"p{pct_word(p)}_all"): _censored_np(ms, len(fail_idx), p)
+                               for p in sorted(set(percentiles) | {50.0})}
+        for wname, limit_ms in within:
+            if wname == name:
+                within_hits[(wname, limit_ms)] = int(np.count_nonzero(ms <= limit_ms))
+
+    # Columns as views and, when every request succeeded (the usual case), no index copies:
+    # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
+    all_ok = not len(fail_idx)
+    pick = slice(None) if all_ok else ok_idx
+    ntok = st.view("ntok")                          # uint32
+    off = st.offsets()
+    ntok_ok = ntok[pick]
+    n_out = _ints32(st, "output_tokens")[pick]
+    out_present = _present(st, "output_tokens")[pick]
+    plain_tok = (n_out == ntok_ok) & out_present | ((n_out == 0) & (ntok_ok == 0))
+    del out_present
+    total_out = int(n_out.sum(dtype=np.int64))
+    total_in = int(_ints32(st, "prompt_tokens")[pick].sum(dtype=np.int64))
+
+    # per-request series, each dropped once its figures are taken (per_request's arithmetic:
+    # token times as start + us / 1e6, as Record.from_json makes them; x - start and x * 1000
+    # done in place give the same values as the expressions written out). Each is made a block
+    # of requests at a time into its own array, so one series (8 MB at a million requests) and
+    # a block's temporaries are all that is alive, not the first and last token times as well.
+    start_all, sched_all = st.view("start"), st.view("scheduled")
+    block = _REC_CHUNK * 8
+
+    def rows_at(c: int) -> slice | np.ndarray:
+        return slice(c, min(c + block, n_ok)) if ok_idx is None else ok_idx[c:c + block]
+
+    def at(rows: slice | np.ndarray, last: bool) -> np.ndarray:
+        if isinstance(rows, slice):
+            r0, r1 = rows.start, rows.stop
+        else:
+            r0, r1 = int(rows[0]), int(rows[-1]) + 1      # ok_idx is sorted
+        if not last:
+            where = off[rows]
+        elif isinstance(rows, slice):
+            where = off[rows.start + 1:rows.stop + 1] - 1
+        else:
+            where = off[rows + 1] - 1
+        t = st.token_us_take(where, r0, r1) / 1e6
+        t += start_all[rows]                        # start + us / 1e6
+        return t
+
+    def series(make: Callable[[int, Any], np.ndarray], size: int = n_ok) -> np.ndarray:
+        out = np.empty(size)
+        pos = 0
+        for c in range(0, n_ok, block):
+            v = make(c, rows_at(c))
+            out[pos:pos + len(v)] = v
+            pos += len(v)
+        return out
+
+    def since(base: np.ndarray, last: bool) -> Callable[[int, Any], np.ndarray]:
+        """A block of (first or last token time - base) in ms."""
+        def make(c: int, rows: Any) -> np.ndarray:
+            t = at(rows, last=last)
+            t -= base[rows]
+            t *= 1000.0
+            return t
+        return make
+    ms = series(since(start_all, last=False))                  # TTFT
+    good_mask = None
+    if goodput_slo_ms and "ttft" in goodput_slo_ms:
+        good_mask = ms <= goodput_slo_ms["ttft"]
+    done_with("ttft", ms)
+    del ms
+    has_tpot = n_out > 1
+
+    def tpot_of(c: int, rows: Any) -> np.ndarray:
+        d = at(rows, last=True) - at(rows, last=False)
+        h, k = has_tpot[c:c + block], n_out[c:c + block]
+        if h.all():
+            d /= k - 1
+            return d
+        return d[h] / (k[h] - 1)
+    tpot = series(tpot_of, int(np.count_nonzero(has_tpot)))
+    tpot *= 1000.0
+    if goodput_slo_ms and "tpot" in goodput_slo_ms:
+        tpot_or_0 = np.zeros(len(n_out))
+        tpot_or_0[has_tpot] = tpot
+        m = tpot_or_0 <= goodput_slo_ms["tpot"]
+        good_mask = m if good_mask is None else good_mask & m
+        del tpot_or_0
+    done_with("tpot", tpot)
+    del tpot
+    has_tpot = n_out = None        # the blocks' closures are done with them (4-8 MB)
+
+    ms = series(since(start_all, last=True))                   # E2EL
+    if goodput_slo_ms and "e2el" in goodput_slo_ms:
+        m = ms <= goodput_slo_ms["e2el"]
+        good_mask = m if good_mask is None else good_mask & m
+    done_with("e2el", ms)
+    del ms
+    good = (int(good_mask.sum()) if good_mask is not None else n_ok) \
+        if goodput_slo_ms else None
+    del good_mask
+
+    def client_queue(c: int, rows: Any) -> np.ndarray:
+        q = start_all[rows] - sched_all[rows]
+        np.maximum(q, 0.0, out=q)
+        q *= 1000.0
+        return q
+    ms = series(client_queue)
+    done_with("client_queue", ms)
+    del ms
+
+    ms = series(since(sched_all, last=True))
+    done_with("e2el_from_schedule", ms)
+    del ms
+
+    extras = st.extras()
+    counted = np.array(sorted(i for i, e in extras.items()
+                              if e.get("token_counts") is not None and okm[i]), dtype=np.int64)
+    ok_counted = [] if not len(counted) else counted if ok_idx is None else \
+        np.searchsorted(ok_idx, counted)
+    # ITL per token: per_request's rule, on the exact gaps
+    if len(ok_counted):
+        plain_tok[ok_counted] = False
+    # the usual case: every gap is one token's, ITL per token is ITL itself, and the gaps are
+    # needed only as counts of their values; otherwise as one array, record after record
+    every_gap = not plain_tok.all() or bool(len(ok_counted))
+    # per-event gaps in integer microseconds
+    itl_us, max_gap_us = _gaps_us(st, ntok, okm, off, as_hist=not every_gap)
+    # like the ITL, from the integer microseconds, partitioned in place (no float copies)
+    requests_with_stalls = _count_s(max_gap_us, lambda v: v > stall_s)
+    for wname, limit_ms in within:
+        if wname == "max_gap":
+            within_hits[(wname, limit_ms)] = _count_s(max_gap_us, lambda v: v * 1000.0 <= limit_ms)
+    done_with("max_gap", None, _int_stats_ms(max_gap_us, percentiles))
+    del max_gap_us
+
+    per_tok_us = None
+    n_gaps = gap_start = None
+    if every_gap:
+        assert isinstance(itl_us, np.ndarray)
+        n_gaps = np.maximum(ntok_ok.astype(np.int32) - 1, 0)
+        gap_start = np.concatenate((np.zeros(1, np.int64),
+                                    np.cumsum(n_gaps, dtype=np.int64)[:-1]))
+        per_tok_us = itl_us[np.repeat(plain_tok, n_gaps)]
+    del ntok_ok
+    spread: list[float] = []
+    for k in ok_counted:
+        assert n_gaps is not None and gap_start is not None
+        row = int(k if ok_idx is None else ok_idx[k])
+        counts = extras[row]["token_counts"]
+        if len(counts) != ntok[row]:
+            continue
+        assert isinstance(itl_us, np.ndarray)
+        gaps = itl_us[gap_start[k]:gap_start[k] + n_gaps[k]] / 1e6
+        for gap, c in zip(gaps, counts[1:]):
+            c = max(int(c), 1)
+            spread.extend([float(gap) / c] * c)
+    del gap_start, n_gaps, plain_tok
+    def count(gaps: np.ndarray | _IntHist, test: Callable[[np.ndarray], np.ndarray]) -> int:
+        return gaps.count(test) if isinstance(gaps, _IntHist) else _count_s(gaps, test)
+    stalls = count(itl_us, lambda v: v > stall_s)
+    for wname, limit_ms in within:
+        if wname in ("itl", "itl_per_token"):
+            gaps = itl_us if wname == "itl" or per_tok_us is None else per_tok_us
+            hits = count(gaps, lambda v: v * 1000.0 <= limit_ms)
+            if wname == "itl_per_token":
+                hits += sum(1 for v in spread if v * 1000.0 <= limit_ms)
+            within_hits[(wname, limit_ms)] = hits
+    itl_stats = itl_us.stats_ms(percentiles) if isinstance(itl_us, _IntHist) else \
+        _int_stats_ms(itl_us, percentiles)                  # reorders itl_us
+    done_with("itl", None, itl_stats)
+    done_with("itl_per_token", None,
+              itl_stats if per_tok_us is None else
+              _int_stats_ms(per_tok_us, percentiles) if not spread else
+              stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
+    del itl_us, per_tok_us, spread
+    peak_tok, peak_conc = _buckets_store(st, ok_idx)
+
+    s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
+                  peak_conc)
+    for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
+                 "itl_per_token", "max_gap"):
+        s.update(stat_part[name])
+    if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
+        ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
+        _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
+        del ok_recs
+    for name in CENSORED_METRICS:
+        s[key(name + "_all", "n")] = n
+        s.update(cens_part[name])
+    for wname, limit_ms in within:
+        if (wname, limit_ms) in within_hits:
+            s[within_key(wname, limit_ms)] = within_hits[(wname, limit_ms)] / n if n else None
+    failed = st.records_at(fail_idx)
+    s["requests"] = n
+    s["completed_share"] = n_ok / n if n else None
+    s["error_rate"] = len(fail_idx) / n if n else None
+    s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
+    s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
+    s["error_samples"] = _error_samples(failed)
+    del failed
+    s["stalls"] = stalls
+    s["stall_threshold_s"] = stall_s
+    s["requests_with_stalls"] = requests_with_stalls
+    table = st.table()
+    sources = {table[i] for i in np.unique(st.view_strs("output_tokens_source")[pick])}
+    s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
+                                 else "mixed")
+    s["non_streaming"] = bool(n) and not st.col("stream").any()
+    s["stream_bunching"] = _bunching_store(st, okm)
+    served = st.col("served_by")
+    ids, counts = np.unique(served[served != 0], return_counts=True)
+    s["served_by"] = {table[i]: int(c) for i, c in zip(ids, counts)}
+    if split_turns and len(s["served_by"]) > 1:
+        from llmbench.analysis.backends import backends
+        s["backends"] = backends(st)
+    wait = ollama_slot_wait_s(st.records_at(sorted(i for i in extras if okm[i]
+                                                   and extras[i].get("server_timing"))))
+    if wait:
+        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
+                  if k != "count"})
+    # the client's own send delay, over every measured request that got that far (as above)
+    # (a block at a time into one array; stats_ms's arithmetic, x * 1000, done in place)
+    sent_v, start_v = st.view("sent"), st.view("start")
+    got_n = sum(int(np.count_nonzero(~np.isnan(sent_v[c:c + _CHUNK])))
+                for c in range(0, n, _CHUNK))
+    sd = np.empty(got_n)
+    pos = 0
+    for c in range(0, n, _CHUNK):
+        s_ = sent_v[c:c + _CHUNK]
+        got = ~np.isnan(s_)
+        k = int(np.count_nonzero(got))
+        sd[pos:pos + k] = s_[got] - start_v[c:c + _CHUNK][got]
+        pos += k
+    del sent_v, start_v
+    sd *= 1000.0
+    sd_stats = _own_stats_ms(sd, (50.0, 99.0))
+    s["n_send_delay"] = len(sd)
+    del sd
+    for stat in ("mean", "p50", "p99", "max"):
+        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
+    sq = st.view("server_queue_ms")[pick]
+    sq = sq[~np.isnan(sq)] / 1000.0
+    sq *= 1000.0                                    # as stats_ms scales seconds
+    if len(sq):
+        s.update({f"{k}_server_queue_ms": v for k, v in _own_stats_ms(sq, percentiles).items()
+                  if k != "count"})
+    cached, cached_present = st.ints("cached_tokens")
+    if cached_present[pick].any():
+        s["cached_prompt_tokens"] = int(cached[pick].sum())
+    turn, _ = st.ints("turn")
+    if split_turns and (turn > 0).any():
+        s["by_turn"] = {
+            "first": _summarize_store(st.select(turn == 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+            "later": _summarize_store(st.select(turn > 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+        }
+    return s
+
+
+# -- tokens that arrive in bursts: a buffer between llmbench and the model -------------------
+# A proxy that buffers the stream (nginx's defaults: proxy_buffering on, HTTP/1.0 upstream)
+# hands llmbench a whole reply, or 4-8 KB of it, in one network read: every event of a read
+# gets the read's arrival time, so TTFT measures the buffer and ITL reads 0.00 ms. Measured
+# (scripts/bench_buffering.py, 30 events 10 ms apart after 50 ms): direct and behind nginx
+# with proxy_buffering off, 1.0 token event per read (TTFT p50 51 ms); behind nginx's
+# defaults, 30 per read (TTFT p50 347 ms, ITL p50 0.00 ms); 200 events 20 ms apart came in 4
+# reads of 50. A server that puts several tokens in one event (vLLM --stream-interval) still
+# sends one event per read, so events per read, not tokens per event, is the signal.
+BUNCH_MIN_EVENTS = 8            # a request with fewer token events says too little
+BUNCH_EVENTS_PER_READ = 4.0     # a loaded llmbench coalesces 1-2 events a read, never ~4
+BUNCH_MIN_SPAN_MS = 20.0        # a reply over within 20 ms could truly have come at once
+BUNCH_SHARE = 0.5               # most eligible requests bunched: the stream is buffered
+BUNCH_MIN_REQUESTS = 3
+
+
+def stream_bunching(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
+                    ) -> dict[str, Any]:
+    """Whether the token events of streamed successes arrived in bursts. Per request: its
+    events, the network reads that carried them (distinct arrival times) and when its last
+    event came (ms after start). Eligible: at least BUNCH_MIN_EVENTS events, the last one at
+    least BUNCH_MIN_SPAN_MS after the start (time enough to have spread them); bunched: at
+    least BUNCH_EVENTS_PER_READ events a read. ``buffered``: most eligible requests bunched."""
+    return _bunching_of(_per_read_eligible(events, reads, last_ms))
+
+
+def _per_read_eligible(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
+                       ) -> np.ndarray:
+    """Events per read of the eligible requests only (what stream_bunching judges)."""
+    elig = (events >= BUNCH_MIN_EVENTS) & (last_ms >= BUNCH_MIN_SPAN_MS) & (reads > 0)
+    return events[elig] / reads[elig]
+
+
+def _bunching_of(per_read: np.ndarray) -> dict[str, Any]:
+    n = len(per_read)
+    k = int(np.count_nonzero(per_read >= BUNCH_EVENTS_PER_READ))
+    share = k / n if n else None
+    return {"requests": n, "bunched": k, "share": share,
+            "events_per_read_p50": float(np.median(per_read)) if n else None,
+            "buffered": bool(n >= BUNCH_MIN_REQUESTS and share is not None
+                             and share >= BUNCH_SHARE)}
+
+
+def bunching_sentence(b: dict[str, Any] | None) -> str | None:
+    """What llmbench says of a buffered stream (console, report, verdict), or None."""
+    if not b or not b.get("buffered"):
+        return None
+    return (f"tokens arrive in bursts ({b['bunched']} of {b['requests']} streamed requests got "
+            f"{BUNCH_EVENTS_PER_READ:g} or more token events per network read, median "
+            f"{b['events_per_read_p50']:.0f}): something between llmbench and the model "
+            "buffers the stream (nginx: proxy_buffering off, or the response header "
+            "X-Accel-Buffering: no); TTFT and ITL here measure that buffer, not the model")
+
+
+def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
+    """stream_bunching on the columns, a block of records at a time: reads are a record's
+    events less its zero gaps (events of one read share its arrival time)."""
+    n = len(st)
+    ntok = st.view("ntok")
+    off = st.offsets()
+    want = okm & st.col("stream") & (ntok > 0)
+    # only the eligible requests' ratios are kept (8 bytes each; none for replies over within
+    # 20 ms): three full columns were 24 MB at a million requests, over the summary's budget
+    per_read_l: list[np.ndarray] = []
+    block = st.block_records()
+    for r0 in range(0, n, block):
+        r1 = min(r0 + block, n)
+        w = want[r0:r1]
+        if not w.any():
+            continue
+        us = st.token_us_of(r0, r1).astype(np.int64)
+        o = off[r0:r1 + 1] - off[r0]
+        same = np.zeros(len(us), dtype=np.int64)
+        if len(us) > 1:
+            same[1:] = np.diff(us) == 0
+        same[o[:-1][o[:-1] < len(us)]] = 0          # a record's first event starts a read
+        # a trailing 0 so that records with no events at the block's end index inside it
+        zero = np.add.reduceat(np.append(same, 0), o[:-1])
+        cnt = ntok[r0:r1].astype(np.int64)
+        zero = np.where(cnt > 0, zero, 0)           # reduceat repeats a value for empty rows
+        last = np.where(cnt > 0, us[np.maximum(o[1:] - 1, 0)], 0) / 1000.0
+        per_read_l.append(_per_read_eligible(cnt[w], (cnt - zero)[w], last[w]))
+    return _bunching_of(np.concatenate(per_read_l) if per_read_l else np.zeros(0))
+
+
+def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, int]:
+    """_buckets on the columns, a chunk of requests at a time (``ok_idx`` None: every
+    record)."""
+    n_ok = len(st) if ok_idx is None else len(ok_idx)
+    if not n_ok:
+        return 0.0, 0
+    start = st.view("start") if ok_idx is None else st.col("start")[ok_idx]
+    end = st.view("end") if ok_idx is None else st.col("end")[ok_idx]
+    t_min = float(start.min())
+    t_max = float(np.nanmax(end))
+    n = int(np.ceil(t_max - t_min)) + 1
+    tokens = np.zeros(n)
+    step = st.block_records(_CHUNK)
+    for c in range(0, n_ok, step):
+        idx = np.arange(c, min(c + step, n_ok)) if ok_idx is None else ok_idx[c:c + step]
+        us, k = st.events_at(idx)
+        t = np.repeat(start[c:c + step], k) + us / 1e6
+        b = (t - t_min).astype(int)
+        b = b[(b >= 0) & (b < n)]
+        tokens += np.bincount(b, minlength=n)[:n]
+    conc = np.zeros(n + 1)
+    for c in range(0, n_ok, 1 << 16):         # blocks: no 8-byte-a-request temporaries
+        a = (start[c:c + (1 << 16)] - t_min).astype(int)
+        e_ = end[c:c + (1 << 16)]
+        e = np.where(np.isnan(e_), a, ((np.nan_to_num(e_) - t_min)).astype(int))
+        conc += np.bincount(a, minlength=n + 1)[:n + 1]
+        conc -= np.bincount(e + 1, minlength=n + 1)[:n + 1]
+    return float(tokens.max()), int(np.cumsum(conc)[:n].max())

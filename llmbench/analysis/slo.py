@@ -1,0 +1,243 @@
+"""Threshold expressions such as ``ttft.p95<=2s``, checked against a summary.
+
+Grammar:  METRIC[.STAT] OP VALUE[UNIT]
+  METRIC  latency: ttft tpot itl e2el client_queue e2el_from_schedule itl_per_token max_gap
+          reasoning models: ttfo (first answer token) reasoning_time output_itl (the answer's
+          ITL), reasoning_tokens (a count, per reply that reasoned; STAT as for latency)
+          counts and rates: errors error_rate requests completed completed_share stalls
+          throughput: output_throughput (tok_s) request_throughput (req_s)
+                      total_token_throughput request_goodput
+  STAT    latency: mean median p50 p90 p95 p99 max min std   (default p95), over successes
+          only, as vLLM computes them;
+          ttft, e2el, e2el_from_schedule also: median_all p50_all p90_all p95_all p99_all
+          (failure-aware: every failed request counts as +inf) and within(T) (the share of all
+          requests that succeeded with the metric <= T, compared with a % or a fraction)
+  OP      <= < >= > == !=
+  UNIT    latency: ms s (default ms); rates and shares: % or a fraction; others: a plain number
+An unknown metric or statistic is an error, never a silent pass. A statistic with no data, or
+too little to mean anything (see ``metrics.min_samples``), fails its threshold and says why.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llmbench.analysis.metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples, within_key
+from llmbench.analysis.stats import COUNTS, SCALARS, SHARES, key
+
+GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
+           "'ttft.within(2s)>=95%', 'itl.p95<=200ms', 'errors==0', "
+           "'error_rate<=1%', 'output_throughput>=100'; METRIC is one of "
+           + ", ".join(ALL_LATENCY_METRICS) + ", errors, error_rate, requests, completed, "
+           "completed_share, stalls, output_throughput, request_throughput, "
+           "total_token_throughput, request_goodput, reasoning_tokens; STAT is mean, median, p50, p90, p95, p99, "
+           "max, min or std, and for " + ", ".join(CENSORED_METRICS) + " also median_all, "
+           "p50_all, p90_all, p95_all, p99_all or within(T); OP is <=, <, >=, >, == or !=")
+
+STATS = ("mean", "median", "p50", "p90", "p95", "p99", "max", "min", "std")
+ALL_STATS = ("median_all", "p50_all", "p90_all", "p95_all", "p99_all")
+OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt,
+       "==": operator.eq, "!=": operator.ne}
+_RE = re.compile(r"^\s*([a-z_0-9]+)(?:\.([a-z0-9_]+)(?:\(\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*\))?)?"
+                 r"\s*(<=|>=|==|!=|<|>)\s*"
+                 r"([-+]?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([a-z%]*)\s*$", re.I)
+
+# ttft.p95_all rather than vLLM's successes-only ttft.p95: a step where more than 5 % of the
+# requests failed or timed out has no p95 "incl. failures" under any limit, so it fails even
+# for a user who drops errors==0.
+DEFAULT_THRESHOLDS = ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")
+
+
+NO_REASONING_AS = {"ttfo": "ttft", "output_itl": "itl"}
+
+
+class ThresholdError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Check:
+    """One threshold against one summary. ``ok`` is False also when the statistic is missing;
+    then ``reason`` says why, and ``insufficient`` says whether that is for lack of requests
+    (nothing failed, there were just too few to tell) rather than because requests failed."""
+
+    ok: bool
+    actual: float | None
+    reason: str | None = None
+    insufficient: bool = False
+
+
+@dataclass(frozen=True)
+class Threshold:
+    text: str
+    metric: str
+    stat: str | None
+    op: str
+    value: float           # in the summary's units: ms for latency, fraction for rates
+    key: str               # the summary key it reads
+    within_ms: float | None = None     # for METRIC.within(T)
+
+    def evaluate(self, summary: dict[str, Any]) -> Check:
+        base = NO_REASONING_AS.get(self.metric)
+        if base and self.key not in summary and self.stat is not None:
+            # a run where nothing reasoned has no TTFO keys: its first answer token is its
+            # first token, and its answer's ITL is its ITL
+            return replace(self, metric=base, key=key(base, self.stat)).evaluate(summary)
+        actual = summary.get(self.key)
+        if isinstance(actual, str):          # "inf" as stored in run.json
+            actual = float(actual)
+        failed = int(summary.get("failed") or 0)
+        requests = int(summary.get("requests") or 0)
+        n_key = key(self.metric + "_all" if (self.stat or "").endswith("_all") else self.metric, "n")
+        if self.stat is not None and self.within_ms is None and n_key in summary:
+            # (summaries saved before the counts existed skip this and fail only when missing)
+            all_ = self.stat.endswith("_all")
+            n = int(summary.get(n_key) or 0)
+            need = min_samples(self.stat)
+            if n < need:
+                what = "request" if all_ else "successful request"
+                if n == 0:
+                    reason = f"no {what} to measure"
+                else:
+                    reason = (f"{n} {what}{'s' if n != 1 else ''}, {self.stat} needs at least "
+                              f"{need}")
+                if failed:
+                    reason += f" ({failed} of {requests} failed)"
+                    # failures are why the statistic is short of data: that is a breach
+                    return Check(False, actual, reason, insufficient=False)
+                return Check(False, actual, "not enough data: " + reason, insufficient=True)
+        elif self.within_ms is not None and not requests:
+            return Check(False, None, "not enough data: no request to measure", insufficient=True)
+        if actual is None:
+            if not requests:
+                return Check(False, None, "not enough data: no request finished",
+                             insufficient=True)
+            return Check(False, None, f"{self.key} is not in the summary")
+        actual = float(actual)
+        return Check(bool(OPS[self.op](actual, self.value)), actual)
+
+    def check(self, summary: dict[str, Any]) -> tuple[bool, float | None]:
+        c = self.evaluate(summary)
+        return c.ok, c.actual
+
+    def describe_value(self, v: float | None) -> str:
+        if v is None:
+            return "–"
+        if self.within_ms is not None or self.metric in SHARES:
+            return f"{v * 100:.1f}%"
+        if self.metric in COUNTS:
+            return f"{v:g}" if float(v).is_integer() else f"{v:.1f}"
+        if self.stat is not None:
+            if math.isinf(v):
+                return "∞"
+            return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
+        return f"{v:g}" if float(v).is_integer() else f"{v:.2f}"
+
+    @property
+    def limit_text(self) -> str:
+        return self.describe_value(self.value)
+
+
+def _latency_ms(num: float, unit: str, text: str) -> float:
+    if unit in ("", "ms"):
+        return num
+    if unit == "s":
+        return num * 1000.0
+    raise ThresholdError(f"threshold {text!r}: unit {unit!r} for a latency; use ms or s")
+
+
+def parse_threshold(text: str) -> Threshold:
+    m = _RE.match(text)
+    if not m:
+        raise ThresholdError(f"threshold {text!r} does not parse; grammar: {GRAMMAR}")
+    metric, stat, arg, arg_unit, op, num, unit = (
+        m.group(1).lower(), m.group(2), m.group(3), (m.group(4) or "").lower(), m.group(5),
+        float(m.group(6)), m.group(7).lower())
+    if not math.isfinite(num):
+        raise ThresholdError(f"threshold {text!r}: the limit must be a finite number")
+    if metric in ALL_LATENCY_METRICS:
+        stat = (stat or "p95").lower()
+        if stat == "within" or arg is not None:
+            if stat != "within" or arg is None:
+                raise ThresholdError(f"threshold {text!r}: only within(T) takes an argument, "
+                                     "e.g. 'ttft.within(2s)>=95%'")
+            if metric not in CENSORED_METRICS:
+                raise ThresholdError(f"threshold {text!r}: within(T) is for "
+                                     + ", ".join(CENSORED_METRICS))
+            limit_ms = _latency_ms(float(arg), arg_unit, text)
+            if unit == "%":
+                num /= 100.0
+            elif unit:
+                raise ThresholdError(f"threshold {text!r}: within(T) compares with a share, "
+                                     "e.g. >=95% or >=0.95")
+            return Threshold(text, metric, "within", op, num, within_key(metric, limit_ms),
+                             within_ms=limit_ms)
+        if stat in ALL_STATS:
+            if metric not in CENSORED_METRICS:
+                raise ThresholdError(f"threshold {text!r}: {stat} (failures as +inf) is for "
+                                     + ", ".join(CENSORED_METRICS))
+        elif stat not in STATS:
+            raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r}; use one of "
+                                 + ", ".join(STATS + ALL_STATS) + " or within(T)")
+        return Threshold(text, metric, stat, op, _latency_ms(num, unit, text), key(metric, stat))
+    if metric in COUNTS:
+        stat = (stat or "p95").lower()
+        if stat not in STATS:
+            raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r} for a count; "
+                                 "use one of " + ", ".join(STATS))
+        if unit:
+            raise ThresholdError(f"threshold {text!r}: {metric} is a count of tokens, no unit")
+        return Threshold(text, metric, stat, op, num, key(metric, stat))
+    if metric in SCALARS:
+        if stat:
+            raise ThresholdError(f"threshold {text!r}: {metric} takes no statistic")
+        if unit == "%":
+            if metric not in SHARES:
+                raise ThresholdError(f"threshold {text!r}: % only fits " + " and ".join(SHARES))
+            num /= 100.0
+        elif unit:
+            raise ThresholdError(f"threshold {text!r}: unexpected unit {unit!r}")
+        return Threshold(text, metric, None, op, num, key(metric))
+    raise ThresholdError(f"threshold {text!r}: unknown metric {metric!r}; grammar: {GRAMMAR}")
+
+
+def within_requests(thresholds: list[Threshold]) -> list[tuple[str, float]]:
+    """The (metric, limit_ms) shares a summary must compute for these thresholds."""
+    return [(t.metric, t.within_ms) for t in thresholds if t.within_ms is not None]
+
+
+def check_all(thresholds: list[Threshold], summary: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for t in thresholds:
+        c = t.evaluate(summary)
+        out.append({"threshold": t.text, "ok": c.ok, "actual": c.actual, "limit": t.value,
+                    "metric": t.metric, "stat": t.stat, "op": t.op, "reason": c.reason,
+                    "insufficient": c.insufficient, "text": describe_check(t, c)})
+    return out
+
+
+def describe_check(t: Threshold, c: Check) -> str:
+    """'ttft.p95<=2s: 812 ms' or 'ttft.p95<=2s: no successful request to measure (18 of 18
+    failed)': what the check saw, in words."""
+    if c.reason:
+        return f"{t.text}: {c.reason}"
+    return f"{t.text}: {t.describe_value(c.actual)}"
+
+
+HELD, OVER, NO_DATA = "held", "over", "not enough data"
+
+
+def verdict_of(checks: list[dict[str, Any]]) -> str:
+    """A step or run against its thresholds: held, over (a threshold broke, or requests failed
+    so a statistic could not be measured), or not enough data (nothing failed, but too few
+    requests to tell: never "held")."""
+    failed = [c for c in checks if not c["ok"]]
+    if not failed:
+        return HELD
+    if all(c.get("insufficient") for c in failed):
+        return NO_DATA
+    return OVER

@@ -1,0 +1,265 @@
+"""What a ramp's steps say beyond held / over: where between two steps the threshold is crossed
+(the knee, with an interval), and whether a step had settled (steady state).
+
+Pure: from step dicts and records. The verdict reads both; the judge stores a step's steady
+state with the step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from llmbench.analysis.metrics import per_request
+from llmbench.records.record import Record
+from llmbench.analysis.slo import ThresholdError, parse_threshold
+from llmbench.analysis.stats import Grouped
+
+# -- knee ------------------------------------------------------------------------------------
+KNEE_BOOT = 2000
+KNEE_LEVEL = 95.0
+# the interval covers this share of the gap between the steps: the steps are too coarse
+COARSE_SHARE = 0.8
+# in more than this share of resamples the next step was not worse than the one that held:
+# the statistic is not clearly monotone between the steps, so interpolating says nothing
+NOT_MONOTONE_SHARE = 0.05
+
+_PCT = {"median": 50.0, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
+_GROUPED = ("itl", "itl_per_token", "output_itl")
+_SCALAR = {"ttft": "ttft", "e2el": "e2el", "tpot": "tpot", "client_queue": "client_queue",
+           "e2el_from_schedule": "e2el_from_schedule", "max_gap": "max_gap", "ttfo": "ttfo"}
+_ATTR = {"itl": "itls", "itl_per_token": "itl_per_token", "output_itl": "output_itls"}
+_BIG = 1e15          # a failed request in a failure-aware percentile (+inf), kept finite
+
+
+def _window(records: Sequence[Record], step: dict[str, Any]) -> list[Record]:
+    return [r for r in records if r.step == step["index"] and not r.warmup
+            and step["hold_start"] <= r.start < step["hold_end"]]
+
+
+def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | None
+            ) -> list[list[float]] | None:
+    """Per-request values (ms) the statistic pools, one group per request it counts."""
+    out: list[list[float]] = []
+    all_ = stat.endswith("_all") or within_ms is not None
+    for r in recs:
+        if not r.ok or not r.token_times:
+            if all_:
+                out.append([_BIG])
+            continue
+        p = per_request(r)
+        if metric in _GROUPED:
+            v = getattr(p, _ATTR[metric]) or []
+            if v:
+                out.append([g * 1000.0 for g in v])
+        elif metric in _SCALAR:
+            v = getattr(p, _SCALAR[metric]) if metric != "ttfo" else p.ttfo
+            if v is not None:
+                out.append([v * 1000.0])
+        else:
+            return None
+    if within_ms is not None:           # the share of requests within T: a mean of 0/1
+        out = [[1.0 if g[0] <= within_ms else 0.0] for g in out]
+    return out
+
+
+def _point(groups: list[list[float]], stat: str) -> float:
+    vals = np.concatenate([np.asarray(x, dtype=float) for x in groups])
+    base = stat.removesuffix("_all")
+    return float(np.percentile(vals, _PCT[base])) if base in _PCT else float(vals.mean())
+
+
+def knee(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
+         seed: int = 0) -> dict[str, Any] | None:
+    """Where between the last step that held and the first that broke the broken threshold is
+    crossed: the failing statistic interpolated linearly in load between the two steps, with
+    a 95 % interval from resampling whole requests of each step (the two steps independently).
+
+    None when no step broke after one that held. Otherwise a dict; ``estimate`` is None (and
+    ``reason`` says why) when the data cannot say more than "between the steps"."""
+    i_broke = next((i for i, s in enumerate(steps) if not s["held"]), None)
+    if i_broke is None or i_broke == 0 or not steps[i_broke - 1]["held"]:
+        return None
+    held, broke = steps[i_broke - 1], steps[i_broke]
+    x0, x1 = float(held["load"]), float(broke["load"])
+    found = []
+    for c in broke.get("checks") or []:
+        if c["ok"] or c.get("insufficient"):
+            continue
+        found.append(_knee_for(c, held, broke, records, x0, x1, unit, seed))
+    found = [f for f in found if f is not None]
+    if not found:
+        return {"between": [x0, x1], "estimate": None, "ci": None, "threshold": None,
+                "reason": "the broken threshold is not a latency statistic that can be "
+                          "interpolated", "text": f"Held {x0:g} {unit}, broke at {x1:g}."}
+    # the threshold crossed first binds
+    with_est = [f for f in found if f["estimate"] is not None]
+    return min(with_est, key=lambda f: f["estimate"]) if with_est else found[0]
+
+
+def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
+              records: Sequence[Record], x0: float, x1: float, unit: str, seed: int
+              ) -> dict[str, Any] | None:
+    try:
+        t = parse_threshold(c["threshold"])
+    except ThresholdError:
+        return None
+    if t.stat is None or (t.within_ms is None
+                          and t.stat.removesuffix("_all") not in (*_PCT, "mean")):
+        return None
+    stat = "mean" if t.within_ms is not None else t.stat
+    g0 = _groups(_window(records, held), t.metric, stat, t.within_ms)
+    g1 = _groups(_window(records, broke), t.metric, stat, t.within_ms)
+    if not g0 or not g1 or len(g0) < 2 or len(g1) < 2:
+        return None
+    limit = t.value
+    up = t.op in ("<=", "<")            # the statistic grows worse upward
+    v0, v1 = _point(g0, stat), _point(g1, stat)
+    out: dict[str, Any] = {"threshold": t.text, "between": [x0, x1], "limit": limit,
+                           "values": [_finite(v0), _finite(v1)], "estimate": None, "ci": None,
+                           "reason": None}
+    span = f"between {x0:g} and {x1:g} {unit}"
+    if v1 >= _BIG / 10 or not (v0 <= limit < v1 if up else v0 >= limit > v1):
+        out["reason"] = ("requests failed at the next step" if v1 >= _BIG / 10 else
+                         "the statistic did not cross the limit between these steps")
+        out["text"] = f"Holds {span} at {t.text} (no interpolation: {out['reason']})."
+        return out
+    rng = np.random.default_rng(seed)
+    b0, b1 = _boot(g0, stat, rng), _boot(g1, stat, rng)
+    est = x0 + (limit - v0) / (v1 - v0) * (x1 - x0)
+    worse = (b1 > b0) if up else (b1 < b0)
+    frac = np.where(worse, (limit - b0) / np.where(b1 != b0, b1 - b0, np.nan), np.nan)
+    # a resample already over the limit at the held step crosses at or below it; one still
+    # under at the broken step, at or beyond it: clip to the gap
+    frac = np.clip(frac, 0.0, 1.0)
+    over0 = (b0 > limit) if up else (b0 < limit)
+    under1 = (b1 <= limit) if up else (b1 >= limit)
+    frac = np.where(over0, 0.0, np.where(under1, 1.0, frac))
+    xs = x0 + frac * (x1 - x0)
+    not_mono = float(np.mean(~worse))
+    a = (100 - KNEE_LEVEL) / 2
+    lo, hi = (float(v) for v in np.nanpercentile(xs, [a, 100 - a]))
+    out.update({"estimate": est, "ci": [lo, hi], "not_monotone_share": not_mono})
+    what = f"{t.text}"
+    if not_mono > NOT_MONOTONE_SHARE:
+        out["reason"] = (f"the statistic is not clearly monotone between the steps (the next "
+                         f"step was no worse in {not_mono * 100:.0f}% of resamples)")
+    elif hi - lo >= COARSE_SHARE * (x1 - x0):
+        out["reason"] = "the interval covers almost the whole gap: the steps are too coarse"
+    if out["reason"]:
+        out["text"] = f"Holds {span} at {what}; the steps are too coarse to say more ({out['reason']})."
+    else:
+        out["text"] = f"Holds about {est:.1f} {unit} [{lo:.1f}, {hi:.1f}] at {what}."
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return None if v >= _BIG / 10 else v
+
+
+def _boot(groups: list[list[float]], stat: str, rng: np.random.Generator) -> np.ndarray:
+    n = len(groups)
+    counts = np.zeros((KNEE_BOOT, n))
+    idx = rng.integers(0, n, size=(KNEE_BOOT, n))
+    np.add.at(counts, (np.repeat(np.arange(KNEE_BOOT), n), idx.ravel()), 1)
+    base = stat.removesuffix("_all")
+    if base in _PCT:
+        return Grouped(groups).percentile_rows(counts, _PCT[base])
+    sums = np.array([float(np.sum(x)) for x in groups])
+    sizes = np.array([float(len(x)) for x in groups])
+    return (counts @ sums) / np.maximum(counts @ sizes, 1)
+
+
+# -- steady state ----------------------------------------------------------------------------
+# A step whose queue is still growing has percentiles that depend on how long it was held: a
+# longer hold would have measured worse. Its hold window is cut in halves and compared:
+# - TTFT of the requests that started in each half, with a one-sided Mann-Whitney U test
+#   (second half later?). Rank-based: latencies are skewed with long tails, and a handful of
+#   slow requests cannot make a trend; no normality assumed; fine with a few requests. Halves
+#   of one window are not fully independent, so a drift must also be large enough to matter:
+#   the median up by DRIFT_GROWTH and DRIFT_MIN_MS.
+# - Requests in flight (time-averaged over each half, from the records): a queue that grows
+#   shows as more requests in flight; up by DRIFT_GROWTH and DRIFT_MIN_IN_FLIGHT.
+DRIFT_P = 0.01
+DRIFT_GROWTH = 1.25
+DRIFT_MIN_MS = 20.0
+DRIFT_MIN_IN_FLIGHT = 1.0
+DRIFT_MIN_REQUESTS = 4            # per half, for the TTFT test
+
+
+def _in_flight(records: Sequence[Record], a: float, b: float) -> float:
+    span = max(b - a, 1e-9)
+    total = 0.0
+    for r in records:
+        if r.warmup or not r.start:
+            continue
+        end = r.done or r.end or b
+        total += max(min(end, b) - max(r.start, a), 0.0)
+    return total / span
+
+
+def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_end: float
+                 ) -> dict[str, Any]:
+    """First half against second half of a step's hold window (see above)."""
+    mid = (hold_start + hold_end) / 2
+    mine = [r for r in records if r.step == index and not r.warmup and r.ok and r.first_token]
+    first = [(r.first_token - r.start) * 1000 for r in mine if hold_start <= r.start < mid]
+    second = [(r.first_token - r.start) * 1000 for r in mine if mid <= r.start < hold_end]
+    inf0 = _in_flight(records, hold_start, mid)
+    inf1 = _in_flight(records, mid, hold_end)
+    out: dict[str, Any] = {"in_flight": [inf0, inf1], "ttft_p50_ms": [None, None],
+                           "ttft_p95_ms": [None, None], "p_value": None, "drifting": False,
+                           "why": None}
+    ttft_drift = False
+    if first and second:
+        out["ttft_p50_ms"] = [float(np.median(first)), float(np.median(second))]
+        out["ttft_p95_ms"] = [float(np.percentile(first, 95)), float(np.percentile(second, 95))]
+        if len(first) >= DRIFT_MIN_REQUESTS and len(second) >= DRIFT_MIN_REQUESTS:
+            p = mann_whitney_greater(second, first)
+            out["p_value"] = p
+            m0, m1 = out["ttft_p50_ms"]
+            ttft_drift = (p < DRIFT_P and m1 >= DRIFT_GROWTH * m0 and m1 - m0 >= DRIFT_MIN_MS)
+    queue_drift = inf1 >= DRIFT_GROWTH * inf0 and inf1 - inf0 >= DRIFT_MIN_IN_FLIGHT
+    if ttft_drift or queue_drift:
+        out["drifting"] = True
+        parts = []
+        if out["ttft_p50_ms"][0] is not None:
+            parts.append(f"TTFT p50 {_ms(out['ttft_p50_ms'][0])} -> {_ms(out['ttft_p50_ms'][1])}")
+        parts.append(f"in flight {inf0:.1f} -> {inf1:.1f}")
+        out["why"] = ", ".join(parts) + " from the first to the second half of the hold"
+    return out
+
+
+def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
+    """One-sided p-value that x tends to be larger than y: Mann-Whitney U, normal
+    approximation with tie correction and continuity correction (scipy's "asymptotic").
+    In numpy: the judge runs between steps on the event loop, where importing scipy would
+    stall the users still chatting."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n1, n2 = len(x), len(y)
+    both = np.concatenate([x, y])
+    _, inv, counts = np.unique(both, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = (ends - (counts - 1) / 2.0)[inv.ravel()]      # average ranks of ties
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    sd = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - (counts ** 3 - counts).sum() / (n * (n - 1))))
+    if sd == 0:
+        return 1.0
+    z = (u - n1 * n2 / 2.0 - 0.5) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _ms(v: float) -> str:
+    return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms"
+
+
+def drift_sentence(step: dict[str, Any], unit: str) -> str | None:
+    st = step.get("steady") or {}
+    if not st.get("drifting"):
+        return None
+    return (f"At {step['load']:g} {unit} the step had not settled ({st['why']}): a queue was "
+            "still growing, so its percentiles depend on the hold length (a longer hold would "
+            "measure worse).")

@@ -1,0 +1,399 @@
+"""Why a step broke: queuing, compute saturation, errors/limits, or the load generator itself.
+
+Pure: from step summaries and records (and server samples when probed). Compares the step that
+broke with the first step, the closest thing to an unloaded server the ramp saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from llmbench.load.monitor import who_was_busy
+from llmbench.analysis.metrics import bunching_sentence
+from llmbench.records.record import Record
+from llmbench.analysis.slo import HELD, NO_DATA, OVER
+from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
+from llmbench.analysis.stepstats import drift_sentence, knee
+
+# When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
+# requests in progress share the hardware: compute saturation, not just a queue.
+ITL_GROWTH = 1.5
+ITL_MIN_GROWTH_MS = 2.0
+TTFT_GROWTH = 1.5
+
+SLOT_SETTINGS = ("OLLAMA_NUM_PARALLEL (Ollama)", "-np / --parallel (llama.cpp server)",
+                 "--max-num-seqs (vLLM)", "--max-running-requests (SGLang)",
+                 "--max-concurrent-requests / --max-batch-size (TGI)")
+
+
+def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
+                end: float = float("inf")) -> dict[str, Any] | None:
+    """Running/waiting gauges the server reported during the window, when it was probed."""
+    window = [s for s in samples if start <= s.get("t", -1) <= end]
+    running = [s["running"] for s in window if s.get("running") is not None]
+    if not running:
+        return None
+    waiting = [s["waiting"] for s in window if s.get("waiting") is not None]
+    kv = [s["kv_cache_usage"] for s in window if s.get("kv_cache_usage") is not None]
+    slots = [s["slots"] for s in window if s.get("slots")]
+    preempted = [s["preemptions"] for s in window if s.get("preemptions") is not None]
+    per_backend: dict[str, float] = {}
+    for s in window:
+        for name, n in (s.get("backends_in_flight") or {}).items():
+            per_backend[name] = max(per_backend.get(name, 0), n)
+    return {"running_max": max(running), "running_mean": float(np.mean(running)),
+            "backends_in_flight_max": per_backend or None,
+            "waiting_max": max(waiting) if waiting else None,
+            "waiting_mean": float(np.mean(waiting)) if waiting else None,
+            "kv_cache_usage_max": max(kv) if kv else None,
+            "slots": slots[-1] if slots else None, "samples": len(window),
+            "preemptions": max(preempted) - min(preempted) if preempted else None}
+
+
+def _fmt_ms(v: float | str | None) -> str:
+    if v is None:
+        return "–"
+    v = float(v)
+    if v != v:
+        return "–"
+    if v == float("inf"):
+        return "∞"
+    return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms"
+
+
+def _num(v: Any) -> float | None:
+    """A summary number as read back from run.json ("inf" strings, nulls) or from memory."""
+    if v is None:
+        return None
+    v = float(v)
+    return None if v != v else v
+
+
+def step_state(step: dict[str, Any]) -> str:
+    """held | over | not enough data (runs saved before the state existed: from ``held``)."""
+    return step.get("state") or (HELD if step["held"] else OVER)
+
+
+# A loop that uses this much of a core while it lags is lagging on its own work: llmbench was
+# busy. Lagging while using less means it was ready to run and the machine did not run it:
+# other processes had the cores.
+GENERATOR_CPU_BUSY_PCT = 50.0
+
+
+def generator_cause(mon: dict[str, Any]) -> str:
+    """'llmbench' (its own CPU was high) or 'machine' (lag while its own CPU was low)."""
+    return "llmbench" if (mon.get("cpu_pct") or 0.0) >= GENERATOR_CPU_BUSY_PCT else "machine"
+
+
+def generator_sentence(mon: dict[str, Any]) -> str:
+    lag, cpu = mon.get("lag_p99_ms") or 0.0, mon.get("cpu_pct") or 0.0
+    # with worker processes, say which one (its figures are the ones quoted): a worker, or
+    # the coordinator that gathers their records
+    who = who_was_busy(mon)
+    who = f" ({who})" if who else ""
+    if mon.get("send_delay_over"):
+        # the requests themselves left late: TTFT and E2EL include llmbench's own delay
+        where = ("llmbench itself was busy" if generator_cause(mon) == "llmbench"
+                 else "the machine was busy with other processes")
+        return (f"llmbench{who} sent its requests late: its own send delay (decided to send -> "
+                f"bytes handed to the socket) was {mon['send_delay_p99_ms']:.1f} ms at p99, "
+                f"over the {mon.get('send_delay_limit_ms') or 0:g} ms budget ({where}; it used "
+                f"{cpu:.0f}% of a core, event-loop lag p99 {lag:.1f} ms), so its TTFTs "
+                "include that delay.")
+    if generator_cause(mon) == "llmbench":
+        return (f"llmbench itself{who} was busy (it used {cpu:.0f}% of a core; event-loop lag "
+                f"p99 {lag:.1f} ms): its timestamps were late.")
+    return (f"The machine was busy with other processes: llmbench's event loop{who} lagged (p99 "
+            f"{lag:.1f} ms) while llmbench itself used only {cpu:.0f}% of a core, so something "
+            "else had the CPU.")
+
+
+def lag_explains(step: dict[str, Any]) -> bool:
+    """Whether the load generator's own lag could explain why this step failed.
+
+    A late event loop stamps each token late by about its lag, so a latency limit broken by
+    more than the lag p99 was broken by the server, busy generator or not. Anything else that
+    failed (a throughput minimum, a share within T, stalls) could come from the generator."""
+    mon = step.get("monitor") or {}
+    if not mon.get("overloaded"):
+        return False
+    lag = mon.get("lag_p99_ms") or 0.0
+    if mon.get("send_delay_over"):
+        # a request sent late has every latency late by its send delay
+        lag = max(lag, mon.get("send_delay_p99_ms") or 0.0)
+    for c in step.get("checks") or []:
+        if c["ok"] or c.get("insufficient"):
+            continue
+        actual = _num(c.get("actual"))
+        if c["metric"] in ("errors", "error_rate", "completed", "completed_share") \
+                or actual == float("inf") or (c.get("reason") and not c.get("insufficient")):
+            return False          # requests failed: lag does not make a server answer 429
+        if (c.get("stat") not in (None, "within") and c.get("op", "<=") in ("<=", "<")
+                and actual is not None and actual != float("inf") and actual - c["limit"] > lag):
+            return False
+    return True
+
+
+def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
+                planned: int | None = None) -> str:
+    """'Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2 s.'
+
+    ``planned`` is how many steps the plan had: a ramp that stopped early (interrupted) did
+    not have "every step" hold."""
+    held = [s for s in steps if s["held"]]
+    broke = next((s for s in steps if not s["held"]), None)
+    best = max((s["load"] for s in held), default=0)
+    head = f"Held {best:g} {unit}."
+    if broke is None:
+        if not steps:
+            return head + " No step finished."
+        if planned is not None and len(steps) < planned:
+            return head + f" Stopped after {len(steps)} of {planned} steps, all held."
+        return head + " Every step held."
+    failed = [c for c in broke["checks"] if not c["ok"]]
+    if step_state(broke) == NO_DATA:
+        return (head + f" At {broke['load']:g} {unit}, not enough data to decide: "
+                + "; ".join(_describe_check(c) for c in failed[:2]) + ".")
+    # a breach first, then what could not be measured
+    # an outage first (it explains the rest), then a breach, then what could not be measured
+    failed.sort(key=lambda c: (not c.get("outage"), bool(c.get("reason"))))
+    parts = []
+    for c in failed[:2]:
+        parts.append(_describe_check(c, int(broke["summary"].get("failed") or 0)))
+    return head + f" At {broke['load']:g} {unit}, " + "; ".join(parts) + "."
+
+
+NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2el": "E2EL",
+         "client_queue": "client queue", "e2el_from_schedule": "E2EL from schedule",
+         "itl_per_token": "ITL per token", "max_gap": "max gap"}
+
+
+def _describe_check(c: dict[str, Any], failed: int | None = None) -> str:
+    """``failed``: failed requests in the step; with none, a p95_all is just the p95."""
+    metric, stat, limit = c["metric"], c["stat"], c["limit"]
+    actual = _num(c["actual"])
+    if c.get("outage"):
+        return c["reason"]
+    if c.get("reason"):
+        return f"{c['threshold']}: {c['reason'].removeprefix('not enough data: ')}"
+    if actual is None:
+        return f"{c['threshold']} had no value"
+    if stat == "within":
+        return (f"{actual * 100:.1f}% of requests succeeded with {NAMES.get(metric, metric)} "
+                f"in time ({c['threshold']})")
+    if stat is not None:
+        rel = "over" if actual > limit else "under"
+        name = NAMES.get(metric, metric)
+        if stat.endswith("_all") and failed == 0:
+            name += f" {stat.removesuffix('_all')}"
+        elif stat.endswith("_all"):
+            name += f" {stat.removesuffix('_all')} incl. failures"
+            if actual == float("inf"):
+                return f"{name} was ∞ (too many requests failed), {rel} {_fmt_ms(limit)}"
+        else:
+            name += f" {stat}"
+        return f"{name} was {_fmt_ms(actual)}, {rel} {_fmt_ms(limit)}"
+    if metric == "errors":
+        return f"{actual:g} requests failed (limit {limit:g})"
+    if metric == "error_rate":
+        return f"the error rate was {actual * 100:.1f}% (limit {limit * 100:.1f}%)"
+    if metric == "requests":
+        return "no request finished in the hold window"
+    return f"{metric} was {actual:.2f} ({c['threshold']})"
+
+
+def error_evidence(s: dict[str, Any], where: str = "") -> list[str]:
+    """Failed requests, by kind and HTTP status, with the first words of each kind's body."""
+    if not s.get("failed"):
+        return []
+    statuses = s.get("error_statuses") or {}
+    kinds = s.get("errors") or {}
+    out = [f"{s['failed']} of {s.get('requests', s['failed'])} requests failed{where}: "
+           + ", ".join(f"{k} x{v}" for k, v in kinds.items())
+           + ("; HTTP " + ", ".join(f"{k} x{v}" for k, v in statuses.items()) if statuses else "")
+           + "."]
+    for e in (s.get("error_samples") or [])[:3]:
+        out.append(f"  {e['kind']}{' ' + str(e['status']) if e.get('status') else ''} "
+                   f"x{e.get('count', 1)}: {(e.get('error') or '')[:160]}")
+    return out
+
+
+def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
+            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None
+            ) -> dict[str, Any]:
+    """The verdict: what kind of limit, the evidence, and what to change.
+
+    Failed requests outrank everything, the load generator's own state included: they are real
+    whatever the generator's lag, and are always listed with their status and body."""
+    out: dict[str, Any] = {"result": result_line(steps, unit, planned), "kind": "held",
+                           "evidence": [], "advice": []}
+    if not steps:
+        out["kind"] = "none"
+        return out
+    first = steps[0]
+    broke = next((s for s in steps if not s["held"]), None)
+    subject = broke or steps[-1]
+    s0, s1 = first["summary"], subject["summary"]
+    ttft0, ttft1 = _num(s0.get("p95_ttft_ms")), _num(s1.get("p95_ttft_ms"))
+    itl0, itl1 = _num(s0.get("median_itl_ms")), _num(s1.get("median_itl_ms"))
+    itl95_0, itl95_1 = _num(s0.get("p95_itl_ms")), _num(s1.get("p95_itl_ms"))
+    # growth needs a number on both sides: a missing statistic grows nothing
+    itl_grew = (itl0 is not None and itl1 is not None and itl0 > 0
+                and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
+    ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
+                 and ttft1 >= TTFT_GROWTH * ttft0)
+    base_ttft_s = (_num(s0.get("median_ttft_ms")) or 0.0) / 1000.0
+    win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
+    little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
+    server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
+    k = knee(steps, records, unit)
+    out["knee"] = k
+    drifting = [s for s in steps if (s.get("steady") or {}).get("drifting")]
+    out["drifting"] = [s["load"] for s in drifting]
+    out["steady_note"] = [drift_sentence(s, unit) for s in drifting]
+    out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
+                "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
+                "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,
+                "served_at_once": little, "server": server})
+    ev = out["evidence"]
+    itl_text = "–" if itl0 is None else f"{itl0:.1f} ms"
+    itl_text += " -> " + ("–" if itl1 is None else f"{itl1:.1f} ms")
+    ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: TTFT p95 {_fmt_ms(ttft0)} -> "
+              f"{_fmt_ms(ttft1)}, time between tokens (median) {itl_text}.")
+    est = little["in_service"]
+    if broke is None:
+        out["kind"] = "held"
+        for st in steps:
+            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+        said = next((bunching_sentence(st["summary"].get("stream_bunching")) for st in steps
+                     if bunching_sentence(st["summary"].get("stream_bunching"))), None)
+        if said:
+            ev.append(said[0].upper() + said[1:] + ".")
+        ev.append(f"About {est:.1f} requests were being served at once at the last step.")
+        return out
+    mon = broke.get("monitor") or {}
+    failed_checks = [c for c in broke["checks"] if not c["ok"]]
+    for st in steps:
+        if st is not broke and st["summary"].get("failed"):
+            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+    down = [c for c in broke["checks"] if c.get("outage")]
+    if down:
+        # the server was not there: this step measured its absence, not its capacity
+        out["kind"] = "outage"
+        ev.append(f"At {broke['load']:g} {unit}, {down[0]['reason']}.")
+        ev.append("A step with an outage in it is over: its numbers are of a server that was "
+                  "down, so the ramp stops there.")
+        out["advice"].append("Find out why the server went away (its log: a crash, a restart, "
+                             "out of memory), then run the ramp again.")
+        return out
+    if s1.get("failed"):
+        out["kind"] = "errors"
+        ev.extend(error_evidence(s1, f" at {broke['load']:g} {unit}"))
+        statuses = s1.get("error_statuses") or {}
+        if "429" in statuses or "503" in statuses:
+            ev.append("429/503 means a limit was hit: a full queue or a rate limit, not slowness.")
+            out["advice"].append("Raise the server's queue limit (e.g. OLLAMA_MAX_QUEUE) or rate "
+                                 "limit, or add capacity; or accept fewer users.")
+        kinds = s1.get("errors") or {}
+        if any(k.startswith("timeout") for k in kinds):
+            out["advice"].append("Timeouts: the server took longer than --timeout-first-token / "
+                                 "--timeout-idle allow, or stopped answering.")
+        if itl_grew:
+            ev.append(f"Also, the gaps between tokens grew {itl1 / itl0:.1f}x (compute saturation).")
+        elif ttft_grew:
+            ev.append("Also, the first token got later while tokens stayed as far apart "
+                      "(requests queuing for slots).")
+        if mon.get("overloaded"):
+            ev.append(generator_sentence(mon) + " That does not make requests fail, and does not "
+                      "change these errors.")
+        return out
+    buffered = bunching_sentence(s1.get("stream_bunching"))
+    if buffered:
+        # TTFT and ITL measured the proxy's buffer: neither queuing nor saturation can be told
+        out["kind"] = "buffered"
+        ev.append(buffered[0].upper() + buffered[1:] + ".")
+        ev.append("So whether the first token got later from queuing, or the gaps grew from "
+                  "saturation, cannot be told from this run: these latencies are not the "
+                  "model's.")
+        out["advice"].append("Turn the proxy's buffering off (nginx: proxy_buffering off, or "
+                             "have the server send X-Accel-Buffering: no), or point --url past "
+                             "the proxy, then run the ramp again.")
+        return out
+    if step_state(broke) == NO_DATA:
+        out["kind"] = "not_enough_data"
+        ev.append("Nothing failed, but the step had too few requests to measure: "
+                  + "; ".join(_describe_check(c) for c in failed_checks) + ".")
+        out["advice"].append("Hold each step longer (--hold), think less (--think), or use a "
+                             "statistic that needs fewer requests (p90 or the median).")
+        return out
+    if mon.get("overloaded"):
+        if lag_explains(broke):
+            out["kind"] = "load_generator"
+            out["generator_cause"] = generator_cause(mon)
+            ev.append(generator_sentence(mon) + " Its numbers at this step are not trustworthy; "
+                      "this says nothing about the server.")
+            if out["generator_cause"] == "llmbench":
+                out["advice"].append("Run fewer users per process, or shard the load over "
+                                     "processes/machines.")
+            else:
+                out["advice"].append("Run llmbench where nothing else competes for the CPU, "
+                                     "then run the ramp again.")
+            return out
+        ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
+                  "can add to a timestamp, so the result stands.")
+    if itl_grew:
+        out["kind"] = "saturation"
+        ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x: the requests in progress "
+                  "share the hardware (compute saturation), so each reply streams slower.")
+        ev.append(f"About {est:.1f} requests were being served at once (Little's law on the hold "
+                  "window).")
+        if server:
+            ev.append(_server_sentence(server))
+            if server.get("kv_cache_usage_max") and server["kv_cache_usage_max"] >= 0.95:
+                ev.append("The KV cache was full: the server preempts or queues requests.")
+        out["advice"].append("More users need more compute: a faster GPU, a smaller or more "
+                             "quantized model, or more replicas behind a router.")
+        return out
+    if ttft_grew:
+        out["kind"] = "queuing"
+        n = max(round(est), 1)
+        ev.append(f"Tokens stayed {_fmt_ms(itl1)} apart while the first token got later: requests "
+                  "were queuing for too few slots.")
+        ev.append(f"Users spent {little['waiting_share'] * 100:.0f}% of their request time "
+                  f"waiting for a first token; about {est:.1f} request(s) were served at once "
+                  "(Little's law), so the server serves "
+                  + ("one person at a time." if n == 1 else f"about {n} at a time."))
+        if server:
+            ev.append(_server_sentence(server))
+            if server.get("slots"):
+                n = int(server["slots"])
+        out["slots_estimate"] = n
+        out["advice"].append("Serve more requests at once: raise " + ", ".join(SLOT_SETTINGS)
+                             + ". Expect each reply to stream a little slower.")
+        return out
+    out["kind"] = "other"
+    ev.append("Neither TTFT nor the gaps between tokens grew much; the step broke on: "
+              + "; ".join(c["threshold"] for c in failed_checks) + ".")
+    return out
+
+
+def _server_sentence(server: dict[str, Any]) -> str:
+    w = server.get("waiting_max")
+    text = (f"The server itself reported up to {server['running_max']:g} running"
+            + (f" while up to {w:g} waited" if w is not None else "") + ".")
+    if server.get("preemptions"):
+        text += (f" It preempted {server['preemptions']:g} request(s): its KV cache was full, so"
+                 " it evicted running requests and recomputed them (their replies stall).")
+    per = server.get("backends_in_flight_max")
+    if per:
+        text += " The router's view, most in flight per backend: " + ", ".join(
+            f"{k} {v:g}" for k, v in sorted(per.items())) + "."
+        busiest, total = max(per.values()), sum(per.values())
+        if len(per) > 1 and total and busiest / total > 0.75:
+            text += " One backend carried most of it while others idled: the routing, not capacity."
+    if server.get("slots"):
+        n = server["slots"]
+        text += f" It has {n:g} slot{'' if n == 1 else 's'}."
+    return text

@@ -1,0 +1,554 @@
+"""Send one request, time it, and fill one Record. Never raises for anything a server does.
+
+No general HTTP library is on the hot path by default. Measured on this project's 2-core
+machine: httpx's default transport delivered 128 concurrent 20 ms streams coalesced
+(DESIGN.md); httpx over aiohttp's transport kept the gaps but cost ~525 us of CPU per request,
+against ~230 us for the same request on aiohttp alone, and at 128 streams those costs arrive
+in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
+
+Two transports sit behind one seam (fasthttp.Transport: one request in, its response into the
+record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://), which costs
+about half of aiohttp's CPU per request start and two thirds per token event
+(scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
+chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
+Client.send's, for both, and so is the response policy both must agree on (``_on_head``): a
+same-origin 307/308 is followed once per request and warned about (the URL should be fixed);
+301/302/303, which turn a POST into a GET, and other origins are not followed; a compressed
+stream is named, not read as a cut. The way to the server (proxy, TLS) is the target's
+netconfig.Net, the same for both transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urljoin, urlsplit
+
+from yarl import URL
+
+if TYPE_CHECKING:
+    import aiohttp
+    from multidict import CIMultiDictProxy
+else:
+    # imported by the aiohttp transport when one is made (_load_aiohttp): a run on llmbench's
+    # own transport never loads it, and aiohttp is 23 MB of a process's resident memory
+    aiohttp = None
+
+
+def _load_aiohttp() -> Any:
+    global aiohttp
+    if aiohttp is None:
+        import aiohttp as module
+        aiohttp = module
+    return aiohttp
+
+
+def preload_transports(base_urls: list[str]) -> None:
+    """Import aiohttp now if a request to one of ``base_urls`` will go through it: before the
+    event loop runs, not inside it, where the import stalls the loop for about a quarter of a
+    second as the first requests go out."""
+    if any(choose_transport(u) == "aiohttp" for u in base_urls):
+        _load_aiohttp()
+
+from llmbench.client import fasthttp
+from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, body_text, decoded
+from llmbench.client.netconfig import Net
+from llmbench.records.record import Record
+from llmbench.client.target import Target
+
+perf_counter = time.perf_counter
+
+try:
+    # orjson encodes a request body in a fraction of json.dumps's time (scripts/bench_client_cpu.py)
+    from orjson import dumps as fast_dumps
+except ImportError:         # pragma: no cover - orjson is a dependency, kept optional here
+    fast_dumps = None
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """A request body as JSON bytes; what orjson cannot encode (an integer beyond 64 bits in
+    --extra-body) goes through json, as before."""
+    fast = fast_dumps
+    if fast is not None:
+        try:
+            return fast(body)
+        except TypeError:
+            pass
+    return json.dumps(body).encode()
+
+
+async def _stamp_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -> None:
+    """aiohttp calls this just before it hands each piece of the request body to the socket
+    (StreamWriter.write, which writes synchronously right after): the last call is when the
+    request left llmbench. The time since ``rec.start`` is the client's own send delay."""
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.sent = perf_counter()
+
+
+def _send_stamps() -> list[aiohttp.TraceConfig]:
+    tc = aiohttp.TraceConfig()
+    tc.on_request_chunk_sent.append(_stamp_sent)
+    return [tc]
+
+# Response headers that name the backend which served a request, most specific first.
+SERVED_BY_HEADERS = ("x-llmbench-replica", "x-inference-pod", "x-served-by", "x-backend-server",
+                     "x-upstream-addr", "x-litellm-model-api-base")
+QUEUE_HEADER = "x-llmbench-queue-ms"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0
+    first_token_s: float = 300.0
+    idle_s: float = 60.0
+    total_s: float = 900.0
+
+
+# ERROR_BODY_READ_BYTES (how much of an error or HTML body is read) and DRAIN_AFTER_END_S (how
+# long the rest of a response is read after its end marker) are fasthttp's, for both transports.
+# A request that failed on a reused connection before any reply is sent again this many times,
+# each time on a new connection (so a second failure is the server's, not a stale pool's).
+MAX_RESENDS = 1
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """The failure of a kept-alive connection the server closed: not a refused connect."""
+    if aiohttp is not None and isinstance(exc, aiohttp.ClientConnectorError):
+        return False        # could not connect at all: the server is down or the URL is wrong
+    if aiohttp is not None and isinstance(exc, (aiohttp.ServerDisconnectedError,
+                                                aiohttp.ClientOSError)):
+        return True
+    return isinstance(exc, (ConnectionResetError, BrokenPipeError))
+    # fasthttp.ServerDisconnected is a ConnectionResetError; its connect errors are the OS's
+    # (ConnectionRefusedError, socket.gaierror, TimeoutError), none of which is stale
+
+
+TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
+TRANSPORTS = ("aiohttp", "fast")
+# What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
+# fast transport, which at 128 streams cost about half of aiohttp's CPU per request start and
+# two thirds per token event, with a smaller TTFT error (README "Client cost")
+DEFAULT_TRANSPORT = "fast"
+_warned: set[str] = set()
+
+
+def choose_transport(url: str, wanted: str | None = None) -> str:
+    """'aiohttp' or 'fast' for requests to ``url``; ``wanted`` (else $LLMBENCH_TRANSPORT) is
+    auto | aiohttp | fast. The fast transport speaks HTTP/1.1 over TCP or TLS only."""
+    if wanted is None:
+        wanted = os.environ.get(TRANSPORT_ENV, "").strip().lower() or "auto"
+    if wanted not in TRANSPORTS and wanted != "auto":
+        if wanted not in _warned:
+            _warned.add(wanted)
+            print(f"warning: {TRANSPORT_ENV}={wanted[:40]}: expected auto, aiohttp or fast; "
+                  "using auto", file=sys.stderr)
+        wanted = "auto"
+    if wanted == "auto":
+        wanted = DEFAULT_TRANSPORT
+    if wanted == "fast" and urlsplit(url).scheme not in ("http", "https"):
+        return "aiohttp"
+    return wanted
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    stream: bool = True
+    temperature: float | None = None
+    ignore_eos: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    # Which body field carries the reply length on OpenAI chat: "auto" sends both max_tokens and
+    # max_completion_tokens (Ollama's /v1 and LM Studio read only max_tokens; vLLM, SGLang,
+    # llama.cpp and LiteLLM read either), except to api.openai.com, which rejects max_tokens
+    # for some models and gets max_completion_tokens only.
+    max_tokens_field: str = "auto"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
+                "extra_body": self.extra_body, "max_tokens_field": self.max_tokens_field}
+
+
+class _Watchdog:
+    """One timer per request, re-armed only when it fires, so token events cost nothing extra.
+
+    It cancels the request's task when a deadline passed; ``fired`` says which.
+    """
+
+    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle")
+
+    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = task
+        self._t = timeouts
+        self.start = start
+        self.last = start
+        self.got_token = False
+        self.fired: str | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _deadline(self) -> float:
+        t = self._t
+        d = self.last + t.idle_s if self.got_token else self.start + t.first_token_s
+        return min(d, self.start + t.total_s)
+
+    def _arm(self) -> None:
+        delay = self._deadline() - perf_counter()
+        self._handle = self._loop.call_later(max(delay, 0.0), self._check)
+
+    def _check(self) -> None:
+        now = perf_counter()
+        t = self._t
+        if now >= self.start + t.total_s:
+            self.fired = "timeout_total"
+        elif not self.got_token and now >= self.start + t.first_token_s:
+            self.fired = "timeout_first_token"
+        elif self.got_token and now >= self.last + t.idle_s:
+            self.fired = "timeout_idle"
+        if self.fired:
+            self._handle = None
+            self._task.cancel()
+        else:
+            self._arm()
+
+    def first_token(self) -> None:
+        """The deadline switches from first-token to idle: re-arm once if it came closer."""
+        self.got_token = True
+        if self._handle is not None and self._deadline() < self._handle.when() - self._loop.time() + perf_counter():
+            self._handle.cancel()
+            self._arm()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class AiohttpTransport:
+    """The aiohttp transport (fasthttp.Transport): used for what the fast one does not cover,
+    or when LLMBENCH_TRANSPORT=aiohttp."""
+
+    def __init__(self, urls: dict[bool, str], headers: dict[str, str], fmt: Any,
+                 on_head: Callable[[int, Any, Record], int], max_connections: int,
+                 connect_s: float, stamp_sent: bool = True, net: Net | None = None) -> None:
+        _load_aiohttp()
+        self._fmt = fmt
+        self._on_head = on_head
+        self._headers = headers
+        self._connect_s = connect_s
+        self._stamp = stamp_sent
+        self._net = net or Net()
+        proxy_kw, proxy_headers = self._net.aiohttp_proxy(urls[True].startswith("https:"))
+        self._headers = {**headers, **proxy_headers}
+        self._fresh: aiohttp.ClientSession | None = None
+        self._http = self._session(limit=max_connections, limit_per_host=0, ttl_dns_cache=300)
+        # parsed once: aiohttp parses a str URL on every request
+        self._urls = {stream: URL(u) for stream, u in urls.items()}
+        self._origin = URL(urls[True]).origin()
+        # the way (proxy) and the response policy the fast transport has too: no redirect
+        # followed by aiohttp itself (the client decides), the environment not read again
+        self._kw = {"allow_redirects": False, **proxy_kw}
+
+    def _session(self, **connector: Any) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=self._net.aiohttp_connector(**connector), auto_decompress=False,
+            trust_env=False, max_line_size=MAX_HEAD_BYTES, max_field_size=MAX_HEAD_BYTES,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_s),
+            trace_configs=_send_stamps() if self._stamp else None)
+
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        """A session that opens a new connection for every request: used for resends only."""
+        if self._fresh is None:
+            self._fresh = self._session(force_close=True, limit=0)
+        return self._fresh
+
+    async def aclose(self) -> None:
+        for http in (self._http, self._fresh):
+            if http is not None:
+                await http.close()
+
+    async def exchange(self, stream: bool, body: bytes, rec: Record, dog: "_Watchdog",
+                       texts: list[str], fresh: bool, path: str | None = None) -> str | None:
+        http = self._fresh_session() if fresh else self._http
+        headers = {**self._headers, "x-request-id": rec.request_id}
+        url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))
+        async with http.post(url, data=body, headers=headers, trace_request_ctx=rec,
+                             **self._kw) as resp:
+            mode = self._on_head(resp.status, resp.headers, rec)
+            if mode >= SOME:
+                text = await self._read_some(resp)
+                if rec.error is None:       # what on_head said (a redirect, a compressed
+                    rec.error = text        # stream) is kept
+                return resp.headers.get("location") if mode == FOLLOW else None
+            if mode == STREAM:
+                await self._read_stream(resp, rec, dog, texts)
+            else:
+                await self._read_whole(resp, rec, texts)
+        return None
+
+    @staticmethod
+    async def _read_some(resp: aiohttp.ClientResponse) -> str:
+        raw = await resp.content.read(ERROR_BODY_READ_BYTES)
+        return body_text(raw, resp.headers.get("content-encoding", ""))
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
+                           texts: list[str]) -> None:
+        """The transport: each chunk is timestamped on arrival and handed, with its time, to
+        the stream decoder, which fills the record; this loop only keeps the watchdog and the
+        connection."""
+        dec = StreamDecoder(self._fmt, rec, texts)
+        times = rec.token_times
+        content = resp.content
+        async for chunk in content.iter_any():
+            t = perf_counter()
+            r = dec.feed(t, chunk)
+            if r == NOTHING:
+                continue
+            if r == WHOLE:
+                rec.stream = False
+                await self._read_whole(resp, rec, texts, first=chunk)
+                return
+            dog.last = t        # the idle limit is between events, so only events re-arm it
+            if not dog.got_token and times:
+                dog.first_token()
+            if r == EVENTS:
+                continue
+            if r == FAILED:
+                return
+            # ENDED: the end marker ends the request, whether or not the server closes the
+            # stream; what follows (normally just the chunked terminator) is drained briefly
+            # so the connection stays reusable.
+            dog.stop()
+            if not content.is_eof():
+                rec.done = perf_counter()
+                try:
+                    await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S)
+                except (asyncio.TimeoutError, aiohttp.ClientError):
+                    resp.close()
+            dec.finish()
+            return
+        dec.close(perf_counter())
+
+    async def _read_whole(self, resp: aiohttp.ClientResponse, rec: Record, texts: list[str],
+                          first: bytes = b"") -> None:
+        raw = first + await resp.read() if first else await resp.read()
+        decode_whole(self._fmt, decoded(raw, resp.headers.get("content-encoding", "")),
+                     perf_counter(), rec, texts)
+
+
+class Client:
+    """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
+
+    def __init__(self, target: Target, params: RequestParams | None = None,
+                 timeouts: Timeouts | None = None, max_connections: int = 1024,
+                 served_by_header: str | None = None,
+                 count_tokens: Callable[[str], int] | None = None,
+                 transport: str | None = None) -> None:
+        self.target = target
+        self.params = params or RequestParams()
+        self.timeouts = timeouts or Timeouts()
+        self._served_by = (served_by_header.lower(),) if served_by_header else SERVED_BY_HEADERS
+        self._count_tokens = count_tokens
+        self._fmt = target.wire_format
+        self._headers = {**target.request_headers(), "accept-encoding": "identity"}
+        self._max_connections = max_connections
+        self._tr: Transport | None = None
+        origin = urlsplit(target.base_url)
+        self._origin = (origin.scheme, origin.hostname, origin.port)
+        self._redirect_warned = False
+        # "aiohttp" or "fast" (choose_transport: the argument, else $LLMBENCH_TRANSPORT)
+        self.transport = choose_transport(target.base_url, transport)
+        # stamp rec.sent (the client's own send delay); off only to measure what it costs
+        self.send_stamps = True
+        if self.params.max_tokens_field == "auto":
+            host = urlsplit(target.base_url).hostname or ""
+            field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
+            self.params = replace(self.params, max_tokens_field=field_)
+
+    async def __aenter__(self) -> "Client":
+        kind = fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport
+        urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
+        self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
+                        self.timeouts.connect_s, self.send_stamps, net=self.target.net)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._tr is not None:
+            await self._tr.aclose()
+        self._tr = None
+
+    def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
+        return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
+                              self.params.as_dict())
+
+    async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
+                   prompt_tokens_client: int | None = None) -> str:
+        """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
+        tr = self._tr
+        assert tr is not None, "use 'async with Client(...)'"
+        content = encode_body(self.body(messages, max_tokens))
+        task = asyncio.current_task()
+        assert task is not None
+        texts: list[str] = []
+        rec.max_tokens = max_tokens
+        rec.start = perf_counter()
+        dog = _Watchdog(task, self.timeouts, rec.start)
+        stream = self.params.stream
+        path: str | None = None         # where a followed redirect pointed
+        while True:
+            try:
+                moved = await tr.exchange(stream, content, rec, dog, texts, rec.retries > 0,
+                                          path)
+                if moved is not None and path is None:
+                    path = self._follow(moved, rec, stream)
+                    continue
+                dog.stop()
+            except asyncio.CancelledError:
+                dog.stop()
+                if dog.fired is None:
+                    rec.error_kind, rec.error = "interrupted", "the run was stopped"
+                    rec.done = perf_counter()
+                    raise
+                if hasattr(task, "uncancel"):
+                    task.uncancel()
+                rec.error_kind = dog.fired
+                rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+            except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
+                if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
+                    # A kept-alive connection the server had already closed (llama.cpp's server
+                    # closes after each streamed reply while its headers promise keep-alive):
+                    # the request never reached it. Send it again once, on a new connection;
+                    # the record keeps its first start time and counts the resend.
+                    rec.retries += 1
+                    continue
+                dog.stop()
+                self._transport_error(exc, rec)
+            break
+        if not rec.done:            # set at the end marker when the rest was drained after it
+            rec.done = perf_counter()
+        self._finish(rec, texts, prompt_tokens_client)
+        return "".join(texts)
+
+    def _on_head(self, status: int, headers: Any, rec: Record) -> int:
+        """The response's status and headers are in: record them, and say how to read the body
+        (fasthttp.STREAM, WHOLE_BODY, SOME: the start of an error or HTML page, or FOLLOW: a
+        redirect ``send`` may follow). Both transports call it: one policy."""
+        rec.status = status
+        self._read_headers(headers, rec)
+        if status >= 400:
+            rec.error_kind = "http_status"
+            return SOME
+        if 300 <= status < 400 and status != 304:
+            # a benchmark target should be the URL that answers, so say where it points; a
+            # 307/308 to the same origin keeps the method and body, and is followed once by
+            # send (with a warning); 301/302/303 would turn the POST into a GET
+            location = headers.get("location", "")
+            rec.error_kind = "http_status"
+            same = status in (307, 308) and location and self._same_origin(location)
+            why = "" if same or status not in (307, 308) else ": another origin"
+            rec.error = f"redirected to {location[:150] or '?'} (not followed{why})"
+            return FOLLOW if same else SOME
+        if "html" in headers.get("content-type", ""):
+            # a web page, not an API: a wrong URL or a login/proxy page in the way
+            rec.error_kind = "malformed_event"
+            return SOME
+        encoding = headers.get("content-encoding", "")
+        if self.params.stream and encoding and encoding.lower() != "identity":
+            # token times through a compressor are the compressor's flushes, not the
+            # server's events: named, not decoded (and not read as a cut stream)
+            rec.error_kind = "malformed_event"
+            rec.error = (f"the stream is compressed (content-encoding: {encoding[:20]}) although "
+                         "llmbench asked for none (accept-encoding: identity): a proxy or the "
+                         "server compresses it; turn compression off for this path")
+            return SOME
+        return STREAM if self.params.stream else WHOLE_BODY
+
+    def _same_origin(self, location: str) -> bool:
+        u = urlsplit(urljoin(self.target.endpoint, location))
+        try:
+            return (u.scheme, u.hostname, u.port) == self._origin
+        except ValueError:
+            return False
+
+    def _follow(self, location: str, rec: Record, stream: bool) -> str:
+        """Follow a same-origin 307/308 once: the path (and query) to send to, the record reset
+        for the new answer and marked, and a warning once per client to fix the URL."""
+        url = urljoin(self.target.endpoint_for(stream), location)
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        status = rec.status
+        rec.status = rec.error_kind = rec.error = rec.served_by = None
+        rec.note = f"followed a {status} redirect to {self.target.shown(path)}"
+        if not self._redirect_warned:
+            self._redirect_warned = True
+            suffix = self._fmt.path(stream)
+            fix = (f"--url {parts.scheme}://{parts.netloc}{parts.path[:-len(suffix)]}"
+                   f"{'?' + parts.query if parts.query else ''}"
+                   if parts.path.endswith(suffix) else f"--endpoint {parts.path}")
+            fix = self.target.shown(fix)
+            print(f"warning: POST {self.target.shown(self.target.endpoint_for(stream))} "
+                  f"answered {status}, a redirect to {self.target.shown(url)}: followed once "
+                  f"per request (an extra round trip in every TTFT); pass {fix} instead",
+                  file=sys.stderr, flush=True)
+        return path
+
+    def _read_headers(self, headers: CIMultiDictProxy[str], rec: Record) -> None:
+        for name in self._served_by:
+            value = headers.get(name)
+            if value:
+                rec.served_by = value[:120]
+                break
+        q = headers.get(QUEUE_HEADER)
+        if q:
+            try:
+                ms = float(q)
+            except ValueError:
+                return
+            if math.isfinite(ms) and ms >= 0:       # a broken header is dropped, not stored
+                rec.server_queue_ms = ms
+
+    @staticmethod
+    def _transport_error(exc: Exception, rec: Record) -> None:
+        name = type(exc).__name__
+        if rec.status is not None:
+            rec.error_kind = "stream_cut"       # the response had begun: it was cut short
+        elif isinstance(exc, asyncio.TimeoutError) or (
+                aiohttp is not None and isinstance(exc, aiohttp.ServerTimeoutError)):
+            rec.error_kind = "timeout_connect"
+        else:
+            rec.error_kind = "connect"
+        rec.error = f"{name}: {exc}"[:200]
+
+    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+        times = rec.token_times
+        if times:
+            rec.first_token = times[0]
+            rec.end = times[-1]
+        if rec.prompt_tokens is None and prompt_tokens_client is not None:
+            rec.prompt_tokens = prompt_tokens_client
+            rec.prompt_tokens_source = "client"
+        if rec.output_tokens is None and times and rec.output_tokens_source == "events":
+            # the server's completion count was not a count (decoder.apply_usage): its token
+            # events are the count, as records.clean does for old logs
+            rec.output_tokens = len(times)
+            rec.note = f"{rec.note}, counted {len(times)} token events instead"
+        elif rec.output_tokens is None and times:
+            text = "".join(texts)
+            if self._count_tokens is not None:
+                # the text is the answer's; reasoning counts as output, as in vLLM's usage
+                rec.output_tokens = self._count_tokens(text) + (rec.reasoning_tokens or 0)
+            else:
+                rec.output_tokens = len(times)
+            rec.output_tokens_source = "tokenizer"
+        if rec.error_kind is None and rec.status is not None and rec.status < 400:
+            if not times:
+                rec.error_kind, rec.error = "no_token", "the response carried no token"
+            else:
+                rec.ok = True

@@ -1,0 +1,452 @@
+"""The one engine every command runs on: ``Harness.run(shape, targets) -> Outcome``.
+
+It owns everything with side effects around a load shape: one client per target, one preflight,
+Ctrl-C/SIGTERM with a grace period for requests in flight (handlers removed afterwards), the
+event-loop monitor, the server scrapers, the record log (requests.jsonl, appended as requests
+finish) and the live line. Shapes (llmbench/shapes) only decide when requests go; commands
+(llmbench/commands) build a shape, call ``run`` and turn the Outcome into run.json and text.
+
+Part of the load layer: it must not import metrics, stats, thresholds, verdicts or reports
+(tests/unit/test_architecture.py). The live line's text is a function handed in by the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from llmbench.client.request import Client, RequestParams, Timeouts, preload_transports
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE
+from llmbench.load import eventloop
+from llmbench.load.monitor import LoopMonitor, MonitorSample
+from llmbench.load.session import Counters, Session
+from llmbench.client.netconfig import certificate_problem, unreachable_hint
+from llmbench.servers.scrape import ServerProbe
+from llmbench.records.record import Record, RecordLog, clean
+from llmbench.records.store import RecordStore, by_done
+from llmbench.load.shapes.base import Drive, LiveState, LoadShape
+from llmbench.client.target import Target
+
+perf_counter = time.perf_counter
+
+# A first request that failed for a reason that may pass (a 5xx, a 429, a cut stream) is tried
+# this many times in all before the run stops; a timeout is not retried (it already waited).
+PREFLIGHT_ATTEMPTS = 3
+# Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
+PREFLIGHT_NOTE_AFTER_S = 5.0
+
+
+class PreflightError(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class TargetSpec:
+    """One server the shape sends to. ``name`` keys the Drive's sessions; ``path`` is stamped
+    on every record (the probe's router/direct); ``strict``: the preflight does not retry, and
+    says which of several targets failed (``who``)."""
+
+    target: Target
+    name: str = "main"
+    path: str | None = None
+    run_id: str | None = None
+    server_probe: str = "auto"             # off | auto | a kind
+    server_file: str = "server.jsonl"
+    strict: bool = False
+    who: str | None = None                 # "the router", "the direct backend"
+    flag: str = "--url"                    # the option that gave this URL
+    hints: dict[int, str] = field(default_factory=dict)   # status -> hint in the error line
+
+
+@dataclass
+class ServerSeen:
+    kind: str | None
+    note: str | None
+    samples: list[dict[str, Any]]
+
+
+@dataclass
+class LiveView:
+    """What the live line may show: counters summed over targets, the shape's state, the last
+    monitor sample, recent (first token time, TTFT) pairs and token events in the last second."""
+
+    counters: Counters
+    live: LiveState
+    monitor: MonitorSample | None
+    recent_ttft: list[tuple[float, float]]
+    events_last_s: int
+    now: float
+
+
+@dataclass
+class Outcome:
+    result: Any                            # what the shape returned
+    records: RecordStore                   # every finished request, all targets, by done
+    started_at: float                      # epoch seconds when dispatch began
+    t0_perf: float                         # perf_counter at the same moment
+    interrupted: bool
+    monitor: list[MonitorSample]
+    servers: dict[str, ServerSeen]         # by target name
+    live: LiveState
+    workers: dict[str, Any] | None = None  # --workers N: how many, which crashed (else None)
+    # requests.jsonl could not be written (disk full, too large, read-only): the load was
+    # stopped then, as by Ctrl-C; the lines before are whole
+    write_error: OSError | None = None
+
+    def server(self, name: str = "main") -> ServerSeen:
+        return self.servers.get(name) or ServerSeen(None, None, [])
+
+
+@dataclass
+class Harness:
+    params: RequestParams
+    timeouts: Timeouts
+    run_dir: Path | None
+    count_tokens: Callable[[str], int] | None = None
+    served_by_header: str | None = None
+    progress: bool | None = None          # None: only on a terminal
+    grace_s: float = 3.0
+    live_line: Callable[[LiveView], str] | None = None
+    keep_texts: bool = False              # reply texts by request id (vLLM --save-detailed)
+    texts: dict[str, str] = field(default_factory=dict)
+    started_at: float = 0.0               # epoch seconds when dispatch began (0: not yet)
+    t0_perf: float = 0.0                  # perf_counter at the same moment
+    # Worker processes (llmbench.workers.Fleet, set by the command for --workers N > 1): the
+    # shape is handed to it instead of being driven here. None: this process, as always.
+    fleet: Any = None
+    _sessions: dict[str, Session] = field(default_factory=dict)
+
+    # -- public ---------------------------------------------------------------------------
+    def show_progress(self) -> bool:
+        return self.progress if self.progress is not None else sys.stderr.isatty()
+
+    def say(self, text: str) -> None:
+        """Print a line to stdout without leaving a half-drawn live line above it."""
+        if self.show_progress() and sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")
+        print(text, flush=True)
+
+    def records_so_far(self) -> RecordStore:
+        """Finished requests of the run in progress (a command writing a partial run.json)."""
+        return by_done([s.records for s in self._sessions.values()]) if self._sessions \
+            else RecordStore()
+
+    def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
+        """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
+        if any(t.server_probe != "off" for t in targets):
+            # the server probe polls with aiohttp: loaded here, before the loop runs, not by
+            # the probe's task inside it (a quarter-second stall as the first requests went out)
+            importlib.import_module("aiohttp")
+        preload_transports([t.target.base_url for t in targets])
+        return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+
+    async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
+        log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        clients: dict[str, Client] = {}
+        try:
+            for spec in targets:
+                client = Client(spec.target, self.params, self.timeouts, shape.max_in_flight(),
+                                self.served_by_header, self.count_tokens)
+                clients[spec.name] = await client.__aenter__()
+            for spec in targets:
+                await self._interruptible(self.preflight(clients[spec.name], spec))
+            return await self._drive(shape, targets, clients, log, stopping, loop)
+        finally:
+            for c in clients.values():
+                await c.__aexit__(None, None, None)
+            if log is not None:
+                log.close()
+
+    # -- the run --------------------------------------------------------------------------
+    async def _drive(self, shape: LoadShape, targets: list[TargetSpec], clients: dict[str, Client],
+                     log: RecordLog | None, stopping: asyncio.Event,
+                     loop: asyncio.AbstractEventLoop) -> Outcome:
+        run_id = f"{int(time.time()) % 100000:05d}"
+        sessions = {s.name: Session(clients[s.name], log, run_id=s.run_id or run_id, path=s.path,
+                                    stopping=stopping) for s in targets}
+        self._sessions = sessions
+        if self.keep_texts:
+            for s in sessions.values():
+                s.texts = self.texts            # reply texts only when they will be written
+        monitor = LoopMonitor()
+        live = LiveState()
+        fleet = self.fleet
+        # with workers, the generator check reads their samples, gathered by the fleet
+        view = fleet.view if fleet is not None else monitor
+        drive = Drive(sessions, stopping, view, live)
+        main = asyncio.current_task()
+        interrupted = False
+        if fleet is not None:
+            fleet.grace_s = self.grace_s
+            body_task = loop.create_task(fleet.drive(shape, drive, targets, self, run_id))
+        else:
+            body_task = loop.create_task(shape.drive(drive))
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals, interrupted
+            signals += 1
+            interrupted = True
+            stopping.set()
+            if signals == 1:
+                print("\ninterrupted: finishing in-flight requests (Ctrl-C again to stop now)",
+                      file=sys.stderr)
+                # workers stop themselves after the grace period and send their last records
+                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
+                                body_task.cancel)
+            else:
+                body_task.cancel()
+        installed = _install(loop, on_signal)
+        write_error: list[OSError] = []
+
+        def on_write_error(exc: OSError) -> None:
+            # nothing more can be kept: stop the load as Ctrl-C does (the in-flight requests
+            # get the grace period, then are cut), and let the command say why
+            nonlocal interrupted
+            write_error.append(exc)
+            if not stopping.is_set():
+                interrupted = True
+                stopping.set()
+                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
+                                body_task.cancel)
+        if log is not None:
+            log.on_error = on_write_error
+        if fleet is None:
+            monitor.start()
+        probe_stop = asyncio.Event()
+        scrapers: dict[str, ServerProbe] = {}
+        own: set[asyncio.Task[Any]] = set()
+        for spec in targets:
+            if spec.server_probe == "off":
+                continue
+            p = ServerProbe(spec.target.server_root, spec.server_probe,
+                            headers={k: v for k, v in spec.target.request_headers().items()
+                                     if k != "content-type"})
+            scrapers[spec.name] = p
+            own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
+                                           if self.run_dir else None)))
+        printer = loop.create_task(self._live(sessions, live, view)) if self.live_line else None
+        if printer is not None:
+            own.add(printer)
+        t0_epoch, t0_perf = self.started_at, self.t0_perf = time.time(), perf_counter()
+        result = None
+        try:
+            result = await body_task
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+            # cancel what is still in flight so its records are written as interrupted
+            for t in asyncio.all_tasks():
+                if t is not main and not t.done() and t not in own and not monitor.owns(t):
+                    t.cancel()
+            await asyncio.sleep(0.05)
+        finally:
+            if printer is not None:
+                printer.cancel()
+            probe_stop.set()
+            for t in own - {printer}:
+                try:
+                    await asyncio.wait_for(t, 5)
+                except (asyncio.TimeoutError, asyncio.CancelledError):
+                    pass
+            await monitor.stop()
+            _remove(loop, installed)
+            if self.show_progress() and sys.stderr.isatty():
+                sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
+        records = by_done([s.records for s in sessions.values()])
+        servers = {name: ServerSeen(p.kind if p.samples else None, p.note, p.samples)
+                   for name, p in scrapers.items()}
+        if fleet is not None:
+            live.user_changes.sort(key=lambda c: c[0])     # several workers' changes, merged
+        return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
+                       live, fleet.describe() if fleet is not None else None,
+                       write_error[0] if write_error else None)
+
+    async def _live(self, sessions: dict[str, Session], live: LiveState,
+                    monitor: Any) -> None:
+        assert self.live_line is not None
+        show = self.show_progress()
+        tty = sys.stderr.isatty()
+        start = perf_counter()
+        last_events = 0
+        while True:
+            await asyncio.sleep(1.0)
+            if not show:
+                continue
+            total = Counters()
+            recent: list[tuple[float, float]] = []
+            for s in sessions.values():
+                for k in total.__dataclass_fields__:
+                    setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+                recent.extend(s.recent_ttft)
+            now = perf_counter()
+            line = self.live_line(LiveView(total, live, monitor.latest, recent,
+                                           total.events - last_events, now))
+            last_events = total.events
+            text = f"[{now - start:4.0f}s] {line}"
+            if tty:
+                # one row, never wrapped: a wrapped line leaves its first rows behind at every
+                # redraw (\r only returns to the start of the last row)
+                text = fit_width(text, shutil.get_terminal_size((80, 24)).columns)
+            sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
+            sys.stderr.flush()
+
+    # -- preflight ------------------------------------------------------------------------
+    async def _interruptible(self, coro: Any) -> None:
+        """Ctrl-C or SIGTERM during the preflight: stop, and say so in run.json (not an empty
+        folder)."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(coro)
+        stopped = []
+
+        def on_signal() -> None:
+            stopped.append(True)
+            task.cancel()
+        installed = _install(loop, on_signal)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not stopped:
+                raise
+            raise PreflightError("interrupted during the preflight (the first request): nothing "
+                                 "was measured", EXIT_INTERRUPTED)
+        finally:
+            _remove(loop, installed)
+
+    async def preflight(self, client: Client, spec: TargetSpec) -> None:
+        """Fail fast with one clear line: nothing listening, wrong model, not an LLM API, a
+        server that fails or never answers. While it waits, it says so."""
+        url = spec.target.endpoint
+        who = f"{spec.who} " if spec.who else ""
+        attempts = 1 if spec.strict else PREFLIGHT_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            rec = await self._preflight_request(client)
+            clean(rec, spec.target.secrets())
+            if rec.ok or (rec.error_kind == "no_token" and not spec.strict):
+                break
+            if rec.error_kind in ("connect", "timeout_connect"):
+                # names the proxy used or bypassed, and a certificate problem as one
+                net = spec.target.net
+                route = f" ({net.route()})" if net.route() else ""
+                raise PreflightError(f"cannot reach {who}{'at ' if who else ''}"
+                                     f"{spec.target.base_url}{route}: {rec.error}. "
+                                     f"{unreachable_hint(net, rec.error, spec.flag)}",
+                                     EXIT_UNREACHABLE)
+            hints = {404: " (wrong --model, or wrong --api/--url path?)",
+                     401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
+                     405: " (wrong --api/--url path?)",
+                     407: " (the proxy wants credentials: http://USER:PASSWORD@host:port)",
+                     **spec.hints}
+            if certificate_problem(rec.error):      # nginx: "No required SSL certificate"
+                hints[rec.status or 0] = f" ({certificate_problem(rec.error)})"
+            elif spec.target.net.proxy and rec.status == 401:   # tinyproxy: wrong credentials
+                hints[401] = (" (set --api-key or OPENAI_API_KEY; or check the proxy's "
+                              "credentials: http://USER:PASSWORD@host:port)")
+            if rec.error_kind == "http_status" and (
+                    rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):
+                served = (await _served_hint(spec.target, spec.flag == "--url")
+                          if rec.status in (400, 404) else "")
+                hint = hints.get(rec.status or 0, "")
+                if served and spec.flag == "--url":
+                    hint = ""               # the list of served models says it better
+                raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
+                                     f"{rec.error}{served}", EXIT_REFUSED)
+            if rec.error_kind == "malformed_event" or (
+                    spec.strict and rec.error_kind in ("no_token", "stream_cut")):
+                raise PreflightError(f"{who}POST {url} did not answer like an LLM API "
+                                     f"({rec.error_kind}: {(rec.error or '')[:80]!r}); check "
+                                     f"{spec.flag} and --api", EXIT_REFUSED)
+            if rec.error_kind in ("timeout_first_token", "timeout_total", "timeout_idle"):
+                limit = {"timeout_first_token": ("first token", self.timeouts.first_token_s,
+                                                 "--timeout-first-token"),
+                         "timeout_total": ("whole reply", self.timeouts.total_s, "--timeout-total"),
+                         "timeout_idle": ("next event", self.timeouts.idle_s, "--timeout-idle"),
+                         }[rec.error_kind]
+                raise PreflightError(
+                    f"the first request to {url} got no {limit[0]} within {limit[1]:g} s "
+                    f"({limit[2]}): the server is stalled or still loading; nothing was sent "
+                    "after it (--wait-ready waits for a server that is starting)", EXIT_UNREACHABLE)
+            if spec.strict:
+                raise PreflightError(f"{who}failed its first request: {rec.error_kind}: "
+                                     f"{rec.error}", EXIT_REFUSED)
+            if attempt == attempts:
+                what = f"answered {rec.status}" if rec.error_kind == "http_status" else rec.error_kind
+                raise PreflightError(f"the first request to {url} failed {attempts} times "
+                                     f"({what}: {(rec.error or '')[:120]}); the load was not started",
+                                     EXIT_UNREACHABLE)
+            await asyncio.sleep(0.5 * attempt)
+        if rec.error_kind == "no_token" and rec.status == 200:
+            print(f"warning: the preflight request to {url} returned no token; going on",
+                  file=sys.stderr)
+
+    async def _preflight_request(self, client: Client) -> Record:
+        """Send the one-token request; while it has not answered, say so now and then."""
+        rec = Record("preflight", scheduled=perf_counter())
+        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec))
+        waited, note_at = 0.0, PREFLIGHT_NOTE_AFTER_S
+        limit = min(self.timeouts.first_token_s, self.timeouts.total_s)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=note_at - waited)
+                if done:
+                    break
+                waited = note_at
+                note_at += 30.0
+                print(f"waiting for the server to answer the first request ({waited:.0f} s so far; "
+                      f"gives up after {limit:g} s, see --timeout-first-token)",
+                      file=sys.stderr, flush=True)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        return rec
+
+
+def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, handler)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    return installed
+
+
+def _remove(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
+    for sig in installed:
+        loop.remove_signal_handler(sig)
+
+
+def fit_width(text: str, columns: int) -> str:
+    """Cut a one-row status line to the terminal: one column short of the edge, because
+    writing the last column leaves some terminals about to wrap."""
+    width = max(columns - 1, 10)
+    return text if len(text) <= width else text[:width]
+
+
+async def _served_hint(target: Any, say_flag: bool = True) -> str:
+    """"; the server serves: a, b; pass --model a" when the asked model is not among the ones
+    the server lists (a 404 for a model name is the commonest first mistake: the README's
+    examples against the built-in mock, which serves "mock"); "" when that cannot be told."""
+    from llmbench.servers.discover import DiscoverError, served_models
+    try:
+        names = await asyncio.to_thread(served_models, target, 3.0)
+    except (DiscoverError, OSError, ValueError):
+        return ""
+    if not names or target.model in names:
+        return ""
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
+    return f"; the server serves: {shown}" + (f"; pass --model {names[0]}" if say_flag else "")
+

@@ -1,0 +1,95 @@
+"""Trace replay: every request of a production trace starts at its own time.
+
+Dispatch is on absolute times (t0 + due / speed), as the open loop's, so a late start never
+shifts the ones after it. A record's ``scheduled`` is its trace time (for a session's later turn:
+that, or the previous reply's end when it came later), so ``start - scheduled`` is how late this
+generator was against the trace; the command reports it (p50/p99/max).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from llmbench.load.session import Session
+from llmbench.workload import messages_for
+from llmbench.workload.traces import TraceItem
+from llmbench.load.shapes.base import Drive
+from llmbench.load.shapes.user import sleep_or_stop
+
+perf_counter = time.perf_counter
+
+# epoll waits in whole milliseconds (rounded up): wake this much early and yield to the loop
+# until due, so a request is not up to 1 ms late by the timer alone
+SPIN_S = 0.0015
+LEAD_S = 0.05      # t0 a little after now: creating the first tasks is not counted as lag
+
+
+async def replay_item(session: Session, item: TraceItem, t0: float, speed: float,
+                      stop: asyncio.Event) -> None:
+    """A conversation's turns in order: each at its trace time, never before the previous
+    reply (a person cannot answer a reply not yet read), with the real replies as history."""
+    replies: list[str] = []
+    conv = item.conv
+    for t, due_s in enumerate(item.due_s):
+        due = t0 + due_s / speed
+        if t > 0:
+            due = max(due, perf_counter())
+            if not await sleep_or_stop(stop, due - perf_counter()):
+                return
+        if stop.is_set() or session.stopping.is_set():
+            return
+        rec, text = await session.request(messages_for(conv, t, replies), conv.turns[t],
+                                          scheduled=due, conversation=conv.id, turn_index=t)
+        if not rec.ok:
+            return     # the rest of the session would be built on a reply that never came
+        replies.append(text)
+
+
+@dataclass
+class TraceReplay:
+    items: Sequence[TraceItem]
+    speed: float = 1.0
+    describe_trace: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    kind: str = "run"
+    # what run.json's load config reads, as for the other shapes
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 0
+    think_s: tuple[float, float] = (0.0, 0.0)
+
+    def offsets(self) -> list[float]:
+        return [i.offset_s / self.speed for i in self.items]
+
+    def max_in_flight(self) -> int:
+        # the most conversations the trace starts within 10 s: enough connections that a
+        # request never waits for one (that wait would hide as TTFT, not as dispatch lag)
+        offs, peak, j = self.offsets(), 0, 0
+        for i, o in enumerate(offs):
+            while offs[j] < o - 10.0:
+                j += 1
+            peak = max(peak, i - j + 1)
+        return min(max(peak, 64), 2048) + 16
+
+    async def drive(self, d: Drive) -> float:
+        session = d.session
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task[None]] = []
+        # worker processes share one t0 (the gate waits for every worker's "ready")
+        t0 = perf_counter() + LEAD_S if d.gate is None else await d.gate()
+        for item in self.items:
+            due = t0 + item.offset_s / self.speed
+            if not await sleep_or_stop(d.stopping, due - perf_counter() - SPIN_S):
+                break
+            while perf_counter() < due:
+                await asyncio.sleep(0)     # the last stretch: other tasks run, no timer rounding
+            if session.stopping.is_set():
+                break
+            tasks.append(loop.create_task(replay_item(session, item, t0, self.speed,
+                                                      d.stopping)))
+        if tasks:
+            await asyncio.gather(*tasks)
+        return t0

@@ -1,0 +1,138 @@
+"""The one virtual user and the one open-loop dispatcher every load shape is built on.
+
+A virtual user chats like a person: picks a conversation, sends a turn, reads the whole reply,
+thinks, sends the next turn with the real history. The dispatcher starts conversations on a
+precomputed schedule (absolute times, so it never drifts), whatever happened to the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Callable, Sequence
+
+from llmbench.load.session import Session
+from llmbench.workload import Conversation, messages_for
+
+perf_counter = time.perf_counter
+
+
+async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
+               user: int | None, scheduled: float, think: tuple[float, float],
+               rng: random.Random, warmup: bool = False, sem: asyncio.Semaphore | None = None,
+               stop: asyncio.Event | None = None) -> bool:
+    """Send a conversation's turns in order, each with the real replies before it.
+
+    Returns False when a turn failed or the run is stopping (the conversation was cut short)."""
+    stop = stop or session.stopping
+    replies: list[str] = []
+    for t in range(len(conv.turns)):
+        if stop.is_set() or session.stopping.is_set() or (budget is not None and not budget.take()):
+            return False
+        msgs = messages_for(conv, t, replies)
+        if sem is not None:
+            async with sem:
+                rec, text = await session.request(msgs, conv.turns[t], scheduled=scheduled,
+                                                  user=user, conversation=conv.id, turn_index=t,
+                                                  warmup=warmup)
+        else:
+            rec, text = await session.request(msgs, conv.turns[t], scheduled=scheduled, user=user,
+                                              conversation=conv.id, turn_index=t, warmup=warmup)
+        if not rec.ok:
+            return False    # a person whose reply failed does not go on with that conversation
+        replies.append(text)
+        if t + 1 < len(conv.turns) and not await pause(stop, think, rng):
+            return False
+        scheduled = perf_counter()
+    return True
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep unless told to stop meanwhile; False if stopped."""
+    if seconds <= 0:
+        return not stop.is_set()
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+        return False
+    except asyncio.TimeoutError:
+        return True
+
+
+async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
+    """Think for a random time in the range; False if told to stop meanwhile."""
+    return await sleep_or_stop(stop, rng.uniform(*think) if think[1] > 0 else 0.0)
+
+
+class Budget:
+    """How many requests may still start: a count, a deadline, or both."""
+
+    def __init__(self, requests: int | None, deadline: float | None) -> None:
+        self.left = requests
+        self.deadline = deadline
+
+    def take(self) -> bool:
+        if self.deadline is not None and perf_counter() >= self.deadline:
+            return False
+        if self.left is None:
+            return True
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    def spent(self) -> bool:
+        """Nothing more may start (checked before picking a conversation)."""
+        if self.left is not None and self.left <= 0:
+            return True
+        return self.deadline is not None and perf_counter() >= self.deadline
+
+
+async def virtual_user(session: Session, next_conv: Callable[[int], Conversation | None], *,
+                       uid: int, think: tuple[float, float], rng: random.Random,
+                       stop: asyncio.Event, budget: Budget | None = None, warmup: bool = False,
+                       think_after: bool = True) -> None:
+    """One user: plays conversations until told to stop, the budget is spent, or ``next_conv``
+    has none left (None). ``next_conv(k)`` gets how many conversations this user played so
+    far. ``think_after``: the user also thinks between conversations (a person does; the
+    vLLM-style fixed level sends the next one at once)."""
+    k = 0
+    while not stop.is_set() and not session.stopping.is_set():
+        if budget is not None and budget.spent():
+            return
+        conv = next_conv(k)
+        if conv is None:
+            return
+        k += 1
+        await play(session, conv, budget, user=uid, scheduled=perf_counter(), think=think,
+                   rng=rng, warmup=warmup, stop=stop)
+        if think_after and not await pause(stop, think, rng):
+            return
+
+
+async def dispatch(session: Session, offsets: Sequence[float], conv_for: Callable[[int], Conversation],
+                   *, stop: asyncio.Event, think: tuple[float, float], seed: int,
+                   sem: asyncio.Semaphore | None = None, budget: Budget | None = None,
+                   tasks: list[asyncio.Task[bool]] | None = None,
+                   t0: float | None = None,
+                   index: Sequence[int] | None = None) -> list[asyncio.Task[bool]]:
+    """Open loop: start conversation i at t0 + offsets[i] (t0: now), until ``stop`` is set.
+
+    With a concurrency cap (``sem``), a request that waited for a free place shows it as client
+    queue time (start - scheduled), never hidden. Started tasks go into ``tasks`` (returned).
+    ``index``: each arrival's number in the whole schedule (a worker process's share), which
+    picks its conversation and seed; default 0, 1, 2..."""
+    loop = asyncio.get_running_loop()
+    tasks = tasks if tasks is not None else []
+    t0 = perf_counter() if t0 is None else t0
+    for k, off in enumerate(offsets):
+        i = index[k] if index is not None else k
+        due = t0 + off
+        if not await sleep_or_stop(stop, due - perf_counter()):
+            break
+        if session.stopping.is_set():
+            break
+        tasks.append(loop.create_task(play(session, conv_for(i), budget, user=None, scheduled=due,
+                                           think=think, rng=random.Random(seed * 7919 + i),
+                                           sem=sem, stop=stop)))
+    return tasks

@@ -1,1 +1,0 @@
-"""Probes: server state pollers (scrape) and the router-versus-direct comparison (router)."""

@@ -1,0 +1,290 @@
+"""One record per request, and the append-only JSONL log they are streamed to.
+
+Times are ``time.perf_counter()`` seconds of the process that took them. Token event times
+are stored on disk as integer microseconds after ``start`` to keep a 100k-record log small;
+``Record.token_times`` always holds absolute seconds in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Iterator
+
+NAN = float("nan")
+
+# Failures before the server answered anything: the connection was refused, reset or never
+# made. Many in a row are an outage (llmbench.analysis.outages), and each user backs off after one.
+REFUSED_KINDS = ("connect", "timeout_connect")
+
+# Every way a request can fail, as stored in ``Record.error_kind``.
+ERROR_KINDS = (
+    "connect",              # could not connect, or the server closed before answering
+    "timeout_connect",
+    "timeout_first_token",
+    "timeout_idle",         # too long between two events
+    "timeout_total",
+    "http_status",          # status >= 400; ``error`` holds the first 200 characters of the body
+    "stream_cut",           # the stream ended before [DONE] / done:true
+    "malformed_event",      # an event that is not valid JSON
+    "error_event",          # an error object inside the stream
+    "no_token",             # a clean stream that carried no token event
+    "interrupted",          # the run was stopped while this request was in flight
+)
+
+
+@dataclass(slots=True, eq=False)
+class Record:
+    request_id: str
+    scheduled: float
+    start: float = 0.0
+    # when the request's body was handed to the socket (aiohttp's request tracing); minus
+    # ``start`` it is the client's own send delay. None: not stamped (logs written before it)
+    sent: float | None = None
+    first_token: float | None = None
+    end: float | None = None           # the last token event (METRICS.md), not the socket close
+    done: float = 0.0                  # when the client was finished with it, whatever the outcome
+    token_times: list[float] = field(default_factory=list)
+    token_counts: list[int] | None = None   # tokens per event, when the server says
+    ok: bool = False
+    status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    prompt_tokens_source: str = "server"    # "server" or "client"
+    output_tokens: int | None = None
+    output_tokens_source: str = "server"    # "server" or "tokenizer"
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    served_by: str | None = None
+    server_queue_ms: float | None = None
+    server_timing: dict[str, Any] | None = None
+    stream: bool = True
+    user: int | None = None
+    conversation: str | None = None
+    turn: int = 0
+    step: int | None = None
+    warmup: bool = False
+    path: str | None = None            # probe: "router" or "direct"
+    max_tokens: int | None = None      # the reply length asked for (None: the server's default)
+    retries: int = 0                   # re-sent after a reused connection failed before any reply
+    note: str | None = None            # what ``clean`` had to correct in the server's answer
+    # Reasoning models (all None when the reply carried no reasoning, so such records are
+    # written as before): token events that carried only reasoning (reasoning_content,
+    # reasoning, thinking), their tokens, when the last one arrived, and where the answer
+    # begins. Reasoning streams before the answer; every event from output_from on is the
+    # answer's (token_times[output_from] == first_output).
+    reasoning_events: int | None = None
+    reasoning_tokens: int | None = None     # the server's count when it reports one, else counted
+    reasoning_end: float | None = None      # arrival of the last reasoning event
+    output_from: int | None = None          # index in token_times of the first answer event
+    first_output: float | None = None       # arrival of the first answer event (TTFO's end)
+    # Which worker process sent it (run --workers N; llmbench.workers); None in one process,
+    # and not written then, so logs of one process look as before
+    worker: int | None = None
+    # After a connection the server refused or dropped before answering (REFUSED_KINDS), or a
+    # 503/429, how long its user waited before trying again (jittered exponential backoff,
+    # load.session)
+    backoff_ms: float | None = None
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.start
+
+    @property
+    def ttfo(self) -> float | None:
+        """Time to first output token: the answer's first event; TTFT when nothing reasoned,
+        None when the reply reasoned and never answered."""
+        if not self.reasoning_events:
+            return self.ttft
+        return None if self.first_output is None else self.first_output - self.start
+
+    @property
+    def send_delay(self) -> float | None:
+        """Seconds from llmbench deciding to send to the request's bytes leaving for the socket:
+        the load generator's own delay, which the server never sees and TTFT includes."""
+        return None if self.sent is None else self.sent - self.start
+
+    @property
+    def e2el(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            if name == "token_times":
+                continue
+            value = getattr(self, name)
+            if type(value) is float and not math.isfinite(value):
+                continue                  # JSON has no NaN: a bare NaN makes the line invalid
+            if type(value) is dict:
+                value = _finite(value)
+            # stream defaults to True: a False left out would read back as True
+            if value is not None and value is not False or name in ("ok", "stream"):
+                d[name] = value
+        start = self.start
+        d["token_us"] = [round((t - start) * 1e6) for t in self.token_times]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Record":
+        d = dict(d)
+        token_us = d.pop("token_us", [])
+        known = {k: v for k, v in d.items() if k in cls.__slots__}  # type: ignore[attr-defined]
+        rec = cls(**known)
+        start = rec.start
+        rec.token_times = [start + us / 1e6 for us in token_us]
+        return rec
+
+
+def _finite(obj: Any) -> Any:
+    """A server's JSON with NaN/inf (Python's json reads them) made null."""
+    if type(obj) is float:
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def clean(rec: Record, secrets: tuple[str, ...] = ()) -> Record:
+    """Make a finished record safe to count and to store, in place.
+
+    - Our own secrets (API key, header values, URL password) are cut out of the server's text:
+      servers echo the Authorization header in error bodies.
+    - A token count the server reports below zero is invalid usage: ignored, and the reply's
+      token events are counted instead (throughput must never be negative); ``note`` says so.
+    - A non-finite server figure (an ``x-llmbench-queue-ms: nan`` header) is dropped.
+    """
+    if secrets and rec.error:
+        for secret in secrets:
+            if secret in rec.error:
+                rec.error = rec.error.replace(secret, "***")
+    if rec.output_tokens is not None and rec.output_tokens < 0:
+        rec.note = (f"the server reported completion_tokens {rec.output_tokens}; ignored, "
+                    f"counted {len(rec.token_times)} token events instead")
+        rec.output_tokens = len(rec.token_times) if rec.token_times else None
+        rec.output_tokens_source = "events"
+        rec.token_counts = None
+    elif rec.token_counts is not None and any(c < 0 for c in rec.token_counts):
+        rec.token_counts = None       # per-event counts that go backwards are not counts
+    if rec.prompt_tokens is not None and rec.prompt_tokens < 0:
+        rec.note = (rec.note + "; " if rec.note else "") + \
+            f"the server reported prompt_tokens {rec.prompt_tokens}; ignored"
+        rec.prompt_tokens = None
+    if rec.server_timing:
+        rec.server_timing = _finite(rec.server_timing)
+    if rec.cached_tokens is not None and rec.cached_tokens < 0:
+        rec.cached_tokens = None
+    if rec.server_queue_ms is not None and not (math.isfinite(rec.server_queue_ms)
+                                                and rec.server_queue_ms >= 0):
+        rec.server_queue_ms = None
+    return rec
+
+
+def _json_line(obj: dict[str, Any]) -> bytes:
+    """One record as a line of JSON (UTF-8). orjson takes a fifth of json.dumps's time on the
+    hot path (a 100-event record: ~30 µs); what it refuses (an integer beyond 64 bits in a
+    server's field) goes through json. Both write floats as their shortest round-trip form, so
+    the file reads back to the same numbers; a NaN (which JSON has not, and clean() keeps out of
+    the measured fields) is written as null."""
+    if _orjson_dumps is not None:
+        try:
+            return _orjson_dumps(obj, option=_ORJSON_NEWLINE)
+        except TypeError:
+            pass
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+try:
+    from orjson import OPT_APPEND_NEWLINE as _ORJSON_NEWLINE, dumps as _orjson_dumps
+except ImportError:         # pragma: no cover - orjson is a dependency, kept optional here
+    _orjson_dumps, _ORJSON_NEWLINE = None, 0
+
+
+class RecordLog:
+    """Appends one JSON line per finished request and flushes it, so nothing measured is lost.
+
+    A write that fails (disk full, the file too large for its limit, a read-only filesystem)
+    is cut back to the last whole line, so every line on disk stays whole; the log then stops
+    writing, keeps the error in ``error`` and calls ``on_error`` once (the harness stops the
+    load: measuring on without a record of it would lose what was measured)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fh: IO[bytes] | None = open(self.path, "ab")
+        self._whole = self._fh.tell()        # bytes up to the end of the last whole line
+        self.count = 0
+        self.error: OSError | None = None
+        self.on_error: Callable[[OSError], None] | None = None
+
+    def append(self, rec: Record) -> None:
+        fh = self._fh
+        if fh is None:
+            return
+        line = _json_line(rec.to_json())
+        try:
+            fh.write(line)
+            fh.flush()
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self._whole += len(line)
+        self.count += 1
+
+    def _failed(self, exc: OSError) -> None:
+        fh, self._fh = self._fh, None
+        fd = os.dup(fh.fileno())
+        try:
+            fh.close()              # flushes the buffered rest again: it may fail again, or not
+        except (OSError, ValueError):
+            pass
+        try:
+            # then what the failed writes left (part of a line) goes: every line stays whole
+            os.ftruncate(fd, self._whole)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if exc.filename is None:
+            exc.filename = str(self.path)
+        self.error = exc
+        if self.on_error is not None:
+            self.on_error(exc)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as exc:
+                self._failed(exc)
+                return
+            self._fh.close()
+            self._fh = None
+
+
+def iter_records(path: Path) -> Iterator[Record]:
+    """Read a requests.jsonl; a torn last line (crash mid-write) is skipped, not fatal."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield Record.from_json(json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue
+
+
+def load_records(path: Path) -> list[Record]:
+    return list(iter_records(path))
+
+
+def measured(records: Iterable[Record]) -> list[Record]:
+    """Records that count: not warm-up, not cut short by our own interrupt."""
+    return [r for r in records if not r.warmup and r.error_kind != "interrupted"]

@@ -1,0 +1,39 @@
+"""Server adapters: one module per kind of server (detect, poll -> ServerSample), listed here.
+
+Adding a scraper = a module with an ``ADAPTER`` plus one line in _MODULES. Auto-detection asks
+them in this order; /metrics is fetched once and shared, so detection costs at most one request
+per distinct path (/metrics, /api/usage, /props, /api/version).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from llmbench.servers.base import Get, MetricsAdapter, Poller, ServerAdapter, ServerSample
+
+__all__ = ["ADAPTERS", "KINDS", "Get", "MetricsAdapter", "Poller", "ServerAdapter",
+           "ServerSample", "get", "names"]
+
+# One line per server kind, in auto-detection order (the mock before vLLM: its page has both).
+_MODULES = (
+    "mock",         # llmbench's mock: vLLM-named metrics plus llmbench_mock:slots
+    "vllm",         # /metrics vllm:*
+    "sglang",       # /metrics sglang:*
+    "tgi",          # /metrics tgi_*
+    "nomyo",        # NOMYO router: /api/usage
+    "llamacpp",     # /metrics llamacpp:* (with --metrics), else /props + /slots
+    "ollama",       # /api/version, then /api/ps
+)
+ADAPTERS: tuple[ServerAdapter, ...] = tuple(
+    import_module(f".{m}", __package__).ADAPTER for m in _MODULES)
+_BY_NAME = {a.name: a for a in ADAPTERS}
+# --server-probe values
+KINDS = ("auto", *_BY_NAME, "off")
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_BY_NAME)
+
+
+def get(name: str) -> ServerAdapter:
+    return _BY_NAME[name]

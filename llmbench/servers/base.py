@@ -1,0 +1,112 @@
+"""What a server adapter is: how to detect one kind of server and poll it into a typed sample."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Awaitable, Callable, Protocol
+
+from llmbench.servers.prometheus import parse_prometheus
+
+# GET a path on the server's root -> (status, body text); raises on transport errors.
+Get = Callable[[str], Awaitable[tuple[int, str]]]
+Metrics = dict[str, list[tuple[dict[str, str], float]]]
+
+
+@dataclass
+class ServerSample:
+    """One poll of a server's own view of its load, named the same for every server."""
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    queue_time_sum_s: float | None = None
+    queue_time_count: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    preemptions: float | None = None
+    cache_hit_rate: float | None = None
+    slots: float | None = None
+    models_loaded: list[str] | None = None
+    size_bytes: int | None = None
+    vram_bytes: int | None = None
+    ram_bytes: int | None = None
+    backends_in_flight: dict[str, float] | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that were seen (one JSON line in server.jsonl)."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+class Poller(Protocol):
+    async def poll(self, get: Get) -> ServerSample: ...
+
+
+class ServerAdapter(Protocol):
+    name: str
+    paths: tuple[str, ...]          # what detection may ask, for the "nothing to poll" note
+
+    async def detect(self, get: Get, forced: bool) -> Poller | None:
+        """A poller when this is the server (``forced``: the user named this kind, so any
+        answer of the right sort will do), else None."""
+
+
+def total(metrics: Metrics, *names: str) -> float | None:
+    for name in names:
+        if name in metrics:
+            return sum(v for labels, v in metrics[name] if "le" not in labels)
+    return None
+
+
+def biggest(metrics: Metrics, *names: str) -> float | None:
+    for name in names:
+        if name in metrics:
+            return max(v for _, v in metrics[name])
+    return None
+
+
+@dataclass(frozen=True)
+class MetricsAdapter:
+    """A server with a Prometheus /metrics page, recognised by a metric-name marker."""
+    name: str
+    marker: str                                 # text only this server's page holds
+    metric_names: tuple[str, ...]               # what ``extract`` reads: only these are parsed
+    extract: Callable[[Metrics], ServerSample]
+    paths: tuple[str, ...] = ("/metrics",)
+
+    def sample(self, text: str) -> ServerSample:
+        return self.extract(parse_prometheus(text, self.metric_names))
+
+    async def detect(self, get: Get, forced: bool) -> Poller | None:
+        status, text = await get("/metrics")
+        if status == 200 and (forced or self.marker in text):
+            return MetricsPoller(self)
+        return None
+
+
+@dataclass
+class MetricsPoller:
+    adapter: MetricsAdapter
+    slots: float | None = None                  # known once (llama.cpp's /props)
+
+    async def poll(self, get: Get) -> ServerSample:
+        status, text = await get("/metrics")
+        if status != 200:
+            return ServerSample(error=f"HTTP {status}")
+        s = self.adapter.sample(text)
+        if self.slots:
+            s.slots = self.slots
+        return s
+
+
+@dataclass
+class JsonPoller:
+    """Polls one JSON document and turns it into a sample."""
+    path: str
+    extract: Callable[[Any], ServerSample]
+
+    async def poll(self, get: Get) -> ServerSample:
+        status, text = await get(self.path)
+        if status != 200:
+            return ServerSample(error=f"HTTP {status}")
+        return self.extract(json.loads(text))

@@ -1,0 +1,29 @@
+"""Ollama: /api/version to recognise it, /api/ps for the models loaded and where they sit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmbench.servers.base import Get, JsonPoller, Poller, ServerSample
+
+
+def extract(obj: dict[str, Any]) -> ServerSample:
+    models = obj.get("models") or []
+    size = sum(int(m.get("size") or 0) for m in models)
+    vram = sum(int(m.get("size_vram") or 0) for m in models)
+    return ServerSample(models_loaded=[m.get("name") for m in models], size_bytes=size,
+                        vram_bytes=vram, ram_bytes=max(size - vram, 0))
+
+
+class _Adapter:
+    name = "ollama"
+    paths = ("/api/version",)
+
+    async def detect(self, get: Get, forced: bool) -> Poller | None:
+        status, text = await get("/api/version")
+        if status == 200 and "version" in text:
+            return JsonPoller("/api/ps", extract)
+        return None
+
+
+ADAPTER = _Adapter()

@@ -1,0 +1,190 @@
+"""Server probes: poll a server's own view of its load about once a second.
+
+Each kind of server is one adapter in probe/servers/ (detect, poll -> ServerSample); this
+module runs them. Detection asks at most four cheap URLs once (``/metrics``, ``/api/usage``,
+``/props``, ``/api/version``), then polls only what answered, so a server is never flooded
+with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``. Probes go the
+way the requests go (netconfig.Net: the target's proxy and TLS; resolved from the root and
+this command line's network options when the caller gives none).
+
+The names below (KINDS, extract, wanted_metrics, the extract_* helpers, parse_prometheus)
+are kept for the callers that used them before the adapters existed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import aiohttp      # imported where a probe runs: a run without one never loads it
+
+from llmbench.client import netconfig
+from llmbench import servers
+from llmbench.servers.prometheus import parse_prometheus
+from llmbench.servers import llamacpp, nomyo, ollama
+from llmbench.servers.base import Metrics, MetricsAdapter, Poller
+
+__all__ = ["KINDS", "METRIC_NAMES", "ServerProbe", "extract", "extract_llamacpp_slots",
+           "extract_nomyo_usage", "extract_ollama_ps", "parse_prometheus", "wanted_metrics"]
+
+KINDS = servers.KINDS
+
+
+def _metrics_adapter(kind: str) -> MetricsAdapter | None:
+    a = servers.get(kind) if kind in servers.names() else None
+    if kind == "llamacpp":
+        return llamacpp.METRICS
+    return a if isinstance(a, MetricsAdapter) else None
+
+
+# The metrics each kind's extract reads: a scrape parses only these.
+METRIC_NAMES: dict[str, tuple[str, ...]] = {
+    k: a.metric_names for k in servers.names() if (a := _metrics_adapter(k)) is not None}
+
+
+def wanted_metrics(kind: str) -> tuple[str, ...] | None:
+    """The names to parse for ``kind``; None (parse all) for a kind with no list."""
+    return METRIC_NAMES.get(kind)
+
+
+def extract(kind: str, metrics: Metrics) -> dict[str, Any]:
+    """The fields llmbench uses, from one scrape, named the same for every server."""
+    a = _metrics_adapter(kind)
+    return a.extract(metrics).to_dict() if a is not None else {}
+
+
+def extract_ollama_ps(obj: dict[str, Any]) -> dict[str, Any]:
+    return ollama.extract(obj).to_dict()
+
+
+def extract_nomyo_usage(obj: dict[str, Any]) -> dict[str, Any]:
+    return nomyo.extract(obj).to_dict()
+
+
+def extract_llamacpp_slots(slots: Any, props: dict[str, Any] | None) -> dict[str, Any]:
+    return llamacpp.extract_slots(slots, props).to_dict()
+
+
+MAX_PAGE_BYTES = 8 << 20        # one server-state page (/metrics, /slots, /api/ps ...)
+
+
+@dataclass
+class ServerProbe:
+    root: str                                   # scheme://host:port
+    kind: str = "auto"
+    interval_s: float = 1.0
+    headers: dict[str, str] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+    net: netconfig.Net | None = None
+    _poller: Poller | None = None
+
+    def __post_init__(self) -> None:
+        if self.net is None:
+            self.net = netconfig.resolve(self.root, netconfig.current())
+
+    def session(self) -> aiohttp.ClientSession:
+        """An aiohttp session that goes the target's way (its TLS; the proxy is per call)."""
+        import aiohttp
+        return aiohttp.ClientSession(connector=self.net.aiohttp_connector(), trust_env=False)
+
+    async def _get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+        import aiohttp
+        kw, proxy_headers = self.net.aiohttp_proxy(self.root.startswith("https:"))
+        async with session.get(self.root + path, headers={**self.headers, **proxy_headers},
+                               timeout=aiohttp.ClientTimeout(total=3), **kw) as r:
+            # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
+            parts, size = [], 0
+            while True:
+                part = await r.content.read(1 << 16)
+                if not part:
+                    break
+                size += len(part)
+                if size > MAX_PAGE_BYTES:
+                    raise aiohttp.ClientPayloadError(
+                        f"{self.root}{path}: larger than {MAX_PAGE_BYTES >> 20} MB")
+                parts.append(part)
+            return r.status, b"".join(parts).decode(r.charset or "utf-8", "replace")
+
+    async def detect(self, session: aiohttp.ClientSession) -> str | None:
+        """Decide what to poll, asking each path at most once."""
+        import aiohttp
+        if self.kind == "off":
+            return None
+        seen: dict[str, tuple[int, str]] = {}
+
+        async def get_once(path: str) -> tuple[int, str]:
+            if path not in seen:
+                seen[path] = await self._get(session, path)
+            return seen[path]
+
+        wanted = [a for a in servers.ADAPTERS if self.kind in ("auto", a.name)]
+        try:
+            for adapter in wanted:
+                poller = await adapter.detect(get_once, forced=self.kind != "auto")
+                if poller is not None:
+                    self.kind, self._poller = adapter.name, poller
+                    return self.kind
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            self.note = f"server probe: {self.root} did not answer ({type(exc).__name__})"
+            return None
+        paths = list(dict.fromkeys(p for a in wanted for p in a.paths))
+        asked = ", ".join(paths[:-1]) + (" or " if len(paths) > 1 else "") + paths[-1] if paths else ""
+        self.note = f"server probe: nothing to poll at {self.root} (no {asked})"
+        return None
+
+    async def poll_once(self, session: aiohttp.ClientSession) -> dict[str, Any]:
+        t = time.perf_counter()
+        sample: dict[str, Any] = {"t": t, "wall": time.time(), "kind": self.kind}
+        if self._poller is not None:
+            polled = await self._poller.poll(lambda path: self._get(session, path))
+            sample.update(polled.to_dict())
+        return sample
+
+    async def run(self, stop: asyncio.Event, out: Path | None = None) -> None:
+        """Poll until ``stop``; give up after 5 failures in a row (and say so)."""
+        import aiohttp
+        async with self.session() as session:
+            if await self.detect(session) is None:
+                return
+            fh = open(out, "a", encoding="utf-8") if out else None
+            failures = 0
+            try:
+                while not stop.is_set():
+                    t0 = time.perf_counter()
+                    try:
+                        sample = await self.poll_once(session)
+                        failures = 0 if "error" not in sample else failures + 1
+                    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
+                        sample = {"t": t0, "wall": time.time(), "kind": self.kind,
+                                  "error": type(exc).__name__}
+                        failures += 1
+                    self.samples.append(sample)
+                    if fh:
+                        try:
+                            fh.write(json.dumps(sample) + "\n")
+                            fh.flush()
+                        except OSError as exc:      # the disk: keep polling, in memory only
+                            self.note = (f"server probe: cannot write {out} "
+                                         f"({exc.strerror or exc}); samples kept in memory")
+                            try:
+                                fh.close()
+                            except OSError:
+                                pass
+                            fh = None
+                    if failures >= 5:
+                        self.note = f"server probe: stopped after 5 failed polls of {self.root}"
+                        return
+                    try:
+                        await asyncio.wait_for(stop.wait(),
+                                               max(self.interval_s - (time.perf_counter() - t0), 0.05))
+                    except asyncio.TimeoutError:
+                        pass
+            finally:
+                if fh:
+                    fh.close()

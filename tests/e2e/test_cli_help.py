@@ -1,0 +1,156 @@
+"""The CLI fits a terminal: `--version`, and help grouped into panels that show every option
+name whole at 80 columns (rich cuts a name that does not fit with an ellipsis)."""
+
+import re
+
+import pytest
+import typer
+
+from llmbench.version import __version__
+from llmbench.cli.app import app
+from tests.helpers import ROOT, llmbench
+
+COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs")
+
+
+def declared_names(command: str) -> list[str]:
+    cmd = typer.main.get_command(app).commands[command]
+    return [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_at_80_columns_shows_every_option_name_whole(command):
+    r = llmbench(command, "--help", env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    missing = [n for n in declared_names(command)
+               if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", out)]
+    assert not missing, f"cut or hidden at 80 columns: {missing}"
+    assert "…" not in out                   # nothing else cut either (a URL, a default)
+
+
+@pytest.mark.parametrize("command, panels", [
+    ("run", ("Target", "Load", "Workload", "Request", "Output", "vLLM result JSON")),
+    ("ramp", ("Target", "Steps", "Pass/fail", "Workload", "Request", "Output")),
+    ("probe", ("Target", "Load", "Workload", "Output")),
+    ("sweep", ("Sweep", "Target", "Steps", "Pass/fail", "Workload", "Request", "Output")),
+])
+def test_help_is_grouped_into_panels(command, panels):
+    out = llmbench(command, "--help", env={"COLUMNS": "100"}).stdout
+    titles = re.findall(r"╭─ (.+?) ─", out)
+    assert all(p in titles for p in panels), titles
+    assert "--max-tokens" in out            # the alias of --output-tokens is shown
+
+
+def test_version():
+    r = llmbench("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"llmbench {__version__}"
+
+
+def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_factory, tmp_path):
+    """On a real terminal (a pty, 80x30) every redraw of the live line is one row cut to the
+    width, so nothing stale is left; the phase moves on (never 'ramp-in' after 'hold')."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.helpers import ENV
+    m = mock_factory(ttft_ms=20, itl_ms=5, models=["a-rather-long-model-name-to-push-the-line"])
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmbench.cli", "ramp", "--url", m.url + "/v1", "--model",
+         "a-rather-long-model-name-to-push-the-line", "--users", "1,2", "--ramp-in", "0.5s",
+         "--hold", "2.5s", "--think", "0", "--output-tokens", "8", "--prompt-tokens", "10",
+         "--threshold", "ttft.p95<=10s", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=slave, env={**ENV, "COLUMNS": "80"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:                      # the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0, out
+    tty = b"".join(chunks).decode()
+    redraws = [seg for seg in tty.split("\r\x1b[K") if seg.startswith("[")]
+    assert redraws, tty
+    for seg in redraws:
+        assert "\n" not in seg.rstrip("\r\n") and len(seg.rstrip("\r\n")) <= 79, repr(seg)
+    assert any("step 1/2 hold" in seg for seg in redraws), redraws
+    held = next(i for i, seg in enumerate(redraws) if "step 1/2 hold" in seg)
+    assert not any("step 1/2 ramp-in" in seg for seg in redraws[held:]), redraws
+    assert all("TTFT p95" in seg for seg in redraws)      # the telling part survives the cut
+
+
+def _declared_options() -> list[tuple[str, str]]:
+    """(option name, where) for every typer.Option written in cli/app.py and cli/options.py: a
+    module-level alias or a group field counts once however many commands use it. The mock's
+    flags configure a server, not a load, and are left out."""
+    import ast
+    from pathlib import Path
+    root = ROOT / "llmbench" / "cli"
+    out = []
+
+    def names(call: ast.Call, param: str) -> list[str]:
+        decls = [a.value for a in call.args if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str) and a.value.startswith("-")]
+        decls = [n for d in decls for n in d.split("/") if n.startswith("--")]
+        return decls or ["--" + param.replace("_", "-")]
+
+    def option_calls(node: ast.AST) -> list[ast.Call]:
+        return [c for c in ast.walk(node) if isinstance(c, ast.Call) and (
+            (isinstance(c.func, ast.Attribute) and c.func.attr == "Option")
+            or (isinstance(c.func, ast.Name) and c.func.id == "_opt"))]
+
+    for file in ("app.py", "options.py"):
+        tree = ast.parse((root / file).read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:      # an alias
+                for c in option_calls(node.value):
+                    alias = node.targets[0].id  # type: ignore[attr-defined]
+                    out += [(n, f"{file}:{alias}") for n in names(c, alias.lower())]
+            elif isinstance(node, ast.ClassDef):                               # a group
+                for f in node.body:
+                    if isinstance(f, ast.AnnAssign):
+                        for c in option_calls(f.annotation):
+                            out += [(n, f"{file}:{node.name}") for n in names(c, f.target.id)]
+            elif isinstance(node, ast.FunctionDef) and node.name != "mock":   # a command
+                for a in node.args.args + node.args.kwonlyargs:
+                    for c in option_calls(a.annotation) if a.annotation else ():
+                        # "_opt" only exists in options.py; the "Option" of a click callback too
+                        out += [(n, f"{file}:{node.name}") for n in names(c, a.arg)]
+    return out
+
+
+def test_no_option_is_declared_twice():
+    """The options every command shares are declared once (a group or an alias), so no two
+    commands can drift apart in names, help or checks."""
+    seen: dict[str, str] = {}
+    twice = []
+    for name, where in _declared_options():
+        if name in seen and seen[name] != where:
+            twice.append((name, seen[name], where))
+        seen.setdefault(name, where)
+    assert "--url" in seen and "--timeout-total" in seen and "--dataset" in seen
+    assert not twice, f"declared more than once: {twice}"
+
+
+@pytest.mark.parametrize("command", ("run", "ramp", "probe"))
+def test_every_load_command_has_the_shared_groups(command):
+    names = set(declared_names(command))
+    for flag in ("--api", "--api-key", "--header", "--server-probe", "--dataset", "--tokenizer",
+                 "--seed", "--extra-body", "--temperature", "--timeout-connect",
+                 "--timeout-first-token", "--timeout-idle", "--timeout-total", "--label", "--out",
+                 "--progress"):
+        assert flag in names, (command, flag)

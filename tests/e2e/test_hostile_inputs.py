@@ -1,0 +1,809 @@
+"""Bad input, as a new user or a broken file gives it: one line on stderr, the documented exit
+code, never a traceback, and an end within a few seconds. CASES run the CLI in a child process
+each (as a user would, through ``main``); INPROC_CASES, over every command and option family
+(numbers 0, -1, NaN, inf, 1e308; URLs; headers; files missing, empty, huge, binary, nested, not
+regular), run through the same typer app in one child process (tests/helpers/hostile_runner.py: one
+import for a hundred cases, a SIGALRM each). None reaches a server, so the table stays fast.
+Cases that need a server follow the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, RawServer, chat_token, free_port, http_head
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
+DEAD = f"http://127.0.0.1:{free_port()}/v1"       # nothing listens: no case may get that far
+
+
+def llmbench(*args: str, timeout: float = 60, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=ENV, cwd=cwd)
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("hostile")
+    (d / "latin1.jsonl").write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
+    (d / "bom-ff.jsonl").write_bytes(b'\xff\xfe{"prompt": "x"}\n')
+    (d / "strconv.json").write_text('[{"conversations": "hello there"}]')
+    (d / "intconv.json").write_text('[{"conversations": [1, 2]}]')
+    (d / "list").mkdir()
+    (d / "list" / "run.json").write_text("[1, 2]")
+    (d / "ramp-nosummary").mkdir()
+    (d / "ramp-nosummary" / "run.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "ramp", "status": "complete",
+         "steps": [{"index": 0, "load": 2, "held": True}], "verdict": {"result": "x"}}))
+    (d / "refused").mkdir()     # what a run that failed its preflight leaves
+    (d / "refused" / "run.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "run", "status": "failed",
+         "error": "POST http://h/v1/chat/completions answered 404", "config": {}}))
+    (d / "nosummary").mkdir()   # killed before any request finished
+    (d / "nosummary" / "run.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "run", "status": "running"}))
+    (d / "nosummary" / "requests.jsonl").write_text("")
+    (d / "empty").mkdir()
+    (d / "afile").write_text("x")
+    # files as they come: empty, binary, nested, huge (sparse: no disk used), not regular
+    (d / "empty.jsonl").write_text("")
+    (d / "empty.json").write_text("")
+    (d / "blank.jsonl").write_text("\n\n  \n")
+    (d / "binary.jsonl").write_bytes(bytes(range(255, -1, -1)) * 64)
+    (d / "binary.json").write_bytes(b"[" + bytes(range(128, 256)) * 64)
+    (d / "binary.csv").write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + bytes(range(128, 256)))
+    (d / "deep.json").write_text("[" * 100_000)
+    (d / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    (d / "deep-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n' + "[" * 100_000 + "\n")
+    with open(d / "huge.jsonl", "wb") as fh:       # 3 GB of zero bytes, one endless line
+        fh.truncate(3 << 30)
+    with open(d / "huge.json", "wb") as fh:
+        fh.write(b"[")
+        fh.truncate(3 << 30)
+    os.mkfifo(d / "fifo.jsonl")                    # opened, it waits for a writer forever
+    (d / "nan-trace.jsonl").write_text('{"timestamp": NaN, "input_length": 5, "output_length": 2}\n')
+    (d / "inf-trace.jsonl").write_text('{"timestamp": Infinity, "input_length": 5}\n')
+    (d / "gap-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n'
+                                       '{"timestamp": 1e15, "input_length": 5}\n')
+    (d / "hour-trace.jsonl").write_text('{"timestamp": 0, "input_length": 5}\n'
+                                        '{"timestamp": 3600000, "input_length": 5}\n')
+    (d / "nanlen-trace.jsonl").write_text('{"timestamp": 0, "input_length": NaN}\n')
+    (d / "nan.jsonl").write_text('{"prompt": "x", "max_tokens": NaN}\n')
+    (d / "notobj.jsonl").write_text("[1, 2]\n")
+    (d / "notarray.json").write_text('{"conversations": []}')
+    (d / "broken.json").write_text('[{"conversations": [}]')
+    (d / "binary-run").mkdir()
+    (d / "binary-run" / "run.json").write_bytes(bytes(range(256)))
+    (d / "profile.json").write_text("[1]")
+    return d
+
+
+# (command line, exit code, text the one error line must contain); {d} is the files folder
+CASES = [
+    # hangs: numbers that never end, or mean nothing
+    (["run", "--url", DEAD, "--model", "m", "--duration", "nan"], 2, "--duration 'nan'"),
+    (["run", "--url", DEAD, "--model", "m", "--duration", "inf"], 2, "--duration 'inf'"),
+    (["run", "--url", DEAD, "--model", "m", "--duration", "-5s"], 2, "must not be negative"),
+    (["run", "--url", DEAD, "--model", "m", "--duration", "1m30x"], 2, "--duration '1m30x'"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-first-token", "-1"], 2, "--timeout-first-token"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-total", "0"], 2, "--timeout-total"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-connect", "nan"], 2, "--timeout-connect"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-idle", "inf"], 2, "--timeout-idle"),
+    (["run", "--url", DEAD, "--model", "m", "--warmup", "-3"], 2, "--warmup -3"),
+    (["run", "--url", DEAD, "--model", "m", "--rate", "5", "--max-concurrency", "0"], 2, "--max-concurrency 0"),
+    (["run", "--url", DEAD, "--model", "m", "--rate", "5", "--max-concurrency", "-2"], 2, "--max-concurrency -2"),
+    (["run", "--url", DEAD, "--model", "m", "--limit", "0"], 2, "--limit 0"),
+    (["run", "--url", DEAD, "--model", "m", "--requests", "0"], 2, "--requests"),
+    (["run", "--url", DEAD, "--model", "m", "--concurrency", "-1"], 2, "--concurrency"),
+    (["run", "--url", DEAD, "--model", "m", "--rate", "nan"], 2, "--rate"),
+    (["run", "--url", DEAD, "--model", "m", "--rate", "5", "--burstiness", "nan"], 2, "--burstiness"),
+    (["run", "--url", DEAD, "--model", "m", "--temperature", "nan"], 2, "--temperature"),
+    (["run", "--url", DEAD, "--model", "m", "--goodput", "ttft:nan"], 2, "--goodput"),
+    (["run", "--url", DEAD, "--model", "m", "--turns", "0"], 2, "--turns"),
+    (["run", "--url", DEAD, "--model", "m", "--think", "5s-1s"], 2, "--think"),
+    (["run", "--url", DEAD, "--model", "m", "--wait-ready", "nan"], 2, "--wait-ready"),
+    (["ramp", "--url", DEAD, "--model", "m", "--ramp-in", "-1s"], 2, "--ramp-in '-1s'"),
+    (["ramp", "--url", DEAD, "--model", "m", "--users", "nan"], 2, "--users 'nan'"),
+    (["ramp", "--url", DEAD, "--model", "m", "--users", "inf"], 2, "--users 'inf'"),
+    (["ramp", "--url", DEAD, "--model", "m", "--users", "1.5"], 2, "whole numbers"),
+    (["ramp", "--url", DEAD, "--model", "m", "--users", "4,2"], 2, "increasing"),
+    (["ramp", "--url", DEAD, "--model", "m", "--hold", "nan"], 2, "--hold"),
+    (["ramp", "--url", DEAD, "--model", "m", "--think", "nan"], 2, "--think"),
+    (["ramp", "--url", DEAD, "--model", "m", "--start", "nan"], 2, "--start"),
+    (["ramp", "--url", DEAD, "--model", "m", "--expect-users", "nan"], 2, "--expect-users"),
+    (["ramp", "--url", DEAD, "--model", "m", "--generator-lag-limit", "-1ms"], 2, "--generator-lag-limit"),
+    (["ramp", "--url", DEAD, "--model", "m", "--timeout-first-token", "0"], 2, "--timeout-first-token"),
+    (["mock", "--port", "99999"], 2, "--port 99999"),
+    (["mock", "--ttft-ms", "nan"], 2, "--ttft-ms"),
+    (["mock", "--fault-500", "1.5"], 2, "--fault-500"),
+    (["mock", "--parallel", "-1"], 2, "--parallel"),
+    # target: usage errors, not "cannot reach"
+    (["run", "--url", "http://127.0.0.1:99999/v1", "--model", "m"], 2, "port"),
+    (["run", "--url", "http://[::1/v1", "--model", "m"], 2, "not a valid URL"),
+    (["run", "--url", "http://:8000/v1", "--model", "m"], 2, "no host name"),
+    (["run", "--url", DEAD, "--model", "m", "--header", "X-A: b\r\nX-Evil: 1"], 2, "line break"),
+    (["run", "--url", DEAD, "--model", "m", "--header", "X-A: b\nc"], 2, "line break"),
+    (["run", "--url", DEAD, "--model", "m", "--header", "NoSeparatorHere"], 2, "KEY=VALUE"),
+    (["run", "--url", DEAD, "--model", "m", "--header", "Bad Name: v"], 2, "not a valid header name"),
+    # result paths, checked before the run
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-dir", "{d}/afile/sub"], 2, "--result-dir"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "datasets/trace_mooncake_sample.jsonl", "--prefix-hit-ratio", "0.5"], 2, "--prefix-hit-ratio"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}"], 2, "is a folder"),
+    (["run", "--url", DEAD, "--model", "m", "--save-result", "--result-filename", "{d}/afile/r.json"], 2, "--result-filename"),
+    # files
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "{d}/latin1.jsonl"], 2, "latin1.jsonl:2: not UTF-8"),
+    (["datasets", "inspect", "{d}/latin1.jsonl"], 2, "latin1.jsonl:2: not UTF-8"),
+    (["datasets", "inspect", "{d}/bom-ff.jsonl"], 2, "bom-ff.jsonl:1: not UTF-8"),
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "{d}/strconv.json"], 2, "'conversations' is a str"),
+    (["datasets", "inspect", "{d}/strconv.json"], 2, "'conversations' is a str"),
+    (["datasets", "inspect", "{d}/strconv.json", "--multi-turn"], 2, "strconv.json:1"),
+    (["datasets", "inspect", "{d}/intconv.json", "--multi-turn"], 2, "no conversation has a human"),
+    # run folders
+    (["report", "{d}/list"], 2, "holds a JSON list"),
+    (["compare", "{d}/list", "{d}/list"], 2, "holds a JSON list"),
+    (["report", "{d}/ramp-nosummary"], 2, "step 1 in run.json has no summary"),
+    (["compare", "{d}/refused", "{d}/ramp-nosummary"], 2, "failed before measuring anything"),
+    (["report", "{d}/refused"], 2, "failed before measuring anything"),
+    (["compare", "{d}/nosummary", "{d}/refused"], 2, "before any request finished"),
+    (["report", "{d}/empty"], 2, "no run.json"),
+]
+
+
+# one child process per option family more, through main() as a user runs it (issue 23)
+CASES += [
+    (["run", "--url", DEAD, "--model", "m", "--duration", "1e308"], 2, "at most 30 days"),
+    (["run", "--url", DEAD, "--model", "m", "--timeout-total", "1e308"], 2, "at most 30 days"),
+    (["run", "--url", DEAD, "--model", "m", "--requests", "1000000000000"], 2, "--requests"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "{d}/nan-trace.jsonl"], 2, "nan-trace.jsonl:1"),
+    (["run", "--url", DEAD, "--model", "m", "--trace", "{d}/gap-trace.jsonl"], 2, "gap-trace.jsonl:2"),
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "{d}/deep.json"], 2, "nested too deeply"),
+    (["run", "--url", DEAD, "--model", "m", "--dataset", "/dev/zero"], 2, "not a regular file"),
+    (["datasets", "inspect", "{d}/deep.jsonl"], 2, "deep.jsonl:1: JSON nested too deeply"),
+    (["ramp", "--url", DEAD, "--model", "m", "--hold", "1e308"], 2, "--hold '1e308': at most 30 days"),
+    (["mock", "--ttft-ms", "1e308"], 2, "--ttft-ms"),
+    (["sweep", "--mock", "--setting", "parallel=1,2", "--ready-timeout", "1e308"], 2, "--ready-timeout"),
+    (["probe", "--router", DEAD, "--direct", DEAD, "--model", "m", "--slice", "1e308"], 2, "--slice"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "nan"], 2, "--max-regression 'nan'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "1e308%"], 2, "--max-regression '1e308%'"),
+    (["report", "{d}/missing-folder"], 2, "missing-folder"),
+]
+
+R = ["run", "--url", DEAD, "--model", "m"]
+RAMP = ["ramp", "--url", DEAD, "--model", "m"]
+PROBE = ["probe", "--router", DEAD, "--direct", DEAD, "--model", "m"]
+SWEEP = ["sweep", "--mock", "--setting", "parallel=1,2"]
+INSPECT = ["datasets", "inspect"]
+
+# (command line, exit code, text the one error line must contain): run in-process, one child
+INPROC_CASES = [
+    # run: load numbers
+    (R + ["--duration", "0"], 2, "--duration"),
+    (R + ["--duration", "721h"], 2, "at most 30 days"),
+    (R + ["--duration", "99999999999m"], 2, "at most 30 days"),
+    (R + ["--requests", "-1"], 2, "--requests"),
+    (R + ["--requests", "100000001"], 2, "--requests 100000001"),
+    (R + ["--concurrency", "0"], 2, "--concurrency"),
+    (R + ["--rate", "0"], 2, "--rate"),
+    (R + ["--rate", "-1"], 2, "--rate"),
+    (R + ["--rate", "inf"], 2, "--rate inf"),
+    (R + ["--rate", "abc"], 2, "--rate 'abc'"),
+    (R + ["--rate", "1e-308", "--requests", "5"], 2, "a run lasts at most 30 days"),
+    (R + ["--rate", "5", "--burstiness", "0"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--burstiness", "-1"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--burstiness", "inf"], 2, "--burstiness"),
+    (R + ["--rate", "5", "--arrival", "sometimes"], 2, "--arrival"),
+    (R + ["--rate", "5", "--max-concurrency", "1000000000000"], 2, "--max-concurrency"),
+    (R + ["--concurrency", "2", "--rate", "5"], 2, "not both"),
+    (R + ["--warmup", "1000000000000"], 2, "--warmup"),
+    (R + ["--think", "inf"], 2, "--think"),
+    (R + ["--think", "-1"], 2, "--think"),
+    (R + ["--think", "1e308"], 2, "--think '1e308': at most 30 days"),
+    (R + ["--think", "5s-800h"], 2, "at most 30 days"),
+    (R + ["--wait-ready", "0"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "-1"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "inf"], 2, "--wait-ready"),
+    (R + ["--wait-ready", "1e308"], 2, "--wait-ready '1e308': at most 30 days"),
+    (R + ["--workers", "0"], 2, "--workers"),
+    (R + ["--workers", "-1"], 2, "--workers"),
+    (R + ["--workers", "1000"], 2, "--workers 1000"),
+    (R + ["--workers", "nan"], 2, "--workers"),
+    # run: request options and timeouts
+    (R + ["--timeout-connect", "0"], 2, "--timeout-connect"),
+    (R + ["--timeout-connect", "-1"], 2, "--timeout-connect"),
+    (R + ["--timeout-first-token", "inf"], 2, "--timeout-first-token"),
+    (R + ["--timeout-first-token", "nan"], 2, "--timeout-first-token"),
+    (R + ["--timeout-idle", "1e308"], 2, "--timeout-idle 1e+308: at most 30 days"),
+    (R + ["--timeout-total", "2592001"], 2, "at most 30 days"),
+    (R + ["--temperature", "-1"], 2, "--temperature"),
+    (R + ["--temperature", "inf"], 2, "--temperature"),
+    (R + ["--temperature", "1e308"], 2, "--temperature"),
+    (R + ["--extra-body", "{bad"], 2, "--extra-body"),
+    (R + ["--extra-body", "[1, 2]"], 2, "--extra-body"),
+    (R + ["--max-tokens-field", "bogus"], 2, "--max-tokens-field"),
+    # run: output, gates, vLLM result
+    (R + ["--goodput", "ttft:0"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:-1"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:inf"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:1e308"], 2, "--goodput"),
+    (R + ["--goodput", "speed:5"], 2, "--goodput"),
+    (R + ["--goodput", "ttft:abc"], 2, "--goodput"),
+    (R + ["--metric-percentiles", "0"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "100"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "nan"], 2, "--metric-percentiles"),
+    (R + ["--metric-percentiles", "abc"], 2, "--metric-percentiles"),
+    (R + ["--percentile-metrics", "ttft,bogus"], 2, "--percentile-metrics"),
+    (R + ["--label", "noequals"], 2, "--label"),
+    (R + ["--metadata", "noequals"], 2, "noequals"),
+    (R + ["--threshold", "garbage"], 2, "garbage"),
+    # run: trace replay
+    (R + ["--trace", "{d}/nope.jsonl"], 2, "no such file"),
+    (R + ["--trace", "{d}/empty.jsonl"], 2, "no requests"),
+    (R + ["--trace", "{d}/blank.jsonl"], 2, "no requests"),
+    (R + ["--trace", "{d}/binary.jsonl"], 2, "binary.jsonl:1: not UTF-8"),
+    (R + ["--trace", "{d}/binary.csv"], 2, "binary.csv:2: not UTF-8"),
+    (R + ["--trace", "{d}/deep-trace.jsonl"], 2, "deep-trace.jsonl:2: JSON nested too deeply"),
+    (R + ["--trace", "{d}/huge.jsonl"], 2, "huge.jsonl:1: a line longer than 64 MB"),
+    (R + ["--trace", "/dev/zero"], 2, "--trace /dev/zero: not a regular file"),
+    (R + ["--trace", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (R + ["--trace", "{d}"], 2, "is a folder"),
+    (R + ["--trace", "{d}/inf-trace.jsonl"], 2, "inf-trace.jsonl:1"),
+    (R + ["--trace", "{d}/nanlen-trace.jsonl"], 2, "nanlen-trace.jsonl:1: input_length"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "1e-308"], 2, "--trace-speed 1e-308"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "0"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "-1"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "nan"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-speed", "inf"], 2, "--trace-speed"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "5m-1m"], 2, "--trace-window"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "soon"], 2, "--trace-window"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--trace-window", "2h-3h"], 2, "--trace-window"),
+    (R + ["--trace-speed", "2"], 2, "need --trace"),
+    (R + ["--trace", "{d}/hour-trace.jsonl", "--duration", "5s"], 2, "--trace sets the load"),
+    # run: workload files and numbers
+    (R + ["--dataset", "{d}/nope.jsonl"], 2, "no such file"),
+    (R + ["--dataset", "{d}/empty.jsonl"], 2, "no entries"),
+    (R + ["--dataset", "{d}/empty.json"], 2, "expected a JSON array"),
+    (R + ["--dataset", "{d}/blank.jsonl"], 2, "no entries"),
+    (R + ["--dataset", "{d}/binary.jsonl"], 2, "binary.jsonl:1: not UTF-8"),
+    (R + ["--dataset", "{d}/binary.json"], 2, "binary.json:1: invalid JSON"),
+    (R + ["--dataset", "{d}/deep.jsonl"], 2, "deep.jsonl:1: JSON nested too deeply"),
+    (R + ["--dataset", "{d}/deep.json", "--multi-turn"], 2, "deep.json:1: JSON nested too deeply"),
+    (R + ["--dataset", "{d}/huge.jsonl"], 2, "huge.jsonl:1: a line longer than 64 MB"),
+    (R + ["--dataset", "{d}/huge.json"], 2, "huge.json:1: an entry larger than 64 MB"),
+    (R + ["--dataset", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (R + ["--dataset", "{d}"], 2, "is a folder"),
+    (R + ["--dataset", "{d}/nan.jsonl"], 2, "nan.jsonl:1: max_tokens"),
+    (R + ["--dataset", "{d}/notobj.jsonl"], 2, "notobj.jsonl:1: expected a JSON object"),
+    (R + ["--dataset", "{d}/notarray.json"], 2, "expected a JSON array"),
+    (R + ["--dataset", "{d}/broken.json"], 2, "broken.json:1: invalid JSON"),
+    (R + ["--dataset", "{d}/afile", "--dataset-format", "bogus"], 2, "--dataset-format"),
+    (R + ["--dataset", "/dev/zero", "--dataset-format", "sharegpt"], 2, "not a regular file"),
+    (R + ["--limit", "-1"], 2, "--limit"),
+    (R + ["--limit", "1000000000000"], 2, "--limit"),
+    (R + ["--turns", "-1"], 2, "--turns"),
+    (R + ["--words", "0"], 2, "--words"),
+    (R + ["--random-input-len", "0"], 2, "--random-input-len"),
+    (R + ["--random-output-len", "-1"], 2, "--random-output-len"),
+    (R + ["--random-prefix-len", "-1"], 2, "--random-prefix-len"),
+    (R + ["--random-range-ratio", "1"], 2, "--random-range-ratio"),
+    (R + ["--random-range-ratio", "nan"], 2, "--random-range-ratio"),
+    (R + ["--random-range-ratio", "-1"], 2, "--random-range-ratio"),
+    (R + ["--prompt-tokens", "0"], 2, "--prompt-tokens"),
+    (R + ["--prompt-tokens", "9-2"], 2, "--prompt-tokens"),
+    (R + ["--prompt-tokens", "nan"], 2, "--prompt-tokens"),
+    (R + ["--output-tokens", "-1"], 2, "--output-tokens"),
+    (R + ["--shared-prefix-tokens", "-1"], 2, "--shared-prefix-tokens"),
+    (R + ["--prefixes", "0"], 2, "--prefixes"),
+    (R + ["--prefix-hit-ratio", "1"], 2, "--prefix-hit-ratio"),
+    (R + ["--prefix-hit-ratio", "nan"], 2, "--prefix-hit-ratio"),
+    (R + ["--prefix-hit-ratio", "-0.5"], 2, "--prefix-hit-ratio"),
+    (R + ["--cache-block-tokens", "0"], 2, "--cache-block-tokens"),
+    (R + ["--sharegpt-output-len", "0"], 2, "--sharegpt-output-len"),
+    (R + ["--hf-column", "text"], 2, "--hf-column"),
+    # URLs, headers, network
+    (["run", "--url", "ftp://127.0.0.1/v1", "--model", "m"], 2, "ftp"),
+    (["run", "--url", "http://127.0.0.1:0/v1", "--model", "m"], 2, "port"),
+    (["run", "--url", "http://127.0.0.1:-1/v1", "--model", "m"], 2, "port"),
+    (["run", "--url", "http://exa mple.com/v1", "--model", "m"], 2, "contains spaces"),
+    (R + ["--header", ": value"], 2, "--header"),
+    (R + ["--header", "X-A: b\x00c"], 2, "--header"),
+    (R + ["--header", "X-A: a\rb"], 2, "line break"),
+    (R + ["--api", "bogus"], 2, "--api"),
+    (R + ["--server-probe", "bogus"], 2, "--server-probe"),
+    (R + ["--proxy", "bogus://x:1"], 2, "--proxy"),
+    (R + ["--ca-cert", "{d}/nope.pem"], 2, "--ca-cert"),
+    (R + ["--key", "{d}/nope.pem"], 2, "--key"),
+    # ramp
+    (RAMP + ["--users", "0"], 2, "--users"),
+    (RAMP + ["--users", "-1,2"], 2, "--users"),
+    (RAMP + ["--users", "a,b"], 2, "--users"),
+    (RAMP + ["--start", "0"], 2, "--start"),
+    (RAMP + ["--start", "1e308"], 2, "--start"),
+    (RAMP + ["--step", "-1"], 2, "--step"),
+    (RAMP + ["--up-to", "inf"], 2, "--up-to"),
+    (RAMP + ["--start", "1", "--step", "0.0001", "--up-to", "100"], 2, "over 10000 steps"),
+    (RAMP + ["--hold", "0"], 2, "--hold"),
+    (RAMP + ["--hold", "721h"], 2, "at most 30 days"),
+    (RAMP + ["--ramp-in", "1e308"], 2, "--ramp-in '1e308': at most 30 days"),
+    (RAMP + ["--ramp-in", "nan"], 2, "--ramp-in"),
+    (RAMP + ["--think", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--repeat", "0"], 2, "--repeat"),
+    (RAMP + ["--repeat", "1001"], 2, "--repeat"),
+    (RAMP + ["--by", "sideways"], 2, "--by"),
+    (RAMP + ["--expect-users", "-1"], 2, "--expect-users"),
+    (RAMP + ["--expect-users", "inf"], 2, "--expect-users"),
+    (RAMP + ["--generator-lag-limit", "0"], 2, "--generator-lag-limit"),
+    (RAMP + ["--generator-lag-limit", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--timeout-idle", "1e308"], 2, "at most 30 days"),
+    (RAMP + ["--workers", "0"], 2, "--workers"),
+    (RAMP + ["--dataset", "/dev/zero"], 2, "not a regular file"),
+    (RAMP + ["--prefix-hit-ratio", "0.5"], 2, "--prefix-hit-ratio"),
+    # sweep
+    (SWEEP + ["--ready-timeout", "0"], 2, "--ready-timeout"),
+    (SWEEP + ["--ready-timeout", "nan"], 2, "--ready-timeout"),
+    (SWEEP + ["--stop-grace", "-1"], 2, "--stop-grace"),
+    (SWEEP + ["--stop-grace", "1e308"], 2, "--stop-grace '1e308': at most 30 days"),
+    (SWEEP + ["--hold", "inf"], 2, "--hold"),
+    (["sweep", "--setting", "parallel=1,2"], 2, "give one of --serve, --before or --mock"),
+    (["sweep", "--mock", "--setting", "nonsense=1,2"], 2, "--setting nonsense"),
+    (["sweep", "--setting", "parallel=1,2", "--mock-options", "--x", "--serve", "x"], 2, "--mock-options"),
+    # probe
+    (PROBE + ["--rounds", "0"], 2, "--rounds"),
+    (PROBE + ["--slice", "0"], 2, "--slice"),
+    (PROBE + ["--slice", "nan"], 2, "--slice"),
+    (PROBE + ["--slice", "800h"], 2, "at most 30 days"),
+    (PROBE + ["--users", "0"], 2, "--users"),
+    (PROBE + ["--think", "inf"], 2, "--think"),
+    (PROBE + ["--timeout-total", "inf"], 2, "--timeout-total"),
+    # mock
+    (["mock", "--port", "-1"], 2, "--port"),
+    (["mock", "--port", "65536"], 2, "--port"),
+    (["mock", "--ttft-ms", "-1"], 2, "--ttft-ms"),
+    (["mock", "--ttft-ms", "inf"], 2, "--ttft-ms"),
+    (["mock", "--itl-ms", "nan"], 2, "--itl-ms"),
+    (["mock", "--itl-ms", "1e308"], 2, "--itl-ms"),
+    (["mock", "--stall-ms", "1e308"], 2, "--stall-ms"),
+    (["mock", "--slow-first-byte-ms", "inf"], 2, "--slow-first-byte-ms"),
+    (["mock", "--prefill-ms-per-token", "1e308"], 2, "--prefill-ms-per-token"),
+    (["mock", "--jitter", "-1"], 2, "--jitter"),
+    (["mock", "--tokens", "0"], 2, "--tokens"),
+    (["mock", "--tokens", "1000000000000"], 2, "--tokens"),
+    (["mock", "--tokens-per-s", "0"], 2, "--tokens-per-s"),
+    (["mock", "--tokens-per-s", "inf"], 2, "--tokens-per-s"),
+    (["mock", "--fault-429", "-0.1"], 2, "--fault-429"),
+    (["mock", "--fault-cut", "nan"], 2, "--fault-cut"),
+    (["mock", "--fault-500", "0.6", "--fault-429", "0.6"], 2, "add up to more than 1"),
+    (["mock", "--max-queue", "-1"], 2, "--max-queue"),
+    (["mock", "--cache-blocks", "-1"], 2, "--cache-blocks"),
+    (["mock", "--replicas", "0"], 2, "--replicas"),
+    (["mock", "--workers", "0"], 2, "--workers"),
+    (["mock", "--save-profile", "{d}/p.json"], 2, "--save-profile"),
+    (["mock", "--profile", "{d}/profile.json"], 2, "profile.json"),
+    (["mock", "--like", "{d}/empty"], 2, "--like"),
+    # report, compare, runs
+    (["report", "{d}/afile"], 2, "afile"),
+    (["report", "{d}/list", "--format", "pdf"], 2, "--format"),
+    (["report", "{d}/binary-run"], 2, "run.json"),
+    (["compare", "{d}/empty", "{d}/list"], 2, "no run.json"),
+    (["compare", "{d}/nope", "{d}/list"], 2, "nope"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "inf"], 2, "can never fail"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "0"], 2, "--max-regression '0'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "-5%"], 2, "--max-regression '-5%'"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "1001%"], 2, "at most 1000%"),
+    (["compare", "{d}/list", "{d}/list", "--max-regression", "lots"], 2, "--max-regression 'lots'"),
+    # datasets inspect
+    (INSPECT + ["{d}/nope.jsonl"], 2, "no such file"),
+    (INSPECT + ["{d}/empty.jsonl"], 2, "no entries"),
+    (INSPECT + ["{d}/binary.jsonl"], 2, "not UTF-8"),
+    (INSPECT + ["{d}/deep.json"], 2, "deep.json:1: JSON nested too deeply"),
+    (INSPECT + ["{d}/huge.jsonl"], 2, "a line longer than 64 MB"),
+    (INSPECT + ["{d}/huge.json"], 2, "an entry larger than 64 MB"),
+    (INSPECT + ["/dev/zero"], 2, "not a regular file"),
+    (INSPECT + ["{d}/fifo.jsonl"], 2, "not a regular file"),
+    (INSPECT + ["{d}"], 2, "is a folder"),
+    (INSPECT + ["synthetic", "--count", "0"], 2, "--count"),
+    (INSPECT + ["synthetic", "--count", "1000000000000"], 2, "--count"),
+    (INSPECT + ["synthetic", "--prompt-tokens", "-5"], 2, "--prompt-tokens"),
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes(files, tmp_path_factory) -> dict[int, tuple[subprocess.CompletedProcess, Path]]:
+    """Every case of the table, run four at a time (each is a short child process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> tuple[subprocess.CompletedProcess, Path]:
+        out = tmp_path_factory.mktemp(f"case{i}")
+        argv = [a.replace("{d}", str(files)) for a in CASES[i][0]]
+        if argv[0] in ("run", "ramp"):
+            argv += ["--out", str(out / "res")]
+        if argv[0] == "compare":
+            argv += ["--html", str(out / "c.html")]
+        return llmbench(*argv), out
+    with ThreadPoolExecutor(4) as pool:
+        return dict(zip(range(len(CASES)), pool.map(one, range(len(CASES)))))
+
+
+@pytest.mark.parametrize("i", range(len(CASES)),
+                         ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in CASES])
+def test_bad_input_is_one_line(i, outcomes):
+    _, code, needle = CASES[i]
+    r, out = outcomes[i]
+    assert r.returncode == code, (r.returncode, r.stderr)
+    line = one_error_line(r)
+    assert needle in line, line
+    # a usage error leaves no run folder behind
+    assert not (out / "res").exists() or not any((out / "res").iterdir())
+
+
+CASE_TIMEOUT_S = 20          # each case must end within it (a busy machine included)
+
+
+@pytest.fixture(scope="module")
+def inproc_outcomes(files, tmp_path_factory) -> list[dict]:
+    """Every in-process case, in one child process (hostile_runner.py), in two halves run side
+    by side; each case under its own SIGALRM."""
+    from concurrent.futures import ThreadPoolExecutor
+    out = tmp_path_factory.mktemp("inproc")
+
+    def argv_of(i: int) -> list[str]:
+        argv = [a.replace("{d}", str(files)) for a in INPROC_CASES[i][0]]
+        if argv[0] in ("run", "ramp", "probe", "sweep"):
+            argv += ["--out", str(out / f"res{i}")]
+        if argv[0] == "compare":
+            argv += ["--html", str(out / f"c{i}.html")]
+        return argv
+
+    def batch(idx: list[int]) -> list[dict]:
+        job = {"cases": [argv_of(i) for i in idx], "timeout_s": CASE_TIMEOUT_S}
+        r = subprocess.run([sys.executable, str(ROOT / "tests" / "helpers" / "hostile_runner.py")],
+                           input=json.dumps(job), capture_output=True, text=True, env=ENV,
+                           cwd=out, timeout=CASE_TIMEOUT_S * len(idx) + 60)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout)
+    n = len(INPROC_CASES)
+    halves = [list(range(0, n, 2)), list(range(1, n, 2))]
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(batch, halves))
+    results: list[dict] = [{}] * n
+    for idx, res in zip(halves, done):
+        for i, r in zip(idx, res):
+            results[i] = {**r, "out": out / f"res{i}"}
+    return results
+
+
+@pytest.mark.parametrize("i", range(len(INPROC_CASES)),
+                         ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in INPROC_CASES])
+def test_bad_input_in_process_is_one_line(i, inproc_outcomes):
+    _, code, needle = INPROC_CASES[i]
+    r = inproc_outcomes[i]
+    assert r["exception"] is None, r["exception"]          # no traceback, no hang
+    assert r["took_s"] < CASE_TIMEOUT_S
+    assert r["code"] == code, (r["code"], r["stderr"])
+    assert "Traceback" not in r["stdout"] + r["stderr"]
+    lines = [x for x in r["stderr"].splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r["stderr"]
+    assert needle in lines[0], lines[0]
+    assert not r["out"].exists() or not any(r["out"].iterdir())
+
+
+def test_the_table_covers_every_command():
+    cases = CASES + INPROC_CASES
+    assert len(cases) >= 150
+    commands = {c[0][0] if c[0][0] != "datasets" else "datasets inspect" for c in cases}
+    assert commands >= {"run", "ramp", "sweep", "probe", "mock", "report", "compare",
+                        "datasets inspect"}
+    # the numbers that once hung or crashed, in at least three commands each
+    for bad in ("0", "-1", "nan", "inf", "1e308"):
+        assert len({c[0][0] for c in cases if bad in c[0]}) >= 3, bad
+
+
+def test_runs_lists_an_unreadable_folder_and_goes_on(files):
+    r = llmbench("runs", "--out", str(files))
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr
+    assert "list  (unreadable:" in r.stdout and "holds a JSON list" in r.stdout
+    assert "1970" not in r.stdout            # failed runs have no start time: not the epoch
+
+
+# -- cases that need a server ---------------------------------------------------------------------
+
+def test_model_optional_when_one_model_and_listed_when_several(mock_factory, tmp_path):
+    one = mock_factory(ttft_ms=1, itl_ms=1, models=["only-one"])
+    r = llmbench("run", "--url", one.url + "/v1", "--requests", "2", "--prompt-tokens", "5",
+                 "--output-tokens", "2", "--out", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stderr
+    assert "only-one" in r.stderr
+    run = json.loads(next((tmp_path / "a").iterdir()).joinpath("run.json").read_text())
+    assert run["config"]["target"]["model"] == "only-one"
+    many = mock_factory(models=["a1", "b2", "c3"])
+    for url in (many.url + "/v1", many.url):            # OpenAI /v1/models and Ollama /api/tags
+        r = llmbench("run", "--url", url, "--out", str(tmp_path / "b"))
+        assert r.returncode == 2
+        line = one_error_line(r)
+        assert "a1, b2, c3" in line and "--model" in line
+
+
+def test_model_discovery_against_nothing_is_cannot_reach(tmp_path):
+    r = llmbench("run", "--url", DEAD, "--out", str(tmp_path))
+    assert r.returncode == 3 and "cannot reach" in one_error_line(r)
+
+
+def test_wait_ready_waits_for_a_server_that_starts_late(tmp_path):
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--url",
+                          f"http://127.0.0.1:{port}/v1", "--requests", "2", "--prompt-tokens", "5",
+                          "--output-tokens", "2", "--wait-ready", "1m", "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    try:
+        time.sleep(2.0)
+        assert p.poll() is None          # still waiting: nothing listens yet
+        mock = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "mock", "--port", str(port),
+                                 "--ttft-ms", "1", "--itl-ms", "1"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+        try:
+            out, err = p.communicate(timeout=60)
+        finally:
+            mock.terminate()
+            mock.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "waiting up to 60 s" in err
+
+
+def test_wait_ready_gives_up_with_exit_3(tmp_path):
+    r = llmbench("run", "--url", DEAD, "--model", "m", "--wait-ready", "1s", "--out", str(tmp_path))
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert "not ready after 1 s" in r.stderr.splitlines()[-1]
+
+
+def stalled() -> RawServer:
+    """Headers, then nothing: a server stuck before its first token."""
+    return RawServer([(0, http_head(chunked=True)), (60, None)])
+
+
+def test_preflight_against_a_stalled_server_says_it_waits_and_stops(tmp_path):
+    with stalled() as s:
+        t = time.monotonic()
+        r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--requests", "50",
+                     "--timeout-first-token", "7", "--out", str(tmp_path))
+        took = time.monotonic() - t
+        assert len(s.requests) == 1             # the load never started
+    assert r.returncode == 3, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("waiting for the server to answer the first request")
+    assert lines[-1].startswith("error: ") and "no first token within 7 s" in lines[-1]
+    assert took < 30
+    run = json.loads(next(tmp_path.iterdir()).joinpath("run.json").read_text())
+    assert run["status"] == "failed" and "no first token" in run["error"]
+
+
+def test_sigterm_during_preflight_leaves_an_explained_folder(tmp_path):
+    with stalled() as s:
+        p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--url", s.url + "/v1",
+                              "--model", "m", "--out", str(tmp_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while not s.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("error: interrupted during the preflight")
+    run = json.loads(next(tmp_path.iterdir()).joinpath("run.json").read_text())
+    assert run["status"] == "interrupted" and "preflight" in run["error"]
+
+
+class EchoAuth(BaseHTTPRequestHandler):
+    """Answers the first request with a good stream, and every later one with a 401 whose body
+    echoes the Authorization header, as some proxies do."""
+
+    calls = 0
+
+    def do_GET(self) -> None:                  # /v1/models: one model
+        body = b'{"data": [{"id": "echo"}]}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).calls += 1
+        if type(self).calls == 1:
+            body = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+                    b"data: [DONE]\n\n")
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+        else:
+            body = json.dumps({"error": f"bad credentials: {self.headers.get('authorization')} "
+                                        f"key {self.headers.get('x-api-key')}"}).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a) -> None:
+        pass
+
+
+@pytest.mark.parametrize("how", ["basic-header", "bearer-key", "url-password", "header-equals"])
+def test_secrets_never_written_or_printed(how, tmp_path):
+    EchoAuth.calls = 0
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), EchoAuth)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    secret = "dXNlcjpTRUNSRVQxMjM0NTY3OA=="          # base64, '=' inside the value
+    args = {"basic-header": ["--header", f"Authorization: Basic {secret}"],
+            "bearer-key": ["--api-key", secret],
+            "url-password": [],
+            "header-equals": ["--header", f"X-Api-Key={secret}"]}[how]
+    if how == "url-password":
+        url = f"http://user:{secret}@127.0.0.1:{port}/v1"
+    try:
+        r = llmbench("run", "--url", url, "--model", "echo", "--requests", "4", "--prompt-tokens",
+                     "5", "--output-tokens", "2", "--out", str(tmp_path / "res"), *args)
+    finally:
+        srv.shutdown()
+    assert r.returncode == 0, r.stderr
+    run_dir = next((tmp_path / "res").iterdir())
+    listing = llmbench("runs", "--out", str(tmp_path / "res"))
+    report = llmbench("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    saved = "".join(p.read_text() for p in run_dir.iterdir() if p.is_file())
+    everything = r.stdout + r.stderr + listing.stdout + report.stdout + report.stderr + saved
+    assert "bad credentials" in saved and "***" in saved    # the error body is kept, redacted
+    for leak in (secret, secret[:-2], "SECRET12345678", "user:"):
+        assert leak not in everything, (leak, how)
+
+
+def test_server_nan_header_and_negative_tokens_stay_valid(tmp_path):
+    usage = (b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+             b'"usage":{"prompt_tokens":5,"completion_tokens":-7}}\n\n')
+    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nx-llmbench-queue-ms: nan\r\n"
+            b"connection: close\r\n\r\n")
+    body = chat_token("a") + chat_token("b") + chat_token("c") + usage + b"data: [DONE]\n\n"
+    with RawServer([(0, head + body)]) as s:
+        r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--requests", "3",
+                     "--prompt-tokens", "5", "--output-tokens", "3", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run_dir = next(tmp_path.iterdir())
+
+    def strict(line: str):
+        return json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    recs = [strict(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len(recs) == 3 and all(x["ok"] for x in recs)
+    assert all("server_queue_ms" not in x for x in recs)
+    assert all(x["output_tokens"] == 3 and "completion_tokens -7" in x["note"] for x in recs)
+    summary = strict((run_dir / "run.json").read_text())["summary"]
+    assert summary["output_throughput"] > 0 and summary["total_output_tokens"] == 9
+
+
+def test_sigkill_leaves_no_mock_and_report_rebuilds(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--requests", "300",
+                          "--concurrency", "2", "--prompt-tokens", "5", "--output-tokens", "20",
+                          "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    line = p.stderr.readline()                          # "No --url given: ... at http://..."
+    port = int(line.rsplit(":", 1)[1])
+    log = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:                  # until some requests are on disk
+        logs = list(tmp_path.glob("*/requests.jsonl"))
+        if logs and len(logs[0].read_text().splitlines()) >= 3:
+            log = logs[0]
+            break
+        time.sleep(0.1)
+    p.kill()
+    p.wait(10)
+    assert log is not None
+    run_dir = log.parent
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
+    deadline = time.monotonic() + 10                    # the mock dies with its parent
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the built-in mock outlived a SIGKILLed llmbench")
+    listing = llmbench("runs", "--out", str(tmp_path))
+    assert "killed?" in listing.stdout and "1970" not in listing.stdout
+    r = llmbench("report", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert "rebuilt from requests.jsonl" in r.stderr
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "partial" and run["summary"]["completed"] >= 3
+
+
+def test_interrupted_ramp_does_not_say_every_step_held(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=2, itl_ms=1, models=["mock"])
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "ramp", "--url", m.url + "/v1",
+                          "--model", "mock", "--users", "1,2,3", "--hold", "2s", "--ramp-in", "0",
+                          "--think", "0", "--prompt-tokens", "5", "--output-tokens", "3",
+                          # a busy machine must not end the ramp at step 1 (its own generator
+                          # check) before the signal is sent: the point is the interruption
+                          "--generator-lag-limit", "2000ms",
+                          "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    lines = []
+    for line in p.stdout:                 # the header, then the first step's row
+        lines.append(line)
+        if line.rstrip().endswith("held") or "broke" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    out = "".join(lines) + out
+    assert p.returncode == 130, (err, out)
+    assert "Every step held" not in out and "before the ramp was interrupted" in out
+    run = json.loads(next(tmp_path.iterdir()).joinpath("run.json").read_text())
+    assert run["status"] == "partial" and "interrupted" in run["verdict"]["result"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--requests", "nan"], "Invalid value for '--requests'"),
+    (["run", "--requests", "1e308"], "Invalid value for '--requests'"),
+    (["ramp", "--repeat", "two"], "Invalid value for '--repeat'"),
+    (["run", "--no-such-flag"], "No such option: --no-such-flag"),
+    (["compare"], "Missing argument"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["mock", "--port", "-"], "Invalid value for '--port'"),
+])
+def test_values_typer_itself_cannot_parse_are_one_line_too(args, needle):
+    # typer's own errors were click's five-line box; now the same one line as every other
+    r = llmbench(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and "╭" not in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["ramp", "--users", "1e308"], "at most 1,000,000 users a step"),
+    (["ramp", "--by", "rate", "--users", "1,2e9"], "at most 1,000,000 requests/s a step"),
+    (["ramp", "--start", "1", "--step", "500000", "--up-to", "2000000"], "--up-to 2e+06: at most"),
+    (["run", "--concurrency", "1000000000000"], "--concurrency 1000000000000: must be between"),
+])
+def test_loads_no_machine_opens_are_refused(args, needle, tmp_path):
+    r = llmbench(*args, "--out", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert [x for x in r.stderr.splitlines() if x.strip()] == [x for x in r.stderr.splitlines()
+                                                                if needle in x], r.stderr
+
+
+def test_a_run_json_nested_too_deeply_is_one_line_for_report_runs_and_compare(tmp_path):
+    folder = tmp_path / "r1"
+    folder.mkdir()
+    (folder / "run.json").write_text("[" * 100_000)
+    for args in (["report", str(folder)], ["compare", str(folder), str(folder)]):
+        r = llmbench(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().endswith("run.json is nested too deeply to be one llmbench wrote")
+    r = llmbench("runs", "--out", str(tmp_path))
+    assert r.returncode == 0 and "nested too deeply" in r.stdout and "Traceback" not in r.stderr

@@ -1,0 +1,265 @@
+"""Issue 23, items 4-7: inputs that crashed late, ran forever or read without end.
+
+Each test names what it guards; the table of one-line errors over every command lives in
+tests/e2e/test_hostile_inputs.py, these are the functions behind it and the cases a table cannot
+show (a file read only as far as needed, where compare.html goes, a warning on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+from llmbench.cli import options as opt
+from llmbench.analysis.compare import CompareError, compare, load_runs, parse_max_regression
+from llmbench.cli.options import UsageError
+from llmbench.workload import DatasetError, WorkloadSpec, build_workload
+from llmbench.workload import files
+from llmbench.workload.files import iter_json_array, sharegpt_single_turn
+from llmbench.workload.tokenizer import approx_tokenizer
+from llmbench.workload.traces import check_replay, load_trace
+
+TOK = approx_tokenizer()
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
+DEAD = "http://127.0.0.1:9/v1"
+
+
+def llmbench(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=ENV, cwd=cwd)
+
+
+def one_line(r: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+# -- item 4: NaN timestamps and deep nesting ------------------------------------------------------
+
+@pytest.mark.parametrize("ts", ["NaN", "Infinity", "-Infinity"])
+def test_a_trace_timestamp_that_is_not_a_finite_number_is_a_bad_line(tmp_path, ts):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 2}\n'
+                     f'{{"timestamp": {ts}, "input_length": 5, "output_length": 2}}\n')
+    with pytest.raises(DatasetError, match=rf"t.jsonl:2: .*timestamp"):
+        load_trace(str(trace), TOK)
+
+
+def test_a_nan_timestamp_ends_the_cli_before_any_request(tmp_path):
+    trace = tmp_path / "nan.jsonl"
+    trace.write_text('{"timestamp": NaN, "input_length": 5, "output_length": 2}\n')
+    r = llmbench("run", "--url", DEAD, "--model", "m", "--trace", str(trace),
+                 "--out", str(tmp_path / "res"))
+    assert r.returncode == 2 and "nan.jsonl:1" in one_line(r)
+
+
+@pytest.mark.parametrize("name,multi", [("deep.jsonl", False), ("deep.json", False),
+                                         ("deep.json", True)])
+def test_deeply_nested_json_is_a_bad_line_not_a_recursion_error(tmp_path, name, multi):
+    f = tmp_path / name
+    f.write_text("[" * 100_000 if name.endswith(".json") else '{"prompt": "x"}\n' + "[" * 100_000)
+    with pytest.raises(DatasetError, match=rf"{name}:\d+: .*nested"):
+        build_workload(WorkloadSpec(dataset=str(f), multi_turn=multi, count=5), TOK)
+
+
+def test_a_deeply_nested_trace_line_is_a_bad_line(tmp_path):
+    f = tmp_path / "deep.jsonl"
+    f.write_text('{"timestamp": 0, "input_length": 5}\n' + '{"a": ' * 50_000 + "\n")
+    with pytest.raises(DatasetError, match=r"deep.jsonl:2: .*nested"):
+        load_trace(str(f), TOK)
+    f.write_text("[" * 100_000 + "\n")          # the first line: read to guess the format
+    with pytest.raises(DatasetError, match=r"deep.jsonl:1: .*nested"):
+        load_trace(str(f), TOK)
+
+
+# -- item 5: nothing that cannot end in a lifetime ------------------------------------------------
+
+def test_durations_above_30_days_are_refused_with_the_limit_named():
+    assert opt.duration("720h", "--duration") == 30 * 86400.0
+    for text in ("1e308", "721h", "1e9", "99999999m"):
+        with pytest.raises(UsageError, match=r"--duration .*at most 30 days"):
+            opt.duration(text, "--duration")
+    with pytest.raises(UsageError, match=r"--timeout-total .*30 days"):
+        opt.seconds(1e308, "--timeout-total")
+    assert opt.seconds(3600.0, "--timeout-total") == 3600.0
+    with pytest.raises(UsageError, match=r"--think .*at most 30 days"):
+        opt.parse_think("1s-9999999h")
+
+
+def test_counts_and_numbers_have_a_ceiling():
+    assert opt.count(opt.MAX_COUNT, "--requests") == opt.MAX_COUNT
+    with pytest.raises(UsageError, match=r"--requests 100000001: must be between 1 and 100000000"):
+        opt.count(opt.MAX_COUNT + 1, "--requests")
+    with pytest.raises(UsageError, match=r"--ttft-ms 1e\+308"):
+        opt.number(1e308, "--ttft-ms", lo=0)
+    assert opt.number(2.5e9, "--x", lo=0, hi=1e10) == 2.5e9     # an explicit bound wins
+    assert opt.count(70000, "--port", lo=0, hi=10**6) == 70000
+
+
+def _trace(tmp_path: Path, gaps_ms: list[float]) -> str:
+    t, rows = 0.0, []
+    for g in [0.0, *gaps_ms]:
+        t += g
+        rows.append(json.dumps({"timestamp": t, "input_length": 5, "output_length": 2}))
+    p = tmp_path / "gaps.jsonl"
+    p.write_text("\n".join(rows) + "\n")
+    return str(p)
+
+
+def test_a_trace_that_would_take_years_is_refused_naming_its_longest_gap(tmp_path):
+    path = _trace(tmp_path, [10, 1e15, 10])
+    tr = load_trace(path, TOK)
+    with pytest.raises(DatasetError, match=r"at most 30 days.*gaps.jsonl:3") as e:
+        check_replay(tr, 1.0)
+    assert "--trace-speed" in str(e.value) and "--trace-window" in str(e.value)
+    check_replay(tr, 1e12)                       # fast enough: 1e15 ms become 1 ms... about
+    short = load_trace(_trace(tmp_path, [3_600_000]), TOK)      # an hour apart
+    check_replay(short, 1.0)
+    with pytest.raises(DatasetError, match="--trace-speed 1e-05"):
+        check_replay(short, 1e-5)                # an hour, slowed 100,000 times: 11 years
+
+
+def test_the_cli_refuses_a_rate_that_cannot_send_its_requests_in_30_days(tmp_path):
+    r = llmbench("run", "--url", DEAD, "--model", "m", "--rate", "1e-9", "--requests", "10",
+                 "--out", str(tmp_path))
+    assert r.returncode == 2 and "--rate" in one_line(r) and "30 days" in one_line(r)
+
+
+# -- item 6: compare's gate and shapes ------------------------------------------------------------
+
+@pytest.mark.parametrize("text,value", [("10%", 0.10), ("10", 0.10), ("0.1", 0.1),
+                                        ("2.5%", 0.025), ("1000%", 10.0), (" 5 % ", 0.05)])
+def test_max_regression_values_that_make_a_gate(text, value):
+    assert parse_max_regression(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e308%", "1e308", "0", "0%", "-5%",
+                                  "1001%", "abc", "", "%", "nan%"])
+def test_max_regression_values_that_can_never_fail_are_refused(text):
+    with pytest.raises(CompareError, match=r"^--max-regression .*e\.g\. 10%"):
+        parse_max_regression(text)
+
+
+@pytest.fixture(scope="module")
+def closed_and_open(tmp_path_factory):
+    """One real closed-loop run, and the same records as an open-loop run (its run.json's load
+    says --rate 10): what compare sees of the two shapes is run.json."""
+    from mock_server import MockConfig, MockServer
+    base = tmp_path_factory.mktemp("shapes")
+    with MockServer(MockConfig(ttft_ms=2, itl_ms=1, models=["m"])) as m:
+        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "1",
+                     "--requests", "8", "--prompt-tokens", "5", "--output-tokens", "3",
+                     "--out", str(base / "closed"))
+    assert r.returncode == 0, r.stderr
+    closed = next((base / "closed").iterdir())
+    opened = base / "open"
+    shutil.copytree(closed, opened)
+    run = json.loads((opened / "run.json").read_text())
+    run["config"]["load"].update(concurrency=None, rate=10.0)
+    (opened / "run.json").write_text(json.dumps(run))
+    return closed, opened
+
+
+def test_comparing_a_closed_loop_with_an_open_loop_says_the_shapes_differ(closed_and_open):
+    closed, opened = closed_and_open
+    result = compare(load_runs([closed, opened]))
+    (w,) = [w for w in result["warnings"] if "load shape" in w]
+    assert "closed loop" in w and "open loop" in w and "different scales" in w
+    same = compare(load_runs([closed, closed]))
+    assert not [w for w in same["warnings"] if "load shape" in w]
+
+
+def test_compare_html_goes_next_to_the_candidate_not_the_current_folder(closed_and_open,
+                                                                        tmp_path):
+    closed, opened = closed_and_open
+    r = llmbench("compare", str(closed), str(opened), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "compare.html").exists()
+    assert (opened / "compare.html").is_file()
+    assert f"HTML: {opened / 'compare.html'}" in r.stdout
+    assert "warning: the runs differ in load shape" in r.stdout
+
+
+# -- item 7: read what is needed, and only regular files ------------------------------------------
+
+def test_jsonl_stops_reading_once_enough_conversations_are_drawn(tmp_path):
+    f = tmp_path / "big.jsonl"
+    f.write_text("".join(json.dumps({"prompt": f"p{i}"}) + "\n" for i in range(5))
+                 + "this line is never read\n")
+    wl = build_workload(WorkloadSpec(dataset=str(f), count=5), TOK)
+    assert [c.turns[0].user for c in wl.conversations] == [f"p{i}" for i in range(5)]
+    assert any("first 5 entries" in w for w in wl.warnings)
+    with pytest.raises(DatasetError, match="big.jsonl:6"):
+        build_workload(WorkloadSpec(dataset=str(f), count=6), TOK)
+
+
+def test_jsonl_memory_follows_the_conversations_drawn(tmp_path):
+    import tracemalloc
+    f = tmp_path / "big.jsonl"
+    line = (json.dumps({"prompt": "w " * 2000}) + "\n").encode()
+    with open(f, "wb") as fh:
+        fh.write(line * 5000)                    # 20 MB
+    tracemalloc.start()
+    try:
+        build_workload(WorkloadSpec(dataset=str(f), count=5), TOK)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000, peak
+
+
+def test_a_line_longer_than_the_limit_is_refused_not_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 1000)
+    f = tmp_path / "long.jsonl"
+    f.write_text('{"prompt": "ok"}\n{"prompt": "' + "x" * 5000 + '"}\n')
+    with pytest.raises(DatasetError, match=r"long.jsonl:2: .*longer than"):
+        build_workload(WorkloadSpec(dataset=str(f), count=5), TOK)
+
+
+@pytest.mark.parametrize("what", ["/dev/zero", "fifo", "folder"])
+def test_only_regular_files_are_read(tmp_path, what):
+    path = what
+    if what == "fifo":
+        path = str(tmp_path / "p.jsonl")
+        os.mkfifo(path)                          # opening it would wait for a writer forever
+    elif what == "folder":
+        path = str(tmp_path)
+    for fmt in ("jsonl", "sharegpt", "hf"):
+        with pytest.raises(DatasetError, match="not a regular file|is a folder"):
+            build_workload(WorkloadSpec(dataset=path, dataset_format=fmt, count=5), TOK)
+    with pytest.raises(DatasetError, match="--trace .*not a regular file|--trace .*is a folder"):
+        load_trace(path, TOK)
+
+
+def test_sharegpt_sampling_reads_at_most_its_stated_bound(tmp_path, monkeypatch):
+    entries = [{"id": i, "conversations": [{"from": "human", "value": f"question {i} " * 3},
+                                           {"from": "gpt", "value": "an answer of words"}]}
+               for i in range(400)]
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps(entries))
+    monkeypatch.setattr(files, "SAMPLE_SCAN_BYTES", 4000)
+    convs, warnings = sharegpt_single_turn(str(f), TOK, 5, seed=0)
+    ids = {int(c.id.split("-")[1]) for c in convs}
+    assert len(convs) == 5 and max(ids) < 60      # drawn from the first ~4 kB only
+    (w,) = warnings
+    assert "first" in w and "sg.json" in w and "of" in w
+    wl = build_workload(WorkloadSpec(dataset=str(f), multi_turn=True, count=5), TOK)
+    assert len(wl.conversations) == 5
+    assert any("first" in x for x in wl.warnings)
+
+
+def test_a_json_array_entry_too_large_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "MAX_ENTRY_BYTES", 10_000)
+    f = tmp_path / "sg.json"
+    f.write_text(json.dumps([{"conversations": []}, {"conversations": ["x" * 50_000]}]))
+    with pytest.raises(DatasetError, match=r"sg.json:1: .*larger than"):
+        list(iter_json_array(str(f), chunk_size=256))

@@ -1,0 +1,284 @@
+"""Charts that do not mislead: the rules checked on the matplotlib figures the reports draw,
+and on the SVG of the charts written by hand (a run's CDFs and the timeline: svgplot).
+
+Axes scale to the data (a far-off threshold is an annotation, not a stretched axis), load ticks
+sit exactly on the steps, every plotted trace is in a legend, and the timeline marks its steps.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llmbench.report import charts
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def step(load, held=True, ttft=(60.0, 66.0, 70.0), itl=(7.8, 8.8, 11.0), tok_s=100.0, req_s=2.5,
+         index=0, t0=0.0):
+    s = {"output_throughput": tok_s, "request_throughput": req_s}
+    for metric, vals in (("ttft", ttft), ("itl", itl)):
+        for stat, v in zip(("median", "p95", "p99"), vals):
+            s[f"{stat}_{metric}_ms"] = v
+    return {"index": index, "load": float(load), "held": held, "summary": s,
+            "ramp_start": t0, "hold_start": t0 + 0.5, "hold_end": t0 + 4.5}
+
+
+def ramp(loads, broke_at=None):
+    out = []
+    for i, u in enumerate(loads):
+        held = broke_at is None or u < broke_at
+        out.append(step(u, held, ttft=(60 + 40 * i, 66 + 50 * i, 70 + 60 * i),
+                        tok_s=110.0 * min(u, 4), req_s=2.75 * min(u, 4), index=i, t0=5.0 * i))
+    return out
+
+
+def plotted_labels(ax):
+    """Labels of the traces drawn on an axis (lines and filled areas), markup lines excluded."""
+    out = [ln.get_label() for ln in ax.get_lines()]
+    out += [c.get_label() for c in ax.collections]
+    return [lab for lab in out if lab and not lab.startswith("_")]
+
+
+def legend_texts(ax):
+    """What a reader can look up for this axis: its own legend and the figure's shared one."""
+    legs = [ax.get_legend(), *ax.figure.legends]
+    return [t.get_text() for leg in legs if leg for t in leg.get_texts()]
+
+
+def finite_max(steps, metric):
+    return max(s["summary"][f"{st}_{metric}_ms"] for s in steps for st in ("median", "p95", "p99"))
+
+
+def test_itl_axis_scales_to_the_data_and_a_far_threshold_is_an_annotation():
+    steps = ramp([1, 2, 4, 6, 8], broke_at=8)
+    fig = charts.ramp_latency_fig(steps, {"itl": 200.0, "ttft": 400.0}, "users")
+    ttft_ax, itl_ax = fig.axes[:2]
+    top = itl_ax.get_ylim()[1]
+    assert top <= 1.5 * finite_max(steps, "itl"), top          # not stretched to 200 ms
+    assert itl_ax.get_ylim()[0] == 0
+    notes = [t.get_text() for t in itl_ax.texts]
+    assert any("threshold" in n and "200 ms" in n and "↑" in n for n in notes), notes
+    # a threshold near the data is a line on the axis, and the axis reaches it
+    assert ttft_ax.get_ylim()[1] >= 400
+    lines = [ln for ln in ttft_ax.get_lines() if ln.get_gid() == "threshold"]
+    assert [ln.get_ydata()[0] for ln in lines] == [400]
+    assert "threshold" in legend_texts(ttft_ax)
+    assert any("400 ms" in t.get_text() for t in ttft_ax.texts)
+    assert not [ln for ln in itl_ax.get_lines() if ln.get_gid() == "threshold"]
+
+
+def test_load_ticks_are_the_steps():
+    steps = ramp([1, 2, 4, 6, 8])
+    for fig in (charts.ramp_latency_fig(steps, {}, "users"),
+                charts.ramp_throughput_fig(steps, "users")):
+        for ax in fig.axes:
+            assert list(ax.get_xticks()) == [1, 2, 4, 6, 8]
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            assert labels == ["1", "2", "4", "6", "8"], labels
+
+
+def test_one_step_is_one_integer_tick_and_axes_from_zero():
+    fig = charts.ramp_throughput_fig(ramp([3]), "users")
+    for ax in fig.axes:
+        assert list(ax.get_xticks()) == [3]
+        assert ax.get_ylim()[0] == 0                             # not a 305..335 zoom
+
+
+def test_many_steps_keep_every_tick_but_do_not_overprint_labels():
+    loads = list(range(1, 41))
+    fig = charts.ramp_latency_fig(ramp(loads), {}, "users")
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == loads
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert shown[0] == "1" and shown[-1] == "40" and len(shown) < len(loads)
+
+
+def test_compare_ticks_are_the_union_of_the_runs_steps():
+    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("b", ramp([1, 2, 4, 6, 8], 8))],
+                                     "users")
+    for ax in fig.axes:
+        assert list(ax.get_xticks()) == [1, 2, 4, 6, 8]
+        assert ax.get_ylim()[0] == 0
+        # every run and the meaning of the x marker are in the legend
+    texts = [t for ax in fig.axes for t in legend_texts(ax)]
+    assert "a" in texts and "b" in texts and any("did not hold" in t for t in texts)
+
+
+def test_compare_of_identical_runs_keeps_both_visible():
+    """Two identical runs must not draw one line exactly over the other in the same style."""
+    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users")
+    a, b = [ln for ln in fig.axes[0].get_lines() if ln.get_label() in ("a", "b")]
+    assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
+
+
+def test_throughput_lines_do_not_share_one_panel():
+    fig = charts.ramp_throughput_fig(ramp([1, 2, 4]), "users")
+    per_axis = [plotted_labels(ax) for ax in fig.axes]
+    assert all(len(p) <= 1 for p in per_axis), per_axis          # no twin axes, no hiding
+    units = " ".join(ax.get_ylabel() for ax in fig.axes)
+    assert "tok/s" in units and "req/s" in units
+
+
+def timeline_rows(n=20, server=True):
+    rows = []
+    for i in range(n):
+        users = 1 + i // 5
+        r = {"t": float(i + 1), "users": users, "in_flight": users, "waiting_first_token": 0,
+             "streaming": users, "thinking": 0, "tok_s": 100.0 * users,
+             "ttft_p95_recent_ms": 60.0 + i}
+        if server:
+            r.update(server_running=min(users, 2), server_waiting=max(users - 2, 0))
+        rows.append(r)
+    return rows
+
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def svg_panels(svg):
+    """The panels of a hand-written SVG chart (svgplot): what each draws and lists."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(svg)
+    out = []
+    for g in root.iter(f"{SVG_NS}g"):
+        if g.get("class") != "panel":
+            continue
+        out.append({
+            "traces": [t.get("data-label") for t in g.iter(f"{SVG_NS}g")
+                       if t.get("class") == "trace" and len(t)],
+            "legend": [t.text for t in g.iter(f"{SVG_NS}text") if t.get("class") == "legend-entry"],
+            "ylim": tuple(float(v) for v in g.get("data-ylim").split()),
+            "xlim": tuple(float(v) for v in g.get("data-xlim").split()),
+            "ylabel": g.get("data-ylabel"),
+            "marks": [float(ln.get("data-x")) for ln in g.iter(f"{SVG_NS}line")
+                      if ln.get("class") == "step-boundary"],
+            "step_labels": [t.text for t in g.iter(f"{SVG_NS}text")
+                            if t.get("class") == "step-label"],
+            "texts": [t.text for t in g.iter(f"{SVG_NS}text")],
+        })
+    return root, out
+
+
+def test_timeline_legend_lists_every_trace_and_marks_steps():
+    steps = ramp([1, 2, 3, 4])                      # ramp_start 0, 5, 10, 15 s after t0
+    _, panels = svg_panels(charts.timeline(timeline_rows(), steps, t0_perf=0.0))
+    assert len(panels) == 4                         # requests, TTFT, tok/s, server
+    for p in panels:
+        assert p["traces"] and set(p["traces"]) <= set(p["legend"]), p
+    all_legend = [t for p in panels for t in p["legend"]]
+    assert any("tok/s" in t for t in all_legend), all_legend
+    assert sorted(panels[0]["marks"]) == [0.0, 5.0, 10.0, 15.0]
+    assert all(sorted(p["marks"]) == [0.0, 5.0, 10.0, 15.0] for p in panels)
+    labels = panels[0]["step_labels"]
+    assert labels == ["1", "2", "3", "4"] or labels[0].startswith("1"), labels
+    assert [p["ylabel"] for p in panels] == ["requests / users", "ms", "tok/s", "requests"]
+
+
+def test_timeline_of_a_run_without_steps_or_server():
+    _, panels = svg_panels(charts.timeline(timeline_rows(8, server=False)))
+    assert len(panels) == 3
+    assert not [m for p in panels for m in p["marks"]]
+    for p in panels:
+        assert set(p["traces"]) <= set(p["legend"])
+        assert p["ylim"][0] == 0
+        assert p["ylim"][1] > 0
+
+
+def test_timeline_axes_span_the_data():
+    """Each panel from zero to just above its own data (users reach 4, tok/s 400)."""
+    _, panels = svg_panels(charts.timeline(timeline_rows(20, server=False)))
+    assert 4 < panels[0]["ylim"][1] <= 4 * 1.2
+    assert 400 < panels[2]["ylim"][1] <= 400 * 1.2
+    assert panels[0]["xlim"][0] < 1 and panels[0]["xlim"][1] > 20
+
+
+def test_timeline_of_one_second_still_shows_its_values():
+    """A run shorter than a second has one timeline row: a line through one point draws
+    nothing, so the point is a dot."""
+    root, panels = svg_panels(charts.timeline(timeline_rows(1, server=False)))
+    dots = [c for c in root.iter(f"{SVG_NS}circle")]
+    assert len(dots) >= 3                           # in flight, users, TTFT, tok/s
+
+
+def test_cdf_from_zero_with_every_series_in_the_legend():
+    import numpy as np
+    _, (p,) = svg_panels(charts.cdfs([("TTFT", np.array([10.0, 12.0, 20.0])),
+                                      ("E2EL", np.array([40.0, 50.0, np.nan]))], "TTFT and E2EL"))
+    assert p["traces"] == ["TTFT", "E2EL"] and p["legend"] == ["TTFT", "E2EL"]
+    assert p["xlim"][0] == 0 and 50 <= p["xlim"][1] <= 50 * 1.1
+    assert p["ylim"] == (0, 1.02)
+    assert "TTFT and E2EL" in p["texts"]
+
+
+def test_cdf_of_no_successful_request_says_so():
+    import numpy as np
+    root, (p,) = svg_panels(charts.cdfs([("ITL", np.array([]))], "Inter-token latency"))
+    assert not p["traces"]
+    assert any(t.text == "no successful request" for t in root.iter(f"{SVG_NS}text"))
+
+
+def test_chart_text_is_escaped():
+    import numpy as np
+    svg = charts.cdfs([("<script>x</script>", np.array([1.0]))], "a<b")
+    assert "<script" not in svg
+    svg_panels(svg)                                 # still well-formed XML
+
+
+def test_probe_ticks_are_the_users():
+    pt = {"overhead_ms": 10.0, "ci_ms": [8.0, 12.0], "significant": True}
+    steps = [{"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}
+             for u in (1, 2, 4, 8)]
+    fig = charts.probe_overhead_fig(steps)
+    assert list(fig.axes[0].get_xticks()) == [1, 2, 4, 8]
+
+
+def test_a_step_without_data_draws_no_box_at_zero():
+    import numpy as np
+    fig = charts.distributions_fig([("1", np.array([5.0, 6.0, 7.0])), ("2", np.array([]))],
+                                   "TTFT per step", "ms")
+    ax = fig.axes[0]
+    assert any("no data" in t.get_text() for t in ax.texts)
+    # nothing drawn at the empty step's position (x = 2): no box, no median, no whisker
+    drawn_x = [x for ln in ax.get_lines() for x in ln.get_xdata()]
+    assert drawn_x and not any(1.5 < x < 2.5 for x in drawn_x), drawn_x
+
+
+@pytest.mark.parametrize("builder", ["ramp_latency", "ramp_throughput", "timeline",
+                                     "compare_overlay", "probe_overhead", "cdfs"])
+def test_svg_wrappers_still_return_svg(builder):
+    pt = {"overhead_ms": 1.0, "ci_ms": [0.5, 1.5], "significant": True}
+    args = {"ramp_latency": (ramp([1, 2]), {"itl": 200.0}, "users"),
+            "ramp_throughput": (ramp([1, 2]), "users"),
+            "timeline": (timeline_rows(),),
+            "cdfs": ([("TTFT", __import__("numpy").array([1.0, 2.0]))], "TTFT"),
+            "compare_overlay": ([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users"),
+            "probe_overhead": ([{"users": 1, **{m: dict(pt) for m in
+                                                ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}],)}
+    svg = getattr(charts, builder)(*args[builder])
+    assert svg.startswith("<svg") and "<script" not in svg
+
+
+def test_compare_of_one_run_twice_lists_both():
+    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("a", ramp([1, 2]))], "users")
+    texts = legend_texts(fig.axes[0])
+    assert "a [0]" in texts and "a [1]" in texts, texts
+
+
+@pytest.mark.parametrize("end_s, last", [(3.25, None), (3.6, 100.0)])
+def test_timeline_last_partial_second_is_no_false_drop(end_s, last):
+    """Tokens at a steady 100/s until the run ends mid-second: the last row is that rate (or
+    none when the piece is too short to be a rate), not a drop to a fraction of it."""
+    from llmbench.records.record import Record
+    from llmbench.analysis.timeline import build
+    times = [i / 100 for i in range(1, int(end_s * 100))]
+    r = Record("r", 0.0, start=0.0, first_token=times[0], end=times[-1], done=end_s,
+               token_times=times, ok=True, output_tokens=len(times))
+    rows = build([r], 0.0, end_s)
+    assert [row["tok_s"] for row in rows[:3]] == pytest.approx([99, 100, 100], abs=1.5)
+    assert rows[-1]["tok_s"] == (pytest.approx(last, abs=4) if last else None)
