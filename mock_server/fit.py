@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from llmbench.records import Record, load_records
+from llmbench.records.record import Record, load_records
 
 from .engine import MockConfig
 
