@@ -23,7 +23,7 @@ from . import prometheus
 from .engine import Engine, QueueFull, Seq, mock_tokens, reply_words
 from .recorder import Recorder
 from .tokenize import add_tokenize_routes
-from .shapes import ChatShape, CompletionShape, OllamaShape, Shape, _now_iso
+from .shapes import ChatShape, CompletionShape, OllamaShape, ResponsesShape, Shape, _now_iso
 
 perf_counter = time.perf_counter
 perf_counter_ns = time.perf_counter_ns
@@ -158,6 +158,7 @@ class Routes:
         r.add_get("/v1/models", self.models)
         r.add_post("/v1/chat/completions", self.chat)
         r.add_post("/v1/completions", self.completions)
+        r.add_post("/v1/responses", self.responses)
         r.add_get("/api/tags", self.tags)
         r.add_get("/api/ps", self.ps)
         r.add_post("/api/show", self.show)
@@ -297,6 +298,9 @@ class Routes:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "completions")
 
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "responses")
+
     async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "ollama_chat")
 
@@ -319,7 +323,16 @@ class Routes:
             if ollama:
                 raise BadRequest(f'model "{model}" not found, try pulling it first', 404)
             raise BadRequest(f"The model `{model}` does not exist.", 404, param="model")
-        if route in ("chat", "ollama_chat"):
+        if route == "responses":
+            # input: a string, or a list of messages (role + content) as chat takes them
+            given = body.get("input")
+            if isinstance(given, str):
+                given = [{"role": "user", "content": given}]
+            if not isinstance(given, list) or not given:
+                raise BadRequest("input is required: a string or a list of messages",
+                                 param="input")
+            body = {**body, "messages": given}
+        if route in ("chat", "ollama_chat", "responses"):
             messages = body.get("messages")
             if not isinstance(messages, list) or (not messages and not ollama):
                 raise BadRequest("messages is required" if ollama else
@@ -355,6 +368,9 @@ class Routes:
             # Ollama's /v1 (openai/openai.go) has max_tokens only: max_completion_tokens and
             # ignore_eos are unknown fields there and silently dropped.
             max_tokens = body.get("max_tokens")
+            stream = bool(body.get("stream", False))
+        elif route == "responses":
+            max_tokens = body.get("max_output_tokens")
             stream = bool(body.get("stream", False))
         else:
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -425,6 +441,8 @@ class Routes:
                               else "reasoning_content")
         elif route == "completions":
             shape = CompletionShape(model, rid)
+        elif route == "responses":
+            shape = ResponsesShape(model, rid)
         else:
             shape = OllamaShape(model, rid, generate=route == "ollama_generate")
         log: dict[str, Any] | None = None
@@ -462,6 +480,7 @@ class Routes:
         words = reply_words(shape.rid, n_tokens)
         reason_words = reply_words(shape.rid + "-r", n_reason)
         n_tokens += n_reason
+        shape.reasoning_count = n_reason
         usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
                                  "completion_tokens": n_tokens}
         if cfg.prefix_cache:
@@ -510,7 +529,7 @@ class Routes:
                     elif fault == "error_event":
                         outcome = Outcome.ERROR_EVENT
                         await resp.write(shape.error_event("mock fault: error inside the stream"))
-                        if not isinstance(shape, OllamaShape):
+                        if shape.ends_with_done:
                             await resp.write(b"data: [DONE]\n\n")
                         await resp.write_eof()
                         return resp

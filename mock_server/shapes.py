@@ -31,6 +31,8 @@ class Shape:
     # the field a reasoning model streams its reasoning in (None: the API has none)
     reasoning_field: str | None = None
     reasoning_text = ""            # a whole (non-streamed) reply's reasoning
+    reasoning_count = 0            # reasoning tokens of the reply (the Responses usage says it)
+    ends_with_done = True          # an error event is followed by [DONE] (OpenAI chat/completions)
 
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
@@ -120,6 +122,7 @@ class CompletionShape(Shape):
 
 class OllamaShape(Shape):
     content_type = "application/x-ndjson"
+    ends_with_done = False
 
     def __init__(self, model: str, rid: str, generate: bool) -> None:
         super().__init__(model, rid)
@@ -165,3 +168,119 @@ class OllamaShape(Shape):
         obj["done_reason"] = finish
         obj.update(timing)
         return obj
+
+
+class ResponsesShape(Shape):
+    """OpenAI's Responses API: typed events (``event:`` line + JSON with the same ``type``),
+    reasoning as a ``reasoning`` output item before the ``message`` item, usage in
+    ``response.completed`` (``response.incomplete`` when the output budget ran out), no [DONE]."""
+
+    reasoning_field = "reasoning_text"
+    ends_with_done = False
+
+    def __init__(self, model: str, rid: str) -> None:
+        super().__init__(model, rid)
+        self.id = f"resp_{rid}"
+        self._seq = 0
+        self._phase: str | None = None        # None, "reasoning" or "text"
+        self._reasoning: list[str] = []
+        self._text: list[str] = []
+
+    def _event(self, kind: str, **fields: Any) -> str:
+        data = _dumps({"type": kind, "sequence_number": self._seq, **fields})
+        self._seq += 1
+        return f"event: {kind}\ndata: {data}\n\n"
+
+    def _response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
+                  finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.id, "object": "response", "created_at": self.created,
+                "status": status, "model": self.model, "output": output,
+                "incomplete_details": ({"reason": "max_output_tokens"} if status == "incomplete"
+                                       else None),
+                "error": None, "usage": usage}
+
+    def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+        out = {"input_tokens": usage["prompt_tokens"],
+               "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details") or {})
+                                        .get("cached_tokens", 0)},
+               "output_tokens": usage["completion_tokens"],
+               "output_tokens_details": {"reasoning_tokens": self.reasoning_count},
+               "total_tokens": usage["total_tokens"]}
+        return out
+
+    def _items(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if self._reasoning:
+            items.append({"id": f"rs_{self.rid}", "type": "reasoning", "summary": [],
+                          "content": [{"type": "reasoning_text", "text": "".join(self._reasoning)}]})
+        items.append({"id": f"msg_{self.rid}", "type": "message", "status": "completed",
+                      "role": "assistant",
+                      "content": [{"type": "output_text", "text": "".join(self._text),
+                                   "annotations": []}]})
+        return items
+
+    def open(self) -> bytes:
+        resp = self._response("in_progress", [], None)
+        return (self._event("response.created", response=resp)
+                + self._event("response.in_progress", response=resp)).encode()
+
+    def _close_reasoning(self) -> str:
+        item = self._items()[0]
+        return (self._event("response.reasoning_text.done", item_id=item["id"], output_index=0,
+                            content_index=0, text="".join(self._reasoning))
+                + self._event("response.output_item.done", output_index=0, item=item))
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
+        out = ""
+        if reasoning:
+            if self._phase is None:
+                self._phase = "reasoning"
+                out += self._event("response.output_item.added", output_index=0,
+                                   item={"id": f"rs_{self.rid}", "type": "reasoning",
+                                         "summary": [], "content": []})
+            self._reasoning.append(text)
+            out += self._event("response.reasoning_text.delta", item_id=f"rs_{self.rid}",
+                               output_index=0, content_index=0, delta=text)
+            return out.encode()
+        if self._phase != "text":
+            if self._phase == "reasoning":
+                out += self._close_reasoning()
+            self._phase = "text"
+            index = 1 if self._reasoning else 0
+            out += self._event("response.output_item.added", output_index=index,
+                               item={"id": f"msg_{self.rid}", "type": "message",
+                                     "status": "in_progress", "role": "assistant", "content": []})
+            out += self._event("response.content_part.added", item_id=f"msg_{self.rid}",
+                               output_index=index, content_index=0,
+                               part={"type": "output_text", "text": "", "annotations": []})
+        self._text.append(text)
+        out += self._event("response.output_text.delta", item_id=f"msg_{self.rid}",
+                           output_index=1 if self._reasoning else 0, content_index=0,
+                           delta=text, logprobs=[])
+        return out.encode()
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        items = self._items()
+        message = items[-1]
+        index = len(items) - 1
+        out = (self._event("response.output_text.done", item_id=message["id"],
+                           output_index=index, content_index=0, text="".join(self._text))
+               + self._event("response.content_part.done", item_id=message["id"],
+                             output_index=index, content_index=0, part=message["content"][0])
+               + self._event("response.output_item.done", output_index=index, item=message))
+        status = "incomplete" if finish == "length" else "completed"
+        out += self._event(f"response.{status}",
+                           response=self._response(status, items, self._usage(usage)))
+        return out.encode()
+
+    def error_event(self, message: str) -> bytes:
+        return self._event("error", code="server_error", message=message, param=None).encode()
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        self._text = [text]
+        self._reasoning = [self.reasoning_text] if self.reasoning_text else []
+        status = "incomplete" if finish == "length" else "completed"
+        return self._response(status, self._items(), self._usage(usage))

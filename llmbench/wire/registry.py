@@ -12,6 +12,7 @@ _MODULES = (
     "openai",       # OpenAI chat completions (.../v1) and completions
     "ollama",       # Ollama's native /api/chat (a bare host URL)
     "tgi",          # Hugging Face TGI's native /generate_stream
+    "responses",    # OpenAI's Responses API (/v1/responses)
 )
 FORMATS: tuple[WireFormat, ...] = tuple(
     f for m in _MODULES for f in import_module(f".{m}", __package__).FORMATS)

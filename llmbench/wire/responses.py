@@ -1,0 +1,150 @@
+"""OpenAI's Responses API: POST <base>/responses, streamed as typed server-sent events.
+
+Body: {"model", "input": [messages], "max_output_tokens": N, "stream": true}. The conversation
+goes as a message list (role + content, the same items chat takes), so a multi-turn user sends
+its history as it does for chat.
+
+Every event's JSON carries its ``type`` (the SSE ``event:`` line repeats it; the payload is
+enough). What each one means to the measurement:
+
+- ``response.output_text.delta``: output text, a token event (TTFT, ITL count it);
+- ``response.reasoning_text.delta``, ``response.reasoning_summary_text.delta``: reasoning, a
+  token event marked as reasoning (TTFO and reasoning time, as for chat's reasoning_content);
+- ``response.function_call_arguments.delta``, ``response.refusal.delta``: output the model
+  generated, a token event (as chat's tool-call deltas are);
+- ``response.completed``: the clean end, with ``response.usage`` (input_tokens, output_tokens,
+  output_tokens_details.reasoning_tokens, input_tokens_details.cached_tokens);
+- ``response.incomplete``: also an end (the output budget ran out: finish reason "length");
+- ``response.failed`` and ``error``: a failure, with the server's message;
+- everything else (response.created, in_progress, output_item.*, content_part.*, *.done): no
+  output. There is no ``[DONE]``: response.completed ends the stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
+from llmbench.wire.format import WireFormat
+
+_TEXT = "response.output_text.delta"
+# deltas that are model output but not the answer's text
+_REASONING = frozenset(("response.reasoning_text.delta", "response.reasoning_summary_text.delta"))
+_OTHER_OUTPUT = frozenset(("response.function_call_arguments.delta", "response.refusal.delta",
+                           "response.custom_tool_call_input.delta"))
+_ENDS = frozenset(("response.completed", "response.incomplete"))
+_FAILS = frozenset(("response.failed", "error"))
+
+
+def body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
+         params: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": model, "input": messages}
+    if max_tokens is not None:
+        out["max_output_tokens"] = max_tokens
+    if stream:
+        out["stream"] = True
+    if params.get("temperature") is not None:
+        out["temperature"] = params["temperature"]
+    # "store": the server keeps nothing it would have to look up later, like chat (the server-
+    # side conversation state is measured only when asked for, with previous_response_id)
+    out["store"] = False
+    out.update(params.get("extra_body") or {})
+    return out
+
+
+def usage(raw: Any) -> Usage | None:
+    """The Responses usage object -> Usage (input/output instead of prompt/completion)."""
+    if not isinstance(raw, dict):
+        return None
+    in_details = raw.get("input_tokens_details")
+    cached = in_details.get("cached_tokens") if isinstance(in_details, dict) else None
+    u = Usage.of(raw.get("input_tokens"), raw.get("output_tokens"), cached)
+    out_details = raw.get("output_tokens_details")
+    reasoning = count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
+    if u is not None and reasoning is not None:
+        u = Usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.rejected, reasoning)
+    return u
+
+
+def _error_text(obj: dict[str, Any]) -> str:
+    err = obj.get("error")
+    if not isinstance(err, dict):
+        resp = obj.get("response")
+        err = resp.get("error") if isinstance(resp, dict) else None
+    if isinstance(err, dict):
+        code = err.get("code")
+        message = err.get("message") or err
+        return (f"{code}: {message}" if code else str(message))[:200]
+    if err is not None:
+        return str(err)[:200]
+    message = obj.get("message")
+    code = obj.get("code")
+    if message:
+        return (f"{code}: {message}" if code else str(message))[:200]
+    return f"{obj.get('type')} without an error message"
+
+
+def _finish(resp: Any, kind: str) -> str:
+    if kind == "response.incomplete":
+        details = resp.get("incomplete_details") if isinstance(resp, dict) else None
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return "length" if reason in (None, "max_output_tokens") else str(reason)
+    return "stop"
+
+
+def classify(payload: bytes) -> Event:
+    try:
+        obj = loads(payload)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    kind = obj.get("type")
+    if kind == _TEXT:                   # the hot path: most events of a reply
+        return Event(TOKEN, text=obj.get("delta") or "")
+    if kind in _REASONING:
+        return Event(TOKEN, reasoning=True)
+    if kind in _OTHER_OUTPUT:
+        return Event(TOKEN)
+    if kind in _ENDS:
+        resp = obj.get("response")
+        u = usage(resp.get("usage")) if isinstance(resp, dict) else None
+        return Event(END, usage=u, finish_reason=_finish(resp, kind))
+    if kind in _FAILS:
+        return Event(ERROR, error=_error_text(obj))
+    if kind is None and "error" in obj:
+        return Event(ERROR, error=_error_text(obj))
+    return Event(OTHER)
+
+
+def parse_full(obj: dict[str, Any]) -> Event:
+    """A whole response object: its output items' text, reasoning included (as chat counts
+    reasoning_content in a whole reply), its usage and status."""
+    if obj.get("error") or obj.get("status") == "failed":
+        return Event(ERROR, error=_error_text(obj))
+    output = obj.get("output")
+    if not isinstance(output, list):
+        return Event(OTHER, usage=usage(obj.get("usage")))
+    parts: list[str] = []
+    has = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            has = True
+            parts.append(str(item.get("arguments") or ""))
+            continue
+        for c in item.get("content") or item.get("summary") or ():
+            if isinstance(c, dict) and isinstance(c.get("text"), str):
+                parts.append(c["text"])
+    text = "".join(parts)
+    kind = "response.incomplete" if obj.get("status") == "incomplete" else "response.completed"
+    return Event(TOKEN if (text or has) else OTHER, text=text, usage=usage(obj.get("usage")),
+                 finish_reason=_finish(obj, kind))
+
+
+RESPONSES = WireFormat(
+    name="responses", summary="OpenAI Responses API (POST <base>/responses)",
+    endpoint="/responses", body=body, classify=classify, parse_full=parse_full,
+    root_path="/v1", url_suffixes=("/responses",), end_marker="response.completed")
+FORMATS = (RESPONSES,)
