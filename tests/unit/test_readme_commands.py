@@ -1,4 +1,4 @@
-"""Every `llmbench ...` command the README shows uses options that command has.
+"""Every `llmbench ...` command the README and docs/*.md show uses options that command has.
 
 Stale text is how a README misleads: a renamed or removed flag in an example fails for the
 newcomer who copies it. Commands are taken from code blocks (continued lines joined) and from
@@ -58,10 +58,9 @@ def _split(cmd: str) -> list[str]:
         return cmd.split()
 
 
-def test_every_option_in_the_readme_exists_on_its_command():
-    names = _options()
+def check_commands(name: str, text: str, names: dict) -> tuple[list[tuple[int, str]], int, list[str]]:
+    """(the commands found, how many were checked, the problems) for one Markdown file."""
     groups = {c.split()[0] for c in names if " " in c}
-    text = (ROOT / "README.md").read_text()
     commands = readme_commands(text)
     checked, problems = 0, []
     for lineno, cmd in commands:
@@ -74,24 +73,42 @@ def test_every_option_in_the_readme_exists_on_its_command():
             command, rest = f"{command} {rest[0]}", rest[1:]
         if command not in names:
             if re.fullmatch(r"[a-z]+", command):
-                problems.append(f"README.md:{lineno}: no command {command!r}: {cmd}")
+                problems.append(f"{name}:{lineno}: no command {command!r}: {cmd}")
             continue                                     # a placeholder such as COMMAND
         checked += 1
         for prev, w in zip(["", *rest], rest):
             if prev == "--mock-options":                 # the mock's own options, quoted
-                problems += [f"README.md:{lineno}: mock has no {f}: {cmd}" for f in shlex.split(w)
+                problems += [f"{name}:{lineno}: mock has no {f}: {cmd}" for f in shlex.split(w)
                              if f.startswith("--") and f.split("=", 1)[0] not in names["mock"]]
                 continue
             if not w.startswith("-") or w in ("-", "--") or re.fullmatch(r"-\d.*", w) or " " in w:
                 continue
             flag = w.split("=", 1)[0]
             if flag not in names[command] and flag not in ("--help",):
-                problems.append(f"README.md:{lineno}: {command} has no {flag}: {cmd}")
+                problems.append(f"{name}:{lineno}: {command} has no {flag}: {cmd}")
+    return commands, checked, problems
+
+
+def test_every_option_in_the_readme_exists_on_its_command():
+    names = _options()
+    commands, checked, problems = check_commands("README.md", (ROOT / "README.md").read_text(), names)
     assert not problems, "\n".join(problems)
     # the README shows every command at least once, and enough of them to be worth checking
     shown = {(_split(c)[1:2] or [""])[0] for _, c in commands}
     assert {"run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs"} <= shown
-    assert checked >= 45, checked          # 50 when written (issue 31)
+    assert checked >= 45, checked          # 50 when written (issue 31); 55 when docs/ began (issue 25)
+
+
+def test_every_option_in_the_docs_exists_on_its_command():
+    """docs/*.md took the README's reference material (issue 25): its commands are checked too."""
+    names = _options()
+    total, problems = 0, []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        _, checked, found = check_commands(f"docs/{path.name}", path.read_text(), names)
+        total += checked
+        problems += found
+    assert not problems, "\n".join(problems)
+    assert total >= 10, total              # 15 when written (issue 25)
 
 
 def test_the_extractor_finds_continued_and_inline_commands():
