@@ -22,7 +22,8 @@ import math
 import numpy as np
 
 from llmbench.results.latencies import Latencies, load
-from llmbench.analysis.stats import HIGHER_IS_BETTER, Grouped, Rate, change_interval, key as summary_key, rate_change, token_rate
+from llmbench.analysis.stats import Grouped, Rate, change_interval, rate_change, token_rate
+from llmbench.results.schema import HIGHER_IS_BETTER, key as summary_key
 
 # A latency change smaller than this is never called a regression, whatever its interval: the
 # machine's scheduler moves token timestamps by about a millisecond between two runs.

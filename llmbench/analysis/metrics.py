@@ -13,7 +13,7 @@ import numpy as np
 
 from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.analysis.stats import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
+from llmbench.results.schema import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llmbench.analysis.metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples, within_key
-from llmbench.analysis.stats import COUNTS, SCALARS, SHARES, key
+from llmbench.results.schema import COUNTS, SCALARS, SHARES, key
 
 GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
            "'ttft.within(2s)>=95%', 'itl.p95<=200ms', 'errors==0', "

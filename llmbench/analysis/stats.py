@@ -14,6 +14,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+# The table of what a summary holds (LATENCY, key, value, to_vllm, SCALARS, ...) is the results
+# contract's, llmbench.results.schema: its one definition. ``value`` is re-exported here only
+# for report/charts.py, which still imports it from this module.
+from llmbench.results.schema import value  # noqa: F401
+
 # the live line and the timeline's "TTFT p95 of the last N seconds"
 RECENT_S = 10.0
 
@@ -85,79 +90,6 @@ def interval(samples: np.ndarray, level: float = 95.0) -> tuple[float, float]:
     """The central ``level``% interval of bootstrap samples (NaN ignored)."""
     lo, hi = np.nanpercentile(samples, [(100 - level) / 2, 100 - (100 - level) / 2])
     return float(lo), float(hi)
-
-
-# -- the metric table ------------------------------------------------------------------------
-# One table of what a summary holds, read by thresholds (slo), compare and the reports. A
-# summary stays the flat dict of schema 1 (vLLM's key names, so run.json files keep loading);
-# ``key`` is the one place that spells those names.
-
-LATENCY = ("ttft", "tpot", "itl", "e2el")                       # vLLM's four
-EXTRA_LATENCY = ("client_queue", "e2el_from_schedule", "itl_per_token", "max_gap")
-CENSORED = ("ttft", "e2el", "e2el_from_schedule")               # also with failures as +inf
-# reasoning models: time to first output (answer) token, reasoning time, the answer's own ITL
-REASONING = ("ttfo", "reasoning_time", "output_itl")
-COUNTS = ("reasoning_tokens",)         # statistics of a count: keys without "_ms"
-
-
-def pct_word(p: float) -> str:
-    """vLLM's key spelling: 99 -> '99', 99.9 -> '99.9'."""
-    return str(int(p)) if int(p) == p else str(p)
-
-
-def key(metric: str, stat: str | None = None) -> str:
-    """The summary key of METRIC.STAT: ('ttft', 'p95') -> 'p95_ttft_ms', ('ttft', 'p50') and
-    ('ttft', 'median') -> 'median_ttft_ms', ('ttft', 'p95_all') -> 'p95_all_ttft_ms',
-    ('ttft', 'n') -> 'n_ttft'; a scalar (no stat) is its own key ('output_throughput')."""
-    if stat is None:
-        return SCALARS.get(metric, metric)
-    if stat == "n":
-        return f"n_{metric}"
-    all_ = stat.endswith("_all")
-    base = stat.removesuffix("_all")
-    if base == "p50":
-        base = "median"
-    if metric in COUNTS:
-        return f"{base}_{metric}"
-    return f"{base}{'_all' if all_ else ''}_{metric}_ms"
-
-
-# threshold and compare names of the summary's scalars -> their keys
-SCALARS = {
-    "errors": "failed", "failed": "failed", "error_rate": "error_rate", "requests": "requests",
-    "completed": "completed", "completed_share": "completed_share", "stalls": "stalls",
-    "output_throughput": "output_throughput", "tok_s": "output_throughput",
-    "request_throughput": "request_throughput", "req_s": "request_throughput",
-    "total_token_throughput": "total_token_throughput", "request_goodput": "request_goodput",
-    "requests_with_reasoning": "requests_with_reasoning",
-    "total_reasoning_tokens": "total_reasoning_tokens",
-}
-SHARES = ("error_rate", "completed_share")
-# which direction is worse (compare's gate)
-HIGHER_IS_BETTER = ("output_throughput", "request_throughput", "total_token_throughput",
-                    "request_goodput", "completed", "completed_share", "held")
-
-VLLM_SCALARS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-                "request_throughput", "request_goodput", "output_throughput",
-                "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests")
-
-
-def value(summary: dict, metric: str, stat: str | None = None):
-    """METRIC.STAT read from a summary (None when absent)."""
-    return summary.get(key(metric, stat))
-
-
-def to_vllm(summary: dict, percentile_metrics: Sequence[str],
-            metric_percentiles: Sequence[float]) -> dict:
-    """The part of a summary ``vllm bench serve --save-result`` writes, with its keys."""
-    out = {k: summary.get(k) for k in VLLM_SCALARS}
-    for m in percentile_metrics:
-        for stat in ("mean", "median", "std"):
-            out[key(m, stat)] = summary.get(key(m, stat))
-        for p in metric_percentiles:
-            k = f"p{pct_word(p)}_{m}_ms"        # vLLM writes p50 as p50, not median
-            out[k] = summary.get(k)
-    return out
 
 
 # -- Little's law ----------------------------------------------------------------------------

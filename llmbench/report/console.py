@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llmbench.load.monitor import COORDINATOR
-from llmbench.analysis.stats import pct_word
+from llmbench.results.schema import pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),

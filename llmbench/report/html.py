@@ -19,7 +19,7 @@ from llmbench.report import charts
 from llmbench.analysis.verdict import step_state
 from llmbench.report.console import fmt_ms
 from llmbench.results.latencies import Latencies, load, read_jsonl
-from llmbench.analysis.stats import value
+from llmbench.results.schema import value
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}

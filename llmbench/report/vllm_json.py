@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from llmbench.analysis.stats import key as summary_key, pct_word
+from llmbench.results.schema import key as summary_key, pct_word
 from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore
 
