@@ -66,8 +66,9 @@ every 60 s from a thread in the run's process; peak 132.8 MB, 237 s):
   its reorder wrote each column of one value (status, max_tokens, ... ~18 of them) out whole,
   because the up to 65,535 values appended since the last look were not folded yet: +41 MB,
   kept to the end of the run. Now:
-  - token events as each record's first value and its gaps, 1-2 bytes each (token_events.py):
-    store 99.9 -> 85 MB (8-token replies; 20 ms gaps take 2 bytes, so long replies halve)
+  - token events as each record's first value and its gaps, 1-2 bytes each
+    (llmbench/records/token_events.py): store 99.9 -> 85 MB (8-token replies; 20 ms gaps take
+    2 bytes, so long replies halve)
   - reorder writes only the records that move, folds one-value columns first, lets old token
     chunks go as it goes; the summary folds them too (no int64 copies of turn/cached_tokens)
   - the report reads ITLs as int32 µs and floats only a chart's sample; the live line's recent

@@ -3,8 +3,8 @@
 
 Runs ``llmbench run --concurrency N --workers W`` against the mock in its own process (TTFT
 100 ms, one token per 20 ms, 100 tokens: the issue's lock-step setup) for each N, and prints
-each worker's lag p99 and CPU, token events/s, and whether the run flagged itself. The README's
-capacity table and ``llmbench.workers.plan.STREAMS_PER_PROCESS`` come from this.
+each worker's lag p99 and CPU, token events/s, and whether the run flagged itself. The
+capacity table in docs/workers.md and ``llmbench.workers.plan.STREAMS_PER_PROCESS`` come from this.
 
     PYTHONPATH=. python scripts/bench_worker_capacity.py --streams 32,64,96,128 --workers 1
 """

@@ -22,7 +22,7 @@ CSV is rewritten with it. Rows go to the CSV as they are taken (a run stopped ea
 At the end: for each series, growth per hour from a least-squares line over the hold's samples
 after the warm-up (--warmup-s, default 120 s), with the slope's standard error (OLS; samples 10 s
 apart are autocorrelated, so take it as a lower bound), first/last/min/max, and the client RSS
-growth the in-memory record store is expected to explain (ARCHITECTURE.md, "Memory"). Everything
+growth the in-memory record store is expected to explain (docs/memory.md). Everything
 it started is stopped on exit, Ctrl-C or SIGTERM (each child in its own process group, and told
 to die with this process: the client by SIGTERM, the mock by SIGKILL).
 """
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-# ARCHITECTURE.md, "Memory": the record store costs about 105 bytes a request (about 65 in a
+# docs/memory.md: the record store costs about 105 bytes a request (about 65 in a
 # plain run) and at most 4 bytes a token event; gaps under 65.5 ms are sealed as uint16 (2 bytes)
 STORE_BYTES_PER_REQUEST = (65, 105)
 STORE_BYTES_PER_TOKEN = (2, 4)

@@ -86,7 +86,7 @@ class BadResponse(Exception):
 
 
 class Watchdog(Protocol):
-    """What the protocol touches of client._Watchdog (typed here: client.py imports this)."""
+    """What the protocol touches of request._Watchdog (typed here: request.py imports this)."""
     last: float
     got_token: bool
 
@@ -454,7 +454,7 @@ class _Conn(asyncio.Protocol):
             if r == NOTHING:
                 return
             if r == WHOLE:
-                # the server ignored stream=true and answers one JSON body (client.py likewise)
+                # the server ignored stream=true and answers one JSON body (request.py likewise)
                 self.rec.stream = False
                 self.mode = WHOLE_BODY
                 self.acc, self.acc_n = [payload], len(payload)

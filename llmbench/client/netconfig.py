@@ -2,8 +2,8 @@
 
 Decided once per target (``resolve``, called by target.make_target) and used by everything that
 talks to the server, so a probe goes the way the requests go: both transports of the client
-(fasthttp, client.AiohttpTransport), the server probes (probe/scrape.py), model discovery and
-readiness (discover.py, urllib) and the server tokenizer (workload/server_tokenizer.py).
+(fasthttp, request.AiohttpTransport), the server probes (servers/scrape.py), model discovery and
+readiness (servers/discover.py, urllib) and the server tokenizer (workload/server_tokenizer.py).
 
 - Proxy: ``--proxy URL|none``, else the environment as curl and aiohttp's ``trust_env`` read
   it (``https_proxy``/``HTTPS_PROXY`` for https:// targets, ``http_proxy``/``HTTP_PROXY`` for
@@ -355,7 +355,7 @@ def resolve(url: str, opts: NetOptions | None = None,
     return Net(proxy=parse_proxy(value, var), proxy_from=var, **tls)
 
 
-# The network options of this process's command line (cli.py sets them once): what a target
+# The network options of this process's command line (the CLI sets them once): what a target
 # built without explicit options gets, so code that builds targets from the same command line
 # (sweep's readiness check) goes the same way as the run's requests.
 _current: NetOptions | None = None
@@ -367,7 +367,7 @@ def configure(opts: NetOptions | None) -> None:
 
 
 def configured() -> NetOptions | None:
-    """The options cli.py set (checked), or None before it did."""
+    """The options the CLI set (checked), or None before it did."""
     return _current
 
 

@@ -135,7 +135,7 @@ TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
 TRANSPORTS = ("aiohttp", "fast")
 # What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
 # fast transport, which at 128 streams cost about half of aiohttp's CPU per request start and
-# two thirds per token event, with a smaller TTFT error (README "Client cost")
+# two thirds per token event, with a smaller TTFT error (docs/metrics.md, "Client cost")
 DEFAULT_TRANSPORT = "fast"
 _warned: set[str] = set()
 

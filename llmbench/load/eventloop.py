@@ -1,10 +1,10 @@
 """Which event loop runs the load: uvloop when it is installed, asyncio's own otherwise.
 
-Measured with scripts/bench_client_cpu.py (README "Client cost"): uvloop cuts the client's CPU
-per request start and per token event, and at 128 lock-step streams those costs are what
-delays requests (they start in waves). It is optional: without it llmbench runs the same on
-asyncio's loop. ``LLMBENCH_LOOP=asyncio`` forces asyncio's loop (to compare, or to rule the
-loop out when something looks wrong).
+Measured with scripts/bench_client_cpu.py (docs/metrics.md, "Client cost"): uvloop cuts the
+client's CPU per request start and per token event, and at 128 lock-step streams those costs
+are what delays requests (they start in waves). It is optional: without it llmbench runs the
+same on asyncio's loop. ``LLMBENCH_LOOP=asyncio`` forces asyncio's loop (to compare, or to rule
+the loop out when something looks wrong).
 """
 
 from __future__ import annotations

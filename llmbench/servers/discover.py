@@ -39,7 +39,7 @@ _OPENERS: dict[Net, urllib.request.OpenerDirector] = {}
 def _get(url: str, headers: dict[str, str], timeout_s: float,
          net: Net | None = None) -> tuple[int, bytes]:
     """(status, body); raises OSError (URLError) when nothing answers. ``net``: the target's
-    way (sweep_server passes none: the default way)."""
+    way (servers/managed.py passes none: the default way)."""
     if net is None:
         from llmbench.client import netconfig
         net = netconfig.resolve(url, netconfig.current())

@@ -1,6 +1,6 @@
 """Server probes: poll a server's own view of its load about once a second.
 
-Each kind of server is one adapter in probe/servers/ (detect, poll -> ServerSample); this
+Each kind of server is one adapter in llmbench/servers/ (detect, poll -> ServerSample); this
 module runs them. Detection asks at most four cheap URLs once (``/metrics``, ``/api/usage``,
 ``/props``, ``/api/version``), then polls only what answered, so a server is never flooded
 with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``. Probes go the

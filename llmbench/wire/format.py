@@ -33,7 +33,7 @@ class WireFormat:
     # A base-URL path this format claims when no suffix matched: returns how many characters to
     # cut from the URL's end to get the base URL, or None when the path is not this format's.
     claims_base: Callable[[str], "int | None"] | None = None
-    # Where the server lists its models, relative to the base URL (discover.py reads it).
+    # Where the server lists its models, relative to the base URL (servers/discover.py reads it).
     models_path: str = "/models"
     # What ends a stream cleanly, for the "stream cut" message.
     end_marker: str = "[DONE]"

@@ -22,8 +22,8 @@ from llmbench.workload import Conversation
 
 # Streams one worker process carries before its own check (event-loop lag p99 over 10 ms or
 # CPU over 90%) starts to flag it, measured with scripts/bench_worker_capacity.py against the
-# mock on the 2-core project machine (shared with other jobs, so pessimistic): see the README's
-# "--workers" section for the table. ``auto`` plans for this many per process.
+# mock on the 2-core project machine (shared with other jobs, so pessimistic): see
+# docs/workers.md for the table. ``auto`` plans for this many per process.
 STREAMS_PER_PROCESS = 64
 # Overrides STREAMS_PER_PROCESS: the capacity you measured on your own machine, or, in the
 # tests, a tiny one so that a small ramp needs a second worker (tests/e2e/test_workers.py).
