@@ -3,6 +3,7 @@
 #   nginx-light  a reverse proxy: its default buffering in front of a stream, TLS termination
 #   tinyproxy    a forward proxy (absolute-form requests and CONNECT tunnels)
 #   openssl      a test CA and certificates, made by the tests in temporary folders
+#   prometheus   a real Prometheus scraping --metrics-port (tests/integration/test_metrics_export.py)
 # Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
 set -euo pipefail
@@ -10,8 +11,9 @@ need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: nginx, tinyproxy and openssl are installed"
+  echo "install-test-deps: nginx, tinyproxy, openssl and prometheus are installed"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -23,7 +25,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # the packages start their own daemons on the default ports: the tests start their own
 # instances on free loopback ports, so stop the system ones (no systemd in a container: ignore)
-for svc in nginx tinyproxy; do
+for svc in nginx tinyproxy prometheus; do
   (service "$svc" stop || /etc/init.d/"$svc" stop) >/dev/null 2>&1 || true
 done
 echo "install-test-deps: installed ${need[*]}"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmbench.client.request import Client, RequestParams, Timeouts, preload_transports
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.load import eventloop
 from llmbench.load.monitor import LoopMonitor, MonitorSample
 from llmbench.load.session import Counters, Session
@@ -123,6 +123,10 @@ class Harness:
     # Worker processes (llmbench.workers.Fleet, set by the command for --workers N > 1): the
     # shape is handed to it instead of being driven here. None: this process, as always.
     fleet: Any = None
+    # --metrics-port: an exporter (llmbench.report.prometheus.MetricsExporter, handed in by the
+    # command) that gets every finished record (``observe``, the only call on the loop) and
+    # reads the live state through ``gauges`` when scraped; its port is open while the load runs
+    metrics: Any = None
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -154,6 +158,13 @@ class Harness:
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         clients: dict[str, Client] = {}
+        if self.metrics is not None:
+            try:
+                self.metrics.start()
+            except OSError as exc:
+                raise PreflightError(f"--metrics-port {self.metrics.port}: cannot listen on "
+                                     f"{self.metrics.host}:{self.metrics.port} ({exc.strerror or exc}); "
+                                     "choose a free port, or 0 for any", EXIT_USAGE) from None
         try:
             for spec in targets:
                 client = Client(spec.target, self.params, self.timeouts, shape.max_in_flight(),
@@ -167,6 +178,15 @@ class Harness:
                 await c.__aexit__(None, None, None)
             if log is not None:
                 log.close()
+            if self.metrics is not None:
+                # the port is open only while the run lasts (a scraper that is watching gets
+                # one last scrape first); the final exposition stays in the run folder
+                self.metrics.close()
+                if self.run_dir is not None:
+                    try:
+                        (self.run_dir / "metrics.prom").write_bytes(self.metrics.render())
+                    except OSError:
+                        pass                    # the records are what matters; they are kept
 
     # -- the run --------------------------------------------------------------------------
     async def _drive(self, shape: LoadShape, targets: list[TargetSpec], clients: dict[str, Client],
@@ -179,6 +199,9 @@ class Harness:
         if self.keep_texts:
             for s in sessions.values():
                 s.texts = self.texts            # reply texts only when they will be written
+        if self.metrics is not None:
+            for s in sessions.values():
+                s.on_record = self.metrics.observe      # also records from workers (coordinator)
         monitor = LoopMonitor()
         live = LiveState()
         fleet = self.fleet
@@ -236,6 +259,8 @@ class Harness:
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
+        if self.metrics is not None:
+            self.metrics.gauges = lambda: self._gauges(sessions, live, view)
         printer = loop.create_task(self._live(sessions, live, view)) if self.live_line else None
         if printer is not None:
             own.add(printer)
@@ -272,6 +297,18 @@ class Harness:
         return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
                        live, fleet.describe() if fleet is not None else None,
                        write_error[0] if write_error else None)
+
+    @staticmethod
+    def _gauges(sessions: dict[str, Session], live: LiveState, monitor: Any) -> Any:
+        """The exporter's gauges, read in its thread at a scrape (plain reads of ints and floats
+        the loop writes; a scrape may see a second-old sample, never a torn one)."""
+        from types import SimpleNamespace
+        latest = monitor.latest
+        return SimpleNamespace(
+            in_flight=sum(s.counters.in_flight for s in sessions.values()),
+            users=live.load if live.load else live.users, step=live.step,
+            loop_lag_p99_s=latest.lag_p99_ms / 1000.0 if latest is not None else None,
+            cpu_share=latest.cpu_pct / 100.0 if latest is not None else None)
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
                     monitor: Any) -> None:

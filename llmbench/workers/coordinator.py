@@ -331,6 +331,8 @@ class Fleet:
                 sink.log.append(rec)
             if rec.first_token is not None:
                 sink.recent_ttft.add(rec.first_token, rec.first_token - rec.start)
+            if sink.on_record is not None:
+                sink.on_record(rec)         # --metrics-port: every worker's records, here
 
     def _sum_counters(self, target: str) -> None:
         sink = self._sinks.get(target)

@@ -1,0 +1,274 @@
+"""Prometheus metrics while a run lasts (``--metrics-port``): the records as they finish, and the
+load generator's own state, served at ``/metrics`` in the text exposition format 0.0.4.
+
+Off the hot path by construction: the event loop only appends each finished record to a deque
+(``observe``, ~0.1 us). Everything else (bucketing TTFT, every inter-token gap, TPOT and E2EL,
+the counters, the text) happens in the HTTP server's thread when Prometheus scrapes, so a scrape
+costs the loop nothing but the GIL it shares for the few milliseconds a render takes
+(scripts/bench_metrics_scrape.py measures it at 128 streams).
+
+Definitions are the summary's (METRICS.md): TTFT = first token - start, ITL = each gap between
+token events, TPOT = (E2EL - TTFT) / (output tokens - 1), E2EL = end - start, over measured
+requests (not warm-up, not cut by our own interrupt) that succeeded, as ``run.json``'s summary
+counts them; so the final scrape's ``_count`` equals the summary's ``n_ttft`` and its quantiles
+fall in the bucket that holds the summary's. With ``--workers N`` every worker's records reach
+the coordinator, which serves them all: one endpoint, no per-worker label.
+
+Labels stay few: ``run`` (the run folder's name) on every series, ``outcome`` (ok or an error
+kind) on the request counter, ``path`` (router or direct) only for a probe's records.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from llmbench.records.record import ERROR_KINDS, Record
+
+# Seconds. LLM latencies span a 2 ms token gap on a small model to a two-minute reply of a
+# reasoning model under load; about four buckets per decade keeps a quantile within ~25 %.
+BUCKETS_S = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15,
+             0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0,
+             120.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SEND_DELAY_WINDOW_S = 10.0
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs.items()) + "}"
+
+
+def _num(x: float) -> str:
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return repr(float(x))
+
+
+@dataclass
+class Histogram:
+    name: str
+    help: str
+    counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
+    total: float = 0.0
+    n: int = 0
+
+    def add(self, seconds: float) -> None:
+        self.counts[bisect_left(BUCKETS_S, seconds)] += 1
+        self.total += seconds
+        self.n += 1
+
+    def lines(self, labels: dict[str, str]) -> list[str]:
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        running = 0
+        for bound, c in zip(BUCKETS_S, self.counts):
+            running += c
+            out.append(f"{self.name}_bucket{_labels({**labels, 'le': _num(bound)})} {running}")
+        out.append(f"{self.name}_bucket{_labels({**labels, 'le': '+Inf'})} {self.n}")
+        out.append(f"{self.name}_sum{_labels(labels)} {_num(self.total)}")
+        out.append(f"{self.name}_count{_labels(labels)} {self.n}")
+        return out
+
+
+@dataclass
+class LiveGauges:
+    """The load generator's state at a scrape, read by the harness's provider."""
+    in_flight: int = 0
+    users: float = 0.0
+    step: int | None = None
+    loop_lag_p99_s: float | None = None
+    cpu_share: float | None = None          # of one core
+
+
+class MetricsExporter:
+    """Counts finished records and serves them. ``observe`` is the only call made on the event
+    loop; ``start``/``close`` open and close the port around the run."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, run: str = "") -> None:
+        self.host = host
+        self.port = port
+        self.const = {"run": run} if run else {}
+        self._pending: deque[Record] = deque()
+        self._lock = threading.Lock()           # one render at a time (two scrapers)
+        self.gauges: Callable[[], LiveGauges] | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._hist: dict[str, dict[str, Histogram]] = {}   # path -> metric -> histogram
+        self._outcomes: dict[tuple[str, str], int] = {}
+        self._tokens_out: dict[str, int] = {}
+        self._tokens_in: dict[str, int] = {}
+        self._resends = 0
+        self._send_delays: deque[tuple[float, float]] = deque()
+        self.scrapes = 0
+        self.render_s_total = 0.0
+
+    # -- on the event loop ---------------------------------------------------------------------
+    def observe(self, rec: Record) -> None:
+        self._pending.append(rec)
+
+    # -- in the server's thread ----------------------------------------------------------------
+    def _histograms(self, path: str) -> dict[str, Histogram]:
+        h = self._hist.get(path)
+        if h is None:
+            h = self._hist[path] = {
+                "ttft": Histogram("llmbench_ttft_seconds", "Time to first token (first token event - request start)."),
+                "itl": Histogram("llmbench_itl_seconds", "Inter-token latency: every gap between two token events."),
+                "tpot": Histogram("llmbench_tpot_seconds", "Time per output token after the first, per request."),
+                "e2el": Histogram("llmbench_e2el_seconds", "End-to-end latency (last byte - request start)."),
+            }
+        return h
+
+    def _drain(self) -> None:
+        pending = self._pending
+        now = time.perf_counter()
+        while pending:
+            rec = pending.popleft()
+            path = rec.path or ""
+            if rec.warmup or rec.error_kind == "interrupted":
+                continue
+            outcome = "ok" if rec.ok else (rec.error_kind or "error")
+            key = (path, outcome)
+            self._outcomes[key] = self._outcomes.get(key, 0) + 1
+            self._resends += rec.retries or 0
+            if rec.prompt_tokens:
+                self._tokens_in[path] = self._tokens_in.get(path, 0) + rec.prompt_tokens
+            send_delay = rec.send_delay
+            if send_delay is not None:
+                self._send_delays.append((now, send_delay))
+            if not rec.ok:
+                continue
+            if rec.output_tokens:
+                self._tokens_out[path] = self._tokens_out.get(path, 0) + rec.output_tokens
+            h = self._histograms(path)
+            ttft, e2el = rec.ttft, rec.e2el
+            if ttft is not None:
+                h["ttft"].add(ttft)
+            if e2el is not None:
+                h["e2el"].add(e2el)
+            times = rec.token_times
+            add_gap = h["itl"].add
+            for i in range(1, len(times)):
+                add_gap(times[i] - times[i - 1])
+            n_out = rec.output_tokens
+            if ttft is not None and e2el is not None and n_out and n_out > 1:
+                h["tpot"].add((e2el - ttft) / (n_out - 1))
+        cutoff = now - SEND_DELAY_WINDOW_S
+        delays = self._send_delays
+        while delays and delays[0][0] < cutoff:
+            delays.popleft()
+
+    def render(self) -> bytes:
+        with self._lock:
+            t0 = time.perf_counter()
+            self._drain()
+            lines: list[str] = []
+            for metric in ("ttft", "itl", "tpot", "e2el"):
+                first = True
+                for path in sorted(self._hist) or [""]:
+                    h = self._histograms(path)[metric]
+                    block = h.lines(self._with_path(path))
+                    lines.extend(block if first else block[2:])
+                    first = False
+            lines += ["# HELP llmbench_requests_total Finished requests by outcome (ok or the error kind).",
+                      "# TYPE llmbench_requests_total counter"]
+            # every outcome from the first scrape on, at 0 until it happens: rate() needs the
+            # series before the first error, not from it
+            known = ("ok",) + tuple(k for k in ERROR_KINDS if k != "interrupted")
+            paths = sorted({p for p, _ in self._outcomes}) or [""]
+            rows = {(p, k): 0 for p in paths for k in known}
+            rows.update(self._outcomes)
+            for (path, outcome), n in sorted(rows.items()):
+                lines.append(f"llmbench_requests_total{_labels({**self._with_path(path), 'outcome': outcome})} {n}")
+            for name, helptext, counts in (
+                    ("llmbench_output_tokens_total", "Output tokens of successful requests (the summary's count).", self._tokens_out),
+                    ("llmbench_input_tokens_total", "Prompt tokens of finished requests.", self._tokens_in)):
+                lines += [f"# HELP {name} {helptext}", f"# TYPE {name} counter"]
+                for path in sorted(counts) or [""]:
+                    lines.append(f"{name}{_labels(self._with_path(path))} {counts.get(path, 0)}")
+            lines += ["# HELP llmbench_resends_total Requests sent again on a new connection after a stale kept-alive one.",
+                      "# TYPE llmbench_resends_total counter",
+                      f"llmbench_resends_total{_labels(self.const)} {self._resends}"]
+            g = self.gauges() if self.gauges is not None else LiveGauges()
+            delays = sorted(d for _, d in self._send_delays)
+            send_p99 = delays[min(len(delays) - 1, int(math.ceil(0.99 * len(delays))) - 1)] if delays else None
+            for name, helptext, v in (
+                    ("llmbench_in_flight_requests", "Requests sent and not finished.", g.in_flight),
+                    ("llmbench_users", "Virtual users (or the target rate of an open-loop step) now.", g.users),
+                    ("llmbench_step", "The ramp step (0 for a single run).", g.step or 0),
+                    ("llmbench_loop_lag_p99_seconds", "llmbench's event-loop lag, p99 of the last second.", g.loop_lag_p99_s),
+                    ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.", g.cpu_share),
+                    ("llmbench_send_delay_p99_seconds", f"Client send delay (sent - start), p99 of the last {SEND_DELAY_WINDOW_S:.0f} s.", send_p99)):
+                if v is None:
+                    continue
+                lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
+                          f"{name}{_labels(self.const)} {_num(float(v))}"]
+            self.scrapes += 1
+            self.render_s_total += time.perf_counter() - t0
+            return ("\n".join(lines) + "\n").encode()
+
+    def _with_path(self, path: str) -> dict[str, str]:
+        return {**self.const, "path": path} if path else dict(self.const)
+
+    # -- the port ------------------------------------------------------------------------------
+    def start(self) -> "MetricsExporter":
+        if self._server is not None:            # already listening (started before the run)
+            return self
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:                    # noqa: N802 - http.server's name
+                if self.path.split("?", 1)[0] != "/metrics":
+                    self.send_error(404, "only /metrics is served here")
+                    return
+                body = exporter.render()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return                                   # no line per scrape on the console
+
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="llmbench-metrics",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, linger_s: float = 5.0) -> None:
+        """Close the port. When a scraper has been watching and records came after its last
+        scrape, wait (up to ``linger_s``) for one more scrape, so its last numbers are the run's."""
+        if self._server is not None and self.scrapes:
+            deadline = time.perf_counter() + linger_s
+            while self._pending and time.perf_counter() < deadline:
+                time.sleep(0.05)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def __enter__(self) -> "MetricsExporter":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

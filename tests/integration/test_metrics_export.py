@@ -1,0 +1,199 @@
+"""--metrics-port: Prometheus exposition of a run while it lasts. A run in this process against
+the mock on loopback, scraped over HTTP in the middle (parsed with prometheus_client's parser),
+the port closed after, and the final exposition checked against the run's own summary."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmbench.analysis.metrics import summarize
+from llmbench.client.request import RequestParams, Timeouts
+from llmbench.client.target import make_target
+from llmbench.load.harness import Harness, PreflightError, TargetSpec
+from llmbench.load.shapes.fixed import ClosedLoop
+from llmbench.records.record import Record
+from llmbench.report.prometheus import BUCKETS_S, MetricsExporter
+from llmbench.workload.model import Conversation, Turn
+
+
+def families(text: str) -> dict[str, object]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def samples(fam, name: str, **labels) -> list:
+    return [s for s in fam.samples if s.name == name
+            and all(s.labels.get(k) == v for k, v in labels.items())]
+
+
+def bucket_of(seconds: float) -> tuple[float, float]:
+    """The (lower, upper] bucket bounds that hold ``seconds``."""
+    bounds = (0.0,) + BUCKETS_S + (float("inf"),)
+    for lo, hi in zip(bounds, bounds[1:]):
+        if lo < seconds <= hi:
+            return lo, hi
+    raise AssertionError(seconds)
+
+
+def quantile_from_buckets(fam, base: str, q: float) -> tuple[float, float]:
+    """Which bucket the q-quantile falls in, as Prometheus's histogram_quantile picks it."""
+    rows = sorted(((float(s.labels["le"]), s.value) for s in samples(fam, base + "_bucket")))
+    total = rows[-1][1]
+    rank = q * total
+    lo = 0.0
+    for le, cum in rows:
+        if cum >= rank:
+            return lo, le
+        lo = le
+    raise AssertionError("no bucket")
+
+
+def _port_is_closed(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _run_with_exporter(mock_url: str, exporter: MetricsExporter, requests: int,
+                       concurrency: int, tokens: int):
+    convs = [Conversation(f"c{i}", (Turn(f"hello {i} there friend", tokens, 8),)) for i in range(requests)]
+    shape = ClosedLoop(convs, concurrency=concurrency, requests=requests)
+    h = Harness(RequestParams(), Timeouts(), None, progress=False, metrics=exporter)
+    return h.run(shape, [TargetSpec(make_target(mock_url + "/v1", "mock"), server_probe="off")])
+
+
+def test_a_scrape_mid_run_parses_and_the_port_closes_after(mock_factory):
+    m = mock_factory(ttft_ms=40, itl_ms=15, tokens=8, parallel=4)
+    exporter = MetricsExporter(port=0, run="test-run")
+    mid: list[str] = []
+
+    def scrape_when_busy() -> None:
+        deadline = time.time() + 30
+        while time.time() < deadline and exporter._server is None:
+            time.sleep(0.01)
+        port = exporter.port
+        while time.time() < deadline:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                time.sleep(0.02)
+                continue
+            fams = families(body)
+            done = samples(fams["llmbench_requests"], "llmbench_requests_total", outcome="ok")
+            inflight = samples(fams["llmbench_in_flight_requests"], "llmbench_in_flight_requests")
+            if done and done[0].value >= 4 and inflight and inflight[0].value > 0:
+                mid.append(body)
+                return
+            time.sleep(0.05)
+    t = threading.Thread(target=scrape_when_busy)
+    t.start()
+    out = _run_with_exporter(m.url, exporter, requests=40, concurrency=4, tokens=8)
+    t.join()
+    assert mid, "no scrape during the run saw finished requests and requests in flight"
+    fams = families(mid[0])
+    ttft = fams["llmbench_ttft_seconds"]
+    assert ttft.type == "histogram"
+    counts = samples(ttft, "llmbench_ttft_seconds_count", run="test-run")
+    assert counts and 4 <= counts[0].value < 40
+    assert samples(fams["llmbench_in_flight_requests"], "llmbench_in_flight_requests")[0].value <= 4
+    # after the run the port is closed
+    assert _port_is_closed(exporter.port)
+    assert len(out.records) == 40 + 0
+
+
+def test_final_exposition_equals_the_summary_within_bucket_resolution(mock_factory):
+    m = mock_factory(ttft_ms=30, itl_ms=4, tokens=12, parallel=2, fault_500=0.1, seed=3)
+    exporter = MetricsExporter(port=0)
+    out = _run_with_exporter(m.url, exporter, requests=60, concurrency=3, tokens=12)
+    summary = summarize(out.records)
+    fams = families(exporter.render().decode())
+    ok = samples(fams["llmbench_requests"], "llmbench_requests_total", outcome="ok")[0].value
+    failed = sum(s.value for s in fams["llmbench_requests"].samples if s.labels["outcome"] != "ok")
+    assert ok == summary["completed"] and failed == summary["failed"] and failed > 0
+    assert samples(fams["llmbench_output_tokens"], "llmbench_output_tokens_total")[0].value \
+        == summary["total_output_tokens"]
+    for metric, n_key in (("ttft", "n_ttft"), ("itl", "n_itl"), ("e2el", "n_e2el"), ("tpot", "n_tpot")):
+        fam = fams[f"llmbench_{metric}_seconds"]
+        count = samples(fam, f"llmbench_{metric}_seconds_count")[0].value
+        assert count == summary[n_key], metric
+        for q, key in ((0.5, f"median_{metric}_ms"), (0.99, f"p99_{metric}_ms")):
+            lo, hi = quantile_from_buckets(fam, f"llmbench_{metric}_seconds", q)
+            want = summary[key] / 1000.0
+            # the summary's quantile interpolates between values; it lies in the bucket the
+            # histogram names or at its edge
+            assert lo - 1e-9 <= want <= hi + 1e-9 or bucket_of(want) in ((lo, hi),), (metric, q, want, lo, hi)
+    total = samples(fams["llmbench_ttft_seconds"], "llmbench_ttft_seconds_sum")[0].value
+    # the summary reads token times as whole microseconds (requests.jsonl's rounding)
+    assert abs(total * 1000 / summary["n_ttft"] - summary["mean_ttft_ms"]) < 1e-3
+
+
+def test_records_are_bucketed_only_when_scraped_and_outcomes_start_at_zero():
+    ex = MetricsExporter()
+    r = Record("r1", scheduled=1.0, start=1.0, sent=1.0002, first_token=1.05, end=1.25,
+               done=1.25, ok=True, status=200, output_tokens=3,
+               token_times=[1.05, 1.15, 1.25])
+    ex.observe(r)
+    assert len(ex._pending) == 1 and not ex._hist          # nothing done on the loop
+    fams = families(ex.render().decode())
+    assert not ex._pending
+    assert samples(fams["llmbench_itl_seconds"], "llmbench_itl_seconds_count")[0].value == 2
+    assert samples(fams["llmbench_tpot_seconds"], "llmbench_tpot_seconds_sum")[0].value == pytest.approx(0.1)
+    zero = samples(fams["llmbench_requests"], "llmbench_requests_total", outcome="timeout_first_token")
+    assert zero and zero[0].value == 0
+    warm = Record("w", scheduled=2.0, start=2.0, first_token=2.1, end=2.2, done=2.2, ok=True,
+                  warmup=True, token_times=[2.1])
+    ex.observe(warm)
+    fams = families(ex.render().decode())
+    assert samples(fams["llmbench_ttft_seconds"], "llmbench_ttft_seconds_count")[0].value == 1
+
+
+def test_a_taken_port_is_one_line(mock_factory):
+    m = mock_factory(ttft_ms=5, itl_ms=1, tokens=2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        with pytest.raises(PreflightError) as e:
+            _run_with_exporter(m.url, MetricsExporter(port=taken), requests=2, concurrency=1, tokens=2)
+    assert f"--metrics-port {taken}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_real_prometheus_scrapes_a_run_and_agrees_with_its_summary(mock_factory, tmp_path):
+    """Prometheus (the Debian package) scrapes llmbench every second during a run of several
+    seconds; its query API then gives the request count and a TTFT median that match the
+    summary (the count exactly: the exporter waits for the scrape after its last record)."""
+    from tests.helpers.prometheus import Prometheus
+    from tests.helpers import free_port
+    m = mock_factory(ttft_ms=40, itl_ms=20, tokens=16, parallel=4)
+    port = free_port()
+    exporter = MetricsExporter(port=port, run="prom-test")
+    with Prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"]) as prom:
+        # Prometheus looks at its targets a few seconds after it starts: listen first, and
+        # start the load once it scrapes (the harness keeps the open port, and closes it)
+        exporter.start()
+        deadline = time.monotonic() + 30
+        while exporter.scrapes == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = exporter.scrapes
+        out = _run_with_exporter(m.url, exporter, requests=60, concurrency=4, tokens=16)
+        summary = summarize(out.records)
+        assert exporter.scrapes - first >= 2, "Prometheus did not scrape during the run"
+        deadline = time.monotonic() + 15
+        got = None
+        while time.monotonic() < deadline:
+            got = prom.value('llmbench_requests_total{job="llmbench",outcome="ok"}')
+            if got == summary["completed"]:
+                break
+            time.sleep(0.5)
+        assert got == summary["completed"] == 60
+        n = prom.value('llmbench_ttft_seconds_count{run="prom-test"}')
+        assert n == summary["n_ttft"]
+        median = prom.value('histogram_quantile(0.5, llmbench_ttft_seconds_bucket{run="prom-test"})')
+        lo, hi = bucket_of(summary["median_ttft_ms"] / 1000.0)
+        assert median is not None and lo <= median <= hi, (median, summary["median_ttft_ms"])
+        tokens = prom.value("llmbench_output_tokens_total")
+        assert tokens == summary["total_output_tokens"]
