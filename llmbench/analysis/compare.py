@@ -446,7 +446,7 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
 
 
 def _buffered(step: dict[str, Any]) -> bool:
-    """A step whose stream a proxy buffered (metrics.stream_bunching)."""
+    """A step whose stream a proxy buffered (metrics._bunching_store)."""
     return bool(((step.get("summary") or {}).get("stream_bunching") or {}).get("buffered"))
 
 

@@ -1,6 +1,11 @@
 """Records -> summary, exactly as ../shared/METRICS.md defines it (vLLM's names and formulas).
 
 Pure functions of records: every number here can be rebuilt from a saved requests.jsonl.
+One summary function, ``summarize``, computed on a RecordStore's columns; a list of Records is
+made a store first. The per-request latencies are defined once, on ``Record`` (records/record.py:
+``ttft``, ``e2el``, ``tpot``, ``itls``, ``client_queue``, ``e2el_from_schedule``) and which
+requests count by ``records.record.is_measured``; ``per_request`` reads them, the column code
+below computes the same numbers on arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from llmbench.records.record import Record, measured
+from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
 from llmbench.results.schema import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
 
@@ -43,12 +48,12 @@ class PerRequest:
 
 
 def per_request(rec: Record) -> PerRequest:
+    """The latencies of one successful request, as Record defines them (records/record.py),
+    plus the ones only the summary needs (ITL per token, the largest gap, reasoning)."""
     times = rec.token_times
-    ttft = times[0] - rec.start
-    e2el = times[-1] - rec.start
-    itls = [b - a for a, b in zip(times, times[1:])]
+    ttft, e2el, tpot, itls = rec.ttft, rec.e2el, rec.tpot, rec.itls
+    assert ttft is not None and e2el is not None, "per_request: a request with no token event"
     n_out = rec.output_tokens or 0
-    tpot = (times[-1] - times[0]) / (n_out - 1) if n_out > 1 else None
     per_tok: list[float] | None = None
     counts = rec.token_counts
     if counts is None and n_out == len(times):
@@ -59,6 +64,8 @@ def per_request(rec: Record) -> PerRequest:
         for gap, c in zip(itls, counts[1:]):
             c = max(int(c), 1)
             per_tok.extend([gap / c] * c)
+    e2el_from_schedule = rec.e2el_from_schedule
+    assert e2el_from_schedule is not None
     ttfo, reasoning_s, output_itls = ttft, None, itls
     if rec.reasoning_events:
         ttfo = rec.ttfo
@@ -69,8 +76,8 @@ def per_request(rec: Record) -> PerRequest:
         output_itls = [b - a for a, b in zip(answer, answer[1:])]
     return PerRequest(ttft=ttft, e2el=e2el, tpot=tpot, itls=itls, itl_per_token=per_tok,
                       max_gap=max(itls) if itls else 0.0,
-                      client_queue=max(rec.start - rec.scheduled, 0.0),
-                      e2el_from_schedule=times[-1] - rec.scheduled,
+                      client_queue=rec.client_queue,
+                      e2el_from_schedule=e2el_from_schedule,
                       ttfo=ttfo, reasoning_s=reasoning_s, output_itls=output_itls)
 
 
@@ -112,18 +119,7 @@ def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -
     """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
     requests counts as +inf (it never got its answer: a censored observation). None when there
     is no request at all; +inf when the rank falls among the failures."""
-    n = len(values_s) + n_failed
-    if n == 0:
-        return None
-    v = sorted(float(x) * 1000.0 for x in values_s) + [float("inf")] * n_failed
-    h = (n - 1) * p / 100.0
-    lo = int(np.floor(h))
-    hi = min(lo + 1, n - 1)
-    if h == lo or v[hi] == v[lo]:
-        return v[lo]
-    if v[hi] == float("inf"):
-        return float("inf")
-    return v[lo] + (h - lo) * (v[hi] - v[lo])
+    return _censored_np(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
 
 
 def within_key(metric: str, limit_ms: float) -> str:
@@ -131,34 +127,9 @@ def within_key(metric: str, limit_ms: float) -> str:
     return f"within_{metric}_{limit_ms:g}ms"
 
 
-def _buckets(ok: list[Record]) -> tuple[float, int]:
-    """vLLM's 1-second-bucket peaks of output events and concurrent requests."""
-    if not ok:
-        return 0.0, 0
-    t_min = min(r.start for r in ok)
-    t_max = max(r.end for r in ok if r.end is not None)
-    n = int(np.ceil(t_max - t_min)) + 1
-    tokens = np.zeros(n)
-    conc = np.zeros(n)
-    for r in ok:
-        idx = (np.asarray(r.token_times) - t_min).astype(int)
-        idx = idx[(idx >= 0) & (idx < n)]
-        np.add.at(tokens, idx, 1)
-        a = int(r.start - t_min)
-        b = int(r.end - t_min) if r.end is not None else a
-        conc[a:b + 1] += 1
-    return float(tokens.max()), int(conc.max())
-
-
-def goodput_ok(p: PerRequest, slo_ms: dict[str, float]) -> bool:
-    """vLLM's goodput rule: every given SLO met, inclusive; TPOT of a 1-token reply counts as 0."""
-    values = {"ttft": p.ttft, "tpot": p.tpot or 0.0, "e2el": p.e2el}
-    return all(values[k] * 1000.0 <= v for k, v in slo_ms.items())
-
-
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
               good: int | None, peak_tok: Any, peak_conc: Any) -> dict[str, Any]:
-    """vLLM's run-level figures, in its order (both summary paths start with these)."""
+    """vLLM's run-level figures, in its order (the summary starts with these)."""
     return {
         "completed": completed,
         "failed": failed,
@@ -185,107 +156,21 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     each statistic stands on. ``within`` asks for (metric, limit_ms) shares: of all measured
     requests, the share that succeeded with that metric at or under the limit.
 
-    A RecordStore (a run's own records) is summarized on its columns (``_summarize_store``):
-    the same numbers without an object per request or per token event."""
-    if isinstance(records, RecordStore):
-        try:
-            return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
-                                    stall_s=stall_s, percentiles=percentiles,
-                                    split_turns=split_turns, within=within)
-        finally:
-            trim_heap()
-    recs = measured(records)
-    percentiles = tuple(percentiles)
-    ok = [r for r in recs if r.ok]
-    failed = [r for r in recs if not r.ok]
-    if t0 is None:
-        t0 = min((r.scheduled for r in recs), default=0.0)
-    if t_end is None:
-        t_end = max((r.done for r in recs), default=t0)
-    duration = max(t_end - t0, 1e-9)
-
-    per = [per_request(r) for r in ok]
-    ttfts = [p.ttft for p in per]
-    e2els = [p.e2el for p in per]
-    tpots = [p.tpot for p in per if p.tpot is not None]
-    itls = [g for p in per for g in p.itls]
-    per_tok = [g for p in per if p.itl_per_token is not None for g in p.itl_per_token]
-    total_in = sum(r.prompt_tokens or 0 for r in ok)
-    total_out = sum(r.output_tokens or 0 for r in ok)
-    good = sum(1 for p in per if goodput_ok(p, goodput_slo_ms)) if goodput_slo_ms else None
-    peak_tok, peak_conc = _buckets(ok)
-
-    s = _headline(len(ok), len(failed), duration, total_in, total_out, good, peak_tok, peak_conc)
-    series = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": e2els,
-              "client_queue": [p.client_queue for p in per],
-              "e2el_from_schedule": [p.e2el_from_schedule for p in per],
-              "itl_per_token": per_tok, "max_gap": [p.max_gap for p in per]}
-    for name, values in series.items():
-        st = stats_ms(values, percentiles)
-        for stat, v in st.items():
-            # stats_ms's own names (p50 too, as schema 1 stored it); key() reads them back
-            s[key(name, "n") if stat == "count" else f"{stat}_{name}_ms"] = v
-    if any(r.reasoning_events for r in ok):
-        _reasoning(s, ok, per, percentiles)
-    # failure-aware figures (llmbench's own names): failed requests count as +inf
-    for name in CENSORED_METRICS:
-        values = series[name]
-        s[key(name + "_all", "n")] = len(recs)
-        for p in sorted(set(percentiles) | {50.0}):
-            s[key(name, f"p{pct_word(p)}_all")] = censored_percentile_ms(values, len(failed), p)
-    for name, limit_ms in within:
-        values = series.get(name)
-        if values is None:
-            continue
-        s[within_key(name, limit_ms)] = (sum(1 for v in values if v * 1000.0 <= limit_ms)
-                                         / len(recs)) if recs else None
-    # llmbench's extras
-    s["requests"] = len(recs)
-    s["completed_share"] = len(ok) / len(recs) if recs else None
-    s["error_rate"] = len(failed) / len(recs) if recs else None
-    s["errors"] = dict(Counter(r.error_kind or "unknown" for r in failed))
-    s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
-    s["error_samples"] = _error_samples(failed)
-    s["stalls"] = sum(1 for p in per for g in p.itls if g > stall_s)
-    s["stall_threshold_s"] = stall_s
-    s["requests_with_stalls"] = sum(1 for p in per if p.max_gap > stall_s)
-    s["output_tokens_source"] = _token_source(ok)
-    s["non_streaming"] = bool(recs) and all(not r.stream for r in recs)
-    streamed = [r for r in ok if r.stream and r.token_times]
-    s["stream_bunching"] = stream_bunching(
-        np.array([len(r.token_times) for r in streamed], dtype=np.int64),
-        np.array([len(set(r.token_times)) for r in streamed], dtype=np.int64),
-        np.array([(r.token_times[-1] - r.start) * 1000.0 for r in streamed]))
-    s["served_by"] = dict(Counter(r.served_by for r in recs if r.served_by))
-    if split_turns and len(s["served_by"]) > 1:
-        from llmbench.analysis.backends import backends
-        s["backends"] = backends(recs)
-    wait = ollama_slot_wait_s(ok)
-    if wait:
-        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
-                  if k != "count"})
-    # the client's own send delay (start -> body handed to the socket), over every measured
-    # request that got that far: a late request is llmbench's fault whatever its outcome
-    sd = [r.sent - r.start for r in recs if r.sent is not None]
-    sd_stats = stats_ms(sd, (50.0, 99.0))
-    s["n_send_delay"] = len(sd)
-    for stat in ("mean", "p50", "p99", "max"):
-        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
-    sq = [r.server_queue_ms / 1000.0 for r in ok if r.server_queue_ms is not None]
-    if sq:
-        s.update({f"{k}_server_queue_ms": v for k, v in stats_ms(sq, percentiles).items()
-                  if k != "count"})
-    cached = [r for r in ok if r.cached_tokens is not None]
-    if cached:
-        s["cached_prompt_tokens"] = sum(r.cached_tokens or 0 for r in cached)
-    if split_turns and any(r.turn > 0 for r in recs):
-        s["by_turn"] = {
-            "first": summarize([r for r in recs if r.turn == 0], t0=t0, t_end=t_end,
-                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
-            "later": summarize([r for r in recs if r.turn > 0], t0=t0, t_end=t_end,
-                               percentiles=percentiles, stall_s=stall_s, split_turns=False),
-        }
-    return s
+    The one implementation works on a RecordStore's columns (no object per request or per
+    token event); any other iterable of Records is made a store first (``RecordStore.of``),
+    which holds what requests.jsonl holds (token times to the microsecond), so a summary of
+    records in memory equals the one rebuilt from the run folder."""
+    if not isinstance(records, RecordStore):
+        # a ramp step's window, a probe path, a test: small, no heap to give back
+        return _summarize_store(RecordStore.of(records), t0=t0, t_end=t_end,
+                                goodput_slo_ms=goodput_slo_ms, stall_s=stall_s,
+                                percentiles=percentiles, split_turns=split_turns, within=within)
+    try:
+        return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
+                                stall_s=stall_s, percentiles=percentiles,
+                                split_turns=split_turns, within=within)
+    finally:
+        trim_heap()
 
 
 def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
@@ -323,13 +208,6 @@ def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]
     return out
 
 
-def _token_source(ok: list[Record]) -> str:
-    sources = {r.output_tokens_source for r in ok}
-    if not sources:
-        return "none"
-    return sources.pop() if len(sources) == 1 else "mixed"
-
-
 def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
     """Ollama's final line: total - load - prompt_eval - eval is about the time spent queued."""
     out = []
@@ -349,16 +227,17 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
     return to_vllm(summary, percentile_metrics, metric_percentiles)
 
 
-# -- the same summary on a RecordStore's columns ---------------------------------------------
+# -- the summary on a RecordStore's columns --------------------------------------------------
 #
-# ``summarize`` above is the definition; this is the same arithmetic on numpy columns, so a
-# million-request run needs no object per request or per token event (issue 12 item 5).
-# tests/unit/test_record_store.py checks that both give the same summary on the same records.
-# Per-request series (TTFT, TPOT, E2EL, queue, ...) are computed with the same float operations
-# in the same order as per_request, so they are bit-identical. Per-event series (ITL, ITL per
-# token, the answer's ITL) are computed from the integer microseconds the records hold: exact
-# values, where plain Records first add the start time and subtract it again (a difference in
-# the last bits, below 1e-9 ms).
+# The per-request definitions are Record's (records/record.py); this is the same arithmetic on
+# numpy columns, so a million-request run needs no object per request or per token event
+# (issue 12 item 5). Per-request series (TTFT, TPOT, E2EL, queue, ...) are computed with the
+# same float operations in the same order as the Record properties (token times as
+# start + us / 1e6, as the store gives Records back), so they are bit-identical
+# (tests/unit/test_record_store.py checks it value by value). Per-event series (ITL, ITL per
+# token) are computed from the integer microseconds the records hold: exact values, where
+# Record.itls first adds the start time and subtracts it again (a difference in the last bits,
+# below 1e-9 ms; the same test bounds it).
 
 _CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
 _REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
@@ -575,6 +454,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      within: Iterable[tuple[str, float]]) -> dict[str, Any]:
     percentiles = tuple(percentiles)
     st.compact()                # columns of one value read back as broadcasts below
+    # records.record.is_measured on the columns: not warm-up, not interrupted
     keep = ~st.col("warmup")
     interrupted = st.str_id("interrupted")
     if interrupted >= 0:
@@ -675,6 +555,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         return make
     ms = series(since(start_all, last=False))                  # TTFT
     good_mask = None
+    # vLLM's goodput rule: every given SLO met, inclusive; the TPOT of a 1-token reply is 0
     if goodput_slo_ms and "ttft" in goodput_slo_ms:
         good_mask = ms <= goodput_slo_ms["ttft"]
     done_with("ttft", ms)
@@ -887,19 +768,9 @@ BUNCH_SHARE = 0.5               # most eligible requests bunched: the stream is 
 BUNCH_MIN_REQUESTS = 3
 
 
-def stream_bunching(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
-                    ) -> dict[str, Any]:
-    """Whether the token events of streamed successes arrived in bursts. Per request: its
-    events, the network reads that carried them (distinct arrival times) and when its last
-    event came (ms after start). Eligible: at least BUNCH_MIN_EVENTS events, the last one at
-    least BUNCH_MIN_SPAN_MS after the start (time enough to have spread them); bunched: at
-    least BUNCH_EVENTS_PER_READ events a read. ``buffered``: most eligible requests bunched."""
-    return _bunching_of(_per_read_eligible(events, reads, last_ms))
-
-
 def _per_read_eligible(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
                        ) -> np.ndarray:
-    """Events per read of the eligible requests only (what stream_bunching judges)."""
+    """Events per read of the eligible requests only (what _bunching_store judges)."""
     elig = (events >= BUNCH_MIN_EVENTS) & (last_ms >= BUNCH_MIN_SPAN_MS) & (reads > 0)
     return events[elig] / reads[elig]
 
@@ -926,8 +797,12 @@ def bunching_sentence(b: dict[str, Any] | None) -> str | None:
 
 
 def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
-    """stream_bunching on the columns, a block of records at a time: reads are a record's
-    events less its zero gaps (events of one read share its arrival time)."""
+    """Whether the token events of streamed successes arrived in bursts, a block of records
+    at a time. Per request: its events, the network reads that carried them (its events less
+    its zero gaps: events of one read share its arrival time) and when its last event came (ms
+    after start). Eligible: at least BUNCH_MIN_EVENTS events, the last one at least
+    BUNCH_MIN_SPAN_MS after the start (time enough to have spread them); bunched: at least
+    BUNCH_EVENTS_PER_READ events a read. ``buffered``: most eligible requests bunched."""
     n = len(st)
     ntok = st.view("ntok")
     off = st.offsets()
@@ -957,8 +832,8 @@ def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
 
 
 def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, int]:
-    """_buckets on the columns, a chunk of requests at a time (``ok_idx`` None: every
-    record)."""
+    """vLLM's 1-second-bucket peaks of output events and concurrent requests, a chunk of
+    requests at a time (``ok_idx`` None: every record)."""
     n_ok = len(st) if ok_idx is None else len(ok_idx)
     if not n_ok:
         return 0.0, 0

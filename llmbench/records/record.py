@@ -90,9 +90,53 @@ class Record:
     # load.session)
     backoff_ms: float | None = None
 
+    # -- the per-request latencies (METRICS.md), in seconds: their one definition ------------
+    # Everything that reports them computes exactly these: the summary (analysis.metrics:
+    # per_request for a Record, and its column form on a RecordStore, tests/unit/
+    # test_record_store.py checks they agree value for value), the step statistics and the
+    # router A/B (through per_request), results.latencies (from requests.jsonl's token_us).
+    # They read ``token_times``, not ``first_token`` / ``end``: the client sets those to the
+    # first and last token event, but a record read back from requests.jsonl has token times
+    # rounded to the microsecond while ``first_token`` keeps every bit; the token times are
+    # what every statistic (ITL, TPOT) is taken from, so TTFT and E2EL are too.
+
     @property
     def ttft(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.start
+        """TTFT = first token event - start; None without a token event."""
+        times = self.token_times
+        return times[0] - self.start if times else None
+
+    @property
+    def e2el(self) -> float | None:
+        """E2EL = last token event - start (not [DONE], not the socket close); None without a
+        token event."""
+        times = self.token_times
+        return times[-1] - self.start if times else None
+
+    @property
+    def tpot(self) -> float | None:
+        """TPOT = (last - first token event) / (output_tokens - 1); None unless more than one
+        output token and a token event."""
+        times = self.token_times
+        n_out = self.output_tokens or 0
+        return (times[-1] - times[0]) / (n_out - 1) if n_out > 1 and times else None
+
+    @property
+    def itls(self) -> list[float]:
+        """ITL: the gaps between consecutive token events (one per event, not per token)."""
+        times = self.token_times
+        return [b - a for a, b in zip(times, times[1:])]
+
+    @property
+    def client_queue(self) -> float:
+        """start - scheduled (never below 0): how long the load generator held the request."""
+        return max(self.start - self.scheduled, 0.0)
+
+    @property
+    def e2el_from_schedule(self) -> float | None:
+        """last token event - scheduled: E2EL as the user felt it (coordinated omission)."""
+        times = self.token_times
+        return times[-1] - self.scheduled if times else None
 
     @property
     def ttfo(self) -> float | None:
@@ -107,10 +151,6 @@ class Record:
         """Seconds from llmbench deciding to send to the request's bytes leaving for the socket:
         the load generator's own delay, which the server never sees and TTFT includes."""
         return None if self.sent is None else self.sent - self.start
-
-    @property
-    def e2el(self) -> float | None:
-        return None if self.end is None else self.end - self.start
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
@@ -285,6 +325,13 @@ def load_records(path: Path) -> list[Record]:
     return list(iter_records(path))
 
 
+def is_measured(warmup: Any, error_kind: Any) -> bool:
+    """Whether a request counts: not warm-up, not cut short by our own interrupt. The one
+    definition: ``measured`` below, the column store's summary and results.latencies (reading
+    requests.jsonl's dicts) apply it."""
+    return not warmup and error_kind != "interrupted"
+
+
 def measured(records: Iterable[Record]) -> list[Record]:
-    """Records that count: not warm-up, not cut short by our own interrupt."""
-    return [r for r in records if not r.warmup and r.error_kind != "interrupted"]
+    """Records that count (``is_measured``)."""
+    return [r for r in records if is_measured(r.warmup, r.error_kind)]

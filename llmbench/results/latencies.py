@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.records.record import is_measured
 from llmbench.results.folder import load_run
 
 
@@ -87,8 +88,13 @@ def read_latencies(path: Path) -> Latencies:
                     d = json.loads(line)
                 except json.JSONDecodeError:
                     continue            # a torn last line from a crash
-                if d.get("warmup") or d.get("error_kind") == "interrupted":
+                if not is_measured(d.get("warmup"), d.get("error_kind")):
                     continue
+                # Record's definitions (records/record.py: ttft, e2el, itls) on the line as
+                # written: token_us are the token events' µs after start, so TTFT is
+                # token_us[0], E2EL token_us[-1], the ITLs their differences, exactly (Record
+                # computes them from start + us / 1e6: equal to 1e-9 ms, checked by
+                # tests/unit/test_record_store.py)
                 us = d.get("token_us") or []
                 ok = bool(d.get("ok")) and bool(us)
                 steps.append(d.get("step") if d.get("step") is not None else -1)

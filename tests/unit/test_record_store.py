@@ -1,10 +1,12 @@
 """The compact record store (issue 12 item 5): it holds exactly what requests.jsonl holds, the
-summary built from it equals the summary built from plain Records, and its memory per request
-and per token event is bounded."""
+summary built on its columns equals the summary the Record-object implementation gave (recorded
+in data/record_path_summaries.json), its per-request series equal Record's definitions, and its
+memory per request and per token event is bounded."""
 
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -189,53 +191,126 @@ def test_a_nearly_ordered_store_moves_only_its_neighbours_and_lets_old_events_go
     assert set(store._head) >= heads and store.nbytes() <= size
 
 
-def _same(a, b, path="summary"):
-    """Equal, floats to 1e-9 relative: the store's per-event statistics are computed from the
-    exact integer microseconds; plain Records add and subtract float seconds first, which moves
-    the last bits (less than 1e-9 ms at any start time a machine reaches)."""
+def _same(a, b, path="summary", exact=False):
+    """Equal, floats to 1e-9 relative (``exact``: bit for bit): the store's per-event
+    statistics are computed from the exact integer microseconds; the Record-object
+    implementation (recorded) added and subtracted float seconds first, which moves the last
+    bits (less than 1e-9 ms at any start time a machine reaches). JSON keys are strings: a
+    recorded dict's keys are compared as such."""
     if isinstance(a, dict):
-        assert set(a) == set(b), (path, set(a) ^ set(b))
+        assert set(map(str, a)) == set(map(str, b)), (path, set(map(str, a)) ^ set(map(str, b)))
+        bs = {str(k): v for k, v in b.items()}
         for k in a:
-            _same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
+            _same(a[k], bs[str(k)], f"{path}.{k}", exact)
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
         for i, (x, y) in enumerate(zip(a, b)):
-            _same(x, y, f"{path}[{i}]")
+            _same(x, y, f"{path}[{i}]", exact)
     elif isinstance(a, float) and isinstance(b, float):
-        assert a == b or (math.isinf(a) and a == b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), \
+        assert a == b or (not exact and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)), \
             (path, a, b)
     else:
         assert a == b and type(a) is type(b), (path, a, b)
 
 
+# The summaries the Record-object implementation of ``summarize`` gave for these tests' records
+# (llmbench/analysis/metrics.py before the column store became the one implementation, commit
+# 38f9e02): that implementation is gone, its numbers are kept. Recorded once with that module
+# on the same inputs (varied, plain_run, itl_counts_records, bunching_records); JSON keeps every
+# float's bits.
+RECORDED = json.loads((Path(__file__).parent / "data" / "record_path_summaries.json")
+                      .read_text(encoding="utf-8"))
+
+
+def recorded(name: str) -> dict:
+    want = RECORDED[name]
+    return json.loads(json.dumps(want))             # a copy: tests may not change it
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_summary_from_store_equals_summary_from_records(seed, monkeypatch):
+def test_summary_from_store_equals_the_recorded_summary_from_records(seed, monkeypatch):
     recs = varied(500, seed)
     plain = [on_disk(r) for r in recs]
     kw = dict(goodput_slo_ms={"ttft": 40.0, "e2el": 200.0}, stall_s=0.02,
               percentiles=(50.0, 90.0, 95.0, 99.0, 99.9), within=[("ttft", 30.0), ("itl", 10.0)])
-    want = metrics.summarize(plain, t0=plain[0].scheduled, **kw)
+    want = recorded(f"varied-{seed}")
     got = metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw)
     assert want["requests"] > 0 and want["failed"] > 0 and "by_turn" in want
     assert want["requests_with_reasoning"] > 0 and want["errors"] and "backends" in want
     _same(got, want)
+    # a list of Records is made a store: the same summary, also from the records as read back
+    _same(metrics.summarize(recs, t0=plain[0].scheduled, **kw), got, exact=True)
+    _same(metrics.summarize(plain, t0=plain[0].scheduled, **kw), got, exact=True)
     # the chunked passes give the same as one chunk
     monkeypatch.setattr(metrics, "_REC_CHUNK", 7)
     monkeypatch.setattr(metrics, "_CHUNK", 5)
     _same(metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw), got)
-    # no t0: both take the first scheduled time; no reasoning, no later turns, no failures
+    # no t0: the first scheduled time; no reasoning, no later turns, no failures
     simple = [r for r in plain if r.ok and not r.reasoning_events and r.turn == 0]
-    want = metrics.summarize(simple)
+    want = recorded(f"simple-{seed}")
     # every request succeeded: the store's path without index copies, goodput on all three
     kw["goodput_slo_ms"] = {"ttft": 40.0, "tpot": 3.0, "e2el": 200.0}
     kw["within"] = [("ttft", 30.0), ("itl", 10.0), ("e2el", 150.0), ("max_gap", 20.0)]
-    want_kw = metrics.summarize(simple, **kw)
+    want_kw = recorded(f"simple-kw-{seed}")
     assert 0 < want_kw["request_goodput"] < want_kw["request_throughput"]
     # the store's own path: no per-request objects at all when nothing reasoned
     monkeypatch.setattr(metrics, "per_request", None)
     _same(metrics.summarize(RecordStore.of(simple)), want)
-    _same(metrics.summarize(RecordStore.of(simple), **kw), want_kw)
-    _same(metrics.summarize(RecordStore()), metrics.summarize([]))
+    _same(metrics.summarize(simple, **kw), want_kw)
+    _same(metrics.summarize(RecordStore()), recorded("empty"))
+    _same(metrics.summarize([]), recorded("empty"))
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_column_series_equal_the_record_definitions(seed):
+    """The one definition of each per-request latency is Record's (records/record.py); the
+    column store's vectorized series must give the same number for every request: bit for bit
+    for TTFT, E2EL, TPOT, client queue and E2EL from schedule (the same float operations), to
+    1e-9 ms for the gaps (ITL, its largest), which the columns take from exact integer µs. One
+    request a summary: its mean is its value."""
+    recs = [r for r in (on_disk(r) for r in varied(120, seed)) if r.ok
+            and not r.warmup and r.error_kind != "interrupted"]
+    assert len(recs) > 80
+    for r in recs:
+        s = metrics.summarize([r], split_turns=False)
+        assert s["mean_ttft_ms"] == r.ttft * 1000.0
+        assert s["mean_e2el_ms"] == r.e2el * 1000.0
+        assert s["mean_client_queue_ms"] == r.client_queue * 1000.0
+        assert s["mean_e2el_from_schedule_ms"] == r.e2el_from_schedule * 1000.0
+        assert s["mean_tpot_ms"] == (None if r.tpot is None else r.tpot * 1000.0)
+        gaps = r.itls
+        assert s["n_itl"] == len(gaps)
+        if gaps:
+            assert math.isclose(s["max_itl_ms"], max(gaps) * 1000.0, rel_tol=1e-9, abs_tol=1e-9)
+            assert math.isclose(s["min_itl_ms"], min(gaps) * 1000.0, rel_tol=1e-9, abs_tol=1e-9)
+            assert math.isclose(s["mean_max_gap_ms"], max(gaps) * 1000.0, rel_tol=1e-9,
+                                abs_tol=1e-9)
+        # per_request (the step statistics' and the router A/B's scalar path) reads the same
+        p = metrics.per_request(r)
+        assert (p.ttft, p.e2el, p.tpot, p.itls) == (r.ttft, r.e2el, r.tpot, r.itls)
+
+
+def test_latencies_read_from_the_file_equal_the_record_definitions(tmp_path):
+    """results.latencies reads TTFT, E2EL and ITL from requests.jsonl's token_us directly (no
+    Record): the same requests as ``measured`` and the same values as Record's definitions."""
+    from llmbench.records.record import measured
+    from llmbench.results.latencies import read_latencies
+    recs = varied(300, 6)
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in recs), encoding="utf-8")
+    lat = read_latencies(path)
+    plain = measured(on_disk(r) for r in recs)
+    assert len(lat.ok) == len(plain)
+    for i, r in enumerate(plain):
+        assert bool(lat.ok[i]) == (r.ok and bool(r.token_times))
+        if not lat.ok[i]:
+            assert math.isnan(lat.ttft_ms[i])
+            continue
+        assert math.isclose(lat.ttft_ms[i], r.ttft * 1000.0, rel_tol=1e-9, abs_tol=1e-9)
+        assert math.isclose(lat.e2el_ms[i], r.e2el * 1000.0, rel_tol=1e-9, abs_tol=1e-9)
+    want = [g * 1000.0 for r in plain if r.ok and r.token_times for g in r.itls]
+    assert len(lat.itls()) == len(want)
+    assert all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) for a, b in zip(lat.itls(), want))
 
 
 def test_memory_per_request_and_per_token_event_is_bounded():
@@ -306,8 +381,7 @@ def test_columns_of_one_value_cost_nothing_and_read_back_the_same(monkeypatch):
     store.reorder(perm)
     assert [fields(r) for r in store] == [fields(plain[i]) for i in perm]
     kw = dict(percentiles=(50.0, 99.0), within=[("ttft", 30.0)])
-    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw),
-          metrics.summarize(plain, t0=500.0, **kw))
+    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), recorded("one-value-columns"))
 
 
 def test_other_consumers_same_on_store_and_records():
@@ -348,11 +422,9 @@ def test_large_synthetic_workload_is_regenerated_not_held(monkeypatch):
     assert len(lazy.conversations._cache) <= 2
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
-    """Every reply one token per event (the usual case): the store's summary counts the gaps'
-    values instead of holding every gap; percentiles, mean, std, stalls and "within" shares
-    equal the plain Records' (gaps of many repeated and some unique values, a few failures)."""
+def itl_counts_records(seed: int) -> list[Record]:
+    """3,000 plain 12-event replies whose gaps repeat a few values (and some unique ones), a
+    few failures."""
     rng = random.Random(seed)
     recs = []
     for i, r in enumerate(plain_run(3000, k=12)):
@@ -365,17 +437,25 @@ def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
             r.first_token = r.end = None
             r.output_tokens = None
         recs.append(r)
-    plain = [on_disk(r) for r in recs]
+    return recs
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
+    """Every reply one token per event (the usual case): the store's summary counts the gaps'
+    values instead of holding every gap; percentiles, mean, std, stalls and "within" shares
+    equal the Record-object implementation's, which held every gap (recorded)."""
+    recs = itl_counts_records(seed)
     kw = dict(percentiles=(1.0, 50.0, 90.0, 99.0, 99.9), stall_s=0.1,
               within=[("itl", 1.5), ("itl", 25.0), ("itl_per_token", 25.0)])
-    want = metrics.summarize(plain, t0=500.0, **kw)
+    want = recorded(f"itl-counts-{seed}")
     assert want["failed"] > 0 and want["stalls"] > 0
     _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), want)
 
 
-def test_stream_bunching_counts_reads_the_same_on_records_and_on_the_store():
-    """Token events of one network read share its arrival time: a buffered reply's events come
-    in one or a few reads (metrics.stream_bunching), an ordinary one's each in its own."""
+def bunching_records() -> tuple[list[Record], list[Record]]:
+    """Replies whose events came one a read, in one or a few reads, too quickly or too few to
+    judge, several tokens an event, a failure; and a run where most replies were buffered."""
     def rec(i: int, gaps_ms: list[float], ttft_ms: float = 50.0, stream: bool = True) -> Record:
         start = 100.0 + i
         r = Record(f"1-{i}", scheduled=start, start=start, status=200, ok=True,
@@ -396,12 +476,20 @@ def test_stream_bunching_counts_reads_the_same_on_records_and_on_the_store():
     several[0].token_counts = [4] * 10                 # 4 tokens an event: not a buffer
     failed = Record("1-99", scheduled=1.0, start=1.0, status=500, ok=False, error_kind="http_status")
     recs = [on_disk(r) for r in spread + buffered + quick + short + several + [failed]]
+    many = [on_disk(rec(30 + i, [0.0] * 19, 250.0)) for i in range(5)] + recs[:2]
+    return recs, many
+
+
+def test_stream_bunching_counts_reads_the_same_on_records_and_on_the_store():
+    """Token events of one network read share its arrival time: a buffered reply's events come
+    in one or a few reads (metrics._bunching_store), an ordinary one's each in its own."""
+    recs, many = bunching_records()
     want = metrics.summarize(recs)["stream_bunching"]
     assert want == {"requests": 7, "bunched": 2, "share": 2 / 7, "events_per_read_p50": 1.0,
                     "buffered": False}
-    _same(metrics.summarize(RecordStore.of(recs))["stream_bunching"], want)
+    _same(want, recorded("bunching"), exact=True)
+    _same(metrics.summarize(RecordStore.of(recs))["stream_bunching"], want, exact=True)
     # most requests bunched: the run's stream is buffered
-    many = [on_disk(rec(30 + i, [0.0] * 19, 250.0)) for i in range(5)] + recs[:2]
     got = metrics.summarize(RecordStore.of(many))["stream_bunching"]
     assert got["buffered"] is True and got["bunched"] == 5 and got["events_per_read_p50"] == 20.0
-    _same(metrics.summarize(many)["stream_bunching"], got)
+    _same(got, recorded("bunching-many"), exact=True)
