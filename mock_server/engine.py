@@ -73,6 +73,14 @@ class MockConfig:
     # field (chat: reasoning_content, or reasoning for the ollama flavour; native: thinking).
     # They come on top of the answer's length and count in completion_tokens, as vLLM counts them.
     reasoning_tokens: int = 0
+    # -- what agents and RAG send (issue 26) -----------------------------------------------------
+    image_tokens: int = 256             # prefill tokens an image part costs (a vision encoder's)
+    tool_call_share: float = 1.0        # of the requests that offer tools, the share that call one
+    invalid_json_share: float = 0.0     # of the structured-output replies, the share cut invalid
+    embedding_dim: int = 384            # /v1/embeddings: floats per vector
+    embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
+    embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
+    embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
 
     @classmethod
     def field_names(cls) -> set[str]:

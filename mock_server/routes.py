@@ -12,17 +12,20 @@ import copy
 import enum
 import json
 import os
+import random
 import time
 import uuid
+import zlib
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from . import prometheus
+from . import embeddings, prometheus
 from .engine import Engine, QueueFull, Seq, mock_tokens, reply_words
 from .recorder import Recorder
 from .tokenize import add_tokenize_routes
+from .structured import images_in, pieces, reply_json, schema_of, tools_of
 from .shapes import ChatShape, CompletionShape, OllamaShape, ResponsesShape, Shape, _now_iso
 
 perf_counter = time.perf_counter
@@ -159,6 +162,7 @@ class Routes:
         r.add_post("/v1/chat/completions", self.chat)
         r.add_post("/v1/completions", self.completions)
         r.add_post("/v1/responses", self.responses)
+        r.add_post("/v1/embeddings", self.embeddings)
         r.add_get("/api/tags", self.tags)
         r.add_get("/api/ps", self.ps)
         r.add_post("/api/show", self.show)
@@ -301,6 +305,9 @@ class Routes:
     async def responses(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "responses")
 
+    async def embeddings(self, request: web.Request) -> web.Response:
+        return await embeddings.serve(self, request)
+
     async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "ollama_chat")
 
@@ -346,6 +353,11 @@ class Routes:
                 if isinstance(content, list):
                     content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
                 parts.append(f"<|{m['role']}|>{content or ''}")
+            # an image costs prefill like a prompt of image_tokens tokens (a vision encoder's
+            # patches), distinct per image so two images never share a cached prefix
+            for url in images_in(messages):
+                tag = f"img{zlib.crc32(url.encode()):08x}"
+                parts.append(" ".join(f"{tag}_{k}" for k in range(cfg.image_tokens)))
             prompt = "\n".join(parts)
         else:
             prompt = body.get("prompt")
@@ -394,6 +406,31 @@ class Routes:
                 "continuous_usage": bool((body.get("stream_options") or {}).get("continuous_usage_stats"))}
         return model, prompt, n_tokens, bool(stream), opts
 
+    def _plan_reply(self, body: Any, route: str, rid: str, n_tokens: int, opts: dict[str, Any]
+                    ) -> tuple[int, dict[str, Any]]:
+        """A tool call (share tool_call_share of the requests that offer tools) or a JSON reply
+        (a request with a response format; share invalid_json_share cut short): the reply's
+        pieces, as many tokens as the JSON has (the request's max tokens still cut it)."""
+        if not isinstance(body, dict) or route.startswith("ollama") or route == "completions":
+            return n_tokens, opts
+        cfg = self.engine.config
+        rng = random.Random(f"{cfg.seed}-{rid}")
+        tools = tools_of(body)
+        if tools and body.get("tool_choice") != "none" and (
+                body.get("tool_choice") == "required" or rng.random() < cfg.tool_call_share):
+            name, params = tools[rng.randrange(len(tools))]
+            text = reply_json(params, rid)
+            opts = {**opts, "tool": (f"call_{rid}", name), "finish": "tool_calls"}
+        else:
+            schema = schema_of(body, route)
+            if schema is None:
+                return n_tokens, opts
+            text = reply_json(schema, rid, invalid=rng.random() < cfg.invalid_json_share)
+        cut = pieces(text)
+        limit = n_tokens if opts.get("hit_max") else len(cut)
+        opts = {**opts, "pieces": cut, "hit_max": len(cut) > limit}
+        return min(len(cut), limit), opts
+
     def _error(self, route: str, message: str, status: int, param: str | None = None) -> web.Response:
         if route.startswith("ollama"):
             return ollama_error(message, status)
@@ -435,6 +472,7 @@ class Routes:
         if natural and natural < n_tokens and not (
                 honours_ignore_eos and isinstance(body, dict) and body.get("ignore_eos")):
             n_tokens, opts = natural, {**opts, "hit_max": False}   # a fitted EOS length
+        n_tokens, opts = self._plan_reply(body, route, rid, n_tokens, opts)
         shape: Shape
         if route == "chat":
             shape = ChatShape(model, rid, "reasoning" if cfg.flavour == "ollama"
@@ -445,6 +483,8 @@ class Routes:
             shape = ResponsesShape(model, rid)
         else:
             shape = OllamaShape(model, rid, generate=route == "ollama_generate")
+        if opts.get("tool") is not None:
+            shape.tool = opts["tool"]
         log: dict[str, Any] | None = None
         if self.recorder is not None:
             log = {"replica": engine.replica, "request_id": rid, "route": route,
@@ -477,7 +517,7 @@ class Routes:
         n_reason = cfg.reasoning_tokens if shape.reasoning_field else 0
         r_events = (n_reason + chunk - 1) // chunk
         n_events = r_events + max((n_tokens + chunk - 1) // chunk, 1)
-        words = reply_words(shape.rid, n_tokens)
+        words = opts["pieces"][:n_tokens] if opts.get("pieces") else reply_words(shape.rid, n_tokens)
         reason_words = reply_words(shape.rid + "-r", n_reason)
         n_tokens += n_reason
         shape.reasoning_count = n_reason
@@ -485,7 +525,7 @@ class Routes:
                                  "completion_tokens": n_tokens}
         if cfg.prefix_cache:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
-        finish = "length" if opts["hit_max"] else "stop"
+        finish = "length" if opts["hit_max"] else opts.get("finish") or "stop"
         fault_at = engine.rng.randint(1, max(n_events - 1, 1)) if fault else -1
         event_ns: list[int] = []
         resp: web.StreamResponse | None = None

@@ -33,6 +33,7 @@ class Shape:
     reasoning_text = ""            # a whole (non-streamed) reply's reasoning
     reasoning_count = 0            # reasoning tokens of the reply (the Responses usage says it)
     ends_with_done = True          # an error event is followed by [DONE] (OpenAI chat/completions)
+    tool: tuple[str, str] | None = None   # (call id, function name): the reply is a tool call
 
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
@@ -58,6 +59,7 @@ class ChatShape(Shape):
     def __init__(self, model: str, rid: str, reasoning_field: str = "reasoning_content") -> None:
         super().__init__(model, rid)
         self.reasoning_field = reasoning_field     # vLLM, SGLang, llama.cpp; Ollama's /v1: reasoning
+        self._tool_opened = False
         self._head = ('data: {"id":"chatcmpl-%s","object":"chat.completion.chunk","created":%d,'
                       '"model":%s,"choices":[' % (rid, self.created, _dumps(model)))
 
@@ -68,6 +70,14 @@ class ChatShape(Shape):
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
         tail = "]" if usage is None else '],"usage":' + _dumps(usage)
+        if self.tool is not None and not reasoning:
+            call: dict[str, Any] = {"index": 0, "function": {"arguments": text}}
+            if not self._tool_opened:
+                self._tool_opened = True
+                call = {"index": 0, "id": self.tool[0], "type": "function",
+                        "function": {"name": self.tool[1], "arguments": text}}
+            return (self._head + '{"index":0,"delta":{"tool_calls":[%s]},"logprobs":null,'
+                    '"finish_reason":null}%s}\n\n' % (_dumps(call), tail)).encode()
         field = self.reasoning_field if reasoning else "content"
         return (self._head + '{"index":0,"delta":{"%s":%s},"logprobs":null,'
                 '"finish_reason":null}%s}\n\n' % (field, _dumps(text), tail)).encode()
@@ -82,10 +92,14 @@ class ChatShape(Shape):
 
     def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
               ) -> dict[str, Any]:
+        calls = [] if self.tool is None else [
+            {"id": self.tool[0], "type": "function",
+             "function": {"name": self.tool[1], "arguments": text}}]
         return {"id": f"chatcmpl-{self.rid}", "object": "chat.completion", "created": self.created,
                 "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                     "tool_calls": [],
+                "choices": [{"index": 0, "message": {"role": "assistant",
+                                                     "content": None if calls else text,
+                                                     "tool_calls": calls,
                                                      **({self.reasoning_field: self.reasoning_text}
                                                         if self.reasoning_text else {})},
                              "logprobs": None, "finish_reason": finish, "stop_reason": None}],
@@ -213,6 +227,9 @@ class ResponsesShape(Shape):
         if self._reasoning:
             items.append({"id": f"rs_{self.rid}", "type": "reasoning", "summary": [],
                           "content": [{"type": "reasoning_text", "text": "".join(self._reasoning)}]})
+        if self.tool is not None:
+            items.append(self._tool_item("completed"))
+            return items
         items.append({"id": f"msg_{self.rid}", "type": "message", "status": "completed",
                       "role": "assistant",
                       "content": [{"type": "output_text", "text": "".join(self._text),
@@ -230,9 +247,26 @@ class ResponsesShape(Shape):
                             content_index=0, text="".join(self._reasoning))
                 + self._event("response.output_item.done", output_index=0, item=item))
 
+    def _tool_item(self, status: str) -> dict[str, Any]:
+        assert self.tool is not None
+        return {"id": f"fc_{self.rid}", "type": "function_call", "status": status,
+                "call_id": self.tool[0], "name": self.tool[1], "arguments": "".join(self._text)}
+
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
         out = ""
+        if self.tool is not None and not reasoning:
+            index = 1 if self._reasoning else 0
+            if self._phase != "text":
+                if self._phase == "reasoning":
+                    out += self._close_reasoning()
+                self._phase = "text"
+                out += self._event("response.output_item.added", output_index=index,
+                                   item=self._tool_item("in_progress"))
+            self._text.append(text)
+            out += self._event("response.function_call_arguments.delta", item_id=f"fc_{self.rid}",
+                               output_index=index, delta=text)
+            return out.encode()
         if reasoning:
             if self._phase is None:
                 self._phase = "reasoning"
@@ -265,6 +299,14 @@ class ResponsesShape(Shape):
         items = self._items()
         message = items[-1]
         index = len(items) - 1
+        status = "incomplete" if finish == "length" else "completed"
+        if self.tool is not None:
+            out = (self._event("response.function_call_arguments.done", item_id=message["id"],
+                               output_index=index, arguments=message["arguments"])
+                   + self._event("response.output_item.done", output_index=index, item=message)
+                   + self._event(f"response.{status}",
+                                 response=self._response(status, items, self._usage(usage))))
+            return out.encode()
         out = (self._event("response.output_text.done", item_id=message["id"],
                            output_index=index, content_index=0, text="".join(self._text))
                + self._event("response.content_part.done", item_id=message["id"],
