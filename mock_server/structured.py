@@ -103,10 +103,12 @@ def tools_of(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def images_in(messages: Any) -> list[str]:
-    """The images of a message list's content arrays (chat's image_url parts, the Responses
-    API's input_image parts), as their URLs (data URIs included)."""
+    """The images of a message list: chat's image_url parts, the Responses API's input_image
+    parts (as their URLs, data URIs included) and Ollama's images field (base64)."""
     found = []
     for m in messages if isinstance(messages, list) else ():
+        if isinstance(m, dict) and isinstance(m.get("images"), list):     # Ollama's native chat
+            found.extend(str(img) for img in m["images"])
         content = m.get("content") if isinstance(m, dict) else None
         for part in content if isinstance(content, list) else ():
             if not isinstance(part, dict):

@@ -37,6 +37,9 @@ class WireFormat:
     models_path: str = "/models"
     # What ends a stream cleanly, for the "stream cut" message.
     end_marker: str = "[DONE]"
+    # Takes images with a user turn (--images, datasets with image parts): chat, responses and
+    # Ollama's chat do; prompt-text APIs (completions, TGI's generate) do not.
+    images: bool = False
 
     def make_framer(self) -> SseFramer | NdjsonFramer:
         return SseFramer() if self.framing == "sse" else NdjsonFramer()

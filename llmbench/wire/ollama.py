@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
@@ -13,6 +14,28 @@ TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_e
                "eval_count", "eval_duration")
 
 
+@lru_cache(maxsize=256)
+def _base64_of(uri: str) -> str:
+    """A data URI's base64 payload (what Ollama's images field takes); a string's hash is kept
+    by the string, so a pool image costs one slice for the whole run."""
+    return uri.split(",", 1)[1] if uri.startswith("data:") else uri
+
+
+def _native(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content parts (text + image_url) as Ollama's message: content text + images (base64)."""
+    out = messages
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if isinstance(content, list):
+            if out is messages:
+                out = list(messages)
+            out[i] = {"role": m["role"],
+                      "content": "".join(p.get("text", "") for p in content if p.get("type") == "text"),
+                      "images": [_base64_of(p["image_url"]["url"]) for p in content
+                                 if p.get("type") == "image_url"]}
+    return out
+
+
 def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
               params: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {}
@@ -20,7 +43,7 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
         options["num_predict"] = max_tokens
     if params.get("temperature") is not None:
         options["temperature"] = params["temperature"]
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
+    body: dict[str, Any] = {"model": model, "messages": _native(messages), "stream": stream}
     extra = dict(params.get("extra_body") or {})
     options.update(extra.pop("options", {}) or {})
     if options:
@@ -75,5 +98,5 @@ CHAT = WireFormat(
     name="ollama", summary="Ollama's native API (POST <root>/api/chat, NDJSON)",
     endpoint="/api/chat", body=chat_body, classify=classify, parse_full=parse_full,
     framing="ndjson", url_suffixes=("/api/chat", "/api/generate"), claims_base=_claims_root,
-    models_path="/api/tags", end_marker="done:true")
+    models_path="/api/tags", end_marker="done:true", images=True)
 FORMATS = (CHAT,)

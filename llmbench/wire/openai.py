@@ -41,11 +41,19 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
     return _apply_common(body, stream, params)
 
 
+def text_of(content: Any) -> str:
+    """A message's text: the string, or the text parts of a content list (the plan refuses
+    images for the text-only APIs before any request, so none is dropped here)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
 def messages_to_prompt(messages: list[dict[str, str]]) -> str:
     """The completions API takes text: a single user turn is sent as is, history as a transcript."""
     if len(messages) == 1:
-        return messages[0]["content"]
-    lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+        return text_of(messages[0]["content"])
+    lines = [f"{m['role'].capitalize()}: {text_of(m['content'])}" for m in messages]
     return "\n\n".join(lines) + "\n\nAssistant:"
 
 
@@ -165,7 +173,7 @@ CHAT = WireFormat(
     name="openai-chat", summary="OpenAI chat completions (POST <base>/chat/completions)",
     endpoint="/chat/completions", body=chat_body, classify=classify_chat,
     parse_full=lambda obj: parse_full("openai-chat", obj), root_path="/v1",
-    url_suffixes=("/chat/completions",), claims_base=_claims_v1)
+    url_suffixes=("/chat/completions",), claims_base=_claims_v1, images=True)
 COMPLETIONS = WireFormat(
     name="openai", summary="OpenAI completions (POST <base>/completions)",
     endpoint="/completions", body=completions_body, classify=classify_completion,

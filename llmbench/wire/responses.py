@@ -36,9 +36,24 @@ _ENDS = frozenset(("response.completed", "response.incomplete"))
 _FAILS = frozenset(("response.failed", "error"))
 
 
-def body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
+def _input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as Responses input items: content parts become input_text/input_image."""
+    out = messages
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if isinstance(content, list):
+            if out is messages:
+                out = list(messages)
+            out[i] = {**m, "content": [
+                {"type": "input_image", "image_url": p["image_url"]["url"]}
+                if p.get("type") == "image_url" else
+                {"type": "input_text", "text": p.get("text", "")} for p in content]}
+    return out
+
+
+def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, stream: bool,
          params: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"model": model, "input": messages}
+    out: dict[str, Any] = {"model": model, "input": _input(messages)}
     if max_tokens is not None:
         out["max_output_tokens"] = max_tokens
     if stream:
@@ -146,5 +161,6 @@ def parse_full(obj: dict[str, Any]) -> Event:
 RESPONSES = WireFormat(
     name="responses", summary="OpenAI Responses API (POST <base>/responses)",
     endpoint="/responses", body=body, classify=classify, parse_full=parse_full,
-    root_path="/v1", url_suffixes=("/responses",), end_marker="response.completed")
+    root_path="/v1", url_suffixes=("/responses",), end_marker="response.completed",
+    images=True)
 FORMATS = (RESPONSES,)

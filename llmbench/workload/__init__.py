@@ -9,12 +9,13 @@ import os
 from dataclasses import dataclass, field
 
 from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations, sharegpt_single_turn
+from llmbench.workload.images import ImageSpec
 from llmbench.workload.model import Conversation, Turn, Workload, messages_for
 from llmbench.workload.synthetic import synthetic, vllm_random
 from llmbench.workload.server_tokenizer import ServerTokenizeError
 from llmbench.workload.tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
-__all__ = ["Conversation", "DatasetError", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
+__all__ = ["Conversation", "DatasetError", "ImageSpec", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
            "Workload", "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for",
            "parse_range"]
 
@@ -57,6 +58,7 @@ class WorkloadSpec:
     tokenizer: str | None = None
     prefix_hit_ratio: float | None = None   # aim the workload at this prefix-cache hit ratio
     cache_block_tokens: int = 16            # the server's cache block (vLLM: 16)
+    images: "ImageSpec | None" = None       # --images: images on every user turn
 
 
 def _format_of(spec: WorkloadSpec) -> str:
@@ -156,6 +158,11 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
         if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
             convs = [Conversation(c.id, tuple(Turn(t.user, spec.output_tokens[1], t.prompt_tokens)
                                               for t in c.turns), c.system) for c in convs]
+    if spec.images is not None:
+        from llmbench.workload.images import ImagePool, WithImages
+        pool = ImagePool(spec.images)
+        convs = WithImages(convs, pool)
+        params["images"] = spec.images.describe()
     if tok.note:
         warnings.append(tok.note)
     info = tok.describe()

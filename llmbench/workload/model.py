@@ -12,7 +12,9 @@ from typing import Any
 class Turn:
     user: str
     max_tokens: int | None = None
-    prompt_tokens: int | None = None     # the client's count of this turn's text
+    prompt_tokens: int | None = None     # the client's count of this turn's text (images not
+                                         # counted: only the server's usage counts them)
+    images: tuple[str, ...] = ()         # image URLs (data URIs) sent with the text (--images)
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,16 @@ class Workload:
         h = hashlib.sha256()
         head = {"tokenizer": self.tokenizer, "seed": self.seed, "params": self.params}
         h.update(json.dumps(head, sort_keys=True).encode())
+        seen: dict[int, bytes] = {}          # the images of a run are a small shared pool
         for c in self.conversations:
             h.update(b"\x00C" + (c.system or "").encode())
             for t in c.turns:
                 h.update(b"\x00T" + t.user.encode() + b"\x00" + str(t.max_tokens).encode())
+                for u in t.images:
+                    d = seen.get(id(u))
+                    if d is None:
+                        d = seen[id(u)] = hashlib.sha256(u.encode()).digest()
+                    h.update(b"\x00I" + d)
         return h.hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
@@ -57,13 +65,22 @@ class Workload:
                 **({"prefix_hit": self.prefix} if self.prefix else {})}
 
 
-def messages_for(conv: Conversation, turn: int, replies: list[str]) -> list[dict[str, str]]:
-    """The whole history a person would send at ``turn``: earlier turns with the real replies."""
-    msgs: list[dict[str, str]] = []
+def user_content(t: Turn) -> Any:
+    """A user turn's content: its text, or (with images) the chat API's content parts."""
+    if not t.images:
+        return t.user
+    return [{"type": "text", "text": t.user}] + [
+        {"type": "image_url", "image_url": {"url": u}} for u in t.images]
+
+
+def messages_for(conv: Conversation, turn: int, replies: list[str]) -> list[dict[str, Any]]:
+    """The whole history a person would send at ``turn``: earlier turns with the real replies
+    (and their images: a chat client sends the whole conversation again)."""
+    msgs: list[dict[str, Any]] = []
     if conv.system:
         msgs.append({"role": "system", "content": conv.system})
     for i in range(turn):
-        msgs.append({"role": "user", "content": conv.turns[i].user})
+        msgs.append({"role": "user", "content": user_content(conv.turns[i])})
         msgs.append({"role": "assistant", "content": replies[i] if i < len(replies) else ""})
-    msgs.append({"role": "user", "content": conv.turns[turn].user})
+    msgs.append({"role": "user", "content": user_content(conv.turns[turn])})
     return msgs
