@@ -127,6 +127,10 @@ class Harness:
     # command) that gets every finished record (``observe``, the only call on the loop) and
     # reads the live state through ``gauges`` when scraped; its port is open while the load runs
     metrics: Any = None
+    # The live view on a terminal (llmbench.report.live.LiveBoard, handed in by the command):
+    # gets every finished record (``observe``) and draws several rows a second in place; without
+    # a terminal, or without a board, the one-line live_line is printed instead
+    board: Any = None
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -199,9 +203,12 @@ class Harness:
         if self.keep_texts:
             for s in sessions.values():
                 s.texts = self.texts            # reply texts only when they will be written
-        if self.metrics is not None:
+        watchers = [w.observe for w in (self.metrics, self.board) if w is not None]
+        if watchers:
+            hook = watchers[0] if len(watchers) == 1 else (
+                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec)))
             for s in sessions.values():
-                s.on_record = self.metrics.observe      # also records from workers (coordinator)
+                s.on_record = hook          # records from workers too (the coordinator calls it)
         monitor = LoopMonitor()
         live = LiveState()
         fleet = self.fleet
@@ -261,7 +268,8 @@ class Harness:
                                            if self.run_dir else None)))
         if self.metrics is not None:
             self.metrics.gauges = lambda: self._gauges(sessions, live, view)
-        printer = loop.create_task(self._live(sessions, live, view)) if self.live_line else None
+        printer = loop.create_task(self._live(sessions, live, view)) \
+            if self.live_line or self.board is not None else None
         if printer is not None:
             own.add(printer)
         t0_epoch, t0_perf = self.started_at, self.t0_perf = time.time(), perf_counter()
@@ -279,6 +287,8 @@ class Harness:
         finally:
             if printer is not None:
                 printer.cancel()
+                # the live view clears its rows before anything else is printed
+                await asyncio.wait({printer}, timeout=2.0)
             probe_stop.set()
             for t in own - {printer}:
                 try:
@@ -312,9 +322,13 @@ class Harness:
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
                     monitor: Any) -> None:
-        assert self.live_line is not None
         show = self.show_progress()
         tty = sys.stderr.isatty()
+        if show and tty and self.board is not None:
+            await self._board(sessions, live, monitor)
+            return
+        if self.live_line is None:
+            return
         start = perf_counter()
         last_events = 0
         while True:
@@ -338,6 +352,33 @@ class Harness:
                 text = fit_width(text, shutil.get_terminal_size((80, 24)).columns)
             sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
             sys.stderr.flush()
+
+    async def _board(self, sessions: dict[str, Session], live: LiveState, monitor: Any) -> None:
+        """The multi-row live view, drawn in place by rich once a second and cleared when the
+        run ends (cancelled with the printer task)."""
+        from rich.console import Console
+        from rich.live import Live
+        console = Console(file=sys.stderr, highlight=False)
+        start = perf_counter()
+        last_events = 0
+        with Live(console=console, auto_refresh=False, transient=True) as screen:
+            try:
+                while True:
+                    await asyncio.sleep(1.0)
+                    total = Counters()
+                    recent: list[tuple[float, float]] = []
+                    for s in sessions.values():
+                        for k in total.__dataclass_fields__:
+                            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+                        recent.extend(s.recent_ttft)
+                    now = perf_counter()
+                    view = LiveView(total, live, monitor.latest, recent,
+                                    total.events - last_events, now)
+                    last_events = total.events
+                    width = shutil.get_terminal_size((80, 24)).columns
+                    screen.update(self.board.render(view, now - start, width), refresh=True)
+            finally:
+                screen.update("", refresh=True)
 
     # -- preflight ------------------------------------------------------------------------
     async def _interruptible(self, coro: Any) -> None:

@@ -1,0 +1,158 @@
+"""The live view on a terminal: what the run is doing, redrawn once a second, gone at the end.
+
+    ramp  step 2/4 hold  4 users   [#########...........]  9s of 20s  ETA 51s
+    TTFT p50 183 ms  p95 412 ms  ITL p95 21.3 ms   this step: 38 done
+    ~950 tok/s  done 120  failed 2 (timeout_idle 1, http_status 1)  in flight 4
+    generator: lag p99 0.4 ms  CPU 23%  send delay p99 0.3 ms
+
+Numbers are the summary's definitions over this step's finished requests so far (TTFT, every
+inter-token gap), so the live p95 and the report's cannot disagree in kind. Like the Prometheus
+exporter, the event loop only appends each finished record to a deque; the percentiles are
+computed at the redraw. Every row is cut to the terminal's width (80 columns fit), drawn with
+rich in place, and cleared when the run ends (transient), so the report that follows starts on a
+clean screen. Without a terminal the harness prints its one-line form instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llmbench.records.record import Record
+from llmbench.report.console import fmt_ms
+
+MAX_GAPS = 50_000           # inter-token gaps kept per step for its p95 (the newest)
+BAR = 20
+
+
+def _pct(values: Any, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def _duration(s: float | None) -> str:
+    if s is None or s < 0:
+        return "?"
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+@dataclass
+class _Step:
+    started: float
+    ttft: list[float] = field(default_factory=list)
+    gaps: deque = field(default_factory=lambda: deque(maxlen=MAX_GAPS))
+    done: int = 0
+
+
+@dataclass
+class LiveBoard:
+    """``kind``: run | ramp | probe. A ramp passes its steps and each step's planned seconds
+    (ramp-in + hold); a run its planned requests or seconds; the progress bar and ETA follow."""
+
+    kind: str = "run"
+    unit: str = "users"
+    n_steps: int | None = None
+    step_s: float | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    _pending: deque = field(default_factory=deque)
+    _steps: dict[int, _Step] = field(default_factory=dict)
+    _errors: Counter = field(default_factory=Counter)
+    _send: deque = field(default_factory=lambda: deque(maxlen=2000))
+    _current: int | None = None
+
+    # -- on the event loop ---------------------------------------------------------------------
+    def observe(self, rec: Record) -> None:
+        self._pending.append(rec)
+
+    # -- at a redraw ---------------------------------------------------------------------------
+    def _drain(self, now: float) -> None:
+        while self._pending:
+            rec = self._pending.popleft()
+            if rec.warmup or rec.error_kind == "interrupted":
+                continue
+            st = self._steps.get(rec.step if rec.step is not None else -1)
+            if st is None:
+                st = self._steps[rec.step if rec.step is not None else -1] = _Step(now)
+            st.done += 1
+            if rec.send_delay is not None:
+                self._send.append(rec.send_delay)
+            if not rec.ok:
+                self._errors[rec.error_kind or "error"] += 1
+                continue
+            if rec.ttft is not None:
+                st.ttft.append(rec.ttft)
+            times = rec.token_times
+            st.gaps.extend(times[i] - times[i - 1] for i in range(1, len(times)))
+
+    def lines(self, view: Any, elapsed_s: float) -> list[str]:
+        """The view's rows as plain text (what ``render`` draws)."""
+        now = view.now
+        self._drain(now)
+        live, c, m = view.live, view.counters, view.monitor
+        step = live.step
+        key = step if step is not None else -1
+        if key not in self._steps:
+            self._steps[key] = _Step(now)
+        st = self._steps[key]
+        if self._current != key:
+            self._current = key
+            st.started = min(st.started, now)
+        head, done_share, eta = self._progress(view, elapsed_s, st)
+        bar = ""
+        if done_share is not None:
+            filled = int(round(max(0.0, min(1.0, done_share)) * BAR))
+            bar = f"[{'#' * filled}{'.' * (BAR - filled)}]"
+        rows = [f"{head}  {bar}  {eta}".rstrip()]
+        p50, p95 = _pct(st.ttft, 50), _pct(st.ttft, 95)
+        itl95 = _pct(np.fromiter(st.gaps, float, len(st.gaps)), 95) if st.gaps else None
+        scope = "this step" if step is not None else "so far"
+        rows.append(f"TTFT p50 {fmt_ms(None if p50 is None else p50 * 1000)}  "
+                    f"p95 {fmt_ms(None if p95 is None else p95 * 1000)}  "
+                    f"ITL p95 {fmt_ms(None if itl95 is None else itl95 * 1000)}   "
+                    f"{scope}: {st.done} done")
+        errs = ", ".join(f"{k} {n}" for k, n in self._errors.most_common(3))
+        rows.append(f"~{view.events_last_s} tok/s  done {c.done}  failed {c.failed}"
+                    + (f" ({errs})" if errs else "") + f"  in flight {c.in_flight}")
+        gen = "generator:"
+        if m is not None:
+            gen += f" lag p99 {m.lag_p99_ms:.1f} ms  CPU {m.cpu_pct:.0f}%"
+        if self._send:
+            gen += f"  send delay p99 {fmt_ms(_pct(np.fromiter(self._send, float, len(self._send)), 99) * 1000)}"
+        rows.append(gen)
+        return rows
+
+    def _progress(self, view: Any, elapsed_s: float, st: _Step) -> tuple[str, float | None, str]:
+        live = view.live
+        if self.kind in ("ramp", "probe") and self.n_steps:
+            step = live.step if live.step is not None else 0
+            where = (f"{live.users}/{live.load:g} users" if self.unit == "users"
+                     else f"{live.load:g} req/s")
+            head = f"{self.kind}  step {step + 1}/{self.n_steps} {live.phase or 'ramp-in'}  {where}"
+            if not self.step_s:
+                return head, None, ""
+            in_step = max(view.now - st.started, 0.0)
+            share = in_step / self.step_s
+            left = max(self.step_s - in_step, 0.0) + (self.n_steps - step - 1) * self.step_s
+            return head, share, f"{_duration(in_step)} of {_duration(self.step_s)}  ETA {_duration(left)}"
+        head = f"{self.kind}  {_duration(elapsed_s)}"
+        if self.requests:
+            share = view.counters.done / self.requests
+            rate = view.counters.done / elapsed_s if elapsed_s > 0 else 0.0
+            left = (self.requests - view.counters.done) / rate if rate > 0 else None
+            return head, share, f"{view.counters.done}/{self.requests}  ETA {_duration(left)}"
+        if self.duration_s:
+            return self.kind, elapsed_s / self.duration_s, \
+                f"{_duration(elapsed_s)} of {_duration(self.duration_s)}  " \
+                f"ETA {_duration(self.duration_s - elapsed_s)}"
+        return head, None, ""
+
+    def render(self, view: Any, elapsed_s: float, width: int) -> Any:
+        """The rows as a rich renderable, each cut to ``width`` (never wrapped)."""
+        from rich.text import Text
+        rows = [r if len(r) < width else r[: max(width - 2, 1)] + "…" for r in self.lines(view, elapsed_s)]
+        return Text("\n".join(rows), no_wrap=True, overflow="crop")
