@@ -14,5 +14,56 @@ EXIT_INTERRUPTED = 130
 EXIT_THRESHOLD = 99
 
 
-class UsageError(Exception):
-    """A bad flag value; the message is one line for the user."""
+class LlmbenchError(Exception):
+    """Every failure llmbench reports to a library caller; ``exit_code`` is what the command
+    line exits with for it, ``str(exc)`` the one line it prints after ``error:``."""
+
+    exit_code = 1
+
+
+class UsageError(LlmbenchError):
+    """A bad option value (a flag, a keyword of the Python API, a key of a --config file); the
+    message is one line for the user, the same one the command line prints."""
+
+    exit_code = EXIT_USAGE
+
+
+class ServerUnreachable(LlmbenchError):
+    """The server did not answer (refused connection, DNS, timeout, wrong URL or model), before
+    anything was measured."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class ServerRefused(LlmbenchError):
+    """The server answered but refused the work (authentication, a bad request) before anything
+    was measured."""
+
+    exit_code = EXIT_REFUSED
+
+
+class CommandFailed(LlmbenchError):
+    """Any other failure with its exit code (a Ray cluster that cannot be joined, a mock that
+    cannot listen)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class RunFailed(LlmbenchError):
+    """A run that started but did not end as a result: the results could not be written, it was
+    interrupted, or a worker process died. ``run`` is what was measured (a ``Run``, or None)."""
+
+    def __init__(self, message: str, exit_code: int, run: object = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.run = run
+
+
+def failure(message: str, exit_code: int) -> LlmbenchError:
+    """The exception for a failure the command line reports as ``message`` and ``exit_code``."""
+    kinds = {EXIT_USAGE: UsageError, EXIT_UNREACHABLE: ServerUnreachable,
+             EXIT_REFUSED: ServerRefused}
+    cls = kinds.get(exit_code)
+    return cls(message) if cls is not None else CommandFailed(message, exit_code)
