@@ -22,6 +22,17 @@ from llmbench.workload import Workload
 
 
 @dataclass
+class Done:
+    """What a finished command leaves: its run.json (None if nothing was measured), the exit
+    code, and the folder (``sweep`` and the Python API read all three)."""
+
+    run: dict[str, Any] | None
+    code: int
+    run_dir: Path | None
+    error: str | None = None         # nothing measured: why (the line printed after "error:")
+
+
+@dataclass
 class Common:
     """The parts of a plan every command has (from the target, workload, request and output
     option groups)."""
@@ -39,6 +50,9 @@ class Common:
     workers: int | str = 1                 # --workers N|auto (1: this process only)
     tokenizer: str | None = None           # the --tokenizer spec, rebuilt in each worker
     ray: Any = None                        # --ray: the joined cluster (workers.ray_launcher)
+    # the options that made this plan, written to the run folder as config.toml so that
+    # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
+    replay: dict[str, Any] | None = None
 
     @property
     def label(self) -> str | None:
@@ -86,11 +100,15 @@ class Common:
 
 
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
-                  labels: dict[str, str]) -> None:
+                  labels: dict[str, str], replay: dict[str, Any] | None = None) -> None:
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
-    a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl."""
+    a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
+    config.toml beside it replays the command (``--config``)."""
     RunDoc(kind, "running", time.time(), {"target": target.describe(), **config}, labels,
            body={"pid": os.getpid()}).write(run_dir)
+    if run_dir is not None and replay is not None:
+        from llmbench.commands.config import write_replay
+        write_replay(run_dir / "config.toml", kind, replay)
 
 
 def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
@@ -101,6 +119,12 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     RunDoc(kind, status, time.time(), {"target": target.describe()},
            body={"error": message}).write(run_dir)
     return exc.exit_code
+
+
+def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> Done:
+    """``report_failed``, as the Done of a command that measured nothing."""
+    code = report_failed(exc, run_dir, kind, target)
+    return Done(None, code, run_dir, target.redact(str(exc)) or "")
 
 
 def write_run(doc: RunDoc, run_dir: Path | None, outcome: Outcome) -> dict[str, Any]:

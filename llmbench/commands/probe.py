@@ -16,7 +16,7 @@ from llmbench.results.folder import RunDoc
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, incomplete_line, lost_workers, print_closing, report_failed, write_started
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_started
 
 
 @dataclass
@@ -112,15 +112,20 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
 
 
 def execute(plan: ProbePlan) -> int:
+    return perform(plan).code
+
+
+def perform(plan: ProbePlan) -> Done:
+    """The probe command: its run.json, exit code and folder."""
     c = plan.common
     run_dir = c.run_dir("probe")
     write_started(run_dir, "probe", c.target,
                   {"router": c.target.describe(), "direct": plan.direct.describe(),
-                   "steps": plan.shape.steps}, c.labels)
+                   "steps": plan.shape.steps}, c.labels, c.replay)
     try:
         run, interrupted = measure(plan, run_dir)
     except PreflightError as exc:
-        return report_failed(exc, run_dir, "probe", c.target)
+        return failed(exc, run_dir, "probe", c.target)
     print("(* = the 95% interval excludes zero and the difference is at least 1 ms or 2%: "
           "real, not noise)")
     steps = run["steps"]
@@ -152,4 +157,4 @@ def execute(plan: ProbePlan) -> int:
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
                   run_dir)
-    return code
+    return Done(run, code, run_dir)

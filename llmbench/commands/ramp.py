@@ -22,7 +22,7 @@ from llmbench.load.shapes import Ramp, StepResult, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, incomplete_line, lost_workers, print_closing, report_failed, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -36,14 +36,7 @@ class RampPlan:
     repeat: dict[str, Any] | None = None    # --repeat: which repeat this is, and those done
 
 
-@dataclass
-class RampDone:
-    """What a finished ramp command leaves: its run.json (None if nothing was measured), the
-    exit code, and the folder (``sweep`` reads all three)."""
-
-    run: dict[str, Any] | None
-    code: int
-    run_dir: Path | None
+RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
 
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
@@ -248,7 +241,7 @@ def perform(r: RampPlan, repeat: int = 1,
     run_dir = c.run_dir("ramp")
     write_started(run_dir, "ramp", c.target,
                   {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
-                  c.labels)
+                  c.labels, c.replay)
     runs: list[tuple[RampPlan, dict[str, Any], int]] = []
     for k in range(repeat):
         plan = r if k == 0 or next_plan is None else next_plan(k)
@@ -260,7 +253,7 @@ def perform(r: RampPlan, repeat: int = 1,
             run, code = measure(plan, run_dir)
         except PreflightError as exc:
             if not runs:
-                return RampDone(None, report_failed(exc, run_dir, "ramp", c.target), run_dir)
+                return failed(exc, run_dir, "ramp", c.target)
             print(f"error: repeat {k + 1}: {c.target.redact(str(exc))}; keeping the "
                   f"{len(runs)} repeat(s) done", file=sys.stderr)
             break

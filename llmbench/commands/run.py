@@ -18,7 +18,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, incomplete_line, print_closing, report_failed, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -171,16 +171,22 @@ def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: d
 
 
 def execute(plan: RunPlan) -> int:
+    return perform(plan).code
+
+
+def perform(plan: RunPlan) -> Done:
+    """The run command: measure, print, report; its run.json, exit code and folder."""
     c = plan.common
     run_dir = c.run_dir("run")
     load = _load_config(plan.shape)
     write_started(run_dir, "run", c.target,
                   {"load": {k: load[k] for k in ("concurrency", "rate", "max_concurrency",
-                                                 "requests", "duration_s", "warmup")}}, c.labels)
+                                                 "requests", "duration_s", "warmup")}}, c.labels,
+                  c.replay)
     try:
         run, code, (outcome, texts) = measure(plan, run_dir)
     except PreflightError as exc:
-        return report_failed(exc, run_dir, "run", c.target)
+        return failed(exc, run_dir, "run", c.target)
     s = run["summary"]
     shape = plan.shape
     print(console.vllm_summary(s, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
@@ -208,4 +214,4 @@ def execute(plan: RunPlan) -> int:
         print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
-    return code
+    return Done(run, code, run_dir)

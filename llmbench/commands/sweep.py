@@ -30,6 +30,7 @@ from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import clean_nan, environment, new_run_dir, write_json
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
+from llmbench.commands.common import Done
 from llmbench.commands.ramp import RampDone, held_of
 
 SCHEMA_VERSION = 1
@@ -110,6 +111,8 @@ class SweepPlan:
     config: dict[str, Any] = field(default_factory=dict)
     # make_target's network keywords (--endpoint, --redact; proxy and TLS), as the ramps get
     target_options: dict[str, Any] = field(default_factory=dict)
+    # the sweep's options for its folder's config.toml (spec.replay_of; secrets left out)
+    replay: dict[str, Any] | None = None
 
     def server_command(self) -> str | list[str] | None:
         if self.mode == "serve":
@@ -389,6 +392,11 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def execute(plan: SweepPlan) -> int:
+    return perform(plan).code
+
+
+def perform(plan: SweepPlan) -> Done:
+    """The sweep command: its sweep.json (as ``run``), exit code and folder."""
     points = grid(plan.settings)
     first_url = fill(plan.url_template(), points[0], 1, quote=False)
     # a bad --url or --header: one line (exit 2) before any server starts
@@ -405,6 +413,9 @@ def execute(plan: SweepPlan) -> int:
     def save() -> None:
         write_json(sweep_dir / "sweep.json", clean_nan(doc))
     save()
+    if plan.replay is not None:
+        from llmbench.commands.config import write_replay
+        write_replay(sweep_dir / "config.toml", "sweep", plan.replay)
     print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
           f"folder {sweep_dir}", flush=True)
     interrupted = False
@@ -421,7 +432,7 @@ def execute(plan: SweepPlan) -> int:
             doc["results"][-1]["status"] = "interrupted"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    return _finish(plan, sweep_dir, doc, interrupted, save)
+    return Done(doc, _finish(plan, sweep_dir, doc, interrupted, save), sweep_dir)
 
 
 def name_of_settings(settings: dict[str, list[str]]) -> str:

@@ -94,12 +94,12 @@ def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_fact
 
 
 def _declared_options() -> list[tuple[str, str]]:
-    """(option name, where) for every typer.Option written in cli/app.py and cli/options.py: a
+    """(option name, where) for every option declared in cli/app.py, cli/options.py and where
+    the declarations moved for the Python API (commands/options.py, commands/spec.py): a
     module-level alias or a group field counts once however many commands use it. The mock's
-    flags configure a server, not a load, and are left out."""
+    flags configure a server, not a load, and are left out (mock_server/cli.py)."""
     import ast
-    from pathlib import Path
-    root = ROOT / "llmbench" / "cli"
+    root = ROOT / "llmbench"
     out = []
 
     def names(call: ast.Call, param: str) -> list[str]:
@@ -113,7 +113,7 @@ def _declared_options() -> list[tuple[str, str]]:
             (isinstance(c.func, ast.Attribute) and c.func.attr == "Option")
             or (isinstance(c.func, ast.Name) and c.func.id == "_opt"))]
 
-    for file in ("app.py", "options.py"):
+    for file in ("cli/app.py", "cli/options.py", "commands/options.py", "commands/spec.py"):
         tree = ast.parse((root / file).read_text())
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1:      # an alias

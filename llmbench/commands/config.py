@@ -1,0 +1,157 @@
+"""--config FILE: options from a TOML, YAML or JSON file; and config.toml, the file every run
+folder holds to replay its command (``llmbench run --config RUN/config.toml``).
+
+A file is one table of option names to values. A name may be written as on the command line or
+in snake_case, with or without its leading dashes (``--max-tokens``, ``max_tokens``); what the
+names mean and whether the values fit is the command's business (llmbench/cli/config.py checks
+them against the command's own options). Secrets are never written into config.toml: the
+values of the options in ``results.folder.SECRET_FLAGS`` (--api-key, --header, --redact) are
+left out, and URLs lose their user:password@ part and secret query values, as in the command
+line run.json keeps (``scrub_argv``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from llmbench.errors import UsageError
+
+FORMATS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
+
+
+def normalize(key: str) -> str:
+    """'--max-tokens', 'max-tokens', 'max_tokens' -> 'max_tokens'."""
+    return str(key).strip().lstrip("-").replace("-", "_")
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The file's table: {normalized key: value}; one line naming the file when it cannot be
+    read or parsed, or when it is not one table of options."""
+    p = Path(path)
+    kind = FORMATS.get(p.suffix.lower())
+    if kind is None:
+        raise UsageError(f"--config {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
+                         "file .toml, .yaml, .yml or .json")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--config {p}: {exc.strerror or exc}; check the path")
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {p}: not UTF-8 text")
+    try:
+        if kind == "TOML":
+            doc = _toml().loads(text)
+        elif kind == "YAML":
+            doc = _yaml().safe_load(text)
+        else:
+            doc = json.loads(text)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each parser has its own error class
+        first = " ".join(str(exc).split())[:200]
+        raise UsageError(f"--config {p}: not valid {kind} ({first}); fix the file")
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"--config {p}: expected a table of option names to values, "
+                         f"got a {type(doc).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        name = normalize(k)
+        if name in out:
+            raise UsageError(f"--config {p}: key {k!r} is given twice (as {name})")
+        out[name] = v
+    return out
+
+
+def _toml() -> Any:
+    try:
+        import tomllib
+        return tomllib
+    except ImportError:                         # Python 3.10
+        pass
+    try:
+        import tomli  # type: ignore[import-not-found]
+        return tomli
+    except ImportError:
+        raise UsageError("--config: reading TOML on Python 3.10 needs the tomli package "
+                         "(pip install tomli), or give the options as .json")
+
+
+def _yaml() -> Any:
+    try:
+        import yaml  # type: ignore[import-untyped]
+        return yaml
+    except ImportError:
+        raise UsageError("--config: reading YAML needs PyYAML (pip install pyyaml), which is "
+                         "not installed; give the options as .toml or .json")
+
+
+# -- config.toml: the replay ---------------------------------------------------------------------
+def _toml_value(v: Any) -> str | None:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, (str, Path)):
+        return json.dumps(str(v), ensure_ascii=False)    # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):
+        items = [_toml_value(x) for x in v]
+        return None if any(i is None for i in items) else "[" + ", ".join(items) + "]"  # type: ignore[arg-type]
+    return None
+
+
+def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The options worth writing: set (not None), without secrets, URLs scrubbed as
+    ``scrub_argv`` scrubs a command line; and the names of the secrets left out."""
+    from llmbench.results.folder import SECRET_FLAGS, scrub_argv
+    out: dict[str, Any] = {}
+    left_out = []
+    for name, v in values.items():
+        f = fields.get(name)
+        flag = f.flag if f is not None else "--" + name.replace("_", "-")
+        if v is None or v is Ellipsis or name == "progress":     # display only
+            continue
+        if flag in SECRET_FLAGS:
+            if v:
+                left_out.append(name)
+            continue
+        if isinstance(v, (str, Path)):
+            v = scrub_argv([flag, str(v)])[1] if isinstance(v, str) else v
+        elif isinstance(v, list):
+            v = [scrub_argv([flag, str(x)])[1] for x in v]
+        out[name] = v
+    return out, left_out
+
+
+def to_toml(command: str, values: dict[str, Any], left_out: list[str] = ()) -> str:  # type: ignore[assignment]
+    lines = [f"# llmbench {command}: the options of this run. Replay it with",
+             f"#   llmbench {command} --config config.toml",
+             "# (the command line wins over this file)."]
+    if left_out:
+        lines.append(f"# Not saved (secrets): {', '.join(sorted(left_out))}; give them on the "
+                     "command line (or $OPENAI_API_KEY).")
+    for name, v in values.items():
+        text = _toml_value(v)
+        if text is not None:
+            lines.append(f"{name} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+def write_replay(path: Path, command: str, replay: dict[str, Any]) -> None:
+    """config.toml in a run folder. Best effort: a disk that cannot take it does not stop the
+    run (run.json and requests.jsonl say what happened)."""
+    values, left_out = replay_values(replay["values"], replay.get("fields") or {})
+    try:
+        path.write_text(to_toml(command, values, left_out), encoding="utf-8")
+    except OSError:
+        pass

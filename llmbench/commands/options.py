@@ -1,0 +1,579 @@
+"""Every option of run, ramp, sweep and probe, declared once, with no Typer in it; and the
+checks for their values: every number the user types is finite and in its range, or one line.
+
+The declarations (``Opt`` in a dataclass field's annotation) are read by two clients: the
+command line (llmbench/cli/options.py turns each into a typer option) and the Python API
+(llmbench/api.py takes each as a keyword argument), so both have the same names, defaults and
+checks.
+
+Typer turns "nan" and "inf" into floats without complaint, and a NaN compares false with every
+bound, so `--duration nan` once ran forever. Each helper here raises ``UsageError`` with the flag
+name and what to type instead; the CLI turns it into one line on stderr and exit 2, the API
+raises it (llmbench.UsageError).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+
+from llmbench.errors import UsageError  # noqa: F401  (re-exported: opt.UsageError)
+
+
+# one number and its unit; a duration is one or more of them: 90, 90s, 500ms, 1m30s, 1h2m
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+# Ceilings for what a person can wait for (issue 23): `--duration 1e308` once ran forever. Any
+# single duration is at most 30 days; a count at most 10^8 (at 1,000 requests/s, 28 hours); a
+# plain number (ms, users, goodput, temperature) at most 10^9 unless its flag sets its own bound.
+MAX_DURATION_S = 30 * 86400.0
+MAX_COUNT = 100_000_000
+MAX_NUMBER = 1e9
+_LIMIT = "at most 30 days (720h)"
+
+
+def duration(text: str, flag: str, *, zero_ok: bool = True) -> float:
+    """'90', '90s', '500ms', '2m', '1m30s', '1h2m3.5s' -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
+    t = str(text).strip().lower().replace(" ", "")
+    hint = "expected a duration such as 30s, 500ms, 2m or 1m30s"
+    if t.startswith("-"):
+        raise UsageError(f"{flag} {text!r}: must not be negative; {hint}")
+    seconds: float | None = None
+    try:
+        seconds = float(t)               # a bare number is seconds
+    except ValueError:
+        pos, total = 0, 0.0
+        for m in _PART.finditer(t):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNIT_S[m.group(2)]
+            pos = m.end()
+        if pos == len(t) and pos > 0:
+            seconds = total
+    if seconds is None or not math.isfinite(seconds):
+        raise UsageError(f"{flag} {text!r}: {hint}")
+    if seconds < 0:
+        raise UsageError(f"{flag} {text!r}: must not be negative; {hint}")
+    if not zero_ok and seconds == 0:
+        raise UsageError(f"{flag} {text!r}: must be above 0; {hint}")
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"{flag} {text!r}: {_LIMIT}, so that a run ends; {hint}")
+    return seconds
+
+
+def seconds(value: float, flag: str, *, zero_ok: bool = False) -> float:
+    """A float flag in seconds (the timeouts): finite, positive (or >= 0 when zero_ok)."""
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        need = ">= 0" if zero_ok else "above 0"
+        raise UsageError(f"{flag} {value:g}: must be a finite number of seconds {need}, e.g. 30")
+    if value > MAX_DURATION_S:
+        raise UsageError(f"{flag} {value:g}: {_LIMIT} = {MAX_DURATION_S:.0f} seconds, e.g. 30")
+    return value
+
+
+def number(value: float | None, flag: str, *, lo: float | None = None, hi: float | None = None,
+           lo_open: bool = False, hi_open: bool = False) -> float | None:
+    """A float flag: finite, and within [lo, hi] (open ends when asked; hi at most MAX_NUMBER
+    unless given). None passes."""
+    if value is None:
+        return None
+    hi = MAX_NUMBER if hi is None else hi      # 1e308 ms of TTFT is a mock that never answers
+    bad = not math.isfinite(value)
+    if lo is not None:
+        bad = bad or value < lo or (lo_open and value == lo)
+    if hi is not None:
+        bad = bad or value > hi or (hi_open and value == hi)
+    if bad:
+        parts = []
+        if lo is not None:
+            parts.append(f"{'>' if lo_open else '>='} {lo:g}")
+        if hi is not None:
+            parts.append(f"{'<' if hi_open else '<='} {hi:g}")
+        rng = (" " + " and ".join(parts)) if parts else ""
+        raise UsageError(f"{flag} {value:g}: must be a finite number{rng}")
+    return value
+
+
+def count(value: int | None, flag: str, *, lo: int = 1, hi: int | None = None) -> int | None:
+    """An integer flag at least ``lo`` and at most ``hi`` (MAX_COUNT unless given). None
+    passes."""
+    if value is None:
+        return None
+    top = MAX_COUNT if hi is None else hi      # 10^12 requests is a schedule that never ends
+    if value < lo or value > top:
+        rng = f"at least {lo}" if hi is None and value < lo else f"between {lo} and {top}"
+        raise UsageError(f"{flag} {value}: must be {rng}")
+    return value
+
+
+def whole(value: float, flag: str) -> int:
+    """A float that must be a whole number (users)."""
+    if not math.isfinite(value) or value != int(value):
+        raise UsageError(f"{flag} {value:g}: users come in whole numbers, e.g. 1,2,4,8")
+    return int(value)
+
+
+# -- option groups --------------------------------------------------------------------------------
+# Each group is declared once (a dataclass whose fields carry their typer declaration) and used
+# by every command through ``with_groups``; each validates itself and builds what the plan
+# needs. Help panels: grouped the same way in every command, each narrow enough that rich never
+# cuts an option name at 80 columns (tests/e2e/test_cli_help.py).
+
+import dataclasses  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import typing  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Annotated, Any, Callable, List, Optional  # noqa: E402
+
+
+P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"
+P_WORKLOAD, P_REQUEST, P_OUTPUT, P_VLLM = "Workload", "Request", "Output", "vLLM result JSON"
+P_NET = "Network"
+
+
+@dataclasses.dataclass(frozen=True)
+class Opt:
+    """One option's declaration, without Typer: its help, its help panel, its flag names when
+    they are not the field's name (``--api-key``, ``--stream/--no-stream``) and its metavar.
+    A field annotated ``Annotated[T, Opt(...)]`` is an option of every command that takes the
+    field's group."""
+
+    help: str
+    panel: str | None = None
+    decls: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    def flag(self, name: str) -> str:
+        """The flag the user types for field ``name`` (the first of ``decls``, else --name)."""
+        return self.decls[0].split("/")[0] if self.decls else "--" + name.replace("_", "-")
+
+
+def _opt(help: str, panel: str | None, *decls: str, metavar: str | None = None) -> Opt:
+    return Opt(help, panel, decls, metavar)
+
+
+class OptionGroup:
+    """A set of options declared once. Subclasses are dataclasses whose fields are annotated
+    ``Annotated[T, Opt(...)]``; the CLI's ``with_groups`` spreads their fields into a command's
+    signature and gathers them back into one value, the API fills them from keywords."""
+
+
+def parse_think(text: str, flag: str = "--think") -> tuple[float, float]:
+    """'5s-10s', '3', '0' -> (lo, hi) seconds."""
+    if "-" in text.strip().lstrip("-"):
+        lo, hi = text.split("-", 1)
+        a, b = duration(lo, flag), duration(hi, flag)
+    else:
+        a = b = duration(text, flag)
+    if a < 0 or b < a:
+        raise UsageError(f"{flag} {text!r}: need 0 <= LO <= HI, e.g. 5s-10s")
+    return a, b
+
+
+def parse_labels(items: list[str] | None, flag: str = "--label") -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def check_server_probe(kind: str) -> str:
+    from llmbench.servers.scrape import KINDS
+    if kind not in KINDS:
+        raise UsageError(f"--server-probe {kind!r}: choose one of {', '.join(KINDS)}")
+    return kind
+
+
+def _api_help() -> str:
+    from llmbench.client.target import api_help
+    return api_help()
+
+
+def _server_probe_help() -> str:
+    from llmbench.servers import KINDS
+    return "Poll the server's own state: " + " | ".join(KINDS) + "."
+
+
+@dataclasses.dataclass
+class TargetOpts(OptionGroup):
+    """Where the server is (run, ramp). ``probe`` has --router/--direct instead of --url."""
+
+    url: Annotated[Optional[str], _opt("Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", P_TARGET)] = None
+    model: Annotated[Optional[str], _opt("Model name as the server knows it.", P_TARGET)] = None
+    wait_ready: Annotated[Optional[str], _opt("Wait up to this long for a starting server to answer, e.g. 120 or 5m.", P_TARGET, metavar="DURATION")] = None
+
+    def wait_ready_s(self) -> float | None:
+        return duration(self.wait_ready, "--wait-ready", zero_ok=False) if self.wait_ready else None
+
+
+@dataclasses.dataclass
+class ServerOpts(OptionGroup):
+    """How to talk to the server(s) and watch them (run, ramp, probe)."""
+
+    api: Annotated[Optional[str], _opt(_api_help(), P_TARGET)] = None     # from the wire registry
+    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
+    header: Annotated[Optional[List[str]], _opt("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", metavar="K=V")] = None
+    endpoint: Annotated[Optional[str], _opt("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")] = None
+    redact: Annotated[Optional[List[str]], _opt("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", metavar="NAME")] = None
+    served_by_header: Annotated[Optional[str], _opt("Response header naming the backend.", P_TARGET)] = None
+    server_probe: Annotated[str, _opt(_server_probe_help(), P_TARGET)] = "auto"   # adapter registry
+    proxy: Annotated[Optional[str], _opt("Forward proxy for every request and probe (default: $HTTPS_PROXY, $HTTP_PROXY, $ALL_PROXY, minus $NO_PROXY); none: go direct.", P_NET, metavar="URL|none")] = None
+    ca_cert: Annotated[Optional[Path], _opt("Trust this CA bundle (PEM) instead of the system's (default: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE).", P_NET, metavar="FILE")] = None
+    insecure: Annotated[bool, _opt("Do not check the server's TLS certificate (recorded in run.json).", P_NET, "--insecure")] = False
+    cert: Annotated[Optional[Path], _opt("Client certificate (PEM) for mutual TLS.", P_NET, metavar="FILE")] = None
+    key: Annotated[Optional[Path], _opt("The client certificate's key (PEM).", P_NET, metavar="FILE")] = None
+
+    def validate(self) -> "ServerOpts":
+        check_server_probe(self.server_probe)
+        self.net()
+        return self
+
+    def net(self) -> Any:
+        """The network options (netconfig.NetOptions), checked, and made this process's own
+        (netconfig.configure), so every target of this command line goes the same way."""
+        from llmbench.client import netconfig
+        opts = netconfig.NetOptions(
+            proxy=self.proxy, ca_cert=str(self.ca_cert) if self.ca_cert else None,
+            insecure=self.insecure, cert=str(self.cert) if self.cert else None,
+            key=str(self.key) if self.key else None)
+        if netconfig.configured() != opts:
+            try:
+                opts.validate()
+            except netconfig.NetError as exc:
+                raise UsageError(str(exc)) from None
+            netconfig.configure(opts)
+            if opts.insecure:
+                import sys
+                print("warning: --insecure: the server's TLS certificate is not checked; anyone "
+                      "between here and the server could read and change the traffic "
+                      "(run.json records tls_verify: false)", file=sys.stderr)
+        return opts
+
+    def target_options(self) -> dict[str, Any]:
+        """make_target's keyword arguments from these options."""
+        return {"endpoint": self.endpoint, "net": self.net(), "redact": self.redact}
+
+
+@dataclasses.dataclass
+class WorkloadOpts(OptionGroup):
+    """What is sent: a dataset or synthetic prompts, lengths, turns, tokenizer, seed."""
+
+    dataset: Annotated[str, _opt("synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", P_WORKLOAD)] = "synthetic"
+    dataset_format: Annotated[Optional[str], _opt("sharegpt | jsonl | hf (default: from the file name).", P_WORKLOAD)] = None
+    prompt_tokens: Annotated[Optional[str], _opt("Synthetic prompt length in tokens: N or LO-HI.", P_WORKLOAD)] = "256"
+    output_tokens: Annotated[Optional[str], _opt("Reply length asked for (sent as max tokens).", P_WORKLOAD, "--output-tokens", "--max-tokens", metavar="N|LO-HI")] = "128"
+    turns: Annotated[Optional[int], _opt("User turns per conversation (cap for files; count for synthetic).", P_WORKLOAD)] = 1
+    multi_turn: Annotated[bool, _opt("ShareGPT: whole conversations instead of vLLM's single-turn sampling.", P_WORKLOAD, "--multi-turn")] = False
+    sharegpt_output_len: Annotated[Optional[int], _opt("ShareGPT: fixed output length.", P_WORKLOAD)] = None
+    limit: Annotated[Optional[int], _opt("Use at most N entries of a file.", P_WORKLOAD)] = None
+    shared_prefix_tokens: Annotated[int, _opt("Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).", P_WORKLOAD)] = 0
+    prefixes: Annotated[int, _opt("Synthetic: how many distinct shared prefixes.", P_WORKLOAD)] = 1
+    words: Annotated[int, _opt("--dataset words: prompt length in words.", P_WORKLOAD)] = 100
+    random_input_len: Annotated[int, _opt("--dataset random: input length (vLLM's random dataset).", P_WORKLOAD)] = 1024
+    random_output_len: Annotated[int, _opt("--dataset random: output length.", P_WORKLOAD)] = 128
+    random_range_ratio: Annotated[float, _opt("--dataset random: lengths uniform in len*(1-r)..len*(1+r).", P_WORKLOAD)] = 0.0
+    random_prefix_len: Annotated[int, _opt("--dataset random: common prefix length.", P_WORKLOAD)] = 0
+    hf_split: Annotated[str, _opt("hf:NAME split.", P_WORKLOAD)] = "train"
+    hf_column: Annotated[Optional[List[str]], _opt("Map a column: prompt=NAME or max_tokens=NAME (repeatable).", P_WORKLOAD, "--hf-column", metavar="K=COL")] = None
+    tokenizer: Annotated[Optional[str], _opt("auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", P_WORKLOAD)] = None
+    seed: Annotated[int, _opt("Seed for sampling, schedules and think times.", P_WORKLOAD)] = 0
+    prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic or a --trace of lengths: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
+    cache_block_tokens: Annotated[int, _opt("--prefix-hit-ratio: the server's cache block in tokens (vLLM 16).", P_WORKLOAD)] = 16
+
+    def validate(self) -> "WorkloadOpts":
+        """Every value in range, before anything is loaded or sent."""
+        if not 0 <= self.random_range_ratio < 1:
+            raise UsageError("--random-range-ratio must be in [0, 1)")
+        if self.shared_prefix_tokens < 0 or self.prefixes < 1:
+            raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
+        count(self.words, "--words")
+        count(self.random_input_len, "--random-input-len")
+        count(self.random_output_len, "--random-output-len")
+        count(self.random_prefix_len, "--random-prefix-len", lo=0)
+        count(self.limit, "--limit")
+        count(self.turns, "--turns")
+        count(self.sharegpt_output_len, "--sharegpt-output-len")
+        self.hf_columns()
+        if self.prefix_hit_ratio is not None:
+            if not 0 <= self.prefix_hit_ratio < 1:
+                raise UsageError(f"--prefix-hit-ratio {self.prefix_hit_ratio:g}: must be in [0, 1), e.g. 0.5")
+            if self.shared_prefix_tokens:
+                raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
+        count(self.cache_block_tokens, "--cache-block-tokens")
+        return self
+
+    def hf_columns(self) -> dict[str, str]:
+        cols = {}
+        for item in self.hf_column or []:
+            k, sep, v = item.partition("=")
+            if not sep or k not in ("prompt", "max_tokens") or not v:
+                raise UsageError(f"--hf-column {item!r}: expected prompt=NAME or max_tokens=NAME")
+            cols[k] = v
+        return cols
+
+    def build(self, n: int, target: Any = None, multi_turn: bool | None = None) -> tuple[Any, Any]:
+        """(Workload, tokenizer) of ``n`` conversations. The target's /tokenize (vLLM,
+        llama.cpp) counts exactly; it is asked here, before any load."""
+        from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
+        self.validate()
+        count(n, "--count")
+        ref = None if target is None else ServerRef(
+            target.server_root, target.model,
+            {k: v for k, v in target.request_headers().items() if k != "content-type"},
+            target.net)
+        tok = load_tokenizer(self.tokenizer, server=ref)
+        spec = WorkloadSpec(
+            dataset=self.dataset, dataset_format=self.dataset_format, count=n, seed=self.seed,
+            prompt_tokens=parse_range(self.prompt_tokens or "256", "--prompt-tokens"),
+            output_tokens=(parse_range(self.output_tokens, "--output-tokens")
+                           if self.output_tokens else None),
+            turns=self.turns or 1, multi_turn=self.multi_turn if multi_turn is None else multi_turn,
+            limit=self.limit, tokenizer=self.tokenizer,
+            shared_prefix_tokens=self.shared_prefix_tokens, prefixes=self.prefixes,
+            words=self.words, random_input_len=self.random_input_len,
+            random_output_len=self.random_output_len, random_range_ratio=self.random_range_ratio,
+            random_prefix_len=self.random_prefix_len, hf_split=self.hf_split,
+            hf_columns=self.hf_columns(), sharegpt_output_len=self.sharegpt_output_len,
+            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens)
+        # the client may count replies when a server reports no usage: that must stay in-process
+        return build_workload(spec, tok), (tok.local or tok)
+
+
+@dataclasses.dataclass
+class RequestOpts(OptionGroup):
+    """How each request is asked: sampling, body, streaming, and the four timeouts."""
+
+    ignore_eos: Annotated[bool, _opt("Ask the server to ignore EOS (vLLM, SGLang).", P_REQUEST, "--ignore-eos")] = False
+    temperature: Annotated[Optional[float], _opt("Sampling temperature (default: the server's).", P_REQUEST)] = None
+    extra_body: Annotated[Optional[str], _opt("JSON merged into every request body.", P_REQUEST, metavar="JSON")] = None
+    max_tokens_field: Annotated[str, _opt("Body field for the reply length on OpenAI chat: auto (both, or max_completion_tokens for api.openai.com) | both | max_tokens | max_completion_tokens | none.", P_REQUEST, metavar="FIELD")] = "auto"
+    stream: Annotated[bool, _opt("Stream replies (--no-stream: TTFT equals E2EL).", P_REQUEST, "--stream/--no-stream")] = True
+    timeout_connect: Annotated[float, _opt("Seconds to connect.", P_REQUEST)] = 10.0
+    timeout_first_token: Annotated[float, _opt("Seconds to the first token.", P_REQUEST)] = 300.0
+    timeout_idle: Annotated[float, _opt("Seconds between two events.", P_REQUEST)] = 60.0
+    timeout_total: Annotated[float, _opt("Seconds for a whole request.", P_REQUEST)] = 900.0
+
+    def extra(self) -> dict[str, Any]:
+        if not self.extra_body:
+            return {}
+        try:
+            extra = json.loads(self.extra_body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
+        if not isinstance(extra, dict):
+            raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_p\": 0.9}'")
+        return extra
+
+    def validate(self) -> "RequestOpts":
+        number(self.temperature, "--temperature", lo=0)
+        for flag in ("connect", "first_token", "idle", "total"):
+            seconds(getattr(self, f"timeout_{flag}"), "--timeout-" + flag.replace("_", "-"))
+        if self.max_tokens_field != "auto":
+            from llmbench.wire.openai import MAX_TOKENS_FIELDS
+            if self.max_tokens_field not in MAX_TOKENS_FIELDS:
+                raise UsageError(f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
+                                 f"{', '.join(MAX_TOKENS_FIELDS)}")
+        self.extra()
+        return self
+
+    def build(self) -> tuple[Any, Any]:
+        """(RequestParams, Timeouts)."""
+        from llmbench.client.request import RequestParams, Timeouts
+        self.validate()
+        return (RequestParams(stream=self.stream, temperature=self.temperature,
+                              ignore_eos=self.ignore_eos, extra_body=self.extra(),
+                              max_tokens_field=self.max_tokens_field),
+                Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
+                         self.timeout_total))
+
+
+@dataclasses.dataclass
+class OutputOpts(OptionGroup):
+    """Where the run folder goes and what is shown while it runs."""
+
+    label: Annotated[Optional[List[str]], _opt("KEY=VALUE stored with the run (repeatable).", P_OUTPUT, "--label", metavar="K=V")] = None
+    out: Annotated[Path, _opt("Folder for run folders.", P_OUTPUT)] = Path("results")
+    progress: Annotated[Optional[bool], _opt("Live line (default: on a terminal).", P_OUTPUT, "--progress/--no-progress")] = None
+
+    def labels(self) -> dict[str, str]:
+        return parse_labels(self.label)
+
+
+
+
+@dataclasses.dataclass
+class GroupDefaults:
+    """A command's own defaults for a group's options (the declaration stays the group's):
+    other values, help text added, or fields the command does not take (``omit``)."""
+
+    values: dict[str, Any]
+    help: dict[str, str] = dataclasses.field(default_factory=dict)
+    omit: tuple[str, ...] = ()
+
+
+def group_defaults(*, help: dict[str, str] | None = None, omit: tuple[str, ...] = (),
+                   **values: Any) -> Any:
+    """A command's own defaults for a group's options (the declaration stays the group's)."""
+    return GroupDefaults(values, help or {}, omit)
+
+
+# -- a command's options as data: the groups it takes, in the order its help shows them -----
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One option of a command: its field in a group, its type, its declaration, its default."""
+
+    name: str
+    group: str
+    cls: type
+    type: Any
+    opt: Opt
+    default: Any
+
+    @property
+    def flag(self) -> str:
+        return self.opt.flag(self.name)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def hints(cls: type) -> dict[str, Any]:
+    """A group's field annotations, evaluated once per process (every command that takes the
+    group reads them; evaluating them is most of what building the command line costs)."""
+    got = _HINTS.get(cls)
+    if got is None:
+        got = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return got
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A command's options: (parameter name, group class, that command's GroupDefaults or None)
+    in the order of its help. The CLI builds the command's signature from it, the API its
+    keywords; both get the same names, defaults and checks."""
+
+    groups: tuple[tuple[str, type, Any], ...]
+
+    def fields(self) -> dict[str, Field]:
+        out: dict[str, Field] = {}
+        for gname, cls, custom in self.groups:
+            custom = custom or GroupDefaults({})
+            hinted = hints(cls)
+            for f in dataclasses.fields(cls):
+                if f.name in custom.omit:
+                    continue
+                base, opt = typing.get_args(hinted[f.name])[:2]
+                default = custom.values.get(f.name, f.default)
+                if f.name in out:
+                    raise TypeError(f"option {f.name} is declared twice")
+                out[f.name] = Field(f.name, gname, cls, base, opt, default)
+        return out
+
+    def build(self, values: dict[str, Any], what: str = "llmbench") -> dict[str, Any]:
+        """Keyword arguments (option names, snake_case) -> one group value per group; a name
+        the command does not take, a missing required option or a value of the wrong type is
+        a UsageError naming the option."""
+        fields = self.fields()
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            import difflib
+            near = difflib.get_close_matches(unknown[0], list(fields), 1)
+            hint = f"did you mean {near[0]}?" if near else "the options are the command's, in snake_case"
+            raise UsageError(f"{what}: unknown option {unknown[0]!r} ({hint})")
+        per: dict[str, dict[str, Any]] = {g: {} for g, _, _ in self.groups}
+        for gname, cls, custom in self.groups:
+            custom = custom or GroupDefaults({})
+            for f in dataclasses.fields(cls):
+                if f.name in custom.omit:
+                    per[gname][f.name] = custom.values.get(f.name, f.default)
+        for name, f in fields.items():
+            v = values[name] if name in values else f.default
+            if v is Ellipsis:
+                raise UsageError(f"{what}: {name}= is required ({f.flag} on the command line)")
+            per[f.group][name] = coerce(v, f.type, f.flag) if name in values else v
+        return {gname: cls(**per[gname]) for gname, cls, _ in self.groups}
+
+    def values(self, groups: dict[str, Any]) -> dict[str, Any]:
+        """The options' values back from the group values (what config.toml replays)."""
+        return {name: getattr(groups[f.group], name) for name, f in self.fields().items()}
+
+
+def _strip_optional(t: Any) -> tuple[Any, bool]:
+    if typing.get_origin(t) is typing.Union:
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        return (args[0] if len(args) == 1 else t), True
+    return t, False
+
+
+def _words(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def coerce(value: Any, t: Any, flag: str) -> Any:
+    """A Python value (an API keyword, a --config file's value) as the option's type, the way
+    the command line would have read it: 4 for a text option is '4', [1, 2, 4] is '1,2,4', a
+    mapping for a repeatable K=V option is ['K=V', ...], a str for a path is a Path. Anything
+    else is a UsageError naming the flag."""
+    base, optional = _strip_optional(t)
+    if value is None:
+        return None
+    origin = typing.get_origin(base)
+    if origin in (list, List):
+        if isinstance(value, dict):
+            return [f"{k}={','.join(map(_words, v)) if isinstance(v, (list, tuple)) else _words(v)}"
+                    for k, v in value.items()]
+        if isinstance(value, (str, int, float, Path)) and not isinstance(value, bool):
+            return [_words(value)]
+        if isinstance(value, (list, tuple)) and all(
+                isinstance(x, (str, int, float, Path)) and not isinstance(x, bool) for x in value):
+            return [_words(x) for x in value]
+        raise UsageError(f"{flag} {value!r}: expected a text or a list of texts")
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        raise UsageError(f"{flag} {value!r}: expected true or false")
+    if base is int:
+        if isinstance(value, bool):
+            raise UsageError(f"{flag} {value!r}: expected a whole number")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and math.isfinite(value) and value == int(value):
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise UsageError(f"{flag} {value!r}: expected a whole number")
+    if base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise UsageError(f"{flag} {value!r}: expected a number")
+    if base is Path:
+        if isinstance(value, (str, Path)) or hasattr(value, "__fspath__"):
+            return Path(value)
+        raise UsageError(f"{flag} {value!r}: expected a path")
+    if base is str:
+        if isinstance(value, bool):
+            raise UsageError(f"{flag} {value!r}: expected a text")
+        if isinstance(value, (str, int, float, Path)):
+            return _words(value)
+        if isinstance(value, (list, tuple)) and value and all(
+                isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in value):
+            return ",".join(_words(x) for x in value)      # users=[1, 2, 4] -> '1,2,4'
+        raise UsageError(f"{flag} {value!r}: expected a text")
+    return value
