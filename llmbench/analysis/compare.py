@@ -23,7 +23,7 @@ import numpy as np
 
 from llmbench.results.latencies import Latencies, load
 from llmbench.analysis.stats import Grouped, Rate, change_interval, rate_change, token_rate
-from llmbench.results.schema import HIGHER_IS_BETTER, key as summary_key
+from llmbench.results.schema import HIGHER_IS_BETTER, Summary, key as summary_key
 
 # A latency change smaller than this is never called a regression, whatever its interval: the
 # machine's scheduler moves token timestamps by about a millisecond between two runs.
@@ -39,9 +39,8 @@ def timing_uncertainty_ms(*steps: dict[str, Any]) -> float:
     worst = TIMING_FLOOR_MS
     for st in steps:
         mon = st.get("monitor") or {}
-        summ = st.get("summary") or {}
-        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"),
-                  summ.get("p99_send_delay_ms")):
+        summ = _summary(st)
+        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"), summ.send_delay.p99):
             if isinstance(v, (int, float)) and math.isfinite(v):
                 worst = max(worst, float(v))
     return worst
@@ -59,6 +58,23 @@ def _entry(name: str) -> tuple[str, bool]:
 
 METRICS: dict[str, tuple[str, bool]] = {m: _entry(m) for m in _COMPARED}
 DEFAULT_METRICS = ("held", "ttft.p95", "itl.p95", "output_throughput")
+
+
+def _summary(step: dict[str, Any]) -> Summary:
+    """A step's summary, typed (the results contract)."""
+    return Summary.of(step.get("summary") or {})
+
+
+def _read(step: dict[str, Any], name: str) -> Any:
+    """A compared metric (``ttft.p95``, ``output_throughput``) of a step, as a threshold reads
+    it: ``Summary.value``."""
+    metric, _, stat = name.partition(".")
+    return _summary(step).value(metric, stat or None)
+
+
+def _is_latency(name: str) -> bool:
+    """A latency statistic (ms: ``ttft.p95``), not a rate or a count."""
+    return bool(name.partition(".")[2])
 
 
 class CompareError(ValueError):
@@ -218,7 +234,6 @@ def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[s
     correlated ITL gaps stay together), scipy's BCa, resamples chosen by precision
     (stats.change_interval). Throughput: per-second token buckets of the window, batch means
     (stats.token_rate), because how many requests finish in a closed loop is no Poisson count."""
-    skey, _ = METRICS[metric]
     if metric == "output_throughput":
         rb, ro = base.rate(sb), other.rate(so)
         if rb is None or ro is None:
@@ -232,7 +247,8 @@ def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[s
         gb, go = wb.ttft_ms[wb.ok][:, None], wo.ttft_ms[wo.ok][:, None]
     else:
         gb, go = wb.e2el_ms[wb.ok][:, None], wo.e2el_ms[wo.ok][:, None]
-    q = 50.0 if skey.startswith("median") else float(skey[1:skey.index("_")])
+    stat = metric.partition(".")[2]             # p50, p95, p99
+    q = float(stat[1:])
     res = change_interval(Grouped(gb), Grouped(go), q, seed=seed)
     return None if res is None else (res.point, res.low, res.high)
 
@@ -274,10 +290,10 @@ def completed_change(cb: int, co: int) -> tuple[float, float, float] | None:
     return math.exp(r) - 1, math.exp(r - _Z * se) - 1, math.exp(r + _Z * se) - 1
 
 
-def _missing(summary: dict[str, Any], metric: str) -> str | None:
+def _missing(summary: Summary | dict[str, Any], metric: str) -> str | None:
     """Why a metric cannot be computed from a step, or None when it can."""
     # bootstrap_change needs two successful requests on each side, for every metric
-    completed = int(summary.get("completed") or 0)
+    completed = Summary.of(summary).completed
     return None if completed >= 2 else f"{completed} successful request(s), need 2"
 
 
@@ -285,9 +301,9 @@ def _gate_checks(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, 
                  max_regression: float | None) -> list[dict[str, Any]]:
     """Error rate and completed requests of one common step, whatever --metric says."""
     out = []
-    bs, os_ = sb["summary"], so["summary"]
-    nb, no = int(bs.get("requests") or 0), int(os_.get("requests") or 0)
-    kb, ko = int(bs.get("failed") or 0), int(os_.get("failed") or 0)
+    bs, os_ = _summary(sb), _summary(so)
+    nb, no = bs.requests, os_.requests
+    kb, ko = bs.failed, os_.failed
     row = {"run": other.name, "load": sb["load"]}
     if nb and no:
         d, lo, hi = error_rate_change(kb, nb, ko, no)
@@ -302,7 +318,7 @@ def _gate_checks(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, 
                     "value": ko / no if no else None, "change": None, "ci": None,
                     "regression": max_regression is not None and nb > 0 and not no,
                     "note": f"no request on {'the candidate' if nb else 'the baseline'}"})
-    cb, co = int(bs.get("completed") or 0), int(os_.get("completed") or 0)
+    cb, co = bs.completed, os_.completed
     res = completed_change(cb, co)
     if res is not None:
         point, lo, hi = res
@@ -347,16 +363,17 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         row: dict[str, Any] = {"load": load_v, "runs": []}
         for r in runs:
             st = next((s for s in r.steps if s["load"] == load_v), None)
+            sm = None if st is None else _summary(st)
+            # the row's keys are the summary's (run.json's names): compare.json keeps them
             row["runs"].append(None if st is None else {
-                "held": st["held"], "p95_ttft_ms": st["summary"].get("p95_ttft_ms"),
-                "p95_itl_ms": st["summary"].get("p95_itl_ms"),
-                "output_throughput": st["summary"].get("output_throughput")})
+                "held": st["held"], "p95_ttft_ms": sm.ttft.p95, "p95_itl_ms": sm.itl.p95,
+                "output_throughput": sm.output_throughput})
         table.append(row)
     checks = []
     regressions = []
     for other in runs[1:]:
         for m in metrics:
-            key, worse_up = METRICS[m]
+            worse_up = METRICS[m][1]
             if m == "held":
                 change = (other.held / base.held - 1) if base.held else 0.0
                 bad = max_regression is not None and change < -max_regression
@@ -372,7 +389,7 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                     continue          # reported once per step by the error-rate gate below
                 res = bootstrap_change(base, other, sb, so, m, seed=int(sb["load"] * 10))
                 if res is None:
-                    why_b, why_o = _missing(sb["summary"], m), _missing(so["summary"], m)
+                    why_b, why_o = _missing(_summary(sb), m), _missing(_summary(so), m)
                     # measurable on the baseline, not on the candidate: that is a regression
                     bad = max_regression is not None and why_b is None and why_o is not None
                     if why_b is None and why_o is None:
@@ -383,8 +400,8 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                         note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
                                 else f"cannot be computed on the baseline ({why_b})")
                     checks.append({"run": other.name, "metric": m, "load": sb["load"],
-                                   "base": sb["summary"].get(key),
-                                   "value": so["summary"].get(key), "change": None, "ci": None,
+                                   "base": _read(sb, m),
+                                   "value": _read(so, m), "change": None, "ci": None,
                                    "regression": bad, "note": note})
                     if bad:
                         regressions.append(checks[-1])
@@ -394,12 +411,12 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                 note = None
                 if max_regression is not None:
                     bad = lo > max_regression if worse_up else hi < -max_regression
-                vb, vo = sb["summary"].get(key), so["summary"].get(key)
-                if bad and key.endswith("_ms") and (_buffered(sb) or _buffered(so)):
+                vb, vo = _read(sb, m), _read(so, m)
+                if bad and _is_latency(m) and (_buffered(sb) or _buffered(so)):
                     bad = False
                     note = ("a proxy buffered the stream here: this latency measures the "
                             "buffer, not the model; not gated")
-                if (bad and worse_up and key.endswith("_ms") and isinstance(vb, (int, float))
+                if (bad and worse_up and _is_latency(m) and isinstance(vb, (int, float))
                         and isinstance(vo, (int, float))):
                     floor = timing_uncertainty_ms(sb, so)
                     if abs(vo - vb) <= floor:
@@ -447,7 +464,7 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
 
 def _buffered(step: dict[str, Any]) -> bool:
     """A step whose stream a proxy buffered (metrics._bunching_store)."""
-    return bool(((step.get("summary") or {}).get("stream_bunching") or {}).get("buffered"))
+    return bool((_summary(step).stream_bunching or {}).get("buffered"))
 
 
 def _direction(c: dict[str, Any], limit: float) -> tuple[bool, bool]:
@@ -519,12 +536,12 @@ def at_load(base: Loaded, other: Loaded, load: float,
     if sb is None or so is None:
         return out
     for m in metrics:
-        key, worse_up = METRICS[m]
-        vb, vo = sb["summary"].get(key), so["summary"].get(key)
+        worse_up = METRICS[m][1]
+        vb, vo = _read(sb, m), _read(so, m)
         entry: dict[str, Any] = {"metric": m, "base": vb, "other": vo, "change": None,
                                  "ci": None, "better": None, "note": None}
         res = None
-        if _missing(sb["summary"], m) is None and _missing(so["summary"], m) is None:
+        if _missing(_summary(sb), m) is None and _missing(_summary(so), m) is None:
             res = bootstrap_change(base, other, sb, so, m, seed=int(load * 10))
         if res is None:
             entry["note"] = "too few requests or too short a window for an interval"
@@ -534,7 +551,7 @@ def at_load(base: Loaded, other: Loaded, load: float,
         entry.update(change=point, ci=[lo, hi])
         other_better = hi < -MIN_CHANGE if worse_up else lo > MIN_CHANGE
         base_better = lo > MIN_CHANGE if worse_up else hi < -MIN_CHANGE
-        if (key.endswith("_ms") and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
+        if (_is_latency(m) and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
                 and (other_better or base_better)):
             floor = timing_uncertainty_ms(sb, so)
             if abs(vo - vb) <= floor:

@@ -18,7 +18,7 @@ import numpy as np
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm
+from llmbench.results.schema import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm, within_key
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
@@ -120,11 +120,6 @@ def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -
     requests counts as +inf (it never got its answer: a censored observation). None when there
     is no request at all; +inf when the rank falls among the failures."""
     return _censored_np(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
-
-
-def within_key(metric: str, limit_ms: float) -> str:
-    """Summary key of "the share of all requests that succeeded with METRIC <= limit"."""
-    return f"within_{metric}_{limit_ms:g}ms"
 
 
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,

@@ -24,10 +24,10 @@ import math
 import operator
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Mapping
 
-from llmbench.analysis.metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples, within_key
-from llmbench.results.schema import COUNTS, SCALARS, SHARES, key
+from llmbench.analysis.metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples
+from llmbench.results.schema import COUNTS, SCALARS, SHARES, Summary, key, within_key
 
 GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
            "'ttft.within(2s)>=95%', 'itl.p95<=200ms', 'errors==0', "
@@ -78,25 +78,33 @@ class Threshold:
     stat: str | None
     op: str
     value: float           # in the summary's units: ms for latency, fraction for rates
-    key: str               # the summary key it reads
+    key: str               # the summary key it reads (run.json's name, for messages)
     within_ms: float | None = None     # for METRIC.within(T)
 
-    def evaluate(self, summary: dict[str, Any]) -> Check:
+    def _read(self, s: Summary) -> Any:
+        """The number this threshold judges, read through the results contract: exactly what
+        the summary (analysis.metrics) computed for METRIC.STAT."""
+        if self.within_ms is not None:
+            return s.within_share(self.metric, self.within_ms)
+        return s.value(self.metric, self.stat)
+
+    def evaluate(self, summary: Summary | Mapping[str, Any]) -> Check:
+        s = Summary.of(summary)
         base = NO_REASONING_AS.get(self.metric)
-        if base and self.key not in summary and self.stat is not None:
+        if base and self.stat is not None and not s.has(self.metric, self.stat):
             # a run where nothing reasoned has no TTFO keys: its first answer token is its
             # first token, and its answer's ITL is its ITL
-            return replace(self, metric=base, key=key(base, self.stat)).evaluate(summary)
-        actual = summary.get(self.key)
+            return replace(self, metric=base, key=key(base, self.stat)).evaluate(s)
+        actual = self._read(s)
         if isinstance(actual, str):          # "inf" as stored in run.json
             actual = float(actual)
-        failed = int(summary.get("failed") or 0)
-        requests = int(summary.get("requests") or 0)
-        n_key = key(self.metric + "_all" if (self.stat or "").endswith("_all") else self.metric, "n")
-        if self.stat is not None and self.within_ms is None and n_key in summary:
+        failed = s.failed
+        requests = s.requests
+        n_metric = self.metric + "_all" if (self.stat or "").endswith("_all") else self.metric
+        if self.stat is not None and self.within_ms is None and s.has(n_metric, "n"):
             # (summaries saved before the counts existed skip this and fail only when missing)
             all_ = self.stat.endswith("_all")
-            n = int(summary.get(n_key) or 0)
+            n = int(s.value(n_metric, "n") or 0)
             need = min_samples(self.stat)
             if n < need:
                 what = "request" if all_ else "successful request"
@@ -120,7 +128,7 @@ class Threshold:
         actual = float(actual)
         return Check(bool(OPS[self.op](actual, self.value)), actual)
 
-    def check(self, summary: dict[str, Any]) -> tuple[bool, float | None]:
+    def check(self, summary: Summary | Mapping[str, Any]) -> tuple[bool, float | None]:
         c = self.evaluate(summary)
         return c.ok, c.actual
 
@@ -210,10 +218,12 @@ def within_requests(thresholds: list[Threshold]) -> list[tuple[str, float]]:
     return [(t.metric, t.within_ms) for t in thresholds if t.within_ms is not None]
 
 
-def check_all(thresholds: list[Threshold], summary: dict[str, Any]) -> list[dict[str, Any]]:
+def check_all(thresholds: list[Threshold], summary: Summary | Mapping[str, Any]
+              ) -> list[dict[str, Any]]:
+    s = Summary.of(summary)
     out = []
     for t in thresholds:
-        c = t.evaluate(summary)
+        c = t.evaluate(s)
         out.append({"threshold": t.text, "ok": c.ok, "actual": c.actual, "limit": t.value,
                     "metric": t.metric, "stat": t.stat, "op": t.op, "reason": c.reason,
                     "insufficient": c.insufficient, "text": describe_check(t, c)})

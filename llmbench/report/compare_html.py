@@ -9,6 +9,7 @@ from llmbench.analysis.compare import Loaded, headline
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _table, e
+from llmbench.results.schema import Summary
 
 # an improvement's headline: green, never the regression red
 GOOD_CSS = ".verdict.good{background:#f4fff4;border-left-color:#2ca02c}"
@@ -46,8 +47,9 @@ def console_text(result: dict[str, Any]) -> str:
                 cells.append(f"{'–':>12} {'–':>8} {'–':>8}")
             else:
                 mark = "" if r["held"] else "!"
-                cells.append(f"{fmt_ms(r['p95_ttft_ms']) + mark:>12} {fmt_ms(r['p95_itl_ms']):>8} "
-                             f"{r['output_throughput'] or 0:>8.1f}")
+                sm = Summary.of(r)          # a table cell: the step's summary, slimmed
+                cells.append(f"{fmt_ms(sm.ttft.p95) + mark:>12} {fmt_ms(sm.itl.p95):>8} "
+                             f"{sm.output_throughput or 0:>8.1f}")
         lines.append(f"{row['load']:>6g} " + " ".join(cells))
     lines.append("(! = that step did not hold)")
     lines.append(f"Change against {runs[0]['name']} (95% interval from the per-request data):")
@@ -83,9 +85,10 @@ def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
     for row in result["table"]:
         cells: list[Any] = [f"{row['load']:g}"]
         for r in row["runs"]:
-            cells += (["–"] * 4 if r is None else
-                      [fmt_ms(r["p95_ttft_ms"]), fmt_ms(r["p95_itl_ms"]),
-                       f"{r['output_throughput']:.1f}", "held" if r["held"] else "over"])
+            sm = None if r is None else Summary.of(r)
+            cells += (["–"] * 4 if r is None or sm is None else
+                      [fmt_ms(sm.ttft.p95), fmt_ms(sm.itl.p95),
+                       f"{sm.output_throughput:.1f}", "held" if r["held"] else "over"])
         rows.append(cells)
     body.append("<h2>Side by side</h2>" + _table(headers, rows))
     rows = [[c["run"], c["metric"], "" if c["load"] is None else f"{c['load']:g}",

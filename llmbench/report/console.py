@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from llmbench.load.monitor import COORDINATOR
-from llmbench.results.schema import pct_word
+from llmbench.results.schema import Summary, pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
@@ -31,95 +31,96 @@ def _f(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def vllm_summary(s: dict[str, Any], percentile_metrics: Sequence[str],
+def vllm_summary(summary: Summary | Mapping[str, Any], percentile_metrics: Sequence[str],
                  metric_percentiles: Sequence[float], max_concurrency: int | None = None,
                  request_rate: float | None = None) -> str:
     """The block ``vllm bench serve`` prints, same labels and layout, so numbers line up."""
+    s = Summary.of(summary)
     out = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
-    out.append(_line("Successful requests:", s["completed"]))
-    out.append(_line("Failed requests:", s["failed"]))
+    out.append(_line("Successful requests:", s.completed))
+    out.append(_line("Failed requests:", s.failed))
     if max_concurrency is not None:
         out.append(_line("Maximum request concurrency:", max_concurrency))
     if request_rate is not None:
         out.append(_line("Request rate configured (RPS):", float(request_rate)))
-    out.append(_line("Benchmark duration (s):", float(s["duration"])))
-    out.append(_line("Total input tokens:", s["total_input_tokens"]))
-    out.append(_line("Total generated tokens:", s["total_output_tokens"]))
-    out.append(_line("Request throughput (req/s):", float(s["request_throughput"])))
-    if s.get("request_goodput") is not None:
-        out.append(_line("Request goodput (req/s):", float(s["request_goodput"])))
-    out.append(_line("Output token throughput (tok/s):", float(s["output_throughput"])))
-    out.append(_line("Peak output token throughput (tok/s):", float(s["max_output_tokens_per_s"])))
-    out.append(_line("Peak concurrent requests:", float(s["max_concurrent_requests"])))
-    if "peak_in_flight_requests" in s:
+    out.append(_line("Benchmark duration (s):", _f(s.duration_s)))
+    out.append(_line("Total input tokens:", s.total_input_tokens))
+    out.append(_line("Total generated tokens:", s.total_output_tokens))
+    out.append(_line("Request throughput (req/s):", _f(s.request_throughput)))
+    if s.request_goodput is not None:
+        out.append(_line("Request goodput (req/s):", float(s.request_goodput)))
+    out.append(_line("Output token throughput (tok/s):", _f(s.output_throughput)))
+    out.append(_line("Peak output token throughput (tok/s):", _f(s.max_output_tokens_per_s)))
+    out.append(_line("Peak concurrent requests:", _f(s.max_concurrent_requests)))
+    if s.peak_in_flight_requests is not None:
         # vLLM's line above counts every request active at any moment of a 1-second bucket
         # (8 at --concurrency 4); this is how many were in flight at the same instant
-        out.append(_line("Peak requests in flight at once:", s["peak_in_flight_requests"]))
-    out.append(_line("Total token throughput (tok/s):", float(s["total_token_throughput"])))
+        out.append(_line("Peak requests in flight at once:", s.peak_in_flight_requests))
+    out.append(_line("Total token throughput (tok/s):", _f(s.total_token_throughput)))
     for m in percentile_metrics:
         if m not in _HEADERS:
             continue
         header, short = _HEADERS[m]
+        metric = s.metric(m)
         out.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
-        out.append(_line(f"Mean {short} (ms):", _f(s[f"mean_{m}_ms"])))
-        out.append(_line(f"Median {short} (ms):", _f(s[f"median_{m}_ms"])))
+        out.append(_line(f"Mean {short} (ms):", _f(metric.mean)))
+        out.append(_line(f"Median {short} (ms):", _f(metric.median)))
         for p in metric_percentiles:
-            w = pct_word(p)
-            out.append(_line(f"P{w} {short} (ms):", _f(s.get(f"p{w}_{m}_ms"))))
+            out.append(_line(f"P{pct_word(p)} {short} (ms):", _f(metric.percentiles.get(p))))
     out.append("=" * 50)
     return "\n".join(out)
 
 
-def extras(s: dict[str, Any], monitor: dict[str, Any] | None = None) -> str:
+def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None = None) -> str:
     """llmbench's own numbers, under vLLM's block."""
+    s = Summary.of(summary)
     out = ["{s:{c}^{n}}".format(s=" llmbench extras ", n=50, c="-")]
     # failure-aware: a failed request counts as never answered (+inf), so these show what share
     # of *all* users got an answer in time; vLLM's figures above count successes only
-    if s.get("completed_share") is not None:
-        out.append(_line("Completed (% of requests):", 100.0 * s["completed_share"]))
-    out.append(_line("TTFT p95 incl. failures (ms):", _f(s.get("p95_all_ttft_ms"))))
-    out.append(_line("E2EL p95 incl. failures (ms):", _f(s.get("p95_all_e2el_ms"))))
-    for k in sorted(k for k in s if k.startswith("within_")):
-        metric, _, limit = k.removeprefix("within_").rpartition("_")
-        if s[k] is not None:
-            out.append(_line(f"{metric.upper()} within {limit} (% of requests):", 100.0 * s[k]))
-    out.append(_line("Client queue p99 (ms):", _f(s["p99_client_queue_ms"])))
-    out.append(_line("E2EL from schedule p99 (ms):", _f(s["p99_e2el_from_schedule_ms"])))
-    out.append(_line("ITL per token median (ms):", _f(s["median_itl_per_token_ms"])))
-    out.append(_line("Max gap p99 (ms):", _f(s["p99_max_gap_ms"])))
-    out.append(_line(f"Stalls (gaps > {s['stall_threshold_s']:g} s):", s["stalls"]))
-    out.append(_line("Output token counts from:", s["output_tokens_source"]))
-    if s.get("requests_with_reasoning"):
+    if s.completed_share is not None:
+        out.append(_line("Completed (% of requests):", 100.0 * s.completed_share))
+    out.append(_line("TTFT p95 incl. failures (ms):", _f(s.ttft.all_percentiles.get(95.0))))
+    out.append(_line("E2EL p95 incl. failures (ms):", _f(s.e2el.all_percentiles.get(95.0))))
+    for w in s.within:
+        if w.share is not None:
+            out.append(_line(f"{w.metric.upper()} within {w.limit} (% of requests):",
+                             100.0 * w.share))
+    out.append(_line("Client queue p99 (ms):", _f(s.client_queue.p99)))
+    out.append(_line("E2EL from schedule p99 (ms):", _f(s.e2el_from_schedule.p99)))
+    out.append(_line("ITL per token median (ms):", _f(s.itl_per_token.median)))
+    out.append(_line("Max gap p99 (ms):", _f(s.max_gap.p99)))
+    out.append(_line(f"Stalls (gaps > {s.stall_threshold_s:g} s):", s.stalls))
+    out.append(_line("Output token counts from:", s.output_tokens_source))
+    if s.requests_with_reasoning:
         out.extend(reasoning_lines(s))
-    if "mean_server_slot_wait_ms" in s:
-        out.append(_line("Server slot wait p95 (ms, Ollama):", _f(s["p95_server_slot_wait_ms"])))
-    if "mean_server_queue_ms" in s:
-        out.append(_line("Server queue p95 (ms):", _f(s["p95_server_queue_ms"])))
-    if s.get("served_by"):
-        spread = ", ".join(f"{k}: {v}" for k, v in sorted(s["served_by"].items()))
+    if s.server_slot_wait.mean is not None:
+        out.append(_line("Server slot wait p95 (ms, Ollama):", _f(s.server_slot_wait.p95)))
+    if s.server_queue.mean is not None:
+        out.append(_line("Server queue p95 (ms):", _f(s.server_queue.p95)))
+    if s.served_by:
+        spread = ", ".join(f"{k}: {v}" for k, v in sorted(s.served_by.items()))
         out.append(_line("Served by:", spread))
-    if s.get("by_turn"):
+    if s.by_turn:
         for name in ("first", "later"):
-            t = s["by_turn"][name]
-            out.append(_line(f"TTFT p95, {name} turns (ms):", _f(t["p95_ttft_ms"])))
-    if s.get("errors"):
-        out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s["errors"].items())))
-        for e in s.get("error_samples", [])[:3]:
+            out.append(_line(f"TTFT p95, {name} turns (ms):", _f(s.by_turn[name].ttft.p95)))
+    if s.errors:
+        out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s.errors.items())))
+        for e in s.error_samples[:3]:
             status = f" {e['status']}" if e.get("status") else ""
             out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
-    if s.get("non_streaming"):
+    if s.non_streaming:
         out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
     from llmbench.analysis.metrics import bunching_sentence
-    buffered = bunching_sentence(s.get("stream_bunching"))
+    buffered = bunching_sentence(s.stream_bunching)
     if buffered:
         out.append(f"WARNING: {buffered}.")
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
         who = worker_names(monitor)
-        if s.get("p99_send_delay_ms") is not None:
+        if s.send_delay.p99 is not None:
             out.append(_line("Client send delay p50 / p99:",
-                             f"{s['p50_send_delay_ms']:.2f} ms / {s['p99_send_delay_ms']:.2f} ms"))
+                             f"{s.send_delay.p50:.2f} ms / {s.send_delay.p99:.2f} ms"))
         if monitor.get("send_delay_over"):
             out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
                        f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
@@ -145,20 +146,22 @@ def worker_names(mon: dict[str, Any]) -> str:
     return f" ({' and '.join(parts)} of {mon.get('workers')}{'' if ids else ' workers'})"
 
 
-def reasoning_lines(s: dict[str, Any]) -> list[str]:
+def reasoning_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
     """A reasoning model's figures (only printed when a reply reasoned): TTFT above counts the
     first reasoning token, as vLLM does; TTFO is the answer's first token."""
+    s = Summary.of(summary)
+
     def tok(v: Any) -> str:
         return MISSING if v is None else f"{float(v):.1f}"
     return [
-        _line("Replies that reasoned:", f"{s['requests_with_reasoning']} of {s['completed']}"),
-        _line("Median TTFO, first answer token (ms):", _f(s.get("median_ttfo_ms"))),
-        _line("P95 TTFO, first answer token (ms):", _f(s.get("p95_ttfo_ms"))),
-        _line("P95 reasoning time (ms):", _f(s.get("p95_reasoning_time_ms"))),
+        _line("Replies that reasoned:", f"{s.requests_with_reasoning} of {s.completed}"),
+        _line("Median TTFO, first answer token (ms):", _f(s.ttfo.median)),
+        _line("P95 TTFO, first answer token (ms):", _f(s.ttfo.p95)),
+        _line("P95 reasoning time (ms):", _f(s.reasoning_time.p95)),
         _line("Reasoning tokens mean / p95:",
-              f"{tok(s.get('mean_reasoning_tokens'))} / {tok(s.get('p95_reasoning_tokens'))}"),
+              f"{tok(s.reasoning_tokens.mean)} / {tok(s.reasoning_tokens.p95)}"),
         _line("Answer ITL median / p95 (ms):",
-              f"{fmt_ms(s.get('median_output_itl_ms'))} / {fmt_ms(s.get('p95_output_itl_ms'))}"),
+              f"{fmt_ms(s.output_itl.median)} / {fmt_ms(s.output_itl.p95)}"),
     ]
 
 
@@ -191,7 +194,7 @@ def ramp_header(unit: str = "Users") -> str:
 
 def ramp_row(step: dict[str, Any]) -> str:
     from llmbench.analysis.verdict import generator_cause, lag_explains, step_state
-    s = step["summary"]
+    s = Summary.of(step["summary"])
     state = step_state(step)
     mon = step.get("monitor") or {}
     if mon.get("overloaded"):
@@ -201,11 +204,11 @@ def ramp_row(step: dict[str, Any]) -> str:
     if (step.get("steady") or {}).get("drifting"):
         state += " (still drifting)"
     return RAMP_COLUMNS.format(
-        unit=f"{step['load']:g}", reqs=s["requests"], ttft50=fmt_ms(s["median_ttft_ms"]),
-        ttft95=fmt_ms(s["p95_ttft_ms"]), itl50=fmt_ms(s["median_itl_ms"]),
-        itl95=fmt_ms(s["p95_itl_ms"]), tpot=fmt_ms(s["p95_tpot_ms"]), e2el=fmt_ms(s["p95_e2el_ms"]),
-        otps=f"{s['output_throughput']:.1f}", rps=f"{s['request_throughput']:.2f}",
-        err=s["failed"], state=state)
+        unit=f"{step['load']:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
+        ttft95=fmt_ms(s.ttft.p95), itl50=fmt_ms(s.itl.median),
+        itl95=fmt_ms(s.itl.p95), tpot=fmt_ms(s.tpot.p95), e2el=fmt_ms(s.e2el.p95),
+        otps=f"{s.output_throughput:.1f}", rps=f"{s.request_throughput:.2f}",
+        err=s.failed, state=state)
 
 
 def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:

@@ -19,7 +19,7 @@ from llmbench.report import charts
 from llmbench.analysis.verdict import step_state
 from llmbench.report.console import fmt_ms
 from llmbench.results.latencies import Latencies, load, read_jsonl
-from llmbench.results.schema import value
+from llmbench.results.schema import Summary
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -83,12 +83,12 @@ def _ms2(v: Any) -> str:
 def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
     rows, classes = [], []
     for st in steps:
-        s = st["summary"]
+        s = Summary.of(st["summary"])
         failed = [c.get("text") or c["threshold"] for c in st.get("checks", []) if not c["ok"]]
-        rows.append([f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
-                     fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
-                     fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
-                     f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
+        rows.append([f"{st['load']:g}", s.requests, fmt_ms(s.ttft.median),
+                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
+                     fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
+                     f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
                      ("held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed))
                      + (" (still drifting)" if (st.get("steady") or {}).get("drifting") else "")])
         classes.append("held" if st["held"] else "over")
@@ -99,8 +99,8 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
                 "E2EL p95", "out tok/s", "req/s", "errors", "result"]
 
 
-def _errors(summary: dict[str, Any], where: str = "") -> str:
-    samples = summary.get("error_samples") or []
+def _errors(summary: Summary | dict[str, Any], where: str = "") -> str:
+    samples = Summary.of(summary).error_samples
     if not samples:
         return ""
     rows = [[where, s.get("kind"), s.get("status") or "", s.get("count"), s.get("error") or ""]
@@ -214,38 +214,38 @@ def _prefix_cache(p: dict[str, Any] | None) -> list[str]:
 
 
 def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
-    s = run.get("summary") or {}
+    s = Summary.of(run.get("summary") or {})
     load_cfg = run.get("config", {}).get("load", {})
     level = (f"{load_cfg.get('concurrency')} concurrent" if load_cfg.get("concurrency")
              else f"{load_cfg.get('rate')} req/s")
-    body = [f'<div class="verdict"><b>{e(s.get("completed"))} requests succeeded, '
-            f'{e(s.get("failed"))} failed at {e(level)}.</b> TTFT p50 {e(fmt_ms(s.get("median_ttft_ms")))}, '
-            f'p99 {e(fmt_ms(s.get("p99_ttft_ms")))}; ITL p50 {e(fmt_ms(s.get("median_itl_ms")))}; '
-            f'{s.get("output_throughput", 0):.1f} output tok/s.</div>']
+    body = [f'<div class="verdict"><b>{e(s.completed)} requests succeeded, '
+            f'{e(s.failed)} failed at {e(level)}.</b> TTFT p50 {e(fmt_ms(s.ttft.median))}, '
+            f'p99 {e(fmt_ms(s.ttft.p99))}; ITL p50 {e(fmt_ms(s.itl.median))}; '
+            f'{s.output_throughput or 0:.1f} output tok/s.</div>']
     from llmbench.analysis.metrics import bunching_sentence
-    buffered = bunching_sentence(s.get("stream_bunching"))
+    buffered = bunching_sentence(s.stream_bunching)
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
     body.append("<h2>Summary (vLLM's names)</h2>")
     keys = ["completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
             "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
             "max_output_tokens_per_s", "max_concurrent_requests"]
-    rows = [[k, f"{s[k]:.2f}" if isinstance(s.get(k), float) else s.get(k)] for k in keys]
+    vals = [(k, getattr(s, k)) for k in keys]
+    rows = [[k, f"{v:.2f}" if isinstance(v, float) else v] for k, v in vals]
     body.append(_table(["metric", "value"], rows, left=1))
     lat_rows = []
     for m in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule", "itl_per_token",
               "max_gap"):
-        lat_rows.append([m] + [_ms2(value(s, m, st))
-                               for st in ("mean", "median", "std", "p90", "p95", "p99", "max")])
+        lat_rows.append([m] + _stat_cells(s.metric(m), _ms2))
     for m in ("ttft", "e2el"):
-        lat_rows.append([f"{m} incl. failures", "", _ms2(value(s, m, "p50_all")), "",
-                         _ms2(value(s, m, "p90_all")), _ms2(value(s, m, "p95_all")),
-                         _ms2(value(s, m, "p99_all")), ""])
+        cens = s.metric(m).all_percentiles
+        lat_rows.append([f"{m} incl. failures", "", _ms2(cens.get(50.0)), "",
+                         _ms2(cens.get(90.0)), _ms2(cens.get(95.0)), _ms2(cens.get(99.0)), ""])
     body.append(_table(["ms", "mean", "median", "std", "p90", "p95", "p99", "max"], lat_rows, left=1))
     body.append("<p class=meta>vLLM's statistics count successful requests only (– when there "
                 "were none). The rows <i>incl. failures</i> count every failed request as never "
                 "answered (∞).</p>")
-    if s.get("requests_with_reasoning"):
+    if s.requests_with_reasoning:
         body += _reasoning(s)
     checks = run.get("thresholds") or []
     if checks:
@@ -253,7 +253,7 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
                            [[c.get("text") or c["threshold"], "ok" if c["ok"] else "FAILED"]
                             for c in checks], ["held" if c["ok"] else "over" for c in checks],
                            left=1))
-    if s.get("non_streaming"):
+    if s.non_streaming:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
     body += _prefix_cache(run.get("prefix_cache"))
     body.append("<h2>Latency distributions</h2>")
@@ -272,20 +272,28 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     return body
 
 
-def _reasoning(s: dict[str, Any]) -> list[str]:
+_STATS = ("mean", "median", "std", "p90", "p95", "p99", "max")
+
+
+def _stat_cells(m: Any, fmt: Any) -> list[str]:
+    """A metric's mean, median, std, p90, p95, p99 and max, each through ``fmt``."""
+    return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
+
+
+def _reasoning(summary: Summary | dict[str, Any]) -> list[str]:
     """Only for a run where a reply reasoned: runs without reasoning look as before."""
-    stats = ("mean", "median", "std", "p90", "p95", "p99", "max")
+    s = Summary.of(summary)
+    stats = _STATS
     names = {"ttfo": "TTFO (first answer token)", "reasoning_time": "reasoning time",
              "output_itl": "answer ITL"}
-    rows = [[label] + [_ms2(value(s, m, st)) for st in stats] for m, label in names.items()]
+    rows = [[label] + _stat_cells(s.metric(m), _ms2) for m, label in names.items()]
 
     def count(v: Any) -> str:
         return "–" if v is None else f"{float(v):.1f}"
-    rows.append(["reasoning tokens (count)"] + [count(value(s, "reasoning_tokens", st))
-                                                for st in stats])
+    rows.append(["reasoning tokens (count)"] + _stat_cells(s.reasoning_tokens, count))
     return ["<h2>Reasoning</h2>",
-            f"<p>{e(s['requests_with_reasoning'])} of {e(s.get('completed'))} replies reasoned "
-            f"({e(s.get('total_reasoning_tokens'))} reasoning tokens). TTFT above counts the "
+            f"<p>{e(s.requests_with_reasoning)} of {e(s.completed)} replies reasoned "
+            f"({e(s.total_reasoning_tokens)} reasoning tokens). TTFT above counts the "
             "first reasoning token, as vLLM does; TTFO is the first token of the answer, "
             "reasoning time runs from the first token to it, and the answer ITL is the gap "
             "between the answer's own tokens.</p>",
@@ -302,14 +310,14 @@ def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
             "<h2>Overhead per step (router − direct, 95% bootstrap intervals)</h2>"]
     rows = []
     for st in steps:
-        row = [st["users"], fmt_ms(st["router"]["median_ttft_ms"]), fmt_ms(st["direct"]["median_ttft_ms"])]
+        router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
+        row = [st["users"], fmt_ms(router.ttft.median), fmt_ms(direct.ttft.median)]
         for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50"):
             o = st[m]
             row.append("-" if o["overhead_ms"] is None else
                        f"{o['overhead_ms']:+.1f} [{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]"
                        + (" *" if o["significant"] else ""))
-        row += [f"{st['router']['output_throughput'] or 0:.1f}",
-                f"{st['direct']['output_throughput'] or 0:.1f}"]
+        row += [f"{router.output_throughput or 0:.1f}", f"{direct.output_throughput or 0:.1f}"]
         rows.append(row)
     body.append(_table(["users", "router TTFT p50", "direct TTFT p50", "TTFT p50 ms", "TTFT p95 ms",
                         "E2EL p50 ms", "ITL p50 ms", "router tok/s", "direct tok/s"], rows))

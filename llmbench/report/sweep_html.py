@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from llmbench.results.folder import RunFolderError, load_run
+from llmbench.results.schema import Summary
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _table, e
@@ -88,12 +89,14 @@ def at_load_chart(results: Sequence[dict[str, Any]], load: float, unit: str,
     plt = charts._plt()
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     xs = np.arange(len(results))
-    for ax, key, title, ylabel, color in (
-            (axes[0], "p95_ttft_ms", "TTFT p95", "ms", charts._COLORS[1]),
-            (axes[1], "median_itl_ms", "ITL p50 (streaming speed)", "ms", charts._COLORS[3]),
-            (axes[2], "output_throughput", "Output throughput", "tokens/s", charts._COLORS[2])):
+    for ax, get, title, ylabel, color in (
+            (axes[0], lambda a: a.ttft.p95, "TTFT p95", "ms", charts._COLORS[1]),
+            (axes[1], lambda a: a.itl.median, "ITL p50 (streaming speed)", "ms", charts._COLORS[3]),
+            (axes[2], lambda a: a.output_throughput, "Output throughput", "tokens/s",
+             charts._COLORS[2])):
         for i, r in enumerate(results):
-            v = (r.get("at_common_load") or {}).get(key)
+            at = _at_load(r)
+            v = None if at is None else get(at)
             if isinstance(v, (int, float)) and np.isfinite(v):
                 ax.bar(i, v, width=0.6, color=color)
                 ax.text(i, v, f"{v:.0f}" if v >= 10 else f"{v:.1f}", ha="center",
@@ -124,6 +127,12 @@ def _ramps(sweep_dir: Path, results: Sequence[dict[str, Any]]) -> list[tuple[str
         if run.get("steps"):
             out.append((r["name"], run["steps"]))
     return out
+
+
+def _at_load(r: dict[str, Any]) -> Summary | None:
+    """A setting's step at the common load (sweep.json's slim summary of it), if it had one."""
+    a = r.get("at_common_load")
+    return Summary.of(a) if a else None
 
 
 def _gb(v: Any) -> str:
@@ -171,12 +180,12 @@ def render(sweep_dir: str | Path) -> str:
     out.append("<h2>Per setting</h2>")
     rows, classes = [], []
     for r in results:
-        a = r.get("at_common_load") or {}
+        a = _at_load(r)
         link = (f'<a href="{e(r["run_dir"])}/report.html">{e(r["run_dir"])}</a>'
                 if r.get("run_dir") else "–")
         rows.append([r["name"], r["status"].replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
-                     fmt_ms(a.get("p95_ttft_ms")), fmt_ms(a.get("median_itl_ms")),
-                     _num(a.get("output_throughput"), "{:.1f}"), _num(a.get("failed")),
+                     fmt_ms(a and a.ttft.p95), fmt_ms(a and a.itl.median),
+                     _num(a and a.output_throughput, "{:.1f}"), _num(a and a.failed),
                      r.get("verdict") or r.get("error") or "", link])
         classes.append("held" if r.get("setting") == best else
                        "over" if r.get("held") is None else "")

@@ -5,12 +5,26 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from llmbench.results.folder import load_run
 from llmbench.analysis.verdict import step_state
 from llmbench.report.console import fmt_ms
+from llmbench.results.schema import Summary
 
+# a column's header is the summary's key (run.json's name), its cell the contract's field
+_CELLS: dict[str, Callable[[Summary], Any]] = {
+    "requests": lambda s: s.requests, "completed": lambda s: s.completed,
+    "failed": lambda s: s.failed, "duration": lambda s: s.duration_s,
+    "median_ttft_ms": lambda s: s.ttft.median, "mean_ttft_ms": lambda s: s.ttft.mean,
+    "p95_ttft_ms": lambda s: s.ttft.p95, "p99_ttft_ms": lambda s: s.ttft.p99,
+    "mean_tpot_ms": lambda s: s.tpot.mean, "p95_tpot_ms": lambda s: s.tpot.p95,
+    "median_itl_ms": lambda s: s.itl.median, "p95_itl_ms": lambda s: s.itl.p95,
+    "p99_itl_ms": lambda s: s.itl.p99,
+    "p95_e2el_ms": lambda s: s.e2el.p95, "p99_e2el_ms": lambda s: s.e2el.p99,
+    "output_throughput": lambda s: s.output_throughput,
+    "request_throughput": lambda s: s.request_throughput,
+}
 CSV_COLUMNS = ["load", "requests", "completed", "failed", "median_ttft_ms", "p95_ttft_ms",
                "p99_ttft_ms", "median_itl_ms", "p95_itl_ms", "p95_tpot_ms", "p95_e2el_ms",
                "output_throughput", "request_throughput", "held", "state"]
@@ -35,15 +49,16 @@ def to_csv(run_dir: str | Path) -> str:
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
         for st in run.get("steps") or []:
             o = st["ttft_p50"]
-            w.writerow([st["users"], st["router"]["median_ttft_ms"], st["direct"]["median_ttft_ms"],
+            router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
+            w.writerow([st["users"], router.ttft.median, direct.ttft.median,
                         o["overhead_ms"], *(o["ci_ms"] or [None, None]), o["significant"],
-                        st["router"]["output_throughput"], st["direct"]["output_throughput"]])
+                        router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     w.writerow(CSV_COLUMNS)
     for st in _steps(run):
-        s = st["summary"]
+        s = Summary.of(st["summary"])
         # an empty cell is a statistic with no data (never 0)
-        w.writerow([st["load"]] + [s.get(k) for k in CSV_COLUMNS[1:-2]]
+        w.writerow([st["load"]] + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]]
                    + [st["held"], step_state(st) if st["held"] is not None else None])
     return buf.getvalue()
 
@@ -76,20 +91,20 @@ def to_markdown(run_dir: str | Path) -> str:
                    "| out tok/s | req/s | errors | |")
         out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for st in run.get("steps") or []:
-            s = st["summary"]
-            cells = [f"{st['load']:g}", s["requests"], fmt_ms(s["median_ttft_ms"]),
-                     fmt_ms(s["p95_ttft_ms"]), fmt_ms(s["median_itl_ms"]), fmt_ms(s["p95_itl_ms"]),
-                     fmt_ms(s["p95_tpot_ms"]), fmt_ms(s["p95_e2el_ms"]),
-                     f"{s['output_throughput']:.1f}", f"{s['request_throughput']:.2f}", s["failed"],
+            s = Summary.of(st["summary"])
+            cells = [f"{st['load']:g}", s.requests, fmt_ms(s.ttft.median),
+                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
+                     fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
+                     f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
                      "held" if st["held"] else f"**{step_state(st)}**"]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
     elif kind == "run":
-        s = run.get("summary") or {}
+        s = Summary.of(run.get("summary") or {})
         out.append("| metric | value |\n|---|---:|")
         for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
                   "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
                   "p99_itl_ms", "p99_e2el_ms"):
-            v = s.get(k)
+            v = _CELLS[k](s)
             out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
@@ -98,8 +113,9 @@ def to_markdown(run_dir: str | Path) -> str:
             o = st["ttft_p50"]
             ci = f"[{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]" if o["ci_ms"] else ""
             ov = f"{o['overhead_ms']:+.1f} ms {ci}" if o["overhead_ms"] is not None else "-"
-            out.append(f"| {st['users']} | {ov} | {st['router']['output_throughput'] or 0:.1f} | "
-                       f"{st['direct']['output_throughput'] or 0:.1f} |")
+            router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
+            out.append(f"| {st['users']} | {ov} | {router.output_throughput or 0:.1f} | "
+                       f"{direct.output_throughput or 0:.1f} |")
     wl = run.get("workload") or {}
     out.append("")
     out.append(f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from llmbench.results.schema import key as summary_key, pct_word
+from llmbench.results.schema import Summary, key as summary_key, pct_word
 from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore
 
@@ -83,15 +83,16 @@ def _per_request(records: Sequence[Record], texts: dict[str, str] | None) -> dic
                                              "latencies", "start_times", "queue_times",
                                              "generated_texts", "errors")}
     for r in recs:
-        times = r.token_times
+        # the latencies are Record's (records/record.py: their one definition)
+        ttft, e2el = r.ttft, r.e2el
         cols["input_lens"].append(int(r.prompt_tokens or 0))
         cols["output_lens"].append(int(r.output_tokens or 0) if r.ok else 0)
         # like vLLM's RequestFuncOutput: 0.0 until the first token came
-        cols["ttfts"].append(float(times[0] - r.start) if times else 0.0)
-        cols["itls"].append([float(b - a) for a, b in zip(times, times[1:])])
-        cols["latencies"].append(float(times[-1] - r.start) if r.ok and times else 0.0)
+        cols["ttfts"].append(float(ttft) if ttft is not None else 0.0)
+        cols["itls"].append([float(g) for g in r.itls])
+        cols["latencies"].append(float(e2el) if r.ok and e2el is not None else 0.0)
         cols["start_times"].append(float(r.start))
-        cols["queue_times"].append(float(max(r.start - r.scheduled, 0.0)))
+        cols["queue_times"].append(float(r.client_queue))
         cols["generated_texts"].append((texts or {}).get(r.request_id, ""))
         cols["errors"].append("" if r.ok else (r.error or r.error_kind or "failed"))
     return cols
@@ -101,7 +102,7 @@ def _float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, model_id: str,
+def build(summary: Summary | dict[str, Any], records: Sequence[Record], *, backend: str, model_id: str,
           tokenizer_id: str | None, label: str | None, request_rate: float | None,
           burstiness: float, max_concurrency: int | None, percentile_metrics: Sequence[str],
           metric_percentiles: Sequence[float], goodput: bool, detailed: bool,
@@ -109,7 +110,7 @@ def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, m
           date: str | None = None) -> dict[str, Any]:
     """The result dict, keys in vLLM's order. ``request_rate`` None or inf is a closed loop or
     all-at-once: vLLM writes the string "inf" then."""
-    s = summary
+    s = Summary.of(summary)
     out: dict[str, Any] = {
         "date": date or time.strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": backend,
@@ -117,7 +118,7 @@ def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, m
         "label": label,
         "model_id": model_id,
         "tokenizer_id": tokenizer_id,
-        "num_prompts": int(s["requests"]),
+        "num_prompts": int(s.requests),
     }
     out.update(metadata or {})
     out.update({
@@ -128,34 +129,35 @@ def build(summary: dict[str, Any], records: Sequence[Record], *, backend: str, m
     })
     cols = _per_request(records, texts)
     out.update({
-        "duration": float(s["duration"]),
-        "completed": int(s["completed"]),
-        "failed": int(s["failed"]),
-        "total_input_tokens": int(s["total_input_tokens"]),
-        "total_output_tokens": int(s["total_output_tokens"]),
-        "request_throughput": float(s["request_throughput"]),
-        "request_goodput": _float(s.get("request_goodput")) if goodput else None,
-        "output_throughput": float(s["output_throughput"]),
-        "total_token_throughput": float(s["total_token_throughput"]),
+        "duration": float(s.duration_s),
+        "completed": int(s.completed),
+        "failed": int(s.failed),
+        "total_input_tokens": int(s.total_input_tokens),
+        "total_output_tokens": int(s.total_output_tokens),
+        "request_throughput": float(s.request_throughput),
+        "request_goodput": _float(s.request_goodput) if goodput else None,
+        "output_throughput": float(s.output_throughput),
+        "total_token_throughput": float(s.total_token_throughput),
     })
     for key in ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
                 "queue_times", "generated_texts", "errors"):
         if detailed or key not in DETAILED_KEYS:
             out[key] = cols[key]
     out.update({
-        "max_output_tokens_per_s": float(s["max_output_tokens_per_s"]),
-        "max_concurrent_requests": int(s["max_concurrent_requests"]),
+        "max_output_tokens_per_s": float(s.max_output_tokens_per_s),
+        "max_concurrent_requests": int(s.max_concurrent_requests),
         "rtfx": 0.0,                    # vLLM's audio (ASR) figure; 0.0 for text
     })
     for m in _METRIC_ORDER:
         if m not in percentile_metrics:
             continue
-        for stat in ("mean", "median", "std"):
-            # no successful request: null, not vLLM's 0.0, which reads as a perfect latency
-            out[summary_key(m, stat)] = _float(s.get(summary_key(m, stat)))
+        metric = s.metric(m)
+        # no successful request: null, not vLLM's 0.0, which reads as a perfect latency
+        out[summary_key(m, "mean")] = _float(metric.mean)
+        out[summary_key(m, "median")] = _float(metric.median)
+        out[summary_key(m, "std")] = _float(metric.std)
         for p in metric_percentiles:
-            w = pct_word(p)
-            out[f"p{w}_{m}_ms"] = _float(s.get(f"p{w}_{m}_ms"))
+            out[f"p{pct_word(p)}_{m}_ms"] = _float(metric.percentiles.get(p))   # vLLM's keys
     return out
 
 

@@ -30,7 +30,8 @@ CENSORED = ("ttft", "e2el", "e2el_from_schedule")               # also with fail
 REASONING = ("ttfo", "reasoning_time", "output_itl")
 COUNTS = ("reasoning_tokens",)         # statistics of a count: keys without "_ms"
 # measured by the client or the server, not per vLLM: the send delay, the server's own queue
-OTHER_LATENCY = ("send_delay", "server_queue")
+# (a header), the time Ollama's final line says a request waited for a slot
+OTHER_LATENCY = ("send_delay", "server_queue", "server_slot_wait")
 METRICS = LATENCY + EXTRA_LATENCY + REASONING + OTHER_LATENCY + COUNTS
 
 # threshold and compare names of the summary's scalars -> their keys
@@ -73,6 +74,11 @@ def key(metric: str, stat: str | None = None) -> str:
     if metric in COUNTS:
         return f"{base}_{metric}"
     return f"{base}{'_all' if all_ else ''}_{metric}_ms"
+
+
+def within_key(metric: str, limit_ms: float) -> str:
+    """Summary key of "the share of all requests that succeeded with METRIC <= limit"."""
+    return f"within_{metric}_{limit_ms:g}ms"
 
 
 def value(summary: Mapping[str, Any] | "Summary", metric: str, stat: str | None = None) -> Any:
@@ -164,6 +170,27 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class Within:
+    """A share asked for by a ``within`` threshold: of all measured requests, the share that
+    succeeded with ``metric`` at or under the limit (key ``within_<metric>_<limit>``, e.g.
+    ``within_ttft_2000ms``; ``limit`` is that text, ``2000ms``)."""
+
+    metric: str
+    limit: str
+    share: float | None
+    key: str
+
+    @property
+    def limit_ms(self) -> float:
+        return float(self.limit.removesuffix("ms"))
+
+    @classmethod
+    def from_key(cls, k: str, share: float | None) -> "Within":
+        metric, _, limit = k.removeprefix("within_").rpartition("_")
+        return cls(metric=metric, limit=limit, share=share, key=k)
+
+
+@dataclass(frozen=True)
 class Summary:
     """A run's (or a ramp step's) summary. Named fields for what every run has; ``data`` is the
     dict exactly as run.json holds it, for anything this class does not name."""
@@ -191,11 +218,45 @@ class Summary:
     max_gap: Metric
     send_delay: Metric
     server_queue: Metric
+    server_slot_wait: Metric
     ttfo: Metric
     reasoning_time: Metric
     output_itl: Metric
     reasoning_tokens: Metric
     data: dict[str, Any] = field(repr=False)
+    # vLLM's 1-second-bucket peaks; llmbench's true peak in flight (``run`` only)
+    max_output_tokens_per_s: float | None = None
+    max_concurrent_requests: int | None = None
+    peak_in_flight_requests: int | None = None
+    completed_share: float | None = None
+    error_statuses: dict[str, int] = field(default_factory=dict)
+    error_samples: list[dict[str, Any]] = field(default_factory=list)
+    stall_threshold_s: float | None = None
+    requests_with_stalls: int | None = None
+    output_tokens_source: str | None = None
+    non_streaming: bool = False
+    # metrics._bunching_store's verdict on how the token events arrived (None: not recorded)
+    stream_bunching: dict[str, Any] | None = None
+    served_by: dict[str, int] = field(default_factory=dict)
+    backends: dict[str, Any] | None = None
+    cached_prompt_tokens: int | None = None
+    within: list[Within] = field(default_factory=list)
+    # reasoning models (0 / None when no reply reasoned)
+    requests_with_reasoning: int = 0
+    total_reasoning_tokens: int | None = None
+    answered_after_reasoning: int | None = None
+    # multi-turn: the same summary of first turns and of later turns ("first", "later")
+    by_turn: dict[str, "Summary"] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float | None:
+        """vLLM's name for ``duration_s``."""
+        return self.duration_s
+
+    @classmethod
+    def of(cls, summary: "Mapping[str, Any] | Summary") -> "Summary":
+        """``summary`` as a Summary: itself, or made from its dict (run.json's)."""
+        return summary if isinstance(summary, Summary) else cls.from_dict(summary)
 
     def metric(self, name: str) -> Metric:
         """A distribution by name (``'ttft'``); an unknown name is a ValueError."""
@@ -204,8 +265,20 @@ class Summary:
         return getattr(self, name)
 
     def value(self, metric: str, stat: str | None = None) -> Any:
-        """METRIC.STAT as a threshold reads it (``value('ttft', 'p95')``, ``value('error_rate')``)."""
+        """METRIC.STAT as a threshold reads it (``value('ttft', 'p95')``, ``value('error_rate')``,
+        ``value('ttft', 'p95_all')``, ``value('ttft', 'n')``)."""
         return value(self.data, metric, stat)
+
+    def has(self, metric: str, stat: str | None = None) -> bool:
+        """Whether the summary holds METRIC.STAT at all (a statistic with no data is held, as
+        None): a run where no reply reasoned has no TTFO; a summary written before a count
+        existed has no ``n_``."""
+        return key(metric, stat) in self.data
+
+    def within_share(self, metric: str, limit_ms: float) -> float | None:
+        """The share of all requests that succeeded with METRIC <= limit_ms (None when the
+        summary was not asked for it)."""
+        return self.data.get(within_key(metric, limit_ms))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
@@ -224,6 +297,25 @@ class Summary:
                    output_throughput=d.get("output_throughput"),
                    total_token_throughput=d.get("total_token_throughput"),
                    errors=dict(d.get("errors") or {}), stalls=d.get("stalls"),
+                   max_output_tokens_per_s=d.get("max_output_tokens_per_s"),
+                   max_concurrent_requests=d.get("max_concurrent_requests"),
+                   peak_in_flight_requests=d.get("peak_in_flight_requests"),
+                   completed_share=d.get("completed_share"),
+                   error_statuses=dict(d.get("error_statuses") or {}),
+                   error_samples=list(d.get("error_samples") or []),
+                   stall_threshold_s=d.get("stall_threshold_s"),
+                   requests_with_stalls=d.get("requests_with_stalls"),
+                   output_tokens_source=d.get("output_tokens_source"),
+                   non_streaming=bool(d.get("non_streaming")),
+                   stream_bunching=d.get("stream_bunching"),
+                   served_by=dict(d.get("served_by") or {}), backends=d.get("backends"),
+                   cached_prompt_tokens=d.get("cached_prompt_tokens"),
+                   within=[Within.from_key(k, d[k]) for k in sorted(d) if k.startswith("within_")],
+                   requests_with_reasoning=int(d.get("requests_with_reasoning") or 0),
+                   total_reasoning_tokens=d.get("total_reasoning_tokens"),
+                   answered_after_reasoning=d.get("answered_after_reasoning"),
+                   by_turn={k: cls.from_dict(v) for k, v in (d.get("by_turn") or {}).items()
+                            if isinstance(v, dict)},
                    data=d, **metrics)
 
 
