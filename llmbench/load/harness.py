@@ -268,6 +268,9 @@ class Harness:
                                            if self.run_dir else None)))
         if self.metrics is not None:
             self.metrics.gauges = lambda: self._gauges(sessions, live, view)
+        if not live.load:
+            # a fixed load (a run) says its level here; a ramp or probe sets it per step
+            live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
         printer = loop.create_task(self._live(sessions, live, view)) \
             if self.live_line or self.board is not None else None
         if printer is not None:

@@ -51,6 +51,8 @@ def _labels(pairs: dict[str, str]) -> str:
 
 
 def _num(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
     if math.isinf(x):
         return "+Inf" if x > 0 else "-Inf"
     if x == int(x) and abs(x) < 1e15:
@@ -76,7 +78,9 @@ class Histogram:
         running = 0
         for bound, c in zip(BUCKETS_S, self.counts):
             running += c
-            out.append(f"{self.name}_bucket{_labels({**labels, 'le': _num(bound)})} {running}")
+            # le as the client libraries write it ("1.0", not "1"): Prometheus 3 reads both, a
+            # query that names a bucket by its label matches either spelling
+            out.append(f"{self.name}_bucket{_labels({**labels, 'le': repr(float(bound))})} {running}")
         out.append(f"{self.name}_bucket{_labels({**labels, 'le': '+Inf'})} {self.n}")
         out.append(f"{self.name}_sum{_labels(labels)} {_num(self.total)}")
         out.append(f"{self.name}_count{_labels(labels)} {self.n}")
@@ -147,7 +151,9 @@ class MetricsExporter:
                 self._tokens_in[path] = self._tokens_in.get(path, 0) + rec.prompt_tokens
             send_delay = rec.send_delay
             if send_delay is not None:
-                self._send_delays.append((now, send_delay))
+                # timed by when the request finished, so the window is the last 10 s of the
+                # run whenever Prometheus scrapes
+                self._send_delays.append((rec.done if rec.done is not None else now, send_delay))
             if not rec.ok:
                 continue
             if rec.output_tokens:
@@ -207,7 +213,8 @@ class MetricsExporter:
             for name, helptext, v in (
                     ("llmbench_in_flight_requests", "Requests sent and not finished.", g.in_flight),
                     ("llmbench_users", "Virtual users (or the target rate of an open-loop step) now.", g.users),
-                    ("llmbench_step", "The ramp step (0 for a single run).", g.step or 0),
+                    ("llmbench_step", "The ramp step, from 1 (0: a single run).",
+                     0 if g.step is None else g.step + 1),
                     ("llmbench_loop_lag_p99_seconds", "llmbench's event-loop lag, p99 of the last second.", g.loop_lag_p99_s),
                     ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.", g.cpu_share),
                     ("llmbench_send_delay_p99_seconds", f"Client send delay (sent - start), p99 of the last {SEND_DELAY_WINDOW_S:.0f} s.", send_p99)):

@@ -79,7 +79,8 @@ def rendered_metric_names(text: str) -> set[str]:
 
 def record(i: int, ok: bool = True, ttft: float = 0.05, gap: float = 0.02, tokens: int = 5,
            retries: int = 0) -> Record:
-    start = 100.0 + i
+    # on this process's clock, just finished: the exporter's send-delay window is the last 10 s
+    start = time.perf_counter() - 2.0 + i * 1e-3
     times = [start + ttft + k * gap for k in range(tokens)] if ok else []
     return Record(f"r{i}", scheduled=start, start=start, sent=start + 0.0003 + i * 1e-6,
                   first_token=times[0] if times else None, end=times[-1] if times else None,
