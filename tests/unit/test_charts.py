@@ -1,5 +1,5 @@
-"""Charts that do not mislead: the rules checked on the matplotlib figures the reports draw,
-and on the SVG of the charts written by hand (a run's CDFs and the timeline: svgplot).
+"""Charts that do not mislead: the rules checked on each chart's description (svgplot.Chart,
+what both the SVG and a PNG are drawn from), and on the SVG itself (what a reader gets).
 
 Axes scale to the data (a far-off threshold is an annotation, not a stretched axis), load ticks
 sit exactly on the steps, every plotted trace is in a legend, and the timeline marks its steps.
@@ -7,16 +7,12 @@ sit exactly on the steps, every plotted trace is in a legend, and the timeline m
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from llmbench.report import charts
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    import matplotlib.pyplot as plt
-    plt.close("all")
+from llmbench.report import charts, svgplot
 
 
 def step(load, held=True, ttft=(60.0, 66.0, 70.0), itl=(7.8, 8.8, 11.0), tok_s=100.0, req_s=2.5,
@@ -39,16 +35,30 @@ def ramp(loads, broke_at=None):
 
 
 def plotted_labels(ax):
-    """Labels of the traces drawn on an axis (lines and filled areas), markup lines excluded."""
-    out = [ln.get_label() for ln in ax.get_lines()]
-    out += [c.get_label() for c in ax.collections]
-    return [lab for lab in out if lab and not lab.startswith("_")]
+    """Labels of the traces drawn on a panel (lines, areas, bars, boxes), markup excluded."""
+    return [lab for lab in ax.labels() if lab and not lab.startswith("_")]
 
 
-def legend_texts(ax):
-    """What a reader can look up for this axis: its own legend and the figure's shared one."""
-    legs = [ax.get_legend(), *ax.figure.legends]
-    return [t.get_text() for leg in legs if leg for t in leg.get_texts()]
+def legend_texts(ax, chart):
+    """What a reader can look up for this panel: its own legend and the chart's shared one."""
+    own = [e.label for e in ax.legend_entries()] if ax.legend_at else []
+    return own + [e.label for e in chart.legend]
+
+
+def xticks(ax):
+    return [t for t, _ in ax.shown_xticks()]
+
+
+def xticklabels(ax):
+    return [label for _, label in ax.shown_xticks()]
+
+
+def texts(ax):
+    return [t.text for t in ax.texts]
+
+
+def lines(ax):
+    return [t for t in ax.traces if isinstance(t, svgplot.Line)]
 
 
 def finite_max(steps, metric):
@@ -57,71 +67,83 @@ def finite_max(steps, metric):
 
 def test_itl_axis_scales_to_the_data_and_a_far_threshold_is_an_annotation():
     steps = ramp([1, 2, 4, 6, 8], broke_at=8)
-    fig = charts.ramp_latency_fig(steps, {"itl": 200.0, "ttft": 400.0}, "users")
-    ttft_ax, itl_ax = fig.axes[:2]
-    top = itl_ax.get_ylim()[1]
+    fig = charts.ramp_latency_chart(steps, {"itl": 200.0, "ttft": 400.0}, "users")
+    ttft_ax, itl_ax = fig.panels[:2]
+    top = itl_ax.ylim[1]
     assert top <= 1.5 * finite_max(steps, "itl"), top          # not stretched to 200 ms
-    assert itl_ax.get_ylim()[0] == 0
-    notes = [t.get_text() for t in itl_ax.texts]
+    assert itl_ax.ylim[0] == 0
+    notes = texts(itl_ax)
     assert any("threshold" in n and "200 ms" in n and "↑" in n for n in notes), notes
     # a threshold near the data is a line on the axis, and the axis reaches it
-    assert ttft_ax.get_ylim()[1] >= 400
-    lines = [ln for ln in ttft_ax.get_lines() if ln.get_gid() == "threshold"]
-    assert [ln.get_ydata()[0] for ln in lines] == [400]
-    assert "threshold" in legend_texts(ttft_ax)
-    assert any("400 ms" in t.get_text() for t in ttft_ax.texts)
-    assert not [ln for ln in itl_ax.get_lines() if ln.get_gid() == "threshold"]
+    assert ttft_ax.ylim[1] >= 400
+    rules = [m for m in ttft_ax.marks if getattr(m, "cls", "") == "threshold"]
+    assert [m.at for m in rules] == [400] and rules[0].axis == "y"
+    assert "threshold" in legend_texts(ttft_ax, fig)
+    assert any("400 ms" in t for t in texts(ttft_ax))
+    assert not [m for m in itl_ax.marks if getattr(m, "cls", "") == "threshold"]
+    # and the SVG draws what the description says
+    _, panels = svg_panels(charts.ramp_latency(steps, {"itl": 200.0, "ttft": 400.0}, "users"))
+    assert panels[0]["thresholds"] == [400.0] and not panels[1]["thresholds"]
+    assert panels[1]["ylim"] == pytest.approx(itl_ax.ylim)
+    assert any("↑" in t for t in panels[1]["texts"] if t)
 
 
 def test_load_ticks_are_the_steps():
     steps = ramp([1, 2, 4, 6, 8])
-    for fig in (charts.ramp_latency_fig(steps, {}, "users"),
-                charts.ramp_throughput_fig(steps, "users")):
-        for ax in fig.axes:
-            assert list(ax.get_xticks()) == [1, 2, 4, 6, 8]
-            labels = [t.get_text() for t in ax.get_xticklabels()]
+    for fig in (charts.ramp_latency_chart(steps, {}, "users"),
+                charts.ramp_throughput_chart(steps, "users")):
+        for ax in fig.panels:
+            assert xticks(ax) == [1, 2, 4, 6, 8]
+            labels = xticklabels(ax)
             assert labels == ["1", "2", "4", "6", "8"], labels
+        # the SVG writes exactly these ticks
+        _, panels = svg_panels(svgplot.render(fig))
+        for p in panels:
+            assert p["xticks"] == [1, 2, 4, 6, 8] and p["xticklabels"] == ["1", "2", "4", "6", "8"]
 
 
 def test_one_step_is_one_integer_tick_and_axes_from_zero():
-    fig = charts.ramp_throughput_fig(ramp([3]), "users")
-    for ax in fig.axes:
-        assert list(ax.get_xticks()) == [3]
-        assert ax.get_ylim()[0] == 0                             # not a 305..335 zoom
+    fig = charts.ramp_throughput_chart(ramp([3]), "users")
+    for ax in fig.panels:
+        assert xticks(ax) == [3]
+        assert ax.ylim[0] == 0                                   # not a 305..335 zoom
 
 
 def test_many_steps_keep_every_tick_but_do_not_overprint_labels():
     loads = list(range(1, 41))
-    fig = charts.ramp_latency_fig(ramp(loads), {}, "users")
-    ax = fig.axes[0]
-    assert list(ax.get_xticks()) == loads
-    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    fig = charts.ramp_latency_chart(ramp(loads), {}, "users")
+    ax = fig.panels[0]
+    assert xticks(ax) == loads
+    shown = [t for t in xticklabels(ax) if t]
     assert shown[0] == "1" and shown[-1] == "40" and len(shown) < len(loads)
 
 
 def test_compare_ticks_are_the_union_of_the_runs_steps():
-    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("b", ramp([1, 2, 4, 6, 8], 8))],
-                                     "users")
-    for ax in fig.axes:
-        assert list(ax.get_xticks()) == [1, 2, 4, 6, 8]
-        assert ax.get_ylim()[0] == 0
+    fig = charts.compare_overlay_chart([("a", ramp([1, 2])), ("b", ramp([1, 2, 4, 6, 8], 8))],
+                                       "users")
+    for ax in fig.panels:
+        assert xticks(ax) == [1, 2, 4, 6, 8]
+        assert ax.ylim[0] == 0
         # every run and the meaning of the x marker are in the legend
-    texts = [t for ax in fig.axes for t in legend_texts(ax)]
-    assert "a" in texts and "b" in texts and any("did not hold" in t for t in texts)
+    names = [t for ax in fig.panels for t in legend_texts(ax, fig)]
+    assert "a" in names and "b" in names and any("did not hold" in t for t in names)
+    root, _ = svg_panels(svgplot.render(fig))
+    shared = [t.text for t in root.iter(f"{SVG_NS}text") if t.get("class") == "legend-entry"]
+    assert "a" in shared and "b" in shared and any("did not hold" in t for t in shared)
 
 
 def test_compare_of_identical_runs_keeps_both_visible():
     """Two identical runs must not draw one line exactly over the other in the same style."""
-    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users")
-    a, b = [ln for ln in fig.axes[0].get_lines() if ln.get_label() in ("a", "b")]
-    assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
+    fig = charts.compare_overlay_chart([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users")
+    a, b = [ln for ln in lines(fig.panels[0]) if ln.label in ("a", "b")]
+    assert (a.marker, a.style) != (b.marker, b.style)
 
 
 def test_throughput_lines_do_not_share_one_panel():
-    fig = charts.ramp_throughput_fig(ramp([1, 2, 4]), "users")
-    per_axis = [plotted_labels(ax) for ax in fig.axes]
+    fig = charts.ramp_throughput_chart(ramp([1, 2, 4]), "users")
+    per_axis = [plotted_labels(ax) for ax in fig.panels]
     assert all(len(p) <= 1 for p in per_axis), per_axis          # no twin axes, no hiding
-    units = " ".join(ax.get_ylabel() for ax in fig.axes)
+    units = " ".join(ax.ylabel for ax in fig.panels)
     assert "tok/s" in units and "req/s" in units
 
 
@@ -158,9 +180,15 @@ def svg_panels(svg):
             "ylabel": g.get("data-ylabel"),
             "marks": [float(ln.get("data-x")) for ln in g.iter(f"{SVG_NS}line")
                       if ln.get("class") == "step-boundary"],
+            "thresholds": [float(ln.get("data-y")) for ln in g.iter(f"{SVG_NS}line")
+                           if ln.get("class") == "threshold"],
+            "xticks": [float(t.get("data-x")) for t in g.iter(f"{SVG_NS}text")
+                       if t.get("class") == "xtick"],
+            "xticklabels": [t.text or "" for t in g.iter(f"{SVG_NS}text")
+                            if t.get("class") == "xtick"],
             "step_labels": [t.text for t in g.iter(f"{SVG_NS}text")
                             if t.get("class") == "step-label"],
-            "texts": [t.text for t in g.iter(f"{SVG_NS}text")],
+            "texts": ["".join(t.itertext()) for t in g.iter(f"{SVG_NS}text")],
         })
     return root, out
 
@@ -234,19 +262,22 @@ def test_probe_ticks_are_the_users():
     pt = {"overhead_ms": 10.0, "ci_ms": [8.0, 12.0], "significant": True}
     steps = [{"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}
              for u in (1, 2, 4, 8)]
-    fig = charts.probe_overhead_fig(steps)
-    assert list(fig.axes[0].get_xticks()) == [1, 2, 4, 8]
+    fig = charts.probe_overhead_chart(steps)
+    assert xticks(fig.panels[0]) == [1, 2, 4, 8]
+    ax = fig.panels[0]
+    assert set(plotted_labels(ax)) <= set(legend_texts(ax, fig)) and len(plotted_labels(ax)) == 4
 
 
 def test_a_step_without_data_draws_no_box_at_zero():
     import numpy as np
-    fig = charts.distributions_fig([("1", np.array([5.0, 6.0, 7.0])), ("2", np.array([]))],
-                                   "TTFT per step", "ms")
-    ax = fig.axes[0]
-    assert any("no data" in t.get_text() for t in ax.texts)
+    fig = charts.distributions_chart([("1", np.array([5.0, 6.0, 7.0])), ("2", np.array([]))],
+                                     "TTFT per step", "ms")
+    ax = fig.panels[0]
+    assert any("no data" in t for t in texts(ax))
     # nothing drawn at the empty step's position (x = 2): no box, no median, no whisker
-    drawn_x = [x for ln in ax.get_lines() for x in ln.get_xdata()]
+    drawn_x = [x for t in ax.traces for x in t.positions]
     assert drawn_x and not any(1.5 < x < 2.5 for x in drawn_x), drawn_x
+    assert ax.ylim[0] == 0
 
 
 @pytest.mark.parametrize("builder", ["ramp_latency", "ramp_throughput", "timeline",
@@ -265,9 +296,9 @@ def test_svg_wrappers_still_return_svg(builder):
 
 
 def test_compare_of_one_run_twice_lists_both():
-    fig = charts.compare_overlay_fig([("a", ramp([1, 2])), ("a", ramp([1, 2]))], "users")
-    texts = legend_texts(fig.axes[0])
-    assert "a [0]" in texts and "a [1]" in texts, texts
+    fig = charts.compare_overlay_chart([("a", ramp([1, 2])), ("a", ramp([1, 2]))], "users")
+    names = legend_texts(fig.panels[0], fig)
+    assert "a [0]" in names and "a [1]" in names, names
 
 
 @pytest.mark.parametrize("end_s, last", [(3.25, None), (3.6, 100.0)])
@@ -282,3 +313,119 @@ def test_timeline_last_partial_second_is_no_false_drop(end_s, last):
     rows = build([r], 0.0, end_s)
     assert [row["tok_s"] for row in rows[:3]] == pytest.approx([99, 100, 100], abs=1.5)
     assert rows[-1]["tok_s"] == (pytest.approx(last, abs=4) if last else None)
+
+
+def sweep_bars():
+    return [{"label": "1", "held": 4.0, "low": 3.0, "high": 5.0, "status": "ok", "best": True,
+             "text": "4 [3, 5]"},
+            {"label": "2", "held": None, "status": "server_failed"}]
+
+
+AT_LOAD = [(900.0, 8.0, 120.0), None]
+
+
+def test_sweep_charts_from_zero_with_no_bar_for_what_was_not_measured():
+    held = charts.sweep_held_chart(sweep_bars(), "users", "N", repeats=True)
+    (p,) = held.panels
+    assert p.ylim[0] == 0 and p.ylim[1] >= 5                    # the interval's top is inside
+    (bars,) = p.traces
+    assert bars.xs == [0.0] and bars.ys == [4.0]                # nothing at the failed slot
+    assert "server failed" in texts(p) and xticks(p) == [0, 1]
+    assert all(float(t).is_integer() for t in p.yticks())        # users are counted
+    assert "min-max over repeats" in p.title and bars.yerr == ([1.0], [1.0])
+    at = charts.sweep_at_load_chart(["1", "2"], AT_LOAD, 6.0, "users", "N")
+    for p in at.panels:
+        assert p.ylim[0] == 0 and "no data" in texts(p) and [t.xs for t in p.traces] == [[0.0]]
+    assert [p.ylabel for p in at.panels] == ["ms", "ms", "tokens/s"]
+    for c in (held, at):
+        svg_panels(svgplot.render(c))
+
+
+def all_charts():
+    import numpy as np
+    pt = {"overhead_ms": 1.0, "ci_ms": [0.5, 1.5], "significant": True}
+    return {
+        "ramp_latency": charts.ramp_latency_chart(ramp([1, 2, 4], broke_at=4),
+                                                  {"itl": 200.0, "ttft": 150.0}, "users"),
+        "ramp_throughput": charts.ramp_throughput_chart(ramp([1, 2, 4], broke_at=4), "users"),
+        "distributions": charts.distributions_chart([("1", np.array([1.0, 2.0, 3.0]))], "TTFT"),
+        "cdfs": charts.cdfs_chart([("TTFT", np.array([1.0, 2.0]))], "TTFT"),
+        "timeline": charts.timeline_chart(timeline_rows(), ramp([1, 2, 3, 4]), 0.0),
+        "compare_overlay": charts.compare_overlay_chart([("a", ramp([1, 2])),
+                                                         ("b", ramp([1, 2, 4], 4))], "users"),
+        "probe_overhead": charts.probe_overhead_chart(
+            [{"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}
+             for u in (1, 2)]),
+        "sweep_held": charts.sweep_held_chart(sweep_bars(), "users", "N"),
+        "sweep_at_load": charts.sweep_at_load_chart(["1", "2"], AT_LOAD, 6.0, "users", "N"),
+    }
+
+
+@pytest.mark.parametrize("name", list(all_charts()))
+def test_the_svg_draws_the_description(name):
+    """One description, one drawing: every panel's axis ranges, ticks and traces reach the SVG,
+    and every trace a reader sees is in a legend (the panel's own or the chart's shared one)."""
+    chart = all_charts()[name]
+    root, panels = svg_panels(svgplot.render(chart))
+    assert len(panels) == len(chart.panels)
+    shared = [e.label for e in chart.legend]
+    for p, svg in zip(chart.panels, panels):
+        assert svg["ylim"] == pytest.approx(p.ylim) and svg["xlim"] == pytest.approx(p.xlim)
+        assert svg["traces"] == p.labels()
+        assert svg["xticklabels"] == xticklabels(p) or not p.x_ticklabels
+        assert p.ylim[0] <= 0 or name == "probe_overhead"       # sizes from zero
+        legend = svg["legend"] + shared
+        if name not in ("distributions", "sweep_held", "sweep_at_load", "ramp_throughput"):
+            # one-trace panels name their trace in the title (throughput, bars, boxes)
+            assert set(svg["traces"]) <= set(legend), (svg["traces"], legend)
+    drawn = [t.text for t in root.iter(f"{SVG_NS}text") if t.get("class") == "legend-entry"]
+    assert drawn.count("did not hold") <= 1
+
+
+def test_every_trace_is_named_somewhere():
+    """The one-trace panels name it in their title or y label instead of a legend."""
+    for name in ("ramp_throughput", "sweep_at_load"):
+        for p in all_charts()[name].panels:
+            for label in p.labels():
+                assert label.split()[0].lower() in (p.title + " " + p.ylabel).lower(), (name, label)
+
+
+def test_no_report_chart_imports_matplotlib():
+    code = ("import sys; from tests.unit.test_charts import all_charts; "
+            "from llmbench.report import svgplot; [svgplot.render(c) for c in all_charts().values()]; "
+            "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=str(__import__("tests.helpers", fromlist=["ROOT"]).ROOT))
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("name", ["compare_overlay", "ramp_latency", "timeline", "distributions",
+                                  "sweep_held", "probe_overhead"])
+def test_png_from_the_same_description(tmp_path, name):
+    pytest.importorskip("matplotlib")
+    chart = all_charts()[name]
+    out = tmp_path / f"{name}.png"
+    charts.png(chart, out, dpi=50)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    # the PNG's axes are the description's panels, with its ranges and ticks
+    fig = svgplot.to_matplotlib(chart)
+    axes = fig.axes
+    assert len(axes) == len(chart.panels)
+    for ax, p in zip(axes, chart.panels):
+        assert ax.get_ylim() == pytest.approx(p.ylim)
+        if p.xticks is not None:
+            assert list(ax.get_xticks()) == p.xticks
+
+
+def test_compare_png_is_the_overlay(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "c.png"
+    charts.compare_png([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users", str(out))
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_png_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)         # import matplotlib fails
+    with pytest.raises(svgplot.MissingExtra, match=r"llmbench\[png\]"):
+        charts.png(all_charts()["cdfs"], tmp_path / "x.png")
