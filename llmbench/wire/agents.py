@@ -1,0 +1,175 @@
+"""Tools and structured output (--tools, --tool-choice, --response-format): the request fields
+each API takes them in, and the check of a structured reply against its schema.
+
+Pure, no I/O. The files are read and checked once by the plan (``load_tools``,
+``load_schema``); ``request_fields`` gives what goes into every request body of that API.
+``validates`` is a small JSON-schema checker (type, properties, required, additionalProperties
+false, items, enum, const, minimum/maximum, exclusive bounds, minLength/maxLength,
+minItems/maxItems, anyOf/oneOf/allOf): what structured output uses; keywords it does not know
+are not checked, and a reply that parses and passes them counts as valid.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+class AgentSpecError(ValueError):
+    """A --tools or --response-format file that cannot be used; the message is one line."""
+
+
+def _read_json(path: str, flag: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AgentSpecError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise AgentSpecError(f"{flag} {path}: not JSON ({exc}); give a JSON file") from None
+
+
+def load_tools(path: str, flag: str = "--tools") -> list[dict[str, Any]]:
+    """A JSON list of OpenAI tool definitions, in chat's form ({"type": "function", "function":
+    {"name", "description", "parameters"}}) or the Responses API's flat form; kept as chat's."""
+    raw = _read_json(path, flag)
+    if isinstance(raw, dict) and isinstance(raw.get("tools"), list):
+        raw = raw["tools"]
+    if not isinstance(raw, list) or not raw:
+        raise AgentSpecError(f"{flag} {path}: expected a JSON list of tool definitions")
+    tools = []
+    for i, t in enumerate(raw):
+        fn = t.get("function") if isinstance(t, dict) and isinstance(t.get("function"), dict) else t
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise AgentSpecError(f"{flag} {path}: tool {i + 1} has no name; each tool is "
+                                 '{"type": "function", "function": {"name": ..., "parameters": {...}}}')
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, dict):
+            raise AgentSpecError(f"{flag} {path}: tool {fn['name']!r}: parameters must be a JSON schema object")
+        out = {"name": fn["name"], "parameters": params}
+        if isinstance(fn.get("description"), str):
+            out["description"] = fn["description"]
+        tools.append({"type": "function", "function": out})
+    return tools
+
+
+def load_schema(path: str, flag: str = "--response-format") -> dict[str, Any]:
+    """A JSON schema, or OpenAI's {"type": "json_schema", "json_schema": {"name", "schema"}}
+    wrapper of one; returns the schema itself."""
+    raw = _read_json(path, flag)
+    if isinstance(raw, dict) and raw.get("type") == "json_schema":
+        raw = (raw.get("json_schema") or {}).get("schema", raw.get("schema"))
+    if not isinstance(raw, dict):
+        raise AgentSpecError(f"{flag} {path}: expected a JSON schema object")
+    return raw
+
+
+def request_fields(api: str, tools: list[dict[str, Any]] | None, tool_choice: str | None,
+                   schema: dict[str, Any] | None, name: str = "reply") -> dict[str, Any]:
+    """The body fields for ``api``: chat's tools / tool_choice / response_format, the Responses
+    API's flat tools and text.format. Other APIs take none (the plan refuses them)."""
+    out: dict[str, Any] = {}
+    if api == "responses":
+        if tools:
+            out["tools"] = [{"type": "function", **t["function"]} for t in tools]
+        if tool_choice:
+            out["tool_choice"] = tool_choice
+        if schema is not None:
+            out["text"] = {"format": {"type": "json_schema", "name": name, "schema": schema,
+                                      "strict": False}}
+    elif api == "openai-chat":
+        if tools:
+            out["tools"] = tools
+        if tool_choice:
+            out["tool_choice"] = tool_choice
+        if schema is not None:
+            out["response_format"] = {"type": "json_schema",
+                                      "json_schema": {"name": name, "schema": schema, "strict": False}}
+    return out
+
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def _is(value: Any, kind: str) -> bool:
+    if isinstance(value, bool):                 # a bool is an int in Python, not in JSON
+        return kind == "boolean"
+    if kind == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float))
+    t = _TYPES.get(kind)
+    return t is not None and isinstance(value, t)
+
+
+def validates(value: Any, schema: Any, depth: int = 0) -> bool:
+    """Whether ``value`` satisfies ``schema`` (the keywords listed in the module docstring)."""
+    if not isinstance(schema, dict) or depth > 32:
+        return True
+    if "const" in schema and value != schema["const"]:
+        return False
+    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
+        return False
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not any(_is(value, k) for k in kinds):
+            return False
+    for key in ("allOf",):
+        if isinstance(schema.get(key), list) and not all(validates(value, s, depth + 1) for s in schema[key]):
+            return False
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and not any(validates(value, s, depth + 1) for s in schema[key]):
+            return False
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        for req in schema.get("required") or ():
+            if req not in value:
+                return False
+        for k, v in value.items():
+            if k in props:
+                if not validates(v, props[k], depth + 1):
+                    return False
+            elif schema.get("additionalProperties") is False:
+                return False
+            elif isinstance(schema.get("additionalProperties"), dict) and \
+                    not validates(v, schema["additionalProperties"], depth + 1):
+                return False
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            return False
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            return False
+        items = schema.get("items")
+        if isinstance(items, dict) and not all(validates(v, items, depth + 1) for v in value):
+            return False
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            return False
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            return False
+        if "maximum" in schema and value > schema["maximum"]:
+            return False
+        if "exclusiveMinimum" in schema and isinstance(schema["exclusiveMinimum"], (int, float)) \
+                and value <= schema["exclusiveMinimum"]:
+            return False
+        if "exclusiveMaximum" in schema and isinstance(schema["exclusiveMaximum"], (int, float)) \
+                and value >= schema["exclusiveMaximum"]:
+            return False
+    return True
+
+
+def check_reply(text: str, schema: dict[str, Any] | None) -> bool:
+    """A structured reply: parses as JSON and (with a schema) validates."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return validates(value, schema) if schema else True
