@@ -14,6 +14,7 @@ import numpy as np
 from llmbench.analysis.metrics import per_request, summarize
 from llmbench.records.record import Record
 from llmbench.analysis.stats import Grouped, interval, slice_percentile_rows
+from llmbench.results.schema import Summary
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
 MIN_OVERHEAD_MS = 1.0
@@ -127,16 +128,17 @@ def router_bound(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     base = steps[0]
     base_hi = base["ttft_p50"]["ci_ms"][1]
-    base_direct = base["direct"]["median_ttft_ms"] or 0.0
+    base_direct = Summary.of(base["direct"]).ttft.median or 0.0
     for s in steps[1:]:
         o = s["ttft_p50"]
         if o["ci_ms"] is None:
             continue
         grew = o["ci_ms"][0] > base_hi and o["overhead_ms"] - base["ttft_p50"]["overhead_ms"] > \
             max(2.0, 0.5 * abs(base["ttft_p50"]["overhead_ms"]))
-        direct_flat = (s["direct"]["median_ttft_ms"] or 0.0) <= 1.25 * base_direct + 5.0
+        direct_ttft = Summary.of(s["direct"]).ttft.median
+        direct_flat = (direct_ttft or 0.0) <= 1.25 * base_direct + 5.0
         if grew and direct_flat:
             return {"users": s["users"], "overhead_ms": o["overhead_ms"],
                     "first_overhead_ms": base["ttft_p50"]["overhead_ms"],
-                    "direct_ttft_p50_ms": s["direct"]["median_ttft_ms"]}
+                    "direct_ttft_p50_ms": direct_ttft}
     return None

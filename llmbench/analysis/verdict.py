@@ -16,6 +16,7 @@ from llmbench.records.record import Record
 from llmbench.analysis.slo import HELD, NO_DATA, OVER
 from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 from llmbench.analysis.stepstats import drift_sentence, knee
+from llmbench.results.schema import Summary
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -161,7 +162,7 @@ def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
     failed.sort(key=lambda c: (not c.get("outage"), bool(c.get("reason"))))
     parts = []
     for c in failed[:2]:
-        parts.append(_describe_check(c, int(broke["summary"].get("failed") or 0)))
+        parts.append(_describe_check(c, Summary.of(broke["summary"]).failed))
     return head + f" At {broke['load']:g} {unit}, " + "; ".join(parts) + "."
 
 
@@ -204,17 +205,18 @@ def _describe_check(c: dict[str, Any], failed: int | None = None) -> str:
     return f"{metric} was {actual:.2f} ({c['threshold']})"
 
 
-def error_evidence(s: dict[str, Any], where: str = "") -> list[str]:
+def error_evidence(summary: Summary | dict[str, Any], where: str = "") -> list[str]:
     """Failed requests, by kind and HTTP status, with the first words of each kind's body."""
-    if not s.get("failed"):
+    s = Summary.of(summary)
+    if not s.failed:
         return []
-    statuses = s.get("error_statuses") or {}
-    kinds = s.get("errors") or {}
-    out = [f"{s['failed']} of {s.get('requests', s['failed'])} requests failed{where}: "
+    statuses = s.error_statuses
+    kinds = s.errors
+    out = [f"{s.failed} of {s.requests} requests failed{where}: "
            + ", ".join(f"{k} x{v}" for k, v in kinds.items())
            + ("; HTTP " + ", ".join(f"{k} x{v}" for k, v in statuses.items()) if statuses else "")
            + "."]
-    for e in (s.get("error_samples") or [])[:3]:
+    for e in s.error_samples[:3]:
         out.append(f"  {e['kind']}{' ' + str(e['status']) if e.get('status') else ''} "
                    f"x{e.get('count', 1)}: {(e.get('error') or '')[:160]}")
     return out
@@ -235,16 +237,16 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     first = steps[0]
     broke = next((s for s in steps if not s["held"]), None)
     subject = broke or steps[-1]
-    s0, s1 = first["summary"], subject["summary"]
-    ttft0, ttft1 = _num(s0.get("p95_ttft_ms")), _num(s1.get("p95_ttft_ms"))
-    itl0, itl1 = _num(s0.get("median_itl_ms")), _num(s1.get("median_itl_ms"))
-    itl95_0, itl95_1 = _num(s0.get("p95_itl_ms")), _num(s1.get("p95_itl_ms"))
+    s0, s1 = Summary.of(first["summary"]), Summary.of(subject["summary"])
+    ttft0, ttft1 = _num(s0.ttft.p95), _num(s1.ttft.p95)
+    itl0, itl1 = _num(s0.itl.median), _num(s1.itl.median)
+    itl95_0, itl95_1 = _num(s0.itl.p95), _num(s1.itl.p95)
     # growth needs a number on both sides: a missing statistic grows nothing
     itl_grew = (itl0 is not None and itl1 is not None and itl0 > 0
                 and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
     ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
                  and ttft1 >= TTFT_GROWTH * ttft0)
-    base_ttft_s = (_num(s0.get("median_ttft_ms")) or 0.0) / 1000.0
+    base_ttft_s = (_num(s0.ttft.median) or 0.0) / 1000.0
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
     server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
@@ -267,8 +269,8 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         out["kind"] = "held"
         for st in steps:
             ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
-        said = next((bunching_sentence(st["summary"].get("stream_bunching")) for st in steps
-                     if bunching_sentence(st["summary"].get("stream_bunching"))), None)
+        said = next((b for b in (bunching_sentence(Summary.of(st["summary"]).stream_bunching)
+                                 for st in steps) if b), None)
         if said:
             ev.append(said[0].upper() + said[1:] + ".")
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
@@ -276,7 +278,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     mon = broke.get("monitor") or {}
     failed_checks = [c for c in broke["checks"] if not c["ok"]]
     for st in steps:
-        if st is not broke and st["summary"].get("failed"):
+        if st is not broke and Summary.of(st["summary"]).failed:
             ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
     down = [c for c in broke["checks"] if c.get("outage")]
     if down:
@@ -288,15 +290,15 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         out["advice"].append("Find out why the server went away (its log: a crash, a restart, "
                              "out of memory), then run the ramp again.")
         return out
-    if s1.get("failed"):
+    if s1.failed:
         out["kind"] = "errors"
         ev.extend(error_evidence(s1, f" at {broke['load']:g} {unit}"))
-        statuses = s1.get("error_statuses") or {}
+        statuses = s1.error_statuses
         if "429" in statuses or "503" in statuses:
             ev.append("429/503 means a limit was hit: a full queue or a rate limit, not slowness.")
             out["advice"].append("Raise the server's queue limit (e.g. OLLAMA_MAX_QUEUE) or rate "
                                  "limit, or add capacity; or accept fewer users.")
-        kinds = s1.get("errors") or {}
+        kinds = s1.errors
         if any(k.startswith("timeout") for k in kinds):
             out["advice"].append("Timeouts: the server took longer than --timeout-first-token / "
                                  "--timeout-idle allow, or stopped answering.")
@@ -309,7 +311,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
             ev.append(generator_sentence(mon) + " That does not make requests fail, and does not "
                       "change these errors.")
         return out
-    buffered = bunching_sentence(s1.get("stream_bunching"))
+    buffered = bunching_sentence(s1.stream_bunching)
     if buffered:
         # TTFT and ITL measured the proxy's buffer: neither queuing nor saturation can be told
         out["kind"] = "buffered"

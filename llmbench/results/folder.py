@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmbench.results.schema import Summary
+
 SCHEMA_VERSION = 1
 
 
@@ -266,11 +268,12 @@ def headline(run: dict[str, Any]) -> str:
         v = run.get("verdict")
         return str(v.get("result", "")) if isinstance(v, dict) else ""
     if kind == "run":
-        s = run.get("summary")
-        if not isinstance(s, dict):
+        raw = run.get("summary")
+        if not isinstance(raw, dict):
             return "no summary"
-        ttft, tput = s.get("median_ttft_ms"), s.get("output_throughput")
-        return (f"{s.get('completed')} ok, {s.get('failed')} failed, TTFT p50 "
+        s = Summary.from_dict(raw)
+        ttft, tput = s.ttft.median, s.output_throughput
+        return (f"{s.completed} ok, {s.failed} failed, TTFT p50 "
                 + (f"{ttft:.0f} ms" if isinstance(ttft, (int, float)) else "–")
                 + ", " + (f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) else "– tok/s"))
     if kind == "probe":

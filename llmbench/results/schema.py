@@ -101,6 +101,18 @@ def to_vllm(summary: Mapping[str, Any] | "Summary", percentile_metrics: Sequence
     return out
 
 
+def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
+    (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
+    import json
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
 # -- the typed view --------------------------------------------------------------------------
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)(_all)?_(.+?)(_ms)?$")
@@ -124,6 +136,7 @@ class Metric:
     max: float | None = None
     percentiles: dict[float, float | None] = field(default_factory=dict)
     all_percentiles: dict[float, float | None] = field(default_factory=dict)
+    n_all: int | None = None        # requests the failure-aware percentiles stand on
 
     @property
     def p50(self) -> float | None:
@@ -165,7 +178,8 @@ class Metric:
             elif not is_all:
                 fields[stat] = v
         n = data.get(f"n_{name}")
-        return cls(name=name, n=n, percentiles=dict(sorted(pct.items())),
+        return cls(name=name, n=n, n_all=data.get(f"n_{name}_all"),
+                   percentiles=dict(sorted(pct.items())),
                    all_percentiles=dict(sorted(pct_all.items())), **fields)
 
 
@@ -404,8 +418,7 @@ class Run:
         p = self.requests_path()
         if p is None or not p.exists():
             return iter(())
-        from llmbench.results.latencies import read_jsonl
-        return iter(read_jsonl(p))
+        return _jsonl_rows(p)
 
     def requests(self) -> Any:
         """A pandas DataFrame, one row per request (pandas comes with ``datasets``)."""
