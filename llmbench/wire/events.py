@@ -71,6 +71,8 @@ class Event:
     server_timing: dict[str, Any] | None = None
     error: str | None = None
     reasoning: bool = False    # a token event that carried only reasoning, no answer content
+    tool: bool = False         # a token event of a tool call (its name or arguments)
+    items: int | None = None   # a whole reply's count of outputs that are not tokens (embeddings)
 
 
 def loads(payload: bytes) -> Any:

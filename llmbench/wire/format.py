@@ -40,6 +40,11 @@ class WireFormat:
     # Takes images with a user turn (--images, datasets with image parts): chat, responses and
     # Ollama's chat do; prompt-text APIs (completions, TGI's generate) do not.
     images: bool = False
+    # Streams its replies (every chat API); False: one whole JSON body, always (embeddings),
+    # so the plan sends it unstreamed and TTFT is not measured
+    streams: bool = True
+    # What the reply holds: "tokens", or "embeddings" (no TTFT, no ITL: latency and throughput)
+    output: str = "tokens"
 
     def make_framer(self) -> SseFramer | NdjsonFramer:
         return SseFramer() if self.framing == "sse" else NdjsonFramer()

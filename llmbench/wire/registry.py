@@ -13,6 +13,7 @@ _MODULES = (
     "ollama",       # Ollama's native /api/chat (a bare host URL)
     "tgi",          # Hugging Face TGI's native /generate_stream
     "responses",    # OpenAI's Responses API (/v1/responses)
+    "embeddings",   # OpenAI's embeddings API (/v1/embeddings), never streamed
 )
 FORMATS: tuple[WireFormat, ...] = tuple(
     f for m in _MODULES for f in import_module(f".{m}", __package__).FORMATS)

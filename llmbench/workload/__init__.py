@@ -59,6 +59,7 @@ class WorkloadSpec:
     prefix_hit_ratio: float | None = None   # aim the workload at this prefix-cache hit ratio
     cache_block_tokens: int = 16            # the server's cache block (vLLM: 16)
     images: "ImageSpec | None" = None       # --images: images on every user turn
+    batch_size: int = 1                     # --batch-size: prompts per request (embeddings)
 
 
 def _format_of(spec: WorkloadSpec) -> str:
@@ -158,6 +159,13 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
         if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
             convs = [Conversation(c.id, tuple(Turn(t.user, spec.output_tokens[1], t.prompt_tokens)
                                               for t in c.turns), c.system) for c in convs]
+    if spec.batch_size > 1:
+        from llmbench.workload.batch import Batched
+        if len(convs) < spec.batch_size:
+            raise DatasetError(f"--batch-size {spec.batch_size}: the workload has only "
+                               f"{len(convs)} prompts; ask for more (--requests) or a smaller batch")
+        convs = Batched(convs, spec.batch_size)
+        params["batch_size"] = spec.batch_size
     if spec.images is not None:
         from llmbench.workload.images import ImagePool, WithImages
         pool = ImagePool(spec.images)

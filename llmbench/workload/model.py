@@ -15,6 +15,8 @@ class Turn:
     prompt_tokens: int | None = None     # the client's count of this turn's text (images not
                                          # counted: only the server's usage counts them)
     images: tuple[str, ...] = ()         # image URLs (data URIs) sent with the text (--images)
+    batch: tuple[str, ...] = ()          # more inputs sent in the same request (--batch-size:
+                                         # embeddings); prompt_tokens counts them all
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Workload:
             h.update(b"\x00C" + (c.system or "").encode())
             for t in c.turns:
                 h.update(b"\x00T" + t.user.encode() + b"\x00" + str(t.max_tokens).encode())
+                for b in t.batch:
+                    h.update(b"\x00B" + b.encode())
                 for u in t.images:
                     d = seen.get(id(u))
                     if d is None:
@@ -76,6 +80,9 @@ def user_content(t: Turn) -> Any:
 def messages_for(conv: Conversation, turn: int, replies: list[str]) -> list[dict[str, Any]]:
     """The whole history a person would send at ``turn``: earlier turns with the real replies
     (and their images: a chat client sends the whole conversation again)."""
+    t = conv.turns[turn]
+    if t.batch:                          # a batch of inputs (embeddings): no history, no system
+        return [{"role": "user", "content": x} for x in (t.user,) + t.batch]
     msgs: list[dict[str, Any]] = []
     if conv.system:
         msgs.append({"role": "system", "content": conv.system})
