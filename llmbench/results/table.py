@@ -1,0 +1,169 @@
+"""A run's requests as a table: one row per line of requests.jsonl, every scalar field a column.
+
+``request_rows(run)`` yields plain dicts (the CSV writer needs nothing more); ``request_frame(run)``
+is the same rows as a typed pandas DataFrame (``Run.requests()``; pandas comes with
+``datasets``). Times are named with their unit: ``*_ms`` durations, ``*_s`` seconds since the
+run's start (run.json's ``t0_perf``). Token event times are summarised (``token_events``,
+``itl_mean_ms``, ``itl_max_ms``), not dumped as lists.
+
+Nothing is dropped: warm-up requests and those our own interrupt cut short are rows with
+``measured`` False, which is exactly the set the run's summary leaves out (records.measured);
+``df[df.measured]`` is what the summary's figures stand on.
+
+Per-request latencies use the one definition the summary uses (llmbench.analysis.metrics.
+per_request, which llmbench.results.latencies reads the same way from the JSON): a request has
+a TTFT and an E2EL only when it succeeded and carried token events; TTFT is its first token
+event minus ``start``, E2EL its last token event minus ``start`` (the last token, not the socket
+close: METRICS.md), TPOT (last - first) / (output tokens - 1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from llmbench.records.record import Record
+
+# (column, kind): the table's columns in order; kind is the pandas dtype family
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("request_id", "str"),
+    ("measured", "bool"),          # counted by the summary: not warm-up, not interrupted
+    ("ok", "bool"),
+    ("status", "int"),
+    ("error_kind", "str"),
+    ("error", "str"),              # the server's text (first 200 characters of a body)
+    ("step", "int"),
+    ("user", "int"),
+    ("conversation", "str"),
+    ("turn", "int"),
+    ("path", "str"),               # probe: router or direct
+    ("worker", "int"),
+    ("served_by", "str"),          # the server's own header: replica, backend
+    ("warmup", "bool"),
+    ("stream", "bool"),
+    ("scheduled_s", "float"),      # seconds since the run's start
+    ("start_s", "float"),
+    ("done_s", "float"),
+    ("client_queue_ms", "float"),  # start - scheduled (the load generator's lag)
+    ("send_delay_ms", "float"),
+    ("ttft_ms", "float"),
+    ("ttfo_ms", "float"),          # first answer token (reasoning models); = TTFT otherwise
+    ("e2el_ms", "float"),
+    ("tpot_ms", "float"),
+    ("token_events", "int"),
+    ("itl_mean_ms", "float"),
+    ("itl_max_ms", "float"),
+    ("prompt_tokens", "int"),
+    ("prompt_tokens_source", "str"),
+    ("output_tokens", "int"),
+    ("output_tokens_source", "str"),
+    ("cached_tokens", "int"),
+    ("reasoning_tokens", "int"),
+    ("max_tokens", "int"),
+    ("finish_reason", "str"),
+    ("server_queue_ms", "float"),
+    ("backoff_ms", "float"),
+    ("retries", "int"),
+    ("note", "str"),
+)
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+# cells whose text came from a server or a dataset, not from llmbench: a spreadsheet must not
+# run them (report.export escapes them in CSV)
+FOREIGN_TEXT = ("error", "served_by", "finish_reason", "conversation", "note", "request_id",
+                "error_kind", "path")
+
+
+def _t0(run: Any, rows: list[dict[str, Any]]) -> float:
+    t0 = run.data.get("t0_perf") if hasattr(run, "data") else None
+    if isinstance(t0, (int, float)) and math.isfinite(t0):
+        return float(t0)
+    return min((float(r["scheduled"]) for r in rows if "scheduled" in r), default=0.0)
+
+
+def _ms(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else (b - a) * 1000.0
+
+
+def request_row(rec: Record, t0: float) -> dict[str, Any]:
+    """One request as a flat dict of the COLUMNS."""
+    times = rec.token_times
+    timed = bool(rec.ok) and bool(times)           # the summary's successful requests
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    n_out = rec.output_tokens or 0
+    ttfo = None
+    if timed:
+        ttfo = rec.ttfo if rec.reasoning_events else times[0] - rec.start
+    return {
+        "request_id": rec.request_id,
+        "measured": not rec.warmup and rec.error_kind != "interrupted",
+        "ok": bool(rec.ok),
+        "status": rec.status,
+        "error_kind": rec.error_kind,
+        "error": rec.error,
+        "step": rec.step,
+        "user": rec.user,
+        "conversation": rec.conversation,
+        "turn": rec.turn,
+        "path": rec.path,
+        "worker": rec.worker,
+        "served_by": rec.served_by,
+        "warmup": bool(rec.warmup),
+        "stream": bool(rec.stream),
+        "scheduled_s": rec.scheduled - t0,
+        "start_s": rec.start - t0,
+        "done_s": rec.done - t0 if rec.done else None,
+        "client_queue_ms": max(rec.start - rec.scheduled, 0.0) * 1000.0,
+        "send_delay_ms": _ms(rec.start, rec.sent),
+        # metrics.per_request: first and last token event minus start, successful requests only
+        "ttft_ms": (times[0] - rec.start) * 1000.0 if timed else None,
+        "ttfo_ms": ttfo * 1000.0 if ttfo is not None else None,
+        "e2el_ms": (times[-1] - rec.start) * 1000.0 if timed else None,
+        "tpot_ms": (times[-1] - times[0]) / (n_out - 1) * 1000.0 if timed and n_out > 1 else None,
+        "token_events": len(times),
+        "itl_mean_ms": sum(gaps) / len(gaps) * 1000.0 if timed and gaps else None,
+        "itl_max_ms": max(gaps) * 1000.0 if timed and gaps else None,
+        "prompt_tokens": rec.prompt_tokens,
+        "prompt_tokens_source": rec.prompt_tokens_source,
+        "output_tokens": rec.output_tokens,
+        "output_tokens_source": rec.output_tokens_source,
+        "cached_tokens": rec.cached_tokens,
+        "reasoning_tokens": rec.reasoning_tokens,
+        "max_tokens": rec.max_tokens,
+        "finish_reason": rec.finish_reason,
+        "server_queue_ms": rec.server_queue_ms,
+        "backoff_ms": rec.backoff_ms,
+        "retries": rec.retries,
+        "note": rec.note,
+    }
+
+
+def request_rows(run: Any) -> Iterator[dict[str, Any]]:
+    """One plain dict per request of the run folder's requests.jsonl, in file order. RUN: a
+    results.schema.Run (not imported here: schema imports this module; report.export.as_run
+    makes one from a folder's path). A torn line (a crash mid-write) is skipped."""
+    raw = list(run.iter_request_rows())
+    t0 = _t0(run, raw)
+    for d in raw:
+        try:
+            rec = Record.from_json(d)
+        except TypeError:
+            continue                     # not a record llmbench wrote
+        yield request_row(rec, t0)
+
+
+def request_frame(run: Any) -> Any:
+    """The requests as a pandas DataFrame with typed columns: bool, nullable Int64, float64
+    (NaN where there is no value: a failed request's TTFT) and string."""
+    import pandas as pd
+    rows = list(request_rows(run))
+    df = pd.DataFrame.from_records(rows, columns=list(COLUMN_NAMES))
+    for name, kind in COLUMNS:
+        if kind == "int":
+            df[name] = pd.array(df[name].tolist(), dtype="Int64")
+        elif kind == "float":
+            df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
+        elif kind == "bool":
+            df[name] = df[name].astype(bool)
+        else:
+            df[name] = df[name].astype("string")
+    return df
