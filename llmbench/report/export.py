@@ -1,0 +1,168 @@
+"""A run as a file for a spreadsheet or a notebook: CSV or Parquet, per request or per run/step.
+
+- per request (``per_request=True``): one row per line of requests.jsonl, the columns of
+  llmbench.results.table (``ttft_ms``, ``e2el_ms``, ``measured``, ``start_s`` ...);
+- otherwise one row per run, or per step of a ramp: the summary's figures flattened
+  (``step``, ``users``, ``held``, ``ttft_p50_ms``, ``ttft_p95_ms``, ``itl_p95_ms``,
+  ``output_throughput`` ...), read through the results contract (results.schema).
+
+CSV is written with the standard library alone; a text cell that a spreadsheet would run as a
+formula (it starts with = + - @, a tab or a carriage return: a server's error text, a replica
+name from a header, a dataset's conversation id) is written with a leading ``'`` (CSV
+injection). Parquet keeps the columns' types (pyarrow, which comes with ``datasets``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import IO, Any, Iterable, Sequence
+
+from llmbench.results.folder import load_run
+from llmbench.results.schema import Run
+from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows
+
+FORMATS = ("csv", "parquet")
+LATENCY_COLUMNS = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+SUMMARY_SCALARS = (("requests", "int"), ("completed", "int"), ("failed", "int"),
+                   ("error_rate", "float"), ("duration_s", "float"),
+                   ("total_input_tokens", "int"), ("total_output_tokens", "int"),
+                   ("output_throughput", "float"), ("request_throughput", "float"),
+                   ("total_token_throughput", "float"), ("request_goodput", "float"))
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    (("step", "int"), ("users", "float"), ("rate_rps", "float"), ("held", "bool?"))
+    + SUMMARY_SCALARS
+    + tuple((f"{m}_{s}_ms", "float") for m in LATENCY_COLUMNS for s in STATS))
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def as_run(run: Run | str | Path) -> Run:
+    """A Run, from a Run or a run folder's path."""
+    if isinstance(run, (str, Path)):
+        return Run.from_dict(load_run(run), run)
+    return run
+
+
+class ExportError(Exception):
+    """The export cannot be written as asked (not a run folder, no pyarrow): one line for the user."""
+
+
+def csv_safe(value: Any) -> Any:
+    """A text cell a spreadsheet will show as text, never run: ``=HYPERLINK(...)`` is written
+    ``'=HYPERLINK(...)``. Numbers, booleans and empty cells are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _stat(metric: Any, stat: str) -> float | None:
+    if stat == "p50":
+        return metric.p50
+    if stat in ("mean", "max"):
+        return getattr(metric, stat)
+    return metric.at(float(stat[1:]))
+
+
+def _summary_row(summary: Any, step: int | None, users: Any, rate: Any,
+                 held: bool | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"step": step, "users": users, "rate_rps": rate, "held": held}
+    for name, _ in SUMMARY_SCALARS:
+        row[name] = getattr(summary, name, None)
+    for m in LATENCY_COLUMNS:
+        metric = summary.metric(m)
+        for s in STATS:
+            row[f"{m}_{s}_ms"] = _stat(metric, s)
+    return row
+
+
+def summary_rows(run: Any) -> list[dict[str, Any]]:
+    """One row per step of a ramp (or probe), else one row for the run: the summary flattened
+    (SUMMARY_COLUMNS). RUN: a results.schema.Run or a run folder's path."""
+    run = as_run(run)
+    if run.steps:
+        by = (run.config.get("ramp") or {}).get("by", "users")
+        return [_summary_row(st.summary, st.index, st.load if by == "users" else None,
+                             st.load if by != "users" else None, st.held) for st in run.steps]
+    if run.summary is None:
+        raise ExportError(f"{run.path}: run.json has no summary and no steps to export")
+    load = run.config.get("load") or {}
+    return [_summary_row(run.summary, None, load.get("concurrency"), load.get("rate"), None)]
+
+
+def _rows_and_columns(run: Any, per_request: bool) -> tuple[Iterable[dict[str, Any]], list[str]]:
+    if per_request:
+        return request_rows(as_run(run)), list(COLUMN_NAMES)
+    return summary_rows(run), [name for name, _ in SUMMARY_COLUMNS]
+
+
+def write_csv(run: Any, out: str | Path | IO[str], *, per_request: bool = False) -> None:
+    """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first.
+    Empty cell: no value (a failed request's TTFT); booleans as True/False."""
+    run = as_run(run)
+    rows, columns = _rows_and_columns(run, per_request)
+    if isinstance(out, (str, Path)):
+        with open(out, "w", encoding="utf-8", newline="") as fh:
+            _csv(fh, rows, columns)
+    else:
+        _csv(out, rows, columns)
+
+
+def _csv(fh: IO[str], rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:
+    w = csv.writer(fh, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow(["" if row.get(c) is None else csv_safe(row.get(c)) for c in columns])
+
+
+def to_csv_text(run: Any, *, per_request: bool = False) -> str:
+    buf = io.StringIO()
+    write_csv(run, buf, per_request=per_request)
+    return buf.getvalue()
+
+
+def summary_frame(run: Any) -> Any:
+    """summary_rows as a typed pandas DataFrame."""
+    import pandas as pd
+    df = pd.DataFrame.from_records(summary_rows(run), columns=[n for n, _ in SUMMARY_COLUMNS])
+    for name, kind in SUMMARY_COLUMNS:
+        if kind == "int":
+            df[name] = pd.array(df[name].tolist(), dtype="Int64")
+        elif kind == "float":
+            df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
+        elif kind == "bool?":
+            df[name] = pd.array(df[name].tolist(), dtype="boolean")
+    return df
+
+
+def write_parquet(run: Any, out: str | Path, *, per_request: bool = False) -> None:
+    """The run as a Parquet file, its columns typed (nullable integers and booleans stay so)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ExportError("--format parquet needs pyarrow (it comes with datasets): "
+                          "pip install pyarrow") from None
+    run = as_run(run)
+    df = request_frame(as_run(run)) if per_request else summary_frame(run)
+    df.to_parquet(out, index=False)
+
+
+def export(run_dir: str | Path, out: str | Path | IO[str], fmt: str = "csv", *,
+           per_request: bool = False) -> None:
+    """``llmbench report RUN_DIR --format csv|parquet [--per-request] --output OUT``."""
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt!r}: choose {' or '.join(FORMATS)}")
+    run_dir = Path(run_dir)
+    if (run_dir / "sweep.json").is_file() and not (run_dir / "run.json").is_file():
+        raise ExportError(f"{run_dir} is a sweep: export each ramp folder in it")
+    if fmt == "parquet":
+        if not isinstance(out, (str, Path)):
+            raise ExportError("--format parquet writes a file: give --output FILE")
+        write_parquet(run_dir, out, per_request=per_request)
+    else:
+        write_csv(run_dir, out, per_request=per_request)
+
+
+__all__ = ["COLUMNS", "ExportError", "FORMATS", "SUMMARY_COLUMNS", "csv_safe", "export",
+           "summary_frame", "summary_rows", "to_csv_text", "write_csv", "write_parquet"]
