@@ -667,6 +667,31 @@ class _Pool:
             raise
         conn.connection_made(tls)       # start_tls does not call it
 
+    async def preconnect(self, n: int, batch: int = 64) -> int:
+        """Open connections until ``n`` are open (within the limit), and leave them idle for
+        the first requests: how many were opened. In batches, so a server's accept backlog
+        (128 by default in aiohttp and asyncio) is not overrun by one burst of SYNs (a dropped
+        SYN is retried by the kernel after a second). A connection that fails is not an
+        error here: the request that needs one finds out itself."""
+        want = (n if self.limit <= 0 else min(n, self.limit)) - self.open
+        made = 0
+        while want > 0:
+            k = min(want, batch)
+            want -= k
+            got = await asyncio.gather(*(self._connect() for _ in range(k)),
+                                       return_exceptions=True)
+            for c in got:
+                if isinstance(c, _Conn):
+                    if c.closed:
+                        continue
+                    made += 1
+                    self.release(c)
+                elif isinstance(c, asyncio.CancelledError):
+                    raise c
+            if made == 0:
+                break                       # the server is not answering: no use going on
+        return made
+
     def release(self, conn: _Conn) -> None:
         conn.rec = conn.fut = None
         conn.idle_since = perf_counter()
@@ -780,6 +805,11 @@ class FastTransport:
         finally:
             if conn.rec is rec:
                 conn.abandon()
+
+    async def preconnect(self, n: int) -> int:
+        """Open up to ``n`` kept-alive connections now (before a load's clock starts), so the
+        first wave of requests does not pay for n connects inside its send delay and TTFT."""
+        return await (self._pool or self._get_pool()).preconnect(n)
 
     async def aclose(self) -> None:
         if self._pool is not None:

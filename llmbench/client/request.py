@@ -384,6 +384,18 @@ class Client:
             await self._tr.aclose()
         self._tr = None
 
+    async def preconnect(self, n: int) -> int:
+        """Open up to ``n`` connections before the load starts (the fast transport; aiohttp
+        opens them on demand): how many were opened. Connecting is not part of sending: in a
+        wave of N users starting together, N connects in the one event loop put a whole wave's
+        worth of llmbench's own work between each request's start and its bytes on the wire
+        (256 streams: 22 ms send delay p50 in the first wave, scripts/bench_wire.py)."""
+        tr = self._tr
+        pre = getattr(tr, "preconnect", None)
+        if pre is None or n <= 0:
+            return 0
+        return await pre(min(n, self._max_connections))
+
     def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
         return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
                               self.params.as_dict())

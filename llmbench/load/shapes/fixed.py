@@ -17,6 +17,19 @@ from llmbench.load.shapes.user import Budget, dispatch, play, virtual_user
 perf_counter = time.perf_counter
 
 
+async def preconnect(session: Session, n: int) -> None:
+    """Open the connections the first wave will use before the clock starts (issue 28): a
+    wave of N users that all start together otherwise pays N connects in the one event loop
+    between each request's start and its bytes on the wire. Clients without it (tests' fakes,
+    the aiohttp transport) are left alone; a server that refuses is found by the requests."""
+    pre = getattr(session.client, "preconnect", None)
+    if pre is not None and n > 1 and not session.stopping.is_set():
+        try:
+            await pre(n)
+        except (OSError, asyncio.TimeoutError):
+            pass
+
+
 async def run_closed(session: Session, convs: Sequence[Conversation], concurrency: int,
                      requests: int | None, duration_s: float | None, warmup: int = 0,
                      think: tuple[float, float] = (0.0, 0.0), seed: int = 0,
@@ -51,6 +64,7 @@ async def run_closed(session: Session, convs: Sequence[Conversation], concurrenc
 
     if warmup > 0:
         await asyncio.gather(*users(min(concurrency, warmup), Budget(warmup, None), True))
+    await preconnect(session, len(ids))
     t0 = perf_counter() if gate is None else await gate()
     budget = Budget(requests, t0 + duration_s if duration_s else None)
     await asyncio.gather(*users(concurrency, budget, False))
@@ -73,6 +87,8 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
                                      scheduled=perf_counter(), think=think,
                                      rng=random.Random(i), warmup=True, sem=sem)
                                for i in range(warmup)))
+    if max_concurrency:
+        await preconnect(session, min(max_concurrency, len(offsets)))
     t0 = perf_counter() if gate is None else await gate()
     budget = Budget(len(offsets) * max(len(c.turns) for c in convs), None)
     tasks = await dispatch(session, offsets, lambda i: convs[(warmup + i) % len(convs)],
