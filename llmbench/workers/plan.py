@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -25,6 +26,18 @@ from llmbench.workload import Conversation
 # mock on the 2-core project machine (shared with other jobs, so pessimistic): see
 # docs/workers.md for the table. ``auto`` plans for this many per process.
 STREAMS_PER_PROCESS = 64
+# Cores ``auto`` leaves to the rest of the host: the server when it runs on the same machine
+# (the built-in mock, a local vLLM or Ollama) and the coordinator process that gathers the
+# workers' records. Measured with scripts/bench_wire.py on the 2-core project machine with
+# the mock on the same cores (issue 28): a second worker made the TTFT tail worse there, so
+# on two cores auto keeps one process. Other processes' load (host_busy_cores) comes on top.
+RESERVED_CORES = 1.0
+# Overrides the measured busy cores and the reserve: how many of this host's cores auto must
+# leave alone (0: plan for every core, as the tests that need two workers on two cores do).
+HOST_BUSY_ENV = "LLMBENCH_HOST_BUSY_CORES"
+# How long host_busy_cores samples /proc/stat before the run starts
+BUSY_SAMPLE_S = 0.2
+BUSY_KEEP_S = 30.0
 # Overrides STREAMS_PER_PROCESS: the capacity you measured on your own machine, or, in the
 # tests, a tiny one so that a small ramp needs a second worker (tests/e2e/test_workers.py).
 STREAMS_PER_PROCESS_ENV = "LLMBENCH_STREAMS_PER_PROCESS"
@@ -157,6 +170,52 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def _cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    v = [float(x) for x in fields[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0.0)          # idle + iowait
+    total = sum(v[:8])                                     # guest time is inside user already
+    return total - idle, total
+
+
+def host_busy_cores(sample_s: float = BUSY_SAMPLE_S) -> float:
+    """How many cores other processes keep busy now: /proc/stat over ``sample_s`` (this
+    process sleeps meanwhile), else the 1-minute load average; 0 when neither is known.
+    $LLMBENCH_HOST_BUSY_CORES replaces the measurement (and the reserve, see auto_workers).
+    Kept for BUSY_KEEP_S: a run asks twice (whether to start workers, then how many), and
+    the second look would see the first's own work."""
+    global _busy_seen
+    now = time.monotonic()
+    if _busy_seen is not None and now - _busy_seen[0] < BUSY_KEEP_S:
+        return _busy_seen[1]
+    v = _measure_busy(sample_s)
+    _busy_seen = (now, v)
+    return v
+
+
+_busy_seen: tuple[float, float] | None = None
+
+
+def _measure_busy(sample_s: float) -> float:
+    a = _cpu_times()
+    if a is not None:
+        time.sleep(sample_s)
+        b = _cpu_times()
+        if b is not None and b[1] > a[1]:
+            return cores() * (b[0] - a[0]) / (b[1] - a[1])
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return 0.0
+
+
 def streams_per_process() -> int:
     """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0
     (anything else is said once on stderr and ignored)."""
@@ -181,8 +240,46 @@ def streams_per_process() -> int:
 _warned = False
 
 
-def auto_workers(n_streams: int, n_cores: int | None = None) -> int:
-    """Enough processes for the streams at streams_per_process() each, at most one per core
-    this process may run on (more processes than cores only share the same CPUs)."""
-    c = cores() if n_cores is None else n_cores
-    return max(1, min(c, int(math.ceil(n_streams / streams_per_process()))))
+def _busy_override() -> float | None:
+    raw = os.environ.get(HOST_BUSY_ENV)
+    if not raw:
+        return None
+    try:
+        v = float(raw)
+        if v >= 0 and math.isfinite(v):
+            return v
+    except ValueError:
+        pass
+    global _warned_busy
+    if not _warned_busy:
+        _warned_busy = True
+        print(f"warning: {HOST_BUSY_ENV}={raw!r} is not a number of cores >= 0; --workers "
+              "auto measures how busy the host is", file=sys.stderr)
+    return None
+
+
+_warned_busy = False
+
+
+def auto_workers(n_streams: int, n_cores: int | None = None,
+                 busy_cores: float | None = None) -> int:
+    """Enough processes for the streams at streams_per_process() each, but no more than the
+    cores left free: this host's cores (``n_cores``: a cluster's, given) minus what others
+    keep busy and RESERVED_CORES for the server sharing the host and the coordinator.
+
+    ``busy_cores``: how many cores are taken (the reserve included); default: measured when
+    the cores are this host's (host_busy_cores + RESERVED_CORES, or $LLMBENCH_HOST_BUSY_CORES
+    as given), none when ``n_cores`` is given (a Ray cluster's CPUs, or a test)."""
+    if n_cores is None:
+        c = cores()
+        if busy_cores is None:
+            busy_cores = _busy_override()
+        if busy_cores is None:
+            want = int(math.ceil(n_streams / streams_per_process()))
+            if want <= 1:
+                return 1                    # nothing to decide: no need to measure
+            busy_cores = host_busy_cores() + RESERVED_CORES
+    else:
+        c = n_cores
+    free = int(math.floor(c - (busy_cores or 0.0) + 0.25))     # a core 75 % free counts
+    return max(1, min(free, int(math.ceil(n_streams / streams_per_process()))))

@@ -21,6 +21,7 @@ from llmbench.load import arrivals
 from llmbench.load.monitor import COORDINATOR, MonitorSample, busy
 from llmbench.records.record import Record
 from llmbench.workers.coordinator import counter_spec
+from llmbench.workers import plan
 from llmbench.workers.plan import auto_workers, cores, split_run
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.workload import Conversation, Turn
@@ -116,7 +117,9 @@ def test_ramp_auto_adds_a_worker_as_steps_grow_and_reaches_the_verdict_of_one(mo
     for n in ("1", "auto"):
         out = tmp_path / n
         p = llmbench(*common, "--out", str(out), "--workers", n, timeout=180,
-                     env={"LLMBENCH_STREAMS_PER_PROCESS": "2"})
+                     env={"LLMBENCH_STREAMS_PER_PROCESS": "2",
+                          # plan for both cores, whatever else keeps this machine busy
+                          "LLMBENCH_HOST_BUSY_CORES": "0"})
         assert p.returncode == 0, p.stdout + p.stderr
         runs[n] = json.loads((only_run(out) / "run.json").read_text())
         assert [s["held"] for s in runs[n]["steps"]] == [True, True, False], runs[n]["steps"]
@@ -302,6 +305,34 @@ def test_auto_uses_the_streams_and_at_most_the_cores():
     assert auto_workers(10, n_cores=8) == 1
     assert auto_workers(1000, n_cores=2) == 2
     assert auto_workers(1000, n_cores=64) > 2
+
+
+def test_auto_leaves_the_busy_cores_and_one_for_the_server(monkeypatch):
+    # given cores (a cluster's, a test's) are free unless said otherwise
+    assert auto_workers(1000, n_cores=2, busy_cores=1.0) == 1
+    assert auto_workers(1000, n_cores=8, busy_cores=2.5) == 5      # 5.5 cores free
+    assert auto_workers(1000, n_cores=8, busy_cores=2.2) == 6      # a core 80 % free counts
+    assert auto_workers(1000, n_cores=2, busy_cores=5.0) == 1      # never none
+    # this host: what others keep busy, plus one core for the server and the coordinator
+    monkeypatch.delenv("LLMBENCH_HOST_BUSY_CORES", raising=False)
+    monkeypatch.setattr(plan, "cores", lambda: 2)
+    monkeypatch.setattr(plan, "host_busy_cores", lambda *a: 0.0)
+    assert auto_workers(1000) == 1                  # two cores, the server on one of them
+    monkeypatch.setattr(plan, "cores", lambda: 8)
+    assert auto_workers(1000) == 7
+    monkeypatch.setattr(plan, "host_busy_cores", lambda *a: 3.0)
+    assert auto_workers(1000) == 4
+    assert auto_workers(10) == 1
+    monkeypatch.setenv("LLMBENCH_HOST_BUSY_CORES", "0")
+    assert auto_workers(1000) == 8
+    monkeypatch.setenv("LLMBENCH_HOST_BUSY_CORES", "lots")
+    assert auto_workers(1000) == 4                  # said once on stderr, then measured
+
+
+def test_host_busy_cores_is_a_number_of_cores():
+    from llmbench.workers.plan import host_busy_cores
+    v = host_busy_cores(0.05)
+    assert 0.0 <= v <= cores() + 0.5
 
 
 def test_the_generator_check_names_a_busy_worker():
