@@ -29,7 +29,7 @@ the packet and its handler) is never counted as client error. Reported per run:
 - CPU per request start and per token event, split as scripts/bench_client_cpu.py does:
   cpu = a * requests + b * events over the measured phase and a one-token phase.
 
-``--workers N`` (N > 1) drives the CLI in a subprocess (``llmbench run --workers N``) and
+``--workers N`` (N > 1, or auto; ``--cli`` for 1) drives the CLI in a subprocess (``llmbench run --workers N``) and
 reads its run folder's requests.jsonl; its CPU is the subprocess tree's (rusage of children),
 all-in per token event, start-up included.
 
@@ -299,7 +299,7 @@ async def drive_in_process(url: str, a: argparse.Namespace, stop_capture) -> dic
 
 def drive_cli(url: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
     from llmbench.records.record import Record
-    cmd = [sys.executable, "-m", "llmbench", "run", "--url", url + "/v1", "--model", "mock",
+    cmd = [sys.executable, "-m", "llmbench.cli", "run", "--url", url + "/v1", "--model", "mock",
            "--concurrency", str(a.streams), "--duration", f"{a.seconds:g}s",
            "--workers", str(a.workers), "--prompt-tokens", str(a.prompt_tokens),
            "--output-tokens", str(a.tokens), "--out", out, "--no-progress",
@@ -440,7 +440,7 @@ def one_run(a: argparse.Namespace) -> dict[str, float]:
             cap = Capture(pcap, port, a.snaplen)
             offset = mono_minus_real_ns()
             try:
-                if a.workers > 1 or a.cli:
+                if a.cli:
                     drive = drive_cli(m.url, a, os.path.join(d, "runs"))
                     cap.stop()
                 else:
@@ -467,8 +467,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--calibrate-seconds", type=float, default=4.0,
                     help="one-token phase that splits CPU per start / per event (0: skip)")
-    ap.add_argument("--workers", type=int, default=1,
-                    help=">1: drive `llmbench run --workers N` in a subprocess")
+    ap.add_argument("--workers", default="1",
+                    help="N > 1 or auto: drive `llmbench run --workers N` in a subprocess")
     ap.add_argument("--cli", action="store_true", help="drive the CLI even with one worker")
     ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     ap.add_argument("--snaplen", type=int, default=1024)
@@ -476,7 +476,8 @@ def main() -> None:
     ap.add_argument("--keep-pcap", help="copy the (last) capture here")
     ap.add_argument("--json-out", help="append each run's summary as a JSON line here")
     a = ap.parse_args()
-    mode = (f"CLI --workers {a.workers}" if a.workers > 1 or a.cli else "one process, in-process")
+    a.cli = a.cli or a.workers != "1"
+    mode = f"CLI --workers {a.workers}" if a.cli else "one process, in-process"
     print(f"{a.streams} streams x {a.tokens} tokens {a.itl_ms:g} ms apart, TTFT {a.ttft_ms:g} ms, "
           f"{a.prompt_tokens}-token prompts, {a.seconds:g} s, {mode}; {os.cpu_count()} cores")
     runs = []
