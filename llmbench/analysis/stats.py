@@ -15,9 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 # The table of what a summary holds (LATENCY, key, value, to_vllm, SCALARS, ...) is the results
-# contract's, llmbench.results.schema: its one definition. ``value`` is re-exported here only
-# for report/charts.py, which still imports it from this module.
-from llmbench.results.schema import value  # noqa: F401
+# contract's, llmbench.results.schema: its one definition.
 
 # the live line and the timeline's "TTFT p95 of the last N seconds"
 RECENT_S = 10.0

@@ -27,9 +27,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from llmbench.analysis.stats import value
+from llmbench.results.schema import value
 from llmbench.report import svgplot
-from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span, Text
+from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 _CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c")       # matplotlib's first three (the statistics)
@@ -548,42 +548,3 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
 def sweep_at_load(labels: Sequence[str], values: Sequence[Sequence[Any]], load: float, unit: str,
                   axis_name: str) -> str:
     return svgplot.render(sweep_at_load_chart(labels, values, load, unit, axis_name))
-
-
-# -- until report/sweep_html.py draws with sweep_held / sweep_at_load ------------------------
-# sweep_html.held_chart and at_load_chart still draw with matplotlib through these two; they go
-# when that file calls the functions above (the edit is in issue 25's notes).
-
-class _Figures:
-    def __init__(self) -> None:
-        matplotlib, figure = svgplot._matplotlib()
-        self.rcParams = matplotlib.rcParams
-        self._figure = figure
-
-    def subplots(self, nrows: int = 1, ncols: int = 1, *, figsize: Any = None, **kw: Any):
-        fig = self._figure(figsize=figsize)
-        return fig, fig.subplots(nrows, ncols, **kw)
-
-    def close(self, fig: Any) -> None:
-        """Nothing to close: no figure manager holds the figure."""
-
-
-_FIGURES: _Figures | None = None
-
-
-def _plt() -> _Figures:
-    global _FIGURES
-    if _FIGURES is None:
-        _FIGURES = _Figures()
-        _FIGURES.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.grid": True,
-                                  "grid.alpha": 0.3, "figure.dpi": 100,
-                                  "svg.hashsalt": "llmbench"})
-    return _FIGURES
-
-
-def _svg(fig: Any) -> str:
-    import io
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]

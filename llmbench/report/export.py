@@ -164,5 +164,5 @@ def export(run_dir: str | Path, out: str | Path | IO[str], fmt: str = "csv", *,
         write_csv(run_dir, out, per_request=per_request)
 
 
-__all__ = ["COLUMNS", "ExportError", "FORMATS", "SUMMARY_COLUMNS", "csv_safe", "export",
+__all__ = ["ExportError", "FORMATS", "SUMMARY_COLUMNS", "csv_safe", "export",
            "summary_frame", "summary_rows", "to_csv_text", "write_csv", "write_parquet"]

@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from llmbench.results.folder import RunFolderError, load_run
 from llmbench.results.schema import Summary
 from llmbench.report import charts
@@ -48,71 +46,24 @@ def held_chart(results: Sequence[dict[str, Any]], unit: str, best: dict[str, str
                axis_name: str) -> str:
     """Users held per setting as bars, min-max over repeats as error bars; a setting that was
     not measured says why on its own slot instead of drawing a zero."""
-    plt = charts._plt()
-    from matplotlib.ticker import MaxNLocator
-    n = len(results)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * n + 2.5), 3.2))
-    xs = np.arange(n)
-    tops = []
-    for i, r in enumerate(results):
-        held = r.get("held")
-        if held is None:
-            ax.text(i, 0.02, r["status"].replace("_", " "), ha="center", va="bottom",
-                    rotation=90, color="#d62728", fontsize=8, transform=ax.get_xaxis_transform())
-            continue
-        color = charts._COLORS[0] if r["setting"] == best else "#9bbcd9"
-        ax.bar(i, held, width=0.6, color=color)
-        iv = r.get("held_interval")
-        if iv and iv.get("low") is not None:
-            ax.errorbar(i, held, yerr=[[held - iv["low"]], [iv["high"] - held]], fmt="none",
-                        ecolor="#333", capsize=5, linewidth=1.2)
-            tops.append(iv["high"])
-        tops.append(held)
-        top = iv["high"] if iv and iv.get("high") is not None else held
-        ax.text(i, top, _held_text(r), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(xs, _labels(results))
-    ax.set_xlim(-0.6, n - 0.4)
-    ax.set_ylim(0, max(tops + [1]) * 1.25)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=unit == "users"))
-    ax.set_xlabel(charts.safe(axis_name))
-    ax.set_ylabel(f"{unit} held")
-    ax.grid(axis="x", visible=False)
-    ax.set_title(f"{unit.capitalize()} held per setting"
-                 + (" (bars: min-max over repeats)" if any(r.get("held_interval")
-                                                           for r in results) else ""))
-    return charts._svg(fig)
+    bars = []
+    for label, r in zip(_labels(results), results):
+        iv = r.get("held_interval") or {}
+        bars.append({"label": label, "held": r.get("held"), "low": iv.get("low"),
+                     "high": iv.get("high"), "status": r["status"],
+                     "best": r["setting"] == best, "text": _held_text(r)})
+    return charts.sweep_held(bars, unit, axis_name,
+                             repeats=any(r.get("held_interval") for r in results))
 
 
 def at_load_chart(results: Sequence[dict[str, Any]], load: float, unit: str,
                   axis_name: str) -> str:
     """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
-    plt = charts._plt()
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-    xs = np.arange(len(results))
-    for ax, get, title, ylabel, color in (
-            (axes[0], lambda a: a.ttft.p95, "TTFT p95", "ms", charts._COLORS[1]),
-            (axes[1], lambda a: a.itl.median, "ITL p50 (streaming speed)", "ms", charts._COLORS[3]),
-            (axes[2], lambda a: a.output_throughput, "Output throughput", "tokens/s",
-             charts._COLORS[2])):
-        for i, r in enumerate(results):
-            at = _at_load(r)
-            v = None if at is None else get(at)
-            if isinstance(v, (int, float)) and np.isfinite(v):
-                ax.bar(i, v, width=0.6, color=color)
-                ax.text(i, v, f"{v:.0f}" if v >= 10 else f"{v:.1f}", ha="center",
-                        va="bottom", fontsize=8)
-            else:
-                ax.text(i, 0.02, "no data", ha="center", va="bottom", rotation=90, fontsize=8,
-                        color="#888", transform=ax.get_xaxis_transform())
-        ax.set_xticks(xs, _labels(results))
-        ax.set_xlim(-0.6, len(results) - 0.4)
-        ax.margins(y=0.15)
-        ax.set_title(f"{title} at {load:g} {unit}")
-        ax.set_xlabel(charts.safe(axis_name))
-        ax.set_ylabel(ylabel)
-        ax.grid(axis="x", visible=False)
-    fig.tight_layout()
-    return charts._svg(fig)
+    values = []
+    for r in results:
+        at = _at_load(r)
+        values.append(None if at is None else (at.ttft.p95, at.itl.median, at.output_throughput))
+    return charts.sweep_at_load(_labels(results), values, load, unit, axis_name)
 
 
 def _ramps(sweep_dir: Path, results: Sequence[dict[str, Any]]) -> list[tuple[str, list]]:
