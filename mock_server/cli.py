@@ -15,7 +15,7 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import Layout, OptionGroup, UsageError, _opt
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class MockOptions(OptionGroup):
     """Every option of ``llmbench mock``; None: the profile's (or the engine's) value."""
 

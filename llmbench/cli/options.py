@@ -18,8 +18,22 @@ from llmbench.commands.options import (  # noqa: F401  (re-exported)
     group_defaults, number, parse_labels, parse_think, seconds, whole)
 
 
+_TYPER: dict[tuple[int, str | None], tuple[Any, Any]] = {}
+
+
 def typer_annotation(ann: Any, extra_help: str | None = None) -> Any:
-    """``Annotated[T, Opt(...)]`` -> ``Annotated[T, typer.Option(...)]`` (help text added)."""
+    """``Annotated[T, Opt(...)]`` -> ``Annotated[T, typer.Option(...)]`` (help text added);
+    once per declaration and process: every command that takes a group shares its options, as
+    they shared one module-level alias before (building Annotated types is most of the cost)."""
+    got = _TYPER.get((id(ann), extra_help))
+    if got is not None and got[0] is ann:
+        return got[1]
+    out = _typer_annotation(ann, extra_help)
+    _TYPER[(id(ann), extra_help)] = (ann, out)
+    return out
+
+
+def _typer_annotation(ann: Any, extra_help: str | None) -> Any:
     args = typing.get_args(ann)
     if len(args) < 2 or not isinstance(args[1], Opt):
         return ann

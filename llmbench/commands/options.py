@@ -122,11 +122,10 @@ def whole(value: float, flag: str) -> int:
 # cuts an option name at 80 columns (tests/e2e/test_cli_help.py).
 
 import dataclasses  # noqa: E402
-import inspect  # noqa: E402
 import json  # noqa: E402
 import typing  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Annotated, Any, Callable, List, Optional  # noqa: E402
+from typing import Annotated, Any, List, Optional  # noqa: E402
 
 
 P_TARGET, P_LOAD, P_STEPS, P_GATES = "Target", "Load", "Steps", "Pass/fail"

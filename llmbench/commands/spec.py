@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, List, Optional
+from typing import Annotated, Any, List, Optional
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (P_GATES, P_LOAD, P_OUTPUT, P_STEPS, P_TARGET, P_VLLM,
@@ -45,7 +45,7 @@ SERVER = {"hold": "60s", "ramp_in": "10s", "think": "5s-10s", "output_tokens": "
 
 
 # -- the commands' own options ---------------------------------------------------------------
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class RunLoadOpts(OptionGroup):
     concurrency: Annotated[Optional[int], _opt("Closed loop: N requests in flight.", P_LOAD)] = None
     rate: Annotated[Optional[str], _opt("Open loop: requests per second (or inf).", P_LOAD)] = None
@@ -63,7 +63,7 @@ class RunLoadOpts(OptionGroup):
     trace_window: Annotated[Optional[str], _opt("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, metavar="START-END")] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class VllmOpts(OptionGroup):
     save_result: Annotated[bool, _opt("Also write vLLM's result JSON (vllm bench serve's keys and types).", P_VLLM, "--save-result")] = False
     save_detailed: Annotated[bool, _opt("Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", P_VLLM, "--save-detailed")] = False
@@ -73,19 +73,19 @@ class VllmOpts(OptionGroup):
     metadata: Annotated[Optional[List[str]], _opt("Stored in the file (repeatable).", P_VLLM, "--metadata", metavar="K=V")] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class PrintOpts(OptionGroup):
     percentile_metrics: Annotated[str, _opt("Metrics to print percentiles for (ttft,tpot,itl,e2el).", P_OUTPUT)] = "ttft,tpot,itl"
     metric_percentiles: Annotated[str, _opt("Percentiles to print, e.g. 50,99.", P_OUTPUT)] = "99"
     goodput: Annotated[Optional[List[str]], _opt("vLLM's goodput SLO, e.g. ttft:500 (repeatable).", P_OUTPUT, metavar="KEY:MS")] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class GateOpts(OptionGroup):
     threshold: Annotated[Optional[List[str]], THRESHOLD] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class RampOpts(OptionGroup):
     start: Annotated[Optional[float], _opt("Users at the first step (default 2).", P_STEPS)] = None
     step: Annotated[Optional[float], _opt("Users added per step (default 2).", P_STEPS)] = None
@@ -107,7 +107,7 @@ class RampOpts(OptionGroup):
 P_SWEEP = "Sweep"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class SweepOpts(OptionGroup):
     setting: Annotated[Optional[List[str]], _opt("A server setting and its values (repeatable: a grid). Set in the server's environment; {NAME} in --serve and --url is replaced.", P_SWEEP, "--setting", metavar="NAME=V1,V2")] = None
     serve: Annotated[Optional[str], _opt("Start this server per value (shell command, own process group), stop it after.", P_SWEEP, metavar="CMD")] = None
@@ -118,18 +118,18 @@ class SweepOpts(OptionGroup):
     stop_grace: Annotated[str, _opt("After SIGTERM, wait this long before SIGKILL.", P_SWEEP, metavar="DURATION")] = "10s"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class ProbeEnds(OptionGroup):
     router: Annotated[str, _opt("The router's URL as clients use it, e.g. localhost:12434/v1.", P_TARGET)] = ...  # type: ignore[assignment]
     direct: Annotated[str, _opt("A backend's own URL, e.g. localhost:11434/v1.", P_TARGET)] = ...  # type: ignore[assignment]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class ProbeDirect(OptionGroup):
     direct_model: Annotated[Optional[str], _opt("Model name at the backend, if it differs.", P_TARGET)] = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class ProbeLoadOpts(OptionGroup):
     users: Annotated[Optional[str], USERS] = "1,4,16,64"
     slice_s: Annotated[str, _opt("Length of one slice on one path.", P_LOAD, "--slice")] = "5s"
