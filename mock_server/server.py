@@ -118,7 +118,9 @@ class MockCluster:
             await runner.setup()
             stamp_arrivals(runner)
             sock = stamping_listener(sock)
-            site = web.SockSite(runner, sock)
+            # aiohttp's default backlog (128) re-listens the socket: 256 users connecting at
+            # once overflowed it and their SYNs came back a second later (scripts/bench_wire.py)
+            site = web.SockSite(runner, sock, backlog=1024)
             await site.start()
             self._runners.append(runner)
             self.ports.append(sock.getsockname()[1])

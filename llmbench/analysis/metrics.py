@@ -188,6 +188,33 @@ def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
                                         and r.first_output is not None)
 
 
+def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]], okm: Any,
+            n_ok: int, duration: float | None, percentiles: tuple[float, ...]) -> None:
+    """Tool calls, structured replies and embeddings, only when some reply had them (other
+    summaries keep their keys): the share of successes that called a tool and the time to its
+    first token; of the structured replies checked, the share that parsed and validated; the
+    embeddings made, and embeddings and input tokens per second."""
+    starts = st.col("start")
+    tool_s = [e["first_tool"] - float(starts[i]) for i, e in extras.items()
+              if okm[i] and e.get("first_tool") is not None]
+    checked = [bool(e["output_valid"]) for i, e in extras.items()
+               if okm[i] and e.get("output_valid") is not None]
+    vectors = [int(e["embeddings"]) for i, e in extras.items()
+               if okm[i] and e.get("embeddings") is not None]
+    if tool_s:
+        s["requests_with_tool_calls"] = len(tool_s)
+        s["tool_call_share"] = len(tool_s) / n_ok if n_ok else None
+        for stat, v in stats_ms(tool_s, percentiles).items():
+            s[key("ttft_tool", "n") if stat == "count" else key("ttft_tool", stat)] = v
+    if checked:
+        s["structured_checked"] = len(checked)
+        s["valid_output_share"] = sum(checked) / len(checked)
+    if vectors:
+        s["total_embeddings"] = sum(vectors)
+        s["embeddings_throughput"] = sum(vectors) / duration if duration else None
+        s["input_throughput"] = (s.get("total_input_tokens") or 0) / duration if duration else None
+
+
 def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]:
     seen: dict[tuple[str | None, int | None, str | None], int] = {}
     out = []
@@ -671,6 +698,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
         _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
         del ok_recs
+    if any(okm[i] and (e.get("first_tool") is not None or e.get("output_valid") is not None
+                       or e.get("embeddings") is not None) for i, e in extras.items()):
+        _agents(s, st, extras, okm, n_ok, duration, percentiles)
     for name in CENSORED_METRICS:
         s[key(name + "_all", "n")] = n
         s.update(cens_part[name])

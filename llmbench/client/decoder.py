@@ -131,6 +131,8 @@ class StreamDecoder:
             ev = classify(payload)
             kind = ev.kind
             if kind == TOKEN or kind == TOKEN_END:
+                if ev.tool and rec.first_tool is None:
+                    rec.first_tool = t
                 if ev.reasoning:
                     self._reasoning_idx.append(len(times))
                 elif self._output_from is None:
@@ -182,6 +184,10 @@ def decode_whole(fmt: WireFormat, raw: bytes, t: float, rec: Record, texts: list
     if ev.kind == TOKEN or ev.kind == TOKEN_END:
         rec.token_times.append(t)
         texts.append(ev.text)
+        if ev.tool:
+            rec.first_tool = t
+    if ev.items is not None:
+        rec.embeddings = ev.items
     if ev.usage:
         apply_usage(ev.usage, rec)
     rec.finish_reason = ev.finish_reason

@@ -62,6 +62,7 @@ from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, F
 from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
+from llmbench.wire.agents import check_reply
 
 perf_counter = time.perf_counter
 
@@ -169,6 +170,9 @@ class RequestParams:
     # llama.cpp and LiteLLM read either), except to api.openai.com, which rejects max_tokens
     # for some models and gets max_completion_tokens only.
     max_tokens_field: str = "auto"
+    # --response-format: the JSON schema every reply should follow ({}: any JSON); a reply
+    # that does not parse or validate is counted in Record.output_valid, not failed
+    structured: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
@@ -551,6 +555,8 @@ class Client:
             # events are the count, as records.clean does for old logs
             rec.output_tokens = len(times)
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
+        elif rec.output_tokens is None and rec.embeddings is not None:
+            rec.output_tokens, rec.output_tokens_source = 0, "server"   # vectors, not tokens
         elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
@@ -564,3 +570,5 @@ class Client:
                 rec.error_kind, rec.error = "no_token", "the response carried no token"
             else:
                 rec.ok = True
+                if self.params.structured is not None and rec.first_tool is None:
+                    rec.output_valid = check_reply("".join(texts), self.params.structured or None)

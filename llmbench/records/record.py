@@ -89,6 +89,13 @@ class Record:
     # 503/429, how long its user waited before trying again (jittered exponential backoff,
     # load.session)
     backoff_ms: float | None = None
+    # Agents and RAG (None when not asked for, so other records are written as before):
+    # arrival of the first token event of a tool call (the reply called a tool); whether a
+    # structured reply (--response-format) parsed as JSON and validated against its schema
+    # (counted, not a failure); vectors an embeddings reply held
+    first_tool: float | None = None
+    output_valid: bool | None = None
+    embeddings: int | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds: their one definition ------------
     # Everything that reports them computes exactly these: the summary (analysis.metrics:

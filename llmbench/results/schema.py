@@ -32,7 +32,9 @@ COUNTS = ("reasoning_tokens",)         # statistics of a count: keys without "_m
 # measured by the client or the server, not per vLLM: the send delay, the server's own queue
 # (a header), the time Ollama's final line says a request waited for a slot
 OTHER_LATENCY = ("send_delay", "server_queue", "server_slot_wait")
-METRICS = LATENCY + EXTRA_LATENCY + REASONING + OTHER_LATENCY + COUNTS
+# agents: time to the first token of a tool call (replies that called a tool)
+AGENTS = ("ttft_tool",)
+METRICS = LATENCY + EXTRA_LATENCY + REASONING + OTHER_LATENCY + AGENTS + COUNTS
 
 # threshold and compare names of the summary's scalars -> their keys
 SCALARS = {
@@ -43,11 +45,17 @@ SCALARS = {
     "total_token_throughput": "total_token_throughput", "request_goodput": "request_goodput",
     "requests_with_reasoning": "requests_with_reasoning",
     "total_reasoning_tokens": "total_reasoning_tokens",
+    # agents and RAG: the share of replies that called a tool, of structured replies that
+    # validated; embeddings and input tokens per second
+    "tool_call_share": "tool_call_share", "valid_output_share": "valid_output_share",
+    "embeddings_throughput": "embeddings_throughput", "emb_s": "embeddings_throughput",
+    "input_throughput": "input_throughput",
 }
-SHARES = ("error_rate", "completed_share")
+SHARES = ("error_rate", "completed_share", "tool_call_share", "valid_output_share")
 # which direction is worse (compare's gate)
 HIGHER_IS_BETTER = ("output_throughput", "request_throughput", "total_token_throughput",
-                    "request_goodput", "completed", "completed_share", "held")
+                    "request_goodput", "completed", "completed_share", "held",
+                    "valid_output_share", "embeddings_throughput", "input_throughput")
 
 VLLM_SCALARS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
                 "request_throughput", "request_goodput", "output_throughput",
@@ -237,6 +245,7 @@ class Summary:
     reasoning_time: Metric
     output_itl: Metric
     reasoning_tokens: Metric
+    ttft_tool: Metric
     data: dict[str, Any] = field(repr=False)
     # vLLM's 1-second-bucket peaks; llmbench's true peak in flight (``run`` only)
     max_output_tokens_per_s: float | None = None
@@ -259,6 +268,15 @@ class Summary:
     requests_with_reasoning: int = 0
     total_reasoning_tokens: int | None = None
     answered_after_reasoning: int | None = None
+    # agents (0 / None when no request offered tools or asked for a format)
+    requests_with_tool_calls: int = 0
+    tool_call_share: float | None = None
+    structured_checked: int = 0
+    valid_output_share: float | None = None
+    # embeddings (None unless the replies were embeddings)
+    total_embeddings: int | None = None
+    embeddings_throughput: float | None = None
+    input_throughput: float | None = None
     # multi-turn: the same summary of first turns and of later turns ("first", "later")
     by_turn: dict[str, "Summary"] = field(default_factory=dict)
 
@@ -328,6 +346,13 @@ class Summary:
                    requests_with_reasoning=int(d.get("requests_with_reasoning") or 0),
                    total_reasoning_tokens=d.get("total_reasoning_tokens"),
                    answered_after_reasoning=d.get("answered_after_reasoning"),
+                   requests_with_tool_calls=int(d.get("requests_with_tool_calls") or 0),
+                   tool_call_share=d.get("tool_call_share"),
+                   structured_checked=int(d.get("structured_checked") or 0),
+                   valid_output_share=d.get("valid_output_share"),
+                   total_embeddings=d.get("total_embeddings"),
+                   embeddings_throughput=d.get("embeddings_throughput"),
+                   input_throughput=d.get("input_throughput"),
                    by_turn={k: cls.from_dict(v) for k, v in (d.get("by_turn") or {}).items()
                             if isinstance(v, dict)},
                    data=d, **metrics)

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmbench.wire.events import ERROR, OTHER, TOKEN, Event, Usage
 from llmbench.wire.format import WireFormat
-from llmbench.wire.openai import _claims_v1, text_of
+from llmbench.wire.openai import text_of
 
 
 def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, stream: bool,

@@ -127,7 +127,8 @@ def classify_chat(payload: bytes) -> Event:
             and not delta.get("function_call")
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
                      usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
-                     server_timing=obj.get("timings"), reasoning=only_reasoning)
+                     server_timing=obj.get("timings"), reasoning=only_reasoning,
+                     tool=bool(delta.get("tool_calls") or delta.get("function_call")))
     return _no_choices(obj)
 
 
@@ -155,11 +156,13 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
         msg = choice.get("message") or {}
         text = (msg.get("content") or "") + (msg.get("reasoning_content") or msg.get("reasoning") or "")
         has = bool(text) or bool(msg.get("tool_calls"))
+        tool = bool(msg.get("tool_calls") or msg.get("function_call"))
     else:
         text = choice.get("text") or ""
-        has = True
+        has, tool = True, False
     return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
-                 finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
+                 finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"),
+                 tool=tool)
 
 
 def _claims_v1(path: str) -> int | None:

@@ -120,7 +120,7 @@ def classify(payload: bytes) -> Event:
     if kind in _REASONING:
         return Event(TOKEN, reasoning=True)
     if kind in _OTHER_OUTPUT:
-        return Event(TOKEN)
+        return Event(TOKEN, tool=kind != "response.refusal.delta")
     if kind in _ENDS:
         resp = obj.get("response")
         u = usage(resp.get("usage")) if isinstance(resp, dict) else None
@@ -141,12 +141,12 @@ def parse_full(obj: dict[str, Any]) -> Event:
     if not isinstance(output, list):
         return Event(OTHER, usage=usage(obj.get("usage")))
     parts: list[str] = []
-    has = False
+    has = tool = False
     for item in output:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "function_call":
-            has = True
+            has = tool = True
             parts.append(str(item.get("arguments") or ""))
             continue
         for c in item.get("content") or item.get("summary") or ():
@@ -155,7 +155,7 @@ def parse_full(obj: dict[str, Any]) -> Event:
     text = "".join(parts)
     kind = "response.incomplete" if obj.get("status") == "incomplete" else "response.completed"
     return Event(TOKEN if (text or has) else OTHER, text=text, usage=usage(obj.get("usage")),
-                 finish_reason=_finish(obj, kind))
+                 finish_reason=_finish(obj, kind), tool=tool)
 
 
 RESPONSES = WireFormat(
