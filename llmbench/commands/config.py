@@ -116,6 +116,12 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
     from llmbench.results.folder import SECRET_FLAGS, scrub_argv
     out: dict[str, Any] = {}
     left_out = []
+    # --redact's names and texts are hidden in every value, as in the command line run.json
+    # keeps (the --redact values themselves are secrets: never written)
+    redact = [a for r in values.get("redact") or [] for a in ("--redact", str(r))]
+
+    def scrub(flag: str, text: str) -> str:
+        return scrub_argv([flag, text, *redact])[1]
     for name, v in values.items():
         f = fields.get(name)
         flag = f.flag if f is not None else "--" + name.replace("_", "-")
@@ -125,10 +131,12 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
             if v:
                 left_out.append(name)
             continue
-        if isinstance(v, (str, Path)):
-            v = scrub_argv([flag, str(v)])[1] if isinstance(v, str) else v
+        if isinstance(v, str):
+            v = scrub(flag, v)
+        elif isinstance(v, Path):
+            v = Path(scrub(flag, str(v)))
         elif isinstance(v, list):
-            v = [scrub_argv([flag, str(x)])[1] for x in v]
+            v = [scrub(flag, str(x)) for x in v]
         out[name] = v
     return out, left_out
 
