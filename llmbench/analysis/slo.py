@@ -50,6 +50,8 @@ _RE = re.compile(r"^\s*([a-z_0-9]+)(?:\.([a-z0-9_]+)(?:\(\s*([0-9]*\.?[0-9]+)\s*
 # requests failed or timed out has no p95 "incl. failures" under any limit, so it fails even
 # for a user who drops errors==0.
 DEFAULT_THRESHOLDS = ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")
+# embeddings have no first token and no token gaps: a request's latency is what a user waits
+DEFAULT_EMBEDDING_THRESHOLDS = ("e2el.p95_all<=2s", "errors==0")
 
 
 NO_REASONING_AS = {"ttfo": "ttft", "output_itl": "itl"}

@@ -262,8 +262,17 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     ev = out["evidence"]
     itl_text = "–" if itl0 is None else f"{itl0:.1f} ms"
     itl_text += " -> " + ("–" if itl1 is None else f"{itl1:.1f} ms")
-    ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: TTFT p95 {_fmt_ms(ttft0)} -> "
-              f"{_fmt_ms(ttft1)}, time between tokens (median) {itl_text}.")
+    s1 = Summary.of(subject["summary"])
+    if s1.total_embeddings is not None:
+        # embeddings: one whole reply, no tokens streamed; latency and throughput are the story
+        e0, e1 = _num(s0.e2el.p95), _num(s1.e2el.p95)
+        r0, r1 = _num(s0.embeddings_throughput), _num(s1.embeddings_throughput)
+        rates = " -> ".join("–" if r is None else f"{r:.0f}" for r in (r0, r1))
+        ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: latency p95 "
+                  f"{_fmt_ms(e0)} -> {_fmt_ms(e1)}, embeddings per second {rates}.")
+    else:
+        ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: TTFT p95 {_fmt_ms(ttft0)} -> "
+                  f"{_fmt_ms(ttft1)}, time between tokens (median) {itl_text}.")
     est = little["in_service"]
     if broke is None:
         out["kind"] = "held"

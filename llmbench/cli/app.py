@@ -19,7 +19,7 @@ from typing import Annotated
 from llmbench.errors import EXIT_USAGE
 from llmbench.cli.options import P_OUTPUT, OutputOpts, UsageError, WorkloadOpts, command_of, group_defaults, with_groups
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
 datasets_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Look at a workload before you send it.")
@@ -91,12 +91,29 @@ def _json_param() -> inspect.Parameter:
                              annotation=JsonOut)
 
 
-def _perform(work, json_out: bool, kind: str) -> None:
+def _answer(kind: str, done) -> str:
+    """--quiet's one line: the run's headline (a ramp's verdict, a sweep's answer) and folder."""
+    from llmbench.results.folder import headline
+    run = done.run or {}
+    line = str(run.get("answer") or "") if kind == "sweep" else headline(run)
+    where = f" ({done.run_dir})" if done.run_dir else ""
+    return (line or run.get("status") or "no result") + where
+
+
+def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
     """Run ``work()`` (a Done); with --json, everything it prints goes to stderr and the
-    summary, as JSON, to stdout. Exits with the command's code."""
+    summary, as JSON, to stdout; with --quiet, only errors (stderr) and one closing line.
+    Exits with the command's code."""
+    import contextlib
+    if quiet and not json_out:
+        import io
+        with contextlib.redirect_stdout(io.StringIO()):
+            done = work()
+        if done.run is not None or done.run_dir is not None:
+            print(_answer(kind, done))
+        raise typer.Exit(done.code)
     if not json_out:
         raise typer.Exit(work().code)
-    import contextlib
     import json
     from llmbench.cli.jsonout import document
     with contextlib.redirect_stdout(sys.stderr):
@@ -111,28 +128,30 @@ def _run(json_out: bool = False, **groups) -> None:
     """One load level with vLLM-compatible numbers. With no --url, a one-minute demo against the built-in mock."""
     from llmbench.commands.spec import run_spec
     spec = run_spec(groups)
-    _perform(spec.perform, json_out, "run")
+    _perform(spec.perform, json_out, "run", groups["output"].quiet)
 
 
 def _ramp(json_out: bool = False, **groups) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
     from llmbench.commands.spec import ramp_setup
     setup = ramp_setup(groups)
-    _perform(setup.perform_here, json_out, "ramp")
+    _perform(setup.perform_here, json_out, "ramp", groups["output"].quiet)
 
 
 def _sweep(**groups) -> None:
     """Which server setting serves more users: a ramp per value, one page with the answer."""
     from llmbench.commands.spec import sweep_plan
-    from llmbench.commands.sweep import execute
-    raise typer.Exit(execute(sweep_plan(groups)))
+    from llmbench.commands.sweep import perform
+    plan = sweep_plan(groups)
+    _perform(lambda: perform(plan), False, "sweep", groups["output"].quiet)
 
 
 def _probe(**groups) -> None:
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
-    from llmbench.commands.probe import execute
+    from llmbench.commands.probe import perform
     from llmbench.commands.spec import probe_plan
-    raise typer.Exit(execute(probe_plan(groups)))
+    plan = probe_plan(groups)
+    _perform(lambda: perform(plan), False, "probe", groups["output"].quiet)
 
 
 def _mock(options) -> None:
@@ -158,13 +177,29 @@ for _name, (_layout, _fn, _json) in _layouts().items():
 @_guard
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
-    format: Annotated[str, typer.Option("--format", help="html | md | csv")] = "html",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout).")] = None,
+    format: Annotated[str, typer.Option("--format", help="html | md | csv | parquet")] = "html",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout; parquet: needed).")] = None,
+    per_request: Annotated[bool, typer.Option("--per-request", help="csv/parquet: one row per request (requests.jsonl, with ttft_ms, e2el_ms, itl_mean_ms...) instead of one per run or ramp step.")] = False,
     config: Config = None,
 ) -> None:
-    """Write a run's report: one self-contained HTML file, markdown for a PR, or CSV."""
-    if format not in ("html", "md", "csv"):
-        raise UsageError(f"--format {format!r}: choose html, md or csv")
+    """Write a run's report: one self-contained HTML file, markdown for a PR, CSV or Parquet."""
+    if format not in ("html", "md", "csv", "parquet"):
+        raise UsageError(f"--format {format!r}: choose html, md, csv or parquet")
+    if per_request and format not in ("csv", "parquet"):
+        raise UsageError("--per-request goes with --format csv or parquet")
+    if format == "parquet" or per_request:
+        from llmbench.report.export import ExportError, export
+        from llmbench.analysis.recover import load_checked
+        if not (run_dir / "sweep.json").is_file():
+            load_checked(run_dir)       # one line for a folder that is not a run
+        try:
+            export(run_dir, output if output is not None else sys.stdout, format,
+                   per_request=per_request)
+        except ExportError as exc:
+            raise UsageError(str(exc))
+        if output is not None:
+            typer.echo(str(output))
+        return
     if (run_dir / "sweep.json").is_file():
         if format != "html":
             raise UsageError(f"{run_dir} is a sweep: its report is html; each ramp folder in it "
@@ -222,7 +257,11 @@ def compare(
     typer.echo(f"HTML: {path}")
     if png is not None:
         from llmbench.report.charts import compare_png
-        compare_png([(r.name, r.steps) for r in runs], "users", str(png))
+        from llmbench.report.svgplot import MissingExtra
+        try:
+            compare_png([(r.name, r.steps) for r in runs], "users", str(png))
+        except MissingExtra as exc:
+            raise UsageError(str(exc))
         typer.echo(f"PNG: {png}")
     if result["regressions"]:
         raise typer.Exit(1)
@@ -231,7 +270,7 @@ def compare(
 @app.command()
 @_guard
 @with_groups
-def runs(output: OutputOpts = group_defaults(omit=("label", "progress"))) -> None:
+def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics_port", "metrics_host", "quiet", "verbose"))) -> None:
     """List run folders: date, command, labels, headline result."""
     out = output.out
     from llmbench.results.folder import list_runs

@@ -53,6 +53,9 @@ class Common:
     # the options that made this plan, written to the run folder as config.toml so that
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
+    metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
+    quiet: bool = False                    # -q: errors and the final answer only
+    verbose: bool = False                  # -v: what llmbench decides, as it decides it
 
     @property
     def label(self) -> str | None:
@@ -68,7 +71,28 @@ class Common:
                     served_by_header=self.served_by_header, progress=self.progress,
                     live_line=live_line, keep_texts=keep_texts)
         h.fleet = self.fleet(shape)
+        if self.metrics_at is not None:
+            from llmbench.report.prometheus import MetricsExporter
+            host, port = self.metrics_at
+            h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
+        if shape is not None and self.progress is not False:
+            h.board = board_for(shape)
+        if self.verbose:
+            h.verbose = True
+            self.say_decisions(h)
         return h
+
+    def say_decisions(self, h: Harness) -> None:
+        """-v: what llmbench chose for this run, on stderr."""
+        from llmbench.client.request import choose_transport
+        info = self.workload.tokenizer_info or {}
+        lines = [f"tokenizer: {self.workload.tokenizer}"
+                 + (f" ({info.get('exact') and 'exact' or 'approximate'})" if info else ""),
+                 f"transport: {choose_transport(self.target.base_url)} to {self.target.endpoint}",
+                 f"workers: {'1 (this process)' if h.fleet is None else self.workers}",
+                 f"stream: {'yes' if self.params.stream else 'no'}; api: {self.target.api}"]
+        for line in lines:
+            print(f"llmbench: {line}", file=sys.stderr)
 
     def fleet(self, shape: Any) -> Any:
         """Worker processes for --workers N > 1, or auto when it chooses more than one (the
@@ -97,6 +121,23 @@ class Common:
                 # which HTTP client sent the requests (LLMBENCH_TRANSPORT): a comparison of two
                 # runs should know if it changed
                 "transport": choose_transport(self.target.base_url)}
+
+
+def board_for(shape: Any) -> Any:
+    """The live view for a shape: a ramp or probe's steps (each ramp-in + hold, or the probe's
+    rounds of slices), a run's planned requests or seconds."""
+    from llmbench.report.live import LiveBoard
+    steps = getattr(shape, "steps", None)
+    if steps:
+        kind = getattr(shape, "kind", "ramp")
+        if hasattr(shape, "hold_s"):
+            step_s = getattr(shape, "ramp_in_s", 0.0) + shape.hold_s
+        else:
+            step_s = getattr(shape, "slice_s", 0.0) * 2 * getattr(shape, "rounds", 1)
+        return LiveBoard(kind="probe" if kind != "ramp" and not hasattr(shape, "hold_s") else "ramp",
+                         unit=getattr(shape, "unit", "users"), n_steps=len(steps), step_s=step_s)
+    return LiveBoard(kind="run", requests=getattr(shape, "requests", None),
+                     duration_s=getattr(shape, "duration_s", None))
 
 
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],

@@ -284,6 +284,10 @@ class WorkloadOpts(OptionGroup):
     seed: Annotated[int, _opt("Seed for sampling, schedules and think times.", P_WORKLOAD)] = 0
     prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic or a --trace of lengths: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
     cache_block_tokens: Annotated[int, _opt("--prefix-hit-ratio: the server's cache block in tokens (vLLM 16).", P_WORKLOAD)] = 16
+    images: Annotated[Optional[str], _opt("Images with every user turn: N synthetic ones, or a folder of image files (one per turn). Chat, responses and ollama APIs.", P_WORKLOAD, metavar="N|DIR")] = None
+    image_size: Annotated[str, _opt("--images N: size in pixels, WxH or a range WxH-WxH.", P_WORKLOAD, metavar="WxH")] = "512x512"
+    image_format: Annotated[str, _opt("--images N: png (no extra package) or jpeg (needs Pillow).", P_WORKLOAD)] = "png"
+    batch_size: Annotated[int, _opt("--api embeddings: prompts per request (one request embeds a batch).", P_WORKLOAD)] = 1
 
     def validate(self) -> "WorkloadOpts":
         """Every value in range, before anything is loaded or sent."""
@@ -305,7 +309,25 @@ class WorkloadOpts(OptionGroup):
             if self.shared_prefix_tokens:
                 raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
         count(self.cache_block_tokens, "--cache-block-tokens")
+        count(self.batch_size, "--batch-size", hi=4096)
+        self.image_spec()
         return self
+
+    def image_spec(self) -> Any:
+        """--images as a workload.ImageSpec (None without it); every value checked."""
+        if self.images is None:
+            return None
+        from llmbench.workload.files import DatasetError
+        from llmbench.workload.images import FORMATS, ImageSpec, parse_images, parse_size
+        if self.image_format not in FORMATS:
+            raise UsageError(f"--image-format {self.image_format!r}: choose {' or '.join(FORMATS)}")
+        try:
+            n, folder = parse_images(self.images)
+            lo, hi = parse_size(self.image_size)
+        except DatasetError as exc:
+            raise UsageError(str(exc)) from None
+        return ImageSpec(count=n, min_size=lo, max_size=hi, fmt=self.image_format, folder=folder,
+                         seed=self.seed)
 
     def hf_columns(self) -> dict[str, str]:
         cols = {}
@@ -328,7 +350,8 @@ class WorkloadOpts(OptionGroup):
             target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
         spec = WorkloadSpec(
-            dataset=self.dataset, dataset_format=self.dataset_format, count=n, seed=self.seed,
+            dataset=self.dataset, dataset_format=self.dataset_format, count=n * self.batch_size,
+            seed=self.seed, images=self.image_spec(), batch_size=self.batch_size,
             prompt_tokens=parse_range(self.prompt_tokens or "256", "--prompt-tokens"),
             output_tokens=(parse_range(self.output_tokens, "--output-tokens")
                            if self.output_tokens else None),
@@ -357,6 +380,9 @@ class RequestOpts(OptionGroup):
     timeout_first_token: Annotated[float, _opt("Seconds to the first token.", P_REQUEST)] = 300.0
     timeout_idle: Annotated[float, _opt("Seconds between two events.", P_REQUEST)] = 60.0
     timeout_total: Annotated[float, _opt("Seconds for a whole request.", P_REQUEST)] = 900.0
+    tools: Annotated[Optional[Path], _opt("Send these tools (a JSON list of OpenAI tool definitions) with every request; measures how often and how soon a tool is called.", P_REQUEST, metavar="FILE")] = None
+    tool_choice: Annotated[Optional[str], _opt("--tools: auto | required | none (default: the server's).", P_REQUEST)] = None
+    response_format: Annotated[Optional[Path], _opt("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, metavar="FILE")] = None
 
     def extra(self) -> dict[str, Any]:
         if not self.extra_body:
@@ -379,15 +405,33 @@ class RequestOpts(OptionGroup):
                 raise UsageError(f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
                                  f"{', '.join(MAX_TOKENS_FIELDS)}")
         self.extra()
+        self.agents()
         return self
 
-    def build(self) -> tuple[Any, Any]:
-        """(RequestParams, Timeouts)."""
+    def agents(self) -> tuple[Any, Any]:
+        """(tools, schema) from --tools and --response-format, read and checked."""
+        from llmbench.wire.agents import TOOL_CHOICES, AgentSpecError, load_schema, load_tools
+        if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
+            raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
+        if self.tool_choice is not None and self.tools is None:
+            raise UsageError("--tool-choice needs --tools FILE")
+        try:
+            tools = load_tools(str(self.tools)) if self.tools is not None else None
+            schema = load_schema(str(self.response_format)) if self.response_format is not None else None
+        except AgentSpecError as exc:
+            raise UsageError(str(exc)) from None
+        return tools, schema
+
+    def build(self, api: str | None = None) -> tuple[Any, Any]:
+        """(RequestParams, Timeouts); ``api``: the target's, for the tools' and format's fields."""
         from llmbench.client.request import RequestParams, Timeouts
+        from llmbench.wire.agents import request_fields
         self.validate()
+        tools, schema = self.agents()
+        body = {**request_fields(api or "openai-chat", tools, self.tool_choice, schema), **self.extra()}
         return (RequestParams(stream=self.stream, temperature=self.temperature,
-                              ignore_eos=self.ignore_eos, extra_body=self.extra(),
-                              max_tokens_field=self.max_tokens_field),
+                              ignore_eos=self.ignore_eos, extra_body=body,
+                              max_tokens_field=self.max_tokens_field, structured=schema),
                 Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
                          self.timeout_total))
 
@@ -398,10 +442,21 @@ class OutputOpts(OptionGroup):
 
     label: Annotated[Optional[List[str]], _opt("KEY=VALUE stored with the run (repeatable).", P_OUTPUT, "--label", metavar="K=V")] = None
     out: Annotated[Path, _opt("Folder for run folders.", P_OUTPUT)] = Path("results")
-    progress: Annotated[Optional[bool], _opt("Live line (default: on a terminal).", P_OUTPUT, "--progress/--no-progress")] = None
+    progress: Annotated[Optional[bool], _opt("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress")] = None
+    metrics_port: Annotated[Optional[int], _opt("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, metavar="PORT")] = None
+    metrics_host: Annotated[str, _opt("--metrics-port: the address to listen on.", P_OUTPUT, metavar="ADDR")] = "127.0.0.1"
+    quiet: Annotated[bool, _opt("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q")] = False
+    verbose: Annotated[bool, _opt("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v")] = False
 
     def labels(self) -> dict[str, str]:
         return parse_labels(self.label)
+
+    def validate(self) -> "OutputOpts":
+        count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.quiet and self.verbose:
+            raise UsageError("--quiet and --verbose ask for opposite things: give one")
+        self.labels()
+        return self
 
 
 

@@ -149,7 +149,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
                  False, True, []).write(run_dir)
     shape.on_step = on_step
-    print(console.ramp_header("Users" if shape.by == "users" else "Req/s"), flush=True)
+    from llmbench import wire
+    print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
+                              wire.get(c.target.api).output), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,

@@ -286,12 +286,42 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                 replay: dict | None = None):
     """The plan's common part from the groups (the workload is built against ``tgt``)."""
     from llmbench.commands.common import Common
-    params, timeouts = rq.build()
+    check_api_features(tgt.api, w, rq)
+    from llmbench import wire
+    if wire.get(tgt.api).output == "embeddings" and (w.turns or 1) > 1:
+        w = dataclasses.replace(w, turns=1)      # an input has no conversation to continue
+    params, timeouts = rq.build(api=tgt.api)
+    if not wire.get(tgt.api).streams and params.stream:
+        # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
+        params = dataclasses.replace(params, stream=False)
+    o.validate()
     wl, tok = w.build(n, target=tgt, multi_turn=multi_turn)
+    quiet = o.quiet
     return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
                   count_tokens=tok.count, served_by_header=s.served_by_header,
                   server_probe=s.server_probe, out=o.out, labels=o.labels(),
-                  progress=o.progress if progress is None else progress, replay=replay)
+                  progress=False if quiet else (o.progress if progress is None else progress),
+                  replay=replay,
+                  metrics_at=None if o.metrics_port is None else (o.metrics_host, o.metrics_port),
+                  quiet=quiet, verbose=o.verbose)
+
+
+def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts) -> None:
+    """What the workload and requests ask of the API, refused before anything is sent when the
+    API cannot carry it (one line naming the flag and the APIs that can)."""
+    from llmbench import wire
+    fmt = wire.get(api)
+    if w.images is not None and not fmt.images:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
+        raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
+    if (rq.tools is not None or rq.response_format is not None) and api not in ("openai-chat", "responses"):
+        flag = "--tools" if rq.tools is not None else "--response-format"
+        raise UsageError(f"{flag}: --api {api} has no tools or response format; use --api "
+                         "openai-chat or responses")
+    if w.batch_size > 1 and fmt.output != "embeddings":
+        raise UsageError(f"--batch-size {w.batch_size}: batches are for --api embeddings; "
+                         f"--api {api} sends one prompt per request")
+
 
 
 def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, path: str,
@@ -631,7 +661,8 @@ class RampSetup:
 
 def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
     """The ramp's option groups (``ramp`` and ``sweep`` take them all), checked."""
-    from llmbench.analysis.slo import DEFAULT_THRESHOLDS, parse_threshold
+    from llmbench.analysis.slo import DEFAULT_EMBEDDING_THRESHOLDS, DEFAULT_THRESHOLDS, parse_threshold
+    from llmbench import wire
     target, server, r = g["target"], g["server"], g["ramp"]
     workload, request, output = g["workload"], g["request"], g["output"]
     by = r.by
@@ -655,7 +686,10 @@ def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
     request.validate()
     server.validate()
     lag_limit_ms = opt.duration(r.generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
-    thresholds = [parse_threshold(x) for x in (r.threshold or DEFAULT_THRESHOLDS)]
+    embeddings = server.api is not None and server.api in wire.names() \
+        and wire.get(server.api).output == "embeddings"
+    defaults = DEFAULT_EMBEDDING_THRESHOLDS if embeddings else DEFAULT_THRESHOLDS
+    thresholds = [parse_threshold(x) for x in (r.threshold or defaults)]
     # a rate step's arrivals come on the schedule whatever the think time: no user goes quiet
     if by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
         say(f"warning: --hold {hold_s:g}s is shorter than the longest think time "

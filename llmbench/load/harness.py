@@ -131,6 +131,7 @@ class Harness:
     # gets every finished record (``observe``) and draws several rows a second in place; without
     # a terminal, or without a board, the one-line live_line is printed instead
     board: Any = None
+    verbose: bool = False                 # -v: say what was decided along the way (resends)
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -169,6 +170,7 @@ class Harness:
                 raise PreflightError(f"--metrics-port {self.metrics.port}: cannot listen on "
                                      f"{self.metrics.host}:{self.metrics.port} ({exc.strerror or exc}); "
                                      "choose a free port, or 0 for any", EXIT_USAGE) from None
+            print(f"Prometheus metrics: {self.metrics.url} while the run lasts", file=sys.stderr)
         try:
             for spec in targets:
                 client = Client(spec.target, self.params, self.timeouts, shape.max_in_flight(),
@@ -182,6 +184,11 @@ class Harness:
                 await c.__aexit__(None, None, None)
             if log is not None:
                 log.close()
+            if self.verbose and self._sessions:
+                resent = sum(int(s.records.col("retries").sum()) for s in self._sessions.values()
+                             if len(s.records))
+                print(f"llmbench: requests resent on a new connection (a stale kept-alive one): "
+                      f"{resent}", file=sys.stderr)
             if self.metrics is not None:
                 # the port is open only while the run lasts (a scraper that is watching gets
                 # one last scrape first); the final exposition stays in the run folder

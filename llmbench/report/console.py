@@ -57,6 +57,12 @@ def vllm_summary(summary: Summary | Mapping[str, Any], percentile_metrics: Seque
         # (8 at --concurrency 4); this is how many were in flight at the same instant
         out.append(_line("Peak requests in flight at once:", s.peak_in_flight_requests))
     out.append(_line("Total token throughput (tok/s):", _f(s.total_token_throughput)))
+    if s.total_embeddings is not None:
+        # embeddings: no first token, no token gaps; the request's latency is the figure
+        out.append(_line("Total embeddings:", s.total_embeddings))
+        out.append(_line("Embeddings throughput (emb/s):", _f(s.embeddings_throughput)))
+        out.append(_line("Input token throughput (tok/s):", _f(s.input_throughput)))
+        percentile_metrics = ("e2el",)
     for m in percentile_metrics:
         if m not in _HEADERS:
             continue
@@ -93,6 +99,7 @@ def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None 
     out.append(_line("Output token counts from:", s.output_tokens_source))
     if s.requests_with_reasoning:
         out.extend(reasoning_lines(s))
+    out.extend(agent_lines(s))
     if s.server_slot_wait.mean is not None:
         out.append(_line("Server slot wait p95 (ms, Ollama):", _f(s.server_slot_wait.p95)))
     if s.server_queue.mean is not None:
@@ -165,6 +172,21 @@ def reasoning_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
     ]
 
 
+def agent_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """Tools and structured output, only when the run had them."""
+    s = Summary.of(summary)
+    out = []
+    if s.tool_call_share is not None:
+        out.append(_line("Replies that called a tool:",
+                         f"{s.requests_with_tool_calls} of {s.completed} ({100 * s.tool_call_share:.0f}%)"))
+        out.append(_line("Time to first tool token p50 / p95:",
+                         f"{fmt_ms(s.ttft_tool.median)} / {fmt_ms(s.ttft_tool.p95)}"))
+    if s.valid_output_share is not None:
+        out.append(_line("Structured replies valid:",
+                         f"{100 * s.valid_output_share:.1f}% of {s.structured_checked}"))
+    return out
+
+
 def fmt_ms(v: float | str | None) -> str:
     """A latency for a table: "–" when there is no data, "∞" when failures censor it."""
     if v is None:
@@ -185,11 +207,14 @@ RAMP_COLUMNS = ("{unit:>6} {reqs:>5} {ttft50:>9} {ttft95:>9} {itl50:>8} {itl95:>
                 "{e2el:>9} {otps:>9} {rps:>6} {err:>6}  {state}")
 
 
-def ramp_header(unit: str = "Users") -> str:
+def ramp_header(unit: str = "Users", output: str = "tokens") -> str:
+    """The ramp table's header; ``output="embeddings"``: its throughput column is embeddings/s
+    (an embeddings reply has no tokens; its TTFT is its latency)."""
     return RAMP_COLUMNS.format(unit=unit, reqs="Reqs", ttft50="TTFT p50", ttft95="TTFT p95",
                                itl50="ITL p50", itl95="ITL p95", tpot="TPOT p95",
-                               e2el="E2EL p95", otps="Out tok/s", rps="Req/s", err="Errors",
-                               state="")
+                               e2el="E2EL p95",
+                               otps="Emb/s" if output == "embeddings" else "Out tok/s",
+                               rps="Req/s", err="Errors", state="")
 
 
 def ramp_row(step: dict[str, Any]) -> str:
@@ -207,7 +232,8 @@ def ramp_row(step: dict[str, Any]) -> str:
         unit=f"{step['load']:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
         ttft95=fmt_ms(s.ttft.p95), itl50=fmt_ms(s.itl.median),
         itl95=fmt_ms(s.itl.p95), tpot=fmt_ms(s.tpot.p95), e2el=fmt_ms(s.e2el.p95),
-        otps=f"{s.output_throughput:.1f}", rps=f"{s.request_throughput:.2f}",
+        otps=f"{(s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput) or 0:.1f}",
+        rps=f"{s.request_throughput:.2f}",
         err=s.failed, state=state)
 
 

@@ -48,12 +48,14 @@ def test_version():
     assert r.returncode == 0 and r.stdout.strip() == f"llmbench {__version__}"
 
 
-def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_factory, tmp_path):
-    """On a real terminal (a pty, 80x30) every redraw of the live line is one row cut to the
-    width, so nothing stale is left; the phase moves on (never 'ramp-in' after 'hold')."""
+def test_ramp_live_view_fits_an_80_column_terminal_and_names_the_phase(mock_factory, tmp_path):
+    """On a real terminal (a pty, 80x30) the live view's rows are redrawn in place, none wider
+    than the terminal; the phase moves on (never 'ramp-in' after 'hold'); the rows are erased
+    before the report is printed."""
     import fcntl
     import os
     import pty
+    import re
     import struct
     import subprocess
     import sys
@@ -68,7 +70,7 @@ def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_fact
          "a-rather-long-model-name-to-push-the-line", "--users", "1,2", "--ramp-in", "0.5s",
          "--hold", "2.5s", "--think", "0", "--output-tokens", "8", "--prompt-tokens", "10",
          "--threshold", "ttft.p95<=10s", "--out", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=slave, env={**ENV, "COLUMNS": "80"})
+        stdout=subprocess.PIPE, stderr=slave, env={**ENV, "COLUMNS": "80", "TERM": "xterm"})
     os.close(slave)
     chunks = []
     while True:
@@ -83,14 +85,18 @@ def test_ramp_live_line_fits_an_80_column_terminal_and_names_the_phase(mock_fact
     os.close(master)
     assert proc.returncode == 0, out
     tty = b"".join(chunks).decode()
-    redraws = [seg for seg in tty.split("\r\x1b[K") if seg.startswith("[")]
-    assert redraws, tty
-    for seg in redraws:
-        assert "\n" not in seg.rstrip("\r\n") and len(seg.rstrip("\r\n")) <= 79, repr(seg)
-    assert any("step 1/2 hold" in seg for seg in redraws), redraws
-    held = next(i for i, seg in enumerate(redraws) if "step 1/2 hold" in seg)
-    assert not any("step 1/2 ramp-in" in seg for seg in redraws[held:]), redraws
-    assert all("TTFT p95" in seg for seg in redraws)      # the telling part survives the cut
+    rows = [r for r in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", tty).replace("\r", "\n").split("\n")
+            if r.strip()]
+    heads = [r for r in rows if r.startswith("ramp  step ")]
+    assert heads, tty
+    assert all(len(r) <= 80 for r in rows), [r for r in rows if len(r) > 80]
+    assert any("step 1/2 hold" in r for r in heads), heads
+    held = next(i for i, r in enumerate(heads) if "step 1/2 hold" in r)
+    assert not any("step 1/2 ramp-in" in r for r in heads[held:]), heads
+    assert any(r.startswith("TTFT p50") and "ITL p95" in r for r in rows)
+    # the rows were erased (cursor up + clear line) after the last frame
+    last = tty.rindex("ramp  step ")
+    assert "\x1b[2K" in tty[last:], repr(tty[last:][-300:])
 
 
 def _declared_options() -> list[tuple[str, str]]:
