@@ -370,19 +370,28 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     if ttft_grew:
         out["kind"] = "queuing"
         n = max(round(est), 1)
-        ev.append(f"Tokens stayed {_fmt_ms(itl1)} apart while the first token got later: requests "
-                  "were queuing for too few slots.")
-        ev.append(f"Users spent {little['waiting_share'] * 100:.0f}% of their request time "
-                  f"waiting for a first token; about {est:.1f} request(s) were served at once "
-                  "(Little's law), so the server serves "
-                  + ("one person at a time." if n == 1 else f"about {n} at a time."))
+        if s1.total_embeddings is not None:
+            # no tokens stream from an embeddings server: the wait is the whole latency
+            ev.append("Each request took longer while the server made no more embeddings per "
+                      "second: requests were queuing for too few slots.")
+            ev.append(f"About {est:.1f} request(s) were served at once (Little's law), so the "
+                      "server serves " + ("one at a time." if n == 1 else f"about {n} at a time."))
+        else:
+            ev.append(f"Tokens stayed {_fmt_ms(itl1)} apart while the first token got later: "
+                      "requests were queuing for too few slots.")
+            ev.append(f"Users spent {little['waiting_share'] * 100:.0f}% of their request time "
+                      f"waiting for a first token; about {est:.1f} request(s) were served at once "
+                      "(Little's law), so the server serves "
+                      + ("one person at a time." if n == 1 else f"about {n} at a time."))
         if server:
             ev.append(_server_sentence(server))
             if server.get("slots"):
                 n = int(server["slots"])
         out["slots_estimate"] = n
         out["advice"].append("Serve more requests at once: raise " + ", ".join(SLOT_SETTINGS)
-                             + ". Expect each reply to stream a little slower.")
+                             + (". Expect each request to take a little longer."
+                                if s1.total_embeddings is not None
+                                else ". Expect each reply to stream a little slower."))
         return out
     out["kind"] = "other"
     ev.append("Neither TTFT nor the gaps between tokens grew much; the step broke on: "

@@ -288,8 +288,9 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
     from llmbench.commands.common import Common
     check_api_features(tgt.api, w, rq)
     from llmbench import wire
-    if wire.get(tgt.api).output == "embeddings" and (w.turns or 1) > 1:
-        w = dataclasses.replace(w, turns=1)      # an input has no conversation to continue
+    if wire.get(tgt.api).output == "embeddings":
+        # an input has no conversation to continue, and no reply length to ask for
+        w = dataclasses.replace(w, turns=1, output_tokens=None)
     params, timeouts = rq.build(api=tgt.api)
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
