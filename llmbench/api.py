@@ -40,14 +40,13 @@ def _output(progress: bool | None) -> Iterator[None]:
         yield
 
 
-def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, Any]], Any]) -> Any:
-    from llmbench.commands.spec import LAYOUTS, translate
-    options.setdefault("progress", False)
-    progress = options["progress"]
+@contextlib.contextmanager
+def _typed_errors() -> Iterator[None]:
+    """An input error (a bad dataset, threshold, URL...) leaves as its LlmbenchError (a
+    UsageError with the CLI's one line); anything else is a bug and leaves as it is."""
+    from llmbench.commands.spec import translate
     try:
-        with _output(progress):
-            groups = LAYOUTS[command].build(options, f"llmbench.{command}()")
-            return work(groups)
+        yield
     except LlmbenchError:
         raise
     except Exception as exc:
@@ -55,6 +54,15 @@ def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, An
         if err is None:
             raise
         raise err from exc
+
+
+def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, Any]], Any]) -> Any:
+    from llmbench.commands.spec import LAYOUTS
+    options.setdefault("progress", False)
+    progress = options["progress"]
+    with _typed_errors(), _output(progress):
+        groups = LAYOUTS[command].build(options, f"llmbench.{command}()")
+        return work(groups)
 
 
 def _result(done: Any, what: str) -> Run:
@@ -172,18 +180,10 @@ def mock(**options: Any) -> Iterator[str]:
     if options.get("record_prompts"):
         raise UsageError("llmbench.mock(): record_prompts= is for llmbench mock --record-prompts")
     options.pop("port", None)
-    try:
+    with _typed_errors():
         groups = MOCK.build(options, "llmbench.mock()")
         o = groups["options"]
         cfg = prepare(o).config
-    except LlmbenchError:
-        raise
-    except Exception as exc:
-        from llmbench.commands.spec import translate
-        err = translate(exc)
-        if err is None:
-            raise
-        raise err from exc
     proc = MockProcess(cfg, replicas=o.replicas, host=o.host,
                        record=str(o.record) if o.record else None, workers=o.workers)
     try:

@@ -345,16 +345,9 @@ class Harness:
             await asyncio.sleep(1.0)
             if not show:
                 continue
-            total = Counters()
-            recent: list[tuple[float, float]] = []
-            for s in sessions.values():
-                for k in total.__dataclass_fields__:
-                    setattr(total, k, getattr(total, k) + getattr(s.counters, k))
-                recent.extend(s.recent_ttft)
-            now = perf_counter()
-            line = self.live_line(LiveView(total, live, monitor.latest, recent,
-                                           total.events - last_events, now))
-            last_events = total.events
+            view = _view(sessions, live, monitor, last_events)
+            now, last_events = view.now, view.counters.events
+            line = self.live_line(view)
             text = f"[{now - start:4.0f}s] {line}"
             if tty:
                 # one row, never wrapped: a wrapped line leaves its first rows behind at every
@@ -375,16 +368,8 @@ class Harness:
             try:
                 while True:
                     await asyncio.sleep(1.0)
-                    total = Counters()
-                    recent: list[tuple[float, float]] = []
-                    for s in sessions.values():
-                        for k in total.__dataclass_fields__:
-                            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
-                        recent.extend(s.recent_ttft)
-                    now = perf_counter()
-                    view = LiveView(total, live, monitor.latest, recent,
-                                    total.events - last_events, now)
-                    last_events = total.events
+                    view = _view(sessions, live, monitor, last_events)
+                    now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
                     screen.update(self.board.render(view, now - start, width), refresh=True)
             finally:
@@ -499,6 +484,18 @@ class Harness:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         return rec
+
+
+def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
+    """What the live line or view shows now: the targets' counters summed, their recent first
+    tokens, and the token events since the last redraw (``last_events``)."""
+    total = Counters()
+    recent: list[tuple[float, float]] = []
+    for s in sessions.values():
+        for k in total.__dataclass_fields__:
+            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+        recent.extend(s.recent_ttft)
+    return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 
 
 def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
 from llmbench.wire.format import WireFormat
+from llmbench.wire.openai import with_content_lists
 
 # Durations on Ollama's final line, in nanoseconds.
 TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
@@ -21,19 +22,17 @@ def _base64_of(uri: str) -> str:
     return uri.split(",", 1)[1] if uri.startswith("data:") else uri
 
 
-def _native(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _native_message(m: dict[str, Any]) -> dict[str, Any]:
     """Content parts (text + image_url) as Ollama's message: content text + images (base64)."""
-    out = messages
-    for i, m in enumerate(messages):
-        content = m.get("content")
-        if isinstance(content, list):
-            if out is messages:
-                out = list(messages)
-            out[i] = {"role": m["role"],
-                      "content": "".join(p.get("text", "") for p in content if p.get("type") == "text"),
-                      "images": [_base64_of(p["image_url"]["url"]) for p in content
-                                 if p.get("type") == "image_url"]}
-    return out
+    parts = m["content"]
+    return {"role": m["role"],
+            "content": "".join(p.get("text", "") for p in parts if p.get("type") == "text"),
+            "images": [_base64_of(p["image_url"]["url"]) for p in parts
+                       if p.get("type") == "image_url"]}
+
+
+def _native(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return with_content_lists(messages, _native_message)
 
 
 def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
 from llmbench.wire.format import WireFormat
@@ -47,6 +47,20 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def with_content_lists(messages: list[dict[str, Any]],
+                       convert: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each message whose content is a list of parts (text with images)
+    replaced by ``convert(message)``; the list itself (no copy) when there is none, which is
+    the usual case: the turn's messages are never changed."""
+    out = messages
+    for i, m in enumerate(messages):
+        if isinstance(m.get("content"), list):
+            if out is messages:
+                out = list(messages)
+            out[i] = convert(m)
+    return out
 
 
 def messages_to_prompt(messages: list[dict[str, str]]) -> str:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, count, json_object
 from llmbench.wire.format import WireFormat
+from llmbench.wire.openai import with_content_lists
 
 _TEXT = "response.output_text.delta"
 # deltas that are model output but not the answer's text
@@ -36,19 +37,16 @@ _ENDS = frozenset(("response.completed", "response.incomplete"))
 _FAILS = frozenset(("response.failed", "error"))
 
 
+def _input_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A chat message's content parts as Responses input parts: input_text, input_image."""
+    return {**m, "content": [
+        {"type": "input_image", "image_url": p["image_url"]["url"]}
+        if p.get("type") == "image_url" else
+        {"type": "input_text", "text": p.get("text", "")} for p in m["content"]]}
+
+
 def _input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Chat messages as Responses input items: content parts become input_text/input_image."""
-    out = messages
-    for i, m in enumerate(messages):
-        content = m.get("content")
-        if isinstance(content, list):
-            if out is messages:
-                out = list(messages)
-            out[i] = {**m, "content": [
-                {"type": "input_image", "image_url": p["image_url"]["url"]}
-                if p.get("type") == "image_url" else
-                {"type": "input_text", "text": p.get("text", "")} for p in content]}
-    return out
+    return with_content_lists(messages, _input_message)
 
 
 def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, stream: bool,
@@ -108,12 +106,9 @@ def _finish(resp: Any, kind: str) -> str:
 
 
 def classify(payload: bytes) -> Event:
-    try:
-        obj = loads(payload)
-    except ValueError:
-        obj = None
-    if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+    obj = json_object(payload)          # a malformed payload, or an object with "error"
+    if isinstance(obj, Event):
+        return obj
     kind = obj.get("type")
     if kind == _TEXT:                   # the hot path: most events of a reply
         return Event(TOKEN, text=obj.get("delta") or "")
@@ -126,8 +121,6 @@ def classify(payload: bytes) -> Event:
         u = usage(resp.get("usage")) if isinstance(resp, dict) else None
         return Event(END, usage=u, finish_reason=_finish(resp, kind))
     if kind in _FAILS:
-        return Event(ERROR, error=_error_text(obj))
-    if kind is None and "error" in obj:
         return Event(ERROR, error=_error_text(obj))
     return Event(OTHER)
 
