@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations, sharegpt_single_turn
 from llmbench.workload.images import ImageSpec
@@ -157,7 +157,7 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
         if not spec.multi_turn and spec.turns <= 1:
             convs = [Conversation(c.id, c.turns[:1], c.system) for c in convs]
         if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
-            convs = [Conversation(c.id, tuple(Turn(t.user, spec.output_tokens[1], t.prompt_tokens)
+            convs = [Conversation(c.id, tuple(replace(t, max_tokens=spec.output_tokens[1])
                                               for t in c.turns), c.system) for c in convs]
     if spec.batch_size > 1:
         from llmbench.workload.batch import Batched

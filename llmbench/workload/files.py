@@ -285,6 +285,29 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
     return out, [scanned] if scanned else []
 
 
+def _content(content: Any, where: str) -> tuple[str, tuple[str, ...]]:
+    """A message's content: a string, or OpenAI's content parts (text, image_url: sent as they
+    are, the text counted by the tokenizer, the images by the server's usage)."""
+    if isinstance(content, str):
+        return content, ()
+    if isinstance(content, list):
+        texts, images = [], []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind == "image_url":
+                url = part.get("image_url")
+                url = url.get("url") if isinstance(url, dict) else url
+                if not isinstance(url, str) or not url:
+                    raise DatasetError(f"{where}: an image_url part needs a url")
+                images.append(url)
+            else:
+                raise DatasetError(f"{where}: content parts may be text or image_url, not {kind!r}")
+        return "".join(texts), tuple(images)
+    raise DatasetError(f"{where}: each message needs 'role' and a 'content' string or list of parts")
+
+
 def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversation:
     where = f"{path}:{line_no}"
     if not isinstance(obj, dict):
@@ -296,15 +319,17 @@ def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversat
     if isinstance(obj.get("messages"), list):
         system, users = None, []
         for m in obj["messages"]:
-            if not isinstance(m, dict) or not isinstance(m.get("content", ""), str):
-                raise DatasetError(f"{where}: each message needs 'role' and a string 'content'")
+            if not isinstance(m, dict):
+                raise DatasetError(f"{where}: each message needs 'role' and 'content'")
+            text, images = _content(m.get("content", ""), where)
             if m.get("role") == "system":
-                system = m.get("content")
+                system = text
             elif m.get("role") == "user":
-                users.append(m.get("content", ""))
+                users.append((text, images))
         if not users:
             raise DatasetError(f"{where}: 'messages' has no user message")
-        return Conversation(cid, tuple(Turn(u, out_tokens, tok.count(u)) for u in users), system)
+        return Conversation(cid, tuple(Turn(u, out_tokens, tok.count(u), images=im)
+                                       for u, im in users), system)
     if isinstance(obj.get("conversations"), list):
         system, pairs = _sharegpt_turns(obj["conversations"])
         if not pairs:

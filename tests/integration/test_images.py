@@ -3,6 +3,7 @@ the load, sent as image parts in each API's own shape, and charged as prefill by
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 
@@ -117,3 +118,22 @@ def test_the_server_counts_the_images_as_prompt_tokens(mock_factory, api, path):
     for r in recs:
         # the mock's usage: ~20 text tokens plus 2 x 300 image tokens
         assert r.prompt_tokens_source == "server" and 600 <= r.prompt_tokens <= 700, r.prompt_tokens
+
+
+def test_a_dataset_with_image_parts_is_sent_as_it_is(tmp_path):
+    from llmbench.workload import WorkloadSpec, build_workload
+    f = tmp_path / "vision.jsonl"
+    uri = "data:image/png;base64,QUJD"
+    f.write_text(json.dumps({"messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "what is "},
+                                     {"type": "text", "text": "this?"},
+                                     {"type": "image_url", "image_url": {"url": uri}}]}]}) + "\n"
+                 + json.dumps({"messages": [{"role": "user", "content": [{"type": "audio"}]}]}) + "\n")
+    wl = build_workload(WorkloadSpec(dataset=str(f), count=1, limit=1), load_tokenizer("approx"))
+    msgs = messages_for(wl.conversations[0], 0, [])
+    assert msgs[1]["content"] == [{"type": "text", "text": "what is this?"},
+                                  {"type": "image_url", "image_url": {"url": uri}}]
+    with pytest.raises(DatasetError) as e:
+        build_workload(WorkloadSpec(dataset=str(f), count=2), load_tokenizer("approx"))
+    assert ":2:" in str(e.value) and "text or image_url" in str(e.value)
