@@ -1,0 +1,65 @@
+"""Runs in this process through the public API (``llmbench.run``, ``ramp``, ``probe``), for the
+tests that need a run's numbers or folder and not the command line's wording, exit codes or
+signals (issue 25: each CLI child process costs a fresh interpreter and its imports).
+
+The API raises where the command line exits with 3, 5 or 6, on an interruption, a lost worker
+and a failed run (llmbench/api.py), and returns a Run otherwise. ``run_exit_code`` and
+``ramp_exit_code`` give, for a Run it returned, the code the command line would have exited with
+(llmbench/commands/run.py and ramp.py), so a test that asserted ``returncode == 0`` on the command
+line asserts the same of its in-process run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import llmbench
+from llmbench.errors import EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.results.schema import Run
+
+__all__ = ["probe", "ramp_exit_code", "records", "run_exit_code", "run_json"]
+
+
+def run_exit_code(run: Run) -> int:
+    """``llmbench run``'s code for a run the API returned: 99 when a threshold failed, else 0."""
+    checks = run.data.get("thresholds") or []
+    return EXIT_THRESHOLD if any(not c["ok"] for c in checks) else EXIT_OK
+
+
+def ramp_exit_code(run: Run) -> int:
+    """``llmbench ramp``'s code, without --expect-users, for a ramp the API returned
+    (llmbench/commands/ramp.py): a break the load generator or a buffer explains is 4, one an
+    outage explains 3; 99 when the first step broke; else 0."""
+    steps = run.data.get("steps") or []
+    broke = next((s for s in steps if not s["held"]), None)
+    kind = (run.data.get("verdict") or {}).get("kind")
+    if broke is not None and kind in ("load_generator", "buffered"):
+        return EXIT_OVERLOADED
+    if broke is not None and kind == "outage":
+        return EXIT_UNREACHABLE
+    if steps and not steps[0]["held"]:
+        return EXIT_THRESHOLD
+    return EXIT_OK
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """run.json as written in the run's folder (not the API's view of it)."""
+    assert run.path is not None
+    return json.loads((Path(run.path) / "run.json").read_text())
+
+
+def records(run: Run) -> list[dict[str, Any]]:
+    """requests.jsonl of the run's folder, one dict a line."""
+    assert run.path is not None
+    text = (Path(run.path) / "requests.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def probe(router: str, direct: str, out: Path, model: str = "mock", **options: Any) -> Run:
+    """``llmbench probe`` with the defaults of tests/integration/test_probe.py's ``probe``:
+    2 s slices, 2 rounds, 20 prompt and 10 output tokens, 3 turns. (The API names --slice
+    ``slice_s``.)"""
+    defaults = dict(slice_s="2s", rounds=2, prompt_tokens=20, output_tokens=10, turns=3)
+    return llmbench.probe(router=router, direct=direct, model=model, out=out,
+                          **{**defaults, **options})
