@@ -40,29 +40,6 @@ def test_run_closed_loop_writes_folder_and_vllm_summary(mock_factory, tmp_path):
     assert result["completed"] == 20 and "p50_ttft_ms" in result and "mean_tpot_ms" in result
 
 
-def test_run_open_loop_rate(mock_factory, tmp_path):
-    m = mock_factory(ttft_ms=5, itl_ms=1)
-    t = time.time()
-    r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--rate", "20",
-                 "--requests", "20", "--output-tokens", "4", "--prompt-tokens", "10",
-                 "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    run = json.loads((only_run(tmp_path) / "run.json").read_text())
-    # 20 arrivals at 20/s: the last is due at 1 s
-    assert 0.9 <= run["summary"]["duration"] <= 2.5
-    assert run["config"]["load"]["rate"] == 20
-
-
-def test_ollama_native_url(mock_factory, tmp_path):
-    m = mock_factory(ttft_ms=5, itl_ms=1, models=["qwen2.5:0.5b"])
-    r = llmbench("run", "--url", m.url, "--model", "qwen2.5:0.5b", "--requests", "3",
-                 "--output-tokens", "4", "--prompt-tokens", "10", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    run = json.loads((only_run(tmp_path) / "run.json").read_text())
-    assert run["config"]["target"]["api"] == "ollama"
-    assert run["config"]["target"]["endpoint"].endswith("/api/chat")
-
-
 def test_non_streaming_says_ttft_equals_e2el(mock_factory, tmp_path):
     m = mock_factory(ttft_ms=5, itl_ms=1)
     r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", "--requests", "3",
