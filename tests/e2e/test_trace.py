@@ -4,19 +4,17 @@ import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.helpers import CHAT_ROLE, ROOT, RawServer, chat_token, http_head
+from tests.helpers import ROOT
+from tests.helpers.trace_server import ArrivalServer, run_json, write_jsonl
 from llmbench.workload.files import DatasetError
 from llmbench.workload.tokenizer import approx_tokenizer
 from llmbench.workload.traces import load_trace
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
-REPLY = http_head() + CHAT_ROLE + chat_token("ok") + b"data: [DONE]\n\n"
 
 
 def llmbench(*args, timeout=180):
@@ -24,45 +22,10 @@ def llmbench(*args, timeout=180):
                           text=True, timeout=timeout, env=ENV, cwd=ROOT)
 
 
-class ArrivalServer(RawServer):
-    """Answers every chat request at once and logs when each arrived (its body read)."""
-
-    def __init__(self, delay_s: float = 0.0) -> None:
-        self.arrivals: list[float] = []
-        super().__init__(self._script)
-        self.delay_s = delay_s
-
-    def _script(self, i: int):
-        self.arrivals.append(time.perf_counter())
-        return [(self.delay_s, REPLY)]
-
-    def trace_requests(self) -> list[tuple[float, dict]]:
-        """(arrival, body) of the replayed requests (the preflight's "Hi" left out)."""
-        out = []
-        for t, raw in zip(self.arrivals, self.requests):
-            head, _, data = raw.partition(b"\r\n\r\n")
-            if not head.startswith(b"POST") or not data:
-                continue            # the CLI's probes of the server
-            body = json.loads(data)
-            if body["messages"][-1]["content"] != "Hi":
-                out.append((t, body))
-        return out
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def mooncake_rows(n: int, gap_ms: float) -> list[dict]:
     # every request shares block 1; pairs share block 2+i//2: the prefix cache's view of a trace
     return [{"timestamp": round(i * gap_ms, 3), "input_length": 700 + (i % 5) * 50,
              "output_length": 3 + i % 4, "hash_ids": [1, 2 + i // 2]} for i in range(n)]
-
-
-def run_json(out: Path) -> dict:
-    (run,) = [p for p in out.iterdir() if p.is_dir()]
-    return json.loads((run / "run.json").read_text())
 
 
 def test_replay_at_50_per_s_arrives_on_schedule_with_the_trace_lengths(tmp_path):
@@ -95,21 +58,6 @@ def test_replay_at_50_per_s_arrives_on_schedule_with_the_trace_lengths(tmp_path)
     assert float(np.median(err_ms)) < 5.0, err_ms
     assert "Dispatch lag vs trace: p50" in r.stdout
     assert run["config"]["load"]["trace"]["format"] == "mooncake"
-
-
-def test_trace_speed_2_halves_the_gaps(tmp_path):
-    rows = [{"timestamp": i * 100, "input_length": 20, "output_length": 2} for i in range(20)]
-    trace = write_jsonl(tmp_path / "t.jsonl", rows)
-    with ArrivalServer() as s:
-        r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--trace", str(trace),
-                     "--trace-speed", "2", "--out", str(tmp_path / "out"))
-        got = s.trace_requests()
-    assert r.returncode == 0, r.stderr
-    gaps_ms = np.diff([t for t, _ in got]) * 1000
-    assert len(gaps_ms) == 19
-    assert abs(float(np.median(gaps_ms)) - 50.0) < 5.0, gaps_ms
-    assert abs((got[-1][0] - got[0][0]) - 0.95) < 0.05
-    assert run_json(tmp_path / "out")["trace"]["speed"] == 2.0
 
 
 def test_a_replay_that_cannot_keep_up_reports_its_lag(tmp_path):
@@ -200,21 +148,6 @@ def test_sample_traces_of_each_format_load(tmp_path):
     assert multi and all(list(i.due_s) == sorted(i.due_s) for i in multi)
     win = load_trace(str(out / "trace_azure_sample.csv"), tok, window_s=(2.0, 5.0))
     assert 0 < win.requests < 40 and all(0 <= i.offset_s < 3.0 for i in win.items)
-
-
-def test_session_turns_follow_the_previous_reply_with_its_text(tmp_path):
-    trace = write_jsonl(tmp_path / "s.jsonl", [
-        {"timestamp": 0, "session_id": "a", "messages": [{"role": "user", "content": "first"}]},
-        {"timestamp": 50, "session_id": "a", "messages": [{"role": "user", "content": "second"}]}])
-    with ArrivalServer(delay_s=0.3) as s:
-        r = llmbench("run", "--url", s.url + "/v1", "--model", "m", "--trace", str(trace),
-                     "--out", str(tmp_path / "out"))
-        got = s.trace_requests()
-    assert r.returncode == 0, r.stderr
-    assert [b["messages"][-1]["content"] for _, b in got] == ["first", "second"]
-    # due at 50 ms, but sent only after the 300 ms reply, with that reply as history
-    assert got[1][0] - got[0][0] >= 0.29
-    assert [m["content"] for m in got[1][1]["messages"]] == ["first", "ok", "second"]
 
 
 def test_bad_trace_line_is_one_line_with_file_and_line_exit_2(tmp_path):
