@@ -102,18 +102,22 @@ def test_the_command_line_wins_over_the_file(mock_factory, tmp_path):
     assert run["labels"] == {"name": "fromfile"}
 
 
-@pytest.mark.parametrize("command, args", [
-    ("run", ["--concurrency", "2", "--requests", "4", "--warmup", "1"]),
-    ("ramp", ["--users", "1,2", "--hold", "0.6s", "--ramp-in", "0.1s", "--think", "0",
-              "--turns", "1", "--threshold", "ttft.p95<=5s", "--generator-lag-limit", "2000ms"]),
+@pytest.mark.parametrize("command, options", [
+    ("run", dict(concurrency=2, requests=4, warmup=1)),
+    ("ramp", dict(users="1,2", hold="0.6s", ramp_in="0.1s", think="0", turns=1,
+                  threshold="ttft.p95<=5s", generator_lag_limit="2000ms")),
 ])
-def test_config_toml_in_the_run_folder_replays_the_run(mock_factory, tmp_path, command, args):
+def test_config_toml_in_the_run_folder_replays_the_run(mock_factory, tmp_path, command, options):
+    # the first run only makes the folder: in this process, through the API; the replay of its
+    # config.toml is the command line's --config
+    import llmbench as api
+    from tests.helpers.api import ramp_exit_code, run_exit_code
     m = mock_factory(ttft_ms=5, itl_ms=1)
     first = tmp_path / "first"
-    r = llmbench(command, "--url", m.url + "/v1", "--model", "mock", *args, *SHORT,
-                 "--api-key", "sk-never-saved", "--header", "X-Secret: hush",
-                 "--out", str(first), timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
+    done = getattr(api, command)(url=m.url + "/v1", model="mock", **options, prompt_tokens=8,
+                                 output_tokens=4, api_key="sk-never-saved",
+                                 header="X-Secret: hush", out=first)
+    assert (run_exit_code if command == "run" else ramp_exit_code)(done) == 0
     folder = only_run(first)
     text = (folder / "config.toml").read_text()
     assert "sk-never-saved" not in text and "hush" not in text

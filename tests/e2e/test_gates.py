@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tests.helpers import CHAT_ROLE, RawServer, chat_token, chunk, http_head
 from tests.helpers import llmbench, only_run
+from tests.helpers.api import run_exit_code
+from llmbench import run as api_run
 
 FAST = ["--ramp-in", "0.5s", "--hold", "3s", "--think", "0", "--turns", "1",
         "--prompt-tokens", "10", "--output-tokens", "20"]
@@ -130,9 +132,10 @@ def test_compare_does_not_pass_a_dead_candidate(mock_factory, tmp_path):
     m = mock_factory(ttft_ms=10, itl_ms=2)
     common = ["--requests", "20", "--concurrency", "2", "--prompt-tokens", "10",
               "--output-tokens", "8"]
-    r = llmbench("run", "--url", m.url + "/v1", "--model", "mock", *common,
-                 "--out", str(tmp_path / "base"))
-    assert r.returncode == 0, r.stderr
+    # the healthy baseline needs only its folder: made in this process, through the API
+    base_run = api_run(url=m.url + "/v1", model="mock", requests=20, concurrency=2,
+                       prompt_tokens=10, output_tokens=8, out=tmp_path / "base")
+    assert run_exit_code(base_run) == 0
     with RawServer(after_preflight(DEAD)) as s:
         r = llmbench("run", "--url", s.url + "/v1", "--model", "mock", *common,
                      "--out", str(tmp_path / "cand"))

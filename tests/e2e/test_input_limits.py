@@ -155,11 +155,12 @@ def closed_and_open(tmp_path_factory):
     says --rate 10): what compare sees of the two shapes is run.json."""
     from mock_server import MockConfig, MockServer
     base = tmp_path_factory.mktemp("shapes")
-    with MockServer(MockConfig(ttft_ms=2, itl_ms=1, models=["m"])) as m:
-        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "1",
-                     "--requests", "8", "--prompt-tokens", "5", "--output-tokens", "3",
-                     "--out", str(base / "closed"))
-    assert r.returncode == 0, r.stderr
+    from llmbench import run as api_run
+    from tests.helpers.api import run_exit_code
+    with MockServer(MockConfig(ttft_ms=2, itl_ms=1, models=["m"])) as m:   # in this process
+        r = api_run(url=m.url + "/v1", model="m", concurrency=1, requests=8, prompt_tokens=5,
+                    output_tokens=3, out=base / "closed")
+    assert run_exit_code(r) == 0
     closed = next((base / "closed").iterdir())
     opened = base / "open"
     shutil.copytree(closed, opened)

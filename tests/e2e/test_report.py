@@ -10,34 +10,36 @@ import pytest
 from tests.helpers import RawServer, chat_token, http_head
 from mock_server import MockConfig, MockServer
 from tests.helpers import llmbench, only_run
+from tests.helpers.api import ramp_exit_code, run_exit_code
+from llmbench import ramp as api_ramp, run as api_run
 
 HOSTILE = "<script>alert('x')</script>"
 
 
 @pytest.fixture(scope="module")
 def runs_dir(tmp_path_factory):
-    """A ramp and two single-level runs against the mock, made once for this module."""
+    """A ramp and single-level runs against the mock, made once for this module; all but one
+    in this process, through the API (what is tested here is report, compare and runs)."""
     base = tmp_path_factory.mktemp("runs")
     with MockServer(MockConfig(ttft_ms=30, itl_ms=4, parallel=1, models=["m"])) as m:
-        r = llmbench("ramp", "--url", m.url + "/v1", "--model", "m", "--users", "1,2,4",
-                     "--ramp-in", "0.2s", "--hold", "2s", "--think", "0", "--turns", "2",
-                     "--prompt-tokens", "10", "--output-tokens", "8",
-                     "--threshold", "ttft.p95<=300ms", "--label", "name=ramp1",
-                     "--label", f"note={HOSTILE}", "--out", str(base))
-        assert r.returncode == 0, r.stderr
+        r = api_ramp(url=m.url + "/v1", model="m", users="1,2,4", ramp_in="0.2s", hold="2s",
+                     think="0", turns=2, prompt_tokens=10, output_tokens=8,
+                     threshold="ttft.p95<=300ms", label={"name": "ramp1", "note": HOSTILE},
+                     out=base)
+        assert ramp_exit_code(r) == 0, r.verdict
         for name in ("a", "b"):
-            r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
-                         "--requests", "40", "--prompt-tokens", "10", "--output-tokens", "8",
-                         "--label", f"name={name}", "--out", str(base))
-            assert r.returncode == 0, r.stderr
+            r = api_run(url=m.url + "/v1", model="m", concurrency=2, requests=40,
+                        prompt_tokens=10, output_tokens=8, label={"name": name}, out=base)
+            assert run_exit_code(r) == 0
         m.configure(ttft_ms=90)
-        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
-                     "--requests", "40", "--prompt-tokens", "10", "--output-tokens", "8",
-                     "--label", "name=slow", "--out", str(base))
-        assert r.returncode == 0, r.stderr
-        r = llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
-                     "--requests", "40", "--prompt-tokens", "30", "--output-tokens", "8",
-                     "--label", "name=otherwl", "--out", str(base))
+        r = api_run(url=m.url + "/v1", model="m", concurrency=2, requests=40, prompt_tokens=10,
+                    output_tokens=8, label={"name": "slow"}, out=base)
+        assert run_exit_code(r) == 0
+        # one run through the command line: `llmbench runs` lists the command that made it
+        # (an API run records its host program's argv instead)
+        llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "2",
+                 "--requests", "40", "--prompt-tokens", "30", "--output-tokens", "8",
+                 "--label", "name=otherwl", "--out", str(base))
     return base
 
 
@@ -81,8 +83,7 @@ def test_hostile_server_text_is_escaped(tmp_path):
     bad = http_head("500 Internal Server Error", "application/json", length=len(body)) + body
     # the first request (the preflight) is answered, the run's requests get the hostile text
     with RawServer(lambda i: [(0, good if i == 0 else bad)]) as s:
-        r = llmbench("run", "--url", s.url + "/v1", "--model", "<b>m</b>", "--requests", "3",
-                     "--out", str(tmp_path))
+        api_run(url=s.url + "/v1", model="<b>m</b>", requests=3, out=tmp_path)
     d = only_run(tmp_path)
     page = (d / "report.html").read_text()
     assert "<script" not in page and "<img" not in page and "<b>m" not in page

@@ -22,6 +22,8 @@ FAST = ["--ramp-in", "0.3s", "--hold", "1.5s", "--think", "0", "--turns", "1",
         "--prompt-tokens", "10", "--output-tokens", "10",
         # a busy CI machine lags the event loop; the verdict on the generator is not tested here
         "--generator-lag-limit", "2000ms"]
+FAST_API = dict(ramp_in="0.3s", hold="1.5s", think="0", turns=1, prompt_tokens=10,
+                output_tokens=10, generator_lag_limit="2000ms")         # FAST, as API keywords
 PY = sys.executable
 
 
@@ -245,10 +247,12 @@ def test_sweep_one_vs_four_slots_with_coarse_steps_names_the_better_numbers(tmp_
     # both hold 2 users under a loose threshold (the steps cannot separate them); at 2 users
     # with no think time, 1 slot makes one user wait a whole request (140 ms): TTFT p95 ~190
     # vs ~50 ms, and half the tok/s; tokens stay 10 ms apart on both
-    r = llmbench("sweep", "--setting", "parallel=1,4", "--mock", "--mock-options", MOCK,
-                 "--users", "1,2", "--threshold", "ttft.p95<=2s", *FAST,
-                 "--out", str(tmp_path), timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    # the sweep itself only makes the folder: in this process, through the API; what the
+    # command line shows of it is `llmbench runs` below
+    import llmbench as api
+    done = api.sweep(settings={"parallel": [1, 4]}, mock=True, mock_options=MOCK, users="1,2",
+                     threshold="ttft.p95<=2s", **FAST_API, out=tmp_path)
+    assert done.data["exit_code"] == 0, done.data["answer"]
     doc = _sweep(only_run(tmp_path))
     assert [x["held"] for x in doc["results"]] == [2, 2]
     assert doc["best"] == {"parallel": "4"}, doc["answer"]
