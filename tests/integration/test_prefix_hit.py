@@ -5,7 +5,9 @@ and from the mock's vLLM-named /metrics counters."""
 import json
 
 from tests.helpers import ROOT  # noqa: F401  (sys.path for the mock)
+import llmbench as llmbench_api
 from tests.helpers import llmbench, only_run
+from tests.helpers.api import run_exit_code
 
 from llmbench.workload.prefix import aligned_shared_tokens
 
@@ -60,7 +62,12 @@ def test_target_half_is_achieved_and_verified_from_usage_and_counters(mock_facto
 def test_a_range_of_prompt_lengths_holds_the_ratio_per_request(mock_factory, tmp_path):
     m = mock_factory(flavour="vllm", ttft_ms=5, itl_ms=1, prefix_cache=True,
                      prefill_ms_per_token=0.05, block_tokens=16)
-    _, run = _run(m, tmp_path, prompt="128-1024")
+    # only the numbers: in this process, through the API
+    r = llmbench_api.run(url=m.url + "/v1", model="mock", requests=40, concurrency=4,
+                         prompt_tokens="128-1024", output_tokens=4, prefix_hit_ratio=0.5,
+                         prefixes=4, tokenizer="server", out=tmp_path / "out")
+    assert run_exit_code(r) == 0
+    run = json.loads((only_run(tmp_path / "out") / "run.json").read_text())
     p = run["prefix_cache"]
     assert abs(p["usage"]["ratio"] - 0.5) <= 0.05 and abs(p["server"]["ratio"] - 0.5) <= 0.05, p
     assert p["warnings"] == []

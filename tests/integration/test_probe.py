@@ -14,6 +14,7 @@ from llmbench.analysis.router_ab import router_bound
 from llmbench.servers.scrape import ServerProbe, extract, extract_llamacpp_slots, extract_nomyo_usage, extract_ollama_ps, parse_prometheus, wanted_metrics
 from tests.helpers import ROOT, free_port, run
 from tests.helpers.proxies import Proxy
+from tests.helpers.api import probe as probe_api
 from tests.helpers import ENV, only_run
 
 from tests.helpers import FIXTURES as FIX  # noqa: E402
@@ -182,9 +183,8 @@ def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path)
 def test_affinity_and_cache_hits_behind_a_sticky_router(mock_factory, tmp_path):
     m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
     with Proxy(m.urls, sticky=True) as sticky:
-        r = probe(sticky.url + "/v1", m.urls[0] + "/v1", tmp_path, "--users", "2",
-                  "--prompt-tokens", "64")
-    assert r.returncode == 0, r.stderr
+        # only the numbers: in this process, through the API (it raises where the CLI fails)
+        probe_api(sticky.url + "/v1", m.urls[0] + "/v1", tmp_path, users="2", prompt_tokens=64)
     be = json.loads((only_run(tmp_path) / "run.json").read_text())["backends"]
     assert be["affinity"]["same_backend_next_turn"] == 1.0
     assert be["affinity"]["whole_conversation_on_one_backend"] == 1.0
@@ -325,12 +325,12 @@ def test_auto_detect_gives_up_quietly_on_a_plain_server(tmp_path):
 
 
 def test_ramp_writes_server_samples_and_timeline(mock_factory, tmp_path):
-    from tests.helpers import llmbench
+    import llmbench
+    from tests.helpers.api import ramp_exit_code
     m = mock_factory(ttft_ms=20, itl_ms=5, parallel=1)
-    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,3",
-                 "--ramp-in", "0.2s", "--hold", "3s", "--think", "0", "--turns", "1",
-                 "--prompt-tokens", "10", "--output-tokens", "10", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
+    r = llmbench.ramp(url=m.url + "/v1", model="mock", users="1,3", ramp_in="0.2s", hold="3s",
+                      think="0", turns=1, prompt_tokens=10, output_tokens=10, out=tmp_path)
+    assert ramp_exit_code(r) == 0, r.verdict
     d = only_run(tmp_path)
     samples = [json.loads(x) for x in (d / "server.jsonl").read_text().splitlines()]
     assert len(samples) >= 3 and samples[0]["kind"] == "mock"

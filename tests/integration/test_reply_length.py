@@ -54,6 +54,13 @@ def test_ignore_eos_that_the_server_does_not_honour_is_named(mock_factory, tmp_p
 
 def test_the_vllm_flavour_honours_either_field_and_ignore_eos(mock_factory, tmp_path):
     m = mock_factory(flavour="vllm", models=["m"], ttft_ms=5, itl_ms=1, natural_tokens=6)
-    _, run = _run(m.url + "/v1", tmp_path, "--ignore-eos", "--max-tokens-field", "max_completion_tokens")
+    # only the numbers: in this process, through the API
+    import llmbench
+    from tests.helpers.api import run_exit_code, run_json
+    r = llmbench.run(url=m.url + "/v1", model="m", concurrency=2, requests=4, output_tokens=20,
+                     server_probe="off", ignore_eos=True,
+                     max_tokens_field="max_completion_tokens", out=tmp_path)
+    assert run_exit_code(r) == 0
+    run = run_json(r)
     assert run["summary"]["total_output_tokens"] == 4 * 20
     assert run["output_length"]["message"] is None

@@ -9,7 +9,9 @@ import pytest
 from llmbench import wire
 from llmbench.client.target import detect_api, make_target
 from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Usage
-from tests.helpers import RawServer, llmbench, only_run, run, send_one
+from llmbench import run as api_run
+from tests.helpers import RawServer, only_run, run, send_one
+from tests.helpers.api import run_exit_code
 
 # every test here runs on both HTTP transports (conftest.transport)
 pytestmark = pytest.mark.usefixtures("transport")
@@ -177,12 +179,11 @@ def test_multi_turn_sends_the_history_and_the_run_measures_it(tmp_path):
         return [(0, HEAD + opening()), (0.01, delta(f"reply{i}")), (0.005, delta(" more")),
                 (0, completed({**USAGE, "output_tokens": 2}))]
     with RawServer(script) as s:
-        r = llmbench("run", "--url", s.url + "/v1", "--api", "responses", "--model", "m",
-                     "--concurrency", "1", "--requests", "3", "--turns", "3", "--think", "0s",
-                     "--prompt-tokens", "10", "--output-tokens", "2", "--server-probe", "off",
-                     "--out", str(tmp_path))
+        r = api_run(url=s.url + "/v1", api="responses", model="m", concurrency=1, requests=3,
+                    turns=3, think="0s", prompt_tokens=10, output_tokens=2, server_probe="off",
+                    out=tmp_path)                               # in this process
         bodies = [json.loads(raw.split(b"\r\n\r\n", 1)[1]) for raw in s.requests]
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert run_exit_code(r) == 0
     doc = json.loads((only_run(tmp_path) / "run.json").read_text())
     assert doc["config"]["target"]["api"] == "responses"
     assert doc["summary"]["completed"] == 3 and doc["summary"]["failed"] == 0
@@ -194,10 +195,9 @@ def test_multi_turn_sends_the_history_and_the_run_measures_it(tmp_path):
 
 def test_llmbench_run_against_the_mock(mock_factory, tmp_path):
     m = mock_factory(ttft_ms=30, itl_ms=3, reasoning_tokens=2)
-    r = llmbench("run", "--url", m.url + "/v1", "--api", "responses", "--model", "mock",
-                 "--concurrency", "2", "--requests", "6", "--prompt-tokens", "20",
-                 "--output-tokens", "6", "--server-probe", "off", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = api_run(url=m.url + "/v1", api="responses", model="mock", concurrency=2, requests=6,
+                prompt_tokens=20, output_tokens=6, server_probe="off", out=tmp_path)
+    assert run_exit_code(r) == 0
     run_dir = only_run(tmp_path)
     s = json.loads((run_dir / "run.json").read_text())["summary"]
     assert s["completed"] == 6 and s["failed"] == 0

@@ -171,19 +171,16 @@ def test_queue_header_non_finite_or_negative_is_dropped(value, kept):
 
 def test_a_stream_with_empty_data_events_is_measured_on_both_transports(transport, tmp_path):
     """Over loopback, both transports: empty "data:" events between tokens are skipped, the
-    request succeeds with its tokens, and the CLI's preflight accepts the server."""
-    import subprocess
-    import sys
-
-    from tests.helpers import CHAT_ROLE, ROOT, RawServer, chat_token, http_head, run, send_one
+    request succeeds with its tokens, and a run's preflight accepts the server."""
+    import llmbench
+    from tests.helpers import CHAT_ROLE, RawServer, chat_token, http_head, run, send_one
+    from tests.helpers.api import run_exit_code
     body = (CHAT_ROLE + b"data:\n\n" + chat_token("a") + b"data: \n\n" + chat_token("b")
             + b"data:\n\n" + b"data: [DONE]\n\n")
     with RawServer([(0, http_head() + body)]) as s:
         rec, text = run(send_one(s.url + "/v1", "m"))
         assert rec.ok, (rec.error_kind, rec.error)
         assert text == "ab" and len(rec.token_times) == 2
-        r = subprocess.run([sys.executable, "-m", "llmbench.cli", "run", "--url", s.url + "/v1",
-                            "--model", "m", "--requests", "3", "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT,
-                           env={**__import__("os").environ, "LLMBENCH_TOKENIZER": "approx"})
-    assert r.returncode == 0, r.stderr
+        # the preflight and a run, in this process through the API (it raises on a refusal)
+        done = llmbench.run(url=s.url + "/v1", model="m", requests=3, out=tmp_path)
+    assert run_exit_code(done) == 0

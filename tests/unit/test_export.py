@@ -21,7 +21,8 @@ from llmbench.results.folder import load_run
 from llmbench.results.schema import Run
 from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows
 from mock_server import MockConfig, MockServer
-from tests.helpers import ROOT, llmbench, only_run
+from llmbench import run as api_run
+from tests.helpers import ROOT, only_run
 
 EXAMPLE_RAMP = sorted((ROOT / "results" / "examples" / "num_parallel").glob("*ramp*"))[0]
 
@@ -35,9 +36,8 @@ def mock_run(tmp_path_factory) -> Path:
     """40 measured requests and 3 warm-up ones against the mock, about one in ten failing."""
     out = tmp_path_factory.mktemp("export")
     with MockServer(MockConfig(ttft_ms=15, itl_ms=2, fault_500=0.1, models=["m"], seed=3)) as m:
-        llmbench("run", "--url", m.url + "/v1", "--model", "m", "--concurrency", "4",
-                 "--requests", "40", "--warmup", "3", "--prompt-tokens", "10",
-                 "--output-tokens", "8", "--out", str(out))
+        api_run(url=m.url + "/v1", model="m", concurrency=4, requests=40, warmup=3,
+                prompt_tokens=10, output_tokens=8, out=out)         # in this process
     d = only_run(out)
     assert (d / "run.json").is_file()
     return d
