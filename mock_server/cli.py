@@ -59,6 +59,13 @@ class MockOptions(OptionGroup):
     step_token_budget: Annotated[Optional[int], _opt("Tokens computed per step (chunked prefill; 0 = no limit).", "Prefill", metavar="N")] = None
     prefill_last_step: Annotated[Optional[bool], _opt("With --prefill-in-step: the last prompt tokens in a step of their own, as llama.cpp does for SWA models (fitted by --like).", "Prefill", "--prefill-last-step")] = None
     reasoning_tokens: Annotated[Optional[int], _opt("A reasoning model: N reasoning tokens before each answer, in the API's own field (reasoning_content; reasoning for the ollama profile's /v1; thinking on /api/chat).", "Timing", metavar="N")] = None
+    image_tokens: Annotated[Optional[int], _opt("Prefill tokens each image part costs (default 256).", "Agents and RAG", metavar="N")] = None
+    tool_call_share: Annotated[Optional[float], _opt("Of the requests that offer tools, the share that get a tool call (default 1).", "Agents and RAG")] = None
+    invalid_json_share: Annotated[Optional[float], _opt("Of the structured-output replies, the share cut invalid (default 0).", "Agents and RAG")] = None
+    embedding_dim: Annotated[Optional[int], _opt("/v1/embeddings: floats per vector (default 384).", "Agents and RAG", metavar="N")] = None
+    embed_ms: Annotated[Optional[float], _opt("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", metavar="MS")] = None
+    embed_ms_per_token: Annotated[Optional[float], _opt("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", metavar="MS")] = None
+    embed_shares_slots: Annotated[Optional[bool], _opt("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart")] = None
 
 
 MOCK = Layout((("options", MockOptions, None),))
@@ -90,6 +97,13 @@ def prepare(o: MockOptions) -> Prepared:
                     ("--fault-error-event", o.fault_error_event), ("--fault-stall", o.fault_stall),
                     ("--fault-slow-first-byte", o.fault_slow_first_byte)):
         opt.number(v, flag, lo=0, hi=1)
+    for flag, v in (("--tool-call-share", o.tool_call_share),
+                    ("--invalid-json-share", o.invalid_json_share)):
+        opt.number(v, flag, lo=0, hi=1)
+    for flag, v in (("--embed-ms", o.embed_ms), ("--embed-ms-per-token", o.embed_ms_per_token)):
+        opt.number(v, flag, lo=0)
+    for flag, n, lo in (("--image-tokens", o.image_tokens, 0), ("--embedding-dim", o.embedding_dim, 1)):
+        opt.count(n, flag, lo=lo, hi=100_000)
     for flag, n, lo in (("--tokens", o.tokens, 1), ("--natural-tokens", o.natural_tokens, 1),
                         ("--chunk-tokens", o.chunk_tokens, 1), ("--parallel", o.parallel, 0),
                         ("--max-queue", o.max_queue, 0), ("--cache-blocks", o.cache_blocks, 0),
@@ -143,7 +157,11 @@ def prepare(o: MockOptions) -> Prepared:
                           decode_ms_curve=o.decode_ms_curve, prefill_in_step=o.prefill_in_step,
                           step_token_budget=o.step_token_budget,
                           prefill_last_step=o.prefill_last_step,
-                          reasoning_tokens=o.reasoning_tokens)
+                          reasoning_tokens=o.reasoning_tokens, image_tokens=o.image_tokens,
+                          tool_call_share=o.tool_call_share, invalid_json_share=o.invalid_json_share,
+                          embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
+                          embed_ms_per_token=o.embed_ms_per_token,
+                          embed_shares_slots=o.embed_shares_slots)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

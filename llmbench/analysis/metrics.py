@@ -18,14 +18,14 @@ import numpy as np
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm, within_key
+from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm, within_key
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
 # Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
 # +inf, so the percentile says what share of *all* users got an answer in time.
 CENSORED_METRICS = CENSORED
-ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING
+ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING + AGENTS
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
 

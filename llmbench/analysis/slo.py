@@ -34,7 +34,8 @@ GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s
            "'error_rate<=1%', 'output_throughput>=100'; METRIC is one of "
            + ", ".join(ALL_LATENCY_METRICS) + ", errors, error_rate, requests, completed, "
            "completed_share, stalls, output_throughput, request_throughput, "
-           "total_token_throughput, request_goodput, reasoning_tokens; STAT is mean, median, p50, p90, p95, p99, "
+           "total_token_throughput, request_goodput, reasoning_tokens, tool_call_share, "
+           "valid_output_share, embeddings_throughput (emb_s), input_throughput; STAT is mean, median, p50, p90, p95, p99, "
            "max, min or std, and for " + ", ".join(CENSORED_METRICS) + " also median_all, "
            "p50_all, p90_all, p95_all, p99_all or within(T); OP is <=, <, >=, >, == or !=")
 

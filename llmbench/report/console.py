@@ -85,7 +85,9 @@ def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None 
     # of *all* users got an answer in time; vLLM's figures above count successes only
     if s.completed_share is not None:
         out.append(_line("Completed (% of requests):", 100.0 * s.completed_share))
-    out.append(_line("TTFT p95 incl. failures (ms):", _f(s.ttft.all_percentiles.get(95.0))))
+    tokens = s.total_embeddings is None      # an embeddings reply has no tokens to time
+    if tokens:
+        out.append(_line("TTFT p95 incl. failures (ms):", _f(s.ttft.all_percentiles.get(95.0))))
     out.append(_line("E2EL p95 incl. failures (ms):", _f(s.e2el.all_percentiles.get(95.0))))
     for w in s.within:
         if w.share is not None:
@@ -93,10 +95,11 @@ def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None 
                              100.0 * w.share))
     out.append(_line("Client queue p99 (ms):", _f(s.client_queue.p99)))
     out.append(_line("E2EL from schedule p99 (ms):", _f(s.e2el_from_schedule.p99)))
-    out.append(_line("ITL per token median (ms):", _f(s.itl_per_token.median)))
-    out.append(_line("Max gap p99 (ms):", _f(s.max_gap.p99)))
-    out.append(_line(f"Stalls (gaps > {s.stall_threshold_s:g} s):", s.stalls))
-    out.append(_line("Output token counts from:", s.output_tokens_source))
+    if tokens:
+        out.append(_line("ITL per token median (ms):", _f(s.itl_per_token.median)))
+        out.append(_line("Max gap p99 (ms):", _f(s.max_gap.p99)))
+        out.append(_line(f"Stalls (gaps > {s.stall_threshold_s:g} s):", s.stalls))
+        out.append(_line("Output token counts from:", s.output_tokens_source))
     if s.requests_with_reasoning:
         out.extend(reasoning_lines(s))
     out.extend(agent_lines(s))
@@ -115,7 +118,7 @@ def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None 
         for e in s.error_samples[:3]:
             status = f" {e['status']}" if e.get("status") else ""
             out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
-    if s.non_streaming:
+    if s.non_streaming and tokens:
         out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
     from llmbench.analysis.metrics import bunching_sentence
     buffered = bunching_sentence(s.stream_bunching)

@@ -272,6 +272,11 @@ def headline(run: dict[str, Any]) -> str:
         if not isinstance(raw, dict):
             return "no summary"
         s = Summary.from_dict(raw)
+        if s.total_embeddings is not None:
+            e2el, rate = s.e2el.median, s.embeddings_throughput
+            return (f"{s.completed} ok, {s.failed} failed, latency p50 "
+                    + (f"{e2el:.0f} ms" if isinstance(e2el, (int, float)) else "–")
+                    + ", " + (f"{rate:.1f} embeddings/s" if isinstance(rate, (int, float)) else "–"))
         ttft, tput = s.ttft.median, s.output_throughput
         return (f"{s.completed} ok, {s.failed} failed, TTFT p50 "
                 + (f"{ttft:.0f} ms" if isinstance(ttft, (int, float)) else "–")
