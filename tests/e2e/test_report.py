@@ -11,6 +11,7 @@ from tests.helpers import RawServer, chat_token, http_head
 from mock_server import MockConfig, MockServer
 from tests.helpers import llmbench, only_run
 from tests.helpers.api import ramp_exit_code, run_exit_code
+from tests.helpers.once import once
 from llmbench import ramp as api_ramp, run as api_run
 
 HOSTILE = "<script>alert('x')</script>"
@@ -20,6 +21,12 @@ HOSTILE = "<script>alert('x')</script>"
 def runs_dir(tmp_path_factory):
     """A ramp and single-level runs against the mock, made once for this module; all but one
     in this process, through the API (what is tested here is report, compare and runs)."""
+    # once per session, whichever worker gets here first (tests/helpers/once.py); the tests
+    # only read these folders
+    return Path(once(tmp_path_factory, "report-runs", lambda: str(_make_runs(tmp_path_factory))))
+
+
+def _make_runs(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("runs")
     with MockServer(MockConfig(ttft_ms=30, itl_ms=4, parallel=1, models=["m"])) as m:
         r = api_ramp(url=m.url + "/v1", model="m", users="1,2,4", ramp_in="0.2s", hold="2s",
