@@ -88,11 +88,11 @@ class HttpxClient:
 
 
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
-                calibrate_s: float, transport: str = "auto"):
+                calibrate_s: float, transport: str = "auto", api: str = "openai-chat"):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
-    target = make_target(url + "/v1", "mock")
+    target = make_target(url + "/v1", "mock", api=api)
     c = (HttpxClient(target, streams) if client == "httpx"
          else Client(target, RequestParams(), max_connections=streams + 8, transport=transport))
     async with c:
@@ -134,6 +134,9 @@ def cpu_split(cpu: float, reqs: int, events: int, calib) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="1,32,128")
+    ap.add_argument("--api", default="openai-chat", choices=("openai-chat", "openai", "responses"),
+                    help="the wire format measured (the mock serves each; the Responses API's "
+                         "typed events included)")
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=100.0)
@@ -147,7 +150,7 @@ def main() -> None:
                     help="one-token phase that splits CPU per request / per event (0: skip)")
     a = ap.parse_args()
     transport = choose_transport("http://x", a.transport)
-    print(f"client={a.client} transport={transport} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
+    print(f"api={a.api} client={a.client} transport={transport} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
           f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
     print("errors are client - server, the server's TTFT being first send - its arrival stamp")
     print(f"{'streams':>7} {'reqs':>6} {'start->arr p50/p99':>19} {'TTFT err p50/p99':>17} "
@@ -160,7 +163,7 @@ def main() -> None:
             with MockProcess(cfg, record=log) as m:
                 records, cpu, wall, calib = run_loop(
                     drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
-                          transport), a.loop)
+                          transport, a.api), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []
