@@ -16,6 +16,7 @@ import random
 import time
 import uuid
 import zlib
+from collections import OrderedDict
 from typing import Any
 
 import aiohttp
@@ -154,6 +155,9 @@ class Routes:
         self.index = index          # which replica (port) of the worker's this is
         self.workers = peers.workers if peers is not None else 1
         self._worker_header = str(worker)
+        # the Responses API's stored replies (store: true): id -> the conversation's text so
+        # far, so a turn naming previous_response_id is prefilled with its history; bounded
+        self._stored: "OrderedDict[str, str]" = OrderedDict()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival_done])
@@ -339,6 +343,14 @@ class Routes:
                 raise BadRequest("input is required: a string or a list of messages",
                                  param="input")
             body = {**body, "messages": given}
+            previous = body.get("previous_response_id")
+            if previous is not None:
+                history = self._stored.get(previous) if isinstance(previous, str) else None
+                if history is None:
+                    raise BadRequest(f"Previous response with id '{previous}' not found.",
+                                     param="previous_response_id")
+                self._stored.move_to_end(previous)
+                body["messages"] = [{"role": "user", "content": history}] + given
         if route in ("chat", "ollama_chat", "responses"):
             messages = body.get("messages")
             if not isinstance(messages, list) or (not messages and not ollama):
@@ -404,6 +416,8 @@ class Routes:
         opts = {"hit_max": hit_max or max_tokens is None and cfg.natural_tokens <= 0,
                 "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
                 "continuous_usage": bool((body.get("stream_options") or {}).get("continuous_usage_stats"))}
+        if route == "responses" and body.get("store") is True:
+            opts["store"] = prompt                   # kept with the reply when it is done
         return model, prompt, n_tokens, bool(stream), opts
 
     def _plan_reply(self, body: Any, route: str, rid: str, n_tokens: int, opts: dict[str, Any]
@@ -430,6 +444,11 @@ class Routes:
         limit = n_tokens if opts.get("hit_max") else len(cut)
         opts = {**opts, "pieces": cut, "hit_max": len(cut) > limit}
         return min(len(cut), limit), opts
+
+    def _store(self, rid: str, conversation: str, keep: int = 10_000) -> None:
+        self._stored[f"resp_{rid}"] = conversation
+        while len(self._stored) > keep:
+            self._stored.popitem(last=False)
 
     def _error(self, route: str, message: str, status: int, param: str | None = None) -> web.Response:
         if route.startswith("ollama"):
@@ -601,6 +620,8 @@ class Routes:
                       "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
             engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
             engine.finished(finish)
+            if opts.get("store") is not None:
+                self._store(shape.rid, opts["store"] + "\n" + "".join(words))
             if stream:
                 assert resp is not None
                 await resp.write(shape.close(finish, usage, timing, opts["include_usage"]))

@@ -65,7 +65,7 @@ class HttpxClient:
     async def __aexit__(self, *exc):
         await self._http.aclose()
 
-    async def send(self, messages, max_tokens, rec, prompt_tokens_client=None):
+    async def send(self, messages, max_tokens, rec, prompt_tokens_client=None, extra=None):
         from llmbench import wire
         from llmbench.wire.events import TOKEN
         body = wire.build_body("openai-chat", self.target.model, messages, max_tokens, True, {})

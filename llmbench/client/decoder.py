@@ -167,6 +167,8 @@ class StreamDecoder:
                 rec.finish_reason = ev.finish_reason
             if ev.server_timing:
                 rec.server_timing = ev.server_timing
+            if ev.ref is not None:
+                rec.response_id = ev.ref
         return ENDED if self.ended else EVENTS
 
 
@@ -188,6 +190,8 @@ def decode_whole(fmt: WireFormat, raw: bytes, t: float, rec: Record, texts: list
             rec.first_tool = t
     if ev.items is not None:
         rec.embeddings = ev.items
+    if ev.ref is not None:
+        rec.response_id = ev.ref
     if ev.usage:
         apply_usage(ev.usage, rec)
     rec.finish_reason = ev.finish_reason

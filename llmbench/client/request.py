@@ -173,10 +173,14 @@ class RequestParams:
     # --response-format: the JSON schema every reply should follow ({}: any JSON); a reply
     # that does not parse or validate is counted in Record.output_valid, not failed
     structured: dict[str, Any] | None = None
+    # --responses-state: "client" sends a conversation's history every turn; "server" lets a
+    # Responses API server keep it (store) and sends only the new turn with previous_response_id
+    responses_state: str = "client"
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
-                "extra_body": self.extra_body, "max_tokens_field": self.max_tokens_field}
+                "extra_body": self.extra_body, "max_tokens_field": self.max_tokens_field,
+                "responses_state": self.responses_state}
 
 
 class _Watchdog:
@@ -400,16 +404,22 @@ class Client:
             return 0
         return await pre(min(n, self._max_connections))
 
-    def body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
-        return self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
+    def body(self, messages: list[dict[str, str]], max_tokens: int | None,
+             extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = self._fmt.body(self.target.model, messages, max_tokens, self.params.stream,
                               self.params.as_dict())
+        if extra:
+            body.update(extra)
+        return body
 
     async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
-                   prompt_tokens_client: int | None = None) -> str:
-        """Send one request and fill ``rec``; return the reply text (for multi-turn history)."""
+                   prompt_tokens_client: int | None = None,
+                   extra: dict[str, Any] | None = None) -> str:
+        """Send one request and fill ``rec``; return the reply text (for multi-turn history).
+        ``extra``: fields for this request's body only (previous_response_id)."""
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
-        content = encode_body(self.body(messages, max_tokens))
+        content = encode_body(self.body(messages, max_tokens, extra))
         task = asyncio.current_task()
         assert task is not None
         texts: list[str] = []

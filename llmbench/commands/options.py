@@ -382,6 +382,7 @@ class RequestOpts(OptionGroup):
     timeout_total: Annotated[float, _opt("Seconds for a whole request.", P_REQUEST)] = 900.0
     tools: Annotated[Optional[Path], _opt("Send these tools (a JSON list of OpenAI tool definitions) with every request; measures how often and how soon a tool is called.", P_REQUEST, metavar="FILE")] = None
     tool_choice: Annotated[Optional[str], _opt("--tools: auto | required | none (default: the server's).", P_REQUEST)] = None
+    responses_state: Annotated[str, _opt("--api responses: client (send each conversation's history) or server (the server stores replies; later turns send previous_response_id and the new turn only).", P_REQUEST, metavar="client|server")] = "client"
     response_format: Annotated[Optional[Path], _opt("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, metavar="FILE")] = None
 
     def extra(self) -> dict[str, Any]:
@@ -411,6 +412,8 @@ class RequestOpts(OptionGroup):
     def agents(self) -> tuple[Any, Any]:
         """(tools, schema) from --tools and --response-format, read and checked."""
         from llmbench.wire.agents import TOOL_CHOICES, AgentSpecError, load_schema, load_tools
+        if self.responses_state not in ("client", "server"):
+            raise UsageError(f"--responses-state {self.responses_state!r}: choose client or server")
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
             raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
         if self.tool_choice is not None and self.tools is None:
@@ -431,7 +434,8 @@ class RequestOpts(OptionGroup):
         body = {**request_fields(api or "openai-chat", tools, self.tool_choice, schema), **self.extra()}
         return (RequestParams(stream=self.stream, temperature=self.temperature,
                               ignore_eos=self.ignore_eos, extra_body=body,
-                              max_tokens_field=self.max_tokens_field, structured=schema),
+                              max_tokens_field=self.max_tokens_field, structured=schema,
+                              responses_state=self.responses_state),
                 Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
                          self.timeout_total))
 

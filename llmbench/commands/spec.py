@@ -319,6 +319,9 @@ def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts) -> None:
         flag = "--tools" if rq.tools is not None else "--response-format"
         raise UsageError(f"{flag}: --api {api} has no tools or response format; use --api "
                          "openai-chat or responses")
+    if rq.responses_state != "client" and api != "responses":
+        raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
+                         "use --api responses")
     if w.batch_size > 1 and fmt.output != "embeddings":
         raise UsageError(f"--batch-size {w.batch_size}: batches are for --api embeddings; "
                          f"--api {api} sends one prompt per request")

@@ -97,6 +97,8 @@ class Session:
     # refused attempts in a row, by user (None: the open loop's arrivals); the backoff's draws
     _refused_in_row: dict[int | None, int] = field(default_factory=dict)
     _backoff_rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # --responses-state server: each user's conversation and the server's id of its last reply
+    _previous: dict[int | None, tuple[str | None, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         target = getattr(self.client, "target", None)
@@ -129,12 +131,25 @@ class Session:
         c.started += 1
         c.in_flight += 1
         self.active.add(rec)
+        server_state = self.client.params.responses_state == "server"
+        extra = None
+        if server_state and turn_index > 0:
+            # --responses-state server: the server kept the conversation; send only the new
+            # turn and name the reply it follows (a turn after a failed one sends the history)
+            prev = self._previous.get(user)
+            if prev is not None and prev[0] == conversation:
+                messages, extra = messages[-1:], {"previous_response_id": prev[1]}
         try:
             text = await self.client.send(messages, turn.max_tokens, rec,
-                                          prompt_tokens_client=turn.prompt_tokens)
+                                          prompt_tokens_client=turn.prompt_tokens, extra=extra)
         except asyncio.CancelledError:
             self._finish(rec)
             raise
+        if server_state:
+            if rec.ok and rec.response_id:
+                self._previous[user] = (conversation, rec.response_id)
+            else:
+                self._previous.pop(user, None)
         wait = self.backoff_s(rec, user)
         self._finish(rec)
         if self.texts is not None and not warmup:

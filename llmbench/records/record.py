@@ -96,6 +96,9 @@ class Record:
     first_tool: float | None = None
     output_valid: bool | None = None
     embeddings: int | None = None
+    # the Responses API's id of this reply (kept for --responses-state server, whose next turn
+    # names it as previous_response_id)
+    response_id: str | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds: their one definition ------------
     # Everything that reports them computes exactly these: the summary (analysis.metrics:

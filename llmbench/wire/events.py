@@ -73,6 +73,7 @@ class Event:
     reasoning: bool = False    # a token event that carried only reasoning, no answer content
     tool: bool = False         # a token event of a tool call (its name or arguments)
     items: int | None = None   # a whole reply's count of outputs that are not tokens (embeddings)
+    ref: str | None = None     # the server's id of this reply (the Responses API's response id)
 
 
 def loads(payload: bytes) -> Any:

@@ -58,9 +58,10 @@ def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, str
         out["stream"] = True
     if params.get("temperature") is not None:
         out["temperature"] = params["temperature"]
-    # "store": the server keeps nothing it would have to look up later, like chat (the server-
-    # side conversation state is measured only when asked for, with previous_response_id)
-    out["store"] = False
+    # "store": the server keeps nothing it would have to look up later, like chat; with
+    # --responses-state server it keeps each reply, and the next turn names it
+    # (previous_response_id) instead of sending the history
+    out["store"] = params.get("responses_state") == "server"
     out.update(params.get("extra_body") or {})
     return out
 
@@ -105,6 +106,11 @@ def _finish(resp: Any, kind: str) -> str:
     return "stop"
 
 
+def _id(resp: Any) -> str | None:
+    rid = resp.get("id") if isinstance(resp, dict) else None
+    return rid if isinstance(rid, str) and rid else None
+
+
 def classify(payload: bytes) -> Event:
     obj = json_object(payload)          # a malformed payload, or an object with "error"
     if isinstance(obj, Event):
@@ -119,7 +125,9 @@ def classify(payload: bytes) -> Event:
     if kind in _ENDS:
         resp = obj.get("response")
         u = usage(resp.get("usage")) if isinstance(resp, dict) else None
-        return Event(END, usage=u, finish_reason=_finish(resp, kind))
+        return Event(END, usage=u, finish_reason=_finish(resp, kind), ref=_id(resp))
+    if kind == "response.created":
+        return Event(OTHER, ref=_id(obj.get("response")))
     if kind in _FAILS:
         return Event(ERROR, error=_error_text(obj))
     return Event(OTHER)
@@ -148,7 +156,7 @@ def parse_full(obj: dict[str, Any]) -> Event:
     text = "".join(parts)
     kind = "response.incomplete" if obj.get("status") == "incomplete" else "response.completed"
     return Event(TOKEN if (text or has) else OTHER, text=text, usage=usage(obj.get("usage")),
-                 finish_reason=_finish(obj, kind), tool=tool)
+                 finish_reason=_finish(obj, kind), tool=tool, ref=_id(obj))
 
 
 RESPONSES = WireFormat(

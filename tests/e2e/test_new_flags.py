@@ -127,6 +127,8 @@ def test_tools_format_images_and_embeddings_flags(mock_factory, tmp_path):
                         (("--api", "tgi", "--tools", str(tools)), "no tools"),
                         (("--batch-size", "4",), "batches are for --api embeddings"),
                         (("--tool-choice", "required",), "--tool-choice needs --tools"),
+                        (("--responses-state", "server"), "keeps no conversation"),
+                        (("--api", "responses", "--responses-state", "both"), "choose client or server"),
                         (("--images", "0",), "from 1 to 64"),
                         (("--response-format", str(tmp_path / "nope.json")), "cannot read")):
         r = llmbench(*base, *bad, "--out", str(tmp_path / "bad"))

@@ -206,3 +206,40 @@ def test_llmbench_run_against_the_mock(mock_factory, tmp_path):
     recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
     measured = [x for x in recs if not x.get("warmup")]
     assert all(x["reasoning_tokens"] == 2 and x["output_tokens_source"] == "server" for x in measured)
+
+
+def test_server_state_sends_previous_response_id_and_only_the_new_turn(tmp_path):
+    def script(i: int):
+        resp = {**RESP, "id": f"resp_{i}"}
+        return [(0, HEAD + ev("response.created", response=resp) + opening()[
+            len(ev("response.created", response=RESP)):]), (0.005, delta(f"reply{i}")),
+                (0, ev("response.completed", response={**resp, "status": "completed", "usage": USAGE}))]
+    with RawServer(script) as s:
+        r = api_run(url=s.url + "/v1", api="responses", model="m", responses_state="server",
+                    concurrency=1, requests=3, turns=3, think="0s", prompt_tokens=10,
+                    output_tokens=2, server_probe="off", out=tmp_path)
+        bodies = [json.loads(raw.split(b"\r\n\r\n", 1)[1]) for raw in s.requests]
+    assert run_exit_code(r) == 0
+    convo = [b for b in bodies if b.get("max_output_tokens") == 2][-3:]
+    assert all(b["store"] is True for b in convo)
+    first, second, third = convo
+    assert "previous_response_id" not in first and len(first["input"]) == 1
+    ids = [json.loads(line)["response_id"] for line in
+           (only_run(tmp_path) / "requests.jsonl").read_text().splitlines()][-3:]
+    assert second["previous_response_id"] == ids[0] and len(second["input"]) == 1
+    assert third["previous_response_id"] == ids[1] and third["input"][0]["role"] == "user"
+
+
+def test_the_mock_keeps_the_conversation_for_previous_response_id(mock_factory):
+    import httpx
+    m = mock_factory(ttft_ms=1, itl_ms=0, tokens=5)
+    base = {"model": "mock", "max_output_tokens": 5, "store": True}
+    one = httpx.post(m.url + "/v1/responses", json={**base, "input": "first question here"}).json()
+    two = httpx.post(m.url + "/v1/responses", json={**base, "input": "and then",
+                                                   "previous_response_id": one["id"]}).json()
+    alone = httpx.post(m.url + "/v1/responses", json={**base, "input": "and then"}).json()
+    # the stored history (question and reply) is prefilled with the new turn
+    assert two["usage"]["input_tokens"] > alone["usage"]["input_tokens"] + 5
+    gone = httpx.post(m.url + "/v1/responses", json={**base, "input": "x",
+                                                    "previous_response_id": "resp_nope"})
+    assert gone.status_code == 400 and "resp_nope" in gone.json()["error"]["message"]
