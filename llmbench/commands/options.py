@@ -279,7 +279,7 @@ class WorkloadOpts(OptionGroup):
     random_range_ratio: Annotated[float, _opt("--dataset random: lengths uniform in len*(1-r)..len*(1+r).", P_WORKLOAD)] = 0.0
     random_prefix_len: Annotated[int, _opt("--dataset random: common prefix length.", P_WORKLOAD)] = 0
     hf_split: Annotated[str, _opt("hf:NAME split.", P_WORKLOAD)] = "train"
-    hf_column: Annotated[Optional[List[str]], _opt("Map a column: prompt=NAME or max_tokens=NAME (repeatable).", P_WORKLOAD, "--hf-column", metavar="K=COL")] = None
+    hf_column: Annotated[Optional[List[str]], _opt("Map a column: prompt=NAME, max_tokens=NAME or image=NAME (images sent with the prompt; repeatable).", P_WORKLOAD, "--hf-column", metavar="K=COL")] = None
     tokenizer: Annotated[Optional[str], _opt("auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", P_WORKLOAD)] = None
     seed: Annotated[int, _opt("Seed for sampling, schedules and think times.", P_WORKLOAD)] = 0
     prefix_hit_ratio: Annotated[Optional[float], _opt("Synthetic or a --trace of lengths: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, metavar="R")] = None
@@ -333,8 +333,9 @@ class WorkloadOpts(OptionGroup):
         cols = {}
         for item in self.hf_column or []:
             k, sep, v = item.partition("=")
-            if not sep or k not in ("prompt", "max_tokens") or not v:
-                raise UsageError(f"--hf-column {item!r}: expected prompt=NAME or max_tokens=NAME")
+            if not sep or k not in ("prompt", "max_tokens", "image") or not v:
+                raise UsageError(f"--hf-column {item!r}: expected prompt=NAME, max_tokens=NAME "
+                                 "or image=NAME")
             cols[k] = v
         return cols
 

@@ -15,6 +15,7 @@ import codecs
 import json
 import os
 import random
+from pathlib import Path
 from typing import Any, Iterator
 
 from llmbench.workload.model import Conversation, Turn
@@ -361,6 +362,37 @@ def jsonl_conversations(path: str, tok: Tokenizer, need: int | None
                   "(--limit N reads N); the rest of the file was not read"] if more else [])
 
 
+def _image_uris(value: Any, where: str) -> tuple[str, ...]:
+    """A dataset's image cell as data URIs: a decoded image (datasets' Image feature gives PIL
+    images), {"bytes", "path"} as stored, raw bytes, a URL or path string, or a list of those."""
+    import base64
+    if isinstance(value, (list, tuple)):
+        return tuple(u for v in value for u in _image_uris(v, where))
+    if isinstance(value, dict):
+        value = value.get("bytes") or value.get("path")
+    if isinstance(value, str):
+        if value.startswith(("http://", "https://", "data:")):
+            return (value,)
+        try:
+            value = Path(value).read_bytes()
+        except OSError as exc:
+            raise DatasetError(f"{where}: image {value!r} cannot be read ({exc.strerror or exc})") from None
+    if hasattr(value, "save"):                      # a PIL image
+        import io
+        buf = io.BytesIO()
+        value.save(buf, format="PNG")
+        value = buf.getvalue()
+    if isinstance(value, (bytes, bytearray)):
+        data = bytes(value)
+        mime = ("image/png" if data[:8] == b"\x89PNG\r\n\x1a\n" else
+                "image/jpeg" if data[:3] == b"\xff\xd8\xff" else
+                "image/gif" if data[:4] == b"GIF8" else
+                "image/webp" if data[8:12] == b"WEBP" else "application/octet-stream")
+        return (f"data:{mime};base64,{base64.b64encode(data).decode()}",)
+    raise DatasetError(f"{where}: the image column holds {type(value).__name__}; expected an "
+                       "image, bytes, a URL or a file path")
+
+
 def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
                      columns: dict[str, str]) -> list[Conversation]:
     """Through the ``datasets`` library: a local JSON/JSONL/CSV/Parquet path or a hub name."""
@@ -388,8 +420,12 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
                            f"(offline, or no such dataset/split {split!r}); download it where you "
                            "are online and pass the local file")
     prompt_col = columns.get("prompt", "prompt")
+    image_col = columns.get("image")
     out = []
     names = set(ds.column_names)
+    if image_col is not None and image_col not in names:
+        raise DatasetError(f"--dataset {spec}: no column {image_col!r} for --hf-column "
+                           f"image= (columns: {', '.join(sorted(names))})")
     for i, row in enumerate(ds):
         if limit and len(out) >= limit:
             break
@@ -407,6 +443,10 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
         else:
             raise DatasetError(f"--dataset {spec}: no column {prompt_col!r} (columns: "
                                f"{', '.join(sorted(names))}); map one with --hf-column prompt=NAME")
+        if image_col is not None and row.get(image_col) is not None:
+            from dataclasses import replace
+            uris = _image_uris(row[image_col], f"{spec}:{i + 1}")
+            conv = replace(conv, turns=(replace(conv.turns[0], images=uris),) + conv.turns[1:])
         out.append(conv)
     if not out:
         raise DatasetError(f"--dataset {spec}: no rows")

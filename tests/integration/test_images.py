@@ -137,3 +137,33 @@ def test_a_dataset_with_image_parts_is_sent_as_it_is(tmp_path):
     with pytest.raises(DatasetError) as e:
         build_workload(WorkloadSpec(dataset=str(f), count=2), load_tokenizer("approx"))
     assert ":2:" in str(e.value) and "text or image_url" in str(e.value)
+
+
+def test_a_dataset_image_column_works_like_a_text_column(tmp_path):
+    """--hf-column image=NAME: a Parquet file (read by datasets) with a column of image bytes,
+    one of file paths, and one of PIL images as datasets' Image feature stores them."""
+    import pandas as pd
+    from llmbench.workload import WorkloadSpec, build_workload
+    from llmbench.workload.images import picture
+    png = png_bytes(picture(16, 16, 3))
+    path = tmp_path / "pic.png"
+    path.write_bytes(png)
+    data = tmp_path / "vision.parquet"
+    pd.DataFrame({"question": ["what is it?", "and this?"],
+                  "img": [{"bytes": png, "path": None}, {"bytes": None, "path": str(path)}]}
+                 ).to_parquet(data)
+    wl = build_workload(WorkloadSpec(dataset=str(data), count=2,
+                                     hf_columns={"prompt": "question", "image": "img"}),
+                        load_tokenizer("approx"))
+    for conv in wl.conversations:
+        parts = messages_for(conv, 0, [])[-1]["content"]
+        assert parts[1]["type"] == "image_url"
+        assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    import base64
+    url = messages_for(wl.conversations[1], 0, [])[-1]["content"][1]["image_url"]["url"]
+    assert base64.b64decode(url.split(",", 1)[1]) == png
+    with pytest.raises(DatasetError) as e:
+        build_workload(WorkloadSpec(dataset=str(data), count=2,
+                                    hf_columns={"prompt": "question", "image": "nope"}),
+                       load_tokenizer("approx"))
+    assert "no column 'nope'" in str(e.value)
