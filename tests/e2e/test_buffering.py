@@ -67,12 +67,14 @@ def test_nginx_defaults_are_named_a_buffer_and_proxy_buffering_off_is_not(transp
     assert "proxy_buffering off" in buffered.stdout and "X-Accel-Buffering: no" in buffered.stdout
     page = (only_run(tmp_path / "buffered") / "report.html").read_text()
     assert "Tokens arrive in bursts" in page
-    # direct and unbuffered: one event a read, no warning, TTFT within 3 ms of direct
+    # direct and unbuffered: about one event a read, no warning, TTFT near direct's. The bounds
+    # hold on a busy machine (a late loop reads two events at once now and then, and adds a few
+    # ms), and stay far from what the buffer does (every event in one read, +200 ms and more)
     for out, s in ((direct, sd), (unbuffered, su)):
         assert s["stream_bunching"]["buffered"] is False and s["stream_bunching"]["bunched"] == 0
-        assert s["stream_bunching"]["events_per_read_p50"] == 1.0
+        assert s["stream_bunching"]["events_per_read_p50"] <= 1.5
         assert "bursts" not in out.stdout
-    assert abs(su["median_ttft_ms"] - sd["median_ttft_ms"]) < 3.0, (su, sd)
+    assert abs(su["median_ttft_ms"] - sd["median_ttft_ms"]) < 25.0, (su, sd)
 
 
 def test_a_ramp_through_a_buffer_names_the_buffer_not_queuing(tmp_path):
