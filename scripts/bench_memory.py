@@ -276,12 +276,12 @@ def phases_child(argv: list[str]) -> None:
     ("during_run": imports, preflight and every request) and of each end-of-run pass written
     as one JSON line to the file BENCH_MEMORY_PHASES names."""
     phases, phase = watch_phases()
-    from llmbench.cli import app as cli
+    from llmbench.cli.app import app as cli_app
     from llmbench.load.harness import Harness
     Harness.run = phase("during_run", Harness.run)      # type: ignore[method-assign]
     sys.argv = ["llmbench", *argv]
     try:
-        cli.app()
+        cli_app()
     except SystemExit as exc:
         code = exc.code
     else:
@@ -301,7 +301,7 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
     each end-of-run phase and of the whole process."""
     import random
     sys.path.insert(0, str(ROOT))
-    from llmbench.cli import app as cli
+    from llmbench.cli.app import app as cli_app
     from llmbench.load.harness import Harness, Outcome
     from llmbench.records.record import Record, RecordLog
     from llmbench.records.store import RecordStore, by_done
@@ -357,7 +357,7 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
     import io
     with contextlib.redirect_stdout(io.StringIO()):
         try:
-            cli.app()                   # not main(): it leaves by os._exit
+            cli_app()                   # not main(): it leaves by os._exit
         except SystemExit:
             pass
     # clear_refs resets ru_maxrss too: the process's peak is the highest phase's
