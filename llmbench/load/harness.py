@@ -210,7 +210,12 @@ class Harness:
         if self.keep_texts:
             for s in sessions.values():
                 s.texts = self.texts            # reply texts only when they will be written
-        watchers = [w.observe for w in (self.metrics, self.board) if w is not None]
+        # the live view takes records only when it will draw them (a terminal): otherwise it
+        # would hold every record of the run for nothing (20k requests: +20 MB, scripts/
+        # bench_memory.py); the exporter drains its own in its thread
+        board = self.board if self.board is not None and self.show_progress() \
+            and sys.stderr.isatty() else None
+        watchers = [w.observe for w in (self.metrics, board) if w is not None]
         if watchers:
             hook = watchers[0] if len(watchers) == 1 else (
                 lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec)))

@@ -38,6 +38,7 @@ BUCKETS_S = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
              120.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SEND_DELAY_WINDOW_S = 10.0
+DRAIN_EVERY_S = 1.0             # records bucketed at least this often, scraped or not
 
 
 def _escape(value: str) -> str:
@@ -118,6 +119,8 @@ class MetricsExporter:
         self._send_delays: deque[tuple[float, float]] = deque()
         self.scrapes = 0
         self.render_s_total = 0.0
+        self._drained = 0                 # records taken from the queue so far
+        self._rendered = 0                # ... of which the last render had counted
 
     # -- on the event loop ---------------------------------------------------------------------
     def observe(self, rec: Record) -> None:
@@ -140,6 +143,7 @@ class MetricsExporter:
         now = time.perf_counter()
         while pending:
             rec = pending.popleft()
+            self._drained += 1
             path = rec.path or ""
             if rec.warmup or rec.error_kind == "interrupted":
                 continue
@@ -223,6 +227,7 @@ class MetricsExporter:
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
                           f"{name}{_labels(self.const)} {_num(float(v))}"]
             self.scrapes += 1
+            self._rendered = self._drained
             self.render_s_total += time.perf_counter() - t0
             return ("\n".join(lines) + "\n").encode()
 
@@ -256,16 +261,28 @@ class MetricsExporter:
         self._thread = threading.Thread(target=self._server.serve_forever, name="llmbench-metrics",
                                         daemon=True)
         self._thread.start()
+        # records are bucketed once a second whether or not anyone scrapes: a run nobody
+        # watches must not keep every finished record until its end
+        self._stop_drain = threading.Event()
+        threading.Thread(target=self._drain_every, args=(DRAIN_EVERY_S,),
+                         name="llmbench-metrics-drain", daemon=True).start()
         return self
+
+    def _drain_every(self, seconds: float) -> None:
+        while not self._stop_drain.wait(seconds):
+            with self._lock:
+                self._drain()
 
     def close(self, linger_s: float = 5.0) -> None:
         """Close the port. When a scraper has been watching and records came after its last
         scrape, wait (up to ``linger_s``) for one more scrape, so its last numbers are the run's."""
         if self._server is not None and self.scrapes:
             deadline = time.perf_counter() + linger_s
-            while self._pending and time.perf_counter() < deadline:
+            while (self._pending or self._drained > self._rendered) \
+                    and time.perf_counter() < deadline:
                 time.sleep(0.05)
         if self._server is not None:
+            self._stop_drain.set()
             self._server.shutdown()
             self._server.server_close()
             self._server = None

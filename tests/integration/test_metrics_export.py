@@ -197,3 +197,25 @@ def test_a_real_prometheus_scrapes_a_run_and_agrees_with_its_summary(mock_factor
         assert median is not None and lo <= median <= hi, (median, summary["median_ttft_ms"])
         tokens = prom.value("llmbench_output_tokens_total")
         assert tokens == summary["total_output_tokens"]
+
+
+def test_nothing_holds_the_runs_records(mock_factory):
+    """A run nobody scrapes, and a live view with no terminal to draw on, keep no records: the
+    exporter buckets them once a second in its thread; the view is not handed them at all."""
+    from llmbench.report.live import LiveBoard
+    m = mock_factory(ttft_ms=5, itl_ms=2, tokens=4, parallel=4)
+    board = LiveBoard(kind="run", requests=100)
+    convs = [Conversation(f"c{i}", (Turn("hello there friend", 4, 4),)) for i in range(100)]
+    h = Harness(RequestParams(), Timeouts(), None, progress=False, board=board)
+    h.run(ClosedLoop(convs, concurrency=4, requests=100),
+          [TargetSpec(make_target(m.url + "/v1", "mock"), server_probe="off")])
+    assert not board._pending                       # not on a terminal: never handed a record
+    with MetricsExporter(port=0) as exporter:
+        for i in range(1000):
+            exporter.observe(Record(f"r{i}", scheduled=1.0, start=1.0, first_token=1.1,
+                                    end=1.2, done=1.2, ok=True, output_tokens=2,
+                                    token_times=[1.1, 1.2]))
+        deadline = time.monotonic() + 10
+        while exporter._pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not exporter._pending and exporter._drained == 1000 and exporter.scrapes == 0
