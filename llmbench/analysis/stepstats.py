@@ -141,6 +141,10 @@ def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
     not_mono = float(np.mean(~worse))
     a = (100 - KNEE_LEVEL) / 2
     lo, hi = (float(v) for v in np.nanpercentile(xs, [a, 100 - a]))
+    # a percentile interval can miss its own point estimate when the resampled statistic is
+    # nearly constant (one slot, the same TTFT for every request: CI saw 3.7787 outside
+    # [.., 3.7781]); an interval that says "about 3.78" must hold 3.78, so widen it to it
+    lo, hi = min(lo, est), max(hi, est)
     out.update({"estimate": est, "ci": [lo, hi], "not_monotone_share": not_mono})
     what = f"{t.text}"
     if not_mono > NOT_MONOTONE_SHARE:
