@@ -102,15 +102,17 @@ def _decode(payload: bytes) -> Event | dict[str, Any]:
     return obj
 
 
-def usage(raw: Any) -> Usage | None:
-    """OpenAI's usage object -> Usage (vLLM and SGLang put cached tokens in
-    prompt_tokens_details)."""
+def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion_tokens"
+          ) -> Usage | None:
+    """OpenAI's usage object -> Usage: chat's prompt/completion_tokens (vLLM and SGLang put
+    cached tokens in prompt_tokens_details), or with ``prompt="input_tokens",
+    completion="output_tokens"`` the Responses API's, whose details follow the same names."""
     if not isinstance(raw, dict):
         return None
-    details = raw.get("prompt_tokens_details")
+    details = raw.get(f"{prompt}_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    u = Usage.of(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached)
-    out_details = raw.get("completion_tokens_details")
+    u = Usage.of(raw.get(prompt), raw.get(completion), cached)
+    out_details = raw.get(f"{completion}_details")
     reasoning = count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
     if u is not None and reasoning is not None:
         u = replace(u, reasoning_tokens=reasoning)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, count, json_object
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object
 from llmbench.wire.format import WireFormat
-from llmbench.wire.openai import with_content_lists
+from llmbench.wire.openai import usage as openai_usage, with_content_lists
 
 _TEXT = "response.output_text.delta"
 # deltas that are model output but not the answer's text
@@ -68,16 +68,7 @@ def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, str
 
 def usage(raw: Any) -> Usage | None:
     """The Responses usage object -> Usage (input/output instead of prompt/completion)."""
-    if not isinstance(raw, dict):
-        return None
-    in_details = raw.get("input_tokens_details")
-    cached = in_details.get("cached_tokens") if isinstance(in_details, dict) else None
-    u = Usage.of(raw.get("input_tokens"), raw.get("output_tokens"), cached)
-    out_details = raw.get("output_tokens_details")
-    reasoning = count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
-    if u is not None and reasoning is not None:
-        u = Usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.rejected, reasoning)
-    return u
+    return openai_usage(raw, "input_tokens", "output_tokens")
 
 
 def _error_text(obj: dict[str, Any]) -> str:
