@@ -210,6 +210,9 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
         s["structured_checked"] = len(checked)
         s["valid_output_share"] = sum(checked) / len(checked)
     if vectors:
+        # an embeddings reply is one whole body, not output tokens: its one "event" would read
+        # as a token in vLLM's per-second peak (a run of 0 tokens printed a peak of 3 tok/s)
+        s["max_output_tokens_per_s"] = 0.0
         s["total_embeddings"] = sum(vectors)
         s["embeddings_throughput"] = sum(vectors) / duration if duration else None
         s["input_throughput"] = (s.get("total_input_tokens") or 0) / duration if duration else None

@@ -21,7 +21,7 @@ from typing import IO, Any, Iterable, Sequence
 
 from llmbench.results.folder import load_run
 from llmbench.results.schema import Run
-from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows
+from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows, typed_frame
 
 FORMATS = ("csv", "parquet")
 LATENCY_COLUMNS = ("ttft", "tpot", "itl", "e2el")
@@ -124,16 +124,7 @@ def to_csv_text(run: Any, *, per_request: bool = False) -> str:
 
 def summary_frame(run: Any) -> Any:
     """summary_rows as a typed pandas DataFrame."""
-    import pandas as pd
-    df = pd.DataFrame.from_records(summary_rows(run), columns=[n for n, _ in SUMMARY_COLUMNS])
-    for name, kind in SUMMARY_COLUMNS:
-        if kind == "int":
-            df[name] = pd.array(df[name].tolist(), dtype="Int64")
-        elif kind == "float":
-            df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
-        elif kind == "bool?":
-            df[name] = pd.array(df[name].tolist(), dtype="boolean")
-    return df
+    return typed_frame(summary_rows(run), SUMMARY_COLUMNS)
 
 
 def write_parquet(run: Any, out: str | Path, *, per_request: bool = False) -> None:

@@ -154,16 +154,24 @@ def request_rows(run: Any) -> Iterator[dict[str, Any]]:
 def request_frame(run: Any) -> Any:
     """The requests as a pandas DataFrame with typed columns: bool, nullable Int64, float64
     (NaN where there is no value: a failed request's TTFT) and string."""
+    return typed_frame(request_rows(run), COLUMNS)
+
+
+def typed_frame(rows: Any, columns: Any) -> Any:
+    """Rows (dicts) as a pandas DataFrame whose columns have the kinds ``columns`` names:
+    "int" nullable Int64, "float" float64 (NaN: no value), "bool", "bool?" nullable boolean,
+    anything else a string. The per-request table and export's summary rows both use it."""
     import pandas as pd
-    rows = list(request_rows(run))
-    df = pd.DataFrame.from_records(rows, columns=list(COLUMN_NAMES))
-    for name, kind in COLUMNS:
+    df = pd.DataFrame.from_records(list(rows), columns=[n for n, _ in columns])
+    for name, kind in columns:
         if kind == "int":
             df[name] = pd.array(df[name].tolist(), dtype="Int64")
         elif kind == "float":
             df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
         elif kind == "bool":
             df[name] = df[name].astype(bool)
+        elif kind == "bool?":
+            df[name] = pd.array(df[name].tolist(), dtype="boolean")
         else:
             df[name] = df[name].astype("string")
     return df

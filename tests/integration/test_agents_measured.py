@@ -75,4 +75,5 @@ def test_embeddings_batches_latency_and_throughput(mock_factory):
     assert s.input_throughput == pytest.approx(s.total_input_tokens / s.duration_s)
     # 4 prompts of ~12 tokens: 10 ms + ~48 x 0.5 ms per request
     assert s.e2el.p50 >= 30 and s.non_streaming
+    assert s.total_output_tokens == 0 and s.data["max_output_tokens_per_s"] == 0.0
     assert all(r.prompt_tokens_source == "server" and r.output_tokens == 0 for r in out.records)
