@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import os
+import re
 import ssl
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -396,8 +397,11 @@ def unreachable_hint(net: Net, error: str | None, flag: str = "--url") -> str:
     if cert:
         return cert[0].upper() + cert[1:]
     low = (error or "").lower()
-    if "407" in low or "proxy authentication" in low or (
-            "proxy" in low and ("401" in low or "unauthorized" in low)):
+    # a 407 status, not the digits 407 inside a port or an address: "127.0.0.1:40783" is not
+    # a proxy asking for credentials (a random port made this hint wrong now and then)
+    status_407 = re.search(r"(?<![\d:.])407(?!\d)", low) is not None
+    if status_407 or "proxy authentication" in low or (
+            "proxy" in low and (re.search(r"(?<![\d:.])401(?!\d)", low) or "unauthorized" in low)):
         return (f"Check the proxy and its credentials ({net.proxy_from or '--proxy'}: "
                 "http://USER:PASSWORD@host:port), or pass --proxy none to go direct")
     if net.proxy:
