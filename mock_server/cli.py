@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-from llmbench.commands import options as opt
-from llmbench.commands.options import Layout, OptionGroup, UsageError, _opt
+from llmbench import options as opt
+from llmbench.options import Layout, OptionGroup, UsageError, _opt
 
 
 @dataclasses.dataclass(eq=False)

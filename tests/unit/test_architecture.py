@@ -24,8 +24,9 @@ from tests.helpers import ROOT  # noqa: E402
 PACKAGE = "llmbench"
 
 # lowest first. workload sits above client: the server tokenizer asks the server to count
-# tokens and so needs the client's netconfig (proxy, TLS) like every other request.
-LAYERS = ("version", "errors", "records", "wire", "client", "workload", "servers", "load",
+# tokens and so needs the client's netconfig (proxy, TLS) like every other request. options (how
+# an option is declared and checked) sits at the bottom, so the commands and the mock both use it.
+LAYERS = ("version", "errors", "options", "records", "wire", "client", "workload", "servers", "load",
           "workers", "results", "analysis", "report", "commands", "api", "__init__", "cli")
 
 
@@ -136,7 +137,8 @@ def test_every_top_level_entry_has_a_layer():
     entries = {p.stem if p.suffix == ".py" else p.name for p in (ROOT / PACKAGE).iterdir()
                if (p.suffix == ".py" or (p / "__init__.py").exists())}
     assert entries <= set(LAYERS), f"place these in LAYERS: {sorted(entries - set(LAYERS))}"
-    assert len(entries) <= 16, f"the top of llmbench/ should list the stages, not {len(entries)} entries"
+    # the stages, plus the few entries every stage may use (version, errors, options)
+    assert len(entries) <= 17, f"the top of llmbench/ should list the stages, not {len(entries)} entries"
 
 
 def test_no_cycle_between_modules():
