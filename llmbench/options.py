@@ -4,7 +4,7 @@ a command's ``Layout``), the coercion of a Python value to an option's type, and
 the values a user types: every number finite and in its range, or one line.
 
 A bottom layer: it imports only ``llmbench.errors``, so both the commands (llmbench/commands/,
-whose options.py declares their groups with it) and the mock (mock_server/cli.py) build on it
+whose options.py declares their groups with it) and the mock (llmbench/mock_server/cli.py) build on it
 without importing each other. No Typer here: llmbench/cli/options.py turns each declaration into
 a typer option, the Python API (llmbench/api.py) takes each as a keyword argument.
 

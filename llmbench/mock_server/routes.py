@@ -24,6 +24,7 @@ from aiohttp import web
 
 from . import embeddings, prometheus
 from .engine import Engine, QueueFull, Seq, mock_tokens, reply_words
+from .errors import OLLAMA_BUSY, BadRequest, ollama_error, openai_error  # noqa: F401
 from .recorder import Recorder
 from .tokenize import add_tokenize_routes
 from .structured import images_in, pieces, reply_json, schema_of, tools_of
@@ -32,27 +33,6 @@ from .shapes import ChatShape, CompletionShape, OllamaShape, ResponsesShape, Sha
 perf_counter = time.perf_counter
 perf_counter_ns = time.perf_counter_ns
 _dumps = json.dumps
-
-OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.param = param
-
-
-def openai_error(message: str, status: int, etype: str | None = None,
-                 param: str | None = None) -> web.Response:
-    etype = etype or {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
-                      500: "InternalServerError"}.get(status, "Error")
-    body = {"error": {"message": message, "type": etype, "param": param, "code": status}}
-    return web.json_response(body, status=status)
-
-
-def ollama_error(message: str, status: int) -> web.Response:
-    return web.json_response({"error": message}, status=status)
 
 
 class Outcome(enum.Enum):

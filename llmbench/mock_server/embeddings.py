@@ -16,14 +16,12 @@ import json
 import math
 import random
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from .engine import QueueFull, Seq, mock_tokens
-
-if TYPE_CHECKING:
-    from .routes import Routes
+from .errors import openai_error
 
 
 def _inputs(raw: Any) -> list[str] | None:
@@ -48,8 +46,8 @@ def vector(text: str, dim: int) -> list[float]:
     return [x / norm for x in v]
 
 
-async def serve(routes: "Routes", request: web.Request) -> web.Response:
-    from .routes import openai_error
+async def serve(routes: Any, request: web.Request) -> web.Response:
+    """``routes``: the replica's routes.Routes (its engine and headers)."""
     engine = routes.engine
     cfg = engine.config
     try:
