@@ -32,7 +32,8 @@ from aiohttp import web
 from .arrival import stamp_arrivals, stamping_listener
 from .engine import Engine, MockConfig, PROFILES
 from .recorder import Recorder
-from .routes import Peers, Routes
+from .peers import Peers
+from .routes import Routes
 
 REUSEPORT = hasattr(socket, "SO_REUSEPORT") and sys.platform.startswith("linux")
 # the folder that holds the llmbench package: a child process (``python -m llmbench.mock_server``)

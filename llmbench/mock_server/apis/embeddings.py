@@ -20,8 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .engine import QueueFull, Seq, mock_tokens
-from .errors import openai_error
+from ..context import Context
+from ..engine import QueueFull, Seq, mock_tokens
+from ..errors import openai_error
 
 
 def _inputs(raw: Any) -> list[str] | None:
@@ -46,9 +47,8 @@ def vector(text: str, dim: int) -> list[float]:
     return [x / norm for x in v]
 
 
-async def serve(routes: Any, request: web.Request) -> web.Response:
-    """``routes``: the replica's routes.Routes (its engine and headers)."""
-    engine = routes.engine
+async def serve(ctx: Context, request: web.Request) -> web.Response:
+    engine = ctx.engine
     cfg = engine.config
     try:
         body = json.loads(await request.read())
@@ -95,4 +95,10 @@ async def serve(routes: Any, request: web.Request) -> web.Response:
         data.append({"object": "embedding", "index": i, "embedding": emb})
     return web.json_response({"object": "list", "data": data, "model": model,
                               "usage": {"prompt_tokens": total, "total_tokens": total}},
-                             headers=routes._headers())
+                             headers=ctx.headers())
+
+
+def add_routes(app: web.Application, ctx: Context) -> None:
+    async def embeddings(request: web.Request) -> web.Response:
+        return await serve(ctx, request)
+    app.router.add_post("/v1/embeddings", embeddings)
