@@ -111,16 +111,29 @@ def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
             done = work()
         if done.run is not None or done.run_dir is not None:
             print(_answer(kind, done))
+        _linger()
         raise typer.Exit(done.code)
     if not json_out:
-        raise typer.Exit(work().code)
+        code = work().code
+        _linger()
+        raise typer.Exit(code)
     import json
     from llmbench.cli.jsonout import document
     with contextlib.redirect_stdout(sys.stderr):
         done = work()
     sys.stderr.flush()
     print(json.dumps(document(kind, done), indent=1, default=str))
+    _linger()
     raise typer.Exit(done.code)
+
+
+def _linger() -> None:
+    """--dashboard: the page stays up after the command's output (until Ctrl-C, or
+    --dashboard-linger); the exit code stays the command's."""
+    handle = sys.modules.get("llmbench.report.dashboard.handle")
+    if handle is not None:
+        sys.stdout.flush()
+        handle.end_of_command(cli=True)
 
 
 # -- run -----------------------------------------------------------------------------------------
@@ -270,7 +283,7 @@ def compare(
 @app.command()
 @_guard
 @with_groups
-def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics_port", "metrics_host", "quiet", "verbose"))) -> None:
+def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics_port", "metrics_host", "dashboard", "dashboard_linger", "quiet", "verbose"))) -> None:
     """List run folders: date, command, labels, headline result."""
     out = output.out
     from llmbench.results.folder import list_runs
@@ -343,6 +356,7 @@ def _click_exceptions():
 def main() -> None:
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)
+    sys.argv[1:] = _bare_dashboard(sys.argv[1:])
     try:
         rv = app(standalone_mode=False)
     except (KeyboardInterrupt, abort):
@@ -363,6 +377,20 @@ def main() -> None:
     except SystemExit as exc:
         _exit(exc.code)
     _exit(rv if isinstance(rv, int) else 0)
+
+
+def _bare_dashboard(args: list[str]) -> list[str]:
+    """``--dashboard`` with no value (last, or before another option) means any free port on
+    127.0.0.1: typer's options take a value or none, never either, so the value is given
+    here (a port or address never starts with '-')."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        out.append(a)
+        if a == "--":
+            return out + args[i + 1:]
+        if a == "--dashboard" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out.append("auto")
+    return out
 
 
 def _exit(code: object) -> None:

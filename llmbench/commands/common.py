@@ -54,6 +54,8 @@ class Common:
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
     metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
+    dashboard_at: tuple[str, int] | None = None   # --dashboard [HOST:]PORT (port 0: any)
+    dashboard_linger_s: float | None = None       # --dashboard-linger (None: until Ctrl-C)
     quiet: bool = False                    # -q: errors and the final answer only
     verbose: bool = False                  # -v: what llmbench decides, as it decides it
 
@@ -77,6 +79,11 @@ class Common:
             h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
         if shape is not None and self.progress is not False:
             h.board = board_for(shape)
+        if self.dashboard_at is not None and shape is not None:
+            from llmbench.report.dashboard import handle
+            h.dashboard = handle.shared(self.dashboard_at)   # one per command (a sweep's too)
+            h.dashboard.linger_s = self.dashboard_linger_s
+            h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
         if self.verbose:
             h.verbose = True
             self.say_decisions(h)
@@ -140,6 +147,20 @@ def board_for(shape: Any) -> Any:
                      duration_s=getattr(shape, "duration_s", None))
 
 
+def dashboard_meta(shape: Any, target: Target, run_dir: Path | None,
+                   workers: Any = 1) -> dict[str, Any]:
+    """What the dashboard shows of a plan before it runs (as ``board_for`` reads a shape)."""
+    b = board_for(shape)
+    desc = target.describe()
+    return {"kind": getattr(shape, "kind", "run"), "unit": b.unit, "n_steps": b.n_steps,
+            "step_s": b.step_s, "requests": b.requests, "duration_s": b.duration_s,
+            "steps": list(getattr(shape, "steps", None) or []),
+            "rate": getattr(shape, "rate", None), "concurrency": getattr(shape, "concurrency", None),
+            "model": desc.get("model"), "url": desc.get("url"),
+            "folder": run_dir.name if run_dir is not None else None,
+            "workers": None if workers == 1 else str(workers)}
+
+
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
                   labels: dict[str, str], replay: dict[str, Any] | None = None) -> None:
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
@@ -165,6 +186,9 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
 def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> Done:
     """``report_failed``, as the Done of a command that measured nothing."""
     code = report_failed(exc, run_dir, kind, target)
+    board = _dashboard()
+    if board is not None:
+        board.failed(target.redact(str(exc)) or "")
     return Done(None, code, run_dir, target.redact(str(exc)) or "")
 
 
@@ -247,3 +271,12 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
     if run_dir is not None:
         write_report(run_dir)
         print(f"Results: {run_dir}")
+    board = _dashboard()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
+
+
+def _dashboard() -> Any:
+    """The --dashboard open in this process, if any (its module is loaded only when one is)."""
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return mod.current() if mod is not None else None

@@ -302,14 +302,33 @@ class OutputOpts(OptionGroup):
     progress: Annotated[Optional[bool], _opt("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress")] = None
     metrics_port: Annotated[Optional[int], _opt("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, metavar="PORT")] = None
     metrics_host: Annotated[str, _opt("--metrics-port: the address to listen on.", P_OUTPUT, metavar="ADDR")] = "127.0.0.1"
+    dashboard: Annotated[Optional[str], _opt("Serve a live page of the run at this address (alone, or 0: a free port on 127.0.0.1; the URL is printed first); it shows the report when the run ends.", P_OUTPUT, metavar="[HOST:]PORT")] = None
+    dashboard_linger: Annotated[Optional[str], _opt("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, metavar="DURATION")] = None
     quiet: Annotated[bool, _opt("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q")] = False
     verbose: Annotated[bool, _opt("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v")] = False
 
     def labels(self) -> dict[str, str]:
         return parse_labels(self.label)
 
+    def dashboard_at(self) -> tuple[str, int] | None:
+        """--dashboard's (host, port), 0 for any free port; None without it."""
+        if self.dashboard is None:
+            return None
+        from llmbench.report.dashboard.address import parse_address
+        return parse_address(self.dashboard)
+
+    def linger_s(self) -> float | None:
+        """--dashboard-linger in seconds; None: until Ctrl-C."""
+        if self.dashboard_linger is None:
+            return None
+        return duration(self.dashboard_linger, "--dashboard-linger")
+
     def validate(self) -> "OutputOpts":
         count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        self.dashboard_at()
+        if self.dashboard_linger is not None and self.dashboard is None:
+            raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
+        self.linger_s()
         if self.quiet and self.verbose:
             raise UsageError("--quiet and --verbose ask for opposite things: give one")
         self.labels()

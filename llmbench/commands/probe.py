@@ -88,7 +88,12 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
         step["monitor"] = w.monitor
         return step
     shape.judge = judge
-    shape.on_step = lambda s: harness.say(_row(s))
+    def on_step(s: dict[str, Any]) -> None:
+        harness.say(_row(s))
+        if harness.dashboard is not None:
+            from llmbench.results.folder import clean_nan
+            harness.dashboard.step(clean_nan(s))
+    shape.on_step = on_step
     print(HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results

@@ -144,11 +144,15 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         harness.say(console.ramp_row(step.as_dict()))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
-        if run_dir is not None:
+        if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
-            _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
-                 False, True, []).write(run_dir)
+            doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
+                       ServerSeen(None, None, []), False, True, []).write(run_dir)
+            if harness.dashboard is not None:   # its thresholds, and the verdict so far
+                harness.dashboard.step(doc["steps"][-1], doc.get("verdict"))
     shape.on_step = on_step
+    if harness.dashboard is not None:
+        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds])
     from llmbench import wire
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)

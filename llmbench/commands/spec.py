@@ -304,6 +304,7 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                   progress=False if quiet else (o.progress if progress is None else progress),
                   replay=replay,
                   metrics_at=None if o.metrics_port is None else (o.metrics_host, o.metrics_port),
+                  dashboard_at=o.dashboard_at(), dashboard_linger_s=o.linger_s(),
                   quiet=quiet, verbose=o.verbose)
 
 

@@ -60,8 +60,14 @@ def _chart(svg: str, title: str) -> str:
 def _thresholds(run: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
     which line it bounds)."""
+    return chart_thresholds((run.get("config", {}).get("ramp", {}) or {}).get("thresholds", []))
+
+
+def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
+    """The first TTFT and ITL latency threshold of these, with its statistic (the report's
+    charts and the dashboard's draw the same lines)."""
     out: dict[str, tuple[float, str]] = {}
-    for text in (run.get("config", {}).get("ramp", {}) or {}).get("thresholds", []):
+    for text in texts or ():
         try:
             t = parse_threshold(text)
         except ThresholdError:
@@ -99,6 +105,32 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
                 "E2EL p95", "out tok/s", "req/s", "errors", "result"]
 
 
+def steps_table(steps: Sequence[dict[str, Any]], unit: str) -> str:
+    """A ramp's steps (run.json's), one row each: the report's table, and the dashboard's."""
+    rows, classes = _step_rows(steps)
+    return _table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes)
+
+
+def verdict_box(v: dict[str, Any], closed_loop_note: str | None = None,
+                empty: str = "No step finished.") -> str:
+    """A ramp's verdict: the result, the knee, drifting steps, the evidence and the advice."""
+    bad = v.get("kind") not in ("held", None)
+    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", empty))}</b>']
+    # the knee between the steps, and steps that had not settled (stepstats)
+    if (v.get("knee") or {}).get("text"):
+        body.append(f'<br><b class="knee">{e(v["knee"]["text"])}</b>')
+    for line in v.get("steady_note") or []:
+        body.append(f'<br><span class="drift">{e(line)}</span>')
+    for line in v.get("evidence", []):
+        body.append(f"<br>{e(line)}")
+    for line in v.get("advice", []):
+        body.append(f"<br><i>What to change:</i> {e(line)}")
+    if closed_loop_note:
+        body.append(f"<br><small>{e(closed_loop_note)}</small>")
+    body.append("</div>")
+    return "\n".join(body)
+
+
 def _errors(summary: Summary | dict[str, Any], where: str = "") -> str:
     samples = Summary.of(summary).error_samples
     if not samples:
@@ -129,24 +161,9 @@ def _settings(run: dict[str, Any]) -> str:
 def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.get("steps") or []
     unit = "users" if run.get("config", {}).get("ramp", {}).get("by", "users") == "users" else "req/s"
-    v = run.get("verdict") or {}
-    bad = v.get("kind") not in ("held", None)
-    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", "No step finished."))}</b>']
-    # the knee between the steps, and steps that had not settled (stepstats)
-    if (v.get("knee") or {}).get("text"):
-        body.append(f'<br><b class="knee">{e(v["knee"]["text"])}</b>')
-    for line in v.get("steady_note") or []:
-        body.append(f'<br><span class="drift">{e(line)}</span>')
-    for line in v.get("evidence", []):
-        body.append(f"<br>{e(line)}")
-    for line in v.get("advice", []):
-        body.append(f"<br><i>What to change:</i> {e(line)}")
-    if run.get("closed_loop_note"):
-        body.append(f"<br><small>{e(run['closed_loop_note'])}</small>")
-    body.append("</div>")
+    body = [verdict_box(run.get("verdict") or {}, run.get("closed_loop_note"))]
     body.append("<h2>Steps</h2>")
-    rows, classes = _step_rows(steps)
-    body.append(_table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes))
+    body.append(steps_table(steps, unit))
     body.append("<p class=meta>A step's numbers come from the requests that started in its hold "
                 "window.</p>")
     if steps:

@@ -1,0 +1,219 @@
+"""What the dashboard shows of a run in progress, from the live state the harness keeps: the
+finished records (``observe``, the only call made on the event loop: one deque append, as the
+Prometheus exporter and the terminal view do) and the counters, load, step and generator state
+read once a second (``Gauges``).
+
+``LiveSeries.tick`` runs in the dashboard's feeder thread, never on the event loop. It drains the
+records into per-second buckets (a request counts in the second it finished, as a Prometheus
+histogram observes it) and into the current step's figures so far, and returns plain numbers:
+the rows of the last few seconds (a record may reach the coordinator a little after it finished,
+so the last ``OPEN_S`` seconds are sent again until they are closed) and the gauges. Nothing
+here renders: the numbers go to the dashboard's own process, which draws them.
+
+Definitions are the summary's (METRICS.md): TTFT = first token event - start, ITL = every gap
+between two token events, over successful measured requests (not warm-up, not cut by our own
+interrupt); percentiles are numpy's linear ones, as vLLM's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llmbench.records.record import Record
+
+OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
+MAX_GAPS = 50_000                # inter-token gaps kept for the current step's percentiles
+SEND_DELAY_WINDOW_S = 10.0       # the generator's send delay p99: the last 10 s, as Prometheus
+
+
+@dataclass
+class Gauges:
+    """The live state at one tick, read by the harness's provider in the feeder thread (plain
+    reads of ints and floats the loop writes: a tick may see a second-old value, never a torn
+    one)."""
+
+    t_s: float | None = None             # seconds since dispatch began (None: not yet)
+    started: int = 0
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    waiting_first: int = 0
+    events: int = 0                      # token events received so far
+    users: int = 0                       # virtual users active now
+    load: float = 0.0                    # the step's (or run's) users or requests/s
+    step: int | None = None
+    phase: str | None = None
+    lag_p99_ms: float | None = None
+    cpu_pct: float | None = None
+    busiest: str | None = None           # --workers: which process the generator figures are
+    server: dict[str, Any] | None = None   # the server probe's last sample (its own state)
+
+
+def _pct(values: Any, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * 1000.0
+
+
+@dataclass
+class _Second:
+    n: int = 0
+    ok: int = 0
+    ttft: list[float] = field(default_factory=list)
+    gaps: list[np.ndarray] = field(default_factory=list)
+    errors: Counter = field(default_factory=Counter)
+    state: dict[str, Any] | None = None          # the gauges at the second's end
+
+
+@dataclass
+class _StepSoFar:
+    done: int = 0
+    failed: int = 0
+    ttft: list[float] = field(default_factory=list)
+    gaps: deque = field(default_factory=deque)          # arrays, the newest MAX_GAPS values
+    n_gaps: int = 0
+
+    def add_gaps(self, g: np.ndarray) -> None:
+        if not len(g):
+            return
+        self.gaps.append(g)
+        self.n_gaps += len(g)
+        while self.n_gaps - len(self.gaps[0]) >= MAX_GAPS and len(self.gaps) > 1:
+            self.n_gaps -= len(self.gaps.popleft())
+
+
+def error_label(rec: Record) -> str:
+    """An error's kind as the page groups it: http_status with its status."""
+    kind = rec.error_kind or "error"
+    return f"{kind} {rec.status}" if kind == "http_status" and rec.status else kind
+
+
+@dataclass
+class LiveSeries:
+    """Per-second rows and the current step's figures, fed by ``observe`` and ``tick``."""
+
+    _pending: deque = field(default_factory=deque)
+    _seconds: dict[int, _Second] = field(default_factory=dict)
+    _closed_before: int = 0                  # rows below this second are final (sent)
+    _steps: dict[int, _StepSoFar] = field(default_factory=dict)
+    errors: Counter = field(default_factory=Counter)
+    error_samples: dict[str, str] = field(default_factory=dict)    # kind -> a first body
+    _send: deque = field(default_factory=deque)                    # (done, send delay)
+    _last_events: int = 0
+    _last_t: float | None = None
+    t0: float | None = None                  # perf_counter when dispatch began
+
+    # -- on the event loop ---------------------------------------------------------------------
+    def observe(self, rec: Record) -> None:
+        self._pending.append(rec)
+
+    # -- in the feeder thread ------------------------------------------------------------------
+    def _drain(self) -> None:
+        pending = self._pending
+        t0 = self.t0
+        while pending:
+            rec = pending.popleft()
+            if rec.warmup or rec.error_kind == "interrupted":
+                continue
+            if t0 is None:
+                continue                     # the preflight's records (none are observed)
+            sec = max(int(math.floor(rec.done - t0)), self._closed_before)
+            b = self._seconds.get(sec)
+            if b is None:
+                b = self._seconds[sec] = _Second()
+            st = self._steps.get(-1 if rec.step is None else rec.step)
+            if st is None:
+                st = self._steps[-1 if rec.step is None else rec.step] = _StepSoFar()
+            b.n += 1
+            st.done += 1
+            if rec.send_delay is not None:
+                self._send.append((rec.done, rec.send_delay))
+            if not rec.ok:
+                label = error_label(rec)
+                b.errors[label] += 1
+                st.failed += 1
+                self.errors[label] += 1
+                if label not in self.error_samples and rec.error:
+                    self.error_samples[label] = rec.error[:200]
+                continue
+            b.ok += 1
+            ttft = rec.ttft
+            if ttft is not None:
+                b.ttft.append(ttft)
+                st.ttft.append(ttft)
+            times = rec.token_times
+            if len(times) > 1:
+                g = np.diff(np.asarray(times, dtype=float))
+                b.gaps.append(g)
+                st.add_gaps(g)
+
+    def tick(self, g: Gauges, now: float) -> dict[str, Any]:
+        """Drain what finished, and return this tick's message: the gauges, the rows of the
+        seconds still open (final ones once, then no more), the step so far and the errors."""
+        if self.t0 is None and g.t_s is not None:
+            self.t0 = now - g.t_s
+        self._drain()
+        tok_s = None
+        if self._last_t is not None and now > self._last_t:
+            tok_s = (g.events - self._last_events) / (now - self._last_t)
+        self._last_events, self._last_t = g.events, now
+        cutoff = now - SEND_DELAY_WINDOW_S
+        while self._send and self._send[0][0] < cutoff:
+            self._send.popleft()
+        send = [d for _, d in self._send]
+        server = g.server or {}
+        state = {"users": g.users, "load": g.load, "step": g.step, "phase": g.phase,
+                 "in_flight": g.in_flight, "waiting_first": g.waiting_first, "tok_s": tok_s,
+                 "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct,
+                 "send_delay_p99_ms": _ms(_pct(send, 99)),
+                 **{f"server_{k}": server[k] for k in ("running", "waiting", "kv_cache_usage")
+                    if isinstance(server.get(k), (int, float))}}
+        rows: list[dict[str, Any]] = []
+        if self.t0 is not None:
+            current = int(math.floor(now - self.t0))       # the second in progress
+            for sec in range(self._closed_before, current):
+                b = self._seconds.get(sec)
+                if b is None:
+                    b = self._seconds[sec] = _Second()
+                if b.state is None:
+                    b.state = state      # the first tick after the second ended
+                rows.append(self._row(sec, b))
+            # a second is final OPEN_S seconds after it ended (records reach us by then)
+            close = max(current - OPEN_S, self._closed_before)
+            for sec in range(self._closed_before, close):
+                self._seconds.pop(sec, None)
+            self._closed_before = close
+        key = -1 if g.step is None else g.step
+        st = self._steps.get(key) or _StepSoFar()
+        gaps = np.concatenate(list(st.gaps)) if st.gaps else np.empty(0)
+        return {
+            "t_s": g.t_s, "gauges": {
+                "started": g.started, "done": g.done, "failed": g.failed,
+                "in_flight": g.in_flight, "waiting_first": g.waiting_first, "users": g.users,
+                "load": g.load, "step": g.step, "phase": g.phase, "tok_s": tok_s,
+                "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct, "busiest": g.busiest,
+                "send_delay_p99_ms": state["send_delay_p99_ms"], "server": g.server},
+            "rows": rows,
+            "step_so_far": {
+                "step": g.step, "done": st.done, "failed": st.failed,
+                "ttft_p50_ms": _ms(_pct(st.ttft, 50)), "ttft_p95_ms": _ms(_pct(st.ttft, 95)),
+                "ttft_p99_ms": _ms(_pct(st.ttft, 99)), "itl_p50_ms": _ms(_pct(gaps, 50)),
+                "itl_p95_ms": _ms(_pct(gaps, 95)), "itl_p99_ms": _ms(_pct(gaps, 99))},
+            "errors": dict(self.errors.most_common()),
+            "error_samples": dict(self.error_samples),
+        }
+
+    def _row(self, sec: int, b: _Second) -> dict[str, Any]:
+        gaps = np.concatenate(b.gaps) if b.gaps else np.empty(0)
+        return {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
+                "failed": b.n - b.ok,
+                "ttft_p50_ms": _ms(_pct(b.ttft, 50)), "ttft_p95_ms": _ms(_pct(b.ttft, 95)),
+                "itl_p50_ms": _ms(_pct(gaps, 50)), "itl_p95_ms": _ms(_pct(gaps, 95)),
+                "errors": dict(b.errors)}
