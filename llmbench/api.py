@@ -60,9 +60,26 @@ def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, An
     from llmbench.commands.spec import LAYOUTS
     options.setdefault("progress", False)
     progress = options["progress"]
-    with _typed_errors(), _output(progress):
+    with _typed_errors():
         groups = LAYOUTS[command].build(options, f"llmbench.{command}()")
-        return work(groups)
+        board = _dashboard(groups.get("output"))
+        with _output(progress):
+            done = work(groups)
+        if board is not None:
+            # left up for the next run (and until the interpreter exits), unless a linger
+            # was given: then kept that long and closed
+            from llmbench.report.dashboard import handle
+            handle.end_of_command(cli=False)
+        return done
+
+
+def _dashboard(output: Any) -> Any:
+    """dashboard=: opened before the output is silenced, so its URL reaches the caller."""
+    if output is None or getattr(output, "dashboard", None) is None:
+        return None
+    output.validate()
+    from llmbench.report.dashboard import handle
+    return handle.shared(output.dashboard_at())
 
 
 def _result(done: Any, what: str) -> Run:

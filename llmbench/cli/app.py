@@ -310,6 +310,31 @@ def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics
             show(sub, "    ")
 
 
+@app.command()
+@_guard
+def dashboard(
+    folder: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
+    host: Annotated[str, typer.Option(help="The address to listen on (0.0.0.0: every interface, to share the page on a LAN).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port (0: any free one, printed).")] = 0,
+) -> None:
+    """Serve a finished run or sweep as --dashboard shows it when a run ends, until Ctrl-C."""
+    from llmbench.commands.options import count
+    from llmbench.report.dashboard.address import url_of
+    from llmbench.report.dashboard.server import folder_html, serve_folder
+    count(port, "--port", lo=0, hi=65535)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder; give a run or sweep folder (llmbench runs lists them)")
+    text = folder_html(folder)
+
+    def listening(p: int) -> None:
+        typer.echo(f"Dashboard: {url_of(host, p)} serving {folder} (Ctrl-C to stop)", err=True)
+    try:
+        serve_folder(folder, text, host, port, listening)
+    except OSError as exc:
+        raise UsageError(f"--host {host} --port {port}: cannot listen there "
+                         f"({exc.strerror or exc}); choose a free port, or 0 for any")
+
+
 # -- datasets inspect ----------------------------------------------------------------------------
 @datasets_app.command("inspect")
 @_guard

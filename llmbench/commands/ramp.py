@@ -149,7 +149,11 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
                        ServerSeen(None, None, []), False, True, []).write(run_dir)
             if harness.dashboard is not None:   # its thresholds, and the verdict so far
-                harness.dashboard.step(doc["steps"][-1], doc.get("verdict"))
+                v = dict(doc.get("verdict") or {})
+                if v and all(st["held"] for st in doc["steps"]):
+                    # not "stopped after k of n steps": the ramp goes on
+                    v["result"] = verdict_mod.result_line(doc["steps"], shape.unit)
+                harness.dashboard.step(doc["steps"][-1], v or None)
     shape.on_step = on_step
     if harness.dashboard is not None:
         harness.dashboard.plan(thresholds=[t.text for t in r.thresholds])

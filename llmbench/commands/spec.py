@@ -785,7 +785,8 @@ def sweep_plan(g: dict[str, Any], progress: bool | None = None):
                      expect=setup.expect, unit="users" if setup.by == "users" else "req/s",
                      ramp=_sweep_ramp(setup), config=_sweep_config(setup),
                      target_options=setup.server.target_options(),
-                     replay=replay_of(SWEEP, g))
+                     replay=replay_of(SWEEP, g), dashboard_at=setup.output.dashboard_at(),
+                     dashboard_linger_s=setup.output.linger_s())
 
 
 # -- probe ---------------------------------------------------------------------------------------

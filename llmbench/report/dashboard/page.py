@@ -265,8 +265,11 @@ def verdict_html(state: dict[str, Any]) -> str:
         kind = (state.get("meta") or {}).get("kind")
         return ('<div class="verdict pending">No verdict yet: it comes with the first judged '
                 f'step{"" if kind == "ramp" else " (or the end of the run)"}.</div>')
-    so_far = "" if state.get("status") == "final" else \
-        '<p class="meta">The verdict so far (the ramp is still going).</p>'
+    meta = state.get("meta") or {}
+    n, of = len(state.get("steps") or []), meta.get("n_steps")
+    so_far = "" if state.get("status") in ("final", "ended") else (
+        f'<p class="meta">So far: {e(n)} of {e(of)} steps judged; the ramp goes on.</p>'
+        if of else '<p class="meta">So far; the run goes on.</p>')
     return so_far + verdict_box(v, None, "No step finished.")
 
 

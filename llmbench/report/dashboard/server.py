@@ -272,6 +272,19 @@ def _feed(store: Store, server: ThreadingHTTPServer) -> None:
     threading.Thread(target=server.shutdown, daemon=True).start()
 
 
+def folder_html(folder: Path) -> str:
+    """A run's or a sweep's report.html, drawn now from its folder (as ``llmbench report``
+    does; one line for a folder that is not one)."""
+    folder = Path(folder)
+    if (folder / "sweep.json").is_file():
+        from llmbench.report import sweep_html
+        return sweep_html.render(folder)
+    from llmbench.analysis.recover import load_checked
+    from llmbench.report import html
+    load_checked(folder, "serve")
+    return html.render(folder)
+
+
 def serve_folder(folder: Path, html_text: str, host: str, port: int,
                  on_listen: Any = None) -> None:
     """Serve a finished run or sweep folder's report as the dashboard does at a run's end,
