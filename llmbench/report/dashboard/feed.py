@@ -154,9 +154,10 @@ class LiveSeries:
                 b.gaps.append(g)
                 st.add_gaps(g)
 
-    def tick(self, g: Gauges, now: float) -> dict[str, Any]:
+    def tick(self, g: Gauges, now: float, last: bool = False) -> dict[str, Any]:
         """Drain what finished, and return this tick's message: the gauges, the rows of the
-        seconds still open (final ones once, then no more), the step so far and the errors."""
+        seconds still open (final ones once, then no more), the step so far and the errors.
+        ``last``: the run is over, so the second in progress is its last row."""
         if self.t0 is None and g.t_s is not None:
             self.t0 = now - g.t_s
         self._drain()
@@ -178,6 +179,8 @@ class LiveSeries:
         rows: list[dict[str, Any]] = []
         if self.t0 is not None:
             current = int(math.floor(now - self.t0))       # the second in progress
+            if last:
+                current = max(current + 1, max(self._seconds, default=-1) + 1)
             for sec in range(self._closed_before, current):
                 b = self._seconds.get(sec)
                 if b is None:

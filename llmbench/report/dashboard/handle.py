@@ -148,13 +148,13 @@ class Dashboard:
             if stop.wait(wait):
                 return
 
-    def _tick(self) -> None:
+    def _tick(self, last: bool = False) -> None:
         with self._lock:
             series, gauges = self._series, self._gauges
             if series is None or gauges is None:
                 return
             try:
-                msg = series.tick(gauges(), time.perf_counter())
+                msg = series.tick(gauges(), time.perf_counter(), last)
             except Exception as exc:  # noqa: BLE001 - a page must never stop a run
                 if self.broken is None:
                     self.broken = f"the dashboard's feed failed ({type(exc).__name__}: {exc})"
@@ -170,7 +170,7 @@ class Dashboard:
             self._stop_feed.set()
             feeder.join(timeout=5.0)
             self._feeder = None
-            self._tick()
+            self._tick(last=True)
         self._gauges = None
 
     def step(self, step: dict[str, Any], verdict: dict[str, Any] | None = None) -> None:

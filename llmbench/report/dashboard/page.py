@@ -358,9 +358,13 @@ def title(meta: dict[str, Any]) -> str:
 
 def update(state: dict[str, Any]) -> dict[str, Any]:
     """One event's payload: every number and fragment (the whole page, a few tens of kB)."""
+    rows = state.get("rows") or []
     return {"version": state.get("version", 0),
             "final": state.get("status") in ("final", "failed"),
-            "text": texts(state), "html": fragments(state)}
+            "text": texts(state), "html": fragments(state),
+            # the per-second rows' totals (every request counts in one second)
+            "series": {"seconds": len(rows), "finished": sum(r.get("requests") or 0 for r in rows),
+                       "failed": sum(r.get("failed") or 0 for r in rows)}}
 
 
 CSS_EXTRA = """
