@@ -102,11 +102,36 @@ def _dashboard_gauges(s: Session, t0: list[float]):
         c = s.counters
         return SimpleNamespace(t_s=time.perf_counter() - t0[0] if t0 else None,
                                started=c.started, done=c.done, failed=c.failed,
-                               in_flight=c.in_flight, waiting_first=c.waiting_first,
-                               events=c.events, users=c.in_flight, load=float(c.in_flight),
+                               in_flight=c.in_flight, events=c.events, users=c.in_flight, load=float(c.in_flight),
                                step=None, phase=None, lag_p99_ms=None, cpu_pct=None,
                                busiest=None, server=None)
     return read
+
+
+def tree_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and every descendant (from /proc)."""
+    if pid is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parts = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(parts[1]), (int(parts[11]) + int(parts[12])) / tick)
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen or p not in stats:
+            continue
+        seen.add(p)
+        total += stats[p][1]
+        todo.extend(c for c, (ppid, _) in stats.items() if ppid == p)
+    return total
 
 
 def open_browser(url: str):
@@ -156,11 +181,20 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
                 await asyncio.sleep(3.0)            # the page is loaded and listening
         monitor = LoopMonitor()
         monitor.start()
+        page_pid = board._proc.pid if board is not None and board._proc is not None else None
+        page0, browser0 = tree_cpu_s(page_pid), tree_cpu_s(browser.pid if browser else None)
         cpu0, t0 = time.process_time(), time.perf_counter()
         if board is not None:
             t0_box.append(t0)
         await run_closed(s, wl.conversations, streams, None, seconds)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        if board is not None:
+            page_s = tree_cpu_s(page_pid) - page0
+            browser_s = tree_cpu_s(browser.pid if browser else None) - browser0
+            print(f"  dashboard: its process used {page_s:.2f} s of CPU over {wall:.1f} s "
+                  f"({page_s / wall * 100:.1f}% of a core)"
+                  + (f"; chromium {browser_s:.2f} s ({browser_s / wall * 100:.1f}%)"
+                     if browser else ""))
         await monitor.stop()
         records = list(s.records)
         if board is not None:

@@ -302,7 +302,7 @@ class OutputOpts(OptionGroup):
     progress: Annotated[Optional[bool], _opt("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress")] = None
     metrics_port: Annotated[Optional[int], _opt("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, metavar="PORT")] = None
     metrics_host: Annotated[str, _opt("--metrics-port: the address to listen on.", P_OUTPUT, metavar="ADDR")] = "127.0.0.1"
-    dashboard: Annotated[Optional[str], _opt("Serve a live page of the run at this address (alone, or 0: a free port on 127.0.0.1; the URL is printed first); it shows the report when the run ends.", P_OUTPUT, metavar="[HOST:]PORT")] = None
+    dashboard: Annotated[Optional[str], _opt("Serve a live page of the run at [HOST:]PORT (alone, or 0: a free port on 127.0.0.1; the URL is printed first); it shows the report when the run ends.", P_OUTPUT, metavar="ADDR")] = None
     dashboard_linger: Annotated[Optional[str], _opt("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, metavar="DURATION")] = None
     quiet: Annotated[bool, _opt("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q")] = False
     verbose: Annotated[bool, _opt("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v")] = False

@@ -365,7 +365,7 @@ class Harness:
         return SimpleNamespace(
             t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
             started=total.started, done=total.done, failed=total.failed,
-            in_flight=total.in_flight, waiting_first=total.waiting_first, events=total.events,
+            in_flight=total.in_flight, events=total.events,
             users=live.users, load=live.load, step=live.step, phase=live.phase,
             lag_p99_ms=latest.lag_p99_ms if latest is not None else None,
             cpu_pct=latest.cpu_pct if latest is not None else None,

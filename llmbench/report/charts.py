@@ -590,7 +590,7 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
     def col(key: str) -> list[float]:
         return [_finite(r.get(key)) for r in pts]
     has_server = any("server_running" in r or "server_waiting" in r for r in pts)
-    labels = ["users", "in flight", "waiting for first token", "TTFT p50", "TTFT p95",
+    labels = ["users", "in flight", "TTFT p50", "TTFT p95",
               "ITL p50", "ITL p95", "finished ok", "failed", "llmbench loop lag p99",
               "llmbench send delay p99", "server: running", "server: waiting", "threshold"]
     legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
@@ -603,12 +603,11 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
               for j in range(n)]
     limits = thresholds or {}
     ax = panels[0]
-    users, in_flight, waiting = col("users"), col("in_flight"), col("waiting_first")
+    users, in_flight = col("users"), col("in_flight")
     _ylim(ax, [*users, *in_flight])
     if unit == "users" and not all(np.isnan(users)):
         ax.line(t, users, "users", _COLORS[0], "--", width=1.6, clip=False)
     ax.line(t, in_flight, "in flight", "#333", width=1.2, clip=False)
-    ax.line(t, waiting, "waiting for first token", _COLORS[4], ":", width=1.2, clip=False)
     ax.ylabel = "requests / users" if unit == "users" else "requests"
     for ax, metric, name, color in ((panels[1], "ttft", "TTFT", _COLORS[3]),
                                     (panels[2], "itl", "ITL", _COLORS[2])):

@@ -37,7 +37,7 @@ def rec(i: int, start: float, ttft: float, gaps: list[float], step: int | None =
 
 
 def gauges(t_s: float, **kw) -> SimpleNamespace:
-    base = dict(t_s=t_s, started=0, done=0, failed=0, in_flight=0, waiting_first=0, events=0,
+    base = dict(t_s=t_s, started=0, done=0, failed=0, in_flight=0, events=0,
                 users=2, load=2.0, step=0, phase="hold", lag_p99_ms=0.5, cpu_pct=10.0,
                 busiest=None, server=None)
     return SimpleNamespace(**{**base, **kw})

@@ -42,7 +42,6 @@ class Gauges:
     done: int = 0
     failed: int = 0
     in_flight: int = 0
-    waiting_first: int = 0
     events: int = 0                      # token events received so far
     users: int = 0                       # virtual users active now
     load: float = 0.0                    # the step's (or run's) users or requests/s
@@ -51,7 +50,8 @@ class Gauges:
     lag_p99_ms: float | None = None
     cpu_pct: float | None = None
     busiest: str | None = None           # --workers: which process the generator figures are
-    server: dict[str, Any] | None = None   # the server probe's last sample (its own state)
+    # each server probe's last reading (the server's own state), by target name
+    server: dict[str, dict[str, Any]] | None = None
 
 
 def _pct(values: Any, q: float) -> float | None:
@@ -169,9 +169,11 @@ class LiveSeries:
         while self._send and self._send[0][0] < cutoff:
             self._send.popleft()
         send = [d for _, d in self._send]
-        server = g.server or {}
+        # the server's own state: the backend's probe (a probe's direct path), else the first
+        probes = g.server or {}
+        server = probes.get("direct") or probes.get("main") or next(iter(probes.values()), {})
         state = {"users": g.users, "load": g.load, "step": g.step, "phase": g.phase,
-                 "in_flight": g.in_flight, "waiting_first": g.waiting_first, "tok_s": tok_s,
+                 "in_flight": g.in_flight, "tok_s": tok_s,
                  "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct,
                  "send_delay_p99_ms": _ms(_pct(send, 99)),
                  **{f"server_{k}": server[k] for k in ("running", "waiting", "kv_cache_usage")
@@ -199,7 +201,7 @@ class LiveSeries:
         return {
             "t_s": g.t_s, "gauges": {
                 "started": g.started, "done": g.done, "failed": g.failed,
-                "in_flight": g.in_flight, "waiting_first": g.waiting_first, "users": g.users,
+                "in_flight": g.in_flight, "users": g.users,
                 "load": g.load, "step": g.step, "phase": g.phase, "tok_s": tok_s,
                 "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct, "busiest": g.busiest,
                 "send_delay_p99_ms": state["send_delay_p99_ms"], "server": g.server},

@@ -273,6 +273,9 @@ def verdict_html(state: dict[str, Any]) -> str:
     return so_far + verdict_box(v, None, "No step finished.")
 
 
+_STEP_CHARTS: dict[str, str] = {}       # drawn once per set of judged steps, not per second
+
+
 def step_charts(state: dict[str, Any]) -> str:
     """The report's step charts over the steps judged so far (a ramp: latency and throughput
     against load; a probe: the router's overhead)."""
@@ -280,6 +283,17 @@ def step_charts(state: dict[str, Any]) -> str:
     steps = state.get("steps") or []
     if not steps:
         return ""
+    import json
+    key = json.dumps([meta.get("kind"), meta.get("unit"), meta.get("thresholds"), steps],
+                     sort_keys=True, default=str)
+    got = _STEP_CHARTS.get(key)
+    if got is None:
+        _STEP_CHARTS.clear()
+        got = _STEP_CHARTS[key] = _step_charts(meta, steps)
+    return got
+
+
+def _step_charts(meta: dict[str, Any], steps: list[dict[str, Any]]) -> str:
     if meta.get("kind") == "probe":
         try:
             return _chart(charts.probe_overhead(steps), "router overhead")
