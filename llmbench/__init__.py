@@ -32,6 +32,8 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'llmbench' has no attribute {name!r}")
     import importlib
     value = getattr(importlib.import_module(where), name)
+    if where == "llmbench.results.schema":
+        importlib.import_module("llmbench.report.notebook")   # results draw in Jupyter
     globals()[name] = value
     return value
 

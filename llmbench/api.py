@@ -10,7 +10,9 @@ the line the command line prints; a server that cannot be used raises ``ServerUn
 ``ServerRefused``); a run that started but did not end as a result raises ``RunFailed``, which
 carries what was measured (``exc.run``). Nothing is printed unless ``progress=True`` (then
 everything the command prints, tables and the live line), or ``progress=None`` (the tables,
-and the live line on a terminal).
+and the live line on a terminal). In a Jupyter kernel (or with ``progress="notebook"``) the
+cell shows the live view while it runs (llmbench/report/notebook.py), and the Run it returns
+draws its report in the cell.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import contextlib
 import inspect
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
 from llmbench.results.schema import Run
+import llmbench.report.notebook  # noqa: F401,E402  (a Run and a Step draw themselves in Jupyter)
 
 __all__ = ["run", "ramp", "sweep", "probe", "load_run", "mock"]
 
@@ -58,13 +62,33 @@ def _typed_errors() -> Iterator[None]:
 
 def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, Any]], Any]) -> Any:
     from llmbench.commands.spec import LAYOUTS
+    from llmbench.report import notebook
+    # progress="notebook" (or none given, in a Jupyter kernel): the live view in the cell
+    in_cell = options.get("progress") == "notebook" or (
+        "progress" not in options and notebook.in_notebook())
+    if options.get("progress") == "notebook":
+        options["progress"] = False
+        if not notebook.in_notebook():
+            print("note: progress='notebook' needs a Jupyter kernel (IPython's display), and "
+                  "this is not one: showing the console's live view instead", file=sys.stderr)
+            options["progress"], in_cell = True, False
     options.setdefault("progress", False)
     progress = options["progress"]
     with _typed_errors():
         groups = LAYOUTS[command].build(options, f"llmbench.{command}()")
         board = _dashboard(groups.get("output"))
-        with _output(progress):
-            done = work(groups)
+        cell = None
+        if in_cell:
+            from llmbench.report.dashboard import handle
+            cell = notebook.cell_view()
+            handle.set_cell_view(cell)
+        try:
+            with _output(progress):
+                done = work(groups)
+        finally:
+            if cell is not None:
+                handle.set_cell_view(None)
+                cell.close()
         if board is not None:
             # left up for the next run (and until the interpreter exits), unless a linger
             # was given: then kept that long and closed

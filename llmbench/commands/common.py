@@ -79,11 +79,12 @@ class Common:
             h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
         if shape is not None and self.progress is not False:
             h.board = board_for(shape)
-        if self.dashboard_at is not None and shape is not None:
+        if shape is not None and (self.dashboard_at is not None or _cell_view()):
             from llmbench.report.dashboard import handle
-            h.dashboard = handle.shared(self.dashboard_at)   # one per command (a sweep's too)
-            h.dashboard.linger_s = self.dashboard_linger_s
-            h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
+            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
+            h.dashboard = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
+            if h.dashboard is not None:
+                h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
         if self.verbose:
             h.verbose = True
             self.say_decisions(h)
@@ -277,6 +278,12 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
 
 
 def _dashboard() -> Any:
-    """The --dashboard open in this process, if any (its module is loaded only when one is)."""
+    """The --dashboard open in this process and a notebook cell's live view, if any (its module
+    is loaded only when one is)."""
     mod = sys.modules.get("llmbench.report.dashboard.handle")
-    return mod.current() if mod is not None else None
+    return mod.for_end() if mod is not None else None
+
+
+def _cell_view() -> bool:
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return bool(mod is not None and mod._CELL)

@@ -413,11 +413,11 @@ def perform(plan: SweepPlan) -> Done:
         "environment": environment(), "pid": os.getpid()}
 
     board = None
-    if plan.dashboard_at is not None:
+    handle = sys.modules.get("llmbench.report.dashboard.handle")
+    if plan.dashboard_at is not None or (handle is not None and handle._CELL):
         # opened first (its URL is the first line); each setting's ramp feeds the same page
         from llmbench.report.dashboard import handle
-        board = handle.shared(plan.dashboard_at)
-        board.linger_s = plan.dashboard_linger_s
+        board = handle.for_run(plan.dashboard_at, plan.dashboard_linger_s)
         board.sweep({"settings": name_of_settings(plan.settings), "grid": points,
                      "unit": plan.unit})
 

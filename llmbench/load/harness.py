@@ -546,8 +546,8 @@ def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> li
         try:
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass            # not the main thread (a Jupyter cell's run): no handler there
     return installed
 
 

@@ -378,8 +378,14 @@ def render(run_dir: str | Path) -> str:
     if status == "failed":
         head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.get("error"))}</div>')
         return "\n".join(head + [_settings(run), "</body></html>"])
-    body = {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
-    return "\n".join(head + body + [_settings(run), "</body></html>"])
+    return "\n".join(head + body(run, lat, run_dir) + [_settings(run), "</body></html>"])
+
+
+def body(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
+    """A run's report between its title and its settings: the verdict, tables and charts of
+    its kind (a notebook shows the same, llmbench/report/notebook.py)."""
+    kind = run.get("kind", "run")
+    return {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
 
 
 def write(run_dir: str | Path, out: str | Path | None = None) -> Path:

@@ -397,6 +397,11 @@ class Step:
         """The step's load under the name a closed-loop ramp gives it."""
         return self.load
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: its thresholds and its summary (llmbench/report/notebook.py)."""
+        from llmbench.results.display import html_of
+        return html_of("step", self)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Step":
         d = dict(data)
@@ -452,6 +457,12 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
+
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: the verdict, the summary table and the main charts, inline SVG, no
+        network (llmbench/report/notebook.py; a sweep: its answer and settings)."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":

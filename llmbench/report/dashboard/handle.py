@@ -43,6 +43,19 @@ class Dashboard:
         self.in_sweep = False
         self.final = False
         self.linger_s: float | None = None        # --dashboard-linger (None: until Ctrl-C)
+        self.view: Any = None                     # a notebook cell's view instead of a page
+        self._closed = False
+
+    @classmethod
+    def in_cell(cls, view: Any) -> "Dashboard":
+        """The same feed into a notebook cell's view (report/notebook.CellView) in this
+        process: its ``send`` gets each message, in the writer thread, instead of a page."""
+        d = cls("", 0)
+        d.view = view
+        d._writer = threading.Thread(target=d._write_loop, name="llmbench-cell-view",
+                                     daemon=True)
+        d._writer.start()
+        return d
 
     # -- the child ------------------------------------------------------------------------------
     def open(self) -> "Dashboard":
@@ -76,14 +89,19 @@ class Dashboard:
 
     @property
     def alive(self) -> bool:
+        if self.view is not None:
+            return not self._closed
         return self._proc is not None and self._proc.poll() is None
 
     def send(self, msg: dict[str, Any]) -> None:
         """Queue a message for the page's process (never blocks: the writer thread writes)."""
-        if self._proc is not None and self.broken is None:
+        if (self._proc is not None or self.view is not None) and self.broken is None:
             self._out.put(msg)
 
     def _write_loop(self) -> None:
+        if self.view is not None:
+            self._to_view()
+            return
         proc = self._proc
         assert proc is not None and proc.stdin is not None
         while True:
@@ -105,6 +123,19 @@ class Dashboard:
                     print(f"warning: {self.broken}; the run goes on without its page",
                           file=sys.stderr, flush=True)
                 break
+
+    def _to_view(self) -> None:
+        while True:
+            msg = self._out.get()
+            if msg is None:
+                break
+            try:
+                self.view.send(_finite(msg))
+            except Exception as exc:  # noqa: BLE001 - a cell's view must never stop a run
+                if self.broken is None:
+                    self.broken = f"the live view failed ({type(exc).__name__}: {exc})"
+                    print(f"warning: {self.broken}; the run goes on", file=sys.stderr,
+                          flush=True)
 
     # -- a run ----------------------------------------------------------------------------------
     def begin(self, meta: dict[str, Any]) -> None:
@@ -236,6 +267,13 @@ class Dashboard:
 
     def close(self) -> None:
         self.stop_feed()
+        if self.view is not None:
+            if not self._closed:
+                self._closed = True
+                self._out.put(None)
+                if self._writer is not None:
+                    self._writer.join(timeout=5.0)
+            return
         proc = self._proc
         if proc is None:
             return
@@ -302,7 +340,8 @@ def _brief(run: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {"kind": run.get("kind"), "status": run.get("status"),
             "verdict": run.get("verdict"), "steps": run.get("steps"),
-            "summary": run.get("summary"), "thresholds": run.get("thresholds")}
+            "summary": run.get("summary"), "thresholds": run.get("thresholds"),
+            "router_bound": run.get("router_bound"), "error": run.get("error")}
 
 
 # -- one per command ----------------------------------------------------------------------------
@@ -336,6 +375,54 @@ def forget(d: Dashboard) -> None:
     for k, v in list(_SHARED.items()):
         if v is d:
             _SHARED.pop(k, None)
+
+
+class Tee:
+    """Several consumers of one run's feed (the page and a notebook cell's view): every call
+    goes to each."""
+
+    def __init__(self, boards: list[Dashboard]) -> None:
+        self.boards = boards
+
+    def __getattr__(self, name: str) -> Any:
+        calls = [getattr(b, name) for b in self.boards]
+
+        def each(*args: Any, **kw: Any) -> Any:
+            out = None
+            for c in calls:
+                out = c(*args, **kw)
+            return out
+        return each
+
+
+_CELL: list[Dashboard] = []        # the live view of the notebook cell running now, if any
+
+
+def set_cell_view(board: Dashboard | None) -> None:
+    """The API's notebook view for the call in progress (None: the call is over)."""
+    _CELL[:] = [board] if board is not None else []
+
+
+def for_run(address: tuple[str, int] | None, linger_s: float | None = None) -> Any:
+    """What a run feeds: the --dashboard page at ``address`` (opened on first use), a notebook
+    cell's live view, both (a Tee), or None."""
+    boards = []
+    if address is not None:
+        d = shared(address)
+        d.linger_s = linger_s
+        boards.append(d)
+    boards += [b for b in _CELL if b.alive]
+    if not boards:
+        return None
+    return boards[0] if len(boards) == 1 else Tee(boards)
+
+
+def for_end() -> Any:
+    """What a command's end tells (the page open in this process, a cell's view), or None."""
+    boards = [d for d in (current(),) if d is not None] + [b for b in _CELL if b.alive]
+    if not boards:
+        return None
+    return boards[0] if len(boards) == 1 else Tee(boards)
 
 
 def end_of_command(cli: bool) -> None:

@@ -105,6 +105,7 @@ class Store:
             st["error"] = msg.get("error")
         elif kind == "final":
             run = msg.get("run") or {}
+            st["run"] = run
             if run.get("verdict"):
                 st["verdict"] = run["verdict"]
             if run.get("steps"):
