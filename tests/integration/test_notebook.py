@@ -20,10 +20,21 @@ def _outputs(cell, kind: str) -> list[str]:
             if o.output_type == kind and "text/html" in o.get("data", {})]
 
 
+class Recording(NotebookClient):
+    """Keeps every update of a display (the live view's), by cell."""
+
+    def process_message(self, msg, cell, cell_index):
+        if msg["msg_type"] == "update_display_data":
+            self.updates.setdefault(cell_index, []).append(msg["content"]["data"]["text/html"])
+        return super().process_message(msg, cell, cell_index)
+
+
 def test_the_example_notebook_runs_against_the_mock(tmp_path):
     nb = nbformat.read(ROOT / "docs" / "notebook.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    client = Recording(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}})
+    client.updates = {}
+    client.execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     for c in code:
         assert not [o for o in c.outputs if o.output_type == "error"], c.outputs
@@ -33,6 +44,10 @@ def test_the_example_notebook_runs_against_the_mock(tmp_path):
     # the live view: one display, updated in place from "starting" to the verdict
     live = _outputs(code[0], "display_data")
     assert len(live) == 1 and ramp["verdict"]["result"] in live[0] and "starting" not in live[0]
+    # ... through the run: its steps and loads as they went, then the closing line
+    seen = client.updates[nb.cells.index(code[0])]
+    assert any("1/1 users" in u for u in seen) and any("3/3 users" in u for u in seen)
+    assert any("so far" in u for u in seen) and seen[-1] == live[0]
     # the Run the cell returns: its report's body, run.json's numbers in its steps table
     html = _outputs(code[0], "execute_result")[0]
     assert "<h2>Steps</h2>" in html and 'data-chart="latency vs load"' in html

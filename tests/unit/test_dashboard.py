@@ -178,3 +178,17 @@ def test_the_api_checks_the_options_before_anything_runs():
         llmbench.run(url="http://127.0.0.1:9/v1", model="m", dashboard="nope", requests=1)
     with pytest.raises(UsageError, match="--dashboard-linger goes with --dashboard"):
         llmbench.run(url="http://127.0.0.1:9/v1", model="m", dashboard_linger="5s", requests=1)
+
+
+def test_a_port_that_is_taken_is_one_line_before_anything_runs():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(UsageError) as got:
+            llmbench.run(url="http://127.0.0.1:9/v1", model="m", dashboard=f"127.0.0.1:{port}",
+                         requests=1)
+    text = str(got.value)
+    assert f"--dashboard 127.0.0.1:{port}: cannot serve the page" in text
+    assert "choose a free port" in text and "\n" not in text
