@@ -55,7 +55,7 @@ def test_rows_hold_each_seconds_percentiles_as_numpy_computes_them():
                  error=EVIL)
     for r in in_second_1 + skipped + [failed, later]:
         s.observe(r)
-    msg = s.tick(gauges(3.3, users=4, step=1), T0 + 3.3)
+    msg = s.tick(gauges(3.3, users=4, step=0), T0 + 3.3)
     rows = {r["t"]: r for r in msg["rows"]}
     assert set(rows) == {1, 2, 3}               # seconds 0, 1, 2 have ended
     r1 = rows[2]                                # the second [T0 + 1, T0 + 2)
@@ -69,9 +69,12 @@ def test_rows_hold_each_seconds_percentiles_as_numpy_computes_them():
     assert rows[3]["requests"] == 1 and rows[1]["requests"] == 0
     assert msg["errors"] == {"http_status 503": 1}
     assert msg["error_samples"]["http_status 503"] == EVIL[:200]
-    # the step so far is step 0's (the gauges say step 1 now: nothing of it yet)
-    assert msg["step_so_far"]["done"] == 0
-    assert s.tick(gauges(3.4, step=0), T0 + 3.4)["step_so_far"]["done"] == 12
+    # the step so far: step 0's measured requests, percentiles as numpy's over them
+    so = msg["step_so_far"]
+    assert so["done"] == 12 and so["failed"] == 1
+    assert so["ttft_p95_ms"] == pytest.approx(np.percentile(ttfts + [later.ttft], 95) * 1000)
+    # step 1 begins: nothing of it yet
+    assert s.tick(gauges(3.4, step=1), T0 + 3.4)["step_so_far"]["done"] == 0
 
 
 def test_a_late_record_revises_an_open_second_and_closed_ones_are_not_sent_again():

@@ -28,6 +28,7 @@ from llmbench.records.record import Record
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
 MAX_GAPS = 50_000                # inter-token gaps kept for the current step's percentiles
+MAX_TTFTS = 200_000              # ... and TTFTs (a run is one step: its newest requests)
 SEND_DELAY_WINDOW_S = 10.0       # the generator's send delay p99: the last 10 s, as Prometheus
 
 
@@ -73,20 +74,31 @@ class _Second:
 
 
 @dataclass
+class _Newest:
+    """The newest ``cap`` values, in arrays (a million-request run keeps a bounded few MB)."""
+
+    cap: int
+    parts: deque = field(default_factory=deque)
+    n: int = 0
+
+    def add(self, values: np.ndarray) -> None:
+        if not len(values):
+            return
+        self.parts.append(values)
+        self.n += len(values)
+        while len(self.parts) > 1 and self.n - len(self.parts[0]) >= self.cap:
+            self.n -= len(self.parts.popleft())
+
+    def values(self) -> np.ndarray:
+        return np.concatenate(list(self.parts)) if self.parts else np.empty(0)
+
+
+@dataclass
 class _StepSoFar:
     done: int = 0
     failed: int = 0
-    ttft: list[float] = field(default_factory=list)
-    gaps: deque = field(default_factory=deque)          # arrays, the newest MAX_GAPS values
-    n_gaps: int = 0
-
-    def add_gaps(self, g: np.ndarray) -> None:
-        if not len(g):
-            return
-        self.gaps.append(g)
-        self.n_gaps += len(g)
-        while self.n_gaps - len(self.gaps[0]) >= MAX_GAPS and len(self.gaps) > 1:
-            self.n_gaps -= len(self.gaps.popleft())
+    ttft: _Newest = field(default_factory=lambda: _Newest(MAX_TTFTS))
+    gaps: _Newest = field(default_factory=lambda: _Newest(MAX_GAPS))
 
 
 def error_label(rec: Record) -> str:
@@ -147,12 +159,12 @@ class LiveSeries:
             ttft = rec.ttft
             if ttft is not None:
                 b.ttft.append(ttft)
-                st.ttft.append(ttft)
+                st.ttft.add(np.array((ttft,)))
             times = rec.token_times
             if len(times) > 1:
                 g = np.diff(np.asarray(times, dtype=float))
                 b.gaps.append(g)
-                st.add_gaps(g)
+                st.gaps.add(g)
 
     def tick(self, g: Gauges, now: float, last: bool = False) -> dict[str, Any]:
         """Drain what finished, and return this tick's message: the gauges, the rows of the
@@ -196,8 +208,10 @@ class LiveSeries:
                 self._seconds.pop(sec, None)
             self._closed_before = close
         key = -1 if g.step is None else g.step
+        for old in [k for k in self._steps if k < key]:
+            del self._steps[old]            # a step that is over: its figures are judged
         st = self._steps.get(key) or _StepSoFar()
-        gaps = np.concatenate(list(st.gaps)) if st.gaps else np.empty(0)
+        gaps, ttfts = st.gaps.values(), st.ttft.values()
         return {
             "t_s": g.t_s, "gauges": {
                 "started": g.started, "done": g.done, "failed": g.failed,
@@ -208,8 +222,8 @@ class LiveSeries:
             "rows": rows,
             "step_so_far": {
                 "step": g.step, "done": st.done, "failed": st.failed,
-                "ttft_p50_ms": _ms(_pct(st.ttft, 50)), "ttft_p95_ms": _ms(_pct(st.ttft, 95)),
-                "ttft_p99_ms": _ms(_pct(st.ttft, 99)), "itl_p50_ms": _ms(_pct(gaps, 50)),
+                "ttft_p50_ms": _ms(_pct(ttfts, 50)), "ttft_p95_ms": _ms(_pct(ttfts, 95)),
+                "ttft_p99_ms": _ms(_pct(ttfts, 99)), "itl_p50_ms": _ms(_pct(gaps, 50)),
                 "itl_p95_ms": _ms(_pct(gaps, 95)), "itl_p99_ms": _ms(_pct(gaps, 99))},
             "errors": dict(self.errors.most_common()),
             "error_samples": dict(self.error_samples),

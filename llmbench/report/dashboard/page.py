@@ -77,6 +77,8 @@ def texts(state: dict[str, Any]) -> dict[str, str]:
     if unit == "users":
         if meta.get("kind") == "run" and meta.get("rate") is not None:
             out["load"] = f"{_load(meta['rate'])} req/s"
+        elif meta.get("kind") == "run" and meta.get("concurrency") is not None:
+            out["load"] = f"{_load(meta['concurrency'])} concurrent"
         else:
             out["load"] = f"{_count(g.get('users'))}/{_load(load)} users"
     else:
