@@ -156,7 +156,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                 harness.dashboard.step(doc["steps"][-1], v or None)
     shape.on_step = on_step
     if harness.dashboard is not None:
-        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds])
+        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)

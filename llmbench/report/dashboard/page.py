@@ -369,7 +369,9 @@ def title(meta: dict[str, Any]) -> str:
     kind = meta.get("kind") or "run"
     model, url = meta.get("model") or "", meta.get("url") or ""
     where = f": {model} at {url}" if model or url else ""
-    return f"llmbench {kind}{where}"
+    rep = meta.get("repeat") or {}
+    again = f" (repeat {rep.get('index')} of {rep.get('of')})" if rep.get("of") else ""
+    return f"llmbench {kind}{where}{again}"
 
 
 def update(state: dict[str, Any]) -> dict[str, Any]:
