@@ -28,7 +28,7 @@ from llmbench.records.record import Record
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
 MAX_GAPS = 50_000                # inter-token gaps kept for the current step's percentiles
-MAX_TTFTS = 200_000              # ... and TTFTs (a run is one step: its newest requests)
+MAX_TTFTS = 50_000               # ... and TTFTs (a run is one step: its newest requests)
 SEND_DELAY_WINDOW_S = 10.0       # the generator's send delay p99: the last 10 s, as Prometheus
 
 
@@ -59,6 +59,14 @@ def _pct(values: Any, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
+def _pcts_ms(values: Any, qs: tuple[float, ...]) -> list[float | None]:
+    """Several percentiles of seconds, in ms, in one pass (one call: its overhead is most of
+    the cost on a second's few hundred values)."""
+    if not len(values):
+        return [None] * len(qs)
+    return [float(v) * 1000.0 for v in np.percentile(values, qs)]
+
+
 def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
 
@@ -68,9 +76,10 @@ class _Second:
     n: int = 0
     ok: int = 0
     ttft: list[float] = field(default_factory=list)
-    gaps: list[np.ndarray] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)
     state: dict[str, Any] | None = None          # the gauges at the second's end
+    row: dict[str, Any] | None = None            # its row as last sent (None: changed since)
 
 
 @dataclass
@@ -93,7 +102,7 @@ class _Newest:
         return np.concatenate(list(self.parts)) if self.parts else np.empty(0)
 
 
-@dataclass
+@dataclass(eq=False)
 class _StepSoFar:
     done: int = 0
     failed: int = 0
@@ -130,6 +139,9 @@ class LiveSeries:
     def _drain(self) -> None:
         pending = self._pending
         t0 = self.t0
+        # this tick's values per step, added as one array each (not one per request)
+        ttfts: dict[_StepSoFar, list[float]] = {}
+        gaps: dict[_StepSoFar, list[float]] = {}
         while pending:
             rec = pending.popleft()
             if rec.warmup or rec.error_kind == "interrupted":
@@ -144,6 +156,7 @@ class LiveSeries:
             if st is None:
                 st = self._steps[-1 if rec.step is None else rec.step] = _StepSoFar()
             b.n += 1
+            b.row = None
             st.done += 1
             if rec.send_delay is not None:
                 self._send.append((rec.done, rec.send_delay))
@@ -159,12 +172,17 @@ class LiveSeries:
             ttft = rec.ttft
             if ttft is not None:
                 b.ttft.append(ttft)
-                st.ttft.add(np.array((ttft,)))
+                ttfts.setdefault(st, []).append(ttft)
             times = rec.token_times
             if len(times) > 1:
-                g = np.diff(np.asarray(times, dtype=float))
-                b.gaps.append(g)
-                st.gaps.add(g)
+                # plain floats: a numpy call per request costs more than the subtraction
+                g = [y - x for x, y in zip(times, times[1:])]
+                b.gaps.extend(g)
+                gaps.setdefault(st, []).extend(g)
+        for st, values in ttfts.items():
+            st.ttft.add(np.asarray(values, dtype=float))
+        for st, values in gaps.items():
+            st.gaps.add(np.asarray(values, dtype=float))
 
     def tick(self, g: Gauges, now: float, last: bool = False) -> dict[str, Any]:
         """Drain what finished, and return this tick's message: the gauges, the rows of the
@@ -211,7 +229,8 @@ class LiveSeries:
         for old in [k for k in self._steps if k < key]:
             del self._steps[old]            # a step that is over: its figures are judged
         st = self._steps.get(key) or _StepSoFar()
-        gaps, ttfts = st.gaps.values(), st.ttft.values()
+        t50, t95, t99 = _pcts_ms(st.ttft.values(), (50, 95, 99))
+        i50, i95, i99 = _pcts_ms(st.gaps.values(), (50, 95, 99))
         return {
             "t_s": g.t_s, "gauges": {
                 "started": g.started, "done": g.done, "failed": g.failed,
@@ -222,17 +241,18 @@ class LiveSeries:
             "rows": rows,
             "step_so_far": {
                 "step": g.step, "done": st.done, "failed": st.failed,
-                "ttft_p50_ms": _ms(_pct(ttfts, 50)), "ttft_p95_ms": _ms(_pct(ttfts, 95)),
-                "ttft_p99_ms": _ms(_pct(ttfts, 99)), "itl_p50_ms": _ms(_pct(gaps, 50)),
-                "itl_p95_ms": _ms(_pct(gaps, 95)), "itl_p99_ms": _ms(_pct(gaps, 99))},
+                "ttft_p50_ms": t50, "ttft_p95_ms": t95, "ttft_p99_ms": t99,
+                "itl_p50_ms": i50, "itl_p95_ms": i95, "itl_p99_ms": i99},
             "errors": dict(self.errors.most_common()),
             "error_samples": dict(self.error_samples),
         }
 
     def _row(self, sec: int, b: _Second) -> dict[str, Any]:
-        gaps = np.concatenate(b.gaps) if b.gaps else np.empty(0)
-        return {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
-                "failed": b.n - b.ok,
-                "ttft_p50_ms": _ms(_pct(b.ttft, 50)), "ttft_p95_ms": _ms(_pct(b.ttft, 95)),
-                "itl_p50_ms": _ms(_pct(gaps, 50)), "itl_p95_ms": _ms(_pct(gaps, 95)),
-                "errors": dict(b.errors)}
+        if b.row is not None:
+            return b.row                         # nothing new in that second
+        t50, t95 = _pcts_ms(b.ttft, (50, 95))
+        i50, i95 = _pcts_ms(b.gaps, (50, 95))
+        b.row = {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
+                 "failed": b.n - b.ok, "ttft_p50_ms": t50, "ttft_p95_ms": t95,
+                 "itl_p50_ms": i50, "itl_p95_ms": i95, "errors": dict(b.errors)}
+        return b.row
