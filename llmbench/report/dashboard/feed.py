@@ -18,6 +18,7 @@ interrupt); percentiles are numpy's linear ones, as vLLM's.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +28,12 @@ import numpy as np
 from llmbench.records.record import Record
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
-MAX_GAPS = 50_000                # inter-token gaps kept for the current step's percentiles
-MAX_TTFTS = 50_000               # ... and TTFTs (a run is one step: its newest requests)
+MAX_GAPS = 20_000                # inter-token gaps kept for the current step's percentiles
+MAX_TTFTS = 20_000               # ... and TTFTs (a run is one step: its newest requests)
+# The feeder shares the interpreter lock with the event loop: it lets go of it this often
+# (records drained), so the loop never waits behind a whole tick (the loop monitor's p99 is a
+# second's worst wait)
+YIELD_EVERY = 16
 SEND_DELAY_WINDOW_S = 10.0       # the generator's send delay p99: the last 10 s, as Prometheus
 
 
@@ -142,8 +147,12 @@ class LiveSeries:
         # this tick's values per step, added as one array each (not one per request)
         ttfts: dict[_StepSoFar, list[float]] = {}
         gaps: dict[_StepSoFar, list[float]] = {}
+        n = 0
         while pending:
             rec = pending.popleft()
+            n += 1
+            if n % YIELD_EVERY == 0:
+                time.sleep(0)               # the loop takes the lock if it waits for it
             if rec.warmup or rec.error_kind == "interrupted":
                 continue
             if t0 is None:
@@ -229,7 +238,9 @@ class LiveSeries:
         for old in [k for k in self._steps if k < key]:
             del self._steps[old]            # a step that is over: its figures are judged
         st = self._steps.get(key) or _StepSoFar()
+        time.sleep(0)
         t50, t95, t99 = _pcts_ms(st.ttft.values(), (50, 95, 99))
+        time.sleep(0)
         i50, i95, i99 = _pcts_ms(st.gaps.values(), (50, 95, 99))
         return {
             "t_s": g.t_s, "gauges": {
