@@ -61,7 +61,9 @@ def _url_line(proc: subprocess.Popen, seen: list[str], timeout_s: float = 90.0) 
     raise AssertionError(f"no dashboard URL on stderr: {seen + [buf.decode()]}")
 
 
-async def _watch(url: str, shots: Path) -> dict:
+async def _watch(url: str, shots: Path, proc: subprocess.Popen, later: list) -> dict:
+    """Watch the run to its end; then (``later``: the command that serves the folder after,
+    started here once the run is over) the same browser opens the folder's page."""
     async with Browser() as b:
         await b.goto(url)
         await b.eval("window.__notReloaded = true")
@@ -89,17 +91,17 @@ async def _watch(url: str, shots: Path) -> dict:
         verdict = await b.eval("document.querySelector('.verdict b').textContent")
         title = await b.eval("document.title")
         await b.screenshot(shots / "final.png")
+        errors = b.errors()
+        proc.send_signal(signal.SIGINT)        # ends the linger; the ramp's exit code stays
+        serve = later[0]()
+        later[:] = [serve]
+        await b.goto(_url_line(serve, []))
+        again = {"table": json.loads(await b.eval(STEP_TABLE)),
+                 "verdict": await b.eval("document.querySelector('.verdict b').textContent"),
+                 "errors": b.errors()[len(errors):]}
         return {"moments": moments, "final": final, "table": table, "verdict": verdict,
-                "title": title, "errors": b.errors(), "done_seen": done_seen,
-                "so_far": so_far, "judged": judged}
-
-
-async def _look(url: str) -> dict:
-    async with Browser() as b:
-        await b.goto(url)
-        return {"table": json.loads(await b.eval(STEP_TABLE)),
-                "verdict": await b.eval("document.querySelector('.verdict b').textContent"),
-                "errors": b.errors()}
+                "title": title, "errors": errors, "done_seen": done_seen,
+                "so_far": so_far, "judged": judged, "again": again}
 
 
 def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
@@ -114,18 +116,30 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
          "--dashboard", f"127.0.0.1:{port}", "--dashboard-linger", "120s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     seen: list[str] = []
+
+    def serve_folder() -> subprocess.Popen:        # the same folder, served after the run
+        run_dir = next(p for p in out.iterdir() if p.is_dir())
+        return subprocess.Popen([sys.executable, "-m", "llmbench.cli", "dashboard", str(run_dir),
+                                 "--port", str(free_port())], stderr=subprocess.PIPE, cwd=ROOT,
+                                env=ENV)
+    later: list = [serve_folder]
     try:
         url = _url_line(proc, seen)
         assert seen[0].startswith("Dashboard: "), seen      # the URL is printed first
         assert url == f"http://127.0.0.1:{port}/"
-        got = asyncio.run(_watch(url, tmp_path))
-        proc.send_signal(signal.SIGINT)        # ends the linger; the ramp's exit code stays
+        got = asyncio.run(_watch(url, tmp_path, proc, later))
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        for p in [proc] + [x for x in later if isinstance(x, subprocess.Popen)]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.communicate()
     assert proc.returncode == 0, (seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
+    assert later[0].returncode == 0                # `llmbench dashboard` ended by Ctrl-C
     assert got["errors"] == [], got["errors"]
     # two moments, two loads, each in its screenshot, the numbers moving between them
     a, b = got["moments"].get("1/2"), got["moments"].get("2/2")
@@ -149,15 +163,6 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
     assert got["verdict"] == run["verdict"]["result"]
     assert HOSTILE in got["title"]             # shown as text, never run as markup
     # the same folder served later, the same way
-    later = free_port()
-    serve = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "dashboard", str(run_dir),
-                              "--port", str(later)], stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
-    try:
-        url2 = _url_line(serve, [])
-        again = asyncio.run(_look(url2))
-    finally:
-        serve.send_signal(signal.SIGINT)
-        serve.communicate(timeout=30)
-    assert serve.returncode == 0
+    again = got["again"]
     assert again["table"] == got["table"] and again["verdict"] == got["verdict"]
     assert again["errors"] == []

@@ -208,9 +208,6 @@ class Dashboard:
         """A step was judged (its thresholds passed or failed), with the verdict so far."""
         self.send({"type": "step", "step": step, "verdict": verdict})
 
-    def verdict(self, verdict: dict[str, Any] | None) -> None:
-        self.send({"type": "verdict", "verdict": verdict})
-
     def finished(self, run_dir: Path | None, run: dict[str, Any] | None) -> None:
         """The run's end: its report.html (or, without a folder, its last state) is the page.
         In a sweep, one setting is done and the page goes on to the next."""

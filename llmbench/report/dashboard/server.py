@@ -85,8 +85,6 @@ class Store:
             st["steps"] = sorted(steps + [step], key=lambda s: s.get("index") or 0)
             if msg.get("verdict"):
                 st["verdict"] = msg["verdict"]
-        elif kind == "verdict":
-            st["verdict"] = msg.get("verdict")
         elif kind == "setting_done":
             st["status"] = "ended"
             run = msg.get("run") or {}
