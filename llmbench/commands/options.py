@@ -68,7 +68,7 @@ class ServerOpts(OptionGroup):
     """How to talk to the server(s) and watch them (run, ramp, probe)."""
 
     api: Annotated[Optional[str], _opt(_api_help(), P_TARGET)] = None     # from the wire registry
-    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
+    api_key: Annotated[Optional[str], _opt("API key, sent as a Bearer token (default: $OPENAI_API_KEY; --api anthropic: x-api-key, default $ANTHROPIC_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
     header: Annotated[Optional[List[str]], _opt("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", metavar="K=V")] = None
     endpoint: Annotated[Optional[str], _opt("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")] = None
     redact: Annotated[Optional[List[str]], _opt("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", metavar="NAME")] = None

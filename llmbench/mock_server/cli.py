@@ -66,6 +66,7 @@ class MockOptions(OptionGroup):
     embed_ms: Annotated[Optional[float], _opt("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", metavar="MS")] = None
     embed_ms_per_token: Annotated[Optional[float], _opt("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", metavar="MS")] = None
     embed_shares_slots: Annotated[Optional[bool], _opt("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart")] = None
+    api_key: Annotated[Optional[str], _opt("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")] = None
 
 
 MOCK = Layout((("options", MockOptions, None),))
@@ -161,7 +162,7 @@ def prepare(o: MockOptions) -> Prepared:
                           tool_call_share=o.tool_call_share, invalid_json_share=o.invalid_json_share,
                           embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
                           embed_ms_per_token=o.embed_ms_per_token,
-                          embed_shares_slots=o.embed_shares_slots)
+                          embed_shares_slots=o.embed_shares_slots, api_key=o.api_key)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

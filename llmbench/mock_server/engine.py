@@ -81,6 +81,9 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
+    # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
+    # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
+    api_key: str = ""
 
     @classmethod
     def field_names(cls) -> set[str]:

@@ -99,12 +99,17 @@ def render_messages(messages: list[Any], cfg: MockConfig) -> str:
         if isinstance(content, list):
             content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
         parts.append(f"<|{m['role']}|>{content or ''}")
-    # an image costs prefill like a prompt of image_tokens tokens (a vision encoder's
-    # patches), distinct per image so two images never share a cached prefix
-    for url in images_in(messages):
+    return "\n".join(parts + image_prompts(images_in(messages), cfg))
+
+
+def image_prompts(images: list[str], cfg: MockConfig) -> list[str]:
+    """An image costs prefill like a prompt of image_tokens tokens (a vision encoder's
+    patches), distinct per image so two images never share a cached prefix."""
+    out = []
+    for url in images:
         tag = f"img{zlib.crc32(url.encode()):08x}"
-        parts.append(" ".join(f"{tag}_{k}" for k in range(cfg.image_tokens)))
-    return "\n".join(parts)
+        out.append(" ".join(f"{tag}_{k}" for k in range(cfg.image_tokens)))
+    return out
 
 
 def make_ask(cfg: MockConfig, body: dict[str, Any], model: str, prompt: str,
@@ -153,6 +158,10 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
     # when the bytes were read (server.ArrivalStampingHandler), else now
     arrival_ns = getattr(request.protocol, "arrival_ns", 0) or handler_ns
     rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+    if not ctx.authorized(request):
+        await request.read()
+        return api.error("invalid API key (give it as Authorization: Bearer KEY or x-api-key: "
+                         "KEY)", 401, None)
     try:
         raw = await request.read()
         try:
@@ -213,6 +222,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     engine.h_queue.observe(queue_s)
     n_prompt = len(ptoks)
     _, cached = engine.prefill(ptoks)
+    shape.n_prompt, shape.cached = n_prompt, cached
     chunk = max(cfg.chunk_tokens, 1)
     # a reasoning model's reasoning first (its own events), then the answer
     n_reason = cfg.reasoning_tokens if shape.reasoning_field else 0
