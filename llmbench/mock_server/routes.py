@@ -57,6 +57,7 @@ class Routes(Context):
         r.add_get("/health", self.health)
         r.add_get("/metrics", self.metrics)
         r.add_get("/props", self.props)
+        r.add_get("/slots", self.slots)
         r.add_get("/admin/config", self.get_config)
         r.add_post("/admin/config", self.set_config)
         add_tokenize_routes(app, self.engine)
@@ -87,6 +88,11 @@ class Routes(Context):
                                   "model_path": cfg.models[0] if cfg.models else "mock",
                                   "llmbench_mock": True, "workers": self.workers},
                                  headers=self.headers())
+
+    async def slots(self, request: web.Request) -> web.Response:
+        """llama.cpp's /slots (this worker's engine): each slot's request, its prompt tokens,
+        how many were cached and how many it has decoded."""
+        return web.json_response(self.engine.slots(), headers=self.headers())
 
     def _config_body(self) -> dict[str, Any]:
         shown = self.engine.config.as_dict()
