@@ -66,14 +66,14 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
     return [TargetSpec(c.target, "router", path="router", run_id="rt",
                        server_probe="off" if probe == "off" else "auto",
                        server_file="router_server.jsonl", strict=True, who="the router",
-                       flag="--router",
+                       flag="--router", salt=c.workload.salt_for("router"),
                        hints={502: " (the router cannot reach its backend)",
                               503: " (the router has no healthy backend)",
                               404: " (model name not known there? use --direct-model if the "
                                    "names differ)"}),
             TargetSpec(plan.direct, "direct", path="direct", run_id="dr", server_probe=probe,
                        server_file="server.jsonl", strict=True, who="the direct backend",
-                       flag="--direct",
+                       flag="--direct", salt=c.workload.salt_for("direct"),
                        hints={404: " (model name not known there? use --direct-model if the "
                                    "names differ)"})]
 

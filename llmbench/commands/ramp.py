@@ -152,7 +152,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     from llmbench import wire
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
-    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
+                                             salt=c.workload.salt_for("main"))])
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,

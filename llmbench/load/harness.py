@@ -65,6 +65,7 @@ class TargetSpec:
     who: str | None = None                 # "the router", "the direct backend"
     flag: str = "--url"                    # the option that gave this URL
     hints: dict[int, str] = field(default_factory=dict)   # status -> hint in the error line
+    salt: Any = None                       # workload.salt.Salt: first in every conversation
 
 
 @dataclass
@@ -205,7 +206,7 @@ class Harness:
                      loop: asyncio.AbstractEventLoop) -> Outcome:
         run_id = f"{int(time.time()) % 100000:05d}"
         sessions = {s.name: Session(clients[s.name], log, run_id=s.run_id or run_id, path=s.path,
-                                    stopping=stopping) for s in targets}
+                                    stopping=stopping, salt=s.salt) for s in targets}
         self._sessions = sessions
         if self.keep_texts:
             for s in sessions.values():

@@ -125,7 +125,7 @@ class Fleet:
         self._live: LiveState = d.live
         self._by_path = {t.path: t.name for t in targets}
         self._first = targets[0].name
-        self._targets = [WorkerTarget(t.target, t.name, t.path, t.run_id or run_id)
+        self._targets = [WorkerTarget(t.target, t.name, t.path, t.run_id or run_id, t.salt)
                          for t in targets]
         self._h = h
         self._max_in_flight = shape.max_in_flight()

@@ -84,7 +84,7 @@ async def worker_main(spec: WorkerSpec, channel: Channel) -> None:
                        spec.served_by_header, count)
             clients[t.name] = await c.__aenter__()
             s = Session(clients[t.name], None, run_id=f"{t.run_id}w{wid}", path=t.path,
-                        stopping=stopping)
+                        stopping=stopping, salt=t.salt)
             s.on_record = out.add
             sessions[t.name] = s
         live = LiveState()
