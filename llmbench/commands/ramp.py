@@ -125,7 +125,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         c.labels, t0_perf, c.workload.describe(),
         body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
               "outages": outages.of_run(records, t0_perf) if t0_perf else [],
-              **checks.record_checks(records, c.params, c.target.api),
+              **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples)},
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "

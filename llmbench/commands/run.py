@@ -117,7 +117,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                           "samples": [s.__dict__ for s in outcome.monitor]},
               "summary": summary,
               "outages": outages.of_run(records, outcome.t0_perf),
-              **checks.record_checks(records, c.params, c.target.api),
+              **checks.record_checks(records, c.params, c.target.api, c.workload),
               "thresholds": threshold_results,
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples),

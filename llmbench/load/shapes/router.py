@@ -1,7 +1,9 @@
 """The router A/B probe: the same users through a router and straight to a backend.
 
 Each step runs in short slices that alternate between the two paths (router first, then direct
-first, and so on), so drift over time hits both equally. A step is evaluated by ``judge``,
+first, and so on), so drift over time hits both equally. Each path sends conversations of the
+same shape but its own text (its session's salt, workload.salt): a path never reads from the
+backend's prefix cache what the other path's slice put there. A step is evaluated by ``judge``,
 handed in from above (bootstrap intervals live in the statistics, not here).
 """
 
@@ -87,6 +89,9 @@ class RouterAB:
         assert self.judge is not None, "a probe needs a judge for its steps"
         sessions = {p: d.sessions[p] for p in PATHS}
         offset = 0
+        # which path goes first alternates round after round across steps too: with an odd
+        # number of rounds a step starts with the path the step before ended with
+        turn = 0
         for index, users in enumerate(self.steps):
             for s in sessions.values():
                 s.step = index
@@ -95,7 +100,8 @@ class RouterAB:
             active = {p: 0.0 for p in PATHS}
             slices: list[tuple[str, float, float]] = []
             for rnd in range(self.rounds):
-                order = PATHS if rnd % 2 == 0 else PATHS[::-1]
+                order = PATHS if turn % 2 == 0 else PATHS[::-1]
+                turn += 1
                 for path in order:
                     if d.stopping.is_set():
                         break
