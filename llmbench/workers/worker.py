@@ -214,9 +214,9 @@ async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, o
         assert isinstance(plan, ProbeCrowd)
         for s in d.sessions.values():
             s.step = a["step"]
-        await _slice(d.sessions[a["path"]], plan.convs, a["users"], a["seconds"], plan.think_s,
-                     a["seed"], a["offset"], uids=a["uids"])
-        reply(msg["id"], None)
+        played = await _slice(d.sessions[a["path"]], plan.convs, a["users"], a["seconds"],
+                              plan.think_s, a["seed"], a["offset"], uids=a["uids"])
+        reply(msg["id"], played)
 
     try:
         while True:

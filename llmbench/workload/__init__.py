@@ -183,6 +183,9 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
         params["images"] = spec.images.describe()
     if tok.note:
         warnings.append(tok.note)
+    missed = tok.missed_note()
+    if missed:
+        warnings.append(missed)
     info = tok.describe()
     if tok.server is not None:
         info["server_calls"] = tok.server.calls

@@ -113,16 +113,28 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
     check = flat
     if constructed and len(flat) > VERIFY_SAMPLE:
         check = sorted(rng.sample(flat, VERIFY_SAMPLE))
-    counts = dict(zip(check, tok.count_many([convs[ci].turns[ti].user for ci, ti in check])))
+    def server_counts(keys: list) -> dict:
+        # a prompt the server failed to count (after its retries) is left out: counted below
+        # the way it was built, never refitted on a guess
+        got = tok.server.count_many([convs[ci].turns[ti].user for ci, ti in keys], lenient=True)
+        return {k: n for k, n in zip(keys, got) if n is not None}
+    counts = server_counts(check)
     built = {k: len(convs[k[0]].turns[k[1]].user.split()) for k in check} if constructed else {}
-    if check is not flat and any(counts[k] != built[k] for k in check):
+    if check is not flat and any(counts[k] != built[k] for k in check if k in counts):
         check = flat
-        counts = dict(zip(flat, tok.count_many([convs[ci].turns[ti].user for ci, ti in flat])))
+        counts = server_counts(flat)
+    asked = set(check)
     turns = [list(c.turns) for c in convs]
     refit = 0
     for ci, ti in flat:
         t = turns[ci][ti]
         got = counts.get((ci, ti))
+        if got is None and (ci, ti) in asked:
+            # the server could not count this one (after its retries): as it was built
+            got = len(t.user.split()) if constructed or tok.local is None \
+                else tok.local.count(t.user)
+            turns[ci][ti] = Turn(t.user, t.max_tokens, got)
+            continue
         if got is None:
             got = len(t.user.split())          # one-token words, as the sample confirmed
         want = targets.get((ci, ti))

@@ -43,15 +43,22 @@ class ProbeWindow:
 
 async def _slice(session: Session, convs: Sequence[Conversation], users: int, seconds: float,
                  think: tuple[float, float], seed: int, offset: int,
-                 uids: Sequence[int] | None = None) -> None:
+                 uids: Sequence[int] | None = None) -> int:
     """``users`` users on one path for ``seconds`` (``uids``: a worker process's share of
-    them), then their in-flight requests finish."""
+    them), then their in-flight requests finish. Returns how many conversations the busiest
+    user started (the next round starts after them: no conversation is sent twice on a path,
+    where the second time would find the first in the backend's prefix cache)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    played = [0]
 
     def conv_of(uid: int) -> Callable[[int], Conversation]:
-        # the same conversations on both paths in a round: a like-for-like workload
-        return lambda k: convs[(offset + uid + k * users) % len(convs)]
+        # the same conversations on both paths in a round: a like-for-like workload (each
+        # path's own salt makes their text differ: neither reads the other's cache)
+        def pick(k: int) -> Conversation:
+            played[0] = max(played[0], k + 1)
+            return convs[(offset + uid + k * users) % len(convs)]
+        return pick
 
     tasks = [loop.create_task(virtual_user(session, conv_of(u), uid=u, think=think,
                                            rng=random.Random(seed * 7919 + u), stop=stop))
@@ -59,6 +66,7 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
     await sleep_or_stopping(session.stopping, seconds)
     stop.set()
     await asyncio.gather(*tasks)        # in-flight requests finish before the other path runs
+    return played[0]
 
 
 async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
@@ -102,19 +110,23 @@ class RouterAB:
             for rnd in range(self.rounds):
                 order = PATHS if turn % 2 == 0 else PATHS[::-1]
                 turn += 1
+                used = 0
                 for path in order:
                     if d.stopping.is_set():
                         break
                     d.live.phase = path
                     t_slice = perf_counter()
                     if d.remote is not None:      # the users are in worker processes
-                        await d.remote.slice(path, users, self.slice_s, self.seed + rnd, offset)
+                        got = await d.remote.slice(path, users, self.slice_s, self.seed + rnd,
+                                                   offset)
                     else:
-                        await _slice(sessions[path], self.convs, users, self.slice_s,
-                                     self.think_s, self.seed + rnd, offset)
+                        got = await _slice(sessions[path], self.convs, users, self.slice_s,
+                                           self.think_s, self.seed + rnd, offset)
+                    used = max(used, int(got or 0))
                     active[path] += perf_counter() - t_slice
                     slices.append((path, t_slice, perf_counter()))
-                offset += users * 7
+                # the next round's conversations follow this round's (both paths sent the same)
+                offset += users * max(used, 1)
             if d.stopping.is_set():
                 break
             mon = busy([m for m in d.monitor.samples if t_step <= m.t <= perf_counter() + 1.0],
