@@ -111,6 +111,10 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
               "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
                                for name, s in outcome.servers.items()},
               **({"workers": outcome.workers} if outcome.workers is not None else {})})
+    body = doc.body
+    if not body.get("backends"):
+        # what the missing backend names mean for the spread and the overhead
+        body["backends_unidentified"] = unidentified_sentence(body.get("router_counters"))
     return doc.write(run_dir), outcome.interrupted
 
 
@@ -150,8 +154,8 @@ def perform(plan: ProbePlan) -> Done:
             f"{k} {v['share'] * 100:.0f}%" for k, v in pc["by_path"].items()
             if v.get("share") is not None) + " (each path sends its own prompts).")
     be = run.get("backends")
-    if not be:
-        print(unidentified_sentence(run.get("router_counters")))
+    if run.get("backends_unidentified"):
+        print(run["backends_unidentified"])
     if be:
         spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
                            + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"

@@ -84,7 +84,8 @@ class ServerTokenizer:
         return f"{kind} /tokenize at {self.root}"
 
     # -- HTTP --------------------------------------------------------------------------------
-    def _post(self, path: str, body: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S) -> Any:
+    def _post(self, path: str, body: dict[str, Any], timeout_s: float | None = None) -> Any:
+        timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise _OutOfBudget(
