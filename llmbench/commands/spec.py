@@ -298,6 +298,8 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
         params = dataclasses.replace(params, stream=False)
     o.validate()
     wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    if replay is not None:
+        replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = o.quiet
     return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
                   count_tokens=tok.count, served_by_header=s.served_by_header,

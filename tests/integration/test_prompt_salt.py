@@ -45,6 +45,9 @@ def test_a_second_run_finds_nothing_cached_unless_it_asks(mock_factory, tmp_path
     salt_a, salt_b = (run_json(r)["workload"]["salt"] for r in (a, b))
     assert salt_a["source"] == "per run" and salt_a["tokens"] == 4
     assert salt_a["text"] != salt_b["text"]
+    # config.toml replays the options with a new salt; this run's is one uncommented line
+    toml = (a.path / "config.toml").read_text()
+    assert f'# prompt_salt = "{salt_a["text"]}"' in toml and "\nprompt_salt" not in toml
     # the bytes the server got: every conversation begins with its run's salt
     sent = _first_messages(log)
     assert len(sent) == 16
