@@ -158,8 +158,10 @@ class Session:
         except asyncio.CancelledError:
             self._finish(rec)
             raise
-        if self._ollama and counted and rec.cached_tokens is None and rec.ok \
-                and rec.prompt_tokens is not None and rec.prompt_tokens_source == "server":
+        if self._ollama and counted and turn_index == 0 and not turn.batch \
+                and rec.cached_tokens is None and rec.ok and rec.prompt_tokens is not None \
+                and rec.prompt_tokens_source == "server":
+            # a first turn only: the client counts a turn's own text, not the history before it
             _ollama_cached(rec, counted)
         if server_state:
             if rec.ok and rec.response_id:

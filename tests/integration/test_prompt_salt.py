@@ -73,6 +73,7 @@ def test_a_second_run_finds_nothing_cached_unless_it_asks(mock_factory, tmp_path
     assert d.summary.cached_prompt_share > 0.6
     msg = run_json(d)["prompt_cache"]["message"]
     assert "--same-prompts" in msg and "cache hits" in msg
+    assert "cache hits by request" in (d.path / "report.html").read_text()
     # lengths as asked with or without a salt (the salt takes the place of prompt tokens)
     assert sorted(r["prompt_tokens"] for r in records(c)) == sorted(r["prompt_tokens"] for r in ra)
 
