@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import llmbench
-from mock_server import recorder
-from mock_server.recorder import read_log
+from llmbench.mock_server import recorder
+from llmbench.mock_server.recorder import read_log
 from tests.helpers.api import probe as probe_api, records, run_json
 
 PROMPT = 64
