@@ -346,7 +346,8 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                     {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
                     tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
+    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
     check_replay(tr, speed)           # a replay that ends within 30 days, or one line
     wl.salts = common.workload.salts      # a trace's prompts get the run's salt in front
     common = dataclasses.replace(common, workload=wl)

@@ -14,9 +14,10 @@ run share the salt, so a workload that shares a prefix on purpose (``--shared-pr
 ``--prefix-hit-ratio``, a dataset's system prompt) still shares it inside the run: the salt
 goes before the shared part.
 
-Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set) keep that
-length with the salt included (the salt takes the place of as many of their tokens); prompts
-from a file or a trace get the salt in front, and the client's count of them includes it.
+Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set, a trace's
+lengths and Mooncake blocks) keep that length with the salt included (the salt takes the place
+of as many of their tokens); prompts a file or a trace gives as text get the salt in front, and
+the client's count of them includes it.
 
 ``--same-prompts`` sends no salt (the same seed then sends byte-identical prompts: cache
 experiments), and ``--prompt-salt TEXT`` sends a given one (replay one earlier run's prompts
