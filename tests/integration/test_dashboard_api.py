@@ -40,4 +40,5 @@ def test_with_two_workers_the_page_counts_every_workers_requests(mock_factory, t
     assert state["text"]["done"] == str(s["completed"] + s["failed"]) == "24"
     assert state["series"]["finished"] == 24 and state["series"]["failed"] == s["failed"]
     assert 'data-dashboard="final"' in page and run.path is not None
+    assert "dashboard" not in (d / "config.toml").read_text()    # a replay opens no page
     assert handle.current() is None            # closed: its process is gone
