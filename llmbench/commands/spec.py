@@ -375,7 +375,7 @@ class MaybeMock:
     def __enter__(self):
         if self.url:
             return self.url, None
-        from mock_server import MockProcess, make_config
+        from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
         say(f"No --url given: using the built-in mock ({self.profile} profile) at "
@@ -740,7 +740,7 @@ def _sweep_config(setup: RampSetup) -> dict:
 
 def mock_option_names() -> set[str]:
     """The options of ``llmbench mock`` (a --mock sweep's settings are mock options)."""
-    from mock_server.cli import MockOptions
+    from llmbench.mock_server.cli import MockOptions
     return {f.name for f in dataclasses.fields(MockOptions)}
 
 
