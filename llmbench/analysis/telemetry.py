@@ -654,3 +654,143 @@ def fmt_bytes(v: Any) -> str:
         if f >= size:
             return f"{f / size:.1f} {unit}"
     return f"{f:.0f} B"
+
+
+# -- run.json's parts -----------------------------------------------------------------------------
+
+def server_identity(ident: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json's "server": what the pages and the process said, with the GPUs and the host."""
+    out = dict(ident)
+    g = meta.get("gpu") or {}
+    gpus = [x for x in g.get("gpus") or [] if isinstance(x, Mapping)]
+    if gpus:
+        names = sorted({x["name"] for x in gpus if x.get("name")})
+        drivers = sorted({x["driver"] for x in gpus if x.get("driver")})
+        mems = [x["memory_mib"] for x in gpus if x.get("memory_mib")]
+        out["gpus"] = {"count": len(gpus), "name": ", ".join(names) or None,
+                       "driver": ", ".join(drivers) or None,
+                       "memory_mib": mems[0] if mems and len(set(mems)) == 1 else mems or None,
+                       "via": g.get("via")}
+    local, host = meta.get("local") or {}, meta.get("host") or {}
+    if local.get("server_pid"):
+        out["host"] = {"cpus": local.get("cpus"), "server_cpus": local.get("server_cpus"),
+                       "mem_total_bytes": local.get("mem_total_bytes"), "source": "this machine"}
+    elif host.get("cpus"):
+        out["host"] = {"cpus": host.get("cpus"), "mem_total_bytes": host.get("mem_total_bytes"),
+                       "source": "node exporter"}
+    return out
+
+
+def run_section(samples: Sequence[Sample], meta: Mapping[str, Any], notes: Sequence[Any],
+                a: float | None, b: float | None, records: Any = None) -> dict[str, Any]:
+    """run.json's "telemetry": the whole run's window, where the samples came from, the notes."""
+    w = window(samples, a, b, records) if a is not None and b is not None and b > a else None
+    counts: dict[str, int] = {}
+    for s in samples:
+        counts[str(s.get("source"))] = counts.get(str(s.get("source")), 0) + 1
+    return {"window": w.to_dict() if w is not None else None, "sources": dict(meta),
+            "samples": counts, "file": "telemetry.jsonl" if samples else None,
+            # printed after the run; the quiet ones (no GPU under --gpu-metrics auto) are not
+            "notes": [getattr(n, "text", n) for n in notes if getattr(n, "printed", True)],
+            "quiet_notes": [n.text for n in notes if not getattr(n, "printed", True)]}
+
+
+# -- the verdict's telemetry -----------------------------------------------------------------------
+
+def verdict_part(kind: str, first: Mapping[str, Any], subject: Mapping[str, Any], unit: str,
+                 itl_growth: float | None, kv_usage: float | None,
+                 info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the server's machine adds to a verdict of ``kind`` about ``subject`` (the step
+    that broke, or the last): evidence lines, advice that replaces the latency-based one
+    (None: keep it), and the cause it names. Nothing without telemetry, so such a verdict
+    reads as before."""
+    out: dict[str, Any] = {"evidence": [], "advice": None, "cause": None}
+    t1 = Telemetry.from_dict(subject.get("telemetry"))
+    t0 = Telemetry.from_dict(first.get("telemetry"))
+    if t1 is None:
+        return out
+    info = info or {}
+    meta, ident = info.get("meta") or {}, info.get("identity") or {}
+    l0, l1 = float(first["load"]), float(subject["load"])
+    ev = out["evidence"]
+    if kind == "saturation":
+        gcause, gtext = gpu_sentence(t0, t1, l0, l1, unit, kv_usage)
+        cause, text = cpu_reading(t0, t1, l0, l1, unit, itl_growth, meta, ident)
+        if gtext:
+            ev.append(gtext)
+        if text and not (gcause == "gpu" and cause == "not_cpu"):
+            ev.append(text)
+        out["cause"] = gcause if gcause == "gpu" else cause or gcause
+        threads = _threads(ident)
+        if out["cause"] == "cpu":
+            out["advice"] = ["The CPU is the limit: more or faster cores (or a GPU), a smaller or "
+                             "more quantized model" + (", or a higher -t if the machine has "
+                                                       "cores to spare" if threads else "")
+                             + "; or accept fewer users."]
+        elif out["cause"] == "machine_cpu":
+            out["advice"] = ["The server did not get the cores it could use: run llmbench on "
+                             "another machine, or stop what else runs on the server's, then "
+                             "run the ramp again."]
+        elif out["cause"] == "not_cpu":
+            out["advice"] = ["Not the cores: CPU inference is usually limited by memory "
+                             "bandwidth; check the thread setting (-t"
+                             + (f" {threads}" if threads else "") + " against the cores), the "
+                             "batch size, and whether the model fits in fast memory."]
+        elif out["cause"] == "not_gpu":
+            out["advice"] = ["The GPU was not busy while the gaps grew: look at the server's "
+                             "CPU side (scheduling, tokenization), its batch settings, or "
+                             "memory transfers."]
+    elif kind == "queuing":
+        text = queue_cpu_sentence(t0, t1, l0, l1, unit, meta, ident)
+        if text:
+            ev.append(text)
+        _, gtext = gpu_sentence(t0, t1, l0, l1, unit, kv_usage)
+        if gtext:
+            ev.append(gtext)
+    if kind in ("held", "saturation", "queuing", "other"):
+        e = energy_sentence(t1, l1, unit)
+        if e:
+            ev.append(e)
+    if kind in ("held", "saturation", "queuing", "other", "load_generator"):
+        s = share_sentence(t1, l1, unit)
+        if s and (out["cause"] != "machine_cpu"):
+            ev.append(s)
+    return out
+
+
+def console_lines(run: Mapping[str, Any]) -> list[str]:
+    """What a run or ramp prints about the server and its machine (nothing when unknown)."""
+    out = []
+    line = identity_line(run.get("server") if isinstance(run.get("server"), Mapping) else None)
+    if line:
+        out.append(f"Server: {line}")
+    tel = run.get("telemetry") if isinstance(run.get("telemetry"), Mapping) else {}
+    w = Telemetry.from_dict(tel.get("window")) if run.get("kind") == "run" else None
+    if w is not None:
+        parts = []
+        if w.server is not None and w.server.cores is not None:
+            parts.append(f"the server's process {w.server.cores:.2f} cores"
+                         + (f" (max {w.server.cores_max:.2f})" if w.server.cores_max is not None
+                            else "") + f", {fmt_bytes(w.server.rss_bytes_max)} resident")
+        if w.llmbench is not None and w.llmbench.cores is not None and w.machine is not None:
+            parts.append(f"llmbench {w.llmbench.cores:.2f}")
+        if w.machine is not None and w.machine.busy_cores is not None:
+            parts.append(f"this machine {w.machine.busy_cores:.2f} of {w.machine.cpus} busy")
+        if w.host is not None and w.host.busy_cores is not None:
+            parts.append(f"the server's machine {w.host.busy_cores:.2f} of {w.host.cpus} busy "
+                         "(node exporter)")
+        if parts:
+            out.append("CPU over the run: " + "; ".join(parts) + ".")
+        g = w.gpu
+        if g is not None:
+            gp = [f"{g.count} GPU{'s' if g.count != 1 else ''}"
+                  + (f" ({g.name})" if g.name else "")]
+            if g.util_pct_mean is not None:
+                gp.append(f"{g.util_pct_mean:.0f}% busy")
+            if g.power_w_mean is not None:
+                gp.append(f"{g.power_w_mean:.0f} W")
+            if g.j_per_token is not None:
+                gp.append(f"{g.j_per_token:.3g} J per output token ({g.tokens_per_j:.3g} tokens/J,"
+                          f" from {'energy counters' if g.energy_source == 'counter' else 'power'})")
+            out.append("GPU over the run: " + ", ".join(gp) + ".")
+    return out

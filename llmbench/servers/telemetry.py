@@ -53,6 +53,10 @@ class TelemetrySpec:
     def wanted(self) -> bool:
         return bool(self.local or self.host_url or self.gpu != "off" or self.root)
 
+    def needs_http(self) -> bool:
+        """Whether it scrapes anything over HTTP (aiohttp is loaded before the loop then)."""
+        return bool(self.host_url or self.root or self.gpu.startswith(("http://", "https://")))
+
 
 @dataclass
 class Note:
@@ -438,3 +442,15 @@ class LocalSampler:
                             f"{self.spec.find_port} since about {t - self.owner._t0:.0f} s into "
                             "the run; sampled from then on")
             self._lost_at = None
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: a server on this machine."""
+    import ipaddress
+    h = host.strip("[]").lower()
+    if h in ("localhost", "localhost.localdomain") or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
