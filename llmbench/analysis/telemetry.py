@@ -37,15 +37,42 @@ Sample = Mapping[str, Any]
 
 # -- counters over a window -------------------------------------------------------------------
 
-def _delta(ts: np.ndarray, vs: np.ndarray, a: float, b: float) -> tuple[float | None, float]:
-    """A counter's change over [a, b] clipped to the samples (each end interpolated), and how
-    long the clipped window is."""
+# A window's end up to this far outside the samples is reached by carrying the nearest
+# interval's rate (as Prometheus's increase() extrapolates to its range): a run's window
+# starts a few milliseconds before the first sample lands. Further out it is cut.
+REACH_S = 1.5
+
+
+def _ends(ts: np.ndarray, a: float, b: float, reach_lo: bool = True,
+          reach_hi: bool = True) -> tuple[float, float]:
+    lo = a if a >= float(ts[0]) or (reach_lo and float(ts[0]) - REACH_S <= a) else float(ts[0])
+    hi = b if b <= float(ts[-1]) or (reach_hi and b <= float(ts[-1]) + REACH_S) else float(ts[-1])
+    return lo, hi
+
+
+def _at(ts: np.ndarray, vs: np.ndarray, t: float) -> float:
+    """The counter at t: interpolated inside the samples, carried at the first or last
+    interval's rate just outside them."""
+    if t < ts[0]:
+        slope = (vs[1] - vs[0]) / (ts[1] - ts[0]) if ts[1] > ts[0] else 0.0
+        return float(vs[0] - slope * (ts[0] - t))
+    if t > ts[-1]:
+        slope = (vs[-1] - vs[-2]) / (ts[-1] - ts[-2]) if ts[-1] > ts[-2] else 0.0
+        return float(vs[-1] + slope * (t - ts[-1]))
+    return float(np.interp(t, ts, vs))
+
+
+def _delta(ts: np.ndarray, vs: np.ndarray, a: float, b: float, reach_lo: bool = True,
+           reach_hi: bool = True) -> tuple[float | None, float]:
+    """A counter's change over [a, b] (each end interpolated between the samples around it),
+    and how long the part of the window the samples cover is. ``reach_*``: False where the
+    series ends because what it counts ended (a process that exited), not the sampling."""
     if len(ts) < 2:
         return None, 0.0
-    lo, hi = max(a, float(ts[0])), min(b, float(ts[-1]))
+    lo, hi = _ends(ts, a, b, reach_lo, reach_hi)
     if hi <= lo:
         return None, 0.0
-    return float(np.interp(hi, ts, vs) - np.interp(lo, ts, vs)), hi - lo
+    return _at(ts, vs, hi) - _at(ts, vs, lo), hi - lo
 
 
 def _rates(ts: np.ndarray, vs: np.ndarray, a: float, b: float) -> list[float]:
@@ -96,7 +123,8 @@ def process_use(samples: Sequence[Sample], part: str, a: float, b: float) -> Pro
     for seg in _segments(local, part):
         ts = np.array([s["t"] for s in seg], dtype=float)
         vs = np.array([s[part]["cpu_s"] for s in seg], dtype=float)
-        d, c = _delta(ts, vs, a, b)
+        # carried past its ends only where the sampling ended, not the process
+        d, c = _delta(ts, vs, a, b, seg[0] is local[0], seg[-1] is local[-1])
         if d is None:
             continue
         cpu_s += d
@@ -256,7 +284,7 @@ def gpu_energy(points: Sequence[dict[str, Any]], a: float, b: float
         return None, None, 0.0
     ts = np.array([p["t"] for p in pw], dtype=float)
     ws = np.array([p["power"] for p in pw], dtype=float)
-    lo, hi = max(a, float(ts[0])), min(b, float(ts[-1]))
+    lo, hi = _ends(ts, a, b)          # just outside the samples: the nearest power carried
     if hi <= lo:
         return None, None, 0.0
     inner = (ts > lo) & (ts < hi)
@@ -282,7 +310,7 @@ def gpu_use(samples: Sequence[Sample], a: float, b: float, records: Any = None) 
     energy, source, covered = gpu_energy(points, a, b)
     tokens = jpt = tpj = None
     if records is not None and energy is not None and covered > 0:
-        lo = max(a, points[0]["t"])
+        lo, _ = _ends(np.array([p["t"] for p in points], dtype=float), a, b)
         tokens = output_tokens_between(records, lo, lo + covered)
         if tokens > 0 and energy > 0:
             jpt, tpj = energy / tokens, tokens / energy

@@ -171,11 +171,15 @@ class Telemetry:
         shown = root + path
         failures = 0
         first = True
+        last = False
         async with probe.session() as session:
             while True:
                 t0 = self.clock()
                 try:
                     status, text = await probe._get(session, path)
+                    # the exporter read its values between the request and the answer: the
+                    # middle is the best stamp (a new connection's set-up is not a shift)
+                    stamp = (t0 + self.clock()) / 2
                     if status != 200:
                         raise _Bad(f"answered HTTP {status}")
                     got = extract(text)
@@ -211,9 +215,11 @@ class Telemetry:
                         self.meta["host"] = {"url": shown, "cpus": got.get("cpus"),
                                              "mem_total_bytes": got.get("mem_total_bytes")}
                     first = False
-                    self._emit({"source": source, "t": t0, "wall": time.time(), **got})
-                if stop.is_set() or not await self._every(stop, t0):
+                    self._emit({"source": source, "t": stamp, "wall": time.time(), **got})
+                if last:
                     break
+                # one more scrape once the run ends: the last window is covered to its end
+                last = stop.is_set() or not await self._every(stop, t0)
 
     # -- local GPU libraries ---------------------------------------------------------------
     async def _local_gpu(self, stop: asyncio.Event, kind: str) -> None:
@@ -228,6 +234,7 @@ class Telemetry:
             return
         self.meta["gpu"] = {"via": reader.via, "gpus": [_static(g) for g in reader.static]}
         failures = 0
+        last = False
         try:
             while True:
                 t0 = self.clock()
@@ -242,8 +249,9 @@ class Telemetry:
                         self.note(f"--gpu-metrics {kind}: {reader.via} failed {failures} times "
                                   f"in a row ({type(exc).__name__}); stopped reading it")
                         return
-                if stop.is_set() or not await self._every(stop, t0):
+                if last:
                     break
+                last = stop.is_set() or not await self._every(stop, t0)
         finally:
             await asyncio.to_thread(reader.close)
 
@@ -337,7 +345,8 @@ class LocalSampler:
             return False
         spec = self.spec
         if spec.server_pid is not None:
-            if procfs.read_stat(spec.server_pid, self.proc) is None:
+            st = procfs.read_stat(spec.server_pid, self.proc)
+            if st is None or st.state in ("Z", "X"):
                 self.owner.note(f"{spec.pid_from or '--server-pid'} {spec.server_pid}: no such "
                                 "process on this machine; only the machine is sampled")
             else:
@@ -354,7 +363,7 @@ class LocalSampler:
     def _adopt(self, pid: int, how: str) -> None:
         if pid == self.own_pid:
             self.owner.note("telemetry: the server answering is llmbench's own process (the "
-                            "built-in mock); its CPU is counted as llmbench's")
+                            "built-in mock); its CPU is counted as llmbench's", printed=False)
             return
         self.pid, self.pid_from = pid, how
         self._server_cpu = procfs.TreeCpu()
@@ -374,7 +383,9 @@ class LocalSampler:
 
     def _tree_use(self, tree: list[int], acc: procfs.TreeCpu, uptime: float | None
                   ) -> tuple[list[int], dict[str, Any] | None]:
-        stats = [s for s in (procfs.read_stat(p, self.proc) for p in tree) if s is not None]
+        # a zombie has exited (its parent has not reaped it yet): it uses nothing any more
+        stats = [s for s in (procfs.read_stat(p, self.proc) for p in tree)
+                 if s is not None and s.state not in ("Z", "X")]
         if not stats:
             return [], None
         ticks = acc.update(stats, uptime)
