@@ -519,3 +519,59 @@ def test_the_server_machine_charts_keep_their_rules():
     assert [round(v, 6) for _, v in series["server_cores"]] == [0.9] * 5
     tc = charts.telemetry_chart(series, cpus=2)
     assert [q.title for q in tc.panels] == ["CPU cores busy", "Memory"]
+
+
+def test_nvml_readings_in_the_units_of_the_dcgm_names(monkeypatch):
+    """NvmlReader turns pynvml's units (mW, bytes, mJ) into the sample's (W, MiB, mJ), and a
+    GPU without an energy counter (pre-Volta: NotSupported) is asked once, then not again.
+    The module below answers as pynvml does (nvidia-ml-py's names and return types)."""
+    import types
+
+    class NotSupported(Exception):
+        pass
+    asked = {"energy": 0}
+    nv = types.SimpleNamespace(
+        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlSystemGetDriverVersion=lambda: "550.54.15",
+        nvmlDeviceGetName=lambda h: b"NVIDIA A100-SXM4-80GB" if h == 0 else "Tesla P100",
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}",
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=93 if h == 0 else 40),
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=40 * 2**30, free=40 * 2**30,
+                                                                total=80 * 2**30),
+        nvmlDeviceGetPowerUsage=lambda h: 287_500,                       # mW
+        nvmlDeviceGetClockInfo=lambda h, which: 1410 if which == 1 else 1593,
+        nvmlDeviceGetTemperature=lambda h, which: 61)
+
+    def energy(h):
+        asked["energy"] += 1
+        if h == 1:
+            raise NotSupported("Not Supported")
+        return 123_456_789                                               # mJ
+    nv.nvmlDeviceGetTotalEnergyConsumption = energy
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", nv)
+    r = gpu.open_local("nvml")
+    first, again = r.read(), r.read()
+    assert r.via == "nvml" and len(first) == 2
+    a100, p100 = first
+    assert a100 == {"gpu": "0", "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-0",
+                    "driver": "550.54.15", "util_pct": 93.0, "fb_used_mib": 40960.0,
+                    "fb_free_mib": 40960.0, "power_w": 287.5, "energy_mj": 123456789,
+                    "sm_clock_mhz": 1410.0, "mem_clock_mhz": 1593.0, "temp_c": 61.0}
+    assert "energy_mj" not in p100 and p100["name"] == "Tesla P100"
+    assert asked["energy"] == 2 + 1          # the P100 was asked once
+    # a mix of GPUs with and without the counter: energy from power, said so
+    samples = [{"source": "gpu", "t": float(t), "via": "nvml", "gpus": again} for t in range(3)]
+    g = tm.gpu_use(samples, 0, 2)
+    assert g.energy_source == "power" and g.energy_j == pytest.approx(2 * 287.5 * 2)
+
+
+def test_no_gpu_library_is_one_reason_per_library(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pynvml", None)         # import pynvml fails
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    with pytest.raises(gpu.GpuUnavailable) as e:
+        gpu.open_local("auto")
+    assert str(e.value) == ("pynvml is not installed (pip install 'llmbench[gpu]'); amdsmi is "
+                            "not installed (it comes with ROCm)")
