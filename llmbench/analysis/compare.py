@@ -474,10 +474,12 @@ def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:
     base = identity_of(runs[0].run)
     out = []
     for other in runs[1:]:
-        names = ("candidate", "baseline") if len(runs) == 2 else (other.name, runs[0].name)
+        two = len(runs) == 2
+        names = ("the candidate", "the baseline") if two else (other.name, runs[0].name)
         text = identity_diff(identity_of(other.run), base, names)
         if text:
-            out.append({"run": other.name, "text": text[0].upper() + text[1:] + "."})
+            out.append({"run": other.name, "text": (text[0].upper() + text[1:] if two else text)
+                        + "."})
     return out
 
 

@@ -644,7 +644,7 @@ def _phrase(f: Mapping[str, str], keys: Sequence[str], lead: bool) -> str:
 
 
 def identity_diff(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
-                  names: tuple[str, str] = ("candidate", "baseline")) -> str | None:
+                  names: tuple[str, str] = ("the candidate", "the baseline")) -> str | None:
     """What differed between two runs' servers: "the candidate ran llama.cpp b4521 with -np 4;
     the baseline b4480 with -np 2"; None when nothing known differed (or either is unknown)."""
     fa, fb = facets(a), facets(b)
@@ -657,7 +657,7 @@ def identity_diff(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
     first = _phrase(fa, keys, lead=True)
     if "server" in keys and a.get("kind") == b.get("kind") and b.get("version"):
         fb = {**fb, "server": str(b["version"])}     # the kind is said once: "the baseline b4480"
-    return f"the {names[0]} ran {first}; the {names[1]} {_phrase(fb, keys, lead=False)}"
+    return f"{names[0]} ran {first}; {names[1]} {_phrase(fb, keys, lead=False)}"
 
 
 def identity_of(run: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -587,7 +587,7 @@ def server_differences(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]
         text = identity_diff(r["server"], known[0]["server"], (r["name"], known[0]["name"]))
         if text:
             out.append({"setting": r["name"], "against": known[0]["name"],
-                        "text": text[0].upper() + text[1:] + "."})
+                        "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
     return out
 
 

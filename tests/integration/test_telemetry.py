@@ -115,7 +115,7 @@ def test_a_real_node_exporter_s_cpu_busy_matches_a_busy_loop(node_exporter):
     assert len(host) >= 8
     during = tm.host_use(t.samples, a, b)
     # the loop ran on this machine: the exporter saw at least its core busy, in user mode
-    assert loop_cores > 0.2, loop_cores
+    assert loop_cores > 0.05, loop_cores          # however busy the machine, it ran
     assert during.busy_cores >= 0.8 * loop_cores, (during, loop_cores)
     assert during.modes["user"] >= 0.6 * loop_cores, during.modes
     assert during.busy_cores <= during.cpus + 0.05
@@ -250,6 +250,8 @@ def test_energy_per_token_from_a_dcgm_exposition_equals_the_hand_computation(
     assert server["gpus"]["driver"] == "580.126.09" and server["gpus"]["via"] == "dcgm"
     lines = (Path(r.path) / "telemetry.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["source"] == "gpu" for x in lines) >= 2
+    # the result contract, typed: what the Python API hands back
+    assert r.telemetry.gpu.j_per_token == g["j_per_token"] and r.server.gpus["count"] == 2
 
 
 def test_a_ramp_step_has_its_energy_and_the_verdict_says_it(mock_factory, tmp_path):
@@ -267,6 +269,7 @@ def test_a_ramp_step_has_its_energy_and_the_verdict_says_it(mock_factory, tmp_pa
         assert g["energy_j"] == pytest.approx(500.0 * window, rel=0.02)
         assert g["j_per_token"] == pytest.approx(g["energy_j"] / g["output_tokens"], rel=1e-9)
         assert g["xid"] == [{"gpu": "1", "code": 79}]
+    assert r.steps[0].telemetry.gpu.energy_source == "counter"
     assert run["verdict"]["kind"] == "held"
     assert any(line.startswith("Energy at 2 users: ") and "J per output token" in line
                for line in run["verdict"]["evidence"]), run["verdict"]["evidence"]
@@ -316,7 +319,7 @@ def test_a_given_pid_s_cpu_agrees_with_proc_s_own_accounting(mock_factory, tmp_p
     assert srv["pid"] == loop.pid and run["server"]["pid"] == loop.pid
     assert run["telemetry"]["sources"]["local"]["found_by"] == "--server-pid"
     proc_cpu = watch.cpu_between(w["start"], w["end"])
-    assert proc_cpu > 0.5
+    assert proc_cpu > 0.1
     assert srv["cpu_s"] == pytest.approx(proc_cpu, rel=0.05), (srv, proc_cpu)
     assert srv["cores"] == pytest.approx(proc_cpu / (w["end"] - w["start"]), rel=0.05)
     assert srv["threads_max"] == 1 and srv["rss_bytes_max"] > 1 << 20
@@ -337,7 +340,9 @@ def test_the_server_listening_on_a_loopback_port_is_found_and_named(tmp_path):
     assert run["server"]["pid"] == pid and run["server"]["kind"] == "mock"
     assert run["server"]["parallel"] == {"slots": 3}
     assert run["telemetry"]["sources"]["local"]["found_by"].startswith("port ")
-    assert run["telemetry"]["window"]["server"]["cpu_s"] > 0
+    srv = run["telemetry"]["window"]["server"]
+    # (its few milliseconds of CPU may round to no clock tick: present, not necessarily > 0)
+    assert srv["pid"] == pid and srv["cpu_s"] >= 0 and srv["covered_s"] > 0.5
 
 
 def test_a_server_pid_that_exits_mid_run_is_a_note_not_a_traceback(mock_factory, tmp_path,
