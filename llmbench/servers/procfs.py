@@ -194,15 +194,29 @@ def parse_environ(raw: bytes, names: Iterable[str]) -> dict[str, str]:
 
 # -- readers (blocking, small) -----------------------------------------------------------------
 
-def _read(path: Path) -> str | None:
+def _read(path: Path | str) -> str | None:
+    # plain os calls: this runs for every process of a tree each second (pathlib's objects
+    # cost as much as the read)
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        chunks = []
+        while True:
+            b = os.read(fd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_stat(pid: int, proc: Path = PROC) -> ProcStat | None:
-    text = _read(proc / str(pid) / "stat")
+    text = _read(f"{proc}/{pid}/stat")
     return parse_pid_stat(text) if text else None
 
 
@@ -246,8 +260,25 @@ def pids(proc: Path = PROC) -> Iterator[int]:
             yield int(name)
 
 
+def parents(proc: Path = PROC) -> dict[int, int]:
+    """Every process's parent (pid -> ppid): the links of the whole machine's process tree.
+    Only the parent is parsed out of each stat line (this runs every few seconds while the
+    load runs, in a thread that shares the interpreter with the event loop)."""
+    out: dict[int, int] = {}
+    for pid in pids(proc):
+        text = _read(f"{proc}/{pid}/stat")
+        if not text:
+            continue
+        rest = text[text.rfind(")") + 2:]
+        try:
+            out[pid] = int(rest.split(" ", 2)[1])
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
 def all_stats(proc: Path = PROC) -> dict[int, ProcStat]:
-    """Every process's stat (one small read each): the parent links of the whole machine."""
+    """Every process's stat (one small read each)."""
     out: dict[int, ProcStat] = {}
     for pid in pids(proc):
         st = read_stat(pid, proc)
@@ -256,13 +287,14 @@ def all_stats(proc: Path = PROC) -> dict[int, ProcStat]:
     return out
 
 
-def tree_of(root: int, stats: dict[int, ProcStat]) -> list[int]:
-    """``root`` and all its descendants among ``stats`` (root first; [] when root is gone)."""
+def tree_of(root: int, stats: dict[int, ProcStat] | dict[int, int]) -> list[int]:
+    """``root`` and all its descendants among ``stats`` (their stats, or pid -> ppid), root
+    first; [] when root is gone."""
     if root not in stats:
         return []
     children: dict[int, list[int]] = {}
-    for st in stats.values():
-        children.setdefault(st.ppid, []).append(st.pid)
+    for pid, st in stats.items():
+        children.setdefault(st if isinstance(st, int) else st.ppid, []).append(pid)
     out, todo = [], [root]
     while todo:
         pid = todo.pop()

@@ -78,6 +78,9 @@ class Telemetry:
     _fh: Any = None
     _t0: float = 0.0
     clock: Callable[[], float] = time.perf_counter
+    _prepared: bool = False
+    _sampler: "LocalSampler | None" = None
+    _local_ok: bool = False
 
     def note(self, text: str, printed: bool = True) -> None:
         self.notes.append(Note(text, printed))
@@ -91,7 +94,26 @@ class Telemetry:
         return [n.text for n in self.notes if n.printed]
 
     # -- the run --------------------------------------------------------------------------
+    async def prepare(self) -> None:
+        """What is done once, before the load: find the server's process (a scan of every
+        process's open sockets, tenths of a second) and ask what the server is, so neither
+        shares the event loop or the machine with the first requests."""
+        if self._prepared:
+            return
+        self._prepared = True
+        jobs = []
+        if self.spec.local:
+            self._sampler = LocalSampler(self.spec, self)
+
+            async def find() -> None:
+                self._local_ok = await asyncio.to_thread(self._sampler.start)
+            jobs.append(find())
+        if self.spec.root:
+            jobs.append(self._identity())
+        await asyncio.gather(*jobs)
+
     async def run(self, stop: asyncio.Event, out: Path | None = None) -> None:
+        await self.prepare()
         self._t0 = self.clock()
         self._fh = _open(out, self)
         tasks = []
@@ -106,8 +128,6 @@ class Telemetry:
                 tasks.append(self._scraped(stop, "gpu", gpu, "--gpu-metrics", _dcgm_sample))
             elif gpu != "off":
                 tasks.append(self._local_gpu(stop, gpu))
-            if self.spec.root:
-                tasks.append(self._identity())
             await asyncio.gather(*tasks)
         finally:
             if self._fh is not None:
@@ -143,9 +163,8 @@ class Telemetry:
 
     # -- this machine ----------------------------------------------------------------------
     async def _local(self, stop: asyncio.Event) -> None:
-        sampler = LocalSampler(self.spec, self)
-        ok = await asyncio.to_thread(sampler.start)
-        if not ok:
+        sampler = self._sampler
+        if sampler is None or not self._local_ok:
             return
         self.meta["local"] = sampler.describe()
         while True:
@@ -399,7 +418,7 @@ class LocalSampler:
         out: dict[str, Any] = {"source": "local", "t": t, "wall": time.time()}
         uptime = procfs.read_uptime(self.proc)
         if t - self._scanned >= RESCAN_S or (self.pid is not None and not self._server_tree):
-            stats = procfs.all_stats(self.proc)
+            stats = procfs.parents(self.proc)
             self._scanned = t
             self._own_tree = procfs.tree_of(self.own_pid, stats)
             if self.pid is not None:

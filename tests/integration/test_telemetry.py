@@ -342,7 +342,7 @@ def test_the_server_listening_on_a_loopback_port_is_found_and_named(tmp_path):
     assert run["telemetry"]["sources"]["local"]["found_by"].startswith("port ")
     srv = run["telemetry"]["window"]["server"]
     # (its few milliseconds of CPU may round to no clock tick: present, not necessarily > 0)
-    assert srv["pid"] == pid and srv["cpu_s"] >= 0 and srv["covered_s"] > 0.5
+    assert srv["pid"] == pid and srv["cpu_s"] >= 0 and srv["covered_s"] > 0
 
 
 def test_a_server_pid_that_exits_mid_run_is_a_note_not_a_traceback(mock_factory, tmp_path,
