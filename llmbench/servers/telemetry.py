@@ -184,10 +184,12 @@ class Telemetry:
                        extract: Callable[[str], dict[str, Any]]) -> None:
         import aiohttp
         from llmbench.servers.scrape import ServerProbe
+        from llmbench.client.target import redact_query, strip_userinfo
         root, path = split_url(url)
         probe = ServerProbe(root, "off", net=None if self.spec.net is None or not _same_host(
             root, self.spec.root) else self.spec.net)
-        shown = root + path
+        # what notes and run.json say: never a password or a token in the URL
+        shown = redact_query(strip_userinfo(root + path))
         failures = 0
         first = True
         last = False

@@ -403,7 +403,8 @@ def test_exporters_that_drip_answer_html_or_do_not_answer_cost_one_line_each(
                           gpu_metrics=page.url + "/metrics", out=tmp_path / "a", progress=True)
     r2 = llmbench.run(url=m.url + "/v1", model="mock", duration="1s", concurrency=1,
                       output_tokens=4, prompt_tokens=8,
-                      host_metrics=f"127.0.0.1:{closed}", out=tmp_path / "b", progress=True)
+                      host_metrics=f"http://me:s3cretpw@127.0.0.1:{closed}",
+                      out=tmp_path / "b", progress=True)
     took = time.monotonic() - t
     out = capfd.readouterr()
     printed = out.out + out.err
@@ -419,6 +420,9 @@ def test_exporters_that_drip_answer_html_or_do_not_answer_cost_one_line_each(
     assert gpu_lines == [f"note: --gpu-metrics {page.url}/metrics: not a DCGM exporter's page "
                          "(none of DCGM exporter's GPU fields on the page); point it at the "
                          "exporter's /metrics"], gpu_lines
+    # an exporter's password is never printed nor written
+    assert "s3cretpw" not in printed
+    assert "s3cretpw" not in (Path(r2.path) / "run.json").read_text()
     for r in (r1, r2):
         run = run_json(r)
         assert run["status"] == "complete" and run["summary"]["failed"] == 0
