@@ -99,6 +99,25 @@ def settings_from_argv(argv: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+_SHELLS = ("sh", "bash", "dash", "zsh", "ash")
+
+
+def server_argv(argv: Sequence[str]) -> list[str]:
+    """The server's own command line inside a wrapper: ``sh -c 'llama-server -np 4'`` (how
+    sweep --serve starts a command), ``env X=1 vllm serve ...``, ``exec ...``."""
+    import shlex
+    args = list(argv)
+    if len(args) >= 3 and PurePath(args[0]).name in _SHELLS and args[1] == "-c":
+        try:
+            args = shlex.split(args[2])
+        except ValueError:
+            return list(argv)
+    while args and (args[0] in ("exec", "nohup") or PurePath(args[0]).name == "env"
+                    or ("=" in args[0] and not args[0].startswith("-"))):
+        args = args[1:]
+    return args
+
+
 def executable(argv: Sequence[str]) -> str | None:
     """The program's name (``llama-server``; ``vllm`` for ``python -m vllm...``/``vllm serve``)."""
     if not argv:
@@ -229,6 +248,7 @@ def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> d
     """What the server's own process says (on this machine): its known settings, its
     program's name, its PID."""
     out: dict[str, Any] = {}
+    argv = server_argv(argv)
     settings = {**settings_from_argv(argv), **{k: v for k, v in env.items() if v != ""}}
     if settings:
         out["settings"] = settings

@@ -136,6 +136,11 @@ def test_only_named_settings_come_out_of_a_command_line_or_an_environment():
     assert identity.executable(argv) == "llama-server"
     assert identity.executable(["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server",
                                 "--max-num-seqs", "64"]) == "vllm"
+    # sweep --serve starts the command through a shell: its settings are the server's
+    info = identity.process_info(["/bin/sh", "-c", "OLLAMA_X=1 exec /opt/llama-server -np 2 -t 1"],
+                                 {}, 77)
+    assert info == {"settings": {"--parallel": "2", "--threads": "1"},
+                    "executable": "llama-server", "pid": 77}
     env = procfs.parse_environ(b"OLLAMA_NUM_PARALLEL=4\0OPENAI_API_KEY=sk-x\0HOME=/root\0",
                                identity.ENV_NAMES)
     assert env == {"OLLAMA_NUM_PARALLEL": "4"}
