@@ -183,11 +183,12 @@ class Harness:
                 client = Client(spec.target, self.params, self.timeouts, shape.max_in_flight(),
                                 self.served_by_header, self.count_tokens)
                 clients[spec.name] = await client.__aenter__()
-            if self.telemetry is not None:
-                # the server's process found and its identity asked before any load
-                await self._interruptible(self.telemetry.prepare())
             for spec in targets:
                 await self._interruptible(self.preflight(clients[spec.name], spec))
+            if self.telemetry is not None:
+                # once the server has answered, and before any load: its process found and
+                # what it is asked (a server that fails its preflight is asked nothing more)
+                await self._interruptible(self.telemetry.prepare())
             return await self._drive(shape, targets, clients, log, stopping, loop)
         finally:
             for c in clients.values():
