@@ -115,6 +115,14 @@ def server_argv(argv: Sequence[str]) -> list[str]:
     while args and (args[0] in ("exec", "nohup") or PurePath(args[0]).name == "env"
                     or ("=" in args[0] and not args[0].startswith("-"))):
         args = args[1:]
+    name = PurePath(args[0]).name if args else ""
+    if name.startswith(("python", "pypy")):
+        # python -m vllm.entrypoints... ARGS: the module's arguments; python -c CODE is
+        # nobody's server settings (a test runner holding the port, say): none
+        if "-m" in args[1:]:
+            i = args.index("-m", 1)
+            return args[i + 1:]
+        return []
     return args
 
 
@@ -248,11 +256,12 @@ def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> d
     """What the server's own process says (on this machine): its known settings, its
     program's name, its PID."""
     out: dict[str, Any] = {}
-    argv = server_argv(argv)
-    settings = {**settings_from_argv(argv), **{k: v for k, v in env.items() if v != ""}}
+    args = server_argv(argv)
+    settings = {**settings_from_argv(args[1:]), **{k: v for k, v in env.items() if v != ""}}
     if settings:
         out["settings"] = settings
-    exe = executable(argv)
+    exe = executable(argv if not args or PurePath(str(argv[0])).name.startswith(("python", "pypy"))
+                     else args)
     if exe:
         out["executable"] = exe
     if pid is not None:

@@ -141,6 +141,12 @@ def test_only_named_settings_come_out_of_a_command_line_or_an_environment():
                                  {}, 77)
     assert info == {"settings": {"--parallel": "2", "--threads": "1"},
                     "executable": "llama-server", "pid": 77}
+    # python -m MODULE ARGS: the module's; python -c CODE: no settings (-c is not -c here)
+    vllm = identity.process_info(["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server",
+                                  "--max-num-seqs", "64", "-tp", "2"], {}, 5)
+    assert vllm["settings"] == {"--max-num-seqs": "64", "--tensor-parallel-size": "2"}
+    assert vllm["executable"] == "vllm"
+    assert "settings" not in identity.process_info(["python", "-c", "import sys;exec(x)"], {}, 6)
     env = procfs.parse_environ(b"OLLAMA_NUM_PARALLEL=4\0OPENAI_API_KEY=sk-x\0HOME=/root\0",
                                identity.ENV_NAMES)
     assert env == {"OLLAMA_NUM_PARALLEL": "4"}
