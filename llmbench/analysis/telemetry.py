@@ -521,9 +521,9 @@ def share_sentence(t: Telemetry | None, load: float, unit: str) -> str | None:
             f"{server:.1f} cores, llmbench {gen:.1f}, other processes {other:.1f} "
             f"({(m.busy_share or 0) * 100:.0f}% busy in all)")
     if m.cpus and m.busy_cores >= MACHINE_BUSY_SHARE * m.cpus:
-        starved = "llmbench" if server >= gen else "the server"
-        text += (f"; the machine was saturated, so llmbench and the server competed for it "
-                 f"({starved} took the larger share)")
+        users = {"the server": server, "llmbench": gen, "other processes": other}
+        most = max(users, key=lambda k: users[k])
+        text += f"; the machine was saturated, most of it going to {most}"
     return text + "."
 
 

@@ -401,7 +401,7 @@ def test_the_share_of_a_shared_machine():
     text = tm.share_sentence(tel(1.1, machine=1.9, gen=0.5), 8, "users")
     assert text.startswith("On this machine (2 cores) at 8 users: the server used 1.1 cores, "
                            "llmbench 0.5, other processes 0.3 (95% busy in all); the machine was "
-                           "saturated")
+                           "saturated, most of it going to the server.")
 
 
 def test_gpu_beside_the_kv_cache():
