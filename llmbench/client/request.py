@@ -63,6 +63,7 @@ from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import check_reply
+from llmbench.wire.events import count
 
 perf_counter = time.perf_counter
 
@@ -553,6 +554,9 @@ class Client:
         rec.error = f"{name}: {exc}"[:200]
 
     def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+        if rec.error_kind == "http_status" and rec.error and self._fmt.error_text is not None:
+            # an error body as the API shapes it: its own type and message (the Messages API)
+            rec.error = self._fmt.error_text(rec.error) or rec.error
         times = rec.token_times
         if times:
             rec.first_token = times[0]
@@ -560,6 +564,10 @@ class Client:
         if rec.prompt_tokens is None and prompt_tokens_client is not None:
             rec.prompt_tokens = prompt_tokens_client
             rec.prompt_tokens_source = "client"
+        if rec.cached_tokens is None and isinstance(rec.server_timing, dict):
+            # llama.cpp's timings: cache_n prompt tokens reused from the slot's cache, prompt_n
+            # computed (its usage names no cached tokens in older builds)
+            rec.cached_tokens = count(rec.server_timing.get("cache_n"))
         if rec.output_tokens is None and times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
             # events are the count, as records.clean does for old logs

@@ -68,7 +68,7 @@ class ServerOpts(OptionGroup):
     """How to talk to the server(s) and watch them (run, ramp, probe)."""
 
     api: Annotated[Optional[str], _opt(_api_help(), P_TARGET)] = None     # from the wire registry
-    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
+    api_key: Annotated[Optional[str], _opt("API key, sent as a Bearer token (default: $OPENAI_API_KEY; --api anthropic: x-api-key, default $ANTHROPIC_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
     header: Annotated[Optional[List[str]], _opt("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", metavar="K=V")] = None
     endpoint: Annotated[Optional[str], _opt("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")] = None
     redact: Annotated[Optional[List[str]], _opt("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", metavar="NAME")] = None
@@ -233,6 +233,8 @@ class WorkloadOpts(OptionGroup):
     image_size: Annotated[str, _opt("--images N: size in pixels, WxH or a range WxH-WxH.", P_WORKLOAD, metavar="WxH")] = "512x512"
     image_format: Annotated[str, _opt("--images N: png (no extra package) or jpeg (needs Pillow).", P_WORKLOAD)] = "png"
     batch_size: Annotated[int, _opt("--api embeddings: prompts per request (one request embeds a batch).", P_WORKLOAD)] = 1
+    same_prompts: Annotated[bool, _opt("Send the very prompts the seed makes, with no per-run salt: a second run then finds the first one's prompts in the server's prefix cache (cache experiments; the numbers include those hits).", P_WORKLOAD, "--same-prompts")] = False
+    prompt_salt: Annotated[Optional[str], _opt("Begin every conversation with these words instead of a new random salt (replay an earlier run's exact prompts: its run.json names its salt).", P_WORKLOAD, metavar="TEXT")] = None
 
     def validate(self) -> "WorkloadOpts":
         """Every value in range, before anything is loaded or sent."""
@@ -256,7 +258,33 @@ class WorkloadOpts(OptionGroup):
         count(self.cache_block_tokens, "--cache-block-tokens")
         count(self.batch_size, "--batch-size", hi=4096)
         self.image_spec()
+        if self.prompt_salt is not None:
+            from llmbench.workload.salt import check_text
+            if self.same_prompts:
+                raise UsageError("--prompt-salt and --same-prompts: give one (--same-prompts "
+                                 "sends no salt at all)")
+            why = check_text(self.prompt_salt)
+            if why:
+                raise UsageError(f"--prompt-salt {self.prompt_salt[:40]!r}: {why}")
         return self
+
+    def salts(self, tok: Any, targets: tuple[str, ...] = ("main",)) -> dict[str, Any]:
+        """The salt each target's conversations begin with (workload.salt): a new one per run,
+        the given one, or none (--same-prompts). Several targets (the probe's paths) each get
+        their own: the run's salt with a word of their own in front."""
+        from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
+        from llmbench.workload.synthetic import prepare_unit_words
+        if self.same_prompts:
+            none = Salt(source="none (--same-prompts)")
+            return {t: none for t in targets}
+        try:
+            prepare_unit_words(tok)             # one-token words for the salt, when it can tell
+        except Exception:                       # noqa: BLE001 - the workload's build says why
+            pass
+        base = given_salt(tok, self.prompt_salt) if self.prompt_salt else new_salt(tok)
+        if len(targets) == 1:
+            return {targets[0]: base}
+        return {t: base.with_word(w) for t, w in zip(targets, path_words(tok, len(targets), base))}
 
     def image_spec(self) -> Any:
         """--images as a workload.ImageSpec (None without it); every value checked."""
@@ -284,9 +312,11 @@ class WorkloadOpts(OptionGroup):
             cols[k] = v
         return cols
 
-    def build(self, n: int, target: Any = None, multi_turn: bool | None = None) -> tuple[Any, Any]:
-        """(Workload, tokenizer) of ``n`` conversations. The target's /tokenize (vLLM,
-        llama.cpp) counts exactly; it is asked here, before any load."""
+    def build(self, n: int, target: Any = None, multi_turn: bool | None = None,
+              targets: tuple[str, ...] = ("main",)) -> tuple[Any, Any]:
+        """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
+        (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
+        exactly; it is asked here, before any load."""
         from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
         self.validate()
         count(n, "--count")
@@ -295,6 +325,7 @@ class WorkloadOpts(OptionGroup):
             {k: v for k, v in target.request_headers().items() if k != "content-type"},
             target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
+        salts = self.salts(tok, targets)
         spec = WorkloadSpec(
             dataset=self.dataset, dataset_format=self.dataset_format, count=n * self.batch_size,
             seed=self.seed, images=self.image_spec(), batch_size=self.batch_size,
@@ -308,9 +339,12 @@ class WorkloadOpts(OptionGroup):
             random_output_len=self.random_output_len, random_range_ratio=self.random_range_ratio,
             random_prefix_len=self.random_prefix_len, hf_split=self.hf_split,
             hf_columns=self.hf_columns(), sharegpt_output_len=self.sharegpt_output_len,
-            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens)
+            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens,
+            salt_tokens=max(s.tokens for s in salts.values()))
+        wl = build_workload(spec, tok)
+        wl.salts = salts
         # the client may count replies when a server reports no usage: that must stay in-process
-        return build_workload(spec, tok), (tok.local or tok)
+        return wl, (tok.local or tok)
 
 
 @dataclasses.dataclass

@@ -285,8 +285,9 @@ def make_target(t: TargetOpts, s: ServerOpts, url: str, model: str | None):
 
 def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, n: int,
                 multi_turn: bool | None = None, progress: bool | None = None,
-                replay: dict | None = None):
-    """The plan's common part from the groups (the workload is built against ``tgt``)."""
+                replay: dict | None = None, targets: tuple[str, ...] = ("main",)):
+    """The plan's common part from the groups (the workload is built against ``tgt``, with a
+    salt for each of the harness's ``targets``)."""
     from llmbench.commands.common import Common
     check_api_features(tgt.api, w, rq)
     from llmbench import wire
@@ -298,7 +299,9 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
     o.validate()
-    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn)
+    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    if replay is not None:
+        replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = o.quiet
     return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
                   count_tokens=tok.count, served_by_header=s.served_by_header,
@@ -317,10 +320,13 @@ def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts) -> None:
     if w.images is not None and not fmt.images:
         able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
         raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
-    if (rq.tools is not None or rq.response_format is not None) and api not in ("openai-chat", "responses"):
-        flag = "--tools" if rq.tools is not None else "--response-format"
-        raise UsageError(f"{flag}: --api {api} has no tools or response format; use --api "
-                         "openai-chat or responses")
+    if rq.tools is not None and not fmt.tools:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
+        raise UsageError(f"--tools: --api {api} has no tools; use one of {able}")
+    if rq.response_format is not None and not fmt.structured:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.structured)
+        raise UsageError(f"--response-format: --api {api} has no response format; use one of "
+                         f"{able}")
     if rq.responses_state != "client" and api != "responses":
         raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
                          "use --api responses")
@@ -345,8 +351,10 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                     {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
                     tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
+    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
     check_replay(tr, speed)           # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts      # a trace's prompts get the run's salt in front
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, speed, tr.describe(), w.seed)
 
@@ -832,7 +840,8 @@ def probe_plan(g: dict[str, Any], progress: bool | None = None):
               server.header, **way)
     # the workload is counted against the backend (its /tokenize), sent through both
     common = make_common(dt, server, workload, request, output, 4000, multi_turn=True,
-                         progress=progress, replay=replay_of(PROBE, g))
+                         progress=progress, replay=replay_of(PROBE, g),
+                         targets=("router", "direct"))
     common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,
                        "tokenizer": workload.tokenizer,
                        # the backend's machine: where the compute is
