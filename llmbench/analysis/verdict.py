@@ -241,6 +241,26 @@ def _telemetry(out: dict[str, Any], kind: str, first: dict[str, Any], subject: d
         out["cause"] = part["cause"]
 
 
+def _crowded_out(first: dict[str, Any], subject: dict[str, Any], unit: str, growth: float,
+                 server: dict[str, Any] | None, info: dict[str, Any] | None) -> str | None:
+    """With telemetry only: a server of one slot with requests waiting, on a machine other
+    processes had saturated, had its gaps grow from them, not from this load (one request
+    decodes at a time); the sentence that says so, else None."""
+    if not server or server.get("slots") != 1 or not (server.get("waiting_max") or 0) >= 1:
+        return None
+    part = telemetry_mod.verdict_part("saturation", first, subject, unit, growth, None, info)
+    if part["cause"] != "machine_cpu":
+        return None
+    m = (subject.get("telemetry") or {}).get("machine") or {}
+    srv = (subject.get("telemetry") or {}).get("server") or {}
+    gen = (subject.get("telemetry") or {}).get("llmbench") or {}
+    other = max((m.get("busy_cores") or 0) - (srv.get("cores") or 0) - (gen.get("cores") or 0), 0)
+    return (f"The gaps between tokens grew {growth:.1f}x too, but the server serves one request "
+            f"at a time (1 slot): other processes had the machine's cores ({other:.1f} of "
+            f"{m.get('cpus')}, the server {srv.get('cores') or 0:.1f}), so the gaps say nothing "
+            "about this load; the requests queued for the slot.")
+
+
 def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
             server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
             telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -379,6 +399,13 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
             return out
         ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
                   "can add to a timestamp, so the result stands.")
+    crowded = itl_grew and ttft_grew and _crowded_out(first, subject, unit, itl1 / itl0, server,
+                                                      telemetry)
+    if crowded:
+        # one request decodes at a time, so this load cannot have made the gaps grow: the
+        # machine's other processes did; the queue for the slot is what this load did
+        ev.append(crowded)
+        itl_grew = False
     if itl_grew:
         out["kind"] = "saturation"
         ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x: the requests in progress "

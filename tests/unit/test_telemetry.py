@@ -483,6 +483,23 @@ def test_a_queue_for_slots_does_not_name_the_cpu():
     assert "its slots, not the CPU, set the limit" in text and "CPU is saturated" not in text
 
 
+def test_one_slot_on_a_machine_others_saturated_is_a_queue_not_the_cpu():
+    from llmbench.analysis.verdict import explain
+    steps = [_with(_step(0, 1, 400, 34.0, True, 0, 10), 0.3, machine_busy=1.9),
+             _with(_step(1, 2, 4700, 61.0, False, 10, 20), 0.4, machine_busy=2.0)]
+    samples = [{"t": t, "running": 1, "waiting": 1 if t > 10 else 0, "slots": 1}
+               for t in range(0, 21)]
+    v = explain(steps, [], "users", samples, telemetry=INFO)
+    assert v["kind"] == "queuing" and "cause" not in v
+    text = " ".join(v["evidence"])
+    assert ("The gaps between tokens grew 1.8x too, but the server serves one request at a time "
+            "(1 slot): other processes had the machine's cores (1.5 of 2, the server 0.4)") in text
+    assert "CPU is saturated" not in text and "CPU was saturated" not in text
+    # without telemetry the same steps read as before: saturation, from the latencies alone
+    bare = [{k: v for k, v in st.items() if k != "telemetry"} for st in steps]
+    assert explain(bare, [], "users", samples)["kind"] == "saturation"
+
+
 def test_failures_still_outrank_the_machine():
     from llmbench.analysis.verdict import explain
     broke = _step(1, 4, 2500, 20.0, False, 10, 20, failed=3, errors={"http_status": 3},
