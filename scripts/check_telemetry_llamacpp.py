@@ -168,7 +168,7 @@ def main() -> int:
               "shared/realserver/setup.sh)")
         return 2
     with tempfile.TemporaryDirectory() as out:
-        for i, t in enumerate(int(x) for x in args.threads.split(",")):
+        for i, t in enumerate(int(x) for x in args.threads.split(",") if x):
             cpu_ramp(args.port + i, t, args.hold, out)
         slot_ramp(args.port + 5, args.hold, out)
     print(f"\nload average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
