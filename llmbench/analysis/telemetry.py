@@ -27,6 +27,8 @@ from llmbench.results.telemetry import GpuUse, MachineUse, ProcessUse, ServerIde
 SATURATED_SHARE = 0.85
 # A machine this busy had no core to spare.
 MACHINE_BUSY_SHARE = 0.9
+# A server using at least this share of the cores it may use computes on the CPU.
+CPU_BOUND_SHARE = 0.25
 # A GPU this busy is the limit; under LOW it is not.
 GPU_BUSY_PCT = 90.0
 GPU_LOW_PCT = 50.0
@@ -439,8 +441,10 @@ def cpu_reading(first: Telemetry | None, broke: Telemetry | None, first_load: fl
         return "cpu", (f"The server's process used {used:.1f} of {cpus} cores{at}{cap} while "
                        f"{grew}: the CPU is saturated.")
     m = broke.machine
+    # a server that computes on the CPU (a fair share of what it may use) starved of cores;
+    # one that barely uses the CPU was not slowed by the want of it, busy machine or not
     if m is not None and m.busy_cores is not None and m.cpus and \
-            m.busy_cores >= MACHINE_BUSY_SHARE * m.cpus:
+            m.busy_cores >= MACHINE_BUSY_SHARE * m.cpus and used >= CPU_BOUND_SHARE * budget:
         gen = broke.llmbench.cores if broke.llmbench is not None else None
         other = max(m.busy_cores - used - (gen or 0.0), 0.0)
         return "machine_cpu", (

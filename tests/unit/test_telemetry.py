@@ -603,3 +603,10 @@ def test_no_gpu_library_is_one_reason_per_library(monkeypatch):
         gpu.open_local("auto")
     assert str(e.value) == ("pynvml is not installed (pip install 'llmbench[gpu]'); amdsmi is "
                             "not installed (it comes with ROCm)")
+
+
+def test_a_busy_machine_is_not_blamed_for_a_server_that_barely_uses_the_cpu():
+    # the gaps grew, the machine was full, but the server used 0.05 of its 2 cores: it was not
+    # waiting for cores (its slowdown is elsewhere: the GPU, memory, its own pacing)
+    cause, text = tm.cpu_reading(tel(0.04), tel(0.05, machine=1.98), 1, 8, "users", 1.6, META, {})
+    assert cause == "not_cpu" and text.startswith("The gaps grew but the server used 0.1 of 2")
