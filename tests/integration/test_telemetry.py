@@ -347,13 +347,28 @@ def test_the_server_listening_on_a_loopback_port_is_found_and_named(tmp_path):
 
 def test_a_server_pid_that_exits_mid_run_is_a_note_not_a_traceback(mock_factory, tmp_path,
                                                                    capfd):
-    short = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
+    short = subprocess.Popen(BUSY)
+
+    def kill_once_sampled() -> None:
+        # the process exits once llmbench has sampled it (not after a fixed sleep: a busy
+        # machine starts a run slower)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for f in tmp_path.glob("*/telemetry.jsonl"):
+                if '"server"' in f.read_text():
+                    short.kill()
+                    return
+            time.sleep(0.05)
+        short.kill()
+    killer = threading.Thread(target=kill_once_sampled, daemon=True)
+    killer.start()
     try:
         m = mock_factory(ttft_ms=5, itl_ms=2)
         r = llmbench.run(url=m.url + "/v1", model="mock", duration="3s", concurrency=1,
                          output_tokens=8, prompt_tokens=8, server_pid=short.pid, out=tmp_path,
                          progress=True)
     finally:
+        killer.join(65)
         short.wait(10)
     out = capfd.readouterr()
     run = run_json(r)
