@@ -41,6 +41,8 @@ perf_counter = time.perf_counter
 PREFLIGHT_ATTEMPTS = 3
 # Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
 PREFLIGHT_NOTE_AFTER_S = 5.0
+# --dashboard: the telemetry samples (about one a second per source) it is handed each second
+TELEMETRY_KEEP = 6
 
 
 class PreflightError(Exception):
@@ -385,7 +387,12 @@ class Harness:
             if p.samples:
                 sample = p.samples[-1]
                 server[name] = {k: v for k, v in sample.items() if k not in ("t", "wall")}
+        tel = self.telemetry
+        # the server machine's last few seconds of samples (a slice of a list the loop appends
+        # to: a copy, never a torn read)
+        recent = tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
         return SimpleNamespace(
+            telemetry=recent,
             t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
             started=total.started, done=total.done, failed=total.failed,
             in_flight=total.in_flight, events=total.events,

@@ -590,12 +590,14 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
     def col(key: str) -> list[float]:
         return [_finite(r.get(key)) for r in pts]
     has_server = any("server_running" in r or "server_waiting" in r for r in pts)
+    has_cores = any("server_cores" in r or "machine_busy_cores" in r for r in pts)
     labels = ["users", "in flight", "TTFT p50", "TTFT p95",
               "ITL p50", "ITL p95", "finished ok", "failed", "llmbench loop lag p99",
-              "llmbench send delay p99", "server: running", "server: waiting", "threshold"]
+              "llmbench send delay p99", "server: running", "server: waiting", "threshold",
+              "server process", "machine, all processes"]
     legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
     width, left, top_y, h, gap = 950.0, 70.0, 34.0, 110.0, 14.0
-    n = 6 if has_server else 5
+    n = 5 + int(has_server) + int(has_cores)
     lo, hi = (min(t) - 1.0, max(t)) if t else (0.0, 10.0)
     hi = max(hi, lo + 10.0)                        # the first seconds: a 10 s axis, not 1 s
     panels = [Panel(x0=left, y0=top_y + j * (h + gap), w=width - left - legend_w, h=h,
@@ -640,6 +642,13 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
         ax.line(t, run_, "server: running", _COLORS[2], clip=False)
         ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
         ax.ylabel = "requests"
+    if has_cores:                 # the server's machine (telemetry), cores over the last 5 s
+        ax = panels[-1]
+        srv, mach = col("server_cores"), col("machine_busy_cores")
+        _ylim(ax, [*srv, *mach])
+        ax.line(t, srv, "server process", _COLORS[0], clip=False)
+        ax.line(t, mach, "machine, all processes", "#777", "--", clip=False)
+        ax.ylabel = "cores"
     panels[-1].xlabel = "seconds" + (f" (a point: {k} s; p95: the worst second)" if k > 1 else "")
     starts: list[tuple[float, Any]] = []
     last = object()

@@ -195,3 +195,21 @@ def test_a_port_that_is_taken_is_one_line_before_anything_runs():
     text = str(got.value)
     assert f"--dashboard 127.0.0.1:{port}: cannot serve the page" in text
     assert "choose a free port" in text and "\n" not in text
+
+
+def test_the_servers_machine_is_the_reports_figures_over_the_last_seconds():
+    from llmbench.report.dashboard.feed import machine_now
+
+    def local(t):            # telemetry's local sample: the server at 1.5 cores, the machine 1.9
+        return {"source": "local", "t": t,
+                "server": {"pid": 7, "pids": 1, "cpu_s": 1.5 * t, "rss_bytes": 2 << 30,
+                           "threads": 5},
+                "machine": {"cpus": 2, "busy_s": 1.9 * t, "idle_s": 0.1 * t, "steal_s": 0.0,
+                            "total_s": 2.0 * t}}
+    m = machine_now([local(float(t)) for t in range(0, 12)], 11.0)
+    assert m["server_cores"] == pytest.approx(1.5) and m["machine_busy_cores"] == pytest.approx(1.9)
+    assert m["machine_cpus"] == 2 and m["server_pid"] == 7
+    assert machine_now([], 1.0) == {}
+    rows = page._machine_rows(m)
+    assert ["server process", "cores used (last 5 s)", "1.50"] in rows
+    assert ["machine (proc)", "busy cores (last 5 s)", "1.90 of 2"] in rows

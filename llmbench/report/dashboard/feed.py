@@ -58,6 +58,9 @@ class Gauges:
     busiest: str | None = None           # --workers: which process the generator figures are
     # each server probe's last reading (the server's own state), by target name
     server: dict[str, dict[str, Any]] | None = None
+    # the server machine's last telemetry samples (servers/telemetry.py: its process, the
+    # machine, GPUs), counters as sampled
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _pct(values: Any, q: float) -> float | None:
@@ -113,6 +116,33 @@ class _StepSoFar:
     failed: int = 0
     ttft: _Newest = field(default_factory=lambda: _Newest(MAX_TTFTS))
     gaps: _Newest = field(default_factory=lambda: _Newest(MAX_GAPS))
+
+
+MACHINE_WINDOW_S = 5.0
+
+
+def machine_now(samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
+    """The server's machine over the last few seconds, from its telemetry samples, by the
+    report's own definitions (analysis/telemetry.py: counters' change over the window)."""
+    if not samples:
+        return {}
+    from llmbench.analysis.telemetry import window
+    t_end = max((x.get("t") or 0.0) for x in samples)
+    w = window(samples, t_end - MACHINE_WINDOW_S, t_end)
+    if w is None:
+        return {}
+    out: dict[str, Any] = {"window_s": MACHINE_WINDOW_S}
+    if w.server is not None:
+        out.update(server_cores=w.server.cores, server_rss_bytes=w.server.rss_bytes_max,
+                   server_pid=w.server.pid)
+    m = w.host or w.machine
+    if m is not None:
+        out.update(machine_busy_cores=m.busy_cores, machine_cpus=m.cpus,
+                   machine_source=m.source)
+    if w.gpu is not None:
+        out.update(gpu_util_pct=w.gpu.util_pct_mean, gpu_power_w=w.gpu.power_w_mean,
+                   gpu_mem_mib=w.gpu.fb_used_mib_max, gpu_name=w.gpu.name)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def error_label(rec: Record) -> str:
@@ -208,6 +238,7 @@ class LiveSeries:
         while self._send and self._send[0][0] < cutoff:
             self._send.popleft()
         send = [d for _, d in self._send]
+        machine = machine_now(getattr(g, "telemetry", None) or [], now)
         # the server's own state: the backend's probe (a probe's direct path), else the first
         probes = g.server or {}
         server = probes.get("direct") or probes.get("main") or next(iter(probes.values()), {})
@@ -216,7 +247,9 @@ class LiveSeries:
                  "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct,
                  "send_delay_p99_ms": _ms(_pct(send, 99)),
                  **{f"server_{k}": server[k] for k in ("running", "waiting", "kv_cache_usage")
-                    if isinstance(server.get(k), (int, float))}}
+                    if isinstance(server.get(k), (int, float))},
+                 **{k: machine[k] for k in ("server_cores", "machine_busy_cores", "gpu_util_pct")
+                    if machine.get(k) is not None}}
         rows: list[dict[str, Any]] = []
         if self.t0 is not None:
             current = int(math.floor(now - self.t0))       # the second in progress
@@ -248,7 +281,8 @@ class LiveSeries:
                 "in_flight": g.in_flight, "users": g.users,
                 "load": g.load, "step": g.step, "phase": g.phase, "tok_s": tok_s,
                 "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct, "busiest": g.busiest,
-                "send_delay_p99_ms": state["send_delay_p99_ms"], "server": g.server},
+                "send_delay_p99_ms": state["send_delay_p99_ms"], "server": g.server,
+                "machine": machine or None},
             "rows": rows,
             "step_so_far": {
                 "step": g.step, "done": st.done, "failed": st.failed,

@@ -226,10 +226,11 @@ def server_table(state: dict[str, Any]) -> str:
     """The server's own state from the server probe (its /metrics, /slots, /api/ps ...)."""
     g = ((state.get("tick") or {}).get("gauges") or {})
     servers = g.get("server") or {}
-    if not servers:
+    machine = _machine_rows(g.get("machine") or {})
+    if not servers and not machine:
         note = (state.get("meta") or {}).get("server_note")
         return f'<p class="meta">{e(note or "No server probe reading yet.")}</p>'
-    rows = []
+    rows = list(machine)
     for name, sample in servers.items():
         if not isinstance(sample, dict):
             continue
@@ -243,6 +244,32 @@ def server_table(state: dict[str, Any]) -> str:
                     else ", ".join(map(str, v))
             rows.append([name, k, v])
     return _table(["target", "field", "value"], rows, "server")
+
+
+def _machine_rows(m: dict[str, Any]) -> list[list[Any]]:
+    """The server's machine over the last seconds (its telemetry: --server-pid, the port's
+    process, --host-metrics, --gpu-metrics)."""
+    w = f"last {m.get('window_s', 5):g} s"
+    rows: list[list[Any]] = []
+
+    def num(v: Any, fmt: str) -> str:
+        f = _num(v)
+        return "–" if f is None else fmt.format(f)
+    if m.get("server_cores") is not None:
+        rows.append(["server process", f"cores used ({w})", num(m["server_cores"], "{:.2f}")])
+    if m.get("server_rss_bytes") is not None:
+        rows.append(["server process", "resident memory", num(m["server_rss_bytes"] / 1e9, "{:.2f} GB")])
+    if m.get("machine_busy_cores") is not None:
+        of = f" of {m['machine_cpus']}" if m.get("machine_cpus") else ""
+        rows.append([f"machine ({m.get('machine_source', 'proc')})", f"busy cores ({w})",
+                     num(m["machine_busy_cores"], "{:.2f}") + of])
+    for k, label, fmt in (("gpu_util_pct", "utilisation", "{:.0f}%"),
+                          ("gpu_power_w", "power", "{:.0f} W"),
+                          ("gpu_mem_mib", "memory used", "{:.0f} MiB")):
+        if m.get(k) is not None:
+            rows.append([f"GPU {m.get('gpu_name') or ''}".strip(), f"{label} ({w})",
+                         num(m[k], fmt)])
+    return rows
 
 
 def sweep_table(state: dict[str, Any]) -> str:
