@@ -318,8 +318,10 @@ def datasets_inspect(
     def dist(a: "np.ndarray") -> str:
         if not len(a):
             return "-"
-        return (f"min {a.min():.0f}  p50 {np.percentile(a, 50):.0f}  mean {a.mean():.1f}  "
-                f"p90 {np.percentile(a, 90):.0f}  max {a.max():.0f}")
+        from llmbench.analysis.percentile import percentiles
+        p50, p90 = percentiles(a, [50, 90])
+        return (f"min {a.min():.0f}  p50 {p50:.0f}  mean {a.mean():.1f}  "
+                f"p90 {p90:.0f}  max {a.max():.0f}")
     typer.echo(f"source:         {wl.source}")
     typer.echo(f"tokenizer:      {wl.tokenizer} ({wl.tokenizer_info.get('counting')})")
     typer.echo(f"conversations:  {len(convs)}")
