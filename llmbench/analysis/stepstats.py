@@ -37,6 +37,8 @@ _BIG = 1e15          # a failed request in a failure-aware percentile (+inf), ke
 
 
 def _window(records: Sequence[Record], step: dict[str, Any]) -> list[Record]:
+    if not records:
+        return []
     return definitions.window(records, step["index"], step["hold_start"], step["hold_end"])
 
 

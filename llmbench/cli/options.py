@@ -1,6 +1,7 @@
-"""The option groups as typer options: the declarations live in llmbench/commands/options.py
-(no Typer there, so the Python API reads the same ones); ``with_groups`` turns each ``Opt`` into
-a ``typer.Option`` and spreads a group's fields into a command's signature."""
+"""The commands' specs (and the mock's option groups) as typer options: the declarations live in
+llmbench/commands/ (no Typer there, so the Python API reads the same ones). ``spec_command``
+turns a spec's fields into a typer command's parameters and builds the spec from them;
+``with_groups`` / ``command_of`` do the same for ``Layout`` option groups (the mock's)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from typing import Annotated, Any, Callable
 
 import typer
 
+from llmbench.commands.groups import TargetOpts  # noqa: F401  (re-exported)
 from llmbench.commands.options import (  # noqa: F401  (re-exported)
     MAX_COUNT, MAX_DURATION_S, MAX_NUMBER, P_GATES, P_LOAD, P_NET, P_OUTPUT, P_REQUEST, P_STEPS,
-    P_TARGET, P_VLLM, P_WORKLOAD, GroupDefaults, Layout, Opt, OptionGroup, OutputOpts,
-    RequestOpts, ServerOpts, TargetOpts, UsageError, WorkloadOpts, count, duration, hints,
-    group_defaults, number, parse_labels, parse_think, seconds, whole)
+    P_TARGET, P_VLLM, P_WORKLOAD, GroupDefaults, Layout, Opt, OptionGroup, UsageError, count,
+    duration, hints, group_defaults, number, parse_labels, parse_think, seconds, whole)
 
 
 _TYPER: dict[tuple[int, str | None], tuple[Any, Any]] = {}
@@ -117,3 +118,44 @@ def command_of(layout: Layout, fn: Callable[..., Any], *extra: inspect.Parameter
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return with_groups(wrapper)
+
+
+def spec_parameters(spec: type) -> list[inspect.Parameter]:
+    """A spec's fields as typer parameters: each field's command line type, flags, help, panel
+    and the command line's default (``...``: required)."""
+    from llmbench.commands.fields import REQUIRED, SAME, opt_of
+    out = []
+    for f in dataclasses.fields(spec):
+        o = opt_of(f)
+        default = f.default if o.cli_default is SAME else o.cli_default
+        default = ... if default is REQUIRED else default
+        cli = typing.Optional[o.kind.cli] if default is None else o.kind.cli
+        kw: dict[str, Any] = {"help": o.help}
+        if o.metavar is not None:
+            kw["metavar"] = o.metavar
+        if o.argument:
+            decl = typer.Argument(**kw)
+        else:
+            if o.panel is not None:
+                kw["rich_help_panel"] = o.panel
+            decl = typer.Option(*o.decls, **kw)
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=Annotated[cli, decl]))
+    return out
+
+
+def spec_command(spec: type, fn: Callable[..., Any], *extra: inspect.Parameter) -> Callable[..., Any]:
+    """A typer command whose options are ``spec``'s fields (then ``extra`` typer parameters,
+    e.g. --json), calling ``fn(spec(**fields), **extra)``: the spec checks every value."""
+    params = spec_parameters(spec) + list(extra)
+    names = {p.name for p in extra}
+
+    def wrapper(**kwargs: Any) -> Any:
+        kwargs.pop("config", None)      # --config did its work as the options were read
+        rest = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+        return fn(spec(**kwargs), **rest)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper

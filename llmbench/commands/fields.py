@@ -1,0 +1,352 @@
+"""How a command's typed spec is declared: one dataclass field per option, its Python type, its
+command line form and how one becomes the other.
+
+A spec (``RunSpec``, ``RampSpec`` ...) is a dataclass whose fields are declared with ``option``:
+the field's annotation is what Python callers may pass (seconds as ``float`` or ``timedelta``,
+thresholds as ``Threshold`` objects or texts, percentiles as a tuple, users as a list), its
+``Kind`` is how the command line's text (or a Python value) becomes the one value the spec holds
+(``__post_init__``), and back (``to_cli``: config.toml, docs/cli.md). The command line
+(llmbench/cli/options.py) reads the declarations from the fields' metadata, so building it
+evaluates no annotation; the Python API (llmbench/api.py) takes a spec or its fields as keywords.
+
+A value that cannot be taken is a ``UsageError`` naming the flag, with the line the command line
+prints (the checks are llmbench/commands/options.py's: ``duration``, ``count``, ``number`` ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, ClassVar, List, Sequence
+
+from llmbench.commands.options import OptionGroup
+from llmbench.errors import UsageError
+
+REQUIRED: Any = dataclasses.MISSING        # option(default=REQUIRED): it must be given
+SAME: Any = type("Same", (), {"__repr__": lambda self: "SAME"})()   # the command line's default is the spec's
+
+
+def _words(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _text(v: Any, flag: str) -> str:
+    """A number or a path is its text (``rate=4`` is ``--rate 4``); anything else is refused."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float, Path)):
+        raise UsageError(f"{flag} {v!r}: expected a text")
+    return _words(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """How one option's values are read: ``cli`` is the type the command line parses (typer),
+    ``parse(value, flag)`` makes the spec's value from a Python value or the command line's,
+    ``to_cli(value)`` gives the command line's form back (None: not given)."""
+
+    cli: Any
+    parse: Callable[[Any, str], Any]
+    to_cli: Callable[[Any], Any] = lambda v: v
+    doc: str = ""                      # the Python type as docs/cli.md names it
+
+
+def _same(v: Any, flag: str) -> Any:
+    return v
+
+
+def _int(v: Any, flag: str) -> int:
+    if isinstance(v, bool):
+        raise UsageError(f"{flag} {v!r}: expected a whole number")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise UsageError(f"{flag} {v!r}: expected a whole number")
+
+
+def _float(v: Any, flag: str) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            pass
+    raise UsageError(f"{flag} {v!r}: expected a number")
+
+
+def _bool(v: Any, flag: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise UsageError(f"{flag} {v!r}: expected true or false")
+
+
+def _path(v: Any, flag: str) -> Path:
+    if isinstance(v, (str, Path)) or hasattr(v, "__fspath__"):
+        return Path(v)
+    raise UsageError(f"{flag} {v!r}: expected a path")
+
+
+def _texts(v: Any, flag: str) -> list[str]:
+    """A repeatable option: a text, a list of texts, or a mapping (``K=V`` each)."""
+    if isinstance(v, dict):
+        return [f"{k}={','.join(map(_words, x)) if isinstance(x, (list, tuple)) else _words(x)}"
+                for k, x in v.items()]
+    if isinstance(v, (list, tuple)):
+        return [_text(x, flag) for x in v]
+    return [_text(v, flag)]
+
+
+def _seconds(zero_ok: bool) -> Callable[[Any, str], float]:
+    def parse(v: Any, flag: str) -> float:
+        from llmbench.commands.options import duration
+        if isinstance(v, timedelta):
+            v = v.total_seconds()
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = repr(float(v))           # the exact value, checked as the command line's
+        return duration(_text(v, flag), flag, zero_ok=zero_ok)
+    return parse
+
+
+def _span(v: Any, flag: str) -> tuple[float, float]:
+    """--think: '5s-10s', '3', 0, (5, 10), timedelta(s) -> (lo, hi) seconds."""
+    from llmbench.commands.options import parse_think
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        lo, hi = (_seconds(True)(x, flag) for x in v)
+        if hi < lo:
+            raise UsageError(f"{flag} {v!r}: need 0 <= LO <= HI, e.g. 5s-10s")
+        return lo, hi
+    if isinstance(v, timedelta) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+        s = _seconds(True)(v, flag)
+        return s, s
+    return parse_think(_text(v, flag), flag)
+
+
+def _tokens(v: Any, flag: str) -> int | tuple[int, int]:
+    """N or LO-HI tokens: 16, '16', (64, 256), '64-256' -> 16 or (64, 256)."""
+    from llmbench.workload import parse_range
+    from llmbench.workload.files import DatasetError
+    text = "-".join(map(_words, v)) if isinstance(v, (tuple, list)) else _text(v, flag)
+    try:
+        lo, hi = parse_range(text, flag)
+    except DatasetError as exc:
+        raise UsageError(str(exc)) from None
+    return lo if lo == hi else (lo, hi)
+
+
+def _numbers(v: Any, flag: str) -> str:
+    """A list of numbers as the command line writes it: [1, 2, 4] -> '1,2,4'."""
+    if isinstance(v, (list, tuple)):
+        return ",".join(_text(x, flag) for x in v)
+    return _text(v, flag)
+
+
+def _names(v: Any, flag: str) -> tuple[str, ...]:
+    text = ",".join(_text(x, flag) for x in v) if isinstance(v, (list, tuple)) else _text(v, flag)
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
+def _percentiles(v: Any, flag: str) -> tuple[float, ...]:
+    text = _numbers(v, flag)
+    try:
+        out = tuple(float(p) for p in text.split(","))
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected numbers like 50,90,99")
+    if any(not 0 < p < 100 for p in out):
+        raise UsageError(f"{flag} must lie between 0 and 100")
+    return out
+
+
+def _pairs(v: Any, flag: str) -> dict[str, str]:
+    """K=V (repeatable) or a mapping -> {K: V}."""
+    from llmbench.commands.options import parse_labels
+    if isinstance(v, dict):
+        return {str(k): _words(x) for k, x in v.items()}
+    return parse_labels(_texts(v, flag), flag)
+
+
+def _thresholds(v: Any, flag: str) -> list[Any]:
+    """Threshold objects or their texts -> [Threshold] (analysis.slo's grammar)."""
+    from llmbench.analysis.slo import Threshold, ThresholdError, parse_threshold
+    items = v if isinstance(v, (list, tuple)) else [v]
+    try:
+        return [x if isinstance(x, Threshold) else parse_threshold(_text(x, flag)) for x in items]
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _seconds_cli(v: float) -> float:
+    return v
+
+
+def _span_cli(v: tuple[float, float]) -> str:
+    return f"{v[0]!r}" if v[0] == v[1] else f"{v[0]!r}-{v[1]!r}"
+
+
+def _tokens_cli(v: int | tuple[int, int]) -> str:
+    return str(v) if isinstance(v, int) else f"{v[0]}-{v[1]}"
+
+
+def _list_cli(v: Sequence[Any]) -> str:
+    return ",".join(_words(x) for x in v)
+
+
+# the kinds of option; the command line type is today's typer type of each
+TEXT = Kind(str, lambda v, flag: _text(v, flag), doc="str")
+INT = Kind(int, _int, doc="int")
+FLOAT = Kind(float, _float, doc="float")
+FLAG = Kind(bool, _bool, doc="bool")
+PATH = Kind(Path, _path, doc="Path")
+TEXTS = Kind(List[str], _texts, doc="list[str]")
+SECONDS = Kind(str, _seconds(True), _seconds_cli, doc="float | timedelta (seconds)")
+SECONDS_ABOVE_0 = Kind(str, _seconds(False), _seconds_cli, doc="float | timedelta (seconds)")
+SPAN = Kind(str, _span, _span_cli, doc="tuple[float, float] (seconds)")
+TOKENS = Kind(str, _tokens, _tokens_cli, doc="int | tuple[int, int]")
+NAMES = Kind(str, _names, _list_cli, doc="tuple[str, ...]")
+PERCENTILES = Kind(str, _percentiles, _list_cli, doc="tuple[float, ...]")
+PAIRS = Kind(List[str], _pairs, lambda v: [f"{k}={x}" for k, x in v.items()],
+             doc="dict[str, str]")
+THRESHOLDS = Kind(List[str], _thresholds, lambda v: [t.text for t in v],
+                  doc="list[Threshold | str]")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOpt:
+    """One option of a spec: the declaration the command line shows (help, panel, flags,
+    metavar), its kind, whether it is the command's argument (``llmbench report RUN_DIR``),
+    and, when the command line's default is not the spec's, the command line's."""
+
+    help: str
+    panel: str | None
+    decls: tuple[str, ...]
+    metavar: str | None
+    kind: Kind
+    argument: bool = False
+    cli_default: Any = SAME
+
+    def flag(self, name: str) -> str:
+        """The flag the user types for field ``name`` (the first of ``decls``, else --name)."""
+        if self.argument:
+            return name.upper()
+        return self.decls[0].split("/")[0] if self.decls else "--" + name.replace("_", "-")
+
+
+def option(help: str, panel: str | None = None, *decls: str, kind: Kind = TEXT,
+           default: Any = None, metavar: str | None = None, argument: bool = False,
+           cli_default: Any = SAME) -> Any:
+    """A spec field: ``name: TYPE = option("Help.", PANEL, "--flag", kind=..., default=...)``.
+    ``default=REQUIRED``: the option must be given."""
+    meta = {"opt": SpecOpt(help, panel, decls, metavar, kind, argument, cli_default)}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
+    return f.metadata["opt"]  # type: ignore[no-any-return]
+
+
+class Spec(OptionGroup):
+    """The base of every command's spec (a ``@dataclasses.dataclass(kw_only=True)``): each field
+    is made its one value by its kind, then ``check()`` (pure: no file, no network) refuses
+    what the options cannot mean together. Subclasses and their option groups extend
+    ``check``, calling ``super().check()``."""
+
+    # the command's name, as the command line and errors say it
+    command: ClassVar[str] = "llmbench"
+    # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
+    aliases: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self, *aliases: Any) -> None:
+        # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,
+        # ``no_stream=True`` for ``stream=False``): typed keywords like the fields
+        if aliases:
+            known = self.names()
+            fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+            initvars = [n for n in self.__dataclass_fields__ if n not in fields]  # type: ignore[attr-defined]
+            for alias, v in zip(initvars, aliases):
+                if v is not None:
+                    name, off = known[alias]
+                    setattr(self, name, (not _bool(v, f"{alias}=")) if off else v)
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            o = f.metadata.get("opt")
+            v = getattr(self, f.name)
+            if o is None or v is None or v is REQUIRED:
+                continue
+            setattr(self, f.name, o.kind.parse(v, o.flag(f.name)))
+        self.check()
+
+    def check(self) -> None:
+        """What the options cannot mean together (a UsageError); nothing read or sent."""
+
+    # -- keywords (the API's shortcut, --config files) ------------------------------------
+    @classmethod
+    def names(cls) -> dict[str, tuple[str, bool]]:
+        """Every keyword this spec takes -> (its field, whether it is the negated side): the
+        fields, and every long flag in snake_case (``max_tokens``; ``no_X`` for --X/--no-X)."""
+        from llmbench.commands.config import normalize
+        out: dict[str, tuple[str, bool]] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            o = opt_of(f)
+            out[f.name] = (f.name, False)
+            for d in o.decls:
+                on, _, off = d.partition("/")
+                if on.startswith("--"):
+                    out.setdefault(normalize(on), (f.name, False))
+                if off:
+                    out.setdefault(normalize(off), (f.name, True))
+        for alias, name in cls.aliases.items():
+            out.setdefault(alias, (name, False))
+        return out
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], what: str | None = None) -> Any:
+        """The spec from keywords: field names or any other spelling ``names`` knows; an
+        unknown name ("did you mean ...?"), a name given twice, a missing required option is
+        a UsageError naming the option."""
+        what = what or f"llmbench.{cls.command}()"
+        known = cls.names()
+        values: dict[str, Any] = {}
+        given: dict[str, str] = {}
+        for key, v in options.items():
+            if key not in known:
+                import difflib
+                near = difflib.get_close_matches(key, list(known), 1)
+                hint = f"did you mean {near[0]}?" if near else \
+                    "the options are the command's, in snake_case"
+                raise UsageError(f"{what}: unknown option {key!r} ({hint})")
+            name, off = known[key]
+            if name in values:
+                raise UsageError(f"{what}: {given[name]}= and {key}= are the same option: "
+                                 "give one")
+            if off:
+                v = not _bool(v, f"{what}: {key}=")
+            values[name], given[name] = v, key
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.default is REQUIRED and f.default_factory is REQUIRED and f.name not in values:
+                raise UsageError(f"{what}: {f.name}= is required ({opt_of(f).flag(f.name)} "
+                                 "on the command line)")
+        return cls(**values)
+
+    def cli_values(self) -> dict[str, Any]:
+        """The options as the command line would give them (config.toml replays them)."""
+        out = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = None if v is None else opt_of(f).kind.to_cli(v)
+        return out
+
+    @classmethod
+    def cli_fields(cls) -> dict[str, Any]:
+        """name -> a field with ``.flag`` (config.toml's secret and URL scrubbing reads it)."""
+        return {f.name: _Flag(opt_of(f).flag(f.name)) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flag:
+    flag: str
+
