@@ -211,8 +211,8 @@ def mock(**options: Any) -> Iterator[str]:
     ``with`` block: yields its OpenAI-style base URL (``http://127.0.0.1:PORT/v1``), to give
     to ``run(url=...)``. Keywords: ``llmbench mock``'s options (``ttft_ms``, ``itl_ms``,
     ``parallel``, ``max_queue``, ``profile``, faults...)."""
-    from mock_server import MockProcess
-    from mock_server.cli import MOCK, prepare
+    from llmbench.mock_server import MockProcess
+    from llmbench.mock_server.cli import MOCK, prepare
     if options.get("port") not in (None, 0):
         raise UsageError("llmbench.mock(): it listens on a free port, and the with-statement "
                          "gives its URL; drop port= (llmbench mock --port on the command line)")
@@ -240,7 +240,7 @@ def mock(**options: Any) -> Iterator[str]:
 
 # -- mock's signature: its keywords, for help() and editors -------------------------------------
 def _sign_mock() -> None:
-    from mock_server.cli import MOCK
+    from llmbench.mock_server.cli import MOCK
     params = []
     for name, f in MOCK.fields().items():
         default = 0 if name == "port" else f.default

@@ -2,7 +2,7 @@
 RampSpec ..., the ones the Python API takes too) -> its ``perform``.
 
 Every option is declared once, on its spec (llmbench/commands/groups.py, run_spec.py, ...;
-mock_server/cli.py), with its default and its checks; this module turns the declarations into
+llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into
 typer options, adds what only a command line has (--config FILE, --json, --version), prints
 what a command returns, and turns every failure into one line on stderr and its exit code (2
 for a user mistake), never a traceback. docs/cli.md is generated from the same declarations
@@ -148,7 +148,7 @@ def _probe(spec) -> None:
 
 def _mock(options) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
-    from mock_server.cli import serve
+    from llmbench.mock_server.cli import serve
     serve(options)
 
 
@@ -235,7 +235,7 @@ def commands() -> dict:
     from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
     from llmbench.commands.run_spec import RunSpec
     from llmbench.commands.sweep_spec import SweepSpec
-    from mock_server.cli import MOCK
+    from llmbench.mock_server.cli import MOCK
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
             "mock": (MOCK, _mock, True, False), "report": (ReportSpec, _report, True, False),

@@ -276,7 +276,7 @@ class MaybeMock:
     def __enter__(self):
         if self.url:
             return self.url, None
-        from mock_server import MockProcess, make_config
+        from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
         say(f"No --url given: using the built-in mock ({self.profile} profile) at "

@@ -56,7 +56,7 @@ class SweepOpts(Spec):
 
 def mock_option_names() -> set[str]:
     """The options of ``llmbench mock`` (a --mock sweep's settings are mock options)."""
-    from mock_server.cli import MockOptions
+    from llmbench.mock_server.cli import MockOptions
     return {f.name for f in dataclasses.fields(MockOptions)}
 
 

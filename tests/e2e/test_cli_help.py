@@ -104,7 +104,7 @@ def _declared_options() -> list[tuple[str, str]]:
     cli/options.py) and in the commands' specs (commands/*.py: a spec field's ``option(...)``,
     or a function returning one, such as ``think()``): a declaration counts once however many
     commands use it. The mock's flags configure a server, not a load, and are left out
-    (mock_server/cli.py)."""
+    (llmbench/mock_server/cli.py)."""
     import ast
     root = ROOT / "llmbench"
     out = []
