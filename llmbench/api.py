@@ -212,7 +212,7 @@ def mock(**options: Any) -> Iterator[str]:
     to ``run(url=...)``. Keywords: ``llmbench mock``'s options (``ttft_ms``, ``itl_ms``,
     ``parallel``, ``max_queue``, ``profile``, faults...)."""
     from llmbench.mock_server import MockProcess
-    from llmbench.mock_server.cli import MOCK, prepare
+    from llmbench.mock_server.cli import MockOptions, prepare
     if options.get("port") not in (None, 0):
         raise UsageError("llmbench.mock(): it listens on a free port, and the with-statement "
                          "gives its URL; drop port= (llmbench mock --port on the command line)")
@@ -223,8 +223,7 @@ def mock(**options: Any) -> Iterator[str]:
         raise UsageError("llmbench.mock(): record_prompts= is for llmbench mock --record-prompts")
     options.pop("port", None)
     with _typed_errors():
-        groups = MOCK.build(options, "llmbench.mock()")
-        o = groups["options"]
+        o = MockOptions.from_options(options, "llmbench.mock()")
         cfg = prepare(o).config
     proc = MockProcess(cfg, replicas=o.replicas, host=o.host,
                        record=str(o.record) if o.record else None, workers=o.workers)
@@ -238,16 +237,11 @@ def mock(**options: Any) -> Iterator[str]:
         proc.__exit__(None, None, None)
 
 
-# -- mock's signature: its keywords, for help() and editors -------------------------------------
 def _sign_mock() -> None:
-    from llmbench.mock_server.cli import MOCK
-    params = []
-    for name, f in MOCK.fields().items():
-        default = 0 if name == "port" else f.default
-        params.append(inspect.Parameter(
-            name, inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if default is Ellipsis else default,
-            annotation=f.type))
+    """mock's keywords, for help() and editors: its spec's fields (a free port: port=0)."""
+    from llmbench.mock_server.cli import MockOptions
+    params = [p.replace(default=0) if p.name == "port" else p
+              for p in _signature(MockOptions).parameters.values() if p.name != "spec"]
     mock.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
 
 

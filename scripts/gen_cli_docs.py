@@ -41,7 +41,7 @@ def _type(t: Any) -> str:
 
 
 def _default(v: Any) -> str:
-    from llmbench.commands.fields import REQUIRED
+    from llmbench.commands.options import REQUIRED
     if v is REQUIRED or v is Ellipsis:
         return "required"
     if v is None:
@@ -63,15 +63,8 @@ def _flags(name: str, decls: tuple[str, ...], argument: bool, metavar: str | Non
 
 def rows_of(entry: Any) -> list[tuple[str | None, str, str, str, str]]:
     """(panel, flags, python, default, help) of each option of a command."""
-    from llmbench.commands.fields import SAME, opt_of
-    from llmbench.commands.options import Layout
+    from llmbench.commands.options import SAME, opt_of
     out = []
-    if isinstance(entry, Layout):                 # the mock's option groups
-        for name, f in entry.fields().items():
-            o = f.opt
-            out.append((o.panel, _flags(name, o.decls, False, o.metavar),
-                        f"`{name}: {_type(f.type)}`", _default(f.default), o.help))
-        return out
     for f in dataclasses.fields(entry):
         o = opt_of(f)
         default = f.default if o.cli_default is SAME else o.cli_default
@@ -103,11 +96,12 @@ def render() -> str:
         lines += [f"## llmbench {name}", ""]
         summary = (fn.__doc__ or "").strip()
         lines += [summary, ""]
-        doc = getattr(spec, "__doc__", None) if not hasattr(spec, "groups") else None
+        doc = spec.__doc__ if name != "mock" else None
         if name in API:
-            what = getattr(spec, "__name__", None)
-            how = (f"`llmbench.{API[name]}({what}(...))` or `llmbench.{API[name]}(**fields)`"
-                   if what else f"`llmbench.{API[name]}(**options)`")
+            how = (f"`llmbench.{API[name]}({spec.__name__}(...))` or "
+                   f"`llmbench.{API[name]}(**fields)`" if name != "mock" else
+                   "`with llmbench.mock(**fields) as url:` (the fields of "
+                   "`llmbench.mock_server.cli.MockOptions`)")
             lines += [f"Python: {how}.", ""]
         if doc and name in API:
             lines += [" ".join(doc.split()).replace("``", "`"), ""]

@@ -19,7 +19,7 @@ import typer
 from typing import Annotated
 
 from llmbench.errors import EXIT_USAGE
-from llmbench.cli.options import P_OUTPUT, command_of, spec_command
+from llmbench.cli.options import P_OUTPUT, spec_command
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
@@ -228,26 +228,25 @@ def _inspect(spec) -> None:
 
 
 def commands() -> dict:
-    """name -> (spec or the mock's Layout, the function, takes --config, takes --json): every
+    """name -> (its spec, the function, takes --config, takes --json): every
     command of the command line, for this module and scripts/gen_cli_docs.py."""
     from llmbench.commands.probe_spec import ProbeSpec
     from llmbench.commands.ramp_spec import RampSpec
     from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
     from llmbench.commands.run_spec import RunSpec
     from llmbench.commands.sweep_spec import SweepSpec
-    from llmbench.mock_server.cli import MOCK
+    from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
-            "mock": (MOCK, _mock, True, False), "report": (ReportSpec, _report, True, False),
+            "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 
 for _name, (_spec, _fn, _cfg, _json) in commands().items():
     _extra = ([_config_param()] if _cfg else []) + ([_json_param()] if _json else [])
-    _build = command_of if _name == "mock" else spec_command
     _where = datasets_app if _name.startswith("datasets ") else app
-    _where.command(_name.split()[-1])(_guard(_build(_spec, _fn, *_extra)))
+    _where.command(_name.split()[-1])(_guard(spec_command(_spec, _fn, *_extra)))
 
 
 def _click_exceptions():

@@ -17,10 +17,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from llmbench.commands.fields import (FLAG, FLOAT, INT, PAIRS, PATH, SECONDS_ABOVE_0, TEXT, TEXTS,
-                                      TOKENS, Kind, Spec, opt_of, option)
-from llmbench.commands.options import (P_NET, P_OUTPUT, P_REQUEST, P_TARGET, P_WORKLOAD,
-                                       UsageError, count, number, seconds)
+from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
+                                       P_TARGET, P_WORKLOAD, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
+                                       Kind, Spec, UsageError, count, number, opt_of, option,
+                                       seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
 Seconds = float | timedelta | str               # 30.0, timedelta(minutes=2), "2m"

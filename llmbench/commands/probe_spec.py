@@ -8,10 +8,10 @@ import dataclasses
 from dataclasses import InitVar
 from typing import Any, Sequence
 
-from llmbench.commands.fields import INT, REQUIRED, SECONDS, Spec, option
+from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec, UsageError,
+                                       option)
 from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
                                       WorkloadOpts, command_defaults)
-from llmbench.commands.options import P_LOAD, P_TARGET, UsageError
 from llmbench.commands.ramp_spec import steps_of
 from llmbench.commands.spec import (Span, Workers, check_ray, make_common, prepare, ray, replay_of,
                                     think, users, with_ray, workers)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
-from llmbench.commands.fields import FLAG, FLOAT, INT, SECONDS, SECONDS_ABOVE_0, Spec, option
+from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
+                                       SECONDS_ABOVE_0, Spec, UsageError, option)
 from llmbench.commands.groups import (OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
                                       WorkloadOpts, command_defaults)
-from llmbench.commands.options import P_GATES, P_STEPS, UsageError
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, with_ray, workers)

@@ -8,9 +8,9 @@ import io
 from pathlib import Path
 from typing import Any, List, Sequence
 
-from llmbench.commands.fields import FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, option
+from llmbench.commands.options import (FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, UsageError,
+                                       option)
 from llmbench.commands.groups import InspectWorkloadOpts, OutputOpts, command_defaults
-from llmbench.commands.options import UsageError
 
 PATHS = Kind(List[Path], lambda v, flag: [PATH.parse(x, flag) for x in
                                            (v if isinstance(v, (list, tuple)) else [v])],

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmbench.commands import options as opt
-from llmbench.commands.fields import FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, SECONDS, TEXTS, Kind, Spec, option
+from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
+                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
+                                       option)
 from llmbench.commands.groups import (OutputOpts, RequestOpts, RunWorkloadOpts, Seconds, ServerOpts,
                                       TargetOpts)
-from llmbench.commands.options import P_LOAD, P_OUTPUT, P_VLLM, UsageError
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)

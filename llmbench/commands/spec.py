@@ -21,8 +21,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from llmbench.commands.fields import TEXT, Kind, option
-from llmbench.commands.options import P_GATES, P_LOAD, P_STEPS, UsageError
+from llmbench.commands.options import (P_GATES, P_LOAD, P_STEPS, SPAN, TEXT, THRESHOLDS, Kind,
+                                       UsageError, option)
 from llmbench.errors import EXIT_WRITE, LlmbenchError, failure
 
 Span = tuple[float, float] | float | timedelta | str      # (5, 10) seconds, 3, "5s-10s"
@@ -133,7 +133,6 @@ def with_ray(common, address: str | None):
 
 
 # -- options several commands take, declared once ----------------------------------------------
-from llmbench.commands.fields import SPAN, THRESHOLDS  # noqa: E402
 
 WORKERS = Kind(str, check_workers, str, doc='int | "auto"')
 

@@ -10,10 +10,10 @@ from dataclasses import InitVar
 from pathlib import Path
 from typing import Any
 
-from llmbench.commands.fields import FLAG, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec, option
+from llmbench.commands.options import (FLAG, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
+                                       UsageError, option)
 from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
                                       UrlOpts, WorkloadOpts, command_defaults)
-from llmbench.commands.options import UsageError
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
 from llmbench.commands.spec import replay_of
 from llmbench.errors import EXIT_USAGE, LlmbenchError
