@@ -206,7 +206,10 @@ def _inspect(spec) -> None:
     from llmbench.analysis.percentile import percentiles
     wl, tok = spec.perform()
     convs = wl.conversations
-    p = np.array([t.prompt_tokens or 0 for c in convs for t in c.turns], dtype=float)
+    # as sent: a run puts its salt first in each conversation (workload.salt)
+    salt = wl.salt_for("main")
+    p = np.array([(t.prompt_tokens or 0) + (salt.tokens if i == 0 else 0)
+                  for c in convs for i, t in enumerate(c.turns)], dtype=float)
     o = np.array([t.max_tokens for c in convs for t in c.turns if t.max_tokens], dtype=float)
     n_turns = np.array([len(c.turns) for c in convs], dtype=float)
 
@@ -223,6 +226,9 @@ def _inspect(spec) -> None:
     typer.echo(f"prompt tokens:  {dist(p)}")
     typer.echo(f"output tokens:  {dist(o)}")
     typer.echo(f"fingerprint:    {wl.fingerprint}")
+    typer.echo("salt:           " + (f"{salt.tokens} tokens first in each conversation, new for "
+                                     "every run (--same-prompts: none)" if salt else
+                                     "none (--same-prompts): a run sends these very prompts"))
     for w in wl.warnings:
         typer.echo(f"note: {w}")
 

@@ -187,6 +187,8 @@ class WorkloadOpts(WorkloadHead):
     image_size: str = option("--images N: size in pixels, WxH or a range WxH-WxH.", P_WORKLOAD, default="512x512", metavar="WxH")
     image_format: str = option("--images N: png (no extra package) or jpeg (needs Pillow).", P_WORKLOAD, default="png")
     batch_size: int = option("--api embeddings: prompts per request (one request embeds a batch).", P_WORKLOAD, kind=INT, default=1)
+    same_prompts: bool = option("Send the very prompts the seed makes, with no per-run salt: a second run then finds the first one's prompts in the server's prefix cache (cache experiments; the numbers include those hits).", P_WORKLOAD, "--same-prompts", kind=FLAG, default=False)
+    prompt_salt: str | None = option("Begin every conversation with these words instead of a new random salt (replay an earlier run's exact prompts: its run.json names its salt).", P_WORKLOAD, metavar="TEXT")
 
     def check(self) -> None:
         """Every value in range, before anything is loaded or sent."""
@@ -210,6 +212,32 @@ class WorkloadOpts(WorkloadHead):
                 raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
         count(self.cache_block_tokens, "--cache-block-tokens")
         count(self.batch_size, "--batch-size", hi=4096)
+        if self.prompt_salt is not None:
+            from llmbench.workload.salt import check_text
+            if self.same_prompts:
+                raise UsageError("--prompt-salt and --same-prompts: give one (--same-prompts "
+                                 "sends no salt at all)")
+            why = check_text(self.prompt_salt)
+            if why:
+                raise UsageError(f"--prompt-salt {self.prompt_salt[:40]!r}: {why}")
+
+    def salts(self, tok: Any, targets: tuple[str, ...] = ("main",)) -> dict[str, Any]:
+        """The salt each target's conversations begin with (workload.salt): a new one per run,
+        the given one, or none (--same-prompts). Several targets (the probe's paths) each get
+        their own: the run's salt with a word of their own in front."""
+        from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
+        from llmbench.workload.synthetic import prepare_unit_words
+        if self.same_prompts:
+            none = Salt(source="none (--same-prompts)")
+            return {t: none for t in targets}
+        try:
+            prepare_unit_words(tok)             # one-token words for the salt, when it can tell
+        except Exception:                       # noqa: BLE001 - the workload's build says why
+            pass
+        base = given_salt(tok, self.prompt_salt) if self.prompt_salt else new_salt(tok)
+        if len(targets) == 1:
+            return {targets[0]: base}
+        return {t: base.with_word(w) for t, w in zip(targets, path_words(tok, len(targets), base))}
 
     def image_spec(self) -> Any:
         """--images as a workload.ImageSpec (None without it); every value checked."""
@@ -237,9 +265,11 @@ class WorkloadOpts(WorkloadHead):
             cols[k] = v
         return cols
 
-    def build(self, n: int, target: Any = None, multi_turn: bool | None = None) -> tuple[Any, Any]:
-        """(Workload, tokenizer) of ``n`` conversations. The target's /tokenize (vLLM,
-        llama.cpp) counts exactly; it is asked here, before any load."""
+    def build(self, n: int, target: Any = None, multi_turn: bool | None = None,
+              targets: tuple[str, ...] = ("main",)) -> tuple[Any, Any]:
+        """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
+        (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
+        exactly; it is asked here, before any load."""
         from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer
         self.image_spec()
         count(n, "--count")
@@ -248,6 +278,7 @@ class WorkloadOpts(WorkloadHead):
             {k: v for k, v in target.request_headers().items() if k != "content-type"},
             target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
+        salts = self.salts(tok, targets)
 
         def span(v: Any, default: tuple[int, int] | None) -> tuple[int, int] | None:
             return default if v is None else (v, v) if isinstance(v, int) else tuple(v)
@@ -265,9 +296,12 @@ class WorkloadOpts(WorkloadHead):
             random_prefix_len=self.random_prefix_len, hf_split=self.hf_split,
             hf_columns=self.hf_columns(),
             sharegpt_output_len=getattr(self, "sharegpt_output_len", None),
-            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens)
+            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens,
+            salt_tokens=max(s.tokens for s in salts.values()))
+        wl = build_workload(spec, tok)
+        wl.salts = salts
         # the client may count replies when a server reports no usage: that must stay in-process
-        return build_workload(spec, tok), (tok.local or tok)
+        return wl, (tok.local or tok)
 
 
 @dataclasses.dataclass(kw_only=True)

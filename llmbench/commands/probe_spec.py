@@ -74,7 +74,7 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, ServerOpts
                   self.header, **way)
         # the workload is counted against the backend (its /tokenize), sent through both
         common = make_common(dt, self, 4000, multi_turn=True, progress=progress,
-                             replay=replay_of(self))
+                             replay=replay_of(self), targets=("router", "direct"))
         common = with_ray(dataclasses.replace(common, target=rt), ray_address)
         steps = steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
         shape = RouterAB(common.workload.conversations, [int(s) for s in steps],

@@ -258,8 +258,10 @@ def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, A
                     {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
                     tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim)
+    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
     check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)
 

@@ -195,8 +195,10 @@ def make_target(spec: Any, url: str, model: str | None) -> Any:
 
 
 def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
-                progress: bool | None = None, replay: dict[str, Any] | None = None) -> Any:
-    """The plan's common part from the spec (the workload is built against ``tgt``)."""
+                progress: bool | None = None, replay: dict[str, Any] | None = None,
+                targets: tuple[str, ...] = ("main",)) -> Any:
+    """The plan's common part from the spec (the workload is built against ``tgt``, with a
+    salt for each of the harness's ``targets``)."""
     from llmbench.commands.common import Common
     check_api_features(tgt.api, spec)
     from llmbench import wire
@@ -208,7 +210,9 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
-    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn)
+    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    if replay is not None:
+        replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = spec.quiet
     return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
                   count_tokens=tok.count, served_by_header=spec.served_by_header,
