@@ -108,7 +108,7 @@ class ServerOpts(Spec):
     """How to talk to the server(s) and watch them (run, ramp, probe)."""
 
     api: str | None = option(_api_help(), P_TARGET)     # from the wire registry
-    api_key: str | None = option("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")
+    api_key: str | None = option("API key, sent as a Bearer token (default: $OPENAI_API_KEY; --api anthropic: x-api-key, default $ANTHROPIC_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")
     header: list[str] | None = option("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", kind=TEXTS, metavar="K=V")
     endpoint: str | None = option("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")
     redact: list[str] | None = option("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", kind=TEXTS, metavar="NAME")

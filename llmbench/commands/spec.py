@@ -233,10 +233,13 @@ def check_api_features(api: str, spec: Any) -> None:
     if spec.images is not None and not fmt.images:
         able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
         raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
-    if (spec.tools is not None or spec.response_format is not None) and api not in ("openai-chat", "responses"):
-        flag = "--tools" if spec.tools is not None else "--response-format"
-        raise UsageError(f"{flag}: --api {api} has no tools or response format; use --api "
-                         "openai-chat or responses")
+    if spec.tools is not None and not fmt.tools:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
+        raise UsageError(f"--tools: --api {api} has no tools; use one of {able}")
+    if spec.response_format is not None and not fmt.structured:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.structured)
+        raise UsageError(f"--response-format: --api {api} has no response format; use one of "
+                         f"{able}")
     if spec.responses_state != "client" and api != "responses":
         raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
                          "use --api responses")

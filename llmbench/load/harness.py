@@ -430,8 +430,9 @@ class Harness:
                                      f"{spec.target.base_url}{route}: {rec.error}. "
                                      f"{unreachable_hint(net, rec.error, spec.flag)}",
                                      EXIT_UNREACHABLE)
+            key_env = spec.target.wire_format.key_env       # the API's own variable
             hints = {404: " (wrong --model, or wrong --api/--url path?)",
-                     401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
+                     401: f" (set --api-key or {key_env})", 403: " (check --api-key)",
                      405: " (wrong --api/--url path?)",
                      407: " (the proxy wants credentials: http://USER:PASSWORD@host:port)",
                      **spec.hints}
@@ -446,7 +447,7 @@ class Harness:
             if certificate_problem(rec.error):      # nginx: "No required SSL certificate"
                 hints[rec.status or 0] = f" ({certificate_problem(rec.error)})"
             elif spec.target.net.proxy and rec.status == 401:   # tinyproxy: wrong credentials
-                hints[401] = (" (set --api-key or OPENAI_API_KEY; or check the proxy's "
+                hints[401] = (f" (set --api-key or {key_env}; or check the proxy's "
                               "credentials: http://USER:PASSWORD@host:port)")
             if rec.error_kind == "http_status" and (
                     rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):

@@ -35,6 +35,7 @@ class MockOptions(Spec):
     prefill_ms_per_token: float | None = option("Prefill time per uncached prompt token.", "Prefill", kind=FLOAT, metavar="MS")
     prefix_cache: bool | None = option("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache", kind=FLAG)
     cache_blocks: int | None = option("Prefix cache capacity in 16-token blocks.", "Prefix cache", kind=INT)
+    kv_tokens: int | None = option("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", kind=INT, metavar="N")
     batch_slowdown: float | None = option("k in step = itl * (1 + k * (running - 1)).", "Capacity", kind=FLOAT)
     fault_500: float | None = option("Probability of HTTP 500.", "Faults", kind=FLOAT)
     fault_429: float | None = option("Probability of HTTP 429.", "Faults", kind=FLOAT)
@@ -68,6 +69,7 @@ class MockOptions(Spec):
     embed_ms: float | None = option("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", kind=FLOAT, metavar="MS")
     embed_ms_per_token: float | None = option("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", kind=FLOAT, metavar="MS")
     embed_shares_slots: bool | None = option("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart", kind=FLAG)
+    api_key: str | None = option("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")
 
 
 MOCK = MockOptions          # the mock's spec, by its old name
@@ -109,6 +111,7 @@ def prepare(o: MockOptions) -> Prepared:
     for flag, n, lo in (("--tokens", o.tokens, 1), ("--natural-tokens", o.natural_tokens, 1),
                         ("--chunk-tokens", o.chunk_tokens, 1), ("--parallel", o.parallel, 0),
                         ("--max-queue", o.max_queue, 0), ("--cache-blocks", o.cache_blocks, 0),
+                        ("--kv-tokens", o.kv_tokens, 0), ("--block-tokens", o.block_tokens, 1),
                         ("--reasoning-tokens", o.reasoning_tokens, 0)):
         opt.count(n, flag, lo=lo)
     if o.replicas < 1:
@@ -163,7 +166,8 @@ def prepare(o: MockOptions) -> Prepared:
                           tool_call_share=o.tool_call_share, invalid_json_share=o.invalid_json_share,
                           embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
                           embed_ms_per_token=o.embed_ms_per_token,
-                          embed_shares_slots=o.embed_shares_slots)
+                          embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
+                          kv_tokens=o.kv_tokens)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
@@ -171,9 +175,10 @@ def prepare(o: MockOptions) -> Prepared:
     if total > 1:
         raise UsageError("fault probabilities add up to more than 1")
     if o.workers > 1 and (cfg.parallel or cfg.max_queue or cfg.kv_capacity_tokens or
-                          cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache):
+                          cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache or
+                          cfg.kv_tokens):
         print(f"note: --workers {o.workers}: each worker is a whole server with its own "
-              "slots, queue, KV and prefix cache, and the kernel spreads connections over "
+              "slots, queue, KV budget and prefix cache, and the kernel spreads connections over "
               f"them: {o.workers} replicas behind one port, not one bigger server", file=sys.stderr)
     return Prepared(cfg, o)
 
