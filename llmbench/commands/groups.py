@@ -1,6 +1,7 @@
 """The options every load command shares, declared once as typed groups of a spec: where the
-server is (``TargetOpts``), how to talk to it (``ServerOpts``), what is sent (``WorkloadOpts``),
-how each request is asked (``RequestOpts``) and where results go (``OutputOpts``).
+server is (``TargetOpts``), how to talk to it (``ServerOpts``), what its machine did
+(``TelemetryOpts``), what is sent (``WorkloadOpts``), how each request is asked
+(``RequestOpts``) and where results go (``OutputOpts``).
 
 A command's spec (``RunSpec`` in llmbench/commands/run_spec.py, ...) is a dataclass made of these
 groups and its own; each group checks its own values (``check``: pure) and builds what the plan
@@ -150,6 +151,106 @@ class ServerOpts(Spec):
     def target_options(self) -> dict[str, Any]:
         """make_target's keyword arguments from these options."""
         return {"endpoint": self.endpoint, "net": self.net(), "redact": self.redact}
+
+
+P_TELEMETRY = "Server telemetry"
+
+
+def _exporter_url(value: str, flag: str, example: str) -> str:
+    """An exporter's URL: http(s)://host:port[/path] (a bare host:port is taken as http)."""
+    from urllib.parse import urlsplit
+    v = value.strip()
+    if "://" not in v:
+        v = "http://" + v
+    parts = urlsplit(v)
+    try:
+        parts.port
+    except ValueError:
+        raise UsageError(f"{flag} {value!r}: the port is not a number; e.g. {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
+    return v
+
+
+def _server_pid(v: Any, flag: str) -> int | str:
+    """--server-pid: 12345 (or its text), auto or off -> 12345, "auto" or "off"."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        pid = v
+    else:
+        text = (TEXT.parse(v, flag) or "auto").strip().lower()
+        if text in ("auto", "off"):
+            return text
+        try:
+            pid = int(text)
+        except ValueError:
+            raise UsageError(f"{flag} {v!r}: expected a process id (e.g. 12345), auto or "
+                             "off") from None
+    if pid < 1:
+        raise UsageError(f"{flag} {pid}: a process id is a positive number")
+    return pid
+
+
+def _host_metrics(v: Any, flag: str) -> str | None:
+    """--host-metrics: a node exporter's URL (host:port is http://host:port); '' is none."""
+    text = TEXT.parse(v, flag)
+    return _exporter_url(text, flag, "http://gpu-box:9100/metrics") if text else None
+
+
+def _gpu_metrics(v: Any, flag: str) -> str:
+    """--gpu-metrics: auto | nvml | amd | off, or a DCGM exporter's URL."""
+    from llmbench.servers.telemetry import GPU_SOURCES
+    text = (TEXT.parse(v, flag) or "auto").strip()
+    if text.lower() in GPU_SOURCES:
+        return text.lower()
+    if "://" not in text and not any(c in text for c in ":./"):
+        raise UsageError(f"{flag} {text!r}: choose a DCGM exporter's URL (e.g. "
+                         "http://gpu-box:9400/metrics), nvml, amd, auto or off")
+    return _exporter_url(text, flag, "http://gpu-box:9400/metrics")
+
+
+SERVER_PID = Kind(str, _server_pid, str, doc='int | Literal["auto", "off"]')
+HOST_METRICS = Kind(str, _host_metrics, doc="str (URL)")
+GPU_METRICS = Kind(str, _gpu_metrics, doc='str (URL) | Literal["auto", "nvml", "amd", "off"]')
+
+
+@dataclasses.dataclass(kw_only=True)
+class TelemetryOpts(Spec):
+    """What the server's machine did during the run, and what the server was (issue 39): run,
+    ramp, sweep and probe. The values are checked as they are read (``SERVER_PID``,
+    ``HOST_METRICS``, ``GPU_METRICS``); ``telemetry_spec`` is what the harness samples."""
+
+    server_pid: int | str = option("The server's process on this machine, sampled each second (CPU, memory, threads): a PID, auto (the process listening on a loopback --url's port, or the one sweep --serve started) or off.", P_TELEMETRY, kind=SERVER_PID, default="auto", metavar="PID|auto|off")
+    host_metrics: str | None = option("A Prometheus node exporter on the server's machine, scraped each second: CPU busy per mode, memory, load, network.", P_TELEMETRY, kind=HOST_METRICS, metavar="URL")
+    gpu_metrics: str = option("The server's GPUs: a DCGM exporter's URL, nvml (this machine; the gpu extra), amd (amdsmi), auto (nvml or amdsmi if present, else a note in run.json) or off. Gives energy per output token.", P_TELEMETRY, kind=GPU_METRICS, default="auto", metavar="URL|nvml|auto")
+
+    def telemetry_spec(self, target: Any, server_probe: str = "auto", pid: int | None = None,
+                       pid_from: str | None = None) -> Any:
+        """What the harness samples for this target (servers.telemetry.TelemetrySpec):
+        ``pid`` is the process the command started itself (sweep --serve)."""
+        from urllib.parse import urlsplit
+        from llmbench.servers.discover import models_url
+        from llmbench.servers.telemetry import TelemetrySpec, is_loopback
+        chosen = self.server_pid
+        parts = urlsplit(target.server_root)
+        loopback = is_loopback(parts.hostname or "")
+        spec = TelemetrySpec(host_url=self.host_metrics, gpu=self.gpu_metrics,
+                             model=target.model, net=target.net)
+        if chosen == "off":
+            pass
+        elif isinstance(chosen, int):
+            spec.server_pid, spec.pid_from, spec.local = chosen, "--server-pid", True
+        elif pid is not None:
+            spec.server_pid, spec.pid_from, spec.local = pid, pid_from or "--serve", True
+        elif loopback:
+            spec.find_port = parts.port or (443 if parts.scheme == "https" else 80)
+            spec.local = True
+        if server_probe != "off":
+            # what the server is: asked once, as the server probe asks its pages
+            spec.root = target.server_root
+            spec.headers = {k: v for k, v in target.request_headers().items()
+                            if k != "content-type"}
+            spec.models_path = urlsplit(models_url(target)).path or "/v1/models"
+        return spec
 
 
 @dataclasses.dataclass(kw_only=True)

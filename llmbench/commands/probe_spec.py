@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec, UsageError,
                                        option)
 from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
-                                      WorkloadOpts, command_defaults)
+                                      TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.ramp_spec import steps_of
 from llmbench.commands.spec import (Span, Workers, check_ray, make_common, prepare, ray, replay_of,
                                     think, users, with_ray, workers)
@@ -42,8 +42,8 @@ class ProbeLoadOpts(Spec):
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(help={"model": "Through the router."}, model=REQUIRED, prompt_tokens="128",
                   output_tokens="64", turns=3)
-class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, ServerOpts, ProbeDirect,
-                ModelOpts, ProbeEnds):
+class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryOpts, ServerOpts,
+                ProbeDirect, ModelOpts, ProbeEnds):
     """``llmbench probe``: router overhead versus compute. The same workload through the
     ``router`` and straight to a backend (``direct``), interleaved in slices, at each step of
     ``users``; ``model`` (through the router) is required. docs/cli.md lists every
@@ -75,7 +75,10 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, ServerOpts
         # the workload is counted against the backend (its /tokenize), sent through both
         common = make_common(dt, self, 4000, multi_turn=True, progress=progress,
                              replay=replay_of(self), targets=("router", "direct"))
-        common = with_ray(dataclasses.replace(common, target=rt), ray_address)
+        # the backend's machine is sampled: where the compute is
+        common = with_ray(dataclasses.replace(
+            common, target=rt, telemetry=self.telemetry_spec(dt, self.server_probe)),
+            ray_address)
         steps = steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
         shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
                          slice_s=self.slice_s, rounds=self.rounds, think_s=self.think or (0.0, 0.0),

@@ -13,7 +13,7 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, Spec, UsageError, option)
 from llmbench.commands.groups import (OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
-                                      WorkloadOpts, command_defaults)
+                                      TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, with_ray, workers)
@@ -144,8 +144,9 @@ class RampOpts(Spec):
 
     def ramp_plan(self, url: str, model: str | None, mock: dict[str, Any] | None = None,
              seed_offset: int = 0, out: Path | None = None, labels: dict[str, str] | None = None,
-             progress: bool | None = None) -> Any:
-        """The ramp's plan against ``url``: repeat ``seed_offset`` (fresh conversations)."""
+             progress: bool | None = None, server_pid: int | None = None) -> Any:
+        """The ramp's plan against ``url``: repeat ``seed_offset`` (fresh conversations);
+        ``server_pid``: the server's process when sweep --serve started it."""
         from llmbench.commands.ramp import RampPlan
         from llmbench.load.shapes import Ramp
         spec: Any = self.resolved()
@@ -156,6 +157,9 @@ class RampOpts(Spec):
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
         common = make_common(tgt, wl, 2000, multi_turn=True, progress=progress, replay=replay)
+        # the server's machine and what the server is (TelemetryOpts: ramp's and sweep's)
+        common = dataclasses.replace(common, telemetry=spec.telemetry_spec(
+            tgt, spec.server_probe, pid=server_pid, pid_from="--serve"))
         common = with_ray(common, check_ray(self.ray))
         if out is not None or labels is not None:
             common = dataclasses.replace(common, out=out or common.out,
@@ -181,19 +185,22 @@ class RampOpts(Spec):
 
     def perform_at(self, url: str, model: str | None, mock: dict[str, Any] | None = None,
                    out: Path | None = None, labels: dict[str, str] | None = None,
-                   progress: bool | None = None) -> Any:
-        """Every repeat of the ramp against one server, into one run folder (Done)."""
+                   progress: bool | None = None, server_pid: int | None = None) -> Any:
+        """Every repeat of the ramp against one server, into one run folder (Done);
+        ``server_pid``: the server's process when sweep --serve started it."""
         from llmbench.commands.ramp import perform
-        first = self.ramp_plan(url, model, mock, out=out, labels=labels, progress=progress)
+        first = self.ramp_plan(url, model, mock, out=out, labels=labels, progress=progress,
+                               server_pid=server_pid)
         found = first.common.target.model        # asked once, when --model was not given
         return perform(first, self.repeat,
                        lambda k: self.ramp_plan(url, found, mock, k, out=out, labels=labels,
-                                           progress=progress))
+                                                progress=progress, server_pid=server_pid))
 
 
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
-class RampSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, ServerOpts, TargetOpts):
+class RampSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
+               TargetOpts):
     """``llmbench ramp``: add users step by step (``users=[1, 2, 4, 8]``, each step ramped in
     over ``ramp_in`` and held for ``hold`` seconds) until a threshold breaks, and say why. With
     no ``url``, a one-minute demo against the built-in mock. ``by="rate"``: the steps are

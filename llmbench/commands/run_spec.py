@@ -14,7 +14,7 @@ from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILE
                                        P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
                                        option)
 from llmbench.commands.groups import (OutputOpts, RequestOpts, RunWorkloadOpts, Seconds, ServerOpts,
-                                      TargetOpts)
+                                      TargetOpts, TelemetryOpts)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)
@@ -113,7 +113,7 @@ class GateOpts(Spec):
 
 @dataclasses.dataclass(kw_only=True)
 class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, RunWorkloadOpts, RunLoadOpts,
-              ServerOpts, TargetOpts):
+              TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
     (``concurrency``), open loop (``rate`` requests/s, ``max_concurrency``) or a trace replayed
     on its own timestamps (``trace``); ``requests`` or ``duration`` (seconds) sizes it. With no
@@ -237,6 +237,9 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, RunWorkloa
                          if self.rate is not None else
                          ClosedLoop(convs, self.concurrency or 1, requests, duration_s,
                                     self.warmup, think_s, self.seed))
+            # the server's machine and what the server is (issue 39)
+            common = dataclasses.replace(common,
+                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
             if progress is not None:
                 common = dataclasses.replace(common, progress=progress)
             common = with_ray(common, ray_address)

@@ -13,7 +13,7 @@ from typing import Any
 from llmbench.commands.options import (FLAG, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
 from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
-                                      UrlOpts, WorkloadOpts, command_defaults)
+                                      TelemetryOpts, UrlOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
 from llmbench.commands.spec import replay_of
 from llmbench.errors import EXIT_USAGE, LlmbenchError
@@ -63,8 +63,8 @@ def mock_option_names() -> set[str]:
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**{**RAMP_DEFAULTS, "help": {  # type: ignore[arg-type]
     **RAMP_DEFAULTS["help"], "url": "{NAME} and {PORT} (a free port per value) are replaced."}})
-class SweepSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, ServerOpts, ModelOpts, UrlOpts,
-                SweepOpts):
+class SweepSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
+                ModelOpts, UrlOpts, SweepOpts):
     """``llmbench sweep``: which server setting serves more users. One ramp per value of the
     ``setting`` grid (``{"OLLAMA_NUM_PARALLEL": [1, 2, 4]}``), each against a server started
     with ``serve``, restarted by ``before``, or the built-in mock (``mock=True``); one page
@@ -109,12 +109,15 @@ class SweepSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, ServerOpts, Mod
                   "thresholds": [t.text for t in self.gates()], "repeat": self.repeat,
                   "expect": self.expect_users}
 
-        def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str]) -> Any:
-            """One setting's ramp; a server it cannot use (no model, wrong --model) ends that
-            setting, not the sweep (its error line is printed here)."""
+        def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
+                     server_pid: int | None = None) -> Any:
+            """One setting's ramp (``server_pid``: the process --serve started, sampled during
+            it); a server it cannot use (no model, wrong --model) ends that setting, not the
+            sweep (its error line is printed here)."""
             from llmbench.commands.common import Done
             try:
-                return self.perform_at(url, model, out=out, labels=labels, progress=progress)
+                return self.perform_at(url, model, out=out, labels=labels, progress=progress,
+                                       server_pid=server_pid)
             except LlmbenchError as exc:
                 if exc.exit_code == EXIT_USAGE:
                     raise

@@ -77,6 +77,14 @@ def test_the_command_lines_other_spellings_are_keywords():
     (dict(workers="many"), "--workers 'many': expected a number of processes"),
     (dict(extra_body="[1]"), "--extra-body must be a JSON object"),
     (dict(label=["novalue"]), "--label 'novalue': expected KEY=VALUE"),
+    (dict(server_pid="abc"), "--server-pid 'abc': expected a process id (e.g. 12345), auto or off"),
+    (dict(server_pid=0), "--server-pid 0: a process id is a positive number"),
+    (dict(gpu_metrics="cuda"), "--gpu-metrics 'cuda': choose a DCGM exporter's URL (e.g. "
+                               "http://gpu-box:9400/metrics), nvml, amd, auto or off"),
+    (dict(gpu_metrics="http://h:x"), "--gpu-metrics 'http://h:x': the port is not a number; "
+                                     "e.g. http://gpu-box:9400/metrics"),
+    (dict(host_metrics="ftp://h:9100"), "--host-metrics 'ftp://h:9100': expected an http(s) URL "
+                                        "such as http://gpu-box:9100/metrics"),
 ])
 def test_a_bad_value_is_the_command_lines_line(kw, line):
     with pytest.raises(UsageError) as err:
@@ -138,3 +146,39 @@ def test_the_api_takes_a_spec_or_its_fields():
         llmbench.report(ReportSpec("/nonexistent/run"))
     with pytest.raises(UsageError, match="no run.json here"):
         llmbench.report("/nonexistent/run", format="md")
+
+
+def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sample():
+    """--server-pid, --host-metrics, --gpu-metrics (issue 39): on the four load commands, in the
+    "Server telemetry" panel, held typed; telemetry_spec is what the harness samples."""
+    from llmbench.client.target import make_target
+    from llmbench.commands.groups import P_TELEMETRY, TelemetryOpts
+    from llmbench.commands.options import opt_of
+    names = ("server_pid", "host_metrics", "gpu_metrics")
+    for cls in (RunSpec, RampSpec, SweepSpec, ProbeSpec):
+        assert issubclass(cls, TelemetryOpts), cls.__name__
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert [opt_of(fields[n]).panel for n in names] == [P_TELEMETRY] * 3
+        assert [fields[n].default for n in names] == ["auto", None, "auto"]
+    spec = RunSpec(server_pid=" 4242 ", host_metrics="gpu-box:9100/metrics", gpu_metrics="NVML")
+    assert (spec.server_pid, spec.host_metrics, spec.gpu_metrics) == (
+        4242, "http://gpu-box:9100/metrics", "nvml")
+    assert RunSpec.from_options({k: v for k, v in spec.cli_values().items()
+                                 if v is not None}) == spec            # config.toml replays it
+    here = make_target("http://127.0.0.1:8080/v1", "m", api_key="sk-x")
+    far = make_target("http://gpu-box:8000/v1", "m")
+    given = spec.telemetry_spec(here, "auto")
+    assert (given.server_pid, given.pid_from, given.local, given.find_port) == (
+        4242, "--server-pid", True, None)
+    assert (given.host_url, given.gpu, given.model) == ("http://gpu-box:9100/metrics", "nvml", "m")
+    assert given.root == here.server_root and given.models_path == "/v1/models"
+    assert given.headers["authorization"] == "Bearer sk-x" and "content-type" not in given.headers
+    auto = RampSpec().telemetry_spec(here, "auto")            # found by the loopback port
+    assert (auto.server_pid, auto.find_port, auto.local, auto.gpu) == (None, 8080, True, "auto")
+    served = RampSpec().telemetry_spec(here, "auto", pid=77, pid_from="--serve")   # sweep --serve
+    assert (served.server_pid, served.pid_from, served.local, served.find_port) == (
+        77, "--serve", True, None)
+    remote = ProbeSpec(router="r", direct="d", model="m").telemetry_spec(far, "off")
+    assert not remote.local and remote.find_port is None and remote.root is None
+    off = RunSpec(server_pid="off").telemetry_spec(here, "auto", pid=77)
+    assert off.server_pid is None and not off.local and off.root == here.server_root
