@@ -23,6 +23,7 @@ from llmbench.report.dashboard.feed import Gauges, LiveSeries
 TICK_S = 1.0
 TICK_GRACE_S = 0.25          # a tick comes this long after a second ends: its records are in
 START_TIMEOUT_S = 30.0
+SYNC_TIMEOUT_S = 10.0     # the page applies a message in microseconds; a busy machine is slower
 
 
 class Dashboard:
@@ -45,6 +46,7 @@ class Dashboard:
         self.linger_s: float | None = None        # --dashboard-linger (None: until Ctrl-C)
         self.view: Any = None                     # a notebook cell's view instead of a page
         self._closed = False
+        self._syncs = 0
 
     @classmethod
     def in_cell(cls, view: Any) -> "Dashboard":
@@ -97,6 +99,25 @@ class Dashboard:
         """Queue a message for the page's process (never blocks: the writer thread writes)."""
         if (self._proc is not None or self.view is not None) and self.broken is None:
             self._out.put(msg)
+
+    def sync(self, timeout_s: float = SYNC_TIMEOUT_S) -> bool:
+        """Wait until the page's process has applied every message sent so far (it answers a
+        ``sync`` with ``SYNC n`` on stdout): the page a command leaves up shows its end, not a
+        moment before it, when the command returns. False if it did not answer in time."""
+        proc = self._proc
+        if proc is None or self.view is not None or self.broken is not None or not self.alive:
+            return False
+        self._syncs += 1
+        n = self._syncs
+        self.send({"type": "sync", "n": n})
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            line = _read_line(proc, left)
+            if line == f"SYNC {n}":
+                return True
+            if not line:
+                return False
+        return False
 
     def _write_loop(self) -> None:
         if self.view is not None:
@@ -429,5 +450,6 @@ def end_of_command(cli: bool) -> None:
     d = current()
     if d is None:
         return
+    d.sync()
     if cli or d.linger_s is not None:
         d.linger(d.linger_s)

@@ -263,6 +263,9 @@ def _feed(store: Store, server: ThreadingHTTPServer) -> None:
         except ValueError:
             continue
         if isinstance(msg, dict):
+            if msg.get("type") == "sync":       # everything before it is on the page now
+                print(f"SYNC {msg.get('n')}", flush=True)
+                continue
             try:
                 store.apply(msg)
             except Exception as exc:  # noqa: BLE001 - a bad message must not end the page
