@@ -213,3 +213,36 @@ def test_the_servers_machine_is_the_reports_figures_over_the_last_seconds():
     rows = page._machine_rows(m)
     assert ["server process", "cores used (last 5 s)", "1.50"] in rows
     assert ["machine (proc)", "busy cores (last 5 s)", "1.90 of 2"] in rows
+
+
+def test_the_browser_tests_fail_with_the_install_line_when_chromium_is_missing(monkeypatch):
+    """Never a skip: a machine without chromium fails tests/e2e/test_dashboard.py saying how
+    to install it (scripts/install-test-deps.sh installs it on CI)."""
+    import os
+    import shutil
+    from tests.helpers import browser
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(pytest.fail.Exception) as exc:
+        browser.Browser()
+    assert "chromium is not installed" in str(exc.value)
+    assert "scripts/install-test-deps.sh" in str(exc.value)
+
+
+def test_a_command_waits_for_its_page_to_show_everything_it_sent():
+    """The page's process answers a sync once every message before it is applied, so the page
+    a command leaves up shows its end when the command returns."""
+    from llmbench.report.dashboard.handle import Dashboard
+    d = Dashboard("127.0.0.1", 0).open()
+    try:
+        d.send({"type": "begin", "meta": {"kind": "ramp", "model": "m"}})
+        d.send({"type": "failed", "error": "E"})
+        assert d.sync(timeout_s=30)
+        import urllib.request
+        with urllib.request.urlopen(d.url + "state.json", timeout=30) as r:
+            state = json.loads(r.read())
+        assert state["text"]["status"] == "failed"
+        assert d.sync(timeout_s=30)             # a second one is answered too
+    finally:
+        d.close()
+    assert not d.sync(timeout_s=1)              # closed: nobody to answer
