@@ -105,8 +105,13 @@ def _answer(kind: str, done) -> str:
 def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
     """Run ``work()`` (a Done); with --json, everything it prints goes to stderr and the
     summary, as JSON, to stdout; with --quiet, only errors (stderr) and one closing line.
-    Exits with the command's code."""
+    Exits with the command's code. --dashboard's page opens first: its URL is the first line
+    (before the mock, Ray or the preflight speak)."""
     import contextlib
+    spec = getattr(work, "__self__", None)
+    if getattr(spec, "dashboard", None) is not None:
+        from llmbench.report.dashboard import handle
+        handle.shared(spec.dashboard_at())
     if quiet and not json_out:
         import io
         with contextlib.redirect_stdout(io.StringIO()):
