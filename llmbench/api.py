@@ -96,34 +96,38 @@ class Command(Generic[S, P, R]):
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         cls: Any = self.spec
         what = f"llmbench.{cls.command}()"
-        from llmbench.report import notebook
-        # progress="notebook" (or no progress given, in a Jupyter kernel): the live view in
-        # the cell; a spec given whole shows it in a kernel unless it asks for the console's
-        cell = False
-        if "progress" in kwargs and kwargs["progress"] == "notebook":
-            kwargs["progress"] = False
-            cell = True
-            if not notebook.in_notebook():
-                print("note: progress='notebook' needs a Jupyter kernel (IPython's display), "
-                      "and this is not one: showing the console's live view instead",
-                      file=sys.stderr)
-                kwargs["progress"], cell = True, False
-        elif "progress" not in kwargs and "no_progress" not in kwargs and hasattr(cls, "progress"):
-            cell = notebook.in_notebook() and not (
-                len(args) == 1 and isinstance(args[0], cls) and args[0].progress)
+        # progress asked for (a spec given whole: anything but its default, False)
+        given = "progress" in kwargs or "no_progress" in kwargs
         with _typed_errors():
             if len(args) == 1 and not kwargs and isinstance(args[0], cls):
                 spec = args[0]
+                given = getattr(spec, "progress", False) is not False
             else:
                 positional = [f.name for f in dataclasses.fields(cls) if not f.kw_only]
                 if len(args) > len(positional):
                     raise UsageError(f"{what}: give the options as keywords "
                                      f"(or one {cls.__name__})")
                 spec = cls.from_options({**dict(zip(positional, args)), **kwargs}, what)
+            spec, cell = _in_cell(spec, given)
             return _perform(spec, self._perform, cell)
 
     def __repr__(self) -> str:
         return f"<llmbench.{self.__name__}: {self.spec.__name__}(...) or its fields as keywords>"  # type: ignore[attr-defined]
+
+
+def _in_cell(spec: Any, given: bool) -> tuple[Any, bool]:
+    """progress="notebook", or no progress asked for in a Jupyter kernel: the live view in the
+    cell (and nothing on the console); "notebook" outside a kernel: the console's, with a note."""
+    if not hasattr(spec, "progress"):
+        return spec, False
+    from llmbench.report import notebook
+    if spec.progress == "notebook":
+        if notebook.in_notebook():
+            return dataclasses.replace(spec, progress=False), True
+        print("note: progress='notebook' needs a Jupyter kernel (IPython's display), and this "
+              "is not one: showing the console's live view instead", file=sys.stderr)
+        return dataclasses.replace(spec, progress=True), False
+    return spec, not given and notebook.in_notebook()
 
 
 def _perform(spec: Any, perform: Callable[[Any], Any], in_cell: bool) -> Any:

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import InitVar
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 
 from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
                                        P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
@@ -59,6 +59,13 @@ def _dashboard(v: Any, flag: str) -> str:
     return text  # type: ignore[no-any-return]
 
 
+def _progress(v: Any, flag: str) -> bool | str:
+    """progress=: on or off, or "notebook" (Python only: the live view in a Jupyter cell,
+    llmbench.api; the command line's --progress/--no-progress is a flag)."""
+    return "notebook" if v == "notebook" else FLAG.parse(v, flag)  # type: ignore[no-any-return]
+
+
+PROGRESS = Kind(bool, _progress, doc='bool | Literal["notebook"]')
 DASHBOARD = Kind(str, _dashboard, doc="str ([HOST:]PORT) | int (the port; 0: any) | bool")
 JSON = Kind(str, _json_object, lambda v: __import__("json").dumps(v), doc="dict | str (JSON)")
 TIMEOUT = Kind(float, _timeout, doc="float | timedelta (seconds)")
@@ -508,7 +515,7 @@ class OutputOpts(Spec):
     label: dict[str, str] | list[str] | None = option("KEY=VALUE stored with the run (repeatable).", P_OUTPUT, "--label", kind=PAIRS, metavar="K=V")
     out: Path | str = option("Folder for run folders.", P_OUTPUT, kind=PATH, default=Path("results"))
     # the API is quiet unless asked; the command line shows the live view on a terminal
-    progress: bool | None = option("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress", kind=FLAG, default=False, cli_default=None)
+    progress: bool | Literal["notebook"] | None = option("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress", kind=PROGRESS, default=False, cli_default=None)
     no_progress: InitVar[bool | None] = None           # --no-progress: progress=False
     metrics_port: int | None = option("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, kind=INT, metavar="PORT")
     metrics_host: str = option("--metrics-port: the address to listen on.", P_OUTPUT, default="127.0.0.1", metavar="ADDR")

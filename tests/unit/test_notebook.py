@@ -11,6 +11,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 import llmbench
 from llmbench.report import notebook
 from llmbench.results.schema import Run
@@ -89,3 +91,24 @@ def test_the_styles_apply_to_the_block_only():
     assert rules and all(sel.strip().startswith(".llmbench-nb") for r in rules
                          for sel in r.split(","))
     assert ".llmbench-nb{font-family" in css and "body" not in css
+
+
+def test_the_cells_live_view_is_asked_for_or_on_by_default_in_a_kernel(monkeypatch, capsys):
+    """progress="notebook" (a keyword or the spec's field) asks for the cell's view; in a
+    kernel it is on unless progress was given; outside one "notebook" is the console's view,
+    with a note; the command line's --progress stays a flag."""
+    from llmbench.api import _in_cell
+    from llmbench.errors import UsageError
+    from llmbench.report import notebook
+    spec = llmbench.RunSpec(url="http://127.0.0.1:9/v1", progress="notebook")
+    monkeypatch.setattr(notebook, "in_notebook", lambda: False)
+    s, cell = _in_cell(spec, True)
+    assert (s.progress, cell) == (True, False) and "needs a Jupyter kernel" in capsys.readouterr().err
+    monkeypatch.setattr(notebook, "in_notebook", lambda: True)
+    s, cell = _in_cell(spec, True)
+    assert (s.progress, cell) == (False, True)
+    quiet = llmbench.RunSpec(url="http://127.0.0.1:9/v1")
+    assert _in_cell(quiet, False)[1] and not _in_cell(quiet, True)[1]
+    assert not _in_cell(llmbench.RunSpec(url="http://127.0.0.1:9/v1", progress=True), True)[1]
+    with pytest.raises(UsageError, match="--progress 'cell'"):
+        llmbench.RunSpec(url="http://127.0.0.1:9/v1", progress="cell")
