@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.analysis import percentile
+from llmbench.records.definitions import is_measured
 from llmbench.records.record import Record
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
@@ -64,15 +66,15 @@ class Gauges:
 
 
 def _pct(values: Any, q: float) -> float | None:
-    return float(np.percentile(values, q)) if len(values) else None
+    return percentile.percentile(values, q)
 
 
 def _pcts_ms(values: Any, qs: tuple[float, ...]) -> list[float | None]:
     """Several percentiles of seconds, in ms, in one pass (one call: its overhead is most of
-    the cost on a second's few hundred values)."""
+    the cost on a second's few hundred values), by the tool's one percentile rule."""
     if not len(values):
         return [None] * len(qs)
-    return [float(v) * 1000.0 for v in np.percentile(values, qs)]
+    return [v * 1000.0 for v in percentile.percentiles(values, qs)]
 
 
 def _ms(v: float | None) -> float | None:
@@ -183,7 +185,7 @@ class LiveSeries:
             n += 1
             if n % YIELD_EVERY == 0:
                 time.sleep(0)               # the loop takes the lock if it waits for it
-            if rec.warmup or rec.error_kind == "interrupted":
+            if not is_measured(rec.warmup, rec.error_kind):
                 continue
             if t0 is None:
                 continue                     # the preflight's records (none are observed)
