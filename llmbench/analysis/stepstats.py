@@ -79,10 +79,13 @@ def knee(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str =
 
     None when no step broke after one that held. Otherwise a dict; ``estimate`` is None (and
     ``reason`` says why) when the data cannot say more than "between the steps"."""
-    i_broke = next((i for i, s in enumerate(steps) if not s["held"]), None)
-    if i_broke is None or i_broke == 0 or not steps[i_broke - 1]["held"]:
+    held = next((s for s in reversed(steps) if s["held"]), None)
+    after = [] if held is None else list(steps)[list(steps).index(held) + 1:]
+    # the first step that broke after the last that held (one with too few requests broke
+    # nothing, so it is passed over)
+    broke = next((s for s in after if s.get("state", "over") == "over" and not s["held"]), None)
+    if held is None or broke is None:
         return None
-    held, broke = steps[i_broke - 1], steps[i_broke]
     x0, x1 = float(held["load"]), float(broke["load"])
     found = []
     for c in broke.get("checks") or []:
@@ -93,7 +96,9 @@ def knee(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str =
     if not found:
         return {"between": [x0, x1], "estimate": None, "ci": None, "threshold": None,
                 "reason": "the broken threshold is not a latency statistic that can be "
-                          "interpolated", "text": f"Held {x0:g} {unit}, broke at {x1:g}."}
+                          "interpolated",
+                "text": f"Held {x0:g} {unit if x0 != 1 or unit != 'users' else 'user'}, "
+                        f"broke at {x1:g}."}
     # the threshold crossed first binds
     with_est = [f for f in found if f["estimate"] is not None]
     return min(with_est, key=lambda f: f["estimate"]) if with_est else found[0]
@@ -154,9 +159,38 @@ def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
         out["reason"] = "the interval covers almost the whole gap: the steps are too coarse"
     if out["reason"]:
         out["text"] = f"Holds {span} at {what}; the steps are too coarse to say more ({out['reason']})."
+    elif unit == "users":
+        out.update(_users_held(est, lo, hi, x0, x1))
+        out["text"] = _users_text(out, x0, x1, what)
+    elif f"{lo:.1f}" == f"{hi:.1f}":
+        # every resample crossed at the same rate: a zero-width interval is no interval
+        out["text"] = (f"Holds about {est:.1f} {unit} at {what} (interpolated between {x0:g} "
+                       f"and {x1:g} {unit}; every resample crossed there).")
     else:
         out["text"] = f"Holds about {est:.1f} {unit} [{lo:.1f}, {hi:.1f}] at {what}."
     return out
+
+
+def _users_held(est: float, lo: float, hi: float, x0: float, x1: float) -> dict[str, Any]:
+    """The knee as users, who come in whole: the most users under the limit (the crossing,
+    rounded down) and the same of the interval's ends. The estimate itself stays a fraction
+    for the chart. Never as many as the step that was measured to break."""
+    top = math.ceil(x1) - 1
+    return {"users": min(math.floor(est + 1e-9), top),
+            "users_ci": [min(math.floor(lo + 1e-9), top), min(math.floor(hi + 1e-9), top)]}
+
+
+def _users_text(k: dict[str, Any], x0: float, x1: float, what: str) -> str | None:
+    """'Holds about 6 users [5, 7] at ttft.p95<=2s (...)'; None when no count of users lies
+    between the steps (3 held, 4 broke: the knee adds nothing to that)."""
+    n, (n_lo, n_hi) = k["users"], k["users_ci"]
+    if math.ceil(x1) - 1 <= x0:
+        return None
+    how = f"interpolated between {x0:g} and {x1:g} users, 95 % interval"
+    if n_lo == n_hi:
+        return (f"Holds {n} user{'s' if n != 1 else ''} at {what} ({how}: the limit is crossed "
+                f"between {n} and {n + 1}).")
+    return f"Holds about {n} user{'s' if n != 1 else ''} [{n_lo}, {n_hi}] at {what} ({how})."
 
 
 def _finite(v: float) -> float | None:

@@ -137,33 +137,70 @@ def lag_explains(step: dict[str, Any]) -> bool:
     return True
 
 
+def amount(load: float, unit: str = "users") -> str:
+    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
+    if unit == "users":
+        return f"{load:g} user" + ("" if load == 1 else "s")
+    return f"{load:g} {unit}"
+
+
+def last_held(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last step that held (its load is the ramp's answer)."""
+    return next((s for s in reversed(steps) if s["held"]), None)
+
+
+def deciding_step(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The step the verdict explains and the exit code follows: the first step that broke
+    after the last one that held (a step with too few requests broke nothing: it is that step
+    only when no later one broke). None when nothing after the last held step broke or lacked
+    data (every step held, or the ramp stopped there)."""
+    top = last_held(steps)
+    after = list(steps) if top is None else list(steps)[steps.index(top) + 1:]
+    return (next((s for s in after if step_state(s) == OVER), None)
+            or next((s for s in after if step_state(s) == NO_DATA), None))
+
+
+def baseline_step(steps: Sequence[dict[str, Any]], subject: dict[str, Any] | None
+                  ) -> dict[str, Any] | None:
+    """The step ``subject`` is compared with: the first step before it that had data (held or
+    over), the closest to an unloaded server the ramp measured; else the first before it that
+    finished any request (too few to judge thresholds by, still a lighter load's latencies).
+    None when there is none: a step is never compared with itself."""
+    end = len(steps) - 1 if subject is None else steps.index(subject)
+    before = list(steps)[:max(end, 0)]     # every step held: the first against the last
+    return (next((s for s in before if step_state(s) != NO_DATA), None)
+            or next((s for s in before if Summary.of(s["summary"]).completed), None))
+
+
 def result_line(steps: Sequence[dict[str, Any]], unit: str = "users",
                 planned: int | None = None) -> str:
     """'Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2 s.'
 
     ``planned`` is how many steps the plan had: a ramp that stopped early (interrupted) did
-    not have "every step" hold."""
+    not have "every step" hold. The step named after the answer is ``deciding_step``."""
     held = [s for s in steps if s["held"]]
-    broke = next((s for s in steps if not s["held"]), None)
+    broke = deciding_step(steps)
     best = max((s["load"] for s in held), default=0)
-    head = f"Held {best:g} {unit}."
+    head = f"Held {amount(best, unit)}."
     if broke is None:
         if not steps:
             return head + " No step finished."
+        if len(held) < len(steps):
+            return head + " No step above it broke."
         if planned is not None and len(steps) < planned:
             return head + f" Stopped after {len(steps)} of {planned} steps, all held."
         return head + " Every step held."
     failed = [c for c in broke["checks"] if not c["ok"]]
     if step_state(broke) == NO_DATA:
-        return (head + f" At {broke['load']:g} {unit}, not enough data to decide: "
+        head = head if held else "No step could be judged."
+        return (head + f" At {amount(broke['load'], unit)}, not enough data to decide: "
                 + "; ".join(_describe_check(c) for c in failed[:2]) + ".")
-    # a breach first, then what could not be measured
     # an outage first (it explains the rest), then a breach, then what could not be measured
     failed.sort(key=lambda c: (not c.get("outage"), bool(c.get("reason"))))
     parts = []
     for c in failed[:2]:
         parts.append(_describe_check(c, Summary.of(broke["summary"]).failed))
-    return head + f" At {broke['load']:g} {unit}, " + "; ".join(parts) + "."
+    return head + f" At {amount(broke['load'], unit)}, " + "; ".join(parts) + "."
 
 
 NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2el": "E2EL",
@@ -234,19 +271,23 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     if not steps:
         out["kind"] = "none"
         return out
-    first = steps[0]
-    broke = next((s for s in steps if not s["held"]), None)
+    broke = deciding_step(steps)
     subject = broke or steps[-1]
-    s0, s1 = Summary.of(first["summary"]), Summary.of(subject["summary"])
-    ttft0, ttft1 = _num(s0.ttft.p95), _num(s1.ttft.p95)
-    itl0, itl1 = _num(s0.itl.median), _num(s1.itl.median)
-    itl95_0, itl95_1 = _num(s0.itl.p95), _num(s1.itl.p95)
+    first = baseline_step(steps, broke)
+    s1 = Summary.of(subject["summary"])
+    s0 = Summary.of(first["summary"]) if first is not None else None
+    ttft0 = _num(s0.ttft.p95) if s0 is not None else None
+    ttft1 = _num(s1.ttft.p95)
+    itl0 = _num(s0.itl.median) if s0 is not None else None
+    itl1 = _num(s1.itl.median)
+    itl95_0 = _num(s0.itl.p95) if s0 is not None else None
+    itl95_1 = _num(s1.itl.p95)
     # growth needs a number on both sides: a missing statistic grows nothing
     itl_grew = (itl0 is not None and itl1 is not None and itl0 > 0
                 and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
     ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
                  and ttft1 >= TTFT_GROWTH * ttft0)
-    base_ttft_s = (_num(s0.ttft.median) or 0.0) / 1000.0
+    base_ttft_s = ((_num(s0.ttft.median) or 0.0) if s0 is not None else 0.0) / 1000.0
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
     server = server_view(server_samples, subject["hold_start"], subject["hold_end"])
@@ -255,45 +296,65 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     drifting = [s for s in steps if (s.get("steady") or {}).get("drifting")]
     out["drifting"] = [s["load"] for s in drifting]
     out["steady_note"] = [drift_sentence(s, unit) for s in drifting]
-    out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
+    out.update({"compared": {"first_step": None if first is None else first["load"],
+                             "step": subject["load"]},
                 "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,
                 "served_at_once": little, "server": server})
     ev = out["evidence"]
     itl_text = "–" if itl0 is None else f"{itl0:.1f} ms"
     itl_text += " -> " + ("–" if itl1 is None else f"{itl1:.1f} ms")
-    s1 = Summary.of(subject["summary"])
-    if s1.total_embeddings is not None:
+    # a lighter step with too few requests still shows its latencies, roughly
+    rough = (f" ({amount(first['load'], unit)} had too few requests to judge by: its figures "
+             "are rough)") if first is not None and step_state(first) == NO_DATA else ""
+    if first is None:
+        pass                    # nothing lighter to compare with: no "from X to X"
+    elif s1.total_embeddings is not None:
         # embeddings: one whole reply, no tokens streamed; latency and throughput are the story
         e0, e1 = _num(s0.e2el.p95), _num(s1.e2el.p95)
         r0, r1 = _num(s0.embeddings_throughput), _num(s1.embeddings_throughput)
         rates = " -> ".join("–" if r is None else f"{r:.0f}" for r in (r0, r1))
-        ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: latency p95 "
-                  f"{_fmt_ms(e0)} -> {_fmt_ms(e1)}, embeddings per second {rates}.")
+        ev.append(f"From {first['load']:g} to {amount(subject['load'], unit)}: latency p95 "
+                  f"{_fmt_ms(e0)} -> {_fmt_ms(e1)}, embeddings per second {rates}{rough}.")
     else:
-        ev.append(f"From {first['load']:g} to {subject['load']:g} {unit}: TTFT p95 {_fmt_ms(ttft0)} -> "
-                  f"{_fmt_ms(ttft1)}, time between tokens (median) {itl_text}.")
+        ev.append(f"From {first['load']:g} to {amount(subject['load'], unit)}: TTFT p95 "
+                  f"{_fmt_ms(ttft0)} -> {_fmt_ms(ttft1)}, time between tokens (median) "
+                  f"{itl_text}{rough}.")
+    for st in steps:
+        # a step with too few requests, passed over: it is neither held nor broken
+        if st is not broke and st is not first and step_state(st) == NO_DATA and (
+                broke is None or steps.index(st) < steps.index(broke)):
+            ev.append(f"At {amount(st['load'], unit)}, not enough data to decide ("
+                      + "; ".join(_describe_check(c) for c in st["checks"] if not c["ok"])
+                      + "): that step counts as neither held nor broken.")
     est = little["in_service"]
     if broke is None:
         out["kind"] = "held"
         for st in steps:
-            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+            ev.extend(error_evidence(st["summary"], f" at {amount(st['load'], unit)}"))
         said = next((b for b in (bunching_sentence(Summary.of(st["summary"]).stream_bunching)
                                  for st in steps) if b), None)
         if said:
             ev.append(said[0].upper() + said[1:] + ".")
+        top = last_held(steps)
+        for st in steps:
+            if step_state(st) == OVER and top is not None and steps.index(st) < steps.index(top):
+                ev.append(f"At {amount(st['load'], unit)} a threshold broke ("
+                          + "; ".join(c["threshold"] for c in st["checks"] if not c["ok"])
+                          + f"), yet {amount(top['load'], unit)} held: near the limit the "
+                          "steps are noisy (--repeat 3 tells how much).")
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
         return out
     mon = broke.get("monitor") or {}
     failed_checks = [c for c in broke["checks"] if not c["ok"]]
     for st in steps:
         if st is not broke and Summary.of(st["summary"]).failed:
-            ev.extend(error_evidence(st["summary"], f" at {st['load']:g} {unit}"))
+            ev.extend(error_evidence(st["summary"], f" at {amount(st['load'], unit)}"))
     down = [c for c in broke["checks"] if c.get("outage")]
     if down:
         # the server was not there: this step measured its absence, not its capacity
         out["kind"] = "outage"
-        ev.append(f"At {broke['load']:g} {unit}, {down[0]['reason']}.")
+        ev.append(f"At {amount(broke['load'], unit)}, {down[0]['reason']}.")
         ev.append("A step with an outage in it is over: its numbers are of a server that was "
                   "down, so the ramp stops there.")
         out["advice"].append("Find out why the server went away (its log: a crash, a restart, "
@@ -301,7 +362,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         return out
     if s1.failed:
         out["kind"] = "errors"
-        ev.extend(error_evidence(s1, f" at {broke['load']:g} {unit}"))
+        ev.extend(error_evidence(s1, f" at {amount(broke['load'], unit)}"))
         statuses = s1.error_statuses
         if "429" in statuses or "503" in statuses:
             ev.append("429/503 means a limit was hit: a full queue or a rate limit, not slowness.")
@@ -394,6 +455,17 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
                                 else ". Expect each reply to stream a little slower."))
         return out
     out["kind"] = "other"
+    if first is None:
+        # the first step with data broke: no lighter load to tell queuing from saturation
+        ev.append(f"The first step with enough data ({amount(broke['load'], unit)}) already "
+                  "broke " + "; ".join(c["threshold"] for c in failed_checks) + ", so there is "
+                  "no lighter load to compare it with: whether requests queued or the hardware "
+                  "saturated cannot be told from this ramp.")
+        out["advice"].append("Start the ramp lower (fewer users in the first step), or loosen "
+                             "the thresholds if this load is light for the server.")
+        if server:
+            ev.append(_server_sentence(server))
+        return out
     ev.append("Neither TTFT nor the gaps between tokens grew much; the step broke on: "
               + "; ".join(c["threshold"] for c in failed_checks) + ".")
     return out

@@ -158,14 +158,6 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
                          outcome.live.user_changes, outcome.workers), run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
-    steps = run["steps"]
-    held = max((s["load"] for s in steps if s["held"]), default=0)
-    reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(shape.steps)
-    broke = next((s for s in steps if not s["held"]), None)
-    # A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
-    # it held fewer than --expect-users (1), or, without --expect-users, when its first step
-    # did not hold: no load level met the thresholds (99, k6's code for failed thresholds).
-    # Only a step the load generator's own lag could have broken is "not trustworthy" (4).
     code = EXIT_OK
     if outcome.write_error is not None:
         code = EXIT_WRITE            # the load was stopped: what it measured is on disk
@@ -173,16 +165,38 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
         code = EXIT_INTERRUPTED
     elif crashed:
         code = EXIT_OVERLOADED       # a worker's users are missing: never a pass
-    elif broke is not None and run["verdict"]["kind"] in ("load_generator", "buffered"):
-        code = EXIT_OVERLOADED       # the break is not the server's to be judged by
-    elif broke is not None and run["verdict"]["kind"] == "outage":
-        code = EXIT_UNREACHABLE      # the server went away: no capacity was measured there
-    elif r.expect is not None:
-        if held < r.expect and not reached_top:
-            code = EXIT_EXPECTATION
-    elif steps and not steps[0]["held"]:
-        code = EXIT_THRESHOLD
+    else:
+        code = ramp_code(run["steps"], run["verdict"]["kind"], r.expect, len(shape.steps))
     return run, code
+
+
+def ramp_code(steps: Sequence[dict[str, Any]], verdict_kind: str, expect: float | None = None,
+              planned: int | None = None) -> int:
+    """The exit code of a ramp that ran to its end, from the step its verdict explains
+    (``verdict.deciding_step``: the first that broke after the last that held).
+
+    A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
+    it held fewer than --expect-users (1), or, without --expect-users, when no step held and one
+    broke: no load level met the thresholds (99, k6's code for failed thresholds). A step with
+    too few requests broke nothing: it is never a threshold failure. Only a step the load
+    generator's own lag (or a buffering proxy) could have broken is "not trustworthy" (4); one
+    with an outage in it measured no capacity (3)."""
+    from llmbench.analysis.slo import OVER
+    steps = list(steps)
+    deciding = verdict_mod.deciding_step(steps)
+    held = held_of(steps)
+    reached_top = bool(steps) and all(s["held"] for s in steps) and (
+        planned is None or len(steps) == planned)
+    if deciding is not None and verdict_kind in ("load_generator", "buffered"):
+        return EXIT_OVERLOADED       # the break is not the server's to be judged by
+    if deciding is not None and verdict_kind == "outage":
+        return EXIT_UNREACHABLE      # the server went away: no capacity was measured there
+    if expect is not None:
+        return EXIT_EXPECTATION if held < expect and not reached_top else EXIT_OK
+    if deciding is not None and verdict_mod.last_held(steps) is None \
+            and verdict_mod.step_state(deciding) == OVER:
+        return EXIT_THRESHOLD
+    return EXIT_OK
 
 
 def held_of(steps: Sequence[dict[str, Any]]) -> float:
@@ -276,7 +290,7 @@ def perform(r: RampPlan, repeat: int = 1,
     if repeat > 1:
         print(f"  Users held: {run['repeats']['held']['method']}.")
     if code == EXIT_THRESHOLD:
-        print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
+        print(f"No step held its thresholds: exit {EXIT_THRESHOLD}.")
     print_closing(run, c.workload.warnings, run["status"] == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",

@@ -175,6 +175,20 @@ def server_state(ramp_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
             "models_loaded": models or None}
 
 
+NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough data to judge
+
+
+def judged(steps: Sequence[dict[str, Any]]) -> bool:
+    """Whether any step held or broke (rather than having too few requests for both)."""
+    from llmbench.analysis.verdict import step_state
+    return any(step_state(st) != "not enough data" for st in steps)
+
+
+def _amount(load: float, unit: str) -> str:
+    from llmbench.analysis.verdict import amount
+    return amount(load, unit)
+
+
 def _fmt_held(r: dict[str, Any]) -> str:
     iv = r.get("held_interval")
     if iv and iv.get("low") is not None:
@@ -201,6 +215,7 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     measured = [r for r in results if r.get("held") is not None]
     failed = [r for r in results if r["status"] in ("server_failed", "ramp_failed")]
     died = [r for r in results if r["status"] == "server_died"]
+    unjudged = [r for r in results if r["status"] == NOT_JUDGED]
     single = len(results[0]["setting"]) == 1 if results else True
 
     def short(r: dict[str, Any]) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
@@ -213,8 +228,17 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     if died:
         tail_parts.append("; ".join(f"{r['name']}'s server died during the ramp" for r in died)
                           + " (its log is in the sweep folder).")
+    if unjudged:
+        tail_parts.append(", ".join(r["name"] for r in unjudged)
+                          + " could not be judged: every step had too few requests to "
+                          "measure (not enough data), so "
+                          + ("it is" if len(unjudged) == 1 else "they are") + " not ranked; "
+                          "hold each step "
+                          "longer (--hold) or think less (--think).")
     if not measured:
-        return " ".join(["No setting could be measured."] + tail_parts), None
+        head = "No setting could be judged." if unjudged and not failed and not died \
+            else "No setting could be measured."
+        return " ".join([head] + tail_parts), None
     top = max(r["held"] for r in measured)
     if top == 0:
         return " ".join(["No setting held the first step under the thresholds; each ramp's "
@@ -225,7 +249,9 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     best: dict[str, Any] | None = tied[0]
     if len(tied) == 1:
         if len(measured) == 1:
-            text = f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"
+            word = "user" if unit == "users" and best["held"] == 1 else unit
+            text = (f"Only {best['name']} could be {'judged' if unjudged else 'measured'}: it "
+                    f"held {_fmt_held(best)} {word}")
         else:
             text = f"{best['name']} held the most {unit} ({_fmt_held(best)})"
         if best.get("verdict_kind") == "held":
@@ -245,6 +271,29 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     elif lo is None and len(measured) > 1 and fewer:
         text += " One ramp per setting, so no interval on users held (--repeat 3 gives one)."
     return " ".join([text] + tail_parts), best
+
+
+def _knee_count(k: dict[str, Any] | None, unit: str) -> tuple[float, float, float] | None:
+    """(estimate, low, high) a knee ranks a setting by: whole users (``users``, ``users_ci``;
+    from the fraction for knees saved before those existed), or the rate as interpolated."""
+    if not k or k.get("estimate") is None or not k.get("ci"):
+        return None
+    if unit != "users":
+        return float(k["estimate"]), float(k["ci"][0]), float(k["ci"][1])
+    import math
+    if k.get("users") is not None and k.get("users_ci"):
+        return float(k["users"]), float(k["users_ci"][0]), float(k["users_ci"][1])
+    return (float(math.floor(k["estimate"] + 1e-9)), float(math.floor(k["ci"][0] + 1e-9)),
+            float(math.floor(k["ci"][1] + 1e-9)))
+
+
+def _knee_text(k: tuple[float, float, float], unit: str) -> str:
+    """'3 [2, 4]', '3' (an interval of no width is none), '2.4 [2.1, 2.6] req/s'."""
+    if unit == "users":
+        n, lo, hi = (f"{v:.0f}" for v in k)
+        return n if lo == hi else f"{n} [{lo}, {hi}]"
+    n, lo, hi = (f"{v:.1f}" for v in k)
+    return f"{n} {unit}" if lo == hi else f"{n} [{lo}, {hi}] {unit}"
 
 
 def _pct(x: float) -> str:
@@ -268,21 +317,22 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
     names = " and ".join(r["name"] for r in tied) if len(tied) == 2 else \
         ", ".join(r["name"] for r in tied)
     both = "both" if len(tied) == 2 else "all"
-    head = f"{names} {both} held {top:g} {unit}"
+    head = f"{names} {both} held {_amount(top, unit)}"
     # 2. the knee, when every tied setting has one with an interval
-    knees = {r["name"]: r.get("knee") for r in tied}
-    if all(k and k.get("estimate") is not None and k.get("ci") for k in knees.values()):
-        ranked = sorted(tied, key=lambda r: -knees[r["name"]]["estimate"])
+    knees = {r["name"]: _knee_count(r.get("knee"), unit) for r in tied}
+    if all(k is not None for k in knees.values()):
+        ranked = sorted(tied, key=lambda r: -knees[r["name"]][0])
         first, rest = ranked[0], ranked[1:]
         k1 = knees[first["name"]]
-        if all(k1["ci"][0] > knees[r["name"]]["ci"][1] for r in rest):
-            others = ", ".join(f"{short(r)} {knees[r['name']]['estimate']:.1f} "
-                               f"[{knees[r['name']]['ci'][0]:.1f}, {knees[r['name']]['ci'][1]:.1f}]"
+        if all(k1[1] > knees[r["name"]][2] for r in rest):
+            others = ", ".join(f"{_knee_text(knees[r['name']], unit)} for {r['name']}"
                                for r in rest)
-            return first, (f"{head}; {first['name']} holds more by the knee (the {unit} where "
-                           f"{k1.get('threshold') or 'the threshold'} is crossed, interpolated, "
-                           f"95 % interval): {k1['estimate']:.1f} [{k1['ci'][0]:.1f}, "
-                           f"{k1['ci'][1]:.1f}] vs {others}")
+            what = "the most users under" if unit == "users" else "the load where"
+            threshold = (first.get("knee") or {}).get("threshold") or "the threshold"
+            return first, (f"{head}; {first['name']} holds more by the knee ({what} "
+                           f"{threshold}{'' if unit == 'users' else ' is crossed'}, "
+                           f"interpolated between the steps, 95 % interval): "
+                           f"{_knee_text(k1, unit)} against {others}")
     # 3. the table's numbers at the highest common load, each with its interval
     at = f"at {load:g} {unit}" if load is not None else "at a common load"
 
@@ -524,9 +574,12 @@ def _fill(res: dict[str, Any], done: RampDone, sweep_dir: Path) -> None:
     res["held"] = reps["held"]["median"] if reps else held_of(steps)
     res["held_interval"] = reps["held"] if reps else None
     v = run.get("verdict") or {}
-    res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "complete",
-               verdict=v.get("result"), verdict_kind=v.get("kind"), knee=v.get("knee"),
-               steps=[_step_brief(st) for st in steps])
+    status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"
+    if status == "complete" and steps and not reps and not judged(steps):
+        # every step had too few requests: "held 0" would rank it last, as if it broke
+        status, res["held"] = NOT_JUDGED, None
+    res.update(status=status, verdict=v.get("result"), verdict_kind=v.get("kind"),
+               knee=v.get("knee"), steps=[_step_brief(st) for st in steps])
     if done.run_dir is not None:
         res["server_state"] = server_state(done.run_dir, run)
 
@@ -579,7 +632,8 @@ def _exit_code(plan: SweepPlan, results: Sequence[dict[str, Any]], best: dict[st
     if interrupted:
         return EXIT_INTERRUPTED
     if not measured:
-        return EXIT_UNREACHABLE
+        # ramps that ran and had too few requests everywhere reached their servers
+        return EXIT_OK if any(r["status"] == NOT_JUDGED for r in results) else EXIT_UNREACHABLE
     if any(r.get("exit_code") == EXIT_OVERLOADED for r in measured):
         return EXIT_OVERLOADED
     if plan.expect is not None and max(r["held"] for r in measured) < plan.expect:
@@ -596,7 +650,7 @@ def _table(results: Sequence[dict[str, Any]], unit: str, load: float | None) -> 
     rows = [head]
     for r in results:
         a = r.get("at_common_load") or {}
-        held = _fmt_held(r) if r.get("held") is not None else r["status"]
+        held = _fmt_held(r) if r.get("held") is not None else r["status"].replace("_", " ")
         tok = a.get("output_throughput")
         rows.append(f"{r['name'][:28]:<28} {held:>14}  {fmt_ms(a.get('p95_ttft_ms')):>9} "
                     f"{fmt_ms(a.get('median_itl_ms')):>8} "

@@ -223,7 +223,8 @@ def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
     a["knee"] = {"estimate": 2.3, "ci": [2.1, 2.5], "threshold": "ttft.p95<=2s"}
     b["knee"] = {"estimate": 3.6, "ci": [3.2, 3.9], "threshold": "ttft.p95<=2s"}
     text, best = answer([a, b], "users", pairs, 2.0)
-    assert best is b and "by the knee" in text and "3.6 [3.2, 3.9] vs 1 2.3 [2.1, 2.5]" in text
+    # in whole users (2.3 [2.1, 2.5] holds 2, 3.6 [3.2, 3.9] holds 3), each named in full
+    assert best is b and "by the knee" in text and "3 against 2 for OLLAMA_NUM_PARALLEL=1" in text
     b["knee"]["ci"] = [2.4, 3.9]                                   # overlapping: no decision
     text, best = answer([a, b], "users", pairs, 2.0)
     assert best is None and "by the knee" not in text

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import llmbench
-from llmbench.errors import EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.errors import EXIT_OK, EXIT_THRESHOLD
 from llmbench.results.schema import Run
 
 __all__ = ["probe", "ramp_exit_code", "records", "run_exit_code", "run_json"]
@@ -28,19 +28,10 @@ def run_exit_code(run: Run) -> int:
 
 
 def ramp_exit_code(run: Run) -> int:
-    """``llmbench ramp``'s code, without --expect-users, for a ramp the API returned
-    (llmbench/commands/ramp.py): a break the load generator or a buffer explains is 4, one an
-    outage explains 3; 99 when the first step broke; else 0."""
-    steps = run.data.get("steps") or []
-    broke = next((s for s in steps if not s["held"]), None)
-    kind = (run.data.get("verdict") or {}).get("kind")
-    if broke is not None and kind in ("load_generator", "buffered"):
-        return EXIT_OVERLOADED
-    if broke is not None and kind == "outage":
-        return EXIT_UNREACHABLE
-    if steps and not steps[0]["held"]:
-        return EXIT_THRESHOLD
-    return EXIT_OK
+    """``llmbench ramp``'s code, without --expect-users, for a ramp the API returned: the
+    command's own rule (llmbench/commands/ramp.py ``ramp_code``)."""
+    from llmbench.commands.ramp import ramp_code
+    return ramp_code(run.data.get("steps") or [], (run.data.get("verdict") or {}).get("kind"))
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """Knee with an interval and steady state per step (issue 14): golden tests on constructed
 records where the point is the math, and the mock, whose knee can be computed on paper."""
 
-import html
 import json
 
 import numpy as np
@@ -47,7 +46,14 @@ def test_knee_interpolates_between_the_steps_with_an_interval():
     lo, hi = k["ci"]
     assert 4 < lo <= k["estimate"] <= hi < 6 and hi - lo < 0.3
     assert k["reason"] is None
-    assert k["text"] == f"Holds about {paper:.1f} users [{lo:.1f}, {hi:.1f}] at ttft.p95<=400ms."
+    # users come in whole: the stated answer is the most users under the limit, and the same
+    # of the interval's ends; the fraction stays for the chart (issue 40: "3.5 [3.5, 3.5]")
+    n, n_lo, n_hi = (int(np.floor(v)) for v in (paper, lo, hi))
+    assert k["users"] == n and k["users_ci"] == [n_lo, n_hi]
+    how = "interpolated between 4 and 6 users, 95 % interval"
+    assert k["text"] == (f"Holds about {n} users [{n_lo}, {n_hi}] at ttft.p95<=400ms ({how})."
+                         if n_lo < n_hi else f"Holds {n} users at ttft.p95<=400ms ({how}: the "
+                         f"limit is crossed between {n} and {n + 1}).")
 
 
 def test_knee_says_when_the_steps_are_too_coarse():
@@ -121,8 +127,10 @@ def test_knee_on_the_mock_lies_where_paper_puts_it(mock_factory, tmp_path):
     # ... and with the service time the mock delivered (from TTFT at 2 users: S + ttft), tightly
     s_ms = run["steps"][0]["summary"]["median_ttft_ms"] - 20
     assert abs(k["estimate"] - (1 + (580 - 20) / s_ms)) < 0.25, (k, s_ms)
-    assert k["text"] in r.stdout and "Holds about" in r.stdout
-    assert html.escape(k["text"]) in (only_run(tmp_path) / "report.html").read_text()
+    # 3 held and 4 broke: no count of users lies between, so the knee states nothing more
+    # than the verdict (the fraction is for the chart), and never "3.8 [3.8, 3.8] users"
+    assert k["users"] == 3 and k["text"] is None, k
+    assert "Holds about" not in r.stdout and "Held 3 users. At 4 users" in r.stdout
     # a closed loop with a fixed number of users settles: no step is flagged as drifting
     assert not any(s["steady"]["drifting"] for s in run["steps"])
 
