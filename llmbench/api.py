@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -69,13 +68,15 @@ def _result(done: Any, what: str) -> Run:
     """The Run of a finished command, or the exception for one that is not a result."""
     if done.run is None:
         raise failure(done.error or f"the {what} measured nothing", done.code)
-    run = Run.from_dict(done.run, done.run_dir)
-    lost = (done.run.get("workers") or {}).get("crashed")
+    run: Run = done.run
+    if done.run_dir is not None:
+        run.path = Path(done.run_dir)
+    lost = (run.workers or {}).get("crashed")
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
                         done.code, run)
     if done.code == EXIT_WRITE or run.status == "failed":
-        raise RunFailed(str(done.run.get("error") or f"the {what} failed"), done.code, run)
+        raise RunFailed(str(run.error or f"the {what} failed"), done.code, run)
     if done.code == EXIT_OVERLOADED and lost:
         raise RunFailed(f"a worker process died during the {what}; exc.run holds the "
                         "incomplete figures", done.code, run)
@@ -85,7 +86,7 @@ def _result(done: Any, what: str) -> Run:
 def run(**options: Any) -> Run:
     """``llmbench run``: one load level. Returns the Run (``run.summary.ttft.p50``,
     ``run.summary.output_throughput``, ``run.path``); failed thresholds are in
-    ``run.data["thresholds"]``, not an exception."""
+    ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception."""
     def work(groups: dict[str, Any]) -> Any:
         from llmbench.commands.spec import run_spec
         return run_spec(groups).perform()
@@ -104,7 +105,7 @@ def ramp(**options: Any) -> Run:
 def sweep(settings: dict[str, Any] | None = None, **options: Any) -> Run:
     """``llmbench sweep``: a ramp per server setting. ``settings={"NAME": [1, 2, 4]}`` is
     ``--setting NAME=1,2,4`` (``setting=`` as on the command line works too). Returns the sweep
-    folder's Run (kind "sweep"; ``data["results"]``, ``data["answer"]``, ``data["best"]``)."""
+    folder's Run (kind "sweep"; ``results``, ``answer``, ``best``)."""
     if settings is not None:
         if "setting" in options:
             raise UsageError("llmbench.sweep(): give settings= or setting=, not both")
@@ -119,8 +120,8 @@ def sweep(settings: dict[str, Any] | None = None, **options: Any) -> Run:
         return perform(sweep_plan(groups))
     done = _perform("sweep", options, work)
     if done.code == EXIT_UNREACHABLE and done.run is not None:
-        raise RunFailed(str(done.run.get("answer") or "no setting could be measured"),
-                        done.code, Run.from_dict(done.run, done.run_dir))
+        raise RunFailed(str(done.run.answer or "no setting could be measured"),
+                        done.code, done.run)
     return _result(done, "sweep")
 
 
@@ -137,19 +138,14 @@ def probe(**options: Any) -> Run:
 def load_run(path: str | Path) -> Run:
     """Any run folder (run, ramp, probe; every schema version) or sweep folder, as a Run. A run
     killed before it wrote its summary gets one rebuilt from requests.jsonl (marked partial,
-    ``data["note"]`` says so). A folder that is not one is a UsageError."""
+    ``note`` says so). A folder that is not one is a UsageError."""
     from llmbench.commands.spec import translate
     p = Path(path)
     try:
-        if (p / "sweep.json").is_file():
-            try:
-                doc = json.loads((p / "sweep.json").read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{p}: sweep.json is not valid JSON ({exc.msg}); it was cut "
-                                 "short or edited by hand")
-            return Run.from_dict(doc, p)
+        if (p / "sweep.json").is_file() and not (p / "run.json").is_file():
+            return Run.load(p)
         from llmbench.analysis.recover import load_checked
-        return Run.from_dict(load_checked(p, "load"), p)
+        return load_checked(p, "load")
     except LlmbenchError:
         raise
     except ValueError as exc:           # a schema this llmbench cannot read

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
@@ -134,15 +134,15 @@ def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None
     return None if c is None else c.as_dict()
 
 
-def notes(run: dict) -> list[str]:
-    """Sentences to print after a run, read back from its run.json."""
-    c = run.get("output_length") or {}
+def notes(run: Any) -> list[str]:
+    """Sentences to print after a run (a ``results.schema.Run``)."""
+    c = run.output_length or {}
     out = [c["message"]] if c.get("message") else []
-    n = run.get("not_streamed") or 0
+    n = run.not_streamed or 0
     if n:
         out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
                    "E2E latency for them); use --no-stream for such a server.")
-    n = run.get("connection_resends") or 0
+    n = run.connection_resends or 0
     if n:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "

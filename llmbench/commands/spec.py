@@ -175,7 +175,7 @@ LAYOUTS = {"run": RUN, "ramp": RAMP, "sweep": SWEEP, "probe": PROBE}
 # Our input errors, by module: looked up only in modules already imported (an error class
 # whose module was never imported cannot have been raised), so the CLI does not import numpy
 # (through slo) just to print help or reject a flag.
-_INPUT_ERRORS = {"llmbench.results.folder": ("RunFolderError",), "llmbench.analysis.slo": ("ThresholdError",),
+_INPUT_ERRORS = {"llmbench.results.jsonfile": ("RunFolderError",), "llmbench.analysis.slo": ("ThresholdError",),
                  "llmbench.client.target": ("TargetError",), "llmbench.client.netconfig": ("NetError",),
                  "llmbench.workload.files": ("DatasetError",),
                  "llmbench.workload.tokenizer": ("TokenizerError",)}

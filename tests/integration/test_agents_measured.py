@@ -27,7 +27,7 @@ def run_against(url: str, api: str, params: RequestParams, n: int = 40, batch: i
     shape = ClosedLoop(wl.conversations, concurrency=4, requests=n)
     h = Harness(params, Timeouts(), None, progress=False)
     out = h.run(shape, [TargetSpec(make_target(url, "mock", api=api), server_probe="off")])
-    return out, Summary.of(summarize(out.records))
+    return out, summarize(out.records)
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "responses"])

@@ -16,6 +16,7 @@ from llmbench.commands.sweep import answer
 from llmbench.errors import EXIT_OK, EXIT_THRESHOLD
 from llmbench.records.record import Record
 from llmbench.report.console import verdict_text
+from llmbench.results.schema import Knee, Step, SweepSetting
 from tests.helpers.api import ramp_exit_code, run_json
 
 NED = "not enough data"
@@ -30,15 +31,15 @@ def _check(ok: bool, actual: float | None, insufficient: bool = False) -> dict:
 
 
 def _step(index: int, load: float, state: str, ttft95: float | None, itl50: float = 8.0,
-          requests: int = 20) -> dict:
+          requests: int = 20) -> Step:
     t0 = 10.0 * index
-    return {"index": index, "load": load, "held": state == "held", "state": state,
+    return Step.from_dict({"index": index, "load": load, "held": state == "held", "state": state,
             "hold_start": t0, "hold_end": t0 + 10, "ramp_start": t0, "monitor": {},
             "checks": [_check(state == "held", ttft95, insufficient=state == NED)],
             "summary": {"requests": requests, "completed": requests, "failed": 0,
                         "p95_ttft_ms": ttft95, "median_ttft_ms": None if ttft95 is None
                         else ttft95 / 2, "median_itl_ms": itl50, "p95_itl_ms": itl50 * 1.1,
-                        "errors": {}, "error_statuses": {}, "error_samples": []}}
+                        "errors": {}, "error_statuses": {}, "error_samples": []}})
 
 
 def test_the_verdict_explains_the_first_break_after_the_last_step_that_held():
@@ -49,8 +50,8 @@ def test_the_verdict_explains_the_first_break_after_the_last_step_that_held():
     samples = [{"t": 21.0 + i, "running": 2, "waiting": 2, "slots": 2} for i in range(5)]
     assert deciding_step(steps) is steps[2]
     v = explain(steps, [], "users", server_samples=samples, planned=3)
-    assert v["result"] == "Held 2 users. At 4 users, TTFT p95 was 4.43 s, over 2.00 s."
-    assert v["kind"] == "queuing" and v["compared"] == {"first_step": 2, "step": 4}
+    assert v.text == "Held 2 users. At 4 users, TTFT p95 was 4.43 s, over 2.00 s."
+    assert v.kind == "queuing" and v.compared == {"first_step": 2, "step": 4}
     text = verdict_text(v)
     assert "From 2 to 4 users: TTFT p95 765 ms -> 4.43 s" in text
     assert "It has 2 slots." in text and "Why: requests were queuing for slots." in text
@@ -58,28 +59,28 @@ def test_the_verdict_explains_the_first_break_after_the_last_step_that_held():
     assert "At 1 user, not enough data to decide" in text and "neither held nor broken" in text
     assert "From 1 " not in text and "too few requests to measure" not in text.split("Why")[1]
     # and the exit code follows the same step: a ramp that held and then broke answers, 0
-    assert ramp_code(steps, v["kind"]) == EXIT_OK
+    assert ramp_code(steps, v.kind) == EXIT_OK
 
 
 def test_not_enough_data_is_never_a_threshold_failure():
     thin = [_step(0, 1, NED, 700.0, requests=4), _step(1, 2, NED, 800.0, requests=4)]
     v = explain(thin, [], "users")
-    assert v["kind"] == "not_enough_data"
-    assert v["result"].startswith("No step could be judged. At 1 user, not enough data")
-    assert ramp_code(thin, v["kind"]) == EXIT_OK
+    assert v.kind == "not_enough_data"
+    assert v.text.startswith("No step could be judged. At 1 user, not enough data")
+    assert ramp_code(thin, v.kind) == EXIT_OK
     # too few requests, then a step that broke with none held: that is a failed gate
     steps = [_step(0, 1, NED, 700.0, requests=4), _step(1, 2, "over", 3000.0)]
     v = explain(steps, [], "users")
-    assert v["result"] == "Held 0 users. At 2 users, TTFT p95 was 3.00 s, over 2.00 s."
-    assert ramp_code(steps, v["kind"]) == EXIT_THRESHOLD
+    assert v.text == "Held 0 users. At 2 users, TTFT p95 was 3.00 s, over 2.00 s."
+    assert ramp_code(steps, v.kind) == EXIT_THRESHOLD
     # a step that held after one that broke: nothing above the answer broke
     noisy = [_step(0, 1, "held", 500.0), _step(1, 2, "over", 2100.0),
              _step(2, 4, "held", 1900.0)]
     v = explain(noisy, [], "users")
-    assert deciding_step(noisy) is None and v["kind"] == "held"
-    assert v["result"] == "Held 4 users. No step above it broke."
+    assert deciding_step(noisy) is None and v.kind == "held"
+    assert v.text == "Held 4 users. No step above it broke."
     assert any("At 2 users a threshold broke" in e and "4 users held" in e
-               for e in v["evidence"])
+               for e in v.evidence)
 
 
 def test_a_step_is_never_compared_with_itself():
@@ -89,13 +90,13 @@ def test_a_step_is_never_compared_with_itself():
         text = verdict_text(v)
         assert "From " not in text and "-> " not in text, text
     v = explain([_step(0, 1, "over", 2765.0)], [], "users")
-    assert v["kind"] == "other" and "no lighter load to compare it with" in verdict_text(v)
+    assert v.kind == "other" and "no lighter load to compare it with" in verdict_text(v)
     # a lighter step with too few requests to judge still has latencies: compared, said rough
     v = explain([_step(0, 1, NED, 765.0, requests=4), _step(1, 2, "over", 2765.0)], [], "users")
     text = verdict_text(v)
     assert ("From 1 to 2 users: TTFT p95 765 ms -> 2.77 s, time between tokens (median) 8.0 ms "
             "-> 8.0 ms (1 user had too few requests to judge by: its figures are rough).") in text
-    assert v["kind"] == "queuing" and v["result"].startswith("Held 0 users. At 2 users")
+    assert v.kind == "queuing" and v.text.startswith("Held 0 users. At 2 users")
 
 
 def _rec(i: int, step: int, start: float, ttft_ms: float) -> Record:
@@ -112,13 +113,13 @@ def _knee_steps(loads: tuple[float, float], ttfts: tuple[float, float]):
         t0 = 100.0 + 20 * idx
         records += [_rec(i, idx, t0 + i * 0.1, ttft) for i in range(50)]
         ok = ttft <= 100
-        steps.append({"index": idx, "load": load, "hold_start": t0, "hold_end": t0 + 10,
+        steps.append(Step.from_dict({"index": idx, "load": load, "hold_start": t0, "hold_end": t0 + 10,
                       "held": ok, "state": "held" if ok else "over", "monitor": {},
                       "summary": {"requests": 50, "completed": 50, "failed": 0,
                                   "p95_ttft_ms": ttft, "median_ttft_ms": ttft,
                                   "median_itl_ms": 10.0},
                       "checks": [{"threshold": "ttft.p95<=100ms", "ok": ok, "actual": ttft,
-                                  "limit": 100.0, "metric": "ttft", "stat": "p95"}]})
+                                  "limit": 100.0, "metric": "ttft", "stat": "p95"}]}))
     return steps, records
 
 
@@ -126,25 +127,26 @@ def test_the_knee_states_whole_users_and_no_zero_width_interval():
     # "Holds about 3.5 users [3.5, 3.5]": 45 ms at 3 users, 196 ms at 4 (a reference server)
     steps, records = _knee_steps((3, 4), (45.0, 155.0))
     k = knee(steps, records)
-    assert abs(k["estimate"] - 3.5) < 1e-6 and k["users"] == 3     # the chart's fraction
-    assert k["text"] is None          # no count of users lies between 3 and 4
+    assert abs(k.estimate - 3.5) < 1e-6 and k.users == 3     # the chart's fraction
+    assert k.text is None          # no count of users lies between 3 and 4
     v = explain(steps, records, "users")
     assert "3.5" not in verdict_text(v) and "[" not in verdict_text(v)
     # steps 2 and 8 with the limit crossed at 5.2: five users hold, six would not
     steps, records = _knee_steps((2, 8), (40.0, 140.0))
     k = knee(steps, records)
-    assert abs(k["estimate"] - 5.6) < 1e-9 and k["users"] == 5 and k["users_ci"] == [5, 5]
-    assert k["text"] == ("Holds 5 users at ttft.p95<=100ms (interpolated between 2 and 8 users,"
+    assert abs(k.estimate - 5.6) < 1e-9 and k.users == 5 and k.users_ci == [5, 5]
+    assert k.text == ("Holds 5 users at ttft.p95<=100ms (interpolated between 2 and 8 users,"
                          " 95 % interval: the limit is crossed between 5 and 6).")
     # a rate ramp keeps its fraction, without an interval of no width
     k = knee(steps, records, unit="req/s")
-    assert k["text"].startswith("Holds about 5.6 req/s at ttft.p95<=100ms") and "[" not in k["text"]
+    assert k.text.startswith("Holds about 5.6 req/s at ttft.p95<=100ms") and "[" not in k.text
 
 
 def _setting(value: str, held: float | None, knee_: dict | None = None,
-             status: str = "complete") -> dict:
-    return {"setting": {"NP": value}, "name": f"NP={value}", "status": status, "held": held,
-            "knee": knee_, "held_interval": None}
+             status: str = "complete") -> SweepSetting:
+    return SweepSetting.from_dict({"setting": {"NP": value}, "name": f"NP={value}",
+                                   "status": status, "held": held, "knee": knee_,
+                                   "held_interval": None})
 
 
 def test_the_sweep_answer_reads_right():
@@ -160,15 +162,17 @@ def test_the_sweep_answer_reads_right():
     # whole users, both 1: the knee does not separate them, so it is not said to
     assert "by the knee" not in text and best is None
     # held 2 each, the knee at 3 [3, 4] users against 2 [2, 2]: separated in whole users
-    a["held"] = b["held"] = 2
-    a["knee"].update(estimate=2.1, ci=[2.0, 2.3], users=2, users_ci=[2, 2])
-    b["knee"].update(estimate=3.4, ci=[3.1, 4.2], users=3, users_ci=[3, 4])
+    a.held = b.held = 2
+    a.knee = Knee(estimate=2.1, ci=[2.0, 2.3], users=2, users_ci=[2, 2],
+                  threshold="ttft.p95<=2s")
+    b.knee = Knee(estimate=3.4, ci=[3.1, 4.2], users=3, users_ci=[3, 4],
+                  threshold="ttft.p95<=2s")
     text, best = answer([a, b], "users", {}, 2.0)
     assert best is b and text.startswith("NP=1 and NP=4 both held 2 users; NP=4 holds more by "
                                          "the knee"), text
     assert "3 [3, 4] against 2 for NP=1" in text
     # [2, 3] meets [2, 2]: no decision by the knee
-    b["knee"].update(users_ci=[2, 3])
+    b.knee.users_ci = [2, 3]
     assert "by the knee" not in answer([a, b], "users", {}, 2.0)[0]
 
 
@@ -178,14 +182,13 @@ def test_a_sweep_setting_that_could_not_be_judged_is_not_ranked(tmp_path):
     r = llmbench.sweep(setting=["itl_ms=10,200"], mock=True, users="1", hold="1500ms",
                        ramp_in="300ms", think="0", output_tokens=12, turns=1, prompt_tokens=10,
                        generator_lag_limit="2000ms", out=tmp_path, progress=False)
-    doc = r.data
-    slow = next(x for x in doc["results"] if x["setting"] == {"itl_ms": "200"})
-    fast = next(x for x in doc["results"] if x["setting"] == {"itl_ms": "10"})
-    assert slow["status"] == "not_judged" and slow["held"] is None, slow
-    assert fast["held"] == 1
-    assert "itl_ms=200 could not be judged" in doc["answer"] and "held 0" not in doc["answer"]
-    assert doc["answer"].startswith("Only itl_ms=10 could be judged: it held 1 user "), doc["answer"]
-    assert doc["exit_code"] == EXIT_OK
+    slow = next(x for x in r.results if x.setting == {"itl_ms": "200"})
+    fast = next(x for x in r.results if x.setting == {"itl_ms": "10"})
+    assert slow.status == "not_judged" and slow.held is None, slow
+    assert fast.held == 1
+    assert "itl_ms=200 could not be judged" in r.answer and "held 0" not in r.answer
+    assert r.answer.startswith("Only itl_ms=10 could be judged: it held 1 user "), r.answer
+    assert r.exit_code == EXIT_OK
 
 
 def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_factory, tmp_path):
@@ -200,9 +203,10 @@ def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_fact
     steps = run_json(r)["steps"]
     assert [s["state"] for s in steps] == [NED, "held", "over"], [
         (s["state"], s["summary"]["requests"]) for s in steps]
-    v = run_json(r)["verdict"]
-    assert v["result"].startswith("Held 2 users. At 4 users, TTFT p95 was"), v["result"]
-    assert v["kind"] == "queuing" and v["compared"]["first_step"] == 2
+    v = r.verdict
+    assert v.text.startswith("Held 2 users. At 4 users, TTFT p95 was"), v.text
+    assert v.kind == "queuing" and v.compared["first_step"] == 2
+    assert run_json(r)["verdict"] == v.to_dict()
     text = verdict_text(v)
     assert "It has 2 slots." in text, text
     assert "At 1 user, not enough data to decide" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from llmbench.report import console
+from llmbench.results.schema import Step
 from tests.helpers import ROOT
 
 
@@ -13,8 +14,8 @@ def _step(load: float, state: str, requests: int = 8, **summary) -> dict:
     s = {"requests": requests, "completed": requests, "failed": 0, "median_ttft_ms": 129.4,
          "p95_ttft_ms": 12_489.0, "p95_itl_ms": 188.9, "p95_e2el_ms": 123_998.0,
          "output_throughput": 9_851.2, **summary}
-    return {"index": 0, "load": load, "held": state == "held", "state": state,
-            "checks": [], "monitor": {}, "summary": s}
+    return Step.from_dict({"index": 0, "load": load, "held": state == "held", "state": state,
+                           "checks": [], "monitor": {}, "summary": s})
 
 
 def test_header_and_rows_fit_80_columns():
@@ -45,12 +46,12 @@ def test_the_readme_sample_is_the_table_the_code_prints():
     # each sample row parses back into the header's columns
     for ln in rows:
         users, reqs, ttft50, ttft95, itl95, e2el, tok_s, errors, state = ln.split(None, 8)
-        row = console.ramp_row({"index": 0, "load": float(users), "held": state == "held",
-                                "state": state, "checks": [], "monitor": {}, "summary": {
-                                    "requests": int(reqs), "failed": int(errors),
-                                    "median_ttft_ms": _ms(ttft50), "p95_ttft_ms": _ms(ttft95),
-                                    "p95_itl_ms": _ms(itl95), "p95_e2el_ms": _ms(e2el),
-                                    "output_throughput": float(tok_s)}})
+        row = console.ramp_row(Step.from_dict({
+            "index": 0, "load": float(users), "held": state == "held", "state": state,
+            "checks": [], "monitor": {}, "summary": {
+                "requests": int(reqs), "failed": int(errors), "median_ttft_ms": _ms(ttft50),
+                "p95_ttft_ms": _ms(ttft95), "p95_itl_ms": _ms(itl95), "p95_e2el_ms": _ms(e2el),
+                "output_throughput": float(tok_s)}}))
         assert row == ln
 
 
