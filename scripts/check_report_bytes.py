@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import re
 import shutil
 import subprocess
@@ -29,8 +30,10 @@ STAMPS = re.compile(rb"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?")
 
 
 def llmbench(*args: str) -> bytes:
+    # this checkout's llmbench, whatever the interpreter has installed
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
-                       cwd=SCRATCH)
+                       cwd=SCRATCH, env=env)
     return (f"exit {p.returncode}\n".encode() + b"--- stdout\n" + p.stdout
             + b"--- stderr\n" + p.stderr)
 

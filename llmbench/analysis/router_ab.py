@@ -115,7 +115,7 @@ def evaluate_step(index: int, users: int, records: Sequence[Record],
 # what a probe keeps of each path's summary
 SLIM = ("completed", "failed", "requests", "output_throughput", "request_throughput",
         "median_ttft_ms", "p95_ttft_ms", "median_itl_ms", "median_e2el_ms", "errors",
-        "error_samples", "served_by", "backends")
+        "error_samples", "served_by", "backends", "cached_prompt_share", "cached_reported")
 
 
 def router_bound(steps: Sequence[ProbeStep]) -> dict[str, Any] | None:

@@ -293,8 +293,8 @@ class ErrorSample(Part):
 
 # -- the summary -----------------------------------------------------------------------------
 # Its scalars in the order run.json has them: vLLM's headline first; (field, key, written)
-# where written is "always" or "set" (only when not None: a run where no reply called a tool
-# has no tool_call_share at all).
+# where written is "always", "set" (only when not None: a run where no reply called a tool
+# has no tool_call_share at all) or "with:<field>" (when that field is not None).
 _HEAD = (("completed", "completed", "always"), ("failed", "failed", "always"),
          ("duration_s", "duration", "always"),
          ("total_input_tokens", "total_input_tokens", "always"),
@@ -327,7 +327,10 @@ _TAIL = (("requests", "requests", "always"), ("completed_share", "completed_shar
          ("non_streaming", "non_streaming", "always"),
          ("stream_bunching", "stream_bunching", "always"),
          ("served_by", "served_by", "always"), ("backends", "backends", "set"))
-_LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),)
+_LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
+         ("cached_reported", "cached_reported", "set"),
+         # written beside cached_reported, a share of None included (no prompt tokens told)
+         ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
 _AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
 _SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
                   + _LAST + _AFTER}
@@ -387,6 +390,10 @@ class Summary(Part):
     served_by: dict[str, int] = field(default_factory=dict)
     backends: dict[str, Any] | None = None
     cached_prompt_tokens: int | None = None
+    # the share of prompt tokens the server reported cached, over the requests that reported
+    # it (cached_reported of them); None: no request said
+    cached_prompt_share: float | None = None
+    cached_reported: int | None = None
     within: list[Within] = field(default_factory=list)
     # reasoning models (None when no reply reasoned)
     requests_with_reasoning: int | None = None
@@ -432,6 +439,8 @@ class Summary(Part):
                 if k not in loaded and (k == "requests" or v == _SCALAR_DEFAULTS.get(k)):
                     continue
             elif rule == "set" and v is None:
+                continue
+            elif rule.startswith("with:") and getattr(self, rule[5:]) is None:
                 continue
             yield k, v
 
@@ -924,12 +933,15 @@ class Run(Part):
     verdict: Verdict | None = part(None, when=_ramp_body)
     router_bound: dict[str, Any] | None = part(None, when=_probe_body)
     backends: dict[str, Any] | None = part(None, when=_probe_body)
+    router_counters: Any = part(None, when=_probe_body)
     user_changes: list[Any] = part(default_factory=list, when=_ramp_body)
     outages: list[dict[str, Any]] = part(default_factory=list, when=_outages_body)
     # what every measured run.json carries about the client's view (analysis.checks)
     output_length: dict[str, Any] | None = part(None, when=_measured)
     not_streamed: int = part(0, when=_measured)
     connection_resends: int = part(0, when=_measured)
+    # how much of the prompts the server took from its prefix cache (analysis.checks)
+    prompt_cache: dict[str, Any] | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
     # ServerProbe; a probe has one per path: {"router": ServerProbe, "direct": ...}
     server_probe: Any = part(default_factory=ServerProbe, when=_measured)
@@ -939,6 +951,8 @@ class Run(Part):
     workers: dict[str, Any] | None = part(None, omit="none")
     repeat: dict[str, Any] | None = part(None, omit="none")
     repeats: dict[str, Any] | None = part(None, omit="none")
+    # a probe whose router named no backend: what that means for the spread and the overhead
+    backends_unidentified: str | None = part(None, omit="none")
     # a killed run whose summary ``report`` rebuilt from requests.jsonl
     note: str | None = part(None, omit="none")
     rebuilt_at: float | None = part(None, omit="none")

@@ -153,7 +153,7 @@ def test_max_regression_values_that_can_never_fail_are_refused(text):
 def closed_and_open(tmp_path_factory):
     """One real closed-loop run, and the same records as an open-loop run (its run.json's load
     says --rate 10): what compare sees of the two shapes is run.json."""
-    from mock_server import MockConfig, MockServer
+    from llmbench.mock_server import MockConfig, MockServer
     base = tmp_path_factory.mktemp("shapes")
     from llmbench import run as api_run
     from tests.helpers.api import run_exit_code
