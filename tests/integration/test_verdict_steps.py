@@ -11,7 +11,7 @@ import numpy as np
 import llmbench
 from llmbench.analysis.stepstats import knee
 from llmbench.analysis.verdict import deciding_step, explain, result_line
-from llmbench.commands.ramp import ramp_code
+from llmbench.results.schema import ramp_code
 from llmbench.commands.sweep import answer
 from llmbench.errors import EXIT_OK, EXIT_THRESHOLD
 from llmbench.records.record import Record
