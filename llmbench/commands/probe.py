@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from llmbench.analysis import checks
 from llmbench.analysis.backends import backends, router_counters, unidentified_sentence

@@ -74,8 +74,8 @@ def specs(cls: type) -> tuple[_Spec, ...]:
 
 def encode(v: Any) -> Any:
     """A value as run.json holds it: parts as their dicts, NaN null, infinities "inf"/"-inf"."""
-    if isinstance(v, Part):
-        return v.to_dict()
+    if isinstance(v, Part) or (hasattr(v, "to_dict") and hasattr(v, "__dataclass_fields__")):
+        return v.to_dict()          # a part, or another typed value of the contract (a Metric)
     if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
         return v
     if isinstance(v, float):
@@ -115,7 +115,7 @@ def decode(tp: Any, v: Any) -> Any:
         args = typing.get_args(tp)
         inner = args[1] if len(args) == 2 else Any
         return {k: decode(inner, x) for k, x in v.items()}
-    if isinstance(tp, type) and issubclass(tp, Part):
+    if isinstance(tp, type) and (issubclass(tp, Part) or hasattr(tp, "from_dict")):
         return tp.from_dict(v) if isinstance(v, Mapping) else v
     if tp is float and isinstance(v, str) and v in ("inf", "-inf"):
         return float(v)

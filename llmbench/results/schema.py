@@ -21,7 +21,6 @@ version 1 too.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
                              EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
-from llmbench.results.contract import Part, decode, encode, ordered, part
+from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 
 SCHEMA_VERSION = 1
@@ -245,6 +244,16 @@ class Metric:
         if stat in STATS:
             return getattr(self, stat)
         return self.percentiles.get(float(stat[1:]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The distribution on its own, by statistic (``{"n": 12, "mean": 80.5, "p95": 131.0}``):
+        how a part other than the flat summary holds one (a session's duration, a class's
+        TTFT). Infinities as "inf", as everywhere in run.json."""
+        return {stat: encode(self._value(stat)) for stat in self.stats}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], name: str = "") -> "Metric":
+        return _metric_from(name, {k: _number(v) for k, v in data.items()})
 
     def items(self, censored: bool | None = None) -> Iterator[tuple[str, Any]]:
         """(summary key, value) of the statistics it holds; ``censored``: only the

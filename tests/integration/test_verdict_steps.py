@@ -6,11 +6,10 @@ the behaviour is."""
 
 from __future__ import annotations
 
-import numpy as np
 
 import llmbench
 from llmbench.analysis.stepstats import knee
-from llmbench.analysis.verdict import deciding_step, explain, result_line
+from llmbench.analysis.verdict import deciding_step, explain
 from llmbench.results.schema import ramp_code
 from llmbench.commands.sweep import answer
 from llmbench.errors import EXIT_OK, EXIT_THRESHOLD

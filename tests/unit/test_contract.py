@@ -14,7 +14,7 @@ import pytest
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
 from llmbench.results.contract import Part, part
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import SCHEMA_VERSION, Check, Run, Step, Summary
+from llmbench.results.schema import SCHEMA_VERSION, Check, Metric, Run, Step, Summary
 from tests.helpers import ROOT
 
 FOLDERS = sorted({p.parent for p in [*ROOT.glob("results/examples/**/run.json"),
@@ -83,7 +83,8 @@ class StepWithTelemetry(Step):
 @dataclass
 class SessionSummary(Part):
     sessions: int = 0
-    duration: Summary | None = None
+    duration_ms: Metric | None = None          # a distribution of its own, by statistic
+    first_turns: Summary | None = None
 
 
 @dataclass
@@ -101,10 +102,14 @@ def test_a_new_typed_field_is_one_line():
     # a step written before the field existed reads back without it, and writes the same dict
     old = Step(index=1, load=4, held=False, state="over").to_dict()
     assert "telemetry" not in old and StepWithTelemetry.from_dict(old).to_dict() == old
+    duration = Metric.of("session_duration", {"count": 2, "mean": 1500.0, "p95": float("inf")})
     run = RunWithSessions(kind="run", summary=Summary(), sessions=SessionSummary(
-        sessions=2, duration=Summary(completed=2)))
-    again = RunWithSessions.from_dict(run.to_dict())
-    assert again.sessions == run.sessions and again.to_dict() == run.to_dict()
+        sessions=2, duration_ms=duration, first_turns=Summary(completed=2)))
+    d = run.to_dict()
+    assert d["sessions"]["duration_ms"] == {"n": 2, "mean": 1500.0, "p95": "inf"}
+    again = RunWithSessions.from_dict(d)
+    assert again.sessions is not None and again.sessions.duration_ms.p95 == float("inf")
+    assert again.sessions.first_turns == run.sessions.first_turns and again.to_dict() == d
 
 
 # -- the exit code: one rule for the command line, the API and the tests ------------------------
