@@ -188,8 +188,11 @@ def _amount(load: float, unit: str) -> str:
 
 
 def _fmt_held(r: SweepSetting) -> str:
+    """'6 [5, 7]' over repeats; '2' when every repeat held the same (an interval of no width
+    is none)."""
     iv = r.held_interval
-    if iv and iv.get("low") is not None:
+    if iv and iv.get("low") is not None and iv.get("high") is not None \
+            and iv["low"] != iv["high"]:
         return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
     return f"{r.held:g}"
 
@@ -336,7 +339,7 @@ def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
                            f"interpolated between the steps, 95 % interval): "
                            f"{_knee_text(k1, unit)} against {others}")
     # 3. the table's numbers at the highest common load, each with its interval
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
 
     from llmbench.analysis.compare import AtLoad
 
@@ -671,7 +674,7 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
 
 def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
     from llmbench.report.console import fmt_ms
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
     head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
     rows = [head]
     for r in results:

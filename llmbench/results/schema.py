@@ -192,6 +192,12 @@ class Metric:
     n_all: int | None = None        # requests the failure-aware percentiles stand on
     stats: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # one number, two spellings: a distribution summarized by its p50 (the send delay's
+        # "p50_send_delay_ms") has that median too; what is written stays ``stats``
+        if self.median is None and self.percentiles.get(50.0) is not None:
+            self.median = self.percentiles[50.0]
+
     @classmethod
     def of(cls, name: str, stats: Mapping[str, Any]) -> "Metric":
         """A distribution from its statistics as the summary computes them: 'mean', 'median',
@@ -693,6 +699,13 @@ def deciding_step(steps: Sequence[Step]) -> Step | None:
     after = steps if top is None else steps[steps.index(top) + 1:]
     return (next((s for s in after if s.state == OVER), None)
             or next((s for s in after if s.state == NO_DATA), None))
+
+
+def amount(load: float, unit: str = "users") -> str:
+    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
+    if unit == "users":
+        return f"{load:g} user" + ("" if load == 1 else "s")
+    return f"{load:g} {unit}"
 
 
 def held_load(steps: Sequence[Step]) -> float:
