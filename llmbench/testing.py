@@ -159,7 +159,7 @@ def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
     """Nothing (or not all) was measured: the command line's line, and what there is."""
     run = getattr(exc, "run", None)
     text = f"llmbench: {what} against {url} could not be measured: {exc}"
-    if run is not None and run.data.get("steps"):
+    if run is not None and run.steps:
         text += "\n" + _steps_text(run)
     if run is not None and run.path is not None:
         text += f"\nRun folder: {run.path}"
@@ -169,8 +169,8 @@ def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
 def _steps_text(run: Any) -> str:
     from llmbench import wire
     from llmbench.report import console
-    steps = run.data.get("steps") or []
-    unit = "Users" if (run.config.get("ramp") or {}).get("by", "users") == "users" else "Req/s"
+    steps = run.steps
+    unit = "Users" if run.load_unit == "users" else "Req/s"
     api = ((run.config.get("target") or {}).get("api")) or "openai-chat"
     try:
         output = wire.get(api).output
@@ -179,12 +179,13 @@ def _steps_text(run: Any) -> str:
     return "\n".join([console.ramp_header(unit, output)] + [console.ramp_row(s) for s in steps])
 
 
-def _checks_text(checks: list[dict[str, Any]], where: str) -> str:
+def _checks_text(checks: list[Any], where: str) -> str:
+    """Thresholds (results.schema.Check), each ok or FAIL with its figure."""
     if not checks:
         return f"Thresholds{where}: none"
     lines = [f"Thresholds{where}:"]
     for c in checks:
-        lines.append(f"  {'ok  ' if c.get('ok') else 'FAIL'}  {c.get('text') or c.get('threshold')}")
+        lines.append(f"  {'ok  ' if c.ok else 'FAIL'}  {c.text or c.threshold}")
     return "\n".join(lines)
 
 
@@ -212,14 +213,14 @@ def assert_holds(*, url: str, model: str | None = None, users: int | list[int] =
     held = run.held or 0
     if held >= target:
         return run
-    v = run.data.get("verdict") or {}
-    last = (run.data.get("steps") or [{}])[-1]
-    broke = next((s for s in run.data.get("steps") or [] if not s.get("held")), last)
+    v = run.verdict
+    broke = next((s for s in run.steps if not s.held), run.steps[-1] if run.steps else None)
     lines = [f"llmbench: the server did not hold {target:g} users (held {held:g}) at {url}"
              + (f" (model {model})" if model else ""),
-             console.verdict_text(v) if v.get("result") else "No step finished.",
+             console.verdict_text(v) if v is not None and v.text else "No step finished.",
              _steps_text(run),
-             _checks_text(broke.get("checks") or [], f" at {broke.get('load', target):g} users")]
+             _checks_text(broke.checks if broke is not None else [],
+                          f" at {broke.load if broke is not None else target:g} users")]
     if run.path is not None:
         lines.append(f"Run folder: {run.path} (report.html: the charts and the timeline)")
     raise LoadAssertionError("\n".join(lines), run)
@@ -240,8 +241,8 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
         raise
     except LlmbenchError as exc:
         raise _unmeasured(exc, "the run", url) from None
-    checks = run.data.get("thresholds") or []
-    failed = [c for c in checks if not c.get("ok")]
+    checks = run.thresholds
+    failed = [c for c in checks if not c.ok]
     s = run.summary
     if not failed and s is not None and s.completed > 0:
         return run

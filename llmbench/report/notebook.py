@@ -67,7 +67,7 @@ def _title(run: Run) -> str:
 
 
 def _started(run: Run) -> str:
-    t = run.data.get("started_at")
+    t = run.started_at
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
 
 
@@ -79,14 +79,12 @@ def run_html(run: Run) -> str:
     parts = [_title(run)]
     if run.status == "failed":
         parts.append(f'<div class="verdict bad">The run failed before measuring: '
-                     f'{e(run.data.get("error"))}</div>')
+                     f'{e(run.error)}</div>')
         return _block(parts)
     folder = run.path
     if folder is not None and (folder / "run.json").is_file() \
             and (folder / "requests.jsonl").is_file():
-        from llmbench.results.latencies import load
-        _, lat = load(folder)
-        parts += html.body(run.data, lat, folder)
+        parts += html.body(run, run.latencies(), folder)
     else:
         parts += _without_folder(run)
     return _block(parts)
@@ -95,34 +93,31 @@ def run_html(run: Run) -> str:
 def _without_folder(run: Run) -> list[str]:
     """What run.json alone holds (no requests.jsonl to draw distributions from)."""
     from llmbench.report import charts, html
-    d = run.data
     out: list[str] = []
     if run.kind == "ramp":
-        unit = "users" if (run.config.get("ramp") or {}).get("by", "users") == "users" else "req/s"
-        steps = d.get("steps") or []
-        out += [html.verdict_box(d.get("verdict") or {}, d.get("closed_loop_note")),
+        unit = run.load_unit
+        steps = run.steps
+        out += [html.verdict_box(run.verdict, run.closed_loop_note),
                 "<h3>Steps</h3>", html.steps_table(steps, unit)]
         if steps:
-            ths = html.chart_thresholds((run.config.get("ramp") or {}).get("thresholds") or [])
+            ths = html.chart_thresholds(run.thresholds_asked)
             out += [html._chart(charts.ramp_latency(steps, ths, unit), "latency vs load"),
                     html._chart(charts.ramp_throughput(steps, unit), "throughput vs load")]
     elif run.summary is not None:
-        out += [_summary_table(run.summary.data)]
-        checks = d.get("thresholds") or []
-        if checks:
-            out.append(_checks(checks))
+        out += [_summary_table(run.summary)]
+        if run.thresholds:
+            out.append(_checks(run.thresholds))
     return out
 
 
 def _sweep(run: Run) -> str:
     from llmbench.report import sweep_html
-    d = run.data
-    settings = d.get("settings") or {}
+    settings = run.settings or {}
     swept = " x ".join(k + " = " + ", ".join(map(str, v)) for k, v in settings.items())
     parts = [f"<h2>llmbench sweep: {e(swept)}<span class='badge {e(run.status)}'>"
              f"{e(run.status)}</span></h2><div class=meta>{e(_started(run))}"
              f"{e(' · ' + run.path.name if run.path is not None else '')}</div>"]
-    parts += sweep_html.body(d, run.path if run.path is not None else Path("."))
+    parts += sweep_html.body(run, run.path if run.path is not None else Path("."))
     return _block(parts)
 
 
@@ -131,9 +126,8 @@ def _ms(v: Any) -> str:
     return _ms2(v)
 
 
-def _summary_table(summary: dict[str, Any]) -> str:
-    from llmbench.results.schema import Summary
-    s = Summary.of(summary)
+def _summary_table(s: Any) -> str:
+    """A summary (results.schema.Summary): its counts and each latency's statistics."""
     rows = [["requests", s.requests], ["succeeded", s.completed], ["failed", s.failed],
             ["output tok/s", f"{s.output_throughput or 0:.1f}"],
             ["requests/s", f"{s.request_throughput or 0:.2f}"]]
@@ -144,29 +138,28 @@ def _summary_table(summary: dict[str, Any]) -> str:
     for m in ("ttft", "itl", "tpot", "e2el"):
         x = s.metric(m)
         lat.append(f'<tr><td class="l">{m}</td>' + "".join(
-            f"<td>{e(_ms(v))}</td>" for v in (x.mean, x.median, x.p90, x.p95, x.p99, x.max))
+            f"<td>{e(_ms(v))}</td>" for v in (x.mean, x.p50, x.p90, x.p95, x.p99, x.max))
             + "</tr>")
     return head + "".join(lat) + "</table>"
 
 
-def _checks(checks: list[dict[str, Any]]) -> str:
+def _checks(checks: list[Any]) -> str:
+    """Thresholds (results.schema.Check), each ok or failed."""
     rows = "".join(
-        f'<tr class="{"held" if c.get("ok") else "over"}"><td class="l">'
-        f'{e(c.get("text") or c.get("threshold"))}</td><td>{"ok" if c.get("ok") else "FAILED"}</td></tr>'
+        f'<tr class="{"held" if c.ok else "over"}"><td class="l">'
+        f'{e(c.text or c.threshold)}</td><td>{"ok" if c.ok else "FAILED"}</td></tr>'
         for c in checks)
     return f"<table><tr><th class=l>threshold</th><th>result</th></tr>{rows}</table>"
 
 
 def step_html(step: Step) -> str:
     """A Step in a cell: its load and result, each threshold, its summary."""
-    d = step.data
-    from llmbench.analysis.verdict import step_state
-    state = "held" if step.held else step_state(d) if d.get("checks") is not None else "–"
+    state = "held" if step.held else (step.state or "–")
     parts = [f"<h3>Step {e(step.index + 1)}: {e(f'{step.load:g}')} "
              f"<span class='badge {'held' if step.held else 'failed'}'>{e(state)}</span></h3>"]
     if step.checks:
         parts.append(_checks(step.checks))
-    parts.append(_summary_table(step.summary.data))
+    parts.append(_summary_table(step.summary))
     return _block(parts)
 
 

@@ -63,7 +63,7 @@ def test_assert_holds_passes_on_a_server_that_holds_and_says_why_on_one_that_doe
         "*LoadAssertionError: llmbench: the server did not hold 4 users (held 0) at http://127.0.0.1:*",
         "*Held 0 users. At 4 users, TTFT p50 was *, over 100 ms*",
         "*Why: *",
-        "*Users  Reqs  TTFT p50*",
+        "*Users*Reqs*TTFT p50*",
         "*Thresholds at 4 users:*",
         "*FAIL  ttft.p50<=100ms: *",
         "*Run folder: *ramp (report.html*"])

@@ -257,7 +257,10 @@ class Dashboard:
     def sweep_setting(self, index: int, name: str, results: list[dict[str, Any]]) -> None:
         self.send({"type": "sweep_setting", "index": index, "name": name, "results": results})
 
-    def sweep_finished(self, sweep_dir: Path, doc: dict[str, Any]) -> None:
+    def sweep_finished(self, sweep_dir: Path, doc: Any) -> None:
+        """The sweep is over (``doc``: its Run, or sweep.json's dict): its report is the page."""
+        if not isinstance(doc, dict):
+            doc = doc.to_dict()
         self.in_sweep = False
         self.final = True
         self.send({"type": "final", "run": {"kind": "sweep", "answer": doc.get("answer"),
@@ -352,10 +355,13 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _brief(run: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the page says of a finished run before its report is read."""
+def _brief(run: Any) -> dict[str, Any] | None:
+    """What the page says of a finished run (a Run, or run.json's dict) before its report is
+    read."""
     if run is None:
         return None
+    if not isinstance(run, dict):
+        run = run.to_dict()
     return {"kind": run.get("kind"), "status": run.get("status"),
             "verdict": run.get("verdict"), "steps": run.get("steps"),
             "summary": run.get("summary"), "thresholds": run.get("thresholds"),

@@ -323,15 +323,20 @@ def step_charts(state: dict[str, Any]) -> str:
 
 
 def _step_charts(meta: dict[str, Any], steps: list[dict[str, Any]]) -> str:
+    """The report's step charts, from the steps as run.json has them (the page's messages),
+    read back into the result contract's steps the charts take."""
+    from llmbench.results.schema import ProbeStep, Step
     if meta.get("kind") == "probe":
         try:
-            return _chart(charts.probe_overhead(steps), "router overhead")
+            return _chart(charts.probe_overhead([ProbeStep.from_dict(s) for s in steps]),
+                          "router overhead")
         except (KeyError, TypeError, ValueError):
             return ""
     unit = meta.get("unit") or "users"
     ths = chart_thresholds(meta.get("thresholds") or [])
-    return (_chart(charts.ramp_latency(steps, ths, unit), "latency vs load")
-            + _chart(charts.ramp_throughput(steps, unit), "throughput vs load"))
+    typed = [Step.from_dict(s) for s in steps]
+    return (_chart(charts.ramp_latency(typed, ths, unit), "latency vs load")
+            + _chart(charts.ramp_throughput(typed, unit), "throughput vs load"))
 
 
 def _chart(svg: str, title: str) -> str:
