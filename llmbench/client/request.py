@@ -58,7 +58,7 @@ def preload_transports(base_urls: list[str]) -> None:
 
 from llmbench.client import fasthttp
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
-from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, body_text, decoded
+from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
@@ -132,6 +132,24 @@ def _stale_connection(exc: BaseException) -> bool:
     # (ConnectionRefusedError, socket.gaierror, TimeoutError), none of which is stale
 
 
+def _malformed_http(exc: BaseException) -> bool:
+    """A reply that broke HTTP/1.1's rules, as either transport reports it: the fast one's
+    BadResponse, aiohttp's parser errors (ClientResponseError raised before a response, an
+    HttpProcessingError mid-body, a payload error that is not a cut)."""
+    if isinstance(exc, fasthttp.BadResponse):
+        return True
+    if aiohttp is None:
+        return False
+    from aiohttp.http_exceptions import HttpProcessingError
+    if isinstance(exc, (aiohttp.ClientResponseError, HttpProcessingError)):
+        return True
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        # "Response payload is not completed ... Not enough data": a cut; anything else the
+        # parser refused (a bad chunk, a chunk longer than its size) is the protocol
+        return "not enough data" not in str(exc).lower() and "not completed" not in str(exc)
+    return False
+
+
 TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
 TRANSPORTS = ("aiohttp", "fast")
 # What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
@@ -186,12 +204,17 @@ class RequestParams:
 class _Watchdog:
     """One timer per request, re-armed only when it fires, so token events cost nothing extra.
 
-    It cancels the request's task when a deadline passed; ``fired`` says which.
+    It cancels the request's task when a deadline passed; ``fired`` says which. ``clock``: the
+    client's time source; ``timers=False`` for a transport that keeps virtual time
+    (mock_transport.MockTransport): no timer is armed, the transport calls ``expire`` as its
+    clock passes ``deadline()``, so a timeout costs no wall time.
     """
 
-    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle")
+    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
+                 "_clock", "_timers", "stopped")
 
-    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float) -> None:
+    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
+                 clock: Callable[[], float] = perf_counter, timers: bool = True) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = task
         self._t = timeouts
@@ -200,31 +223,53 @@ class _Watchdog:
         self.got_token = False
         self.fired: str | None = None
         self._handle: asyncio.TimerHandle | None = None
+        self._clock = clock
+        self._timers = timers
+        self.stopped = False
         self._arm()
 
-    def _deadline(self) -> float:
+    def deadline(self) -> float:
+        """When, on the client's clock, the next limit passes (first token, idle or total)."""
         t = self._t
         d = self.last + t.idle_s if self.got_token else self.start + t.first_token_s
         return min(d, self.start + t.total_s)
 
+    _deadline = deadline
+
     def _arm(self) -> None:
-        delay = self._deadline() - perf_counter()
+        if not self._timers:
+            return
+        delay = self.deadline() - self._clock()
         self._handle = self._loop.call_later(max(delay, 0.0), self._check)
 
-    def _check(self) -> None:
-        now = perf_counter()
+    def _expired(self) -> str | None:
+        now = self._clock()
         t = self._t
         if now >= self.start + t.total_s:
-            self.fired = "timeout_total"
-        elif not self.got_token and now >= self.start + t.first_token_s:
-            self.fired = "timeout_first_token"
-        elif self.got_token and now >= self.last + t.idle_s:
-            self.fired = "timeout_idle"
+            return "timeout_total"
+        if not self.got_token and now >= self.start + t.first_token_s:
+            return "timeout_first_token"
+        if self.got_token and now >= self.last + t.idle_s:
+            return "timeout_idle"
+        return None
+
+    def _check(self) -> None:
+        self.fired = self._expired()
         if self.fired:
             self._handle = None
             self._task.cancel()
         else:
             self._arm()
+
+    def expire(self) -> bool:
+        """A virtual-time transport's clock reached ``deadline()``: fire as the timer would
+        (the request's task is cancelled, ``fired`` names the limit). False when none passed."""
+        if self.stopped or self.fired:
+            return bool(self.fired)
+        self.fired = self._expired()
+        if self.fired:
+            self._task.cancel()
+        return bool(self.fired)
 
     def first_token(self) -> None:
         """The deadline switches from first-token to idle: re-arm once if it came closer."""
@@ -234,6 +279,7 @@ class _Watchdog:
             self._arm()
 
     def stop(self) -> None:
+        self.stopped = True
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
@@ -314,6 +360,16 @@ class AiohttpTransport:
         dec = StreamDecoder(self._fmt, rec, texts)
         times = rec.token_times
         content = resp.content
+        undo = _surface_parser_error(resp)
+        try:
+            await self._stream_body(resp, rec, dog, texts, dec, content, times)
+        finally:
+            if undo is not None:
+                undo()
+
+    async def _stream_body(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
+                           texts: list[str], dec: StreamDecoder, content: Any,
+                           times: list[float]) -> None:
         async for chunk in content.iter_any():
             t = perf_counter()
             r = dec.feed(t, chunk)
@@ -351,6 +407,27 @@ class AiohttpTransport:
                      perf_counter(), rec, texts)
 
 
+def _surface_parser_error(resp: Any) -> Callable[[], None] | None:
+    """aiohttp (3.14) puts a parser error found mid-body (a bad chunk size) on the connection's
+    protocol, not on the body's stream, closes the socket and leaves the body waiting: the
+    request then ends at the idle limit as the server's timeout. When the connection closes
+    with such an error, hand it to the body, so it ends there as the protocol error it is."""
+    conn = resp.connection
+    proto = getattr(conn, "protocol", None) if conn is not None else None
+    closed = getattr(proto, "closed", None)
+    if closed is None or not hasattr(proto, "exception"):
+        return None
+    content = resp.content
+
+    def lost(_: Any) -> None:
+        exc = proto.exception()
+        if exc is not None and not content.is_eof() and content.exception() is None:
+            content.set_exception(exc)
+    closed.add_done_callback(lost)
+    # the connection outlives the request (kept alive): the hook must not
+    return lambda: closed.remove_done_callback(lost)
+
+
 class Client:
     """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
 
@@ -358,7 +435,7 @@ class Client:
                  timeouts: Timeouts | None = None, max_connections: int = 1024,
                  served_by_header: str | None = None,
                  count_tokens: Callable[[str], int] | None = None,
-                 transport: str | None = None) -> None:
+                 transport: "str | TransportFactory | None" = None) -> None:
         self.target = target
         self.params = params or RequestParams()
         self.timeouts = timeouts or Timeouts()
@@ -371,8 +448,17 @@ class Client:
         origin = urlsplit(target.base_url)
         self._origin = (origin.scheme, origin.hostname, origin.port)
         self._redirect_warned = False
-        # "aiohttp" or "fast" (choose_transport: the argument, else $LLMBENCH_TRANSPORT)
-        self.transport = choose_transport(target.base_url, transport)
+        # An injected transport (a TransportFactory: MockTransport(handler), or a transport
+        # class), else "aiohttp" or "fast" (choose_transport: the argument, else
+        # $LLMBENCH_TRANSPORT). A transport with a ``clock`` keeps the client's time too.
+        self._factory: TransportFactory | None = None
+        if transport is not None and not isinstance(transport, str):
+            self._factory = transport
+            self.transport = str(getattr(transport, "name", None) or type(transport).__name__)
+        else:
+            self.transport = choose_transport(target.base_url, transport)
+        self._clock: Callable[[], float] = perf_counter
+        self._timers = True
         # stamp rec.sent (the client's own send delay); off only to measure what it costs
         self.send_stamps = True
         if self.params.max_tokens_field == "auto":
@@ -381,10 +467,14 @@ class Client:
             self.params = replace(self.params, max_tokens_field=field_)
 
     async def __aenter__(self) -> "Client":
-        kind = fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport
+        kind: TransportFactory = self._factory or (
+            fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport)
         urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
         self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
                         self.timeouts.connect_s, self.send_stamps, net=self.target.net)
+        clock = getattr(self._tr, "clock", None)
+        if clock is not None:           # virtual time: the transport moves the deadlines
+            self._clock, self._timers = clock, False
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -419,13 +509,17 @@ class Client:
         ``extra``: fields for this request's body only (previous_response_id)."""
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
-        content = encode_body(self.body(messages, max_tokens, extra))
+        body = self.body(messages, max_tokens, extra)
+        content = encode_body(body)
+        expect = self._fmt.items_expected
+        items = expect(body) if expect is not None else None
         task = asyncio.current_task()
         assert task is not None
         texts: list[str] = []
         rec.max_tokens = max_tokens
-        rec.start = perf_counter()
-        dog = _Watchdog(task, self.timeouts, rec.start)
+        clock = self._clock
+        rec.start = clock()
+        dog = _Watchdog(task, self.timeouts, rec.start, clock, self._timers)
         stream = self.params.stream
         path: str | None = None         # where a followed redirect pointed
         while True:
@@ -440,7 +534,7 @@ class Client:
                 dog.stop()
                 if dog.fired is None:
                     rec.error_kind, rec.error = "interrupted", "the run was stopped"
-                    rec.done = perf_counter()
+                    rec.done = clock()
                     raise
                 if hasattr(task, "uncancel"):
                     task.uncancel()
@@ -458,8 +552,8 @@ class Client:
                 self._transport_error(exc, rec)
             break
         if not rec.done:            # set at the end marker when the rest was drained after it
-            rec.done = perf_counter()
-        self._finish(rec, texts, prompt_tokens_client)
+            rec.done = clock()
+        self._finish(rec, texts, prompt_tokens_client, items)
         return "".join(texts)
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
@@ -543,16 +637,22 @@ class Client:
     @staticmethod
     def _transport_error(exc: Exception, rec: Record) -> None:
         name = type(exc).__name__
-        if rec.status is not None:
+        if _malformed_http(exc):
+            # what came back is not well-formed HTTP/1.1 (duplicate or contradictory framing
+            # headers, a bad status line or chunk size, not HTTP at all): the server or a proxy
+            # broke the protocol; not a connect failure, not a cut
+            rec.error_kind = "protocol"
+        elif rec.status is not None:
             rec.error_kind = "stream_cut"       # the response had begun: it was cut short
         elif isinstance(exc, asyncio.TimeoutError) or (
                 aiohttp is not None and isinstance(exc, aiohttp.ServerTimeoutError)):
             rec.error_kind = "timeout_connect"
         else:
             rec.error_kind = "connect"
-        rec.error = f"{name}: {exc}"[:200]
+        rec.error = " ".join(f"{name}: {exc}".split())[:200]      # aiohttp's span lines
 
-    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None,
+                items: int | None = None) -> None:
         times = rec.token_times
         if times:
             rec.first_token = times[0]
@@ -578,6 +678,13 @@ class Client:
         if rec.error_kind is None and rec.status is not None and rec.status < 400:
             if not times:
                 rec.error_kind, rec.error = "no_token", "the response carried no token"
+            elif items is not None and rec.embeddings != items:
+                # an embeddings reply with a null or empty vector, or not one per input: it
+                # did not do the work asked, whatever its status
+                rec.error_kind = "bad_vectors"
+                rec.error = (f"the reply held {rec.embeddings or 0} vectors for {items} "
+                             f"input{'s' if items != 1 else ''} (a null or empty vector, or "
+                             "too few or too many)")
             else:
                 rec.ok = True
                 if self.params.structured is not None and rec.first_tool is None:

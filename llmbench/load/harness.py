@@ -440,6 +440,11 @@ class Harness:
                     hint = ""               # the list of served models says it better
                 raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
                                      f"{rec.error}{served}", EXIT_REFUSED)
+            if rec.error_kind == "protocol":
+                raise PreflightError(f"{who}POST {url} answered with malformed HTTP "
+                                     f"({(rec.error or '')[:120]}): the server, or a proxy in "
+                                     f"the way, breaks HTTP/1.1; check that {spec.flag} is an "
+                                     "HTTP server's address", EXIT_REFUSED)
             if rec.error_kind == "malformed_event" or (
                     spec.strict and rec.error_kind in ("no_token", "stream_cut")):
                 raise PreflightError(f"{who}POST {url} did not answer like an LLM API "

@@ -1,5 +1,8 @@
-"""From tests/e2e/test_hostile_inputs.py, the case that needs only the run's files: a server's
-hostile values stay valid JSON, run in this process through the API (llmbench.run)."""
+"""From tests/e2e/test_hostile_inputs.py, the cases that need only the run's files or one
+request: a server's hostile values stay valid JSON, and servers that send what their name says
+(a wrong-typed event, malformed HTTP, an embeddings reply without its vectors, JSON nested too
+deeply) fail one request of a named kind, on both transports, run in this process through the
+API (llmbench.run) or the client (tests.helpers.send_one)."""
 
 from __future__ import annotations
 
@@ -33,3 +36,84 @@ def test_server_nan_header_and_negative_tokens_stay_valid(tmp_path):
     assert all(x["output_tokens"] == 3 and "completion_tokens -7" in x["note"] for x in recs)
     summary = strict((run_dir / "run.json").read_text())["summary"]
     assert summary["output_throughput"] > 0 and summary["total_output_tokens"] == 9
+
+
+# -- issue 40 §4: servers that send what their name says, on both transports -----------------
+
+def _recs(run) -> list[dict]:
+    return [json.loads(x) for x in (run.path / "requests.jsonl").read_text().splitlines()]
+
+
+def _answer(body: bytes, content_type: bytes = b"text/event-stream") -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: " + content_type + b"\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s") % (len(body), body)
+
+
+GOOD = chat_token("a") + chat_token("b") + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("bad", [
+    b'data: {"choices":[{"index":0,"delta":{"content":5}}]}\n\n',         # a number for text
+    b'data: {"choices":{"0":{"delta":{"content":"x"}}}}\n\n',              # an object for a list
+    b'data: {"choices":[{"delta":{"content":"x"}}],"timings":"fast"}\n\n'  # a string for timings
+    b'data: {"choices":[{"delta":{"content":' + b"[" * 3000 + b"]" * 3000 + b"}}]}\n\n",  # deep
+], ids=["content-5", "choices-object", "deep-event"])
+def test_one_event_of_the_wrong_type_fails_that_request_not_the_run(bad, tmp_path, transport):
+    """`"content": 5` in one delta crashed the run with a traceback and left run.json
+    "running"; now that request is a malformed_event and the run goes on to its end."""
+    def script(i: int):
+        return [(0, _answer(chat_token("a") + bad + b"data: [DONE]\n\n" if i == 2 else GOOD))]
+    with RawServer(script) as s:
+        r = llmbench.run(url=s.url + "/v1", model="m", requests=6, prompt_tokens=5,
+                         output_tokens=2, out=tmp_path)
+    doc = json.loads((r.path / "run.json").read_text())
+    assert doc["status"] == "complete"
+    recs = _recs(r)
+    bad_recs = [x for x in recs if not x["ok"]]
+    assert len(recs) == 6 and len(bad_recs) == 1, [x.get("error") for x in recs]
+    assert bad_recs[0]["error_kind"] == "malformed_event"
+    assert doc["summary"]["errors"] == {"malformed_event": 1}
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
+    b"content-length: %d\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
+    b"transfer-encoding: chunked\r\nx-len: %d\r\n\r\n",
+], ids=["duplicate-content-length", "length-and-chunked"])
+def test_malformed_http_is_a_protocol_error_on_both_transports(head, tmp_path, transport):
+    from tests.helpers import run as arun, send_one
+    raw = head % (len(GOOD), len(GOOD)) + GOOD
+    with RawServer([(0, raw)]) as s:
+        rec, _ = arun(send_one(s.url + "/v1"))
+        assert rec.error_kind == "protocol" and rec.status is None, (rec.error_kind, rec.error)
+        # the preflight names it, in one line: not "cannot reach"
+        with pytest.raises(llmbench.ServerRefused, match="malformed HTTP"):
+            llmbench.run(url=s.url + "/v1", model="m", requests=2, out=tmp_path)
+
+
+@pytest.mark.parametrize("data, inputs, ok", [
+    ([[0.5, 0.25]], 1, True),
+    ([None], 1, False),
+    ([[0.5, 0.25]], 2, False),
+], ids=["one-vector", "null-vector", "too-few"])
+def test_an_embeddings_reply_without_a_vector_per_input_fails(data, inputs, ok, transport):
+    from tests.helpers import run as arun, send_one
+    body = json.dumps({"data": [{"embedding": v, "index": i} for i, v in enumerate(data)],
+                       "usage": {"prompt_tokens": 3}}).encode()
+    messages = [{"role": "user", "content": f"text {i}"} for i in range(inputs)]
+    with RawServer([(0, _answer(body, b"application/json"))]) as s:
+        rec, _ = arun(send_one(s.url + "/v1/embeddings", api="embeddings", stream=False,
+                               messages=messages))
+    if ok:
+        assert rec.ok and rec.embeddings == 1
+    else:
+        assert rec.error_kind == "bad_vectors" and not rec.ok, (rec.error_kind, rec.error)
+
+
+def test_a_models_list_nested_too_deeply_is_not_a_recursion_error(tmp_path, transport):
+    from llmbench.errors import UsageError
+    deep = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with RawServer([(0, _answer(deep, b"application/json"))]) as s:
+        with pytest.raises(UsageError, match="--model is required"):
+            llmbench.run(url=s.url + "/v1", requests=2, out=tmp_path)
