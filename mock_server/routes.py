@@ -36,6 +36,25 @@ _dumps = json.dumps
 OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
+def _check_schemas(body: Any, route: str) -> None:
+    """A response format or tool parameters whose keywords have the wrong types (\"required\":
+    5) is the request's fault: 400 naming the keyword, as a real server answers, not a 500
+    from the generator (the client's own check, llmbench.wire.agents.schema_problem)."""
+    if not isinstance(body, dict) or route.startswith("ollama") or route == "completions":
+        return
+    from llmbench.wire.agents import schema_problem
+    schema = schema_of(body, route)
+    problem = schema_problem(schema) if schema else None
+    if problem:
+        raise BadRequest(f"invalid JSON schema in the response format: {problem}",
+                         param="response_format" if route != "responses" else "text.format")
+    for name, params in tools_of(body):
+        problem = schema_problem(params) if params else None
+        if problem:
+            raise BadRequest(f"invalid JSON schema in tool {name[:40]!r}'s parameters: {problem}",
+                             param="tools")
+
+
 class BadRequest(Exception):
     def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
         super().__init__(message)
@@ -467,7 +486,10 @@ class Routes:
                 body = json.loads(raw)
             except ValueError as exc:
                 raise BadRequest(f"invalid JSON in request body: {exc}")
+            except RecursionError:
+                raise BadRequest("invalid JSON in request body: nested too deeply")
             model, prompt, n_tokens, stream, opts = self._parse(body, route)
+            _check_schemas(body, route)
         except BadRequest as exc:
             return self._error(route, str(exc), exc.status, exc.param)
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]

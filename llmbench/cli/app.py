@@ -173,8 +173,27 @@ for _name, (_layout, _fn, _json) in _layouts().items():
 
 
 # -- report, compare, runs -----------------------------------------------------------------------
+def _says_skipped(fn):
+    """After a command that reads run folders: one note per JSON-lines file whose reading
+    skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
+    silently."""
+    def wrapper(*args, **kwargs):
+        from llmbench.records.record import SKIPPED, skipped_notes
+        SKIPPED.clear()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for note in skipped_notes():
+                typer.echo(f"note: {note}", err=True)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return wrapper
+
+
 @app.command()
 @_guard
+@_says_skipped
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
     format: Annotated[str, typer.Option("--format", help="html | md | csv | parquet")] = "html",
@@ -228,6 +247,7 @@ def report(
 
 @app.command()
 @_guard
+@_says_skipped
 def compare(
     run_dirs: Annotated[List[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")],
     max_regression: Annotated[Optional[str], typer.Option(help="Exit 1 when a metric got worse by more than this, e.g. 10%.")] = None,

@@ -96,6 +96,9 @@ def number(value: float | None, flag: str, *, lo: float | None = None, hi: float
     return value
 
 
+MAX_SEED = 2**63 - 1            # numpy's and random's seeds alike; --repeat adds up to 1000
+
+
 def count(value: int | None, flag: str, *, lo: int = 1, hi: int | None = None) -> int | None:
     """An integer flag at least ``lo`` and at most ``hi`` (MAX_COUNT unless given). None
     passes."""
@@ -302,6 +305,9 @@ class WorkloadOpts(OptionGroup):
         count(self.limit, "--limit")
         count(self.turns, "--turns")
         count(self.sharegpt_output_len, "--sharegpt-output-len")
+        # a negative seed looped for ever building the prompts' openings (digits of a negative
+        # number never reach 0) and numpy's generators refuse one: 0 and up, as vLLM's
+        count(self.seed, "--seed", lo=0, hi=MAX_SEED)
         self.hf_columns()
         if self.prefix_hit_ratio is not None:
             if not 0 <= self.prefix_hit_ratio < 1:

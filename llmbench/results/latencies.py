@@ -7,7 +7,6 @@ report in seconds.
 
 from __future__ import annotations
 
-import json
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from llmbench.records.record import is_measured
+from llmbench.records.record import JsonLines, is_measured, json_lines
 from llmbench.results.folder import load_run
 
 
@@ -82,12 +81,12 @@ def read_latencies(path: Path) -> Latencies:
     oks, counts, itls = array("B"), array("q"), array("i")
     paths: list[str | None] = []
     if path.exists():
-        with open(path, encoding="utf-8") as fh:
+        lines = JsonLines(path)         # a torn or damaged line: skipped and counted
+        with open(path, "rb") as fh:
             for line in fh:
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError:
-                    continue            # a torn last line from a crash
+                d = lines.decode(line)
+                if not isinstance(d, dict):
+                    continue
                 if not is_measured(d.get("warmup"), d.get("error_kind")):
                     continue
                 # Record's definitions (records/record.py: ttft, e2el, itls) on the line as
@@ -127,14 +126,7 @@ def read_latencies(path: Path) -> Latencies:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    return list(json_lines(path))      # a torn or damaged line: skipped and counted
 
 
 def load(run_dir: str | Path) -> tuple[dict[str, Any], Latencies]:

@@ -118,9 +118,9 @@ def kind_of(value: Any) -> str:
     if isinstance(value, str):
         return f"a string ({value[:20]!r})"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     if isinstance(value, dict):
-        return "an object"
+        return "an object" if value else "an empty object"
     return type(value).__name__
 
 

@@ -96,6 +96,21 @@ def files(tmp_path_factory) -> Path:
     (d / "binary-run").mkdir()
     (d / "binary-run" / "run.json").write_bytes(bytes(range(256)))
     (d / "profile.json").write_text("[1]")
+    # issue 40 section 4: the file flags (--tools, --response-format, --config, --profile)
+    (d / "required5.json").write_text('{"type": "object", "required": 5}')
+    (d / "badtool.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"a": {"minItems": "x"}}}}}]))
+    (d / "laughs.yaml").write_text("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+                                   + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+                                             for p, c in zip("abcdefgh", "bcdefghi"))
+                                   + "header: [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n")
+    (d / "zero.toml").symlink_to("/dev/zero")
+    (d / "zero.json").symlink_to("/dev/zero")
+    with open(d / "big.toml", "wb") as fh:        # 2 MB of zero bytes (sparse)
+        fh.truncate(2 << 20)
+    (d / "zero-run").mkdir()
+    (d / "zero-run" / "run.json").write_text('{"schema_version": 1, "kind": "run"}')
+    (d / "zero-run" / "requests.jsonl").symlink_to("/dev/zero")
     return d
 
 
@@ -424,6 +439,35 @@ INPROC_CASES = [
     (INSPECT + ["synthetic", "--count", "0"], 2, "--count"),
     (INSPECT + ["synthetic", "--count", "1000000000000"], 2, "--count"),
     (INSPECT + ["synthetic", "--prompt-tokens", "-5"], 2, "--prompt-tokens"),
+    # issue 40 section 4: a negative seed looped for ever (item 2)
+    (R + ["--seed", "-1"], 2, "--seed -1: must be between 0 and"),
+    (RAMP + ["--seed", "-5"], 2, "--seed -5: must be between 0 and"),
+    # a schema's keyword of the wrong type crashed the run (item 3), deep JSON (item 4)
+    (R + ["--response-format", "{d}/required5.json"], 2,
+     'required5.json: "required": must be a list of property names, not a number (5)'),
+    (R + ["--response-format", "{d}/deep.json"], 2, "deep.json: JSON nested too deeply"),
+    (R + ["--tools", "{d}/badtool.json"], 2, "tool 'f''s parameters: \"minItems\" at properties.a"),
+    # every file flag: not UTF-8, /dev/zero, a pipe, too large, YAML aliases (item 7)
+    (R + ["--tools", "{d}/latin1.jsonl"], 2, "--tools {d}/latin1.jsonl:2: not UTF-8"),
+    (R + ["--tools", "/dev/zero"], 2, "--tools /dev/zero: not a regular file"),
+    (R + ["--tools", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (R + ["--tools", "{d}/huge.json"], 2, "larger than the 16 MB"),
+    (R + ["--response-format", "/dev/zero"], 2, "--response-format /dev/zero: not a regular file"),
+    (R + ["--response-format", "{d}/binary.json"], 2, "binary.json:1: not UTF-8"),
+    (R + ["--config", "{d}/zero.toml"], 2, "--config {d}/zero.toml: not a regular file"),
+    (R + ["--config", "{d}/big.toml"], 2, "larger than the 1 MB"),
+    (R + ["--config", "{d}/laughs.yaml"], 2, "laughs.yaml:2: a YAML alias (*a)"),
+    (R + ["--config", "{d}/deep.json"], 2, "nested too deeply"),
+    (["mock", "--profile", "{d}/zero.json"], 2, "zero.json: not a regular file"),
+    (["mock", "--like", "{d}/zero-run"], 2, "requests.jsonl: not a regular file"),
+    # images: only what is needed, and never more than the cap (item 5)
+    (R + ["--images", "3", "--image-size", "8192x8192"], 2, "one turn's images are about 725 MB"),
+    # a URL with an empty host label (item 8); framing headers (item 14)
+    (["run", "--url", "http://gpu-box..local:8000/v1", "--model", "m"], 2, "has an empty label"),
+    (R + ["--proxy", "http://proxy..corp:3128"], 2, "--proxy 'http://proxy..corp:3128': the host"),
+    (R + ["--header", "Transfer-Encoding: chunked"], 2, "--header Transfer-Encoding: llmbench frames"),
+    (R + ["--header", "content-length=5"], 2, "cannot be set"),
+    (R + ["--header", "Connection: close"], 2, "cannot be set"),
 ]
 
 
@@ -505,8 +549,9 @@ def inproc_outcomes(files, tmp_path_factory) -> list[dict]:
 
 @pytest.mark.parametrize("i", range(len(INPROC_CASES)),
                          ids=[" ".join(c[0][:1] + c[0][-2:])[:60] for c in INPROC_CASES])
-def test_bad_input_in_process_is_one_line(i, inproc_outcomes):
+def test_bad_input_in_process_is_one_line(i, inproc_outcomes, files):
     _, code, needle = INPROC_CASES[i]
+    needle = needle.replace("{d}", str(files))
     r = inproc_outcomes[i]
     assert r["exception"] is None, r["exception"]          # no traceback, no hang
     assert r["took_s"] < CASE_TIMEOUT_S

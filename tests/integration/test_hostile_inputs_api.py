@@ -117,3 +117,26 @@ def test_a_models_list_nested_too_deeply_is_not_a_recursion_error(tmp_path, tran
     with RawServer([(0, _answer(deep, b"application/json"))]) as s:
         with pytest.raises(UsageError, match="--model is required"):
             llmbench.run(url=s.url + "/v1", requests=2, out=tmp_path)
+
+
+def test_a_host_header_is_sent_once_instead_of_the_transports_own(transport):
+    """--header refuses the framing headers (tests/e2e/test_hostile_inputs.py); Host it
+    takes, and both transports then send that one Host, not two."""
+    import asyncio
+    import time
+    from llmbench.client.request import Client
+    from llmbench.client.target import make_target
+    from llmbench.records.record import Record
+
+    async def go(url: str) -> Record:
+        t = make_target(url + "/v1", "m", headers=["Host: api.example.com"])
+        async with Client(t) as c:
+            rec = Record("h-1", scheduled=time.perf_counter())
+            await c.send([{"role": "user", "content": "hi"}], 3, rec)
+            return rec
+    with RawServer([(0, _answer(GOOD))]) as s:
+        rec = asyncio.run(go(s.url))
+        head = s.requests[0].split(b"\r\n\r\n")[0].decode().lower().split("\r\n")
+    assert rec.ok, rec.error
+    assert [x for x in head if x.startswith("host:")] == ["host: api.example.com"]
+    assert len([x for x in head if x.startswith(("content-length:", "transfer-encoding:"))]) == 1
