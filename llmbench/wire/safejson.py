@@ -71,7 +71,7 @@ def read_file(path: str | os.PathLike[str], flag: str, max_bytes: int = MAX_SPEC
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise JsonLimitError(f"{shown}: no such file") from None
+        raise JsonLimitError(f"{shown}: no such file; check the path") from None
     except OSError as exc:
         raise JsonLimitError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
