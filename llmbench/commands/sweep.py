@@ -419,7 +419,7 @@ def perform(plan: SweepPlan) -> Done:
     print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
           f"folder {sweep_dir}", flush=True)
     interrupted = False
-    signal.signal(signal.SIGTERM, _raise_interrupt)   # stop the server in order on SIGTERM too
+    _on_sigterm(_raise_interrupt)       # stop the server in order on SIGTERM too
     try:
         for i, setting in enumerate(points):
             res = _one(plan, sweep_dir, setting, i, len(points), doc, save)
@@ -431,8 +431,16 @@ def perform(plan: SweepPlan) -> Done:
         if doc["results"] and doc["results"][-1]["status"] in ("starting", "running"):
             doc["results"][-1]["status"] = "interrupted"
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _on_sigterm(signal.SIG_DFL)
     return Done(doc, _finish(plan, sweep_dir, doc, interrupted, save), sweep_dir)
+
+
+def _on_sigterm(handler: Any) -> None:
+    """SIGTERM's handler, in the main thread (only there can one be set: llmbench.sweep() in
+    a thread or a running event loop has none)."""
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def name_of_settings(settings: dict[str, list[str]]) -> str:
@@ -482,7 +490,7 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         if "name" in plan.labels:
             labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
         done = plan.ramp(url, model, sweep_dir, labels)
-        signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
+        _on_sigterm(_raise_interrupt)   # the harness reset it
         _fill(res, done, sweep_dir)
         why = server.exited() if server is not None else None
         if why and res["status"] != "interrupted":

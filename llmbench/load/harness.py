@@ -17,6 +17,7 @@ import importlib
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,7 +312,7 @@ class Harness:
                 except (asyncio.TimeoutError, asyncio.CancelledError):
                     pass
             await monitor.stop()
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
         records = by_done([s.records for s in sessions.values()])
@@ -400,7 +401,7 @@ class Harness:
             raise PreflightError("interrupted during the preflight (the first request): nothing "
                                  "was measured", EXIT_INTERRUPTED)
         finally:
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
 
     async def preflight(self, client: Client, spec: TargetSpec) -> None:
         """Fail fast with one clear line: nothing listening, wrong model, not an LLM API, a
@@ -508,20 +509,46 @@ def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_even
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 
 
+# The Ctrl-C handlers of the runs in progress in this process, with their loops. A signal
+# reaches the main thread only, and only there can a loop install a handler: a run on another
+# thread (llmbench.run() inside a running event loop, as in Jupyter, or in asyncio.to_thread)
+# has its handler here, and the thread that waits for it delivers an interrupt
+# (``interrupt_runs``: llmbench/api.py on KeyboardInterrupt).
+_ACTIVE: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+
+
+def interrupt_runs() -> bool:
+    """Deliver one Ctrl-C to every run in progress (thread-safe); False when there is none."""
+    for loop, handler in list(_ACTIVE):
+        try:
+            loop.call_soon_threadsafe(handler)
+        except RuntimeError:            # its loop has just closed
+            pass
+    return bool(_ACTIVE)
+
+
 def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
-    installed = []
+    installed: list[int] = []
+    _ACTIVE.append((loop, handler))
+    if threading.current_thread() is not threading.main_thread():
+        return installed                # signal handlers are the main thread's (see _ACTIVE)
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
-        except (NotImplementedError, RuntimeError):
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
     return installed
 
 
-def _remove(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
+def _remove(loop: asyncio.AbstractEventLoop, installed: list[int],
+            handler: Callable[[], None] | None = None) -> None:
     for sig in installed:
         loop.remove_signal_handler(sig)
+    for i in range(len(_ACTIVE) - 1, -1, -1):
+        if _ACTIVE[i][0] is loop and (handler is None or _ACTIVE[i][1] is handler):
+            del _ACTIVE[i]
+            break
 
 
 def fit_width(text: str, columns: int) -> str:

@@ -140,3 +140,71 @@ def test_a_host_header_is_sent_once_instead_of_the_transports_own(transport):
     assert rec.ok, rec.error
     assert [x for x in head if x.startswith("host:")] == ["host: api.example.com"]
     assert len([x for x in head if x.startswith(("content-length:", "transfer-encoding:"))]) == 1
+
+
+# -- the Python API in a thread and inside a running event loop (issue 40 §4 item 6) ----------
+
+def test_the_api_runs_in_a_thread_and_inside_a_running_event_loop(mock_factory, tmp_path):
+    """It failed in both (a signal handler installed off the main thread; an event loop run
+    inside a running one), and so in Jupyter; now each is a complete run."""
+    import asyncio
+    import threading
+    m = mock_factory(ttft_ms=1, itl_ms=1, models=["m"])
+
+    def go(where: str):
+        return llmbench.run(url=m.url + "/v1", model="m", requests=3, prompt_tokens=5,
+                            output_tokens=2, out=tmp_path / where)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("thread", go("thread")))
+    t.start()
+    t.join(60)
+    got["to_thread"] = asyncio.run(asyncio.to_thread(go, "to_thread"))
+
+    async def in_a_coroutine():          # what a Jupyter cell is: a loop running in this thread
+        return go("in_loop")
+    got["in_loop"] = asyncio.run(in_a_coroutine())
+    for where in ("thread", "to_thread", "in_loop"):
+        r = got[where]
+        assert r.status == "complete" and r.summary.completed == 3, where
+    # and a ramp, whose steps are judged on the loop's own thread
+    async def ramp():
+        return llmbench.ramp(url=m.url + "/v1", model="m", users=[1], hold="1s", ramp_in="0",
+                             think="0", prompt_tokens=5, output_tokens=2, out=tmp_path / "ramp")
+    assert asyncio.run(ramp()).steps
+
+
+def test_ctrl_c_reaches_a_run_inside_an_event_loop(tmp_path):
+    """asyncio.run's own SIGINT handler only cancelled the task blocked in llmbench.run: a
+    Ctrl-C waited for the whole run. Now it is the run's, as on the command line."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from tests.helpers import ENV, ROOT
+    script = ("import asyncio, llmbench\n"
+              "async def main():\n"
+              "    try:\n"
+              f"        llmbench.run(duration='60s', concurrency=2, prompt_tokens=5, "
+              f"output_tokens=20, out={str(tmp_path)!r})\n"
+              "        print('not interrupted')\n"
+              "    except llmbench.RunFailed as e:\n"
+              "        print('interrupted', e.run.status, e.run.summary.completed)\n"
+              "asyncio.run(main())\n")
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:      # until some requests are on disk
+            logs = list(tmp_path.glob("*/requests.jsonl"))
+            if logs and logs[0].stat().st_size > 0:
+                break
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=40)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert out.startswith("interrupted partial"), (out, err[-2000:])
+    assert int(out.split()[-1]) >= 1 and took < 30, took
