@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llmbench.results import lock
 from llmbench.results.folder import RunDoc, RunFolderError, load_run
 
 REBUILT_NOTE = ("rebuilt from requests.jsonl: the run stopped without writing its summary "
@@ -52,23 +53,36 @@ def load_checked(path: str | Path, what: str = "report") -> dict[str, Any]:
             if not isinstance(st, dict) or not isinstance(st.get("summary"), dict):
                 raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it was "
                                      "cut short or edited by hand")
-        if status == "running":
+        live = lock.writer(path)
+        if live is not None:
+            run["live_writer"] = lock.writer_text(path, live)
+        elif status == "running":
             run["status"] = "partial"
     return run
 
 
 def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
-    """The summary of a ``run`` from its requests.jsonl, written back marked partial."""
+    """The summary of a ``run`` from its requests.jsonl, written back marked partial; when the
+    run is still in progress (a live writer holds the folder's lock), the summary so far, not
+    written: a reader never writes over a live run (``live_writer`` in the dict says who)."""
     from llmbench.analysis import metrics
     from llmbench.records.record import load_records
     log = path / "requests.jsonl"
     records = load_records(log) if log.is_file() else []
     measured = [r for r in records if not r.warmup and r.error_kind != "interrupted"]
     if not measured:
+        live = lock.writer(path)
+        if live is not None:
+            raise RunFolderError(f"{path}: this run is in progress ({lock.writer_text(path, live)}) "
+                                 "and no request has finished yet; try again later")
         raise RunFolderError(f"{path}: the run stopped (status {run.get('status')!r}) before any "
                              "request finished; there is nothing to rebuild a summary from")
+    live = lock.writer(path)
     run = dict(run)
     run["summary"] = metrics.summarize(records)
+    if live is not None:
+        run["live_writer"] = lock.writer_text(path, live)
+        return run
     run["status"] = "partial"
     run["note"] = REBUILT_NOTE
     run.setdefault("started_at", (path / "run.json").stat().st_mtime)

@@ -228,7 +228,10 @@ def report(
         return
     from llmbench.analysis.recover import REBUILT_NOTE, load_checked
     run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
-    if run.get("note") == REBUILT_NOTE:
+    if run.get("live_writer"):
+        typer.echo(f"note: {run_dir} is in progress ({run['live_writer']}): reporting what has "
+                   "finished so far; run.json is left to it", err=True)
+    elif run.get("note") == REBUILT_NOTE:
         typer.echo(f"note: {run_dir}: summary {REBUILT_NOTE}", err=True)
     elif run.get("status") == "partial":
         typer.echo(f"note: {run_dir} is a partial run (interrupted); reporting what finished", err=True)
@@ -360,7 +363,22 @@ def _click_exceptions():
     return exceptions
 
 
+def _stop_signals_raise() -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does (errors.Interrupted, a
+    KeyboardInterrupt), outside the load too: their default killed the process with its
+    run.json left "running". The load handles all three itself (load.harness)."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        from llmbench.errors import Interrupted
+        raise Interrupted(signal.Signals(signum).name)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+
+
 def main() -> None:
+    _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)
     try:

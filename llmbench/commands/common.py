@@ -13,9 +13,10 @@ from typing import Any, Callable
 from llmbench.analysis import timeline as timeline_mod
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
-from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError
+from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError, STOP_SIGNALS, release_signals
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
+from llmbench.results import lock
 from llmbench.results.folder import RunDoc, clean_nan, is_write_error, new_run_dir, write_error_line
 from llmbench.client.target import Target
 from llmbench.workload import Workload
@@ -56,6 +57,7 @@ class Common:
     metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
     quiet: bool = False                    # -q: errors and the final answer only
     verbose: bool = False                  # -v: what llmbench decides, as it decides it
+    last_run_dir: Path | None = None       # the folder run_dir made last (stops_cleanly)
 
     @property
     def label(self) -> str | None:
@@ -63,13 +65,17 @@ class Common:
         return self.labels.get("name") or "_".join(f"{k}={v}" for k, v in self.labels.items()) or None
 
     def run_dir(self, kind: str) -> Path | None:
-        return new_run_dir(self.out, kind, self.label) if self.out else None
+        d = new_run_dir(self.out, kind, self.label) if self.out else None
+        self.last_run_dir = d           # the folder stops_cleanly finishes and unlocks
+        return d
 
     def harness(self, run_dir: Path | None, live_line: Callable[[LiveView], str] | None = None,
                 keep_texts: bool = False, shape: Any = None) -> Harness:
         h = Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
                     served_by_header=self.served_by_header, progress=self.progress,
-                    live_line=live_line, keep_texts=keep_texts)
+                    live_line=live_line, keep_texts=keep_texts,
+                    # the run's own harness: a signal after its load waits for run.json
+                    hold_after=run_dir is not None)
         h.fleet = self.fleet(shape)
         if self.metrics_at is not None:
             from llmbench.report.prometheus import MetricsExporter
@@ -145,11 +151,93 @@ def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
     a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
     config.toml beside it replays the command (``--config``)."""
+    lock.take(run_dir)          # a reader (report) never writes over the folder until dropped
     RunDoc(kind, "running", time.time(), {"target": target.describe(), **config}, labels,
            body={"pid": os.getpid()}).write(run_dir)
     if run_dir is not None and replay is not None:
         from llmbench.commands.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
+
+
+def stops_cleanly(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's ``perform(plan, ...)``: however it ends, its folder is left complete, partial,
+    failed or interrupted, never "running", and unlocked. A signal outside the load (Ctrl-C,
+    SIGTERM, SIGHUP: KeyboardInterrupt) ends it through ``stopped``, which says what it
+    skipped; one during the final write of run.json waits for it (harness.hold_signals)."""
+    import functools
+
+    def wrap(perform: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(perform)
+        def wrapper(plan: Any, *args: Any, **kwargs: Any) -> Any:
+            c = plan.common
+            c.last_run_dir = None
+            try:
+                return perform(plan, *args, **kwargs)
+            except KeyboardInterrupt as exc:
+                return stopped(exc, c.last_run_dir, kind, c.target)
+            finally:
+                release_signals(raise_held=False)
+                lock.drop(c.last_run_dir)
+        return wrapper
+    return wrap
+
+
+def stopped(exc: BaseException, run_dir: Path | None, kind: str, target: Target) -> Done:
+    """A command stopped by a signal outside its load: one line that says what it skipped,
+    and a run.json that is not "running" (nothing measured: interrupted; records on disk but
+    no final run.json: partial, its summary rebuilt by ``llmbench report``)."""
+    import signal as signal_mod
+    previous = {}
+    for sig in STOP_SIGNALS:            # a second signal must not cut this short
+        try:
+            previous[sig] = signal_mod.signal(sig, signal_mod.SIG_IGN)
+        except (ValueError, OSError):
+            pass
+    name = getattr(exc, "signal", "Ctrl-C")
+    name = "Ctrl-C" if name == "SIGINT" else name
+    try:
+        run, message = _stopped_doc(run_dir, kind, target, name)
+    finally:
+        for sig, handler in previous.items():
+            try:
+                signal_mod.signal(sig, handler)
+            except (ValueError, TypeError, OSError):
+                pass
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return Done(run, EXIT_INTERRUPTED, run_dir, message)
+
+
+def _stopped_doc(run_dir: Path | None, kind: str, target: Target,
+                 name: str) -> tuple[dict[str, Any] | None, str]:
+    if run_dir is None:
+        return None, f"interrupted ({name}): nothing was written (no run folder)"
+    import json
+    try:
+        on_disk = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        on_disk = {}
+    if on_disk.get("status") not in (None, "running"):
+        # the result was written whole: what came after it was skipped
+        skipped = ("the rest of the output and report.html"
+                   if not (run_dir / "report.html").exists() else "the rest of the output")
+        return on_disk, (f"interrupted ({name}) after run.json was written "
+                         f"({on_disk.get('status')}); skipped {skipped}: `llmbench report "
+                         f"{run_dir}` writes the report")
+    log = run_dir / "requests.jsonl"
+    measured = log.is_file() and log.stat().st_size > 0
+    if measured:
+        why = (f"interrupted ({name}) before its result was written; the finished requests are "
+               f"in requests.jsonl: `llmbench report {run_dir}` rebuilds the summary and report")
+        doc = RunDoc.from_json({**on_disk, "status": "partial", "error": why}) if on_disk \
+            else RunDoc(kind, "partial", time.time(), {"target": target.describe()},
+                        body={"error": why})
+        doc.body.pop("pid", None)
+        doc.write(run_dir)
+        return None, why
+    why = f"interrupted ({name}) before the load started: nothing was measured"
+    RunDoc(kind, "interrupted", on_disk.get("started_at") or time.time(),
+           {"target": target.describe()}, body={"error": why}).write(run_dir)
+    return None, why
 
 
 def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
@@ -159,6 +247,7 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
     RunDoc(kind, status, time.time(), {"target": target.describe()},
            body={"error": message}).write(run_dir)
+    release_signals()           # a signal held since the load ended is raised now
     return exc.exit_code
 
 
@@ -185,6 +274,8 @@ def write_run(doc: RunDoc, run_dir: Path | None, outcome: Outcome) -> dict[str, 
         print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
               "in requests.jsonl as far as they could be written)", file=sys.stderr)
         return doc.write(None)
+    finally:
+        release_signals()       # run.json is whole: a signal held since the load is raised
 
 
 def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record],

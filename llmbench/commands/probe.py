@@ -9,14 +9,14 @@ from typing import Any
 from llmbench.analysis import checks
 from llmbench.analysis.backends import backends
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
-from llmbench.load.harness import LiveView, PreflightError, TargetSpec
+from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_signals
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import RunDoc
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_started
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, write_started
 
 
 @dataclass
@@ -108,13 +108,16 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
               "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
                                for name, s in outcome.servers.items()},
               **({"workers": outcome.workers} if outcome.workers is not None else {})})
-    return doc.write(run_dir), outcome.interrupted
+    written = doc.write(run_dir)
+    release_signals()           # run.json is whole: a signal held since the load is raised
+    return written, outcome.interrupted
 
 
 def execute(plan: ProbePlan) -> int:
     return perform(plan).code
 
 
+@stops_cleanly("probe")
 def perform(plan: ProbePlan) -> Done:
     """The probe command: its run.json, exit code and folder."""
     c = plan.common

@@ -22,7 +22,7 @@ from llmbench.load.shapes import Ramp, StepResult, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -235,6 +235,7 @@ def _combine(runs: list[tuple[RampPlan, dict[str, Any], int]], planned: int,
     return doc, code
 
 
+@stops_cleanly("ramp")
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds

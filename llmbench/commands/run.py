@@ -18,7 +18,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -174,6 +174,7 @@ def execute(plan: RunPlan) -> int:
     return perform(plan).code
 
 
+@stops_cleanly("run")
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, print, report; its run.json, exit code and folder."""
     c = plan.common

@@ -133,6 +133,9 @@ class Harness:
     # a terminal, or without a board, the one-line live_line is printed instead
     board: Any = None
     verbose: bool = False                 # -v: say what was decided along the way (resends)
+    # hold stop signals from the end of the load until the command releases them (its run.json
+    # written: commands.common.write_run); set by the command for its run's harness
+    hold_after: bool = False
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -157,7 +160,11 @@ class Harness:
             # the probe's task inside it (a quarter-second stall as the first requests went out)
             importlib.import_module("aiohttp")
         preload_transports([t.target.base_url for t in targets])
-        return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        try:
+            return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        finally:
+            if self.hold_after:
+                hold_signals()          # until the command's run.json is written
 
     async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None
@@ -527,15 +534,25 @@ def interrupt_runs() -> bool:
     return bool(_ACTIVE)
 
 
+# What stops a run: Ctrl-C, SIGTERM, and SIGHUP (the terminal closed), all alike
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+# Python-level handlers the loop's replaced, restored when it is done with them (asyncio sets
+# SIG_DFL back, which lost the command's own SIGTERM/SIGHUP handling after the load)
+_PREVIOUS: dict[int, Any] = {}
+
+
 def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
     installed: list[int] = []
     _ACTIVE.append((loop, handler))
     if threading.current_thread() is not threading.main_thread():
         return installed                # signal handlers are the main thread's (see _ACTIVE)
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         try:
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
+            _PREVIOUS.setdefault(sig, previous)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     return installed
@@ -545,10 +562,51 @@ def _remove(loop: asyncio.AbstractEventLoop, installed: list[int],
             handler: Callable[[], None] | None = None) -> None:
     for sig in installed:
         loop.remove_signal_handler(sig)
+        previous = _PREVIOUS.pop(sig, None)
+        if previous is not None:
+            try:
+                signal.signal(sig, previous)
+            except (ValueError, TypeError, OSError):
+                pass
     for i in range(len(_ACTIVE) - 1, -1, -1):
         if _ACTIVE[i][0] is loop and (handler is None or _ACTIVE[i][1] is handler):
             del _ACTIVE[i]
             break
+
+
+# -- after the load: the result is written whole -------------------------------------------------
+# From the end of a command's load until it has written its run.json (commands.common.
+# write_run), a stop signal is held, then raised: a Ctrl-C, or a Ctrl-C and a SIGTERM 50 ms
+# later, no longer cut the final write and left run.json "running".
+_HELD: list[int] = []
+_HOLDING: dict[int, Any] = {}
+
+
+def hold_signals() -> None:
+    """Hold the stop signals (main thread only) until ``release_signals``."""
+    if _HOLDING or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        try:
+            _HOLDING[sig] = signal.signal(sig, lambda s, _f: _HELD.append(s))
+        except (ValueError, OSError):
+            pass
+
+
+def release_signals(raise_held: bool = True) -> None:
+    """The handlers from before ``hold_signals``; a signal that came meanwhile is raised now
+    (KeyboardInterrupt, or errors.Interrupted naming SIGTERM or SIGHUP)."""
+    from llmbench.errors import Interrupted
+    for sig, previous in list(_HOLDING.items()):
+        try:
+            signal.signal(sig, previous)
+        except (ValueError, TypeError, OSError):
+            pass
+    _HOLDING.clear()
+    held = _HELD[:1]
+    _HELD.clear()
+    if held and raise_held:
+        raise Interrupted(signal.Signals(held[0]).name)
 
 
 def fit_width(text: str, columns: int) -> str:

@@ -345,7 +345,9 @@ def _row(d: Path, doc: dict[str, Any], kind: Any, line: str, what: str) -> dict[
     argv = env.get("argv") if isinstance(env.get("argv"), list) else []
     labels = doc.get("labels") if isinstance(doc.get("labels"), dict) else {}
     status = doc.get("status")
-    if status == "running" and not _alive(doc.get("pid")):
+    from llmbench.results import lock
+    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else _alive(doc.get("pid"))
+    if status == "running" and not live:
         status = f"stopped without {what} (killed?)"
     return {"folder": d.name, "kind": kind, "status": status, "date": _date_of(doc, d),
             # scrubbed again: folders written by older versions leaked some forms
