@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from llmbench.records.record import Record
+from llmbench.records.record import UNMEASURED_KINDS, Record
 from llmbench.records.store import RecordStore, trim_heap
 from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, pct_word, to_vllm, within_key
 
@@ -481,9 +481,10 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     st.compact()                # columns of one value read back as broadcasts below
     # records.record.is_measured on the columns: not warm-up, not interrupted
     keep = ~st.col("warmup")
-    interrupted = st.str_id("interrupted")
-    if interrupted >= 0:
-        keep &= st.col("error_kind") != interrupted
+    for kind in UNMEASURED_KINDS:
+        i = st.str_id(kind)
+        if i >= 0:
+            keep &= st.col("error_kind") != i
     if not keep.all():
         st = st.select(keep)
     n = len(st)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from llmbench.records.record import REFUSED_KINDS, Record
+from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record
 from llmbench.records.store import RecordStore
 
 MIN_ATTEMPTS = 2
@@ -57,10 +57,11 @@ def find(records: Sequence[Record] | RecordStore) -> list[Outage]:
             refused |= kind == i
     if not (refused & keep).any():
         return []
-    interrupted = st.str_id("interrupted")
     through = keep & ~refused
-    if interrupted >= 0:
-        through &= kind != interrupted           # stopped by llmbench: says nothing
+    for own in UNMEASURED_KINDS:                 # stopped or frozen by llmbench: says nothing
+        i = st.str_id(own)
+        if i >= 0:
+            through &= kind != i
     start = st.view("start")
     order = np.argsort(start[refused & keep], kind="stable")
     rows = np.nonzero(refused & keep)[0][order]

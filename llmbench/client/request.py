@@ -201,6 +201,14 @@ class RequestParams:
                 "responses_state": self.responses_state}
 
 
+# A timer that runs this much later than due means the event loop itself did not run (a loop
+# lag in the seconds: the process was stopped, swapped out or its VM suspended), not a busy
+# loop (whose lag is milliseconds: load.monitor). The monitor names the same freezes.
+FROZEN_S = 2.0
+# after such a freeze, how long a timeout waits for the loop to read what the sockets hold
+REREAD_AFTER_FREEZE_S = 0.05
+
+
 class _Watchdog:
     """One timer per request, re-armed only when it fires, so token events cost nothing extra.
 
@@ -211,7 +219,7 @@ class _Watchdog:
     """
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
-                 "_clock", "_timers", "stopped")
+                 "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking")
 
     def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
                  clock: Callable[[], float] = perf_counter, timers: bool = True) -> None:
@@ -226,6 +234,9 @@ class _Watchdog:
         self._clock = clock
         self._timers = timers
         self.stopped = False
+        self._due = 0.0                 # when the armed timer is due (its lateness: a freeze)
+        self.frozen_s = 0.0             # how long the loop was frozen past a deadline
+        self._rechecking = False
         self._arm()
 
     def deadline(self) -> float:
@@ -239,8 +250,10 @@ class _Watchdog:
     def _arm(self) -> None:
         if not self._timers:
             return
-        delay = self.deadline() - self._clock()
-        self._handle = self._loop.call_later(max(delay, 0.0), self._check)
+        now = self._clock()
+        delay = max(self.deadline() - now, 0.0)
+        self._due = now + delay
+        self._handle = self._loop.call_later(delay, self._check)
 
     def _expired(self) -> str | None:
         now = self._clock()
@@ -254,11 +267,25 @@ class _Watchdog:
         return None
 
     def _check(self) -> None:
+        late = self._clock() - self._due
+        if late > FROZEN_S and not self._rechecking:
+            # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a
+            # suspended VM) when this deadline passed. uvloop runs due timers before it reads
+            # the sockets, so what the server sent meanwhile is unread: decide after a turn of
+            # the loop that reads it; a limit that still passed is then the client's.
+            self.frozen_s = late
+            self._rechecking = True
+            self._handle = self._loop.call_later(REREAD_AFTER_FREEZE_S, self._check)
+            self._due = self._clock() + REREAD_AFTER_FREEZE_S
+            return
         self.fired = self._expired()
         if self.fired:
+            if self._rechecking:
+                self.fired = "client_stall"
             self._handle = None
             self._task.cancel()
         else:
+            self._rechecking = False    # the server's bytes were there: it goes on
             self._arm()
 
     def expire(self) -> bool:
@@ -540,6 +567,11 @@ class Client:
                     task.uncancel()
                 rec.error_kind = dog.fired
                 rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+                if dog.fired == "client_stall":
+                    limit = "idle" if dog.got_token else "first-token"
+                    rec.error = (f"llmbench itself was frozen for {dog.frozen_s:.1f} s (its event "
+                                 f"loop did not run) when the {limit} limit passed: not "
+                                 "counted against the server")
             except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
                 if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
                     # A kept-alive connection the server had already closed (llama.cpp's server

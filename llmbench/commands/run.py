@@ -10,7 +10,7 @@ from typing import Any
 from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
-from llmbench.load.monitor import busy, with_send_delay
+from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, vllm_json
 from llmbench.results.folder import RunDoc
 from llmbench.load.shapes import ClosedLoop, OpenLoop
@@ -110,9 +110,10 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
          "request": c.request_config(), "timeouts": c.timeouts.__dict__,
          "goodput_slo_ms": g.goodput_slo_ms},
         c.labels, outcome.t0_perf, c.workload.describe(),
-        body={"monitor": {**with_send_delay(busy(outcome.monitor),
-                                            summary.get("p50_send_delay_ms"),
-                                            summary.get("p99_send_delay_ms")),
+        body={"monitor": {**with_freezes(with_send_delay(busy(outcome.monitor),
+                                                         summary.get("p50_send_delay_ms"),
+                                                         summary.get("p99_send_delay_ms")),
+                                         outcome.monitor, records, outcome.t0_perf),
                           "samples": [s.__dict__ for s in outcome.monitor]},
               "summary": summary,
               "outages": outages.of_run(records, outcome.t0_perf),

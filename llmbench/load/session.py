@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
-from llmbench.records.record import REFUSED_KINDS, Record, RecordLog, clean
+from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record, RecordLog, clean
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 
@@ -169,7 +169,7 @@ class Session:
         self.active.discard(rec)
         c.in_flight -= 1
         c.done += 1
-        if not rec.ok and rec.error_kind != "interrupted":
+        if not rec.ok and rec.error_kind not in UNMEASURED_KINDS:
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.first_token is not None:

@@ -38,7 +38,12 @@ ERROR_KINDS = (
     "bad_vectors",          # an embeddings reply without one vector per input (a null or empty
                             # vector, too few or too many)
     "interrupted",          # the run was stopped while this request was in flight
+    "client_stall",         # a limit passed while llmbench itself was frozen (its event loop
+                            # did not run: SIGSTOP, swap, a suspended VM): not the server's
 )
+# Kinds llmbench caused itself: they say nothing about the server, so such a request is not
+# measured (not a completed one, not a failed one; is_measured)
+UNMEASURED_KINDS = ("interrupted", "client_stall")
 
 
 @dataclass(slots=True, eq=False)
@@ -410,7 +415,7 @@ def is_measured(warmup: Any, error_kind: Any) -> bool:
     """Whether a request counts: not warm-up, not cut short by our own interrupt. The one
     definition: ``measured`` below, the column store's summary and results.latencies (reading
     requests.jsonl's dicts) apply it."""
-    return not warmup and error_kind != "interrupted"
+    return not warmup and error_kind not in UNMEASURED_KINDS
 
 
 def measured(records: Iterable[Record]) -> list[Record]:

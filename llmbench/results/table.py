@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from llmbench.records.record import Record
+from llmbench.records.record import Record, is_measured
 
 # (column, kind): the table's columns in order; kind is the pandas dtype family
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -95,7 +95,7 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
         ttfo = rec.ttfo if rec.reasoning_events else times[0] - rec.start
     return {
         "request_id": rec.request_id,
-        "measured": not rec.warmup and rec.error_kind != "interrupted",
+        "measured": is_measured(rec.warmup, rec.error_kind),
         "ok": bool(rec.ok),
         "status": rec.status,
         "error_kind": rec.error_kind,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, RawServer, free_port, http_head
+from tests.helpers import ROOT, RawServer, chat_token, free_port, http_head
 from tests.helpers.once import once
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
@@ -943,3 +943,45 @@ def test_a_lock_whose_pid_was_reused_or_is_gone_is_not_a_live_writer(tmp_path):
     (tmp_path / lock.LOCK).write_text(json.dumps(doc))
     lock.drop(tmp_path)
     assert not (tmp_path / lock.LOCK).exists()
+
+
+def test_sigstop_mid_run_is_the_generators_freeze_not_server_timeouts(tmp_path):
+    """SIGSTOP llmbench mid-run: the requests it froze were blamed on the server as timeouts.
+    Its monitor sees the freeze; what timed out during it is client_stall, not measured, and
+    the console says the generator was frozen. (The watchdog's part on both transports:
+    tests/integration/test_hostile_inputs_api.py.)"""
+    stall = http_head(chunked=True)
+    ok = http_head() + chat_token("a") + b"data: [DONE]\n\n"
+    with RawServer(lambda i: [(0, ok)] if i == 0 else [(0, stall), (60, None)]) as s:
+        p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--url", s.url + "/v1",
+                              "--model", "m", "--duration", "5s", "--concurrency", "4",
+                              "--prompt-tokens", "5", "--output-tokens", "4",
+                              "--timeout-first-token", "2", "--out", str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:      # some genuine timeouts first
+                logs = list(tmp_path.glob("*/requests.jsonl"))
+                if logs and len(logs[0].read_text().splitlines()) >= 4:
+                    break
+                time.sleep(0.05)
+            time.sleep(0.5)                          # the next four are in flight
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(3.5)
+            p.send_signal(signal.SIGCONT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 0 and "Traceback" not in err, err
+    run_dir = next(tmp_path.iterdir())
+    recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    kinds = {r.get("error_kind") for r in recs}
+    stalls = [r for r in recs if r.get("error_kind") == "client_stall"]
+    assert kinds <= {"timeout_first_token", "client_stall"} and len(stalls) >= 1, kinds
+    run = json.loads((run_dir / "run.json").read_text())
+    assert "client_stall" not in run["summary"]["errors"]          # not the server's failures
+    assert run["summary"]["requests"] == len(recs) - len(stalls)
+    assert run["monitor"]["frozen_s"] >= 3.0 and run["monitor"]["client_stalls"] == len(stalls)
+    assert "WARNING: llmbench itself was frozen for" in out

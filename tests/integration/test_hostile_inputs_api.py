@@ -208,3 +208,74 @@ def test_ctrl_c_reaches_a_run_inside_an_event_loop(tmp_path):
             p.kill()
     assert out.startswith("interrupted partial"), (out, err[-2000:])
     assert int(out.split()[-1]) >= 1 and took < 30, took
+
+
+# -- the load generator frozen (issue 40 §4 item 9) ----------------------------------------------
+
+def _frozen_request(script, timeouts, freeze_at_s: float, freeze_s: float):
+    """One request on llmbench's own event loop (uvloop, as a run), with the whole loop
+    blocked for ``freeze_s`` at ``freeze_at_s``: what SIGSTOP does to it."""
+    import asyncio
+    import time
+    from llmbench.client.request import Client, RequestParams
+    from llmbench.client.target import make_target
+    from llmbench.load import eventloop
+    from llmbench.records.record import Record
+
+    async def go(url: str) -> Record:
+        asyncio.get_running_loop().call_later(freeze_at_s, time.sleep, freeze_s)
+        async with Client(make_target(url + "/v1", "m"), RequestParams(), timeouts) as c:
+            rec = Record("f-1", scheduled=time.perf_counter())
+            await c.send([{"role": "user", "content": "hi"}], 8, rec)
+            return rec
+    with RawServer(script) as s:
+        return eventloop.run(go(s.url))
+
+
+def test_a_timeout_that_passed_while_llmbench_was_frozen_is_the_clients(transport):
+    from llmbench.client.request import Timeouts
+    from tests.helpers import http_head
+    stalled = [(0, http_head(chunked=True)), (30, None)]
+    rec = _frozen_request(stalled, Timeouts(first_token_s=1.0), 0.3, 3.0)
+    assert rec.error_kind == "client_stall", (rec.error_kind, rec.error)
+    assert "llmbench itself was frozen for" in rec.error
+    # not frozen: the same silence is the server's
+    rec = _frozen_request(stalled, Timeouts(first_token_s=1.0), 5.0, 0.0)
+    assert rec.error_kind == "timeout_first_token"
+
+
+def test_what_the_server_sent_during_the_freeze_is_read_before_any_timeout(transport):
+    """uvloop runs due timers before it reads the sockets: after a freeze every request timed
+    out although its tokens sat in the socket; they are read first now."""
+    from llmbench.client.request import Timeouts
+    from tests.helpers import chunk, http_head
+    tokens = [(0.05, chunk(chat_token(f"t{i} "))) for i in range(40)]
+    script = [(0, http_head(chunked=True))] + tokens + [(0, chunk(b"data: [DONE]\n\n")),
+                                                        (0, b"0\r\n\r\n")]
+    rec = _frozen_request(script, Timeouts(idle_s=1.0, first_token_s=5.0), 0.5, 3.0)
+    assert rec.ok and len(rec.token_times) == 40, (rec.error_kind, rec.error)
+    assert max(rec.itls) > 2.5                  # the freeze is in its timings, not a timeout
+
+
+def test_the_monitor_names_a_freeze_and_counts_what_it_touched():
+    from llmbench.load.monitor import MonitorSample, busy, with_freezes
+    from llmbench.records.record import Record
+    from llmbench.records.store import RecordStore
+    samples = [MonitorSample(float(t), 1.0, 2.0, 5.0) for t in range(1, 10)]
+    assert not busy(samples)["overloaded"]
+    samples.insert(5, MonitorSample(20.0, 1.0, 15000.0, 1.0))     # frozen 5.0 .. 20.0
+    mon = busy(samples)
+    assert mon["overloaded"] and mon["frozen_s"] == 15.0 and mon["freezes"] == 1
+    recs = [Record("a", 0.0, start=4.0, done=21.0, ok=True),
+            Record("b", 0.0, start=6.0, done=20.1, error_kind="client_stall"),
+            Record("c", 0.0, start=21.0, done=22.0, ok=True)]
+    store = RecordStore()
+    for r in recs:
+        store.append(r)
+    got = with_freezes(mon, samples, store, t0=2.0)
+    assert got["freeze_spans"] == [{"at_s": 3.0, "frozen_s": 15.0}]
+    assert got["frozen_requests"] == 2 and got["client_stalls"] == 1
+    from llmbench.analysis.verdict import generator_sentence
+    text = generator_sentence(got)
+    assert "frozen for 15.0 s" in text and "1 that timed out while it was frozen is llmbench's" \
+        in text
