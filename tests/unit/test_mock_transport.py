@@ -108,6 +108,39 @@ def test_error_bodies_and_events():
     assert rec.error_kind == "no_token"
 
 
+# moved from tests/integration/test_client.py (they ran on both transports over loopback, each
+# waiting out its limits in wall time; what they test is the decoder and the watchdog)
+
+def test_a_malformed_event_ends_the_request_even_if_done_follows():
+    rec, _, _ = send(MockReply(chunks=[b"data: " + json.dumps(tok("a")).encode() + b"\n\n",
+                                       b'data: {"choices": [\n\n', b"data: [DONE]\n\n"]))
+    assert rec.error_kind == "malformed_event" and "choices" in rec.error
+
+
+def test_an_error_event_the_server_closes_on_is_an_error_not_a_cut():
+    # the last event has no closing blank line: it is decoded when the connection ends, by the
+    # same rules as any other event (the end-of-stream path once ignored errors)
+    rec, _, _ = send(MockReply(chunks=[b"data: " + json.dumps(tok("a")).encode() + b"\n\n",
+                                       b'data: {"error": {"message": "engine died"}}']))
+    assert rec.error_kind == "error_event" and rec.error == "engine died"
+
+
+def test_usage_missing_counts_with_the_tokenizer_and_marks_it():
+    mt = MockTransport(lambda req: MockReply.sse([tok("one two"), tok(" three"), DONE]))
+
+    async def go():
+        async with Client(make_target("http://h/v1", "m"), RequestParams(), Timeouts(),
+                          count_tokens=lambda t: len(t.split()), transport=mt) as c:
+            rec = Record("r", scheduled=mt.clock())
+            text = await c.send([{"role": "user", "content": "hello there"}], 8, rec,
+                                prompt_tokens_client=2)
+            return rec, text
+    rec, text = asyncio.run(go())
+    assert rec.ok and text == "one two three"
+    assert rec.output_tokens_source == "tokenizer" and rec.output_tokens == 3
+    assert rec.prompt_tokens == 2 and rec.prompt_tokens_source == "client"
+
+
 def test_a_whole_body_and_usage():
     body = {"choices": [{"message": {"content": "whole reply"}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
