@@ -215,8 +215,8 @@ def mock(**options: Any) -> Iterator[str]:
     ``with`` block: yields its OpenAI-style base URL (``http://127.0.0.1:PORT/v1``), to give
     to ``run(url=...)``. Keywords: ``llmbench mock``'s options (``ttft_ms``, ``itl_ms``,
     ``parallel``, ``max_queue``, ``profile``, faults...)."""
-    from mock_server import MockProcess
-    from mock_server.cli import MOCK, prepare
+    from llmbench.mock_server import MockProcess
+    from llmbench.mock_server.cli import MOCK, prepare
     if options.get("port") not in (None, 0):
         raise UsageError("llmbench.mock(): it listens on a free port, and the with-statement "
                          "gives its URL; drop port= (llmbench mock --port on the command line)")
@@ -257,7 +257,7 @@ def _sign(fn: Callable[..., Any], layout: Any, first: tuple[inspect.Parameter, .
 
 def _signatures() -> None:
     from llmbench.commands.spec import PROBE, RAMP, RUN, SWEEP
-    from mock_server.cli import MOCK
+    from llmbench.mock_server.cli import MOCK
     quiet = {"progress": False}
     _sign(run, RUN, override=quiet)
     _sign(ramp, RAMP, override=quiet)

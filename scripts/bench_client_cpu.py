@@ -46,7 +46,7 @@ from llmbench.client.target import make_target  # noqa: E402
 from llmbench.wire import events as events_mod  # noqa: E402
 from llmbench.wire.openai import CHAT  # noqa: E402
 from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer  # noqa: E402
-from mock_server import MockProcess, make_config  # noqa: E402
+from llmbench.mock_server import MockProcess, make_config  # noqa: E402
 
 
 def use_json(kind: str) -> str:

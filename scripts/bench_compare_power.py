@@ -96,7 +96,7 @@ class Mock:
 
     def __init__(self) -> None:
         code = ("import json, sys, time; sys.path.insert(0, sys.argv[1]);"
-                "from mock_server import MockConfig, MockServer;"
+                "from llmbench.mock_server import MockConfig, MockServer;"
                 "m = MockServer(MockConfig(**json.loads(sys.argv[2]))); m.__enter__();"
                 "print(m.url, flush=True); time.sleep(1e9)")
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), json.dumps(MOCK)],

@@ -39,7 +39,7 @@ from llmbench.load.monitor import busy  # noqa: E402
 from llmbench.load.shapes.fixed import ClosedLoop  # noqa: E402
 from llmbench.report.prometheus import MetricsExporter  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402
-from mock_server import MockProcess, make_config  # noqa: E402
+from llmbench.mock_server import MockProcess, make_config  # noqa: E402
 
 # The scraper: its own interpreter, a GET every interval until stdin closes; prints how many
 # scrapes, the mean and max wall time of one (request to last byte) and the last body's size.

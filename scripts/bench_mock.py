@@ -33,8 +33,8 @@ from llmbench.load.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
 from llmbench.client.target import make_target  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402
-from mock_server import MockProcess, make_config  # noqa: E402
-from mock_server.recorder import read_log  # noqa: E402
+from llmbench.mock_server import MockProcess, make_config  # noqa: E402
+from llmbench.mock_server.recorder import read_log  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float:

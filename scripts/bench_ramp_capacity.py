@@ -25,7 +25,7 @@ from llmbench.load.shapes import Ramp  # noqa: E402
 from llmbench.analysis.slo import parse_threshold  # noqa: E402
 from llmbench.client.target import make_target  # noqa: E402
 from llmbench.workload import Conversation, Turn  # noqa: E402
-from mock_server import MockProcess, make_config  # noqa: E402
+from llmbench.mock_server import MockProcess, make_config  # noqa: E402
 
 
 def measure(url: str, steps: list[int], hold: float, itl_ms: float) -> None:

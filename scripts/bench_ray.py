@@ -170,7 +170,7 @@ async def ingest(address: str, actors: int, records: int, tokens: int) -> None:
 
 # -- compare --------------------------------------------------------------------------------
 def compare(address: str, a: argparse.Namespace) -> None:
-    from mock_server import MockProcess, make_config
+    from llmbench.mock_server import MockProcess, make_config
     cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, parallel=0)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
     with MockProcess(cfg) as mock:

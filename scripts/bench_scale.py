@@ -32,8 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mock_server import MockProcess, make_config  # noqa: E402
-from mock_server.recorder import read_log  # noqa: E402
+from llmbench.mock_server import MockProcess, make_config  # noqa: E402
+from llmbench.mock_server.recorder import read_log  # noqa: E402
 
 
 def run_cli(url: str, streams: int, seconds: float, tokens: int, workers: str,

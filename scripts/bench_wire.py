@@ -428,8 +428,8 @@ def show(s: dict[str, float], label: str) -> None:
 
 def one_run(a: argparse.Namespace) -> dict[str, float]:
     from llmbench.load.eventloop import run as run_loop
-    from mock_server import MockProcess, make_config
-    from mock_server.recorder import read_log
+    from llmbench.mock_server import MockProcess, make_config
+    from llmbench.mock_server.recorder import read_log
 
     with tempfile.TemporaryDirectory(prefix="bench_wire_") as d:
         log = os.path.join(d, "send.jsonl")

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mock_server import MockConfig, MockProcess  # noqa: E402
+from llmbench.mock_server import MockConfig, MockProcess  # noqa: E402
 
 
 def one(url: str, streams: int, workers: int, seconds: float, out: Path) -> dict:

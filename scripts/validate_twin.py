@@ -23,9 +23,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mock_server.engine import MockConfig  # noqa: E402
-from mock_server.fit import describe, fit_run, save_profile  # noqa: E402
-from mock_server.server import MockProcess  # noqa: E402
+from llmbench.mock_server.engine import MockConfig  # noqa: E402
+from llmbench.mock_server.fit import describe, fit_run, save_profile  # noqa: E402
+from llmbench.mock_server.server import MockProcess  # noqa: E402
 
 
 def _fmt_range(v: Any) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 
 
-from mock_server import MockConfig, MockServer
+from llmbench.mock_server import MockConfig, MockServer
 from tests.helpers import ROOT, free_port  # noqa: F401  (ROOT: the LLMBENCH_TOKENIZER default is set there)
 
 

@@ -59,3 +59,50 @@ def backends(records: Iterable[Record]) -> dict[str, Any] | None:
         out["affinity"] = {"conversations": multi, "same_backend_next_turn": same / pairs,
                            "whole_conversation_on_one_backend": whole / multi}
     return out
+
+
+def router_counters(samples: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """A router's own per-backend in-flight counts (NOMYO's /api/usage, polled about once a
+    second) averaged over the samples: each backend's share of the requests the router had out,
+    which is its share of the load when no reply names its backend. None: no such counts."""
+    sums: dict[str, float] = defaultdict(float)
+    n = 0
+    for s in samples:
+        per = s.get("backends_in_flight")
+        if not isinstance(per, dict):
+            continue
+        n += 1
+        for name, v in per.items():
+            if isinstance(v, (int, float)):
+                sums[str(name)] += float(v)
+    total = sum(sums.values())
+    if not n or not total:
+        return None
+    return {"samples": n, "backends": {k: {"mean_in_flight": v / n, "share": v / total}
+                                       for k, v in sorted(sums.items())}}
+
+
+def unidentified_sentence(counters: dict[str, Any] | None) -> str:
+    """What it means when no reply named the backend that served it (the probe's router path,
+    a run through a router): said instead of a spread nobody measured."""
+    text = ("No reply named the backend that served it (no served-by header: give the router's "
+            "with --served-by-header if it has one), so the spread over backends, per-backend "
+            "latency and conversation affinity are unknown.")
+    per = (counters or {}).get("backends") or {}
+    if len(per) > 1:
+        text += (" The router's own counters (its requests in flight per backend) show "
+                 f"{len(per)} backends taking " + ", ".join(
+                     f"{k} {v['share'] * 100:.0f}%" for k, v in per.items())
+                 + " of the load: the overhead compares those backends together against the "
+                 "one --direct backend, so it mixes the router's own cost with the difference "
+                 "in capacity (a negative overhead under load means the router's path had more "
+                 "of it).")
+    elif len(per) == 1:
+        text += (f" The router's own counters show one backend ({next(iter(per))}) taking all "
+                 "of it.")
+    else:
+        text += (" If the router has more than one backend, the overhead compares them together "
+                 "against the one --direct backend: the router's own cost mixed with the "
+                 "difference in capacity (a negative overhead under load means the router's "
+                 "path had more of it).")
+    return text

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
@@ -165,10 +165,122 @@ def resends(records: Iterable[Record]) -> int:
     return sum(r.retries for r in records)
 
 
-def record_checks(records: Iterable[Record], params: object, api: str | None) -> dict:
-    """What every run.json carries about the client's view, the same for run, ramp and probe."""
+# -- the server's prefix cache ---------------------------------------------------------------
+# First turns with more of their prompt tokens cached than this (and more than the workload
+# shares on purpose, plus CACHE_MARGIN) flatter TTFT: the prompts were not new to the server.
+CACHE_HIGH = 0.3
+CACHE_MARGIN = 0.2
+# --same-prompts or a given salt: say the numbers include cache hits from this share on
+CACHE_SAY = 0.1
+# probe paths whose cached shares differ by more than this are not like for like
+CACHE_PATHS_DIFFER = 0.1
+
+
+def _cache_counts(st: RecordStore, mask: Any) -> dict[str, Any]:
+    import numpy as np
+    cached, c_ok = st.ints("cached_tokens")
+    prompt, p_ok = st.ints("prompt_tokens")
+    told = mask & c_ok & p_ok
+    total = int(prompt[told].sum())
+    hit = int(cached[told].sum())
+    return {"requests": int(np.count_nonzero(told)), "cached_tokens": hit, "prompt_tokens": total,
+            "share": min(hit / total, 1.0) if total else None}
+
+
+def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
+                 shared_share: float | None = None) -> dict[str, Any] | None:
+    """How much of the prompts the server said it took from its prefix cache (run.json's
+    "prompt_cache"), over successful measured requests that reported it, overall, on first
+    turns (whose prompts a run makes new: later turns resend their history, which a cache
+    rightly holds) and per probe path; and the one line to print when it flatters the run.
+    ``salt``: the workload's (Workload.describe_salt); ``shared_share``: the share of each
+    prompt the workload shares on purpose (None: unknown, as for files). None: no request
+    reported cached tokens."""
+    import numpy as np
+    st = records if isinstance(records, RecordStore) else RecordStore.of(records)
+    if not len(st):
+        return None
+    ok = st.col("ok") & ~st.col("warmup")
+    out = _cache_counts(st, ok)
+    if not out["requests"]:
+        return None
+    turn, _ = st.ints("turn")
+    first = _cache_counts(st, ok & (turn == 0))
+    out["first_turns"] = first
+    paths = st.view_strs("path")
+    table = st.table()
+    by_path = {}
+    for pid in np.unique(paths):
+        name = table[int(pid)]
+        if name:
+            by_path[name] = _cache_counts(st, ok & (paths == pid) & (turn == 0))
+    if by_path:
+        out["by_path"] = by_path
+    source = (salt or {}).get("source") or "none"
+    reuse = source != "per run"
+    out["salt"] = source
+    share = out["share"] or 0.0
+    f_share = first["share"]
+    message = None
+    what = (f"{share * 100:.0f}% of prompt tokens came from the server's prefix cache "
+            f"({out['cached_tokens']} of {out['prompt_tokens']}, {out['requests']} requests "
+            "reported it)")
+    if reuse and share >= CACHE_SAY:
+        why = ("--same-prompts" if "same-prompts" in source else
+               "--prompt-salt" if source == "--prompt-salt" else "no per-run salt")
+        message = (f"{what}: with {why} these numbers include cache hits by request "
+                   "(their prefill skipped); TTFT is not what new prompts would see")
+    elif not reuse and f_share is not None and f_share >= CACHE_HIGH and \
+            f_share > (shared_share or 0.0) + CACHE_MARGIN:
+        known = "" if shared_share is None else \
+            f", the workload shares {shared_share * 100:.0f}% on purpose"
+        message = (f"{f_share * 100:.0f}% of first-turn prompt tokens came from the server's "
+                   f"prefix cache although this run's prompts were new to it{known}: TTFT is "
+                   "flattered (repeated rows in the dataset, another client sending the same "
+                   "prompts, or a server cache that ignores the salt)")
+    out["message"] = message
+    if len(by_path) > 1:
+        shares = {k: v["share"] for k, v in by_path.items() if v["share"] is not None}
+        if len(shares) > 1 and max(shares.values()) - min(shares.values()) > CACHE_PATHS_DIFFER:
+            out["paths_differ"] = (
+                "the paths differ in prompt-cache hits on first turns ("
+                + ", ".join(f"{k} {v * 100:.0f}%" for k, v in shares.items())
+                + "): their TTFT compares cached against computed prefill, not the router's "
+                "overhead")
+    return out
+
+
+def cache_lines(run: dict) -> list[str]:
+    """The console's lines about the prefix cache, read back from run.json: the share when a
+    server reported one, then the warning when it flatters the numbers."""
+    c = run.get("prompt_cache") or {}
+    out = []
+    if c.get("share") is not None:
+        parts = [f"{c.get('requests')} requests reported it"]
+        first = c.get("first_turns") or {}
+        if first.get("share") is not None and first.get("requests", 0) < c.get("requests", 0):
+            parts.append(f"first turns {first['share'] * 100:.0f}%")
+        by_path = c.get("by_path") or {}
+        if len(by_path) > 1:
+            parts.append("first turns by path: " + ", ".join(
+                f"{k} {v['share'] * 100:.0f}%" for k, v in by_path.items()
+                if v.get("share") is not None))
+        out.append(f"Prompt cache: {c['share'] * 100:.0f}% of prompt tokens served from the "
+                   f"server's cache ({'; '.join(parts)})")
+    if c.get("message"):
+        out.append(f"WARNING: {c['message']}")
+    return out                          # a probe says paths_differ with its own verdict
+
+
+def record_checks(records: Iterable[Record], params: object, api: str | None,
+                  workload: Any = None) -> dict:
+    """What every run.json carries about the client's view, the same for run, ramp and probe
+    (``workload``: the run's, for what its salt and shared prefix mean to the cache check)."""
     if not isinstance(records, RecordStore):
-        records = list(records)           # read three times below
+        records = list(records)           # read several times below
+    salt = workload.describe_salt() if workload is not None else None
     return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
             "not_streamed": not_streamed(records, getattr(params, "stream", True)),
-            "connection_resends": resends(records)}
+            "connection_resends": resends(records),
+            "prompt_cache": prompt_cache(records, salt,
+                                         getattr(workload, "shared_share", None))}

@@ -768,6 +768,16 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     cached, cached_present = st.ints("cached_tokens")
     if cached_present[pick].any():
         s["cached_prompt_tokens"] = int(cached[pick].sum())
+        # the share of prompt tokens the server took from its prefix cache, over the
+        # successful requests that said (usage.prompt_tokens_details.cached_tokens, llama.cpp's
+        # timings.cache_n, Ollama's short prompt_eval_count): a repeated prompt's TTFT skips
+        # its prefill, so a high share flatters the run (checks.prompt_cache says when)
+        prompt, prompt_present = st.ints("prompt_tokens")
+        told = cached_present[pick] & prompt_present[pick]
+        total = int(prompt[pick][told].sum())
+        s["cached_reported"] = int(np.count_nonzero(told))
+        s["cached_prompt_share"] = (min(int(cached[pick][told].sum()) / total, 1.0)
+                                    if total else None)
     turn, _ = st.ints("turn")
     if split_turns and (turn > 0).any():
         s["by_turn"] = {

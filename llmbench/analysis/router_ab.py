@@ -117,7 +117,7 @@ def evaluate_step(index: int, users: int, records: Sequence[Record],
 def _slim(s: dict[str, Any]) -> dict[str, Any]:
     keys = ("completed", "failed", "requests", "output_throughput", "request_throughput",
             "median_ttft_ms", "p95_ttft_ms", "median_itl_ms", "median_e2el_ms", "errors",
-            "error_samples", "served_by", "backends")
+            "error_samples", "served_by", "backends", "cached_prompt_share", "cached_reported")
     return {k: s.get(k) for k in keys}
 
 

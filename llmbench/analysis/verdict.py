@@ -34,7 +34,9 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
     """Running/waiting gauges the server reported during the window, when it was probed."""
     window = [s for s in samples if start <= s.get("t", -1) <= end]
     running = [s["running"] for s in window if s.get("running") is not None]
-    if not running:
+    # a router's own in-flight count (NOMYO): what it sent on, running or queued behind it
+    routed = [s["in_flight"] for s in window if s.get("in_flight") is not None]
+    if not running and not routed:
         return None
     waiting = [s["waiting"] for s in window if s.get("waiting") is not None]
     kv = [s["kv_cache_usage"] for s in window if s.get("kv_cache_usage") is not None]
@@ -44,7 +46,9 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
     for s in window:
         for name, n in (s.get("backends_in_flight") or {}).items():
             per_backend[name] = max(per_backend.get(name, 0), n)
-    return {"running_max": max(running), "running_mean": float(np.mean(running)),
+    return {"running_max": max(running) if running else None,
+            "running_mean": float(np.mean(running)) if running else None,
+            "router_in_flight_max": max(routed) if routed else None,
             "backends_in_flight_max": per_backend or None,
             "waiting_max": max(waiting) if waiting else None,
             "waiting_mean": float(np.mean(waiting)) if waiting else None,
@@ -426,8 +430,14 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
 
 def _server_sentence(server: dict[str, Any]) -> str:
     w = server.get("waiting_max")
-    text = (f"The server itself reported up to {server['running_max']:g} running"
-            + (f" while up to {w:g} waited" if w is not None else "") + ".")
+    if server.get("running_max") is not None:
+        text = (f"The server itself reported up to {server['running_max']:g} running"
+                + (f" while up to {w:g} waited" if w is not None else "") + ".")
+    else:
+        routed = server.get("router_in_flight_max") or 0
+        text = (f"The router reported up to {routed:g} requests in flight: its own count of "
+                "what it sent on and has not finished, running or queued at the backend, not "
+                "how many the backend ran at once.")
     if server.get("preemptions"):
         text += (f" It preempted {server['preemptions']:g} request(s): its KV cache was full, so"
                  " it evicted running requests and recomputed them (their replies stall).")

@@ -1,7 +1,7 @@
 """The command line: Typer only. Flags -> option groups -> the spec functions the Python API
 calls too (llmbench/commands/spec.py) -> one entry point per command.
 
-Every option is declared once (llmbench/commands/options.py, spec.py, mock_server/cli.py), with
+Every option is declared once (llmbench/commands/options.py, spec.py, llmbench/mock_server/cli.py), with
 its default and its checks; this module turns the declarations into typer options, adds what
 only a command line has (--config FILE, --json, --version), and turns every failure into one
 line on stderr and its exit code (2 for a user mistake), never a traceback.
@@ -156,13 +156,13 @@ def _probe(**groups) -> None:
 
 def _mock(options) -> None:
     """A mock LLM server that behaves like a real one under load (OpenAI and Ollama routes)."""
-    from mock_server.cli import serve
+    from llmbench.mock_server.cli import serve
     serve(options)
 
 
 def _layouts():
     from llmbench.commands.spec import PROBE, RAMP, RUN, SWEEP
-    from mock_server.cli import MOCK
+    from llmbench.mock_server.cli import MOCK
     return {"run": (RUN, _run, True), "ramp": (RAMP, _ramp, True), "sweep": (SWEEP, _sweep, False),
             "probe": (PROBE, _probe, False), "mock": (MOCK, _mock, False)}
 
@@ -334,7 +334,10 @@ def datasets_inspect(
     workload.dataset = spec
     wl, tok = workload.build(count)
     convs = wl.conversations
-    p = np.array([t.prompt_tokens or 0 for c in convs for t in c.turns], dtype=float)
+    # as sent: a run puts its salt first in each conversation (workload.salt)
+    salt = wl.salt_for("main")
+    p = np.array([(t.prompt_tokens or 0) + (salt.tokens if i == 0 else 0)
+                  for c in convs for i, t in enumerate(c.turns)], dtype=float)
     o = np.array([t.max_tokens for c in convs for t in c.turns if t.max_tokens], dtype=float)
     n_turns = np.array([len(c.turns) for c in convs], dtype=float)
 
@@ -350,6 +353,9 @@ def datasets_inspect(
     typer.echo(f"prompt tokens:  {dist(p)}")
     typer.echo(f"output tokens:  {dist(o)}")
     typer.echo(f"fingerprint:    {wl.fingerprint}")
+    typer.echo("salt:           " + (f"{salt.tokens} tokens first in each conversation, new for "
+                                     "every run (--same-prompts: none)" if salt else
+                                     "none (--same-prompts): a run sends these very prompts"))
     for w in wl.warnings:
         typer.echo(f"note: {w}")
 

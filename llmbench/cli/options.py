@@ -1,6 +1,7 @@
 """The option groups as typer options: the declarations live in llmbench/commands/options.py
-(no Typer there, so the Python API reads the same ones); ``with_groups`` turns each ``Opt`` into
-a ``typer.Option`` and spreads a group's fields into a command's signature."""
+(on llmbench/options.py's machinery; no Typer there, so the Python API reads the same ones);
+``with_groups`` turns each ``Opt`` into a ``typer.Option`` and spreads a group's fields into a
+command's signature."""
 
 from __future__ import annotations
 

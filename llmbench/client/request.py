@@ -63,6 +63,7 @@ from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import check_reply
+from llmbench.wire.events import count
 
 perf_counter = time.perf_counter
 
@@ -692,6 +693,10 @@ class Client:
         if rec.prompt_tokens is None and prompt_tokens_client is not None:
             rec.prompt_tokens = prompt_tokens_client
             rec.prompt_tokens_source = "client"
+        if rec.cached_tokens is None and isinstance(rec.server_timing, dict):
+            # llama.cpp's timings: cache_n prompt tokens reused from the slot's cache, prompt_n
+            # computed (its usage names no cached tokens in older builds)
+            rec.cached_tokens = count(rec.server_timing.get("cache_n"))
         if rec.output_tokens is None and times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
             # events are the count, as records.clean does for old logs

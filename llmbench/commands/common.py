@@ -333,6 +333,9 @@ def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, parti
         print(f"FAILED: {run['error']}; the numbers above cover what was measured until then.")
     for w in [*warnings, *checks.notes(run)]:
         print(f"note: {w}")
+    for line in checks.cache_lines(run):
+        # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
+        print(line, file=sys.stderr if line.startswith("WARNING") else sys.stdout, flush=True)
     if partial:
         print(partial_line)
     if run_dir is not None:

@@ -39,7 +39,7 @@ def read(path: str | Path) -> dict[str, Any]:
     if kind is None:
         raise UsageError(f"--config {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
-    from llmbench.wire import safejson
+    from llmbench.records import safejson
     try:
         # a regular file (not /dev/zero or a pipe), at most MAX_CONFIG_BYTES, UTF-8
         text = safejson.read_file(p, "--config", MAX_CONFIG_BYTES, what=f"{kind} file of options")
@@ -163,13 +163,19 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
     return out, left_out
 
 
-def to_toml(command: str, values: dict[str, Any], left_out: list[str] = ()) -> str:  # type: ignore[assignment]
+def to_toml(command: str, values: dict[str, Any], left_out: list[str] = (),  # type: ignore[assignment]
+            salt: dict[str, Any] | None = None) -> str:
     lines = [f"# llmbench {command}: the options of this run. Replay it with",
              f"#   llmbench {command} --config config.toml",
              "# (the command line wins over this file)."]
     if left_out:
         lines.append(f"# Not saved (secrets): {', '.join(sorted(left_out))}; give them on the "
                      "command line (or $OPENAI_API_KEY).")
+    if salt and salt.get("text") and salt.get("source") == "per run":
+        # a replay is a new run: new prompts for the server (workload.salt); this run's exact
+        # prompts, cache state and all, are one uncommented line away
+        lines.append("# This run's prompt salt; uncomment to send its very prompts again:")
+        lines.append(f"# prompt_salt = {_toml_value(salt['text'])}")
     for name, v in values.items():
         text = _toml_value(v)
         if text is not None:
@@ -182,6 +188,6 @@ def write_replay(path: Path, command: str, replay: dict[str, Any]) -> None:
     run (run.json and requests.jsonl say what happened)."""
     values, left_out = replay_values(replay["values"], replay.get("fields") or {})
     try:
-        path.write_text(to_toml(command, values, left_out), encoding="utf-8")
+        path.write_text(to_toml(command, values, left_out, replay.get("salt")), encoding="utf-8")
     except OSError:
         pass

@@ -41,5 +41,6 @@ def warm_up(c: Common) -> int:
     if not warm:
         return 0
     harness = c.harness(None)
-    outcome = harness.run(ClosedLoop(warm, len(warm)), [TargetSpec(c.target, server_probe="off")])
+    outcome = harness.run(ClosedLoop(warm, len(warm)), [TargetSpec(c.target, server_probe="off",
+                                                                   salt=c.workload.salt_for("main"))])
     return sum(1 for r in outcome.records if not r.ok)

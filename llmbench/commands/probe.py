@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.analysis import checks
-from llmbench.analysis.backends import backends
+from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_signals
 from llmbench.analysis.router_ab import evaluate_step, router_bound
@@ -66,14 +66,14 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
     return [TargetSpec(c.target, "router", path="router", run_id="rt",
                        server_probe="off" if probe == "off" else "auto",
                        server_file="router_server.jsonl", strict=True, who="the router",
-                       flag="--router",
+                       flag="--router", salt=c.workload.salt_for("router"),
                        hints={502: " (the router cannot reach its backend)",
                               503: " (the router has no healthy backend)",
                               404: " (model name not known there? use --direct-model if the "
                                    "names differ)"}),
             TargetSpec(plan.direct, "direct", path="direct", run_id="dr", server_probe=probe,
                        server_file="server.jsonl", strict=True, who="the direct backend",
-                       flag="--direct",
+                       flag="--direct", salt=c.workload.salt_for("direct"),
                        hints={404: " (model name not known there? use --direct-model if the "
                                    "names differ)"})]
 
@@ -104,10 +104,17 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
         c.labels, outcome.t0_perf, c.workload.describe(),
         body={"steps": steps, "router_bound": router_bound(steps),
               "backends": backends([r for r in records if r.path == "router"]),
-              **checks.record_checks(records, c.params, c.target.api),
+              # the router's own per-backend in-flight counts (NOMYO): the spread when no
+              # reply names its backend
+              "router_counters": router_counters(outcome.server("router").samples),
+              **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
                                for name, s in outcome.servers.items()},
               **({"workers": outcome.workers} if outcome.workers is not None else {})})
+    body = doc.body
+    if not body.get("backends"):
+        # what the missing backend names mean for the spread and the overhead
+        body["backends_unidentified"] = unidentified_sentence(body.get("router_counters"))
     written = doc.write(run_dir)
     release_signals()           # run.json is whole: a signal held since the load is raised
     return written, outcome.interrupted
@@ -141,7 +148,17 @@ def perform(plan: ProbePlan) -> Done:
               f"path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
     elif len(steps) > 1:
         print("No step where the router's overhead grew while the direct path stayed flat.")
+    pc = run.get("prompt_cache") or {}
+    if pc.get("paths_differ"):
+        # the overhead above is then partly the cache's: say so where the answer is read
+        print(f"Not like for like: {pc['paths_differ']}.")
+    elif len(pc.get("by_path") or {}) > 1:
+        print("Prompt cache on first turns, by path: " + ", ".join(
+            f"{k} {v['share'] * 100:.0f}%" for k, v in pc["by_path"].items()
+            if v.get("share") is not None) + " (each path sends its own prompts).")
     be = run.get("backends")
+    if run.get("backends_unidentified"):
+        print(run["backends_unidentified"])
     if be:
         spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
                            + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"

@@ -125,7 +125,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         c.labels, t0_perf, c.workload.describe(),
         body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
               "outages": outages.of_run(records, t0_perf) if t0_perf else [],
-              **checks.record_checks(records, c.params, c.target.api),
+              **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples)},
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
@@ -152,7 +152,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     from llmbench import wire
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
-    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
+                                             salt=c.workload.salt_for("main"))])
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,

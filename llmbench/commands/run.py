@@ -82,7 +82,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
         warm_failed = prefix.warm_up(c)
         prefix_before = prefix.scrape_counters(c)[1]
-    outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe)])
+    outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe,
+                                                  salt=c.workload.salt_for("main"))])
     records = outcome.records
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
     summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
@@ -117,7 +118,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                           "samples": [s.__dict__ for s in outcome.monitor]},
               "summary": summary,
               "outages": outages.of_run(records, outcome.t0_perf),
-              **checks.record_checks(records, c.params, c.target.api),
+              **checks.record_checks(records, c.params, c.target.api, c.workload),
               "thresholds": threshold_results,
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples),

@@ -283,8 +283,9 @@ def make_target(t: TargetOpts, s: ServerOpts, url: str, model: str | None):
 
 def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, n: int,
                 multi_turn: bool | None = None, progress: bool | None = None,
-                replay: dict | None = None):
-    """The plan's common part from the groups (the workload is built against ``tgt``)."""
+                replay: dict | None = None, targets: tuple[str, ...] = ("main",)):
+    """The plan's common part from the groups (the workload is built against ``tgt``, with a
+    salt for each of the harness's ``targets``)."""
     from llmbench.commands.common import Common
     check_api_features(tgt.api, w, rq)
     from llmbench import wire
@@ -296,7 +297,9 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
     o.validate()
-    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn)
+    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    if replay is not None:
+        replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = o.quiet
     return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
                   count_tokens=tok.count, served_by_header=s.served_by_header,
@@ -343,8 +346,10 @@ def _trace_plan(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                     {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
                     tgt.net)
     tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim)
+    tr, wl = trace_workload(path, tok, w.seed, window_s, limit, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
     check_replay(tr, speed)           # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts      # a trace's prompts get the run's salt in front
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, speed, tr.describe(), w.seed)
 
@@ -375,7 +380,7 @@ class MaybeMock:
     def __enter__(self):
         if self.url:
             return self.url, None
-        from mock_server import MockProcess, make_config
+        from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
         say(f"No --url given: using the built-in mock ({self.profile} profile) at "
@@ -740,7 +745,7 @@ def _sweep_config(setup: RampSetup) -> dict:
 
 def mock_option_names() -> set[str]:
     """The options of ``llmbench mock`` (a --mock sweep's settings are mock options)."""
-    from mock_server.cli import MockOptions
+    from llmbench.mock_server.cli import MockOptions
     return {f.name for f in dataclasses.fields(MockOptions)}
 
 
@@ -818,7 +823,8 @@ def probe_plan(g: dict[str, Any], progress: bool | None = None):
               server.header, **way)
     # the workload is counted against the backend (its /tokenize), sent through both
     common = make_common(dt, server, workload, request, output, 4000, multi_turn=True,
-                         progress=progress, replay=replay_of(PROBE, g))
+                         progress=progress, replay=replay_of(PROBE, g),
+                         targets=("router", "direct"))
     common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,
                        "tokenizer": workload.tokenizer})
     common = with_ray(common, ray_address)

@@ -66,6 +66,7 @@ class TargetSpec:
     who: str | None = None                 # "the router", "the direct backend"
     flag: str = "--url"                    # the option that gave this URL
     hints: dict[int, str] = field(default_factory=dict)   # status -> hint in the error line
+    salt: Any = None                       # workload.salt.Salt: first in every conversation
 
 
 @dataclass
@@ -148,6 +149,12 @@ class Harness:
             sys.stderr.write("\r\x1b[K")
         print(text, flush=True)
 
+    def say_err(self, text: str) -> None:
+        """A warning line on stderr, without leaving a half-drawn live line before it."""
+        if self.show_progress() and sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")
+        print(text, file=sys.stderr, flush=True)
+
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
         return by_done([s.records for s in self._sessions.values()]) if self._sessions \
@@ -213,7 +220,7 @@ class Harness:
                      loop: asyncio.AbstractEventLoop) -> Outcome:
         run_id = f"{int(time.time()) % 100000:05d}"
         sessions = {s.name: Session(clients[s.name], log, run_id=s.run_id or run_id, path=s.path,
-                                    stopping=stopping) for s in targets}
+                                    stopping=stopping, salt=s.salt) for s in targets}
         self._sessions = sessions
         if self.keep_texts:
             for s in sessions.values():
@@ -283,6 +290,8 @@ class Harness:
             p = ServerProbe(spec.target.server_root, spec.server_probe,
                             headers={k: v for k, v in spec.target.request_headers().items()
                                      if k != "content-type"})
+            if spec.server_probe != "auto":
+                p.on_note = lambda text: self.say_err(f"warning: {text}")
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
@@ -434,6 +443,14 @@ class Harness:
                      405: " (wrong --api/--url path?)",
                      407: " (the proxy wants credentials: http://USER:PASSWORD@host:port)",
                      **spec.hints}
+            if rec.error_kind == "http_status" and rec.status == 500:
+                # a router asked for a model none of its backends serves answers a bare 500
+                # (NOMYO: "None of the configured endpoints ... advertise the model"): its
+                # model list, as a server's, names what it serves
+                served = await _served_hint(spec.target, spec.flag == "--url", spec.who)
+                if served:
+                    raise PreflightError(f"{who}POST {url} answered 500: {rec.error}{served}",
+                                         EXIT_REFUSED)
             if certificate_problem(rec.error):      # nginx: "No required SSL certificate"
                 hints[rec.status or 0] = f" ({certificate_problem(rec.error)})"
             elif spec.target.net.proxy and rec.status == 401:   # tinyproxy: wrong credentials
@@ -441,8 +458,8 @@ class Harness:
                               "credentials: http://USER:PASSWORD@host:port)")
             if rec.error_kind == "http_status" and (
                     rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):
-                served = (await _served_hint(spec.target, spec.flag == "--url")
-                          if rec.status in (400, 404) else "")
+                served = (await _served_hint(spec.target, spec.flag == "--url", spec.who)
+                          if rec.status in (400, 404, 422) else "")
                 hint = hints.get(rec.status or 0, "")
                 if served and spec.flag == "--url":
                     hint = ""               # the list of served models says it better
@@ -616,7 +633,7 @@ def fit_width(text: str, columns: int) -> str:
     return text if len(text) <= width else text[:width]
 
 
-async def _served_hint(target: Any, say_flag: bool = True) -> str:
+async def _served_hint(target: Any, say_flag: bool = True, who: str | None = None) -> str:
     """"; the server serves: a, b; pass --model a" when the asked model is not among the ones
     the server lists (a 404 for a model name is the commonest first mistake: the README's
     examples against the built-in mock, which serves "mock"); "" when that cannot be told."""
@@ -628,5 +645,7 @@ async def _served_hint(target: Any, say_flag: bool = True) -> str:
     if not names or target.model in names:
         return ""
     shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-    return f"; the server serves: {shown}" + (f"; pass --model {names[0]}" if say_flag else "")
+    return (f"; {who or 'the server'} serves: {shown}"
+            + (f"; pass --model {names[0]}" if say_flag else f"; --model {target.model!r} is not "
+               "among them"))
 

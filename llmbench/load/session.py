@@ -17,6 +17,7 @@ from llmbench.client.request import Client
 from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record, RecordLog, clean
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
+from llmbench.workload.salt import Salt
 
 perf_counter = time.perf_counter
 
@@ -88,12 +89,16 @@ class Session:
     recent_ttft: RecentTTFT = field(default_factory=RecentTTFT)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
+    # what goes first in every conversation this session sends (workload.salt): new for each
+    # run, so the server's prefix cache holds nothing of an earlier run's (or path's) prompts
+    salt: Salt | None = None
     active: set[Record] = field(default_factory=set)     # in flight now
     # reply texts by request_id, kept only when asked (run --save-detailed): a long run's
     # replies would otherwise sit in memory for nothing
     texts: dict[str, str] | None = None
     _next_id: int = 0
     _secrets: tuple[str, ...] | None = None
+    _ollama: bool = False              # Ollama's native API: its prompt count omits the cache
     # refused attempts in a row, by user (None: the open loop's arrivals); the backoff's draws
     _refused_in_row: dict[int | None, int] = field(default_factory=dict)
     _backoff_rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -103,6 +108,7 @@ class Session:
     def __post_init__(self) -> None:
         target = getattr(self.client, "target", None)
         self._secrets = target.secrets() if target is not None else ()
+        self._ollama = str(getattr(target, "api", "")).startswith("ollama")
 
     def backoff_s(self, rec: Record, user: int | None) -> float:
         """How long this request's user waits before its next attempt: 0 unless the server
@@ -133,6 +139,13 @@ class Session:
         self.active.add(rec)
         server_state = self.client.params.responses_state == "server"
         extra = None
+        counted = turn.prompt_tokens
+        salt = self.salt
+        if salt:
+            messages = salt.apply(messages, batch=bool(turn.batch))
+            if counted is not None and turn_index == 0:
+                # the client's count is of the turn's own text; the salt is part of it now
+                counted += salt.tokens * (1 + len(turn.batch))
         if server_state and turn_index > 0:
             # --responses-state server: the server kept the conversation; send only the new
             # turn and name the reply it follows (a turn after a failed one sends the history)
@@ -141,10 +154,15 @@ class Session:
                 messages, extra = messages[-1:], {"previous_response_id": prev[1]}
         try:
             text = await self.client.send(messages, turn.max_tokens, rec,
-                                          prompt_tokens_client=turn.prompt_tokens, extra=extra)
+                                          prompt_tokens_client=counted, extra=extra)
         except asyncio.CancelledError:
             self._finish(rec)
             raise
+        if self._ollama and counted and turn_index == 0 and not turn.batch \
+                and rec.cached_tokens is None and rec.ok and rec.prompt_tokens is not None \
+                and rec.prompt_tokens_source == "server":
+            # a first turn only: the client counts a turn's own text, not the history before it
+            _ollama_cached(rec, counted)
         if server_state:
             if rec.ok and rec.response_id:
                 self._previous[user] = (conversation, rec.response_id)
@@ -179,3 +197,17 @@ class Session:
             self.log.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
+
+
+def _ollama_cached(rec: Record, counted: int) -> None:
+    """Ollama's native API reports ``prompt_eval_count``, the prompt tokens it evaluated: a
+    prompt it found in its cache counts only the rest (1 token for a prompt sent again). The
+    client's count of the prompt's own text is at most the whole prompt (the chat template
+    adds to it), so ``counted - prompt_eval_count`` is a lower bound of the tokens it had
+    cached; the record then holds the whole prompt, as OpenAI-style usage does. Only a count
+    under half the client's is taken for a hit: a client tokenizer that is not the model's
+    differs by some percent, never by half (below that the bound claimed is 0)."""
+    evaluated = rec.prompt_tokens or 0
+    cached = counted - evaluated if evaluated * 2 <= counted else 0
+    rec.cached_tokens = cached
+    rec.prompt_tokens = (rec.prompt_tokens or 0) + cached

@@ -226,6 +226,11 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     buffered = bunching_sentence(s.stream_bunching)
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
+    from llmbench.analysis.checks import cache_lines
+    for line in cache_lines(run):   # the prefix cache's share, and when it flatters TTFT
+        warn = line.startswith("WARNING: ")
+        body.append(f'<div class="verdict bad">{e(line[9:])}</div>' if warn
+                    else f"<p class=meta>{e(line)}.</p>")
     body.append("<h2>Summary (vLLM's names)</h2>")
     keys = ["completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
             "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",

@@ -258,6 +258,10 @@ class Summary:
     served_by: dict[str, int] = field(default_factory=dict)
     backends: dict[str, Any] | None = None
     cached_prompt_tokens: int | None = None
+    # the share of prompt tokens the server reported cached, over the requests that reported
+    # it (cached_reported of them); None: no request said
+    cached_prompt_share: float | None = None
+    cached_reported: int = 0
     within: list[Within] = field(default_factory=list)
     # reasoning models (0 / None when no reply reasoned)
     requests_with_reasoning: int = 0
@@ -337,6 +341,8 @@ class Summary:
                    stream_bunching=d.get("stream_bunching"),
                    served_by=dict(d.get("served_by") or {}), backends=d.get("backends"),
                    cached_prompt_tokens=d.get("cached_prompt_tokens"),
+                   cached_prompt_share=d.get("cached_prompt_share"),
+                   cached_reported=int(d.get("cached_reported") or 0),
                    within=[Within.from_key(k, d[k]) for k in sorted(d) if k.startswith("within_")],
                    requests_with_reasoning=int(d.get("requests_with_reasoning") or 0),
                    total_reasoning_tokens=d.get("total_reasoning_tokens"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Callable, Protocol
 
 from llmbench.servers.prometheus import parse_prometheus
-from llmbench.wire import safejson
+from llmbench.records import safejson
 
 # GET a path on the server's root -> (status, body text); raises on transport errors.
 Get = Callable[[str], Awaitable[tuple[int, str]]]
@@ -31,6 +31,9 @@ class ServerSample:
     vram_bytes: int | None = None
     ram_bytes: int | None = None
     backends_in_flight: dict[str, float] | None = None
+    # a router's own count of requests it sent on and that have not finished, whatever the
+    # backend does with them (running or queued there): not a backend's running count
+    in_flight: float | None = None
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from llmbench.errors import EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.client.netconfig import Net, unreachable_hint
 from llmbench.client.target import Target
-from llmbench.wire import safejson
+from llmbench.records import safejson
 
 
 class DiscoverError(Exception):

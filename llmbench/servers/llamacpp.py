@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire import safejson
+from llmbench.records import safejson
 from llmbench.servers.base import Get, JsonPoller, Metrics, MetricsAdapter, MetricsPoller, Poller, ServerSample, biggest, total
 
 

@@ -82,6 +82,9 @@ class ServerProbe:
     samples: list[dict[str, Any]] = field(default_factory=list)
     note: str | None = None
     net: netconfig.Net | None = None
+    # called with the note when detection finds nothing to poll (the harness prints it when
+    # the user named the kind: asked for, and silently absent, it would be a surprise later)
+    on_note: Any = None
     _poller: Poller | None = None
 
     def __post_init__(self) -> None:
@@ -132,10 +135,21 @@ class ServerProbe:
                     return self.kind
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             self.note = f"server probe: {self.root} did not answer ({type(exc).__name__})"
+            if self.on_note is not None:
+                self.on_note(self.note)
             return None
         paths = list(dict.fromkeys(p for a in wanted for p in a.paths))
         asked = ", ".join(paths[:-1]) + (" or " if len(paths) > 1 else "") + paths[-1] if paths else ""
         self.note = f"server probe: nothing to poll at {self.root} (no {asked})"
+        if self.kind != "auto":
+            # the user named the kind: say what answered, and what that means
+            got = ", ".join(f"GET {p} answered {st}" for p, (st, _) in seen.items())
+            self.note = (f"server probe {self.kind}: nothing to poll at {self.root} ({got}): "
+                         f"not a {self.kind} server, or one whose state pages are off; a router "
+                         "in front of one does not show its backend's (point --server-probe at "
+                         "the backend, or leave it auto); the run has no server-side view")
+        if self.on_note is not None:
+            self.on_note(self.note)
         return None
 
     async def poll_once(self, session: aiohttp.ClientSession) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmbench.wire import safejson
+from llmbench.records import safejson
+from llmbench.records.safejson import schema_problem  # noqa: F401  (this module's check, kept here)
 
 TOOL_CHOICES = ("auto", "required", "none")
 
@@ -33,87 +34,6 @@ def _read_json(path: str, flag: str) -> Any:
         raise AgentSpecError(str(exc)) from None
     except ValueError as exc:
         raise AgentSpecError(f"{flag} {path}: not JSON ({exc}); give a JSON file") from None
-
-
-_SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
-_NUMBERS = ("minimum", "maximum", "multipleOf")
-_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
-_SUBSCHEMAS = ("not", "if", "then", "else", "contains", "propertyNames")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def schema_problem(schema: Any, at: str = "") -> str | None:
-    """What is wrong with a JSON schema's keywords, as one phrase naming the keyword and where
-    (``"required" at properties.user: must be a list of property names, not a number (5)``),
-    or None. The keywords read by this module's checker and by the mock's generator must have
-    JSON Schema's types; a subschema may be true or false. Walked without recursion."""
-    from llmbench.wire.events import kind_of
-    stack: list[tuple[Any, str]] = [(schema, at)]
-    while stack:
-        s, where = stack.pop()
-        if isinstance(s, bool):
-            continue
-        here = f" at {where}" if where else ""
-        if not isinstance(s, dict):
-            return f"a schema{here} must be an object or true/false, not {kind_of(s)}"
-
-        def bad(key: str, want: str) -> str:
-            return f'"{key}"{here}: must be {want}, not {kind_of(s[key])}'
-        kind = s.get("type")
-        if kind is not None:
-            kinds = kind if isinstance(kind, list) else [kind]
-            if not kinds or not all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
-                return (f'"type"{here}: must be one of {", ".join(_SCHEMA_TYPES)} (or a list of '
-                        f"them), not {kind_of(kind)}")
-        if "required" in s and not (isinstance(s["required"], list)
-                                    and all(isinstance(r, str) for r in s["required"])):
-            return bad("required", "a list of property names")
-        if "enum" in s and not isinstance(s["enum"], list):
-            return bad("enum", "a list of values")
-        for key in _COUNTS:
-            if key in s and not (isinstance(s[key], int) and not isinstance(s[key], bool)
-                                 and s[key] >= 0):
-                return bad(key, "a whole number >= 0")
-        for key in _NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
-            # exclusive bounds were booleans in draft 4
-            if key in s and not (_is_number(s[key]) or (key.startswith("exclusive")
-                                                        and isinstance(s[key], bool))):
-                return bad(key, "a number")
-        for lo, hi in (("minimum", "maximum"), ("minLength", "maxLength"),
-                       ("minItems", "maxItems"), ("minProperties", "maxProperties")):
-            if lo in s and hi in s and s[lo] > s[hi]:
-                return f'"{lo}" {s[lo]} is over "{hi}" {s[hi]}{here}: no value can satisfy it'
-        for key in ("pattern", "format", "$ref"):
-            if key in s and not isinstance(s[key], str):
-                return bad(key, "a string")
-        for key in _SUBSCHEMA_LISTS:
-            if key in s:
-                if not isinstance(s[key], list) or (key != "prefixItems" and not s[key]):
-                    return bad(key, "a non-empty list of schemas")
-                stack.extend((sub, f"{where}{'.' if where else ''}{key}[{i}]")
-                             for i, sub in enumerate(s[key]))
-        for key in _SUBSCHEMA_MAPS:
-            if key in s:
-                if not isinstance(s[key], dict):
-                    return bad(key, "an object of schemas")
-                stack.extend((sub, f"{where}{'.' if where else ''}{key}.{name}")
-                             for name, sub in s[key].items())
-        for key in _SUBSCHEMAS + ("additionalProperties", "items"):
-            if key in s:
-                sub = s[key]
-                if key == "items" and isinstance(sub, list):        # draft 4's tuple form
-                    stack.extend((x, f"{where}{'.' if where else ''}items[{i}]")
-                                 for i, x in enumerate(sub))
-                    continue
-                if not isinstance(sub, (dict, bool)):
-                    return bad(key, "a schema (an object, or true/false)")
-                stack.append((sub, f"{where}{'.' if where else ''}{key}"))
-    return None
 
 
 def load_tools(path: str, flag: str = "--tools") -> list[dict[str, Any]]:

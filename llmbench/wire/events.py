@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from llmbench.records.safejson import kind_of  # noqa: F401  (the formats' wrong_type names types so)
+
 try:
     # orjson decodes an event in about half the time of json.loads (scripts/bench_client_cpu.py
     # --decoder); optional: without it, the standard library decodes the same events.
@@ -105,23 +107,6 @@ def loads(payload: bytes) -> Any:
         # orjson stops at 1024 levels, json's decoder recurses and runs out of stack: a
         # server's event nested that deep is malformed, not a crash
         raise TooDeep("JSON nested too deeply") from None
-
-
-def kind_of(value: Any) -> str:
-    """A JSON value's type in a sentence: 'a number (5)', 'a list', 'an object', 'null'."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({'true' if value else 'false'})"
-    if isinstance(value, (int, float)):
-        return f"a number ({str(value)[:20]})"
-    if isinstance(value, str):
-        return f"a string ({value[:20]!r})"
-    if isinstance(value, list):
-        return "a list" if value else "an empty list"
-    if isinstance(value, dict):
-        return "an object" if value else "an empty object"
-    return type(value).__name__
 
 
 def wrong_type(where: str, value: Any, wanted: str) -> Event:

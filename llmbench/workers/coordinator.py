@@ -125,7 +125,7 @@ class Fleet:
         self._live: LiveState = d.live
         self._by_path = {t.path: t.name for t in targets}
         self._first = targets[0].name
-        self._targets = [WorkerTarget(t.target, t.name, t.path, t.run_id or run_id)
+        self._targets = [WorkerTarget(t.target, t.name, t.path, t.run_id or run_id, t.salt)
                          for t in targets]
         self._h = h
         self._max_in_flight = shape.max_in_flight()
@@ -424,11 +424,13 @@ class RemoteProbe:
         self.fleet = fleet
 
     async def slice(self, path: str, users: int, seconds: float, seed: int,
-                    offset: int) -> None:
+                    offset: int) -> int:
+        """The slice in every worker; how many conversations the busiest user started."""
         f = self.fleet
         alive = f.alive()
         step = f._sinks[path].step if path in f._sinks else None
-        await asyncio.gather(*(f.call(w, "slice", path=path, users=users, seconds=seconds,
-                                      seed=seed, offset=offset, step=step,
-                                      uids=list(range(users))[k::len(alive)])
-                               for k, w in enumerate(alive)))
+        got = await asyncio.gather(*(f.call(w, "slice", path=path, users=users, seconds=seconds,
+                                            seed=seed, offset=offset, step=step,
+                                            uids=list(range(users))[k::len(alive)])
+                                     for k, w in enumerate(alive)))
+        return max((int(v) for v in got if isinstance(v, int)), default=0)

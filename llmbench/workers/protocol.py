@@ -23,6 +23,7 @@ class WorkerTarget:
     name: str = "main"
     path: str | None = None
     run_id: str = "r"
+    salt: Any = None                           # the target's workload.salt.Salt (picklable)
 
 
 @dataclass

@@ -84,7 +84,7 @@ async def worker_main(spec: WorkerSpec, channel: Channel) -> None:
                        spec.served_by_header, count)
             clients[t.name] = await c.__aenter__()
             s = Session(clients[t.name], None, run_id=f"{t.run_id}w{wid}", path=t.path,
-                        stopping=stopping)
+                        stopping=stopping, salt=t.salt)
             s.on_record = out.add
             sessions[t.name] = s
         live = LiveState()
@@ -214,9 +214,9 @@ async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, o
         assert isinstance(plan, ProbeCrowd)
         for s in d.sessions.values():
             s.step = a["step"]
-        await _slice(d.sessions[a["path"]], plan.convs, a["users"], a["seconds"], plan.think_s,
-                     a["seed"], a["offset"], uids=a["uids"])
-        reply(msg["id"], None)
+        played = await _slice(d.sessions[a["path"]], plan.convs, a["users"], a["seconds"],
+                              plan.think_s, a["seed"], a["offset"], uids=a["uids"])
+        reply(msg["id"], played)
 
     try:
         while True:

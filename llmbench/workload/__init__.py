@@ -60,6 +60,9 @@ class WorkloadSpec:
     cache_block_tokens: int = 16            # the server's cache block (vLLM: 16)
     images: "ImageSpec | None" = None       # --images: images on every user turn
     batch_size: int = 1                     # --batch-size: prompts per request (embeddings)
+    # tokens of the salt sent before each conversation (workload.salt): prompts llmbench
+    # writes to a length leave room for it, so the length asked includes it
+    salt_tokens: int = 0
 
 
 def _format_of(spec: WorkloadSpec) -> str:
@@ -104,14 +107,16 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
     kind = spec.dataset
     warm: list[Conversation] = []
     prefix = None
+    shared: float | None = None          # files: what they share is theirs, not known here
     if spec.prefix_hit_ratio is not None:
         if kind != "synthetic":
             raise DatasetError(f"--prefix-hit-ratio: works with --dataset synthetic, not {kind}")
         from llmbench.workload.prefix import prefix_hit_workload
         convs, warm, plan = prefix_hit_workload(
             tok, spec.count, spec.prompt_tokens, spec.output_tokens, spec.seed,
-            spec.prefix_hit_ratio, spec.cache_block_tokens, spec.prefixes)
+            spec.prefix_hit_ratio, spec.cache_block_tokens, spec.prefixes, spec.salt_tokens)
         prefix = plan.to_dict()
+        shared = spec.prefix_hit_ratio
         params.update(prompt_tokens=spec.prompt_tokens, output_tokens=spec.output_tokens,
                       prefix_hit=prefix)
     elif kind == "synthetic":
@@ -120,16 +125,21 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
                       prefixes=spec.prefixes)
         convs = synthetic(tok, spec.count, spec.prompt_tokens, spec.output_tokens, spec.seed,
                           turns=spec.turns, shared_prefix_tokens=spec.shared_prefix_tokens,
-                          prefixes=spec.prefixes)
+                          prefixes=spec.prefixes, reserve=spec.salt_tokens)
+        mid = sum(spec.prompt_tokens) / 2
+        shared = min(spec.shared_prefix_tokens / mid, 1.0) if spec.shared_prefix_tokens else 0.0
     elif kind == "words":
         params.update(words=spec.words or 100, output_tokens=spec.output_tokens, turns=spec.turns)
         convs = synthetic(tok, spec.count, (1, 1), spec.output_tokens, spec.seed, turns=spec.turns,
                           words=spec.words or 100)
+        shared = 0.0
     elif kind == "random":
         params.update(input_len=spec.random_input_len, output_len=spec.random_output_len,
                       range_ratio=spec.random_range_ratio, prefix_len=spec.random_prefix_len)
         convs = vllm_random(tok, spec.count, spec.random_input_len, spec.random_output_len,
-                            spec.random_range_ratio, spec.random_prefix_len, spec.seed)
+                            spec.random_range_ratio, spec.random_prefix_len, spec.seed,
+                            spec.salt_tokens)
+        shared = spec.random_prefix_len / (spec.random_prefix_len + spec.random_input_len)
     else:
         fmt = _format_of(spec)
         params.update(format=fmt, limit=spec.limit, turns=spec.turns, multi_turn=spec.multi_turn)
@@ -181,8 +191,12 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
             warnings.append(pool.note)
     if tok.note:
         warnings.append(tok.note)
+    missed = tok.missed_note()
+    if missed:
+        warnings.append(missed)
     info = tok.describe()
     if tok.server is not None:
         info["server_calls"] = tok.server.calls
     return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
-                    warnings=warnings, tokenizer_info=info, warmup=warm, prefix=prefix)
+                    warnings=warnings, tokenizer_info=info, warmup=warm, prefix=prefix,
+                    shared_share=shared)

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmbench.workload.salt import Salt
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -39,6 +41,18 @@ class Workload:
     # prompts, so the cache holds them); the plan the workload was aimed by, if any
     warmup: list[Conversation] = field(default_factory=list)
     prefix: dict[str, Any] | None = None
+    # what goes first in each target's conversations (workload.salt): by target name ("main"
+    # for run and ramp, "router" and "direct" for the probe); none: no salt (--same-prompts)
+    salts: dict[str, Salt] = field(default_factory=dict)
+    # the share of each prompt the workload shares with others of its run on purpose (a shared
+    # prefix, the prefix-hit plan), when llmbench made it; None: unknown (files, traces)
+    shared_share: float | None = None
+
+    def salt_for(self, target: str = "main") -> Salt:
+        """The salt of one target's conversations (no salt when none was made)."""
+        if target in self.salts:
+            return self.salts[target]
+        return self.salts.get("main", Salt())
 
     @property
     def fingerprint(self) -> str:
@@ -60,8 +74,18 @@ class Workload:
                     h.update(b"\x00I" + d)
         return h.hexdigest()[:16]
 
+    def describe_salt(self) -> dict[str, Any]:
+        """run.json's "salt": what every conversation began with, per target."""
+        first = self.salt_for(next(iter(self.salts), "main"))   # main, or the probe's router
+        d = first.describe()
+        if len(self.salts) > 1:
+            d["by_target"] = {k: v.text for k, v in self.salts.items()}
+        return d
+
     def describe(self) -> dict[str, Any]:
-        return {"source": self.source, "tokenizer": self.tokenizer,
+        # the fingerprint is the prompts' before the salt: two runs of one command differ in
+        # their salts only, and compare calls them the same workload
+        return {"source": self.source, "tokenizer": self.tokenizer, "salt": self.describe_salt(),
                 "tokenizer_info": self.tokenizer_info, "seed": self.seed,
                 "params": self.params, "conversations": len(self.conversations),
                 "turns": sum(len(c.turns) for c in self.conversations),

@@ -63,18 +63,24 @@ def warmup_conversations(system: list[str], tok: Tokenizer, seed: int,
 
 def prefix_hit_workload(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
                         output_tokens: tuple[int, int] | None, seed: int, ratio: float,
-                        block_tokens: int = DEFAULT_BLOCK_TOKENS, prefixes: int = 1
+                        block_tokens: int = DEFAULT_BLOCK_TOKENS, prefixes: int = 1,
+                        reserve: int = 0
                         ) -> tuple[list[Conversation], list[Conversation], PrefixPlan]:
     """(measured conversations, warm-up conversations, plan). With a tokenizer of one-token
     words each prompt's shared part is cut to its own length (the ratio holds per request);
-    otherwise the shared length is set from the middle of the prompt range (on average)."""
+    otherwise the shared length is set from the middle of the prompt range (on average).
+
+    ``reserve``: the run's salt (workload.salt), sent first: it is shared by every request of
+    the run, so it is part of the shared prefix, which is that many tokens shorter here (the
+    salt and the system prompt together stay block-aligned; the ratio and lengths as aimed)."""
     prepare_unit_words(tok)
     lo, hi = prompt_tokens
     exact = bool(tok.unit_words)
     shared_n = aligned_shared_tokens(ratio, hi if exact else (lo + hi) // 2, block_tokens)
     plan = PrefixPlan(ratio, block_tokens, aligned_shared_tokens(ratio, (lo + hi) // 2,
                                                                  block_tokens), max(prefixes, 1))
-    system = shared_texts(tok, plan.prefixes, shared_n, seed) if shared_n else []
+    system = shared_texts(tok, plan.prefixes, max(shared_n - reserve, 1), seed) \
+        if shared_n else []
     rng = random.Random(seed)
     convs = []
     for c in range(count):
@@ -85,9 +91,10 @@ def prefix_hit_workload(tok: Tokenizer, count: int, prompt_tokens: tuple[int, in
             # one word = one token: the first k words are the first k tokens, and whole blocks
             # of the longest shared prompt (the one warmed) are whole blocks of this one
             own_shared = aligned_shared_tokens(ratio, n, block_tokens)
-            mine = " ".join(mine.split()[:own_shared]) or None
+            mine = " ".join(mine.split()[:max(own_shared - reserve, 1)]) if own_shared else None
         own = max(n - own_shared, 1)
-        text = text_of_tokens(tok, rng, own, _opening(tok, seed, c))
+        # no shared system prompt: the salt comes first in the user's own text
+        text = text_of_tokens(tok, rng, own, _opening(tok, seed, c), 0 if mine else reserve)
         out = None
         if output_tokens:
             out = output_tokens[0] if output_tokens[0] >= output_tokens[1] else rng.randint(*output_tokens)

@@ -33,10 +33,14 @@ from urllib.parse import urlsplit
 
 from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
-from llmbench.wire import safejson
+from llmbench.records import safejson
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
+# A call that failed (no whole answer in time, a dropped connection, a 5xx) is tried again
+# this many times; a prompt still not counted then is counted locally, the others stay exact
+# (one stalled call used to drop exact counting for the whole run: 4 of 10 probes hit it)
+RETRIES = 2
 BUDGET_S = 30.0              # all tokenizer work for one workload
 THREADS = 8
 # a /tokenize answer larger than this is not one: a 100,000-token prompt's ids are ~700 KB
@@ -45,6 +49,14 @@ MAX_ANSWER_BYTES = 16 << 20
 
 class ServerTokenizeError(Exception):
     """The server's /tokenize cannot be used; the message is one line for the user."""
+
+
+class _OutOfBudget(ServerTokenizeError):
+    """The time budget is spent: nothing more is asked of the server."""
+
+
+class _Refused(ServerTokenizeError):
+    """The server answered, and not with a count (4xx, no token list): asking again does not help."""
 
 
 @dataclass
@@ -56,6 +68,11 @@ class ServerTokenizer:
     budget_s: float = BUDGET_S
     net: Net | None = None
     calls: int = 0
+    # texts counted, and texts it could not count (after RETRIES more tries each): those were
+    # counted by the local tokenizer instead (Tokenizer.count)
+    counted: int = 0
+    missed: int = 0
+    last_error: str | None = None
     _deadline: float = 0.0
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
@@ -68,18 +85,19 @@ class ServerTokenizer:
         return f"{kind} /tokenize at {self.root}"
 
     # -- HTTP --------------------------------------------------------------------------------
-    def _post(self, path: str, body: dict[str, Any], timeout_s: float = CALL_TIMEOUT_S) -> Any:
+    def _post(self, path: str, body: dict[str, Any], timeout_s: float | None = None) -> Any:
+        timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise ServerTokenizeError(
+            raise _OutOfBudget(
                 f"counting with the server's /tokenize took over {self.budget_s:g} s "
                 f"({self.calls} calls)")
         status, data = _post(self._local, self.root, path, body, self.headers,
                              min(timeout_s, left), self.net)
         self.calls += 1
         if status != 200:
-            raise ServerTokenizeError(f"POST {self.root}{path} answered HTTP {status}: "
-                                      f"{_short(data)}")
+            cls = ServerTokenizeError if status >= 500 else _Refused
+            raise cls(f"POST {self.root}{path} answered HTTP {status}: {_short(data)}")
         return data
 
     def encode(self, text: str) -> list[int]:
@@ -90,7 +108,7 @@ class ServerTokenizer:
             data = self._post("/tokenize", {"content": text, "add_special": False})
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list):
-            raise ServerTokenizeError(f"{self.root}/tokenize answered without a token list")
+            raise _Refused(f"{self.root}/tokenize answered without a token list")
         # llama.cpp with with_pieces answers objects; we never ask for them, but accept them
         return [t["id"] if isinstance(t, dict) else int(t) for t in tokens]
 
@@ -108,16 +126,34 @@ class ServerTokenizer:
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
-    def count_many(self, texts: list[str]) -> list[int]:
+    def count_or_none(self, text: str) -> int | None:
+        """The server's count, tried RETRIES more times after a failure that may pass (a
+        stalled or dropped call, a 5xx); None when it still failed: that one text is counted
+        another way, the rest stay exact. Out of budget, or refused: ServerTokenizeError."""
+        for attempt in range(RETRIES + 1):
+            try:
+                n = self.count(text)
+            except (_OutOfBudget, _Refused):
+                raise
+            except ServerTokenizeError as exc:
+                self.last_error = str(exc)
+                continue
+            self.counted += 1
+            return n
+        self.missed += 1
+        return None
+
+    def count_many(self, texts: list[str], lenient: bool = False) -> list[Any]:
         """Counts of many texts on a few connections at once; fails early when the budget
-        cannot hold them all (projected from the first calls), not after waiting it out."""
+        cannot hold them all (projected from the first calls), not after waiting it out.
+        ``lenient``: a text the server could not count (count_or_none) is None, not an error."""
         if not texts:
             return []
-        out: list[int] = [0] * len(texts)
+        out: list[Any] = [0] * len(texts)
         t0 = time.monotonic()
         done = 0
         pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize")
-        futures = [pool.submit(self.count, t) for t in texts]
+        futures = [pool.submit(self.count_or_none if lenient else self.count, t) for t in texts]
         try:
             for i, f in enumerate(futures):
                 out[i] = f.result()

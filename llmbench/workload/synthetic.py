@@ -11,16 +11,7 @@ from typing import Callable, Sequence
 
 from llmbench.workload.model import Conversation, Turn
 from llmbench.workload.tokenizer import Tokenizer
-
-WORDS = ("time year people way day man thing woman life child world school state family student "
-         "group country problem hand part place case week company system program question work "
-         "government number night point home water room mother area money story fact month lot "
-         "right study book eye job word business issue side kind head house service friend father "
-         "power hour game line end member law car city community name president team minute idea "
-         "kid body information back parent face others level office door health person art war "
-         "history party result change morning reason research girl guy moment air teacher force "
-         "education").split()
-
+from llmbench.workload.words import WORDS       # the one vocabulary, shared with the salt
 
 UNIT_WORDS_MIN = 16   # fewer one-token words than this: build prompts token by token instead
 
@@ -83,8 +74,12 @@ def _fit(tok: Tokenizer, rng: random.Random, text: str, n: int) -> str:
     return text
 
 
-def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -> str:
-    """Text that is exactly ``n`` tokens long by ``tok`` (``head`` included), when reachable."""
+def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "",
+                   reserve: int = 0) -> str:
+    """Text that is exactly ``n`` tokens long by ``tok`` (``head`` included), when reachable;
+    ``reserve``: that many tokens fewer, left for the run's salt (workload.salt), with the
+    words drawn as for ``n``: the random generator moves the same way with or without a salt,
+    so the same seed makes the same lengths and turns whatever the salt."""
     if n <= 0:
         return head
     if tok.unit_words:
@@ -92,9 +87,10 @@ def text_of_tokens(tok: Tokenizer, rng: random.Random, n: int, head: str = "") -
         have = len(head.split())
         if have >= n:
             return head
-        return (head + " " + " ".join(_words(rng, n - have, tok.unit_words))).strip()
+        words = _words(rng, n - have, tok.unit_words)
+        return (head + " " + " ".join(words[:max(n - have - reserve, 0)])).strip()
     words = _words(rng, max(n, 1))
-    return _fit(tok, rng, (head + " " + " ".join(words)).strip(), n)
+    return _fit(tok, rng, (head + " " + " ".join(words)).strip(), max(n - reserve, 1))
 
 
 VERIFY_SAMPLE = 256   # prompts built from one-token words that the server recounts
@@ -117,16 +113,28 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
     check = flat
     if constructed and len(flat) > VERIFY_SAMPLE:
         check = sorted(rng.sample(flat, VERIFY_SAMPLE))
-    counts = dict(zip(check, tok.count_many([convs[ci].turns[ti].user for ci, ti in check])))
+    def server_counts(keys: list) -> dict:
+        # a prompt the server failed to count (after its retries) is left out: counted below
+        # the way it was built, never refitted on a guess
+        got = tok.server.count_many([convs[ci].turns[ti].user for ci, ti in keys], lenient=True)
+        return {k: n for k, n in zip(keys, got) if n is not None}
+    counts = server_counts(check)
     built = {k: len(convs[k[0]].turns[k[1]].user.split()) for k in check} if constructed else {}
-    if check is not flat and any(counts[k] != built[k] for k in check):
+    if check is not flat and any(counts[k] != built[k] for k in check if k in counts):
         check = flat
-        counts = dict(zip(flat, tok.count_many([convs[ci].turns[ti].user for ci, ti in flat])))
+        counts = server_counts(flat)
+    asked = set(check)
     turns = [list(c.turns) for c in convs]
     refit = 0
     for ci, ti in flat:
         t = turns[ci][ti]
         got = counts.get((ci, ti))
+        if got is None and (ci, ti) in asked:
+            # the server could not count this one (after its retries): as it was built
+            got = len(t.user.split()) if constructed or tok.local is None \
+                else tok.local.count(t.user)
+            turns[ci][ti] = Turn(t.user, t.max_tokens, got)
+            continue
         if got is None:
             got = len(t.user.split())          # one-token words, as the sample confirmed
         want = targets.get((ci, ti))
@@ -143,13 +151,14 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
 def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
               output_tokens: tuple[int, int] | None, seed: int, turns: int = 1,
               shared_prefix_tokens: int = 0, prefixes: int = 1, words: int = 0,
-              unique_prefix: bool = True) -> list[Conversation]:
-    """``count`` conversations of ``turns`` user turns each."""
+              unique_prefix: bool = True, reserve: int = 0) -> list[Conversation]:
+    """``count`` conversations of ``turns`` user turns each; a first turn is ``reserve``
+    tokens short of its length, left for the salt sent before it (workload.salt)."""
     if not words:
         prepare_unit_words(tok)
     recipe = dict(prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=seed,
                   turns=turns, shared_prefix_tokens=shared_prefix_tokens, prefixes=prefixes,
-                  words=words, unique_prefix=unique_prefix)
+                  words=words, unique_prefix=unique_prefix, reserve=reserve)
     one, rng, targets = _maker(tok, **recipe)     # type: ignore[arg-type]
     if tok.server is None and count > LAZY_FROM:
         # a million-request run would hold a million prompts (about 500 bytes each): the
@@ -164,7 +173,8 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
 
 def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[int, int] | None,
            seed: int, turns: int, shared_prefix_tokens: int, prefixes: int, words: int,
-           unique_prefix: bool) -> tuple[Callable[[int], Conversation], random.Random, dict]:
+           unique_prefix: bool, reserve: int = 0
+           ) -> tuple[Callable[[int], Conversation], random.Random, dict]:
     """``one(c)``, conversation c made from the random generator it returns (called in order
     from its first state), and the per-prompt targets it fills (for a server's counts)."""
     rng = random.Random(seed)
@@ -189,8 +199,11 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
             if words:
                 text = (head + " " + " ".join(_words(rng, words))).strip()
             else:
-                targets[(c, t)] = n = draw(prompt_tokens)
-                text = text_of_tokens(tok, rng, n, head)
+                n = draw(prompt_tokens)
+                # the first message carries the salt: its length, as asked, includes it
+                r = reserve if t == 0 else 0
+                targets[(c, t)] = max(n - r, 1)
+                text = text_of_tokens(tok, rng, n, head, r)
             out = draw(output_tokens) if output_tokens else None
             # a server's count comes in one batch below, not one call per prompt here
             turn_list.append(Turn(text, out, None if server else tok.count(text)))
@@ -276,7 +289,7 @@ def _regenerated(spec: str, args: dict, count: int, states: list) -> Regenerated
 
 
 def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, range_ratio: float,
-                prefix_len: int, seed: int) -> list[Conversation]:
+                prefix_len: int, seed: int, reserve: int = 0) -> list[Conversation]:
     """vLLM's ``random`` dataset: lengths uniform in [len*(1-r), len*(1+r)], a common prefix of
     ``prefix_len`` tokens, and a per-request offset so no two prompts start alike past it."""
     prepare_unit_words(tok)
@@ -292,10 +305,10 @@ def vllm_random(tok: Tokenizer, count: int, input_len: int, output_len: int, ran
         n_in = rng.randint(max(lo_in, 1), max(hi_in, 1))
         n_out = rng.randint(max(lo_out, 1), max(hi_out, 1))
         head = _opening(tok, seed, i) if tok.unit_words else f"{i}"
-        body = text_of_tokens(tok, rng, n_in, head)
+        body = text_of_tokens(tok, rng, n_in, head, reserve)
         text = (prefix + " " + body).strip() if prefix else body
         if tok.unit_words:
-            targets[(i, 0)] = n_prefix + n_in
+            targets[(i, 0)] = max(n_prefix + n_in - reserve, 1)
         convs.append(Conversation(f"random-{i}", (Turn(text, n_out,
                                                        None if server else tok.count(text)),)))
     return _server_counts(tok, convs, targets, seed, bool(tok.unit_words))

@@ -63,19 +63,45 @@ class Tokenizer:
     def count(self, text: str) -> int:
         if self.counter is not None:
             return self.counter(text)
+        if self.server is not None and self.local is not None:
+            # one call that failed (after its retries) is counted locally; the rest stay exact
+            n = self.server.count_or_none(text)
+            return self.local.count(text) if n is None else n
         return len(self.encode(text))
 
     def count_many(self, texts: list[str]) -> list[int]:
         if self.server is not None:
-            return self.server.count_many(texts)
+            if self.local is None:
+                return self.server.count_many(texts)
+            got = self.server.count_many(texts, lenient=True)
+            return [self.local.count(t) if n is None else n for t, n in zip(texts, got)]
         return [self.count(t) for t in texts]
+
+    def missed_note(self) -> str | None:
+        """One line when the server's /tokenize could not count some texts (they were counted
+        locally), naming how many it counted exactly; None when it counted them all."""
+        st = self.server
+        if st is None or not getattr(st, "missed", 0):
+            return None
+        local = self.local.name if self.local is not None else "the local tokenizer"
+        return (f"the server's /tokenize counted {st.counted} of {st.counted + st.missed} texts "
+                f"exactly; {st.missed} failed {1 + _retries()} times ({st.last_error}) and were "
+                f"counted by {local} instead")
 
     def describe(self) -> dict[str, Any]:
         d = {"name": self.name, "counting": self.counting, "approximate": self.approximate,
              "source": self.source, "note": self.note}
         if self.verified:
             d["verified"] = dict(self.verified)
+        if self.server is not None:
+            d["server_counted"] = getattr(self.server, "counted", None)
+            d["server_missed"] = getattr(self.server, "missed", None)
         return d
+
+
+def _retries() -> int:
+    from llmbench.workload.server_tokenizer import RETRIES
+    return RETRIES
 
 
 def approx_tokenizer() -> Tokenizer:

@@ -351,10 +351,14 @@ def _check_aim(rows: list[_Row], path: str, fmt: str) -> None:
 
 def load_trace(path: str, tok: Tokenizer, seed: int = 0,
                window_s: tuple[float, float] | None = None,
-               limit: int | None = None, aim: PrefixAim | None = None) -> Trace:
+               limit: int | None = None, aim: PrefixAim | None = None,
+               reserve: int = 0) -> Trace:
     """The trace's requests in time order, as conversations with their due times. With ``aim``
     (a trace of lengths), each prompt is one of ``aim.prefixes`` shared system prompts cut to
-    the block-aligned share of its own length, then text of its own (llmbench.workload.prefix)."""
+    the block-aligned share of its own length, then text of its own (llmbench.workload.prefix).
+    ``reserve``: the tokens of the run's salt (workload.salt), sent first: a prompt built to
+    the trace's length is that much shorter, so with the salt it is the trace's length; a
+    trace's own messages are sent as they are, the salt before them."""
     check_regular_file(path, "--trace")
     fmt = _format_of(path)
     rows = list(_azure_rows(path) if fmt == "azure" else _jsonl_rows(path))
@@ -390,9 +394,10 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         if r.user is not None:
             text = r.user
         elif r.hash_ids is not None:
-            text = blocks.prompt(r.hash_ids, r.input_tokens or 1, f"[u{seed}-{i}]")
+            text = blocks.prompt(r.hash_ids, max((r.input_tokens or 1) - reserve, 1),
+                                 f"[u{seed}-{i}]")
         else:
-            own_n = (r.input_tokens or 1) - (shares[i] if shared else 0)
+            own_n = (r.input_tokens or 1) - (shares[i] if shared else 0) - reserve
             text = text_of_tokens(tok, random.Random(seed * 7919 + i), max(own_n, 1),
                                   _opening(tok, seed, i))
         system = r.system
@@ -464,20 +469,20 @@ def check_replay(trace: Trace, speed: float) -> None:
 
 def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
                    window_s: tuple[float, float] | None = None,
-                   limit: int | None = None, aim: PrefixAim | None = None
-                   ) -> tuple[Trace, Any]:
+                   limit: int | None = None, aim: PrefixAim | None = None,
+                   reserve: int = 0) -> tuple[Trace, Any]:
     """(Trace, Workload): the trace and the workload record run.json keeps of it. The
     workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
     a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
     from llmbench.workload.model import Workload
     from llmbench.workload.server_tokenizer import ServerTokenizeError
     try:
-        tr = load_trace(path, tok, seed, window_s, limit, aim)
+        tr = load_trace(path, tok, seed, window_s, limit, aim, reserve)
     except ServerTokenizeError:
         if tok.fallback is None:
             raise
         tok = tok.fallback
-        tr = load_trace(path, tok, seed, window_s, limit, aim)
+        tr = load_trace(path, tok, seed, window_s, limit, aim, reserve)
     wl = Workload([i.conv for i in tr.items], source=path, tokenizer=tok.name, seed=seed,
                   params={"dataset": "trace", **tr.describe()},
                   warnings=[tok.note] if tok.note else [], tokenizer_info=tok.describe(),

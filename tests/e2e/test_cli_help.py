@@ -103,7 +103,7 @@ def _declared_options() -> list[tuple[str, str]]:
     """(option name, where) for every option declared in cli/app.py, cli/options.py and where
     the declarations moved for the Python API (commands/options.py, commands/spec.py): a
     module-level alias or a group field counts once however many commands use it. The mock's
-    flags configure a server, not a load, and are left out (mock_server/cli.py)."""
+    flags configure a server, not a load, and are left out (llmbench/mock_server/cli.py)."""
     import ast
     root = ROOT / "llmbench"
     out = []

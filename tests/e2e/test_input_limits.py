@@ -153,7 +153,7 @@ def test_max_regression_values_that_can_never_fail_are_refused(text):
 def closed_and_open(tmp_path_factory):
     """One real closed-loop run, and the same records as an open-loop run (its run.json's load
     says --rate 10): what compare sees of the two shapes is run.json."""
-    from mock_server import MockConfig, MockServer
+    from llmbench.mock_server import MockConfig, MockServer
     base = tmp_path_factory.mktemp("shapes")
     from llmbench import run as api_run
     from tests.helpers.api import run_exit_code
@@ -309,7 +309,7 @@ def test_a_good_schema_has_no_problem_and_validates():
 
 def test_the_mock_answers_a_bad_schema_400_not_500():
     import httpx
-    from mock_server import MockConfig, MockServer
+    from llmbench.mock_server import MockConfig, MockServer
     with MockServer(MockConfig(ttft_ms=1, itl_ms=1, models=["m"])) as m:
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
                 "response_format": {"type": "json_schema", "json_schema": {

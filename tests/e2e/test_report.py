@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import RawServer, chat_token, http_head
-from mock_server import MockConfig, MockServer
+from llmbench.mock_server import MockConfig, MockServer
 from tests.helpers import llmbench, only_run
 from tests.helpers.api import ramp_exit_code, run_exit_code
 from tests.helpers.once import once

@@ -155,3 +155,14 @@ def test_a_huge_error_body_is_not_read_whole():
     assert rec.error_kind == "http_status" and rec.error == "E" * 200
     # the client reads a few kB and hangs up; what the server got out is its socket buffers
     assert sent_mb < size_mb / 2, sent_mb
+
+
+def test_cached_tokens_from_llamacpp_timings_when_usage_names_none():
+    # llama.cpp builds before prompt_tokens_details: the final chunk's timings say cache_n
+    final = json.dumps({"choices": [], "usage": {"prompt_tokens": 70, "completion_tokens": 2},
+                        "timings": {"cache_n": 64, "prompt_n": 6}}).encode()
+    script = [(0, http_head(chunked=True)), (0, chunk(chat_token("one") + chat_token(" two"))),
+              (0, chunk(b"data: " + final + b"\n\n" + b"data: [DONE]\n\n")), (0, b"0\r\n\r\n")]
+    with RawServer(script) as s:
+        rec, _ = run(send_one(s.url + "/v1"))
+    assert rec.ok and rec.prompt_tokens == 70 and rec.cached_tokens == 64

@@ -13,8 +13,8 @@ from llmbench.client.request import Client, RequestParams
 from llmbench.records.record import Record
 from llmbench.client.target import make_target
 from tests.helpers import run, send_one
-from mock_server.recorder import read_log
-from mock_server.routes import OLLAMA_BUSY
+from llmbench.mock_server.recorder import read_log
+from llmbench.mock_server.errors import OLLAMA_BUSY
 
 
 def sse_events(text: str) -> list:

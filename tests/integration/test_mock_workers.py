@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from tests.helpers import ROOT
-from mock_server import MockProcess, make_config
-from mock_server.recorder import read_log
-from mock_server.server import REUSEPORT
+from llmbench.mock_server import MockProcess, make_config
+from llmbench.mock_server.recorder import read_log
+from llmbench.mock_server.server import REUSEPORT
 
 pytestmark = pytest.mark.skipif(not REUSEPORT, reason="--workers needs Linux SO_REUSEPORT")
 
@@ -106,7 +106,7 @@ def test_two_workers_share_the_port_and_one_log_holds_every_request_once(tmp_pat
 
 def start_supervisor(tmp_path) -> tuple[subprocess.Popen, list[int], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "mock_server", "--workers", "2", "--port", "0",
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.mock_server", "--workers", "2", "--port", "0",
                           "--announce", "--config-json", json.dumps({"ttft_ms": 1, "itl_ms": 1})],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          cwd=tmp_path)
@@ -150,7 +150,7 @@ def test_a_port_another_reuseport_server_holds_is_refused_not_shared(tmp_path):
     other.listen(8)
     port = other.getsockname()[1]
     try:
-        r = subprocess.run([sys.executable, "-m", "mock_server", "--workers", "2", "--port",
+        r = subprocess.run([sys.executable, "-m", "llmbench.mock_server", "--workers", "2", "--port",
                             str(port), "--announce"], capture_output=True, text=True, timeout=60,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     finally:

@@ -287,8 +287,9 @@ def test_ollama_ps_nomyo_usage_llamacpp_slots():
     assert extract_ollama_ps(ps) == {"models_loaded": ["qwen2.5:0.5b"], "size_bytes": 1000,
                                      "vram_bytes": 600, "ram_bytes": 400}
     usage = {"usage_counts": {"http://a:11434": {"llama3": 2, "qwen": 1}, "http://b:11434": {}}}
+    # NOMYO's counts are its in-flight requests (running or queued at the backend), not running
     assert extract_nomyo_usage(usage) == {"backends_in_flight": {"http://a:11434": 3, "http://b:11434": 0},
-                                          "running": 3}
+                                          "in_flight": 3}
     slots = [{"id": 0, "is_processing": True}, {"id": 1, "is_processing": False}]
     assert extract_llamacpp_slots(slots, {"total_slots": 2}) == {"running": 1, "slots": 2}
 

@@ -103,7 +103,8 @@ def test_ollama_and_nomyo():
     usage = {"usage_counts": {"http://a": {"m": 2}}}
     with PageServer({"/api/usage": json.dumps(usage)}) as s:
         found, sample, _ = probe_once(s.url)
-    assert found == "nomyo" and sample["running"] == 2
+    # the router's in-flight count (running or queued at the backend), not a running count
+    assert found == "nomyo" and sample["in_flight"] == 2 and "running" not in sample
 
 
 def test_detection_asks_each_path_once_and_says_what_it_tried():

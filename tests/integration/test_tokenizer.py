@@ -21,7 +21,7 @@ from llmbench.workload import ServerRef, TokenizerError, WorkloadSpec, build_wor
 from llmbench.workload import server_tokenizer
 from llmbench.workload.synthetic import WORDS
 from llmbench.workload.tokenizer import EXACT_SERVER, approx_tokenizer
-from mock_server.engine import mock_tokens
+from llmbench.mock_server.engine import mock_tokens
 
 from tests.helpers import llmbench, only_run
 

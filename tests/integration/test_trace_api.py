@@ -31,7 +31,8 @@ def test_session_turns_follow_the_previous_reply_with_its_text(tmp_path):
         r = llmbench.run(url=s.url + "/v1", model="m", trace=trace, out=tmp_path / "out")
         got = s.trace_requests()
     assert run_exit_code(r) == 0
-    assert [b["messages"][-1]["content"] for _, b in got] == ["first", "second"]
+    salt = run_json(tmp_path / "out")["workload"]["salt"]["text"] + " "   # first in the session
+    assert [b["messages"][-1]["content"] for _, b in got] == [salt + "first", "second"]
     # due at 50 ms, but sent only after the 300 ms reply, with that reply as history
     assert got[1][0] - got[0][0] >= 0.29
-    assert [m["content"] for m in got[1][1]["messages"]] == ["first", "ok", "second"]
+    assert [m["content"] for m in got[1][1]["messages"]] == [salt + "first", "ok", "second"]

@@ -12,9 +12,9 @@ import pytest
 
 from llmbench.records.record import Record
 from llmbench.analysis.verdict import explain, server_view
-from mock_server.engine import MockConfig
-from mock_server.fit import ProfileError, fit_run, load_profile, save_profile
-from mock_server.server import make_config
+from llmbench.mock_server.engine import MockConfig
+from llmbench.mock_server.fit import ProfileError, fit_run, load_profile, save_profile
+from llmbench.mock_server.server import make_config
 
 from tests.helpers import ROOT  # noqa: E402
 

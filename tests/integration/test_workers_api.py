@@ -14,7 +14,7 @@ import llmbench
 from llmbench.load import arrivals
 from llmbench.records.record import Record
 from llmbench.workers.plan import cores
-from mock_server import MockConfig, MockServer
+from llmbench.mock_server import MockConfig, MockServer
 from tests.helpers import only_run
 from tests.helpers.api import ramp_exit_code, run_exit_code
 

@@ -15,7 +15,7 @@ from llmbench.client.target import make_target
 from llmbench.workload import DatasetError, WorkloadSpec, build_workload, load_tokenizer, messages_for
 from llmbench.workload.files import iter_json_array, sharegpt_single_turn
 from llmbench.workload.tokenizer import TokenizerError, approx_tokenizer, from_tiktoken
-from mock_server.recorder import read_log
+from llmbench.mock_server.recorder import read_log
 
 from tests.helpers import ROOT  # noqa: E402
 SAMPLE = str(ROOT / "datasets" / "sharegpt_sample.json")
@@ -240,7 +240,7 @@ def test_multi_turn_sends_the_real_previous_replies(mock_factory, tmp_path):
     third = by_conv[5][0]
     first = [e for e in by_conv[1] if e["messages"][0] == third["messages"][0]][0]
     second = [e for e in by_conv[3] if e["messages"][0] == third["messages"][0]][0]
-    from mock_server.engine import reply_words
+    from llmbench.mock_server.engine import reply_words
     assert third["messages"][1]["content"] == "".join(reply_words(first["request_id"], 5))
     assert third["messages"][3]["content"] == "".join(reply_words(second["request_id"], 5))
     assert [r.turn for r in records if r.conversation == records[0].conversation] == [0, 1, 2]

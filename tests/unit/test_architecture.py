@@ -11,6 +11,11 @@ placed in LAYERS (and in ARCHITECTURE.md's map, tests/test_docs.py).
 1. No import cycle between modules, nor between packages. Imports inside functions count
    too: a lazy import is still a dependency, only a later one.
 2. No upward import between layers.
+
+Every module is read: all of ``llmbench/`` (the mock, ``llmbench/mock_server/``, included) and the
+deprecated top-level shim ``mock_server/``, which sits above every layer (it may import
+llmbench; nothing in llmbench may import it). ``python -m tests.unit.test_architecture`` prints
+the counts (packages, modules, imports, upward imports, cycles).
 """
 
 from __future__ import annotations
@@ -22,16 +27,22 @@ import pytest
 
 from tests.helpers import ROOT  # noqa: E402
 PACKAGE = "llmbench"
+# what the graph reads: the package, and the deprecated shim beside it (above every layer)
+SHIM = "mock_server"
+ROOTS = (PACKAGE, SHIM)
 
 # lowest first. workload sits above client: the server tokenizer asks the server to count
-# tokens and so needs the client's netconfig (proxy, TLS) like every other request.
-LAYERS = ("version", "errors", "records", "wire", "client", "workload", "servers", "load",
+# tokens and so needs the client's netconfig (proxy, TLS) like every other request. options (how
+# an option is declared and checked) sits at the bottom, so the commands and the mock both use it.
+# The mock (a server, not a stage of the load) sits under wire: it may read records (its fit) and
+# options, never the client's side of the wire, so a client bug is not mirrored by the mock.
+LAYERS = ("version", "errors", "options", "records", "mock_server", "wire", "client", "workload", "servers", "load",
           "workers", "results", "analysis", "report", "commands", "api", "__init__", "cli")
 
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+    for path in sorted(p for r in ROOTS for p in (ROOT / r).rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -69,7 +80,7 @@ def import_graph() -> dict[str, set[str]]:
                 # "from pkg import sub" imports the submodule when there is one
                 targets = [f"{stem}.{a.name}" for a in node.names] or [stem]
             for t in targets:
-                if not t.startswith(PACKAGE):
+                if t.split(".")[0] not in ROOTS:
                     continue
                 dep = _resolve(t, modules)
                 if dep is not None and dep != mod:
@@ -78,14 +89,18 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def package_of(module: str) -> str:
-    """llmbench.load.session -> llmbench.load; llmbench.errors -> llmbench.errors."""
+    """llmbench.load.session -> llmbench.load; llmbench.errors -> llmbench.errors; the shim's
+    modules -> mock_server."""
     parts = module.split(".")
-    return ".".join(parts[:2])
+    return SHIM if parts[0] == SHIM else ".".join(parts[:2])
 
 
 def layer_of(module: str) -> int:
-    """The index in LAYERS of the top-level entry that holds ``module`` (the root: __init__)."""
+    """The index in LAYERS of the top-level entry that holds ``module`` (the root: __init__);
+    the shim is above them all."""
     parts = module.split(".")
+    if parts[0] == SHIM:
+        return len(LAYERS)
     return LAYERS.index(parts[1] if len(parts) > 1 else "__init__")
 
 
@@ -136,7 +151,8 @@ def test_every_top_level_entry_has_a_layer():
     entries = {p.stem if p.suffix == ".py" else p.name for p in (ROOT / PACKAGE).iterdir()
                if (p.suffix == ".py" or (p / "__init__.py").exists())}
     assert entries <= set(LAYERS), f"place these in LAYERS: {sorted(entries - set(LAYERS))}"
-    assert len(entries) <= 16, f"the top of llmbench/ should list the stages, not {len(entries)} entries"
+    # the stages, plus the few entries every stage may use (version, errors, options) and the mock
+    assert len(entries) <= 18, f"the top of llmbench/ should list the stages, not {len(entries)} entries"
 
 
 def test_no_cycle_between_modules():
@@ -144,18 +160,26 @@ def test_no_cycle_between_modules():
     assert not found, f"import cycles between modules: {found}"
 
 
-def test_no_cycle_between_packages():
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     packages: dict[str, set[str]] = {}
-    for mod, deps in import_graph().items():
+    for mod, deps in graph.items():
         p = package_of(mod)
         packages.setdefault(p, set()).update(package_of(d) for d in deps if package_of(d) != p)
-    found = cycles(packages)
+    return packages
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{mod} -> {dep}" for mod, deps in graph.items()
+                  for dep in deps if layer_of(dep) > layer_of(mod))
+
+
+def test_no_cycle_between_packages():
+    found = cycles(package_graph(import_graph()))
     assert not found, f"import cycles between packages: {found}"
 
 
 def test_layers_only_import_downward():
-    bad = sorted(f"{mod} -> {dep}" for mod, deps in import_graph().items()
-                 for dep in deps if layer_of(dep) > layer_of(mod))
+    bad = upward(import_graph())
     assert not bad, "upward imports (a layer may import only the layers before it in LAYERS):\n" + \
         "\n".join(bad)
 
@@ -173,3 +197,50 @@ def test_an_upward_import_is_caught():
 ])
 def test_cycle_finder(graph, expected):
     assert cycles(graph) == expected
+
+
+def test_every_module_is_read_the_mock_and_the_shim_included():
+    g = import_graph()
+    files = sorted(p for r in ROOTS for p in (ROOT / r).rglob("*.py"))
+    assert len(g) == len(files) and len(files) > 120
+    mock = {m for m in g if m.startswith("llmbench.mock_server")}
+    assert {"llmbench.mock_server.engine", "llmbench.mock_server.cli",
+            "llmbench.mock_server.server"} <= mock
+    assert "llmbench.mock_server.cli" in g["llmbench.commands.spec"]      # the commands use it
+    assert "llmbench.options" in g["llmbench.mock_server.cli"]                # on the bottom layer
+    assert not any(d.startswith("llmbench.commands") for m in mock for d in g[m])
+    assert "llmbench.mock_server.__main__" in g["mock_server.__main__"]
+    # nothing in llmbench leans on the deprecated shim
+    assert not [m for m, deps in g.items() if m.startswith(PACKAGE) and SHIM in
+                {package_of(d) for d in deps}]
+
+
+def test_the_cycles_this_layout_broke_would_fail():
+    """Plant the two cycles issue 38 found (the mock's options importing the commands' while the
+    commands import the mock; embeddings and routes importing each other) and see each caught,
+    the first twice over: as a package cycle and as an upward import."""
+    g = {m: set(d) for m, d in import_graph().items()}
+    assert not cycles(package_graph(g)) and not upward(g)
+    g["llmbench.mock_server.cli"].add("llmbench.commands.options")
+    assert ["llmbench.commands", "llmbench.mock_server"] in [
+        [p for p in c if p in ("llmbench.commands", "llmbench.mock_server")]
+        for c in cycles(package_graph(g))]
+    assert "llmbench.mock_server.cli -> llmbench.commands.options" in upward(g)
+    g = {m: set(d) for m, d in import_graph().items()}
+    first, second = sorted(m for m in g if m.startswith("llmbench.mock_server."))[:2]
+    g[first].add(second)
+    g[second].add(first)
+    assert any({first, second} <= set(c) for c in cycles(g))
+
+
+def counts() -> dict[str, int]:
+    g = import_graph()
+    packages = package_graph(g)
+    return {"packages": len(packages), "modules": len(g),
+            "imports": sum(len(d) for d in g.values()), "upward imports": len(upward(g)),
+            "module cycles": len(cycles(g)), "package cycles": len(cycles(packages))}
+
+
+if __name__ == "__main__":
+    for k, v in counts().items():
+        print(f"{k:>16}: {v}")

@@ -7,7 +7,8 @@ llmbench/ in layer order, and no link or source path in the docs points at nothi
    package fails here until it has its line (and its place in LAYERS).
 2. Every relative link in README.md, ARCHITECTURE.md and docs/*.md points to a file or folder
    that exists, and a ``#anchor`` to a heading of that page.
-3. Every ``llmbench/...py`` (and ``mock_server/``, ``scripts/``, ``tests/``) path they mention exists.
+3. Every ``llmbench/...py`` (and ``mock_server/``, the deprecated shim, ``scripts/``, ``tests/``)
+   path they mention exists.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from tests.helpers import ROOT  # noqa: E402
 from tests.unit.test_architecture import LAYERS, PACKAGE
 
 MAP_ENTRY = re.compile(r"^([A-Za-z_][\w]*)(/|\.py)(?=\s|$)")
-# outside llmbench/ but on the map, after every layer
-BESIDE = ("mock_server",)
 
 
 def docs() -> list[Path]:
@@ -43,16 +42,13 @@ def map_entries(text: str) -> list[str]:
 
 def map_problems(entries: set[str], mapped: list[str]) -> list[str]:
     problems = [f"no line in ARCHITECTURE.md's map for llmbench/{e}" for e in sorted(entries - set(mapped))]
-    layered = [m for m in mapped if m not in BESIDE]
     problems += [f"the map names {m!r}, which is neither in llmbench/ nor in LAYERS"
-                 for m in layered if m not in entries and m not in LAYERS]
-    order = [m for m in layered if m in LAYERS]
+                 for m in mapped if m not in entries and m not in LAYERS]
+    order = [m for m in mapped if m in LAYERS]
     if order != sorted(order, key=LAYERS.index):
         problems.append(f"the map's order {order} is not LAYERS' {[e for e in LAYERS if e in order]}")
     if len(set(mapped)) != len(mapped):
         problems.append(f"the map names an entry twice: {mapped}")
-    if any(m in BESIDE for m in mapped) and mapped[-len(BESIDE):] != list(BESIDE):
-        problems.append(f"{BESIDE} go after every layer of llmbench/")
     return problems
 
 

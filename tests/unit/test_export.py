@@ -20,7 +20,7 @@ from llmbench.report import export
 from llmbench.results.folder import load_run
 from llmbench.results.schema import Run
 from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows
-from mock_server import MockConfig, MockServer
+from llmbench.mock_server import MockConfig, MockServer
 from llmbench import run as api_run
 from tests.helpers import ROOT, only_run
 

@@ -1,7 +1,9 @@
 """The router A/B probe: the same users through a router and straight to a backend.
 
 Each step runs in short slices that alternate between the two paths (router first, then direct
-first, and so on), so drift over time hits both equally. A step is evaluated by ``judge``,
+first, and so on), so drift over time hits both equally. Each path sends conversations of the
+same shape but its own text (its session's salt, workload.salt): a path never reads from the
+backend's prefix cache what the other path's slice put there. A step is evaluated by ``judge``,
 handed in from above (bootstrap intervals live in the statistics, not here).
 """
 
@@ -41,15 +43,22 @@ class ProbeWindow:
 
 async def _slice(session: Session, convs: Sequence[Conversation], users: int, seconds: float,
                  think: tuple[float, float], seed: int, offset: int,
-                 uids: Sequence[int] | None = None) -> None:
+                 uids: Sequence[int] | None = None) -> int:
     """``users`` users on one path for ``seconds`` (``uids``: a worker process's share of
-    them), then their in-flight requests finish."""
+    them), then their in-flight requests finish. Returns how many conversations the busiest
+    user started (the next round starts after them: no conversation is sent twice on a path,
+    where the second time would find the first in the backend's prefix cache)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    played = [0]
 
     def conv_of(uid: int) -> Callable[[int], Conversation]:
-        # the same conversations on both paths in a round: a like-for-like workload
-        return lambda k: convs[(offset + uid + k * users) % len(convs)]
+        # the same conversations on both paths in a round: a like-for-like workload (each
+        # path's own salt makes their text differ: neither reads the other's cache)
+        def pick(k: int) -> Conversation:
+            played[0] = max(played[0], k + 1)
+            return convs[(offset + uid + k * users) % len(convs)]
+        return pick
 
     tasks = [loop.create_task(virtual_user(session, conv_of(u), uid=u, think=think,
                                            rng=random.Random(seed * 7919 + u), stop=stop))
@@ -57,6 +66,7 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
     await sleep_or_stopping(session.stopping, seconds)
     stop.set()
     await asyncio.gather(*tasks)        # in-flight requests finish before the other path runs
+    return played[0]
 
 
 async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
@@ -87,6 +97,9 @@ class RouterAB:
         assert self.judge is not None, "a probe needs a judge for its steps"
         sessions = {p: d.sessions[p] for p in PATHS}
         offset = 0
+        # which path goes first alternates round after round across steps too: with an odd
+        # number of rounds a step starts with the path the step before ended with
+        turn = 0
         for index, users in enumerate(self.steps):
             for s in sessions.values():
                 s.step = index
@@ -95,20 +108,25 @@ class RouterAB:
             active = {p: 0.0 for p in PATHS}
             slices: list[tuple[str, float, float]] = []
             for rnd in range(self.rounds):
-                order = PATHS if rnd % 2 == 0 else PATHS[::-1]
+                order = PATHS if turn % 2 == 0 else PATHS[::-1]
+                turn += 1
+                used = 0
                 for path in order:
                     if d.stopping.is_set():
                         break
                     d.live.phase = path
                     t_slice = perf_counter()
                     if d.remote is not None:      # the users are in worker processes
-                        await d.remote.slice(path, users, self.slice_s, self.seed + rnd, offset)
+                        got = await d.remote.slice(path, users, self.slice_s, self.seed + rnd,
+                                                   offset)
                     else:
-                        await _slice(sessions[path], self.convs, users, self.slice_s,
-                                     self.think_s, self.seed + rnd, offset)
+                        got = await _slice(sessions[path], self.convs, users, self.slice_s,
+                                           self.think_s, self.seed + rnd, offset)
+                    used = max(used, int(got or 0))
                     active[path] += perf_counter() - t_slice
                     slices.append((path, t_slice, perf_counter()))
-                offset += users * 7
+                # the next round's conversations follow this round's (both paths sent the same)
+                offset += users * max(used, 1)
             if d.stopping.is_set():
                 break
             mon = busy([m for m in d.monitor.samples if t_step <= m.t <= perf_counter() + 1.0],

@@ -32,9 +32,13 @@ from aiohttp import web
 from .arrival import stamp_arrivals, stamping_listener
 from .engine import Engine, MockConfig, PROFILES
 from .recorder import Recorder
-from .routes import Peers, Routes
+from .peers import Peers
+from .routes import Routes
 
 REUSEPORT = hasattr(socket, "SO_REUSEPORT") and sys.platform.startswith("linux")
+# the folder that holds the llmbench package: a child process (``python -m llmbench.mock_server``)
+# imports this very copy of it, installed or not
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def make_config(profile: str | None = None, _learned: dict[str, Any] | None = None,
@@ -273,13 +277,13 @@ class MockProcess:
         self.urls: list[str] = []
 
     def __enter__(self) -> "MockProcess":
-        cmd = [sys.executable, "-m", "mock_server", "--config-json", json.dumps(asdict(self.config)),
+        cmd = [sys.executable, "-m", "llmbench.mock_server", "--config-json", json.dumps(asdict(self.config)),
                "--replicas", str(self.replicas), "--host", self.host, "--port", "0",
                "--announce", "--watch-stdin", "--workers", str(self.workers)]
         if self.record:
             cmd += ["--record", self.record]
         env = dict(os.environ)
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = _ROOT
         env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      stdin=subprocess.PIPE, text=True, env=env,
@@ -366,7 +370,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
     reserved = bind_consecutive(host, base, replicas, reuseport=True, listen=False)
     peers_dir = tempfile.mkdtemp(prefix="llmbench-mock-")
     env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = _ROOT
     env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
     procs: list[asyncio.subprocess.Process] = []
     loop = asyncio.get_running_loop()
@@ -386,7 +390,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
     failure: str | None = None
     try:
         for w in range(workers):
-            cmd = [sys.executable, "-m", "mock_server", "--config-json",
+            cmd = [sys.executable, "-m", "llmbench.mock_server", "--config-json",
                    json.dumps(asdict(config)), "--replicas", str(replicas), "--host", host,
                    "--port", str(base), "--workers", str(workers), "--worker", str(w),
                    "--peers-dir", peers_dir, "--announce", "--watch-stdin"]

@@ -292,7 +292,7 @@ def load_profile(path: Path) -> dict[str, Any]:
     """The ``mock`` settings of a profile file (JSON, or TOML with a ``[mock]`` table),
     checked against the mock's settings; ProfileError names the file and the problem."""
     path = Path(path)
-    from llmbench.wire import safejson
+    from llmbench.records import safejson
     try:
         # a regular file (not /dev/zero), at most 1 MB (a profile is ~1 kB), UTF-8
         text = safejson.read_file(path, "--profile", 1 << 20, what="profile file")

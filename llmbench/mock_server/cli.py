@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-from llmbench.commands import options as opt
-from llmbench.commands.options import Layout, OptionGroup, UsageError, _opt
+from llmbench import options as opt
+from llmbench.options import Layout, OptionGroup, UsageError, _opt
 
 
 @dataclasses.dataclass(eq=False)
@@ -83,9 +83,9 @@ class Prepared:
 
 def prepare(o: MockOptions) -> Prepared:
     """Check every option (one UsageError line each) and build the MockConfig."""
-    from mock_server import PROFILES, make_config
-    from mock_server.fit import ProfileError, describe, fit_run, load_profile
-    from mock_server.fit import save_profile as write_profile
+    from llmbench.mock_server import PROFILES, make_config
+    from llmbench.mock_server.fit import ProfileError, describe, fit_run, load_profile
+    from llmbench.mock_server.fit import save_profile as write_profile
 
     for flag, v in (("--ttft-ms", o.ttft_ms), ("--itl-ms", o.itl_ms), ("--jitter", o.jitter),
                     ("--prefill-ms-per-token", o.prefill_ms_per_token),
@@ -113,7 +113,7 @@ def prepare(o: MockOptions) -> Prepared:
         raise UsageError("--replicas must be at least 1")
     opt.count(o.workers, "--workers", lo=1)
     if o.workers > 1:
-        from mock_server.server import REUSEPORT
+        from llmbench.mock_server.server import REUSEPORT
         if not REUSEPORT:
             raise UsageError("--workers needs SO_REUSEPORT as Linux has it; use --workers 1 "
                              "or --replicas N (one port each)")
@@ -181,7 +181,7 @@ def serve(o: MockOptions) -> None:
     line when it cannot)."""
     import asyncio
     from llmbench.errors import failure, EXIT_USAGE
-    from mock_server.server import WorkerFailed, serve_forever
+    from llmbench.mock_server.server import WorkerFailed, serve_forever
     p = prepare(o)
     if p.saved is not None:
         print(str(p.saved))

@@ -16,14 +16,13 @@ import json
 import math
 import random
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
-from .engine import QueueFull, Seq, mock_tokens
-
-if TYPE_CHECKING:
-    from .routes import Routes
+from ..context import Context
+from ..engine import QueueFull, Seq, mock_tokens
+from ..errors import openai_error
 
 
 def _inputs(raw: Any) -> list[str] | None:
@@ -48,9 +47,8 @@ def vector(text: str, dim: int) -> list[float]:
     return [x / norm for x in v]
 
 
-async def serve(routes: "Routes", request: web.Request) -> web.Response:
-    from .routes import openai_error
-    engine = routes.engine
+async def serve(ctx: Context, request: web.Request) -> web.Response:
+    engine = ctx.engine
     cfg = engine.config
     try:
         body = json.loads(await request.read())
@@ -97,4 +95,10 @@ async def serve(routes: "Routes", request: web.Request) -> web.Response:
         data.append({"object": "embedding", "index": i, "embedding": emb})
     return web.json_response({"object": "list", "data": data, "model": model,
                               "usage": {"prompt_tokens": total, "total_tokens": total}},
-                             headers=routes._headers())
+                             headers=ctx.headers())
+
+
+def add_routes(app: web.Application, ctx: Context) -> None:
+    async def embeddings(request: web.Request) -> web.Response:
+        return await serve(ctx, request)
+    app.router.add_post("/v1/embeddings", embeddings)

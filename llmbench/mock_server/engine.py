@@ -59,7 +59,7 @@ class MockConfig:
     slow_first_byte_ms: float = 1000.0
     flavour: str = "vllm"               # what the server pretends to be: vllm, ollama, llamacpp
     version: str = "0.12.6"             # reported by /api/version
-    # -- a fitted server (mock_server/fit.py); the defaults keep the simple model above --------
+    # -- a fitted server (fit.py); the defaults keep the simple model above --------
     decode_ms_curve: list[float] = field(default_factory=list)  # step ms at 1, 2, ... decoding
     prefill_in_step: bool = False       # prefill is computed in the shared steps (stalls decode)
     step_token_budget: int = 0          # tokens computed per step (chunked prefill); 0 = no limit

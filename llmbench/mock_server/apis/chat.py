@@ -1,0 +1,48 @@
+"""POST /v1/chat/completions: OpenAI's chat API as vLLM, SGLang, llama.cpp and Ollama's /v1
+serve it (messages, max_completion_tokens or max_tokens, stream_options, tools, response_format)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from ..context import Context
+from ..errors import BadRequest
+from ..generate import (Api, Ask, check_max_tokens, generate, make_ask, need_object, plan_reply,
+                        render_messages)
+from ..shapes import ChatShape, Shape
+from ..structured import schema_of, tools_of
+from . import openai
+
+
+def parse(ctx: Context, body: Any, rid: str) -> Ask:
+    cfg = ctx.engine.config
+    body = need_object(body)
+    model = openai.model_of(body, cfg)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(openai.missing("messages"), param="messages")
+    prompt = render_messages(messages, cfg)
+    max_tokens = openai.max_tokens_of(body, cfg, "max_completion_tokens", "max_tokens")
+    openai.check_n(body, cfg)
+    ask = make_ask(cfg, body, model, prompt, check_max_tokens(max_tokens), body.get("stream", False))
+    choice = body.get("tool_choice")
+    plan_reply(ask, cfg, rid, tools_of(body), choice if isinstance(choice, str) else "auto",
+               schema_of(body, "chat"))
+    return ask
+
+
+def shape(ctx: Context, ask: Ask, rid: str) -> Shape:
+    # vLLM, SGLang, llama.cpp: reasoning_content; Ollama's /v1: reasoning
+    field = "reasoning" if ctx.engine.config.flavour == "ollama" else "reasoning_content"
+    return ChatShape(ask.model, rid, field)
+
+
+API = Api("chat", parse, shape, openai.error, openai.busy)
+
+
+def add_routes(app: web.Application, ctx: Context) -> None:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await generate(ctx, API, request)
+    app.router.add_post("/v1/chat/completions", chat)

@@ -1,0 +1,40 @@
+"""POST /v1/completions: OpenAI's (legacy) completions API: a prompt string, no messages, no
+tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from ..context import Context
+from ..errors import BadRequest
+from ..generate import Api, Ask, check_max_tokens, generate, make_ask, need_object
+from ..shapes import CompletionShape, Shape
+from . import openai
+
+
+def parse(ctx: Context, body: Any, rid: str) -> Ask:
+    cfg = ctx.engine.config
+    body = need_object(body)
+    model = openai.model_of(body, cfg)
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise BadRequest(openai.missing("prompt"), param="prompt")
+    max_tokens = openai.max_tokens_of(body, cfg, "max_completion_tokens", "max_tokens")
+    openai.check_n(body, cfg)
+    return make_ask(cfg, body, model, prompt, check_max_tokens(max_tokens),
+                    body.get("stream", False))
+
+
+def shape(ctx: Context, ask: Ask, rid: str) -> Shape:
+    return CompletionShape(ask.model, rid)
+
+
+API = Api("completions", parse, shape, openai.error, openai.busy)
+
+
+def add_routes(app: web.Application, ctx: Context) -> None:
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await generate(ctx, API, request)
+    app.router.add_post("/v1/completions", completions)

@@ -1,0 +1,35 @@
+"""What every API handler of one replica shares: its engine, the send-time log, and which
+worker and replica it is (for the headers every reply carries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine import Engine
+from .recorder import Recorder
+from .shapes import _now_iso
+
+
+class Context:
+    def __init__(self, engine: Engine, recorder: Recorder | None = None, worker: int = 0,
+                 workers: int = 1, index: int = 0) -> None:
+        self.engine = engine
+        self.recorder = recorder
+        self.started_at = _now_iso()
+        self.worker = worker
+        self.workers = workers      # worker processes on this port (llmbench mock --workers)
+        self.index = index          # which replica (port) of the worker's this is
+        self._worker_header = str(worker)
+
+    def headers(self, queue_ms: float | None = None) -> dict[str, str]:
+        # the worker process that served the request (0 when the mock has one)
+        h = {"x-llmbench-replica": self.engine.replica, "x-llmbench-worker": self._worker_header}
+        if queue_ms is not None:
+            h["x-llmbench-queue-ms"] = f"{queue_ms:.3f}"
+        return h
+
+    def apply_config(self, changes: Any) -> None:
+        if not isinstance(changes, dict):
+            raise ValueError("send a JSON object of settings")
+        self.engine.config.update(changes)
+        self.engine.config_changed()

@@ -1,0 +1,145 @@
+"""The per-run prompt salt: a few words at the start of every conversation, new for every run.
+
+A server's prefix cache keeps the prompts of the run before: the same seed sends the same
+prompts, so a second run of the same command found 93 % of its prompt tokens cached on
+llama.cpp (TTFT 99 ms against 500 ms for the first run) and "won" a comparison for free, and
+the router probe's second path got its first turns from the cache the first path had filled.
+
+So every run starts each conversation's first message (the first bytes a server sees of it)
+with a salt of its own: ``SALT_WORDS`` words drawn at random, each one token by the run's
+tokenizer, separated from the text by a space. The prompts' structure stays as the seed makes
+it (same lengths, turns, dataset rows); only these first words differ, and a prefix cache
+(which matches from the first token on) then finds nothing of an earlier run. Users within one
+run share the salt, so a workload that shares a prefix on purpose (``--shared-prefix-tokens``,
+``--prefix-hit-ratio``, a dataset's system prompt) still shares it inside the run: the salt
+goes before the shared part.
+
+Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set, a trace's
+lengths and Mooncake blocks) keep that length with the salt included (the salt takes the place
+of as many of their tokens); prompts a file or a trace gives as text get the salt in front, and
+the client's count of them includes it.
+
+``--same-prompts`` sends no salt (the same seed then sends byte-identical prompts: cache
+experiments), and ``--prompt-salt TEXT`` sends a given one (replay one earlier run's prompts
+exactly: its run.json records its salt). The probe gives each of its paths its own salt (a
+path word in front of the run's), so neither path reads the other's cache.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any
+
+SALT_WORDS = 4                 # 4 words of a ~100-word vocabulary: 10^8 salts
+MAX_SALT_CHARS = 200           # --prompt-salt: a few words, not a prompt
+SOURCES = ("per run", "--prompt-salt", "none (--same-prompts)", "none")
+
+
+@dataclass(frozen=True)
+class Salt:
+    """What goes first in every conversation of one target: ``text`` ("" for none), its
+    ``tokens`` by the run's tokenizer, and where it came from (one of SOURCES)."""
+
+    text: str = ""
+    tokens: int = 0
+    source: str = "none"              # a workload built without options (the API's internals)
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+    @property
+    def reuses(self) -> bool:
+        """The prompts may repeat an earlier run's on purpose (no salt, or a given one)."""
+        return self.source != "per run"
+
+    def with_word(self, word: str) -> "Salt":
+        """This salt with one more (one-token) word in front: a probe path's own salt."""
+        return replace(self, text=f"{word} {self.text}".strip(), tokens=self.tokens + 1)
+
+    def apply(self, messages: list[dict[str, Any]], batch: bool = False) -> list[dict[str, Any]]:
+        """``messages`` with the salt at the start of the first one (of every one when they are
+        a batch of separate inputs: each starts a prompt of its own). A new list; the turn's
+        messages are never changed."""
+        if not self.text:
+            return messages
+        out = list(messages)
+        for i in range(len(out) if batch else min(len(out), 1)):
+            out[i] = {**out[i], "content": _salted(out[i].get("content"), self.text)}
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"text": self.text, "tokens": self.tokens, "source": self.source}
+
+
+def _salted(content: Any, text: str) -> Any:
+    if isinstance(content, str):
+        return f"{text} {content}"
+    if isinstance(content, list):           # content parts (text with images): the first text
+        parts = list(content)
+        for i, p in enumerate(parts):
+            if isinstance(p, dict) and p.get("type") == "text":
+                parts[i] = {**p, "text": f"{text} {p.get('text', '')}"}
+                return parts
+        return [{"type": "text", "text": text}] + parts
+    return content
+
+
+def vocabulary(tok: Any) -> tuple[str, ...]:
+    """Words that are one token by ``tok`` with and without a space before them: the
+    server tokenizer's unit words when it has them, else the synthetic words that count so."""
+    if getattr(tok, "unit_words", None):
+        return tuple(tok.unit_words)
+    from llmbench.workload.words import WORDS
+    if getattr(tok, "server", None) is not None:
+        return WORDS                        # no unit words: counted once below, as they are
+    try:
+        words = tuple(w for w in WORDS if tok.count(w) == 1 and tok.count(" " + w) == 1)
+    except Exception:                       # noqa: BLE001 - a tokenizer that cannot count
+        words = ()
+    return words if len(words) >= 16 else WORDS
+
+
+def new_salt(tok: Any, rng: random.Random | None = None) -> Salt:
+    """A fresh salt for one run (``rng``: tests; default the system's randomness)."""
+    vocab = vocabulary(tok)
+    rng = rng or random.SystemRandom()
+    text = " ".join(rng.choice(vocab) for _ in range(SALT_WORDS))
+    return Salt(text, count(tok, text), "per run")
+
+
+def given_salt(tok: Any, text: str) -> Salt:
+    """--prompt-salt TEXT."""
+    return Salt(text, count(tok, text), "--prompt-salt")
+
+
+def path_words(tok: Any, n: int, salt: Salt) -> list[str]:
+    """``n`` distinct one-token words for a probe's paths, the same for the same salt."""
+    vocab = sorted(set(vocabulary(tok)))
+    rng = random.Random(salt.text or "no salt")
+    return rng.sample(vocab, n)
+
+
+def count(tok: Any, text: str) -> int:
+    """The salt's tokens as it is sent (followed by a space and the prompt)."""
+    if not text:
+        return 0
+    words = text.split()
+    unit = set(getattr(tok, "unit_words", ()) or ())
+    if unit and all(w in unit for w in words):
+        return len(words)                   # one token each, as the server confirmed
+    try:
+        return int(tok.count(text))
+    except Exception:                       # noqa: BLE001 - a server that cannot count now
+        return len(words)
+
+
+def check_text(text: str) -> str | None:
+    """Why --prompt-salt TEXT cannot be used, or None."""
+    if not text.strip():
+        return "is empty; give a few words, or --same-prompts for no salt"
+    if len(text) > MAX_SALT_CHARS:
+        return f"is {len(text)} characters; a salt is a few words (at most {MAX_SALT_CHARS})"
+    if any(ord(ch) < 32 for ch in text):
+        return "holds a control character (a newline?); give words on one line"
+    return None
