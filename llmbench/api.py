@@ -190,6 +190,9 @@ def load_run(path: str | Path) -> Run:
         if (p / "sweep.json").is_file():
             try:
                 doc = json.loads((p / "sweep.json").read_text(encoding="utf-8"))
+            except RecursionError:
+                raise UsageError(f"{p}: sweep.json is nested too deeply to be one llmbench "
+                                 "wrote") from None
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{p}: sweep.json is not valid JSON ({exc.msg}); it was cut "
                                  "short or edited by hand")

@@ -78,13 +78,16 @@ def _fit(x: list[float], y: list[float]) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(x, y)) / den if den else 0.0
 
 
-def soak(url: str, rate: float, records: int, tokens: int, out: Path) -> dict:
-    cmd = LLMBENCH + ["run", "--url", url + "/v1", "--model", "mock", "--rate", f"{rate:g}",
+def soak(url: str, rate: float, records: int, tokens: int, out: Path,
+         concurrency: int | None = None) -> dict:
+    load = ["--concurrency", str(concurrency)] if concurrency else ["--rate", f"{rate:g}"]
+    cmd = LLMBENCH + ["run", "--url", url + "/v1", "--model", "mock", *load,
                       "--requests", str(records), "--prompt-tokens", "32",
                       "--output-tokens", str(tokens), "--tokenizer", "approx",
                       "--no-progress", "--out", str(out)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    err = open(out.parent / "stderr.txt", "w")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     samples: list[tuple[float, int, int]] = []         # (s since start, records, RSS KiB)
     done = threading.Event()
@@ -105,7 +108,9 @@ def soak(url: str, rate: float, records: int, tokens: int, out: Path) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)
     done.set()
     th.join()
+    err.close()
     if os.waitstatus_to_exitcode(status) != 0:
+        print((out.parent / "stderr.txt").read_text()[-3000:], file=sys.stderr)
         raise SystemExit(f"llmbench run exited {os.waitstatus_to_exitcode(status)}")
     run_dir = next(p for p in out.iterdir() if p.is_dir())
     got = lines_of(run_dir / "requests.jsonl")
@@ -124,6 +129,10 @@ def soak(url: str, rate: float, records: int, tokens: int, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rate", type=float, default=150.0)
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help="a closed loop of N users instead of --rate: in flight stays N, so "
+                         "what grows is what the run keeps (an open loop the machine cannot "
+                         "keep up with grows by what is in flight)")
     ap.add_argument("--records", type=int, default=int(HOUR_S * HOUR_RATE))
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--ttft-ms", type=float, default=5.0)
@@ -132,12 +141,13 @@ def main() -> None:
     mock, url = start_mock(a.output_tokens, a.ttft_ms, a.itl_ms)
     try:
         with tempfile.TemporaryDirectory() as d:
-            r = soak(url, a.rate, a.records, a.output_tokens, Path(d) / "soak")
+            r = soak(url, a.rate, a.records, a.output_tokens, Path(d) / "soak", a.concurrency)
     finally:
         mock.terminate()
         mock.wait(5)
     ok = r["records"] == r["summary_requests"] == a.records
-    print(f"{a.records} records at {a.rate:g} req/s ({r['rate_seen']:.0f} seen) x "
+    how = f"{a.concurrency} users" if a.concurrency else f"{a.rate:g} req/s"
+    print(f"{a.records} records at {how} ({r['rate_seen']:.0f} req/s seen) x "
           f"{a.output_tokens} tokens (ITL {a.itl_ms:g} ms): records {r['records']} "
           f"{'==' if ok else '!='} requests; RSS at the load's start {r['start_mb']:.1f} MB, at "
           f"its end {r['end_of_load_mb']:.1f} MB, peak {r['peak_mb']:.1f} MB; "
@@ -145,9 +155,13 @@ def main() -> None:
           f"[{r['wall_s']:.0f} s wall]")
     # what grows with time, not records: a monitor and a server-probe sample a second
     hour_extra_mb = max(HOUR_S - r["seconds"], 0.0) * 400 / 2**20
-    hour = r["peak_mb"] * (a.records / max(r["records"], 1)) if r["records"] < a.records \
-        else r["peak_mb"]
-    hour += hour_extra_mb
+    n_hour = HOUR_S * HOUR_RATE
+    if r["records"] >= n_hour:
+        hour = r["peak_mb"] + hour_extra_mb
+    else:       # a shorter run: its start, its slope to the hour's records, its passes scaled
+        passes = max(r["peak_mb"] - r["end_of_load_mb"], 0.0) * n_hour / max(r["records"], 1)
+        hour = (r["start_mb"] + r["bytes_per_record"] * n_hour / 2**20 + passes
+                + hour_extra_mb)
     print(f"an hour at {HOUR_RATE:g} req/s ({HOUR_S * HOUR_RATE:,.0f} records): about {hour:.0f} MB "
           f"at its peak (this run's peak, plus ~400 bytes a second for the {HOUR_S - r['seconds']:.0f} "
           f"s it did not last: {hour_extra_mb:.1f} MB); budget {BUDGET_MB:g} MB  "

@@ -280,10 +280,13 @@ class RequestOpts(OptionGroup):
     def extra(self) -> dict[str, Any]:
         if not self.extra_body:
             return {}
+        from llmbench.records.safejson import JsonLimitError, loads
         try:
-            extra = json.loads(self.extra_body)
+            extra = loads(self.extra_body, "--extra-body")      # nested 64 levels at most
         except json.JSONDecodeError as exc:
             raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})")
+        except JsonLimitError as exc:
+            raise UsageError(str(exc)) from None
         if not isinstance(extra, dict):
             raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_p\": 0.9}'")
         return extra

@@ -94,9 +94,25 @@ def _num(v: Any, fmt: str = "{:g}") -> str:
     return "–" if not isinstance(v, (int, float)) else fmt.format(v)
 
 
+def _sweep_doc(sweep_dir: Path) -> dict[str, Any]:
+    """sweep.json, or one line saying why it is not one llmbench wrote."""
+    from llmbench.results.folder import RunFolderError
+    f = sweep_dir / "sweep.json"
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise RunFolderError(f"{f}: nested too deeply to be a sweep.json llmbench wrote") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunFolderError(f"{f}: not a sweep.json llmbench wrote ({exc})") from None
+    if not isinstance(doc, dict):
+        raise RunFolderError(f"{f}: holds a JSON {type(doc).__name__}, not the object llmbench "
+                             "writes")
+    return doc
+
+
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
-    doc = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    doc = _sweep_doc(sweep_dir)
     results = doc.get("results") or []
     unit = doc.get("unit") or "users"
     cfg = doc.get("config") or {}

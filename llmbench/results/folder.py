@@ -234,11 +234,19 @@ class RunDoc:
         return data
 
 
+# run.json holds summaries, steps and one monitor sample a second: an hour's run is under 1 MB
+MAX_RUN_JSON_BYTES = 256 << 20
+
+
 def load_run(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     f = path / "run.json"
     if not f.is_file():
         raise RunFolderError(f"{path}: no run.json here; give a run folder made by llmbench run/ramp")
+    size = f.stat().st_size
+    if size > MAX_RUN_JSON_BYTES:       # read whole, a 3 GB one cost 6 GB and a minute
+        raise RunFolderError(f"{f}: {size / 1e6:,.0f} MB, larger than any run.json llmbench "
+                             f"writes (at most {MAX_RUN_JSON_BYTES >> 20} MB are read)")
     try:
         data = json.loads(f.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -362,6 +370,9 @@ def _sweep_row(d: Path) -> dict[str, Any]:
         doc = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return {"folder": d.name, "error": f"{f}: not a readable sweep.json ({exc})"}
+    except RecursionError:
+        return {"folder": d.name, "error": f"{f}: sweep.json is nested too deeply to be one "
+                                           "llmbench wrote"}
     if not isinstance(doc, dict):
         return {"folder": d.name, "error": f"{f}: holds a JSON {type(doc).__name__}, not an object"}
     ramps = []

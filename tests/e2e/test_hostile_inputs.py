@@ -111,6 +111,12 @@ def files(tmp_path_factory) -> Path:
     (d / "zero-run").mkdir()
     (d / "zero-run" / "run.json").write_text('{"schema_version": 1, "kind": "run"}')
     (d / "zero-run" / "requests.jsonl").symlink_to("/dev/zero")
+    (d / "big-run").mkdir()                        # a 3 GB run.json (sparse): read whole once
+    with open(d / "big-run" / "run.json", "wb") as fh:
+        fh.write(b"{")
+        fh.truncate(3 << 30)
+    (d / "deep-sweep").mkdir()
+    (d / "deep-sweep" / "sweep.json").write_text("[" * 100_000)
     return d
 
 
@@ -468,6 +474,12 @@ INPROC_CASES = [
     (R + ["--header", "Transfer-Encoding: chunked"], 2, "--header Transfer-Encoding: llmbench frames"),
     (R + ["--header", "content-length=5"], 2, "cannot be set"),
     (R + ["--header", "Connection: close"], 2, "cannot be set"),
+    # more JSON and files from outside: a deep --extra-body, a huge tokenizer.json or run.json,
+    # a deep sweep.json
+    (R + ["--extra-body", "[" * 100_000], 2, "--extra-body: JSON nested too deeply"),
+    (R + ["--tokenizer", "{d}/huge.json"], 2, "larger than the 512 MB a tokenizer.json can be"),
+    (["report", "{d}/big-run"], 2, "larger than any run.json llmbench writes"),
+    (["report", "{d}/deep-sweep"], 2, "nested too deeply to be a sweep.json"),
 ]
 
 
