@@ -175,6 +175,10 @@ def stops_cleanly(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any
                 return perform(plan, *args, **kwargs)
             except KeyboardInterrupt as exc:
                 return stopped(exc, c.last_run_dir, kind, c.target)
+            except Exception as exc:
+                # a bug: it leaves with its traceback, but not with run.json "running"
+                _crashed(exc, c.last_run_dir, kind, c.target)
+                raise
             finally:
                 release_signals(raise_held=False)
                 lock.drop(c.last_run_dir)
@@ -205,6 +209,29 @@ def stopped(exc: BaseException, run_dir: Path | None, kind: str, target: Target)
                 pass
     print(f"error: {message}", file=sys.stderr, flush=True)
     return Done(run, EXIT_INTERRUPTED, run_dir, message)
+
+
+def _crashed(exc: Exception, run_dir: Path | None, kind: str, target: Target) -> None:
+    """run.json "failed" (with what llmbench itself raised) when it still says "running"."""
+    if run_dir is None:
+        return
+    import json
+    try:
+        on_disk = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        on_disk = {}
+    if on_disk.get("status") not in (None, "running"):
+        return
+    why = (f"llmbench stopped on an error of its own ({type(exc).__name__}: "
+           f"{str(exc)[:160]}); the finished requests are in requests.jsonl")
+    try:
+        doc = RunDoc.from_json({**on_disk, "status": "failed", "error": why}) if on_disk \
+            else RunDoc(kind, "failed", time.time(), {"target": target.describe()},
+                        body={"error": why})
+        doc.body.pop("pid", None)
+        doc.write(run_dir)
+    except Exception:           # noqa: BLE001 - the first error is the one to show
+        pass
 
 
 def _stopped_doc(run_dir: Path | None, kind: str, target: Target,

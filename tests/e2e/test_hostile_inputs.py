@@ -997,3 +997,20 @@ def test_sigstop_mid_run_is_the_generators_freeze_not_server_timeouts(tmp_path):
     assert run["summary"]["requests"] == len(recs) - len(stalls)
     assert run["monitor"]["frozen_s"] >= 3.0 and run["monitor"]["client_stalls"] == len(stalls)
     assert "WARNING: llmbench itself was frozen for" in out
+
+
+def test_a_bug_in_llmbench_leaves_run_json_failed_not_running(tmp_path, monkeypatch):
+    """Every way out of a command leaves its folder complete, partial, failed or interrupted:
+    an error of llmbench's own too (its traceback is still shown: it is a bug)."""
+    from llmbench.analysis import metrics
+    import llmbench
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("a bug in the summary")
+    monkeypatch.setattr(metrics, "summarize", broken)
+    with pytest.raises(ZeroDivisionError):
+        llmbench.run(requests=2, prompt_tokens=5, output_tokens=2, out=tmp_path)
+    run_dir = next(tmp_path.iterdir())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "failed" and "ZeroDivisionError: a bug in the summary" in run["error"]
+    assert not (run_dir / ".llmbench.lock").exists()
