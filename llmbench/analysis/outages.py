@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record
+from llmbench.records.record import REFUSED_KINDS, Record
 from llmbench.records.store import RecordStore
 
 MIN_ATTEMPTS = 2
@@ -57,11 +57,8 @@ def find(records: Sequence[Record] | RecordStore) -> list[Outage]:
             refused |= kind == i
     if not (refused & keep).any():
         return []
-    through = keep & ~refused
-    for own in UNMEASURED_KINDS:                 # stopped or frozen by llmbench: says nothing
-        i = st.str_id(own)
-        if i >= 0:
-            through &= kind != i
+    # measured (an interrupted request was stopped by llmbench: it says nothing) and answered
+    through = st.measured_mask() & ~refused
     start = st.view("start")
     order = np.argsort(start[refused & keep], kind="stable")
     rows = np.nonzero(refused & keep)[0][order]

@@ -66,10 +66,10 @@ def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
     run is still in progress (a live writer holds the folder's lock), the summary so far, not
     written: a reader never writes over a live run (``live_writer`` in the dict says who)."""
     from llmbench.analysis import metrics
-    from llmbench.records.record import is_measured, load_records
+    from llmbench.records.record import load_records
     log = path / "requests.jsonl"
     records = load_records(log) if log.is_file() else []
-    measured = [r for r in records if is_measured(r.warmup, r.error_kind)]
+    measured = [r for r in records if r.measured]
     if not measured:
         live = lock.writer(path)
         if live is not None:

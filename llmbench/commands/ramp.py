@@ -14,15 +14,15 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OV
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.records import definitions
 from llmbench.records.record import Record
-from llmbench.records.store import RecordStore
 from llmbench.report import console
 from llmbench.results.folder import RunDoc, clean_nan, write_json
 from llmbench.load.shapes import Ramp, StepResult, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -41,9 +41,7 @@ RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
-    if isinstance(records, RecordStore):
-        return records.in_window(step, start, end)
-    return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
+    return definitions.window(records, step, start, end)
 
 
 def judge(thresholds: list[Threshold], stall_s: float = 1.0,
@@ -95,12 +93,16 @@ def _live_line(unit: str, n_steps: int):
 
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
-         user_changes: list, workers: dict[str, Any] | None = None) -> RunDoc:
+         user_changes: list, workers: dict[str, Any] | None = None,
+         telemetry: Any = None) -> RunDoc:
     c, shape = r.common, r.shape
     steps = [s.as_dict() for s in shape.results]
     server = servers
+    tel = telemetry_parts(telemetry, steps, records,
+                          steps[0]["ramp_start"] if steps else None,
+                          steps[-1]["hold_end"] if steps else None)
     verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
-                                  planned=len(shape.steps))
+                                  planned=len(shape.steps), telemetry=tel.get("info"))
     if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s["load"] for s in steps), default=0)
@@ -128,6 +130,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
               **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples)},
+              **tel.get("body", {}),
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                   "again, so when the server slows down they send less (closed "
                                   "loop)." if shape.by == "users" else None,
@@ -157,7 +160,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers), run_dir, outcome)
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                    run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
     steps = run["steps"]
     held = max((s["load"] for s in steps if s["held"]), default=0)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from llmbench.results.schema import Summary, key as summary_key, pct_word
-from llmbench.records.record import UNMEASURED_KINDS, Record, measured
+from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore
 
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
@@ -44,11 +44,7 @@ def peak_in_flight(records: Iterable[Record]) -> int:
     there reads 8 (every request active at any moment of one second)."""
     if isinstance(records, RecordStore):        # the same on columns: nothing per request
         import numpy as np
-        keep = ~records.col("warmup")
-        for kind in UNMEASURED_KINDS:          # records.is_measured on the columns
-            i = records.str_id(kind)
-            if i >= 0:
-                keep &= records.col("error_kind") != i
+        keep = records.measured_mask()
         everyone = bool(keep.all())
         start = records.col("start") if everyone else records.view("start")[keep]
         done = records.view("done") if everyone else records.view("done")[keep]

@@ -78,7 +78,9 @@ def classify(payload: bytes) -> Event:
     if obj.get("done"):
         # the last line; it carries text only when the reply was not streamed (one body)
         timing = _timing(obj)
-        usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"))
+        # prompt_eval_cached_count: prompt tokens read from the cache (Ollama 0.33 on)
+        usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"),
+                         obj.get("prompt_eval_cached_count"))
         reason = obj.get("done_reason")
         return Event(END, text=text, usage=usage,
                      finish_reason=reason if isinstance(reason, str) else None,

@@ -270,15 +270,15 @@ def test_a_json_array_entry_too_large_is_refused(tmp_path, monkeypatch):
 
 def test_a_negative_seed_ends_the_openings_and_is_refused():
     from types import SimpleNamespace
-    from llmbench.commands.options import WorkloadOpts
+    from llmbench.commands.groups import RunWorkloadOpts
     from llmbench.workload.synthetic import _opening
     # with a tokenizer of one-token words (tiktoken's, a server's), a negative id's digits
     # looped for ever, 45 MB/s; it ends now, and the option refuses it before that
     words = SimpleNamespace(unit_words=("a", "b", "c"))
     assert _opening(words, -1, 5) == _opening(words, -1, 5) and len(_opening(words, -7, -3)) < 20
     with pytest.raises(UsageError, match=r"^--seed -1: must be between 0 and"):
-        WorkloadOpts(seed=-1).validate()
-    WorkloadOpts(seed=2**63 - 1).validate()
+        RunWorkloadOpts(seed=-1)          # its check() runs as it is built
+    RunWorkloadOpts(seed=2**63 - 1)
 
 
 @pytest.mark.parametrize("schema, named", [

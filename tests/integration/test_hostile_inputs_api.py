@@ -61,8 +61,12 @@ GOOD = chat_token("a") + chat_token("b") + b"data: [DONE]\n\n"
 def test_one_event_of_the_wrong_type_fails_that_request_not_the_run(bad, tmp_path, transport):
     """`"content": 5` in one delta crashed the run with a traceback and left run.json
     "running"; now that request is a malformed_event and the run goes on to its end."""
+    chats = []                          # the server probes' GETs come in between
+
     def script(i: int):
-        return [(0, _answer(chat_token("a") + bad + b"data: [DONE]\n\n" if i == 2 else GOOD))]
+        chats.extend([i] if s.requests[i].startswith(b"POST /v1/chat/") else [])
+        second = chats[1:2] == [i]
+        return [(0, _answer(chat_token("a") + bad + b"data: [DONE]\n\n" if second else GOOD))]
     with RawServer(script) as s:
         r = llmbench.run(url=s.url + "/v1", model="m", requests=6, prompt_tokens=5,
                          output_tokens=2, out=tmp_path)
