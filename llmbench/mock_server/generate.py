@@ -27,7 +27,7 @@ from .context import Context
 from .engine import MockConfig, QueueFull, Seq, mock_tokens, reply_words
 from .errors import BadRequest
 from .shapes import Shape
-from .structured import images_in, pieces, reply_json
+from .structured import images_in, pieces, reply_json, too_large
 
 perf_counter_ns = time.perf_counter_ns
 
@@ -153,9 +153,9 @@ def plan_reply(ask: Ask, cfg: MockConfig, rid: str, tools: list[tuple[str, dict[
     rng = random.Random(f"{cfg.seed}-{rid}")
     # a keyword of the wrong type ("required": 5) the generator never reads is the request's
     # mistake too: named, as the client names it before it sends (safejson.schema_problem)
-    problem = schema_problem(schema) if schema else None
+    problem = (schema_problem(schema) or too_large(schema)) if schema else None
     for name, params in tools if problem is None else ():
-        problem = schema_problem(params) if params else None
+        problem = (schema_problem(params) or too_large(params)) if params else None
         if problem:
             problem = f"tool {name[:40]!r}'s parameters: {problem}"
             break

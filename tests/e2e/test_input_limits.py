@@ -321,6 +321,34 @@ def test_the_mock_answers_a_bad_schema_400_not_500():
         assert httpx.post(m.url + "/v1/chat/completions", json=body, timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("schema, where", [
+    ({"type": "array", "minItems": 10**9}, "(minItems);"),
+    ({"type": "object", "properties": {"a": {"type": "array", "minItems": 100, "items": {
+        "type": "array", "minItems": 100, "items": {"type": "array", "minItems": 100}}}}},
+     "(minItems at properties.a.items.items);"),
+])
+def test_the_mock_refuses_a_schema_whose_reply_it_cannot_build(schema, where):
+    """minItems 10**9 hung the mock (its generator built the array); a reply that needs more
+    than MAX_VALUES values is one 400 line, at once, and a large maxItems is only a bound."""
+    import httpx
+    from llmbench.mock_server import MockConfig, MockServer
+    with MockServer(MockConfig(ttft_ms=1, itl_ms=1, models=["m"])) as m:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": "r", "schema": schema}}}
+        r = httpx.post(m.url + "/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 400, r.text
+        msg = r.json()["error"]["message"]
+        assert "invalid JSON schema: a reply to it holds at least" in msg and where in msg, msg
+        assert "the mock generates at most 10,000: lower minItems" in msg and "\n" not in msg
+        body["max_tokens"] = 2000
+        body["response_format"]["json_schema"]["schema"] = {"type": "array", "minItems": 2,
+                                                            "maxItems": 10**9}
+        r = httpx.post(m.url + "/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        assert 2 <= len(json.loads(r.json()["choices"][0]["message"]["content"])) <= 12
+
+
 def test_images_are_made_as_needed_and_capped(monkeypatch, capsys):
     from llmbench.workload import images
     from llmbench.workload.images import ImagePool, ImageSpec
