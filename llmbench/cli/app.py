@@ -13,7 +13,7 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from typing import Annotated

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Sequence, Union
 
 from llmbench.client import fasthttp
-from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import (ERROR_BODY_READ_BYTES, FOLLOW, SOME, STREAM, OnHead,
                                       ResponseCut, Watchdog, _Headers, body_text, decoded)
 from llmbench.client.netconfig import Net

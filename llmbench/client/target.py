@@ -12,7 +12,7 @@ import base64
 import os
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from llmbench.client import netconfig
 from llmbench import wire
