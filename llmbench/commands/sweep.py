@@ -247,8 +247,16 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     return " ".join([text] + tail_parts), best
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.0f} %"
+def _pct(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x * 100:+.0f} %"
+
+
+def _inverse(change: float | None) -> float | None:
+    """b's change against a from a's against b (a/b - 1 from b/a - 1); None when a's was
+    -100 % (b measured 0: no finite change the other way)."""
+    if change is None or 1 + change <= 0:
+        return None
+    return 1 / (1 + change) - 1
 
 
 def _value(metric: str, v: Any) -> str:
@@ -299,8 +307,9 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
         for m, e in rev.items():
             ch, ci = e.get("change"), e.get("ci")
             out[m] = {**e, "base": e["other"], "other": e["base"], "better": flip[e["better"]],
-                      "change": None if ch is None else 1 / (1 + ch) - 1,
-                      "ci": None if not ci else [1 / (1 + ci[1]) - 1, 1 / (1 + ci[0]) - 1]}
+                      "change": _inverse(ch),
+                      # a bound at -100 % (a bootstrap draw of 0) is no bound the other way
+                      "ci": None if not ci else [_inverse(ci[1]), _inverse(ci[0])]}
         return out
 
     def beats(a: dict[str, Any], b: dict[str, Any]) -> list[str] | None:
