@@ -79,6 +79,36 @@ def test_one_event_of_the_wrong_type_fails_that_request_not_the_run(bad, tmp_pat
     assert doc["summary"]["errors"] == {"malformed_event": 1}
 
 
+def _anthropic_event(obj: dict) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (obj["type"].encode(), json.dumps(obj).encode())
+
+
+def test_one_messages_api_event_of_the_wrong_type_fails_that_request(tmp_path, transport):
+    """The Messages API (--api anthropic) too: `"text": 5` in one text_delta is that request's
+    malformed_event, the run goes on to its end."""
+    start = _anthropic_event({"type": "message_start", "message": {"id": "m", "usage": {
+        "input_tokens": 5}}})
+    text = _anthropic_event({"type": "content_block_delta", "index": 0,
+                             "delta": {"type": "text_delta", "text": "a"}})
+    bad = _anthropic_event({"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "text_delta", "text": 5}})
+    stop = _anthropic_event({"type": "message_stop"})
+    posts = []
+
+    def script(i: int):
+        posts.extend([i] if s.requests[i].startswith(b"POST /v1/messages") else [])
+        return [(0, _answer(start + text + (bad if posts[1:2] == [i] else text) + stop))]
+    with RawServer(script) as s:
+        r = llmbench.run(url=s.url + "/v1", model="m", api="anthropic", requests=4,
+                         prompt_tokens=5, output_tokens=2, out=tmp_path)
+    doc = json.loads((r.path / "run.json").read_text())
+    assert doc["status"] == "complete"
+    recs = _recs(r)
+    assert len(recs) == 4 and [x.get("error_kind") for x in recs if not x["ok"]] == \
+        ["malformed_event"], [x.get("error") for x in recs]
+    assert "delta.text is a number (5)" in next(x["error"] for x in recs if not x["ok"])
+
+
 @pytest.mark.parametrize("head", [
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
     b"content-length: %d\r\n\r\n",

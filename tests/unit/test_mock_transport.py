@@ -226,6 +226,16 @@ WRONG_TYPES = [
     ("openai", "/v1", {"choices": [{"text": {"t": 1}}]}, "choices[0].text is an object"),
     ("responses", "/v1", {"type": "response.output_text.delta", "delta": 5}, "delta is a number"),
     ("responses", "/v1", {"type": ["x"]}, "type is a list"),
+    ("anthropic", "/v1", {"type": "content_block_delta", "index": 0,
+                          "delta": {"type": "text_delta", "text": 5}}, "delta.text is a number"),
+    ("anthropic", "/v1", {"type": "content_block_delta", "index": 0, "delta": "x"},
+     "content_block_delta's delta is a string"),
+    ("anthropic", "/v1", {"type": "content_block_delta", "index": 0,
+                          "delta": {"type": "thinking_delta", "thinking": 7}},
+     "delta.thinking is a number"),
+    ("anthropic", "/v1", {"type": "content_block_start", "index": 0,
+                          "content_block": {"type": "text", "text": ["a"]}},
+     "content_block.text is a list"),
 ]
 
 
@@ -234,7 +244,9 @@ WRONG_TYPES = [
 def test_a_streamed_event_of_the_wrong_types_fails_its_request(api, path, event, named):
     url = "http://h" + path + ("/responses" if api == "responses" else "")
     good = {"responses": {"type": "response.output_text.delta", "delta": "a"},
-            "openai": {"choices": [{"text": "a"}]}}.get(api, tok("a"))
+            "openai": {"choices": [{"text": "a"}]},
+            "anthropic": {"type": "content_block_delta", "index": 0,
+                          "delta": {"type": "text_delta", "text": "a"}}}.get(api, tok("a"))
     rec, text, _ = send(MockReply.sse([good, event, DONE]), url=url, api=api)
     assert rec.error_kind == "malformed_event" and named in rec.error, rec.error
     assert not rec.ok and text == "a"
@@ -250,6 +262,19 @@ def test_an_ollama_line_of_the_wrong_types_fails_its_request(line, named):
     rec, _, _ = send(MockReply.ndjson([{"message": {"content": "a"}, "done": False}, line,
                                        {"done": True}]), url="http://h", api="ollama")
     assert rec.error_kind == "malformed_event" and named in rec.error, rec.error
+
+
+def test_an_anthropic_stop_reason_of_the_wrong_type_is_dropped_not_kept():
+    events = [{"type": "message_start", "message": {"id": "m1", "usage": {"input_tokens": 3}}},
+              {"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "a"}},
+              {"type": "message_delta", "delta": {"stop_reason": 5}, "usage": {"output_tokens": 1}},
+              {"type": "message_stop"}]
+    rec, text, _ = send(MockReply.sse(events), api="anthropic")
+    assert rec.ok and text == "a" and rec.finish_reason is None, (rec.error, rec.finish_reason)
+    events[2]["delta"]["stop_reason"] = "max_tokens"
+    rec, _, _ = send(MockReply.sse(events), api="anthropic")
+    assert rec.ok and rec.finish_reason == "length"
 
 
 def test_wrong_typed_figures_are_dropped_not_fatal():
