@@ -480,6 +480,11 @@ INPROC_CASES = [
     (R + ["--tokenizer", "{d}/huge.json"], 2, "larger than the 512 MB a tokenizer.json can be"),
     (["report", "{d}/big-run"], 2, "larger than any run.json llmbench writes"),
     (["report", "{d}/deep-sweep"], 2, "nested too deeply to be a sweep.json"),
+    # the telemetry flags' URLs and process ids, as --url's
+    (R + ["--host-metrics", "http://[zz/metrics"], 2, "--host-metrics 'http://[zz/metrics': not a valid URL"),
+    (R + ["--host-metrics", "http://node..lan:9100/metrics"], 2, "the host name 'node..lan' has an empty label"),
+    (R + ["--gpu-metrics", "http://gpu..x:9400/metrics"], 2, "--gpu-metrics 'http://gpu..x:9400/metrics': the host"),
+    (R + ["--server-pid", "99999999999999999999"], 2, "no process id is above 2147483647"),
 ]
 
 
