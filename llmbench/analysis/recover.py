@@ -10,61 +10,51 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from llmbench.results import lock
-from llmbench.results.folder import RunDoc, RunFolderError, load_run
+from llmbench.results.jsonfile import RunFolderError
+from llmbench.results.schema import Run
 
 REBUILT_NOTE = ("rebuilt from requests.jsonl: the run stopped without writing its summary "
                 "(killed?); the numbers cover the requests that finished")
 
 
-def _failed_message(path: Path, run: dict[str, Any], what: str) -> str:
-    why = str(run.get("error") or "no reason recorded")[:160]
-    status = run.get("status")
-    return (f"{path}: this {run.get('kind')} {'was interrupted' if status == 'interrupted' else 'failed'} "
+def _failed_message(path: Path, run: Run, what: str) -> str:
+    why = str(run.error or "no reason recorded")[:160]
+    return (f"{path}: this {run.kind} {'was interrupted' if run.status == 'interrupted' else 'failed'} "
             f"before measuring anything ({why}); nothing to {what}")
 
 
-def load_checked(path: str | Path, what: str = "report") -> dict[str, Any]:
-    """run.json, with a summary for a run and one per step for a ramp, or one clear error.
-
-    ``what`` names the command in the message ("report", "compare")."""
+def load_checked(path: str | Path, what: str = "report") -> Run:
+    """The run in a folder (``Run.load``), with a summary for a run and one per step for a
+    ramp, or one clear error (a RunFolderError). ``what`` names the command in the message
+    ("report", "compare")."""
     path = Path(path)
-    run = load_run(path)
-    kind, status = run.get("kind"), run.get("status")
-    if kind not in ("run", "ramp", "probe"):
-        raise RunFolderError(f"{path}: run.json has kind {kind!r}; give a folder made by "
+    run = Run.load(path)
+    if run.kind not in ("run", "ramp", "probe"):
+        raise RunFolderError(f"{path}: run.json has kind {run.kind!r}; give a folder made by "
                              "llmbench run, ramp or probe")
-    if status in ("failed", "interrupted") and not run.get("summary") and not run.get("steps"):
+    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
         raise RunFolderError(_failed_message(path, run, what))
-    if kind == "run" and not isinstance(run.get("summary"), dict):
+    if run.kind == "run" and run.summary is None:
         run = rebuild_run(path, run)
-    if kind == "ramp":
-        steps = run.get("steps")
-        if steps is None and status == "running":
+    if run.kind == "ramp":
+        if not run.steps and run.status == "running":
             raise RunFolderError(f"{path}: this ramp stopped before its first step ended "
                                  "(killed?); its requests are in requests.jsonl, but no step "
                                  f"finished, so there is nothing to {what}")
-        if not isinstance(steps, list):
-            raise RunFolderError(f"{path}: run.json has no list of steps; it was cut short or "
-                                 "edited by hand")
-        for i, st in enumerate(steps):
-            if not isinstance(st, dict) or not isinstance(st.get("summary"), dict):
-                raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it was "
-                                     "cut short or edited by hand")
         live = lock.writer(path)
         if live is not None:
-            run["live_writer"] = lock.writer_text(path, live)
-        elif status == "running":
-            run["status"] = "partial"
+            run.live_writer = lock.writer_text(path, live)
+        elif run.status == "running":
+            run.status = "partial"
     return run
 
 
-def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
+def rebuild_run(path: Path, run: Run) -> Run:
     """The summary of a ``run`` from its requests.jsonl, written back marked partial; when the
     run is still in progress (a live writer holds the folder's lock), the summary so far, not
-    written: a reader never writes over a live run (``live_writer`` in the dict says who)."""
+    written: a reader never writes over a live run (``live_writer`` says who)."""
     from llmbench.analysis import metrics
     from llmbench.records.record import load_records
     log = path / "requests.jsonl"
@@ -75,16 +65,17 @@ def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
         if live is not None:
             raise RunFolderError(f"{path}: this run is in progress ({lock.writer_text(path, live)}) "
                                  "and no request has finished yet; try again later")
-        raise RunFolderError(f"{path}: the run stopped (status {run.get('status')!r}) before any "
+        raise RunFolderError(f"{path}: the run stopped (status {run.status!r}) before any "
                              "request finished; there is nothing to rebuild a summary from")
     live = lock.writer(path)
-    run = dict(run)
-    run["summary"] = metrics.summarize(records)
+    run.summary = metrics.summarize(records)
     if live is not None:
-        run["live_writer"] = lock.writer_text(path, live)
+        run.live_writer = lock.writer_text(path, live)
         return run
-    run["status"] = "partial"
-    run["note"] = REBUILT_NOTE
-    run.setdefault("started_at", (path / "run.json").stat().st_mtime)
-    run["rebuilt_at"] = time.time()
-    return RunDoc.from_json(run).write(path)
+    run.status = "partial"
+    run.note = REBUILT_NOTE
+    if not run.started_at:
+        run.started_at = (path / "run.json").stat().st_mtime
+    run.rebuilt_at = time.time()
+    run.save(path)
+    return run
