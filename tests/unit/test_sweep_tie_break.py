@@ -3,7 +3,9 @@ be flipped: a bound of the change at -100 % (a bootstrap draw of 0) has no finit
 
 from __future__ import annotations
 
+from llmbench.analysis.compare import AtLoad
 from llmbench.commands.sweep import _break_tie, _inverse
+from llmbench.results.schema import SweepSetting
 
 
 def test_a_change_and_its_inverse():
@@ -14,10 +16,10 @@ def test_a_change_and_its_inverse():
 def test_a_flipped_interval_reaching_minus_100_percent_is_unbounded_not_a_zero_division():
     # only (B, A) was computed: A's TTFT p95 is 100 ms against B's 800, the change's interval
     # reaches -100 %; read with A as the base, B's change is +700 % [+100 %, unbounded]
-    tied = [{"name": "A"}, {"name": "B"}]
-    pairs = {("B", "A"): {"ttft.p95": {"base": 800.0, "other": 100.0, "change": -0.875,
-                                       "ci": [-1.0, -0.5], "better": "other"}}}
-    best, text = _break_tie(tied, "users", 2, lambda r: r["name"], pairs, 2.0)
+    tied = [SweepSetting(name="A"), SweepSetting(name="B")]
+    pairs = {("B", "A"): {"ttft.p95": AtLoad("ttft.p95", base=800.0, other=100.0,
+                                             change=-0.875, ci=[-1.0, -0.5], better="other")}}
+    best, text = _break_tie(tied, "users", 2, lambda r: r.name, pairs, 2.0)
     assert best is tied[0], text
     assert "A did better: TTFT p95 100ms vs 800ms for B (+700 %, 95 % interval +100 % to " \
            "unbounded)" in text, text
