@@ -479,7 +479,7 @@ INPROC_CASES = [
     (R + ["--extra-body", "[" * 100_000], 2, "--extra-body: JSON nested too deeply"),
     (R + ["--tokenizer", "{d}/huge.json"], 2, "larger than the 512 MB a tokenizer.json can be"),
     (["report", "{d}/big-run"], 2, "larger than any run.json llmbench writes"),
-    (["report", "{d}/deep-sweep"], 2, "nested too deeply to be a sweep.json"),
+    (["report", "{d}/deep-sweep"], 2, "sweep.json is nested too deeply to be one llmbench wrote"),
     # the telemetry flags' URLs and process ids, as --url's
     (R + ["--host-metrics", "http://[zz/metrics"], 2, "--host-metrics 'http://[zz/metrics': not a valid URL"),
     (R + ["--host-metrics", "http://node..lan:9100/metrics"], 2, "the host name 'node..lan' has an empty label"),
