@@ -318,6 +318,15 @@ def test_a_whole_body_of_the_wrong_types(body, named):
         assert rec.error_kind == "malformed_event" and named in rec.error, rec.error
 
 
+@pytest.mark.parametrize("api, url", [("openai-chat", "http://h/v1"), ("anthropic", "http://h/v1"),
+                                      ("ollama", "http://h"), ("responses", "http://h/v1/responses"),
+                                      ("embeddings", "http://h/v1")])
+def test_a_whole_body_nested_too_deeply_is_malformed_for_every_api(api, url):
+    deep = b'{"choices":[{"message":{"content":' + b"[" * 5000 + b"]" * 5000 + b"}}]}"
+    rec, _, _ = send(MockReply.json(deep), url=url, api=api, stream=False)
+    assert rec.error_kind == "malformed_event" and "JSON nested too deeply" in rec.error
+
+
 # -- embeddings: one vector per input, or a failure of its own kind (item 13) -------------------
 
 def _emb(vectors, **extra):
