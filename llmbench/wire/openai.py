@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -141,11 +142,32 @@ def classify_chat(payload: bytes) -> Event:
         # reasoning_content (vLLM, SGLang) or reasoning (Ollama's /v1) without answer content
         only_reasoning = bool(reasoning) and not content and not delta.get("tool_calls") \
             and not delta.get("function_call")
+        tool = bool(delta.get("tool_calls") or delta.get("function_call"))
         return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
                      usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
                      server_timing=obj.get("timings"), reasoning=only_reasoning,
-                     tool=bool(delta.get("tool_calls") or delta.get("function_call")))
+                     tool=tool, calls=_call_pieces(delta) if tool else None)
     return _no_choices(obj)
+
+
+def _call_pieces(delta: dict[str, Any]) -> tuple[Any, ...]:
+    """Chat's tool-call deltas ({index, id, function: {name, arguments}}, or the legacy
+    function_call) as wire.events.ToolPiece values."""
+    out = []
+    for k, tc in enumerate(delta.get("tool_calls") or ()):
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        index = tc.get("index")
+        args = fn.get("arguments")
+        out.append((index if isinstance(index, int) else k, tc.get("id") or None,
+                    fn.get("name") or None,
+                    args if isinstance(args, str) else (json.dumps(args) if args else "")))
+    fc = delta.get("function_call")
+    if isinstance(fc, dict):
+        args = fc.get("arguments")
+        out.append((0, None, fc.get("name") or None, args if isinstance(args, str) else ""))
+    return tuple(out)
 
 
 def classify_completion(payload: bytes) -> Event:
@@ -168,17 +190,19 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
             return Event(ERROR, error=_error_text(obj["error"]))
         return Event(OTHER, usage=usage(obj.get("usage")))
     choice = choices[0]
+    calls = None
     if api == "openai-chat":
         msg = choice.get("message") or {}
         text = (msg.get("content") or "") + (msg.get("reasoning_content") or msg.get("reasoning") or "")
         has = bool(text) or bool(msg.get("tool_calls"))
         tool = bool(msg.get("tool_calls") or msg.get("function_call"))
+        calls = _call_pieces(msg) if tool else None
     else:
         text = choice.get("text") or ""
         has, tool = True, False
     return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
                  finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"),
-                 tool=tool)
+                 tool=tool, calls=calls)
 
 
 def _claims_v1(path: str) -> int | None:
