@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from llmbench.load.monitor import who_was_busy
+from llmbench.analysis.cachebound import ramp_finding
 from llmbench.analysis.metrics import bunching_sentence
 from llmbench.records.record import Record
 from llmbench.analysis.slo import HELD, NO_DATA, OVER
@@ -358,6 +359,27 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
             return out
         ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
                   "can add to a timestamp, so the result stands.")
+    # the KV cache (issue 35): the first token got later because every call prefilled its
+    # whole context again, the cache having evicted it; told from queuing by the cache's own
+    # share falling (analysis.cachebound), and named before saturation: re-prefills share the
+    # compute with decoding, so the gaps may grow too
+    # the median too: an agent session's first call prefills its whole task whatever the
+    # cache holds, so the p95 may stand still while every later call got slower
+    med0, med1 = _num(s0.ttft.median), _num(s1.ttft.median)
+    med_grew = (med0 is not None and med1 is not None and med0 > 0
+                and med1 >= TTFT_GROWTH * med0)
+    cache = (ramp_finding(steps, records, broke, server_samples, unit)
+             if ttft_grew or med_grew else None)
+    if cache is not None:
+        out["kind"] = "cache_bound"
+        out["cache"] = cache.as_dict()
+        ev.append(cache.sentence)
+        ev.extend(cache.evidence)
+        if itl_grew:
+            ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x too: the re-prefills share "
+                      "the compute with decoding.")
+        out["advice"].extend(cache.advice)
+        return out
     if itl_grew:
         out["kind"] = "saturation"
         ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x: the requests in progress "

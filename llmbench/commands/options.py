@@ -219,20 +219,44 @@ class WorkloadOpts(OptionGroup):
             cols[k] = v
         return cols
 
+    def check_agent(self) -> None:
+        """What agent sessions cannot take, refused before anything is built (one line)."""
+        for flag, bad in (("--images", self.images is not None),
+                          ("--batch-size", self.batch_size > 1),
+                          ("--prefix-hit-ratio", self.prefix_hit_ratio is not None),
+                          ("--shared-prefix-tokens", self.shared_prefix_tokens > 0)):
+            if bad:
+                raise UsageError(f"{flag}: not with --workload agent (its sessions share their "
+                                 "system prompt and grow their own context; see --agent-* "
+                                 "options)")
+        if self.dataset in ("random", "words") or self.dataset.startswith("hf:"):
+            raise UsageError(f"--dataset {self.dataset}: --workload agent makes synthetic sessions "
+                             "(--dataset synthetic) or replays an agent trace (--dataset FILE)")
+        from llmbench.workload.agent_traces import FORMATS
+        if self.dataset_format is not None and self.dataset_format not in FORMATS:
+            raise UsageError(f"--dataset-format {self.dataset_format!r}: agent traces are "
+                             + ", ".join(FORMATS))
+
     def build(self, n: int, target: Any = None, multi_turn: bool | None = None,
-              targets: tuple[str, ...] = ("main",)) -> tuple[Any, Any]:
+              targets: tuple[str, ...] = ("main",), agent: "AgentOpts | None" = None,
+              tools: Any = None) -> tuple[Any, Any]:
         """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
         (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
-        exactly; it is asked here, before any load."""
+        exactly; it is asked here, before any load. ``agent`` (--workload agent): ``n``
+        agent sessions instead, offering ``tools`` (--tools FILE's) or synthetic ones."""
         from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer, parse_range
         self.validate()
         count(n, "--count")
+        if agent is not None and agent.on:
+            self.check_agent()
         ref = None if target is None else ServerRef(
             target.server_root, target.model,
             {k: v for k, v in target.request_headers().items() if k != "content-type"},
             target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
         salts = self.salts(tok, targets)
+        if agent is not None and agent.on:
+            return self._agents(agent, n, tok, salts, tools), (tok.local or tok)
         spec = WorkloadSpec(
             dataset=self.dataset, dataset_format=self.dataset_format, count=n * self.batch_size,
             seed=self.seed, images=self.image_spec(), batch_size=self.batch_size,
@@ -252,6 +276,91 @@ class WorkloadOpts(OptionGroup):
         wl.salts = salts
         # the client may count replies when a server reports no usage: that must stay in-process
         return wl, (tok.local or tok)
+
+    def _agents(self, agent: "AgentOpts", n: int, tok: Any, salts: dict[str, Any],
+                tools: Any) -> Any:
+        """The agent sessions: synthetic (AgentSpec from the --agent-* options) or replayed."""
+        from llmbench.workload.agent_traces import read_sessions
+        from llmbench.workload.agents import agent_workload, sessions_workload
+        reserve = max(s.tokens for s in salts.values())
+        if self.dataset == "synthetic":
+            wl = agent_workload(agent.spec(), tok, n, self.seed, tools, reserve)
+        else:
+            sessions, warnings, fmt = read_sessions(self.dataset, tok, self.seed,
+                                                    self.dataset_format, self.limit, tools,
+                                                    reserve)
+            wl = sessions_workload(sessions, tok, self.seed, self.dataset,
+                                   {"agent_trace": {"format": fmt, "path": self.dataset}},
+                                   warnings)
+        if tok.note:
+            wl.warnings.append(tok.note)
+        wl.salts = salts
+        return wl
+
+
+P_AGENTS = "Agents"
+WORKLOADS = ("chat", "agent")
+
+
+@dataclasses.dataclass
+class AgentOpts(OptionGroup):
+    """--workload agent: users that are agents (workload.agents). Every size is N or LO-HI,
+    drawn per session or per call from --seed; --dataset FILE replays sessions instead."""
+
+    # the field is not named "workload": that is the WorkloadOpts group's parameter name
+    workload_type: Annotated[str, _opt("chat (people taking turns) | agent (agent sessions: a system + tools prompt, tool calls, tool gaps, sub-agents; --dataset FILE replays agent traces).", P_AGENTS, "--workload")] = "chat"
+    agent_system_tokens: Annotated[str, _opt("System prompt + tool definitions, in tokens.", P_AGENTS, metavar="N|LO-HI")] = "2000-4000"
+    agent_task_tokens: Annotated[str, _opt("The user's task (the first user message), in tokens.", P_AGENTS, metavar="N|LO-HI")] = "50-200"
+    agent_steps: Annotated[str, _opt("Model calls a session's main agent makes, its answer included.", P_AGENTS, metavar="N|LO-HI")] = "4-10"
+    agent_result_tokens: Annotated[str, _opt("Tokens of each tool result appended to the history.", P_AGENTS, metavar="N|LO-HI")] = "200-1000"
+    agent_tool_latency: Annotated[str, _opt("Each tool's time before the next call, e.g. 200ms-2s.", P_AGENTS, metavar="LO-HI")] = "200ms-2s"
+    agent_call_tokens: Annotated[str, _opt("Reply length asked of a tool-call step.", P_AGENTS, metavar="N|LO-HI")] = "32-128"
+    agent_answer_tokens: Annotated[str, _opt("Reply length asked of the final answer.", P_AGENTS, metavar="N|LO-HI")] = "128-512"
+    agent_fanout: Annotated[float, _opt("Share of tool-call steps that start sub-agents (in parallel, joined before the next call).", P_AGENTS, metavar="SHARE")] = 0.0
+    agent_fanout_width: Annotated[str, _opt("Sub-agents such a step starts.", P_AGENTS, metavar="N|LO-HI")] = "2-3"
+    agent_sub_steps: Annotated[str, _opt("Model calls of a sub-agent, its answer included.", P_AGENTS, metavar="N|LO-HI")] = "2-4"
+    agent_systems: Annotated[int, _opt("Distinct system prompts (1: every session is the same agent product).", P_AGENTS)] = 1
+    agent_tools: Annotated[int, _opt("Synthetic tool definitions sent (--tools FILE sends its own).", P_AGENTS)] = 4
+
+    @property
+    def on(self) -> bool:
+        return self.workload_type == "agent"
+
+    def validate(self) -> "AgentOpts":
+        if self.workload_type not in WORKLOADS:
+            raise UsageError(f"--workload {self.workload_type!r}: choose {' or '.join(WORKLOADS)}")
+        self.spec()
+        return self
+
+    def spec(self) -> Any:
+        """The synthetic sessions' AgentSpec, every range checked."""
+        from llmbench.workload import parse_range
+        from llmbench.workload.agents import AgentSpec
+        from llmbench.workload.files import DatasetError
+
+        def ints(text: str, flag: str, lo: int = 1) -> tuple[int, int]:
+            try:
+                a, b = parse_range(str(text), flag)
+            except DatasetError as exc:
+                raise UsageError(str(exc)) from None
+            if a < lo:
+                raise UsageError(f"{flag} {text!r}: need at least {lo}")
+            return a, b
+        number(self.agent_fanout, "--agent-fanout", lo=0, hi=1)
+        count(self.agent_systems, "--agent-systems", hi=10_000)
+        count(self.agent_tools, "--agent-tools", lo=1, hi=128)
+        return AgentSpec(
+            system_tokens=ints(self.agent_system_tokens, "--agent-system-tokens"),
+            task_tokens=ints(self.agent_task_tokens, "--agent-task-tokens"),
+            steps=ints(self.agent_steps, "--agent-steps"),
+            result_tokens=ints(self.agent_result_tokens, "--agent-result-tokens"),
+            tool_latency_s=parse_think(self.agent_tool_latency, "--agent-tool-latency"),
+            call_tokens=ints(self.agent_call_tokens, "--agent-call-tokens"),
+            answer_tokens=ints(self.agent_answer_tokens, "--agent-answer-tokens"),
+            fanout_share=float(self.agent_fanout),
+            fanout_width=ints(self.agent_fanout_width, "--agent-fanout-width"),
+            sub_steps=ints(self.agent_sub_steps, "--agent-sub-steps"),
+            systems=self.agent_systems, tools=self.agent_tools)
 
 
 @dataclasses.dataclass
@@ -283,7 +392,7 @@ class RequestOpts(OptionGroup):
             raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_p\": 0.9}'")
         return extra
 
-    def validate(self) -> "RequestOpts":
+    def validate(self, agent: bool = False) -> "RequestOpts":
         number(self.temperature, "--temperature", lo=0)
         for flag in ("connect", "first_token", "idle", "total"):
             seconds(getattr(self, f"timeout_{flag}"), "--timeout-" + flag.replace("_", "-"))
@@ -293,18 +402,21 @@ class RequestOpts(OptionGroup):
                 raise UsageError(f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
                                  f"{', '.join(MAX_TOKENS_FIELDS)}")
         self.extra()
-        self.agents()
+        self.agents(agent)
         return self
 
-    def agents(self) -> tuple[Any, Any]:
-        """(tools, schema) from --tools and --response-format, read and checked."""
+    def agents(self, agent: bool = False) -> tuple[Any, Any]:
+        """(tools, schema) from --tools and --response-format, read and checked. ``agent``:
+        the workload is agent sessions, which send tools of their own (--tool-choice alone
+        is then a choice about those)."""
         from llmbench.wire.agents import TOOL_CHOICES, AgentSpecError, load_schema, load_tools
         if self.responses_state not in ("client", "server"):
             raise UsageError(f"--responses-state {self.responses_state!r}: choose client or server")
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
             raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
-        if self.tool_choice is not None and self.tools is None:
-            raise UsageError("--tool-choice needs --tools FILE")
+        if self.tool_choice is not None and self.tools is None and not agent:
+            raise UsageError("--tool-choice needs --tools FILE (or --workload agent, whose "
+                             "sessions send tools)")
         try:
             tools = load_tools(str(self.tools)) if self.tools is not None else None
             schema = load_schema(str(self.response_format)) if self.response_format is not None else None
@@ -312,12 +424,13 @@ class RequestOpts(OptionGroup):
             raise UsageError(str(exc)) from None
         return tools, schema
 
-    def build(self, api: str | None = None) -> tuple[Any, Any]:
-        """(RequestParams, Timeouts); ``api``: the target's, for the tools' and format's fields."""
+    def build(self, api: str | None = None, agent: bool = False) -> tuple[Any, Any]:
+        """(RequestParams, Timeouts); ``api``: the target's, for the tools' and format's fields;
+        ``agent``: agent sessions (they send their own tools)."""
         from llmbench.client.request import RequestParams, Timeouts
         from llmbench.wire.agents import request_fields
-        self.validate()
-        tools, schema = self.agents()
+        self.validate(agent)
+        tools, schema = self.agents(agent)
         body = {**request_fields(api or "openai-chat", tools, self.tool_choice, schema), **self.extra()}
         return (RequestParams(stream=self.stream, temperature=self.temperature,
                               ignore_eos=self.ignore_eos, extra_body=body,

@@ -14,6 +14,7 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OV
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.analysis.sessions import step_sessions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.report import console
@@ -54,7 +55,9 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
         recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
         s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
                       within=within_requests(thresholds))
-        found = check_all(thresholds, s)
+        # the agent sessions that started in the hold, with all their calls (None: no agents)
+        sessions = step_sessions(w.records, w.index, w.hold_start, w.hold_end)
+        found = check_all(thresholds, s, sessions)
         down = outages.step_check(w.records, w.ramp_start, w.hold_end)
         if down is not None:
             found.append(down)
@@ -68,7 +71,8 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
                               send_delay_limit_ms)
         return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
                           state == HELD, mon, w.unfinished, state,
-                          steady_state(w.records, w.index, w.hold_start, w.hold_end))
+                          steady_state(w.records, w.index, w.hold_start, w.hold_end),
+                          sessions=sessions)
     return judge_step
 
 

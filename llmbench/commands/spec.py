@@ -16,8 +16,9 @@ from typing import Annotated, Any, List, Optional
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (P_GATES, P_LOAD, P_OUTPUT, P_STEPS, P_TARGET, P_VLLM,
-                                       Layout, OptionGroup, OutputOpts, RequestOpts, ServerOpts,
-                                       TargetOpts, UsageError, WorkloadOpts, _opt, group_defaults)
+                                       AgentOpts, Layout, OptionGroup, OutputOpts, RequestOpts,
+                                       ServerOpts, TargetOpts, UsageError, WorkloadOpts, _opt,
+                                       group_defaults)
 from llmbench.errors import EXIT_USAGE, EXIT_WRITE, LlmbenchError, failure
 
 
@@ -147,17 +148,18 @@ _RAMP_REQUEST = group_defaults(timeout_first_token=120.0)
 
 RUN = Layout((("target", TargetOpts, None), ("server", ServerOpts, None),
               ("load", RunLoadOpts, None), ("workload", WorkloadOpts, None),
-              ("request", RequestOpts, None), ("vllm", VllmOpts, None),
+              ("agent", AgentOpts, None), ("request", RequestOpts, None), ("vllm", VllmOpts, None),
               ("report", PrintOpts, None), ("output", OutputOpts, None),
               ("gates", GateOpts, None)))
 RAMP = Layout((("target", TargetOpts, None), ("server", ServerOpts, None),
                ("ramp", RampOpts, None), ("workload", WorkloadOpts, _RAMP_WORKLOAD),
-               ("request", RequestOpts, _RAMP_REQUEST), ("output", OutputOpts, None)))
+               ("agent", AgentOpts, None), ("request", RequestOpts, _RAMP_REQUEST),
+               ("output", OutputOpts, None)))
 SWEEP = Layout((("sweep", SweepOpts, None),
                 ("target", TargetOpts, group_defaults(omit=("wait_ready",), help={
                     "url": "{NAME} and {PORT} (a free port per value) are replaced."})),
                 ("server", ServerOpts, None), ("ramp", RampOpts, None),
-                ("workload", WorkloadOpts, _RAMP_WORKLOAD),
+                ("workload", WorkloadOpts, _RAMP_WORKLOAD), ("agent", AgentOpts, None),
                 ("request", RequestOpts, _RAMP_REQUEST), ("output", OutputOpts, None)))
 PROBE = Layout((("ends", ProbeEnds, None),
                 ("target", TargetOpts, group_defaults(model=..., omit=("url", "wait_ready"),
@@ -283,21 +285,25 @@ def make_target(t: TargetOpts, s: ServerOpts, url: str, model: str | None):
 
 def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputOpts, n: int,
                 multi_turn: bool | None = None, progress: bool | None = None,
-                replay: dict | None = None, targets: tuple[str, ...] = ("main",)):
+                replay: dict | None = None, targets: tuple[str, ...] = ("main",),
+                agent: AgentOpts | None = None):
     """The plan's common part from the groups (the workload is built against ``tgt``, with a
-    salt for each of the harness's ``targets``)."""
+    salt for each of the harness's ``targets``; ``agent``: --workload agent's sessions)."""
     from llmbench.commands.common import Common
-    check_api_features(tgt.api, w, rq)
+    agents = agent is not None and agent.on
+    check_api_features(tgt.api, w, rq, agents)
     from llmbench import wire
     if wire.get(tgt.api).output == "embeddings":
         # an input has no conversation to continue, and no reply length to ask for
         w = dataclasses.replace(w, turns=1, output_tokens=None)
-    params, timeouts = rq.build(api=tgt.api)
+    params, timeouts = rq.build(api=tgt.api, agent=agents)
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
     o.validate()
-    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    tools = rq.agents(agents)[0] if agents else None
+    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=agent,
+                      tools=tools)
     if replay is not None:
         replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = o.quiet
@@ -310,11 +316,15 @@ def make_common(tgt, s: ServerOpts, w: WorkloadOpts, rq: RequestOpts, o: OutputO
                   quiet=quiet, verbose=o.verbose)
 
 
-def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts) -> None:
+def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts, agents: bool = False) -> None:
     """What the workload and requests ask of the API, refused before anything is sent when the
     API cannot carry it (one line naming the flag and the APIs that can)."""
     from llmbench import wire
     fmt = wire.get(api)
+    if agents and not fmt.tools:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
+        raise UsageError(f"--workload agent: --api {api} has no tools, and agent sessions call "
+                         f"them; use one of {able}")
     if w.images is not None and not fmt.images:
         able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
         raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
@@ -430,7 +440,8 @@ class RunSpec:
                 common, shape = _trace_plan(tgt, s, w, rq, o, str(ld.trace), ld.trace_speed,
                                             self.window_s, self.requests, self.replay)
             else:
-                common = make_common(tgt, s, w, rq, o, count, replay=self.replay)
+                common = make_common(tgt, s, w, rq, o, count, replay=self.replay,
+                                     agent=self.g.get("agent"))
                 convs = common.workload.conversations
                 shape = (OpenLoop(convs, self.rate_f, self.requests, self.duration_s,
                                   ld.burstiness, ld.arrival, ld.max_concurrency, ld.warmup,
@@ -450,6 +461,11 @@ def run_spec(g: dict[str, Any]) -> RunSpec:
     t, s, ld, w = g["target"], g["server"], g["load"], g["workload"]
     rq, vl, pr, o = g["request"], g["vllm"], g["report"], g["output"]
     concurrency, rate, trace = ld.concurrency, ld.rate, ld.trace
+    agent = g["agent"].validate() if "agent" in g else None
+    agents = agent is not None and agent.on
+    if agents and trace is not None:
+        raise UsageError("--trace replays requests on their timestamps; agent sessions replay "
+                         "with --workload agent --dataset FILE (docs/agents.md)")
     if concurrency is not None and rate is not None:
         raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
     n_workers = check_workers(ld.workers)
@@ -467,8 +483,10 @@ def run_spec(g: dict[str, Any]) -> RunSpec:
     opt.count(concurrency, "--concurrency", hi=MAX_LOAD)
     opt.count(ld.max_concurrency, "--max-concurrency")
     opt.count(ld.warmup, "--warmup", lo=0)
-    rq.validate()
+    rq.validate(agents)
     w.validate()
+    if agents:
+        w.check_agent()
     s.validate()
     if vl.save_result or vl.append_result:
         # the file name is known only after the run (vLLM's pattern has the date), so check
@@ -628,6 +646,7 @@ class RampSetup:
     ray: Optional[str] = None              # --ray auto|HOST:PORT (checked, not yet joined)
     replay: Optional[dict] = None          # the options, for the run folder's config.toml
     progress: Optional[bool] = None        # the API's say on the live line (None: --progress)
+    agent: Optional[AgentOpts] = None      # --workload agent: the users are agent sessions
 
     def plan(self, url: str, model: Optional[str], mock: Optional[dict] = None,
              seed_offset: int = 0, out: Optional[Path] = None,
@@ -641,7 +660,10 @@ class RampSetup:
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
         common = make_common(tgt, self.server, wl, self.request, self.output, 2000,
-                             multi_turn=True, progress=self.progress, replay=replay)
+                             multi_turn=True, progress=self.progress, replay=replay,
+                             agent=self.agent)
+        if self.agent is not None and self.agent.on:
+            warn_short_hold(common.workload, self.hold_s)
         common = dataclasses.replace(common, workers=self.workers, tokenizer=wl.tokenizer)
         common = with_ray(common, self.ray)
         if out is not None or labels is not None:
@@ -690,17 +712,24 @@ def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
     steps = steps_of(users, r.start, r.step, r.up_to, by)
     hold_s = opt.duration(r.hold or d["hold"], "--hold")
     ramp_in_s = opt.duration(r.ramp_in or d["ramp_in"], "--ramp-in")
-    think_s = opt.parse_think(r.think or d["think"])
+    agent_on = "agent" in g and g["agent"].workload_type == "agent"
+    # an agent starts its next task when its last one is done: no person's pause between
+    think_s = opt.parse_think(r.think or ("0" if agent_on else d["think"]))
     if hold_s <= 0:
         raise UsageError("--hold must be above 0")
     opt.number(r.expect_users, "--expect-users", lo=0)
     opt.count(r.repeat, "--repeat", hi=1000)
-    request.validate()
+    agent = g["agent"].validate() if "agent" in g else None
+    agents = agent is not None and agent.on
+    request.validate(agents)
     server.validate()
     lag_limit_ms = opt.duration(r.generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     embeddings = server.api is not None and server.api in wire.names() \
         and wire.get(server.api).output == "embeddings"
     defaults = DEFAULT_EMBEDDING_THRESHOLDS if embeddings else DEFAULT_THRESHOLDS
+    if agents:
+        from llmbench.analysis.slo import DEFAULT_AGENT_THRESHOLDS
+        defaults = DEFAULT_AGENT_THRESHOLDS
     thresholds = [parse_threshold(x) for x in (r.threshold or defaults)]
     # a rate step's arrivals come on the schedule whatever the think time: no user goes quiet
     if by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
@@ -718,9 +747,27 @@ def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
     workload.validate()
     if workload.prefix_hit_ratio is not None:   # warm-up and verification live in run
         raise UsageError("--prefix-hit-ratio works with llmbench run only")
+    if agents:
+        workload.check_agent()
     return RampSetup(target, server, workload, request, output, steps, by, ramp_in_s, hold_s,
                      think_s, thresholds, r.keep_going, lag_limit_ms, r.expect_users, r.repeat,
-                     n_workers, ray_address, replay)
+                     n_workers, ray_address, replay, agent=agent)
+
+
+def warn_short_hold(workload, hold_s: float) -> None:
+    """A ramp step's sessions are those that started in its hold window (analysis.sessions),
+    and the drain waits for them; a hold shorter than a typical session still counts them,
+    but few start in it. Said once, with the figure."""
+    from llmbench.workload.agents import is_agent
+    gaps = [sum(st.gap_s for st in c.plan.steps) for c in workload.conversations[:200]
+            if is_agent(c)]
+    if not gaps:
+        return
+    typical = sorted(gaps)[len(gaps) // 2]
+    if hold_s < typical:
+        say(f"warning: --hold {hold_s:g}s is shorter than a typical session's tool time alone "
+            f"({typical:.0f} s): a step counts the sessions that start in its hold window, so "
+            f"few will; hold longer (e.g. --hold {max(60, int(typical * 3)):d}s)")
 
 
 # -- sweep ---------------------------------------------------------------------------------------

@@ -52,13 +52,17 @@ class StepResult:
     unfinished: int = 0
     state: str = "held"                 # held | over | not enough data (slo.verdict_of)
     steady: dict[str, Any] | None = None    # first vs second half of the hold (stepstats)
+    sessions: Any = None                # agent sessions started in the hold (results.sessions)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "load": self.load, "ramp_start": self.ramp_start,
-                "hold_start": self.hold_start, "hold_end": self.hold_end, "held": self.held,
-                "state": self.state, "checks": self.checks, "monitor": self.monitor,
-                "unfinished": self.unfinished, "steady": self.steady,
-                "summary": self.summary}
+        out = {"index": self.index, "load": self.load, "ramp_start": self.ramp_start,
+               "hold_start": self.hold_start, "hold_end": self.hold_end, "held": self.held,
+               "state": self.state, "checks": self.checks, "monitor": self.monitor,
+               "unfinished": self.unfinished, "steady": self.steady,
+               "summary": self.summary}
+        if self.sessions is not None:
+            out["sessions"] = self.sessions.to_dict()
+        return out
 
 
 Judge = Callable[[StepWindow], StepResult]
@@ -215,9 +219,12 @@ class Crowd:
             self.rate_task = None
 
     async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
-        """Requests of the step's hold window still in flight."""
+        """Requests of the step's hold window still in flight, and agent sessions that started
+        in it and have not finished (a step's sessions are those: analysis.sessions)."""
         return sum(1 for r in self.session.active
-                   if r.step == index and hold_start <= r.start < hold_end)
+                   if r.step == index and hold_start <= r.start < hold_end) + \
+            sum(1 for step, t in self.session.agents_open.values()
+                if step == index and hold_start <= t < hold_end)
 
     async def finish(self) -> None:
         self.user_stop.set()
