@@ -69,6 +69,10 @@ def rebuild_run(path: Path, run: dict[str, Any]) -> dict[str, Any]:
                              "request finished; there is nothing to rebuild a summary from")
     run = dict(run)
     run["summary"] = metrics.summarize(records)
+    from llmbench.analysis.sessions import summarize_sessions
+    sessions = summarize_sessions(records, window_s=run["summary"].get("duration") or None)
+    if sessions is not None:                # agent sessions, rebuilt the same way
+        run["sessions"] = sessions.to_dict()
     run["status"] = "partial"
     run["note"] = REBUILT_NOTE
     run.setdefault("started_at", (path / "run.json").stat().st_mtime)

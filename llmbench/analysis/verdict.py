@@ -77,6 +77,11 @@ def _num(v: Any) -> float | None:
     return None if v != v else v
 
 
+def _sessions_of(step: Any) -> Any:
+    """A step's agent sessions (None: no agent session started in it)."""
+    return step.get("sessions") if isinstance(step, dict) else getattr(step, "sessions", None)
+
+
 def step_state(step: dict[str, Any]) -> str:
     """held | over | not enough data (runs saved before the state existed: from ``held``)."""
     return step.get("state") or (HELD if step["held"] else OVER)
@@ -251,6 +256,12 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
                 and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
     ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
                  and ttft1 >= TTFT_GROWTH * ttft0)
+    if not ttft_grew and any(_sessions_of(s) for s in steps):
+        # agents: a session's first call prefills its whole task whatever the server does, and
+        # those calls are the p95; the median is its later calls, which queue or re-prefill
+        med0, med1 = _num(s0.ttft.median), _num(s1.ttft.median)
+        ttft_grew = (med0 is not None and med1 is not None and med0 > 0
+                     and med1 >= TTFT_GROWTH * med0)
     base_ttft_s = (_num(s0.ttft.median) or 0.0) / 1000.0
     win = [r for r in records if r.start < subject["hold_end"] and r.done > subject["hold_start"]]
     little = served_at_once(win, subject["hold_start"], subject["hold_end"], base_ttft_s)
@@ -363,13 +374,8 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     # whole context again, the cache having evicted it; told from queuing by the cache's own
     # share falling (analysis.cachebound), and named before saturation: re-prefills share the
     # compute with decoding, so the gaps may grow too
-    # the median too: an agent session's first call prefills its whole task whatever the
-    # cache holds, so the p95 may stand still while every later call got slower
-    med0, med1 = _num(s0.ttft.median), _num(s1.ttft.median)
-    med_grew = (med0 is not None and med1 is not None and med0 > 0
-                and med1 >= TTFT_GROWTH * med0)
     cache = (ramp_finding(steps, records, broke, server_samples, unit)
-             if ttft_grew or med_grew else None)
+             if ttft_grew else None)
     if cache is not None:
         out["kind"] = "cache_bound"
         out["cache"] = cache.as_dict()

@@ -40,6 +40,15 @@ class RampPlan:
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
 
 
+def unit_of(r: RampPlan) -> str:
+    """What a step's load counts: users, req/s, or agents (--workload agent: "held 4 agents")."""
+    from llmbench.workload.agents import is_agent
+    convs = r.common.workload.conversations
+    if r.shape.by == "users" and len(convs) and is_agent(convs[0]):
+        return "agents"
+    return r.shape.unit
+
+
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
     if isinstance(records, RecordStore):
@@ -103,13 +112,13 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     c, shape = r.common, r.shape
     steps = [s.as_dict() for s in shape.results]
     server = servers
-    verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
+    verdict = verdict_mod.explain(steps, records, unit_of(r), server.samples,
                                   planned=len(shape.steps))
     if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s["load"] for s in steps), default=0)
         verdict = {**verdict, "interrupted": True, "result": (
-            f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped after "
+            f"Held {best:g} {unit_of(r)} before the ramp was interrupted. Stopped after "
             f"{len(steps)} of {len(shape.steps)} steps, all held." if steps
             else "Interrupted before the first step finished.")}
     lost = lost_workers(workers)
@@ -154,7 +163,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                  False, True, []).write(run_dir)
     shape.on_step = on_step
     from llmbench import wire
-    print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
+    print(console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
                                              salt=c.workload.salt_for("main"))])
@@ -214,7 +223,7 @@ def _combine(runs: list[tuple[RampPlan, dict[str, Any], int]], planned: int,
     iv = held_interval(helds)
     rep = helds.index(iv["median"])
     plan, run, _ = runs[rep]
-    unit = plan.shape.unit
+    unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
     doc = {k: v for k, v in run.items() if k != "repeat"}
     line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "

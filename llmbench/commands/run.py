@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
+from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_send_delay
@@ -91,7 +92,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                                 within=slo.within_requests(g.thresholds))
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
-    threshold_results = slo.check_all(g.thresholds, summary)
+    # agent sessions (None: no request belonged to one), over the run's duration
+    sessions = summarize_sessions(records, window_s=summary.get("duration") or None)
+    threshold_results = slo.check_all(g.thresholds, summary, sessions)
     extra: dict[str, Any] = {}
     if isinstance(plan.shape, TraceReplay):
         extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
@@ -119,6 +122,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
               "outages": outages.of_run(records, outcome.t0_perf),
               **checks.record_checks(records, c.params, c.target.api, c.workload),
               "thresholds": threshold_results,
+              **({"sessions": sessions.to_dict()} if sessions is not None else {}),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples),
                                "view": server_view(server.samples)},
@@ -195,6 +199,9 @@ def perform(plan: RunPlan) -> Done:
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
     print(console.extras(s, run["monitor"]))
+    for line in console.session_lines(summarize_sessions(outcome.records,
+                                                         window_s=s.get("duration") or None)):
+        print(line)
     if run.get("prefix_cache"):
         print("\n".join(prefix_hit.lines(run["prefix_cache"])))
     if "trace" in run:

@@ -139,7 +139,11 @@ class _SessionRun:
                     waited_ms = (perf_counter() - t0) * 1000.0
                     self._results(msgs, plan, st, last_reply)
                     context += st.new_tokens
-                if self._stopping() or (self.budget is not None and not self.budget.take()):
+                # --duration stops new sessions, not the calls of one under way (a session cut
+                # at the deadline would be no session); --requests counts every call
+                first_call = main and i == 0
+                if self._stopping() or (self.budget is not None
+                                        and not self.budget.take(by_deadline=first_call)):
                     raise _Stop
                 kind = ("final" if main else "answer") if last else "call"
                 stamp = (self.sid, st.id, prev, None if i == 0 else round(waited_ms or 0.0, 3),

@@ -190,6 +190,42 @@ def agent_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
     return out
 
 
+def session_lines(sessions: Any) -> list[str]:
+    """Agent sessions (results.sessions.Sessions), only when the run had them."""
+    if sessions is None:
+        return []
+    x = sessions
+    done = f"{x.completed} of {x.started} completed"
+    if x.failed or x.cut_short:
+        done += f" ({x.failed} failed, {x.cut_short} cut short)"
+    rate = f"{x.sessions_per_min:.2f}" if x.sessions_per_min is not None else MISSING
+    out = [_line("Agent sessions:", f"{done}, {rate} per minute")]
+    d = x.duration
+    if d.n:
+        share = ""
+        if x.model.mean is not None and d.mean:
+            share = f" (model {100 * x.model.mean / d.mean:.0f}%, tools {100 * (x.tool.mean or 0) / d.mean:.0f}%)"
+        out.append(_line("Session time p50 / p95:", f"{fmt_ms(d.median)} / {fmt_ms(d.p95)}{share}"))
+        out.append(_line("Calls a session mean / max:",
+                         f"{x.steps.mean:.1f} / {x.steps.max:g}" if x.steps.mean is not None
+                         else MISSING))
+    out.append(_line("Step TTFT p50 / p95:", f"{fmt_ms(x.step_ttft.median)} / "
+                                             f"{fmt_ms(x.step_ttft.p95)}"))
+    if x.cached_share is not None:
+        out.append(_line("Prompt tokens from the cache:",
+                         f"{100 * x.cached_share:.0f}%, ~{x.prefilled_per_call or 0:,.0f} "
+                         "prefilled a call"))
+    if x.call_steps:
+        out.append(_line("Tool-call steps answered in text:",
+                         f"{x.text_replies} of {x.call_steps} ({100 * (x.text_reply_share or 0):.0f}%)"))
+    if x.slowest is not None:
+        step = f", slowest call {x.slowest.step_id} {fmt_ms(x.slowest.step_e2el_ms)}" \
+            if x.slowest.step_id is not None else ""
+        out.append(_line("Slowest session:", f"{x.slowest.session_id} "
+                                             f"{fmt_ms(x.slowest.duration_ms)}{step}"))
+    return out
+
+
 def fmt_ms(v: float | str | None) -> str:
     """A latency for a table: "–" when there is no data, "∞" when failures censor it."""
     if v is None:
@@ -263,6 +299,8 @@ def verdict_text(v: dict[str, Any]) -> str:
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
             "outage": "Why: the server went down (it refused connections).",
+            "cache_bound": ("Why: the KV cache: sessions evicted each other's context between "
+                            "their calls, so each call prefilled it again."),
             "other": "Why: see the failed thresholds."}.get(v["kind"])
     if kind:
         lines.append(kind)
