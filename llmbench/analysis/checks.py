@@ -153,6 +153,9 @@ def notes(run: dict) -> list[str]:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "
                    "latency includes the lost attempt).")
+    tel = run.get("telemetry")
+    if isinstance(tel, dict):
+        out.extend(str(n) for n in tel.get("notes") or [])    # a source that did not answer...
     return out
 
 

@@ -17,6 +17,7 @@ from llmbench.records.record import Record
 from llmbench.analysis.slo import HELD, NO_DATA, OVER
 from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 from llmbench.analysis.stepstats import drift_sentence, knee
+from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.results.schema import Summary
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
@@ -232,13 +233,49 @@ def error_evidence(summary: Summary | dict[str, Any], where: str = "") -> list[s
     return out
 
 
+def _telemetry(out: dict[str, Any], kind: str, first: dict[str, Any], subject: dict[str, Any],
+               unit: str, itl_growth: float | None, server: dict[str, Any] | None,
+               info: dict[str, Any] | None) -> None:
+    """What the server's machine says (its CPU, its GPUs, energy, who shared the machine),
+    when the steps carry telemetry; confirms or corrects the latency-based reading."""
+    part = telemetry_mod.verdict_part(kind, first, subject, unit, itl_growth,
+                                      (server or {}).get("kv_cache_usage_max"), info)
+    out["evidence"].extend(part["evidence"])
+    if part["advice"] is not None:
+        out["advice"] = part["advice"]
+    if part["cause"]:
+        out["cause"] = part["cause"]
+
+
+def _crowded_out(first: dict[str, Any], subject: dict[str, Any], unit: str, growth: float,
+                 server: dict[str, Any] | None, info: dict[str, Any] | None) -> str | None:
+    """With telemetry only: a server of one slot with requests waiting, on a machine other
+    processes had saturated, had its gaps grow from them, not from this load (one request
+    decodes at a time); the sentence that says so, else None."""
+    if not server or server.get("slots") != 1 or not (server.get("waiting_max") or 0) >= 1:
+        return None
+    part = telemetry_mod.verdict_part("saturation", first, subject, unit, growth, None, info)
+    if part["cause"] != "machine_cpu":
+        return None
+    m = (subject.get("telemetry") or {}).get("machine") or {}
+    srv = (subject.get("telemetry") or {}).get("server") or {}
+    gen = (subject.get("telemetry") or {}).get("llmbench") or {}
+    other = max((m.get("busy_cores") or 0) - (srv.get("cores") or 0) - (gen.get("cores") or 0), 0)
+    return (f"The gaps between tokens grew {growth:.1f}x too, but the server serves one request "
+            f"at a time (1 slot): other processes had the machine's cores ({other:.1f} of "
+            f"{m.get('cpus')}, the server {srv.get('cores') or 0:.1f}), so the gaps say nothing "
+            "about this load; the requests queued for the slot.")
+
+
 def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
-            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None
-            ) -> dict[str, Any]:
+            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
+            telemetry: dict[str, Any] | None = None) -> dict[str, Any]:
     """The verdict: what kind of limit, the evidence, and what to change.
 
     Failed requests outrank everything, the load generator's own state included: they are real
-    whatever the generator's lag, and are always listed with their status and body."""
+    whatever the generator's lag, and are always listed with their status and body.
+    ``telemetry``: the server's identity and where its machine was sampled ({"identity",
+    "meta"}); each step's own figures are its "telemetry"."""
     out: dict[str, Any] = {"result": result_line(steps, unit, planned), "kind": "held",
                            "evidence": [], "advice": []}
     if not steps:
@@ -299,6 +336,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
         if said:
             ev.append(said[0].upper() + said[1:] + ".")
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
+        _telemetry(out, "held", first, subject, unit, None, server, telemetry)
         return out
     mon = broke.get("monitor") or {}
     failed_checks = [c for c in broke["checks"] if not c["ok"]]
@@ -367,9 +405,19 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
             else:
                 out["advice"].append("Run llmbench where nothing else competes for the CPU, "
                                      "then run the ramp again.")
+            advice = out["advice"]
+            _telemetry(out, "load_generator", first, subject, unit, None, server, telemetry)
+            out["advice"] = advice
             return out
         ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
                   "can add to a timestamp, so the result stands.")
+    crowded = itl_grew and ttft_grew and _crowded_out(first, subject, unit, itl1 / itl0, server,
+                                                      telemetry)
+    if crowded:
+        # one request decodes at a time, so this load cannot have made the gaps grow: the
+        # machine's other processes did; the queue for the slot is what this load did
+        ev.append(crowded)
+        itl_grew = False
     # the KV cache (issue 35): the first token got later because every call prefilled its
     # whole context again, the cache having evicted it; told from queuing by the cache's own
     # share falling (analysis.cachebound), and named before saturation: re-prefills share the
@@ -398,6 +446,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
                 ev.append("The KV cache was full: the server preempts or queues requests.")
         out["advice"].append("More users need more compute: a faster GPU, a smaller or more "
                              "quantized model, or more replicas behind a router.")
+        _telemetry(out, "saturation", first, subject, unit, itl1 / itl0, server, telemetry)
         return out
     if ttft_grew:
         out["kind"] = "queuing"
@@ -424,10 +473,12 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
                              + (". Expect each request to take a little longer."
                                 if s1.total_embeddings is not None
                                 else ". Expect each reply to stream a little slower."))
+        _telemetry(out, "queuing", first, subject, unit, None, server, telemetry)
         return out
     out["kind"] = "other"
     ev.append("Neither TTFT nor the gaps between tokens grew much; the step broke on: "
               + "; ".join(c["threshold"] for c in failed_checks) + ".")
+    _telemetry(out, "other", first, subject, unit, None, server, telemetry)
     return out
 
 

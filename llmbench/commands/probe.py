@@ -16,7 +16,7 @@ from llmbench.results.folder import RunDoc
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_started
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_started
 
 
 @dataclass
@@ -93,6 +93,9 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results
     records = outcome.records
+    # the direct backend's machine over the whole probe, and what the backend is
+    tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                          float(records.col("done").max()) if len(records) else None)
     doc = RunDoc(
         "probe", "partial" if outcome.interrupted or bool(outcome.workers and
                                                           outcome.workers.get("crashed"))
@@ -110,6 +113,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
               **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
                                for name, s in outcome.servers.items()},
+              **tel.get("body", {}),
               **({"workers": outcome.workers} if outcome.workers is not None else {})})
     body = doc.body
     if not body.get("backends"):

@@ -23,7 +23,7 @@ from llmbench.load.shapes import Ramp, StepResult, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -108,12 +108,16 @@ def _live_line(unit: str, n_steps: int):
 
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
-         user_changes: list, workers: dict[str, Any] | None = None) -> RunDoc:
+         user_changes: list, workers: dict[str, Any] | None = None,
+         telemetry: Any = None) -> RunDoc:
     c, shape = r.common, r.shape
     steps = [s.as_dict() for s in shape.results]
     server = servers
+    tel = telemetry_parts(telemetry, steps, records,
+                          steps[0]["ramp_start"] if steps else None,
+                          steps[-1]["hold_end"] if steps else None)
     verdict = verdict_mod.explain(steps, records, unit_of(r), server.samples,
-                                  planned=len(shape.steps))
+                                  planned=len(shape.steps), telemetry=tel.get("info"))
     if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s["load"] for s in steps), default=0)
@@ -141,6 +145,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
               **checks.record_checks(records, c.params, c.target.api, c.workload),
               "server_probe": {"kind": server.kind, "note": server.note,
                                "samples": len(server.samples)},
+              **tel.get("body", {}),
               "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
                                   "again, so when the server slows down they send less (closed "
                                   "loop)." if shape.by == "users" else None,
@@ -170,7 +175,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers), run_dir, outcome)
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                    run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run["steps"])
     steps = run["steps"]
     held = max((s["load"] for s in steps if s["held"]), default=0)

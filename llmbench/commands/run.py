@@ -19,7 +19,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -107,6 +107,11 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
         extra["prefix_cache"]["warmup_failed"] = warm_failed
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
+    if outcome.telemetry is not None:
+        # the whole run: from the first request's dispatch to the last one's end
+        end = float(records.col("done").max()) if len(records) else None
+        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                                     end).get("body", {}))
     doc = RunDoc(
         "run", "partial" if outcome.interrupted or _crashed(outcome) else "complete",
         outcome.started_at,

@@ -86,7 +86,7 @@ def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> s
 from llmbench.servers.ports import free_port
 
 
-RampFor = Callable[[str, "str | None", Path, dict], RampDone]
+RampFor = Callable[[str, "str | None", Path, dict, "int | None"], RampDone]   # ..., server pid
 
 
 @dataclass
@@ -481,7 +481,8 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         labels = {**plan.labels, **setting}
         if "name" in plan.labels:
             labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
-        done = plan.ramp(url, model, sweep_dir, labels)
+        # --serve: the server's own process is sampled (its CPU, memory) during the ramp
+        done = plan.ramp(url, model, sweep_dir, labels, server.pid if server is not None else None)
         signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
         _fill(res, done, sweep_dir)
         why = server.exited() if server is not None else None
@@ -529,6 +530,9 @@ def _fill(res: dict[str, Any], done: RampDone, sweep_dir: Path) -> None:
                steps=[_step_brief(st) for st in steps])
     if done.run_dir is not None:
         res["server_state"] = server_state(done.run_dir, run)
+    if isinstance(run.get("server"), dict):
+        # what the server said it was (version, parallel settings): compared across settings
+        res["server"] = run["server"]
 
 
 def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: bool,
@@ -545,6 +549,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
     text, best = answer(results, plan.unit, pairs, load)
     if interrupted:
         text = f"Interrupted after {len(results)} of {len(doc['grid'])} settings. " + text
+    doc["server_differences"] = server_differences(results)
     doc.update(answer=text, best=best["setting"] if best else None,
                status="partial" if interrupted else "complete", interrupted=interrupted,
                finished_at=time.time())
@@ -555,6 +560,8 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
     print(_table(results, plan.unit, load))
     print()
     print(text)
+    for d in doc["server_differences"]:
+        print(f"Servers differed: {d['text']}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -568,6 +575,20 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
         print(f"Report: {page}")
     print(f"Results: {sweep_dir}")
     return code
+
+
+def server_differences(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each setting's server against the first one's, as far as the servers said what they
+    were: the setting should be among what differed (a server that ignored it shows here)."""
+    from llmbench.analysis.telemetry import identity_diff
+    known = [r for r in results if isinstance(r.get("server"), dict)]
+    out = []
+    for r in known[1:]:
+        text = identity_diff(r["server"], known[0]["server"], (r["name"], known[0]["name"]))
+        if text:
+            out.append({"setting": r["name"], "against": known[0]["name"],
+                        "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
+    return out
 
 
 def _exit_code(plan: SweepPlan, results: Sequence[dict[str, Any]], best: dict[str, Any] | None,

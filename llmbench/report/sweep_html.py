@@ -125,6 +125,8 @@ def render(sweep_dir: str | Path) -> str:
     if ramp_cfg.get("thresholds"):
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
                    f"{e(', '.join(ramp_cfg['thresholds']))}.</small>")
+    for d in doc.get("server_differences") or []:
+        out.append(f"<br>Servers differed: {e(d.get('text'))}")
     out.append("</div>")
     load = doc.get("common_load")
     measured = [r for r in results if r.get("held") is not None]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from llmbench.results.telemetry import ServerIdentity, Telemetry
+
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
 
@@ -397,6 +399,8 @@ class Step:
     hold_start: float | None
     hold_end: float | None
     data: dict[str, Any] = field(repr=False)
+    # the server's machine over the hold window (None: not sampled)
+    telemetry: Telemetry | None = None
 
     @property
     def users(self) -> float:
@@ -409,7 +413,8 @@ class Step:
         return cls(index=int(d.get("index") or 0), load=float(d.get("load") or 0.0),
                    held=d.get("held"), summary=Summary.from_dict(d.get("summary") or {}),
                    checks=list(d.get("checks") or []), hold_start=d.get("hold_start"),
-                   hold_end=d.get("hold_end"), data=d)
+                   hold_end=d.get("hold_end"), data=d,
+                   telemetry=Telemetry.from_dict(d.get("telemetry")))
 
 
 @dataclass(frozen=True)
@@ -428,6 +433,9 @@ class Run:
     config: dict[str, Any]
     labels: dict[str, str]
     data: dict[str, Any] = field(repr=False)
+    # what the server was, and its machine over the whole run (None: not known, not sampled)
+    server: ServerIdentity | None = None
+    telemetry: Telemetry | None = None
 
     @property
     def partial(self) -> bool:
@@ -474,4 +482,6 @@ class Run:
                    steps=[Step.from_dict(s) for s in d.get("steps") or [] if isinstance(s, dict)],
                    verdict=Verdict.from_dict(verdict) if isinstance(verdict, dict) else None,
                    config=dict(d.get("config") or {}), labels=dict(d.get("labels") or {}),
-                   data=d)
+                   data=d, server=ServerIdentity.from_dict(d.get("server")),
+                   telemetry=Telemetry.from_dict((d.get("telemetry") or {}).get("window")
+                                                 if isinstance(d.get("telemetry"), dict) else None))
