@@ -167,6 +167,11 @@ class _SessionRun:
                     children.append(task)
                     if not sub.background:
                         joined.append(task)
+        except asyncio.CancelledError:
+            # the run is being torn down: the sub-agents go with their parent
+            for c in children:
+                c.cancel()
+            raise
         finally:
             if children:
                 # every sub-agent already running finishes (or stops with the run): its
