@@ -193,6 +193,9 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     if cap is not None and size:
         f.capacity_tokens = cap
         f.capacity_sessions = cap / size
+        if kind == "llamacpp" and srv is not None and srv.slots and srv.ctx_per_slot:
+            # one conversation's KV per slot: the slots, not the tokens, are the sessions
+            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
     noun = "agents" if unit == "users" and broke.sessions and warm.sessions else unit
     f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
                   f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
@@ -220,7 +223,12 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     if server_broke is not None and server_broke.evicted_tokens:
         ev.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
                   f"{broke.load:g}-{noun} window to fit its KV budget.")
-    if cap is not None and size:
+    if cap is not None and size and kind == "llamacpp" and srv is not None and srv.slots \
+            and srv.ctx_per_slot:
+        ev.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
+                  f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                  f"~{_tokens(size)} tokens.")
+    elif cap is not None and size:
         ev.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
                   f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
     if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
@@ -256,9 +264,17 @@ def advice(kind: str | None, session_tokens: float, srv: ServerCache | None = No
     need = f"{session_tokens:,.0f}" if session_tokens else "a session's"
     if kind == "llamacpp":
         slots = f"{srv.slots:g}" if srv is not None and srv.slots else "N"
-        return [f"llama.cpp keeps each conversation's KV in a slot (-np {slots}) of -c / -np "
-                f"tokens, {need} tokens a session here: raise -c so each slot holds a whole "
-                "session, or use fewer parallel slots (-np) so each gets more of it.",
+        ctx = srv.ctx_per_slot if srv is not None else None
+        if ctx and session_tokens and session_tokens > ctx:
+            first = (f"A session ({need} tokens) does not fit a slot's context ({ctx:,.0f} = "
+                     f"-c / -np {slots}): raise -c, or use fewer parallel slots (-np) so each "
+                     "gets more of it.")
+        else:
+            first = (f"llama.cpp keeps one conversation's KV per slot: its {slots} slots (-np) "
+                     f"hold {slots} sessions warm, and a session that finds its slot taken "
+                     f"prefills its {need} tokens again. More slots (-np, with -c raised so "
+                     "-c / -np still holds a session) keep more sessions warm.")
+        return [first,
                 "Keep evicted prompts in host memory (--cache-ram MiB, on by default in recent "
                 "builds; 0 turns it off), or halve the KV's size with a quantized cache "
                 "(-ctk q8_0 -ctv q8_0); --cache-reuse N reuses shifted chunks of a prompt."]
