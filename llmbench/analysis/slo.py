@@ -120,6 +120,11 @@ class Threshold:
                          insufficient=not sessions.failed)
         return Check(bool(OPS[self.op](float(actual), self.value)), float(actual))
 
+    @classmethod
+    def parse(cls, text: str) -> "Threshold":
+        """``Threshold.parse("ttft.p95<=2s")``: the --threshold grammar (parse_threshold)."""
+        return parse_threshold(text)
+
     def _read(self, s: Summary) -> Any:
         """The number this threshold judges, read through the results contract: exactly what
         the summary (analysis.metrics) computed for METRIC.STAT."""

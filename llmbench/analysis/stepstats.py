@@ -12,7 +12,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from llmbench.analysis import percentile
 from llmbench.analysis.metrics import per_request
+from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.analysis.stats import Grouped
@@ -35,8 +37,9 @@ _BIG = 1e15          # a failed request in a failure-aware percentile (+inf), ke
 
 
 def _window(records: Sequence[Record], step: dict[str, Any]) -> list[Record]:
-    return [r for r in records if r.step == step["index"] and not r.warmup
-            and step["hold_start"] <= r.start < step["hold_end"]]
+    if not records:
+        return []
+    return definitions.window(records, step["index"], step["hold_start"], step["hold_end"])
 
 
 def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | None
@@ -68,7 +71,7 @@ def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | N
 def _point(groups: list[list[float]], stat: str) -> float:
     vals = np.concatenate([np.asarray(x, dtype=float) for x in groups])
     base = stat.removesuffix("_all")
-    return float(np.percentile(vals, _PCT[base])) if base in _PCT else float(vals.mean())
+    return percentile.of_any(vals, _PCT[base]) if base in _PCT else float(vals.mean())
 
 
 def knee(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
@@ -139,8 +142,7 @@ def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
     frac = np.where(over0, 0.0, np.where(under1, 1.0, frac))
     xs = x0 + frac * (x1 - x0)
     not_mono = float(np.mean(~worse))
-    a = (100 - KNEE_LEVEL) / 2
-    lo, hi = (float(v) for v in np.nanpercentile(xs, [a, 100 - a]))
+    lo, hi = percentile.interval(xs, KNEE_LEVEL)
     # a percentile interval can miss its own point estimate when the resampled statistic is
     # nearly constant (one slot, the same TTFT for every request: CI saw 3.7787 outside
     # [.., 3.7781]); an interval that says "about 3.78" must hold 3.78, so widen it to it
@@ -208,9 +210,10 @@ def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_
                  ) -> dict[str, Any]:
     """First half against second half of a step's hold window (see above)."""
     mid = (hold_start + hold_end) / 2
-    mine = [r for r in records if r.step == index and not r.warmup and r.ok and r.first_token]
-    first = [(r.first_token - r.start) * 1000 for r in mine if hold_start <= r.start < mid]
-    second = [(r.first_token - r.start) * 1000 for r in mine if mid <= r.start < hold_end]
+    mine = [r for r in definitions.window(records, index, hold_start, hold_end)
+            if r.ok and r.token_times]
+    first = [r.ttft * 1000 for r in mine if definitions.started_in(r.start, hold_start, mid)]
+    second = [r.ttft * 1000 for r in mine if definitions.started_in(r.start, mid, hold_end)]
     inf0 = _in_flight(records, hold_start, mid)
     inf1 = _in_flight(records, mid, hold_end)
     out: dict[str, Any] = {"in_flight": [inf0, inf1], "ttft_p50_ms": [None, None],
@@ -218,8 +221,8 @@ def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_
                            "why": None}
     ttft_drift = False
     if first and second:
-        out["ttft_p50_ms"] = [float(np.median(first)), float(np.median(second))]
-        out["ttft_p95_ms"] = [float(np.percentile(first, 95)), float(np.percentile(second, 95))]
+        out["ttft_p50_ms"] = [percentile.median(first), percentile.median(second)]
+        out["ttft_p95_ms"] = [percentile.of_any(first, 95), percentile.of_any(second, 95)]
         if len(first) >= DRIFT_MIN_REQUESTS and len(second) >= DRIFT_MIN_REQUESTS:
             p = mann_whitney_greater(second, first)
             out["p_value"] = p

@@ -309,7 +309,7 @@ def explain(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: st
     out["drifting"] = [s["load"] for s in drifting]
     out["steady_note"] = [drift_sentence(s, unit) for s in drifting]
     out.update({"compared": {"first_step": first["load"], "step": subject["load"]},
-                "ttft_p95_ms": [ttft0, ttft1], "itl_median_ms": [itl0, itl1],
+                "ttft_p95_ms": [ttft0, ttft1], "itl_p50_ms": [itl0, itl1],
                 "itl_p95_ms": [itl95_0, itl95_1], "itl_grew": itl_grew, "ttft_grew": ttft_grew,
                 "served_at_once": little, "server": server})
     ev = out["evidence"]

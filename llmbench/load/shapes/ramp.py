@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from llmbench.load import arrivals
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
 from llmbench.load.session import Session
+from llmbench.records.definitions import started_in
 from llmbench.records.record import Record
 from llmbench.workload import Conversation
 from llmbench.load.shapes.base import Drive
@@ -222,9 +223,9 @@ class Crowd:
         """Requests of the step's hold window still in flight, and agent sessions that started
         in it and have not finished (a step's sessions are those: analysis.sessions)."""
         return sum(1 for r in self.session.active
-                   if r.step == index and hold_start <= r.start < hold_end) + \
+                   if r.step == index and started_in(r.start, hold_start, hold_end)) + \
             sum(1 for step, t in self.session.agents_open.values()
-                if step == index and hold_start <= t < hold_end)
+                if step == index and started_in(t, hold_start, hold_end))
 
     async def finish(self) -> None:
         self.user_stop.set()
