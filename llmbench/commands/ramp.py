@@ -155,9 +155,11 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
     c, shape = r.common, r.shape
     shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms)
     harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
+    agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
     def on_step(step: StepResult) -> None:
-        harness.say(console.ramp_row(step.as_dict()))
+        harness.say(console.agent_ramp_row(step.as_dict()) if agents
+                    else console.ramp_row(step.as_dict()))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None:
@@ -166,7 +168,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                  False, True, []).write(run_dir)
     shape.on_step = on_step
     from llmbench import wire
-    print(console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
+    print(console.agent_ramp_header() if agents else
+          console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
                                              salt=c.workload.salt_for("main"))])

@@ -276,6 +276,46 @@ def ramp_row(step: dict[str, Any]) -> str:
         err=s.failed, state=state)
 
 
+# a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
+# the completed sessions, their time to complete and their calls' TTFT where the chat table has
+# requests, E2EL and throughput; it fits 80 columns with the longest state
+AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
+                 "{itl95:>7} {err:>6}  {state}")
+
+
+def agent_ramp_header(unit: str = "Agents") -> str:
+    """The header of a ramp of agents: Done (completed sessions that started in the hold),
+    Sess p50/p95 (their time to complete), TTFT p50/p95 (their calls' first tokens: step TTFT),
+    ITL p95 and Errors (the hold window's requests, as in the chat table)."""
+    return AGENT_COLUMNS.format(unit=unit, done="Done", sess50="Sess p50", sess95="Sess p95",
+                                ttft50="TTFT p50", ttft95="TTFT p95", itl95="ITL p95",
+                                err="Errors", state="").rstrip()
+
+
+def _step_parts(step: Any) -> tuple[Any, Any, str]:
+    """(summary, sessions, state text) of a ramp step, typed or as run.json holds it."""
+    from llmbench.results.sessions import Sessions
+    if isinstance(step, Mapping):
+        summary, sessions = Summary.of(step["summary"]), step.get("sessions")
+        if isinstance(sessions, Mapping):
+            sessions = Sessions.from_dict(sessions)
+        return summary, sessions, ramp_row(step).split("  ")[-1]
+    return step.summary, getattr(step, "sessions", None), ramp_row(step).split("  ")[-1]
+
+
+def agent_ramp_row(step: Any) -> str:
+    """One step of a ramp of agents (its state as ``ramp_row`` says it)."""
+    s, x, state = _step_parts(step)
+    load = step["load"] if isinstance(step, Mapping) else step.load
+    if x is None:
+        from llmbench.results.sessions import Sessions
+        x = Sessions()
+    return AGENT_COLUMNS.format(
+        unit=f"{load:g}", done=x.completed, sess50=fmt_ms(x.duration.median),
+        sess95=fmt_ms(x.duration.p95), ttft50=fmt_ms(x.step_ttft.median),
+        ttft95=fmt_ms(x.step_ttft.p95), itl95=fmt_ms(s.itl.p95), err=s.failed, state=state)
+
+
 def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:
     """One line per threshold: 'ok    ttft.p95<=2s: 812 ms' or 'FAIL  ...: why'."""
     out = ["Thresholds:"]

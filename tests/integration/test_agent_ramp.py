@@ -21,6 +21,7 @@ import llmbench
 from llmbench.analysis.sessions import summarize_sessions
 from llmbench.mock_server import MockConfig, MockServer
 from llmbench.records.record import load_records
+from llmbench.report import console
 from llmbench.results.sessions import Sessions
 from tests.helpers.api import records, run_json
 
@@ -58,6 +59,14 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
     # each step judged its own sessions (those that started in its hold)
     first = doc["steps"][0]["sessions"]
     assert first["completed"] >= 1 and first["duration"]["median"] < 1400
+    # the ramp's table shows each step's sessions beside its calls' TTFT, in 80 columns with
+    # the longest state ("not enough data"; a busy machine's note may run past, as chat's)
+    rows = [console.agent_ramp_header()] + [console.agent_ramp_row(s) for s in doc["steps"]]
+    assert all(len(x.split(" (")[0]) <= 80 - len("not enough data") + 4 for x in rows), rows
+    assert rows[0].split()[:4] == ["Agents", "Done", "Sess", "p50"]
+    assert rows[1].split()[:3] == ["1", str(first["completed"]),
+                                   console.fmt_ms(first["duration"]["median"])]
+    assert rows[-1].split("  ")[-1].startswith("over")
 
 
 def test_twice_the_budget_holds_about_twice_the_agents(mock_factory, tmp_path):
