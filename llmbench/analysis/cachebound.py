@@ -307,8 +307,8 @@ def _get(step: Any, name: str) -> Any:
 
 
 def _window(records: Sequence[Record], step: Any) -> list[Record]:
-    index, a, b = _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end")
-    return [r for r in records if r.step == index and a <= r.start < b and not r.warmup]
+    from llmbench.records.definitions import window
+    return window(records, _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end"))
 
 
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from llmbench.analysis.metrics import stats_ms
+from llmbench.records.definitions import started_in
 from llmbench.records.record import Record, is_measured
 from llmbench.records.store import RecordStore
 from llmbench.results.sessions import Dist, Sessions, Slowest
@@ -182,7 +183,7 @@ def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_star
     """A ramp step's sessions: those whose first call started in its hold window (with all
     their calls); sessions a minute counted over the hold. None: no agent session there."""
     stats = [s for s in sessions_of(records)
-             if s.ramp_step == index and hold_start <= s.start < hold_end]
+             if s.ramp_step == index and started_in(s.start, hold_start, hold_end)]
     if not stats:
         return None
     return summarize(stats, hold_end - hold_start)
