@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from llmbench.records.record import Record
+from llmbench.results.sessions import CacheBound
 
 # The cache "fell" when the share of prompt tokens it served at the broken step is at most
 # this fraction of the warm step's, by at least FELL_BY, from a warm share of at least WARM:
@@ -150,8 +151,15 @@ class CacheFinding:
     evidence: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
 
+    def result(self) -> CacheBound:
+        """The finding as the result contract holds it (the verdict's ``cache``)."""
+        return CacheBound(self.sessions_held, self.session_tokens, self.reprefill_tokens,
+                          self.warm_share, self.broke_share, self.capacity_tokens,
+                          self.capacity_sessions, self.server_agrees, self.sentence,
+                          tuple(self.evidence), tuple(self.advice))
+
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
+        return self.result().to_dict()
 
 
 def _pct(v: float | None) -> str:

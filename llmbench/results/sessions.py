@@ -156,3 +156,39 @@ DISTS = {"session": "duration", "session_model": "model", "session_tool": "tool"
          "step_ttft": "step_ttft", "session_steps": "steps"}
 SCALARS = ("sessions_completed", "sessions_per_min", "text_reply_share", "session_cached_share")
 SHARES = ("text_reply_share", "session_cached_share")
+
+
+@dataclass(frozen=True)
+class CacheBound:
+    """The verdict's finding that the KV cache was the limit (analysis.cachebound): it kept
+    about ``sessions_held`` sessions of ``session_tokens`` warm, and beyond that each call
+    prefilled about ``reprefill_tokens`` again; the cache's share of the prompt tokens at the
+    last step that held and at the one that broke; the server's KV capacity where it said
+    (tokens, and sessions of this size); whether its own counters agreed (None: it had none)."""
+
+    sessions_held: float
+    session_tokens: float
+    reprefill_tokens: float
+    warm_share: float | None = None
+    broke_share: float | None = None
+    capacity_tokens: float | None = None
+    capacity_sessions: float | None = None
+    server_agrees: bool | None = None
+    sentence: str = ""
+    evidence: tuple[str, ...] = ()
+    advice: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["evidence"], d["advice"] = list(self.evidence), list(self.advice)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "CacheBound | None":
+        if not d:
+            return None
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for k in ("evidence", "advice"):
+            if k in kw:
+                kw[k] = tuple(kw[k] or ())
+        return cls(**kw)
