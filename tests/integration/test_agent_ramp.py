@@ -120,6 +120,15 @@ def test_agent_sessions_run_over_every_api_with_tools(tmp_path, api):
         assert {t["tool_call_id"] for t in results} <= ids
         assert all(c["id"].startswith("call_") and c["function"]["name"] == "read_file"
                    for msg in calls for c in msg["tool_calls"])
+        # the run's salt goes first in the shared system prompt: every call of every session
+        # (sub-agents have their own system prompt) starts with it, and the main agents' calls
+        # share one prefix
+        salt = doc["workload"]["salt"]["text"]
+        sent = [x["messages"] for x in logged if len(x.get("messages") or []) > 1]  # no preflight
+        assert salt and sent and all(m[0]["role"] == "system"
+                                     and m[0]["content"].startswith(salt + " ") for m in sent)
+        mains = {m[0]["content"] for m in sent if " main:" in m[1]["content"]}
+        assert len(mains) == 1          # one agent product: every main agent's prefix is one
 
 
 def test_a_server_that_answers_in_text_still_moves_the_session_and_says_how_often(
