@@ -168,3 +168,52 @@ def test_the_command_line_says_it_in_one_line_and_exits_2(tmp_path):
     err = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2, p.stderr
     assert len(err) == 1 and err[0].startswith(f"error: {path}:3: ") and "cycle" in err[0], err
+
+
+def test_a_hold_shorter_than_a_typical_session_is_warned_about(tok, capsys):
+    """A ramp step counts the sessions that start in its hold: a hold shorter than a session's
+    tool time alone (here 9 gaps of 2 s = 18 s) gets one warning with the figure; a longer
+    one none."""
+    from llmbench.commands.spec import warn_short_hold
+    from llmbench.workload.agents import agent_workload
+    wl = agent_workload(AgentSpec(steps=(10, 10), tool_latency_s=(2.0, 2.0)), tok, 20, 0)
+    warn_short_hold(wl, 5.0)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hold 5s is shorter than a typical session" in err
+    assert "(18 s)" in err
+    warn_short_hold(wl, 60.0)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_agent_options_are_typed_spec_fields_checked_in_one_line():
+    """AgentOpts is a group of run's, ramp's and sweep's specs: Python values and the command
+    line's texts make the same spec, the keyword is the flag's (workload=), and a bad value or
+    a combination agents cannot take is one UsageError naming the flag."""
+    from datetime import timedelta
+
+    from llmbench.commands.ramp_spec import RampSpec
+    from llmbench.commands.run_spec import RunSpec
+    from llmbench.errors import UsageError
+    typed = RampSpec.from_options({"url": "http://h:1/v1", "workload": "agent",
+                                   "agent_steps": (2, 5), "agent_result_tokens": 300,
+                                   "agent_tool_latency": (timedelta(milliseconds=100), 2)})
+    texts = RampSpec(url="http://h:1/v1", workload_type="agent", agent_steps="2-5",
+                     agent_result_tokens="300", agent_tool_latency="100ms-2s")
+    assert typed == texts
+    spec = typed.agent_spec()
+    assert spec.steps == (2, 5) and spec.result_tokens == (300, 300)
+    assert spec.tool_latency_s == (0.1, 2.0)
+    # agents start their next task at once, and are held to a first token within 5 s
+    assert typed.timing()[2] == (0.0, 0.0)
+    assert [t.text for t in typed.gates()][0] == "ttft.p95_all<=5s"
+    # --tool-choice needs no --tools FILE with agents: their sessions send tools
+    assert RunSpec(workload_type="agent", tool_choice="required").tool_choice == "required"
+    for kw, words in (({"workload_type": "robot"}, "--workload 'robot': choose chat or agent"),
+                      ({"workload_type": "agent", "agent_steps": "0"}, "--agent-steps"),
+                      ({"workload_type": "agent", "images": 2}, "--images: not with --workload"),
+                      ({"workload_type": "agent", "dataset": "random"}, "--dataset random"),
+                      ({"workload_type": "agent", "trace": "t.jsonl"}, "--trace replays"),
+                      ({"tool_choice": "required"}, "--tool-choice needs --tools FILE")):
+        with pytest.raises(UsageError) as exc:
+            RunSpec(**kw)
+        assert words in str(exc.value) and "\n" not in str(exc.value), (kw, str(exc.value))
