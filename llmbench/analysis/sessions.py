@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from llmbench.analysis.metrics import stats_ms
-from llmbench.records.definitions import started_in
+from llmbench.records.definitions import session_time, session_tool_time, started_in
 from llmbench.records.record import Record, is_measured
 from llmbench.records.store import RecordStore
 from llmbench.results.sessions import Dist, Sessions, Slowest
@@ -56,11 +56,11 @@ class SessionStat:
 
     @property
     def duration_s(self) -> float:
-        return max(self.end - self.start, 0.0)
+        return session_time(self.start, self.end)
 
     @property
     def tool_s(self) -> float:
-        return max(self.duration_s - self.model_s, 0.0)
+        return session_tool_time(self.duration_s, self.model_s)
 
     @property
     def prefilled_tokens(self) -> int | None:
@@ -111,7 +111,6 @@ def _one(sid: str, recs: list[Record]) -> SessionStat:
     ends = [max(r.done, r.end or 0.0, r.start) for r in recs]
     complete = any(r.ok and r.step_kind == "final" for r in recs)
     failed = any(not r.ok and is_measured(r.warmup, r.error_kind) for r in recs)
-    cut = any(r.error_kind == "interrupted" for r in recs)
     prompt = sum(r.prompt_tokens or 0 for r in recs if r.ok)
     told = [r for r in recs if r.ok and r.cached_tokens is not None]
     cached = sum(r.cached_tokens or 0 for r in told) if told else None
