@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import inspect
 import io
-import json
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, ParamSpec, TypeVar, overload
 
@@ -126,13 +125,15 @@ def _result(done: Any, what: str) -> Run:
     """The Run of a finished command, or the exception for one that is not a result."""
     if done.run is None:
         raise failure(done.error or f"the {what} measured nothing", done.code)
-    run = Run.from_dict(done.run, done.run_dir)
-    lost = (done.run.get("workers") or {}).get("crashed")
+    run: Run = done.run
+    if done.run_dir is not None:
+        run.path = Path(done.run_dir)
+    lost = (run.workers or {}).get("crashed")
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
                         done.code, run)
     if done.code == EXIT_WRITE or run.status == "failed":
-        raise RunFailed(str(done.run.get("error") or f"the {what} failed"), done.code, run)
+        raise RunFailed(str(run.error or f"the {what} failed"), done.code, run)
     if done.code == EXIT_OVERLOADED and lost:
         raise RunFailed(f"a worker process died during the {what}; exc.run holds the "
                         "incomplete figures", done.code, run)
@@ -141,15 +142,15 @@ def _result(done: Any, what: str) -> Run:
 
 def _sweep_result(done: Any) -> Run:
     if done.code == EXIT_UNREACHABLE and done.run is not None:
-        raise RunFailed(str(done.run.get("answer") or "no setting could be measured"),
-                        done.code, Run.from_dict(done.run, done.run_dir))
+        raise RunFailed(str(done.run.answer or "no setting could be measured"),
+                        done.code, done.run)
     return _result(done, "sweep")
 
 
 run = Command(RunSpec, lambda s: _result(s.perform(), "run"), """``llmbench run``: one load
 level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
 (``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
-are in ``run.data["thresholds"]``, not an exception.""")
+are in ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
 
 ramp = Command(RampSpec, lambda s: _result(s.perform(), "ramp"), """``llmbench ramp``: steps of
 users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., users=[1, 2,
@@ -158,8 +159,8 @@ users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., use
 
 sweep = Command(SweepSpec, lambda s: _sweep_result(s.perform()), """``llmbench sweep``: a ramp
 per server setting. ``settings={"NAME": [1, 2, 4]}`` (or ``setting=``, as on the command line)
-is ``--setting NAME=1,2,4``. Returns the sweep folder's Run (kind "sweep"; ``data["results"]``,
-``data["answer"]``, ``data["best"]``).""")
+is ``--setting NAME=1,2,4``. Returns the sweep folder's Run (kind "sweep"; ``results``,
+``answer``, ``best``).""")
 
 probe = Command(ProbeSpec, lambda s: _result(s.perform(), "probe"), """``llmbench probe``:
 router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
@@ -179,19 +180,14 @@ compare.html in the last run's folder and returns a Comparison (``.data``, ``.te
 def load_run(path: str | Path) -> Run:
     """Any run folder (run, ramp, probe; every schema version) or sweep folder, as a Run. A run
     killed before it wrote its summary gets one rebuilt from requests.jsonl (marked partial,
-    ``data["note"]`` says so). A folder that is not one is a UsageError."""
+    ``note`` says so). A folder that is not one is a UsageError."""
     from llmbench.commands.spec import translate
     p = Path(path)
     try:
-        if (p / "sweep.json").is_file():
-            try:
-                doc = json.loads((p / "sweep.json").read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{p}: sweep.json is not valid JSON ({exc.msg}); it was cut "
-                                 "short or edited by hand")
-            return Run.from_dict(doc, p)
+        if (p / "sweep.json").is_file() and not (p / "run.json").is_file():
+            return Run.load(p)
         from llmbench.analysis.recover import load_checked
-        return Run.from_dict(load_checked(p, "load"), p)
+        return load_checked(p, "load")
     except LlmbenchError:
         raise
     except ValueError as exc:           # a schema this llmbench cannot read

@@ -80,14 +80,14 @@ def one(kind: str, url: str, out: Path, args: argparse.Namespace, seed: int) -> 
 def judge(a: Path, b: Path) -> dict:
     res = compare(load_runs([a, b]), METRICS, max_regression=GATE)
     per_metric = {}
-    for c in res["checks"]:
-        if c["metric"] in METRICS and c.get("ci"):
-            lo, hi = c["ci"]
-            per_metric.setdefault(c["metric"], []).append(not (lo <= 0 <= hi))
-    thr = [c for c in res["checks"] if c["metric"] == "output_throughput"]
-    return {"gate": bool(res["regressions"]), "per_metric": per_metric,
-            "thr_flagged": any(c["regression"] for c in thr),
-            "thr_change": [c["change"] for c in thr if c.get("change") is not None]}
+    for c in res.checks:
+        if c.metric in METRICS and c.ci:
+            lo, hi = c.ci
+            per_metric.setdefault(c.metric, []).append(not (lo <= 0 <= hi))
+    thr = [c for c in res.checks if c.metric == "output_throughput"]
+    return {"gate": bool(res.regressions), "per_metric": per_metric,
+            "thr_flagged": any(c.regression for c in thr),
+            "thr_change": [c.change for c in thr if c.change is not None]}
 
 
 class Mock:

@@ -251,7 +251,7 @@ def watch_phases():
     from llmbench.analysis import checks, metrics
     from llmbench.commands import run as run_cmd
     from llmbench.report import auto, vllm_json
-    from llmbench.results.folder import RunDoc
+    from llmbench.results.schema import Run
     phases: dict[str, float] = {}
 
     def phase(name: str, fn):
@@ -265,7 +265,7 @@ def watch_phases():
     metrics.summarize = phase("summary", metrics.summarize)
     vllm_json.peak_in_flight = phase("peak_in_flight", vllm_json.peak_in_flight)
     checks.record_checks = phase("record_checks", checks.record_checks)
-    RunDoc.write = phase("run_json", RunDoc.write)      # type: ignore[method-assign]
+    Run.save = phase("run_json", Run.save)      # type: ignore[method-assign]
     run_cmd.write_timeline = phase("timeline", run_cmd.write_timeline)
     auto.write_report = phase("report", auto.write_report)
     return phases, phase

@@ -23,7 +23,7 @@ from llmbench.commands.ramp import judge  # noqa: E402
 from llmbench.load.monitor import busy  # noqa: E402
 from llmbench.load.shapes import StepWindow  # noqa: E402
 from llmbench.records.record import Record  # noqa: E402
-from llmbench.results.folder import RunDoc  # noqa: E402
+from llmbench.results.schema import Run, Verdict  # noqa: E402
 from llmbench.analysis.slo import parse_threshold  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def make_run(d: Path, n: int, steps: int) -> None:
                 fh.write(json.dumps(r.to_json()) + "\n")
             res = judge([parse_threshold("ttft.p95<=2s")])(StepWindow(
                 s, 2 * (s + 1), hold_start - 5, hold_start, hold_end, records, 0, busy([])))
-            step_rows.append(res.as_dict())
+            step_rows.append(res)
             records = []
             t = hold_end + 5
     with open(d / "timeline.jsonl", "w") as fh:
@@ -56,11 +56,11 @@ def make_run(d: Path, n: int, steps: int) -> None:
             fh.write(json.dumps({"t": sec, "users": 2 * (sec // 65 + 1), "in_flight": 3,
                                  "waiting_first_token": 1, "streaming": 2, "thinking": 1,
                                  "tok_s": 500.0, "ttft_p95_recent_ms": 80.0}) + "\n")
-    RunDoc("ramp", "complete", 0, {"target": {"model": "bench", "url": "http://x"},
-                                   "ramp": {"by": "users", "thresholds": ["ttft.p95<=2s"]}},
-           workload={"fingerprint": "f"}, environment={},
-           body={"steps": step_rows, "verdict": {"result": "Held 20 users.", "kind": "held",
-                                                 "evidence": [], "advice": []}}).write(d)
+    Run(kind="ramp", status="complete", started_at=0,
+        config={"target": {"model": "bench", "url": "http://x"},
+                "ramp": {"by": "users", "thresholds": ["ttft.p95<=2s"]}},
+        workload={"fingerprint": "f"}, steps=step_rows,
+        verdict=Verdict(text="Held 20 users.", kind="held")).save(d)
 
 
 def main() -> None:

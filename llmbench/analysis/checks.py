@@ -140,22 +140,22 @@ def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None
     return None if c is None else c.as_dict()
 
 
-def notes(run: dict) -> list[str]:
-    """Sentences to print after a run, read back from its run.json."""
-    c = run.get("output_length") or {}
+def notes(run: Any) -> list[str]:
+    """Sentences to print after a run (a ``results.schema.Run``)."""
+    c = run.output_length or {}
     out = [c["message"]] if c.get("message") else []
-    n = run.get("not_streamed") or 0
+    n = run.not_streamed or 0
     if n:
         out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
                    "E2E latency for them); use --no-stream for such a server.")
-    n = run.get("connection_resends") or 0
+    n = run.connection_resends or 0
     if n:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "
                    "latency includes the lost attempt).")
-    tel = run.get("telemetry")
-    if isinstance(tel, dict):
-        out.extend(str(n) for n in tel.get("notes") or [])    # a source that did not answer...
+    tel = getattr(run, "run_telemetry", None)
+    if tel is not None:
+        out.extend(str(n) for n in tel.notes)    # a source that did not answer...
     return out
 
 
@@ -259,10 +259,10 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     return out
 
 
-def cache_lines(run: dict) -> list[str]:
-    """The console's lines about the prefix cache, read back from run.json: the share when a
-    server reported one, then the warning when it flatters the numbers."""
-    c = run.get("prompt_cache") or {}
+def cache_lines(run: Any) -> list[str]:
+    """The console's lines about the prefix cache of a run (``results.schema.Run``): the share
+    when a server reported one, then the warning when it flatters the numbers."""
+    c = run.prompt_cache or {}
     out = []
     if c.get("share") is not None:
         parts = [f"{c.get('requests')} requests reported it"]

@@ -12,7 +12,7 @@ nothing is skipped without a line saying so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,17 +21,17 @@ import math
 
 import numpy as np
 
-from llmbench.results.latencies import Latencies, load
+from llmbench.results.latencies import Latencies
 from llmbench.analysis.telemetry import identity_diff, identity_line, identity_of
 from llmbench.analysis.stats import Grouped, Rate, change_interval, rate_change, token_rate
-from llmbench.results.schema import HIGHER_IS_BETTER, Summary, key as summary_key
+from llmbench.results.schema import HIGHER_IS_BETTER, Run, Step, Summary, key as summary_key
 
 # A latency change smaller than this is never called a regression, whatever its interval: the
 # machine's scheduler moves token timestamps by about a millisecond between two runs.
 TIMING_FLOOR_MS = 1.0
 
 
-def timing_uncertainty_ms(*steps: dict[str, Any]) -> float:
+def timing_uncertainty_ms(*steps: Step) -> float:
     """How far the load generator's own timing could move a latency between two runs: the
     larger event-loop lag p99 and client send delay p99 of the steps compared (each run's
     monitor), at least TIMING_FLOOR_MS. A difference within it may be the machine running
@@ -39,9 +39,8 @@ def timing_uncertainty_ms(*steps: dict[str, Any]) -> float:
     differ by a few ms of ITL p95 with tight intervals on both)."""
     worst = TIMING_FLOOR_MS
     for st in steps:
-        mon = st.get("monitor") or {}
-        summ = _summary(st)
-        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"), summ.send_delay.p99):
+        mon = st.monitor
+        for v in (mon.get("lag_p99_ms"), mon.get("send_delay_p99_ms"), st.summary.send_delay.p99):
             if isinstance(v, (int, float)) and math.isfinite(v):
                 worst = max(worst, float(v))
     return worst
@@ -61,16 +60,11 @@ METRICS: dict[str, tuple[str, bool]] = {m: _entry(m) for m in _COMPARED}
 DEFAULT_METRICS = ("held", "ttft.p95", "itl.p95", "output_throughput")
 
 
-def _summary(step: dict[str, Any]) -> Summary:
-    """A step's summary, typed (the results contract)."""
-    return Summary.of(step.get("summary") or {})
-
-
-def _read(step: dict[str, Any], name: str) -> Any:
+def _read(step: Step, name: str) -> Any:
     """A compared metric (``ttft.p95``, ``output_throughput``) of a step, as a threshold reads
     it: ``Summary.value``."""
     metric, _, stat = name.partition(".")
-    return _summary(step).value(metric, stat or None)
+    return step.summary.value(metric, stat or None)
 
 
 def _is_latency(name: str) -> bool:
@@ -107,12 +101,12 @@ def parse_max_regression(text: str) -> float:
     return limit
 
 
-def loop_shape(run: dict[str, Any]) -> tuple[str, str]:
+def loop_shape(run: Run) -> tuple[str, str]:
     """(closed | open, what its load counts) from run.json: a ramp's --by, a run's load."""
-    if run.get("kind") == "ramp":
-        by = ((run.get("config") or {}).get("ramp") or {}).get("by", "users")
+    if run.kind == "ramp":
+        by = (run.config.get("ramp") or {}).get("by", "users")
         return ("open", "requests per second") if by == "rate" else ("closed", "users")
-    load = (run.get("config") or {}).get("load") or {}
+    load = run.load_config
     if load.get("arrival") == "trace":
         return "open", "a trace's timestamps"
     if load.get("rate") is not None:
@@ -137,33 +131,31 @@ def _shape_warning(runs: Sequence["Loaded"]) -> str | None:
 class Loaded:
     name: str
     path: Path
-    run: dict[str, Any]
+    run: Run
     lat: Latencies
 
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        kind = self.run.get("kind")
+    @cached_property
+    def steps(self) -> list[Step]:
+        """A ramp's steps; a run as one step (index -1) at its load level."""
+        kind = self.run.kind
         if kind == "ramp":
-            return self.run.get("steps") or []
+            return list(self.run.steps)
         if kind == "run":
-            load_cfg = self.run.get("config", {}).get("load", {})
-            s = self.run.get("summary") or {}
-            checks = self.run.get("thresholds") or []
-            level = load_cfg.get("concurrency") or load_cfg.get("rate") or 0
-            return [{"index": -1, "load": float(level),      # "inf" for --rate inf
-                     "summary": s, "held": all(c["ok"] for c in checks), "checks": checks,
-                     "hold_start": None, "hold_end": None,
-                     "monitor": self.run.get("monitor") or {}}]
+            checks = self.run.thresholds
+            level = self.run.load_level or 0
+            return [Step(index=-1, load=float(level),      # "inf" for --rate inf
+                         summary=self.run.summary or Summary(), held=all(c.ok for c in checks),
+                         checks=list(checks), monitor=self.run.monitor or {})]
         raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
 
     @property
     def held(self) -> float:
-        return max((s["load"] for s in self.steps if s["held"]), default=0.0)
+        return max((s.load for s in self.steps if s.held), default=0.0)
 
-    def window(self, step: dict[str, Any]) -> Latencies:
-        if step["index"] == -1:
+    def window(self, step: Step) -> Latencies:
+        if step.index == -1:
             return self.lat
-        return self.lat.window(step["index"], step["hold_start"], step["hold_end"])
+        return self.lat.window(step.index, step.hold_start, step.hold_end)
 
     @cached_property
     def _tokens(self) -> tuple[np.ndarray, np.ndarray, float] | None:
@@ -182,24 +174,24 @@ class Loaded:
             return None
         return np.concatenate(times), np.concatenate(weights), float(lat.start[lat.ok].min())
 
-    def rate(self, step: dict[str, Any]) -> Rate | None:
+    def rate(self, step: Step) -> Rate | None:
         """Output tok/s over the step's hold window (a run: its whole span) from the arrival
         times of every token of every request, whichever step sent it."""
         tok = self._tokens
         if tok is None:
             return None
         t_all, w_all, first = tok
-        if step["index"] == -1:
+        if step.index == -1 or step.hold_start is None or step.hold_end is None:
             start, end = first, float(t_all.max())
         else:
-            start, end = step["hold_start"], step["hold_end"]
+            start, end = step.hold_start, step.hold_end
         return token_rate(t_all, w_all, start, end)
 
 
-def name_of(run: dict[str, Any], path: Path) -> str:
+def name_of(run: Run, path: Path) -> str:
     """A run's name in columns and headlines: its --label (the value of name=... or of a single
     label, else all of them), else its folder's name."""
-    labels = run.get("labels") or {}
+    labels = run.labels or {}
     if "name" in labels:
         return str(labels["name"])
     if len(labels) == 1:
@@ -215,19 +207,19 @@ def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
     out = []
     seen: dict[str, int] = {}
     for p in paths:
-        run, lat = load(p)
+        run = Run.load(p)
         name = name_of(run, Path(p))
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:           # the same run twice (an A/A check): tell them apart
             name = f"{name} #{seen[name]}"
-        out.append(Loaded(name, Path(p), run, lat))
-    kinds = {r.run.get("kind") for r in out}
+        out.append(Loaded(name, Path(p), run, run.latencies()))
+    kinds = {r.run.kind for r in out}
     if len(kinds) > 1:
         raise CompareError(f"cannot compare different kinds of runs ({', '.join(sorted(map(str, kinds)))})")
     return out
 
 
-def bootstrap_change(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
+def bootstrap_change(base: Loaded, other: Loaded, sb: Step, so: Step,
                      metric: str, seed: int = 0) -> tuple[float, float, float] | None:
     """(point, low, high) of the relative change other/base − 1, from per-request data.
 
@@ -291,52 +283,117 @@ def completed_change(cb: int, co: int) -> tuple[float, float, float] | None:
     return math.exp(r) - 1, math.exp(r - _Z * se) - 1, math.exp(r + _Z * se) - 1
 
 
-def _missing(summary: Summary | dict[str, Any], metric: str) -> str | None:
+def _missing(summary: Summary, metric: str) -> str | None:
     """Why a metric cannot be computed from a step, or None when it can."""
     # bootstrap_change needs two successful requests on each side, for every metric
-    completed = Summary.of(summary).completed
+    completed = summary.completed
     return None if completed >= 2 else f"{completed} successful request(s), need 2"
 
 
-def _gate_checks(base: Loaded, other: Loaded, sb: dict[str, Any], so: dict[str, Any],
-                 max_regression: float | None) -> list[dict[str, Any]]:
+@dataclass
+class Change:
+    """One compared figure of a candidate against the baseline: at a common step's ``load``
+    (None: the whole run, as ``held``), both values, the relative ``change`` (percentage
+    points for an error rate: ``absolute``) with its 95 % interval, and the verdicts on it."""
+
+    run: str
+    metric: str
+    load: float | None
+    base: Any
+    value: Any
+    change: float | None
+    ci: list[float] | None
+    regression: bool
+    note: str | None = None
+    absolute: bool = False
+    worse: bool = False
+    better: bool = False
+    improvement: bool = False
+
+
+@dataclass
+class Cell:
+    """A run's step at one load of the side-by-side table."""
+
+    held: bool
+    p95_ttft_ms: float | None
+    p95_itl_ms: float | None
+    output_throughput: float | None
+
+
+@dataclass
+class Row:
+    load: float
+    runs: list[Cell | None]
+
+
+@dataclass
+class Compared:
+    """A run of a comparison: its name, folder, users held, workload and status, and what its
+    server was (a line; None: not recorded)."""
+
+    name: str
+    path: str
+    held: float
+    fingerprint: Any
+    status: str
+    server: str | None = None
+
+
+@dataclass
+class Comparison:
+    """What ``compare`` found: the runs, the side-by-side table, every change checked, and
+    those that are regressions, improvements or worse beyond the noise."""
+
+    runs: list[Compared]
+    table: list[Row]
+    checks: list[Change]
+    regressions: list[Change]
+    improvements: list[Change]
+    worse: list[Change]
+    warnings: list[str] = field(default_factory=list)
+    # what differed between the runs' servers ({"run", "text"}), as far as they said
+    server_differences: list[dict[str, Any]] = field(default_factory=list)
+    max_regression: float | None = None
+    unit: str = "users"
+
+
+def _gate_checks(base: Loaded, other: Loaded, sb: Step, so: Step,
+                 max_regression: float | None) -> list[Change]:
     """Error rate and completed requests of one common step, whatever --metric says."""
     out = []
-    bs, os_ = _summary(sb), _summary(so)
+    bs, os_ = sb.summary, so.summary
     nb, no = bs.requests, os_.requests
     kb, ko = bs.failed, os_.failed
-    row = {"run": other.name, "load": sb["load"]}
+    who, at = other.name, sb.load
     if nb and no:
         d, lo, hi = error_rate_change(kb, nb, ko, no)
         # more failures than chance explains (the whole interval above 0) is a regression at
         # any --max-regression: a limit on latency is not a licence to fail requests
         bad = max_regression is not None and lo > 0
-        out.append({**row, "metric": "error_rate", "base": kb / nb, "value": ko / no,
-                    "change": d, "ci": [lo, hi], "regression": bad, "absolute": True,
-                    "note": f"{kb}/{nb} -> {ko}/{no} failed"})
+        out.append(Change(who, "error_rate", at, kb / nb, ko / no, d, [lo, hi], bad,
+                          f"{kb}/{nb} -> {ko}/{no} failed", absolute=True))
     else:
-        out.append({**row, "metric": "error_rate", "base": kb / nb if nb else None,
-                    "value": ko / no if no else None, "change": None, "ci": None,
-                    "regression": max_regression is not None and nb > 0 and not no,
-                    "note": f"no request on {'the candidate' if nb else 'the baseline'}"})
+        out.append(Change(who, "error_rate", at, kb / nb if nb else None,
+                          ko / no if no else None, None, None,
+                          max_regression is not None and nb > 0 and not no,
+                          f"no request on {'the candidate' if nb else 'the baseline'}"))
     cb, co = bs.completed, os_.completed
     res = completed_change(cb, co)
     if res is not None:
         point, lo, hi = res
-        out.append({**row, "metric": "completed", "base": cb, "value": co, "change": point,
-                    "ci": [lo, hi], "regression": max_regression is not None
-                    and hi < -max_regression, "note": None})
+        out.append(Change(who, "completed", at, cb, co, point, [lo, hi],
+                          max_regression is not None and hi < -max_regression))
     else:
-        out.append({**row, "metric": "completed", "base": cb, "value": co,
-                    "change": -1.0 if cb else None, "ci": None,
-                    "regression": max_regression is not None and cb > 0,
-                    "note": "no request completed on the candidate" if cb else
-                            "no request completed on the baseline: nothing to compare with"})
+        out.append(Change(who, "completed", at, cb, co, -1.0 if cb else None, None,
+                          max_regression is not None and cb > 0,
+                          "no request completed on the candidate" if cb else
+                          "no request completed on the baseline: nothing to compare with"))
     return out
 
 
 def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
-            max_regression: float | None = None) -> dict[str, Any]:
+            max_regression: float | None = None) -> Comparison:
     for m in metrics:
         if m not in METRICS:
             raise CompareError(f"--metric {m!r}: choose from {', '.join(METRICS)}")
@@ -345,52 +402,48 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
     shape = _shape_warning(runs)
     if shape:
         warnings.append(shape)
-    fps = {r.name: (r.run.get("workload") or {}).get("fingerprint") for r in runs}
+    fps = {r.name: (r.run.workload or {}).get("fingerprint") for r in runs}
     if len(set(fps.values())) > 1:
         warnings.append("the runs used different workloads (fingerprints "
                         + ", ".join(f"{k}: {v}" for k, v in fps.items())
                         + "); differences may come from the prompts, not the server")
     for r in runs:
-        if r.run.get("status") == "partial":
+        if r.run.status == "partial":
             warnings.append(f"{r.name} is a partial run (interrupted); only its finished steps count")
-        buffered = [s["load"] for s in r.steps if _buffered(s)]
+        buffered = [s.load for s in r.steps if _buffered(s)]
         if buffered:
             warnings.append(f"{r.name}: a proxy buffered the stream (tokens arrived in bursts"
                             f" at {', '.join(f'{x:g}' for x in buffered)}): its TTFT, ITL and "
                             "E2EL there measure the buffer, not the model, and are not gated")
-    loads = sorted({s["load"] for r in runs for s in r.steps})
+    loads = sorted({s.load for r in runs for s in r.steps})
     table = []
     for load_v in loads:
-        row: dict[str, Any] = {"load": load_v, "runs": []}
+        cells: list[Cell | None] = []
         for r in runs:
-            st = next((s for s in r.steps if s["load"] == load_v), None)
-            sm = None if st is None else _summary(st)
-            # the row's keys are the summary's (run.json's names): compare.json keeps them
-            row["runs"].append(None if st is None else {
-                "held": st["held"], "p95_ttft_ms": sm.ttft.p95, "p95_itl_ms": sm.itl.p95,
-                "output_throughput": sm.output_throughput})
-        table.append(row)
-    checks = []
-    regressions = []
+            st = next((s for s in r.steps if s.load == load_v), None)
+            cells.append(None if st is None else Cell(
+                st.held, st.summary.ttft.p95, st.summary.itl.p95, st.summary.output_throughput))
+        table.append(Row(load_v, cells))
+    checks: list[Change] = []
+    regressions: list[Change] = []
     for other in runs[1:]:
         for m in metrics:
             worse_up = METRICS[m][1]
             if m == "held":
                 change = (other.held / base.held - 1) if base.held else 0.0
                 bad = max_regression is not None and change < -max_regression
-                checks.append({"run": other.name, "metric": m, "load": None, "base": base.held,
-                               "value": other.held, "change": change, "ci": None,
-                               "regression": bad, "note": None})
+                checks.append(Change(other.name, m, None, base.held, other.held, change, None,
+                                     bad))
                 if bad:
                     regressions.append(checks[-1])
                 continue
             for sb in base.steps:
-                so = next((s for s in other.steps if s["load"] == sb["load"]), None)
+                so = next((s for s in other.steps if s.load == sb.load), None)
                 if so is None:
                     continue          # reported once per step by the error-rate gate below
-                res = bootstrap_change(base, other, sb, so, m, seed=int(sb["load"] * 10))
+                res = bootstrap_change(base, other, sb, so, m, seed=int(sb.load * 10))
                 if res is None:
-                    why_b, why_o = _missing(_summary(sb), m), _missing(_summary(so), m)
+                    why_b, why_o = _missing(sb.summary, m), _missing(so.summary, m)
                     # measurable on the baseline, not on the candidate: that is a regression
                     bad = max_regression is not None and why_b is None and why_o is not None
                     if why_b is None and why_o is None:
@@ -400,10 +453,8 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                     else:
                         note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
                                 else f"cannot be computed on the baseline ({why_b})")
-                    checks.append({"run": other.name, "metric": m, "load": sb["load"],
-                                   "base": _read(sb, m),
-                                   "value": _read(so, m), "change": None, "ci": None,
-                                   "regression": bad, "note": note})
+                    checks.append(Change(other.name, m, sb.load, _read(sb, m), _read(so, m),
+                                         None, None, bad, note))
                     if bad:
                         regressions.append(checks[-1])
                     continue
@@ -425,45 +476,40 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
                         note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
                                 f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
                                 "p99): not attributed to the server")
-                checks.append({"run": other.name, "metric": m, "load": sb["load"],
-                               "base": vb, "value": vo,
-                               "change": point, "ci": [lo, hi], "regression": bad, "note": note})
+                checks.append(Change(other.name, m, sb.load, vb, vo, point, [lo, hi], bad, note))
                 if bad:
                     regressions.append(checks[-1])
-        last_other = max((s["load"] for s in other.steps), default=0.0)
-        other_broke = any(not s["held"] for s in other.steps)
+        last_other = max((s.load for s in other.steps), default=0.0)
+        other_broke = any(not s.held for s in other.steps)
         for sb in base.steps:
-            so = next((s for s in other.steps if s["load"] == sb["load"]), None)
+            so = next((s for s in other.steps if s.load == sb.load), None)
             if so is None:
                 # the candidate stopped before this load (it broke earlier): a regression;
                 # a load it simply did not plan is said, not counted
-                stopped = other_broke and last_other < sb["load"]
-                checks.append({"run": other.name, "metric": "step", "load": sb["load"],
-                               "base": None, "value": None, "change": None, "ci": None,
-                               "regression": max_regression is not None and stopped
-                               and sb["held"],
-                               "note": "the candidate stopped before this load" if stopped
-                                       else "the candidate has no step at this load"})
-                if checks[-1]["regression"]:
+                stopped = other_broke and last_other < sb.load
+                checks.append(Change(other.name, "step", sb.load, None, None, None, None,
+                                     max_regression is not None and stopped and sb.held,
+                                     "the candidate stopped before this load" if stopped
+                                     else "the candidate has no step at this load"))
+                if checks[-1].regression:
                     regressions.append(checks[-1])
                 continue
             for c in _gate_checks(base, other, sb, so, max_regression):
                 checks.append(c)
-                if c["regression"]:
+                if c.regression:
                     regressions.append(c)
     limit = max_regression or 0.0
     for c in checks:
-        c["worse"], c["better"] = _direction(c, limit)
-        c["improvement"] = c["better"] and not c["regression"]
-    servers = server_differences(runs)
-    return {"runs": [{"name": r.name, "path": str(r.path), "held": r.held,
-                      "fingerprint": fps[r.name], "status": r.run.get("status"),
-                      "server": identity_line(identity_of(r.run))} for r in runs],
-            "server_differences": servers,
-            "table": table, "checks": checks, "regressions": regressions,
-            "improvements": [c for c in checks if c["improvement"]],
-            "worse": [c for c in checks if c["worse"] or c["regression"]],
-            "warnings": warnings, "max_regression": max_regression, "unit": "users"}
+        c.worse, c.better = _direction(c, limit)
+        c.improvement = c.better and not c.regression
+    return Comparison(
+        runs=[Compared(r.name, str(r.path), r.held, fps[r.name], r.run.status,
+                       identity_line(identity_of(r.run))) for r in runs],
+        server_differences=server_differences(runs),
+        table=table, checks=checks, regressions=regressions,
+        improvements=[c for c in checks if c.improvement],
+        worse=[c for c in checks if c.worse or c.regression],
+        warnings=warnings, max_regression=max_regression, unit="users")
 
 
 def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:
@@ -483,56 +529,52 @@ def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:
     return out
 
 
-def _buffered(step: dict[str, Any]) -> bool:
+def _buffered(step: Step) -> bool:
     """A step whose stream a proxy buffered (metrics._bunching_store)."""
-    return bool((_summary(step).stream_bunching or {}).get("buffered"))
+    return bool((step.summary.stream_bunching or {}).get("buffered"))
 
 
-def _direction(c: dict[str, Any], limit: float) -> tuple[bool, bool]:
+def _direction(c: Change, limit: float) -> tuple[bool, bool]:
     """(worse, better): the whole interval (no interval: the value) beyond ``limit`` on that
     side; error rates, in percentage points, beyond 0."""
-    if c.get("change") is None:
+    if c.change is None:
         return False, False
-    m = c["metric"]
+    m = c.metric
     worse_up = m == "error_rate" or (m in METRICS and METRICS[m][1])
-    lim = 0.0 if c.get("absolute") else limit
-    lo, hi = c["ci"] if c.get("ci") else (c["change"], c["change"])
+    lim = 0.0 if c.absolute else limit
+    lo, hi = c.ci if c.ci else (c.change, c.change)
     if worse_up:
         return lo > lim, hi < -lim
     return hi < -lim, lo > lim
 
 
-def _short(c: dict[str, Any]) -> str:
-    where = "" if c["load"] is None else f" at {c['load']:g}"
-    who = f"{c['run']}: " if c.get("_many") else ""
-    if c.get("change") is None:
-        return f"{who}{c['metric']}{where} ({c.get('note')})"
-    if c.get("absolute"):
-        return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f} pp"
-    return f"{who}{c['metric']}{where} {c['change'] * 100:+.1f}%"
+def _short(c: Change, many: bool) -> str:
+    where = "" if c.load is None else f" at {c.load:g}"
+    who = f"{c.run}: " if many else ""
+    if c.change is None:
+        return f"{who}{c.metric}{where} ({c.note})"
+    if c.absolute:
+        return f"{who}{c.metric}{where} {c.change * 100:+.1f} pp"
+    return f"{who}{c.metric}{where} {c.change * 100:+.1f}%"
 
 
-def headline(result: dict[str, Any]) -> list[str]:
+def headline(result: Comparison) -> list[str]:
     """Regressions and improvements named apart: a candidate that got faster is never
     announced as "2 regression(s)"."""
-    lim = result.get("max_regression")
-    many = len(result["runs"]) > 2
-    for c in result["checks"]:
-        c["_many"] = many
-    regs, better = result["regressions"], result["improvements"]
+    lim = result.max_regression
+    many = len(result.runs) > 2
+    regs, better = result.regressions, result.improvements
     beyond = f" beyond {lim * 100:g}%" if lim is not None else ""
     out = []
     if lim is not None:
         out.append(f"{len(regs)} regression{'s' if len(regs) != 1 else ''}{beyond}"
-                   + (": " + "; ".join(_short(c) for c in regs) if regs else "."))
+                   + (": " + "; ".join(_short(c, many) for c in regs) if regs else "."))
     else:
-        worse = result["worse"]
-        out.append("Worse (95% interval beyond 0): " + ("; ".join(_short(c) for c in worse)
+        worse = result.worse
+        out.append("Worse (95% interval beyond 0): " + ("; ".join(_short(c, many) for c in worse)
                                                            if worse else "nothing."))
     out.append(f"{len(better)} improvement{'s' if len(better) != 1 else ''}{beyond}"
-               + (": " + "; ".join(_short(c) for c in better) if better else "."))
-    for c in result["checks"]:
-        c.pop("_many", None)
+               + (": " + "; ".join(_short(c, many) for c in better) if better else "."))
     return out
 
 
@@ -544,32 +586,45 @@ AT_LOAD_METRICS = ("ttft.p95", "itl.p50", "output_throughput")
 MIN_CHANGE = 0.02
 
 
+@dataclass
+class AtLoad:
+    """One figure of two runs at a load both ran (sweep's tie-break): both values, the change
+    other/base − 1 with its 95 % interval, and which side is better beyond the noise."""
+
+    metric: str
+    base: Any
+    other: Any
+    change: float | None = None
+    ci: list[float] | None = None
+    better: str | None = None           # "base", "other", or None
+    note: str | None = None
+
+
 def at_load(base: Loaded, other: Loaded, load: float,
-            metrics: Sequence[str] = AT_LOAD_METRICS) -> dict[str, dict[str, Any]]:
+            metrics: Sequence[str] = AT_LOAD_METRICS) -> dict[str, AtLoad]:
     """Each metric of two runs at one load both ran: both values, the relative change
     other/base − 1 with its 95 % interval (as ``compare``), and which side is better beyond the
     noise: ``"base"``, ``"other"`` or None. Beyond the noise means the whole interval is
     beyond ±``MIN_CHANGE`` and, for a latency, the difference exceeds the load generator's own timing
     uncertainty (``timing_uncertainty_ms``), as compare's gate requires."""
-    sb = next((s for s in base.steps if s["load"] == load), None)
-    so = next((s for s in other.steps if s["load"] == load), None)
-    out: dict[str, dict[str, Any]] = {}
+    sb = next((s for s in base.steps if s.load == load), None)
+    so = next((s for s in other.steps if s.load == load), None)
+    out: dict[str, AtLoad] = {}
     if sb is None or so is None:
         return out
     for m in metrics:
         worse_up = METRICS[m][1]
         vb, vo = _read(sb, m), _read(so, m)
-        entry: dict[str, Any] = {"metric": m, "base": vb, "other": vo, "change": None,
-                                 "ci": None, "better": None, "note": None}
+        entry = AtLoad(m, vb, vo)
         res = None
-        if _missing(_summary(sb), m) is None and _missing(_summary(so), m) is None:
+        if _missing(sb.summary, m) is None and _missing(so.summary, m) is None:
             res = bootstrap_change(base, other, sb, so, m, seed=int(load * 10))
         if res is None:
-            entry["note"] = "too few requests or too short a window for an interval"
+            entry.note = "too few requests or too short a window for an interval"
             out[m] = entry
             continue
         point, lo, hi = res
-        entry.update(change=point, ci=[lo, hi])
+        entry.change, entry.ci = point, [lo, hi]
         other_better = hi < -MIN_CHANGE if worse_up else lo > MIN_CHANGE
         base_better = lo > MIN_CHANGE if worse_up else hi < -MIN_CHANGE
         if (_is_latency(m) and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
@@ -577,8 +632,8 @@ def at_load(base: Loaded, other: Loaded, load: float,
             floor = timing_uncertainty_ms(sb, so)
             if abs(vo - vb) <= floor:
                 other_better = base_better = False
-                entry["note"] = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
-                                 f"uncertainty ({floor:.1f} ms)")
-        entry["better"] = "other" if other_better else "base" if base_better else None
+                entry.note = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
+                              f"uncertainty ({floor:.1f} ms)")
+        entry.better = "other" if other_better else "base" if base_better else None
         out[m] = entry
     return out

@@ -21,7 +21,7 @@ from llmbench.analysis import percentile
 from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, key, to_vllm, within_key
+from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within, to_vllm
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
@@ -119,11 +119,11 @@ def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -
 
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
               good: int | None, peak_tok: Any, peak_conc: Any) -> dict[str, Any]:
-    """vLLM's run-level figures, in its order (the summary starts with these)."""
+    """vLLM's run-level figures (the Summary's fields that start run.json's summary)."""
     return {
         "completed": completed,
         "failed": failed,
-        "duration": duration,
+        "duration_s": duration,
         "total_input_tokens": total_in,
         "total_output_tokens": total_out,
         "request_throughput": completed / duration,
@@ -138,8 +138,9 @@ def _headline(completed: int, failed: int, duration: float, total_in: int, total
 def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: float | None = None,
               goodput_slo_ms: dict[str, float] | None = None, stall_s: float = 1.0,
               percentiles: Iterable[float] = DEFAULT_PERCENTILES, split_turns: bool = True,
-              within: Iterable[tuple[str, float]] = ()) -> dict[str, Any]:
-    """The run (or step) summary. ``t0`` is when dispatch began; ``t_end`` overrides the end
+              within: Iterable[tuple[str, float]] = ()) -> Summary:
+    """The run (or step) summary, a ``results.schema.Summary`` (run.json's flat dict is its
+    ``to_dict()``). ``t0`` is when dispatch began; ``t_end`` overrides the end
     (both default to what the records say: first scheduled time, last completion).
 
     Latency statistics of an empty set are None, never 0. ``n_<metric>`` says how many values
@@ -163,20 +164,25 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
         trim_heap()
 
 
+def _no_p50(stats: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in stats.items() if k != "p50"}
+
+
 def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
                percentiles: tuple[float, ...]) -> None:
-    """Reasoning models, only when a reply reasoned (other summaries keep their keys): TTFO,
+    """Reasoning models, only when a reply reasoned (``s``: the Summary's fields, filled in;
+    other summaries have none of them): TTFO,
     reasoning time and the answer's own ITL over all successes (a reply that did not reason has
     TTFO = TTFT and answer ITL = ITL), reasoning tokens over the replies that reasoned."""
     series = {"ttfo": [p.ttfo for p in per if p.ttfo is not None],
               "reasoning_time": [p.reasoning_s for p in per if p.reasoning_s is not None],
               "output_itl": [g for p in per for g in (p.output_itls or ())]}
+    # these have never had a p50_ key of their own: their median is it
     for name, values in series.items():
-        for stat, v in stats_ms(values, percentiles).items():
-            s[key(name, "n") if stat == "count" else key(name, stat)] = v
+        s[name] = Metric.of(name, _no_p50(stats_ms(values, percentiles)))
     tokens = [r.reasoning_tokens or 0 for r in ok if r.reasoning_events]
-    for stat, v in stats_ms(tokens, percentiles, scale=1.0).items():
-        s[key("reasoning_tokens", "n") if stat == "count" else key("reasoning_tokens", stat)] = v
+    s["reasoning_tokens"] = Metric.of("reasoning_tokens",
+                                      _no_p50(stats_ms(tokens, percentiles, scale=1.0)))
     s["requests_with_reasoning"] = len(tokens)
     s["total_reasoning_tokens"] = sum(tokens)
     s["answered_after_reasoning"] = sum(1 for r in ok if r.reasoning_events
@@ -185,8 +191,8 @@ def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
 
 def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]], okm: Any,
             n_ok: int, duration: float | None, percentiles: tuple[float, ...]) -> None:
-    """Tool calls, structured replies and embeddings, only when some reply had them (other
-    summaries keep their keys): the share of successes that called a tool and the time to its
+    """Tool calls, structured replies and embeddings, only when some reply had them (``s``: the
+    Summary's fields, filled in; other summaries have none of them): the share of successes that called a tool and the time to its
     first token; of the structured replies checked, the share that parsed and validated; the
     embeddings made, and embeddings and input tokens per second."""
     starts = st.col("start")
@@ -199,8 +205,7 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
     if tool_s:
         s["requests_with_tool_calls"] = len(tool_s)
         s["tool_call_share"] = len(tool_s) / n_ok if n_ok else None
-        for stat, v in stats_ms(tool_s, percentiles).items():
-            s[key("ttft_tool", "n") if stat == "count" else key("ttft_tool", stat)] = v
+        s["ttft_tool"] = Metric.of("ttft_tool", _no_p50(stats_ms(tool_s, percentiles)))
     if checked:
         s["structured_checked"] = len(checked)
         s["valid_output_share"] = sum(checked) / len(checked)
@@ -213,18 +218,18 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
         s["input_throughput"] = (s.get("total_input_tokens") or 0) / duration if duration else None
 
 
-def _error_samples(failed: list[Record], limit: int = 5) -> list[dict[str, Any]]:
+def _error_samples(failed: list[Record], limit: int = 5) -> list[ErrorSample]:
     seen: dict[tuple[str | None, int | None, str | None], int] = {}
-    out = []
+    out: list[ErrorSample] = []
     for r in failed:
         key = (r.error_kind, r.status, (r.error or "")[:80])
         if key in seen:
-            out[seen[key]]["count"] += 1
+            out[seen[key]].count += 1
             continue
         if len(out) >= limit:
             continue
         seen[key] = len(out)
-        out.append({"kind": r.error_kind, "status": r.status, "error": r.error, "count": 1})
+        out.append(ErrorSample(kind=r.error_kind, status=r.status, error=r.error, count=1))
     return out
 
 
@@ -436,7 +441,7 @@ def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
 def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      goodput_slo_ms: dict[str, float] | None, stall_s: float,
                      percentiles: Iterable[float], split_turns: bool,
-                     within: Iterable[tuple[str, float]]) -> dict[str, Any]:
+                     within: Iterable[tuple[str, float]]) -> Summary:
     percentiles = tuple(percentiles)
     st.compact()                # columns of one value read back as broadcasts below
     keep = st.measured_mask()                 # definitions.is_measured, on the columns
@@ -455,8 +460,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     duration = max(t_end - t0, 1e-9)
 
     within = tuple(within)
-    stat_part: dict[str, Any] = {}
-    cens_part: dict[str, Any] = {}
+    stat_part: dict[str, Metric] = {}
+    cens_part: dict[str, dict[float, float | None]] = {}
     within_hits: dict[tuple[str, float], int] = {}
 
     def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
@@ -466,13 +471,11 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         sorted in place."""
         if st_ms is None:
             st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
-        stat_part[name] = {(key(name, "n") if stat == "count" else f"{stat}_{name}_ms"): v
-                           for stat, v in st_ms.items()}
+        stat_part[name] = Metric.of(name, st_ms)
         if ms is None:
             return
         if name in CENSORED_METRICS:
-            cens_part[name] = {key(name, f"{percentile.stat_name(p)}_all"):
-                               percentile.censored(ms, len(fail_idx), p)
+            cens_part[name] = {p: percentile.censored(ms, len(fail_idx), p)
                                for p in sorted(set(percentiles) | {50.0})}
         for wname, limit_ms in within:
             if wname == name:
@@ -647,11 +650,12 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del itl_us, per_tok_us, spread
     peak_tok, peak_conc = _buckets_store(st, ok_idx)
 
+    # the Summary's fields, as they are computed
     s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
                   peak_conc)
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap"):
-        s.update(stat_part[name])
+        s[name] = stat_part[name]
     if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
         ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
         _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
@@ -660,11 +664,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                        or e.get("embeddings") is not None) for i, e in extras.items()):
         _agents(s, st, extras, okm, n_ok, duration, percentiles)
     for name in CENSORED_METRICS:
-        s[key(name + "_all", "n")] = n
-        s.update(cens_part[name])
-    for wname, limit_ms in within:
-        if (wname, limit_ms) in within_hits:
-            s[within_key(wname, limit_ms)] = within_hits[(wname, limit_ms)] / n if n else None
+        s[name] = s[name].with_all(n, cens_part[name])
+    s["within"] = [Within.of(wname, limit_ms, within_hits[(wname, limit_ms)] / n if n else None)
+                   for wname, limit_ms in within if (wname, limit_ms) in within_hits]
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = n_ok / n if n else None
@@ -691,8 +693,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     wait = ollama_slot_wait_s(st.records_at(sorted(i for i in extras if okm[i]
                                                    and extras[i].get("server_timing"))))
     if wait:
-        s.update({f"{k}_server_slot_wait_ms": v for k, v in stats_ms(wait, percentiles).items()
-                  if k != "count"})
+        s["server_slot_wait"] = Metric.of("server_slot_wait", {
+            k: v for k, v in stats_ms(wait, percentiles).items() if k != "count"})
     # the client's own send delay, over every measured request that got that far (as above)
     # (a block at a time into one array; stats_ms's arithmetic, x * 1000, done in place)
     sent_v, start_v = st.view("sent"), st.view("start")
@@ -709,16 +711,15 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del sent_v, start_v
     sd *= 1000.0
     sd_stats = _own_stats_ms(sd, (50.0, 99.0))
-    s["n_send_delay"] = len(sd)
+    s["send_delay"] = Metric.of("send_delay", {"count": len(sd), **{
+        stat: sd_stats[stat] for stat in ("mean", "p50", "p99", "max")}})
     del sd
-    for stat in ("mean", "p50", "p99", "max"):
-        s[f"{stat}_send_delay_ms"] = sd_stats[stat]
     sq = st.view("server_queue_ms")[pick]
     sq = sq[~np.isnan(sq)] / 1000.0
     sq *= 1000.0                                    # as stats_ms scales seconds
     if len(sq):
-        s.update({f"{k}_server_queue_ms": v for k, v in _own_stats_ms(sq, percentiles).items()
-                  if k != "count"})
+        s["server_queue"] = Metric.of("server_queue", {
+            k: v for k, v in _own_stats_ms(sq, percentiles).items() if k != "count"})
     cached, cached_present = st.ints("cached_tokens")
     if cached_present[pick].any():
         s["cached_prompt_tokens"] = int(cached[pick].sum())
@@ -742,7 +743,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                                       goodput_slo_ms=None, percentiles=percentiles,
                                       stall_s=stall_s, split_turns=False, within=()),
         }
-    return s
+    return Summary(**s)
 
 
 # -- tokens that arrive in bursts: a buffer between llmbench and the model -------------------

@@ -18,6 +18,7 @@ import numpy as np
 
 from llmbench.records.record import REFUSED_KINDS, Record
 from llmbench.records.store import RecordStore
+from llmbench.results.schema import Check
 
 MIN_ATTEMPTS = 2
 
@@ -105,7 +106,7 @@ def of_run(records: Sequence[Record] | RecordStore, t0: float) -> list[dict[str,
 
 
 def step_check(records: Sequence[Record] | RecordStore, start: float, end: float
-               ) -> dict[str, Any] | None:
+               ) -> Check | None:
     """A threshold-like check that fails a step in which the server was down (from ``start``,
     its ramp-in, to ``end``, its hold's end): that step's numbers are of a server that was not
     there, so it is over with the outage as the reason. None when there was none."""
@@ -114,7 +115,7 @@ def step_check(records: Sequence[Record] | RecordStore, start: float, end: float
         return None
     first = found[0]
     text = "; ".join(sentence(o, start, None, " into the step") for o in found)
-    return {"threshold": "no outage", "ok": False, "metric": "outage", "stat": None,
-            "actual": sum(o.attempts for o in found), "limit": 0, "outage": True,
-            "reason": text, "text": f"outage: {text}",
-            "outages": [o.as_dict(start) for o in found], "start_s": first.start - start}
+    return Check(threshold="no outage", ok=False, metric="outage", stat=None,
+                 actual=sum(o.attempts for o in found), limit=0, outage=True, reason=text,
+                 text=f"outage: {text}", outages=[o.as_dict(start) for o in found],
+                 start_s=first.start - start)

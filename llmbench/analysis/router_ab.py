@@ -14,7 +14,7 @@ import numpy as np
 from llmbench.analysis.metrics import per_request, summarize
 from llmbench.records.record import Record
 from llmbench.analysis.stats import Grouped, interval, slice_percentile_rows
-from llmbench.results.schema import Summary
+from llmbench.results.schema import Overhead, ProbeStep
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
 MIN_OVERHEAD_MS = 1.0
@@ -57,7 +57,7 @@ def slice_finder(slices: Sequence[tuple[str, float, float]] | None) -> Callable[
 
 def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_boot: int = 1000,
              seed: int = 0, slices: Sequence[tuple[str, float, float]] | None = None
-             ) -> dict[str, Any]:
+             ) -> Overhead:
     """router − direct for one statistic, with a 95% bootstrap interval (pure).
 
     ``slices`` (path, start, end), as the probe ran them: the interval resamples whole slices
@@ -70,8 +70,8 @@ def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_
     gb, sb = _values(direct, metric, find)
     a, b = Grouped(ga), Grouped(gb)
     if len(a) < 2 or len(b) < 2:
-        return {"router_ms": None, "direct_ms": None, "overhead_ms": None, "ci_ms": None,
-                "significant": False}
+        return Overhead(router_ms=None, direct_ms=None, overhead_ms=None, ci_ms=None,
+                        significant=False)
     rng = np.random.default_rng(seed)
     ra = slice_percentile_rows(a, sa, q, n_boot, rng)
     rb = slice_percentile_rows(b, sb, q, n_boot, rng)
@@ -82,63 +82,60 @@ def overhead(router: Sequence[Record], direct: Sequence[Record], metric: str, n_
     # matter (at least 1 ms or 2%): an A/A probe on loopback shows a few tenths of a ms
     # from connection order alone
     matters = abs(point) >= max(MIN_OVERHEAD_MS, MIN_OVERHEAD_FRACTION * direct_v)
-    return {"router_ms": a.percentile(q), "direct_ms": direct_v,
-            "overhead_ms": point, "ci_ms": [lo, hi],
-            "significant": bool((lo > 0 or hi < 0) and matters)}
+    return Overhead(router_ms=a.percentile(q), direct_ms=direct_v, overhead_ms=point,
+                    ci_ms=[lo, hi], significant=bool((lo > 0 or hi < 0) and matters))
 
 
 def evaluate_step(index: int, users: int, records: Sequence[Record],
                   active_s: dict[str, float] | None = None, n_boot: int = 1000,
                   seed: int = 0, slices: Sequence[tuple[str, float, float]] | None = None
-                  ) -> dict[str, Any]:
+                  ) -> ProbeStep:
     """``active_s``: seconds each path was driven in this step (its slices, not the gaps
     between them): the duration of its summary, so its throughputs are the summary's own
     (one formula, one denominator, as in run and ramp). ``slices``: (path, start, end) of
     each slice, for the intervals (``overhead``)."""
     recs = [r for r in records if r.step == index and not r.warmup]
-    out: dict[str, Any] = {"index": index, "users": users}
     by_path = {name: [r for r in recs if r.path == name] for name in ("router", "direct")}
+    summaries = {}
     for name, rs in by_path.items():
         seconds = (active_s or {}).get(name)
         if seconds:
             # the summary's window is the path's driven time: its throughputs divide by it
             t0 = min((r.scheduled for r in rs), default=0.0)
-            summary = _slim(summarize(rs, t0=t0, t_end=t0 + seconds))
-            summary["active_s"] = seconds
+            summaries[name] = summarize(rs, t0=t0, t_end=t0 + seconds).slim(SLIM,
+                                                                             active_s=seconds)
         else:
-            summary = _slim(summarize(rs))
-        out[name] = summary
-    for m in OVERHEAD_METRICS:
-        out[m] = overhead(by_path["router"], by_path["direct"], m, n_boot, seed + index,
-                          slices)
-    return out
+            summaries[name] = summarize(rs).slim(SLIM)
+    over = {m: overhead(by_path["router"], by_path["direct"], m, n_boot, seed + index, slices)
+            for m in OVERHEAD_METRICS}
+    return ProbeStep(index=index, users=users, router=summaries["router"],
+                     direct=summaries["direct"], **over)
 
 
-def _slim(s: dict[str, Any]) -> dict[str, Any]:
-    keys = ("completed", "failed", "requests", "output_throughput", "request_throughput",
-            "median_ttft_ms", "p95_ttft_ms", "median_itl_ms", "median_e2el_ms", "errors",
-            "error_samples", "served_by", "backends", "cached_prompt_share", "cached_reported")
-    return {k: s.get(k) for k in keys}
+# what a probe keeps of each path's summary
+SLIM = ("completed", "failed", "requests", "output_throughput", "request_throughput",
+        "median_ttft_ms", "p95_ttft_ms", "median_itl_ms", "median_e2el_ms", "errors",
+        "error_samples", "served_by", "backends", "cached_prompt_share", "cached_reported")
 
 
-def router_bound(steps: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def router_bound(steps: Sequence[ProbeStep]) -> dict[str, Any] | None:
     """The first step where the router's TTFT overhead grew beyond the first step's interval
     while the direct path stayed flat (pure)."""
-    if len(steps) < 2 or steps[0]["ttft_p50"]["ci_ms"] is None:
+    if len(steps) < 2 or steps[0].ttft_p50.ci_ms is None:
         return None
-    base = steps[0]
-    base_hi = base["ttft_p50"]["ci_ms"][1]
-    base_direct = Summary.of(base["direct"]).ttft.median or 0.0
+    base = steps[0].ttft_p50
+    assert base.ci_ms is not None and base.overhead_ms is not None
+    base_hi = base.ci_ms[1]
+    base_direct = steps[0].direct.ttft.median or 0.0
     for s in steps[1:]:
-        o = s["ttft_p50"]
-        if o["ci_ms"] is None:
+        o = s.ttft_p50
+        if o.ci_ms is None or o.overhead_ms is None:
             continue
-        grew = o["ci_ms"][0] > base_hi and o["overhead_ms"] - base["ttft_p50"]["overhead_ms"] > \
-            max(2.0, 0.5 * abs(base["ttft_p50"]["overhead_ms"]))
-        direct_ttft = Summary.of(s["direct"]).ttft.median
+        grew = o.ci_ms[0] > base_hi and o.overhead_ms - base.overhead_ms > \
+            max(2.0, 0.5 * abs(base.overhead_ms))
+        direct_ttft = s.direct.ttft.median
         direct_flat = (direct_ttft or 0.0) <= 1.25 * base_direct + 5.0
         if grew and direct_flat:
-            return {"users": s["users"], "overhead_ms": o["overhead_ms"],
-                    "first_overhead_ms": base["ttft_p50"]["overhead_ms"],
-                    "direct_ttft_p50_ms": direct_ttft}
+            return {"users": s.users, "overhead_ms": o.overhead_ms,
+                    "first_overhead_ms": base.overhead_ms, "direct_ttft_p50_ms": direct_ttft}
     return None

@@ -28,10 +28,11 @@ import math
 import operator
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Sequence
 
 from llmbench.analysis.metrics import ALL_LATENCY_METRICS, CENSORED_METRICS, min_samples
-from llmbench.results.schema import COUNTS, SCALARS, SHARES, Summary, key, within_key
+from llmbench.results.schema import (COUNTS, HELD, NO_DATA, OVER, SCALARS, SHARES,  # noqa: F401
+                                     Check as CheckResult, StepState, Summary, key, within_key)
 from llmbench.results.sessions import DISTS as SESSION_DISTS, SCALARS as SESSION_SCALARS, SHARES as SESSION_SHARES
 
 GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s', "
@@ -132,10 +133,9 @@ class Threshold:
             return s.within_share(self.metric, self.within_ms)
         return s.value(self.metric, self.stat)
 
-    def evaluate(self, summary: Summary | Mapping[str, Any], sessions: Any = None) -> Check:
+    def evaluate(self, s: Summary, sessions: Any = None) -> Check:
         if self.on_sessions:
             return self.evaluate_sessions(sessions)
-        s = Summary.of(summary)
         base = NO_REASONING_AS.get(self.metric)
         if base and self.stat is not None and not s.has(self.metric, self.stat):
             # a run where nothing reasoned has no TTFO keys: its first answer token is its
@@ -174,7 +174,7 @@ class Threshold:
         actual = float(actual)
         return Check(bool(OPS[self.op](actual, self.value)), actual)
 
-    def check(self, summary: Summary | Mapping[str, Any]) -> tuple[bool, float | None]:
+    def check(self, summary: Summary) -> tuple[bool, float | None]:
         c = self.evaluate(summary)
         return c.ok, c.actual
 
@@ -298,17 +298,16 @@ def within_requests(thresholds: list[Threshold]) -> list[tuple[str, float]]:
     return [(t.metric, t.within_ms) for t in thresholds if t.within_ms is not None]
 
 
-def check_all(thresholds: list[Threshold], summary: Summary | Mapping[str, Any],
-              sessions: Any = None) -> list[dict[str, Any]]:
-    """Every threshold against a summary (and, for the session metrics, the window's agent
-    sessions: results.sessions.Sessions, None when it had none)."""
-    s = Summary.of(summary)
+def check_all(thresholds: list[Threshold], s: Summary, sessions: Any = None) -> list[CheckResult]:
+    """Each threshold against the summary, as run.json keeps it (``results.schema.Check``);
+    the session metrics against the window's agent sessions (results.sessions.Sessions, None
+    when it had none)."""
     out = []
     for t in thresholds:
         c = t.evaluate(s, sessions)
-        out.append({"threshold": t.text, "ok": c.ok, "actual": c.actual, "limit": t.value,
-                    "metric": t.metric, "stat": t.stat, "op": t.op, "reason": c.reason,
-                    "insufficient": c.insufficient, "text": describe_check(t, c)})
+        out.append(CheckResult(threshold=t.text, ok=c.ok, actual=c.actual, limit=t.value,
+                               metric=t.metric, stat=t.stat, op=t.op, reason=c.reason,
+                               insufficient=c.insufficient, text=describe_check(t, c)))
     return out
 
 
@@ -320,16 +319,13 @@ def describe_check(t: Threshold, c: Check) -> str:
     return f"{t.text}: {t.describe_value(c.actual)}"
 
 
-HELD, OVER, NO_DATA = "held", "over", "not enough data"
-
-
-def verdict_of(checks: list[dict[str, Any]]) -> str:
+def verdict_of(checks: Sequence[CheckResult]) -> StepState:
     """A step or run against its thresholds: held, over (a threshold broke, or requests failed
     so a statistic could not be measured), or not enough data (nothing failed, but too few
     requests to tell: never "held")."""
-    failed = [c for c in checks if not c["ok"]]
+    failed = [c for c in checks if not c.ok]
     if not failed:
         return HELD
-    if all(c.get("insufficient") for c in failed):
+    if all(c.insufficient for c in failed):
         return NO_DATA
     return OVER

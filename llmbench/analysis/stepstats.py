@@ -1,14 +1,14 @@
 """What a ramp's steps say beyond held / over: where between two steps the threshold is crossed
 (the knee, with an interval), and whether a step had settled (steady state).
 
-Pure: from step dicts and records. The verdict reads both; the judge stores a step's steady
-state with the step.
+Pure: from steps (``results.schema.Step``) and records. The verdict reads both; the judge
+stores a step's steady state with the step.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.analysis.stats import Grouped
+from llmbench.results.schema import OVER, Check, Knee, Steady, Step, amount, last_held
 
 # -- knee ------------------------------------------------------------------------------------
 KNEE_BOOT = 2000
@@ -36,10 +37,10 @@ _ATTR = {"itl": "itls", "itl_per_token": "itl_per_token", "output_itl": "output_
 _BIG = 1e15          # a failed request in a failure-aware percentile (+inf), kept finite
 
 
-def _window(records: Sequence[Record], step: dict[str, Any]) -> list[Record]:
+def _window(records: Sequence[Record], step: Step) -> list[Record]:
     if not records:
         return []
-    return definitions.window(records, step["index"], step["hold_start"], step["hold_end"])
+    return definitions.window(records, step.index, step.hold_start or 0.0, step.hold_end or 0.0)
 
 
 def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | None
@@ -74,39 +75,43 @@ def _point(groups: list[list[float]], stat: str) -> float:
     return percentile.of_any(vals, _PCT[base]) if base in _PCT else float(vals.mean())
 
 
-def knee(steps: Sequence[dict[str, Any]], records: Sequence[Record], unit: str = "users",
-         seed: int = 0) -> dict[str, Any] | None:
+def knee(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
+         seed: int = 0) -> Knee | None:
     """Where between the last step that held and the first that broke the broken threshold is
     crossed: the failing statistic interpolated linearly in load between the two steps, with
     a 95 % interval from resampling whole requests of each step (the two steps independently).
 
     None when no step broke after one that held. Otherwise a dict; ``estimate`` is None (and
     ``reason`` says why) when the data cannot say more than "between the steps"."""
-    i_broke = next((i for i, s in enumerate(steps) if not s["held"]), None)
-    if i_broke is None or i_broke == 0 or not steps[i_broke - 1]["held"]:
+    held = last_held(steps)
+    after = [] if held is None else list(steps)[list(steps).index(held) + 1:]
+    # the first step that broke after the last that held (one with too few requests broke
+    # nothing, so it is passed over)
+    broke = next((s for s in after if s.state == OVER), None)
+    if held is None or broke is None:
         return None
-    held, broke = steps[i_broke - 1], steps[i_broke]
-    x0, x1 = float(held["load"]), float(broke["load"])
+    x0, x1 = float(held.load), float(broke.load)
     found = []
-    for c in broke.get("checks") or []:
-        if c["ok"] or c.get("insufficient"):
+    for c in broke.checks:
+        if c.ok or c.insufficient:
             continue
         found.append(_knee_for(c, held, broke, records, x0, x1, unit, seed))
-    found = [f for f in found if f is not None]
-    if not found:
-        return {"between": [x0, x1], "estimate": None, "ci": None, "threshold": None,
-                "reason": "the broken threshold is not a latency statistic that can be "
-                          "interpolated", "text": f"Held {x0:g} {unit}, broke at {x1:g}."}
+    got = [f for f in found if f is not None]
+    if not got:
+        return Knee(between=[x0, x1], estimate=None, ci=None, threshold=None,
+                    reason="the broken threshold is not a latency statistic that can be "
+                           "interpolated",
+                    text=f"Held {amount(x0, unit)}, "
+                         f"broke at {x1:g}.")
     # the threshold crossed first binds
-    with_est = [f for f in found if f["estimate"] is not None]
-    return min(with_est, key=lambda f: f["estimate"]) if with_est else found[0]
+    with_est = [f for f in got if f.estimate is not None]
+    return min(with_est, key=lambda f: f.estimate) if with_est else got[0]
 
 
-def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
-              records: Sequence[Record], x0: float, x1: float, unit: str, seed: int
-              ) -> dict[str, Any] | None:
+def _knee_for(c: Check, held: Step, broke: Step, records: Sequence[Record], x0: float,
+              x1: float, unit: str, seed: int) -> Knee | None:
     try:
-        t = parse_threshold(c["threshold"])
+        t = parse_threshold(c.threshold)
     except ThresholdError:
         return None
     if t.stat is None or (t.within_ms is None
@@ -120,14 +125,13 @@ def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
     limit = t.value
     up = t.op in ("<=", "<")            # the statistic grows worse upward
     v0, v1 = _point(g0, stat), _point(g1, stat)
-    out: dict[str, Any] = {"threshold": t.text, "between": [x0, x1], "limit": limit,
-                           "values": [_finite(v0), _finite(v1)], "estimate": None, "ci": None,
-                           "reason": None}
+    out = Knee(threshold=t.text, between=[x0, x1], limit=limit,
+               values=[_finite(v0), _finite(v1)], estimate=None, ci=None, reason=None)
     span = f"between {x0:g} and {x1:g} {unit}"
     if v1 >= _BIG / 10 or not (v0 <= limit < v1 if up else v0 >= limit > v1):
-        out["reason"] = ("requests failed at the next step" if v1 >= _BIG / 10 else
-                         "the statistic did not cross the limit between these steps")
-        out["text"] = f"Holds {span} at {t.text} (no interpolation: {out['reason']})."
+        out.reason = ("requests failed at the next step" if v1 >= _BIG / 10 else
+                      "the statistic did not cross the limit between these steps")
+        out.text = f"Holds {span} at {t.text} (no interpolation: {out.reason})."
         return out
     rng = np.random.default_rng(seed)
     b0, b1 = _boot(g0, stat, rng), _boot(g1, stat, rng)
@@ -147,18 +151,43 @@ def _knee_for(c: dict[str, Any], held: dict[str, Any], broke: dict[str, Any],
     # nearly constant (one slot, the same TTFT for every request: CI saw 3.7787 outside
     # [.., 3.7781]); an interval that says "about 3.78" must hold 3.78, so widen it to it
     lo, hi = min(lo, est), max(hi, est)
-    out.update({"estimate": est, "ci": [lo, hi], "not_monotone_share": not_mono})
+    out.estimate, out.ci, out.not_monotone_share = est, [lo, hi], not_mono
     what = f"{t.text}"
     if not_mono > NOT_MONOTONE_SHARE:
-        out["reason"] = (f"the statistic is not clearly monotone between the steps (the next "
-                         f"step was no worse in {not_mono * 100:.0f}% of resamples)")
+        out.reason = (f"the statistic is not clearly monotone between the steps (the next "
+                      f"step was no worse in {not_mono * 100:.0f}% of resamples)")
     elif hi - lo >= COARSE_SHARE * (x1 - x0):
-        out["reason"] = "the interval covers almost the whole gap: the steps are too coarse"
-    if out["reason"]:
-        out["text"] = f"Holds {span} at {what}; the steps are too coarse to say more ({out['reason']})."
+        out.reason = "the interval covers almost the whole gap: the steps are too coarse"
+    if out.reason:
+        out.text = f"Holds {span} at {what}; the steps are too coarse to say more ({out.reason})."
+    elif unit == "users":
+        # users come in whole: the most under the limit (the crossing, rounded down), and the
+        # same of the interval's ends; never as many as the step measured to break
+        top = math.ceil(x1) - 1
+        out.users = min(math.floor(est + 1e-9), top)
+        out.users_ci = [min(math.floor(lo + 1e-9), top), min(math.floor(hi + 1e-9), top)]
+        out.text = _users_text(out, x0, x1, what)
+    elif f"{lo:.1f}" == f"{hi:.1f}":
+        # every resample crossed at the same rate: a zero-width interval is no interval
+        out.text = (f"Holds about {est:.1f} {unit} at {what} (interpolated between {x0:g} "
+                    f"and {x1:g} {unit}; every resample crossed there).")
     else:
-        out["text"] = f"Holds about {est:.1f} {unit} [{lo:.1f}, {hi:.1f}] at {what}."
+        out.text = f"Holds about {est:.1f} {unit} [{lo:.1f}, {hi:.1f}] at {what}."
     return out
+
+
+def _users_text(k: Knee, x0: float, x1: float, what: str) -> str | None:
+    """'Holds about 6 users [5, 7] at ttft.p95<=2s (...)'; None when no count of users lies
+    between the steps (3 held, 4 broke: the knee adds nothing to that)."""
+    assert k.users is not None and k.users_ci is not None
+    n, (n_lo, n_hi) = k.users, k.users_ci
+    if math.ceil(x1) - 1 <= x0:
+        return None
+    how = f"interpolated between {x0:g} and {x1:g} users, 95 % interval"
+    if n_lo == n_hi:
+        return (f"Holds {n} user{'s' if n != 1 else ''} at {what} ({how}: the limit is crossed "
+                f"between {n} and {n + 1}).")
+    return f"Holds about {n} user{'s' if n != 1 else ''} [{n_lo}, {n_hi}] at {what} ({how})."
 
 
 def _finite(v: float) -> float | None:
@@ -207,7 +236,7 @@ def _in_flight(records: Sequence[Record], a: float, b: float) -> float:
 
 
 def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_end: float
-                 ) -> dict[str, Any]:
+                 ) -> Steady:
     """First half against second half of a step's hold window (see above)."""
     mid = (hold_start + hold_end) / 2
     mine = [r for r in definitions.window(records, index, hold_start, hold_end)
@@ -216,26 +245,26 @@ def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_
     second = [r.ttft * 1000 for r in mine if definitions.started_in(r.start, mid, hold_end)]
     inf0 = _in_flight(records, hold_start, mid)
     inf1 = _in_flight(records, mid, hold_end)
-    out: dict[str, Any] = {"in_flight": [inf0, inf1], "ttft_p50_ms": [None, None],
-                           "ttft_p95_ms": [None, None], "p_value": None, "drifting": False,
-                           "why": None}
+    out = Steady(in_flight=[inf0, inf1], ttft_p50_ms=[None, None], ttft_p95_ms=[None, None],
+                 p_value=None, drifting=False, why=None)
     ttft_drift = False
     if first and second:
-        out["ttft_p50_ms"] = [percentile.median(first), percentile.median(second)]
-        out["ttft_p95_ms"] = [percentile.of_any(first, 95), percentile.of_any(second, 95)]
+        m0, m1 = percentile.median(first), percentile.median(second)
+        out.ttft_p50_ms = [m0, m1]
+        out.ttft_p95_ms = [percentile.of_any(first, 95), percentile.of_any(second, 95)]
         if len(first) >= DRIFT_MIN_REQUESTS and len(second) >= DRIFT_MIN_REQUESTS:
             p = mann_whitney_greater(second, first)
-            out["p_value"] = p
-            m0, m1 = out["ttft_p50_ms"]
+            out.p_value = p
             ttft_drift = (p < DRIFT_P and m1 >= DRIFT_GROWTH * m0 and m1 - m0 >= DRIFT_MIN_MS)
     queue_drift = inf1 >= DRIFT_GROWTH * inf0 and inf1 - inf0 >= DRIFT_MIN_IN_FLIGHT
     if ttft_drift or queue_drift:
-        out["drifting"] = True
+        out.drifting = True
         parts = []
-        if out["ttft_p50_ms"][0] is not None:
-            parts.append(f"TTFT p50 {_ms(out['ttft_p50_ms'][0])} -> {_ms(out['ttft_p50_ms'][1])}")
+        a, b = out.ttft_p50_ms
+        if a is not None and b is not None:
+            parts.append(f"TTFT p50 {_ms(a)} -> {_ms(b)}")
         parts.append(f"in flight {inf0:.1f} -> {inf1:.1f}")
-        out["why"] = ", ".join(parts) + " from the first to the second half of the hold"
+        out.why = ", ".join(parts) + " from the first to the second half of the hold"
     return out
 
 
@@ -263,10 +292,10 @@ def _ms(v: float) -> str:
     return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms"
 
 
-def drift_sentence(step: dict[str, Any], unit: str) -> str | None:
-    st = step.get("steady") or {}
-    if not st.get("drifting"):
+def drift_sentence(step: Step, unit: str) -> str | None:
+    st = step.steady
+    if st is None or not st.drifting:
         return None
-    return (f"At {step['load']:g} {unit} the step had not settled ({st['why']}): a queue was "
+    return (f"At {amount(step.load, unit)} the step had not settled ({st.why}): a queue was "
             "still growing, so its percentiles depend on the hold length (a longer hold would "
             "measure worse).")

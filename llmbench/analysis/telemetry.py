@@ -17,11 +17,13 @@ the window and ended in it count for their part in it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from llmbench.results.telemetry import GpuUse, MachineUse, ProcessUse, ServerIdentity, Telemetry
+from llmbench.results.telemetry import (GpuUse, MachineUse, ProcessUse, RunTelemetry,  # noqa: F401
+                                        ServerIdentity, Telemetry)
 
 # A process using this share of the cores it may use is saturating them.
 SATURATED_SHARE = 0.85
@@ -342,11 +344,11 @@ def window(samples: Sequence[Sample], a: float, b: float, records: Any = None) -
     return None if t.empty else t
 
 
-def for_steps(steps: Sequence[Mapping[str, Any]], samples: Sequence[Sample], records: Any = None
+def for_steps(steps: Sequence[Any], samples: Sequence[Sample], records: Any = None
               ) -> list[Telemetry | None]:
-    """Each step's hold window."""
-    return [window(samples, s["hold_start"], s["hold_end"], records)
-            if s.get("hold_start") is not None and s.get("hold_end") is not None else None
+    """Each step's hold window (``results.schema.Step``s)."""
+    return [window(samples, s.hold_start, s.hold_end, records)
+            if s.hold_start is not None and s.hold_end is not None else None
             for s in steps]
 
 
@@ -392,8 +394,9 @@ def series(samples: Sequence[Sample], t0: float) -> dict[str, list[tuple[float, 
 
 # -- what the verdict says -------------------------------------------------------------------------
 
-def _threads(ident: Mapping[str, Any]) -> int | None:
-    v = (ident.get("settings") or {}).get("--threads")
+def _threads(ident: "ServerIdentity | Mapping[str, Any] | None") -> int | None:
+    idn = as_identity(ident)
+    v = idn.settings.get("--threads") if idn is not None else None
     try:
         return int(v) if v is not None and int(v) > 0 else None
     except (TypeError, ValueError):
@@ -558,15 +561,24 @@ KIND_NAMES = {"llama.cpp": "llama.cpp", "vllm": "vLLM", "ollama": "Ollama", "sgl
               "tgi": "TGI", "mock": "the llmbench mock"}
 
 
-def settings_text(ident: Mapping[str, Any]) -> str:
+def as_identity(ident: "ServerIdentity | Mapping[str, Any] | None") -> ServerIdentity | None:
+    """A server identity as the typed ``ServerIdentity``: run.json's "server" (``Run.server``)
+    or the live one a run is measuring with (a dict, before the run is written)."""
+    if ident is None or isinstance(ident, ServerIdentity):
+        return ident
+    return ServerIdentity.from_dict(ident)
+
+
+def settings_text(ident: "ServerIdentity | Mapping[str, Any] | None") -> str:
     """The parallel settings as the user types them: "-np 4 -t 2", "OLLAMA_NUM_PARALLEL=4"."""
-    s = dict(ident.get("settings") or {})
-    kind = ident.get("kind")
-    slots = (ident.get("parallel") or {}).get("slots")
+    idn = as_identity(ident)
+    if idn is None:
+        return ""
+    s = dict(idn.settings)
+    kind = idn.kind
+    slots = idn.parallel.get("slots")
     if slots and "--parallel" not in s and "OLLAMA_NUM_PARALLEL" not in s:
-        if kind == "llama.cpp":
-            s["--parallel"] = slots
-        elif kind == "mock":
+        if kind in ("llama.cpp", "mock"):
             s["--parallel"] = slots
     words = []
     for k in SETTING_ORDER:
@@ -576,7 +588,7 @@ def settings_text(ident: Mapping[str, Any]) -> str:
             words.append(flag if v is True else f"{flag} {v}")
     for k in sorted(k for k in s if not k.startswith("-")):
         words.append(f"{k}={s[k]}")
-    par = ident.get("parallel") or {}
+    par = idn.parallel
     for k in ("tp_size", "max_running_requests", "max_concurrent_requests"):
         if k in par and f"--{k.replace('_', '-')}" not in s:
             words.append(f"{k}={par[k]}")
@@ -587,87 +599,101 @@ def _gib(b: Any) -> str:
     return f"{float(b) / 2**30:.0f} GiB"
 
 
-def facets(ident: Mapping[str, Any] | None) -> dict[str, str]:
+FACETS = ("server", "settings", "model", "gpus", "host")
+
+
+@dataclass(frozen=True)
+class Facets:
+    """An identity as short phrases, one per facet (None: not known)."""
+    server: str | None = None
+    settings: str | None = None
+    model: str | None = None
+    gpus: str | None = None
+    host: str | None = None
+
+    def known(self) -> bool:
+        return any(getattr(self, k) for k in FACETS)
+
+
+def facets(ident: "ServerIdentity | Mapping[str, Any] | None") -> Facets:
     """An identity as short phrases, one per facet: server, settings, model, gpus, host."""
-    if not ident:
-        return {}
-    out: dict[str, str] = {}
-    kind = ident.get("kind")
-    server = " ".join(x for x in (KIND_NAMES.get(kind, kind) if kind else None,
-                                  ident.get("version")) if x)
-    if server:
-        out["server"] = server
-    st = settings_text(ident)
-    if st:
-        out["settings"] = st
-    model = ident.get("model")
-    if model:
-        q = ident.get("quantization")
-        out["model"] = f"{model}" + (f" ({q})" if q else "")
-    g = ident.get("gpus") or {}
+    idn = as_identity(ident)
+    if idn is None:
+        return Facets()
+    kind = idn.kind
+    server = " ".join(x for x in (KIND_NAMES.get(kind, kind) if kind else None, idn.version)
+                      if x)
+    model = None
+    if idn.model:
+        model = f"{idn.model}" + (f" ({idn.quantization})" if idn.quantization else "")
+    g, h = idn.gpus, idn.host
+    gpus = host = None
     if g.get("count"):
-        out["gpus"] = (f"{g['count']}x {g.get('name') or 'GPU'}"
-                       + (f" (driver {g['driver']})" if g.get("driver") else ""))
-    h = ident.get("host") or {}
+        gpus = (f"{g['count']}x {g.get('name') or 'GPU'}"
+                + (f" (driver {g['driver']})" if g.get("driver") else ""))
     if h.get("cpus"):
-        out["host"] = f"{h['cpus']} cores" + (f", {_gib(h['mem_total_bytes'])}"
-                                             if h.get("mem_total_bytes") else "")
-    return out
+        host = f"{h['cpus']} cores" + (f", {_gib(h['mem_total_bytes'])}"
+                                       if h.get("mem_total_bytes") else "")
+    return Facets(server=server or None, settings=settings_text(idn) or None, model=model,
+                  gpus=gpus, host=host)
 
 
-def identity_line(ident: Mapping[str, Any] | None) -> str | None:
+def identity_line(ident: "ServerIdentity | Mapping[str, Any] | None") -> str | None:
     """"llama.cpp b4521 with -np 4 -t 2, model gemma-3-270m (Q4_K - Medium), on 2 cores, 24 GiB"."""
     f = facets(ident)
-    if not f:
+    if not f.known():
         return None
-    text = f.get("server", "an unknown server")
-    if "settings" in f:
-        text += f" with {f['settings']}"
-    if "model" in f:
-        text += f", model {f['model']}"
-    on = [f[k] for k in ("gpus", "host") if k in f]
+    text = f.server or "an unknown server"
+    if f.settings:
+        text += f" with {f.settings}"
+    if f.model:
+        text += f", model {f.model}"
+    on = [x for x in (f.gpus, f.host) if x]
     if on:
         text += ", on " + " and ".join(on)
     return text
 
 
-def _phrase(f: Mapping[str, str], keys: Sequence[str], lead: bool) -> str:
-    text = f.get("server", "an unknown server") if lead or "server" in keys else ""
+def _phrase(f: Facets, keys: Sequence[str], lead: bool) -> str:
+    text = (f.server or "an unknown server") if lead or "server" in keys else ""
     if "settings" in keys:
-        text += (" " if text else "") + f"with {f.get('settings') or 'no parallel setting known'}"
+        text += (" " if text else "") + f"with {f.settings or 'no parallel setting known'}"
     rest = []
     if "model" in keys:
-        rest.append(f"model {f.get('model', 'unknown')}")
+        rest.append(f"model {f.model or 'unknown'}")
     if "gpus" in keys:
-        rest.append(f"on {f.get('gpus', 'no GPU seen')}")
+        rest.append(f"on {f.gpus or 'no GPU seen'}")
     if "host" in keys:
-        rest.append(f"on {f.get('host', 'an unknown machine')}")
+        rest.append(f"on {f.host or 'an unknown machine'}")
     for p in rest:
         text += (", " if text else "") + p
     return text
 
 
-def identity_diff(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
+def identity_diff(a: "ServerIdentity | Mapping[str, Any] | None",
+                  b: "ServerIdentity | Mapping[str, Any] | None",
                   names: tuple[str, str] = ("the candidate", "the baseline")) -> str | None:
     """What differed between two runs' servers: "the candidate ran llama.cpp b4521 with -np 4;
     the baseline b4480 with -np 2"; None when nothing known differed (or either is unknown)."""
-    fa, fb = facets(a), facets(b)
-    if not a or not b or not fa or not fb:
+    ia, ib = as_identity(a), as_identity(b)
+    fa, fb = facets(ia), facets(ib)
+    if ia is None or ib is None or not fa.known() or not fb.known():
         return None
-    keys = [k for k in ("server", "settings", "model", "gpus", "host")
-            if (k in fa or k in fb) and fa.get(k) != fb.get(k)]
+    keys = [k for k in FACETS
+            if (getattr(fa, k) or getattr(fb, k)) and getattr(fa, k) != getattr(fb, k)]
     if not keys:
         return None
     first = _phrase(fa, keys, lead=True)
-    if "server" in keys and a.get("kind") == b.get("kind") and b.get("version"):
-        fb = {**fb, "server": str(b["version"])}     # the kind is said once: "the baseline b4480"
+    if "server" in keys and ia.kind == ib.kind and ib.version:
+        fb = replace(fb, server=str(ib.version))     # the kind is said once: "the baseline b4480"
     return f"{names[0]} ran {first}; {names[1]} {_phrase(fb, keys, lead=False)}"
 
 
-def identity_of(run: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A run.json's server identity (None for a run written before it existed)."""
-    ident = ServerIdentity.from_dict(run.get("server"))
-    return ident.data if ident is not None and ident.data else None
+def identity_of(run: Any) -> ServerIdentity | None:
+    """A run's server identity (``results.schema.Run``; None for a run written before it
+    existed, or a server that said nothing)."""
+    ident = run.server
+    return ident if ident is not None and ident.data else None
 
 
 def number(v: Any) -> float | None:
@@ -714,37 +740,47 @@ def server_identity(ident: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[s
 
 
 def run_section(samples: Sequence[Sample], meta: Mapping[str, Any], notes: Sequence[Any],
-                a: float | None, b: float | None, records: Any = None) -> dict[str, Any]:
+                a: float | None, b: float | None, records: Any = None) -> RunTelemetry:
     """run.json's "telemetry": the whole run's window, where the samples came from, the notes."""
     w = window(samples, a, b, records) if a is not None and b is not None and b > a else None
     counts: dict[str, int] = {}
     for s in samples:
         counts[str(s.get("source"))] = counts.get(str(s.get("source")), 0) + 1
-    return {"window": w.to_dict() if w is not None else None, "sources": dict(meta),
-            "samples": counts, "file": "telemetry.jsonl" if samples else None,
-            # printed after the run; the quiet ones (no GPU under --gpu-metrics auto) are not
-            "notes": [getattr(n, "text", n) for n in notes if getattr(n, "printed", True)],
-            "quiet_notes": [n.text for n in notes if not getattr(n, "printed", True)]}
+    return RunTelemetry(window=w, sources=dict(meta), samples=counts,
+                        file="telemetry.jsonl" if samples else None,
+                        # printed after the run; the quiet ones (no GPU under --gpu-metrics
+                        # auto) are not
+                        notes=[getattr(n, "text", n) for n in notes
+                               if getattr(n, "printed", True)],
+                        quiet_notes=[n.text for n in notes if not getattr(n, "printed", True)])
 
 
 # -- the verdict's telemetry -----------------------------------------------------------------------
 
-def verdict_part(kind: str, first: Mapping[str, Any], subject: Mapping[str, Any], unit: str,
+@dataclass
+class Reading:
+    """What the server's machine adds to a verdict: evidence lines, advice that replaces the
+    latency-based one (None: keep it), and the cause it names (``Verdict.cause``)."""
+    evidence: list[str] = field(default_factory=list)
+    advice: list[str] | None = None
+    cause: str | None = None
+
+
+def verdict_part(kind: str, first: Any, subject: Any, unit: str,
                  itl_growth: float | None, kv_usage: float | None,
-                 info: Mapping[str, Any] | None) -> dict[str, Any]:
+                 info: Mapping[str, Any] | None) -> Reading:
     """What the server's machine adds to a verdict of ``kind`` about ``subject`` (the step
     that broke, or the last): evidence lines, advice that replaces the latency-based one
     (None: keep it), and the cause it names. Nothing without telemetry, so such a verdict
     reads as before."""
-    out: dict[str, Any] = {"evidence": [], "advice": None, "cause": None}
-    t1 = Telemetry.from_dict(subject.get("telemetry"))
-    t0 = Telemetry.from_dict(first.get("telemetry"))
+    out = Reading()
+    t1, t0 = subject.telemetry, first.telemetry          # results.schema.Step's
     if t1 is None:
         return out
     info = info or {}
     meta, ident = info.get("meta") or {}, info.get("identity") or {}
-    l0, l1 = float(first["load"]), float(subject["load"])
-    ev = out["evidence"]
+    l0, l1 = float(first.load), float(subject.load)
+    ev = out.evidence
     if kind == "saturation":
         gcause, gtext = gpu_sentence(t0, t1, l0, l1, unit, kv_usage)
         cause, text = cpu_reading(t0, t1, l0, l1, unit, itl_growth, meta, ident)
@@ -752,24 +788,24 @@ def verdict_part(kind: str, first: Mapping[str, Any], subject: Mapping[str, Any]
             ev.append(gtext)
         if text and not (gcause == "gpu" and cause == "not_cpu"):
             ev.append(text)
-        out["cause"] = gcause if gcause == "gpu" else cause or gcause
+        out.cause = gcause if gcause == "gpu" else cause or gcause
         threads = _threads(ident)
-        if out["cause"] == "cpu":
-            out["advice"] = ["The CPU is the limit: more or faster cores (or a GPU), a smaller or "
+        if out.cause == "cpu":
+            out.advice = ["The CPU is the limit: more or faster cores (or a GPU), a smaller or "
                              "more quantized model" + (", or a higher -t if the machine has "
                                                        "cores to spare" if threads else "")
                              + "; or accept fewer users."]
-        elif out["cause"] == "machine_cpu":
-            out["advice"] = ["The server did not get the cores it could use: run llmbench on "
+        elif out.cause == "machine_cpu":
+            out.advice = ["The server did not get the cores it could use: run llmbench on "
                              "another machine, or stop what else runs on the server's, then "
                              "run the ramp again."]
-        elif out["cause"] == "not_cpu":
-            out["advice"] = ["Not the cores: CPU inference is usually limited by memory "
+        elif out.cause == "not_cpu":
+            out.advice = ["Not the cores: CPU inference is usually limited by memory "
                              "bandwidth; check the thread setting (-t"
                              + (f" {threads}" if threads else "") + " against the cores), the "
                              "batch size, and whether the model fits in fast memory."]
-        elif out["cause"] == "not_gpu":
-            out["advice"] = ["The GPU was not busy while the gaps grew: look at the server's "
+        elif out.cause == "not_gpu":
+            out.advice = ["The GPU was not busy while the gaps grew: look at the server's "
                              "CPU side (scheduling, tokenization), its batch settings, or "
                              "memory transfers."]
     elif kind == "queuing":
@@ -785,19 +821,19 @@ def verdict_part(kind: str, first: Mapping[str, Any], subject: Mapping[str, Any]
             ev.append(e)
     if kind in ("held", "saturation", "queuing", "other", "load_generator"):
         s = share_sentence(t1, l1, unit)
-        if s and (out["cause"] != "machine_cpu"):
+        if s and (out.cause != "machine_cpu"):
             ev.append(s)
     return out
 
 
-def console_lines(run: Mapping[str, Any]) -> list[str]:
-    """What a run or ramp prints about the server and its machine (nothing when unknown)."""
+def console_lines(run: Any) -> list[str]:
+    """What a run or ramp (``results.schema.Run``) prints about the server and its machine
+    (nothing when unknown)."""
     out = []
-    line = identity_line(run.get("server") if isinstance(run.get("server"), Mapping) else None)
+    line = identity_line(identity_of(run))
     if line:
         out.append(f"Server: {line}")
-    tel = run.get("telemetry") if isinstance(run.get("telemetry"), Mapping) else {}
-    w = Telemetry.from_dict(tel.get("window")) if run.get("kind") == "run" else None
+    w = run.telemetry if run.kind == "run" else None
     if w is not None:
         parts = []
         if w.server is not None and w.server.cores is not None:

@@ -14,6 +14,7 @@ from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
 from llmbench.analysis.outages import find as find_outages
 from llmbench.analysis.stats import RECENT_S, RecentWindow
+from llmbench.results.schema import Step
 
 
 def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
@@ -25,7 +26,7 @@ def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
 
 def build(records: Sequence[Record], t0: float, t_end: float,
           user_changes: Sequence[tuple[float, int]] = (),
-          monitor: Sequence[Any] = (), steps: Sequence[dict[str, Any]] = (),
+          monitor: Sequence[Any] = (), steps: Sequence[Step] = (),
           recent_s: float = RECENT_S, server: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     n = max(int(np.ceil(t_end - t0)), 0)
     out = []
@@ -89,7 +90,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         mon_by_sec.setdefault(int(m.t - t0), []).append(m)
     server_by_sec = {int(x["t"] - t0): x for x in server if "t" in x and "error" not in x}
     down = find_outages(st)
-    step_bounds = [(s["ramp_start"], s["hold_end"], s["index"], s["load"]) for s in steps]
+    step_bounds = [(s.ramp_start, s.hold_end, s.index, s.load) for s in steps]
     # the last second is cut short where the run ended: its token count is a rate over that
     # part only (a run ending 0.3 s into a second otherwise draws a false 70 % drop at the end)
     last_s = (t_end - t0) - (n - 1)

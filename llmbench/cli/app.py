@@ -96,10 +96,13 @@ def _json_param() -> inspect.Parameter:
 def _answer(kind: str, done) -> str:
     """--quiet's one line: the run's headline (a ramp's verdict, a sweep's answer) and folder."""
     from llmbench.results.folder import headline
-    run = done.run or {}
-    line = str(run.get("answer") or "") if kind == "sweep" else headline(run)
+    run = done.run
+    if run is None:
+        line = ""
+    else:
+        line = str(run.answer or "") if kind == "sweep" else headline(run)
     where = f" ({done.run_dir})" if done.run_dir else ""
-    return (line or run.get("status") or "no result") + where
+    return (line or (run.status if run is not None else "") or "no result") + where
 
 
 def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
@@ -180,23 +183,22 @@ def _runs(spec) -> None:
     if not rows:
         typer.echo(f"no runs under {spec.out}")
         return
-
-    def show(r: dict, indent: str = "") -> None:
-        if "error" in r:
-            typer.echo(f"{indent}{r['folder']}  (unreadable: {r['error']})")
+    def show(r, indent: str = "") -> None:
+        if r.error is not None:
+            typer.echo(f"{indent}{r.folder}  (unreadable: {r.error})")
             return
-        labels = " ".join(f"{k}={v}" for k, v in r["labels"].items())
-        status = "" if r["status"] == "complete" else f" [{r['status']}]"
+        labels = " ".join(f"{k}={v}" for k, v in r.labels.items())
+        status = "" if r.status == "complete" else f" [{r.status}]"
         pad = indent + "    "
-        head = f"{indent}{r['date']}  {r['kind']:<5} {r['folder']}{status}"
+        head = f"{indent}{r.date}  {r.kind:<5} {r.folder}{status}"
         if indent:                      # a ramp inside a sweep: its setting, not its command
-            typer.echo(f"{head}\n{pad}setting: {r.get('setting')}\n{pad}{r['headline']}")
+            typer.echo(f"{head}\n{pad}setting: {r.setting}\n{pad}{r.headline}")
             return
-        typer.echo(f"{head}\n{pad}{r['command']}" + (f"\n{pad}labels: {labels}" if labels else "")
-                   + f"\n{pad}{r['headline']}")
+        typer.echo(f"{head}\n{pad}{r.command}" + (f"\n{pad}labels: {labels}" if labels else "")
+                   + f"\n{pad}{r.headline}")
     for r in rows:
         show(r)
-        for sub in r.get("ramps") or []:
+        for sub in r.ramps:
             show(sub, "    ")
 
 

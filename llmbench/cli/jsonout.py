@@ -14,18 +14,16 @@ def document(kind: str, done: Any) -> dict[str, Any]:
             "path": str(done.run_dir) if done.run_dir is not None else None}
     if run is None:
         return {**base, "status": "failed", "error": done.error}
-    base["status"] = run.get("status")
+    base["status"] = run.status
     if kind == "run":
-        out = {**base, "summary": run.get("summary"), "thresholds": run.get("thresholds") or []}
+        out = {**base, "summary": run.summary.to_dict() if run.summary is not None else None,
+               "thresholds": [c.to_dict() for c in run.thresholds]}
     else:
-        steps = run.get("steps") or []
-        held = [s["load"] for s in steps if s.get("held")]
-        out = {**base, "unit": ((run.get("config") or {}).get("ramp") or {}).get("by", "users"),
-               "held": max(held) if held else None,
-               "steps": [{"load": s.get("load"), "held": s.get("held"),
-                          "summary": s.get("summary"), "checks": s.get("checks")}
-                         for s in steps],
-               "verdict": run.get("verdict")}
-        if run.get("repeats"):
-            out["repeats"] = run["repeats"].get("held")
+        out = {**base, "unit": "users" if run.load_unit == "users" else "rate",
+               "held": run.held,
+               "steps": [{"load": s.load, "held": s.held, "summary": s.summary.to_dict(),
+                          "checks": [c.to_dict() for c in s.checks]} for s in run.steps],
+               "verdict": run.verdict.to_dict() if run.verdict is not None else None}
+        if run.repeats:
+            out["repeats"] = run.held_interval
     return clean_nan(out)

@@ -16,17 +16,18 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
 from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
-from llmbench.results.folder import RunDoc, clean_nan, is_write_error, new_run_dir, write_error_line
+from llmbench.results.folder import clean_nan, environment, is_write_error, new_run_dir, write_error_line
+from llmbench.results.schema import Run, Step
 from llmbench.client.target import Target
 from llmbench.workload import Workload
 
 
 @dataclass
 class Done:
-    """What a finished command leaves: its run.json (None if nothing was measured), the exit
+    """What a finished command leaves: its Run (None if nothing was measured), the exit
     code, and the folder (``sweep`` and the Python API read all three)."""
 
-    run: dict[str, Any] | None
+    run: Run | None
     code: int
     run_dir: Path | None
     error: str | None = None         # nothing measured: why (the line printed after "error:")
@@ -151,8 +152,9 @@ def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
     a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
     config.toml beside it replays the command (``--config``)."""
-    RunDoc(kind, "running", time.time(), {"target": target.describe(), **config}, labels,
-           body={"pid": os.getpid()}).write(run_dir)
+    Run(kind=kind, status="running", started_at=time.time(),
+        config={"target": target.describe(), **config}, labels=labels,
+        environment=environment(), pid=os.getpid(), measured=False).save(run_dir)
     if run_dir is not None and replay is not None:
         from llmbench.commands.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
@@ -163,8 +165,8 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     message = target.redact(str(exc)) or ""
     print(f"error: {message}", file=sys.stderr)
     status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
-    RunDoc(kind, status, time.time(), {"target": target.describe()},
-           body={"error": message}).write(run_dir)
+    Run(kind=kind, status=status, started_at=time.time(), config={"target": target.describe()},
+        environment=environment(), error=message, measured=False).save(run_dir)
     return exc.exit_code
 
 
@@ -174,27 +176,28 @@ def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target)
     return Done(None, code, run_dir, target.redact(str(exc)) or "")
 
 
-def write_run(doc: RunDoc, run_dir: Path | None, outcome: Outcome) -> dict[str, Any]:
+def write_run(run: Run, run_dir: Path | None, outcome: Outcome) -> Run:
     """run.json at the end. When requests.jsonl could not be written the run is "failed" with
     that reason (the load was stopped then; the lines before are whole). When run.json itself
-    cannot be written, the console says so and the run's dict is still returned."""
+    cannot be written, the console says so and the Run is still returned."""
     if outcome.write_error is not None:
-        doc.status = "failed"
-        doc.body["error"] = (f"{write_error_line(outcome.write_error)}; the load was stopped "
-                             "there and the records before it are whole in requests.jsonl")
-        print(f"error: {doc.body['error']}", file=sys.stderr)
+        run.status = "failed"
+        run.error = (f"{write_error_line(outcome.write_error)}; the load was stopped "
+                     "there and the records before it are whole in requests.jsonl")
+        print(f"error: {run.error}", file=sys.stderr)
     try:
-        return doc.write(run_dir)
+        run.save(run_dir)
     except OSError as exc:
         if not is_write_error(exc):
             raise
         print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
               "in requests.jsonl as far as they could be written)", file=sys.stderr)
-        return doc.write(None)
+    run.path = run_dir
+    return run
 
 
 def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record],
-                   steps: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+                   steps: list[Step] = ()) -> None:  # type: ignore[assignment]
     """timeline.jsonl: the run's per-second state, rebuilt from its records (pure)."""
     if run_dir is None or not records:
         return
@@ -215,22 +218,23 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
               f"(`llmbench report {run_dir}` rebuilds what it can)", file=sys.stderr)
 
 
-def telemetry_parts(telemetry: Any, steps: list[dict[str, Any]], records: Any,
+def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
                     start: float | None, end: float | None) -> dict[str, Any]:
-    """The server's machine in run.json: each step's figures (its "telemetry", set on the
-    step dicts), the whole run's ("telemetry"), what the server is ("server"), and what the
-    verdict reads ("info"); {} when nothing was sampled."""
+    """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
+    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
+    reads ("info"); {} when nothing was sampled."""
     if telemetry is None:
         return {}
     from llmbench.analysis import telemetry as tm
+    from llmbench.results.telemetry import ServerIdentity
     for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
         if t is not None:
-            st["telemetry"] = t.to_dict()
+            st.telemetry = t
     ident = tm.server_identity(telemetry.identity, telemetry.meta)
     return {"info": {"identity": ident, "meta": telemetry.meta},
-            "body": {"server": ident or None,
-                     "telemetry": tm.run_section(telemetry.samples, telemetry.meta,
-                                                 telemetry.notes, start, end, records)}}
+            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
+                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
+                                                     telemetry.notes, start, end, records)}}
 
 
 def lost_workers(workers: dict[str, Any] | None) -> str | None:
@@ -241,11 +245,11 @@ def lost_workers(workers: dict[str, Any] | None) -> str | None:
     return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
 
 
-def incomplete_line(run: dict[str, Any], code: int) -> str | None:
+def incomplete_line(run: Run, code: int) -> str | None:
     """The closing line of a run, ramp or probe that lost a worker: its figures miss that
     worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
     keeps 130)."""
-    lost = lost_workers(run.get("workers"))
+    lost = lost_workers(run.workers)
     if lost is None:
         return None
     why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
@@ -254,16 +258,16 @@ def incomplete_line(run: dict[str, Any], code: int) -> str | None:
             f"are incomplete{why}.")
 
 
-def print_closing(run: dict[str, Any], warnings: list[str], partial: bool, partial_line: str,
+def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
                   run_dir: Path | None) -> None:
     """What every command prints last, the same way: workload and run notes, the partial
     marker, then the report it writes and where the folder is."""
     from llmbench.analysis import checks
     from llmbench.report.auto import write_report
-    for o in run.get("outages") or []:
+    for o in run.outages:
         print(f"OUTAGE: {o['text']}")
-    if run.get("status") == "failed" and run.get("error"):
-        print(f"FAILED: {run['error']}; the numbers above cover what was measured until then.")
+    if run.status == "failed" and run.error:
+        print(f"FAILED: {run.error}; the numbers above cover what was measured until then.")
     from llmbench.analysis.telemetry import console_lines
     for line in console_lines(run):
         print(line)

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from llmbench.analysis import checks
 from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
-from llmbench.results.folder import RunDoc
+from llmbench.results.folder import environment
+from llmbench.results.schema import ProbeStep, Run, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_started
+from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_started
 
 
 @dataclass
@@ -27,19 +26,19 @@ class ProbePlan:
     bootstrap: int = 1000
 
 
-def _row(step: dict[str, Any]) -> str:
+def _row(step: ProbeStep) -> str:
     def ov(m: str) -> str:
-        o = step[m]
-        if o["overhead_ms"] is None:
+        o = step.overhead(m)
+        if o.overhead_ms is None or not o.ci_ms:
             return "-"
-        lo, hi = o["ci_ms"]
-        mark = "*" if o["significant"] else " "
-        return f"{o['overhead_ms']:+7.1f} [{lo:+.1f},{hi:+.1f}]{mark}"
-    r, d = step["router"], step["direct"]
-    return (f"{step['users']:>6} {fmt_ms(r['median_ttft_ms']):>9} {fmt_ms(d['median_ttft_ms']):>9} "
+        lo, hi = o.ci_ms
+        mark = "*" if o.significant else " "
+        return f"{o.overhead_ms:+7.1f} [{lo:+.1f},{hi:+.1f}]{mark}"
+    r, d = step.router, step.direct
+    return (f"{step.users:>6} {fmt_ms(r.ttft.median):>9} {fmt_ms(d.ttft.median):>9} "
             f"{ov('ttft_p50'):>24} {ov('ttft_p95'):>24} {ov('e2el_p50'):>24} {ov('itl_p50'):>24} "
-            f"{r['output_throughput'] or 0:>8.1f} {d['output_throughput'] or 0:>8.1f} "
-            f"{(r['failed'] or 0):>4}/{(d['failed'] or 0):<4}")
+            f"{r.output_throughput or 0:>8.1f} {d.output_throughput or 0:>8.1f} "
+            f"{(r.failed or 0):>4}/{(d.failed or 0):<4}")
 
 
 HEADER = (f"{'Users':>6} {'R TTFT50':>9} {'D TTFT50':>9} {'TTFT p50 overhead ms':>24} "
@@ -78,14 +77,14 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
                                    "names differ)"})]
 
 
-def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool]:
+def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     c, shape = plan.common, plan.shape
     harness = c.harness(run_dir, _live(len(shape.steps)), shape=shape)
 
-    def judge(w: ProbeWindow) -> dict[str, Any]:
+    def judge(w: ProbeWindow) -> ProbeStep:
         step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap, shape.seed,
                              w.slices)
-        step["monitor"] = w.monitor
+        step.monitor = w.monitor
         return step
     shape.judge = judge
     shape.on_step = lambda s: harness.say(_row(s))
@@ -96,30 +95,30 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[dict[str, Any], bool
     # the direct backend's machine over the whole probe, and what the backend is
     tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
                           float(records.col("done").max()) if len(records) else None)
-    doc = RunDoc(
-        "probe", "partial" if outcome.interrupted or bool(outcome.workers and
-                                                          outcome.workers.get("crashed"))
-        else "complete", outcome.started_at,
-        {"router": c.target.describe(), "direct": plan.direct.describe(),
-         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
-         "think_s": list(shape.think_s), "seed": shape.seed,
-         "request": c.request_config(), "timeouts": c.timeouts.__dict__},
-        c.labels, outcome.t0_perf, c.workload.describe(),
-        body={"steps": steps, "router_bound": router_bound(steps),
-              "backends": backends([r for r in records if r.path == "router"]),
-              # the router's own per-backend in-flight counts (NOMYO): the spread when no
-              # reply names its backend
-              "router_counters": router_counters(outcome.server("router").samples),
-              **checks.record_checks(records, c.params, c.target.api, c.workload),
-              "server_probe": {name: {"kind": s.kind, "note": s.note, "samples": len(s.samples)}
-                               for name, s in outcome.servers.items()},
-              **tel.get("body", {}),
-              **({"workers": outcome.workers} if outcome.workers is not None else {})})
-    body = doc.body
-    if not body.get("backends"):
+    run = Run(
+        kind="probe", status="partial" if outcome.interrupted or bool(
+            outcome.workers and outcome.workers.get("crashed")) else "complete",
+        started_at=outcome.started_at,
+        config={"router": c.target.describe(), "direct": plan.direct.describe(),
+                "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+                "think_s": list(shape.think_s), "seed": shape.seed,
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__},
+        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
+        environment=environment(), steps=list(steps), router_bound=router_bound(steps),
+        backends=backends([r for r in records if r.path == "router"]),
+        # the router's own per-backend in-flight counts (NOMYO): the spread when no reply
+        # names its backend
+        router_counters=router_counters(outcome.server("router").samples),
+        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        server_probe={name: ServerProbe(kind=s.kind, note=s.note, samples=len(s.samples))
+                      for name, s in outcome.servers.items()},
+        **tel.get("body", {}),
+        workers=outcome.workers, interrupted=outcome.interrupted)
+    if not run.backends:
         # what the missing backend names mean for the spread and the overhead
-        body["backends_unidentified"] = unidentified_sentence(body.get("router_counters"))
-    return doc.write(run_dir), outcome.interrupted
+        run.backends_unidentified = unidentified_sentence(run.router_counters)
+    run.save(run_dir)
+    return run, outcome.interrupted
 
 
 def execute(plan: ProbePlan) -> int:
@@ -139,17 +138,17 @@ def perform(plan: ProbePlan) -> Done:
         return failed(exc, run_dir, "probe", c.target)
     print("(* = the 95% interval excludes zero and the difference is at least 1 ms or 2%: "
           "real, not noise)")
-    steps = run["steps"]
-    if steps and not any(s["ttft_p50"]["significant"] for s in steps):
+    steps: list[ProbeStep] = run.steps
+    if steps and not any(s.ttft_p50.significant for s in steps):
         print("No significant router overhead at any step (TTFT p50).")
-    b = run["router_bound"]
+    b = run.router_bound
     if b:
         print(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
               f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the direct "
               f"path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
     elif len(steps) > 1:
         print("No step where the router's overhead grew while the direct path stayed flat.")
-    pc = run.get("prompt_cache") or {}
+    pc = run.prompt_cache or {}
     if pc.get("paths_differ"):
         # the overhead above is then partly the cache's: say so where the answer is read
         print(f"Not like for like: {pc['paths_differ']}.")
@@ -157,9 +156,9 @@ def perform(plan: ProbePlan) -> Done:
         print("Prompt cache on first turns, by path: " + ", ".join(
             f"{k} {v['share'] * 100:.0f}%" for k, v in pc["by_path"].items()
             if v.get("share") is not None) + " (each path sends its own prompts).")
-    be = run.get("backends")
-    if run.get("backends_unidentified"):
-        print(run["backends_unidentified"])
+    be = run.backends
+    if run.backends_unidentified:
+        print(run.backends_unidentified)
     if be:
         spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
                            + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
@@ -171,10 +170,10 @@ def perform(plan: ProbePlan) -> Done:
             print(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
                   f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
                   f"{a['conversations']} conversations stayed on one backend.")
-    # a lost worker's users are missing from the slices after it died: never a pass
-    code = (EXIT_INTERRUPTED if interrupted else
-            EXIT_OVERLOADED if lost_workers(run.get("workers")) else EXIT_OK)
-    print_closing(run, c.workload.warnings, run["status"] == "partial",
+    # interrupted: 130; a lost worker's users are missing from the slices after it died, never
+    # a pass (Run.exit_code, the one rule)
+    code = run.exit_code
+    print_closing(run, c.workload.warnings, run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
                   run_dir)

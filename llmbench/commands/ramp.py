@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.analysis import checks, outages
 from llmbench.analysis import verdict as verdict_mod
-from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
@@ -18,8 +18,9 @@ from llmbench.analysis.sessions import step_sessions
 from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
-from llmbench.results.folder import RunDoc, clean_nan, write_json
-from llmbench.load.shapes import Ramp, StepResult, StepWindow
+from llmbench.results.folder import environment
+from llmbench.results.schema import Check, Run, ServerProbe, Step, held_load
+from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
@@ -55,10 +56,11 @@ def window_records(records: Sequence[Record], step: int, start: float, end: floa
 
 
 def judge(thresholds: list[Threshold], stall_s: float = 1.0,
-          send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS):
-    """The ramp's judge: a step's summary and threshold checks from its records (pure); the
-    generator check adds the step's own send delay to the loop monitor's verdict."""
-    def judge_step(w: StepWindow) -> StepResult:
+          send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS, by: str = "users"):
+    """The ramp's judge: a step (``results.schema.Step``: its summary and threshold checks)
+    from its records (pure); the generator check adds the step's own send delay to the loop
+    monitor's verdict. Users are counted whole (``by="users"``); a rate is what it is."""
+    def judge_step(w: StepWindow) -> Step:
         recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
         s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
                       within=within_requests(thresholds))
@@ -69,17 +71,18 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
         if down is not None:
             found.append(down)
         if not recs:
-            found.append({"threshold": "requests>0", "ok": False, "actual": 0, "limit": 0,
-                          "metric": "requests", "stat": None, "insufficient": True,
-                          "reason": "not enough data: no request started in the hold window",
-                          "text": "requests>0: no request started in the hold window"})
+            found.append(Check(threshold="requests>0", ok=False, actual=0, limit=0,
+                               metric="requests", stat=None, insufficient=True,
+                               reason="not enough data: no request started in the hold window",
+                               text="requests>0: no request started in the hold window"))
         state = verdict_of(found)
-        mon = with_send_delay(w.monitor, s.get("p50_send_delay_ms"), s.get("p99_send_delay_ms"),
-                              send_delay_limit_ms)
-        return StepResult(w.index, w.load, w.ramp_start, w.hold_start, w.hold_end, s, found,
-                          state == HELD, mon, w.unfinished, state,
-                          steady_state(w.records, w.index, w.hold_start, w.hold_end),
-                          sessions=sessions)
+        mon = with_send_delay(w.monitor, s.send_delay.p50, s.send_delay.p99, send_delay_limit_ms)
+        load = int(w.load) if by == "users" and float(w.load).is_integer() else w.load
+        return Step(index=w.index, load=load, ramp_start=w.ramp_start,
+                    hold_start=w.hold_start, hold_end=w.hold_end, held=state == HELD,
+                    state=state, checks=found, monitor=mon, unfinished=w.unfinished,
+                    steady=steady_state(w.records, w.index, w.hold_start, w.hold_end),
+                    summary=s, sessions=sessions)
     return judge_step
 
 
@@ -107,65 +110,62 @@ def _live_line(unit: str, n_steps: int):
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
-         telemetry: Any = None) -> RunDoc:
+         telemetry: Any = None) -> Run:
     c, shape = r.common, r.shape
-    steps = [s.as_dict() for s in shape.results]
+    steps: list[Step] = list(shape.results)
     server = servers
     tel = telemetry_parts(telemetry, steps, records,
-                          steps[0]["ramp_start"] if steps else None,
-                          steps[-1]["hold_end"] if steps else None)
+                          steps[0].ramp_start if steps else None,
+                          steps[-1].hold_end if steps else None)
     verdict = verdict_mod.explain(steps, records, unit_of(r), server.samples,
                                   planned=len(shape.steps), telemetry=tel.get("info"))
-    if interrupted and isinstance(verdict, dict) and all(s.get("held") for s in steps):
+    if interrupted and all(s.held for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
-        best = max((s["load"] for s in steps), default=0)
-        verdict = {**verdict, "interrupted": True, "result": (
-            f"Held {best:g} {unit_of(r)} before the ramp was interrupted. Stopped after "
-            f"{len(steps)} of {len(shape.steps)} steps, all held." if steps
-            else "Interrupted before the first step finished.")}
+        best = max((s.load for s in steps), default=0)
+        verdict.interrupted = True
+        verdict.text = (f"Held {verdict_mod.amount(best, unit_of(r))} before the ramp was interrupted. Stopped "
+                        f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
+                        else "Interrupted before the first step finished.")
     lost = lost_workers(workers)
-    if lost is not None and isinstance(verdict, dict):
+    if lost is not None:
         # the steps after the loss ran without that worker's users: not the planned load
-        verdict = {**verdict, "incomplete": True, "result": (
-            f"{verdict.get('result') or ''} INCOMPLETE: {lost} during the ramp; its users "
-            "stopped there, so the figures are incomplete and not a result.").strip()}
-    return RunDoc(
-        "ramp", "partial" if partial else "complete", started_at,
-        {"target": c.target.describe(),
-         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
-                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
-                  "thresholds": [t.text for t in r.thresholds], "keep_going": shape.keep_going,
-                  "seed": shape.seed, "expect": r.expect},
-         "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
-        c.labels, t0_perf, c.workload.describe(),
-        body={"steps": steps, "verdict": verdict, "user_changes": user_changes,
-              "outages": outages.of_run(records, t0_perf) if t0_perf else [],
-              **checks.record_checks(records, c.params, c.target.api, c.workload),
-              "server_probe": {"kind": server.kind, "note": server.note,
-                               "samples": len(server.samples)},
-              **tel.get("body", {}),
-              "closed_loop_note": "Virtual users wait for each reply before thinking and sending "
-                                  "again, so when the server slows down they send less (closed "
-                                  "loop)." if shape.by == "users" else None,
-              **({"workers": workers} if workers is not None else {}),
-              **({"repeat": r.repeat} if r.repeat else {})})
+        verdict.incomplete = True
+        verdict.text = (f"{verdict.text or ''} INCOMPLETE: {lost} during the ramp; its users "
+                        "stopped there, so the figures are incomplete and not a result.").strip()
+    return Run(
+        kind="ramp", status="partial" if partial else "complete", started_at=started_at,
+        config={"target": c.target.describe(),
+                "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                         "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                         "thresholds": [t.text for t in r.thresholds],
+                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect},
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
+        labels=c.labels, t0_perf=t0_perf, workload=c.workload.describe(),
+        environment=environment(), steps=steps, verdict=verdict, user_changes=user_changes,
+        outages=outages.of_run(records, t0_perf) if t0_perf else [],
+        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
+        **tel.get("body", {}),
+        closed_loop_note="Virtual users wait for each reply before thinking and sending "
+                         "again, so when the server slows down they send less (closed "
+                         "loop)." if shape.by == "users" else None,
+        workers=workers, repeat=r.repeat or None, interrupted=interrupted)
 
 
-def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
+def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     c, shape = r.common, r.shape
-    shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms)
+    shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
     harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
-    def on_step(step: StepResult) -> None:
-        harness.say(console.agent_ramp_row(step.as_dict()) if agents
-                    else console.ramp_row(step.as_dict()))
+    def on_step(step: Step) -> None:
+        harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
-                 False, True, []).write(run_dir)
+                 False, True, []).save(run_dir)
     shape.on_step = on_step
     from llmbench import wire
     print(console.agent_ramp_header() if agents else
@@ -178,36 +178,13 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[dict[str, Any], int]:
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
                          outcome.live.user_changes, outcome.workers, outcome.telemetry),
                     run_dir, outcome)
-    write_timeline(run_dir, outcome, outcome.records, run["steps"])
-    steps = run["steps"]
-    held = max((s["load"] for s in steps if s["held"]), default=0)
-    reached_top = bool(steps) and all(s["held"] for s in steps) and len(steps) == len(shape.steps)
-    broke = next((s for s in steps if not s["held"]), None)
-    # A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
-    # it held fewer than --expect-users (1), or, without --expect-users, when its first step
-    # did not hold: no load level met the thresholds (99, k6's code for failed thresholds).
-    # Only a step the load generator's own lag could have broken is "not trustworthy" (4).
-    code = EXIT_OK
-    if outcome.write_error is not None:
-        code = EXIT_WRITE            # the load was stopped: what it measured is on disk
-    elif outcome.interrupted:
-        code = EXIT_INTERRUPTED
-    elif crashed:
-        code = EXIT_OVERLOADED       # a worker's users are missing: never a pass
-    elif broke is not None and run["verdict"]["kind"] in ("load_generator", "buffered"):
-        code = EXIT_OVERLOADED       # the break is not the server's to be judged by
-    elif broke is not None and run["verdict"]["kind"] == "outage":
-        code = EXIT_UNREACHABLE      # the server went away: no capacity was measured there
-    elif r.expect is not None:
-        if held < r.expect and not reached_top:
-            code = EXIT_EXPECTATION
-    elif steps and not steps[0]["held"]:
-        code = EXIT_THRESHOLD
-    return run, code
+    write_timeline(run_dir, outcome, outcome.records, run.steps)
+    # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
+    return run, run.exit_code
 
 
-def held_of(steps: Sequence[dict[str, Any]]) -> float:
-    return max((s["load"] for s in steps if s["held"]), default=0)
+def held_of(steps: Sequence[Step]) -> float:
+    return held_load(steps)
 
 
 def held_interval(values: Sequence[float]) -> dict[str, Any]:
@@ -222,38 +199,38 @@ def held_interval(values: Sequence[float]) -> dict[str, Any]:
             "coverage": 1 - 2 * 0.5 ** n if n > 1 else None}
 
 
-def _combine(runs: list[tuple[RampPlan, dict[str, Any], int]], planned: int,
-             run_dir: Path | None) -> tuple[dict[str, Any], int]:
+def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
+             run_dir: Path | None) -> tuple[Run, int]:
     """One run.json for all repeats: the steps, verdict and timeline of the median repeat (so
     ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
-    helds = [held_of(run["steps"]) for _, run, _ in runs]
+    helds = [held_of(run.steps) for _, run, _ in runs]
     iv = held_interval(helds)
     rep = helds.index(iv["median"])
     plan, run, _ = runs[rep]
     unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
-    doc = {k: v for k, v in run.items() if k != "repeat"}
     line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
             f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
-    doc["verdict"] = {**(doc.get("verdict") or {}),
-                      "result": f"{(doc.get('verdict') or {}).get('result', '')} {line}".strip()}
-    doc["status"] = "partial" if interrupted or len(runs) < planned else run["status"]
-    doc["repeats"] = {
+    doc = replace(run, repeat=None, interrupted=interrupted,
+                  repeat_codes=[code for _, _, code in runs])
+    if doc.verdict is not None:
+        doc.verdict = replace(doc.verdict, text=f"{doc.verdict.text} {line}".strip())
+    doc.status = "partial" if interrupted or len(runs) < planned else run.status
+    doc.repeats = {
         "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,
         "note": f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
         "runs": [{"repeat": i + 1, "seed": p.shape.seed, "workload_seed": p.common.workload.seed,
-                  "status": x["status"], "held": h, "verdict": (x.get("verdict") or {}).get("result"),
-                  "verdict_kind": (x.get("verdict") or {}).get("kind"), "steps": x["steps"]}
+                  "status": x.status, "held": h,
+                  "verdict": x.verdict.text if x.verdict is not None else None,
+                  "verdict_kind": x.verdict.kind if x.verdict is not None else None,
+                  "steps": [st.to_dict() for st in x.steps]}
                  for i, ((p, x, _), h) in enumerate(zip(runs, helds))]}
     if run_dir is not None:
-        write_json(run_dir / "run.json", clean_nan(doc))
+        doc.save(run_dir)
         chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
         if chosen.exists():
             (run_dir / "timeline.jsonl").write_bytes(chosen.read_bytes())
-    codes = [code for _, _, code in runs]
-    code = (EXIT_INTERRUPTED if interrupted else EXIT_OVERLOADED if EXIT_OVERLOADED in codes
-            else runs[rep][2])
-    return doc, code
+    return doc, doc.exit_code
 
 
 def perform(r: RampPlan, repeat: int = 1,
@@ -265,12 +242,12 @@ def perform(r: RampPlan, repeat: int = 1,
     write_started(run_dir, "ramp", c.target,
                   {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
                   c.labels, c.replay)
-    runs: list[tuple[RampPlan, dict[str, Any], int]] = []
+    runs: list[tuple[RampPlan, Run, int]] = []
     for k in range(repeat):
         plan = r if k == 0 or next_plan is None else next_plan(k)
         if repeat > 1:
             plan.repeat = {"index": k + 1, "of": repeat,
-                           "held_so_far": [held_of(x["steps"]) for _, x, _ in runs]}
+                           "held_so_far": [held_of(x.steps) for _, x, _ in runs]}
             print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
         try:
             run, code = measure(plan, run_dir)
@@ -290,15 +267,16 @@ def perform(r: RampPlan, repeat: int = 1,
     else:
         _, run, code = runs[0]
     print()
-    print(console.verdict_text(run["verdict"]))
-    if run.get("closed_loop_note") and run["verdict"]["kind"] in ("queuing", "saturation"):
+    assert run.verdict is not None
+    print(console.verdict_text(run.verdict))
+    if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")
-    if repeat > 1:
-        print(f"  Users held: {run['repeats']['held']['method']}.")
+    if repeat > 1 and run.repeats:
+        print(f"  Users held: {(run.held_interval or {}).get('method')}.")
     if code == EXIT_THRESHOLD:
-        print(f"Thresholds failed at the first step: exit {EXIT_THRESHOLD}.")
-    print_closing(run, c.workload.warnings, run["status"] == "partial",
+        print(f"No step held its thresholds: exit {EXIT_THRESHOLD}.")
+    print_closing(run, c.workload.warnings, run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir)

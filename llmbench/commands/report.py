@@ -6,11 +6,14 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import TYPE_CHECKING, Any, List, Sequence
 
 from llmbench.commands.options import (FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, UsageError,
                                        option)
 from llmbench.commands.groups import InspectWorkloadOpts, OutputOpts, command_defaults
+
+if TYPE_CHECKING:
+    from llmbench.analysis.compare import Comparison as CompareResult
 
 PATHS = Kind(List[Path], lambda v, flag: [PATH.parse(x, flag) for x in
                                            (v if isinstance(v, (list, tuple)) else [v])],
@@ -70,9 +73,9 @@ class ReportSpec(Spec):
             return Report(Path(write_sweep(run_dir, output)))
         run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
         notes = []
-        if run.get("note") == REBUILT_NOTE:
+        if run.note == REBUILT_NOTE:
             notes.append(f"note: {run_dir}: summary {REBUILT_NOTE}")
-        elif run.get("status") == "partial":
+        elif run.status == "partial":
             notes.append(f"note: {run_dir} is a partial run (interrupted); reporting what finished")
         if self.format == "html":
             from llmbench.report.html import write
@@ -87,17 +90,17 @@ class ReportSpec(Spec):
 
 @dataclasses.dataclass
 class Comparison:
-    """What ``compare`` found: ``data`` (the comparison: runs, metrics, regressions), its text
+    """What ``compare`` found: ``data`` (the typed comparison: runs, table, regressions), its text
     as the command line prints it, and the HTML (and PNG) it wrote."""
 
-    data: dict[str, Any]
+    data: CompareResult
     text: str
     html: Path
     png: Path | None = None
 
     @property
     def regressions(self) -> list[Any]:
-        return list(self.data.get("regressions") or [])
+        return list(self.data.regressions)
 
     @property
     def passed(self) -> bool:

@@ -9,11 +9,12 @@ from typing import Any
 
 from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
 from llmbench.analysis.sessions import summarize_sessions
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
+from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_send_delay
 from llmbench.report import console, vllm_json
-from llmbench.results.folder import RunDoc
+from llmbench.results.folder import environment
+from llmbench.results.schema import Run, ServerProbe, Summary
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
@@ -74,8 +75,8 @@ def _load_config(shape: ClosedLoop | OpenLoop | TraceReplay) -> dict[str, Any]:
             "think_s": list(shape.think_s), "seed": shape.seed}
 
 
-def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, Any]:
-    """Run the shape; the run.json written, the exit code and the outcome."""
+def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
+    """Run the shape; the Run written (run.json), its exit code and the outcome."""
     c, g = plan.common, plan.gates
     harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed,
                         shape=plan.shape)
@@ -91,9 +92,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
                                 stall_s=g.stall_s, percentiles=percentiles,
                                 within=slo.within_requests(g.thresholds))
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
-    summary["peak_in_flight_requests"] = vllm_json.peak_in_flight(records)
+    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
     # agent sessions (None: no request belonged to one), over the run's duration
-    sessions = summarize_sessions(records, window_s=summary.get("duration") or None)
+    sessions = summarize_sessions(records, window_s=summary.duration or None)
     threshold_results = slo.check_all(g.thresholds, summary, sessions)
     extra: dict[str, Any] = {}
     if isinstance(plan.shape, TraceReplay):
@@ -102,9 +103,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
     server = outcome.server()
     if c.workload.prefix is not None:
         kind, after = prefix.scrape_counters(c)
-        extra["prefix_cache"] = prefix_hit.verify(records, c.workload.prefix, prefix_before,
-                                                  after, kind)
-        extra["prefix_cache"]["warmup_failed"] = warm_failed
+        report = prefix_hit.verify(records, c.workload.prefix, prefix_before, after, kind)
+        report["warmup_failed"] = warm_failed
+        extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
     if outcome.telemetry is not None:
@@ -112,38 +113,28 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[dict[str, Any], int, A
         end = float(records.col("done").max()) if len(records) else None
         extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
                                      end).get("body", {}))
-    doc = RunDoc(
-        "run", "partial" if outcome.interrupted or _crashed(outcome) else "complete",
-        outcome.started_at,
-        {"target": c.target.describe(), "load": _load_config(plan.shape),
-         "request": c.request_config(), "timeouts": c.timeouts.__dict__,
-         "goodput_slo_ms": g.goodput_slo_ms},
-        c.labels, outcome.t0_perf, c.workload.describe(),
-        body={"monitor": {**with_send_delay(busy(outcome.monitor),
-                                            summary.get("p50_send_delay_ms"),
-                                            summary.get("p99_send_delay_ms")),
-                          "samples": [s.__dict__ for s in outcome.monitor]},
-              "summary": summary,
-              "outages": outages.of_run(records, outcome.t0_perf),
-              **checks.record_checks(records, c.params, c.target.api, c.workload),
-              "thresholds": threshold_results,
-              **({"sessions": sessions.to_dict()} if sessions is not None else {}),
-              "server_probe": {"kind": server.kind, "note": server.note,
-                               "samples": len(server.samples),
-                               "view": server_view(server.samples)},
-              **extra})
-    run = write_run(doc, run_dir, outcome)
+    run = Run(
+        kind="run", status="partial" if outcome.interrupted or _crashed(outcome) else "complete",
+        started_at=outcome.started_at,
+        config={"target": c.target.describe(), "load": _load_config(plan.shape),
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
+                "goodput_slo_ms": g.goodput_slo_ms},
+        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
+        environment=environment(),
+        monitor={**with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
+                                   summary.send_delay.p99),
+                 "samples": [s.__dict__ for s in outcome.monitor]},
+        summary=summary, outages=outages.of_run(records, outcome.t0_perf),
+        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        thresholds=threshold_results, sessions=sessions,
+        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
+                                 view=server_view(server.samples)),
+        **extra)
+    run.interrupted = outcome.interrupted
+    run = write_run(run, run_dir, outcome)
     write_timeline(run_dir, outcome, records)
-    code = EXIT_OK
-    if outcome.write_error is not None:
-        code = EXIT_WRITE                # the load was stopped: what it measured is on disk
-    elif outcome.interrupted:
-        code = EXIT_INTERRUPTED
-    elif _crashed(outcome):
-        code = EXIT_OVERLOADED           # a worker's share is missing: never a pass
-    elif any(not t["ok"] for t in threshold_results):
-        code = EXIT_THRESHOLD
-    return run, code, (outcome, harness.texts)
+    # the one rule the command line exits with (results.schema.Run.exit_code)
+    return run, run.exit_code, (outcome, harness.texts)
 
 
 def _crashed(outcome: Any) -> bool:
@@ -151,12 +142,12 @@ def _crashed(outcome: Any) -> bool:
     return bool(outcome.workers and outcome.workers.get("crashed"))
 
 
-def partial_line(run: dict[str, Any], what: str, code: int) -> str:
+def partial_line(run: Run, what: str, code: int) -> str:
     return incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
                                           "numbers cover what finished.")
 
 
-def _vllm_result(plan: RunPlan, summary: dict[str, Any], records: list, texts: dict[str, str]
+def _vllm_result(plan: RunPlan, summary: Summary, records: list, texts: dict[str, str]
                  ) -> tuple[Path, dict[str, Any]]:
     v = plan.vllm
     assert v is not None
@@ -197,28 +188,28 @@ def perform(plan: RunPlan) -> Done:
         run, code, (outcome, texts) = measure(plan, run_dir)
     except PreflightError as exc:
         return failed(exc, run_dir, "run", c.target)
-    s = run["summary"]
+    s = run.summary
+    assert s is not None
     shape = plan.shape
     print(console.vllm_summary(s, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
                                max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
-    print(console.extras(s, run["monitor"]))
-    for line in console.session_lines(summarize_sessions(outcome.records,
-                                                         window_s=s.get("duration") or None)):
+    print(console.extras(s, run.monitor))
+    for line in console.session_lines(run.sessions):
         print(line)
-    if run.get("prefix_cache"):
-        print("\n".join(prefix_hit.lines(run["prefix_cache"])))
-    if "trace" in run:
-        for line in trace_report.console_lines(run["trace"], run["trace"]["dispatch_lag"],
-                                               run["trace"]["speed"]):
+    if run.prefix_cache:
+        print("\n".join(prefix_hit.lines(run.prefix_cache)))
+    if run.trace is not None:
+        for line in trace_report.console_lines(run.trace, run.trace["dispatch_lag"],
+                                               run.trace["speed"]):
             print(line)
-    if run["thresholds"]:
-        print(console.threshold_lines(run["thresholds"]))
+    if run.thresholds:
+        print(console.threshold_lines(run.thresholds))
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
-    print_closing(run, c.workload.warnings, run["status"] == "partial",
+    print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
                   run_dir)
     if plan.vllm is not None:

@@ -43,7 +43,7 @@ MAX_LOAD = 1_000_000
 # Our input errors, by module: looked up only in modules already imported (an error class
 # whose module was never imported cannot have been raised), so the CLI does not import numpy
 # (through slo) just to print help or reject a flag.
-_INPUT_ERRORS = {"llmbench.results.folder": ("RunFolderError",), "llmbench.analysis.slo": ("ThresholdError",),
+_INPUT_ERRORS = {"llmbench.results.jsonfile": ("RunFolderError",), "llmbench.analysis.slo": ("ThresholdError",),
                  "llmbench.client.target": ("TargetError",), "llmbench.client.netconfig": ("NetError",),
                  "llmbench.workload.files": ("DatasetError",),
                  "llmbench.workload.tokenizer": ("TokenizerError",)}

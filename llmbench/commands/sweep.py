@@ -20,20 +20,20 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
-from llmbench.results.folder import clean_nan, environment, new_run_dir, write_json
+from llmbench.results.folder import environment, new_run_dir
+from llmbench.results.schema import NO_DATA, Run, ServerProbe, Step, StepBrief, SweepSetting
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
 from llmbench.commands.ramp import RampDone, held_of
 
-SCHEMA_VERSION = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 # the numbers each setting is compared on, at the common load (keys of a step summary)
 AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
@@ -151,40 +151,57 @@ def _slug(setting: dict[str, str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "_".join(f"{k}={v}" for k, v in setting.items()))[:80]
 
 
-def _step_brief(st: dict[str, Any]) -> dict[str, Any]:
-    s = st.get("summary") or {}
-    return {"load": st["load"], "held": st["held"], **{k: s.get(k) for k in AT_LOAD}}
+def _step_brief(st: Step) -> StepBrief:
+    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
 
 
-def server_state(ramp_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+def server_state(ramp_dir: Path, run: Run) -> dict[str, Any] | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
-    probe = run.get("server_probe") or {}
+    probe = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
     rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
-    if not probe.get("kind") or not rows:
-        return {"kind": None, "note": probe.get("note")} if probe.get("note") else None
+    if not probe.kind or not rows:
+        return {"kind": None, "note": probe.note} if probe.note else None
 
     def most(key: str) -> float | None:
         vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return max(vals) if vals else None
     models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
-    return {"kind": probe["kind"], "samples": len(rows), "max_running": most("running"),
+    return {"kind": probe.kind, "samples": len(rows), "max_running": most("running"),
             "max_waiting": most("waiting"), "slots": most("slots"),
             "max_kv_cache_usage": most("kv_cache_usage"), "max_vram_bytes": most("vram_bytes"),
             "max_ram_bytes": most("ram_bytes"), "preemptions": most("preemptions"),
             "models_loaded": models or None}
 
 
-def _fmt_held(r: dict[str, Any]) -> str:
-    iv = r.get("held_interval")
-    if iv and iv.get("low") is not None:
-        return f"{r['held']:g} [{iv['low']:g}, {iv['high']:g}]"
-    return f"{r['held']:g}"
+NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough data to judge
 
 
-def answer(results: Sequence[dict[str, Any]], unit: str,
-           pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None,
-           load: float | None = None) -> tuple[str, dict[str, Any] | None]:
+def judged(steps: Sequence[Step]) -> bool:
+    """Whether any step held or broke (rather than having too few requests for both)."""
+    return any(st.state != NO_DATA for st in steps)
+
+
+def _amount(load: float, unit: str) -> str:
+    from llmbench.analysis.verdict import amount
+    return amount(load, unit)
+
+
+def _fmt_held(r: SweepSetting) -> str:
+    """'6 [5, 7]' over repeats; '2' when every repeat held the same (an interval of no width
+    is none)."""
+    iv = r.held_interval
+    if iv and iv.get("low") is not None and iv.get("high") is not None \
+            and iv["low"] != iv["high"]:
+        return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    return f"{r.held:g}"
+
+
+Pairs = dict[tuple[str, str], dict[str, Any]]     # (base, other) -> metric -> compare.AtLoad
+
+
+def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = None,
+           load: float | None = None) -> tuple[str, SweepSetting | None]:
     """The stated answer, and the best setting's result (None when there is none or when the
     evidence cannot separate the best). A statistical statement, in this order:
 
@@ -198,53 +215,89 @@ def answer(results: Sequence[dict[str, Any]], unit: str,
     4. else they tie on this evidence, and the sentence says what would separate them.
 
     The sentence names the statistic it used and its interval."""
-    measured = [r for r in results if r.get("held") is not None]
-    failed = [r for r in results if r["status"] in ("server_failed", "ramp_failed")]
-    died = [r for r in results if r["status"] == "server_died"]
-    single = len(results[0]["setting"]) == 1 if results else True
+    measured = [r for r in results if r.held is not None]
+    failed = [r for r in results if r.status in ("server_failed", "ramp_failed")]
+    died = [r for r in results if r.status == "server_died"]
+    unjudged = [r for r in results if r.status == NOT_JUDGED]
+    single = len(results[0].setting) == 1 if results else True
 
-    def short(r: dict[str, Any]) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
-        return next(iter(r["setting"].values())) if single else r["name"]
+    def short(r: SweepSetting) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
+        return next(iter(r.setting.values())) if single else r.name
     tail_parts = []
     if failed:
         tail_parts.append("; ".join(
-            f"{r['name']} failed to start" if r["status"] == "server_failed"
-            else f"{r['name']}: the ramp could not start" for r in failed) + " (see the logs).")
+            f"{r.name} failed to start" if r.status == "server_failed"
+            else f"{r.name}: the ramp could not start" for r in failed) + " (see the logs).")
     if died:
-        tail_parts.append("; ".join(f"{r['name']}'s server died during the ramp" for r in died)
+        tail_parts.append("; ".join(f"{r.name}'s server died during the ramp" for r in died)
                           + " (its log is in the sweep folder).")
+    if unjudged:
+        tail_parts.append(", ".join(r.name for r in unjudged)
+                          + " could not be judged: every step had too few requests to "
+                          "measure (not enough data), so "
+                          + ("it is" if len(unjudged) == 1 else "they are") + " not ranked; "
+                          "hold each step "
+                          "longer (--hold) or think less (--think).")
     if not measured:
-        return " ".join(["No setting could be measured."] + tail_parts), None
-    top = max(r["held"] for r in measured)
+        head = "No setting could be judged." if unjudged and not failed and not died \
+            else "No setting could be measured."
+        return " ".join([head] + tail_parts), None
+    top = max(r.held for r in measured if r.held is not None)
     if top == 0:
         return " ".join(["No setting held the first step under the thresholds; each ramp's "
                          "verdict says why."] + tail_parts), None
     order = {id(r): i for i, r in enumerate(results)}
-    tied = sorted((r for r in measured if r["held"] == top), key=lambda r: order[id(r)])
-    fewer = [r for r in measured if r["held"] < top]
-    best: dict[str, Any] | None = tied[0]
+    tied = sorted((r for r in measured if r.held == top), key=lambda r: order[id(r)])
+    fewer = [r for r in measured if r.held is not None and r.held < top]
+    best: SweepSetting | None = tied[0]
     if len(tied) == 1:
         if len(measured) == 1:
-            text = f"Only {best['name']} could be measured: it held {_fmt_held(best)} {unit}"
+            word = "user" if unit == "users" and tied[0].held == 1 else unit
+            text = (f"Only {tied[0].name} could be {'judged' if unjudged else 'measured'}: it "
+                    f"held {_fmt_held(tied[0])} {word}")
         else:
-            text = f"{best['name']} held the most {unit} ({_fmt_held(best)})"
-        if best.get("verdict_kind") == "held":
+            text = f"{tied[0].name} held the most {unit} ({_fmt_held(tied[0])})"
+        if tied[0].verdict_kind == "held":
             text += f" and never broke, so its limit lies higher (add steps above {top:g})"
     else:
         best, text = _break_tie(tied, unit, top, short, pairs or {}, load)
     if fewer:
         text += "; " + ", ".join(f"{short(r)} held {_fmt_held(r)}" for r in fewer)
     text += "."
-    lo = (tied[0].get("held_interval") or {}).get("low")
-    close = [r for r in fewer if lo is not None and (r.get("held_interval") or {}).get("high") is not None
-             and r["held_interval"]["high"] >= lo]
+    lo = (tied[0].held_interval or {}).get("low")
+    close = [r for r in fewer if lo is not None and (r.held_interval or {}).get("high") is not None
+             and (r.held_interval or {})["high"] >= lo]
     if close:
-        text += (f" The intervals of {', '.join(r['name'] for r in tied)} and "
+        text += (f" The intervals of {', '.join(r.name for r in tied)} and "
                  f"{', '.join(short(r) for r in close)} overlap: that difference may be noise "
                  "(more --repeat would tell).")
     elif lo is None and len(measured) > 1 and fewer:
         text += " One ramp per setting, so no interval on users held (--repeat 3 gives one)."
     return " ".join([text] + tail_parts), best
+
+
+def _knee_count(k: Any, unit: str) -> tuple[float, float, float] | None:
+    """(estimate, low, high) a knee (``results.schema.Knee``) ranks a setting by: whole users
+    (``users``, ``users_ci``; from the fraction for knees saved before those existed), or the
+    rate as interpolated."""
+    if k is None or k.estimate is None or not k.ci:
+        return None
+    if unit != "users":
+        return float(k.estimate), float(k.ci[0]), float(k.ci[1])
+    import math
+    if k.users is not None and k.users_ci:
+        return float(k.users), float(k.users_ci[0]), float(k.users_ci[1])
+    return (float(math.floor(k.estimate + 1e-9)), float(math.floor(k.ci[0] + 1e-9)),
+            float(math.floor(k.ci[1] + 1e-9)))
+
+
+def _knee_text(k: tuple[float, float, float], unit: str) -> str:
+    """'3 [2, 4]', '3' (an interval of no width is none), '2.4 [2.1, 2.6] req/s'."""
+    if unit == "users":
+        n, lo, hi = (f"{v:.0f}" for v in k)
+        return n if lo == hi else f"{n} [{lo}, {hi}]"
+    n, lo, hi = (f"{v:.1f}" for v in k)
+    return f"{n} {unit}" if lo == hi else f"{n} [{lo}, {hi}] {unit}"
 
 
 def _pct(x: float) -> str:
@@ -261,54 +314,58 @@ def _value(metric: str, v: Any) -> str:
 _LABEL = {"ttft.p95": "TTFT p95", "itl.p50": "ITL p50", "output_throughput": "output"}
 
 
-def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
-               short: Callable[[dict[str, Any]], str],
-               pairs: dict[tuple[str, str], dict[str, dict[str, Any]]],
-               load: float | None) -> tuple[dict[str, Any] | None, str]:
-    names = " and ".join(r["name"] for r in tied) if len(tied) == 2 else \
-        ", ".join(r["name"] for r in tied)
+def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
+               short: Callable[[SweepSetting], str], pairs: Pairs,
+               load: float | None) -> tuple[SweepSetting | None, str]:
+    names = " and ".join(r.name for r in tied) if len(tied) == 2 else \
+        ", ".join(r.name for r in tied)
     both = "both" if len(tied) == 2 else "all"
-    head = f"{names} {both} held {top:g} {unit}"
+    head = f"{names} {both} held {_amount(top, unit)}"
     # 2. the knee, when every tied setting has one with an interval
-    knees = {r["name"]: r.get("knee") for r in tied}
-    if all(k and k.get("estimate") is not None and k.get("ci") for k in knees.values()):
-        ranked = sorted(tied, key=lambda r: -knees[r["name"]]["estimate"])
+    knees = {r.name: _knee_count(r.knee, unit) for r in tied}
+    counted = {name: k for name, k in knees.items() if k is not None}
+    if len(counted) == len(knees):
+        ranked = sorted(tied, key=lambda r: -counted[r.name][0])
         first, rest = ranked[0], ranked[1:]
-        k1 = knees[first["name"]]
-        if all(k1["ci"][0] > knees[r["name"]]["ci"][1] for r in rest):
-            others = ", ".join(f"{short(r)} {knees[r['name']]['estimate']:.1f} "
-                               f"[{knees[r['name']]['ci'][0]:.1f}, {knees[r['name']]['ci'][1]:.1f}]"
+        k1 = counted[first.name]
+        if all(k1[1] > counted[r.name][2] for r in rest):
+            others = ", ".join(f"{_knee_text(counted[r.name], unit)} for {r.name}"
                                for r in rest)
-            return first, (f"{head}; {first['name']} holds more by the knee (the {unit} where "
-                           f"{k1.get('threshold') or 'the threshold'} is crossed, interpolated, "
-                           f"95 % interval): {k1['estimate']:.1f} [{k1['ci'][0]:.1f}, "
-                           f"{k1['ci'][1]:.1f}] vs {others}")
+            what = "the most users under" if unit == "users" else "the load where"
+            threshold = (first.knee.threshold if first.knee is not None else None) \
+                or "the threshold"
+            return first, (f"{head}; {first.name} holds more by the knee ({what} "
+                           f"{threshold}{'' if unit == 'users' else ' is crossed'}, "
+                           f"interpolated between the steps, 95 % interval): "
+                           f"{_knee_text(k1, unit)} against {others}")
     # 3. the table's numbers at the highest common load, each with its interval
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
 
-    def view(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    from llmbench.analysis.compare import AtLoad
+
+    def view(a: SweepSetting, b: SweepSetting) -> dict[str, AtLoad] | None:
         """metric -> entry with a as base; flipped when only (b, a) was computed."""
-        got = pairs.get((a["name"], b["name"]))
+        got = pairs.get((a.name, b.name))
         if got is not None:
             return got
-        rev = pairs.get((b["name"], a["name"]))
+        rev = pairs.get((b.name, a.name))
         if rev is None:
             return None
         flip = {"base": "other", "other": "base", None: None}
         out = {}
         for m, e in rev.items():
-            ch, ci = e.get("change"), e.get("ci")
-            out[m] = {**e, "base": e["other"], "other": e["base"], "better": flip[e["better"]],
-                      "change": None if ch is None else 1 / (1 + ch) - 1,
-                      "ci": None if not ci else [1 / (1 + ci[1]) - 1, 1 / (1 + ci[0]) - 1]}
+            ch, ci = e.change, e.ci
+            out[m] = replace(e, base=e.other, other=e.base, better=flip[e.better],
+                             change=None if ch is None else 1 / (1 + ch) - 1,
+                             ci=None if not ci else [1 / (1 + ci[1]) - 1, 1 / (1 + ci[0]) - 1])
         return out
 
-    def beats(a: dict[str, Any], b: dict[str, Any]) -> list[str] | None:
+    def beats(a: SweepSetting, b: SweepSetting) -> list[str] | None:
         v = view(a, b)
         if not v:
             return None
-        wins = [m for m, e in v.items() if e["better"] == "base"]
-        losses = [m for m, e in v.items() if e["better"] == "other"]
+        wins = [m for m, e in v.items() if e.better == "base"]
+        losses = [m for m, e in v.items() if e.better == "other"]
         return wins if wins and not losses else None
 
     if not any(view(a, b) for a in tied for b in tied if a is not b):
@@ -316,24 +373,24 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
                       f"they tie on this evidence. To separate them: finer steps, --repeat 3, "
                       f"or a longer --hold")
     for a in tied:
-        wins = {b["name"]: beats(a, b) for b in tied if b is not a}
+        wins = {b.name: beats(a, b) for b in tied if b is not a}
         if all(wins.values()):
             parts = []
             for b in tied:
                 if b is a:
                     continue
                 v = view(a, b) or {}
-                for m in wins[b["name"]]:
+                for m in wins[b.name] or []:
                     e = v[m]
                     # the change of b against a, as the table reads: a's value vs b's
-                    ch, ci = e["change"], e["ci"]
-                    parts.append(f"{_LABEL.get(m, m)} {_value(m, e['base'])} vs "
-                                 f"{_value(m, e['other'])} for {short(b)} ({_pct(ch)}, 95 % "
+                    ch, ci = e.change, e.ci or [0.0, 0.0]
+                    parts.append(f"{_LABEL.get(m, m)} {_value(m, e.base)} vs "
+                                 f"{_value(m, e.other)} for {short(b)} ({_pct(ch or 0.0)}, 95 % "
                                  f"interval {_pct(ci[0])} to {_pct(ci[1])})")
             from llmbench.analysis.compare import AT_LOAD_METRICS
             same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
                     if all(m not in (wins[n] or []) for n in wins)]
-            text = f"{head}; {at}, the highest load all ran, {a['name']} did better: " + \
+            text = f"{head}; {at}, the highest load all ran, {a.name} did better: " + \
                 "; ".join(parts)
             if same:
                 text += f"; {', '.join(same)} the same within the noise"
@@ -343,10 +400,10 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
     for i, a in enumerate(tied):
         for b in tied[i + 1:]:
             v = view(a, b) or {}
-            wa = [_LABEL.get(m, m) for m, e in v.items() if e["better"] == "base"]
-            wb = [_LABEL.get(m, m) for m, e in v.items() if e["better"] == "other"]
+            wa = [_LABEL.get(m, m) for m, e in v.items() if e.better == "base"]
+            wb = [_LABEL.get(m, m) for m, e in v.items() if e.better == "other"]
             if wa and wb:
-                trade.append(f"{a['name']} has the better {', '.join(wa)}, {b['name']} the "
+                trade.append(f"{a.name} has the better {', '.join(wa)}, {b.name} the "
                              f"better {', '.join(wb)}")
     if trade:
         return None, (f"{head}; {at} neither is better on every count: " + "; ".join(trade)
@@ -357,32 +414,31 @@ def _break_tie(tied: Sequence[dict[str, Any]], unit: str, top: float,
                   f"--repeat 3, or a longer --hold")
 
 
-def common_load(results: Sequence[dict[str, Any]]) -> float | None:
+def common_load(results: Sequence[SweepSetting]) -> float | None:
     """The highest load every measured setting ran (held or not): where they compare."""
-    sets = [{st["load"] for st in r.get("steps") or []} for r in results if r.get("held") is not None]
+    sets = [{st.load for st in r.steps or []} for r in results if r.held is not None]
     sets = [s for s in sets if s]
     both = set.intersection(*sets) if sets else set()
     return max(both) if both else None
 
 
-def tie_break(sweep_dir: Path, results: Sequence[dict[str, Any]], load: float | None
-              ) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+def tie_break(sweep_dir: Path, results: Sequence[SweepSetting], load: float | None) -> Pairs:
     """For the settings that held the most (when more than one did): each pair's TTFT p95,
     ITL p50 and output tok/s at the common load with the intervals of their changes
     (``compare.at_load``), read back from the ramps' folders."""
-    measured = [r for r in results if r.get("held") is not None and r.get("run_dir")]
+    measured = [r for r in results if r.held is not None and r.run_dir]
     if load is None or not measured:
         return {}
-    top = max(r["held"] for r in measured)
-    tied = [r for r in measured if r["held"] == top]
+    top = max(r.held for r in measured if r.held is not None)
+    tied = [r for r in measured if r.held == top]
     if top == 0 or len(tied) < 2:
         return {}
     from llmbench.analysis.compare import Loaded, at_load
-    from llmbench.results.latencies import load as load_folder
     runs = []
     for r in tied:
-        run, lat = load_folder(sweep_dir / r["run_dir"])
-        runs.append(Loaded(r["name"], sweep_dir / r["run_dir"], run, lat))
+        assert r.run_dir is not None
+        run = Run.load(sweep_dir / r.run_dir)
+        runs.append(Loaded(r.name, sweep_dir / r.run_dir, run, run.latencies()))
     return {(a.name, b.name): at_load(a, b, load)
             for i, a in enumerate(runs) for b in runs[i + 1:]}
 
@@ -404,14 +460,12 @@ def perform(plan: SweepPlan) -> Done:
                 **plan.target_options)
     label = plan.labels.get("name") or "_".join(plan.settings)
     sweep_dir = new_run_dir(plan.out, "sweep", label)
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "kind": "sweep", "status": "running",
-        "started_at": time.time(), "settings": plan.settings, "grid": points,
-        "labels": plan.labels, "config": plan.describe(), "unit": plan.unit, "results": [],
-        "environment": environment(), "pid": os.getpid()}
+    doc = Run(kind="sweep", status="running", started_at=time.time(), settings=plan.settings,
+              grid=points, labels=plan.labels, config=plan.describe(), unit=plan.unit,
+              results=[], environment=environment(), pid=os.getpid())
 
     def save() -> None:
-        write_json(sweep_dir / "sweep.json", clean_nan(doc))
+        doc.save(sweep_dir)
     save()
     if plan.replay is not None:
         from llmbench.commands.config import write_replay
@@ -423,13 +477,13 @@ def perform(plan: SweepPlan) -> Done:
     try:
         for i, setting in enumerate(points):
             res = _one(plan, sweep_dir, setting, i, len(points), doc, save)
-            if res["status"] == "interrupted":
+            if res.status == "interrupted":
                 interrupted = True
                 break
     except KeyboardInterrupt:
         interrupted = True
-        if doc["results"] and doc["results"][-1]["status"] in ("starting", "running"):
-            doc["results"][-1]["status"] = "interrupted"
+        if doc.results and doc.results[-1].status in ("starting", "running"):
+            doc.results[-1].status = "interrupted"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return Done(doc, _finish(plan, sweep_dir, doc, interrupted, save), sweep_dir)
@@ -440,13 +494,11 @@ def name_of_settings(settings: dict[str, list[str]]) -> str:
 
 
 def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: int,
-         doc: dict[str, Any], save: Callable[[], None]) -> dict[str, Any]:
+         doc: Run, save: Callable[[], None]) -> SweepSetting:
     name = name_of(setting)
     log = sweep_dir / f"server-{_slug(setting)}.log"
-    res: dict[str, Any] = {"setting": setting, "name": name, "status": "starting",
-                           "run_dir": None, "log": log.name, "held": None, "held_interval": None,
-                           "exit_code": None, "error": None, "log_tail": None}
-    doc["results"].append(res)
+    res = SweepSetting(setting=setting, name=name, status="starting", log=log.name)
+    doc.results.append(res)
     port = free_port() if plan.needs_port() else None
     url = fill(plan.url_template(), setting, port, quote=False)
     env = {**os.environ, **setting}
@@ -464,7 +516,7 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
             shown = shlex.join(cmd) if isinstance(cmd, list) else cmd
             print(f"starting: {shown}  (log: {log.name})", flush=True)
             server = ManagedServer(cmd, env, log).start()
-            res["server_pid"] = server.pid
+            res.server_pid = server.pid
             save()
         else:
             before = fill(plan.command or "", setting, port, quote=True)
@@ -476,7 +528,7 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
                                  give_up=server.exited if server is not None else None)
         print(f"ready after {ready_s:.1f} s (models listed, {model} answered a warm-up "
               "request)", flush=True)
-        res.update(status="running", ready_s=round(ready_s, 2))
+        res.status, res.ready_s = "running", round(ready_s, 2)
         save()
         labels = {**plan.labels, **setting}
         if "name" in plan.labels:
@@ -486,81 +538,90 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
         _fill(res, done, sweep_dir)
         why = server.exited() if server is not None else None
-        if why and res["status"] != "interrupted":
-            res.update(status="server_died", error=why + " (during the ramp)", log_tail=tail(log))
+        if why and res.status != "interrupted":
+            res.status, res.error, res.log_tail = ("server_died", why + " (during the ramp)",
+                                                   tail(log))
             _say_failure(name, res)
     except ServerFailed as exc:
-        res.update(status="server_failed", error=str(exc), log_tail=tail(log))
+        res.status, res.error, res.log_tail = "server_failed", str(exc), tail(log)
         _say_failure(name, res)
     finally:
         if server is not None:
             server.stop(plan.stop_grace_s)
-            res["server_exit_code"] = server.exit_code()
+            res.server_exit_code = server.exit_code()
         save()
     return res
 
 
-def _say_failure(name: str, res: dict[str, Any]) -> None:
-    print(f"error: {name}: {res['error']}; going on with the next setting", file=sys.stderr,
+def _say_failure(name: str, res: SweepSetting) -> None:
+    print(f"error: {name}: {res.error}; going on with the next setting", file=sys.stderr,
           flush=True)
-    lines = res.get("log_tail") or []
+    lines = res.log_tail or []
     if lines:
-        print(f"  last lines of {res['log']}:", file=sys.stderr)
+        print(f"  last lines of {res.log}:", file=sys.stderr)
         for line in lines:
             print(f"  | {line}", file=sys.stderr)
     sys.stderr.flush()
 
 
-def _fill(res: dict[str, Any], done: RampDone, sweep_dir: Path) -> None:
-    res["exit_code"] = done.code
+def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
+    res.exit_code = done.code
     if done.run_dir is not None:
-        res["run_dir"] = os.path.relpath(done.run_dir, sweep_dir)
+        res.run_dir = os.path.relpath(done.run_dir, sweep_dir)
     run = done.run
     if run is None:
-        res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed",
-                   error=f"the ramp did not start (exit {done.code}; see the error above)")
+        res.status = "interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed"
+        res.error = f"the ramp did not start (exit {done.code}; see the error above)"
         return
-    steps = run.get("steps") or []
-    reps = run.get("repeats")
-    res["held"] = reps["held"]["median"] if reps else held_of(steps)
-    res["held_interval"] = reps["held"] if reps else None
-    v = run.get("verdict") or {}
-    res.update(status="interrupted" if done.code == EXIT_INTERRUPTED else "complete",
-               verdict=v.get("result"), verdict_kind=v.get("kind"), knee=v.get("knee"),
-               steps=[_step_brief(st) for st in steps])
+    steps = run.steps
+    reps = run.repeats
+    res.held_interval = run.held_interval
+    res.held = res.held_interval["median"] if res.held_interval else held_of(steps)
+    v = run.verdict
+    status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"
+    if status == "complete" and steps and not reps and not judged(steps):
+        # every step had too few requests: "held 0" would rank it last, as if it broke
+        status, res.held = NOT_JUDGED, None
+    res.status = status
+    res.verdict = v.text if v is not None else None
+    res.verdict_kind = v.kind if v is not None else None
+    res.knee = v.knee if v is not None else None
+    res.steps = [_step_brief(st) for st in steps]
     if done.run_dir is not None:
-        res["server_state"] = server_state(done.run_dir, run)
-    if isinstance(run.get("server"), dict):
+        res.server_state = server_state(done.run_dir, run)
+    if run.server is not None and run.server.data:
         # what the server said it was (version, parallel settings): compared across settings
-        res["server"] = run["server"]
+        res.server = run.server
 
 
-def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: bool,
+def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
             save: Callable[[], None]) -> int:
-    results = doc["results"]
+    from dataclasses import asdict
+    results = doc.results
     load = common_load(results)
-    doc["common_load"] = load
+    doc.common_load = load
     for r in results:
-        st = next((s for s in r.get("steps") or [] if s["load"] == load), None)
-        r["at_common_load"] = st
+        r.at_common_load = next((s for s in r.steps or [] if s.load == load), None)
+        r.finished = True
     pairs = tie_break(sweep_dir, results, load)
-    doc["tie_break"] = [{"base": a, "other": b, "load": load, "metrics": m}
-                        for (a, b), m in pairs.items()]
+    doc.tie_break = [{"base": a, "other": b, "load": load,
+                      "metrics": {k: asdict(e) for k, e in m.items()}}
+                     for (a, b), m in pairs.items()]
     text, best = answer(results, plan.unit, pairs, load)
     if interrupted:
-        text = f"Interrupted after {len(results)} of {len(doc['grid'])} settings. " + text
-    doc["server_differences"] = server_differences(results)
-    doc.update(answer=text, best=best["setting"] if best else None,
-               status="partial" if interrupted else "complete", interrupted=interrupted,
-               finished_at=time.time())
+        text = f"Interrupted after {len(results)} of {len(doc.grid or [])} settings. " + text
+    doc.server_differences = server_differences(results)
+    doc.answer, doc.best = text, best.setting if best else None
+    doc.status = "partial" if interrupted else "complete"
+    doc.interrupted, doc.finished_at = interrupted, time.time()
     code = _exit_code(plan, results, best, interrupted)
-    doc["exit_code"] = code
+    doc.exit_code_saved = code
     save()
     print()
     print(_table(results, plan.unit, load))
     print()
     print(text)
-    for d in doc["server_differences"]:
+    for d in doc.server_differences or []:
         print(f"Servers differed: {d['text']}")
     page = None
     try:
@@ -577,49 +638,50 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: dict[str, Any], interrupted: 
     return code
 
 
-def server_differences(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
     """Each setting's server against the first one's, as far as the servers said what they
     were: the setting should be among what differed (a server that ignored it shows here)."""
     from llmbench.analysis.telemetry import identity_diff
-    known = [r for r in results if isinstance(r.get("server"), dict)]
+    known = [r for r in results if r.server is not None]
     out = []
     for r in known[1:]:
-        text = identity_diff(r["server"], known[0]["server"], (r["name"], known[0]["name"]))
+        text = identity_diff(r.server, known[0].server, (r.name, known[0].name))
         if text:
-            out.append({"setting": r["name"], "against": known[0]["name"],
+            out.append({"setting": r.name, "against": known[0].name,
                         "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
     return out
 
 
-def _exit_code(plan: SweepPlan, results: Sequence[dict[str, Any]], best: dict[str, Any] | None,
+def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,
                interrupted: bool) -> int:
     """As ramp's: 130 interrupted; 3 when no server could be measured; 4 when a ramp's break
     may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
     setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
-    measured = [r for r in results if r.get("held") is not None]
+    measured = [r for r in results if r.held is not None]
     if interrupted:
         return EXIT_INTERRUPTED
     if not measured:
-        return EXIT_UNREACHABLE
-    if any(r.get("exit_code") == EXIT_OVERLOADED for r in measured):
+        # ramps that ran and had too few requests everywhere reached their servers
+        return EXIT_OK if any(r.status == NOT_JUDGED for r in results) else EXIT_UNREACHABLE
+    if any(r.exit_code == EXIT_OVERLOADED for r in measured):
         return EXIT_OVERLOADED
-    if plan.expect is not None and max(r["held"] for r in measured) < plan.expect:
+    if plan.expect is not None and max(r.held or 0 for r in measured) < plan.expect:
         return EXIT_EXPECTATION
-    if all(r.get("exit_code") == EXIT_THRESHOLD for r in measured):
+    if all(r.exit_code == EXIT_THRESHOLD for r in measured):
         return EXIT_THRESHOLD
     return EXIT_OK
 
 
-def _table(results: Sequence[dict[str, Any]], unit: str, load: float | None) -> str:
+def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
     from llmbench.report.console import fmt_ms
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
     head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
     rows = [head]
     for r in results:
-        a = r.get("at_common_load") or {}
-        held = _fmt_held(r) if r.get("held") is not None else r["status"]
-        tok = a.get("output_throughput")
-        rows.append(f"{r['name'][:28]:<28} {held:>14}  {fmt_ms(a.get('p95_ttft_ms')):>9} "
-                    f"{fmt_ms(a.get('median_itl_ms')):>8} "
+        a = r.at_common_load.summary if r.at_common_load is not None else None
+        held = _fmt_held(r) if r.held is not None else r.status.replace("_", " ")
+        tok = a.output_throughput if a is not None else None
+        rows.append(f"{r.name[:28]:<28} {held:>14}  {fmt_ms(a.ttft.p95 if a else None):>9} "
+                    f"{fmt_ms(a.itl.median if a else None):>8} "
                     f"{'-' if tok is None else f'{tok:.1f}':>7}")
     return "\n".join(rows)

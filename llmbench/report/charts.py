@@ -22,13 +22,14 @@ function of the old name returning the SVG.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from llmbench.analysis import percentile
-from llmbench.results.schema import value
+from llmbench.results.schema import ProbeStep, Step, amount
 from llmbench.report import svgplot
 from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span
 
@@ -172,12 +173,12 @@ def _threshold(p: Panel, limit: float, stat: str | None, data_top: float | None)
     return data_top * 1.06
 
 
-def ramp_latency_chart(steps: Sequence[dict[str, Any]], thresholds: dict[str, Any],
+def ramp_latency_chart(steps: Sequence[Step], thresholds: dict[str, Any],
                        unit: str) -> Chart:
     """TTFT and ITL (median, p95, p99) against load. ``thresholds`` maps a metric to its limit
     in ms, or to (limit, stat) so the line can say which statistic it bounds."""
-    loads = [s["load"] for s in steps]
-    held = [s["held"] for s in steps]
+    loads = [s.load for s in steps]
+    held = [s.held for s in steps]
     panels = _row(2, 950, 250)
     for p, metric, title in ((panels[0], "ttft", "Time to first token"),
                              (panels[1], "itl", "Time between tokens (ITL)")):
@@ -185,7 +186,7 @@ def ramp_latency_chart(steps: Sequence[dict[str, Any]], thresholds: dict[str, An
         for (stat, style, marker), color in zip((("median", "-", "o"), ("p95", "-", "s"),
                                                  ("p99", ":", "^")), _CYCLE):
             # a step with no data has no point (None, or "inf" read back from run.json)
-            ys = [_finite(value(s["summary"], metric, stat)) for s in steps]
+            ys = [_finite(s.summary.value(metric, stat)) for s in steps]
             p.line(loads, ys, stat, color, style, 1.5, marker=marker, marker_size=4)
             tops.append(_top(ys))
         top = _top([t for t in tops if t is not None])
@@ -200,21 +201,21 @@ def ramp_latency_chart(steps: Sequence[dict[str, Any]], thresholds: dict[str, An
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
-def ramp_latency(steps: Sequence[dict[str, Any]], thresholds: dict[str, Any], unit: str) -> str:
+def ramp_latency(steps: Sequence[Step], thresholds: dict[str, Any], unit: str) -> str:
     return svgplot.render(ramp_latency_chart(steps, thresholds, unit))
 
 
-def ramp_throughput_chart(steps: Sequence[dict[str, Any]], unit: str) -> Chart:
+def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
     """Output tokens/s and requests/s in two panels, each from zero: on twin axes the two lines
     lie exactly on top of each other whenever replies have a fixed length. Each panel's title
     names its one trace; the shared legend holds "did not hold"."""
-    loads = [s["load"] for s in steps]
-    held = [s["held"] for s in steps]
+    loads = [s.load for s in steps]
+    held = [s.held for s in steps]
     panels = _row(2, 950, 210)
     for p, key, title, ylabel, c, m in (
             (panels[0], "output_throughput", "Output tokens per second", "out tok/s", _COLORS[0], "o"),
             (panels[1], "request_throughput", "Requests per second", "req/s", _COLORS[2], "s")):
-        ys = [_finite(s["summary"].get(key)) for s in steps]
+        ys = [_finite(getattr(s.summary, key)) for s in steps]
         p.line(loads, ys, ylabel, c, "-", 1.5, marker=m, marker_size=4)
         _from_zero(p, _top(ys))
         _boundary(p, loads, held)
@@ -224,7 +225,7 @@ def ramp_throughput_chart(steps: Sequence[dict[str, Any]], unit: str) -> Chart:
     return _with_legend(950, panels, entries)
 
 
-def ramp_throughput(steps: Sequence[dict[str, Any]], unit: str) -> str:
+def ramp_throughput(steps: Sequence[Step], unit: str) -> str:
     return svgplot.render(ramp_throughput_chart(steps, unit))
 
 
@@ -293,12 +294,12 @@ def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
     return svgplot.render(cdfs_chart(series, title))
 
 
-def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]],
+def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[Step],
                  t0_perf: float | None) -> list[tuple[float, float]]:
     """(seconds since the start, load) where each step began: from run.json's steps when the
     run recorded its clock, else from the first timeline row of each step (to a second)."""
-    if steps and t0_perf is not None and all("ramp_start" in s for s in steps):
-        return [(s["ramp_start"] - t0_perf, s["load"]) for s in steps]
+    if steps and t0_perf is not None and all(s.ramp_start is not None for s in steps):
+        return [(s.ramp_start - t0_perf, s.load) for s in steps]
     out: list[tuple[float, float]] = []
     seen = set()
     for r in rows:
@@ -308,7 +309,7 @@ def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]]
     return out
 
 
-def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
+def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
                    t0_perf: float | None = None, unit: str = "users") -> Chart:
     """Per-second state in stacked panels sharing the time axis, one unit each: requests and
     users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
@@ -383,27 +384,28 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 
-def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]] = (),
+def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
              t0_perf: float | None = None, unit: str = "users") -> str:
     return svgplot.render(timeline_chart(rows, steps, t0_perf, unit))
 
 
-def probe_overhead_chart(steps: Sequence[dict[str, Any]]) -> Chart:
+def probe_overhead_chart(steps: Sequence[ProbeStep]) -> Chart:
     """Router minus direct per step, four statistics with their 95% intervals, legend beside."""
     entries = ("TTFT p50", "TTFT p95", "E2EL p50", "ITL p50")
     legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in entries) + 44
     p = Panel(x0=70, y0=30, w=600 - 86, h=230, legend_at="right",
               title="Router overhead (router − direct), 95% intervals", ylabel="ms")
-    users = [float(s["users"]) for s in steps]
+    users = [float(s.users) for s in steps]
     # four interval bars at one step, set a little apart so none hides another
     gaps = [b - a for a, b in zip(users, users[1:]) if b > a]
     span = (users[-1] - users[0]) if len(users) > 1 else 1.0
     dodge = min(span * 0.012, (min(gaps) if gaps else 1.0) * 0.2)
     tops, bottoms = [], []
     for i, (m, label) in enumerate(zip(("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50"), entries)):
-        ys = [_finite(s[m]["overhead_ms"]) for s in steps]
-        lo = [y - s[m]["ci_ms"][0] if s[m]["ci_ms"] else 0.0 for y, s in zip(ys, steps)]
-        hi = [s[m]["ci_ms"][1] - y if s[m]["ci_ms"] else 0.0 for y, s in zip(ys, steps)]
+        over = [s.overhead(m) for s in steps]
+        ys = [_finite(o.overhead_ms) for o in over]
+        lo = [y - o.ci_ms[0] if o.ci_ms else 0.0 for y, o in zip(ys, over)]
+        hi = [o.ci_ms[1] - y if o.ci_ms else 0.0 for y, o in zip(ys, over)]
         p.line([u + (i - 1.5) * dodge for u in users], ys, label, _COLORS[i], "-", 1.5,
                marker=_MARKERS[i], marker_size=4, yerr=(lo, hi))
         tops += [y + b for y, b in zip(ys, hi) if not np.isnan(y)]
@@ -417,40 +419,39 @@ def probe_overhead_chart(steps: Sequence[dict[str, Any]]) -> Chart:
     return Chart(p.x0 + p.w + legend_w, p.y0 + p.h + 42, [p])
 
 
-def probe_overhead(steps: Sequence[dict[str, Any]]) -> str:
+def probe_overhead(steps: Sequence[ProbeStep]) -> str:
     return svgplot.render(probe_overhead_chart(steps))
 
 
 BROKE = "x: first step that did not hold"
 
 
-def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
-                          unit: str) -> Chart:
+def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[Step]]], unit: str) -> Chart:
     """One line per run: TTFT p95, ITL p95 and output tok/s against load; x marks the first step
     that did not hold. Runs differ in marker and dash too, so identical runs stay visible."""
     panels = _row(3, 1200, 250)
-    keys = ("p95_ttft_ms", "p95_itl_ms", "output_throughput")
+    figures = (lambda s: s.ttft.p95, lambda s: s.itl.p95, lambda s: s.output_throughput)
     tops: list[list[float]] = [[], [], []]
     any_broke = False
     names = [safe(name) for name, _ in runs]
     # the same run twice still gets two legend entries
     names = [f"{n} [{i}]" if names.count(n) > 1 else n for i, n in enumerate(names)]
     for i, (_, steps) in enumerate(runs):
-        loads = [s["load"] for s in steps]
+        loads = [s.load for s in steps]
         c = _COLORS[i % len(_COLORS)]
-        broke = next((s for s in steps if not s["held"]), None)
+        broke = next((s for s in steps if not s.held), None)
         any_broke = any_broke or broke is not None
-        for j, (p, key) in enumerate(zip(panels, keys)):
-            ys = [_finite(s["summary"].get(key)) for s in steps]
+        for j, (p, figure) in enumerate(zip(panels, figures)):
+            ys = [_finite(figure(s.summary)) for s in steps]
             # earlier runs drawn wider and with bigger markers: a later run that lies exactly
             # on top (A/A) leaves them showing at the edges
             p.line(loads, ys, names[i], c, _STYLES[i % len(_STYLES)], max(2.4 - 0.6 * i, 1.0),
                    marker=_MARKERS[i % len(_MARKERS)], marker_size=max(7 - 1.5 * i, 3.5))
             tops[j] += [y for y in ys if not np.isnan(y)]
             if broke is not None:
-                p.line([broke["load"]], [_finite(broke["summary"].get(key))], BROKE, c, "",
+                p.line([broke.load], [_finite(figure(broke.summary))], BROKE, c, "",
                        marker="x", marker_size=9, marker_width=2, legend=False)
-    every = [s["load"] for _, steps in runs for s in steps]
+    every = [s.load for _, steps in runs for s in steps]
     for j, (p, title, ylabel) in enumerate(zip(panels, ("TTFT p95", "ITL p95", "Output throughput"),
                                                ("ms", "ms", "tok/s"))):
         p.title, p.ylabel = title, ylabel
@@ -461,48 +462,61 @@ def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     return _with_legend(1200, panels, svgplot.shared_legend(panels[:1], extra))
 
 
-def compare_overlay(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str) -> str:
+def compare_overlay(runs: Sequence[tuple[str, Sequence[Step]]], unit: str) -> str:
     return svgplot.render(compare_overlay_chart(runs, unit))
 
 
-def compare_png(runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], unit: str, path: str) -> None:
+def compare_png(runs: Sequence[tuple[str, Sequence[Step]]], unit: str, path: str) -> None:
     """The same overlay as a PNG, for a README or slides."""
     png(compare_overlay_chart(runs, unit), path)
 
 
-def sweep_held_chart(bars: Sequence[dict[str, Any]], unit: str, axis_name: str,
+@dataclass
+class HeldBar:
+    """One setting of a sweep's chart: ``label`` (its tick), ``held`` (None: not measured),
+    ``low`` and ``high`` (the interval, or None), ``status``, ``best`` (drawn dark), ``text``
+    (written over the bar)."""
+
+    label: str
+    held: float | None
+    low: float | None = None
+    high: float | None = None
+    status: str = ""
+    best: bool = False
+    text: str | None = None
+
+
+def sweep_held_chart(bars: Sequence[HeldBar], unit: str, axis_name: str,
                      repeats: bool = False) -> Chart:
     """A sweep's users held per setting as bars, min-max over repeats as error bars; a setting
-    that was not measured says why on its own slot instead of drawing a zero. ``bars``: one
-    plain dict per setting - ``label`` (its tick), ``held`` (None: not measured), ``low`` and
-    ``high`` (the interval, or None), ``status``, ``best`` (drawn dark), ``text`` (written over
-    the bar). ``repeats``: the title says the bars are min-max over repeats."""
+    that was not measured says why on its own slot instead of drawing a zero. ``repeats``: the
+    title says the bars are min-max over repeats."""
     n = len(bars)
     width = max(450.0, 110.0 * n + 250)
     p = Panel(x0=70, y0=30, w=width - 86, h=230, xlabel=safe(axis_name), ylabel=f"{unit} held",
               grid_x=False, y_integer=unit == "users")
     xs, ys, colors, lo, hi, tops = [], [], [], [], [], []
     for i, b in enumerate(bars):
-        held = _finite(b.get("held"))
+        held = _finite(b.held)
         if np.isnan(held):
-            p.text(i, 0.02, str(b.get("status") or "").replace("_", " "), coords="xaxis",
+            p.text(i, 0.02, str(b.status or "").replace("_", " "), coords="xaxis",
                    ha="center", va="bottom", rotation=90, color=_RED, size=11.0, cls="no-data")
             continue
-        low, high = _finite(b.get("low")), _finite(b.get("high"))
+        low, high = _finite(b.low), _finite(b.high)
         xs.append(float(i))
         ys.append(held)
-        colors.append(_COLORS[0] if b.get("best") else "#9bbcd9")
+        colors.append(_COLORS[0] if b.best else "#9bbcd9")
         lo.append(held - low)
         hi.append(high - held)
         top = held if np.isnan(high) else high
         tops += [held, top]
-        p.text(i, top, safe(b.get("text", f"{held:g}")), va="bottom", offset=(0, 2), size=11.0,
-               cls="bar-label")
+        p.text(i, top, safe(b.text if b.text is not None else f"{held:g}"), va="bottom",
+               offset=(0, 2), size=11.0, cls="bar-label")
     if xs:
         p.traces.append(svgplot.Bars(f"{unit} held", xs, ys, colors,
                                      yerr=(lo, hi) if any(np.isfinite(lo)) else None))
     p.xticks = [float(i) for i in range(n)]
-    p.xticklabels = [safe(b.get("label", "")) for b in bars]
+    p.xticklabels = [safe(b.label) for b in bars]
     p.xlim = (-0.6, n - 0.4)
     p.ylim = (0.0, max(tops + [1]) * 1.25)
     p.title = f"{unit.capitalize()} held per setting" + \
@@ -510,7 +524,7 @@ def sweep_held_chart(bars: Sequence[dict[str, Any]], unit: str, axis_name: str,
     return Chart(width, p.y0 + p.h + 44, [p])
 
 
-def sweep_held(bars: Sequence[dict[str, Any]], unit: str, axis_name: str,
+def sweep_held(bars: Sequence[HeldBar], unit: str, axis_name: str,
                repeats: bool = False) -> str:
     return svgplot.render(sweep_held_chart(bars, unit, axis_name, repeats))
 
@@ -542,7 +556,7 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
         p.xticklabels = [safe(x) for x in labels]
         p.xlim = (-0.6, n - 0.4)
         p.ylim = (0.0, (max(ys) * 1.15) if ys and max(ys) > 0 else 1.0)
-        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {load:g} {unit}", ylabel, \
+        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {amount(load, unit)}", ylabel, \
             safe(axis_name), False
     return Chart(1100, _under(panels) + 8, panels)
 
@@ -554,17 +568,18 @@ def sweep_at_load(labels: Sequence[str], values: Sequence[Sequence[Any]], load: 
 
 # -- the server's machine (issue 39) ----------------------------------------------------------------
 
-def _tel(step: dict[str, Any], part: str, key: str) -> float:
-    t = (step.get("telemetry") or {}).get(part) or {}
-    return _finite(t.get(key))
+def _tel(step: Step, part: str, key: str) -> float:
+    """A figure of a step's telemetry (``part`` server, llmbench, machine, host or gpu)."""
+    t = getattr(step.telemetry, part, None) if step.telemetry is not None else None
+    return _finite(getattr(t, key, None) if t is not None else None)
 
 
-def ramp_server_chart(steps: Sequence[dict[str, Any]], unit: str, cpus: int | None = None) -> Chart:
+def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None) -> Chart:
     """The server's machine against load: cores busy (the server's process, llmbench, the
     whole machine; the machine's core count as a rule) and, with GPUs read, their utilisation
     and the energy per output token; one unit per panel."""
-    loads = [s["load"] for s in steps]
-    held = [s["held"] for s in steps]
+    loads = [s.load for s in steps]
+    held = [s.held for s in steps]
     gpu = any(not np.isnan(_tel(s, "gpu", "util_pct_mean")) for s in steps)
     energy = any(not np.isnan(_tel(s, "gpu", "j_per_token")) for s in steps)
     panels = _row(1 + gpu + energy, 950, 210)
@@ -610,12 +625,12 @@ def ramp_server_chart(steps: Sequence[dict[str, Any]], unit: str, cpus: int | No
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
-def ramp_server(steps: Sequence[dict[str, Any]], unit: str, cpus: int | None = None) -> str:
+def ramp_server(steps: Sequence[Step], unit: str, cpus: int | None = None) -> str:
     return svgplot.render(ramp_server_chart(steps, unit, cpus))
 
 
 def telemetry_chart(series: dict[str, list[tuple[float, float]]],
-                    steps: Sequence[dict[str, Any]] = (), t0_perf: float | None = None,
+                    steps: Sequence[Step] = (), t0_perf: float | None = None,
                     cpus: int | None = None) -> Chart:
     """The server's machine second by second, in stacked panels sharing the time axis, one
     unit each: CPU cores busy; resident memory; GPU utilisation; GPU power. A panel with no
@@ -632,8 +647,8 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
     ]
     groups = [g for g in groups if any(series.get(k) for k, _ in g[2])]
     xs_all = [x for k in series for x, _ in series[k]]
-    starts = [(s["ramp_start"] - t0_perf, s["load"]) for s in steps
-              if t0_perf is not None and s.get("ramp_start") is not None]
+    starts = [(s.ramp_start - t0_perf, s.load) for s in steps
+              if t0_perf is not None and s.ramp_start is not None]
     xs_all += [x for x, _ in starts]
     lo, hi = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
     pad = (hi - lo) * 0.03 if hi > lo else 1.0
@@ -670,6 +685,6 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 
-def telemetry(series: dict[str, list[tuple[float, float]]], steps: Sequence[dict[str, Any]] = (),
+def telemetry(series: dict[str, list[tuple[float, float]]], steps: Sequence[Step] = (),
               t0_perf: float | None = None, cpus: int | None = None) -> str:
     return svgplot.render(telemetry_chart(series, steps, t0_perf, cpus))

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from llmbench.analysis.compare import Loaded, headline
+from llmbench.analysis.compare import Change, Comparison, Loaded, headline
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _table, e
-from llmbench.results.schema import Summary
 
 # an improvement's headline: green, never the regression red
 GOOD_CSS = ".verdict.good{background:#f4fff4;border-left-color:#2ca02c}"
@@ -19,69 +18,68 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:+.1f}%"
 
 
-def _change(c: dict[str, Any]) -> str:
+def _change(c: Change) -> str:
     """A relative change in %, or for error rates a change in percentage points."""
-    if c.get("absolute"):
+    if c.absolute:
         pp = lambda v: f"{v * 100:+.1f} pp"       # noqa: E731
-        ci = "" if c["ci"] is None else f" [{pp(c['ci'][0])}, {pp(c['ci'][1])}]"
-        return pp(c["change"]) + ci
-    ci = "" if c["ci"] is None else f" [{_pct(c['ci'][0])}, {_pct(c['ci'][1])}]"
-    return _pct(c["change"]) + ci
+        ci = "" if c.ci is None else f" [{pp(c.ci[0])}, {pp(c.ci[1])}]"
+        return pp(c.change) + ci
+    ci = "" if c.ci is None else f" [{_pct(c.ci[0])}, {_pct(c.ci[1])}]"
+    return _pct(c.change) + ci
 
 
 def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def console_text(result: dict[str, Any]) -> str:
-    runs = result["runs"]
-    lines = ["Runs: " + "; ".join(f"{r['name']} held {r['held']:g}" for r in runs)]
+def console_text(result: Comparison) -> str:
+    runs = result.runs
+    lines = ["Runs: " + "; ".join(f"{r.name} held {r.held:g}" for r in runs)]
     # each run's columns carry its name (its --label, else its folder), not a position
-    lines.append(f"{'':>6} " + " ".join(f"{_cut(r['name'], 30):^30}" for r in runs))
+    lines.append(f"{'':>6} " + " ".join(f"{_cut(r.name, 30):^30}" for r in runs))
     lines.append(f"{'load':>6} " + " ".join(f"{'TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
                                             for _ in runs))
-    for row in result["table"]:
+    for row in result.table:
         cells = []
-        for r in row["runs"]:
-            if r is None:
+        for cell in row.runs:
+            if cell is None:
                 cells.append(f"{'–':>12} {'–':>8} {'–':>8}")
             else:
-                mark = "" if r["held"] else "!"
-                sm = Summary.of(r)          # a table cell: the step's summary, slimmed
-                cells.append(f"{fmt_ms(sm.ttft.p95) + mark:>12} {fmt_ms(sm.itl.p95):>8} "
-                             f"{sm.output_throughput or 0:>8.1f}")
-        lines.append(f"{row['load']:>6g} " + " ".join(cells))
+                mark = "" if cell.held else "!"
+                cells.append(f"{fmt_ms(cell.p95_ttft_ms) + mark:>12} {fmt_ms(cell.p95_itl_ms):>8} "
+                             f"{cell.output_throughput or 0:>8.1f}")
+        lines.append(f"{row.load:>6g} " + " ".join(cells))
     lines.append("(! = that step did not hold)")
-    lines.append(f"Change against {runs[0]['name']} (95% interval from the per-request data):")
-    for c in result["checks"]:
-        where = "" if c["load"] is None else f" at {c['load']:g}"
-        note = f" ({c['note']})" if c.get("note") else ""
-        flag = "  REGRESSION" if c["regression"] else "  better" if c.get("improvement") else ""
-        lines.append(f"  {c['run']}: {c['metric']}{where}: {_change(c)}{note}{flag}")
-    for w in result["warnings"]:
+    lines.append(f"Change against {runs[0].name} (95% interval from the per-request data):")
+    for c in result.checks:
+        where = "" if c.load is None else f" at {c.load:g}"
+        note = f" ({c.note})" if c.note else ""
+        flag = "  REGRESSION" if c.regression else "  better" if c.improvement else ""
+        lines.append(f"  {c.run}: {c.metric}{where}: {_change(c)}{note}{flag}")
+    for w in result.warnings:
         lines.append(f"warning: {w}")
-    servers = [r for r in runs if r.get("server")]
+    servers = [r for r in runs if r.server]
     if servers:
-        lines.append("Servers: " + "; ".join(f"{r['name']}: {r['server']}" for r in servers))
-    for d in result.get("server_differences") or []:
+        lines.append("Servers: " + "; ".join(f"{r.name}: {r.server}" for r in servers))
+    for d in result.server_differences:
         lines.append(f"Servers differed: {d['text']}")
     lines += headline(result)
     return "\n".join(lines)
 
 
-def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
+def render(result: Comparison, runs: Sequence[Loaded]) -> str:
     title = "llmbench compare: " + " vs ".join(r.name for r in runs)
     body = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
             f"<style>{CSS}{GOOD_CSS}</style></head><body><h1>{e(title)}</h1>"]
-    regs, better = result["regressions"], result["improvements"]
-    held = ", ".join(f"{r['name']}: {r['held']:g}" for r in result["runs"])
+    regs, better = result.regressions, result.improvements
+    held = ", ".join(f"{r.name}: {r.held:g}" for r in result.runs)
     head = headline(result)
     # red only for regressions; improvements are named in their own line, never in red
     body.append(f'<div class="verdict{" bad" if regs else " good" if better else ""}">'
                 f"<b>Held: {e(held)}.</b><br>{e(head[0])}<br>{e(head[1])}</div>")
-    for w in result["warnings"]:
+    for w in result.warnings:
         body.append(f'<div class="verdict bad">{e(w)}</div>')
-    for d in result.get("server_differences") or []:
+    for d in result.server_differences:
         body.append(f'<div class="verdict">Servers differed: {e(d["text"])}</div>')
     series = [(r.name, r.steps) for r in runs]
     body.append(_chart(charts.compare_overlay(series, "users"), "compare overlay"))
@@ -89,31 +87,30 @@ def render(result: dict[str, Any], runs: Sequence[Loaded]) -> str:
     for r in runs:
         headers += [f"{r.name} TTFT p95", f"{r.name} ITL p95", f"{r.name} tok/s", r.name]
     rows = []
-    for row in result["table"]:
-        cells: list[Any] = [f"{row['load']:g}"]
-        for r in row["runs"]:
-            sm = None if r is None else Summary.of(r)
-            cells += (["–"] * 4 if r is None or sm is None else
-                      [fmt_ms(sm.ttft.p95), fmt_ms(sm.itl.p95),
-                       f"{sm.output_throughput:.1f}", "held" if r["held"] else "over"])
+    for row in result.table:
+        cells: list[Any] = [f"{row.load:g}"]
+        for cell in row.runs:
+            cells += (["–"] * 4 if cell is None else
+                      [fmt_ms(cell.p95_ttft_ms), fmt_ms(cell.p95_itl_ms),
+                       f"{cell.output_throughput:.1f}", "held" if cell.held else "over"])
         rows.append(cells)
     body.append("<h2>Side by side</h2>" + _table(headers, rows))
-    rows = [[c["run"], c["metric"], "" if c["load"] is None else f"{c['load']:g}",
-             _change(c), c.get("note") or "",
-             "REGRESSION" if c["regression"] else "better" if c.get("improvement") else ""]
-            for c in result["checks"]]
+    rows = [[c.run, c.metric, "" if c.load is None else f"{c.load:g}",
+             _change(c), c.note or "",
+             "REGRESSION" if c.regression else "better" if c.improvement else ""]
+            for c in result.checks]
     body.append(f"<h2>Change against {e(runs[0].name)}</h2>"
                 + _table(["run", "metric", "load", "change [95% interval]", "note", ""], rows,
                          left=2))
     body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status", "server"],
-                                         [[r["name"], r["path"], r["fingerprint"], r["status"],
-                                           r.get("server") or "–"]
-                                          for r in result["runs"]], left=5))
+                                         [[r.name, r.path, r.fingerprint, r.status,
+                                           r.server or "–"]
+                                          for r in result.runs], left=5))
     body.append("</body></html>")
     return "\n".join(body)
 
 
-def write(result: dict[str, Any], runs: Sequence[Loaded], path: str | Path) -> Path:
+def write(result: Comparison, runs: Sequence[Loaded], path: str | Path) -> Path:
     p = Path(path)
     p.write_text(render(result, runs), encoding="utf-8")
     return p

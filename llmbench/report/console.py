@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from llmbench.load.monitor import COORDINATOR
-from llmbench.results.schema import Summary, pct_word
+from llmbench.results.schema import Check, Step, Summary, Verdict, pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
             "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
@@ -31,11 +31,10 @@ def _f(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def vllm_summary(summary: Summary | Mapping[str, Any], percentile_metrics: Sequence[str],
+def vllm_summary(s: Summary, percentile_metrics: Sequence[str],
                  metric_percentiles: Sequence[float], max_concurrency: int | None = None,
                  request_rate: float | None = None) -> str:
     """The block ``vllm bench serve`` prints, same labels and layout, so numbers line up."""
-    s = Summary.of(summary)
     out = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
     out.append(_line("Successful requests:", s.completed))
     out.append(_line("Failed requests:", s.failed))
@@ -77,9 +76,8 @@ def vllm_summary(summary: Summary | Mapping[str, Any], percentile_metrics: Seque
     return "\n".join(out)
 
 
-def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None = None) -> str:
+def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
     """llmbench's own numbers, under vLLM's block."""
-    s = Summary.of(summary)
     out = ["{s:{c}^{n}}".format(s=" llmbench extras ", n=50, c="-")]
     # failure-aware: a failed request counts as never answered (+inf), so these show what share
     # of *all* users got an answer in time; vLLM's figures above count successes only
@@ -116,8 +114,8 @@ def extras(summary: Summary | Mapping[str, Any], monitor: dict[str, Any] | None 
     if s.errors:
         out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s.errors.items())))
         for e in s.error_samples[:3]:
-            status = f" {e['status']}" if e.get("status") else ""
-            out.append(f"  {e['kind']}{status} x{e['count']}: {(e.get('error') or '')[:100]}")
+            status = f" {e.status}" if e.status else ""
+            out.append(f"  {e.kind}{status} x{e.count}: {(e.error or '')[:100]}")
     if s.non_streaming and tokens:
         out.append("Not streaming: TTFT equals E2EL here (the reply arrives at once).")
     from llmbench.analysis.metrics import bunching_sentence
@@ -156,10 +154,9 @@ def worker_names(mon: dict[str, Any]) -> str:
     return f" ({' and '.join(parts)} of {mon.get('workers')}{'' if ids else ' workers'})"
 
 
-def reasoning_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+def reasoning_lines(s: Summary) -> list[str]:
     """A reasoning model's figures (only printed when a reply reasoned): TTFT above counts the
     first reasoning token, as vLLM does; TTFO is the answer's first token."""
-    s = Summary.of(summary)
 
     def tok(v: Any) -> str:
         return MISSING if v is None else f"{float(v):.1f}"
@@ -175,9 +172,8 @@ def reasoning_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
     ]
 
 
-def agent_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+def agent_lines(s: Summary) -> list[str]:
     """Tools and structured output, only when the run had them."""
-    s = Summary.of(summary)
     out = []
     if s.tool_call_share is not None:
         out.append(_line("Replies that called a tool:",
@@ -242,43 +238,53 @@ def fmt_ms(v: float | str | None) -> str:
     return f"{v:.1f}ms"
 
 
-RAMP_COLUMNS = ("{unit:>6} {reqs:>5} {ttft50:>9} {ttft95:>9} {itl50:>8} {itl95:>8} {tpot:>8} "
-                "{e2el:>9} {otps:>9} {rps:>6} {err:>6}  {state}")
+# The ramp table fits an 80-column terminal with the longest usual state ("not enough data"):
+# the columns a reader needs to see a limit coming (TTFT p50/p95, the ITL p95 threshold, E2EL,
+# throughput, errors, and Reqs, which says why a step had too little data). TPOT, ITL p50 and
+# requests/s are in the HTML report, the CSV and run.json.
+RAMP_COLUMNS = ("{unit:>5} {reqs:>5} {ttft50:>8} {ttft95:>8} {itl95:>7} {e2el:>8} {otps:>8} "
+                "{err:>6}  {state}")
+RAMP_WIDTH = 80
 
 
 def ramp_header(unit: str = "Users", output: str = "tokens") -> str:
     """The ramp table's header; ``output="embeddings"``: its throughput column is embeddings/s
     (an embeddings reply has no tokens; its TTFT is its latency)."""
     return RAMP_COLUMNS.format(unit=unit, reqs="Reqs", ttft50="TTFT p50", ttft95="TTFT p95",
-                               itl50="ITL p50", itl95="ITL p95", tpot="TPOT p95",
-                               e2el="E2EL p95",
-                               otps="Emb/s" if output == "embeddings" else "Out tok/s",
-                               rps="Req/s", err="Errors", state="")
+                               itl95="ITL p95", e2el="E2EL p95",
+                               otps="Emb/s" if output == "embeddings" else "Tok/s",
+                               err="Errors", state="").rstrip()
 
 
-def ramp_row(step: dict[str, Any]) -> str:
-    from llmbench.analysis.verdict import generator_cause, lag_explains, step_state
-    s = Summary.of(step["summary"])
-    state = step_state(step)
-    mon = step.get("monitor") or {}
+def state_text(step: Step) -> str:
+    """A step's state as the ramp table says it: held, over or not enough data, and whether
+    the machine or llmbench was busy, or the step still drifting."""
+    from llmbench.analysis.verdict import generator_cause, lag_explains
+    state: str = step.state
+    mon = step.monitor
     if mon.get("overloaded"):
         who = "llmbench busy" if generator_cause(mon) == "llmbench" else "machine busy"
-        untrusted = not step["held"] and lag_explains(step)
+        untrusted = not step.held and lag_explains(step)
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
-    if (step.get("steady") or {}).get("drifting"):
+    if step.drifting:
         state += " (still drifting)"
+    return state
+
+
+def ramp_row(step: Step) -> str:
+    s = step.summary
+    state = state_text(step)
+    rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
     return RAMP_COLUMNS.format(
-        unit=f"{step['load']:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
-        ttft95=fmt_ms(s.ttft.p95), itl50=fmt_ms(s.itl.median),
-        itl95=fmt_ms(s.itl.p95), tpot=fmt_ms(s.tpot.p95), e2el=fmt_ms(s.e2el.p95),
-        otps=f"{(s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput) or 0:.1f}",
-        rps=f"{s.request_throughput:.2f}",
+        unit=f"{step.load:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
+        ttft95=fmt_ms(s.ttft.p95), itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
+        otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
         err=s.failed, state=state)
 
 
 # a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
 # the completed sessions, their time to complete and their calls' TTFT where the chat table has
-# requests, E2EL and throughput; it fits 80 columns with the longest state
+# requests, E2EL and throughput; like it, 80 columns with the longest state
 AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
                  "{itl95:>7} {err:>6}  {state}")
 
@@ -292,58 +298,48 @@ def agent_ramp_header(unit: str = "Agents") -> str:
                                 err="Errors", state="").rstrip()
 
 
-def _step_parts(step: Any) -> tuple[Any, Any, str]:
-    """(summary, sessions, state text) of a ramp step, typed or as run.json holds it."""
+def agent_ramp_row(step: Step | Mapping[str, Any]) -> str:
+    """One step of a ramp of agents (a Step, or run.json's step), its state as ``ramp_row``
+    says it."""
     from llmbench.results.sessions import Sessions
     if isinstance(step, Mapping):
-        summary, sessions = Summary.of(step["summary"]), step.get("sessions")
-        if isinstance(sessions, Mapping):
-            sessions = Sessions.from_dict(sessions)
-        return summary, sessions, ramp_row(step).split("  ")[-1]
-    return step.summary, getattr(step, "sessions", None), ramp_row(step).split("  ")[-1]
-
-
-def agent_ramp_row(step: Any) -> str:
-    """One step of a ramp of agents (its state as ``ramp_row`` says it)."""
-    s, x, state = _step_parts(step)
-    load = step["load"] if isinstance(step, Mapping) else step.load
-    if x is None:
-        from llmbench.results.sessions import Sessions
-        x = Sessions()
+        step = Step.from_dict(step)
+    s, x = step.summary, step.sessions or Sessions()
     return AGENT_COLUMNS.format(
-        unit=f"{load:g}", done=x.completed, sess50=fmt_ms(x.duration.median),
+        unit=f"{step.load:g}", done=x.completed, sess50=fmt_ms(x.duration.median),
         sess95=fmt_ms(x.duration.p95), ttft50=fmt_ms(x.step_ttft.median),
-        ttft95=fmt_ms(x.step_ttft.p95), itl95=fmt_ms(s.itl.p95), err=s.failed, state=state)
+        ttft95=fmt_ms(x.step_ttft.p95), itl95=fmt_ms(s.itl.p95), err=s.failed,
+        state=state_text(step))
 
 
-def threshold_lines(checks: Sequence[dict[str, Any]]) -> str:
+def threshold_lines(checks: Sequence[Check]) -> str:
     """One line per threshold: 'ok    ttft.p95<=2s: 812 ms' or 'FAIL  ...: why'."""
     out = ["Thresholds:"]
     for c in checks:
-        text = c.get("text") or c["threshold"]
-        out.append(f"  {'ok  ' if c['ok'] else 'FAIL'}  {text}")
+        text = c.text or c.threshold
+        out.append(f"  {'ok  ' if c.ok else 'FAIL'}  {text}")
     return "\n".join(out)
 
 
-def verdict_text(v: dict[str, Any]) -> str:
-    lines = [v["result"]]
-    if (v.get("knee") or {}).get("text"):
-        lines.append(v["knee"]["text"])
-    lines += v.get("steady_note") or []
+def verdict_text(v: Verdict) -> str:
+    lines = [v.text]
+    if v.knee is not None and v.knee.text:
+        lines.append(v.knee.text)
+    lines += [n for n in v.steady_note if n]
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
             "errors": "Why: errors (a limit was hit, or the server failed).",
             "load_generator": ("Why: the machine running llmbench was busy, not the server."
-                               if v.get("generator_cause") == "machine" else
+                               if v.generator_cause == "machine" else
                                "Why: the load generator itself was the limit, not the server."),
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
             "outage": "Why: the server went down (it refused connections).",
             "cache_bound": ("Why: the KV cache: sessions evicted each other's context between "
                             "their calls, so each call prefilled it again."),
-            "other": "Why: see the failed thresholds."}.get(v["kind"])
+            "other": "Why: see the failed thresholds."}.get(v.kind)
     if kind:
         lines.append(kind)
-    lines += [f"  {e}" for e in v.get("evidence", [])]
-    lines += [f"  What to change: {a}" for a in v.get("advice", [])]
+    lines += [f"  {e}" for e in v.evidence]
+    lines += [f"  What to change: {a}" for a in v.advice]
     return "\n".join(lines)

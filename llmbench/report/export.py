@@ -19,7 +19,6 @@ import io
 from pathlib import Path
 from typing import IO, Any, Iterable, Sequence
 
-from llmbench.results.folder import load_run
 from llmbench.results.schema import Run
 from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows, typed_frame
 
@@ -41,7 +40,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def as_run(run: Run | str | Path) -> Run:
     """A Run, from a Run or a run folder's path."""
     if isinstance(run, (str, Path)):
-        return Run.from_dict(load_run(run), run)
+        return Run.load(run)
     return run
 
 
@@ -87,7 +86,7 @@ def summary_rows(run: Any) -> list[dict[str, Any]]:
                              st.load if by != "users" else None, st.held) for st in run.steps]
     if run.summary is None:
         raise ExportError(f"{run.path}: run.json has no summary and no steps to export")
-    load = run.config.get("load") or {}
+    load = run.load_config
     return [_summary_row(run.summary, None, load.get("concurrency"), load.get("rate"), None)]
 
 

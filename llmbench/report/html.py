@@ -16,10 +16,9 @@ from typing import Any, Sequence
 
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
-from llmbench.analysis.verdict import step_state
 from llmbench.report.console import fmt_ms
-from llmbench.results.latencies import Latencies, load, read_jsonl
-from llmbench.results.schema import Summary
+from llmbench.results.latencies import Latencies, read_jsonl
+from llmbench.results.schema import Check, ProbeStep, Run, ServerProbe, Step, Summary, amount
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -57,11 +56,11 @@ def _chart(svg: str, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
-def _thresholds(run: dict[str, Any]) -> dict[str, tuple[float, str]]:
+def _thresholds(run: Run) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
     which line it bounds)."""
     out: dict[str, tuple[float, str]] = {}
-    for text in (run.get("config", {}).get("ramp", {}) or {}).get("thresholds", []):
+    for text in run.thresholds_asked:
         try:
             t = parse_threshold(text)
         except ThresholdError:
@@ -80,18 +79,18 @@ def _ms2(v: Any) -> str:
     return "–" if v != v else "∞" if v == float("inf") else f"{v:.2f}"
 
 
-def _step_rows(steps: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
+def _step_rows(steps: Sequence[Step]) -> tuple[list[list[Any]], list[str]]:
     rows, classes = [], []
     for st in steps:
-        s = Summary.of(st["summary"])
-        failed = [c.get("text") or c["threshold"] for c in st.get("checks", []) if not c["ok"]]
-        rows.append([f"{st['load']:g}", s.requests, fmt_ms(s.ttft.median),
+        s = st.summary
+        failed = [c.text or c.threshold for c in st.failed_checks]
+        rows.append([f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
                      fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
                      fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
                      f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                     ("held" if st["held"] else f"{step_state(st)}: " + "; ".join(failed))
-                     + (" (still drifting)" if (st.get("steady") or {}).get("drifting") else "")])
-        classes.append("held" if st["held"] else "over")
+                     ("held" if st.held else f"{st.state}: " + "; ".join(failed))
+                     + (" (still drifting)" if st.drifting else "")])
+        classes.append("held" if st.held else "over")
     return rows, classes
 
 
@@ -99,50 +98,51 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
                 "E2EL p95", "out tok/s", "req/s", "errors", "result"]
 
 
-def _errors(summary: Summary | dict[str, Any], where: str = "") -> str:
-    samples = Summary.of(summary).error_samples
+def _errors(summary: Summary, where: str = "") -> str:
+    samples = summary.error_samples
     if not samples:
         return ""
-    rows = [[where, s.get("kind"), s.get("status") or "", s.get("count"), s.get("error") or ""]
-            for s in samples]
+    rows = [[where, s.kind, s.status or "", s.count, s.error or ""] for s in samples]
     return _table(["where", "kind", "status", "count", "first 200 characters of the body"], rows,
                   left=5)
 
 
-def _settings(run: dict[str, Any]) -> str:
+def _settings(run: Run) -> str:
     parts = ["<h2>Workload, settings and environment</h2>"]
-    wl = run.get("workload") or {}
+    wl = run.workload or {}
     parts.append(_table(["workload", ""], [[k, json.dumps(v) if isinstance(v, (dict, list)) else v]
                                            for k, v in wl.items()], left=2))
-    labels = run.get("labels") or {}
+    labels = run.labels or {}
     if labels:
         parts.append(_table(["label", "value"], sorted(labels.items()), left=2))
     # the raw configuration is for the curious: folded, so it does not fill the page's end
     parts.append("<details><summary>Configuration as recorded in run.json</summary><pre>"
-                 + e(json.dumps(run.get("config", {}), indent=2)) + "</pre></details>")
-    env = run.get("environment") or {}
+                 + e(json.dumps(run.config, indent=2)) + "</pre></details>")
+    env = run.environment or {}
     parts.append(_table(["environment", ""], [[k, " ".join(v) if isinstance(v, list) else v]
                                               for k, v in env.items()], left=2))
     return "\n".join(parts)
 
 
-def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
-    steps = run.get("steps") or []
-    unit = "users" if run.get("config", {}).get("ramp", {}).get("by", "users") == "users" else "req/s"
-    v = run.get("verdict") or {}
-    bad = v.get("kind") not in ("held", None)
-    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(v.get("result", "No step finished."))}</b>']
-    # the knee between the steps, and steps that had not settled (stepstats)
-    if (v.get("knee") or {}).get("text"):
-        body.append(f'<br><b class="knee">{e(v["knee"]["text"])}</b>')
-    for line in v.get("steady_note") or []:
-        body.append(f'<br><span class="drift">{e(line)}</span>')
-    for line in v.get("evidence", []):
-        body.append(f"<br>{e(line)}")
-    for line in v.get("advice", []):
-        body.append(f"<br><i>What to change:</i> {e(line)}")
-    if run.get("closed_loop_note"):
-        body.append(f"<br><small>{e(run['closed_loop_note'])}</small>")
+def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
+    steps = run.steps
+    unit = run.load_unit
+    v = run.verdict
+    bad = v is not None and v.kind != "held"
+    text = v.text if v is not None and v.text else "No step finished."
+    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(text)}</b>']
+    if v is not None:
+        # the knee between the steps, and steps that had not settled (stepstats)
+        if v.knee is not None and v.knee.text:
+            body.append(f'<br><b class="knee">{e(v.knee.text)}</b>')
+        for line in v.steady_note:
+            body.append(f'<br><span class="drift">{e(line)}</span>')
+        for line in v.evidence:
+            body.append(f"<br>{e(line)}")
+        for line in v.advice:
+            body.append(f"<br><i>What to change:</i> {e(line)}")
+    if run.closed_loop_note:
+        body.append(f"<br><small>{e(run.closed_loop_note)}</small>")
     body.append("</div>")
     body.append("<h2>Steps</h2>")
     rows, classes = _step_rows(steps)
@@ -156,14 +156,14 @@ def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
         body.append("<h2>Latency distributions per step</h2>")
         ttft_groups, itl_groups = [], []
         for st in steps:
-            w = lat.window(st["index"], st["hold_start"], st["hold_end"])
-            ttft_groups.append((f"{st['load']:g}", w.ttft_ms[w.ok]))
-            itl_groups.append((f"{st['load']:g}", w.itls()))
+            w = lat.window(st.index, st.hold_start, st.hold_end)
+            ttft_groups.append((f"{st.load:g}", w.ttft_ms[w.ok]))
+            itl_groups.append((f"{st.load:g}", w.itls()))
         body.append(_chart(charts.distributions(ttft_groups, f"TTFT per step ({unit})"),
                            "TTFT distribution"))
         body.append(_chart(charts.distributions(itl_groups, f"ITL per step ({unit})"),
                            "ITL distribution"))
-        errs = "".join(_errors(st["summary"], f"{st['load']:g} {unit}") for st in steps)
+        errs = "".join(_errors(st.summary, amount(st.load, unit)) for st in steps)
         if errs:
             body.append("<h2>Errors</h2>" + errs)
     body += _timeline(run, run_dir, unit)
@@ -171,19 +171,19 @@ def _ramp(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     return body
 
 
-def _timeline(run: dict[str, Any], run_dir: Path, unit: str = "users") -> list[str]:
+def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     rows = read_jsonl(run_dir / "timeline.jsonl")
     if not rows:
         return []
     out = ["<h2>Timeline</h2>"]
-    sp = run.get("server_probe") or {}
-    if sp.get("kind"):
-        out.append(f"<p class=meta>Server state from its own metrics ({e(sp['kind'])}, "
-                   f"{e(sp.get('samples'))} samples) is drawn under the client's view.</p>")
-    elif sp.get("note"):
-        out.append(f"<p class=meta>{e(sp['note'])}</p>")
-    out.append(_chart(charts.timeline(rows, run.get("steps") or (), run.get("t0_perf"), unit),
-                      "timeline"))
+    sp = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
+    if sp.kind:
+        out.append(f"<p class=meta>Server state from its own metrics ({e(sp.kind)}, "
+                   f"{e(sp.samples)} samples) is drawn under the client's view.</p>")
+    elif sp.note:
+        out.append(f"<p class=meta>{e(sp.note)}</p>")
+    out.append(_chart(charts.timeline(rows, [st for st in run.steps if isinstance(st, Step)],
+                                      run.t0_perf, unit), "timeline"))
     return out
 
 
@@ -210,23 +210,22 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
             + (f" ({g.energy_source})" if g and g.j_per_token is not None else "")]
 
 
-def _server_machine(run: dict[str, Any], run_dir: Path, unit: str = "users") -> list[str]:
+def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     """What the server was and what its machine did (issue 39): its identity, per-step (or
     whole-run) figures, the per-second chart, and the notes of sources that did not answer."""
     from llmbench.analysis import telemetry as tm
-    from llmbench.results.telemetry import Telemetry
-    tel = run.get("telemetry") if isinstance(run.get("telemetry"), dict) else {}
-    ident = run.get("server") if isinstance(run.get("server"), dict) else None
-    steps = run.get("steps") or []
+    from llmbench.results.telemetry import RunTelemetry
+    tel = run.run_telemetry or RunTelemetry()
+    ident = tm.identity_of(run)
+    steps = [st for st in run.steps if isinstance(st, Step)]
     rows: list[list[Any]] = []
     for st in steps:
-        t = Telemetry.from_dict(st.get("telemetry"))
-        if t is not None:
-            rows.append(_machine_row(f"{st['load']:g}", t))
-    whole = Telemetry.from_dict(tel.get("window"))
+        if st.telemetry is not None:
+            rows.append(_machine_row(f"{st.load:g}", st.telemetry))
+    whole = tel.window
     if whole is not None and not steps:
         rows.append(_machine_row("whole run", whole))
-    notes = [*(tel.get("notes") or []), *(tel.get("quiet_notes") or [])]
+    notes = [*tel.notes, *tel.quiet_notes]
     if not ident and not rows and not notes:
         return []
     out = ["<h2>The server and its machine</h2>"]
@@ -242,11 +241,11 @@ def _server_machine(run: dict[str, Any], run_dir: Path, unit: str = "users") -> 
                    "/proc's accounting of the process tree (user + system, all threads). Energy: "
                    "the GPUs' energy counters (counter) or their power integrated over the samples "
                    "(power), over the output tokens generated in the window.</p>")
-    cpus = ((tel.get("sources") or {}).get("local") or {}).get("cpus")
+    cpus = (tel.sources.get("local") or {}).get("cpus")
     if steps and rows:
         out.append(_chart(charts.ramp_server(steps, unit, cpus), "server machine vs load"))
     samples = read_jsonl(run_dir / "telemetry.jsonl") if (run_dir / "telemetry.jsonl").exists() else []
-    t0 = run.get("t0_perf")
+    t0 = run.t0_perf
     if samples and t0 is not None:
         series = tm.series(samples, float(t0))
         if series:
@@ -283,9 +282,9 @@ def _prefix_cache(p: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
-    s = Summary.of(run.get("summary") or {})
-    load_cfg = run.get("config", {}).get("load", {})
+def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
+    s = run.summary or Summary()
+    load_cfg = run.load_config
     level = (f"{load_cfg.get('concurrency')} concurrent" if load_cfg.get("concurrency")
              else f"{load_cfg.get('rate')} req/s")
     body = [f'<div class="verdict"><b>{e(s.completed)} requests succeeded, '
@@ -322,15 +321,15 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
                 "answered (∞).</p>")
     if s.requests_with_reasoning:
         body += _reasoning(s)
-    checks = run.get("thresholds") or []
+    checks: list[Check] = run.thresholds
     if checks:
         body.append(_table(["threshold", "result"],
-                           [[c.get("text") or c["threshold"], "ok" if c["ok"] else "FAILED"]
-                            for c in checks], ["held" if c["ok"] else "over" for c in checks],
+                           [[c.text or c.threshold, "ok" if c.ok else "FAILED"]
+                            for c in checks], ["held" if c.ok else "over" for c in checks],
                            left=1))
     if s.non_streaming:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
-    body += _prefix_cache(run.get("prefix_cache"))
+    body += _prefix_cache(run.prefix_cache)
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
                                    "TTFT and E2EL"), "TTFT and E2EL CDF"))
@@ -338,7 +337,7 @@ def _run(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     errs = _errors(s)
     if errs:
         body.append("<h2>Errors</h2>" + errs)
-    mon = run.get("monitor") or {}
+    mon = run.monitor or {}
     if mon.get("overloaded"):
         body.append('<div class="verdict bad">The load generator was busy during this run '
                     f'(event-loop lag p99 {mon.get("lag_p99_ms", 0):.1f} ms, CPU '
@@ -356,9 +355,8 @@ def _stat_cells(m: Any, fmt: Any) -> list[str]:
     return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
 
 
-def _reasoning(summary: Summary | dict[str, Any]) -> list[str]:
+def _reasoning(s: Summary) -> list[str]:
     """Only for a run where a reply reasoned: runs without reasoning look as before."""
-    s = Summary.of(summary)
     stats = _STATS
     names = {"ttfo": "TTFO (first answer token)", "reasoning_time": "reasoning time",
              "output_itl": "answer ITL"}
@@ -376,9 +374,9 @@ def _reasoning(summary: Summary | dict[str, Any]) -> list[str]:
             _table(["ms", *stats], rows, left=1)]
 
 
-def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
-    steps = run.get("steps") or []
-    b = run.get("router_bound")
+def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
+    steps: list[ProbeStep] = run.steps
+    b = run.router_bound
     msg = (f"Router-bound from {b['users']} users: TTFT p50 overhead {b['first_overhead_ms']:.1f} ms "
            f"-> {b['overhead_ms']:.1f} ms while the direct path stayed flat." if b else
            "No step where the router's overhead grew while the direct path stayed flat.")
@@ -386,13 +384,13 @@ def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
             "<h2>Overhead per step (router − direct, 95% bootstrap intervals)</h2>"]
     rows = []
     for st in steps:
-        router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
-        row = [st["users"], fmt_ms(router.ttft.median), fmt_ms(direct.ttft.median)]
+        router, direct = st.router, st.direct
+        row = [st.users, fmt_ms(router.ttft.median), fmt_ms(direct.ttft.median)]
         for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50"):
-            o = st[m]
-            row.append("-" if o["overhead_ms"] is None else
-                       f"{o['overhead_ms']:+.1f} [{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]"
-                       + (" *" if o["significant"] else ""))
+            o = st.overhead(m)
+            row.append("-" if o.overhead_ms is None or not o.ci_ms else
+                       f"{o.overhead_ms:+.1f} [{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]"
+                       + (" *" if o.significant else ""))
         row += [f"{router.output_throughput or 0:.1f}", f"{direct.output_throughput or 0:.1f}"]
         rows.append(row)
     body.append(_table(["users", "router TTFT p50", "direct TTFT p50", "TTFT p50 ms", "TTFT p95 ms",
@@ -400,7 +398,7 @@ def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
     body.append("<p class=meta>* the interval excludes zero: a real difference, not noise.</p>")
     if steps:
         body.append(_chart(charts.probe_overhead(steps), "router overhead"))
-    be = run.get("backends")
+    be = run.backends
     if be:
         body.append("<h2>Backends behind the router</h2>")
         rows = [[k, v["requests"], f"{v['share'] * 100:.1f}%", fmt_ms(v["ttft_p50_ms"]),
@@ -421,11 +419,12 @@ def _probe(run: dict[str, Any], lat: Latencies, run_dir: Path) -> list[str]:
 
 def render(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
-    run, lat = load(run_dir)
-    kind = run.get("kind", "run")
-    status = run.get("status", "complete")
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("started_at") or 0))
-    target = run.get("config", {}).get("target") or run.get("config", {}).get("router") or {}
+    run = Run.load(run_dir)
+    lat = run.latencies()
+    kind = run.kind
+    status = run.status
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at or 0))
+    target = run.config.get("target") or run.config.get("router") or {}
     title = f"llmbench {kind}: {target.get('model', '')} at {target.get('url', '')}"
     head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
             f"<style>{CSS}</style></head><body>",
@@ -435,7 +434,7 @@ def render(run_dir: str | Path) -> str:
         head.append('<div class="verdict bad">This run was interrupted: the report shows what '
                     "finished before it stopped.</div>")
     if status == "failed":
-        head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.get("error"))}</div>')
+        head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.error)}</div>')
         return "\n".join(head + [_settings(run), "</body></html>"])
     body = {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
     return "\n".join(head + body + [_settings(run), "</body></html>"])

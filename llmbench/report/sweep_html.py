@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from llmbench.results.folder import RunFolderError, load_run
-from llmbench.results.schema import Summary
+from llmbench.results.jsonfile import RunFolderError
+from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _table, e
@@ -26,37 +26,37 @@ details{margin:12px 0} summary{cursor:pointer;color:#444}
 """
 
 
-def _held_text(r: dict[str, Any]) -> str:
-    if r.get("held") is None:
+def _held_text(r: SweepSetting) -> str:
+    if r.held is None:
         return "–"
-    iv = r.get("held_interval")
+    iv = r.held_interval
     if iv and iv.get("low") is not None:
-        return f"{r['held']:g} [{iv['low']:g}, {iv['high']:g}]"
-    return f"{r['held']:g}"
+        return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    return f"{r.held:g}"
 
 
-def _labels(results: Sequence[dict[str, Any]]) -> list[str]:
+def _labels(results: Sequence[SweepSetting]) -> list[str]:
     """Short tick labels: the value alone when one setting is swept."""
-    single = bool(results) and len(results[0]["setting"]) == 1
-    return [charts.safe(next(iter(r["setting"].values())) if single else r["name"])
+    single = bool(results) and len(results[0].setting) == 1
+    return [charts.safe(next(iter(r.setting.values())) if single else r.name)
             for r in results]
 
 
-def held_chart(results: Sequence[dict[str, Any]], unit: str, best: dict[str, str] | None,
+def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] | None,
                axis_name: str) -> str:
     """Users held per setting as bars, min-max over repeats as error bars; a setting that was
     not measured says why on its own slot instead of drawing a zero."""
     bars = []
     for label, r in zip(_labels(results), results):
-        iv = r.get("held_interval") or {}
-        bars.append({"label": label, "held": r.get("held"), "low": iv.get("low"),
-                     "high": iv.get("high"), "status": r["status"],
-                     "best": r["setting"] == best, "text": _held_text(r)})
+        iv = r.held_interval or {}
+        bars.append(charts.HeldBar(label=label, held=r.held, low=iv.get("low"),
+                                   high=iv.get("high"), status=r.status,
+                                   best=r.setting == best, text=_held_text(r)))
     return charts.sweep_held(bars, unit, axis_name,
-                             repeats=any(r.get("held_interval") for r in results))
+                             repeats=any(r.held_interval for r in results))
 
 
-def at_load_chart(results: Sequence[dict[str, Any]], load: float, unit: str,
+def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
                   axis_name: str) -> str:
     """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
     values = []
@@ -66,24 +66,24 @@ def at_load_chart(results: Sequence[dict[str, Any]], load: float, unit: str,
     return charts.sweep_at_load(_labels(results), values, load, unit, axis_name)
 
 
-def _ramps(sweep_dir: Path, results: Sequence[dict[str, Any]]) -> list[tuple[str, list]]:
+def _ramps(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[str, list[Step]]]:
     out = []
     for r in results:
-        if not r.get("run_dir"):
+        if not r.run_dir:
             continue
         try:
-            run = load_run(sweep_dir / r["run_dir"])
+            run = Run.load(sweep_dir / r.run_dir)
         except RunFolderError:
             continue
-        if run.get("steps"):
-            out.append((r["name"], run["steps"]))
+        if run.steps:
+            out.append((r.name, run.steps))
     return out
 
 
-def _at_load(r: dict[str, Any]) -> Summary | None:
+def _at_load(r: SweepSetting) -> Summary | None:
     """A setting's step at the common load (sweep.json's slim summary of it), if it had one."""
-    a = r.get("at_common_load")
-    return Summary.of(a) if a else None
+    a = r.at_common_load
+    return a.summary if a is not None else None
 
 
 def _gb(v: Any) -> str:
@@ -96,16 +96,16 @@ def _num(v: Any, fmt: str = "{:g}") -> str:
 
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
-    doc = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
-    results = doc.get("results") or []
-    unit = doc.get("unit") or "users"
-    cfg = doc.get("config") or {}
-    settings = doc.get("settings") or {}
+    doc = Run.load(sweep_dir)
+    results = doc.results
+    unit = doc.unit or "users"
+    cfg = doc.config or {}
+    settings = doc.settings or {}
     axis_name = " x ".join(settings) or "setting"
-    status = doc.get("status", "complete")
+    status = doc.status
     swept = " x ".join(k + " = " + ", ".join(v) for k, v in settings.items())
     title = f"llmbench sweep: {swept}"
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("started_at") or 0))
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.started_at or 0))
     where = " · ".join(x for x in (cfg.get("model"), cfg.get("url")) if x)
     out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
            f"<style>{CSS}{EXTRA_CSS}</style></head><body>",
@@ -115,62 +115,62 @@ def render(sweep_dir: str | Path) -> str:
     if status != "complete":
         out.append('<div class="verdict bad">This sweep did not finish (interrupted or still '
                    "running): the page shows the settings that did.</div>")
-    best = doc.get("best")
-    tied = [r for r in doc.get("results") or [] if r.get("held") is not None]
-    top = max((r["held"] for r in tied), default=0)
+    best = doc.best
+    tied = [r for r in results if r.held is not None]
+    top = max((r.held for r in tied if r.held is not None), default=0)
     # a tie on the evidence is an answer, not a failure
-    bad = best is None and not (top > 0 and sum(r["held"] == top for r in tied) > 1)
-    out.append(f'<div class="verdict{" bad" if bad else ""}"><b>{e(doc.get("answer", ""))}</b>')
+    bad = best is None and not (top > 0 and sum(r.held == top for r in tied) > 1)
+    out.append(f'<div class="verdict{" bad" if bad else ""}"><b>{e(doc.answer or "")}</b>')
     ramp_cfg = cfg.get("ramp") or {}
-    if ramp_cfg.get("thresholds"):
+    if doc.thresholds_asked:
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
-                   f"{e(', '.join(ramp_cfg['thresholds']))}.</small>")
-    for d in doc.get("server_differences") or []:
+                   f"{e(', '.join(doc.thresholds_asked))}.</small>")
+    for d in doc.server_differences or []:
         out.append(f"<br>Servers differed: {e(d.get('text'))}")
     out.append("</div>")
-    load = doc.get("common_load")
-    measured = [r for r in results if r.get("held") is not None]
+    load = doc.common_load
+    measured = [r for r in results if r.held is not None]
     out.append("<h2>Per setting</h2>")
     rows, classes = [], []
     for r in results:
         a = _at_load(r)
-        link = (f'<a href="{e(r["run_dir"])}/report.html">{e(r["run_dir"])}</a>'
-                if r.get("run_dir") else "–")
-        rows.append([r["name"], r["status"].replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
+        link = (f'<a href="{e(r.run_dir)}/report.html">{e(r.run_dir)}</a>'
+                if r.run_dir else "–")
+        rows.append([r.name, r.status.replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
                      fmt_ms(a and a.ttft.p95), fmt_ms(a and a.itl.median),
                      _num(a and a.output_throughput, "{:.1f}"), _num(a and a.failed),
-                     r.get("verdict") or r.get("error") or "", link])
-        classes.append("held" if r.get("setting") == best else
-                       "over" if r.get("held") is None else "")
-    at = f" at {load:g} {unit}" if load is not None else ""
+                     r.verdict or r.error or "", link])
+        classes.append("held" if r.setting == best else
+                       "over" if r.held is None else "")
+    at = f" at {amount(load, unit)}" if load is not None else ""
     table = _table(["setting", "status", f"{unit} held", f"TTFT p95{at}", f"ITL p50{at}",
                     f"out tok/s{at}", f"errors{at}", "verdict", "ramp"], rows, classes, left=2)
     # the ramp column holds a link built from escaped parts: put it back unescaped
     for row in rows:
         table = table.replace(e(row[-1]), row[-1], 1)
     out.append(f"<div class=sweep>{table}</div>")
-    iv_method = next((r["held_interval"].get("method") for r in results
-                      if r.get("held_interval")), None)
+    iv_method = next((r.held_interval.get("method") for r in results
+                      if r.held_interval), None)
     out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
                                    "One ramp per setting: no interval (--repeat N gives one). ")
-               + (f"The common load, {load:g} {unit}, is the highest load every measured "
+               + (f"The common load, {amount(load, unit)}, is the highest load every measured "
                   "setting ran (held or not)." if load is not None else "") + "</p>")
     if results:
         out.append("<h2>Users held per setting</h2>" if unit == "users" else
                    "<h2>Load held per setting</h2>")
         out.append(_chart(held_chart(results, unit, best, axis_name), "held per setting"))
     if measured and load is not None:
-        out.append(f"<h2>Latency and throughput at {load:g} {unit}</h2>")
+        out.append(f"<h2>Latency and throughput at {amount(load, unit)}</h2>")
         out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
     ramps = _ramps(sweep_dir, results)
     if ramps:
         out.append("<h2>Each ramp against load</h2>")
         out.append(_chart(charts.compare_overlay(ramps, unit), "ramps overlaid"))
         out.append("<p class=meta>x marks the step where a ramp broke.</p>")
-    states = [(r, r.get("server_state")) for r in results if r.get("server_state")]
+    states = [(r, r.server_state) for r in results if r.server_state]
     if states:
         out.append("<h2>The server's own state during each ramp</h2>")
-        rows = [[r["name"], st.get("kind") or st.get("note") or "–",
+        rows = [[r.name, st.get("kind") or st.get("note") or "–",
                  _num(st.get("max_running")), _num(st.get("max_waiting")), _num(st.get("slots")),
                  _num(st.get("max_kv_cache_usage"), "{:.0%}"), _gb(st.get("max_vram_bytes")),
                  _num(st.get("preemptions")), ", ".join(st.get("models_loaded") or []) or "–"]
@@ -181,28 +181,28 @@ def render(sweep_dir: str | Path) -> str:
         out.append("<p class=meta>From the server's own metrics, polled during the ramp: how "
                    "many requests it ran and kept waiting at once confirms how many it serves "
                    "in parallel with this setting.</p>")
-    failures = [r for r in results if r.get("log_tail") or r.get("error")]
+    failures = [r for r in results if r.log_tail or r.error]
     if failures:
         out.append("<h2>Servers that failed</h2>")
         for r in failures:
-            out.append(f"<p><b>{e(r['name'])}</b>: {e(r.get('error'))} "
-                       f"(log: <a href=\"{e(r.get('log'))}\">{e(r.get('log'))}</a>)</p>")
-            if r.get("log_tail"):
-                out.append("<pre>" + e("\n".join(r["log_tail"])) + "</pre>")
+            out.append(f"<p><b>{e(r.name)}</b>: {e(r.error)} "
+                       f"(log: <a href=\"{e(r.log)}\">{e(r.log)}</a>)</p>")
+            if r.log_tail:
+                out.append("<pre>" + e("\n".join(r.log_tail)) + "</pre>")
     out.append("<h2>How it ran</h2>")
     rows = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
             ["before", cfg.get("before") or "–"], ["url", cfg.get("url")],
             ["model", cfg.get("model") or "(asked from the server)"],
             ["ready timeout", f"{cfg.get('ready_timeout_s')} s"],
             ["stop grace", f"{cfg.get('stop_grace_s')} s"],
-            ["repeats per setting", ramp_cfg.get("repeat", 1)]]
+            ["repeats per setting", doc.repeats_per_ramp]]
     for r in results:
-        if r.get("ready_s") is not None:
-            rows.append([f"ready: {r['name']}", f"{r['ready_s']:g} s"])
+        if r.ready_s is not None:
+            rows.append([f"ready: {r.name}", f"{r.ready_s:g} s"])
     out.append(_table(["", ""], rows, left=2))
     out.append("<details><summary>Ramp settings and environment (JSON)</summary><pre>"
-               + e(json.dumps({"ramp": ramp_cfg, "labels": doc.get("labels"),
-                               "environment": doc.get("environment")}, indent=2))
+               + e(json.dumps({"ramp": ramp_cfg, "labels": doc.labels,
+                               "environment": doc.environment}, indent=2))
                + "</pre></details>")
     out.append("</body></html>")
     return "\n".join(out)

@@ -7,10 +7,8 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.results.folder import load_run
-from llmbench.analysis.verdict import step_state
 from llmbench.report.console import fmt_ms
-from llmbench.results.schema import Summary
+from llmbench.results.schema import ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
 _CELLS: dict[str, Callable[[Summary], Any]] = {
@@ -30,36 +28,35 @@ CSV_COLUMNS = ["load", "requests", "completed", "failed", "median_ttft_ms", "p95
                "output_throughput", "request_throughput", "held", "state"]
 
 
-def _steps(run: dict[str, Any]) -> list[dict[str, Any]]:
-    if run.get("kind") == "ramp":
-        return run.get("steps") or []
-    if run.get("kind") == "run" and run.get("summary"):
-        level = run.get("config", {}).get("load", {})
-        return [{"load": level.get("concurrency") or level.get("rate"), "summary": run["summary"],
-                 "held": None}]
+def _steps(run: Run) -> list[tuple[Any, Summary, Step | None]]:
+    """(load, summary, step): a ramp's steps; a run as one row at its load level (no step)."""
+    if run.kind == "ramp":
+        return [(st.load, st.summary, st) for st in run.steps]
+    if run.kind == "run" and run.summary is not None and run.summary.read_keys != ():
+        return [(run.load_level, run.summary, None)]
     return []
 
 
 def to_csv(run_dir: str | Path) -> str:
-    run = load_run(run_dir)
+    run = Run.load(run_dir)
     buf = io.StringIO()
     w = csv.writer(buf)
-    if run.get("kind") == "probe":
+    if run.kind == "probe":
         w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
-        for st in run.get("steps") or []:
-            o = st["ttft_p50"]
-            router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
-            w.writerow([st["users"], router.ttft.median, direct.ttft.median,
-                        o["overhead_ms"], *(o["ci_ms"] or [None, None]), o["significant"],
+        probe_steps: list[ProbeStep] = run.steps
+        for pst in probe_steps:
+            o = pst.ttft_p50
+            router, direct = pst.router, pst.direct
+            w.writerow([pst.users, router.ttft.median, direct.ttft.median,
+                        o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     w.writerow(CSV_COLUMNS)
-    for st in _steps(run):
-        s = Summary.of(st["summary"])
+    for load, s, st in _steps(run):
         # an empty cell is a statistic with no data (never 0)
-        w.writerow([st["load"]] + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]]
-                   + [st["held"], step_state(st) if st["held"] is not None else None])
+        w.writerow([load] + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]]
+                   + ([st.held, st.state] if st is not None else [None, None]))
     return buf.getvalue()
 
 
@@ -76,30 +73,30 @@ def _md_code(text: Any) -> str:
 
 
 def to_markdown(run_dir: str | Path) -> str:
-    run = load_run(run_dir)
-    kind = run.get("kind", "run")
-    target = run.get("config", {}).get("target") or run.get("config", {}).get("router") or {}
+    run = Run.load(run_dir)
+    kind = run.kind
+    target = run.config.get("target") or run.config.get("router") or {}
     out = [f"### llmbench {kind}: `{_md_code(target.get('model', ''))}`"
-           + (" (partial)" if run.get("status") == "partial" else "")]
+           + (" (partial)" if run.status == "partial" else "")]
     if kind == "ramp":
-        v = run.get("verdict") or {}
-        out.append(f"**{_md_escape(v.get('result', ''))}**")
-        for line in v.get("evidence", []):
+        v = run.verdict
+        out.append(f"**{_md_escape(v.text if v is not None else '')}**")
+        for line in v.evidence if v is not None else []:
             out.append(f"- {_md_escape(line)}")
         out.append("")
         out.append("| users | reqs | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | TPOT p95 | E2EL p95 "
                    "| out tok/s | req/s | errors | |")
         out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-        for st in run.get("steps") or []:
-            s = Summary.of(st["summary"])
-            cells = [f"{st['load']:g}", s.requests, fmt_ms(s.ttft.median),
+        for st in run.steps:
+            s = st.summary
+            cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
                      fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
                      fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
                      f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                     "held" if st["held"] else f"**{step_state(st)}**"]
+                     "held" if st.held else f"**{st.state}**"]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
     elif kind == "run":
-        s = Summary.of(run.get("summary") or {})
+        s = run.summary or Summary()
         out.append("| metric | value |\n|---|---:|")
         for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
                   "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
@@ -109,18 +106,17 @@ def to_markdown(run_dir: str | Path) -> str:
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
         out.append("|---:|---|---:|---:|")
-        for st in run.get("steps") or []:
-            o = st["ttft_p50"]
-            ci = f"[{o['ci_ms'][0]:+.1f}, {o['ci_ms'][1]:+.1f}]" if o["ci_ms"] else ""
-            ov = f"{o['overhead_ms']:+.1f} ms {ci}" if o["overhead_ms"] is not None else "-"
-            router, direct = Summary.of(st["router"]), Summary.of(st["direct"])
-            out.append(f"| {st['users']} | {ov} | {router.output_throughput or 0:.1f} | "
-                       f"{direct.output_throughput or 0:.1f} |")
-    wl = run.get("workload") or {}
+        for pst in run.steps:
+            o = pst.ttft_p50
+            ci = f"[{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]" if o.ci_ms else ""
+            ov = f"{o.overhead_ms:+.1f} ms {ci}" if o.overhead_ms is not None else "-"
+            out.append(f"| {pst.users} | {ov} | {pst.router.output_throughput or 0:.1f} | "
+                       f"{pst.direct.output_throughput or 0:.1f} |")
+    wl = run.workload or {}
     out.append("")
     out.append(f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')}).")
-    labels = run.get("labels") or {}
+    labels = run.labels or {}
     if labels:
         out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
                                           for k, v in sorted(labels.items())) + ".")

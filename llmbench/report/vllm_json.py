@@ -99,7 +99,7 @@ def _float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def build(summary: Summary | dict[str, Any], records: Sequence[Record], *, backend: str, model_id: str,
+def build(s: Summary, records: Sequence[Record], *, backend: str, model_id: str,
           tokenizer_id: str | None, label: str | None, request_rate: float | None,
           burstiness: float, max_concurrency: int | None, percentile_metrics: Sequence[str],
           metric_percentiles: Sequence[float], goodput: bool, detailed: bool,
@@ -107,7 +107,6 @@ def build(summary: Summary | dict[str, Any], records: Sequence[Record], *, backe
           date: str | None = None) -> dict[str, Any]:
     """The result dict, keys in vLLM's order. ``request_rate`` None or inf is a closed loop or
     all-at-once: vLLM writes the string "inf" then."""
-    s = Summary.of(summary)
     out: dict[str, Any] = {
         "date": date or time.strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": backend,

@@ -1,4 +1,6 @@
-"""The run folder and its versioned run.json.
+"""The run folder: its name, the environment and command line it records (secrets scrubbed),
+and the list of folders (``llmbench runs``). run.json itself is ``results.schema.Run``: written
+by ``Run.save``, read by ``Run.load``.
 
 <out>/<YYYYmmdd-HHMMSS>-<kind>[-label]/
   run.json        configuration (no secrets), environment, summary, steps, verdict
@@ -9,7 +11,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import platform
 import re
@@ -19,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmbench.results.schema import Summary
+from llmbench.results.jsonfile import RunFolderError, clean_nan, write_json
+from llmbench.results.schema import SCHEMA_VERSION, Run
 
-SCHEMA_VERSION = 1
-
-
-class RunFolderError(ValueError):
-    pass
+__all__ = ["RunFolderError", "SCHEMA_VERSION", "clean_nan", "environment", "headline",
+           "is_write_error", "list_runs", "new_run_dir", "scrub_argv", "write_error_line",
+           "write_json"]
 
 
 def new_run_dir(out: str | Path, kind: str, label: str | None = None) -> Path:
@@ -44,27 +44,6 @@ def new_run_dir(out: str | Path, kind: str, label: str | None = None) -> Path:
     return path
 
 
-def write_json(path: str | Path, obj: Any) -> None:
-    """Atomically: a crash mid-write never leaves a torn run.json. A write that fails (disk
-    full, file too large, read-only) leaves the previous file as it was and raises the
-    OSError with the file's name (``write_error_line`` says it)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, default=_default, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        if exc.filename is None or str(exc.filename) == str(tmp):
-            exc.filename = str(path)
-        raise
-
-
 # what the filesystem says when results cannot be written: not the user's path being wrong
 DISK_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EFBIG", "EROFS", "EDQUOT", "EIO")
                         if hasattr(errno, n))
@@ -78,31 +57,6 @@ def write_error_line(exc: OSError) -> str:
     """"cannot write results/x/requests.jsonl: no space left on device"."""
     what = (exc.strerror or str(exc)).rstrip(".")
     return f"cannot write {exc.filename}: {what[:1].lower() + what[1:]}"
-
-
-def _default(o: Any) -> Any:
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    if hasattr(o, "__dataclass_fields__"):
-        from dataclasses import asdict
-        return asdict(o)
-    return str(o)
-
-
-def clean_nan(obj: Any) -> Any:
-    """Valid JSON: NaN (no value) becomes null; +-inf becomes the string "inf"/"-inf" (as vLLM
-    writes an infinite request rate), so an infinite p95 "incl. failures" is not read as missing."""
-    if isinstance(obj, float):
-        if obj != obj:
-            return None
-        if obj in (float("inf"), float("-inf")):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, dict):
-        return {k: clean_nan(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean_nan(v) for v in obj]
-    return obj
 
 
 def environment() -> dict[str, Any]:
@@ -187,91 +141,18 @@ def _scrub_proxy(value: str) -> str:
     return hide_credentials(value)
 
 
-@dataclass
-class RunDoc:
-    """run.json, schema 1: the fields every run folder has, and the kind's own part (``body``:
-    summary, steps, verdict, checks...). Written by ``write`` only, atomically, with NaN made
-    null and infinities made strings, so no two commands can spell the common part apart."""
-
-    kind: str                                  # run | ramp | probe
-    status: str                                # running | complete | partial | failed | interrupted
-    started_at: float
-    config: dict[str, Any]
-    labels: dict[str, str] = field(default_factory=dict)
-    t0_perf: float | None = None
-    workload: dict[str, Any] | None = None
-    environment: dict[str, Any] = field(default_factory=lambda: environment())
-    body: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "kind": self.kind,
-                               "status": self.status, "started_at": self.started_at}
-        if self.t0_perf is not None:
-            out["t0_perf"] = self.t0_perf
-        out["labels"] = self.labels
-        out["config"] = self.config
-        if self.workload is not None:
-            out["workload"] = self.workload
-        out["environment"] = self.environment
-        out.update(self.body)
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RunDoc":
-        """A run.json read back (schema 1): the common fields, and the rest as the body."""
-        common = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels",
-                  "config", "workload", "environment")
-        return cls(str(data.get("kind")), str(data.get("status")), data.get("started_at") or 0.0,
-                   data.get("config") or {}, data.get("labels") or {}, data.get("t0_perf"),
-                   data.get("workload"), data.get("environment") or {},
-                   {k: v for k, v in data.items() if k not in common})
-
-    def write(self, run_dir: Path | None) -> dict[str, Any]:
-        """Write run.json (when there is a folder); returns what was written."""
-        data = clean_nan(self.to_json())
-        if run_dir is not None:
-            write_json(Path(run_dir) / "run.json", data)
-        return data
-
-
-def load_run(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    f = path / "run.json"
-    if not f.is_file():
-        raise RunFolderError(f"{path}: no run.json here; give a run folder made by llmbench run/ramp")
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{f}:{exc.lineno}: run.json is not valid JSON ({exc.msg})")
-    except RecursionError:
-        raise RunFolderError(f"{f}: run.json is nested too deeply to be one llmbench wrote")
-    except UnicodeDecodeError:
-        raise RunFolderError(f"{f}: run.json is not UTF-8 text; give a run folder made by llmbench")
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{f}: run.json holds a JSON {type(data).__name__}, not the object "
-                             "llmbench writes; give a run folder made by llmbench run/ramp")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RunFolderError(f"{f}: schema version {version} is not the {SCHEMA_VERSION} this "
-                             "llmbench reads; re-run it or use a matching llmbench version")
-    return data
-
-
-def headline(run: dict[str, Any]) -> str:
-    kind = run.get("kind")
-    if run.get("status") in ("failed", "interrupted") and not run.get("summary") \
-            and not run.get("steps"):
-        return f"{run.get('status')}: " + str(run.get("error", ""))[:80]
-    if run.get("status") == "running":
+def headline(run: Run) -> str:
+    """The run's answer in a line: a ramp's verdict, a run's figures, a probe's router-bound."""
+    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
+        return f"{run.status}: " + str(run.error or "")[:80]
+    if run.status == "running":
         return "no summary yet (llmbench report rebuilds it from requests.jsonl)"
-    if kind == "ramp":
-        v = run.get("verdict")
-        return str(v.get("result", "")) if isinstance(v, dict) else ""
-    if kind == "run":
-        raw = run.get("summary")
-        if not isinstance(raw, dict):
+    if run.kind == "ramp":
+        return run.verdict.text if run.verdict is not None else ""
+    if run.kind == "run":
+        s = run.summary
+        if s is None:
             return "no summary"
-        s = Summary.from_dict(raw)
         if s.total_embeddings is not None:
             e2el, rate = s.e2el.median, s.embeddings_throughput
             return (f"{s.completed} ok, {s.failed} failed, latency p50 "
@@ -281,17 +162,17 @@ def headline(run: dict[str, Any]) -> str:
         return (f"{s.completed} ok, {s.failed} failed, TTFT p50 "
                 + (f"{ttft:.0f} ms" if isinstance(ttft, (int, float)) else "–")
                 + ", " + (f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) else "– tok/s"))
-    if kind == "probe":
-        b = run.get("router_bound")
+    if run.kind == "probe":
+        b = run.router_bound
         return (f"router-bound from {b.get('users')} users" if isinstance(b, dict)
                 else "no router-bound step")
     return ""
 
 
-def _date_of(run: dict[str, Any], folder: Path) -> str:
+def _date_of(run: Run, folder: Path) -> str:
     """When the run started: run.json's time, else the folder name's stamp, else its mtime
     (a run that failed its preflight once had no time and showed 1970)."""
-    t = run.get("started_at")
+    t = run.started_at
     if isinstance(t, (int, float)) and t > 0:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
     m = re.match(r"(\d{8})-(\d{6})", folder.name)
@@ -316,10 +197,27 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-def list_runs(out: str | Path) -> list[dict[str, Any]]:
+@dataclass
+class RunRow:
+    """One folder of ``llmbench runs``: when, what, the command (scrubbed), labels and the
+    headline; ``error`` when it cannot be read; a sweep's ``ramps``, each with its setting."""
+
+    folder: str
+    kind: Any = None
+    status: str | None = None
+    date: str = ""
+    command: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    headline: str = ""
+    error: str | None = None
+    setting: str | None = None
+    ramps: list["RunRow"] = field(default_factory=list)
+
+
+def list_runs(out: str | Path) -> list[RunRow]:
     """Run folders under ``out``, newest first; unreadable ones are listed with the reason."""
     base = Path(out)
-    rows = []
+    rows: list[RunRow] = []
     if not base.is_dir():
         return rows
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
@@ -332,41 +230,39 @@ def list_runs(out: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _run_row(d: Path) -> dict[str, Any]:
+def _run_row(d: Path) -> RunRow:
     try:
-        run = load_run(d)
+        run = Run.load(d)
     except RunFolderError as exc:
-        return {"folder": d.name, "error": str(exc)}
-    return _row(d, run, run.get("kind"), headline(run), "a summary")
+        return RunRow(d.name, error=str(exc))
+    return _row(d, run, run.kind, headline(run), "a summary")
 
 
-def _row(d: Path, doc: dict[str, Any], kind: Any, line: str, what: str) -> dict[str, Any]:
-    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+def _row(d: Path, run: Run, kind: Any, line: str, what: str) -> RunRow:
+    env = run.environment if isinstance(run.environment, dict) else {}
     argv = env.get("argv") if isinstance(env.get("argv"), list) else []
-    labels = doc.get("labels") if isinstance(doc.get("labels"), dict) else {}
-    status = doc.get("status")
-    if status == "running" and not _alive(doc.get("pid")):
+    labels = run.labels if isinstance(run.labels, dict) else {}
+    status = run.status
+    if status == "running" and not _alive(run.pid):
         status = f"stopped without {what} (killed?)"
-    return {"folder": d.name, "kind": kind, "status": status, "date": _date_of(doc, d),
-            # scrubbed again: folders written by older versions leaked some forms
-            "command": "llmbench " + " ".join(scrub_argv([str(a) for a in argv])),
-            "labels": labels, "headline": line}
+    return RunRow(d.name, kind, status, _date_of(run, d),
+                  # scrubbed again: folders written by older versions leaked some forms
+                  "llmbench " + " ".join(scrub_argv([str(a) for a in argv])), labels, line)
 
 
-def _sweep_row(d: Path) -> dict[str, Any]:
+def _sweep_row(d: Path) -> RunRow:
     """A sweep folder: its answer as the headline, and the ramp of each setting inside it."""
     f = d / "sweep.json"
     try:
-        doc = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return {"folder": d.name, "error": f"{f}: not a readable sweep.json ({exc})"}
-    if not isinstance(doc, dict):
-        return {"folder": d.name, "error": f"{f}: holds a JSON {type(doc).__name__}, not an object"}
-    ramps = []
-    for r in doc.get("results") or []:
-        if isinstance(r, dict) and isinstance(r.get("run_dir"), str):
-            sub = (d / r["run_dir"]).resolve()
+        sweep = Run.load(d)
+    except RunFolderError as exc:
+        return RunRow(d.name, error=f"{f}: not a readable sweep.json ({exc})")
+    row = _row(d, sweep, "sweep", str(sweep.answer or "(no answer yet)"), "an answer")
+    for r in sweep.results:
+        if isinstance(r.run_dir, str):
+            sub = (d / r.run_dir).resolve()
             if sub.parent == d.resolve() and (sub / "run.json").exists():
-                ramps.append({**_run_row(sub), "setting": r.get("name")})
-    return {**_row(d, doc, "sweep", str(doc.get("answer") or "(no answer yet)"), "an answer"),
-            "ramps": ramps}
+                ramp = _run_row(sub)
+                ramp.setting = r.name
+                row.ramps.append(ramp)
+    return row

@@ -1,5 +1,5 @@
-"""What a report or a comparison reads from a run folder: run.json (schema-checked) and
-per-request latencies.
+"""What a report or a comparison reads from a run folder beside run.json (``Run.load``): the
+per-request latencies (``Run.latencies()``).
 
 Reading latencies straight from the JSON lines (not whole Records) keeps a 100,000-request
 report in seconds.
@@ -17,7 +17,6 @@ import numpy as np
 
 from llmbench.records import definitions
 from llmbench.records.definitions import is_measured
-from llmbench.results.folder import load_run
 
 
 @dataclass
@@ -137,9 +136,3 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return out
-
-
-def load(run_dir: str | Path) -> tuple[dict[str, Any], Latencies]:
-    run_dir = Path(run_dir)
-    run = load_run(run_dir)
-    return run, read_latencies(run_dir / "requests.jsonl")

@@ -1,24 +1,38 @@
-"""The results contract: what a run is, as typed objects, and the table of its summary's keys.
+"""The results contract: what a run is, as the typed objects the pipeline builds, and the table
+of its summary's keys.
 
-run.json holds the summary as vLLM's flat dict (``p95_ttft_ms``, ``output_throughput``...), so
-that a run folder compares key by key with ``vllm bench serve --save-result``. Everything that
-reads a summary reads it through this module: ``Summary.ttft.p95``, ``Summary.value("ttft",
-"p95")`` (what a threshold reads), ``key("ttft", "p95")`` (the on-disk name). The dataclasses are
-views over the dict run.json holds (``.data``), made by ``from_dict``; nothing is computed here
-(the one summary function is ``llmbench.analysis.metrics.summarize``).
+The pipeline builds these objects (``metrics.summarize`` a ``Summary``, the ramp's judge a
+``Step`` with its ``Check``s and ``Steady`` state, ``verdict.explain`` a ``Verdict``, each
+command a ``Run``) and writes them with ``to_dict()``; every reader loads them with
+``Run.load(folder)``. ``to_dict()`` writes run.json's keys as they have always been (a summary
+is vLLM's flat dict, ``p95_ttft_ms``, ``output_throughput``..., so that a run folder compares key
+by key with ``vllm bench serve --save-result``), and every folder written so far reads back
+unchanged (``Run.load(folder).to_dict()`` is its run.json). The machinery (a field is a key; new
+typed fields are one line each) is ``llmbench.results.contract``.
 
-Schema versions: 1 is the only one written so far; ``Run.from_dict`` reads it (and folders
-written before ``schema_version`` existed, which are version 1 too).
+Reading a statistic by name (a threshold's ``ttft.p95``): ``Summary.value("ttft", "p95")``;
+its on-disk name: ``key("ttft", "p95")``. Nothing is computed here (the one summary function is
+``llmbench.analysis.metrics.summarize``).
+
+Schema versions: 1 is the only one written so far (``SCHEMA_VERSION``, the one constant);
+``Run.from_dict`` reads it, and folders written before ``schema_version`` existed, which are
+version 1 too.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
-from llmbench.results.telemetry import ServerIdentity, Telemetry
+from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
+                             EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
+from llmbench.results.contract import Part, encode, ordered, part
+from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+
+from llmbench.results.sessions import CacheBound, Sessions
+from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
 
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
@@ -93,14 +107,15 @@ def within_key(metric: str, limit_ms: float) -> str:
 
 def value(summary: Mapping[str, Any] | "Summary", metric: str, stat: str | None = None) -> Any:
     """METRIC.STAT read from a summary (None when absent): what a threshold and compare read."""
-    data = summary.data if isinstance(summary, Summary) else summary
-    return data.get(key(metric, stat))
+    if isinstance(summary, Summary):
+        return summary.value(metric, stat)
+    return summary.get(key(metric, stat))
 
 
 def to_vllm(summary: Mapping[str, Any] | "Summary", percentile_metrics: Sequence[str],
             metric_percentiles: Sequence[float]) -> dict[str, Any]:
     """The part of a summary ``vllm bench serve --save-result`` writes, with its keys."""
-    data = summary.data if isinstance(summary, Summary) else summary
+    data = summary.flat() if isinstance(summary, Summary) else summary
     out = {k: data.get(k) for k in VLLM_SCALARS}
     for m in percentile_metrics:
         for stat in ("mean", "median", "std"):
@@ -123,21 +138,50 @@ def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
                 continue
 
 
-# -- the typed view --------------------------------------------------------------------------
+# -- distributions ---------------------------------------------------------------------------
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)(_all)?_(.+?)(_ms)?$")
+STATS = ("mean", "median", "std", "min", "max")
 
 
-@dataclass(frozen=True)
+def _unit(name: str) -> str:
+    return "" if name in COUNTS else "_ms"
+
+
+def stat_key(name: str, stat: str) -> str:
+    """The summary key of one statistic of a distribution, as ``Metric.stats`` names it:
+    'mean', 'median', 'std', 'min', 'max', 'pQ' (vLLM's spelling: p50 too, beside the median),
+    'n'; the failure-aware 'pQ_all' (p50: ``median_all_``) and 'n_all'."""
+    if stat == "n":
+        return f"n_{name}"
+    if stat == "n_all":
+        return f"n_{name}_all"
+    if stat.endswith("_all"):
+        return key(name, stat)
+    return f"{stat}_{name}{_unit(name)}"
+
+
+def _number(v: Any) -> Any:
+    """A statistic as run.json may hold it ("inf", "-inf") as a float; NaN as None."""
+    if isinstance(v, str) and v in ("inf", "-inf"):
+        return float(v)
+    if isinstance(v, float) and v != v:
+        return None
+    return v
+
+
+@dataclass
 class Metric:
     """One distribution of a summary, in milliseconds (``reasoning_tokens``: in tokens).
 
     ``p50`` is the median (vLLM writes both ``median_`` and ``p50_``; they are equal).
     ``percentiles`` holds every percentile the run asked for (``--percentiles 50,99.9``), and
     ``all_percentiles`` the censored ones: failures counted as never answering (TTFT, E2EL).
-    A metric nothing was measured for has ``n == 0`` and every statistic None, never 0."""
+    A metric nothing was measured for has ``n == 0`` and every statistic None, never 0.
+    ``stats`` names the statistics the summary holds, in the order it writes them (a run where
+    no reply reasoned holds no TTFO at all; the send delay has a mean, p50, p99 and max)."""
 
-    name: str
+    name: str = ""
     n: int | None = None
     mean: float | None = None
     median: float | None = None
@@ -147,6 +191,37 @@ class Metric:
     percentiles: dict[float, float | None] = field(default_factory=dict)
     all_percentiles: dict[float, float | None] = field(default_factory=dict)
     n_all: int | None = None        # requests the failure-aware percentiles stand on
+    stats: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # one number, two spellings: a distribution summarized by its p50 (the send delay's
+        # "p50_send_delay_ms") has that median too; what is written stays ``stats``
+        if self.median is None and self.percentiles.get(50.0) is not None:
+            self.median = self.percentiles[50.0]
+
+    @classmethod
+    def of(cls, name: str, stats: Mapping[str, Any]) -> "Metric":
+        """A distribution from its statistics as the summary computes them: 'mean', 'median',
+        'std', 'min', 'max', 'count' (its n) and 'pQ', in the order given."""
+        kw: dict[str, Any] = {}
+        pct: dict[float, float | None] = {}
+        order = []
+        for stat, v in stats.items():
+            v = _number(v)
+            if stat == "count":
+                kw["n"], stat = v, "n"
+            elif stat in STATS:
+                kw[stat] = v
+            else:
+                pct[float(stat[1:])] = v
+            order.append(stat)
+        return cls(name=name, percentiles=pct, stats=tuple(order), **kw)
+
+    def with_all(self, n_all: int, percentiles: Mapping[float, float | None]) -> "Metric":
+        """The same with its failure-aware percentiles (every failed request as +inf)."""
+        pcts = {float(p): _number(v) for p, v in percentiles.items()}
+        return replace(self, n_all=n_all, all_percentiles=pcts,
+                       stats=self.stats + ("n_all",) + tuple(f"p{pct_word(p)}_all" for p in pcts))
 
     @property
     def p50(self) -> float | None:
@@ -168,32 +243,37 @@ class Metric:
         """The p-th percentile (None when the run did not ask for it)."""
         return self.median if p == 50.0 and p not in self.percentiles else self.percentiles.get(p)
 
+    def _value(self, stat: str) -> Any:
+        if stat == "n":
+            return self.n
+        if stat == "n_all":
+            return self.n_all
+        if stat.endswith("_all"):
+            return self.all_percentiles.get(float(stat[1:-4]))
+        if stat in STATS:
+            return getattr(self, stat)
+        return self.percentiles.get(float(stat[1:]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The distribution on its own, by statistic (``{"n": 12, "mean": 80.5, "p95": 131.0}``):
+        how a part other than the flat summary holds one (a session's duration, a class's
+        TTFT). Infinities as "inf", as everywhere in run.json."""
+        return {stat: encode(self._value(stat)) for stat in self.stats}
+
     @classmethod
-    def from_summary(cls, data: Mapping[str, Any], name: str) -> "Metric":
-        fields: dict[str, Any] = {}
-        pct: dict[float, float | None] = {}
-        pct_all: dict[float, float | None] = {}
-        unit = "" if name in COUNTS else "_ms"
-        for k, v in data.items():
-            if not k.endswith(f"_{name}{unit}"):
-                continue
-            m = _STAT.match(k)
-            if m is None or m.group(3) != name or (m.group(4) or "") != unit:
-                continue
-            stat, is_all = m.group(1), bool(m.group(2))
-            if stat.startswith("p"):
-                (pct_all if is_all else pct)[float(stat[1:])] = v
-            elif stat == "median" and is_all:
-                pct_all[50.0] = v
-            elif not is_all:
-                fields[stat] = v
-        n = data.get(f"n_{name}")
-        return cls(name=name, n=n, n_all=data.get(f"n_{name}_all"),
-                   percentiles=dict(sorted(pct.items())),
-                   all_percentiles=dict(sorted(pct_all.items())), **fields)
+    def from_dict(cls, data: Mapping[str, Any], name: str = "") -> "Metric":
+        return _metric_from(name, {k: _number(v) for k, v in data.items()})
+
+    def items(self, censored: bool | None = None) -> Iterator[tuple[str, Any]]:
+        """(summary key, value) of the statistics it holds; ``censored``: only the
+        failure-aware ones (True) or only the others (False)."""
+        for stat in self.stats:
+            is_all = stat.endswith("_all")
+            if censored is None or censored == is_all:
+                yield stat_key(self.name, stat), self._value(stat)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Within:
     """A share asked for by a ``within`` threshold: of all measured requests, the share that
     succeeded with ``metric`` at or under the limit (key ``within_<metric>_<limit>``, e.g.
@@ -213,49 +293,112 @@ class Within:
         metric, _, limit = k.removeprefix("within_").rpartition("_")
         return cls(metric=metric, limit=limit, share=share, key=k)
 
+    @classmethod
+    def of(cls, metric: str, limit_ms: float, share: float | None) -> "Within":
+        return cls.from_key(within_key(metric, limit_ms), share)
 
-@dataclass(frozen=True)
-class Summary:
-    """A run's (or a ramp step's) summary. Named fields for what every run has; ``data`` is the
-    dict exactly as run.json holds it, for anything this class does not name."""
 
-    completed: int
-    failed: int
-    requests: int
-    duration_s: float | None
-    error_rate: float | None
-    total_input_tokens: int | None
-    total_output_tokens: int | None
-    request_throughput: float | None
-    request_goodput: float | None
-    output_throughput: float | None
-    total_token_throughput: float | None
-    errors: dict[str, int]
-    stalls: int | None
-    ttft: Metric
-    tpot: Metric
-    itl: Metric
-    e2el: Metric
-    client_queue: Metric
-    e2el_from_schedule: Metric
-    itl_per_token: Metric
-    max_gap: Metric
-    send_delay: Metric
-    server_queue: Metric
-    server_slot_wait: Metric
-    ttfo: Metric
-    reasoning_time: Metric
-    output_itl: Metric
-    reasoning_tokens: Metric
-    ttft_tool: Metric
-    data: dict[str, Any] = field(repr=False)
+@dataclass
+class ErrorSample(Part):
+    """One kind of failure of a summary (metrics._error_samples): its error kind, HTTP status,
+    the first words of its body, and how many requests failed so."""
+
+    kind: str | None = None
+    status: int | None = None
+    error: str | None = None
+    count: int = 1
+
+
+# -- the summary -----------------------------------------------------------------------------
+# Its scalars in the order run.json has them: vLLM's headline first; (field, key, written)
+# where written is "always", "set" (only when not None: a run where no reply called a tool
+# has no tool_call_share at all) or "with:<field>" (when that field is not None).
+_HEAD = (("completed", "completed", "always"), ("failed", "failed", "always"),
+         ("duration_s", "duration", "always"),
+         ("total_input_tokens", "total_input_tokens", "always"),
+         ("total_output_tokens", "total_output_tokens", "always"),
+         ("request_throughput", "request_throughput", "always"),
+         ("request_goodput", "request_goodput", "always"),
+         ("output_throughput", "output_throughput", "always"),
+         ("total_token_throughput", "total_token_throughput", "always"),
+         ("max_output_tokens_per_s", "max_output_tokens_per_s", "always"),
+         ("max_concurrent_requests", "max_concurrent_requests", "always"))
+_MAIN_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
+                 "itl_per_token", "max_gap")
+_REASONING = (("requests_with_reasoning", "requests_with_reasoning", "set"),
+              ("total_reasoning_tokens", "total_reasoning_tokens", "set"),
+              ("answered_after_reasoning", "answered_after_reasoning", "set"))
+_TOOLS = (("requests_with_tool_calls", "requests_with_tool_calls", "set"),
+          ("tool_call_share", "tool_call_share", "set"))
+_STRUCTURED = (("structured_checked", "structured_checked", "set"),
+               ("valid_output_share", "valid_output_share", "set"),
+               ("total_embeddings", "total_embeddings", "set"),
+               ("embeddings_throughput", "embeddings_throughput", "set"),
+               ("input_throughput", "input_throughput", "set"))
+_TAIL = (("requests", "requests", "always"), ("completed_share", "completed_share", "always"),
+         ("error_rate", "error_rate", "always"), ("errors", "errors", "always"),
+         ("error_statuses", "error_statuses", "always"),
+         ("error_samples", "error_samples", "always"), ("stalls", "stalls", "always"),
+         ("stall_threshold_s", "stall_threshold_s", "always"),
+         ("requests_with_stalls", "requests_with_stalls", "always"),
+         ("output_tokens_source", "output_tokens_source", "always"),
+         ("non_streaming", "non_streaming", "always"),
+         ("stream_bunching", "stream_bunching", "always"),
+         ("served_by", "served_by", "always"), ("backends", "backends", "set"))
+_LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
+         ("cached_reported", "cached_reported", "set"),
+         # written beside cached_reported, a share of None included (no prompt tokens told)
+         ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
+_AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
+_SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
+                  + _LAST + _AFTER}
+_SCALAR_DEFAULTS = {"completed": 0, "failed": 0, "requests": 0, "errors": {},
+                    "error_statuses": {}, "error_samples": [], "non_streaming": False,
+                    "served_by": {}}
+
+
+@dataclass
+class Summary(Part):
+    """A run's (or a ramp step's) summary, as ``metrics.summarize`` builds it: vLLM's headline,
+    one ``Metric`` per distribution and the scalars every summary has, each a named field.
+    ``to_dict()`` is vLLM's flat dict (``p95_ttft_ms``...), as run.json holds it."""
+
+    completed: int = 0
+    failed: int = 0
+    requests: int = 0
+    duration_s: float | None = None
+    error_rate: float | None = None
+    total_input_tokens: int | None = None
+    total_output_tokens: int | None = None
+    request_throughput: float | None = None
+    request_goodput: float | None = None
+    output_throughput: float | None = None
+    total_token_throughput: float | None = None
+    errors: dict[str, int] = field(default_factory=dict)
+    stalls: int | None = None
+    ttft: Metric = field(default_factory=Metric)
+    tpot: Metric = field(default_factory=Metric)
+    itl: Metric = field(default_factory=Metric)
+    e2el: Metric = field(default_factory=Metric)
+    client_queue: Metric = field(default_factory=Metric)
+    e2el_from_schedule: Metric = field(default_factory=Metric)
+    itl_per_token: Metric = field(default_factory=Metric)
+    max_gap: Metric = field(default_factory=Metric)
+    send_delay: Metric = field(default_factory=Metric)
+    server_queue: Metric = field(default_factory=Metric)
+    server_slot_wait: Metric = field(default_factory=Metric)
+    ttfo: Metric = field(default_factory=Metric)
+    reasoning_time: Metric = field(default_factory=Metric)
+    output_itl: Metric = field(default_factory=Metric)
+    reasoning_tokens: Metric = field(default_factory=Metric)
+    ttft_tool: Metric = field(default_factory=Metric)
     # vLLM's 1-second-bucket peaks; llmbench's true peak in flight (``run`` only)
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: int | None = None
     peak_in_flight_requests: int | None = None
     completed_share: float | None = None
     error_statuses: dict[str, int] = field(default_factory=dict)
-    error_samples: list[dict[str, Any]] = field(default_factory=list)
+    error_samples: list[ErrorSample] = field(default_factory=list)
     stall_threshold_s: float | None = None
     requests_with_stalls: int | None = None
     output_tokens_source: str | None = None
@@ -268,16 +411,16 @@ class Summary:
     # the share of prompt tokens the server reported cached, over the requests that reported
     # it (cached_reported of them); None: no request said
     cached_prompt_share: float | None = None
-    cached_reported: int = 0
+    cached_reported: int | None = None
     within: list[Within] = field(default_factory=list)
-    # reasoning models (0 / None when no reply reasoned)
-    requests_with_reasoning: int = 0
+    # reasoning models (None when no reply reasoned)
+    requests_with_reasoning: int | None = None
     total_reasoning_tokens: int | None = None
     answered_after_reasoning: int | None = None
-    # agents (0 / None when no request offered tools or asked for a format)
-    requests_with_tool_calls: int = 0
+    # agents (None when no request offered tools or asked for a format)
+    requests_with_tool_calls: int | None = None
     tool_call_share: float | None = None
-    structured_checked: int = 0
+    structured_checked: int | None = None
     valid_output_share: float | None = None
     # embeddings (None unless the replies were embeddings)
     total_embeddings: int | None = None
@@ -286,15 +429,16 @@ class Summary:
     # multi-turn: the same summary of first turns and of later turns ("first", "later")
     by_turn: dict[str, "Summary"] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for name in METRICS:
+            m = getattr(self, name)
+            if not m.name:
+                m.name = name
+
     @property
     def duration(self) -> float | None:
         """vLLM's name for ``duration_s``."""
         return self.duration_s
-
-    @classmethod
-    def of(cls, summary: "Mapping[str, Any] | Summary") -> "Summary":
-        """``summary`` as a Summary: itself, or made from its dict (run.json's)."""
-        return summary if isinstance(summary, Summary) else cls.from_dict(summary)
 
     def metric(self, name: str) -> Metric:
         """A distribution by name (``'ttft'``); an unknown name is a ValueError."""
@@ -302,141 +446,586 @@ class Summary:
             raise ValueError(f"unknown metric {name!r}; one of {', '.join(METRICS)}")
         return getattr(self, name)
 
+    # -- the flat dict ------------------------------------------------------------------------
+    def _scalars(self, table: Sequence[tuple[str, str, str]]) -> Iterator[tuple[str, Any]]:
+        loaded = self.read_keys
+        for f, k, rule in table:
+            v = getattr(self, f)
+            if loaded is not None:
+                # read from a file: what it held, and what was set since (``requests`` of a
+                # file that had none is the sum from_dict made, not a value set)
+                if k not in loaded and (k == "requests" or v == _SCALAR_DEFAULTS.get(k)):
+                    continue
+            elif rule == "set" and v is None:
+                continue
+            elif rule.startswith("with:") and getattr(self, rule[5:]) is None:
+                continue
+            yield k, v
+
+    def _items(self) -> Iterator[tuple[str, Any]]:
+        """(key, value) of the flat dict, in the order ``summarize`` has always written it."""
+        yield from self._scalars(_HEAD)
+        for name in _MAIN_METRICS:
+            yield from getattr(self, name).items(censored=False)
+        yield from self.ttfo.items(censored=False)
+        yield from self.reasoning_time.items(censored=False)
+        yield from self.output_itl.items(censored=False)
+        yield from self.reasoning_tokens.items(censored=False)
+        yield from self._scalars(_REASONING)
+        yield from self._scalars(_TOOLS)
+        yield from self.ttft_tool.items(censored=False)
+        yield from self._scalars(_STRUCTURED)
+        for name in METRICS:
+            yield from getattr(self, name).items(censored=True)
+        for w in self.within:
+            yield w.key, w.share
+        yield from self._scalars(_TAIL)
+        yield from self.server_slot_wait.items(censored=False)
+        yield from self.send_delay.items(censored=False)
+        yield from self.server_queue.items(censored=False)
+        yield from self._scalars(_LAST)
+        if self.by_turn or (self.read_keys is not None and "by_turn" in self.read_keys):
+            yield "by_turn", self.by_turn
+        yield from self._scalars(_AFTER)
+
+    def flat(self) -> dict[str, Any]:
+        """The flat dict with Python values (infinities as floats), for reading by key."""
+        out = dict(self._items())
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return ordered(out, self.read_keys)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: encode(v) for k, v in self.flat().items()}
+
     def value(self, metric: str, stat: str | None = None) -> Any:
         """METRIC.STAT as a threshold reads it (``value('ttft', 'p95')``, ``value('error_rate')``,
-        ``value('ttft', 'p95_all')``, ``value('ttft', 'n')``)."""
-        return value(self.data, metric, stat)
+        ``value('ttft', 'p95_all')``, ``value('ttft', 'n')``); None when the summary has none."""
+        return self.flat().get(key(metric, stat))
 
     def has(self, metric: str, stat: str | None = None) -> bool:
         """Whether the summary holds METRIC.STAT at all (a statistic with no data is held, as
         None): a run where no reply reasoned has no TTFO; a summary written before a count
         existed has no ``n_``."""
-        return key(metric, stat) in self.data
+        return key(metric, stat) in self.flat()
 
     def within_share(self, metric: str, limit_ms: float) -> float | None:
         """The share of all requests that succeeded with METRIC <= limit_ms (None when the
         summary was not asked for it)."""
-        return self.data.get(within_key(metric, limit_ms))
+        k = within_key(metric, limit_ms)
+        return next((w.share for w in self.within if w.key == k), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.data)
+    def slim(self, keys: Sequence[str], **extra: Any) -> "Summary":
+        """The same summary holding only ``keys`` (as None when it has none), and ``extra``:
+        what a probe's path keeps of it."""
+        flat = self.flat()
+        return Summary.from_dict({**{k: flat.get(k) for k in keys}, **extra})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Summary":
-        d = dict(data)
-        metrics = {name: Metric.from_summary(d, name) for name in METRICS}
-        return cls(completed=int(d.get("completed") or 0), failed=int(d.get("failed") or 0),
-                   requests=int(d.get("requests") or (d.get("completed") or 0) + (d.get("failed") or 0)),
-                   duration_s=d.get("duration"), error_rate=d.get("error_rate"),
-                   total_input_tokens=d.get("total_input_tokens"),
-                   total_output_tokens=d.get("total_output_tokens"),
-                   request_throughput=d.get("request_throughput"),
-                   request_goodput=d.get("request_goodput"),
-                   output_throughput=d.get("output_throughput"),
-                   total_token_throughput=d.get("total_token_throughput"),
-                   errors=dict(d.get("errors") or {}), stalls=d.get("stalls"),
-                   max_output_tokens_per_s=d.get("max_output_tokens_per_s"),
-                   max_concurrent_requests=d.get("max_concurrent_requests"),
-                   peak_in_flight_requests=d.get("peak_in_flight_requests"),
-                   completed_share=d.get("completed_share"),
-                   error_statuses=dict(d.get("error_statuses") or {}),
-                   error_samples=list(d.get("error_samples") or []),
-                   stall_threshold_s=d.get("stall_threshold_s"),
-                   requests_with_stalls=d.get("requests_with_stalls"),
-                   output_tokens_source=d.get("output_tokens_source"),
-                   non_streaming=bool(d.get("non_streaming")),
-                   stream_bunching=d.get("stream_bunching"),
-                   served_by=dict(d.get("served_by") or {}), backends=d.get("backends"),
-                   cached_prompt_tokens=d.get("cached_prompt_tokens"),
-                   cached_prompt_share=d.get("cached_prompt_share"),
-                   cached_reported=int(d.get("cached_reported") or 0),
-                   within=[Within.from_key(k, d[k]) for k in sorted(d) if k.startswith("within_")],
-                   requests_with_reasoning=int(d.get("requests_with_reasoning") or 0),
-                   total_reasoning_tokens=d.get("total_reasoning_tokens"),
-                   answered_after_reasoning=d.get("answered_after_reasoning"),
-                   requests_with_tool_calls=int(d.get("requests_with_tool_calls") or 0),
-                   tool_call_share=d.get("tool_call_share"),
-                   structured_checked=int(d.get("structured_checked") or 0),
-                   valid_output_share=d.get("valid_output_share"),
-                   total_embeddings=d.get("total_embeddings"),
-                   embeddings_throughput=d.get("embeddings_throughput"),
-                   input_throughput=d.get("input_throughput"),
-                   by_turn={k: cls.from_dict(v) for k, v in (d.get("by_turn") or {}).items()
-                            if isinstance(v, dict)},
-                   data=d, **metrics)
+        """A summary from its flat dict (run.json's, any version written so far)."""
+        kw: dict[str, Any] = {}
+        stats: dict[str, dict[str, Any]] = {}
+        within: list[Within] = []
+        extra: dict[str, Any] = {}
+        for k, v in data.items():
+            f = _SCALAR_FIELDS.get(k)
+            if f is not None:
+                kw[f] = _number(v)
+                continue
+            if k == "by_turn" and isinstance(v, Mapping):
+                kw["by_turn"] = {n: cls.from_dict(t) for n, t in v.items() if isinstance(t, Mapping)}
+                continue
+            if k.startswith("within_"):
+                within.append(Within.from_key(k, _number(v)))
+                continue
+            got = _metric_stat(k)
+            if got is None:
+                extra[k] = v
+                continue
+            name, stat = got
+            stats.setdefault(name, {})[stat] = _number(v)
+        metrics = {name: _metric_from(name, st) for name, st in stats.items()}
+        for f in ("completed", "failed"):
+            kw[f] = int(kw.get(f) or 0)
+        if "requests" not in data:
+            kw["requests"] = kw["completed"] + kw["failed"]
+        kw["requests"] = int(kw.get("requests") or 0)
+        for f in ("errors", "error_statuses", "served_by"):
+            kw[f] = dict(kw.get(f) or {})
+        kw["error_samples"] = [ErrorSample.from_dict(e) if isinstance(e, Mapping) else e
+                               for e in kw.get("error_samples") or []]
+        kw["non_streaming"] = bool(kw.get("non_streaming"))
+        return cls(**kw, **metrics, within=within, extra=extra, read_keys=tuple(data))
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Why a ramp stopped (or that every step held): ``kind`` is one of verdict.KINDS
-    (held, queueing, compute, errors, router, generator, buffered, outage, ...), ``text`` the
-    sentence the console prints, ``evidence`` and ``advice`` the lines under it."""
+def _metric_stat(k: str) -> tuple[str, str] | None:
+    """(metric, stat) of a distribution's key ('p95_all_ttft_ms' -> ('ttft', 'p95_all'))."""
+    if k.startswith("n_"):
+        rest = k[2:]
+        if rest in METRICS:
+            return rest, "n"
+        if rest.endswith("_all") and rest[:-4] in METRICS:
+            return rest[:-4], "n_all"
+        return None
+    m = _STAT.match(k)
+    if m is None:
+        return None
+    stat, is_all, name, unit = m.group(1), bool(m.group(2)), m.group(3), m.group(4) or ""
+    if name not in METRICS or unit != _unit(name):
+        return None
+    if is_all:
+        return name, ("p50_all" if stat == "median" else f"{stat}_all")
+    return name, stat
 
-    kind: str
-    text: str
-    evidence: list[str]
-    advice: list[str]
-    data: dict[str, Any] = field(repr=False)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
-        d = dict(data)
-        return cls(kind=str(d.get("kind") or ""), text=str(d.get("result") or ""),
-                   evidence=list(d.get("evidence") or []), advice=list(d.get("advice") or []),
-                   data=d)
+def _metric_from(name: str, stats: dict[str, Any]) -> Metric:
+    kw: dict[str, Any] = {}
+    pct: dict[float, Any] = {}
+    pct_all: dict[float, Any] = {}
+    for stat, v in stats.items():
+        if stat == "n":
+            kw["n"] = v
+        elif stat == "n_all":
+            kw["n_all"] = v
+        elif stat.endswith("_all"):
+            pct_all[float(stat[1:-4])] = v
+        elif stat in STATS:
+            kw[stat] = v
+        else:
+            pct[float(stat[1:])] = v
+    return Metric(name=name, percentiles=pct, all_percentiles=pct_all, stats=tuple(stats), **kw)
 
 
-@dataclass(frozen=True)
-class Step:
-    """One load level of a ramp (or a probe's slice): its load (users, or requests/s for an
-    open-loop ramp), whether it held its thresholds, and its summary."""
+# -- a step: its checks, its steady state ----------------------------------------------------
 
-    index: int
-    load: float
-    held: bool | None
-    summary: Summary
-    checks: list[dict[str, Any]]
-    hold_start: float | None
-    hold_end: float | None
-    data: dict[str, Any] = field(repr=False)
-    # the server's machine over the hold window (None: not sampled)
-    telemetry: Telemetry | None = None
+StepState = Literal["held", "over", "not enough data"]
+HELD: StepState = "held"
+OVER: StepState = "over"
+NO_DATA: StepState = "not enough data"
+
+
+@dataclass
+class Check(Part):
+    """One threshold against one summary (analysis.slo.check_all), or a check of the same shape
+    a step fails on its own: no request in its hold window, an outage in it. ``ok`` is False
+    also when the statistic is missing; ``reason`` says why, and ``insufficient`` whether that
+    is for lack of requests (nothing failed: "not enough data") rather than failures."""
+
+    threshold: str = ""
+    ok: bool = False
+    actual: float | None = None
+    limit: float | None = None
+    metric: str | None = None
+    stat: str | None = None
+    op: str | None = part(None, omit="none")
+    reason: str | None = None
+    insufficient: bool | None = part(None, omit="none")
+    text: str | None = None
+    # an outage (analysis.outages.step_check): the step measured a server that was not there
+    outage: bool | None = part(None, omit="none")
+    outages: list[dict[str, Any]] | None = part(None, omit="none")
+    start_s: float | None = part(None, omit="none")
+
+
+@dataclass
+class Steady(Part):
+    """Whether a step had settled: its hold window's first half against its second
+    (analysis.stepstats.steady_state)."""
+
+    in_flight: list[float] = field(default_factory=list)
+    ttft_p50_ms: list[float | None] = field(default_factory=lambda: [None, None])
+    ttft_p95_ms: list[float | None] = field(default_factory=lambda: [None, None])
+    p_value: float | None = None
+    drifting: bool = False
+    why: str | None = None
+
+
+@dataclass
+class Step(Part):
+    """One load level of a ramp: its load (users, a whole number, or requests/s for an
+    open-loop ramp), its hold window, whether it held its thresholds (``state``), the checks
+    that say so, its summary (from the requests that started in the hold), the load
+    generator's monitor and its steady state."""
+
+    index: int = 0
+    load: float = 0.0
+    ramp_start: float | None = None
+    hold_start: float | None = None
+    hold_end: float | None = None
+    held: bool = False
+    state: StepState = HELD
+    checks: list[Check] = field(default_factory=list)
+    monitor: dict[str, Any] = field(default_factory=dict)
+    unfinished: int = 0
+    steady: Steady | None = None
+    summary: Summary = field(default_factory=Summary)
+    # the server's machine over the hold window (None: not sampled; analysis.telemetry)
+    telemetry: Telemetry | None = part(None, omit="none")
+    # the agent sessions that started in the hold, with all their calls (None: no agents;
+    # analysis.sessions.step_sessions)
+    sessions: Sessions | None = part(None, omit="none")
+
+    def __post_init__(self) -> None:
+        if self.read_keys is not None and "state" not in self.read_keys:
+            # a run saved before the state existed: it follows from held
+            self.state = HELD if self.held else OVER
+
+    def derived(self) -> frozenset[str]:
+        return frozenset({"state"}) if "state" not in (self.read_keys or ()) else frozenset()
 
     @property
     def users(self) -> float:
         """The step's load under the name a closed-loop ramp gives it."""
         return self.load
 
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    @property
+    def drifting(self) -> bool:
+        return bool(self.steady is not None and self.steady.drifting)
+
+
+def last_held(steps: Sequence[Step]) -> Step | None:
+    """The last step that held (its load is the ramp's answer)."""
+    return next((s for s in reversed(steps) if s.held), None)
+
+
+def deciding_step(steps: Sequence[Step]) -> Step | None:
+    """The step the verdict explains and the exit code follows: the first step that broke
+    after the last one that held (a step with too few requests broke nothing: it is that step
+    only when no later one broke). None when nothing after the last held step broke or lacked
+    data (every step held, or the ramp stopped there)."""
+    steps = list(steps)
+    top = last_held(steps)
+    after = steps if top is None else steps[steps.index(top) + 1:]
+    return (next((s for s in after if s.state == OVER), None)
+            or next((s for s in after if s.state == NO_DATA), None))
+
+
+def amount(load: float, unit: str = "users") -> str:
+    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
+    if unit == "users":
+        return f"{load:g} user" + ("" if load == 1 else "s")
+    return f"{load:g} {unit}"
+
+
+def held_load(steps: Sequence[Step]) -> float:
+    """The most users (or the highest rate) whose step held; 0 when none did."""
+    return max((s.load for s in steps if s.held), default=0)
+
+
+def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | None = None,
+              planned: int | None = None) -> int:
+    """The exit code of a ramp that ran to its end, from the step its verdict explains
+    (``deciding_step``: the first that broke after the last that held).
+
+    A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
+    it held fewer than --expect-users (1), or, without --expect-users, when no step held and one
+    broke: no load level met the thresholds (99, k6's code for failed thresholds). A step with
+    too few requests broke nothing: it is never a threshold failure. Only a step the load
+    generator's own lag (or a buffering proxy) could have broken is "not trustworthy" (4); one
+    with an outage in it measured no capacity (3)."""
+    steps = list(steps)
+    deciding = deciding_step(steps)
+    reached_top = bool(steps) and all(s.held for s in steps) and (
+        planned is None or len(steps) == planned)
+    if deciding is not None and verdict_kind in ("load_generator", "buffered"):
+        return EXIT_OVERLOADED       # the break is not the server's to be judged by
+    if deciding is not None and verdict_kind == "outage":
+        return EXIT_UNREACHABLE      # the server went away: no capacity was measured there
+    if expect is not None:
+        return EXIT_EXPECTATION if held_load(steps) < expect and not reached_top else EXIT_OK
+    if deciding is not None and last_held(steps) is None and deciding.state == OVER:
+        return EXIT_THRESHOLD
+    return EXIT_OK
+
+
+# -- the verdict -----------------------------------------------------------------------------
+
+# every kind analysis.verdict.explain gives
+VerdictKind = Literal["held", "none", "queuing", "saturation", "cache_bound", "errors", "outage",
+                      "buffered", "not_enough_data", "load_generator", "other"]
+
+
+@dataclass
+class Knee(Part):
+    """Where between the last step that held and the first that broke the broken threshold is
+    crossed (analysis.stepstats.knee): ``estimate`` and ``ci`` interpolated in load (a fraction,
+    for the chart); for users, ``users`` and ``users_ci``, the whole users that hold. ``text``
+    is what the verdict says (None: nothing beyond held and broke)."""
+
+    threshold: str | None = None
+    between: list[float] = field(default_factory=list)
+    limit: float | None = part(None, omit="none")
+    values: list[float | None] | None = part(None, omit="none")
+    estimate: float | None = None
+    ci: list[float] | None = None
+    reason: str | None = None
+    not_monotone_share: float | None = part(None, omit="none")
+    users: int | None = part(None, omit="none")
+    users_ci: list[int] | None = part(None, omit="none")
+    text: str | None = None
+
+
+def _analysed(v: "Verdict") -> bool:
+    return v.kind != "none"
+
+
+@dataclass
+class Verdict(Part):
+    """Why a ramp stopped (or that every step held): ``kind``, ``text`` the sentence the console
+    prints (run.json's "result"), ``evidence`` and ``advice`` the lines under it; the figures it
+    stands on (``compared``: the steps; TTFT and ITL at each; Little's law; the server's own
+    view) and the knee between the steps."""
+
+    text: str = part("", key="result")
+    kind: VerdictKind = "held"
+    evidence: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    knee: Knee | None = part(None, when=_analysed)
+    drifting: list[float] = part(default_factory=list, when=_analysed)
+    steady_note: list[str | None] = part(default_factory=list, when=_analysed)
+    compared: dict[str, Any] | None = part(None, when=_analysed)
+    ttft_p95_ms: list[float | None] = part(default_factory=list, when=_analysed)
+    # the median gap at the two steps (folders before the one percentile rule: "itl_median_ms",
+    # kept as read in ``extra``)
+    itl_p50_ms: list[float | None] = part(default_factory=list, when=_analysed)
+    itl_p95_ms: list[float | None] = part(default_factory=list, when=_analysed)
+    itl_grew: bool = part(False, when=_analysed)
+    ttft_grew: bool = part(False, when=_analysed)
+    served_at_once: dict[str, Any] | None = part(None, when=_analysed)
+    server: dict[str, Any] | None = part(None, when=_analysed)
+    slots_estimate: int | None = part(None, omit="none")
+    generator_cause: str | None = part(None, omit="none")
+    # what the server's machine named as the cause (analysis.telemetry.verdict_part)
+    cause: str | None = part(None, omit="none")
+    interrupted: bool | None = part(None, omit="none")
+    incomplete: bool | None = part(None, omit="none")
+    # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)
+    cache: CacheBound | None = part(None, omit="none")
+
+
+# -- a probe's step ----------------------------------------------------------------------------
+
+@dataclass
+class Overhead(Part):
+    """Router minus direct for one statistic of a probe step, with its 95 % interval."""
+
+    router_ms: float | None = None
+    direct_ms: float | None = None
+    overhead_ms: float | None = None
+    ci_ms: list[float] | None = None
+    significant: bool = False
+
+
+@dataclass
+class ProbeStep(Part):
+    """One step of ``llmbench probe``: the same users through the router and straight to the
+    backend, each path's (slim) summary, and the overhead of four statistics."""
+
+    index: int = 0
+    users: int = 0
+    router: Summary = field(default_factory=Summary)
+    direct: Summary = field(default_factory=Summary)
+    ttft_p50: Overhead = field(default_factory=Overhead)
+    ttft_p95: Overhead = field(default_factory=Overhead)
+    e2el_p50: Overhead = field(default_factory=Overhead)
+    itl_p50: Overhead = field(default_factory=Overhead)
+    monitor: dict[str, Any] = field(default_factory=dict)
+
+    def overhead(self, name: str) -> Overhead:
+        """'ttft_p50', 'ttft_p95', 'e2el_p50' or 'itl_p50'."""
+        return getattr(self, name)
+
+
+# -- a sweep ---------------------------------------------------------------------------------
+
+@dataclass
+class StepBrief(Part):
+    """A ramp step as sweep.json keeps it: its load, held, and a few numbers of its summary
+    (flat, beside them)."""
+
+    load: float = 0.0
+    held: bool | None = None
+    summary: Summary = field(default_factory=Summary)
+
+    def to_dict(self) -> dict[str, Any]:
+        return ordered({"load": self.load, "held": self.held, **self.summary.to_dict(),
+                        **self.extra}, self.read_keys)
+
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Step":
-        d = dict(data)
-        return cls(index=int(d.get("index") or 0), load=float(d.get("load") or 0.0),
-                   held=d.get("held"), summary=Summary.from_dict(d.get("summary") or {}),
-                   checks=list(d.get("checks") or []), hold_start=d.get("hold_start"),
-                   hold_end=d.get("hold_end"), data=d,
-                   telemetry=Telemetry.from_dict(d.get("telemetry")))
+    def from_dict(cls, data: Mapping[str, Any]) -> "StepBrief":
+        rest = {k: v for k, v in data.items() if k not in ("load", "held")}
+        return cls(load=data.get("load", 0.0), held=data.get("held"),
+                   summary=Summary.from_dict(rest), read_keys=tuple(data))
 
 
-@dataclass(frozen=True)
-class Run:
-    """One run folder's run.json, typed: a ``run`` has a ``summary``; a ``ramp`` has ``steps``
-    and a ``verdict``; a ``sweep`` (sweep.json) has ``results``. ``path`` is the folder (None for
-    a run not written to disk); ``requests()`` reads its requests.jsonl."""
+@dataclass
+class SweepSetting(Part):
+    """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
+    (``held``, its interval over repeats, its verdict and knee), its steps in brief and the
+    server's own state."""
 
-    kind: str
-    status: str
-    schema_version: int
-    path: Path | None
-    summary: Summary | None
-    steps: list[Step]
-    verdict: Verdict | None
-    config: dict[str, Any]
-    labels: dict[str, str]
-    data: dict[str, Any] = field(repr=False)
+    setting: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    status: str = "starting"
+    run_dir: str | None = None
+    log: str | None = None
+    held: float | None = None
+    held_interval: dict[str, Any] | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    log_tail: list[str] | None = None
+    server_pid: int | None = part(None, omit="none")
+    ready_s: float | None = part(None, omit="none")
+    verdict: str | None = part(None, omit="none")
+    verdict_kind: str | None = part(None, omit="none")
+    knee: Knee | None = part(None, omit="none")
+    steps: list[StepBrief] | None = part(None, omit="none")
+    server_state: dict[str, Any] | None = part(None, omit="none")
+    server_exit_code: int | None = part(None, omit="none")
+    # what the server said it was
+    server: ServerIdentity | None = part(None, omit="none")
+    # the step at the sweep's common load, once the sweep finished (``finished``)
+    at_common_load: StepBrief | None = part(None, when=lambda s: s.finished)
+    finished: bool = field(default=False, repr=False, compare=False,
+                           metadata={"internal": True})
+
+
+@dataclass
+class ServerProbe(Part):
+    """What the server's own metrics probe found (``--server-probe``): its kind (None when it
+    found nothing), why not (``note``), how many samples (in server.jsonl), and a run's view
+    of them (``verdict.server_view``)."""
+
+    kind: str | None = None
+    note: str | None = None
+    samples: int = 0
+    view: dict[str, Any] | None = part(None, omit="none")
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+RunKind = Literal["run", "ramp", "probe", "sweep"]
+
+
+def _measured(r: "Run") -> bool:
+    return r.measured and r.kind in ("run", "ramp", "probe")
+
+
+def _run_body(r: "Run") -> bool:
+    return r.measured and r.kind == "run"
+
+
+def _ramp_body(r: "Run") -> bool:
+    return r.measured and r.kind == "ramp"
+
+
+def _probe_body(r: "Run") -> bool:
+    return r.measured and r.kind == "probe"
+
+
+def _steps_body(r: "Run") -> bool:
+    return r.measured and r.kind in ("ramp", "probe")
+
+
+def _outages_body(r: "Run") -> bool:
+    return r.measured and r.kind in ("run", "ramp")
+
+
+def _sweep(r: "Run") -> bool:
+    return r.kind == "sweep"
+
+
+@dataclass
+class Run(Part):
+    """One run folder's run.json, typed: a ``run`` has a ``summary`` and its ``thresholds``; a
+    ``ramp`` has ``steps`` and a ``verdict``; a ``probe`` has ``steps`` (``ProbeStep``); a
+    ``sweep`` (sweep.json) has ``results``. ``path`` is the folder (None for a run not written
+    to disk); ``requests()`` reads its requests.jsonl. ``exit_code`` is the command line's for
+    it, ``passed`` whether that is 0.
+
+    A run the pipeline makes writes the keys of its kind; ``measured=False`` is the run.json of
+    a run that has not measured anything yet (status "running", with its ``pid``) or never will
+    (a failed preflight, with its ``error``)."""
+
+    schema_version: int = SCHEMA_VERSION
+    kind: RunKind = "run"
+    status: str = "complete"
+    started_at: float = 0.0
+    t0_perf: float | None = part(None, omit="none")
+    labels: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] | None = part(None, omit="none")
+    environment: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = part(None, omit="none")
+    error: str | None = part(None, omit="none")
+    # run
+    monitor: dict[str, Any] | None = part(None, when=_run_body)
+    summary: Summary | None = part(None, when=_run_body)
+    # ramp and probe
+    steps: list[Any] = part(default_factory=list, when=_steps_body)
+    verdict: Verdict | None = part(None, when=_ramp_body)
+    router_bound: dict[str, Any] | None = part(None, when=_probe_body)
+    backends: dict[str, Any] | None = part(None, when=_probe_body)
+    router_counters: Any = part(None, when=_probe_body)
+    user_changes: list[Any] = part(default_factory=list, when=_ramp_body)
+    outages: list[dict[str, Any]] = part(default_factory=list, when=_outages_body)
+    # what every measured run.json carries about the client's view (analysis.checks)
+    output_length: dict[str, Any] | None = part(None, when=_measured)
+    not_streamed: int = part(0, when=_measured)
+    connection_resends: int = part(0, when=_measured)
+    # how much of the prompts the server took from its prefix cache (analysis.checks)
+    prompt_cache: dict[str, Any] | None = part(None, when=_measured)
+    thresholds: list[Check] = part(default_factory=list, when=_run_body)
+    # agent sessions over the run (None: no request belonged to one; analysis.sessions)
+    sessions: Sessions | None = part(None, omit="none")
+    # ServerProbe; a probe has one per path: {"router": ServerProbe, "direct": ...}
+    server_probe: Any = part(default_factory=ServerProbe, when=_measured)
     # what the server was, and its machine over the whole run (None: not known, not sampled)
-    server: ServerIdentity | None = None
-    telemetry: Telemetry | None = None
+    server: ServerIdentity | None = part(None, omit="none")
+    run_telemetry: RunTelemetry | None = part(None, key="telemetry", omit="none")
+    closed_loop_note: str | None = part(None, when=_ramp_body)
+    trace: dict[str, Any] | None = part(None, omit="none")
+    prefix_cache: dict[str, Any] | None = part(None, omit="none")
+    workers: dict[str, Any] | None = part(None, omit="none")
+    repeat: dict[str, Any] | None = part(None, omit="none")
+    repeats: dict[str, Any] | None = part(None, omit="none")
+    # a probe whose router named no backend: what that means for the spread and the overhead
+    backends_unidentified: str | None = part(None, omit="none")
+    # a killed run whose summary ``report`` rebuilt from requests.jsonl
+    note: str | None = part(None, omit="none")
+    rebuilt_at: float | None = part(None, omit="none")
+    # a sweep (sweep.json)
+    settings: dict[str, list[str]] | None = part(None, when=_sweep)
+    grid: list[dict[str, str]] | None = part(None, when=_sweep)
+    unit: str | None = part(None, when=_sweep)
+    results: list[SweepSetting] = part(default_factory=list, when=_sweep)
+    answer: str | None = part(None, omit="none")
+    best: dict[str, str] | None = part(None, when=lambda r: r.kind == "sweep"
+                                       and r.answer is not None)
+    # interrupted by a signal: sweep.json says so; a run, ramp or probe knows it in memory
+    # (its run.json says "partial")
+    interrupted: bool | None = part(None, when=lambda r: r.kind == "sweep"
+                                    and r.interrupted is not None)
+    finished_at: float | None = part(None, omit="none")
+    exit_code_saved: int | None = part(None, key="exit_code", omit="none")
+    common_load: float | None = part(None, when=lambda r: r.kind == "sweep"
+                                     and r.tie_break is not None)
+    server_differences: list[dict[str, Any]] | None = part(None, omit="none")
+    tie_break: list[dict[str, Any]] | None = part(None, omit="none")
+    # each repeat's exit code, when the ramp ran them here (run.json has their steps only)
+    repeat_codes: list[int] | None = field(default=None, repr=False, compare=False,
+                                           metadata={"internal": True})
+    path: Path | None = field(default=None, repr=False, compare=False,
+                              metadata={"internal": True})
+    measured: bool = field(default=True, repr=False, compare=False,
+                           metadata={"internal": True})
 
+    # -- what a run says -----------------------------------------------------------------------
     @property
     def partial(self) -> bool:
         """True when the run was interrupted or cut short: its numbers cover part of the plan."""
@@ -446,9 +1035,103 @@ class Run:
     def held(self) -> float | None:
         """A ramp's answer: the most users (or the highest rate) whose step held; None when no
         step held or this is not a ramp."""
-        loads = [s.load for s in self.steps if s.held]
+        loads = [s.load for s in self.steps if isinstance(s, Step) and s.held]
         return max(loads) if loads else None
 
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """The server's machine over the whole run (run.json's telemetry.window)."""
+        return self.run_telemetry.window if self.run_telemetry is not None else None
+
+    @property
+    def held_interval(self) -> dict[str, Any] | None:
+        """A ramp run with ``--repeat``: users held over the repeats (median, min, max)."""
+        return (self.repeats or {}).get("held")
+
+    @property
+    def load_config(self) -> dict[str, Any]:
+        """A run's load level as configured (concurrency, rate, arrival, requests...)."""
+        return self.config.get("load") or {}
+
+    @property
+    def load_level(self) -> Any:
+        """A run's load in one figure: its concurrency, else its rate."""
+        return self.load_config.get("concurrency") or self.load_config.get("rate")
+
+    @property
+    def thresholds_asked(self) -> list[str]:
+        """A ramp's (or a sweep's ramps') thresholds, as given."""
+        return list((self.config.get("ramp") or {}).get("thresholds") or [])
+
+    @property
+    def repeats_per_ramp(self) -> Any:
+        """A ramp's (a sweep's ramps') ``--repeat``, 1 when not given."""
+        return (self.config.get("ramp") or {}).get("repeat", 1)
+
+    @property
+    def load_unit(self) -> str:
+        """What a ramp's load counts: "users", or "req/s" for ``--by rate``."""
+        if self.kind == "sweep":
+            return self.unit or "users"
+        by = (self.config.get("ramp") or {}).get("by", "users")
+        return "users" if by == "users" else "req/s"
+
+    @property
+    def passed(self) -> bool:
+        """Whether the command line exits 0 for this run (``exit_code``)."""
+        return self.exit_code == EXIT_OK
+
+    @property
+    def exit_code(self) -> int:
+        """The command line's exit code for this run, from what run.json holds (the one rule
+        ``llmbench run`` and ``ramp`` exit with): 6 when its results could not be written, 130
+        when it was interrupted, 4 when a worker process died; a ``run`` 99 when a threshold
+        failed; a ``ramp`` by its deciding step (``ramp_code``, with its --expect-users); a
+        sweep its own. A partial run read back from a folder counts as interrupted (a lost
+        worker says so in run.json). A run that measured nothing (a failed preflight) exits 1
+        here: which of 3, 5 or 2 the command gave is in its error line, not in run.json."""
+        if self.kind == "sweep":
+            return self.exit_code_saved if self.exit_code_saved is not None else EXIT_OK
+        if self.status in ("failed", "interrupted") and self.summary is None and not self.steps:
+            return EXIT_INTERRUPTED if self.status == "interrupted" else 1
+        if self.status == "failed":
+            return EXIT_WRITE
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if (self.workers or {}).get("crashed"):
+            return EXIT_OVERLOADED
+        if self.status == "partial" and self.interrupted is None and self._interrupted():
+            return EXIT_INTERRUPTED
+        if self.kind == "run":
+            return EXIT_THRESHOLD if any(not c.ok for c in self.thresholds) else EXIT_OK
+        if self.kind == "ramp":
+            ramp = self.config.get("ramp") or {}
+            expect, planned = ramp.get("expect"), len(ramp.get("steps") or []) or None
+            if self.repeats and self.repeat_codes:
+                rep = int(self.repeats.get("representative") or 1) - 1
+                codes = self.repeat_codes
+                return (EXIT_OVERLOADED if EXIT_OVERLOADED in codes else
+                        codes[rep] if 0 <= rep < len(codes) else codes[-1])
+            if self.repeats:
+                codes = [ramp_code([Step.from_dict(s) for s in r.get("steps") or []],
+                                   r.get("verdict_kind"), expect, planned)
+                         for r in self.repeats.get("runs") or []]
+                if EXIT_OVERLOADED in codes:
+                    return EXIT_OVERLOADED
+                rep = int(self.repeats.get("representative") or 1) - 1
+                if 0 <= rep < len(codes):
+                    return codes[rep]
+            return ramp_code(self.steps, self.verdict.kind if self.verdict else None, expect,
+                             planned)
+        return EXIT_OK
+
+    def _interrupted(self) -> bool:
+        """A partial run stopped by a signal (not cut short by a later repeat's failure)."""
+        if self.repeats:
+            return any(r.get("status") == "partial" for r in self.repeats.get("runs") or [])
+        return True
+
+    # -- its folder ------------------------------------------------------------------------------
     def requests_path(self) -> Path | None:
         return None if self.path is None else self.path / "requests.jsonl"
 
@@ -464,24 +1147,68 @@ class Run:
         from llmbench.results.table import request_frame
         return request_frame(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.data)
+    def latencies(self) -> Any:
+        """Per-request latencies, as columns (``results.latencies.Latencies``): what reports
+        and compare read beside the summaries."""
+        from llmbench.results.latencies import read_latencies
+        p = self.requests_path()
+        return read_latencies(p if p is not None else Path("/nonexistent/requests.jsonl"))
+
+    def file_name(self) -> str:
+        return "sweep.json" if self.kind == "sweep" else "run.json"
+
+    def save(self, folder: str | Path | None = None) -> dict[str, Any]:
+        """Write run.json (sweep.json for a sweep) into ``folder`` (default: ``path``),
+        atomically; returns the dict written. No folder: nothing is written."""
+        data = self.to_dict()
+        where = Path(folder) if folder is not None else self.path
+        if where is not None:
+            write_json(where / self.file_name(), data)
+            self.path = where
+        return data
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Run":
+        """The run (or sweep) in ``folder``, as its run.json (sweep.json) holds it, every schema
+        version written so far; a RunFolderError, one line, for anything else."""
+        folder = Path(folder)
+        for name in ("run.json", "sweep.json"):
+            f = folder / name
+            if f.is_file():
+                return cls.from_dict(read_object(f, name), folder)
+        raise RunFolderError(f"{folder}: no run.json here; give a run folder made by llmbench "
+                             "run/ramp")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
         d = dict(data)
-        version = int(d.get("schema_version") or 1)
-        if version not in READABLE_SCHEMAS:
-            raise ValueError(f"run.json schema_version {version}: this llmbench reads "
-                             f"{', '.join(map(str, READABLE_SCHEMAS))}; upgrade llmbench")
-        summary = d.get("summary")
-        verdict = d.get("verdict")
-        return cls(kind=str(d.get("kind") or "run"), status=str(d.get("status") or ""),
-                   schema_version=version, path=None if path is None else Path(path),
-                   summary=Summary.from_dict(summary) if isinstance(summary, dict) else None,
-                   steps=[Step.from_dict(s) for s in d.get("steps") or [] if isinstance(s, dict)],
-                   verdict=Verdict.from_dict(verdict) if isinstance(verdict, dict) else None,
-                   config=dict(d.get("config") or {}), labels=dict(d.get("labels") or {}),
-                   data=d, server=ServerIdentity.from_dict(d.get("server")),
-                   telemetry=Telemetry.from_dict((d.get("telemetry") or {}).get("window")
-                                                 if isinstance(d.get("telemetry"), dict) else None))
+        raw = d.get("schema_version")
+        version = 1 if raw is None else raw
+        if not isinstance(version, int) or version not in READABLE_SCHEMAS:
+            where = f"{path}/run.json: " if path is not None else ""
+            raise RunFolderError(f"{where}schema version {raw} is not the {SCHEMA_VERSION} this "
+                                 "llmbench reads; re-run it or use a matching llmbench version")
+        kind = d.get("kind") or "run"
+        steps = d.get("steps")
+        if ("steps" in d and not isinstance(steps, list)) or (
+                kind == "ramp" and "steps" not in d
+                and d.get("status") not in ("running", "failed", "interrupted")):
+            raise RunFolderError(f"{path}: run.json has no list of steps; it was cut short or "
+                                 "edited by hand")
+        run = super().from_dict({k: v for k, v in d.items() if k != "steps"})
+        run.read_keys = tuple(d)
+        probe = d.get("server_probe")
+        if isinstance(probe, Mapping):
+            run.server_probe = (
+                {k: ServerProbe.from_dict(v) if isinstance(v, Mapping) else v
+                 for k, v in probe.items()} if kind == "probe" else ServerProbe.from_dict(probe))
+        if isinstance(steps, list):
+            one = ProbeStep if kind == "probe" else Step
+            for i, st in enumerate(steps):
+                if not isinstance(st, dict) or (one is Step and not isinstance(st.get("summary"),
+                                                                               dict)):
+                    raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it "
+                                         "was cut short or edited by hand")
+            run.steps = [one.from_dict(st) for st in steps]
+        run.path = None if path is None else Path(path)
+        return run

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
+from llmbench.results.contract import Part
+
 
 def _pick(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
@@ -164,3 +166,17 @@ class ServerIdentity:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
+
+
+@dataclass
+class RunTelemetry(Part):
+    """run.json's "telemetry": the whole run's window, where the samples came from (``sources``,
+    ``samples`` per source, the ``file`` beside run.json), and the notes: printed after the
+    run, or ``quiet_notes`` (no GPU under --gpu-metrics auto)."""
+
+    window: Telemetry | None = None
+    sources: dict[str, Any] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)
+    file: str | None = None
+    notes: list[str] = field(default_factory=list)
+    quiet_notes: list[str] = field(default_factory=list)

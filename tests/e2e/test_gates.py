@@ -48,7 +48,7 @@ def test_ramp_where_every_request_timed_out_does_not_hold(tmp_path):
                      "--out", str(tmp_path), timeout=120)
     assert r.returncode == 99, r.stdout + r.stderr            # the first step failed its gate
     assert "Every step held" not in r.stdout and "held" not in r.stdout.splitlines()[1]
-    assert "Held 0 users. At 1 users, ttft.p95<=2s: no successful request to measure" in r.stdout
+    assert "Held 0 users. At 1 user, ttft.p95<=2s: no successful request to measure" in r.stdout
     assert "0.0ms" not in r.stdout and "–" in r.stdout.splitlines()[1]
     run_dir = only_run(tmp_path)
     run = strict_json(run_dir / "run.json")

@@ -173,10 +173,10 @@ def closed_and_open(tmp_path_factory):
 def test_comparing_a_closed_loop_with_an_open_loop_says_the_shapes_differ(closed_and_open):
     closed, opened = closed_and_open
     result = compare(load_runs([closed, opened]))
-    (w,) = [w for w in result["warnings"] if "load shape" in w]
+    (w,) = [w for w in result.warnings if "load shape" in w]
     assert "closed loop" in w and "open loop" in w and "different scales" in w
     same = compare(load_runs([closed, closed]))
-    assert not [w for w in same["warnings"] if "load shape" in w]
+    assert not [w for w in same.warnings if "load shape" in w]
 
 
 def test_compare_html_goes_next_to_the_candidate_not_the_current_folder(closed_and_open,

@@ -114,5 +114,5 @@ def test_outages_from_records_alone():
     assert outages.sentence(found[0], 1.0).startswith(
         "the server refused connections from 1.0 s to 1.6 s (0.6 s); 3 attempts failed")
     assert outages.step_check(recs, 3.5, 4.5) is None
-    assert outages.step_check(recs, 2.5, 3.5)["outage"] is True
+    assert outages.step_check(recs, 2.5, 3.5).outage is True
     assert outages.find([_rec(0, 1.0, None), _rec(1, 2.0, "http_status")]) == []

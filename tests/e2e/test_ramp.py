@@ -11,6 +11,7 @@ import pytest
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, check_all, parse_threshold
 from llmbench.analysis.verdict import explain, result_line, served_at_once
+from llmbench.results.schema import Step, Summary
 from tests.helpers import ROOT, free_port
 from tests.helpers import ENV, llmbench, only_run
 
@@ -139,12 +140,13 @@ def test_threshold_grammar():
 
 
 def test_thresholds_checked_against_summary():
-    s = {"p95_ttft_ms": 2100.0, "failed": 0, "output_throughput": 50.0}
+    s = Summary.from_dict({"p95_ttft_ms": 2100.0, "failed": 0, "output_throughput": 50.0})
     res = check_all([parse_threshold("ttft.p95<=2s"), parse_threshold("errors==0"),
                      parse_threshold("tok_s>=100")], s)
-    assert [r["ok"] for r in res] == [False, True, False]
+    assert [r.ok for r in res] == [False, True, False]
     # a metric absent from the summary fails, it never passes silently
-    assert check_all([parse_threshold("request_goodput>=1")], {"request_goodput": None})[0]["ok"] is False
+    assert check_all([parse_threshold("request_goodput>=1")],
+                     Summary.from_dict({"request_goodput": None}))[0].ok is False
 
 
 # -- verdict (pure) -----------------------------------------------------------------------------
@@ -158,13 +160,15 @@ def _rec(start, ttft, n, gap, ok=True, status=200, kind=None):
     return r
 
 
-def _step(index, load, summary, held, t0, t1, overloaded=False, checks=None):
-    return {"index": index, "load": load, "summary": summary, "held": held,
-            "hold_start": t0, "hold_end": t1, "ramp_start": t0,
-            "checks": checks or [{"threshold": "ttft.p95<=2s", "ok": held, "actual":
-                                  summary["p95_ttft_ms"], "limit": 2000.0, "metric": "ttft",
-                                  "stat": "p95"}],
-            "monitor": {"overloaded": overloaded, "lag_p99_ms": 30.0, "cpu_pct": 99.0}}
+def _step(index, load, summary, held, t0, t1, overloaded=False, checks=None, state=None):
+    return Step.from_dict({
+        "index": index, "load": load, "summary": summary, "held": held,
+        **({"state": state} if state else {}), "hold_start": t0, "hold_end": t1,
+        "ramp_start": t0,
+        "checks": checks or [{"threshold": "ttft.p95<=2s", "ok": held, "actual":
+                              summary["p95_ttft_ms"], "limit": 2000.0, "metric": "ttft",
+                              "stat": "p95"}],
+        "monitor": {"overloaded": overloaded, "lag_p99_ms": 30.0, "cpu_pct": 99.0}})
 
 
 def _summary(ttft95, itl50, failed=0, **kw):
@@ -186,9 +190,9 @@ def test_verdict_kinds():
     base = _step(0, 2, _summary(400, 8.0), True, 0, 10)
     queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
     v = explain([base, queue], [], "users")
-    assert v["kind"] == "queuing"
+    assert v.kind == "queuing"
     sat = _step(1, 8, _summary(2500, 20.0), False, 10, 20)
-    assert explain([base, sat], [], "users")["kind"] == "saturation"
+    assert explain([base, sat], [], "users").kind == "saturation"
     err = _step(1, 8, _summary(400, 8.0, failed=3, errors={"http_status": 3},
                                error_statuses={"503": 3},
                                error_samples=[{"kind": "http_status", "status": 503,
@@ -196,12 +200,12 @@ def test_verdict_kinds():
                 False, 10, 20, checks=[{"threshold": "errors==0", "ok": False, "actual": 3,
                                         "limit": 0, "metric": "errors", "stat": None}])
     v = explain([base, err], [], "users")
-    assert v["kind"] == "errors" and any("503" in e for e in v["evidence"])
+    assert v.kind == "errors" and any("503" in e for e in v.evidence)
     # the generator lagged 30 ms (p99) and TTFT p95 missed 2 s by 10 ms: the lag explains it
     busy = _step(1, 8, _summary(2010, 8.0), False, 10, 20, overloaded=True)
     v = explain([base, busy], [], "users")
-    assert v["kind"] == "load_generator" and "not trustworthy" in " ".join(v["evidence"])
-    assert v["generator_cause"] == "llmbench" and "llmbench itself was busy" in v["evidence"][-1]
+    assert v.kind == "load_generator" and "not trustworthy" in " ".join(v.evidence)
+    assert v.generator_cause == "llmbench" and "llmbench itself was busy" in v.evidence[-1]
 
 
 def test_verdict_generator_lag_cannot_hide_a_clear_breach_or_errors():
@@ -209,16 +213,16 @@ def test_verdict_generator_lag_cannot_hide_a_clear_breach_or_errors():
     # 500 ms over the limit with 30 ms of lag: the server broke it, busy generator or not
     busy = _step(1, 8, _summary(2500, 8.0), False, 10, 20, overloaded=True)
     v = explain([base, busy], [], "users")
-    assert v["kind"] == "queuing"
-    assert any("the result stands" in e for e in v["evidence"])
+    assert v.kind == "queuing"
+    assert any("the result stands" in e for e in v.evidence)
     # lag while llmbench used 3 % of a core: other processes took the machine; say so, and
     # do not blame the server
     machine = _step(1, 8, _summary(2010, 8.0), False, 10, 20, overloaded=True)
-    machine["monitor"]["cpu_pct"] = 3.0
+    machine.monitor["cpu_pct"] = 3.0
     v = explain([base, machine], [], "users")
-    assert v["kind"] == "load_generator" and v["generator_cause"] == "machine"
-    assert "busy with other processes" in " ".join(v["evidence"])
-    assert not any("OLLAMA" in a or "slots" in a for a in v["advice"])
+    assert v.kind == "load_generator" and v.generator_cause == "machine"
+    assert "busy with other processes" in " ".join(v.evidence)
+    assert not any("OLLAMA" in a or "slots" in a for a in v.advice)
     # errors outrank the generator's state, and are listed with status and body
     err = _step(1, 8, _summary(2010, 8.0, failed=6, requests=40, errors={"http_status": 6},
                                error_statuses={"429": 6},
@@ -227,10 +231,10 @@ def test_verdict_generator_lag_cannot_hide_a_clear_breach_or_errors():
                 False, 10, 20, overloaded=True,
                 checks=[{"threshold": "errors==0", "ok": False, "actual": 6, "limit": 0,
                          "metric": "errors", "stat": None}])
-    err["monitor"]["cpu_pct"] = 2.0
+    err.monitor["cpu_pct"] = 2.0
     v = explain([base, err], [], "users")
-    text = " ".join(v["evidence"])
-    assert v["kind"] == "errors"
+    text = " ".join(v.evidence)
+    assert v.kind == "errors"
     assert "6 of 40 requests failed" in text and "HTTP 429 x6" in text
     assert "http_status 429 x6: rate limit exceeded" in text
     assert "busy with other processes" in text
@@ -241,9 +245,9 @@ def test_verdict_uses_server_state_when_probed():
     queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
     samples = [{"t": 12.0 + i, "running": 1, "waiting": 5, "slots": 1} for i in range(5)]
     v = explain([base, queue], [], "users", server_samples=samples)
-    assert v["server"]["running_max"] == 1 and v["server"]["waiting_max"] == 5
-    assert v["slots_estimate"] == 1
-    assert any("1 running while up to 5 waited" in e for e in v["evidence"])
+    assert v.server["running_max"] == 1 and v.server["waiting_max"] == 5
+    assert v.slots_estimate == 1
+    assert any("1 running while up to 5 waited" in e for e in v.evidence)
 
 
 def test_result_line():
@@ -257,7 +261,7 @@ def test_verdict_reads_a_routers_per_backend_counts():
     queue = _step(1, 8, _summary(2500, 8.2), False, 10, 20)
     samples = [{"t": 12.0, "running": 6, "backends_in_flight": {"http://a": 6, "http://b": 0}}]
     v = explain([base, queue], [], "users", server_samples=samples)
-    text = " ".join(v["evidence"])
+    text = " ".join(v.evidence)
     assert "http://a 6, http://b 0" in text and "the routing, not capacity" in text
 
 
@@ -332,20 +336,20 @@ def test_threshold_on_missing_or_thin_statistic_fails_and_says_why():
     dead = [Record(f"f{i}", scheduled=0.0, start=0.0, error_kind="timeout_first_token",
                    done=1.0) for i in range(18)]
     res = check_all([t], summarize(dead, t0=0.0))
-    assert res[0]["ok"] is False and res[0]["actual"] is None
-    assert res[0]["text"] == "ttft.p95<=2s: no successful request to measure (18 of 18 failed)"
+    assert res[0].ok is False and res[0].actual is None
+    assert res[0].text == "ttft.p95<=2s: no successful request to measure (18 of 18 failed)"
     assert verdict_of(res) == OVER
     # three clean requests: too few for a p95 (needs 5), nothing failed: not enough data
     few = [_rec(i, 0.1, 5, 0.01) for i in range(3)]
     res = check_all([t], summarize(few, t0=0.0))
-    assert res[0]["ok"] is False and res[0]["insufficient"]
-    assert "not enough data: 3 successful requests, p95 needs at least 5" in res[0]["reason"]
+    assert res[0].ok is False and res[0].insufficient
+    assert "not enough data: 3 successful requests, p95 needs at least 5" in res[0].reason
     assert verdict_of(res) == NO_DATA
     # the same three, but two more failed: the failures are why, so it is a breach
     res = check_all([t], summarize(few + dead[:2], t0=0.0))
-    assert not res[0]["ok"] and not res[0]["insufficient"] and verdict_of(res) == OVER
+    assert not res[0].ok and not res[0].insufficient and verdict_of(res) == OVER
     # a median needs one value
-    assert check_all([parse_threshold("ttft.median<=2s")], summarize(few, t0=0.0))[0]["ok"]
+    assert check_all([parse_threshold("ttft.median<=2s")], summarize(few, t0=0.0))[0].ok
 
 
 def test_failure_aware_thresholds():
@@ -356,15 +360,15 @@ def test_failure_aware_thresholds():
                        done=1.0) for i in range(4)]                 # 20 % timed out
     s = summarize(ok + timeouts, t0=0.0, within=[("ttft", 2000.0)])
     # vLLM's successes-only p95 is 100 ms and passes; the failure-aware one is infinite
-    assert check_all([parse_threshold("ttft.p95<=2s")], s)[0]["ok"]
+    assert check_all([parse_threshold("ttft.p95<=2s")], s)[0].ok
     c = check_all([parse_threshold("ttft.p95_all<=2s")], s)[0]
-    assert not c["ok"] and c["actual"] == float("inf") and c["text"] == "ttft.p95_all<=2s: ∞"
+    assert not c.ok and c.actual == float("inf") and c.text == "ttft.p95_all<=2s: ∞"
     c = check_all([parse_threshold("ttft.within(2s)>=95%")], s)[0]
-    assert not c["ok"] and c["actual"] == pytest.approx(0.8)
-    assert check_all([parse_threshold("ttft.within(2s)>=80%")], s)[0]["ok"]
+    assert not c.ok and c.actual == pytest.approx(0.8)
+    assert check_all([parse_threshold("ttft.within(2s)>=80%")], s)[0].ok
     # the defaults fail such a step even without errors==0
     defaults = [parse_threshold(x) for x in DEFAULT_THRESHOLDS if x != "errors==0"]
-    assert not all(r["ok"] for r in check_all(defaults, s))
+    assert not all(r.ok for r in check_all(defaults, s))
     for bad in ("itl.p95_all<=1s", "ttft.within(2s)>=5ms", "tpot.within(1s)>=0.9",
                 "ttft.p95(2s)<=1s"):
         with pytest.raises(ThresholdError):
@@ -376,12 +380,12 @@ def test_not_enough_data_is_neither_held_nor_over():
     thin = _step(1, 4, _summary(450, 8.0), False, 10, 20, checks=[
         {"threshold": "ttft.p99<=2s", "ok": False, "actual": 450.0, "limit": 2000.0,
          "metric": "ttft", "stat": "p99", "insufficient": True,
-         "reason": "not enough data: 6 successful requests, p99 needs at least 25"}])
-    thin["state"] = "not enough data"
+         "reason": "not enough data: 6 successful requests, p99 needs at least 25"}],
+        state="not enough data")
     line = result_line([base, thin])
     assert line == ("Held 2 users. At 4 users, not enough data to decide: ttft.p99<=2s: "
                     "6 successful requests, p99 needs at least 25.")
     v = explain([base, thin], [], "users")
-    assert v["kind"] == "not_enough_data" and any("--hold" in a for a in v["advice"])
+    assert v.kind == "not_enough_data" and any("--hold" in a for a in v.advice)
     # an interrupted ramp that held every finished step did not hold "every step"
     assert result_line([base], planned=3) == "Held 2 users. Stopped after 1 of 3 steps, all held."

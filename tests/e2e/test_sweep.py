@@ -166,20 +166,23 @@ def test_ramp_repeat_gives_an_interval_for_users_held(mock_factory, tmp_path):
 
 
 def _res(value, held, lo=None, hi=None, status="complete", knee=None):
-    return {"setting": {"OLLAMA_NUM_PARALLEL": value}, "name": f"OLLAMA_NUM_PARALLEL={value}",
-            "status": status, "held": held, "knee": knee,
-            "held_interval": None if lo is None else {"low": lo, "high": hi, "median": held}}
+    from llmbench.results.schema import SweepSetting
+    return SweepSetting.from_dict({
+        "setting": {"OLLAMA_NUM_PARALLEL": value}, "name": f"OLLAMA_NUM_PARALLEL={value}",
+        "status": status, "held": held, "knee": knee,
+        "held_interval": None if lo is None else {"low": lo, "high": hi, "median": held}})
 
 
 def _entry(metric, base, other, lo, hi, better):
-    return {"metric": metric, "base": base, "other": other, "change": other / base - 1,
-            "ci": [lo, hi], "better": better, "note": None}
+    from llmbench.analysis.compare import AtLoad
+    return AtLoad(metric=metric, base=base, other=other, change=other / base - 1, ci=[lo, hi],
+                  better=better, note=None)
 
 
 def test_answer_names_the_most_held_and_the_noise_of_users_held():
     from llmbench.commands.sweep import answer
     text, best = answer([_res("1", 2, 2, 3), _res("2", 4, 3, 5), _res("4", 6, 5, 7)], "users")
-    assert best["setting"] == {"OLLAMA_NUM_PARALLEL": "4"}
+    assert best.setting == {"OLLAMA_NUM_PARALLEL": "4"}
     assert text.startswith("OLLAMA_NUM_PARALLEL=4 held the most users (6 [5, 7]); "
                            "1 held 2 [2, 3], 2 held 4 [3, 5].")
     assert "overlap: that difference may be noise" in text        # [3, 5] meets [5, 7]
@@ -194,7 +197,7 @@ def test_a_tie_on_users_held_with_differences_inside_the_noise_is_a_tie():
     # the README's old case: ITL p50 10.2945 vs 10.328 ms once named a winner
     from llmbench.commands.sweep import answer
     a, b = _res("1", 2), _res("4", 2)
-    pairs = {(a["name"], b["name"]): {
+    pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 120.0, 118.0, -0.09, 0.06, None),
         "itl.p50": _entry("itl.p50", 10.2945, 10.328, -0.01, 0.015, None),
         "output_throughput": _entry("output_throughput", 70.0, 71.0, -0.05, 0.08, None)}}
@@ -208,7 +211,7 @@ def test_a_tie_on_users_held_with_differences_inside_the_noise_is_a_tie():
 def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_intervals():
     from llmbench.commands.sweep import answer
     a, b = _res("1", 2), _res("4", 2)
-    pairs = {(a["name"], b["name"]): {
+    pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),
         "itl.p50": _entry("itl.p50", 10.2945, 10.328, -0.01, 0.015, None),
         "output_throughput": _entry("output_throughput", 64.0, 117.0, 0.60, 1.10, "other")}}
@@ -224,7 +227,7 @@ def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_inte
 def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
     from llmbench.commands.sweep import answer
     a, b = _res("1", 2), _res("4", 2)
-    pairs = {(a["name"], b["name"]): {
+    pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),
         "itl.p50": _entry("itl.p50", 10.0, 14.0, 0.30, 0.50, "base"),
         "output_throughput": _entry("output_throughput", 64.0, 66.0, -0.05, 0.08, None)}}
@@ -232,11 +235,13 @@ def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
     assert best is None and "neither is better on every count" in text
     assert "OLLAMA_NUM_PARALLEL=1 has the better ITL p50" in text
     # knees with separate intervals decide before the numbers at the common load
-    a["knee"] = {"estimate": 2.3, "ci": [2.1, 2.5], "threshold": "ttft.p95<=2s"}
-    b["knee"] = {"estimate": 3.6, "ci": [3.2, 3.9], "threshold": "ttft.p95<=2s"}
+    from llmbench.results.schema import Knee
+    a.knee = Knee(estimate=2.3, ci=[2.1, 2.5], threshold="ttft.p95<=2s")
+    b.knee = Knee(estimate=3.6, ci=[3.2, 3.9], threshold="ttft.p95<=2s")
     text, best = answer([a, b], "users", pairs, 2.0)
-    assert best is b and "by the knee" in text and "3.6 [3.2, 3.9] vs 1 2.3 [2.1, 2.5]" in text
-    b["knee"]["ci"] = [2.4, 3.9]                                   # overlapping: no decision
+    # in whole users (2.3 [2.1, 2.5] holds 2, 3.6 [3.2, 3.9] holds 3), each named in full
+    assert best is b and "by the knee" in text and "3 against 2 for OLLAMA_NUM_PARALLEL=1" in text
+    b.knee.ci = [2.4, 3.9]                                         # overlapping: no decision
     text, best = answer([a, b], "users", pairs, 2.0)
     assert best is None and "by the knee" not in text
 
@@ -264,7 +269,7 @@ def test_sweep_one_vs_four_slots_with_coarse_steps_names_the_better_numbers(tmp_
     import llmbench as api
     done = api.sweep(settings={"parallel": [1, 4]}, mock=True, mock_options=MOCK, users="1,2",
                      threshold="ttft.p95<=2s", **FAST_API, out=tmp_path)
-    assert done.data["exit_code"] == 0, done.data["answer"]
+    assert done.exit_code == 0, done.answer
     doc = _sweep(only_run(tmp_path))
     assert [x["held"] for x in doc["results"]] == [2, 2]
     assert doc["best"] == {"parallel": "4"}, doc["answer"]

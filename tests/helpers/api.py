@@ -4,8 +4,8 @@ signals (issue 25: each CLI child process costs a fresh interpreter and its impo
 
 The API raises where the command line exits with 3, 5 or 6, on an interruption, a lost worker
 and a failed run (llmbench/api.py), and returns a Run otherwise. ``run_exit_code`` and
-``ramp_exit_code`` give, for a Run it returned, the code the command line would have exited with
-(llmbench/commands/run.py and ramp.py), so a test that asserted ``returncode == 0`` on the command
+``ramp_exit_code`` give, for a Run it returned, the code the command line exits with: the one
+rule both use, ``Run.exit_code``, so a test that asserted ``returncode == 0`` on the command
 line asserts the same of its in-process run."""
 
 from __future__ import annotations
@@ -15,32 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import llmbench
-from llmbench.errors import EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
 from llmbench.results.schema import Run
 
 __all__ = ["probe", "ramp_exit_code", "records", "run_exit_code", "run_json"]
 
 
 def run_exit_code(run: Run) -> int:
-    """``llmbench run``'s code for a run the API returned: 99 when a threshold failed, else 0."""
-    checks = run.data.get("thresholds") or []
-    return EXIT_THRESHOLD if any(not c["ok"] for c in checks) else EXIT_OK
+    """``llmbench run``'s code for a run the API returned: the one rule (``Run.exit_code``)."""
+    return run.exit_code
 
 
 def ramp_exit_code(run: Run) -> int:
-    """``llmbench ramp``'s code, without --expect-users, for a ramp the API returned
-    (llmbench/commands/ramp.py): a break the load generator or a buffer explains is 4, one an
-    outage explains 3; 99 when the first step broke; else 0."""
-    steps = run.data.get("steps") or []
-    broke = next((s for s in steps if not s["held"]), None)
-    kind = (run.data.get("verdict") or {}).get("kind")
-    if broke is not None and kind in ("load_generator", "buffered"):
-        return EXIT_OVERLOADED
-    if broke is not None and kind == "outage":
-        return EXIT_UNREACHABLE
-    if steps and not steps[0]["held"]:
-        return EXIT_THRESHOLD
-    return EXIT_OK
+    """``llmbench ramp``'s code for a ramp the API returned: the one rule (``Run.exit_code``:
+    the step its verdict explains, the first that broke after the last that held)."""
+    return run.exit_code
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from llmbench.analysis.sessions import summarize_sessions
 from llmbench.mock_server import MockConfig, MockServer
 from llmbench.records.record import load_records
 from llmbench.report import console
-from llmbench.results.sessions import Sessions
+from llmbench.results.sessions import CacheBound, Sessions
 from tests.helpers.api import records, run_json
 
 SESSION = 875                       # tokens a session grows to (measured by the mock's usage)
@@ -40,6 +40,13 @@ def agent_ramp(mock_factory, tmp_path, users: str, kv_tokens: int, parallel: int
                       threshold=GATE, out=tmp_path, **AGENT)
     doc = run_json(r)
     held = max((s["load"] for s in doc["steps"] if s["held"]), default=0)
+    # the typed contract reads the same folder back: the steps' sessions and the verdict's
+    # cache finding are its typed fields
+    run = llmbench.load_run(r.path)
+    assert [s.sessions for s in run.steps] == [Sessions.from_dict(s.get("sessions"))
+                                               for s in doc["steps"]]
+    assert run.verdict.kind == doc["verdict"]["kind"]
+    assert run.verdict.cache == CacheBound.from_dict(doc["verdict"].get("cache"))
     return doc, held
 
 
@@ -108,6 +115,8 @@ def test_agent_sessions_run_over_every_api_with_tools(tmp_path, api):
     again = summarize_sessions(load_records(r.path / "requests.jsonl"),
                                window_s=doc["summary"]["duration"])
     assert again == s
+    # and load_run reads run.json's sessions back as the typed value, the same numbers
+    assert llmbench.load_run(r.path).sessions == s
     if api == "openai-chat":
         # a call step's reply (a tool call) is in the next request's history as it came
         logged = [json.loads(x) for x in log.read_text().splitlines()]

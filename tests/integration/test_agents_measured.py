@@ -11,7 +11,6 @@ from llmbench.client.request import RequestParams, Timeouts
 from llmbench.client.target import make_target
 from llmbench.load.harness import Harness, TargetSpec
 from llmbench.load.shapes.fixed import ClosedLoop
-from llmbench.results.schema import Summary
 from llmbench.wire.agents import request_fields
 from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer
 
@@ -27,7 +26,7 @@ def run_against(url: str, api: str, params: RequestParams, n: int = 40, batch: i
     shape = ClosedLoop(wl.conversations, concurrency=4, requests=n)
     h = Harness(params, Timeouts(), None, progress=False)
     out = h.run(shape, [TargetSpec(make_target(url, "mock", api=api), server_probe="off")])
-    return out, Summary.of(summarize(out.records))
+    return out, summarize(out.records)
 
 
 @pytest.mark.parametrize("api", ["openai-chat", "responses"])

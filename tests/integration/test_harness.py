@@ -47,7 +47,7 @@ def test_live_ttft_p95_is_the_reports_ttft_p95_for_the_same_records():
     now = max(r.done for r in recs)
     pairs = [(r.first_token, r.first_token - r.start) for r in recs]   # what Session keeps
     live = recent_p95(pairs, now)
-    report = summarize(recs)["p95_ttft_ms"]
+    report = summarize(recs).ttft.p95
     assert live is not None and abs(live * 1000 - report) < 1e-9 and abs(report - 955) < 1e-6
     # the timeline's column (the report's chart) is the same number at the same moment
     rows = timeline.build(recs, now - 1.0, now)
@@ -180,16 +180,16 @@ def test_probe_counts_connection_resends(tmp_path):
     assert "sent again on a new connection" in r.stdout
 
 
-def test_run_doc_reads_back_every_schema_1_folder_unchanged():
-    """RunDoc is the one writer of run.json; what it reads back from the run folders already
-    on disk (schema 1) it writes out again key for key."""
-    from llmbench.results.folder import RunDoc, clean_nan, load_run
+def test_run_reads_back_every_schema_1_folder_unchanged():
+    """Run is the one writer of run.json; what it reads back from the run folders already on
+    disk (schema 1) it writes out again key for key, common keys first."""
+    from llmbench.results.schema import Run
     folders = [p.parent for p in (ROOT / "results" / "examples").rglob("run.json")]
     assert folders
     for d in folders:
-        data = load_run(d)
-        again = RunDoc.from_json(data).to_json()
-        assert clean_nan(again) == clean_nan(data), d
+        data = json.loads((d / "run.json").read_text(encoding="utf-8"))
+        again = Run.load(d).to_dict()
+        assert again == data, d
         assert list(again)[:4] == ["schema_version", "kind", "status", "started_at"]
 
 
@@ -205,4 +205,4 @@ def test_one_bootstrap_for_compare_and_probe_is_reproducible():
     # the probe's overhead of a constant +20 ms is +20 ms, its interval excludes zero
     r, d = _records([0.12] * 30), _records([0.10] * 30)
     o = overhead(r, d, "ttft_p50")
-    assert abs(o["overhead_ms"] - 20.0) < 1e-6 and o["ci_ms"][0] > 0 and o["significant"]
+    assert abs(o.overhead_ms - 20.0) < 1e-6 and o.ci_ms[0] > 0 and o.significant

@@ -109,7 +109,7 @@ def test_final_exposition_equals_the_summary_within_bucket_resolution(mock_facto
     m = mock_factory(ttft_ms=30, itl_ms=4, tokens=12, parallel=2, fault_500=0.1, seed=3)
     exporter = MetricsExporter(port=0)
     out = _run_with_exporter(m.url, exporter, requests=60, concurrency=3, tokens=12)
-    summary = summarize(out.records)
+    summary = summarize(out.records).flat()
     fams = families(exporter.render().decode())
     ok = samples(fams["llmbench_requests"], "llmbench_requests_total", outcome="ok")[0].value
     failed = sum(s.value for s in fams["llmbench_requests"].samples if s.labels["outcome"] != "ok")
@@ -180,7 +180,7 @@ def test_a_real_prometheus_scrapes_a_run_and_agrees_with_its_summary(mock_factor
             time.sleep(0.1)
         first = exporter.scrapes
         out = _run_with_exporter(m.url, exporter, requests=60, concurrency=4, tokens=16)
-        summary = summarize(out.records)
+        summary = summarize(out.records).flat()
         assert exporter.scrapes - first >= 2, "Prometheus did not scrape during the run"
         deadline = time.monotonic() + 15
         got = None

@@ -94,12 +94,12 @@ def test_a_slice_that_ran_on_a_busier_machine_is_not_taken_for_overhead():
     direct = _slice_records("direct", [30.2, 30.4], [starts[1], starts[2]], seed=2)
     # requests taken one by one, the 1.5 ms median shift looks certain ...
     naive = overhead(router, direct, "ttft_p50")
-    assert naive["significant"] and naive["ci_ms"][0] > 0
+    assert naive.significant and naive.ci_ms[0] > 0
     # ... but it came from one slice: resampling slices puts zero inside the interval
     o = overhead(router, direct, "ttft_p50", slices=slices)
-    assert o["overhead_ms"] == naive["overhead_ms"]          # the point estimate is the same
-    lo, hi = o["ci_ms"]
-    assert lo < 0 < hi and not o["significant"]
+    assert o.overhead_ms == naive.overhead_ms          # the point estimate is the same
+    lo, hi = o.ci_ms
+    assert lo < 0 < hi and not o.significant
 
 
 def test_overhead_that_every_slice_shows_stays_significant_when_slices_are_resampled():
@@ -111,10 +111,10 @@ def test_overhead_that_every_slice_shows_stays_significant_when_slices_are_resam
     router = _slice_records("router", [50.0, 52.0, 51.0], [0.0, 3.0, 4.0], seed=3)
     direct = _slice_records("direct", [30.5, 32.0, 30.0], [1.0, 2.0, 5.0], seed=4)
     o = overhead(router, direct, "ttft_p50", slices=slices)
-    assert o["significant"] and 17.0 < o["ci_ms"][0] and o["ci_ms"][1] < 23.0
+    assert o.significant and 17.0 < o.ci_ms[0] and o.ci_ms[1] < 23.0
     # and the interval is wider than one that ignores the slices: it carries their spread
     naive = overhead(router, direct, "ttft_p50")
-    assert (o["ci_ms"][1] - o["ci_ms"][0]) > 1.5 * (naive["ci_ms"][1] - naive["ci_ms"][0])
+    assert (o.ci_ms[1] - o.ci_ms[0]) > 1.5 * (naive.ci_ms[1] - naive.ci_ms[0])
 
 
 def test_two_stage_resampling_draws_slices_by_size_and_one_slice_is_plain_resampling():
@@ -160,7 +160,7 @@ def test_token_gaps_of_one_request_are_resampled_together():
     o = overhead(recs("router", 5), recs("direct", 6), "itl_p50")
     # gaps resampled one by one give an interval ~0.15-0.19 ms wide here (as if there were
     # 800 independent values); drawing whole requests, about sqrt(20) times wider
-    lo, hi = o["ci_ms"]
+    lo, hi = o.ci_ms
     assert hi - lo > 0.4, (lo, hi)
 
 
@@ -216,13 +216,16 @@ def test_router_url_that_is_not_an_llm(tmp_path, mock_factory):
 
 
 def test_router_bound_named():
+    from llmbench.results.schema import ProbeStep
+
     def step(users, ovh, lo, hi, direct):
-        return {"users": users, "ttft_p50": {"overhead_ms": ovh, "ci_ms": [lo, hi]},
-                "direct": {"median_ttft_ms": direct}}
+        return ProbeStep.from_dict({"users": users,
+                                    "ttft_p50": {"overhead_ms": ovh, "ci_ms": [lo, hi]},
+                                    "direct": {"median_ttft_ms": direct}})
     steps = [step(1, 2.0, 1.5, 2.5, 50), step(4, 2.2, 1.8, 2.6, 51), step(16, 30.0, 25, 35, 52)]
     assert router_bound(steps)["users"] == 16
     # the direct path grew too: the backend, not the router
-    steps[2]["direct"]["median_ttft_ms"] = 200
+    steps[2].direct.ttft.median = 200
     assert router_bound(steps) is None
 
 

@@ -95,7 +95,7 @@ def test_golden_ttfo_reasoning_tokens_and_answer_itl(name, fmt, chunks):
     assert p.ttfo == pytest.approx(4.0)
     assert p.reasoning_s == pytest.approx(3.0)
     assert p.output_itls == pytest.approx([0.25, 0.75])
-    s = summarize([rec])
+    s = summarize([rec]).flat()
     assert s["mean_ttft_ms"] == pytest.approx(1000.0)
     assert s["mean_ttfo_ms"] == pytest.approx(4000.0) and s["n_ttfo"] == 1
     assert s["mean_reasoning_time_ms"] == pytest.approx(3000.0)
@@ -136,7 +136,7 @@ def test_a_reply_cut_off_while_reasoning_has_no_ttfo():
     assert rec.first_output is None and rec.output_from is None
     p = per_request(rec)
     assert p.ttfo is None and p.reasoning_s == pytest.approx(1.0) and p.output_itls == []
-    s = summarize([rec])
+    s = summarize([rec]).flat()
     assert s["n_ttfo"] == 0 and s["p95_ttfo_ms"] is None and s["answered_after_reasoning"] == 0
 
 
@@ -145,10 +145,10 @@ def test_a_reply_without_reasoning_is_recorded_and_summarised_as_before():
     d_ = rec.to_json()
     assert not any(k.startswith("reasoning") or k in ("output_from", "first_output") for k in d_)
     s = summarize([rec])
-    assert not any("ttfo" in k or "reasoning" in k or "output_itl" in k for k in s)
+    assert not any("ttfo" in k or "reasoning" in k or "output_itl" in k for k in s.to_dict())
     # a TTFO threshold on such a run reads TTFT (the first token is the answer's)
     c = check_all([parse_threshold("ttfo.max<=1s"), parse_threshold("output_itl.max<=1s")], s)
-    assert [x["ok"] for x in c] == [True, True] and c[0]["actual"] == pytest.approx(1000.0)
+    assert [x.ok for x in c] == [True, True] and c[0].actual == pytest.approx(1000.0)
 
 
 def test_thresholds_on_ttfo_and_reasoning_tokens():
@@ -156,10 +156,10 @@ def test_thresholds_on_ttfo_and_reasoning_tokens():
     s = summarize([rec])
     ok = check_all([parse_threshold("ttfo.max<=5s"), parse_threshold("reasoning_tokens.max<=3"),
                     parse_threshold("reasoning_time.max<=3s")], s)
-    assert all(c["ok"] for c in ok), ok
+    assert all(c.ok for c in ok), ok
     bad = check_all([parse_threshold("ttfo.max<=3s"), parse_threshold("reasoning_tokens.max<3")], s)
-    assert not any(c["ok"] for c in bad)
-    assert bad[1]["text"] == "reasoning_tokens.max<3: 3"
+    assert not any(c.ok for c in bad)
+    assert bad[1].text == "reasoning_tokens.max<3: 3"
 
 
 @pytest.mark.parametrize("bad", ["reasoning_tokens.p95<=3s", "reasoning_tokens.within(2s)>=1"])

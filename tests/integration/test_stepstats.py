@@ -1,12 +1,12 @@
 """Knee with an interval and steady state per step (issue 14): golden tests on constructed
 records where the point is the math, and the mock, whose knee can be computed on paper."""
 
-import html
 import json
 
 import numpy as np
 
 from llmbench.records.record import Record
+from llmbench.results.schema import Step
 from llmbench.analysis.stepstats import knee, mann_whitney_greater, steady_state
 from tests.helpers import llmbench, only_run
 
@@ -28,11 +28,19 @@ def _steps(ttft_held, ttft_broke, loads=(4.0, 6.0), limit_ms=400.0):
             records.append(_rec(i, idx, t0 + 10 * i / len(values), v))
         p95 = float(np.percentile(values, 95))
         ok = p95 <= limit_ms
-        steps.append({"index": idx, "load": load, "hold_start": t0, "hold_end": t0 + 10,
-                      "held": ok, "checks": [{"threshold": f"ttft.p95<={limit_ms:g}ms",
-                                              "ok": ok, "actual": p95, "limit": limit_ms,
-                                              "metric": "ttft", "stat": "p95"}]})
+        steps.append(Step.from_dict({
+            "index": idx, "load": load, "hold_start": t0, "hold_end": t0 + 10, "held": ok,
+            "summary": {}, "checks": [{"threshold": f"ttft.p95<={limit_ms:g}ms", "ok": ok,
+                                       "actual": p95, "limit": limit_ms, "metric": "ttft",
+                                       "stat": "p95"}]}))
     return steps, records
+
+
+def _judged(step: Step, held: bool, actual: float | None = None) -> None:
+    step.held, step.state = held, "held" if held else "over"
+    step.checks[0].ok = held
+    if actual is not None:
+        step.checks[0].actual = actual
 
 
 def test_knee_interpolates_between_the_steps_with_an_interval():
@@ -43,23 +51,30 @@ def test_knee_interpolates_between_the_steps_with_an_interval():
     k = knee(steps, records)
     v0, v1 = np.percentile(held, 95), np.percentile(broke, 95)
     paper = 4 + (400 - v0) / (v1 - v0) * 2
-    assert abs(k["estimate"] - paper) < 1e-9
-    lo, hi = k["ci"]
-    assert 4 < lo <= k["estimate"] <= hi < 6 and hi - lo < 0.3
-    assert k["reason"] is None
-    assert k["text"] == f"Holds about {paper:.1f} users [{lo:.1f}, {hi:.1f}] at ttft.p95<=400ms."
+    assert abs(k.estimate - paper) < 1e-9
+    lo, hi = k.ci
+    assert 4 < lo <= k.estimate <= hi < 6 and hi - lo < 0.3
+    assert k.reason is None
+    # users come in whole: the stated answer is the most users under the limit, and the same
+    # of the interval's ends; the fraction stays for the chart (issue 40: "3.5 [3.5, 3.5]")
+    n, n_lo, n_hi = (int(np.floor(v)) for v in (paper, lo, hi))
+    assert k.users == n and k.users_ci == [n_lo, n_hi]
+    how = "interpolated between 4 and 6 users, 95 % interval"
+    assert k.text == (f"Holds about {n} users [{n_lo}, {n_hi}] at ttft.p95<=400ms ({how})."
+                         if n_lo < n_hi else f"Holds {n} users at ttft.p95<=400ms ({how}: the "
+                         f"limit is crossed between {n} and {n + 1}).")
 
 
 def test_knee_says_when_the_steps_are_too_coarse():
     rng = np.random.default_rng(1)
     # few requests and wide spreads: the interval covers the gap
     steps, records = _steps(rng.gamma(2, 120, 12), rng.gamma(2, 160, 12))
-    steps[0]["held"], steps[1]["held"] = True, False
-    steps[0]["checks"][0]["ok"], steps[1]["checks"][0]["ok"] = True, False
+    _judged(steps[0], True)
+    _judged(steps[1], False)
     k = knee(steps, records)
-    if k["estimate"] is not None:
-        assert k["reason"] is not None and "too coarse" in k["text"]
-        assert "between 4 and 6 users" in k["text"]
+    if k.estimate is not None:
+        assert k.reason is not None and "too coarse" in k.text
+        assert "between 4 and 6 users" in k.text
 
 
 def test_knee_not_monotone_between_the_steps():
@@ -68,12 +83,11 @@ def test_knee_not_monotone_between_the_steps():
     held = 395 + rng.normal(0, 40, 30)
     broke = 398 + rng.normal(0, 40, 30)
     steps, records = _steps(held, broke)
-    steps[0]["held"], steps[1]["held"] = True, False
-    steps[0]["checks"][0].update(ok=True, actual=399.0)
-    steps[1]["checks"][0].update(ok=False, actual=401.0)
+    _judged(steps[0], True, 399.0)
+    _judged(steps[1], False, 401.0)
     k = knee(steps, records)
-    assert k["estimate"] is None or k["reason"] is not None
-    assert "between 4 and 6 users" in k["text"] and "Holds about" not in k["text"]
+    assert k.estimate is None or k.reason is not None
+    assert "between 4 and 6 users" in k.text and "Holds about" not in k.text
 
 
 def test_mann_whitney_matches_scipy():
@@ -89,10 +103,10 @@ def test_steady_state_golden():
     # a queue that grows: TTFT climbs through the hold, requests pile up in flight
     growing = [_rec(i, 0, 10 + i * 0.1, 50 + 40 * i, tokens=3) for i in range(100)]
     s = steady_state(growing, 0, 10.0, 20.0)
-    assert s["drifting"] and s["p_value"] < 0.01 and s["in_flight"][1] > s["in_flight"][0]
+    assert s.drifting and s.p_value < 0.01 and s.in_flight[1] > s.in_flight[0]
     rng = np.random.default_rng(5)
     flat = [_rec(i, 0, 10 + i * 0.1, 50 + rng.normal(0, 5), tokens=3) for i in range(100)]
-    assert not steady_state(flat, 0, 10.0, 20.0)["drifting"]
+    assert not steady_state(flat, 0, 10.0, 20.0).drifting
 
 
 COMMON = ["--model", "m", "--think", "0", "--turns", "1", "--prompt-tokens", "10",
@@ -121,8 +135,10 @@ def test_knee_on_the_mock_lies_where_paper_puts_it(mock_factory, tmp_path):
     # ... and with the service time the mock delivered (from TTFT at 2 users: S + ttft), tightly
     s_ms = run["steps"][0]["summary"]["median_ttft_ms"] - 20
     assert abs(k["estimate"] - (1 + (580 - 20) / s_ms)) < 0.25, (k, s_ms)
-    assert k["text"] in r.stdout and "Holds about" in r.stdout
-    assert html.escape(k["text"]) in (only_run(tmp_path) / "report.html").read_text()
+    # 3 held and 4 broke: no count of users lies between, so the knee states nothing more
+    # than the verdict (the fraction is for the chart), and never "3.8 [3.8, 3.8] users"
+    assert k["users"] == 3 and k["text"] is None, k
+    assert "Holds about" not in r.stdout and "Held 3 users. At 4 users" in r.stdout
     # a closed loop with a fixed number of users settles: no step is flagged as drifting
     assert not any(s["steady"]["drifting"] for s in run["steps"])
 

@@ -12,6 +12,7 @@ import pytest
 
 from llmbench.records.record import Record
 from llmbench.analysis.verdict import explain, server_view
+from llmbench.results.schema import Step
 from llmbench.mock_server.engine import MockConfig
 from llmbench.mock_server.fit import ProfileError, fit_run, load_profile, save_profile
 from llmbench.mock_server.server import make_config
@@ -291,5 +292,5 @@ def test_verdict_names_preemption():
               "hold_end": 20, "checks": [{"threshold": "ttft.p95<=2s", "ok": False,
                                           "actual": 3000.0, "limit": 2000.0, "metric": "ttft",
                                           "stat": "p95"}]}]
-    v = explain(steps, [], server_samples=samples)
-    assert any("preempted 5 request(s)" in e for e in v["evidence"]), v
+    v = explain([Step.from_dict(st) for st in steps], [], server_samples=samples)
+    assert any("preempted 5 request(s)" in e for e in v.evidence), v

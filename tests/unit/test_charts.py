@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from llmbench.report import charts, svgplot
+from llmbench.results.schema import ProbeStep, Step
 
 
 def step(load, held=True, ttft=(60.0, 66.0, 70.0), itl=(7.8, 8.8, 11.0), tok_s=100.0, req_s=2.5,
@@ -21,8 +22,8 @@ def step(load, held=True, ttft=(60.0, 66.0, 70.0), itl=(7.8, 8.8, 11.0), tok_s=1
     for metric, vals in (("ttft", ttft), ("itl", itl)):
         for stat, v in zip(("median", "p95", "p99"), vals):
             s[f"{stat}_{metric}_ms"] = v
-    return {"index": index, "load": float(load), "held": held, "summary": s,
-            "ramp_start": t0, "hold_start": t0 + 0.5, "hold_end": t0 + 4.5}
+    return Step.from_dict({"index": index, "load": float(load), "held": held, "summary": s,
+                           "ramp_start": t0, "hold_start": t0 + 0.5, "hold_end": t0 + 4.5})
 
 
 def ramp(loads, broke_at=None):
@@ -62,7 +63,8 @@ def lines(ax):
 
 
 def finite_max(steps, metric):
-    return max(s["summary"][f"{st}_{metric}_ms"] for s in steps for st in ("median", "p95", "p99"))
+    return max(s.summary.flat()[f"{st}_{metric}_ms"] for s in steps
+               for st in ("median", "p95", "p99"))
 
 
 def test_itl_axis_scales_to_the_data_and_a_far_threshold_is_an_annotation():
@@ -260,7 +262,8 @@ def test_chart_text_is_escaped():
 
 def test_probe_ticks_are_the_users():
     pt = {"overhead_ms": 10.0, "ci_ms": [8.0, 12.0], "significant": True}
-    steps = [{"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}
+    steps = [ProbeStep.from_dict({"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95",
+                                                                       "e2el_p50", "itl_p50")}})
              for u in (1, 2, 4, 8)]
     fig = charts.probe_overhead_chart(steps)
     assert xticks(fig.panels[0]) == [1, 2, 4, 8]
@@ -289,8 +292,8 @@ def test_svg_wrappers_still_return_svg(builder):
             "timeline": (timeline_rows(),),
             "cdfs": ([("TTFT", __import__("numpy").array([1.0, 2.0]))], "TTFT"),
             "compare_overlay": ([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users"),
-            "probe_overhead": ([{"users": 1, **{m: dict(pt) for m in
-                                                ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}],)}
+            "probe_overhead": ([ProbeStep.from_dict({"users": 1, **{m: dict(pt) for m in (
+                "ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}})],)}
     svg = getattr(charts, builder)(*args[builder])
     assert svg.startswith("<svg") and "<script" not in svg
 
@@ -316,9 +319,9 @@ def test_timeline_last_partial_second_is_no_false_drop(end_s, last):
 
 
 def sweep_bars():
-    return [{"label": "1", "held": 4.0, "low": 3.0, "high": 5.0, "status": "ok", "best": True,
-             "text": "4 [3, 5]"},
-            {"label": "2", "held": None, "status": "server_failed"}]
+    return [charts.HeldBar(label="1", held=4.0, low=3.0, high=5.0, status="ok", best=True,
+                           text="4 [3, 5]"),
+            charts.HeldBar(label="2", held=None, status="server_failed")]
 
 
 AT_LOAD = [(900.0, 8.0, 120.0), None]
@@ -354,8 +357,8 @@ def all_charts():
         "compare_overlay": charts.compare_overlay_chart([("a", ramp([1, 2])),
                                                          ("b", ramp([1, 2, 4], 4))], "users"),
         "probe_overhead": charts.probe_overhead_chart(
-            [{"users": u, **{m: dict(pt) for m in ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}
-             for u in (1, 2)]),
+            [ProbeStep.from_dict({"users": u, **{m: dict(pt) for m in (
+                "ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}}) for u in (1, 2)]),
         "sweep_held": charts.sweep_held_chart(sweep_bars(), "users", "N"),
         "sweep_at_load": charts.sweep_at_load_chart(["1", "2"], AT_LOAD, 6.0, "users", "N"),
     }

@@ -9,6 +9,7 @@ import numpy as np
 
 from llmbench.analysis.compare import Loaded, compare, headline
 from llmbench.results.latencies import Latencies
+from llmbench.results.schema import Run
 from llmbench.analysis.stats import Grouped, bootstrap, change_interval, percentile_rows
 
 
@@ -95,9 +96,9 @@ def closed_loop(seed: int, users: int = 2, itl_ms: float = 20.0, tokens: int = 2
                "p95_ttft_ms": float(np.percentile(win.ttft_ms, 95)),
                "p95_itl_ms": float(np.percentile(win.itls(), 95)),
                "output_throughput": float(win.out_tokens.sum() / dur)}
-    run = {"kind": "ramp", "steps": [{"index": 0, "load": float(users), "held": True,
-                                      "hold_start": hold[0], "hold_end": hold[1],
-                                      "summary": summary, "checks": []}]}
+    run = Run.from_dict({"kind": "ramp", "steps": [
+        {"index": 0, "load": float(users), "held": True, "hold_start": hold[0],
+         "hold_end": hold[1], "summary": summary, "checks": []}]})
     return Loaded(f"run{seed}", Path(f"run{seed}"), run, lat)
 
 
@@ -108,10 +109,10 @@ def test_a_40_percent_throughput_drop_in_a_closed_loop_is_flagged():
     # 4 s holds at 2 users: the case the Poisson count missed (interval [-82 %, +50 %])
     base, slow = closed_loop(1), closed_loop(2, itl_ms=20.0 / 0.6, ttft_ms=40.0 / 0.6)
     res = compare([base, slow], METRICS, max_regression=0.10)
-    thr = next(c for c in res["checks"] if c["metric"] == "output_throughput")
-    assert thr["regression"], thr
-    assert -0.5 < thr["change"] < -0.3 and thr["ci"][1] < -0.10
-    assert any(c["metric"] == "itl.p95" and c["regression"] for c in res["checks"])
+    thr = next(c for c in res.checks if c.metric == "output_throughput")
+    assert thr.regression, thr
+    assert -0.5 < thr.change < -0.3 and thr.ci[1] < -0.10
+    assert any(c.metric == "itl.p95" and c.regression for c in res.checks)
 
 
 def test_identical_distributions_are_not_flagged():
@@ -119,9 +120,9 @@ def test_identical_distributions_are_not_flagged():
     for seed in range(6):
         res = compare([closed_loop(10 + seed), closed_loop(50 + seed)], METRICS,
                       max_regression=0.10)
-        flagged += bool(res["regressions"])
-        thr = next(c for c in res["checks"] if c["metric"] == "output_throughput")
-        assert thr["ci"][0] < 0 < thr["ci"][1] or abs(thr["change"]) < 0.05
+        flagged += bool(res.regressions)
+        thr = next(c for c in res.checks if c.metric == "output_throughput")
+        assert thr.ci[0] < 0 < thr.ci[1] or abs(thr.change) < 0.05
     assert flagged == 0
 
 
@@ -130,21 +131,21 @@ def test_an_improvement_is_headlined_as_one_not_as_a_regression():
     # as "2 regression(s) beyond 10 %"
     base, fast = closed_loop(1), closed_loop(2, itl_ms=20.0 / 3, ttft_ms=6.0)
     res = compare([base, fast], METRICS, max_regression=0.10)
-    assert not res["regressions"]
-    assert {c["metric"] for c in res["improvements"]} >= {"output_throughput", "ttft.p95"}
+    assert not res.regressions
+    assert {c.metric for c in res.improvements} >= {"output_throughput", "ttft.p95"}
     head = headline(res)
     assert head[0] == "0 regressions beyond 10%."
     # output_throughput, ttft.p95, itl.p95, and the count of completed requests
     assert head[1].startswith("4 improvements beyond 10%: output_throughput at 2 +")
     # and the other way round, the same changes are the regressions
     res = compare([fast, base], METRICS, max_regression=0.10)
-    assert len(res["regressions"]) == 4 and not res["improvements"]
+    assert len(res.regressions) == 4 and not res.improvements
     assert headline(res)[0].startswith("4 regressions beyond 10%: output_throughput at 2 -")
 
 
 def _with_lag(run: Loaded, lag_p99_ms: float) -> Loaded:
-    for st in run.run["steps"]:
-        st["monitor"] = {"lag_p99_ms": lag_p99_ms, "cpu_pct": 20.0, "overloaded": False}
+    for st in run.run.steps:
+        st.monitor = {"lag_p99_ms": lag_p99_ms, "cpu_pct": 20.0, "overloaded": False}
     return run
 
 
@@ -154,11 +155,11 @@ def test_a_latency_change_within_the_generators_own_timing_is_not_a_regression()
     base = _with_lag(closed_loop(1, itl_ms=10.0), 5.0)
     other = _with_lag(closed_loop(2, itl_ms=13.0), 5.0)
     res = compare([base, other], ("itl.p95",), max_regression=0.10)
-    itl = next(c for c in res["checks"] if c["metric"] == "itl.p95")
-    assert itl["ci"][0] > 0.10 and not itl["regression"], itl
-    assert "within the load generator's own timing uncertainty (5.0 ms" in itl["note"]
+    itl = next(c for c in res.checks if c.metric == "itl.p95")
+    assert itl.ci[0] > 0.10 and not itl.regression, itl
+    assert "within the load generator's own timing uncertainty (5.0 ms" in itl.note
     # the same change measured by a generator that kept time is the server's: a regression
     base, other = _with_lag(closed_loop(1, itl_ms=10.0), 0.4), _with_lag(closed_loop(2, itl_ms=13.0), 0.4)
     res = compare([base, other], ("itl.p95",), max_regression=0.10)
-    itl = next(c for c in res["checks"] if c["metric"] == "itl.p95")
-    assert itl["regression"] and itl["note"] is None, itl
+    itl = next(c for c in res.checks if c.metric == "itl.p95")
+    assert itl.regression and itl.note is None, itl

@@ -17,7 +17,6 @@ import pytest
 
 from llmbench.records.record import Record
 from llmbench.report import export
-from llmbench.results.folder import load_run
 from llmbench.results.schema import Run
 from llmbench.results.table import COLUMN_NAMES, request_frame, request_rows
 from llmbench.mock_server import MockConfig, MockServer
@@ -28,7 +27,7 @@ EXAMPLE_RAMP = sorted((ROOT / "results" / "examples" / "num_parallel").glob("*ra
 
 
 def open_run(path: Path) -> Run:
-    return Run.from_dict(load_run(path), path)
+    return Run.load(path)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +61,7 @@ def hostile_run(d: Path) -> Path:
             fh.write(json.dumps(r.to_json()) + "\n")
     from llmbench.analysis.metrics import summarize
     run = {"schema_version": 1, "kind": "run", "status": "complete", "t0_perf": 100.0,
-           "config": {"load": {"concurrency": 2, "rate": None}}, "summary": summarize(recs)}
+           "config": {"load": {"concurrency": 2, "rate": None}}, "summary": summarize(recs).to_dict()}
     (d / "run.json").write_text(json.dumps(run, default=str))
     return d
 

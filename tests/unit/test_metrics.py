@@ -5,8 +5,23 @@ import math
 import numpy as np
 import pytest
 
-from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, stats_ms, summarize, vllm_result
+from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, stats_ms, vllm_result
+from llmbench.analysis.metrics import summarize as _summarize
 from llmbench.records.record import Record
+
+
+def _plain(s):
+    """A Summary as the flat dict run.json holds, with Python's floats (infinities kept)."""
+    d = s.flat()
+    d["error_samples"] = [e.to_dict() for e in d.get("error_samples") or []]
+    if "by_turn" in d:
+        d["by_turn"] = {k: _plain(v) for k, v in d["by_turn"].items()}
+    return d
+
+
+def summarize(*args, **kw):
+    """metrics.summarize, read as its flat dict (these tests name run.json's keys)."""
+    return _plain(_summarize(*args, **kw))
 
 
 def rec(rid, start, times, out, prompt=10, ok=True, scheduled=None, counts=None, **kw):

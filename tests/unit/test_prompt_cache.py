@@ -10,6 +10,7 @@ import pytest
 from llmbench.analysis import checks
 from llmbench.analysis.backends import router_counters, unidentified_sentence
 from llmbench.records.record import Record
+from llmbench.results.schema import Run
 from llmbench.workload import WorkloadSpec, build_workload
 from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
 from llmbench.workload.tokenizer import approx_tokenizer
@@ -87,7 +88,7 @@ def test_the_cache_check_says_what_flatters_and_what_was_asked_for():
     c = checks.prompt_cache(recs, {"source": "none (--same-prompts)"}, 0.0)
     assert "--same-prompts" in c["message"] and "cache hits" in c["message"]
     assert checks.prompt_cache([_rec(0, 100, None)], per_run) is None    # nobody reported
-    lines = checks.cache_lines({"prompt_cache": checks.prompt_cache(recs, per_run, 0.0)})
+    lines = checks.cache_lines(Run(prompt_cache=checks.prompt_cache(recs, per_run, 0.0)))
     assert lines[0].startswith("Prompt cache: 90% of prompt tokens") and lines[1].startswith("WARNING")
 
 

@@ -29,6 +29,20 @@ def compaction(request, monkeypatch):
     return request.param
 
 
+def _plain(s):
+    """A Summary as the flat dict run.json holds, with Python's floats (infinities kept)."""
+    d = s.flat()
+    d["error_samples"] = [e.to_dict() for e in d.get("error_samples") or []]
+    if "by_turn" in d:
+        d["by_turn"] = {k: _plain(v) for k, v in d["by_turn"].items()}
+    return d
+
+
+def _summary(*args, **kw):
+    """metrics.summarize, read as its flat dict (the recorded summaries are those dicts)."""
+    return _plain(metrics.summarize(*args, **kw))
+
+
 def varied(n: int = 400, seed: int = 1) -> list[Record]:
     """Records with every kind of field the summary reads: failures of several kinds, warm-up
     and interrupted ones, multi-turn, per-event token counts, reasoning replies, server timings,
@@ -234,17 +248,17 @@ def test_summary_from_store_equals_the_recorded_summary_from_records(seed, monke
     kw = dict(goodput_slo_ms={"ttft": 40.0, "e2el": 200.0}, stall_s=0.02,
               percentiles=(50.0, 90.0, 95.0, 99.0, 99.9), within=[("ttft", 30.0), ("itl", 10.0)])
     want = recorded(f"varied-{seed}")
-    got = metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw)
+    got = _summary(RecordStore.of(recs), t0=plain[0].scheduled, **kw)
     assert want["requests"] > 0 and want["failed"] > 0 and "by_turn" in want
     assert want["requests_with_reasoning"] > 0 and want["errors"] and "backends" in want
     _same(got, want)
     # a list of Records is made a store: the same summary, also from the records as read back
-    _same(metrics.summarize(recs, t0=plain[0].scheduled, **kw), got, exact=True)
-    _same(metrics.summarize(plain, t0=plain[0].scheduled, **kw), got, exact=True)
+    _same(_summary(recs, t0=plain[0].scheduled, **kw), got, exact=True)
+    _same(_summary(plain, t0=plain[0].scheduled, **kw), got, exact=True)
     # the chunked passes give the same as one chunk
     monkeypatch.setattr(metrics, "_REC_CHUNK", 7)
     monkeypatch.setattr(metrics, "_CHUNK", 5)
-    _same(metrics.summarize(RecordStore.of(recs), t0=plain[0].scheduled, **kw), got)
+    _same(_summary(RecordStore.of(recs), t0=plain[0].scheduled, **kw), got)
     # no t0: the first scheduled time; no reasoning, no later turns, no failures
     simple = [r for r in plain if r.ok and not r.reasoning_events and r.turn == 0]
     want = recorded(f"simple-{seed}")
@@ -255,10 +269,10 @@ def test_summary_from_store_equals_the_recorded_summary_from_records(seed, monke
     assert 0 < want_kw["request_goodput"] < want_kw["request_throughput"]
     # the store's own path: no per-request objects at all when nothing reasoned
     monkeypatch.setattr(metrics, "per_request", None)
-    _same(metrics.summarize(RecordStore.of(simple)), want)
-    _same(metrics.summarize(simple, **kw), want_kw)
-    _same(metrics.summarize(RecordStore()), recorded("empty"))
-    _same(metrics.summarize([]), recorded("empty"))
+    _same(_summary(RecordStore.of(simple)), want)
+    _same(_summary(simple, **kw), want_kw)
+    _same(_summary(RecordStore()), recorded("empty"))
+    _same(_summary([]), recorded("empty"))
 
 
 @pytest.mark.parametrize("seed", [1, 4])
@@ -272,7 +286,7 @@ def test_column_series_equal_the_record_definitions(seed):
             and not r.warmup and r.error_kind != "interrupted"]
     assert len(recs) > 80
     for r in recs:
-        s = metrics.summarize([r], split_turns=False)
+        s = _summary([r], split_turns=False)
         assert s["mean_ttft_ms"] == r.ttft * 1000.0
         assert s["mean_e2el_ms"] == r.e2el * 1000.0
         assert s["mean_client_queue_ms"] == r.client_queue * 1000.0
@@ -381,7 +395,7 @@ def test_columns_of_one_value_cost_nothing_and_read_back_the_same(monkeypatch):
     store.reorder(perm)
     assert [fields(r) for r in store] == [fields(plain[i]) for i in perm]
     kw = dict(percentiles=(50.0, 99.0), within=[("ttft", 30.0)])
-    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), recorded("one-value-columns"))
+    _same(_summary(RecordStore.of(recs), t0=500.0, **kw), recorded("one-value-columns"))
 
 
 def test_other_consumers_same_on_store_and_records():
@@ -450,7 +464,7 @@ def test_itl_from_counts_of_gap_values_equals_itl_from_every_gap(seed):
               within=[("itl", 1.5), ("itl", 25.0), ("itl_per_token", 25.0)])
     want = recorded(f"itl-counts-{seed}")
     assert want["failed"] > 0 and want["stalls"] > 0
-    _same(metrics.summarize(RecordStore.of(recs), t0=500.0, **kw), want)
+    _same(_summary(RecordStore.of(recs), t0=500.0, **kw), want)
 
 
 def bunching_records() -> tuple[list[Record], list[Record]]:
@@ -484,12 +498,12 @@ def test_stream_bunching_counts_reads_the_same_on_records_and_on_the_store():
     """Token events of one network read share its arrival time: a buffered reply's events come
     in one or a few reads (metrics._bunching_store), an ordinary one's each in its own."""
     recs, many = bunching_records()
-    want = metrics.summarize(recs)["stream_bunching"]
+    want = _summary(recs)["stream_bunching"]
     assert want == {"requests": 7, "bunched": 2, "share": 2 / 7, "events_per_read_p50": 1.0,
                     "buffered": False}
     _same(want, recorded("bunching"), exact=True)
-    _same(metrics.summarize(RecordStore.of(recs))["stream_bunching"], want, exact=True)
+    _same(_summary(RecordStore.of(recs))["stream_bunching"], want, exact=True)
     # most requests bunched: the run's stream is buffered
-    got = metrics.summarize(RecordStore.of(many))["stream_bunching"]
+    got = _summary(RecordStore.of(many))["stream_bunching"]
     assert got["buffered"] is True and got["bunched"] == 5 and got["events_per_read_p50"] == 20.0
     _same(got, recorded("bunching-many"), exact=True)

@@ -35,7 +35,7 @@ def _typed(s: Summary, k: str):
     if k.startswith("within_"):
         return next(w.share for w in s.within if w.key == k)
     if k == "by_turn":
-        return {name: t.data for name, t in s.by_turn.items()}
+        return s.by_turn
     if k.startswith("n_") and k[2:] in METRICS:
         return s.metric(k[2:]).n
     if k.startswith("n_") and k.endswith("_all") and k[2:-4] in METRICS:
@@ -86,7 +86,7 @@ def test_every_summary_key_reads_the_same_through_the_contract(folder):
     for where, s in _summaries(run):
         todo = [(where, s)] + [(f"{where} {name} turns", t) for name, t in s.by_turn.items()]
         for at, sm in todo:
-            for k, v in sm.data.items():
+            for k, v in sm.flat().items():
                 if k in _DATA_ONLY:
                     continue
                 try:
@@ -120,14 +120,16 @@ def test_steps_and_the_threshold_reading(folder):
         assert run.verdict is not None and run.verdict.kind == data["verdict"]["kind"]
 
 
-def test_summary_of_takes_a_dict_or_a_summary():
+def test_a_summary_from_its_dict():
     s = Summary.from_dict({"completed": 3, "failed": 1, "p95_ttft_ms": 12.5,
                            "within_ttft_2000ms": 0.75, "median_all_ttft_ms": 5.0})
-    assert Summary.of(s) is s
-    assert Summary.of(s.data).ttft.p95 == 12.5 and s.requests == 4
+    assert s.ttft.p95 == 12.5 and s.requests == 4
     assert s.within_share("ttft", 2000.0) == 0.75 and s.within[0].limit == "2000ms"
     assert s.ttft.all_percentiles == {50.0: 5.0} and s.has("ttft", "p95")
     assert not s.has("ttfo", "p95") and s.ttfo.p95 is None
+    # it writes back what it read, no more: no "requests" the file did not hold
+    assert s.to_dict() == {"completed": 3, "failed": 1, "p95_ttft_ms": 12.5,
+                           "within_ttft_2000ms": 0.75, "median_all_ttft_ms": 5.0}
 
 
 def test_a_fresh_summary_of_every_kind_of_record_is_typed_whole():
@@ -135,15 +137,16 @@ def test_a_fresh_summary_of_every_kind_of_record_is_typed_whole():
     delay, within shares, goodput, turns): every key has its typed field, with its value."""
     from llmbench.analysis import metrics
     from tests.unit.test_record_store import varied
-    raw = metrics.summarize(varied(400, 2), goodput_slo_ms={"ttft": 40.0},
-                            within=[("ttft", 30.0), ("itl", 10.0)],
-                            percentiles=(50.0, 90.0, 95.0, 99.0, 99.9))
-    s = Summary.from_dict(raw)
+    s = metrics.summarize(varied(400, 2), goodput_slo_ms={"ttft": 40.0},
+                          within=[("ttft", 30.0), ("itl", 10.0)],
+                          percentiles=(50.0, 90.0, 95.0, 99.0, 99.9))
+    raw = s.flat()
+    assert Summary.from_dict(s.to_dict()) == s
     assert s.requests_with_reasoning and s.backends and s.by_turn and s.within
     assert s.server_slot_wait.p95 is not None and s.send_delay.n
     for sm in (s, *s.by_turn.values()):
         untyped = []
-        for k, v in sm.data.items():
+        for k, v in sm.flat().items():
             try:
                 got = _typed(sm, k)
             except KeyError:

@@ -7,6 +7,7 @@ import pytest
 
 from llmbench.analysis.slo import ThresholdError, check_all, parse_threshold, verdict_of
 from llmbench.results.sessions import Dist, Sessions
+from llmbench.results.schema import Summary
 
 
 def sessions(n: int, median_ms: float, failed: int = 0) -> Sessions:
@@ -35,15 +36,15 @@ def test_they_are_judged_on_the_windows_sessions():
     ts = [parse_threshold(x) for x in ("session.p95<=120s", "step_ttft.p95<=1s",
                                        "sessions_per_min>=2", "text_reply_share<=10%",
                                        "session_cached_share>=50%")]
-    got = check_all(ts, {}, sessions(10, 40000.0))
-    assert [c["ok"] for c in got] == [True, False, True, False, True]
-    assert got[0]["text"] == "session.p95<=120s: 80.00 s"
-    assert got[3]["text"] == "text_reply_share<=10%: 15.0%"
+    got = check_all(ts, Summary(), sessions(10, 40000.0))
+    assert [c.ok for c in got] == [True, False, True, False, True]
+    assert got[0].text == "session.p95<=120s: 80.00 s"
+    assert got[3].text == "text_reply_share<=10%: 15.0%"
     # too few completed sessions for a p95 (5): not enough data, unless sessions failed
-    few = check_all(ts[:1], {}, sessions(3, 40000.0))
-    assert verdict_of(few) == "not enough data" and "3 completed sessions" in few[0]["reason"]
-    broke = check_all(ts[:1], {}, sessions(3, 40000.0, failed=2))
-    assert verdict_of(broke) == "over" and "2 of 5 sessions failed" in broke[0]["reason"]
+    few = check_all(ts[:1], Summary(), sessions(3, 40000.0))
+    assert verdict_of(few) == "not enough data" and "3 completed sessions" in few[0].reason
+    broke = check_all(ts[:1], Summary(), sessions(3, 40000.0, failed=2))
+    assert verdict_of(broke) == "over" and "2 of 5 sessions failed" in broke[0].reason
     # a window with no agent session at all
-    none = check_all(ts[:1], {}, None)
-    assert verdict_of(none) == "not enough data" and "no agent session" in none[0]["reason"]
+    none = check_all(ts[:1], Summary(), None)
+    assert verdict_of(none) == "not enough data" and "no agent session" in none[0].reason

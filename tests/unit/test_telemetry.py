@@ -4,6 +4,7 @@ samples: CPU cores, machine busy, GPU energy per output token, and the verdict's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -416,20 +417,21 @@ def test_gpu_beside_the_kv_cache():
 # -- the verdict with and without telemetry --------------------------------------------------------
 
 def _step(index, load, ttft95, itl50, held, t0, t1, failed=0, **summary):
+    from llmbench.results.schema import Step
     s = {"p95_ttft_ms": ttft95, "median_ttft_ms": ttft95 / 2, "median_itl_ms": itl50,
          "p95_itl_ms": itl50 * 1.1, "failed": failed, "errors": {}, "error_statuses": {},
          "error_samples": [], **summary}
-    return {"index": index, "load": load, "summary": s, "held": held, "hold_start": t0,
-            "hold_end": t1, "ramp_start": t0,
-            "checks": [{"threshold": "ttft.p95<=2s", "ok": held, "actual": ttft95,
-                        "limit": 2000.0, "metric": "ttft", "stat": "p95"}],
-            "monitor": {"overloaded": False, "lag_p99_ms": 1.0, "cpu_pct": 5.0}}
+    return Step.from_dict({"index": index, "load": load, "summary": s, "held": held,
+                           "hold_start": t0, "hold_end": t1, "ramp_start": t0,
+                           "checks": [{"threshold": "ttft.p95<=2s", "ok": held, "actual": ttft95,
+                                       "limit": 2000.0, "metric": "ttft", "stat": "p95"}],
+                           "monitor": {"overloaded": False, "lag_p99_ms": 1.0, "cpu_pct": 5.0}})
 
 
 def _with(step, server_cores, machine_busy=1.2, gen=0.1, cpus=2):
     t = tel(server_cores, machine=machine_busy, gen=gen, cpus=cpus)
-    return {**step, "telemetry": Telemetry(step["hold_start"], step["hold_end"], t.server,
-                                           t.llmbench, t.machine).to_dict()}
+    step.telemetry = Telemetry(step.hold_start, step.hold_end, t.server, t.llmbench, t.machine)
+    return step
 
 
 INFO = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
@@ -441,7 +443,7 @@ def test_without_telemetry_the_verdict_reads_as_before():
     for itl in (8.2, 20.0):                     # queuing, then saturation
         steps = [_step(0, 1, 400, 8.0, True, 0, 10), _step(1, 4, 2500, itl, False, 10, 20)]
         assert explain(steps, [], "users") == explain(steps, [], "users", telemetry=INFO)
-        assert "cause" not in explain(steps, [], "users")
+        assert explain(steps, [], "users").cause is None
 
 
 def test_a_saturated_cpu_is_named_with_its_figures():
@@ -449,14 +451,14 @@ def test_a_saturated_cpu_is_named_with_its_figures():
     steps = [_with(_step(0, 1, 400, 8.0, True, 0, 10), 0.93),
              _with(_step(1, 4, 2500, 20.0, False, 10, 20), 0.99)]
     v = explain(steps, [], "users", telemetry=INFO)
-    assert v["kind"] == "saturation" and v["cause"] == "cpu"
+    assert v.kind == "saturation" and v.cause == "cpu"
     assert ("The server's process used 1.0 of 2 cores at 4 users (0.9 at 1 user), all that its "
             "thread setting (-t 1) lets it use, while the time between tokens grew 2.5x: the "
-            "CPU is saturated.") in v["evidence"]
-    assert v["advice"][0].startswith("The CPU is the limit")
+            "CPU is saturated.") in v.evidence
+    assert v.advice[0].startswith("The CPU is the limit")
     # a second machine shared with llmbench on loopback: who used what
     assert any(e.startswith("On this machine (2 cores) at 4 users: the server used 1.0 cores, "
-                            "llmbench 0.1") for e in v["evidence"])
+                            "llmbench 0.1") for e in v.evidence)
 
 
 def test_gaps_that_grew_beside_idle_cores_correct_the_reading():
@@ -465,12 +467,12 @@ def test_gaps_that_grew_beside_idle_cores_correct_the_reading():
     steps = [_with(_step(0, 1, 400, 8.0, True, 0, 10), 0.5, machine_busy=0.7, cpus=8),
              _with(_step(1, 12, 2500, 20.0, False, 10, 20), 2.0, machine_busy=2.3, cpus=8)]
     v = explain(steps, [], "users", telemetry=info)
-    assert v["kind"] == "saturation" and v["cause"] == "not_cpu"
+    assert v.kind == "saturation" and v.cause == "not_cpu"
     assert any(e.startswith("The gaps grew but the server used 2.0 of 8 cores at 12 users (0.5 at "
                             "1 user): not "
                             "CPU compute; look at memory bandwidth or the server's thread setting")
-               for e in v["evidence"]), v["evidence"]
-    assert "memory bandwidth" in v["advice"][0]
+               for e in v.evidence), v.evidence
+    assert "memory bandwidth" in v.advice[0]
 
 
 def test_a_queue_for_slots_does_not_name_the_cpu():
@@ -478,8 +480,8 @@ def test_a_queue_for_slots_does_not_name_the_cpu():
     steps = [_with(_step(0, 1, 400, 8.0, True, 0, 10), 0.97),
              _with(_step(1, 4, 2500, 8.2, False, 10, 20), 0.99)]
     v = explain(steps, [], "users", telemetry=INFO)
-    assert v["kind"] == "queuing" and "cause" not in v
-    text = " ".join(v["evidence"])
+    assert v.kind == "queuing" and v.cause is None
+    text = " ".join(v.evidence)
     assert "its slots, not the CPU, set the limit" in text and "CPU is saturated" not in text
 
 
@@ -490,14 +492,14 @@ def test_one_slot_on_a_machine_others_saturated_is_a_queue_not_the_cpu():
     samples = [{"t": t, "running": 1, "waiting": 1 if t > 10 else 0, "slots": 1}
                for t in range(0, 21)]
     v = explain(steps, [], "users", samples, telemetry=INFO)
-    assert v["kind"] == "queuing" and "cause" not in v
-    text = " ".join(v["evidence"])
+    assert v.kind == "queuing" and v.cause is None
+    text = " ".join(v.evidence)
     assert ("The gaps between tokens grew 1.8x too, but the server serves one request at a time "
             "(1 slot): other processes had the machine's cores (1.5 of 2, the server 0.4)") in text
     assert "CPU is saturated" not in text and "CPU was saturated" not in text
     # without telemetry the same steps read as before: saturation, from the latencies alone
-    bare = [{k: v for k, v in st.items() if k != "telemetry"} for st in steps]
-    assert explain(bare, [], "users", samples)["kind"] == "saturation"
+    bare = [dataclasses.replace(st, telemetry=None) for st in steps]
+    assert explain(bare, [], "users", samples).kind == "saturation"
 
 
 def test_failures_still_outrank_the_machine():
@@ -506,18 +508,19 @@ def test_failures_still_outrank_the_machine():
                   error_statuses={"503": 3})
     steps = [_with(_step(0, 1, 400, 8.0, True, 0, 10), 0.9), _with(broke, 1.0)]
     v = explain(steps, [], "users", telemetry=INFO)
-    assert v["kind"] == "errors" and "cause" not in v
-    assert not any("cores" in e for e in v["evidence"])
+    assert v.kind == "errors" and v.cause is None
+    assert not any("cores" in e for e in v.evidence)
 
 
 def test_compare_says_what_differed_between_the_servers():
     from types import SimpleNamespace
     from llmbench.analysis.compare import server_differences
-    base = SimpleNamespace(name="np2", run={"server": {"kind": "llama.cpp", "version": "b4480",
-                                                       "settings": {"--parallel": "2"}}})
-    cand = SimpleNamespace(name="np4", run={"server": {"kind": "llama.cpp", "version": "b4521",
-                                                       "settings": {"--parallel": "4"}}})
-    old = SimpleNamespace(name="old", run={})                # written before identity existed
+    from llmbench.results.schema import Run
+    base = SimpleNamespace(name="np2", run=Run.from_dict({"server": {
+        "kind": "llama.cpp", "version": "b4480", "settings": {"--parallel": "2"}}}))
+    cand = SimpleNamespace(name="np4", run=Run.from_dict({"server": {
+        "kind": "llama.cpp", "version": "b4521", "settings": {"--parallel": "4"}}}))
+    old = SimpleNamespace(name="old", run=Run.from_dict({}))   # written before identity existed
     assert server_differences([base, cand]) == [
         {"run": "np4", "text": "The candidate ran llama.cpp b4521 with -np 4; the baseline "
                                "b4480 with -np 2."}]
@@ -529,14 +532,15 @@ def test_the_report_escapes_what_the_server_said(tmp_path):
     run = {"kind": "run", "server": {"kind": "<b>x</b>", "model": "<script>alert(1)</script>"},
            "telemetry": {"window": tel(1.0).to_dict(), "notes": ["<img src=x>"],
                          "sources": {"local": {"cpus": 2}}}}
-    html = "\n".join(_server_machine(run, tmp_path))
+    from llmbench.results.schema import Run
+    html = "\n".join(_server_machine(Run.from_dict(run), tmp_path))
     assert "<script>" not in html and "<img" not in html and "<b>x" not in html
     assert "&lt;script&gt;" in html and "whole run" in html
 
 
 def test_the_server_machine_charts_keep_their_rules():
     from llmbench.report import charts
-    steps = [{**_with(_step(i, load, 400, 8.0, True, 10 * i, 10 * i + 10), c), "held": h}
+    steps = [_with(_step(i, load, 400, 8.0, h, 10 * i, 10 * i + 10), c)
              for i, (load, c, h) in enumerate(((1, 0.9, True), (2, 1.0, True), (4, 1.0, False)))]
     c = charts.ramp_server_chart(steps, "users", cpus=2)
     p = c.panels[0]

@@ -11,7 +11,7 @@ import itertools
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from llmbench.load import arrivals
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
@@ -39,34 +39,14 @@ class StepWindow:
     monitor: dict[str, Any]             # load.monitor.busy() over the hold window
 
 
-@dataclass
-class StepResult:
-    index: int
-    load: float
-    ramp_start: float
-    hold_start: float
-    hold_end: float
-    summary: dict[str, Any]
-    checks: list[dict[str, Any]]
+class JudgedStep(Protocol):
+    """What the judge makes of a step (the command's: ``results.schema.Step``); the shape
+    only needs to know whether it held, to stop at the first that did not."""
+
     held: bool
-    monitor: dict[str, Any]
-    unfinished: int = 0
-    state: str = "held"                 # held | over | not enough data (slo.verdict_of)
-    steady: dict[str, Any] | None = None    # first vs second half of the hold (stepstats)
-    sessions: Any = None                # agent sessions started in the hold (results.sessions)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {"index": self.index, "load": self.load, "ramp_start": self.ramp_start,
-               "hold_start": self.hold_start, "hold_end": self.hold_end, "held": self.held,
-               "state": self.state, "checks": self.checks, "monitor": self.monitor,
-               "unfinished": self.unfinished, "steady": self.steady,
-               "summary": self.summary}
-        if self.sessions is not None:
-            out["sessions"] = self.sessions.to_dict()
-        return out
 
 
-Judge = Callable[[StepWindow], StepResult]
+Judge = Callable[[StepWindow], JudgedStep]
 
 
 @dataclass
@@ -83,8 +63,8 @@ class Ramp:
     burstiness: float = 1.0
     seed: int = 0
     lag_limit_ms: float = LAG_P99_LIMIT_MS     # the generator's own event-loop lag, p99
-    on_step: Callable[[StepResult], None] | None = None
-    results: list[StepResult] = field(default_factory=list)
+    on_step: Callable[[Any], None] | None = None
+    results: list[Any] = field(default_factory=list)       # the judge's steps, in order
     kind: str = "ramp"
 
     @property
@@ -104,7 +84,7 @@ class Ramp:
         return Crowd(d.session, self.convs, self.think_s, self.seed, self.burstiness,
                      d.live.users_changed)
 
-    async def drive(self, d: Drive) -> list[StepResult]:
+    async def drive(self, d: Drive) -> list[Any]:
         """Step through the plan; stop at the first step that does not hold (unless
         keep_going). ``d.live`` is updated as it goes (step, users, phase). The users live in
         a Crowd: here, or spread over worker processes (``d.remote``, llmbench.workers),

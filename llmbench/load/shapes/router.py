@@ -80,20 +80,20 @@ async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
 class RouterAB:
     convs: Sequence[Conversation]
     steps: list[int]
-    judge: Callable[[ProbeWindow], dict[str, Any]] | None = None   # handed in by the command
+    judge: Callable[[ProbeWindow], Any] | None = None   # handed in by the command
     slice_s: float = 5.0
     rounds: int = 3
     think_s: tuple[float, float] = (0.0, 0.0)
     seed: int = 0
     lag_limit_ms: float = LAG_P99_LIMIT_MS
-    on_step: Callable[[dict[str, Any]], None] | None = None
-    results: list[dict[str, Any]] = field(default_factory=list)
+    on_step: Callable[[Any], None] | None = None
+    results: list[Any] = field(default_factory=list)      # the judge's steps, in order
     kind: str = "probe"
 
     def max_in_flight(self) -> int:
         return max(self.steps) + 16
 
-    async def drive(self, d: Drive) -> list[dict[str, Any]]:
+    async def drive(self, d: Drive) -> list[Any]:
         assert self.judge is not None, "a probe needs a judge for its steps"
         sessions = {p: d.sessions[p] for p in PATHS}
         offset = 0

@@ -1,0 +1,144 @@
+"""The result contract is what the pipeline builds, and every folder reads back unchanged
+(issue 38 part 1): ``Run.load(folder).to_dict()`` is the folder's run.json (and sweep.json),
+byte for byte once written as llmbench writes it; a summary goes through its dict and back
+unchanged; a new typed field is one line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
+from llmbench.results.contract import Part, part
+from llmbench.results.jsonfile import RunFolderError
+from llmbench.results.schema import SCHEMA_VERSION, Check, Metric, Run, Step, Summary
+from tests.helpers import ROOT
+
+FOLDERS = sorted({p.parent for p in [*ROOT.glob("results/examples/**/run.json"),
+                                     *ROOT.glob("results/examples/**/sweep.json"),
+                                     *Path("/work/shared/real-runs").glob("*/run.json")]})
+
+
+def test_there_are_folders_to_read():
+    assert len(FOLDERS) >= 8          # 5 example ramps, the example sweep, 2 real llama.cpp runs
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_every_folder_loads_and_writes_back_unchanged(folder, tmp_path):
+    name = "sweep.json" if (folder / "sweep.json").is_file() and not (
+        folder / "run.json").is_file() else "run.json"
+    raw = (folder / name).read_text(encoding="utf-8")
+    run = Run.load(folder)
+    assert run.to_dict() == json.loads(raw)
+    # written as llmbench writes it, the same bytes: keys in the file's order, values as read
+    run.save(tmp_path)
+    assert (tmp_path / name).read_text(encoding="utf-8") == raw
+    assert run.schema_version == SCHEMA_VERSION
+    if run.kind == "ramp":
+        assert all(isinstance(st, Step) for st in run.steps) and run.verdict is not None
+        assert run.held == max((st.load for st in run.steps if st.held), default=None)
+        assert run.exit_code in (EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD)
+
+
+def test_a_summary_through_its_dict_is_itself():
+    from llmbench.analysis import metrics
+    from tests.unit.test_record_store import varied
+    for kw in ({}, {"goodput_slo_ms": {"ttft": 40.0}, "within": [("ttft", 30.0), ("itl", 10.0)],
+                    "percentiles": (50.0, 90.0, 95.0, 99.0, 99.9)}):
+        s = metrics.summarize(varied(300, 3), **kw)
+        assert isinstance(s, Summary) and s.by_turn and s.requests_with_reasoning
+        assert Summary.from_dict(s.to_dict()) == s
+        assert json.loads(json.dumps(s.to_dict())) == s.to_dict()    # JSON, infinities included
+    empty = metrics.summarize([])
+    assert Summary.from_dict(empty.to_dict()) == empty and empty.ttft.n == 0
+    assert empty.ttft.p95 is None                      # no data is None, never 0
+
+
+def test_an_unknown_key_is_kept_and_a_bad_version_refused():
+    data = {"schema_version": 1, "kind": "run", "status": "complete", "from_the_future": [1],
+            "summary": {"completed": 1, "failed": 0, "later_metric_ms": 3.0}}
+    run = Run.from_dict(data)
+    assert run.to_dict() == data and run.extra == {"from_the_future": [1]}
+    assert run.summary is not None and run.summary.extra == {"later_metric_ms": 3.0}
+    with pytest.raises(RunFolderError, match="schema version 2"):
+        Run.from_dict({"schema_version": 2, "kind": "run"})
+
+
+# -- a typed field added later is one line: to_dict and from_dict need nothing else ------------
+
+@dataclass
+class Telemetry(Part):
+    cpu_pct: float | None = None
+    gpu_util: list[float] | None = part(None, omit="none")
+
+
+@dataclass
+class StepWithTelemetry(Step):
+    telemetry: Telemetry | None = part(None, omit="none")
+
+
+@dataclass
+class SessionSummary(Part):
+    sessions: int = 0
+    duration_ms: Metric | None = None          # a distribution of its own, by statistic
+    first_turns: Summary | None = None
+
+
+@dataclass
+class RunWithSessions(Run):
+    sessions: SessionSummary | None = part(None, omit="none")
+
+
+def test_a_new_typed_field_is_one_line():
+    st = StepWithTelemetry(index=0, load=2, held=True, summary=Summary(completed=3),
+                           telemetry=Telemetry(cpu_pct=float("inf"), gpu_util=[0.5]))
+    d = st.to_dict()
+    assert d["telemetry"] == {"cpu_pct": "inf", "gpu_util": [0.5]}     # JSON: inf as "inf"
+    back = StepWithTelemetry.from_dict(d)
+    assert back == st and isinstance(back.telemetry, Telemetry)
+    # a step written before the field existed reads back without it, and writes the same dict
+    old = Step(index=1, load=4, held=False, state="over").to_dict()
+    assert "telemetry" not in old and StepWithTelemetry.from_dict(old).to_dict() == old
+    duration = Metric.of("session_duration", {"count": 2, "mean": 1500.0, "p95": float("inf")})
+    run = RunWithSessions(kind="run", summary=Summary(), sessions=SessionSummary(
+        sessions=2, duration_ms=duration, first_turns=Summary(completed=2)))
+    d = run.to_dict()
+    assert d["sessions"]["duration_ms"] == {"n": 2, "mean": 1500.0, "p95": "inf"}
+    again = RunWithSessions.from_dict(d)
+    assert again.sessions is not None and again.sessions.duration_ms.p95 == float("inf")
+    assert again.sessions.first_turns == run.sessions.first_turns and again.to_dict() == d
+
+
+# -- the exit code: one rule for the command line, the API and the tests ------------------------
+
+def _ramp(states, kind="queuing", **kw) -> Run:
+    steps = [Step(index=i, load=u, held=st == "held", state=st,
+                  checks=[Check(threshold="ttft.p95<=2s", ok=st == "held",
+                                insufficient=st == "not enough data")])
+             for i, (u, st) in enumerate(states)]
+    from llmbench.results.schema import Verdict
+    return Run(kind="ramp", steps=steps, verdict=Verdict(kind=kind),
+               config={"ramp": {"steps": [u for u, _ in states], **kw}})
+
+
+def test_exit_code_and_passed():
+    assert _ramp([(1, "not enough data"), (2, "held"), (4, "over")]).exit_code == EXIT_OK
+    assert _ramp([(1, "not enough data"), (2, "over")]).exit_code == EXIT_THRESHOLD
+    assert _ramp([(1, "not enough data"), (2, "not enough data")]).exit_code == EXIT_OK
+    assert _ramp([(1, "held"), (2, "over")], kind="load_generator").exit_code == EXIT_OVERLOADED
+    assert _ramp([(1, "held"), (2, "over")], expect=4).exit_code == 1
+    run = Run(kind="run", summary=Summary(), thresholds=[Check(threshold="x", ok=False)])
+    assert run.exit_code == EXIT_THRESHOLD and not run.passed
+    run.thresholds = [Check(threshold="x", ok=True)]
+    assert run.exit_code == EXIT_OK and run.passed
+    run.interrupted = True
+    assert run.exit_code == EXIT_INTERRUPTED
+    run.interrupted, run.status = None, "partial"       # read back: partial is interrupted
+    assert run.exit_code == EXIT_INTERRUPTED
+    run.status, run.workers = "partial", {"crashed": [{"worker": 1, "error": "killed"}]}
+    assert run.exit_code == EXIT_OVERLOADED
+    run.status, run.error = "failed", "cannot write results/x/requests.jsonl"
+    assert run.exit_code == EXIT_WRITE

@@ -1,0 +1,59 @@
+"""The ramp table fits an 80-column terminal (issue 40 §5), and the README's sample of it is
+what the code prints."""
+
+from __future__ import annotations
+
+import re
+
+from llmbench.report import console
+from llmbench.results.schema import Step
+from tests.helpers import ROOT
+
+
+def _step(load: float, state: str, requests: int = 8, **summary) -> dict:
+    s = {"requests": requests, "completed": requests, "failed": 0, "median_ttft_ms": 129.4,
+         "p95_ttft_ms": 12_489.0, "p95_itl_ms": 188.9, "p95_e2el_ms": 123_998.0,
+         "output_throughput": 9_851.2, **summary}
+    return Step.from_dict({"index": 0, "load": load, "held": state == "held", "state": state,
+                           "checks": [], "monitor": {}, "summary": s})
+
+
+def test_header_and_rows_fit_80_columns():
+    assert len(console.ramp_header()) <= console.RAMP_WIDTH
+    assert len(console.ramp_header("Req/s", "embeddings")) <= console.RAMP_WIDTH
+    # wide figures (seconds, thousands of tokens/s, 10,000 requests) and the longest state
+    for state in ("held", "over", "not enough data"):
+        row = console.ramp_row(_step(128, state, requests=10_000))
+        assert len(row) <= console.RAMP_WIDTH, (len(row), row)
+        assert row.endswith(state)
+    # the columns line up under their headers
+    header = console.ramp_header()
+    row = console.ramp_row(_step(2, "held"))
+    for name, value in (("TTFT p95", "12.49s"), ("ITL p95", "189ms"), ("Errors", "0")):
+        end = header.index(name) + len(name)
+        assert row[:end].endswith(value), (name, row)
+
+
+def test_the_readme_sample_is_the_table_the_code_prints():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("prints something like:\n\n```\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    assert lines[0] == console.ramp_header()
+    rows = [ln for ln in lines[1:] if re.match(r"^\s+\d", ln)]
+    assert len(rows) >= 3
+    for ln in [lines[0], *rows]:
+        assert len(ln) <= console.RAMP_WIDTH, ln
+    # each sample row parses back into the header's columns
+    for ln in rows:
+        users, reqs, ttft50, ttft95, itl95, e2el, tok_s, errors, state = ln.split(None, 8)
+        row = console.ramp_row(Step.from_dict({
+            "index": 0, "load": float(users), "held": state == "held", "state": state,
+            "checks": [], "monitor": {}, "summary": {
+                "requests": int(reqs), "failed": int(errors), "median_ttft_ms": _ms(ttft50),
+                "p95_ttft_ms": _ms(ttft95), "p95_itl_ms": _ms(itl95), "p95_e2el_ms": _ms(e2el),
+                "output_throughput": float(tok_s)}}))
+        assert row == ln
+
+
+def _ms(text: str) -> float:
+    return float(text[:-2]) if text.endswith("ms") else float(text[:-1]) * 1000
