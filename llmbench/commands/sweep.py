@@ -28,7 +28,7 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OV
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
-from llmbench.results.schema import NO_DATA, Run, ServerProbe, Step, StepBrief, SweepSetting
+from llmbench.results.schema import NO_DATA, Run, ServerProbe, ServerState, Step, StepBrief, SweepSetting
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
@@ -155,23 +155,23 @@ def _step_brief(st: Step) -> StepBrief:
     return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
 
 
-def server_state(ramp_dir: Path, run: Run) -> dict[str, Any] | None:
+def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
     probe = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
     rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
     if not probe.kind or not rows:
-        return {"kind": None, "note": probe.note} if probe.note else None
+        return ServerState(kind=None, note=probe.note) if probe.note else None
 
     def most(key: str) -> float | None:
         vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return max(vals) if vals else None
     models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
-    return {"kind": probe.kind, "samples": len(rows), "max_running": most("running"),
-            "max_waiting": most("waiting"), "slots": most("slots"),
-            "max_kv_cache_usage": most("kv_cache_usage"), "max_vram_bytes": most("vram_bytes"),
-            "max_ram_bytes": most("ram_bytes"), "preemptions": most("preemptions"),
-            "models_loaded": models or None}
+    return ServerState(kind=probe.kind, samples=len(rows), max_running=most("running"),
+                       max_waiting=most("waiting"), slots=most("slots"),
+                       max_kv_cache_usage=most("kv_cache_usage"),
+                       max_vram_bytes=most("vram_bytes"), max_ram_bytes=most("ram_bytes"),
+                       preemptions=most("preemptions"), models_loaded=models or None)
 
 
 NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough data to judge

@@ -170,10 +170,10 @@ def render(sweep_dir: str | Path) -> str:
     states = [(r, r.server_state) for r in results if r.server_state]
     if states:
         out.append("<h2>The server's own state during each ramp</h2>")
-        rows = [[r.name, st.get("kind") or st.get("note") or "–",
-                 _num(st.get("max_running")), _num(st.get("max_waiting")), _num(st.get("slots")),
-                 _num(st.get("max_kv_cache_usage"), "{:.0%}"), _gb(st.get("max_vram_bytes")),
-                 _num(st.get("preemptions")), ", ".join(st.get("models_loaded") or []) or "–"]
+        rows = [[r.name, st.kind or st.note or "–",
+                 _num(st.max_running), _num(st.max_waiting), _num(st.slots),
+                 _num(st.max_kv_cache_usage, "{:.0%}"), _gb(st.max_vram_bytes),
+                 _num(st.preemptions), ", ".join(st.models_loaded or []) or "–"]
                 for r, st in states]
         out.append(_table(["setting", "server (probe)", "most running", "most waiting",
                            "slots", "KV cache (peak)", "VRAM (peak)", "preemptions",

@@ -863,6 +863,29 @@ class StepBrief(Part):
                    summary=Summary.from_dict(rest), read_keys=tuple(data))
 
 
+def _probed(s: "ServerState") -> bool:
+    return s.samples is not None
+
+
+@dataclass
+class ServerState(Part):
+    """A sweep setting's server in its own words during the ramp (commands.sweep.server_state,
+    from the probe's samples in server.jsonl): the most it ran and kept waiting at once, its
+    slots, KV cache and memory; or, when the probe found nothing, only why (``note``)."""
+
+    kind: str | None = None
+    note: str | None = part(None, omit="none")
+    samples: int | None = part(None, when=_probed)
+    max_running: float | None = part(None, when=_probed)
+    max_waiting: float | None = part(None, when=_probed)
+    slots: float | None = part(None, when=_probed)
+    max_kv_cache_usage: float | None = part(None, when=_probed)
+    max_vram_bytes: float | None = part(None, when=_probed)
+    max_ram_bytes: float | None = part(None, when=_probed)
+    preemptions: float | None = part(None, when=_probed)
+    models_loaded: list[str] | None = part(None, when=_probed)
+
+
 @dataclass
 class SweepSetting(Part):
     """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
@@ -885,7 +908,7 @@ class SweepSetting(Part):
     verdict_kind: str | None = part(None, omit="none")
     knee: Knee | None = part(None, omit="none")
     steps: list[StepBrief] | None = part(None, omit="none")
-    server_state: dict[str, Any] | None = part(None, omit="none")
+    server_state: ServerState | None = part(None, omit="none")
     server_exit_code: int | None = part(None, omit="none")
     # what the server said it was
     server: ServerIdentity | None = part(None, omit="none")
