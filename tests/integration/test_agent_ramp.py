@@ -22,6 +22,7 @@ from llmbench.analysis.sessions import summarize_sessions
 from llmbench.mock_server import MockConfig, MockServer
 from llmbench.records.record import load_records
 from llmbench.report import console
+from llmbench.report.html import render
 from llmbench.report.text import to_markdown
 from llmbench.results.sessions import CacheBound, Sessions
 from tests.helpers.api import records, run_json
@@ -47,7 +48,9 @@ def agent_ramp(mock_factory, tmp_path, users: str, kv_tokens: int, parallel: int
     assert [s.sessions for s in run.steps] == [Sessions.from_dict(s.get("sessions"))
                                                for s in doc["steps"]]
     assert run.verdict.kind == doc["verdict"]["kind"]
-    # and `llmbench report --format md` has each step's sessions
+    # and the reports have each step's sessions: the HTML's table, `--format md`'s
+    page = render(r.path)
+    assert "<h2>Agent sessions</h2>" in page and "step TTFT p95" in page
     md = to_markdown(r.path)
     assert "| agents | sessions done | session p50 |" in md
     for st in run.steps:
@@ -127,6 +130,7 @@ def test_agent_sessions_run_over_every_api_with_tools(tmp_path, api):
     # and load_run reads run.json's sessions back as the typed value, the same numbers
     assert llmbench.load_run(r.path).sessions == s
     assert f"| sessions_completed | {s.completed} of {s.started} |" in to_markdown(r.path)
+    assert f">{s.completed} of {s.started}</td>" in render(r.path)
     if api == "openai-chat":
         # a call step's reply (a tool call) is in the next request's history as it came
         logged = [json.loads(x) for x in log.read_text().splitlines()]
