@@ -92,6 +92,10 @@ def _read_json(path: str, flag: str) -> Any:
         return safejson.loads(text, f"{flag} {path}")
     except safejson.JsonLimitError as exc:
         raise AgentSpecError(str(exc)) from None
+    except json.JSONDecodeError as exc:
+        # file:line first, as a compiler says it: the line to open the file at
+        raise AgentSpecError(f"{flag} {path}:{exc.lineno}: not JSON ({exc.msg} at column "
+                             f"{exc.colno}); give a JSON file") from None
     except ValueError as exc:
         raise AgentSpecError(f"{flag} {path}: not JSON ({exc}); give a JSON file") from None
 
