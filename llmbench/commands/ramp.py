@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llmbench.analysis import checks, outages
+from llmbench.analysis import abandon, checks, outages
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
@@ -112,6 +112,14 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         verdict.text = (f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
+    gave_up = abandon.abandonment(c.params.abandon, records, server.samples, t0_perf,
+                                  server.kind)
+    if gave_up is not None and gave_up.release.ok is False:
+        # a server that keeps decoding for closed connections: what users who stay get
+        verdict.evidence.append(gave_up.release.text)
+        verdict.advice.append("The server keeps working on requests whose users left: check "
+                              "that it cancels a request when its connection closes (a "
+                              "proxy in front may keep the upstream connection open).")
     lost = lost_workers(workers)
     if lost is not None:
         # the steps after the loss ran without that worker's users: not the planned load
@@ -134,7 +142,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         closed_loop_note="Virtual users wait for each reply before thinking and sending "
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
-        workers=workers, repeat=r.repeat or None, interrupted=interrupted)
+        workers=workers, repeat=r.repeat or None, interrupted=interrupted,
+        abandonment=gave_up)
 
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
@@ -251,6 +260,8 @@ def perform(r: RampPlan, repeat: int = 1,
     print()
     assert run.verdict is not None
     print(console.verdict_text(run.verdict))
+    if run.abandonment is not None:
+        print("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  "))
     if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")

@@ -488,7 +488,8 @@ class Harness:
     async def _preflight_request(self, client: Client) -> Record:
         """Send the one-token request; while it has not answered, say so now and then."""
         rec = Record("preflight", scheduled=perf_counter())
-        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec))
+        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec,
+                                                abandon=False))
         waited, note_at = 0.0, PREFLIGHT_NOTE_AFTER_S
         limit = min(self.timeouts.first_token_s, self.timeouts.total_s)
         try:

@@ -36,7 +36,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "cache_queries_total": s.cache_queries_total, "cache_hits_total": s.cache_hits_total,
         "preemptions_total": s.preemptions_total, "kv_blocks": s.kv_blocks,
         "kv_capacity_blocks": engine.kv_capacity_blocks(), "rejected_total": s.rejected_total,
-        "slots": engine.config.parallel, "success_total": dict(s.success_total)}
+        "slots": engine.config.parallel, "success_total": dict(s.success_total),
+        "closed_by_client_total": s.closed_by_client_total}
     for _name, attr, _help in _HISTOGRAMS:
         h: Histogram = getattr(engine, attr)
         snap[attr] = {"bounds": h.bounds, "counts": h.counts, "total": h.total, "count": h.count}
@@ -83,6 +84,9 @@ def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:
     metric("llmbench_mock:rejected_total", "counter",
            "Requests rejected because the queue was full.", "rejected_total")
     metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).", "slots")
+    metric("llmbench_mock:requests_closed_by_client_total", "counter",
+           "Generation requests whose client closed the connection before the reply ended.",
+           "closed_by_client_total")
     lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
               "# TYPE vllm:request_success_total counter"]
     for label, snap in engines:

@@ -33,7 +33,11 @@ ERROR_KINDS = (
     "error_event",          # an error object inside the stream
     "no_token",             # a clean stream that carried no token event
     "interrupted",          # the run was stopped while this request was in flight
+    # not a failure: the user gave up (--abandon) and closed the connection, before a first
+    # token or mid-stream (``token_times`` says which); counted apart (``CANCELLED``)
+    "cancelled",
 )
+CANCELLED = "cancelled"
 
 
 @dataclass(slots=True, eq=False)
@@ -99,6 +103,9 @@ class Record:
     # the Responses API's id of this reply (kept for --responses-state server, whose next turn
     # names it as previous_response_id)
     response_id: str | None = None
+    # --scenario: the traffic class whose user sent it (None without a scenario, and not
+    # written then); every per-class figure is taken from the records of that class
+    traffic_class: str | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds: their one definition ------------
     # Everything that reports them computes exactly these: the summary (analysis.metrics:

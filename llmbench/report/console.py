@@ -111,6 +111,9 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
     if s.by_turn:
         for name in ("first", "later"):
             out.append(_line(f"TTFT p95, {name} turns (ms):", _f(s.by_turn[name].ttft.p95)))
+    if s.cancelled:
+        out.append(_line("Cancelled by users (not failures):",
+                         f"{s.cancelled} ({s.cancelled_waiting or 0} before a first token)"))
     if s.errors:
         out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s.errors.items())))
         for e in s.error_samples[:3]:
@@ -237,6 +240,17 @@ def ramp_row(step: Step) -> str:
         ttft95=fmt_ms(s.ttft.p95), itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
         otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
         err=s.failed, state=state)
+
+
+def abandonment_lines(a: Any) -> str:
+    """--abandon: what the users cancelled, and whether the server let go of it
+    (``results.abandon.Abandonment``)."""
+    out = [a.sentence()]
+    rel = a.release
+    if rel.text and a.cancelled:
+        flag = "" if rel.ok is not False else "WARNING: "
+        out.append(f"{flag}{rel.text}")
+    return "\n".join(out)
 
 
 def threshold_lines(checks: Sequence[Check]) -> str:

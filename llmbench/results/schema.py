@@ -28,6 +28,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
                              EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
+from llmbench.results.abandon import Abandonment
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 
@@ -63,8 +64,11 @@ SCALARS = {
     "tool_call_share": "tool_call_share", "valid_output_share": "valid_output_share",
     "embeddings_throughput": "embeddings_throughput", "emb_s": "embeddings_throughput",
     "input_throughput": "input_throughput",
+    # --abandon: requests the users cancelled (not failures), and their share of all
+    "cancelled": "cancelled", "cancel_rate": "cancel_rate",
 }
-SHARES = ("error_rate", "completed_share", "tool_call_share", "valid_output_share")
+SHARES = ("error_rate", "completed_share", "tool_call_share", "valid_output_share",
+          "cancel_rate")
 # which direction is worse (compare's gate)
 HIGHER_IS_BETTER = ("output_throughput", "request_throughput", "total_token_throughput",
                     "request_goodput", "completed", "completed_share", "held",
@@ -336,13 +340,16 @@ _TAIL = (("requests", "requests", "always"), ("completed_share", "completed_shar
          ("non_streaming", "non_streaming", "always"),
          ("stream_bunching", "stream_bunching", "always"),
          ("served_by", "served_by", "always"), ("backends", "backends", "set"))
+# --abandon: cancelled by the user, of them before any token, and their share of all requests
+_CANCELLED = (("cancelled", "cancelled", "set"), ("cancelled_waiting", "cancelled_waiting", "set"),
+              ("cancel_rate", "cancel_rate", "set"))
 _LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
          ("cached_reported", "cached_reported", "set"),
          # written beside cached_reported, a share of None included (no prompt tokens told)
          ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
 _AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
 _SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
-                  + _LAST + _AFTER}
+                  + _CANCELLED + _LAST + _AFTER}
 _SCALAR_DEFAULTS = {"completed": 0, "failed": 0, "requests": 0, "errors": {},
                     "error_statuses": {}, "error_samples": [], "non_streaming": False,
                     "served_by": {}}
@@ -417,6 +424,13 @@ class Summary(Part):
     total_embeddings: int | None = None
     embeddings_throughput: float | None = None
     input_throughput: float | None = None
+    # --abandon (None when no user gave up): requests the users cancelled, not failures and
+    # not in ``failed`` or ``error_rate``; of them, those cancelled before any token; their
+    # share of all requests. The failure-aware percentiles (``_all``) count them as not
+    # answered in time (a reply stopped mid-stream keeps its real TTFT there)
+    cancelled: int | None = None
+    cancelled_waiting: int | None = None
+    cancel_rate: float | None = None
     # multi-turn: the same summary of first turns and of later turns ("first", "later")
     by_turn: dict[str, "Summary"] = field(default_factory=dict)
 
@@ -471,6 +485,7 @@ class Summary(Part):
         for w in self.within:
             yield w.key, w.share
         yield from self._scalars(_TAIL)
+        yield from self._scalars(_CANCELLED)
         yield from self.server_slot_wait.items(censored=False)
         yield from self.send_delay.items(censored=False)
         yield from self.server_queue.items(censored=False)
@@ -962,6 +977,8 @@ class Run(Part):
     repeats: dict[str, Any] | None = part(None, omit="none")
     # a probe whose router named no backend: what that means for the spread and the overhead
     backends_unidentified: str | None = part(None, omit="none")
+    # --abandon: what the users cancelled and whether the server let go (results.abandon)
+    abandonment: Abandonment | None = part(None, omit="none")
     # a killed run whose summary ``report`` rebuilt from requests.jsonl
     note: str | None = part(None, omit="none")
     rebuilt_at: float | None = part(None, omit="none")
