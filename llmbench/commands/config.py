@@ -27,20 +27,32 @@ def normalize(key: str) -> str:
     return str(key).strip().lstrip("-").replace("-", "_")
 
 
-def read(path: str | Path) -> dict[str, Any]:
-    """The file's table: {normalized key: value}; one line naming the file when it cannot be
-    read or parsed, or when it is not one table of options."""
+# a file of options (or a scenario's classes) is a few kilobytes; this bounds what is read
+MAX_FILE_BYTES = 1 << 20
+
+
+def read_document(path: str | Path, flag: str = "--config",
+                  max_bytes: int = MAX_FILE_BYTES) -> tuple[Any, str, str]:
+    """(the parsed document, its text, its kind: TOML, YAML or JSON) of a file a flag names,
+    read safely (at most ``max_bytes``; YAML's safe loader); one line naming the flag and the
+    file when it cannot be read or parsed."""
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
     if kind is None:
-        raise UsageError(f"--config {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
+        raise UsageError(f"{flag} {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise UsageError(f"--config {p}: {exc.strerror or exc}; check the path")
+        raise UsageError(f"{flag} {p}: {exc.strerror or exc}; check the path")
+    if len(raw) > max_bytes:
+        raise UsageError(f"{flag} {p}: larger than {max_bytes >> 10} KB; this is not a "
+                         f"{'scenario' if flag == '--scenario' else 'file of options'}")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"--config {p}: not UTF-8 text")
+        raise UsageError(f"{flag} {p}: not UTF-8 text")
     try:
         if kind == "TOML":
             doc = _toml().loads(text)
@@ -50,9 +62,19 @@ def read(path: str | Path) -> dict[str, Any]:
             doc = json.loads(text)
     except UsageError:
         raise
+    except RecursionError:
+        raise UsageError(f"{flag} {p}: nested too deeply to be a {kind} file of options")
     except Exception as exc:  # noqa: BLE001 - each parser has its own error class
         first = " ".join(str(exc).split())[:200]
-        raise UsageError(f"--config {p}: not valid {kind} ({first}); fix the file")
+        raise UsageError(f"{flag} {p}: not valid {kind} ({first}); fix the file")
+    return doc, text, kind
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The file's table: {normalized key: value}; one line naming the file when it cannot be
+    read or parsed, or when it is not one table of options."""
+    p = Path(path)
+    doc, _, _ = read_document(p, "--config")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

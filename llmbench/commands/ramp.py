@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.analysis import abandon, checks, outages
+from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
@@ -18,9 +19,9 @@ from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.report import console
 from llmbench.results.folder import environment
-from llmbench.results.schema import Check, Run, ServerProbe, Step, held_load
+from llmbench.results.schema import Check, Run, ServerProbe, Step, deciding_step, held_load
 from llmbench.load.shapes import Ramp, StepWindow
-from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
+from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
 from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
@@ -35,6 +36,8 @@ class RampPlan:
     expect: float | None = None
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
     repeat: dict[str, Any] | None = None    # --repeat: which repeat this is, and those done
+    # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
+    scenario: Any = None
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -103,8 +106,21 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
-    verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
-                                  planned=len(shape.steps))
+    isolation = None
+    if r.scenario is not None:
+        # each class judged on its own requests; the class that broke named, and with
+        # --isolate the one that breaks even alone (analysis.classes)
+        if shape.isolate:
+            isolation = classes_mod.isolation(steps, shape.isolated, shape.unit,
+                                              shape.isolation_note)
+        verdict = classes_mod.explain(steps, records, shape.unit, server.samples,
+                                      planned=len(shape.steps),
+                                      prefer=isolation.cause if isolation is not None else ())
+        if isolation is not None:
+            verdict = classes_mod.with_isolation(verdict, isolation)
+    else:
+        verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
+                                      planned=len(shape.steps))
     if interrupted and all(s.held for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
@@ -133,7 +149,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
                          "thresholds": [t.text for t in r.thresholds],
                          "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect},
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
+                **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         labels=c.labels, t0_perf=t0_perf, workload=c.workload.describe(),
         environment=environment(), steps=steps, verdict=verdict, user_changes=user_changes,
         outages=outages.of_run(records, t0_perf) if t0_perf else [],
@@ -143,16 +160,43 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
         workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up)
+        abandonment=gave_up, isolation=isolation)
+
+
+def broken_step(steps: Sequence[Step]) -> Step | None:
+    """The step --isolate runs each class alone at: the first that broke after the last that
+    held (a step with too few requests broke nothing)."""
+    step = deciding_step(steps)
+    return step if step is not None and step.state == OVER else None
+
+
+def _class_judges(r: RampPlan) -> None:
+    """--scenario: the ramp's judge per class (each its own thresholds, on its own records),
+    the step's from theirs, and the judge of each class run alone (--isolate)."""
+    shape = r.shape
+    per = {cp.name: judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+           for cp in r.scenario.classes}
+    shape.judge = classes_mod.judge(judge([], r.stall_s, shape.lag_limit_ms, shape.by), per,
+                                    shape.loads)
+    shape.broken = broken_step
+    shape.isolation_judge = classes_mod.isolation_judge(per)
 
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     c, shape = r.common, r.shape
-    shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+    if r.scenario is not None:
+        _class_judges(r)
+        targets = r.scenario.targets(c.server_probe)
+    else:
+        shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+        targets = [TargetSpec(c.target, server_probe=c.server_probe,
+                              salt=c.workload.salt_for("main"))]
     harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
 
     def on_step(step: Step) -> None:
         harness.say(console.ramp_row(step))
+        for row in console.class_rows(step):
+            harness.say(row)
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None:
@@ -160,11 +204,19 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
             _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
                  False, True, []).save(run_dir)
     shape.on_step = on_step
+    if r.scenario is not None and shape.isolate:
+        def on_isolated(alone: Any) -> None:
+            harness.say(console.isolated_row(alone))
+        shape.on_isolated = on_isolated
     from llmbench import wire
+    if r.scenario is not None:
+        print("Traffic classes: " + ", ".join(
+            f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
+            + (f"; growing {r.scenario.grow}, the others fixed" if r.scenario.grow else ""),
+            flush=True)
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
-    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
-                                             salt=c.workload.salt_for("main"))])
+    outcome = harness.run(shape, targets)
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
@@ -269,7 +321,8 @@ def perform(r: RampPlan, repeat: int = 1,
         print(f"  Users held: {(run.held_interval or {}).get('method')}.")
     if code == EXIT_THRESHOLD:
         print(f"No step held its thresholds: exit {EXIT_THRESHOLD}.")
-    print_closing(run, c.workload.warnings, run.status == "partial",
+    print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
+                  run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir)

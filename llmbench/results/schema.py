@@ -632,6 +632,8 @@ class Check(Part):
     outage: bool | None = part(None, omit="none")
     outages: list[dict[str, Any]] | None = part(None, omit="none")
     start_s: float | None = part(None, omit="none")
+    # --scenario: the traffic class whose threshold this is (None: the whole step's own check)
+    traffic_class: str | None = part(None, omit="none")
 
 
 @dataclass
@@ -648,11 +650,41 @@ class Steady(Part):
 
 
 @dataclass
+class ClassStep(Part):
+    """One traffic class (``--scenario``) at one ramp step: its own load (``unit``: users, a
+    whole number, or req/s), its thresholds' checks and state, the summary of its own requests
+    that started in the step's hold, and its steady state. A class broke the step when its
+    state is ``over``."""
+
+    load: float = 0.0
+    unit: str = "users"
+    held: bool = False
+    state: StepState = HELD
+    checks: list[Check] = field(default_factory=list)
+    unfinished: int = 0
+    steady: Steady | None = None
+    summary: Summary = field(default_factory=Summary)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def as_step(self, parent: "Step") -> "Step":
+        """This class's view of the step, a Step of its own (the verdict's machinery reads
+        one): the parent's index, load, window and monitor; its own checks and summary."""
+        return Step(index=parent.index, load=parent.load, ramp_start=parent.ramp_start,
+                    hold_start=parent.hold_start, hold_end=parent.hold_end, held=self.held,
+                    state=self.state, checks=list(self.checks), monitor=parent.monitor,
+                    unfinished=self.unfinished, steady=self.steady, summary=self.summary)
+
+
+@dataclass
 class Step(Part):
     """One load level of a ramp: its load (users, a whole number, or requests/s for an
     open-loop ramp), its hold window, whether it held its thresholds (``state``), the checks
     that say so, its summary (from the requests that started in the hold), the load
-    generator's monitor and its steady state."""
+    generator's monitor and its steady state. With ``--scenario``, ``classes`` holds each
+    traffic class's own part of it, and the step held only if every class did."""
 
     index: int = 0
     load: float = 0.0
@@ -666,6 +698,7 @@ class Step(Part):
     unfinished: int = 0
     steady: Steady | None = None
     summary: Summary = field(default_factory=Summary)
+    classes: dict[str, ClassStep] = part(default_factory=dict, omit="empty")
 
     def __post_init__(self) -> None:
         if self.read_keys is not None and "state" not in self.read_keys:
@@ -769,6 +802,76 @@ def _analysed(v: "Verdict") -> bool:
 
 
 @dataclass
+class ClassVerdict(Part):
+    """One traffic class's own reading of the ramp: ``kind`` as a Verdict's (from its own
+    requests: queuing, saturation...), ``text`` what became of it ("held at every step", "broke
+    at 8 users: TTFT p95 was 2.55 s, over 2 s"), ``held_load`` its own load at the last step
+    that held overall, ``broke`` whether it broke the deciding step."""
+
+    kind: str = "held"
+    text: str = ""
+    broke: bool = False
+    held_load: float | None = None
+    unit: str = "users"
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Compared(Part):
+    """One threshold's statistic of a class, in the broken step (``mixed``: with every class)
+    and run alone at the same load (``alone``); ``added``: what the others added
+    (mixed - alone, in the statistic's units: ms for latencies)."""
+
+    threshold: str = ""
+    metric: str | None = None
+    stat: str | None = None
+    mixed: float | None = None
+    alone: float | None = None
+    added: float | None = None
+    limit: float | None = None
+    ok_mixed: bool | None = None
+    ok_alone: bool | None = None
+
+
+@dataclass
+class IsolatedClass(Part):
+    """A traffic class run alone (``--isolate``) at the load it had in the broken step: its
+    window (``step``: its own step index in requests.jsonl), whether it held alone, its checks
+    and summary alone, each threshold mixed against alone, and the sentence that says it."""
+
+    name: str = ""
+    load: float = 0.0
+    unit: str = "users"
+    step: int = 0
+    ramp_start: float | None = None
+    hold_start: float | None = None
+    hold_end: float | None = None
+    held: bool = False
+    state: StepState = HELD
+    broke_mixed: bool = False
+    checks: list[Check] = field(default_factory=list)
+    compared: list[Compared] = field(default_factory=list)
+    summary: Summary = field(default_factory=Summary)
+    text: str = ""
+
+
+@dataclass
+class Isolation(Part):
+    """``--isolate``: each traffic class run alone at its load in the first step that broke
+    (``of_step``, at ``load`` in the ramp's unit), and what that says: ``cause`` the classes
+    that break even alone (their own requests are the limit), ``victims`` those that broke
+    only with the others present; ``text`` the sentences. ``note``: why it did not run."""
+
+    of_step: int | None = None
+    load: float | None = None
+    classes: list[IsolatedClass] = field(default_factory=list)
+    cause: list[str] = field(default_factory=list)
+    victims: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    note: str | None = part(None, omit="none")
+
+
+@dataclass
 class Verdict(Part):
     """Why a ramp stopped (or that every step held): ``kind``, ``text`` the sentence the console
     prints (run.json's "result"), ``evidence`` and ``advice`` the lines under it; the figures it
@@ -794,6 +897,10 @@ class Verdict(Part):
     generator_cause: str | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
+    # --scenario: each traffic class's own reading, and the classes that broke the deciding
+    # step (with --isolate: the classes that break even alone, analysis.classes)
+    classes: dict[str, ClassVerdict] = part(default_factory=dict, omit="empty")
+    blamed: list[str] = part(default_factory=list, omit="empty")
 
 
 # -- a probe's step ----------------------------------------------------------------------------
@@ -979,6 +1086,8 @@ class Run(Part):
     backends_unidentified: str | None = part(None, omit="none")
     # --abandon: what the users cancelled and whether the server let go (results.abandon)
     abandonment: Abandonment | None = part(None, omit="none")
+    # --scenario --isolate: each class alone at its load in the first step that broke
+    isolation: Isolation | None = part(None, omit="none")
     # a killed run whose summary ``report`` rebuilt from requests.jsonl
     note: str | None = part(None, omit="none")
     rebuilt_at: float | None = part(None, omit="none")
