@@ -60,7 +60,7 @@ def release_check(records: Sequence[Record], samples: Sequence[dict[str, Any]],
     """Did the server's count fall back within ``within_s`` of the connections llmbench closed
     (see the module's docstring)? ``t0``: the run's start (perf_counter), for the time the
     longest stretch began."""
-    recs = [r for r in records if r.start and r.done]
+    recs = [r for r in records if r.start and r.done]     # 0.0: never sent (perf_counter)
     cancelled = sum(1 for r in recs if r.error_kind == CANCELLED)
     out = SlotRelease(within_s=within_s, cancelled=cancelled, source=kind)
     pts = [(float(s["t"]), c) for s in samples if "t" in s and "error" not in s
