@@ -151,13 +151,14 @@ def result_line(steps: Sequence[Step], unit: str, planned: int | None) -> str:
 
 def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit: str = "users",
             server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
-            prefer: Sequence[str] = ()) -> Verdict:
+            prefer: Sequence[str] = (), telemetry: Any = None) -> Verdict:
     """The verdict of a scenario's ramp: the reading of the class that broke the deciding step
     (its kind, evidence, advice and knee, from its own requests; of the classes in ``prefer``
     first: the cause --isolate found), a result line naming each class, and every class's own
     verdict."""
     steps = list(steps)
-    whole = verdict_mod.explain(steps, records, unit, server_samples, planned)
+    whole = verdict_mod.explain(steps, records, unit, server_samples, planned,
+                                telemetry=telemetry)
     names = list(dict.fromkeys(n for s in steps for n in s.classes))
     if not names:
         return whole

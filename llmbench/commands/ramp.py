@@ -24,7 +24,7 @@ from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -102,10 +102,14 @@ def _live_line(unit: str, n_steps: int):
 
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
-         user_changes: list, workers: dict[str, Any] | None = None) -> Run:
+         user_changes: list, workers: dict[str, Any] | None = None,
+         telemetry: Any = None) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
+    tel = telemetry_parts(telemetry, steps, records,
+                          steps[0].ramp_start if steps else None,
+                          steps[-1].hold_end if steps else None)
     isolation = None
     if r.scenario is not None:
         # each class judged on its own requests; the class that broke named, and with
@@ -115,12 +119,13 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                                               shape.isolation_note)
         verdict = classes_mod.explain(steps, records, shape.unit, server.samples,
                                       planned=len(shape.steps),
-                                      prefer=isolation.cause if isolation is not None else ())
+                                      prefer=isolation.cause if isolation is not None else (),
+                                      telemetry=tel.get("info"))
         if isolation is not None:
             verdict = classes_mod.with_isolation(verdict, isolation)
     else:
         verdict = verdict_mod.explain(steps, records, shape.unit, server.samples,
-                                      planned=len(shape.steps))
+                                      planned=len(shape.steps), telemetry=tel.get("info"))
     if interrupted and all(s.held for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
@@ -156,6 +161,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         outages=outages.of_run(records, t0_perf) if t0_perf else [],
         **checks.record_checks(records, c.params, c.target.api, c.workload),
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
+        **tel.get("body", {}),
         closed_loop_note="Virtual users wait for each reply before thinking and sending "
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
@@ -220,7 +226,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers), run_dir, outcome)
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                    run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run.steps)
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
     return run, run.exit_code

@@ -37,7 +37,11 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "preemptions_total": s.preemptions_total, "kv_blocks": s.kv_blocks,
         "kv_capacity_blocks": engine.kv_capacity_blocks(), "rejected_total": s.rejected_total,
         "slots": engine.config.parallel, "success_total": dict(s.success_total),
-        "closed_by_client_total": s.closed_by_client_total}
+        "closed_by_client_total": s.closed_by_client_total,
+        "kv_budget_tokens": engine.config.kv_tokens,
+        "kv_cached_tokens": engine.kv.tokens if engine.kv is not None else 0,
+        "kv_evicted_tokens_total": (engine.kv.evicted_total * engine.kv.block
+                                    if engine.kv is not None else 0)}
     for _name, attr, _help in _HISTOGRAMS:
         h: Histogram = getattr(engine, attr)
         snap[attr] = {"bounds": h.bounds, "counts": h.counts, "total": h.total, "count": h.count}
@@ -87,6 +91,14 @@ def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:
     metric("llmbench_mock:requests_closed_by_client_total", "counter",
            "Generation requests whose client closed the connection before the reply ended.",
            "closed_by_client_total")
+    if any(snap.get("kv_budget_tokens") for _, snap in engines):
+        metric("llmbench_mock:kv_budget_tokens", "gauge",
+               "KV budget shared by all sessions, in tokens (--kv-tokens).", "kv_budget_tokens")
+        metric("llmbench_mock:kv_cached_tokens", "gauge",
+               "Tokens whose KV the budget holds: running prompts and cached prefixes.",
+               "kv_cached_tokens")
+        metric("llmbench_mock:kv_evicted_tokens_total", "counter",
+               "Cached prefix tokens evicted to fit the KV budget.", "kv_evicted_tokens_total")
     lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
               "# TYPE vllm:request_success_total counter"]
     for label, snap in engines:
