@@ -309,15 +309,15 @@ def _alone_sentence(a: IsolatedClass, mixed: ClassStep | None, others: list[str]
 
 def _conclusion(iso: Isolation, broke: Step, unit: str) -> str:
     if iso.cause and iso.victims:
-        return (f"The cause is {', '.join(iso.cause)}: it breaks even alone at its load of "
-                f"{amount(broke.load, unit)}, and {', '.join(iso.victims)} holds alone; "
+        return (f"The cause is {', '.join(iso.cause)}: it breaks even alone at the load it "
+                f"had at {amount(broke.load, unit)}, and {', '.join(iso.victims)} holds alone; "
                 f"{', '.join(iso.victims)} broke only because {', '.join(iso.cause)} shared "
                 "the server.")
     if iso.cause:
-        return (f"The cause is {', '.join(iso.cause)}: it breaks even alone at its load of "
-                f"{amount(broke.load, unit)}.")
+        return (f"The cause is {', '.join(iso.cause)}: it breaks even alone at the load it "
+                f"had at {amount(broke.load, unit)}.")
     if iso.victims:
-        return (f"No class breaks alone at its load of {amount(broke.load, unit)}: "
+        return (f"No class breaks alone at the load it had at {amount(broke.load, unit)}: "
                 f"{', '.join(iso.victims)} broke only with the others present, so it is their "
                 "sum that the server cannot carry.")
     return "Every class held alone and, judged alone, none broke the step."

@@ -281,7 +281,7 @@ def isolated_row(a: Any) -> str:
         err=s.failed, state=f"  {a.name} alone: {a.state}")
 
 
-def abandonment_lines(a: Any) -> str:
+def threshold_lines(checks: Sequence[Check]) -> str:
     """One line per threshold: 'ok    ttft.p95<=2s: 812 ms' or 'FAIL  ...: why'."""
     out = ["Thresholds:"]
     for c in checks:
