@@ -41,6 +41,14 @@ def read_document(path: str | Path, flag: str = "--config",
     if kind is None:
         raise UsageError(f"{flag} {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
+    if p.exists():
+        # a folder, a device or a pipe (opening one with no writer waits forever) is no file
+        # of options: the same check as a dataset's (workload.files)
+        from llmbench.workload.files import DatasetError, check_regular_file
+        try:
+            check_regular_file(str(p), flag)
+        except DatasetError as exc:
+            raise UsageError(str(exc)) from None
     try:
         with open(p, "rb") as fh:
             raw = fh.read(max_bytes + 1)

@@ -154,3 +154,18 @@ def test_from_python_the_messages_name_the_class():
         Scenario([TrafficClass("rag", share=0.6), TrafficClass("chat", share=0.6)])
     with pytest.raises(UsageError, match="is given twice"):
         Scenario([TrafficClass("a", share=0.5), TrafficClass("a", share=0.5)])
+
+
+@pytest.mark.parametrize("what", ["fifo", "folder", "/dev/zero"])
+def test_only_a_regular_file_is_read(tmp_path, what):
+    import os
+    path = tmp_path / "s.toml"
+    if what == "fifo":
+        os.mkfifo(path)                 # opening it would wait for a writer forever
+    elif what == "folder":
+        path.mkdir()
+    else:
+        path = tmp_path / "zero.toml"
+        os.symlink("/dev/zero", path)
+    with pytest.raises(UsageError, match=r"^--scenario .*(not a regular file|is a folder)"):
+        read(path, ALLOWED)
