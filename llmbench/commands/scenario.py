@@ -134,3 +134,54 @@ def check_thresholds(scenario: Scenario, tc: TrafficClass, texts: Sequence[str],
             raise scenario.fail(tc.name, "thresholds",
                                 f"class {tc.name!r}: threshold {t!r}: {exc}") from None
     return out
+
+
+# -- from a command's spec (RampSpec, SweepSpec: commands/ramp_spec.py) ------------------------
+# besides the workload and request options, what a class may set of the ramp's own
+CLASS_RAMP_OPTIONS = ("think",)
+
+
+def class_option_names(spec: Any) -> dict[str, str]:
+    """Every keyword a class may set -> the spec's field: the command's workload and request
+    options (any spelling the command line knows: prompt_tokens, max_tokens...) and its think
+    time. A new workload option is a class option the moment the command has it."""
+    from llmbench.commands.groups import RequestOpts, WorkloadOpts
+    fields = {f.name for g in (WorkloadOpts, RequestOpts) for f in dataclasses.fields(g)}
+    fields |= set(CLASS_RAMP_OPTIONS)
+    return {k: name for k, (name, off) in type(spec).names().items()
+            if name in fields and not off}
+
+
+def load(spec: Any, value: Any, flag: str = "--scenario") -> Scenario:
+    """The scenario a spec names: a file (read and checked) or a Scenario given from Python
+    (each class's option names checked the same)."""
+    known = class_option_names(spec)
+    if isinstance(value, Scenario):
+        for tc in value.classes:
+            for key in tc.options:
+                if normalize_key(key) not in known:
+                    raise value.fail(tc.name, key, f"class {tc.name!r}: unknown option {key!r}; "
+                                     "a class takes the workload and request options of the "
+                                     "command (llmbench ramp --help)")
+        return value
+    return read(value, lambda k: normalize_key(k) in known, flag)
+
+
+def normalize_key(key: Any) -> str:
+    from llmbench.workload.scenario import normalize
+    return normalize(key)
+
+
+def class_spec(spec: Any, scenario: Scenario, tc: TrafficClass) -> Any:
+    """The command's spec with a class's options over it, one at a time, so a bad value is one
+    line naming the file, the line and the class (the spec's own check says what is wrong)."""
+    known = class_option_names(spec)
+    out = spec
+    for key, v in tc.options.items():
+        name = known[normalize_key(key)]
+        try:
+            out = dataclasses.replace(out, **{name: v})
+        except UsageError as exc:
+            raise scenario.fail(tc.name, normalize_key(key),
+                                f"class {tc.name!r}: {exc}") from None
+    return out
