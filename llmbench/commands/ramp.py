@@ -133,8 +133,12 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         verdict.text = (f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
-    gave_up = abandon.abandonment(c.params.abandon, records, server.samples, t0_perf,
-                                  server.kind)
+    policy = c.params.abandon
+    if policy is None and r.scenario is not None:
+        # --abandon set for some classes only (their options): the first one's policy names it
+        policy = next((cp.common.params.abandon for cp in r.scenario.classes
+                       if cp.common.params.abandon is not None), None)
+    gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
     if gave_up is not None and gave_up.release.ok is False:
         # a server that keeps decoding for closed connections: what users who stay get
         verdict.evidence.append(gave_up.release.text)
