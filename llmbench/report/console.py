@@ -234,6 +234,8 @@ def ramp_row(step: Step) -> str:
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
     if step.drifting:
         state += " (still drifting)"
+    if s.cancelled:
+        state += f" ({s.cancelled} cancelled)"      # --abandon: users who gave up, not errors
     rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
     return RAMP_COLUMNS.format(
         unit=f"{step.load:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
@@ -265,7 +267,8 @@ def class_rows(step: Step) -> list[str]:
             unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
             itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
             otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
-            err=s.failed, state=f"  {name}: {c.state}"))
+            err=s.failed, state=f"  {name}: {c.state}"
+            + (f" ({s.cancelled} cancelled)" if s.cancelled else "")))
     return out
 
 
