@@ -19,7 +19,7 @@ from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law;
 from llmbench.analysis.stepstats import drift_sentence, knee
 from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.results.schema import (NO_DATA, OVER, Check, Step, Summary, Verdict,  # noqa: F401
-                                     deciding_step, last_held)
+                                     amount, deciding_step, last_held)
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -138,13 +138,6 @@ def lag_explains(step: Step) -> bool:
                 and actual - (c.limit or 0.0) > lag):
             return False
     return True
-
-
-def amount(load: float, unit: str = "users") -> str:
-    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
-    if unit == "users":
-        return f"{load:g} user" + ("" if load == 1 else "s")
-    return f"{load:g} {unit}"
 
 
 def baseline_step(steps: Sequence[Step], subject: Step | None) -> Step | None:
@@ -318,7 +311,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
     out.drifting = [s.load for s in drifting]
     out.steady_note = [drift_sentence(s, unit) for s in drifting]
     out.compared = {"first_step": None if first is None else first.load, "step": subject.load}
-    out.ttft_p95_ms, out.itl_median_ms, out.itl_p95_ms = [ttft0, ttft1], [itl0, itl1], \
+    out.ttft_p95_ms, out.itl_p50_ms, out.itl_p95_ms = [ttft0, ttft1], [itl0, itl1], \
         [itl95_0, itl95_1]
     out.itl_grew, out.ttft_grew, out.served_at_once, out.server = itl_grew, ttft_grew, little, \
         server

@@ -15,8 +15,8 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.records import definitions
 from llmbench.records.record import Record
-from llmbench.records.store import RecordStore
 from llmbench.report import console
 from llmbench.results.folder import environment
 from llmbench.results.schema import Check, Run, ServerProbe, Step, deciding_step, held_load
@@ -45,9 +45,7 @@ RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
-    if isinstance(records, RecordStore):
-        return records.in_window(step, start, end)
-    return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
+    return definitions.window(records, step, start, end)
 
 
 def judge(thresholds: list[Threshold], stall_s: float = 1.0,
@@ -130,7 +128,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
         verdict.interrupted = True
-        verdict.text = (f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped "
+        verdict.text = (f"Held {verdict_mod.amount(best, shape.unit)} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
     policy = c.params.abandon

@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from llmbench.results.schema import ProbeStep, Step
+from llmbench.analysis import percentile
+from llmbench.results.schema import ProbeStep, Step, amount
 from llmbench.report import svgplot
 from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span
 
@@ -239,7 +240,7 @@ def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
     if full:
         p.traces.append(svgplot.Boxes(
             "distribution", [float(x) for x, _ in full],
-            [tuple(float(v) for v in np.percentile(d, [5, 25, 50, 75, 95])) for _, d in full]))
+            [tuple(percentile.percentiles(d, [5, 25, 50, 75, 95])) for _, d in full]))
     for i, g in enumerate(groups):
         if not len(g[1]):
             p.text(i + 1, 0.02, "no data", coords="xaxis", ha="center", va="bottom",
@@ -247,7 +248,7 @@ def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
     p.xticks = [float(i) for i in range(1, len(groups) + 1)]
     p.xticklabels = [safe(g[0]) for g in groups]
     p.xlim = (0.5, len(groups) + 0.5)
-    _from_zero(p, _top([np.percentile(d, 95) for _, d in full]))
+    _from_zero(p, _top([percentile.percentiles(d, [95])[0] for _, d in full]))
     return Chart(width, p.y0 + p.h + 40, [p])
 
 
@@ -274,7 +275,8 @@ def cdfs_chart(series: Sequence[tuple[str, np.ndarray]], title: str) -> Chart:
         if not len(v):
             continue
         # a CDF needs no more points than a screen shows
-        x = np.percentile(v, np.linspace(0, 100, 2000)) if len(v) > 2000 else np.sort(v)
+        x = np.asarray(percentile.percentiles(v, np.linspace(0, 100, 2000))) if len(v) > 2000 \
+            else np.sort(v)
         curves.append((i, safe(name), x))
     if curves:
         top = max(float(x[-1]) for _, _, x in curves)
@@ -554,7 +556,7 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
         p.xticklabels = [safe(x) for x in labels]
         p.xlim = (-0.6, n - 0.4)
         p.ylim = (0.0, (max(ys) * 1.15) if ys and max(ys) > 0 else 1.0)
-        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {load:g} {unit}", ylabel, \
+        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {amount(load, unit)}", ylabel, \
             safe(axis_name), False
     return Chart(1100, _under(panels) + 8, panels)
 
