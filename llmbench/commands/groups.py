@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
+from llmbench.commands.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
                                        P_TARGET, P_WORKLOAD, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
                                        Kind, Spec, UsageError, count, number, opt_of, option,
                                        seconds)
@@ -445,6 +445,7 @@ class RequestOpts(Spec):
     tool_choice: str | None = option("--tools: auto | required | none (default: the server's).", P_REQUEST)
     responses_state: str = option("--api responses: client (send each conversation's history) or server (the server stores replies; later turns send previous_response_id and the new turn only).", P_REQUEST, default="client", metavar="client|server")
     response_format: Path | str | None = option("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, kind=PATH, metavar="FILE")
+    abandon: Any = option("Users who give up: after=DURATION (no first token by then: close the connection), share=P,after-tokens=N (stop that share of replies after N tokens), or both; seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="after=2s|share=P,after-tokens=N")
 
     def check(self) -> None:
         super().check()
@@ -484,7 +485,7 @@ class RequestOpts(Spec):
         return (RequestParams(stream=self.stream, temperature=self.temperature,
                               ignore_eos=self.ignore_eos, extra_body=body,
                               max_tokens_field=self.max_tokens_field, structured=schema,
-                              responses_state=self.responses_state),
+                              responses_state=self.responses_state, abandon=self.abandon),
                 Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
                          self.timeout_total))
 
