@@ -445,7 +445,6 @@ class RequestOpts(Spec):
     tool_choice: str | None = option("--tools: auto | required | none (default: the server's).", P_REQUEST)
     responses_state: str = option("--api responses: client (send each conversation's history) or server (the server stores replies; later turns send previous_response_id and the new turn only).", P_REQUEST, default="client", metavar="client|server")
     response_format: Path | str | None = option("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, kind=PATH, metavar="FILE")
-    abandon: Any = option("Users who give up: after=DURATION (no first token by then: close the connection), share=P,after-tokens=N (stop that share of replies after N tokens), or both; seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="after=2s|share=P,after-tokens=N")
 
     def check(self) -> None:
         super().check()
@@ -485,9 +484,18 @@ class RequestOpts(Spec):
         return (RequestParams(stream=self.stream, temperature=self.temperature,
                               ignore_eos=self.ignore_eos, extra_body=body,
                               max_tokens_field=self.max_tokens_field, structured=schema,
-                              responses_state=self.responses_state, abandon=self.abandon),
+                              responses_state=self.responses_state,
+                              abandon=getattr(self, "abandon", None)),
                 Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
                          self.timeout_total))
+
+
+@dataclasses.dataclass(kw_only=True)
+class AbandonOpts(Spec):
+    """Users who give up (``run``, ``ramp``, ``sweep``: client.abandon): the requests they
+    cancel are counted apart, and the run says whether the server let go of them."""
+
+    abandon: Any = option("Users who give up: after=DURATION (no first token by then: close the connection), share=P,after-tokens=N (stop that share of replies after N tokens), or both; seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="after=2s|share=P,after-tokens=N")
 
 
 @dataclasses.dataclass(kw_only=True)

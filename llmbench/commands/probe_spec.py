@@ -60,9 +60,6 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
             raise UsageError("--slice must be above 0")
         if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
             raise UsageError("--prefix-hit-ratio works with llmbench run only")
-        if self.abandon is not None:    # the overhead is read from requests that were answered
-            raise UsageError("--abandon works with llmbench run, ramp and sweep; a probe "
-                             "compares answered requests")
 
     def plan(self, progress: bool | None = None) -> Any:
         """The probe's plan (the workload is counted against the backend)."""

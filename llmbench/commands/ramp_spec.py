@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SCENARIO, SECONDS,
                                        SECONDS_ABOVE_0, Spec, UsageError, option)
-from llmbench.commands.groups import (OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
+from llmbench.commands.groups import (AbandonOpts, OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
                                       TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
@@ -247,7 +247,7 @@ class RampOpts(Spec):
 
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
-class RampSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
+class RampSpec(OutputOpts, AbandonOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
                TargetOpts):
     """``llmbench ramp``: add users step by step (``users=[1, 2, 4, 8]``, each step ramped in
     over ``ramp_in`` and held for ``hold`` seconds) until a threshold breaks, and say why. With

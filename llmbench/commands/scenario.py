@@ -145,8 +145,9 @@ def class_option_names(spec: Any) -> dict[str, str]:
     """Every keyword a class may set -> the spec's field: the command's workload and request
     options (any spelling the command line knows: prompt_tokens, max_tokens...) and its think
     time. A new workload option is a class option the moment the command has it."""
-    from llmbench.commands.groups import RequestOpts, WorkloadOpts
-    fields = {f.name for g in (WorkloadOpts, RequestOpts) for f in dataclasses.fields(g)}
+    from llmbench.commands.groups import AbandonOpts, RequestOpts, WorkloadOpts
+    fields = {f.name for g in (WorkloadOpts, RequestOpts, AbandonOpts)
+              for f in dataclasses.fields(g)}
     fields |= set(CLASS_RAMP_OPTIONS)
     return {k: name for k, (name, off) in type(spec).names().items()
             if name in fields and not off}

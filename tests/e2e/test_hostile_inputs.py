@@ -383,7 +383,6 @@ INPROC_CASES = [
     (R + ["--abandon", "after-tokens=-1,share=0.1"], 2, "at least 1"),
     (R + ["--abandon", "patience=3s"], 2, "unknown key 'patience'"),
     (R + ["--abandon", "after=1e308"], 2, "at most 30 days"),
-    (PROBE + ["--abandon", "after=1s"], 2, "--abandon works with llmbench run, ramp and sweep"),
     # sweep
     (SWEEP + ["--ready-timeout", "0"], 2, "--ready-timeout"),
     (SWEEP + ["--ready-timeout", "nan"], 2, "--ready-timeout"),
