@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from llmbench.records.definitions import is_measured
 from llmbench.records.record import CANCELLED, Record
 from llmbench.results.abandon import Abandonment, SlotRelease, describe
 
@@ -35,7 +36,7 @@ def cancelled_counts(records: Sequence[Record]) -> tuple[int, int, int, int]:
     """(requests, cancelled, of them before any token, mid-reply), measured requests only."""
     n = waiting = streaming = 0
     for r in records:
-        if r.warmup or r.error_kind == "interrupted":
+        if not is_measured(r.warmup, r.error_kind):
             continue
         n += 1
         if r.error_kind == CANCELLED:

@@ -495,7 +495,7 @@ class AbandonOpts(Spec):
     """Users who give up (``run``, ``ramp``, ``sweep``: client.abandon): the requests they
     cancel are counted apart, and the run says whether the server let go of them."""
 
-    abandon: Any = option("Users who give up: after=DURATION (no first token by then: close the connection), share=P,after-tokens=N (stop that share of replies after N tokens), or both; seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="after=2s|share=P,after-tokens=N")
+    abandon: Any = option("Users who give up: after=2s (no first token by then: close the connection); share=0.2 and after-tokens=20 (stop that share of replies after 20 tokens); comma-separated, with seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="POLICY")
 
 
 @dataclasses.dataclass(kw_only=True)
