@@ -197,6 +197,9 @@ def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit
         first = next((n for n in prefer if n in blamed), blamed[0])
         lead = readings[first]
         out = replace(lead, evidence=[f"{first}: {e}" for e in lead.evidence])
+        if out.knee is not None and out.knee.text:
+            # the class's own threshold crossed, on the whole crowd's axis: say whose
+            out.knee = replace(out.knee, text=f"{first}: {out.knee.text}")
         rest = [n for n in blamed if n != first]
         if rest:
             out.evidence.append(f"Also broke at this step: {', '.join(rest)} "

@@ -120,3 +120,16 @@ def test_a_server_that_decodes_for_closed_connections_is_reported(mock_factory, 
     assert a.cancelled == _closed(m)
     assert a.release.ok is False, a.release.text
     assert "did NOT free" in a.release.text
+
+
+def test_a_ramp_counts_its_cancelled_requests_per_step(mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=20, itl_ms=10, tokens=200, parallel=8)
+    run = llmbench.ramp(url=m.url + "/v1", model="mock", users="2", hold="1.5s",
+                        ramp_in="0.2s", think="0s", prompt_tokens=16, output_tokens=20,
+                        turns=1, abandon="share=0.5,after-tokens=3",
+                        threshold=["ttft.p50<=5s"], out=tmp_path / "res")
+    (step,) = run.steps
+    assert step.summary.cancelled and step.summary.failed == 0
+    a = run.abandonment
+    assert a is not None and a.cancelled == _closed(m) >= step.summary.cancelled
+    assert a.release.ok is True, a.release.text
