@@ -20,6 +20,10 @@ from typing import Any
 from llmbench.errors import UsageError
 
 FORMATS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
+# A file of options is a few kB (a run folder's config.toml: ~2 kB); one over a megabyte is not
+# one, and reading /dev/zero as one ended in MemoryError
+MAX_CONFIG_BYTES = 1 << 20
+CONFIG_DEPTH = 8            # a table of values, lists and (--label, --header) small tables
 
 
 def normalize(key: str) -> str:
@@ -27,54 +31,40 @@ def normalize(key: str) -> str:
     return str(key).strip().lstrip("-").replace("-", "_")
 
 
-# a file of options (or a scenario's classes) is a few kilobytes; this bounds what is read
-MAX_FILE_BYTES = 1 << 20
-
-
-def read_document(path: str | Path, flag: str = "--config",
-                  max_bytes: int = MAX_FILE_BYTES) -> tuple[Any, str, str]:
-    """(the parsed document, its text, its kind: TOML, YAML or JSON) of a file a flag names,
-    read safely (at most ``max_bytes``; YAML's safe loader); one line naming the flag and the
-    file when it cannot be read or parsed."""
+def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX_CONFIG_BYTES,
+                  what: str = "file of options") -> tuple[Any, str, str]:
+    """(the parsed document, its text, its kind: TOML, YAML or JSON) of a small file a flag
+    names (--config, --scenario), read safely: a regular file of at most ``max_bytes``, UTF-8,
+    YAML without aliases, nested at most CONFIG_DEPTH levels; one line naming the flag and the
+    file otherwise."""
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
     if kind is None:
         raise UsageError(f"{flag} {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
-    if p.exists():
-        # a folder, a device or a pipe (opening one with no writer waits forever) is no file
-        # of options: the same check as a dataset's (workload.files)
-        from llmbench.workload.files import DatasetError, check_regular_file
-        try:
-            check_regular_file(str(p), flag)
-        except DatasetError as exc:
-            raise UsageError(str(exc)) from None
+    from llmbench.records import safejson
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise UsageError(f"{flag} {p}: {exc.strerror or exc}; check the path")
-    if len(raw) > max_bytes:
-        raise UsageError(f"{flag} {p}: larger than {max_bytes >> 10} KB; this is not a "
-                         f"{'scenario' if flag == '--scenario' else 'file of options'}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{flag} {p}: not UTF-8 text")
+        # a regular file (not /dev/zero or a pipe), at most max_bytes, UTF-8
+        text = safejson.read_file(p, flag, max_bytes, what=f"{kind} {what}")
+    except safejson.JsonLimitError as exc:
+        raise UsageError(str(exc)) from None
     try:
         if kind == "TOML":
             doc = _toml().loads(text)
         elif kind == "YAML":
-            doc = _yaml().safe_load(text)
+            doc = _yaml_load(text, p, flag)
         else:
             doc = json.loads(text)
     except UsageError:
         raise
     except RecursionError:
-        raise UsageError(f"{flag} {p}: nested too deeply to be a {kind} file of options")
+        raise UsageError(f"{flag} {p}: nested too deeply to be a {what}") from None
     except Exception as exc:  # noqa: BLE001 - each parser has its own error class
         first = " ".join(str(exc).split())[:200]
         raise UsageError(f"{flag} {p}: not valid {kind} ({first}); fix the file")
+    if safejson.depth(doc, CONFIG_DEPTH) > CONFIG_DEPTH:
+        raise UsageError(f"{flag} {p}: nested over {CONFIG_DEPTH} levels; a {what} is a "
+                         "table of names to values")
     return doc, text, kind
 
 
@@ -109,6 +99,19 @@ def _toml() -> Any:
     except ImportError:
         raise UsageError("--config: reading TOML on Python 3.10 needs the tomli package "
                          "(pip install tomli), or give the options as .json")
+
+
+def _yaml_load(text: str, p: Path, flag: str = "--config") -> Any:
+    """YAML without aliases: ``*name`` repeats a node by reference, and nine levels of
+    ten-fold repeats (a "billion laughs") are 10^9 values to whatever walks the document. A
+    file of options has no use for them, so one is refused at its line."""
+    yaml = _yaml()
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1 if event.start_mark else "?"
+            raise UsageError(f"{flag} {p}:{line}: a YAML alias (*{event.anchor}); a config "
+                             "file takes plain values, write them out")
+    return yaml.safe_load(text)
 
 
 def _yaml() -> Any:
@@ -155,8 +158,8 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
     for name, v in values.items():
         f = fields.get(name)
         flag = f.flag if f is not None else "--" + name.replace("_", "-")
-        if v is None or v is Ellipsis or name == "progress":     # display only
-            continue
+        if v is None or v is Ellipsis or name in ("progress", "dashboard", "dashboard_linger"):
+            continue                            # display only: a replay opens no page
         if flag in SECRET_FLAGS:
             if v:
                 left_out.append(name)

@@ -30,7 +30,7 @@ def read(path: str | Path, allowed: Callable[[str], bool], flag: str = "--scenar
     """The scenario in a TOML, YAML or JSON file, each class's keys checked against the
     command's options (``allowed``); one line naming the file (and line) otherwise."""
     from llmbench.commands.config import read_document
-    doc, text, kind = read_document(path, flag, MAX_SCENARIO_BYTES)
+    doc, text, kind = read_document(path, flag, MAX_SCENARIO_BYTES, what="scenario")
     return from_document(doc, str(path), text, kind, allowed)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
-from llmbench.records.definitions import INTERRUPTED
-from llmbench.records.record import CANCELLED, REFUSED_KINDS, Record, RecordLog, clean
+from llmbench.records.record import (CANCELLED, REFUSED_KINDS, UNMEASURED_KINDS, Record,
+                                     RecordLog, clean)
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 from llmbench.workload.salt import Salt
@@ -193,7 +193,7 @@ class Session:
         c.done += 1
         if rec.error_kind == CANCELLED:
             c.cancelled += 1
-        elif not rec.ok and rec.error_kind != INTERRUPTED:   # warm-up too: the live count
+        elif not rec.ok and rec.error_kind not in UNMEASURED_KINDS:   # warm-up too: the live count
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.token_times:

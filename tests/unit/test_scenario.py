@@ -122,7 +122,7 @@ def test_a_file_that_is_no_scenario(tmp_path, text, suffix, says):
 
 def test_size_limit_and_missing_file(tmp_path):
     big = _file(tmp_path, "# " + "x" * MAX_SCENARIO_BYTES + "\n")
-    with pytest.raises(UsageError, match="larger than 1024 KB"):
+    with pytest.raises(UsageError, match="larger than the 1 MB"):
         read(big, ALLOWED)
     with pytest.raises(UsageError, match="check the path"):
         read(tmp_path / "nope.toml", ALLOWED)
