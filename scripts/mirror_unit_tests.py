@@ -90,7 +90,7 @@ def place(path: Path, root: Path, pkgs: set[str], share: float) -> tuple[str | N
     if not by:
         return None, "imports nothing from llmbench (it reads the source, the docs or files)"
     spread = ", ".join(f"{k} {v}" for k, v in by.most_common())
-    if sum(by.values()) < 3:
+    if sum(by.values()) < 4:             # a helper or two: the file reads files
         return None, f"uses llmbench little (uses {spread}): it reads files"
     named = named_module(path, root, pkgs)
     if named and by[named]:
