@@ -55,6 +55,8 @@ class Common:
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
     metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
+    dashboard_at: tuple[str, int] | None = None   # --dashboard [HOST:]PORT (port 0: any)
+    dashboard_linger_s: float | None = None       # --dashboard-linger (None: until Ctrl-C)
     quiet: bool = False                    # -q: errors and the final answer only
     verbose: bool = False                  # -v: what llmbench decides, as it decides it
     # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
@@ -81,6 +83,12 @@ class Common:
             h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
         if shape is not None and self.progress is not False:
             h.board = board_for(shape)
+        if shape is not None and (self.dashboard_at is not None or _cell_view()):
+            from llmbench.report.dashboard import handle
+            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
+            h.dashboard = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
+            if h.dashboard is not None:
+                h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)
@@ -147,6 +155,20 @@ def board_for(shape: Any) -> Any:
                      duration_s=getattr(shape, "duration_s", None))
 
 
+def dashboard_meta(shape: Any, target: Target, run_dir: Path | None,
+                   workers: Any = 1) -> dict[str, Any]:
+    """What the dashboard shows of a plan before it runs (as ``board_for`` reads a shape)."""
+    b = board_for(shape)
+    desc = target.describe()
+    return {"kind": getattr(shape, "kind", "run"), "unit": b.unit, "n_steps": b.n_steps,
+            "step_s": b.step_s, "requests": b.requests, "duration_s": b.duration_s,
+            "steps": list(getattr(shape, "steps", None) or []),
+            "rate": getattr(shape, "rate", None), "concurrency": getattr(shape, "concurrency", None),
+            "model": desc.get("model"), "url": desc.get("url"),
+            "folder": run_dir.name if run_dir is not None else None,
+            "workers": None if workers == 1 else str(workers)}
+
+
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
                   labels: dict[str, str], replay: dict[str, Any] | None = None) -> None:
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
@@ -173,6 +195,9 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
 def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> Done:
     """``report_failed``, as the Done of a command that measured nothing."""
     code = report_failed(exc, run_dir, kind, target)
+    board = _dashboard()
+    if board is not None:
+        board.failed(target.redact(str(exc)) or "")
     return Done(None, code, run_dir, target.redact(str(exc)) or "")
 
 
@@ -281,3 +306,18 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
     if run_dir is not None:
         write_report(run_dir)
         print(f"Results: {run_dir}")
+    board = _dashboard()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
+
+
+def _dashboard() -> Any:
+    """The --dashboard open in this process and a notebook cell's live view, if any (its module
+    is loaded only when one is)."""
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return mod.for_end() if mod is not None else None
+
+
+def _cell_view() -> bool:
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return bool(mod is not None and mod._CELL)

@@ -125,8 +125,8 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
     for name, v in values.items():
         f = fields.get(name)
         flag = f.flag if f is not None else "--" + name.replace("_", "-")
-        if v is None or v is Ellipsis or name == "progress":     # display only
-            continue
+        if v is None or v is Ellipsis or name in ("progress", "dashboard", "dashboard_linger"):
+            continue                            # display only: a replay opens no page
         if flag in SECRET_FLAGS:
             if v:
                 left_out.append(name)

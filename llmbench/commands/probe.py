@@ -87,7 +87,11 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
         step.monitor = w.monitor
         return step
     shape.judge = judge
-    shape.on_step = lambda s: harness.say(_row(s))
+    def on_step(s: ProbeStep) -> None:
+        harness.say(_row(s))
+        if harness.dashboard is not None:       # the page takes the step as run.json has it
+            harness.dashboard.step(s.to_dict())
+    shape.on_step = on_step
     print(HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results

@@ -149,11 +149,20 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         harness.say(console.ramp_row(step))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
-        if run_dir is not None:
+        if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
-            _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
-                 False, True, []).save(run_dir)
+            doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
+                       ServerSeen(None, None, []), False, True, [])
+            data = doc.save(run_dir)
+            if harness.dashboard is not None:   # its thresholds, and the verdict so far
+                v = dict(data.get("verdict") or {})
+                if v and all(st.held for st in doc.steps):
+                    # not "stopped after k of n steps": the ramp goes on
+                    v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
+                harness.dashboard.step(data["steps"][-1], v or None)
     shape.on_step = on_step
+    if harness.dashboard is not None:
+        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
     print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)

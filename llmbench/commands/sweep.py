@@ -113,6 +113,8 @@ class SweepPlan:
     target_options: dict[str, Any] = field(default_factory=dict)
     # the sweep's options for its folder's config.toml (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
+    dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
+    dashboard_linger_s: float | None = None
 
     def server_command(self) -> str | list[str] | None:
         if self.mode == "serve":
@@ -464,8 +466,22 @@ def perform(plan: SweepPlan) -> Done:
               grid=points, labels=plan.labels, config=plan.describe(), unit=plan.unit,
               results=[], environment=environment(), pid=os.getpid())
 
+    board = None
+    handle = sys.modules.get("llmbench.report.dashboard.handle")
+    if plan.dashboard_at is not None or (handle is not None and handle._CELL):
+        # opened first (its URL is the first line); each setting's ramp feeds the same page
+        from llmbench.report.dashboard import handle
+        board = handle.for_run(plan.dashboard_at, plan.dashboard_linger_s)
+        board.sweep({"settings": name_of_settings(plan.settings), "grid": points,
+                     "unit": plan.unit})
+
     def save() -> None:
-        doc.save(sweep_dir)
+        data = doc.save(sweep_dir)
+        if board is not None:
+            res = data["results"]
+            board.sweep_setting(len(res) - 1 if res else 0, res[-1]["name"] if res else None,
+                                [{k: r.get(k) for k in ("name", "status", "held", "verdict")}
+                                 for r in res])
     save()
     if plan.replay is not None:
         from llmbench.commands.config import write_replay
@@ -486,7 +502,10 @@ def perform(plan: SweepPlan) -> Done:
             doc.results[-1].status = "interrupted"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    return Done(doc, _finish(plan, sweep_dir, doc, interrupted, save), sweep_dir)
+    code = _finish(plan, sweep_dir, doc, interrupted, save)
+    if board is not None:
+        board.sweep_finished(sweep_dir, doc)        # the page becomes the sweep's report
+    return Done(doc, code, sweep_dir)
 
 
 def name_of_settings(settings: dict[str, list[str]]) -> str:

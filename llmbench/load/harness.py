@@ -41,6 +41,8 @@ perf_counter = time.perf_counter
 PREFLIGHT_ATTEMPTS = 3
 # Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
 PREFLIGHT_NOTE_AFTER_S = 5.0
+# --dashboard: the telemetry samples (about one a second per source) it is handed each second
+TELEMETRY_KEEP = 6
 
 
 class PreflightError(Exception):
@@ -135,6 +137,10 @@ class Harness:
     # gets every finished record (``observe``) and draws several rows a second in place; without
     # a terminal, or without a board, the one-line live_line is printed instead
     board: Any = None
+    # --dashboard: the page llmbench serves (llmbench.report.dashboard.handle.Dashboard, handed in by
+    # the command, already listening): gets every finished record (``observe``) and reads the
+    # live state through ``attach``'s provider in its own thread, once a second
+    dashboard: Any = None
     verbose: bool = False                 # -v: say what was decided along the way (resends)
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
@@ -233,10 +239,11 @@ class Harness:
         # bench_memory.py); the exporter drains its own in its thread
         board = self.board if self.board is not None and self.show_progress() \
             and sys.stderr.isatty() else None
-        watchers = [w.observe for w in (self.metrics, board) if w is not None]
+        watchers = [w.observe for w in (self.metrics, board, self.dashboard) if w is not None]
         if watchers:
             hook = watchers[0] if len(watchers) == 1 else (
-                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec)))
+                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))) \
+                if len(watchers) == 2 else (lambda rec, ws=tuple(watchers): [w(rec) for w in ws])
             for s in sessions.values():
                 s.on_record = hook          # records from workers too (the coordinator calls it)
         monitor = LoopMonitor()
@@ -303,6 +310,8 @@ class Harness:
                 probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
         if self.metrics is not None:
             self.metrics.gauges = lambda: self._gauges(sessions, live, view)
+        if self.dashboard is not None:
+            self.dashboard.attach(lambda: self._dashboard_gauges(sessions, live, view, scrapers))
         if not live.load:
             # a fixed load (a run) says its level here; a ramp or probe sets it per step
             live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
@@ -335,6 +344,9 @@ class Harness:
                     pass
             await monitor.stop()
             _remove(loop, installed)
+            if self.dashboard is not None:
+                # its last tick, with every record (in its thread: it joins the feeder)
+                await asyncio.to_thread(self.dashboard.stop_feed)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
         records = by_done([s.records for s in sessions.values()])
@@ -357,6 +369,38 @@ class Harness:
             users=live.load if live.load else live.users, step=live.step,
             loop_lag_p99_s=latest.lag_p99_ms / 1000.0 if latest is not None else None,
             cpu_share=latest.cpu_pct / 100.0 if latest is not None else None)
+
+    def _dashboard_gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
+                          scrapers: dict[str, ServerProbe]) -> Any:
+        """The dashboard's view of the live state, read in its feeder thread (plain reads, as
+        the exporter's gauges): the targets' counters summed (every worker's, with workers),
+        the shape's load and step, the busiest process's generator figures, and each server
+        probe's last reading."""
+        from types import SimpleNamespace       # the fields of report.dashboard.feed.Gauges
+        total = Counters()
+        for s in list(sessions.values()):
+            for k in total.__dataclass_fields__:
+                setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+        latest = monitor.latest
+        server = {}
+        for name, p in list(scrapers.items()):
+            if p.samples:
+                sample = p.samples[-1]
+                server[name] = {k: v for k, v in sample.items() if k not in ("t", "wall")}
+        tel = self.telemetry
+        # the server machine's last few seconds of samples (a slice of a list the loop appends
+        # to: a copy, never a torn read)
+        recent = tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
+        return SimpleNamespace(
+            telemetry=recent,
+            t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
+            started=total.started, done=total.done, failed=total.failed,
+            in_flight=total.in_flight, events=total.events,
+            users=live.users, load=live.load, step=live.step, phase=live.phase,
+            lag_p99_ms=latest.lag_p99_ms if latest is not None else None,
+            cpu_pct=latest.cpu_pct if latest is not None else None,
+            busiest=None if latest is None or latest.worker is None else str(latest.worker),
+            server=server or None)
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
                     monitor: Any) -> None:
@@ -541,8 +585,8 @@ def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> li
         try:
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass            # not the main thread (a Jupyter cell's run): no handler there
     return installed
 
 

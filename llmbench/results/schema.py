@@ -675,6 +675,11 @@ class Step(Part):
         """The step's load under the name a closed-loop ramp gives it."""
         return self.load
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: its thresholds and its summary (llmbench/report/notebook.py)."""
+        from llmbench.results.display import html_of
+        return html_of("step", self)
+
     @property
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.ok]
@@ -1193,6 +1198,12 @@ class Run(Part):
                 return cls.from_dict(read_object(f, name), folder)
         raise RunFolderError(f"{folder}: no run.json here; give a run folder made by llmbench "
                              "run/ramp")
+
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: the verdict, the summary table and the main charts, inline SVG, no
+        network (llmbench/report/notebook.py; a sweep: its answer and settings)."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
