@@ -19,6 +19,7 @@ and the live line on a terminal).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -144,7 +145,7 @@ def _perform(spec: Any, perform: Callable[[Any], Any], in_cell: bool) -> Any:
         handle.set_cell_view(cell)
     try:
         with _output(getattr(spec, "progress", False)):
-            return perform(spec)
+            return _own_loop(lambda: perform(spec))
     finally:
         if cell is not None:
             handle.set_cell_view(None)
@@ -166,6 +167,51 @@ def _signature(spec: Any) -> inspect.Signature:
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=f.type))
     return inspect.Signature(params)
+
+
+def _own_loop(fn: Callable[[], Any]) -> Any:
+    """``fn()``, where it can run its own event loops. Called inside a running event loop (a
+    Jupyter cell, a coroutine calling llmbench.run), it runs on a thread of its own and this
+    one waits: a KeyboardInterrupt (Jupyter's interrupt) is delivered to the run as Ctrl-C is
+    (finish in-flight requests; twice: stop now). In any other thread it runs right there (its
+    signal handlers are the main thread's: a run off the main thread is not interrupted)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()                     # no loop running in this thread: as the command line
+    import threading
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:    # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+    from llmbench.load.harness import interrupt_runs
+    t = threading.Thread(target=main, name="llmbench-run", daemon=True)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # asyncio.run's own SIGINT handler would only cancel the task that is blocked here:
+        # while the run lasts, Ctrl-C is the run's, as on the command line
+        import signal
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupt_runs())
+    t.start()
+    interrupts = 0
+    try:
+        while t.is_alive():
+            try:
+                t.join(0.25)
+            except KeyboardInterrupt:
+                interrupts += 1
+                if not interrupt_runs() or interrupts > 2:
+                    raise
+    finally:
+        if previous is not None:
+            import signal
+            signal.signal(signal.SIGINT, previous)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _result(done: Any, what: str) -> Run:

@@ -13,7 +13,7 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from typing import Annotated
@@ -173,6 +173,24 @@ def _mock(options) -> None:
     serve(options)
 
 
+def _says_skipped(fn):
+    """After a command that reads run folders: one note per JSON-lines file whose reading
+    skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
+    silently."""
+    def wrapper(spec) -> None:
+        from llmbench.records.record import SKIPPED, skipped_notes
+        SKIPPED.clear()
+        try:
+            return fn(spec)
+        finally:
+            for note in skipped_notes():
+                typer.echo(f"note: {note}", err=True)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@_says_skipped
 def _report(spec) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, CSV or Parquet."""
     done = spec.perform()
@@ -184,6 +202,7 @@ def _report(spec) -> None:
         typer.echo(str(done.path))
 
 
+@_says_skipped
 def _compare(spec) -> None:
     """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
     done = spec.perform()
@@ -296,7 +315,22 @@ def _click_exceptions():
     return exceptions
 
 
+def _stop_signals_raise() -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does (errors.Interrupted, a
+    KeyboardInterrupt), outside the load too: their default killed the process with its
+    run.json left "running". The load handles all three itself (load.harness)."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        from llmbench.errors import Interrupted
+        raise Interrupted(signal.Signals(signum).name)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+
+
 def main() -> None:
+    _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)
     sys.argv[1:] = _bare_dashboard(sys.argv[1:])

@@ -25,6 +25,8 @@ from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_O
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
 Seconds = float | timedelta | str               # 30.0, timedelta(minutes=2), "2m"
+MAX_SEED = 2**63 - 1            # numpy's and random's seeds alike; --repeat adds up to 1000
+MAX_PID = 2**31 - 1             # pid_t's largest (Linux's pid_max is at most 2**22)
 
 
 def _json_object(v: Any, flag: str) -> dict[str, Any]:
@@ -32,11 +34,14 @@ def _json_object(v: Any, flag: str) -> dict[str, Any]:
     if isinstance(v, dict):
         return v
     import json
+    from llmbench.records.safejson import JsonLimitError, loads
     try:
-        extra = json.loads(v)
+        extra = loads(v, flag)                  # nested 64 levels at most
     except (TypeError, json.JSONDecodeError) as exc:
         where = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise UsageError(f"{flag} is not valid JSON{where}")
+    except JsonLimitError as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(extra, dict):
         raise UsageError(f"{flag} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'")
     return extra
@@ -181,13 +186,20 @@ def _exporter_url(value: str, flag: str, example: str) -> str:
     v = value.strip()
     if "://" not in v:
         v = "http://" + v
-    parts = urlsplit(v)
+    try:
+        parts = urlsplit(v)
+    except ValueError as exc:           # "http://[zz/metrics": Invalid IPv6 URL
+        raise UsageError(f"{flag} {value[:200]!r}: not a valid URL ({exc}); e.g. {example}") from None
     try:
         parts.port
     except ValueError:
         raise UsageError(f"{flag} {value!r}: the port is not a number; e.g. {example}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
+    from llmbench.client.netconfig import host_problem
+    problem = host_problem(parts.hostname)
+    if problem:                         # gpu-box..local: no resolver takes it
+        raise UsageError(f"{flag} {value[:200]!r}: the host name {problem}; e.g. {example}")
     return v
 
 
@@ -206,6 +218,8 @@ def _server_pid(v: Any, flag: str) -> int | str:
                              "off") from None
     if pid < 1:
         raise UsageError(f"{flag} {pid}: a process id is a positive number")
+    if pid > MAX_PID:                   # pid_t is 32 bits: no process has a larger id
+        raise UsageError(f"{flag} {pid}: no process id is above {MAX_PID}")
     return pid
 
 
@@ -324,6 +338,9 @@ class WorkloadOpts(WorkloadHead):
         count(self.limit, "--limit")
         count(self.turns, "--turns")
         count(getattr(self, "sharegpt_output_len", None), "--sharegpt-output-len")
+        # a negative seed looped for ever building the prompts' openings (digits of a negative
+        # number never reach 0) and numpy's generators refuse one: 0 and up, as vLLM's
+        count(self.seed, "--seed", lo=0, hi=MAX_SEED)
         self.hf_columns()
         if self.prefix_hit_ratio is not None:
             if not 0 <= self.prefix_hit_ratio < 1:

@@ -23,7 +23,7 @@ from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -228,6 +228,7 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     return doc, doc.exit_code
 
 
+@stops_cleanly("ramp")
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds

@@ -17,6 +17,7 @@ import importlib
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,9 @@ class Harness:
     # live state through ``attach``'s provider in its own thread, once a second
     dashboard: Any = None
     verbose: bool = False                 # -v: say what was decided along the way (resends)
+    # hold stop signals from the end of the load until the command releases them (its run.json
+    # written: commands.common.write_run); set by the command for its run's harness
+    hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
     telemetry: Any = None
@@ -176,7 +180,11 @@ class Harness:
             # the probe's task inside it (a quarter-second stall as the first requests went out)
             importlib.import_module("aiohttp")
         preload_transports([t.target.base_url for t in targets])
-        return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        try:
+            return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        finally:
+            if self.hold_after:
+                hold_signals()          # until the command's run.json is written
 
     async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None
@@ -343,7 +351,7 @@ class Harness:
                 except (asyncio.TimeoutError, asyncio.CancelledError):
                     pass
             await monitor.stop()
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
             if self.dashboard is not None:
                 # its last tick, with every record (in its thread: it joins the feeder)
                 await asyncio.to_thread(self.dashboard.stop_feed)
@@ -467,7 +475,7 @@ class Harness:
             raise PreflightError("interrupted during the preflight (the first request): nothing "
                                  "was measured", EXIT_INTERRUPTED)
         finally:
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
 
     async def preflight(self, client: Client, spec: TargetSpec) -> None:
         """Fail fast with one clear line: nothing listening, wrong model, not an LLM API, a
@@ -516,6 +524,11 @@ class Harness:
                     hint = ""               # the list of served models says it better
                 raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
                                      f"{rec.error}{served}", EXIT_REFUSED)
+            if rec.error_kind == "protocol":
+                raise PreflightError(f"{who}POST {url} answered with malformed HTTP "
+                                     f"({(rec.error or '')[:120]}): the server, or a proxy in "
+                                     f"the way, breaks HTTP/1.1; check that {spec.flag} is an "
+                                     "HTTP server's address", EXIT_REFUSED)
             if rec.error_kind == "malformed_event" or (
                     spec.strict and rec.error_kind in ("no_token", "stream_cut")):
                 raise PreflightError(f"{who}POST {url} did not answer like an LLM API "
@@ -579,20 +592,97 @@ def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_even
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 
 
-def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+# The Ctrl-C handlers of the runs in progress in this process, with their loops. A signal
+# reaches the main thread only, and only there can a loop install a handler: a run on another
+# thread (llmbench.run() inside a running event loop, as in Jupyter, or in asyncio.to_thread)
+# has its handler here, and the thread that waits for it delivers an interrupt
+# (``interrupt_runs``: llmbench/api.py on KeyboardInterrupt).
+_ACTIVE: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+
+
+def interrupt_runs() -> bool:
+    """Deliver one Ctrl-C to every run in progress (thread-safe); False when there is none."""
+    for loop, handler in list(_ACTIVE):
         try:
+            loop.call_soon_threadsafe(handler)
+        except RuntimeError:            # its loop has just closed
+            pass
+    return bool(_ACTIVE)
+
+
+# What stops a run: Ctrl-C, SIGTERM, and SIGHUP (the terminal closed), all alike
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+# Python-level handlers the loop's replaced, restored when it is done with them (asyncio sets
+# SIG_DFL back, which lost the command's own SIGTERM/SIGHUP handling after the load)
+_PREVIOUS: dict[int, Any] = {}
+
+
+def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
+    installed: list[int] = []
+    _ACTIVE.append((loop, handler))
+    if threading.current_thread() is not threading.main_thread():
+        return installed                # signal handlers are the main thread's (see _ACTIVE)
+    for sig in STOP_SIGNALS:
+        try:
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
+            _PREVIOUS.setdefault(sig, previous)
         except (NotImplementedError, RuntimeError, ValueError):
-            pass            # not the main thread (a Jupyter cell's run): no handler there
+            pass
     return installed
 
 
-def _remove(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
+def _remove(loop: asyncio.AbstractEventLoop, installed: list[int],
+            handler: Callable[[], None] | None = None) -> None:
     for sig in installed:
         loop.remove_signal_handler(sig)
+        previous = _PREVIOUS.pop(sig, None)
+        if previous is not None:
+            try:
+                signal.signal(sig, previous)
+            except (ValueError, TypeError, OSError):
+                pass
+    for i in range(len(_ACTIVE) - 1, -1, -1):
+        if _ACTIVE[i][0] is loop and (handler is None or _ACTIVE[i][1] is handler):
+            del _ACTIVE[i]
+            break
+
+
+# -- after the load: the result is written whole -------------------------------------------------
+# From the end of a command's load until it has written its run.json (commands.common.
+# write_run), a stop signal is held, then raised: a Ctrl-C, or a Ctrl-C and a SIGTERM 50 ms
+# later, no longer cut the final write and left run.json "running".
+_HELD: list[int] = []
+_HOLDING: dict[int, Any] = {}
+
+
+def hold_signals() -> None:
+    """Hold the stop signals (main thread only) until ``release_signals``."""
+    if _HOLDING or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        try:
+            _HOLDING[sig] = signal.signal(sig, lambda s, _f: _HELD.append(s))
+        except (ValueError, OSError):
+            pass
+
+
+def release_signals(raise_held: bool = True) -> None:
+    """The handlers from before ``hold_signals``; a signal that came meanwhile is raised now
+    (KeyboardInterrupt, or errors.Interrupted naming SIGTERM or SIGHUP)."""
+    from llmbench.errors import Interrupted
+    for sig, previous in list(_HOLDING.items()):
+        try:
+            signal.signal(sig, previous)
+        except (ValueError, TypeError, OSError):
+            pass
+    _HOLDING.clear()
+    held = _HELD[:1]
+    _HELD.clear()
+    if held and raise_held:
+        raise Interrupted(signal.Signals(held[0]).name)
 
 
 def fit_width(text: str, columns: int) -> str:

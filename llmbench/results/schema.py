@@ -128,13 +128,8 @@ def to_vllm(summary: Mapping[str, Any] | "Summary", percentile_metrics: Sequence
 def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
     """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
     (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
-    import json
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    from llmbench.records.record import json_lines
+    yield from json_lines(path)         # a torn or damaged line: skipped and counted
 
 
 # -- distributions ---------------------------------------------------------------------------
@@ -1042,6 +1037,10 @@ class Run(Part):
                                            metadata={"internal": True})
     path: Path | None = field(default=None, repr=False, compare=False,
                               metadata={"internal": True})
+    # the run is still in progress: who writes it (results.lock.writer_text), read from its
+    # folder's lock, never saved: a reader reports what has finished and leaves run.json be
+    live_writer: str | None = field(default=None, repr=False, compare=False,
+                                    metadata={"internal": True})
     measured: bool = field(default=True, repr=False, compare=False,
                            metadata={"internal": True})
 
