@@ -7,7 +7,6 @@ merge (they edit it)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tests.helpers import ROOT
 
