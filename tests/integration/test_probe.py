@@ -42,8 +42,8 @@ def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path, capsys):
     # 4 slices a path, not 2: with 2, a busy machine that happened to slow both router slices
     # by 1-3 ms (CI: 1 run in ~5) leaves no slice of the other kind to resample, and an A/A
     # difference of that size reads as certain (the README asks users for --rounds 3 or more)
-    # in this process, through the API: the command's console lines are printed here too
-    probe_api(m.url + "/v1", m.url + "/v1", tmp_path, users="2", rounds=4)
+    # in this process, through the API: progress=None prints the command's lines (no live line)
+    probe_api(m.url + "/v1", m.url + "/v1", tmp_path, users="2", rounds=4, progress=None)
     out = capsys.readouterr().out
     step = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"][0]
     # "not significant" is the claim (interval spans zero, or under 1 ms / 2 %); the size bound
@@ -158,7 +158,8 @@ def test_token_gaps_of_one_request_are_resampled_together():
 def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path, capsys):
     m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
     with Proxy(m.urls) as rr:
-        probe_api(rr.url + "/v1", m.urls[0] + "/v1", tmp_path, users="2")      # in this process
+        # in this process; progress=None: the command's lines, without the live line
+        probe_api(rr.url + "/v1", m.urls[0] + "/v1", tmp_path, users="2", progress=None)
     out = capsys.readouterr().out
     run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
     be = run_["backends"]
