@@ -27,16 +27,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def read(folder: Path) -> tuple[set[str], dict[str, int]]:
+    """(items run, CLI children by item) from the logs; a node id may hold spaces (a
+    parametrized id), so it ends at a tab (or, in older logs, is the longest item id that
+    starts the line)."""
     items: set[str] = set()
-    spawns: Counter[str] = Counter()
+    spawn_lines: list[str] = []
     for log in sorted(folder.glob("*.log")):
         for line in log.read_text(encoding="utf-8").splitlines():
             kind, _, rest = line.partition(" ")
-            nodeid = rest.split(" ", 1)[0]
             if kind == "item":
-                items.add(nodeid)
+                items.add(rest.split("\t", 1)[0])
             elif kind == "spawn":
-                spawns[nodeid] += 1
+                spawn_lines.append(rest)
+    spawns: Counter[str] = Counter()
+    by_length = sorted(items, key=len, reverse=True)
+    for rest in spawn_lines:
+        if "\t" in rest:
+            spawns[rest.split("\t", 1)[0]] += 1
+        else:
+            spawns[next((n for n in by_length if rest.startswith(n + " ")),
+                        rest.split(" ", 1)[0])] += 1
     return items, dict(spawns)
 
 

@@ -1,7 +1,7 @@
 """Which test items start the CLI in a child process (issue 38 §5: only wording, exit codes and
 signals should). Off unless LLMBENCH_COUNT_CLI_SPAWNS names a folder: then tests/conftest.py
 calls ``install`` and ``begin``, and each pytest process (each xdist worker too) appends to its
-own file there one ``item <nodeid>`` line per test item run and one ``spawn <nodeid> <argv>``
+own file there one ``item <nodeid>`` line per test item run and one ``spawn <nodeid>\t<argv>``
 line per child it starts that runs the CLI (``python -m llmbench.cli``, ``python -m llmbench``
 or an ``llmbench`` executable), found by wrapping ``subprocess.Popen`` (which subprocess.run,
 check_output and asyncio's subprocesses go through). A spawn in a fixture counts for the item
@@ -55,7 +55,8 @@ def install(folder: str) -> None:
 
     def init(self: subprocess.Popen, args: Any, *a: Any, **kw: Any) -> None:
         if is_cli(args):
-            _write(f"spawn {_current} {args if isinstance(args, str) else ' '.join(map(str, args))}")
+            argv = args if isinstance(args, str) else " ".join(map(str, args))
+            _write(f"spawn {_current}\t{argv}")      # a node id may hold spaces: a tab ends it
         original(self, args, *a, **kw)
 
     init._counts_cli = True  # type: ignore[attr-defined]
