@@ -13,6 +13,8 @@ from tests.helpers.field import Nginx
 from tests.helpers import llmbench, only_run
 from tests.helpers.api import run_exit_code
 from llmbench import run as api_run
+from llmbench.report import console
+from llmbench.results.schema import Summary
 
 TTFT_S, ITL_S, TOKENS = 0.05, 0.01, 30
 
@@ -41,40 +43,56 @@ def _run(url: str, out, *extra: str):
     return r, json.loads((only_run(out) / "run.json").read_text())
 
 
-def _measure(url: str, out) -> None:
-    """The same run as _run, for a test that needs only its folder: in this process, through
-    the API (no console output to read)."""
+def _measure(url: str, out) -> dict:
+    """The same run as _run, for a test that needs only its folder and numbers: in this process,
+    through the API (no console output to read); its run.json."""
     r = api_run(url=url + "/v1", model="m", requests=8, concurrency=2, output_tokens=TOKENS,
                 prompt_tokens=10, out=out)
     assert run_exit_code(r) == 0
+    return json.loads((only_run(out) / "run.json").read_text())
 
 
 def test_nginx_defaults_are_named_a_buffer_and_proxy_buffering_off_is_not(transport, tmp_path):
+    """What each transport reads through the buffer (its reads are the point): in this process,
+    through the API; the command's console wording is the next test's, once."""
     with chat_upstream() as up:
-        direct, d = _run(up.url, tmp_path / "direct")
+        d = _measure(up.url, tmp_path / "direct")
         with Nginx(tmp_path / "ng-default", up.port) as ng:
-            buffered, b = _run(ng.url, tmp_path / "buffered")
+            b = _measure(ng.url, tmp_path / "buffered")
         with Nginx(tmp_path / "ng-off", up.port, buffering=False) as ng:
-            unbuffered, u = _run(ng.url, tmp_path / "unbuffered")
+            u = _measure(ng.url, tmp_path / "unbuffered")
+    # the runs went over this transport (LLMBENCH_TRANSPORT, read in this process too)
+    assert {x["config"]["request"]["transport"] for x in (d, b, u)} == {transport}
     sd, sb, su = d["summary"], b["summary"], u["summary"]
     # what the buffer does to the numbers: the whole reply's time as TTFT, no gaps
     assert sb["median_ttft_ms"] > sd["median_ttft_ms"] + 200, (sb["median_ttft_ms"], sd["median_ttft_ms"])
     assert sb["median_itl_ms"] < 1.0 <= sd["median_itl_ms"]
-    # ... and llmbench says so, in the console, run.json and the report
+    # ... and llmbench says so, in what the console prints after a run, and the report
     assert sb["stream_bunching"]["buffered"] is True
     assert sb["stream_bunching"]["bunched"] == sb["stream_bunching"]["requests"] == 8
-    assert "WARNING: tokens arrive in bursts" in buffered.stdout
-    assert "proxy_buffering off" in buffered.stdout and "X-Accel-Buffering: no" in buffered.stdout
+    said = console.extras(Summary.from_dict(sb))
+    assert "WARNING: tokens arrive in bursts" in said
+    assert "proxy_buffering off" in said and "X-Accel-Buffering: no" in said
     page = (only_run(tmp_path / "buffered") / "report.html").read_text()
     assert "Tokens arrive in bursts" in page
     # direct and unbuffered: about one event a read, no warning, TTFT near direct's. The bounds
     # hold on a busy machine (a late loop reads two events at once now and then, and adds a few
     # ms), and stay far from what the buffer does (every event in one read, +200 ms and more)
-    for out, s in ((direct, sd), (unbuffered, su)):
+    for s in (sd, su):
         assert s["stream_bunching"]["buffered"] is False and s["stream_bunching"]["bunched"] == 0
         assert s["stream_bunching"]["events_per_read_p50"] <= 1.5
-        assert "bursts" not in out.stdout
+        assert "bursts" not in console.extras(Summary.from_dict(s))
     assert abs(su["median_ttft_ms"] - sd["median_ttft_ms"]) < 25.0, (su, sd)
+
+
+def test_the_run_command_warns_of_the_buffer(tmp_path):
+    """`llmbench run` through nginx's defaults prints the warning and what to change (the
+    command's own output, once: the transports' reads are the test above's)."""
+    with chat_upstream() as up, Nginx(tmp_path / "ng-default", up.port) as ng:
+        buffered, b = _run(ng.url, tmp_path / "buffered")
+    assert b["summary"]["stream_bunching"]["buffered"] is True
+    assert "WARNING: tokens arrive in bursts" in buffered.stdout
+    assert "proxy_buffering off" in buffered.stdout and "X-Accel-Buffering: no" in buffered.stdout
 
 
 def test_a_ramp_through_a_buffer_names_the_buffer_not_queuing(tmp_path):
