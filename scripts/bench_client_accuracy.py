@@ -19,6 +19,8 @@ request (matched by x-request-id):
   python scripts/bench_client_accuracy.py --streams 128 --tokens 100 --loop asyncio
   python scripts/bench_client_accuracy.py --streams 128 --client httpx   # httpx, default transport
   python scripts/bench_client_accuracy.py --streams 128 --transport fast # llmbench on fasthttp
+  python scripts/bench_client_accuracy.py --streams 128 --telemetry on   # with the server's
+      # process, the machine and (auto) GPUs sampled each second beside the load, as a run does
 
 ``--client httpx`` drives the same streams with a minimal httpx reader (httpx's default
 transport, timestamps per chunk like llmbench) to re-check the choice of HTTP stack.
@@ -87,6 +89,28 @@ class HttpxClient:
         return ""
 
 
+async def sampled(coro, url: str, on: bool):
+    """``coro`` with the server telemetry a run has (llmbench/servers/telemetry.py: the
+    mock's process found by its port, the machine, llmbench itself, GPUs under auto, the
+    identity pages) sampled beside it on the same event loop, when ``on``."""
+    if not on:
+        return await coro
+    from urllib.parse import urlsplit
+    from llmbench.servers.telemetry import Telemetry, TelemetrySpec
+    tel = Telemetry(TelemetrySpec(find_port=urlsplit(url).port, local=True, gpu="auto",
+                                  root=url, model="mock"))
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(tel.run(stop))
+    try:
+        return await coro
+    finally:
+        stop.set()
+        await task
+        local = [x for x in tel.samples if x["source"] == "local" and "server" in x]
+        print(f"  (telemetry: {len(tel.samples)} samples, {len(local)} of the mock's process "
+              f"{tel.meta.get('local', {}).get('server_pid')})", flush=True)
+
+
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
                 calibrate_s: float, transport: str = "auto", api: str = "openai-chat"):
     tok = load_tokenizer("approx")
@@ -146,11 +170,14 @@ def main() -> None:
                     help="the client's event loop (auto: what llmbench uses: uvloop if installed)")
     ap.add_argument("--transport", choices=("auto", "aiohttp", "fast"), default="auto",
                     help="llmbench's HTTP stack (auto: its default)")
+    ap.add_argument("--telemetry", choices=("off", "on"), default="off",
+                    help="sample the server's machine beside the load, as a run does")
     ap.add_argument("--calibrate-seconds", type=float, default=4.0,
                     help="one-token phase that splits CPU per request / per event (0: skip)")
     a = ap.parse_args()
     transport = choose_transport("http://x", a.transport)
-    print(f"api={a.api} client={a.client} transport={transport} loop={a.loop}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
+    print(f"api={a.api} client={a.client} transport={transport} loop={a.loop} "
+          f"telemetry={a.telemetry}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
           f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
     print("errors are client - server, the server's TTFT being first send - its arrival stamp")
     print(f"{'streams':>7} {'reqs':>6} {'start->arr p50/p99':>19} {'TTFT err p50/p99':>17} "
@@ -161,9 +188,9 @@ def main() -> None:
             log = os.path.join(d, "send.jsonl")
             cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
             with MockProcess(cfg, record=log) as m:
-                records, cpu, wall, calib = run_loop(
+                records, cpu, wall, calib = run_loop(sampled(
                     drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
-                          transport, a.api), a.loop)
+                          transport, a.api), m.url, a.telemetry == "on"), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []

@@ -4,6 +4,7 @@
 #   tinyproxy    a forward proxy (absolute-form requests and CONNECT tunnels)
 #   openssl      a test CA and certificates, made by the tests in temporary folders
 #   prometheus   a real Prometheus scraping --metrics-port (tests/integration/test_metrics_export.py)
+#   prometheus-node-exporter  a real node exporter scraped by --host-metrics (tests/integration/test_telemetry.py)
 # Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
 set -euo pipefail
@@ -12,8 +13,10 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light
 command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need+=(prometheus)
+command -v prometheus-node-exporter >/dev/null 2>&1 || [ -x /usr/bin/prometheus-node-exporter ] \
+  || need+=(prometheus-node-exporter)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: nginx, tinyproxy, openssl and prometheus are installed"
+  echo "install-test-deps: nginx, tinyproxy, openssl, prometheus and its node exporter are installed"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -25,7 +28,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # the packages start their own daemons on the default ports: the tests start their own
 # instances on free loopback ports, so stop the system ones (no systemd in a container: ignore)
-for svc in nginx tinyproxy prometheus; do
+for svc in nginx tinyproxy prometheus prometheus-node-exporter; do
   (service "$svc" stop || /etc/init.d/"$svc" stop) >/dev/null 2>&1 || true
 done
 echo "install-test-deps: installed ${need[*]}"

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from llmbench.results.latencies import Latencies
+from llmbench.analysis.telemetry import identity_diff, identity_line, identity_of
 from llmbench.analysis.stats import Grouped, Rate, change_interval, rate_change, token_rate
 from llmbench.results.schema import HIGHER_IS_BETTER, Run, Step, Summary, key as summary_key
 
@@ -331,13 +332,15 @@ class Row:
 
 @dataclass
 class Compared:
-    """A run of a comparison: its name, folder, users held, workload and status."""
+    """A run of a comparison: its name, folder, users held, workload and status, and what its
+    server was (a line; None: not recorded)."""
 
     name: str
     path: str
     held: float
     fingerprint: Any
     status: str
+    server: str | None = None
 
 
 @dataclass
@@ -352,6 +355,8 @@ class Comparison:
     improvements: list[Change]
     worse: list[Change]
     warnings: list[str] = field(default_factory=list)
+    # what differed between the runs' servers ({"run", "text"}), as far as they said
+    server_differences: list[dict[str, Any]] = field(default_factory=list)
     max_regression: float | None = None
     unit: str = "users"
 
@@ -501,11 +506,30 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         c.worse, c.better = _direction(c, limit)
         c.improvement = c.better and not c.regression
     return Comparison(
-        runs=[Compared(r.name, str(r.path), r.held, fps[r.name], r.run.status) for r in runs],
+        runs=[Compared(r.name, str(r.path), r.held, fps[r.name], r.run.status,
+                       identity_line(identity_of(r.run))) for r in runs],
+        server_differences=server_differences(runs),
         table=table, checks=checks, regressions=regressions,
         improvements=[c for c in checks if c.improvement],
         worse=[c for c in checks if c.worse or c.regression],
         warnings=warnings, max_regression=max_regression, unit="users")
+
+
+def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:
+    """What differed between the baseline's server and each other run's (its version, its
+    parallel settings, the model, the GPUs): "the candidate ran llama.cpp b4521 with -np 4; the
+    baseline b4480 with -np 2". Runs whose server is unknown (written before it was recorded,
+    or a server that says nothing) are left out."""
+    base = identity_of(runs[0].run)
+    out = []
+    for other in runs[1:]:
+        two = len(runs) == 2
+        names = ("the candidate", "the baseline") if two else (other.name, runs[0].name)
+        text = identity_diff(identity_of(other.run), base, names)
+        if text:
+            out.append({"run": other.name, "text": (text[0].upper() + text[1:] if two else text)
+                        + "."})
+    return out
 
 
 def _buffered(step: Step) -> bool:

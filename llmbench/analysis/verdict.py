@@ -17,6 +17,7 @@ from llmbench.analysis.metrics import bunching_sentence
 from llmbench.records.record import Record
 from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 from llmbench.analysis.stepstats import drift_sentence, knee
+from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.results.schema import (NO_DATA, OVER, Check, Step, Summary, Verdict,  # noqa: F401
                                      deciding_step, last_held)
 
@@ -244,13 +245,51 @@ def error_evidence(s: Summary, where: str = "") -> list[str]:
     return out
 
 
+def _telemetry(out: Verdict, kind: str, first: Step, subject: Step, unit: str,
+               itl_growth: float | None, server: dict[str, Any] | None,
+               info: dict[str, Any] | None) -> None:
+    """What the server's machine says (its CPU, its GPUs, energy, who shared the machine),
+    when the steps carry telemetry; confirms or corrects the latency-based reading."""
+    part = telemetry_mod.verdict_part(kind, first, subject, unit, itl_growth,
+                                      (server or {}).get("kv_cache_usage_max"), info)
+    out.evidence.extend(part.evidence)
+    if part.advice is not None:
+        out.advice = part.advice
+    if part.cause:
+        out.cause = part.cause
+
+
+def _crowded_out(first: Step, subject: Step, unit: str, growth: float,
+                 server: dict[str, Any] | None, info: dict[str, Any] | None) -> str | None:
+    """With telemetry only: a server of one slot with requests waiting, on a machine other
+    processes had saturated, had its gaps grow from them, not from this load (one request
+    decodes at a time); the sentence that says so, else None."""
+    if not server or server.get("slots") != 1 or not (server.get("waiting_max") or 0) >= 1:
+        return None
+    part = telemetry_mod.verdict_part("saturation", first, subject, unit, growth, None, info)
+    if part.cause != "machine_cpu" or subject.telemetry is None:
+        return None
+    t = subject.telemetry
+    busy = t.machine.busy_cores if t.machine is not None else None
+    cpus = t.machine.cpus if t.machine is not None else None
+    srv = t.server.cores if t.server is not None else None
+    gen = t.llmbench.cores if t.llmbench is not None else None
+    other = max((busy or 0) - (srv or 0) - (gen or 0), 0)
+    return (f"The gaps between tokens grew {growth:.1f}x too, but the server serves one request "
+            f"at a time (1 slot): other processes had the machine's cores ({other:.1f} of "
+            f"{cpus}, the server {srv or 0:.1f}), so the gaps say nothing "
+            "about this load; the requests queued for the slot.")
+
+
 def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
-            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None
-            ) -> Verdict:
+            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
+            telemetry: dict[str, Any] | None = None) -> Verdict:
     """The verdict: what kind of limit, the evidence, and what to change.
 
     Failed requests outrank everything, the load generator's own state included: they are real
-    whatever the generator's lag, and are always listed with their status and body."""
+    whatever the generator's lag, and are always listed with their status and body.
+    ``telemetry``: the server's identity and where its machine was sampled ({"identity",
+    "meta"}); each step's own figures are its ``telemetry``."""
     steps = list(steps)
     out = Verdict(text=result_line(steps, unit, planned), kind="held")
     if not steps:
@@ -329,6 +368,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
                           + f"), yet {amount(top.load, unit)} held: near the limit the "
                           "steps are noisy (--repeat 3 tells how much).")
         ev.append(f"About {est:.1f} requests were being served at once at the last step.")
+        _telemetry(out, "held", first or subject, subject, unit, None, server, telemetry)
         return out
     mon = broke.monitor
     failed_checks = broke.failed_checks
@@ -398,9 +438,20 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
             else:
                 out.advice.append("Run llmbench where nothing else competes for the CPU, "
                                   "then run the ramp again.")
+            advice = out.advice
+            _telemetry(out, "load_generator", first or subject, subject, unit, None, server,
+                       telemetry)
+            out.advice = advice
             return out
         ev.append(generator_sentence(mon) + " But the limit was broken by more than that lag "
                   "can add to a timestamp, so the result stands.")
+    crowded = (itl_grew and ttft_grew and itl0 is not None and itl1 is not None
+               and _crowded_out(first or subject, subject, unit, itl1 / itl0, server, telemetry))
+    if crowded:
+        # one request decodes at a time, so this load cannot have made the gaps grow: the
+        # machine's other processes did; the queue for the slot is what this load did
+        ev.append(crowded)
+        itl_grew = False
     if itl_grew:
         assert itl0 is not None and itl1 is not None
         out.kind = "saturation"
@@ -414,6 +465,8 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
                 ev.append("The KV cache was full: the server preempts or queues requests.")
         out.advice.append("More users need more compute: a faster GPU, a smaller or more "
                           "quantized model, or more replicas behind a router.")
+        _telemetry(out, "saturation", first or subject, subject, unit, itl1 / itl0, server,
+                   telemetry)
         return out
     if ttft_grew:
         out.kind = "queuing"
@@ -440,6 +493,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
                           + (". Expect each request to take a little longer."
                              if s1.total_embeddings is not None
                              else ". Expect each reply to stream a little slower."))
+        _telemetry(out, "queuing", first or subject, subject, unit, None, server, telemetry)
         return out
     out.kind = "other"
     if first is None:
@@ -455,6 +509,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         return out
     ev.append("Neither TTFT nor the gaps between tokens grew much; the step broke on: "
               + "; ".join(c.threshold for c in failed_checks) + ".")
+    _telemetry(out, "other", first or subject, subject, unit, None, server, telemetry)
     return out
 
 

@@ -554,6 +554,9 @@ class Client:
         rec.error = f"{name}: {exc}"[:200]
 
     def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+        if rec.error_kind == "http_status" and rec.error and self._fmt.error_text is not None:
+            # an error body as the API shapes it: its own type and message (the Messages API)
+            rec.error = self._fmt.error_text(rec.error) or rec.error
         times = rec.token_times
         if times:
             rec.first_token = times[0]

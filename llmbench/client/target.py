@@ -82,11 +82,15 @@ class Target:
         return f"{parts.scheme}://{parts.netloc}"
 
     def request_headers(self) -> dict[str, str]:
-        h = {"content-type": "application/json"}
+        fmt = wire.get(self.api)
+        h = {"content-type": "application/json", **dict(fmt.headers)}
         if self.userinfo:
             h["authorization"] = "Basic " + base64.b64encode(self.userinfo.encode()).decode()
         if self.api_key:
-            h["authorization"] = f"Bearer {self.api_key}"
+            if fmt.key_header:
+                h[fmt.key_header] = self.api_key        # the Messages API's x-api-key
+            else:
+                h["authorization"] = f"Bearer {self.api_key}"
         h.update(dict(self.headers))
         return h
 
@@ -293,7 +297,8 @@ def make_target(url: str, model: str, api: str | None = None, api_key: str | Non
             base = base[: -len(have)]
         if want and not base.endswith(want):
             base = base + want
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+    # the API's own variable: $OPENAI_API_KEY, or $ANTHROPIC_API_KEY for the Messages API
+    key = api_key if api_key is not None else os.environ.get(wire.get(flavour).key_env) or None
     if not model:
         raise TargetError("--model is empty; name the model the server serves (see GET /v1/models or /api/tags)")
     names = {unquote(i.partition("=")[0]).lower().replace("-", "_") for i in query.split("&")}

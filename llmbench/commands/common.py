@@ -57,6 +57,9 @@ class Common:
     metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
     quiet: bool = False                    # -q: errors and the final answer only
     verbose: bool = False                  # -v: what llmbench decides, as it decides it
+    # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
+    # None: nothing sampled)
+    telemetry: Any = None
 
     @property
     def label(self) -> str | None:
@@ -78,6 +81,9 @@ class Common:
             h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
         if shape is not None and self.progress is not False:
             h.board = board_for(shape)
+        if self.telemetry is not None and self.telemetry.wanted():
+            from llmbench.servers.telemetry import Telemetry
+            h.telemetry = Telemetry(self.telemetry)
         if self.verbose:
             h.verbose = True
             self.say_decisions(h)
@@ -212,6 +218,25 @@ def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record]
               f"(`llmbench report {run_dir}` rebuilds what it can)", file=sys.stderr)
 
 
+def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
+                    start: float | None, end: float | None) -> dict[str, Any]:
+    """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
+    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
+    reads ("info"); {} when nothing was sampled."""
+    if telemetry is None:
+        return {}
+    from llmbench.analysis import telemetry as tm
+    from llmbench.results.telemetry import ServerIdentity
+    for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
+        if t is not None:
+            st.telemetry = t
+    ident = tm.server_identity(telemetry.identity, telemetry.meta)
+    return {"info": {"identity": ident, "meta": telemetry.meta},
+            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
+                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
+                                                     telemetry.notes, start, end, records)}}
+
+
 def lost_workers(workers: dict[str, Any] | None) -> str | None:
     """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
     crashed = (workers or {}).get("crashed")
@@ -243,6 +268,9 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
         print(f"OUTAGE: {o['text']}")
     if run.status == "failed" and run.error:
         print(f"FAILED: {run.error}; the numbers above cover what was measured until then.")
+    from llmbench.analysis.telemetry import console_lines
+    for line in console_lines(run):
+        print(line)
     for w in [*warnings, *checks.notes(run)]:
         print(f"note: {w}")
     for line in checks.cache_lines(run):

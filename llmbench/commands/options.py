@@ -68,7 +68,7 @@ class ServerOpts(OptionGroup):
     """How to talk to the server(s) and watch them (run, ramp, probe)."""
 
     api: Annotated[Optional[str], _opt(_api_help(), P_TARGET)] = None     # from the wire registry
-    api_key: Annotated[Optional[str], _opt("Bearer key (default: $OPENAI_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
+    api_key: Annotated[Optional[str], _opt("API key, sent as a Bearer token (default: $OPENAI_API_KEY; --api anthropic: x-api-key, default $ANTHROPIC_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")] = None
     header: Annotated[Optional[List[str]], _opt("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", metavar="K=V")] = None
     endpoint: Annotated[Optional[str], _opt("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")] = None
     redact: Annotated[Optional[List[str]], _opt("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", metavar="NAME")] = None
@@ -109,6 +109,99 @@ class ServerOpts(OptionGroup):
     def target_options(self) -> dict[str, Any]:
         """make_target's keyword arguments from these options."""
         return {"endpoint": self.endpoint, "net": self.net(), "redact": self.redact}
+
+
+P_TELEMETRY = "Server telemetry"
+
+
+def _exporter_url(value: str, flag: str, example: str) -> str:
+    """An exporter's URL: http(s)://host:port[/path] (a bare host:port is taken as http)."""
+    from urllib.parse import urlsplit
+    v = value.strip()
+    if "://" not in v:
+        v = "http://" + v
+    parts = urlsplit(v)
+    try:
+        parts.port
+    except ValueError:
+        raise UsageError(f"{flag} {value!r}: the port is not a number; e.g. {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
+    return v
+
+
+@dataclasses.dataclass
+class TelemetryOpts(OptionGroup):
+    """What the server's machine did during the run, and what the server was (issue 39)."""
+
+    server_pid: Annotated[str, _opt("The server's process on this machine, sampled each second (CPU, memory, threads): a PID, auto (the process listening on a loopback --url's port, or the one sweep --serve started) or off.", P_TELEMETRY, metavar="PID|auto|off")] = "auto"
+    host_metrics: Annotated[Optional[str], _opt("A Prometheus node exporter on the server's machine, scraped each second: CPU busy per mode, memory, load, network.", P_TELEMETRY, metavar="URL")] = None
+    gpu_metrics: Annotated[str, _opt("The server's GPUs: a DCGM exporter's URL, nvml (this machine; the gpu extra), amd (amdsmi), auto (nvml or amdsmi if present, else a note in run.json) or off. Gives energy per output token.", P_TELEMETRY, metavar="URL|nvml|auto")] = "auto"
+
+    def pid(self) -> int | str:
+        """--server-pid as a PID, "auto" or "off"."""
+        v = str(self.server_pid or "auto").strip().lower()
+        if v in ("auto", "off"):
+            return v
+        try:
+            pid = int(v)
+        except ValueError:
+            raise UsageError(f"--server-pid {self.server_pid!r}: expected a process id (e.g. "
+                             "12345), auto or off") from None
+        if pid < 1:
+            raise UsageError(f"--server-pid {pid}: a process id is a positive number")
+        return pid
+
+    def host_url(self) -> str | None:
+        if not self.host_metrics:
+            return None
+        return _exporter_url(self.host_metrics, "--host-metrics", "http://gpu-box:9100/metrics")
+
+    def gpu(self) -> str:
+        from llmbench.servers.telemetry import GPU_SOURCES
+        v = (self.gpu_metrics or "auto").strip()
+        if v.lower() in GPU_SOURCES:
+            return v.lower()
+        if "://" not in v and not any(c in v for c in ":./"):
+            raise UsageError(f"--gpu-metrics {v!r}: choose a DCGM exporter's URL (e.g. "
+                             "http://gpu-box:9400/metrics), nvml, amd, auto or off")
+        return _exporter_url(v, "--gpu-metrics", "http://gpu-box:9400/metrics")
+
+    def validate(self) -> "TelemetryOpts":
+        self.pid()
+        self.host_url()
+        self.gpu()
+        return self
+
+    def spec(self, target: Any, server_probe: str = "auto", pid: int | None = None,
+             pid_from: str | None = None) -> Any:
+        """What the harness samples for this target (servers.telemetry.TelemetrySpec):
+        ``pid`` is the process the command started itself (sweep --serve)."""
+        from urllib.parse import urlsplit
+        from llmbench.servers.discover import models_url
+        from llmbench.servers.telemetry import TelemetrySpec, is_loopback
+        self.validate()
+        chosen = self.pid()
+        parts = urlsplit(target.server_root)
+        loopback = is_loopback(parts.hostname or "")
+        spec = TelemetrySpec(host_url=self.host_url(), gpu=self.gpu(), model=target.model,
+                             net=target.net)
+        if chosen == "off":
+            pass
+        elif isinstance(chosen, int):
+            spec.server_pid, spec.pid_from, spec.local = chosen, "--server-pid", True
+        elif pid is not None:
+            spec.server_pid, spec.pid_from, spec.local = pid, pid_from or "--serve", True
+        elif loopback:
+            spec.find_port = parts.port or (443 if parts.scheme == "https" else 80)
+            spec.local = True
+        if server_probe != "off":
+            # what the server is: asked once, as the server probe asks its pages
+            spec.root = target.server_root
+            spec.headers = {k: v for k, v in target.request_headers().items()
+                            if k != "content-type"}
+            spec.models_path = urlsplit(models_url(target)).path or "/v1/models"
+        return spec
 
 
 @dataclasses.dataclass

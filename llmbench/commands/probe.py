@@ -15,7 +15,7 @@ from llmbench.results.schema import ProbeStep, Run, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, write_started
+from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_started
 
 
 @dataclass
@@ -92,6 +92,9 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results
     records = outcome.records
+    # the direct backend's machine over the whole probe, and what the backend is
+    tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                          float(records.col("done").max()) if len(records) else None)
     run = Run(
         kind="probe", status="partial" if outcome.interrupted or bool(
             outcome.workers and outcome.workers.get("crashed")) else "complete",
@@ -109,6 +112,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
         **checks.record_checks(records, c.params, c.target.api, c.workload),
         server_probe={name: ServerProbe(kind=s.kind, note=s.note, samples=len(s.samples))
                       for name, s in outcome.servers.items()},
+        **tel.get("body", {}),
         workers=outcome.workers, interrupted=outcome.interrupted)
     if not run.backends:
         # what the missing backend names mean for the spread and the overhead

@@ -27,7 +27,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -155,14 +155,19 @@ def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search |
 
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
-         user_changes: list, workers: dict[str, Any] | None = None) -> Run:
+         user_changes: list, workers: dict[str, Any] | None = None,
+         telemetry: Any = None) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
     search = search_of(r, steps, interrupted)
     judged = ladder(steps, search)
+    tel = telemetry_parts(telemetry, steps, records,
+                          steps[0].ramp_start if steps else None,
+                          steps[-1].hold_end if steps else None)
     verdict = verdict_mod.explain(judged, records, shape.unit, server.samples,
-                                  planned=None if search is not None else len(shape.steps))
+                                  planned=None if search is not None else len(shape.steps),
+                                  telemetry=tel.get("info"))
     if search is not None:
         from llmbench.analysis.findlimit import finish
         search = finish(search, judged, verdict.knee, shape.unit)
@@ -199,6 +204,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         outages=outages.of_run(records, t0_perf) if t0_perf else [],
         **checks.record_checks(records, c.params, c.target.api, c.workload),
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
+        **tel.get("body", {}),
         closed_loop_note="Virtual users wait for each reply before thinking and sending "
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
@@ -285,7 +291,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers), run_dir, outcome)
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                    run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run.steps)
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
     return run, run.exit_code

@@ -19,7 +19,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -100,11 +100,16 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     server = outcome.server()
     if c.workload.prefix is not None:
         kind, after = prefix.scrape_counters(c)
-        extra["prefix_cache"] = prefix_hit.verify(records, c.workload.prefix, prefix_before,
-                                                  after, kind)
-        extra["prefix_cache"]["warmup_failed"] = warm_failed
+        report = prefix_hit.verify(records, c.workload.prefix, prefix_before, after, kind)
+        report["warmup_failed"] = warm_failed
+        extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
+    if outcome.telemetry is not None:
+        # the whole run: from the first request's dispatch to the last one's end
+        end = float(records.col("done").max()) if len(records) else None
+        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                                     end).get("body", {}))
     run = Run(
         kind="run", status="partial" if outcome.interrupted or _crashed(outcome) else "complete",
         started_at=outcome.started_at,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, List, Optional
 from llmbench.commands import options as opt
 from llmbench.commands.options import (P_GATES, P_LOAD, P_OUTPUT, P_STEPS, P_TARGET, P_VLLM,
                                        Layout, OptionGroup, OutputOpts, RequestOpts, ServerOpts,
-                                       TargetOpts, UsageError, WorkloadOpts, _opt, group_defaults)
+                                       TargetOpts, TelemetryOpts, UsageError, WorkloadOpts, _opt, group_defaults)
 from llmbench.errors import EXIT_USAGE, EXIT_WRITE, LlmbenchError, failure
 
 
@@ -146,24 +146,26 @@ _RAMP_WORKLOAD = group_defaults(
 _RAMP_REQUEST = group_defaults(timeout_first_token=120.0)
 
 RUN = Layout((("target", TargetOpts, None), ("server", ServerOpts, None),
-              ("load", RunLoadOpts, None), ("workload", WorkloadOpts, None),
+              ("telemetry", TelemetryOpts, None), ("load", RunLoadOpts, None),
+              ("workload", WorkloadOpts, None),
               ("request", RequestOpts, None), ("vllm", VllmOpts, None),
               ("report", PrintOpts, None), ("output", OutputOpts, None),
               ("gates", GateOpts, None)))
 RAMP = Layout((("target", TargetOpts, None), ("server", ServerOpts, None),
-               ("ramp", RampOpts, None), ("workload", WorkloadOpts, _RAMP_WORKLOAD),
+               ("telemetry", TelemetryOpts, None), ("ramp", RampOpts, None),
+               ("workload", WorkloadOpts, _RAMP_WORKLOAD),
                ("request", RequestOpts, _RAMP_REQUEST), ("output", OutputOpts, None)))
 SWEEP = Layout((("sweep", SweepOpts, None),
                 ("target", TargetOpts, group_defaults(omit=("wait_ready",), help={
                     "url": "{NAME} and {PORT} (a free port per value) are replaced."})),
-                ("server", ServerOpts, None), ("ramp", RampOpts, None),
-                ("workload", WorkloadOpts, _RAMP_WORKLOAD),
+                ("server", ServerOpts, None), ("telemetry", TelemetryOpts, None),
+                ("ramp", RampOpts, None), ("workload", WorkloadOpts, _RAMP_WORKLOAD),
                 ("request", RequestOpts, _RAMP_REQUEST), ("output", OutputOpts, None)))
 PROBE = Layout((("ends", ProbeEnds, None),
                 ("target", TargetOpts, group_defaults(model=..., omit=("url", "wait_ready"),
                                                       help={"model": "Through the router."})),
                 ("direct", ProbeDirect, None), ("server", ServerOpts, None),
-                ("load", ProbeLoadOpts, None),
+                ("telemetry", TelemetryOpts, None), ("load", ProbeLoadOpts, None),
                 ("workload", WorkloadOpts, group_defaults(
                     prompt_tokens="128", output_tokens="64", turns=3,
                     omit=("multi_turn", "sharegpt_output_len"))),
@@ -318,10 +320,13 @@ def check_api_features(api: str, w: WorkloadOpts, rq: RequestOpts) -> None:
     if w.images is not None and not fmt.images:
         able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
         raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
-    if (rq.tools is not None or rq.response_format is not None) and api not in ("openai-chat", "responses"):
-        flag = "--tools" if rq.tools is not None else "--response-format"
-        raise UsageError(f"{flag}: --api {api} has no tools or response format; use --api "
-                         "openai-chat or responses")
+    if rq.tools is not None and not fmt.tools:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
+        raise UsageError(f"--tools: --api {api} has no tools; use one of {able}")
+    if rq.response_format is not None and not fmt.structured:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.structured)
+        raise UsageError(f"--response-format: --api {api} has no response format; use one of "
+                         f"{able}")
     if rq.responses_state != "client" and api != "responses":
         raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
                          "use --api responses")
@@ -435,7 +440,8 @@ class RunSpec:
                          if self.rate_f is not None else
                          ClosedLoop(convs, ld.concurrency or 1, self.requests, self.duration_s,
                                     ld.warmup, self.think_s, w.seed))
-            common = dataclasses.replace(common, workers=self.n_workers, tokenizer=w.tokenizer)
+            common = dataclasses.replace(common, workers=self.n_workers, tokenizer=w.tokenizer,
+                                         telemetry=self.g["telemetry"].spec(tgt, s.server_probe))
             if progress is not None:
                 common = dataclasses.replace(common, progress=progress)
             common = with_ray(common, self.ray_address)
@@ -467,6 +473,7 @@ def run_spec(g: dict[str, Any]) -> RunSpec:
     rq.validate()
     w.validate()
     s.validate()
+    g["telemetry"].validate()
     if vl.save_result or vl.append_result:
         # the file name is known only after the run (vLLM's pattern has the date), so check
         # the folder it goes to: --result-dir, or the folder part of --result-filename
@@ -625,10 +632,11 @@ class RampSetup:
     ray: Optional[str] = None              # --ray auto|HOST:PORT (checked, not yet joined)
     replay: Optional[dict] = None          # the options, for the run folder's config.toml
     progress: Optional[bool] = None        # the API's say on the live line (None: --progress)
+    telemetry: Optional[TelemetryOpts] = None
 
     def plan(self, url: str, model: Optional[str], mock: Optional[dict] = None,
              seed_offset: int = 0, out: Optional[Path] = None,
-             labels: Optional[dict] = None):
+             labels: Optional[dict] = None, server_pid: Optional[int] = None):
         from llmbench.commands.ramp import RampPlan
         from llmbench.load.shapes import Ramp
         tgt = make_target(self.target, self.server, url, model)
@@ -640,6 +648,9 @@ class RampSetup:
         common = make_common(tgt, self.server, wl, self.request, self.output, 2000,
                              multi_turn=True, progress=self.progress, replay=replay)
         common = dataclasses.replace(common, workers=self.workers, tokenizer=wl.tokenizer)
+        if self.telemetry is not None:
+            common = dataclasses.replace(common, telemetry=self.telemetry.spec(
+                tgt, self.server.server_probe, pid=server_pid, pid_from="--serve"))
         common = with_ray(common, self.ray)
         if out is not None or labels is not None:
             common = dataclasses.replace(common, out=out or common.out,
@@ -652,13 +663,16 @@ class RampSetup:
         return RampPlan(common, shape, self.thresholds, expect=self.expect, mock=mock)
 
     def perform(self, url: str, model: Optional[str], mock: Optional[dict] = None,
-                out: Optional[Path] = None, labels: Optional[dict] = None):
-        """Every repeat of the ramp against one server, into one run folder (Done)."""
+                out: Optional[Path] = None, labels: Optional[dict] = None,
+                server_pid: Optional[int] = None):
+        """Every repeat of the ramp against one server, into one run folder (Done);
+        ``server_pid``: the server's process when sweep --serve started it."""
         from llmbench.commands.ramp import perform
-        first = self.plan(url, model, mock, out=out, labels=labels)
+        first = self.plan(url, model, mock, out=out, labels=labels, server_pid=server_pid)
         found = first.common.target.model        # asked once, when --model was not given
         return perform(first, self.repeat,
-                       lambda k: self.plan(url, found, mock, k, out=out, labels=labels))
+                       lambda k: self.plan(url, found, mock, k, out=out, labels=labels,
+                                           server_pid=server_pid))
 
     def perform_here(self):
         """ramp: against --url, or (none given) the built-in mock for the time of the ramp."""
@@ -694,6 +708,7 @@ def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
     opt.count(r.repeat, "--repeat", hi=1000)
     request.validate()
     server.validate()
+    g["telemetry"].validate()
     lag_limit_ms = opt.duration(r.generator_lag_limit, "--generator-lag-limit", zero_ok=False) * 1000
     embeddings = server.api is not None and server.api in wire.names() \
         and wire.get(server.api).output == "embeddings"
@@ -717,17 +732,18 @@ def ramp_setup(g: dict[str, Any], layout: Layout = RAMP) -> RampSetup:
         raise UsageError("--prefix-hit-ratio works with llmbench run only")
     return RampSetup(target, server, workload, request, output, steps, by, ramp_in_s, hold_s,
                      think_s, thresholds, r.keep_going, lag_limit_ms, r.expect_users, r.repeat,
-                     n_workers, ray_address, replay)
+                     n_workers, ray_address, replay, telemetry=g["telemetry"])
 
 
 # -- sweep ---------------------------------------------------------------------------------------
 def _sweep_ramp(setup: RampSetup):
     """The ramp for one setting; a server the ramp cannot use (no model, wrong --model) ends
     that setting, not the sweep (its error line is printed here)."""
-    def ramp_for(url: str, model: Optional[str], out: Path, labels: dict):
+    def ramp_for(url: str, model: Optional[str], out: Path, labels: dict,
+                 server_pid: Optional[int] = None):
         from llmbench.commands.common import Done
         try:
-            return setup.perform(url, model, out=out, labels=labels)
+            return setup.perform(url, model, out=out, labels=labels, server_pid=server_pid)
         except LlmbenchError as exc:
             if exc.exit_code == EXIT_USAGE:
                 raise
@@ -815,6 +831,7 @@ def probe_plan(g: dict[str, Any], progress: bool | None = None):
     if workload.prefix_hit_ratio is not None:   # warm-up and verification live in run
         raise UsageError("--prefix-hit-ratio works with llmbench run only")
     server.validate()
+    g["telemetry"].validate()
     output.labels()
     model = target.model
     way = server.target_options()
@@ -826,7 +843,9 @@ def probe_plan(g: dict[str, Any], progress: bool | None = None):
                          progress=progress, replay=replay_of(PROBE, g),
                          targets=("router", "direct"))
     common = Common(**{**common.__dict__, "target": rt, "workers": n_workers,
-                       "tokenizer": workload.tokenizer})
+                       "tokenizer": workload.tokenizer,
+                       # the backend's machine: where the compute is
+                       "telemetry": g["telemetry"].spec(dt, server.server_probe)})
     common = with_ray(common, ray_address)
     shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
                      slice_s=slice_seconds, rounds=ld.rounds, think_s=think_s,

@@ -86,7 +86,7 @@ def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> s
 from llmbench.servers.ports import free_port
 
 
-RampFor = Callable[[str, "str | None", Path, dict], RampDone]
+RampFor = Callable[[str, "str | None", Path, dict, "int | None"], RampDone]   # ..., server pid
 
 
 @dataclass
@@ -678,7 +678,8 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         labels = {**plan.labels, **setting}
         if "name" in plan.labels:
             labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
-        done = plan.ramp(url, model, sweep_dir, labels)
+        # --serve: the server's own process is sampled (its CPU, memory) during the ramp
+        done = plan.ramp(url, model, sweep_dir, labels, server.pid if server is not None else None)
         signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
         _fill(res, done, sweep_dir)
         why = server.exited() if server is not None else None
@@ -734,6 +735,9 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     res.steps = [_step_brief(st) for st in steps]
     if done.run_dir is not None:
         res.server_state = server_state(done.run_dir, run)
+    if run.server is not None and run.server.data:
+        # what the server said it was (version, parallel settings): compared across settings
+        res.server = run.server
 
 
 def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
@@ -752,6 +756,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     text, best = answer(results, plan.unit, pairs, load)
     if interrupted:
         text = f"Interrupted after {len(results)} of {len(doc.grid or [])} settings. " + text
+    doc.server_differences = server_differences(results)
     doc.answer, doc.best = text, best.setting if best else None
     doc.status = "partial" if interrupted else "complete"
     doc.interrupted, doc.finished_at = interrupted, time.time()
@@ -762,6 +767,8 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     print(_table(results, plan.unit, load))
     print()
     print(text)
+    for d in doc.server_differences or []:
+        print(f"Servers differed: {d['text']}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -775,6 +782,20 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
         print(f"Report: {page}")
     print(f"Results: {sweep_dir}")
     return code
+
+
+def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
+    """Each setting's server against the first one's, as far as the servers said what they
+    were: the setting should be among what differed (a server that ignored it shows here)."""
+    from llmbench.analysis.telemetry import identity_diff
+    known = [r for r in results if r.server is not None]
+    out = []
+    for r in known[1:]:
+        text = identity_diff(r.server, known[0].server, (r.name, known[0].name))
+        if text:
+            out.append({"setting": r.name, "against": known[0].name,
+                        "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
+    return out
 
 
 def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,

@@ -102,6 +102,9 @@ class Outcome:
     # requests.jsonl could not be written (disk full, too large, read-only): the load was
     # stopped then, as by Ctrl-C; the lines before are whole
     write_error: OSError | None = None
+    # what the server's machine did (servers.telemetry.Telemetry: samples, notes, identity);
+    # None when nothing was sampled
+    telemetry: Any = None
 
     def server(self, name: str = "main") -> ServerSeen:
         return self.servers.get(name) or ServerSeen(None, None, [])
@@ -133,6 +136,9 @@ class Harness:
     # a terminal, or without a board, the one-line live_line is printed instead
     board: Any = None
     verbose: bool = False                 # -v: say what was decided along the way (resends)
+    # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
+    # handed in by the command); its samples go to telemetry.jsonl
+    telemetry: Any = None
     _sessions: dict[str, Session] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -158,7 +164,8 @@ class Harness:
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
-        if any(t.server_probe != "off" for t in targets):
+        if any(t.server_probe != "off" for t in targets) or (
+                self.telemetry is not None and self.telemetry.spec.needs_http()):
             # the server probe polls with aiohttp: loaded here, before the loop runs, not by
             # the probe's task inside it (a quarter-second stall as the first requests went out)
             importlib.import_module("aiohttp")
@@ -185,6 +192,10 @@ class Harness:
                 clients[spec.name] = await client.__aenter__()
             for spec in targets:
                 await self._interruptible(self.preflight(clients[spec.name], spec))
+            if self.telemetry is not None:
+                # once the server has answered, and before any load: its process found and
+                # what it is asked (a server that fails its preflight is asked nothing more)
+                await self._interruptible(self.telemetry.prepare())
             return await self._drive(shape, targets, clients, log, stopping, loop)
         finally:
             for c in clients.values():
@@ -287,6 +298,9 @@ class Harness:
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
+        if self.telemetry is not None:
+            own.add(loop.create_task(self.telemetry.run(
+                probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
         if self.metrics is not None:
             self.metrics.gauges = lambda: self._gauges(sessions, live, view)
         if not live.load:
@@ -330,7 +344,7 @@ class Harness:
             live.user_changes.sort(key=lambda c: c[0])     # several workers' changes, merged
         return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
                        live, fleet.describe() if fleet is not None else None,
-                       write_error[0] if write_error else None)
+                       write_error[0] if write_error else None, self.telemetry)
 
     @staticmethod
     def _gauges(sessions: dict[str, Session], live: LiveState, monitor: Any) -> Any:
@@ -430,8 +444,9 @@ class Harness:
                                      f"{spec.target.base_url}{route}: {rec.error}. "
                                      f"{unreachable_hint(net, rec.error, spec.flag)}",
                                      EXIT_UNREACHABLE)
+            key_env = spec.target.wire_format.key_env       # the API's own variable
             hints = {404: " (wrong --model, or wrong --api/--url path?)",
-                     401: " (set --api-key or OPENAI_API_KEY)", 403: " (check --api-key)",
+                     401: f" (set --api-key or {key_env})", 403: " (check --api-key)",
                      405: " (wrong --api/--url path?)",
                      407: " (the proxy wants credentials: http://USER:PASSWORD@host:port)",
                      **spec.hints}
@@ -446,7 +461,7 @@ class Harness:
             if certificate_problem(rec.error):      # nginx: "No required SSL certificate"
                 hints[rec.status or 0] = f" ({certificate_problem(rec.error)})"
             elif spec.target.net.proxy and rec.status == 401:   # tinyproxy: wrong credentials
-                hints[401] = (" (set --api-key or OPENAI_API_KEY; or check the proxy's "
+                hints[401] = (f" (set --api-key or {key_env}; or check the proxy's "
                               "credentials: http://USER:PASSWORD@host:port)")
             if rec.error_kind == "http_status" and (
                     rec.status in (400, 401, 403, 404, 405, 407, 422) or spec.strict):

@@ -33,6 +33,7 @@ class MockOptions(OptionGroup):
     prefill_ms_per_token: Annotated[Optional[float], _opt("Prefill time per uncached prompt token.", "Prefill", metavar="MS")] = None
     prefix_cache: Annotated[Optional[bool], _opt("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache")] = None
     cache_blocks: Annotated[Optional[int], _opt("Prefix cache capacity in 16-token blocks.", "Prefix cache")] = None
+    kv_tokens: Annotated[Optional[int], _opt("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", metavar="N")] = None
     batch_slowdown: Annotated[Optional[float], _opt("k in step = itl * (1 + k * (running - 1)).", "Capacity")] = None
     fault_500: Annotated[Optional[float], _opt("Probability of HTTP 500.", "Faults")] = None
     fault_429: Annotated[Optional[float], _opt("Probability of HTTP 429.", "Faults")] = None
@@ -66,6 +67,7 @@ class MockOptions(OptionGroup):
     embed_ms: Annotated[Optional[float], _opt("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", metavar="MS")] = None
     embed_ms_per_token: Annotated[Optional[float], _opt("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", metavar="MS")] = None
     embed_shares_slots: Annotated[Optional[bool], _opt("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart")] = None
+    api_key: Annotated[Optional[str], _opt("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")] = None
 
 
 MOCK = Layout((("options", MockOptions, None),))
@@ -107,6 +109,7 @@ def prepare(o: MockOptions) -> Prepared:
     for flag, n, lo in (("--tokens", o.tokens, 1), ("--natural-tokens", o.natural_tokens, 1),
                         ("--chunk-tokens", o.chunk_tokens, 1), ("--parallel", o.parallel, 0),
                         ("--max-queue", o.max_queue, 0), ("--cache-blocks", o.cache_blocks, 0),
+                        ("--kv-tokens", o.kv_tokens, 0), ("--block-tokens", o.block_tokens, 1),
                         ("--reasoning-tokens", o.reasoning_tokens, 0)):
         opt.count(n, flag, lo=lo)
     if o.replicas < 1:
@@ -161,7 +164,8 @@ def prepare(o: MockOptions) -> Prepared:
                           tool_call_share=o.tool_call_share, invalid_json_share=o.invalid_json_share,
                           embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
                           embed_ms_per_token=o.embed_ms_per_token,
-                          embed_shares_slots=o.embed_shares_slots)
+                          embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
+                          kv_tokens=o.kv_tokens)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
@@ -169,9 +173,10 @@ def prepare(o: MockOptions) -> Prepared:
     if total > 1:
         raise UsageError("fault probabilities add up to more than 1")
     if o.workers > 1 and (cfg.parallel or cfg.max_queue or cfg.kv_capacity_tokens or
-                          cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache):
+                          cfg.batch_slowdown or cfg.decode_ms_curve or cfg.prefix_cache or
+                          cfg.kv_tokens):
         print(f"note: --workers {o.workers}: each worker is a whole server with its own "
-              "slots, queue, KV and prefix cache, and the kernel spreads connections over "
+              "slots, queue, KV budget and prefix cache, and the kernel spreads connections over "
               f"them: {o.workers} replicas behind one port, not one bigger server", file=sys.stderr)
     return Prepared(cfg, o)
 

@@ -28,6 +28,14 @@ class Context:
             h["x-llmbench-queue-ms"] = f"{queue_ms:.3f}"
         return h
 
+    def authorized(self, request: Any) -> bool:
+        """The request carries the configured key (or none is configured)."""
+        key = self.engine.config.api_key
+        if not key:
+            return True
+        given = request.headers.get("authorization") or request.headers.get("x-api-key") or ""
+        return (given[7:] if given.startswith("Bearer ") else given) == key
+
     def apply_config(self, changes: Any) -> None:
         if not isinstance(changes, dict):
             raise ValueError("send a JSON object of settings")

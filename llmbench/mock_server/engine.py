@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .histogram import Histogram
+from .kvcache import Held, KvCache
 
 perf_counter = time.perf_counter
 
@@ -48,6 +49,10 @@ class MockConfig:
     block_tokens: int = 16
     batch_slowdown: float = 0.0         # step = itl * (1 + k * (decoding - 1))
     kv_capacity_tokens: int = 0         # KV cache size; >0: admission by blocks, preemption
+    # the KV budget shared by all sessions (kvcache.py): >0: each conversation's prefix stays
+    # cached (prompt and reply) until the least recently used prefixes are evicted to fit;
+    # supersedes prefix_cache / cache_blocks, and cached tokens are in every API's usage
+    kv_tokens: int = 0
     fault_500: float = 0.0
     fault_429: float = 0.0
     fault_cut: float = 0.0
@@ -81,6 +86,9 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
+    # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
+    # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
+    api_key: str = ""
 
     @classmethod
     def field_names(cls) -> set[str]:
@@ -201,6 +209,9 @@ class Seq:
     prefill_left: int = 0
     bulk_done: bool = False   # prefill_last_step: the bulk is computed, its last step is next
     fut: asyncio.Future[bool] | None = None
+    held: Held | None = None  # --kv-tokens: the prompt's blocks it holds in the KV budget
+    cached: int = 0           # prompt tokens found cached (for /slots)
+    n_predict: int = 0        # reply tokens asked (for /slots)
 
 
 class Engine:
@@ -212,6 +223,8 @@ class Engine:
         self.rng = random.Random(config.seed)
         self.stats = Stats()
         self.cache = PrefixCache(config.cache_blocks, config.block_tokens)
+        self.kv: KvCache | None = (KvCache(config.kv_tokens, config.block_tokens)
+                                   if config.kv_tokens > 0 else None)
         self._slot_waiters: deque[tuple[asyncio.Future[None], Seq]] = deque()
         self._running: set[Seq] = set()
         self._prefilling: list[Seq] = []
@@ -337,8 +350,15 @@ class Engine:
 
     def config_changed(self) -> None:
         self._wake_waiters()
-        if self.cache.capacity != self.config.cache_blocks:
-            self.cache.capacity = self.config.cache_blocks
+        cfg = self.config
+        if self.cache.capacity != cfg.cache_blocks:
+            self.cache.capacity = cfg.cache_blocks
+        if cfg.kv_tokens <= 0:
+            self.kv = None
+        elif self.kv is None or self.kv.block != max(cfg.block_tokens, 1):
+            self.kv = KvCache(cfg.kv_tokens, cfg.block_tokens)     # a new block size: cold
+        else:
+            self.kv.resize(cfg.kv_tokens)
 
     # -- preemption (vLLM's recompute) --------------------------------------------------------
     def _preempt(self, seq: Seq) -> None:
@@ -386,12 +406,25 @@ class Engine:
         j = self.config.jitter
         return 1.0 + self.rng.uniform(-j, j) if j > 0 else 1.0
 
-    def prefill(self, prompt_tokens: list[str]) -> tuple[float, int]:
-        """(seconds of prefill, cached tokens) for a prompt; updates the cache and counters."""
+    def prefill(self, prompt_tokens: list[str], seq: Seq | None = None) -> tuple[float, int]:
+        """(seconds of prefill, cached tokens) for a prompt; updates the cache and counters.
+        With a KV budget (kv_tokens) ``seq`` holds the prompt's blocks until ``kv_end``."""
         cfg = self.config
         n = len(prompt_tokens)
         cached = 0
-        if cfg.prefix_cache:
+        kv = self.kv
+        if kv is not None:
+            keys = kv.keys(prompt_tokens)
+            cached = kv.cached(keys, (n - 1) // kv.block) * kv.block
+            kv.hold(keys)
+            held = Held(keys, prompt_tokens[len(keys) * kv.block:])
+            if seq is not None:
+                seq.held = held
+            else:
+                kv.release(held, [])
+            self.stats.cache_queries_total += n
+            self.stats.cache_hits_total += cached
+        elif cfg.prefix_cache:
             if self.cache.block != cfg.block_tokens:
                 self.cache = PrefixCache(cfg.cache_blocks, cfg.block_tokens)
             cached = self.cache.lookup_and_insert(prompt_tokens)
@@ -400,6 +433,40 @@ class Engine:
         self.stats.prompt_tokens_total += n
         seconds = (cfg.ttft_ms + cfg.prefill_ms_per_token * (n - cached)) / 1000.0
         return max(seconds * self.jitter(), 0.0), cached
+
+    def slots(self) -> list[dict[str, Any]]:
+        """llama.cpp's /slots: one entry per slot (per running request when slots are
+        unlimited), the running ones first in admission order."""
+        cfg = self.config
+        running = sorted(self._running, key=lambda s: s.order)
+        n = max(cfg.parallel, len(running), 1)
+        n_ctx = (cfg.kv_tokens or cfg.kv_capacity_tokens) // max(cfg.parallel, 1)
+        out = []
+        for i in range(n):
+            s = running[i] if i < len(running) else None
+            out.append({
+                "id": i, "n_ctx": n_ctx, "speculative": False, "is_processing": s is not None,
+                "id_task": s.order if s is not None else -1,
+                "n_prompt_tokens": s.prompt_tokens if s is not None else 0,
+                "n_prompt_tokens_processed": s.prompt_tokens - s.cached if s is not None else 0,
+                "n_prompt_tokens_cache": s.cached if s is not None else 0,
+                "params": {"n_predict": s.n_predict if s is not None else -1,
+                           "stream": True},
+                "next_token": [{"has_next_token": s is not None,
+                                "n_decoded": s.generated if s is not None else 0,
+                                "n_remain": (max(s.n_predict - s.generated, 0)
+                                             if s is not None else -1)}]})
+        return out
+
+    def kv_end(self, seq: Seq, reply_tokens: list[str]) -> None:
+        """The request ended (whatever the outcome): its prompt and ``reply_tokens`` (the reply
+        as the next turn sends it) stay cached, and it holds nothing any more."""
+        held, seq.held = seq.held, None
+        kv = self.kv
+        if held is None or kv is None:
+            return
+        more = kv.keys(held.tail + reply_tokens, held.keys[-1] if held.keys else None)
+        kv.release(held, more)
 
     async def _prefill(self, seq: Seq, uncached: int, start_s: float, fixed_ms: float) -> bool:
         """Compute ``uncached`` prompt tokens; False when preempted meanwhile."""
@@ -579,6 +646,9 @@ class Engine:
         cap = self.kv_capacity_blocks()
         if cap > 0:
             return min(self.stats.kv_blocks / cap, 1.0)
+        if self.config.kv_tokens > 0:
+            # as vLLM counts it: the KV of running requests (cached prefixes are reusable room)
+            return min(self.stats.kv_tokens / self.config.kv_tokens, 1.0)
         # unbounded: usage against a nominal 64k-token cache, as before
         return min(self.stats.kv_tokens / 65536, 1.0)
 

@@ -98,13 +98,31 @@ def render_messages(messages: list[Any], cfg: MockConfig) -> str:
         content = m.get("content")
         if isinstance(content, list):
             content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-        parts.append(f"<|{m['role']}|>{content or ''}")
-    # an image costs prefill like a prompt of image_tokens tokens (a vision encoder's
-    # patches), distinct per image so two images never share a cached prefix
-    for url in images_in(messages):
-        tag = f"img{zlib.crc32(url.encode()):08x}"
-        parts.append(" ".join(f"{tag}_{k}" for k in range(cfg.image_tokens)))
+        # a tool call is the model's own output, in the prompt as the template renders it
+        calls = "".join(f"{call_text(c)} " for c in m.get("tool_calls") or ()
+                        if isinstance(c, dict))
+        parts.append(f"<|{m['role']}|>{content or ''}{calls}")
+        # an image right after its turn's text, so a later turn's prompt starts with it too
+        parts += image_prompts(images_in([m]), cfg)
     return "\n".join(parts)
+
+
+def call_text(call: dict[str, Any]) -> str:
+    """A tool call as the prompt holds it: the function's name and its arguments' JSON (chat's
+    string or Ollama's object)."""
+    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    args = fn.get("arguments", "")
+    return f"{fn.get('name', '')} {args if isinstance(args, str) else json.dumps(args)}"
+
+
+def image_prompts(images: list[str], cfg: MockConfig) -> list[str]:
+    """An image costs prefill like a prompt of image_tokens tokens (a vision encoder's
+    patches), distinct per image so two images never share a cached prefix."""
+    out = []
+    for url in images:
+        tag = f"img{zlib.crc32(url.encode()):08x}"
+        out.append(" ".join(f"{tag}_{k}" for k in range(cfg.image_tokens)))
+    return out
 
 
 def make_ask(cfg: MockConfig, body: dict[str, Any], model: str, prompt: str,
@@ -153,6 +171,10 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
     # when the bytes were read (server.ArrivalStampingHandler), else now
     arrival_ns = getattr(request.protocol, "arrival_ns", 0) or handler_ns
     rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+    if not ctx.authorized(request):
+        await request.read()
+        return api.error("invalid API key (give it as Authorization: Bearer KEY or x-api-key: "
+                         "KEY)", 401, None)
     try:
         raw = await request.read()
         try:
@@ -212,7 +234,9 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     queue_s = (slot_ns - arrival_ns) / 1e9
     engine.h_queue.observe(queue_s)
     n_prompt = len(ptoks)
-    _, cached = engine.prefill(ptoks)
+    _, cached = engine.prefill(ptoks, seq)
+    shape.n_prompt, shape.cached = n_prompt, cached
+    seq.cached = cached
     chunk = max(cfg.chunk_tokens, 1)
     # a reasoning model's reasoning first (its own events), then the answer
     n_reason = cfg.reasoning_tokens if shape.reasoning_field else 0
@@ -221,10 +245,11 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     words = ask.pieces[:n_tokens] if ask.pieces else reply_words(shape.rid, n_tokens)
     reason_words = reply_words(shape.rid + "-r", n_reason)
     n_tokens += n_reason
+    seq.n_predict = n_tokens
     shape.reasoning_count = n_reason
     usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
                              "completion_tokens": n_tokens}
-    if cfg.prefix_cache:
+    if cfg.prefix_cache or engine.kv is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     finish = "length" if ask.hit_max else ask.finish or "stop"
     fault_at = engine.rng.randint(1, max(n_events - 1, 1)) if fault else -1
@@ -300,6 +325,8 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
         timing = {"total_duration": done_ns - arrival_ns, "load_duration": 0,
                   "prompt_eval_count": n_prompt, "prompt_eval_duration": first_ns - prefill_start_ns,
                   "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
+        if engine.kv is not None:
+            timing["prompt_eval_cached_count"] = cached     # Ollama's name (since 0.33)
         engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
         engine.finished(finish)
         if ask.on_done is not None:
@@ -321,6 +348,12 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
         outcome = Outcome.CLIENT_GONE
         raise
     finally:
+        if seq.held is not None:
+            # the reply as the next turn sends it back: what a later prompt can find cached
+            r_sent = min(sent_tokens, n_reason)
+            said = "".join(reason_words[:r_sent]) + (f"{ask.tool[1]} " if ask.tool else "") \
+                + "".join(words[:max(sent_tokens - n_reason, 0)])
+            engine.kv_end(seq, mock_tokens("<|assistant|>" + said))
         if log is not None and ctx.recorder is not None:
             log.update({"slot_ns": slot_ns, "queue_ms": queue_s * 1000.0,
                         "prompt_tokens": n_prompt, "cached_tokens": cached,

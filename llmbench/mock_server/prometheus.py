@@ -36,7 +36,11 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "cache_queries_total": s.cache_queries_total, "cache_hits_total": s.cache_hits_total,
         "preemptions_total": s.preemptions_total, "kv_blocks": s.kv_blocks,
         "kv_capacity_blocks": engine.kv_capacity_blocks(), "rejected_total": s.rejected_total,
-        "slots": engine.config.parallel, "success_total": dict(s.success_total)}
+        "slots": engine.config.parallel, "success_total": dict(s.success_total),
+        "kv_budget_tokens": engine.config.kv_tokens,
+        "kv_cached_tokens": engine.kv.tokens if engine.kv is not None else 0,
+        "kv_evicted_tokens_total": (engine.kv.evicted_total * engine.kv.block
+                                    if engine.kv is not None else 0)}
     for _name, attr, _help in _HISTOGRAMS:
         h: Histogram = getattr(engine, attr)
         snap[attr] = {"bounds": h.bounds, "counts": h.counts, "total": h.total, "count": h.count}
@@ -83,6 +87,14 @@ def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:
     metric("llmbench_mock:rejected_total", "counter",
            "Requests rejected because the queue was full.", "rejected_total")
     metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).", "slots")
+    if any(snap.get("kv_budget_tokens") for _, snap in engines):
+        metric("llmbench_mock:kv_budget_tokens", "gauge",
+               "KV budget shared by all sessions, in tokens (--kv-tokens).", "kv_budget_tokens")
+        metric("llmbench_mock:kv_cached_tokens", "gauge",
+               "Tokens whose KV the budget holds: running prompts and cached prefixes.",
+               "kv_cached_tokens")
+        metric("llmbench_mock:kv_evicted_tokens_total", "counter",
+               "Cached prefix tokens evicted to fit the KV budget.", "kv_evicted_tokens_total")
     lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
               "# TYPE vllm:request_success_total counter"]
     for label, snap in engines:

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from . import prometheus
-from .apis import chat, completions, embeddings, ollama, openai, responses
+from .apis import chat, completions, embeddings, messages, ollama, openai, responses
 from .context import Context
 from .engine import Engine
 from .peers import Peers
@@ -24,7 +24,7 @@ from .recorder import Recorder
 from .tokenize import add_tokenize_routes
 
 # each API's module, in the order its routes are added
-APIS = (chat, completions, responses, embeddings, ollama)
+APIS = (chat, completions, responses, messages, embeddings, ollama)
 
 
 @web.middleware
@@ -57,6 +57,7 @@ class Routes(Context):
         r.add_get("/health", self.health)
         r.add_get("/metrics", self.metrics)
         r.add_get("/props", self.props)
+        r.add_get("/slots", self.slots)
         r.add_get("/admin/config", self.get_config)
         r.add_post("/admin/config", self.set_config)
         add_tokenize_routes(app, self.engine)
@@ -88,9 +89,17 @@ class Routes(Context):
                                   "llmbench_mock": True, "workers": self.workers},
                                  headers=self.headers())
 
+    async def slots(self, request: web.Request) -> web.Response:
+        """llama.cpp's /slots (this worker's engine): each slot's request, its prompt tokens,
+        how many were cached and how many it has decoded."""
+        return web.json_response(self.engine.slots(), headers=self.headers())
+
     def _config_body(self) -> dict[str, Any]:
+        shown = self.engine.config.as_dict()
+        if shown.get("api_key"):
+            shown["api_key"] = "set"            # a key is never shown
         return {"replica": self.engine.replica, "worker": self.worker, "workers": self.workers,
-                **self.engine.config.as_dict()}
+                **shown}
 
     async def get_config(self, request: web.Request) -> web.Response:
         return web.json_response(self._config_body())

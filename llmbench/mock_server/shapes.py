@@ -34,6 +34,10 @@ class Shape:
     reasoning_count = 0            # reasoning tokens of the reply (the Responses usage says it)
     ends_with_done = True          # an error event is followed by [DONE] (OpenAI chat/completions)
     tool: tuple[str, str] | None = None   # (call id, function name): the reply is a tool call
+    # the prompt's tokens and how many of them were cached: set before the stream opens (the
+    # Messages API's message_start says them)
+    n_prompt = 0
+    cached = 0
 
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
@@ -326,3 +330,106 @@ class ResponsesShape(Shape):
         self._reasoning = [self.reasoning_text] if self.reasoning_text else []
         status = "incomplete" if finish == "length" else "completed"
         return self._response(status, self._items(), self._usage(usage))
+
+
+class MessagesShape(Shape):
+    """Anthropic's Messages API: ``event:`` + JSON typed events. message_start (the prompt's
+    usage: input_tokens uncached, cache_read_input_tokens), a ping, one content block per kind
+    (thinking, text, or a tool_use whose arguments stream as input_json_delta), message_delta
+    with the stop reason and output_tokens, message_stop; errors as {"type": "error", "error":
+    {"type", "message"}}. No [DONE]."""
+
+    reasoning_field = "thinking"
+    ends_with_done = False
+    STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+    def __init__(self, model: str, rid: str) -> None:
+        super().__init__(model, rid)
+        self.id = f"msg_{rid}"
+        self._block = -1               # the open content block's index
+        self._kind: str | None = None  # its type: thinking, text, tool_use
+        self._thinking: list[str] = []
+
+    @staticmethod
+    def _event(kind: str, **fields: Any) -> str:
+        return f"event: {kind}\ndata: {_dumps({'type': kind, **fields})}\n\n"
+
+    def usage(self, output_tokens: int) -> dict[str, Any]:
+        return {"input_tokens": self.n_prompt - self.cached, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": self.cached, "output_tokens": output_tokens}
+
+    def open(self) -> bytes:
+        message = {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                   "content": [], "stop_reason": None, "stop_sequence": None,
+                   "usage": self.usage(0)}
+        return (self._event("message_start", message=message) + self._event("ping")).encode()
+
+    def _close_block(self) -> str:
+        if self._kind is None:
+            return ""
+        out = ""
+        if self._kind == "thinking":
+            out += self._event("content_block_delta", index=self._block,
+                               delta={"type": "signature_delta", "signature": ""})
+        out += self._event("content_block_stop", index=self._block)
+        self._kind = None
+        return out
+
+    def _start(self, kind: str) -> str:
+        out = self._close_block()
+        self._block += 1
+        self._kind = kind
+        if kind == "tool_use":
+            assert self.tool is not None
+            block: dict[str, Any] = {"type": "tool_use", "id": self.tool[0],
+                                     "name": self.tool[1], "input": {}}
+        else:
+            block = {"type": kind, kind: ""}
+        return out + self._event("content_block_start", index=self._block, content_block=block)
+
+    def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
+              reasoning: bool = False) -> bytes:
+        kind = "thinking" if reasoning else ("tool_use" if self.tool is not None else "text")
+        out = self._start(kind) if self._kind != kind else ""
+        if kind == "thinking":
+            self._thinking.append(text)
+            delta = {"type": "thinking_delta", "thinking": text}
+        elif kind == "tool_use":
+            delta = {"type": "input_json_delta", "partial_json": text}
+        else:
+            delta = {"type": "text_delta", "text": text}
+        return (out + self._event("content_block_delta", index=self._block, delta=delta)).encode()
+
+    def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
+              include_usage: bool) -> bytes:
+        out = self._close_block()
+        out += self._event("message_delta",
+                           delta={"stop_reason": self.STOP.get(finish, finish),
+                                  "stop_sequence": None},
+                           usage={"output_tokens": usage["completion_tokens"]})
+        return (out + self._event("message_stop")).encode()
+
+    def error_event(self, message: str) -> bytes:
+        return self._event("error", error={"type": "api_error", "message": message}).encode()
+
+    def malformed(self) -> bytes:
+        return (b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+                b'"delta": {"type": "text_delta", "text": "br\n\n')
+
+    def whole(self, text: str, finish: str, usage: dict[str, Any], timing: dict[str, int]
+              ) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if self.reasoning_text:
+            content.append({"type": "thinking", "thinking": self.reasoning_text, "signature": ""})
+        if self.tool is not None:
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = {}
+            content.append({"type": "tool_use", "id": self.tool[0], "name": self.tool[1],
+                            "input": args if isinstance(args, dict) else {}})
+        else:
+            content.append({"type": "text", "text": text})
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                "content": content, "stop_reason": self.STOP.get(finish, finish),
+                "stop_sequence": None, "usage": self.usage(usage["completion_tokens"])}

@@ -606,3 +606,127 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
 def sweep_at_load(labels: Sequence[str], values: Sequence[Sequence[Any]], load: float, unit: str,
                   axis_name: str) -> str:
     return svgplot.render(sweep_at_load_chart(labels, values, load, unit, axis_name))
+
+
+# -- the server's machine (issue 39) ----------------------------------------------------------------
+
+def _tel(step: Step, part: str, key: str) -> float:
+    """A figure of a step's telemetry (``part`` server, llmbench, machine, host or gpu)."""
+    t = getattr(step.telemetry, part, None) if step.telemetry is not None else None
+    return _finite(getattr(t, key, None) if t is not None else None)
+
+
+def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None) -> Chart:
+    """The server's machine against load: cores busy (the server's process, llmbench, the
+    whole machine; the machine's core count as a rule) and, with GPUs read, their utilisation
+    and the energy per output token; one unit per panel."""
+    loads = [s.load for s in steps]
+    held = [s.held for s in steps]
+    gpu = any(not np.isnan(_tel(s, "gpu", "util_pct_mean")) for s in steps)
+    energy = any(not np.isnan(_tel(s, "gpu", "j_per_token")) for s in steps)
+    panels = _row(1 + gpu + energy, 950, 210)
+    p = panels[0]
+    ys_all: list[float] = []
+    for (part, key, label), color, marker, style in zip(
+            (("server", "cores", "server's process"), ("llmbench", "cores", "llmbench"),
+             ("machine", "busy_cores", "this machine, all processes"),
+             ("host", "busy_cores", "server's machine (node exporter)")),
+            _COLORS, _MARKERS, _STYLES):
+        ys = [_tel(s, part, key) for s in steps]
+        if all(np.isnan(ys)):
+            continue
+        p.line(loads, ys, label, color, style, 1.5, marker=marker, marker_size=4)
+        ys_all += ys
+    top = _top(ys_all)
+    if cpus:
+        p.hline(float(cpus), "#555", ":", 1.0, "cores", label=f"{cpus} cores")
+        top = max(top or 0.0, float(cpus))
+    _from_zero(p, top)
+    _boundary(p, loads, held)
+    p.title, p.title_loc, p.ylabel = "CPU cores busy", "left", "cores"
+    _load_axis(p, loads, unit)
+    k = 1
+    if gpu:
+        p = panels[k]
+        ys = [_tel(s, "gpu", "util_pct_mean") for s in steps]
+        p.line(loads, ys, "GPU utilisation", _COLORS[4], "-", 1.5, marker="D", marker_size=4)
+        p.ylim = (0.0, 105.0)
+        _boundary(p, loads, held)
+        p.title, p.title_loc, p.ylabel = "GPU busy", "left", "%"
+        _load_axis(p, loads, unit)
+        k += 1
+    if energy:
+        p = panels[k]
+        ys = [_tel(s, "gpu", "j_per_token") for s in steps]
+        p.line(loads, ys, "energy per output token", _COLORS[5], "-", 1.5, marker="v",
+               marker_size=4)
+        _from_zero(p, _top(ys))
+        _boundary(p, loads, held)
+        p.title, p.title_loc, p.ylabel = "Energy per output token", "left", "J/token"
+        _load_axis(p, loads, unit)
+    return _with_legend(950, panels, svgplot.shared_legend(panels))
+
+
+def ramp_server(steps: Sequence[Step], unit: str, cpus: int | None = None) -> str:
+    return svgplot.render(ramp_server_chart(steps, unit, cpus))
+
+
+def telemetry_chart(series: dict[str, list[tuple[float, float]]],
+                    steps: Sequence[Step] = (), t0_perf: float | None = None,
+                    cpus: int | None = None) -> Chart:
+    """The server's machine second by second, in stacked panels sharing the time axis, one
+    unit each: CPU cores busy; resident memory; GPU utilisation; GPU power. A panel with no
+    data is left out; dotted lines mark where each step began."""
+    groups = [
+        ("cores", "CPU cores busy", [("server_cores", "server's process"),
+                                     ("llmbench_cores", "llmbench"),
+                                     ("machine_cores", "this machine, all processes"),
+                                     ("host_cores", "server's machine (node exporter)")]),
+        ("GiB", "Memory", [("server_rss_gib", "server's process (resident)"),
+                           ("gpu_mem_gib", "GPU memory used")]),
+        ("%", "GPU busy", [("gpu_util_pct", "GPU utilisation")]),
+        ("W", "GPU power", [("gpu_power_w", "GPU power")]),
+    ]
+    groups = [g for g in groups if any(series.get(k) for k, _ in g[2])]
+    xs_all = [x for k in series for x, _ in series[k]]
+    starts = [(s.ramp_start - t0_perf, s.load) for s in steps
+              if t0_perf is not None and s.ramp_start is not None]
+    xs_all += [x for x, _ in starts]
+    lo, hi = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
+    pad = (hi - lo) * 0.03 if hi > lo else 1.0
+    labels = [lab for g in groups for _, lab in g[2]] + ([f"{cpus} cores"] if cpus else [])
+    legend_w = max([svgplot.text_w(x, svgplot.SMALL_PX) for x in labels] or [80]) + 34
+    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 120.0, 26.0     # room for each title
+    n = max(len(groups), 1)
+    panels = [Panel(x0=left, y0=top_y + i * (h + gap), w=width - left - legend_w, h=h,
+                    xlim=(lo - pad, hi + pad), x_ticklabels=i == n - 1, legend_at="right")
+              for i in range(n)]
+    k = 0
+    for (unit_, title, traces), p in zip(groups, panels):
+        ys_all: list[float] = []
+        for i, (key, label) in enumerate(traces):
+            pts = series.get(key) or []
+            if not pts:
+                continue
+            p.line([x for x, _ in pts], [y for _, y in pts], label, _COLORS[(k + i) % len(_COLORS)],
+                   _STYLES[i % len(_STYLES)], 1.4)
+            ys_all += [y for _, y in pts]
+        top = _top(ys_all)
+        if unit_ == "cores" and cpus:
+            p.hline(float(cpus), "#555", ":", 1.0, "cores", label=f"{cpus} cores")
+            top = max(top or 0.0, float(cpus))
+        if unit_ == "%":
+            p.ylim = (0.0, 105.0)
+        else:
+            _from_zero(p, top)
+        p.title, p.title_loc, p.ylabel = title, "left", unit_
+        k += len(traces)
+        for x, _ in starts:
+            p.vline(x, "#777", ":", 0.9, "step-boundary")
+    panels[-1].xlabel = "seconds"
+    return Chart(width, panels[-1].y0 + h + 42, panels)
+
+
+def telemetry(series: dict[str, list[tuple[float, float]]], steps: Sequence[Step] = (),
+              t0_perf: float | None = None, cpus: int | None = None) -> str:
+    return svgplot.render(telemetry_chart(series, steps, t0_perf, cpus))

@@ -58,6 +58,11 @@ def console_text(result: Comparison) -> str:
         lines.append(f"  {c.run}: {c.metric}{where}: {_change(c)}{note}{flag}")
     for w in result.warnings:
         lines.append(f"warning: {w}")
+    servers = [r for r in runs if r.server]
+    if servers:
+        lines.append("Servers: " + "; ".join(f"{r.name}: {r.server}" for r in servers))
+    for d in result.server_differences:
+        lines.append(f"Servers differed: {d['text']}")
     lines += headline(result)
     return "\n".join(lines)
 
@@ -74,6 +79,8 @@ def render(result: Comparison, runs: Sequence[Loaded]) -> str:
                 f"<b>Held: {e(held)}.</b><br>{e(head[0])}<br>{e(head[1])}</div>")
     for w in result.warnings:
         body.append(f'<div class="verdict bad">{e(w)}</div>')
+    for d in result.server_differences:
+        body.append(f'<div class="verdict">Servers differed: {e(d["text"])}</div>')
     series = [(r.name, r.steps) for r in runs]
     body.append(_chart(charts.compare_overlay(series, "users"), "compare overlay"))
     headers = ["load"]
@@ -95,9 +102,10 @@ def render(result: Comparison, runs: Sequence[Loaded]) -> str:
     body.append(f"<h2>Change against {e(runs[0].name)}</h2>"
                 + _table(["run", "metric", "load", "change [95% interval]", "note", ""], rows,
                          left=2))
-    body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status"],
-                                         [[r.name, r.path, r.fingerprint, r.status]
-                                          for r in result.runs], left=4))
+    body.append("<h2>Runs</h2>" + _table(["name", "folder", "fingerprint", "status", "server"],
+                                         [[r.name, r.path, r.fingerprint, r.status,
+                                           r.server or "–"]
+                                          for r in result.runs], left=5))
     body.append("</body></html>")
     return "\n".join(body)
 

@@ -179,6 +179,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
         if errs:
             body.append("<h2>Errors</h2>" + errs)
     body += _timeline(run, run_dir, unit)
+    body += _server_machine(run, run_dir, unit)
     return body
 
 
@@ -220,6 +221,74 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
         out.append(f"<p class=meta>{e(sp.note)}</p>")
     out.append(_chart(charts.timeline(rows, [st for st in run.steps if isinstance(st, Step)],
                                       run.t0_perf, unit), "timeline"))
+    return out
+
+
+def _f(v: Any, fmt: str = "{:.2f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _machine_row(label: Any, t: Any) -> list[Any]:
+    """One row of the server-machine table from a Telemetry (typed) or None."""
+    from llmbench.analysis.telemetry import fmt_bytes
+    srv, gen, m, h, g = t.server, t.llmbench, t.machine, t.host, t.gpu
+    return [label,
+            _f(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
+                                              if srv and srv.cores_max is not None else ""),
+            fmt_bytes(srv.rss_bytes_max) if srv else "–", _f(srv.threads_max if srv else None, "{}"),
+            _f(gen.cores if gen else None),
+            _f(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
+            _f(h.busy_cores if h else None) + (f" of {h.cpus}" if h and h.cpus else ""),
+            _f(g.util_pct_mean if g else None, "{:.0f}%"),
+            _f(g.fb_used_mib_max / 1024 if g and g.fb_used_mib_max is not None else None,
+               "{:.1f} GiB"),
+            _f(g.power_w_mean if g else None, "{:.0f} W"),
+            _f(g.j_per_token if g else None, "{:.3g}")
+            + (f" ({g.energy_source})" if g and g.j_per_token is not None else "")]
+
+
+def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
+    """What the server was and what its machine did (issue 39): its identity, per-step (or
+    whole-run) figures, the per-second chart, and the notes of sources that did not answer."""
+    from llmbench.analysis import telemetry as tm
+    from llmbench.results.telemetry import RunTelemetry
+    tel = run.run_telemetry or RunTelemetry()
+    ident = tm.identity_of(run)
+    steps = [st for st in run.steps if isinstance(st, Step)]
+    rows: list[list[Any]] = []
+    for st in steps:
+        if st.telemetry is not None:
+            rows.append(_machine_row(f"{st.load:g}", st.telemetry))
+    whole = tel.window
+    if whole is not None and not steps:
+        rows.append(_machine_row("whole run", whole))
+    notes = [*tel.notes, *tel.quiet_notes]
+    if not ident and not rows and not notes:
+        return []
+    out = ["<h2>The server and its machine</h2>"]
+    line = tm.identity_line(ident)
+    if line:
+        out.append(f"<p>{e(line)}.</p>")
+    if rows:
+        out.append(_table([unit if steps else "", "server cores", "server RSS", "threads",
+                           "llmbench cores", "this machine busy", "node exporter busy",
+                           "GPU busy", "GPU memory", "GPU power", "J / output token"], rows,
+                          left=1))
+        out.append("<p class=meta>Cores: CPU seconds per second over each hold window, from "
+                   "/proc's accounting of the process tree (user + system, all threads). Energy: "
+                   "the GPUs' energy counters (counter) or their power integrated over the samples "
+                   "(power), over the output tokens generated in the window.</p>")
+    cpus = (tel.sources.get("local") or {}).get("cpus")
+    if steps and rows:
+        out.append(_chart(charts.ramp_server(steps, unit, cpus), "server machine vs load"))
+    samples = read_jsonl(run_dir / "telemetry.jsonl") if (run_dir / "telemetry.jsonl").exists() else []
+    t0 = run.t0_perf
+    if samples and t0 is not None:
+        series = tm.series(samples, float(t0))
+        if series:
+            out.append(_chart(charts.telemetry(series, steps, t0, cpus), "server machine timeline"))
+    for n in notes:
+        out.append(f"<p class=meta>{e(n)}</p>")
     return out
 
 
@@ -311,6 +380,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                     f'(event-loop lag p99 {mon.get("lag_p99_ms", 0):.1f} ms, CPU '
                     f'{mon.get("cpu_pct", 0):.0f}%): its latencies may be inflated.</div>')
     body += _timeline(run, run_dir)
+    body += _server_machine(run, run_dir)
     return body
 
 

@@ -125,6 +125,8 @@ def render(sweep_dir: str | Path) -> str:
     if doc.thresholds_asked:
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
                    f"{e(', '.join(doc.thresholds_asked))}.</small>")
+    for d in doc.server_differences or []:
+        out.append(f"<br>Servers differed: {e(d.get('text'))}")
     out.append("</div>")
     load = doc.common_load
     measured = [r for r in results if r.held is not None]

@@ -32,6 +32,8 @@ from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.search import Search
 
+from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
+
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
 
@@ -652,6 +654,8 @@ class Step(Part):
     unfinished: int = 0
     steady: Steady | None = None
     summary: Summary = field(default_factory=Summary)
+    # the server's machine over the hold window (None: not sampled; analysis.telemetry)
+    telemetry: Telemetry | None = part(None, omit="none")
 
     def __post_init__(self) -> None:
         if self.read_keys is not None and "state" not in self.read_keys:
@@ -814,6 +818,8 @@ class Verdict(Part):
     server: dict[str, Any] | None = part(None, when=_analysed)
     slots_estimate: int | None = part(None, omit="none")
     generator_cause: str | None = part(None, omit="none")
+    # what the server's machine named as the cause (analysis.telemetry.verdict_part)
+    cause: str | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
 
@@ -897,6 +903,8 @@ class SweepSetting(Part):
     steps: list[StepBrief] | None = part(None, omit="none")
     server_state: dict[str, Any] | None = part(None, omit="none")
     server_exit_code: int | None = part(None, omit="none")
+    # what the server said it was
+    server: ServerIdentity | None = part(None, omit="none")
     # ramp --find: the setting's search (its limit is ``held``)
     search: Search | None = part(None, omit="none")
     # the step at the sweep's common load, once the sweep finished (``finished``)
@@ -995,6 +1003,9 @@ class Run(Part):
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
     # ServerProbe; a probe has one per path: {"router": ServerProbe, "direct": ...}
     server_probe: Any = part(default_factory=ServerProbe, when=_measured)
+    # what the server was, and its machine over the whole run (None: not known, not sampled)
+    server: ServerIdentity | None = part(None, omit="none")
+    run_telemetry: RunTelemetry | None = part(None, key="telemetry", omit="none")
     closed_loop_note: str | None = part(None, when=_ramp_body)
     trace: dict[str, Any] | None = part(None, omit="none")
     prefix_cache: dict[str, Any] | None = part(None, omit="none")
@@ -1024,6 +1035,7 @@ class Run(Part):
     exit_code_saved: int | None = part(None, key="exit_code", omit="none")
     common_load: float | None = part(None, when=lambda r: r.kind == "sweep"
                                      and r.tie_break is not None)
+    server_differences: list[dict[str, Any]] | None = part(None, omit="none")
     tie_break: list[dict[str, Any]] | None = part(None, omit="none")
     # each repeat's exit code, when the ramp ran them here (run.json has their steps only)
     repeat_codes: list[int] | None = field(default=None, repr=False, compare=False,
@@ -1055,6 +1067,11 @@ class Run(Part):
         a ramp over fixed steps, its steps. What the verdict, the charts against load and
         compare read."""
         return ladder(self.steps, self.search)
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """The server's machine over the whole run (run.json's telemetry.window)."""
+        return self.run_telemetry.window if self.run_telemetry is not None else None
 
     @property
     def held_interval(self) -> dict[str, Any] | None:

@@ -52,13 +52,19 @@ def _lines_named(text: str, names: Iterable[str]) -> Iterator[str]:
     loop over every line of the page."""
     for name in names:
         n = len(name)
+        # a page may begin with a sample line (no # HELP first): position 0 is a line start too
         k = 0 if text.startswith(name) else text.find("\n" + name) + 1
-        while k > 0 or (k == 0 and text.startswith(name)):
+        if k == 0 and not text.startswith(name):
+            continue
+        while True:
             after = k + n
             if after < len(text) and text[after] in "{ \t":
                 end = text.find("\n", after)
                 yield text[k:end if end >= 0 else len(text)]
-            k = text.find("\n" + name, after) + 1
+            nxt = text.find("\n" + name, after)
+            if nxt < 0:
+                break           # (once this looped from the page's start forever)
+            k = nxt + 1
 
 
 def parse_prometheus(text: str, names: Iterable[str] | None = None

@@ -71,8 +71,12 @@ def load_schema(path: str, flag: str = "--response-format") -> dict[str, Any]:
 def request_fields(api: str, tools: list[dict[str, Any]] | None, tool_choice: str | None,
                    schema: dict[str, Any] | None, name: str = "reply") -> dict[str, Any]:
     """The body fields for ``api``: chat's tools / tool_choice / response_format, the Responses
-    API's flat tools and text.format. Other APIs take none (the plan refuses them)."""
+    API's flat tools and text.format, the Messages API's tools (input_schema) and tool_choice
+    object. Other APIs take none (the plan refuses them)."""
     out: dict[str, Any] = {}
+    if api == "anthropic":
+        from llmbench.wire.anthropic import tools_fields
+        return tools_fields(tools, tool_choice)
     if api == "responses":
         if tools:
             out["tools"] = [{"type": "function", **t["function"]} for t in tools]

@@ -45,6 +45,19 @@ class WireFormat:
     streams: bool = True
     # What the reply holds: "tokens", or "embeddings" (no TTFT, no ITL: latency and throughput)
     output: str = "tokens"
+    # How the key goes: None, "Authorization: Bearer KEY"; else the header that carries the
+    # bare key (the Messages API's x-api-key). key_env: where --api-key defaults from.
+    key_header: str | None = None
+    key_env: str = "OPENAI_API_KEY"
+    # Headers every request of this API carries (the Messages API's anthropic-version); a
+    # --header of the same name replaces one
+    headers: tuple[tuple[str, str], ...] = ()
+    # An HTTP error body (its first characters) -> the API's own message ("type: message"), or
+    # None to keep the body as it is
+    error_text: Callable[[str], "str | None"] | None = None
+    # Takes --tools (in its own shape, wire/agents.py) and --response-format
+    tools: bool = False
+    structured: bool = False
 
     def make_framer(self) -> SseFramer | NdjsonFramer:
         return SseFramer() if self.framing == "sse" else NdjsonFramer()

@@ -67,7 +67,9 @@ def classify(payload: bytes) -> Event:
     if obj.get("done"):
         # the last line; it carries text only when the reply was not streamed (one body)
         timing = _timing(obj)
-        usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"))
+        # prompt_eval_cached_count: prompt tokens read from the cache (Ollama 0.33 on)
+        usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"),
+                         obj.get("prompt_eval_cached_count"))
         return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
                      server_timing=timing)
     thinking = (msg.get("thinking") if msg is not None else obj.get("thinking"))

@@ -192,7 +192,8 @@ CHAT = WireFormat(
     name="openai-chat", summary="OpenAI chat completions (POST <base>/chat/completions)",
     endpoint="/chat/completions", body=chat_body, classify=classify_chat,
     parse_full=lambda obj: parse_full("openai-chat", obj), root_path="/v1",
-    url_suffixes=("/chat/completions",), claims_base=_claims_v1, images=True)
+    url_suffixes=("/chat/completions",), claims_base=_claims_v1, images=True, tools=True,
+    structured=True)
 COMPLETIONS = WireFormat(
     name="openai", summary="OpenAI completions (POST <base>/completions)",
     endpoint="/completions", body=completions_body, classify=classify_completion,

@@ -14,6 +14,7 @@ _MODULES = (
     "tgi",          # Hugging Face TGI's native /generate_stream
     "responses",    # OpenAI's Responses API (/v1/responses)
     "embeddings",   # OpenAI's embeddings API (/v1/embeddings), never streamed
+    "anthropic",    # Anthropic's Messages API (/v1/messages)
 )
 FORMATS: tuple[WireFormat, ...] = tuple(
     f for m in _MODULES for f in import_module(f".{m}", __package__).FORMATS)

@@ -154,5 +154,5 @@ RESPONSES = WireFormat(
     name="responses", summary="OpenAI Responses API (POST <base>/responses)",
     endpoint="/responses", body=body, classify=classify, parse_full=parse_full,
     root_path="/v1", url_suffixes=("/responses",), end_marker="response.completed",
-    images=True)
+    images=True, tools=True, structured=True)
 FORMATS = (RESPONSES,)

@@ -53,8 +53,20 @@ def test_sweep_on_the_mock_names_four_slots_the_better_setting(tmp_path):
         assert run["kind"] == "ramp" and run["labels"]["parallel"] == x["setting"]["parallel"]
         assert (sweep_dir / x["log"]).is_file()
     assert doc["common_load"] == 4
+    # each server was the process sweep started, sampled during its ramp, and what the servers
+    # said they were differs by the setting (issue 39)
+    for x in doc["results"]:
+        run = json.loads((sweep_dir / x["run_dir"] / "run.json").read_text())
+        assert run["telemetry"]["sources"]["local"]["found_by"] == "--serve"
+        assert run["server"]["kind"] == "mock" and run["server"]["pid"] == x["server_pid"]
+        assert all(st["telemetry"]["server"]["cpu_s"] >= 0 for st in run["steps"])
+    assert [d["text"] for d in doc["server_differences"]] == [
+        f"parallel=4 ran the llmbench mock {doc['results'][0]['server']['version']} with "
+        "--parallel 4; parallel=1 with --parallel 1."]
+    assert "Servers differed: parallel=4 ran the llmbench mock" in r.stdout
     page = (sweep_dir / "report.html").read_text()
     assert "parallel=4 held the most users" in page and page.count("<svg") >= 3
+    assert "Servers differed: parallel=4 ran" in page
     (sweep_dir / "report.html").unlink()
     assert llmbench("report", str(sweep_dir)).returncode == 0     # rebuilt from the folder
     assert (sweep_dir / "report.html").is_file()

@@ -11,7 +11,6 @@ from llmbench.client.request import RequestParams, Timeouts
 from llmbench.client.target import make_target
 from llmbench.load.harness import Harness, TargetSpec
 from llmbench.load.shapes.fixed import ClosedLoop
-from llmbench.results.schema import Summary
 from llmbench.wire.agents import request_fields
 from llmbench.workload import WorkloadSpec, build_workload, load_tokenizer
 

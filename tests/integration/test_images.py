@@ -84,9 +84,13 @@ def test_each_api_gets_images_in_its_own_shape():
                                            {"type": "input_image", "image_url": uri}]
     olla = wire.build_body("ollama", "m", msgs, 8, True, {})
     assert olla["messages"][0] == {"role": "user", "content": "what is it", "images": ["QUJD"]}
+    ant = wire.build_body("anthropic", "m", msgs, 8, True, {})
+    assert ant["messages"][0]["content"] == [
+        {"type": "text", "text": "what is it"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}}]
     assert msgs[0]["content"][1]["image_url"]["url"] == uri        # the turn is not changed
     assert [f.name for f in map(wire.get, wire.names()) if f.images] == \
-        ["openai-chat", "ollama", "responses"]
+        ["openai-chat", "ollama", "responses", "anthropic"]
 
 
 def test_images_on_every_turn_with_history():

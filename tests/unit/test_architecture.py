@@ -21,6 +21,7 @@ the counts (packages, modules, imports, upward imports, cycles).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """module -> the modules it imports (a copy: a test may plant edges in it)."""
+    return {m: set(deps) for m, deps in _graph().items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _graph() -> dict[str, frozenset[str]]:
+    """Parsed once per process: every test here reads the same source."""
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
@@ -85,7 +93,7 @@ def import_graph() -> dict[str, set[str]]:
                 dep = _resolve(t, modules)
                 if dep is not None and dep != mod:
                     graph[mod].add(dep)
-    return graph
+    return {m: frozenset(d) for m, d in graph.items()}
 
 
 def package_of(module: str) -> str:

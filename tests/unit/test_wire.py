@@ -87,6 +87,10 @@ def test_ollama_lines():
                 "eval_duration": 4, "done_reason": "length"}))
     assert end.kind == END and end.usage == Usage(prompt_tokens=3, completion_tokens=7)
     assert end.server_timing["total_duration"] == 10 and end.finish_reason == "length"
+    # Ollama 0.33 on: prompt tokens read from the cache, beside the whole prompt's count
+    cached = c(ev({"done": True, "eval_count": 7, "prompt_eval_count": 30,
+                   "prompt_eval_cached_count": 16}))
+    assert cached.usage == Usage(prompt_tokens=30, completion_tokens=7, cached_tokens=16)
     assert c(ev({"error": "model not found"})).kind == ERROR
 
 

@@ -50,6 +50,8 @@ def vector(text: str, dim: int) -> list[float]:
 async def serve(ctx: Context, request: web.Request) -> web.Response:
     engine = ctx.engine
     cfg = engine.config
+    if not ctx.authorized(request):
+        return openai_error("invalid API key", 401, etype="authentication_error")
     try:
         body = json.loads(await request.read())
     except ValueError as exc:

@@ -40,6 +40,20 @@ class Stored:
             self._texts.popitem(last=False)
 
 
+def _as_message(item: Any) -> Any:
+    """An input item as a chat message: a tool call the model made (function_call) as an
+    assistant turn's tool call, its result (function_call_output) as a tool turn."""
+    if isinstance(item, dict) and "role" not in item:
+        if item.get("type") == "function_call":
+            return {"role": "assistant", "content": None, "tool_calls": [
+                {"function": {"name": item.get("name", ""), "arguments": item.get("arguments", "")}}]}
+        if item.get("type") == "function_call_output":
+            output = item.get("output", "")
+            return {"role": "tool", "content": output if isinstance(output, (str, list)) else
+                    str(output)}
+    return item
+
+
 def parser(stored: Stored) -> Any:
     def parse(ctx: Context, body: Any, rid: str) -> Ask:
         cfg = ctx.engine.config
@@ -51,7 +65,7 @@ def parser(stored: Stored) -> Any:
             given = [{"role": "user", "content": given}]
         if not isinstance(given, list) or not given:
             raise BadRequest("input is required: a string or a list of messages", param="input")
-        messages = given
+        messages = [_as_message(item) for item in given]
         previous = body.get("previous_response_id")
         if previous is not None:
             history = stored.get(previous) if isinstance(previous, str) else None

@@ -1,0 +1,299 @@
+"""What produced the numbers: the server's kind, version, model and quantisation, and its
+parallel settings, as far as the server (and, on this machine, its process) says.
+
+Asked once, before the load, with the server probes' deadline and size cap: llama.cpp's
+``/props``, vLLM's ``/version``, Ollama's ``/api/version`` and ``/api/tags``, TGI's ``/info``,
+SGLang's ``/get_server_info`` and the API's models list. A server that answers none of them is
+"unknown", never a failure. When the server's process is on this machine its command line
+gives the settings the pages do not (llama.cpp's ``-t``, vLLM's ``--max-num-seqs``) and, for
+Ollama, the OLLAMA_* variables of its environment. Only the settings named below are ever kept:
+a command line and an environment can hold secrets (``--api-key``), and those are never read
+out of them.
+
+The parsers are pure (documents and argv in, a dict out); ``ask`` does the requests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import PurePath
+from typing import Any, Awaitable, Callable, Sequence
+
+Get = Callable[[str], Awaitable[tuple[int, str]]]
+
+# paths asked, besides the API's models list
+PATHS = ("/props", "/version", "/api/version", "/info", "/get_server_info")
+
+# (canonical flag, its other spellings, takes a value): llama.cpp, vLLM, SGLang, TGI
+FLAGS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    # llama.cpp server
+    ("--threads", ("-t",), True),
+    ("--threads-batch", ("-tb",), True),
+    ("--parallel", ("-np",), True),
+    ("--ctx-size", ("-c",), True),
+    ("--batch-size", ("-b",), True),
+    ("--ubatch-size", ("-ub",), True),
+    ("--n-gpu-layers", ("-ngl", "--gpu-layers"), True),
+    ("--flash-attn", ("-fa",), False),
+    ("--cont-batching", ("-cb",), False),
+    ("--cache-type-k", ("-ctk",), True),
+    # vLLM
+    ("--max-num-seqs", (), True),
+    ("--tensor-parallel-size", ("-tp",), True),
+    ("--pipeline-parallel-size", ("-pp",), True),
+    ("--data-parallel-size", ("-dp",), True),
+    ("--max-model-len", (), True),
+    ("--max-num-batched-tokens", (), True),
+    ("--gpu-memory-utilization", (), True),
+    ("--quantization", ("-q",), True),
+    ("--kv-cache-dtype", (), True),
+    ("--dtype", (), True),
+    ("--enable-prefix-caching", (), False),
+    # SGLang
+    ("--tp-size", (), True),
+    ("--dp-size", (), True),
+    ("--max-running-requests", (), True),
+    ("--mem-fraction-static", (), True),
+    # TGI
+    ("--max-concurrent-requests", (), True),
+    ("--max-batch-total-tokens", (), True),
+    ("--num-shard", (), True),
+    ("--quantize", (), True),
+)
+# How each is shown (the spelling people type): llama.cpp's short flags
+SHORT = {"--threads": "-t", "--threads-batch": "-tb", "--parallel": "-np", "--ctx-size": "-c",
+         "--batch-size": "-b", "--ubatch-size": "-ub", "--n-gpu-layers": "-ngl"}
+# the variables that set Ollama's (and any CUDA server's) parallelism and placement
+ENV_NAMES = ("OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_MAX_QUEUE",
+             "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "OLLAMA_CONTEXT_LENGTH",
+             "OLLAMA_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+_BY_SPELLING = {s: (canon, takes) for canon, others, takes in FLAGS for s in (canon, *others)}
+
+
+def settings_from_argv(argv: Sequence[str]) -> dict[str, Any]:
+    """The known settings of a server's command line, by canonical flag: {"--threads": "2",
+    "--parallel": "4", "--cont-batching": True}; everything else (a key, a path) is left out."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        flag, eq, value = a.partition("=")
+        known = _BY_SPELLING.get(flag)
+        if known is not None:
+            canon, takes = known
+            if takes:
+                if eq:
+                    out[canon] = value
+                elif i + 1 < len(argv):
+                    out[canon] = argv[i + 1]
+                    i += 1
+            elif eq:
+                out[canon] = value
+            elif i + 1 < len(argv) and argv[i + 1] in ("on", "off", "auto"):
+                out[canon] = argv[i + 1]        # llama.cpp's -fa on|off|auto
+                i += 1
+            else:
+                out[canon] = True
+        i += 1
+    return out
+
+
+_SHELLS = ("sh", "bash", "dash", "zsh", "ash")
+
+
+def server_argv(argv: Sequence[str]) -> list[str]:
+    """The server's own command line inside a wrapper: ``sh -c 'llama-server -np 4'`` (how
+    sweep --serve starts a command), ``env X=1 vllm serve ...``, ``exec ...``."""
+    import shlex
+    args = list(argv)
+    if len(args) >= 3 and PurePath(args[0]).name in _SHELLS and args[1] == "-c":
+        try:
+            args = shlex.split(args[2])
+        except ValueError:
+            return list(argv)
+    while args and (args[0] in ("exec", "nohup") or PurePath(args[0]).name == "env"
+                    or ("=" in args[0] and not args[0].startswith("-"))):
+        args = args[1:]
+    name = PurePath(args[0]).name if args else ""
+    if name.startswith(("python", "pypy")):
+        # python -m vllm.entrypoints... ARGS: the module's arguments; python -c CODE is
+        # nobody's server settings (a test runner holding the port, say): none
+        if "-m" in args[1:]:
+            i = args.index("-m", 1)
+            return args[i + 1:]
+        return []
+    return args
+
+
+def executable(argv: Sequence[str]) -> str | None:
+    """The program's name (``llama-server``; ``vllm`` for ``python -m vllm...``/``vllm serve``)."""
+    if not argv:
+        return None
+    name = PurePath(argv[0]).name
+    if name.startswith("python") and len(argv) > 2 and argv[1] == "-m":
+        return argv[2].split(".")[0]
+    return name
+
+
+def _json(doc: tuple[int, str] | None) -> Any:
+    if doc is None or doc[0] != 200:
+        return None
+    try:
+        return json.loads(doc[1])
+    except ValueError:
+        return None
+
+
+_BUILD = re.compile(r"^b?(\d+)-([0-9a-f]{6,})", re.I)
+
+
+def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
+              models_path: str = "/v1/models") -> dict[str, Any]:
+    """The identity the pages give: kind, version, model, quantisation, slots, context."""
+    props = _json(docs.get("/props"))
+    version = _json(docs.get("/version"))
+    ollama = _json(docs.get("/api/version"))
+    info = _json(docs.get("/info"))
+    sgl = _json(docs.get("/get_server_info"))
+    models = _json(docs.get(models_path))
+    tags = _json(docs.get("/api/tags"))
+    out: dict[str, Any] = {}
+    parallel: dict[str, Any] = {}
+    if isinstance(props, dict) and props.get("llmbench_mock"):
+        out["kind"] = "mock"
+        if props.get("total_slots"):
+            parallel["slots"] = props["total_slots"]
+        if isinstance(ollama, dict) and ollama.get("version"):
+            out["version"] = str(ollama["version"])
+    elif isinstance(props, dict) and ("build_info" in props or "total_slots" in props):
+        out["kind"] = "llama.cpp"
+        build = str(props.get("build_info") or "")
+        m = _BUILD.match(build)
+        if m:
+            out["version"] = f"b{m.group(1)}"
+            out["commit"] = m.group(2)
+        elif build:
+            out["version"] = build[:40]
+        if props.get("total_slots"):
+            parallel["slots"] = props["total_slots"]
+        gen = props.get("default_generation_settings")
+        if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
+            out["context_per_slot"] = gen["n_ctx"]
+        if isinstance(props.get("model_ftype"), str):
+            out["quantization"] = props["model_ftype"]
+        if isinstance(props.get("model_path"), str):
+            out["model_file"] = PurePath(props["model_path"]).name
+        if isinstance(props.get("model_alias"), str):
+            out["model"] = props["model_alias"]
+    elif isinstance(sgl, dict) and ("tp_size" in sgl or "max_running_requests" in sgl):
+        out["kind"] = "sglang"
+        if sgl.get("version"):
+            out["version"] = str(sgl["version"])
+        for k in ("tp_size", "dp_size", "max_running_requests"):
+            if sgl.get(k) is not None:
+                parallel[k] = sgl[k]
+        if sgl.get("quantization"):
+            out["quantization"] = str(sgl["quantization"])
+        if isinstance(sgl.get("model_path"), str):
+            out["model"] = sgl["model_path"]
+    elif isinstance(info, dict) and "model_id" in info and (
+            "max_concurrent_requests" in info or "docker_label" in info or "sha" in info):
+        out["kind"] = "tgi"
+        if info.get("version"):
+            out["version"] = str(info["version"])
+        out["model"] = str(info["model_id"])
+        if info.get("model_dtype"):
+            out["dtype"] = str(info["model_dtype"])
+        for k in ("max_concurrent_requests", "max_batch_total_tokens", "max_total_tokens"):
+            if info.get(k) is not None:
+                parallel[k] = info[k]
+    elif isinstance(ollama, dict) and ollama.get("version") and not isinstance(version, dict):
+        out["kind"] = "ollama"
+        out["version"] = str(ollama["version"])
+    elif isinstance(version, dict) and version.get("version"):
+        out["kind"] = "vllm"
+        out["version"] = str(version["version"])
+    # the models list: llama.cpp's meta, vLLM's max_model_len and root
+    entries = models.get("data") if isinstance(models, dict) else None
+    if isinstance(entries, list):
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == model), None) \
+            or (entries[0] if len(entries) == 1 and isinstance(entries[0], dict) else None)
+        if entry is not None:
+            out.setdefault("model", str(entry.get("id")))
+            meta = entry.get("meta")
+            if isinstance(meta, dict):
+                if isinstance(meta.get("n_params"), (int, float)):
+                    out["parameters"] = int(meta["n_params"])
+                if isinstance(meta.get("size"), (int, float)):
+                    out["model_bytes"] = int(meta["size"])
+                if isinstance(meta.get("ftype"), str):
+                    out.setdefault("quantization", meta["ftype"])
+            if isinstance(entry.get("max_model_len"), int):
+                out["max_model_len"] = entry["max_model_len"]
+            if out.get("kind") is None and entry.get("owned_by") == "vllm":
+                out["kind"] = "vllm"
+    # Ollama's model list: the details of the model asked for
+    items = tags.get("models") if isinstance(tags, dict) else None
+    if isinstance(items, list) and out.get("kind") in ("ollama", "mock", None):
+        entry = next((e for e in items if isinstance(e, dict)
+                      and model and model in (e.get("name"), e.get("model"))), None)
+        details = entry.get("details") if isinstance(entry, dict) else None
+        if isinstance(details, dict):
+            out.setdefault("model", model)
+            if details.get("quantization_level"):
+                out["quantization"] = str(details["quantization_level"])
+            if details.get("parameter_size"):
+                out["parameter_size"] = str(details["parameter_size"])
+            if details.get("family"):
+                out["family"] = str(details["family"])
+    if parallel:
+        out["parallel"] = parallel
+    return out
+
+
+def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> dict[str, Any]:
+    """What the server's own process says (on this machine): its known settings, its
+    program's name, its PID."""
+    out: dict[str, Any] = {}
+    args = server_argv(argv)
+    settings = {**settings_from_argv(args[1:]), **{k: v for k, v in env.items() if v != ""}}
+    if settings:
+        out["settings"] = settings
+    exe = executable(argv if not args or PurePath(str(argv[0])).name.startswith(("python", "pypy"))
+                     else args)
+    if exe:
+        out["executable"] = exe
+    if pid is not None:
+        out["pid"] = pid
+    return out
+
+
+def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
+    """The pages' identity with the process's; the kind from the program's name when no
+    page told it."""
+    out = {**ident, **proc}
+    exe = proc.get("executable") or ""
+    if "kind" not in out and exe:
+        for word, kind in (("llama-server", "llama.cpp"), ("ollama", "ollama"),
+                           ("vllm", "vllm"), ("sglang", "sglang"),
+                           ("text-generation-launcher", "tgi")):
+            if word in exe:
+                out["kind"] = kind
+                break
+    return out
+
+
+async def ask(get: Get, models_path: str = "/v1/models", ollama_tags: bool = True
+              ) -> dict[str, tuple[int, str] | None]:
+    """Every identity page at once (a failed one is None); ``get`` has the probes' deadline."""
+    import asyncio
+    paths = [*PATHS, models_path] + (["/api/tags"] if ollama_tags else [])
+
+    async def one(path: str) -> tuple[int, str] | None:
+        try:
+            return await get(path)
+        except Exception:                       # noqa: BLE001 - any failure: not answered
+            return None
+    got = await asyncio.gather(*(one(p) for p in paths))
+    return dict(zip(paths, got))
