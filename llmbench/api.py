@@ -1,12 +1,16 @@
-"""llmbench as a library: run, ramp, sweep and probe a server from Python, read any run folder
-back, and start the built-in mock; no Typer here, the command line is one client of the same
-functions (llmbench/commands/spec.py).
+"""llmbench as a library: run, ramp, sweep and probe a server from Python, report and compare
+run folders, read any run folder back, and start the built-in mock; no Typer here, the command
+line is one client of the same specs (llmbench/commands/).
 
-Every keyword is the command line option's name in snake_case (``--max-tokens`` is
-``output_tokens`` or its own name, ``--no-stream`` is ``stream=False``), with the same default
-and the same checks. Values may be typed as Python has them: ``users=[1, 2, 4]``,
-``rate=4``, ``label={"name": "a"}``, ``out=Path(...)``. A bad value raises ``UsageError`` with
-the line the command line prints; a server that cannot be used raises ``ServerUnreachable`` (or
+Each command takes its spec, a typed dataclass (``llmbench.run(llmbench.RunSpec(url=...,
+concurrency=8, duration=60.0))``), or the spec's fields as keywords (``llmbench.run(url=...,
+concurrency=8)``): the same names, types and defaults, checked by a type checker (the package
+ships ``py.typed``). Every field is the command line option's name in snake_case; the command
+line's other spellings work too (``max_tokens`` is ``output_tokens``, ``no_stream=True`` is
+``stream=False``). Values are Python values (seconds as ``float`` or ``timedelta``, ``users=[1,
+2, 4]``, ``rate=4.0``, thresholds as ``Threshold`` objects or texts, ``label={"name": "a"}``),
+or the command line's texts (``duration="2m"``). A bad value raises ``UsageError`` with the line
+the command line prints; a server that cannot be used raises ``ServerUnreachable`` (or
 ``ServerRefused``); a run that started but did not end as a result raises ``RunFailed``, which
 carries what was measured (``exc.run``). Nothing is printed unless ``progress=True`` (then
 everything the command prints, tables and the live line), or ``progress=None`` (the tables,
@@ -16,16 +20,28 @@ and the live line on a terminal).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import io
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, ParamSpec, TypeVar, overload
 
+from llmbench.commands.probe_spec import ProbeSpec
+from llmbench.commands.ramp_spec import RampSpec
+from llmbench.commands.report import CompareSpec, Comparison, Report, ReportSpec
+from llmbench.commands.run_spec import RunSpec
+from llmbench.commands.sweep_spec import SweepSpec
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
 from llmbench.results.schema import Run
 
-__all__ = ["run", "ramp", "sweep", "probe", "load_run", "mock"]
+__all__ = ["run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
+           "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec",
+           "Report", "Comparison"]
+
+P = ParamSpec("P")
+S = TypeVar("S")
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -55,13 +71,54 @@ def _typed_errors() -> Iterator[None]:
         raise err from exc
 
 
-def _perform(command: str, options: dict[str, Any], work: Callable[[dict[str, Any]], Any]) -> Any:
-    from llmbench.commands.spec import LAYOUTS
-    options.setdefault("progress", False)
-    progress = options["progress"]
-    with _typed_errors(), _output(progress):
-        groups = LAYOUTS[command].build(options, f"llmbench.{command}()")
-        return work(groups)
+class Command(Generic[S, P, R]):
+    """One command of the API: ``command(spec)`` with its spec (a typed dataclass), or
+    ``command(**fields)`` with the spec's fields as keywords (typed the same: a misspelt
+    keyword fails the type check, and at run time is a UsageError with "did you mean").
+    Returns what the command made (a ``Run``, a ``Report``, a ``Comparison``)."""
+
+    def __init__(self, spec: Callable[P, S], perform: Callable[[S], R], doc: str) -> None:
+        self.spec = spec
+        self._perform = perform
+        self.__doc__ = doc
+        self.__name__ = self.__qualname__ = getattr(spec, "command", "command")
+        self.__signature__ = _signature(spec)
+
+    @overload
+    def __call__(self, spec: S, /) -> R: ...
+
+    @overload
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        cls: Any = self.spec
+        what = f"llmbench.{cls.command}()"
+        with _typed_errors():
+            if len(args) == 1 and not kwargs and isinstance(args[0], cls):
+                spec = args[0]
+            else:
+                positional = [f.name for f in dataclasses.fields(cls) if not f.kw_only]
+                if len(args) > len(positional):
+                    raise UsageError(f"{what}: give the options as keywords "
+                                     f"(or one {cls.__name__})")
+                spec = cls.from_options({**dict(zip(positional, args)), **kwargs}, what)
+            with _output(getattr(spec, "progress", False)):
+                return self._perform(spec)
+
+    def __repr__(self) -> str:
+        return f"<llmbench.{self.__name__}: {self.spec.__name__}(...) or its fields as keywords>"  # type: ignore[attr-defined]
+
+
+def _signature(spec: Any) -> inspect.Signature:
+    """The keywords a command takes, for help() and editors: the spec's fields (not the other
+    spellings), with the command line's defaults as the spec has them."""
+    params = [inspect.Parameter("spec", inspect.Parameter.POSITIONAL_ONLY, default=None,
+                                annotation=spec.__name__)]
+    for f in dataclasses.fields(spec):
+        default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=f.type))
+    return inspect.Signature(params)
 
 
 def _result(done: Any, what: str) -> Run:
@@ -83,56 +140,41 @@ def _result(done: Any, what: str) -> Run:
     return run
 
 
-def run(**options: Any) -> Run:
-    """``llmbench run``: one load level. Returns the Run (``run.summary.ttft.p50``,
-    ``run.summary.output_throughput``, ``run.path``); failed thresholds are in
-    ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception."""
-    def work(groups: dict[str, Any]) -> Any:
-        from llmbench.commands.spec import run_spec
-        return run_spec(groups).perform()
-    return _result(_perform("run", options, work), "run")
-
-
-def ramp(**options: Any) -> Run:
-    """``llmbench ramp``: steps of users until the thresholds break. Returns the Run
-    (``ramp.steps``, ``ramp.held``, ``ramp.verdict.kind``, ``ramp.verdict.text``)."""
-    def work(groups: dict[str, Any]) -> Any:
-        from llmbench.commands.spec import ramp_setup
-        return ramp_setup(groups).perform_here()
-    return _result(_perform("ramp", options, work), "ramp")
-
-
-def sweep(settings: dict[str, Any] | None = None, **options: Any) -> Run:
-    """``llmbench sweep``: a ramp per server setting. ``settings={"NAME": [1, 2, 4]}`` is
-    ``--setting NAME=1,2,4`` (``setting=`` as on the command line works too). Returns the sweep
-    folder's Run (kind "sweep"; ``results``, ``answer``, ``best``)."""
-    if settings is not None:
-        if "setting" in options:
-            raise UsageError("llmbench.sweep(): give settings= or setting=, not both")
-        if not isinstance(settings, dict):
-            raise UsageError("llmbench.sweep(): settings= is a dict, e.g. "
-                             "{'OLLAMA_NUM_PARALLEL': [1, 2, 4]}")
-        options["setting"] = settings
-
-    def work(groups: dict[str, Any]) -> Any:
-        from llmbench.commands.spec import sweep_plan
-        from llmbench.commands.sweep import perform
-        return perform(sweep_plan(groups))
-    done = _perform("sweep", options, work)
+def _sweep_result(done: Any) -> Run:
     if done.code == EXIT_UNREACHABLE and done.run is not None:
         raise RunFailed(str(done.run.answer or "no setting could be measured"),
                         done.code, done.run)
     return _result(done, "sweep")
 
 
-def probe(**options: Any) -> Run:
-    """``llmbench probe``: router overhead versus compute (``router=``, ``direct=``,
-    ``model=`` required). Returns the Run (``probe.steps``)."""
-    def work(groups: dict[str, Any]) -> Any:
-        from llmbench.commands.probe import perform
-        from llmbench.commands.spec import probe_plan
-        return perform(probe_plan(groups))
-    return _result(_perform("probe", options, work), "probe")
+run = Command(RunSpec, lambda s: _result(s.perform(), "run"), """``llmbench run``: one load
+level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
+(``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
+are in ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
+
+ramp = Command(RampSpec, lambda s: _result(s.perform(), "ramp"), """``llmbench ramp``: steps of
+users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., users=[1, 2,
+4])``. Returns the Run (``ramp.steps``, ``ramp.held``, ``ramp.verdict.kind``,
+``ramp.verdict.text``).""")
+
+sweep = Command(SweepSpec, lambda s: _sweep_result(s.perform()), """``llmbench sweep``: a ramp
+per server setting. ``settings={"NAME": [1, 2, 4]}`` (or ``setting=``, as on the command line)
+is ``--setting NAME=1,2,4``. Returns the sweep folder's Run (kind "sweep"; ``results``,
+``answer``, ``best``).""")
+
+probe = Command(ProbeSpec, lambda s: _result(s.perform(), "probe"), """``llmbench probe``:
+router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
+(``probe.steps``).""")
+
+report = Command(ReportSpec, lambda s: s.perform(), """``llmbench report``: a run's (or a
+sweep's) report. ``report("results/<run>")`` writes RUN_DIR/report.html; ``format="md"`` or
+``"csv"`` with no ``output`` gives the text. Returns a Report (``.path``, ``.text``,
+``.notes``).""")
+
+compare = Command(CompareSpec, lambda s: s.perform(), """``llmbench compare``: runs side by side,
+the first the baseline. ``compare(["results/a", "results/b"], max_regression="10%")`` writes
+compare.html in the last run's folder and returns a Comparison (``.data``, ``.text``,
+``.html``, ``.regressions``, ``.passed``).""")
 
 
 def load_run(path: str | Path) -> Run:
@@ -166,7 +208,7 @@ def mock(**options: Any) -> Iterator[str]:
     to ``run(url=...)``. Keywords: ``llmbench mock``'s options (``ttft_ms``, ``itl_ms``,
     ``parallel``, ``max_queue``, ``profile``, faults...)."""
     from llmbench.mock_server import MockProcess
-    from llmbench.mock_server.cli import MOCK, prepare
+    from llmbench.mock_server.cli import MockOptions, prepare
     if options.get("port") not in (None, 0):
         raise UsageError("llmbench.mock(): it listens on a free port, and the with-statement "
                          "gives its URL; drop port= (llmbench mock --port on the command line)")
@@ -177,8 +219,7 @@ def mock(**options: Any) -> Iterator[str]:
         raise UsageError("llmbench.mock(): record_prompts= is for llmbench mock --record-prompts")
     options.pop("port", None)
     with _typed_errors():
-        groups = MOCK.build(options, "llmbench.mock()")
-        o = groups["options"]
+        o = MockOptions.from_options(options, "llmbench.mock()")
         cfg = prepare(o).config
     proc = MockProcess(cfg, replicas=o.replicas, host=o.host,
                        record=str(o.record) if o.record else None, workers=o.workers)
@@ -192,29 +233,12 @@ def mock(**options: Any) -> Iterator[str]:
         proc.__exit__(None, None, None)
 
 
-# -- signatures: the keywords each function takes, for help() and editors -----------------------
-def _sign(fn: Callable[..., Any], layout: Any, first: tuple[inspect.Parameter, ...] = (),
-          override: dict[str, Any] | None = None) -> None:
-    params = list(first)
-    for name, f in layout.fields().items():
-        default = (override or {}).get(name, f.default)
-        params.append(inspect.Parameter(
-            name, inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if default is Ellipsis else default,
-            annotation=f.type))
-    fn.__signature__ = inspect.Signature(params, return_annotation=fn.__annotations__.get("return"))  # type: ignore[attr-defined]
+def _sign_mock() -> None:
+    """mock's keywords, for help() and editors: its spec's fields (a free port: port=0)."""
+    from llmbench.mock_server.cli import MockOptions
+    params = [p.replace(default=0) if p.name == "port" else p
+              for p in _signature(MockOptions).parameters.values() if p.name != "spec"]
+    mock.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
 
 
-def _signatures() -> None:
-    from llmbench.commands.spec import PROBE, RAMP, RUN, SWEEP
-    from llmbench.mock_server.cli import MOCK
-    quiet = {"progress": False}
-    _sign(run, RUN, override=quiet)
-    _sign(ramp, RAMP, override=quiet)
-    _sign(sweep, SWEEP, (inspect.Parameter("settings", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                           default=None),), override=quiet)
-    _sign(probe, PROBE, override=quiet)
-    _sign(mock, MOCK, override={"port": 0})
-
-
-_signatures()
+_sign_mock()

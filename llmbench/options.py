@@ -1,12 +1,18 @@
-"""How an option is declared and checked, for every command line of llmbench (run, ramp, sweep,
-probe and the mock): the declaration (``Opt`` in a dataclass field's annotation, ``OptionGroup``,
-a command's ``Layout``), the coercion of a Python value to an option's type, and the checks for
-the values a user types: every number finite and in its range, or one line.
+"""How an option is declared and checked, for every command of llmbench (run, ramp, sweep,
+probe, report, compare ... and the mock): a command's options are a typed dataclass, its *spec*
+(``Spec``), whose fields are declared with ``option``; and the checks for the values a user
+types: every number finite and in its range, or one line.
 
-A bottom layer: it imports only ``llmbench.errors``, so both the commands (llmbench/commands/,
-whose options.py declares their groups with it) and the mock (llmbench/mock_server/cli.py) build on it
-without importing each other. No Typer here: llmbench/cli/options.py turns each declaration into
-a typer option, the Python API (llmbench/api.py) takes each as a keyword argument.
+A field's annotation is what Python callers may pass (seconds as ``float`` or ``timedelta``,
+percentiles as a tuple, users as a list), its ``Kind`` how the command line's text (or a Python
+value) becomes the one value the spec holds (``__post_init__``), and back (``to_cli``:
+config.toml, docs/cli.md). The command line (llmbench/cli/options.py) reads the declarations
+from the fields' metadata, so building it evaluates no annotation; the Python API
+(llmbench/api.py) takes a spec or its fields as keywords.
+
+A bottom layer: it imports only ``llmbench.errors``, so both the commands (llmbench/commands/)
+and the mock (llmbench/mock_server/cli.py) build on it without importing each other. No Typer
+here.
 
 Typer turns "nan" and "inf" into floats without complaint, and a NaN compares false with every
 bound, so `--duration nan` once ran forever. Each helper here raises ``UsageError`` with the flag
@@ -19,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import typing
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Callable, ClassVar, List, Sequence
 
 from llmbench.errors import UsageError  # noqa: F401  (re-exported: opt.UsageError)
 
@@ -119,35 +125,6 @@ def whole(value: float, flag: str) -> int:
     return int(value)
 
 
-# -- declarations ------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Opt:
-    """One option's declaration, without Typer: its help, its help panel, its flag names when
-    they are not the field's name (``--api-key``, ``--stream/--no-stream``) and its metavar.
-    A field annotated ``Annotated[T, Opt(...)]`` is an option of every command that takes the
-    field's group."""
-
-    help: str
-    panel: str | None = None
-    decls: tuple[str, ...] = ()
-    metavar: str | None = None
-
-    def flag(self, name: str) -> str:
-        """The flag the user types for field ``name`` (the first of ``decls``, else --name)."""
-        return self.decls[0].split("/")[0] if self.decls else "--" + name.replace("_", "-")
-
-
-def _opt(help: str, panel: str | None, *decls: str, metavar: str | None = None) -> Opt:
-    return Opt(help, panel, decls, metavar)
-
-
-class OptionGroup:
-    """A set of options declared once. Subclasses are dataclasses whose fields are annotated
-    ``Annotated[T, Opt(...)]``; the CLI's ``with_groups`` spreads their fields into a command's
-    signature and gathers them back into one value, the API fills them from keywords."""
-
-
 def parse_think(text: str, flag: str = "--think") -> tuple[float, float]:
     """'5s-10s', '3', '0' -> (lo, hi) seconds."""
     if "-" in text.strip().lstrip("-"):
@@ -170,173 +147,296 @@ def parse_labels(items: list[str] | None, flag: str = "--label") -> dict[str, st
     return out
 
 
-@dataclasses.dataclass
-class GroupDefaults:
-    """A command's own defaults for a group's options (the declaration stays the group's):
-    other values, help text added, or fields the command does not take (``omit``)."""
-
-    values: dict[str, Any]
-    help: dict[str, str] = dataclasses.field(default_factory=dict)
-    omit: tuple[str, ...] = ()
-
-
-def group_defaults(*, help: dict[str, str] | None = None, omit: tuple[str, ...] = (),
-                   **values: Any) -> Any:
-    """A command's own defaults for a group's options (the declaration stays the group's)."""
-    return GroupDefaults(values, help or {}, omit)
-
-
-# -- a command's options as data: the groups it takes, in the order its help shows them -----
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    """One option of a command: its field in a group, its type, its declaration, its default."""
-
-    name: str
-    group: str
-    cls: type
-    type: Any
-    opt: Opt
-    default: Any
-
-    @property
-    def flag(self) -> str:
-        return self.opt.flag(self.name)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def hints(cls: type) -> dict[str, Any]:
-    """A group's field annotations, evaluated once per process (every command that takes the
-    group reads them; evaluating them is most of what building the command line costs)."""
-    got = _HINTS.get(cls)
-    if got is None:
-        got = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
-    return got
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """A command's options: (parameter name, group class, that command's GroupDefaults or None)
-    in the order of its help. The CLI builds the command's signature from it, the API its
-    keywords; both get the same names, defaults and checks."""
-
-    groups: tuple[tuple[str, type, Any], ...]
-
-    def fields(self) -> dict[str, Field]:
-        out: dict[str, Field] = {}
-        for gname, cls, custom in self.groups:
-            custom = custom or GroupDefaults({})
-            hinted = hints(cls)
-            for f in dataclasses.fields(cls):
-                if f.name in custom.omit:
-                    continue
-                base, opt = typing.get_args(hinted[f.name])[:2]
-                default = custom.values.get(f.name, f.default)
-                if f.name in out:
-                    raise TypeError(f"option {f.name} is declared twice")
-                out[f.name] = Field(f.name, gname, cls, base, opt, default)
-        return out
-
-    def build(self, values: dict[str, Any], what: str = "llmbench") -> dict[str, Any]:
-        """Keyword arguments (option names, snake_case) -> one group value per group; a name
-        the command does not take, a missing required option or a value of the wrong type is
-        a UsageError naming the option."""
-        fields = self.fields()
-        unknown = sorted(set(values) - set(fields))
-        if unknown:
-            import difflib
-            near = difflib.get_close_matches(unknown[0], list(fields), 1)
-            hint = f"did you mean {near[0]}?" if near else "the options are the command's, in snake_case"
-            raise UsageError(f"{what}: unknown option {unknown[0]!r} ({hint})")
-        per: dict[str, dict[str, Any]] = {g: {} for g, _, _ in self.groups}
-        for gname, cls, custom in self.groups:
-            custom = custom or GroupDefaults({})
-            for f in dataclasses.fields(cls):
-                if f.name in custom.omit:
-                    per[gname][f.name] = custom.values.get(f.name, f.default)
-        for name, f in fields.items():
-            v = values[name] if name in values else f.default
-            if v is Ellipsis:
-                raise UsageError(f"{what}: {name}= is required ({f.flag} on the command line)")
-            per[f.group][name] = coerce(v, f.type, f.flag) if name in values else v
-        return {gname: cls(**per[gname]) for gname, cls, _ in self.groups}
-
-    def values(self, groups: dict[str, Any]) -> dict[str, Any]:
-        """The options' values back from the group values (what config.toml replays)."""
-        return {name: getattr(groups[f.group], name) for name, f in self.fields().items()}
-
-
-def _strip_optional(t: Any) -> tuple[Any, bool]:
-    if typing.get_origin(t) is typing.Union:
-        args = [a for a in typing.get_args(t) if a is not type(None)]
-        return (args[0] if len(args) == 1 else t), True
-    return t, False
+# -- declarations ------------------------------------------------------------------------------
+REQUIRED: Any = dataclasses.MISSING        # option(default=REQUIRED): it must be given
+SAME: Any = type("Same", (), {"__repr__": lambda self: "SAME"})()   # the command line's default is the spec's
 
 
 def _words(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def coerce(value: Any, t: Any, flag: str) -> Any:
-    """A Python value (an API keyword, a --config file's value) as the option's type, the way
-    the command line would have read it: 4 for a text option is '4', [1, 2, 4] is '1,2,4', a
-    mapping for a repeatable K=V option is ['K=V', ...], a str for a path is a Path. Anything
-    else is a UsageError naming the flag."""
-    base, optional = _strip_optional(t)
-    if value is None:
-        return None
-    origin = typing.get_origin(base)
-    if origin in (list, List):
-        if isinstance(value, dict):
-            return [f"{k}={','.join(map(_words, v)) if isinstance(v, (list, tuple)) else _words(v)}"
-                    for k, v in value.items()]
-        if isinstance(value, (str, int, float, Path)) and not isinstance(value, bool):
-            return [_words(value)]
-        if isinstance(value, (list, tuple)) and all(
-                isinstance(x, (str, int, float, Path)) and not isinstance(x, bool) for x in value):
-            return [_words(x) for x in value]
-        raise UsageError(f"{flag} {value!r}: expected a text or a list of texts")
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        raise UsageError(f"{flag} {value!r}: expected true or false")
-    if base is int:
-        if isinstance(value, bool):
-            raise UsageError(f"{flag} {value!r}: expected a whole number")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and math.isfinite(value) and value == int(value):
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise UsageError(f"{flag} {value!r}: expected a whole number")
-    if base is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise UsageError(f"{flag} {value!r}: expected a number")
-    if base is Path:
-        if isinstance(value, (str, Path)) or hasattr(value, "__fspath__"):
-            return Path(value)
-        raise UsageError(f"{flag} {value!r}: expected a path")
-    if base is str:
-        if isinstance(value, bool):
-            raise UsageError(f"{flag} {value!r}: expected a text")
-        if isinstance(value, (str, int, float, Path)):
-            return _words(value)
-        if isinstance(value, (list, tuple)) and value and all(
-                isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in value):
-            return ",".join(_words(x) for x in value)      # users=[1, 2, 4] -> '1,2,4'
-        raise UsageError(f"{flag} {value!r}: expected a text")
-    return value
+def _text(v: Any, flag: str) -> str:
+    """A number or a path is its text (``rate=4`` is ``--rate 4``); anything else is refused."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float, Path)):
+        raise UsageError(f"{flag} {v!r}: expected a text")
+    return _words(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """How one option's values are read: ``cli`` is the type the command line parses (typer),
+    ``parse(value, flag)`` makes the spec's value from a Python value or the command line's,
+    ``to_cli(value)`` gives the command line's form back (None: not given)."""
+
+    cli: Any
+    parse: Callable[[Any, str], Any]
+    to_cli: Callable[[Any], Any] = lambda v: v
+    doc: str = ""                      # the Python type as docs/cli.md names it
+
+
+def _int(v: Any, flag: str) -> int:
+    if isinstance(v, bool):
+        raise UsageError(f"{flag} {v!r}: expected a whole number")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise UsageError(f"{flag} {v!r}: expected a whole number")
+
+
+def _float(v: Any, flag: str) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            pass
+    raise UsageError(f"{flag} {v!r}: expected a number")
+
+
+def _bool(v: Any, flag: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise UsageError(f"{flag} {v!r}: expected true or false")
+
+
+def _path(v: Any, flag: str) -> Path:
+    if isinstance(v, (str, Path)) or hasattr(v, "__fspath__"):
+        return Path(v)
+    raise UsageError(f"{flag} {v!r}: expected a path")
+
+
+def _texts(v: Any, flag: str) -> list[str]:
+    """A repeatable option: a text, a list of texts, or a mapping (``K=V`` each)."""
+    if isinstance(v, dict):
+        return [f"{k}={','.join(map(_words, x)) if isinstance(x, (list, tuple)) else _words(x)}"
+                for k, x in v.items()]
+    if isinstance(v, (list, tuple)):
+        return [_text(x, flag) for x in v]
+    return [_text(v, flag)]
+
+
+def _seconds(zero_ok: bool) -> Callable[[Any, str], float]:
+    def parse(v: Any, flag: str) -> float:
+        if isinstance(v, timedelta):
+            v = v.total_seconds()
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = repr(float(v))           # the exact value, checked as the command line's
+        return duration(_text(v, flag), flag, zero_ok=zero_ok)
+    return parse
+
+
+def _span(v: Any, flag: str) -> tuple[float, float]:
+    """--think: '5s-10s', '3', 0, (5, 10), timedelta(s) -> (lo, hi) seconds."""
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        lo, hi = (_seconds(True)(x, flag) for x in v)
+        if hi < lo:
+            raise UsageError(f"{flag} {v!r}: need 0 <= LO <= HI, e.g. 5s-10s")
+        return lo, hi
+    if isinstance(v, timedelta) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+        s = _seconds(True)(v, flag)
+        return s, s
+    return parse_think(_text(v, flag), flag)
+
+
+def _numbers(v: Any, flag: str) -> str:
+    """A list of numbers as the command line writes it: [1, 2, 4] -> '1,2,4'."""
+    if isinstance(v, (list, tuple)):
+        return ",".join(_text(x, flag) for x in v)
+    return _text(v, flag)
+
+
+def _names(v: Any, flag: str) -> tuple[str, ...]:
+    text = ",".join(_text(x, flag) for x in v) if isinstance(v, (list, tuple)) else _text(v, flag)
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
+def _percentiles(v: Any, flag: str) -> tuple[float, ...]:
+    text = _numbers(v, flag)
+    try:
+        out = tuple(float(p) for p in text.split(","))
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected numbers like 50,90,99")
+    if any(not 0 < p < 100 for p in out):
+        raise UsageError(f"{flag} must lie between 0 and 100")
+    return out
+
+
+def _pairs(v: Any, flag: str) -> dict[str, str]:
+    """K=V (repeatable) or a mapping -> {K: V}."""
+    if isinstance(v, dict):
+        return {str(k): _words(x) for k, x in v.items()}
+    return parse_labels(_texts(v, flag), flag)
+
+
+def _seconds_cli(v: float) -> float:
+    return v
+
+
+def _span_cli(v: tuple[float, float]) -> str:
+    return f"{v[0]!r}" if v[0] == v[1] else f"{v[0]!r}-{v[1]!r}"
+
+
+def _list_cli(v: Sequence[Any]) -> str:
+    return ",".join(_words(x) for x in v)
+
+
+# the kinds of option; the command line type is today's typer type of each
+TEXT = Kind(str, lambda v, flag: ",".join(_text(x, flag) for x in v)    # models=["a", "b"]
+            if isinstance(v, (list, tuple)) and v else _text(v, flag), doc="str")
+INT = Kind(int, _int, doc="int")
+FLOAT = Kind(float, _float, doc="float")
+FLAG = Kind(bool, _bool, doc="bool")
+PATH = Kind(Path, _path, doc="Path")
+TEXTS = Kind(List[str], _texts, doc="list[str]")
+SECONDS = Kind(str, _seconds(True), _seconds_cli, doc="float | timedelta (seconds)")
+SECONDS_ABOVE_0 = Kind(str, _seconds(False), _seconds_cli, doc="float | timedelta (seconds)")
+SPAN = Kind(str, _span, _span_cli, doc="tuple[float, float] (seconds)")
+NAMES = Kind(str, _names, _list_cli, doc="tuple[str, ...]")
+PERCENTILES = Kind(str, _percentiles, _list_cli, doc="tuple[float, ...]")
+PAIRS = Kind(List[str], _pairs, lambda v: [f"{k}={x}" for k, x in v.items()],
+             doc="dict[str, str]")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOpt:
+    """One option of a spec: the declaration the command line shows (help, panel, flags,
+    metavar), its kind, whether it is the command's argument (``llmbench report RUN_DIR``),
+    and, when the command line's default is not the spec's, the command line's."""
+
+    help: str
+    panel: str | None
+    decls: tuple[str, ...]
+    metavar: str | None
+    kind: Kind
+    argument: bool = False
+    cli_default: Any = SAME
+
+    def flag(self, name: str) -> str:
+        """The flag the user types for field ``name`` (the first of ``decls``, else --name)."""
+        if self.argument:
+            return name.upper()
+        return self.decls[0].split("/")[0] if self.decls else "--" + name.replace("_", "-")
+
+
+def option(help: str, panel: str | None = None, *decls: str, kind: Kind = TEXT,
+           default: Any = None, metavar: str | None = None, argument: bool = False,
+           cli_default: Any = SAME) -> Any:
+    """A spec field: ``name: TYPE = option("Help.", PANEL, "--flag", kind=..., default=...)``.
+    ``default=REQUIRED``: the option must be given."""
+    meta = {"opt": SpecOpt(help, panel, decls, metavar, kind, argument, cli_default)}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
+    return f.metadata["opt"]  # type: ignore[no-any-return]
+
+
+class Spec:
+    """The base of every command's spec (a ``@dataclasses.dataclass(kw_only=True)``): each field
+    is made its one value by its kind, then ``check()`` (pure: no file, no network) refuses
+    what the options cannot mean together. Subclasses and their option groups extend
+    ``check``, calling ``super().check()``."""
+
+    # the command's name, as the command line and errors say it
+    command: ClassVar[str] = "llmbench"
+    # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
+    aliases: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self, *aliases: Any) -> None:
+        # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,
+        # ``no_stream=True`` for ``stream=False``): typed keywords like the fields
+        if aliases:
+            known = self.names()
+            fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+            initvars = [n for n in self.__dataclass_fields__ if n not in fields]  # type: ignore[attr-defined]
+            for alias, v in zip(initvars, aliases):
+                if v is not None:
+                    name, off = known[alias]
+                    setattr(self, name, (not _bool(v, f"{alias}=")) if off else v)
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            o = f.metadata.get("opt")
+            v = getattr(self, f.name)
+            if o is None or v is None or v is REQUIRED:
+                continue
+            setattr(self, f.name, o.kind.parse(v, o.flag(f.name)))
+        self.check()
+
+    def check(self) -> None:
+        """What the options cannot mean together (a UsageError); nothing read or sent."""
+
+    # -- keywords (the API's shortcut, --config files) ------------------------------------
+    @classmethod
+    def names(cls) -> dict[str, tuple[str, bool]]:
+        """Every keyword this spec takes -> (its field, whether it is the negated side): the
+        fields, and every long flag in snake_case (``max_tokens``; ``no_X`` for --X/--no-X)."""
+        def normalize(key: str) -> str:        # as commands/config.normalize: --max-tokens
+            return key.strip().lstrip("-").replace("-", "_")
+        out: dict[str, tuple[str, bool]] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            o = opt_of(f)
+            out[f.name] = (f.name, False)
+            for d in o.decls:
+                on, _, off = d.partition("/")
+                if on.startswith("--"):
+                    out.setdefault(normalize(on), (f.name, False))
+                if off:
+                    out.setdefault(normalize(off), (f.name, True))
+        for alias, name in cls.aliases.items():
+            out.setdefault(alias, (name, False))
+        return out
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], what: str | None = None) -> Any:
+        """The spec from keywords: field names or any other spelling ``names`` knows; an
+        unknown name ("did you mean ...?"), a name given twice, a missing required option is
+        a UsageError naming the option."""
+        what = what or f"llmbench.{cls.command}()"
+        known = cls.names()
+        values: dict[str, Any] = {}
+        given: dict[str, str] = {}
+        for key, v in options.items():
+            if key not in known:
+                import difflib
+                near = difflib.get_close_matches(key, list(known), 1)
+                hint = f"did you mean {near[0]}?" if near else \
+                    "the options are the command's, in snake_case"
+                raise UsageError(f"{what}: unknown option {key!r} ({hint})")
+            name, off = known[key]
+            if name in values:
+                raise UsageError(f"{what}: {given[name]}= and {key}= are the same option: "
+                                 "give one")
+            if off:
+                v = not _bool(v, f"{what}: {key}=")
+            values[name], given[name] = v, key
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.default is REQUIRED and f.default_factory is REQUIRED and f.name not in values:
+                raise UsageError(f"{what}: {f.name}= is required ({opt_of(f).flag(f.name)} "
+                                 "on the command line)")
+        return cls(**values)
+
+    def cli_values(self) -> dict[str, Any]:
+        """The options as the command line would give them (config.toml replays them)."""
+        out = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = None if v is None else opt_of(f).kind.to_cli(v)
+        return out
+
+    @classmethod
+    def cli_fields(cls) -> dict[str, Any]:
+        """name -> a field with ``.flag`` (config.toml's secret and URL scrubbing reads it)."""
+        return {f.name: _Flag(opt_of(f).flag(f.name)) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flag:
+    flag: str
+

@@ -205,7 +205,7 @@ def main() -> None:
             events += len(t)
             cli_gaps.extend(np.diff(t))
             srv_gaps.extend(np.diff(ns))
-            ttft_err.append((t[0] - r.start) - (ns[0] - arrival))
+            ttft_err.append(r.ttft - (ns[0] - arrival))
             to_arrival.append(arrival - r.start)
             lags.extend(t - ns)
         in_flight = sum(r.done - r.start for r in records) / wall

@@ -353,9 +353,9 @@ def analyse(records: list[Any], wire: WireTimes, mock_log: list[dict[str, Any]],
         wire_ttft = (w_tok - w_req) / 1e9
         ft = r.token_times[0]
         row = {"wave": r.request_id in wave,
-               "err_start": (ft - r.start - wire_ttft) * 1e3,
+               "err_start": (r.ttft - wire_ttft) * 1e3,
                "err_sent": ((ft - r.sent - wire_ttft) * 1e3) if r.sent is not None else np.nan,
-               "send_delay": ((r.sent - r.start) * 1e3) if r.sent is not None else np.nan,
+               "send_delay": (r.send_delay * 1e3) if r.sent is not None else np.nan,
                # start -> the request on the wire (the client's delay as the wire sees it)
                "to_wire": ((w_req + offset_ns) / 1e9 - r.start) * 1e3,
                # the token packet on the wire -> llmbench's stamp (its read delay)
@@ -367,7 +367,7 @@ def analyse(records: list[Any], wire: WireTimes, mock_log: list[dict[str, Any]],
                                           - wire_ttft) * 1e3
             row["arrival_minus_wire"] = (e["arrival_ns"] - (w_req + offset_ns)) / 1e6
             row["event_minus_wire"] = (e["event_ns"][0] - (w_tok + offset_ns)) / 1e6
-            row["err_start_vs_srv"] = (ft - r.start - (e["event_ns"][0] - e["arrival_ns"]) / 1e9) * 1e3
+            row["err_start_vs_srv"] = (r.ttft - (e["event_ns"][0] - e["arrival_ns"]) / 1e9) * 1e3
         rows.append(row)
     return {"rows": rows, "paired": len(rows), "records": len(records),
             "ok": sum(1 for r in records if r.ok), "wave": len(wave)}
@@ -404,7 +404,7 @@ def summarise(res: dict[str, Any], drive: dict[str, Any]) -> dict[str, float]:
             v = col(name, sel)
             out[f"{name}_{tag}_p50"] = pct(v, 50)
             out[f"{name}_{tag}_p99"] = pct(v, 99)
-    sd = [(r.sent - r.start) * 1e3 for r in recs if r.sent is not None]
+    sd = [r.send_delay * 1e3 for r in recs if r.send_delay is not None]
     out["send_delay_warning"] = bool(drive.get("warning")) or (pct(sd, 99) > 10.0)
     return out
 

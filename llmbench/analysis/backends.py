@@ -23,8 +23,8 @@ def backends(records: Iterable[Record]) -> dict[str, Any] | None:
     per: dict[str, Any] = {}
     for name, rs in sorted(by.items()):
         ok = [r for r in rs if r.ok]
-        ttft = [(r.first_token - r.start) * 1000 for r in ok if r.first_token is not None]
-        gaps = [(b - a) * 1000 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
+        ttft = [r.ttft * 1000 for r in ok if r.token_times]
+        gaps = [g * 1000 for r in ok for g in r.itls]
         prompt = sum(r.prompt_tokens or 0 for r in ok if r.cached_tokens is not None)
         cached = sum(r.cached_tokens or 0 for r in ok if r.cached_tokens is not None)
         per[name] = {

@@ -2,10 +2,11 @@
 
 Pure functions of records: every number here can be rebuilt from a saved requests.jsonl.
 One summary function, ``summarize``, computed on a RecordStore's columns; a list of Records is
-made a store first. The per-request latencies are defined once, on ``Record`` (records/record.py:
-``ttft``, ``e2el``, ``tpot``, ``itls``, ``client_queue``, ``e2el_from_schedule``) and which
-requests count by ``records.record.is_measured``; ``per_request`` reads them, the column code
-below computes the same numbers on arrays.
+made a store first. The per-request latencies and which requests count are defined once, in
+records/definitions.py (``ttft``, ``e2el``, ``tpot``, ``itls``, ``client_queue``,
+``e2el_from_schedule``, ``is_measured``), as functions that serve a Record (``per_request``
+reads ``Record.ttft`` and its siblings) and the column code below alike; every percentile is
+llmbench.analysis.percentile's rule.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from llmbench.analysis import percentile
+from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within, pct_word, to_vllm
+from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within, to_vllm
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
@@ -70,10 +73,11 @@ def per_request(rec: Record) -> PerRequest:
     if rec.reasoning_events:
         ttfo = rec.ttfo
         answer_at = rec.first_output if rec.first_output is not None else rec.reasoning_end
-        reasoning_s = (answer_at - times[0]) if answer_at is not None else None
+        reasoning_s = definitions.reasoning_time(times[0], answer_at) \
+            if answer_at is not None else None
         start = rec.output_from
         answer = times[start:] if start is not None and 0 <= start < len(times) else []
-        output_itls = [b - a for a, b in zip(answer, answer[1:])]
+        output_itls = definitions.itls(answer)
     return PerRequest(ttft=ttft, e2el=e2el, tpot=tpot, itls=itls, itl_per_token=per_tok,
                       max_gap=max(itls) if itls else 0.0,
                       client_queue=rec.client_queue,
@@ -83,21 +87,12 @@ def per_request(rec: Record) -> PerRequest:
 
 def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES,
              scale: float = 1000.0) -> dict[str, float | None]:
-    """numpy mean/median/population std/linear percentiles in ms.
+    """numpy mean/median/population std/linear percentiles in ms (``percentile.stats``; scale
+    1: counts, not seconds).
 
     An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
     and passes any latency limit; a missing number must never look like a good one)."""
-    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
-    if not len(values_s):
-        return {**{k: None for k in names}, "count": 0}
-    arr = np.asarray(values_s, dtype=float) * scale     # scale 1: counts, not seconds
-    out: dict[str, float | None] = {
-        "mean": float(np.mean(arr)), "median": float(np.median(arr)),
-        "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
-        "count": len(values_s)}
-    for p in percentiles:
-        out[f"p{pct_word(p)}"] = float(np.percentile(arr, p))
-    return out
+    return percentile.stats(values_s, percentiles, scale)
 
 
 def min_samples(stat: str) -> int:
@@ -119,7 +114,7 @@ def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -
     """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
     requests counts as +inf (it never got its answer: a censored observation). None when there
     is no request at all; +inf when the rank falls among the failures."""
-    return _censored_np(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
+    return percentile.censored(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
 
 
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
@@ -201,7 +196,7 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
     first token; of the structured replies checked, the share that parsed and validated; the
     embeddings made, and embeddings and input tokens per second."""
     starts = st.col("start")
-    tool_s = [e["first_tool"] - float(starts[i]) for i, e in extras.items()
+    tool_s = [definitions.ttft(float(starts[i]), e["first_tool"]) for i, e in extras.items()
               if okm[i] and e.get("first_tool") is not None]
     checked = [bool(e["output_valid"]) for i, e in extras.items()
                if okm[i] and e.get("output_valid") is not None]
@@ -259,11 +254,11 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 
 # -- the summary on a RecordStore's columns --------------------------------------------------
 #
-# The per-request definitions are Record's (records/record.py); this is the same arithmetic on
-# numpy columns, so a million-request run needs no object per request or per token event
-# (issue 12 item 5). Per-request series (TTFT, TPOT, E2EL, queue, ...) are computed with the
-# same float operations in the same order as the Record properties (token times as
-# start + us / 1e6, as the store gives Records back), so they are bit-identical
+# The per-request definitions (records/definitions.py) called on numpy columns, so a
+# million-request run needs no object per request or per token event (issue 12 item 5).
+# Per-request series (TTFT, TPOT, E2EL, queue, ...) are the same functions as the Record
+# properties call, on token times made as start + us / 1e6 (as the store gives Records back),
+# so they are bit-identical
 # (tests/unit/test_record_store.py checks it value by value). Per-event series (ITL, ITL per
 # token) are computed from the integer microseconds the records hold: exact values, where
 # Record.itls first adds the start time and subtracts it again (a difference in the last bits,
@@ -271,12 +266,6 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 
 _CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
 _REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
-
-
-def _lerp(a: float, b: float, t: float) -> float:
-    """numpy's linear interpolation between two order statistics (np.percentile's lerp)."""
-    diff = b - a
-    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 
 
 def _sq_dev(values: np.ndarray, mean: float) -> float:
@@ -291,29 +280,24 @@ def _sq_dev(values: np.ndarray, mean: float) -> float:
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
     """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
-    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    percentiles = tuple(percentiles)
     n = len(us)
     if not n:
-        return {**{k: None for k in names}, "count": 0}
+        return percentile.empty_stats(percentiles)
     total = int(us.sum(dtype=np.int64))
     mean_us = total / n
     sq = _sq_dev(us, mean_us)
-    ps = [50.0, *percentiles]
-    ranks = {}
-    for p in ps:
-        h = (n - 1) * p / 100.0
-        lo = int(np.floor(h))
-        ranks[p] = (lo, min(lo + 1, n - 1), h - lo)
-    us.partition(sorted({k for lo, hi, _ in ranks.values() for k in (lo, hi)}))
+    # the order statistics the percentiles stand on, put in their places (the rest unsorted)
+    us.partition(sorted({k for p in (50.0, *percentiles)
+                         for k in percentile.rank(n, p)[:2]}))
 
     def pct(p: float) -> float:
-        lo, hi, t = ranks[p]
-        return _lerp(float(us[lo]) / 1000.0, float(us[hi]) / 1000.0, t)
+        return percentile.at_rank(lambda i: float(us[i]) / 1000.0, n, p)
     out: dict[str, float | None] = {
         "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
         "min": float(us.min()) / 1000.0, "max": float(us.max()) / 1000.0, "count": n}
     for p in percentiles:
-        out[f"p{pct_word(p)}"] = pct(p)
+        out[percentile.stat_name(p)] = pct(p)
     return out
 
 
@@ -321,25 +305,21 @@ def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
     """stats_ms of values already in ms, without a copy: mean and std as numpy computes them
     on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
     numpy's linear interpolation between its order statistics."""
-    names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+    percentiles = tuple(percentiles)
     n = len(ms)
     if not n:
-        return {**{k: None for k in names}, "count": 0}
+        return percentile.empty_stats(percentiles)
     mean = float(np.mean(ms))
     # np.std's arithmetic a block at a time: np.std(ms) makes two 8 MB temporaries of a
     # million-request series (the summary's largest moment)
     out: dict[str, float | None] = {"mean": mean, "std": float(np.sqrt(_sq_dev(ms, mean) / n))}
     ms.sort()
-
-    def pct(p: float) -> float:
-        h = (n - 1) * p / 100.0
-        lo = int(np.floor(h))
-        return _lerp(float(ms[lo]), float(ms[min(lo + 1, n - 1)]), h - lo)
-    out.update({"median": pct(50.0), "min": float(ms[0]), "max": float(ms[-1]), "count": n})
+    out.update({"median": percentile.of_sorted(ms, 50.0), "min": float(ms[0]),
+                "max": float(ms[-1]), "count": n})
     for p in percentiles:
-        out[f"p{pct_word(p)}"] = pct(p)
-    return {k: out[k] for k in ("mean", "median", "std", "min", "max", "count",
-                                *(f"p{pct_word(p)}" for p in percentiles))}
+        out[percentile.stat_name(p)] = percentile.of_sorted(ms, p)
+    return {k: out[k] for k in (*percentile.STATS, "count",
+                                *(percentile.stat_name(p) for p in percentiles))}
 
 
 def _ints32(st: RecordStore, name: str) -> np.ndarray:
@@ -360,24 +340,6 @@ def _present(st: RecordStore, name: str) -> np.ndarray:
 
 def _none_of(v: np.ndarray) -> int:
     return -(2 ** 31) if v.dtype.itemsize == 4 else -(2 ** 15)
-
-
-def _censored_np(sorted_ms: np.ndarray, n_failed: int, p: float) -> float | None:
-    """censored_percentile_ms on values already in ms and sorted."""
-    n = len(sorted_ms) + n_failed
-    if n == 0:
-        return None
-
-    def v(i: int) -> float:
-        return float(sorted_ms[i]) if i < len(sorted_ms) else float("inf")
-    h = (n - 1) * p / 100.0
-    lo = int(np.floor(h))
-    hi = min(lo + 1, n - 1)
-    if h == lo or v(hi) == v(lo):
-        return v(lo)
-    if v(hi) == float("inf"):
-        return float("inf")
-    return v(lo) + (h - lo) * (v(hi) - v(lo))
 
 
 class _IntHist:
@@ -408,10 +370,10 @@ class _IntHist:
 
     def stats_ms(self, percentiles: Iterable[float]) -> dict[str, float | None]:
         """``_int_stats_ms`` of the values."""
-        names = ["mean", "median", "std", "min", "max"] + [f"p{pct_word(p)}" for p in percentiles]
+        percentiles = tuple(percentiles)
         n = len(self)
         if not n:
-            return {**{k: None for k in names}, "count": 0}
+            return percentile.empty_stats(percentiles)
         mean_us = int((self.values * self.counts).sum()) / n
         d = self.values.astype(np.float64) - mean_us
         sq = float(np.dot(d * d, self.counts.astype(np.float64)))
@@ -421,15 +383,13 @@ class _IntHist:
             return float(self.values[int(np.searchsorted(cum, rank, side="right"))])
 
         def pct(p: float) -> float:
-            h = (n - 1) * p / 100.0
-            lo = int(np.floor(h))
-            return _lerp(at(lo) / 1000.0, at(min(lo + 1, n - 1)) / 1000.0, h - lo)
+            return percentile.at_rank(lambda i: at(i) / 1000.0, n, p)
         out: dict[str, float | None] = {
             "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
             "min": float(self.values[0]) / 1000.0, "max": float(self.values[-1]) / 1000.0,
             "count": n}
         for p in percentiles:
-            out[f"p{pct_word(p)}"] = pct(p)
+            out[percentile.stat_name(p)] = pct(p)
         return out
 
 
@@ -457,7 +417,7 @@ def _gaps_us(st: RecordStore, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray
         first = np.zeros(len(seg), dtype=bool)
         first[(off[c:c + len(k)] - lo)[k > 0]] = True
         keep = np.repeat(ok, k)[1:] & ~first[1:]
-        g = (seg[1:] - seg[:-1])[keep]
+        g = definitions.itls(seg)[keep]
         if as_hist:
             hist.add(g)
         else:
@@ -484,11 +444,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      within: Iterable[tuple[str, float]]) -> Summary:
     percentiles = tuple(percentiles)
     st.compact()                # columns of one value read back as broadcasts below
-    # records.record.is_measured on the columns: not warm-up, not interrupted
-    keep = ~st.col("warmup")
-    interrupted = st.str_id("interrupted")
-    if interrupted >= 0:
-        keep &= st.col("error_kind") != interrupted
+    keep = st.measured_mask()                 # definitions.is_measured, on the columns
     if not keep.all():
         st = st.select(keep)
     n = len(st)
@@ -519,7 +475,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         if ms is None:
             return
         if name in CENSORED_METRICS:
-            cens_part[name] = {p: _censored_np(ms, len(fail_idx), p)
+            cens_part[name] = {p: percentile.censored(ms, len(fail_idx), p)
                                for p in sorted(set(percentiles) | {50.0})}
         for wname, limit_ms in within:
             if wname == name:
@@ -574,30 +530,29 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
             pos += len(v)
         return out
 
-    def since(base: np.ndarray, last: bool) -> Callable[[int, Any], np.ndarray]:
-        """A block of (first or last token time - base) in ms."""
+    def since(define: Callable[[Any, Any], np.ndarray], base: np.ndarray, last: bool
+              ) -> Callable[[int, Any], np.ndarray]:
+        """A block of ``define(base, first or last token time)`` in ms."""
         def make(c: int, rows: Any) -> np.ndarray:
-            t = at(rows, last=last)
-            t -= base[rows]
+            t = define(base[rows], at(rows, last=last))
             t *= 1000.0
             return t
         return make
-    ms = series(since(start_all, last=False))                  # TTFT
+    ms = series(since(definitions.ttft, start_all, last=False))
     good_mask = None
     # vLLM's goodput rule: every given SLO met, inclusive; the TPOT of a 1-token reply is 0
     if goodput_slo_ms and "ttft" in goodput_slo_ms:
         good_mask = ms <= goodput_slo_ms["ttft"]
     done_with("ttft", ms)
     del ms
-    has_tpot = n_out > 1
+    has_tpot = definitions.has_tpot(n_out)
 
     def tpot_of(c: int, rows: Any) -> np.ndarray:
-        d = at(rows, last=True) - at(rows, last=False)
+        first, last = at(rows, last=False), at(rows, last=True)
         h, k = has_tpot[c:c + block], n_out[c:c + block]
         if h.all():
-            d /= k - 1
-            return d
-        return d[h] / (k[h] - 1)
+            return definitions.tpot(first, last, k)
+        return definitions.tpot(first[h], last[h], k[h])
     tpot = series(tpot_of, int(np.count_nonzero(has_tpot)))
     tpot *= 1000.0
     if goodput_slo_ms and "tpot" in goodput_slo_ms:
@@ -610,7 +565,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del tpot
     has_tpot = n_out = None        # the blocks' closures are done with them (4-8 MB)
 
-    ms = series(since(start_all, last=True))                   # E2EL
+    ms = series(since(definitions.e2el, start_all, last=True))
     if goodput_slo_ms and "e2el" in goodput_slo_ms:
         m = ms <= goodput_slo_ms["e2el"]
         good_mask = m if good_mask is None else good_mask & m
@@ -621,15 +576,14 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del good_mask
 
     def client_queue(c: int, rows: Any) -> np.ndarray:
-        q = start_all[rows] - sched_all[rows]
-        np.maximum(q, 0.0, out=q)
+        q = definitions.client_queue(sched_all[rows], start_all[rows])
         q *= 1000.0
         return q
     ms = series(client_queue)
     done_with("client_queue", ms)
     del ms
 
-    ms = series(since(sched_all, last=True))
+    ms = series(since(definitions.e2el_from_schedule, sched_all, last=True))
     done_with("e2el_from_schedule", ms)
     del ms
 
@@ -752,7 +706,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         s_ = sent_v[c:c + _CHUNK]
         got = ~np.isnan(s_)
         k = int(np.count_nonzero(got))
-        sd[pos:pos + k] = s_[got] - start_v[c:c + _CHUNK][got]
+        sd[pos:pos + k] = definitions.send_delay(start_v[c:c + _CHUNK][got], s_[got])
         pos += k
     del sent_v, start_v
     sd *= 1000.0
@@ -820,7 +774,7 @@ def _bunching_of(per_read: np.ndarray) -> dict[str, Any]:
     k = int(np.count_nonzero(per_read >= BUNCH_EVENTS_PER_READ))
     share = k / n if n else None
     return {"requests": n, "bunched": k, "share": share,
-            "events_per_read_p50": float(np.median(per_read)) if n else None,
+            "events_per_read_p50": percentile.median(per_read) if n else None,
             "buffered": bool(n >= BUNCH_MIN_REQUESTS and share is not None
                              and share >= BUNCH_SHARE)}
 

@@ -58,10 +58,8 @@ def find(records: Sequence[Record] | RecordStore) -> list[Outage]:
             refused |= kind == i
     if not (refused & keep).any():
         return []
-    interrupted = st.str_id("interrupted")
-    through = keep & ~refused
-    if interrupted >= 0:
-        through &= kind != interrupted           # stopped by llmbench: says nothing
+    # measured (an interrupted request was stopped by llmbench: it says nothing) and answered
+    through = st.measured_mask() & ~refused
     start = st.view("start")
     order = np.argsort(start[refused & keep], kind="stable")
     rows = np.nonzero(refused & keep)[0][order]

@@ -53,7 +53,7 @@ def rebuild_run(path: Path, run: Run) -> Run:
     from llmbench.records.record import load_records
     log = path / "requests.jsonl"
     records = load_records(log) if log.is_file() else []
-    measured = [r for r in records if not r.warmup and r.error_kind != "interrupted"]
+    measured = [r for r in records if r.measured]
     if not measured:
         raise RunFolderError(f"{path}: the run stopped (status {run.status!r}) before any "
                              "request finished; there is nothing to rebuild a summary from")

@@ -85,6 +85,11 @@ class Threshold:
     key: str               # the summary key it reads (run.json's name, for messages)
     within_ms: float | None = None     # for METRIC.within(T)
 
+    @classmethod
+    def parse(cls, text: str) -> "Threshold":
+        """``Threshold.parse("ttft.p95<=2s")``: the --threshold grammar (parse_threshold)."""
+        return parse_threshold(text)
+
     def _read(self, s: Summary) -> Any:
         """The number this threshold judges, read through the results contract: exactly what
         the summary (analysis.metrics) computed for METRIC.STAT."""

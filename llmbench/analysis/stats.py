@@ -1,8 +1,11 @@
-"""The statistics every consumer shares: one quantile definition, rolling windows, bootstrap.
+"""The statistics every consumer shares beyond a percentile: rolling windows, bootstrap,
+Little's law, intervals that resample whole requests.
 
-One definition of a percentile for the whole tool: numpy's linear interpolation, as vLLM
-computes it. The live line, the timeline and the report read "TTFT p95" through here, so they
-cannot disagree for the same records (tests/test_stats.py).
+The one definition of a percentile is llmbench.analysis.percentile (numpy's linear
+interpolation, as vLLM; its tests: tests/unit/test_percentile.py); ``quantile`` here is its
+``percentile``. The live line, the timeline and the report read "TTFT p95 of the last 10 s"
+through ``recent_p95`` / ``RecentWindow``, so they cannot disagree for the same records
+(tests/unit/test_percentile.py checks both against each other).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from llmbench.analysis import percentile
+
 # The table of what a summary holds (LATENCY, key, value, to_vllm, SCALARS, ...) is the results
 # contract's, llmbench.results.schema: its one definition.
 
@@ -21,12 +26,9 @@ import numpy as np
 RECENT_S = 10.0
 
 
-def quantile(values: Sequence[float] | np.ndarray, p: float) -> float | None:
-    """The p-th percentile (0..100), linear interpolation (numpy's default, vLLM's); None
-    when there is no value."""
-    if not len(values):
-        return None
-    return float(np.percentile(np.asarray(values, dtype=float), p))
+# The p-th percentile (0..100) of values in any order, None when there is none: the one
+# definition's (llmbench.analysis.percentile), under the name its callers know.
+quantile = percentile.percentile
 
 
 def recent_p95(pairs: Iterable[tuple[float, float]], now: float,
@@ -81,13 +83,11 @@ def bootstrap(a: np.ndarray, b: np.ndarray, stat: Callable[[np.ndarray], np.ndar
 
 def percentile_rows(q: float) -> Callable[[np.ndarray], np.ndarray]:
     """Row-wise linear percentile, for ``bootstrap``."""
-    return lambda m: np.percentile(m, q, axis=1)
+    return lambda m: percentile.rows(m, q)
 
 
-def interval(samples: np.ndarray, level: float = 95.0) -> tuple[float, float]:
-    """The central ``level``% interval of bootstrap samples (NaN ignored)."""
-    lo, hi = np.nanpercentile(samples, [(100 - level) / 2, 100 - (100 - level) / 2])
-    return float(lo), float(hi)
+# the central ``level``% interval of bootstrap samples (NaN ignored)
+interval = percentile.interval
 
 
 # -- Little's law ----------------------------------------------------------------------------
@@ -102,13 +102,15 @@ def served_at_once(records: Sequence, start: float, end: float,
     waiting = 0.0
     streaming = 0.0
     for r in records:
-        if not r.ok or r.end is None or r.first_token is None:
+        times = r.token_times
+        if not r.ok or not times:
             continue
-        queued = max((r.first_token - r.start) - baseline_ttft_s, 0.0)
-        s0, s1 = r.start + queued, r.end
+        first, last = times[0], times[-1]           # the first and last token event
+        queued = max(r.ttft - baseline_ttft_s, 0.0)
+        s0, s1 = r.start + queued, last
         service += max(min(s1, end) - max(s0, start), 0.0)
-        waiting += max(min(r.first_token, end) - max(r.start, start), 0.0)
-        streaming += max(min(r.end, end) - max(r.first_token, start), 0.0)
+        waiting += max(min(first, end) - max(r.start, start), 0.0)
+        streaming += max(min(last, end) - max(first, start), 0.0)
     total = waiting + streaming
     return {"in_service": service / span, "waiting_share": waiting / total if total else 0.0,
             "streaming": streaming / span, "waiting": waiting / span}
@@ -174,7 +176,8 @@ class Grouped:
         return len(self.values)
 
     def percentile(self, q: float) -> float:
-        return float(np.percentile(self.values, q)) if len(self.values) else float("nan")
+        v = percentile.percentile(self.values, q)
+        return float("nan") if v is None else v
 
     def percentile_rows(self, counts: np.ndarray, q: float) -> np.ndarray:
         counts = np.atleast_2d(counts)

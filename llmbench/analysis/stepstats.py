@@ -12,7 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
+from llmbench.analysis import percentile
 from llmbench.analysis.metrics import per_request
+from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.analysis.stats import Grouped
@@ -36,8 +38,9 @@ _BIG = 1e15          # a failed request in a failure-aware percentile (+inf), ke
 
 
 def _window(records: Sequence[Record], step: Step) -> list[Record]:
-    return [r for r in records if r.step == step.index and not r.warmup
-            and step.hold_start <= r.start < step.hold_end]
+    if not records:
+        return []
+    return definitions.window(records, step.index, step.hold_start or 0.0, step.hold_end or 0.0)
 
 
 def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | None
@@ -69,7 +72,7 @@ def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | N
 def _point(groups: list[list[float]], stat: str) -> float:
     vals = np.concatenate([np.asarray(x, dtype=float) for x in groups])
     base = stat.removesuffix("_all")
-    return float(np.percentile(vals, _PCT[base])) if base in _PCT else float(vals.mean())
+    return percentile.of_any(vals, _PCT[base]) if base in _PCT else float(vals.mean())
 
 
 def knee(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
@@ -143,8 +146,7 @@ def _knee_for(c: Check, held: Step, broke: Step, records: Sequence[Record], x0: 
     frac = np.where(over0, 0.0, np.where(under1, 1.0, frac))
     xs = x0 + frac * (x1 - x0)
     not_mono = float(np.mean(~worse))
-    a = (100 - KNEE_LEVEL) / 2
-    lo, hi = (float(v) for v in np.nanpercentile(xs, [a, 100 - a]))
+    lo, hi = percentile.interval(xs, KNEE_LEVEL)
     # a percentile interval can miss its own point estimate when the resampled statistic is
     # nearly constant (one slot, the same TTFT for every request: CI saw 3.7787 outside
     # [.., 3.7781]); an interval that says "about 3.78" must hold 3.78, so widen it to it
@@ -237,18 +239,19 @@ def steady_state(records: Sequence[Record], index: int, hold_start: float, hold_
                  ) -> Steady:
     """First half against second half of a step's hold window (see above)."""
     mid = (hold_start + hold_end) / 2
-    mine = [r for r in records if r.step == index and not r.warmup and r.ok and r.first_token]
-    first = [(r.first_token - r.start) * 1000 for r in mine if hold_start <= r.start < mid]
-    second = [(r.first_token - r.start) * 1000 for r in mine if mid <= r.start < hold_end]
+    mine = [r for r in definitions.window(records, index, hold_start, hold_end)
+            if r.ok and r.token_times]
+    first = [r.ttft * 1000 for r in mine if definitions.started_in(r.start, hold_start, mid)]
+    second = [r.ttft * 1000 for r in mine if definitions.started_in(r.start, mid, hold_end)]
     inf0 = _in_flight(records, hold_start, mid)
     inf1 = _in_flight(records, mid, hold_end)
     out = Steady(in_flight=[inf0, inf1], ttft_p50_ms=[None, None], ttft_p95_ms=[None, None],
                  p_value=None, drifting=False, why=None)
     ttft_drift = False
     if first and second:
-        m0, m1 = float(np.median(first)), float(np.median(second))
+        m0, m1 = percentile.median(first), percentile.median(second)
         out.ttft_p50_ms = [m0, m1]
-        out.ttft_p95_ms = [float(np.percentile(first, 95)), float(np.percentile(second, 95))]
+        out.ttft_p95_ms = [percentile.of_any(first, 95), percentile.of_any(second, 95)]
         if len(first) >= DRIFT_MIN_REQUESTS and len(second) >= DRIFT_MIN_REQUESTS:
             p = mann_whitney_greater(second, first)
             out.p_value = p

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
+from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
 from llmbench.analysis.outages import find as find_outages
@@ -74,7 +75,9 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         answered += np.bincount(np.searchsorted(ends, f_or_d, side="left"), minlength=n + 1)
         j = int(np.count_nonzero(hf))
         pairs.real[filled:filled + j] = f_[hf]
-        pairs.imag[filled:filled + j] = f_[hf] - s_[hf]
+        # TTFT by its definition, on the first token event's time as the client stamped it
+        # (the column the seconds above are counted on; the live line's pairs are these too)
+        pairs.imag[filled:filled + j] = definitions.ttft(s_[hf], f_[hf])
         filled += j
     del keep, has_first, start, done, first
     started, ended, answered = np.cumsum(started), np.cumsum(ended), np.cumsum(answered)

@@ -321,7 +321,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
     out.drifting = [s.load for s in drifting]
     out.steady_note = [drift_sentence(s, unit) for s in drifting]
     out.compared = {"first_step": None if first is None else first.load, "step": subject.load}
-    out.ttft_p95_ms, out.itl_median_ms, out.itl_p95_ms = [ttft0, ttft1], [itl0, itl1], \
+    out.ttft_p95_ms, out.itl_p50_ms, out.itl_p95_ms = [ttft0, ttft1], [itl0, itl1], \
         [itl95_0, itl95_1]
     out.itl_grew, out.ttft_grew, out.served_at_once, out.server = itl_grew, ttft_grew, little, \
         server

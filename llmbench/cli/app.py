@@ -1,10 +1,12 @@
-"""The command line: Typer only. Flags -> option groups -> the spec functions the Python API
-calls too (llmbench/commands/spec.py) -> one entry point per command.
+"""The command line: Typer only. Flags -> a command's spec (llmbench/commands/: RunSpec,
+RampSpec ..., the ones the Python API takes too) -> its ``perform``.
 
-Every option is declared once (llmbench/commands/options.py, spec.py, llmbench/mock_server/cli.py), with
-its default and its checks; this module turns the declarations into typer options, adds what
-only a command line has (--config FILE, --json, --version), and turns every failure into one
-line on stderr and its exit code (2 for a user mistake), never a traceback.
+Every option is declared once, on its spec (llmbench/commands/groups.py, run_spec.py, ...;
+llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into
+typer options, adds what only a command line has (--config FILE, --json, --version), prints
+what a command returns, and turns every failure into one line on stderr and its exit code (2
+for a user mistake), never a traceback. docs/cli.md is generated from the same declarations
+(scripts/gen_cli_docs.py).
 """
 
 import inspect
@@ -17,7 +19,7 @@ import typer
 from typing import Annotated
 
 from llmbench.errors import EXIT_USAGE
-from llmbench.cli.options import P_OUTPUT, OutputOpts, UsageError, WorkloadOpts, command_of, group_defaults, with_groups
+from llmbench.cli.options import P_OUTPUT, spec_command
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
@@ -126,35 +128,25 @@ def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
     raise typer.Exit(done.code)
 
 
-# -- run -----------------------------------------------------------------------------------------
-def _run(json_out: bool = False, **groups) -> None:
+# -- the commands: a spec each (llmbench/commands/), built from the flags ------------------------
+def _run(spec, json_out: bool = False) -> None:
     """One load level with vLLM-compatible numbers. With no --url, a one-minute demo against the built-in mock."""
-    from llmbench.commands.spec import run_spec
-    spec = run_spec(groups)
-    _perform(spec.perform, json_out, "run", groups["output"].quiet)
+    _perform(spec.perform, json_out, "run", spec.quiet)
 
 
-def _ramp(json_out: bool = False, **groups) -> None:
+def _ramp(spec, json_out: bool = False) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
-    from llmbench.commands.spec import ramp_setup
-    setup = ramp_setup(groups)
-    _perform(setup.perform_here, json_out, "ramp", groups["output"].quiet)
+    _perform(spec.perform, json_out, "ramp", spec.quiet)
 
 
-def _sweep(**groups) -> None:
+def _sweep(spec) -> None:
     """Which server setting serves more users: a ramp per value, one page with the answer."""
-    from llmbench.commands.spec import sweep_plan
-    from llmbench.commands.sweep import perform
-    plan = sweep_plan(groups)
-    _perform(lambda: perform(plan), False, "sweep", groups["output"].quiet)
+    _perform(spec.perform, False, "sweep", spec.quiet)
 
 
-def _probe(**groups) -> None:
+def _probe(spec) -> None:
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
-    from llmbench.commands.probe import perform
-    from llmbench.commands.spec import probe_plan
-    plan = probe_plan(groups)
-    _perform(lambda: perform(plan), False, "probe", groups["output"].quiet)
+    _perform(spec.perform, False, "probe", spec.quiet)
 
 
 def _mock(options) -> None:
@@ -163,123 +155,33 @@ def _mock(options) -> None:
     serve(options)
 
 
-def _layouts():
-    from llmbench.commands.spec import PROBE, RAMP, RUN, SWEEP
-    from llmbench.mock_server.cli import MOCK
-    return {"run": (RUN, _run, True), "ramp": (RAMP, _ramp, True), "sweep": (SWEEP, _sweep, False),
-            "probe": (PROBE, _probe, False), "mock": (MOCK, _mock, False)}
-
-
-for _name, (_layout, _fn, _json) in _layouts().items():
-    _extra = [_config_param()] + ([_json_param()] if _json else [])
-    app.command(_name)(_guard(command_of(_layout, _fn, *_extra)))
-
-
-# -- report, compare, runs -----------------------------------------------------------------------
-@app.command()
-@_guard
-def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run or sweep folder (results/<date>-<kind>...).")],
-    format: Annotated[str, typer.Option("--format", help="html | md | csv | parquet")] = "html",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Where to write (html default: RUN_DIR/report.html; md/csv: stdout; parquet: needed).")] = None,
-    per_request: Annotated[bool, typer.Option("--per-request", help="csv/parquet: one row per request (requests.jsonl, with ttft_ms, e2el_ms, itl_mean_ms...) instead of one per run or ramp step.")] = False,
-    config: Config = None,
-) -> None:
+def _report(spec) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, CSV or Parquet."""
-    if format not in ("html", "md", "csv", "parquet"):
-        raise UsageError(f"--format {format!r}: choose html, md, csv or parquet")
-    if per_request and format not in ("csv", "parquet"):
-        raise UsageError("--per-request goes with --format csv or parquet")
-    if format == "parquet" or per_request:
-        from llmbench.report.export import ExportError, export
-        from llmbench.analysis.recover import load_checked
-        if not (run_dir / "sweep.json").is_file():
-            load_checked(run_dir)       # one line for a folder that is not a run
-        try:
-            export(run_dir, output if output is not None else sys.stdout, format,
-                   per_request=per_request)
-        except ExportError as exc:
-            raise UsageError(str(exc))
-        if output is not None:
-            typer.echo(str(output))
-        return
-    if (run_dir / "sweep.json").is_file():
-        if format != "html":
-            raise UsageError(f"{run_dir} is a sweep: its report is html; each ramp folder in it "
-                             "has md and csv")
-        from llmbench.report.sweep_html import write as write_sweep
-        typer.echo(str(write_sweep(run_dir, output)))
-        return
-    from llmbench.analysis.recover import REBUILT_NOTE, load_checked
-    run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
-    if run.note == REBUILT_NOTE:
-        typer.echo(f"note: {run_dir}: summary {REBUILT_NOTE}", err=True)
-    elif run.status == "partial":
-        typer.echo(f"note: {run_dir} is a partial run (interrupted); reporting what finished", err=True)
-    if format == "html":
-        from llmbench.report.html import write
-        typer.echo(str(write(run_dir, output)))
-        return
-    from llmbench.report.text import to_csv, to_markdown
-    text = to_markdown(run_dir) if format == "md" else to_csv(run_dir)
-    if output:
-        output.write_text(text, encoding="utf-8")
-        typer.echo(str(output))
+    done = spec.perform()
+    for note in done.notes:
+        typer.echo(note, err=True)
+    if done.text is not None:
+        typer.echo(done.text, nl=False)
     else:
-        typer.echo(text, nl=False)
+        typer.echo(str(done.path))
 
 
-@app.command()
-@_guard
-def compare(
-    run_dirs: Annotated[List[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")],
-    max_regression: Annotated[Optional[str], typer.Option(help="Exit 1 when a metric got worse by more than this, e.g. 10%.")] = None,
-    metric: Annotated[Optional[List[str]], typer.Option("--metric", metavar="NAME", help="held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).")] = None,
-    html_out: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML comparison (default: compare.html in the last run's folder).")] = None,
-    png: Annotated[Optional[Path], typer.Option(help="Also write the overlay chart as a PNG.")] = None,
-    config: Config = None,
-) -> None:
+def _compare(spec) -> None:
     """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
-    from llmbench.analysis.compare import DEFAULT_METRICS, CompareError, compare as do_compare, load_runs, parse_max_regression
-    from llmbench.report import compare_html
-    try:
-        limit = None if max_regression is None else parse_max_regression(max_regression)
-    except CompareError as exc:
-        raise UsageError(str(exc))
-    from llmbench.analysis.recover import load_checked
-    for d in run_dirs:
-        load_checked(d, "compare")    # a failed or killed run: one line, or a rebuilt summary
-    try:
-        runs = load_runs(run_dirs)
-        result = do_compare(runs, tuple(metric or DEFAULT_METRICS), limit)
-    except CompareError as exc:
-        raise UsageError(str(exc))
-    typer.echo(compare_html.console_text(result))
-    # next to the candidate (the last run), not into whatever folder the shell is in
-    path = compare_html.write(result, runs, html_out or Path(run_dirs[-1]) / "compare.html")
-    typer.echo(f"HTML: {path}")
-    if png is not None:
-        from llmbench.report.charts import compare_png
-        from llmbench.report.svgplot import MissingExtra
-        try:
-            compare_png([(r.name, r.steps) for r in runs], "users", str(png))
-        except MissingExtra as exc:
-            raise UsageError(str(exc))
-        typer.echo(f"PNG: {png}")
-    if result.regressions:
+    done = spec.perform()
+    typer.echo(done.text)
+    typer.echo(f"HTML: {done.html}")
+    if done.png is not None:
+        typer.echo(f"PNG: {done.png}")
+    if not done.passed:
         raise typer.Exit(1)
 
 
-@app.command()
-@_guard
-@with_groups
-def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics_port", "metrics_host", "quiet", "verbose"))) -> None:
+def _runs(spec) -> None:
     """List run folders: date, command, labels, headline result."""
-    out = output.out
-    from llmbench.results.folder import list_runs
-    rows = list_runs(out)
+    rows = spec.perform()
     if not rows:
-        typer.echo(f"no runs under {out}")
+        typer.echo(f"no runs under {spec.out}")
         return
     def show(r, indent: str = "") -> None:
         if r.error is not None:
@@ -300,19 +202,11 @@ def runs(output: OutputOpts = group_defaults(omit=("label", "progress", "metrics
             show(sub, "    ")
 
 
-# -- datasets inspect ----------------------------------------------------------------------------
-@datasets_app.command("inspect")
-@_guard
-@with_groups
-def datasets_inspect(
-    spec: Annotated[str, typer.Argument(help="synthetic | random | words | FILE | hf:NAME")],
-    count: Annotated[int, typer.Option(help="Conversations to sample (synthetic/random/ShareGPT).")] = 1000,
-    workload: WorkloadOpts = group_defaults(omit=("dataset", "sharegpt_output_len")),
-) -> None:
+def _inspect(spec) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
-    workload.dataset = spec
-    wl, tok = workload.build(count)
+    from llmbench.analysis.percentile import percentiles
+    wl, tok = spec.perform()
     convs = wl.conversations
     # as sent: a run puts its salt first in each conversation (workload.salt)
     salt = wl.salt_for("main")
@@ -324,8 +218,9 @@ def datasets_inspect(
     def dist(a: "np.ndarray") -> str:
         if not len(a):
             return "-"
-        return (f"min {a.min():.0f}  p50 {np.percentile(a, 50):.0f}  mean {a.mean():.1f}  "
-                f"p90 {np.percentile(a, 90):.0f}  max {a.max():.0f}")
+        p50, p90 = percentiles(a, [50, 90])
+        return (f"min {a.min():.0f}  p50 {p50:.0f}  mean {a.mean():.1f}  "
+                f"p90 {p90:.0f}  max {a.max():.0f}")
     typer.echo(f"source:         {wl.source}")
     typer.echo(f"tokenizer:      {wl.tokenizer} ({wl.tokenizer_info.get('counting')})")
     typer.echo(f"conversations:  {len(convs)}")
@@ -338,6 +233,28 @@ def datasets_inspect(
                                      "none (--same-prompts): a run sends these very prompts"))
     for w in wl.warnings:
         typer.echo(f"note: {w}")
+
+
+def commands() -> dict:
+    """name -> (its spec, the function, takes --config, takes --json): every
+    command of the command line, for this module and scripts/gen_cli_docs.py."""
+    from llmbench.commands.probe_spec import ProbeSpec
+    from llmbench.commands.ramp_spec import RampSpec
+    from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
+    from llmbench.commands.run_spec import RunSpec
+    from llmbench.commands.sweep_spec import SweepSpec
+    from llmbench.mock_server.cli import MockOptions
+    return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
+            "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
+            "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
+            "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
+            "datasets inspect": (InspectSpec, _inspect, False, False)}
+
+
+for _name, (_spec, _fn, _cfg, _json) in commands().items():
+    _extra = ([_config_param()] if _cfg else []) + ([_json_param()] if _json else [])
+    _where = datasets_app if _name.startswith("datasets ") else app
+    _where.command(_name.split()[-1])(_guard(spec_command(_spec, _fn, *_extra)))
 
 
 def _click_exceptions():

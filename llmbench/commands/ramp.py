@@ -14,8 +14,8 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.records import definitions
 from llmbench.records.record import Record
-from llmbench.records.store import RecordStore
 from llmbench.report import console
 from llmbench.results.folder import environment
 from llmbench.results.schema import Check, Run, ServerProbe, Step, held_load
@@ -76,9 +76,7 @@ RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it
 
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
-    if isinstance(records, RecordStore):
-        return records.in_window(step, start, end)
-    return [r for r in records if r.step == step and start <= r.start < end and not r.warmup]
+    return definitions.window(records, step, start, end)
 
 
 def judge(thresholds: list[Threshold], stall_s: float = 1.0,

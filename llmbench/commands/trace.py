@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llmbench.analysis.stats import quantile
+from llmbench.records import definitions
 
 # beyond this p99 the replay did not keep up: the server saw a gentler load than the trace's.
 # The same 10 ms the loop monitor judges the generator by (DESIGN.md, scale).
@@ -12,8 +13,9 @@ BEHIND_P99_MS = 10.0
 
 
 def dispatch_lag(records: Sequence[Any]) -> dict[str, Any]:
-    """start - scheduled of every request, in ms (scheduled: its time in the trace)."""
-    lags = [max(0.0, (r.start - r.scheduled) * 1000.0) for r in records
+    """start - scheduled of every request (its client queue, records/definitions.py), in ms
+    (scheduled: its time in the trace)."""
+    lags = [definitions.client_queue(r.scheduled, r.start) * 1000.0 for r in records
             if not r.warmup and r.start]
     if not lags:
         return {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "behind": False}

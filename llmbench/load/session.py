@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
+from llmbench.records.definitions import INTERRUPTED
 from llmbench.records.record import REFUSED_KINDS, Record, RecordLog, clean
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
@@ -187,11 +188,11 @@ class Session:
         self.active.discard(rec)
         c.in_flight -= 1
         c.done += 1
-        if not rec.ok and rec.error_kind != "interrupted":
+        if not rec.ok and rec.error_kind != INTERRUPTED:   # warm-up too: the live count
             c.failed += 1
         c.events += len(rec.token_times)
-        if rec.first_token is not None:
-            self.recent_ttft.add(rec.first_token, rec.first_token - rec.start)
+        if rec.token_times:
+            self.recent_ttft.add(rec.token_times[0], rec.ttft)
         self.records.append(rec)
         if self.log is not None:
             self.log.append(rec)

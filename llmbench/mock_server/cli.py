@@ -9,68 +9,70 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
 from llmbench import options as opt
-from llmbench.options import Layout, OptionGroup, UsageError, _opt
+from llmbench.options import FLAG, FLOAT, INT, PATH, Spec, UsageError, option
 
 
-@dataclasses.dataclass(eq=False)
-class MockOptions(OptionGroup):
+@dataclasses.dataclass(kw_only=True, eq=False)
+class MockOptions(Spec):
     """Every option of ``llmbench mock``; None: the profile's (or the engine's) value."""
 
-    ttft_ms: Annotated[Optional[float], _opt("Time to first token when idle (ms).", "Timing")] = None
-    itl_ms: Annotated[Optional[float], _opt("Gap between tokens (ms).", "Timing")] = None
-    tokens_per_s: Annotated[Optional[float], _opt("Alternative to --itl-ms.", "Timing")] = None
-    tokens: Annotated[Optional[int], _opt("Reply length when the request sets none.", "Timing")] = None
-    natural_tokens: Annotated[Optional[int], _opt("Stop early here (EOS) unless ignore_eos.", "Timing")] = None
-    chunk_tokens: Annotated[Optional[int], _opt("Tokens per streamed event.", "Timing")] = None
-    jitter: Annotated[Optional[float], _opt("+- fraction of randomness on each delay.", "Timing")] = None
-    models: Annotated[Optional[str], _opt("Model names served, comma-separated.", "Server")] = None
-    seed: Annotated[Optional[int], _opt("Seed for jitter and faults.", "Timing")] = None
-    parallel: Annotated[Optional[int], _opt("Slots served at once (0 = unlimited).", "Capacity")] = None
-    max_queue: Annotated[Optional[int], _opt("Waiting requests before rejecting (0 = unlimited).", "Capacity")] = None
-    prefill_ms_per_token: Annotated[Optional[float], _opt("Prefill time per uncached prompt token.", "Prefill", metavar="MS")] = None
-    prefix_cache: Annotated[Optional[bool], _opt("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache")] = None
-    cache_blocks: Annotated[Optional[int], _opt("Prefix cache capacity in 16-token blocks.", "Prefix cache")] = None
-    kv_tokens: Annotated[Optional[int], _opt("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", metavar="N")] = None
-    batch_slowdown: Annotated[Optional[float], _opt("k in step = itl * (1 + k * (running - 1)).", "Capacity")] = None
-    fault_500: Annotated[Optional[float], _opt("Probability of HTTP 500.", "Faults")] = None
-    fault_429: Annotated[Optional[float], _opt("Probability of HTTP 429.", "Faults")] = None
-    fault_cut: Annotated[Optional[float], _opt("Probability of a stream cut part-way.", "Faults")] = None
-    fault_malformed: Annotated[Optional[float], _opt("Probability of a malformed event.", "Faults")] = None
-    fault_error_event: Annotated[Optional[float], _opt("Probability of an error event in the stream.", "Faults")] = None
-    fault_stall: Annotated[Optional[float], _opt("Probability of a mid-stream stall.", "Faults")] = None
-    stall_ms: Annotated[Optional[float], _opt("Length of a stall.", "Faults")] = None
-    fault_slow_first_byte: Annotated[Optional[float], _opt("Probability of a slow first byte.", "Faults")] = None
-    slow_first_byte_ms: Annotated[Optional[float], _opt("Length of a slow first byte.", "Faults")] = None
-    profile: Annotated[Optional[str], _opt("ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).", "Timing")] = None
-    replicas: Annotated[int, _opt("Independent servers on consecutive ports.", "Server")] = 1
-    workers: Annotated[int, _opt("Worker processes sharing each port (SO_REUSEPORT, Linux), for more streams than one process serves. Each is a whole server: N replicas behind one port, each with its own --parallel slots, queue and caches.", "Server", metavar="N")] = 1
-    host: Annotated[str, _opt("Address to bind.", "Server")] = "127.0.0.1"
-    port: Annotated[int, _opt("First port (0 = any free).", "Server")] = 8000
-    record: Annotated[Optional[Path], _opt("Log every request's real event send times here.", "Server")] = None
-    record_prompts: Annotated[bool, _opt("Also log the request messages.", "Server", "--record-prompts")] = False
-    like: Annotated[Optional[Path], _opt("Fit the mock to the real server of this run folder (a server twin).", "Twin")] = None
-    save_profile: Annotated[Optional[Path], _opt("With --like: write the fitted profile (JSON) here and exit.", "Twin")] = None
-    kv_capacity_tokens: Annotated[Optional[int], _opt("KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).", "Capacity")] = None
-    block_tokens: Annotated[Optional[int], _opt("Tokens per KV / prefix-cache block.", "Capacity")] = None
-    decode_ms_curve: Annotated[Optional[str], _opt("Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", "Timing", metavar="MS,MS,...")] = None
-    prefill_in_step: Annotated[Optional[bool], _opt("Prefill inside the shared steps, stalling running decodes (or apart).", "Prefill", "--prefill-in-step/--prefill-apart")] = None
-    step_token_budget: Annotated[Optional[int], _opt("Tokens computed per step (chunked prefill; 0 = no limit).", "Prefill", metavar="N")] = None
-    prefill_last_step: Annotated[Optional[bool], _opt("With --prefill-in-step: the last prompt tokens in a step of their own, as llama.cpp does for SWA models (fitted by --like).", "Prefill", "--prefill-last-step")] = None
-    reasoning_tokens: Annotated[Optional[int], _opt("A reasoning model: N reasoning tokens before each answer, in the API's own field (reasoning_content; reasoning for the ollama profile's /v1; thinking on /api/chat).", "Timing", metavar="N")] = None
-    image_tokens: Annotated[Optional[int], _opt("Prefill tokens each image part costs (default 256).", "Agents and RAG", metavar="N")] = None
-    tool_call_share: Annotated[Optional[float], _opt("Of the requests that offer tools, the share that get a tool call (default 1).", "Agents and RAG")] = None
-    invalid_json_share: Annotated[Optional[float], _opt("Of the structured-output replies, the share cut invalid (default 0).", "Agents and RAG")] = None
-    embedding_dim: Annotated[Optional[int], _opt("/v1/embeddings: floats per vector (default 384).", "Agents and RAG", metavar="N")] = None
-    embed_ms: Annotated[Optional[float], _opt("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", metavar="MS")] = None
-    embed_ms_per_token: Annotated[Optional[float], _opt("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", metavar="MS")] = None
-    embed_shares_slots: Annotated[Optional[bool], _opt("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart")] = None
-    api_key: Annotated[Optional[str], _opt("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")] = None
+    command = "mock"
+
+    ttft_ms: float | None = option("Time to first token when idle (ms).", "Timing", kind=FLOAT)
+    itl_ms: float | None = option("Gap between tokens (ms).", "Timing", kind=FLOAT)
+    tokens_per_s: float | None = option("Alternative to --itl-ms.", "Timing", kind=FLOAT)
+    tokens: int | None = option("Reply length when the request sets none.", "Timing", kind=INT)
+    natural_tokens: int | None = option("Stop early here (EOS) unless ignore_eos.", "Timing", kind=INT)
+    chunk_tokens: int | None = option("Tokens per streamed event.", "Timing", kind=INT)
+    jitter: float | None = option("+- fraction of randomness on each delay.", "Timing", kind=FLOAT)
+    models: str | None = option("Model names served, comma-separated.", "Server")
+    seed: int | None = option("Seed for jitter and faults.", "Timing", kind=INT)
+    parallel: int | None = option("Slots served at once (0 = unlimited).", "Capacity", kind=INT)
+    max_queue: int | None = option("Waiting requests before rejecting (0 = unlimited).", "Capacity", kind=INT)
+    prefill_ms_per_token: float | None = option("Prefill time per uncached prompt token.", "Prefill", kind=FLOAT, metavar="MS")
+    prefix_cache: bool | None = option("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache", kind=FLAG)
+    cache_blocks: int | None = option("Prefix cache capacity in 16-token blocks.", "Prefix cache", kind=INT)
+    kv_tokens: int | None = option("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", kind=INT, metavar="N")
+    batch_slowdown: float | None = option("k in step = itl * (1 + k * (running - 1)).", "Capacity", kind=FLOAT)
+    fault_500: float | None = option("Probability of HTTP 500.", "Faults", kind=FLOAT)
+    fault_429: float | None = option("Probability of HTTP 429.", "Faults", kind=FLOAT)
+    fault_cut: float | None = option("Probability of a stream cut part-way.", "Faults", kind=FLOAT)
+    fault_malformed: float | None = option("Probability of a malformed event.", "Faults", kind=FLOAT)
+    fault_error_event: float | None = option("Probability of an error event in the stream.", "Faults", kind=FLOAT)
+    fault_stall: float | None = option("Probability of a mid-stream stall.", "Faults", kind=FLOAT)
+    stall_ms: float | None = option("Length of a stall.", "Faults", kind=FLOAT)
+    fault_slow_first_byte: float | None = option("Probability of a slow first byte.", "Faults", kind=FLOAT)
+    slow_first_byte_ms: float | None = option("Length of a slow first byte.", "Faults", kind=FLOAT)
+    profile: str | None = option("ollama | vllm | llamacpp presets, or a profile FILE (.json/.toml, from --save-profile).", "Timing")
+    replicas: int = option("Independent servers on consecutive ports.", "Server", kind=INT, default=1)
+    workers: int = option("Worker processes sharing each port (SO_REUSEPORT, Linux), for more streams than one process serves. Each is a whole server: N replicas behind one port, each with its own --parallel slots, queue and caches.", "Server", kind=INT, default=1, metavar="N")
+    host: str = option("Address to bind.", "Server", default="127.0.0.1")
+    port: int = option("First port (0 = any free).", "Server", kind=INT, default=8000)
+    record: Path | str | None = option("Log every request's real event send times here.", "Server", kind=PATH)
+    record_prompts: bool = option("Also log the request messages.", "Server", "--record-prompts", kind=FLAG, default=False)
+    like: Path | str | None = option("Fit the mock to the real server of this run folder (a server twin).", "Twin", kind=PATH)
+    save_profile: Path | str | None = option("With --like: write the fitted profile (JSON) here and exit.", "Twin", kind=PATH)
+    kv_capacity_tokens: int | None = option("KV cache size in tokens: admission by blocks, preemption by recompute when full (0 = unlimited).", "Capacity", kind=INT)
+    block_tokens: int | None = option("Tokens per KV / prefix-cache block.", "Capacity", kind=INT)
+    decode_ms_curve: str | None = option("Decode step ms with 1,2,... sequences running, e.g. 12.6,42,58,65.", "Timing", metavar="MS,MS,...")
+    prefill_in_step: bool | None = option("Prefill inside the shared steps, stalling running decodes (or apart).", "Prefill", "--prefill-in-step/--prefill-apart", kind=FLAG)
+    step_token_budget: int | None = option("Tokens computed per step (chunked prefill; 0 = no limit).", "Prefill", kind=INT, metavar="N")
+    prefill_last_step: bool | None = option("With --prefill-in-step: the last prompt tokens in a step of their own, as llama.cpp does for SWA models (fitted by --like).", "Prefill", "--prefill-last-step", kind=FLAG)
+    reasoning_tokens: int | None = option("A reasoning model: N reasoning tokens before each answer, in the API's own field (reasoning_content; reasoning for the ollama profile's /v1; thinking on /api/chat).", "Timing", kind=INT, metavar="N")
+    image_tokens: int | None = option("Prefill tokens each image part costs (default 256).", "Agents and RAG", kind=INT, metavar="N")
+    tool_call_share: float | None = option("Of the requests that offer tools, the share that get a tool call (default 1).", "Agents and RAG", kind=FLOAT)
+    invalid_json_share: float | None = option("Of the structured-output replies, the share cut invalid (default 0).", "Agents and RAG", kind=FLOAT)
+    embedding_dim: int | None = option("/v1/embeddings: floats per vector (default 384).", "Agents and RAG", kind=INT, metavar="N")
+    embed_ms: float | None = option("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", kind=FLOAT, metavar="MS")
+    embed_ms_per_token: float | None = option("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", kind=FLOAT, metavar="MS")
+    embed_shares_slots: bool | None = option("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart", kind=FLAG)
+    api_key: str | None = option("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")
 
 
-MOCK = Layout((("options", MockOptions, None),))
+MOCK = MockOptions          # the mock's spec, by its old name
 
 
 @dataclasses.dataclass

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.records import definitions
 from llmbench.records.record import Record, load_records
 
 from .engine import MockConfig
@@ -99,7 +100,8 @@ def fit_ttft(recs: list[Record]) -> tuple[float, float, dict[str, Any]]:
             alone.append(r)
     used = alone if len(alone) >= 3 else recs
     x = np.array([_uncached(r) for r in used], dtype=float)
-    y = np.array([(r.first_token - r.start) * 1000.0 for r in used], dtype=float)  # type: ignore[operator]
+    # TTFT by its definition, on the first token time this fit reasons with throughout
+    y = np.array([definitions.ttft(r.start, r.first_token) * 1000.0 for r in used], dtype=float)  # type: ignore[operator]
     if len(used) >= 2 and np.ptp(x) > 0:
         # robust to the odd slow one: fit, drop residuals over 3 MADs, fit again
         b, a = np.polyfit(x, y, 1)
@@ -206,7 +208,7 @@ def fit_slots(recs: list[Record], samples: list[dict[str, Any]], fixed_ms: float
         n = sum(1 for o in recs if o.first_token <= r.first_token <= (o.end or 0))  # type: ignore[operator]
         streaming = max(streaming, n)
         expect_ms = fixed_ms + per_tok_ms * _uncached(r)
-        if (r.first_token - r.start) * 1000.0 > max(3 * expect_ms, expect_ms + 200.0):
+        if definitions.ttft(r.start, r.first_token) * 1000.0 > max(3 * expect_ms, expect_ms + 200.0):
             queued = True
     if queued and streaming:
         return streaming, f"records: requests queued while {streaming} streamed at once"

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
+from llmbench.records import definitions
+from llmbench.records.definitions import is_measured  # noqa: F401  (its home: definitions)
+
 NAN = float("nan")
 
 # Failures before the server answered anything: the connection was refused, reset or never
@@ -100,28 +103,23 @@ class Record:
     # names it as previous_response_id)
     response_id: str | None = None
 
-    # -- the per-request latencies (METRICS.md), in seconds: their one definition ------------
-    # Everything that reports them computes exactly these: the summary (analysis.metrics:
-    # per_request for a Record, and its column form on a RecordStore, tests/unit/
-    # test_record_store.py checks they agree value for value), the step statistics and the
-    # router A/B (through per_request), results.latencies (from requests.jsonl's token_us).
-    # They read ``token_times``, not ``first_token`` / ``end``: the client sets those to the
-    # first and last token event, but a record read back from requests.jsonl has token times
-    # rounded to the microsecond while ``first_token`` keeps every bit; the token times are
-    # what every statistic (ITL, TPOT) is taken from, so TTFT and E2EL are too.
+    # -- the per-request latencies (METRICS.md), in seconds ----------------------------------
+    # Their one definition is records/definitions.py, over (start, token times); these read a
+    # Record through it. They read ``token_times``, not ``first_token`` / ``end`` (why: that
+    # module's docstring).
 
     @property
     def ttft(self) -> float | None:
         """TTFT = first token event - start; None without a token event."""
         times = self.token_times
-        return times[0] - self.start if times else None
+        return definitions.ttft(self.start, times[0]) if times else None
 
     @property
     def e2el(self) -> float | None:
         """E2EL = last token event - start (not [DONE], not the socket close); None without a
         token event."""
         times = self.token_times
-        return times[-1] - self.start if times else None
+        return definitions.e2el(self.start, times[-1]) if times else None
 
     @property
     def tpot(self) -> float | None:
@@ -129,24 +127,24 @@ class Record:
         output token and a token event."""
         times = self.token_times
         n_out = self.output_tokens or 0
-        return (times[-1] - times[0]) / (n_out - 1) if n_out > 1 and times else None
+        return definitions.tpot(times[0], times[-1], n_out) \
+            if definitions.has_tpot(n_out) and times else None
 
     @property
     def itls(self) -> list[float]:
         """ITL: the gaps between consecutive token events (one per event, not per token)."""
-        times = self.token_times
-        return [b - a for a, b in zip(times, times[1:])]
+        return definitions.itls(self.token_times)  # type: ignore[no-any-return]
 
     @property
     def client_queue(self) -> float:
         """start - scheduled (never below 0): how long the load generator held the request."""
-        return max(self.start - self.scheduled, 0.0)
+        return definitions.client_queue(self.scheduled, self.start)
 
     @property
     def e2el_from_schedule(self) -> float | None:
         """last token event - scheduled: E2EL as the user felt it (coordinated omission)."""
         times = self.token_times
-        return times[-1] - self.scheduled if times else None
+        return definitions.e2el_from_schedule(self.scheduled, times[-1]) if times else None
 
     @property
     def ttfo(self) -> float | None:
@@ -154,13 +152,19 @@ class Record:
         None when the reply reasoned and never answered."""
         if not self.reasoning_events:
             return self.ttft
-        return None if self.first_output is None else self.first_output - self.start
+        return None if self.first_output is None else \
+            definitions.ttft(self.start, self.first_output)
 
     @property
     def send_delay(self) -> float | None:
         """Seconds from llmbench deciding to send to the request's bytes leaving for the socket:
         the load generator's own delay, which the server never sees and TTFT includes."""
-        return None if self.sent is None else self.sent - self.start
+        return None if self.sent is None else definitions.send_delay(self.start, self.sent)
+
+    @property
+    def measured(self) -> bool:
+        """Whether this request counts (``definitions.is_measured``)."""
+        return is_measured(self.warmup, self.error_kind)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
@@ -335,13 +339,6 @@ def load_records(path: Path) -> list[Record]:
     return list(iter_records(path))
 
 
-def is_measured(warmup: Any, error_kind: Any) -> bool:
-    """Whether a request counts: not warm-up, not cut short by our own interrupt. The one
-    definition: ``measured`` below, the column store's summary and results.latencies (reading
-    requests.jsonl's dicts) apply it."""
-    return not warmup and error_kind != "interrupted"
-
-
 def measured(records: Iterable[Record]) -> list[Record]:
-    """Records that count (``is_measured``)."""
+    """Records that count (``definitions.is_measured``)."""
     return [r for r in records if is_measured(r.warmup, r.error_kind)]

@@ -7,6 +7,7 @@ from dataclasses import MISSING as MISSING_DEFAULT
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from llmbench.records.definitions import INTERRUPTED, in_step_window, is_measured
 from llmbench.records.record import NAN, Record
 from llmbench.records.token_events import SEAL_EVENTS, TokenEvents
 
@@ -410,13 +411,19 @@ class RecordStore:
         return out
 
     def in_window(self, step: int, start: float, end: float) -> list[Record]:
-        """The measured-or-warm-up-free records of ``step`` that started in [start, end): a
-        ramp's hold window, found on the columns (the judge runs while load goes on)."""
+        """The records of a ramp step's window (``definitions.in_step_window``: its step, not
+        warm-up, started in [start, end)), found on the columns (the judge runs while load goes
+        on)."""
         import numpy as np
-        s = self.col("start")
         steps, present = self.ints("step")
-        mask = present & (steps == step) & (s >= start) & (s < end) & ~self.col("warmup")
+        mask = present & in_step_window(steps, self.col("start"), self.col("warmup"), step,
+                                        start, end)
         return self.records_at(np.nonzero(mask)[0])
+
+    def measured_mask(self) -> np.ndarray:
+        """Which records count (``definitions.is_measured``), on the columns."""
+        return is_measured(self.col("warmup"), self.col("error_kind"),
+                           self.str_id(INTERRUPTED))
 
     def __add__(self, other: Iterable[Record]) -> "RecordStore":
         """Both stores' records in one new store (the probe joins its two targets' records)."""

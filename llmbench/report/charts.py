@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from llmbench.analysis import percentile
 from llmbench.results.schema import ProbeStep, Step
 from llmbench.report import svgplot
 from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span
@@ -283,7 +284,7 @@ def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
     if full:
         p.traces.append(svgplot.Boxes(
             "distribution", [float(x) for x, _ in full],
-            [tuple(float(v) for v in np.percentile(d, [5, 25, 50, 75, 95])) for _, d in full]))
+            [tuple(percentile.percentiles(d, [5, 25, 50, 75, 95])) for _, d in full]))
     for i, g in enumerate(groups):
         if not len(g[1]):
             p.text(i + 1, 0.02, "no data", coords="xaxis", ha="center", va="bottom",
@@ -291,7 +292,7 @@ def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
     p.xticks = [float(i) for i in range(1, len(groups) + 1)]
     p.xticklabels = [safe(g[0]) for g in groups]
     p.xlim = (0.5, len(groups) + 0.5)
-    _from_zero(p, _top([np.percentile(d, 95) for _, d in full]))
+    _from_zero(p, _top([percentile.percentiles(d, [95])[0] for _, d in full]))
     return Chart(width, p.y0 + p.h + 40, [p])
 
 
@@ -318,7 +319,8 @@ def cdfs_chart(series: Sequence[tuple[str, np.ndarray]], title: str) -> Chart:
         if not len(v):
             continue
         # a CDF needs no more points than a screen shows
-        x = np.percentile(v, np.linspace(0, 100, 2000)) if len(v) > 2000 else np.sort(v)
+        x = np.asarray(percentile.percentiles(v, np.linspace(0, 100, 2000))) if len(v) > 2000 \
+            else np.sort(v)
         curves.append((i, safe(name), x))
     if curves:
         top = max(float(x[-1]) for _, _, x in curves)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.analysis import percentile
 from llmbench.records.record import Record
 from llmbench.report.console import fmt_ms
 
@@ -28,8 +29,7 @@ MAX_GAPS = 50_000           # inter-token gaps kept per step for its p95 (the ne
 BAR = 20
 
 
-def _pct(values: Any, q: float) -> float | None:
-    return float(np.percentile(values, q)) if len(values) else None
+_pct = percentile.percentile
 
 
 def _duration(s: float | None) -> str:
@@ -73,7 +73,7 @@ class LiveBoard:
     def _drain(self, now: float) -> None:
         while self._pending:
             rec = self._pending.popleft()
-            if rec.warmup or rec.error_kind == "interrupted":
+            if not rec.measured:
                 continue
             st = self._steps.get(rec.step if rec.step is not None else -1)
             if st is None:

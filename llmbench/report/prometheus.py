@@ -145,7 +145,7 @@ class MetricsExporter:
             rec = pending.popleft()
             self._drained += 1
             path = rec.path or ""
-            if rec.warmup or rec.error_kind == "interrupted":
+            if not rec.measured:
                 continue
             outcome = "ok" if rec.ok else (rec.error_kind or "error")
             key = (path, outcome)

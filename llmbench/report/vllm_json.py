@@ -44,10 +44,7 @@ def peak_in_flight(records: Iterable[Record]) -> int:
     there reads 8 (every request active at any moment of one second)."""
     if isinstance(records, RecordStore):        # the same on columns: nothing per request
         import numpy as np
-        keep = ~records.col("warmup")
-        interrupted = records.str_id("interrupted")
-        if interrupted >= 0:
-            keep &= records.col("error_kind") != interrupted
+        keep = records.measured_mask()
         everyone = bool(keep.all())
         start = records.col("start") if everyone else records.view("start")[keep]
         done = records.view("done") if everyone else records.view("done")[keep]

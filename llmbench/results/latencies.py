@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from llmbench.records.record import is_measured
+from llmbench.records import definitions
+from llmbench.records.definitions import is_measured
 
 
 @dataclass
@@ -58,9 +59,11 @@ class Latencies:
                          self.itl_flat_us[pos.astype(np.int64)], k)
 
     def window(self, step: int, start: float | None = None, end: float | None = None) -> "Latencies":
+        """Step ``step``'s requests; with ``start`` and ``end``, its window (the ones that
+        started in its hold: ``definitions.started_in``; warm-up is never read in)."""
         mask = self.step == step
         if start is not None and end is not None:
-            mask &= (self.start >= start) & (self.start < end)
+            mask &= definitions.started_in(self.start, start, end)
         return self.select(mask)
 
     def itls(self, sample: int | None = None) -> np.ndarray:
@@ -89,22 +92,21 @@ def read_latencies(path: Path) -> Latencies:
                     continue            # a torn last line from a crash
                 if not is_measured(d.get("warmup"), d.get("error_kind")):
                     continue
-                # Record's definitions (records/record.py: ttft, e2el, itls) on the line as
-                # written: token_us are the token events' µs after start, so TTFT is
-                # token_us[0], E2EL token_us[-1], the ITLs their differences, exactly (Record
-                # computes them from start + us / 1e6: equal to 1e-9 ms, checked by
-                # tests/unit/test_record_store.py)
+                # the definitions (records/definitions.py) on the line as written: token_us
+                # are the token events' µs after start, so start is 0 here, and the values
+                # are exact (Record computes them from start + us / 1e6: equal to 1e-9 ms,
+                # checked by tests/unit/test_record_store.py)
                 us = d.get("token_us") or []
                 ok = bool(d.get("ok")) and bool(us)
                 steps.append(d.get("step") if d.get("step") is not None else -1)
                 paths.append(d.get("path"))
                 starts.append(d.get("start", 0.0))
                 oks.append(ok)
-                ttfts.append(us[0] / 1000 if ok else np.nan)
-                e2els.append(us[-1] / 1000 if ok else np.nan)
+                ttfts.append(definitions.ttft(0, us[0]) / 1000 if ok else np.nan)
+                e2els.append(definitions.e2el(0, us[-1]) / 1000 if ok else np.nan)
                 outs.append(d.get("output_tokens") or 0)
                 if ok and len(us) > 1:
-                    gaps = [b - a for a, b in zip(us, us[1:])]
+                    gaps = definitions.itls(us)
                     try:
                         itls.extend(gaps)
                     except (OverflowError, TypeError):

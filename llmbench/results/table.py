@@ -80,22 +80,17 @@ def _t0(run: Any, rows: list[dict[str, Any]]) -> float:
     return min((float(r["scheduled"]) for r in rows if "scheduled" in r), default=0.0)
 
 
-def _ms(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else (b - a) * 1000.0
-
-
 def request_row(rec: Record, t0: float) -> dict[str, Any]:
     """One request as a flat dict of the COLUMNS."""
     times = rec.token_times
     timed = bool(rec.ok) and bool(times)           # the summary's successful requests
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    n_out = rec.output_tokens or 0
-    ttfo = None
-    if timed:
-        ttfo = rec.ttfo if rec.reasoning_events else times[0] - rec.start
+    gaps = rec.itls
+    ttft, e2el, tpot, ttfo = (rec.ttft, rec.e2el, rec.tpot, rec.ttfo) if timed else \
+        (None, None, None, None)
+    send_delay = rec.send_delay
     return {
         "request_id": rec.request_id,
-        "measured": not rec.warmup and rec.error_kind != "interrupted",
+        "measured": rec.measured,
         "ok": bool(rec.ok),
         "status": rec.status,
         "error_kind": rec.error_kind,
@@ -112,13 +107,13 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
         "scheduled_s": rec.scheduled - t0,
         "start_s": rec.start - t0,
         "done_s": rec.done - t0 if rec.done else None,
-        "client_queue_ms": max(rec.start - rec.scheduled, 0.0) * 1000.0,
-        "send_delay_ms": _ms(rec.start, rec.sent),
-        # metrics.per_request: first and last token event minus start, successful requests only
-        "ttft_ms": (times[0] - rec.start) * 1000.0 if timed else None,
+        "client_queue_ms": rec.client_queue * 1000.0,
+        "send_delay_ms": send_delay * 1000.0 if send_delay is not None else None,
+        # the Record's definitions (records/definitions.py), successful requests only
+        "ttft_ms": ttft * 1000.0 if ttft is not None else None,
         "ttfo_ms": ttfo * 1000.0 if ttfo is not None else None,
-        "e2el_ms": (times[-1] - rec.start) * 1000.0 if timed else None,
-        "tpot_ms": (times[-1] - times[0]) / (n_out - 1) * 1000.0 if timed and n_out > 1 else None,
+        "e2el_ms": e2el * 1000.0 if e2el is not None else None,
+        "tpot_ms": tpot * 1000.0 if tpot is not None else None,
         "token_events": len(times),
         "itl_mean_ms": sum(gaps) / len(gaps) * 1000.0 if timed and gaps else None,
         "itl_max_ms": max(gaps) * 1000.0 if timed and gaps else None,

@@ -329,8 +329,8 @@ class Fleet:
             sink.records.append(rec)
             if sink.log is not None:
                 sink.log.append(rec)
-            if rec.first_token is not None:
-                sink.recent_ttft.add(rec.first_token, rec.first_token - rec.start)
+            if rec.token_times:
+                sink.recent_ttft.add(rec.token_times[0], rec.ttft)
             if sink.on_record is not None:
                 sink.on_record(rec)         # --metrics-port: every worker's records, here
 

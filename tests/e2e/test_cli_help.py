@@ -100,42 +100,47 @@ def test_ramp_live_view_fits_an_80_column_terminal_and_names_the_phase(mock_fact
 
 
 def _declared_options() -> list[tuple[str, str]]:
-    """(option name, where) for every option declared in cli/app.py, cli/options.py and where
-    the declarations moved for the Python API (commands/options.py, commands/spec.py): a
-    module-level alias or a group field counts once however many commands use it. The mock's
-    flags configure a server, not a load, and are left out (llmbench/mock_server/cli.py)."""
+    """(option name, where) for every option declared in the command line (cli/app.py,
+    cli/options.py) and in the commands' specs (commands/*.py: a spec field's ``option(...)``,
+    or a function returning one, such as ``think()``): a declaration counts once however many
+    commands use it. The mock's flags configure a server, not a load, and are left out
+    (llmbench/mock_server/cli.py)."""
     import ast
     root = ROOT / "llmbench"
     out = []
 
     def names(call: ast.Call, param: str) -> list[str]:
         decls = [a.value for a in call.args if isinstance(a, ast.Constant)
-                 and isinstance(a.value, str) and a.value.startswith("-")]
+                 and isinstance(a.value, str) and a.value.startswith("-") and " " not in a.value]
         decls = [n for d in decls for n in d.split("/") if n.startswith("--")]
         return decls or ["--" + param.replace("_", "-")]
 
     def option_calls(node: ast.AST) -> list[ast.Call]:
         return [c for c in ast.walk(node) if isinstance(c, ast.Call) and (
             (isinstance(c.func, ast.Attribute) and c.func.attr == "Option")
-            or (isinstance(c.func, ast.Name) and c.func.id == "_opt"))]
+            or (isinstance(c.func, ast.Name) and c.func.id in ("_opt", "option")))]
 
-    for file in ("cli/app.py", "cli/options.py", "commands/options.py", "commands/spec.py"):
+    files = ["cli/app.py", "cli/options.py"] + sorted(
+        p.relative_to(root).as_posix() for p in (root / "commands").glob("*.py"))
+    for file in files:
         tree = ast.parse((root / file).read_text())
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1:      # an alias
                 for c in option_calls(node.value):
                     alias = node.targets[0].id  # type: ignore[attr-defined]
                     out += [(n, f"{file}:{alias}") for n in names(c, alias.lower())]
-            elif isinstance(node, ast.ClassDef):                               # a group
+            elif isinstance(node, ast.ClassDef):                               # a group, a spec
                 for f in node.body:
                     if isinstance(f, ast.AnnAssign):
-                        for c in option_calls(f.annotation):
+                        for c in option_calls(f.annotation) + option_calls(f.value or f.annotation):
                             out += [(n, f"{file}:{node.name}") for n in names(c, f.target.id)]
-            elif isinstance(node, ast.FunctionDef) and node.name != "mock":   # a command
-                for a in node.args.args + node.args.kwonlyargs:
+            elif isinstance(node, ast.FunctionDef) and node.name != "mock":
+                for a in node.args.args + node.args.kwonlyargs:               # a command
                     for c in option_calls(a.annotation) if a.annotation else ():
-                        # "_opt" only exists in options.py; the "Option" of a click callback too
                         out += [(n, f"{file}:{node.name}") for n in names(c, a.arg)]
+                for ret in (r for r in ast.walk(node) if isinstance(r, ast.Return)):
+                    for c in option_calls(ret.value) if ret.value else ():   # think(), users()
+                        out += [(n, f"{file}:{node.name}") for n in names(c, node.name)]
     return out
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import llmbench
 from tests.helpers import free_port
+from tests.helpers.readme import python_example
 
 # short steps on a fast mock: the whole example takes about 15 s
 FAST = dict(ramp_in="0.3s", think="0", turns=1, prompt_tokens=16, output_tokens=8,
@@ -18,33 +19,25 @@ FAST = dict(ramp_in="0.3s", think="0", turns=1, prompt_tokens=16, output_tokens=
 
 
 def test_the_readme_example(tmp_path):
+    """The README's example, run as the README shows it (tests/helpers/readme.py reads it)."""
     out = tmp_path / "results"
-    # -- the README's example, from here ---------------------------------------------------
-    import llmbench
-
-    with llmbench.mock(ttft_ms=50, itl_ms=2, parallel=1) as url:
-        run = llmbench.run(url=url, model="mock", concurrency=2, requests=20,
-                           output_tokens=16, out=out)
-        print(run.summary.ttft.p50, run.summary.itl.p95, run.summary.output_throughput,
-              run.summary.completed, run.path)
-
-        ramp = llmbench.ramp(url=url, model="mock", users=[1, 2], hold="2s", ramp_in="0.5s",
-                             think="0", output_tokens=16, out=out)
-        print([(s.users, s.held, s.summary.ttft.p95) for s in ramp.steps])
-        print(ramp.verdict.kind, ramp.verdict.text)
-
-    back = llmbench.load_run(run.path)
-    print(back.kind, back.summary.completed)
-    # -- to here ---------------------------------------------------------------------------
+    ns: dict = {"out": out}
+    exec(compile(python_example(), "README.md (Python API)", "exec"), ns)  # noqa: S102
+    run, ramp, back = ns["run"], ns["ramp"], ns["back"]
     assert run.kind == "run" and run.status == "complete" and not run.partial
     assert run.summary.completed == 20 and run.summary.failed == 0
     assert run.summary.ttft.p50 >= 50 and run.summary.output_throughput > 0
     assert run.path is not None and run.path.parent == out and (run.path / "config.toml").is_file()
+    # max_tokens= (the command line's --max-tokens) is output_tokens: every request asked 16
+    import json
+    asked = {json.loads(line)["max_tokens"] for line in (run.path / "requests.jsonl").open()}
+    assert asked == {16}
     assert [s.users for s in ramp.steps] == [1.0, 2.0]
     assert all(s.summary.ttft.p95 is not None for s in ramp.steps)
     assert ramp.verdict is not None and ramp.verdict.kind and ramp.verdict.text
     assert back.summary.completed == run.summary.completed
     assert back.summary.ttft.p50 == run.summary.ttft.p50
+    assert (run.path / "report.html").is_file()          # llmbench.report(run.path)
 
 
 def test_the_api_prints_nothing_unless_asked(tmp_path, capfd):

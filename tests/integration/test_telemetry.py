@@ -345,6 +345,24 @@ def test_the_server_listening_on_a_loopback_port_is_found_and_named(tmp_path):
     assert srv["pid"] == pid and srv["cpu_s"] >= 0 and srv["covered_s"] > 0
 
 
+def test_a_probe_samples_the_direct_backend_not_the_router(mock_factory, tmp_path):
+    """probe's telemetry is the backend's machine (where the compute is): the process listening
+    on --direct's port, and what that server is; the router (another server) is not asked."""
+    from llmbench.mock_server import MockConfig
+    from llmbench.mock_server.server import MockProcess
+    router = mock_factory(ttft_ms=5, itl_ms=1, parallel=2)
+    with MockProcess(MockConfig(ttft_ms=5, itl_ms=1, parallel=3)) as backend:
+        r = llmbench.probe(router=router.url + "/v1", direct=backend.url + "/v1", model="mock",
+                           users="1", slice_s="0.5s", rounds=1, turns=1, prompt_tokens=8,
+                           output_tokens=4, out=tmp_path)
+        pid = backend.proc.pid
+    run = run_json(r)
+    port = int(backend.url.rsplit(":", 1)[1])
+    assert run["telemetry"]["sources"]["local"]["found_by"] == f"port {port}"
+    assert run["server"]["pid"] == pid and run["server"]["parallel"] == {"slots": 3}
+    assert run["telemetry"]["window"]["server"]["pid"] == pid
+
+
 def test_a_server_pid_that_exits_mid_run_is_a_note_not_a_traceback(mock_factory, tmp_path,
                                                                    capfd):
     short = subprocess.Popen(BUSY)

@@ -15,8 +15,9 @@ import llmbench
 from tests.helpers import ENV, ROOT
 
 EXPECTED = {
-    "run", "ramp", "sweep", "probe", "load_run", "mock",
-    "Run", "Step", "Summary", "Metric", "Verdict",
+    "run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
+    "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec", "Threshold",
+    "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
     "__version__",
@@ -60,14 +61,14 @@ def test_import_llmbench_stays_light():
     assert mods == ["llmbench", "llmbench.version"], mods
 
 
-@pytest.mark.parametrize("command", ["run", "ramp", "sweep", "probe", "mock"])
+@pytest.mark.parametrize("command", ["run", "ramp", "sweep", "probe", "mock", "report", "compare"])
 def test_every_keyword_is_the_cli_option_with_the_same_default(command):
     import typer
     from llmbench.cli.app import app
     params = {p.name: p for p in typer.main.get_command(app).commands[command].params}
     sig = inspect.signature(getattr(llmbench, command))
     for name, p in sig.parameters.items():
-        if name == "settings":                   # sweep's dict form of --setting
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:     # the spec itself: run(RunSpec(...))
             continue
         assert name in params, (command, name)
         if name in ("progress", "port"):          # the API: quiet, a free port

@@ -96,7 +96,9 @@ def test_every_option_in_the_readme_exists_on_its_command():
     # the README shows every command at least once, and enough of them to be worth checking
     shown = {(_split(c)[1:2] or [""])[0] for _, c in commands}
     assert {"run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs"} <= shown
-    assert checked >= 45, checked          # 50 when written (issue 31); 55 when docs/ began (issue 25)
+    # 50 when written (issue 31); 55 when docs/ began (issue 25); 30 when the commands' examples
+    # moved to docs/commands.md and the README kept a one-screen tour (issue 38)
+    assert checked >= 25, checked
 
 
 def test_every_option_in_the_docs_exists_on_its_command():
@@ -108,7 +110,7 @@ def test_every_option_in_the_docs_exists_on_its_command():
         total += checked
         problems += found
     assert not problems, "\n".join(problems)
-    assert total >= 10, total              # 15 when written (issue 25)
+    assert total >= 40, total              # 15 when written (issue 25); 60 with docs/commands.md (issue 38)
 
 
 def test_the_extractor_finds_continued_and_inline_commands():

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from llmbench.load import arrivals
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
 from llmbench.load.session import Session
+from llmbench.records.definitions import started_in
 from llmbench.records.record import Record
 from llmbench.workload import Conversation
 from llmbench.load.shapes.base import Drive
@@ -315,7 +316,7 @@ class Crowd:
     async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
         """Requests of the step's hold window still in flight."""
         return sum(1 for r in self.session.active
-                   if r.step == index and hold_start <= r.start < hold_end)
+                   if r.step == index and started_in(r.start, hold_start, hold_end))
 
     async def finish(self) -> None:
         self.user_stop.set()

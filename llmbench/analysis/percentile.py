@@ -1,0 +1,147 @@
+"""One definition of a percentile for the whole tool: numpy's linear interpolation, as vLLM
+computes it (../shared/METRICS.md), whatever form the values come in.
+
+The rule: of ``n`` values sorted ascending, the p-th percentile (0..100) lies at rank
+``h = (n - 1) * p / 100``; with ``lo = floor(h)`` it is ``lerp(v[lo], v[lo + 1], h - lo)``,
+numpy's lerp (``np.percentile``'s, which is written to be exact at both ends). Every routine
+here applies that rule; only how the order statistics are found differs:
+
+- ``percentile`` / ``of_any`` / ``percentiles``: values in any order (numpy sorts a copy);
+  ``percentile`` gives None for no value, the others need one.
+- ``of_sorted``: values already sorted (the summary sorts its own series in place: no copy).
+- ``at_rank``: order statistics read by a function (values partitioned in place, or a
+  histogram of distinct values and counts: ITL gaps at a million requests).
+- ``censored``: failures counted as +inf (failure-aware "_all" percentiles).
+- ``rows``: one percentile per row of a matrix (bootstrap resamples); ``interval``: the
+  central interval of resampled statistics.
+- ``median``: numpy's median, the mean of the two middle values, which ``vllm bench serve``
+  writes as ``median_*`` (it can differ from ``percentile(v, 50)`` in the last bit; the
+  summary's own series take the median as p50 by the rule above, its small series, such as
+  TTFO or a tool call's first token, by numpy's median: both as before, bit for bit).
+
+The statistics named in a summary are ``STATS`` plus ``stat_name(p)`` for each percentile asked
+for. Tests: tests/unit/test_percentile.py (each routine against numpy, edge cases).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from llmbench.results.schema import pct_word
+
+# the statistics every distribution of a summary has, in its order (the percentiles follow)
+STATS = ("mean", "median", "std", "min", "max")
+
+
+def stat_name(p: float) -> str:
+    """A percentile's name in a summary's statistics: 95 -> 'p95', 99.9 -> 'p99.9' (vLLM's key
+    spelling of the number: results.schema.pct_word)."""
+    return f"p{pct_word(p)}"
+
+
+def stat_names(percentiles: Iterable[float]) -> list[str]:
+    """The names of a distribution's statistics: STATS, then each percentile's."""
+    return [*STATS, *(stat_name(p) for p in percentiles)]
+
+
+def empty_stats(percentiles: Iterable[float]) -> dict[str, float | None]:
+    """The statistics of no value: every one None (never 0, which reads as "instant" and passes
+    any latency limit), count 0."""
+    return {**{k: None for k in stat_names(percentiles)}, "count": 0}
+
+
+def rank(n: int, p: float) -> tuple[int, int, float]:
+    """Where the p-th percentile of ``n`` sorted values lies: the two order statistics around
+    it (0-based) and the fraction between them."""
+    h = (n - 1) * p / 100.0
+    lo = int(math.floor(h))
+    return lo, min(lo + 1, n - 1), h - lo
+
+
+def lerp(a: float, b: float, t: float) -> float:
+    """numpy's linear interpolation between two order statistics (np.percentile's lerp: from
+    the nearer end, so that t = 0 gives a and t = 1 gives b exactly)."""
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def at_rank(value_at: Callable[[int], float], n: int, p: float) -> float:
+    """The p-th percentile of ``n`` values whose i-th smallest is ``value_at(i)``."""
+    lo, hi, t = rank(n, p)
+    return lerp(value_at(lo), value_at(hi), t)
+
+
+def of_sorted(values: Sequence[float] | np.ndarray, p: float) -> float:
+    """The p-th percentile of values sorted ascending (not empty)."""
+    return at_rank(lambda i: float(values[i]), len(values), p)
+
+
+def percentile(values: Sequence[float] | np.ndarray, p: float) -> float | None:
+    """The p-th percentile of values in any order; None when there is none."""
+    return of_any(values, p) if len(values) else None
+
+
+def of_any(values: Sequence[float] | np.ndarray, p: float) -> float:
+    """The p-th percentile of values in any order (not empty)."""
+    return float(np.percentile(np.asarray(values, dtype=float), p))
+
+
+def percentiles(values: Sequence[float] | np.ndarray, ps: Sequence[float] | np.ndarray
+                ) -> list[float]:
+    """Several percentiles of values in any order (not empty), in one sort."""
+    return [float(v) for v in np.percentile(np.asarray(values, dtype=float), ps)]
+
+
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """numpy's median (vLLM's ``median_*``), of values in any order (not empty)."""
+    return float(np.median(np.asarray(values, dtype=float)))
+
+
+def censored(sorted_values: np.ndarray, n_failed: int, p: float) -> float | None:
+    """The p-th percentile where each of ``n_failed`` failed requests counts as +inf (it never
+    got its answer: a censored observation), of the successes' values sorted ascending. None
+    when there is no request at all; +inf when the rank falls among the failures."""
+    n = len(sorted_values) + n_failed
+    if n == 0:
+        return None
+
+    def v(i: int) -> float:
+        return float(sorted_values[i]) if i < len(sorted_values) else float("inf")
+    lo, hi, t = rank(n, p)
+    if t == 0 or v(hi) == v(lo):
+        return v(lo)
+    if v(hi) == float("inf"):
+        return float("inf")
+    return v(lo) + t * (v(hi) - v(lo))
+
+
+def rows(matrix: np.ndarray, p: float) -> np.ndarray:
+    """The p-th percentile of each row (resampled statistics: one row per resample)."""
+    return np.percentile(matrix, p, axis=1)
+
+
+def interval(samples: np.ndarray, level: float = 95.0) -> tuple[float, float]:
+    """The central ``level``% interval of resampled statistics (NaN ignored)."""
+    lo, hi = np.nanpercentile(samples, [(100 - level) / 2, 100 - (100 - level) / 2])
+    return float(lo), float(hi)
+
+
+def stats(values: Sequence[float] | np.ndarray, ps: Iterable[float],
+          scale: float = 1.0) -> dict[str, Any]:
+    """A distribution's statistics (``stat_names`` and ``count``) of values in any order,
+    times ``scale``: numpy's mean, median, population std (ddof 0), min, max and linear
+    percentiles. Empty: ``empty_stats``."""
+    ps = tuple(ps)
+    if not len(values):
+        return empty_stats(ps)
+    arr = np.asarray(values, dtype=float) * scale
+    out: dict[str, Any] = {
+        "mean": float(np.mean(arr)), "median": float(np.median(arr)),
+        "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
+        "count": len(values)}
+    for p in ps:
+        out[stat_name(p)] = float(np.percentile(arr, p))
+    return out

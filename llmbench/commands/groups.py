@@ -1,0 +1,513 @@
+"""The options every load command shares, declared once as typed groups of a spec: where the
+server is (``TargetOpts``), how to talk to it (``ServerOpts``), what its machine did
+(``TelemetryOpts``), what is sent (``WorkloadOpts``), how each request is asked
+(``RequestOpts``) and where results go (``OutputOpts``).
+
+A command's spec (``RunSpec`` in llmbench/commands/run_spec.py, ...) is a dataclass made of these
+groups and its own; each group checks its own values (``check``: pure) and builds what the plan
+needs from them (the workload, the request parameters, the network options). A command's own
+defaults for a group's option are ``command_defaults`` on its spec (ramp asks for the first token
+within 120 s, not 300 s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import InitVar
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
+                                       P_TARGET, P_WORKLOAD, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
+                                       Kind, Spec, UsageError, count, number, opt_of, option,
+                                       seconds)
+
+Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
+Seconds = float | timedelta | str               # 30.0, timedelta(minutes=2), "2m"
+
+
+def _json_object(v: Any, flag: str) -> dict[str, Any]:
+    """--extra-body: a dict, or its JSON text."""
+    if isinstance(v, dict):
+        return v
+    import json
+    try:
+        extra = json.loads(v)
+    except (TypeError, json.JSONDecodeError) as exc:
+        where = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise UsageError(f"{flag} is not valid JSON{where}")
+    if not isinstance(extra, dict):
+        raise UsageError(f"{flag} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'")
+    return extra
+
+
+def _timeout(v: Any, flag: str) -> float:
+    if isinstance(v, timedelta):
+        return v.total_seconds()
+    return FLOAT.parse(v, flag)  # type: ignore[no-any-return]
+
+
+JSON = Kind(str, _json_object, lambda v: __import__("json").dumps(v), doc="dict | str (JSON)")
+TIMEOUT = Kind(float, _timeout, doc="float | timedelta (seconds)")
+
+S = TypeVar("S", bound=type)
+
+
+def command_defaults(help: dict[str, str] | None = None,
+                     opts: dict[str, dict[str, Any]] | None = None, **values: Any
+                     ) -> Callable[[S], S]:
+    """A command's own defaults for options its groups declare (``help``: text added;
+    ``opts``: other declarations, such as an argument for an option), applied to the spec class
+    before it is made a dataclass: the declaration stays the group's."""
+    def apply(cls: S) -> S:
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        for name in {*values, *(help or {}), *(opts or {})}:
+            base = next(b.__dataclass_fields__[name] for b in cls.__mro__[1:]
+                        if name in getattr(b, "__dataclass_fields__", {}))
+            o = dataclasses.replace(opt_of(base), **(opts or {}).get(name, {}))
+            extra = (help or {}).get(name)
+            if extra:
+                o = dataclasses.replace(o, help=f"{o.help} {extra}")
+            own[name] = base.type
+            setattr(cls, name, dataclasses.field(default=values.get(name, base.default),
+                                                 metadata={"opt": o}))
+        cls.__annotations__ = own
+        return cls
+    return apply
+
+
+def _api_help() -> str:
+    from llmbench.client.target import api_help
+    return api_help()
+
+
+def _server_probe_help() -> str:
+    from llmbench.servers import KINDS
+    return "Poll the server's own state: " + " | ".join(KINDS) + "."
+
+
+@dataclasses.dataclass(kw_only=True)
+class UrlOpts(Spec):
+    url: str | None = option("Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", P_TARGET)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelOpts(Spec):
+    model: str | None = option("Model name as the server knows it.", P_TARGET)
+
+
+@dataclasses.dataclass(kw_only=True)
+class TargetOpts(ModelOpts, UrlOpts):
+    """Where the server is (run, ramp). ``probe`` has --router/--direct instead of --url."""
+
+    wait_ready: Seconds | None = option("Wait up to this long for a starting server to answer, e.g. 120 or 5m.", P_TARGET, kind=SECONDS_ABOVE_0, metavar="DURATION")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ServerOpts(Spec):
+    """How to talk to the server(s) and watch them (run, ramp, probe)."""
+
+    api: str | None = option(_api_help(), P_TARGET)     # from the wire registry
+    api_key: str | None = option("API key, sent as a Bearer token (default: $OPENAI_API_KEY; --api anthropic: x-api-key, default $ANTHROPIC_API_KEY). Never saved. Azure wants --header 'api-key: KEY' instead.", P_TARGET, "--api-key")
+    header: list[str] | None = option("Extra request header (repeatable). Values are never saved.", P_TARGET, "--header", kind=TEXTS, metavar="K=V")
+    endpoint: str | None = option("Path requests go to, from the server root (vLLM's --endpoint), e.g. /v1/completions; default: --url's path + the API's.", P_TARGET, metavar="PATH")
+    redact: list[str] | None = option("Hide this --url query parameter's value (or this text) in all output (repeatable); key, token, sig... are hidden already.", P_TARGET, "--redact", kind=TEXTS, metavar="NAME")
+    served_by_header: str | None = option("Response header naming the backend.", P_TARGET)
+    server_probe: str = option(_server_probe_help(), P_TARGET, default="auto")   # adapter registry
+    proxy: str | None = option("Forward proxy for every request and probe (default: $HTTPS_PROXY, $HTTP_PROXY, $ALL_PROXY, minus $NO_PROXY); none: go direct.", P_NET, metavar="URL|none")
+    ca_cert: Path | str | None = option("Trust this CA bundle (PEM) instead of the system's (default: $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE).", P_NET, kind=PATH, metavar="FILE")
+    insecure: bool = option("Do not check the server's TLS certificate (recorded in run.json).", P_NET, "--insecure", kind=FLAG, default=False)
+    cert: Path | str | None = option("Client certificate (PEM) for mutual TLS.", P_NET, kind=PATH, metavar="FILE")
+    key: Path | str | None = option("The client certificate's key (PEM).", P_NET, kind=PATH, metavar="FILE")
+
+    def check(self) -> None:
+        super().check()
+        from llmbench.servers import KINDS
+        if self.server_probe not in KINDS:
+            raise UsageError(f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}")
+
+    def net(self) -> Any:
+        """The network options (netconfig.NetOptions), checked (the files exist), and made this
+        process's own (netconfig.configure), so every target of this command goes the same way."""
+        from llmbench.client import netconfig
+        opts = netconfig.NetOptions(
+            proxy=self.proxy, ca_cert=str(self.ca_cert) if self.ca_cert else None,
+            insecure=self.insecure, cert=str(self.cert) if self.cert else None,
+            key=str(self.key) if self.key else None)
+        if netconfig.configured() != opts:
+            try:
+                opts.validate()
+            except netconfig.NetError as exc:
+                raise UsageError(str(exc)) from None
+            netconfig.configure(opts)
+            if opts.insecure:
+                import sys
+                print("warning: --insecure: the server's TLS certificate is not checked; anyone "
+                      "between here and the server could read and change the traffic "
+                      "(run.json records tls_verify: false)", file=sys.stderr)
+        return opts
+
+    def target_options(self) -> dict[str, Any]:
+        """make_target's keyword arguments from these options."""
+        return {"endpoint": self.endpoint, "net": self.net(), "redact": self.redact}
+
+
+P_TELEMETRY = "Server telemetry"
+
+
+def _exporter_url(value: str, flag: str, example: str) -> str:
+    """An exporter's URL: http(s)://host:port[/path] (a bare host:port is taken as http)."""
+    from urllib.parse import urlsplit
+    v = value.strip()
+    if "://" not in v:
+        v = "http://" + v
+    parts = urlsplit(v)
+    try:
+        parts.port
+    except ValueError:
+        raise UsageError(f"{flag} {value!r}: the port is not a number; e.g. {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
+    return v
+
+
+def _server_pid(v: Any, flag: str) -> int | str:
+    """--server-pid: 12345 (or its text), auto or off -> 12345, "auto" or "off"."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        pid = v
+    else:
+        text = (TEXT.parse(v, flag) or "auto").strip().lower()
+        if text in ("auto", "off"):
+            return text
+        try:
+            pid = int(text)
+        except ValueError:
+            raise UsageError(f"{flag} {v!r}: expected a process id (e.g. 12345), auto or "
+                             "off") from None
+    if pid < 1:
+        raise UsageError(f"{flag} {pid}: a process id is a positive number")
+    return pid
+
+
+def _host_metrics(v: Any, flag: str) -> str | None:
+    """--host-metrics: a node exporter's URL (host:port is http://host:port); '' is none."""
+    text = TEXT.parse(v, flag)
+    return _exporter_url(text, flag, "http://gpu-box:9100/metrics") if text else None
+
+
+def _gpu_metrics(v: Any, flag: str) -> str:
+    """--gpu-metrics: auto | nvml | amd | off, or a DCGM exporter's URL."""
+    from llmbench.servers.telemetry import GPU_SOURCES
+    text = (TEXT.parse(v, flag) or "auto").strip()
+    if text.lower() in GPU_SOURCES:
+        return text.lower()
+    if "://" not in text and not any(c in text for c in ":./"):
+        raise UsageError(f"{flag} {text!r}: choose a DCGM exporter's URL (e.g. "
+                         "http://gpu-box:9400/metrics), nvml, amd, auto or off")
+    return _exporter_url(text, flag, "http://gpu-box:9400/metrics")
+
+
+SERVER_PID = Kind(str, _server_pid, str, doc='int | Literal["auto", "off"]')
+HOST_METRICS = Kind(str, _host_metrics, doc="str (URL)")
+GPU_METRICS = Kind(str, _gpu_metrics, doc='str (URL) | Literal["auto", "nvml", "amd", "off"]')
+
+
+@dataclasses.dataclass(kw_only=True)
+class TelemetryOpts(Spec):
+    """What the server's machine did during the run, and what the server was (issue 39): run,
+    ramp, sweep and probe. The values are checked as they are read (``SERVER_PID``,
+    ``HOST_METRICS``, ``GPU_METRICS``); ``telemetry_spec`` is what the harness samples."""
+
+    server_pid: int | str = option("The server's process on this machine, sampled each second (CPU, memory, threads): a PID, auto (the process listening on a loopback --url's port, or the one sweep --serve started) or off.", P_TELEMETRY, kind=SERVER_PID, default="auto", metavar="PID|auto|off")
+    host_metrics: str | None = option("A Prometheus node exporter on the server's machine, scraped each second: CPU busy per mode, memory, load, network.", P_TELEMETRY, kind=HOST_METRICS, metavar="URL")
+    gpu_metrics: str = option("The server's GPUs: a DCGM exporter's URL, nvml (this machine; the gpu extra), amd (amdsmi), auto (nvml or amdsmi if present, else a note in run.json) or off. Gives energy per output token.", P_TELEMETRY, kind=GPU_METRICS, default="auto", metavar="URL|nvml|auto")
+
+    def telemetry_spec(self, target: Any, server_probe: str = "auto", pid: int | None = None,
+                       pid_from: str | None = None) -> Any:
+        """What the harness samples for this target (servers.telemetry.TelemetrySpec):
+        ``pid`` is the process the command started itself (sweep --serve)."""
+        from urllib.parse import urlsplit
+        from llmbench.servers.discover import models_url
+        from llmbench.servers.telemetry import TelemetrySpec, is_loopback
+        chosen = self.server_pid
+        parts = urlsplit(target.server_root)
+        loopback = is_loopback(parts.hostname or "")
+        spec = TelemetrySpec(host_url=self.host_metrics, gpu=self.gpu_metrics,
+                             model=target.model, net=target.net)
+        if chosen == "off":
+            pass
+        elif isinstance(chosen, int):
+            spec.server_pid, spec.pid_from, spec.local = chosen, "--server-pid", True
+        elif pid is not None:
+            spec.server_pid, spec.pid_from, spec.local = pid, pid_from or "--serve", True
+        elif loopback:
+            spec.find_port = parts.port or (443 if parts.scheme == "https" else 80)
+            spec.local = True
+        if server_probe != "off":
+            # what the server is: asked once, as the server probe asks its pages
+            spec.root = target.server_root
+            spec.headers = {k: v for k, v in target.request_headers().items()
+                            if k != "content-type"}
+            spec.models_path = urlsplit(models_url(target)).path or "/v1/models"
+        return spec
+
+
+@dataclasses.dataclass(kw_only=True)
+class WorkloadHead(Spec):
+    """What is sent, first part: the dataset, the lengths and turns (then run's ShareGPT
+    options, then WorkloadOpts' own)."""
+
+    dataset: str = option("synthetic | random | words | FILE (.json ShareGPT, .jsonl, .csv, .parquet) | hf:NAME", P_WORKLOAD, default="synthetic")
+    dataset_format: str | None = option("sharegpt | jsonl | hf (default: from the file name).", P_WORKLOAD)
+    prompt_tokens: Tokens | None = option("Synthetic prompt length in tokens: N or LO-HI.", P_WORKLOAD, kind=TOKENS, default="256")
+    output_tokens: Tokens | None = option("Reply length asked for (sent as max tokens).", P_WORKLOAD, "--output-tokens", "--max-tokens", kind=TOKENS, default="128", metavar="N|LO-HI")
+    max_tokens: InitVar[Tokens | None] = None          # --max-tokens: output_tokens
+    turns: int | None = option("User turns per conversation (cap for files; count for synthetic).", P_WORKLOAD, kind=INT, default=1)
+
+
+@dataclasses.dataclass(kw_only=True)
+class WorkloadOpts(WorkloadHead):
+    """What is sent: a dataset or synthetic prompts, lengths, turns, tokenizer, seed."""
+
+    limit: int | None = option("Use at most N entries of a file.", P_WORKLOAD, kind=INT)
+    shared_prefix_tokens: int = option("Synthetic: start prompts with one of --prefixes shared prefixes of this many tokens (tests prefix caching on purpose).", P_WORKLOAD, kind=INT, default=0)
+    prefixes: int = option("Synthetic: how many distinct shared prefixes.", P_WORKLOAD, kind=INT, default=1)
+    words: int = option("--dataset words: prompt length in words.", P_WORKLOAD, kind=INT, default=100)
+    random_input_len: int = option("--dataset random: input length (vLLM's random dataset).", P_WORKLOAD, kind=INT, default=1024)
+    random_output_len: int = option("--dataset random: output length.", P_WORKLOAD, kind=INT, default=128)
+    random_range_ratio: float = option("--dataset random: lengths uniform in len*(1-r)..len*(1+r).", P_WORKLOAD, kind=FLOAT, default=0.0)
+    random_prefix_len: int = option("--dataset random: common prefix length.", P_WORKLOAD, kind=INT, default=0)
+    hf_split: str = option("hf:NAME split.", P_WORKLOAD, default="train")
+    hf_column: list[str] | dict[str, str] | None = option("Map a column: prompt=NAME, max_tokens=NAME or image=NAME (images sent with the prompt; repeatable).", P_WORKLOAD, "--hf-column", kind=TEXTS, metavar="K=COL")
+    tokenizer: str | None = option("auto (default, or $LLMBENCH_TOKENIZER: the server's /tokenize if it has one, else the model's from the HF cache, else approximate), server, ORG/NAME (Hugging Face id), DIR, tokenizer.json, tiktoken[:ENCODING] or approx.", P_WORKLOAD)
+    seed: int = option("Seed for sampling, schedules and think times.", P_WORKLOAD, kind=INT, default=0)
+    prefix_hit_ratio: float | None = option("Synthetic or a --trace of lengths: aim at this fraction of prompt tokens served from the prefix cache (shared system prompts, block-aligned, warmed first), then check what the server achieved.", P_WORKLOAD, kind=FLOAT, metavar="R")
+    cache_block_tokens: int = option("--prefix-hit-ratio: the server's cache block in tokens (vLLM 16).", P_WORKLOAD, kind=INT, default=16)
+    images: int | str | Path | None = option("Images with every user turn: N synthetic ones, or a folder of image files (one per turn). Chat, responses and ollama APIs.", P_WORKLOAD, metavar="N|DIR")
+    image_size: str = option("--images N: size in pixels, WxH or a range WxH-WxH.", P_WORKLOAD, default="512x512", metavar="WxH")
+    image_format: str = option("--images N: png (no extra package) or jpeg (needs Pillow).", P_WORKLOAD, default="png")
+    batch_size: int = option("--api embeddings: prompts per request (one request embeds a batch).", P_WORKLOAD, kind=INT, default=1)
+    same_prompts: bool = option("Send the very prompts the seed makes, with no per-run salt: a second run then finds the first one's prompts in the server's prefix cache (cache experiments; the numbers include those hits).", P_WORKLOAD, "--same-prompts", kind=FLAG, default=False)
+    prompt_salt: str | None = option("Begin every conversation with these words instead of a new random salt (replay an earlier run's exact prompts: its run.json names its salt).", P_WORKLOAD, metavar="TEXT")
+
+    def check(self) -> None:
+        """Every value in range, before anything is loaded or sent."""
+        super().check()
+        if not 0 <= self.random_range_ratio < 1:
+            raise UsageError("--random-range-ratio must be in [0, 1)")
+        if self.shared_prefix_tokens < 0 or self.prefixes < 1:
+            raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
+        count(self.words, "--words")
+        count(self.random_input_len, "--random-input-len")
+        count(self.random_output_len, "--random-output-len")
+        count(self.random_prefix_len, "--random-prefix-len", lo=0)
+        count(self.limit, "--limit")
+        count(self.turns, "--turns")
+        count(getattr(self, "sharegpt_output_len", None), "--sharegpt-output-len")
+        self.hf_columns()
+        if self.prefix_hit_ratio is not None:
+            if not 0 <= self.prefix_hit_ratio < 1:
+                raise UsageError(f"--prefix-hit-ratio {self.prefix_hit_ratio:g}: must be in [0, 1), e.g. 0.5")
+            if self.shared_prefix_tokens:
+                raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
+        count(self.cache_block_tokens, "--cache-block-tokens")
+        count(self.batch_size, "--batch-size", hi=4096)
+        if self.prompt_salt is not None:
+            from llmbench.workload.salt import check_text
+            if self.same_prompts:
+                raise UsageError("--prompt-salt and --same-prompts: give one (--same-prompts "
+                                 "sends no salt at all)")
+            why = check_text(self.prompt_salt)
+            if why:
+                raise UsageError(f"--prompt-salt {self.prompt_salt[:40]!r}: {why}")
+
+    def salts(self, tok: Any, targets: tuple[str, ...] = ("main",)) -> dict[str, Any]:
+        """The salt each target's conversations begin with (workload.salt): a new one per run,
+        the given one, or none (--same-prompts). Several targets (the probe's paths) each get
+        their own: the run's salt with a word of their own in front."""
+        from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
+        from llmbench.workload.synthetic import prepare_unit_words
+        if self.same_prompts:
+            none = Salt(source="none (--same-prompts)")
+            return {t: none for t in targets}
+        try:
+            prepare_unit_words(tok)             # one-token words for the salt, when it can tell
+        except Exception:                       # noqa: BLE001 - the workload's build says why
+            pass
+        base = given_salt(tok, self.prompt_salt) if self.prompt_salt else new_salt(tok)
+        if len(targets) == 1:
+            return {targets[0]: base}
+        return {t: base.with_word(w) for t, w in zip(targets, path_words(tok, len(targets), base))}
+
+    def image_spec(self) -> Any:
+        """--images as a workload.ImageSpec (None without it); every value checked."""
+        if self.images is None:
+            return None
+        from llmbench.workload.files import DatasetError
+        from llmbench.workload.images import FORMATS, ImageSpec, parse_images, parse_size
+        if self.image_format not in FORMATS:
+            raise UsageError(f"--image-format {self.image_format!r}: choose {' or '.join(FORMATS)}")
+        try:
+            n, folder = parse_images(str(self.images))
+            lo, hi = parse_size(self.image_size)
+        except DatasetError as exc:
+            raise UsageError(str(exc)) from None
+        return ImageSpec(count=n, min_size=lo, max_size=hi, fmt=self.image_format, folder=folder,
+                         seed=self.seed)
+
+    def hf_columns(self) -> dict[str, str]:
+        cols = {}
+        for item in self.hf_column or []:
+            k, sep, v = item.partition("=")
+            if not sep or k not in ("prompt", "max_tokens", "image") or not v:
+                raise UsageError(f"--hf-column {item!r}: expected prompt=NAME, max_tokens=NAME "
+                                 "or image=NAME")
+            cols[k] = v
+        return cols
+
+    def build(self, n: int, target: Any = None, multi_turn: bool | None = None,
+              targets: tuple[str, ...] = ("main",)) -> tuple[Any, Any]:
+        """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
+        (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
+        exactly; it is asked here, before any load."""
+        from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer
+        self.image_spec()
+        count(n, "--count")
+        ref = None if target is None else ServerRef(
+            target.server_root, target.model,
+            {k: v for k, v in target.request_headers().items() if k != "content-type"},
+            target.net)
+        tok = load_tokenizer(self.tokenizer, server=ref)
+        salts = self.salts(tok, targets)
+
+        def span(v: Any, default: tuple[int, int] | None) -> tuple[int, int] | None:
+            return default if v is None else (v, v) if isinstance(v, int) else tuple(v)
+        spec = WorkloadSpec(
+            dataset=self.dataset, dataset_format=self.dataset_format, count=n * self.batch_size,
+            seed=self.seed, images=self.image_spec(), batch_size=self.batch_size,
+            prompt_tokens=span(self.prompt_tokens, (256, 256)),
+            output_tokens=span(self.output_tokens, None),
+            turns=self.turns or 1,
+            multi_turn=getattr(self, "multi_turn", False) if multi_turn is None else multi_turn,
+            limit=self.limit, tokenizer=self.tokenizer,
+            shared_prefix_tokens=self.shared_prefix_tokens, prefixes=self.prefixes,
+            words=self.words, random_input_len=self.random_input_len,
+            random_output_len=self.random_output_len, random_range_ratio=self.random_range_ratio,
+            random_prefix_len=self.random_prefix_len, hf_split=self.hf_split,
+            hf_columns=self.hf_columns(),
+            sharegpt_output_len=getattr(self, "sharegpt_output_len", None),
+            prefix_hit_ratio=self.prefix_hit_ratio, cache_block_tokens=self.cache_block_tokens,
+            salt_tokens=max(s.tokens for s in salts.values()))
+        wl = build_workload(spec, tok)
+        wl.salts = salts
+        # the client may count replies when a server reports no usage: that must stay in-process
+        return wl, (tok.local or tok)
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultiTurnOpts(Spec):
+    """run's ShareGPT sampling (a ramp's and a probe's users always hold whole conversations)."""
+
+    multi_turn: bool = option("ShareGPT: whole conversations instead of vLLM's single-turn sampling.", P_WORKLOAD, "--multi-turn", kind=FLAG, default=False)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ShareGPTOpts(Spec):
+    sharegpt_output_len: int | None = option("ShareGPT: fixed output length.", P_WORKLOAD, kind=INT)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunWorkloadOpts(WorkloadOpts, ShareGPTOpts, MultiTurnOpts, WorkloadHead):
+    """run's workload: the ShareGPT options in their place, after the turns."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class InspectWorkloadOpts(WorkloadOpts, MultiTurnOpts, WorkloadHead):
+    """datasets inspect's workload: --multi-turn in its place."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class RequestOpts(Spec):
+    """How each request is asked: sampling, body, streaming, and the four timeouts."""
+
+    ignore_eos: bool = option("Ask the server to ignore EOS (vLLM, SGLang).", P_REQUEST, "--ignore-eos", kind=FLAG, default=False)
+    temperature: float | None = option("Sampling temperature (default: the server's).", P_REQUEST, kind=FLOAT)
+    extra_body: dict[str, Any] | str | None = option("JSON merged into every request body.", P_REQUEST, kind=JSON, metavar="JSON")
+    max_tokens_field: str = option("Body field for the reply length on OpenAI chat: auto (both, or max_completion_tokens for api.openai.com) | both | max_tokens | max_completion_tokens | none.", P_REQUEST, default="auto", metavar="FIELD")
+    stream: bool = option("Stream replies (--no-stream: TTFT equals E2EL).", P_REQUEST, "--stream/--no-stream", kind=FLAG, default=True)
+    no_stream: InitVar[bool | None] = None             # --no-stream: stream=False
+    timeout_connect: float | timedelta = option("Seconds to connect.", P_REQUEST, kind=TIMEOUT, default=10.0)
+    timeout_first_token: float | timedelta = option("Seconds to the first token.", P_REQUEST, kind=TIMEOUT, default=300.0)
+    timeout_idle: float | timedelta = option("Seconds between two events.", P_REQUEST, kind=TIMEOUT, default=60.0)
+    timeout_total: float | timedelta = option("Seconds for a whole request.", P_REQUEST, kind=TIMEOUT, default=900.0)
+    tools: Path | str | None = option("Send these tools (a JSON list of OpenAI tool definitions) with every request; measures how often and how soon a tool is called.", P_REQUEST, kind=PATH, metavar="FILE")
+    tool_choice: str | None = option("--tools: auto | required | none (default: the server's).", P_REQUEST)
+    responses_state: str = option("--api responses: client (send each conversation's history) or server (the server stores replies; later turns send previous_response_id and the new turn only).", P_REQUEST, default="client", metavar="client|server")
+    response_format: Path | str | None = option("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, kind=PATH, metavar="FILE")
+
+    def check(self) -> None:
+        super().check()
+        number(self.temperature, "--temperature", lo=0)
+        for flag in ("connect", "first_token", "idle", "total"):
+            seconds(getattr(self, f"timeout_{flag}"), "--timeout-" + flag.replace("_", "-"))
+        if self.max_tokens_field != "auto":
+            from llmbench.wire.openai import MAX_TOKENS_FIELDS
+            if self.max_tokens_field not in MAX_TOKENS_FIELDS:
+                raise UsageError(f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
+                                 f"{', '.join(MAX_TOKENS_FIELDS)}")
+        from llmbench.wire.agents import TOOL_CHOICES
+        if self.responses_state not in ("client", "server"):
+            raise UsageError(f"--responses-state {self.responses_state!r}: choose client or server")
+        if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
+            raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
+        if self.tool_choice is not None and self.tools is None:
+            raise UsageError("--tool-choice needs --tools FILE")
+
+    def agents(self) -> tuple[Any, Any]:
+        """(tools, schema) from --tools and --response-format, read and checked."""
+        from llmbench.wire.agents import AgentSpecError, load_schema, load_tools
+        try:
+            tools = load_tools(str(self.tools)) if self.tools is not None else None
+            schema = load_schema(str(self.response_format)) if self.response_format is not None else None
+        except AgentSpecError as exc:
+            raise UsageError(str(exc)) from None
+        return tools, schema
+
+    def build_request(self, api: str | None = None) -> tuple[Any, Any]:
+        """(RequestParams, Timeouts); ``api``: the target's, for the tools' and format's fields."""
+        from llmbench.client.request import RequestParams, Timeouts
+        from llmbench.wire.agents import request_fields
+        tools, schema = self.agents()
+        body = {**request_fields(api or "openai-chat", tools, self.tool_choice, schema),
+                **(self.extra_body or {})}
+        return (RequestParams(stream=self.stream, temperature=self.temperature,
+                              ignore_eos=self.ignore_eos, extra_body=body,
+                              max_tokens_field=self.max_tokens_field, structured=schema,
+                              responses_state=self.responses_state),
+                Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
+                         self.timeout_total))
+
+
+@dataclasses.dataclass(kw_only=True)
+class OutputOpts(Spec):
+    """Where the run folder goes and what is shown while it runs."""
+
+    label: dict[str, str] | list[str] | None = option("KEY=VALUE stored with the run (repeatable).", P_OUTPUT, "--label", kind=PAIRS, metavar="K=V")
+    out: Path | str = option("Folder for run folders.", P_OUTPUT, kind=PATH, default=Path("results"))
+    # the API is quiet unless asked; the command line shows the live view on a terminal
+    progress: bool | None = option("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress", kind=FLAG, default=False, cli_default=None)
+    no_progress: InitVar[bool | None] = None           # --no-progress: progress=False
+    metrics_port: int | None = option("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, kind=INT, metavar="PORT")
+    metrics_host: str = option("--metrics-port: the address to listen on.", P_OUTPUT, default="127.0.0.1", metavar="ADDR")
+    quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
+    verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
+
+    def check(self) -> None:
+        super().check()
+        count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.quiet and self.verbose:
+            raise UsageError("--quiet and --verbose ask for opposite things: give one")
+
+    def labels(self) -> dict[str, str]:
+        return dict(self.label or {})

@@ -1,0 +1,90 @@
+"""``llmbench probe``'s spec: the same workload through a router and straight to a backend,
+interleaved in time; its options as typed fields, their checks and its ``perform`` (the probe:
+llmbench/commands/probe.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import InitVar
+from typing import Any, Sequence
+
+from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec, UsageError,
+                                       option)
+from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
+                                      TelemetryOpts, WorkloadOpts, command_defaults)
+from llmbench.commands.ramp_spec import steps_of
+from llmbench.commands.spec import (Span, Workers, check_ray, make_common, prepare, ray, replay_of,
+                                    think, users, with_ray, workers)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProbeEnds(Spec):
+    router: str = option("The router's URL as clients use it, e.g. localhost:12434/v1.", P_TARGET, default=REQUIRED)
+    direct: str = option("A backend's own URL, e.g. localhost:11434/v1.", P_TARGET, default=REQUIRED)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProbeDirect(Spec):
+    direct_model: str | None = option("Model name at the backend, if it differs.", P_TARGET)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProbeLoadOpts(Spec):
+    users: Sequence[float] | str | None = users("1,4,16,64")
+    slice_s: Seconds = option("Length of one slice on one path.", P_LOAD, "--slice", kind=SECONDS, default="5s")
+    slice: InitVar[Seconds | None] = None              # --slice: slice_s
+    rounds: int = option("Slices per path per step (alternating order).", P_LOAD, kind=INT, default=3)
+    think: Span | None = think("0")
+    workers: Workers = workers()
+    ray: str | None = ray()
+
+
+@dataclasses.dataclass(kw_only=True)
+@command_defaults(help={"model": "Through the router."}, model=REQUIRED, prompt_tokens="128",
+                  output_tokens="64", turns=3)
+class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryOpts, ServerOpts,
+                ProbeDirect, ModelOpts, ProbeEnds):
+    """``llmbench probe``: router overhead versus compute. The same workload through the
+    ``router`` and straight to a backend (``direct``), interleaved in slices, at each step of
+    ``users``; ``model`` (through the router) is required. docs/cli.md lists every
+    field."""
+
+    command = "probe"
+
+    def check(self) -> None:
+        super().check()
+        steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
+        if self.rounds < 1:
+            raise UsageError("--rounds must be at least 1")
+        if self.slice_s <= 0:  # type: ignore[operator]
+            raise UsageError("--slice must be above 0")
+        if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
+            raise UsageError("--prefix-hit-ratio works with llmbench run only")
+
+    def plan(self, progress: bool | None = None) -> Any:
+        """The probe's plan (the workload is counted against the backend)."""
+        from llmbench.client.target import make_target as make
+        from llmbench.commands.probe import ProbePlan
+        from llmbench.load.shapes import RouterAB
+        ray_address = check_ray(self.ray)
+        prepare(self)
+        way = self.target_options()
+        rt = make(self.router, self.model, self.api, self.api_key, self.header, **way)
+        dt = make(self.direct, self.direct_model or self.model, self.api, self.api_key,
+                  self.header, **way)
+        # the workload is counted against the backend (its /tokenize), sent through both
+        common = make_common(dt, self, 4000, multi_turn=True, progress=progress,
+                             replay=replay_of(self), targets=("router", "direct"))
+        # the backend's machine is sampled: where the compute is
+        common = with_ray(dataclasses.replace(
+            common, target=rt, telemetry=self.telemetry_spec(dt, self.server_probe)),
+            ray_address)
+        steps = steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
+        shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
+                         slice_s=self.slice_s, rounds=self.rounds, think_s=self.think or (0.0, 0.0),
+                         seed=self.seed)
+        return ProbePlan(common, dt, shape)
+
+    def perform(self, progress: bool | None = None) -> Any:
+        from llmbench.commands.probe import perform
+        return perform(self.plan(progress))

@@ -1,0 +1,217 @@
+"""``llmbench ramp``'s spec: steps of users until the thresholds break; its options as typed
+fields, their checks, and how a ramp's plan is built for a server (``ramp`` builds one, ``sweep``
+one per setting, ``--repeat`` one per repeat). The ramp itself: llmbench/commands/ramp.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from llmbench.commands import options as opt
+from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
+                                       SECONDS_ABOVE_0, Spec, UsageError, option)
+from llmbench.commands.groups import (OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
+                                      TelemetryOpts, WorkloadOpts, command_defaults)
+from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
+                                    make_target, prepare, ray, replay_of, say, think, thresholds,
+                                    users, with_ray, workers)
+
+if TYPE_CHECKING:
+    from llmbench.analysis.slo import Threshold
+
+# ramp with no --url: a short demo against the built-in mock, about a minute, and it breaks.
+DEMO = {"users": [2, 4, 6, 8, 10, 12], "hold": 10.0, "ramp_in": 2.0, "think": (1.0, 3.0),
+        "output_tokens": 64, "prompt_tokens": (32, 96), "turns": 3}
+SERVER = {"hold": 60.0, "ramp_in": 10.0, "think": (5.0, 10.0), "output_tokens": 128,
+          "prompt_tokens": (64, 256), "turns": 4}
+# a ramp's workload defaults are the demo's or a server's (above), said in its help
+RAMP_DEFAULTS = dict(
+    help={"prompt_tokens": "(default 64-256)", "output_tokens": "(default 128)",
+          "turns": "(default 4)"},
+    prompt_tokens=None, output_tokens=None, turns=None, timeout_first_token=120.0)
+
+
+def steps_of(users: Sequence[float] | None, start: float | None, step: float | None,
+             up_to: float | None, by: str) -> list[float]:
+    """The ramp's steps: --users as given, else --start, --step, --up-to (2, 2, 40)."""
+    if users:
+        text = ",".join(f"{x:g}" for x in users)
+        if any(not math.isfinite(s) for s in users):
+            raise UsageError(f"--users {text!r}: need finite numbers like 1,2,4,8")
+        if any(s <= 0 for s in users) or list(users) != sorted(users):
+            raise UsageError(f"--users {text!r}: need increasing numbers above 0")
+        if by == "users" and any(s != int(s) for s in users):
+            raise UsageError(f"--users {text!r}: users come in whole numbers, e.g. 1,2,4,8")
+        if max(users) > MAX_LOAD:
+            raise UsageError(f"--users {text!r}: at most {MAX_LOAD:,} "
+                             f"{'users' if by == 'users' else 'requests/s'} a step")
+        return [float(s) for s in users]
+    opt.number(start, "--start", lo=0, lo_open=True)
+    opt.number(step, "--step", lo=0, lo_open=True)
+    opt.number(up_to, "--up-to", lo=0, lo_open=True)
+    start = 2 if start is None else start
+    step = 2 if step is None else step
+    up_to = 40 if up_to is None else up_to
+    if (up_to - start) / step > 10000:
+        raise UsageError(f"--start {start:g} --step {step:g} --up-to {up_to:g} make over 10000 steps; "
+                         "raise --step")
+    if start > up_to:
+        raise UsageError(f"--start {start:g} is above --up-to {up_to:g}; lower --start or raise --up-to")
+    out, v = [], start
+    while v <= up_to + 1e-9:
+        out.append(round(v, 6))
+        v += step
+    if by == "users" and any(abs(s - round(s)) > 1e-9 for s in out):
+        raise UsageError("users come in whole numbers: check --start/--step/--up-to")
+    if out and max(out) > MAX_LOAD:
+        raise UsageError(f"--up-to {up_to:g}: at most {MAX_LOAD:,} "
+                         f"{'users' if by == 'users' else 'requests/s'} a step")
+    return out
+
+
+@dataclasses.dataclass(kw_only=True)
+class RampOpts(Spec):
+    """The steps and the gates of a ramp (``ramp`` and ``sweep``), and its plan for a server."""
+
+    start: float | None = option("Users at the first step (default 2).", P_STEPS, kind=FLOAT)
+    step: float | None = option("Users added per step (default 2).", P_STEPS, kind=FLOAT)
+    up_to: float | None = option("Last step (default 40).", P_STEPS, kind=FLOAT)
+    users: Sequence[float] | str | None = users()
+    by: str = option("users (closed loop) | rate (steps are requests/s, open loop).", P_STEPS, default="users")
+    ramp_in: Seconds | None = option("Time to bring a step's new users in (default 10s).", P_STEPS, kind=SECONDS)
+    hold: Seconds | None = option("Time each step holds its load (default 60s).", P_STEPS, kind=SECONDS)
+    think: Span | None = think()
+    workers: Workers = workers()
+    ray: str | None = ray()
+    repeat: int = option("Run the whole ramp N times (fresh conversations, seed + k): users held gets an interval (min-max).", P_STEPS, kind=INT, default=1)
+    threshold: list[Threshold | str] | None = thresholds()
+    keep_going: bool = option("Run every step even after one fails.", P_GATES, "--keep-going", kind=FLAG, default=False)
+    generator_lag_limit: Seconds = option("Event-loop lag p99 or own send-delay p99 past which llmbench calls its own numbers untrustworthy (exit 4).", P_GATES, kind=SECONDS_ABOVE_0, default="10ms")
+    expect_users: float | None = option("Exit 1 if fewer users (or req/s) held.", P_GATES, kind=FLOAT)
+
+    def check(self) -> None:
+        super().check()
+        if self.by not in ("users", "rate"):
+            raise UsageError(f"--by {self.by!r}: choose users or rate")
+        self.steps()
+        if self.hold is not None and self.hold <= 0:
+            raise UsageError("--hold must be above 0")
+        opt.number(self.expect_users, "--expect-users", lo=0)
+        opt.count(self.repeat, "--repeat", hi=1000)
+        if getattr(self, "prefix_hit_ratio", None) is not None:   # warm-up and check: run's
+            raise UsageError("--prefix-hit-ratio works with llmbench run only")
+
+    # -- what the options come to -----------------------------------------------------------
+    def defaults(self) -> dict[str, Any]:
+        """The demo's defaults with no --url (the built-in mock), else a server's."""
+        return DEMO if not self.url else SERVER  # type: ignore[attr-defined]
+
+    def steps(self) -> list[float]:
+        u = self.users
+        if not self.url and u is None and self.start is None and self.step is None \
+                and self.up_to is None:  # type: ignore[attr-defined]
+            u = DEMO["users"]
+        return steps_of(u, self.start, self.step, self.up_to, self.by)  # type: ignore[arg-type]
+
+    def timing(self) -> tuple[float, float, tuple[float, float]]:
+        """(ramp_in_s, hold_s, think_s) with the defaults filled in."""
+        d = self.defaults()
+        return (d["ramp_in"] if self.ramp_in is None else self.ramp_in,  # type: ignore[return-value]
+                d["hold"] if self.hold is None else self.hold,
+                d["think"] if self.think is None else self.think)
+
+    def gates(self) -> list[Any]:
+        """The thresholds: as given, else the defaults (embeddings have their own)."""
+        from llmbench import wire
+        from llmbench.analysis.slo import DEFAULT_EMBEDDING_THRESHOLDS, DEFAULT_THRESHOLDS, parse_threshold
+        if self.threshold:
+            return list(self.threshold)
+        api = self.api  # type: ignore[attr-defined]
+        embeddings = api is not None and api in wire.names() and wire.get(api).output == "embeddings"
+        return [parse_threshold(x) for x in
+                (DEFAULT_EMBEDDING_THRESHOLDS if embeddings else DEFAULT_THRESHOLDS)]
+
+    def resolved(self) -> Any:
+        """This spec with the workload's ramp defaults filled in (turns, lengths)."""
+        d = self.defaults()
+        w: Any = self
+        return dataclasses.replace(
+            w, turns=d["turns"] if w.turns is None else w.turns,
+            prompt_tokens=w.prompt_tokens or d["prompt_tokens"],
+            output_tokens=w.output_tokens or d["output_tokens"])
+
+    def ramp_plan(self, url: str, model: str | None, mock: dict[str, Any] | None = None,
+             seed_offset: int = 0, out: Path | None = None, labels: dict[str, str] | None = None,
+             progress: bool | None = None, server_pid: int | None = None) -> Any:
+        """The ramp's plan against ``url``: repeat ``seed_offset`` (fresh conversations);
+        ``server_pid``: the server's process when sweep --serve started it."""
+        from llmbench.commands.ramp import RampPlan
+        from llmbench.load.shapes import Ramp
+        spec: Any = self.resolved()
+        tgt = make_target(spec, url, model)
+        wl = dataclasses.replace(spec, seed=spec.seed + seed_offset)
+        replay = replay_of(self, only=[f.name for f in dataclasses.fields(RampSpec)])
+        if url != self.url:  # type: ignore[attr-defined]
+            # a sweep's ramp (or the demo's mock): the URL it actually used
+            replay = {**replay, "values": {**replay["values"], "url": url}}
+        common = make_common(tgt, wl, 2000, multi_turn=True, progress=progress, replay=replay)
+        # the server's machine and what the server is (TelemetryOpts: ramp's and sweep's)
+        common = dataclasses.replace(common, telemetry=spec.telemetry_spec(
+            tgt, spec.server_probe, pid=server_pid, pid_from="--serve"))
+        common = with_ray(common, check_ray(self.ray))
+        if out is not None or labels is not None:
+            common = dataclasses.replace(common, out=out or common.out,
+                                         labels=common.labels if labels is None else labels)
+        ramp_in_s, hold_s, think_s = self.timing()
+        shape = Ramp(common.workload.conversations, self.steps(), by=self.by,
+                     ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
+                     keep_going=self.keep_going,
+                     drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
+                     lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
+        return RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock)
+
+    def prepared(self) -> None:
+        """The checks that read files or the machine, and the warning a hold shorter than
+        the think time earns, before anything starts."""
+        check_ray(self.ray)
+        prepare(self)
+        ramp_in_s, hold_s, think_s = self.timing()
+        # a rate step's arrivals come on the schedule whatever the think time
+        if self.by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
+            say(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
+                f"({think_s[1]:g}s): some users send nothing in a hold window")
+
+    def perform_at(self, url: str, model: str | None, mock: dict[str, Any] | None = None,
+                   out: Path | None = None, labels: dict[str, str] | None = None,
+                   progress: bool | None = None, server_pid: int | None = None) -> Any:
+        """Every repeat of the ramp against one server, into one run folder (Done);
+        ``server_pid``: the server's process when sweep --serve started it."""
+        from llmbench.commands.ramp import perform
+        first = self.ramp_plan(url, model, mock, out=out, labels=labels, progress=progress,
+                               server_pid=server_pid)
+        found = first.common.target.model        # asked once, when --model was not given
+        return perform(first, self.repeat,
+                       lambda k: self.ramp_plan(url, found, mock, k, out=out, labels=labels,
+                                                progress=progress, server_pid=server_pid))
+
+
+@dataclasses.dataclass(kw_only=True)
+@command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
+class RampSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
+               TargetOpts):
+    """``llmbench ramp``: add users step by step (``users=[1, 2, 4, 8]``, each step ramped in
+    over ``ramp_in`` and held for ``hold`` seconds) until a threshold breaks, and say why. With
+    no ``url``, a one-minute demo against the built-in mock. ``by="rate"``: the steps are
+    requests per second (open loop). docs/cli.md lists every field."""
+
+    command = "ramp"
+
+    def perform(self, progress: bool | None = None) -> Any:
+        """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
+        self.prepared()
+        with MaybeMock(self.url) as (url_, model_):
+            return self.perform_at(url_, self.model or model_,
+                                   mock=None if self.url else {"profile": "ollama"},
+                                   progress=progress)

@@ -1,0 +1,270 @@
+"""``llmbench run``'s spec: one load level, its options as typed fields, their checks and its
+``perform`` (the plan: llmbench/commands/run.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmbench.commands import options as opt
+from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
+                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
+                                       option)
+from llmbench.commands.groups import (OutputOpts, RequestOpts, RunWorkloadOpts, Seconds, ServerOpts,
+                                      TargetOpts, TelemetryOpts)
+from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
+                                    make_common, make_target, prepare, ray, replay_of, say, think,
+                                    thresholds, with_ray, workers)
+
+if TYPE_CHECKING:
+    from llmbench.analysis.slo import Threshold
+
+DEMO_RUN_S = 60.0        # `llmbench run` with no --url and no size: a one-minute demo
+
+
+def _rate(v: Any, flag: str) -> float:
+    try:
+        rate = float(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+    except ValueError:
+        rate = None
+    if rate is None:
+        raise UsageError(f"{flag} {v!r}: expected a number of requests per second, or inf")
+    if not rate > 0:
+        raise UsageError(f"{flag} must be > 0")
+    return rate
+
+
+def _window(v: Any, flag: str) -> tuple[float, float]:
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        v = "-".join("" if math.isinf(x) else repr(float(x)) for x in v)
+    from llmbench.workload.files import DatasetError
+    from llmbench.workload.traces import parse_window
+    try:
+        return parse_window(str(v))
+    except DatasetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _goodput(v: Any, flag: str) -> dict[str, float]:
+    """ttft:500 (repeatable) or {"ttft": 500} -> {"ttft": 500.0} (ms)."""
+    items = [f"{k}:{x}" for k, x in v.items()] if isinstance(v, dict) else TEXTS.parse(v, flag)
+    slo = {}
+    for gp in items:
+        k, _, x = gp.partition(":")
+        if k not in ("ttft", "tpot", "e2el") or not x:
+            raise UsageError(f"{flag} {gp!r}: expected ttft:MS, tpot:MS or e2el:MS")
+        try:
+            slo[k] = float(x)
+        except ValueError:
+            raise UsageError(f"{flag} {gp!r}: {x!r} is not a number of milliseconds")
+        opt.number(slo[k], f"{flag} {k}", lo=0, lo_open=True)
+    return slo
+
+
+RATE = Kind(str, _rate, lambda v: f"{v!r}", doc="float (requests/s; inf: all at once)")
+WINDOW = Kind(str, _window, lambda v: "-".join("" if math.isinf(x) else repr(x) for x in v),
+              doc="tuple[float, float] (seconds)")
+GOODPUT = Kind(TEXTS.cli, _goodput, lambda v: [f"{k}:{x!r}" for k, x in v.items()],
+               doc="dict[str, float] (ms)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunLoadOpts(Spec):
+    concurrency: int | None = option("Closed loop: N requests in flight.", P_LOAD, kind=INT)
+    rate: float | str | None = option("Open loop: requests per second (or inf).", P_LOAD, kind=RATE)
+    burstiness: float = option("Gamma shape of the gaps: 1 = Poisson, <1 burstier.", P_LOAD, kind=FLOAT, default=1.0)
+    arrival: str = option("gamma | poisson | constant", P_LOAD, default="gamma")
+    max_concurrency: int | None = option("Open loop: cap on requests in flight.", P_LOAD, kind=INT)
+    requests: int | None = option("How many requests (default 200 unless --duration; with no --url, 60 s of requests).", P_LOAD, kind=INT)
+    duration: Seconds | None = option("Stop starting requests after this long, e.g. 60s.", P_LOAD, kind=SECONDS)
+    warmup: int = option("Requests sent first and not counted.", P_LOAD, kind=INT, default=0)
+    think: Span | None = think("0")
+    workers: Workers = workers()
+    ray: str | None = ray()
+    trace: Path | str | None = option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD, kind=PATH, metavar="FILE")
+    trace_speed: float = option("--trace: 2 replays twice as fast (gaps halved).", P_LOAD, kind=FLOAT, default=1.0)
+    trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
+
+
+@dataclasses.dataclass(kw_only=True)
+class VllmOpts(Spec):
+    save_result: bool = option("Also write vLLM's result JSON (vllm bench serve's keys and types).", P_VLLM, "--save-result", kind=FLAG, default=False)
+    save_detailed: bool = option("Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", P_VLLM, "--save-detailed", kind=FLAG, default=False)
+    append_result: bool = option("Append the result as one more line of the file.", P_VLLM, "--append-result", kind=FLAG, default=False)
+    result_dir: Path | str | None = option("Folder for the file (default: the current one).", P_VLLM, kind=PATH, metavar="DIR")
+    result_filename: str | None = option("File name (default: vLLM's pattern of label, rate, concurrency, model and date).", P_VLLM, metavar="NAME")
+    metadata: list[str] | dict[str, str] | None = option("Stored in the file (repeatable).", P_VLLM, "--metadata", kind=TEXTS, metavar="K=V")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PrintOpts(Spec):
+    percentile_metrics: tuple[str, ...] | str = option("Metrics to print percentiles for (ttft,tpot,itl,e2el).", P_OUTPUT, kind=NAMES, default="ttft,tpot,itl")
+    metric_percentiles: tuple[float, ...] | str = option("Percentiles to print, e.g. 50,99.", P_OUTPUT, kind=PERCENTILES, default="99")
+    goodput: dict[str, float] | list[str] | None = option("vLLM's goodput SLO, e.g. ttft:500 (repeatable).", P_OUTPUT, kind=GOODPUT, metavar="KEY:MS")
+
+
+@dataclasses.dataclass(kw_only=True)
+class GateOpts(Spec):
+    threshold: list[Threshold | str] | None = thresholds()
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, RunWorkloadOpts, RunLoadOpts,
+              TelemetryOpts, ServerOpts, TargetOpts):
+    """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
+    (``concurrency``), open loop (``rate`` requests/s, ``max_concurrency``) or a trace replayed
+    on its own timestamps (``trace``); ``requests`` or ``duration`` (seconds) sizes it. With no
+    ``url``, a one-minute demo against the built-in mock. Every field is the command line's
+    option (``--max-tokens`` is ``output_tokens`` or ``max_tokens``); docs/cli.md lists
+    them with their types and defaults."""
+
+    command = "run"
+
+    def check(self) -> None:
+        super().check()
+        if self.concurrency is not None and self.rate is not None:
+            raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+        if self.trace is None and (self.trace_window is not None or self.trace_speed != 1.0):
+            raise UsageError("--trace-speed and --trace-window need --trace FILE")
+        if self.trace is not None:
+            if self.concurrency is not None or self.rate is not None or self.duration is not None \
+                    or self.warmup:
+                raise UsageError("--trace sets the load itself: drop --concurrency, --rate, "
+                                 "--duration and --warmup (--trace-window picks a part)")
+            if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
+                raise UsageError(f"--trace-speed {self.trace_speed:g}: must be a finite number above 0")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        opt.count(self.concurrency, "--concurrency", hi=MAX_LOAD)
+        opt.count(self.max_concurrency, "--max-concurrency")
+        opt.count(self.warmup, "--warmup", lo=0)
+        if self.arrival not in ("gamma", "poisson", "constant"):
+            raise UsageError(f"--arrival {self.arrival!r}: choose gamma, poisson or constant")
+        if not self.burstiness > 0 or not math.isfinite(self.burstiness):
+            raise UsageError(f"--burstiness {self.burstiness:g}: must be a finite number above 0 (1 = Poisson)")
+        if self.duration is not None and self.duration <= 0:
+            raise UsageError("--duration must be above 0")
+        rate, requests = self.rate, self.requests
+        if rate is not None and math.isinf(rate) and requests is None:
+            raise UsageError("--rate inf sends everything at once: give --requests N")
+        if requests is not None and requests < 1:
+            raise UsageError("--requests must be at least 1")
+        opt.count(requests, "--requests")
+        n = self.size()[0]
+        if rate is not None and n is not None and self.duration is None \
+                and n / rate > opt.MAX_DURATION_S:
+            # --rate 1e-9: the schedule's gaps are 30 years each (a --duration ends it anyway)
+            raise UsageError(f"--rate {rate:g}: {n} requests would take "
+                             f"{n / rate / 86400:,.0f} days, and a run lasts at most 30 days: "
+                             "raise --rate or give --duration")
+        for m in self.percentile_metrics:
+            if m not in ("ttft", "tpot", "itl", "e2el"):
+                raise UsageError(f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el")
+        self.vllm_metadata()
+
+    def size(self) -> tuple[int | None, float | None]:
+        """(requests, duration_s) the run is sized by: what was asked, else 200 requests, or
+        with no --url (the demo) a minute."""
+        if self.requests is None and self.duration is None and self.trace is None:
+            if self.url is None and self.rate is None and self.concurrency is None:
+                return None, DEMO_RUN_S
+            return 200, None
+        return self.requests, self.duration
+
+    def vllm_metadata(self) -> dict[str, str]:
+        from llmbench.report.vllm_json import parse_metadata
+        items = self.metadata
+        if isinstance(items, dict):
+            items = [f"{k}={v}" for k, v in items.items()]
+        try:
+            return parse_metadata(items)
+        except ValueError as exc:
+            raise UsageError(str(exc))
+
+    def _check_result_dir(self) -> None:
+        if not (self.save_result or self.append_result):
+            return
+        # the file name is known only after the run (vLLM's pattern has the date), so check
+        # the folder it goes to: --result-dir, or the folder part of --result-filename
+        folder = Path(self.result_dir) if self.result_dir is not None else Path(".")
+        # vLLM creates --result-dir; the nearest folder that exists must let us do that
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UsageError(f"--result-dir {folder}: {existing} is a file; pick another folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UsageError(f"--result-dir {folder}: cannot write in {existing} (permission denied); pick another folder")
+        if self.result_filename and folder.is_dir():
+            check_writable(folder / self.result_filename, "--result-filename")
+
+    def perform(self, progress: bool | None = None) -> Any:
+        """Start the mock if there is no --url, find the model, build the workload and the
+        plan, and run it: a ``Done``."""
+        from llmbench.commands.run import Gates, RunPlan, VllmResult, perform
+        from llmbench.load.shapes import ClosedLoop, OpenLoop
+        ray_address = check_ray(self.ray)
+        self._check_result_dir()
+        prepare(self)
+        requests, duration_s = self.size()
+        if requests is None and duration_s == DEMO_RUN_S and self.duration is None:
+            # the demo on the built-in mock: a minute, not 200 requests one at a time (~4 min)
+            say(f"No --url, --requests or --duration: a {DEMO_RUN_S:g} s demo, one "
+                "request at a time against the built-in mock (--requests N or "
+                "--duration to change it)")
+        gates = Gates(tuple(self.percentile_metrics), tuple(self.metric_percentiles),  # type: ignore[arg-type]
+                      self.goodput or None, thresholds=list(self.threshold or []))  # type: ignore[arg-type]
+        vllm = (VllmResult(self.save_detailed, self.append_result,
+                           Path(self.result_dir) if self.result_dir is not None else None,
+                           self.result_filename, self.vllm_metadata())
+                if self.save_result or self.append_result else None)
+        replay = replay_of(self)
+        count = (requests or 1000) + self.warmup
+        think_s = self.think or (0.0, 0.0)
+        with MaybeMock(self.url) as (url_, model_):
+            tgt = make_target(self, url_, self.model or model_)
+            if self.trace is not None:
+                common, shape = _trace_plan(tgt, self, replay)
+            else:
+                common = make_common(tgt, self, count, replay=replay)
+                convs = common.workload.conversations
+                shape = (OpenLoop(convs, self.rate, requests, duration_s, self.burstiness,
+                                  self.arrival, self.max_concurrency, self.warmup, think_s,
+                                  self.seed)
+                         if self.rate is not None else
+                         ClosedLoop(convs, self.concurrency or 1, requests, duration_s,
+                                    self.warmup, think_s, self.seed))
+            # the server's machine and what the server is (issue 39)
+            common = dataclasses.replace(common,
+                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
+            if progress is not None:
+                common = dataclasses.replace(common, progress=progress)
+            common = with_ray(common, ray_address)
+            return perform(RunPlan(common, shape, gates, vllm))
+
+
+def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:
+    """run --trace: the plan's common part with the trace's workload, and the replay shape."""
+    from llmbench.load.shapes.trace import TraceReplay
+    from llmbench.workload import ServerRef, load_tokenizer
+    from llmbench.workload.traces import PrefixAim, check_replay, trace_workload
+    aim = None
+    w = spec
+    if w.prefix_hit_ratio is not None:
+        aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
+        w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
+    common = make_common(tgt, w, 1, replay=replay)  # groups checked, params built
+    ref = ServerRef(tgt.server_root, tgt.model,
+                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
+                    tgt.net)
+    tok = load_tokenizer(w.tokenizer, server=ref)
+    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
+    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    common = dataclasses.replace(common, workload=wl)
+    return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)
+

@@ -1,0 +1,141 @@
+"""``llmbench sweep``'s spec: a ramp per server setting (the ramp's own options and plan,
+llmbench/commands/ramp_spec.py), how each value reaches the server, and its checks. The sweep
+itself: llmbench/commands/sweep.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import InitVar
+from pathlib import Path
+from typing import Any
+
+from llmbench.commands.options import (FLAG, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
+                                       UsageError, option)
+from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
+                                      TelemetryOpts, UrlOpts, WorkloadOpts, command_defaults)
+from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
+from llmbench.commands.spec import replay_of
+from llmbench.errors import EXIT_USAGE, LlmbenchError
+
+P_SWEEP = "Sweep"
+
+
+def _settings(v: Any, flag: str) -> dict[str, list[str]]:
+    """NAME=V1,V2 (repeatable) or {NAME: [V1, V2]} -> {NAME: [V1, V2]}."""
+    from llmbench.commands.sweep import parse_settings
+    return parse_settings(TEXTS.parse(v, flag))
+
+
+def _args(v: Any, flag: str) -> list[str]:
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v]
+    import shlex
+    try:
+        return shlex.split(str(v))
+    except ValueError as exc:
+        raise UsageError(f"{flag} {v!r}: {exc}")
+
+
+SETTINGS = Kind(TEXTS.cli, _settings, lambda v: [f"{k}={','.join(x)}" for k, x in v.items()],
+                doc="dict[str, list[str]]")
+ARGS = Kind(str, _args, lambda v: " ".join(v), doc="list[str] | str")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SweepOpts(Spec):
+    setting: dict[str, list[Any]] | list[str] | None = option("A server setting and its values (repeatable: a grid). Set in the server's environment; {NAME} in --serve and --url is replaced.", P_SWEEP, "--setting", kind=SETTINGS, metavar="NAME=V1,V2")
+    settings: InitVar[dict[str, list[Any]] | None] = None     # the API's name of --setting
+    serve: str | None = option("Start this server per value (shell command, own process group), stop it after.", P_SWEEP, metavar="CMD")
+    before: str | None = option("Run this once per value instead (e.g. systemctl restart ollama), then wait for ready.", P_SWEEP, metavar="CMD")
+    mock: bool = option("Sweep the built-in mock: each NAME is a mock option (--parallel).", P_SWEEP, "--mock", kind=FLAG, default=False)
+    mock_options: list[str] | str | None = option("--mock: more llmbench mock options, e.g. '--itl-ms 20'.", P_SWEEP, kind=ARGS, metavar="ARGS")
+    ready_timeout: Seconds = option("Wait this long for a server to answer and load its model.", P_SWEEP, kind=SECONDS_ABOVE_0, default="5m", metavar="DURATION")
+    stop_grace: Seconds = option("After SIGTERM, wait this long before SIGKILL.", P_SWEEP, kind=SECONDS, default="10s", metavar="DURATION")
+
+
+def mock_option_names() -> set[str]:
+    """The options of ``llmbench mock`` (a --mock sweep's settings are mock options)."""
+    from llmbench.mock_server.cli import MockOptions
+    return {f.name for f in dataclasses.fields(MockOptions)}
+
+
+@dataclasses.dataclass(kw_only=True)
+@command_defaults(**{**RAMP_DEFAULTS, "help": {  # type: ignore[arg-type]
+    **RAMP_DEFAULTS["help"], "url": "{NAME} and {PORT} (a free port per value) are replaced."}})
+class SweepSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
+                ModelOpts, UrlOpts, SweepOpts):
+    """``llmbench sweep``: which server setting serves more users. One ramp per value of the
+    ``setting`` grid (``{"OLLAMA_NUM_PARALLEL": [1, 2, 4]}``), each against a server started
+    with ``serve``, restarted by ``before``, or the built-in mock (``mock=True``); one page
+    with the answer. docs/cli.md lists every field."""
+
+    command = "sweep"
+    aliases = {"settings": "setting"}
+
+    def check(self) -> None:
+        super().check()
+        if self.setting is None:
+            _settings([], "--setting")              # the line that says it is required
+        modes = self.modes()
+        if len(modes) != 1:
+            raise UsageError("give one of --serve, --before or --mock: how each value reaches "
+                             "the server")
+        if self.mock_options is not None and not self.mock:
+            raise UsageError("--mock-options go with --mock")
+        if self.mock and self.url:
+            raise UsageError("--mock starts its own server: drop --url")
+        if not self.mock and not self.url:
+            raise UsageError(f"--{modes[0]} needs --url: where the server answers, e.g. "
+                             "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
+        if self.mock:
+            known = mock_option_names()
+            for name in self.setting or {}:
+                if name.replace("-", "_") not in known or name in ("host", "port"):
+                    raise UsageError(f"--setting {name}: not an option of llmbench mock; use "
+                                     "one of its options, e.g. parallel, batch_slowdown, itl_ms")
+
+    def modes(self) -> list[str]:
+        return [m for m, on in (("serve", self.serve is not None),
+                                ("before", self.before is not None), ("mock", self.mock)) if on]
+
+    def plan(self, progress: bool | None = None) -> Any:
+        """The sweep's plan, every value checked before any server starts."""
+        from llmbench.commands.sweep import SweepPlan
+        self.prepared()
+        ramp_in_s, hold_s, think_s = self.timing()
+        config = {"by": self.by, "steps": self.steps(), "ramp_in_s": ramp_in_s,
+                  "hold_s": hold_s, "think_s": list(think_s),
+                  "thresholds": [t.text for t in self.gates()], "repeat": self.repeat,
+                  "expect": self.expect_users}
+
+        def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
+                     server_pid: int | None = None) -> Any:
+            """One setting's ramp (``server_pid``: the process --serve started, sampled during
+            it); a server it cannot use (no model, wrong --model) ends that setting, not the
+            sweep (its error line is printed here)."""
+            from llmbench.commands.common import Done
+            try:
+                return self.perform_at(url, model, out=out, labels=labels, progress=progress,
+                                       server_pid=server_pid)
+            except LlmbenchError as exc:
+                if exc.exit_code == EXIT_USAGE:
+                    raise
+                print(f"error: {exc}", file=sys.stderr)
+                return Done(None, exc.exit_code, None)
+        return SweepPlan(settings=dict(self.setting or {}), mode=self.modes()[0],
+                         command=self.serve or self.before, mock_options=list(self.mock_options or []),
+                         url=self.url, model=self.model, api=self.api, api_key=self.api_key,
+                         headers=self.header, ready_timeout_s=self.ready_timeout,  # type: ignore[arg-type]
+                         stop_grace_s=self.stop_grace,  # type: ignore[arg-type]
+                         out=Path(self.out), labels=self.labels(), repeat=self.repeat,
+                         expect=self.expect_users,
+                         unit="users" if self.by == "users" else "req/s", ramp=ramp_for,
+                         config=config, target_options=self.target_options(),
+                         replay=replay_of(self))
+
+    def perform(self, progress: bool | None = None) -> Any:
+        from llmbench.commands.sweep import perform
+        return perform(self.plan(progress))
+
+

@@ -1,0 +1,63 @@
+"""The API is typed for its users: the package ships py.typed, and ``mypy --strict`` passes on
+the README's Python API example as the README shows it, and fails on the same example with a
+misspelt keyword (in the keyword shortcut and in a spec), or a value of the wrong type."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ENV, ROOT
+from tests.helpers.readme import python_example
+
+# the checked file is the example alone; the API's modules (llmbench.api, the specs, the
+# results contract) are read for their types but not judged (follow_imports silent), and the
+# packages behind them are not read at all (the example's types do not come from them): a
+# second of CPU instead of three
+SKIP = ("numpy scipy typer aiohttp datasets pandas orjson tiktoken tokenizers ray matplotlib "
+        "uvloop yaml pyarrow click rich jsonschema mock_server llmbench.client llmbench.load "
+        "llmbench.workers llmbench.wire llmbench.workload llmbench.servers llmbench.report "
+        "llmbench.records llmbench.cli").split()
+CONFIG = ("[mypy]\nfollow_imports = silent\n[mypy-" + ",".join(f"{m}.*" for m in SKIP)
+          + ",llmbench.analysis.metrics,llmbench.analysis.stats,llmbench.analysis.percentile"
+          ",llmbench.analysis.compare,llmbench.analysis.recover]\nfollow_imports = skip\n")
+PRELUDE = "from pathlib import Path\nout = Path('results')\n"
+
+
+def mypy(tmp_path, name: str, code: str) -> subprocess.CompletedProcess:
+    (tmp_path / "mypy.ini").write_text(CONFIG)
+    (tmp_path / name).write_text(PRELUDE + code)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", str(tmp_path / "mypy.ini"),
+         "--cache-dir", str(tmp_path.parent / "mypy-cache"), "--no-error-summary", name],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**ENV, "MYPYPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    return tmp_path_factory.mktemp("types")
+
+
+def test_the_readme_example_type_checks(shared):
+    r = mypy(shared, "example.py", python_example())
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("right, wrong, says", [
+    ("concurrency=2", "concurency=2", '"concurency"'),           # the keyword shortcut
+    ("users=[1, 2]", "usres=[1, 2]", '"usres"'),                 # a spec
+    ("requests=20", "requests=[20]", "requests"),                # a value of the wrong type
+])
+def test_a_misspelt_keyword_or_a_wrong_type_fails_it(shared, right, wrong, says):
+    code = python_example()
+    assert right in code, right
+    r = mypy(shared, "wrong.py", code.replace(right, wrong, 1))
+    assert r.returncode != 0 and "error" in r.stdout, r.stdout + r.stderr
+    assert says in r.stdout, r.stdout
+
+
+def test_py_typed_ships_with_the_package():
+    assert (ROOT / "llmbench" / "py.typed").is_file()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '[tool.setuptools.package-data]\n' in pyproject and 'llmbench = ["py.typed"]' in pyproject
