@@ -17,7 +17,9 @@ from llmbench.results.search import Search
 
 
 def duration(s: float) -> str:
-    """'45 s', '5 min', '14 min 10 s', '1 h 2 min'."""
+    """'0.5 s', '45 s', '5 min', '14 min 10 s', '1 h 2 min'."""
+    if s < 9.95:
+        return f"{round(s, 1):g} s"                 # a short test's half-second ramp-in
     s = round(s)
     if s < 60:
         return f"{s} s"

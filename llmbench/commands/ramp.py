@@ -241,7 +241,8 @@ def intro_lines(r: RampPlan) -> list[str]:
         from llmbench.analysis.findlimit import duration
         unit = shape.unit
         res = "1 user" if shape.by == "users" else "5 % of the rate"
-        out.append(f"Searching for the limit: from {pacer.start:g} {unit}, doubling until a step "
+        first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
+        out.append(f"Searching for the limit: from {first}, doubling until a step "
                    f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
                    f"{duration(shape.ramp_in_s)} in, {duration(shape.hold_s)} held; the limit "
                    f"then held {duration(pacer.sustain)} to confirm it"

@@ -336,8 +336,8 @@ def test_a_run_with_a_search_reads_its_limit_and_ladder_from_the_search():
 
 
 def test_durations_read_as_a_person_says_them():
-    assert [duration(x) for x in (45, 300, 850, 3720)] == ["45 s", "5 min", "14 min 10 s",
-                                                           "1 h 2 min"]
+    assert [duration(x) for x in (0.5, 2, 45, 300, 850, 3720)] == [
+        "0.5 s", "2 s", "45 s", "5 min", "14 min 10 s", "1 h 2 min"]
 
 
 def test_a_seeded_noisy_queue_still_lands_within_one_user():
