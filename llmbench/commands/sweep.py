@@ -590,7 +590,7 @@ def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
         secs = (n - 1) * (ramp_in + hold) + ramp_in + pacer.sustain
         if pacer.budget_s:
             secs = min(secs, pacer.budget_s)
-        what = (f"search from {pacer.start:g} {unit}, doubling up to {pacer.top:g}, then "
+        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, doubling up to {pacer.top:g}, then "
                 f"narrowing to {'1 user' if unit == 'users' else '5 %'} and a "
                 f"{duration(pacer.sustain)} confirmation: at most {n} steps "
                 f"(usually about log2(limit) + 3)"
