@@ -106,13 +106,13 @@ class SweepSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, 
         from llmbench.commands.sweep import SweepPlan
         self.prepared()
         ramp_in_s, hold_s, think_s = self.timing()
-        config = {"by": self.by, "steps": self.steps(), "ramp_in_s": ramp_in_s,
+        find = self.find_plan()
+        config = {"by": self.by, "steps": [] if find is not None else self.steps(),
+                  "ramp_in_s": ramp_in_s,
                   "hold_s": hold_s, "think_s": list(think_s),
                   "thresholds": [t.text for t in self.gates()], "repeat": self.repeat,
                   "expect": self.expect_users, "join": self.join}
-        find = self.find_plan()
         if find is not None:
-            config["steps"] = []
             config["find"] = find.describe()
 
         def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
