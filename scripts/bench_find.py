@@ -12,7 +12,8 @@ steps (ramp-in, hold); the table gives steps and wall time both ways.
 
 The linear grid is measured up to ``--linear-up-to`` users (default 12: above that it takes
 many minutes); beyond, its time is the measured seconds per step of that limit's search times
-the grid's L + 1 steps, marked "est.". The 200-user limit needs the load generator's
+the grid's steps, marked "est.". The grid is 1, 2 ... up to one above the limit the search
+found (the fixed ramp that gives the same answer). The 200-user limit needs the load generator's
 ``--workers`` (one process keeps ~128 streams on 2 cores): ``--workers 2`` from 64 users up.
 
     .venv/bin/python scripts/bench_find.py                  # 3, 12, 48, 200
@@ -116,32 +117,36 @@ def main() -> None:
         try:
             with tempfile.TemporaryDirectory() as d:
                 found = ramp(url, limit, None, Path(d) / "find", a.hold, a.ramp_in)
-                grid = list(range(1, limit + 2))
+                # the grid that gives the search's answer: one user at a time up to the
+                # first load above the limit found
+                grid = list(range(1, int(found["held"]) + 2))
                 if limit <= a.linear_up_to:
                     lin = ramp(url, limit, grid, Path(d) / "grid", a.hold, a.ramp_in)
                     lin["est"] = False
                 else:
                     per_step = found["wall_s"] / max(found["steps"], 1)
-                    lin = {"wall_s": per_step * len(grid), "steps": len(grid), "held": limit,
+                    lin = {"wall_s": per_step * len(grid), "steps": len(grid), "held": None,
                            "est": True}
         finally:
             proc.terminate()
             proc.wait(10)
         rows.append((limit, slots_for(limit), found, lin))
+        grid_held = "-" if lin["held"] is None else f"{lin['held']:g}"
         print(f"limit {limit}: search {found['held']:g} in {found['steps']} steps, "
-              f"{found['wall_s']:.0f} s; grid {lin['held']:g} in {lin['steps']} steps, "
+              f"{found['wall_s']:.0f} s; grid {grid_held} in {lin['steps']} steps, "
               f"{lin['wall_s']:.0f} s{' (est.)' if lin['est'] else ''}", flush=True)
     load = os.getloadavg()
     print(f"\nmock: P = ceil(L/2) slots, {SERVICE_MS:.0f} ms a request; steps {a.ramp_in} in, "
           f"{a.hold} held; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on "
           f"{os.cpu_count()} cores\n")
-    print("| limit on paper | slots | --find: limit found | steps | time | linear grid: steps "
-          "| time | time saved |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| limit on paper | slots | --find: limit found | steps | time | linear grid: limit "
+          "found | steps | time | time saved |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for limit, slots, f, lin in rows:
         est = " (est.)" if lin["est"] else ""
+        held = "not run" if lin["held"] is None else f"{lin['held']:g}"
         print(f"| {limit} | {slots} | {f['held']:g} | {f['steps']} | {f['wall_s']:.0f} s | "
-              f"{lin['steps']} | {lin['wall_s']:.0f} s{est} | "
+              f"{held} | {lin['steps']} | {lin['wall_s']:.0f} s{est} | "
               f"{lin['wall_s'] / max(f['wall_s'], 1e-9):.1f}x |")
 
 

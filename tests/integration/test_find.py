@@ -53,6 +53,15 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     assert all(t.load == int(t.load) for t in s.trials)   # users are whole
     # a step's window holds its own load only: each step's steps[] entry has its trial's load
     assert [st.load for st in r.steps] == [t.load for t in s.trials]
+    # going down (a step below one that broke), the users removed are gone before the hold
+    # window opens, and no user comes or goes inside a window: it holds its own load only
+    changes = [(float(t), int(n)) for t, n in r.user_changes]
+    went_down = any(b.load < a.load for a, b in zip(r.steps, r.steps[1:]))
+    assert went_down, [st.load for st in r.steps]       # every search here narrows from above
+    for st in r.steps:
+        before = [n for t, n in changes if t <= st.hold_start]
+        assert before and before[-1] == st.load, (st.load, before[-3:])
+        assert not [n for t, n in changes if st.hold_start < t < st.hold_end], st.load
     assert s.text.startswith(f"Holds {s.limit:g} users ({s.broke_at:g} broke: TTFT mean")
     assert "confirmed for 2 s" in s.text
     # the folder reads back the same search, and its report shows it
