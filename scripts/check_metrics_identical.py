@@ -45,8 +45,20 @@ SLO = {"ttft": 500.0, "tpot": 30.0, "e2el": 3000.0}
 THRESHOLDS = ("ttft.p95<=60ms", "itl.p50<=20ms", "e2el.p99<=300ms")
 
 
+try:                                # the typed result contract (Summary, Step, Verdict...)
+    from llmbench.results.contract import Part  # noqa: E402
+    from llmbench.results.schema import Step  # noqa: E402
+    TYPED = True
+except ImportError:                 # code from before it: results travel as dicts
+    Part, Step, TYPED = (), None, False  # type: ignore[assignment,misc]
+
+
 def bits(obj: Any) -> Any:
-    """``obj`` with every float as its exact bits and every array as a hash of its bytes."""
+    """``obj`` with every float as its exact bits and every array as a hash of its bytes; a
+    part of the typed result as the run.json it writes (so figures compare across the change
+    from dicts to the typed contract)."""
+    if Part and isinstance(obj, Part):
+        return bits(obj.to_dict())
     if isinstance(obj, float):
         return obj.hex() if math.isfinite(obj) else repr(obj)
     if isinstance(obj, np.floating):
@@ -84,8 +96,20 @@ def synthetic(n: int = 600, seed: int = 7) -> list[Record]:
     return recs
 
 
-def folder_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for s in run.get("steps") or [] if s.get("hold_start") is not None]
+def as_steps(steps: list[dict[str, Any]]) -> list[Any]:
+    """Steps as the verdict and the knee take them: typed where the contract is typed."""
+    if not TYPED:
+        return steps
+    plain = json.loads(json.dumps(steps, default=lambda o: o.to_dict()))
+    return [Step.from_dict(d) for d in plain]
+
+
+def at(step: Any, name: str) -> Any:
+    return step[name] if isinstance(step, dict) else getattr(step, name)
+
+
+def folder_steps(run: dict[str, Any]) -> list[Any]:
+    return as_steps([s for s in run.get("steps") or [] if s.get("hold_start") is not None])
 
 
 def synthetic_steps(recs: list[Record]) -> list[dict[str, Any]]:
@@ -101,8 +125,8 @@ def synthetic_steps(recs: list[Record]) -> list[dict[str, Any]]:
                     "hold_start": hold_start, "hold_end": hold_end, "held": idx < 3,
                     "checks": slo.check_all([slo.parse_threshold(t) for t in THRESHOLDS], s),
                     "summary": s})
-        out[-1]["held"] = all(c["ok"] for c in out[-1]["checks"])
-    return out
+        out[-1]["held"] = all(at(c, "ok") for c in out[-1]["checks"])
+    return as_steps(out)
 
 
 def figures(name: str, recs: list[Record], run: dict[str, Any] | None,
@@ -117,19 +141,19 @@ def figures(name: str, recs: list[Record], run: dict[str, Any] | None,
     steps = folder_steps(run) if run else synthetic_steps(recs)
     st_out = []
     for s in steps:
-        w = store.in_window(s["index"], s["hold_start"], s["hold_end"])
+        index, a, b = at(s, "index"), at(s, "hold_start"), at(s, "hold_end")
+        w = store.in_window(index, a, b)
         st_out.append({
             "window_n": len(w),
-            "summary": metrics.summarize(w, t0=s["hold_start"], t_end=s["hold_end"]),
-            "steady": stepstats.steady_state(list(store), s["index"], s["hold_start"],
-                                             s["hold_end"]),
+            "summary": metrics.summarize(w, t0=a, t_end=b),
+            "steady": stepstats.steady_state(list(store), index, a, b),
         })
     out["steps"] = st_out
     if steps:
         out["knee"] = stepstats.knee(steps, list(store))
         out["verdict"] = verdict.explain(steps, list(store))
-        out["little"] = stats.served_at_once(list(store), steps[-1]["hold_start"],
-                                             steps[-1]["hold_end"], 0.05)
+        out["little"] = stats.served_at_once(list(store), at(steps[-1], "hold_start"),
+                                             at(steps[-1], "hold_end"), 0.05)
     out["backends"] = backends.backends(store)
     plain = list(store)
     t0 = min(r.scheduled for r in plain)

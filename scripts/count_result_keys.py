@@ -35,7 +35,7 @@ STEP = {"index", "load", "ramp_start", "hold_start", "hold_end", "held", "state"
 CHECK = {"threshold", "ok", "actual", "limit", "metric", "stat", "op", "reason",
          "insufficient", "outage"}
 VERDICT = {"result", "evidence", "advice", "knee", "drifting", "steady_note", "compared",
-           "ttft_p95_ms", "itl_median_ms", "itl_p95_ms", "itl_grew", "ttft_grew",
+           "ttft_p95_ms", "itl_median_ms", "itl_p50_ms", "itl_p95_ms", "itl_grew", "ttft_grew",
            "served_at_once", "server", "slots_estimate", "generator_cause", "interrupted",
            "incomplete"}
 KEYS = RUN | STEP | CHECK | VERDICT

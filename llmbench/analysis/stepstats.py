@@ -18,7 +18,7 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.analysis.stats import Grouped
-from llmbench.results.schema import OVER, Check, Knee, Steady, Step, last_held
+from llmbench.results.schema import OVER, Check, Knee, Steady, Step, amount, last_held
 
 # -- knee ------------------------------------------------------------------------------------
 KNEE_BOOT = 2000
@@ -101,7 +101,7 @@ def knee(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
         return Knee(between=[x0, x1], estimate=None, ci=None, threshold=None,
                     reason="the broken threshold is not a latency statistic that can be "
                            "interpolated",
-                    text=f"Held {x0:g} {unit if x0 != 1 or unit != 'users' else 'user'}, "
+                    text=f"Held {amount(x0, unit)}, "
                          f"broke at {x1:g}.")
     # the threshold crossed first binds
     with_est = [f for f in got if f.estimate is not None]
@@ -296,7 +296,7 @@ def drift_sentence(step: Step, unit: str) -> str | None:
     st = step.steady
     if st is None or not st.drifting:
         return None
-    return (f"At {step.load:g} {unit} the step had not settled ({st.why}): a queue was "
+    return (f"At {amount(step.load, unit)} the step had not settled ({st.why}): a queue was "
             "still growing, so its percentiles depend on the hold length (a longer hold would "
             "measure worse).")
 

@@ -19,7 +19,7 @@ from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law;
 from llmbench.analysis.stepstats import drift_sentence, knee
 from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.results.schema import (NO_DATA, OVER, Check, Step, Summary, Verdict,  # noqa: F401
-                                     deciding_step, last_held)
+                                     amount, deciding_step, last_held)
 
 # When the gaps between tokens grew by this factor (and by at least ITL_MIN_GROWTH_MS), the
 # requests in progress share the hardware: compute saturation, not just a queue.
@@ -138,13 +138,6 @@ def lag_explains(step: Step) -> bool:
                 and actual - (c.limit or 0.0) > lag):
             return False
     return True
-
-
-def amount(load: float, unit: str = "users") -> str:
-    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
-    if unit == "users":
-        return f"{load:g} user" + ("" if load == 1 else "s")
-    return f"{load:g} {unit}"
 
 
 def baseline_step(steps: Sequence[Step], subject: Step | None) -> Step | None:

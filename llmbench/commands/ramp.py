@@ -176,7 +176,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
         verdict.interrupted = True
-        verdict.text = (f"Held {best:g} {shape.unit} before the ramp was interrupted. Stopped "
+        verdict.text = (f"Held {verdict_mod.amount(best, shape.unit)} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
     lost = lost_workers(workers)

@@ -28,7 +28,7 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OV
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
-from llmbench.results.schema import NO_DATA, Run, ServerProbe, Step, StepBrief, SweepSetting
+from llmbench.results.schema import NO_DATA, Run, ServerProbe, ServerState, Step, StepBrief, SweepSetting
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
@@ -159,23 +159,23 @@ def _step_brief(st: Step) -> StepBrief:
     return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
 
 
-def server_state(ramp_dir: Path, run: Run) -> dict[str, Any] | None:
+def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
     probe = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
     rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
     if not probe.kind or not rows:
-        return {"kind": None, "note": probe.note} if probe.note else None
+        return ServerState(kind=None, note=probe.note) if probe.note else None
 
     def most(key: str) -> float | None:
         vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return max(vals) if vals else None
     models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
-    return {"kind": probe.kind, "samples": len(rows), "max_running": most("running"),
-            "max_waiting": most("waiting"), "slots": most("slots"),
-            "max_kv_cache_usage": most("kv_cache_usage"), "max_vram_bytes": most("vram_bytes"),
-            "max_ram_bytes": most("ram_bytes"), "preemptions": most("preemptions"),
-            "models_loaded": models or None}
+    return ServerState(kind=probe.kind, samples=len(rows), max_running=most("running"),
+                       max_waiting=most("waiting"), slots=most("slots"),
+                       max_kv_cache_usage=most("kv_cache_usage"),
+                       max_vram_bytes=most("vram_bytes"), max_ram_bytes=most("ram_bytes"),
+                       preemptions=most("preemptions"), models_loaded=models or None)
 
 
 NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough data to judge
@@ -192,8 +192,11 @@ def _amount(load: float, unit: str) -> str:
 
 
 def _fmt_held(r: SweepSetting) -> str:
+    """'6 [5, 7]' over repeats; '2' when every repeat held the same (an interval of no width
+    is none)."""
     iv = r.held_interval
-    if iv and iv.get("low") is not None:
+    if iv and iv.get("low") is not None and iv.get("high") is not None \
+            and iv["low"] != iv["high"]:
         return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
     if r.search is not None and r.search.broke_at is not None and r.held is not None:
         return f"{r.held:g} ({r.search.broke_at:g} broke)"     # a searched limit
@@ -345,7 +348,7 @@ def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
                            f"interpolated between the steps, 95 % interval): "
                            f"{_knee_text(k1, unit)} against {others}")
     # 3. the table's numbers at the highest common load, each with its interval
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
 
     from llmbench.analysis.compare import AtLoad
 
@@ -820,7 +823,7 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
 
 def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
     from llmbench.report.console import fmt_ms
-    at = f"at {load:g} {unit}" if load is not None else "at a common load"
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
     head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
     rows = [head]
     for r in results:

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from llmbench.analysis import percentile
-from llmbench.results.schema import ProbeStep, Step
+from llmbench.results.schema import ProbeStep, Step, amount
 from llmbench.report import svgplot
 from llmbench.report.svgplot import Chart, LegendEntry, Panel, Span
 
@@ -600,7 +600,7 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
         p.xticklabels = [safe(x) for x in labels]
         p.xlim = (-0.6, n - 0.4)
         p.ylim = (0.0, (max(ys) * 1.15) if ys and max(ys) > 0 else 1.0)
-        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {load:g} {unit}", ylabel, \
+        p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {amount(load, unit)}", ylabel, \
             safe(axis_name), False
     return Chart(1100, _under(panels) + 8, panels)
 

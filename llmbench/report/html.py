@@ -18,7 +18,7 @@ from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.results.latencies import Latencies, read_jsonl
-from llmbench.results.schema import Check, ProbeStep, Run, ServerProbe, Step, Summary
+from llmbench.results.schema import Check, ProbeStep, Run, ServerProbe, Step, Summary, amount
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -175,7 +175,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                            "TTFT distribution"))
         body.append(_chart(charts.distributions(itl_groups, f"ITL per step ({unit})"),
                            "ITL distribution"))
-        errs = "".join(_errors(st.summary, f"{st.load:g} {unit}") for st in steps)
+        errs = "".join(_errors(st.summary, amount(st.load, unit)) for st in steps)
         if errs:
             body.append("<h2>Errors</h2>" + errs)
     body += _timeline(run, run_dir, unit)

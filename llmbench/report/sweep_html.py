@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import Run, Step, Summary, SweepSetting
+from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _table, e
@@ -142,7 +142,7 @@ def render(sweep_dir: str | Path) -> str:
                      r.verdict or r.error or "", link])
         classes.append("held" if r.setting == best else
                        "over" if r.held is None else "")
-    at = f" at {load:g} {unit}" if load is not None else ""
+    at = f" at {amount(load, unit)}" if load is not None else ""
     table = _table(["setting", "status", f"{unit} held", f"TTFT p95{at}", f"ITL p50{at}",
                     f"out tok/s{at}", f"errors{at}", "verdict", "ramp"], rows, classes, left=2)
     # the ramp column holds a link built from escaped parts: put it back unescaped
@@ -153,14 +153,14 @@ def render(sweep_dir: str | Path) -> str:
                       if r.held_interval), None)
     out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
                                    "One ramp per setting: no interval (--repeat N gives one). ")
-               + (f"The common load, {load:g} {unit}, is the highest load every measured "
+               + (f"The common load, {amount(load, unit)}, is the highest load every measured "
                   "setting ran (held or not)." if load is not None else "") + "</p>")
     if results:
         out.append("<h2>Users held per setting</h2>" if unit == "users" else
                    "<h2>Load held per setting</h2>")
         out.append(_chart(held_chart(results, unit, best, axis_name), "held per setting"))
     if measured and load is not None:
-        out.append(f"<h2>Latency and throughput at {load:g} {unit}</h2>")
+        out.append(f"<h2>Latency and throughput at {amount(load, unit)}</h2>")
         out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
     ramps = _ramps(sweep_dir, results)
     if ramps:
@@ -170,10 +170,10 @@ def render(sweep_dir: str | Path) -> str:
     states = [(r, r.server_state) for r in results if r.server_state]
     if states:
         out.append("<h2>The server's own state during each ramp</h2>")
-        rows = [[r.name, st.get("kind") or st.get("note") or "–",
-                 _num(st.get("max_running")), _num(st.get("max_waiting")), _num(st.get("slots")),
-                 _num(st.get("max_kv_cache_usage"), "{:.0%}"), _gb(st.get("max_vram_bytes")),
-                 _num(st.get("preemptions")), ", ".join(st.get("models_loaded") or []) or "–"]
+        rows = [[r.name, st.kind or st.note or "–",
+                 _num(st.max_running), _num(st.max_waiting), _num(st.slots),
+                 _num(st.max_kv_cache_usage, "{:.0%}"), _gb(st.max_vram_bytes),
+                 _num(st.preemptions), ", ".join(st.models_loaded or []) or "–"]
                 for r, st in states]
         out.append(_table(["setting", "server (probe)", "most running", "most waiting",
                            "slots", "KV cache (peak)", "VRAM (peak)", "preemptions",

@@ -193,6 +193,12 @@ class Metric:
     n_all: int | None = None        # requests the failure-aware percentiles stand on
     stats: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # one number, two spellings: a distribution summarized by its p50 (the send delay's
+        # "p50_send_delay_ms") has that median too; what is written stays ``stats``
+        if self.median is None and self.percentiles.get(50.0) is not None:
+            self.median = self.percentiles[50.0]
+
     @classmethod
     def of(cls, name: str, stats: Mapping[str, Any]) -> "Metric":
         """A distribution from its statistics as the summary computes them: 'mean', 'median',
@@ -696,6 +702,13 @@ def deciding_step(steps: Sequence[Step]) -> Step | None:
             or next((s for s in after if s.state == NO_DATA), None))
 
 
+def amount(load: float, unit: str = "users") -> str:
+    """'1 user', '4 users', '2.5 req/s': a load with its unit, singular when it is one."""
+    if unit == "users":
+        return f"{load:g} user" + ("" if load == 1 else "s")
+    return f"{load:g} {unit}"
+
+
 def held_load(steps: Sequence[Step]) -> float:
     """The most users (or the highest rate) whose step held; 0 when none did."""
     return max((s.load for s in steps if s.held), default=0)
@@ -881,6 +894,29 @@ class StepBrief(Part):
                    summary=Summary.from_dict(rest), read_keys=tuple(data))
 
 
+def _probed(s: "ServerState") -> bool:
+    return s.samples is not None
+
+
+@dataclass
+class ServerState(Part):
+    """A sweep setting's server in its own words during the ramp (commands.sweep.server_state,
+    from the probe's samples in server.jsonl): the most it ran and kept waiting at once, its
+    slots, KV cache and memory; or, when the probe found nothing, only why (``note``)."""
+
+    kind: str | None = None
+    note: str | None = part(None, omit="none")
+    samples: int | None = part(None, when=_probed)
+    max_running: float | None = part(None, when=_probed)
+    max_waiting: float | None = part(None, when=_probed)
+    slots: float | None = part(None, when=_probed)
+    max_kv_cache_usage: float | None = part(None, when=_probed)
+    max_vram_bytes: float | None = part(None, when=_probed)
+    max_ram_bytes: float | None = part(None, when=_probed)
+    preemptions: float | None = part(None, when=_probed)
+    models_loaded: list[str] | None = part(None, when=_probed)
+
+
 @dataclass
 class SweepSetting(Part):
     """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
@@ -903,7 +939,7 @@ class SweepSetting(Part):
     verdict_kind: str | None = part(None, omit="none")
     knee: Knee | None = part(None, omit="none")
     steps: list[StepBrief] | None = part(None, omit="none")
-    server_state: dict[str, Any] | None = part(None, omit="none")
+    server_state: ServerState | None = part(None, omit="none")
     server_exit_code: int | None = part(None, omit="none")
     # what the server said it was
     server: ServerIdentity | None = part(None, omit="none")

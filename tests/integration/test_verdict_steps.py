@@ -210,3 +210,41 @@ def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_fact
     assert "It has 2 slots." in text, text
     assert "At 1 user, not enough data to decide" in text
     assert ramp_exit_code(r) == EXIT_OK
+
+
+def test_one_user_is_one_user_and_an_interval_has_width():
+    # "Held 1 users", "At 1 users the step had not settled", "1 held 2 [2, 2]": a load of one
+    # is singular in every sentence, and repeats that all held the same give no interval
+    from llmbench.analysis.stepstats import drift_sentence
+    from llmbench.commands.sweep import _fmt_held
+    from llmbench.results.schema import Steady, amount
+    assert (amount(1), amount(4), amount(2.5, "req/s")) == ("1 user", "4 users", "2.5 req/s")
+    held, broke = _step(0, 1, "held", 100.0), _step(1, 2, "over", 100.0)
+    broke.checks[0].threshold, broke.checks[0].metric, broke.checks[0].stat = \
+        "errors==0", "errors", None
+    assert knee([held, broke], [], "users").text == "Held 1 user, broke at 2."
+    held.steady = Steady(in_flight=[1.0, 3.0], ttft_p50_ms=[None, None],
+                         ttft_p95_ms=[None, None], p_value=None, drifting=True, why="queue")
+    assert drift_sentence(held, "users").startswith("At 1 user the step had not settled")
+    same = _setting("1", 2)
+    same.held_interval = {"low": 2, "high": 2}
+    wide = _setting("4", 6)
+    wide.held_interval = {"low": 5, "high": 7}
+    assert (_fmt_held(same), _fmt_held(wide)) == ("2", "6 [5, 7]")
+    text, best = answer([same, wide], "users", {}, 1.0)
+    assert best is wide and text.startswith("NP=4 held the most users (6 [5, 7]); "), text
+    assert text.endswith("; 1 held 2.") and "[2, 2]" not in text, text
+
+
+def test_the_send_delay_has_its_median():
+    # the summary writes the send delay's p50 ("p50_send_delay_ms"): its Metric had median None
+    from llmbench.analysis.metrics import summarize
+    recs = [Record(f"r{i}", scheduled=1.0 + i, start=1.0 + i, sent=1.0 + i + 0.001 * (i + 1),
+                   token_times=[1.5 + i, 1.6 + i], first_token=1.5 + i, end=1.6 + i,
+                   done=1.6 + i, ok=True, output_tokens=2) for i in range(9)]
+    s = summarize(recs)
+    assert s.send_delay.median is not None and abs(s.send_delay.median - 5.0) < 1e-6
+    assert s.send_delay.median == s.send_delay.p50
+    flat = s.to_dict()
+    assert "p50_send_delay_ms" in flat and "median_send_delay_ms" not in flat
+    assert type(s).from_dict(flat).send_delay.median == s.send_delay.median

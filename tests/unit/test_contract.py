@@ -142,3 +142,23 @@ def test_exit_code_and_passed():
     assert run.exit_code == EXIT_OVERLOADED
     run.status, run.error = "failed", "cannot write results/x/requests.jsonl"
     assert run.exit_code == EXIT_WRITE
+
+
+def test_a_sweep_settings_server_state_is_typed_and_writes_todays_keys():
+    # what the sweep read by key ('st.get("max_running")') is a typed part: written as before,
+    # the full state when the probe found samples, else only why it found none
+    from llmbench.results.schema import ServerState, SweepSetting
+    full = ServerState(kind="llamacpp", samples=12, max_running=2, max_waiting=3, slots=2,
+                       max_kv_cache_usage=0.5, max_vram_bytes=None, max_ram_bytes=1e9,
+                       preemptions=0, models_loaded=None)
+    assert list(full.to_dict()) == ["kind", "samples", "max_running", "max_waiting", "slots",
+                                    "max_kv_cache_usage", "max_vram_bytes", "max_ram_bytes",
+                                    "preemptions", "models_loaded"]
+    assert ServerState(kind=None, note="no /metrics").to_dict() == {"kind": None,
+                                                                   "note": "no /metrics"}
+    doc = {"setting": {"NP": "2"}, "name": "NP=2", "status": "complete", "held": 2,
+           "server_state": {"kind": "ollama", "models_loaded": ["m"], "max_running": 1}}
+    s = SweepSetting.from_dict(doc)
+    assert isinstance(s.server_state, ServerState) and s.server_state.max_running == 1
+    assert s.to_dict()["server_state"] == doc["server_state"]       # read back unchanged
+    assert ServerState.from_dict(full.to_dict()) == full

@@ -126,8 +126,9 @@ def test_the_summary_percentiles_are_the_rule_on_the_measured_values():
     e2el = np.sort([r.e2el * 1000.0 for r in back])
     for p in ps:
         w = percentile.stat_name(p)
-        assert s[f"{w}_ttft_ms"] == percentile.of_sorted(ttft, p)
-        assert s[f"{w}_e2el_ms"] == percentile.of_sorted(e2el, p)
+        assert s.ttft.percentiles[p] == percentile.of_sorted(ttft, p)
+        assert s.value("ttft", w) == percentile.of_sorted(ttft, p)
+        assert s.e2el.percentiles[p] == percentile.of_sorted(e2el, p)
         itl = np.sort([g * 1000.0 for r in back for g in r.itls])
-        assert math.isclose(s[f"{w}_itl_ms"], percentile.of_sorted(itl, p), rel_tol=1e-9)
-    assert s["median_ttft_ms"] == percentile.of_sorted(ttft, 50.0)
+        assert math.isclose(s.itl.percentiles[p], percentile.of_sorted(itl, p), rel_tol=1e-9)
+    assert s.ttft.median == percentile.of_sorted(ttft, 50.0)
