@@ -213,7 +213,7 @@ def plan_line(index: int, plan: StepPlan, pacer: SearchPacer, unit: str) -> str 
     """What a search's next step is for, said before it runs (a fixed ramp says nothing)."""
     lo = pacer.lo.load if pacer.lo is not None else None
     hi = pacer.hi.load if pacer.hi is not None else None
-    what = f"{plan.load:g} {unit}"
+    what = f"{plan.load:g} {'user' if unit == 'users' and plan.load == 1 else unit}"
     if plan.why == "grow":
         why = "the first step" if index == 0 else "growing until a step breaks"
     elif plan.why == "aim":
