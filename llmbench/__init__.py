@@ -52,6 +52,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'llmbench' has no attribute {name!r}")
     import importlib
     value = getattr(importlib.import_module(where), name)
+    if where == "llmbench.results.schema":
+        importlib.import_module("llmbench.report.notebook")   # results draw in Jupyter
     if name == "report":
         value = importlib.import_module("llmbench.report")      # made callable: below
     globals()[name] = value

@@ -19,10 +19,12 @@ and the live line on a terminal).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import inspect
 import io
+import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, ParamSpec, TypeVar, overload
 
@@ -34,6 +36,7 @@ from llmbench.commands.sweep_spec import SweepSpec
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
 from llmbench.results.schema import Run
+import llmbench.report.notebook  # noqa: F401,E402  (a Run and a Step draw themselves in Jupyter)
 
 __all__ = ["run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
            "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec",
@@ -93,20 +96,65 @@ class Command(Generic[S, P, R]):
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         cls: Any = self.spec
         what = f"llmbench.{cls.command}()"
+        # progress asked for (a spec given whole: anything but its default, False)
+        given = "progress" in kwargs or "no_progress" in kwargs
         with _typed_errors():
             if len(args) == 1 and not kwargs and isinstance(args[0], cls):
                 spec = args[0]
+                given = getattr(spec, "progress", False) is not False
             else:
                 positional = [f.name for f in dataclasses.fields(cls) if not f.kw_only]
                 if len(args) > len(positional):
                     raise UsageError(f"{what}: give the options as keywords "
                                      f"(or one {cls.__name__})")
                 spec = cls.from_options({**dict(zip(positional, args)), **kwargs}, what)
-            with _output(getattr(spec, "progress", False)):
-                return self._perform(spec)
+            spec, cell = _in_cell(spec, given)
+            return _perform(spec, self._perform, cell)
 
     def __repr__(self) -> str:
         return f"<llmbench.{self.__name__}: {self.spec.__name__}(...) or its fields as keywords>"  # type: ignore[attr-defined]
+
+
+def _in_cell(spec: Any, given: bool) -> tuple[Any, bool]:
+    """progress="notebook", or no progress asked for in a Jupyter kernel: the live view in the
+    cell (and nothing on the console); "notebook" outside a kernel: the console's, with a note."""
+    if not hasattr(spec, "progress"):
+        return spec, False
+    from llmbench.report import notebook
+    if spec.progress == "notebook":
+        if notebook.in_notebook():
+            return dataclasses.replace(spec, progress=False), True
+        print("note: progress='notebook' needs a Jupyter kernel (IPython's display), and this "
+              "is not one: showing the console's live view instead", file=sys.stderr)
+        return dataclasses.replace(spec, progress=True), False
+    return spec, not given and notebook.in_notebook()
+
+
+def _perform(spec: Any, perform: Callable[[Any], Any], in_cell: bool) -> Any:
+    """The command, its --dashboard opened first (before the output is silenced, so its URL
+    reaches the caller) and its live view in the notebook's cell when asked."""
+    board = None
+    if getattr(spec, "dashboard", None) is not None:
+        from llmbench.report.dashboard import handle
+        board = handle.shared(spec.dashboard_at())
+    cell = None
+    if in_cell:
+        from llmbench.report import notebook
+        from llmbench.report.dashboard import handle
+        cell = notebook.cell_view()
+        handle.set_cell_view(cell)
+    try:
+        with _output(getattr(spec, "progress", False)):
+            return _own_loop(lambda: perform(spec))
+    finally:
+        if cell is not None:
+            handle.set_cell_view(None)
+            cell.close()
+        if board is not None:
+            # left up for the next run (and until the interpreter exits), unless a linger
+            # was given: then kept that long and closed
+            from llmbench.report.dashboard import handle
+            handle.end_of_command(cli=False)
 
 
 def _signature(spec: Any) -> inspect.Signature:
@@ -119,6 +167,51 @@ def _signature(spec: Any) -> inspect.Signature:
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                         annotation=f.type))
     return inspect.Signature(params)
+
+
+def _own_loop(fn: Callable[[], Any]) -> Any:
+    """``fn()``, where it can run its own event loops. Called inside a running event loop (a
+    Jupyter cell, a coroutine calling llmbench.run), it runs on a thread of its own and this
+    one waits: a KeyboardInterrupt (Jupyter's interrupt) is delivered to the run as Ctrl-C is
+    (finish in-flight requests; twice: stop now). In any other thread it runs right there (its
+    signal handlers are the main thread's: a run off the main thread is not interrupted)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()                     # no loop running in this thread: as the command line
+    import threading
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:    # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+    from llmbench.load.harness import interrupt_runs
+    t = threading.Thread(target=main, name="llmbench-run", daemon=True)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # asyncio.run's own SIGINT handler would only cancel the task that is blocked here:
+        # while the run lasts, Ctrl-C is the run's, as on the command line
+        import signal
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupt_runs())
+    t.start()
+    interrupts = 0
+    try:
+        while t.is_alive():
+            try:
+                t.join(0.25)
+            except KeyboardInterrupt:
+                interrupts += 1
+                if not interrupt_runs() or interrupts > 2:
+                    raise
+    finally:
+        if previous is not None:
+            import signal
+            signal.signal(signal.SIGINT, previous)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _result(done: Any, what: str) -> Run:

@@ -61,6 +61,16 @@ class RunFailed(LlmbenchError):
         self.run = run
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP outside the load (which handles them as Ctrl-C): raised in the main
+    thread as Ctrl-C's KeyboardInterrupt is, so a command ends the same way for all three
+    (its run.json marked, what it skipped said). ``signal``: the signal's name."""
+
+    def __init__(self, signal: str = "SIGINT") -> None:
+        super().__init__(signal)
+        self.signal = signal
+
+
 def failure(message: str, exit_code: int) -> LlmbenchError:
     """The exception for a failure the command line reports as ``message`` and ``exit_code``."""
     kinds = {EXIT_USAGE: UsageError, EXIT_UNREACHABLE: ServerUnreachable,

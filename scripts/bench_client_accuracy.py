@@ -21,6 +21,12 @@ request (matched by x-request-id):
   python scripts/bench_client_accuracy.py --streams 128 --transport fast # llmbench on fasthttp
   python scripts/bench_client_accuracy.py --streams 128 --telemetry on   # with the server's
       # process, the machine and (auto) GPUs sampled each second beside the load, as a run does
+  python scripts/bench_client_accuracy.py --streams 128 --dashboard browser  # a page watched
+
+``--dashboard on`` feeds a --dashboard page (its records and live state, as the harness does);
+``--dashboard browser`` also opens the page in headless Chromium for the whole measurement, so
+the page's process draws every second: the TTFT error and the event-loop lag (``loop p99``,
+the LoopMonitor's p99 over the seconds, median and worst) with it against without.
 
 ``--client httpx`` drives the same streams with a minimal httpx reader (httpx's default
 transport, timestamps per chunk like llmbench) to re-check the choice of HTTP stack.
@@ -43,6 +49,7 @@ os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
 from llmbench.client.request import Client, RequestParams, choose_transport  # noqa: E402
 from llmbench.load.eventloop import run as run_loop  # noqa: E402
+from llmbench.load.monitor import LoopMonitor  # noqa: E402
 from llmbench.load.shapes.fixed import run_closed  # noqa: E402
 from llmbench.load.session import Session  # noqa: E402
 from llmbench.client.target import make_target  # noqa: E402
@@ -89,6 +96,65 @@ class HttpxClient:
         return ""
 
 
+def _dashboard_gauges(s: Session, t0: list[float]):
+    """What the harness hands the dashboard, from the bench's one session."""
+    from types import SimpleNamespace
+
+    def read():
+        c = s.counters
+        return SimpleNamespace(t_s=time.perf_counter() - t0[0] if t0 else None,
+                               started=c.started, done=c.done, failed=c.failed,
+                               in_flight=c.in_flight, events=c.events, users=c.in_flight, load=float(c.in_flight),
+                               step=None, phase=None, lag_p99_ms=None, cpu_pct=None,
+                               busiest=None, server=None)
+    return read
+
+
+def tree_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and every descendant (from /proc)."""
+    if pid is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parts = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(parts[1]), (int(parts[11]) + int(parts[12])) / tick)
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen or p not in stats:
+            continue
+        seen.add(p)
+        total += stats[p][1]
+        todo.extend(c for c, (ppid, _) in stats.items() if ppid == p)
+    return total
+
+
+def open_browser(url: str):
+    """Headless Chromium on the page for the measurement (None when it is not installed)."""
+    import shutil
+    import subprocess
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("note: chromium is not installed (apt-get install chromium): the page is fed "
+              "but nobody watches it")
+        return None, None
+    profile = tempfile.mkdtemp(prefix="llmbench-bench-chromium-")
+    proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                             "--disable-quic", "--no-first-run",
+                             "--disable-background-networking", "--disable-component-update",
+                             "--disable-sync", f"--user-data-dir={profile}",
+                             "--remote-debugging-port=0", url],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, profile
+
+
 async def sampled(coro, url: str, on: bool):
     """``coro`` with the server telemetry a run has (llmbench/servers/telemetry.py: the
     mock's process found by its port, the machine, llmbench itself, GPUs under auto, the
@@ -112,22 +178,57 @@ async def sampled(coro, url: str, on: bool):
 
 
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
-                calibrate_s: float, transport: str = "auto", api: str = "openai-chat"):
+                calibrate_s: float, transport: str = "auto", api: str = "openai-chat",
+                dashboard: str = "off"):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
     target = make_target(url + "/v1", "mock", api=api)
     c = (HttpxClient(target, streams) if client == "httpx"
          else Client(target, RequestParams(), max_connections=streams + 8, transport=transport))
+    board, browser, profile = None, None, None
     async with c:
         s = Session(c, None)
         # warm-up: open the connections
         await run_closed(s, wl.conversations, streams, streams, None)
         s.records.clear()
+        if dashboard != "off":
+            from llmbench.report.dashboard.handle import Dashboard
+            board = Dashboard().open()
+            board.begin({"kind": "run", "unit": "users", "model": "mock", "url": url,
+                         "concurrency": streams})
+            t0_box: list[float] = []
+            s.on_record = board.observe
+            board.attach(_dashboard_gauges(s, t0_box))
+            if dashboard == "browser":
+                browser, profile = open_browser(board.url)
+                await asyncio.sleep(3.0)            # the page is loaded and listening
+        monitor = LoopMonitor()
+        monitor.start()
+        page_pid = board._proc.pid if board is not None and board._proc is not None else None
+        page0, browser0 = tree_cpu_s(page_pid), tree_cpu_s(browser.pid if browser else None)
         cpu0, t0 = time.process_time(), time.perf_counter()
+        if board is not None:
+            t0_box.append(t0)
         await run_closed(s, wl.conversations, streams, None, seconds)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        if board is not None:
+            page_s = tree_cpu_s(page_pid) - page0
+            browser_s = tree_cpu_s(browser.pid if browser else None) - browser0
+            print(f"  dashboard: its process used {page_s:.2f} s of CPU over {wall:.1f} s "
+                  f"({page_s / wall * 100:.1f}% of a core)"
+                  + (f"; chromium {browser_s:.2f} s ({browser_s / wall * 100:.1f}%)"
+                     if browser else ""))
+        await monitor.stop()
         records = list(s.records)
+        if board is not None:
+            s.on_record = None
+            board.close()
+            if browser is not None:
+                browser.terminate()
+                browser.wait()
+                import shutil
+                shutil.rmtree(profile, ignore_errors=True)
         calib = None
         if calibrate_s > 0:
             # one-token requests: mostly the cost of starting (and finishing) a request
@@ -138,7 +239,7 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
             await run_closed(s, one.conversations, streams, None, calibrate_s)
             calib = (time.process_time() - cpu1, len(s.records),
                      sum(len(r.token_times) for r in s.records))
-        return records, cpu, wall, calib
+        return records, cpu, wall, calib, [m.lag_p99_ms for m in monitor.samples]
 
 
 def cpu_split(cpu: float, reqs: int, events: int, calib) -> tuple[float, float]:
@@ -174,6 +275,9 @@ def main() -> None:
                     help="sample the server's machine beside the load, as a run does")
     ap.add_argument("--calibrate-seconds", type=float, default=4.0,
                     help="one-token phase that splits CPU per request / per event (0: skip)")
+    ap.add_argument("--dashboard", choices=("off", "on", "browser"), default="off",
+                    help="feed a --dashboard page during the measurement (browser: and watch "
+                         "it in headless Chromium)")
     a = ap.parse_args()
     transport = choose_transport("http://x", a.transport)
     print(f"api={a.api} client={a.client} transport={transport} loop={a.loop} "
@@ -182,15 +286,16 @@ def main() -> None:
     print("errors are client - server, the server's TTFT being first send - its arrival stamp")
     print(f"{'streams':>7} {'reqs':>6} {'start->arr p50/p99':>19} {'TTFT err p50/p99':>17} "
           f"{'ITL p99 cli/srv':>17} {'ITLp99 err':>10} {'lag p50':>8} {'lag p99':>8} "
-          f"{'in flight':>9} {'us/start':>8} {'us/event':>8} {'us/ev all':>9}")
+          f"{'in flight':>9} {'us/start':>8} {'us/event':>8} {'us/ev all':>9} "
+          f"{'loop p99 med/max':>16}")
     for n in [int(x) for x in a.streams.split(",")]:
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "send.jsonl")
             cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
             with MockProcess(cfg, record=log) as m:
-                records, cpu, wall, calib = run_loop(sampled(
+                records, cpu, wall, calib, loop_lags = run_loop(sampled(
                     drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
-                          transport, a.api), m.url, a.telemetry == "on"), a.loop)
+                          transport, a.api, a.dashboard), m.url, a.telemetry == "on"), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []
@@ -217,7 +322,9 @@ def main() -> None:
               f"{ms(cli_gaps, 99):8.2f}/{ms(srv_gaps, 99):<8.2f} "
               f"{ms(cli_gaps, 99) - ms(srv_gaps, 99):+10.2f} "
               f"{ms(lags, 50):8.3f} {ms(lags, 99):8.3f} {in_flight:9.1f} "
-              f"{per_start:8.1f} {per_event:8.1f} {cpu / max(events, 1) * 1e6:9.1f}")
+              f"{per_start:8.1f} {per_event:8.1f} {cpu / max(events, 1) * 1e6:9.1f} "
+              f"{np.median(loop_lags) if loop_lags else float('nan'):7.2f}/"
+              f"{max(loop_lags) if loop_lags else float('nan'):<8.2f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from llmbench.results import lock
 from llmbench.results.jsonfile import RunFolderError
 from llmbench.results.schema import Run
 
@@ -42,22 +43,35 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
             raise RunFolderError(f"{path}: this ramp stopped before its first step ended "
                                  "(killed?); its requests are in requests.jsonl, but no step "
                                  f"finished, so there is nothing to {what}")
-        if run.status == "running":
+        live = lock.writer(path)
+        if live is not None:
+            run.live_writer = lock.writer_text(path, live)
+        elif run.status == "running":
             run.status = "partial"
     return run
 
 
 def rebuild_run(path: Path, run: Run) -> Run:
-    """The summary of a ``run`` from its requests.jsonl, written back marked partial."""
+    """The summary of a ``run`` from its requests.jsonl, written back marked partial; when the
+    run is still in progress (a live writer holds the folder's lock), the summary so far, not
+    written: a reader never writes over a live run (``live_writer`` says who)."""
     from llmbench.analysis import metrics
     from llmbench.records.record import load_records
     log = path / "requests.jsonl"
     records = load_records(log) if log.is_file() else []
     measured = [r for r in records if r.measured]
     if not measured:
+        live = lock.writer(path)
+        if live is not None:
+            raise RunFolderError(f"{path}: this run is in progress ({lock.writer_text(path, live)}) "
+                                 "and no request has finished yet; try again later")
         raise RunFolderError(f"{path}: the run stopped (status {run.status!r}) before any "
                              "request finished; there is nothing to rebuild a summary from")
+    live = lock.writer(path)
     run.summary = metrics.summarize(records)
+    if live is not None:
+        run.live_writer = lock.writer_text(path, live)
+        return run
     run.status = "partial"
     run.note = REBUILT_NOTE
     if not run.started_at:

@@ -90,7 +90,32 @@ def generator_cause(mon: dict[str, Any]) -> str:
     return "llmbench" if (mon.get("cpu_pct") or 0.0) >= GENERATOR_CPU_BUSY_PCT else "machine"
 
 
+def freeze_sentence(mon: dict[str, Any]) -> str | None:
+    """The load generator's own freeze, when there was one (load.monitor: a loop that did not
+    run for seconds), as one sentence; None without one."""
+    frozen = mon.get("frozen_s")
+    if not frozen:
+        return None
+    spans = mon.get("freeze_spans") or []
+    at = f" at {spans[0]['at_s']:.0f} s" if len(spans) == 1 else (
+        f" {len(spans)} times" if spans else "")
+    stalls = mon.get("client_stalls")
+    across = mon.get("frozen_requests")
+    tail = ""
+    if across:
+        tail += f"; the {across} request{'s' if across != 1 else ''} in flight then hold it in " \
+                "their timings"
+    if stalls:
+        tail += (f"; {stalls} that timed out while it was frozen {'are' if stalls != 1 else 'is'} "
+                 "llmbench's (client_stall), not counted against the server")
+    return (f"llmbench itself was frozen for {frozen:.1f} s{at} (its event loop did not run: "
+            f"the process was stopped, swapped out or its machine suspended){tail}.")
+
+
 def generator_sentence(mon: dict[str, Any]) -> str:
+    frozen = freeze_sentence(mon)
+    if frozen:
+        return frozen
     lag, cpu = mon.get("lag_p99_ms") or 0.0, mon.get("cpu_pct") or 0.0
     # with worker processes, say which one (its figures are the ones quoted): a worker, or
     # the coordinator that gathers their records

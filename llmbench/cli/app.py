@@ -13,7 +13,7 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from typing import Annotated
@@ -108,24 +108,42 @@ def _answer(kind: str, done) -> str:
 def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
     """Run ``work()`` (a Done); with --json, everything it prints goes to stderr and the
     summary, as JSON, to stdout; with --quiet, only errors (stderr) and one closing line.
-    Exits with the command's code."""
+    Exits with the command's code. --dashboard's page opens first: its URL is the first line
+    (before the mock, Ray or the preflight speak)."""
     import contextlib
+    spec = getattr(work, "__self__", None)
+    if getattr(spec, "dashboard", None) is not None:
+        from llmbench.report.dashboard import handle
+        handle.shared(spec.dashboard_at())
     if quiet and not json_out:
         import io
         with contextlib.redirect_stdout(io.StringIO()):
             done = work()
         if done.run is not None or done.run_dir is not None:
             print(_answer(kind, done))
+        _linger()
         raise typer.Exit(done.code)
     if not json_out:
-        raise typer.Exit(work().code)
+        code = work().code
+        _linger()
+        raise typer.Exit(code)
     import json
     from llmbench.cli.jsonout import document
     with contextlib.redirect_stdout(sys.stderr):
         done = work()
     sys.stderr.flush()
     print(json.dumps(document(kind, done), indent=1, default=str))
+    _linger()
     raise typer.Exit(done.code)
+
+
+def _linger() -> None:
+    """--dashboard: the page stays up after the command's output (until Ctrl-C, or
+    --dashboard-linger); the exit code stays the command's."""
+    handle = sys.modules.get("llmbench.report.dashboard.handle")
+    if handle is not None:
+        sys.stdout.flush()
+        handle.end_of_command(cli=True)
 
 
 # -- the commands: a spec each (llmbench/commands/), built from the flags ------------------------
@@ -155,6 +173,24 @@ def _mock(options) -> None:
     serve(options)
 
 
+def _says_skipped(fn):
+    """After a command that reads run folders: one note per JSON-lines file whose reading
+    skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
+    silently."""
+    def wrapper(spec) -> None:
+        from llmbench.records.record import SKIPPED, skipped_notes
+        SKIPPED.clear()
+        try:
+            return fn(spec)
+        finally:
+            for note in skipped_notes():
+                typer.echo(f"note: {note}", err=True)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@_says_skipped
 def _report(spec) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, CSV or Parquet."""
     done = spec.perform()
@@ -166,6 +202,7 @@ def _report(spec) -> None:
         typer.echo(str(done.path))
 
 
+@_says_skipped
 def _compare(spec) -> None:
     """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
     done = spec.perform()
@@ -200,6 +237,16 @@ def _runs(spec) -> None:
         show(r)
         for sub in r.ramps:
             show(sub, "    ")
+
+
+def _dashboard(spec) -> None:
+    """Serve a finished run or sweep as --dashboard shows it when a run ends, until Ctrl-C."""
+    from llmbench.report.dashboard.address import url_of
+
+    def listening(p: int) -> None:
+        typer.echo(f"Dashboard: {url_of(spec.host, p)} serving {spec.folder} (Ctrl-C to stop)",
+                   err=True)
+    spec.perform(listening)
 
 
 def _inspect(spec) -> None:
@@ -242,12 +289,14 @@ def commands() -> dict:
     from llmbench.commands.ramp_spec import RampSpec
     from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
     from llmbench.commands.run_spec import RunSpec
+    from llmbench.commands.dashboard_spec import DashboardSpec
     from llmbench.commands.sweep_spec import SweepSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
             "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
+            "dashboard": (DashboardSpec, _dashboard, False, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 
@@ -266,9 +315,25 @@ def _click_exceptions():
     return exceptions
 
 
+def _stop_signals_raise() -> None:
+    """SIGTERM and SIGHUP end a command as Ctrl-C does (errors.Interrupted, a
+    KeyboardInterrupt), outside the load too: their default killed the process with its
+    run.json left "running". The load handles all three itself (load.harness)."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        from llmbench.errors import Interrupted
+        raise Interrupted(signal.Signals(signum).name)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+
+
 def main() -> None:
+    _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)
+    sys.argv[1:] = _bare_dashboard(sys.argv[1:])
     try:
         rv = app(standalone_mode=False)
     except (KeyboardInterrupt, abort):
@@ -289,6 +354,20 @@ def main() -> None:
     except SystemExit as exc:
         _exit(exc.code)
     _exit(rv if isinstance(rv, int) else 0)
+
+
+def _bare_dashboard(args: list[str]) -> list[str]:
+    """``--dashboard`` with no value (last, or before another option) means any free port on
+    127.0.0.1: typer's options take a value or none, never either, so the value is given
+    here (a port or address never starts with '-')."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        out.append(a)
+        if a == "--":
+            return out + args[i + 1:]
+        if a == "--dashboard" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out.append("auto")
+    return out
 
 
 def _exit(code: object) -> None:

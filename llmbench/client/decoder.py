@@ -8,9 +8,44 @@ Tests drive it with scripted chunks (tests/unit/test_decoder.py).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from llmbench.records.record import Record
-from llmbench.wire.events import END, ERROR, MALFORMED, TOKEN, TOKEN_END, Event, Usage, loads
+from llmbench.wire.events import END, ERROR, MALFORMED, TOKEN, TOKEN_END, Event, Usage, loads, malformed
 from llmbench.wire.format import WireFormat
+
+# What a format's reading of a server's payload may raise on JSON of types it did not expect
+# (each format checks the fields it reads; this is the net under them): one bad event is that
+# request's malformed_event, never an exception out of the transport or the run
+_UNEXPECTED = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
+def _shown(payload: Any) -> str:
+    return payload[:100].decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+
+
+def _unreadable(payload: Any, exc: BaseException) -> Event:
+    what = "nested too deeply" if isinstance(exc, RecursionError) else \
+        f"{type(exc).__name__}: {str(exc)[:80]}"
+    return Event(MALFORMED, error=f"a reply llmbench could not read ({what}) {_shown(payload)}"
+                 .rstrip())
+
+
+def _not_text(ev: Event, payload: Any) -> Event:
+    return Event(MALFORMED, error=f"a reply whose text is {type(ev.text).__name__}, not a "
+                                  f"string {_shown(payload)}".rstrip())
+
+
+def classify_safely(classify: Callable[[Any], Event], payload: Any) -> Event:
+    """``classify(payload)``, or the MALFORMED event for a payload it could not read: an
+    exception, or a text that is not a string."""
+    try:
+        ev = classify(payload)
+    except _UNEXPECTED as exc:
+        return _unreadable(payload, exc)
+    if not isinstance(ev.text, str):
+        return _not_text(ev, payload)
+    return ev
 
 # What ``feed`` says about a chunk, for the transport's watchdog and control flow.
 NOTHING = 0     # no complete event (a partial event, an SSE comment): the idle timer keeps running
@@ -128,7 +163,12 @@ class StreamDecoder:
         texts = self.texts
         classify = self._classify
         for payload in payloads:
-            ev = classify(payload)
+            try:
+                ev = classify(payload)
+                if ev.text.__class__ is not str:
+                    ev = _not_text(ev, payload)
+            except _UNEXPECTED as exc:
+                ev = _unreadable(payload, exc)
             kind = ev.kind
             if kind == TOKEN or kind == TOKEN_END:
                 if ev.tool and rec.first_tool is None:
@@ -176,12 +216,20 @@ def decode_whole(fmt: WireFormat, raw: bytes, t: float, rec: Record, texts: list
     """A whole (non-streamed) JSON body that arrived complete at ``t``."""
     try:
         obj = loads(raw)
-    except ValueError:
-        rec.error_kind, rec.error = "malformed_event", raw[:200].decode("utf-8", "replace")
+    except ValueError as exc:
+        rec.error_kind, rec.error = "malformed_event", malformed(raw, exc).error
         return
-    ev: Event = fmt.parse_full(obj if isinstance(obj, dict) else {})
+    if not isinstance(obj, dict):
+        rec.error_kind = "malformed_event"
+        rec.error = f"the reply is {type(obj).__name__}, not a JSON object: " + \
+            raw[:150].decode("utf-8", "replace")
+        return
+    ev: Event = classify_safely(fmt.parse_full, obj)     # type: ignore[arg-type]
     if ev.kind == ERROR:
         rec.error_kind, rec.error = "error_event", ev.error
+        return
+    if ev.kind == MALFORMED:
+        rec.error_kind, rec.error = "malformed_event", ev.error
         return
     if ev.kind == TOKEN or ev.kind == TOKEN_END:
         rec.token_times.append(t)

@@ -89,10 +89,15 @@ class Watchdog(Protocol):
     """What the protocol touches of request._Watchdog (typed here: request.py imports this)."""
     last: float
     got_token: bool
+    stopped: bool
 
     def first_token(self) -> None: ...
 
     def stop(self) -> None: ...
+
+    def deadline(self) -> float: ...
+
+    def expire(self) -> bool: ...
 
 
 class Transport(Protocol):
@@ -112,6 +117,17 @@ class Transport(Protocol):
 
 
 OnHead = Callable[[int, Any, Record], int]
+
+
+class TransportFactory(Protocol):
+    """What ``Client(transport=...)`` takes: a callable that makes the client's Transport (a
+    transport class such as FastTransport, or mock_transport.MockTransport(handler)). The
+    Transport it returns may have a ``clock`` (a callable giving seconds): the client then keeps
+    its times on that clock and arms no timer, the transport moving the deadlines itself."""
+
+    def __call__(self, urls: dict[bool, str], headers: dict[str, str], fmt: WireFormat,
+                 on_head: OnHead, max_connections: int, connect_s: float,
+                 stamp_sent: bool = True, net: Net | None = None) -> Transport: ...
 
 
 def decoded(raw: bytes, encoding: str, limit: int = 0) -> bytes:
@@ -192,7 +208,7 @@ class _Conn(asyncio.Protocol):
     __slots__ = ("pool", "transport", "closed", "idle_since", "phase", "keep", "rec", "dog",
                  "texts", "fut", "dec", "mode", "acc", "acc_n", "head", "chunked", "cstate",
                  "remaining", "cbuf", "until_close", "drain_timer", "_on_head", "_fmt", "encoding",
-                 "location")
+                 "location", "clock")
 
     def __init__(self, pool: "_Pool") -> None:
         self.pool = pool
@@ -209,6 +225,9 @@ class _Conn(asyncio.Protocol):
         self.encoding: str | None = None
         self._on_head = pool.on_head
         self._fmt = pool.fmt
+        # the time source of arrivals: the pool's (perf_counter; a virtual clock when
+        # mock_transport feeds a scripted response through this parser)
+        self.clock = pool.clock
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -224,7 +243,7 @@ class _Conn(asyncio.Protocol):
                 f"{f' ({exc})' if exc else ''}"))
         elif phase == _BODY:
             if self.until_close or self.mode == SOME:
-                self._body_end(perf_counter())      # an error body keeps what came
+                self._body_end(self.clock())      # an error body keeps what came
             else:
                 self._fail(ResponseCut("the connection closed before the response ended"
                                        f"{f' ({exc})' if exc else ''}"))
@@ -237,7 +256,7 @@ class _Conn(asyncio.Protocol):
         self.pool.lost(self)
 
     def data_received(self, data: bytes) -> None:
-        t = perf_counter()
+        t = self.clock()
         try:
             phase = self.phase
             if phase == _BODY:
@@ -321,10 +340,18 @@ class _Conn(asyncio.Protocol):
             break
         self.head = b""
         headers = _Headers(lines)
+        if any(":" not in line for line in lines.split("\r\n")[1:]):
+            # aiohttp refuses a header line without a name: so does this transport
+            bad = next(x for x in lines.split("\r\n")[1:] if ":" not in x)
+            raise BadResponse(f"a header line without a colon: {bad[:60]!r}")
         conn = headers.get("connection", "").lower()
         self.keep = ("close" not in conn) if version == "HTTP/1.1" else ("keep-alive" in conn)
         self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         self.until_close = False
+        if self.chunked and "content-length" in headers:
+            # RFC 9112 6.3: a message with both "ought to be handled as an error" (response
+            # splitting); aiohttp refuses it, and both transports must agree
+            raise BadResponse("both Transfer-Encoding and Content-Length")
         if self.chunked:
             self.cstate, self.cbuf, self.remaining = _SIZE, b"", 0
         elif status in (204, 304):
@@ -469,7 +496,7 @@ class _Conn(asyncio.Protocol):
                 # the request's task (whose user may send its next request at once) wakes
                 dog.stop()
                 if not ended:
-                    self.rec.done = perf_counter()
+                    self.rec.done = self.clock()
                 dec.finish()
                 if ended:
                     self._finished()
@@ -499,10 +526,10 @@ class _Conn(asyncio.Protocol):
         mode = self.mode
         rec = self.rec
         if mode == STREAM:
-            self.dec.close(perf_counter())
+            self.dec.close(self.clock())
         elif mode == WHOLE_BODY:
             decode_whole(self._fmt, decoded(b"".join(self.acc), self.encoding or ""),
-                         perf_counter(), rec, self.texts)
+                         self.clock(), rec, self.texts)
         else:
             self._some_done()
         self._resolve()
@@ -600,6 +627,7 @@ class _Pool:
         self.connect_s = connect_s
         self.on_head = on_head
         self.fmt = fmt
+        self.clock = perf_counter
         self.idle: list[_Conn] = []
         self.open = 0
         self.waiters: deque[asyncio.Future] = deque()

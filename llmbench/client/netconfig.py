@@ -242,6 +242,32 @@ def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc)[:120]
 
 
+def host_problem(host: str) -> str | None:
+    """What makes ``host`` a name no resolver takes, as a phrase, or None: an empty label
+    (``gpu-box..local``: the IDNA codec raised deep inside getaddrinfo, a traceback), a label
+    over 63 characters, a name over 253, or one the IDNA codec refuses. IP addresses pass."""
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host        # a fully qualified name's dot
+    labels = name.split(".")
+    if any(not label for label in labels):
+        return f"{host[:80]!r} has an empty label (two dots in a row, or a leading dot)"
+    if len(name) > 253:
+        return f"is {len(name)} characters, over the 253 a host name can be"
+    long = next((label for label in labels if len(label) > 63), None)
+    if long is not None:
+        return f"{host[:80]!r} has a label of {len(long)} characters, over the 63 one can be"
+    try:
+        name.encode("idna")
+    except UnicodeError as exc:
+        return f"{host[:80]!r} is not a valid host name ({exc})"
+    return None
+
+
 def parse_proxy(text: str, source: str) -> str:
     """A proxy URL llmbench can speak to, normalized to http://[user:pw@]host:port."""
     raw = text.strip()
@@ -259,6 +285,10 @@ def parse_proxy(text: str, source: str) -> str:
                        f"{p.scheme}://; give an http:// proxy, or --proxy none")
     if not p.hostname:
         raise NetError(f"{source} {hide_credentials(text)!r}: no host; use e.g. http://proxy.example:3128")
+    problem = host_problem(p.hostname)
+    if problem:
+        raise NetError(f"{source} {hide_credentials(text)!r}: the host name {problem}; use e.g. "
+                       "http://proxy.example:3128")
     host = f"[{p.hostname}]" if ":" in p.hostname else p.hostname
     userinfo = p.netloc.rpartition("@")[0]
     return f"http://{userinfo + '@' if userinfo else ''}{host}:{port or 80}"

@@ -58,7 +58,7 @@ def preload_transports(base_urls: list[str]) -> None:
 
 from llmbench.client import fasthttp
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
-from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, body_text, decoded
+from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
@@ -133,6 +133,24 @@ def _stale_connection(exc: BaseException) -> bool:
     # (ConnectionRefusedError, socket.gaierror, TimeoutError), none of which is stale
 
 
+def _malformed_http(exc: BaseException) -> bool:
+    """A reply that broke HTTP/1.1's rules, as either transport reports it: the fast one's
+    BadResponse, aiohttp's parser errors (ClientResponseError raised before a response, an
+    HttpProcessingError mid-body, a payload error that is not a cut)."""
+    if isinstance(exc, fasthttp.BadResponse):
+        return True
+    if aiohttp is None:
+        return False
+    from aiohttp.http_exceptions import HttpProcessingError
+    if isinstance(exc, (aiohttp.ClientResponseError, HttpProcessingError)):
+        return True
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        # "Response payload is not completed ... Not enough data": a cut; anything else the
+        # parser refused (a bad chunk, a chunk longer than its size) is the protocol
+        return "not enough data" not in str(exc).lower() and "not completed" not in str(exc)
+    return False
+
+
 TRANSPORT_ENV = "LLMBENCH_TRANSPORT"
 TRANSPORTS = ("aiohttp", "fast")
 # What "auto" means for http:// and https:// targets (other schemes always take aiohttp): the
@@ -184,15 +202,28 @@ class RequestParams:
                 "responses_state": self.responses_state}
 
 
+# A timer that runs this much later than due means the event loop itself did not run (a loop
+# lag in the seconds: the process was stopped, swapped out or its VM suspended), not a busy
+# loop (whose lag is milliseconds: load.monitor). The monitor names the same freezes.
+FROZEN_S = 2.0
+# after such a freeze, how long a timeout waits for the loop to read what the sockets hold
+REREAD_AFTER_FREEZE_S = 0.05
+
+
 class _Watchdog:
     """One timer per request, re-armed only when it fires, so token events cost nothing extra.
 
-    It cancels the request's task when a deadline passed; ``fired`` says which.
+    It cancels the request's task when a deadline passed; ``fired`` says which. ``clock``: the
+    client's time source; ``timers=False`` for a transport that keeps virtual time
+    (mock_transport.MockTransport): no timer is armed, the transport calls ``expire`` as its
+    clock passes ``deadline()``, so a timeout costs no wall time.
     """
 
-    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle")
+    __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
+                 "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking")
 
-    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float) -> None:
+    def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
+                 clock: Callable[[], float] = perf_counter, timers: bool = True) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = task
         self._t = timeouts
@@ -201,31 +232,72 @@ class _Watchdog:
         self.got_token = False
         self.fired: str | None = None
         self._handle: asyncio.TimerHandle | None = None
+        self._clock = clock
+        self._timers = timers
+        self.stopped = False
+        self._due = 0.0                 # when the armed timer is due (its lateness: a freeze)
+        self.frozen_s = 0.0             # how long the loop was frozen past a deadline
+        self._rechecking = False
         self._arm()
 
-    def _deadline(self) -> float:
+    def deadline(self) -> float:
+        """When, on the client's clock, the next limit passes (first token, idle or total)."""
         t = self._t
         d = self.last + t.idle_s if self.got_token else self.start + t.first_token_s
         return min(d, self.start + t.total_s)
 
-    def _arm(self) -> None:
-        delay = self._deadline() - perf_counter()
-        self._handle = self._loop.call_later(max(delay, 0.0), self._check)
+    _deadline = deadline
 
-    def _check(self) -> None:
-        now = perf_counter()
+    def _arm(self) -> None:
+        if not self._timers:
+            return
+        now = self._clock()
+        delay = max(self.deadline() - now, 0.0)
+        self._due = now + delay
+        self._handle = self._loop.call_later(delay, self._check)
+
+    def _expired(self) -> str | None:
+        now = self._clock()
         t = self._t
         if now >= self.start + t.total_s:
-            self.fired = "timeout_total"
-        elif not self.got_token and now >= self.start + t.first_token_s:
-            self.fired = "timeout_first_token"
-        elif self.got_token and now >= self.last + t.idle_s:
-            self.fired = "timeout_idle"
+            return "timeout_total"
+        if not self.got_token and now >= self.start + t.first_token_s:
+            return "timeout_first_token"
+        if self.got_token and now >= self.last + t.idle_s:
+            return "timeout_idle"
+        return None
+
+    def _check(self) -> None:
+        late = self._clock() - self._due
+        if late > FROZEN_S and not self._rechecking:
+            # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a
+            # suspended VM) when this deadline passed. uvloop runs due timers before it reads
+            # the sockets, so what the server sent meanwhile is unread: decide after a turn of
+            # the loop that reads it; a limit that still passed is then the client's.
+            self.frozen_s = late
+            self._rechecking = True
+            self._handle = self._loop.call_later(REREAD_AFTER_FREEZE_S, self._check)
+            self._due = self._clock() + REREAD_AFTER_FREEZE_S
+            return
+        self.fired = self._expired()
         if self.fired:
+            if self._rechecking:
+                self.fired = "client_stall"
             self._handle = None
             self._task.cancel()
         else:
+            self._rechecking = False    # the server's bytes were there: it goes on
             self._arm()
+
+    def expire(self) -> bool:
+        """A virtual-time transport's clock reached ``deadline()``: fire as the timer would
+        (the request's task is cancelled, ``fired`` names the limit). False when none passed."""
+        if self.stopped or self.fired:
+            return bool(self.fired)
+        self.fired = self._expired()
+        if self.fired:
+            self._task.cancel()
+        return bool(self.fired)
 
     def first_token(self) -> None:
         """The deadline switches from first-token to idle: re-arm once if it came closer."""
@@ -235,6 +307,7 @@ class _Watchdog:
             self._arm()
 
     def stop(self) -> None:
+        self.stopped = True
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
@@ -315,6 +388,16 @@ class AiohttpTransport:
         dec = StreamDecoder(self._fmt, rec, texts)
         times = rec.token_times
         content = resp.content
+        undo = _surface_parser_error(resp)
+        try:
+            await self._stream_body(resp, rec, dog, texts, dec, content, times)
+        finally:
+            if undo is not None:
+                undo()
+
+    async def _stream_body(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
+                           texts: list[str], dec: StreamDecoder, content: Any,
+                           times: list[float]) -> None:
         async for chunk in content.iter_any():
             t = perf_counter()
             r = dec.feed(t, chunk)
@@ -352,6 +435,27 @@ class AiohttpTransport:
                      perf_counter(), rec, texts)
 
 
+def _surface_parser_error(resp: Any) -> Callable[[], None] | None:
+    """aiohttp (3.14) puts a parser error found mid-body (a bad chunk size) on the connection's
+    protocol, not on the body's stream, closes the socket and leaves the body waiting: the
+    request then ends at the idle limit as the server's timeout. When the connection closes
+    with such an error, hand it to the body, so it ends there as the protocol error it is."""
+    conn = resp.connection
+    proto = getattr(conn, "protocol", None) if conn is not None else None
+    closed = getattr(proto, "closed", None)
+    if closed is None or not hasattr(proto, "exception"):
+        return None
+    content = resp.content
+
+    def lost(_: Any) -> None:
+        exc = proto.exception()
+        if exc is not None and not content.is_eof() and content.exception() is None:
+            content.set_exception(exc)
+    closed.add_done_callback(lost)
+    # the connection outlives the request (kept alive): the hook must not
+    return lambda: closed.remove_done_callback(lost)
+
+
 class Client:
     """One HTTP client for a run; ``send`` is called concurrently by the load shape."""
 
@@ -359,7 +463,7 @@ class Client:
                  timeouts: Timeouts | None = None, max_connections: int = 1024,
                  served_by_header: str | None = None,
                  count_tokens: Callable[[str], int] | None = None,
-                 transport: str | None = None) -> None:
+                 transport: "str | TransportFactory | None" = None) -> None:
         self.target = target
         self.params = params or RequestParams()
         self.timeouts = timeouts or Timeouts()
@@ -372,8 +476,17 @@ class Client:
         origin = urlsplit(target.base_url)
         self._origin = (origin.scheme, origin.hostname, origin.port)
         self._redirect_warned = False
-        # "aiohttp" or "fast" (choose_transport: the argument, else $LLMBENCH_TRANSPORT)
-        self.transport = choose_transport(target.base_url, transport)
+        # An injected transport (a TransportFactory: MockTransport(handler), or a transport
+        # class), else "aiohttp" or "fast" (choose_transport: the argument, else
+        # $LLMBENCH_TRANSPORT). A transport with a ``clock`` keeps the client's time too.
+        self._factory: TransportFactory | None = None
+        if transport is not None and not isinstance(transport, str):
+            self._factory = transport
+            self.transport = str(getattr(transport, "name", None) or type(transport).__name__)
+        else:
+            self.transport = choose_transport(target.base_url, transport)
+        self._clock: Callable[[], float] = perf_counter
+        self._timers = True
         # stamp rec.sent (the client's own send delay); off only to measure what it costs
         self.send_stamps = True
         if self.params.max_tokens_field == "auto":
@@ -382,10 +495,14 @@ class Client:
             self.params = replace(self.params, max_tokens_field=field_)
 
     async def __aenter__(self) -> "Client":
-        kind = fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport
+        kind: TransportFactory = self._factory or (
+            fasthttp.FastTransport if self.transport == "fast" else AiohttpTransport)
         urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
         self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
                         self.timeouts.connect_s, self.send_stamps, net=self.target.net)
+        clock = getattr(self._tr, "clock", None)
+        if clock is not None:           # virtual time: the transport moves the deadlines
+            self._clock, self._timers = clock, False
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -420,13 +537,17 @@ class Client:
         ``extra``: fields for this request's body only (previous_response_id)."""
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
-        content = encode_body(self.body(messages, max_tokens, extra))
+        body = self.body(messages, max_tokens, extra)
+        content = encode_body(body)
+        expect = self._fmt.items_expected
+        items = expect(body) if expect is not None else None
         task = asyncio.current_task()
         assert task is not None
         texts: list[str] = []
         rec.max_tokens = max_tokens
-        rec.start = perf_counter()
-        dog = _Watchdog(task, self.timeouts, rec.start)
+        clock = self._clock
+        rec.start = clock()
+        dog = _Watchdog(task, self.timeouts, rec.start, clock, self._timers)
         stream = self.params.stream
         path: str | None = None         # where a followed redirect pointed
         while True:
@@ -441,12 +562,17 @@ class Client:
                 dog.stop()
                 if dog.fired is None:
                     rec.error_kind, rec.error = "interrupted", "the run was stopped"
-                    rec.done = perf_counter()
+                    rec.done = clock()
                     raise
                 if hasattr(task, "uncancel"):
                     task.uncancel()
                 rec.error_kind = dog.fired
                 rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+                if dog.fired == "client_stall":
+                    limit = "idle" if dog.got_token else "first-token"
+                    rec.error = (f"llmbench itself was frozen for {dog.frozen_s:.1f} s (its event "
+                                 f"loop did not run) when the {limit} limit passed: not "
+                                 "counted against the server")
             except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
                 if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
                     # A kept-alive connection the server had already closed (llama.cpp's server
@@ -459,8 +585,8 @@ class Client:
                 self._transport_error(exc, rec)
             break
         if not rec.done:            # set at the end marker when the rest was drained after it
-            rec.done = perf_counter()
-        self._finish(rec, texts, prompt_tokens_client)
+            rec.done = clock()
+        self._finish(rec, texts, prompt_tokens_client, items)
         return "".join(texts)
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
@@ -544,16 +670,22 @@ class Client:
     @staticmethod
     def _transport_error(exc: Exception, rec: Record) -> None:
         name = type(exc).__name__
-        if rec.status is not None:
+        if _malformed_http(exc):
+            # what came back is not well-formed HTTP/1.1 (duplicate or contradictory framing
+            # headers, a bad status line or chunk size, not HTTP at all): the server or a proxy
+            # broke the protocol; not a connect failure, not a cut
+            rec.error_kind = "protocol"
+        elif rec.status is not None:
             rec.error_kind = "stream_cut"       # the response had begun: it was cut short
         elif isinstance(exc, asyncio.TimeoutError) or (
                 aiohttp is not None and isinstance(exc, aiohttp.ServerTimeoutError)):
             rec.error_kind = "timeout_connect"
         else:
             rec.error_kind = "connect"
-        rec.error = f"{name}: {exc}"[:200]
+        rec.error = " ".join(f"{name}: {exc}".split())[:200]      # aiohttp's span lines
 
-    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None) -> None:
+    def _finish(self, rec: Record, texts: list[str], prompt_tokens_client: int | None,
+                items: int | None = None) -> None:
         if rec.error_kind == "http_status" and rec.error and self._fmt.error_text is not None:
             # an error body as the API shapes it: its own type and message (the Messages API)
             rec.error = self._fmt.error_text(rec.error) or rec.error
@@ -586,6 +718,13 @@ class Client:
         if rec.error_kind is None and rec.status is not None and rec.status < 400:
             if not times:
                 rec.error_kind, rec.error = "no_token", "the response carried no token"
+            elif items is not None and rec.embeddings != items:
+                # an embeddings reply with a null or empty vector, or not one per input: it
+                # did not do the work asked, whatever its status
+                rec.error_kind = "bad_vectors"
+                rec.error = (f"the reply held {rec.embeddings or 0} vectors for {items} "
+                             f"input{'s' if items != 1 else ''} (a null or empty vector, or "
+                             "too few or too many)")
             else:
                 rec.ok = True
                 if self.params.structured is not None and rec.first_tool is None:

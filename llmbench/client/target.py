@@ -12,11 +12,11 @@ import base64
 import os
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from llmbench.client import netconfig
 from llmbench import wire
-from llmbench.client.netconfig import Net, NetOptions
+from llmbench.client.netconfig import Net, NetOptions, host_problem
 
 # The --api values, from the wire-format registry (wire/registry.py).
 API_FLAVOURS = wire.names()
@@ -215,6 +215,10 @@ def detect_api(url: str) -> tuple[str, str]:
                           "http://localhost:11434/v1")
     if any(c in url for c in "\r\n\t "):
         raise TargetError(f"--url {strip_userinfo(url)!r}: contains spaces or line breaks")
+    problem = host_problem(parts.hostname)
+    if problem:
+        raise TargetError(f"--url {strip_userinfo(url)!r}: the host name {problem}; use e.g. "
+                          "http://gpu-box.local:8000/v1")
     fmt, base = wire.detect(url, parts.path)
     return fmt.name, base
 
@@ -232,6 +236,13 @@ def split_header(item: str) -> tuple[str, str] | None:
     return item[:cut], item[cut + 1:]
 
 
+# Headers that say how a message is framed or how its connection is kept: a request has them
+# from its transport only. (Host may be given: both transports then send it instead of theirs.)
+FRAMING_SHOWN = ("Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "TE",
+                 "Trailer", "Upgrade", "Expect", "Proxy-Connection", "Content-Encoding")
+FRAMING_HEADERS = frozenset(h.lower() for h in FRAMING_SHOWN)
+
+
 def parse_headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for item in items or []:
@@ -246,6 +257,12 @@ def parse_headers(items: list[str] | None) -> tuple[tuple[str, str], ...]:
             raise TargetError(f"--header {k[:40]!r}: not a valid header name (letters, digits, '-')")
         if any(c in v for c in "\r\n\0"):
             raise TargetError(f"--header {k}: the value contains a line break; give it on one line")
+        if k.lower() in FRAMING_HEADERS:
+            # sent beside llmbench's own Content-Length, 'Transfer-Encoding: chunked' made a
+            # request no server can frame; these are the transport's, not the user's
+            raise TargetError(f"--header {k}: llmbench frames and keeps its connections itself "
+                              f"(Content-Length, keep-alive); {', '.join(FRAMING_SHOWN)} cannot "
+                              "be set")
         out.append((k.lower(), v))
     return tuple(out)
 

@@ -13,11 +13,12 @@ from typing import Any, Callable
 from llmbench.analysis import timeline as timeline_mod
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
-from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError
+from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError, STOP_SIGNALS, release_signals
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.folder import clean_nan, environment, is_write_error, new_run_dir, write_error_line
 from llmbench.results.schema import Run, Step
+from llmbench.results import lock
 from llmbench.client.target import Target
 from llmbench.workload import Workload
 
@@ -55,8 +56,11 @@ class Common:
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
     metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
+    dashboard_at: tuple[str, int] | None = None   # --dashboard [HOST:]PORT (port 0: any)
+    dashboard_linger_s: float | None = None       # --dashboard-linger (None: until Ctrl-C)
     quiet: bool = False                    # -q: errors and the final answer only
     verbose: bool = False                  # -v: what llmbench decides, as it decides it
+    last_run_dir: Path | None = None       # the folder run_dir made last (stops_cleanly)
     # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
     # None: nothing sampled)
     telemetry: Any = None
@@ -67,13 +71,17 @@ class Common:
         return self.labels.get("name") or "_".join(f"{k}={v}" for k, v in self.labels.items()) or None
 
     def run_dir(self, kind: str) -> Path | None:
-        return new_run_dir(self.out, kind, self.label) if self.out else None
+        d = new_run_dir(self.out, kind, self.label) if self.out else None
+        self.last_run_dir = d           # the folder stops_cleanly finishes and unlocks
+        return d
 
     def harness(self, run_dir: Path | None, live_line: Callable[[LiveView], str] | None = None,
                 keep_texts: bool = False, shape: Any = None) -> Harness:
         h = Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
                     served_by_header=self.served_by_header, progress=self.progress,
-                    live_line=live_line, keep_texts=keep_texts)
+                    live_line=live_line, keep_texts=keep_texts,
+                    # the run's own harness: a signal after its load waits for run.json
+                    hold_after=run_dir is not None)
         h.fleet = self.fleet(shape)
         if self.metrics_at is not None:
             from llmbench.report.prometheus import MetricsExporter
@@ -81,6 +89,12 @@ class Common:
             h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
         if shape is not None and self.progress is not False:
             h.board = board_for(shape)
+        if shape is not None and (self.dashboard_at is not None or _cell_view()):
+            from llmbench.report.dashboard import handle
+            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
+            h.dashboard = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
+            if h.dashboard is not None:
+                h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)
@@ -147,17 +161,144 @@ def board_for(shape: Any) -> Any:
                      duration_s=getattr(shape, "duration_s", None))
 
 
+def dashboard_meta(shape: Any, target: Target, run_dir: Path | None,
+                   workers: Any = 1) -> dict[str, Any]:
+    """What the dashboard shows of a plan before it runs (as ``board_for`` reads a shape)."""
+    b = board_for(shape)
+    desc = target.describe()
+    return {"kind": getattr(shape, "kind", "run"), "unit": b.unit, "n_steps": b.n_steps,
+            "step_s": b.step_s, "requests": b.requests, "duration_s": b.duration_s,
+            "steps": list(getattr(shape, "steps", None) or []),
+            "rate": getattr(shape, "rate", None), "concurrency": getattr(shape, "concurrency", None),
+            "model": desc.get("model"), "url": desc.get("url"),
+            "folder": run_dir.name if run_dir is not None else None,
+            "workers": None if workers == 1 else str(workers)}
+
+
 def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[str, Any],
                   labels: dict[str, str], replay: dict[str, Any] | None = None) -> None:
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
     a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
     config.toml beside it replays the command (``--config``)."""
+    lock.take(run_dir)          # a reader (report) never writes over the folder until dropped
     Run(kind=kind, status="running", started_at=time.time(),
         config={"target": target.describe(), **config}, labels=labels,
         environment=environment(), pid=os.getpid(), measured=False).save(run_dir)
     if run_dir is not None and replay is not None:
         from llmbench.commands.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
+
+
+def stops_cleanly(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's ``perform(plan, ...)``: however it ends, its folder is left complete, partial,
+    failed or interrupted, never "running", and unlocked. A signal outside the load (Ctrl-C,
+    SIGTERM, SIGHUP: KeyboardInterrupt) ends it through ``stopped``, which says what it
+    skipped; one during the final write of run.json waits for it (harness.hold_signals)."""
+    import functools
+
+    def wrap(perform: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(perform)
+        def wrapper(plan: Any, *args: Any, **kwargs: Any) -> Any:
+            c = plan.common
+            c.last_run_dir = None
+            try:
+                return perform(plan, *args, **kwargs)
+            except KeyboardInterrupt as exc:
+                return stopped(exc, c.last_run_dir, kind, c.target)
+            except Exception as exc:
+                # a bug: it leaves with its traceback, but not with run.json "running"
+                _crashed(exc, c.last_run_dir, kind, c.target)
+                raise
+            finally:
+                release_signals(raise_held=False)
+                lock.drop(c.last_run_dir)
+        return wrapper
+    return wrap
+
+
+def stopped(exc: BaseException, run_dir: Path | None, kind: str, target: Target) -> Done:
+    """A command stopped by a signal outside its load: one line that says what it skipped,
+    and a run.json that is not "running" (nothing measured: interrupted; records on disk but
+    no final run.json: partial, its summary rebuilt by ``llmbench report``)."""
+    import signal as signal_mod
+    previous = {}
+    for sig in STOP_SIGNALS:            # a second signal must not cut this short
+        try:
+            previous[sig] = signal_mod.signal(sig, signal_mod.SIG_IGN)
+        except (ValueError, OSError):
+            pass
+    name = getattr(exc, "signal", "Ctrl-C")
+    name = "Ctrl-C" if name == "SIGINT" else name
+    try:
+        run, message = _stopped_doc(run_dir, kind, target, name)
+    finally:
+        for sig, handler in previous.items():
+            try:
+                signal_mod.signal(sig, handler)
+            except (ValueError, TypeError, OSError):
+                pass
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return Done(run, EXIT_INTERRUPTED, run_dir, message)
+
+
+def _on_disk(run_dir: Path) -> Run | None:
+    """The folder's run.json as it is now, or None (not there, not readable)."""
+    try:
+        return Run.load(run_dir) if (run_dir / "run.json").is_file() else None
+    except (OSError, ValueError):         # RunFolderError is a ValueError
+        return None
+
+
+def _mark(run_dir: Path, kind: str, target: Target, on_disk: Run | None, status: str,
+          why: str) -> None:
+    """run.json rewritten with ``status`` and ``why``: the one written when it started (a
+    "running" run.json, no figures: it stays one with no figures), or a new one."""
+    if on_disk is not None:
+        on_disk.status, on_disk.error, on_disk.pid, on_disk.measured = status, why, None, False
+        on_disk.save(run_dir)
+    else:
+        Run(kind=kind, status=status, started_at=time.time(),
+            config={"target": target.describe()}, environment=environment(), error=why,
+            measured=False).save(run_dir)
+
+
+def _crashed(exc: Exception, run_dir: Path | None, kind: str, target: Target) -> None:
+    """run.json "failed" (with what llmbench itself raised) when it still says "running"."""
+    if run_dir is None:
+        return
+    on_disk = _on_disk(run_dir)
+    if on_disk is not None and on_disk.status != "running":
+        return
+    why = (f"llmbench stopped on an error of its own ({type(exc).__name__}: "
+           f"{str(exc)[:160]}); the finished requests are in requests.jsonl")
+    try:
+        _mark(run_dir, kind, target, on_disk, "failed", why)
+    except Exception:           # noqa: BLE001 - the first error is the one to show
+        pass
+
+
+def _stopped_doc(run_dir: Path | None, kind: str, target: Target,
+                 name: str) -> tuple[Run | None, str]:
+    if run_dir is None:
+        return None, f"interrupted ({name}): nothing was written (no run folder)"
+    on_disk = _on_disk(run_dir)
+    if on_disk is not None and on_disk.status != "running":
+        # the result was written whole: what came after it was skipped
+        skipped = ("the rest of the output and report.html"
+                   if not (run_dir / "report.html").exists() else "the rest of the output")
+        on_disk.path = run_dir
+        return on_disk, (f"interrupted ({name}) after run.json was written "
+                         f"({on_disk.status}); skipped {skipped}: `llmbench report "
+                         f"{run_dir}` writes the report")
+    log = run_dir / "requests.jsonl"
+    if log.is_file() and log.stat().st_size > 0:
+        why = (f"interrupted ({name}) before its result was written; the finished requests are "
+               f"in requests.jsonl: `llmbench report {run_dir}` rebuilds the summary and report")
+        _mark(run_dir, kind, target, on_disk, "partial", why)
+        return None, why
+    why = f"interrupted ({name}) before the load started: nothing was measured"
+    _mark(run_dir, kind, target, on_disk, "interrupted", why)
+    return None, why
 
 
 def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> int:
@@ -167,12 +308,16 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
     Run(kind=kind, status=status, started_at=time.time(), config={"target": target.describe()},
         environment=environment(), error=message, measured=False).save(run_dir)
+    release_signals()           # a signal held since the load ended is raised now
     return exc.exit_code
 
 
 def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> Done:
     """``report_failed``, as the Done of a command that measured nothing."""
     code = report_failed(exc, run_dir, kind, target)
+    board = _dashboard()
+    if board is not None:
+        board.failed(target.redact(str(exc)) or "")
     return Done(None, code, run_dir, target.redact(str(exc)) or "")
 
 
@@ -192,6 +337,8 @@ def write_run(run: Run, run_dir: Path | None, outcome: Outcome) -> Run:
             raise
         print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
               "in requests.jsonl as far as they could be written)", file=sys.stderr)
+    finally:
+        release_signals()       # run.json is whole: a signal held since the load is raised
     run.path = run_dir
     return run
 
@@ -281,3 +428,18 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
     if run_dir is not None:
         write_report(run_dir)
         print(f"Results: {run_dir}")
+    board = _dashboard()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
+
+
+def _dashboard() -> Any:
+    """The --dashboard open in this process and a notebook cell's live view, if any (its module
+    is loaded only when one is)."""
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return mod.for_end() if mod is not None else None
+
+
+def _cell_view() -> bool:
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return bool(mod is not None and mod._CELL)

@@ -20,6 +20,10 @@ from typing import Any
 from llmbench.errors import UsageError
 
 FORMATS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
+# A file of options is a few kB (a run folder's config.toml: ~2 kB); one over a megabyte is not
+# one, and reading /dev/zero as one ended in MemoryError
+MAX_CONFIG_BYTES = 1 << 20
+CONFIG_DEPTH = 8            # a table of values, lists and (--label, --header) small tables
 
 
 def normalize(key: str) -> str:
@@ -35,24 +39,29 @@ def read(path: str | Path) -> dict[str, Any]:
     if kind is None:
         raise UsageError(f"--config {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
+    from llmbench.records import safejson
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--config {p}: {exc.strerror or exc}; check the path")
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {p}: not UTF-8 text")
+        # a regular file (not /dev/zero or a pipe), at most MAX_CONFIG_BYTES, UTF-8
+        text = safejson.read_file(p, "--config", MAX_CONFIG_BYTES, what=f"{kind} file of options")
+    except safejson.JsonLimitError as exc:
+        raise UsageError(str(exc)) from None
     try:
         if kind == "TOML":
             doc = _toml().loads(text)
         elif kind == "YAML":
-            doc = _yaml().safe_load(text)
+            doc = _yaml_load(text, p)
         else:
             doc = json.loads(text)
     except UsageError:
         raise
+    except RecursionError:
+        raise UsageError(f"--config {p}: nested too deeply to be a table of options") from None
     except Exception as exc:  # noqa: BLE001 - each parser has its own error class
         first = " ".join(str(exc).split())[:200]
         raise UsageError(f"--config {p}: not valid {kind} ({first}); fix the file")
+    if safejson.depth(doc, CONFIG_DEPTH) > CONFIG_DEPTH:
+        raise UsageError(f"--config {p}: nested over {CONFIG_DEPTH} levels; a config file is "
+                         "one table of option names to values")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -79,6 +88,19 @@ def _toml() -> Any:
     except ImportError:
         raise UsageError("--config: reading TOML on Python 3.10 needs the tomli package "
                          "(pip install tomli), or give the options as .json")
+
+
+def _yaml_load(text: str, p: Path) -> Any:
+    """YAML without aliases: ``*name`` repeats a node by reference, and nine levels of
+    ten-fold repeats (a "billion laughs") are 10^9 values to whatever walks the document. A
+    file of options has no use for them, so one is refused at its line."""
+    yaml = _yaml()
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1 if event.start_mark else "?"
+            raise UsageError(f"--config {p}:{line}: a YAML alias (*{event.anchor}); a config "
+                             "file takes plain values, write them out")
+    return yaml.safe_load(text)
 
 
 def _yaml() -> Any:
@@ -125,8 +147,8 @@ def replay_values(values: dict[str, Any], fields: dict[str, Any]) -> tuple[dict[
     for name, v in values.items():
         f = fields.get(name)
         flag = f.flag if f is not None else "--" + name.replace("_", "-")
-        if v is None or v is Ellipsis or name == "progress":     # display only
-            continue
+        if v is None or v is Ellipsis or name in ("progress", "dashboard", "dashboard_linger"):
+            continue                            # display only: a replay opens no page
         if flag in SECRET_FLAGS:
             if v:
                 left_out.append(name)

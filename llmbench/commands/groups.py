@@ -16,15 +16,17 @@ import dataclasses
 from dataclasses import InitVar
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 
 from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
-                                       P_TARGET, P_WORKLOAD, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
+                                       P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
                                        Kind, Spec, UsageError, count, number, opt_of, option,
                                        seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
 Seconds = float | timedelta | str               # 30.0, timedelta(minutes=2), "2m"
+MAX_SEED = 2**63 - 1            # numpy's and random's seeds alike; --repeat adds up to 1000
+MAX_PID = 2**31 - 1             # pid_t's largest (Linux's pid_max is at most 2**22)
 
 
 def _json_object(v: Any, flag: str) -> dict[str, Any]:
@@ -32,11 +34,14 @@ def _json_object(v: Any, flag: str) -> dict[str, Any]:
     if isinstance(v, dict):
         return v
     import json
+    from llmbench.records.safejson import JsonLimitError, loads
     try:
-        extra = json.loads(v)
+        extra = loads(v, flag)                  # nested 64 levels at most
     except (TypeError, json.JSONDecodeError) as exc:
         where = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise UsageError(f"{flag} is not valid JSON{where}")
+    except JsonLimitError as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(extra, dict):
         raise UsageError(f"{flag} must be a JSON object, e.g. '{{\"top_p\": 0.9}}'")
     return extra
@@ -48,6 +53,25 @@ def _timeout(v: Any, flag: str) -> float:
     return FLOAT.parse(v, flag)  # type: ignore[no-any-return]
 
 
+def _dashboard(v: Any, flag: str) -> str:
+    """--dashboard: [HOST:]PORT as text, checked ("auto", or True in Python: any free port on
+    127.0.0.1; a bare --dashboard on the command line is "auto", cli.app._bare_dashboard)."""
+    from llmbench.report.dashboard.address import parse_address
+    if v is False:
+        raise UsageError(f"{flag} False: give [HOST:]PORT (True or 0: any free port), or leave it out")
+    text = "auto" if v is True else TEXT.parse(v, flag)
+    parse_address(text, flag)
+    return text  # type: ignore[no-any-return]
+
+
+def _progress(v: Any, flag: str) -> bool | str:
+    """progress=: on or off, or "notebook" (Python only: the live view in a Jupyter cell,
+    llmbench.api; the command line's --progress/--no-progress is a flag)."""
+    return "notebook" if v == "notebook" else FLAG.parse(v, flag)  # type: ignore[no-any-return]
+
+
+PROGRESS = Kind(bool, _progress, doc='bool | Literal["notebook"]')
+DASHBOARD = Kind(str, _dashboard, doc="str ([HOST:]PORT) | int (the port; 0: any) | bool")
 JSON = Kind(str, _json_object, lambda v: __import__("json").dumps(v), doc="dict | str (JSON)")
 TIMEOUT = Kind(float, _timeout, doc="float | timedelta (seconds)")
 
@@ -162,13 +186,20 @@ def _exporter_url(value: str, flag: str, example: str) -> str:
     v = value.strip()
     if "://" not in v:
         v = "http://" + v
-    parts = urlsplit(v)
+    try:
+        parts = urlsplit(v)
+    except ValueError as exc:           # "http://[zz/metrics": Invalid IPv6 URL
+        raise UsageError(f"{flag} {value[:200]!r}: not a valid URL ({exc}); e.g. {example}") from None
     try:
         parts.port
     except ValueError:
         raise UsageError(f"{flag} {value!r}: the port is not a number; e.g. {example}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
+    from llmbench.client.netconfig import host_problem
+    problem = host_problem(parts.hostname)
+    if problem:                         # gpu-box..local: no resolver takes it
+        raise UsageError(f"{flag} {value[:200]!r}: the host name {problem}; e.g. {example}")
     return v
 
 
@@ -187,6 +218,8 @@ def _server_pid(v: Any, flag: str) -> int | str:
                              "off") from None
     if pid < 1:
         raise UsageError(f"{flag} {pid}: a process id is a positive number")
+    if pid > MAX_PID:                   # pid_t is 32 bits: no process has a larger id
+        raise UsageError(f"{flag} {pid}: no process id is above {MAX_PID}")
     return pid
 
 
@@ -305,6 +338,9 @@ class WorkloadOpts(WorkloadHead):
         count(self.limit, "--limit")
         count(self.turns, "--turns")
         count(getattr(self, "sharegpt_output_len", None), "--sharegpt-output-len")
+        # a negative seed looped for ever building the prompts' openings (digits of a negative
+        # number never reach 0) and numpy's generators refuse one: 0 and up, as vLLM's
+        count(self.seed, "--seed", lo=0, hi=MAX_SEED)
         self.hf_columns()
         if self.prefix_hit_ratio is not None:
             if not 0 <= self.prefix_hit_ratio < 1:
@@ -496,18 +532,33 @@ class OutputOpts(Spec):
     label: dict[str, str] | list[str] | None = option("KEY=VALUE stored with the run (repeatable).", P_OUTPUT, "--label", kind=PAIRS, metavar="K=V")
     out: Path | str = option("Folder for run folders.", P_OUTPUT, kind=PATH, default=Path("results"))
     # the API is quiet unless asked; the command line shows the live view on a terminal
-    progress: bool | None = option("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress", kind=FLAG, default=False, cli_default=None)
+    progress: bool | Literal["notebook"] | None = option("Live view (default: on a terminal).", P_OUTPUT, "--progress/--no-progress", kind=PROGRESS, default=False, cli_default=None)
     no_progress: InitVar[bool | None] = None           # --no-progress: progress=False
     metrics_port: int | None = option("Serve Prometheus metrics at /metrics on this port while the run lasts (0: any free port, printed).", P_OUTPUT, kind=INT, metavar="PORT")
     metrics_host: str = option("--metrics-port: the address to listen on.", P_OUTPUT, default="127.0.0.1", metavar="ADDR")
+    dashboard: str | int | bool | None = option("Serve a live page of the run at [HOST:]PORT (alone, or 0: a free port on 127.0.0.1; the URL is printed first); it shows the report when the run ends.", P_OUTPUT, kind=DASHBOARD, metavar="ADDR")
+    dashboard_linger: Seconds | None = option("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, kind=SECONDS, metavar="DURATION")
     quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
     verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
 
     def check(self) -> None:
         super().check()
         count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.dashboard_linger is not None and self.dashboard is None:
+            raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
         if self.quiet and self.verbose:
             raise UsageError("--quiet and --verbose ask for opposite things: give one")
 
     def labels(self) -> dict[str, str]:
         return dict(self.label or {})
+
+    def dashboard_at(self) -> tuple[str, int] | None:
+        """--dashboard's (host, port), 0 for any free port; None without it."""
+        if self.dashboard is None:
+            return None
+        from llmbench.report.dashboard.address import parse_address
+        return parse_address(self.dashboard)
+
+    def linger_s(self) -> float | None:
+        """--dashboard-linger in seconds; None: until Ctrl-C."""
+        return None if self.dashboard_linger is None else float(self.dashboard_linger)  # type: ignore[arg-type]

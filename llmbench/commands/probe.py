@@ -7,7 +7,7 @@ from pathlib import Path
 
 from llmbench.analysis import checks
 from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
-from llmbench.load.harness import LiveView, PreflightError, TargetSpec
+from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_signals
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
@@ -15,7 +15,7 @@ from llmbench.results.schema import ProbeStep, Run, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_started
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_started
 
 
 @dataclass
@@ -87,7 +87,11 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
         step.monitor = w.monitor
         return step
     shape.judge = judge
-    shape.on_step = lambda s: harness.say(_row(s))
+    def on_step(s: ProbeStep) -> None:
+        harness.say(_row(s))
+        if harness.dashboard is not None:       # the page takes the step as run.json has it
+            harness.dashboard.step(s.to_dict())
+    shape.on_step = on_step
     print(HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))
     steps = outcome.result or shape.results
@@ -117,7 +121,10 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     if not run.backends:
         # what the missing backend names mean for the spread and the overhead
         run.backends_unidentified = unidentified_sentence(run.router_counters)
-    run.save(run_dir)
+    try:
+        run.save(run_dir)
+    finally:
+        release_signals()       # run.json is whole: a signal held since the load is raised
     return run, outcome.interrupted
 
 
@@ -125,6 +132,7 @@ def execute(plan: ProbePlan) -> int:
     return perform(plan).code
 
 
+@stops_cleanly("probe")
 def perform(plan: ProbePlan) -> Done:
     """The probe command: its run.json, exit code and folder."""
     c = plan.common

@@ -27,7 +27,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
-from llmbench.commands.common import Common, Done, failed, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -275,11 +275,20 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         harness.say(console.ramp_row(step))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
-        if run_dir is not None:
+        if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
-            _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(), ServerSeen(None, None, []),
-                 False, True, []).save(run_dir)
+            doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
+                       ServerSeen(None, None, []), False, True, [])
+            data = doc.save(run_dir)
+            if harness.dashboard is not None:   # its thresholds, and the verdict so far
+                v = dict(data.get("verdict") or {})
+                if v and all(st.held for st in doc.steps):
+                    # not "stopped after k of n steps": the ramp goes on
+                    v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
+                harness.dashboard.step(data["steps"][-1], v or None)
     shape.on_step = on_step
+    if harness.dashboard is not None:
+        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
     for line in intro_lines(r):
         print(line, flush=True)
@@ -360,6 +369,7 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     return doc, doc.exit_code
 
 
+@stops_cleanly("ramp")
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds

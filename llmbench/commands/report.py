@@ -73,7 +73,10 @@ class ReportSpec(Spec):
             return Report(Path(write_sweep(run_dir, output)))
         run = load_checked(run_dir)   # says so if the folder or its schema is wrong; rebuilds a killed run
         notes = []
-        if run.note == REBUILT_NOTE:
+        if run.live_writer:
+            notes.append(f"note: {run_dir} is in progress ({run.live_writer}): reporting "
+                         "what has finished so far; run.json is left to it")
+        elif run.note == REBUILT_NOTE:
             notes.append(f"note: {run_dir}: summary {REBUILT_NOTE}")
         elif run.status == "partial":
             notes.append(f"note: {run_dir} is a partial run (interrupted); reporting what finished")

@@ -10,7 +10,7 @@ from typing import Any
 from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
-from llmbench.load.monitor import busy, with_send_delay
+from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, vllm_json
 from llmbench.results.folder import environment
 from llmbench.results.schema import Run, ServerProbe, Summary
@@ -19,7 +19,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, Done, failed, incomplete_line, print_closing, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -118,8 +118,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
                 "goodput_slo_ms": g.goodput_slo_ms},
         labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
         environment=environment(),
-        monitor={**with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
-                                   summary.send_delay.p99),
+        monitor={**with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
+                                                summary.send_delay.p99),
+                                outcome.monitor, records, outcome.t0_perf),
                  "samples": [s.__dict__ for s in outcome.monitor]},
         summary=summary, outages=outages.of_run(records, outcome.t0_perf),
         **checks.record_checks(records, c.params, c.target.api, c.workload),
@@ -172,6 +173,7 @@ def execute(plan: RunPlan) -> int:
     return perform(plan).code
 
 
+@stops_cleanly("run")
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, print, report; its run.json, exit code and folder."""
     c = plan.common

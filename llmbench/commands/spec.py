@@ -221,6 +221,7 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                   replay=replay,
                   metrics_at=None if spec.metrics_port is None else (spec.metrics_host,
                                                                      spec.metrics_port),
+                  dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
                   quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
                   tokenizer=spec.tokenizer)
 

@@ -117,6 +117,8 @@ class SweepPlan:
     resume: Path | None = None
     # --dry-run: say what would run and how long it may take; start nothing
     dry_run: bool = False
+    dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
+    dashboard_linger_s: float | None = None
 
     def server_command(self) -> str | list[str] | None:
         if self.mode == "serve":
@@ -309,8 +311,16 @@ def _knee_text(k: tuple[float, float, float], unit: str) -> str:
     return f"{n} {unit}" if lo == hi else f"{n} [{lo}, {hi}] {unit}"
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.0f} %"
+def _pct(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x * 100:+.0f} %"
+
+
+def _inverse(change: float | None) -> float | None:
+    """b's change against a from a's against b (a/b - 1 from b/a - 1); None when a's was
+    -100 % (b measured 0: no finite change the other way)."""
+    if change is None or 1 + change <= 0:
+        return None
+    return 1 / (1 + change) - 1
 
 
 def _value(metric: str, v: Any) -> str:
@@ -364,9 +374,10 @@ def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
         out = {}
         for m, e in rev.items():
             ch, ci = e.change, e.ci
+            # a bound at -100 % (a bootstrap draw of 0) is no bound the other way
             out[m] = replace(e, base=e.other, other=e.base, better=flip[e.better],
-                             change=None if ch is None else 1 / (1 + ch) - 1,
-                             ci=None if not ci else [1 / (1 + ci[1]) - 1, 1 / (1 + ci[0]) - 1])
+                             change=_inverse(ch),
+                             ci=None if not ci else [_inverse(ci[1]), _inverse(ci[0])])
         return out
 
     def beats(a: SweepSetting, b: SweepSetting) -> list[str] | None:
@@ -487,8 +498,22 @@ def perform(plan: SweepPlan) -> Done:
                   config=plan.describe(), unit=plan.unit, results=[],
                   environment=environment(), pid=os.getpid())
 
+    board = None
+    handle = sys.modules.get("llmbench.report.dashboard.handle")
+    if plan.dashboard_at is not None or (handle is not None and handle._CELL):
+        # opened first (its URL is the first line); each setting's ramp feeds the same page
+        from llmbench.report.dashboard import handle
+        board = handle.for_run(plan.dashboard_at, plan.dashboard_linger_s)
+        board.sweep({"settings": name_of_settings(plan.settings), "grid": points,
+                     "unit": plan.unit})
+
     def save() -> None:
-        doc.save(sweep_dir)
+        data = doc.save(sweep_dir)
+        if board is not None:
+            res = data["results"]
+            board.sweep_setting(len(res) - 1 if res else 0, res[-1]["name"] if res else None,
+                                [{k: r.get(k) for k in ("name", "status", "held", "verdict")}
+                                 for r in res])
     save()
     if plan.replay is not None and plan.resume is None:
         from llmbench.commands.config import write_replay
@@ -500,7 +525,7 @@ def perform(plan: SweepPlan) -> Done:
         print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
               f"folder {sweep_dir}", flush=True)
     interrupted = False
-    signal.signal(signal.SIGTERM, _raise_interrupt)   # stop the server in order on SIGTERM too
+    _on_sigterm(_raise_interrupt)       # stop the server in order on SIGTERM too
     try:
         for i, setting in enumerate(points):
             if i in kept:
@@ -518,8 +543,19 @@ def perform(plan: SweepPlan) -> Done:
         if doc.results and doc.results[-1].status in ("starting", "running"):
             doc.results[-1].status = "interrupted"
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    return Done(doc, _finish(plan, sweep_dir, doc, interrupted, save), sweep_dir)
+        _on_sigterm(signal.SIG_DFL)
+    code = _finish(plan, sweep_dir, doc, interrupted, save)
+    if board is not None:
+        board.sweep_finished(sweep_dir, doc)        # the page becomes the sweep's report
+    return Done(doc, code, sweep_dir)
+
+
+def _on_sigterm(handler: Any) -> None:
+    """SIGTERM's handler, in the main thread (only there can one be set: llmbench.sweep() in
+    a thread or a running event loop has none)."""
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 # -- --resume and --dry-run ----------------------------------------------------------------------
@@ -683,7 +719,7 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
             labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
         # --serve: the server's own process is sampled (its CPU, memory) during the ramp
         done = plan.ramp(url, model, sweep_dir, labels, server.pid if server is not None else None)
-        signal.signal(signal.SIGTERM, _raise_interrupt)    # the harness reset it
+        _on_sigterm(_raise_interrupt)   # the harness reset it
         _fill(res, done, sweep_dir)
         why = server.exited() if server is not None else None
         if why and res.status != "interrupted":

@@ -34,7 +34,44 @@ def choose(loop: str = "auto") -> str:
 
 
 def run(coro: Coroutine[Any, Any, T], loop: str = "auto") -> T:
-    """``asyncio.run`` on the chosen loop."""
+    """``asyncio.run`` on the chosen loop; inside a running event loop (a Jupyter cell), on a
+    loop of its own in a thread, waited for here (Ctrl-C / interrupting the kernel cancels it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_here(coro, loop)
+    import threading
+    out: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def body() -> None:
+        async def main() -> T:
+            out["loop"], out["task"] = asyncio.get_running_loop(), asyncio.current_task()
+            ready.set()
+            return await coro
+        try:
+            out["value"] = _run_here(main(), loop)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            out["error"] = exc
+        finally:
+            ready.set()
+    t = threading.Thread(target=body, name="llmbench-loop", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except KeyboardInterrupt:
+        ready.wait(5.0)
+        if "loop" in out:
+            out["loop"].call_soon_threadsafe(out["task"].cancel)
+        t.join()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _run_here(coro: Coroutine[Any, Any, T], loop: str = "auto") -> T:
     if choose(loop) == "uvloop":
         import uvloop
         if hasattr(asyncio, "Runner"):          # Python 3.11+

@@ -17,6 +17,7 @@ import importlib
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ perf_counter = time.perf_counter
 PREFLIGHT_ATTEMPTS = 3
 # Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
 PREFLIGHT_NOTE_AFTER_S = 5.0
+# --dashboard: the telemetry samples (about one a second per source) it is handed each second
+TELEMETRY_KEEP = 6
 
 
 class PreflightError(Exception):
@@ -135,7 +138,14 @@ class Harness:
     # gets every finished record (``observe``) and draws several rows a second in place; without
     # a terminal, or without a board, the one-line live_line is printed instead
     board: Any = None
+    # --dashboard: the page llmbench serves (llmbench.report.dashboard.handle.Dashboard, handed in by
+    # the command, already listening): gets every finished record (``observe``) and reads the
+    # live state through ``attach``'s provider in its own thread, once a second
+    dashboard: Any = None
     verbose: bool = False                 # -v: say what was decided along the way (resends)
+    # hold stop signals from the end of the load until the command releases them (its run.json
+    # written: commands.common.write_run); set by the command for its run's harness
+    hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
     telemetry: Any = None
@@ -170,7 +180,11 @@ class Harness:
             # the probe's task inside it (a quarter-second stall as the first requests went out)
             importlib.import_module("aiohttp")
         preload_transports([t.target.base_url for t in targets])
-        return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        try:
+            return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
+        finally:
+            if self.hold_after:
+                hold_signals()          # until the command's run.json is written
 
     async def run_async(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         log = RecordLog(self.run_dir / "requests.jsonl") if self.run_dir else None
@@ -233,10 +247,11 @@ class Harness:
         # bench_memory.py); the exporter drains its own in its thread
         board = self.board if self.board is not None and self.show_progress() \
             and sys.stderr.isatty() else None
-        watchers = [w.observe for w in (self.metrics, board) if w is not None]
+        watchers = [w.observe for w in (self.metrics, board, self.dashboard) if w is not None]
         if watchers:
             hook = watchers[0] if len(watchers) == 1 else (
-                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec)))
+                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))) \
+                if len(watchers) == 2 else (lambda rec, ws=tuple(watchers): [w(rec) for w in ws])
             for s in sessions.values():
                 s.on_record = hook          # records from workers too (the coordinator calls it)
         monitor = LoopMonitor()
@@ -303,6 +318,8 @@ class Harness:
                 probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
         if self.metrics is not None:
             self.metrics.gauges = lambda: self._gauges(sessions, live, view)
+        if self.dashboard is not None:
+            self.dashboard.attach(lambda: self._dashboard_gauges(sessions, live, view, scrapers))
         if not live.load:
             # a fixed load (a run) says its level here; a ramp or probe sets it per step
             live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
@@ -334,7 +351,10 @@ class Harness:
                 except (asyncio.TimeoutError, asyncio.CancelledError):
                     pass
             await monitor.stop()
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
+            if self.dashboard is not None:
+                # its last tick, with every record (in its thread: it joins the feeder)
+                await asyncio.to_thread(self.dashboard.stop_feed)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
         records = by_done([s.records for s in sessions.values()])
@@ -357,6 +377,38 @@ class Harness:
             users=live.load if live.load else live.users, step=live.step,
             loop_lag_p99_s=latest.lag_p99_ms / 1000.0 if latest is not None else None,
             cpu_share=latest.cpu_pct / 100.0 if latest is not None else None)
+
+    def _dashboard_gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
+                          scrapers: dict[str, ServerProbe]) -> Any:
+        """The dashboard's view of the live state, read in its feeder thread (plain reads, as
+        the exporter's gauges): the targets' counters summed (every worker's, with workers),
+        the shape's load and step, the busiest process's generator figures, and each server
+        probe's last reading."""
+        from types import SimpleNamespace       # the fields of report.dashboard.feed.Gauges
+        total = Counters()
+        for s in list(sessions.values()):
+            for k in total.__dataclass_fields__:
+                setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+        latest = monitor.latest
+        server = {}
+        for name, p in list(scrapers.items()):
+            if p.samples:
+                sample = p.samples[-1]
+                server[name] = {k: v for k, v in sample.items() if k not in ("t", "wall")}
+        tel = self.telemetry
+        # the server machine's last few seconds of samples (a slice of a list the loop appends
+        # to: a copy, never a torn read)
+        recent = tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
+        return SimpleNamespace(
+            telemetry=recent,
+            t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
+            started=total.started, done=total.done, failed=total.failed,
+            in_flight=total.in_flight, events=total.events,
+            users=live.users, load=live.load, step=live.step, phase=live.phase,
+            lag_p99_ms=latest.lag_p99_ms if latest is not None else None,
+            cpu_pct=latest.cpu_pct if latest is not None else None,
+            busiest=None if latest is None or latest.worker is None else str(latest.worker),
+            server=server or None)
 
     async def _live(self, sessions: dict[str, Session], live: LiveState,
                     monitor: Any) -> None:
@@ -423,7 +475,7 @@ class Harness:
             raise PreflightError("interrupted during the preflight (the first request): nothing "
                                  "was measured", EXIT_INTERRUPTED)
         finally:
-            _remove(loop, installed)
+            _remove(loop, installed, on_signal)
 
     async def preflight(self, client: Client, spec: TargetSpec) -> None:
         """Fail fast with one clear line: nothing listening, wrong model, not an LLM API, a
@@ -472,6 +524,11 @@ class Harness:
                     hint = ""               # the list of served models says it better
                 raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
                                      f"{rec.error}{served}", EXIT_REFUSED)
+            if rec.error_kind == "protocol":
+                raise PreflightError(f"{who}POST {url} answered with malformed HTTP "
+                                     f"({(rec.error or '')[:120]}): the server, or a proxy in "
+                                     f"the way, breaks HTTP/1.1; check that {spec.flag} is an "
+                                     "HTTP server's address", EXIT_REFUSED)
             if rec.error_kind == "malformed_event" or (
                     spec.strict and rec.error_kind in ("no_token", "stream_cut")):
                 raise PreflightError(f"{who}POST {url} did not answer like an LLM API "
@@ -535,20 +592,97 @@ def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_even
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 
 
-def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+# The Ctrl-C handlers of the runs in progress in this process, with their loops. A signal
+# reaches the main thread only, and only there can a loop install a handler: a run on another
+# thread (llmbench.run() inside a running event loop, as in Jupyter, or in asyncio.to_thread)
+# has its handler here, and the thread that waits for it delivers an interrupt
+# (``interrupt_runs``: llmbench/api.py on KeyboardInterrupt).
+_ACTIVE: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+
+
+def interrupt_runs() -> bool:
+    """Deliver one Ctrl-C to every run in progress (thread-safe); False when there is none."""
+    for loop, handler in list(_ACTIVE):
         try:
+            loop.call_soon_threadsafe(handler)
+        except RuntimeError:            # its loop has just closed
+            pass
+    return bool(_ACTIVE)
+
+
+# What stops a run: Ctrl-C, SIGTERM, and SIGHUP (the terminal closed), all alike
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+# Python-level handlers the loop's replaced, restored when it is done with them (asyncio sets
+# SIG_DFL back, which lost the command's own SIGTERM/SIGHUP handling after the load)
+_PREVIOUS: dict[int, Any] = {}
+
+
+def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> list[int]:
+    installed: list[int] = []
+    _ACTIVE.append((loop, handler))
+    if threading.current_thread() is not threading.main_thread():
+        return installed                # signal handlers are the main thread's (see _ACTIVE)
+    for sig in STOP_SIGNALS:
+        try:
+            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
-        except (NotImplementedError, RuntimeError):
+            _PREVIOUS.setdefault(sig, previous)
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
     return installed
 
 
-def _remove(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
+def _remove(loop: asyncio.AbstractEventLoop, installed: list[int],
+            handler: Callable[[], None] | None = None) -> None:
     for sig in installed:
         loop.remove_signal_handler(sig)
+        previous = _PREVIOUS.pop(sig, None)
+        if previous is not None:
+            try:
+                signal.signal(sig, previous)
+            except (ValueError, TypeError, OSError):
+                pass
+    for i in range(len(_ACTIVE) - 1, -1, -1):
+        if _ACTIVE[i][0] is loop and (handler is None or _ACTIVE[i][1] is handler):
+            del _ACTIVE[i]
+            break
+
+
+# -- after the load: the result is written whole -------------------------------------------------
+# From the end of a command's load until it has written its run.json (commands.common.
+# write_run), a stop signal is held, then raised: a Ctrl-C, or a Ctrl-C and a SIGTERM 50 ms
+# later, no longer cut the final write and left run.json "running".
+_HELD: list[int] = []
+_HOLDING: dict[int, Any] = {}
+
+
+def hold_signals() -> None:
+    """Hold the stop signals (main thread only) until ``release_signals``."""
+    if _HOLDING or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        try:
+            _HOLDING[sig] = signal.signal(sig, lambda s, _f: _HELD.append(s))
+        except (ValueError, OSError):
+            pass
+
+
+def release_signals(raise_held: bool = True) -> None:
+    """The handlers from before ``hold_signals``; a signal that came meanwhile is raised now
+    (KeyboardInterrupt, or errors.Interrupted naming SIGTERM or SIGHUP)."""
+    from llmbench.errors import Interrupted
+    for sig, previous in list(_HOLDING.items()):
+        try:
+            signal.signal(sig, previous)
+        except (ValueError, TypeError, OSError):
+            pass
+    _HOLDING.clear()
+    held = _HELD[:1]
+    _HELD.clear()
+    if held and raise_held:
+        raise Interrupted(signal.Signals(held[0]).name)
 
 
 def fit_width(text: str, columns: int) -> str:

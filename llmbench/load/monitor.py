@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from llmbench.client.request import FROZEN_S
+
 perf_counter = time.perf_counter
 
 LAG_P99_LIMIT_MS = 10.0
@@ -137,9 +139,46 @@ def _busy_one(samples: list[MonitorSample], lag_limit_ms: float,
     per_second = sorted(s.lag_p99_ms for s in samples)
     lag = per_second[len(per_second) // 2]
     cpu = sum(s.cpu_pct for s in samples) / len(samples)
-    return {"lag_p99_ms": lag, "lag_max_ms": max(s.lag_max_ms for s in samples), "cpu_pct": cpu,
-            "overloaded": lag > lag_limit_ms or cpu > cpu_limit_pct,
-            "cores": os.cpu_count() or 1}
+    out = {"lag_p99_ms": lag, "lag_max_ms": max(s.lag_max_ms for s in samples), "cpu_pct": cpu,
+           "overloaded": lag > lag_limit_ms or cpu > cpu_limit_pct,
+           "cores": os.cpu_count() or 1}
+    # ... but a loop that did not run for seconds was frozen (stopped, swapped out, its VM
+    # suspended): every timing across that gap is llmbench's own, however short it was
+    frozen = [s.lag_max_ms / 1000.0 for s in samples if s.lag_max_ms >= FROZEN_S * 1000.0]
+    if frozen:
+        out.update(frozen_s=round(sum(frozen), 3), freezes=len(frozen), overloaded=True)
+    return out
+
+
+def freezes(samples: list[MonitorSample]) -> list[tuple[float, float]]:
+    """(start, end) in perf_counter seconds of every freeze of the loop: a one-second sample
+    whose longest tick lagged FROZEN_S or more ended just after the freeze (the monitor's
+    10 ms tick resumes as the loop does), which began that long before."""
+    return [(s.t - s.lag_max_ms / 1000.0, s.t) for s in samples
+            if s.lag_max_ms >= FROZEN_S * 1000.0]
+
+
+def with_freezes(mon: dict[str, Any], samples: list[MonitorSample], records: Any,
+                 t0: float | None = None) -> dict[str, Any]:
+    """``busy()``'s verdict with the freezes of the loop named: when (seconds after ``t0``),
+    how long, how many requests were in flight across one (their timings hold the freeze) and
+    how many timed out during one (client_stall: not measured, not the server's)."""
+    spans = freezes(samples)
+    if not spans:
+        return mon
+    import numpy as np
+    n = len(records)
+    start = records.col("start") if n else np.zeros(0)
+    done = records.col("done") if n else np.zeros(0)
+    across = np.zeros(n, dtype=bool)
+    for a, b in spans:
+        across |= (start < b) & (done > a)
+    sid = records.str_id("client_stall") if n else -1
+    stalled = int(np.count_nonzero(records.col("error_kind") == sid)) if sid >= 0 else 0
+    base = t0 if t0 is not None else 0.0
+    return {**mon, "freeze_spans": [{"at_s": round(a - base, 3), "frozen_s": round(b - a, 3)}
+                                    for a, b in spans],
+            "frozen_requests": int(np.count_nonzero(across)), "client_stalls": stalled}
 
 
 class MonitorView:

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
-from llmbench.records.definitions import INTERRUPTED
-from llmbench.records.record import REFUSED_KINDS, Record, RecordLog, clean
+from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record, RecordLog, clean
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 from llmbench.workload.salt import Salt
@@ -188,7 +187,7 @@ class Session:
         self.active.discard(rec)
         c.in_flight -= 1
         c.done += 1
-        if not rec.ok and rec.error_kind != INTERRUPTED:   # warm-up too: the live count
+        if not rec.ok and rec.error_kind not in UNMEASURED_KINDS:   # warm-up too: the live count
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.token_times:

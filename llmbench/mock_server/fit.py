@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from llmbench.records import definitions
-from llmbench.records.record import Record, load_records
+from llmbench.records.record import Record, json_lines, load_records
 
 from .engine import MockConfig
 
@@ -56,17 +56,8 @@ class Fit:
 
 # -- reading a run folder ------------------------------------------------------------------------
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    if path.exists():
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line:
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue          # a line cut by an interrupted run
-    return out
+    # a line cut by an interrupted run, or a damaged one, is skipped (records.json_lines)
+    return [d for d in json_lines(path) if isinstance(d, dict)] if path.is_file() else []
 
 
 def load_run_folder(run_dir: Path) -> tuple[dict[str, Any], list[Record], list[dict[str, Any]]]:
@@ -76,12 +67,18 @@ def load_run_folder(run_dir: Path) -> tuple[dict[str, Any], list[Record], list[d
     req = run_dir / "requests.jsonl"
     if not req.exists():
         raise ProfileError(f"{req}: missing; --like needs a run folder with its records")
+    for f in (req, run_dir / "run.json", run_dir / "server.jsonl"):
+        if f.exists() and not f.is_file():          # /dev/zero or a pipe never ends
+            raise ProfileError(f"{f}: not a regular file; --like reads a run folder's files")
     run: dict[str, Any] = {}
     if (run_dir / "run.json").exists():
         try:
             run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ProfileError(f"{run_dir / 'run.json'}:{exc.lineno}: not valid JSON ({exc.msg})")
+        except (UnicodeDecodeError, RecursionError):
+            raise ProfileError(f"{run_dir / 'run.json'}: not a run.json llmbench wrote "
+                               "(not UTF-8, or nested too deeply)") from None
     return run, load_records(req), _read_jsonl(run_dir / "server.jsonl")
 
 
@@ -297,10 +294,12 @@ def load_profile(path: Path) -> dict[str, Any]:
     """The ``mock`` settings of a profile file (JSON, or TOML with a ``[mock]`` table),
     checked against the mock's settings; ProfileError names the file and the problem."""
     path = Path(path)
+    from llmbench.records import safejson
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read ({exc.strerror or exc})")
+        # a regular file (not /dev/zero), at most 1 MB (a profile is ~1 kB), UTF-8
+        text = safejson.read_file(path, "--profile", 1 << 20, what="profile file")
+    except safejson.JsonLimitError as exc:
+        raise ProfileError(str(exc).removeprefix("--profile ")) from None
     try:
         if path.suffix.lower() == ".toml":
             doc = tomllib.loads(text)
@@ -310,6 +309,8 @@ def load_profile(path: Path) -> dict[str, Any]:
         raise ProfileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})")
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: not valid TOML ({exc})")
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("mock"), dict):
         raise ProfileError(f"{path}: no 'mock' table of settings; write one with "
                            "llmbench mock --like RUN_DIR --save-profile FILE")

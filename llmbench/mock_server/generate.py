@@ -21,11 +21,13 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from llmbench.records.safejson import schema_problem
+
 from .context import Context
 from .engine import MockConfig, QueueFull, Seq, mock_tokens, reply_words
 from .errors import BadRequest
 from .shapes import Shape
-from .structured import images_in, pieces, reply_json
+from .structured import images_in, pieces, reply_json, too_large
 
 perf_counter_ns = time.perf_counter_ns
 
@@ -149,6 +151,16 @@ def plan_reply(ask: Ask, cfg: MockConfig, rid: str, tools: list[tuple[str, dict[
     format; share invalid_json_share cut short): the reply's pieces (the request's max tokens
     still cut it). A schema the generator cannot follow is the client's mistake: a 400."""
     rng = random.Random(f"{cfg.seed}-{rid}")
+    # a keyword of the wrong type ("required": 5) the generator never reads is the request's
+    # mistake too: named, as the client names it before it sends (safejson.schema_problem)
+    problem = (schema_problem(schema) or too_large(schema)) if schema else None
+    for name, params in tools if problem is None else ():
+        problem = (schema_problem(params) or too_large(params)) if params else None
+        if problem:
+            problem = f"tool {name[:40]!r}'s parameters: {problem}"
+            break
+    if problem:
+        raise BadRequest(f"invalid JSON schema: {problem}")
     try:
         if tools and choice != "none" and (choice == "required" or rng.random() < cfg.tool_call_share):
             name, params = tools[rng.randrange(len(tools))]

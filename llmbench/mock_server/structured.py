@@ -22,6 +22,59 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
+# The most values one generated reply holds: a schema that needs more (minItems 10**9, or
+# minItems 100 four arrays deep) is refused up front; building it hung the mock
+MAX_VALUES = 10_000
+# Beyond minItems, an array gets at most this many more items (maxItems 10**9 is an upper
+# bound, not a request for a billion)
+EXTRA_ITEMS = 10
+
+
+def least_values(schema: Any, limit: int = MAX_VALUES, depth: int = 0) -> tuple[int, str]:
+    """How many values (objects, arrays and scalars) ``value_for`` builds for ``schema`` at
+    the least, and where the largest demand sits ("properties.a.items"): counting stops past
+    ``limit``."""
+    if not isinstance(schema, dict) or depth > 8 or "const" in schema \
+            or (isinstance(schema.get("enum"), list) and schema["enum"]):
+        return 1, ""
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            n, where = least_values(branches[0], limit, depth + 1)
+            return n, f"{key}[0]" + (f".{where}" if where else "")
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        total, worst, at = 1, 0, ""
+        for name, sub in (schema.get("properties") or {}).items():
+            n, where = least_values(sub, limit, depth + 1)
+            total += n
+            if n > worst:
+                worst, at = n, f"properties.{name}" + (f".{where}" if where else "")
+            if total > limit:
+                break
+        return total, at
+    if kind == "array":
+        lo = max(int(schema.get("minItems", 1)), 0)
+        if lo > limit:
+            return lo + 1, ""
+        n, where = least_values(schema.get("items") or {"type": "string"}, limit, depth + 1)
+        return 1 + lo * n, ("items" + (f".{where}" if where else "")) if lo * n > lo else ""
+    return 1, ""
+
+
+def too_large(schema: Any) -> str | None:
+    """Why the mock will not generate a reply for ``schema`` (it needs more than MAX_VALUES
+    values), or None."""
+    n, where = least_values(schema)
+    if n <= MAX_VALUES:
+        return None
+    return (f"a reply to it holds at least {'%d' % n if n < 10**12 else f'{n:.1e}'} values "
+            f"(minItems{' at ' + where if where else ''}); the mock generates at most "
+            f"{MAX_VALUES:,}: lower minItems")
+
+
 def value_for(schema: Any, rng: random.Random, depth: int = 0) -> Any:
     if not isinstance(schema, dict) or depth > 8:
         return None
@@ -40,8 +93,8 @@ def value_for(schema: Any, rng: random.Random, depth: int = 0) -> Any:
         props = schema.get("properties") or {}
         return {name: value_for(sub, rng, depth + 1) for name, sub in props.items()}
     if kind == "array":
-        lo = int(schema.get("minItems", 1))
-        hi = int(schema.get("maxItems", max(lo, 3)))
+        lo = max(int(schema.get("minItems", 1)), 0)
+        hi = min(int(schema.get("maxItems", max(lo, 3))), lo + EXTRA_ITEMS)
         return [value_for(schema.get("items") or {"type": "string"}, rng, depth + 1)
                 for _ in range(rng.randint(lo, max(lo, hi)))]
     if kind == "integer":

@@ -29,6 +29,9 @@ from typing import Any, Sequence, TypeVar
 T = TypeVar("T")         # a float, or a numpy array of them (a column: one per request)
 
 INTERRUPTED = "interrupted"      # records.record.ERROR_KINDS: stopped by our own interrupt
+CLIENT_STALL = "client_stall"    # timed out while llmbench itself was frozen (load.monitor)
+# error kinds that say nothing about the server: llmbench stopped or froze the request
+UNMEASURED_KINDS = (INTERRUPTED, CLIENT_STALL)
 
 
 # -- latencies -------------------------------------------------------------------------------
@@ -94,13 +97,17 @@ def reasoning_time(first: T, answer_at: T) -> T:
 
 # -- which requests count --------------------------------------------------------------------
 
-def is_measured(warmup: Any, error_kind: Any, interrupted: Any = INTERRUPTED) -> Any:
-    """Whether a request counts: not warm-up, not cut short by our own interrupt. On columns
-    (``warmup`` a bool array, ``error_kind`` the store's string ids, ``interrupted`` the id of
-    "interrupted", -1 when no record has it): a mask."""
+def is_measured(warmup: Any, error_kind: Any, unmeasured: Any = UNMEASURED_KINDS) -> Any:
+    """Whether a request counts: not warm-up, not cut short by our own interrupt, not timed
+    out while llmbench itself was frozen (client_stall). On columns (``warmup`` a bool array,
+    ``error_kind`` the store's string ids, ``unmeasured`` the ids of UNMEASURED_KINDS, -1 for
+    one no record has): a mask."""
     if hasattr(warmup, "shape"):
-        return ~warmup & (error_kind != interrupted)
-    return not warmup and error_kind != interrupted
+        keep = ~warmup
+        for kind in unmeasured:
+            keep = keep & (error_kind != kind)
+        return keep
+    return not warmup and error_kind not in unmeasured
 
 
 def started_in(start: Any, window_start: float, window_end: float) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from llmbench.records import definitions
-from llmbench.records.definitions import is_measured  # noqa: F401  (its home: definitions)
+from llmbench.records.definitions import UNMEASURED_KINDS, is_measured  # noqa: F401  (their home)
 
 NAN = float("nan")
 
@@ -32,11 +32,20 @@ ERROR_KINDS = (
     "timeout_total",
     "http_status",          # status >= 400; ``error`` holds the first 200 characters of the body
     "stream_cut",           # the stream ended before [DONE] / done:true
-    "malformed_event",      # an event that is not valid JSON
+    "malformed_event",      # an event that is not valid JSON, or whose fields have the wrong
+                            # JSON types ("content": 5, a list for an object)
+    "protocol",             # a reply that is not well-formed HTTP/1.1 (duplicate Content-Length,
+                            # a bad chunk size, not HTTP at all)
     "error_event",          # an error object inside the stream
     "no_token",             # a clean stream that carried no token event
+    "bad_vectors",          # an embeddings reply without one vector per input (a null or empty
+                            # vector, too few or too many)
     "interrupted",          # the run was stopped while this request was in flight
+    "client_stall",         # a limit passed while llmbench itself was frozen (its event loop
+                            # did not run: SIGSTOP, swap, a suspended VM): not the server's
 )
+# Kinds llmbench caused itself: they say nothing about the server, so such a request is not
+# measured (not a completed one, not a failed one): definitions.UNMEASURED_KINDS
 
 
 @dataclass(slots=True, eq=False)
@@ -256,8 +265,9 @@ def _json_line(obj: dict[str, Any]) -> bytes:
 
 try:
     from orjson import OPT_APPEND_NEWLINE as _ORJSON_NEWLINE, dumps as _orjson_dumps
+    from orjson import loads as _orjson_loads
 except ImportError:         # pragma: no cover - orjson is a dependency, kept optional here
-    _orjson_dumps, _ORJSON_NEWLINE = None, 0
+    _orjson_dumps, _ORJSON_NEWLINE, _orjson_loads = None, 0, None
 
 
 class RecordLog:
@@ -322,17 +332,82 @@ class RecordLog:
             self._fh = None
 
 
+@dataclass
+class Skipped:
+    """The lines of one JSON-lines file a reader skipped: how many, and the first one."""
+    lines: int = 0
+    first_line: int = 0
+    why: str = ""
+
+    def note(self, path: str | Path) -> str:
+        s = "" if self.lines == 1 else "s"
+        return (f"{path}: skipped {self.lines} line{s} that {'was' if not s else 'were'} not "
+                f"whole JSON (the first, line {self.first_line}: {self.why}); a line torn by "
+                "a crash, or a damaged file")
+
+
+# What the JSON-lines readers of a run folder skipped, by file (the last read of each): the
+# commands that read run folders (report, compare) say so after reading (``skipped_notes``)
+SKIPPED: dict[str, Skipped] = {}
+
+
+class JsonLines:
+    """Decodes the lines of one JSON-lines file: a line that is not UTF-8 or not JSON (torn by
+    a crash mid-write, or a damaged byte) is None, skipped and counted in SKIPPED[str(path)],
+    never fatal: one bad byte must not cost the rest of a run's records."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.n = 0
+        self.skipped = Skipped()
+        SKIPPED.pop(self.path, None)
+
+    def decode(self, raw: bytes) -> Any:
+        self.n += 1
+        if not raw.strip():
+            return None
+        try:
+            return _orjson_loads(raw) if _orjson_loads is not None else \
+                json.loads(raw.decode("utf-8"))
+        except ValueError:
+            pass
+        # orjson refuses what json takes (NaN in logs of older versions): json then, on text
+        # that must be UTF-8 (json.loads of bytes would guess an encoding)
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            sk = self.skipped
+            sk.lines += 1
+            if sk.lines == 1:
+                sk.first_line = self.n
+                sk.why = ("not UTF-8" if isinstance(exc, UnicodeDecodeError) else
+                          "nested too deeply" if isinstance(exc, RecursionError) else "not JSON")
+                SKIPPED[self.path] = sk
+            return None
+
+
+def json_lines(path: str | Path) -> Iterator[Any]:
+    """Each line of a JSON-lines file that decodes (JsonLines: the others are counted)."""
+    lines = JsonLines(path)
+    with open(path, "rb") as fh:
+        for raw in fh:
+            value = lines.decode(raw)
+            if value is not None:
+                yield value
+
+
+def skipped_notes() -> list[str]:
+    """One note per file whose reads skipped lines (SKIPPED), for the console."""
+    return [s.note(path) for path, s in SKIPPED.items()]
+
+
 def iter_records(path: Path) -> Iterator[Record]:
-    """Read a requests.jsonl; a torn last line (crash mid-write) is skipped, not fatal."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield Record.from_json(json.loads(line))
-            except (json.JSONDecodeError, TypeError):
-                continue
+    """Read a requests.jsonl; a torn or damaged line is skipped and counted (json_lines)."""
+    for d in json_lines(path):
+        try:
+            yield Record.from_json(d)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            continue
 
 
 def load_records(path: Path) -> list[Record]:

@@ -7,7 +7,7 @@ from dataclasses import MISSING as MISSING_DEFAULT
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from llmbench.records.definitions import INTERRUPTED, in_step_window, is_measured
+from llmbench.records.definitions import UNMEASURED_KINDS, in_step_window, is_measured
 from llmbench.records.record import NAN, Record
 from llmbench.records.token_events import SEAL_EVENTS, TokenEvents
 
@@ -423,7 +423,7 @@ class RecordStore:
     def measured_mask(self) -> np.ndarray:
         """Which records count (``definitions.is_measured``), on the columns."""
         return is_measured(self.col("warmup"), self.col("error_kind"),
-                           self.str_id(INTERRUPTED))
+                           tuple(self.str_id(kind) for kind in UNMEASURED_KINDS))
 
     def __add__(self, other: Iterable[Record]) -> "RecordStore":
         """Both stores' records in one new store (the probe joins its two targets' records)."""

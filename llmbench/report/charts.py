@@ -610,6 +610,134 @@ def sweep_at_load(labels: Sequence[str], values: Sequence[Sequence[Any]], load: 
     return svgplot.render(sweep_at_load_chart(labels, values, load, unit, axis_name))
 
 
+LIVE_POINTS = 300          # the dashboard's time axis: at most this many points per trace
+
+
+def _bin_rows(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """``k`` seconds per point: counts summed (then per second), the load and gauges as at the
+    bin's end, a p50 as the median of the seconds' and a p95 as the worst second's, so that
+    binning never hides a bad second."""
+    out = []
+    for i in range(0, len(rows), k):
+        chunk = rows[i:i + k]
+        row = dict(chunk[-1])
+        for key in ("requests", "ok", "failed"):
+            row[key] = sum(r.get(key) or 0 for r in chunk) / len(chunk)
+        for key in ("ttft_p50_ms", "itl_p50_ms"):
+            vals = sorted(v for v in (_finite(r.get(key)) for r in chunk) if v == v)
+            m = len(vals) // 2          # a few values: numpy's median costs 50x this
+            row[key] = (vals[m] if len(vals) % 2 else (vals[m - 1] + vals[m]) / 2) if vals else None
+        for key in ("ttft_p95_ms", "itl_p95_ms", "lag_p99_ms", "send_delay_p99_ms"):
+            row[key] = _top([r.get(key) for r in chunk])
+        out.append(row)
+    return out
+
+
+def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
+               thresholds: dict[str, Any] | None = None) -> Chart:
+    """The dashboard's per-second view of a run in progress (rows from
+    report/dashboard/feed.py: each request counts in the second it finished), in stacked panels
+    sharing the time axis, one unit each: users and requests in flight; TTFT p50 and p95; ITL
+    p50 and p95 (with the ramp's threshold, drawn as the ramp chart draws it); requests
+    finished and failed per second; the generator's event-loop lag and send delay p99; the
+    server's own running and waiting when a probe reads them. Dotted lines mark where each step
+    began, labelled with its load. Past LIVE_POINTS seconds, a point is several seconds
+    (``_bin_rows``: the worst second's p95), and the axis says so."""
+    k = max(1, -(-len(rows) // LIVE_POINTS))
+    pts = _bin_rows(rows, k) if k > 1 else list(rows)
+    t = [float(r["t"]) for r in pts]
+
+    def col(key: str) -> list[float]:
+        return [_finite(r.get(key)) for r in pts]
+    has_server = any("server_running" in r or "server_waiting" in r for r in pts)
+    has_cores = any("server_cores" in r or "machine_busy_cores" in r for r in pts)
+    labels = ["users", "in flight", "TTFT p50", "TTFT p95",
+              "ITL p50", "ITL p95", "finished ok", "failed", "llmbench loop lag p99",
+              "llmbench send delay p99", "server: running", "server: waiting", "threshold",
+              "server process", "machine, all processes"]
+    legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
+    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 110.0, 14.0
+    n = 5 + int(has_server) + int(has_cores)
+    lo, hi = (min(t) - 1.0, max(t)) if t else (0.0, 10.0)
+    hi = max(hi, lo + 10.0)                        # the first seconds: a 10 s axis, not 1 s
+    panels = [Panel(x0=left, y0=top_y + j * (h + gap), w=width - left - legend_w, h=h,
+                    xlim=(lo, hi), x_ticklabels=j == n - 1, legend_at="right")
+              for j in range(n)]
+    limits = thresholds or {}
+    ax = panels[0]
+    users, in_flight = col("users"), col("in_flight")
+    _ylim(ax, [*users, *in_flight])
+    if unit == "users" and not all(np.isnan(users)):
+        ax.line(t, users, "users", _COLORS[0], "--", width=1.6, clip=False)
+    ax.line(t, in_flight, "in flight", "#333", width=1.2, clip=False)
+    ax.ylabel = "requests / users" if unit == "users" else "requests"
+    for ax, metric, name, color in ((panels[1], "ttft", "TTFT", _COLORS[3]),
+                                    (panels[2], "itl", "ITL", _COLORS[2])):
+        p50, p95 = col(f"{metric}_p50_ms"), col(f"{metric}_p95_ms")
+        ax.line(t, p50, f"{name} p50", color, "-", 1.2)
+        ax.line(t, p95, f"{name} p95", _RED if metric == "ttft" else _COLORS[1], "--", 1.4)
+        top = _top([*p50, *p95])
+        limit = limits.get(metric)
+        if limit is not None:
+            lim, stat = limit if isinstance(limit, tuple) else (limit, None)
+            top = _threshold(ax, float(lim), stat, top)
+        _from_zero(ax, top)
+        ax.ylabel = "ms"
+    ax = panels[3]
+    ok, bad = col("ok"), col("failed")
+    _ylim(ax, [*ok, *bad])
+    ax.line(t, ok, "finished ok", _COLORS[2], clip=False)
+    ax.line(t, bad, "failed", _RED, "--", clip=False)
+    ax.ylabel = "requests/s"
+    ax = panels[4]
+    lag, send = col("lag_p99_ms"), col("send_delay_p99_ms")
+    _ylim(ax, [*lag, *send])
+    ax.line(t, lag, "llmbench loop lag p99", _COLORS[5], clip=False)
+    ax.line(t, send, "llmbench send delay p99", _COLORS[6], "--", clip=False)
+    ax.ylabel = "ms"
+    if has_server:
+        ax = panels[5]
+        run_, wait_ = col("server_running"), col("server_waiting")
+        _ylim(ax, [*run_, *wait_])
+        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
+        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
+        ax.ylabel = "requests"
+    if has_cores:                 # the server's machine (telemetry), cores over the last 5 s
+        ax = panels[-1]
+        srv, mach = col("server_cores"), col("machine_busy_cores")
+        _ylim(ax, [*srv, *mach])
+        ax.line(t, srv, "server process", _COLORS[0], clip=False)
+        ax.line(t, mach, "machine, all processes", "#777", "--", clip=False)
+        ax.ylabel = "cores"
+    panels[-1].xlabel = "seconds" + (f" (a point: {k} s; p95: the worst second)" if k > 1 else "")
+    starts: list[tuple[float, Any]] = []
+    last = object()
+    for r in rows:                          # from every second, not the bins: exact starts
+        if r.get("step") is not None and r.get("step") != last:
+            starts.append((float(r["t"]) - 1.0, r.get("load")))
+            last = r.get("step")
+    if starts:
+        for p in panels:
+            for x, _ in starts:
+                p.vline(x, "#777", ":", 0.9, "step-boundary")
+        top = panels[0]
+        xs = [x for x, _ in starts]
+        texts = _thin(xs, [f"{ld:g}" if isinstance(ld, (int, float)) else "?" for _, ld in starts],
+                      *top.xlim, top.w * 0.75, 7)
+        for x, text in zip(xs, texts):
+            if text:
+                top.text(x, 1.0, text, coords="xaxis", offset=(0, 4), ha="center",
+                         color="#555", cls="step-label")
+        top.text(1.0, 1.0, f"step starts (dotted), labelled in {safe(unit)}", coords="axes",
+                 offset=(0, 18), ha="right", color="#555", cls="step-note")
+    return Chart(width, panels[-1].y0 + h + 42, panels)
+
+
+def live(rows: Sequence[dict[str, Any]], unit: str = "users",
+         thresholds: dict[str, Any] | None = None) -> str:
+    return svgplot.render(live_chart(rows, unit, thresholds))
+
+
 # -- the server's machine (issue 39) ----------------------------------------------------------------
 
 def _tel(step: Step, part: str, key: str) -> float:

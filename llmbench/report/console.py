@@ -129,7 +129,11 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
         if s.send_delay.p99 is not None:
             out.append(_line("Client send delay p50 / p99:",
                              f"{s.send_delay.p50:.2f} ms / {s.send_delay.p99:.2f} ms"))
-        if monitor.get("send_delay_over"):
+        from llmbench.analysis.verdict import freeze_sentence
+        frozen = freeze_sentence(monitor)
+        if frozen:
+            out.append(f"WARNING: {frozen}")
+        elif monitor.get("send_delay_over"):
             out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
                        f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
                        "Use fewer streams per process (--workers).")

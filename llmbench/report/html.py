@@ -18,7 +18,8 @@ from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.results.latencies import Latencies, read_jsonl
-from llmbench.results.schema import Check, ProbeStep, Run, ServerProbe, Step, Summary, amount
+from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
+                                     amount)
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -59,8 +60,14 @@ def _chart(svg: str, title: str) -> str:
 def _thresholds(run: Run) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
     which line it bounds)."""
+    return chart_thresholds(run.thresholds_asked)
+
+
+def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
+    """The first TTFT and ITL latency threshold of these, with its statistic (the report's
+    charts and the dashboard's draw the same lines)."""
     out: dict[str, tuple[float, str]] = {}
-    for text in run.thresholds_asked:
+    for text in texts or ():
         try:
             t = parse_threshold(text)
         except ThresholdError:
@@ -98,6 +105,38 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
                 "E2EL p95", "out tok/s", "req/s", "errors", "result"]
 
 
+def steps_table(steps: Sequence[Step | dict[str, Any]], unit: str) -> str:
+    """A ramp's steps, one row each: the report's table, and the dashboard's (which has them
+    as run.json's dicts)."""
+    rows, classes = _step_rows([s if isinstance(s, Step) else Step.from_dict(s) for s in steps])
+    return _table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes)
+
+
+def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None = None,
+                empty: str = "No step finished.") -> str:
+    """A ramp's verdict: the result, the knee, drifting steps, the evidence and the advice (the
+    report's, the dashboard's and a notebook's)."""
+    if isinstance(v, dict):
+        v = Verdict.from_dict(v) if v else None
+    bad = v is not None and v.kind != "held"
+    text = v.text if v is not None and v.text else empty
+    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(text)}</b>']
+    if v is not None:
+        # the knee between the steps, and steps that had not settled (stepstats)
+        if v.knee is not None and v.knee.text:
+            body.append(f'<br><b class="knee">{e(v.knee.text)}</b>')
+        for line in v.steady_note:
+            body.append(f'<br><span class="drift">{e(line)}</span>')
+        for line in v.evidence:
+            body.append(f"<br>{e(line)}")
+        for line in v.advice:
+            body.append(f"<br><i>What to change:</i> {e(line)}")
+    if closed_loop_note:
+        body.append(f"<br><small>{e(closed_loop_note)}</small>")
+    body.append("</div>")
+    return "\n".join(body)
+
+
 def _errors(summary: Summary, where: str = "") -> str:
     samples = summary.error_samples
     if not samples:
@@ -127,30 +166,13 @@ def _settings(run: Run) -> str:
 def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
-    v = run.verdict
-    bad = v is not None and v.kind != "held"
-    text = v.text if v is not None and v.text else "No step finished."
-    body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(text)}</b>']
-    if v is not None:
-        # the knee between the steps, and steps that had not settled (stepstats)
-        if v.knee is not None and v.knee.text:
-            body.append(f'<br><b class="knee">{e(v.knee.text)}</b>')
-        for line in v.steady_note:
-            body.append(f'<br><span class="drift">{e(line)}</span>')
-        for line in v.evidence:
-            body.append(f"<br>{e(line)}")
-        for line in v.advice:
-            body.append(f"<br><i>What to change:</i> {e(line)}")
-    if run.closed_loop_note:
-        body.append(f"<br><small>{e(run.closed_loop_note)}</small>")
-    body.append("</div>")
+    body = [verdict_box(run.verdict, run.closed_loop_note)]
     join = (run.config.get("ramp") or {}).get("join") or "start"
     found = run.search
     if found is not None:
         body += _search(run, unit)
     body.append("<h2>Steps</h2>" if found is None else "<h2>Steps, in the order tried</h2>")
-    rows, classes = _step_rows(steps)
-    body.append(_table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes))
+    body.append(steps_table(steps, unit))
     body.append("<p class=meta>A step's numbers come from the requests that started in its hold "
                 "window. Users joined "
                 + ("mid-conversation (--join spread): each new user started at a random turn "
@@ -473,8 +495,14 @@ def render(run_dir: str | Path) -> str:
     if status == "failed":
         head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.error)}</div>')
         return "\n".join(head + [_settings(run), "</body></html>"])
-    body = {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
-    return "\n".join(head + body + [_settings(run), "</body></html>"])
+    return "\n".join(head + body(run, lat, run_dir) + [_settings(run), "</body></html>"])
+
+
+def body(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
+    """A run's report between its title and its settings: the verdict, tables and charts of
+    its kind (a notebook shows the same, llmbench/report/notebook.py)."""
+    kind = run.kind
+    return {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
 
 
 def write(run_dir: str | Path, out: str | Path | None = None) -> Path:

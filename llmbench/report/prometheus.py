@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from llmbench.records.record import ERROR_KINDS, Record
+from llmbench.records.record import ERROR_KINDS, UNMEASURED_KINDS, Record
 
 # Seconds. LLM latencies span a 2 ms token gap on a small model to a two-minute reply of a
 # reasoning model under load; about four buckets per decade keeps a quantile within ~25 %.
@@ -196,7 +196,7 @@ class MetricsExporter:
                       "# TYPE llmbench_requests_total counter"]
             # every outcome from the first scrape on, at 0 until it happens: rate() needs the
             # series before the first error, not from it
-            known = ("ok",) + tuple(k for k in ERROR_KINDS if k != "interrupted")
+            known = ("ok",) + tuple(k for k in ERROR_KINDS if k not in UNMEASURED_KINDS)
             paths = sorted({p for p, _ in self._outcomes}) or [""]
             rows = {(p, k): 0 for p in paths for k in known}
             rows.update(self._outcomes)

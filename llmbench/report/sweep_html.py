@@ -97,11 +97,8 @@ def _num(v: Any, fmt: str = "{:g}") -> str:
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
     doc = Run.load(sweep_dir)
-    results = doc.results
-    unit = doc.unit or "users"
     cfg = doc.config or {}
     settings = doc.settings or {}
-    axis_name = " x ".join(settings) or "setting"
     status = doc.status
     swept = " x ".join(k + " = " + ", ".join(v) for k, v in settings.items())
     title = f"llmbench sweep: {swept}"
@@ -112,6 +109,21 @@ def render(sweep_dir: str | Path) -> str:
            f"<h1>{e(title)}<span class='badge {e(status)}'>{e(status)}</span></h1>",
            f"<div class=meta>{e(started)} · {e(sweep_dir.name)}{' · ' + e(where) if where else ''}"
            "</div>"]
+    out += body(doc, sweep_dir)
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def body(doc: Run, sweep_dir: Path) -> list[str]:
+    """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
+    notebook shows the same, llmbench/report/notebook.py)."""
+    results = doc.results
+    unit = doc.unit or "users"
+    cfg = doc.config or {}
+    settings = doc.settings or {}
+    axis_name = " x ".join(settings) or "setting"
+    status = doc.status
+    out: list[str] = []
     if status != "complete":
         out.append('<div class="verdict bad">This sweep did not finish (interrupted or still '
                    "running): the page shows the settings that did.</div>")
@@ -204,8 +216,7 @@ def render(sweep_dir: str | Path) -> str:
                + e(json.dumps({"ramp": ramp_cfg, "labels": doc.labels,
                                "environment": doc.environment}, indent=2))
                + "</pre></details>")
-    out.append("</body></html>")
-    return "\n".join(out)
+    return out
 
 
 def write(sweep_dir: str | Path, out: str | Path | None = None) -> Path:

@@ -243,7 +243,9 @@ def _row(d: Path, run: Run, kind: Any, line: str, what: str) -> RunRow:
     argv = env.get("argv") if isinstance(env.get("argv"), list) else []
     labels = run.labels if isinstance(run.labels, dict) else {}
     status = run.status
-    if status == "running" and not _alive(run.pid):
+    from llmbench.results import lock
+    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else _alive(run.pid)
+    if status == "running" and not live:
         status = f"stopped without {what} (killed?)"
     return RunRow(d.name, kind, status, _date_of(run, d),
                   # scrubbed again: folders written by older versions leaked some forms

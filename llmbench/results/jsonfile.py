@@ -62,8 +62,19 @@ def clean_nan(obj: Any) -> Any:
     return obj
 
 
+# run.json holds summaries, steps and one monitor sample a second: an hour's run is under 1 MB
+MAX_RUN_JSON_BYTES = 256 << 20
+
+
 def read_object(f: Path, what: str = "run.json") -> dict[str, Any]:
     """A JSON object from ``f``, or one RunFolderError saying why it is not one llmbench wrote."""
+    try:
+        size = f.stat().st_size
+    except OSError:
+        size = 0                        # read_text says what is wrong with it
+    if size > MAX_RUN_JSON_BYTES:       # read whole, a 3 GB one cost 6 GB and a minute
+        raise RunFolderError(f"{f}: {size / 1e6:,.0f} MB, larger than any {what} llmbench "
+                             f"writes (at most {MAX_RUN_JSON_BYTES >> 20} MB are read)")
     try:
         data = json.loads(f.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -7,7 +7,6 @@ report in seconds.
 
 from __future__ import annotations
 
-import json
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 from llmbench.records import definitions
 from llmbench.records.definitions import is_measured
+from llmbench.records.record import JsonLines, json_lines
 
 
 @dataclass
@@ -84,12 +84,12 @@ def read_latencies(path: Path) -> Latencies:
     oks, counts, itls = array("B"), array("q"), array("i")
     paths: list[str | None] = []
     if path.exists():
-        with open(path, encoding="utf-8") as fh:
+        lines = JsonLines(path)         # a torn or damaged line: skipped and counted
+        with open(path, "rb") as fh:
             for line in fh:
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError:
-                    continue            # a torn last line from a crash
+                d = lines.decode(line)
+                if not isinstance(d, dict):
+                    continue
                 if not is_measured(d.get("warmup"), d.get("error_kind")):
                     continue
                 # the definitions (records/definitions.py) on the line as written: token_us
@@ -128,11 +128,4 @@ def read_latencies(path: Path) -> Latencies:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    return list(json_lines(path))      # a torn or damaged line: skipped and counted

@@ -129,13 +129,8 @@ def to_vllm(summary: Mapping[str, Any] | "Summary", percentile_metrics: Sequence
 def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
     """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
     (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
-    import json
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    from llmbench.records.record import json_lines
+    yield from json_lines(path)         # a torn or damaged line: skipped and counted
 
 
 # -- distributions ---------------------------------------------------------------------------
@@ -676,6 +671,11 @@ class Step(Part):
         """The step's load under the name a closed-loop ramp gives it."""
         return self.load
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: its thresholds and its summary (llmbench/report/notebook.py)."""
+        from llmbench.results.display import html_of
+        return html_of("step", self)
+
     @property
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.ok]
@@ -1080,6 +1080,10 @@ class Run(Part):
                                            metadata={"internal": True})
     path: Path | None = field(default=None, repr=False, compare=False,
                               metadata={"internal": True})
+    # the run is still in progress: who writes it (results.lock.writer_text), read from its
+    # folder's lock, never saved: a reader reports what has finished and leaves run.json be
+    live_writer: str | None = field(default=None, repr=False, compare=False,
+                                    metadata={"internal": True})
     measured: bool = field(default=True, repr=False, compare=False,
                            metadata={"internal": True})
 
@@ -1247,6 +1251,12 @@ class Run(Part):
                 return cls.from_dict(read_object(f, name), folder)
         raise RunFolderError(f"{folder}: no run.json here; give a run folder made by llmbench "
                              "run/ramp")
+
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: the verdict, the summary table and the main charts, inline SVG, no
+        network (llmbench/report/notebook.py; a sweep: its answer and settings)."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any, Awaitable, Callable, Protocol
 
 from llmbench.servers.prometheus import parse_prometheus
+from llmbench.records import safejson
 
 # GET a path on the server's root -> (status, body text); raises on transport errors.
 Get = Callable[[str], Awaitable[tuple[int, str]]]
@@ -112,4 +112,10 @@ class JsonPoller:
         status, text = await get(self.path)
         if status != 200:
             return ServerSample(error=f"HTTP {status}")
-        return self.extract(json.loads(text))
+        doc = safejson.loads(text, f"GET {self.path}")       # too deep: a ValueError
+        try:
+            return self.extract(doc)
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            # a document of other shapes or types than this server's: this poll's error,
+            # never the run's
+            return ServerSample(error=f"GET {self.path}: unexpected JSON ({type(exc).__name__})")

@@ -4,7 +4,6 @@ there (proxy, TLS) is the target's (netconfig.Net), as for its requests."""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import Any, Callable
 from llmbench.errors import EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.client.netconfig import Net, unreachable_hint
 from llmbench.client.target import Target
+from llmbench.records import safejson
 
 
 class DiscoverError(Exception):
@@ -132,8 +132,8 @@ def served_models(target: Target, timeout_s: float = 10.0) -> list[str]:
             f"--model is required: GET {url} answered {status}, so the server's models are "
             "unknown; name one with --model"), EXIT_USAGE)
     try:
-        doc = json.loads(body)
-    except ValueError:
+        doc = safejson.loads(body, f"GET {url}")
+    except ValueError:          # not JSON, or nested too deeply to be a models list
         doc = None
     names: list[str] = []
     if isinstance(doc, dict):

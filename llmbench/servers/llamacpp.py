@@ -3,9 +3,9 @@ gives the slot count either way."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from llmbench.records import safejson
 from llmbench.servers.base import Get, JsonPoller, Metrics, MetricsAdapter, MetricsPoller, Poller, ServerSample, biggest, total
 
 
@@ -37,7 +37,7 @@ async def _props(get: Get) -> dict[str, Any] | None:
     try:
         status, text = await get("/props")
         if status == 200:
-            obj = json.loads(text)
+            obj = safejson.loads(text, "GET /props")
             if isinstance(obj, dict) and "total_slots" in obj:
                 return obj
     except (ValueError, aiohttp.ClientError, asyncio.TimeoutError):

@@ -12,8 +12,10 @@ are not checked, and a reply that parses and passes them counts as valid.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
+
+from llmbench.records import safejson
+from llmbench.records.safejson import schema_problem  # noqa: F401  (this module's check, kept here)
 
 TOOL_CHOICES = ("auto", "required", "none")
 
@@ -23,12 +25,13 @@ class AgentSpecError(ValueError):
 
 
 def _read_json(path: str, flag: str) -> Any:
+    """A JSON file a flag names: a regular file of at most safejson.MAX_SPEC_BYTES, UTF-8,
+    nested at most safejson.MAX_DEPTH levels; anything else one line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AgentSpecError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        return json.loads(text)
+        text = safejson.read_file(path, flag, what="JSON file")
+        return safejson.loads(text, f"{flag} {path}")
+    except safejson.JsonLimitError as exc:
+        raise AgentSpecError(str(exc)) from None
     except ValueError as exc:
         raise AgentSpecError(f"{flag} {path}: not JSON ({exc}); give a JSON file") from None
 
@@ -50,6 +53,10 @@ def load_tools(path: str, flag: str = "--tools") -> list[dict[str, Any]]:
         params = fn.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, dict):
             raise AgentSpecError(f"{flag} {path}: tool {fn['name']!r}: parameters must be a JSON schema object")
+        problem = schema_problem(params)
+        if problem:
+            raise AgentSpecError(f"{flag} {path}: tool {fn['name'][:40]!r}'s parameters: "
+                                 f"{problem}")
         out = {"name": fn["name"], "parameters": params}
         if isinstance(fn.get("description"), str):
             out["description"] = fn["description"]
@@ -62,9 +69,14 @@ def load_schema(path: str, flag: str = "--response-format") -> dict[str, Any]:
     wrapper of one; returns the schema itself."""
     raw = _read_json(path, flag)
     if isinstance(raw, dict) and raw.get("type") == "json_schema":
-        raw = (raw.get("json_schema") or {}).get("schema", raw.get("schema"))
+        wrapper = raw.get("json_schema")
+        raw = (wrapper.get("schema", raw.get("schema")) if isinstance(wrapper, dict)
+               else raw.get("schema"))
     if not isinstance(raw, dict):
         raise AgentSpecError(f"{flag} {path}: expected a JSON schema object")
+    problem = schema_problem(raw)
+    if problem:
+        raise AgentSpecError(f"{flag} {path}: {problem}; fix the schema")
     return raw
 
 
@@ -171,9 +183,14 @@ def validates(value: Any, schema: Any, depth: int = 0) -> bool:
 
 
 def check_reply(text: str, schema: dict[str, Any] | None) -> bool:
-    """A structured reply: parses as JSON and (with a schema) validates."""
+    """A structured reply: parses as JSON and (with a schema) validates. A reply nested too
+    deeply to read does not validate; a schema the plan checked cannot raise here (the net
+    below is for one that was not: it never ends the run)."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
-    return validates(value, schema) if schema else True
+    try:
+        return validates(value, schema) if schema else True
+    except (TypeError, AttributeError, KeyError, RecursionError):
+        return False

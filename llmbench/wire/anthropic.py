@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
+from llmbench.wire.events import (END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads,
+                                  text_or_none, wrong_type)
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import text_of
 
@@ -203,10 +204,19 @@ def classify(payload: bytes) -> Event:
     kind = obj.get("type")
     if kind == "content_block_delta":           # the hot path: most events of a reply
         delta = obj.get("delta")
-        dkind = delta.get("type") if isinstance(delta, dict) else None
+        if delta.__class__ is not dict:
+            return wrong_type("content_block_delta's delta", delta, "an object")
+        dkind = delta.get("type")
         if dkind == "text_delta":
-            return Event(TOKEN, text=delta.get("text") or "")    # type: ignore[union-attr]
+            text = delta.get("text")
+            # the text is what the record and the history are made of: one of another type
+            # fails this request (malformed_event), it is never joined as text
+            if not text_or_none(text):
+                return wrong_type("delta.text", text, "a string")
+            return Event(TOKEN, text=text or "")
         if dkind == "thinking_delta":
+            if not text_or_none(delta.get("thinking")):
+                return wrong_type("delta.thinking", delta.get("thinking"), "a string")
             return Event(TOKEN, reasoning=True)
         if dkind == "input_json_delta":
             return Event(TOKEN, tool=True)
@@ -217,6 +227,8 @@ def classify(payload: bytes) -> Event:
         if bkind in ("tool_use", "server_tool_use"):
             return Event(TOKEN, tool=True)      # the tool's name
         if bkind == "text" and block.get("text"):                # type: ignore[union-attr]
+            if not text_or_none(block["text"]):                  # type: ignore[index]
+                return wrong_type("content_block.text", block["text"], "a string")  # type: ignore[index]
             return Event(TOKEN, text=block["text"])             # type: ignore[index]
         if bkind == "redacted_thinking":
             return Event(TOKEN, reasoning=True)
@@ -228,7 +240,9 @@ def classify(payload: bytes) -> Event:
         # the reply's count; a server that repeats the prompt's counts here (the API does, in
         # cumulative usage) gives them too
         u = usage(raw, prompt=isinstance(raw, dict) and "input_tokens" in raw)
-        return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop) if stop else None)
+        # a stop reason of another type is dropped (the summary counts them as text)
+        return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop)
+                     if stop.__class__ is str and stop else None)
     if kind == "message_start":
         msg = obj.get("message")
         msg = msg if isinstance(msg, dict) else {}

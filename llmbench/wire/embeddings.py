@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import ERROR, OTHER, TOKEN, Event, Usage
+from llmbench.wire.events import ERROR, TOKEN, Event, Usage, error_text, wrong_type
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import text_of
 
@@ -25,17 +25,42 @@ def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, str
     return out
 
 
+def items_expected(body: dict[str, Any]) -> int:
+    """How many vectors the reply to ``body`` must hold: one per input."""
+    inputs = body.get("input")
+    return len(inputs) if isinstance(inputs, list) else 1
+
+
+def _vector_len(d: Any) -> int:
+    """The length of one ``data`` entry's vector: a list whose first value is a number (the
+    rest is not walked: a 4096-float vector per input, on every request), or a base64 string
+    (encoding_format "base64" through --extra-body); 0 when it holds none (null, empty, a
+    string for a float vector's place...)."""
+    if not isinstance(d, dict):
+        return 0
+    v = d.get("embedding")
+    if isinstance(v, list) and v and isinstance(v[0], (int, float)) and not isinstance(v[0], bool):
+        return len(v)
+    if isinstance(v, str) and v:
+        return -1                       # base64: its length says nothing about dimensions
+    return 0
+
+
 def parse_full(obj: dict[str, Any]) -> Event:
+    """``items``: the vectors the reply holds that are vectors of the batch's one dimension;
+    the client fails the request (bad_vectors) when that is not one per input."""
     if "error" in obj:
-        err = obj["error"]
-        return Event(ERROR, error=str(err.get("message") if isinstance(err, dict) else err)[:200])
+        return Event(ERROR, error=error_text(obj["error"]))
     data = obj.get("data")
-    if not isinstance(data, list) or not data:
-        return Event(OTHER)
+    if data is None:
+        data = []
+    if not isinstance(data, list):
+        return wrong_type("data", data, "a list")
     usage = obj.get("usage")
     u = Usage.of(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
-    return Event(TOKEN, usage=u, items=sum(1 for d in data if isinstance(d, dict)
-                                           and d.get("embedding") is not None))
+    lengths = [_vector_len(d) for d in data]
+    dims = next((n for n in lengths if n), 0)
+    return Event(TOKEN, usage=u, items=sum(1 for n in lengths if n and n == dims))
 
 
 def classify(payload: bytes) -> Event:
@@ -47,5 +72,5 @@ EMBEDDINGS = WireFormat(
     name="embeddings", summary="OpenAI embeddings (POST <base>/embeddings, never streamed)",
     endpoint="/embeddings", body=body, classify=classify, parse_full=parse_full,
     root_path="/v1", url_suffixes=("/embeddings",), end_marker="the whole body",
-    streams=False, output="embeddings")
+    streams=False, output="embeddings", items_expected=items_expected)
 FORMATS = (EMBEDDINGS,)

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from llmbench.records.safejson import kind_of  # noqa: F401  (the formats' wrong_type names types so)
+
 try:
     # orjson decodes an event in about half the time of json.loads (scripts/bench_client_cpu.py
     # --decoder); optional: without it, the standard library decodes the same events.
@@ -76,6 +78,19 @@ class Event:
     ref: str | None = None     # the server's id of this reply (the Responses API's response id)
 
 
+class TooDeep(ValueError):
+    """A JSON document nested deeper than the decoders go (orjson: 1024 levels)."""
+
+
+def malformed(payload: bytes, exc: BaseException | None = None) -> Event:
+    """The MALFORMED event of a payload that is not one JSON object: the payload's start, and
+    why when it parsed but too deep to read."""
+    shown = payload[:200].decode("utf-8", "replace")
+    if isinstance(exc, TooDeep):
+        return Event(MALFORMED, error=f"JSON nested too deeply: {shown[:150]}")
+    return Event(MALFORMED, error=shown)
+
+
 def loads(payload: bytes) -> Any:
     """One JSON document, as ``json.loads`` reads it: orjson first, and whatever orjson refuses
     that Python's json accepts (NaN, Infinity, integers beyond 64 bits) falls back to json, so
@@ -86,7 +101,34 @@ def loads(payload: bytes) -> Any:
             return fast(payload)
         except ValueError:
             pass
-    return json.loads(payload)
+    try:
+        return json.loads(payload)
+    except RecursionError:
+        # orjson stops at 1024 levels, json's decoder recurses and runs out of stack: a
+        # server's event nested that deep is malformed, not a crash
+        raise TooDeep("JSON nested too deeply") from None
+
+
+def wrong_type(where: str, value: Any, wanted: str) -> Event:
+    """The MALFORMED event for a field of the wrong JSON type: one bad event fails its request,
+    named (``delta.content is a number (5), not a string``), never the run."""
+    return Event(MALFORMED, error=f"{where} is {kind_of(value)}, not {wanted}")
+
+
+def text_or_none(value: Any) -> bool:
+    """A text field as the formats read it: a string, or absent (null)."""
+    return value is None or value.__class__ is str or isinstance(value, str)
+
+
+def timings(value: Any) -> dict[str, Any] | None:
+    """A server's timing object (llama.cpp's ``timings``, Ollama's durations) with only its
+    numbers kept: the summary does arithmetic on them, and a server's string there must not
+    end the run."""
+    if not isinstance(value, dict):
+        return None
+    out = {k: v for k, v in value.items()
+           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out or None
 
 
 def json_object(payload: bytes) -> "dict[str, Any] | Event":
@@ -94,10 +136,19 @@ def json_object(payload: bytes) -> "dict[str, Any] | Event":
     every JSON event format (an object with an "error" key is the server's error event)."""
     try:
         obj = loads(payload)
-    except ValueError:
-        obj = None
+    except ValueError as exc:
+        return malformed(payload, exc)
     if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+        return malformed(payload)
     if "error" in obj:
-        return Event(ERROR, error=str(obj["error"])[:200])
+        return Event(ERROR, error=error_text(obj["error"]))
     return obj
+
+
+def error_text(err: Any) -> str:
+    """A server's error value as the record's text: its message when it is an object that has
+    one (of any type), else the value itself, at most 200 characters."""
+    if isinstance(err, dict):
+        msg = err.get("message")
+        return str(msg if msg else err)[:200]
+    return str(err)[:200]

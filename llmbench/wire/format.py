@@ -45,6 +45,9 @@ class WireFormat:
     streams: bool = True
     # What the reply holds: "tokens", or "embeddings" (no TTFT, no ITL: latency and throughput)
     output: str = "tokens"
+    # How many outputs that are not tokens (vectors) the reply to a body must hold; a reply
+    # with another count fails its request (bad_vectors). None: not counted
+    items_expected: Callable[[dict[str, Any]], int] | None = None
     # How the key goes: None, "Authorization: Bearer KEY"; else the header that carries the
     # bare key (the Messages API's x-api-key). key_env: where --api-key defaults from.
     key_header: str | None = None

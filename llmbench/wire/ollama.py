@@ -6,7 +6,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage
+from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, Usage, error_text, text_or_none, timings, wrong_type
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import with_content_lists
 
@@ -52,7 +52,8 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
 
 
 def _timing(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: obj[k] for k in TIMING_KEYS if k in obj}
+    # numbers only: the summary subtracts them (analysis.metrics.ollama_slot_wait_s)
+    return timings({k: obj[k] for k in TIMING_KEYS if k in obj}) or {}
 
 
 def classify(payload: bytes) -> Event:
@@ -61,19 +62,29 @@ def classify(payload: bytes) -> Event:
         return obj
     msg = obj.get("message")
     if msg is not None:
-        text = (msg.get("content") or "") + (msg.get("thinking") or "")
+        if not isinstance(msg, dict):
+            return wrong_type("message", msg, "an object")
+        answer, thinking = msg.get("content"), msg.get("thinking")
+        where = "message."
     else:
-        text = obj.get("response") or obj.get("thinking") or ""
+        answer, thinking = obj.get("response"), obj.get("thinking")
+        where = ""
+    # the text fields are the record's and the history's: another type fails this request
+    if not text_or_none(answer):
+        return wrong_type(where + ("content" if where else "response"), answer, "a string")
+    if not text_or_none(thinking):
+        return wrong_type(where + "thinking", thinking, "a string")
+    text = (answer or "") + (thinking or "") if msg is not None else (answer or thinking or "")
     if obj.get("done"):
         # the last line; it carries text only when the reply was not streamed (one body)
         timing = _timing(obj)
         # prompt_eval_cached_count: prompt tokens read from the cache (Ollama 0.33 on)
         usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"),
                          obj.get("prompt_eval_cached_count"))
-        return Event(END, text=text, usage=usage, finish_reason=obj.get("done_reason"),
+        reason = obj.get("done_reason")
+        return Event(END, text=text, usage=usage,
+                     finish_reason=reason if isinstance(reason, str) else None,
                      server_timing=timing)
-    thinking = (msg.get("thinking") if msg is not None else obj.get("thinking"))
-    answer = (msg.get("content") if msg is not None else obj.get("response"))
     # the reply's text is the answer (it becomes the conversation's history); thinking is a
     # token event of its own, as reasoning_content is on /v1
     return Event(TOKEN if text else OTHER, text=answer or "", reasoning=bool(thinking) and not answer)
@@ -81,7 +92,7 @@ def classify(payload: bytes) -> Event:
 
 def parse_full(obj: dict[str, Any]) -> Event:
     if "error" in obj:
-        return Event(ERROR, error=str(obj["error"])[:200])
+        return Event(ERROR, error=error_text(obj["error"]))
     ev = classify(json.dumps({**obj, "done": False}).encode())
     end = classify(json.dumps(obj).encode())
     ev.usage, ev.server_timing, ev.finish_reason = end.usage, end.server_timing, end.finish_reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from llmbench.wire.events import END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, count, error_text, loads, malformed, text_or_none, timings, wrong_type
 from llmbench.wire.format import WireFormat
 
 _DONE = b"[DONE]"
@@ -79,26 +79,39 @@ def completions_body(model: str, messages: list[dict[str, str]], max_tokens: int
     return _apply_common(body, stream, params)
 
 
-def _error_text(err: Any) -> str:
-    if isinstance(err, dict):
-        return str(err.get("message") or err)[:200]
-    return str(err)[:200]
+_error_text = error_text
 
 
-def _load(payload: bytes) -> Any:
-    try:
-        return loads(payload)
-    except ValueError:
+def _choice(obj: dict[str, Any]) -> "dict[str, Any] | Event | None":
+    """The first choice of an event or a body; None when it has none; the MALFORMED event when
+    ``choices`` or the choice is not what the API says (a list of objects)."""
+    choices = obj.get("choices")
+    if not choices:
         return None
+    if not isinstance(choices, list):
+        return wrong_type("choices", choices, "a list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return wrong_type("choices[0]", choice, "an object")
+    return choice
+
+
+def _finish_reason(choice: dict[str, Any]) -> str | None:
+    """finish_reason when it is a string (a server's number there is dropped, not stored)."""
+    reason = choice.get("finish_reason")
+    return reason if isinstance(reason, str) else None
 
 
 def _decode(payload: bytes) -> Event | dict[str, Any]:
     """[DONE], a malformed payload, or the event's JSON object."""
     if payload == _DONE:
         return Event(END)
-    obj = _load(payload)
+    try:
+        obj = loads(payload)
+    except ValueError as exc:
+        return malformed(payload, exc)
     if not isinstance(obj, dict):
-        return Event(MALFORMED, error=payload[:200].decode("utf-8", "replace"))
+        return malformed(payload)
     return obj
 
 
@@ -122,62 +135,96 @@ def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion
 def _no_choices(obj: dict[str, Any]) -> Event:
     if "error" in obj:
         return Event(ERROR, error=_error_text(obj["error"]))
-    return Event(OTHER, usage=usage(obj.get("usage")), server_timing=obj.get("timings"))
+    return Event(OTHER, usage=usage(obj.get("usage")), server_timing=timings(obj.get("timings")))
+
+
+_NO_DELTA: dict[str, Any] = {}
 
 
 def classify_chat(payload: bytes) -> Event:
+    # the hot path (one call per token event): the type checks are class identities, inline
+    # (orjson and json give exact dicts, lists and strs), ~0.1 us an event
     obj = _decode(payload)
-    if isinstance(obj, Event):
-        return obj
+    if obj.__class__ is not dict:
+        return obj                                  # type: ignore[return-value]
     choices = obj.get("choices")
-    if choices:
-        choice = choices[0]
-        delta = choice.get("delta") or {}
-        content = delta.get("content")
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        is_token = bool(content) or bool(reasoning) or bool(delta.get("tool_calls")) \
-            or bool(delta.get("function_call")) or (content == "" and "role" not in delta)
-        u = obj.get("usage")
-        # reasoning_content (vLLM, SGLang) or reasoning (Ollama's /v1) without answer content
-        only_reasoning = bool(reasoning) and not content and not delta.get("tool_calls") \
-            and not delta.get("function_call")
-        return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
-                     usage=usage(u) if u is not None else None, finish_reason=choice.get("finish_reason"),
-                     server_timing=obj.get("timings"), reasoning=only_reasoning,
-                     tool=bool(delta.get("tool_calls") or delta.get("function_call")))
-    return _no_choices(obj)
+    if not choices:
+        return _no_choices(obj)
+    if choices.__class__ is not list:
+        return wrong_type("choices", choices, "a list")
+    choice = choices[0]
+    if choice.__class__ is not dict:
+        return wrong_type("choices[0]", choice, "an object")
+    delta = choice.get("delta") or _NO_DELTA
+    if delta.__class__ is not dict:
+        return wrong_type("choices[0].delta", delta, "an object")
+    content = delta.get("content")
+    # the text fields are what the record and the conversation's history are made of: one of
+    # another type fails this request (malformed_event), it is never joined as text
+    if content is not None and content.__class__ is not str:
+        return wrong_type("delta.content", content, "a string")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if reasoning is not None and reasoning.__class__ is not str:
+        return wrong_type("delta.reasoning_content", reasoning, "a string")
+    tools = delta.get("tool_calls") or delta.get("function_call")
+    is_token = bool(content) or bool(reasoning) or bool(tools) \
+        or (content == "" and "role" not in delta)
+    u = obj.get("usage")
+    t = obj.get("timings")
+    reason = choice.get("finish_reason")
+    # reasoning_content (vLLM, SGLang) or reasoning (Ollama's /v1) without answer content
+    only_reasoning = bool(reasoning) and not content and not tools
+    return Event(TOKEN if is_token else OTHER, text=(content or "") if is_token else "",
+                 usage=usage(u) if u is not None else None,
+                 finish_reason=reason if reason.__class__ is str else None,
+                 server_timing=timings(t) if t is not None else None, reasoning=only_reasoning,
+                 tool=bool(tools))
 
 
 def classify_completion(payload: bytes) -> Event:
     obj = _decode(payload)
     if isinstance(obj, Event):
         return obj
-    choices = obj.get("choices")
-    if choices:
-        choice = choices[0]
-        u = obj.get("usage")
-        return Event(TOKEN, text=choice.get("text") or "", usage=usage(u) if u is not None else None,
-                     finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"))
-    return _no_choices(obj)
+    choice = _choice(obj)
+    if choice is None:
+        return _no_choices(obj)
+    if isinstance(choice, Event):
+        return choice
+    text = choice.get("text")
+    if not text_or_none(text):
+        return wrong_type("choices[0].text", text, "a string")
+    u = obj.get("usage")
+    return Event(TOKEN, text=text or "", usage=usage(u) if u is not None else None,
+                 finish_reason=_finish_reason(choice), server_timing=timings(obj.get("timings")))
 
 
 def parse_full(api: str, obj: dict[str, Any]) -> Event:
-    choices = obj.get("choices") or []
-    if not choices:
+    choice = _choice(obj)
+    if choice is None:
         if "error" in obj:
             return Event(ERROR, error=_error_text(obj["error"]))
         return Event(OTHER, usage=usage(obj.get("usage")))
-    choice = choices[0]
+    if isinstance(choice, Event):
+        return choice
     if api == "openai-chat":
         msg = choice.get("message") or {}
-        text = (msg.get("content") or "") + (msg.get("reasoning_content") or msg.get("reasoning") or "")
+        if not isinstance(msg, dict):
+            return wrong_type("choices[0].message", msg, "an object")
+        parts = (msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"))
+        for name, part in zip(("message.content", "message.reasoning_content"), parts):
+            if not text_or_none(part):
+                return wrong_type(name, part, "a string")
+        text = (parts[0] or "") + (parts[1] or "")
         has = bool(text) or bool(msg.get("tool_calls"))
         tool = bool(msg.get("tool_calls") or msg.get("function_call"))
     else:
-        text = choice.get("text") or ""
+        text = choice.get("text")
+        if not text_or_none(text):
+            return wrong_type("choices[0].text", text, "a string")
+        text = text or ""
         has, tool = True, False
     return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
-                 finish_reason=choice.get("finish_reason"), server_timing=obj.get("timings"),
+                 finish_reason=_finish_reason(choice), server_timing=timings(obj.get("timings")),
                  tool=tool)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object, text_or_none, wrong_type
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import usage as openai_usage, with_content_lists
 
@@ -108,7 +108,12 @@ def classify(payload: bytes) -> Event:
         return obj
     kind = obj.get("type")
     if kind == _TEXT:                   # the hot path: most events of a reply
-        return Event(TOKEN, text=obj.get("delta") or "")
+        delta = obj.get("delta")
+        if not text_or_none(delta):
+            return wrong_type(f"{_TEXT} delta", delta, "a string")
+        return Event(TOKEN, text=delta or "")
+    if not isinstance(kind, str):
+        return Event(OTHER) if kind is None else wrong_type("type", kind, "a string")
     if kind in _REASONING:
         return Event(TOKEN, reasoning=True)
     if kind in _OTHER_OUTPUT:
@@ -134,15 +139,23 @@ def parse_full(obj: dict[str, Any]) -> Event:
         return Event(OTHER, usage=usage(obj.get("usage")))
     parts: list[str] = []
     has = tool = False
-    for item in output:
+    for i, item in enumerate(output):
         if not isinstance(item, dict):
-            continue
+            return wrong_type(f"output[{i}]", item, "an object")
         if item.get("type") == "function_call":
             has = tool = True
-            parts.append(str(item.get("arguments") or ""))
+            args = item.get("arguments")
+            if not text_or_none(args):
+                return wrong_type(f"output[{i}].arguments", args, "a string")
+            parts.append(args or "")
             continue
-        for c in item.get("content") or item.get("summary") or ():
-            if isinstance(c, dict) and isinstance(c.get("text"), str):
+        content = item.get("content") or item.get("summary") or ()
+        if not isinstance(content, (list, tuple)):
+            return wrong_type(f"output[{i}].content", content, "a list")
+        for c in content:
+            if isinstance(c, dict) and "text" in c:
+                if not isinstance(c["text"], str):
+                    return wrong_type(f"output[{i}].content[].text", c["text"], "a string")
                 parts.append(c["text"])
     text = "".join(parts)
     kind = "response.incomplete" if obj.get("status") == "incomplete" else "response.completed"

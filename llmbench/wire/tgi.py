@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import json_object, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
+from llmbench.wire.events import json_object, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage, error_text, text_or_none, wrong_type
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import messages_to_prompt
 
@@ -54,21 +54,31 @@ def classify(payload: bytes) -> Event:
     if isinstance(obj, Event):
         return obj
     token = obj.get("token")
-    if not isinstance(token, dict):
+    if token is None:
         return Event(OTHER)
+    if not isinstance(token, dict):
+        return wrong_type("token", token, "an object")
     # a special token (EOS) is a decode step like any other, but its text is not reply text
-    text = "" if token.get("special") else (token.get("text") or "")
-    if obj.get("generated_text") is not None:
+    raw = token.get("text")
+    if not text_or_none(raw):
+        return wrong_type("token.text", raw, "a string")
+    text = "" if token.get("special") else (raw or "")
+    generated = obj.get("generated_text")
+    if generated is not None:
+        if not isinstance(generated, str):
+            return wrong_type("generated_text", generated, "a string")
         return _end(obj, TOKEN_END, text)
     return Event(TOKEN, text=text)
 
 
 def parse_full(obj: dict[str, Any]) -> Event:
     if "error" in obj:
-        return Event(ERROR, error=str(obj["error"])[:200])
+        return Event(ERROR, error=error_text(obj["error"]))
     text = obj.get("generated_text")
-    if not isinstance(text, str):
+    if text is None:
         return Event(OTHER)
+    if not isinstance(text, str):
+        return wrong_type("generated_text", text, "a string")
     return _end(obj, TOKEN, text)
 
 

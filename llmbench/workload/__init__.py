@@ -178,9 +178,17 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
         params["batch_size"] = spec.batch_size
     if spec.images is not None:
         from llmbench.workload.images import ImagePool, WithImages
-        pool = ImagePool(spec.images)
-        convs = WithImages(convs, pool)
-        params["images"] = spec.images.describe()
+        # the most turns a conversation has: the synthetic ones all have spec.turns (and may
+        # be regenerated on access: not walked), a file's are in memory
+        stride = (max((len(c.turns) for c in convs), default=1) if isinstance(convs, list)
+                  else max(spec.turns, 1))
+        pool = ImagePool(spec.images, needed=len(convs) * stride * spec.images.count)
+        convs = WithImages(convs, pool, stride)
+        params["images"] = {**spec.images.describe(), "distinct": len(pool.uris),
+                            "bytes": pool.bytes} if not spec.images.folder else \
+            spec.images.describe()
+        if pool.note:
+            warnings.append(pool.note)
     if tok.note:
         warnings.append(tok.note)
     missed = tok.missed_note()

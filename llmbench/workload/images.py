@@ -17,6 +17,7 @@ import os
 import random
 import re
 import struct
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,14 @@ _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".web
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
 MAX_SIDE = 8192
 MAX_FILE_BYTES = 20 * 1024 * 1024
+# All of a run's images are made before the load and held (as data URIs) for it: at most this
+# many bytes. 32 images of 4096x4096 were 2.9 GB and 163 s before the first request; a pool
+# that would be larger is made smaller (images repeat sooner, and a note says so), and one
+# turn's images that alone are larger are refused.
+MAX_POOL_BYTES = 512 << 20
+# Above this many pixels in all, making the pool is said before it starts (it takes seconds:
+# about 3 million pixels a second, measured on a 2-core machine)
+SAY_FROM_PIXELS = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -117,11 +126,23 @@ def data_uri(data: bytes, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-def _synthetic_pool(spec: ImageSpec) -> list[str]:
+def uri_bytes(width: int, height: int, fmt: str) -> int:
+    """About how large one synthetic image is as a data URI: the noise in a picture (so that it
+    compresses like a photo) leaves a PNG near its raw size (0.9 measured at 512x512 and
+    4096x4096), a JPEG at quality 85 near a fifth of it; base64 adds a third."""
+    raw = width * height * 3
+    return int(raw * (0.9 if fmt == "png" else 0.2) * 4 / 3) + 64
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
+
+
+def _synthetic_pool(spec: ImageSpec, n: int) -> list[str]:
     rng = random.Random(spec.seed)
     encode, mime = (png_bytes, "image/png") if spec.fmt == "png" else (jpeg_bytes, "image/jpeg")
     out = []
-    for i in range(max(spec.pool, 1)):
+    for i in range(max(n, 1)):
         w = rng.randint(spec.min_size[0], spec.max_size[0])
         h = rng.randint(spec.min_size[1], spec.max_size[1])
         out.append(data_uri(encode(picture(w, h, spec.seed * 100003 + i)), mime))
@@ -147,11 +168,40 @@ def _folder_pool(folder: str) -> list[str]:
 
 
 class ImagePool:
-    """The images of a run, made before the load: ``for_turn(k)`` gives the k-th user turn's."""
+    """The images of a run, made before the load: ``for_turn(k)`` gives the k-th user turn's.
 
-    def __init__(self, spec: ImageSpec) -> None:
+    ``needed``: how many image slots the run can use (its conversations x turns x images per
+    turn); only that many distinct images are made, when fewer than ``spec.pool`` (a 3-request
+    run makes 3, not 32), and never more than MAX_POOL_BYTES hold. ``note``: what was cut."""
+
+    def __init__(self, spec: ImageSpec, needed: int | None = None) -> None:
         self.spec = spec
-        self.uris = _folder_pool(spec.folder) if spec.folder else _synthetic_pool(spec)
+        self.note: str | None = None
+        if spec.folder:
+            self.uris = _folder_pool(spec.folder)
+            return
+        n = max(spec.pool, 1) if needed is None else max(min(spec.pool, needed), 1)
+        w, h = spec.max_size
+        per = uri_bytes(w, h, spec.fmt)
+        size = size_text(spec.min_size, spec.max_size)
+        if spec.count * per > MAX_POOL_BYTES:
+            raise DatasetError(
+                f"--images {spec.count} --image-size {size}: one turn's images are about "
+                f"{_mb(spec.count * per)}, over the {_mb(MAX_POOL_BYTES)} llmbench holds for a "
+                "run's images; give a smaller --image-size or fewer --images")
+        fit = MAX_POOL_BYTES // per
+        if n > fit:
+            self.note = (f"--images: {n} distinct {size} images would take about "
+                         f"{_mb(n * per)}; made {fit} (at most {_mb(MAX_POOL_BYTES)} in "
+                         f"all), so each repeats every {max(fit // spec.count, 1)} turns (a "
+                         "server that caches images by content sees them again sooner)")
+            n = fit
+        pixels = n * w * h
+        if pixels >= SAY_FROM_PIXELS:
+            print(f"making {n} synthetic {size} image{'s' if n != 1 else ''} before the load "
+                  f"(about {_mb(n * per)} in memory, {max(pixels / 3e6, 1):.0f} s or so)...",
+                  file=sys.stderr, flush=True)
+        self.uris = _synthetic_pool(spec, n)
 
     def for_turn(self, k: int) -> tuple[str, ...]:
         n = len(self.uris)
@@ -184,11 +234,17 @@ def content_parts(text: str, images: Sequence[str]) -> list[dict[str, object]]:
 
 class WithImages(Sequence):
     """A workload's conversations with the pool's images on every user turn, made on access
-    (a regenerated synthetic workload stays regenerated: nothing per turn is held)."""
+    (a regenerated synthetic workload stays regenerated: nothing per turn is held).
 
-    def __init__(self, convs: Sequence, pool: ImagePool) -> None:
+    Conversation i's turn k is the pool's turn i x ``stride`` + k (``stride``: the most turns
+    a conversation has), so every user turn of the workload gets its own images until the
+    pool comes round (a stride of 64 once gave every conversation's first turn the same image
+    of a 32-image pool)."""
+
+    def __init__(self, convs: Sequence, pool: ImagePool, stride: int = 1) -> None:
         self.convs = convs
         self.pool = pool
+        self.stride = max(stride, 1)
 
     def __len__(self) -> int:
         return len(self.convs)
@@ -199,5 +255,6 @@ class WithImages(Sequence):
             return [self[k] for k in range(*i.indices(len(self)))]
         c = self.convs[i]
         i = i % len(self) if i < 0 else i
-        turns = tuple(replace(t, images=self.pool.for_turn(i * 64 + k)) for k, t in enumerate(c.turns))
+        at = i * self.stride
+        turns = tuple(replace(t, images=self.pool.for_turn(at + k)) for k, t in enumerate(c.turns))
         return replace(c, turns=turns)

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
+from llmbench.records import safejson
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
@@ -283,8 +284,8 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
         finally:
             guard.cancel()
         try:
-            data = json.loads(raw) if raw else None
-        except ValueError:
+            data = safejson.loads(raw, f"POST {root}{path}") if raw else None
+        except ValueError:          # not JSON, or nested too deeply to be a count
             data = raw[:160].decode("utf-8", "replace")
         return resp.status, data
     raise ServerTokenizeError(f"POST {root}{path}: {last}")

@@ -49,7 +49,7 @@ def _opening(tok: Tokenizer, seed: int, *ids: int) -> str:
         while True:
             out.append(tok.unit_words[i % k])
             i //= k
-            if i == 0:
+            if i <= 0:          # a negative id's floor division never reaches 0
                 break
     return " ".join(out)
 

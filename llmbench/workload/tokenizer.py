@@ -167,8 +167,17 @@ def _load_dir(path: str, spec: str) -> Any:
         + "; save one with transformers: AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)")
 
 
+# the largest tokenizer.json files are tens of MB (a 256k vocabulary: ~35 MB); one over this is
+# not one, and the library reads it whole
+MAX_TOKENIZER_JSON_BYTES = 512 << 20
+
+
 def _load_json(path: str, spec: str) -> Any:
     from tokenizers import Tokenizer as HFTokenizer
+    size = os.path.getsize(path)
+    if size > MAX_TOKENIZER_JSON_BYTES:
+        raise TokenizerError(f"--tokenizer {spec!r}: {size / 1e6:,.0f} MB, larger than the "
+                             f"{MAX_TOKENIZER_JSON_BYTES >> 20} MB a tokenizer.json can be")
     try:
         return HFTokenizer.from_file(path)
     except Exception as exc:  # noqa: BLE001

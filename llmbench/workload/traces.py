@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import random
 import re
 from dataclasses import dataclass, field

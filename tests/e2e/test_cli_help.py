@@ -10,7 +10,7 @@ from llmbench.version import __version__
 from llmbench.cli.app import app
 from tests.helpers import ROOT, llmbench
 
-COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs")
+COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs", "dashboard")
 
 
 def declared_names(command: str) -> list[str]:

@@ -264,3 +264,171 @@ def test_a_json_array_entry_too_large_is_refused(tmp_path, monkeypatch):
     f.write_text(json.dumps([{"conversations": []}, {"conversations": ["x" * 50_000]}]))
     with pytest.raises(DatasetError, match=r"sg.json:1: .*larger than"):
         list(iter_json_array(str(f), chunk_size=256))
+
+
+# -- issue 40 section 4: the functions behind the new table cases --------------------------------
+
+def test_a_negative_seed_ends_the_openings_and_is_refused():
+    from types import SimpleNamespace
+    from llmbench.commands.groups import RunWorkloadOpts
+    from llmbench.workload.synthetic import _opening
+    # with a tokenizer of one-token words (tiktoken's, a server's), a negative id's digits
+    # looped for ever, 45 MB/s; it ends now, and the option refuses it before that
+    words = SimpleNamespace(unit_words=("a", "b", "c"))
+    assert _opening(words, -1, 5) == _opening(words, -1, 5) and len(_opening(words, -7, -3)) < 20
+    with pytest.raises(UsageError, match=r"^--seed -1: must be between 0 and"):
+        RunWorkloadOpts(seed=-1)          # its check() runs as it is built
+    RunWorkloadOpts(seed=2**63 - 1)
+
+
+@pytest.mark.parametrize("schema, named", [
+    ({"type": "object", "required": 5}, '"required": must be a list of property names'),
+    ({"type": "array", "minItems": "2"}, '"minItems": must be a whole number >= 0'),
+    ({"type": "objekt"}, '"type": must be one of object'),
+    ({"properties": {"a": {"items": 5}}}, '"items" at properties.a'),
+    ({"anyOf": []}, '"anyOf": must be a non-empty list'),
+    ({"properties": {"n": {"minimum": 5, "maximum": 1}}}, "no value can satisfy it"),
+    ({"$defs": {"x": {"enum": "a"}}}, '"enum" at $defs.x'),
+])
+def test_a_schema_keyword_of_the_wrong_type_is_named(schema, named):
+    from llmbench.wire.agents import schema_problem
+    assert named in (schema_problem(schema) or "")
+
+
+def test_a_good_schema_has_no_problem_and_validates():
+    from llmbench.wire.agents import check_reply, schema_problem
+    schema = {"type": "object", "required": ["a"], "additionalProperties": False,
+              "properties": {"a": {"type": ["integer", "null"], "minimum": 0},
+                             "b": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                             "c": True},
+              "$defs": {"d": {"anyOf": [{"type": "string"}, {"const": 1}]}}}
+    assert schema_problem(schema) is None
+    assert check_reply('{"a": 1, "b": ["x"]}', schema) and not check_reply('{"b": []}', schema)
+    assert not check_reply("[" * 100_000, schema)          # too deep to read: not valid
+
+
+def test_the_mock_answers_a_bad_schema_400_not_500():
+    import httpx
+    from llmbench.mock_server import MockConfig, MockServer
+    with MockServer(MockConfig(ttft_ms=1, itl_ms=1, models=["m"])) as m:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": "r", "schema": {"type": "object", "required": 5}}}}
+        r = httpx.post(m.url + "/v1/chat/completions", json=body, timeout=10)
+        assert r.status_code == 400, r.text
+        assert '"required"' in r.json()["error"]["message"]
+        body["response_format"]["json_schema"]["schema"] = {"type": "object", "required": ["a"]}
+        assert httpx.post(m.url + "/v1/chat/completions", json=body, timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("schema, where", [
+    ({"type": "array", "minItems": 10**9}, "(minItems);"),
+    ({"type": "object", "properties": {"a": {"type": "array", "minItems": 100, "items": {
+        "type": "array", "minItems": 100, "items": {"type": "array", "minItems": 100}}}}},
+     "(minItems at properties.a.items.items);"),
+])
+def test_the_mock_refuses_a_schema_whose_reply_it_cannot_build(schema, where):
+    """minItems 10**9 hung the mock (its generator built the array); a reply that needs more
+    than MAX_VALUES values is one 400 line, at once, and a large maxItems is only a bound."""
+    import httpx
+    from llmbench.mock_server import MockConfig, MockServer
+    with MockServer(MockConfig(ttft_ms=1, itl_ms=1, models=["m"])) as m:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": "r", "schema": schema}}}
+        r = httpx.post(m.url + "/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 400, r.text
+        msg = r.json()["error"]["message"]
+        assert "invalid JSON schema: a reply to it holds at least" in msg and where in msg, msg
+        assert "the mock generates at most 10,000: lower minItems" in msg and "\n" not in msg
+        body["max_tokens"] = 2000
+        body["response_format"]["json_schema"]["schema"] = {"type": "array", "minItems": 2,
+                                                            "maxItems": 10**9}
+        r = httpx.post(m.url + "/v1/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        assert 2 <= len(json.loads(r.json()["choices"][0]["message"]["content"])) <= 12
+
+
+def test_images_are_made_as_needed_and_capped(monkeypatch, capsys):
+    from llmbench.workload import images
+    from llmbench.workload.images import ImagePool, ImageSpec
+    spec = ImageSpec(count=1, min_size=(16, 16), max_size=(16, 16), pool=32)
+    assert len(ImagePool(spec, needed=3).uris) == 3           # a 3-request run: 3, not 32
+    assert len(ImagePool(spec).uris) == 32
+    per = images.uri_bytes(16, 16, "png")
+    monkeypatch.setattr(images, "MAX_POOL_BYTES", per * 5)
+    capped = ImagePool(spec, needed=100)
+    assert len(capped.uris) == 5 and "made 5" in capped.note and "repeats every 5 turns" in capped.note
+    with pytest.raises(DatasetError, match=r"^--images 6 --image-size 16x16: one turn's images"):
+        ImagePool(ImageSpec(count=6, min_size=(16, 16), max_size=(16, 16)), needed=6)
+    # the estimate is the size made (the cap is kept), and a large pool is said before it starts
+    assert 0.5 < sum(len(u) for u in capped.uris) / (5 * per) < 1.5
+    monkeypatch.setattr(images, "SAY_FROM_PIXELS", 1000)
+    ImagePool(spec, needed=4)
+    assert "making 4 synthetic 16x16 images before the load" in capsys.readouterr().err
+
+
+def test_every_conversation_gets_its_own_images_until_the_pool_comes_round():
+    from llmbench.workload.images import ImageSpec
+    wl = build_workload(WorkloadSpec(count=6, turns=2, prompt_tokens=(5, 5), images=ImageSpec(
+        count=1, min_size=(8, 8), max_size=(8, 8), pool=32)), TOK)
+    firsts = [c.turns[0].images[0] for c in wl.conversations]
+    every = [t.images[0] for c in wl.conversations for t in c.turns]
+    assert len(set(firsts)) == 6 and len(set(every)) == 12      # once: one image for all firsts
+    assert wl.params["images"]["distinct"] == 12
+
+
+def test_a_bad_byte_in_requests_jsonl_is_skipped_and_said_by_report_and_compare(closed_and_open,
+                                                                                 tmp_path):
+    closed, _ = closed_and_open
+    bad = tmp_path / "bad"
+    shutil.copytree(closed, bad)
+    log = bad / "requests.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"ok"', b'"o\xffk"', 1)        # one invalid UTF-8 byte
+    log.write_bytes(b"".join(lines) + b'{"torn": ')              # and a torn last line
+    for args in (["report", str(bad)], ["compare", str(closed), str(bad)]):
+        r = llmbench(*args)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert (f"{log}: skipped 2 lines that were not whole JSON (the first, line 2: not "
+                "UTF-8)") in r.stderr, r.stderr
+    from llmbench.records.record import SKIPPED, load_records
+    assert len(load_records(log)) == len(lines) - 1 and SKIPPED[str(log)].lines == 2
+
+
+def test_an_open_loop_lets_its_finished_requests_go():
+    """Every arrival's Task was kept to the end of the run (about 650 bytes each: 70 MB for an
+    hour at 30 req/s); the finished ones are let go as the schedule runs."""
+    import asyncio
+    from types import SimpleNamespace
+    from llmbench.load.shapes.user import PRUNE_EVERY, dispatch, prune
+    from llmbench.workload import Conversation, Turn
+
+    class Session:                       # answers at once: what matters is who keeps the task
+        stopping = asyncio.Event()
+
+        async def request(self, *a, **k):
+            await asyncio.sleep(0)
+            return SimpleNamespace(ok=True), "reply"
+
+    async def go() -> list:
+        conv = Conversation("c", (Turn("hi", 4),))
+        return await dispatch(Session(), [i * 2e-4 for i in range(3 * PRUNE_EVERY)],
+                              lambda i: conv, stop=asyncio.Event(), think=(0.0, 0.0), seed=0)
+    left = asyncio.run(go())
+    assert len(left) < PRUNE_EVERY, len(left)
+
+    async def kinds() -> list:
+        async def boom():
+            raise RuntimeError("a bug")
+        done, raised = asyncio.ensure_future(asyncio.sleep(0)), asyncio.ensure_future(boom())
+        cancelled, pending = asyncio.ensure_future(asyncio.sleep(5)), asyncio.ensure_future(
+            asyncio.sleep(5))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        tasks = [done, raised, cancelled, pending]
+        prune(tasks)
+        pending.cancel()
+        return [t is raised or t is pending for t in tasks]
+    assert asyncio.run(kinds()) == [True, True]     # a failure stays, for gather to raise

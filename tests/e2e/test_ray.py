@@ -73,12 +73,47 @@ def _run(m, out: Path, *args: str):
     return p, recs, json.loads((d / "run.json").read_text())
 
 
+def _run_watched(m, out: Path, *args: str):
+    """``_run`` with --dashboard: the page's state once it shows the end (read while the page
+    lingers), then Ctrl-C ends the linger; the exit code stays the run's."""
+    import urllib.request
+    cmd = [sys.executable, "-m", "llmbench.cli", "run", "--url", m.url + "/v1", "--model", "mock",
+           "--out", str(out), *SMALL, *args, "--dashboard", "0", "--dashboard-linger", "120s"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**ENV, **RAY_ENV})
+    try:
+        first = proc.stderr.readline()
+        url = re.search(r"Dashboard: (http://\S+)", first)
+        assert url, first
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, first
+            try:
+                with urllib.request.urlopen(url.group(1) + "state.json", timeout=30) as r:
+                    state = json.loads(r.read())
+            except OSError:
+                state = {}
+            if state.get("final"):
+                break
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    d = only_run(out)
+    recs = [json.loads(x) for x in (d / "requests.jsonl").read_text().splitlines()]
+    return first + err, recs, json.loads((d / "run.json").read_text()), state
+
+
 def test_two_ray_actors_match_two_worker_processes(ray_head, mock_factory, tmp_path):
     m = mock_factory(ttft_ms=60, itl_ms=10)
     args = ("--concurrency", "8", "--requests", "64", "--seed", "5", "--workers", "2")
     _, local, run_l = _run(m, tmp_path / "local", *args)
-    p, remote, run_r = _run(m, tmp_path / "ray", *args, "--ray", ray_head)
-    assert "Ray: 1 node(s), 2 CPUs" in p.stderr
+    # watched on --dashboard: the page shows the merged view, every actor's requests
+    stderr, remote, run_r, page = _run_watched(m, tmp_path / "ray", *args, "--ray", ray_head)
+    assert "Ray: 1 node(s), 2 CPUs" in stderr
+    assert page["text"]["done"] == "64" and page["series"]["finished"] == 64
+    assert page["series"]["failed"] == run_r["summary"]["failed"] == 0
     # every request sent is a record, each naming its worker, all ok
     assert len(remote) == 64 and len({r["request_id"] for r in remote}) == 64
     assert {r["worker"] for r in remote} == {0, 1} and all(r["ok"] for r in remote)

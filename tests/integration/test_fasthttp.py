@@ -158,10 +158,11 @@ def test_headers_that_arrive_slowly_in_pieces(transport):
     assert rec.ok and text == "a" and rec.served_by == "r-7"
 
 
-def test_not_http_at_all_is_a_connect_error(transport):
+def test_not_http_at_all_is_a_protocol_error(transport):
+    # an SSH server on the port answers: reached, but not HTTP (issue 40: once "connect")
     with RawServer([(0, b"SSH-2.0-OpenSSH_9.6\r\n\r\n"), (0.5, None)]) as s:
         rec, _ = run(send_one(s.url + "/v1", timeouts=Timeouts(first_token_s=5)))
-    assert rec.error_kind == "connect" and rec.status is None and not rec.ok
+    assert rec.error_kind == "protocol" and rec.status is None and not rec.ok
 
 
 async def _many(url: str, n: int, limit: int, **kw) -> list[Record]:

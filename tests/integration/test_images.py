@@ -101,7 +101,9 @@ def test_images_on_every_turn_with_history():
     second = messages_for(conv, 1, ["reply one"])
     parts = [m["content"] for m in second if m["role"] == "user"]
     assert all(isinstance(p, list) and p[1]["type"] == "image_url" for p in parts)
-    assert wl.params["images"] == {"per_turn": 1, "size": "8x8", "format": "png", "distinct": 2}
+    assert {k: v for k, v in wl.params["images"].items() if k != "bytes"} == \
+        {"per_turn": 1, "size": "8x8", "format": "png", "distinct": 2}
+    assert wl.params["images"]["bytes"] == sum(len(u) for u in wl.conversations.pool.uris)
     plain = build_workload(WorkloadSpec(count=4, turns=2, prompt_tokens=(10, 10)),
                            load_tokenizer("approx"))
     assert plain.fingerprint != wl.fingerprint

@@ -68,6 +68,10 @@ def test_measured_and_the_step_window_on_records_and_on_the_store():
     assert [r.request_id for r in recs if r.measured] == want
     assert [recs[i].request_id for i in np.nonzero(store.measured_mask())[0]] == want
     assert RecordStore.of(recs[1:6]).measured_mask().all()     # no "interrupted" string at all
+    # a request that timed out while llmbench itself was frozen is not the server's either
+    recs[7].error_kind, recs[7].ok = "client_stall", False
+    assert not recs[7].measured and not RecordStore.of(recs).measured_mask()[7]
+    assert RecordStore.of(recs).measured_mask().tolist() == [r.measured for r in recs]
     hold_start, hold_end = recs[40].start, recs[160].start
     for step in range(4):
         by_hand = [r.request_id for r in recs if r.step == step and not r.warmup

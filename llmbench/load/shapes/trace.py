@@ -17,7 +17,7 @@ from llmbench.load.session import Session
 from llmbench.workload import messages_for
 from llmbench.workload.traces import TraceItem
 from llmbench.load.shapes.base import Drive
-from llmbench.load.shapes.user import sleep_or_stop
+from llmbench.load.shapes.user import PRUNE_EVERY, prune, sleep_or_stop
 
 perf_counter = time.perf_counter
 
@@ -90,6 +90,8 @@ class TraceReplay:
                 break
             tasks.append(loop.create_task(replay_item(session, item, t0, self.speed,
                                                       d.stopping)))
+            if len(tasks) % PRUNE_EVERY == 0:
+                prune(tasks)            # finished tasks are let go (user.PRUNE_EVERY)
         if tasks:
             await asyncio.gather(*tasks)
         return t0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from llmbench.load.session import Session
 from llmbench.workload import Conversation, messages_for
@@ -136,6 +136,19 @@ async def virtual_user(session: Session, next_conv: Callable[[int], Conversation
             return
 
 
+# A finished Task keeps about 650 bytes (the task and its finished coroutine): an open loop that
+# kept every one held 70 MB an hour at 30 req/s, 1.6 kB a record in all where the records
+# themselves take 0.1-0.4. Every this many starts, the finished ones are let go.
+PRUNE_EVERY = 256
+
+
+def prune(tasks: list[asyncio.Task[Any]]) -> None:
+    """Drop the finished tasks, in place; one that raised stays, so that gathering what is
+    left raises it as it did."""
+    tasks[:] = [t for t in tasks
+                if not t.done() or (not t.cancelled() and t.exception() is not None)]
+
+
 async def dispatch(session: Session, offsets: Sequence[float], conv_for: Callable[[int], Conversation],
                    *, stop: asyncio.Event, think: tuple[float, float], seed: int,
                    sem: asyncio.Semaphore | None = None, budget: Budget | None = None,
@@ -161,4 +174,6 @@ async def dispatch(session: Session, offsets: Sequence[float], conv_for: Callabl
         tasks.append(loop.create_task(play(session, conv_for(i), budget, user=None, scheduled=due,
                                            think=think, rng=random.Random(seed * 7919 + i),
                                            sem=sem, stop=stop)))
+        if k % PRUNE_EVERY == PRUNE_EVERY - 1:
+            prune(tasks)
     return tasks
