@@ -47,6 +47,8 @@ def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None =
     for r in records:
         if not (r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None):
             continue
+        if r.first_tool is not None:
+            continue        # a tool call ends where its arguments do, not at the asked length
         n += 1
         asked_sum += r.max_tokens
         got_sum += r.output_tokens
@@ -71,6 +73,10 @@ def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCh
     out_all, out_ok = st.ints("output_tokens")
     use = st.col("ok") & ~st.col("warmup") & asked_ok & (asked_all != 0) & out_ok
     del asked_ok, out_ok
+    # a tool call ends where its arguments do, not at the asked length (a sparse field)
+    called = [i for i, e in st.extras().items() if e.get("first_tool") is not None]
+    if called:
+        use[np.asarray(called, dtype=np.int64)] = False
     server, stop = st.str_id("server"), st.str_id("stop")
     source, finish = st.view_strs("output_tokens_source"), st.view_strs("finish_reason")
     n = asked_sum = out_sum = longer_n = shorter_n = stopped_n = 0

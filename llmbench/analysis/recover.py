@@ -69,6 +69,9 @@ def rebuild_run(path: Path, run: Run) -> Run:
                              "request finished; there is nothing to rebuild a summary from")
     live = lock.writer(path)
     run.summary = metrics.summarize(records)
+    from llmbench.analysis.sessions import summarize_sessions
+    # agent sessions, rebuilt the same way (None: no request belonged to one)
+    run.sessions = summarize_sessions(records, window_s=run.summary.duration or None)
     if live is not None:
         run.live_writer = lock.writer_text(path, live)
         return run

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from llmbench.load.monitor import who_was_busy
+from llmbench.analysis.cachebound import ramp_finding
 from llmbench.analysis.metrics import bunching_sentence
 from llmbench.records.record import Record
 from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
@@ -329,6 +330,12 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
                 and itl1 >= ITL_GROWTH * itl0 and itl1 - itl0 >= ITL_MIN_GROWTH_MS)
     ttft_grew = (ttft0 is not None and ttft1 is not None and ttft0 > 0
                  and ttft1 >= TTFT_GROWTH * ttft0)
+    if not ttft_grew and s0 is not None and any(s.sessions is not None for s in steps):
+        # agents: a session's first call prefills its whole task whatever the server does, and
+        # those calls are the p95; the median is its later calls, which queue or re-prefill
+        med0, med1 = _num(s0.ttft.median), _num(s1.ttft.median)
+        ttft_grew = (med0 is not None and med1 is not None and med0 > 0
+                     and med1 >= TTFT_GROWTH * med0)
     base_ttft_s = ((_num(s0.ttft.median) or 0.0) if s0 is not None else 0.0) / 1000.0
     h0, h1 = subject.hold_start or 0.0, subject.hold_end or 0.0
     win = [r for r in records if r.start < h1 and r.done > h0]
@@ -470,6 +477,22 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         # machine's other processes did; the queue for the slot is what this load did
         ev.append(crowded)
         itl_grew = False
+    # the KV cache (issue 35): the first token got later because every call prefilled its
+    # whole context again, the cache having evicted it; told from queuing by the cache's own
+    # share falling (analysis.cachebound), and named before saturation: re-prefills share the
+    # compute with decoding, so the gaps may grow too
+    cache = (ramp_finding(steps, records, broke, server_samples, unit)
+             if ttft_grew else None)
+    if cache is not None:
+        out.kind = "cache_bound"
+        out.cache = cache.result()
+        ev.append(cache.sentence)
+        ev.extend(cache.evidence)
+        if itl_grew and itl0 and itl1 is not None:
+            ev.append(f"The gaps between tokens grew {itl1 / itl0:.1f}x too: the re-prefills share "
+                      "the compute with decoding.")
+        out.advice.extend(cache.advice)
+        return out
     if itl_grew:
         assert itl0 is not None and itl1 is not None
         out.kind = "saturation"

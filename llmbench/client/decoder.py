@@ -82,7 +82,7 @@ class StreamDecoder:
     """Decodes one streamed response into ``rec`` (and the reply text into ``texts``)."""
 
     __slots__ = ("rec", "texts", "fmt", "_framer", "_classify", "_counts", "_last_completion",
-                 "_sniff", "ended", "failed", "_reasoning_idx", "_output_from")
+                 "_sniff", "ended", "failed", "_reasoning_idx", "_output_from", "_calls")
 
     def __init__(self, fmt: WireFormat, rec: Record, texts: list[str]) -> None:
         self.rec = rec
@@ -97,6 +97,9 @@ class StreamDecoder:
         self.failed = False
         self._reasoning_idx: list[int] = []     # token events that carried only reasoning
         self._output_from: int | None = None    # the first answer event
+        # the pieces of the reply's tool calls go here when ``texts`` is a wire.agents.Reply
+        # (the client's); a plain list of texts collects the text only
+        self._calls: list | None = getattr(texts, "calls", None)
 
     def feed(self, t: float, chunk: bytes) -> int:
         """One network chunk that arrived at ``t``."""
@@ -209,6 +212,8 @@ class StreamDecoder:
                 rec.server_timing = ev.server_timing
             if ev.ref is not None:
                 rec.response_id = ev.ref
+            if ev.calls is not None and self._calls is not None:
+                self._calls.extend(ev.calls)
         return ENDED if self.ended else EVENTS
 
 
@@ -238,6 +243,9 @@ def decode_whole(fmt: WireFormat, raw: bytes, t: float, rec: Record, texts: list
             rec.first_tool = t
     if ev.items is not None:
         rec.embeddings = ev.items
+    calls = getattr(texts, "calls", None)
+    if ev.calls is not None and calls is not None:
+        calls.extend(ev.calls)
     if ev.ref is not None:
         rec.response_id = ev.ref
     if ev.usage:

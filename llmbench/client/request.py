@@ -62,7 +62,7 @@ from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, F
 from llmbench.client.netconfig import Net
 from llmbench.records.record import Record
 from llmbench.client.target import Target
-from llmbench.wire.agents import check_reply
+from llmbench.wire.agents import Reply, check_reply, reply_text
 from llmbench.wire.events import count
 
 perf_counter = time.perf_counter
@@ -533,8 +533,9 @@ class Client:
     async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
                    prompt_tokens_client: int | None = None,
                    extra: dict[str, Any] | None = None) -> str:
-        """Send one request and fill ``rec``; return the reply text (for multi-turn history).
-        ``extra``: fields for this request's body only (previous_response_id)."""
+        """Send one request and fill ``rec``; return the reply text (for multi-turn history;
+        a wire.agents.ReplyText with its tool calls when it made any). ``extra``: fields for
+        this request's body only (previous_response_id, an agent step's tools)."""
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
         body = self.body(messages, max_tokens, extra)
@@ -543,7 +544,7 @@ class Client:
         items = expect(body) if expect is not None else None
         task = asyncio.current_task()
         assert task is not None
-        texts: list[str] = []
+        texts: list[str] = Reply()      # the text pieces, and the tool calls' (an agent's history)
         rec.max_tokens = max_tokens
         clock = self._clock
         rec.start = clock()
@@ -587,7 +588,7 @@ class Client:
         if not rec.done:            # set at the end marker when the rest was drained after it
             rec.done = clock()
         self._finish(rec, texts, prompt_tokens_client, items)
-        return "".join(texts)
+        return reply_text(texts)
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
         """The response's status and headers are in: record them, and say how to read the body

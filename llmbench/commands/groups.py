@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Literal, TypeVar
 
 from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
-                                       P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0, TEXT, TEXTS, TOKENS,
-                                       Kind, Spec, UsageError, count, number, opt_of, option,
+                                       P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0, SPAN, TEXT,
+                                       TEXTS, TOKENS, Kind, Spec, UsageError, count, number, opt_of,
+                                       option,
                                        seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
@@ -402,20 +403,44 @@ class WorkloadOpts(WorkloadHead):
             cols[k] = v
         return cols
 
+    def check_agent(self) -> None:
+        """What agent sessions cannot take, refused before anything is built (one line)."""
+        for flag, bad in (("--images", self.images is not None),
+                          ("--batch-size", self.batch_size > 1),
+                          ("--prefix-hit-ratio", self.prefix_hit_ratio is not None),
+                          ("--shared-prefix-tokens", self.shared_prefix_tokens > 0)):
+            if bad:
+                raise UsageError(f"{flag}: not with --workload agent (its sessions share their "
+                                 "system prompt and grow their own context; see --agent-* "
+                                 "options)")
+        if self.dataset in ("random", "words") or self.dataset.startswith("hf:"):
+            raise UsageError(f"--dataset {self.dataset}: --workload agent makes synthetic sessions "
+                             "(--dataset synthetic) or replays an agent trace (--dataset FILE)")
+        from llmbench.workload.agent_traces import FORMATS
+        if self.dataset_format is not None and self.dataset_format not in FORMATS:
+            raise UsageError(f"--dataset-format {self.dataset_format!r}: agent traces are "
+                             + ", ".join(FORMATS))
+
     def build(self, n: int, target: Any = None, multi_turn: bool | None = None,
-              targets: tuple[str, ...] = ("main",)) -> tuple[Any, Any]:
+              targets: tuple[str, ...] = ("main",), agent: "AgentOpts | None" = None,
+              tools: Any = None) -> tuple[Any, Any]:
         """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
         (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
-        exactly; it is asked here, before any load."""
+        exactly; it is asked here, before any load. ``agent`` (--workload agent): ``n``
+        agent sessions instead, offering ``tools`` (--tools FILE's) or synthetic ones."""
         from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer
         self.image_spec()
         count(n, "--count")
+        if agent is not None and agent.agents_on:
+            self.check_agent()
         ref = None if target is None else ServerRef(
             target.server_root, target.model,
             {k: v for k, v in target.request_headers().items() if k != "content-type"},
             target.net)
         tok = load_tokenizer(self.tokenizer, server=ref)
         salts = self.salts(tok, targets)
+        if agent is not None and agent.agents_on:
+            return self._agents(agent, n, tok, salts, tools), (tok.local or tok)
 
         def span(v: Any, default: tuple[int, int] | None) -> tuple[int, int] | None:
             return default if v is None else (v, v) if isinstance(v, int) else tuple(v)
@@ -440,6 +465,26 @@ class WorkloadOpts(WorkloadHead):
         # the client may count replies when a server reports no usage: that must stay in-process
         return wl, (tok.local or tok)
 
+    def _agents(self, agent: "AgentOpts", n: int, tok: Any, salts: dict[str, Any],
+                tools: Any) -> Any:
+        """The agent sessions: synthetic (AgentSpec from the --agent-* options) or replayed."""
+        from llmbench.workload.agent_traces import read_sessions
+        from llmbench.workload.agents import agent_workload, sessions_workload
+        reserve = max(s.tokens for s in salts.values())
+        if self.dataset == "synthetic":
+            wl = agent_workload(agent.agent_spec(), tok, n, self.seed, tools, reserve)
+        else:
+            sessions, warnings, fmt = read_sessions(self.dataset, tok, self.seed,
+                                                    self.dataset_format, self.limit, tools,
+                                                    reserve)
+            wl = sessions_workload(sessions, tok, self.seed, self.dataset,
+                                   {"agent_trace": {"format": fmt, "path": self.dataset}},
+                                   warnings)
+        if tok.note:
+            wl.warnings.append(tok.note)
+        wl.salts = salts
+        return wl
+
 
 @dataclasses.dataclass(kw_only=True)
 class MultiTurnOpts(Spec):
@@ -461,6 +506,72 @@ class RunWorkloadOpts(WorkloadOpts, ShareGPTOpts, MultiTurnOpts, WorkloadHead):
 @dataclasses.dataclass(kw_only=True)
 class InspectWorkloadOpts(WorkloadOpts, MultiTurnOpts, WorkloadHead):
     """datasets inspect's workload: --multi-turn in its place."""
+
+
+P_AGENTS = "Agents"
+WORKLOADS = ("chat", "agent")
+
+
+def _agent_range(v: Any, flag: str) -> tuple[int, int]:
+    """N or LO-HI tokens (or calls) of an agent knob -> (lo, hi), each at least 1."""
+    got = TOKENS.parse(v, flag)
+    lo, hi = (got, got) if isinstance(got, int) else got
+    if lo < 1:
+        raise UsageError(f"{flag} {v!r}: need at least 1")
+    return lo, hi
+
+
+AGENT_RANGE = Kind(str, _agent_range,
+                   lambda v: str(v[0]) if v[0] == v[1] else f"{v[0]}-{v[1]}",
+                   doc="int | tuple[int, int]")
+
+
+@dataclasses.dataclass(kw_only=True)
+class AgentOpts(Spec):
+    """--workload agent: users that are agents (workload.agents). Every size is N or LO-HI,
+    drawn per session or per call from --seed; --dataset FILE replays sessions instead. A class
+    of users can be agents too: ``workload.agents.agent_workload(AgentSpec(...), ...)`` makes
+    the same sessions from an AgentSpec, with no option."""
+
+    # the field is not named "workload": the keyword is (--workload's spelling, names())
+    workload_type: str = option("chat (people taking turns) | agent (agent sessions: a system + tools prompt, tool calls, tool gaps, sub-agents; --dataset FILE replays agent traces).", P_AGENTS, "--workload", default="chat", metavar="chat|agent")
+    agent_system_tokens: tuple[int, int] | str = option("System prompt + tool definitions, in tokens.", P_AGENTS, kind=AGENT_RANGE, default="2000-4000", metavar="N|LO-HI")
+    agent_task_tokens: tuple[int, int] | str = option("The user's task (the first user message), in tokens.", P_AGENTS, kind=AGENT_RANGE, default="50-200", metavar="N|LO-HI")
+    agent_steps: tuple[int, int] | str = option("Model calls a session's main agent makes, its answer included.", P_AGENTS, kind=AGENT_RANGE, default="4-10", metavar="N|LO-HI")
+    agent_result_tokens: tuple[int, int] | str = option("Tokens of each tool result appended to the history.", P_AGENTS, kind=AGENT_RANGE, default="200-1000", metavar="N|LO-HI")
+    agent_tool_latency: tuple[float, float] | str = option("Each tool's time before the next call, e.g. 200ms-2s.", P_AGENTS, kind=SPAN, default="200ms-2s", metavar="LO-HI")
+    agent_call_tokens: tuple[int, int] | str = option("Reply length asked of a tool-call step.", P_AGENTS, kind=AGENT_RANGE, default="32-128", metavar="N|LO-HI")
+    agent_answer_tokens: tuple[int, int] | str = option("Reply length asked of the final answer.", P_AGENTS, kind=AGENT_RANGE, default="128-512", metavar="N|LO-HI")
+    agent_fanout: float = option("Share of tool-call steps that start sub-agents (in parallel, joined before the next call).", P_AGENTS, kind=FLOAT, default=0.0, metavar="SHARE")
+    agent_fanout_width: tuple[int, int] | str = option("Sub-agents such a step starts.", P_AGENTS, kind=AGENT_RANGE, default="2-3", metavar="N|LO-HI")
+    agent_sub_steps: tuple[int, int] | str = option("Model calls of a sub-agent, its answer included.", P_AGENTS, kind=AGENT_RANGE, default="2-4", metavar="N|LO-HI")
+    agent_systems: int = option("Distinct system prompts (1: every session is the same agent product).", P_AGENTS, kind=INT, default=1)
+    agent_tools: int = option("Synthetic tool definitions sent (--tools FILE sends its own).", P_AGENTS, kind=INT, default=4)
+
+    @property
+    def agents_on(self) -> bool:
+        return self.workload_type == "agent"
+
+    def check(self) -> None:
+        super().check()
+        if self.workload_type not in WORKLOADS:
+            raise UsageError(f"--workload {self.workload_type!r}: choose {' or '.join(WORKLOADS)}")
+        number(self.agent_fanout, "--agent-fanout", lo=0, hi=1)
+        count(self.agent_systems, "--agent-systems", hi=10_000)
+        count(self.agent_tools, "--agent-tools", lo=1, hi=128)
+        if self.agents_on:
+            self.check_agent()  # type: ignore[attr-defined]  (WorkloadOpts, in every spec with agents)
+
+    def agent_spec(self) -> Any:
+        """The synthetic sessions' AgentSpec (every range checked by its kind)."""
+        from llmbench.workload.agents import AgentSpec
+        return AgentSpec(
+            system_tokens=tuple(self.agent_system_tokens), task_tokens=tuple(self.agent_task_tokens),
+            steps=tuple(self.agent_steps), result_tokens=tuple(self.agent_result_tokens),
+            tool_latency_s=tuple(self.agent_tool_latency), call_tokens=tuple(self.agent_call_tokens),
+            answer_tokens=tuple(self.agent_answer_tokens), fanout_share=float(self.agent_fanout),
+            fanout_width=tuple(self.agent_fanout_width), sub_steps=tuple(self.agent_sub_steps),
+            systems=self.agent_systems, tools=self.agent_tools)  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -497,8 +608,11 @@ class RequestOpts(Spec):
             raise UsageError(f"--responses-state {self.responses_state!r}: choose client or server")
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
             raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
-        if self.tool_choice is not None and self.tools is None:
-            raise UsageError("--tool-choice needs --tools FILE")
+        # agent sessions send tools of their own: --tool-choice alone is a choice about those
+        if self.tool_choice is not None and self.tools is None \
+                and getattr(self, "workload_type", "chat") != "agent":
+            raise UsageError("--tool-choice needs --tools FILE (or --workload agent, whose "
+                             "sessions send tools)")
 
     def agents(self) -> tuple[Any, Any]:
         """(tools, schema) from --tools and --response-format, read and checked."""

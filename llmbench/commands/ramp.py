@@ -14,6 +14,7 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.analysis.sessions import step_sessions
 from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
@@ -74,6 +75,15 @@ class RampPlan:
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
 
 
+def unit_of(r: RampPlan) -> str:
+    """What a step's load counts: users, req/s, or agents (--workload agent: "held 4 agents")."""
+    from llmbench.workload.agents import is_agent
+    convs = r.common.workload.conversations
+    if r.shape.by == "users" and len(convs) and is_agent(convs[0]):
+        return "agents"
+    return r.shape.unit
+
+
 def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
     """A step's numbers come from the requests that started in its hold window."""
     return definitions.window(records, step, start, end)
@@ -88,7 +98,9 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
         recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
         s = summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
                       within=within_requests(thresholds))
-        found = check_all(thresholds, s)
+        # the agent sessions that started in the hold, with all their calls (None: no agents)
+        sessions = step_sessions(w.records, w.index, w.hold_start, w.hold_end)
+        found = check_all(thresholds, s, sessions)
         down = outages.step_check(w.records, w.ramp_start, w.hold_end)
         if down is not None:
             found.append(down)
@@ -104,7 +116,7 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
                     hold_start=w.hold_start, hold_end=w.hold_end, held=state == HELD,
                     state=state, checks=found, monitor=mon, unfinished=w.unfinished,
                     steady=steady_state(w.records, w.index, w.hold_start, w.hold_end),
-                    summary=s)
+                    summary=s, sessions=sessions)
     return judge_step
 
 
@@ -163,7 +175,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     tel = telemetry_parts(telemetry, steps, records,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
-    verdict = verdict_mod.explain(judged, records, shape.unit, server.samples,
+    verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
                                   planned=None if search is not None else len(shape.steps),
                                   telemetry=tel.get("info"))
     if search is not None:
@@ -176,7 +188,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
         verdict.interrupted = True
-        verdict.text = (f"Held {verdict_mod.amount(best, shape.unit)} before the ramp was interrupted. Stopped "
+        verdict.text = (f"Held {verdict_mod.amount(best, unit_of(r))} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
     lost = lost_workers(workers)
@@ -270,9 +282,10 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
             if line:
                 harness.say(line)
         shape.on_plan = on_plan
+    agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
     def on_step(step: Step) -> None:
-        harness.say(console.ramp_row(step))
+        harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None or harness.dashboard is not None:
@@ -292,7 +305,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     from llmbench import wire
     for line in intro_lines(r):
         print(line, flush=True)
-    print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
+    print(console.agent_ramp_header() if agents else
+          console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
     outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
                                              salt=c.workload.salt_for("main"))])
@@ -337,7 +351,7 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     iv = held_interval(helds)
     rep = helds.index(iv["median"])
     plan, run, _ = runs[rep]
-    unit = plan.shape.unit
+    unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
     line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
             f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, Spec, UsageError, option)
-from llmbench.commands.groups import (OutputOpts, RequestOpts, Seconds, ServerOpts, TargetOpts,
-                                      TelemetryOpts, WorkloadOpts, command_defaults)
+from llmbench.commands.groups import (AgentOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
+                                      TargetOpts, TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
-                                    users, with_ray, workers)
+                                    users, warn_short_hold, with_ray, workers)
 
 if TYPE_CHECKING:
     from llmbench.analysis.slo import Threshold
@@ -177,9 +177,11 @@ class RampOpts(Spec):
     def timing(self) -> tuple[float, float, tuple[float, float]]:
         """(ramp_in_s, hold_s, think_s) with the defaults filled in."""
         d = self.defaults()
+        # an agent starts its next task when its last one is done: no person's pause between
+        think = (0.0, 0.0) if getattr(self, "workload_type", "chat") == "agent" else d["think"]
         return (d["ramp_in"] if self.ramp_in is None else self.ramp_in,  # type: ignore[return-value]
                 d["hold"] if self.hold is None else self.hold,
-                d["think"] if self.think is None else self.think)
+                think if self.think is None else self.think)
 
     def gates(self) -> list[Any]:
         """The thresholds: as given, else the defaults (embeddings have their own)."""
@@ -187,6 +189,9 @@ class RampOpts(Spec):
         from llmbench.analysis.slo import DEFAULT_EMBEDDING_THRESHOLDS, DEFAULT_THRESHOLDS, parse_threshold
         if self.threshold:
             return list(self.threshold)
+        if getattr(self, "workload_type", "chat") == "agent":
+            from llmbench.analysis.slo import DEFAULT_AGENT_THRESHOLDS
+            return [parse_threshold(x) for x in DEFAULT_AGENT_THRESHOLDS]
         api = self.api  # type: ignore[attr-defined]
         embeddings = api is not None and api in wire.names() and wire.get(api).output == "embeddings"
         return [parse_threshold(x) for x in
@@ -216,6 +221,9 @@ class RampOpts(Spec):
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
         common = make_common(tgt, wl, 2000, multi_turn=True, progress=progress, replay=replay)
+        ramp_in_s, hold_s, think_s = self.timing()
+        if getattr(self, "workload_type", "chat") == "agent":
+            warn_short_hold(common.workload, hold_s)
         # the server's machine and what the server is (TelemetryOpts: ramp's and sweep's)
         common = dataclasses.replace(common, telemetry=spec.telemetry_spec(
             tgt, spec.server_probe, pid=server_pid, pid_from="--serve"))
@@ -223,7 +231,6 @@ class RampOpts(Spec):
         if out is not None or labels is not None:
             common = dataclasses.replace(common, out=out or common.out,
                                          labels=common.labels if labels is None else labels)
-        ramp_in_s, hold_s, think_s = self.timing()
         find = self.find_plan()
         shape = Ramp(common.workload.conversations, [] if find is not None else self.steps(),
                      by=self.by, join=self.join,
@@ -261,8 +268,8 @@ class RampOpts(Spec):
 
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
-class RampSpec(OutputOpts, RequestOpts, WorkloadOpts, RampOpts, TelemetryOpts, ServerOpts,
-               TargetOpts):
+class RampSpec(OutputOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts, TelemetryOpts,
+               ServerOpts, TargetOpts):
     """``llmbench ramp``: add users step by step (``users=[1, 2, 4, 8]``, each step ramped in
     over ``ramp_in`` and held for ``hold`` seconds) until a threshold breaks, and say why. With
     no ``url``, a one-minute demo against the built-in mock. ``by="rate"``: the steps are

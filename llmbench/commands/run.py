@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
+from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_freezes, with_send_delay
@@ -92,7 +93,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
                                 within=slo.within_requests(g.thresholds))
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
-    threshold_results = slo.check_all(g.thresholds, summary)
+    # agent sessions (None: no request belonged to one), over the run's duration
+    sessions = summarize_sessions(records, window_s=summary.duration or None)
+    threshold_results = slo.check_all(g.thresholds, summary, sessions)
     extra: dict[str, Any] = {}
     if isinstance(plan.shape, TraceReplay):
         extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
@@ -124,7 +127,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
                  "samples": [s.__dict__ for s in outcome.monitor]},
         summary=summary, outages=outages.of_run(records, outcome.t0_perf),
         **checks.record_checks(records, c.params, c.target.api, c.workload),
-        thresholds=threshold_results,
+        thresholds=threshold_results, sessions=sessions,
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
                                  view=server_view(server.samples)),
         **extra)
@@ -195,6 +198,8 @@ def perform(plan: RunPlan) -> Done:
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
     print(console.extras(s, run.monitor))
+    for line in console.session_lines(run.sessions):
+        print(line)
     if run.prefix_cache:
         print("\n".join(prefix_hit.lines(run.prefix_cache)))
     if run.trace is not None:

@@ -13,8 +13,8 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
                                        P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
                                        option)
-from llmbench.commands.groups import (OutputOpts, RequestOpts, RunWorkloadOpts, Seconds, ServerOpts,
-                                      TargetOpts, TelemetryOpts)
+from llmbench.commands.groups import (AgentOpts, OutputOpts, RequestOpts, RunWorkloadOpts, Seconds,
+                                      ServerOpts, TargetOpts, TelemetryOpts)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)
@@ -112,8 +112,8 @@ class GateOpts(Spec):
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, RunWorkloadOpts, RunLoadOpts,
-              TelemetryOpts, ServerOpts, TargetOpts):
+class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, AgentOpts, RunWorkloadOpts,
+              RunLoadOpts, TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
     (``concurrency``), open loop (``rate`` requests/s, ``max_concurrency``) or a trace replayed
     on its own timestamps (``trace``); ``requests`` or ``duration`` (seconds) sizes it. With no
@@ -127,6 +127,9 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, RunWorkloa
         super().check()
         if self.concurrency is not None and self.rate is not None:
             raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+        if self.agents_on and self.trace is not None:
+            raise UsageError("--trace replays requests on their timestamps; agent sessions replay "
+                             "with --workload agent --dataset FILE (docs/agents.md)")
         if self.trace is None and (self.trace_window is not None or self.trace_speed != 1.0):
             raise UsageError("--trace-speed and --trace-window need --trace FILE")
         if self.trace is not None:

@@ -200,7 +200,8 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     """The plan's common part from the spec (the workload is built against ``tgt``, with a
     salt for each of the harness's ``targets``)."""
     from llmbench.commands.common import Common
-    check_api_features(tgt.api, spec)
+    agents = getattr(spec, "workload_type", "chat") == "agent"
+    check_api_features(tgt.api, spec, agents)
     from llmbench import wire
     w = spec
     if wire.get(tgt.api).output == "embeddings":
@@ -210,7 +211,12 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
-    wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    if agents:
+        # agent sessions (workload.agents), offering --tools FILE's tools or synthetic ones
+        wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=spec,
+                          tools=spec.agents()[0])
+    else:
+        wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
     if replay is not None:
         replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = spec.quiet
@@ -226,11 +232,15 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                   tokenizer=spec.tokenizer)
 
 
-def check_api_features(api: str, spec: Any) -> None:
+def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
     """What the workload and requests ask of the API, refused before anything is sent when the
     API cannot carry it (one line naming the flag and the APIs that can)."""
     from llmbench import wire
     fmt = wire.get(api)
+    if agents and not fmt.tools:
+        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
+        raise UsageError(f"--workload agent: --api {api} has no tools, and agent sessions call "
+                         f"them; use one of {able}")
     if spec.images is not None and not fmt.images:
         able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
         raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
@@ -247,6 +257,22 @@ def check_api_features(api: str, spec: Any) -> None:
     if spec.batch_size > 1 and fmt.output != "embeddings":
         raise UsageError(f"--batch-size {spec.batch_size}: batches are for --api embeddings; "
                          f"--api {api} sends one prompt per request")
+
+
+def warn_short_hold(workload: Any, hold_s: float) -> None:
+    """A ramp step's sessions are those that started in its hold window (analysis.sessions),
+    and the drain waits for them; a hold shorter than a typical session still counts them,
+    but few start in it. Said once, with the figure."""
+    from llmbench.workload.agents import is_agent
+    gaps = [sum(st.gap_s for st in c.plan.steps) for c in workload.conversations[:200]
+            if is_agent(c)]
+    if not gaps:
+        return
+    typical = sorted(gaps)[len(gaps) // 2]
+    if hold_s < typical:
+        say(f"warning: --hold {hold_s:g}s is shorter than a typical session's tool time alone "
+            f"({typical:.0f} s): a step counts the sessions that start in its hold window, so "
+            f"few will; hold longer (e.g. --hold {max(60, int(typical * 3)):d}s)")
 
 
 def prepare(spec: Any) -> None:

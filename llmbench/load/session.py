@@ -104,6 +104,15 @@ class Session:
     _backoff_rng: random.Random = field(default_factory=lambda: random.Random(0))
     # --responses-state server: each user's conversation and the server's id of its last reply
     _previous: dict[int | None, tuple[str | None, str]] = field(default_factory=dict)
+    # agent sessions in progress (load.agent): id -> (the ramp step it started in, its start),
+    # so a ramp's drain can wait for the sessions its hold window started
+    agents_open: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+    _next_agent: int = 0
+
+    def new_agent_session(self) -> str:
+        """An agent session's id, unique in the run (the session's run id names the worker)."""
+        self._next_agent += 1
+        return f"{self.run_id}-a{self._next_agent}"
 
     def __post_init__(self) -> None:
         target = getattr(self.client, "target", None)
@@ -128,17 +137,22 @@ class Session:
 
     async def request(self, messages: list[dict[str, str]], turn: Turn, *, scheduled: float,
                       user: int | None = None, conversation: str | None = None,
-                      turn_index: int = 0, warmup: bool = False) -> tuple[Record, str]:
+                      turn_index: int = 0, warmup: bool = False,
+                      extra: dict | None = None, agent: tuple | None = None) -> tuple[Record, str]:
+        """``extra``: body fields of this request only (an agent step's tools); ``agent``: an
+        agent step's (session_id, step_id, parent_step_id, tool_gap_ms, step_kind), stamped on
+        its record."""
         self._next_id += 1
         rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
                      conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
                      stream=self.client.params.stream, path=self.path)
+        if agent is not None:
+            rec.session_id, rec.step_id, rec.parent_step_id, rec.tool_gap_ms, rec.step_kind = agent
         c = self.counters
         c.started += 1
         c.in_flight += 1
         self.active.add(rec)
         server_state = self.client.params.responses_state == "server"
-        extra = None
         counted = turn.prompt_tokens
         salt = self.salt
         if salt:
@@ -151,7 +165,8 @@ class Session:
             # turn and name the reply it follows (a turn after a failed one sends the history)
             prev = self._previous.get(user)
             if prev is not None and prev[0] == conversation:
-                messages, extra = messages[-1:], {"previous_response_id": prev[1]}
+                messages = messages[-1:]
+                extra = {**(extra or {}), "previous_response_id": prev[1]}
         try:
             text = await self.client.send(messages, turn.max_tokens, rec,
                                           prompt_tokens_client=counted, extra=extra)

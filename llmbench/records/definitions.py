@@ -95,6 +95,20 @@ def reasoning_time(first: T, answer_at: T) -> T:
     return answer_at - first         # type: ignore[operator, no-any-return]
 
 
+# -- agent sessions (analysis.sessions; floats, a session at a time) ---------------------------
+
+def session_time(first_start: float, last_end: float) -> float:
+    """An agent session's time to complete: its first call's start to the end of its last
+    call (the last moment the client was done with any request of it)."""
+    return max(last_end - first_start, 0.0)
+
+
+def session_tool_time(duration: float, model: float) -> float:
+    """A session's tool time: the part of its duration when none of its calls was in flight
+    (``model``: the union of its calls' spans, so sub-agents running at once count once)."""
+    return max(duration - model, 0.0)
+
+
 # -- which requests count --------------------------------------------------------------------
 
 def is_measured(warmup: Any, error_kind: Any, unmeasured: Any = UNMEASURED_KINDS) -> Any:

@@ -111,6 +111,18 @@ class Record:
     # the Responses API's id of this reply (kept for --responses-state server, whose next turn
     # names it as previous_response_id)
     response_id: str | None = None
+    # Agent sessions (--workload agent; all None otherwise, so other records are written as
+    # before): the session it belongs to (unique in the run), its step's id in the session,
+    # the step it followed (the previous call of its agent, or the call whose reply started
+    # its sub-agent; None for the session's first), how long its agent waited after that
+    # step's reply before sending it (the tool's time, sub-agents joined included), and what
+    # the step was for: "call" (a tool call was expected), "answer" (a sub-agent's last),
+    # "final" (the session's answer). analysis.sessions rebuilds the sessions from these.
+    session_id: str | None = None
+    step_id: str | None = None
+    parent_step_id: str | None = None
+    tool_gap_ms: float | None = None
+    step_kind: str | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds ----------------------------------
     # Their one definition is records/definitions.py, over (start, token times); these read a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from llmbench.load.monitor import COORDINATOR
 from llmbench.results.schema import Check, Step, Summary, Verdict, pct_word
@@ -190,6 +190,42 @@ def agent_lines(s: Summary) -> list[str]:
     return out
 
 
+def session_lines(sessions: Any) -> list[str]:
+    """Agent sessions (results.sessions.Sessions), only when the run had them."""
+    if sessions is None:
+        return []
+    x = sessions
+    done = f"{x.completed} of {x.started} completed"
+    if x.failed or x.cut_short:
+        done += f" ({x.failed} failed, {x.cut_short} cut short)"
+    rate = f"{x.sessions_per_min:.2f}" if x.sessions_per_min is not None else MISSING
+    out = [_line("Agent sessions:", f"{done}, {rate} per minute")]
+    d = x.duration
+    if d.n:
+        share = ""
+        if x.model.mean is not None and d.mean:
+            share = f" (model {100 * x.model.mean / d.mean:.0f}%, tools {100 * (x.tool.mean or 0) / d.mean:.0f}%)"
+        out.append(_line("Session time p50 / p95:", f"{fmt_ms(d.median)} / {fmt_ms(d.p95)}{share}"))
+        out.append(_line("Calls a session mean / max:",
+                         f"{x.steps.mean:.1f} / {x.steps.max:g}" if x.steps.mean is not None
+                         else MISSING))
+    out.append(_line("Step TTFT p50 / p95:", f"{fmt_ms(x.step_ttft.median)} / "
+                                             f"{fmt_ms(x.step_ttft.p95)}"))
+    if x.cached_share is not None:
+        out.append(_line("Prompt tokens from the cache:",
+                         f"{100 * x.cached_share:.0f}%, ~{x.prefilled_per_call or 0:,.0f} "
+                         "prefilled a call"))
+    if x.call_steps:
+        out.append(_line("Tool-call steps answered in text:",
+                         f"{x.text_replies} of {x.call_steps} ({100 * (x.text_reply_share or 0):.0f}%)"))
+    if x.slowest is not None:
+        step = f", slowest call {x.slowest.step_id} {fmt_ms(x.slowest.step_e2el_ms)}" \
+            if x.slowest.step_id is not None else ""
+        out.append(_line("Slowest session:", f"{x.slowest.session_id} "
+                                             f"{fmt_ms(x.slowest.duration_ms)}{step}"))
+    return out
+
+
 def fmt_ms(v: float | str | None) -> str:
     """A latency for a table: "–" when there is no data, "∞" when failures censor it."""
     if v is None:
@@ -224,9 +260,10 @@ def ramp_header(unit: str = "Users", output: str = "tokens") -> str:
                                err="Errors", state="").rstrip()
 
 
-def ramp_row(step: Step) -> str:
+def state_text(step: Step) -> str:
+    """A step's state as the ramp table says it: held, over or not enough data, and whether
+    the machine or llmbench was busy, or the step still drifting."""
     from llmbench.analysis.verdict import generator_cause, lag_explains
-    s = step.summary
     state: str = step.state
     mon = step.monitor
     if mon.get("overloaded"):
@@ -235,12 +272,48 @@ def ramp_row(step: Step) -> str:
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
     if step.drifting:
         state += " (still drifting)"
+    return state
+
+
+def ramp_row(step: Step) -> str:
+    s = step.summary
+    state = state_text(step)
     rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
     return RAMP_COLUMNS.format(
         unit=f"{step.load:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
         ttft95=fmt_ms(s.ttft.p95), itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
         otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
         err=s.failed, state=state)
+
+
+# a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
+# the completed sessions, their time to complete and their calls' TTFT where the chat table has
+# requests, E2EL and throughput; like it, 80 columns with the longest state
+AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
+                 "{itl95:>7} {err:>6}  {state}")
+
+
+def agent_ramp_header(unit: str = "Agents") -> str:
+    """The header of a ramp of agents: Done (completed sessions that started in the hold),
+    Sess p50/p95 (their time to complete), TTFT p50/p95 (their calls' first tokens: step TTFT),
+    ITL p95 and Errors (the hold window's requests, as in the chat table)."""
+    return AGENT_COLUMNS.format(unit=unit, done="Done", sess50="Sess p50", sess95="Sess p95",
+                                ttft50="TTFT p50", ttft95="TTFT p95", itl95="ITL p95",
+                                err="Errors", state="").rstrip()
+
+
+def agent_ramp_row(step: Step | Mapping[str, Any]) -> str:
+    """One step of a ramp of agents (a Step, or run.json's step), its state as ``ramp_row``
+    says it."""
+    from llmbench.results.sessions import Sessions
+    if isinstance(step, Mapping):
+        step = Step.from_dict(step)
+    s, x = step.summary, step.sessions or Sessions()
+    return AGENT_COLUMNS.format(
+        unit=f"{step.load:g}", done=x.completed, sess50=fmt_ms(x.duration.median),
+        sess95=fmt_ms(x.duration.p95), ttft50=fmt_ms(x.step_ttft.median),
+        ttft95=fmt_ms(x.step_ttft.p95), itl95=fmt_ms(s.itl.p95), err=s.failed,
+        state=state_text(step))
 
 
 def threshold_lines(checks: Sequence[Check]) -> str:
@@ -266,6 +339,8 @@ def verdict_text(v: Verdict) -> str:
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
             "outage": "Why: the server went down (it refused connections).",
+            "cache_bound": ("Why: the KV cache: sessions evicted each other's context between "
+                            "their calls, so each call prefilled it again."),
             "other": "Why: see the failed thresholds."}.get(v.kind)
     if kind:
         lines.append(kind)

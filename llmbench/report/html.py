@@ -163,6 +163,32 @@ def _settings(run: Run) -> str:
     return "\n".join(parts)
 
 
+SESSION_HEADERS = ["sessions done", "per min", "session p50", "session p95", "model / tool",
+                   "step TTFT p50", "step TTFT p95", "from cache", "calls answered in text"]
+
+
+def _sessions(label: str, rows: Sequence[tuple[str, Any]]) -> list[str]:
+    """Agent sessions (results.sessions.Sessions) as a table, one row per step (or the run);
+    nothing when no row had any (docs/agents.md)."""
+    rows = [(k, x) for k, x in rows if x is not None]
+    if not rows:
+        return []
+    out = []
+    for k, x in rows:
+        d = x.duration
+        split = (f"{100 * x.model.mean / d.mean:.0f}% / {100 * (x.tool.mean or 0) / d.mean:.0f}%"
+                 if x.model.mean is not None and d.mean else "–")
+        out.append([k, f"{x.completed} of {x.started}",
+                    "–" if x.sessions_per_min is None else f"{x.sessions_per_min:.2f}",
+                    fmt_ms(d.median), fmt_ms(d.p95), split, fmt_ms(x.step_ttft.median),
+                    fmt_ms(x.step_ttft.p95),
+                    "–" if x.cached_share is None else f"{100 * x.cached_share:.0f}%",
+                    f"{x.text_replies} of {x.call_steps}" if x.call_steps else "–"])
+    return ["<h2>Agent sessions</h2>", _table([label, *SESSION_HEADERS], out),
+            "<p class=meta>A step's sessions are those whose first call started in its hold "
+            "window, with all their calls.</p>"]
+
+
 def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
@@ -183,6 +209,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                    "(--join start).") + "</p>")
     # against load, the steps as a ramp that climbed (a search's: each load's counted step)
     steps = run.ladder() if found is not None else steps
+    body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])
     if steps:
         body.append("<h2>Latency and throughput against load</h2>")
         body.append(_chart(charts.ramp_latency(steps, _thresholds(run), unit), "latency vs load"))
@@ -389,6 +416,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     if s.non_streaming:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
     body += _prefix_cache(run.prefix_cache)
+    body += _sessions("", [("run", run.sessions)])
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
                                    "TTFT and E2EL"), "TTFT and E2EL CDF"))

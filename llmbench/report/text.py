@@ -95,6 +95,21 @@ def to_markdown(run_dir: str | Path) -> str:
                      f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
                      "held" if st.held else f"**{st.state}**"]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
+        if any(st.sessions is not None for st in run.steps):
+            # a ramp of agents: each step's sessions (those that started in its hold)
+            out.append("")
+            out.append("| agents | sessions done | session p50 | session p95 | step TTFT p50 "
+                       "| step TTFT p95 | from cache |")
+            out.append("|---:|---:|---:|---:|---:|---:|---:|")
+            for st in run.steps:
+                x = st.sessions
+                if x is None:
+                    continue
+                cached = f"{100 * x.cached_share:.0f}%" if x.cached_share is not None else "–"
+                cells = [f"{st.load:g}", f"{x.completed} of {x.started}",
+                         fmt_ms(x.duration.median), fmt_ms(x.duration.p95),
+                         fmt_ms(x.step_ttft.median), fmt_ms(x.step_ttft.p95), cached]
+                out.append("| " + " | ".join(str(c) for c in cells) + " |")
     elif kind == "run":
         s = run.summary or Summary()
         out.append("| metric | value |\n|---|---:|")
@@ -103,6 +118,17 @@ def to_markdown(run_dir: str | Path) -> str:
                   "p99_itl_ms", "p99_e2el_ms"):
             v = _CELLS[k](s)
             out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+        x = run.sessions
+        if x is not None:           # agent sessions (docs/agents.md)
+            for k, v in (("sessions_completed", f"{x.completed} of {x.started}"),
+                         ("sessions_per_min", "–" if x.sessions_per_min is None
+                          else f"{x.sessions_per_min:.2f}"),
+                         ("session_p50", fmt_ms(x.duration.median)),
+                         ("session_p95", fmt_ms(x.duration.p95)),
+                         ("step_ttft_p95", fmt_ms(x.step_ttft.p95)),
+                         ("session_cached_share", "–" if x.cached_share is None
+                          else f"{100 * x.cached_share:.0f}%")):
+                out.append(f"| {k} | {v} |")
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
         out.append("|---:|---|---:|---:|")

@@ -32,6 +32,7 @@ from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.search import Search
 
+from llmbench.results.sessions import CacheBound, Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
 
 SCHEMA_VERSION = 1
@@ -657,6 +658,9 @@ class Step(Part):
     summary: Summary = field(default_factory=Summary)
     # the server's machine over the hold window (None: not sampled; analysis.telemetry)
     telemetry: Telemetry | None = part(None, omit="none")
+    # the agent sessions that started in the hold, with all their calls (None: no agents;
+    # analysis.sessions.step_sessions)
+    sessions: Sessions | None = part(None, omit="none")
 
     def __post_init__(self) -> None:
         if self.read_keys is not None and "state" not in self.read_keys:
@@ -779,8 +783,8 @@ def search_code(search: Search, ladder_steps: Sequence[Step], verdict_kind: str 
 # -- the verdict -----------------------------------------------------------------------------
 
 # every kind analysis.verdict.explain gives
-VerdictKind = Literal["held", "none", "queuing", "saturation", "errors", "outage", "buffered",
-                      "not_enough_data", "load_generator", "other"]
+VerdictKind = Literal["held", "none", "queuing", "saturation", "cache_bound", "errors", "outage",
+                      "buffered", "not_enough_data", "load_generator", "other"]
 
 
 @dataclass
@@ -837,6 +841,8 @@ class Verdict(Part):
     cause: str | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
+    # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)
+    cache: CacheBound | None = part(None, omit="none")
 
 
 # -- a probe's step ----------------------------------------------------------------------------
@@ -1039,6 +1045,8 @@ class Run(Part):
     # how much of the prompts the server took from its prefix cache (analysis.checks)
     prompt_cache: dict[str, Any] | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
+    # agent sessions over the run (None: no request belonged to one; analysis.sessions)
+    sessions: Sessions | None = part(None, omit="none")
     # ServerProbe; a probe has one per path: {"router": ServerProbe, "direct": ...}
     server_probe: Any = part(default_factory=ServerProbe, when=_measured)
     # what the server was, and its machine over the whole run (None: not known, not sampled)

@@ -34,6 +34,16 @@ class ServerSample:
     # a router's own count of requests it sent on and that have not finished, whatever the
     # backend does with them (running or queued there): not a backend's running count
     in_flight: float | None = None
+    # the prompt cache as the server counts it (analysis.cachebound reads their change over a
+    # window): prompt tokens it computed and prompt tokens it took from its cache (llama.cpp's
+    # prompt_tokens_total and prompt_tokens_cached_total), the KV it has for them (the mock's
+    # budget, llama.cpp's context per slot, Ollama's context length) and what it evicted
+    prefilled_tokens_total: float | None = None
+    cached_tokens_total: float | None = None
+    kv_budget_tokens: float | None = None
+    ctx_per_slot: float | None = None
+    context_length: float | None = None
+    kv_evicted_tokens_total: float | None = None
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +101,7 @@ class MetricsAdapter:
 class MetricsPoller:
     adapter: MetricsAdapter
     slots: float | None = None                  # known once (llama.cpp's /props)
+    ctx_per_slot: float | None = None           # known once (llama.cpp's /props n_ctx)
 
     async def poll(self, get: Get) -> ServerSample:
         status, text = await get("/metrics")
@@ -99,6 +110,8 @@ class MetricsPoller:
         s = self.adapter.sample(text)
         if self.slots:
             s.slots = self.slots
+        if self.ctx_per_slot:
+            s.ctx_per_slot = self.ctx_per_slot
         return s
 
 

@@ -9,7 +9,8 @@ METRIC_NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:
                 "vllm:request_queue_time_seconds_count", "vllm:prefix_cache_queries_total",
                 "vllm:gpu_prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
                 "vllm:gpu_prefix_cache_hits_total", "vllm:num_preemptions_total",
-                "llmbench_mock:slots")
+                "llmbench_mock:slots", "llmbench_mock:kv_budget_tokens",
+                "llmbench_mock:kv_evicted_tokens_total")
 
 
 def extract(m: Metrics) -> ServerSample:
@@ -24,7 +25,10 @@ def extract(m: Metrics) -> ServerSample:
                                    "vllm:gpu_prefix_cache_queries_total"),
         prefix_cache_hits=total(m, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         preemptions=total(m, "vllm:num_preemptions_total"),
-        slots=slots or None)
+        slots=slots or None,
+        # the mock's KV budget (--kv-tokens) and its evictions; a vLLM server has neither
+        kv_budget_tokens=total(m, "llmbench_mock:kv_budget_tokens") or None,
+        kv_evicted_tokens_total=total(m, "llmbench_mock:kv_evicted_tokens_total"))
 
 
 ADAPTER = MetricsAdapter("vllm", "vllm:", METRIC_NAMES, extract)

@@ -20,6 +20,66 @@ from llmbench.records.safejson import schema_problem  # noqa: F401  (this module
 TOOL_CHOICES = ("auto", "required", "none")
 
 
+# -- a reply's tool calls, as an agent sends them back -----------------------------------------
+class Reply(list):  # type: ignore[type-arg]
+    """What the client collects of one reply: its text pieces (a list of str, as before) and
+    the pieces of the tool calls it streamed (``calls``; wire.events.ToolPiece), which the
+    decoder fills when the list it is given is a Reply."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Any] = []
+
+
+class ReplyText(str):
+    """A reply's text that also carries the tool calls the reply made (chat's shape, see
+    ``assemble_calls``): what an agent puts in its history. A plain str everywhere else."""
+
+    __slots__ = ("tool_calls",)
+    tool_calls: list[dict[str, Any]]
+
+    def __new__(cls, text: str, calls: list[dict[str, Any]]) -> "ReplyText":
+        out = super().__new__(cls, text)
+        out.tool_calls = calls
+        return out
+
+
+def reply_text(reply: list[str]) -> str:
+    """The client's return value: the text, with its tool calls when it made any."""
+    text = "".join(reply)
+    calls = getattr(reply, "calls", None)
+    if calls:
+        return ReplyText(text, assemble_calls(calls))
+    return text
+
+
+def tool_calls_of(text: str) -> list[dict[str, Any]]:
+    """The tool calls a reply (the client's return value) made; [] when none."""
+    return list(getattr(text, "tool_calls", None) or ())
+
+
+def assemble_calls(pieces: list[Any]) -> list[dict[str, Any]]:
+    """Streamed pieces (index, id, name, arguments text) -> chat's tool calls, in index order:
+    [{"id", "type": "function", "function": {"name", "arguments"}}]. A call the server named
+    no id for gets one (``call_<index>``): the history must pair it with its result."""
+    calls: dict[int, dict[str, Any]] = {}
+    for index, cid, name, args in pieces:
+        c = calls.get(index)
+        if c is None:
+            c = calls[index] = {"id": "", "name": "", "args": []}
+        if cid and not c["id"]:
+            c["id"] = cid
+        if name:
+            c["name"] += name
+        if args:
+            c["args"].append(args)
+    return [{"id": c["id"] or f"call_{i}", "type": "function",
+             "function": {"name": c["name"], "arguments": "".join(c["args"])}}
+            for i, c in sorted(calls.items())]
+
+
 class AgentSpecError(ValueError):
     """A --tools or --response-format file that cannot be used; the message is one line."""
 
@@ -32,6 +92,10 @@ def _read_json(path: str, flag: str) -> Any:
         return safejson.loads(text, f"{flag} {path}")
     except safejson.JsonLimitError as exc:
         raise AgentSpecError(str(exc)) from None
+    except json.JSONDecodeError as exc:
+        # file:line first, as a compiler says it: the line to open the file at
+        raise AgentSpecError(f"{flag} {path}:{exc.lineno}: not JSON ({exc.msg} at column "
+                             f"{exc.colno}); give a JSON file") from None
     except ValueError as exc:
         raise AgentSpecError(f"{flag} {path}: not JSON ({exc}); give a JSON file") from None
 

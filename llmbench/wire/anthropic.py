@@ -219,13 +219,22 @@ def classify(payload: bytes) -> Event:
                 return wrong_type("delta.thinking", delta.get("thinking"), "a string")
             return Event(TOKEN, reasoning=True)
         if dkind == "input_json_delta":
-            return Event(TOKEN, tool=True)
+            piece = delta.get("partial_json")       # type: ignore[union-attr]
+            index = obj.get("index")
+            return Event(TOKEN, tool=True, calls=((index if isinstance(index, int) else 0, None,
+                                                   None, piece if isinstance(piece, str) else ""),))
         return Event(OTHER)                     # signature_delta, citations_delta
     if kind == "content_block_start":
         block = obj.get("content_block")
         bkind = block.get("type") if isinstance(block, dict) else None
         if bkind in ("tool_use", "server_tool_use"):
-            return Event(TOKEN, tool=True)      # the tool's name
+            # the tool's name (and its input, when a server sends it whole here)
+            index = obj.get("index")
+            given = block.get("input")                           # type: ignore[union-attr]
+            return Event(TOKEN, tool=True, calls=((
+                index if isinstance(index, int) else 0, block.get("id") or None,  # type: ignore[union-attr]
+                block.get("name") or None,                       # type: ignore[union-attr]
+                json.dumps(given) if isinstance(given, dict) and given else ""),))
         if bkind == "text" and block.get("text"):                # type: ignore[union-attr]
             if not text_or_none(block["text"]):                  # type: ignore[index]
                 return wrong_type("content_block.text", block["text"], "a string")  # type: ignore[index]
@@ -265,11 +274,15 @@ def parse_full(obj: dict[str, Any]) -> Event:
         return Event(ERROR, error=error_text(obj) or "error without a message")
     parts: list[str] = []
     tool = False
-    for block in obj.get("content") or ():
+    calls = []
+    for i, block in enumerate(obj.get("content") or ()):
         if not isinstance(block, dict):
             continue
         if block.get("type") in ("tool_use", "server_tool_use"):
             tool = True
+            given = block.get("input")
+            calls.append((i, block.get("id") or None, block.get("name") or None,
+                          json.dumps(given) if isinstance(given, dict) else "{}"))
         elif isinstance(block.get("text"), str):
             parts.append(block["text"])
         elif isinstance(block.get("thinking"), str):
@@ -279,7 +292,8 @@ def parse_full(obj: dict[str, Any]) -> Event:
     rid = obj.get("id")
     return Event(TOKEN if (text or tool) else OTHER, text=text, usage=usage(obj.get("usage")),
                  finish_reason=_STOP.get(stop, stop) if isinstance(stop, str) else None,
-                 tool=tool, ref=rid if isinstance(rid, str) and rid else None)
+                 tool=tool, ref=rid if isinstance(rid, str) and rid else None,
+                 calls=tuple(calls) if calls else None)
 
 
 ANTHROPIC = WireFormat(

@@ -23,6 +23,11 @@ ERROR = 3    # an error object inside the stream
 MALFORMED = 4
 TOKEN_END = 5  # carries output and is also the stream's last event (TGI's event with generated_text)
 
+# One piece of a tool call as a stream carries it: (the call's index in the reply, its id or
+# None, the function's name or None, a piece of its arguments' JSON text). An agent sends the
+# call back in its history (wire.agents.assemble_calls joins the pieces).
+ToolPiece = tuple[int, "str | None", "str | None", str]
+
 
 def count(value: Any) -> int | None:
     """A token count as a server reported it, or None when it is not a usable count: negative,
@@ -76,6 +81,7 @@ class Event:
     tool: bool = False         # a token event of a tool call (its name or arguments)
     items: int | None = None   # a whole reply's count of outputs that are not tokens (embeddings)
     ref: str | None = None     # the server's id of this reply (the Responses API's response id)
+    calls: tuple[ToolPiece, ...] | None = None   # pieces of tool calls (wire.agents)
 
 
 class TooDeep(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -178,7 +179,28 @@ def classify_chat(payload: bytes) -> Event:
                  usage=usage(u) if u is not None else None,
                  finish_reason=reason if reason.__class__ is str else None,
                  server_timing=timings(t) if t is not None else None, reasoning=only_reasoning,
-                 tool=bool(tools))
+                 tool=bool(tools), calls=_call_pieces(delta) if tools else None)
+
+
+def _call_pieces(delta: dict[str, Any]) -> tuple[Any, ...]:
+    """Chat's tool-call deltas ({index, id, function: {name, arguments}}, or the legacy
+    function_call) as wire.events.ToolPiece values."""
+    out = []
+    tcs = delta.get("tool_calls")
+    for k, tc in enumerate(tcs if isinstance(tcs, list) else ()):
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        index = tc.get("index")
+        args = fn.get("arguments")
+        out.append((index if isinstance(index, int) else k, tc.get("id") or None,
+                    fn.get("name") or None,
+                    args if isinstance(args, str) else (json.dumps(args) if args else "")))
+    fc = delta.get("function_call")
+    if isinstance(fc, dict):
+        args = fc.get("arguments")
+        out.append((0, None, fc.get("name") or None, args if isinstance(args, str) else ""))
+    return tuple(out)
 
 
 def classify_completion(payload: bytes) -> Event:
@@ -206,6 +228,7 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
         return Event(OTHER, usage=usage(obj.get("usage")))
     if isinstance(choice, Event):
         return choice
+    calls = None
     if api == "openai-chat":
         msg = choice.get("message") or {}
         if not isinstance(msg, dict):
@@ -217,6 +240,7 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
         text = (parts[0] or "") + (parts[1] or "")
         has = bool(text) or bool(msg.get("tool_calls"))
         tool = bool(msg.get("tool_calls") or msg.get("function_call"))
+        calls = _call_pieces(msg) if tool else None
     else:
         text = choice.get("text")
         if not text_or_none(text):
@@ -225,7 +249,7 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
         has, tool = True, False
     return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
                  finish_reason=_finish_reason(choice), server_timing=timings(obj.get("timings")),
-                 tool=tool)
+                 tool=tool, calls=calls)
 
 
 def _claims_v1(path: str) -> int | None:

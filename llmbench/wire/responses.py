@@ -46,7 +46,32 @@ def _input_message(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return with_content_lists(messages, _input_message)
+    out = with_content_lists(messages, _input_message)
+    if any(m.get("tool_calls") or m.get("role") == "tool" for m in out):
+        out = _tool_items(out)
+    return out
+
+
+def _tool_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An agent's chat-shaped history as Responses input items: an assistant turn's tool calls
+    become ``function_call`` items (after its text, if any) and each ``tool`` message a
+    ``function_call_output`` naming the call it answers."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        calls = m.get("tool_calls") if m.get("role") == "assistant" else None
+        if calls:
+            if m.get("content"):
+                out.append({"role": "assistant", "content": m["content"]})
+            for c in calls:
+                fn = c.get("function") or {}
+                out.append({"type": "function_call", "call_id": c.get("id") or "",
+                            "name": fn.get("name") or "", "arguments": fn.get("arguments") or ""})
+        elif m.get("role") == "tool":
+            out.append({"type": "function_call_output", "call_id": m.get("tool_call_id") or "",
+                        "output": m.get("content") or ""})
+        else:
+            out.append(m)
+    return out
 
 
 def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, stream: bool,
@@ -117,7 +142,21 @@ def classify(payload: bytes) -> Event:
     if kind in _REASONING:
         return Event(TOKEN, reasoning=True)
     if kind in _OTHER_OUTPUT:
-        return Event(TOKEN, tool=kind != "response.refusal.delta")
+        if kind == "response.refusal.delta":
+            return Event(TOKEN)
+        index = obj.get("output_index")
+        delta = obj.get("delta")
+        return Event(TOKEN, tool=True, calls=((index if isinstance(index, int) else 0, None, None,
+                                               delta if isinstance(delta, str) else ""),))
+    if kind == "response.output_item.added":
+        item = obj.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            # the call's id and name, before its arguments stream: not output yet (no token)
+            index = obj.get("output_index")
+            return Event(OTHER, calls=((index if isinstance(index, int) else 0,
+                                        item.get("call_id") or item.get("id") or None,
+                                        item.get("name") or None, ""),))
+        return Event(OTHER)
     if kind in _ENDS:
         resp = obj.get("response")
         u = usage(resp.get("usage")) if isinstance(resp, dict) else None
@@ -139,6 +178,7 @@ def parse_full(obj: dict[str, Any]) -> Event:
         return Event(OTHER, usage=usage(obj.get("usage")))
     parts: list[str] = []
     has = tool = False
+    calls = []
     for i, item in enumerate(output):
         if not isinstance(item, dict):
             return wrong_type(f"output[{i}]", item, "an object")
@@ -148,6 +188,8 @@ def parse_full(obj: dict[str, Any]) -> Event:
             if not text_or_none(args):
                 return wrong_type(f"output[{i}].arguments", args, "a string")
             parts.append(args or "")
+            calls.append((i, item.get("call_id") or item.get("id") or None,
+                          item.get("name") or None, args or ""))
             continue
         content = item.get("content") or item.get("summary") or ()
         if not isinstance(content, (list, tuple)):
@@ -160,7 +202,8 @@ def parse_full(obj: dict[str, Any]) -> Event:
     text = "".join(parts)
     kind = "response.incomplete" if obj.get("status") == "incomplete" else "response.completed"
     return Event(TOKEN if (text or has) else OTHER, text=text, usage=usage(obj.get("usage")),
-                 finish_reason=_finish(obj, kind), tool=tool, ref=_id(obj))
+                 finish_reason=_finish(obj, kind), tool=tool, ref=_id(obj),
+                 calls=tuple(calls) if calls else None)
 
 
 RESPONSES = WireFormat(

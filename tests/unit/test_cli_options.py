@@ -32,7 +32,9 @@ def test_every_command_accepts_the_expected_option_names():
         assert {"--out", "--label"} <= set(got[cmd]), cmd
     for cmd in ("run", "ramp"):
         assert {"--url", "--model", "--api-key"} <= set(got[cmd]), cmd
-    assert not any(n in got[c] for c in got for n in ("--output-opts", "--target", "--workload"))
+    assert not any(n in got[c] for c in got for n in ("--output-opts", "--target", "--workload-opts"))
+    # --workload is an option (chat | agent, AgentOpts.workload_type), not the group's name
+    assert "--workload-type" not in got["ramp"] and "--workload" in got["ramp"]
 
 
 def test_a_spec_reaches_typer_as_its_fields_never_as_one_value():

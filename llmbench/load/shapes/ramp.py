@@ -314,9 +314,12 @@ class Crowd:
             self.rate_task = None
 
     async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
-        """Requests of the step's hold window still in flight."""
+        """Requests of the step's hold window still in flight, and agent sessions that started
+        in it and have not finished (a step's sessions are those: analysis.sessions)."""
         return sum(1 for r in self.session.active
-                   if r.step == index and started_in(r.start, hold_start, hold_end))
+                   if r.step == index and started_in(r.start, hold_start, hold_end)) + \
+            sum(1 for step, t in self.session.agents_open.values()
+                if step == index and started_in(t, hold_start, hold_end))
 
     async def finish(self) -> None:
         self.user_stop.set()

@@ -12,8 +12,10 @@ import random
 import time
 from typing import Any, Callable, Sequence
 
+from llmbench.load.agent import play_agent
 from llmbench.load.session import Session
 from llmbench.workload import Conversation, messages_for
+from llmbench.workload.agents import is_agent
 from llmbench.workload.words import WORDS
 
 perf_counter = time.perf_counter
@@ -48,7 +50,11 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
     """Send a conversation's turns in order, each with the real replies before it (from
     ``start_turn`` on, after the replies in ``history``: a user who joined mid-conversation).
 
-    Returns False when a turn failed or the run is stopping (the conversation was cut short)."""
+    Returns False when a turn failed or the run is stopping (the conversation was cut short).
+    An agent session (workload.agents) is played by the agent loop (load.agent) instead."""
+    if is_agent(conv):
+        return await play_agent(session, conv, budget, user=user,  # type: ignore[arg-type]
+                                scheduled=scheduled, warmup=warmup, sem=sem, stop=stop)
     stop = stop or session.stopping
     replies: list[str] = list(history or [])
     for t in range(start_turn, len(conv.turns)):
@@ -95,8 +101,10 @@ class Budget:
         self.left = requests
         self.deadline = deadline
 
-    def take(self) -> bool:
-        if self.deadline is not None and perf_counter() >= self.deadline:
+    def take(self, by_deadline: bool = True) -> bool:
+        """One more request may start. ``by_deadline`` False: the deadline does not stop it
+        (an agent session's later calls: a session started before it finishes)."""
+        if by_deadline and self.deadline is not None and perf_counter() >= self.deadline:
             return False
         if self.left is None:
             return True

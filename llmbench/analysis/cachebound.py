@@ -1,0 +1,337 @@
+""""Cache-bound": the server's KV cache, not its compute or its slots, is what broke the step.
+
+A conversation's next call (an agent's next step, a person's next turn) sends its whole history
+again. While the server keeps that history's KV, only what is new is prefilled; once more
+sessions take turns than its cache holds, they evict each other and every call prefills its
+whole context again. From outside that looks like queuing (the first token gets later while
+the gaps between tokens stay as they were), so it is told apart by what the prompts' cache
+did: the share of prompt tokens served from the cache fell and the tokens each call prefilled
+grew, in the client's usage (cached_tokens / cache_read_input_tokens) and, where the server
+says, in its own counters (llama.cpp's prompt_tokens_cached_total and prompt_tokens_total,
+vLLM's and the mock's prefix-cache hits and queries, SGLang's cache hit rate).
+
+Pure: from the records of two steps (the last that held, warm, and the one that broke) and the
+server's samples over their hold windows. ``finding`` says whether the cache is the limit and
+builds the verdict's sentence: "the KV cache holds about N sessions of this size (C tokens);
+beyond that each call re-prefills about X tokens", and what moves it on this kind of server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from llmbench.records.record import Record
+from llmbench.results.sessions import CacheBound
+
+# The cache "fell" when the share of prompt tokens it served at the broken step is at most
+# this fraction of the warm step's, by at least FELL_BY, from a warm share of at least WARM:
+# a cache that served little to begin with cannot be what ran out. A budget a little short of
+# the sessions evicts some of them only (on the mock, 5 agents on a budget for 4.4 sessions:
+# 72% -> 46%), so a quarter less is enough.
+WARM = 0.3
+FELL_TO = 0.75
+FELL_BY = 0.15
+# ... and each call prefilled at least this many times as many tokens, and this many more
+PREFILL_GROWTH = 1.5
+PREFILL_MIN_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class StepCache:
+    """One step's prompt cache, from its records (successful requests of its hold window)."""
+
+    load: float
+    requests: int
+    told: int                           # requests whose usage said how many tokens were cached
+    cached_share: float | None          # cached / prompt over those
+    prefilled_per_call: float | None    # uncached prompt tokens a request, over those
+    prompt_per_call: float | None
+    session_tokens: float | None        # a session's (conversation's) largest prompt, mean
+    sessions: int
+
+
+def step_cache(records: Sequence[Record], load: float) -> StepCache:
+    """``records``: the step's window (its hold window's requests)."""
+    ok = [r for r in records if r.ok and not r.warmup and r.prompt_tokens]
+    told = [r for r in ok if r.cached_tokens is not None]
+    prompt = sum(r.prompt_tokens or 0 for r in told)
+    cached = sum(r.cached_tokens or 0 for r in told)
+    largest: dict[Any, int] = {}
+    for r in ok:
+        key = r.session_id if r.session_id is not None else (r.user, r.conversation)
+        largest[key] = max(largest.get(key, 0), r.prompt_tokens or 0)
+    return StepCache(
+        load=load, requests=len(ok), told=len(told),
+        cached_share=(cached / prompt) if told and prompt else None,
+        prefilled_per_call=((prompt - cached) / len(told)) if told else None,
+        prompt_per_call=(sum(r.prompt_tokens or 0 for r in ok) / len(ok)) if ok else None,
+        session_tokens=(sum(largest.values()) / len(largest)) if largest else None,
+        sessions=len(largest))
+
+
+@dataclass(frozen=True)
+class ServerCache:
+    """The server's own view of its prompt cache over a window, from its samples."""
+
+    kind: str | None
+    hit_rate: float | None              # of prompt tokens, from its counters' change
+    source: str | None                  # which counters said it
+    kv_usage_max: float | None = None
+    kv_budget_tokens: float | None = None
+    ctx_per_slot: float | None = None
+    slots: float | None = None
+    context_length: float | None = None
+    evicted_tokens: float | None = None
+    prefilled_tokens: float | None = None    # prompt tokens it computed in the window
+    samples: int = 0
+
+
+def _delta(window: Sequence[dict[str, Any]], key: str) -> float | None:
+    vals = [s[key] for s in window if s.get(key) is not None]
+    if len(vals) < 2:
+        return None
+    d = vals[-1] - vals[0]
+    return d if d >= 0 else None          # a counter that went back: the server restarted
+
+
+def _last(window: Sequence[dict[str, Any]], key: str) -> float | None:
+    vals = [s[key] for s in window if s.get(key) is not None]
+    return vals[-1] if vals else None
+
+
+def server_cache(samples: Sequence[dict[str, Any]], start: float, end: float
+                 ) -> ServerCache | None:
+    """The server's prompt cache over [start, end] (its samples a little past the end too:
+    a counter moves when a request ends, after the window's last one started)."""
+    window = [s for s in samples if start <= s.get("t", -1) <= end + 2.0 and "error" not in s]
+    if not window:
+        return None
+    kind = window[-1].get("kind")
+    hit, source = None, None
+    cached, prefilled = _delta(window, "cached_tokens_total"), _delta(window, "prefilled_tokens_total")
+    if cached is not None and prefilled is not None and cached + prefilled > 0:
+        hit = cached / (cached + prefilled)
+        source = "llamacpp:prompt_tokens_cached_total / (that + llamacpp:prompt_tokens_total)"
+    hits, queries = _delta(window, "prefix_cache_hits"), _delta(window, "prefix_cache_queries")
+    if hit is None and hits is not None and queries:
+        hit = hits / queries
+        source = ("vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total"
+                  if kind != "mock" else "the mock's prefix_cache_hits_total / queries_total")
+    rates = [s["cache_hit_rate"] for s in window if s.get("cache_hit_rate") is not None]
+    if hit is None and rates:
+        hit = sum(rates) / len(rates)
+        source = "sglang:cache_hit_rate"
+    kv = [s["kv_cache_usage"] for s in window if s.get("kv_cache_usage") is not None]
+    return ServerCache(kind=kind, hit_rate=hit, source=source, kv_usage_max=max(kv) if kv else None,
+                       kv_budget_tokens=_last(window, "kv_budget_tokens"),
+                       ctx_per_slot=_last(window, "ctx_per_slot"), slots=_last(window, "slots"),
+                       context_length=_last(window, "context_length"),
+                       evicted_tokens=_delta(window, "kv_evicted_tokens_total"),
+                       prefilled_tokens=prefilled, samples=len(window))
+
+
+def _fell(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and a >= WARM and b <= a * FELL_TO and a - b >= FELL_BY
+
+
+@dataclass
+class CacheFinding:
+    """The cache is the limit: N sessions of C tokens held, X tokens re-prefilled a call."""
+
+    sessions_held: float
+    session_tokens: float
+    reprefill_tokens: float
+    warm_share: float | None
+    broke_share: float | None
+    capacity_tokens: float | None = None
+    capacity_sessions: float | None = None
+    server_agrees: bool | None = None       # None: the server said nothing about its cache
+    sentence: str = ""
+    evidence: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+    def result(self) -> CacheBound:
+        """The finding as the result contract holds it (the verdict's ``cache``)."""
+        return CacheBound(self.sessions_held, self.session_tokens, self.reprefill_tokens,
+                          self.warm_share, self.broke_share, self.capacity_tokens,
+                          self.capacity_sessions, self.server_agrees, self.sentence,
+                          tuple(self.evidence), tuple(self.advice))
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.result().to_dict()
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v * 100:.0f}%"
+
+
+def _tokens(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
+            server_broke: ServerCache | None, unit: str = "users") -> CacheFinding | None:
+    """Whether the step broke on the cache (warm: the last step that held), and why; None
+    when the cache cannot be what ran out (it did not fall, or served little to begin with).
+
+    The server's own counters decide where it has them for both windows (they see every
+    request, not only those whose usage says); the client's usage decides otherwise."""
+    client_fell = _fell(warm.cached_share, broke.cached_share)
+    s_warm = server_warm.hit_rate if server_warm is not None else None
+    s_broke = server_broke.hit_rate if server_broke is not None else None
+    server_said = s_warm is not None and s_broke is not None
+    server_fell = _fell(s_warm, s_broke)
+    fell = server_fell if server_said else client_fell
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
+    grew = (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
+            and pb - pw >= PREFILL_MIN_TOKENS)
+    if not grew and server_said and server_fell and pb is None:
+        grew = True                       # no usage said; the server's counters did
+    if not (fell and grew):
+        return None
+    size = broke.session_tokens or warm.session_tokens or 0.0
+    held = warm.load
+    f = CacheFinding(sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
+                     warm_share=warm.cached_share, broke_share=broke.cached_share,
+                     server_agrees=server_fell if server_said else None)
+    srv = server_broke or server_warm
+    kind = srv.kind if srv is not None else None
+    cap = _capacity(srv)
+    if cap is not None and size:
+        f.capacity_tokens = cap
+        f.capacity_sessions = cap / size
+        if kind == "llamacpp" and srv is not None and srv.slots and srv.ctx_per_slot:
+            # one conversation's KV per slot: the slots, not the tokens, are the sessions
+            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
+    noun = "agents" if unit == "users" and broke.sessions and warm.sessions else unit
+    f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
+                  f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
+                  f"{_tokens(pb)} tokens.")
+    ev = f.evidence
+    ev.append(f"At {warm.load:g} {noun}, {_pct(warm.cached_share)} of prompt tokens came from "
+              f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
+              f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
+              f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
+              "between their calls, so the first token waited for the whole context again.")
+    if server_said:
+        ev.append(f"The server's own counters {'agree' if server_fell else 'do not agree'}: "
+                  f"its prompt cache served {_pct(s_warm)} of prompt tokens at {warm.load:g} and "
+                  f"{_pct(s_broke)} at {broke.load:g} ({server_broke.source})."  # type: ignore[union-attr]
+                  )
+    elif srv is not None:
+        ev.append(f"The server ({kind}) reports no prompt-cache counters; this rests on the "
+                  "cached tokens its replies' usage reported.")
+    if srv is not None and srv.prefilled_tokens is not None and server_broke is not None \
+            and server_broke.prefilled_tokens is not None and server_warm is not None \
+            and server_warm.prefilled_tokens is not None:
+        ev.append(f"It computed {_tokens(server_warm.prefilled_tokens)} prompt tokens in the "
+                  f"{warm.load:g}-{noun} hold window and {_tokens(server_broke.prefilled_tokens)} "
+                  f"in the {broke.load:g}-{noun} one (llamacpp:prompt_tokens_total).")
+    if server_broke is not None and server_broke.evicted_tokens:
+        ev.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
+                  f"{broke.load:g}-{noun} window to fit its KV budget.")
+    if cap is not None and size and kind == "llamacpp" and srv is not None and srv.slots \
+            and srv.ctx_per_slot:
+        ev.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
+                  f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                  f"~{_tokens(size)} tokens.")
+    elif cap is not None and size:
+        ev.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
+                  f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
+    if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
+        ev.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
+    f.advice = advice(kind, size, srv)
+    return f
+
+
+def _capacity(srv: ServerCache | None) -> float | None:
+    if srv is None:
+        return None
+    if srv.kv_budget_tokens:
+        return srv.kv_budget_tokens
+    if srv.ctx_per_slot and srv.slots:
+        return srv.ctx_per_slot * srv.slots
+    if srv.context_length:
+        return srv.context_length
+    return None
+
+
+def _capacity_words(srv: ServerCache | None) -> str:
+    if srv is None:
+        return ""
+    if srv.kv_budget_tokens:
+        return "its KV budget"
+    if srv.ctx_per_slot and srv.slots:
+        return f"{srv.slots:g} slots of {srv.ctx_per_slot:,.0f} tokens"
+    return "its context length"
+
+
+def advice(kind: str | None, session_tokens: float, srv: ServerCache | None = None) -> list[str]:
+    """What moves the cache's limit, on this kind of server."""
+    need = f"{session_tokens:,.0f}" if session_tokens else "a session's"
+    if kind == "llamacpp":
+        slots = f"{srv.slots:g}" if srv is not None and srv.slots else "N"
+        ctx = srv.ctx_per_slot if srv is not None else None
+        if ctx and session_tokens and session_tokens > ctx:
+            first = (f"A session ({need} tokens) does not fit a slot's context ({ctx:,.0f} = "
+                     f"-c / -np {slots}): raise -c, or use fewer parallel slots (-np) so each "
+                     "gets more of it.")
+        else:
+            first = (f"llama.cpp keeps one conversation's KV per slot: its {slots} slots (-np) "
+                     f"hold {slots} sessions warm, and a session that finds its slot taken "
+                     f"prefills its {need} tokens again. More slots (-np, with -c raised so "
+                     "-c / -np still holds a session) keep more sessions warm.")
+        return [first,
+                "Keep evicted prompts in host memory (--cache-ram MiB, on by default in recent "
+                "builds; 0 turns it off), or halve the KV's size with a quantized cache "
+                "(-ctk q8_0 -ctv q8_0); --cache-reuse N reuses shifted chunks of a prompt."]
+    if kind == "vllm":
+        return ["Give the KV cache more room: --gpu-memory-utilization higher, --max-model-len "
+                "no longer than a session needs, --kv-cache-dtype fp8 (half the size per token).",
+                "Keep prefix caching on (--enable-prefix-caching, the V1 engine's default), run "
+                "fewer sequences at once (--max-num-seqs) so the cache is shared by fewer, or "
+                "offload KV to CPU memory (--kv-offloading-size, LMCache)."]
+    if kind == "sglang":
+        return ["Give RadixAttention's cache more room: --mem-fraction-static higher, "
+                "--kv-cache-dtype fp8_e5m2; keep it on (no --disable-radix-cache), and run fewer "
+                "requests at once (--max-running-requests)."]
+    if kind == "ollama":
+        return [f"Give each session its context: OLLAMA_CONTEXT_LENGTH (or num_ctx) of at least "
+                f"{need} tokens per parallel slot (Ollama splits it over OLLAMA_NUM_PARALLEL), "
+                "fewer OLLAMA_NUM_PARALLEL, or a quantized KV cache (OLLAMA_KV_CACHE_TYPE=q8_0 "
+                "with OLLAMA_FLASH_ATTENTION=1)."]
+    if kind == "mock":
+        return [f"The mock's KV budget (--kv-tokens) holds the sessions warm: raise it to about "
+                f"{need} tokens a session times the sessions you want warm."]
+    return ["Give the server's KV cache room for more sessions (a larger context or KV budget, "
+            "a quantized KV cache), run fewer at once (fewer parallel slots), and keep prefix "
+            "caching on where it is off."]
+
+
+def _get(step: Any, name: str) -> Any:
+    """A step's field, whether the step is run.json's dict or the contract's Step."""
+    return step.get(name) if isinstance(step, dict) else getattr(step, name, None)
+
+
+def _window(records: Sequence[Record], step: Any) -> list[Record]:
+    from llmbench.records.definitions import window
+    return window(records, _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end"))
+
+
+def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
+                 server_samples: Sequence[dict[str, Any]] = (), unit: str = "users"
+                 ) -> CacheFinding | None:
+    """The cache finding for a ramp's broken step against the last step that held before it
+    (None: no step held before it, or the cache was not the limit)."""
+    i = next((k for k, s in enumerate(steps) if s is broke), None)
+    held = [s for s in steps[:i] if _get(s, "held")] if i else []
+    if not held:
+        return None
+    warm = held[-1]
+    recs = list(records)
+    return finding(step_cache(_window(recs, warm), _get(warm, "load")),
+                   step_cache(_window(recs, broke), _get(broke, "load")),
+                   server_cache(server_samples, _get(warm, "hold_start"), _get(warm, "hold_end")),
+                   server_cache(server_samples, _get(broke, "hold_start"), _get(broke, "hold_end")),
+                   unit)

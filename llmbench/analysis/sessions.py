@@ -1,0 +1,188 @@
+"""Agent sessions from records: a pure function of them (results.sessions says what each figure
+means; METRICS.md "Agent sessions" defines them).
+
+Every request of an agent session carries its session's id, its step's id, the step it
+followed, its tool gap and what it was for (Record.session_id ...; load.agent stamps them), so
+``sessions_of(records)`` rebuilds the sessions from a run in memory or from its requests.jsonl
+alike, and ``summarize_sessions`` gives the same numbers from either (tests/unit/
+test_sessions.py checks them against a hand computation from a requests.jsonl).
+
+A ramp step's sessions (``step_sessions``) are those whose first call started in the step's
+hold window, with all their calls, whenever those came: a session is long, and cutting it at
+the window's end would count only its start. The ramp's drain waits for them (load.shapes.ramp)
+up to its limit; one still running then is ``cut_short``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from llmbench.analysis.metrics import stats_ms
+from llmbench.records.definitions import session_time, session_tool_time, started_in
+from llmbench.records.record import Record, is_measured
+from llmbench.records.store import RecordStore
+from llmbench.results.sessions import Dist, Sessions, Slowest
+
+PERCENTILES = (90.0, 95.0, 99.0)
+
+
+@dataclass(frozen=True)
+class SessionStat:
+    """One session, from its records."""
+
+    session_id: str
+    conversation: str | None
+    user: int | None
+    ramp_step: int | None          # the ramp step its first call started in
+    start: float                   # its first call's start
+    end: float                     # when the client was done with its last call
+    complete: bool                 # its answer (step_kind "final") came back
+    failed: bool                   # a call failed (not our own stop)
+    cut_short: bool                # our own stop interrupted a call of it, or it never finished
+    steps: int                     # its model calls (every outcome)
+    model_s: float                 # time at least one of its calls was in flight
+    prompt_tokens: int
+    cached_tokens: int | None      # None: no call reported cached tokens
+    reported_prompt: int           # prompt tokens of the calls that reported cached tokens
+    reported_calls: int            # those calls
+    context_tokens: int            # its largest prompt
+    call_steps: int                # calls that were to end in a tool call, answered
+    text_replies: int              # of those, answered in text
+    slowest_step: str | None
+    slowest_e2el_s: float | None
+    slowest_ttft_s: float | None
+    ttfts: tuple[float, ...]       # its calls' TTFT (successful ones), seconds
+
+    @property
+    def duration_s(self) -> float:
+        return session_time(self.start, self.end)
+
+    @property
+    def tool_s(self) -> float:
+        return session_tool_time(self.duration_s, self.model_s)
+
+    @property
+    def prefilled_tokens(self) -> int | None:
+        if self.cached_tokens is None:
+            return None
+        return self.reported_prompt - self.cached_tokens
+
+
+def agent_records(records: Iterable[Record] | RecordStore) -> list[Record]:
+    """The records of agent sessions (the others' cost nothing: a column store is searched by
+    its sparse fields, not turned back into records)."""
+    if isinstance(records, RecordStore):
+        idx = [i for i, e in records.extras().items() if e.get("session_id") is not None]
+        return records.records_at(sorted(idx)) if idx else []
+    return [r for r in records if r.session_id is not None]
+
+
+def _union_s(spans: list[tuple[float, float]]) -> float:
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in sorted(spans):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        elif b > cur_b:
+            cur_b = b
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def sessions_of(records: Iterable[Record] | RecordStore) -> list[SessionStat]:
+    """Every agent session of the records, in the order their first calls started. Warm-up
+    requests are not sessions' (they are not measured)."""
+    by: dict[str, list[Record]] = {}
+    for r in agent_records(records):
+        if r.warmup:
+            continue
+        by.setdefault(r.session_id, []).append(r)       # type: ignore[arg-type]
+    out = [_one(sid, recs) for sid, recs in by.items()]
+    out.sort(key=lambda s: (s.start, s.session_id))
+    return out
+
+
+def _one(sid: str, recs: list[Record]) -> SessionStat:
+    recs.sort(key=lambda r: r.start)
+    first = recs[0]
+    ends = [max(r.done, r.end or 0.0, r.start) for r in recs]
+    complete = any(r.ok and r.step_kind == "final" for r in recs)
+    failed = any(not r.ok and is_measured(r.warmup, r.error_kind) for r in recs)
+    prompt = sum(r.prompt_tokens or 0 for r in recs if r.ok)
+    told = [r for r in recs if r.ok and r.cached_tokens is not None]
+    cached = sum(r.cached_tokens or 0 for r in told) if told else None
+    slow, slow_e2el = None, None
+    for r in recs:
+        if r.ok and r.e2el is not None and (slow_e2el is None or r.e2el > slow_e2el):
+            slow, slow_e2el = r, r.e2el
+    calls = [r for r in recs if r.ok and r.step_kind == "call"]
+    return SessionStat(
+        session_id=sid, conversation=first.conversation, user=first.user, ramp_step=first.step,
+        start=first.start, end=max(ends), complete=complete, failed=failed,
+        cut_short=not complete and not failed, steps=len(recs),
+        model_s=_union_s([(r.start, e) for r, e in zip(recs, ends)]),
+        prompt_tokens=prompt, cached_tokens=cached,
+        reported_prompt=sum(r.prompt_tokens or 0 for r in told), reported_calls=len(told),
+        context_tokens=max((r.prompt_tokens or 0 for r in recs if r.ok), default=0),
+        call_steps=len(calls), text_replies=sum(1 for r in calls if r.first_tool is None),
+        slowest_step=slow.step_id if slow is not None else None, slowest_e2el_s=slow_e2el,
+        slowest_ttft_s=slow.ttft if slow is not None else None,
+        ttfts=tuple(r.ttft for r in recs if r.ok and r.ttft is not None))
+
+
+def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
+    s = stats_ms(values_s, PERCENTILES, scale=scale)
+    return Dist(n=int(s["count"] or 0), mean=s["mean"], median=s["median"], std=s["std"],
+                min=s["min"], max=s["max"], p90=s["p90"], p95=s["p95"], p99=s["p99"])
+
+
+def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
+    """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
+    (default: from the first session's start to the last one's end)."""
+    done = [s for s in stats if s.complete]
+    if window_s is None and stats:
+        window_s = max(s.end for s in stats) - min(s.start for s in stats)
+    told = [s for s in stats if s.cached_tokens is not None]
+    reported = sum(s.reported_prompt for s in told)
+    cached = sum(s.cached_tokens or 0 for s in told) if told else None
+    calls_told = sum(s.reported_calls for s in told)
+    slowest = max(done, key=lambda s: s.duration_s, default=None)
+    return Sessions(
+        started=len(stats), completed=len(done), failed=sum(1 for s in stats if s.failed),
+        cut_short=sum(1 for s in stats if s.cut_short),
+        duration=_dist([s.duration_s for s in done]), model=_dist([s.model_s for s in done]),
+        tool=_dist([s.tool_s for s in done]), steps=_dist([s.steps for s in done], scale=1.0),
+        step_ttft=_dist([t for s in stats for t in s.ttfts]),
+        calls=sum(s.steps for s in stats), call_steps=sum(s.call_steps for s in stats),
+        text_replies=sum(s.text_replies for s in stats),
+        prompt_tokens=sum(s.prompt_tokens for s in stats), cached_tokens=cached,
+        cached_share=(cached / reported) if cached is not None and reported else None,
+        prefilled_per_call=((reported - (cached or 0)) / calls_told) if calls_told else None,
+        context_tokens=(sum(s.context_tokens for s in done) / len(done)) if done else None,
+        sessions_per_min=(len(done) / (window_s / 60.0)) if window_s and window_s > 0 else None,
+        window_s=window_s,
+        slowest=None if slowest is None else Slowest(
+            slowest.session_id, slowest.duration_s * 1000.0, slowest.slowest_step,
+            None if slowest.slowest_e2el_s is None else slowest.slowest_e2el_s * 1000.0,
+            None if slowest.slowest_ttft_s is None else slowest.slowest_ttft_s * 1000.0))
+
+
+def summarize_sessions(records: Iterable[Record] | RecordStore,
+                       window_s: float | None = None) -> Sessions | None:
+    """The records' sessions summarised; None when no request belonged to a session."""
+    stats = sessions_of(records)
+    return summarize(stats, window_s) if stats else None
+
+
+def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_start: float,
+                  hold_end: float) -> Sessions | None:
+    """A ramp step's sessions: those whose first call started in its hold window (with all
+    their calls); sessions a minute counted over the hold. None: no agent session there."""
+    stats = [s for s in sessions_of(records)
+             if s.ramp_step == index and started_in(s.start, hold_start, hold_end)]
+    if not stats:
+        return None
+    return summarize(stats, hold_end - hold_start)

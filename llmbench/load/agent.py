@@ -1,0 +1,223 @@
+"""The agent loop: one agent session (workload.agents.AgentSession) played against a server.
+
+An agent sends its system prompt and task, reads the whole reply, runs the tool the reply
+called (a wait of the step's tool gap), appends the model's real reply and the tool's result
+(synthetic text of the asked size) to its history, and calls again, until its last call, the
+answer. A call whose reply starts sub-agents runs them in parallel with its tool, and the
+agent's next call waits for them (unless they run in the background). So the context grows
+as an agent's does and its prefix repeats: what a server's KV cache holds or loses.
+
+Tools go in every request in the API's own shape (wire.agents.request_fields: ``tools`` on
+chat and the Responses API, Messages' ``tools`` with ``input_schema``). A server that answers
+a call step in text rather than with a tool call still moves the session on: the text goes
+into the history and the tool result follows as a user message; the record shows it
+(step_kind "call" with no tool call; analysis.sessions counts them). With ``--tool-choice
+required`` (a server that answers in text otherwise), the final answer is asked with
+``tool_choice`` none, so that its length is the one asked.
+
+Each request's record carries the session's id, its step's id, the step it followed, the
+tool gap it waited and what it was for (Record.session_id ...), so the sessions are rebuilt
+from records alone (analysis.sessions), in memory or from requests.jsonl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from llmbench.wire.agents import request_fields, tool_calls_of
+from llmbench.workload.agents import AgentPlan, AgentSession
+from llmbench.workload.model import Turn
+
+if TYPE_CHECKING:
+    from llmbench.load.session import Session
+
+# the shapes' request budget (load.shapes.user.Budget: take() -> bool), not imported: the
+# shapes import this module
+Budget = Any
+
+perf_counter = time.perf_counter
+
+
+class _Stop(Exception):
+    """The run is stopping, or the budget is spent: the session ends here, cut short."""
+
+
+def _fields(session: Session, conv: AgentSession) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fields of a call step, fields of the final answer) for this session's API: its tools,
+    unless the run sends tools of its own in every body (--tools FILE)."""
+    params = session.client.params
+    api = getattr(session.client.target, "api", "openai-chat")
+    extra = params.extra_body or {}
+    own = "tools" in extra
+    choice = extra.get("tool_choice")
+    if own:
+        call: dict[str, Any] = {}
+    else:
+        call = request_fields(api, list(conv.tools), None, None)
+    final = dict(call)
+    if choice in ("required", "any", {"type": "any"}):
+        # the answer is text of the asked length, not one more call
+        final.update(request_fields(api, list(conv.tools), "none", None)
+                     if not own else _choice_none(api))
+    return call, final
+
+
+def _choice_none(api: str) -> dict[str, Any]:
+    return {"tool_choice": {"type": "none"}} if api == "anthropic" else {"tool_choice": "none"}
+
+
+async def play_agent(session: Session, conv: AgentSession, budget: Budget | None, *,
+                     user: int | None, scheduled: float, warmup: bool = False,
+                     sem: asyncio.Semaphore | None = None, stop: asyncio.Event | None = None
+                     ) -> bool:
+    """Play one session; False when a call failed or the run stopped (cut short)."""
+    assert conv.plan is not None
+    stop = stop or session.stopping
+    run = _SessionRun(session, conv, session.new_agent_session(), user, budget, warmup, sem, stop)
+    session.agents_open[run.sid] = (session.step, perf_counter())
+    try:
+        return await run.agent(conv.plan, None, scheduled)
+    except _Stop:
+        return False
+    finally:
+        session.agents_open.pop(run.sid, None)
+
+
+class _SessionRun:
+    def __init__(self, session: Session, conv: AgentSession, sid: str, user: int | None,
+                 budget: Budget | None, warmup: bool, sem: asyncio.Semaphore | None,
+                 stop: asyncio.Event) -> None:
+        self.session, self.conv, self.sid, self.user = session, conv, sid, user
+        self.budget, self.warmup, self.sem, self.stop = budget, warmup, sem, stop
+        self.call_fields, self.final_fields = _fields(session, conv)
+        salt = session.salt
+        self.salt_tokens = salt.tokens if salt else 0
+
+    def _stopping(self) -> bool:
+        return self.stop.is_set() or self.session.stopping.is_set()
+
+    async def agent(self, plan: AgentPlan, parent: str | None, scheduled: float,
+                    main: bool = True) -> bool:
+        """One agent's calls in order; sub-agents started as its replies say, joined before
+        its next call (and all before it returns). False: a call failed (the session stops
+        here, after the sub-agents already running finished: nothing measured is lost)."""
+        conv = self.conv
+        msgs: list[dict[str, Any]] = []
+        if plan.system:
+            msgs.append({"role": "system", "content": plan.system})
+        # the client's count of the prompt (the server's usage replaces it when it reports
+        # one); the session adds the salt's tokens to a first call's count itself
+        context = plan.system_tokens
+        children: list[asyncio.Task[bool]] = []
+        joined: list[asyncio.Task[bool]] = []
+        prev = parent
+        waited_ms: float | None = None
+        last_reply = ""
+        ok = True
+        try:
+            for i, st in enumerate(plan.steps):
+                last = i == len(plan.steps) - 1
+                if i == 0:
+                    if st.gap_s > 0 and not await _sleep(self.stop, st.gap_s):
+                        raise _Stop
+                    msgs.append({"role": "user", "content": conv.task_text(plan)})
+                    context += st.new_tokens
+                else:
+                    t0 = perf_counter()
+                    # the tool runs (its gap) while the sub-agents its call started run; the
+                    # next call waits for both
+                    waits: list[Any] = [_sleep(self.stop, st.gap_s)] + joined
+                    got = await asyncio.gather(*waits)
+                    joined = []
+                    if not got[0] or self._stopping():
+                        raise _Stop
+                    if not all(got[1:]):
+                        ok = False
+                        break                   # a sub-agent failed: its parent cannot go on
+                    waited_ms = (perf_counter() - t0) * 1000.0
+                    self._results(msgs, plan, st, last_reply)
+                    context += st.new_tokens
+                # --duration stops new sessions, not the calls of one under way (a session cut
+                # at the deadline would be no session); --requests counts every call
+                first_call = main and i == 0
+                if self._stopping() or (self.budget is not None
+                                        and not self.budget.take(by_deadline=first_call)):
+                    raise _Stop
+                kind = ("final" if main else "answer") if last else "call"
+                stamp = (self.sid, st.id, prev, None if i == 0 else round(waited_ms or 0.0, 3),
+                         kind)
+                extra = self.final_fields if last else self.call_fields
+                turn = Turn("", st.reply_tokens, context + (self.salt_tokens if i else 0))
+                due = scheduled if i == 0 else perf_counter()
+                if self.sem is not None:
+                    async with self.sem:
+                        rec, last_reply = await self._send(msgs, turn, due, i, extra, stamp)
+                else:
+                    rec, last_reply = await self._send(msgs, turn, due, i, extra, stamp)
+                if not rec.ok:
+                    ok = False
+                    break
+                context += rec.output_tokens or st.reply_tokens
+                prev = st.id
+                loop = asyncio.get_running_loop()
+                for sub in st.spawn:
+                    task = loop.create_task(self.agent(sub, st.id, perf_counter(), main=False))
+                    children.append(task)
+                    if not sub.background:
+                        joined.append(task)
+        except asyncio.CancelledError:
+            # the run is being torn down: the sub-agents go with their parent
+            for c in children:
+                c.cancel()
+            raise
+        finally:
+            if children:
+                # every sub-agent already running finishes (or stops with the run): its
+                # requests are measured and logged whatever happened to its parent
+                done = await asyncio.gather(*children, return_exceptions=True)
+                ok = ok and all(d is True for d in done)
+        return ok
+
+    async def _send(self, msgs: list[dict[str, Any]], turn: Turn, due: float, index: int,
+                    extra: dict[str, Any], stamp: tuple) -> tuple[Any, str]:
+        return await self.session.request(msgs, turn, scheduled=due, user=self.user,
+                                          conversation=self.conv.id, turn_index=index,
+                                          warmup=self.warmup, extra=extra or None, agent=stamp)
+
+    def _results(self, msgs: list[dict[str, Any]], plan: AgentPlan, step: Any, reply: str) -> None:
+        """The model's reply as it came (its tool calls, or its text when it called none),
+        then the tool's result (``step``'s new tokens), split over the calls it made."""
+        calls = tool_calls_of(reply)
+        text = self.conv.result_text(plan, step)
+        if calls:
+            msgs.append({"role": "assistant", "content": str(reply) or None, "tool_calls": calls})
+            parts = _split(text, len(calls))
+            for c, part in zip(calls, parts):
+                msgs.append({"role": "tool", "tool_call_id": c["id"], "content": part})
+        else:
+            msgs.append({"role": "assistant", "content": str(reply)})
+            msgs.append({"role": "user", "content": text})
+
+
+def _split(text: str, n: int) -> list[str]:
+    """``text`` in ``n`` parts of about as many words (one per tool call answered)."""
+    if n <= 1:
+        return [text]
+    words = text.split(" ")
+    k = max(len(words) // n, 1)
+    parts = [" ".join(words[i * k:(i + 1) * k]) for i in range(n - 1)]
+    parts.append(" ".join(words[(n - 1) * k:]))
+    return [p or "ok" for p in parts]
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep unless told to stop meanwhile; False if stopped."""
+    if seconds <= 0:
+        return not stop.is_set()
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+        return False
+    except asyncio.TimeoutError:
+        return True

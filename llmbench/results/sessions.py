@@ -1,0 +1,194 @@
+"""Agent sessions in the results contract: what ``analysis.sessions`` builds from the records of
+a run (``Run.sessions``) or of a ramp step (``Step.sessions``), as typed values.
+
+A session is an agent's whole task (workload.agents): its model calls, its tool gaps, its
+sub-agents. Its figures (METRICS.md, "Agent sessions"):
+
+- ``duration``: the first call's start to the last call's end (the last moment the client was
+  done with any request of the session);
+- ``model``: the time at least one of its calls was in flight (their union: sub-agents that
+  run at once count once), and ``tool`` the rest of its duration (tools running, the agent
+  waiting for nothing but its tools);
+- ``steps``: its model calls; prompt tokens as the server reported them, cached (usage
+  ``cached_tokens`` / ``cache_read_input_tokens``, or llama.cpp's ``cache_n``) where it did,
+  prefilled = prompt - cached; ``context``: its largest prompt (how big the session grew);
+- ``slowest``: the session's slowest call (the longest end-to-end).
+
+Statistics over sessions are over those that completed (their answer came back); a session
+with a failed call is ``failed``, one the run stopped is ``cut_short``, and neither is in the
+percentiles (as failed requests are not in vLLM's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+DIST_STATS = ("n", "mean", "median", "std", "min", "max", "p90", "p95", "p99")
+
+
+@dataclass(frozen=True)
+class Dist:
+    """One distribution, in milliseconds (``steps``: in calls). n == 0: every statistic None."""
+
+    n: int = 0
+    mean: float | None = None
+    median: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+    def value(self, stat: str) -> float | None:
+        """A statistic by its threshold name (p50 is the median)."""
+        stat = "median" if stat == "p50" else stat
+        return getattr(self, stat) if stat in DIST_STATS else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Dist":
+        d = d or {}
+        return cls(**{k: d.get(k) for k in DIST_STATS if k in d})
+
+
+@dataclass(frozen=True)
+class Slowest:
+    """The slowest completed session, and its slowest call."""
+
+    session_id: str
+    duration_ms: float
+    step_id: str | None = None
+    step_e2el_ms: float | None = None
+    step_ttft_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Slowest | None":
+        if not d:
+            return None
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """A run's (or a ramp step's) agent sessions, summarised."""
+
+    started: int = 0                  # sessions with a call in the window
+    completed: int = 0                # their answer came back
+    failed: int = 0                   # a call failed
+    cut_short: int = 0                # the run stopped them (or the drain gave up on them)
+    duration: Dist = field(default_factory=Dist)
+    model: Dist = field(default_factory=Dist)
+    tool: Dist = field(default_factory=Dist)
+    steps: Dist = field(default_factory=Dist)          # model calls per session, not ms
+    step_ttft: Dist = field(default_factory=Dist)      # TTFT of the sessions' calls
+    calls: int = 0                    # model calls of the sessions (every outcome)
+    call_steps: int = 0               # calls that were to end in a tool call, answered
+    text_replies: int = 0             # of those, answered in text instead
+    prompt_tokens: int = 0            # over the calls that reported a prompt
+    cached_tokens: int | None = None  # over the calls that said (None: no call said)
+    cached_share: float | None = None # cached / prompt over the calls that said
+    prefilled_per_call: float | None = None    # uncached prompt tokens a call, on average
+    context_tokens: float | None = None        # a completed session's largest prompt, mean
+    sessions_per_min: float | None = None      # completed sessions a minute of the window
+    window_s: float | None = None
+    slowest: Slowest | None = None
+
+    @property
+    def text_reply_share(self) -> float | None:
+        return self.text_replies / self.call_steps if self.call_steps else None
+
+    def value(self, metric: str, stat: str | None = None) -> float | None:
+        """A session metric as a threshold names it (analysis.slo): session, session_model,
+        session_tool, step_ttft (ms, with a statistic); sessions_completed, sessions_per_min,
+        text_reply_share, session_cached_share (scalars)."""
+        if stat is not None:
+            dist = DISTS.get(metric)
+            return getattr(self, dist).value(stat) if dist else None
+        if metric == "sessions_completed":
+            return float(self.completed)
+        if metric == "sessions_per_min":
+            return self.sessions_per_min
+        if metric == "text_reply_share":
+            return self.text_reply_share
+        if metric == "session_cached_share":
+            return self.cached_share
+        return None
+
+    def count(self, metric: str) -> int:
+        """How many values a distribution of ``metric`` stands on."""
+        dist = DISTS.get(metric)
+        return getattr(self, dist).n if dist else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = v.to_dict() if hasattr(v, "to_dict") else v
+        d["text_reply_share"] = self.text_reply_share
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Sessions | None":
+        if not d:
+            return None
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            v = d[f.name]
+            if f.name in ("duration", "model", "tool", "steps", "step_ttft"):
+                v = Dist.from_dict(v)
+            elif f.name == "slowest":
+                v = Slowest.from_dict(v)
+            kw[f.name] = v
+        return cls(**kw)
+
+
+# threshold names -> the distribution they read (all in ms but ``steps``)
+DISTS = {"session": "duration", "session_model": "model", "session_tool": "tool",
+         "step_ttft": "step_ttft", "session_steps": "steps"}
+SCALARS = ("sessions_completed", "sessions_per_min", "text_reply_share", "session_cached_share")
+SHARES = ("text_reply_share", "session_cached_share")
+
+
+@dataclass(frozen=True)
+class CacheBound:
+    """The verdict's finding that the KV cache was the limit (analysis.cachebound): it kept
+    about ``sessions_held`` sessions of ``session_tokens`` warm, and beyond that each call
+    prefilled about ``reprefill_tokens`` again; the cache's share of the prompt tokens at the
+    last step that held and at the one that broke; the server's KV capacity where it said
+    (tokens, and sessions of this size); whether its own counters agreed (None: it had none)."""
+
+    sessions_held: float
+    session_tokens: float
+    reprefill_tokens: float
+    warm_share: float | None = None
+    broke_share: float | None = None
+    capacity_tokens: float | None = None
+    capacity_sessions: float | None = None
+    server_agrees: bool | None = None
+    sentence: str = ""
+    evidence: tuple[str, ...] = ()
+    advice: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["evidence"], d["advice"] = list(self.evidence), list(self.advice)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "CacheBound | None":
+        if not d:
+            return None
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        for k in ("evidence", "advice"):
+            if k in kw:
+                kw[k] = tuple(kw[k] or ())
+        return cls(**kw)

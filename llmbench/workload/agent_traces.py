@@ -1,0 +1,648 @@
+"""Replayed agent sessions: llmbench's own session format, WEKA-style traces and OTel GenAI spans,
+read into the plans the agent loop plays (workload.agents.AgentSession).
+
+What is replayed is a session's *shape*: its agents and sub-agents, each call's new tokens
+(the task, or the tool result appended before it), the reply length asked, the tool gaps and
+which sub-agents start where and join when. The text is synthetic (one-token words, seeded),
+the model's real replies go into the history, so the context grows as it did in the trace and
+its prefix repeats as it did. A trace's recorded block hashes are not needed for that and are
+not read. Nothing is downloaded: the files are read as given.
+
+Formats (``--dataset-format agent | weka | otel``, else found from the file's first record):
+
+- **agent** (llmbench's own, JSONL, one model call a line; docs/agents.md): ``session``,
+  ``step`` (ids), ``parent`` (the step it follows: the previous call of its agent, or for a
+  sub-agent's first call the call whose reply started it; none for a session's first call),
+  ``agent`` (default "main"), ``output_tokens`` (required, >= 1), ``new_tokens`` (or
+  ``input_tokens``, the whole prompt as recorded), ``tool_gap_s`` (>= 0; or from ``t``, the
+  call's start in seconds, and ``duration_s``), ``system_tokens`` (on an agent's first call),
+  ``background`` (on a sub-agent's first call: its parent does not wait for it).
+- **weka** (as the Weka KV-cache tester records Claude Code sessions and AIPerf and GuideLLM
+  read them): one JSON object per trace (a file holding one, or JSONL holding one a line) with
+  ``id``, ``system_tokens``, ``tool_tokens`` and ``requests``: calls (``type`` "n" or "s",
+  ``t``, ``in``, ``out``, ``think_time``, ``api_time``) and sub-agent markers (``type``
+  "subagent", ``agent_id``, ``status``, ``requests`` nested, ``system_tokens``,
+  ``tool_tokens``); a marker's sub-agent starts after the call before it and joins before the
+  call after it (``status`` "async_launched": not waited for). GuideLLM's flattened rows (one
+  call a line: ``id``, ``timestamp``, ``input_length``, ``output_length``) are read too, as
+  linear sessions.
+- **otel** (OpenTelemetry GenAI semantic conventions): spans one a line, a session a line
+  (``{"spans": [...]}``) or an OTLP JSON export (``resourceSpans``). Spans of one trace (or
+  ``gen_ai.conversation.id``) are a session; LLM spans (``gen_ai.operation.name`` chat,
+  text_completion, generate_content, or any span with ``gen_ai.usage.input_tokens`` /
+  ``output_tokens``) are its calls; ``invoke_agent`` spans scope its agents (a nested one is
+  a sub-agent); the gaps between an agent's calls are its tool time. Failed spans are left out.
+
+Every mistake in a file is one line naming the file and the line (or the trace and call) and
+what to do: a cycle in the parent links, a call with no tokens, a negative tool gap, a parent
+that is not in the session, a line that is not JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from llmbench.workload.agents import (AgentPlan, AgentSession, StepPlan, session_of, synthetic_tools,
+                                      vocabulary)
+from llmbench.workload.files import DatasetError
+
+FORMATS = ("agent", "weka", "otel")
+_LLM_OPS = frozenset(("chat", "text_completion", "generate_content", "generate", "completion"))
+_NOT_LLM_OPS = frozenset(("invoke_agent", "execute_tool", "embeddings", "create_agent"))
+
+
+@dataclass
+class _Step:
+    """One call as read, before it becomes a StepPlan."""
+    sid: str
+    id: str
+    line: int
+    parent: str | None
+    agent: str
+    output: int
+    new: int | None = None
+    input: int | None = None
+    gap: float | None = None
+    t: float | None = None
+    dur: float | None = None
+    system: int = 0
+    background: bool = False
+    order: int = 0
+
+
+@dataclass
+class _Read:
+    sessions: dict[str, list[_Step]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _bad(path: str, where: Any, what: str) -> DatasetError:
+    return DatasetError(f"{path}:{where}: {what}")
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    yield n, line
+    except OSError as exc:
+        raise DatasetError(f"--dataset {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"--dataset {path}: not UTF-8 text; give a JSONL or JSON file") from None
+
+
+def _json_line(path: str, n: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _bad(path, n, f"not JSON ({exc.msg} at column {exc.colno}); each line of an agent "
+                            "trace is one JSON object") from None
+
+
+def _whole_json(path: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DatasetError(f"--dataset {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"--dataset {path}: not UTF-8 text; give a JSONL or JSON file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _bad(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def detect(path: str) -> str:
+    """The file's format from its first record (agent, weka or otel)."""
+    for n, line in _lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            obj = _whole_json(path)           # a JSON document over several lines (WEKA, OTLP)
+        return _kind_of(path, n, obj)
+    raise DatasetError(f"--dataset {path}: the file is empty; give agent sessions (docs/agents.md)")
+
+
+def _kind_of(path: str, n: int, obj: Any) -> str:
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    if not isinstance(obj, dict):
+        raise _bad(path, n, "expected a JSON object (one call, trace or span)")
+    keys = set(obj)
+    if "resourceSpans" in keys or "spans" in keys or "attributes" in keys \
+            or keys & {"span_id", "spanId", "context"}:
+        return "otel"
+    if "requests" in keys or ("hash_ids" in keys and "input_length" in keys):
+        return "weka"
+    if "session" in keys and "step" in keys:
+        return "agent"
+    raise _bad(path, n, "not an agent trace: expected llmbench's session format (session, step, "
+                        "output_tokens ...), a WEKA trace (requests) or OTel spans; see "
+                        "docs/agents.md, or pass --dataset-format")
+
+
+# -- llmbench's own format -------------------------------------------------------------------------
+def _int(path: str, n: int, obj: dict, key: str, default: int | None = None) -> int | None:
+    v = obj.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+        raise _bad(path, n, f"{key} {v!r}: expected a whole number of tokens")
+    if v < 0:
+        raise _bad(path, n, f"{key} {v}: must not be negative")
+    return int(v)
+
+
+def _secs(path: str, n: int, obj: dict, key: str) -> float | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (
+            float("inf"), float("-inf")):
+        raise _bad(path, n, f"{key} {v!r}: expected a number of seconds")
+    if v < 0 and key == "tool_gap_s":
+        raise _bad(path, n, f"tool_gap_s {v:g}: a tool gap cannot be negative; give the seconds "
+                            "between the parent's reply and this call, 0 or more")
+    return float(v)
+
+
+def read_agent(path: str) -> _Read:
+    out = _Read()
+    order = 0
+    for n, line in _lines(path):
+        obj = _json_line(path, n, line)
+        if not isinstance(obj, dict):
+            raise _bad(path, n, "expected a JSON object: one model call")
+        if "session" not in obj or "step" not in obj:
+            raise _bad(path, n, "a call needs session and step (its ids)")
+        sid, step = str(obj["session"]), str(obj["step"])
+        output = _int(path, n, obj, "output_tokens")
+        if not output:
+            raise _bad(path, n, f"step {step} of session {sid} has no tokens: give output_tokens, "
+                                "the reply length (1 or more)")
+        parent = obj.get("parent")
+        order += 1
+        st = _Step(sid, step, n, None if parent is None else str(parent),
+                   str(obj.get("agent") or "main"), output,
+                   new=_int(path, n, obj, "new_tokens"), input=_int(path, n, obj, "input_tokens"),
+                   gap=_secs(path, n, obj, "tool_gap_s"), t=_secs(path, n, obj, "t"),
+                   dur=_secs(path, n, obj, "duration_s"),
+                   system=_int(path, n, obj, "system_tokens", 0) or 0,
+                   background=bool(obj.get("background")), order=order)
+        out.sessions.setdefault(sid, []).append(st)
+    return out
+
+
+# -- WEKA ----------------------------------------------------------------------------------------
+def read_weka(path: str) -> _Read:
+    out = _Read()
+    records: list[tuple[int, Any]] = []
+    try:
+        for n, line in _lines(path):
+            records.append((n, json.loads(line)))
+    except json.JSONDecodeError:
+        records = [(1, _whole_json(path))]         # one trace over several lines
+    if records and isinstance(records[0][1], list):
+        records = [(records[0][0], x) for x in records[0][1]]
+    flat = [r for r in records if isinstance(r[1], dict) and "requests" not in r[1]]
+    if flat:
+        _weka_rows(path, flat, out)
+    order = [0]
+    for n, tr in records:
+        if not isinstance(tr, dict):
+            raise _bad(path, n, "expected a JSON object: one WEKA trace")
+        if "requests" not in tr:
+            continue
+        sid = str(tr.get("id") or f"trace{n}")
+        if not isinstance(tr["requests"], list) or not tr["requests"]:
+            raise _bad(path, n, f"trace {sid}: requests must be a non-empty list of calls")
+        steps: list[_Step] = []
+        system = (_int(path, n, tr, "system_tokens", 0) or 0) + (_int(path, n, tr, "tool_tokens", 0) or 0)
+        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, order, out)
+        out.sessions[sid] = steps
+    return out
+
+
+def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by: str | None,
+                system: int, background: bool, steps: list[_Step], order: list[int],
+                out: _Read) -> None:
+    prev: _Step | None = None
+    pending_subs: list[tuple[int, dict]] = []
+    for i, r in enumerate(reqs):
+        where = f"{n} (trace {sid}, {agent} call {i + 1})"
+        if not isinstance(r, dict):
+            raise _bad(path, where, "expected a JSON object")
+        kind = r.get("type")
+        if kind == "subagent":
+            pending_subs.append((i, r))
+            continue
+        if kind not in ("n", "s", None):
+            raise _bad(path, where, f"type {kind!r}: expected n, s or subagent")
+        inp = _int(path, where, r, "in", None)
+        outp = _int(path, where, r, "out", None)
+        if not inp and not outp:
+            raise _bad(path, where, "a call with no tokens (in and out are 0 or missing)")
+        think = r.get("think_time")
+        if isinstance(think, (int, float)) and not isinstance(think, bool) and think < 0:
+            raise _bad(path, where, f"think_time {think:g}: a tool gap cannot be negative")
+        order[0] += 1
+        st = _Step(sid, f"{agent}:{i}" if agent != "main" else str(i), n,
+                   prev.id if prev is not None else spawned_by, agent, max(outp or 0, 1),
+                   input=inp or 0, t=_num(r.get("t")), dur=_num(r.get("api_time")),
+                   gap=float(think) if isinstance(think, (int, float)) and prev is not None else None,
+                   system=system if prev is None else 0,
+                   background=background if prev is None else False, order=order[0])
+        if not outp:
+            out.warnings.append(f"{path}: trace {sid}: a call with out 0 asks for 1 token")
+        steps.append(st)
+        # sub-agents between the previous call and this one start after the previous call
+        for j, sub in pending_subs:
+            _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out)
+        pending_subs = []
+        prev = st
+    for j, sub in pending_subs:                   # after the agent's last call
+        _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out)
+
+
+def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: _Step | None,
+              steps: list[_Step], order: list[int], out: _Read) -> None:
+    where = f"{n} (trace {sid}, {agent} call {j + 1})"
+    if prev is None:
+        out.warnings.append(f"{path}: trace {sid}: a sub-agent before its parent's first call "
+                            "was left out (nothing started it)")
+        return
+    reqs = sub.get("requests")
+    if not isinstance(reqs, list) or not reqs:
+        raise _bad(path, where, "a subagent marker needs its requests (a non-empty list)")
+    name = str(sub.get("agent_id") or f"{agent}.sub{j}")
+    system = (_int(path, where, sub, "system_tokens", 0) or 0) + (_int(path, where, sub, "tool_tokens", 0) or 0)
+    _weka_agent(path, n, sid, name, reqs, prev.id, system,
+                str(sub.get("status") or "") == "async_launched", steps, order, out)
+
+
+def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
+    """GuideLLM's flattened WEKA rows: one call a line, grouped by id, in time order."""
+    by: dict[str, list[tuple[float, int, dict]]] = {}
+    for n, r in rows:
+        for k in ("id", "input_length", "output_length"):
+            if k not in r:
+                raise _bad(path, n, f"a WEKA row needs {k} (id, timestamp, input_length, "
+                                    "output_length)")
+        if not r.get("input_length") and not r.get("output_length"):
+            raise _bad(path, n, "a call with no tokens (input_length and output_length are 0)")
+        by.setdefault(str(r["id"]), []).append((_num(r.get("timestamp")) or 0.0, n, r))
+    for sid, items in by.items():
+        items.sort(key=lambda x: (x[0], x[1]))
+        steps, prev = [], None
+        for i, (t, n, r) in enumerate(items):
+            _int(path, n, r, "input_length")
+            _int(path, n, r, "output_length")
+            st = _Step(sid, str(i), n, prev.id if prev else None, "main",
+                       max(int(r["output_length"]), 1), input=int(r["input_length"]), t=t,
+                       order=i)
+            steps.append(st)
+            prev = st
+        out.sessions[sid] = steps
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+# -- OTel GenAI ----------------------------------------------------------------------------------
+def _otlp_value(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return v
+    for k in ("stringValue", "intValue", "doubleValue", "boolValue"):
+        if k in v:
+            x = v[k]
+            return int(x) if k == "intValue" and isinstance(x, str) and x.lstrip("-").isdigit() else x
+    if "arrayValue" in v:
+        return [_otlp_value(x) for x in (v["arrayValue"].get("values") or [])]
+    return None
+
+
+def _attrs(span: dict) -> dict[str, Any]:
+    a = span.get("attributes")
+    if isinstance(a, list):                   # OTLP: [{key, value: {stringValue: ...}}]
+        return {x.get("key"): _otlp_value(x.get("value")) for x in a if isinstance(x, dict)}
+    return a if isinstance(a, dict) else {}
+
+
+def _ts(v: Any) -> float | None:
+    """A span time in seconds: ISO-8601, or a number in s, ms or ns."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        if v.isdigit():
+            v = int(v)
+        else:
+            try:
+                d = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        x = float(v)
+        return x / 1e9 if x >= 1e16 else x / 1e3 if x >= 1e11 else x
+    return None
+
+
+def _field(span: dict, *names: str) -> Any:
+    for k in names:
+        if k in span and span[k] not in (None, ""):
+            return span[k]
+    ctx = span.get("context")
+    if isinstance(ctx, dict):
+        for k in names:
+            if ctx.get(k):
+                return ctx[k]
+    return None
+
+
+def _spans(path: str) -> list[tuple[int, dict]]:
+    out: list[tuple[int, dict]] = []
+    records: list[tuple[int, Any]] = []
+    try:
+        for n, line in _lines(path):
+            records.append((n, json.loads(line)))
+    except json.JSONDecodeError:
+        records = [(1, _whole_json(path))]
+    for n, obj in records:
+        items = obj if isinstance(obj, list) else [obj]
+        for x in items:
+            if not isinstance(x, dict):
+                raise _bad(path, n, "expected a JSON object: a span, a session of spans or an "
+                                    "OTLP export")
+            if "resourceSpans" in x:
+                for rs in x.get("resourceSpans") or ():
+                    for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or ():
+                        out += [(n, s) for s in (ss or {}).get("spans") or () if isinstance(s, dict)]
+            elif isinstance(x.get("spans"), list):
+                tid = x.get("trace_id") or x.get("session_id")
+                out += [(n, {**s, **({"trace_id": tid} if tid and not _field(s, "trace_id", "traceId") else {})})
+                        for s in x["spans"] if isinstance(s, dict)]
+            else:
+                out.append((n, x))
+    return out
+
+
+def read_otel(path: str) -> _Read:
+    out = _Read()
+    spans = _spans(path)
+    by_id: dict[str, tuple[int, dict]] = {}
+    for n, s in spans:
+        sid = _field(s, "span_id", "spanId", "id")
+        if sid is not None:
+            by_id[str(sid)] = (n, s)
+
+    def parent_of(s: dict) -> str | None:
+        p = _field(s, "parent_span_id", "parentSpanId", "parent_id", "parentId")
+        return None if p is None else str(p)
+
+    # a cycle in the parent links: one line, naming a span in it
+    for n, s in spans:
+        seen, cur = set(), _field(s, "span_id", "spanId", "id")
+        while cur is not None:
+            cur = str(cur)
+            if cur in seen:
+                raise _bad(path, by_id[cur][0], f"span {cur}: its parent links form a cycle (a span "
+                                                "is its own ancestor); fix parent_span_id")
+            seen.add(cur)
+            got = by_id.get(cur)
+            cur = parent_of(got[1]) if got else None
+    sessions: dict[str, list[tuple[int, dict, dict]]] = {}
+    for n, s in spans:
+        a = _attrs(s)
+        op = a.get("gen_ai.operation.name")
+        status = s.get("status")
+        code = status.get("code", status.get("status_code")) if isinstance(status, dict) else None
+        if code in (2, "2", "ERROR", "STATUS_CODE_ERROR"):
+            continue
+        inp = a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens"))
+        outp = a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens"))
+        if op in _NOT_LLM_OPS or not (op in _LLM_OPS or inp is not None or outp is not None):
+            continue
+        if not inp and not outp:
+            raise _bad(path, n, f"span {_field(s, 'span_id', 'spanId') or '?'}: an LLM call with no "
+                                "tokens (gen_ai.usage.input_tokens and output_tokens missing or 0)")
+        key = a.get("gen_ai.conversation.id") or _field(s, "trace_id", "traceId") or "trace"
+        sessions.setdefault(str(key), []).append((n, s, a))
+
+    def agent_of(s: dict) -> str:
+        cur = parent_of(s)
+        while cur is not None and cur in by_id:
+            p = by_id[cur][1]
+            if _attrs(p).get("gen_ai.operation.name") == "invoke_agent":
+                return cur
+            cur = parent_of(p)
+        return "main"
+
+    def agent_parent(agent: str) -> str:
+        if agent == "main" or agent not in by_id:
+            return "main"
+        return agent_of(by_id[agent][1])
+
+    for key, items in sessions.items():
+        rows = []
+        for n, s, a in items:
+            start = _ts(_field(s, "start_time", "startTimeUnixNano", "startTime", "timestamp"))
+            end = _ts(_field(s, "end_time", "endTimeUnixNano", "endTime"))
+            rows.append((start if start is not None else 0.0, end, n, s, a, agent_of(s)))
+        rows.sort(key=lambda r: (r[0], r[2]))
+        agents = list(dict.fromkeys(r[5] for r in rows))
+        root = agents[0]
+        steps: list[_Step] = []
+        last: dict[str, _Step] = {}
+        ends: dict[str, float] = {}
+        for i, (start, end, n, s, a, ag) in enumerate(rows):
+            inp = int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")) or 0)
+            outp = int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")) or 0)
+            name = "main" if ag == root else ag
+            prev = last.get(name)
+            parent = prev.id if prev is not None else None
+            if prev is None and name != "main":
+                # a sub-agent starts after its parent agent's call that ended last before it
+                up = agent_parent(ag)
+                up = "main" if up == root else up
+                cands = [x for x in steps if x.agent == up and (ends.get(x.id) or x.t or 0) <= start]
+                parent = cands[-1].id if cands else (last.get("main").id if last.get("main") else None)
+                if parent is None:
+                    continue
+            gap = None
+            if prev is not None:
+                e = ends.get(prev.id)
+                gap = max(start - e, 0.0) if e is not None else None
+            st = _Step(key, str(i), n, parent, name, max(outp, 1), input=inp, t=start,
+                       dur=(end - start) if end is not None else None, gap=gap,
+                       system=_system_tokens(a) if prev is None else 0, order=i)
+            if end is not None:
+                ends[st.id] = end
+            steps.append(st)
+            last[name] = st
+        out.sessions[key] = steps
+    return out
+
+
+def _system_tokens(a: dict) -> int:
+    """The system prompt's size, estimated from the recorded system messages (4 characters a
+    token): OTel records tokens for the whole prompt only."""
+    text = a.get("gen_ai.system_instructions")
+    chars = len(json.dumps(text)) if text else 0
+    msgs = a.get("gen_ai.input.messages")
+    if isinstance(msgs, str):
+        try:
+            msgs = json.loads(msgs)
+        except ValueError:
+            msgs = None
+    for m in msgs if isinstance(msgs, list) else ():
+        if isinstance(m, dict) and m.get("role") == "system":
+            c = m.get("content") if "content" in m else m.get("parts")
+            chars += len(c) if isinstance(c, str) else len(json.dumps(c))
+    return chars // 4
+
+
+# -- into plans -----------------------------------------------------------------------------------
+def _plans(path: str, read: _Read) -> list[tuple[str, AgentPlan, list[str]]]:
+    """Each session's main AgentPlan (sub-agents spawned where they start), checked: one first
+    call, parents in the session, no cycle, one chain per agent."""
+    out = []
+    for sid, steps in read.sessions.items():
+        if not steps:
+            continue
+        by = {}
+        for st in steps:
+            if st.id in by:
+                raise _bad(path, st.line, f"session {sid}: step {st.id} appears twice; step ids are "
+                                          "unique within a session")
+            by[st.id] = st
+        for st in steps:
+            if st.parent is not None and st.parent not in by:
+                raise _bad(path, st.line, f"session {sid}: step {st.id}'s parent {st.parent} is not "
+                                          "in the session")
+        acyclic: set[str] = set()             # steps whose ancestors end at the first call
+        for st in steps:                      # a cycle: follow the parents
+            seen: dict[str, None] = {}
+            cur: _Step | None = st
+            while cur is not None and cur.id not in acyclic:
+                if cur.id in seen:
+                    raise _bad(path, cur.line, f"session {sid}: the parent links of step {cur.id} "
+                                               "form a cycle (a step is its own ancestor); each "
+                                               "step's parent is an earlier one")
+                seen[cur.id] = None
+                cur = by[cur.parent] if cur.parent is not None else None
+            acyclic.update(seen)
+        roots = [st for st in steps if st.parent is None]
+        if len(roots) != 1:
+            raise _bad(path, (roots[1] if len(roots) > 1 else steps[0]).line,
+                       f"session {sid}: {len(roots)} steps have no parent; exactly one (the "
+                       "session's first call) has none")
+        children: dict[str | None, list[_Step]] = {}
+        for st in steps:
+            children.setdefault(st.parent, []).append(st)
+        notes: list[str] = []
+        plan = _agent_plan(path, sid, roots[0], by, children, notes)
+        out.append((sid, plan, notes))
+    return out
+
+
+def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
+                children: dict[str | None, list[_Step]], notes: list[str]) -> AgentPlan:
+    chain = [first]
+    while True:
+        nxt = [c for c in children.get(chain[-1].id, ()) if c.agent == chain[-1].agent]
+        if len(nxt) > 1:
+            raise _bad(path, nxt[1].line, f"session {sid}: steps {nxt[0].id} and {nxt[1].id} both "
+                                          f"follow step {chain[-1].id} in agent {first.agent}; an "
+                                          "agent is one chain of calls (a sub-agent takes its own "
+                                          "agent name)")
+        if not nxt:
+            break
+        chain.append(nxt[0])
+    plans: list[StepPlan] = []
+    system = first.system
+    prev: _Step | None = None
+    for st in chain:
+        if st.new is not None:
+            new = st.new
+        elif st.input is not None:
+            base = (prev.input or 0) + prev.output if prev is not None else system
+            new = st.input - base
+            if new < 0:
+                if prev is not None:
+                    notes.append("shrank")      # the trace's context was compacted here
+                new = 0 if prev is not None else st.input
+        else:
+            new = 0
+        if prev is None:
+            new = max(new, 1)                   # a task of at least one token
+        gap = 0.0
+        if prev is not None:
+            if st.gap is not None:
+                gap = st.gap
+            elif st.t is not None and prev.t is not None:
+                gap = st.t - (prev.t + (prev.dur or 0.0))
+                if gap < 0:
+                    if prev.dur is not None:
+                        raise _bad(path, st.line, f"session {sid}: step {st.id} starts "
+                                                  f"{-gap:.3g} s before step {prev.id} ended: a "
+                                                  "negative tool gap; fix t or duration_s")
+                    gap = 0.0
+                if prev.dur is None:
+                    notes.append("gaps")        # they include the recorded server's own time
+        elif st.gap is not None:
+            gap = st.gap                        # a sub-agent that starts late
+        subs = tuple(_agent_plan(path, sid, c, by, children, notes)
+                     for c in children.get(st.id, ()) if c.agent != st.agent)
+        plans.append(StepPlan(f"{st.id}", new, st.output, gap, subs))
+        prev = st
+    return AgentPlan(first.agent, "", system, tuple(plans), background=first.background)
+
+
+def _with_systems(plan: AgentPlan, texts: dict[int, str]) -> AgentPlan:
+    steps = tuple(StepPlan(s.id, s.new_tokens, s.reply_tokens, s.gap_s,
+                           tuple(_with_systems(c, texts) for c in s.spawn)) for s in plan.steps)
+    return AgentPlan(plan.name, texts.get(plan.system_tokens, ""), plan.system_tokens, steps,
+                     plan.background)
+
+
+def read_sessions(path: str, tok: Any, seed: int, fmt: str | None = None, limit: int | None = None,
+                  tools: Any = None, reserve: int = 0) -> tuple[list[AgentSession], list[str], str]:
+    """(sessions, warnings, the format read) from an agent trace file."""
+    from llmbench.workload.synthetic import prepare_unit_words, text_of_tokens
+    if not Path(path).exists():
+        raise DatasetError(f"--dataset {path}: no such file")
+    kind = fmt or detect(path)
+    if kind not in FORMATS:
+        raise DatasetError(f"--dataset-format {kind!r}: for agent sessions choose "
+                           + ", ".join(FORMATS))
+    read = {"agent": read_agent, "weka": read_weka, "otel": read_otel}[kind](path)
+    plans = _plans(path, read)
+    if not plans:
+        raise DatasetError(f"--dataset {path}: no session with a model call in it")
+    if limit:
+        plans = plans[:limit]
+    prepare_unit_words(tok)
+    sizes = sorted({a.system_tokens for _, p, _ in plans for a in p.walk() if a.system_tokens})
+    # one system prompt per size: agents of one size are taken for the same agent product
+    texts = {n: text_of_tokens(tok, random.Random(seed * 7 + n), n, f"You are agent {n}.",
+                               reserve) for n in sizes}
+    tools = tuple(tools) if tools else synthetic_tools(4)
+    vocab = vocabulary(tok)
+    sessions = [session_of(sid, _with_systems(p, texts), tools, vocab, seed)
+                for sid, p, _ in plans]
+    warnings = list(dict.fromkeys(read.warnings))
+    shrank = sum(n.count("shrank") for _, _, notes in plans for n in notes)
+    if shrank:
+        warnings.append(f"{path}: {shrank} call(s) had a smaller prompt than the call before (the "
+                        "trace's context was compacted); replayed with the history kept")
+    if any("gaps" in notes for _, _, notes in plans):
+        warnings.append(f"{path}: tool gaps taken from start times without durations: they "
+                        "include the recorded server's own time")
+    return sessions, warnings, kind
