@@ -90,6 +90,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -216,7 +217,7 @@ def _reset_hwm() -> None:
         pass
 
 
-def _made_up(n: int, tokens: int, rng: "random.Random"):
+def _made_up(n: int, tokens: int, rng: random.Random):
     """N records of a closed loop at concurrency 32 against a zero-delay server, in the order
     they finish (as a session appends them)."""
     import heapq
@@ -299,7 +300,6 @@ def simulate_child(n: int, out: Path, tokens: int, workers: int) -> None:
     harness does (``workers`` > 1: arriving in batches of 256 from that many streams, not in
     order of ``done``, as the coordinator gets them). Prints one JSON line: the peak RSS of
     each end-of-run phase and of the whole process."""
-    import random
     sys.path.insert(0, str(ROOT))
     from llmbench.cli.app import app as cli_app
     from llmbench.load.harness import Harness, Outcome

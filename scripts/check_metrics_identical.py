@@ -13,6 +13,13 @@ step's summary, steady state and knee, the verdict, backends, the timeline, the 
 reports and compare read (results.latencies), the request table (results.table), the router
 A/B step, Little's law and the HTML report's bytes. Floats are compared by their bits
 (``float.hex``), arrays by their bytes.
+
+A change meant to move some figures states them: ``--expected FILE`` (TOML, repeatable) lists
+``[[expected]]`` entries, each a ``figure`` pattern (fnmatch, on the figure as printed:
+``verdict.evidence[]``), an optional ``inputs`` pattern and the ``reason``. The comparison then
+exits 0 when every difference is one of them and 1 otherwise, and prints the expected ones with
+their reasons apart from the rest (scripts/metrics_expected_typed.toml: the typed contract's).
+A folder saved under another checkout's path is matched by its name.
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ def synthetic(n: int = 600, seed: int = 7) -> list[Record]:
     """Records with every kind of field the figures read (test_record_store.varied and more:
     tool calls, structured replies, embeddings, probe paths, steps with hold windows)."""
     sys.path.insert(0, str(ROOT))
-    from tests.unit.test_record_store import varied
+    from tests.helpers.records import varied
     recs = varied(n, seed)
     rng = random.Random(seed)
     for i, r in enumerate(recs):
@@ -240,13 +247,55 @@ def as_float(v: Any) -> float | None:
 NAMES: list[str] = []
 
 
+def load_expected(path: Path) -> list[dict[str, str]]:
+    """The [[expected]] entries of a TOML file: figure (a pattern), reason, optional inputs."""
+    import tomllib
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        sys.exit(f"--expected {path}: {exc}")
+    out = doc.get("expected")
+    if not isinstance(out, list) or not all(isinstance(e, dict) and isinstance(e.get("figure"), str)
+                                            and isinstance(e.get("reason"), str) for e in out):
+        sys.exit(f"--expected {path}: needs [[expected]] tables, each with figure and reason")
+    return out
+
+
+def which_expected(where: str, expected: list[dict[str, str]]) -> int | None:
+    """The first entry that explains the difference at ``where``, if any."""
+    import fnmatch
+    sec = section(where)
+    name = next((n for n in sorted(NAMES, key=len, reverse=True)
+                 if where.lstrip(".").startswith(n + ".")), "")
+    for i, e in enumerate(expected):
+        if fnmatch.fnmatchcase(sec, e["figure"]) and fnmatch.fnmatchcase(name, e.get("inputs") or "*"):
+            return i
+    return None
+
+
+def same_names(before: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    """``before`` with a folder saved under another checkout's path (results/examples of a
+    git archive) named as this run names it, when the folder's name matches one input only."""
+    out = {}
+    for name, v in before.items():
+        if name not in got:
+            tail = Path(name).name
+            match = [n for n in got if Path(n).name == tail and n not in before]
+            name = match[0] if len(match) == 1 else name
+        out[name] = v
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="*", type=Path)
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--save", type=Path)
     g.add_argument("--compare", type=Path)
+    ap.add_argument("--expected", type=Path, action="append", default=[],
+                    help="TOML list of differences a change means to make, with reasons")
     a = ap.parse_args()
+    expected = [e for f in a.expected for e in load_expected(f)]
     got = {name: bits(figures(name, recs, run, folder))
            for name, recs, run, folder in inputs(a.folders or default_folders())}
     n_values = sum(len(json.dumps(v)) for v in got.values())
@@ -254,16 +303,30 @@ def main() -> int:
         a.save.write_text(json.dumps(got, indent=0, sort_keys=True))
         print(f"saved {len(got)} inputs ({n_values:,} characters of figures) to {a.save}")
         return 0
-    before = json.loads(a.compare.read_text())
+    before = same_names(json.loads(a.compare.read_text()), got)
     NAMES.extend(before)
     problems: list[tuple[str, Any, Any]] = []
     diff(before, json.loads(json.dumps(got)), "", problems)
+    meant: dict[int, list[tuple[str, Any, Any]]] = {}
+    for p in list(problems):
+        i = which_expected(p[0], expected)
+        if i is not None:
+            meant.setdefault(i, []).append(p)
+            problems.remove(p)
     by: dict[str, list[tuple[str, Any, Any]]] = {}
     for p in problems:
         by.setdefault(section(p[0]), []).append(p)
     for name in got:
         mine = [p for p in problems if p[0].lstrip(".").startswith(name + ".")]
-        print(f"{name}: " + ("bit-identical" if not mine else f"{len(mine)} values differ"))
+        known = sum(1 for ps in meant.values() for p in ps if p[0].lstrip(".").startswith(name + "."))
+        print(f"{name}: " + ("bit-identical" if not mine else f"{len(mine)} values differ")
+              + (f" ({known} expected differences)" if known else ""))
+    if expected:
+        print("expected differences (count: reason):")
+        for i, e in enumerate(expected):
+            pat = e["figure"] + (f" in {e['inputs']}" if e.get("inputs") else "")
+            print(f"  {pat}: {len(meant.get(i, []))}: {e['reason']}" if i in meant else
+                  f"  {pat}: none seen (the entry is stale or too wide?)")
     if by:
         print("differences by figure (count, largest absolute and relative difference):")
     for sec, ps in sorted(by.items()):
@@ -272,8 +335,10 @@ def main() -> int:
         worst = (f"  max |d| {max(d for d, _ in deltas):.3g}, max rel {max(r for _, r in deltas):.2g}"
                  if deltas else f"  e.g. {ps[0][1]!r} -> {ps[0][2]!r}")
         print(f"  {sec}: {len(ps)}{worst}")
+    n_meant = sum(len(v) for v in meant.values())
     print(f"{len(got)} inputs: " + ("bit-identical" if not problems else
-                                    f"{len(problems)} differences"))
+                                    f"{len(problems)} differences")
+          + (f" besides {n_meant} expected" if n_meant else ""))
     return 1 if problems else 0
 
 

@@ -41,3 +41,14 @@ def mock_factory():
     yield start
     for m in started:
         m.__exit__(None, None, None)
+
+
+if os.environ.get("LLMBENCH_COUNT_CLI_SPAWNS"):
+    # which items start the CLI in a child process (scripts/count_cli_spawns.py; off by default)
+    from tests.helpers import spawns
+
+    def pytest_configure(config):
+        spawns.install(os.environ[spawns.ENV_VAR])
+
+    def pytest_runtest_logstart(nodeid, location):
+        spawns.begin(nodeid)

@@ -449,10 +449,20 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         st = st.select(keep)
     n = len(st)
     okm = st.col("ok")
-    fail_idx = np.nonzero(~okm)[0]
+    # --abandon: requests the user cancelled are neither successes nor failures (their own
+    # outcome, counted apart); in the failure-aware percentiles they count as not answered
+    # in time, and a reply stopped mid-stream keeps its real TTFT there
+    cancel_id = st.str_id("cancelled")
+    cancel_m = (st.col("error_kind") == cancel_id) & ~okm if cancel_id >= 0 else None
+    cancel_idx = np.nonzero(cancel_m)[0] if cancel_m is not None else np.zeros(0, np.int64)
+    fail_idx = np.nonzero(~okm if cancel_m is None else ~okm & ~cancel_m)[0]
+    n_cancel = len(cancel_idx)
+    cancel_ttft_ms = np.sort(np.array(
+        [r.ttft * 1000.0 for r in st.records_at(cancel_idx) if r.ttft is not None],
+        dtype=float)) if n_cancel else np.zeros(0)
+    n_ok = n - len(fail_idx) - n_cancel
     # every request succeeded (the usual case): no index of them (8 MB at a million requests)
-    ok_idx = np.nonzero(okm)[0] if len(fail_idx) else None
-    n_ok = n - len(fail_idx)
+    ok_idx = np.nonzero(okm)[0] if n_ok < n else None
     if t0 is None:
         t0 = float(st.col("scheduled").min()) if n else 0.0
     if t_end is None:
@@ -475,7 +485,12 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         if ms is None:
             return
         if name in CENSORED_METRICS:
-            cens_part[name] = {p: percentile.censored(ms, len(fail_idx), p)
+            known, n_inf = ms, len(fail_idx) + n_cancel
+            if name == "ttft" and len(cancel_ttft_ms):
+                # a reply the user stopped mid-stream had its first token, at that time
+                known = np.sort(np.concatenate((ms, cancel_ttft_ms)))
+                n_inf -= len(cancel_ttft_ms)
+            cens_part[name] = {p: percentile.censored(known, n_inf, p)
                                for p in sorted(set(percentiles) | {50.0})}
         for wname, limit_ms in within:
             if wname == name:
@@ -483,7 +498,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
 
     # Columns as views and, when every request succeeded (the usual case), no index copies:
     # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
-    all_ok = not len(fail_idx)
+    all_ok = n_ok == n
     pick = slice(None) if all_ok else ok_idx
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
@@ -675,6 +690,10 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     s["error_statuses"] = dict(Counter(str(r.status) for r in failed if r.status and r.status >= 400))
     s["error_samples"] = _error_samples(failed)
     del failed
+    if n_cancel:
+        s["cancelled"] = n_cancel
+        s["cancelled_waiting"] = n_cancel - len(cancel_ttft_ms)     # before any token
+        s["cancel_rate"] = n_cancel / n
     s["stalls"] = stalls
     s["stall_threshold_s"] = stall_s
     s["requests_with_stalls"] = requests_with_stalls

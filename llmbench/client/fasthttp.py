@@ -41,7 +41,7 @@ from yarl import URL
 
 from llmbench.version import __version__
 from llmbench.client.netconfig import Net, ProxyError
-from llmbench.client.decoder import ENDED, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -90,8 +90,11 @@ class Watchdog(Protocol):
     last: float
     got_token: bool
     stopped: bool
+    stop_after: int | None          # --abandon: token events after which the user stops
 
     def first_token(self) -> None: ...
+
+    def enough(self) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -490,6 +493,11 @@ class _Conn(asyncio.Protocol):
             dog.last = t        # the idle limit is between events, so only events re-arm it
             if not dog.got_token and self.rec.token_times:
                 dog.first_token()
+            if r == EVENTS:
+                # --abandon share=,after-tokens=: the user stops this reply here
+                if dog.stop_after is not None and len(self.rec.token_times) >= dog.stop_after:
+                    dog.enough()
+                return
             if r == ENDED:
                 # the end marker ends the request; the rest of the body (normally the chunked
                 # terminator) is drained briefly so the connection is back in the pool before

@@ -57,6 +57,7 @@ def preload_transports(base_urls: list[str]) -> None:
         _load_aiohttp()
 
 from llmbench.client import fasthttp
+from llmbench.client.abandon import CANCELLED, Abandon
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
@@ -195,6 +196,8 @@ class RequestParams:
     # --responses-state: "client" sends a conversation's history every turn; "server" lets a
     # Responses API server keep it (store) and sends only the new turn with previous_response_id
     responses_state: str = "client"
+    # --abandon: when users give up on a request (client.abandon); not part of any body
+    abandon: Abandon | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
@@ -220,10 +223,12 @@ class _Watchdog:
     """
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
-                 "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking")
+                 "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking",
+                 "patience_s", "stop_after")
 
     def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
-                 clock: Callable[[], float] = perf_counter, timers: bool = True) -> None:
+                 clock: Callable[[], float] = perf_counter, timers: bool = True,
+                 patience_s: float | None = None, stop_after: int | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = task
         self._t = timeouts
@@ -238,12 +243,18 @@ class _Watchdog:
         self._due = 0.0                 # when the armed timer is due (its lateness: a freeze)
         self.frozen_s = 0.0             # how long the loop was frozen past a deadline
         self._rechecking = False
+        # --abandon (client.abandon): the user gives up without a first token after
+        # patience_s; stops the reply after stop_after token events (the transports check it)
+        self.patience_s = patience_s
+        self.stop_after = stop_after
         self._arm()
 
     def deadline(self) -> float:
         """When, on the client's clock, the next limit passes (first token, idle or total)."""
         t = self._t
         d = self.last + t.idle_s if self.got_token else self.start + t.first_token_s
+        if not self.got_token and self.patience_s is not None:
+            d = min(d, self.start + self.patience_s)
         return min(d, self.start + t.total_s)
 
     _deadline = deadline
@@ -261,6 +272,9 @@ class _Watchdog:
         t = self._t
         if now >= self.start + t.total_s:
             return "timeout_total"
+        if not self.got_token and self.patience_s is not None \
+                and now >= self.start + self.patience_s:
+            return CANCELLED            # the user gave up waiting for a first token
         if not self.got_token and now >= self.start + t.first_token_s:
             return "timeout_first_token"
         if self.got_token and now >= self.last + t.idle_s:
@@ -281,7 +295,7 @@ class _Watchdog:
             return
         self.fired = self._expired()
         if self.fired:
-            if self._rechecking:
+            if self._rechecking and self.fired != CANCELLED:
                 self.fired = "client_stall"
             self._handle = None
             self._task.cancel()
@@ -311,6 +325,14 @@ class _Watchdog:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+    def enough(self) -> None:
+        """The user stops the reply here (``stop_after`` token events came): cancel the
+        request, which closes its connection, as pressing stop does."""
+        if self.fired is None:
+            self.fired = CANCELLED
+            self.stop()
+            self._task.cancel()
 
 
 class AiohttpTransport:
@@ -411,6 +433,8 @@ class AiohttpTransport:
             if not dog.got_token and times:
                 dog.first_token()
             if r == EVENTS:
+                if dog.stop_after is not None and len(times) >= dog.stop_after:
+                    dog.enough()
                 continue
             if r == FAILED:
                 return
@@ -489,6 +513,9 @@ class Client:
         self._timers = True
         # stamp rec.sent (the client's own send delay); off only to measure what it costs
         self.send_stamps = True
+        ab = self.params.abandon
+        self._patience_s = ab.after_s if ab is not None else None
+        self._stops = ab.chooser() if ab is not None else None
         if self.params.max_tokens_field == "auto":
             host = urlsplit(target.base_url).hostname or ""
             field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
@@ -532,10 +559,11 @@ class Client:
 
     async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
                    prompt_tokens_client: int | None = None,
-                   extra: dict[str, Any] | None = None) -> str:
+                   extra: dict[str, Any] | None = None, abandon: bool = True) -> str:
         """Send one request and fill ``rec``; return the reply text (for multi-turn history;
         a wire.agents.ReplyText with its tool calls when it made any). ``extra``: fields for
-        this request's body only (previous_response_id, an agent step's tools)."""
+        this request's body only (previous_response_id, an agent step's tools). ``abandon``
+        False: the user never gives up on this one (the preflight), whatever --abandon says."""
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
         body = self.body(messages, max_tokens, extra)
@@ -548,7 +576,10 @@ class Client:
         rec.max_tokens = max_tokens
         clock = self._clock
         rec.start = clock()
-        dog = _Watchdog(task, self.timeouts, rec.start, clock, self._timers)
+        stops = self._stops if abandon else None
+        dog = _Watchdog(task, self.timeouts, rec.start, clock, self._timers,
+                        self._patience_s if abandon else None,
+                        stops.stop_after() if stops is not None else None)
         stream = self.params.stream
         path: str | None = None         # where a followed redirect pointed
         while True:
@@ -569,6 +600,12 @@ class Client:
                     task.uncancel()
                 rec.error_kind = dog.fired
                 rec.error = f"no {'event' if dog.got_token else 'token'} within the limit"
+                if dog.fired == CANCELLED:
+                    # the user gave up and closed the connection (--abandon)
+                    rec.error = (f"the user stopped the reply after {len(rec.token_times)} "
+                                 "token events" if dog.got_token else
+                                 f"the user gave up: no first token within "
+                                 f"{self._patience_s:g} s")
                 if dog.fired == "client_stall":
                     limit = "idle" if dog.got_token else "first-token"
                     rec.error = (f"llmbench itself was frozen for {dog.frozen_s:.1f} s (its event "

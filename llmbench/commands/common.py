@@ -141,7 +141,8 @@ class Common:
                 "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body),
                 # which HTTP client sent the requests (LLMBENCH_TRANSPORT): a comparison of two
                 # runs should know if it changed
-                "transport": choose_transport(self.target.base_url)}
+                "transport": choose_transport(self.target.base_url),
+                **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
 
 
 def board_for(shape: Any) -> Any:

@@ -31,37 +31,48 @@ def normalize(key: str) -> str:
     return str(key).strip().lstrip("-").replace("-", "_")
 
 
-def read(path: str | Path) -> dict[str, Any]:
-    """The file's table: {normalized key: value}; one line naming the file when it cannot be
-    read or parsed, or when it is not one table of options."""
+def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX_CONFIG_BYTES,
+                  what: str = "file of options") -> tuple[Any, str, str]:
+    """(the parsed document, its text, its kind: TOML, YAML or JSON) of a small file a flag
+    names (--config, --scenario), read safely: a regular file of at most ``max_bytes``, UTF-8,
+    YAML without aliases, nested at most CONFIG_DEPTH levels; one line naming the flag and the
+    file otherwise."""
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
     if kind is None:
-        raise UsageError(f"--config {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
+        raise UsageError(f"{flag} {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
     from llmbench.records import safejson
     try:
-        # a regular file (not /dev/zero or a pipe), at most MAX_CONFIG_BYTES, UTF-8
-        text = safejson.read_file(p, "--config", MAX_CONFIG_BYTES, what=f"{kind} file of options")
+        # a regular file (not /dev/zero or a pipe), at most max_bytes, UTF-8
+        text = safejson.read_file(p, flag, max_bytes, what=f"{kind} {what}")
     except safejson.JsonLimitError as exc:
         raise UsageError(str(exc)) from None
     try:
         if kind == "TOML":
             doc = _toml().loads(text)
         elif kind == "YAML":
-            doc = _yaml_load(text, p)
+            doc = _yaml_load(text, p, flag)
         else:
             doc = json.loads(text)
     except UsageError:
         raise
     except RecursionError:
-        raise UsageError(f"--config {p}: nested too deeply to be a table of options") from None
+        raise UsageError(f"{flag} {p}: nested too deeply to be a {what}") from None
     except Exception as exc:  # noqa: BLE001 - each parser has its own error class
         first = " ".join(str(exc).split())[:200]
-        raise UsageError(f"--config {p}: not valid {kind} ({first}); fix the file")
+        raise UsageError(f"{flag} {p}: not valid {kind} ({first}); fix the file")
     if safejson.depth(doc, CONFIG_DEPTH) > CONFIG_DEPTH:
-        raise UsageError(f"--config {p}: nested over {CONFIG_DEPTH} levels; a config file is "
-                         "one table of option names to values")
+        raise UsageError(f"{flag} {p}: nested over {CONFIG_DEPTH} levels; a {what} is a "
+                         "table of names to values")
+    return doc, text, kind
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The file's table: {normalized key: value}; one line naming the file when it cannot be
+    read or parsed, or when it is not one table of options."""
+    p = Path(path)
+    doc, _, _ = read_document(p, "--config")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -90,7 +101,7 @@ def _toml() -> Any:
                          "(pip install tomli), or give the options as .json")
 
 
-def _yaml_load(text: str, p: Path) -> Any:
+def _yaml_load(text: str, p: Path, flag: str = "--config") -> Any:
     """YAML without aliases: ``*name`` repeats a node by reference, and nine levels of
     ten-fold repeats (a "billion laughs") are 10^9 values to whatever walks the document. A
     file of options has no use for them, so one is refused at its line."""
@@ -98,7 +109,7 @@ def _yaml_load(text: str, p: Path) -> Any:
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             line = event.start_mark.line + 1 if event.start_mark else "?"
-            raise UsageError(f"--config {p}:{line}: a YAML alias (*{event.anchor}); a config "
+            raise UsageError(f"{flag} {p}:{line}: a YAML alias (*{event.anchor}); a config "
                              "file takes plain values, write them out")
     return yaml.safe_load(text)
 

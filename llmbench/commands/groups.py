@@ -18,10 +18,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Literal, TypeVar
 
-from llmbench.commands.options import (FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT, P_REQUEST,
-                                       P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0, SPAN, TEXT,
-                                       TEXTS, TOKENS, Kind, Spec, UsageError, count, number, opt_of,
-                                       option,
+from llmbench.commands.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
+                                       P_REQUEST, P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0,
+                                       SPAN, TEXT, TEXTS, TOKENS, Kind, Spec, UsageError, count,
+                                       number, opt_of, option,
                                        seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
@@ -634,9 +634,18 @@ class RequestOpts(Spec):
         return (RequestParams(stream=self.stream, temperature=self.temperature,
                               ignore_eos=self.ignore_eos, extra_body=body,
                               max_tokens_field=self.max_tokens_field, structured=schema,
-                              responses_state=self.responses_state),
+                              responses_state=self.responses_state,
+                              abandon=getattr(self, "abandon", None)),
                 Timeouts(self.timeout_connect, self.timeout_first_token, self.timeout_idle,
                          self.timeout_total))
+
+
+@dataclasses.dataclass(kw_only=True)
+class AbandonOpts(Spec):
+    """Users who give up (``run``, ``ramp``, ``sweep``: client.abandon): the requests they
+    cancel are counted apart, and the run says whether the server let go of them."""
+
+    abandon: Any = option("Users who give up: after=2s (no first token by then: close the connection); share=0.2 and after-tokens=20 (stop that share of replies after 20 tokens); comma-separated, with seed=N. Cancelled requests are counted apart and stay in the _all percentiles.", P_REQUEST, "--abandon", kind=ABANDON, metavar="POLICY")
 
 
 @dataclasses.dataclass(kw_only=True)

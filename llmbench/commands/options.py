@@ -35,6 +35,34 @@ def _tokens(v: Any, flag: str) -> int | tuple[int, int]:
     return lo if lo == hi else (lo, hi)
 
 
+def _abandon(v: Any, flag: str) -> Any:
+    """'after=2s', 'share=0.2,after-tokens=20' (or a list of them, or an Abandon) -> Abandon
+    (client.abandon's grammar; one line naming the flag otherwise)."""
+    from llmbench.client.abandon import Abandon, parse_abandon
+    if isinstance(v, Abandon):
+        return v
+    if isinstance(v, (list, tuple)):
+        return parse_abandon([TEXT.parse(x, flag) for x in v], flag)
+    return parse_abandon(TEXT.parse(v, flag), flag)
+
+
+def _scenario(v: Any, flag: str) -> Any:
+    """A scenario file's path (read when the plan is built: commands.scenario), or a Scenario
+    (workload.scenario) given from Python."""
+    from pathlib import Path
+    from llmbench.workload.scenario import Scenario
+    if isinstance(v, Scenario):
+        return v
+    if isinstance(v, Path):
+        return v
+    return Path(TEXT.parse(v, flag))
+
+
+def _scenario_cli(v: Any) -> Any:
+    from llmbench.workload.scenario import Scenario
+    return None if isinstance(v, Scenario) else str(v)     # a typed value has no flag form
+
+
 def _thresholds(v: Any, flag: str) -> list[Any]:
     """Threshold objects or their texts -> [Threshold] (analysis.slo's grammar)."""
     from llmbench.analysis.slo import Threshold, ThresholdError, parse_threshold
@@ -50,3 +78,6 @@ TOKENS = Kind(str, _tokens, lambda v: str(v) if isinstance(v, int) else f"{v[0]}
               doc="int | tuple[int, int]")
 THRESHOLDS = Kind(List[str], _thresholds, lambda v: [t.text for t in v],
                   doc="list[Threshold | str]")
+# --abandon after=2s (repeatable, or comma-joined): the command line's texts -> one Abandon
+ABANDON = Kind(List[str], _abandon, lambda v: [v.text()], doc="Abandon | str")
+SCENARIO = Kind(str, _scenario, _scenario_cli, doc="Path | Scenario")

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llmbench.analysis import checks, outages
+from llmbench.analysis import abandon, checks, outages
+from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
@@ -19,9 +20,9 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
 from llmbench.results.folder import environment
-from llmbench.results.schema import Check, Run, ServerProbe, Step, held_load
+from llmbench.results.schema import Check, Run, ServerProbe, Step, deciding_step, held_load
 from llmbench.load.shapes import Ramp, StepWindow
-from llmbench.analysis.slo import HELD, Threshold, check_all, verdict_of, within_requests
+from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
 from llmbench.load.shapes.pace import StepPlan
@@ -70,6 +71,8 @@ class RampPlan:
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
     repeat: dict[str, Any] | None = None    # --repeat: which repeat this is, and those done
     find: FindPlan | None = None            # --find: the search, instead of the fixed steps
+    # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
+    scenario: Any = None
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -175,9 +178,23 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     tel = telemetry_parts(telemetry, steps, records,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
-    verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
-                                  planned=None if search is not None else len(shape.steps),
-                                  telemetry=tel.get("info"))
+    isolation = None
+    if r.scenario is not None:
+        # each class judged on its own requests; the class that broke named, and with
+        # --isolate the one that breaks even alone (analysis.classes)
+        if shape.isolate:
+            isolation = classes_mod.isolation(steps, shape.isolated, unit_of(r),
+                                              shape.isolation_note)
+        verdict = classes_mod.explain(steps, records, unit_of(r), server.samples,
+                                      planned=len(shape.steps),
+                                      prefer=isolation.cause if isolation is not None else (),
+                                      telemetry=tel.get("info"))
+        if isolation is not None:
+            verdict = classes_mod.with_isolation(verdict, isolation)
+    else:
+        verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
+                                      planned=None if search is not None else len(shape.steps),
+                                      telemetry=tel.get("info"))
     if search is not None:
         from llmbench.analysis.findlimit import finish
         search = finish(search, judged, verdict.knee, shape.unit)
@@ -191,6 +208,18 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         verdict.text = (f"Held {verdict_mod.amount(best, unit_of(r))} before the ramp was interrupted. Stopped "
                         f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
                         else "Interrupted before the first step finished.")
+    policy = c.params.abandon
+    if policy is None and r.scenario is not None:
+        # --abandon set for some classes only (their options): the first one's policy names it
+        policy = next((cp.common.params.abandon for cp in r.scenario.classes
+                       if cp.common.params.abandon is not None), None)
+    gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
+    if gave_up is not None and gave_up.release.ok is False:
+        # a server that keeps decoding for closed connections: what users who stay get
+        verdict.evidence.append(gave_up.release.text)
+        verdict.advice.append("The server keeps working on requests whose users left: check "
+                              "that it cancels a request when its connection closes (a "
+                              "proxy in front may keep the upstream connection open).")
     lost = lost_workers(workers)
     if lost is not None:
         # the steps after the loss ran without that worker's users: not the planned load
@@ -207,7 +236,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "join": shape.join,
                          **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
                             if r.find is not None else {})},
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock},
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
+                **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         labels=c.labels, t0_perf=t0_perf, workload=c.workload.describe(),
         environment=environment(), steps=steps, verdict=verdict, search=search,
         user_changes=user_changes,
@@ -218,7 +248,27 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         closed_loop_note="Virtual users wait for each reply before thinking and sending "
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
-        workers=workers, repeat=r.repeat or None, interrupted=interrupted)
+        workers=workers, repeat=r.repeat or None, interrupted=interrupted,
+        abandonment=gave_up, isolation=isolation)
+
+
+def broken_step(steps: Sequence[Step]) -> Step | None:
+    """The step --isolate runs each class alone at: the first that broke after the last that
+    held (a step with too few requests broke nothing)."""
+    step = deciding_step(steps)
+    return step if step is not None and step.state == OVER else None
+
+
+def _class_judges(r: RampPlan) -> None:
+    """--scenario: the ramp's judge per class (each its own thresholds, on its own records),
+    the step's from theirs, and the judge of each class run alone (--isolate)."""
+    shape = r.shape
+    per = {cp.name: judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+           for cp in r.scenario.classes}
+    shape.judge = classes_mod.judge(judge([], r.stall_s, shape.lag_limit_ms, shape.by), per,
+                                    shape.loads)
+    shape.broken = broken_step
+    shape.isolation_judge = classes_mod.isolation_judge(per)
 
 
 def plan_line(index: int, plan: StepPlan, pacer: SearchPacer, unit: str) -> str | None:
@@ -268,7 +318,13 @@ def intro_lines(r: RampPlan) -> list[str]:
 
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     c, shape = r.common, r.shape
-    shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+    if r.scenario is not None:
+        _class_judges(r)
+        targets = r.scenario.targets(c.server_probe)
+    else:
+        shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+        targets = [TargetSpec(c.target, server_probe=c.server_probe,
+                              salt=c.workload.salt_for("main"))]
     if r.find is not None:
         shape.pacer = r.find.pacer(shape)
         shape.steps = []
@@ -286,6 +342,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
 
     def on_step(step: Step) -> None:
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
+        for row in console.class_rows(step):
+            harness.say(row)
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
         if run_dir is not None or harness.dashboard is not None:
@@ -300,16 +358,24 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
                     v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
                 harness.dashboard.step(data["steps"][-1], v or None)
     shape.on_step = on_step
+    if r.scenario is not None and shape.isolate:
+        def on_isolated(alone: Any) -> None:
+            harness.say(console.isolated_row(alone))
+        shape.on_isolated = on_isolated
     if harness.dashboard is not None:
         harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
     for line in intro_lines(r):
         print(line, flush=True)
+    if r.scenario is not None:
+        print("Traffic classes: " + ", ".join(
+            f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
+            + (f"; growing {r.scenario.grow}, the others fixed" if r.scenario.grow else ""),
+            flush=True)
     print(console.agent_ramp_header() if agents else
           console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
-    outcome = harness.run(shape, [TargetSpec(c.target, server_probe=c.server_probe,
-                                             salt=c.workload.salt_for("main"))])
+    outcome = harness.run(shape, targets)
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
@@ -423,6 +489,8 @@ def perform(r: RampPlan, repeat: int = 1,
     if run.search is not None:
         for line in console.search_lines(run.search, r.shape.unit):
             print(line)
+    if run.abandonment is not None:
+        print("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  "))
     if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         print("  Note: users wait for each reply, so as the server slowed down they also sent "
               "less; a real crowd may push harder.")
@@ -430,7 +498,8 @@ def perform(r: RampPlan, repeat: int = 1,
         print(f"  Users held: {(run.held_interval or {}).get('method')}.")
     if code == EXIT_THRESHOLD:
         print(f"No step held its thresholds: exit {EXIT_THRESHOLD}.")
-    print_closing(run, c.workload.warnings, run.status == "partial",
+    print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
+                  run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir)

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
+from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SCENARIO, SECONDS,
                                        SECONDS_ABOVE_0, Spec, UsageError, option)
-from llmbench.commands.groups import (AgentOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
-                                      TargetOpts, TelemetryOpts, WorkloadOpts, command_defaults)
+from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
+                                      ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
+                                      command_defaults)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, warn_short_hold, with_ray, workers)
@@ -94,6 +95,9 @@ class RampOpts(Spec):
     sustain: Seconds | None = option("--find: hold the limit found this long to confirm it (default: one more --hold).", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
     budget: Seconds | None = option("--find: stop the search after this long; it says where it stopped and what is left uncertain.", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
     join: str = option("How a step's new users join: start (turn 0 of a new conversation, evenly over the ramp-in) | spread (each at a random turn, the earlier turns in its prompt with synthetic replies, at random times in the ramp-in: the mix of a steady state from the first step).", P_STEPS, default="start")
+    scenario: Any = option("Traffic classes in one ramp: a TOML, YAML or JSON file of classes, each with its workload options, share of the users (or users/rate of its own) and thresholds; each class judged on its own requests.", P_STEPS, kind=SCENARIO, metavar="FILE")
+    grow: str | None = option("--scenario: grow this class with the steps; the others keep their first step's load.", P_STEPS, metavar="CLASS")
+    isolate: bool = option("--scenario: then run each class alone at its load in the first broken step, and say how much the others added (blame, measured).", P_STEPS, "--isolate", kind=FLAG, default=False)
 
     def check(self) -> None:
         super().check()
@@ -118,10 +122,21 @@ class RampOpts(Spec):
         opt.count(self.repeat, "--repeat", hi=1000)
         if getattr(self, "prefix_hit_ratio", None) is not None:   # warm-up and check: run's
             raise UsageError("--prefix-hit-ratio works with llmbench run only")
+        if self.scenario is None and (self.grow is not None or self.isolate):
+            raise UsageError(f"{'--grow' if self.grow is not None else '--isolate'} goes with "
+                             "--scenario FILE (traffic classes)")
+        from llmbench.workload.scenario import Scenario
+        if isinstance(self.scenario, Scenario):     # given from Python: checked now, as a file
+            self.scenario.check_grow(self.grow)     # is when the plan is built
 
     def searching(self) -> bool:
         """Whether the ramp searches for the limit (--find): as asked, else by default
         against a server given no steps (the built-in mock's demo keeps its fixed steps)."""
+        if getattr(self, "scenario", None) is not None:
+            if self.find:
+                raise UsageError("--find with --scenario: a search over traffic classes is not "
+                                 "built yet; give the steps (--users)")
+            return False
         if self.find is not None:
             return bool(self.find)
         return bool(self.url) and self.users is None and self.start is None \
@@ -238,14 +253,53 @@ class RampOpts(Spec):
                      keep_going=self.keep_going,
                      drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
                      lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
-        return RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
+        plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
                         find=find)
+        if self.scenario is not None:
+            self._with_classes(plan, spec, tgt, seed_offset, progress)
+        return plan
+
+    def _with_classes(self, plan: Any, spec: Any, tgt: Any, seed_offset: int,
+                      progress: bool | None) -> None:
+        """--scenario: each class planned as this ramp with its options over the command's
+        (commands.scenario), the ramp's shape made theirs (load.shapes.classes)."""
+        from llmbench.commands import scenario as sc
+        from llmbench.commands.spec import make_common
+        from llmbench.analysis.slo import parse_threshold
+        scenario = sc.load(spec, self.scenario)
+        common = plan.common
+
+        def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
+            cs = sc.class_spec(spec, scenario, tc)
+            mine = make_common(tgt, dataclasses.replace(cs, seed=cs.seed + seed_offset), 2000,
+                               multi_turn=True, progress=progress)
+            # the run's target, output and telemetry; the class's workload and requests
+            c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
+                                    timeouts=mine.timeouts, count_tokens=mine.count_tokens)
+            return c, (cs.think if cs.think is not None else self.timing()[2])
+
+        def gates(tc: Any) -> list[Any]:
+            if tc.thresholds is None:
+                return self.gates()
+            return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+        sp = sc.plan(scenario, self.grow, self.isolate, build, gates,
+                     workers=getattr(common, "workers", 1))
+        plan.scenario = sp
+        plan.shape = sp.shape(plan.shape)
 
     def prepared(self) -> None:
         """The checks that read files or the machine, and the warning a hold shorter than
         the think time earns, before anything starts."""
         check_ray(self.ray)
         prepare(self)
+        if self.scenario is not None:
+            # the file read and every class's options checked before anything starts
+            from llmbench.commands import scenario as sc
+            spec: Any = self.resolved()
+            scenario = sc.load(spec, self.scenario)
+            scenario.check_grow(self.grow)
+            for tc in scenario.classes:
+                sc.class_spec(spec, scenario, tc)
         ramp_in_s, hold_s, think_s = self.timing()
         # a rate step's arrivals come on the schedule whatever the think time
         if self.by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
@@ -268,8 +322,8 @@ class RampOpts(Spec):
 
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
-class RampSpec(OutputOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts, TelemetryOpts,
-               ServerOpts, TargetOpts):
+class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts,
+               TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench ramp``: add users step by step (``users=[1, 2, 4, 8]``, each step ramped in
     over ``ramp_in`` and held for ``hold`` seconds) until a threshold breaks, and say why. With
     no ``url``, a one-minute demo against the built-in mock. ``by="rate"``: the steps are

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmbench.analysis import checks, metrics, outages, prefix_hit, slo
+from llmbench.analysis import abandon, checks, metrics, outages, prefix_hit, slo
 from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
@@ -108,6 +108,10 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
         extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
+    gave_up = abandon.abandonment(c.params.abandon, records, server.samples, outcome.t0_perf,
+                                  server.kind)
+    if gave_up is not None:
+        extra["abandonment"] = gave_up
     if outcome.telemetry is not None:
         # the whole run: from the first request's dispatch to the last one's end
         end = float(records.col("done").max()) if len(records) else None
@@ -206,6 +210,8 @@ def perform(plan: RunPlan) -> Done:
         for line in trace_report.console_lines(run.trace, run.trace["dispatch_lag"],
                                                run.trace["speed"]):
             print(line)
+    if run.abandonment is not None:
+        print(console.abandonment_lines(run.abandonment))
     if run.thresholds:
         print(console.threshold_lines(run.thresholds))
     if plan.vllm is None:

@@ -13,8 +13,9 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
                                        P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
                                        option)
-from llmbench.commands.groups import (AgentOpts, OutputOpts, RequestOpts, RunWorkloadOpts, Seconds,
-                                      ServerOpts, TargetOpts, TelemetryOpts)
+from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
+                                      RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
+                                      TelemetryOpts)
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)
@@ -112,8 +113,8 @@ class GateOpts(Spec):
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, RequestOpts, AgentOpts, RunWorkloadOpts,
-              RunLoadOpts, TelemetryOpts, ServerOpts, TargetOpts):
+class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpts, AgentOpts,
+              RunWorkloadOpts, RunLoadOpts, TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
     (``concurrency``), open loop (``rate`` requests/s, ``max_concurrency``) or a trace replayed
     on its own timestamps (``trace``); ``requests`` or ``duration`` (seconds) sizes it. With no

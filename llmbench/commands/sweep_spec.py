@@ -12,8 +12,8 @@ from typing import Any
 
 from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
-from llmbench.commands.groups import (AgentOpts, ModelOpts, OutputOpts, RequestOpts, Seconds,
-                                      ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
+from llmbench.commands.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
+                                      Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
                                       command_defaults)
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
 from llmbench.commands.spec import replay_of
@@ -66,8 +66,8 @@ def mock_option_names() -> set[str]:
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**{**RAMP_DEFAULTS, "help": {  # type: ignore[arg-type]
     **RAMP_DEFAULTS["help"], "url": "{NAME} and {PORT} (a free port per value) are replaced."}})
-class SweepSpec(OutputOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts, TelemetryOpts,
-                ServerOpts, ModelOpts, UrlOpts, SweepOpts):
+class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts,
+                TelemetryOpts, ServerOpts, ModelOpts, UrlOpts, SweepOpts):
     """``llmbench sweep``: which server setting serves more users. One ramp per value of the
     ``setting`` grid (``{"OLLAMA_NUM_PARALLEL": [1, 2, 4]}``), each against a server started
     with ``serve``, restarted by ``before``, or the built-in mock (``mock=True``); one page

@@ -69,6 +69,11 @@ class TargetSpec:
     flag: str = "--url"                    # the option that gave this URL
     hints: dict[int, str] = field(default_factory=dict)   # status -> hint in the error line
     salt: Any = None                       # workload.salt.Salt: first in every conversation
+    # --scenario: a traffic class's own target (its request options; its records stamped with
+    # its name, kept in the store of the target named ``share_records`` with every class's)
+    params: RequestParams | None = None
+    traffic_class: str | None = None
+    share_records: str | None = None
 
 
 @dataclass
@@ -169,8 +174,7 @@ class Harness:
 
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
-        return by_done([s.records for s in self._sessions.values()]) if self._sessions \
-            else RecordStore()
+        return by_done(_stores(self._sessions)) if self._sessions else RecordStore()
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
@@ -201,8 +205,8 @@ class Harness:
             print(f"Prometheus metrics: {self.metrics.url} while the run lasts", file=sys.stderr)
         try:
             for spec in targets:
-                client = Client(spec.target, self.params, self.timeouts, shape.max_in_flight(),
-                                self.served_by_header, self.count_tokens)
+                client = Client(spec.target, spec.params or self.params, self.timeouts,
+                                shape.max_in_flight(), self.served_by_header, self.count_tokens)
                 clients[spec.name] = await client.__aenter__()
             for spec in targets:
                 await self._interruptible(self.preflight(clients[spec.name], spec))
@@ -217,8 +221,8 @@ class Harness:
             if log is not None:
                 log.close()
             if self.verbose and self._sessions:
-                resent = sum(int(s.records.col("retries").sum()) for s in self._sessions.values()
-                             if len(s.records))
+                resent = sum(int(st.col("retries").sum()) for st in _stores(self._sessions)
+                             if len(st))
                 print(f"llmbench: requests resent on a new connection (a stale kept-alive one): "
                       f"{resent}", file=sys.stderr)
             if self.metrics is not None:
@@ -236,8 +240,13 @@ class Harness:
                      log: RecordLog | None, stopping: asyncio.Event,
                      loop: asyncio.AbstractEventLoop) -> Outcome:
         run_id = f"{int(time.time()) % 100000:05d}"
-        sessions = {s.name: Session(clients[s.name], log, run_id=s.run_id or run_id, path=s.path,
-                                    stopping=stopping, salt=s.salt) for s in targets}
+        sessions: dict[str, Session] = {}
+        for s in targets:
+            shared = sessions[s.share_records].records if s.share_records in sessions else None
+            sessions[s.name] = Session(clients[s.name], log, run_id=s.run_id or run_id,
+                                       path=s.path, stopping=stopping, salt=s.salt,
+                                       traffic_class=s.traffic_class,
+                                       **({"records": shared} if shared is not None else {}))
         self._sessions = sessions
         if self.keep_texts:
             for s in sessions.values():
@@ -357,7 +366,7 @@ class Harness:
                 await asyncio.to_thread(self.dashboard.stop_feed)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
-        records = by_done([s.records for s in sessions.values()])
+        records = by_done(_stores(sessions))
         servers = {name: ServerSeen(p.kind if p.samples else None, p.note, p.samples)
                    for name, p in scrapers.items()}
         if fleet is not None:
@@ -560,7 +569,8 @@ class Harness:
     async def _preflight_request(self, client: Client) -> Record:
         """Send the one-token request; while it has not answered, say so now and then."""
         rec = Record("preflight", scheduled=perf_counter())
-        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec))
+        task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec,
+                                                abandon=False))
         waited, note_at = 0.0, PREFLIGHT_NOTE_AFTER_S
         limit = min(self.timeouts.first_token_s, self.timeouts.total_s)
         try:
@@ -578,6 +588,11 @@ class Harness:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         return rec
+
+
+def _stores(sessions: dict[str, Session]) -> list[RecordStore]:
+    """The sessions' record stores, each once (traffic classes share one)."""
+    return list({id(s.records): s.records for s in sessions.values()}.values())
 
 
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
-from llmbench.records.record import REFUSED_KINDS, UNMEASURED_KINDS, Record, RecordLog, clean
+from llmbench.records.record import (CANCELLED, REFUSED_KINDS, UNMEASURED_KINDS, Record,
+                                     RecordLog, clean)
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 from llmbench.workload.salt import Salt
@@ -71,6 +72,7 @@ class Counters:
     in_flight: int = 0
     waiting_first: int = 0
     events: int = 0
+    cancelled: int = 0        # --abandon: users who gave up (not failures)
 
 
 @dataclass(eq=False)
@@ -89,6 +91,7 @@ class Session:
     recent_ttft: RecentTTFT = field(default_factory=RecentTTFT)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
+    traffic_class: str | None = None     # stamped on every record (--scenario: its class)
     # what goes first in every conversation this session sends (workload.salt): new for each
     # run, so the server's prefix cache holds nothing of an earlier run's (or path's) prompts
     salt: Salt | None = None
@@ -145,7 +148,8 @@ class Session:
         self._next_id += 1
         rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
                      conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
-                     stream=self.client.params.stream, path=self.path)
+                     stream=self.client.params.stream, path=self.path,
+                     traffic_class=self.traffic_class)
         if agent is not None:
             rec.session_id, rec.step_id, rec.parent_step_id, rec.tool_gap_ms, rec.step_kind = agent
         c = self.counters
@@ -202,7 +206,9 @@ class Session:
         self.active.discard(rec)
         c.in_flight -= 1
         c.done += 1
-        if not rec.ok and rec.error_kind not in UNMEASURED_KINDS:   # warm-up too: the live count
+        if rec.error_kind == CANCELLED:
+            c.cancelled += 1
+        elif not rec.ok and rec.error_kind not in UNMEASURED_KINDS:   # warm-up too: the live count
             c.failed += 1
         c.events += len(rec.token_times)
         if rec.token_times:

@@ -20,6 +20,9 @@ class Context:
         self.workers = workers      # worker processes on this port (llmbench mock --workers)
         self.index = index          # which replica (port) of the worker's this is
         self._worker_header = str(worker)
+        # requests that go on after their client left (MockConfig.decode_after_close): kept
+        # here so the loop does not drop them mid-generation
+        self.background: set[Any] = set()
 
     def headers(self, queue_ms: float | None = None) -> dict[str, str]:
         # the worker process that served the request (0 when the mock has one)

@@ -86,6 +86,11 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
+    # a client that closes its connection mid-request (a user who gave up): by default the
+    # request is dropped at once, its queue place or slot freed (vLLM aborts it, llama.cpp
+    # cancels its task). True: the server goes on decoding it to the end, holding its slot, as
+    # a server that does not watch for closed connections does
+    decode_after_close: bool = False
     # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
     # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
     api_key: str = ""
@@ -193,6 +198,9 @@ class Stats:
     kv_tokens: int = 0        # tokens held by running sequences
     kv_blocks: int = 0        # blocks held by running sequences
     success_total: dict[str, int] = field(default_factory=dict)
+    # generation requests whose client closed the connection before the reply was over
+    # (queued, prefilling or streaming): a test compares it with the requests llmbench cancelled
+    closed_by_client_total: int = 0
 
 
 @dataclass(eq=False)

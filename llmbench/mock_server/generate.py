@@ -225,8 +225,34 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
         if ctx.recorder.prompts:
             log["messages"] = ask.body.get("messages")
             log["prompt"] = ask.body.get("prompt")
-    acquired: Seq | None = None
     seq = Seq(prompt_tokens=len(ptoks))
+    work = _queued_and_served(ctx, request, shape, ptoks, seq, ask, fault, arrival_ns, log)
+    if not cfg.decode_after_close:
+        try:
+            return await work
+        except asyncio.CancelledError:
+            # the client closed the connection (the routes cancel a request's handler then):
+            # its queue place or slot is freed on the way out
+            engine.stats.closed_by_client_total += 1
+            raise
+    # a server that does not watch its connections: the request runs to its end, holding its
+    # slot, whatever became of the client
+    task = asyncio.ensure_future(work)
+    ctx.background.add(task)
+    task.add_done_callback(ctx.background.discard)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        engine.stats.closed_by_client_total += 1
+        raise
+
+
+async def _queued_and_served(ctx: Context, request: web.Request, shape: Shape,
+                             ptoks: list[str], seq: Seq, ask: Ask, fault: str | None,
+                             arrival_ns: int, log: dict[str, Any] | None) -> web.StreamResponse:
+    """Wait for a slot, then serve; the slot is freed however it ends."""
+    engine = ctx.engine
+    acquired: Seq | None = None
     try:
         acquired = await engine.acquire_slot(seq)
         return await _serve(ctx, request, shape, ptoks, seq, ask, fault, arrival_ns, log)
@@ -270,16 +296,37 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     prefill_start_ns = perf_counter_ns()
     sent_tokens = 0
     outcome = Outcome.OK
+    keep_on = cfg.decode_after_close
+    gone = False
+
+    async def write(data: bytes) -> None:
+        """A write to the client; with decode_after_close, one that finds the connection
+        closed is dropped and the generation goes on (the slot stays taken)."""
+        nonlocal gone, outcome
+        if gone:
+            return
+        assert resp is not None
+        try:
+            await resp.write(data)
+        except ConnectionError:
+            if not keep_on:
+                raise
+            gone, outcome = True, Outcome.CLIENT_GONE
     try:
         if stream:
             resp = web.StreamResponse(headers={**ctx.headers(queue_s * 1000.0),
                                                "content-type": shape.content_type,
                                                "cache-control": "no-cache"})
             resp.enable_chunked_encoding()
-            await resp.prepare(request)
+            try:
+                await resp.prepare(request)
+            except ConnectionError:
+                if not keep_on:
+                    raise
+                gone, outcome = True, Outcome.CLIENT_GONE
             opening = shape.open()
             if opening:
-                await resp.write(opening)
+                await write(opening)
         first_ns = 0
         last_ns = 0
         for i in range(n_events):
@@ -323,7 +370,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                                 "total_tokens": n_prompt + sent_tokens}
                 data = shape.token(text, ev_usage, finish if last_ev else None, reasoning)
                 now_ns = perf_counter_ns()
-                await resp.write(data)
+                await write(data)
             else:
                 now_ns = perf_counter_ns()
             event_ns.append(now_ns)
@@ -345,16 +392,19 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
             ask.on_done("".join(words))
         if stream:
             assert resp is not None
-            await resp.write(shape.close(finish, usage, timing, ask.include_usage))
-            await resp.write_eof()
+            await write(shape.close(finish, usage, timing, ask.include_usage))
+            if not gone:
+                await resp.write_eof()
             return resp
         text = "".join(words)
         shape.reasoning_text = "".join(reason_words)
         return web.json_response(shape.whole(text, finish, usage, timing),
                                  headers=ctx.headers(queue_s * 1000.0))
     except ConnectionError:
-        # the client went away mid-stream: its loss, not a server error worth a traceback
+        # the client went away mid-stream: its loss, not a server error worth a traceback (a
+        # write found the connection closed before the routes cancelled the handler)
         outcome = Outcome.CLIENT_GONE
+        engine.stats.closed_by_client_total += 1
         return resp if resp is not None else web.Response(status=499)
     except asyncio.CancelledError:
         outcome = Outcome.CLIENT_GONE

@@ -37,6 +37,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         "preemptions_total": s.preemptions_total, "kv_blocks": s.kv_blocks,
         "kv_capacity_blocks": engine.kv_capacity_blocks(), "rejected_total": s.rejected_total,
         "slots": engine.config.parallel, "success_total": dict(s.success_total),
+        "closed_by_client_total": s.closed_by_client_total,
         "kv_budget_tokens": engine.config.kv_tokens,
         "kv_cached_tokens": engine.kv.tokens if engine.kv is not None else 0,
         "kv_evicted_tokens_total": (engine.kv.evicted_total * engine.kv.block
@@ -87,6 +88,9 @@ def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:
     metric("llmbench_mock:rejected_total", "counter",
            "Requests rejected because the queue was full.", "rejected_total")
     metric("llmbench_mock:slots", "gauge", "Configured parallel slots (0 = unlimited).", "slots")
+    metric("llmbench_mock:requests_closed_by_client_total", "counter",
+           "Generation requests whose client closed the connection before the reply ended.",
+           "closed_by_client_total")
     if any(snap.get("kv_budget_tokens") for _, snap in engines):
         metric("llmbench_mock:kv_budget_tokens", "gauge",
                "KV budget shared by all sessions, in tokens (--kv-tokens).", "kv_budget_tokens")

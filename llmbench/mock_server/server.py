@@ -118,7 +118,10 @@ class MockCluster:
             await web.UnixSite(runner, self.peers.path(self.worker)).start()
             self._runners.append(runner)
         for r, sock in zip(routes, socks):
-            runner = web.AppRunner(r.app(), access_log=None, handle_signals=False)
+            # a request whose client closed its connection is cancelled (queued, prefilling or
+            # streaming), as vLLM and llama.cpp drop it; MockConfig.decode_after_close keeps it
+            runner = web.AppRunner(r.app(), access_log=None, handle_signals=False,
+                                   handler_cancellation=True)
             await runner.setup()
             stamp_arrivals(runner)
             sock = stamping_listener(sock)

@@ -43,7 +43,11 @@ ERROR_KINDS = (
     "interrupted",          # the run was stopped while this request was in flight
     "client_stall",         # a limit passed while llmbench itself was frozen (its event loop
                             # did not run: SIGSTOP, swap, a suspended VM): not the server's
+    # not a failure: the user gave up (--abandon) and closed the connection, before a first
+    # token or mid-stream (``token_times`` says which); counted apart (``CANCELLED``)
+    "cancelled",
 )
+CANCELLED = "cancelled"
 # Kinds llmbench caused itself: they say nothing about the server, so such a request is not
 # measured (not a completed one, not a failed one): definitions.UNMEASURED_KINDS
 
@@ -123,6 +127,9 @@ class Record:
     parent_step_id: str | None = None
     tool_gap_ms: float | None = None
     step_kind: str | None = None
+    # --scenario: the traffic class whose user sent it (None without a scenario, and not
+    # written then); every per-class figure is taken from the records of that class
+    traffic_class: str | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds ----------------------------------
     # Their one definition is records/definitions.py, over (start, token times); these read a

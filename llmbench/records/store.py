@@ -39,7 +39,7 @@ _INTS = {"status": "h", "prompt_tokens": "i", "output_tokens": "i", "cached_toke
 _FLAGS = ("ok", "warmup", "stream")            # bits of one byte
 # short strings from a small vocabulary: an index into the store's string table
 _STRS = ("error_kind", "finish_reason", "served_by", "path", "prompt_tokens_source",
-         "output_tokens_source")
+         "output_tokens_source", "traffic_class")
 # "prefix" + number (run-12, syn-345): the prefix interned, the number in a 4-byte column
 _IDS = ("request_id", "conversation")
 _COLUMNS = set(_F8) | set(_INTS) | set(_FLAGS) | set(_STRS) | set(_IDS) | {"token_times"}

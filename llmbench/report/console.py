@@ -111,6 +111,9 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
     if s.by_turn:
         for name in ("first", "later"):
             out.append(_line(f"TTFT p95, {name} turns (ms):", _f(s.by_turn[name].ttft.p95)))
+    if s.cancelled:
+        out.append(_line("Cancelled by users (not failures):",
+                         f"{s.cancelled} ({s.cancelled_waiting or 0} before a first token)"))
     if s.errors:
         out.append(_line("Errors:", ", ".join(f"{k}: {v}" for k, v in s.errors.items())))
         for e in s.error_samples[:3]:
@@ -272,6 +275,8 @@ def state_text(step: Step) -> str:
         state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
     if step.drifting:
         state += " (still drifting)"
+    if step.summary.cancelled:
+        state += f" ({step.summary.cancelled} cancelled)"   # --abandon: users who gave up, not errors
     return state
 
 
@@ -316,6 +321,46 @@ def agent_ramp_row(step: Step | Mapping[str, Any]) -> str:
         state=state_text(step))
 
 
+def abandonment_lines(a: Any) -> str:
+    """--abandon: what the users cancelled, and whether the server let go of it
+    (``results.abandon.Abandonment``)."""
+    out = [a.sentence()]
+    rel = a.release
+    if rel.text and a.cancelled:
+        flag = "" if rel.ok is not False else "WARNING: "
+        out.append(f"{flag}{rel.text}")
+    return "\n".join(out)
+
+
+def class_rows(step: Step) -> list[str]:
+    """--scenario: each traffic class's row under its step's, in the same columns: its own
+    load, requests and latencies, and its state with its name."""
+    out = []
+    for name, c in step.classes.items():
+        s = c.summary
+        rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
+        load = f"{c.load:g}" if c.unit == "users" else f"{c.load:.3g}/s"
+        out.append(RAMP_COLUMNS.format(
+            unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
+            itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
+            otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
+            err=s.failed, state=f"  {name}: {c.state}"
+            + (f" ({s.cancelled} cancelled)" if s.cancelled else "")))
+    return out
+
+
+def isolated_row(a: Any) -> str:
+    """--isolate: one class alone (``results.schema.IsolatedClass``), in the ramp's columns."""
+    s = a.summary
+    rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
+    load = f"{a.load:g}" if a.unit == "users" else f"{a.load:.3g}/s"
+    return RAMP_COLUMNS.format(
+        unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
+        itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
+        otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
+        err=s.failed, state=f"  {a.name} alone: {a.state}")
+
+
 def threshold_lines(checks: Sequence[Check]) -> str:
     """One line per threshold: 'ok    ttft.p95<=2s: 812 ms' or 'FAIL  ...: why'."""
     out = ["Thresholds:"]
@@ -346,6 +391,13 @@ def verdict_text(v: Verdict) -> str:
         lines.append(kind)
     lines += [f"  {e}" for e in v.evidence]
     lines += [f"  What to change: {a}" for a in v.advice]
+    if v.classes:
+        lines.append("Each class:")
+        for name, c in v.classes.items():
+            why = f" ({c.kind})" if c.broke and c.kind not in ("held", "none") else ""
+            lines.append(f"  {name}: {c.text}{why}")
+        if v.blamed:
+            lines.append(f"Blamed: {', '.join(v.blamed)}.")
     return "\n".join(lines)
 
 

@@ -105,6 +105,64 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
                 "E2EL p95", "out tok/s", "req/s", "errors", "result"]
 
 
+def _classes(run: Run) -> list[str]:
+    """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
+    its own verdict, and with --isolate each class alone at the broken step's load."""
+    steps = run.steps
+    names = list(dict.fromkeys(n for st in steps for n in st.classes))
+    if not names:
+        return []
+    v = run.verdict
+    out = ["<h2>Traffic classes</h2>"]
+    if v is not None and v.classes:
+        rows = [[n, c.kind, c.text + (" (blamed)" if n in v.blamed else "")]
+                for n, c in v.classes.items()]
+        out.append(_table(["class", "reading", "what became of it"], rows,
+                          ["over" if c.broke else "held" for c in v.classes.values()], left=3))
+    rows, marks = [], []
+    for st in steps:
+        for n, c in st.classes.items():
+            s = c.summary
+            failed = [x.text or x.threshold for x in c.failed_checks]
+            rows.append([f"{st.load:g}", n, f"{c.load:g}" if c.unit == "users" else
+                         f"{c.load:.3g}/s", s.requests, fmt_ms(s.ttft.median),
+                         fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
+                         f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
+                         "held" if c.held else f"{c.state}: " + "; ".join(failed)])
+            marks.append("held" if c.held else "over")
+    out.append(_table([run.load_unit, "class", "its load", "requests", "TTFT p50", "TTFT p95",
+                       "ITL p95", "E2EL p95", "out tok/s", "errors", "cancelled", "result"],
+                      rows, marks, left=2))
+    iso = run.isolation
+    if iso is not None:
+        out.append("<h2>Each class alone (--isolate)</h2>")
+        if iso.note:
+            out.append(f"<p>{e(iso.note)}</p>")
+        rows = []
+        for a in iso.classes:
+            for cmp in a.compared:
+                rows.append([a.name, f"{a.load:g}", cmp.threshold, _ms2(cmp.mixed),
+                             _ms2(cmp.alone), _ms2(cmp.added),
+                             "held" if a.held else str(a.state)])
+        if rows:
+            out.append(_table(["class", "its load", "threshold", "with the others (ms)",
+                               "alone (ms)", "the others added (ms)", "alone it"], rows,
+                              ["held" if r[-1] == "held" else "over" for r in rows], left=3))
+        out += [f"<p>{e(t)}</p>" for t in iso.text]
+    return out
+
+
+def _abandonment(run: Run) -> list[str]:
+    """--abandon: what the users cancelled and whether the server let go of it."""
+    a = run.abandonment
+    if a is None:
+        return []
+    rel = a.release
+    out = ["<h2>Users who gave up (--abandon)</h2>", f"<p>{e(a.sentence())}</p>"]
+    if rel.text and a.cancelled:
+        bad = rel.ok is False
+        out.append(f'<div class="verdict{" bad" if bad else ""}">{e(rel.text)}</div>')
+    return out
 def steps_table(steps: Sequence[Step | dict[str, Any]], unit: str) -> str:
     """A ramp's steps, one row each: the report's table, and the dashboard's (which has them
     as run.json's dicts)."""
@@ -227,6 +285,8 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
         errs = "".join(_errors(st.summary, amount(st.load, unit)) for st in steps)
         if errs:
             body.append("<h2>Errors</h2>" + errs)
+    body += _classes(run)
+    body += _abandonment(run)
     body += _timeline(run, run_dir, unit)
     body += _server_machine(run, run_dir, unit)
     return body
@@ -417,6 +477,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
     body += _prefix_cache(run.prefix_cache)
     body += _sessions("", [("run", run.sessions)])
+    body += _abandonment(run)
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
                                    "TTFT and E2EL"), "TTFT and E2EL CDF"))

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
                              EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
+from llmbench.results.abandon import Abandonment
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.search import Search
@@ -67,8 +68,11 @@ SCALARS = {
     "tool_call_share": "tool_call_share", "valid_output_share": "valid_output_share",
     "embeddings_throughput": "embeddings_throughput", "emb_s": "embeddings_throughput",
     "input_throughput": "input_throughput",
+    # --abandon: requests the users cancelled (not failures), and their share of all
+    "cancelled": "cancelled", "cancel_rate": "cancel_rate",
 }
-SHARES = ("error_rate", "completed_share", "tool_call_share", "valid_output_share")
+SHARES = ("error_rate", "completed_share", "tool_call_share", "valid_output_share",
+          "cancel_rate")
 # which direction is worse (compare's gate)
 HIGHER_IS_BETTER = ("output_throughput", "request_throughput", "total_token_throughput",
                     "request_goodput", "completed", "completed_share", "held",
@@ -341,13 +345,16 @@ _TAIL = (("requests", "requests", "always"), ("completed_share", "completed_shar
          ("non_streaming", "non_streaming", "always"),
          ("stream_bunching", "stream_bunching", "always"),
          ("served_by", "served_by", "always"), ("backends", "backends", "set"))
+# --abandon: cancelled by the user, of them before any token, and their share of all requests
+_CANCELLED = (("cancelled", "cancelled", "set"), ("cancelled_waiting", "cancelled_waiting", "set"),
+              ("cancel_rate", "cancel_rate", "set"))
 _LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
          ("cached_reported", "cached_reported", "set"),
          # written beside cached_reported, a share of None included (no prompt tokens told)
          ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
 _AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
 _SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
-                  + _LAST + _AFTER}
+                  + _CANCELLED + _LAST + _AFTER}
 _SCALAR_DEFAULTS = {"completed": 0, "failed": 0, "requests": 0, "errors": {},
                     "error_statuses": {}, "error_samples": [], "non_streaming": False,
                     "served_by": {}}
@@ -422,6 +429,13 @@ class Summary(Part):
     total_embeddings: int | None = None
     embeddings_throughput: float | None = None
     input_throughput: float | None = None
+    # --abandon (None when no user gave up): requests the users cancelled, not failures and
+    # not in ``failed`` or ``error_rate``; of them, those cancelled before any token; their
+    # share of all requests. The failure-aware percentiles (``_all``) count them as not
+    # answered in time (a reply stopped mid-stream keeps its real TTFT there)
+    cancelled: int | None = None
+    cancelled_waiting: int | None = None
+    cancel_rate: float | None = None
     # multi-turn: the same summary of first turns and of later turns ("first", "later")
     by_turn: dict[str, "Summary"] = field(default_factory=dict)
 
@@ -476,6 +490,7 @@ class Summary(Part):
         for w in self.within:
             yield w.key, w.share
         yield from self._scalars(_TAIL)
+        yield from self._scalars(_CANCELLED)
         yield from self.server_slot_wait.items(censored=False)
         yield from self.send_delay.items(censored=False)
         yield from self.server_queue.items(censored=False)
@@ -622,6 +637,8 @@ class Check(Part):
     outage: bool | None = part(None, omit="none")
     outages: list[dict[str, Any]] | None = part(None, omit="none")
     start_s: float | None = part(None, omit="none")
+    # --scenario: the traffic class whose threshold this is (None: the whole step's own check)
+    traffic_class: str | None = part(None, omit="none")
 
 
 @dataclass
@@ -638,11 +655,41 @@ class Steady(Part):
 
 
 @dataclass
+class ClassStep(Part):
+    """One traffic class (``--scenario``) at one ramp step: its own load (``unit``: users, a
+    whole number, or req/s), its thresholds' checks and state, the summary of its own requests
+    that started in the step's hold, and its steady state. A class broke the step when its
+    state is ``over``."""
+
+    load: float = 0.0
+    unit: str = "users"
+    held: bool = False
+    state: StepState = HELD
+    checks: list[Check] = field(default_factory=list)
+    unfinished: int = 0
+    steady: Steady | None = None
+    summary: Summary = field(default_factory=Summary)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def as_step(self, parent: "Step") -> "Step":
+        """This class's view of the step, a Step of its own (the verdict's machinery reads
+        one): the parent's index, load, window and monitor; its own checks and summary."""
+        return Step(index=parent.index, load=parent.load, ramp_start=parent.ramp_start,
+                    hold_start=parent.hold_start, hold_end=parent.hold_end, held=self.held,
+                    state=self.state, checks=list(self.checks), monitor=parent.monitor,
+                    unfinished=self.unfinished, steady=self.steady, summary=self.summary)
+
+
+@dataclass
 class Step(Part):
     """One load level of a ramp: its load (users, a whole number, or requests/s for an
     open-loop ramp), its hold window, whether it held its thresholds (``state``), the checks
     that say so, its summary (from the requests that started in the hold), the load
-    generator's monitor and its steady state."""
+    generator's monitor and its steady state. With ``--scenario``, ``classes`` holds each
+    traffic class's own part of it, and the step held only if every class did."""
 
     index: int = 0
     load: float = 0.0
@@ -656,6 +703,7 @@ class Step(Part):
     unfinished: int = 0
     steady: Steady | None = None
     summary: Summary = field(default_factory=Summary)
+    classes: dict[str, ClassStep] = part(default_factory=dict, omit="empty")
     # the server's machine over the hold window (None: not sampled; analysis.telemetry)
     telemetry: Telemetry | None = part(None, omit="none")
     # the agent sessions that started in the hold, with all their calls (None: no agents;
@@ -812,6 +860,76 @@ def _analysed(v: "Verdict") -> bool:
 
 
 @dataclass
+class ClassVerdict(Part):
+    """One traffic class's own reading of the ramp: ``kind`` as a Verdict's (from its own
+    requests: queuing, saturation...), ``text`` what became of it ("held at every step", "broke
+    at 8 users: TTFT p95 was 2.55 s, over 2 s"), ``held_load`` its own load at the last step
+    that held overall, ``broke`` whether it broke the deciding step."""
+
+    kind: str = "held"
+    text: str = ""
+    broke: bool = False
+    held_load: float | None = None
+    unit: str = "users"
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Compared(Part):
+    """One threshold's statistic of a class, in the broken step (``mixed``: with every class)
+    and run alone at the same load (``alone``); ``added``: what the others added
+    (mixed - alone, in the statistic's units: ms for latencies)."""
+
+    threshold: str = ""
+    metric: str | None = None
+    stat: str | None = None
+    mixed: float | None = None
+    alone: float | None = None
+    added: float | None = None
+    limit: float | None = None
+    ok_mixed: bool | None = None
+    ok_alone: bool | None = None
+
+
+@dataclass
+class IsolatedClass(Part):
+    """A traffic class run alone (``--isolate``) at the load it had in the broken step: its
+    window (``step``: its own step index in requests.jsonl), whether it held alone, its checks
+    and summary alone, each threshold mixed against alone, and the sentence that says it."""
+
+    name: str = ""
+    load: float = 0.0
+    unit: str = "users"
+    step: int = 0
+    ramp_start: float | None = None
+    hold_start: float | None = None
+    hold_end: float | None = None
+    held: bool = False
+    state: StepState = HELD
+    broke_mixed: bool = False
+    checks: list[Check] = field(default_factory=list)
+    compared: list[Compared] = field(default_factory=list)
+    summary: Summary = field(default_factory=Summary)
+    text: str = ""
+
+
+@dataclass
+class Isolation(Part):
+    """``--isolate``: each traffic class run alone at its load in the first step that broke
+    (``of_step``, at ``load`` in the ramp's unit), and what that says: ``cause`` the classes
+    that break even alone (their own requests are the limit), ``victims`` those that broke
+    only with the others present; ``text`` the sentences. ``note``: why it did not run."""
+
+    of_step: int | None = None
+    load: float | None = None
+    classes: list[IsolatedClass] = field(default_factory=list)
+    cause: list[str] = field(default_factory=list)
+    victims: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    note: str | None = part(None, omit="none")
+
+
+@dataclass
 class Verdict(Part):
     """Why a ramp stopped (or that every step held): ``kind``, ``text`` the sentence the console
     prints (run.json's "result"), ``evidence`` and ``advice`` the lines under it; the figures it
@@ -843,6 +961,10 @@ class Verdict(Part):
     incomplete: bool | None = part(None, omit="none")
     # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)
     cache: CacheBound | None = part(None, omit="none")
+    # --scenario: each traffic class's own reading, and the classes that broke the deciding
+    # step (with --isolate: the classes that break even alone, analysis.classes)
+    classes: dict[str, ClassVerdict] = part(default_factory=dict, omit="empty")
+    blamed: list[str] = part(default_factory=list, omit="empty")
 
 
 # -- a probe's step ----------------------------------------------------------------------------
@@ -1060,6 +1182,10 @@ class Run(Part):
     repeats: dict[str, Any] | None = part(None, omit="none")
     # a probe whose router named no backend: what that means for the spread and the overhead
     backends_unidentified: str | None = part(None, omit="none")
+    # --abandon: what the users cancelled and whether the server let go (results.abandon)
+    abandonment: Abandonment | None = part(None, omit="none")
+    # --scenario --isolate: each class alone at its load in the first step that broke
+    isolation: Isolation | None = part(None, omit="none")
     # a killed run whose summary ``report`` rebuilt from requests.jsonl
     note: str | None = part(None, omit="none")
     rebuilt_at: float | None = part(None, omit="none")

@@ -193,7 +193,7 @@ async def _warm_up(target: Target, timeout_s: float,
     async with Client(target, RequestParams(), timeouts) as client:
         while True:
             rec = Record("warm-up", scheduled=time.perf_counter())
-            await client.send([{"role": "user", "content": "Hi"}], 1, rec)
+            await client.send([{"role": "user", "content": "Hi"}], 1, rec, abandon=False)
             if rec.ok or (rec.status == 200 and rec.error_kind == "no_token"):
                 return
             last = f"{rec.error_kind} {rec.status or ''}: {(rec.error or '')[:120]}".strip()

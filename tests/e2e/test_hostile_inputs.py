@@ -117,6 +117,12 @@ def files(tmp_path_factory) -> Path:
         fh.truncate(3 << 30)
     (d / "deep-sweep").mkdir()
     (d / "deep-sweep" / "sweep.json").write_text("[" * 100_000)
+    os.mkfifo(d / "fifo.toml")
+    (d / "scenario-key.toml").write_text("[classes.chat]\nshare = 1\ncolour = 'red'\n")
+    (d / "scenario-sum.toml").write_text("[classes.chat]\nshare = 0.5\n[classes.rag]\nshare = 0.3\n")
+    (d / "scenario-threshold.toml").write_text("[classes.chat]\nshare = 1\nthresholds = ['ttft.p95<=soon']\n")
+    (d / "scenario-value.toml").write_text("[classes.chat]\nshare = 1\nprompt_tokens = 'many'\n")
+    (d / "scenario-ok.toml").write_text("[classes.chat]\nshare = 1\n")
     return d
 
 
@@ -398,6 +404,25 @@ INPROC_CASES = [
     (RAMP + ["--sustain", "0"], 2, "--sustain '0': must be above 0"),
     (RAMP + ["--join", "middle"], 2, "--join 'middle': choose start or spread"),
     (RAMP + ["--join", "spread", "--by", "rate", "--users", "1,2"], 2, "--join spread goes with --by users"),
+    # ramp: traffic classes (--scenario) and users who give up (--abandon)
+    (RAMP + ["--scenario", "{d}/nope.toml"], 2, "--scenario"),
+    (RAMP + ["--scenario", "{d}/fifo.toml"], 2, "not a regular file"),
+    (RAMP + ["--scenario", "{d}/deep.json"], 2, "--scenario"),
+    (RAMP + ["--scenario", "{d}/scenario-key.toml"], 2, "scenario-key.toml:3: unknown key 'colour'"),
+    (RAMP + ["--scenario", "{d}/scenario-sum.toml"], 2, "the shares sum to 0.8"),
+    (RAMP + ["--scenario", "{d}/scenario-threshold.toml"], 2, "scenario-threshold.toml:3: class 'chat': threshold"),
+    (RAMP + ["--scenario", "{d}/scenario-value.toml"], 2, "scenario-value.toml:3: class 'chat': --prompt-tokens"),
+    (RAMP + ["--scenario", "{d}/scenario-sum.toml", "--grow", "video"], 2, "the shares sum"),
+    (RAMP + ["--scenario", "{d}/scenario-ok.toml", "--grow", "video"], 2, "--grow 'video': no such class"),
+    (RAMP + ["--grow", "chat"], 2, "--grow goes with --scenario"),
+    (RAMP + ["--isolate"], 2, "--isolate goes with --scenario"),
+    (RAMP + ["--abandon", "after=soon"], 2, "--abandon after="),
+    (RAMP + ["--abandon", "after=inf"], 2, "--abandon"),
+    (RAMP + ["--abandon", "share=2,after-tokens=3"], 2, "at most 1"),
+    (R + ["--abandon", "share=0.5"], 2, "add after-tokens=N"),
+    (R + ["--abandon", "after-tokens=-1,share=0.1"], 2, "at least 1"),
+    (R + ["--abandon", "patience=3s"], 2, "unknown key 'patience'"),
+    (R + ["--abandon", "after=1e308"], 2, "at most 30 days"),
     # sweep
     (["sweep", "--mock", "--setting", "parallel=1", "--resume", "{d}/nope"], 2, "/nope: no sweep.json there"),
     (["sweep", "--mock", "--setting", "parallel=1", "--resume", "{d}/ramp-nosummary"], 2, "no sweep.json there"),

@@ -22,8 +22,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # they build a tokenizer themselves.
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
-__all__ = ["ENV", "FIXTURES", "ROOT", "RawServer", "free_port", "llmbench", "only_run", "run",
-           "send_one"]
+__all__ = ["ENV", "FIXTURES", "ROOT", "RawServer", "free_port", "llmbench", "only_run", "probe_cli",
+           "run", "send_one"]
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
 
@@ -38,6 +38,17 @@ def llmbench(*args, timeout=120, env=None):
     return subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
                           text=True, timeout=timeout, env={**ENV, **_transport(), **(env or {})},
                           cwd=ROOT)
+
+
+def probe_cli(router: str, direct: str, out: Path, *extra: str, model: str = "mock",
+              timeout: float = 180) -> subprocess.CompletedProcess:
+    """``llmbench probe`` on the command line, for the tests of its wording and exit codes, with
+    the defaults tests/helpers/api.py's ``probe`` has: 2 s slices, 2 rounds, 20 prompt and 10
+    output tokens, 3 turns."""
+    return llmbench("probe", "--router", router, "--direct", direct, "--model", model,
+                    "--slice", "2s", "--rounds", "2", "--prompt-tokens", "20",
+                    "--output-tokens", "10", "--turns", "3", "--out", str(out), *extra,
+                    timeout=timeout)
 
 
 def only_run(out: Path) -> Path:

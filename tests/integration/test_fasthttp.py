@@ -29,9 +29,13 @@ HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-Llmbench-Repli
 class _Dog:
     last = 0.0
     got_token = False
+    stop_after = None
 
     def first_token(self) -> None:
         self.got_token = True
+
+    def enough(self) -> None:
+        raise AssertionError("no --abandon here")
 
     def stop(self) -> None:
         pass

@@ -17,7 +17,7 @@ from tests.helpers.keepalive_server import KeepAliveServer
 from tests.helpers import ENV, only_run
 import llmbench
 from tests.helpers.api import probe as probe_api
-from tests.integration.test_probe import probe
+from tests.helpers import probe_cli as probe
 
 from llmbench.analysis import timeline
 from llmbench.load.harness import LiveView

@@ -196,16 +196,23 @@ def test_one_slot_waits_stack_by_whole_service_times(mock_factory):
     m = mock_factory(ttft_ms=50, itl_ms=10, parallel=1)
     recs = run(concurrent(m.url + "/v1", 4, 10, stagger_s=0.005))
     assert all(r.ok for r in recs)
-    ttfts = sorted(r.ttft * 1000 for r in recs)
-    assert ttfts[0] == pytest.approx(50, abs=25), ttfts
-    # each request waits one more whole service time: a busy machine makes every timer a bit
-    # late, so a service time can only come out longer (CI saw 504 ms for the 4th's 470)
-    for a, b in zip(ttfts, ttfts[1:]):
-        assert 125 <= b - a <= 185, ttfts
+    by_first = sorted(recs, key=lambda r: r.first_token)
+    ttfts = [r.ttft * 1000 for r in by_first]
+    # a busy machine makes every timer late, never early: lower bounds are the paper's, upper
+    # bounds are judged against what this machine really took (the requests before)
+    assert 50 - 25 <= ttfts[0] <= 50 + 150, ttfts
+    # each request waits one more whole service time: one slot streams one reply at a time,
+    # and the next reply's first token comes one prefill (50 ms) after the last one's end
+    for a, b in zip(by_first, by_first[1:]):
+        assert b.first_token >= a.end, ttfts                       # never two at once
+        assert 50 - 10 <= (b.first_token - a.end) * 1000 <= 50 + 100, ttfts
+        assert (b.first_token - a.first_token) * 1000 >= 140 - 15, ttfts
     gaps = [g for r in recs for g in np.diff(r.token_times)]
-    assert np.median(gaps) * 1000 == pytest.approx(10, abs=1.5)
-    waits = sorted(r.server_queue_ms for r in recs)
-    assert 3 * 140 - 25 <= waits[3] <= 3 * 140 + 90, waits
+    assert 10 - 1.5 <= np.median(gaps) * 1000 <= 10 + 4
+    # the mock's own queue time: the 4th waited for the 3 before it, each served whole
+    waits = [r.server_queue_ms for r in by_first]
+    served_before_ms = sum((r.end - r.first_token) * 1000 + 50 for r in by_first[:3])
+    assert 3 * 140 - 25 <= waits[3] <= served_before_ms + 90, (waits, served_before_ms)
 
 
 def test_shared_steps_slow_down_with_batch(mock_factory):
@@ -215,9 +222,13 @@ def test_shared_steps_slow_down_with_batch(mock_factory):
     four = run(concurrent(m.url + "/v1", 4, 20))
     g1 = np.median(np.diff(alone[0].token_times)) * 1000
     g4 = np.median([g for r in four for g in np.diff(r.token_times)]) * 1000
-    assert g1 == pytest.approx(10, abs=1.5)
-    assert g4 == pytest.approx(25, abs=3)
-    assert max(r.ttft for r in four) < 0.06        # no queue: 4 slots for 4 requests
+    # late timers make a gap longer, never shorter (CI, busy: 15 ms alone): the paper's values
+    # are lower bounds, and the slowdown is read as what four add to one (15 ms: lateness
+    # the two runs share cancels), which a wrong slowdown misses (4 counted: 20; none: 0)
+    assert g1 >= 10 - 1.5 and g4 >= 25 - 3, (g1, g4)
+    assert 15 - 4.5 <= g4 - g1 <= 15 + 4.5, (g1, g4)
+    # no queue: 4 slots for 4 requests (one would wait a whole reply, 20 + 19 * 25 ms)
+    assert max(r.ttft for r in four) < 0.2
 
 
 def test_queue_limit_rejects_like_the_emulated_server(mock_factory):

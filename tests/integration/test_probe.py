@@ -4,37 +4,27 @@ state (in test_ramp), bad input."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from llmbench.analysis.router_ab import router_bound
 from llmbench.servers.scrape import ServerProbe, extract, extract_llamacpp_slots, extract_nomyo_usage, extract_ollama_ps, parse_prometheus, wanted_metrics
-from tests.helpers import ROOT, free_port, run
+from tests.helpers import free_port, run
 from tests.helpers.proxies import Proxy
 from tests.helpers.api import probe as probe_api
-from tests.helpers import ENV, only_run
+from tests.helpers import only_run
+from tests.helpers import probe_cli as probe      # the CLI: for wording and exit codes
 
 from tests.helpers import FIXTURES as FIX  # noqa: E402
-
-
-def probe(router, direct, tmp_path, *extra, model="mock"):
-    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "probe", "--router", router,
-                        "--direct", direct, "--model", model, "--slice", "2s", "--rounds", "2",
-                        "--prompt-tokens", "20", "--output-tokens", "10", "--turns", "3",
-                        "--out", str(tmp_path), *extra],
-                       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=180)
-    return r
 
 
 def test_measures_a_known_added_delay(mock_factory, tmp_path):
     # two identical proxies in front of the same mock; one adds 20 ms before the first byte
     m = mock_factory(ttft_ms=30, itl_ms=5, tokens=10)
     with Proxy([m.url], delay_s=0.020) as slow, Proxy([m.url]) as plain:
-        r = probe(slow.url + "/v1", plain.url + "/v1", tmp_path, "--users", "2")
-    assert r.returncode == 0, r.stdout + r.stderr
+        # only the numbers: in this process, through the API (it raises where the CLI fails)
+        probe_api(slow.url + "/v1", plain.url + "/v1", tmp_path, users="2")
     step = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"][0]
     # the proxy's own sleep wakes a little late; compare with what it really added
     import numpy as np
@@ -47,13 +37,14 @@ def test_measures_a_known_added_delay(mock_factory, tmp_path):
     assert lo <= step["ttft_p50"]["overhead_ms"] <= hi
 
 
-def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path):
+def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path, capsys):
     m = mock_factory(ttft_ms=30, itl_ms=5, tokens=10)
     # 4 slices a path, not 2: with 2, a busy machine that happened to slow both router slices
     # by 1-3 ms (CI: 1 run in ~5) leaves no slice of the other kind to resample, and an A/A
     # difference of that size reads as certain (the README asks users for --rounds 3 or more)
-    r = probe(m.url + "/v1", m.url + "/v1", tmp_path, "--users", "2", "--rounds", "4")
-    assert r.returncode == 0, r.stderr
+    # in this process, through the API: progress=None prints the command's lines (no live line)
+    probe_api(m.url + "/v1", m.url + "/v1", tmp_path, users="2", rounds=4, progress=None)
+    out = capsys.readouterr().out
     step = json.loads((only_run(tmp_path) / "run.json").read_text())["steps"][0]
     # "not significant" is the claim (interval spans zero, or under 1 ms / 2 %); the size bound
     # leaves room for a busy machine, which shifts both paths alike but not in lock-step
@@ -62,7 +53,7 @@ def test_no_overhead_when_nothing_is_added(mock_factory, tmp_path):
     # E2EL (~80 ms here) spans more of the machine's load swings between slices, so a busy box
     # can make a 2 ms A/A difference "significant"; what must hold is that it stays small
     assert abs(step["e2el_p50"]["overhead_ms"]) < 8.0
-    assert "No significant router overhead" in r.stdout
+    assert "No significant router overhead" in out
 
 
 def _slice_records(path: str, ttft_ms_by_slice: list[float], t_starts: list[float],
@@ -164,11 +155,12 @@ def test_token_gaps_of_one_request_are_resampled_together():
     assert hi - lo > 0.4, (lo, hi)
 
 
-def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path):
+def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path, capsys):
     m = mock_factory(replicas=3, ttft_ms=5, itl_ms=1, tokens=5, prefix_cache=True)
     with Proxy(m.urls) as rr:
-        r = probe(rr.url + "/v1", m.urls[0] + "/v1", tmp_path, "--users", "2")
-    assert r.returncode == 0, r.stderr
+        # in this process; progress=None: the command's lines, without the live line
+        probe_api(rr.url + "/v1", m.urls[0] + "/v1", tmp_path, users="2", progress=None)
+    out = capsys.readouterr().out
     run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
     be = run_["backends"]
     assert set(be["backends"]) == {"replica-0", "replica-1", "replica-2"}
@@ -177,7 +169,7 @@ def test_identity_spread_and_affinity_behind_round_robin(mock_factory, tmp_path)
     # round robin: 2 users over 3 backends, a conversation's next turn moves on
     assert be["affinity"]["same_backend_next_turn"] < 0.5
     assert all(v["cache_hit_rate"] is not None for v in be["backends"].values())
-    assert "Backends behind the router" in r.stdout and "affinity" in r.stdout
+    assert "Backends behind the router" in out and "affinity" in out
 
 
 def test_affinity_and_cache_hits_behind_a_sticky_router(mock_factory, tmp_path):

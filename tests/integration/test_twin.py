@@ -204,7 +204,9 @@ def test_decode_curve_sets_the_step_by_running_count(mock_factory):
         return alone, both[0]
     alone, shared = asyncio.run(go())
     med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-    assert med(alone) < 25 and med(shared) >= 35          # 10 ms alone, 40 ms with two
+    # 10 ms alone, 40 ms with two: late timers (a busy machine) lengthen both, never shorten
+    # them, and what the second sequence adds is 30 ms on paper
+    assert med(alone) >= 9 and med(shared) >= 35 and med(shared) - med(alone) >= 20, (alone, shared)
 
 
 def test_chunked_prefill_spreads_a_long_prompt_over_the_steps_it_shares(mock_factory):
@@ -220,15 +222,26 @@ def test_chunked_prefill_spreads_a_long_prompt_over_the_steps_it_shares(mock_fac
     whole = max_gap_while_long_prompt(0)          # 3000 tokens x 0.1 ms in one step: ~300 ms
     chunked = max_gap_while_long_prompt(300)      # ten steps of 10 + 30 ms
     assert max(whole) >= 250
-    assert max(chunked) < 150 and sum(1 for g in chunked if g >= 30) >= 5
+    # chunked: the prompt's steps are ~40 ms each, many of them; judged by their count and
+    # median, so one late wake-up of a busy machine (a 150 ms gap) is not taken for one step
+    big = sorted(g for g in chunked if g >= 30)
+    assert len(big) >= 5 and big[len(big) // 2] < 100, chunked
+    assert max(chunked) < max(whole), (chunked, whole)
 
 
-async def _first_token_at(url: str, prompt_words: int, delay_s: float = 0.0) -> tuple[float, float]:
-    """(start, first token) on the perf_counter clock."""
+async def _first_token_at(url: str, prompt_words: int, delay_s: float = 0.0,
+                          after: asyncio.Event | None = None,
+                          sent: asyncio.Event | None = None) -> tuple[float, float]:
+    """(start, first token) on the perf_counter clock; ``delay_s`` counted from ``after`` (the
+    other request's send), when given: a busy machine may take long to open a client."""
     import time
+    if after is not None:
+        await after.wait()
     await asyncio.sleep(delay_s)
     async with httpx.AsyncClient(timeout=60) as c:
         start = time.perf_counter()
+        if sent is not None:
+            sent.set()
         async with c.stream("POST", url + "/v1/completions", json={
                 "model": "mock", "prompt": "word " * prompt_words, "max_tokens": 3,
                 "stream": True}) as resp:
@@ -247,12 +260,15 @@ def test_a_separate_last_prompt_step_makes_prefills_under_load_wait_for_each_oth
                          prefill_last_step=last_step, parallel=4)
 
         async def go():
-            return await asyncio.gather(_first_token_at(m.url, 300),
-                                        _first_token_at(m.url, 300, delay_s=0.3))
+            a_sent = asyncio.Event()         # B goes 300 ms after A was sent, not after A began
+            return await asyncio.gather(_first_token_at(m.url, 300, sent=a_sent),
+                                        _first_token_at(m.url, 300, delay_s=0.3, after=a_sent))
         (_a0, a1), (b0, _b1) = asyncio.run(go())
         return a1 - b0
-    assert a_first_token_after_b_started(True) >= 0.5       # ~0.95 s: waited for B's bulk
-    assert a_first_token_after_b_started(False) < 0.5       # ~0.35 s: its own prompt only
+    waited = a_first_token_after_b_started(True)       # ~0.95 s: waited for B's bulk
+    alone = a_first_token_after_b_started(False)       # ~0.35 s: its own prompt only
+    # a busy machine makes both later, alike: B's bulk (600 ms on paper) is the difference
+    assert waited >= 0.5 and waited - alone >= 0.3, (waited, alone)
 
 
 def test_kv_capacity_preempts_and_recomputes(mock_factory):

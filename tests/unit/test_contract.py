@@ -45,7 +45,7 @@ def test_every_folder_loads_and_writes_back_unchanged(folder, tmp_path):
 
 def test_a_summary_through_its_dict_is_itself():
     from llmbench.analysis import metrics
-    from tests.unit.test_record_store import varied
+    from tests.helpers.records import varied
     for kw in ({}, {"goodput_slo_ms": {"ttft": 40.0}, "within": [("ttft", 30.0), ("itl", 10.0)],
                     "percentiles": (50.0, 90.0, 95.0, 99.0, 99.9)}):
         s = metrics.summarize(varied(300, 3), **kw)

@@ -18,7 +18,7 @@ import unicodedata
 from pathlib import Path
 
 from tests.helpers import ROOT  # noqa: E402
-from tests.unit.test_architecture import LAYERS, PACKAGE
+from tests.helpers.layers import LAYERS, PACKAGE
 
 MAP_ENTRY = re.compile(r"^([A-Za-z_][\w]*)(/|\.py)(?=\s|$)")
 

@@ -136,7 +136,7 @@ def test_a_fresh_summary_of_every_kind_of_record_is_typed_whole():
     """What summarize writes today (reasoning, backends, server timings, cached tokens, send
     delay, within shares, goodput, turns): every key has its typed field, with its value."""
     from llmbench.analysis import metrics
-    from tests.unit.test_record_store import varied
+    from tests.helpers.records import varied
     s = metrics.summarize(varied(400, 2), goodput_slo_ms={"ttft": 40.0},
                           within=[("ttft", 30.0), ("itl", 10.0)],
                           percentiles=(50.0, 90.0, 95.0, 99.0, 99.9))

@@ -1,0 +1,326 @@
+"""A ramp of several traffic classes (``--scenario``): a mixed crowd, and each class alone.
+
+``ClassRamp`` is the ramp (llmbench/load/shapes/ramp.py) with a ``MixedCrowd``: at each step
+every class gets its users (or its arrivals) as ``split`` says, each class on its own Session
+(its own client, request options and record stamp, ``Record.traffic_class``; all sharing one
+record store), so the judge cuts a step's window once and each class's figures are its own
+records'. With ``isolate``, once the ramp stopped at a step that broke, each class is run
+alone at the load it had in that step (ramp-in, hold, judged like a step): what the others
+added is measured, not guessed (analysis.classes).
+
+How the users split (``split``, pure):
+
+- ``by="users"``: a step of N users gives each class with a share round(share x N) users, by
+  largest remainder so they add up to N; a class with its own ``users`` keeps them at every
+  step, one with its own ``rate`` gets those arrivals per second at every step.
+- ``by="rate"``: the shares split the step's requests per second (no rounding).
+- ``grow=CLASS``: the steps are CLASS's users (its rate with ``by="rate"``); every other class
+  stays at what it had at the first step of the proportional ramp (``split(steps[0])``).
+
+Like the ramp, this layer judges nothing: the judge and the isolated classes' judge are handed
+in by the command (tests/unit/test_architecture.py keeps it so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from llmbench.load import arrivals
+from llmbench.load.monitor import busy
+from llmbench.load.session import Session
+from llmbench.load.shapes.base import Drive
+from llmbench.load.shapes.ramp import Ramp, StepWindow
+from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
+from llmbench.records.record import Record
+from llmbench.workload import Conversation
+
+perf_counter = time.perf_counter
+
+
+@dataclass
+class LoadClass:
+    """One class as the load sees it: its conversations, think time, its share (or fixed
+    users or rate), and the name of its Session in the Drive."""
+
+    name: str
+    convs: Sequence[Conversation]
+    think_s: tuple[float, float] = (5.0, 10.0)
+    share: float | None = None
+    users: int | None = None
+    rate: float | None = None
+    session: str = "main"
+
+
+@dataclass(frozen=True)
+class ClassLoad:
+    """What a class runs at one step: ``users`` closed-loop users, or ``rate`` arrivals/s."""
+
+    users: int = 0
+    rate: float = 0.0
+
+    @property
+    def amount(self) -> float:
+        return self.rate if self.rate else self.users
+
+    @property
+    def unit(self) -> str:
+        return "req/s" if self.rate else "users"
+
+    @property
+    def idle(self) -> bool:
+        return self.users == 0 and self.rate == 0
+
+
+def apportion(total: int, shares: Sequence[tuple[str, float]]) -> dict[str, int]:
+    """``total`` whole users over named shares (summing to 1) by largest remainder, so they add
+    up to ``total``; ties go to the larger share, then to the one named first."""
+    exact = [(name, s * total) for name, s in shares]
+    out = {name: int(math.floor(x + 1e-9)) for name, x in exact}
+    left = total - sum(out.values())
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i][1] - math.floor(exact[i][1]
+                                                                                 + 1e-9)),
+                                                     -shares[i][1], i))
+    for i in order[:max(left, 0)]:
+        out[exact[i][0]] += 1
+    return out
+
+
+def split(classes: Sequence[LoadClass], load: float, by: str = "users",
+          grow: str | None = None, first: float | None = None) -> dict[str, ClassLoad]:
+    """Each class's load at a step of ``load`` (see the module's docstring). ``first``: the
+    ramp's first step, which fixes the other classes when one grows."""
+    shared = [(c.name, float(c.share)) for c in classes if c.share is not None]
+
+    def proportional(n: float) -> dict[str, ClassLoad]:
+        out: dict[str, ClassLoad] = {}
+        if by == "users":
+            users = apportion(int(round(n)), shared) if shared else {}
+            for c in classes:
+                if c.share is not None:
+                    out[c.name] = ClassLoad(users=users[c.name])
+        else:
+            for c in classes:
+                if c.share is not None:
+                    out[c.name] = ClassLoad(rate=n * float(c.share))
+        for c in classes:
+            if c.users is not None:
+                out[c.name] = ClassLoad(users=int(c.users))
+            elif c.rate is not None:
+                out[c.name] = ClassLoad(rate=float(c.rate))
+        return out
+    if grow is None:
+        return proportional(load)
+    out = proportional(load if first is None else first)
+    out[grow] = ClassLoad(users=int(round(load))) if by == "users" else ClassLoad(rate=load)
+    return out
+
+
+@dataclass
+class Isolated:
+    """What the isolation judge gets back for one class: its name, its load and its window."""
+
+    name: str
+    load: ClassLoad
+    window: StepWindow
+
+
+IsolationJudge = Callable[[Isolated], Any]
+
+
+@dataclass
+class ClassRamp(Ramp):
+    """A ramp of traffic classes; ``steps`` are the whole crowd's users (or one class's, with
+    ``grow``). ``broken``: picks the step whose loads ``isolate`` runs each class alone at (the
+    command's: the first that broke after the last that held); ``isolation_judge`` judges
+    each isolated class; its results go to ``isolated``."""
+
+    classes: list[LoadClass] = field(default_factory=list)
+    grow: str | None = None
+    isolate: bool = False
+    broken: Callable[[list[Any]], Any] | None = None
+    isolation_judge: IsolationJudge | None = None
+    on_isolated: Callable[[Any], None] | None = None
+    isolated: list[Any] = field(default_factory=list)
+    isolation_note: str | None = None          # why it did not run, when asked for
+
+    def loads(self, index: int) -> dict[str, ClassLoad]:
+        """Each class's load at step ``index``."""
+        return split(self.classes, self.steps[index], self.by, self.grow,
+                     self.steps[0] if self.steps else None)
+
+    def max_in_flight(self) -> int:
+        top = [self.loads(i) for i in range(len(self.steps))] or [{}]
+        users = max(sum(x.users for x in per.values()) for per in top)
+        rate = max(sum(x.rate for x in per.values()) for per in top)
+        return users + (256 if rate else 0) + 16
+
+    def crowd(self, d: Drive) -> "MixedCrowd":
+        if d.remote is not None:
+            raise RuntimeError("traffic classes run in one process")
+        return MixedCrowd(self, d)
+
+    async def drive(self, d: Drive) -> list[Any]:
+        results = await super().drive(d)
+        if self.isolate and not d.stopping.is_set():
+            await self._isolate_all(d, results)
+        return results
+
+    # -- each class alone ------------------------------------------------------------------------
+    async def _isolate_all(self, d: Drive, results: list[Any]) -> None:
+        step = self.broken(results) if self.broken is not None else None
+        if step is None:
+            self.isolation_note = ("no step broke, so no class was run alone (--isolate "
+                                   "runs each class alone at the load of the first step that "
+                                   "broke)")
+            return
+        index = getattr(step, "index", len(results) - 1)
+        loads = self.loads(index)
+        for k, c in enumerate(self.classes):
+            load = loads.get(c.name)
+            if load is None or load.idle or d.stopping.is_set():
+                continue
+            got = await self._alone(d, c, load, len(self.steps) + k, index)
+            if got is None:
+                break
+            self.isolated.append(got)
+            if self.on_isolated is not None:
+                self.on_isolated(got)
+
+    async def _alone(self, d: Drive, c: LoadClass, load: ClassLoad, index: int,
+                     of_step: int) -> Any:
+        """One class alone at ``load``: ramp-in, hold, drain, judged (None: stopped)."""
+        live, stopping = d.live, d.stopping
+        crowd = MixedCrowd(self, d, only=c.name)
+        try:
+            crowd.set_step(index)
+            # the live line names the step whose load this is
+            live.step, live.load, live.phase = of_step, load.amount, f"alone: {c.name}"
+            ramp_start = perf_counter()
+            crowd.begin(index, {c.name: load}, ramp_start)
+            if not await sleep_or_stop(stopping, self.ramp_in_s):
+                return None
+            hold_start = perf_counter()
+            if not await sleep_or_stop(stopping, self.hold_s):
+                return None
+            hold_end = perf_counter()
+            crowd.stop_rate()
+            deadline = perf_counter() + self.drain_s
+            while perf_counter() < deadline and not stopping.is_set():
+                if not await crowd.pending(index, hold_start, hold_end):
+                    break
+                await asyncio.sleep(0.05)
+            mon = busy([m for m in d.monitor.samples
+                        if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
+            w = StepWindow(index, load.amount, ramp_start, hold_start, hold_end, crowd.records,
+                           await crowd.pending(index, hold_start, hold_end), mon)
+            assert self.isolation_judge is not None, "--isolate needs a judge for its classes"
+            return self.isolation_judge(Isolated(c.name, load, w))
+        finally:
+            await crowd.finish()
+
+
+class MixedCrowd:
+    """The crowd of a ClassRamp in one process: each class's users and arrivals on its own
+    Session, started as the step's loads say when the step begins (``set_step``); the ramp's
+    own ``add_users``/``start_rate`` calls (made for one crowd of one kind) are taken care of
+    there. ``only``: just that class (run alone)."""
+
+    def __init__(self, ramp: ClassRamp, d: Drive, only: str | None = None) -> None:
+        self.ramp = ramp
+        self.d = d
+        self.classes = [c for c in ramp.classes if only is None or c.name == only]
+        self.sessions: dict[str, Session] = {c.name: d.sessions[c.session] for c in self.classes}
+        self.users_changed = d.live.users_changed
+        self.user_stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.rate_tasks: list[asyncio.Task[Any]] = []
+        self.running: dict[str, int] = {c.name: 0 for c in self.classes}
+        self._uids = itertools.count()
+        self._conv_ids = {c.name: itertools.count() for c in self.classes}
+        self._step: int | None = None
+
+    @property
+    def records(self) -> Sequence[Record]:
+        """Every class's finished requests (their sessions share one store)."""
+        return next(iter(self.sessions.values())).records
+
+    def set_step(self, index: int | None) -> None:
+        for s in self.sessions.values():
+            s.step = index
+        self._step = index
+        if index is not None and index < len(self.ramp.steps) and len(self.classes) == len(
+                self.ramp.classes):
+            self.begin(index, self.ramp.loads(index), perf_counter())
+
+    def begin(self, index: int, loads: dict[str, ClassLoad], t0: float) -> None:
+        """Bring each class to its load: new users spread over the ramp-in, arrivals over the
+        ramp-in and hold (a rate step's, llmbench/load/shapes/ramp.py)."""
+        loop = asyncio.get_running_loop()
+        ramp_in = self.ramp.ramp_in_s
+        span = ramp_in + self.ramp.hold_s
+        for ci, c in enumerate(self.classes):
+            load = loads.get(c.name)
+            if load is None:
+                continue
+            new = load.users - self.running[c.name]
+            for k in range(max(new, 0)):
+                uid = next(self._uids)
+                at = t0 + ramp_in * k / max(new, 1)
+                self.tasks.append(loop.create_task(self._user(c, uid, at)))
+            self.running[c.name] = max(self.running[c.name], load.users)
+            if load.rate:
+                seed = self.ramp.seed + 7919 * index + 104729 * ci
+                offsets = arrivals.covering(load.rate, span, self.ramp.burstiness, seed)
+                self.rate_tasks.append(loop.create_task(dispatch(
+                    self.sessions[c.name], offsets, self._next_conv(c), stop=self.user_stop,
+                    think=c.think_s, seed=seed, tasks=self.tasks, t0=t0)))
+
+    def _next_conv(self, c: LoadClass) -> Callable[[int], Conversation]:
+        ids = self._conv_ids[c.name]
+        return lambda _k: c.convs[next(ids) % len(c.convs)]
+
+    async def _user(self, c: LoadClass, uid: int, at: float) -> None:
+        if not await sleep_or_stop(self.user_stop, at - perf_counter()):
+            return
+        self.users_changed(perf_counter(), +1)
+        try:
+            await virtual_user(self.sessions[c.name], self._next_conv(c), uid=uid,
+                               think=c.think_s,
+                               rng=random.Random(self.ramp.seed * 1_000_003 + uid),
+                               stop=self.user_stop)
+        finally:
+            self.users_changed(perf_counter(), -1)
+
+    # the ramp's calls for one crowd of one kind: set_step did the work
+    async def add_users(self, users: list[tuple[int, float]]) -> None:
+        return None
+
+    def start_rate(self, step: int, offsets: Sequence[float], t0: float,
+                   index: Sequence[int] | None = None) -> None:
+        return None
+
+    def stop_rate(self) -> None:
+        for t in self.rate_tasks:
+            t.cancel()
+        self.rate_tasks = []
+
+    async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
+        return sum(1 for s in {id(s): s for s in self.sessions.values()}.values()
+                   for r in s.active if r.step == index and hold_start <= r.start < hold_end)
+
+    async def finish(self) -> None:
+        self.user_stop.set()
+        self.stop_rate()
+        for s in self.sessions.values():
+            s.step = None
+        if self.tasks:
+            done, still = await asyncio.wait(self.tasks, timeout=2.0)
+            for t in still:
+                t.cancel()
+            await asyncio.gather(*still, return_exceptions=True)

@@ -1,0 +1,468 @@
+"""Traffic classes in one run (``--scenario FILE``): several kinds of users at once, each with its
+workload, its share of the users (or users or a rate of its own) and its own thresholds.
+
+A scenario is a typed value (``Scenario``: its ``TrafficClass``es), built from a TOML, YAML or
+JSON file (``from_document``, the file read by ``commands.config``) or given from Python::
+
+    Scenario([TrafficClass("chat", share=0.7, options={"prompt_tokens": "64-256"}),
+              TrafficClass("rag", share=0.3, thresholds=["ttft.p95<=4s"],
+                           options={"prompt_tokens": 4000, "output_tokens": 64})])
+
+The file, TOML::
+
+    [defaults]                      # optional: what every class has unless it says otherwise
+    think = "1s-3s"
+    thresholds = ["ttft.p95_all<=2s", "errors==0"]
+
+    [classes.chat]
+    share = 0.7                     # of the ramp's users at every step (or users = 4, rate = 2)
+    prompt_tokens = "64-256"        # any workload or request option, named as on the command
+    output_tokens = 128             # line (--prompt-tokens, prompt_tokens, prompt-tokens)
+
+    [classes.rag]
+    share = 0.3
+    prompt_tokens = 4000
+    thresholds = ["ttft.p95<=4s"]
+
+(YAML: the same keys, ``classes:`` a mapping of names, or a list of tables with ``name``.)
+
+A class's workload is its options: whatever the command's workload and request options can
+say (the dataset, synthetic lengths, turns, think time, tools, a response format, --abandon;
+``workload = "agent"`` with its agent options once agent sessions exist), applied over the
+command's own. So a new kind of workload is a class the moment the command has an option for
+it; nothing here names one. Which options are allowed is the command's to say (``allowed``):
+an unknown key is one line naming the file and its line.
+
+Pure: no option is parsed here beyond the load (share, users, rate); the command checks each
+class's options and thresholds and, for a bad value, names ``Scenario.where(class, key)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from llmbench.errors import UsageError
+
+LOAD_KEYS = ("share", "users", "rate")
+THRESHOLD_KEYS = ("thresholds", "threshold")
+MAX_CLASSES = 64
+MAX_USERS = 1_000_000
+SHARE_TOLERANCE = 1e-6
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
+
+
+def normalize(key: Any) -> str:
+    """'--prompt-tokens', 'prompt-tokens', 'prompt_tokens' -> 'prompt_tokens'."""
+    return str(key).strip().lstrip("-").replace("-", "_")
+
+
+@dataclass
+class TrafficClass:
+    """One kind of user. Its load is exactly one of ``share`` (of the ramp's users at each
+    step, or of its rate with ``--by rate``), ``users`` (that many closed-loop users at every
+    step) or ``rate`` (open-loop arrivals per second at every step). ``thresholds``: its own
+    (None: the command's). ``options``: command options for its workload and requests, by
+    their snake_case names."""
+
+    name: str
+    share: float | None = None
+    users: int | None = None
+    rate: float | None = None
+    thresholds: list[str] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fixed(self) -> bool:
+        """Its own users or rate: the ramp's steps do not change it (unless it is grown)."""
+        return self.share is None
+
+    def load_text(self) -> str:
+        if self.share is not None:
+            return f"share {self.share:g}"
+        if self.users is not None:
+            return f"{self.users} user{'s' if self.users != 1 else ''}"
+        return f"{self.rate:g} req/s"
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for k in LOAD_KEYS:
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.thresholds is not None:
+            out["thresholds"] = list(self.thresholds)
+        if self.options:
+            out["options"] = dict(self.options)
+        return out
+
+
+@dataclass
+class Scenario:
+    """Traffic classes in one run, and where each of their keys was written (for messages)."""
+
+    classes: list[TrafficClass]
+    source: str | None = None               # the file it was read from
+    # (class name, key) -> line in the file; (name, None): the class's own line
+    lines: dict[tuple[str, str | None], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    # -- where ---------------------------------------------------------------------------------
+    def where(self, cls: str | None = None, key: str | None = None) -> str:
+        """'scenario.toml:12' for a class's key (or the class, or the file); 'scenario class
+        "chat"' for a scenario given from Python."""
+        if self.source is None:
+            return f"scenario class {cls!r}" if cls is not None else "the scenario"
+        line = self.lines.get((cls, key)) if cls is not None else None
+        if line is None and cls is not None:
+            line = self.lines.get((cls, None))
+        return f"{self.source}:{line}" if line else self.source
+
+    def fail(self, cls: str | None, key: str | None, what: str) -> UsageError:
+        return UsageError(f"{self.where(cls, key)}: {what}")
+
+    # -- the classes ---------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.classes]
+
+    def get(self, name: str) -> TrafficClass:
+        for c in self.classes:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def check(self) -> None:
+        """The structure (names, loads, the shares' sum); one line naming where."""
+        if not self.classes:
+            raise self.fail(None, None, "no traffic class; add at least one (classes.NAME)")
+        if len(self.classes) > MAX_CLASSES:
+            raise self.fail(None, None, f"{len(self.classes)} classes; at most {MAX_CLASSES}")
+        seen: set[str] = set()
+        for c in self.classes:
+            if not isinstance(c.name, str) or not _NAME.match(c.name):
+                raise self.fail(c.name if isinstance(c.name, str) else None, None,
+                                f"class name {c.name!r}: a letter, then letters, digits, "
+                                "'_', '-' or '.' (at most 40)")
+            if c.name in seen:
+                raise self.fail(c.name, None, f"class {c.name!r} is given twice")
+            seen.add(c.name)
+            given = [k for k in LOAD_KEYS if getattr(c, k) is not None]
+            if len(given) != 1:
+                raise self.fail(c.name, given[1] if len(given) > 1 else None,
+                                f"class {c.name!r} needs exactly one of share, users or rate"
+                                + (f" (it has {' and '.join(given)})" if given else ""))
+            if c.share is not None and not (isinstance(c.share, (int, float))
+                                            and math.isfinite(c.share) and 0 < c.share <= 1):
+                raise self.fail(c.name, "share", f"class {c.name!r}: share {c.share!r} must be "
+                                "above 0 and at most 1 (or 100%)")
+            if c.users is not None and not (isinstance(c.users, int)
+                                            and not isinstance(c.users, bool)
+                                            and 1 <= c.users <= MAX_USERS):
+                raise self.fail(c.name, "users", f"class {c.name!r}: users {c.users!r} must "
+                                f"be a whole number from 1 to {MAX_USERS:,}")
+            if c.rate is not None and not (isinstance(c.rate, (int, float))
+                                           and not isinstance(c.rate, bool)
+                                           and math.isfinite(c.rate) and c.rate > 0):
+                raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
+                                "requests per second above 0")
+            if c.thresholds is not None and (
+                    not isinstance(c.thresholds, list)
+                    or not all(isinstance(t, str) for t in c.thresholds)):
+                raise self.fail(c.name, "thresholds", f"class {c.name!r}: thresholds must be "
+                                "a list of texts such as \"ttft.p95<=2s\"")
+        shared = [c for c in self.classes if c.share is not None]
+        total = sum(c.share or 0.0 for c in shared)
+        if shared and abs(total - 1.0) > SHARE_TOLERANCE:
+            parts = " + ".join(f"{c.name} {c.share:g}" for c in shared)
+            raise self.fail(shared[0].name, "share",
+                            f"the shares sum to {total:g} ({parts}), not 1; make them add up "
+                            "to 1 (or 100%)")
+
+    def check_grow(self, grow: str | None, flag: str = "--grow") -> None:
+        """--grow CLASS names a class that can grow; without it, something must have a share."""
+        if grow is None:
+            if not any(c.share is not None for c in self.classes):
+                raise self.fail(self.classes[0].name, None,
+                                "no class has a share, so nothing grows with the ramp's steps: "
+                                "give the classes shares, or pass --grow CLASS")
+            return
+        if grow not in self.names:
+            raise UsageError(f"{flag} {grow!r}: no such class in {self.where()} (classes: "
+                             f"{', '.join(self.names)})")
+        if self.get(grow).rate is not None:
+            raise UsageError(f"{flag} {grow!r}: that class has a fixed rate; give it a share or "
+                             "users to grow it with the ramp's steps")
+
+    def describe(self, grow: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"classes": [c.describe() for c in self.classes]}
+        if self.source is not None:
+            out["file"] = self.source
+        if grow is not None:
+            out["grow"] = grow
+        return out
+
+
+# -- from a file ---------------------------------------------------------------------------------
+def _share(v: Any) -> Any:
+    """0.7, '70%' -> 0.7; other values as they are (check() refuses them)."""
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            return float(v.strip()[:-1]) / 100.0
+        except ValueError:
+            return v
+    return v
+
+
+def from_document(doc: Any, source: str, text: str, kind: str,
+                  allowed: Iterable[str] | Callable[[str], bool]) -> Scenario:
+    """The scenario in a parsed file (``doc``, parsed from ``text``, a ``kind`` of TOML, YAML
+    or JSON), each class's keys checked against the command's ``allowed`` option names."""
+    ok = allowed if callable(allowed) else set(allowed).__contains__
+    lines = _Lines(text, kind)
+    if not isinstance(doc, Mapping):
+        raise UsageError(f"{source}: expected a table with classes (classes.NAME), got a "
+                         f"{type(doc).__name__}")
+    top_known = {"classes", "class", "defaults", "scenario", "description", "name"}
+    for k in doc:
+        if normalize(k) not in top_known:
+            raise UsageError(f"{source}:{lines.top(k) or 1}: unknown key {k!r}; a scenario "
+                             "has classes (classes.NAME), and optionally defaults")
+    defaults = doc.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise UsageError(f"{source}:{lines.top('defaults') or 1}: defaults must be a table of "
+                         "options")
+    raw = doc.get("classes", doc.get("class"))
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):
+        items = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, v in enumerate(raw):
+            name = v.get("name") if isinstance(v, Mapping) else None
+            if not isinstance(name, str):
+                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
+                                 "has no name (name = \"chat\")")
+            items.append((name, {k: x for k, x in v.items() if k != "name"}))
+    else:
+        raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
+                         "(or users, or rate) each")
+    out: list[TrafficClass] = []
+    where: dict[tuple[str, str | None], int] = {}
+    for name, body in items:
+        line = lines.section(name)
+        if line:
+            where[(name, None)] = line
+        if not isinstance(body, Mapping):
+            raise UsageError(f"{source}:{line or 1}: class {name!r} must be a table of keys "
+                             "(share, options...)")
+        merged: dict[str, tuple[Any, int | None]] = {}
+        for k, v in defaults.items():
+            at = lines.key("defaults", k)
+            if normalize(k) in LOAD_KEYS:
+                raise UsageError(f"{source}:{at or 1}: {normalize(k)} in defaults: each class "
+                                 "says its own share, users or rate")
+            merged[normalize(k)] = (v, at)
+        for k, v in body.items():
+            merged.pop(normalize(k), None)      # the class's own value, at its own line
+            merged[normalize(k)] = (v, lines.key(name, k))
+        tc = TrafficClass(name=name)
+        for k, (v, at) in merged.items():
+            if at:
+                where[(name, k)] = at
+            if k in LOAD_KEYS:
+                setattr(tc, k, _share(v) if k == "share" else v)
+            elif k in THRESHOLD_KEYS:
+                tc.thresholds = [v] if isinstance(v, str) else v
+                if (name, "thresholds") not in where and at:
+                    where[(name, "thresholds")] = at
+            elif ok(k):
+                tc.options[k] = v
+            else:
+                raise UsageError(f"{source}:{at or line or 1}: unknown key {k!r} in class "
+                                 f"{name!r}; a class takes share, users or rate, thresholds, "
+                                 "and the workload and request options of the command line "
+                                 "(llmbench ramp --help)")
+        out.append(tc)
+    return Scenario(out, source=source, lines=where)
+
+
+class _Lines:
+    """Where a key was written in the file's text, as a 1-based line (None: not found)."""
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text = text
+        self.kind = kind
+        self._yaml: dict[tuple[str, ...], int] | None = None
+        if kind == "YAML":
+            self._yaml = _yaml_lines(text)
+
+    # TOML: [classes.NAME] headers and KEY = lines under them; YAML: the node marks
+    def _toml_scan(self) -> dict[tuple[str, ...], int]:
+        out: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        array_index: dict[tuple[str, ...], int] = {}
+        header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+        keyline = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
+        for no, line in enumerate(self.text.splitlines(), start=1):
+            m = header.match(line)
+            if m:
+                parts = tuple(_unquote(p) for p in _split_dotted(m.group(2)))
+                if m.group(1) == "[[":
+                    k = array_index[parts] = array_index.get(parts, -1) + 1
+                    table = parts + (str(k),)
+                else:
+                    table = parts
+                out.setdefault(table, no)
+                continue
+            m = keyline.match(line)
+            if m:
+                key = tuple(_unquote(p) for p in _split_dotted(m.group(1)))
+                out.setdefault(table + key, no)
+                if len(key) > 1:
+                    out.setdefault(table + key[:1], no)
+        return out
+
+    def _map(self) -> dict[tuple[str, ...], int]:
+        if self._yaml is not None:
+            return self._yaml
+        if not hasattr(self, "_toml"):
+            self._toml = self._toml_scan() if self.kind == "TOML" else _json_lines(self.text)
+        return self._toml
+
+    def _find(self, *path: str) -> int | None:
+        m = self._map()
+        got = m.get(tuple(path))
+        if got is None:
+            norm = tuple(normalize(p) for p in path)
+            got = next((v for k, v in m.items() if tuple(normalize(p) for p in k) == norm),
+                       None)
+        return got
+
+    def top(self, key: Any) -> int | None:
+        return self._find(str(key))
+
+    def section(self, name: str) -> int | None:
+        for top in ("classes", "class"):
+            got = self._find(top, name)
+            if got:
+                return got
+        return self._list_item_named(name)
+
+    def item(self, i: int) -> int | None:
+        return self._find("classes", str(i)) or self._find("class", str(i))
+
+    def _list_item_named(self, name: str) -> int | None:
+        m = self._map()
+        for (k, v) in m.items():
+            if len(k) == 3 and k[0] in ("classes", "class") and k[2] == "name":
+                # the list item whose name line reads this name
+                line = self.text.splitlines()[v - 1] if v - 1 < len(self.text.splitlines()) else ""
+                if name in line:
+                    return m.get(k[:2], v)
+        return None
+
+    def key(self, cls: str, key: Any) -> int | None:
+        if cls == "defaults":
+            return self._find("defaults", str(key))
+        for top in ("classes", "class"):
+            got = self._find(top, cls, str(key))
+            if got:
+                return got
+        m = self._map()
+        sec = self._list_item_named(cls)
+        if sec is not None:
+            for (k, v) in m.items():
+                if len(k) == 3 and k[0] in ("classes", "class") and m.get(k[:2]) == sec \
+                        and normalize(k[2]) == normalize(key):
+                    return v
+        return None
+
+
+def _split_dotted(text: str) -> list[str]:
+    """'classes."my rag"' -> ['classes', '"my rag"'] (dots inside quotes kept)."""
+    out, cur, quote = [], "", None
+    for ch in text:
+        if quote:
+            cur += ch
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            cur += ch
+        elif ch == ".":
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'" else s
+
+
+def _yaml_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Every mapping key's path -> its 1-based line, from YAML's node marks (compose builds
+    nodes only: nothing is constructed, as safe loading)."""
+    try:
+        import yaml  # type: ignore[import-untyped]
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except Exception:  # noqa: BLE001 - the parse already succeeded once; lines are a courtesy
+        return {}
+    out: dict[tuple[str, ...], int] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                kp = path + (str(k.value),)
+                out.setdefault(kp, k.start_mark.line + 1)
+                walk(v, kp)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                kp = path + (str(i),)
+                out.setdefault(kp, v.start_mark.line + 1)
+                walk(v, kp)
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+def _json_lines(text: str) -> dict[tuple[str, ...], int]:
+    """JSON: each "key": found in order, nested by braces (enough for a scenario's shape)."""
+    out: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[str, ...]] = [()]
+    pending: str | None = None
+    line = 1
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            s = text[i + 1:j]
+            k = j + 1
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.setdefault(stack[-1] + (s,), line)
+                pending = s
+            line += text[i:j].count("\n")
+            i = j
+        elif ch == "{":
+            stack.append(stack[-1] + ((pending,) if pending is not None else ()))
+            pending = None
+        elif ch == "}":
+            if len(stack) > 1:
+                stack.pop()
+        elif ch == ",":
+            pending = None
+        i += 1
+    return out

@@ -1,0 +1,50 @@
+"""How a ramp step's load splits between traffic classes (load.shapes.classes.split): shares by
+largest remainder adding up to the step, fixed users and rates kept, --grow moving one class."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmbench.load.shapes.classes import ClassLoad, LoadClass, apportion, split
+
+
+def _classes(*specs):
+    return [LoadClass(name, [], share=share, users=users, rate=rate)
+            for name, share, users, rate in specs]
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 7, 10, 99])
+def test_shares_add_up_to_the_step(total):
+    got = apportion(total, [("chat", 0.7), ("rag", 0.2), ("batch", 0.1)])
+    assert sum(got.values()) == total
+    assert all(abs(got[n] - s * total) < 1 for n, s in (("chat", 0.7), ("rag", 0.2),
+                                                         ("batch", 0.1)))
+
+
+def test_largest_remainder_then_larger_share():
+    assert apportion(3, [("a", 0.5), ("b", 0.5)]) == {"a": 2, "b": 1}
+    assert apportion(10, [("chat", 0.7), ("rag", 0.3)]) == {"chat": 7, "rag": 3}
+    assert apportion(4, [("chat", 0.7), ("rag", 0.3)]) == {"chat": 3, "rag": 1}
+
+
+def test_fixed_users_and_rates_stay_whatever_the_step():
+    cls = _classes(("chat", 1.0, None, None), ("cron", None, 2, None),
+                   ("hook", None, None, 0.5))
+    for n in (2, 8):
+        got = split(cls, n)
+        assert got["chat"] == ClassLoad(users=n)
+        assert got["cron"] == ClassLoad(users=2) and got["hook"] == ClassLoad(rate=0.5)
+
+
+def test_a_rate_ramp_splits_the_rate():
+    got = split(_classes(("chat", 0.75, None, None), ("rag", 0.25, None, None)), 4.0, by="rate")
+    assert got == {"chat": ClassLoad(rate=3.0), "rag": ClassLoad(rate=1.0)}
+    assert got["chat"].unit == "req/s"
+
+
+def test_grow_moves_one_class_and_keeps_the_first_steps_others():
+    cls = _classes(("chat", 0.5, None, None), ("rag", 0.5, None, None))
+    at_first = split(cls, 4, grow="rag", first=4)
+    later = split(cls, 10, grow="rag", first=4)
+    assert at_first == {"chat": ClassLoad(users=2), "rag": ClassLoad(users=4)}
+    assert later == {"chat": ClassLoad(users=2), "rag": ClassLoad(users=10)}
