@@ -247,10 +247,13 @@ def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
 
 
 def test_sweep_of_equal_settings_is_a_tie(tmp_path):
-    # two mocks that differ only in a seed the mock does not use with no jitter: one server
+    # two mocks that differ only in a seed the mock does not use with no jitter: one server.
+    # A 300 ms TTFT: a busy machine's A/A shift of a few ms is under the 2 % a change must
+    # reach (at 50 ms it was 6 % and read as a winner)
     r = llmbench("sweep", "--setting", "seed=1,2", "--mock", "--mock-options",
-                 MOCK + " --parallel 4", "--users", "1,2", "--threshold", "ttft.p95<=2s",
-                 *FAST, "--out", str(tmp_path), timeout=240)
+                 MOCK.replace("--ttft-ms 50", "--ttft-ms 300") + " --parallel 4", "--users", "1,2",
+                 "--threshold", "ttft.p95<=2s", *FAST, "--hold", "3s", "--out", str(tmp_path),
+                 timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = _sweep(only_run(tmp_path))
     assert [x["held"] for x in doc["results"]] == [2, 2]
