@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -76,6 +76,16 @@ def _from_zero(p: Panel, top: float | None) -> None:
     """A size axis (ms, tok/s, requests) from zero to just above the data."""
     p.ylim = (0.0, top * 1.12 if top and top > 0 else 1.0)
 
+
+
+def _server_panel(ax: Any, t: Any, col: Callable[[str], Any]) -> None:
+    """The server's own running and waiting counts over time (its probe's samples)."""
+    run_, wait_ = col("server_running"), col("server_waiting")
+    _ylim(ax, [*run_, *wait_])
+    # unclipped: a count of zero lies on the axis's floor and must still show
+    ax.line(t, run_, "server: running", _COLORS[2], clip=False)
+    ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
+    ax.ylabel = "requests"
 
 def _ylim(p: Panel, values: Sequence[Any]) -> None:
     """From zero to just above these values (as _from_zero)."""
@@ -403,13 +413,7 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
     ax.line(t, tok, "output tok/s", _COLORS[5])
     ax.ylabel = "tok/s"
     if has_server:
-        ax = panels[3]
-        run_, wait_ = col("server_running"), col("server_waiting")
-        _ylim(ax, [*run_, *wait_])
-        # unclipped: a count of zero lies on the axis's floor and must still show
-        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
-        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
-        ax.ylabel = "requests"
+        _server_panel(panels[3], t, col)
     panels[-1].xlabel = "seconds"
     if starts:
         for p in panels:
@@ -696,12 +700,7 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
     ax.line(t, send, "llmbench send delay p99", _COLORS[6], "--", clip=False)
     ax.ylabel = "ms"
     if has_server:
-        ax = panels[5]
-        run_, wait_ = col("server_running"), col("server_waiting")
-        _ylim(ax, [*run_, *wait_])
-        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
-        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
-        ax.ylabel = "requests"
+        _server_panel(panels[5], t, col)
     if has_cores:                 # the server's machine (telemetry), cores over the last 5 s
         ax = panels[-1]
         srv, mach = col("server_cores"), col("machine_busy_cores")

@@ -17,6 +17,7 @@ from llmbench.load.session import Session
 from llmbench.workload import Conversation, messages_for
 from llmbench.workload.agents import is_agent
 from llmbench.workload.words import WORDS
+from llmbench.load.eventloop import sleep_or_stop
 
 perf_counter = time.perf_counter
 
@@ -76,17 +77,6 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
             return False
         scheduled = perf_counter()
     return True
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep unless told to stop meanwhile; False if stopped."""
-    if seconds <= 0:
-        return not stop.is_set()
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-        return False
-    except asyncio.TimeoutError:
-        return True
 
 
 async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
