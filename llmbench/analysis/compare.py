@@ -136,10 +136,11 @@ class Loaded:
 
     @cached_property
     def steps(self) -> list[Step]:
-        """A ramp's steps; a run as one step (index -1) at its load level."""
+        """A ramp's steps (a search's ladder: each load's counted step, by load); a run as
+        one step (index -1) at its load level."""
         kind = self.run.kind
         if kind == "ramp":
-            return list(self.run.steps)
+            return self.run.ladder()
         if kind == "run":
             checks = self.run.thresholds
             level = self.run.load_level or 0
@@ -150,6 +151,8 @@ class Loaded:
 
     @property
     def held(self) -> float:
+        if self.run.search is not None:
+            return float(self.run.held or 0.0)
         return max((s.load for s in self.steps if s.held), default=0.0)
 
     def window(self, step: Step) -> Latencies:

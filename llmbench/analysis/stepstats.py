@@ -299,3 +299,51 @@ def drift_sentence(step: Step, unit: str) -> str | None:
     return (f"At {amount(step.load, unit)} the step had not settled ({st.why}): a queue was "
             "still growing, so its percentiles depend on the hold length (a longer hold would "
             "measure worse).")
+
+
+# -- where to look next (ramp --find) ----------------------------------------------------------
+# Response times of a closed loop: once the server is saturated it completes a fixed number of
+# requests per second (lambda), and each more user adds 1/lambda seconds to every user's cycle
+# (Little's law: users = lambda x (response time + think time)), so the time to a first token
+# grows by 1000/lambda ms per user from the broken step down. That slope, measured at the broken
+# step, places the crossing exactly for a queue; between two steps where one is not saturated
+# (below the slots) a straight line would not.
+_RESPONSE = ("ttft", "e2el", "e2el_from_schedule", "client_queue", "ttfo")
+
+
+def aim(held: Step, broke: Step, closed_loop: bool = True) -> float | None:
+    """Where between ``held`` and ``broke`` the broken threshold is crossed, from the two
+    steps' summaries: for a response time in a closed loop, the broken step's value walked back
+    at its measured cost per user (1000 / request throughput ms); otherwise the value
+    interpolated linearly between the steps. The threshold crossed first binds. None when no
+    broken threshold has a number on both sides (errors==0, failures as infinity, no data).
+    The search goes halfway when this is None, and checks it by the next step either way."""
+    x0, x1 = float(held.load), float(broke.load)
+    found: list[float] = []
+    for c in broke.checks:
+        if c.ok or c.insufficient or c.outage or c.actual is None or c.limit is None:
+            continue
+        v1, limit = float(c.actual), float(c.limit)
+        if not math.isfinite(v1):
+            continue
+        up = (c.op or "<=") in ("<=", "<")
+        if c.metric in _RESPONSE and c.stat not in (None, "within") and closed_loop and up:
+            rate = broke.summary.request_throughput
+            if rate and rate > 0:
+                found.append(x1 - (v1 - limit) / (1000.0 / rate))
+                continue
+        v0 = _held_value(held, c)
+        if v0 is None or not math.isfinite(v0) or v1 == v0:
+            continue
+        if (up and not v0 <= limit < v1) or (not up and not v0 >= limit > v1):
+            continue
+        found.append(x0 + (limit - v0) / (v1 - v0) * (x1 - x0))
+    return min(found) if found else None
+
+
+def _held_value(held: Step, c: Check) -> float | None:
+    """The held step's value of the statistic a broken check judged."""
+    match = next((h for h in held.checks if h.threshold == c.threshold), None)
+    if match is not None and match.actual is not None:
+        return float(match.actual)
+    return None

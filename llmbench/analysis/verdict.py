@@ -245,6 +245,9 @@ def _describe_check(c: Check, failed: int | None = None) -> str:
     return f"{metric} was {actual:.2f} ({c.threshold})"
 
 
+describe_check = _describe_check     # 'TTFT p95 was 2.40 s, over 2 s' (the search's answer)
+
+
 def error_evidence(s: Summary, where: str = "") -> list[str]:
     """Failed requests, by kind and HTTP status, with the first words of each kind's body."""
     if not s.failed:

@@ -25,7 +25,40 @@ from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
 from llmbench.analysis.stepstats import steady_state
+from llmbench.load.shapes.pace import StepPlan
+from llmbench.load.shapes.search import SearchPacer
+from llmbench.results.schema import ladder
+from llmbench.results.search import Search, Trial
 from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
+
+
+@dataclass
+class FindPlan:
+    """``ramp --find``: search for the limit instead of stepping through a list. ``start``
+    the first step (1 user), ``ceiling`` the most it may ask (--up-to; None: the search's
+    default), ``sustain_s`` the confirmation hold (None: one more hold), ``budget_s`` the
+    search's wall time cap."""
+
+    start: float = 1.0
+    ceiling: float | None = None
+    sustain_s: float | None = None
+    budget_s: float | None = None
+
+    def pacer(self, shape: Ramp) -> SearchPacer:
+        from llmbench.analysis import stepstats
+        closed = shape.by == "users"
+        return SearchPacer(by=shape.by, start=self.start, ramp_in_s=shape.ramp_in_s,
+                           hold_s=shape.hold_s, sustain_s=self.sustain_s,
+                           budget_s=self.budget_s, ceiling=self.ceiling,
+                           aim=lambda lo, hi: stepstats.aim(lo, hi, closed),  # type: ignore[arg-type]
+                           untrusted=verdict_mod.lag_explains)  # type: ignore[arg-type]
+
+    def describe(self, pacer: SearchPacer | None = None) -> dict[str, Any]:
+        p = pacer
+        return {"start": self.start, "ceiling": p.top if p is not None else self.ceiling,
+                "factor": p.factor if p is not None else 2.0,
+                "sustain_s": p.sustain if p is not None else self.sustain_s,
+                "budget_s": self.budget_s}
 
 
 @dataclass
@@ -37,6 +70,7 @@ class RampPlan:
     expect: float | None = None
     mock: dict[str, Any] | None = None      # the built-in mock's settings, when it was used
     repeat: dict[str, Any] | None = None    # --repeat: which repeat this is, and those done
+    find: FindPlan | None = None            # --find: the search, instead of the fixed steps
     # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
     scenario: Any = None
 
@@ -89,14 +123,16 @@ def judge(thresholds: list[Threshold], stall_s: float = 1.0,
     return judge_step
 
 
-def _live_line(unit: str, n_steps: int):
+def _live_line(unit: str, n_steps: int | None):
     """The ramp's live line, most telling first: the harness cuts it to the terminal's width,
-    so what is cut at 80 columns is the least needed."""
+    so what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
+    steps it takes is what it finds out)."""
     def line(v: LiveView) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
         where = f"{st.users}/{st.load:g} users" if unit == "users" else f"{st.load:g} req/s"
-        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} "
+        n = 0 if st.step is None else st.step + 1
+        parts = [f"step {n}{f'/{n_steps}' if n_steps is not None else ' (search)'} "
                  f"{st.phase or 'ramp-in'} {where}"]
         if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
                               or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
@@ -110,6 +146,26 @@ def _live_line(unit: str, n_steps: int):
     return line
 
 
+def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search | None:
+    """The search's raw result from its pacer (the answer is analysis.findlimit's)."""
+    pacer = r.shape.pacer
+    if r.find is None or not isinstance(pacer, SearchPacer):
+        return None
+    done = {s.index for s in steps}
+    trials = [Trial(index=t.index, load=t.load, why=t.why, state=t.state, held=t.held,  # type: ignore[arg-type]
+                    counted=t.counted, hold_s=t.hold_s, note=t.note)
+              for t in pacer.trials if t.index is not None and t.index in done]
+    stopped = pacer.stopped or "interrupted"
+    if interrupted and pacer.stopped is None:
+        stopped = "interrupted"
+    return Search(by=pacer.by, start=pacer.start, factor=pacer.factor, ceiling=pacer.top,
+                  resolution=pacer.resolution, hold_s=pacer.hold_s, sustain_s=pacer.sustain,
+                  budget_s=pacer.budget_s, trials=trials, limit=pacer.limit,
+                  broke_at=float(pacer.hi.load) if pacer.hi is not None else None,
+                  confirmed=pacer.confirmed, stopped=stopped,  # type: ignore[arg-type]
+                  elapsed_s=round(pacer.spent_s, 3))
+
+
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
@@ -117,6 +173,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
+    search = search_of(r, steps, interrupted)
+    judged = ladder(steps, search)
     tel = telemetry_parts(telemetry, steps, records,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
@@ -134,9 +192,16 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         if isolation is not None:
             verdict = classes_mod.with_isolation(verdict, isolation)
     else:
-        verdict = verdict_mod.explain(steps, records, unit_of(r), server.samples,
-                                      planned=len(shape.steps), telemetry=tel.get("info"))
-    if interrupted and all(s.held for s in steps):
+        verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
+                                      planned=None if search is not None else len(shape.steps),
+                                      telemetry=tel.get("info"))
+    if search is not None:
+        from llmbench.analysis.findlimit import finish
+        search = finish(search, judged, verdict.knee, shape.unit)
+        verdict.text = search.text
+        if interrupted:
+            verdict.interrupted = True
+    elif interrupted and all(s.held for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)
         verdict.interrupted = True
@@ -167,11 +232,15 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                 "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
                          "thresholds": [t.text for t in r.thresholds],
-                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect},
+                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
+                         "join": shape.join,
+                         **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
+                            if r.find is not None else {})},
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
                 **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         labels=c.labels, t0_perf=t0_perf, workload=c.workload.describe(),
-        environment=environment(), steps=steps, verdict=verdict, user_changes=user_changes,
+        environment=environment(), steps=steps, verdict=verdict, search=search,
+        user_changes=user_changes,
         outages=outages.of_run(records, t0_perf) if t0_perf else [],
         **checks.record_checks(records, c.params, c.target.api, c.workload),
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
@@ -202,6 +271,51 @@ def _class_judges(r: RampPlan) -> None:
     shape.isolation_judge = classes_mod.isolation_judge(per)
 
 
+def plan_line(index: int, plan: StepPlan, pacer: SearchPacer, unit: str) -> str | None:
+    """What a search's next step is for, said before it runs (a fixed ramp says nothing)."""
+    lo = pacer.lo.load if pacer.lo is not None else None
+    hi = pacer.hi.load if pacer.hi is not None else None
+    what = f"{plan.load:g} {'user' if unit == 'users' and plan.load == 1 else unit}"
+    if plan.why == "grow":
+        why = "the first step" if index == 0 else "growing until a step breaks"
+    elif plan.why == "aim":
+        why = (f"aimed where the threshold is crossed, between {lo:g} (held) and {hi:g} "
+               "(broke)")
+    elif plan.why == "bisect":
+        why = (f"halfway between {lo:g} (held) and {hi:g} (broke)" if lo is not None else
+               f"below {hi:g}, which broke")
+    elif plan.why == "repeat":
+        why = "again: the last step had not settled"
+    elif plan.why == "confirm":
+        why = f"the limit found, held {plan.hold_s:g} s to confirm it"
+    elif plan.why == "longer":
+        why = "held longer: too few requests to judge"
+    else:
+        return None
+    return f"-- step {index + 1}: {what}, {why}"
+
+
+def intro_lines(r: RampPlan) -> list[str]:
+    """What the ramp does, said before its table: the search's plan, and how users join."""
+    shape, out = r.shape, []
+    pacer = shape.pacer
+    if isinstance(pacer, SearchPacer):
+        from llmbench.analysis.findlimit import duration
+        unit = shape.unit
+        res = "1 user" if shape.by == "users" else "5 % of the rate"
+        first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
+        out.append(f"Searching for the limit: from {first}, doubling until a step "
+                   f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
+                   f"{duration(shape.ramp_in_s)} in, {duration(shape.hold_s)} held; the limit "
+                   f"then held {duration(pacer.sustain)} to confirm it"
+                   + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
+    if shape.join == "spread" and shape.by == "users":
+        out.append("Users join mid-conversation (--join spread): each new user starts at a "
+                   "random turn with the earlier turns in its prompt (their replies synthetic, "
+                   "of the asked length), at a random time in the ramp-in.")
+    return out
+
+
 def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     c, shape = r.common, r.shape
     if r.scenario is not None:
@@ -211,7 +325,19 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
         targets = [TargetSpec(c.target, server_probe=c.server_probe,
                               salt=c.workload.salt_for("main"))]
-    harness = c.harness(run_dir, _live_line(shape.unit, len(shape.steps)), shape=shape)
+    if r.find is not None:
+        shape.pacer = r.find.pacer(shape)
+        shape.steps = []
+    harness = c.harness(run_dir, _live_line(shape.unit, None if r.find is not None
+                                            else len(shape.steps)), shape=shape)
+    if isinstance(shape.pacer, SearchPacer):
+        pacer = shape.pacer
+
+        def on_plan(index: int, plan: StepPlan) -> None:
+            line = plan_line(index, plan, pacer, shape.unit)
+            if line:
+                harness.say(line)
+        shape.on_plan = on_plan
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
     def on_step(step: Step) -> None:
@@ -239,6 +365,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     if harness.dashboard is not None:
         harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
+    for line in intro_lines(r):
+        print(line, flush=True)
     if r.scenario is not None:
         print("Traffic classes: " + ", ".join(
             f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
@@ -262,6 +390,13 @@ def held_of(steps: Sequence[Step]) -> float:
     return held_load(steps)
 
 
+def run_held(run: Run) -> float:
+    """A ramp's answer as one number: the search's limit, or the most that held (0: none)."""
+    if run.search is not None:
+        return run.held or 0.0
+    return held_load(run.steps)
+
+
 def held_interval(values: Sequence[float]) -> dict[str, Any]:
     """Users held over repeats: the median repeat and the min-max range. With n repeats the
     range [min, max] holds the median of all such ramps with probability 1 - 2 x 0.5^n (an
@@ -278,7 +413,7 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
              run_dir: Path | None) -> tuple[Run, int]:
     """One run.json for all repeats: the steps, verdict and timeline of the median repeat (so
     ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
-    helds = [held_of(run.steps) for _, run, _ in runs]
+    helds = [run_held(run) for _, run, _ in runs]
     iv = held_interval(helds)
     rep = helds.index(iv["median"])
     plan, run, _ = runs[rep]
@@ -298,8 +433,14 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
                   "status": x.status, "held": h,
                   "verdict": x.verdict.text if x.verdict is not None else None,
                   "verdict_kind": x.verdict.kind if x.verdict is not None else None,
-                  "steps": [st.to_dict() for st in x.steps]}
+                  "steps": [st.to_dict() for st in x.steps],
+                  **({"search": x.search.to_dict()} if x.search is not None else {})}
                  for i, ((p, x, _), h) in enumerate(zip(runs, helds))]}
+    if doc.search is not None and len(runs) > 1:
+        # the limit's interval over the repeats (each a whole search), as --repeat gives
+        doc.search = replace(doc.search, interval=[float(iv["low"]), float(iv["high"])],
+                             interval_method=f"the limits of {len(runs)} searches (min-max: "
+                                             + str(iv["method"]).split("; ", 1)[-1] + ")")
     if run_dir is not None:
         doc.save(run_dir)
         chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
@@ -323,7 +464,7 @@ def perform(r: RampPlan, repeat: int = 1,
         plan = r if k == 0 or next_plan is None else next_plan(k)
         if repeat > 1:
             plan.repeat = {"index": k + 1, "of": repeat,
-                           "held_so_far": [held_of(x.steps) for _, x, _ in runs]}
+                           "held_so_far": [run_held(x) for _, x, _ in runs]}
             print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
         try:
             run, code = measure(plan, run_dir)
@@ -345,6 +486,9 @@ def perform(r: RampPlan, repeat: int = 1,
     print()
     assert run.verdict is not None
     print(console.verdict_text(run.verdict))
+    if run.search is not None:
+        for line in console.search_lines(run.search, r.shape.unit):
+            print(line)
     if run.abandonment is not None:
         print("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  "))
     if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):

@@ -91,6 +91,10 @@ class RampOpts(Spec):
     keep_going: bool = option("Run every step even after one fails.", P_GATES, "--keep-going", kind=FLAG, default=False)
     generator_lag_limit: Seconds = option("Event-loop lag p99 or own send-delay p99 past which llmbench calls its own numbers untrustworthy (exit 4).", P_GATES, kind=SECONDS_ABOVE_0, default="10ms")
     expect_users: float | None = option("Exit 1 if fewer users (or req/s) held.", P_GATES, kind=FLOAT)
+    find: bool | None = option("Search for the limit: double the load until a step breaks, narrow to 1 user (5 % of the rate with --by rate), then hold the limit to confirm it. The default against a --url given no --users/--start/--step/--up-to (then --start is the first step, --up-to the ceiling); --no-find: the fixed steps 2, 4 ... 40.", P_STEPS, "--find/--no-find", kind=FLAG, default=None)
+    sustain: Seconds | None = option("--find: hold the limit found this long to confirm it (default: one more --hold).", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
+    budget: Seconds | None = option("--find: stop the search after this long; it says where it stopped and what is left uncertain.", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
+    join: str = option("How a step's new users join: start (turn 0 of a new conversation, evenly over the ramp-in) | spread (each at a random turn, the earlier turns in its prompt with synthetic replies, at random times in the ramp-in: the mix of a steady state from the first step).", P_STEPS, default="start")
     scenario: Any = option("Traffic classes in one ramp: a TOML, YAML or JSON file of classes, each with its workload options, share of the users (or users/rate of its own) and thresholds; each class judged on its own requests.", P_STEPS, kind=SCENARIO, metavar="FILE")
     grow: str | None = option("--scenario: grow this class with the steps; the others keep their first step's load.", P_STEPS, metavar="CLASS")
     isolate: bool = option("--scenario: then run each class alone at its load in the first broken step, and say how much the others added (blame, measured).", P_STEPS, "--isolate", kind=FLAG, default=False)
@@ -99,7 +103,19 @@ class RampOpts(Spec):
         super().check()
         if self.by not in ("users", "rate"):
             raise UsageError(f"--by {self.by!r}: choose users or rate")
-        self.steps()
+        if self.join not in ("start", "spread"):
+            raise UsageError(f"--join {self.join!r}: choose start or spread")
+        if self.join == "spread" and self.by != "users":
+            raise UsageError("--join spread goes with --by users (a rate step's requests "
+                             "arrive on a schedule, not as users)")
+        if self.searching():
+            self.check_search()
+        else:
+            for name, flag in (("sustain", "--sustain"), ("budget", "--budget")):
+                if getattr(self, name) is not None:
+                    raise UsageError(f"{flag} goes with --find (a search for the limit); add "
+                                     "--find or drop it")
+            self.steps()
         if self.hold is not None and self.hold <= 0:
             raise UsageError("--hold must be above 0")
         opt.number(self.expect_users, "--expect-users", lo=0)
@@ -112,6 +128,54 @@ class RampOpts(Spec):
         from llmbench.workload.scenario import Scenario
         if isinstance(self.scenario, Scenario):     # given from Python: checked now, as a file
             self.scenario.check_grow(self.grow)     # is when the plan is built
+
+    def searching(self) -> bool:
+        """Whether the ramp searches for the limit (--find): as asked, else by default
+        against a server given no steps (the built-in mock's demo keeps its fixed steps)."""
+        if getattr(self, "scenario", None) is not None:
+            if self.find:
+                raise UsageError("--find with --scenario: a search over traffic classes is not "
+                                 "built yet; give the steps (--users)")
+            return False
+        if self.find is not None:
+            return bool(self.find)
+        return bool(self.url) and self.users is None and self.start is None \
+            and self.step is None and self.up_to is None  # type: ignore[attr-defined]
+
+    def check_search(self) -> None:
+        """--find's options: it picks its own steps, from --start up to --up-to."""
+        if self.users is not None:
+            raise UsageError("--users lists fixed steps and --find picks its own: drop one "
+                             "(--start and --up-to bound a search)")
+        if self.step is not None:
+            raise UsageError("--step spaces fixed steps and --find picks its own: drop one "
+                             "(--start and --up-to bound a search)")
+        if self.keep_going:
+            raise UsageError("--keep-going runs every fixed step; a search (--find) stops when "
+                             "it has found the limit: drop one")
+        opt.number(self.start, "--start", lo=0, lo_open=True, hi=MAX_LOAD)
+        opt.number(self.up_to, "--up-to", lo=0, lo_open=True, hi=MAX_LOAD)
+        if self.by == "users":
+            for v, flag in ((self.start, "--start"), (self.up_to, "--up-to")):
+                if v is not None and v != int(v):
+                    raise UsageError(f"{flag} {v:g}: users come in whole numbers")
+        if self.start is not None and self.up_to is not None and self.start > self.up_to:
+            raise UsageError(f"--start {self.start:g} is above --up-to {self.up_to:g}; lower "
+                             "--start or raise --up-to")
+        if self.budget is not None:
+            ramp_in_s, hold_s, _ = self.timing()
+            if self.budget < ramp_in_s + hold_s:
+                raise UsageError(f"--budget {self.budget:g}s is shorter than one step "
+                                 f"({ramp_in_s:g}s ramp-in + {hold_s:g}s hold): raise it or "
+                                 "shorten --hold")
+
+    def find_plan(self) -> Any:
+        """The search's plan (ramp.FindPlan), or None for the fixed steps."""
+        if not self.searching():
+            return None
+        from llmbench.commands.ramp import FindPlan
+        return FindPlan(start=self.start or 1.0, ceiling=self.up_to,
+                        sustain_s=self.sustain, budget_s=self.budget)  # type: ignore[arg-type]
 
     # -- what the options come to -----------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
@@ -182,12 +246,15 @@ class RampOpts(Spec):
         if out is not None or labels is not None:
             common = dataclasses.replace(common, out=out or common.out,
                                          labels=common.labels if labels is None else labels)
-        shape = Ramp(common.workload.conversations, self.steps(), by=self.by,
+        find = self.find_plan()
+        shape = Ramp(common.workload.conversations, [] if find is not None else self.steps(),
+                     by=self.by, join=self.join,
                      ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                      keep_going=self.keep_going,
                      drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
                      lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
-        plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock)
+        plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
+                        find=find)
         if self.scenario is not None:
             self._with_classes(plan, spec, tgt, seed_offset, progress)
         return plan

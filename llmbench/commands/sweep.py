@@ -32,7 +32,7 @@ from llmbench.results.schema import NO_DATA, Run, ServerProbe, ServerState, Step
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
-from llmbench.commands.ramp import RampDone, held_of
+from llmbench.commands.ramp import RampDone, run_held
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 # the numbers each setting is compared on, at the common load (keys of a step summary)
@@ -113,6 +113,10 @@ class SweepPlan:
     target_options: dict[str, Any] = field(default_factory=dict)
     # the sweep's options for its folder's config.toml (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
+    # --resume FOLDER: the sweep folder to go on in (settings complete there are skipped)
+    resume: Path | None = None
+    # --dry-run: say what would run and how long it may take; start nothing
+    dry_run: bool = False
     dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
     dashboard_linger_s: float | None = None
 
@@ -196,6 +200,8 @@ def _fmt_held(r: SweepSetting) -> str:
     if iv and iv.get("low") is not None and iv.get("high") is not None \
             and iv["low"] != iv["high"]:
         return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    if r.search is not None and r.search.broke_at is not None and r.held is not None:
+        return f"{r.held:g} ({r.search.broke_at:g} broke)"     # a searched limit
     return f"{r.held:g}"
 
 
@@ -259,7 +265,10 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
                     f"held {_fmt_held(tied[0])} {word}")
         else:
             text = f"{tied[0].name} held the most {unit} ({_fmt_held(tied[0])})"
-        if tied[0].verdict_kind == "held":
+        if tied[0].search is not None and tied[0].search.stopped == "ceiling":
+            text += (f" and never broke up to the search's ceiling, so its limit lies higher "
+                     f"(raise --up-to above {top:g})")
+        elif tied[0].verdict_kind == "held" and tied[0].search is None:
             text += f" and never broke, so its limit lies higher (add steps above {top:g})"
     else:
         best, text = _break_tie(tied, unit, top, short, pairs or {}, load)
@@ -469,11 +478,25 @@ def perform(plan: SweepPlan) -> Done:
     # a bad --url or --header: one line (exit 2) before any server starts
     make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers,
                 **plan.target_options)
-    label = plan.labels.get("name") or "_".join(plan.settings)
-    sweep_dir = new_run_dir(plan.out, "sweep", label)
-    doc = Run(kind="sweep", status="running", started_at=time.time(), settings=plan.settings,
-              grid=points, labels=plan.labels, config=plan.describe(), unit=plan.unit,
-              results=[], environment=environment(), pid=os.getpid())
+    if plan.dry_run:
+        print(dry_run_text(plan))
+        return Done(None, EXIT_OK, None)
+    kept: dict[int, SweepSetting] = {}
+    if plan.resume is not None:
+        sweep_dir, before = resumable(plan, points)
+        kept = {i: r for i, r in before.items() if complete(r, sweep_dir)}
+        doc = Run.load(sweep_dir)
+        doc.status, doc.pid, doc.results = "running", os.getpid(), []
+        doc.resumed_at = [*(doc.resumed_at or []), time.time()]
+        doc.answer = doc.best = doc.interrupted = doc.finished_at = None
+        doc.exit_code_saved = doc.common_load = doc.tie_break = None
+    else:
+        label = plan.labels.get("name") or "_".join(plan.settings)
+        sweep_dir = new_run_dir(plan.out, "sweep", label)
+        doc = Run(kind="sweep", status="running", started_at=time.time(),
+                  settings=plan.settings, grid=points, labels=plan.labels,
+                  config=plan.describe(), unit=plan.unit, results=[],
+                  environment=environment(), pid=os.getpid())
 
     board = None
     handle = sys.modules.get("llmbench.report.dashboard.handle")
@@ -492,15 +515,25 @@ def perform(plan: SweepPlan) -> Done:
                                 [{k: r.get(k) for k in ("name", "status", "held", "verdict")}
                                  for r in res])
     save()
-    if plan.replay is not None:
+    if plan.replay is not None and plan.resume is None:
         from llmbench.commands.config import write_replay
         write_replay(sweep_dir / "config.toml", "sweep", plan.replay)
-    print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
-          f"folder {sweep_dir}", flush=True)
+    if plan.resume is not None:
+        print(f"Resuming the sweep in {sweep_dir}: {len(kept)} of {len(points)} setting(s) "
+              f"complete there, {len(points) - len(kept)} to run", flush=True)
+    else:
+        print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
+              f"folder {sweep_dir}", flush=True)
     interrupted = False
     _on_sigterm(_raise_interrupt)       # stop the server in order on SIGTERM too
     try:
         for i, setting in enumerate(points):
+            if i in kept:
+                doc.results.append(kept[i])
+                print(f"\n== {kept[i].name} ({i + 1} of {len(points)}): complete in "
+                      f"{kept[i].run_dir}, skipped ==", flush=True)
+                save()
+                continue
             res = _one(plan, sweep_dir, setting, i, len(points), doc, save)
             if res.status == "interrupted":
                 interrupted = True
@@ -523,6 +556,121 @@ def _on_sigterm(handler: Any) -> None:
     import threading
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handler)
+
+
+# -- --resume and --dry-run ----------------------------------------------------------------------
+
+def resumable(plan: SweepPlan, points: list[dict[str, str]]) -> tuple[Path, dict[int, SweepSetting]]:
+    """The sweep folder to resume and its results by point of the grid; one line (UsageError)
+    when it is no sweep folder, or a sweep of other settings or other ramps."""
+    import json
+    folder = Path(plan.resume or "")
+    where = f"--resume {folder}"
+    if not (folder / "sweep.json").is_file():
+        raise UsageError(f"{where}: no sweep.json there; give a folder made by llmbench sweep")
+    try:
+        doc = Run.load(folder)
+    except Exception as exc:  # noqa: BLE001 - a folder edited by hand: one line
+        raise UsageError(f"{where}: {exc}")
+    if doc.kind != "sweep":
+        raise UsageError(f"{where}: not a sweep folder (its run is a {doc.kind})")
+
+    def key(setting: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(setting.items()))
+    if sorted(map(key, doc.grid or [])) != sorted(map(key, points)):
+        raise UsageError(f"{where}: that sweep was of {name_of_settings(doc.settings or {})}, "
+                         f"this one is of {name_of_settings(plan.settings)}; resume with the "
+                         "same --setting values (or start a new sweep)")
+    before = json.loads(json.dumps((doc.config or {}).get("ramp") or {}, sort_keys=True))
+    now = json.loads(json.dumps(plan.config or {}, sort_keys=True))
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    if changed:
+        raise UsageError(f"{where}: its ramps ran with other options ({', '.join(changed)} "
+                         "differ); resume with the options it was started with (its "
+                         "config.toml) or start a new sweep")
+    index = {key(p): i for i, p in enumerate(points)}
+    out: dict[int, SweepSetting] = {}
+    for r in doc.results:
+        i = index.get(key(r.setting))
+        if i is not None:
+            out[i] = r
+    return folder, out
+
+
+def complete(r: SweepSetting, sweep_dir: Path) -> bool:
+    """Whether a setting's result is whole: its ramp ran to its end (complete, or every step
+    with too few requests: running it again asks the same), and its run folder reads back
+    complete. Failed, interrupted, partial or missing ones run again."""
+    if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
+        return False
+    try:
+        run = Run.load(sweep_dir / r.run_dir)
+    except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
+        return False
+    return run.status == "complete"
+
+
+DRAIN_NOTE = "plus each step's drain (its window's last replies) and each server's start"
+
+
+def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
+    """(what the ramp runs, its seconds at most) from the sweep's ramp config."""
+    from llmbench.analysis.findlimit import duration
+    ramp_in, hold = float(config.get("ramp_in_s") or 0), float(config.get("hold_s") or 0)
+    repeat = int(config.get("repeat") or 1)
+    unit = "users" if config.get("by", "users") == "users" else "req/s"
+    find = config.get("find")
+    if find:
+        from llmbench.load.shapes.search import SearchPacer
+        pacer = SearchPacer(by=config.get("by", "users"), start=float(find.get("start") or 1),
+                            ramp_in_s=ramp_in, hold_s=hold, sustain_s=find.get("sustain_s"),
+                            budget_s=find.get("budget_s"), ceiling=find.get("ceiling"))
+        n = pacer.worst_case_steps()
+        secs = (n - 1) * (ramp_in + hold) + ramp_in + pacer.sustain
+        if pacer.budget_s:
+            secs = min(secs, pacer.budget_s)
+        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, doubling up to {pacer.top:g}, then "
+                f"narrowing to {'1 user' if unit == 'users' else '5 %'} and a "
+                f"{duration(pacer.sustain)} confirmation: at most {n} steps "
+                f"(usually about log2(limit) + 3)"
+                + (f", or the budget of {duration(pacer.budget_s)}" if pacer.budget_s else ""))
+    else:
+        steps = list(config.get("steps") or [])
+        secs = len(steps) * (ramp_in + hold)
+        what = (f"{len(steps)} steps ({', '.join(f'{x:g}' for x in steps)} {unit}), each "
+                f"{duration(ramp_in)} in and {duration(hold)} held, fewer if one breaks")
+    if repeat > 1:
+        what += f", {repeat} times"
+        secs *= repeat
+    return what, secs
+
+
+def dry_run_text(plan: SweepPlan) -> str:
+    """--dry-run: each setting's server command, URL and ramp, and how long it may take."""
+    from llmbench.analysis.findlimit import duration
+    from llmbench.client.target import strip_userinfo
+    points = grid(plan.settings)
+    what, secs = ramp_estimate(plan.config)
+    lines = [f"Dry run: a sweep of {name_of_settings(plan.settings)}, {len(points)} setting(s); "
+             "nothing is started."]
+    cmd = plan.server_command()
+    for i, setting in enumerate(points):
+        lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}) ==")
+        if cmd is not None:
+            shown = ([fill(c, setting, None, quote=False) for c in cmd] if isinstance(cmd, list)
+                     else fill(cmd, setting, None, quote=True))
+            text = shlex.join(shown) if isinstance(shown, list) else shown
+            lines.append(f"  server:  {text}")
+        elif plan.command:
+            lines.append(f"  before:  {fill(plan.command, setting, None, quote=True)}")
+        url = strip_userinfo(fill(plan.url_template(), setting, None, quote=False))
+        lines.append(f"  url:     {url}" + ("  ({PORT}: a free port, chosen at the start)"
+                                           if plan.needs_port() else ""))
+        lines.append(f"  ramp:    {what}")
+        lines.append(f"  time:    at most {duration(secs)} ({DRAIN_NOTE})")
+    lines.append(f"\nIn all: at most {duration(secs * len(points))} for {len(points)} "
+                 f"setting(s), {DRAIN_NOTE}.")
+    return "\n".join(lines)
 
 
 def name_of_settings(settings: dict[str, list[str]]) -> str:
@@ -609,10 +757,11 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
         res.status = "interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed"
         res.error = f"the ramp did not start (exit {done.code}; see the error above)"
         return
-    steps = run.steps
+    steps = run.ladder()
     reps = run.repeats
     res.held_interval = run.held_interval
-    res.held = res.held_interval["median"] if res.held_interval else held_of(steps)
+    res.held = res.held_interval["median"] if res.held_interval else run_held(run)
+    res.search = run.search
     v = run.verdict
     status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"
     if status == "complete" and steps and not reps and not judged(steps):

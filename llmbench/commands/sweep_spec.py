@@ -10,7 +10,7 @@ from dataclasses import InitVar
 from pathlib import Path
 from typing import Any
 
-from llmbench.commands.options import (FLAG, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
+from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
                                       Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
@@ -53,6 +53,8 @@ class SweepOpts(Spec):
     mock_options: list[str] | str | None = option("--mock: more llmbench mock options, e.g. '--itl-ms 20'.", P_SWEEP, kind=ARGS, metavar="ARGS")
     ready_timeout: Seconds = option("Wait this long for a server to answer and load its model.", P_SWEEP, kind=SECONDS_ABOVE_0, default="5m", metavar="DURATION")
     stop_grace: Seconds = option("After SIGTERM, wait this long before SIGKILL.", P_SWEEP, kind=SECONDS, default="10s", metavar="DURATION")
+    resume: Path | None = option("Go on with the sweep in FOLDER (same settings and ramp options): settings complete there are skipped, partial and failed ones run again.", P_SWEEP, kind=PATH, metavar="FOLDER")
+    dry_run: bool = option("Print each setting's server command, URL and steps, and how long the sweep may take; start nothing.", P_SWEEP, "--dry-run", kind=FLAG, default=False)
 
 
 def mock_option_names() -> set[str]:
@@ -105,10 +107,14 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
         from llmbench.commands.sweep import SweepPlan
         self.prepared()
         ramp_in_s, hold_s, think_s = self.timing()
-        config = {"by": self.by, "steps": self.steps(), "ramp_in_s": ramp_in_s,
+        find = self.find_plan()
+        config = {"by": self.by, "steps": [] if find is not None else self.steps(),
+                  "ramp_in_s": ramp_in_s,
                   "hold_s": hold_s, "think_s": list(think_s),
                   "thresholds": [t.text for t in self.gates()], "repeat": self.repeat,
-                  "expect": self.expect_users}
+                  "expect": self.expect_users, "join": self.join}
+        if find is not None:
+            config["find"] = find.describe()
 
         def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
                      server_pid: int | None = None) -> Any:
@@ -133,8 +139,8 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
                          expect=self.expect_users,
                          unit="users" if self.by == "users" else "req/s", ramp=ramp_for,
                          config=config, target_options=self.target_options(),
-                         replay=replay_of(self), dashboard_at=self.dashboard_at(),
-                         dashboard_linger_s=self.linger_s())
+                         replay=replay_of(self), resume=self.resume, dry_run=self.dry_run,
+                         dashboard_at=self.dashboard_at(), dashboard_linger_s=self.linger_s())
 
     def perform(self, progress: bool | None = None) -> Any:
         from llmbench.commands.sweep import perform

@@ -26,6 +26,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from llmbench.load.eventloop import sleep_or_stop
 from llmbench.wire.agents import request_fields, tool_calls_of
 from llmbench.workload.agents import AgentPlan, AgentSession
 from llmbench.workload.model import Turn
@@ -120,7 +121,7 @@ class _SessionRun:
             for i, st in enumerate(plan.steps):
                 last = i == len(plan.steps) - 1
                 if i == 0:
-                    if st.gap_s > 0 and not await _sleep(self.stop, st.gap_s):
+                    if st.gap_s > 0 and not await sleep_or_stop(self.stop, st.gap_s):
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})
                     context += st.new_tokens
@@ -128,7 +129,7 @@ class _SessionRun:
                     t0 = perf_counter()
                     # the tool runs (its gap) while the sub-agents its call started run; the
                     # next call waits for both
-                    waits: list[Any] = [_sleep(self.stop, st.gap_s)] + joined
+                    waits: list[Any] = [sleep_or_stop(self.stop, st.gap_s)] + joined
                     got = await asyncio.gather(*waits)
                     joined = []
                     if not got[0] or self._stopping():
@@ -210,14 +211,3 @@ def _split(text: str, n: int) -> list[str]:
     parts = [" ".join(words[i * k:(i + 1) * k]) for i in range(n - 1)]
     parts.append(" ".join(words[(n - 1) * k:]))
     return [p or "ok" for p in parts]
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep unless told to stop meanwhile; False if stopped."""
-    if seconds <= 0:
-        return not stop.is_set()
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-        return False
-    except asyncio.TimeoutError:
-        return True

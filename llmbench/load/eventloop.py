@@ -85,3 +85,14 @@ def _run_here(coro: Coroutine[Any, Any, T], loop: str = "auto") -> T:
             asyncio.set_event_loop(None)
             loop_.close()
     return asyncio.run(coro)
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep unless told to stop meanwhile; False if stopped."""
+    if seconds <= 0:
+        return not stop.is_set()
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+        return False
+    except asyncio.TimeoutError:
+        return True

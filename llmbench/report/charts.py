@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -76,6 +76,16 @@ def _from_zero(p: Panel, top: float | None) -> None:
     """A size axis (ms, tok/s, requests) from zero to just above the data."""
     p.ylim = (0.0, top * 1.12 if top and top > 0 else 1.0)
 
+
+
+def _server_panel(ax: Any, t: Any, col: Callable[[str], Any]) -> None:
+    """The server's own running and waiting counts over time (its probe's samples)."""
+    run_, wait_ = col("server_running"), col("server_waiting")
+    _ylim(ax, [*run_, *wait_])
+    # unclipped: a count of zero lies on the axis's floor and must still show
+    ax.line(t, run_, "server: running", _COLORS[2], clip=False)
+    ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
+    ax.ylabel = "requests"
 
 def _ylim(p: Panel, values: Sequence[Any]) -> None:
     """From zero to just above these values (as _from_zero)."""
@@ -229,6 +239,50 @@ def ramp_throughput(steps: Sequence[Step], unit: str) -> str:
     return svgplot.render(ramp_throughput_chart(steps, unit))
 
 
+_GREEN = "#2ca02c"
+_GREY = "#7f7f7f"
+
+
+def search_chart(search: Any, unit: str) -> Chart:
+    """A search for the limit (``ramp --find``): each step's load against its place in the
+    order tried, a path through them, marked held (circle), broke (cross), passed over (grey:
+    run again, or too few requests) and the confirmation (diamond); the limit found as a line.
+    Ticks sit on the steps (1, 2, 3 ...) and on the loads tried."""
+    trials = list(search.trials)
+    xs = [float(i + 1) for i in range(len(trials))]
+    loads = [float(t.load) for t in trials]
+    p = _row(1, 950, 230)[0]
+    p.line(xs, loads, "order tried", _GREY, "-", 1.0, legend=False)
+    groups = (("held", _GREEN, "o", lambda t: t.counted and t.held and t.why != "confirm"),
+              ("broke", _RED, "x", lambda t: t.counted and t.held is False and t.why != "confirm"),
+              ("confirmed (sustain)", _GREEN, "D", lambda t: t.why == "confirm" and t.held),
+              ("not confirmed (sustain)", _RED, "D", lambda t: t.why == "confirm" and not t.held),
+              ("not counted (run again / too few requests)", _GREY, "s",
+               lambda t: not t.counted and t.why != "confirm"))
+    for label, color, marker, pick in groups:
+        ys = [float(t.load) if pick(t) else None for t in trials]
+        if any(y is not None for y in ys):
+            p.line(xs, ys, label, color, "", 1.5, marker=marker, marker_size=7,
+                   marker_width=2.0)
+    if search.limit:
+        p.hline(float(search.limit), _GREEN, "--", 1.0, "limit", label="limit found")
+    ys = sorted(set(loads + ([float(search.limit)] if search.limit else [])))
+    top = max(ys) if ys else 1.0
+    p.ylim = (0.0, top * 1.12 if top > 0 else 1.0)
+    p.xlim = (0.5, len(trials) + 0.5 if trials else 1.5)
+    p.xticks = xs
+    p.xticklabels = _thin(xs, [f"{x:g}" for x in xs], p.xlim[0], p.xlim[1], p.w * PT_PER_PX,
+                          FONT_PT)
+    p.xlabel = "step, in the order tried"
+    p.ylabel = unit
+    p.title, p.title_loc = "The search: load at each step", "left"
+    return _with_legend(950, [p], svgplot.shared_legend([p]))
+
+
+def search(search_result: Any, unit: str) -> str:
+    return svgplot.render(search_chart(search_result, unit))
+
+
 def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
                         ylabel: str = "ms") -> Chart:
     """Box plots (box p25-p75, whiskers p5-p95) of one latency per step or run. A step with no
@@ -359,13 +413,7 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
     ax.line(t, tok, "output tok/s", _COLORS[5])
     ax.ylabel = "tok/s"
     if has_server:
-        ax = panels[3]
-        run_, wait_ = col("server_running"), col("server_waiting")
-        _ylim(ax, [*run_, *wait_])
-        # unclipped: a count of zero lies on the axis's floor and must still show
-        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
-        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
-        ax.ylabel = "requests"
+        _server_panel(panels[3], t, col)
     panels[-1].xlabel = "seconds"
     if starts:
         for p in panels:
@@ -652,12 +700,7 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
     ax.line(t, send, "llmbench send delay p99", _COLORS[6], "--", clip=False)
     ax.ylabel = "ms"
     if has_server:
-        ax = panels[5]
-        run_, wait_ = col("server_running"), col("server_waiting")
-        _ylim(ax, [*run_, *wait_])
-        ax.line(t, run_, "server: running", _COLORS[2], clip=False)
-        ax.line(t, wait_, "server: waiting", _COLORS[1], "--", clip=False)
-        ax.ylabel = "requests"
+        _server_panel(panels[5], t, col)
     if has_cores:                 # the server's machine (telemetry), cores over the last 5 s
         ax = panels[-1]
         srv, mach = col("server_cores"), col("machine_busy_cores")

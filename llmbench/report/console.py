@@ -399,3 +399,23 @@ def verdict_text(v: Verdict) -> str:
         if v.blamed:
             lines.append(f"Blamed: {', '.join(v.blamed)}.")
     return "\n".join(lines)
+
+
+def trial_mark(t: Any) -> str:
+    """A search's step in a word: '8 held', '16 broke', '12 confirmed', '6 (repeated)'."""
+    load = f"{t.load:g}"
+    if not t.counted:
+        return f"{load} ({'repeated' if t.why != 'longer' and t.state != 'not enough data' else 'no data'})"
+    if t.why == "confirm":
+        return f"{load} {'confirmed' if t.held else 'not confirmed'}"
+    return f"{load} {'held' if t.held else 'broke' if t.state == 'over' else 'no data'}"
+
+
+def search_lines(search: Any, unit: str) -> list[str]:
+    """Under a search's verdict: its steps in the order tried, and the interval."""
+    out = [f"  Steps in the order tried ({unit}): "
+           + ", ".join(trial_mark(t) for t in search.trials) + "."]
+    if search.interval:
+        lo, hi = search.interval
+        out.append(f"  Interval: {lo:.2f} to {hi:.2f} {unit}, {search.interval_method}.")
+    return out

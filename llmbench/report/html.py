@@ -251,10 +251,22 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
     body = [verdict_box(run.verdict, run.closed_loop_note)]
-    body.append("<h2>Steps</h2>")
+    join = (run.config.get("ramp") or {}).get("join") or "start"
+    found = run.search
+    if found is not None:
+        body += _search(run, unit)
+    body.append("<h2>Steps</h2>" if found is None else "<h2>Steps, in the order tried</h2>")
     body.append(steps_table(steps, unit))
     body.append("<p class=meta>A step's numbers come from the requests that started in its hold "
-                "window.</p>")
+                "window. Users joined "
+                + ("mid-conversation (--join spread): each new user started at a random turn "
+                   "with the earlier turns in its prompt (their replies synthetic, of the "
+                   "asked length, since the server never wrote them), at a random time in the "
+                   "ramp-in." if join == "spread" else
+                   "at the first turn of a new conversation, evenly over each ramp-in "
+                   "(--join start).") + "</p>")
+    # against load, the steps as a ramp that climbed (a search's: each load's counted step)
+    steps = run.ladder() if found is not None else steps
     body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])
     if steps:
         body.append("<h2>Latency and throughput against load</h2>")
@@ -278,6 +290,31 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _timeline(run, run_dir, unit)
     body += _server_machine(run, run_dir, unit)
     return body
+
+
+def _search(run: Run, unit: str) -> list[str]:
+    """A search's answer, its bracket and interval, and its steps in the order tried."""
+    s = run.search
+    assert s is not None
+    out = ["<h2>The search for the limit</h2>"]
+    rows = [["answer", s.text], ["limit found", f"{s.limit:g} {unit}"],
+            ["first load that broke", "–" if s.broke_at is None else f"{s.broke_at:g} {unit}"],
+            ["why it broke", s.broke_because or "–"],
+            ["interval", "–" if not s.interval else
+             f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}"],
+            ["confirmed", {True: f"yes, held {s.sustain_s:g} s", False: "no",
+                           None: "not tried"}[s.confirmed]],
+            ["steps", f"{s.steps_taken} ({s.search_steps} to search)"],
+            ["time", f"{s.elapsed_s:.0f} s"
+             + (f" of a {s.budget_s:g} s budget" if s.budget_s else "")],
+            ["stopped", s.stopped], ["left uncertain", s.uncertain or "nothing"]]
+    out.append(_table(["search", ""], rows, left=2))
+    out.append(_chart(charts.search(s, unit), "the search"))
+    trows = [[i + 1, f"{t.load:g}", t.why, t.state or "–",
+              "yes" if t.counted else "no", f"{t.hold_s:g} s", t.note or ""]
+             for i, t in enumerate(s.trials)]
+    out.append(_table(["#", unit, "why", "judged", "counted", "hold", "note"], trows, left=7))
+    return out
 
 
 def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:

@@ -76,7 +76,7 @@ def _ramps(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[str, 
         except RunFolderError:
             continue
         if run.steps:
-            out.append((r.name, run.steps))
+            out.append((r.name, run.ladder()))
     return out
 
 

@@ -31,6 +31,7 @@ from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_O
 from llmbench.results.abandon import Abandonment
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+from llmbench.results.search import Search
 
 from llmbench.results.sessions import CacheBound, Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
@@ -791,6 +792,42 @@ def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | N
     return EXIT_OK
 
 
+def _repeat_code(rep: Mapping[str, Any], expect: float | None, planned: int | None) -> int:
+    """One repeat's exit code from what run.json keeps of it (its steps, verdict, search)."""
+    steps = [Step.from_dict(s) for s in rep.get("steps") or []]
+    found = rep.get("search")
+    if isinstance(found, Mapping):
+        search = Search.from_dict(found)
+        return search_code(search, ladder(steps, search), rep.get("verdict_kind"), expect)
+    return ramp_code(steps, rep.get("verdict_kind"), expect, planned)
+
+
+def ladder(steps: Sequence[Any], search: Search | None) -> list[Any]:
+    """``Run.ladder`` from a run's steps and its search."""
+    if search is None:
+        return list(steps)
+    by_index = {s.index: s for s in steps if isinstance(s, Step)}
+    at: dict[float, Any] = {}
+    for t in search.trials:
+        st = by_index.get(t.index) if t.index is not None else None
+        if st is not None and t.counted:
+            at[float(st.load)] = st
+    return [at[k] for k in sorted(at)]
+
+
+def search_code(search: Search, ladder_steps: Sequence[Step], verdict_kind: str | None,
+                expect: float | None = None) -> int:
+    """A search's exit code: as a ramp's (``ramp_code`` over its ladder), with the limit it
+    found as the load held (a load that broke its sustain did not hold). The load generator
+    breaking a step is exit 4 whatever else held."""
+    if search.stopped == "load_generator":
+        return EXIT_OVERLOADED
+    if expect is not None:
+        return EXIT_EXPECTATION if search.limit < expect and search.stopped != "ceiling" \
+            else EXIT_OK
+    return ramp_code(ladder_steps, verdict_kind)
+
+
 # -- the verdict -----------------------------------------------------------------------------
 
 # every kind analysis.verdict.explain gives
@@ -1034,6 +1071,8 @@ class SweepSetting(Part):
     server_exit_code: int | None = part(None, omit="none")
     # what the server said it was
     server: ServerIdentity | None = part(None, omit="none")
+    # ramp --find: the setting's search (its limit is ``held``)
+    search: Search | None = part(None, omit="none")
     # the step at the sweep's common load, once the sweep finished (``finished``)
     at_common_load: StepBrief | None = part(None, when=lambda s: s.finished)
     finished: bool = field(default=False, repr=False, compare=False,
@@ -1114,6 +1153,8 @@ class Run(Part):
     # ramp and probe
     steps: list[Any] = part(default_factory=list, when=_steps_body)
     verdict: Verdict | None = part(None, when=_ramp_body)
+    # ramp --find: the search for the limit (its steps are ``steps``, in the order tried)
+    search: Search | None = part(None, omit="none")
     router_bound: dict[str, Any] | None = part(None, when=_probe_body)
     backends: dict[str, Any] | None = part(None, when=_probe_body)
     router_counters: Any = part(None, when=_probe_body)
@@ -1161,6 +1202,8 @@ class Run(Part):
     interrupted: bool | None = part(None, when=lambda r: r.kind == "sweep"
                                     and r.interrupted is not None)
     finished_at: float | None = part(None, omit="none")
+    # sweep --resume: when the sweep was taken up again
+    resumed_at: list[float] | None = part(None, omit="none")
     exit_code_saved: int | None = part(None, key="exit_code", omit="none")
     common_load: float | None = part(None, when=lambda r: r.kind == "sweep"
                                      and r.tie_break is not None)
@@ -1187,9 +1230,19 @@ class Run(Part):
     @property
     def held(self) -> float | None:
         """A ramp's answer: the most users (or the highest rate) whose step held; None when no
-        step held or this is not a ramp."""
+        step held or this is not a ramp. A search's is the limit it found (a load that held
+        a short hold and broke its sustain is not it)."""
+        if self.search is not None:
+            return self.search.limit if self.search.limit else None
         loads = [s.load for s in self.steps if isinstance(s, Step) and s.held]
         return max(loads) if loads else None
+
+    def ladder(self) -> list[Any]:
+        """The steps as a ramp that climbed: for a search, each load's last counted step
+        (a drifting step run again counts once; the confirmation is its load's), by load; for
+        a ramp over fixed steps, its steps. What the verdict, the charts against load and
+        compare read."""
+        return ladder(self.steps, self.search)
 
     @property
     def telemetry(self) -> Telemetry | None:
@@ -1266,14 +1319,15 @@ class Run(Part):
                 return (EXIT_OVERLOADED if EXIT_OVERLOADED in codes else
                         codes[rep] if 0 <= rep < len(codes) else codes[-1])
             if self.repeats:
-                codes = [ramp_code([Step.from_dict(s) for s in r.get("steps") or []],
-                                   r.get("verdict_kind"), expect, planned)
-                         for r in self.repeats.get("runs") or []]
+                codes = [_repeat_code(r, expect, planned) for r in self.repeats.get("runs") or []]
                 if EXIT_OVERLOADED in codes:
                     return EXIT_OVERLOADED
                 rep = int(self.repeats.get("representative") or 1) - 1
                 if 0 <= rep < len(codes):
                     return codes[rep]
+            if self.search is not None:
+                return search_code(self.search, self.ladder(),
+                                   self.verdict.kind if self.verdict else None, expect)
             return ramp_code(self.steps, self.verdict.kind if self.verdict else None, expect,
                              planned)
         return EXIT_OK

@@ -193,7 +193,7 @@ class Fleet:
         if isinstance(shape, Ramp):
             k, w = self._ramp_share, len(self._w)
             mine = stride(shape.convs, w % k, k)
-            return RampCrowd(mine, shape.think_s, shape.seed, shape.burstiness)
+            return RampCrowd(mine, shape.think_s, shape.seed, shape.burstiness, shape.join)
         return ProbeCrowd(shape.convs, shape.think_s)
 
     # -- workers ----------------------------------------------------------------------------
@@ -356,6 +356,7 @@ class RemoteCrowd:
         self.fleet = fleet
         self.shape = shape
         self.step: int | None = None
+        self.where: dict[int, int] = {}          # user id -> the worker it was placed on
 
     @property
     def records(self) -> Sequence[Record]:
@@ -390,9 +391,36 @@ class RemoteCrowd:
             w = min(alive, key=lambda x: (x.users, x.link.worker_id))
             w.users += 1
             placed.setdefault(w.link.worker_id, []).append((uid, at))
+            self.where[uid] = w.link.worker_id
         for wid, us in placed.items():
             f._w[wid].link.send({"type": "call", "id": -1, "op": "add_users",
                                  "args": {"users": us}, "clock": "coordinator"})
+
+    async def remove_users(self, uids: Sequence[int]) -> None:
+        f = self.fleet
+        by_worker: dict[int, list[int]] = {}
+        for uid in uids:
+            wid = self.where.pop(uid, None)
+            if wid is not None:
+                by_worker.setdefault(wid, []).append(uid)
+        for w in f.alive():
+            mine = by_worker.get(w.link.worker_id)
+            if mine:
+                w.users -= len(mine)
+                w.link.send({"type": "call", "id": -1, "op": "remove_users",
+                             "args": {"uids": mine}, "clock": "coordinator"})
+
+    async def end_conversations(self) -> None:
+        self.fleet._send_all({"type": "call", "id": -1, "op": "end_conversations", "args": {},
+                              "clock": "coordinator"})
+
+    async def leaving(self) -> int:
+        got = await asyncio.gather(*(self.fleet.call(w, "leaving") for w in self.fleet.alive()))
+        return sum(v or 0 for v in got)
+
+    async def cancel_leaving(self) -> None:
+        await asyncio.gather(*(self.fleet.call(w, "cancel_leaving")
+                               for w in self.fleet.alive()))
 
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:

@@ -61,6 +61,7 @@ class RampCrowd:
     think_s: tuple[float, float]
     seed: int
     burstiness: float
+    join: str = "start"
 
 
 @dataclass
@@ -155,11 +156,12 @@ def streams(shape: Any) -> int:
             else (shape.requests or 1)
     if isinstance(shape, TraceReplay):
         return max(shape.max_in_flight() - 16, 1)
-    steps = getattr(shape, "steps", None)
-    if steps:
+    peak = shape.peak_load() if hasattr(shape, "peak_load") else max(
+        getattr(shape, "steps", None) or [0])
+    if peak:
         if getattr(shape, "by", "users") == "rate":
-            return int(math.ceil(max(steps) * ASSUMED_REQUEST_S))
-        return int(max(steps))
+            return int(math.ceil(peak * ASSUMED_REQUEST_S))
+        return int(peak)
     return 1
 
 

@@ -200,7 +200,7 @@ async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, o
     crowd = None
     if isinstance(plan, RampCrowd):
         crowd = Crowd(d.session, plan.convs, plan.think_s, plan.seed, plan.burstiness,
-                      d.live.users_changed)
+                      d.live.users_changed, plan.join)
     await d.gate()                      # type: ignore[misc]
     loop = asyncio.get_running_loop()
     pending_calls: set[asyncio.Task[Any]] = set()
@@ -242,6 +242,14 @@ async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, o
             elif op == "pending":
                 value = await crowd.pending(a["index"], a["hold_start"] - off,
                                             a["hold_end"] - off)
+            elif op == "remove_users":
+                await crowd.remove_users(a["uids"])
+            elif op == "end_conversations":
+                await crowd.end_conversations()
+            elif op == "leaving":
+                value = await crowd.leaving()
+            elif op == "cancel_leaving":
+                await crowd.cancel_leaving()
             elif op == "finish":
                 await crowd.finish()
             reply(msg["id"], value)

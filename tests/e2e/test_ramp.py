@@ -24,13 +24,14 @@ BUSY_OK = ["--generator-lag-limit", "2000ms"]
 
 def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_path):
     # S = 50 ms + 19 x 10 ms = 240 ms; with think 0, N users wait (N-1) x S for the slot:
-    # TTFT ~ 50, 290, 530, 770 ms for 1..4 users -> 3 hold under 700 ms, 4 do not.
+    # TTFT ~ 50, 290, 530, 770 ms for 1..4 users -> 3 hold under 740 ms, 4 do not (a busy
+    # machine's late timers only raise the 4-user p95, so 740 ms leaves it no way to pass).
     # It must not depend on an idle machine: another process compiling once made the generator
     # lag and the verdict "load generator" (exit 4). A lag limit no event loop can meet makes
     # every step "busy" on purpose; a limit broken by far more than the lag still stands.
     m = mock_factory(ttft_ms=50, itl_ms=10, parallel=1)
     r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,2,3,4,5,6",
-                 "--threshold", "ttft.p95<=700ms", "--expect-users", "5", *FAST,
+                 "--threshold", "ttft.p95<=740ms", "--expect-users", "5", *FAST,
                  "--generator-lag-limit", "0.001ms", "--out", str(tmp_path), timeout=180)
     assert r.returncode == 1, r.stdout + r.stderr          # fewer held than expected
     run = json.loads((only_run(tmp_path) / "run.json").read_text())
@@ -44,7 +45,7 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
     assert "the result stands" in r.stdout
     # gaps flat while TTFT climbs
     itl = [s["summary"]["median_itl_ms"] for s in steps]
-    assert max(itl) - min(itl) < 2.0
+    assert max(itl) <= 1.3 * min(itl)       # flat (a busy machine adds a few ms to each)
     ttft = [s["summary"]["median_ttft_ms"] for s in steps]
     assert ttft == sorted(ttft) and ttft[3] > 600
     timeline = [json.loads(x) for x in (only_run(tmp_path) / "timeline.jsonl").read_text().splitlines()]

@@ -432,3 +432,27 @@ def test_png_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)         # import matplotlib fails
     with pytest.raises(svgplot.MissingExtra, match=r"llmbench\[png\]"):
         charts.png(all_charts()["cdfs"], tmp_path / "x.png")
+
+
+def test_search_chart_marks_each_step_in_the_order_tried_held_broke_and_confirmed():
+    from llmbench.results.search import Search, Trial
+    trials = [Trial(index=0, load=1, why="grow", state="held", held=True),
+              Trial(index=1, load=2, why="grow", state="held", held=True),
+              Trial(index=2, load=4, why="grow", state="over", held=False),
+              Trial(index=3, load=3, why="aim", state="held", held=True, counted=False),
+              Trial(index=4, load=3, why="repeat", state="held", held=True),
+              Trial(index=5, load=3, why="confirm", state="held", held=True)]
+    s = Search(trials=trials, limit=3.0, broke_at=4.0, confirmed=True, sustain_s=2.0)
+    c = charts.search_chart(s, "users")
+    (p,) = c.panels
+    by_label = {t.label: t for t in p.traces if getattr(t, "label", None)}
+    # x is the order tried (1..6), y the load; each mark only where its kind of step is
+    assert by_label["order tried"].xs == [1, 2, 3, 4, 5, 6]
+    assert by_label["order tried"].ys == [1, 2, 4, 3, 3, 3]
+    assert by_label["held"].ys == [1, 2, None, None, 3, None]
+    assert by_label["broke"].ys == [None, None, 4, None, None, None]
+    assert by_label["confirmed (sustain)"].ys == [None] * 5 + [3]
+    assert by_label["not counted (run again / too few requests)"].ys == [None] * 3 + [3, None, None]
+    assert p.xticks == [1, 2, 3, 4, 5, 6] and p.ylim[0] == 0 and p.ylim[1] >= 4
+    svg = charts.search(s, "users")
+    assert "limit found" in svg and "step, in the order tried" in svg

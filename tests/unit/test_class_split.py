@@ -48,3 +48,16 @@ def test_grow_moves_one_class_and_keeps_the_first_steps_others():
     later = split(cls, 10, grow="rag", first=4)
     assert at_first == {"chat": ClassLoad(users=2), "rag": ClassLoad(users=4)}
     assert later == {"chat": ClassLoad(users=2), "rag": ClassLoad(users=10)}
+
+
+def test_the_mixed_crowd_answers_every_call_the_ramp_makes_of_a_crowd():
+    # the ramp's engine (load/shapes/ramp.py) drives either crowd through the same calls; one
+    # missing on the class crowd is an AttributeError mid-ramp (leaving() was, after --find)
+    import inspect
+    import re
+    from llmbench.load.shapes import ramp
+    from llmbench.load.shapes.classes import MixedCrowd
+    calls = set(re.findall(r"\bcrowd\.(\w+)", inspect.getsource(ramp.Ramp.drive)))
+    assert {"add_users", "leaving", "pending"} <= calls        # the scan reads the engine
+    missing = {n for n in calls if not hasattr(MixedCrowd, n)}
+    assert not missing, missing

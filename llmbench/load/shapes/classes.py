@@ -305,6 +305,20 @@ class MixedCrowd:
                    index: Sequence[int] | None = None) -> None:
         return None
 
+    # a class ramp's steps only grow (its loads per step are planned; --find is refused with
+    # --scenario): nobody is told to leave, so nobody is still leaving
+    async def remove_users(self, uids: Sequence[int]) -> None:
+        return None
+
+    async def end_conversations(self) -> None:
+        return None
+
+    async def leaving(self) -> int:
+        return 0
+
+    async def cancel_leaving(self) -> None:
+        return None
+
     def stop_rate(self) -> None:
         for t in self.rate_tasks:
             t.cancel()

@@ -11,7 +11,7 @@ import itertools
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from llmbench.load import arrivals
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
@@ -20,6 +20,7 @@ from llmbench.records.definitions import started_in
 from llmbench.records.record import Record
 from llmbench.workload import Conversation
 from llmbench.load.shapes.base import Drive
+from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
 
 perf_counter = time.perf_counter
@@ -37,13 +38,6 @@ class StepWindow:
     records: Sequence[Record]
     unfinished: int
     monitor: dict[str, Any]             # load.monitor.busy() over the hold window
-
-
-class JudgedStep(Protocol):
-    """What the judge makes of a step (the command's: ``results.schema.Step``); the shape
-    only needs to know whether it held, to stop at the first that did not."""
-
-    held: bool
 
 
 Judge = Callable[[StepWindow], JudgedStep]
@@ -66,56 +60,130 @@ class Ramp:
     on_step: Callable[[Any], None] | None = None
     results: list[Any] = field(default_factory=list)       # the judge's steps, in order
     kind: str = "ramp"
+    # what runs next (pace.py): None is the fixed list above (``steps``, ``keep_going``); a
+    # search for the limit (search.SearchPacer) is another value handed to the same engine
+    pacer: Pacer | None = None
+    # how a step's new users join: "start" (each at turn 0 of a new conversation, evenly over
+    # the ramp-in) or "spread" (each at a random turn of its conversation with the history
+    # filled, at random times over the ramp-in: the mix a server sees in steady state)
+    join: str = "start"
+    # told of each step's plan as it begins (the console says why a search step runs)
+    on_plan: Callable[[int, StepPlan], None] | None = None
 
     @property
     def unit(self) -> str:
         return "users" if self.by == "users" else "req/s"
 
-    def rate_offsets(self, index: int, rate: float) -> list[float]:
+    def pace(self) -> Pacer:
+        if self.pacer is None:
+            self.pacer = FixedSteps(self.steps, self.ramp_in_s, self.hold_s, self.keep_going)
+        return self.pacer
+
+    def peak_load(self) -> float:
+        """The most load any step may have: the fixed list's top, or the search's ceiling."""
+        return self.pace().peak()
+
+    def rate_offsets(self, index: int, rate: float, span_s: float | None = None) -> list[float]:
         """A rate step's arrivals from its start: over the whole ramp-in and hold, not
         stretched to a count, so the hold window gets rate x hold of them on average."""
-        return arrivals.covering(rate, self.ramp_in_s + self.hold_s, self.burstiness,
-                                 self.seed + index)
+        span = self.ramp_in_s + self.hold_s if span_s is None else span_s
+        return arrivals.covering(rate, span, self.burstiness, self.seed + index)
 
     def max_in_flight(self) -> int:
-        return (int(max(self.steps)) if self.by == "users" else 256) + 16
+        return (int(self.peak_load()) if self.by == "users" else 256) + 16
 
     def crowd(self, d: Drive) -> "Crowd":
         return Crowd(d.session, self.convs, self.think_s, self.seed, self.burstiness,
-                     d.live.users_changed)
+                     d.live.users_changed, self.join)
+
+    def join_times(self, index: int, first_uid: int, new: int, ramp_start: float,
+                   ramp_in_s: float) -> list[tuple[int, float]]:
+        """(user id, when it comes in) of a step's new users: evenly over the ramp-in
+        (``join="start"``), or one at a random time in each equal slice of it (``spread``: no
+        lock-step grid, still spread over the whole ramp-in)."""
+        if self.join == "spread":
+            rng = random.Random(self.seed * 7_919 + index)
+            return [(first_uid + k, ramp_start + ramp_in_s * (k + rng.random()) / new)
+                    for k in range(new)]
+        return [(first_uid + k, ramp_start + ramp_in_s * k / max(new, 1)) for k in range(new)]
 
     async def drive(self, d: Drive) -> list[Any]:
-        """Step through the plan; stop at the first step that does not hold (unless
-        keep_going). ``d.live`` is updated as it goes (step, users, phase). The users live in
-        a Crowd: here, or spread over worker processes (``d.remote``, llmbench.workers),
-        while the steps are decided here either way."""
+        """Run the pacer's steps; each is brought in (users added, or removed: the newest
+        first, each after its request in flight; or the rate's arrivals), held, drained and
+        judged, and the pacer says what comes next. ``d.live`` is updated as it goes (step,
+        users, phase). The users live in a Crowd: here, or spread over worker processes
+        (``d.remote``, llmbench.workers), while the steps are decided here either way."""
         live = d.live
         assert self.judge is not None, "a ramp needs a judge for its steps"
         crowd = d.remote if d.remote is not None else self.crowd(d)
         stopping = d.stopping
-        users = 0
+        pacer = self.pace()
+        users: list[int] = []             # ids of the users in, oldest first
+        next_uid = 0
+        rate_now: float | None = None
+        index = -1
+        t_first: float | None = None
+        ramp_start = hold_start = hold_end = 0.0
+        plan = pacer.first()
         try:
-            for index, load in enumerate(self.steps):
-                crowd.set_step(index)
-                live.step, live.load, live.phase = index, load, "ramp-in"
-                ramp_start = perf_counter()
-                if self.by == "users":
-                    new = int(load) - users
-                    # user k of the step's new ones comes in at ramp_start + ramp_in * k / new
-                    await crowd.add_users([(users + k, ramp_start + self.ramp_in_s * k / max(new, 1))
-                                           for k in range(max(new, 0))])
-                    users = max(users, int(load))
+            while plan is not None:
+                if plan.extend and index >= 0:
+                    # the step just judged holds longer: its window grows, same index
+                    live.phase = "hold"
+                    if self.by != "users" and plan.load:
+                        crowd.start_rate(index, self.rate_offsets(index, plan.load, plan.hold_s),
+                                         perf_counter())
+                    if not await sleep_or_stop(stopping, plan.hold_s):
+                        break
+                    hold_end = perf_counter()
                 else:
-                    # arrivals over the whole ramp-in and hold, not stretched to a count: the
-                    # hold window gets rate x hold of them on average (issue 31)
-                    crowd.start_rate(index, self.rate_offsets(index, load), perf_counter())
-                if not await sleep_or_stop(stopping, self.ramp_in_s):
-                    break
-                hold_start = perf_counter()
-                live.phase = "hold"
-                if not await sleep_or_stop(stopping, self.hold_s):
-                    break
-                hold_end = perf_counter()
+                    index += 1
+                    crowd.set_step(index)
+                    load = plan.load
+                    live.step, live.load, live.phase = index, load, "ramp-in"
+                    ramp_start = perf_counter()
+                    t_first = ramp_start if t_first is None else t_first
+                    if self.on_plan is not None:
+                        self.on_plan(index, plan)
+                    if self.by == "users":
+                        want = int(load)
+                        if want > len(users):
+                            new = want - len(users)
+                            await crowd.add_users(self.join_times(index, next_uid, new, ramp_start,
+                                                                  plan.ramp_in_s))
+                            users += range(next_uid, next_uid + new)
+                            next_uid += new
+                        elif want < len(users):
+                            # fewer users: the newest leave, each once its request in flight is
+                            # answered (never cut: a cut request is a failure the server did not
+                            # cause), and are gone before the hold window opens
+                            gone, users = users[want:], users[:want]
+                            await crowd.remove_users(gone)
+                    else:
+                        if self.pacer is not None and not isinstance(self.pacer, FixedSteps) \
+                                and rate_now is not None:
+                            # a search's step holds its own rate only: the conversations earlier
+                            # steps started end after their turn in flight
+                            await crowd.end_conversations()
+                        crowd.start_rate(index, self.rate_offsets(index, load,
+                                                                  plan.ramp_in_s + plan.hold_s),
+                                         perf_counter())
+                        rate_now = load
+                    if not await sleep_or_stop(stopping, plan.ramp_in_s):
+                        break
+                    leave_by = perf_counter() + self.drain_s
+                    while not stopping.is_set() and await crowd.leaving():
+                        if perf_counter() >= leave_by:
+                            await crowd.cancel_leaving()
+                            break
+                        await asyncio.sleep(0.05)
+                    if stopping.is_set():
+                        break
+                    hold_start = perf_counter()
+                    live.phase = "hold"
+                    if not await sleep_or_stop(stopping, plan.hold_s):
+                        break
+                    hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
                 crowd.stop_rate()
                 # let the window's requests finish; users keep chatting meanwhile
@@ -126,15 +194,18 @@ class Ramp:
                     await asyncio.sleep(0.05)
                 mon = busy([m for m in d.monitor.samples
                             if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
-                result = self.judge(StepWindow(index, load, ramp_start, hold_start, hold_end,
+                result = self.judge(StepWindow(index, plan.load, ramp_start, hold_start, hold_end,
                                                crowd.records,
                                                await crowd.pending(index, hold_start, hold_end),
                                                mon))
-                self.results.append(result)
+                if plan.extend and self.results:
+                    self.results[-1] = result
+                else:
+                    self.results.append(result)
                 if self.on_step is not None:
                     self.on_step(result)
-                if not result.held and not self.keep_going:
-                    break
+                assert t_first is not None
+                plan = pacer.after(result, perf_counter() - t_first)
         finally:
             live.phase = "finishing"
             await crowd.finish()
@@ -142,23 +213,31 @@ class Ramp:
 
 
 class Crowd:
-    """The ramp's users and arrivals in one process: added step by step, stopped at the end.
-    A worker process runs one for its share (llmbench.workers), the coordinator's steps
-    calling the same methods through messages. Times are this process's perf_counter."""
+    """The ramp's users and arrivals in one process: added step by step, removed (the newest
+    first, after their request in flight) when a search steps down, stopped at the end. A
+    worker process runs one for its share (llmbench.workers), the coordinator's steps calling
+    the same methods through messages. Times are this process's perf_counter."""
 
     def __init__(self, session: Session, convs: Sequence[Conversation],
                  think_s: tuple[float, float], seed: int, burstiness: float,
-                 users_changed: Callable[[float, int], None]) -> None:
+                 users_changed: Callable[[float, int], None], join: str = "start") -> None:
         self.session = session
         self.convs = convs
         self.think_s = think_s
         self.seed = seed
         self.burstiness = burstiness
         self.users_changed = users_changed
+        self.join = join
         self.user_stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
         self.rate_task: asyncio.Task[None] | None = None
         self._conv_ids = itertools.count()
+        self._stops: dict[int, asyncio.Event] = {}            # each user's own
+        self._user_tasks: dict[int, asyncio.Task[Any]] = {}
+        self._leaving: list[asyncio.Task[Any]] = []
+        # the open-loop conversations of the current rate step, and what ends them
+        self._rate_stop = asyncio.Event()
+        self._rate_plays: list[asyncio.Task[Any]] = []
 
     @property
     def records(self) -> Sequence[Record]:
@@ -171,28 +250,63 @@ class Crowd:
         self.session.step = index
 
     async def add_users(self, users: list[tuple[int, float]]) -> None:
-        """Users (id, when it comes in) join and chat until the end."""
+        """Users (id, when it comes in) join and chat until removed or the end."""
         loop = asyncio.get_running_loop()
         for uid, at in users:
-            self.tasks.append(loop.create_task(self._user(uid, at)))
+            self._stops[uid] = asyncio.Event()
+            task = loop.create_task(self._user(uid, at))
+            self._user_tasks[uid] = task
+            self.tasks.append(task)
+
+    async def remove_users(self, uids: Sequence[int]) -> None:
+        """These users stop: one thinking leaves now, one waiting for a reply leaves once it
+        is answered (``leaving`` counts them until then)."""
+        for uid in uids:
+            stop = self._stops.pop(uid, None)
+            if stop is not None:
+                stop.set()
+            task = self._user_tasks.pop(uid, None)
+            if task is not None and not task.done():
+                self._leaving.append(task)
+
+    async def end_conversations(self) -> None:
+        """The open-loop conversations started so far end after their turn in flight."""
+        self._rate_stop.set()
+        self._leaving += [t for t in self._rate_plays if not t.done()]
+        self._rate_stop = asyncio.Event()
+        self._rate_plays = []
+
+    async def leaving(self) -> int:
+        """Users (and conversations) told to stop that are still finishing a request."""
+        self._leaving = [t for t in self._leaving if not t.done()]
+        return len(self._leaving)
+
+    async def cancel_leaving(self) -> None:
+        for t in self._leaving:
+            t.cancel()
+        await asyncio.gather(*self._leaving, return_exceptions=True)
+        self._leaving = []
 
     async def _user(self, uid: int, at: float) -> None:
-        if not await sleep_or_stop(self.user_stop, at - perf_counter()):
+        stop = self._stops[uid]
+        if not await sleep_or_stop(stop, at - perf_counter()):
             return
         self.users_changed(perf_counter(), +1)
         try:
             await virtual_user(self.session, self.next_conv, uid=uid, think=self.think_s,
                                rng=random.Random(self.seed * 1_000_003 + uid),
-                               stop=self.user_stop)
+                               stop=stop, mid=self.join == "spread")
         finally:
             self.users_changed(perf_counter(), -1)
 
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:
         """Arrivals at t0 + offsets (a worker's share: ``index``, their numbers)."""
+        self.stop_rate()
         self.rate_task = asyncio.get_running_loop().create_task(
-            dispatch(self.session, offsets, self.next_conv, stop=self.user_stop,
-                     think=self.think_s, seed=self.seed, tasks=self.tasks, t0=t0, index=index))
+            dispatch(self.session, offsets, self.next_conv, stop=self._rate_stop,
+                     think=self.think_s, seed=self.seed, tasks=self._rate_plays, t0=t0,
+                     index=index))
 
     def stop_rate(self) -> None:
         if self.rate_task is not None:
@@ -209,10 +323,15 @@ class Crowd:
 
     async def finish(self) -> None:
         self.user_stop.set()
+        self._rate_stop.set()
+        for stop in self._stops.values():
+            stop.set()
+        self.stop_rate()
         self.session.step = None
-        if self.tasks:
+        every = self.tasks + self._rate_plays + self._leaving
+        if every:
             # in-flight requests after the last window do not count; give them a moment
-            done, still = await asyncio.wait(self.tasks, timeout=2.0)
+            done, still = await asyncio.wait(every, timeout=2.0)
             for t in still:
                 t.cancel()
             await asyncio.gather(*still, return_exceptions=True)

@@ -16,15 +16,40 @@ from llmbench.load.agent import play_agent
 from llmbench.load.session import Session
 from llmbench.workload import Conversation, messages_for
 from llmbench.workload.agents import is_agent
+from llmbench.workload.words import WORDS
+from llmbench.load.eventloop import sleep_or_stop
 
 perf_counter = time.perf_counter
+
+# a turn that asks no reply length (a dataset that gives none): its synthetic reply's words
+DEFAULT_REPLY_WORDS = 128
+
+
+def synthetic_reply(max_tokens: int | None, rng: random.Random) -> str:
+    """The text of a reply the server never gave (``--join spread``'s history): as many of
+    the common one-token words as the turn asks tokens, so the prompt carries about the
+    length the real reply would have had."""
+    n = max_tokens if max_tokens and max_tokens > 0 else DEFAULT_REPLY_WORDS
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def mid_conversation(conv: Conversation, rng: random.Random) -> tuple[int, list[str]]:
+    """Where a user who joins a conversation already under way is (``--join spread``): a turn
+    drawn uniformly, and the replies before it, synthetic (the server never produced them), so
+    the first request carries the whole history a person at that turn would send."""
+    if len(conv.turns) <= 1 or conv.turns[0].batch:
+        return 0, []
+    t = rng.randrange(len(conv.turns))
+    return t, [synthetic_reply(conv.turns[i].max_tokens, rng) for i in range(t)]
 
 
 async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
                user: int | None, scheduled: float, think: tuple[float, float],
                rng: random.Random, warmup: bool = False, sem: asyncio.Semaphore | None = None,
-               stop: asyncio.Event | None = None) -> bool:
-    """Send a conversation's turns in order, each with the real replies before it.
+               stop: asyncio.Event | None = None, start_turn: int = 0,
+               history: list[str] | None = None) -> bool:
+    """Send a conversation's turns in order, each with the real replies before it (from
+    ``start_turn`` on, after the replies in ``history``: a user who joined mid-conversation).
 
     Returns False when a turn failed or the run is stopping (the conversation was cut short).
     An agent session (workload.agents) is played by the agent loop (load.agent) instead."""
@@ -32,8 +57,8 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
         return await play_agent(session, conv, budget, user=user,  # type: ignore[arg-type]
                                 scheduled=scheduled, warmup=warmup, sem=sem, stop=stop)
     stop = stop or session.stopping
-    replies: list[str] = []
-    for t in range(len(conv.turns)):
+    replies: list[str] = list(history or [])
+    for t in range(start_turn, len(conv.turns)):
         if stop.is_set() or session.stopping.is_set() or (budget is not None and not budget.take()):
             return False
         msgs = messages_for(conv, t, replies)
@@ -52,17 +77,6 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
             return False
         scheduled = perf_counter()
     return True
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep unless told to stop meanwhile; False if stopped."""
-    if seconds <= 0:
-        return not stop.is_set()
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-        return False
-    except asyncio.TimeoutError:
-        return True
 
 
 async def pause(stop: asyncio.Event, think: tuple[float, float], rng: random.Random) -> bool:
@@ -99,11 +113,12 @@ class Budget:
 async def virtual_user(session: Session, next_conv: Callable[[int], Conversation | None], *,
                        uid: int, think: tuple[float, float], rng: random.Random,
                        stop: asyncio.Event, budget: Budget | None = None, warmup: bool = False,
-                       think_after: bool = True) -> None:
+                       think_after: bool = True, mid: bool = False) -> None:
     """One user: plays conversations until told to stop, the budget is spent, or ``next_conv``
     has none left (None). ``next_conv(k)`` gets how many conversations this user played so
     far. ``think_after``: the user also thinks between conversations (a person does; the
-    vLLM-style fixed level sends the next one at once)."""
+    vLLM-style fixed level sends the next one at once). ``mid``: the first conversation is
+    joined at a random turn, its history filled (``mid_conversation``)."""
     k = 0
     while not stop.is_set() and not session.stopping.is_set():
         if budget is not None and budget.spent():
@@ -111,9 +126,10 @@ async def virtual_user(session: Session, next_conv: Callable[[int], Conversation
         conv = next_conv(k)
         if conv is None:
             return
+        start, history = mid_conversation(conv, rng) if mid and k == 0 else (0, [])
         k += 1
         await play(session, conv, budget, user=uid, scheduled=perf_counter(), think=think,
-                   rng=rng, warmup=warmup, stop=stop)
+                   rng=rng, warmup=warmup, stop=stop, start_turn=start, history=history)
         if think_after and not await pause(stop, think, rng):
             return
 
