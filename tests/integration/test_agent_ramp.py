@@ -99,8 +99,9 @@ def test_twice_the_budget_holds_about_twice_the_agents(mock_factory, tmp_path):
 def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_factory, tmp_path):
     # the mock runs in this process: on a busy machine (and with the GIL shared with more users)
     # 1 ms gaps grew past the verdict's +2 ms / 1.5x and read as compute saturation; 5 ms gaps
-    # need a 7.5 ms median to count as grown, which a queue for one slot does not make (one request decodes at
-    # a time), and cost a session only ~0.25 s more (60 tokens), under the 1.4 s gate at 1 user
+    # need a 7.5 ms median to count as grown, which a queue for one slot does not make (one
+    # request decodes at a time), and cost a session only ~0.25 s more (60 tokens), under the
+    # 1.4 s gate at 1 user
     doc, held = agent_ramp(mock_factory, tmp_path, "1,2,3", kv_tokens=1_000_000, parallel=1,
                            itl_ms=5)
     v = doc["verdict"]
