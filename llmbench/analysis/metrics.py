@@ -259,7 +259,7 @@ def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
 # Per-request series (TTFT, TPOT, E2EL, queue, ...) are the same functions as the Record
 # properties call, on token times made as start + us / 1e6 (as the store gives Records back),
 # so they are bit-identical
-# (tests/unit/test_record_store.py checks it value by value). Per-event series (ITL, ITL per
+# (tests/unit/records/test_record_store.py checks it value by value). Per-event series (ITL, ITL per
 # token) are computed from the integer microseconds the records hold: exact values, where
 # Record.itls first adds the start time and subtracts it again (a difference in the last bits,
 # below 1e-9 ms; the same test bounds it).

@@ -20,7 +20,7 @@ here applies that rule; only how the order statistics are found differs:
   TTFO or a tool call's first token, by numpy's median: both as before, bit for bit).
 
 The statistics named in a summary are ``STATS`` plus ``stat_name(p)`` for each percentile asked
-for. Tests: tests/unit/test_percentile.py (each routine against numpy, edge cases).
+for. Tests: tests/unit/analysis/test_percentile.py (each routine against numpy, edge cases).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The client's transport timestamps each network chunk on arrival and hands it here; every
 event, whether it arrived in a chunk or was left in the framer when the connection ended, goes
 through ``_events``, so the end of a stream cannot be decoded by other rules than its middle.
-Tests drive it with scripted chunks (tests/unit/test_decoder.py).
+Tests drive it with scripted chunks (tests/unit/client/test_decoder.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ both share: requests.jsonl's ``token_us`` are microseconds after ``start``, so t
   analysis/metrics.py, results/latencies.py, the timeline),
 
 with the same float operations in the same order, so a column's value equals the Record's bit
-for bit (tests/unit/test_record_store.py, tests/unit/test_definitions.py).
+for bit (tests/unit/records/test_record_store.py, tests/unit/records/test_definitions.py).
 
 Why token times and not ``Record.first_token`` / ``end``: the client sets those to the first
 and last token event, but a record read back from requests.jsonl has its token times rounded

@@ -5,7 +5,7 @@ drawn by matplotlib, imported only then (the ``png`` extra).
 
 Text that reaches a chart (labels, backend names) is stripped of markup characters first.
 
-Rules every chart follows, so a picture cannot say more than the numbers (tests/unit/test_charts.py):
+Rules every chart follows, so a picture cannot say more than the numbers (tests/unit/report/test_charts.py):
 - an axis spans the data, from zero for sizes (ms, tok/s, requests): a threshold far above the
   data is written at the top edge ("threshold p95 ≤ 200 ms ↑"), not drawn by stretching the
   axis until the data is a flat line on the floor;

@@ -10,7 +10,7 @@ axes: a few hundred lines of SVG.
 
 Nothing here decides what a chart shows (charts.py does, under the rules in its docstring);
 this module only turns a description into pixels. The description is what the tests read
-(tests/unit/test_charts.py), and the SVG carries the same facts: each panel is
+(tests/unit/report/test_charts.py), and the SVG carries the same facts: each panel is
 ``<g class="panel" data-ylim="lo hi" data-xlim=... data-ylabel=...>``, each trace a
 ``<g class="trace" data-label=...>``, each legend entry a ``<text class="legend-entry">``,
 marks and texts carry their ``cls`` as class (``step-boundary`` with ``data-x``, ``threshold``

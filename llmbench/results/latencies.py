@@ -95,7 +95,7 @@ def read_latencies(path: Path) -> Latencies:
                 # the definitions (records/definitions.py) on the line as written: token_us
                 # are the token events' µs after start, so start is 0 here, and the values
                 # are exact (Record computes them from start + us / 1e6: equal to 1e-9 ms,
-                # checked by tests/unit/test_record_store.py)
+                # checked by tests/unit/records/test_record_store.py)
                 us = d.get("token_us") or []
                 ok = bool(d.get("ok")) and bool(us)
                 steps.append(d.get("step") if d.get("step") is not None else -1)

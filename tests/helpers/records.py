@@ -1,5 +1,5 @@
 """Records made up for tests and scripts: ``varied`` has every kind of field the summary reads
-(tests/unit/test_record_store.py, test_schema.py, test_contract.py and
+(tests/unit/records/test_record_store.py, test_schema.py, test_contract.py and
 scripts/check_metrics_identical.py share it; a test file is never imported by another)."""
 
 from __future__ import annotations

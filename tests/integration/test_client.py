@@ -1,7 +1,7 @@
 """The client against real servers on loopback: the mock, and servers that misbehave on purpose.
 
 What needs no network (how events decode, when each timeout fires, what usage means) is tested
-on MockTransport, exactly and at no wall time (tests/unit/test_mock_transport.py); what is
+on MockTransport, exactly and at no wall time (tests/unit/client/test_mock_transport.py); what is
 here is about the network: both transports reading, cutting, timing out and hanging up on a
 real socket."""
 

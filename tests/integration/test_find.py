@@ -3,7 +3,7 @@ slots, each request served in S = ttft + (tokens - 1) x itl, so N >= P users see
 first token of ttft + (N/P - 1) x S (Little's law: N users, P served at once, each cycle N x S
 / P long). The threshold on the mean sits halfway between the paper limit L and L + 1, so the
 search must land on L (one user either way: a busy machine adds its own milliseconds) in about
-log2(L) + 3 steps. The engine is the one every ramp runs (tests/unit/test_search.py has the
+log2(L) + 3 steps. The engine is the one every ramp runs (tests/unit/results/test_search.py has the
 pacer's decisions on paper); here it talks HTTP to a real mock. Also: ``--join spread``'s
 prompts carry their history, and a search stopped by a signal leaves a partial folder
 ``load_run`` reads with the steps done."""

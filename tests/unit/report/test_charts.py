@@ -394,7 +394,7 @@ def test_every_trace_is_named_somewhere():
 
 
 def test_no_report_chart_imports_matplotlib():
-    code = ("import sys; from tests.unit.test_charts import all_charts; "
+    code = ("import sys; from tests.unit.report.test_charts import all_charts; "
             "from llmbench.report import svgplot; [svgplot.render(c) for c in all_charts().values()]; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

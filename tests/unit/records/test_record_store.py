@@ -168,7 +168,7 @@ def _same(a, b, path="summary", exact=False):
 # 38f9e02): that implementation is gone, its numbers are kept. Recorded once with that module
 # on the same inputs (varied, plain_run, itl_counts_records, bunching_records); JSON keeps every
 # float's bits.
-RECORDED = json.loads((Path(__file__).parent / "data" / "record_path_summaries.json")
+RECORDED = json.loads((Path(__file__).parent.parent / "data" / "record_path_summaries.json")
                       .read_text(encoding="utf-8"))
 
 
