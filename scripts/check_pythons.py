@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 import sys
 import tempfile
 import time
@@ -56,7 +57,7 @@ class Failed(Exception):
     pass
 
 
-def step(what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None) -> str:
+def step(log: list[str], what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None) -> str:
     t = time.monotonic()
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
                        env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
@@ -64,7 +65,7 @@ def step(what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None) -> str:
     if r.returncode not in ok_codes or "Traceback (most recent call last)" in out:
         tail = "\n    ".join(out.strip().splitlines()[-12:])
         raise Failed(f"{what}: exit {r.returncode}\n    {tail}")
-    print(f"  ok  {what} ({time.monotonic() - t:.1f} s)", flush=True)
+    log.append(f"  ok  {what} ({time.monotonic() - t:.1f} s)")
     return r.stdout
 
 
@@ -75,39 +76,39 @@ def newest_run(folder: Path) -> Path:
     return runs[-1]
 
 
-def check(python: str, version: tuple[int, int]) -> None:
+def check(python: str, version: tuple[int, int], log: list[str]) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"llmbench-py{version[0]}{version[1]}-"))
     try:
         venv = work / "venv"
-        step("venv", [python, "-m", "venv", str(venv)], work)
+        step(log, "venv", [python, "-m", "venv", str(venv)], work)
         bin_ = venv / "bin"
-        step("pip install .", [str(bin_ / "pip"), "install", "-q", "--disable-pip-version-check",
+        step(log, "pip install .", [str(bin_ / "pip"), "install", "-q", "--disable-pip-version-check",
                                str(ROOT)], work)
         llmbench = str(bin_ / "llmbench")
         home = work / "home"
         home.mkdir()
         env = {"LLMBENCH_TOKENIZER": "approx"}
         # the README's first command, short; 99 is "thresholds failed" (a verdict, not a crash)
-        step("ramp --users 1,2 --hold 3s", [llmbench, "ramp", "--users", "1,2", "--hold", "3s"],
+        step(log, "ramp --users 1,2 --hold 3s", [llmbench, "ramp", "--users", "1,2", "--hold", "3s"],
              home, ok_codes=(0, 99), env=env)
         newest_run(home / "results")
         runs = []
         for i in (1, 2):
             out = home / f"runs{i}"
-            step(f"run --requests 6 ({i})", [llmbench, "run", "--requests", "6", "--out",
+            step(log, f"run --requests 6 ({i})", [llmbench, "run", "--requests", "6", "--out",
                                              str(out)], home, env=env)
             runs.append(newest_run(out))
-        step("report", [llmbench, "report", str(runs[0])], home)
+        step(log, "report", [llmbench, "report", str(runs[0])], home)
         if not (runs[0] / "report.html").exists():
             raise Failed("report: no report.html")
-        step("compare", [llmbench, "compare", str(runs[0]), str(runs[1]), "--html",
+        step(log, "compare", [llmbench, "compare", str(runs[0]), str(runs[1]), "--html",
                          str(home / "compare.html")], home)
-        step("option names", [str(bin_ / "python"), str(ROOT / "scripts" / "cli_options.py"),
+        step(log, "option names", [str(bin_ / "python"), str(ROOT / "scripts" / "cli_options.py"),
                               "--check"], work)   # run from outside the checkout: the install
         want = json.loads(FIXTURE.read_text())
         for cmd, names in want.items():
             args = cmd.split() if cmd else []
-            text = step(f"{cmd or '(top)'} --help", [llmbench, *args, "--help"], home,
+            text = step(log, f"{cmd or '(top)'} --help", [llmbench, *args, "--help"], home,
                         env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
             absent = [n for n in names
                       if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
@@ -125,22 +126,36 @@ def main() -> int:
     wanted = [v for v in claimed() if v != here]
     if args.only:
         wanted = [v for v in wanted if f"{v[0]}.{v[1]}" in args.only]
-    failed = []
+    # the interpreters are checked at once, each in its own venv and folder (most of a check
+    # is pip installing and commands waiting on the mock: 3 in a row took ~300 s on the 2-core
+    # CI machine), and each one's lines are printed together, in order
+    found = []
     for v in wanted:
-        name = f"Python {v[0]}.{v[1]}"
         python = find(v)
         if python is None:
-            print(f"{name}: not on this machine, not checked (the suite runs on "
+            print(f"Python {v[0]}.{v[1]}: not on this machine, not checked (the suite runs on "
                   f"{here[0]}.{here[1]})", flush=True)
-            continue
-        print(f"{name}: {python}", flush=True)
+        else:
+            found.append((v, python))
+
+    def one(v: tuple[int, int], python: str) -> tuple[bool, list[str]]:
+        name = f"Python {v[0]}.{v[1]}"
+        log = [f"{name}: {python}"]
         t = time.monotonic()
         try:
-            check(python, v)
-            print(f"{name}: works ({time.monotonic() - t:.0f} s)", flush=True)
+            check(python, v, log)
+            log.append(f"{name}: works ({time.monotonic() - t:.0f} s)")
+            return True, log
         except (Failed, subprocess.TimeoutExpired) as exc:
-            print(f"{name}: FAILED {exc}", flush=True)
-            failed.append(name)
+            log.append(f"{name}: FAILED {exc}")
+            return False, log
+
+    failed = []
+    with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
+        for (v, _), (ok, log) in zip(found, pool.map(lambda a: one(*a), found)):
+            print("\n".join(log), flush=True)
+            if not ok:
+                failed.append(f"Python {v[0]}.{v[1]}")
     if failed:
         print(f"check_pythons: failed on {', '.join(failed)}")
         return 1

@@ -1,5 +1,5 @@
 """A module fixture's expensive work done once per test session, not once per pytest-xdist
-worker: the suite runs in 2 processes (-n 2) and the default scheduling may send the tests of
+worker: the suite runs in several processes (-n 4) and the default scheduling may send the tests of
 one module to both, so both would build the same fixture (tests/e2e/test_hostile_inputs.py's
 tables: a hundred CLI child processes each time). The first worker to get here computes the
 value and leaves it as JSON; the other waits for it on a lock and reads it."""
