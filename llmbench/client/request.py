@@ -143,6 +143,8 @@ def _malformed_http(exc: BaseException) -> bool:
     if aiohttp is None:
         return False
     from aiohttp.http_exceptions import HttpProcessingError
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return False            # the proxy refused the tunnel (407, 502): a connect failure
     if isinstance(exc, (aiohttp.ClientResponseError, HttpProcessingError)):
         return True
     if isinstance(exc, aiohttp.ClientPayloadError):

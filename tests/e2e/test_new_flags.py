@@ -130,7 +130,7 @@ def test_tools_format_images_and_embeddings_flags(mock_factory, tmp_path):
                         (("--responses-state", "server"), "keeps no conversation"),
                         (("--api", "responses", "--responses-state", "both"), "choose client or server"),
                         (("--images", "0",), "from 1 to 64"),
-                        (("--response-format", str(tmp_path / "nope.json")), "cannot read")):
+                        (("--response-format", str(tmp_path / "nope.json")), "no such file; check the path")):
         r = llmbench(*base, *bad, "--out", str(tmp_path / "bad"))
         assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 

@@ -124,9 +124,11 @@ def test_a_real_node_exporter_s_cpu_busy_matches_a_busy_loop(node_exporter):
     proc_busy = (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) * cpu0.cpus
     assert abs(whole.busy_cores - proc_busy) <= 0.35, (whole.busy_cores, proc_busy)
     assert whole.mem_total_bytes == procfs.read_meminfo()["MemTotal"]
-    # with a core to spare before the loop, the loop's core shows on top of the baseline
+    # with a core and a half to spare before the loop, the loop's core shows on top of the
+    # baseline (on a machine others keep busy the baseline moves by more than a core: then the
+    # checks above, against the loop's own CPU time, are the ones that hold)
     before = tm.host_use(t.samples, host[0]["t"], a)
-    if before.busy_cores <= before.cpus - 1.0:
+    if before.busy_cores <= before.cpus - 1.5:
         assert during.busy_cores >= before.busy_cores + 0.5 * loop_cores, (before, during)
 
 
