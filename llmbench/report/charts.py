@@ -78,6 +78,26 @@ def _from_zero(p: Panel, top: float | None) -> None:
 
 
 
+
+def _step_marks(panels: Sequence[Any], starts: Sequence[tuple[float, Any]], unit: str) -> None:
+    """Each step's start as a dotted line on every panel, labelled with its load on the top
+    one (thinned so labels never overlap)."""
+    if not starts:
+        return
+    for p in panels:
+        for x, _ in starts:
+            p.vline(x, "#777", ":", 0.9, "step-boundary")
+    top = panels[0]
+    xs = [x for x, _ in starts]
+    texts = _thin(xs, [f"{ld:g}" if isinstance(ld, (int, float)) else "?" for _, ld in starts],
+                  *top.xlim, top.w * 0.75, 7)            # px to pt: 100 dpi against 72
+    for x, text in zip(xs, texts):
+        if text:
+            top.text(x, 1.0, text, coords="xaxis", offset=(0, 4), ha="center",
+                     color="#555", cls="step-label")
+    top.text(1.0, 1.0, f"step starts (dotted), labelled in {safe(unit)}", coords="axes",
+             offset=(0, 18), ha="right", color="#555", cls="step-note")
+
 def _server_panel(ax: Any, t: Any, col: Callable[[str], Any]) -> None:
     """The server's own running and waiting counts over time (its probe's samples)."""
     run_, wait_ = col("server_running"), col("server_waiting")
@@ -415,20 +435,7 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
     if has_server:
         _server_panel(panels[3], t, col)
     panels[-1].xlabel = "seconds"
-    if starts:
-        for p in panels:
-            for x, _ in starts:
-                p.vline(x, "#777", ":", 0.9, "step-boundary")
-        top = panels[0]
-        xs = [x for x, _ in starts]
-        texts = _thin(xs, [f"{ld:g}" if ld is not None else "?" for _, ld in starts],
-                      *top.xlim, top.w * 0.75, 7)            # px to pt: 100 dpi against 72
-        for x, text in zip(xs, texts):
-            if text:
-                top.text(x, 1.0, text, coords="xaxis", offset=(0, 4), ha="center",
-                         color="#555", cls="step-label")
-        top.text(1.0, 1.0, f"step starts (dotted), labelled in {safe(unit)}", coords="axes",
-                 offset=(0, 18), ha="right", color="#555", cls="step-note")
+    _step_marks(panels, starts, unit)
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 
@@ -715,20 +722,7 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
         if r.get("step") is not None and r.get("step") != last:
             starts.append((float(r["t"]) - 1.0, r.get("load")))
             last = r.get("step")
-    if starts:
-        for p in panels:
-            for x, _ in starts:
-                p.vline(x, "#777", ":", 0.9, "step-boundary")
-        top = panels[0]
-        xs = [x for x, _ in starts]
-        texts = _thin(xs, [f"{ld:g}" if isinstance(ld, (int, float)) else "?" for _, ld in starts],
-                      *top.xlim, top.w * 0.75, 7)
-        for x, text in zip(xs, texts):
-            if text:
-                top.text(x, 1.0, text, coords="xaxis", offset=(0, 4), ha="center",
-                         color="#555", cls="step-label")
-        top.text(1.0, 1.0, f"step starts (dotted), labelled in {safe(unit)}", coords="axes",
-                 offset=(0, 18), ha="right", color="#555", cls="step-note")
+    _step_marks(panels, starts, unit)
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 

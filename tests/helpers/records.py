@@ -74,3 +74,12 @@ def varied(n: int = 400, seed: int = 1) -> list[Record]:
             r.error_kind, r.ok = "interrupted", False
         out.append(r)
     return out
+
+
+def plain_summary(s):
+    """A Summary as the flat dict run.json holds, with Python's floats (infinities kept)."""
+    d = s.flat()
+    d["error_samples"] = [e.to_dict() for e in d.get("error_samples") or []]
+    if "by_turn" in d:
+        d["by_turn"] = {k: plain_summary(v) for k, v in d["by_turn"].items()}
+    return d

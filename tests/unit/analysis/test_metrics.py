@@ -8,15 +8,7 @@ import pytest
 from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, stats_ms, vllm_result
 from llmbench.analysis.metrics import summarize as _summarize
 from llmbench.records.record import Record
-
-
-def _plain(s):
-    """A Summary as the flat dict run.json holds, with Python's floats (infinities kept)."""
-    d = s.flat()
-    d["error_samples"] = [e.to_dict() for e in d.get("error_samples") or []]
-    if "by_turn" in d:
-        d["by_turn"] = {k: _plain(v) for k, v in d["by_turn"].items()}
-    return d
+from tests.helpers.records import plain_summary as _plain
 
 
 def summarize(*args, **kw):

@@ -16,6 +16,7 @@ from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, by_done
 from llmbench.records.token_events import TokenEvents
 from tests.helpers.records import varied
+from tests.helpers.records import plain_summary as _plain
 
 
 @pytest.fixture(autouse=True, params=["compact-rarely", "compact-often"])
@@ -28,15 +29,6 @@ def compaction(request, monkeypatch):
         monkeypatch.setattr(records, "_COMPACT_EVERY", 8)
         monkeypatch.setattr(records, "SEAL_EVENTS", 37)
     return request.param
-
-
-def _plain(s):
-    """A Summary as the flat dict run.json holds, with Python's floats (infinities kept)."""
-    d = s.flat()
-    d["error_samples"] = [e.to_dict() for e in d.get("error_samples") or []]
-    if "by_turn" in d:
-        d["by_turn"] = {k: _plain(v) for k, v in d["by_turn"].items()}
-    return d
 
 
 def _summary(*args, **kw):
