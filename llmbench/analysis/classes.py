@@ -26,6 +26,7 @@ from llmbench.load.shapes.classes import ClassLoad, Isolated
 from llmbench.load.shapes.ramp import StepWindow
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
+from llmbench.results.search import Search
 from llmbench.results.schema import (HELD, NO_DATA, OVER, Check, ClassStep, ClassVerdict,
                                      Compared, IsolatedClass, Isolation, Step, Verdict,
                                      deciding_step, last_held)
@@ -217,6 +218,44 @@ def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit
                                                       f"because of {', '.join(others)}?)"
                                                       if others else "") + "."]
     return out
+
+
+def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
+                 ) -> tuple[Search, str]:
+    """A search over a scenario (``ramp --find --scenario``): the classes that broke at the
+    least load that broke (``blamed``: the first to break as the crowd grew), why, and each
+    class's load at the limit and there; the answer's text with them ("Holds 4 users (5
+    broke: in long, TTFT p95 was 1.20 s, over 600 ms; chat held) ... At 4 users: chat 2,
+    long 2; at 5: chat 3, long 2.")."""
+    from llmbench.analysis.findlimit import finish_text
+    by_load = {float(s.load): s for s in ladder}
+    broke = by_load.get(float(search.broke_at)) if search.broke_at is not None else None
+    top = by_load.get(float(search.limit)) if search.limit else None
+    out = replace(search)
+    if broke is not None and broke.classes:
+        out.blamed = [n for n, c in broke.classes.items() if c.state == OVER]
+        parts = [f"in {n}, " + _breach(c.failed_checks[0], c.summary.failed)
+                 for n, c in broke.classes.items() if c.state == OVER and c.failed_checks]
+        parts += [f"{n} had too few requests to judge" for n, c in broke.classes.items()
+                  if c.state == NO_DATA]
+        held = [n for n, c in broke.classes.items() if c.state == HELD]
+        if held:
+            parts.append(f"{' and '.join(held)} held")
+        down = [x for x in broke.checks if x.outage]
+        if down:
+            parts.insert(0, down[0].reason or "the server was down")
+        if parts:
+            out.broke_because = "; ".join(parts)
+    out = finish_text(out, unit)
+    loads = []
+    if top is not None and top.classes:
+        loads.append(f"At {amount(top.load, unit)}: {_loads_text(top, unit)}")
+    if broke is not None and broke.classes:
+        loads.append(f"at {broke.load:g}: {_loads_text(broke, unit)}" if loads else
+                     f"At {amount(broke.load, unit)}: {_loads_text(broke, unit)}")
+    text = out.text + (f" {'; '.join(loads)}." if loads else "")
+    out.text = text
+    return out, text
 
 
 # -- blame: each class alone -----------------------------------------------------------------

@@ -58,6 +58,13 @@ def finish(search: Search, ladder: Sequence[Step], knee: Knee | None, unit: str)
         out.interval_method = (f"where {knee.threshold} is crossed, interpolated between "
                                f"{_load(lim, unit)} and {amount(top, unit)} from their "
                                "requests (95 % bootstrap interval)")
+    return finish_text(out, unit)
+
+
+def finish_text(search: Search, unit: str) -> Search:
+    """The search's ``uncertain`` and ``text`` from its fields (again, after a scenario's blame
+    rewrote ``broke_because``: analysis.classes.search_blame)."""
+    out = replace(search)
     out.uncertain = _uncertain(out, unit)
     out.text = _text(out, unit)
     return out

@@ -181,12 +181,13 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     isolation = None
     if r.scenario is not None:
         # each class judged on its own requests; the class that broke named, and with
-        # --isolate the one that breaks even alone (analysis.classes)
+        # --isolate the one that breaks even alone (analysis.classes); a search's steps read
+        # as the ramp that climbed (its ladder), as a plain search's do
         if shape.isolate:
-            isolation = classes_mod.isolation(steps, shape.isolated, unit_of(r),
+            isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r),
                                               shape.isolation_note)
-        verdict = classes_mod.explain(steps, records, unit_of(r), server.samples,
-                                      planned=len(shape.steps),
+        verdict = classes_mod.explain(judged, records, unit_of(r), server.samples,
+                                      planned=None if search is not None else len(shape.steps),
                                       prefer=isolation.cause if isolation is not None else (),
                                       telemetry=tel.get("info"))
         if isolation is not None:
@@ -199,6 +200,9 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         from llmbench.analysis.findlimit import finish
         search = finish(search, judged, verdict.knee, shape.unit)
         verdict.text = search.text
+        if r.scenario is not None:
+            # which class broke the step above the limit, and the others' state there
+            search, verdict.text = classes_mod.search_blame(search, judged, unit_of(r))
         if interrupted:
             verdict.interrupted = True
     elif interrupted and all(s.held for s in steps):
@@ -267,7 +271,13 @@ def _class_judges(r: RampPlan) -> None:
            for cp in r.scenario.classes}
     shape.judge = classes_mod.judge(judge([], r.stall_s, shape.lag_limit_ms, shape.by), per,
                                     shape.loads)
-    shape.broken = broken_step
+    def broken(results: list[Any]) -> Step | None:
+        pacer = shape.pacer
+        if isinstance(pacer, SearchPacer):
+            # a search: the least load that broke (the bracket's top), not the last step run
+            return pacer.hi if pacer.hi is not None and pacer.hi.state == OVER else None  # type: ignore[return-value]
+        return broken_step(results)
+    shape.broken = broken
     shape.isolation_judge = classes_mod.isolation_judge(per)
 
 

@@ -132,11 +132,6 @@ class RampOpts(Spec):
     def searching(self) -> bool:
         """Whether the ramp searches for the limit (--find): as asked, else by default
         against a server given no steps (the built-in mock's demo keeps its fixed steps)."""
-        if getattr(self, "scenario", None) is not None:
-            if self.find:
-                raise UsageError("--find with --scenario: a search over traffic classes is not "
-                                 "built yet; give the steps (--users)")
-            return False
         if self.find is not None:
             return bool(self.find)
         return bool(self.url) and self.users is None and self.start is None \
@@ -284,8 +279,25 @@ class RampOpts(Spec):
             return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
         sp = sc.plan(scenario, self.grow, self.isolate, build, gates,
                      workers=getattr(common, "workers", 1))
+        self._check_floors(scenario, plan.shape.steps)
+        if self.by == "users" and self.grow is None and plan.find is not None:
+            # the search's lightest step carries every class's floor (min_users)
+            plan.find.start = max(plan.find.start, float(scenario.least_users))
         plan.scenario = sp
         plan.shape = sp.shape(plan.shape)
+
+    def _check_floors(self, scenario: Any, steps: Sequence[float]) -> None:
+        """A fixed step of the whole crowd below the share classes' floors (min_users) would
+        not be the step's users: one line."""
+        if self.by != "users" or self.grow is not None:
+            return
+        least = scenario.least_users
+        low = [x for x in steps if x < least]
+        if low:
+            floors = " + ".join(f"{c.name} {c.min_users}" for c in scenario.classes
+                                if c.share is not None and c.min_users)
+            raise UsageError(f"--users {low[0]:g}: below the classes' floors (min_users: "
+                             f"{floors} = {least}); start the steps at {least} or more")
 
     def prepared(self) -> None:
         """The checks that read files or the machine, and the warning a hold shorter than
@@ -300,6 +312,8 @@ class RampOpts(Spec):
             scenario.check_grow(self.grow)
             for tc in scenario.classes:
                 sc.class_spec(spec, scenario, tc)
+            if not self.searching():
+                self._check_floors(scenario, self.steps())
         ramp_in_s, hold_s, think_s = self.timing()
         # a rate step's arrivals come on the schedule whatever the think time
         if self.by == "users" and think_s[1] > 0 and hold_s < think_s[1]:

@@ -47,7 +47,7 @@ class Search(Part):
     (min-max); ``interval_method`` says which. ``confirmed``: the limit held for ``sustain_s``
     (None: not tried). ``stopped`` why the search ended; ``uncertain`` what it leaves open
     (None when the bracket closed and the limit held its sustain); ``text`` the answer as the
-    console says it."""
+    console says it; ``blamed`` (``--scenario``) the classes that broke at ``broke_at``."""
 
     by: str = "users"
     start: float = 1.0
@@ -69,6 +69,9 @@ class Search(Part):
     uncertain: str | None = None
     elapsed_s: float = 0.0
     text: str = ""
+    # --scenario: the traffic classes that broke at ``broke_at`` (the first to break as the
+    # crowd grew; each step's per-class figures are its steps' ``classes``)
+    blamed: list[str] = part(default_factory=list, omit="empty")
 
     @property
     def steps_taken(self) -> int:

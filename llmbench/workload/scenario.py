@@ -21,6 +21,7 @@ The file, TOML::
 
     [classes.rag]
     share = 0.3
+    min_users = 1                   # at every step at least this many (of the step's users)
     prompt_tokens = 4000
     thresholds = ["ttft.p95<=4s"]
 
@@ -47,6 +48,8 @@ from typing import Any, Callable, Iterable, Mapping
 from llmbench.errors import UsageError
 
 LOAD_KEYS = ("share", "users", "rate")
+# a share class's floor: at least this many of the step's users, whatever its share rounds to
+MIN_KEYS = ("min_users",)
 THRESHOLD_KEYS = ("thresholds", "threshold")
 MAX_CLASSES = 64
 MAX_USERS = 1_000_000
@@ -73,6 +76,9 @@ class TrafficClass:
     rate: float | None = None
     thresholds: list[str] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # a share class's floor: at least this many users at every step (the others' shares
+    # split what is left), so a search's lightest steps still carry every class
+    min_users: int | None = None
 
     @property
     def fixed(self) -> bool:
@@ -81,7 +87,8 @@ class TrafficClass:
 
     def load_text(self) -> str:
         if self.share is not None:
-            return f"share {self.share:g}"
+            return f"share {self.share:g}" + (f", at least {self.min_users}"
+                                              if self.min_users else "")
         if self.users is not None:
             return f"{self.users} user{'s' if self.users != 1 else ''}"
         return f"{self.rate:g} req/s"
@@ -91,6 +98,8 @@ class TrafficClass:
         for k in LOAD_KEYS:
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
+        if self.min_users is not None:
+            out["min_users"] = self.min_users
         if self.thresholds is not None:
             out["thresholds"] = list(self.thresholds)
         if self.options:
@@ -169,6 +178,16 @@ class Scenario:
                                            and math.isfinite(c.rate) and c.rate > 0):
                 raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
                                 "requests per second above 0")
+            if c.min_users is not None:
+                if c.share is None:
+                    raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users goes "
+                                    "with a share (a class with its own users or rate has "
+                                    "them at every step)")
+                if not (isinstance(c.min_users, int) and not isinstance(c.min_users, bool)
+                        and 0 <= c.min_users <= MAX_USERS):
+                    raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users "
+                                    f"{c.min_users!r} must be a whole number from 0 to "
+                                    f"{MAX_USERS:,}")
             if c.thresholds is not None and (
                     not isinstance(c.thresholds, list)
                     or not all(isinstance(t, str) for t in c.thresholds)):
@@ -181,6 +200,12 @@ class Scenario:
             raise self.fail(shared[0].name, "share",
                             f"the shares sum to {total:g} ({parts}), not 1; make them add up "
                             "to 1 (or 100%)")
+
+    @property
+    def least_users(self) -> int:
+        """The fewest users a step of the whole crowd can have: the share classes' floors
+        (min_users) added up, at least 1."""
+        return max(1, sum(c.min_users or 0 for c in self.classes if c.share is not None))
 
     def check_grow(self, grow: str | None, flag: str = "--grow") -> None:
         """--grow CLASS names a class that can grow; without it, something must have a share."""
@@ -264,6 +289,9 @@ def from_document(doc: Any, source: str, text: str, kind: str,
             if normalize(k) in LOAD_KEYS:
                 raise UsageError(f"{source}:{at or 1}: {normalize(k)} in defaults: each class "
                                  "says its own share, users or rate")
+            if normalize(k) in MIN_KEYS:
+                raise UsageError(f"{source}:{at or 1}: {normalize(k)} in defaults: each class "
+                                 "with a share says its own floor")
             merged[normalize(k)] = (v, at)
         for k, v in body.items():
             merged.pop(normalize(k), None)      # the class's own value, at its own line
@@ -272,7 +300,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
         for k, (v, at) in merged.items():
             if at:
                 where[(name, k)] = at
-            if k in LOAD_KEYS:
+            if k in LOAD_KEYS or k in MIN_KEYS:
                 setattr(tc, k, _share(v) if k == "share" else v)
             elif k in THRESHOLD_KEYS:
                 tc.thresholds = [v] if isinstance(v, str) else v

@@ -14,6 +14,7 @@ import collections
 import pytest
 
 import llmbench
+from llmbench.errors import UsageError
 from llmbench.workload.scenario import Scenario, TrafficClass
 from tests.helpers.api import records, run_json
 
@@ -133,3 +134,72 @@ def test_a_ramp_counts_its_cancelled_requests_per_step(mock_factory, tmp_path):
     a = run.abandonment
     assert a is not None and a.cancelled == _closed(m) >= step.summary.cancelled
     assert a.release.ok is True, a.release.text
+
+
+# -- ramp --find over a scenario --------------------------------------------------------------
+# On paper (as tests/integration/test_find.py): a closed loop (think 0) of N users on P slots,
+# every request served in S = ttft + (tokens - 1) x itl, sees a mean TTFT of ttft + (N/P - 1) x S
+# whichever class it belongs to (one FIFO queue, the same requests). The tight class's
+# threshold sits halfway between the paper limit L and L + 1 users of the whole crowd; the
+# loose one's far above: the search must land on L, and blame the tight class.
+F_TTFT_MS, F_ITL_MS, F_TOKENS, F_SLOTS, F_LIMIT = 50.0, 10.0, 20, 1, 3
+
+
+def test_find_over_a_scenario_lands_on_the_paper_limit_and_blames_the_tight_class(
+        mock_factory, tmp_path):
+    m = mock_factory(ttft_ms=F_TTFT_MS, itl_ms=F_ITL_MS, parallel=F_SLOTS)
+    service_ms = F_TTFT_MS + (F_TOKENS - 1) * F_ITL_MS
+    tight_ms = F_TTFT_MS + ((F_LIMIT + 0.5) / F_SLOTS - 1) * service_ms
+    opts = {"turns": 1, "prompt_tokens": 10, "output_tokens": F_TOKENS}
+    sc = Scenario([
+        TrafficClass("tight", share=0.5, min_users=1, options=opts,
+                     thresholds=[f"ttft.mean<={tight_ms:.0f}ms"]),
+        TrafficClass("loose", share=0.5, min_users=1, options=opts,
+                     thresholds=["ttft.mean<=30s"])])
+    run = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, scenario=sc,
+                        ramp_in="0.5s", hold="2s", think="0", generator_lag_limit="2000ms",
+                        out=tmp_path / "res", server_probe="off")
+    s = run.search
+    assert s is not None and s.stopped == "found", s and s.text
+    assert abs(s.limit - F_LIMIT) <= 1 and s.broke_at == s.limit + 1, s.text
+    assert s.confirmed is True and s.trials[-1].why == "confirm"
+    counted = [t for t in s.trials if t.counted and t.why != "confirm"]
+    assert len(counted) <= 2 + 3, [t.load for t in s.trials]      # log2(3) + 3
+    # the floors: the search starts at 2 users (1 each), never below
+    assert s.trials[0].load == 2 and min(t.load for t in s.trials) >= 2
+    # every step is typed with each class's share of its total, as a fixed scenario ramp's
+    for st in run.steps:
+        assert sum(c.load for c in st.classes.values()) == st.load
+        assert all(c.load >= 1 for c in st.classes.values())
+        assert st.held == all(c.held for c in st.classes.values())
+    # the blame: the tight class broke the least load that broke, the loose one held there
+    broke = next(st for st in run.ladder() if st.load == s.broke_at)
+    assert broke.classes["tight"].state == "over" and broke.classes["loose"].held
+    assert s.blamed == ["tight"] and run.verdict.blamed == ["tight"]
+    assert s.text.startswith(f"Holds {s.limit:g} users ({s.broke_at:g} broke: in tight, "
+                             "TTFT mean was"), s.text
+    assert "loose held" in s.text and run.verdict.text == s.text
+    # going down, a class's newest users left before the window opened: each hold held its
+    # own total only
+    changes = [(float(t), int(n)) for t, n in run.user_changes]
+    assert any(b.load < a.load for a, b in zip(run.steps, run.steps[1:]))
+    for st in run.steps:
+        before = [n for t, n in changes if t <= st.hold_start]
+        assert before and before[-1] == st.load, (st.load, before[-3:])
+    assert run.exit_code == 0
+    # and it reads back typed: the search with its blame, the steps with their classes
+    back = llmbench.load_run(run.path)
+    assert back.search.blamed == ["tight"] and back.search.limit == s.limit
+    assert {n: c.load for n, c in back.steps[0].classes.items()} == {"tight": 1, "loose": 1}
+    assert back.steps[0].classes["tight"].summary.completed > 0
+
+
+def test_a_fixed_step_below_the_classes_floors_is_one_line(tmp_path):
+    sc = Scenario([TrafficClass("chat", share=0.8, min_users=1),
+                   TrafficClass("rag", share=0.2, min_users=2)])
+    with pytest.raises(UsageError) as e:
+        llmbench.ramp(url="http://127.0.0.1:9/v1", model="mock", scenario=sc, users="2,4",
+                      out=tmp_path / "res")
+    msg = str(e.value)
+    assert msg == ("--users 2: below the classes' floors (min_users: chat 1 + rag 2 = 3); "
+                   "start the steps at 3 or more"), msg

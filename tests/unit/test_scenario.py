@@ -90,6 +90,10 @@ def test_a_list_of_classes_and_fixed_loads(tmp_path):
     ("[classes.\"9x\"]\nshare = 1\n", 1, "class name '9x'"),
     ("[defaults]\nshare = 0.5\n[classes.chat]\nshare = 1\n", 2, "share in defaults"),
     ("speed = 3\n[classes.chat]\nshare = 1\n", 1, "unknown key 'speed'"),
+    ("[classes.chat]\nusers = 2\nmin_users = 1\n", 3, "min_users goes with a share"),
+    ("[classes.chat]\nshare = 1\nmin_users = -1\n", 3, "min_users -1 must be a whole number"),
+    ("[classes.chat]\nshare = 1\nmin_users = 1.5\n", 3, "min_users 1.5 must be a whole number"),
+    ("[defaults]\nmin_users = 1\n[classes.chat]\nshare = 1\n", 2, "min_users in defaults"),
 ])
 def test_a_bad_file_is_one_line_naming_file_and_line(tmp_path, text, line, says):
     p = _file(tmp_path, text)
@@ -169,3 +173,15 @@ def test_only_a_regular_file_is_read(tmp_path, what):
         os.symlink("/dev/zero", path)
     with pytest.raises(UsageError, match=r"^--scenario .*(not a regular file|is a folder)"):
         read(path, ALLOWED)
+
+
+def test_a_share_class_floor_is_read_and_added_up(tmp_path):
+    p = _file(tmp_path, "[classes.chat]\nshare = 0.8\nmin_users = 1\n\n"
+                        "[classes.rag]\nshare = 0.2\nmin_users = 2\n\n"
+                        "[classes.cron]\nusers = 3\n")
+    sc = read(p, ALLOWED)
+    assert [c.min_users for c in sc.classes] == [1, 2, None]
+    assert sc.least_users == 3          # the floors of the share classes; cron is its own
+    assert sc.get("rag").load_text() == "share 0.2, at least 2"
+    assert sc.describe()["classes"][1]["min_users"] == 2
+    assert Scenario([TrafficClass("a", share=1.0)]).least_users == 1

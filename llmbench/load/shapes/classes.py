@@ -11,11 +11,18 @@ added is measured, not guessed (analysis.classes).
 How the users split (``split``, pure):
 
 - ``by="users"``: a step of N users gives each class with a share round(share x N) users, by
-  largest remainder so they add up to N; a class with its own ``users`` keeps them at every
-  step, one with its own ``rate`` gets those arrivals per second at every step.
+  largest remainder so they add up to N; a class with a floor (``min_users``) gets at least
+  that many, the others' shares splitting what is left (a step below the floors' sum has the
+  floors); a class with its own ``users`` keeps them at every step, one with its own ``rate``
+  gets those arrivals per second at every step.
 - ``by="rate"``: the shares split the step's requests per second (no rounding).
 - ``grow=CLASS``: the steps are CLASS's users (its rate with ``by="rate"``); every other class
   stays at what it had at the first step of the proportional ramp (``split(steps[0])``).
+
+A search for the limit (``--find``: a ``SearchPacer``, llmbench/load/shapes/search.py) drives
+a ClassRamp like any ramp: the steps are recorded as the pacer issues them, so ``loads(index)``
+is each class's share of the step's total; going down, each class's newest users leave after
+their request in flight (as the one-crowd ramp's do), and a rate step's conversations end.
 
 Like the ramp, this layer judges nothing: the judge and the isolated classes' judge are handed
 in by the command (tests/unit/test_architecture.py keeps it so).
@@ -35,6 +42,7 @@ from llmbench.load import arrivals
 from llmbench.load.monitor import busy
 from llmbench.load.session import Session
 from llmbench.load.shapes.base import Drive
+from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
 from llmbench.load.shapes.ramp import Ramp, StepWindow
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
 from llmbench.records.record import Record
@@ -55,6 +63,7 @@ class LoadClass:
     users: int | None = None
     rate: float | None = None
     session: str = "main"
+    min_users: int | None = None        # a share's floor (users at every step)
 
 
 @dataclass(frozen=True)
@@ -77,9 +86,30 @@ class ClassLoad:
         return self.users == 0 and self.rate == 0
 
 
-def apportion(total: int, shares: Sequence[tuple[str, float]]) -> dict[str, int]:
+def apportion(total: int, shares: Sequence[tuple[str, float]],
+              floors: dict[str, int] | None = None) -> dict[str, int]:
     """``total`` whole users over named shares (summing to 1) by largest remainder, so they add
-    up to ``total``; ties go to the larger share, then to the one named first."""
+    up to ``total``; ties go to the larger share, then to the one named first. ``floors``: a
+    class whose part would fall below its floor gets the floor, and the other shares (scaled
+    up to 1) split what is left, until none falls below; below the floors' sum, the floors."""
+    if floors:
+        pinned: dict[str, int] = {}
+        while True:
+            rest = [(n, s) for n, s in shares if n not in pinned]
+            left = total - sum(pinned.values())
+            weight = sum(s for _, s in rest)
+            if not rest or left <= 0 or weight <= 0:
+                out = {n: 0 for n, _ in shares}
+                out.update(pinned)
+                return out
+            scaled = [(n, s / weight) for n, s in rest]
+            low = [n for n, s in scaled if floors.get(n, 0) > s * left + 1e-9]
+            if not low:
+                out = apportion(left, scaled)
+                out.update(pinned)
+                return {n: out[n] for n, _ in shares}
+            for n in low:
+                pinned[n] = floors[n]
     exact = [(name, s * total) for name, s in shares]
     out = {name: int(math.floor(x + 1e-9)) for name, x in exact}
     left = total - sum(out.values())
@@ -96,11 +126,12 @@ def split(classes: Sequence[LoadClass], load: float, by: str = "users",
     """Each class's load at a step of ``load`` (see the module's docstring). ``first``: the
     ramp's first step, which fixes the other classes when one grows."""
     shared = [(c.name, float(c.share)) for c in classes if c.share is not None]
+    floors = {c.name: int(c.min_users) for c in classes if c.share is not None and c.min_users}
 
     def proportional(n: float) -> dict[str, ClassLoad]:
         out: dict[str, ClassLoad] = {}
         if by == "users":
-            users = apportion(int(round(n)), shared) if shared else {}
+            users = apportion(int(round(n)), shared, floors) if shared else {}
             for c in classes:
                 if c.share is not None:
                     out[c.name] = ClassLoad(users=users[c.name])
@@ -119,6 +150,39 @@ def split(classes: Sequence[LoadClass], load: float, by: str = "users",
     out = proportional(load if first is None else first)
     out[grow] = ClassLoad(users=int(round(load))) if by == "users" else ClassLoad(rate=load)
     return out
+
+
+@dataclass
+class _Recorded:
+    """A search's pacer as a ClassRamp runs it (``ClassRamp.pace``): every new step's load
+    goes into the ramp's ``steps`` before the engine begins it, so the crowd and the judge read
+    each class's load the same way as for a fixed list."""
+
+    pacer: Pacer
+    ramp: "ClassRamp"
+
+    def _seen(self, plan: StepPlan | None) -> StepPlan | None:
+        if plan is None:
+            return None
+        if plan.extend:
+            if self.ramp._crowd is not None:
+                self.ramp._crowd.extend(plan.hold_s)
+        else:
+            self.ramp.steps.append(plan.load)
+        return plan
+
+    def first(self) -> StepPlan | None:
+        self.ramp.steps.clear()
+        return self._seen(self.pacer.first())
+
+    def after(self, step: JudgedStep, spent_s: float) -> StepPlan | None:
+        return self._seen(self.pacer.after(step, spent_s))
+
+    def peak(self) -> float:
+        return self.pacer.peak()
+
+    def planned(self) -> int | None:
+        return self.pacer.planned()
 
 
 @dataclass
@@ -149,21 +213,42 @@ class ClassRamp(Ramp):
     isolated: list[Any] = field(default_factory=list)
     isolation_note: str | None = None          # why it did not run, when asked for
 
+    _crowd: "MixedCrowd | None" = field(default=None, init=False, repr=False)
+
     def loads(self, index: int) -> dict[str, ClassLoad]:
         """Each class's load at step ``index``."""
         return split(self.classes, self.steps[index], self.by, self.grow,
                      self.steps[0] if self.steps else None)
 
     def max_in_flight(self) -> int:
-        top = [self.loads(i) for i in range(len(self.steps))] or [{}]
+        if self.searching:
+            # a search: its steps are not known before, only the most it may ask
+            top = [split(self.classes, self.peak_load(), self.by, self.grow,
+                         self.peak_load())]
+        else:
+            top = [self.loads(i) for i in range(len(self.steps))] or [{}]
         users = max(sum(x.users for x in per.values()) for per in top)
         rate = max(sum(x.rate for x in per.values()) for per in top)
         return users + (256 if rate else 0) + 16
 
+    @property
+    def searching(self) -> bool:
+        """A search for the limit (--find) paces it, not a fixed list."""
+        return self.pacer is not None and not isinstance(self.pacer, FixedSteps)
+
+    def pace(self) -> Pacer:
+        pacer = super().pace()
+        if isinstance(pacer, FixedSteps):
+            return pacer
+        # a search: each step it issues is recorded (``loads`` reads them), and a step held
+        # longer keeps its fixed-rate classes' arrivals coming
+        return _Recorded(pacer, self)
+
     def crowd(self, d: Drive) -> "MixedCrowd":
         if d.remote is not None:
             raise RuntimeError("traffic classes run in one process")
-        return MixedCrowd(self, d)
+        self._crowd = MixedCrowd(self, d)
+        return self._crowd
 
     async def drive(self, d: Drive) -> list[Any]:
         results = await super().drive(d)
@@ -227,9 +312,11 @@ class ClassRamp(Ramp):
 
 class MixedCrowd:
     """The crowd of a ClassRamp in one process: each class's users and arrivals on its own
-    Session, started as the step's loads say when the step begins (``set_step``); the ramp's
-    own ``add_users``/``start_rate`` calls (made for one crowd of one kind) are taken care of
-    there. ``only``: just that class (run alone)."""
+    Session, brought to the step's loads when the step begins (``set_step``); the ramp's
+    own ``add_users``/``remove_users``/``start_rate`` calls (made for one crowd of one kind)
+    are taken care of there. Going down (a search), a class's newest users leave, each after
+    its request in flight, and ``leaving`` counts them until then. ``only``: just that class
+    (run alone)."""
 
     def __init__(self, ramp: ClassRamp, d: Drive, only: str | None = None) -> None:
         self.ramp = ramp
@@ -240,10 +327,22 @@ class MixedCrowd:
         self.user_stop = asyncio.Event()
         self.tasks: list[asyncio.Task[Any]] = []
         self.rate_tasks: list[asyncio.Task[Any]] = []
-        self.running: dict[str, int] = {c.name: 0 for c in self.classes}
+        # each class's users in, oldest first: (id, its own stop, its task)
+        self.users: dict[str, list[tuple[int, asyncio.Event, asyncio.Task[Any]]]] = {
+            c.name: [] for c in self.classes}
+        self._leaving: list[asyncio.Task[Any]] = []
+        # the open-loop conversations of the current rate step, and what ends them
+        self._rate_stop = asyncio.Event()
+        self._rate_plays: list[asyncio.Task[Any]] = []
         self._uids = itertools.count()
         self._conv_ids = {c.name: itertools.count() for c in self.classes}
         self._step: int | None = None
+        self._loads: dict[str, ClassLoad] = {}
+
+    @property
+    def running(self) -> dict[str, int]:
+        """Users in per class (told to leave: not counted)."""
+        return {n: len(u) for n, u in self.users.items()}
 
     @property
     def records(self) -> Sequence[Record]:
@@ -259,41 +358,70 @@ class MixedCrowd:
             self.begin(index, self.ramp.loads(index), perf_counter())
 
     def begin(self, index: int, loads: dict[str, ClassLoad], t0: float) -> None:
-        """Bring each class to its load: new users spread over the ramp-in, arrivals over the
-        ramp-in and hold (a rate step's, llmbench/load/shapes/ramp.py)."""
+        """Bring each class to its load: new users spread over the ramp-in, the newest told to
+        leave when there are fewer, arrivals over the ramp-in and hold (a rate step's,
+        llmbench/load/shapes/ramp.py)."""
         loop = asyncio.get_running_loop()
         ramp_in = self.ramp.ramp_in_s
-        span = ramp_in + self.ramp.hold_s
+        self._loads = dict(loads)
         for ci, c in enumerate(self.classes):
             load = loads.get(c.name)
             if load is None:
                 continue
-            new = load.users - self.running[c.name]
+            mine = self.users[c.name]
+            new = load.users - len(mine)
             for k in range(max(new, 0)):
                 uid = next(self._uids)
                 at = t0 + ramp_in * k / max(new, 1)
-                self.tasks.append(loop.create_task(self._user(c, uid, at)))
-            self.running[c.name] = max(self.running[c.name], load.users)
-            if load.rate:
-                seed = self.ramp.seed + 7919 * index + 104729 * ci
-                offsets = arrivals.covering(load.rate, span, self.ramp.burstiness, seed)
-                self.rate_tasks.append(loop.create_task(dispatch(
-                    self.sessions[c.name], offsets, self._next_conv(c), stop=self.user_stop,
-                    think=c.think_s, seed=seed, tasks=self.tasks, t0=t0)))
+                stop = asyncio.Event()
+                task = loop.create_task(self._user(c, uid, at, stop))
+                self.tasks.append(task)
+                mine.append((uid, stop, task))
+            if new < 0:
+                # fewer: the newest leave, each once its request in flight is answered (never
+                # cut: a cut request is a failure the server did not cause)
+                gone, self.users[c.name] = mine[load.users:], mine[:load.users]
+                for _uid, stop, task in gone:
+                    stop.set()
+                    if not task.done():
+                        self._leaving.append(task)
+        if self.ramp.by != "users" and self.ramp.searching and index > 0:
+            # a search's rate step holds its own rate only: the conversations earlier steps
+            # started end after their turn in flight (before this step's arrivals start)
+            self._end_rate_plays()
+        self._start_rates(index, ramp_in + self.ramp.hold_s, t0)
+
+    def _start_rates(self, index: int, span: float, t0: float) -> None:
+        loop = asyncio.get_running_loop()
+        for ci, c in enumerate(self.classes):
+            load = self._loads.get(c.name)
+            if load is None or not load.rate:
+                continue
+            seed = self.ramp.seed + 7919 * index + 104729 * ci
+            offsets = arrivals.covering(load.rate, span, self.ramp.burstiness, seed)
+            self.rate_tasks.append(loop.create_task(dispatch(
+                self.sessions[c.name], offsets, self._next_conv(c), stop=self._rate_stop,
+                think=c.think_s, seed=seed, tasks=self._rate_plays, t0=t0)))
+
+    def extend(self, hold_s: float) -> None:
+        """The step just judged is held ``hold_s`` longer (a search's step with too few
+        requests): the rate classes' arrivals go on over it (the users chat on by themselves)."""
+        if self._step is not None:
+            self._start_rates(self._step, hold_s, perf_counter())
 
     def _next_conv(self, c: LoadClass) -> Callable[[int], Conversation]:
         ids = self._conv_ids[c.name]
         return lambda _k: c.convs[next(ids) % len(c.convs)]
 
-    async def _user(self, c: LoadClass, uid: int, at: float) -> None:
-        if not await sleep_or_stop(self.user_stop, at - perf_counter()):
+    async def _user(self, c: LoadClass, uid: int, at: float, stop: asyncio.Event) -> None:
+        if not await sleep_or_stop(stop, at - perf_counter()):
             return
         self.users_changed(perf_counter(), +1)
         try:
             await virtual_user(self.sessions[c.name], self._next_conv(c), uid=uid,
                                think=c.think_s,
                                rng=random.Random(self.ramp.seed * 1_000_003 + uid),
-                               stop=self.user_stop)
+                               stop=stop)
         finally:
             self.users_changed(perf_counter(), -1)
 
@@ -301,23 +429,34 @@ class MixedCrowd:
     async def add_users(self, users: list[tuple[int, float]]) -> None:
         return None
 
+    async def remove_users(self, uids: Sequence[int]) -> None:
+        return None
+
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:
         return None
 
-    # a class ramp's steps only grow (its loads per step are planned; --find is refused with
-    # --scenario): nobody is told to leave, so nobody is still leaving
-    async def remove_users(self, uids: Sequence[int]) -> None:
+    async def end_conversations(self) -> None:
+        # the engine asks after set_step began the step's arrivals: begin ended the earlier
+        # steps' conversations before starting them (_end_rate_plays)
         return None
 
-    async def end_conversations(self) -> None:
-        return None
+    def _end_rate_plays(self) -> None:
+        self._rate_stop.set()
+        self._leaving += [t for t in self._rate_plays if not t.done()]
+        self._rate_stop = asyncio.Event()
+        self._rate_plays = []
 
     async def leaving(self) -> int:
-        return 0
+        """Users (and conversations) told to stop that are still finishing a request."""
+        self._leaving = [t for t in self._leaving if not t.done()]
+        return len(self._leaving)
 
     async def cancel_leaving(self) -> None:
-        return None
+        for t in self._leaving:
+            t.cancel()
+        await asyncio.gather(*self._leaving, return_exceptions=True)
+        self._leaving = []
 
     def stop_rate(self) -> None:
         for t in self.rate_tasks:
@@ -330,11 +469,16 @@ class MixedCrowd:
 
     async def finish(self) -> None:
         self.user_stop.set()
+        self._rate_stop.set()
+        for mine in self.users.values():
+            for _uid, stop, _task in mine:
+                stop.set()
         self.stop_rate()
         for s in self.sessions.values():
             s.step = None
-        if self.tasks:
-            done, still = await asyncio.wait(self.tasks, timeout=2.0)
+        every = self.tasks + self._rate_plays + self._leaving
+        if every:
+            done, still = await asyncio.wait(every, timeout=2.0)
             for t in still:
                 t.cancel()
             await asyncio.gather(*still, return_exceptions=True)

@@ -61,3 +61,47 @@ def test_the_mixed_crowd_answers_every_call_the_ramp_makes_of_a_crowd():
     assert {"add_users", "leaving", "pending"} <= calls        # the scan reads the engine
     missing = {n for n in calls if not hasattr(MixedCrowd, n)}
     assert not missing, missing
+
+
+def test_floors_give_every_class_its_minimum_and_the_shares_split_the_rest():
+    shares = [("chat", 0.9), ("rag", 0.1)]
+    # 0.1 x 5 rounds to 0 rag users; its floor of 1 takes one, chat gets the other 4
+    assert apportion(5, shares) == {"chat": 5, "rag": 0}
+    assert apportion(5, shares, {"rag": 1}) == {"chat": 4, "rag": 1}
+    # above the floor, the shares as without it
+    assert apportion(20, shares, {"rag": 1}) == {"chat": 18, "rag": 2}
+    # several floors: each pinned class gets its floor, the others split what is left
+    three = [("a", 0.8), ("b", 0.1), ("c", 0.1)]
+    assert apportion(6, three, {"b": 2, "c": 1}) == {"a": 3, "b": 2, "c": 1}
+    # below the floors' sum: the floors
+    assert apportion(1, three, {"b": 2, "c": 1}) == {"a": 0, "b": 2, "c": 1}
+    for total in range(3, 40):
+        got = apportion(total, three, {"b": 2, "c": 1})
+        assert sum(got.values()) == total and got["b"] >= 2 and got["c"] >= 1
+
+
+def test_split_passes_a_share_class_floor():
+    cls = [LoadClass("chat", [], share=0.9), LoadClass("rag", [], share=0.1, min_users=1)]
+    assert split(cls, 3) == {"chat": ClassLoad(users=2), "rag": ClassLoad(users=1)}
+
+
+def test_a_search_over_classes_records_each_step_it_issues():
+    # the search's pacer issues loads one at a time; the class ramp records them, so each
+    # step's split (what the crowd runs and the judge reads) is the step's total's
+    from types import SimpleNamespace
+    from llmbench.load.shapes.classes import ClassRamp
+    from llmbench.load.shapes.search import SearchPacer
+    ramp = ClassRamp([], [], ramp_in_s=0.1, hold_s=1.0,
+                     classes=[LoadClass("a", [], share=0.5), LoadClass("b", [], share=0.5)])
+    ramp.pacer = SearchPacer(start=2, ramp_in_s=0.1, hold_s=1.0, ceiling=64)
+    pacer = ramp.pace()
+    assert ramp.searching and pacer is not ramp.pacer
+    plan = pacer.first()
+    assert ramp.steps == [2.0] and ramp.loads(0) == {"a": ClassLoad(users=1),
+                                                     "b": ClassLoad(users=1)}
+    step = SimpleNamespace(index=0, load=2.0, held=True, state="held", drifting=False)
+    plan = pacer.after(step, 1.2)
+    assert plan is not None and plan.load == 4.0 and ramp.steps == [2.0, 4.0]
+    assert ramp.loads(1) == {"a": ClassLoad(users=2), "b": ClassLoad(users=2)}
+    # the connections to keep: the most the search may ask, split
+    assert ramp.max_in_flight() == 64 + 16
