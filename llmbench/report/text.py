@@ -1,4 +1,9 @@
-"""Markdown (to paste into a PR) and CSV (the per-step table) from a run folder."""
+"""Markdown (to paste into a PR) and CSV (the per-step table) from a run folder.
+
+With traffic classes (``--scenario``) both carry each class's own figures: the CSV one more
+row per class under each step's (a ``class`` column, empty on the whole crowd's row, and the
+class's own load in ``class_load``), the markdown a table of each class at each step, each
+class's verdict and, with ``--isolate``, each class alone (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmbench.report.console import fmt_ms
-from llmbench.results.schema import ProbeStep, Run, Step, Summary
+from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
 _CELLS: dict[str, Callable[[Summary], Any]] = {
@@ -37,6 +42,20 @@ def _steps(run: Run) -> list[tuple[Any, Summary, Step | None]]:
     return []
 
 
+def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
+    """(the step's load, class, its part) of each class at each step (a run: its one level)."""
+    if run.kind == "ramp":
+        return [(st.load, n, c) for st in run.steps if isinstance(st, Step)
+                for n, c in st.classes.items()]
+    if run.kind == "run":
+        return [(run.load_level, n, c) for n, c in run.classes.items()]
+    return []
+
+
+def _has_classes(run: Run) -> bool:
+    return bool(_class_rows(run))
+
+
 def to_csv(run_dir: str | Path) -> str:
     run = Run.load(run_dir)
     buf = io.StringIO()
@@ -52,11 +71,24 @@ def to_csv(run_dir: str | Path) -> str:
                         o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
-    w.writerow(CSV_COLUMNS)
+    classes = _has_classes(run)
+    # traffic classes: a class column (empty: the whole crowd) and each class's own load
+    w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
+    per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
+    for load, name, c in _class_rows(run):
+        per_class.setdefault(load, []).append((name, c))
     for load, s, st in _steps(run):
         # an empty cell is a statistic with no data (never 0)
-        w.writerow([load] + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]]
-                   + ([st.held, st.state] if st is not None else [None, None]))
+        held = [st.held, st.state] if st is not None else [None, None]
+        if run.kind == "run" and classes:
+            bad = [c for c in run.thresholds if not c.ok]
+            held = [not bad, "over" if bad else "held"]
+        w.writerow([load] + (["", None] if classes else [])
+                   + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
+        parts = list(st.classes.items()) if st is not None else per_class.get(load, [])
+        for name, c in parts:
+            w.writerow([load, name, c.load] + [_CELLS[k](c.summary) for k in CSV_COLUMNS[1:-2]]
+                       + [c.held, c.state])
     return buf.getvalue()
 
 
@@ -70,6 +102,49 @@ def _md_escape(text: Any) -> str:
 def _md_code(text: Any) -> str:
     """Inside a `code span`, markdown shows everything literally; only a backtick would end it."""
     return str(text).replace("`", "'").replace("\n", " ")
+
+
+def _md_classes(run: Run) -> list[str]:
+    """--scenario: each class's verdict, its row at each step, and each class alone."""
+    rows = _class_rows(run)
+    if not rows:
+        return []
+    out = ["", "#### Traffic classes"]
+    v = run.verdict
+    if v is not None and v.classes:
+        out.append("")
+        for n, cv in v.classes.items():
+            out.append(f"- `{_md_code(n)}` ({_md_escape(cv.kind)}): {_md_escape(cv.text)}"
+                       + (" **(blamed)**" if n in v.blamed else ""))
+    out.append("")
+    out.append(f"| {_md_escape(run.load_unit if run.kind == 'ramp' else 'load')} | class "
+               "| its load | reqs | TTFT p50 | TTFT p95 | ITL p95 | E2EL p95 | out tok/s "
+               "| errors | cancelled | |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for load, n, c in rows:
+        s = c.summary
+        failed = "; ".join(x.text or x.threshold for x in c.failed_checks)
+        load_text = "–" if load is None else (f"{load:g}" if isinstance(load, (int, float))
+                                              else str(load))
+        cells = [load_text, f"`{_md_code(n)}`",
+                 f"{c.load:g}" if c.unit == "users" else f"{c.load:.3g}/s", s.requests,
+                 fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95),
+                 fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
+                 s.cancelled or 0,
+                 "held" if c.held else f"**{_md_escape(c.state)}**"
+                 + (f": {_md_escape(failed)}" if failed else "")]
+        out.append("| " + " | ".join(str(x) for x in cells) + " |")
+    iso = run.isolation
+    if iso is not None:
+        out.append("")
+        out.append("#### Each class alone (--isolate)")
+        if iso.note:
+            out.append("")
+            out.append(_md_escape(iso.note))
+        out.append("")
+        for t in iso.text:
+            out.append(f"- {_md_escape(t)}")
+    return out
 
 
 def to_markdown(run_dir: str | Path) -> str:
@@ -110,6 +185,7 @@ def to_markdown(run_dir: str | Path) -> str:
                          fmt_ms(x.duration.median), fmt_ms(x.duration.p95),
                          fmt_ms(x.step_ttft.median), fmt_ms(x.step_ttft.p95), cached]
                 out.append("| " + " | ".join(str(c) for c in cells) + " |")
+        out += _md_classes(run)
     elif kind == "run":
         s = run.summary or Summary()
         out.append("| metric | value |\n|---|---:|")
@@ -129,6 +205,13 @@ def to_markdown(run_dir: str | Path) -> str:
                          ("session_cached_share", "–" if x.cached_share is None
                           else f"{100 * x.cached_share:.0f}%")):
                 out.append(f"| {k} | {v} |")
+        if run.thresholds:
+            out.append("")
+            for c in run.thresholds:
+                out.append(f"- {'ok' if c.ok else '**FAIL**'} `{_md_code(c.threshold)}`"
+                           + (f" ({_md_escape(c.traffic_class)})" if c.traffic_class else "")
+                           + f": {_md_escape(c.text or c.reason or '')}")
+        out += _md_classes(run)
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
         out.append("|---:|---|---:|---:|")

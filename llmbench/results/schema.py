@@ -1167,6 +1167,9 @@ class Run(Part):
     # how much of the prompts the server took from its prefix cache (analysis.checks)
     prompt_cache: dict[str, Any] | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
+    # run --scenario: each traffic class at its part of the load, its own summary and checks
+    # (its checks are among ``thresholds`` too, tagged with the class)
+    classes: dict[str, ClassStep] = part(default_factory=dict, omit="empty")
     # agent sessions over the run (None: no request belonged to one; analysis.sessions)
     sessions: Sessions | None = part(None, omit="none")
     # ServerProbe; a probe has one per path: {"router": ServerProbe, "direct": ...}

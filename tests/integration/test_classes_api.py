@@ -10,11 +10,15 @@ in this process through the API: the acceptance of issue 36 sections 3 and 4.
 from __future__ import annotations
 
 import collections
+import csv
+import io
 
 import pytest
 
 import llmbench
 from llmbench.errors import UsageError
+from llmbench.report.console import fmt_ms
+from llmbench.report.text import to_csv, to_markdown
 from llmbench.workload.scenario import Scenario, TrafficClass
 from tests.helpers.api import records, run_json
 
@@ -77,6 +81,23 @@ def test_the_long_prompts_are_blamed_and_chat_alone_holds(saturating_mock, tmp_p
     back = llmbench.load_run(run.path)
     assert back.verdict.blamed == ["long"] and back.isolation.cause == ["long"]
     assert run_json(run)["config"]["scenario"]["classes"][0]["name"] == "chat"
+    # report --format csv: one row per step per class, under the whole crowd's row
+    rows = list(csv.DictReader(io.StringIO(to_csv(run.path))))
+    assert [(int(r["load"]), r["class"]) for r in rows] == [
+        (2, ""), (2, "chat"), (2, "long"), (8, ""), (8, "chat"), (8, "long")]
+    for r in rows[1:3] + rows[4:]:
+        st = first if r["load"] == "2" else broke
+        c = st.classes[r["class"]]
+        assert float(r["class_load"]) == c.load and int(r["requests"]) == c.summary.requests
+        assert float(r["p95_ttft_ms"]) == pytest.approx(c.summary.ttft.p95)
+        assert r["state"] == c.state
+    assert rows[5]["state"] == "over" and rows[4]["held"] in ("True", "False")
+    # --format md: each class's verdict, its row at each step, and each class alone
+    md = to_markdown(run.path)
+    assert "#### Traffic classes" in md and "`long` (" in md and "**(blamed)**" in md
+    assert (f"| 8 | `long` | 4 | {broke.classes['long'].summary.requests} | "
+            f"{fmt_ms(broke.classes['long'].summary.ttft.median)} |") in md
+    assert "#### Each class alone (--isolate)" in md and iso.text[-1] in md
 
 
 def test_a_scenario_from_python_and_grow(saturating_mock, tmp_path):
