@@ -14,7 +14,7 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, vllm_json
 from llmbench.results.folder import environment
-from llmbench.results.schema import Run, ServerProbe, Summary
+from llmbench.results.schema import Run, ServerProbe, Step, Summary
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
@@ -224,6 +224,120 @@ def perform(plan: RunPlan) -> Done:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
         print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return Done(run, code, run_dir)
+
+
+# -- run --scenario: the crowd of traffic classes at one load -----------------------------------
+@dataclass
+class ClassRunPlan:
+    """``run --scenario``: the scenario's classes (commands.scenario's plan) as one step of the
+    ramp's class crowd (``shape``: a ClassRamp of one load, no ramp-in, held for the run's
+    duration), each class judged on its own requests by its own thresholds (the command's
+    ``thresholds`` for a class with none)."""
+
+    common: Common
+    shape: Any                           # load.shapes.classes.ClassRamp
+    scenario: Any                        # commands.scenario.ScenarioPlan
+    thresholds: list[Any] = field(default_factory=list)
+    stall_s: float = 1.0
+
+
+def _class_config(plan: ClassRunPlan) -> dict[str, Any]:
+    shape = plan.shape
+    return {"concurrency": int(shape.steps[0]) if shape.by == "users" else None,
+            "rate": shape.steps[0] if shape.by == "rate" else None,
+            "burstiness": shape.burstiness, "arrival": "gamma", "max_concurrency": None,
+            "requests": None, "duration_s": shape.hold_s, "warmup": 0,
+            "think_s": list(shape.think_s), "seed": shape.seed, "classes": True}
+
+
+def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]:
+    """The crowd held once, judged as the ramp judges a step of classes (commands.ramp's class
+    judges): the whole crowd's summary, each class's, every class's checks."""
+    from llmbench.commands.ramp import RampPlan, _class_judges
+    c, shape = plan.common, plan.shape
+    _class_judges(RampPlan(c, shape, [], stall_s=plan.stall_s, scenario=plan.scenario))
+    harness = c.harness(run_dir, _live, shape=shape)
+    outcome = harness.run(shape, plan.scenario.targets(c.server_probe))
+    records = outcome.records
+    step = shape.results[0] if shape.results else None
+    if step is not None:
+        summary, checks_, classes, mon = step.summary, step.checks, step.classes, step.monitor
+    else:
+        # stopped before the hold ended: what finished, unjudged (the run is partial)
+        summary = metrics.summarize(records, stall_s=plan.stall_s)
+        checks_, classes, mon = [], {}, busy(outcome.monitor)
+    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
+    server = outcome.server()
+    extra: dict[str, Any] = {}
+    policy = next((cp.common.params.abandon for cp in plan.scenario.classes
+                   if cp.common.params.abandon is not None), None)
+    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
+    if gave_up is not None:
+        extra["abandonment"] = gave_up
+    if outcome.telemetry is not None:
+        end = float(records.col("done").max()) if len(records) else None
+        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                                     end).get("body", {}))
+    run = Run(
+        kind="run", status="partial" if outcome.interrupted or step is None else "complete",
+        started_at=outcome.started_at,
+        config={"target": c.target.describe(), "load": _class_config(plan),
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
+                "scenario": plan.scenario.describe()},
+        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
+        environment=environment(),
+        monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
+        summary=summary, outages=outages.of_run(records, outcome.t0_perf),
+        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        thresholds=checks_, classes=classes,
+        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
+                                 view=server_view(server.samples)),
+        **extra)
+    run.interrupted = outcome.interrupted
+    run = write_run(run, run_dir, outcome)
+    write_timeline(run_dir, outcome, records, list(shape.results))
+    return run, run.exit_code
+
+
+@stops_cleanly("run")
+def perform_classes(plan: ClassRunPlan) -> Done:
+    """``run --scenario``: measure, print (the whole crowd's numbers, then each class's row
+    and every class's thresholds), report."""
+    c = plan.common
+    run_dir = c.run_dir("run")
+    load = _class_config(plan)
+    write_started(run_dir, "run", c.target,
+                  {"load": {k: load[k] for k in ("concurrency", "rate", "duration_s")}},
+                  c.labels, c.replay)
+    print("Traffic classes: " + ", ".join(
+        f"{cp.name} ({cp.traffic.load_text()})" for cp in plan.scenario.classes)
+        + f"; held {plan.shape.hold_s:g} s", flush=True)
+    try:
+        run, code = measure_classes(plan, run_dir)
+    except PreflightError as exc:
+        return failed(exc, run_dir, "run", c.target)
+    s = run.summary
+    assert s is not None
+    print(console.vllm_summary(s, ("ttft", "tpot", "itl"), (99.0,),
+                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
+    print(console.extras(s, run.monitor))
+    if run.classes:
+        from llmbench import wire
+        print()
+        print(console.ramp_header("Users" if plan.shape.by == "users" else "Req/s",
+                                  wire.get(c.target.api).output))
+        step = Step(load=plan.shape.steps[0], summary=s, classes=run.classes)
+        for row in console.class_rows(step):
+            print(row)
+    if run.abandonment is not None:
+        print(console.abandonment_lines(run.abandonment))
+    if run.thresholds:
+        print(console.threshold_lines(run.thresholds))
+    print_closing(run, plan.scenario.warnings, run.status == "partial",
+                  partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return Done(run, code, run_dir)

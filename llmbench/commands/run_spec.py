@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
-                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec, UsageError,
-                                       option)
+                                       P_OUTPUT, P_VLLM, SCENARIO, SECONDS, TEXTS, Kind, Spec,
+                                       UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
                                       RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
                                       TelemetryOpts)
@@ -88,6 +88,7 @@ class RunLoadOpts(Spec):
     trace: Path | str | None = option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD, kind=PATH, metavar="FILE")
     trace_speed: float = option("--trace: 2 replays twice as fast (gaps halved).", P_LOAD, kind=FLOAT, default=1.0)
     trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
+    scenario: Any = option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD, kind=SCENARIO, metavar="FILE")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -140,6 +141,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                                  "--duration and --warmup (--trace-window picks a part)")
             if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
                 raise UsageError(f"--trace-speed {self.trace_speed:g}: must be a finite number above 0")
+        if self.scenario is not None:
+            self.check_scenario()
         if self.concurrency is not None and self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
         opt.count(self.concurrency, "--concurrency", hi=MAX_LOAD)
@@ -168,6 +171,30 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
             if m not in ("ttft", "tpot", "itl", "e2el"):
                 raise UsageError(f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el")
         self.vllm_metadata()
+
+    def check_scenario(self) -> None:
+        """--scenario: a crowd of classes held for a time (the ramp's one step), so the
+        options that size or shape a run otherwise are refused, each in one line."""
+        for flag, given in (("--trace", self.trace is not None),
+                            ("--requests", self.requests is not None),
+                            ("--warmup", bool(self.warmup)),
+                            ("--max-concurrency", self.max_concurrency is not None),
+                            ("--save-result", self.save_result or self.append_result),
+                            ("--prefix-hit-ratio",
+                             getattr(self, "prefix_hit_ratio", None) is not None)):
+            if given:
+                why = {"--requests": "it runs for a time: give --duration instead",
+                       "--save-result": "vLLM's result file holds one kind of traffic",
+                       "--trace": "a trace sets its own load"}.get(
+                           flag, "the classes' users and rates are the load")
+                raise UsageError(f"{flag} does not go with --scenario ({why}); drop one")
+        if self.arrival != "gamma":
+            raise UsageError(f"--arrival {self.arrival} does not go with --scenario (its rate "
+                             "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
+                             "--arrival")
+        if self.rate is not None and math.isinf(self.rate):
+            raise UsageError("--rate inf does not go with --scenario: give the crowd's "
+                             "requests per second")
 
     def size(self) -> tuple[int | None, float | None]:
         """(requests, duration_s) the run is sized by: what was asked, else 200 requests, or
@@ -210,6 +237,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         plan, and run it: a ``Done``."""
         from llmbench.commands.run import Gates, RunPlan, VllmResult, perform
         from llmbench.load.shapes import ClosedLoop, OpenLoop
+        if self.scenario is not None:
+            return self._perform_classes(progress)
         ray_address = check_ray(self.ray)
         self._check_result_dir()
         prepare(self)
@@ -248,6 +277,79 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                 common = dataclasses.replace(common, progress=progress)
             common = with_ray(common, ray_address)
             return perform(RunPlan(common, shape, gates, vllm))
+
+
+    # -- run --scenario ----------------------------------------------------------------------
+    def scenario_load(self, scenario: Any) -> tuple[str, float]:
+        """(by, load): the crowd's total users (--concurrency) or rate (--rate) the shares
+        split; a scenario whose classes all have their own users or rate needs neither."""
+        if self.rate is not None:
+            return "rate", float(self.rate)
+        if self.concurrency is not None:
+            least = scenario.least_users
+            if self.concurrency < least:
+                floors = " + ".join(f"{c.name} {c.min_users}" for c in scenario.classes
+                                    if c.share is not None and c.min_users)
+                raise UsageError(f"--concurrency {self.concurrency}: below the classes' floors "
+                                 f"(min_users: {floors} = {least}); give {least} or more")
+            return "users", float(self.concurrency)
+        if any(c.share is not None for c in scenario.classes):
+            raise UsageError(f"--scenario: the classes with a share split the crowd's users: "
+                             f"give --concurrency N (or --rate R for requests per second)")
+        return "users", 0.0
+
+    def _perform_classes(self, progress: bool | None) -> Any:
+        """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
+        analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
+        from llmbench.analysis.slo import parse_threshold
+        from llmbench.commands import scenario as sc
+        from llmbench.commands.run import ClassRunPlan, perform_classes
+        from llmbench.load.shapes import Ramp
+        ray_address = check_ray(self.ray)
+        if ray_address is not None:
+            raise UsageError("--scenario: traffic classes run in one process; drop --ray")
+        prepare(self)
+        scenario = sc.load(self, self.scenario)
+        for tc in scenario.classes:                 # every class's options, before any load
+            sc.class_spec(self, scenario, tc)
+            if tc.thresholds is not None:
+                sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+        by, load = self.scenario_load(scenario)
+        hold_s = self.duration if self.duration is not None else DEMO_RUN_S
+        if self.duration is None:
+            say(f"--scenario with no --duration: the crowd is held {hold_s:g} s")
+        think_s = self.think or (0.0, 0.0)
+        replay = replay_of(self)
+        with MaybeMock(self.url) as (url_, model_):
+            tgt = make_target(self, url_, self.model or model_)
+            common = make_common(tgt, self, 1, replay=replay)
+            common = dataclasses.replace(common,
+                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
+            if progress is not None:
+                common = dataclasses.replace(common, progress=progress)
+
+            def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
+                cs = sc.class_spec(self, scenario, tc)
+                mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
+                # the run's target, output and telemetry; the class's workload and requests
+                c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
+                                        timeouts=mine.timeouts, count_tokens=mine.count_tokens)
+                return c, (cs.think if cs.think is not None else think_s)
+
+            def gates(tc: Any) -> list[Any]:
+                if tc.thresholds is None:
+                    return list(self.threshold or [])
+                return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+            if any(c.share is not None for c in scenario.classes):
+                scenario.check_grow(None)
+            sp = sc.plan(scenario, None, False, build, gates, workers=self.workers)
+            first = sp.classes[0].common
+            common = dataclasses.replace(common, workload=first.workload)
+            base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
+                        hold_s=hold_s, think_s=think_s, burstiness=self.burstiness,
+                        drain_s=max(self.timeout_first_token, 30.0), seed=self.seed)
+            return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
+                                                list(self.threshold or [])))
 
 
 def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:

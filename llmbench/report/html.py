@@ -109,8 +109,11 @@ def _classes(run: Run) -> list[str]:
     """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
     its own verdict, and with --isolate each class alone at the broken step's load."""
     steps = run.steps
-    names = list(dict.fromkeys(n for st in steps for n in st.classes))
-    if not names:
+    # (the step's load, class, its part): a ramp's steps; a run (run --scenario) its one load
+    parts = ([(st.load, n, c) for st in steps for n, c in st.classes.items()]
+             if run.kind == "ramp" else
+             [(run.load_level, n, c) for n, c in run.classes.items()])
+    if not parts:
         return []
     v = run.verdict
     out = ["<h2>Traffic classes</h2>"]
@@ -120,17 +123,17 @@ def _classes(run: Run) -> list[str]:
         out.append(_table(["class", "reading", "what became of it"], rows,
                           ["over" if c.broke else "held" for c in v.classes.values()], left=3))
     rows, marks = [], []
-    for st in steps:
-        for n, c in st.classes.items():
-            s = c.summary
-            failed = [x.text or x.threshold for x in c.failed_checks]
-            rows.append([f"{st.load:g}", n, f"{c.load:g}" if c.unit == "users" else
-                         f"{c.load:.3g}/s", s.requests, fmt_ms(s.ttft.median),
-                         fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
-                         f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
-                         "held" if c.held else f"{c.state}: " + "; ".join(failed)])
-            marks.append("held" if c.held else "over")
-    out.append(_table([run.load_unit, "class", "its load", "requests", "TTFT p50", "TTFT p95",
+    for load, n, c in parts:
+        s = c.summary
+        failed = [x.text or x.threshold for x in c.failed_checks]
+        rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n,
+                     f"{c.load:g}" if c.unit == "users" else
+                     f"{c.load:.3g}/s", s.requests, fmt_ms(s.ttft.median),
+                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
+                     f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
+                     "held" if c.held else f"{c.state}: " + "; ".join(failed)])
+        marks.append("held" if c.held else "over")
+    out.append(_table([run.load_unit if run.kind == "ramp" else "load", "class", "its load", "requests", "TTFT p50", "TTFT p95",
                        "ITL p95", "E2EL p95", "out tok/s", "errors", "cancelled", "result"],
                       rows, marks, left=2))
     iso = run.isolation
@@ -477,6 +480,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
     body += _prefix_cache(run.prefix_cache)
     body += _sessions("", [("run", run.sessions)])
+    body += _classes(run)
     body += _abandonment(run)
     body.append("<h2>Latency distributions</h2>")
     body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],

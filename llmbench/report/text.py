@@ -208,9 +208,9 @@ def to_markdown(run_dir: str | Path) -> str:
         if run.thresholds:
             out.append("")
             for c in run.thresholds:
-                out.append(f"- {'ok' if c.ok else '**FAIL**'} `{_md_code(c.threshold)}`"
-                           + (f" ({_md_escape(c.traffic_class)})" if c.traffic_class else "")
-                           + f": {_md_escape(c.text or c.reason or '')}")
+                # a class's check says its class and threshold ("tight: ttft.mean<=400ms: ...")
+                out.append(f"- {'ok' if c.ok else '**FAIL**'}: "
+                           + _md_escape(c.text or f"{c.threshold}: {c.reason or ''}"))
         out += _md_classes(run)
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")

@@ -224,3 +224,66 @@ def test_a_fixed_step_below_the_classes_floors_is_one_line(tmp_path):
     msg = str(e.value)
     assert msg == ("--users 2: below the classes' floors (min_users: chat 1 + rag 2 = 3); "
                    "start the steps at 3 or more"), msg
+
+
+# -- run --scenario: the crowd at one load ------------------------------------------------------
+def test_run_with_a_scenario_judges_each_class_at_its_share_of_the_users(mock_factory, tmp_path):
+    # 1 slot, 4 users with no think time, each request 50 + 19 x 10 = 240 ms: in steady state
+    # a request waits for the 3 ahead of it, TTFT 50 + 3 x 240 = 770 ms on paper, whichever
+    # class it is; the tight class's p50 limit is far under that, the loose one's far over
+    m = mock_factory(ttft_ms=50, itl_ms=10, parallel=1)
+    path = tmp_path / "scenario.toml"
+    path.write_text('[defaults]\nturns = 1\nprompt_tokens = 10\noutput_tokens = 20\n\n'
+                    '[classes.tight]\nshare = 0.75\nthresholds = ["ttft.p50<=400ms"]\n\n'
+                    '[classes.loose]\nshare = 0.25\nthresholds = ["ttft.p50<=5s"]\n')
+    run = llmbench.run(url=m.url + "/v1", model="mock", scenario=path, concurrency=4,
+                       duration="2s", think="0", out=tmp_path / "res", server_probe="off")
+    assert {n: (c.load, c.unit) for n, c in run.classes.items()} == {
+        "tight": (3, "users"), "loose": (1, "users")}
+    tight, loose = run.classes["tight"], run.classes["loose"]
+    assert tight.state == "over" and loose.state == "held"
+    assert 600 <= tight.summary.ttft.median <= 2000, tight.summary.ttft.median   # ~770 on paper
+    # every class's checks are the run's thresholds, tagged; one failed: exit 99
+    assert [(c.traffic_class, c.ok) for c in run.thresholds] == [("tight", False),
+                                                                ("loose", True)]
+    assert run.exit_code == 99
+    # each class's figures are its own records' in the hold; the whole crowd's, all of them
+    recs = [r for r in records(run) if r["ok"] and r["step"] == 0]
+    assert {r["traffic_class"] for r in recs} == {"tight", "loose"}
+    counted = collections.Counter(r["traffic_class"] for r in recs)
+    assert tight.summary.completed + loose.summary.completed == run.summary.completed
+    for name, c in run.classes.items():     # the hold's requests, of those that finished
+        assert 0 < c.summary.completed <= counted[name]
+    # typed back from the folder, and in every report
+    back = llmbench.load_run(run.path)
+    assert back.classes == run.classes and back.exit_code == 99
+    assert run_json(run)["config"]["scenario"]["classes"][1]["name"] == "loose"
+    rows = list(csv.DictReader(io.StringIO(to_csv(run.path))))
+    assert [(r["load"], r["class"], r["class_load"]) for r in rows] == [
+        ("4", "", ""), ("4", "tight", "3"), ("4", "loose", "1")]
+    assert rows[0]["state"] == "over" and rows[2]["state"] == "held"
+    assert int(rows[1]["requests"]) == tight.summary.requests
+    md = to_markdown(run.path)
+    assert f"| 4 | `tight` | 3 | {tight.summary.requests} |" in md
+    assert "- **FAIL**: tight: ttft.p50" in md
+    from llmbench.report.html import render
+    page = render(run.path)
+    assert "<h2>Traffic classes</h2>" in page and ">tight</td>" in page
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(concurrency=4, requests=10), "--requests does not go with --scenario (it runs for a "
+                                       "time: give --duration instead); drop one"),
+    (dict(duration="1s"), "--scenario: the classes with a share split the crowd's users: give "
+                          "--concurrency N (or --rate R for requests per second)"),
+    (dict(concurrency=1, duration="1s"), "--concurrency 1: below the classes' floors "
+                                         "(min_users: chat 1 + rag 1 = 2); give 2 or more"),
+    (dict(rate=2, arrival="constant"), "--arrival constant does not go with --scenario"),
+])
+def test_run_with_a_scenario_refuses_what_does_not_fit_in_one_line(tmp_path, kw, says):
+    sc = Scenario([TrafficClass("chat", share=0.5, min_users=1),
+                   TrafficClass("rag", share=0.5, min_users=1)])
+    with pytest.raises(UsageError) as e:
+        llmbench.run(url="http://127.0.0.1:9/v1", model="mock", scenario=sc,
+                     out=tmp_path / "res", server_probe="off", **kw)
+    assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)
