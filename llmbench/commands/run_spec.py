@@ -188,6 +188,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                        "--trace": "a trace sets its own load"}.get(
                            flag, "the classes' users and rates are the load")
                 raise UsageError(f"{flag} does not go with --scenario ({why}); drop one")
+        if str(self.workers) != "1":
+            raise UsageError("--scenario: traffic classes run in one process; drop --workers")
         if self.arrival != "gamma":
             raise UsageError(f"--arrival {self.arrival} does not go with --scenario (its rate "
                              "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "

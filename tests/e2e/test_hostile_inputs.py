@@ -123,6 +123,9 @@ def files(tmp_path_factory) -> Path:
     (d / "scenario-threshold.toml").write_text("[classes.chat]\nshare = 1\nthresholds = ['ttft.p95<=soon']\n")
     (d / "scenario-value.toml").write_text("[classes.chat]\nshare = 1\nprompt_tokens = 'many'\n")
     (d / "scenario-ok.toml").write_text("[classes.chat]\nshare = 1\n")
+    (d / "scenario-floors.toml").write_text("[classes.chat]\nshare = 0.5\nmin_users = 2\n"
+                                            "[classes.rag]\nshare = 0.5\nmin_users = 1\n")
+    (d / "scenario-min.toml").write_text("[classes.chat]\nusers = 2\nmin_users = 1\n")
     return d
 
 
@@ -416,6 +419,16 @@ INPROC_CASES = [
     (RAMP + ["--scenario", "{d}/scenario-ok.toml", "--grow", "video"], 2, "--grow 'video': no such class"),
     (RAMP + ["--grow", "chat"], 2, "--grow goes with --scenario"),
     (RAMP + ["--isolate"], 2, "--isolate goes with --scenario"),
+    (RAMP + ["--scenario", "{d}/scenario-floors.toml", "--users", "2,4"], 2, "--users 2: below the classes' floors (min_users: chat 2 + rag 1 = 3)"),
+    (RAMP + ["--scenario", "{d}/scenario-min.toml", "--grow", "chat"], 2, "scenario-min.toml:3: class 'chat': min_users goes with a share"),
+    # run --scenario: the crowd at one load
+    (R + ["--scenario", "{d}/scenario-key.toml", "--concurrency", "2"], 2, "scenario-key.toml:3: unknown key 'colour'"),
+    (R + ["--scenario", "{d}/scenario-threshold.toml", "--concurrency", "2"], 2, "scenario-threshold.toml:3: class 'chat': threshold"),
+    (R + ["--scenario", "{d}/scenario-ok.toml"], 2, "give --concurrency N (or --rate R"),
+    (R + ["--scenario", "{d}/scenario-ok.toml", "--concurrency", "2", "--requests", "9"], 2, "--requests does not go with --scenario"),
+    (R + ["--scenario", "{d}/scenario-ok.toml", "--concurrency", "2", "--workers", "2"], 2, "traffic classes run in one process; drop --workers"),
+    (R + ["--scenario", "{d}/scenario-ok.toml", "--rate", "inf", "--requests", "9"], 2, "--requests does not go with --scenario"),
+    (R + ["--scenario", "{d}/scenario-floors.toml", "--concurrency", "2"], 2, "--concurrency 2: below the classes' floors"),
     (RAMP + ["--abandon", "after=soon"], 2, "--abandon after="),
     (RAMP + ["--abandon", "after=inf"], 2, "--abandon"),
     (RAMP + ["--abandon", "share=2,after-tokens=3"], 2, "at most 1"),
