@@ -66,7 +66,7 @@ class ScenarioPlan:
               if f.init and f.name not in ("results",)}
         loads = [LoadClass(c.name, c.common.workload.conversations, c.think_s,
                            share=c.traffic.share, users=c.traffic.users, rate=c.traffic.rate,
-                           session=c.target_name(i == 0))
+                           session=c.target_name(i == 0), min_users=c.traffic.min_users)
                  for i, c in enumerate(self.classes)]
         return ClassRamp(**kw, classes=loads, grow=self.grow, isolate=self.isolate)
 

@@ -173,9 +173,9 @@ def test_find_over_a_scenario_lands_on_the_paper_limit_and_blames_the_tight_clas
     tight_ms = F_TTFT_MS + ((F_LIMIT + 0.5) / F_SLOTS - 1) * service_ms
     opts = {"turns": 1, "prompt_tokens": 10, "output_tokens": F_TOKENS}
     sc = Scenario([
-        TrafficClass("tight", share=0.5, min_users=1, options=opts,
+        TrafficClass("tight", share=0.75, min_users=1, options=opts,
                      thresholds=[f"ttft.mean<={tight_ms:.0f}ms"]),
-        TrafficClass("loose", share=0.5, min_users=1, options=opts,
+        TrafficClass("loose", share=0.25, min_users=1, options=opts,
                      thresholds=["ttft.mean<=30s"])])
     run = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, scenario=sc,
                         ramp_in="0.5s", hold="2s", think="0", generator_lag_limit="2000ms",
@@ -188,11 +188,14 @@ def test_find_over_a_scenario_lands_on_the_paper_limit_and_blames_the_tight_clas
     assert len(counted) <= 2 + 3, [t.load for t in s.trials]      # log2(3) + 3
     # the floors: the search starts at 2 users (1 each), never below
     assert s.trials[0].load == 2 and min(t.load for t in s.trials) >= 2
-    # every step is typed with each class's share of its total, as a fixed scenario ramp's
+    # every step is typed with each class's share of its total, as a fixed scenario ramp's;
+    # the floors hold at every step (at 2 users the shares alone would give loose none)
     for st in run.steps:
+        assert set(st.classes) == {"tight", "loose"}, (st.load, st.classes.keys())
         assert sum(c.load for c in st.classes.values()) == st.load
         assert all(c.load >= 1 for c in st.classes.values())
         assert st.held == all(c.held for c in st.classes.values())
+    assert {n: c.load for n, c in run.steps[0].classes.items()} == {"tight": 1, "loose": 1}
     # the blame: the tight class broke the least load that broke, the loose one held there
     broke = next(st for st in run.ladder() if st.load == s.broke_at)
     assert broke.classes["tight"].state == "over" and broke.classes["loose"].held
