@@ -241,6 +241,8 @@ class ClassRunPlan:
     shape: Any                           # load.shapes.classes.ClassRamp
     scenario: Any                        # commands.scenario.ScenarioPlan
     thresholds: list[Any] = field(default_factory=list)
+    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    metric_percentiles: tuple[float, ...] = (99.0,)
     stall_s: float = 1.0
 
 
@@ -321,7 +323,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
         return failed(exc, run_dir, "run", c.target)
     s = run.summary
     assert s is not None
-    print(console.vllm_summary(s, ("ttft", "tpot", "itl"), (99.0,),
+    print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
                                max_concurrency=load["concurrency"], request_rate=load["rate"]))
     print(console.extras(s, run.monitor))
     if run.classes:

@@ -190,6 +190,15 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                 raise UsageError(f"{flag} does not go with --scenario ({why}); drop one")
         if str(self.workers) != "1":
             raise UsageError("--scenario: traffic classes run in one process; drop --workers")
+        if self.goodput:
+            raise UsageError("--goodput does not go with --scenario (each class has its own "
+                             "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
+                             "goodput); drop --goodput")
+        from llmbench.analysis.metrics import DEFAULT_PERCENTILES
+        odd = [p for p in self.metric_percentiles if float(p) not in DEFAULT_PERCENTILES]
+        if odd:
+            raise UsageError(f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
+                             "figures have the 50th, 90th, 95th and 99th; pick among those")
         if self.arrival != "gamma":
             raise UsageError(f"--arrival {self.arrival} does not go with --scenario (its rate "
                              "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
@@ -351,7 +360,9 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                         hold_s=hold_s, think_s=think_s, burstiness=self.burstiness,
                         drain_s=max(self.timeout_first_token, 30.0), seed=self.seed)
             return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
-                                                list(self.threshold or [])))
+                                                list(self.threshold or []),
+                                                tuple(self.percentile_metrics),  # type: ignore[arg-type]
+                                                tuple(self.metric_percentiles)))  # type: ignore[arg-type]
 
 
 def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:

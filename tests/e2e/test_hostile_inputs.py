@@ -429,6 +429,8 @@ INPROC_CASES = [
     (R + ["--scenario", "{d}/scenario-ok.toml", "--concurrency", "2", "--workers", "2"], 2, "traffic classes run in one process; drop --workers"),
     (R + ["--scenario", "{d}/scenario-ok.toml", "--rate", "inf", "--requests", "9"], 2, "--requests does not go with --scenario"),
     (R + ["--scenario", "{d}/scenario-floors.toml", "--concurrency", "2"], 2, "--concurrency 2: below the classes' floors"),
+    (R + ["--scenario", "{d}/scenario-ok.toml", "--concurrency", "2", "--metric-percentiles", "99.9"], 2, "--metric-percentiles 99.9 with --scenario"),
+    (R + ["--scenario", "{d}/scenario-ok.toml", "--concurrency", "2", "--goodput", "ttft:500"], 2, "--goodput does not go with --scenario"),
     (RAMP + ["--abandon", "after=soon"], 2, "--abandon after="),
     (RAMP + ["--abandon", "after=inf"], 2, "--abandon"),
     (RAMP + ["--abandon", "share=2,after-tokens=3"], 2, "at most 1"),
