@@ -43,13 +43,14 @@ class FindPlan:
     ceiling: float | None = None
     sustain_s: float | None = None
     budget_s: float | None = None
+    least: float = 1.0          # the lightest step (users): a scenario's floors added up
 
     def pacer(self, shape: Ramp) -> SearchPacer:
         from llmbench.analysis import stepstats
         closed = shape.by == "users"
         return SearchPacer(by=shape.by, start=self.start, ramp_in_s=shape.ramp_in_s,
                            hold_s=shape.hold_s, sustain_s=self.sustain_s,
-                           budget_s=self.budget_s, ceiling=self.ceiling,
+                           budget_s=self.budget_s, ceiling=self.ceiling, least=self.least,
                            aim=lambda lo, hi: stepstats.aim(lo, hi, closed),  # type: ignore[arg-type]
                            untrusted=verdict_mod.lag_explains)  # type: ignore[arg-type]
 

@@ -281,8 +281,13 @@ class RampOpts(Spec):
                      workers=getattr(common, "workers", 1))
         self._check_floors(scenario, plan.shape.steps)
         if self.by == "users" and self.grow is None and plan.find is not None:
-            # the search's lightest step carries every class's floor (min_users)
-            plan.find.start = max(plan.find.start, float(scenario.least_users))
+            # the search's lightest step carries every class's floor (min_users): it starts
+            # there at least, and never steps below
+            plan.find.least = float(scenario.least_users)
+            plan.find.start = max(plan.find.start, plan.find.least)
+            if plan.find.ceiling is not None and plan.find.ceiling < plan.find.least:
+                raise UsageError(f"--up-to {plan.find.ceiling:g}: below the classes' floors "
+                                 f"(min_users add up to {plan.find.least:g}); raise --up-to")
         plan.scenario = sp
         plan.shape = sp.shape(plan.shape)
 

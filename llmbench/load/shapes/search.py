@@ -79,6 +79,9 @@ class SearchPacer:
     factor: float = 2.0
     max_hold_factor: float = 4.0
     max_steps: int = MAX_STEPS
+    # the lightest load it may try (users): 1, or a scenario's floors added up (min_users:
+    # a step of fewer would not be its load)
+    least: float = 1.0
     # where between the last that held and the first that broke the threshold is crossed
     # (the command's, from the steps' statistics); None: bisect only
     aim: Aim | None = None
@@ -101,7 +104,8 @@ class SearchPacer:
 
     def __post_init__(self) -> None:
         if self.by == "users":
-            self.start = float(max(1, int(self.start)))
+            self.least = float(max(1, int(self.least)))
+            self.start = float(max(self.least, int(self.start)))
 
     # -- the pacer ----------------------------------------------------------------------------
     @property
@@ -261,8 +265,9 @@ class SearchPacer:
         return hi <= lo * (1 + RATE_RESOLUTION) + 1e-12
 
     def _floor(self) -> float:
-        """The lightest load worth trying when nothing held: 1 user, or the start / 64."""
-        return 1.0 if self.by == "users" else self.start / 64
+        """The lightest load worth trying when nothing held: 1 user (a scenario's floors),
+        or the start / 64."""
+        return self.least if self.by == "users" else self.start / 64
 
     def _plan(self, load: float, why: str) -> StepPlan:
         ramp_in = self.ramp_in_s
@@ -279,7 +284,7 @@ class SearchPacer:
 
     def _down(self, hi: float) -> float:
         if self.by == "users":
-            return float(max(1, int(hi // self.factor)))
+            return float(max(self.least, int(hi // self.factor)))
         return _nice(hi / self.factor, 0.0, hi)
 
     def _narrow(self, lo: JudgedStep, hi: JudgedStep) -> StepPlan:

@@ -359,3 +359,16 @@ def test_a_seeded_noisy_queue_still_lands_within_one_user():
         p, plans = search(slots, limit_ms, step_fn=noisy)
         assert abs(p.limit - limit) <= 1, (slots, limit, [x.load for x in plans])
         assert len(plans) <= 2 * math.ceil(math.log2(max(limit, 2))) + 6
+
+
+def test_a_floor_is_the_lightest_step_the_search_tries():
+    # a scenario whose classes' min_users add up to 3: no step of fewer (it would run 3)
+    p, plans = search(1, limit_threshold(1, 1), least=3, start=1)
+    assert plans[0].load == 3 and min(pl.load for pl in plans) == 3
+    assert p.stopped == "none_held" and p.limit == 0
+    # from higher up, bisecting down stops at the floor, never below it
+    p, plans = search(1, limit_threshold(1, 1), least=3, start=8)
+    assert [pl.load for pl in plans] == [8, 4, 3] and p.stopped == "none_held"
+    # a limit above the floor is found as without it
+    p, plans = search(4, limit_threshold(4, 9), least=3, start=1)
+    assert p.stopped == "found" and p.limit == 9 and min(pl.load for pl in plans) >= 3
