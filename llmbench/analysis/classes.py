@@ -177,12 +177,12 @@ def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit
         held_at = top.classes[name].load if top is not None and name in top.classes else None
         if broke_it:
             assert cs is not None and broke is not None
-            text = (f"broke at {amount(broke.load, unit)} (its {cs.load:g} {cs.unit}): "
+            text = (f"broke at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)}): "
                     + "; ".join(_breach(x, cs.summary.failed) for x in cs.failed_checks[:2]))
         elif cs is not None and cs.state == NO_DATA:
             text = f"too few requests to judge at {amount(broke.load, unit)}"
         elif cs is not None:
-            text = f"held at {amount(broke.load, unit)} (its {cs.load:g} {cs.unit})"
+            text = f"held at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)})"
         else:
             text = "held at every step" if all(
                 s.classes[name].held for s in steps if name in s.classes) else v.text
@@ -327,7 +327,7 @@ def _main_compared(a: IsolatedClass) -> Compared | None:
 
 def _alone_sentence(a: IsolatedClass, mixed: ClassStep | None, others: list[str]) -> str:
     who = ", ".join(others) if others else "the other classes"
-    load = f"{a.load:g} {a.unit}"
+    load = amount(a.load, a.unit)
     c = _main_compared(a)
     if c is None:
         return f"{a.name} alone at {load}: {a.state}."

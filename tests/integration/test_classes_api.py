@@ -199,6 +199,7 @@ def test_find_over_a_scenario_lands_on_the_paper_limit_and_blames_the_tight_clas
     # the blame: the tight class broke the least load that broke, the loose one held there
     broke = next(st for st in run.ladder() if st.load == s.broke_at)
     assert broke.classes["tight"].state == "over" and broke.classes["loose"].held
+    assert run.verdict.classes["loose"].text == f"held at {s.broke_at:g} users (its 1 user)"
     assert s.blamed == ["tight"] and run.verdict.blamed == ["tight"]
     assert s.text.startswith(f"Holds {s.limit:g} users ({s.broke_at:g} broke: in tight, "
                              "TTFT mean was"), s.text
