@@ -230,7 +230,10 @@ class RampOpts(Spec):
         if url != self.url:  # type: ignore[attr-defined]
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
-        common = make_common(tgt, wl, 2000, multi_turn=True, progress=progress, replay=replay)
+        # --scenario: each class builds its own conversations (_with_classes); the command's
+        # own would never be sent, so one is built (its options checked), not 2,000
+        common = make_common(tgt, wl, 1 if self.scenario is not None else 2000,
+                             multi_turn=True, progress=progress, replay=replay)
         ramp_in_s, hold_s, think_s = self.timing()
         if getattr(self, "workload_type", "chat") == "agent":
             warn_short_hold(common.workload, hold_s)
@@ -279,6 +282,9 @@ class RampOpts(Spec):
             return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
         sp = sc.plan(scenario, self.grow, self.isolate, build, gates,
                      workers=getattr(common, "workers", 1))
+        # the workload run.json describes is the one sent: the first class's (each class's
+        # own is in config.scenario)
+        plan.common = dataclasses.replace(common, workload=sp.classes[0].common.workload)
         self._check_floors(scenario, plan.shape.steps)
         if self.by == "users" and self.grow is None and plan.find is not None:
             # the search's lightest step carries every class's floor (min_users): it starts

@@ -291,3 +291,29 @@ def test_run_with_a_scenario_refuses_what_does_not_fit_in_one_line(tmp_path, kw,
         llmbench.run(url="http://127.0.0.1:9/v1", model="mock", scenario=sc,
                      out=tmp_path / "res", server_probe="off", **kw)
     assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)
+
+
+def test_join_spread_reaches_every_class(mock_factory, tmp_path):
+    # --join spread over a scenario: each class's new users join mid-conversation (their first
+    # request carries the earlier turns), as the one-crowd ramp's do (tests/integration/
+    # test_find.py has the one-crowd pair, and --join start's turn 0)
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    opts = {"turns": 6, "prompt_tokens": 10, "output_tokens": 12}
+    sc = Scenario([TrafficClass("a", share=0.5, options=opts),
+                   TrafficClass("b", share=0.5, options=opts)])
+    r = llmbench.ramp(url=m.url + "/v1", model="mock", scenario=sc, users="8", join="spread",
+                      ramp_in="0.5s", hold="1s", think="0", threshold=["ttft.p50<=5s"],
+                      generator_lag_limit="2000ms", out=tmp_path, server_probe="off")
+    recs = sorted((x for x in records(r) if x.get("user") is not None), key=lambda x: x["start"])
+    first: dict[int, dict] = {}
+    for x in recs:
+        first.setdefault(x["user"], x)
+    assert len(first) == 8 and {x["traffic_class"] for x in first.values()} == {"a", "b"}
+    # eight users each at a uniform turn of six, four per class: none past turn 0 in a class
+    # has odds 1 in 1,296 (and the seed is fixed); a user who joined at turn t sends its t
+    # earlier turns with its first request: longer than any turn-0 prompt
+    fresh = max(x["prompt_tokens"] for x in recs if x["turn"] == 0)
+    for name in ("a", "b"):
+        late = [x for x in first.values() if x["traffic_class"] == name and x["turn"] > 0]
+        assert late, name
+        assert all(x["prompt_tokens"] > fresh for x in late if x["turn"] >= 2), late

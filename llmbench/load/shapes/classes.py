@@ -334,7 +334,7 @@ class MixedCrowd:
         # the open-loop conversations of the current rate step, and what ends them
         self._rate_stop = asyncio.Event()
         self._rate_plays: list[asyncio.Task[Any]] = []
-        self._uids = itertools.count()
+        self._next_uid = 0
         self._conv_ids = {c.name: itertools.count() for c in self.classes}
         self._step: int | None = None
         self._loads: dict[str, ClassLoad] = {}
@@ -370,9 +370,12 @@ class MixedCrowd:
                 continue
             mine = self.users[c.name]
             new = load.users - len(mine)
-            for k in range(max(new, 0)):
-                uid = next(self._uids)
-                at = t0 + ramp_in * k / max(new, 1)
+            # when each comes in: evenly over the ramp-in, or (--join spread) at random in each
+            # slice of it, as the one-crowd ramp's users do (Ramp.join_times)
+            times = self.ramp.join_times(index * 1009 + ci, self._next_uid, max(new, 0), t0,
+                                         ramp_in)
+            self._next_uid += max(new, 0)
+            for uid, at in times:
                 stop = asyncio.Event()
                 task = loop.create_task(self._user(c, uid, at, stop))
                 self.tasks.append(task)
@@ -421,7 +424,7 @@ class MixedCrowd:
             await virtual_user(self.sessions[c.name], self._next_conv(c), uid=uid,
                                think=c.think_s,
                                rng=random.Random(self.ramp.seed * 1_000_003 + uid),
-                               stop=stop)
+                               stop=stop, mid=self.ramp.join == "spread")
         finally:
             self.users_changed(perf_counter(), -1)
 
