@@ -53,6 +53,9 @@ class SessionStat:
     slowest_e2el_s: float | None
     slowest_ttft_s: float | None
     ttfts: tuple[float, ...]       # its calls' TTFT (successful ones), seconds
+    # joined mid-way (--join spread): its first call sent was not its first (its earlier
+    # calls are synthetic history), so its time is not a whole session's
+    joined: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -130,7 +133,9 @@ def _one(sid: str, recs: list[Record]) -> SessionStat:
         call_steps=len(calls), text_replies=sum(1 for r in calls if r.first_tool is None),
         slowest_step=slow.step_id if slow is not None else None, slowest_e2el_s=slow_e2el,
         slowest_ttft_s=slow.ttft if slow is not None else None,
-        ttfts=tuple(r.ttft for r in recs if r.ok and r.ttft is not None))
+        ttfts=tuple(r.ttft for r in recs if r.ok and r.ttft is not None),
+        # the first call sent is the main agent's (sub-agents start after it): its index
+        joined=first.turn > 0)
 
 
 def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
@@ -141,8 +146,13 @@ def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
 
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
-    (default: from the first session's start to the last one's end)."""
-    done = [s for s in stats if s.complete]
+    (default: from the first session's start to the last one's end). Sessions joined mid-way
+    (``joined``) are counted apart: their calls are the sessions' calls (steps' TTFT, tokens,
+    the cache), but they are not started, completed or in the per-session statistics, since
+    what they took is part of a session only."""
+    joined = [s for s in stats if s.joined]
+    whole = [s for s in stats if not s.joined]
+    done = [s for s in whole if s.complete]
     if window_s is None and stats:
         window_s = max(s.end for s in stats) - min(s.start for s in stats)
     told = [s for s in stats if s.cached_tokens is not None]
@@ -151,8 +161,8 @@ def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Se
     calls_told = sum(s.reported_calls for s in told)
     slowest = max(done, key=lambda s: s.duration_s, default=None)
     return Sessions(
-        started=len(stats), completed=len(done), failed=sum(1 for s in stats if s.failed),
-        cut_short=sum(1 for s in stats if s.cut_short),
+        started=len(whole), completed=len(done), failed=sum(1 for s in whole if s.failed),
+        cut_short=sum(1 for s in whole if s.cut_short), joined=len(joined),
         duration=_dist([s.duration_s for s in done]), model=_dist([s.model_s for s in done]),
         tool=_dist([s.tool_s for s in done]), steps=_dist([s.steps for s in done], scale=1.0),
         step_ttft=_dist([t for s in stats for t in s.ttfts]),
