@@ -15,10 +15,11 @@ up to its limit; one still running then is ``cut_short``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
 
 from llmbench.analysis.metrics import stats_ms
+from llmbench.analysis.percentile import percentile
 from llmbench.records.definitions import session_time, session_tool_time, started_in
 from llmbench.records.record import Record, is_measured
 from llmbench.records.store import RecordStore
@@ -196,3 +197,90 @@ def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_star
     if not stats:
         return None
     return summarize(stats, hold_end - hold_start)
+
+
+# -- sessions as a run goes (the live view, the dashboard) ----------------------------------------
+@dataclass(frozen=True)
+class SessionsNow:
+    """The sessions of a run in progress (or of its current step), from the records finished
+    so far: ``running`` (a call answered, the answer not yet; or, where the caller knows them,
+    every session under way), ``completed``, ``failed``; the completed ones' calls and time
+    (median), and how far the running ones are (their calls so far, median)."""
+
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    joined: int = 0
+    steps_median: float | None = None           # calls of a completed session
+    running_steps_median: float | None = None   # calls so far of a running one
+    duration_median_s: float | None = None      # a completed session's time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Open:
+    start: float
+    end: float
+    ramp_step: int | None
+    joined: bool
+    calls: int = 0
+
+
+class LiveSessions:
+    """Sessions rebuilt as their records come (``add``: one record, a few dict operations; a
+    thread that draws calls ``now``), by the definitions above: a session is its records by
+    ``session_id``; it starts with its first call, ends with its answer (``final``, ok:
+    completed) or a failed call; its time is ``session_time(first start, last end)``. Ended
+    sessions keep only their time and calls, by the ramp step they started in."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, _Open] = {}
+        self._ended: set[str] = set()
+        # by ramp step (None: a run's): (time s, calls) of each completed session
+        self._done: dict[int | None, list[tuple[float, int]]] = {}
+        self._failed: dict[int | None, int] = {}
+        self._joined: dict[int | None, int] = {}
+
+    def add(self, rec: Record) -> None:
+        sid = rec.session_id
+        if sid is None or rec.warmup or sid in self._ended:
+            return                  # not a session's, or a background sub-agent's late call
+        s = self._open.get(sid)
+        end = max(rec.done, rec.end or 0.0, rec.start)
+        if s is None:
+            s = self._open[sid] = _Open(rec.start, end, rec.step, rec.turn > 0)
+        s.calls += 1
+        s.start, s.end = min(s.start, rec.start), max(s.end, end)
+        if rec.ok and rec.step_kind == "final":
+            del self._open[sid]
+            self._ended.add(sid)
+            if s.joined:
+                self._joined[s.ramp_step] = self._joined.get(s.ramp_step, 0) + 1
+            else:
+                self._done.setdefault(s.ramp_step, []).append(
+                    (session_time(s.start, s.end), s.calls))
+        elif not rec.ok and is_measured(rec.warmup, rec.error_kind):
+            del self._open[sid]
+            self._ended.add(sid)
+            self._failed[s.ramp_step] = self._failed.get(s.ramp_step, 0) + 1
+
+    def now(self, step: int | None = None, every: bool = True,
+            running: int | None = None) -> SessionsNow:
+        """The sessions so far: of every step (``every``), or of the ramp step ``step`` (those
+        whose first call started in it). ``running``: the sessions under way as the caller
+        counts them (the load's own, its first call in flight included), else those with a
+        call answered and no answer yet."""
+        def mine(k: int | None) -> bool:
+            return every or k == step
+        done = [x for k, v in list(self._done.items()) if mine(k) for x in v]
+        opened = [s for s in list(self._open.values()) if mine(s.ramp_step)]
+        return SessionsNow(
+            running=len(opened) if running is None else running,
+            completed=len(done),
+            failed=sum(v for k, v in list(self._failed.items()) if mine(k)),
+            joined=sum(v for k, v in list(self._joined.items()) if mine(k)),
+            steps_median=percentile([c for _, c in done], 50) if done else None,
+            running_steps_median=percentile([s.calls for s in opened], 50) if opened else None,
+            duration_median_s=percentile([t for t, _ in done], 50) if done else None)

@@ -120,20 +120,14 @@ class _StepSoFar:
     gaps: _Newest = field(default_factory=lambda: _Newest(MAX_GAPS))
 
 
-MACHINE_WINDOW_S = 5.0
-
-
 def machine_now(samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
     """The server's machine over the last few seconds, from its telemetry samples, by the
-    report's own definitions (analysis/telemetry.py: counters' change over the window)."""
-    if not samples:
-        return {}
-    from llmbench.analysis.telemetry import window
-    t_end = max((x.get("t") or 0.0) for x in samples)
-    w = window(samples, t_end - MACHINE_WINDOW_S, t_end)
+    report's own definitions (analysis.telemetry.recent: the live views' one window)."""
+    from llmbench.analysis.telemetry import RECENT_S, recent
+    w = recent(samples)
     if w is None:
         return {}
-    out: dict[str, Any] = {"window_s": MACHINE_WINDOW_S}
+    out: dict[str, Any] = {"window_s": RECENT_S}
     if w.server is not None:
         out.update(server_cores=w.server.cores, server_rss_bytes=w.server.rss_bytes_max,
                    server_pid=w.server.pid)
