@@ -109,7 +109,7 @@ def test_no_agent_row_for_chat_and_no_server_row_without_telemetry():
 
 
 def test_the_server_row_is_its_telemetry_over_the_last_5_seconds():
-    from tests.unit.test_telemetry import gpu_sample, local
+    from tests.helpers.telemetry import gpu_sample, local
     # the server at 1.5 cores and 1 GiB, the machine 1.9 of 2 busy; two GPUs at 80 % mean,
     # 400 W and 40,000 MiB used together
     samples = [local(t, 1.5 * t, 0.25 * t, 1.9 * t, 2.0 * t) for t in range(0, 11)]
