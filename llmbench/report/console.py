@@ -236,8 +236,8 @@ def join_sentence(join: str, agents: bool = False) -> str:
             return ("Agents join mid-session (--join spread): each new agent starts at a random "
                     "call of its session with the earlier calls and tool results in its prompt "
                     "(their replies synthetic, of the asked length; the sub-agents they started "
-                    "are not replayed), at a random time in the ramp-in. Its session is counted "
-                    "apart (joined), not as a whole session.")
+                    "are not replayed), at a random time in the ramp-in. The session it joins is "
+                    "counted apart (joined), not as a whole one.")
         return ("Users join mid-conversation (--join spread): each new user starts at a random "
                 "turn with the earlier turns in its prompt (their replies synthetic, of the "
                 "asked length, since the server never wrote them), at a random time in the "

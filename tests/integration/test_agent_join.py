@@ -100,6 +100,8 @@ def test_agents_join_spread_over_the_ramp_in_at_random_calls_with_their_history(
     whole = [s for s in first.values() if not s.joined]
     assert all(not s.joined for s in sessions_of(recs) if s not in first.values())
     assert len(joined) + len(whole) == USERS
+    # the report says how the agents joined
+    assert "Agents join mid-session (--join spread)" in (r.path / "report.html").read_text()
 
 
 def test_agents_join_start_at_their_first_call_on_the_even_grid(tmp_path):
