@@ -22,7 +22,10 @@ The server's machine, where it is sampled (``--server-pid``, ``--host-metrics``,
 definitions (analysis.telemetry.recent, what the terminal view and the dashboard show): the
 server process tree's cores busy, resident memory and threads; the machine's busy cores and CPU
 count; the GPUs' mean utilisation (a ratio, 0-1, as Prometheus's base units want), power and
-memory used. A gauge with no reading is left out, never written as 0.
+memory used. A gauge with no reading is left out, never written as 0. Agent sessions
+(``--workload agent``), once one has a call finished: those under way, and those ended by
+outcome (completed: the answer came back; failed: a call failed), by the sessions' own
+definitions (analysis.sessions.LiveSessions, what the live view and the dashboard show).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from llmbench.analysis.sessions import LiveSessions
 from llmbench.analysis.telemetry import RECENT_S, recent
 from llmbench.records.record import ERROR_KINDS, UNMEASURED_KINDS, Record
 
@@ -106,6 +110,8 @@ class LiveGauges:
     cpu_share: float | None = None          # of one core
     # the server machine's last samples (servers.telemetry), as the harness keeps them
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    # the ramp step of each agent session under way (None: not known here, with workers)
+    agents_open: list[int | None] | None = None
 
 
 class MetricsExporter:
@@ -127,6 +133,7 @@ class MetricsExporter:
         self._tokens_in: dict[str, int] = {}
         self._resends = 0
         self._send_delays: deque[tuple[float, float]] = deque()
+        self._sessions = LiveSessions()
         self.scrapes = 0
         self.render_s_total = 0.0
         self._drained = 0                 # records taken from the queue so far
@@ -154,6 +161,8 @@ class MetricsExporter:
         while pending:
             rec = pending.popleft()
             self._drained += 1
+            if rec.session_id is not None:
+                self._sessions.add(rec)
             path = rec.path or ""
             if not rec.measured:
                 continue
@@ -237,10 +246,30 @@ class MetricsExporter:
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
                           f"{name}{_labels(self.const)} {_num(float(v))}"]
             lines += self._machine(getattr(g, "telemetry", None) or [])
+            lines += self._agent_sessions(getattr(g, "agents_open", None))
             self.scrapes += 1
             self._rendered = self._drained
             self.render_s_total += time.perf_counter() - t0
             return ("\n".join(lines) + "\n").encode()
+
+    def _agent_sessions(self, opened: list[int | None] | None) -> list[str]:
+        """Agent sessions: under way (the load's own count where it is known), and ended by
+        outcome; nothing until a session's call has finished."""
+        now = self._sessions.now(running=None if opened is None else len(opened))
+        if not (now.running or now.completed or now.failed or now.joined):
+            return []
+        c = self.const
+        return ["# HELP llmbench_agent_sessions_running Agent sessions under way now.",
+                "# TYPE llmbench_agent_sessions_running gauge",
+                f"llmbench_agent_sessions_running{_labels(c)} {now.running}",
+                "# HELP llmbench_agent_sessions_total Agent sessions ended, by outcome "
+                "(completed: the answer came back; failed: a call failed; joined: completed "
+                "after joining mid-way, --join spread).",
+                "# TYPE llmbench_agent_sessions_total counter",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'completed'})} "
+                f"{now.completed}",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'failed'})} {now.failed}",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'joined'})} {now.joined}"]
 
     def _machine(self, samples: list[dict[str, Any]]) -> list[str]:
         """The server's machine over its telemetry's last seconds, as gauges."""

@@ -293,3 +293,55 @@ def test_a_real_prometheus_scrapes_the_server_machine_s_gauges(mock_factory, tmp
     fams = families(final)
     for n in names:
         assert fams[n].type == "gauge" and fams[n].documentation, n
+
+
+def test_agent_sessions_on_the_metrics_port_while_they_run_and_at_the_end(mock_factory,
+                                                                          tmp_path):
+    """--workload agent: scraped over HTTP during the run, sessions under way; the final
+    exposition (metrics.prom) counts the sessions run.json counts, by outcome."""
+    import llmbench
+    from tests.helpers import free_port
+    m = mock_factory(ttft_ms=10, itl_ms=2, parallel=8)
+    port = free_port()
+    running: list[float] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                              timeout=5).read().decode()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            fams = families(body)
+            if "llmbench_agent_sessions_running" in fams:
+                running.append(fams["llmbench_agent_sessions_running"].samples[0].value)
+            time.sleep(0.2)
+    t = threading.Thread(target=scrape, daemon=True)
+    t.start()
+    try:
+        run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="3s",
+                           workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
+                           agent_system_tokens="20", agent_task_tokens="20",
+                           agent_result_tokens="10", agent_call_tokens="5",
+                           agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                           metrics_port=port)
+    finally:
+        stop.set()
+        t.join(10)
+    assert running and max(running) >= 1, running
+    fams = families((run.path / "metrics.prom").read_text())
+    fam = fams["llmbench_agent_sessions"]
+    assert fam.type == "counter"
+    by = {s.labels["outcome"]: s.value for s in fam.samples if s.name.endswith("_total")}
+    s = run.sessions
+    assert s is not None and s.completed >= 3
+    assert by == {"completed": s.completed, "failed": s.failed, "joined": 0}
+    # and the exposition keeps the rules (names, HELP, TYPE, a counter's _total)
+    import subprocess
+    from tests.helpers.field import require
+    check = subprocess.run([require("promtool", "prometheus"), "check", "metrics"],
+                           input=(run.path / "metrics.prom").read_text(), text=True,
+                           capture_output=True)
+    assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check
