@@ -93,9 +93,15 @@ def test_agents_join_spread_over_the_ramp_in_at_random_calls_with_their_history(
         # sub-agent), each sub-agent from its own first call, after the call that started it
         subs = [x for x in calls if x.step_id and "/" in x.step_id]
         mains = [x for x in calls if x.step_id and "/" not in x.step_id]
-        if len(mains) > 1:
-            assert subs, [x.step_id for x in calls]
-            assert {x.parent_step_id for x in subs if x.turn == 0} <= {x.step_id for x in mains}
+        assert {x.parent_step_id for x in subs if x.turn == 0} <= {x.step_id for x in mains}
+        if s.complete:
+            # one sub-agent for each call step it sent (each of its 2 calls), none for the
+            # calls it skipped
+            starts = [x for x in subs if x.turn == 0]
+            assert len(starts) == sum(1 for x in mains if x.step_kind == "call"), \
+                [(x.step_id, x.parent_step_id) for x in calls]
+            assert len(subs) == 2 * len(starts)
+    assert any(s.complete for s in joined.values())     # the fan-out check above ran
     # the joined sessions are counted apart, the whole ones as before
     whole = [s for s in first.values() if not s.joined]
     assert all(not s.joined for s in sessions_of(recs) if s not in first.values())
