@@ -317,3 +317,41 @@ def test_join_spread_reaches_every_class(mock_factory, tmp_path):
         late = [x for x in first.values() if x["traffic_class"] == name and x["turn"] > 0]
         assert late, name
         assert all(x["prompt_tokens"] > fresh for x in late if x["turn"] >= 2), late
+
+
+def test_ctrl_c_during_a_scenario_run_leaves_a_partial_folder_with_what_finished(mock_factory,
+                                                                                 tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    from tests.helpers import ENV, ROOT, only_run
+    m = mock_factory(ttft_ms=5, itl_ms=2, parallel=2)
+    path = tmp_path / "scenario.toml"
+    path.write_text("[defaults]\nturns = 1\nprompt_tokens = 5\noutput_tokens = 5\n\n"
+                    "[classes.a]\nshare = 0.5\n\n[classes.b]\nshare = 0.5\n")
+    out_dir = tmp_path / "res"
+    p = subprocess.Popen([sys.executable, "-m", "llmbench.cli", "run", "--url", m.url + "/v1",
+                          "--model", "mock", "--scenario", str(path), "--concurrency", "2",
+                          "--duration", "60s", "--think", "0", "--server-probe", "off",
+                          "--out", str(out_dir)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         cwd=ROOT)
+    deadline = time.time() + 90       # some requests streamed to disk (a busy machine is slow)
+    while time.time() < deadline:
+        try:
+            if len((only_run(out_dir) / "requests.jsonl").read_text().splitlines()) >= 10:
+                break
+        except (AssertionError, FileNotFoundError):
+            pass
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    folder = only_run(out_dir)
+    run = llmbench.load_run(folder)
+    assert run.status == "partial" and run.summary is not None
+    lines = [json.loads(x) for x in (folder / "requests.jsonl").read_text().splitlines()]
+    assert run.summary.completed >= 10 and {x["traffic_class"] for x in lines} == {"a", "b"}
+    assert "PARTIAL RESULT" in out
