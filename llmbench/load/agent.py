@@ -185,7 +185,8 @@ class _SessionRun:
                     extra: dict[str, Any], stamp: tuple) -> tuple[Any, str]:
         return await self.session.request(msgs, turn, scheduled=due, user=self.user,
                                           conversation=self.conv.id, turn_index=index,
-                                          warmup=self.warmup, extra=extra or None, agent=stamp)
+                                          warmup=self.warmup, extra=extra or None, agent=stamp,
+                                          lap=self.conv.lap)
 
     def _results(self, msgs: list[dict[str, Any]], plan: AgentPlan, step: Any, reply: str) -> None:
         """The model's reply as it came (its tool calls, or its text when it called none),

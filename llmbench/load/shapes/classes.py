@@ -38,7 +38,7 @@ from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.ramp import Ramp, StepWindow
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
 from llmbench.records.record import Record
-from llmbench.workload import Conversation
+from llmbench.workload import Conversation, draw
 
 perf_counter = time.perf_counter
 
@@ -283,7 +283,7 @@ class MixedCrowd:
 
     def _next_conv(self, c: LoadClass) -> Callable[[int], Conversation]:
         ids = self._conv_ids[c.name]
-        return lambda _k: c.convs[next(ids) % len(c.convs)]
+        return lambda _k: draw(c.convs, next(ids))
 
     async def _user(self, c: LoadClass, uid: int, at: float) -> None:
         if not await sleep_or_stop(self.user_stop, at - perf_counter()):
