@@ -36,6 +36,7 @@ class MockOptions(Spec):
     prefix_cache: bool | None = option("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache", kind=FLAG)
     cache_blocks: int | None = option("Prefix cache capacity in 16-token blocks.", "Prefix cache", kind=INT)
     kv_tokens: int | None = option("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", kind=INT, metavar="N")
+    cache_report: str | None = option("What chat and Ollama replies say of cached prompt tokens: usage (usage.prompt_tokens_details.cached_tokens, as vLLM; /api's prompt_eval_cached_count with --kv-tokens), none (no count: Ollama's /v1 before 0.34), evaluated (none, and /api's prompt_eval_count counts only the tokens evaluated: Ollama 0.30-0.33).", "Prefix cache", metavar="usage|none|evaluated")
     batch_slowdown: float | None = option("k in step = itl * (1 + k * (running - 1)).", "Capacity", kind=FLOAT)
     decode_after_close: bool | None = option("Go on decoding a request whose client closed the connection, holding its slot, as a server that does not watch its connections does (default: drop it at once, freeing its slot, as vLLM does).", "Capacity", "--decode-after-close/--drop-on-close", kind=FLAG)
     fault_500: float | None = option("Probability of HTTP 500.", "Faults", kind=FLOAT)
@@ -168,7 +169,8 @@ def prepare(o: MockOptions) -> Prepared:
                           embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
                           embed_ms_per_token=o.embed_ms_per_token,
                           embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
-                          kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close)
+                          kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close,
+                          cache_report=o.cache_report)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
