@@ -28,9 +28,10 @@ longer the ramp ran). The draw is deterministic: ``--prompt-salt`` with a run's 
 its laps too. A shared prefix is then shared within a lap.
 
 ``--same-prompts`` sends no salt (the same seed then sends byte-identical prompts: cache
-experiments; every lap the same), and ``--prompt-salt TEXT`` sends a given one (replay one earlier run's prompts
-exactly: its run.json records its salt). The probe gives each of its paths its own salt (a
-path word in front of the run's), so neither path reads the other's cache.
+experiments; every lap the same), and ``--prompt-salt TEXT`` sends a given one (replay one
+earlier run's prompts exactly: its run.json records its salt). The probe gives each of its
+paths its own salt (a path word in front of the run's), so neither path reads the other's
+cache.
 """
 
 from __future__ import annotations
@@ -59,15 +60,17 @@ class Salt:
         return bool(self.text)
 
     def for_lap(self, lap: int) -> "Salt":
-        """The salt of the ``lap``-th pass through the conversations (0: this one): as many
-        one-token words as this salt has tokens, drawn from this salt's text and ``lap`` (the
-        same for the same salt: a replay sends the same laps), so a prompt written to a length
-        keeps it on every lap. No salt stays none."""
+        """The salt of the ``lap``-th pass through the conversations (0: this one): one-token
+        words drawn from this salt's text and ``lap`` (the same for the same salt: a replay
+        sends the same laps), as many as this salt has words when it is made of them (a
+        per-run salt, a probe path's) and else as it has tokens, so a prompt written to a
+        length keeps it on every lap. No salt stays none."""
         if lap <= 0 or not self.text:
             return self
         vocab = sorted(set(self.vocab or _words()))
         rng = random.Random(f"{self.text}\x00lap {lap}")
-        n = max(self.tokens, 1)
+        words = self.text.split()
+        n = len(words) if set(words) <= set(vocab) else max(self.tokens, 1)
         text = " ".join(rng.choice(vocab) for _ in range(n))
         while text.split()[0] == self.text.split()[0] and len(vocab) > 1:
             # never the same first token as lap 0's: a cache would match it (one token, but

@@ -11,7 +11,8 @@ Against the mock as Ollama (flavour ollama, its block-hashed prefix cache), with
 from __future__ import annotations
 
 import llmbench
-from llmbench.analysis.checks import cache_lines, OLLAMA_NATIVE_NOTE, OLLAMA_NONE_SHORT, OLLAMA_V1_NOTE
+from llmbench.analysis.checks import (OLLAMA_NATIVE_NOTE, OLLAMA_NONE_SHORT, OLLAMA_V1_NOTE,
+                                      cache_lines)
 from tests.helpers.api import run_json
 
 OPTS = dict(requests=6, concurrency=1, prompt_tokens="64", output_tokens="4",
