@@ -132,6 +132,10 @@ def prepare(o: MockOptions) -> Prepared:
         itl_ms = 1000.0 / o.tokens_per_s
     if o.save_profile is not None and o.like is None:
         raise UsageError("--save-profile needs --like RUN_DIR (the run to fit)")
+    from llmbench.mock_server.engine import CACHE_REPORTS
+    if o.cache_report is not None and o.cache_report not in CACHE_REPORTS:
+        raise UsageError(f"--cache-report {o.cache_report[:40]!r}: choose one of "
+                         + ", ".join(CACHE_REPORTS))
     learned: dict = {}
     profile = o.profile
     try:
