@@ -44,3 +44,12 @@ def test_a_given_salt_of_many_tokens_keeps_its_length_on_every_lap():
     lap = s.for_lap(1)
     assert lap.tokens == s.tokens and len(lap.text.split()) == s.tokens
     assert lap.text != s.text
+
+
+def test_an_agent_session_drawn_again_keeps_its_plan_and_tools():
+    from llmbench.workload.agents import AgentSession, is_agent
+    s = AgentSession("a0", (Turn("", 4, 2),), plan=object(), tools=({"type": "function"},),
+                     vocab=("x",), seed=5)
+    again = draw([s], 2)
+    assert again.lap == 2 and is_agent(again) and again.plan is s.plan
+    assert (again.tools, again.vocab, again.seed) == (s.tools, s.vocab, s.seed)
