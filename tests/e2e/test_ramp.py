@@ -267,10 +267,12 @@ def test_verdict_reads_a_routers_per_backend_counts():
 
 
 def test_ramp_by_rate_steps_the_arrival_rate(mock_factory, tmp_path):
-    m = mock_factory(ttft_ms=10, itl_ms=2, parallel=1)
+    # 5 ms gaps, not 2: a queue's verdict needs the gaps not grown (1.5x and +2 ms), and a
+    # busy machine wakes a 2 ms sleep 2 ms late
+    m = mock_factory(ttft_ms=10, itl_ms=5, parallel=1)
     r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--by", "rate",
                  "--users", "2,8,40", "--ramp-in", "0.5s", "--hold", "3s", "--think", "0",
-                 "--turns", "1", "--prompt-tokens", "10", "--output-tokens", "20",
+                 "--turns", "1", "--prompt-tokens", "10", "--output-tokens", "10",
                  "--threshold", "ttft.p95<=500ms", *BUSY_OK, "--out", str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     run_ = json.loads((only_run(tmp_path) / "run.json").read_text())
@@ -279,7 +281,7 @@ def test_ramp_by_rate_steps_the_arrival_rate(mock_factory, tmp_path):
     # open loop: the step's request rate follows the schedule while the server keeps up
     assert steps[0]["summary"]["request_throughput"] == pytest.approx(2, rel=0.5)
     assert steps[1]["summary"]["request_throughput"] == pytest.approx(8, rel=0.3)
-    # 40/s against one slot serving ~50 ms each (~20/s): the queue grows, TTFT breaks
+    # 40/s against one slot serving ~55 ms each (~18/s): the queue grows, TTFT breaks
     assert not steps[-1]["held"] and run_["verdict"]["kind"] == "queuing"
 
 
