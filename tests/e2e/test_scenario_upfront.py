@@ -43,14 +43,14 @@ def test_a_bad_threshold_in_a_later_class_is_one_line_before_the_server(tmp_path
 
 @pytest.fixture
 def no_build(monkeypatch):
-    """Building a class's prompts (or any workload) fails the test: the check must come first."""
-    import llmbench.commands.ramp_spec as ramp_spec
-    import llmbench.commands.spec as spec
+    """Building a class's prompts (or any workload) fails the test: the check must come first.
+    (The method, looked up at each call: a module's own name for make_common would outlive
+    the test in a module first imported during it.)"""
+    from llmbench.commands.groups import WorkloadOpts
 
     def built(*_a, **_k):
         raise AssertionError("a workload was built before the scenario was checked")
-    monkeypatch.setattr(spec, "make_common", built)
-    monkeypatch.setattr(ramp_spec, "make_common", built)
+    monkeypatch.setattr(WorkloadOpts, "build", built)
 
 
 @pytest.mark.parametrize("body, key, words", [
