@@ -15,10 +15,11 @@ up to its limit; one still running then is ``cut_short``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
 
 from llmbench.analysis.metrics import stats_ms
+from llmbench.analysis.percentile import percentile
 from llmbench.records.definitions import session_time, session_tool_time, started_in
 from llmbench.records.record import Record, is_measured
 from llmbench.records.store import RecordStore
@@ -53,6 +54,9 @@ class SessionStat:
     slowest_e2el_s: float | None
     slowest_ttft_s: float | None
     ttfts: tuple[float, ...]       # its calls' TTFT (successful ones), seconds
+    # joined mid-way (--join spread): its first call sent was not its first (its earlier
+    # calls are synthetic history), so its time is not a whole session's
+    joined: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -130,7 +134,9 @@ def _one(sid: str, recs: list[Record]) -> SessionStat:
         call_steps=len(calls), text_replies=sum(1 for r in calls if r.first_tool is None),
         slowest_step=slow.step_id if slow is not None else None, slowest_e2el_s=slow_e2el,
         slowest_ttft_s=slow.ttft if slow is not None else None,
-        ttfts=tuple(r.ttft for r in recs if r.ok and r.ttft is not None))
+        ttfts=tuple(r.ttft for r in recs if r.ok and r.ttft is not None),
+        # the first call sent is the main agent's (sub-agents start after it): its index
+        joined=first.turn > 0)
 
 
 def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
@@ -141,8 +147,13 @@ def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
 
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
-    (default: from the first session's start to the last one's end)."""
-    done = [s for s in stats if s.complete]
+    (default: from the first session's start to the last one's end). Sessions joined mid-way
+    (``joined``) are counted apart: their calls are the sessions' calls (steps' TTFT, tokens,
+    the cache), but they are not started, completed or in the per-session statistics, since
+    what they took is part of a session only."""
+    joined = [s for s in stats if s.joined]
+    whole = [s for s in stats if not s.joined]
+    done = [s for s in whole if s.complete]
     if window_s is None and stats:
         window_s = max(s.end for s in stats) - min(s.start for s in stats)
     told = [s for s in stats if s.cached_tokens is not None]
@@ -151,8 +162,8 @@ def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Se
     calls_told = sum(s.reported_calls for s in told)
     slowest = max(done, key=lambda s: s.duration_s, default=None)
     return Sessions(
-        started=len(stats), completed=len(done), failed=sum(1 for s in stats if s.failed),
-        cut_short=sum(1 for s in stats if s.cut_short),
+        started=len(whole), completed=len(done), failed=sum(1 for s in whole if s.failed),
+        cut_short=sum(1 for s in whole if s.cut_short), joined=len(joined),
         duration=_dist([s.duration_s for s in done]), model=_dist([s.model_s for s in done]),
         tool=_dist([s.tool_s for s in done]), steps=_dist([s.steps for s in done], scale=1.0),
         step_ttft=_dist([t for s in stats for t in s.ttfts]),
@@ -186,3 +197,90 @@ def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_star
     if not stats:
         return None
     return summarize(stats, hold_end - hold_start)
+
+
+# -- sessions as a run goes (the live view, the dashboard) ----------------------------------------
+@dataclass(frozen=True)
+class SessionsNow:
+    """The sessions of a run in progress (or of its current step), from the records finished
+    so far: ``running`` (a call answered, the answer not yet; or, where the caller knows them,
+    every session under way), ``completed``, ``failed``; the completed ones' calls and time
+    (median), and how far the running ones are (their calls so far, median)."""
+
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    joined: int = 0
+    steps_median: float | None = None           # calls of a completed session
+    running_steps_median: float | None = None   # calls so far of a running one
+    duration_median_s: float | None = None      # a completed session's time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Open:
+    start: float
+    end: float
+    ramp_step: int | None
+    joined: bool
+    calls: int = 0
+
+
+class LiveSessions:
+    """Sessions rebuilt as their records come (``add``: one record, a few dict operations; a
+    thread that draws calls ``now``), by the definitions above: a session is its records by
+    ``session_id``; it starts with its first call, ends with its answer (``final``, ok:
+    completed) or a failed call; its time is ``session_time(first start, last end)``. Ended
+    sessions keep only their time and calls, by the ramp step they started in."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, _Open] = {}
+        self._ended: set[str] = set()
+        # by ramp step (None: a run's): (time s, calls) of each completed session
+        self._done: dict[int | None, list[tuple[float, int]]] = {}
+        self._failed: dict[int | None, int] = {}
+        self._joined: dict[int | None, int] = {}
+
+    def add(self, rec: Record) -> None:
+        sid = rec.session_id
+        if sid is None or rec.warmup or sid in self._ended:
+            return                  # not a session's, or a background sub-agent's late call
+        s = self._open.get(sid)
+        end = max(rec.done, rec.end or 0.0, rec.start)
+        if s is None:
+            s = self._open[sid] = _Open(rec.start, end, rec.step, rec.turn > 0)
+        s.calls += 1
+        s.start, s.end = min(s.start, rec.start), max(s.end, end)
+        if rec.ok and rec.step_kind == "final":
+            del self._open[sid]
+            self._ended.add(sid)
+            if s.joined:
+                self._joined[s.ramp_step] = self._joined.get(s.ramp_step, 0) + 1
+            else:
+                self._done.setdefault(s.ramp_step, []).append(
+                    (session_time(s.start, s.end), s.calls))
+        elif not rec.ok and is_measured(rec.warmup, rec.error_kind):
+            del self._open[sid]
+            self._ended.add(sid)
+            self._failed[s.ramp_step] = self._failed.get(s.ramp_step, 0) + 1
+
+    def now(self, step: int | None = None, every: bool = True,
+            running: int | None = None) -> SessionsNow:
+        """The sessions so far: of every step (``every``), or of the ramp step ``step`` (those
+        whose first call started in it). ``running``: the sessions under way as the caller
+        counts them (the load's own, its first call in flight included), else those with a
+        call answered and no answer yet."""
+        def mine(k: int | None) -> bool:
+            return every or k == step
+        done = [x for k, v in list(self._done.items()) if mine(k) for x in v]
+        opened = [s for s in list(self._open.values()) if mine(s.ramp_step)]
+        return SessionsNow(
+            running=len(opened) if running is None else running,
+            completed=len(done),
+            failed=sum(v for k, v in list(self._failed.items()) if mine(k)),
+            joined=sum(v for k, v in list(self._joined.items()) if mine(k)),
+            steps_median=percentile([c for _, c in done], 50) if done else None,
+            running_steps_median=percentile([s.calls for s in opened], 50) if opened else None,
+            duration_median_s=percentile([t for t, _ in done], 50) if done else None)

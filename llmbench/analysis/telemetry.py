@@ -344,6 +344,19 @@ def window(samples: Sequence[Sample], a: float, b: float, records: Any = None) -
     return None if t.empty else t
 
 
+# the live views' window (terminal, dashboard, --metrics-port): the last few seconds
+RECENT_S = 5.0
+
+
+def recent(samples: Sequence[Sample], span_s: float = RECENT_S) -> Telemetry | None:
+    """The server's machine over the last ``span_s`` seconds of its samples (up to the newest),
+    by ``window``'s definitions: what the live views show while a run goes."""
+    if not samples:
+        return None
+    t_end = max((x.get("t") or 0.0) for x in samples)
+    return window(samples, t_end - span_s, t_end)
+
+
 def for_steps(steps: Sequence[Any], samples: Sequence[Sample], records: Any = None
               ) -> list[Telemetry | None]:
     """Each step's hold window (``results.schema.Step``s)."""

@@ -311,9 +311,7 @@ def intro_lines(r: RampPlan) -> list[str]:
                    f"then held {duration(pacer.sustain)} to confirm it"
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
-        out.append("Users join mid-conversation (--join spread): each new user starts at a "
-                   "random turn with the earlier turns in its prompt (their replies synthetic, "
-                   "of the asked length), at a random time in the ramp-in.")
+        out.append(console.join_sentence(shape.join, agents=unit_of(r) == "agents"))
     return out
 
 

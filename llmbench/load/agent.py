@@ -23,11 +23,12 @@ from records alone (analysis.sessions), in memory or from requests.jsonl.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.load.eventloop import sleep_or_stop
-from llmbench.wire.agents import request_fields, tool_calls_of
+from llmbench.wire.agents import ReplyText, request_fields, tool_calls_of
 from llmbench.workload.agents import AgentPlan, AgentSession
 from llmbench.workload.model import Turn
 
@@ -71,15 +72,24 @@ def _choice_none(api: str) -> dict[str, Any]:
 
 async def play_agent(session: Session, conv: AgentSession, budget: Budget | None, *,
                      user: int | None, scheduled: float, warmup: bool = False,
-                     sem: asyncio.Semaphore | None = None, stop: asyncio.Event | None = None
-                     ) -> bool:
-    """Play one session; False when a call failed or the run stopped (cut short)."""
+                     sem: asyncio.Semaphore | None = None, stop: asyncio.Event | None = None,
+                     start_step: int = 0, history: Sequence[str] | None = None) -> bool:
+    """Play one session; False when a call failed or the run stopped (cut short).
+
+    ``start_step`` > 0: the session is joined mid-way (``--join spread``, the draw of
+    load.shapes.user.mid_conversation): its main agent's earlier calls are history only, each
+    reply the synthetic text in ``history`` (made a tool call of the session's first tool
+    where it offers tools, as a call step's reply is), each tool result the one it would have
+    had; the first request goes at once and carries all of it. The sub-agents those earlier
+    calls started ran before the user came in and are not played; every call from
+    ``start_step`` on fans out as its plan says."""
     assert conv.plan is not None
     stop = stop or session.stopping
     run = _SessionRun(session, conv, session.new_agent_session(), user, budget, warmup, sem, stop)
     session.agents_open[run.sid] = (session.step, perf_counter())
     try:
-        return await run.agent(conv.plan, None, scheduled)
+        return await run.agent(conv.plan, None, scheduled, start=start_step,
+                               history=list(history or ()))
     except _Stop:
         return False
     finally:
@@ -100,7 +110,7 @@ class _SessionRun:
         return self.stop.is_set() or self.session.stopping.is_set()
 
     async def agent(self, plan: AgentPlan, parent: str | None, scheduled: float,
-                    main: bool = True) -> bool:
+                    main: bool = True, start: int = 0, history: Sequence[str] = ()) -> bool:
         """One agent's calls in order; sub-agents started as its replies say, joined before
         its next call (and all before it returns). False: a call failed (the session stops
         here, after the sub-agents already running finished: nothing measured is lost)."""
@@ -118,9 +128,24 @@ class _SessionRun:
         last_reply = ""
         ok = True
         try:
+            start = min(max(start, 0), len(plan.steps) - 1)
             for i, st in enumerate(plan.steps):
                 last = i == len(plan.steps) - 1
-                if i == 0:
+                if i < start or (i == start and i > 0):
+                    # joined mid-way: the calls before ``start`` are history the server never
+                    # served (no request, no sub-agent); the first sent has no tool gap
+                    if i == 0:
+                        msgs.append({"role": "user", "content": conv.task_text(plan)})
+                    else:
+                        self._results(msgs, plan, st, last_reply)
+                    context += st.new_tokens
+                    if i < start:
+                        last_reply = self._past_reply(st, history[i] if i < len(history) else "")
+                        context += st.reply_tokens
+                        prev = st.id
+                        continue
+                    waited_ms = None
+                elif i == 0:
                     if st.gap_s > 0 and not await sleep_or_stop(self.stop, st.gap_s):
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})
@@ -142,16 +167,16 @@ class _SessionRun:
                     context += st.new_tokens
                 # --duration stops new sessions, not the calls of one under way (a session cut
                 # at the deadline would be no session); --requests counts every call
-                first_call = main and i == 0
+                first_call = main and i == start
                 if self._stopping() or (self.budget is not None
                                         and not self.budget.take(by_deadline=first_call)):
                     raise _Stop
                 kind = ("final" if main else "answer") if last else "call"
-                stamp = (self.sid, st.id, prev, None if i == 0 else round(waited_ms or 0.0, 3),
-                         kind)
+                stamp = (self.sid, st.id, prev,
+                         None if waited_ms is None else round(waited_ms, 3), kind)
                 extra = self.final_fields if last else self.call_fields
                 turn = Turn("", st.reply_tokens, context + (self.salt_tokens if i else 0))
-                due = scheduled if i == 0 else perf_counter()
+                due = scheduled if i == start else perf_counter()
                 if self.sem is not None:
                     async with self.sem:
                         rec, last_reply = await self._send(msgs, turn, due, i, extra, stamp)
@@ -187,6 +212,21 @@ class _SessionRun:
                                           conversation=self.conv.id, turn_index=index,
                                           warmup=self.warmup, extra=extra or None, agent=stamp,
                                           lap=self.conv.lap)
+
+    def _past_reply(self, step: Any, text: str) -> str:
+        """A call's reply the server never gave (a session joined mid-way): ``text`` as a
+        call of the session's first tool (its first parameter holding the text, so the reply
+        carries about the asked tokens), or as text when the run sends tools of its own."""
+        tools = self.conv.tools
+        if not tools or not self.call_fields:
+            return text
+        fn = tools[0].get("function", {})
+        params = (fn.get("parameters") or {}).get("properties") or {}
+        arg = next(iter(params), "input")
+        call = {"id": f"call_{self.sid}_{step.id}", "type": "function",
+                "function": {"name": fn.get("name", "tool"),
+                             "arguments": json.dumps({arg: text})}}
+        return ReplyText("", [call])
 
     def _results(self, msgs: list[dict[str, Any]], plan: AgentPlan, step: Any, reply: str) -> None:
         """The model's reply as it came (its tool calls, or its text when it called none),

@@ -94,6 +94,12 @@ class LiveView:
     recent_ttft: list[tuple[float, float]]
     events_last_s: int
     now: float
+    # the server machine's last samples (servers.telemetry: its process, the machine, GPUs),
+    # a copy of the newest few seconds' (empty: nothing sampled)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    # the ramp step each agent session under way started in (load.agent keeps them); None
+    # when the sessions run in worker processes (the records say what is known then)
+    agents_open: list[int | None] | None = None
 
 
 @dataclass
@@ -375,8 +381,7 @@ class Harness:
                        live, fleet.describe() if fleet is not None else None,
                        write_error[0] if write_error else None, self.telemetry)
 
-    @staticmethod
-    def _gauges(sessions: dict[str, Session], live: LiveState, monitor: Any) -> Any:
+    def _gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any) -> Any:
         """The exporter's gauges, read in its thread at a scrape (plain reads of ints and floats
         the loop writes; a scrape may see a second-old sample, never a torn one)."""
         from types import SimpleNamespace
@@ -385,7 +390,26 @@ class Harness:
             in_flight=sum(s.counters.in_flight for s in sessions.values()),
             users=live.load if live.load else live.users, step=live.step,
             loop_lag_p99_s=latest.lag_p99_ms / 1000.0 if latest is not None else None,
-            cpu_share=latest.cpu_pct / 100.0 if latest is not None else None)
+            cpu_share=latest.cpu_pct / 100.0 if latest is not None else None,
+            telemetry=self._recent_telemetry(),
+            agents_open=self._agents_open(sessions))
+
+    def _recent_telemetry(self) -> list[dict[str, Any]]:
+        """The server machine's last few seconds of samples (a slice of a list the loop appends
+        to: a copy, never a torn read); what every live view reads its gauges from."""
+        tel = self.telemetry
+        return tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
+
+    def _agents_open(self, sessions: dict[str, Session]) -> list[int | None] | None:
+        """The ramp step of each agent session under way in this process; None with workers
+        (theirs are in their processes)."""
+        if self.fleet is not None:
+            return None
+        try:
+            return [step for s in list(sessions.values())
+                    for step, _ in list(s.agents_open.values())]
+        except RuntimeError:            # changed while read from another thread: next time
+            return None
 
     def _dashboard_gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
                           scrapers: dict[str, ServerProbe]) -> Any:
@@ -404,12 +428,8 @@ class Harness:
             if p.samples:
                 sample = p.samples[-1]
                 server[name] = {k: v for k, v in sample.items() if k not in ("t", "wall")}
-        tel = self.telemetry
-        # the server machine's last few seconds of samples (a slice of a list the loop appends
-        # to: a copy, never a torn read)
-        recent = tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
         return SimpleNamespace(
-            telemetry=recent,
+            telemetry=self._recent_telemetry(), agents_open=self._agents_open(sessions),
             t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
             started=total.started, done=total.done, failed=total.failed,
             in_flight=total.in_flight, events=total.events,
@@ -458,6 +478,8 @@ class Harness:
                 while True:
                     await asyncio.sleep(1.0)
                     view = _view(sessions, live, monitor, last_events)
+                    view.telemetry = self._recent_telemetry()
+                    view.agents_open = self._agents_open(sessions)
                     now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
                     screen.update(self.board.render(view, now - start, width), refresh=True)

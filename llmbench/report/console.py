@@ -229,6 +229,24 @@ def session_lines(sessions: Any) -> list[str]:
     return out
 
 
+def join_sentence(join: str, agents: bool = False) -> str:
+    """How a ramp's new users joined (``--join``), said before its table and in report.html."""
+    if join == "spread":
+        if agents:
+            return ("Agents join mid-session (--join spread): each new agent starts at a random "
+                    "call of its session with the earlier calls and tool results in its prompt "
+                    "(their replies synthetic, of the asked length; the sub-agents they started "
+                    "are not replayed), at a random time in the ramp-in. The session it joins is "
+                    "counted apart (joined), not as a whole one.")
+        return ("Users join mid-conversation (--join spread): each new user starts at a random "
+                "turn with the earlier turns in its prompt (their replies synthetic, of the "
+                "asked length, since the server never wrote them), at a random time in the "
+                "ramp-in.")
+    return (f"{'Agents' if agents else 'Users'} join at the first "
+            f"{'call of a new session' if agents else 'turn of a new conversation'}, evenly "
+            "over each ramp-in (--join start).")
+
+
 def fmt_ms(v: float | str | None) -> str:
     """A latency for a table: "–" when there is no data, "∞" when failures censor it."""
     if v is None:

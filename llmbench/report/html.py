@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
-from llmbench.report.console import fmt_ms
+from llmbench.report.console import fmt_ms, join_sentence
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -247,6 +247,14 @@ def _sessions(label: str, rows: Sequence[tuple[str, Any]]) -> list[str]:
             "window, with all their calls.</p>"]
 
 
+def _agents(run: Run) -> bool:
+    """Whether the run's users were agents (--workload agent, or replayed sessions: the
+    workload counts model calls), or any step had sessions."""
+    params = (run.workload or {}).get("params") or {}
+    return "model_calls" in params or any(getattr(st, "sessions", None) is not None
+                                          for st in run.steps)
+
+
 def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
@@ -258,13 +266,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body.append("<h2>Steps</h2>" if found is None else "<h2>Steps, in the order tried</h2>")
     body.append(steps_table(steps, unit))
     body.append("<p class=meta>A step's numbers come from the requests that started in its hold "
-                "window. Users joined "
-                + ("mid-conversation (--join spread): each new user started at a random turn "
-                   "with the earlier turns in its prompt (their replies synthetic, of the "
-                   "asked length, since the server never wrote them), at a random time in the "
-                   "ramp-in." if join == "spread" else
-                   "at the first turn of a new conversation, evenly over each ramp-in "
-                   "(--join start).") + "</p>")
+                "window. " + e(join_sentence(join, agents=_agents(run))) + "</p>")
     # against load, the steps as a ramp that climbed (a search's: each load's counted step)
     steps = run.ladder() if found is not None else steps
     body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])

@@ -4,11 +4,17 @@
     TTFT p50 183 ms  p95 412 ms  ITL p95 21.3 ms   this step: 38 done
     ~950 tok/s  done 120  failed 2 (timeout_idle 1, http_status 1)  in flight 4
     generator: lag p99 0.4 ms  CPU 23%  send delay p99 0.3 ms
+    agents: 3 running (call 4)  12 done in p50 1.21s, 6 calls  1 failed
+    server: 1.85 cores  RSS 1.2 GiB  machine 1.9/2 cores  GPU 87% 310 W 29.3 GiB
 
 Numbers are the summary's definitions over this step's finished requests so far (TTFT, every
 inter-token gap), so the live p95 and the report's cannot disagree in kind. Like the Prometheus
 exporter, the event loop only appends each finished record to a deque; the percentiles are
-computed at the redraw. Every row is cut to the terminal's width (80 columns fit), drawn with
+computed at the redraw. Agent sessions (``--workload agent``) are rebuilt from the same records
+(analysis.sessions.LiveSessions: running, done, failed, each completed session's time and
+calls), the running count the load's own where it is known; the server's machine is its
+telemetry's last 5 s (analysis.telemetry.recent, the dashboard's and the metrics port's window).
+Each of those rows shows only when there is something to show. Every row is cut to the terminal's width (80 columns fit), drawn with
 rich in place, and cleared when the run ends (transient), so the report that follows starts on a
 clean screen. Without a terminal the harness prints its one-line form instead.
 """
@@ -22,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from llmbench.analysis import percentile
+from llmbench.analysis.sessions import LiveSessions, SessionsNow
+from llmbench.analysis.telemetry import fmt_bytes, recent
 from llmbench.records.record import Record
 from llmbench.report.console import fmt_ms
 
@@ -64,6 +72,7 @@ class LiveBoard:
     _errors: Counter = field(default_factory=Counter)
     _send: deque = field(default_factory=lambda: deque(maxlen=2000))
     _current: int | None = None
+    _sessions: LiveSessions = field(default_factory=LiveSessions)
 
     # -- on the event loop ---------------------------------------------------------------------
     def observe(self, rec: Record) -> None:
@@ -73,6 +82,7 @@ class LiveBoard:
     def _drain(self, now: float) -> None:
         while self._pending:
             rec = self._pending.popleft()
+            self._sessions.add(rec)
             if not rec.measured:
                 continue
             st = self._steps.get(rec.step if rec.step is not None else -1)
@@ -124,7 +134,23 @@ class LiveBoard:
         if self._send:
             gen += f"  send delay p99 {fmt_ms(_pct(np.fromiter(self._send, float, len(self._send)), 99) * 1000)}"
         rows.append(gen)
+        agents = self._agents_row(view, step)
+        if agents:
+            rows.append(agents)
+        server = server_row(getattr(view, "telemetry", None) or [])
+        if server:
+            rows.append(server)
         return rows
+
+    def _agents_row(self, view: Any, step: int | None) -> str | None:
+        """This step's agent sessions (those that started in it, as the TTFT row's requests are
+        this step's; a run's: every one)."""
+        opened = getattr(view, "agents_open", None)
+        running = None if opened is None else sum(1 for k in opened if step is None or k == step)
+        now = self._sessions.now(step, every=step is None, running=running)
+        if not (now.running or now.completed or now.failed or now.joined):
+            return None
+        return agents_text(now)
 
     def _progress(self, view: Any, elapsed_s: float, st: _Step) -> tuple[str, float | None, str]:
         live = view.live
@@ -156,3 +182,47 @@ class LiveBoard:
         from rich.text import Text
         rows = [r if len(r) < width else r[: max(width - 2, 1)] + "…" for r in self.lines(view, elapsed_s)]
         return Text("\n".join(rows), no_wrap=True, overflow="crop")
+
+
+def agents_text(now: SessionsNow) -> str:
+    """The sessions' row: running (how far, in calls), done (a completed session's time and
+    calls, medians), failed, joined mid-way; the most telling first (a row is cut at the
+    terminal's width)."""
+    done = f"{now.completed} done"
+    if now.duration_median_s is not None and now.steps_median is not None:
+        done += f" in p50 {fmt_ms(now.duration_median_s * 1000)}, {now.steps_median:.0f} calls"
+    out = [f"agents: {now.running} running"
+           + (f" (call {now.running_steps_median:.0f})" if now.running_steps_median else ""),
+           done]
+    if now.failed:
+        out.append(f"{now.failed} failed")
+    if now.joined:
+        out.append(f"{now.joined} joined")
+    return "  ".join(out)
+
+
+def server_row(samples: list[dict[str, Any]]) -> str | None:
+    """The server's machine over its telemetry's last seconds: the server's process (cores
+    busy, resident memory), the machine (busy of its cores), the GPUs (utilisation, power,
+    memory used); None when nothing was sampled."""
+    t = recent(samples)
+    if t is None:
+        return None
+    out = ["server:"]
+    p = t.server
+    if p is not None:
+        if p.cores is not None:
+            out.append(f"{p.cores:.2f} cores")
+        if p.rss_bytes_max is not None:
+            out.append(f"RSS {fmt_bytes(p.rss_bytes_max)}")
+    m = t.host or t.machine
+    if m is not None and m.busy_cores is not None:
+        out.append(f"machine {m.busy_cores:.1f}" + (f"/{m.cpus}" if m.cpus else "") + " cores")
+    g = t.gpu
+    if g is not None:
+        parts = [f"{g.util_pct_mean:.0f}%" if g.util_pct_mean is not None else None,
+                 f"{g.power_w_mean:.0f} W" if g.power_w_mean is not None else None,
+                 fmt_bytes(g.fb_used_mib_max * 2**20) if g.fb_used_mib_max is not None else None]
+        if any(parts):
+            out.append("GPU " + " ".join(x for x in parts if x))
+    return "server: " + "  ".join(out[1:]) if len(out) > 1 else None

@@ -16,6 +16,16 @@ the coordinator, which serves them all: one endpoint, no per-worker label.
 
 Labels stay few: ``run`` (the run folder's name) on every series, ``outcome`` (ok or an error
 kind) on the request counter, ``path`` (router or direct) only for a probe's records.
+
+The server's machine, where it is sampled (``--server-pid``, ``--host-metrics``,
+``--gpu-metrics``; servers.telemetry), is served as gauges over its last 5 s by the run's own
+definitions (analysis.telemetry.recent, what the terminal view and the dashboard show): the
+server process tree's cores busy, resident memory and threads; the machine's busy cores and CPU
+count; the GPUs' mean utilisation (a ratio, 0-1, as Prometheus's base units want), power and
+memory used. A gauge with no reading is left out, never written as 0. Agent sessions
+(``--workload agent``), once one has a call finished: those under way, and those ended by
+outcome (completed: the answer came back; failed: a call failed), by the sessions' own
+definitions (analysis.sessions.LiveSessions, what the live view and the dashboard show).
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from llmbench.analysis.sessions import LiveSessions
+from llmbench.analysis.telemetry import RECENT_S, recent
 from llmbench.records.record import ERROR_KINDS, UNMEASURED_KINDS, Record
 
 # Seconds. LLM latencies span a 2 ms token gap on a small model to a two-minute reply of a
@@ -96,6 +108,10 @@ class LiveGauges:
     step: int | None = None
     loop_lag_p99_s: float | None = None
     cpu_share: float | None = None          # of one core
+    # the server machine's last samples (servers.telemetry), as the harness keeps them
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    # the ramp step of each agent session under way (None: not known here, with workers)
+    agents_open: list[int | None] | None = None
 
 
 class MetricsExporter:
@@ -117,6 +133,7 @@ class MetricsExporter:
         self._tokens_in: dict[str, int] = {}
         self._resends = 0
         self._send_delays: deque[tuple[float, float]] = deque()
+        self._sessions = LiveSessions()
         self.scrapes = 0
         self.render_s_total = 0.0
         self._drained = 0                 # records taken from the queue so far
@@ -144,6 +161,8 @@ class MetricsExporter:
         while pending:
             rec = pending.popleft()
             self._drained += 1
+            if rec.session_id is not None:
+                self._sessions.add(rec)
             path = rec.path or ""
             if not rec.measured:
                 continue
@@ -226,10 +245,65 @@ class MetricsExporter:
                     continue
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
                           f"{name}{_labels(self.const)} {_num(float(v))}"]
+            lines += self._machine(getattr(g, "telemetry", None) or [])
+            lines += self._agent_sessions(getattr(g, "agents_open", None))
             self.scrapes += 1
             self._rendered = self._drained
             self.render_s_total += time.perf_counter() - t0
             return ("\n".join(lines) + "\n").encode()
+
+    def _agent_sessions(self, opened: list[int | None] | None) -> list[str]:
+        """Agent sessions: under way (the load's own count where it is known), and ended by
+        outcome; nothing until a session's call has finished."""
+        now = self._sessions.now(running=None if opened is None else len(opened))
+        if not (now.running or now.completed or now.failed or now.joined):
+            return []
+        c = self.const
+        return ["# HELP llmbench_agent_sessions_running Agent sessions under way now.",
+                "# TYPE llmbench_agent_sessions_running gauge",
+                f"llmbench_agent_sessions_running{_labels(c)} {now.running}",
+                "# HELP llmbench_agent_sessions_total Agent sessions ended, by outcome "
+                "(completed: the answer came back; failed: a call failed; joined: completed "
+                "after joining mid-way, --join spread).",
+                "# TYPE llmbench_agent_sessions_total counter",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'completed'})} "
+                f"{now.completed}",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'failed'})} {now.failed}",
+                f"llmbench_agent_sessions_total{_labels({**c, 'outcome': 'joined'})} {now.joined}"]
+
+    def _machine(self, samples: list[dict[str, Any]]) -> list[str]:
+        """The server's machine over its telemetry's last seconds, as gauges."""
+        t = recent(samples)
+        if t is None:
+            return []
+        last = f"over the last {RECENT_S:g} s"
+        p, m, gpu = t.server, t.host or t.machine, t.gpu
+        fb = gpu.fb_used_mib_max if gpu is not None else None
+        util = gpu.util_pct_mean if gpu is not None else None
+        out: list[str] = []
+        for name, helptext, v in (
+                ("llmbench_server_cpu_cores", "CPU cores the server's process tree kept busy "
+                 f"(CPU seconds per second, user + system, its threads and children), {last}.",
+                 p and p.cores),
+                ("llmbench_server_resident_memory_bytes", "Resident memory of the server's "
+                 f"process tree, the most seen {last}.", p and p.rss_bytes_max),
+                ("llmbench_server_threads", f"Threads of the server's process tree, the most "
+                 f"seen {last}.", p and p.threads_max),
+                ("llmbench_machine_cpu_busy_cores", "Busy CPU cores of the server's machine "
+                 f"(this host's /proc, or --host-metrics' node exporter), {last}.",
+                 m and m.busy_cores),
+                ("llmbench_machine_cpus", "CPUs of the server's machine.", m and m.cpus),
+                ("llmbench_gpu_utilization_ratio", f"GPU utilisation, mean over the GPUs, {last} "
+                 "(0-1).", None if util is None else util / 100.0),
+                ("llmbench_gpu_power_watts", f"GPU power, the GPUs together, mean {last}.",
+                 gpu and gpu.power_w_mean),
+                ("llmbench_gpu_memory_used_bytes", "GPU memory used (framebuffer), the GPUs "
+                 f"together, the most seen {last}.", None if fb is None else fb * 2**20)):
+            if v is None:
+                continue
+            out += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
+                    f"{name}{_labels(self.const)} {_num(float(v))}"]
+        return out
 
     def _with_path(self, path: str) -> dict[str, str]:
         return {**self.const, "path": path} if path else dict(self.const)

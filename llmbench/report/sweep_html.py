@@ -18,7 +18,7 @@ from llmbench.results.jsonfile import RunFolderError
 from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import CSS, _chart, _table, e
+from llmbench.report.html import CSS, _chart, _sessions, _table, e
 
 EXTRA_CSS = """
 details{margin:12px 0} summary{cursor:pointer;color:#444}
@@ -66,18 +66,40 @@ def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
     return charts.sweep_at_load(_labels(results), values, load, unit, axis_name)
 
 
-def _ramps(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[str, list[Step]]]:
+def _runs(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[SweepSetting, Run]]:
+    """Each setting's ramp, read from its run folder (a setting whose folder is gone is left
+    out)."""
     out = []
     for r in results:
         if not r.run_dir:
             continue
         try:
-            run = Run.load(sweep_dir / r.run_dir)
+            out.append((r, Run.load(sweep_dir / r.run_dir)))
         except RunFolderError:
             continue
-        if run.steps:
-            out.append((r.name, run.ladder()))
     return out
+
+
+def _ramps(runs: Sequence[tuple[SweepSetting, Run]]) -> list[tuple[str, list[Step]]]:
+    return [(r.name, run.ladder()) for r, run in runs if run.steps]
+
+
+def _sessions_rows(runs: Sequence[tuple[SweepSetting, Run]], load: float | None,
+                   unit: str) -> list[tuple[str, Any]]:
+    """Agent sessions per setting (results.sessions, its ramp's steps): at the common load, and
+    at the most it held when that is another step; a setting with no sessions has no row."""
+    rows: list[tuple[str, Any]] = []
+    for r, run in runs:
+        ladder = run.ladder()
+        loads = [] if load is None else [load]
+        if r.held is not None and r.held not in loads:
+            loads.append(r.held)
+        for x in loads:
+            st = next((s for s in ladder if float(s.load) == float(x)), None)
+            if st is not None and st.sessions is not None:
+                rows.append((f"{r.name} at {amount(x, unit)}"
+                             + (" (held)" if x == r.held else ""), st.sessions))
+    return rows
 
 
 def _at_load(r: SweepSetting) -> Summary | None:
@@ -174,7 +196,9 @@ def body(doc: Run, sweep_dir: Path) -> list[str]:
     if measured and load is not None:
         out.append(f"<h2>Latency and throughput at {amount(load, unit)}</h2>")
         out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
-    ramps = _ramps(sweep_dir, results)
+    runs = _runs(sweep_dir, results)
+    out += _sessions("setting", _sessions_rows(runs, load, unit))
+    ramps = _ramps(runs)
     if ramps:
         out.append("<h2>Each ramp against load</h2>")
         out.append(_chart(charts.compare_overlay(ramps, unit), "ramps overlaid"))

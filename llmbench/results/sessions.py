@@ -16,7 +16,8 @@ sub-agents. Its figures (METRICS.md, "Agent sessions"):
 
 Statistics over sessions are over those that completed (their answer came back); a session
 with a failed call is ``failed``, one the run stopped is ``cut_short``, and neither is in the
-percentiles (as failed requests are not in vLLM's).
+percentiles (as failed requests are not in vLLM's). A session a ramp's user joined mid-way
+(``--join spread``) is ``joined``: its calls are counted, its time is not a session's.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ class Sessions:
     completed: int = 0                # their answer came back
     failed: int = 0                   # a call failed
     cut_short: int = 0                # the run stopped them (or the drain gave up on them)
+    # sessions joined mid-way (ramp --join spread: their earlier calls synthetic history):
+    # their calls count below, they do not count above nor in the distributions
+    joined: int = 0
     duration: Dist = field(default_factory=Dist)
     model: Dist = field(default_factory=Dist)
     tool: Dist = field(default_factory=Dist)

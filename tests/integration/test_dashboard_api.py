@@ -95,3 +95,67 @@ def test_a_probe_on_the_page_ends_as_its_report_with_its_steps(mock_factory, tmp
     # and it ends as the probe's report: its steps with the router's overhead
     assert 'data-dashboard="final"' in page and len(doc["steps"]) == 2
     assert page == final_page((run.path / "report.html").read_text())
+
+
+def _session_rows(fragment: str) -> dict[str, list[str]]:
+    """The page's agent-sessions table: its rows' cells by their first ("this step", "the run")."""
+    import html as _html
+    import re
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", fragment):
+        cells = [_html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+        if cells:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_agent_sessions_on_the_page_while_they_run_and_at_the_end_as_run_json(mock_factory,
+                                                                               tmp_path):
+    """--workload agent on the page (issue 35): sessions running while the run goes, read over
+    HTTP from the page's own process; at the end the sessions done and their median time are
+    run.json's."""
+    import threading
+    import time
+    m = mock_factory(ttft_ms=10, itl_ms=2, parallel=8)
+    seen: list[dict[str, list[str]]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            board = handle.current()
+            if board is not None and board.alive:
+                try:
+                    s = json.loads(_get(board.url + "state.json"))
+                    rows = _session_rows(s["html"].get("sessions") or "")
+                    if rows:
+                        seen.append(rows)
+                except OSError:
+                    pass
+            time.sleep(0.2)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="3s",
+                           workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
+                           agent_system_tokens="20", agent_task_tokens="20",
+                           agent_result_tokens="10", agent_call_tokens="5",
+                           agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                           dashboard=0)
+        stop.set()
+        t.join(10)
+        state, _ = _final_state(handle.current())
+    finally:
+        stop.set()
+        if handle.current() is not None:
+            handle.current().close()
+    # cells: running, done, failed, joined mid-way, calls so far (running, p50), calls (done,
+    # p50), session time (done, p50)
+    # while it ran: sessions under way (3 agents at a time), some calls into them
+    assert any(int(r["the run"][0]) >= 1 for r in seen), seen[:3]
+    # at the end: run.json's sessions, done and their median time
+    s = run.sessions
+    assert s is not None and s.completed >= 3
+    end = _session_rows(state["html"]["sessions"])["the run"]
+    assert end[1] == str(s.completed) and end[2] == str(s.failed)
+    from llmbench.report.console import fmt_ms
+    assert end[6] == fmt_ms(s.duration.median) and end[5] == f"{s.steps.median:g}"

@@ -4,6 +4,7 @@ the port closed after, and the final exposition checked against the run's own su
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -221,3 +222,126 @@ def test_nothing_holds_the_runs_records(mock_factory):
         while exporter._pending and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not exporter._pending and exporter._drained == 1000 and exporter.scrapes == 0
+
+
+def test_a_real_prometheus_scrapes_the_server_machine_s_gauges(mock_factory, tmp_path):
+    """The server's machine on the metrics port (issue 39): a busy loop stands for the server
+    (--server-pid), a recorded DCGM page for its GPUs (--gpu-metrics). Prometheus scrapes the
+    run every second; its query API then gives the loop's cores and resident memory as /proc
+    has them, the GPUs' utilisation as a ratio, their power and memory in base units; and the
+    final exposition passes promtool's own check of the exposition rules (names, HELP, TYPE)."""
+    import subprocess
+    import sys
+    from llmbench.servers import procfs
+    from llmbench.servers.telemetry import Telemetry, TelemetrySpec
+    from tests.helpers import free_port
+    from tests.helpers.field import require
+    from tests.helpers.prometheus import Prometheus
+    from tests.helpers.telemetry import Dcgm
+    promtool = require("promtool", "prometheus")
+    m = mock_factory(ttft_ms=40, itl_ms=20, tokens=16, parallel=4)
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    port = free_port()
+    exporter = MetricsExporter(port=port, run="tel-test")
+    try:
+        with Dcgm() as dcgm, Prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"]) as prom:
+            exporter.start()
+            deadline = time.monotonic() + 30
+            while exporter.scrapes == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            tel = Telemetry(TelemetrySpec(server_pid=loop.pid, pid_from="--server-pid",
+                                          local=True, gpu=dcgm.url, interval_s=0.5))
+            convs = [Conversation(f"c{i}", (Turn(f"hello {i} there", 16, 8),)) for i in range(20)]
+            h = Harness(RequestParams(), Timeouts(), None, progress=False, metrics=exporter,
+                        telemetry=tel)
+            t0, ticks0 = time.perf_counter(), procfs.read_stat(loop.pid).cpu_ticks
+            h.run(ClosedLoop(convs, concurrency=2, requests=20),
+                  [TargetSpec(make_target(m.url + "/v1", "mock"), server_probe="off")])
+            end = procfs.read_stat(loop.pid)
+            t1, ticks1 = time.perf_counter(), end.cpu_ticks
+            rss = end.rss_pages * os.sysconf("SC_PAGE_SIZE")
+            final = exporter.render().decode()
+            got: dict[str, float | None] = {}
+            names = ("llmbench_server_cpu_cores", "llmbench_server_resident_memory_bytes",
+                     "llmbench_gpu_utilization_ratio", "llmbench_gpu_power_watts",
+                     "llmbench_gpu_memory_used_bytes", "llmbench_machine_cpus")
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                got = {n: prom.value(f'{n}{{job="llmbench",run="tel-test"}}') for n in names}
+                if all(v is not None for v in got.values()):
+                    break
+                time.sleep(0.5)
+    finally:
+        loop.kill()
+        loop.wait()
+    assert all(v is not None for v in got.values()), got
+    loop_cores = (ticks1 - ticks0) / procfs.CLK_TCK / (t1 - t0)
+    # the loop's cores (however busy the machine, it ran): a 5 s window's against the run's
+    assert loop_cores > 0.05 and 0.3 * loop_cores <= got["llmbench_server_cpu_cores"] <= 1.05, \
+        (got, loop_cores)
+    assert got["llmbench_machine_cpus"] == os.cpu_count()
+    # a python loop's resident memory, as /proc has it (a loop's barely moves)
+    assert got["llmbench_server_resident_memory_bytes"] == pytest.approx(rss, rel=0.25), got
+    # the recorded GPUs: 96 % and 84 % (mean 0.9), 310 + 190 W, 30,000 + 20,000 MiB used
+    assert got["llmbench_gpu_utilization_ratio"] == pytest.approx(0.9)
+    assert got["llmbench_gpu_power_watts"] == pytest.approx(500.0, rel=0.02)
+    assert got["llmbench_gpu_memory_used_bytes"] == 50000 * 2**20
+    check = subprocess.run([promtool, "check", "metrics"], input=final, text=True,
+                           capture_output=True)
+    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), \
+        (check.stdout, check.stderr)
+    fams = families(final)
+    for n in names:
+        assert fams[n].type == "gauge" and fams[n].documentation, n
+
+
+def test_agent_sessions_on_the_metrics_port_while_they_run_and_at_the_end(mock_factory,
+                                                                          tmp_path):
+    """--workload agent: scraped over HTTP during the run, sessions under way; the final
+    exposition (metrics.prom) counts the sessions run.json counts, by outcome."""
+    import llmbench
+    from tests.helpers import free_port
+    m = mock_factory(ttft_ms=10, itl_ms=2, parallel=8)
+    port = free_port()
+    running: list[float] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                              timeout=5).read().decode()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            fams = families(body)
+            if "llmbench_agent_sessions_running" in fams:
+                running.append(fams["llmbench_agent_sessions_running"].samples[0].value)
+            time.sleep(0.2)
+    t = threading.Thread(target=scrape, daemon=True)
+    t.start()
+    try:
+        run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="3s",
+                           workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
+                           agent_system_tokens="20", agent_task_tokens="20",
+                           agent_result_tokens="10", agent_call_tokens="5",
+                           agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                           metrics_port=port)
+    finally:
+        stop.set()
+        t.join(10)
+    assert running and max(running) >= 1, running
+    fams = families((run.path / "metrics.prom").read_text())
+    fam = fams["llmbench_agent_sessions"]
+    assert fam.type == "counter"
+    by = {s.labels["outcome"]: s.value for s in fam.samples if s.name.endswith("_total")}
+    s = run.sessions
+    assert s is not None and s.completed >= 3
+    assert by == {"completed": s.completed, "failed": s.failed, "joined": 0}
+    # and the exposition keeps the rules (names, HELP, TYPE, a counter's _total)
+    import subprocess
+    from tests.helpers.field import require
+    check = subprocess.run([require("promtool", "prometheus"), "check", "metrics"],
+                           input=(run.path / "metrics.prom").read_text(), text=True,
+                           capture_output=True)
+    assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check

@@ -25,11 +25,11 @@ from llmbench.analysis import telemetry as tm
 from llmbench.servers import procfs
 from llmbench.servers.ports import free_port
 from llmbench.servers.telemetry import Telemetry, TelemetrySpec
-from tests.helpers import ROOT, RawServer, http_head, chunk
+from tests.helpers import RawServer, http_head, chunk
 from tests.helpers.api import records, run_json
 from tests.helpers.field import require, wait_port
+from tests.helpers.telemetry import Dcgm
 
-FIX = ROOT / "tests" / "fixtures" / "telemetry"
 BUSY = [sys.executable, "-c", "while True: pass"]
 
 
@@ -133,67 +133,6 @@ def test_a_real_node_exporter_s_cpu_busy_matches_a_busy_loop(node_exporter):
 
 
 # -- a DCGM exporter's page, served by a test server --------------------------------------------
-
-class Dcgm:
-    """The recorded DCGM page, each scrape filled in for its moment: two GPUs at constant
-    power (310 W and 190 W), their energy counters growing at exactly that rate (mJ), so the
-    hand computation of the energy over any window is 500 W x its length."""
-
-    POWER = (310.0, 190.0)
-    E0 = (31035686671, 29000000000)
-
-    def __init__(self, counters: bool = True, xid: int = 0) -> None:
-        from aiohttp import web
-        self.counters, self.xid, self.scrapes = counters, xid, 0
-        self.t0 = time.perf_counter()
-        template = (FIX / "dcgm_exporter_template.prom").read_text()
-        if not counters:
-            template = "\n".join(ln for ln in template.splitlines()
-                                 if "TOTAL_ENERGY" not in ln) + "\n"
-        self.template = template
-
-        async def metrics(request):
-            self.scrapes += 1
-            t = time.perf_counter() - self.t0
-            fill = {"power0": self.POWER[0], "power1": self.POWER[1],
-                    "energy0": int(self.E0[0] + self.POWER[0] * 1000 * t),
-                    "energy1": int(self.E0[1] + self.POWER[1] * 1000 * t),
-                    "util0": 96, "util1": 84, "used0": 30000, "used1": 20000, "free0": 16068,
-                    "free1": 26068, "xid1": self.xid}
-            text = self.template
-            for k, v in fill.items():
-                text = text.replace(f"@{k}@", str(v))
-            return web.Response(text=text, content_type="text/plain")
-        self.app = web.Application()
-        self.app.router.add_get("/metrics", metrics)
-
-    def __enter__(self) -> "Dcgm":
-        from aiohttp import web
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.runner = web.AppRunner(self.app)
-            self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
-            ready.set()
-            self.loop.run_forever()
-        self.thread = threading.Thread(target=serve, daemon=True)
-        self.thread.start()
-        ready.wait(10)
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/metrics"
-
-    def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
 
 def _line_at(ts: list[float], vs: list[float], t: float) -> float:
     """A counter at t, by hand: on the line through the two samples around t (or the first or

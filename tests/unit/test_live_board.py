@@ -57,3 +57,66 @@ def test_a_run_shows_requests_done_of_planned():
     rows = board.lines(view(None, 50.0, done=10), 5.0)
     assert "10/40" in rows[0] and "ETA 15s" in rows[0] and "so far: 0 done" in rows[1]
     assert rows[1].startswith(f"TTFT p50 {fmt_ms(None)}")       # nothing measured yet
+
+
+# -- agent sessions and the server's machine (issues 35 and 39 on the live view) --------------
+
+def call(i: int, sid: str, call_no: int, start: float, kind: str = "call", step: int = 1,
+         ok: bool = True) -> Record:
+    """One call of agent session ``sid``: 0.1 s TTFT, 0.4 s long."""
+    r = rec(i, step, 0.1, 0.075, ok=ok, kind=None if ok else "http_status")
+    r.start = r.scheduled = start
+    r.token_times = [start + 0.1 + 0.075 * k for k in range(5)] if ok else []
+    r.first_token = r.token_times[0] if ok else None
+    r.end = r.token_times[-1] if ok else None
+    r.done = r.end if ok else start + 0.01
+    r.session_id, r.step_id, r.step_kind, r.turn = sid, str(call_no), kind, call_no
+    return r
+
+
+def test_agent_sessions_running_done_and_their_medians_this_step():
+    board = LiveBoard(kind="ramp", n_steps=4, step_s=20.0)
+    # step 1: A done in 3 calls over 2.4 s, B in 5 calls over 4.4 s, C failed at its 2nd call,
+    # D at its 2nd call still; E (step 0) done: not this step's
+    for k, t in enumerate((10.0, 11.0, 12.0)):
+        board.observe(call(k, "A", k, t, "final" if k == 2 else "call"))
+    for k in range(5):
+        board.observe(call(10 + k, "B", k, 20.0 + k, "final" if k == 4 else "call"))
+    board.observe(call(20, "C", 0, 30.0))
+    board.observe(call(21, "C", 1, 31.0, ok=False))
+    board.observe(call(30, "D", 0, 40.0))
+    board.observe(call(31, "D", 1, 41.0))
+    board.observe(call(40, "E", 0, 1.0, "final", step=0))
+    rows = board.lines(view(1, 1000.0), 30.0)
+    agents = next(r for r in rows if r.startswith("agents:"))
+    assert len(agents) <= 80, agents
+    # running: the one with a call answered and no answer yet (D, 2 calls so far)
+    # done: a completed session's time (first start to last end) and calls, medians of 2.4 and
+    # 4.4 s, 3 and 5 calls
+    assert agents == f"agents: 1 running (call 2)  2 done in p50 {fmt_ms(3400.0)}, 4 calls  " \
+        "1 failed", agents
+    # where the load says how many are under way (their first call in flight too), that count
+    v = view(1, 1001.0)
+    v.agents_open = [1, 1, 1, 0]
+    assert "agents: 3 running" in " ".join(board.lines(v, 31.0))
+
+
+def test_no_agent_row_for_chat_and_no_server_row_without_telemetry():
+    board = LiveBoard(kind="ramp", n_steps=2, step_s=10.0)
+    board.observe(rec(0, 1, 0.1, 0.02))
+    rows = board.lines(view(1, 1000.0), 5.0)
+    assert len(rows) == 4 and not any(r.startswith(("agents", "server:")) for r in rows)
+
+
+def test_the_server_row_is_its_telemetry_over_the_last_5_seconds():
+    from tests.helpers.telemetry import gpu_sample, local
+    # the server at 1.5 cores and 1 GiB, the machine 1.9 of 2 busy; two GPUs at 80 % mean,
+    # 400 W and 40,000 MiB used together
+    samples = [local(t, 1.5 * t, 0.25 * t, 1.9 * t, 2.0 * t) for t in range(0, 11)]
+    samples += [gpu_sample(t) for t in range(0, 11)]
+    v = view(1, 1000.0)
+    v.telemetry = samples
+    board = LiveBoard(kind="ramp", n_steps=2, step_s=10.0)
+    row = board.lines(v, 5.0)[-1]
+    assert row == "server: 1.50 cores  RSS 1.0 GiB  machine 1.9/2 cores  GPU 80% 400 W 39.1 GiB", row
+    assert len(row) <= 80

@@ -16,6 +16,7 @@ from llmbench.records.store import RecordStore
 from llmbench.results.telemetry import Telemetry
 from llmbench.servers import gpu, hostmetrics, identity, procfs
 from tests.helpers import ROOT
+from tests.helpers.telemetry import gpu_sample, local
 
 FIX = ROOT / "tests" / "fixtures" / "telemetry"
 
@@ -245,15 +246,6 @@ def test_what_differed_between_two_servers_reads_as_one_sentence():
 
 # -- figures over a window -------------------------------------------------------------------------
 
-def local(t, server_cpu, gen_cpu, busy, total, pid=100, cpus=2, rss=1 << 30):
-    return {"source": "local", "t": t,
-            "server": {"pid": pid, "pids": 1, "cpu_s": server_cpu, "rss_bytes": rss, "threads": 5},
-            "llmbench": {"pid": 1, "pids": 1, "cpu_s": gen_cpu, "rss_bytes": 1 << 26, "threads": 3},
-            "machine": {"cpus": cpus, "busy_s": busy, "idle_s": total - busy, "steal_s": 0.0,
-                        "total_s": total, "mem_total_bytes": 8 << 30,
-                        "mem_available_bytes": 6 << 30}}
-
-
 def test_a_window_s_cores_come_from_the_counter_interpolated_at_its_ends():
     # the server at 1.5 cores, llmbench at 0.25, the machine 1.9 of 2 busy, sampled each second
     samples = [local(t, 1.5 * t, 0.25 * t, 1.9 * t, 2.0 * t) for t in range(0, 11)]
@@ -307,18 +299,6 @@ def test_output_tokens_in_a_window_count_each_reply_for_its_part_in_it():
     assert tm.output_tokens_between(recs, 2.0, 5.0) == pytest.approx(want)
     assert tm.output_tokens_between(RecordStore.of(recs), 2.0, 5.0) == pytest.approx(want)
     assert tm.output_tokens_between(recs, 0.0, 10.0) == pytest.approx(21 + 1 + 9)
-
-
-def gpu_sample(t, energy=True, **kw):
-    g0 = {"gpu": "0", "name": "NVIDIA L40S", "util_pct": 90.0, "power_w": 300.0,
-          "fb_used_mib": 30000.0, "fb_free_mib": 16000.0}
-    g1 = {"gpu": "1", "name": "NVIDIA L40S", "util_pct": 70.0, "power_w": 100.0,
-          "fb_used_mib": 10000.0, "fb_free_mib": 36000.0}
-    if energy:
-        g0["energy_mj"] = int(1e9 + 300_000 * t)        # 300 W as a counter
-        g1["energy_mj"] = int(2e9 + 100_000 * t)
-    g0.update(kw)
-    return {"source": "gpu", "t": float(t), "via": "dcgm", "gpus": [g0, g1]}
 
 
 def test_energy_per_token_from_the_counters_equals_the_hand_computation():

@@ -36,7 +36,9 @@ def synthetic_reply(max_tokens: int | None, rng: random.Random) -> str:
 def mid_conversation(conv: Conversation, rng: random.Random) -> tuple[int, list[str]]:
     """Where a user who joins a conversation already under way is (``--join spread``): a turn
     drawn uniformly, and the replies before it, synthetic (the server never produced them), so
-    the first request carries the whole history a person at that turn would send."""
+    the first request carries the whole history a person at that turn would send. An agent
+    session's turns are its main agent's calls: the same draw picks the call it joins at
+    (load.agent builds the calls and tool results before it from these replies)."""
     if len(conv.turns) <= 1 or conv.turns[0].batch:
         return 0, []
     t = rng.randrange(len(conv.turns))
@@ -54,8 +56,11 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
     Returns False when a turn failed or the run is stopping (the conversation was cut short).
     An agent session (workload.agents) is played by the agent loop (load.agent) instead."""
     if is_agent(conv):
+        # a session joined mid-way (--join spread) starts at the same drawn step, its earlier
+        # calls' replies the same synthetic text, made into the agent's history there
         return await play_agent(session, conv, budget, user=user,  # type: ignore[arg-type]
-                                scheduled=scheduled, warmup=warmup, sem=sem, stop=stop)
+                                scheduled=scheduled, warmup=warmup, sem=sem, stop=stop,
+                                start_step=start_turn, history=history)
     stop = stop or session.stopping
     replies: list[str] = list(history or [])
     for t in range(start_turn, len(conv.turns)):

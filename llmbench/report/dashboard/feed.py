@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from llmbench.analysis import percentile
+from llmbench.analysis.sessions import LiveSessions
 from llmbench.records.definitions import is_measured
 from llmbench.records.record import Record
 
@@ -63,6 +64,8 @@ class Gauges:
     # the server machine's last telemetry samples (servers/telemetry.py: its process, the
     # machine, GPUs), counters as sampled
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    # the ramp step of each agent session under way (None: with workers, not known here)
+    agents_open: list[int | None] | None = None
 
 
 def _pct(values: Any, q: float) -> float | None:
@@ -120,20 +123,14 @@ class _StepSoFar:
     gaps: _Newest = field(default_factory=lambda: _Newest(MAX_GAPS))
 
 
-MACHINE_WINDOW_S = 5.0
-
-
 def machine_now(samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
     """The server's machine over the last few seconds, from its telemetry samples, by the
-    report's own definitions (analysis/telemetry.py: counters' change over the window)."""
-    if not samples:
-        return {}
-    from llmbench.analysis.telemetry import window
-    t_end = max((x.get("t") or 0.0) for x in samples)
-    w = window(samples, t_end - MACHINE_WINDOW_S, t_end)
+    report's own definitions (analysis.telemetry.recent: the live views' one window)."""
+    from llmbench.analysis.telemetry import RECENT_S, recent
+    w = recent(samples)
     if w is None:
         return {}
-    out: dict[str, Any] = {"window_s": MACHINE_WINDOW_S}
+    out: dict[str, Any] = {"window_s": RECENT_S}
     if w.server is not None:
         out.update(server_cores=w.server.cores, server_rss_bytes=w.server.rss_bytes_max,
                    server_pid=w.server.pid)
@@ -167,6 +164,7 @@ class LiveSeries:
     _last_events: int = 0
     _last_t: float | None = None
     t0: float | None = None                  # perf_counter when dispatch began
+    sessions: LiveSessions = field(default_factory=LiveSessions)     # agent sessions so far
 
     # -- on the event loop ---------------------------------------------------------------------
     def observe(self, rec: Record) -> None:
@@ -185,6 +183,8 @@ class LiveSeries:
             n += 1
             if n % YIELD_EVERY == 0:
                 time.sleep(0)               # the loop takes the lock if it waits for it
+            if rec.session_id is not None:
+                self.sessions.add(rec)
             if not is_measured(rec.warmup, rec.error_kind):
                 continue
             if t0 is None:
@@ -292,7 +292,21 @@ class LiveSeries:
                 "itl_p50_ms": i50, "itl_p95_ms": i95, "itl_p99_ms": i99},
             "errors": dict(self.errors.most_common()),
             "error_samples": dict(self.error_samples),
+            "sessions": self._sessions_now(g),
         }
+
+    def _sessions_now(self, g: Gauges) -> dict[str, Any] | None:
+        """Agent sessions so far: this step's (those that started in it) and the run's; None
+        when none ran."""
+        opened = getattr(g, "agents_open", None)
+        whole = self.sessions.now(running=None if opened is None else len(opened))
+        if not (whole.running or whole.completed or whole.failed or whole.joined):
+            return None
+        out = {"run": whole.to_dict()}
+        if g.step is not None:
+            mine = None if opened is None else sum(1 for k in opened if k == g.step)
+            out["step"] = self.sessions.now(g.step, every=False, running=mine).to_dict()
+        return out
 
     def _row(self, sec: int, b: _Second) -> dict[str, Any]:
         if b.row is not None:

@@ -272,6 +272,34 @@ def _machine_rows(m: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def sessions_html(state: dict[str, Any]) -> str:
+    """Agent sessions so far (--workload agent): this step's (those that started in it) and
+    the run's; nothing when no session ran."""
+    so = ((state.get("tick") or {}).get("sessions") or {})
+    if not so:
+        return ""
+    rows = []
+    for label, key in (("this step", "step"), ("the run", "run")):
+        x = so.get(key)
+        if not isinstance(x, dict):
+            continue
+        dur = _num(x.get("duration_median_s"))
+        rows.append([label, _count(x.get("running")), _count(x.get("completed")),
+                     _count(x.get("failed")), _count(x.get("joined")),
+                     _steps(x.get("running_steps_median")), _steps(x.get("steps_median")),
+                     fmt_ms(None if dur is None else dur * 1000)])
+    return ("<h2>Agent sessions</h2>" + _table(
+        ["", "running", "done", "failed", "joined mid-way", "calls so far (running, p50)",
+         "calls (done, p50)", "session time (done, p50)"], rows, "sessions")
+        + '<p class="meta">A step\'s sessions are those whose first call started in it; '
+        "running: under way now.</p>")
+
+
+def _steps(v: Any) -> str:
+    f = _num(v)
+    return "–" if f is None else f"{f:g}"
+
+
 def sweep_table(state: dict[str, Any]) -> str:
     sw = state.get("sweep")
     if not sw:
@@ -376,6 +404,7 @@ def fragments(state: dict[str, Any]) -> dict[str, str]:
     return {"title": e(title(meta)), "verdict": verdict_html(state),
             "thresholds": thresholds_table(state), "steps": steps_html(state),
             "errors": errors_table(state), "server": server_table(state),
+            "sessions": sessions_html(state),
             "live": live_chart(state), "step_charts": step_charts(state),
             "sweep": sweep_table(state), "notes": notes(state)}
 
@@ -450,6 +479,7 @@ def shell(state: dict[str, Any]) -> str:
         '<div class="cards">' + "".join(card(k, label) for k, label in CARDS) + "</div>",
         f'<div data-h="notes">{h["notes"]}</div>',
         f'<div data-h="verdict">{h["verdict"]}</div>',
+        f'<div data-h="sessions">{h["sessions"]}</div>',
         "<h2>Thresholds per step</h2>", f'<div data-h="thresholds">{h["thresholds"]}</div>',
         "<h2>Over time</h2>",
         '<p class=meta>Per second; a request counts in the second it finished.</p>',

@@ -130,3 +130,25 @@ def test_a_steps_sessions_are_those_that_started_in_its_hold(log):
     assert step_sessions(recs, 1, 25.0, 31.0).completed == 0         # B started before it
     assert step_sessions(recs, 2, 0.0, 99.0) is None
     assert summarize_sessions([r for r in recs if r.session_id is None]) is None
+
+
+def test_a_session_joined_mid_way_counts_its_calls_not_its_time(log, tmp_path):
+    """--join spread: a ramp's agent that came in at call 3 of its session (its first record's
+    turn is 3; the calls before were synthetic history). Its calls are the sessions' calls; its
+    short time is not a whole session's: not started, completed or in the percentiles."""
+    d1 = line("r-11", "D", "3", "2", "call", 40.0, [0.3, 0.4], 40.4, 2000, 0)
+    d2 = line("r-12", "D", "4", "3", "final", 40.6, [0.2, 0.3], 40.9, 2100, 1900, gap=200.0)
+    d1["turn"], d2["turn"] = 3, 4
+    p = tmp_path / "joined.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in ROWS + [d1, d2]))
+    recs = load_records(p)
+    by = {s.session_id: s for s in sessions_of(recs)}
+    assert by["D"].joined and by["D"].complete and not any(by[k].joined for k in "ABC")
+    base, s = summarize_sessions(load_records(log)), summarize_sessions(recs)
+    assert (s.started, s.completed, s.failed, s.joined) == (3, 2, 1, 1)
+    assert s.duration == base.duration and s.steps == base.steps
+    assert s.sessions_per_min == pytest.approx(2 / (40.9 - 10.0) * 60)
+    # its two calls are the sessions': TTFT, prompt and cached tokens
+    assert s.calls == base.calls + 2 and s.step_ttft.n == base.step_ttft.n + 2
+    assert s.prompt_tokens == base.prompt_tokens + 4100
+    assert s.cached_tokens == base.cached_tokens + 1900

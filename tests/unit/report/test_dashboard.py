@@ -246,3 +246,25 @@ def test_a_command_waits_for_its_page_to_show_everything_it_sent():
     finally:
         d.close()
     assert not d.sync(timeout_s=1)              # closed: nobody to answer
+
+
+def test_agent_sessions_on_the_page_are_this_steps_and_the_runs():
+    s = LiveSeries()
+    g = gauges(5.0, step=1, agents_open=[1, 0])
+    s.tick(g, 100.0)
+    for i, (sid, kind, start, step) in enumerate((("A", "call", 96.0, 0), ("A", "final", 97.0, 0),
+                                                  ("B", "call", 98.0, 1))):
+        r = Record(f"r{i}", scheduled=start, start=start, first_token=start + 0.1,
+                   end=start + 0.5, done=start + 0.5, ok=True, status=200, step=step,
+                   output_tokens=4, token_times=[start + 0.1, start + 0.5])
+        r.session_id, r.step_id, r.step_kind, r.turn = sid, str(i), kind, i if sid == "A" else 0
+        s.observe(r)
+    tick = s.tick(g, 101.0)
+    so = tick["sessions"]
+    assert so["run"]["completed"] == 1 and so["run"]["running"] == 2      # the load's own count
+    assert so["step"]["completed"] == 0 and so["step"]["running"] == 1
+    assert so["run"]["duration_median_s"] == pytest.approx(1.5)
+    html = page.sessions_html({"tick": tick})
+    assert "<h2>Agent sessions</h2>" in html and "<td>this step</td><td>1</td>" in html
+    assert "<td>the run</td><td>2</td><td>1</td>" in html and "1.50s" in html
+    assert page.sessions_html({"tick": {"sessions": None}}) == ""
