@@ -196,23 +196,49 @@ def _cache_counts(st: RecordStore, mask: Any) -> dict[str, Any]:
             "share": min(hit / total, 1.0) if total else None}
 
 
+# Ollama's OpenAI-compatible /v1 said nothing of its cache before 0.34 (usage has no
+# cached_tokens), though it keeps each slot's prompt and reuses its prefix
+OLLAMA_V1_NOTE = ("Ollama's OpenAI-compatible /v1 does not report cached prompt tokens, so "
+                  "its cache hits are not seen here: the per-run salt is what keeps earlier "
+                  "runs' prompts out of its cache (--api ollama reads its native counts)")
+# its native /api before 0.34: no prompt_eval_cached_count; prompt_eval_count counts only what
+# it evaluated on 0.30-0.33 (the client's count minus it: a lower bound, session._ollama_cached)
+OLLAMA_NATIVE_NOTE = ("Ollama's native API gave no prompt_eval_cached_count: cached tokens are "
+                      "inferred from first turns whose prompt_eval_count was under half the "
+                      "prompt (a lower bound)")
+OLLAMA_NONE_SHORT = ("; none came back short, so either nothing was cached or this Ollama "
+                     "counts the whole prompt and its hits are not seen: the per-run salt is what "
+                     "keeps earlier runs' prompts out of its cache")
+
+
+def _ollama_counted(st: RecordStore) -> bool:
+    """Some reply of Ollama's native API counted its cached prompt tokens itself."""
+    return any("prompt_eval_cached_count" in (e.get("server_timing") or {})
+               for e in st.extras().values())
+
+
 def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
-                 shared_share: float | None = None) -> dict[str, Any] | None:
+                 shared_share: float | None = None, server_kind: str | None = None,
+                 api: str | None = None) -> dict[str, Any] | None:
     """How much of the prompts the server said it took from its prefix cache (run.json's
     "prompt_cache"), over successful measured requests that reported it, overall, on first
     turns (whose prompts a run makes new: later turns resend their history, which a cache
     rightly holds) and per probe path; and the one line to print when it flatters the run.
     ``salt``: the workload's (Workload.describe_salt); ``shared_share``: the share of each
     prompt the workload shares on purpose (None: unknown, as for files). None: no request
-    reported cached tokens."""
+    reported cached tokens, unless the server is Ollama (``server_kind``, or the native
+    ``api``): then ``note`` says what it does not report and what protects the run instead."""
     import numpy as np
     st = records if isinstance(records, RecordStore) else RecordStore.of(records)
     if not len(st):
         return None
     ok = st.col("ok") & ~st.col("warmup")
     out = _cache_counts(st, ok)
+    native = str(api or "").startswith("ollama")
     if not out["requests"]:
-        return None
+        if server_kind != "ollama" and not native:
+            return None
+        return _ollama_unreported(out, salt)
     turn, _ = st.ints("turn")
     first = _cache_counts(st, ok & (turn == 0))
     out["first_turns"] = first
@@ -248,6 +274,8 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
                    "flattered (repeated rows in the dataset, another client sending the same "
                    "prompts, or a server cache that ignores the salt)")
     out["message"] = message
+    if native and not _ollama_counted(st):
+        out["note"] = OLLAMA_NATIVE_NOTE + ("" if first["cached_tokens"] else OLLAMA_NONE_SHORT)
     if len(by_path) > 1:
         shares = {k: v["share"] for k, v in by_path.items() if v["share"] is not None}
         if len(shares) > 1 and max(shares.values()) - min(shares.values()) > CACHE_PATHS_DIFFER:
@@ -256,6 +284,20 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
                 + ", ".join(f"{k} {v * 100:.0f}%" for k, v in shares.items())
                 + "): their TTFT compares cached against computed prefill, not the router's "
                 "overhead")
+    return out
+
+
+def _ollama_unreported(out: dict[str, Any], salt: dict[str, Any] | None) -> dict[str, Any]:
+    """Ollama's /v1 (or a native API that counted nothing): no share, the note, and with
+    prompts that may repeat on purpose the warning that their hits go unseen."""
+    source = (salt or {}).get("source") or "none"
+    out.update(share=None, salt=source, server="ollama", note=OLLAMA_V1_NOTE, message=None)
+    if source != "per run":
+        why = ("--same-prompts" if "same-prompts" in source else
+               "--prompt-salt" if source == "--prompt-salt" else "no per-run salt")
+        out["message"] = (f"with {why} the prompts may repeat an earlier run's, and Ollama's "
+                          "/v1 does not say how many it found cached: TTFT may include cache "
+                          "hits that nothing here measured")
     return out
 
 
@@ -276,15 +318,18 @@ def cache_lines(run: Any) -> list[str]:
                 if v.get("share") is not None))
         out.append(f"Prompt cache: {c['share'] * 100:.0f}% of prompt tokens served from the "
                    f"server's cache ({'; '.join(parts)})")
+    if c.get("note"):
+        out.append(f"Prompt cache: {c['note']}")
     if c.get("message"):
         out.append(f"WARNING: {c['message']}")
     return out                          # a probe says paths_differ with its own verdict
 
 
 def record_checks(records: Iterable[Record], params: object, api: str | None,
-                  workload: Any = None) -> dict:
+                  workload: Any = None, server_kind: str | None = None) -> dict:
     """What every run.json carries about the client's view, the same for run, ramp and probe
-    (``workload``: the run's, for what its salt and shared prefix mean to the cache check)."""
+    (``workload``: the run's, for what its salt and shared prefix mean to the cache check;
+    ``server_kind``: what the server probes found, "ollama" for what it does not report)."""
     if not isinstance(records, RecordStore):
         records = list(records)           # read several times below
     salt = workload.describe_salt() if workload is not None else None
@@ -292,4 +337,5 @@ def record_checks(records: Iterable[Record], params: object, api: str | None,
             "not_streamed": not_streamed(records, getattr(params, "stream", True)),
             "connection_resends": resends(records),
             "prompt_cache": prompt_cache(records, salt,
-                                         getattr(workload, "shared_share", None))}
+                                         getattr(workload, "shared_share", None),
+                                         server_kind, api)}

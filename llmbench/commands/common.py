@@ -385,6 +385,15 @@ def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
                                                      telemetry.notes, start, end, records)}}
 
 
+def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
+    """What the server is, for the checks that read its kind (the prompt cache's, for what
+    Ollama does not report): the server probe's finding, or the identity's when that names
+    Ollama (the probe off, or a router in front of it)."""
+    if probe_kind != "ollama" and getattr(identity, "kind", None) == "ollama":
+        return "ollama"
+    return probe_kind
+
+
 def lost_workers(workers: dict[str, Any] | None) -> str | None:
     """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
     crashed = (workers or {}).get("crashed")

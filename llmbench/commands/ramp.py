@@ -29,7 +29,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -247,7 +247,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         environment=environment(), steps=steps, verdict=verdict, search=search,
         user_changes=user_changes,
         outages=outages.of_run(records, t0_perf) if t0_perf else [],
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        **checks.record_checks(records, c.params, c.target.api, c.workload,
+                               server_kind(server.kind, tel.get("body", {}).get("server"))),
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
         **tel.get("body", {}),
         closed_loop_note="Virtual users wait for each reply before thinking and sending "

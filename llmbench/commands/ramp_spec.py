@@ -317,12 +317,14 @@ class RampOpts(Spec):
         prepare(self)
         if self.scenario is not None:
             # the file read and every class's options checked before anything starts
+            # (values, the files they name, thresholds): no prompt built, no server asked
+            from llmbench.analysis.slo import parse_threshold
             from llmbench.commands import scenario as sc
             spec: Any = self.resolved()
             scenario = sc.load(spec, self.scenario)
             scenario.check_grow(self.grow)
             for tc in scenario.classes:
-                sc.class_spec(spec, scenario, tc)
+                sc.check_class(spec, scenario, tc, parse_threshold)
             if not self.searching():
                 self._check_floors(scenario, self.steps())
         ramp_in_s, hold_s, think_s = self.timing()

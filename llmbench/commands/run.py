@@ -20,7 +20,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -130,7 +130,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
                                 outcome.monitor, records, outcome.t0_perf),
                  "samples": [s.__dict__ for s in outcome.monitor]},
         summary=summary, outages=outages.of_run(records, outcome.t0_perf),
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
+        **checks.record_checks(records, c.params, c.target.api, c.workload,
+                               server_kind(server.kind, extra.get("server"))),
         thresholds=threshold_results, sessions=sessions,
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
                                  view=server_view(server.samples)),

@@ -321,10 +321,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
             raise UsageError("--scenario: traffic classes run in one process; drop --ray")
         prepare(self)
         scenario = sc.load(self, self.scenario)
-        for tc in scenario.classes:                 # every class's options, before any load
-            sc.class_spec(self, scenario, tc)
-            if tc.thresholds is not None:
-                sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+        for tc in scenario.classes:   # every class's options, files, thresholds: before any build
+            sc.check_class(self, scenario, tc, parse_threshold)
         by, load = self.scenario_load(scenario)
         hold_s = self.duration if self.duration is not None else DEMO_RUN_S
         if self.duration is None:

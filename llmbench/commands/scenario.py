@@ -20,6 +20,7 @@ from llmbench.errors import UsageError
 from llmbench.load.harness import TargetSpec
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.classes import ClassRamp, LoadClass
+from llmbench.workload import DatasetError, TokenizerError, load_tokenizer
 from llmbench.workload.scenario import LOAD_KEYS, THRESHOLD_KEYS, Scenario, TrafficClass, from_document
 
 # the file's size bound (a scenario is a few classes of a few options each)
@@ -111,10 +112,18 @@ def plan(scenario: Scenario, grow: str | None, isolate: bool,
     if workers not in (1, None, "1"):
         raise UsageError("--scenario: traffic classes run in one process; drop --workers "
                          "(or give each class its own ramp)")
+    # every class's thresholds before any class's prompts are built
+    gates = [thresholds(tc) for tc in scenario.classes]
     classes = []
-    for tc in scenario.classes:
-        common, think = build(tc, dict(tc.options))
-        classes.append(ClassPlan(tc, common, think, thresholds(tc)))
+    for tc, g in zip(scenario.classes, gates):
+        try:
+            common, think = build(tc, dict(tc.options))
+        except CLASS_ERRORS as exc:
+            # what only the build finds (a dataset's rows, a server tokenizer): still named
+            if str(exc).startswith(scenario.where(tc.name)):
+                raise
+            raise scenario.fail(tc.name, None, f"class {tc.name!r}: {exc}") from None
+        classes.append(ClassPlan(tc, common, think, g))
     return ScenarioPlan(scenario, classes, grow, isolate)
 
 
@@ -131,8 +140,10 @@ def check_thresholds(scenario: Scenario, tc: TrafficClass, texts: Sequence[str],
         try:
             out.append(parse(t))
         except (ValueError, UsageError) as exc:
-            raise scenario.fail(tc.name, "thresholds",
-                                f"class {tc.name!r}: threshold {t!r}: {exc}") from None
+            text = str(exc)
+            if not text.startswith(f"threshold {t!r}"):     # the parser's own words name it
+                text = f"threshold {t!r}: {text}"
+            raise scenario.fail(tc.name, "thresholds", f"class {tc.name!r}: {text}") from None
     return out
 
 
@@ -173,16 +184,51 @@ def normalize_key(key: Any) -> str:
     return normalize(key)
 
 
-def class_spec(spec: Any, scenario: Scenario, tc: TrafficClass) -> Any:
+def class_spec(spec: Any, scenario: Scenario, tc: TrafficClass, files: bool = False) -> Any:
     """The command's spec with a class's options over it, one at a time, so a bad value is one
-    line naming the file, the line and the class (the spec's own check says what is wrong)."""
+    line naming the file, the line and the class (the spec's own check says what is wrong).
+    ``files``: also read what the options name (check_files), as the class's build will."""
     known = class_option_names(spec)
     out = spec
     for key, v in tc.options.items():
         name = known[normalize_key(key)]
         try:
             out = dataclasses.replace(out, **{name: v})
-        except UsageError as exc:
+            if files:
+                check_files(out, name)
+        except CLASS_ERRORS as exc:
             raise scenario.fail(tc.name, normalize_key(key),
                                 f"class {tc.name!r}: {exc}") from None
     return out
+
+
+def check_class(spec: Any, scenario: Scenario, tc: TrafficClass,
+                parse: Callable[[str], Any]) -> None:
+    """Everything a class says that can be checked without building its prompts or asking the
+    server: each option's value, the files its options name, its thresholds. The command runs
+    this for every class before any class is built (a class of long prompts takes 40 s to
+    build: a bad threshold in the class after it was found only then)."""
+    class_spec(spec, scenario, tc, files=True)
+    if tc.thresholds is not None:
+        check_thresholds(scenario, tc, tc.thresholds, parse)
+
+
+# what a class's bad value raises: named with the file, line and class (class_spec)
+CLASS_ERRORS = (UsageError, DatasetError, TokenizerError)
+BUILT_IN_DATASETS = ("synthetic", "random", "words")
+
+
+def check_files(spec: Any, name: str) -> None:
+    """The file a class's option ``name`` names, read and checked as the build will: --tools
+    and --response-format parsed, a dataset file there, a named tokenizer loaded (a local
+    file or the Hugging Face cache; ``auto`` and ``server`` ask the server, later)."""
+    import os
+    if name in ("tools", "response_format"):
+        spec.agents()
+    elif name == "dataset":
+        d = str(spec.dataset)
+        if d not in BUILT_IN_DATASETS and not d.startswith("hf:") and not os.path.isfile(d):
+            what = "is a folder, not a file" if os.path.isdir(d) else "no such file"
+            raise DatasetError(f"--dataset {d}: {what}")
+    elif name == "tokenizer" and spec.tokenizer not in (None, "auto", "server"):
+        load_tokenizer(str(spec.tokenizer))

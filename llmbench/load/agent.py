@@ -210,7 +210,8 @@ class _SessionRun:
                     extra: dict[str, Any], stamp: tuple) -> tuple[Any, str]:
         return await self.session.request(msgs, turn, scheduled=due, user=self.user,
                                           conversation=self.conv.id, turn_index=index,
-                                          warmup=self.warmup, extra=extra or None, agent=stamp)
+                                          warmup=self.warmup, extra=extra or None, agent=stamp,
+                                          lap=self.conv.lap)
 
     def _past_reply(self, step: Any, text: str) -> str:
         """A call's reply the server never gave (a session joined mid-way): ``text`` as a

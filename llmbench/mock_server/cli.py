@@ -36,6 +36,7 @@ class MockOptions(Spec):
     prefix_cache: bool | None = option("Block-hashed LRU prefix cache.", "Prefix cache", "--prefix-cache/--no-prefix-cache", kind=FLAG)
     cache_blocks: int | None = option("Prefix cache capacity in 16-token blocks.", "Prefix cache", kind=INT)
     kv_tokens: int | None = option("KV budget in tokens shared by all sessions: each conversation's prefix (prompt and reply) stays cached until the least recently used are evicted to fit, so a session that comes back after others filled it re-prefills its whole context; cached tokens in every API's usage (0 = off; replaces --prefix-cache).", "Prefix cache", kind=INT, metavar="N")
+    cache_report: str | None = option("What chat and Ollama replies say of cached prompt tokens: usage (the count in usage, as vLLM; on /api too with --kv-tokens), none (no count: Ollama's /v1 before 0.34), evaluated (none, and /api's prompt eval count holds only the tokens evaluated: Ollama 0.30-0.33).", "Prefix cache", metavar="MODE")
     batch_slowdown: float | None = option("k in step = itl * (1 + k * (running - 1)).", "Capacity", kind=FLOAT)
     decode_after_close: bool | None = option("Go on decoding a request whose client closed the connection, holding its slot, as a server that does not watch its connections does (default: drop it at once, freeing its slot, as vLLM does).", "Capacity", "--decode-after-close/--drop-on-close", kind=FLAG)
     fault_500: float | None = option("Probability of HTTP 500.", "Faults", kind=FLOAT)
@@ -131,6 +132,10 @@ def prepare(o: MockOptions) -> Prepared:
         itl_ms = 1000.0 / o.tokens_per_s
     if o.save_profile is not None and o.like is None:
         raise UsageError("--save-profile needs --like RUN_DIR (the run to fit)")
+    from llmbench.mock_server.engine import CACHE_REPORTS
+    if o.cache_report is not None and o.cache_report not in CACHE_REPORTS:
+        raise UsageError(f"--cache-report {o.cache_report[:40]!r}: choose one of "
+                         + ", ".join(CACHE_REPORTS))
     learned: dict = {}
     profile = o.profile
     try:
@@ -168,7 +173,8 @@ def prepare(o: MockOptions) -> Prepared:
                           embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
                           embed_ms_per_token=o.embed_ms_per_token,
                           embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
-                          kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close)
+                          kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close,
+                          cache_report=o.cache_report)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

@@ -31,6 +31,10 @@ def mock_tokens(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
+# MockConfig.cache_report's values
+CACHE_REPORTS = ("usage", "none", "evaluated")
+
+
 @dataclass
 class MockConfig:
     ttft_ms: float = 100.0
@@ -91,6 +95,11 @@ class MockConfig:
     # cancels its task). True: the server goes on decoding it to the end, holding its slot, as
     # a server that does not watch for closed connections does
     decode_after_close: bool = False
+    # what the replies say of the prompt tokens found cached (CACHE_REPORTS): "usage" as
+    # vLLM and Ollama 0.34 on (usage's cached_tokens, /api's prompt_eval_cached_count with a
+    # KV budget); "none" as Ollama's /v1 before it (no count at all); "evaluated": none either,
+    # and /api's prompt_eval_count counts only the prompt tokens evaluated (Ollama 0.30 to 0.33)
+    cache_report: str = "usage"
     # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
     # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
     api_key: str = ""
@@ -126,6 +135,9 @@ class MockConfig:
                 raise ValueError(f"setting {key!r} wants a {type(current).__name__}, got {value!r}")
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 raise ValueError(f"setting {key!r} must be >= 0")
+            if key == "cache_report" and value not in CACHE_REPORTS:
+                raise ValueError(f"setting 'cache_report' is {value!r}; choose one of "
+                                 + ", ".join(CACHE_REPORTS))
             setattr(self, key, value)
 
     def as_dict(self) -> dict[str, Any]:

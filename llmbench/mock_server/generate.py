@@ -287,7 +287,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     shape.reasoning_count = n_reason
     usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
                              "completion_tokens": n_tokens}
-    if cfg.prefix_cache or engine.kv is not None:
+    if (cfg.prefix_cache or engine.kv is not None) and cfg.cache_report == "usage":
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
     finish = "length" if ask.hit_max else ask.finish or "stop"
     fault_at = engine.rng.randint(1, max(n_events - 1, 1)) if fault else -1
@@ -381,11 +381,14 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                 engine.h_itl.observe((now_ns - last_ns) / 1e9)
             last_ns = now_ns
         done_ns = perf_counter_ns()
+        # Ollama 0.30 to 0.33 counted only what it evaluated (a cached prompt: what was left)
+        evaluated = n_prompt - cached if cfg.cache_report == "evaluated" else n_prompt
         timing = {"total_duration": done_ns - arrival_ns, "load_duration": 0,
-                  "prompt_eval_count": n_prompt, "prompt_eval_duration": first_ns - prefill_start_ns,
+                  "prompt_eval_count": max(evaluated, 1),
+                  "prompt_eval_duration": first_ns - prefill_start_ns,
                   "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
-        if engine.kv is not None:
-            timing["prompt_eval_cached_count"] = cached     # Ollama's name (since 0.33)
+        if engine.kv is not None and cfg.cache_report == "usage":
+            timing["prompt_eval_cached_count"] = cached     # Ollama's name (0.34 on)
         engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
         engine.finished(finish)
         if ask.on_done is not None:

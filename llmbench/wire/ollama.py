@@ -10,9 +10,10 @@ from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, U
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import with_content_lists
 
-# Durations on Ollama's final line, in nanoseconds.
+# Durations on Ollama's final line, in nanoseconds, and its counts (prompt_eval_cached_count:
+# 0.34 on; kept so the cache check can tell its count from llmbench's inference)
 TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
-               "eval_count", "eval_duration")
+               "eval_count", "eval_duration", "prompt_eval_cached_count")
 
 
 @lru_cache(maxsize=256)

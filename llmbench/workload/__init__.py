@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 
 from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations, sharegpt_single_turn
 from llmbench.workload.images import ImageSpec
-from llmbench.workload.model import Conversation, Turn, Workload, messages_for
+from llmbench.workload.model import Conversation, Turn, Workload, draw, messages_for
 from llmbench.workload.synthetic import synthetic, vllm_random
 from llmbench.workload.server_tokenizer import ServerTokenizeError
 from llmbench.workload.tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
 __all__ = ["Conversation", "DatasetError", "ImageSpec", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
-           "Workload", "WorkloadSpec", "build_workload", "load_tokenizer", "messages_for",
+           "Workload", "WorkloadSpec", "build_workload", "draw", "load_tokenizer", "messages_for",
            "parse_range"]
 
 

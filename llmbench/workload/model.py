@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
 
 from llmbench.workload.salt import Salt
 
@@ -26,6 +26,19 @@ class Conversation:
     id: str
     turns: tuple[Turn, ...]
     system: str | None = None
+    # how many times the pool was gone through before this draw of it (``draw``): lap k > 0
+    # begins with its own salt (workload.salt: Salt.for_lap), so a reused conversation is new
+    # to the server's cache; not part of the prompts' fingerprint
+    lap: int = 0
+
+
+def draw(convs: Sequence[Conversation], i: int) -> Conversation:
+    """The ``i``-th conversation a run starts from its pool: the pool in order, again and again,
+    each pass marked with its lap (a conversation of lap 0 is the pool's own object)."""
+    n = len(convs)
+    c = convs[i % n]
+    lap = i // n
+    return c if lap == 0 else replace(c, lap=lap)
 
 
 @dataclass

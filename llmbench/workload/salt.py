@@ -19,16 +19,25 @@ lengths and Mooncake blocks) keep that length with the salt included (the salt t
 of as many of their tokens); prompts a file or a trace gives as text get the salt in front, and
 the client's count of them includes it.
 
+A run that needs more conversations than its pool holds (a long ramp past the 2,000 it
+builds, a dataset of 50 rows) goes through the pool again: each pass is a lap, and lap k > 0
+begins its conversations with a salt of its own (``Salt.for_lap``), drawn from the run's salt
+and k, so the second pass's prompts are as new to the server's cache as the first's were
+(with one salt for every lap, the server found lap 2 in its cache and TTFT got better the
+longer the ramp ran). The draw is deterministic: ``--prompt-salt`` with a run's salt replays
+its laps too. A shared prefix is then shared within a lap.
+
 ``--same-prompts`` sends no salt (the same seed then sends byte-identical prompts: cache
-experiments), and ``--prompt-salt TEXT`` sends a given one (replay one earlier run's prompts
-exactly: its run.json records its salt). The probe gives each of its paths its own salt (a
-path word in front of the run's), so neither path reads the other's cache.
+experiments; every lap the same), and ``--prompt-salt TEXT`` sends a given one (replay one
+earlier run's prompts exactly: its run.json records its salt). The probe gives each of its
+paths its own salt (a path word in front of the run's), so neither path reads the other's
+cache.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SALT_WORDS = 4                 # 4 words of a ~100-word vocabulary: 10^8 salts
@@ -44,9 +53,30 @@ class Salt:
     text: str = ""
     tokens: int = 0
     source: str = "none"              # a workload built without options (the API's internals)
+    # the one-token words of the run's tokenizer (vocabulary): what a lap's salt is drawn from
+    vocab: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.text)
+
+    def for_lap(self, lap: int) -> "Salt":
+        """The salt of the ``lap``-th pass through the conversations (0: this one): one-token
+        words drawn from this salt's text and ``lap`` (the same for the same salt: a replay
+        sends the same laps), as many as this salt has words when it is made of them (a
+        per-run salt, a probe path's) and else as it has tokens, so a prompt written to a
+        length keeps it on every lap. No salt stays none."""
+        if lap <= 0 or not self.text:
+            return self
+        vocab = sorted(set(self.vocab or _words()))
+        rng = random.Random(f"{self.text}\x00lap {lap}")
+        words = self.text.split()
+        n = len(words) if set(words) <= set(vocab) else max(self.tokens, 1)
+        text = " ".join(rng.choice(vocab) for _ in range(n))
+        while text.split()[0] == self.text.split()[0] and len(vocab) > 1:
+            # never the same first token as lap 0's: a cache would match it (one token, but
+            # a lap that starts as the first did is not the new prompt it is said to be)
+            text = " ".join([rng.choice(vocab)] + text.split()[1:])
+        return Salt(text, self.tokens, self.source, self.vocab)
 
     @property
     def reuses(self) -> bool:
@@ -69,7 +99,17 @@ class Salt:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"text": self.text, "tokens": self.tokens, "source": self.source}
+        """run.json's salt; ``per_lap``: a conversation sent again (its pool's lap k > 0)
+        begins with ``for_lap(k)`` of this text, so the text replays every lap."""
+        d: dict[str, Any] = {"text": self.text, "tokens": self.tokens, "source": self.source}
+        if self.text:
+            d["per_lap"] = True
+        return d
+
+
+def _words() -> tuple[str, ...]:
+    from llmbench.workload.words import WORDS
+    return WORDS
 
 
 def _salted(content: Any, text: str) -> Any:
@@ -105,12 +145,12 @@ def new_salt(tok: Any, rng: random.Random | None = None) -> Salt:
     vocab = vocabulary(tok)
     rng = rng or random.SystemRandom()
     text = " ".join(rng.choice(vocab) for _ in range(SALT_WORDS))
-    return Salt(text, count(tok, text), "per run")
+    return Salt(text, count(tok, text), "per run", tuple(vocab))
 
 
 def given_salt(tok: Any, text: str) -> Salt:
     """--prompt-salt TEXT."""
-    return Salt(text, count(tok, text), "--prompt-salt")
+    return Salt(text, count(tok, text), "--prompt-salt", tuple(vocabulary(tok)))
 
 
 def path_words(tok: Any, n: int, salt: Salt) -> list[str]:

@@ -168,6 +168,7 @@ CASES = [
     (["mock", "--ttft-ms", "nan"], 2, "--ttft-ms"),
     (["mock", "--fault-500", "1.5"], 2, "--fault-500"),
     (["mock", "--parallel", "-1"], 2, "--parallel"),
+    (["mock", "--cache-report", "some"], 2, "--cache-report 'some': choose one of usage, none"),
     # target: usage errors, not "cannot reach"
     (["run", "--url", "http://127.0.0.1:99999/v1", "--model", "m"], 2, "port"),
     (["run", "--url", "http://[::1/v1", "--model", "m"], 2, "not a valid URL"),

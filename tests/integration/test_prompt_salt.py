@@ -165,3 +165,83 @@ def test_prompt_salt_and_same_prompts_do_not_go_together():
     with pytest.raises(UsageError, match="give one"):
         llmbench.run(url="http://127.0.0.1:9/v1", model="m", prompt_salt="a b", same_prompts=True,
                      requests=1)
+
+
+# -- laps: a run that needs more conversations than its pool goes through it again ------------
+
+def _pool(tmp_path, n=3):
+    """A dataset of ``n`` conversations: the pool a run of more requests goes round."""
+    import json
+    from llmbench.workload.words import WORDS
+    p = tmp_path / "pool.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"Question {i}: " + " ".join(
+        WORDS[(7 * i + k) % len(WORDS)] for k in range(60))}) + "\n" for i in range(n)))
+    return str(p)
+
+
+def _split(text, n):
+    words = text.split(" ")
+    return " ".join(words[:n]), " ".join(words[n:])
+
+
+def test_each_lap_through_the_pool_gets_its_own_salt_and_a_replay_repeats_them(mock_factory,
+                                                                                 tmp_path):
+    from llmbench.workload import load_tokenizer
+    from llmbench.workload.salt import given_salt
+    log = tmp_path / "mock.jsonl"
+    m = mock_factory(ttft_ms=1, itl_ms=1, record=str(log), record_prompts=True)
+    pool = _pool(tmp_path)
+    a = _run(m.url, tmp_path / "a", dataset=pool, requests=7, concurrency=1)
+    salt = run_json(a)["workload"]["salt"]
+    assert salt["per_lap"] is True and salt["tokens"] == 4
+    sent = _first_messages(log)
+    assert len(sent) == 7                       # one user: in the order drawn, 3 + 3 + 1
+    heads, bodies = zip(*(_split(s, salt["tokens"]) for s in sent))
+    # the same three conversations every lap, each lap beginning with a salt of its own
+    assert bodies[3:6] == bodies[:3] and bodies[6] == bodies[0] and len(set(bodies)) == 3
+    assert heads[0] == salt["text"] and len(set(heads[:3])) == len(set(heads[3:6])) == 1
+    assert len({heads[0], heads[3], heads[6]}) == 3
+    assert len({h.split()[0] for h in (heads[0], heads[3], heads[6])}) == 3   # not one token
+    # each lap's salt is the run's salt's for_lap (the rule the docs give), the length kept
+    tok = load_tokenizer("approx")
+    assert heads[3] == given_salt(tok, salt["text"]).for_lap(1).text
+    assert heads[6] == given_salt(tok, salt["text"]).for_lap(2).text
+    lengths: dict[str, set[int]] = {}
+    for r in records(a):
+        lengths.setdefault(r["conversation"], set()).add(r["prompt_tokens"])
+    assert len(lengths) == 3 and all(len(v) == 1 for v in lengths.values()), lengths
+    # --prompt-salt with the run's salt replays every lap byte for byte
+    _run(m.url, tmp_path / "b", dataset=pool, requests=7, concurrency=1,
+         prompt_salt=salt["text"])
+    assert _first_messages(log)[7:] == sent
+    # --same-prompts: no salt on any lap (the very rows, again and again)
+    _run(m.url, tmp_path / "c", dataset=pool, requests=7, concurrency=1, same_prompts=True)
+    plain = _first_messages(log)[14:]
+    assert plain[3:6] == plain[:3] and plain[0].startswith("Question 0:")
+
+
+def test_a_run_that_goes_round_its_pool_finds_no_more_cached_than_one_that_does_not(
+        mock_factory, tmp_path):
+    # before laps had salts of their own, every lap after the first was the first lap's prompts
+    # again: 12 requests over 3 conversations found 3/4 of their prompt tokens cached
+    m = mock_factory(ttft_ms=1, itl_ms=1, prefix_cache=True)
+    pool = _pool(tmp_path)
+    once = _run(m.url, tmp_path / "once", dataset=pool, requests=3, concurrency=1)
+    laps = _run(m.url, tmp_path / "laps", dataset=pool, requests=12, concurrency=2)
+    assert once.summary.cached_reported == 3 and laps.summary.cached_reported == 12
+    assert laps.summary.cached_prompt_share < once.summary.cached_prompt_share + 0.1
+    assert laps.summary.cached_prompt_share < 0.15
+    assert run_json(laps)["prompt_cache"]["message"] is None
+
+
+def test_a_ramp_past_its_pool_keeps_its_prompts_new_to_the_cache(mock_factory, tmp_path):
+    # the issue's case: a long ramp that needs more conversations than were built (a 3-row
+    # dataset here, the synthetic 2,000 past 2,000): every lap's first turns computed again
+    m = mock_factory(ttft_ms=2, itl_ms=1, tokens=4, prefix_cache=True)
+    r = llmbench.ramp(url=m.url + "/v1", model="mock", out=tmp_path / "r",
+                      dataset=_pool(tmp_path), users=[2], hold="1s", ramp_in="0s", think="0",
+                      output_tokens="4", tokenizer="approx", server_probe="off",
+                      progress=False)
+    pc = run_json(r)["prompt_cache"]
+    assert pc["first_turns"]["requests"] > 12          # round the pool of 3 many times
+    assert pc["first_turns"]["share"] < 0.15, pc

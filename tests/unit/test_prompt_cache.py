@@ -126,3 +126,21 @@ def test_router_counters_give_the_spread_when_no_reply_names_a_backend():
     assert "2 backends taking http://a 50%, http://b 50%" in text and "--direct" in text
     assert router_counters([{"running": 3}]) is None
     assert "If the router has more than one backend" in unidentified_sentence(None)
+
+
+def test_ollama_that_reports_no_cache_says_so_and_what_protects_the_run():
+    recs = [_rec(i, 100, None) for i in range(4)]         # Ollama's /v1: no cached count
+    per_run = {"source": "per run"}
+    assert checks.prompt_cache(recs, per_run, 0.0, server_kind="vllm", api="openai-chat") is None
+    c = checks.prompt_cache(recs, per_run, 0.0, server_kind="ollama", api="openai-chat")
+    assert c["share"] is None and c["note"] == checks.OLLAMA_V1_NOTE and c["message"] is None
+    assert checks.cache_lines(Run(prompt_cache=c)) == [f"Prompt cache: {checks.OLLAMA_V1_NOTE}"]
+    given = checks.prompt_cache(recs, {"source": "--prompt-salt"}, 0.0, server_kind="ollama")
+    assert "--prompt-salt" in given["message"] and "does not say" in given["message"]
+    # the native API's inferred counts (session._ollama_cached): a note says they are inferred,
+    # and when no first turn came back short, what that leaves unknown
+    zero = [_rec(i, 100, 0) for i in range(4)]
+    n = checks.prompt_cache(zero, per_run, 0.0, api="ollama")
+    assert n["share"] == 0 and n["note"] == checks.OLLAMA_NATIVE_NOTE + checks.OLLAMA_NONE_SHORT
+    hit = checks.prompt_cache([_rec(0, 100, 90)] + zero, per_run, 0.0, api="ollama")
+    assert hit["note"] == checks.OLLAMA_NATIVE_NOTE

@@ -46,7 +46,7 @@ from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
 from llmbench.load.shapes.ramp import Ramp, StepWindow
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
 from llmbench.records.record import Record
-from llmbench.workload import Conversation
+from llmbench.workload import Conversation, draw
 
 perf_counter = time.perf_counter
 
@@ -414,7 +414,7 @@ class MixedCrowd:
 
     def _next_conv(self, c: LoadClass) -> Callable[[int], Conversation]:
         ids = self._conv_ids[c.name]
-        return lambda _k: c.convs[next(ids) % len(c.convs)]
+        return lambda _k: draw(c.convs, next(ids))
 
     async def _user(self, c: LoadClass, uid: int, at: float, stop: asyncio.Event) -> None:
         if not await sleep_or_stop(stop, at - perf_counter()):

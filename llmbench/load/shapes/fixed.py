@@ -10,7 +10,7 @@ from typing import Awaitable, Callable, Sequence
 
 from llmbench.load import arrivals
 from llmbench.load.session import Session
-from llmbench.workload import Conversation
+from llmbench.workload import Conversation, draw
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.user import Budget, dispatch, play, virtual_user
 
@@ -49,7 +49,7 @@ async def run_closed(session: Session, convs: Sequence[Conversation], concurrenc
             nonlocal next_conv
             if once and not is_warmup and next_conv >= len(convs):
                 return None
-            c = convs[next_conv % len(convs)]
+            c = draw(convs, next_conv)
             next_conv += 1
             return c
         return next_one
@@ -83,7 +83,7 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     if warmup > 0:
         wb = Budget(warmup, None)
-        await asyncio.gather(*(play(session, convs[i % len(convs)], wb, user=None,
+        await asyncio.gather(*(play(session, draw(convs, i), wb, user=None,
                                      scheduled=perf_counter(), think=think,
                                      rng=random.Random(i), warmup=True, sem=sem)
                                for i in range(warmup)))
@@ -91,7 +91,7 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
         await preconnect(session, min(max_concurrency, len(offsets)))
     t0 = perf_counter() if gate is None else await gate()
     budget = Budget(len(offsets) * max(len(c.turns) for c in convs), None)
-    tasks = await dispatch(session, offsets, lambda i: convs[(warmup + i) % len(convs)],
+    tasks = await dispatch(session, offsets, lambda i: draw(convs, warmup + i),
                            stop=session.stopping, think=think, seed=seed, sem=sem, budget=budget,
                            t0=t0, index=index)
     if tasks:

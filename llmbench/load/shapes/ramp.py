@@ -18,7 +18,7 @@ from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
 from llmbench.load.session import Session
 from llmbench.records.definitions import started_in
 from llmbench.records.record import Record
-from llmbench.workload import Conversation
+from llmbench.workload import Conversation, draw
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
@@ -244,7 +244,7 @@ class Crowd:
         return self.session.records
 
     def next_conv(self, _k: int) -> Conversation:
-        return self.convs[next(self._conv_ids) % len(self.convs)]
+        return draw(self.convs, next(self._conv_ids))
 
     def set_step(self, index: int | None) -> None:
         self.session.step = index

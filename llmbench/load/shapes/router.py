@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
 from llmbench.load.session import Session
 from llmbench.records.record import Record
-from llmbench.workload import Conversation
+from llmbench.workload import Conversation, draw
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.user import virtual_user
 
@@ -57,7 +57,7 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
         # path's own salt makes their text differ: neither reads the other's cache)
         def pick(k: int) -> Conversation:
             played[0] = max(played[0], k + 1)
-            return convs[(offset + uid + k * users) % len(convs)]
+            return draw(convs, offset + uid + k * users)
         return pick
 
     tasks = [loop.create_task(virtual_user(session, conv_of(u), uid=u, think=think,

@@ -71,10 +71,11 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
             async with sem:
                 rec, text = await session.request(msgs, conv.turns[t], scheduled=scheduled,
                                                   user=user, conversation=conv.id, turn_index=t,
-                                                  warmup=warmup)
+                                                  warmup=warmup, lap=conv.lap)
         else:
             rec, text = await session.request(msgs, conv.turns[t], scheduled=scheduled, user=user,
-                                              conversation=conv.id, turn_index=t, warmup=warmup)
+                                              conversation=conv.id, turn_index=t, warmup=warmup,
+                                              lap=conv.lap)
         if not rec.ok:
             return False    # a person whose reply failed does not go on with that conversation
         replies.append(text)
