@@ -96,7 +96,10 @@ def test_request_table_columns_are_typed(mock_run):
     assert str(df.served_by.dtype) == "string"
     assert (df.start_s >= 0).all() and df.start_s.max() < 60       # seconds since the start
     ok = df[df.ok]
-    assert (ok.token_events >= 1).all() and (ok.itl_mean_ms > 0).all()
+    # tokens read in one chunk share their arrival time (a busy machine's late read of the
+    # in-process mock's 2 ms gaps): a gap of 0 is a real figure, a negative or missing one not
+    assert (ok.token_events >= 1).all() and (ok.itl_mean_ms >= 0).all()
+    assert (ok.itl_mean_ms > 0).any()
     assert (ok.e2el_ms >= ok.ttft_ms).all()
 
 
