@@ -309,9 +309,13 @@ def isolation(steps: Sequence[Step], alone: Sequence[IsolatedClass], unit: str =
                     added=(m_v - a_v) if m_v is not None and a_v is not None
                     and m_v != float("inf") and a_v != float("inf") else None,
                     limit=_num(mc.limit), ok_mixed=mc.ok, ok_alone=ac.ok if ac else None))
-        a.text = _alone_sentence(a, mixed, [x.name for x in alone if x.name != a.name])
         out.classes.append(a)
     out.cause = [a.name for a in out.classes if a.state == OVER]
+    for a in out.classes:
+        # a class that broke only with the others is said to be broken by those that break
+        # alone; when none does, by no one class (the conclusion: it is their sum)
+        a.text = _alone_sentence(a, [x.name for x in alone if x.name != a.name],
+                                 [c for c in out.cause if c != a.name])
     out.victims = [a.name for a in out.classes if a.broke_mixed and a.state == HELD]
     out.text = [a.text for a in out.classes]
     out.text.append(_conclusion(out, broke, unit))
@@ -325,7 +329,7 @@ def _main_compared(a: IsolatedClass) -> Compared | None:
         next(iter(a.compared), None)
 
 
-def _alone_sentence(a: IsolatedClass, mixed: ClassStep | None, others: list[str]) -> str:
+def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> str:
     who = ", ".join(others) if others else "the other classes"
     load = amount(a.load, a.unit)
     c = _main_compared(a)
@@ -344,8 +348,10 @@ def _alone_sentence(a: IsolatedClass, mixed: ClassStep | None, others: list[str]
         return (f"{a.name} alone at {load} had too few requests to judge ({what} with {who}: "
                 f"{mv}, alone: {av}).")
     if a.broke_mixed:
+        blame = f"{', '.join(causes)} caused it" if causes else \
+            f"it broke only from sharing the server with {who}"
         return (f"With {who} present, {a.name}'s {what} was {mv}; alone at the same load "
-                f"({load}) it is {av} and holds{added}: {who} caused it.")
+                f"({load}) it is {av} and holds{added}: {blame}.")
     return (f"{a.name} held with {who} ({what} {mv}) and alone at {load} ({av}).")
 
 
