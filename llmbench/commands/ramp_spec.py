@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SCENARIO, SECONDS,
+from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, Spec, UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)
+from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, warn_short_hold, with_ray, workers)
@@ -95,7 +96,7 @@ class RampOpts(Spec):
     sustain: Seconds | None = option("--find: hold the limit found this long to confirm it (default: one more --hold).", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
     budget: Seconds | None = option("--find: stop the search after this long; it says where it stopped and what is left uncertain.", P_STEPS, kind=SECONDS_ABOVE_0, metavar="DURATION")
     join: str = option("How a step's new users join: start (turn 0 of a new conversation, evenly over the ramp-in) | spread (each at a random turn, the earlier turns in its prompt with synthetic replies, at random times in the ramp-in: the mix of a steady state from the first step).", P_STEPS, default="start")
-    scenario: Any = option("Traffic classes in one ramp: a TOML, YAML or JSON file of classes, each with its workload options, share of the users (or users/rate of its own) and thresholds; each class judged on its own requests.", P_STEPS, kind=SCENARIO, metavar="FILE")
+    scenario: Any = scenario_option("Traffic classes in one ramp: a TOML, YAML or JSON file of classes, each with its workload options, share of the users (or users/rate of its own) and thresholds; each class judged on its own requests.", P_STEPS)
     grow: str | None = option("--scenario: grow this class with the steps; the others keep their first step's load.", P_STEPS, metavar="CLASS")
     isolate: bool = option("--scenario: then run each class alone at its load in the first broken step, and say how much the others added (blame, measured).", P_STEPS, "--isolate", kind=FLAG, default=False)
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
-                                       P_OUTPUT, P_VLLM, SCENARIO, SECONDS, TEXTS, Kind, Spec,
+                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec,
                                        UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
                                       RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
                                       TelemetryOpts)
+from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)
@@ -88,7 +89,7 @@ class RunLoadOpts(Spec):
     trace: Path | str | None = option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD, kind=PATH, metavar="FILE")
     trace_speed: float = option("--trace: 2 replays twice as fast (gaps halved).", P_LOAD, kind=FLOAT, default=1.0)
     trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
-    scenario: Any = option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD, kind=SCENARIO, metavar="FILE")
+    scenario: Any = scenario_option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD)
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -156,6 +156,13 @@ def think(default: Any = None) -> Any:
                   default=default)
 
 
+def scenario(help_text: str, panel: str) -> Any:
+    """--scenario, declared once for run and ramp (the same file format; what the classes'
+    shares split is the command's own, so each says it in its help)."""
+    from llmbench.commands.options import SCENARIO
+    return option(help_text, panel, kind=SCENARIO, metavar="FILE")
+
+
 def workers() -> Any:
     return option("Worker processes sharing the load (auto: from the streams and cores).", P_LOAD,
                   kind=WORKERS, default="1", metavar="N|auto")
