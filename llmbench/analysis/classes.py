@@ -132,22 +132,27 @@ def result_line(steps: Sequence[Step], unit: str, planned: int | None) -> str:
     if broke is None or not broke.classes:
         rest = base.split(". ", 1)[1] if ". " in base else ""
         return f"{head}. {rest}".strip()
-    parts = []
-    for name, c in broke.classes.items():
-        if c.state == OVER:
-            why = "; ".join(_breach(x, c.summary.failed) for x in c.failed_checks[:2])
-            parts.append(f"{name} broke: {why}")
-    for name, c in broke.classes.items():
-        if c.state == NO_DATA:
-            parts.append(f"{name} had too few requests to judge")
+    parts = _class_parts(broke, lambda name, c: f"{name} broke: " + "; ".join(
+        _breach(x, c.summary.failed) for x in c.failed_checks[:2]))
+    return (f"{head}. At {amount(broke.load, unit)} ({_loads_text(broke, unit)}), "
+            + "; ".join(parts) + ".")
+
+
+def _class_parts(broke: Step, said: Callable[[str, ClassStep], str | None]) -> list[str]:
+    """What each class did in a step that broke, in the order a verdict says it: an outage
+    first, then each class that broke (``said``: its words, None for nothing to say), those
+    with too few requests, and those that held."""
+    parts = [text for name, c in broke.classes.items() if c.state == OVER
+             for text in [said(name, c)] if text]
+    parts += [f"{n} had too few requests to judge" for n, c in broke.classes.items()
+              if c.state == NO_DATA]
     held = [n for n, c in broke.classes.items() if c.state == HELD]
     if held:
         parts.append(f"{' and '.join(held)} held")
     down = [x for x in broke.checks if x.outage]
     if down:
         parts.insert(0, down[0].reason or "the server was down")
-    return (f"{head}. At {amount(broke.load, unit)} ({_loads_text(broke, unit)}), "
-            + "; ".join(parts) + ".")
+    return parts
 
 
 def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit: str = "users",
@@ -234,16 +239,8 @@ def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
     out = replace(search)
     if broke is not None and broke.classes:
         out.blamed = [n for n, c in broke.classes.items() if c.state == OVER]
-        parts = [f"in {n}, " + _breach(c.failed_checks[0], c.summary.failed)
-                 for n, c in broke.classes.items() if c.state == OVER and c.failed_checks]
-        parts += [f"{n} had too few requests to judge" for n, c in broke.classes.items()
-                  if c.state == NO_DATA]
-        held = [n for n, c in broke.classes.items() if c.state == HELD]
-        if held:
-            parts.append(f"{' and '.join(held)} held")
-        down = [x for x in broke.checks if x.outage]
-        if down:
-            parts.insert(0, down[0].reason or "the server was down")
+        parts = _class_parts(broke, lambda n, c: f"in {n}, " + _breach(
+            c.failed_checks[0], c.summary.failed) if c.failed_checks else None)
         if parts:
             out.broke_because = "; ".join(parts)
     out = finish_text(out, unit)

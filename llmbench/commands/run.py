@@ -108,15 +108,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
         extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
-    gave_up = abandon.abandonment(c.params.abandon, records, server.samples, outcome.t0_perf,
-                                  server.kind)
-    if gave_up is not None:
-        extra["abandonment"] = gave_up
-    if outcome.telemetry is not None:
-        # the whole run: from the first request's dispatch to the last one's end
-        end = float(records.col("done").max()) if len(records) else None
-        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                                     end).get("body", {}))
+    extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
     run = Run(
         kind="run", status="partial" if outcome.interrupted or _crashed(outcome) else "complete",
         started_at=outcome.started_at,
@@ -141,6 +133,21 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     write_timeline(run_dir, outcome, records)
     # the one rule the command line exits with (results.schema.Run.exit_code)
     return run, run.exit_code, (outcome, harness.texts)
+
+
+def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
+                           ) -> dict[str, Any]:
+    """run.json's parts a run and a run of classes share: who gave up (--abandon) and the server
+    machine over the whole run, from the first request's dispatch to the last one's end."""
+    extra: dict[str, Any] = {}
+    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
+    if gave_up is not None:
+        extra["abandonment"] = gave_up
+    if outcome.telemetry is not None:
+        end = float(records.col("done").max()) if len(records) else None
+        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                                     end).get("body", {}))
+    return extra
 
 
 def _crashed(outcome: Any) -> bool:
@@ -277,13 +284,7 @@ def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]
     extra: dict[str, Any] = {}
     policy = next((cp.common.params.abandon for cp in plan.scenario.classes
                    if cp.common.params.abandon is not None), None)
-    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
-    if gave_up is not None:
-        extra["abandonment"] = gave_up
-    if outcome.telemetry is not None:
-        end = float(records.col("done").max()) if len(records) else None
-        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                                     end).get("body", {}))
+    extra.update(_gave_up_and_telemetry(policy, records, server, outcome))
     run = Run(
         kind="run", status="partial" if outcome.interrupted or step is None else "complete",
         started_at=outcome.started_at,

@@ -17,7 +17,15 @@ from typing import Any
 import llmbench
 from llmbench.results.schema import Run
 
-__all__ = ["probe", "ramp_exit_code", "records", "run_exit_code", "run_json"]
+__all__ = ["SMALL_AGENT", "probe", "ramp_exit_code", "records", "run_exit_code", "run_json"]
+
+# A small agent workload for the tests that watch sessions go by (the live view, the dashboard,
+# the metrics port, a sweep): 4 calls with 150 ms tool gaps, tiny prompts and replies, counted
+# by the approximate tokenizer (no download); a test overrides what it needs
+SMALL_AGENT: dict[str, Any] = dict(
+    workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
+    agent_system_tokens="20", agent_task_tokens="20", agent_result_tokens="10",
+    agent_call_tokens="5", agent_answer_tokens="5", tokenizer="approx")
 
 
 def run_exit_code(run: Run) -> int:

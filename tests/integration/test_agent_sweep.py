@@ -10,15 +10,14 @@ import re
 import llmbench
 from llmbench.report import sweep_html
 from llmbench.report.console import fmt_ms
+from tests.helpers.api import SMALL_AGENT
 
 
 def test_a_sweep_of_agents_shows_each_settings_sessions(tmp_path):
     sweep = llmbench.sweep(settings={"parallel": [1, 4]}, mock=True,
                            mock_options="--ttft-ms 5 --itl-ms 2", users=[1, 2], hold="1s",
-                           ramp_in="0.2s", workload_type="agent", agent_steps="3",
-                           agent_tool_latency="50ms", agent_system_tokens="20",
-                           agent_task_tokens="20", agent_result_tokens="10",
-                           agent_call_tokens="5", agent_answer_tokens="5", tokenizer="approx",
+                           ramp_in="0.2s", **{**SMALL_AGENT, "agent_steps": "3",
+                                             "agent_tool_latency": "50ms"},
                            threshold=["session.p50<=60s"], out=tmp_path)
     page = sweep_html.render(sweep.path)
     assert "<h2>Agent sessions</h2>" in page

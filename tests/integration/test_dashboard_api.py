@@ -13,6 +13,7 @@ import urllib.request
 import llmbench
 from llmbench.report.dashboard import handle
 from llmbench.report.dashboard.page import final_page
+from tests.helpers.api import SMALL_AGENT
 from tests.helpers import only_run
 
 
@@ -136,10 +137,7 @@ def test_agent_sessions_on_the_page_while_they_run_and_at_the_end_as_run_json(mo
     t.start()
     try:
         run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="3s",
-                           workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
-                           agent_system_tokens="20", agent_task_tokens="20",
-                           agent_result_tokens="10", agent_call_tokens="5",
-                           agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                           **SMALL_AGENT, out=tmp_path,
                            dashboard=0)
         stop.set()
         t.join(10)

@@ -10,6 +10,7 @@ import re
 import sys
 
 import llmbench
+from tests.helpers.api import SMALL_AGENT
 
 
 def test_the_live_view_shows_agent_sessions_and_the_server_machine_as_they_go(
@@ -17,10 +18,7 @@ def test_the_live_view_shows_agent_sessions_and_the_server_machine_as_they_go(
     m = mock_factory(ttft_ms=10, itl_ms=2, parallel=8)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="2.5s",
-                       workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
-                       agent_system_tokens="20", agent_task_tokens="20",
-                       agent_result_tokens="10", agent_call_tokens="5",
-                       agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                       **SMALL_AGENT, out=tmp_path,
                        progress=True)
     err = capsys.readouterr().err
     agents = re.findall(r"agents: (\d+) running(?: \(call \d+\))?  (\d+) done", err)

@@ -21,6 +21,7 @@ from llmbench.load.shapes.fixed import ClosedLoop
 from llmbench.records.record import Record
 from llmbench.report.prometheus import BUCKETS_S, MetricsExporter
 from llmbench.workload.model import Conversation, Turn
+from tests.helpers.api import SMALL_AGENT
 
 
 def families(text: str) -> dict[str, object]:
@@ -322,10 +323,7 @@ def test_agent_sessions_on_the_metrics_port_while_they_run_and_at_the_end(mock_f
     t.start()
     try:
         run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=3, duration="3s",
-                           workload_type="agent", agent_steps="4", agent_tool_latency="150ms",
-                           agent_system_tokens="20", agent_task_tokens="20",
-                           agent_result_tokens="10", agent_call_tokens="5",
-                           agent_answer_tokens="5", tokenizer="approx", out=tmp_path,
+                           **SMALL_AGENT, out=tmp_path,
                            metrics_port=port)
     finally:
         stop.set()
