@@ -10,10 +10,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
+from llmbench.results.cache import CacheCounts, PromptCache
+
+C = TypeVar("C", bound=CacheCounts)
 
 # Most requests must differ before it is worth saying: a few early EOS are normal.
 MOST = 0.5
@@ -185,15 +188,17 @@ CACHE_SAY = 0.1
 CACHE_PATHS_DIFFER = 0.1
 
 
-def _cache_counts(st: RecordStore, mask: Any) -> dict[str, Any]:
+def _cache_counts(st: RecordStore, mask: Any, of: type[C] = CacheCounts) -> C:  # type: ignore[assignment]
+    """Cached against prompt tokens of the successful requests ``mask`` keeps that reported both
+    (``of``: the part to make, the counts of a path or the whole run's)."""
     import numpy as np
     cached, c_ok = st.ints("cached_tokens")
     prompt, p_ok = st.ints("prompt_tokens")
     told = mask & c_ok & p_ok
     total = int(prompt[told].sum())
     hit = int(cached[told].sum())
-    return {"requests": int(np.count_nonzero(told)), "cached_tokens": hit, "prompt_tokens": total,
-            "share": min(hit / total, 1.0) if total else None}
+    return of(requests=int(np.count_nonzero(told)), cached_tokens=hit, prompt_tokens=total,
+              share=min(hit / total, 1.0) if total else None)
 
 
 # Ollama's OpenAI-compatible /v1 said nothing of its cache before 0.34 (usage has no
@@ -219,67 +224,64 @@ def _ollama_counted(st: RecordStore) -> bool:
 
 def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
                  shared_share: float | None = None, server_kind: str | None = None,
-                 api: str | None = None) -> dict[str, Any] | None:
+                 api: str | None = None) -> PromptCache | None:
     """How much of the prompts the server said it took from its prefix cache (run.json's
-    "prompt_cache"), over successful measured requests that reported it, overall, on first
-    turns (whose prompts a run makes new: later turns resend their history, which a cache
-    rightly holds) and per probe path; and the one line to print when it flatters the run.
-    ``salt``: the workload's (Workload.describe_salt); ``shared_share``: the share of each
-    prompt the workload shares on purpose (None: unknown, as for files). None: no request
-    reported cached tokens, unless the server is Ollama (``server_kind``, or the native
-    ``api``): then ``note`` says what it does not report and what protects the run instead."""
+    "prompt_cache", results.cache.PromptCache), over successful measured requests that reported
+    it, overall, on first turns (whose prompts a run makes new: later turns resend their
+    history, which a cache rightly holds) and per probe path; and the one line to print when
+    it flatters the run. ``salt``: the workload's (Workload.describe_salt); ``shared_share``:
+    the share of each prompt the workload shares on purpose (None: unknown, as for files).
+    None: no request reported cached tokens, unless the server is Ollama (``server_kind``, or
+    the native ``api``): then ``note`` says what it does not report and what protects the run
+    instead."""
     import numpy as np
     st = records if isinstance(records, RecordStore) else RecordStore.of(records)
     if not len(st):
         return None
     ok = st.col("ok") & ~st.col("warmup")
-    out = _cache_counts(st, ok)
+    out = _cache_counts(st, ok, PromptCache)
     native = str(api or "").startswith("ollama")
-    if not out["requests"]:
+    if not out.requests:
         if server_kind != "ollama" and not native:
             return None
         return _ollama_unreported(out, salt)
     turn, _ = st.ints("turn")
     first = _cache_counts(st, ok & (turn == 0))
-    out["first_turns"] = first
+    out.first_turns = first
     paths = st.view_strs("path")
     table = st.table()
-    by_path = {}
     for pid in np.unique(paths):
         name = table[int(pid)]
         if name:
-            by_path[name] = _cache_counts(st, ok & (paths == pid) & (turn == 0))
-    if by_path:
-        out["by_path"] = by_path
+            out.by_path[name] = _cache_counts(st, ok & (paths == pid) & (turn == 0))
     source = (salt or {}).get("source") or "none"
     reuse = source != "per run"
-    out["salt"] = source
-    share = out["share"] or 0.0
-    f_share = first["share"]
-    message = None
+    out.salt = source
+    share = out.share or 0.0
+    f_share = first.share
     what = (f"{share * 100:.0f}% of prompt tokens came from the server's prefix cache "
-            f"({out['cached_tokens']} of {out['prompt_tokens']}, {out['requests']} requests "
+            f"({out.cached_tokens} of {out.prompt_tokens}, {out.requests} requests "
             "reported it)")
     if reuse and share >= CACHE_SAY:
         why = ("--same-prompts" if "same-prompts" in source else
                "--prompt-salt" if source == "--prompt-salt" else "no per-run salt")
-        message = (f"{what}: with {why} these numbers include cache hits by request "
-                   "(their prefill skipped); TTFT is not what new prompts would see")
+        out.message = (f"{what}: with {why} these numbers include cache hits by request "
+                       "(their prefill skipped); TTFT is not what new prompts would see")
     elif not reuse and f_share is not None and f_share >= CACHE_HIGH and \
             f_share > (shared_share or 0.0) + CACHE_MARGIN:
         known = "" if shared_share is None else \
             f", the workload shares {shared_share * 100:.0f}% on purpose"
-        message = (f"{f_share * 100:.0f}% of first-turn prompt tokens came from the server's "
-                   f"prefix cache although this run's prompts were new to it{known}: TTFT is "
-                   "flattered (repeated rows in the dataset, another client sending the same "
-                   "prompts, or a server cache that ignores the salt)")
-    out["message"] = message
+        out.message = (f"{f_share * 100:.0f}% of first-turn prompt tokens came from the "
+                       "server's prefix cache although this run's prompts were new to it"
+                       f"{known}: TTFT is flattered (repeated rows in the dataset, another "
+                       "client sending the same prompts, or a server cache that ignores the "
+                       "salt)")
     if native and not _ollama_counted(st):
-        out["note"] = OLLAMA_NATIVE_NOTE + ("" if first["cached_tokens"] else OLLAMA_NONE_SHORT)
-    if len(by_path) > 1:
-        shares = {k: v["share"] for k, v in by_path.items() if v["share"] is not None}
+        out.note = OLLAMA_NATIVE_NOTE + ("" if first.cached_tokens else OLLAMA_NONE_SHORT)
+    if len(out.by_path) > 1:
+        shares = {k: v.share for k, v in out.by_path.items() if v.share is not None}
         if len(shares) > 1 and max(shares.values()) - min(shares.values()) > CACHE_PATHS_DIFFER:
-            out["paths_differ"] = (
+            out.paths_differ = (
                 "the paths differ in prompt-cache hits on first turns ("
                 + ", ".join(f"{k} {v * 100:.0f}%" for k, v in shares.items())
                 + "): their TTFT compares cached against computed prefill, not the router's "
@@ -287,41 +289,43 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     return out
 
 
-def _ollama_unreported(out: dict[str, Any], salt: dict[str, Any] | None) -> dict[str, Any]:
+def _ollama_unreported(out: PromptCache, salt: dict[str, Any] | None) -> PromptCache:
     """Ollama's /v1 (or a native API that counted nothing): no share, the note, and with
     prompts that may repeat on purpose the warning that their hits go unseen."""
     source = (salt or {}).get("source") or "none"
-    out.update(share=None, salt=source, server="ollama", note=OLLAMA_V1_NOTE, message=None)
+    out.share, out.salt, out.server, out.note, out.message = None, source, "ollama", \
+        OLLAMA_V1_NOTE, None
     if source != "per run":
         why = ("--same-prompts" if "same-prompts" in source else
                "--prompt-salt" if source == "--prompt-salt" else "no per-run salt")
-        out["message"] = (f"with {why} the prompts may repeat an earlier run's, and Ollama's "
-                          "/v1 does not say how many it found cached: TTFT may include cache "
-                          "hits that nothing here measured")
+        out.message = (f"with {why} the prompts may repeat an earlier run's, and Ollama's "
+                       "/v1 does not say how many it found cached: TTFT may include cache "
+                       "hits that nothing here measured")
     return out
 
 
 def cache_lines(run: Any) -> list[str]:
     """The console's lines about the prefix cache of a run (``results.schema.Run``): the share
     when a server reported one, then the warning when it flatters the numbers."""
-    c = run.prompt_cache or {}
+    c = run.prompt_cache
+    if c is None:
+        return []
     out = []
-    if c.get("share") is not None:
-        parts = [f"{c.get('requests')} requests reported it"]
-        first = c.get("first_turns") or {}
-        if first.get("share") is not None and first.get("requests", 0) < c.get("requests", 0):
-            parts.append(f"first turns {first['share'] * 100:.0f}%")
-        by_path = c.get("by_path") or {}
-        if len(by_path) > 1:
+    if c.share is not None:
+        parts = [f"{c.requests} requests reported it"]
+        first = c.first_turns
+        if first is not None and first.share is not None and first.requests < c.requests:
+            parts.append(f"first turns {first.share * 100:.0f}%")
+        if len(c.by_path) > 1:
             parts.append("first turns by path: " + ", ".join(
-                f"{k} {v['share'] * 100:.0f}%" for k, v in by_path.items()
-                if v.get("share") is not None))
-        out.append(f"Prompt cache: {c['share'] * 100:.0f}% of prompt tokens served from the "
+                f"{k} {v.share * 100:.0f}%" for k, v in c.by_path.items()
+                if v.share is not None))
+        out.append(f"Prompt cache: {c.share * 100:.0f}% of prompt tokens served from the "
                    f"server's cache ({'; '.join(parts)})")
-    if c.get("note"):
-        out.append(f"Prompt cache: {c['note']}")
-    if c.get("message"):
-        out.append(f"WARNING: {c['message']}")
+    if c.note:
+        out.append(f"Prompt cache: {c.note}")
+    if c.message:
+        out.append(f"WARNING: {c.message}")
     return out                          # a probe says paths_differ with its own verdict
 
 

@@ -156,14 +156,14 @@ def perform(plan: ProbePlan) -> Done:
               f"path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
     elif len(steps) > 1:
         print("No step where the router's overhead grew while the direct path stayed flat.")
-    pc = run.prompt_cache or {}
-    if pc.get("paths_differ"):
+    pc = run.prompt_cache
+    if pc is not None and pc.paths_differ:
         # the overhead above is then partly the cache's: say so where the answer is read
-        print(f"Not like for like: {pc['paths_differ']}.")
-    elif len(pc.get("by_path") or {}) > 1:
+        print(f"Not like for like: {pc.paths_differ}.")
+    elif pc is not None and len(pc.by_path) > 1:
         print("Prompt cache on first turns, by path: " + ", ".join(
-            f"{k} {v['share'] * 100:.0f}%" for k, v in pc["by_path"].items()
-            if v.get("share") is not None) + " (each path sends its own prompts).")
+            f"{k} {v.share * 100:.0f}%" for k, v in pc.by_path.items()
+            if v.share is not None) + " (each path sends its own prompts).")
     be = run.backends
     if run.backends_unidentified:
         print(run.backends_unidentified)

@@ -29,6 +29,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
                              EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
+from llmbench.results.cache import PromptCache
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.search import Search
@@ -1165,7 +1166,7 @@ class Run(Part):
     not_streamed: int = part(0, when=_measured)
     connection_resends: int = part(0, when=_measured)
     # how much of the prompts the server took from its prefix cache (analysis.checks)
-    prompt_cache: dict[str, Any] | None = part(None, when=_measured)
+    prompt_cache: PromptCache | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
     # run --scenario: each traffic class at its part of the load, its own summary and checks
     # (its checks are among ``thresholds`` too, tagged with the class)

@@ -10,6 +10,7 @@ import pytest
 from llmbench.analysis import checks
 from llmbench.analysis.backends import router_counters, unidentified_sentence
 from llmbench.records.record import Record
+from llmbench.results.cache import CacheCounts, PromptCache
 from llmbench.results.schema import Run
 from llmbench.workload import WorkloadSpec, build_workload
 from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
@@ -74,21 +75,28 @@ def test_the_cache_check_says_what_flatters_and_what_was_asked_for():
     recs = [_rec(i, 100, 90) for i in range(10)]
     per_run = {"source": "per run"}
     c = checks.prompt_cache(recs, per_run, 0.0)
-    assert c["share"] == pytest.approx(0.9) and c["requests"] == 10
-    assert "although this run's prompts were new" in c["message"]
+    assert c.share == pytest.approx(0.9) and c.requests == 10
+    assert "although this run's prompts were new" in c.message
     # a workload that shares 85% of each prompt on purpose: nothing to warn about
-    assert checks.prompt_cache(recs, per_run, 0.85)["message"] is None
+    assert checks.prompt_cache(recs, per_run, 0.85).message is None
     # files: what they share is unknown; the check still warns, naming the likely causes
-    assert "repeated rows" in checks.prompt_cache(recs, per_run, None)["message"]
+    assert "repeated rows" in checks.prompt_cache(recs, per_run, None).message
     # later turns resend their history: a cache rightly holds it (first turns decide)
     multi = [_rec(i, 100, 2) for i in range(5)] + [_rec(i, 300, 280, turn=1) for i in range(5, 10)]
     c = checks.prompt_cache(multi, per_run, 0.0)
-    assert c["share"] > 0.5 and c["first_turns"]["share"] < 0.05 and c["message"] is None
+    assert c.share > 0.5 and c.first_turns.share < 0.05 and c.message is None
     # the same prompts on purpose: the numbers include cache hits, whatever the turn
     c = checks.prompt_cache(recs, {"source": "none (--same-prompts)"}, 0.0)
-    assert "--same-prompts" in c["message"] and "cache hits" in c["message"]
+    assert "--same-prompts" in c.message and "cache hits" in c.message
     assert checks.prompt_cache([_rec(0, 100, None)], per_run) is None    # nobody reported
-    lines = checks.cache_lines(Run(prompt_cache=checks.prompt_cache(recs, per_run, 0.0)))
+    c = checks.prompt_cache(recs, per_run, 0.0)
+    # typed, and run.json's object under the names it always had, read back equal
+    assert isinstance(c, PromptCache) and isinstance(c.first_turns, CacheCounts)
+    d = c.to_dict()
+    assert list(d) == ["requests", "cached_tokens", "prompt_tokens", "share", "first_turns",
+                       "salt", "message"] and d["first_turns"]["requests"] == 10
+    assert PromptCache.from_dict(d) == c and PromptCache.from_dict(d).to_dict() == d
+    lines = checks.cache_lines(Run(prompt_cache=c))
     assert lines[0].startswith("Prompt cache: 90% of prompt tokens") and lines[1].startswith("WARNING")
 
 
@@ -96,10 +104,11 @@ def test_probe_paths_that_differ_in_cached_share_are_named():
     recs = [_rec(i, 100, 2, path="router") for i in range(6)] + \
         [_rec(i, 100, 80, path="direct") for i in range(6, 12)]
     c = checks.prompt_cache(recs, {"source": "per run"}, 0.0)
-    assert c["by_path"]["router"]["share"] == pytest.approx(0.02)
-    assert "router 2%, direct 80%" in c["paths_differ"]
+    assert c.by_path["router"].share == pytest.approx(0.02)
+    assert "router 2%, direct 80%" in c.paths_differ
     even = [_rec(i, 100, 3, path=("router", "direct")[i % 2]) for i in range(12)]
-    assert "paths_differ" not in checks.prompt_cache(even, {"source": "per run"}, 0.0)
+    calm = checks.prompt_cache(even, {"source": "per run"}, 0.0)
+    assert calm.paths_differ is None and "paths_differ" not in calm.to_dict()
 
 
 def test_cached_tokens_from_llamacpp_timings_and_ollamas_short_count():
@@ -133,14 +142,14 @@ def test_ollama_that_reports_no_cache_says_so_and_what_protects_the_run():
     per_run = {"source": "per run"}
     assert checks.prompt_cache(recs, per_run, 0.0, server_kind="vllm", api="openai-chat") is None
     c = checks.prompt_cache(recs, per_run, 0.0, server_kind="ollama", api="openai-chat")
-    assert c["share"] is None and c["note"] == checks.OLLAMA_V1_NOTE and c["message"] is None
+    assert c.share is None and c.note == checks.OLLAMA_V1_NOTE and c.message is None
     assert checks.cache_lines(Run(prompt_cache=c)) == [f"Prompt cache: {checks.OLLAMA_V1_NOTE}"]
     given = checks.prompt_cache(recs, {"source": "--prompt-salt"}, 0.0, server_kind="ollama")
-    assert "--prompt-salt" in given["message"] and "does not say" in given["message"]
+    assert "--prompt-salt" in given.message and "does not say" in given.message
     # the native API's inferred counts (session._ollama_cached): a note says they are inferred,
     # and when no first turn came back short, what that leaves unknown
     zero = [_rec(i, 100, 0) for i in range(4)]
     n = checks.prompt_cache(zero, per_run, 0.0, api="ollama")
-    assert n["share"] == 0 and n["note"] == checks.OLLAMA_NATIVE_NOTE + checks.OLLAMA_NONE_SHORT
+    assert n.share == 0 and n.note == checks.OLLAMA_NATIVE_NOTE + checks.OLLAMA_NONE_SHORT
     hit = checks.prompt_cache([_rec(0, 100, 90)] + zero, per_run, 0.0, api="ollama")
-    assert hit["note"] == checks.OLLAMA_NATIVE_NOTE
+    assert hit.note == checks.OLLAMA_NATIVE_NOTE
