@@ -14,6 +14,7 @@ from llmbench.analysis import timeline as timeline_mod
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
 from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError, STOP_SIGNALS, release_signals
+from llmbench.load.observe import Observer
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.folder import clean_nan, environment, is_write_error, new_run_dir, write_error_line
@@ -83,18 +84,7 @@ class Common:
                     # the run's own harness: a signal after its load waits for run.json
                     hold_after=run_dir is not None)
         h.fleet = self.fleet(shape)
-        if self.metrics_at is not None:
-            from llmbench.report.prometheus import MetricsExporter
-            host, port = self.metrics_at
-            h.metrics = MetricsExporter(host, port, run=run_dir.name if run_dir else "")
-        if shape is not None and self.progress is not False:
-            h.board = board_for(shape)
-        if shape is not None and (self.dashboard_at is not None or _cell_view()):
-            from llmbench.report.dashboard import handle
-            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
-            h.dashboard = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
-            if h.dashboard is not None:
-                h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
+        h.observers = self.observers(shape, run_dir)
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)
@@ -102,6 +92,28 @@ class Common:
             h.verbose = True
             self.say_decisions(h)
         return h
+
+    def observers(self, shape: Any, run_dir: Path | None) -> list[Observer]:
+        """Who watches the run, built in this one place: the Prometheus exporter
+        (--metrics-port), the terminal view, the dashboard's page (--dashboard) and a notebook
+        cell's view (one feed: report.dashboard.feed.DashboardFeed)."""
+        out: list[Observer] = []
+        if self.metrics_at is not None:
+            from llmbench.report.prometheus import MetricsExporter
+            host, port = self.metrics_at
+            out.append(MetricsExporter(host, port, run=run_dir.name if run_dir else "",
+                                       keep=run_dir / "metrics.prom" if run_dir else None))
+        if shape is not None and self.progress is not False:
+            out.append(board_for(shape))
+        if shape is not None and (self.dashboard_at is not None or _cell_view()):
+            from llmbench.report.dashboard import handle
+            from llmbench.report.dashboard.feed import DashboardFeed
+            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
+            board = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
+            if board is not None:
+                board.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
+                out.append(DashboardFeed(board))
+        return out
 
     def say_decisions(self, h: Harness) -> None:
         """-v: what llmbench chose for this run, on stderr."""
@@ -441,6 +453,14 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
     board = _dashboard()
     if board is not None:                   # the page becomes the report (a sweep: goes on)
         board.finished(run_dir, run)
+
+
+def dashboard_of(h: Harness) -> Any:
+    """The dashboard a run's harness feeds (a ramp's steps and thresholds go to its page as
+    they are judged), or None."""
+    from llmbench.report.dashboard.feed import DashboardFeed
+    return next((o.board for o in h.observers if isinstance(o, DashboardFeed)), None) \
+        if "llmbench.report.dashboard.feed" in sys.modules else None
 
 
 def _dashboard() -> Any:

@@ -15,7 +15,7 @@ from llmbench.results.schema import ProbeStep, Run, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_started
+from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_started
 
 
 @dataclass
@@ -87,10 +87,12 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
         step.monitor = w.monitor
         return step
     shape.judge = judge
+    dashboard = dashboard_of(harness)
+
     def on_step(s: ProbeStep) -> None:
         harness.say(_row(s))
-        if harness.dashboard is not None:       # the page takes the step as run.json has it
-            harness.dashboard.step(s.to_dict())
+        if dashboard is not None:       # the page takes the step as run.json has it
+            dashboard.step(s.to_dict())
     shape.on_step = on_step
     print(HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))

@@ -29,7 +29,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
 @dataclass
@@ -350,30 +350,32 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         shape.on_plan = on_plan
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
+    dashboard = dashboard_of(harness)
+
     def on_step(step: Step) -> None:
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
             harness.say(row)
         if step.monitor.get("overloaded"):
             print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
-        if run_dir is not None or harness.dashboard is not None:
+        if run_dir is not None or dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
                        ServerSeen(None, None, []), False, True, [])
             data = doc.save(run_dir)
-            if harness.dashboard is not None:   # its thresholds, and the verdict so far
+            if dashboard is not None:   # its thresholds, and the verdict so far
                 v = dict(data.get("verdict") or {})
                 if v and all(st.held for st in doc.steps):
                     # not "stopped after k of n steps": the ramp goes on
                     v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
-                harness.dashboard.step(data["steps"][-1], v or None)
+                dashboard.step(data["steps"][-1], v or None)
     shape.on_step = on_step
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:
             harness.say(console.isolated_row(alone))
         shape.on_isolated = on_isolated
-    if harness.dashboard is not None:
-        harness.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
+    if dashboard is not None:
+        dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
     from llmbench import wire
     for line in intro_lines(r):
         print(line, flush=True)

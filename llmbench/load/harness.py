@@ -27,6 +27,7 @@ from llmbench.client.request import Client, RequestParams, Timeouts, preload_tra
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.load import eventloop
 from llmbench.load.monitor import LoopMonitor, MonitorSample
+from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverError
 from llmbench.load.session import Counters, Session
 from llmbench.client.netconfig import certificate_problem, unreachable_hint
 from llmbench.servers.scrape import ServerProbe
@@ -42,6 +43,9 @@ perf_counter = time.perf_counter
 PREFLIGHT_ATTEMPTS = 3
 # Without a terminal nobody sees a spinner: one line after this long, then one every 30 s.
 PREFLIGHT_NOTE_AFTER_S = 5.0
+# token events are handed to the observers this often (a sum over the replies in flight, never
+# a call per token: the hot path is unchanged); a 1 s rate read from them is within 10 %
+TOKEN_TICK_S = 0.1
 # --dashboard: the telemetry samples (about one a second per source) it is handed each second
 TELEMETRY_KEEP = 6
 
@@ -141,18 +145,12 @@ class Harness:
     # Worker processes (llmbench.workers.Fleet, set by the command for --workers N > 1): the
     # shape is handed to it instead of being driven here. None: this process, as always.
     fleet: Any = None
-    # --metrics-port: an exporter (llmbench.report.prometheus.MetricsExporter, handed in by the
-    # command) that gets every finished record (``observe``, the only call on the loop) and
-    # reads the live state through ``gauges`` when scraped; its port is open while the load runs
-    metrics: Any = None
-    # The live view on a terminal (llmbench.report.live.LiveBoard, handed in by the command):
-    # gets every finished record (``observe``) and draws several rows a second in place; without
-    # a terminal, or without a board, the one-line live_line is printed instead
-    board: Any = None
-    # --dashboard: the page llmbench serves (llmbench.report.dashboard.handle.Dashboard, handed in by
-    # the command, already listening): gets every finished record (``observe``) and reads the
-    # live state through ``attach``'s provider in its own thread, once a second
-    dashboard: Any = None
+    # Who watches the run (load.observe.Observer, built by the command in one place: the
+    # Prometheus exporter, the terminal view, the dashboard's feed, a notebook cell's): each
+    # gets every finished record and the token events as they arrive; an ``Attached`` one reads
+    # the live state in its own thread; the ``Drawn`` one is drawn on the terminal (without a
+    # terminal it gets nothing, and the one-line live_line is printed instead)
+    observers: list[Observer] = field(default_factory=list)
     verbose: bool = False                 # -v: say what was decided along the way (resends)
     # hold stop signals from the end of the load until the command releases them (its run.json
     # written: commands.common.write_run); set by the command for its run's harness
@@ -201,14 +199,6 @@ class Harness:
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         clients: dict[str, Client] = {}
-        if self.metrics is not None:
-            try:
-                self.metrics.start()
-            except OSError as exc:
-                raise PreflightError(f"--metrics-port {self.metrics.port}: cannot listen on "
-                                     f"{self.metrics.host}:{self.metrics.port} ({exc.strerror or exc}); "
-                                     "choose a free port, or 0 for any", EXIT_USAGE) from None
-            print(f"Prometheus metrics: {self.metrics.url} while the run lasts", file=sys.stderr)
         try:
             for spec in targets:
                 client = Client(spec.target, spec.params or self.params, self.timeouts,
@@ -231,15 +221,6 @@ class Harness:
                              if len(st))
                 print(f"llmbench: requests resent on a new connection (a stale kept-alive one): "
                       f"{resent}", file=sys.stderr)
-            if self.metrics is not None:
-                # the port is open only while the run lasts (a scraper that is watching gets
-                # one last scrape first); the final exposition stays in the run folder
-                self.metrics.close()
-                if self.run_dir is not None:
-                    try:
-                        (self.run_dir / "metrics.prom").write_bytes(self.metrics.render())
-                    except OSError:
-                        pass                    # the records are what matters; they are kept
 
     # -- the run --------------------------------------------------------------------------
     async def _drive(self, shape: LoadShape, targets: list[TargetSpec], clients: dict[str, Client],
@@ -257,12 +238,8 @@ class Harness:
         if self.keep_texts:
             for s in sessions.values():
                 s.texts = self.texts            # reply texts only when they will be written
-        # the live view takes records only when it will draw them (a terminal): otherwise it
-        # would hold every record of the run for nothing (20k requests: +20 MB, scripts/
-        # bench_memory.py); the exporter drains its own in its thread
-        board = self.board if self.board is not None and self.show_progress() \
-            and sys.stderr.isatty() else None
-        watchers = [w.observe for w in (self.metrics, board, self.dashboard) if w is not None]
+        observers = self._watching()
+        watchers = [o.observe for o in observers]
         if watchers:
             hook = watchers[0] if len(watchers) == 1 else (
                 lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))) \
@@ -275,6 +252,16 @@ class Harness:
         # with workers, the generator check reads their samples, gathered by the fleet
         view = fleet.view if fleet is not None else monitor
         drive = Drive(sessions, stopping, view, live)
+        scrapers: dict[str, ServerProbe] = {}
+        events = [0]                    # token events so far, as they arrive (_tokens)
+        for o in observers:             # before any load: a port taken stops the run here
+            if isinstance(o, Attached):
+                try:
+                    o.attach(lambda: self._now(sessions, live, view, scrapers, events[0]))
+                except ObserverError as exc:
+                    for other in observers:
+                        other.close()
+                    raise PreflightError(str(exc), EXIT_USAGE) from None
         main = asyncio.current_task()
         interrupted = False
         if fleet is not None:
@@ -315,7 +302,6 @@ class Harness:
         if fleet is None:
             monitor.start()
         probe_stop = asyncio.Event()
-        scrapers: dict[str, ServerProbe] = {}
         own: set[asyncio.Task[Any]] = set()
         for spec in targets:
             if spec.server_probe == "off":
@@ -331,15 +317,12 @@ class Harness:
         if self.telemetry is not None:
             own.add(loop.create_task(self.telemetry.run(
                 probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
-        if self.metrics is not None:
-            self.metrics.gauges = lambda: self._gauges(sessions, live, view)
-        if self.dashboard is not None:
-            self.dashboard.attach(lambda: self._dashboard_gauges(sessions, live, view, scrapers))
         if not live.load:
             # a fixed load (a run) says its level here; a ramp or probe sets it per step
             live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
+        own.add(loop.create_task(self._tokens(sessions, observers, events)))
         printer = loop.create_task(self._live(sessions, live, view)) \
-            if self.live_line or self.board is not None else None
+            if self.live_line or self._board_of(observers) is not None else None
         if printer is not None:
             own.add(printer)
         t0_epoch, t0_perf = self.started_at, self.t0_perf = time.time(), perf_counter()
@@ -367,9 +350,10 @@ class Harness:
                     pass
             await monitor.stop()
             _remove(loop, installed, on_signal)
-            if self.dashboard is not None:
-                # its last tick, with every record (in its thread: it joins the feeder)
-                await asyncio.to_thread(self.dashboard.stop_feed)
+            # every record observed: each observer's last tick or scrape (in a thread: the
+            # dashboard joins its feeder, the exporter waits for a watching scraper's last)
+            for o in observers:
+                await asyncio.to_thread(o.close)
             if self.show_progress() and sys.stderr.isatty():
                 sys.stderr.write("\r\x1b[K")       # clear the live line; nothing stale stays
         records = by_done(_stores(sessions))
@@ -380,19 +364,6 @@ class Harness:
         return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
                        live, fleet.describe() if fleet is not None else None,
                        write_error[0] if write_error else None, self.telemetry)
-
-    def _gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any) -> Any:
-        """The exporter's gauges, read in its thread at a scrape (plain reads of ints and floats
-        the loop writes; a scrape may see a second-old sample, never a torn one)."""
-        from types import SimpleNamespace
-        latest = monitor.latest
-        return SimpleNamespace(
-            in_flight=sum(s.counters.in_flight for s in sessions.values()),
-            users=live.load if live.load else live.users, step=live.step,
-            loop_lag_p99_s=latest.lag_p99_ms / 1000.0 if latest is not None else None,
-            cpu_share=latest.cpu_pct / 100.0 if latest is not None else None,
-            telemetry=self._recent_telemetry(),
-            agents_open=self._agents_open(sessions))
 
     def _recent_telemetry(self) -> list[dict[str, Any]]:
         """The server machine's last few seconds of samples (a slice of a list the loop appends
@@ -411,13 +382,38 @@ class Harness:
         except RuntimeError:            # changed while read from another thread: next time
             return None
 
-    def _dashboard_gauges(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
-                          scrapers: dict[str, ServerProbe]) -> Any:
-        """The dashboard's view of the live state, read in its feeder thread (plain reads, as
-        the exporter's gauges): the targets' counters summed (every worker's, with workers),
-        the shape's load and step, the busiest process's generator figures, and each server
-        probe's last reading."""
-        from types import SimpleNamespace       # the fields of report.dashboard.feed.Gauges
+    def _watching(self) -> list[Observer]:
+        """The observers handed records: the terminal view only when it will be drawn (a
+        terminal), else it would hold every record of the run for nothing (20k requests: +20 MB,
+        scripts/bench_memory.py)."""
+        drawn = self.show_progress() and sys.stderr.isatty()
+        return [o for o in self.observers if drawn or not isinstance(o, Drawn)]
+
+    @staticmethod
+    def _board_of(observers: list[Observer]) -> Any:
+        return next((o for o in observers if isinstance(o, Drawn)), None)
+
+    async def _tokens(self, sessions: dict[str, Session], observers: list[Observer],
+                      events: list[int]) -> None:
+        """Token events as they arrive, every TOKEN_TICK_S: the finished replies' and those of
+        the replies still streaming (``events[0]``, what every live rate reads), handed to the
+        observers as the increase since the last tick. A sum over the requests in flight, off
+        the per-token path: a streaming reply counts while it streams, not when it ends."""
+        while True:
+            await asyncio.sleep(TOKEN_TICK_S)
+            total = live_events(sessions)
+            n, events[0] = total - events[0], total
+            if n > 0:
+                now = perf_counter()
+                for o in observers:
+                    o.token(now, n)
+
+    def _now(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
+             scrapers: dict[str, ServerProbe], events: int) -> LiveNow:
+        """The live state an attached observer reads in its own thread (plain reads of what the
+        loop writes): the targets' counters summed (every worker's, with workers), the token
+        events so far, the shape's load and step, the busiest process's generator figures,
+        and each server probe's last reading."""
         total = Counters()
         for s in list(sessions.values()):
             for k in total.__dataclass_fields__:
@@ -428,11 +424,11 @@ class Harness:
             if p.samples:
                 sample = p.samples[-1]
                 server[name] = {k: v for k, v in sample.items() if k not in ("t", "wall")}
-        return SimpleNamespace(
+        return LiveNow(
             telemetry=self._recent_telemetry(), agents_open=self._agents_open(sessions),
             t_s=perf_counter() - self.t0_perf if self.t0_perf else None,
             started=total.started, done=total.done, failed=total.failed,
-            in_flight=total.in_flight, events=total.events,
+            in_flight=total.in_flight, events=max(events, total.events),
             users=live.users, load=live.load, step=live.step, phase=live.phase,
             lag_p99_ms=latest.lag_p99_ms if latest is not None else None,
             cpu_pct=latest.cpu_pct if latest is not None else None,
@@ -443,8 +439,9 @@ class Harness:
                     monitor: Any) -> None:
         show = self.show_progress()
         tty = sys.stderr.isatty()
-        if show and tty and self.board is not None:
-            await self._board(sessions, live, monitor)
+        board = self._board_of(self.observers)
+        if show and tty and board is not None:
+            await self._board(board, sessions, live, monitor)
             return
         if self.live_line is None:
             return
@@ -465,7 +462,8 @@ class Harness:
             sys.stderr.write(("\r\x1b[K" + text) if tty else text + "\n")
             sys.stderr.flush()
 
-    async def _board(self, sessions: dict[str, Session], live: LiveState, monitor: Any) -> None:
+    async def _board(self, board: Any, sessions: dict[str, Session], live: LiveState,
+                     monitor: Any) -> None:
         """The multi-row live view, drawn in place by rich once a second and cleared when the
         run ends (cancelled with the printer task)."""
         from rich.console import Console
@@ -482,7 +480,7 @@ class Harness:
                     view.agents_open = self._agents_open(sessions)
                     now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
-                    screen.update(self.board.render(view, now - start, width), refresh=True)
+                    screen.update(board.render(view, now - start, width), refresh=True)
             finally:
                 screen.update("", refresh=True)
 
@@ -617,15 +615,25 @@ def _stores(sessions: dict[str, Session]) -> list[RecordStore]:
     return list({id(s.records): s.records for s in sessions.values()}.values())
 
 
+def live_events(sessions: dict[str, Session]) -> int:
+    """Token events received so far: the finished requests' and those of the replies still
+    streaming (a record's token times grow as its chunks arrive; ``Session._finish`` moves its
+    count to the counters in the same step it leaves ``active``, so the sum never goes back)."""
+    return sum(s.counters.events + sum(len(r.token_times) for r in s.active)
+               for s in sessions.values())
+
+
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
-    """What the live line or view shows now: the targets' counters summed, their recent first
-    tokens, and the token events since the last redraw (``last_events``)."""
+    """What the live line or view shows now: the targets' counters summed (``events``: as they
+    arrive, streaming replies too), their recent first tokens, and the token events since the
+    last redraw (``last_events``)."""
     total = Counters()
     recent: list[tuple[float, float]] = []
     for s in sessions.values():
         for k in total.__dataclass_fields__:
             setattr(total, k, getattr(total, k) + getattr(s.counters, k))
         recent.extend(s.recent_ttft)
+    total.events = live_events(sessions)
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 
 

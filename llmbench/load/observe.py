@@ -12,7 +12,8 @@ at its own redraw.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from llmbench.records.record import Record
 
@@ -28,3 +29,53 @@ class Observer(Protocol):
 
     def close(self) -> None:
         """The load is over (its last record observed); release what the observer holds open."""
+
+
+class ObserverError(Exception):
+    """An observer cannot start (its port is taken): the message is the one line the user
+    reads; the run stops before any load."""
+
+
+@dataclass
+class LiveNow:
+    """The live state an observer may read from its own thread (``attach``'s provider): plain
+    reads of ints and floats the loop writes, so a read may see a second-old value, never a
+    torn one. ``events`` counts token events as they arrive (replies still streaming too)."""
+
+    t_s: float | None = None             # seconds since dispatch began (None: not yet)
+    started: int = 0
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    events: int = 0                      # token events received so far
+    users: int = 0                       # virtual users active now
+    load: float = 0.0                    # the step's (or run's) users or requests/s
+    step: int | None = None
+    phase: str | None = None
+    lag_p99_ms: float | None = None
+    cpu_pct: float | None = None
+    busiest: str | None = None           # --workers: which process the generator figures are
+    # each server probe's last reading (the server's own state), by target name
+    server: dict[str, dict[str, Any]] | None = None
+    # the server machine's last telemetry samples (servers/telemetry.py: its process, the
+    # machine, GPUs), counters as sampled
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    # the ramp step of each agent session under way (None: with workers, not known here)
+    agents_open: list[int | None] | None = None
+
+
+@runtime_checkable
+class Attached(Protocol):
+    """An observer that also reads the live state in its own thread (the exporter at a scrape,
+    the dashboard's feeder once a second): ``attach`` is called before dispatch begins and may
+    raise ObserverError."""
+
+    def attach(self, now: Callable[[], LiveNow]) -> None: ...
+
+
+@runtime_checkable
+class Drawn(Protocol):
+    """The observer the harness draws on the terminal once a second (report.live.LiveBoard);
+    it is handed records only when there is a terminal to draw on."""
+
+    def render(self, view: Any, elapsed_s: float, width: int) -> Any: ...

@@ -8,9 +8,11 @@
     server: 1.85 cores  RSS 1.2 GiB  machine 1.9/2 cores  GPU 87% 310 W 29.3 GiB
 
 Numbers are the summary's definitions over this step's finished requests so far (TTFT, every
-inter-token gap), so the live p95 and the report's cannot disagree in kind. Like the Prometheus
-exporter, the event loop only appends each finished record to a deque; the percentiles are
-computed at the redraw. Agent sessions (``--workload agent``) are rebuilt from the same records
+inter-token gap: report.livestep, the accumulator the dashboard's feed shares), so the live p95
+and the report's cannot disagree in kind. The board is an observer (load.observe): the event
+loop only appends each finished record to a deque and each tick's token events to another; the
+percentiles are computed at the redraw. The token rate counts token events as they arrive (a
+reply still streaming counts), over the last second. Agent sessions (``--workload agent``) are rebuilt from the same records
 (analysis.sessions.LiveSessions: running, done, failed, each completed session's time and
 calls), the running count the load's own where it is known; the server's machine is its
 telemetry's last 5 s (analysis.telemetry.recent, the dashboard's and the metrics port's window).
@@ -32,8 +34,8 @@ from llmbench.analysis.sessions import LiveSessions, SessionsNow
 from llmbench.analysis.telemetry import fmt_bytes, recent
 from llmbench.records.record import Record
 from llmbench.report.console import fmt_ms
+from llmbench.report.livestep import StepSoFar, Steps, TokenRate
 
-MAX_GAPS = 50_000           # inter-token gaps kept per step for its p95 (the newest)
 BAR = 20
 
 
@@ -49,14 +51,6 @@ def _duration(s: float | None) -> str:
 
 
 @dataclass
-class _Step:
-    started: float
-    ttft: list[float] = field(default_factory=list)
-    gaps: deque = field(default_factory=lambda: deque(maxlen=MAX_GAPS))
-    done: int = 0
-
-
-@dataclass
 class LiveBoard:
     """``kind``: run | ramp | probe. A ramp passes its steps and each step's planned seconds
     (ramp-in + hold); a run its planned requests or seconds; the progress bar and ETA follow."""
@@ -68,7 +62,8 @@ class LiveBoard:
     requests: int | None = None
     duration_s: float | None = None
     _pending: deque = field(default_factory=deque)
-    _steps: dict[int, _Step] = field(default_factory=dict)
+    _steps: Steps = field(default_factory=Steps)
+    _tokens: TokenRate = field(default_factory=TokenRate)
     _errors: Counter = field(default_factory=Counter)
     _send: deque = field(default_factory=lambda: deque(maxlen=2000))
     _current: int | None = None
@@ -78,26 +73,24 @@ class LiveBoard:
     def observe(self, rec: Record) -> None:
         self._pending.append(rec)
 
+    def token(self, now_s: float, n: int) -> None:
+        self._tokens.add(now_s, n)
+
+    def close(self) -> None:
+        self._pending.clear()
+
     # -- at a redraw ---------------------------------------------------------------------------
     def _drain(self, now: float) -> None:
         while self._pending:
             rec = self._pending.popleft()
             self._sessions.add(rec)
-            if not rec.measured:
+            if self._steps.add(rec, now) is None:
                 continue
-            st = self._steps.get(rec.step if rec.step is not None else -1)
-            if st is None:
-                st = self._steps[rec.step if rec.step is not None else -1] = _Step(now)
-            st.done += 1
             if rec.send_delay is not None:
                 self._send.append(rec.send_delay)
             if not rec.ok:
                 self._errors[rec.error_kind or "error"] += 1
-                continue
-            if rec.ttft is not None:
-                st.ttft.append(rec.ttft)
-            times = rec.token_times
-            st.gaps.extend(times[i] - times[i - 1] for i in range(1, len(times)))
+        self._steps.flush()
 
     def lines(self, view: Any, elapsed_s: float) -> list[str]:
         """The view's rows as plain text (what ``render`` draws)."""
@@ -106,9 +99,7 @@ class LiveBoard:
         live, c, m = view.live, view.counters, view.monitor
         step = live.step
         key = step if step is not None else -1
-        if key not in self._steps:
-            self._steps[key] = _Step(now)
-        st = self._steps[key]
+        st = self._steps.get(step, now)
         if self._current != key:
             self._current = key
             st.started = min(st.started, now)
@@ -118,15 +109,16 @@ class LiveBoard:
             filled = int(round(max(0.0, min(1.0, done_share)) * BAR))
             bar = f"[{'#' * filled}{'.' * (BAR - filled)}]"
         rows = [f"{head}  {bar}  {eta}".rstrip()]
-        p50, p95 = _pct(st.ttft, 50), _pct(st.ttft, 95)
-        itl95 = _pct(np.fromiter(st.gaps, float, len(st.gaps)), 95) if st.gaps else None
+        p50, p95 = st.ttft.pcts_ms((50, 95))
+        itl95, = st.gaps.pcts_ms((95,))
         scope = "this step" if step is not None else "so far"
-        rows.append(f"TTFT p50 {fmt_ms(None if p50 is None else p50 * 1000)}  "
-                    f"p95 {fmt_ms(None if p95 is None else p95 * 1000)}  "
-                    f"ITL p95 {fmt_ms(None if itl95 is None else itl95 * 1000)}   "
+        rows.append(f"TTFT p50 {fmt_ms(p50)}  p95 {fmt_ms(p95)}  ITL p95 {fmt_ms(itl95)}   "
                     f"{scope}: {st.done} done")
         errs = ", ".join(f"{k} {n}" for k, n in self._errors.most_common(3))
-        rows.append(f"~{view.events_last_s} tok/s  done {c.done}  failed {c.failed}"
+        # token events as they arrive (a streaming reply counts while it streams); without
+        # token calls (a board drawn by hand), the view's count since the last redraw
+        rate = self._tokens.per_s(now) if self._tokens.arrivals else view.events_last_s
+        rows.append(f"~{rate:.0f} tok/s  done {c.done}  failed {c.failed}"
                     + (f" ({errs})" if errs else "") + f"  in flight {c.in_flight}")
         gen = "generator:"
         if m is not None:
@@ -152,7 +144,7 @@ class LiveBoard:
             return None
         return agents_text(now)
 
-    def _progress(self, view: Any, elapsed_s: float, st: _Step) -> tuple[str, float | None, str]:
+    def _progress(self, view: Any, elapsed_s: float, st: StepSoFar) -> tuple[str, float | None, str]:
         live = view.live
         if self.kind in ("ramp", "probe") and self.n_steps:
             step = live.step if live.step is not None else 0

@@ -31,16 +31,19 @@ definitions (analysis.sessions.LiveSessions, what the live view and the dashboar
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable
 
 from llmbench.analysis.sessions import LiveSessions
 from llmbench.analysis.telemetry import RECENT_S, recent
+from llmbench.load.observe import LiveNow, ObserverError
 from llmbench.records.record import ERROR_KINDS, UNMEASURED_KINDS, Record
 
 # Seconds. LLM latencies span a 2 ms token gap on a small model to a two-minute reply of a
@@ -100,31 +103,22 @@ class Histogram:
         return out
 
 
-@dataclass
-class LiveGauges:
-    """The load generator's state at a scrape, read by the harness's provider."""
-    in_flight: int = 0
-    users: float = 0.0
-    step: int | None = None
-    loop_lag_p99_s: float | None = None
-    cpu_share: float | None = None          # of one core
-    # the server machine's last samples (servers.telemetry), as the harness keeps them
-    telemetry: list[dict[str, Any]] = field(default_factory=list)
-    # the ramp step of each agent session under way (None: not known here, with workers)
-    agents_open: list[int | None] | None = None
-
-
 class MetricsExporter:
-    """Counts finished records and serves them. ``observe`` is the only call made on the event
-    loop; ``start``/``close`` open and close the port around the run."""
+    """An observer (load.observe) that counts finished records and serves them. ``observe`` and
+    ``token`` are the calls made on the event loop; ``attach``/``close`` open and close the port
+    around the run; ``keep``: where the final exposition is written at ``close`` (the run
+    folder's metrics.prom)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, run: str = "") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, run: str = "",
+                 keep: Path | None = None) -> None:
         self.host = host
         self.port = port
         self.const = {"run": run} if run else {}
+        self.keep = keep
         self._pending: deque[Record] = deque()
         self._lock = threading.Lock()           # one render at a time (two scrapers)
-        self.gauges: Callable[[], LiveGauges] | None = None
+        self.gauges: Callable[[], LiveNow] | None = None
+        self.token_events = 0             # as they arrive (``token``): streaming replies too
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._hist: dict[str, dict[str, Histogram]] = {}   # path -> metric -> histogram
@@ -142,6 +136,20 @@ class MetricsExporter:
     # -- on the event loop ---------------------------------------------------------------------
     def observe(self, rec: Record) -> None:
         self._pending.append(rec)
+
+    def token(self, now_s: float, n: int) -> None:
+        self.token_events += n
+
+    def attach(self, now: Callable[[], LiveNow]) -> None:
+        """Open the port for the run; its live state is read through ``now`` at a scrape."""
+        self.gauges = now
+        try:
+            self.start()
+        except OSError as exc:
+            raise ObserverError(f"--metrics-port {self.port}: cannot listen on {self.host}:"
+                                f"{self.port} ({exc.strerror or exc}); choose a free port, "
+                                "or 0 for any") from None
+        print(f"Prometheus metrics: {self.url} while the run lasts", file=sys.stderr)
 
     # -- in the server's thread ----------------------------------------------------------------
     def _histograms(self, path: str) -> dict[str, Histogram]:
@@ -227,26 +235,33 @@ class MetricsExporter:
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} counter"]
                 for path in sorted(counts) or [""]:
                     lines.append(f"{name}{_labels(self._with_path(path))} {counts.get(path, 0)}")
+            lines += ["# HELP llmbench_token_events_total Token events received, counted as they "
+                      "arrive (replies still streaming too).",
+                      "# TYPE llmbench_token_events_total counter",
+                      f"llmbench_token_events_total{_labels(self.const)} {self.token_events}"]
             lines += ["# HELP llmbench_resends_total Requests sent again on a new connection after a stale kept-alive one.",
                       "# TYPE llmbench_resends_total counter",
                       f"llmbench_resends_total{_labels(self.const)} {self._resends}"]
-            g = self.gauges() if self.gauges is not None else LiveGauges()
+            g = self.gauges() if self.gauges is not None else LiveNow()
             delays = sorted(d for _, d in self._send_delays)
             send_p99 = delays[min(len(delays) - 1, int(math.ceil(0.99 * len(delays))) - 1)] if delays else None
             for name, helptext, v in (
                     ("llmbench_in_flight_requests", "Requests sent and not finished.", g.in_flight),
-                    ("llmbench_users", "Virtual users (or the target rate of an open-loop step) now.", g.users),
+                    ("llmbench_users", "Virtual users (or the target rate of an open-loop step) now.",
+                     g.load if g.load else g.users),
                     ("llmbench_step", "The ramp step, from 1 (0: a single run).",
                      0 if g.step is None else g.step + 1),
-                    ("llmbench_loop_lag_p99_seconds", "llmbench's event-loop lag, p99 of the last second.", g.loop_lag_p99_s),
-                    ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.", g.cpu_share),
+                    ("llmbench_loop_lag_p99_seconds", "llmbench's event-loop lag, p99 of the last second.",
+                     None if g.lag_p99_ms is None else g.lag_p99_ms / 1000.0),
+                    ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.",
+                     None if g.cpu_pct is None else g.cpu_pct / 100.0),
                     ("llmbench_send_delay_p99_seconds", f"Client send delay (sent - start), p99 of the last {SEND_DELAY_WINDOW_S:.0f} s.", send_p99)):
                 if v is None:
                     continue
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
                           f"{name}{_labels(self.const)} {_num(float(v))}"]
-            lines += self._machine(getattr(g, "telemetry", None) or [])
-            lines += self._agent_sessions(getattr(g, "agents_open", None))
+            lines += self._machine(g.telemetry)
+            lines += self._agent_sessions(g.agents_open)
             self.scrapes += 1
             self._rendered = self._drained
             self.render_s_total += time.perf_counter() - t0
@@ -348,8 +363,9 @@ class MetricsExporter:
                 self._drain()
 
     def close(self, linger_s: float = 5.0) -> None:
-        """Close the port. When a scraper has been watching and records came after its last
-        scrape, wait (up to ``linger_s``) for one more scrape, so its last numbers are the run's."""
+        """Close the port (it is open only while the run lasts). When a scraper has been
+        watching and records came after its last scrape, wait (up to ``linger_s``) for one more
+        scrape, so its last numbers are the run's; then the final exposition is kept."""
         if self._server is not None and self.scrapes:
             deadline = time.perf_counter() + linger_s
             while (self._pending or self._drained > self._rendered) \
@@ -360,6 +376,12 @@ class MetricsExporter:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self.keep is not None:
+            try:
+                self.keep.write_bytes(self.render())
+            except OSError:
+                pass                    # the records are what matters; they are kept
+            self.keep = None
 
     @property
     def url(self) -> str:

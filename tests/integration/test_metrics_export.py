@@ -64,7 +64,7 @@ def _run_with_exporter(mock_url: str, exporter: MetricsExporter, requests: int,
                        concurrency: int, tokens: int):
     convs = [Conversation(f"c{i}", (Turn(f"hello {i} there friend", tokens, 8),)) for i in range(requests)]
     shape = ClosedLoop(convs, concurrency=concurrency, requests=requests)
-    h = Harness(RequestParams(), Timeouts(), None, progress=False, metrics=exporter)
+    h = Harness(RequestParams(), Timeouts(), None, progress=False, observers=[exporter])
     return h.run(shape, [TargetSpec(make_target(mock_url + "/v1", "mock"), server_probe="off")])
 
 
@@ -210,7 +210,7 @@ def test_nothing_holds_the_runs_records(mock_factory):
     m = mock_factory(ttft_ms=5, itl_ms=2, tokens=4, parallel=4)
     board = LiveBoard(kind="run", requests=100)
     convs = [Conversation(f"c{i}", (Turn("hello there friend", 4, 4),)) for i in range(100)]
-    h = Harness(RequestParams(), Timeouts(), None, progress=False, board=board)
+    h = Harness(RequestParams(), Timeouts(), None, progress=False, observers=[board])
     h.run(ClosedLoop(convs, concurrency=4, requests=100),
           [TargetSpec(make_target(m.url + "/v1", "mock"), server_probe="off")])
     assert not board._pending                       # not on a terminal: never handed a record
@@ -253,7 +253,7 @@ def test_a_real_prometheus_scrapes_the_server_machine_s_gauges(mock_factory, tmp
             tel = Telemetry(TelemetrySpec(server_pid=loop.pid, pid_from="--server-pid",
                                           local=True, gpu=dcgm.url, interval_s=0.5))
             convs = [Conversation(f"c{i}", (Turn(f"hello {i} there", 16, 8),)) for i in range(20)]
-            h = Harness(RequestParams(), Timeouts(), None, progress=False, metrics=exporter,
+            h = Harness(RequestParams(), Timeouts(), None, progress=False, observers=[exporter],
                         telemetry=tel)
             t0, ticks0 = time.perf_counter(), procfs.read_stat(loop.pid).cpu_ticks
             h.run(ClosedLoop(convs, concurrency=2, requests=20),

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from llmbench.records.record import Record
 from llmbench.report.dashboard.address import DEFAULT_HOST, DashboardError, url_of
-from llmbench.report.dashboard.feed import Gauges, LiveSeries
+from llmbench.load.observe import LiveNow
+from llmbench.report.dashboard.feed import LiveSeries
 
 TICK_S = 1.0
 TICK_GRACE_S = 0.25          # a tick comes this long after a second ends: its records are in
@@ -36,7 +37,7 @@ class Dashboard:
         self._out: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._series: LiveSeries | None = None
-        self._gauges: Callable[[], Gauges] | None = None
+        self._gauges: Callable[[], LiveNow] | None = None
         self._feeder: threading.Thread | None = None
         self._stop_feed = threading.Event()
         self._lock = threading.Lock()
@@ -176,7 +177,13 @@ class Dashboard:
         if s is not None:
             s.observe(rec)
 
-    def attach(self, gauges: Callable[[], Gauges]) -> None:
+    def token(self, now_s: float, n: int) -> None:
+        """On the event loop: token events as they arrive (one append)."""
+        s = self._series
+        if s is not None:
+            s.token(now_s, n)
+
+    def attach(self, gauges: Callable[[], LiveNow]) -> None:
         """The harness's live state, read once a second by the feeder thread from now on."""
         self._gauges = gauges
         if self._series is None:
