@@ -82,7 +82,7 @@ def one_run(url: str, mode: str, streams: int, seconds: float, tokens: int,
                 time.sleep(0.02)
     scrapes0 = exporter.scrapes if exporter is not None else 0
     render0 = exporter.render_s_total if exporter is not None else 0.0
-    harness = Harness(RequestParams(), Timeouts(), None, progress=False, metrics=exporter)
+    harness = Harness(RequestParams(), Timeouts(), None, progress=False, observers=[exporter])
     wall0, cpu0 = time.perf_counter(), time.process_time()
     out = harness.run(shape, [TargetSpec(make_target(url + "/v1", "mock"), server_probe="off")])
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

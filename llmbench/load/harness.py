@@ -480,7 +480,7 @@ class Harness:
                     view.agents_open = self._agents_open(sessions)
                     now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
-                    screen.update(board.render(view, now - start, width), refresh=True)
+                    screen.update(board.draw(view, now - start, width), refresh=True)
             finally:
                 screen.update("", refresh=True)
 

@@ -93,7 +93,7 @@ class LiveBoard:
         self._steps.flush()
 
     def lines(self, view: Any, elapsed_s: float) -> list[str]:
-        """The view's rows as plain text (what ``render`` draws)."""
+        """The view's rows as plain text (what ``draw`` draws)."""
         now = view.now
         self._drain(now)
         live, c, m = view.live, view.counters, view.monitor
@@ -169,7 +169,7 @@ class LiveBoard:
                 f"ETA {_duration(self.duration_s - elapsed_s)}"
         return head, None, ""
 
-    def render(self, view: Any, elapsed_s: float, width: int) -> Any:
+    def draw(self, view: Any, elapsed_s: float, width: int) -> Any:
         """The rows as a rich renderable, each cut to ``width`` (never wrapped)."""
         from rich.text import Text
         rows = [r if len(r) < width else r[: max(width - 2, 1)] + "…" for r in self.lines(view, elapsed_s)]

@@ -24,7 +24,7 @@ from llmbench.workload.model import Conversation, Turn
 convs = [Conversation(f"c{i}", (Turn("hello there " * 5, 12, 10),)) for i in range(400)]
 shape = ClosedLoop(convs, concurrency=4, duration_s=3.5)
 board = LiveBoard(kind="run", duration_s=3.5)
-h = Harness(RequestParams(), Timeouts(), None, progress=True, board=board)
+h = Harness(RequestParams(), Timeouts(), None, progress=True, observers=[board])
 out = h.run(shape, [TargetSpec(make_target(sys.argv[1] + "/v1", "mock"), server_probe="off")])
 print("DONE", len(out.records), file=sys.stderr)
 """
