@@ -320,7 +320,7 @@ class Harness:
         if not live.load:
             # a fixed load (a run) says its level here; a ramp or probe sets it per step
             live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
-        own.add(loop.create_task(self._tokens(sessions, observers, events)))
+        ticker = loop.create_task(self._tokens(sessions, observers, events))
         printer = loop.create_task(self._live(sessions, live, view)) \
             if self.live_line or self._board_of(observers) is not None else None
         if printer is not None:
@@ -342,6 +342,9 @@ class Harness:
                 printer.cancel()
                 # the live view clears its rows before anything else is printed
                 await asyncio.wait({printer}, timeout=2.0)
+            ticker.cancel()
+            await asyncio.wait({ticker})
+            self._hand_tokens(sessions, observers, events)      # the last ones, to the end
             probe_stop.set()
             for t in own - {printer}:
                 try:
@@ -401,12 +404,17 @@ class Harness:
         the per-token path: a streaming reply counts while it streams, not when it ends."""
         while True:
             await asyncio.sleep(TOKEN_TICK_S)
-            total = live_events(sessions)
-            n, events[0] = total - events[0], total
-            if n > 0:
-                now = perf_counter()
-                for o in observers:
-                    o.token(now, n)
+            self._hand_tokens(sessions, observers, events)
+
+    @staticmethod
+    def _hand_tokens(sessions: dict[str, Session], observers: list[Observer],
+                     events: list[int]) -> None:
+        total = live_events(sessions)
+        n, events[0] = total - events[0], total
+        if n > 0:
+            now = perf_counter()
+            for o in observers:
+                o.token(now, n)
 
     def _now(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
              scrapers: dict[str, ServerProbe], events: int) -> LiveNow:

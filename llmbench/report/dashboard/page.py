@@ -450,7 +450,9 @@ def update(state: dict[str, Any]) -> dict[str, Any]:
             "text": texts(state), "html": fragments(state),
             # the per-second rows' totals (every request counts in one second)
             "series": {"seconds": len(rows), "finished": sum(r.get("requests") or 0 for r in rows),
-                       "failed": sum(r.get("failed") or 0 for r in rows)}}
+                       "failed": sum(r.get("failed") or 0 for r in rows),
+                       # each second's token events, as they arrived (the last LIVE_POINTS)
+                       "tok_s": [r.get("tok_s") or 0 for r in rows[-charts.LIVE_POINTS:]]}}
 
 
 CSS_EXTRA = """

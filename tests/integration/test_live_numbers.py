@@ -1,0 +1,82 @@
+"""Live numbers that are live (issue 45, 4): token events are counted as they arrive, so while
+a 64-token reply streams for seconds the live token rate is never 0 for a whole second, read
+from the live line llmbench prints and from the dashboard's feed, over HTTP from the page's own
+process, against the mock. Before, tokens were counted when a reply ended: the live line read
+0, 0, 0, 64 tok/s and the page "0 token events/s" while the reply streamed."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.request
+
+import llmbench
+from llmbench.report.dashboard import handle
+
+TOKENS = 64
+ITL_MS = 60            # a reply streams for ~3.9 s: seconds in which no reply ends
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read()
+
+
+def test_the_live_rate_is_never_zero_while_a_reply_streams(mock_factory, tmp_path, capfd):
+    m = mock_factory(ttft_ms=100, itl_ms=ITL_MS, tokens=TOKENS, parallel=2)
+    ticks: list[tuple[float, float]] = []          # (t_s, the page's token events/s)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            board = handle.current()
+            if board is not None and board.alive:
+                try:
+                    s = json.loads(_get(board.url + "state.json"))
+                    text = s["text"]         # the tiles, as the page shows them
+                    at = re.fullmatch(r"(\d+)s", text.get("elapsed") or "")
+                    if at and text.get("tok_s", "–") != "–" and not s["final"]:
+                        ticks.append((float(at.group(1)), float(text["tok_s"])))
+                except OSError:
+                    pass
+            time.sleep(0.2)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        # one user, three replies one after the other: every second of the run has a reply
+        # streaming (the next starts as soon as one ends)
+        run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=1, requests=3,
+                           prompt_tokens=8, output_tokens=TOKENS, out=tmp_path, dashboard=0,
+                           progress=True)
+        stop.set()
+        t.join(10)
+        state = json.loads(_get(handle.current().url + "state.json"))
+    finally:
+        stop.set()
+        if handle.current() is not None:
+            handle.current().close()
+    assert run.summary.completed == 3
+    duration_s = run.summary.duration_s
+    assert duration_s > 3 * TOKENS * ITL_MS / 1000.0 * 0.9, duration_s
+
+    # the live line (no terminal: one line a second on stderr), "[   4s] ... ~   16 tok/s"
+    err = capfd.readouterr().err
+    lines = [(int(a), int(b)) for a, b in re.findall(r"\[\s*(\d+)s\][^\n]*~\s*(\d+) tok/s", err)]
+    during = [(s, n) for s, n in lines if s <= duration_s - 1.0]
+    assert len(during) >= 6, err[-2000:]
+    assert all(n > 0 for _, n in during), during
+    # about the mock's pace (1000/ITL_MS a second), not 0 then 64
+    assert max(n for _, n in during) < 2 * 1000 / ITL_MS, during
+
+    # the page's tile, as the page read it while the run went
+    during = [(s, v) for s, v in ticks if 1.0 <= s <= duration_s - 1.0]
+    assert len(during) >= 4, ticks
+    assert all(v > 0 for _, v in during), during
+    # and its per-second rows (the live chart's token rate): every whole second of the run
+    per_s = state["series"]["tok_s"]
+    assert len(per_s) >= 6, per_s
+    assert all(v > 0 for v in per_s[:int(duration_s - 1.0)]), per_s
+    # the rows' token events add up to the run's (none counted twice, none lost)
+    assert abs(sum(per_s) - 3 * TOKENS) <= 1, per_s
