@@ -59,5 +59,11 @@
     });
   }
 
-  if (document.body.getAttribute("data-final") !== "1") { connect(); }
+  // the stream opens once the page has loaded: an event stream opened while it loads can hold
+  // its loading open for as long as the run lasts (a headless screenshot never taken)
+  function start() {
+    if (document.body.getAttribute("data-final") !== "1") { connect(); }
+  }
+  if (document.readyState === "complete") { start(); }
+  else { window.addEventListener("load", start); }
 })();
