@@ -647,9 +647,11 @@ def _bin_rows(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
                thresholds: dict[str, Any] | None = None) -> Chart:
     """The dashboard's per-second view of a run in progress (rows from
-    report/dashboard/feed.py: each request counts in the second it finished), in stacked panels
-    sharing the time axis, one unit each: users and requests in flight; TTFT p50 and p95; ITL
-    p50 and p95 (with the ramp's threshold, drawn as the ramp chart draws it); requests
+    report/dashboard/feed.py: each request counts in the second it finished; latencies are over
+    the requests finished in the last 10 s, so a line, not dots, when replies outlast a
+    second), in stacked panels sharing the time axis, one unit each: users and requests in
+    flight; TTFT p50 and p95; ITL p50 and p95 (with the ramp's threshold, drawn as the ramp
+    chart draws it); requests
     finished and failed per second; the generator's event-loop lag and send delay p99; the
     server's own running and waiting when a probe reads them. Dotted lines mark where each step
     began, labelled with its load. Past LIVE_POINTS seconds, a point is several seconds

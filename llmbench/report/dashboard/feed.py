@@ -25,6 +25,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from llmbench.analysis import percentile
 from llmbench.analysis.sessions import LiveSessions
 from llmbench.load.observe import LiveNow
@@ -33,6 +35,11 @@ from llmbench.records.record import Record
 from llmbench.report.livestep import Steps, TokenRate, gaps_of
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
+# A row's latencies are over the requests finished in its last WINDOW_S seconds (the report's
+# timeline's "last 10 s"): with replies longer than a second, most seconds see no request end,
+# and a chart of each second's own would be scattered dots
+WINDOW_S = 10
+WINDOW_VALUES = 50_000           # a window's values past this are thinned evenly (a busy run)
 # The feeder shares the interpreter lock with the event loop: it lets go of it this often
 # (records drained), so the loop never waits behind a whole tick (the loop monitor's p99 is a
 # second's worst wait)
@@ -60,11 +67,11 @@ def _ms(v: float | None) -> float | None:
 class _Second:
     n: int = 0
     ok: int = 0
-    ttft: list[float] = field(default_factory=list)
-    gaps: list[float] = field(default_factory=list)
+    # a list while the second is open, an array once it is final (kept for the windows)
+    ttft: list[float] | np.ndarray = field(default_factory=list)
+    gaps: list[float] | np.ndarray = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)
     state: dict[str, Any] | None = None          # the gauges at the second's end
-    row: dict[str, Any] | None = None            # its row as last sent (None: changed since)
 
 
 def machine_now(samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
@@ -136,7 +143,6 @@ class LiveSeries:
                 b = self._seconds[sec] = _Second()
             self._steps.add(rec)
             b.n += 1
-            b.row = None
             if rec.send_delay is not None:
                 self._send.append((rec.done, rec.send_delay))
             if not rec.ok:
@@ -194,7 +200,11 @@ class LiveSeries:
             # a second is final OPEN_S seconds after it ended (records reach us by then)
             close = max(current - OPEN_S, self._closed_before)
             for sec in range(self._closed_before, close):
-                self._seconds.pop(sec, None)
+                b = self._seconds.get(sec)
+                if b is not None:               # final: kept for the windows, compact
+                    b.ttft, b.gaps = np.asarray(b.ttft, float), np.asarray(b.gaps, float)
+            for sec in [k for k in self._seconds if k < close - WINDOW_S]:
+                del self._seconds[sec]          # out of every open row's window
             self._closed_before = close
         self._steps.forget_before(g.step)   # a step that is over: its figures are judged
         st = self._steps.get(g.step)
@@ -234,14 +244,23 @@ class LiveSeries:
         return out
 
     def _row(self, sec: int, b: _Second) -> dict[str, Any]:
-        if b.row is not None:
-            return b.row                         # nothing new in that second
-        t50, t95 = _pcts_ms(b.ttft, (50, 95))
-        i50, i95 = _pcts_ms(b.gaps, (50, 95))
-        b.row = {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
-                 "failed": b.n - b.ok, "ttft_p50_ms": t50, "ttft_p95_ms": t95,
-                 "itl_p50_ms": i50, "itl_p95_ms": i95, "errors": dict(b.errors)}
-        return b.row
+        """Second ``sec``'s row: its requests, and the latencies of the last WINDOW_S seconds
+        (open rows are drawn again each tick: a late record changes the windows after it)."""
+        seconds = [w for k in range(sec - WINDOW_S + 1, sec + 1)
+                   if (w := self._seconds.get(k)) is not None]
+        t50, t95 = _pcts_ms(_window([w.ttft for w in seconds]), (50, 95))
+        i50, i95 = _pcts_ms(_window([w.gaps for w in seconds]), (50, 95))
+        return {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
+                "failed": b.n - b.ok, "ttft_p50_ms": t50, "ttft_p95_ms": t95,
+                "itl_p50_ms": i50, "itl_p95_ms": i95, "errors": dict(b.errors)}
+
+
+def _window(parts: list[Any]) -> np.ndarray:
+    """The seconds' values as one array, at most WINDOW_VALUES of them (every k-th: its
+    percentiles within a hair of the whole's)."""
+    values = np.concatenate([np.asarray(p, float) for p in parts]) if parts else np.empty(0)
+    k = -(-len(values) // WINDOW_VALUES)
+    return values[::k] if k > 1 else values
 
 
 @dataclass

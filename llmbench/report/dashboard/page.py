@@ -491,7 +491,8 @@ def shell(state: dict[str, Any]) -> str:
         f'<div data-h="sessions">{h["sessions"]}</div>',
         "<h2>Thresholds per step</h2>", f'<div data-h="thresholds">{h["thresholds"]}</div>',
         "<h2>Over time</h2>",
-        '<p class=meta>Per second; a request counts in the second it finished.</p>',
+        '<p class=meta>Per second: the requests that finished in it; latencies over those that '
+        'finished in the last 10 s.</p>',
         f'<div data-h="live">{h["live"]}</div>',
         "<h2>Steps</h2>", f'<div data-h="steps">{h["steps"]}</div>',
         f'<div data-h="step_charts">{h["step_charts"]}</div>',
