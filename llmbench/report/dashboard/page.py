@@ -14,6 +14,7 @@ import math
 from typing import Any, Sequence
 
 from llmbench.report import charts
+from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS as REPORT_CSS, chart_thresholds, steps_table, verdict_box
 
@@ -157,36 +158,35 @@ def thresholds_table(state: dict[str, Any]) -> str:
     in progress from its figures so far (TTFT and ITL percentiles; the rest when it ends)."""
     meta = state.get("meta") or {}
     ths = list(meta.get("thresholds") or [])
-    steps = state.get("steps") or []
+    steps = typed_steps(state)
     if not ths and steps:
-        ths = [c.get("threshold") for c in steps[0].get("checks") or [] if c.get("threshold")]
+        ths = [c.threshold for c in steps[0].checks if c.threshold]
     if not ths:
         return '<p class="meta">No thresholds.</p>'
     unit = meta.get("unit") or "users"
     rows, classes = [], []
     for st in steps:
-        by = {c.get("threshold"): c for c in st.get("checks") or []}
-        cells = [f"{_load(st.get('load'))}"]
+        by = {c.threshold: c for c in st.checks}
+        cells = [f"{_load(st.load)}"]
         for text in ths:
             c = by.get(text)
             if c is None:
                 cells.append("–")
-            elif c.get("ok"):
+            elif c.ok:
                 cells.append(f"✓ {_actual(c)}")
-            elif c.get("insufficient"):
+            elif c.insufficient:
                 cells.append("not enough data")
             else:
                 cells.append(f"✗ {_actual(c)}")
-        extra = [c.get("text") for c in st.get("checks") or [] if c.get("threshold") not in ths
-                 and not c.get("ok")]
-        cells.append(st.get("state") or ("held" if st.get("held") else "over"))
+        extra = [c.text for c in st.checks if c.threshold not in ths and not c.ok]
+        cells.append(st.state)
         if extra:
             cells[-1] += ": " + "; ".join(str(x) for x in extra)
         rows.append(cells)
-        classes.append("held" if st.get("held") else "over")
+        classes.append("held" if st.held else "over")
     tick = state.get("tick") or {}
     g = tick.get("gauges") or {}
-    judged = {st.get("index") for st in steps}
+    judged = {st.index for st in steps}
     if state.get("status") == "running" and g.get("step") is not None \
             and g.get("step") not in judged:
         so = tick.get("step_so_far") or {}
@@ -204,12 +204,41 @@ def thresholds_table(state: dict[str, Any]) -> str:
     return _table([unit, *ths, "result"], rows, "thresholds", classes)
 
 
-def _actual(c: dict[str, Any]) -> str:
-    a = c.get("actual")
-    if c.get("metric") in ("ttft", "itl", "tpot", "e2el", "ttfo") or str(c.get("threshold", "")).split(".")[0] in ("ttft", "itl", "tpot", "e2el"):
-        return fmt_ms(a)
-    f = _num(a)
-    return "–" if f is None else f"{f:.3g}"
+def _actual(c: Check) -> str:
+    if c.metric in ("ttft", "itl", "tpot", "e2el", "ttfo") or \
+            c.threshold.split(".")[0] in ("ttft", "itl", "tpot", "e2el"):
+        return fmt_ms(c.actual)
+    return "–" if c.actual is None else f"{c.actual:.3g}"
+
+
+def typed_steps(state: dict[str, Any]) -> list[Step]:
+    """The judged steps as the result contract's (they come as run.json has them: the page's
+    messages), read back once per set of steps; [] for a probe's (``typed_probe_steps``)."""
+    if (state.get("meta") or {}).get("kind") == "probe":
+        return []
+    return _typed(state, Step)
+
+
+def typed_probe_steps(state: dict[str, Any]) -> list[ProbeStep]:
+    return _typed(state, ProbeStep) if (state.get("meta") or {}).get("kind") == "probe" else []
+
+
+# the last steps read, and what they read as (the list itself is kept: a new list of the same
+# length is read again, never taken for the old one)
+_TYPED: dict[type, tuple[list[Any], list[Any]]] = {}
+
+
+def _typed(state: dict[str, Any], cls: Any) -> list[Any]:
+    steps = state.get("steps") or []
+    last = _TYPED.get(cls)
+    if last is not None and last[0] is steps and len(last[1]) == len(steps):
+        return last[1]
+    try:
+        got = [cls.from_dict(s) for s in steps]
+    except (KeyError, TypeError, ValueError):
+        got = []
+    _TYPED[cls] = (steps, got)
+    return got
 
 
 def errors_table(state: dict[str, Any]) -> str:
@@ -346,23 +375,19 @@ def step_charts(state: dict[str, Any]) -> str:
     got = _STEP_CHARTS.get(key)
     if got is None:
         _STEP_CHARTS.clear()
-        got = _STEP_CHARTS[key] = _step_charts(meta, steps)
+        got = _STEP_CHARTS[key] = _step_charts(state)
     return got
 
 
-def _step_charts(meta: dict[str, Any], steps: list[dict[str, Any]]) -> str:
-    """The report's step charts, from the steps as run.json has them (the page's messages),
-    read back into the result contract's steps the charts take."""
-    from llmbench.results.schema import ProbeStep, Step
+def _step_charts(state: dict[str, Any]) -> str:
+    """The report's step charts, from the judged steps, typed."""
+    meta = state.get("meta") or {}
     if meta.get("kind") == "probe":
-        try:
-            return _chart(charts.probe_overhead([ProbeStep.from_dict(s) for s in steps]),
-                          "router overhead")
-        except (KeyError, TypeError, ValueError):
-            return ""
+        probe = typed_probe_steps(state)
+        return _chart(charts.probe_overhead(probe), "router overhead") if probe else ""
     unit = meta.get("unit") or "users"
     ths = chart_thresholds(meta.get("thresholds") or [])
-    typed = [Step.from_dict(s) for s in steps]
+    typed = typed_steps(state)
     return (_chart(charts.ramp_latency(typed, ths, unit), "latency vs load")
             + _chart(charts.ramp_throughput(typed, unit), "throughput vs load"))
 
@@ -384,18 +409,18 @@ def steps_html(state: dict[str, Any]) -> str:
     if not steps:
         return '<p class="meta">No step judged yet.</p>'
     if meta.get("kind") == "probe":
-        rows = [[s.get("users"), fmt_ms((s.get("router") or {}).get("median_ttft_ms")),
-                 fmt_ms((s.get("direct") or {}).get("median_ttft_ms")),
-                 _ov(s.get("ttft_p50")), _ov(s.get("ttft_p95"))] for s in steps]
+        rows = [[s.users, fmt_ms(s.router.value("ttft", "median")),
+                 fmt_ms(s.direct.value("ttft", "median")),
+                 _ov(s.ttft_p50), _ov(s.ttft_p95)] for s in typed_probe_steps(state)]
         return _table(["users", "router TTFT p50", "direct TTFT p50",
                        "TTFT p50 overhead", "TTFT p95 overhead"], rows, "steps")
-    return steps_table(steps, meta.get("unit") or "users")
+    return steps_table(typed_steps(state), meta.get("unit") or "users")
 
 
-def _ov(o: Any) -> str:
-    if not isinstance(o, dict) or o.get("overhead_ms") is None:
+def _ov(o: Overhead) -> str:
+    if o.overhead_ms is None:
         return "–"
-    return f"{o['overhead_ms']:+.1f} ms" + (" *" if o.get("significant") else "")
+    return f"{o.overhead_ms:+.1f} ms" + (" *" if o.significant else "")
 
 
 def fragments(state: dict[str, Any]) -> dict[str, str]:
