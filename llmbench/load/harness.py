@@ -410,8 +410,9 @@ class Harness:
     def _hand_tokens(sessions: dict[str, Session], observers: list[Observer],
                      events: list[int]) -> None:
         total = live_events(sessions)
-        n, events[0] = total - events[0], total
-        if n > 0:
+        n = total - events[0]
+        if n > 0:               # never back (workers' counts come by messages): none twice
+            events[0] = total
             now = perf_counter()
             for o in observers:
                 o.token(now, n)

@@ -144,7 +144,10 @@ async def worker_main(spec: WorkerSpec, channel: Channel) -> None:
                 await asyncio.sleep(FLUSH_S)
                 out.flush()
                 for name, s in sessions.items():
-                    c = s.counters.__dict__
+                    # token events as they arrive: the replies still streaming count (the
+                    # coordinator's live views read them; load.harness.live_events here)
+                    c = {**s.counters.__dict__, "events": s.counters.events + sum(
+                        len(r.token_times) for r in s.active)}
                     key = tuple(c.values())
                     if last.get(name) != key:
                         last[name] = key
