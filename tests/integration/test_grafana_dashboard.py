@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.records.record import Record
-from llmbench.report.prometheus import LiveGauges, MetricsExporter
+from llmbench.load.observe import LiveNow
+from llmbench.report.prometheus import MetricsExporter
 from tests.helpers import ROOT, free_port
 
 DASHBOARD = ROOT / "contrib" / "grafana" / "llmbench.json"
@@ -144,8 +145,7 @@ def test_the_server_side_panels_use_the_names_vllm_and_llama_cpp_expose():
 
 def test_every_llmbench_metric_the_exporter_renders_has_a_panel():
     ex = MetricsExporter(run=RUN)
-    ex.gauges = lambda: LiveGauges(in_flight=3, users=8.0, step=2, loop_lag_p99_s=0.001,
-                                   cpu_share=0.25)
+    ex.gauges = lambda: LiveNow(in_flight=3, load=8.0, step=2, lag_p99_ms=1.0, cpu_pct=25.0)
     ex.observe(record(0))
     ex.observe(record(1, ok=False, retries=1))
     names = rendered_metric_names(ex.render().decode())
@@ -191,10 +191,10 @@ def test_prometheus_accepts_every_expression_and_the_llmbench_ones_have_data(tmp
     exporter = MetricsExporter(port=port, run=RUN)
     tick = [0]
 
-    def gauges() -> LiveGauges:
+    def gauges() -> LiveNow:
         tick[0] += 1
-        return LiveGauges(in_flight=2 + tick[0] % 3, users=8.0, step=1 + tick[0] % 2,
-                          loop_lag_p99_s=0.001 * (1 + tick[0] % 4), cpu_share=0.2)
+        return LiveNow(in_flight=2 + tick[0] % 3, load=8.0, step=1 + tick[0] % 2,
+                       lag_p99_ms=1.0 * (1 + tick[0] % 4), cpu_pct=20.0)
     exporter.gauges = gauges
     with Prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"]) as prom:
         # the syntax first (no data needed): an error is status "error", not an empty answer
