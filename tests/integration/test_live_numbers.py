@@ -16,6 +16,7 @@ import pytest
 
 import llmbench
 from llmbench.report.dashboard import handle
+from tests.helpers import free_port
 
 TOKENS = 64
 ITL_MS = 60            # a reply streams for ~3.9 s: seconds in which no reply ends
@@ -33,6 +34,8 @@ def test_the_live_rate_is_never_zero_while_a_reply_streams(mock_factory, tmp_pat
     coordinator's live views by message, streaming replies included."""
     m = mock_factory(ttft_ms=100, itl_ms=ITL_MS, tokens=TOKENS, parallel=2)
     ticks: list[tuple[float, float]] = []          # (t_s, the page's token events/s)
+    scraped: list[int] = []                        # llmbench_token_events_total, as scraped
+    port = free_port()
     stop = threading.Event()
 
     def watch() -> None:
@@ -47,6 +50,13 @@ def test_the_live_rate_is_never_zero_while_a_reply_streams(mock_factory, tmp_pat
                         ticks.append((float(at.group(1)), float(text["tok_s"])))
                 except OSError:
                     pass
+            try:
+                body = _get(f"http://127.0.0.1:{port}/metrics").decode()
+                got = re.search(r"^llmbench_token_events_total\S* (\d+)$", body, re.M)
+                if got:
+                    scraped.append(int(got.group(1)))
+            except OSError:
+                pass
             time.sleep(0.2)
     t = threading.Thread(target=watch, daemon=True)
     t.start()
@@ -55,7 +65,7 @@ def test_the_live_rate_is_never_zero_while_a_reply_streams(mock_factory, tmp_pat
         # run has a reply streaming (the next starts as soon as one ends)
         run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=workers,
                            requests=3 * workers, prompt_tokens=8, output_tokens=TOKENS,
-                           out=tmp_path, dashboard=0, progress=True,
+                           out=tmp_path, dashboard=0, progress=True, metrics_port=port,
                            **({"workers": str(workers)} if workers > 1 else {}))
         stop.set()
         t.join(10)
@@ -90,6 +100,11 @@ def test_the_live_rate_is_never_zero_while_a_reply_streams(mock_factory, tmp_pat
     assert all(v > 0 for _, v in during), per_s
     # the rows' token events add up to the run's (none counted twice, none lost)
     assert abs(sum(per_s) - 3 * workers * TOKENS) <= 1, per_s
+
+    # the metrics port's counter, scraped while replies streamed: it went up mid-reply (not
+    # in steps of whole replies), and never down
+    assert scraped and any(v % TOKENS for v in scraped), scraped
+    assert scraped == sorted(scraped), scraped
 
 
 def _streaming(seen: list[tuple[float, float]], duration_s: float) -> list[tuple[float, float]]:
