@@ -3,7 +3,8 @@
 It owns everything with side effects around a load shape: one client per target, one preflight,
 Ctrl-C/SIGTERM with a grace period for requests in flight (handlers removed afterwards), the
 event-loop monitor, the server scrapers, the record log (requests.jsonl, appended as requests
-finish) and the live line. Shapes (llmbench/shapes) only decide when requests go; commands
+finish), the live line, and the observers (load.observe: every live view, handed each finished
+record and the token events as they arrive). Shapes (llmbench/shapes) only decide when requests go; commands
 (llmbench/commands) build a shape, call ``run`` and turn the Outcome into run.json and text.
 
 Part of the load layer: it must not import metrics, stats, thresholds, verdicts or reports
