@@ -20,6 +20,7 @@ interrupt); percentiles are numpy's linear ones, as vLLM's.
 from __future__ import annotations
 
 import math
+from array import array
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -67,9 +68,9 @@ def _ms(v: float | None) -> float | None:
 class _Second:
     n: int = 0
     ok: int = 0
-    # a list while the second is open, an array once it is final (kept for the windows)
-    ttft: list[float] | np.ndarray = field(default_factory=list)
-    gaps: list[float] | np.ndarray = field(default_factory=list)
+    # compact (8 bytes a value): a second is kept WINDOW_S more for the windows
+    ttft: array = field(default_factory=lambda: array("d"))
+    gaps: array = field(default_factory=lambda: array("d"))
     errors: Counter = field(default_factory=Counter)
     state: dict[str, Any] | None = None          # the gauges at the second's end
 
@@ -199,10 +200,6 @@ class LiveSeries:
                 rows.append(self._row(sec, b))
             # a second is final OPEN_S seconds after it ended (records reach us by then)
             close = max(current - OPEN_S, self._closed_before)
-            for sec in range(self._closed_before, close):
-                b = self._seconds.get(sec)
-                if b is not None:               # final: kept for the windows, compact
-                    b.ttft, b.gaps = np.asarray(b.ttft, float), np.asarray(b.gaps, float)
             for sec in [k for k in self._seconds if k < close - WINDOW_S]:
                 del self._seconds[sec]          # out of every open row's window
             self._closed_before = close
