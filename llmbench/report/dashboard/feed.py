@@ -176,7 +176,9 @@ class LiveSeries:
         # the server's own state: the backend's probe (a probe's direct path), else the first
         probes = g.server or {}
         server = probes.get("direct") or probes.get("main") or next(iter(probes.values()), {})
-        state = {"users": g.users, "load": g.load, "step": g.step, "phase": g.phase,
+        # a fixed run's shape counts no users (its concurrency is its load): none drawn, not 0
+        users = g.users if g.users or g.step is not None else None
+        state = {"users": users, "load": g.load, "step": g.step, "phase": g.phase,
                  "in_flight": g.in_flight, "tok_s": tok_s,
                  "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct,
                  "send_delay_p99_ms": _ms(_pct(send, 99)),
