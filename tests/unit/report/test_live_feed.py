@@ -99,3 +99,21 @@ def test_the_live_ttft_reads_continuously_when_replies_outlast_a_second():
     assert WINDOW_S == 10
     assert rows[12]["ttft_p50_ms"] == pytest.approx(110.0)
     assert rows[13]["ttft_p50_ms"] == pytest.approx(115.0)     # seconds 3..12: replies 0-3
+
+
+def test_the_banner_says_who_had_the_cpu_as_the_verdict_decides_it():
+    """The dashboard's banner and the ramp's verdict decide "the machine was busy with other
+    processes" against "llmbench itself was near its limit" with one function
+    (analysis.verdict.generator_cause): a loop that lags at 2 % of a core waited for a core
+    others had; at 95 % it was busy with its own work."""
+    from llmbench.analysis.verdict import generator_cause
+    from llmbench.report.dashboard import page
+
+    def banner(lag_ms: float, cpu_pct: float) -> str:
+        return page.notes({"tick": {"gauges": {"lag_p99_ms": lag_ms, "cpu_pct": cpu_pct}}})
+    starved, busy, calm = banner(60.0, 2.0), banner(60.0, 95.0), banner(0.5, 10.0)
+    assert generator_cause({"lag_p99_ms": 60.0, "cpu_pct": 2.0}) == "machine"
+    assert "busy with other processes" in starved and "near its limit" not in starved
+    assert generator_cause({"lag_p99_ms": 60.0, "cpu_pct": 95.0}) == "llmbench"
+    assert "llmbench itself is near its limit" in busy and "other processes" not in busy
+    assert calm == ""
