@@ -82,7 +82,8 @@ def one_run(url: str, mode: str, streams: int, seconds: float, tokens: int,
                 time.sleep(0.02)
     scrapes0 = exporter.scrapes if exporter is not None else 0
     render0 = exporter.render_s_total if exporter is not None else 0.0
-    harness = Harness(RequestParams(), Timeouts(), None, progress=False, observers=[exporter])
+    harness = Harness(RequestParams(), Timeouts(), None, progress=False,
+                      observers=[exporter] if exporter is not None else [])
     wall0, cpu0 = time.perf_counter(), time.process_time()
     out = harness.run(shape, [TargetSpec(make_target(url + "/v1", "mock"), server_probe="off")])
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
@@ -92,7 +93,7 @@ def one_run(url: str, mode: str, streams: int, seconds: float, tokens: int,
         n, total, worst, size, failed = got.split()
         res.update(scraper_n=int(n), scrape_mean_ms=float(total) / max(int(n), 1) * 1e3,
                    scrape_max_ms=float(worst) * 1e3, scraper_failed=int(failed))
-    sm = summarize(out.records)
+    sm = summarize(out.records).flat()
     mon = busy(out.monitor)
     per_second = [s.lag_p99_ms for s in out.monitor]
     res.update(requests=len(out.records), ok=sm["completed"], ttft_p50=sm["median_ttft_ms"],
