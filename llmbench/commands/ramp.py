@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from llmbench.analysis import abandon, checks, outages
 from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import verdict as verdict_mod
+from llmbench.analysis.judge import judge_ramp
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
@@ -179,58 +180,24 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     tel = telemetry_parts(telemetry, steps, records,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
-    isolation = None
-    if r.scenario is not None:
-        # each class judged on its own requests; the class that broke named, and with
-        # --isolate the one that breaks even alone (analysis.classes); a search's steps read
-        # as the ramp that climbed (its ladder), as a plain search's do
-        if shape.isolate:
-            isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r),
-                                              shape.isolation_note)
-        verdict = classes_mod.explain(judged, records, unit_of(r), server.samples,
-                                      planned=None if search is not None else len(shape.steps),
-                                      prefer=isolation.cause if isolation is not None else (),
-                                      telemetry=tel.get("info"))
-        if isolation is not None:
-            verdict = classes_mod.with_isolation(verdict, isolation)
-    else:
-        verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
-                                      planned=None if search is not None else len(shape.steps),
-                                      telemetry=tel.get("info"))
-    if search is not None:
-        from llmbench.analysis.findlimit import finish
-        search = finish(search, judged, verdict.knee, shape.unit)
-        verdict.text = search.text
-        if r.scenario is not None:
-            # which class broke the step above the limit, and the others' state there
-            search, verdict.text = classes_mod.search_blame(search, judged, unit_of(r))
-        if interrupted:
-            verdict.interrupted = True
-    elif interrupted and all(s.held for s in steps):
-        # nothing broke because the ramp was stopped, not because every step held
-        best = max((s.load for s in steps), default=0)
-        verdict.interrupted = True
-        verdict.text = (f"Held {verdict_mod.amount(best, unit_of(r))} before the ramp was interrupted. Stopped "
-                        f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
-                        else "Interrupted before the first step finished.")
+    # --isolate: each class judged alone at its load of the first step that broke
+    isolation = (classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
+                 if r.scenario is not None and shape.isolate else None)
     policy = c.params.abandon
     if policy is None and r.scenario is not None:
         # --abandon set for some classes only (their options): the first one's policy names it
         policy = next((cp.common.params.abandon for cp in r.scenario.classes
                        if cp.common.params.abandon is not None), None)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
-    if gave_up is not None and gave_up.release.ok is False:
+    identity = tel.get("body", {}).get("server")
+    verdict, search = judge_ramp(
+        judged, records, unit_of(r), server.samples,
+        planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
-        verdict.evidence.append(gave_up.release.text)
-        verdict.advice.append("The server keeps working on requests whose users left: check "
-                              "that it cancels a request when its connection closes (a "
-                              "proxy in front may keep the upstream connection open).")
-    lost = lost_workers(workers)
-    if lost is not None:
-        # the steps after the loss ran without that worker's users: not the planned load
-        verdict.incomplete = True
-        verdict.text = (f"{verdict.text or ''} INCOMPLETE: {lost} during the ramp; its users "
-                        "stopped there, so the figures are incomplete and not a result.").strip()
+        release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
+        else None, scenario=r.scenario is not None, isolation=isolation,
+        server_kind=server_kind(server.kind, identity) or getattr(identity, "kind", None))
     return Run(
         kind="ramp", status="partial" if partial else "complete", started_at=started_at,
         config={"target": c.target.describe(),
