@@ -389,9 +389,7 @@ def threshold_lines(checks: Sequence[Check]) -> str:
 
 
 def verdict_text(v: Verdict) -> str:
-    lines = [v.text]
-    if v.knee is not None and v.knee.text:
-        lines.append(v.knee.text)
+    lines = [v.headline]
     lines += [n for n in v.steady_note if n]
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
@@ -435,5 +433,6 @@ def search_lines(search: Any, unit: str) -> list[str]:
            + ", ".join(trial_mark(t) for t in search.trials) + "."]
     if search.interval:
         lo, hi = search.interval
-        out.append(f"  Interval: {lo:.2f} to {hi:.2f} {unit}, {search.interval_method}.")
+        fmt = "g" if unit == "users" else ".2f"
+        out.append(f"  Interval: {lo:{fmt}} to {hi:{fmt}} {unit}, {search.interval_method}.")
     return out

@@ -180,12 +180,10 @@ def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None
     if isinstance(v, dict):
         v = Verdict.from_dict(v) if v else None
     bad = v is not None and v.kind != "held"
-    text = v.text if v is not None and v.text else empty
+    text = v.headline if v is not None and v.headline else empty
     body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(text)}</b>']
     if v is not None:
-        # the knee between the steps, and steps that had not settled (stepstats)
-        if v.knee is not None and v.knee.text:
-            body.append(f'<br><b class="knee">{e(v.knee.text)}</b>')
+        # steps that had not settled (stepstats); the knee is a clause of the headline
         for line in v.steady_note:
             body.append(f'<br><span class="drift">{e(line)}</span>')
         for line in v.evidence:
