@@ -367,7 +367,7 @@ def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> s
         # with no class breaking alone, the cause is the load of all of them together (the
         # conclusion says so): not one of the others
         blame = f"{', '.join(causes)} caused it" if causes else \
-            f"it broke only from the load of all the classes together"
+            "it broke only from the load of all the classes together"
         return (f"With {who} present, {a.name}'s {what} was {mv}; alone at the same load "
                 f"({load}) it is {av} and holds{added}: {blame}.")
     return (f"{a.name} held with {who} ({what} {mv}) and alone at {load} ({av}).")

@@ -4,7 +4,7 @@ be flipped: a bound of the change at -100 % (a bootstrap draw of 0) has no finit
 from __future__ import annotations
 
 from llmbench.analysis.compare import AtLoad
-from llmbench.commands.sweep import _break_tie, _inverse
+from llmbench.analysis.sweep_judge import _break_tie, _inverse
 from llmbench.results.schema import SweepSetting
 
 
