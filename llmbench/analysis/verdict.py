@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from llmbench.analysis.rules.evidence import Circumstances, Evidence, Finding, gather
 from llmbench.analysis.rules.ramp import RULES, context
 from llmbench.analysis.rules.words import (  # noqa: F401  (the verdict's words, used elsewhere)
-    GENERATOR_CPU_BUSY_PCT, ITL_GROWTH, ITL_MIN_GROWTH_MS, NAMES, SLOT_SETTINGS, TTFT_GROWTH,
+    GENERATOR_CPU_BUSY_PCT, ITL_GROWTH, busy_banner, busy_warning, ITL_MIN_GROWTH_MS, NAMES, SLOT_SETTINGS, TTFT_GROWTH,
     _fmt_ms, _num, baseline_step, crowded_out, describe_check, error_evidence, freeze_sentence,
     generator_cause, generator_sentence, lag_explains, server_sentence, server_view)
 from llmbench.records.record import Record

@@ -317,12 +317,18 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         shape.on_plan = on_plan
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
+    warned: set[str] = set()
+
     def on_step(step: Step) -> None:
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
             harness.say(row)
-        if step.monitor.get("overloaded"):
-            print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
+        cause = verdict_mod.generator_cause(step.monitor)
+        if step.monitor.get("overloaded") and cause not in warned:
+            # once: each later step that lags carries the marker in its row
+            warned.add(cause)
+            print("warning: " + verdict_mod.busy_warning(step.monitor)
+                  + " (a busy step is marked in its row)", flush=True)
         if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),

@@ -128,7 +128,6 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
-        who = worker_names(monitor)
         if s.send_delay.p99 is not None:
             out.append(_line("Client send delay p50 / p99:",
                              f"{s.send_delay.p50:.2f} ms / {s.send_delay.p99:.2f} ms"))
@@ -136,14 +135,10 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
         frozen = freeze_sentence(monitor)
         if frozen:
             out.append(f"WARNING: {frozen}")
-        elif monitor.get("send_delay_over"):
-            out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
-                       f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
-                       "Use fewer streams per process (--workers).")
-        elif monitor.get("overloaded"):
-            out.append(f"WARNING: the load generator{who} was busy (event-loop lag or CPU over "
-                       "its limit); its latencies may be inflated. Use fewer streams per "
-                       "process (--workers).")
+        elif monitor.get("send_delay_over") or monitor.get("overloaded"):
+            # decided as the ramp decides it: llmbench busy, or its machine busy with others
+            from llmbench.analysis.verdict import busy_warning
+            out.append(f"WARNING: {busy_warning(monitor)}")
     out.append("=" * 50)
     return "\n".join(out)
 

@@ -130,6 +130,29 @@ def generator_sentence(mon: dict[str, Any]) -> str:
             "else had the CPU.")
 
 
+def busy_warning(mon: dict[str, Any]) -> str:
+    """The load generator's state as one warning with what to do, decided one way everywhere
+    (``generator_cause``: run, ramp, --find and the dashboard): llmbench itself near its limit
+    (spread it over processes), or the machine busy with other processes (more llmbench
+    processes would not help: they would compete for the same cores)."""
+    if generator_cause(mon) == "llmbench":
+        return generator_sentence(mon) + " Use fewer streams per process (--workers)."
+    return generator_sentence(mon) + (" Run llmbench where nothing else competes for the "
+                                      "CPU: more llmbench processes would not help, the cores "
+                                      "are taken.")
+
+
+def busy_banner(lag_p99_ms: float | None, cpu_pct: float | None) -> str:
+    """The same decision from the live gauges alone (the dashboard's banner)."""
+    lag, cpu = lag_p99_ms or 0.0, cpu_pct or 0.0
+    if cpu >= GENERATOR_CPU_BUSY_PCT:
+        return (f"llmbench itself is near its limit (event-loop lag p99 {lag:.1f} ms, CPU "
+                f"{cpu:.0f}%): latencies measured now may be its own.")
+    return (f"The machine is busy with other processes: llmbench's event loop lags (p99 "
+            f"{lag:.1f} ms) while it uses only {cpu:.0f}% of a core; latencies measured now "
+            "may include that lag.")
+
+
 def lag_explains(step: Step) -> bool:
     """Whether the load generator's own lag could explain why this step failed.
 

@@ -415,9 +415,8 @@ def notes(state: dict[str, Any]) -> str:
     from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
     lag, cpu = _num(g.get("lag_p99_ms")), _num(g.get("cpu_pct"))
     if (lag is not None and lag > LAG_P99_LIMIT_MS) or (cpu is not None and cpu > CPU_LIMIT_PCT):
-        out.append('<div class="verdict bad">The load generator is near its limit (event-loop '
-                   f'lag p99 {e(f"{lag or 0:.1f}")} ms, CPU {e(f"{cpu or 0:.0f}")}%): latencies '
-                   "measured now may be its own.</div>")
+        from llmbench.analysis.verdict import busy_banner
+        out.append(f'<div class="verdict bad">{e(busy_banner(lag, cpu))}</div>')
     if state.get("status") == "failed":
         out.append('<div class="verdict bad">The run failed before measuring: '
                    f'{e(state.get("error"))}</div>')

@@ -184,3 +184,14 @@ def test_the_headline_says_what_happened_to_the_ramp():
     assert "INCOMPLETE: worker 1 crashed" in headline(lost)
     found = replace(held, c=Circumstances(search=Search(text="Holds 11 users (12 broke).")))
     assert headline(found) == "Holds 11 users (12 broke)."
+
+
+def test_the_busy_warning_is_decided_as_the_verdict_decides_it():
+    from llmbench.analysis.verdict import busy_banner, busy_warning
+    theirs, ours = busy_warning(_busy(2.0)), busy_warning(_busy(95.0))
+    # 2 % of a core on a lagging loop: other processes had the machine; no --workers advice
+    assert theirs.startswith("The machine was busy with other processes") and \
+        "--workers" not in theirs
+    assert ours.startswith("llmbench itself was busy") and "(--workers)" in ours
+    assert busy_banner(400.0, 3.0).startswith("The machine is busy with other processes")
+    assert busy_banner(400.0, 97.0).startswith("llmbench itself is near its limit")
