@@ -209,13 +209,27 @@ def network(ev: Evidence) -> Finding | None:
     return None
 
 
+def _known_settings(ev: Evidence, advice: list[str]) -> list[str]:
+    """Advice less what the server's command line shows is on already (llama.cpp's
+    --cache-ram, when its process was read on this machine)."""
+    ident = (ev.telemetry or {}).get("identity") or {}
+    ram = (ident.get("settings") or {}).get("--cache-ram") if isinstance(ident, dict) else None
+    if ram in (None, "0", "-1"):
+        return advice
+    return [a.replace("Keep evicted prompts in host memory (--cache-ram MiB, on by default in "
+                      "recent builds; 0 turns it off), or halve", f"--cache-ram is on already "
+                      f"({ram} MiB), so evicted prompts are kept in host memory; halve")
+            for a in advice]
+
+
 def cache_bound(ev: Evidence) -> Finding | None:
     """Every call prefilled its whole context again, the cache having evicted it; told from
     queuing by the cache's own share falling (analysis.cachebound), and named before
     saturation: re-prefills share the compute with decoding, so the gaps may grow too."""
     if ev.cache is None:
         return None
-    f = Finding("cache_bound", [ev.cache.sentence, *ev.cache.evidence], list(ev.cache.advice))
+    f = Finding("cache_bound", [ev.cache.sentence, *ev.cache.evidence],
+                _known_settings(ev, list(ev.cache.advice)))
     if ev.saturated and ev.itl_growth:
         f.evidence.append(f"The gaps between tokens grew {ev.itl_growth:.1f}x too: the "
                           "re-prefills share the compute with decoding.")

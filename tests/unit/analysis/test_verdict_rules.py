@@ -195,3 +195,16 @@ def test_the_busy_warning_is_decided_as_the_verdict_decides_it():
     assert ours.startswith("llmbench itself was busy") and "(--workers)" in ours
     assert busy_banner(400.0, 3.0).startswith("The machine is busy with other processes")
     assert busy_banner(400.0, 97.0).startswith("llmbench itself is near its limit")
+
+
+def test_the_cache_advice_does_not_suggest_cache_ram_when_it_is_on():
+    from llmbench.analysis.cachebound import advice
+    cf = CacheFinding(sessions_held=2, session_tokens=3000, reprefill_tokens=2500,
+                      warm_share=0.9, broke_share=0.1, sentence="s", advice=advice("llamacpp",
+                                                                                   3000))
+    off = rules.cache_bound(_ev(_step(1, 4, "over"), cache=cf))
+    assert off is not None and any("(--cache-ram MiB" in a for a in off.advice)
+    on = rules.cache_bound(_ev(_step(1, 4, "over"), cache=cf, telemetry={
+        "identity": {"settings": {"--cache-ram": "8192"}}}))
+    assert on is not None and not any("(--cache-ram MiB" in a for a in on.advice)
+    assert any("--cache-ram is on already (8192 MiB)" in a for a in on.advice)
