@@ -165,7 +165,7 @@ def _class_verdicts(steps: list[Step], records: Sequence[Record] | RecordStore, 
     readings: dict[str, Verdict] = {}
     for name in names:
         v = verdict_mod.explain(class_steps(steps, name), class_records(records, name), unit,
-                                server_samples, planned)
+                                server_samples, planned, scope=name)
         readings[name] = v
         cs = broke.classes.get(name) if broke is not None else None
         broke_it = cs is not None and cs.state == OVER

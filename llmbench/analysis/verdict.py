@@ -124,15 +124,16 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
             server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
             telemetry: dict[str, Any] | None = None, circumstances: Circumstances | None = None,
             server_kind: str | None = None, base: str | None = None,
-            knee: Knee | None = None) -> Verdict:
+            knee: Knee | None = None, scope: str | None = None) -> Verdict:
     """The verdict: what kind of limit, the evidence, and what to change.
 
     ``telemetry``: the server's identity and where its machine was sampled ({"identity",
     "meta"}); each step's own figures are its ``telemetry``. ``circumstances``: what happened
     to the ramp itself (--find's answer, an interruption, a lost worker, users who gave up).
-    ``base``: the steps' answer when the caller words it (a scenario's names its classes)."""
+    ``base``: the steps' answer when the caller words it (a scenario's names its classes);
+    ``scope``: the traffic class whose requests alone these are."""
     c = circumstances or Circumstances(planned=planned)
-    ev = gather(steps, records, unit, server_samples, telemetry, c, server_kind, knee)
+    ev = gather(steps, records, unit, server_samples, telemetry, c, server_kind, knee, scope)
     text = headline(ev, base)
     flags = dict(interrupted=True if c.interrupted and (c.search is not None or all(
         s.held for s in ev.steps)) else None, incomplete=True if c.lost is not None else None)

@@ -59,6 +59,8 @@ class Evidence:
     cache: CacheFinding | None = None
     knee: Knee | None = None
     server_kind: str | None = None
+    # a traffic class's reading (its own requests only): its name
+    scope: str | None = None
     c: Circumstances = field(default_factory=Circumstances)
 
     @property
@@ -110,7 +112,7 @@ def _grew(a: float | None, b: float | None, factor: float, at_least: float = 0.0
 def gather(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
            server_samples: Sequence[dict[str, Any]] = (), telemetry: dict[str, Any] | None = None,
            c: Circumstances | None = None, server_kind: str | None = None,
-           knee_: Knee | None = None) -> Evidence:
+           knee_: Knee | None = None, scope: str | None = None) -> Evidence:
     """The evidence of a ramp: read once, for every rule (``knee_``: the knee when the
     caller already has it)."""
     steps = list(steps)
@@ -142,4 +144,4 @@ def gather(steps: Sequence[Step], records: Sequence[Record], unit: str = "users"
                     itl_grew=itl_grew, ttft_grew=ttft_grew, crowded=crowded or None,
                     little=served_at_once(win, h0, h1, base_ttft_s), server=server,
                     telemetry=telemetry, cache=cache, knee=knee_ or knee(steps, records, unit),
-                    server_kind=server_kind, c=c or Circumstances())
+                    server_kind=server_kind, scope=scope, c=c or Circumstances())

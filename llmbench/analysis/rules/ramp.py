@@ -41,6 +41,16 @@ def context(ev: Evidence) -> list[str]:
     with too few requests passed over, and failed requests at the other steps."""
     out, first, subject, unit = [], ev.first, ev.subject, ev.unit
     assert subject is not None
+    gave_up = subject.summary.cancelled
+    if gave_up:
+        # --abandon: the users who gave up lead; what made them wait follows
+        waiting = subject.summary.cancelled_waiting
+        rate = subject.summary.cancel_rate
+        out.append(f"At {amount(subject.load, unit)}, users gave up on {gave_up} request"
+                   f"{'s' if gave_up != 1 else ''}"
+                   + (f" ({rate * 100:.0f}% of its requests)" if rate is not None else "")
+                   + (f", {waiting} before the first token came" if waiting else "")
+                   + " (--abandon): they are not failures, but each is a user the server lost.")
     rough = (f" ({amount(first.load, unit)} had too few requests to judge by: its figures "
              "are rough)") if first is not None and first.state == NO_DATA else ""
     (t0, t1), (i0, i1) = ev.ttft_p95_ms, ev.itl_p50_ms
@@ -253,8 +263,7 @@ def saturation(ev: Evidence) -> Finding | None:
     f = Finding("saturation", [
         f"The gaps between tokens grew {ev.itl_growth:.1f}x: the requests in progress share "
         "the hardware (compute saturation), so each reply streams slower.",
-        f"About {ev.little['in_service']:.1f} requests were being served at once (Little's law "
-        "on the hold window)."])
+        _at_once(ev, ev.little["in_service"], None)])
     wait = _slot_wait_share(ev)
     if wait is not None and wait >= 0.5:
         # both: the slots were full too, and that wait is most of the first token's time
@@ -298,6 +307,20 @@ def _slots_advice(ev: Evidence) -> str:
     return f"Serve more requests at once: {where}{price}."
 
 
+def _at_once(ev: Evidence, est: float, n: int | None) -> str:
+    """Little's law on the hold window; of one traffic class's requests (``ev.scope``) it is
+    that class's share, not how many the server serves at once."""
+    if ev.scope is not None:
+        return (f"about {est:.1f} of {ev.scope}'s requests were in service at once (Little's "
+                f"law on {ev.scope}'s requests alone: the server served the other classes' "
+                "too).")
+    if n is None:
+        return (f"About {est:.1f} requests were being served at once (Little's law on the hold "
+                "window).")
+    return (f"about {est:.1f} request(s) were served at once (Little's law), so the server "
+            "serves " + ("one person at a time." if n == 1 else f"about {n} at a time."))
+
+
 def queuing(ev: Evidence) -> Finding | None:
     """The first token got later while tokens stayed as far apart: requests queued for slots."""
     if not ev.ttft_grew:
@@ -316,9 +339,7 @@ def queuing(ev: Evidence) -> Finding | None:
             f"Tokens stayed {_fmt_ms(ev.itl_p50_ms[1])} apart while the first token got later: "
             "requests were queuing for too few slots.",
             f"Users spent {ev.little['waiting_share'] * 100:.0f}% of their request time waiting "
-            f"for a first token; about {est:.1f} request(s) were served at once (Little's "
-            "law), so the server serves " + ("one person at a time." if n == 1
-                                             else f"about {n} at a time.")]
+            f"for a first token; " + _at_once(ev, est, n)]
     if ev.server:
         f.evidence.append(server_sentence(ev.server))
         n = int(ev.server["slots"]) if ev.server.get("slots") else n

@@ -208,3 +208,23 @@ def test_the_cache_advice_does_not_suggest_cache_ram_when_it_is_on():
         "identity": {"settings": {"--cache-ram": "8192"}}}))
     assert on is not None and not any("(--cache-ram MiB" in a for a in on.advice)
     assert any("--cache-ram is on already (8192 MiB)" in a for a in on.advice)
+
+
+def test_the_users_who_gave_up_lead_the_evidence():
+    broke = _step(1, 4, "over", 3000.0)
+    broke.summary.cancelled, broke.summary.cancelled_waiting = 6, 4
+    broke.summary.cancel_rate = 0.3
+    ev = _ev(broke)
+    lines = rules.context(ev)
+    assert lines[0].startswith("At 4 users, users gave up on 6 requests (30% of its requests), 4 "
+                               "before the first token came (--abandon)")
+    assert decide(ev)[1][0] == lines[0]
+
+
+def test_a_class_little_law_is_not_the_servers_concurrency():
+    ev = _ev(_step(1, 4, "over", 3000.0), little={"in_service": 1.2, "waiting_share": 0.4})
+    whole = " ".join(rules.queuing(ev).evidence)
+    assert "so the server serves one person at a time" in whole
+    mine = " ".join(rules.queuing(replace(ev, scope="chat")).evidence)
+    assert "1.2 of chat's requests were in service at once" in mine
+    assert "the server serves" not in mine
