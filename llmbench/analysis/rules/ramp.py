@@ -65,7 +65,12 @@ def context(ev: Evidence) -> list[str]:
     elif first is not None and ev.s0 is not None:
         gaps = ("–" if i0 is None else f"{i0:.1f} ms") + " -> " + \
             ("–" if i1 is None else f"{i1:.1f} ms")
-        out.append(f"From {first.load:g} to {amount(subject.load, unit)}: TTFT p95 "
+        name = "TTFT p95"
+        if first.sessions is not None and subject.sessions is not None:
+            # agents: the figure the table shows (a session step's TTFT), not every call's
+            name, t0, t1 = ("TTFT p95 (per session step)", first.sessions.step_ttft.p95,
+                            subject.sessions.step_ttft.p95)
+        out.append(f"From {first.load:g} to {amount(subject.load, unit)}: {name} "
                    f"{_fmt_ms(t0)} -> {_fmt_ms(t1)}, time between tokens (median) "
                    f"{gaps}{rough}.")
     steps, broke = ev.steps, ev.broke

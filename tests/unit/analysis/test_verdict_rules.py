@@ -228,3 +228,13 @@ def test_a_class_little_law_is_not_the_servers_concurrency():
     mine = " ".join(rules.queuing(replace(ev, scope="chat")).evidence)
     assert "1.2 of chat's requests were in service at once" in mine
     assert "the server serves" not in mine
+
+
+def test_an_agent_verdict_quotes_the_tables_ttft():
+    from llmbench.results.sessions import Dist, Sessions
+    ev = _ev(_step(1, 4, "over", 3000.0))
+    ev.first.sessions = Sessions(step_ttft=Dist(n=20, p95=640.0))
+    ev.subject.sessions = Sessions(step_ttft=Dist(n=20, p95=2480.0))
+    # the agents' table shows a session step's TTFT: the verdict quotes the same figures
+    assert rules.context(ev)[0].startswith(
+        "From 2 to 4 users: TTFT p95 (per session step) 640 ms -> 2.48 s")
