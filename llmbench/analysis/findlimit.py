@@ -101,7 +101,10 @@ def _uncertain(s: Search, unit: str) -> str | None:
     if s.stopped == "none_held":
         return None
     if s.stopped == "load_generator":
-        return (f"the load generator could not hold {amount(top or lim, unit)} (its own lag "
+        # the step it lagged at is the last tried (never a bound: the server did not break
+        # it), not the least load that broke
+        lagged = s.trials[-1].load if s.trials else (top or lim)
+        return (f"the load generator could not hold {amount(lagged, unit)} (its own lag "
                 f"broke that step): the server's limit is at least {amount(lim, unit)}, not "
                 "measured above")
     if s.stopped == "unconfirmed":

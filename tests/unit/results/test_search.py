@@ -372,3 +372,16 @@ def test_a_floor_is_the_lightest_step_the_search_tries():
     # a limit above the floor is found as without it
     p, plans = search(4, limit_threshold(4, 9), least=3, start=1)
     assert p.stopped == "found" and p.limit == 9 and min(pl.load for pl in plans) >= 3
+
+
+def test_the_generators_lag_is_named_at_the_step_it_lagged_by_rate():
+    # --find --by rate: 8 req/s broke (the server's), then 6 held, then llmbench lagged at 7:
+    # the step to name is 7, the last tried, not 8, the least load that broke
+    trials = [Trial(index=0, load=2, why="grow", held=True),
+              Trial(index=1, load=4, why="grow", held=True),
+              Trial(index=2, load=8, why="grow", held=False),
+              Trial(index=3, load=6, why="aim", held=True),
+              Trial(index=4, load=7, why="aim", held=False)]
+    s = finish(Search(by="rate", trials=trials, limit=6, broke_at=8, stopped="load_generator",
+                      resolution=0.05), [], None, "req/s")
+    assert "could not hold 7 req/s" in (s.uncertain or ""), s.uncertain
