@@ -245,9 +245,12 @@ def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
                     e = v[m]
                     # the change of b against a, as the table reads: a's value vs b's
                     ch, ci = e.change, e.ci or [0.0, 0.0]
+                    # whose change against whose, said: a bare "+700 %" after a's win read
+                    # as a's
                     parts.append(f"{_LABEL.get(m, m)} {_value(m, e.base)} vs "
-                                 f"{_value(m, e.other)} for {short(b)} ({_pct(ch or 0.0)}, 95 % "
-                                 f"interval {_pct(ci[0])} to {_pct(ci[1])})")
+                                 f"{_value(m, e.other)} for {short(b)} ({_pct(ch or 0.0)} "
+                                 f"against {short(a)}, 95 % interval "
+                                 f"{_pct(ci[0])} to {_pct(ci[1])})")
             from llmbench.analysis.compare import AT_LOAD_METRICS
             same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
                     if all(m not in (wins[n] or []) for n in wins)]
