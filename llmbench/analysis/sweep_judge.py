@@ -40,6 +40,57 @@ def _fmt_held(r: SweepSetting) -> str:
 Pairs = dict[tuple[str, str], dict[str, Any]]     # (base, other) -> metric -> compare.AtLoad
 
 
+def _unranked(failed: list[SweepSetting], died: list[SweepSetting],
+              unjudged: list[SweepSetting]) -> list[str]:
+    """The sentences of the settings the answer does not rank, and why."""
+    out = []
+    if failed:
+        out.append("; ".join(
+            f"{r.name} failed to start" if r.status == "server_failed"
+            else f"{r.name}: the ramp could not start" for r in failed) + " (see the logs).")
+    if died:
+        out.append("; ".join(f"{r.name}'s server died during the ramp" for r in died)
+                   + " (its log is in the sweep folder).")
+    if unjudged:
+        out.append(", ".join(r.name for r in unjudged)
+                   + " could not be judged: every step had too few requests to measure (not "
+                   "enough data), so " + ("it is" if len(unjudged) == 1 else "they are")
+                   + " not ranked; hold each step longer (--hold) or think less (--think).")
+    return out
+
+
+def _one_best(best: SweepSetting, unit: str, top: float, measured: int,
+              unjudged: bool) -> str:
+    """One setting held the most: the sentence, and whether its limit lies higher."""
+    if measured == 1:
+        word = "user" if unit == "users" and best.held == 1 else unit
+        text = (f"Only {best.name} could be {'judged' if unjudged else 'measured'}: it "
+                f"held {_fmt_held(best)} {word}")
+    else:
+        text = f"{best.name} held the most {unit} ({_fmt_held(best)})"
+    if best.search is not None and best.search.stopped == "ceiling":
+        text += (f" and never broke up to the search's ceiling, so its limit lies higher "
+                 f"(raise --up-to above {top:g})")
+    elif best.verdict_kind == "held" and best.search is None:
+        text += f" and never broke, so its limit lies higher (add steps above {top:g})"
+    return text
+
+
+def _noise(tied: list[SweepSetting], fewer: list[SweepSetting],
+           short: Callable[[SweepSetting], str], measured: int) -> str:
+    """Whether the difference in users held may be noise (the repeats' intervals overlap)."""
+    lo = (tied[0].held_interval or {}).get("low")
+    close = [r for r in fewer if lo is not None and (r.held_interval or {}).get("high") is not None
+             and (r.held_interval or {})["high"] >= lo]
+    if close:
+        return (f" The intervals of {', '.join(r.name for r in tied)} and "
+                f"{', '.join(short(r) for r in close)} overlap: that difference may be noise "
+                "(more --repeat would tell).")
+    if lo is None and measured > 1 and fewer:
+        return " One ramp per setting, so no interval on users held (--repeat 3 gives one)."
+    return ""
+
+
 def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = None,
            load: float | None = None) -> tuple[str, SweepSetting | None]:
     """The stated answer, and the best setting's result (None when there is none or when the
@@ -63,21 +114,7 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
 
     def short(r: SweepSetting) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
         return next(iter(r.setting.values())) if single else r.name
-    tail_parts = []
-    if failed:
-        tail_parts.append("; ".join(
-            f"{r.name} failed to start" if r.status == "server_failed"
-            else f"{r.name}: the ramp could not start" for r in failed) + " (see the logs).")
-    if died:
-        tail_parts.append("; ".join(f"{r.name}'s server died during the ramp" for r in died)
-                          + " (its log is in the sweep folder).")
-    if unjudged:
-        tail_parts.append(", ".join(r.name for r in unjudged)
-                          + " could not be judged: every step had too few requests to "
-                          "measure (not enough data), so "
-                          + ("it is" if len(unjudged) == 1 else "they are") + " not ranked; "
-                          "hold each step "
-                          "longer (--hold) or think less (--think).")
+    tail_parts = _unranked(failed, died, unjudged)
     if not measured:
         head = "No setting could be judged." if unjudged and not failed and not died \
             else "No setting could be measured."
@@ -91,31 +128,13 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
     fewer = [r for r in measured if r.held is not None and r.held < top]
     best: SweepSetting | None = tied[0]
     if len(tied) == 1:
-        if len(measured) == 1:
-            word = "user" if unit == "users" and tied[0].held == 1 else unit
-            text = (f"Only {tied[0].name} could be {'judged' if unjudged else 'measured'}: it "
-                    f"held {_fmt_held(tied[0])} {word}")
-        else:
-            text = f"{tied[0].name} held the most {unit} ({_fmt_held(tied[0])})"
-        if tied[0].search is not None and tied[0].search.stopped == "ceiling":
-            text += (f" and never broke up to the search's ceiling, so its limit lies higher "
-                     f"(raise --up-to above {top:g})")
-        elif tied[0].verdict_kind == "held" and tied[0].search is None:
-            text += f" and never broke, so its limit lies higher (add steps above {top:g})"
+        text = _one_best(tied[0], unit, top, len(measured), bool(unjudged))
     else:
         best, text = _break_tie(tied, unit, top, short, pairs or {}, load)
     if fewer:
         text += "; " + ", ".join(f"{short(r)} held {_fmt_held(r)}" for r in fewer)
     text += "."
-    lo = (tied[0].held_interval or {}).get("low")
-    close = [r for r in fewer if lo is not None and (r.held_interval or {}).get("high") is not None
-             and (r.held_interval or {})["high"] >= lo]
-    if close:
-        text += (f" The intervals of {', '.join(r.name for r in tied)} and "
-                 f"{', '.join(short(r) for r in close)} overlap: that difference may be noise "
-                 "(more --repeat would tell).")
-    elif lo is None and len(measured) > 1 and fewer:
-        text += " One ramp per setting, so no interval on users held (--repeat 3 gives one)."
+    text += _noise(tied, fewer, short, len(measured))
     return " ".join([text] + tail_parts), best
 
 
@@ -174,101 +193,114 @@ def _value(metric: str, v: Any) -> str:
 _LABEL = {"ttft.p95": "TTFT p95", "itl.p50": "ITL p50", "output_throughput": "output"}
 
 
+def _by_knee(tied: Sequence[SweepSetting], unit: str,
+             head: str) -> tuple[SweepSetting, str] | None:
+    """2. the knee, when every tied setting has one with an interval and the best one's
+    interval is clear of the others'."""
+    knees = {r.name: _knee_count(r.knee, unit) for r in tied}
+    counted = {name: k for name, k in knees.items() if k is not None}
+    if len(counted) != len(knees):
+        return None
+    ranked = sorted(tied, key=lambda r: -counted[r.name][0])
+    first, rest = ranked[0], ranked[1:]
+    k1 = counted[first.name]
+    if not all(k1[1] > counted[r.name][2] for r in rest):
+        return None
+    others = ", ".join(f"{_knee_text(counted[r.name], unit)} for {r.name}" for r in rest)
+    what = "the most users under" if unit == "users" else "the load where"
+    threshold = (first.knee.threshold if first.knee is not None else None) or "the threshold"
+    return first, (f"{head}; {first.name} holds more by the knee ({what} "
+                   f"{threshold}{'' if unit == 'users' else ' is crossed'}, "
+                   f"interpolated between the steps, 95 % interval): "
+                   f"{_knee_text(k1, unit)} against {others}")
+
+
+def _view(pairs: Pairs, a: SweepSetting, b: SweepSetting) -> dict[str, Any] | None:
+    """metric -> compare.AtLoad with a as base; flipped when only (b, a) was computed."""
+    got = pairs.get((a.name, b.name))
+    if got is not None:
+        return got
+    rev = pairs.get((b.name, a.name))
+    if rev is None:
+        return None
+    flip = {"base": "other", "other": "base", None: None}
+    out = {}
+    for m, e in rev.items():
+        ch, ci = e.change, e.ci
+        # a bound at -100 % (a bootstrap draw of 0) is no bound the other way
+        out[m] = replace(e, base=e.other, other=e.base, better=flip[e.better],
+                         change=_inverse(ch),
+                         ci=None if not ci else [_inverse(ci[1]), _inverse(ci[0])])
+    return out
+
+
+def _beats(pairs: Pairs, a: SweepSetting, b: SweepSetting) -> list[str] | None:
+    """The metrics a is better on beyond the noise, when it is worse on none."""
+    v = _view(pairs, a, b)
+    if not v:
+        return None
+    wins = [m for m, e in v.items() if e.better == "base"]
+    losses = [m for m, e in v.items() if e.better == "other"]
+    return wins if wins and not losses else None
+
+
+def _won(a: SweepSetting, tied: Sequence[SweepSetting], wins: dict[str, list[str] | None],
+         pairs: Pairs, short: Callable[[SweepSetting], str]) -> str:
+    """What a did better than each other tied setting, each with its interval."""
+    parts = []
+    for b in tied:
+        if b is a:
+            continue
+        v = _view(pairs, a, b) or {}
+        for m in wins[b.name] or []:
+            e = v[m]
+            # the change of b against a, as the table reads: a's value vs b's; whose change
+            # against whose, said: a bare "+700 %" after a's win read as a's
+            ch, ci = e.change, e.ci or [0.0, 0.0]
+            parts.append(f"{_LABEL.get(m, m)} {_value(m, e.base)} vs {_value(m, e.other)} for "
+                         f"{short(b)} ({_pct(ch or 0.0)} against {short(a)}, 95 % interval "
+                         f"{_pct(ci[0])} to {_pct(ci[1])})")
+    from llmbench.analysis.compare import AT_LOAD_METRICS
+    same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
+            if all(m not in (wins[n] or []) for n in wins)]
+    return "; ".join(parts) + (f"; {', '.join(same)} the same within the noise" if same else "")
+
+
+def _trade_offs(tied: Sequence[SweepSetting], pairs: Pairs) -> list[str]:
+    out = []
+    for i, a in enumerate(tied):
+        for b in tied[i + 1:]:
+            v = _view(pairs, a, b) or {}
+            wa = [_LABEL.get(m, m) for m, e in v.items() if e.better == "base"]
+            wb = [_LABEL.get(m, m) for m, e in v.items() if e.better == "other"]
+            if wa and wb:
+                out.append(f"{a.name} has the better {', '.join(wa)}, {b.name} the "
+                           f"better {', '.join(wb)}")
+    return out
+
+
 def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
                short: Callable[[SweepSetting], str], pairs: Pairs,
                load: float | None) -> tuple[SweepSetting | None, str]:
     names = " and ".join(r.name for r in tied) if len(tied) == 2 else \
         ", ".join(r.name for r in tied)
-    both = "both" if len(tied) == 2 else "all"
-    head = f"{names} {both} held {_amount(top, unit)}"
-    # 2. the knee, when every tied setting has one with an interval
-    knees = {r.name: _knee_count(r.knee, unit) for r in tied}
-    counted = {name: k for name, k in knees.items() if k is not None}
-    if len(counted) == len(knees):
-        ranked = sorted(tied, key=lambda r: -counted[r.name][0])
-        first, rest = ranked[0], ranked[1:]
-        k1 = counted[first.name]
-        if all(k1[1] > counted[r.name][2] for r in rest):
-            others = ", ".join(f"{_knee_text(counted[r.name], unit)} for {r.name}"
-                               for r in rest)
-            what = "the most users under" if unit == "users" else "the load where"
-            threshold = (first.knee.threshold if first.knee is not None else None) \
-                or "the threshold"
-            return first, (f"{head}; {first.name} holds more by the knee ({what} "
-                           f"{threshold}{'' if unit == 'users' else ' is crossed'}, "
-                           f"interpolated between the steps, 95 % interval): "
-                           f"{_knee_text(k1, unit)} against {others}")
+    head = f"{names} {'both' if len(tied) == 2 else 'all'} held {_amount(top, unit)}"
+    by_knee = _by_knee(tied, unit, head)
+    if by_knee is not None:
+        return by_knee
     # 3. the table's numbers at the highest common load, each with its interval
     at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
-
-    from llmbench.analysis.compare import AtLoad
-
-    def view(a: SweepSetting, b: SweepSetting) -> dict[str, AtLoad] | None:
-        """metric -> entry with a as base; flipped when only (b, a) was computed."""
-        got = pairs.get((a.name, b.name))
-        if got is not None:
-            return got
-        rev = pairs.get((b.name, a.name))
-        if rev is None:
-            return None
-        flip = {"base": "other", "other": "base", None: None}
-        out = {}
-        for m, e in rev.items():
-            ch, ci = e.change, e.ci
-            # a bound at -100 % (a bootstrap draw of 0) is no bound the other way
-            out[m] = replace(e, base=e.other, other=e.base, better=flip[e.better],
-                             change=_inverse(ch),
-                             ci=None if not ci else [_inverse(ci[1]), _inverse(ci[0])])
-        return out
-
-    def beats(a: SweepSetting, b: SweepSetting) -> list[str] | None:
-        v = view(a, b)
-        if not v:
-            return None
-        wins = [m for m, e in v.items() if e.better == "base"]
-        losses = [m for m, e in v.items() if e.better == "other"]
-        return wins if wins and not losses else None
-
-    if not any(view(a, b) for a in tied for b in tied if a is not b):
+    if not any(_view(pairs, a, b) for a in tied for b in tied if a is not b):
         return None, (f"{head}; no common load with enough requests to compare them further, so "
                       f"they tie on this evidence. To separate them: finer steps, --repeat 3, "
                       f"or a longer --hold")
     for a in tied:
-        wins = {b.name: beats(a, b) for b in tied if b is not a}
+        wins = {b.name: _beats(pairs, a, b) for b in tied if b is not a}
         if all(wins.values()):
-            parts = []
-            for b in tied:
-                if b is a:
-                    continue
-                v = view(a, b) or {}
-                for m in wins[b.name] or []:
-                    e = v[m]
-                    # the change of b against a, as the table reads: a's value vs b's
-                    ch, ci = e.change, e.ci or [0.0, 0.0]
-                    # whose change against whose, said: a bare "+700 %" after a's win read
-                    # as a's
-                    parts.append(f"{_LABEL.get(m, m)} {_value(m, e.base)} vs "
-                                 f"{_value(m, e.other)} for {short(b)} ({_pct(ch or 0.0)} "
-                                 f"against {short(a)}, 95 % interval "
-                                 f"{_pct(ci[0])} to {_pct(ci[1])})")
-            from llmbench.analysis.compare import AT_LOAD_METRICS
-            same = [_LABEL.get(m, m) for m in AT_LOAD_METRICS
-                    if all(m not in (wins[n] or []) for n in wins)]
-            text = f"{head}; {at}, the highest load all ran, {a.name} did better: " + \
-                "; ".join(parts)
-            if same:
-                text += f"; {', '.join(same)} the same within the noise"
-            return a, text
+            return a, (f"{head}; {at}, the highest load all ran, {a.name} did better: "
+                       + _won(a, tied, wins, pairs, short))
     # no setting beats every other: a trade-off, or a tie
-    trade = []
-    for i, a in enumerate(tied):
-        for b in tied[i + 1:]:
-            v = view(a, b) or {}
-            wa = [_LABEL.get(m, m) for m, e in v.items() if e.better == "base"]
-            wb = [_LABEL.get(m, m) for m, e in v.items() if e.better == "other"]
-            if wa and wb:
-                trade.append(f"{a.name} has the better {', '.join(wa)}, {b.name} the "
-                             f"better {', '.join(wb)}")
+    trade = _trade_offs(tied, pairs)
     if trade:
         return None, (f"{head}; {at} neither is better on every count: " + "; ".join(trade)
                       + " (95 % intervals); choose by what matters more to your users")
