@@ -197,7 +197,10 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
         else None, scenario=r.scenario is not None, isolation=isolation,
-        server_kind=server_kind(server.kind, identity) or getattr(identity, "kind", None))
+        server_kind=server_kind(server.kind, identity) or getattr(identity, "kind", None) or (
+            # the probe looked and knew none of its kinds (llama-cpp-python's own server, say):
+            # no advice naming settings such a server does not have
+            "unknown" if c.server_probe == "auto" and server.note else None))
     return Run(
         kind="ramp", status="partial" if partial else "complete", started_at=started_at,
         config={"target": c.target.describe(),

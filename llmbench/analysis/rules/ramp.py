@@ -36,47 +36,54 @@ def _cause(ev: Evidence) -> str:
     return "; ".join(c.threshold for c in (ev.broke.failed_checks if ev.broke else []))
 
 
-def context(ev: Evidence) -> list[str]:
-    """What every verdict says first: the lighter step against the one explained, the steps
-    with too few requests passed over, and failed requests at the other steps."""
-    out, first, subject, unit = [], ev.first, ev.subject, ev.unit
-    assert subject is not None
-    gave_up = subject.summary.cancelled
-    if gave_up:
-        # --abandon: the users who gave up lead; what made them wait follows
-        waiting = subject.summary.cancelled_waiting
-        rate = subject.summary.cancel_rate
-        out.append(f"At {amount(subject.load, unit)}, users gave up on {gave_up} request"
-                   f"{'s' if gave_up != 1 else ''}"
-                   + (f" ({rate * 100:.0f}% of its requests)" if rate is not None else "")
-                   + (f", {waiting} before the first token came" if waiting else "")
-                   + " (--abandon): they are not failures, but each is a user the server lost.")
+def _gave_up(ev: Evidence) -> list[str]:
+    """--abandon: the users who gave up lead; what made them wait follows."""
+    assert ev.subject is not None
+    s = ev.subject.summary
+    if not s.cancelled:
+        return []
+    n, rate, waiting = s.cancelled, s.cancel_rate, s.cancelled_waiting
+    return [f"At {amount(ev.subject.load, ev.unit)}, users gave up on {n} request"
+            f"{'s' if n != 1 else ''}"
+            + (f" ({rate * 100:.0f}% of its requests)" if rate is not None else "")
+            + (f", {waiting} before the first token came" if waiting else "")
+            + " (--abandon): they are not failures, but each is a user the server lost."]
+
+
+def _compared(ev: Evidence) -> list[str]:
+    """The lighter step against the one explained."""
+    first, subject, unit = ev.first, ev.subject, ev.unit
+    if first is None or ev.s0 is None or subject is None:
+        return []            # nothing lighter to compare with: no "from X to X"
     rough = (f" ({amount(first.load, unit)} had too few requests to judge by: its figures "
-             "are rough)") if first is not None and first.state == NO_DATA else ""
-    (t0, t1), (i0, i1) = ev.ttft_p95_ms, ev.itl_p50_ms
-    if first is not None and ev.s0 is not None and ev.s1.total_embeddings is not None:
+             "are rough)") if first.state == NO_DATA else ""
+    (t0, t1), (i0, i1), s0, s1 = ev.ttft_p95_ms, ev.itl_p50_ms, ev.s0, ev.s1
+    if s1.total_embeddings is not None:
         # embeddings: one whole reply, no tokens streamed; latency and throughput are the story
-        s0, s1 = ev.s0, ev.s1
         rates = " -> ".join("–" if r is None else f"{r:.0f}"
                             for r in (s0.embeddings_throughput, s1.embeddings_throughput))
-        out.append(f"From {first.load:g} to {amount(subject.load, unit)}: latency p95 "
-                   f"{_fmt_ms(s0.e2el.p95)} -> {_fmt_ms(s1.e2el.p95)}, embeddings per second "
-                   f"{rates}{rough}.")
-    elif first is not None and ev.s0 is not None:
-        gaps = ("–" if i0 is None else f"{i0:.1f} ms") + " -> " + \
-            ("–" if i1 is None else f"{i1:.1f} ms")
-        name = "TTFT p95"
-        if first.sessions is not None and subject.sessions is not None:
-            # agents: the figure the table shows (a session step's TTFT), not every call's
-            name, t0, t1 = ("TTFT p95 (per session step)", first.sessions.step_ttft.p95,
-                            subject.sessions.step_ttft.p95)
-        out.append(f"From {first.load:g} to {amount(subject.load, unit)}: {name} "
-                   f"{_fmt_ms(t0)} -> {_fmt_ms(t1)}, time between tokens (median) "
-                   f"{gaps}{rough}.")
-    steps, broke = ev.steps, ev.broke
+        return [f"From {first.load:g} to {amount(subject.load, unit)}: latency p95 "
+                f"{_fmt_ms(s0.e2el.p95)} -> {_fmt_ms(s1.e2el.p95)}, embeddings per second "
+                f"{rates}{rough}."]
+    gaps = ("–" if i0 is None else f"{i0:.1f} ms") + " -> " + \
+        ("–" if i1 is None else f"{i1:.1f} ms")
+    name = "TTFT p95"
+    if first.sessions is not None and subject.sessions is not None:
+        # agents: the figure the table shows (a session step's TTFT), not every call's
+        name, t0, t1 = ("TTFT p95 (per session step)", first.sessions.step_ttft.p95,
+                        subject.sessions.step_ttft.p95)
+    return [f"From {first.load:g} to {amount(subject.load, unit)}: {name} {_fmt_ms(t0)} -> "
+            f"{_fmt_ms(t1)}, time between tokens (median) {gaps}{rough}."]
+
+
+def context(ev: Evidence) -> list[str]:
+    """What every verdict says first: the users who gave up, the lighter step against the one
+    explained, the steps with too few requests passed over, and failed requests at the other
+    steps."""
+    out, steps, broke, unit = _gave_up(ev) + _compared(ev), ev.steps, ev.broke, ev.unit
     for st in steps:
         # a step with too few requests, passed over: it is neither held nor broken
-        if st is not broke and st is not first and st.state == NO_DATA and (
+        if st is not broke and st is not ev.first and st.state == NO_DATA and (
                 broke is None or steps.index(st) < steps.index(broke)):
             out.append(f"At {amount(st.load, unit)}, not enough data to decide ("
                        + "; ".join(describe_check(c) for c in st.failed_checks)
