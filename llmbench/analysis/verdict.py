@@ -11,7 +11,8 @@ judgement is an ordered list of rules (``analysis.rules.ramp.RULES``) over one `
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
 
 from llmbench.analysis.rules.evidence import Circumstances, Evidence, Finding, gather
 from llmbench.analysis.rules.ramp import RULES, context
@@ -155,3 +156,14 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         served_at_once=ev.little, server=ev.server, slots_estimate=found.slots_estimate,
         generator_cause=found.generator_cause, cause=found.cause,
         cache=ev.cache.result() if found.kind == "cache_bound" and ev.cache else None, **flags)
+
+
+def over_repeats(v: Verdict | None, helds: Sequence[float], iv: Mapping[str, float],
+                 unit: str) -> Verdict | None:
+    """The verdict of a ramp's median repeat as the verdict of all of them (``--repeat``): its
+    headline with the users each repeat held, their median and range."""
+    if v is None:
+        return None
+    line = (f"Over {len(helds)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
+            f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
+    return replace(v, text=f"{v.text} {line}".strip())

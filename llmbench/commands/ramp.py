@@ -405,12 +405,9 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     plan, run, _ = runs[rep]
     unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
-    line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
-            f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
     doc = replace(run, repeat=None, interrupted=interrupted,
-                  repeat_codes=[code for _, _, code in runs])
-    if doc.verdict is not None:
-        doc.verdict = replace(doc.verdict, text=f"{doc.verdict.text} {line}".strip())
+                  repeat_codes=[code for _, _, code in runs],
+                  verdict=verdict_mod.over_repeats(run.verdict, helds, iv, unit))
     doc.status = "partial" if interrupted or len(runs) < planned else run.status
     doc.repeats = {
         "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,
