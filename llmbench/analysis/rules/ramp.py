@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.analysis.metrics import bunching_sentence
+from llmbench.load.monitor import LAG_P99_LIMIT_MS
 from llmbench.analysis.rules.evidence import Evidence, Finding, Rule
 from llmbench.analysis.rules.words import (SLOT_SETTINGS, _fmt_ms, describe_check,
                                            error_evidence, generator_cause, generator_sentence,
@@ -204,14 +205,14 @@ def _lag_note(ev: Evidence) -> list[str]:
     mon = ev.broke.monitor if ev.broke is not None else {}
     if not mon.get("overloaded") or ev.broke is None or lag_explains(ev.broke):
         return []
-    tail = (" But the limit was broken by more than that lag can add to a timestamp, so "
-            "llmbench's timings stand")
-    if generator_cause(mon) == "machine":
+    tail = (" But the limit was broken by more than that lag can add to a timestamp, so the "
+            "result stands")
+    if generator_cause(mon) == "machine" and (mon.get("lag_p99_ms") or 0.0) >= LAG_P99_LIMIT_MS:
         # that covers llmbench's clock, not a server starved by the same busy machine
-        tail += ("; the server shared that busy machine, so this is its limit on a busy "
-                 "machine, not its capacity.")
+        tail += (" as the server's limit on this busy machine, not its capacity (a server "
+                 "sharing the machine got only what the other processes left).")
     else:
-        tail += ", so the result stands."
+        tail += "."
     return [generator_sentence(mon) + tail]
 
 
@@ -293,14 +294,14 @@ def saturation(ev: Evidence) -> Finding | None:
 
 # the server's own setting for how many requests it serves at once, by the kind it reported
 SLOT_SETTING = {"ollama": SLOT_SETTINGS[0], "llamacpp": SLOT_SETTINGS[1],
-                "vllm": SLOT_SETTINGS[2], "sglang": SLOT_SETTINGS[3], "tgi": SLOT_SETTINGS[4],
-                "mock": "--parallel (the mock)"}
+                "vllm": SLOT_SETTINGS[2], "sglang": SLOT_SETTINGS[3], "tgi": SLOT_SETTINGS[4]}
 
 
 def _slots_advice(ev: Evidence) -> str:
     """Raise the slots, named for this server, with what the run measured of the price."""
     kind = ev.server_kind
-    if kind is None:
+    if kind in (None, "mock"):
+        # not known, or the mock standing in for a real server: every server's setting
         where = "raise " + ", ".join(SLOT_SETTINGS)
     elif kind in SLOT_SETTING:
         where = "raise " + SLOT_SETTING[kind]
