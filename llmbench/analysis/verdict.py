@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from llmbench.analysis.rules.evidence import Circumstances, Evidence, Finding, gather
-from llmbench.analysis.rules.ramp import RULES, context
+from llmbench.analysis.rules.ramp import RULES, context, starved
 from llmbench.analysis.rules.words import (  # noqa: F401  (the verdict's words, used elsewhere)
     GENERATOR_CPU_BUSY_PCT, ITL_GROWTH, busy_banner, busy_warning, ITL_MIN_GROWTH_MS, NAMES, SLOT_SETTINGS, TTFT_GROWTH,
     _fmt_ms, _num, baseline_step, crowded_out, describe_check, error_evidence, freeze_sentence,
@@ -93,6 +93,9 @@ def headline(ev: Evidence, base: str | None = None) -> str:
         clause = knee_clause(ev.knee, unit)
         if clause:
             text = text.rstrip(".") + clause + "."
+    if starved(ev):
+        text += (" That is the server's limit on a machine busy with other processes, not its "
+                 "capacity.")
     if c.lost is not None:
         # the steps after the loss ran without that worker's users: not the planned load
         text = (f"{text} INCOMPLETE: {c.lost} during the ramp; its users stopped there, so "

@@ -200,6 +200,16 @@ def _generator(ev: Evidence, who: str) -> Finding | None:
     return _with_machine(ev, f, keep_advice=True)
 
 
+def starved(ev: Evidence) -> bool:
+    """The step that broke lagged on a machine busy with other processes, by more than a
+    timestamp can carry: the limit stands, but as the server's on that busy machine (it shared
+    the cores the others took), not its capacity."""
+    mon = ev.broke.monitor if ev.broke is not None else {}
+    return (bool(mon.get("overloaded")) and ev.broke is not None and not lag_explains(ev.broke)
+            and generator_cause(mon) == "machine"
+            and (mon.get("lag_p99_ms") or 0.0) >= LAG_P99_LIMIT_MS)
+
+
 def _lag_note(ev: Evidence) -> list[str]:
     """The generator lagged, but the limit was broken by more than its lag can explain."""
     mon = ev.broke.monitor if ev.broke is not None else {}
@@ -207,7 +217,7 @@ def _lag_note(ev: Evidence) -> list[str]:
         return []
     tail = (" But the limit was broken by more than that lag can add to a timestamp, so the "
             "result stands")
-    if generator_cause(mon) == "machine" and (mon.get("lag_p99_ms") or 0.0) >= LAG_P99_LIMIT_MS:
+    if starved(ev):
         # that covers llmbench's clock, not a server starved by the same busy machine
         tail += (" as the server's limit on this busy machine, not its capacity (a server "
                  "sharing the machine got only what the other processes left).")

@@ -238,3 +238,12 @@ def test_an_agent_verdict_quotes_the_tables_ttft():
     # the agents' table shows a session step's TTFT: the verdict quotes the same figures
     assert rules.context(ev)[0].startswith(
         "From 2 to 4 users: TTFT p95 (per session step) 640 ms -> 2.48 s")
+
+
+def test_a_starved_servers_limit_is_not_stated_as_its_capacity():
+    ev = _ev(_step(1, 4, "over", 10000.0, monitor=_busy(3.0)), ttft=(500.0, 10000.0))
+    assert rules.starved(ev)
+    assert headline(ev, "Held 2 users. At 4 users, TTFT p95 was 10.00 s, over 2.00 s.").endswith(
+        "That is the server's limit on a machine busy with other processes, not its capacity.")
+    quiet = _ev(_step(1, 4, "over", 10000.0), ttft=(500.0, 10000.0))
+    assert not rules.starved(quiet) and "capacity" not in headline(quiet, "Held 2 users.")
