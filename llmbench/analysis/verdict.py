@@ -82,6 +82,11 @@ def headline(ev: Evidence, base: str | None = None) -> str:
     c, steps, unit = ev.c, ev.steps, ev.unit
     if c.search is not None:
         text = c.search.text
+    elif c.going_on and steps and all(s.held for s in steps):
+        # the verdict so far: not "stopped after k of n steps", the ramp goes on
+        best = max(s.load for s in steps)
+        text = (f"Held {amount(best, unit)} so far ({len(steps)} of {c.planned or len(steps)} "
+                "steps); the ramp goes on.")
     elif c.interrupted and all(s.held for s in steps):
         # nothing broke because the ramp was stopped, not because every step held
         best = max((s.load for s in steps), default=0)

@@ -171,7 +171,7 @@ def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search |
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
-         telemetry: Any = None) -> Run:
+         telemetry: Any = None, going_on: bool = False) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
@@ -193,6 +193,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
         planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        going_on=going_on,
         search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
@@ -335,14 +336,10 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
-                       ServerSeen(None, None, []), False, True, [])
+                       ServerSeen(None, None, []), False, True, [], going_on=True)
             data = doc.save(run_dir)
             if harness.dashboard is not None:   # its thresholds, and the verdict so far
-                v = dict(data.get("verdict") or {})
-                if v and all(st.held for st in doc.steps):
-                    # not "stopped after k of n steps": the ramp goes on
-                    v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
-                harness.dashboard.step(data["steps"][-1], v or None)
+                harness.dashboard.step(data["steps"][-1], data.get("verdict") or None)
     shape.on_step = on_step
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:

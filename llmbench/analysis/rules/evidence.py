@@ -23,14 +23,15 @@ from llmbench.results.search import Search
 @dataclass
 class Circumstances:
     """What happened to the ramp besides its steps: how many steps were planned, --find's
-    finished answer, an interruption, a worker lost (its sentence), and the sentence of a
-    server that kept decoding for users who gave up."""
+    finished answer, an interruption, a worker lost (its sentence), the sentence of a server
+    that kept decoding for users who gave up, and whether the ramp is still going on."""
 
     planned: int | None = None
     search: Search | None = None
     interrupted: bool = False
     lost: str | None = None
     release: str | None = None
+    going_on: bool = False
 
 
 @dataclass

@@ -250,3 +250,9 @@ def test_a_starved_servers_limit_is_not_stated_as_its_capacity():
         "That is the server's limit on a machine busy with other processes, not its capacity.")
     quiet = _ev(_step(1, 4, "over", 10000.0), ttft=(500.0, 10000.0))
     assert not rules.starved(quiet) and "capacity" not in headline(quiet, "Held 2 users.")
+
+
+def test_a_ramp_still_going_on_says_so():
+    held = _ev(None, ttft=(500.0, 500.0))
+    going = replace(held, c=Circumstances(planned=4, going_on=True))
+    assert headline(going) == "Held 2 users so far (1 of 4 steps); the ramp goes on."
