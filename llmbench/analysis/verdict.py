@@ -67,10 +67,10 @@ def knee_clause(k: Knee | None, unit: str) -> str:
     if unit == "users":
         if k.users is None or not k.users_ci or math.ceil(x1) - 1 <= x0:
             return ""
-        lo, hi = k.users_ci
-        if lo == hi:
-            return f"; by interpolation the limit lies between {lo} and {lo + 1} users"
-        return f"; by interpolation the limit lies at {lo} to {hi} users (95 % interval)"
+        n_lo, n_hi = k.users_ci
+        if n_lo == n_hi:
+            return f"; by interpolation the limit lies between {n_lo} and {n_lo + 1} users"
+        return f"; by interpolation the limit lies at {n_lo} to {n_hi} users (95 % interval)"
     lo, hi = k.ci or (k.estimate, k.estimate)
     return f"; by interpolation the limit lies at {lo:.1f} to {hi:.1f} {unit} (95 % interval)"
 
@@ -144,10 +144,11 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
     c = circumstances or Circumstances(planned=planned)
     ev = gather(steps, records, unit, server_samples, telemetry, c, server_kind, knee, scope)
     text = headline(ev, base)
-    flags = dict(interrupted=True if c.interrupted and (c.search is not None or all(
-        s.held for s in ev.steps)) else None, incomplete=True if c.lost is not None else None)
+    interrupted = True if c.interrupted and (c.search is not None or all(
+        s.held for s in ev.steps)) else None
+    incomplete = True if c.lost is not None else None
     if not ev.steps:
-        return Verdict(text=text, kind="none", **flags)
+        return Verdict(text=text, kind="none", interrupted=interrupted, incomplete=incomplete)
     found, notes = decide(ev)
     release, keep = aftermath(c)
     drifting = [s for s in ev.steps if s.drifting]
@@ -163,7 +164,8 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         itl_p95_ms=list(ev.itl_p95_ms), itl_grew=ev.itl_grew, ttft_grew=ev.ttft_grew,
         served_at_once=ev.little, server=ev.server, slots_estimate=found.slots_estimate,
         generator_cause=found.generator_cause, cause=found.cause,
-        cache=ev.cache.result() if found.kind == "cache_bound" and ev.cache else None, **flags)
+        cache=ev.cache.result() if found.kind == "cache_bound" and ev.cache else None,
+        interrupted=interrupted, incomplete=incomplete)
 
 
 def over_repeats(v: Verdict | None, helds: Sequence[float], iv: Mapping[str, float],
