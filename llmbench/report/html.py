@@ -304,7 +304,10 @@ def _search(run: Run, unit: str) -> list[str]:
             ["first load that broke", "–" if s.broke_at is None else f"{s.broke_at:g} {unit}"],
             ["why it broke", s.broke_because or "–"],
             ["interval", "–" if not s.interval else
-             f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}"],
+             # users come whole (analysis.findlimit): no "1.83 to 2.00 users"
+             (f"{s.interval[0]:g} to {s.interval[1]:g} {unit}: {s.interval_method}"
+              if unit == "users" else
+              f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}")],
             ["confirmed", {True: f"yes, held {s.sustain_s:g} s", False: "no",
                            None: "not tried"}[s.confirmed]],
             ["steps", f"{s.steps_taken} ({s.search_steps} to search)"],
