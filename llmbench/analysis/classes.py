@@ -28,7 +28,7 @@ from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.search import Search
 from llmbench.results.schema import (HELD, NO_DATA, OVER, Check, ClassStep, ClassVerdict,
-                                     Compared, IsolatedClass, Isolation, Step, Verdict,
+                                     Compared, IsolatedClass, Isolation, Knee, Step, Verdict,
                                      deciding_step, last_held)
 
 Judge = Callable[[StepWindow], Step]
@@ -155,74 +155,93 @@ def _class_parts(broke: Step, said: Callable[[str, ClassStep], str | None]) -> l
     return parts
 
 
-def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit: str = "users",
-            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
-            prefer: Sequence[str] = (), telemetry: Any = None) -> Verdict:
-    """The verdict of a scenario's ramp: the reading of the class that broke the deciding step
-    (its kind, evidence, advice and knee, from its own requests; of the classes in ``prefer``
-    first: the cause --isolate found), a result line naming each class, and every class's own
-    verdict."""
-    steps = list(steps)
-    whole = verdict_mod.explain(steps, records, unit, server_samples, planned,
-                                telemetry=telemetry)
-    names = list(dict.fromkeys(n for s in steps for n in s.classes))
-    if not names:
-        return whole
-    broke = deciding_step(steps)
-    top = last_held(steps)
+def _class_verdicts(steps: list[Step], records: Sequence[Record] | RecordStore, unit: str,
+                    server_samples: Sequence[dict[str, Any]], planned: int | None,
+                    names: list[str]) -> tuple[dict[str, ClassVerdict], dict[str, Verdict]]:
+    """Each class's own reading of the ramp (its verdict on its own requests), and what it did
+    at the deciding step."""
+    broke, top = deciding_step(steps), last_held(steps)
     per: dict[str, ClassVerdict] = {}
     readings: dict[str, Verdict] = {}
     for name in names:
-        mine = class_steps(steps, name)
-        v = verdict_mod.explain(mine, class_records(records, name), unit, server_samples,
-                                planned)
+        v = verdict_mod.explain(class_steps(steps, name), class_records(records, name), unit,
+                                server_samples, planned, scope=name)
         readings[name] = v
         cs = broke.classes.get(name) if broke is not None else None
         broke_it = cs is not None and cs.state == OVER
-        held_at = top.classes[name].load if top is not None and name in top.classes else None
         if broke_it:
             assert cs is not None and broke is not None
             text = (f"broke at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)}): "
                     + "; ".join(_breach(x, cs.summary.failed) for x in cs.failed_checks[:2]))
         elif cs is not None and cs.state == NO_DATA:
-            text = f"too few requests to judge at {amount(broke.load, unit)}"
+            text = f"too few requests to judge at {amount(broke.load, unit)}"  # type: ignore
         elif cs is not None:
-            text = f"held at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)})"
+            text = f"held at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)})"  # type: ignore
         else:
             text = "held at every step" if all(
                 s.classes[name].held for s in steps if name in s.classes) else v.text
-        per[name] = ClassVerdict(kind=v.kind, text=text, broke=broke_it, held_load=held_at,
-                                 unit=(top.classes[name].unit if top is not None
-                                       and name in top.classes else "users"),
+        mine = top.classes.get(name) if top is not None else None
+        per[name] = ClassVerdict(kind=v.kind, text=text, broke=broke_it,
+                                 held_load=mine.load if mine is not None else None,
+                                 unit=mine.unit if mine is not None else "users",
                                  evidence=list(v.evidence))
-    blamed = [n for n, c in per.items() if c.broke]
-    out = whole
-    if blamed:
+    return per, readings
+
+
+def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit: str = "users",
+            server_samples: Sequence[dict[str, Any]] = (), planned: int | None = None,
+            telemetry: Any = None, isolation: Isolation | None = None,
+            circumstances: verdict_mod.Circumstances | None = None,
+            server_kind: str | None = None, knee: Knee | None = None) -> Verdict:
+    """The verdict of a scenario's ramp: the reading of the class that broke the deciding step
+    (its kind, evidence, advice and knee, from its own requests; the cause ``isolation`` found
+    first), a headline naming each class, and every class's own verdict. With --isolate's
+    ``isolation`` its sentences are evidence and the blame is what it measured: the classes
+    that break alone, or none (their sum)."""
+    steps = list(steps)
+    c = circumstances or verdict_mod.Circumstances(planned=planned)
+    whole = verdict_mod.explain(steps, records, unit, server_samples, telemetry=telemetry,
+                                circumstances=c, server_kind=server_kind,
+                                base=result_line(steps, unit, c.planned), knee=knee)
+    names = list(dict.fromkeys(n for s in steps for n in s.classes))
+    if not names:
+        return whole
+    broke = deciding_step(steps)
+    per, readings = _class_verdicts(steps, records, unit, server_samples, c.planned, names)
+    blamed = [n for n, cv in per.items() if cv.broke]
+    measured = isolation is not None and bool(isolation.classes)
+    out, advice = whole, list(whole.advice)
+    if blamed and not (broke is not None and any(x.outage for x in broke.checks)):
         # a class that broke speaks for the step (its own trend and the server's view): the
         # cause --isolate found when there is one, else the first
-        first = next((n for n in prefer if n in blamed), blamed[0])
-        lead = readings[first]
-        out = replace(lead, evidence=[f"{first}: {e}" for e in lead.evidence])
-        if out.knee is not None and out.knee.text:
-            # the class's own threshold crossed, on the whole crowd's axis: say whose
-            out.knee = replace(out.knee, text=f"{first}: {out.knee.text}")
-        rest = [n for n in blamed if n != first]
-        if rest:
-            out.evidence.append(f"Also broke at this step: {', '.join(rest)} "
-                                "(each class's own reading is in its verdict).")
-        if broke is not None and any(c.outage for c in broke.checks):
-            out = replace(whole)
-    out.text = result_line(steps, unit, planned)
-    out.classes = per
-    out.blamed = blamed
-    if blamed and broke is not None and len(broke.classes) > 1:
-        others = [n for n in broke.classes if n not in blamed]
-        out.advice = list(out.advice) + [
-            "Which class is the cause is measured, not guessed, with --isolate: each class "
-            "runs alone at its load of this step" + (f" (is {blamed[0]} slow on its own, or "
-                                                      f"because of {', '.join(others)}?)"
-                                                      if others else "") + "."]
-    return out
+        lead_name = next((n for n in (isolation.cause if isolation else ()) if n in blamed),
+                         blamed[0])
+        lead = readings[lead_name]
+        rest = [n for n in blamed if n != lead_name]
+        also = ([f"Also broke at this step: {', '.join(rest)} (each class's own reading is in "
+                 "its verdict)."] if rest else [])
+        # the class's own threshold crossed, on the whole crowd's axis: say whose
+        knee = (replace(lead.knee, text=f"{lead_name}: {lead.knee.text}")
+                if lead.knee is not None and lead.knee.text else lead.knee)
+        out = replace(lead, evidence=[f"{lead_name}: {e}" for e in lead.evidence] + also,
+                      knee=knee, text=whole.text, interrupted=whole.interrupted,
+                      incomplete=whole.incomplete)
+        after, keep = verdict_mod.aftermath(c)
+        out.evidence += after
+        advice = list(lead.advice) + keep
+        if broke is not None and len(broke.classes) > 1 and not measured:
+            others = [n for n in broke.classes if n not in blamed]
+            advice.append(
+                "Which class is the cause is measured, not guessed, with --isolate: each class "
+                "runs alone at its load of this step" + (
+                    f" (is {blamed[0]} slow on its own, or because of {', '.join(others)}?)"
+                    if others else "") + ".")
+    iso_lines: list[str] = []
+    if isolation is not None:
+        iso_lines = list(isolation.text) if measured else (
+            [f"--isolate: {isolation.note}."] if isolation.note else [])
+    return replace(out, classes=per, advice=advice, evidence=list(out.evidence) + iso_lines,
+                   blamed=list(isolation.cause) if measured and isolation else blamed)
 
 
 def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
@@ -345,8 +364,10 @@ def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> s
         return (f"{a.name} alone at {load} had too few requests to judge ({what} with {who}: "
                 f"{mv}, alone: {av}).")
     if a.broke_mixed:
+        # with no class breaking alone, the cause is the load of all of them together (the
+        # conclusion says so): not one of the others
         blame = f"{', '.join(causes)} caused it" if causes else \
-            f"it broke only from sharing the server with {who}"
+            "it broke only from the load of all the classes together"
         return (f"With {who} present, {a.name}'s {what} was {mv}; alone at the same load "
                 f"({load}) it is {av} and holds{added}: {blame}.")
     return (f"{a.name} held with {who} ({what} {mv}) and alone at {load} ({av}).")
@@ -366,17 +387,3 @@ def _conclusion(iso: Isolation, broke: Step, unit: str) -> str:
                 f"{', '.join(iso.victims)} broke only with the others present, so it is their "
                 "sum that the server cannot carry.")
     return "Every class held alone and, judged alone, none broke the step."
-
-
-def with_isolation(v: Verdict, iso: Isolation) -> Verdict:
-    """The verdict with what --isolate measured: its sentences as evidence, and the blame moved
-    to the classes that break alone (when any does)."""
-    if not iso.classes:
-        if iso.note:
-            v.evidence.append(f"--isolate: {iso.note}.")
-        return v
-    v.evidence.extend(iso.text)
-    if iso.cause:
-        v.blamed = list(iso.cause)
-    v.advice = [a for a in v.advice if "--isolate" not in a]
-    return v

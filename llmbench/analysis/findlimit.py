@@ -52,9 +52,13 @@ def finish(search: Search, ladder: Sequence[Step], knee: Knee | None, unit: str)
     broke_step = by_load.get(float(top)) if top is not None else None
     out.broke_because = because(broke_step) if broke_step is not None else None
     out.bracket = [lim, top] if top is not None else None
+    whole = unit != "users" or (top is not None and math.ceil(top) - 1 > lim)
     if (knee is not None and knee.ci and knee.estimate is not None and knee.between
-            and top is not None and knee.between == [lim, float(top)]):
-        out.interval = [float(knee.ci[0]), float(knee.ci[1])]
+            and top is not None and knee.between == [lim, float(top)] and whole):
+        # users come whole: between adjacent counts (1 held, 2 broke) a fractional crossing
+        # says nothing the bracket does not; else the interval in whole users
+        out.interval = ([float(x) for x in knee.users_ci] if unit == "users" and knee.users_ci
+                        else [float(knee.ci[0]), float(knee.ci[1])])
         out.interval_method = (f"where {knee.threshold} is crossed, interpolated between "
                                f"{_load(lim, unit)} and {amount(top, unit)} from their "
                                "requests (95 % bootstrap interval)")
@@ -97,7 +101,10 @@ def _uncertain(s: Search, unit: str) -> str | None:
     if s.stopped == "none_held":
         return None
     if s.stopped == "load_generator":
-        return (f"the load generator could not hold {amount(top or lim, unit)} (its own lag "
+        # the step it lagged at is the last tried (never a bound: the server did not break
+        # it), not the least load that broke
+        lagged = s.trials[-1].load if s.trials else (top or lim)
+        return (f"the load generator could not hold {amount(lagged, unit)} (its own lag "
                 f"broke that step): the server's limit is at least {amount(lim, unit)}, not "
                 "measured above")
     if s.stopped == "unconfirmed":

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from llmbench.analysis import abandon, checks, outages
 from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import verdict as verdict_mod
+from llmbench.analysis.judge import judge_ramp
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
@@ -170,7 +171,7 @@ def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search |
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
-         telemetry: Any = None) -> Run:
+         telemetry: Any = None, going_on: bool = False) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
@@ -179,58 +180,28 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     tel = telemetry_parts(telemetry, steps, records,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
-    isolation = None
-    if r.scenario is not None:
-        # each class judged on its own requests; the class that broke named, and with
-        # --isolate the one that breaks even alone (analysis.classes); a search's steps read
-        # as the ramp that climbed (its ladder), as a plain search's do
-        if shape.isolate:
-            isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r),
-                                              shape.isolation_note)
-        verdict = classes_mod.explain(judged, records, unit_of(r), server.samples,
-                                      planned=None if search is not None else len(shape.steps),
-                                      prefer=isolation.cause if isolation is not None else (),
-                                      telemetry=tel.get("info"))
-        if isolation is not None:
-            verdict = classes_mod.with_isolation(verdict, isolation)
-    else:
-        verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
-                                      planned=None if search is not None else len(shape.steps),
-                                      telemetry=tel.get("info"))
-    if search is not None:
-        from llmbench.analysis.findlimit import finish
-        search = finish(search, judged, verdict.knee, shape.unit)
-        verdict.text = search.text
-        if r.scenario is not None:
-            # which class broke the step above the limit, and the others' state there
-            search, verdict.text = classes_mod.search_blame(search, judged, unit_of(r))
-        if interrupted:
-            verdict.interrupted = True
-    elif interrupted and all(s.held for s in steps):
-        # nothing broke because the ramp was stopped, not because every step held
-        best = max((s.load for s in steps), default=0)
-        verdict.interrupted = True
-        verdict.text = (f"Held {verdict_mod.amount(best, unit_of(r))} before the ramp was interrupted. Stopped "
-                        f"after {len(steps)} of {len(shape.steps)} steps, all held." if steps
-                        else "Interrupted before the first step finished.")
+    # --isolate: each class judged alone at its load of the first step that broke
+    isolation = (classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
+                 if r.scenario is not None and shape.isolate else None)
     policy = c.params.abandon
     if policy is None and r.scenario is not None:
         # --abandon set for some classes only (their options): the first one's policy names it
         policy = next((cp.common.params.abandon for cp in r.scenario.classes
                        if cp.common.params.abandon is not None), None)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
-    if gave_up is not None and gave_up.release.ok is False:
+    identity = tel.get("body", {}).get("server")
+    verdict, search = judge_ramp(
+        judged, records, unit_of(r), server.samples,
+        planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        going_on=going_on,
+        search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
-        verdict.evidence.append(gave_up.release.text)
-        verdict.advice.append("The server keeps working on requests whose users left: check "
-                              "that it cancels a request when its connection closes (a "
-                              "proxy in front may keep the upstream connection open).")
-    lost = lost_workers(workers)
-    if lost is not None:
-        # the steps after the loss ran without that worker's users: not the planned load
-        verdict.incomplete = True
-        verdict.text = (f"{verdict.text or ''} INCOMPLETE: {lost} during the ramp; its users "
-                        "stopped there, so the figures are incomplete and not a result.").strip()
+        release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
+        else None, scenario=r.scenario is not None, isolation=isolation,
+        server_kind=server_kind(server.kind, identity) or getattr(identity, "kind", None) or (
+            # the probe looked and knew none of its kinds (llama-cpp-python's own server, say):
+            # no advice naming settings such a server does not have
+            "unknown" if c.server_probe == "auto" and server.note else None))
     return Run(
         kind="ramp", status="partial" if partial else "complete", started_at=started_at,
         config={"target": c.target.describe(),
@@ -351,24 +322,25 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
     dashboard = dashboard_of(harness)
+    warned: set[str] = set()
 
     def on_step(step: Step) -> None:
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
             harness.say(row)
-        if step.monitor.get("overloaded"):
-            print("warning: " + verdict_mod.generator_sentence(step.monitor), flush=True)
+        cause = verdict_mod.generator_cause(step.monitor)
+        if step.monitor.get("overloaded") and cause not in warned:
+            # once: each later step that lags carries the marker in its row
+            warned.add(cause)
+            print("warning: " + verdict_mod.busy_warning(step.monitor)
+                  + " (a busy step is marked in its row)", flush=True)
         if run_dir is not None or dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
-                       ServerSeen(None, None, []), False, True, [])
+                       ServerSeen(None, None, []), False, True, [], going_on=True)
             data = doc.save(run_dir)
             if dashboard is not None:   # its thresholds, and the verdict so far
-                v = dict(data.get("verdict") or {})
-                if v and all(st.held for st in doc.steps):
-                    # not "stopped after k of n steps": the ramp goes on
-                    v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
-                dashboard.step(data["steps"][-1], v or None)
+                dashboard.step(data["steps"][-1], data.get("verdict") or None)
     shape.on_step = on_step
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:
@@ -431,12 +403,9 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     plan, run, _ = runs[rep]
     unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
-    line = (f"Over {len(runs)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
-            f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
     doc = replace(run, repeat=None, interrupted=interrupted,
-                  repeat_codes=[code for _, _, code in runs])
-    if doc.verdict is not None:
-        doc.verdict = replace(doc.verdict, text=f"{doc.verdict.text} {line}".strip())
+                  repeat_codes=[code for _, _, code in runs],
+                  verdict=verdict_mod.over_repeats(run.verdict, helds, iv, unit))
     doc.status = "partial" if interrupted or len(runs) < planned else run.status
     doc.repeats = {
         "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,

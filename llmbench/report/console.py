@@ -128,7 +128,6 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
     if monitor:
         out.append(_line("Load generator lag p99 / CPU:",
                          f"{monitor['lag_p99_ms']:.1f} ms / {monitor['cpu_pct']:.0f}%"))
-        who = worker_names(monitor)
         if s.send_delay.p99 is not None:
             out.append(_line("Client send delay p50 / p99:",
                              f"{s.send_delay.p50:.2f} ms / {s.send_delay.p99:.2f} ms"))
@@ -136,14 +135,10 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
         frozen = freeze_sentence(monitor)
         if frozen:
             out.append(f"WARNING: {frozen}")
-        elif monitor.get("send_delay_over"):
-            out.append(f"WARNING: llmbench{who} sent its requests late (send delay p99 over "
-                       f"{monitor['send_delay_limit_ms']:g} ms): TTFTs include its own delay. "
-                       "Use fewer streams per process (--workers).")
-        elif monitor.get("overloaded"):
-            out.append(f"WARNING: the load generator{who} was busy (event-loop lag or CPU over "
-                       "its limit); its latencies may be inflated. Use fewer streams per "
-                       "process (--workers).")
+        elif monitor.get("send_delay_over") or monitor.get("overloaded"):
+            # decided as the ramp decides it: llmbench busy, or its machine busy with others
+            from llmbench.analysis.verdict import busy_warning
+            out.append(f"WARNING: {busy_warning(monitor)}")
     out.append("=" * 50)
     return "\n".join(out)
 
@@ -389,9 +384,7 @@ def threshold_lines(checks: Sequence[Check]) -> str:
 
 
 def verdict_text(v: Verdict) -> str:
-    lines = [v.text]
-    if v.knee is not None and v.knee.text:
-        lines.append(v.knee.text)
+    lines = [v.headline]
     lines += [n for n in v.steady_note if n]
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
@@ -435,5 +428,6 @@ def search_lines(search: Any, unit: str) -> list[str]:
            + ", ".join(trial_mark(t) for t in search.trials) + "."]
     if search.interval:
         lo, hi = search.interval
-        out.append(f"  Interval: {lo:.2f} to {hi:.2f} {unit}, {search.interval_method}.")
+        fmt = "g" if unit == "users" else ".2f"
+        out.append(f"  Interval: {lo:{fmt}} to {hi:{fmt}} {unit}, {search.interval_method}.")
     return out

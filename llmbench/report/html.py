@@ -180,12 +180,10 @@ def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None
     if isinstance(v, dict):
         v = Verdict.from_dict(v) if v else None
     bad = v is not None and v.kind != "held"
-    text = v.text if v is not None and v.text else empty
+    text = v.headline if v is not None and v.headline else empty
     body = [f'<div class="verdict{" bad" if bad else ""}"><b>{e(text)}</b>']
     if v is not None:
-        # the knee between the steps, and steps that had not settled (stepstats)
-        if v.knee is not None and v.knee.text:
-            body.append(f'<br><b class="knee">{e(v.knee.text)}</b>')
+        # steps that had not settled (stepstats); the knee is a clause of the headline
         for line in v.steady_note:
             body.append(f'<br><span class="drift">{e(line)}</span>')
         for line in v.evidence:
@@ -306,7 +304,10 @@ def _search(run: Run, unit: str) -> list[str]:
             ["first load that broke", "–" if s.broke_at is None else f"{s.broke_at:g} {unit}"],
             ["why it broke", s.broke_because or "–"],
             ["interval", "–" if not s.interval else
-             f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}"],
+             # users come whole (analysis.findlimit): no "1.83 to 2.00 users"
+             (f"{s.interval[0]:g} to {s.interval[1]:g} {unit}: {s.interval_method}"
+              if unit == "users" else
+              f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}")],
             ["confirmed", {True: f"yes, held {s.sustain_s:g} s", False: "no",
                            None: "not tried"}[s.confirmed]],
             ["steps", f"{s.steps_taken} ({s.search_steps} to search)"],

@@ -155,7 +155,7 @@ def to_markdown(run_dir: str | Path) -> str:
            + (" (partial)" if run.status == "partial" else "")]
     if kind == "ramp":
         v = run.verdict
-        out.append(f"**{_md_escape(v.text if v is not None else '')}**")
+        out.append(f"**{_md_escape(v.headline if v is not None else '')}**")
         for line in v.evidence if v is not None else []:
             out.append(f"- {_md_escape(line)}")
         out.append("")

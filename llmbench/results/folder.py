@@ -148,7 +148,7 @@ def headline(run: Run) -> str:
     if run.status == "running":
         return "no summary yet (llmbench report rebuilds it from requests.jsonl)"
     if run.kind == "ramp":
-        return run.verdict.text if run.verdict is not None else ""
+        return run.verdict.headline if run.verdict is not None else ""
     if run.kind == "run":
         s = run.summary
         if s is None:

@@ -967,6 +967,13 @@ class Verdict(Part):
     classes: dict[str, ClassVerdict] = part(default_factory=dict, omit="empty")
     blamed: list[str] = part(default_factory=list, omit="empty")
 
+    @property
+    def headline(self) -> str:
+        """The one sentence the result states, said once (run.json's "result"): what every
+        renderer prints as its answer. The knee between the steps is a clause of it, never a
+        second number."""
+        return self.text
+
 
 # -- a probe's step ----------------------------------------------------------------------------
 

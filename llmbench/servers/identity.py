@@ -38,6 +38,7 @@ FLAGS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("--flash-attn", ("-fa",), False),
     ("--cont-batching", ("-cb",), False),
     ("--cache-type-k", ("-ctk",), True),
+    ("--cache-ram", ("-cram",), True),
     # vLLM
     ("--max-num-seqs", (), True),
     ("--tensor-parallel-size", ("-tp",), True),

@@ -161,11 +161,15 @@ class ServerTokenizer:
                 if done == 4 * THREADS:
                     per = (time.monotonic() - t0) / done
                     need = per * (len(texts) - done)
-                    if need > self._deadline - time.monotonic():
+                    left = self._deadline - time.monotonic()
+                    if need > left:
+                        # the budget is shared with the counting before this batch: say what
+                        # is left of it, not the whole, or "3 s over 30 s" reads as a paradox
                         raise ServerTokenizeError(
                             f"counting {len(texts)} prompts with the server's /tokenize would "
-                            f"take about {need + per * done:.0f} s ({per * 1000:.1f} ms "
-                            f"each), over the {self.budget_s:g} s budget")
+                            f"take about {need:.1f} s more ({per * 1000:.1f} ms each), and "
+                            f"only {max(left, 0.0):.1f} s of the {self.budget_s:g} s budget "
+                            "is left")
         except BaseException:
             # Ctrl-C or a failure: do not wait for the calls in flight (each ends by its own
             # deadline, CALL_TIMEOUT_S at most)

@@ -219,8 +219,8 @@ def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_inte
     assert best is b
     assert "at 2 users, the highest load all ran, OLLAMA_NUM_PARALLEL=4 did better" in text
     # the winner's value first, the loser's second, and the loser's change against it
-    assert "TTFT p95 102ms vs 354ms for 1 (+247 %, 95 % interval +150 % to +400 %)" in text, text
-    assert "output 117.0 tok/s vs 64.0 tok/s for 1 (-45 %" in text, text
+    assert "TTFT p95 102ms vs 354ms for 1 (+247 % against 4, 95 % interval +150 % to +400 %)" in text, text
+    assert "output 117.0 tok/s vs 64.0 tok/s for 1 (-45 % against 4" in text, text
     assert "ITL p50 the same within the noise" in text
 
 

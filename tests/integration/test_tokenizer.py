@@ -9,6 +9,7 @@
 
 import asyncio
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -302,3 +303,20 @@ def test_run_against_the_mock_sends_prompts_exact_by_the_servers_own_usage(mock_
     # the mock's usage counts the chat-formatted prompt: "<|user|>" adds 5 of its tokens
     lens = [rec["prompt_tokens"] - 5 for rec in recs]
     assert len(recs) == 12 and all(17 <= n <= 60 for n in lens) and len(set(lens)) > 3
+
+
+def test_the_budget_note_says_what_is_left_of_it():
+    # issue 45: "would take about 3 s ... over the 30 s budget": the budget is shared with the
+    # counting before the batch, so the note must weigh what is left against what is needed
+    t, srv = _bpe_server("vllm")
+    srv.delay_s = 0.05
+    with srv:
+        tok = server_tokenizer.ServerTokenizer(srv.ref.root, srv.ref.model, "vllm",
+                                               budget_s=2.0)
+        time.sleep(1.5)                           # most of the budget spent before the batch
+        with pytest.raises(server_tokenizer.ServerTokenizeError) as err:
+            tok.count_many([f"word {i}" for i in range(400)])
+    said = str(err.value)
+    m = re.search(r"about ([\d.]+) s more .* only ([\d.]+) s of the 2 s budget is left", said)
+    assert m is not None, said
+    assert float(m.group(1)) > float(m.group(2)), said

@@ -440,16 +440,8 @@ def notes(state: dict[str, Any]) -> str:
     from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
     lag, cpu = _num(g.get("lag_p99_ms")), _num(g.get("cpu_pct"))
     if (lag is not None and lag > LAG_P99_LIMIT_MS) or (cpu is not None and cpu > CPU_LIMIT_PCT):
-        # who had the CPU, decided as the verdict decides it (one rule, one sentence)
-        from llmbench.analysis.verdict import generator_cause
-        figures = f'event-loop lag p99 {e(f"{lag or 0:.1f}")} ms, CPU {e(f"{cpu or 0:.0f}")}%'
-        if generator_cause({"lag_p99_ms": lag, "cpu_pct": cpu}) == "llmbench":
-            out.append('<div class="verdict bad">llmbench itself is near its limit '
-                       f'({figures}): latencies measured now may be its own.</div>')
-        else:
-            out.append('<div class="verdict bad">The machine is busy with other processes '
-                       f'({figures}: llmbench waits for a core it does not use): latencies '
-                       "measured now may include that wait.</div>")
+        from llmbench.analysis.verdict import busy_banner
+        out.append(f'<div class="verdict bad">{e(busy_banner(lag, cpu))}</div>')
     if state.get("status") == "failed":
         out.append('<div class="verdict bad">The run failed before measuring: '
                    f'{e(state.get("error"))}</div>')

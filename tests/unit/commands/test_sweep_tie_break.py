@@ -4,7 +4,7 @@ be flipped: a bound of the change at -100 % (a bootstrap draw of 0) has no finit
 from __future__ import annotations
 
 from llmbench.analysis.compare import AtLoad
-from llmbench.commands.sweep import _break_tie, _inverse
+from llmbench.analysis.sweep_judge import _break_tie, _inverse
 from llmbench.results.schema import SweepSetting
 
 
@@ -21,5 +21,5 @@ def test_a_flipped_interval_reaching_minus_100_percent_is_unbounded_not_a_zero_d
                                              change=-0.875, ci=[-1.0, -0.5], better="other")}}
     best, text = _break_tie(tied, "users", 2, lambda r: r.name, pairs, 2.0)
     assert best is tied[0], text
-    assert "A did better: TTFT p95 100ms vs 800ms for B (+700 %, 95 % interval +100 % to " \
-           "unbounded)" in text, text
+    assert "A did better: TTFT p95 100ms vs 800ms for B (+700 % against A, 95 % interval " \
+           "+100 % to unbounded)" in text, text

@@ -372,3 +372,30 @@ def test_a_floor_is_the_lightest_step_the_search_tries():
     # a limit above the floor is found as without it
     p, plans = search(4, limit_threshold(4, 9), least=3, start=1)
     assert p.stopped == "found" and p.limit == 9 and min(pl.load for pl in plans) >= 3
+
+
+def test_the_generators_lag_is_named_at_the_step_it_lagged_by_rate():
+    # --find --by rate: 8 req/s broke (the server's), then 6 held, then llmbench lagged at 7:
+    # the step to name is 7, the last tried, not 8, the least load that broke
+    trials = [Trial(index=0, load=2, why="grow", held=True),
+              Trial(index=1, load=4, why="grow", held=True),
+              Trial(index=2, load=8, why="grow", held=False),
+              Trial(index=3, load=6, why="aim", held=True),
+              Trial(index=4, load=7, why="aim", held=False)]
+    s = finish(Search(by="rate", trials=trials, limit=6, broke_at=8, stopped="load_generator",
+                      resolution=0.05), [], None, "req/s")
+    assert "could not hold 7 req/s" in (s.uncertain or ""), s.uncertain
+
+
+def test_find_states_no_fractional_crossing_between_adjacent_users():
+    # 1 held, 2 broke: a knee "1.83 to 2.00 users" says nothing the bracket does not
+    from llmbench.results.schema import Knee
+    k = Knee(between=[1.0, 2.0], estimate=1.9, ci=[1.83, 2.0], users=1, users_ci=[1, 1],
+             threshold="ttft.p95<=2s")
+    s = finish(Search(limit=1, broke_at=2, stopped="found"), [], k, "users")
+    assert s.interval is None
+    # with whole users between the limit and the break: the interval in whole users
+    k = Knee(between=[2.0, 8.0], estimate=5.4, ci=[4.8, 6.1], users=5, users_ci=[4, 6],
+             threshold="ttft.p95<=2s")
+    s = finish(Search(limit=2, broke_at=8, stopped="found"), [], k, "users")
+    assert s.interval == [4.0, 6.0]
