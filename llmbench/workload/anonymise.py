@@ -1,0 +1,103 @@
+"""Anonymise recorded requests: every text becomes synthetic text of the same token length,
+consistently, so a recording keeps the structure a prefix cache sees and none of the words.
+
+Text is cut into chunks of CHUNK_WORDS words from its start; each chunk is replaced by synthetic
+words drawn with a generator seeded by a hash of the chunk (and the seed), as many tokens long as
+the chunk by the recording's tokenizer. The same chunk always becomes the same replacement, so:
+a shared system prompt stays shared, a growing history keeps its earlier messages verbatim, and
+two prompts that share their first 100 words share their first 4 replaced chunks (the share is
+kept to within one chunk). The synthetic words are nouns from workload/words.py picked at random:
+the replacement shares no 4-word run with the original except by a chance a test bounds.
+
+What is text in a request body: every string value, except the keys of STRUCTURE (roles, types,
+ids, the model, stop reasons: they shape the request and say nothing of its content), and
+images, whose data is replaced by a marker naming its size (``image:<hash>:<bytes>``): an image
+is content, and a synthetic one of the same size is not built here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from llmbench.workload.synthetic import text_of_tokens
+from llmbench.workload.tokenizer import Tokenizer
+
+CHUNK_WORDS = 24
+# string values that are structure, not content: kept as they are
+STRUCTURE = frozenset({"role", "type", "model", "id", "tool_call_id", "tool_use_id", "call_id",
+                       "finish_reason", "stop_reason", "media_type", "detail", "format",
+                       "tool_choice", "previous_response_id", "object", "status",
+                       "reasoning_effort", "service_tier"})
+# keys whose strings are names: replaced by a short stable name (a function's name says what
+# the tool does), the same everywhere it appears (a tool's definition and its calls)
+NAMES = frozenset({"name"})
+# keys whose values are images (data URIs or links)
+IMAGES = frozenset({"url", "image_url", "data", "images"})
+CACHE_MAX = 500_000          # replacements kept; past it the cache starts over (still consistent)
+
+
+def _digest(text: str, seed: int) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16,
+                           key=seed.to_bytes(8, "little", signed=True)).digest()
+
+
+def chunks(text: str) -> list[str]:
+    """``text`` in chunks of CHUNK_WORDS words, from its start (so a shared prefix makes the
+    same leading chunks)."""
+    words = text.split()
+    return [" ".join(words[i:i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
+
+
+class Anonymiser:
+    """Replaces texts by synthetic ones of the same token length, the same way every time."""
+
+    def __init__(self, tok: Tokenizer, seed: int = 0) -> None:
+        self.tok, self.seed = tok, seed
+        self._cache: dict[bytes, str] = {}
+        self.tokens_in = self.tokens_out = 0     # how faithful the lengths were
+
+    def _chunk(self, chunk: str) -> str:
+        key = _digest(chunk, self.seed)
+        got = self._cache.get(key)
+        if got is None:
+            n = self.tok.count(chunk)
+            got = text_of_tokens(self.tok, random.Random(key), n)
+            if len(self._cache) >= CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = got
+            self.tokens_in += n
+            self.tokens_out += n
+        return got
+
+    def text(self, text: str) -> str:
+        if not text.strip():
+            return text
+        return " ".join(self._chunk(c) for c in chunks(text))
+
+    def name(self, name: str) -> str:
+        return "tool_" + _digest(name, self.seed).hex()[:8]
+
+    def value(self, v: Any, key: str | None = None) -> Any:
+        """A request body (or any part of it), anonymised."""
+        if isinstance(v, str):
+            if key in STRUCTURE:
+                return v
+            if key in NAMES:
+                return self.name(v)
+            if key in IMAGES or v.startswith("data:"):
+                return f"image:{_digest(v, self.seed).hex()[:12]}:{len(v)}"
+            return self.text(v)
+        if isinstance(v, dict):
+            out: dict[str, Any] = {}
+            for k, x in v.items():
+                if key == "properties" and isinstance(k, str):
+                    k = self.name(k)      # a JSON schema's property names are content
+                out[k] = self.value(x, k)
+            return out
+        if isinstance(v, list):
+            if key == "required":       # a schema's required property names
+                return [self.name(x) if isinstance(x, str) else x for x in v]
+            return [self.value(x, key if key in IMAGES else None) for x in v]
+        return v
