@@ -68,7 +68,8 @@ class RecordSpec(Spec):
         def make_tok(model: str | None) -> Any:
             ref = ServerRef(upstream, model or "")
             try:
-                return load_tokenizer(self.tokenizer, ref)
+                # auto: $LLMBENCH_TOKENIZER when set, as for the other commands
+                return load_tokenizer(None if self.tokenizer == "auto" else self.tokenizer, ref)
             except TokenizerError as exc:
                 log(f"llmbench record: {exc}; counting with words and punctuation instead")
                 return load_tokenizer("approx")

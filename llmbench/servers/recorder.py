@@ -29,7 +29,7 @@ from typing import IO, Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from llmbench.wire import registry
-from llmbench.wire.events import END, ERROR, TOKEN, TOKEN_END, Event
+from llmbench.wire.events import TOKEN, TOKEN_END, Event, Usage
 from llmbench.wire.format import WireFormat
 from llmbench.workload.anonymise import Anonymiser
 from llmbench.workload.recording import (Linker, PrefixShare, header, max_tokens_of,
@@ -116,11 +116,11 @@ def observe(ex: Exchange) -> dict[str, Any]:
             for payload in framer.feed(chunk):
                 ev = ex.fmt.classify(payload)
                 _note(ev, t, tokens, reply)
-                usage = ev.usage or usage
+                usage = _merge(usage, ev.usage)
                 ref = ev.ref or ref
         for payload in framer.flush():
             ev = ex.fmt.classify(payload)
-            usage = ev.usage or usage
+            usage = _merge(usage, ev.usage)
             ref = ev.ref or ref
     else:
         try:
@@ -137,6 +137,16 @@ def observe(ex: Exchange) -> dict[str, Any]:
     return {"usage": usage, "ref": ref, "ttft_ms": ttft, "itl_ms": itl,
             "e2el_ms": (ex.end - ex.arrival) * 1000, "events": len(tokens),
             "reply": "".join(reply)}
+
+
+def _merge(a: Usage | None, b: Usage | None) -> Usage | None:
+    """Usage reported in pieces (the Messages API: the prompt at the start, the output at the
+    end): each count as last reported."""
+    if a is None or b is None:
+        return b or a
+    return Usage(b.prompt_tokens if b.prompt_tokens is not None else a.prompt_tokens,
+                 b.completion_tokens if b.completion_tokens is not None else a.completion_tokens,
+                 b.cached_tokens if b.cached_tokens is not None else a.cached_tokens)
 
 
 def _note(ev: Event, t: float, tokens: list[float], reply: list[str]) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 from llmbench.workload.files import DatasetError, check_regular_file, json_line, read_lines, too_deep
 from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.recording import HEADER_KEY, messages_of
 from llmbench.workload.prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
 from llmbench.workload.synthetic import _opening, prepare_unit_words, text_of_tokens
 from llmbench.workload.tokenizer import Tokenizer
@@ -48,6 +49,9 @@ class TraceItem:
 
     conv: Conversation
     due_s: tuple[float, ...]
+    # a recording's think or tool time before each turn (s, before --trace-speed): the turn
+    # goes no sooner than this after the previous reply ended; None: not recorded
+    gaps_s: tuple[float | None, ...] = ()
 
     @property
     def offset_s(self) -> float:
@@ -127,6 +131,10 @@ class _Row:
     user: str | None = None
     system: str | None = None
     session: str | None = None
+    gap_s: float | None = None        # a recording's think/tool time before this turn
+    turn: int | None = None           # a recording's turn number in its session
+    parent: str | None = None         # a recording's parent session
+
 
 
 def _timestamp_ms(d: dict[str, Any], where: str) -> float:
@@ -151,7 +159,15 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise too_deep(where) from None
         if not isinstance(d, dict):
             raise DatasetError(f"{where}: expected a JSON object per line")
+        if HEADER_KEY in d:
+            if n != first_line(path):
+                raise DatasetError(f"{where}: a recording's header line in the middle of the "
+                                   "file; one recording per file")
+            continue
         ts = _timestamp_ms(d, where)
+        if "request" in d and "api" in d:
+            yield recorded_row(d, where, ts)
+            continue
         out = d.get("output_length", d.get("max_tokens"))
         row = _Row(where, ts / 1000.0, None,
                    None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
@@ -182,6 +198,73 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
                                "or \"messages\"")
         yield row
+
+
+def first_line(path: str) -> int:
+    for n, _ in read_lines(path):
+        return n
+    return 0
+
+
+def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
+    """One request of an ``llmbench record`` recording (workload/recording.py) as a turn: its
+    own new messages (after the previous request's and its reply) are the turn's text, the
+    system prompt and the tools' definitions (as text of their length: the replay's requests
+    carry no tools) the conversation's system text."""
+    req, api = d["request"], d["api"]
+    if not isinstance(req, dict) or not isinstance(api, str):
+        raise DatasetError(f"{where}: \"request\" must be the request's JSON object and "
+                           "\"api\" its API's name")
+    msgs = messages_of(api, req)
+    new_from = _int(d.get("new_from", 0), where, "new_from", 0, len(msgs))
+    turn = _int(d.get("turn", 0), where, "turn", 0)
+    sid = d.get("session_id")
+    if sid is None:
+        raise DatasetError(f"{where}: a recorded request needs its \"session_id\"")
+    gap = d.get("after_ms")
+    if gap is not None and (isinstance(gap, bool) or not isinstance(gap, (int, float))
+                            or not math.isfinite(gap) or gap < 0):
+        raise DatasetError(f"{where}: after_ms {gap!r} is not a time >= 0 (ms); fix the line")
+    first = new_from == 0
+    system = [m.text for m in msgs if m.role in ("system", "developer")] if first else []
+    tools = req.get("tools")
+    if first and tools:
+        system.append(json.dumps(tools, ensure_ascii=False))
+    own = [m.text for m in msgs[new_from:] if m.role not in ("system", "developer")]
+    out = d.get("output_length") or d.get("max_tokens")
+    parent = d.get("parent_session")
+    return _Row(where, ts_ms / 1000.0, None,
+                None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS),
+                user="\n".join(t for t in own if t) or ".",
+                system="\n\n".join(t for t in system if t) or None, session=str(sid),
+                gap_s=None if gap is None else gap / 1000.0, turn=turn,
+                parent=None if parent is None else str(parent))
+
+
+def check_sessions(rows: list[_Row], path: str) -> None:
+    """A recording's session links must be a history: each session's turns 0, 1, 2 ... in time
+    order, and parent links that end (no session its own ancestor)."""
+    last: dict[str, _Row] = {}
+    parents: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        if r.turn is None or r.session is None:
+            continue
+        prev = last.get(r.session)
+        want = 0 if prev is None else (prev.turn or 0) + 1
+        if r.turn != want:
+            raise DatasetError(f"{r.where}: session {r.session!r} turn {r.turn} comes where turn "
+                               f"{want} should (turns out of order or repeated); fix the line")
+        last[r.session] = r
+        if r.parent is not None and r.session not in parents:
+            parents[r.session] = (r.parent, r.where)
+    for s, (p, where) in parents.items():
+        seen = {s}
+        while p in parents:
+            if p in seen:
+                raise DatasetError(f"{where}: parent_session links of {s!r} form a cycle "
+                                   f"(through {p!r}); a session cannot be its own ancestor")
+            seen.add(p)
+            p = parents[p][0]
 
 
 def _azure_time(text: str) -> float:
@@ -364,6 +447,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     if not rows:
         raise DatasetError(f"--trace {path}: no requests in the file")
     rows.sort(key=lambda r: r.t_s)       # stable: equal times keep file order (session turns)
+    check_sessions(rows, path)
     first = rows[0].t_s
     if window_s is not None:
         lo, hi = window_s
@@ -387,6 +471,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         shared = _SharedPrompts(tok, aim, max(shares, default=0), seed)
     blocks = _Blocks(tok, seed)
     sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
+    gaps: dict[str, list[float | None]] = {}
     order: list[tuple[str, float]] = []
     for i, r in enumerate(rows):
         due = r.t_s - first
@@ -411,12 +496,15 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             sessions[key] = []
             order.append((key, due))
         sessions[key].append((due, turn, system))
+        gaps.setdefault(key, []).append(r.gap_s)
     items = []
     for key, _ in order:
         turns = sessions[key]
         items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
                                             turns[0][2]),
-                               tuple(d for d, _, _ in turns)))
+                               tuple(d for d, _, _ in turns),
+                               tuple(gaps[key]) if any(g is not None for g in gaps[key])
+                               else ()))
     prefix: dict[str, Any] | None = None
     warm: list[Conversation] = []
     if aim is not None and shared is not None:
