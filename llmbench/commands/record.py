@@ -13,9 +13,16 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from llmbench.commands.options import FLAG, INT, PATH, REQUIRED, Spec, UsageError, count, option
+from llmbench.commands.groups import OutputOpts, WorkloadOpts
+from llmbench.commands.options import FLAG, REQUIRED, Spec, UsageError, count, opt_of, option
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _shared(group: type, name: str, help: str, default: Any) -> Any:
+    """A group's option, declared there once (tests/e2e/test_cli_help.py), with this
+    command's help and default."""
+    o = dataclasses.replace(opt_of(group.__dataclass_fields__[name]), help=help)
+    return dataclasses.field(default=default, metadata={"opt": o})
 
 
 @dataclasses.dataclass
@@ -25,11 +32,11 @@ class RecordSpec(Spec):
     command = "record"
 
     upstream: str = option("The server the clients' requests go on to (its root, e.g. http://127.0.0.1:8080).", default=REQUIRED, metavar="URL")
-    out: Path | str = option("The recording (JSON lines; appended as requests finish).", kind=PATH, default=REQUIRED)
+    out: Path | str = _shared(OutputOpts, "out", "The recording (JSON lines; appended as requests finish).", REQUIRED)
     listen: str = option("Where clients connect (loopback by default; 0.0.0.0:PORT to record other machines' clients).", default="127.0.0.1:8001", metavar="HOST:PORT")
-    keep_text: bool = option("Keep the requests' own text (the file says so); by default every text is replaced by synthetic text of the same token length.", kind=FLAG, default=False)
-    tokenizer: str = option("Counts tokens for the synthetic text: auto (the upstream's /tokenize, else local), server, ORG/NAME, DIR, tokenizer.json, tiktoken, approx.", default="auto", metavar="SPEC")
-    seed: int = option("Seeds the synthetic text (the same seed, the same replacements).", kind=INT, default=0)
+    keep_text: bool = option("Keep the requests' own text (the file says so); by default every text is replaced by synthetic text of the same token length.", None, "--keep-text", kind=FLAG, default=False)
+    tokenizer: str | None = _shared(WorkloadOpts, "tokenizer", "Counts the tokens of the synthetic text (auto: the upstream's).", None)
+    seed: int = _shared(WorkloadOpts, "seed", "Seed of the synthetic text (the same seed, the same replacements).", 0)
 
     def check(self) -> None:
         super().check()
@@ -68,8 +75,7 @@ class RecordSpec(Spec):
         def make_tok(model: str | None) -> Any:
             ref = ServerRef(upstream, model or "")
             try:
-                # auto: $LLMBENCH_TOKENIZER when set, as for the other commands
-                return load_tokenizer(None if self.tokenizer == "auto" else self.tokenizer, ref)
+                return load_tokenizer(self.tokenizer, ref)
             except TokenizerError as exc:
                 log(f"llmbench record: {exc}; counting with words and punctuation instead")
                 return load_tokenizer("approx")
@@ -100,4 +106,32 @@ class RecordSpec(Spec):
                              f"({exc.strerror or exc}); choose a free port, or 0 for any")
         finally:
             f.close()
-        return writer.summary()
+        return summary(writer)
+
+
+def summary(writer: Any) -> list[str]:
+    """What ``llmbench record`` prints on the way out: requests, sessions, the prefix share a
+    prefix cache could serve, the latencies seen through the recorder."""
+    from llmbench.analysis.stats import quantile
+    s = writer.stats
+    turns = sorted(writer.linker.turns.values())
+    share = writer.share.share if writer.share else None
+
+    def q(xs: list[float]) -> str:
+        if not xs:
+            return "-"
+        return f"p50 {quantile(xs, 50):.1f} ms, p99 {quantile(xs, 99):.1f} ms"
+
+    def n(k: int, what: str) -> str:
+        return f"{k} {what}" + ("" if k == 1 else "s")
+    out = [f"Recorded {n(s.requests, 'request')} in {n(len(turns), 'session')}"
+           + (f" (turns per session: max {turns[-1]})" if turns else "")
+           + (f"; {s.passed} other requests passed through" if s.passed else "")
+           + (f"; {s.failed} failed: upstream down" if s.failed else "")]
+    if s.requests:
+        out.append(f"Tokens: {s.prompt_tokens} prompt, {s.output_tokens} output (the "
+                   "server's usage)")
+        out.append("Prompt tokens repeating an earlier prefix: "
+                   + ("-" if share is None else f"{share * 100:.1f} %"))
+        out.append(f"TTFT {q(s.ttft_ms)}; ITL {q(s.itl_ms)}; E2EL {q(s.e2el_ms)}")
+    return out

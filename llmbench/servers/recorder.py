@@ -237,29 +237,6 @@ class Writer:
         self._ends[ex.rid] = ex.end
         self._write(line)
 
-    def summary(self) -> list[str]:
-        from llmbench.analysis.stats import quantile
-        s = self.stats
-        sessions = len(self.linker.turns)
-        turns = sorted(self.linker.turns.values())
-        share = self.share.share if self.share else None
-
-        def q(xs: list[float]) -> str:
-            if not xs:
-                return "-"
-            return (f"p50 {quantile(xs, 50):.1f} ms, p99 {quantile(xs, 99):.1f} ms")
-        out = [f"Recorded {s.requests} requests in {sessions} sessions"
-               + (f" (turns per session: max {turns[-1]})" if turns else "")
-               + (f"; {s.passed} other requests passed through" if s.passed else "")
-               + (f"; {s.failed} failed: upstream down" if s.failed else "")]
-        if s.requests:
-            out.append(f"Tokens: {s.prompt_tokens} prompt, {s.output_tokens} output (the "
-                       "server's usage)")
-            out.append("Prompt tokens repeating an earlier prefix: "
-                       + ("-" if share is None else f"{share * 100:.1f} %"))
-            out.append(f"TTFT {q(s.ttft_ms)}; ITL {q(s.itl_ms)}; E2EL {q(s.e2el_ms)}")
-        return out
-
 
 class RecorderProxy:
     """The aiohttp application: one handler for every path."""
