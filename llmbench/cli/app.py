@@ -262,7 +262,12 @@ def _inspect(spec) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
     from llmbench.analysis.percentile import percentiles
-    wl, tok = spec.perform()
+    done = spec.perform()
+    if isinstance(done, list):           # a recording or an agent trace: its own summary
+        for line in done:
+            typer.echo(line)
+        return
+    wl, tok = done
     convs = wl.conversations
     # as sent: a run puts its salt first in each conversation (workload.salt)
     salt = wl.salt_for("main")

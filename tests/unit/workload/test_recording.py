@@ -145,3 +145,37 @@ def test_a_recording_loads_as_sessions_with_their_gaps(tmp_path):
     assert [t.user for t in first.conv.turns] == ["one two", "three"]
     assert first.due_s == (0.0, 0.5) and first.gaps_s == (None, 0.25)
     assert tr.items[1].offset_s == 0.1 and tr.items[1].gaps_s == ()
+
+
+def test_datasets_inspect_summarises_a_recording_and_an_agent_trace(tmp_path):
+    from tests.helpers import llmbench
+    rec = tmp_path / "rec.jsonl"
+    reqs = conversation()
+    rows = [HEAD] + [rec_line(i * 1000, "s1", i, request={"messages": m}, new_from=[0, 3, 5][i],
+                              input_length=20 * (i + 1), after_ms=None if i == 0 else 400)
+                     for i, m in enumerate(reqs)]
+    rec.write_text("\n".join(rows) + "\n")
+    p = llmbench("datasets", "inspect", str(rec))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "requests:       3 over 2.0 s" in out and "sessions:       1 " in out
+    assert "turns/session:  min 3" in out and "prompt tokens:  min 20" in out
+    assert "APIs:           openai-chat 3" in out and "gaps:           min 400" in out
+    share = float(re.search(r"shared prefix:\s+([\d.]+) %", out).group(1))
+    assert share > 30          # the history repeats: turn 2 holds turn 1 and its reply
+    agent = tmp_path / "agent.jsonl"
+    agent.write_text("\n".join(json.dumps(r) for r in [
+        {"session": "s", "step": "0", "output_tokens": 10, "new_tokens": 5},
+        {"session": "s", "step": "1", "parent": "0", "output_tokens": 10, "new_tokens": 5,
+         "tool_gap_s": 0.5},
+        {"session": "s", "step": "2", "parent": "0", "agent": "sub", "output_tokens": 7,
+         "new_tokens": 4}]) + "\n")
+    p = llmbench("datasets", "inspect", str(agent))
+    assert p.returncode == 0, p.stderr
+    assert "agent trace, format agent" in p.stdout and "sessions:       1 (1 sub-agents)" in p.stdout
+    assert "tool gaps:      min 500" in p.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(HEAD + "\n{oops\n")
+    p = llmbench("datasets", "inspect", str(bad))
+    assert p.returncode != 0 and f"{bad}:2: not JSON" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
