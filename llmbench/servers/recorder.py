@@ -31,7 +31,8 @@ from urllib.parse import urlsplit, urlunsplit
 from llmbench.wire import registry
 from llmbench.wire.events import TOKEN, TOKEN_END, Event, Usage
 from llmbench.wire.format import WireFormat
-from llmbench.workload.anonymise import Anonymiser
+from llmbench.workload.anonymise import Anonymiser, Counts, chunks
+from llmbench.workload.synthetic import prepare_unit_words
 from llmbench.workload.recording import (Linker, PrefixShare, header, max_tokens_of,
                                          messages_of, sampling_of)
 
@@ -175,8 +176,14 @@ class Writer:
 
     def _start(self, model: str | None, t0: float) -> None:
         self.tok = self._make_tok(model)
-        self.anon = None if self.keep_text else Anonymiser(self.tok, self.seed)
-        self.share = PrefixShare(self.tok.count)
+        if self.tok.server is not None:
+            # a recorder runs for hours: the server tokenizer's budget is a workload's (30 s);
+            # and one-token words make synthetic text of N tokens without asking the server
+            self.tok.server._deadline = float("inf")
+            prepare_unit_words(self.tok)
+        self.counts = Counts(self.tok)
+        self.anon = None if self.keep_text else Anonymiser(self.tok, self.seed, self.counts)
+        self.share = PrefixShare(self.counts)
         self.t0 = t0
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         self._write(header(self.keep_text, self.tok.name, self.upstream, started))
@@ -201,6 +208,7 @@ class Writer:
         prev_ref = ex.body.get("previous_response_id")
         link = self.linker.link(ex.rid, msgs, prev_ref if isinstance(prev_ref, str) else None,
                                 seen["ref"], ex.in_flight_session)
+        self.counts.prime(c for m in msgs for c in chunks(m.text))
         self.share.add(msgs)
         u = seen["usage"]
         prompt = u.prompt_tokens if u else None
@@ -215,7 +223,7 @@ class Writer:
             s.ttft_ms.append(seen["ttft_ms"])
         s.e2el_ms.append(seen["e2el_ms"])
         s.itl_ms.extend(seen["itl_ms"])
-        body = ex.body if self.anon is None else self.anon.value(ex.body)
+        body = ex.body if self.anon is None else self.anon.body(ex.body)
         tools = ex.body.get("tools")
         line = {"timestamp": round((ex.arrival - self.t0) * 1000, 3),
                 "session_id": link.session, "turn": link.turn,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from llmbench.workload.synthetic import text_of_tokens
 from llmbench.workload.tokenizer import Tokenizer
@@ -50,25 +50,66 @@ def chunks(text: str) -> list[str]:
     return [" ".join(words[i:i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
 
 
+class Counts:
+    """Token counts of chunks, remembered: a growing history is counted once. ``prime`` counts
+    the new ones of a request in one batch (a server tokenizer asks them on a few connections
+    at once, not one call after another)."""
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok = tok
+        self.known: dict[bytes, int] = {}
+
+    def prime(self, texts: Iterable[str]) -> None:
+        new: dict[bytes, str] = {}
+        for t in texts:
+            k = _digest(t, 0)
+            if k not in self.known:
+                new[k] = t
+        if new:
+            if len(self.known) + len(new) > CACHE_MAX:
+                self.known.clear()
+            self.known.update(zip(new, self.tok.count_many(list(new.values()))))
+
+    def __call__(self, text: str) -> int:
+        k = _digest(text, 0)
+        n = self.known.get(k)
+        if n is None:
+            n = self.known[k] = self.tok.count(text)
+        return n
+
+
+def strings(v: Any, key: str | None = None) -> Iterator[str]:
+    """The texts ``Anonymiser.value`` replaces by synthetic text (for ``Counts.prime``)."""
+    if isinstance(v, str):
+        if key not in STRUCTURE and key not in NAMES and key not in IMAGES \
+                and not v.startswith("data:"):
+            yield v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from strings(x, k)
+    elif isinstance(v, list):
+        if key != "required":
+            for x in v:
+                yield from strings(x, key if key in IMAGES else None)
+
+
 class Anonymiser:
     """Replaces texts by synthetic ones of the same token length, the same way every time."""
 
-    def __init__(self, tok: Tokenizer, seed: int = 0) -> None:
+    def __init__(self, tok: Tokenizer, seed: int = 0, counts: Counts | None = None) -> None:
         self.tok, self.seed = tok, seed
+        self.counts = counts or Counts(tok)
         self._cache: dict[bytes, str] = {}
-        self.tokens_in = self.tokens_out = 0     # how faithful the lengths were
 
     def _chunk(self, chunk: str) -> str:
         key = _digest(chunk, self.seed)
         got = self._cache.get(key)
         if got is None:
-            n = self.tok.count(chunk)
+            n = self.counts(chunk)
             got = text_of_tokens(self.tok, random.Random(key), n)
             if len(self._cache) >= CACHE_MAX:
                 self._cache.clear()
             self._cache[key] = got
-            self.tokens_in += n
-            self.tokens_out += n
         return got
 
     def text(self, text: str) -> str:
@@ -78,6 +119,11 @@ class Anonymiser:
 
     def name(self, name: str) -> str:
         return "tool_" + _digest(name, self.seed).hex()[:8]
+
+    def body(self, body: dict[str, Any]) -> Any:
+        """A request body, anonymised; its new chunks counted in one batch first."""
+        self.counts.prime(c for t in strings(body) for c in chunks(t))
+        return self.value(body)
 
     def value(self, v: Any, key: str | None = None) -> Any:
         """A request body (or any part of it), anonymised."""

@@ -182,16 +182,13 @@ class PrefixShare:
         self.count = count                   # text -> tokens
         self.seen: set[bytes] = set()
         self.tokens = self.repeated = 0
-        self._counts: dict[bytes, int] = {}
 
     def add(self, msgs: list[Message]) -> float:
         h, matching, rep, tot = b"", True, 0, 0
         for m in msgs:
             for c in chunks(m.text) or [""]:
                 h = _h(h, m.role + "\x00" + c)
-                n = self._counts.get(h)
-                if n is None:
-                    n = self._counts[h] = self.count(c) if c else 1
+                n = self.count(c) if c else 1
                 tot += n
                 if matching and h in self.seen:
                     rep += n
