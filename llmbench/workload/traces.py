@@ -134,6 +134,7 @@ class _Row:
     gap_s: float | None = None        # a recording's think/tool time before this turn
     turn: int | None = None           # a recording's turn number in its session
     parent: str | None = None         # a recording's parent session
+    tools: str | None = None          # a recording's tool definitions (JSON), turn 0 only
 
 
 
@@ -228,17 +229,35 @@ def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
     first = new_from == 0
     system = [m.text for m in msgs if m.role in ("system", "developer")] if first else []
     tools = req.get("tools")
-    if first and tools:
-        system.append(json.dumps(tools, ensure_ascii=False))
+    got_in = d.get("input_length")
     own = [m.text for m in msgs[new_from:] if m.role not in ("system", "developer")]
     out = d.get("output_length") or d.get("max_tokens")
     parent = d.get("parent_session")
-    return _Row(where, ts_ms / 1000.0, None,
+    return _Row(where, ts_ms / 1000.0,
+                None if got_in is None else _int(got_in, where, "input_length", 1, MAX_TOKENS),
                 None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS),
                 user="\n".join(t for t in own if t) or ".",
                 system="\n\n".join(t for t in system if t) or None, session=str(sid),
                 gap_s=None if gap is None else gap / 1000.0, turn=turn,
-                parent=None if parent is None else str(parent))
+                parent=None if parent is None else str(parent),
+                tools=json.dumps(tools, sort_keys=True) if first and tools else None)
+
+
+def tools_as_text(tok: Tokenizer, r: _Row, system: str | None, text: str, reserve: int) -> str:
+    """A recording's tool definitions as system text of the tokens they took in the recorded
+    prompt (its input_length less the system text and the turn's own; the replay's requests
+    carry no tools), drawn from their hash: sessions offering the same tools share that text,
+    as their prompts shared the definitions."""
+    assert r.tools is not None
+    n = 0
+    if r.input_tokens:
+        n = r.input_tokens - reserve - tok.count(text) - (tok.count(system) if system else 0)
+    if n <= 0:
+        n = tok.count(r.tools)
+    import hashlib
+    seed = int.from_bytes(hashlib.blake2b(r.tools.encode(), digest_size=8).digest(), "little")
+    tools = text_of_tokens(tok, random.Random(seed), n)
+    return f"{system}\n\n{tools}" if system else tools
 
 
 def check_sessions(rows: list[_Row], path: str) -> None:
@@ -485,6 +504,8 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             text = text_of_tokens(tok, random.Random(seed * 7919 + i), max(own_n, 1),
                                   _opening(tok, seed, i))
         system = r.system
+        if r.tools is not None:
+            system = tools_as_text(tok, r, system, text, reserve)
         if shared is not None:
             system = shared.take(i, shares[i])
         count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
