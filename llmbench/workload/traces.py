@@ -167,6 +167,9 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             continue
         ts = _timestamp_ms(d, where)
         if "request" in d and "api" in d:
+            status = d.get("status")
+            if isinstance(status, int) and not 200 <= status < 300:
+                continue          # refused as recorded (a wrong model, a bad body): not replayed
             yield recorded_row(d, where, ts)
             continue
         out = d.get("output_length", d.get("max_tokens"))
