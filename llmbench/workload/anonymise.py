@@ -101,12 +101,12 @@ class Anonymiser:
         self.counts = counts or Counts(tok)
         self._cache: dict[bytes, str] = {}
 
-    def _chunk(self, chunk: str) -> str:
-        key = _digest(chunk, self.seed)
+    def _chunk(self, chunk: str, n: int | None = None) -> str:
+        key = _digest(chunk if n is None else f"{n}\x00{chunk}", self.seed)
         got = self._cache.get(key)
         if got is None:
-            n = self.counts(chunk)
-            got = text_of_tokens(self.tok, random.Random(key), n)
+            n = self.counts(chunk) if n is None else n
+            got = text_of_tokens(self.tok, random.Random(_digest(chunk, self.seed)), n)
             if len(self._cache) >= CACHE_MAX:
                 self._cache.clear()
             self._cache[key] = got
@@ -115,14 +115,23 @@ class Anonymiser:
     def text(self, text: str) -> str:
         if not text.strip():
             return text
-        return " ".join(self._chunk(c) for c in chunks(text))
+        cs = chunks(text)
+        if len(cs) == 1:
+            return self._chunk(cs[0])
+        # a chunk counted alone can differ by a token from the same words in the text (a
+        # tokenizer merges across the cut): the last chunk takes up the difference, so the
+        # whole text is as long as the original (the leading chunks, what prefixes share,
+        # stay the same replacement everywhere)
+        head = [self._chunk(c) for c in cs[:-1]]
+        last = self.counts(text) - sum(self.counts(c) for c in cs[:-1])
+        return " ".join(head + [self._chunk(cs[-1], max(last, 1))])
 
     def name(self, name: str) -> str:
         return "tool_" + _digest(name, self.seed).hex()[:8]
 
     def body(self, body: dict[str, Any]) -> Any:
         """A request body, anonymised; its new chunks counted in one batch first."""
-        self.counts.prime(c for t in strings(body) for c in chunks(t))
+        self.counts.prime(x for t in strings(body) for x in [t, *chunks(t)])
         return self.value(body)
 
     def value(self, v: Any, key: str | None = None) -> Any:
