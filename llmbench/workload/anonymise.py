@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from typing import Any, Iterable, Iterator
 
 from llmbench.workload.synthetic import text_of_tokens
 from llmbench.workload.tokenizer import Tokenizer
 
 CHUNK_WORDS = 24
+_TAIL = re.compile(r"[.?!:;,]+\s*$")
 # string values that are structure, not content: kept as they are
 STRUCTURE = frozenset({"role", "type", "model", "id", "tool_call_id", "tool_use_id", "call_id",
                        "finish_reason", "stop_reason", "media_type", "detail", "format",
@@ -115,23 +117,30 @@ class Anonymiser:
     def text(self, text: str) -> str:
         if not text.strip():
             return text
+        # the text's closing punctuation is kept: a template puts its own text after the
+        # message ("\n\n", an end-of-turn tag) and a tokenizer merges ".\n\n" into one
+        # token where a word's end would not, so the prompt would grow a token per message
+        m = _TAIL.search(text)
+        tail = m.group(0) if m and m.start() > 0 else ""
         cs = chunks(text)
-        if len(cs) == 1:
-            return self._chunk(cs[0])
         # a chunk counted alone can differ by a token from the same words in the text (a
         # tokenizer merges across the cut): the last chunk takes up the difference, so the
         # whole text is as long as the original (the leading chunks, what prefixes share,
         # stay the same replacement everywhere)
         head = [self._chunk(c) for c in cs[:-1]]
-        last = self.counts(text) - sum(self.counts(c) for c in cs[:-1])
-        return " ".join(head + [self._chunk(cs[-1], max(last, 1))])
+        last = (self.counts(text) - sum(self.counts(c) for c in cs[:-1])
+                - (self.counts(tail.strip()) if tail.strip() else 0))
+        if len(cs) == 1 and not tail:
+            return self._chunk(cs[0])
+        return " ".join(head + [self._chunk(cs[-1], max(last, 1))]) + tail.strip()
 
     def name(self, name: str) -> str:
         return "tool_" + _digest(name, self.seed).hex()[:8]
 
     def body(self, body: dict[str, Any]) -> Any:
         """A request body, anonymised; its new chunks counted in one batch first."""
-        self.counts.prime(x for t in strings(body) for x in [t, *chunks(t)])
+        self.counts.prime(x for t in strings(body) for x in [t, *chunks(t)]
+                          + [m.group(0).strip() for m in [_TAIL.search(t)] if m])
         return self.value(body)
 
     def value(self, v: Any, key: str | None = None) -> Any:
