@@ -21,7 +21,8 @@ from llmbench.commands.options import FLAG, REQUIRED, Spec, UsageError, count, o
 def _shared(group: type, name: str, help: str, default: Any) -> Any:
     """A group's option, declared there once (tests/e2e/test_cli_help.py), with this
     command's help and default."""
-    o = dataclasses.replace(opt_of(group.__dataclass_fields__[name]), help=help)
+    field = next(f for f in dataclasses.fields(group) if f.name == name)
+    o = dataclasses.replace(opt_of(field), help=help)
     return dataclasses.field(default=default, metadata={"opt": o})
 
 

@@ -160,7 +160,7 @@ def _note(ev: Event, t: float, tokens: list[float], reply: list[str]) -> None:
 class Writer:
     """The recording file and everything done after a request finished (one thread)."""
 
-    def __init__(self, out: IO[str], tokenizer: Callable[[str], Any], keep_text: bool,
+    def __init__(self, out: IO[str], tokenizer: Callable[[str | None], Any], keep_text: bool,
                  upstream: str, log: Callable[[str], None], seed: int = 0) -> None:
         self.out, self.keep_text, self.log = out, keep_text, log
         self._make_tok = tokenizer
@@ -362,7 +362,7 @@ async def serve(upstream: str, host: str, port: int, writer: Writer,
     site = web.TCPSite(runner, host, port)
     try:
         await site.start()
-        bound = site._server.sockets[0].getsockname()[1] if site._server else port  # type: ignore[union-attr]
+        bound = int(runner.addresses[0][1]) if runner.addresses else port
         listening(bound)
         await stop.wait()
     finally:
