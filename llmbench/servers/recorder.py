@@ -75,7 +75,6 @@ class Exchange:
     end: float = 0.0
     encoding: str = ""
     cancelled: bool = False
-    in_flight_session: str | None = None
 
 
 @dataclass
@@ -107,6 +106,7 @@ def observe(ex: Exchange) -> dict[str, Any]:
     ref = None
     tokens: list[float] = []
     reply: list[str] = []
+    finish: list[str | None] = [None]
     if ex.encoding in ("gzip", "deflate") or not stream:
         raw = _decode_body(ex)
     else:
@@ -117,6 +117,7 @@ def observe(ex: Exchange) -> dict[str, Any]:
             for payload in framer.feed(chunk):
                 ev = ex.fmt.classify(payload)
                 _note(ev, t, tokens, reply)
+                finish[0] = ev.finish_reason or finish[0]
                 usage = _merge(usage, ev.usage)
                 ref = ev.ref or ref
         for payload in framer.flush():
@@ -131,13 +132,16 @@ def observe(ex: Exchange) -> dict[str, Any]:
         if isinstance(obj, dict):
             ev = ex.fmt.parse_full(obj)
             usage, ref = ev.usage, ev.ref
+            finish[0] = ev.finish_reason
             if ev.text:
                 reply.append(ev.text)
     ttft = (tokens[0] - ex.arrival) * 1000 if tokens else None
     itl = [(b - a) * 1000 for a, b in zip(tokens, tokens[1:])]
     return {"usage": usage, "ref": ref, "ttft_ms": ttft, "itl_ms": itl,
             "e2el_ms": (ex.end - ex.arrival) * 1000, "events": len(tokens),
-            "reply": "".join(reply)}
+            "reply": "".join(reply),
+            # wire formats map their stop reasons to chat's (tool_use -> tool_calls)
+            "tool_call": finish[0] in ("tool_calls", "function_call")}
 
 
 def _merge(a: Usage | None, b: Usage | None) -> Usage | None:
@@ -207,7 +211,8 @@ class Writer:
         msgs = messages_of(ex.fmt.name, ex.body)
         prev_ref = ex.body.get("previous_response_id")
         link = self.linker.link(ex.rid, msgs, prev_ref if isinstance(prev_ref, str) else None,
-                                seen["ref"], ex.in_flight_session)
+                                seen["ref"], ex.arrival)
+        self.linker.ended(link.session, ex.end, seen["tool_call"])
         self.counts.prime(c for m in msgs for c in chunks(m.text))
         self.share.add(msgs)
         u = seen["usage"]
@@ -256,7 +261,6 @@ class RecorderProxy:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="llmbench-record")
         self.session: Any = None
         self.rid = 0
-        self.in_flight: dict[int, Exchange] = {}
         self.pending: set[asyncio.Future[Any]] = set()
 
     async def handle(self, request: Any) -> Any:
@@ -273,10 +277,6 @@ class RecorderProxy:
             if isinstance(obj, dict):
                 self.rid += 1
                 ex = Exchange(self.rid, fmt, request.path, obj, arrival)
-                busy = [e for e in self.in_flight.values()]
-                if busy:
-                    ex.in_flight_session = self.writer.linker.session_of(busy[-1].rid)
-                self.in_flight[ex.rid] = ex
         if ex is None:
             self.writer.stats.passed += 1
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP]
@@ -286,8 +286,6 @@ class RecorderProxy:
                                             allow_redirects=False)
         except (ClientError, OSError, asyncio.TimeoutError) as exc:
             self.writer.stats.failed += 1
-            if ex is not None:
-                self.in_flight.pop(ex.rid, None)
             why = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
             self.log(f"llmbench record: {request.method} {request.path}: upstream "
                      f"{public_url(self.upstream)} unreachable ({why})")
@@ -320,7 +318,6 @@ class RecorderProxy:
             up.release()
             if ex is not None:
                 ex.end = time.perf_counter()
-                self.in_flight.pop(ex.rid, None)
                 if ex.status:
                     fut = asyncio.get_running_loop().run_in_executor(self.pool, self._add, ex)
                     self.pending.add(fut)

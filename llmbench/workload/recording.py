@@ -22,8 +22,9 @@ Sessions: a request extends an earlier one when its messages begin with all of t
 request's messages followed by an assistant message (the reply: a chat's next turn, an agent's
 tool loop); the Responses API links by ``previous_response_id``. A request that extends one
 already extended (a retry, a branch) starts a session of its own whose ``parent_session`` is the
-first one; a request that extends none starts a session, with the session whose request was in
-flight at its arrival as parent when there is one (a sub-agent called from a tool).
+first one; a request that extends none starts a session, whose parent is the session whose
+latest reply (ended before it arrived) called a tool, when there is one: a sub-agent that tool
+started.
 """
 
 from __future__ import annotations
@@ -138,8 +139,24 @@ class Linker:
         self._sessions += 1
         return Link(f"s{self._sessions}", 0, 0, parent)
 
+    # session -> (when its last reply ended, whether that reply called a tool): a session
+    # starting while another's tool call is out is taken for the sub-agent that tool started
+    _waiting: dict[str, tuple[float, bool]] = field(default_factory=dict)
+
+    def parent_at(self, arrival: float) -> str | None:
+        """The session whose latest reply, ended before ``arrival``, called a tool (the latest
+        such); None when no tool call was out."""
+        best: tuple[float, str] | None = None
+        for s, (end, tool) in self._waiting.items():
+            if tool and end <= arrival and (best is None or end > best[0]):
+                best = (end, s)
+        return best[1] if best else None
+
+    def ended(self, session: str, end: float, tool_call: bool) -> None:
+        self._waiting[session] = (end, tool_call)
+
     def link(self, rid: int, msgs: list[Message], prev_ref: str | None, ref: str | None,
-             in_flight_session: str | None = None) -> Link:
+             arrival: float | None = None) -> Link:
         hashes = prefix_hashes(msgs)
         found: tuple[int, int] | None = None           # (request, where its prompt ends)
         if prev_ref is not None and prev_ref in self._by_ref:
@@ -150,7 +167,7 @@ class Linker:
                     found = (self._by_prefix[hashes[k]], k + 1)
                     break
         if found is None:
-            link = self._new(in_flight_session)
+            link = self._new(None if arrival is None else self.parent_at(arrival))
         else:
             prev, start = found
             pl = self._links[prev]

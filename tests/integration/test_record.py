@@ -203,3 +203,49 @@ def test_a_recording_replays_to_the_same_sessions(mock, tmp_path):
         for a, b in zip(turns, turns[1:]):
             assert b["start"] >= a["end"]                    # each turn after its reply
     assert all(g["output_tokens"] == r["output_length"] for g, r in zip(got, reqs))
+
+
+def test_a_recorded_agent_run_replays_to_the_same_session_shape(mock, tmp_path):
+    """``run --workload agent`` (tool loops, sub-agents fanned out) through the recorder: the
+    sub-agents are sessions of their own with the spawning session as parent, and the replay
+    sends the same sessions, turns and tool gaps (each turn no sooner than its gap after the
+    live reply)."""
+    out = tmp_path / "agents.jsonl"
+    rec = Recorder(mock.url, out)
+    p = llmbench("run", "--url", rec.url + "/v1", "--model", "mock", "--workload", "agent",
+                 "--agent-fanout", "1", "--agent-steps", "3", "--agent-sub-steps", "2",
+                 "--agent-tool-latency", "100ms", "--agent-system-tokens", "200",
+                 "--agent-result-tokens", "50", "--concurrency", "1", "--requests", "12",
+                 "--out", str(tmp_path / "orig"), "--quiet")
+    assert p.returncode == 0, p.stderr
+    rec.stop()
+    orig = [json.loads(x) for x in next((tmp_path / "orig").iterdir()).joinpath(
+        "requests.jsonl").read_text().splitlines()]
+    _, *reqs = lines(out)
+    # the run's own check before it starts (one token asked) is traffic too: recorded first
+    assert reqs[0]["max_tokens"] == 1 and len(reqs) == len(orig) + 1
+    subs = [r for r in reqs if r["turn"] == 0 and r["parent_session"] is not None]
+    assert subs, "no sub-agent linked to the session that spawned it"
+    gaps = [r["after_ms"] for r in reqs if r["turn"] > 0]
+    assert gaps and all(g is not None and g >= 0 for g in gaps)
+    assert max(gaps) >= 50                       # the tool's 100 ms (+-), not a reply's echo
+    runs = tmp_path / "replay"
+    p = llmbench("run", "--url", mock.url + "/v1", "--trace", str(out), "--same-prompts",
+                 "--out", str(runs), "--quiet")
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(x) for x in next(runs.iterdir()).joinpath(
+        "requests.jsonl").read_text().splitlines()]
+    shape = {}
+    for r in reqs:
+        shape[r["session_id"]] = shape.get(r["session_id"], 0) + 1
+    replayed = {}
+    for g in got:
+        sid = g["conversation"].removeprefix("trace-s:")
+        replayed[sid] = replayed.get(sid, 0) + 1
+    assert replayed == shape                    # the same sessions, the same turns each
+    by = {(g["conversation"].removeprefix("trace-s:"), g["turn"]): g for g in got}
+    for r in reqs:
+        if r["turn"] > 0:
+            prev, this = by[(r["session_id"], r["turn"] - 1)], by[(r["session_id"], r["turn"])]
+            # the recorded tool gap after the live reply (10 ms of slack for timers)
+            assert this["start"] - prev["end"] >= r["after_ms"] / 1000 - 0.01

@@ -179,3 +179,17 @@ def test_datasets_inspect_summarises_a_recording_and_an_agent_trace(tmp_path):
     p = llmbench("datasets", "inspect", str(bad))
     assert p.returncode != 0 and f"{bad}:2: not JSON" in p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_session_started_while_a_tool_call_is_out_is_its_sub_agent():
+    link = Linker()
+    main = messages_of("openai-chat", {"messages": [{"role": "user", "content": "fix the bug"}]})
+    a = link.link(1, main, None, None, arrival=0.0)
+    link.ended(a.session, 1.0, tool_call=True)
+    sub = messages_of("openai-chat", {"messages": [{"role": "user", "content": "read a.py"}]})
+    b = link.link(2, sub, None, None, arrival=1.2)
+    assert b.session != a.session and b.parent == a.session
+    link.ended(a.session, 1.0, tool_call=False)         # its reply was an answer: no tool out
+    c = link.link(3, messages_of("openai-chat", {"messages": [{"role": "user", "content": "x"}]}),
+                  None, None, arrival=5.0)
+    assert c.parent is None
