@@ -130,11 +130,14 @@ def summarise_agents(path: str, tok: Any) -> list[str]:
 def summarise_file(path: str, tok: Any) -> list[str] | None:
     """The summary's lines when ``path`` is a recording or an agent trace; None otherwise (a
     file of prompts: the workload's own summary)."""
-    if is_recording(path):
-        return summarise_recording(path, tok).lines()
     from llmbench.workload.agent_traces import detect
     try:
-        detect(path)
-    except DatasetError:
+        recording = is_recording(path)
+        if not recording:
+            detect(path)
+    except (DatasetError, RecursionError):
+        # not one of these (or not readable as one): the dataset reader says what is wrong
         return None
+    if recording:
+        return summarise_recording(path, tok).lines()
     return summarise_agents(path, tok)
