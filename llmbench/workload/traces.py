@@ -170,7 +170,10 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             status = d.get("status")
             if isinstance(status, int) and not 200 <= status < 300:
                 continue          # refused as recorded (a wrong model, a bad body): not replayed
-            yield recorded_row(d, where, ts)
+            try:
+                yield recorded_row(d, where, ts)
+            except RecursionError:
+                raise too_deep(where) from None
             continue
         out = d.get("output_length", d.get("max_tokens"))
         row = _Row(where, ts / 1000.0, None,
