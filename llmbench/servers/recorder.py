@@ -350,6 +350,10 @@ async def serve(upstream: str, host: str, port: int, writer: Writer,
                 log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
     """Proxy until ``stop`` is set; then finish writing what finished."""
     from aiohttp import web
+    # the writer thread's work (decoding, anonymising) may hold the GIL for a whole switch
+    # interval (5 ms by default) while a reply's chunk waits on the event loop: a shorter one
+    # bounds that wait, the hot path being the point of a recorder
+    sys.setswitchinterval(0.0005)
     proxy = RecorderProxy(upstream, writer, log)
     await proxy.open()
     app = web.Application(client_max_size=MAX_BODY_BYTES * 4)
