@@ -106,7 +106,10 @@ class RecordSpec(Spec):
             raise UsageError(f"--listen {self.listen}: cannot listen there "
                              f"({exc.strerror or exc}); choose a free port, or 0 for any")
         finally:
-            f.close()
+            try:
+                f.close()
+            except OSError:
+                pass       # the disk refused the last line: said once already (Writer)
         return summary(writer)
 
 

@@ -193,6 +193,8 @@ class Writer:
         self._write(header(self.keep_text, self.tok.name, self.upstream, started))
 
     def _write(self, d: dict[str, Any]) -> None:
+        if self.broken:
+            return
         try:
             self.out.write(json.dumps(d, ensure_ascii=False) + "\n")
             self.out.flush()

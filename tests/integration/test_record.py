@@ -249,3 +249,16 @@ def test_a_recorded_agent_run_replays_to_the_same_session_shape(mock, tmp_path):
             prev, this = by[(r["session_id"], r["turn"] - 1)], by[(r["session_id"], r["turn"])]
             # the recorded tool gap after the live reply (10 ms of slack for timers)
             assert this["start"] - prev["end"] >= r["after_ms"] / 1000 - 0.01
+
+
+def test_a_full_disk_is_one_line_and_the_traffic_still_flows(mock, tmp_path):
+    """/dev/full refuses every write (ENOSPC): the recorder says so once and keeps proxying."""
+    rec = Recorder(mock.url, Path("/dev/full"))
+    c = openai.OpenAI(base_url=rec.url + "/v1", api_key=KEY, max_retries=0)
+    for ask in ASKS:
+        r = c.chat.completions.create(model="mock", max_tokens=4,
+                                      messages=[{"role": "user", "content": ask}])
+        assert r.choices[0].message.content
+    _, stderr = rec.stop()
+    said = [x for x in stderr.splitlines() if "cannot write the recording" in x]
+    assert len(said) == 1 and "Traceback" not in stderr, stderr
