@@ -12,6 +12,12 @@ Formats (picked from the file, not from a flag):
   messages; the last user message is the turn, a system message is kept), optional
   ``session_id``: the turns of one session are one conversation, replayed in order, each after
   the previous reply and not before its own timestamp, with the real replies as history.
+- A recording made by ``llmbench record`` (workload/recording.py: a header line, then a line
+  per request with ``api``, ``request``, ``session_id``, ``turn``, ``after_ms``): each turn
+  sends its own new messages, at its recorded time and no sooner than its recorded gap after
+  the live reply; the tools it offered become system text of the tokens they took; requests
+  the server refused when recorded are left out. Turns out of order and parent links in a
+  cycle are refused naming the line.
 
 Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
 nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
