@@ -99,9 +99,14 @@ def _decode_body(ex: Exchange) -> bytes:
     return raw
 
 
+def streamed(ex: Exchange) -> bool:
+    """Whether the reply is a stream: as the body says; Ollama streams unless told not to."""
+    return bool(ex.body.get("stream", ex.fmt.name == "ollama"))
+
+
 def observe(ex: Exchange) -> dict[str, Any]:
     """Usage, reply text, the reply's id and the token times of one finished exchange."""
-    stream = bool(ex.body.get("stream", ex.fmt.name == "ollama-chat"))
+    stream = streamed(ex)
     usage = None
     ref = None
     tokens: list[float] = []
@@ -236,7 +241,7 @@ class Writer:
                 "session_id": link.session, "turn": link.turn,
                 "after_ms": None, "parent_session": link.parent,
                 "api": ex.fmt.name, "endpoint": ex.path, "status": ex.status,
-                "model": ex.body.get("model"), "stream": bool(ex.body.get("stream", False)),
+                "model": ex.body.get("model"), "stream": streamed(ex),
                 "request": body, "new_from": link.new_from,
                 "max_tokens": max_tokens_of(ex.body), "sampling": sampling_of(body),
                 "tools": len(tools) if isinstance(tools, list) else 0,

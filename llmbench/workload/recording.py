@@ -72,7 +72,7 @@ def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
     """The request's prompt as a list of messages, the same way for every API (the system
     prompt first, as a message)."""
     out: list[Message] = []
-    if api in ("openai-chat", "ollama-chat") or ("messages" in body and api != "anthropic"):
+    if api == "openai-chat" or ("messages" in body and api != "anthropic"):
         for m in body.get("messages") or []:
             out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
     elif api == "anthropic":

@@ -262,3 +262,33 @@ def test_a_full_disk_is_one_line_and_the_traffic_still_flows(mock, tmp_path):
     _, stderr = rec.stop()
     said = [x for x in stderr.splitlines() if "cannot write the recording" in x]
     assert len(said) == 1 and "Traceback" not in stderr, stderr
+
+
+def test_ollama_responses_and_embeddings_pass_through_and_are_recorded(mock, tmp_path):
+    """Ollama's /api/chat (NDJSON stream), the Responses API linked by previous_response_id,
+    and embeddings (never streamed): each passes through and is one line of the recording."""
+    import httpx
+    out = tmp_path / "apis.jsonl"
+    rec = Recorder(mock.url, out)
+    with httpx.Client(base_url=rec.url, timeout=30) as h:
+        with h.stream("POST", "/api/chat", json={
+                "model": "mock", "messages": [{"role": "user", "content": ASKS[0]}],
+                "options": {"num_predict": 6}}) as r:
+            got = [json.loads(x) for x in r.iter_lines() if x]
+        assert got[-1]["done"] and any(g.get("message", {}).get("content") for g in got)
+        first = h.post("/v1/responses", json={"model": "mock", "input": ASKS[1],
+                                               "max_output_tokens": 6, "store": True}).json()
+        second = h.post("/v1/responses", json={
+            "model": "mock", "input": ASKS[2], "max_output_tokens": 6,
+            "previous_response_id": first["id"]})
+        assert second.status_code == 200, second.text
+        emb = h.post("/v1/embeddings", json={"model": "mock", "input": ["a b c", "d e"]})
+        assert len(emb.json()["data"]) == 2
+    rec.stop()
+    _, *reqs = lines(out)
+    assert [r["api"] for r in reqs] == ["ollama", "responses", "responses", "embeddings"]
+    assert reqs[0]["output_length"] == 6 and reqs[0]["ttft_ms"] > 0
+    assert reqs[0]["max_tokens"] == 6
+    assert (reqs[1]["session_id"], reqs[2]["session_id"], reqs[2]["turn"]) == ("s2", "s2", 1)
+    assert reqs[2]["request"]["previous_response_id"] == first["id"]   # structure, kept
+    assert reqs[3]["stream"] is False and reqs[3]["input_length"] is not None
