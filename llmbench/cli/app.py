@@ -173,6 +173,15 @@ def _mock(options) -> None:
     serve(options)
 
 
+def _record(spec) -> None:
+    """Record real clients' traffic through a proxy, anonymised, as a trace run --trace replays."""
+    def listening(url: str) -> None:
+        typer.echo(f"Recording to {spec.out}: point clients at {url} (requests go on to "
+                   f"{spec.upstream}); Ctrl-C to stop", err=True)
+    for line in spec.perform(listening):
+        typer.echo(line)
+
+
 def _says_skipped(fn):
     """After a command that reads run folders: one note per JSON-lines file whose reading
     skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
@@ -253,7 +262,12 @@ def _inspect(spec) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
     from llmbench.analysis.percentile import percentiles
-    wl, tok = spec.perform()
+    done = spec.perform()
+    if isinstance(done, list):           # a recording or an agent trace: its own summary
+        for line in done:
+            typer.echo(line)
+        return
+    wl, tok = done
     convs = wl.conversations
     # as sent: a run puts its salt first in each conversation (workload.salt)
     salt = wl.salt_for("main")
@@ -288,13 +302,15 @@ def commands() -> dict:
     from llmbench.commands.probe_spec import ProbeSpec
     from llmbench.commands.ramp_spec import RampSpec
     from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
+    from llmbench.commands.record import RecordSpec
     from llmbench.commands.run_spec import RunSpec
     from llmbench.commands.dashboard_spec import DashboardSpec
     from llmbench.commands.sweep_spec import SweepSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
-            "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
+            "mock": (MockOptions, _mock, True, False),
+            "record": (RecordSpec, _record, False, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "dashboard": (DashboardSpec, _dashboard, False, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}

@@ -180,6 +180,19 @@ class InspectSpec(InspectWorkloadOpts):
 
     count: int = option("Conversations to sample (synthetic/random/ShareGPT).", kind=INT, default=1000)
 
-    def perform(self) -> tuple[Any, Any]:
-        """(Workload, tokenizer) of ``count`` conversations."""
+    def perform(self) -> tuple[Any, Any] | list[str]:
+        """(Workload, tokenizer) of ``count`` conversations; for a file of sessions (a
+        recording, an agent trace: workload/trace_summary.py) the lines that summarise it."""
+        import os
+        if isinstance(self.dataset, str) and os.path.isfile(self.dataset):
+            from llmbench.workload.files import DatasetError
+            from llmbench.workload.tokenizer import load_tokenizer
+            from llmbench.workload.trace_summary import summarise_file
+            try:
+                lines = summarise_file(self.dataset, load_tokenizer(
+                    None if self.tokenizer in (None, "server") else self.tokenizer))
+            except DatasetError as exc:
+                raise UsageError(str(exc)) from None
+            if lines is not None:
+                return lines
         return self.build(self.count)

@@ -12,6 +12,12 @@ Formats (picked from the file, not from a flag):
   messages; the last user message is the turn, a system message is kept), optional
   ``session_id``: the turns of one session are one conversation, replayed in order, each after
   the previous reply and not before its own timestamp, with the real replies as history.
+- A recording made by ``llmbench record`` (workload/recording.py: a header line, then a line
+  per request with ``api``, ``request``, ``session_id``, ``turn``, ``after_ms``): each turn
+  sends its own new messages, at its recorded time and no sooner than its recorded gap after
+  the live reply; the tools it offered become system text of the tokens they took; requests
+  the server refused when recorded are left out. Turns out of order and parent links in a
+  cycle are refused naming the line.
 
 Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
 nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
@@ -32,6 +38,7 @@ from typing import Any, Iterator
 
 from llmbench.workload.files import DatasetError, check_regular_file, json_line, read_lines, too_deep
 from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.recording import HEADER_KEY, messages_of
 from llmbench.workload.prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
 from llmbench.workload.synthetic import _opening, prepare_unit_words, text_of_tokens
 from llmbench.workload.tokenizer import Tokenizer
@@ -48,6 +55,9 @@ class TraceItem:
 
     conv: Conversation
     due_s: tuple[float, ...]
+    # a recording's think or tool time before each turn (s, before --trace-speed): the turn
+    # goes no sooner than this after the previous reply ended; None: not recorded
+    gaps_s: tuple[float | None, ...] = ()
 
     @property
     def offset_s(self) -> float:
@@ -127,6 +137,11 @@ class _Row:
     user: str | None = None
     system: str | None = None
     session: str | None = None
+    gap_s: float | None = None        # a recording's think/tool time before this turn
+    turn: int | None = None           # a recording's turn number in its session
+    parent: str | None = None         # a recording's parent session
+    tools: str | None = None          # a recording's tool definitions (JSON), turn 0 only
+
 
 
 def _timestamp_ms(d: dict[str, Any], where: str) -> float:
@@ -151,7 +166,21 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise too_deep(where) from None
         if not isinstance(d, dict):
             raise DatasetError(f"{where}: expected a JSON object per line")
+        if HEADER_KEY in d:
+            if n != first_line(path):
+                raise DatasetError(f"{where}: a recording's header line in the middle of the "
+                                   "file; one recording per file")
+            continue
         ts = _timestamp_ms(d, where)
+        if "request" in d and "api" in d:
+            status = d.get("status")
+            if isinstance(status, int) and not 200 <= status < 300:
+                continue          # refused as recorded (a wrong model, a bad body): not replayed
+            try:
+                yield recorded_row(d, where, ts)
+            except RecursionError:
+                raise too_deep(where) from None
+            continue
         out = d.get("output_length", d.get("max_tokens"))
         row = _Row(where, ts / 1000.0, None,
                    None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS))
@@ -182,6 +211,91 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
                                "or \"messages\"")
         yield row
+
+
+def first_line(path: str) -> int:
+    for n, _ in read_lines(path):
+        return n
+    return 0
+
+
+def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
+    """One request of an ``llmbench record`` recording (workload/recording.py) as a turn: its
+    own new messages (after the previous request's and its reply) are the turn's text, the
+    system prompt and the tools' definitions (as text of their length: the replay's requests
+    carry no tools) the conversation's system text."""
+    req, api = d["request"], d["api"]
+    if not isinstance(req, dict) or not isinstance(api, str):
+        raise DatasetError(f"{where}: \"request\" must be the request's JSON object and "
+                           "\"api\" its API's name")
+    msgs = messages_of(api, req)
+    new_from = _int(d.get("new_from", 0), where, "new_from", 0, len(msgs))
+    turn = _int(d.get("turn", 0), where, "turn", 0)
+    sid = d.get("session_id")
+    if sid is None:
+        raise DatasetError(f"{where}: a recorded request needs its \"session_id\"")
+    gap = d.get("after_ms")
+    if gap is not None and (isinstance(gap, bool) or not isinstance(gap, (int, float))
+                            or not math.isfinite(gap) or gap < 0):
+        raise DatasetError(f"{where}: after_ms {gap!r} is not a time >= 0 (ms); fix the line")
+    first = new_from == 0
+    system = [m.text for m in msgs if m.role in ("system", "developer")] if first else []
+    tools = req.get("tools")
+    got_in = d.get("input_length")
+    own = [m.text for m in msgs[new_from:] if m.role not in ("system", "developer")]
+    out = d.get("output_length") or d.get("max_tokens")
+    parent = d.get("parent_session")
+    return _Row(where, ts_ms / 1000.0,
+                None if got_in is None else _int(got_in, where, "input_length", 1, MAX_TOKENS),
+                None if out is None else _int(out, where, "output_length", 1, MAX_TOKENS),
+                user="\n".join(t for t in own if t) or ".",
+                system="\n\n".join(t for t in system if t) or None, session=str(sid),
+                gap_s=None if gap is None else gap / 1000.0, turn=turn,
+                parent=None if parent is None else str(parent),
+                tools=json.dumps(tools, sort_keys=True) if first and tools else None)
+
+
+def tools_as_text(tok: Tokenizer, r: _Row, system: str | None, text: str, reserve: int) -> str:
+    """A recording's tool definitions as system text of the tokens they took in the recorded
+    prompt (its input_length less the system text and the turn's own; the replay's requests
+    carry no tools), drawn from their hash: sessions offering the same tools share that text,
+    as their prompts shared the definitions."""
+    assert r.tools is not None
+    n = 0
+    if r.input_tokens:
+        n = r.input_tokens - reserve - tok.count(text) - (tok.count(system) if system else 0)
+    if n <= 0:
+        n = tok.count(r.tools)
+    import hashlib
+    seed = int.from_bytes(hashlib.blake2b(r.tools.encode(), digest_size=8).digest(), "little")
+    tools = text_of_tokens(tok, random.Random(seed), n)
+    return f"{system}\n\n{tools}" if system else tools
+
+
+def check_sessions(rows: list[_Row], path: str) -> None:
+    """A recording's session links must be a history: each session's turns 0, 1, 2 ... in time
+    order, and parent links that end (no session its own ancestor)."""
+    last: dict[str, _Row] = {}
+    parents: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        if r.turn is None or r.session is None:
+            continue
+        prev = last.get(r.session)
+        want = 0 if prev is None else (prev.turn or 0) + 1
+        if r.turn != want:
+            raise DatasetError(f"{r.where}: session {r.session!r} turn {r.turn} comes where turn "
+                               f"{want} should (turns out of order or repeated); fix the line")
+        last[r.session] = r
+        if r.parent is not None and r.session not in parents:
+            parents[r.session] = (r.parent, r.where)
+    for s, (p, where) in parents.items():
+        seen = {s}
+        while p in parents:
+            if p in seen:
+                raise DatasetError(f"{where}: parent_session links of {s!r} form a cycle "
+                                   f"(through {p!r}); a session cannot be its own ancestor")
+            seen.add(p)
+            p = parents[p][0]
 
 
 def _azure_time(text: str) -> float:
@@ -364,6 +478,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     if not rows:
         raise DatasetError(f"--trace {path}: no requests in the file")
     rows.sort(key=lambda r: r.t_s)       # stable: equal times keep file order (session turns)
+    check_sessions(rows, path)
     first = rows[0].t_s
     if window_s is not None:
         lo, hi = window_s
@@ -387,6 +502,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         shared = _SharedPrompts(tok, aim, max(shares, default=0), seed)
     blocks = _Blocks(tok, seed)
     sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
+    gaps: dict[str, list[float | None]] = {}
     order: list[tuple[str, float]] = []
     for i, r in enumerate(rows):
         due = r.t_s - first
@@ -400,6 +516,8 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             text = text_of_tokens(tok, random.Random(seed * 7919 + i), max(own_n, 1),
                                   _opening(tok, seed, i))
         system = r.system
+        if r.tools is not None:
+            system = tools_as_text(tok, r, system, text, reserve)
         if shared is not None:
             system = shared.take(i, shares[i])
         count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
@@ -411,12 +529,15 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             sessions[key] = []
             order.append((key, due))
         sessions[key].append((due, turn, system))
+        gaps.setdefault(key, []).append(r.gap_s)
     items = []
     for key, _ in order:
         turns = sessions[key]
         items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
                                             turns[0][2]),
-                               tuple(d for d, _, _ in turns)))
+                               tuple(d for d, _, _ in turns),
+                               tuple(gaps[key]) if any(g is not None for g in gaps[key])
+                               else ()))
     prefix: dict[str, Any] | None = None
     warm: list[Conversation] = []
     if aim is not None and shared is not None:

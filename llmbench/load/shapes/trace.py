@@ -30,12 +30,17 @@ LEAD_S = 0.05      # t0 a little after now: creating the first tasks is not coun
 async def replay_item(session: Session, item: TraceItem, t0: float, speed: float,
                       stop: asyncio.Event) -> None:
     """A conversation's turns in order: each at its trace time, never before the previous
-    reply (a person cannot answer a reply not yet read), with the real replies as history."""
+    reply (a person cannot answer a reply not yet read), with the real replies as history; a
+    recording's turn also waits its recorded gap after the previous reply (think, tool time)."""
     replies: list[str] = []
     conv = item.conv
+    ended = 0.0
     for t, due_s in enumerate(item.due_s):
         due = t0 + due_s / speed
         if t > 0:
+            gap = item.gaps_s[t] if t < len(item.gaps_s) else None
+            if gap is not None:          # a recording: the think or tool time it saw
+                due = max(due, ended + gap / speed)
             due = max(due, perf_counter())
             if not await sleep_or_stop(stop, due - perf_counter()):
                 return
@@ -43,6 +48,7 @@ async def replay_item(session: Session, item: TraceItem, t0: float, speed: float
             return
         rec, text = await session.request(messages_for(conv, t, replies), conv.turns[t],
                                           scheduled=due, conversation=conv.id, turn_index=t)
+        ended = perf_counter()
         if not rec.ok:
             return     # the rest of the session would be built on a reply that never came
         replies.append(text)

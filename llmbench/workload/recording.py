@@ -1,0 +1,244 @@
+"""Recordings of real traffic (``llmbench record``): the file's shape, how requests are linked
+into sessions, and the share of prompt tokens that repeat an earlier prefix.
+
+A recording is JSON lines. The first is the header::
+
+    {"llmbench_recording": 1, "text": "anonymised" | "original", "tokenizer": ..., ...}
+
+then one line per LLM request, appended when it finished::
+
+    {"timestamp": ms since the recording began (arrival at the recorder),
+     "session_id": "s3", "turn": 2, "after_ms": the gap since the session's previous reply
+     ended (think or tool time; null on a session's first turn), "parent_session": the
+     session whose turn this one started beside (a sub-agent), or null,
+     "api": "openai-chat", "endpoint": "/v1/chat/completions", "status": 200,
+     "model": ..., "stream": true, "request": the body (anonymised unless --keep-text),
+     "new_from": where this turn's own messages start in the body's message list,
+     "max_tokens", "sampling": {...}, "tools": how many,
+     "input_length", "output_length", "cached_tokens": the server's usage where given,
+     "ttft_ms", "itl_ms": [...], "e2el_ms": as seen through the recorder}
+
+Sessions: a request extends an earlier one when its messages begin with all of the earlier
+request's messages followed by an assistant message (the reply: a chat's next turn, an agent's
+tool loop); the Responses API links by ``previous_response_id``. A request that extends one
+already extended (a retry, a branch) starts a session of its own whose ``parent_session`` is the
+first one; a request that extends none starts a session, whose parent is the session whose
+latest reply (ended before it arrived) called a tool, when there is one: a sub-agent that tool
+started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from llmbench.workload.anonymise import STRUCTURE, chunks
+
+FORMAT_VERSION = 1
+HEADER_KEY = "llmbench_recording"
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+            "frequency_penalty", "repeat_penalty", "stop", "n", "logprobs", "response_format",
+            "tool_choice", "reasoning_effort", "think", "options")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    key: str          # the message's canonical JSON: equal messages, equal keys
+    text: str         # every text in it, joined (what a replay sends of it)
+
+
+def texts(v: Any, key: str | None = None) -> Iterable[str]:
+    """Every content string in a message (not its roles, types or ids)."""
+    if isinstance(v, str):
+        if key not in STRUCTURE and not v.startswith("data:") and key not in ("url", "name"):
+            yield v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from texts(x, k)
+    elif isinstance(v, list):
+        for x in v:
+            yield from texts(x, key)
+
+
+def _msg(role: Any, m: Any) -> Message:
+    return Message(str(role or "user"), json.dumps(m, sort_keys=True, ensure_ascii=False),
+                   "\n".join(t for t in texts(m) if t))
+
+
+def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
+    """The request's prompt as a list of messages, the same way for every API (the system
+    prompt first, as a message)."""
+    out: list[Message] = []
+    if api == "openai-chat" or ("messages" in body and api != "anthropic"):
+        for m in body.get("messages") or []:
+            out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
+    elif api == "anthropic":
+        if body.get("system"):
+            out.append(_msg("system", body["system"]))
+        for m in body.get("messages") or []:
+            out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
+    elif api == "responses":
+        if body.get("instructions"):
+            out.append(_msg("system", body["instructions"]))
+        inp = body.get("input")
+        if isinstance(inp, str):
+            out.append(_msg("user", inp))
+        elif isinstance(inp, list):
+            for it in inp:
+                role = it.get("role") if isinstance(it, dict) else None
+                kind = it.get("type") if isinstance(it, dict) else None
+                if role is None:
+                    role = ("assistant" if kind in ("function_call", "reasoning", "message")
+                            else "tool" if kind == "function_call_output" else "user")
+                out.append(_msg(role, it))
+    else:                   # prompt APIs (completions, generate) and embeddings
+        for k in ("system", "prompt", "input", "inputs"):
+            if k in body:
+                out.append(_msg("system" if k == "system" else "user", body[k]))
+    return out
+
+
+def _h(prev: bytes, key: str) -> bytes:
+    return hashlib.blake2b(prev + key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def prefix_hashes(msgs: list[Message]) -> list[bytes]:
+    """hashes[k]: the hash of msgs[:k] (hashes[0] of none)."""
+    out = [b""]
+    for m in msgs:
+        out.append(_h(out[-1], m.role + "\x00" + m.key))
+    return out
+
+
+@dataclass
+class Link:
+    session: str
+    turn: int
+    new_from: int              # where the turn's own messages start
+    parent: str | None = None
+    prev_id: int | None = None  # the request (by arrival order) it extends
+
+
+@dataclass
+class Linker:
+    """Assigns each finished request to a session (see the module doc). Requests are linked in
+    the order they finish; a reply can only be extended after it came, so that order sees
+    every request a later one could extend."""
+
+    _by_prefix: dict[bytes, int] = field(default_factory=dict)    # full-prompt hash -> req
+    _by_ref: dict[str, int] = field(default_factory=dict)         # Responses id -> req
+    _links: dict[int, Link] = field(default_factory=dict)
+    _extended: set[int] = field(default_factory=set)
+    _sessions: int = 0
+    turns: dict[str, int] = field(default_factory=dict)           # session -> turns so far
+
+    def _new(self, parent: str | None) -> Link:
+        self._sessions += 1
+        return Link(f"s{self._sessions}", 0, 0, parent)
+
+    # session -> (when its last reply ended, whether that reply called a tool): a session
+    # starting while another's tool call is out is taken for the sub-agent that tool started
+    _waiting: dict[str, tuple[float, bool]] = field(default_factory=dict)
+
+    def parent_at(self, arrival: float) -> str | None:
+        """The session whose latest reply, ended before ``arrival``, called a tool (the latest
+        such); None when no tool call was out."""
+        best: tuple[float, str] | None = None
+        for s, (end, tool) in self._waiting.items():
+            if tool and end <= arrival and (best is None or end > best[0]):
+                best = (end, s)
+        return best[1] if best else None
+
+    def ended(self, session: str, end: float, tool_call: bool) -> None:
+        self._waiting[session] = (end, tool_call)
+
+    def link(self, rid: int, msgs: list[Message], prev_ref: str | None, ref: str | None,
+             arrival: float | None = None) -> Link:
+        hashes = prefix_hashes(msgs)
+        found: tuple[int, int] | None = None           # (request, where its prompt ends)
+        if prev_ref is not None and prev_ref in self._by_ref:
+            found = (self._by_ref[prev_ref], 0)
+        else:
+            for k in range(len(msgs) - 1, 0, -1):
+                if msgs[k].role == "assistant" and hashes[k] in self._by_prefix:
+                    found = (self._by_prefix[hashes[k]], k + 1)
+                    break
+        if found is None:
+            link = self._new(None if arrival is None else self.parent_at(arrival))
+        else:
+            prev, start = found
+            pl = self._links[prev]
+            if prev in self._extended:                 # a retry or a branch: its own session
+                link = self._new(pl.session)
+                link.new_from = start
+            else:
+                link = Link(pl.session, pl.turn + 1, start, pl.parent)
+            link.prev_id = prev
+            self._extended.add(prev)
+        self._links[rid] = link
+        self._by_prefix[hashes[-1]] = rid
+        if ref is not None:
+            self._by_ref[ref] = rid
+        self.turns[link.session] = max(self.turns.get(link.session, 0), link.turn + 1)
+        return link
+
+    def session_of(self, rid: int) -> str | None:
+        link = self._links.get(rid)
+        return link.session if link else None
+
+
+class PrefixShare:
+    """The share of prompt tokens that repeat a prefix an earlier request sent (what an
+    unbounded prefix cache could serve), at the anonymiser's chunk granularity: a prompt is its
+    messages' chunks in order; its longest leading run of chunks seen before is the repeat."""
+
+    def __init__(self, count: Any) -> None:
+        self.count = count                   # text -> tokens
+        self.seen: set[bytes] = set()
+        self.tokens = self.repeated = 0
+
+    def add(self, msgs: list[Message]) -> float:
+        h, matching, rep, tot = b"", True, 0, 0
+        for m in msgs:
+            for c in chunks(m.text) or [""]:
+                h = _h(h, m.role + "\x00" + c)
+                n = self.count(c) if c else 1
+                tot += n
+                if matching and h in self.seen:
+                    rep += n
+                else:
+                    matching = False
+                    self.seen.add(h)
+        self.tokens += tot
+        self.repeated += rep
+        return rep / tot if tot else 0.0
+
+    @property
+    def share(self) -> float | None:
+        return self.repeated / self.tokens if self.tokens else None
+
+
+def header(text_kept: bool, tokenizer: str, upstream: str, started: str) -> dict[str, Any]:
+    return {HEADER_KEY: FORMAT_VERSION, "text": "original" if text_kept else "anonymised",
+            "tokenizer": tokenizer, "upstream": upstream, "started": started,
+            "note": ("the requests' own text, as clients sent it (--keep-text)" if text_kept
+                     else "every text replaced by synthetic text of the same token length, "
+                          "the same text by the same replacement")}
+
+
+def sampling_of(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: body[k] for k in SAMPLING if k in body}
+
+
+def max_tokens_of(body: dict[str, Any]) -> int | None:
+    for k in ("max_completion_tokens", "max_tokens", "max_output_tokens", "n_predict"):
+        v = body.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    opts = body.get("options")
+    if isinstance(opts, dict) and isinstance(opts.get("num_predict"), int):
+        return opts["num_predict"]
+    return None
