@@ -96,9 +96,38 @@ async def _stamp_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -
         rec.sent = perf_counter()
 
 
+def _us(rec: Record) -> int:
+    return round((perf_counter() - rec.start) * 1e6)
+
+
+# A new connection's phases (records/phases.py): aiohttp calls these only when a request opens
+# a connection (or resolves a name it had not cached), so a reused connection costs nothing.
+# Its connect includes the TLS handshake: aiohttp has no hook between the two.
+async def _stamp_conn(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.conn_us = _us(rec)
+        rec.dns_us = rec.connect_us = None
+
+
+async def _stamp_dns(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None and rec.conn_us is not None:
+        rec.dns_us = _us(rec)
+
+
+async def _stamp_connected(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None and rec.conn_us is not None:
+        rec.connect_us = _us(rec)
+
+
 def _send_stamps() -> list[aiohttp.TraceConfig]:
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(_stamp_sent)
+    tc.on_connection_create_start.append(_stamp_conn)
+    tc.on_dns_resolvehost_end.append(_stamp_dns)
+    tc.on_connection_create_end.append(_stamp_connected)
     return [tc]
 
 # Response headers that name the backend which served a request, most specific first.
@@ -387,6 +416,8 @@ class AiohttpTransport:
         url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))
         async with http.post(url, data=body, headers=headers, trace_request_ctx=rec,
                              **self._kw) as resp:
+            if rec.first_byte_us is None:   # the head is in (records/phases.py)
+                rec.first_byte_us = _us(rec)
             mode = self._on_head(resp.status, resp.headers, rec)
             if mode >= SOME:
                 text = await self._read_some(resp)
