@@ -45,7 +45,7 @@ def phases_ms(rec: Record) -> dict[str, float] | None:
     if times:
         first = round((times[0] - rec.start) * 1e6)
         out["first_token"] = (first - fb) / 1000.0
-        out["decode"] = (times[-1] - times[0]) * 1000.0
+        out["decode"] = (round((times[-1] - rec.start) * 1e6) - first) / 1000.0
     return out
 
 
