@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from llmbench.analysis import percentile
+from llmbench.records import definitions
 from llmbench.records.phases import PHASES
 from llmbench.records.store import RecordStore
 
@@ -60,7 +61,7 @@ def phase_values(st: RecordStore, ok: np.ndarray) -> dict[str, np.ndarray]:
         return {}
     fb = np.asarray(fb)[idx]
     start = st.view("start")[idx]
-    sent_us = np.rint((sent[idx] - start) * 1e6)
+    sent_us = np.rint(definitions.send_delay(start, sent[idx]) * 1e6)   # offset_us's
     at = np.zeros(len(idx))
     out: dict[str, list[float] | np.ndarray] = {"blocked": [], "dns": [], "connect": [],
                                                 "tls": []}

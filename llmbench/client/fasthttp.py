@@ -44,6 +44,7 @@ from yarl import URL
 from llmbench.version import __version__
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.records.definitions import offset_us
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -329,7 +330,7 @@ class _Conn(asyncio.Protocol):
     def _head(self, t: float, data: bytes) -> None:
         rec = self.rec
         if rec.first_byte_us is None:       # the response's first byte (records/phases.py)
-            rec.first_byte_us = round((t - rec.start) * 1e6)
+            rec.first_byte_us = offset_us(rec.start, t)
         buf = self.head + data if self.head else data
         while True:
             i, body_at = head_end(buf)
@@ -887,10 +888,10 @@ class FastTransport:
             conn.stamps = None
             start = rec.start
             began, dns, tcp, tls = stamps
-            rec.conn_us = round((began - start) * 1e6)
-            rec.dns_us = None if dns is None else round((dns - start) * 1e6)
-            rec.connect_us = round((tcp - start) * 1e6)
-            rec.tls_us = None if tls is None else round((tls - start) * 1e6)
+            rec.conn_us = offset_us(start, began)
+            rec.dns_us = None if dns is None else offset_us(start, dns)
+            rec.connect_us = offset_us(start, tcp)
+            rec.tls_us = None if tls is None else offset_us(start, tls)
         fut = pool.loop.create_future()
         conn.start(rec, dog, texts, fut)
         if path is None:

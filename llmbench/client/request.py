@@ -61,6 +61,7 @@ from llmbench.client.abandon import CANCELLED, Abandon
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
+from llmbench.records.definitions import offset_us
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import Reply, check_reply, reply_text
@@ -97,7 +98,7 @@ async def _stamp_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -
 
 
 def _us(rec: Record) -> int:
-    return round((perf_counter() - rec.start) * 1e6)
+    return offset_us(rec.start, perf_counter())
 
 
 # A new connection's phases (records/phases.py): aiohttp calls these only when a request opens

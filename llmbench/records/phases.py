@@ -17,6 +17,7 @@ resolve, a reused connection, no TLS) is absent, not zero:
 
 from __future__ import annotations
 
+from llmbench.records.definitions import offset_us
 from llmbench.records.record import Record
 
 PHASES = ("blocked", "dns", "connect", "tls", "send", "wait", "first_token", "decode")
@@ -38,14 +39,14 @@ def phases_ms(rec: Record) -> dict[str, float] | None:
             if stamp is not None:
                 out[name] = (stamp - at) / 1000.0
                 at = stamp
-    sent_us = round((rec.sent - rec.start) * 1e6)
+    sent_us = offset_us(rec.start, rec.sent)
     out["send"] = (sent_us - at) / 1000.0
     out["wait"] = (fb - sent_us) / 1000.0
     times = rec.token_times
     if times:
-        first = round((times[0] - rec.start) * 1e6)
+        first = offset_us(rec.start, times[0])
         out["first_token"] = (first - fb) / 1000.0
-        out["decode"] = (round((times[-1] - rec.start) * 1e6) - first) / 1000.0
+        out["decode"] = (offset_us(rec.start, times[-1]) - first) / 1000.0
     return out
 
 
