@@ -108,3 +108,33 @@ def test_phase_fields_are_optional_on_disk():
     assert phases_ms(back) == {"blocked": 0.0, "connect": 0.5, "send": 0.5, "wait": 2.0,
                                "first_token": 97.0, "decode": 100.0}
     assert not any(k in back.to_json() for k in ("dns_us", "tls_us"))
+
+
+def test_a_run_keeps_its_phases_in_run_json_the_export_and_the_report(tmp_path, transport):
+    import csv
+    import io
+
+    from llmbench import run as api_run
+    from llmbench.mock_server import MockConfig, MockServer
+    from llmbench.report import export, html
+    from tests.helpers import only_run
+
+    with MockServer(MockConfig(ttft_ms=20, itl_ms=2, models=["m"], seed=3)) as m:
+        api_run(url=m.url + "/v1", model="m", concurrency=3, requests=18,
+                prompt_tokens=10, output_tokens=6, out=tmp_path)
+    d = only_run(tmp_path)
+    summary = json.loads((d / "run.json").read_text())["summary"]
+    ph = summary["phases_ms"]
+    assert ph["first_token"]["count"] == summary["completed"] == 18
+    assert ph["first_token"]["p50"] >= 20 * 0.9
+    # the pool was opened before the load (preconnect) or by the first requests: few new
+    # connections, at most one per user
+    assert ph["new_connections"] <= 3
+    rows = list(csv.DictReader(io.StringIO(export.to_csv_text(export.as_run(d),
+                                                              per_request=True))))
+    assert {"connect_ms", "tls_ms", "wait_ms", "first_token_ms", "new_connection"} <= set(rows[0])
+    for r in rows:
+        total = sum(float(r[f"{p}_ms"]) for p in PHASES[:-1] if r[f"{p}_ms"])
+        assert abs(total - float(r["ttft_ms"])) <= 1.0, r
+    page = html.render(d)
+    assert "Request phases" in page and "TLS handshake" not in page   # plain http: no TLS row
