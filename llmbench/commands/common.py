@@ -64,6 +64,18 @@ class Common:
     # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
     # None: nothing sampled)
     telemetry: Any = None
+    network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
+
+    def floor(self, when: str) -> Any:
+        """The network floor now (client.floor.Floor), or None when not wanted: --network-floor
+        off, or auto with a loopback address (nothing there is worth naming)."""
+        if self.network_floor == "off":
+            return None
+        from llmbench.client.floor import floor_now, is_loopback
+        if self.network_floor == "auto" and is_loopback(self.target.base_url):
+            return None
+        return floor_now(self.target.base_url, self.target.net, when,
+                         self.target.request_headers())
 
     @property
     def label(self) -> str | None:

@@ -145,10 +145,13 @@ class ServerOpts(Spec):
     insecure: bool = option("Do not check the server's TLS certificate (recorded in run.json).", P_NET, "--insecure", kind=FLAG, default=False)
     cert: Path | str | None = option("Client certificate (PEM) for mutual TLS.", P_NET, kind=PATH, metavar="FILE")
     key: Path | str | None = option("The client certificate's key (PEM).", P_NET, kind=PATH, metavar="FILE")
+    network_floor: str = option("Measure the network's round trip apart from the server (GET /health) before and after the load, so the verdict can name the network's share of TTFT: on, off, or auto (not for a loopback address).", P_NET, default="auto", metavar="auto|on|off")
 
     def check(self) -> None:
         super().check()
         from llmbench.servers import KINDS
+        if self.network_floor not in ("auto", "on", "off"):
+            raise UsageError(f"--network-floor {self.network_floor!r}: choose auto, on or off")
         if self.server_probe not in KINDS:
             raise UsageError(f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}")
 

@@ -15,6 +15,8 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.analysis.network import with_network
+from llmbench.results.network import NetworkFloor
 from llmbench.analysis.sessions import step_sessions
 from llmbench.records import definitions
 from llmbench.records.record import Record
@@ -170,7 +172,7 @@ def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search |
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
-         telemetry: Any = None) -> Run:
+         telemetry: Any = None, network: NetworkFloor | None = None) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
@@ -197,6 +199,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
         verdict = verdict_mod.explain(judged, records, unit_of(r), server.samples,
                                       planned=None if search is not None else len(shape.steps),
                                       telemetry=tel.get("info"))
+    # the network's share of TTFT, named (analysis/network.py; a verdict rule at merge)
+    verdict = with_network(verdict, judged, network)
     if search is not None:
         from llmbench.analysis.findlimit import finish
         search = finish(search, judged, verdict.knee, shape.unit)
@@ -255,7 +259,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
         workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up, isolation=isolation)
+        abandonment=gave_up, isolation=isolation, network=network)
 
 
 def broken_step(steps: Sequence[Step]) -> Step | None:
@@ -359,7 +363,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         if run_dir is not None or harness.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
-                       ServerSeen(None, None, []), False, True, [])
+                       ServerSeen(None, None, []), False, True, [], network=floor_so_far)
             data = doc.save(run_dir)
             if harness.dashboard is not None:   # its thresholds, and the verdict so far
                 v = dict(data.get("verdict") or {})
@@ -385,11 +389,17 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     print(console.agent_ramp_header() if agents else
           console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
+    before = c.floor("before")          # the network's round trip (client/floor.py)
+    floor_so_far = NetworkFloor.of([before]) if before is not None else None
     outcome = harness.run(shape, targets)
+    after = c.floor("after") if before is not None else None
+    network = NetworkFloor.of([f for f in (before, after) if f is not None]) \
+        if before is not None else None
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry,
+                         network=network),
                     run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run.steps)
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)

@@ -236,7 +236,8 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                                                                      spec.metrics_port),
                   dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
                   quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
-                  tokenizer=spec.tokenizer)
+                  tokenizer=spec.tokenizer,
+                  network_floor=getattr(spec, "network_floor", "auto"))
 
 
 def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
