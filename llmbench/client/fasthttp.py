@@ -45,6 +45,7 @@ from llmbench.version import __version__
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.records.definitions import offset_us
+from llmbench.records.trace import traceparent
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -846,6 +847,7 @@ class FastTransport:
         self._lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("utf-8")
         self._heads = {s: self._head_for(URL(u).raw_path_qs) for s, u in urls.items()}
         self._other_heads: dict[str, bytes] = {}        # redirects followed, by path
+        self.traceparent = False        # --traceparent: send each request's (records/trace.py)
 
     def _head_for(self, path_qs: str) -> bytes:
         return f"POST {self._origin}{path_qs} HTTP/1.1\r\n".encode("latin-1") + self._lines
@@ -899,6 +901,8 @@ class FastTransport:
         else:
             head = self._other_heads.get(path) or self._other_heads.setdefault(
                 path, self._head_for(path))
+        if self.traceparent and rec.trace_id is not None:
+            head += b"traceparent: %s\r\n" % traceparent(rec.trace_id).encode("ascii")
         conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
             head, rec.request_id.encode("utf-8"), len(body), body))
         if self._stamp:

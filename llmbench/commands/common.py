@@ -65,6 +65,7 @@ class Common:
     # None: nothing sampled)
     telemetry: Any = None
     network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
+    otlp: str | None = None                # --otlp URL|env: request spans (report/otlp.py)
 
     def floor(self, when: str) -> Any:
         """The network floor now (client.floor.Floor), or None when not wanted: --network-floor
@@ -107,6 +108,11 @@ class Common:
             h.dashboard = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
             if h.dashboard is not None:
                 h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
+        if self.otlp is not None:
+            from llmbench.report.otlp import OtlpExporter
+            h.observers.append(OtlpExporter(self.otlp, self.target.model or "", self.target.api,
+                                            self.target.base_url,
+                                            run_dir.name if run_dir else ""))
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)

@@ -666,10 +666,21 @@ class OutputOpts(Spec):
     dashboard_linger: Seconds | None = option("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, kind=SECONDS, metavar="DURATION")
     quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
     verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
+    otlp: str | None = option("Send each request as an OpenTelemetry span (GenAI attributes, its phases as events) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (env: from $OTEL_EXPORTER_OTLP_ENDPOINT); needs pip install 'llmbench[otel]'.", P_OUTPUT, metavar="URL|env")
+    traceparent: bool | None = option("Send a W3C traceparent header with each request, so the server's spans join its span (default: on with --otlp).", P_OUTPUT, "--traceparent/--no-traceparent", kind=FLAG, default=None)
 
     def check(self) -> None:
         super().check()
         count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.otlp is not None:
+            if self.otlp != "env":
+                self.otlp = _exporter_url(self.otlp, "--otlp", "http://127.0.0.1:4318")
+            try:
+                import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+                import opentelemetry.sdk  # noqa: F401
+            except ImportError:
+                raise UsageError("--otlp needs OpenTelemetry, which is not installed: "
+                                 "pip install 'llmbench[otel]'") from None
         if self.dashboard_linger is not None and self.dashboard is None:
             raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
         if self.quiet and self.verbose:

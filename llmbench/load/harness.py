@@ -145,6 +145,9 @@ class Harness:
     # command) that gets every finished record (``observe``, the only call on the loop) and
     # reads the live state through ``gauges`` when scraped; its port is open while the load runs
     metrics: Any = None
+    # Observers of the load (load/observe.py's Observer: ``observe(record)`` on the loop for
+    # every finished record, cheap; ``close()`` by whoever made them): --otlp's exporter
+    observers: list[Any] = field(default_factory=list)
     # The live view on a terminal (llmbench.report.live.LiveBoard, handed in by the command):
     # gets every finished record (``observe``) and draws several rows a second in place; without
     # a terminal, or without a board, the one-line live_line is printed instead
@@ -231,6 +234,8 @@ class Harness:
                              if len(st))
                 print(f"llmbench: requests resent on a new connection (a stale kept-alive one): "
                       f"{resent}", file=sys.stderr)
+            for o in self.observers:
+                o.close()                       # --otlp: sends the rest, says what it dropped
             if self.metrics is not None:
                 # the port is open only while the run lasts (a scraper that is watching gets
                 # one last scrape first); the final exposition stays in the run folder
@@ -262,7 +267,8 @@ class Harness:
         # bench_memory.py); the exporter drains its own in its thread
         board = self.board if self.board is not None and self.show_progress() \
             and sys.stderr.isatty() else None
-        watchers = [w.observe for w in (self.metrics, board, self.dashboard) if w is not None]
+        watchers = [w.observe for w in (self.metrics, board, self.dashboard, *self.observers)
+                    if w is not None]
         if watchers:
             hook = watchers[0] if len(watchers) == 1 else (
                 lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))) \
