@@ -66,6 +66,7 @@ class Common:
     telemetry: Any = None
     network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
     otlp: str | None = None                # --otlp URL|env: request spans (report/otlp.py)
+    mlflow: str | None = None              # --mlflow URI: the run logged (report/tracker.py)
 
     def floor(self, when: str) -> Any:
         """The network floor now (client.floor.Floor), or None when not wanted: --network-floor
@@ -434,7 +435,7 @@ def incomplete_line(run: Run, code: int) -> str | None:
 
 
 def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None) -> None:
+                  run_dir: Path | None, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: workload and run notes, the partial
     marker, then the report it writes and where the folder is."""
     from llmbench.analysis import checks
@@ -455,6 +456,9 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
         print(partial_line)
     if run_dir is not None:
         write_report(run_dir)
+        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
+            from llmbench.report.tracker import log_run
+            print(log_run(mlflow, run_dir)[1], flush=True)
         print(f"Results: {run_dir}")
     board = _dashboard()
     if board is not None:                   # the page becomes the report (a sweep: goes on)

@@ -667,6 +667,7 @@ class OutputOpts(Spec):
     quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
     verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
     otlp: str | None = option("Send each request as an OpenTelemetry span (GenAI attributes, its phases as events) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (env: from $OTEL_EXPORTER_OTLP_ENDPOINT); needs pip install 'llmbench[otel]'.", P_OUTPUT, metavar="URL|env")
+    mlflow: str | None = option("Log the run or ramp to this MLflow tracking server (spec as parameters, each step's summary as metrics, the verdict as a tag, the run folder as artifacts), e.g. http://127.0.0.1:5000; needs pip install 'llmbench[mlflow]'.", P_OUTPUT, metavar="URI")
     traceparent: bool | None = option("Send a W3C traceparent header with each request, so the server's spans join its span (default: on with --otlp).", P_OUTPUT, "--traceparent/--no-traceparent", kind=FLAG, default=None)
 
     def check(self) -> None:
@@ -681,6 +682,13 @@ class OutputOpts(Spec):
             except ImportError:
                 raise UsageError("--otlp needs OpenTelemetry, which is not installed: "
                                  "pip install 'llmbench[otel]'") from None
+        if self.mlflow is not None:
+            if not self.mlflow.strip():
+                raise UsageError("--mlflow needs a tracking URI, e.g. http://127.0.0.1:5000")
+            from llmbench.report.tracker import available
+            if not available():
+                raise UsageError("--mlflow needs MLflow, which is not installed: "
+                                 "pip install 'llmbench[mlflow]'")
         if self.dashboard_linger is not None and self.dashboard is None:
             raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
         if self.quiet and self.verbose:

@@ -522,7 +522,7 @@ def perform(r: RampPlan, repeat: int = 1,
                   run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir)
+                  run_dir, mlflow=c.mlflow)
     return RampDone(run, code, run_dir)
 
 

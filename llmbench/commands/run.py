@@ -234,7 +234,7 @@ def perform(plan: RunPlan) -> Done:
         outcome.records.clear()
     print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
-                  run_dir)
+                  run_dir, mlflow=c.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)

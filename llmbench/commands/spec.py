@@ -242,7 +242,7 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                   quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
                   tokenizer=spec.tokenizer,
                   network_floor=getattr(spec, "network_floor", "auto"),
-                  otlp=getattr(spec, "otlp", None))
+                  otlp=getattr(spec, "otlp", None), mlflow=getattr(spec, "mlflow", None))
 
 
 def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
