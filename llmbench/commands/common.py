@@ -111,9 +111,10 @@ class Common:
                 h.dashboard.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
         if self.otlp is not None:
             from llmbench.report.otlp import OtlpExporter
-            h.observers.append(OtlpExporter(self.otlp, self.target.model or "", self.target.api,
-                                            self.target.base_url,
-                                            run_dir.name if run_dir else ""))
+            h.observers.append(OtlpExporter(
+                self.otlp, self.target.model or "", self.target.api, self.target.base_url,
+                run_dir.name if run_dir else "",
+                log=run_dir / "requests.jsonl" if run_dir is not None else None))
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)
