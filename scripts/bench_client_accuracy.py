@@ -190,8 +190,15 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
                      max_connections=streams + 8, transport=transport))
     exporter = None
     board, browser, profile = None, None, None
+    log = None
+    if otlp is not None:
+        # as a run: every record appended to requests.jsonl, which --otlp's exporter process
+        # follows (report/otlp.py)
+        from llmbench.records.record import RecordLog
+        log_path = Path(tempfile.mkdtemp()) / "requests.jsonl"
+        log = RecordLog(log_path)
     async with c:
-        s = Session(c, None)
+        s = Session(c, log)
         # warm-up: open the connections
         await run_closed(s, wl.conversations, streams, streams, None)
         s.records.clear()
@@ -209,7 +216,7 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
         if otlp is not None:
             # --otlp: every record goes to the exporter as a run's would (report/otlp.py)
             from llmbench.report.otlp import OtlpExporter
-            exporter = OtlpExporter(otlp, "mock", api, url + "/v1")
+            exporter = OtlpExporter(otlp, "mock", api, url + "/v1", log=log_path)
             s.on_record = exporter.observe
         monitor = LoopMonitor()
         monitor.start()
@@ -231,6 +238,7 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
         records = list(s.records)
         if exporter is not None:
             s.on_record = None
+            log.close()
             exporter.close()                # prints its one line
         if board is not None:
             s.on_record = None

@@ -93,6 +93,79 @@ def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -
     return rid
 
 
+# a sweep's parent run while its settings run (start_parent .. finish_parent): each setting's
+# ramp logs itself as its child
+PARENT: str | None = None
+
+
+def _deadlined(uri: str, fn: Any) -> tuple[Any, str | None]:
+    """fn() in a thread with LOG_DEADLINE_S; (its result, None) or (None, the line)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["id"] = fn()
+        except Exception as exc:  # noqa: BLE001 - the tracker's fault, never the run's
+            box["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    t = threading.Thread(target=work, name="llmbench-mlflow", daemon=True)
+    t.start()
+    t.join(LOG_DEADLINE_S)
+    if t.is_alive():
+        return None, (f"MLflow: not logged ({uri} did not finish within {LOG_DEADLINE_S:g} s); "
+                      f"the run folder has everything")
+    if "error" in box:
+        return None, (f"MLflow: not logged ({uri}: {box['error']}); the run folder has "
+                      "everything")
+    return box["id"], None
+
+
+def start_parent(uri: str, sweep_dir: Path) -> str | None:
+    """A sweep's parent run (its settings as parameters); None, or the line saying why not."""
+    import json
+    global PARENT
+
+    def make() -> str:
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT_S))
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+        data = json.loads((Path(sweep_dir) / "sweep.json").read_text(encoding="utf-8"))
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(EXPERIMENT)
+        exp_id = exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
+        run = client.create_run(exp_id, tags={"mlflow.runName": Path(sweep_dir).name,
+                                              "llmbench.kind": "sweep"})
+        params = [Param(k, v) for k, v in _flat({"settings": data.get("settings"),
+                                                 **(data.get("config") or {})}).items()]
+        for i in range(0, len(params), 100):
+            client.log_batch(run.info.run_id, params=params[i:i + 100])
+        return str(run.info.run_id)
+    PARENT, line = _deadlined(uri, make)
+    return line
+
+
+def finish_parent(uri: str, sweep_dir: Path) -> str:
+    """The sweep's answer as a tag, its folder's own files as artifacts; the one line."""
+    import json
+    global PARENT
+    parent, PARENT = PARENT, None
+    if parent is None:
+        return "MLflow: the sweep was not logged (its parent run could not be made)"
+
+    def finish() -> str:
+        from mlflow.tracking import MlflowClient
+        data = json.loads((Path(sweep_dir) / "sweep.json").read_text(encoding="utf-8"))
+        client = MlflowClient(tracking_uri=uri)
+        client.set_tag(parent, "llmbench.answer", str(data.get("answer") or "")[:5000])
+        for f in sorted(Path(sweep_dir).iterdir()):
+            if f.is_file():
+                client.log_artifact(parent, str(f))
+        client.set_terminated(parent)
+        return parent
+    rid, line = _deadlined(uri, finish)
+    return line or f"MLflow: the sweep logged as run {rid} at {uri}, a child run per setting"
+
+
 def log_run(uri: str, run_dir: Path, parent_id: str | None = None) -> tuple[str | None, str]:
     """Log the run folder; (the MLflow run id or None, the one line to print)."""
     import json
@@ -100,11 +173,12 @@ def log_run(uri: str, run_dir: Path, parent_id: str | None = None) -> tuple[str 
         data = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return None, f"MLflow: not logged ({run_dir}/run.json unreadable: {exc})"
+    parent = parent_id or PARENT
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["id"] = _log(uri, Path(run_dir), data, parent_id)
+            box["id"] = _log(uri, Path(run_dir), data, parent)
         except Exception as exc:  # noqa: BLE001 - the tracker's fault, never the run's
             box["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
     t = threading.Thread(target=work, name="llmbench-mlflow", daemon=True)

@@ -90,3 +90,26 @@ def test_a_tracker_that_is_down_or_answers_html_is_one_line(mock_factory, tmp_pa
             d = only_run(tmp_path / name)
             assert (d / "report.html").exists()
             assert json.loads((d / "run.json").read_text())["summary"]["completed"] == 4
+
+
+def test_a_sweep_is_a_parent_run_with_a_child_per_setting(mlflow_server, tmp_path):
+    mock = "--ttft-ms 20 --itl-ms 5 --jitter 0 --prefill-ms-per-token 0 --batch-slowdown 0"
+    p = llmbench("sweep", "--setting", "parallel=1,2", "--mock", "--mock-options", mock,
+                 "--users", "1,2", "--threshold", "ttft.p95<=2s", "--ramp-in", "0.3s",
+                 "--hold", "1.5s", "--think", "0", "--turns", "1", "--prompt-tokens", "10",
+                 "--output-tokens", "4", "--no-progress", "--out", str(tmp_path),
+                 "--mlflow", mlflow_server, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("MLflow: the sweep"))
+    parent = line.split("run ")[1].split(" ")[0]
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=mlflow_server)
+    exp = client.get_experiment_by_name("llmbench")
+    children = client.search_runs([exp.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+    assert len(children) == 2, [c.data.tags for c in children]
+    assert all(c.data.tags["llmbench.kind"] == "ramp" for c in children)
+    prun = client.get_run(parent)
+    doc = json.loads((only_run(tmp_path) / "sweep.json").read_text())
+    assert prun.data.tags["llmbench.answer"] == doc["answer"]
+    assert "sweep.json" in {a.path for a in client.list_artifacts(parent)}
