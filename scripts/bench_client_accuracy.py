@@ -179,7 +179,7 @@ async def sampled(coro, url: str, on: bool):
 
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
                 calibrate_s: float, transport: str = "auto", api: str = "openai-chat",
-                dashboard: str = "off", otlp: str | None = None):
+                dashboard: str = "off", otlp: str | None = None, write_log: bool = False):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
@@ -191,7 +191,7 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
     exporter = None
     board, browser, profile = None, None, None
     log = None
-    if otlp is not None:
+    if otlp is not None or write_log:
         # as a run: every record appended to requests.jsonl, which --otlp's exporter process
         # follows (report/otlp.py)
         from llmbench.records.record import RecordLog
@@ -236,9 +236,10 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
                      if browser else ""))
         await monitor.stop()
         records = list(s.records)
+        if log is not None:
+            log.close()
         if exporter is not None:
             s.on_record = None
-            log.close()
             exporter.close()                # prints its one line
         if board is not None:
             s.on_record = None
@@ -297,6 +298,8 @@ def main() -> None:
     ap.add_argument("--otlp", metavar="URL", default=None,
                     help="export each request as a span to this OTLP/HTTP collector (and send "
                          "traceparent), as --otlp does, to see what it costs")
+    ap.add_argument("--log", action="store_true",
+                    help="append each record to a requests.jsonl as a run does (--otlp does)")
     ap.add_argument("--dashboard", choices=("off", "on", "browser"), default="off",
                     help="feed a --dashboard page during the measurement (browser: and watch "
                          "it in headless Chromium)")
@@ -317,7 +320,7 @@ def main() -> None:
             with MockProcess(cfg, record=log) as m:
                 records, cpu, wall, calib, loop_lags = run_loop(sampled(
                     drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
-                          transport, a.api, a.dashboard, a.otlp), m.url, a.telemetry == "on"), a.loop)
+                          transport, a.api, a.dashboard, a.otlp, a.log), m.url, a.telemetry == "on"), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []

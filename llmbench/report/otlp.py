@@ -414,6 +414,10 @@ def _follow(log: str, spans: _Spans) -> None:
 
 def main(argv: list[str]) -> None:
     log, url, model, api, base_url, run_name, epoch = argv
+    try:
+        os.nice(10)         # on a busy machine the load's own process gets the CPU first
+    except OSError:
+        pass
     _follow(log, _Spans(None if url == "env" else url, model, api, base_url, run_name,
                         float(epoch)))
 

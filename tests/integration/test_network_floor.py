@@ -50,3 +50,8 @@ def test_the_network_round_trip_is_named_and_not_blamed_on_the_server(mock_facto
     dv = direct["verdict"]
     assert dv["kind"] == "held"
     assert "network" not in " ".join([dv["result"], *dv["evidence"], *dv["advice"]])
+    # the ramp's report shows each step's phases; the far one's wait is the round trip
+    from llmbench.report import html
+    page = html.render(only_run(tmp_path / "far"))
+    assert "Request phases per step (p50)" in page and "first byte" in page
+    assert "Why: the network" not in html.render(only_run(tmp_path / "direct"))
