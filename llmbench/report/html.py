@@ -465,6 +465,10 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     buffered = bunching_sentence(s.stream_bunching)
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
+    from llmbench.analysis.network import of_summary
+    found = of_summary(s, run.network)     # the network's share of TTFT, when large
+    if found is not None:
+        body.append(f'<div class="verdict">{e(found.sentence)}</div>')
     from llmbench.analysis.checks import cache_lines
     for line in cache_lines(run):   # the prefix cache's share, and when it flatters TTFT
         warn = line.startswith("WARNING: ")
