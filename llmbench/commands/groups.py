@@ -666,13 +666,15 @@ class OutputOpts(Spec):
     dashboard_linger: Seconds | None = option("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, kind=SECONDS, metavar="DURATION")
     quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
     verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
-    otlp: str | None = option("Send each request as an OpenTelemetry span (GenAI attributes, its phases as events) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (env: from $OTEL_EXPORTER_OTLP_ENDPOINT); needs pip install 'llmbench[otel]'.", P_OUTPUT, metavar="URL|env")
+    otlp: str | None = option("Send each request as an OpenTelemetry span (GenAI attributes, its phases as events) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (env: the OTEL_EXPORTER_OTLP_* variables); needs pip install 'llmbench[otel]'.", P_OUTPUT, metavar="URL|env")
     mlflow: str | None = option("Log the run or ramp to this MLflow tracking server (spec as parameters, each step's summary as metrics, the verdict as a tag, the run folder as artifacts), e.g. http://127.0.0.1:5000; needs pip install 'llmbench[mlflow]'.", P_OUTPUT, metavar="URI")
-    traceparent: bool | None = option("Send a W3C traceparent header with each request, so the server's spans join its span (default: on with --otlp).", P_OUTPUT, "--traceparent/--no-traceparent", kind=FLAG, default=None)
+    traceparent: str | None = option("Send a W3C traceparent header with each request, so the server's spans join its span: on or off (default: on with --otlp).", P_OUTPUT, metavar="on|off")
 
     def check(self) -> None:
         super().check()
         count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.traceparent not in (None, "on", "off"):
+            raise UsageError(f"--traceparent {self.traceparent!r}: choose on or off")
         if self.otlp is not None:
             if self.otlp != "env":
                 self.otlp = _exporter_url(self.otlp, "--otlp", "http://127.0.0.1:4318")

@@ -215,10 +215,10 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
         # an input has no conversation to continue, and no reply length to ask for
         w = dataclasses.replace(w, turns=1, output_tokens=None)
     params, timeouts = spec.build_request(api=tgt.api)
-    if getattr(spec, "otlp", None) is not None or getattr(spec, "traceparent", None):
+    if getattr(spec, "otlp", None) is not None or getattr(spec, "traceparent", None) == "on":
         # a trace id per request (records/trace.py); sent as traceparent unless --no-traceparent
         params = dataclasses.replace(params, trace_ids=True,
-                                     traceparent=spec.traceparent is not False)
+                                     traceparent=spec.traceparent != "off")
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)

@@ -55,3 +55,15 @@ def test_the_network_round_trip_is_named_and_not_blamed_on_the_server(mock_facto
     page = html.render(only_run(tmp_path / "far"))
     assert "Request phases per step (p50)" in page and "first byte" in page
     assert "Why: the network" not in html.render(only_run(tmp_path / "direct"))
+
+
+def test_a_run_through_the_delay_names_the_network_in_its_report(mock_factory, tmp_path):
+    from llmbench.report import html
+    m = mock_factory(ttft_ms=20, itl_ms=2)
+    with DelayProxy(int(m.url.rsplit(":", 1)[1]), DELAY_S) as proxy:
+        llmbench.run(url=proxy.url + "/v1", model="mock", concurrency=2, requests=8,
+                     prompt_tokens=10, output_tokens=4, network_floor="on", out=tmp_path)
+    d = only_run(tmp_path)
+    net = json.loads((d / "run.json").read_text())["network"]
+    assert net["rtt_ms"] >= 2 * DELAY_S * 1000 and len(net["samples"]) == 2
+    assert "is the network round trip: the server itself answers in about" in html.render(d)

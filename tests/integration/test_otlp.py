@@ -65,7 +65,7 @@ def test_no_traceparent_sends_no_header_but_keeps_the_spans(tmp_path):
     log = tmp_path / "mock.jsonl"
     with MockServer(MockConfig(ttft_ms=5, itl_ms=1), record=str(log)) as m, OtlpSink() as sink:
         p, _ = _run(m.url, tmp_path / "out", "--concurrency", "2", "--requests", "6",
-                    "--otlp", sink.url, "--no-traceparent")
+                    "--otlp", sink.url, "--traceparent", "off")
     assert p.returncode == 0, p.stderr
     assert "traceparent" not in log.read_text()
     assert len(sink.requests()) >= 6
