@@ -130,6 +130,17 @@ def is_loopback(base_url: str) -> bool:
         return False
 
 
+def floor_later(base_url: str, net: Net | None, when: str, headers: dict[str, str] | None,
+                into: list[Floor]) -> "threading.Thread":
+    """``floor_now`` in a thread of its own (between a ramp's steps: the load goes on), its
+    Floor appended to ``into``; join the thread before reading it."""
+    import threading
+    t = threading.Thread(target=lambda: into.append(floor_now(base_url, net, when, headers)),
+                         name="llmbench-floor", daemon=True)
+    t.start()
+    return t
+
+
 def floor_now(base_url: str, net: Net | None = None, when: str = "before",
               headers: dict[str, str] | None = None) -> Floor:
     """``measure_floor`` from synchronous code (a command, before or after the load)."""

@@ -79,6 +79,12 @@ class Common:
         return floor_now(self.target.base_url, self.target.net, when,
                          self.target.request_headers())
 
+    def floor_later(self, when: str, into: list[Any]) -> Any:
+        """``floor`` in a thread (between a ramp's steps), appended to ``into``."""
+        from llmbench.client.floor import floor_later
+        return floor_later(self.target.base_url, self.target.net, when,
+                           self.target.request_headers(), into)
+
     @property
     def label(self) -> str | None:
         """The run folder's suffix: the 'name' label, else all labels."""

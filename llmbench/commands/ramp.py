@@ -354,7 +354,12 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         shape.on_plan = on_plan
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
 
+    between: list[Any] = []             # the network floor after each step (client/floor.py)
+    measuring: list[Any] = []
+
     def on_step(step: Step) -> None:
+        if floor_so_far is not None:    # measured off the loop while the next step starts
+            measuring.append(c.floor_later(f"after step {step.index}", between))
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
             harness.say(row)
@@ -393,7 +398,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     floor_so_far = NetworkFloor.of([before]) if before is not None else None
     outcome = harness.run(shape, targets)
     after = c.floor("after") if before is not None else None
-    network = NetworkFloor.of([f for f in (before, after) if f is not None]) \
+    for t in measuring:
+        t.join(12.0)                    # each of its steps has a 5 s deadline
+    network = NetworkFloor.of([f for f in (before, *list(between), after) if f is not None]) \
         if before is not None else None
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,

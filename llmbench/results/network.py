@@ -1,5 +1,6 @@
 """The result contract's network floor (run.json's ``network``): the round trip to the server
-measured without asking it to generate, before the load and after it (client/floor.py), so the
+measured without asking it to generate, before the load, after each ramp step and after the load
+(client/floor.py), so the
 verdict can say what share of TTFT is the network (analysis/network.py). None in runs made
 before it, and when not measured (through a forward proxy: the floor would be the proxy's)."""
 
@@ -18,7 +19,7 @@ class FloorSample(Part):
     server answers at once (``path``, its ``status``) sent ``rounds`` times on that connection:
     the median and least of those round trips. ``error``: why it could not be measured."""
 
-    when: str = "before"                # "before" the load, "after" it
+    when: str = "before"                # "before" the load, "after step N", "after" it
     path: str = "/health"
     status: int | None = None
     connect_ms: float | None = None

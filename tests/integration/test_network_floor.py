@@ -33,7 +33,10 @@ def test_the_network_round_trip_is_named_and_not_blamed_on_the_server(mock_facto
     rtt_far, rtt_direct = far["network"]["rtt_ms"], direct["network"]["rtt_ms"]
     assert 2 * DELAY_S * 1000 <= rtt_far < 2 * DELAY_S * 1000 + 60, far["network"]
     assert rtt_direct < 20
-    assert [s["when"] for s in far["network"]["samples"]] == ["before", "after"]
+    # before the load, after each step (the ramp stopped at the step that broke) and after
+    whens = [s["when"] for s in far["network"]["samples"]]
+    assert whens[0] == "before" and whens[-1] == "after"
+    assert sorted(whens[1:-1]) == [f"after step {st['index']}" for st in far["steps"]], whens
     # TTFT rose by about the round trip (the mock's own 20 ms is the same either way)
     t_far = far["steps"][0]["summary"]["median_ttft_ms"]
     t_direct = direct["steps"][0]["summary"]["median_ttft_ms"]
