@@ -179,16 +179,26 @@ async def sampled(coro, url: str, on: bool):
 
 async def drive(url: str, streams: int, seconds: float, tokens: int, client: str,
                 calibrate_s: float, transport: str = "auto", api: str = "openai-chat",
-                dashboard: str = "off"):
+                dashboard: str = "off", otlp: str | None = None, write_log: bool = False):
     tok = load_tokenizer("approx")
     wl = build_workload(WorkloadSpec(count=20000, prompt_tokens=(16, 16),
                                      output_tokens=(tokens, tokens)), tok)
     target = make_target(url + "/v1", "mock", api=api)
     c = (HttpxClient(target, streams) if client == "httpx"
-         else Client(target, RequestParams(), max_connections=streams + 8, transport=transport))
+         else Client(target, RequestParams(trace_ids=otlp is not None,
+                                           traceparent=otlp is not None),
+                     max_connections=streams + 8, transport=transport))
+    exporter = None
     board, browser, profile = None, None, None
+    log = None
+    if otlp is not None or write_log:
+        # as a run: every record appended to requests.jsonl, which --otlp's exporter process
+        # follows (report/otlp.py)
+        from llmbench.records.record import RecordLog
+        log_path = Path(tempfile.mkdtemp()) / "requests.jsonl"
+        log = RecordLog(log_path)
     async with c:
-        s = Session(c, None)
+        s = Session(c, log)
         # warm-up: open the connections
         await run_closed(s, wl.conversations, streams, streams, None)
         s.records.clear()
@@ -203,6 +213,11 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
             if dashboard == "browser":
                 browser, profile = open_browser(board.url)
                 await asyncio.sleep(3.0)            # the page is loaded and listening
+        if otlp is not None:
+            # --otlp: every record goes to the exporter as a run's would (report/otlp.py)
+            from llmbench.report.otlp import OtlpExporter
+            exporter = OtlpExporter(otlp, "mock", api, url + "/v1", log=log_path)
+            s.on_record = exporter.observe
         monitor = LoopMonitor()
         monitor.start()
         page_pid = board._proc.pid if board is not None and board._proc is not None else None
@@ -221,6 +236,11 @@ async def drive(url: str, streams: int, seconds: float, tokens: int, client: str
                      if browser else ""))
         await monitor.stop()
         records = list(s.records)
+        if log is not None:
+            log.close()
+        if exporter is not None:
+            s.on_record = None
+            exporter.close()                # prints its one line
         if board is not None:
             s.on_record = None
             board.close()
@@ -275,6 +295,11 @@ def main() -> None:
                     help="sample the server's machine beside the load, as a run does")
     ap.add_argument("--calibrate-seconds", type=float, default=4.0,
                     help="one-token phase that splits CPU per request / per event (0: skip)")
+    ap.add_argument("--otlp", metavar="URL", default=None,
+                    help="export each request as a span to this OTLP/HTTP collector (and send "
+                         "traceparent), as --otlp does, to see what it costs")
+    ap.add_argument("--log", action="store_true",
+                    help="append each record to a requests.jsonl as a run does (--otlp does)")
     ap.add_argument("--dashboard", choices=("off", "on", "browser"), default="off",
                     help="feed a --dashboard page during the measurement (browser: and watch "
                          "it in headless Chromium)")
@@ -295,7 +320,7 @@ def main() -> None:
             with MockProcess(cfg, record=log) as m:
                 records, cpu, wall, calib, loop_lags = run_loop(sampled(
                     drive(m.url, n, a.seconds, a.tokens, a.client, a.calibrate_seconds,
-                          transport, a.api, a.dashboard), m.url, a.telemetry == "on"), a.loop)
+                          transport, a.api, a.dashboard, a.otlp, a.log), m.url, a.telemetry == "on"), a.loop)
             sent = {e["request_id"]: e for e in read_log(log)}
         ok = [r for r in records if r.ok and r.request_id in sent]
         cli_gaps, srv_gaps, ttft_err, to_arrival, lags = [], [], [], [], []

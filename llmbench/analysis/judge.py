@@ -13,6 +13,7 @@ from llmbench.analysis.findlimit import finish
 from llmbench.analysis.rules.evidence import Circumstances
 from llmbench.analysis.stepstats import knee
 from llmbench.records.record import Record
+from llmbench.results.network import NetworkFloor
 from llmbench.results.schema import Isolation, Step, Verdict
 from llmbench.results.search import Search
 
@@ -22,12 +23,14 @@ def judge_ramp(steps: Sequence[Step], records: Sequence[Record], unit: str,
                telemetry: dict[str, Any] | None = None, search: Search | None = None,
                interrupted: bool = False, lost: str | None = None, release: str | None = None,
                scenario: bool = False, isolation: Isolation | None = None,
-               server_kind: str | None = None, going_on: bool = False
+               server_kind: str | None = None, going_on: bool = False,
+               network: NetworkFloor | None = None
                ) -> tuple[Verdict, Search | None]:
     """The verdict and the finished search (None without --find). ``planned``: the steps a
     fixed ramp planned (None for a search); ``release``: the sentence of a server that kept
     decoding for users who gave up; ``lost``: the workers lost; ``going_on``: the verdict so
-    far of a ramp still running (each finished step's run.json, the dashboard's)."""
+    far of a ramp still running (each finished step's run.json, the dashboard's); ``network``:
+    the round trip measured apart from the server (the network rule reads it)."""
     steps = list(steps)
     kn = knee(steps, records, unit)
     if search is not None:
@@ -36,7 +39,7 @@ def judge_ramp(steps: Sequence[Step], records: Sequence[Record], unit: str,
             # which class broke the step above the limit, and the others' state there
             search, _ = classes_mod.search_blame(search, steps, unit)
     c = Circumstances(planned=planned, search=search, interrupted=interrupted, lost=lost,
-                      release=release, going_on=going_on)
+                      release=release, going_on=going_on, network=network)
     if scenario:
         return classes_mod.explain(steps, records, unit, server_samples, telemetry=telemetry,
                                    isolation=isolation, circumstances=c,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from llmbench.analysis.phases import KEY as PHASES_KEY, summarize_phases
 from llmbench.analysis import percentile
 from llmbench.records import definitions
 from llmbench.records.record import Record
@@ -762,6 +763,11 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                                       goodput_slo_ms=None, percentiles=percentiles,
                                       stall_s=stall_s, split_turns=False, within=()),
         }
+    # each request's phases (connect, TLS, wait, ...), when its transport stamped them; kept
+    # apart from the flat keys above so that older summaries are written as before
+    phases = summarize_phases(st, okm)
+    if phases is not None:
+        s["extra"] = {PHASES_KEY: phases}
     return Summary(**s)
 
 

@@ -31,6 +31,8 @@ http:// and https:// URLs.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import ssl
 import time
 from collections import deque
@@ -42,6 +44,8 @@ from yarl import URL
 from llmbench.version import __version__
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.records.definitions import offset_us
+from llmbench.records.trace import traceparent
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -211,7 +215,7 @@ class _Conn(asyncio.Protocol):
     __slots__ = ("pool", "transport", "closed", "idle_since", "phase", "keep", "rec", "dog",
                  "texts", "fut", "dec", "mode", "acc", "acc_n", "head", "chunked", "cstate",
                  "remaining", "cbuf", "until_close", "drain_timer", "_on_head", "_fmt", "encoding",
-                 "location", "clock")
+                 "location", "clock", "stamps")
 
     def __init__(self, pool: "_Pool") -> None:
         self.pool = pool
@@ -231,6 +235,10 @@ class _Conn(asyncio.Protocol):
         # the time source of arrivals: the pool's (perf_counter; a virtual clock when
         # mock_transport feeds a scripted response through this parser)
         self.clock = pool.clock
+        # a new connection's set-up (perf_counter: began, name resolved, TCP made, TLS done;
+        # None where it had no such step), given to the first request it serves and then
+        # dropped: a reused connection costs its requests nothing (records/phases.py)
+        self.stamps: tuple[float, float | None, float, float | None] | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -321,6 +329,9 @@ class _Conn(asyncio.Protocol):
             fut.set_exception(exc)
 
     def _head(self, t: float, data: bytes) -> None:
+        rec = self.rec
+        if rec.first_byte_us is None:       # the response's first byte (records/phases.py)
+            rec.first_byte_us = offset_us(rec.start, t)
         buf = self.head + data if self.head else data
         while True:
             i, body_at = head_end(buf)
@@ -636,6 +647,14 @@ class _Pool:
         self.on_head = on_head
         self.fmt = fmt
         self.clock = perf_counter
+        # an IP address needs no name resolved: connect to it at once (as asyncio does)
+        self.addrs: list[tuple[Any, ...]] | None = None
+        try:
+            ip = ipaddress.ip_address(host)
+            self.addrs = [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                           socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
+        except ValueError:
+            pass
         self.idle: list[_Conn] = []
         self.open = 0
         self.waiters: deque[asyncio.Future] = deque()
@@ -686,14 +705,32 @@ class _Pool:
         return conn
 
     async def _open(self, conn: _Conn) -> None:
+        """Connect, step by step so that each step is timed (conn.stamps): the name resolved,
+        then the TCP connection (each address in turn, as asyncio's create_connection does),
+        then TLS over it. The same sockets and errors as create_connection's."""
         loop = self.loop
+        began = perf_counter()
         if self.tunnel is None:
-            await loop.create_connection(lambda: conn, self.host, self.port, ssl=self.ssl,
-                                         server_hostname=self.host if self.ssl else None)
+            addrs, dns = self.addrs, None
+            if addrs is None:
+                addrs = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+                dns = perf_counter()
+                if not addrs:
+                    raise OSError("getaddrinfo() returned empty list")
+            sock = await self._tcp(addrs)
+            tcp = perf_counter()
+            try:
+                await loop.create_connection(lambda: conn, sock=sock, ssl=self.ssl,
+                                             server_hostname=self.host if self.ssl else None)
+            except BaseException:
+                sock.close()
+                raise
+            conn.stamps = (began, dns, tcp, perf_counter() if self.ssl else None)
             return
         request, server_hostname, what = self.tunnel
         tr, tun = await loop.create_connection(lambda: _Tunnel(loop, what), self.host,
                                                self.port)
+        tcp = perf_counter()                # to the proxy; its CONNECT answer counts as TLS
         try:
             tr.write(request)
             await tun.answered
@@ -701,7 +738,28 @@ class _Pool:
         except BaseException:
             tr.abort()
             raise
+        conn.stamps = (began, None, tcp, perf_counter())
         conn.connection_made(tls)       # start_tls does not call it
+
+    async def _tcp(self, addrs: list[tuple[Any, ...]]) -> socket.socket:
+        errors: list[OSError] = []
+        for family, type_, proto, _, address in addrs:
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setblocking(False)
+                await self.loop.sock_connect(sock, address)
+                return sock
+            except OSError as exc:
+                sock.close()
+                errors.append(exc)
+            except BaseException:
+                sock.close()
+                raise
+        if len(errors) == 1:
+            raise errors[0]
+        if len({str(e) for e in errors}) == 1:
+            raise errors[0]
+        raise OSError(f"Multiple exceptions: {', '.join(str(e) for e in errors)}")
 
     async def preconnect(self, n: int, batch: int = 64) -> int:
         """Open connections until ``n`` are open (within the limit), and leave them idle for
@@ -720,6 +778,7 @@ class _Pool:
                 if isinstance(c, _Conn):
                     if c.closed:
                         continue
+                    c.stamps = None         # opened before the load: no request's cost
                     made += 1
                     self.release(c)
                 elif isinstance(c, asyncio.CancelledError):
@@ -788,6 +847,7 @@ class FastTransport:
         self._lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("utf-8")
         self._heads = {s: self._head_for(URL(u).raw_path_qs) for s, u in urls.items()}
         self._other_heads: dict[str, bytes] = {}        # redirects followed, by path
+        self.traceparent = False        # --traceparent: send each request's (records/trace.py)
 
     def _head_for(self, path_qs: str) -> bytes:
         return f"POST {self._origin}{path_qs} HTTP/1.1\r\n".encode("latin-1") + self._lines
@@ -825,6 +885,15 @@ class FastTransport:
         conn = await pool.acquire(fresh)
         if conn.closed:         # the server hung up on a new connection before it was used
             raise ServerDisconnected("the server closed the connection before the request")
+        stamps = conn.stamps
+        if stamps is not None:              # this request opened it (records/phases.py)
+            conn.stamps = None
+            start = rec.start
+            began, dns, tcp, tls = stamps
+            rec.conn_us = offset_us(start, began)
+            rec.dns_us = None if dns is None else offset_us(start, dns)
+            rec.connect_us = offset_us(start, tcp)
+            rec.tls_us = None if tls is None else offset_us(start, tls)
         fut = pool.loop.create_future()
         conn.start(rec, dog, texts, fut)
         if path is None:
@@ -832,6 +901,8 @@ class FastTransport:
         else:
             head = self._other_heads.get(path) or self._other_heads.setdefault(
                 path, self._head_for(path))
+        if self.traceparent and rec.trace_id is not None:
+            head += b"traceparent: %s\r\n" % traceparent(rec.trace_id).encode("ascii")
         conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
             head, rec.request_id.encode("utf-8"), len(body), body))
         if self._stamp:

@@ -61,6 +61,8 @@ from llmbench.client.abandon import CANCELLED, Abandon
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
+from llmbench.records.definitions import offset_us
+from llmbench.records.trace import new_trace_id, traceparent
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import Reply, check_reply, reply_text
@@ -96,9 +98,38 @@ async def _stamp_sent(_session: aiohttp.ClientSession, ctx: Any, _params: Any) -
         rec.sent = perf_counter()
 
 
+def _us(rec: Record) -> int:
+    return offset_us(rec.start, perf_counter())
+
+
+# A new connection's phases (records/phases.py): aiohttp calls these only when a request opens
+# a connection (or resolves a name it had not cached), so a reused connection costs nothing.
+# Its connect includes the TLS handshake: aiohttp has no hook between the two.
+async def _stamp_conn(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.conn_us = _us(rec)
+        rec.dns_us = rec.connect_us = None
+
+
+async def _stamp_dns(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None and rec.conn_us is not None:
+        rec.dns_us = _us(rec)
+
+
+async def _stamp_connected(_session: Any, ctx: Any, _params: Any) -> None:
+    rec = ctx.trace_request_ctx
+    if rec is not None and rec.conn_us is not None:
+        rec.connect_us = _us(rec)
+
+
 def _send_stamps() -> list[aiohttp.TraceConfig]:
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(_stamp_sent)
+    tc.on_connection_create_start.append(_stamp_conn)
+    tc.on_dns_resolvehost_end.append(_stamp_dns)
+    tc.on_connection_create_end.append(_stamp_connected)
     return [tc]
 
 # Response headers that name the backend which served a request, most specific first.
@@ -200,6 +231,10 @@ class RequestParams:
     responses_state: str = "client"
     # --abandon: when users give up on a request (client.abandon); not part of any body
     abandon: Abandon | None = None
+    # --otlp: a W3C trace id per request, kept in the record (records/trace.py); with
+    # --traceparent also sent as the traceparent header so the server's spans join it
+    trace_ids: bool = False
+    traceparent: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "ignore_eos": self.ignore_eos,
@@ -361,6 +396,7 @@ class AiohttpTransport:
         # the way (proxy) and the response policy the fast transport has too: no redirect
         # followed by aiohttp itself (the client decides), the environment not read again
         self._kw = {"allow_redirects": False, **proxy_kw}
+        self.traceparent = False        # --traceparent: send each request's (records/trace.py)
 
     def _session(self, **connector: Any) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
@@ -384,9 +420,13 @@ class AiohttpTransport:
                        texts: list[str], fresh: bool, path: str | None = None) -> str | None:
         http = self._fresh_session() if fresh else self._http
         headers = {**self._headers, "x-request-id": rec.request_id}
+        if self.traceparent and rec.trace_id is not None:
+            headers["traceparent"] = traceparent(rec.trace_id)
         url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))
         async with http.post(url, data=body, headers=headers, trace_request_ctx=rec,
                              **self._kw) as resp:
+            if rec.first_byte_us is None:   # the head is in (records/phases.py)
+                rec.first_byte_us = _us(rec)
             mode = self._on_head(resp.status, resp.headers, rec)
             if mode >= SOME:
                 text = await self._read_some(resp)
@@ -515,6 +555,7 @@ class Client:
         self._timers = True
         # stamp rec.sent (the client's own send delay); off only to measure what it costs
         self.send_stamps = True
+        self._trace_ids = self.params.trace_ids or self.params.traceparent
         ab = self.params.abandon
         self._patience_s = ab.after_s if ab is not None else None
         self._stops = ab.chooser() if ab is not None else None
@@ -529,6 +570,8 @@ class Client:
         urls = {stream: self.target.endpoint_for(stream) for stream in (True, False)}
         self._tr = kind(urls, self._headers, self._fmt, self._on_head, self._max_connections,
                         self.timeouts.connect_s, self.send_stamps, net=self.target.net)
+        if self.params.traceparent:
+            self._tr.traceparent = True     # type: ignore[attr-defined]
         clock = getattr(self._tr, "clock", None)
         if clock is not None:           # virtual time: the transport moves the deadlines
             self._clock, self._timers = clock, False
@@ -576,6 +619,8 @@ class Client:
         assert task is not None
         texts: list[str] = Reply()      # the text pieces, and the tool calls' (an agent's history)
         rec.max_tokens = max_tokens
+        if self._trace_ids and rec.trace_id is None:
+            rec.trace_id = new_trace_id()
         clock = self._clock
         rec.start = clock()
         stops = self._stops if abandon else None

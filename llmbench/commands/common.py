@@ -65,6 +65,26 @@ class Common:
     # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
     # None: nothing sampled)
     telemetry: Any = None
+    network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
+    otlp: str | None = None                # --otlp URL|env: request spans (report/otlp.py)
+    mlflow: str | None = None              # --mlflow URI: the run logged (report/tracker.py)
+
+    def floor(self, when: str) -> Any:
+        """The network floor now (client.floor.Floor), or None when not wanted: --network-floor
+        off, or auto with a loopback address (nothing there is worth naming)."""
+        if self.network_floor == "off":
+            return None
+        from llmbench.client.floor import floor_now, is_loopback
+        if self.network_floor == "auto" and is_loopback(self.target.base_url):
+            return None
+        return floor_now(self.target.base_url, self.target.net, when,
+                         self.target.request_headers())
+
+    def floor_later(self, when: str, into: list[Any]) -> Any:
+        """``floor`` in a thread (between a ramp's steps), appended to ``into``."""
+        from llmbench.client.floor import floor_later
+        return floor_later(self.target.base_url, self.target.net, when,
+                           self.target.request_headers(), into)
 
     @property
     def label(self) -> str | None:
@@ -96,7 +116,8 @@ class Common:
     def observers(self, shape: Any, run_dir: Path | None) -> list[Observer]:
         """Who watches the run, built in this one place: the Prometheus exporter
         (--metrics-port), the terminal view, the dashboard's page (--dashboard) and a notebook
-        cell's view (one feed: report.dashboard.feed.DashboardFeed)."""
+        cell's view (one feed: report.dashboard.feed.DashboardFeed) and the OTLP exporter
+        (--otlp: its spans are built in a child process that follows requests.jsonl)."""
         out: list[Observer] = []
         if self.metrics_at is not None:
             from llmbench.report.prometheus import MetricsExporter
@@ -113,6 +134,12 @@ class Common:
             if board is not None:
                 board.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
                 out.append(DashboardFeed(board))
+        if self.otlp is not None:
+            from llmbench.report.otlp import OtlpExporter
+            out.append(OtlpExporter(
+                self.otlp, self.target.model or "", self.target.api, self.target.base_url,
+                run_dir.name if run_dir else "",
+                log=run_dir / "requests.jsonl" if run_dir is not None else None))
         return out
 
     def say_decisions(self, h: Harness) -> None:
@@ -428,7 +455,7 @@ def incomplete_line(run: Run, code: int) -> str | None:
 
 
 def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None) -> None:
+                  run_dir: Path | None, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: workload and run notes, the partial
     marker, then the report it writes and where the folder is."""
     from llmbench.analysis import checks
@@ -449,6 +476,9 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
         print(partial_line)
     if run_dir is not None:
         write_report(run_dir)
+        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
+            from llmbench.report.tracker import log_run
+            print(log_run(mlflow, run_dir)[1], flush=True)
         print(f"Results: {run_dir}")
     board = _dashboard()
     if board is not None:                   # the page becomes the report (a sweep: goes on)

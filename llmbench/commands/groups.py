@@ -145,10 +145,13 @@ class ServerOpts(Spec):
     insecure: bool = option("Do not check the server's TLS certificate (recorded in run.json).", P_NET, "--insecure", kind=FLAG, default=False)
     cert: Path | str | None = option("Client certificate (PEM) for mutual TLS.", P_NET, kind=PATH, metavar="FILE")
     key: Path | str | None = option("The client certificate's key (PEM).", P_NET, kind=PATH, metavar="FILE")
+    network_floor: str = option("Measure the network's round trip apart from the server (GET /health) before and after the load, so the verdict can name the network's share of TTFT: on, off, or auto (not for a loopback address).", P_NET, default="auto", metavar="auto|on|off")
 
     def check(self) -> None:
         super().check()
         from llmbench.servers import KINDS
+        if self.network_floor not in ("auto", "on", "off"):
+            raise UsageError(f"--network-floor {self.network_floor!r}: choose auto, on or off")
         if self.server_probe not in KINDS:
             raise UsageError(f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}")
 
@@ -663,10 +666,31 @@ class OutputOpts(Spec):
     dashboard_linger: Seconds | None = option("--dashboard: keep the page up this long after the end (default: until Ctrl-C).", P_OUTPUT, kind=SECONDS, metavar="DURATION")
     quiet: bool = option("Errors and the final answer only.", P_OUTPUT, "--quiet", "-q", kind=FLAG, default=False)
     verbose: bool = option("Also say what llmbench decides: tokenizer, transport, workers, resends.", P_OUTPUT, "--verbose", "-v", kind=FLAG, default=False)
+    otlp: str | None = option("Send each request as an OpenTelemetry span (GenAI attributes, its phases as events) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (env: the OTEL_EXPORTER_OTLP_* variables); needs pip install 'llmbench[otel]'.", P_OUTPUT, metavar="URL|env")
+    mlflow: str | None = option("Log the run or ramp to this MLflow tracking server (spec as parameters, each step's summary as metrics, the verdict as a tag, the run folder as artifacts), e.g. http://127.0.0.1:5000; needs pip install 'llmbench[mlflow]'.", P_OUTPUT, metavar="URI")
+    traceparent: str | None = option("Send a W3C traceparent header with each request, so the server's spans join its span: on or off (default: on with --otlp).", P_OUTPUT, metavar="on|off")
 
     def check(self) -> None:
         super().check()
         count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+        if self.traceparent not in (None, "on", "off"):
+            raise UsageError(f"--traceparent {self.traceparent!r}: choose on or off")
+        if self.otlp is not None:
+            if self.otlp != "env":
+                self.otlp = _exporter_url(self.otlp, "--otlp", "http://127.0.0.1:4318")
+            try:
+                import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+                import opentelemetry.sdk  # noqa: F401
+            except ImportError:
+                raise UsageError("--otlp needs OpenTelemetry, which is not installed: "
+                                 "pip install 'llmbench[otel]'") from None
+        if self.mlflow is not None:
+            if not self.mlflow.strip():
+                raise UsageError("--mlflow needs a tracking URI, e.g. http://127.0.0.1:5000")
+            from llmbench.report.tracker import available
+            if not available():
+                raise UsageError("--mlflow needs MLflow, which is not installed: "
+                                 "pip install 'llmbench[mlflow]'")
         if self.dashboard_linger is not None and self.dashboard is None:
             raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
         if self.quiet and self.verbose:

@@ -16,6 +16,7 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
+from llmbench.results.network import NetworkFloor
 from llmbench.analysis.sessions import step_sessions
 from llmbench.records import definitions
 from llmbench.records.record import Record
@@ -171,7 +172,8 @@ def search_of(r: RampPlan, steps: Sequence[Step], interrupted: bool) -> Search |
 def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
          records: list[Record], servers: Any, interrupted: bool, partial: bool,
          user_changes: list, workers: dict[str, Any] | None = None,
-         telemetry: Any = None, going_on: bool = False) -> Run:
+         telemetry: Any = None, going_on: bool = False,
+         network: NetworkFloor | None = None) -> Run:
     c, shape = r.common, r.shape
     steps: list[Step] = list(shape.results)
     server = servers
@@ -193,7 +195,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
         planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
-        going_on=going_on,
+        going_on=going_on, network=network,
         search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
@@ -226,7 +228,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
         workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up, isolation=isolation)
+        abandonment=gave_up, isolation=isolation, network=network)
 
 
 def broken_step(steps: Sequence[Step]) -> Step | None:
@@ -323,8 +325,12 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
 
     dashboard = dashboard_of(harness)
     warned: set[str] = set()
+    between: list[Any] = []             # the network floor after each step (client/floor.py)
+    measuring: list[Any] = []
 
     def on_step(step: Step) -> None:
+        if floor_so_far is not None:    # measured off the loop while the next step starts
+            measuring.append(c.floor_later(f"after step {step.index}", between))
         harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
             harness.say(row)
@@ -337,7 +343,8 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         if run_dir is not None or dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
-                       ServerSeen(None, None, []), False, True, [], going_on=True)
+                       ServerSeen(None, None, []), False, True, [], going_on=True,
+                       network=floor_so_far)
             data = doc.save(run_dir)
             if dashboard is not None:   # its thresholds, and the verdict so far
                 dashboard.step(data["steps"][-1], data.get("verdict") or None)
@@ -359,11 +366,19 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     print(console.agent_ramp_header() if agents else
           console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                               wire.get(c.target.api).output), flush=True)
+    before = c.floor("before")          # the network's round trip (client/floor.py)
+    floor_so_far = NetworkFloor.of([before]) if before is not None else None
     outcome = harness.run(shape, targets)
+    after = c.floor("after") if before is not None else None
+    for t in measuring:
+        t.join(12.0)                    # each of its steps has a 5 s deadline
+    network = NetworkFloor.of([f for f in (before, *list(between), after) if f is not None]) \
+        if before is not None else None
     crashed = bool(outcome.workers and outcome.workers.get("crashed"))
     run = write_run(_doc(r, outcome.started_at, outcome.t0_perf, outcome.records,
                          outcome.server(), outcome.interrupted, outcome.interrupted or crashed,
-                         outcome.live.user_changes, outcome.workers, outcome.telemetry),
+                         outcome.live.user_changes, outcome.workers, outcome.telemetry,
+                         network=network),
                     run_dir, outcome)
     write_timeline(run_dir, outcome, outcome.records, run.steps)
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
@@ -483,7 +498,7 @@ def perform(r: RampPlan, repeat: int = 1,
                   run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir)
+                  run_dir, mlflow=c.mlflow)
     return RampDone(run, code, run_dir)
 
 

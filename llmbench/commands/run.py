@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmbench.analysis import abandon, checks, metrics, outages, prefix_hit, slo
+from llmbench.analysis import abandon, checks, metrics, network, outages, prefix_hit, slo
 from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, vllm_json
 from llmbench.results.folder import environment
+from llmbench.results.network import NetworkFloor
 from llmbench.results.schema import Run, ServerProbe, Step, Summary
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
@@ -80,12 +81,16 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     c, g = plan.common, plan.gates
     harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed,
                         shape=plan.shape)
+    extra: dict[str, Any] = {}
     prefix_before = warm_failed = None
     if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
         warm_failed = prefix.warm_up(c)
         prefix_before = prefix.scrape_counters(c)[1]
+    before = c.floor("before")          # the network's round trip (client/floor.py)
     outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe,
                                                   salt=c.workload.salt_for("main"))])
+    if before is not None:
+        extra["network"] = NetworkFloor.of([before, c.floor("after")])
     records = outcome.records
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
     summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
@@ -96,7 +101,6 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     # agent sessions (None: no request belonged to one), over the run's duration
     sessions = summarize_sessions(records, window_s=summary.duration or None)
     threshold_results = slo.check_all(g.thresholds, summary, sessions)
-    extra: dict[str, Any] = {}
     if isinstance(plan.shape, TraceReplay):
         extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
                           "dispatch_lag": trace_report.dispatch_lag(records)}
@@ -220,6 +224,9 @@ def perform(plan: RunPlan) -> Done:
             print(line)
     if run.abandonment is not None:
         print(console.abandonment_lines(run.abandonment))
+    found = network.of_summary(s, run.network)
+    if found is not None:
+        print(f"Network: {found.sentence}")
     if run.thresholds:
         print(console.threshold_lines(run.thresholds))
     if plan.vllm is None:
@@ -227,7 +234,7 @@ def perform(plan: RunPlan) -> Done:
         outcome.records.clear()
     print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
-                  run_dir)
+                  run_dir, mlflow=c.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)

@@ -215,6 +215,10 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
         # an input has no conversation to continue, and no reply length to ask for
         w = dataclasses.replace(w, turns=1, output_tokens=None)
     params, timeouts = spec.build_request(api=tgt.api)
+    if getattr(spec, "otlp", None) is not None or getattr(spec, "traceparent", None) == "on":
+        # a trace id per request (records/trace.py); sent as traceparent unless --no-traceparent
+        params = dataclasses.replace(params, trace_ids=True,
+                                     traceparent=spec.traceparent != "off")
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
@@ -236,7 +240,9 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                                                                      spec.metrics_port),
                   dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
                   quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
-                  tokenizer=spec.tokenizer)
+                  tokenizer=spec.tokenizer,
+                  network_floor=getattr(spec, "network_floor", "auto"),
+                  otlp=getattr(spec, "otlp", None), mlflow=getattr(spec, "mlflow", None))
 
 
 def check_api_features(api: str, spec: Any, agents: bool = False) -> None:

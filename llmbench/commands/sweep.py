@@ -121,6 +121,7 @@ class SweepPlan:
     dry_run: bool = False
     dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
     dashboard_linger_s: float | None = None
+    mlflow: str | None = None                  # --mlflow: a parent run, a child per setting
 
     def server_command(self) -> str | list[str] | None:
         if self.mode == "serve":
@@ -265,6 +266,11 @@ def perform(plan: SweepPlan) -> Done:
         print(f"Sweep of {name_of_settings(plan.settings)}: {len(points)} setting(s), "
               f"folder {sweep_dir}", flush=True)
     interrupted = False
+    if plan.mlflow is not None:         # the settings' ramps log as its children
+        from llmbench.report import tracker
+        line = tracker.start_parent(plan.mlflow, sweep_dir)
+        if line:
+            print(line, flush=True)
     _on_sigterm(_raise_interrupt)       # stop the server in order on SIGTERM too
     try:
         for i, setting in enumerate(points):
@@ -559,6 +565,9 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
         print("PARTIAL RESULT: the sweep was interrupted; finished settings are kept.")
     if page is not None:
         print(f"Report: {page}")
+    if plan.mlflow is not None:
+        from llmbench.report import tracker
+        print(tracker.finish_parent(plan.mlflow, sweep_dir), flush=True)
     print(f"Results: {sweep_dir}")
     return code
 

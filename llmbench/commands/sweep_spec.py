@@ -140,7 +140,8 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
                          unit="users" if self.by == "users" else "req/s", ramp=ramp_for,
                          config=config, target_options=self.target_options(),
                          replay=replay_of(self), resume=self.resume, dry_run=self.dry_run,
-                         dashboard_at=self.dashboard_at(), dashboard_linger_s=self.linger_s())
+                         dashboard_at=self.dashboard_at(), dashboard_linger_s=self.linger_s(),
+                         mlflow=self.mlflow)
 
     def perform(self, progress: bool | None = None) -> Any:
         from llmbench.commands.sweep import perform

@@ -222,6 +222,9 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
     if ctx.recorder is not None:
         log = {"replica": engine.replica, "request_id": rid, "route": api.route,
                "arrival_ns": arrival_ns, "handler_ns": handler_ns, "fault": fault}
+        tp = request.headers.get("traceparent")
+        if tp:                          # W3C trace context, as received (llmbench --traceparent)
+            log["traceparent"] = tp[:80]
         if ctx.recorder.prompts:
             log["messages"] = ask.body.get("messages")
             log["prompt"] = ask.body.get("prompt")

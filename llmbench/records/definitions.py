@@ -89,6 +89,12 @@ def send_delay(start: T, sent: T) -> T:
     return sent - start              # type: ignore[operator, no-any-return]
 
 
+def offset_us(start: float, t: float) -> int:
+    """A time as integer microseconds after the request's ``start``: how token events and the
+    request's phase stamps (records/phases.py) are stored, and what they are compared in."""
+    return round((t - start) * 1e6)
+
+
 def reasoning_time(first: T, answer_at: T) -> T:
     """Reasoning time: the first token event (reasoning) -> the first answer event (or the last
     reasoning event when the reply never answered)."""

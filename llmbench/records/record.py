@@ -130,6 +130,20 @@ class Record:
     # --scenario: the traffic class whose user sent it (None without a scenario, and not
     # written then); every per-class figure is taken from the records of that class
     traffic_class: str | None = None
+    # The request's phases (records/phases.py), as integer microseconds after ``start`` like
+    # the token events on disk (None when not stamped, and not written then, so older logs read
+    # and write back the same). On a new connection: when connecting began (after any wait for
+    # a pooled connection), the name resolved (not for an IP address), the TCP connection made,
+    # the TLS handshake done (https; the aiohttp transport counts TLS in the connect). On every
+    # request: the response's first byte. A reused connection has no connection stamps.
+    conn_us: int | None = None
+    dns_us: int | None = None
+    connect_us: int | None = None
+    tls_us: int | None = None
+    first_byte_us: int | None = None
+    # --traceparent: the W3C trace id sent with the request (32 hex digits), so the request's
+    # span and the server's own spans can be found together
+    trace_id: str | None = None
 
     # -- the per-request latencies (METRICS.md), in seconds ----------------------------------
     # Their one definition is records/definitions.py, over (start, token times); these read a

@@ -35,7 +35,7 @@ _F8 = ("scheduled", "start", "sent", "done", "first_token", "end", "server_queue
 # integer columns and their array typecode
 _INTS = {"status": "h", "prompt_tokens": "i", "output_tokens": "i", "cached_tokens": "i",
          "max_tokens": "i", "user": "i", "turn": "h", "step": "h", "retries": "h",
-         "worker": "h"}
+         "worker": "h", "first_byte_us": "i"}
 _FLAGS = ("ok", "warmup", "stream")            # bits of one byte
 # short strings from a small vocabulary: an index into the store's string table
 _STRS = ("error_kind", "finish_reason", "served_by", "path", "prompt_tokens_source",

@@ -395,6 +395,7 @@ def verdict_text(v: Verdict) -> str:
             "not_enough_data": "Why: too few requests to measure; nothing failed.",
             "buffered": "Why: a proxy buffered the stream; these latencies are its buffer's.",
             "outage": "Why: the server went down (it refused connections).",
+            "network": "Why: the network's round trip, not the server.",
             "cache_bound": ("Why: the KV cache: sessions evicted each other's context between "
                             "their calls, so each call prefilled it again."),
             "other": "Why: see the failed thresholds."}.get(v.kind)

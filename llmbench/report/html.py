@@ -285,6 +285,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                            "TTFT distribution"))
         body.append(_chart(charts.distributions(itl_groups, f"ITL per step ({unit})"),
                            "ITL distribution"))
+        body += _phase_steps(steps, unit)
         errs = "".join(_errors(st.summary, amount(st.load, unit)) for st in steps)
         if errs:
             body.append("<h2>Errors</h2>" + errs)
@@ -293,6 +294,24 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _timeline(run, run_dir, unit)
     body += _server_machine(run, run_dir, unit)
     return body
+
+
+def _phase_steps(steps: Sequence[Step], unit: str) -> list[str]:
+    """Each step's request phases at p50 (analysis/phases.py); nothing for unstamped runs."""
+    from llmbench.analysis.phases import KEY, read_phases
+    from llmbench.records.phases import PHASES
+    per = [(st, {p.name: p for p in read_phases(st.summary.extra)}) for st in steps
+           if st.summary is not None]
+    if not any(stats for _, stats in per):
+        return []
+    names = [n for n in PHASES if any(n in stats for _, stats in per)]
+    rows = [[f"{st.load:g}", (st.summary.extra.get(KEY) or {}).get("new_connections", 0)]
+            + [_ms2(stats[n].p50) if n in stats else "–" for n in names]
+            for st, stats in per if stats]
+    return ["<h2>Request phases per step (p50)</h2>",
+            _table([unit, "new conns", *(PHASE_LABELS.get(n, n) for n in names)], rows,
+                   left=1),
+            f"<p class=meta>{e(PHASES_NOTE.format(new='counted per step'))}</p>"]
 
 
 def _search(run: Run, unit: str) -> list[str]:
@@ -447,6 +466,10 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     buffered = bunching_sentence(s.stream_bunching)
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
+    from llmbench.analysis.network import of_summary
+    found = of_summary(s, run.network)     # the network's share of TTFT, when large
+    if found is not None:
+        body.append(f'<div class="verdict">{e(found.sentence)}</div>')
     from llmbench.analysis.checks import cache_lines
     for line in cache_lines(run):   # the prefix cache's share, and when it flatters TTFT
         warn = line.startswith("WARNING: ")
@@ -473,6 +496,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                 "answered (∞).</p>")
     if s.requests_with_reasoning:
         body += _reasoning(s)
+    body += _phases(s)
     checks: list[Check] = run.thresholds
     if checks:
         body.append(_table(["threshold", "result"],
@@ -508,6 +532,30 @@ _STATS = ("mean", "median", "std", "p90", "p95", "p99", "max")
 def _stat_cells(m: Any, fmt: Any) -> list[str]:
     """A metric's mean, median, std, p90, p95, p99 and max, each through ``fmt``."""
     return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
+
+
+PHASE_LABELS = {"blocked": "waiting for a connection", "dns": "DNS", "connect": "TCP connect",
+                "tls": "TLS handshake", "send": "request written", "wait": "first byte",
+                "first_token": "first token", "decode": "first to last token"}
+PHASES_NOTE = ("Each request's time, phase by phase: they add up to its TTFT (up to the first "
+               "token) and E2EL. DNS, connect and TLS are paid by new connections only "
+               "({new} here); a reused connection goes straight to writing the request. "
+               "The first byte is the network's round trip and the server's answer head; "
+               "from it to the first token is the server's queue and prefill.")
+
+
+def _phases(s: Summary | None) -> list[str]:
+    """The run's request phases (analysis/phases.py); nothing for runs not stamped."""
+    from llmbench.analysis.phases import KEY, read_phases
+    stats = read_phases(s.extra) if s is not None else []
+    if not stats:
+        return []
+    raw = s.extra.get(KEY) or {}
+    rows = [[PHASE_LABELS.get(p.name, p.name), p.count, _ms2(p.p50), _ms2(p.p95),
+             _ms2(p.p99), _ms2(p.max)] for p in stats]
+    return ["<h2>Request phases</h2>",
+            _table(["ms", "requests", "p50", "p95", "p99", "max"], rows, left=1),
+            f"<p class=meta>{e(PHASES_NOTE.format(new=raw.get('new_connections', 0)))}</p>"]
 
 
 def _reasoning(s: Summary) -> list[str]:

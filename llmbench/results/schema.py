@@ -30,6 +30,7 @@ from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_O
                              EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
+from llmbench.results.network import NetworkFloor
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.search import Search
@@ -833,7 +834,7 @@ def search_code(search: Search, ladder_steps: Sequence[Step], verdict_kind: str 
 
 # every kind analysis.verdict.explain gives
 VerdictKind = Literal["held", "none", "queuing", "saturation", "cache_bound", "errors", "outage",
-                      "buffered", "not_enough_data", "load_generator", "other"]
+                      "buffered", "not_enough_data", "load_generator", "network", "other"]
 
 
 @dataclass
@@ -1188,6 +1189,9 @@ class Run(Part):
     closed_loop_note: str | None = part(None, when=_ramp_body)
     trace: dict[str, Any] | None = part(None, omit="none")
     prefix_cache: dict[str, Any] | None = part(None, omit="none")
+    # the network's round trip measured apart from the server, before and after the load
+    # (client/floor.py; analysis/network.py judges its share of TTFT)
+    network: NetworkFloor | None = part(None, omit="none")
     workers: dict[str, Any] | None = part(None, omit="none")
     repeat: dict[str, Any] | None = part(None, omit="none")
     repeats: dict[str, Any] | None = part(None, omit="none")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
+from llmbench.records.phases import PHASES, new_connection, phases_ms
 from llmbench.records.record import Record
 
 # (column, kind): the table's columns in order; kind is the pandas dtype family
@@ -65,6 +66,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("backoff_ms", "float"),
     ("retries", "int"),
     ("note", "str"),
+    # the request's phases (records/phases.py): empty where it had none (a reused connection
+    # has no dns/connect/tls; runs before they were stamped have none at all)
+    ("new_connection", "bool?"),
+    *((f"{name}_ms", "float") for name in PHASES),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 # cells whose text came from a server or a dataset, not from llmbench: a spreadsheet must not
@@ -88,6 +93,7 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
     ttft, e2el, tpot, ttfo = (rec.ttft, rec.e2el, rec.tpot, rec.ttfo) if timed else \
         (None, None, None, None)
     send_delay = rec.send_delay
+    phases = phases_ms(rec) or {}
     return {
         "request_id": rec.request_id,
         "measured": rec.measured,
@@ -129,6 +135,8 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
         "backoff_ms": rec.backoff_ms,
         "retries": rec.retries,
         "note": rec.note,
+        "new_connection": new_connection(rec),
+        **{f"{name}_ms": phases.get(name) for name in PHASES},
     }
 
 

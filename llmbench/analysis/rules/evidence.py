@@ -16,6 +16,7 @@ from llmbench.analysis.rules.words import (ITL_GROWTH, ITL_MIN_GROWTH_MS, TTFT_G
 from llmbench.analysis.stats import served_at_once
 from llmbench.analysis.stepstats import knee
 from llmbench.records.record import Record
+from llmbench.results.network import NetworkFloor
 from llmbench.results.schema import Knee, Step, Summary, deciding_step
 from llmbench.results.search import Search
 
@@ -24,7 +25,8 @@ from llmbench.results.search import Search
 class Circumstances:
     """What happened to the ramp besides its steps: how many steps were planned, --find's
     finished answer, an interruption, a worker lost (its sentence), the sentence of a server
-    that kept decoding for users who gave up, and whether the ramp is still going on."""
+    that kept decoding for users who gave up, whether the ramp is still going on, and the
+    network's round trip measured apart from the server (client/floor.py)."""
 
     planned: int | None = None
     search: Search | None = None
@@ -32,6 +34,7 @@ class Circumstances:
     lost: str | None = None
     release: str | None = None
     going_on: bool = False
+    network: NetworkFloor | None = None
 
 
 @dataclass

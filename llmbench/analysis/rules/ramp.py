@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llmbench.analysis import telemetry as telemetry_mod
 from llmbench.analysis.metrics import bunching_sentence
+from llmbench.analysis.network import NETWORK_EXPLAINS, NetworkShare, network_share
 from llmbench.load.monitor import LAG_P99_LIMIT_MS
 from llmbench.analysis.rules.evidence import Evidence, Finding, Rule
 from llmbench.analysis.rules.words import (SLOT_SETTINGS, _fmt_ms, describe_check,
@@ -237,10 +238,28 @@ def machine(ev: Evidence) -> Finding | None:
     return _generator(ev, "machine")
 
 
+def _network_share(ev: Evidence) -> NetworkShare | None:
+    return (network_share(ev.s1.ttft.median, ev.c.network)
+            if ev.subject is not None and ev.c.network is not None else None)
+
+
 def network(ev: Evidence) -> Finding | None:
-    """The network's share of TTFT (a slot kept for it: no finding of it reaches a ramp's
-    evidence yet)."""
-    return None
+    """The network's round trip is most of TTFT and neither TTFT nor the gaps grew with the
+    load: the step broke on the distance to the server, not on its queue or compute (a constant
+    round trip makes no growth between steps, so queuing and saturation are judged apart)."""
+    found = _network_share(ev)
+    if ev.broke is None or found is None or found.share < NETWORK_EXPLAINS \
+            or ev.ttft_grew or ev.itl_grew:
+        return None
+    return Finding("network", [], [
+        "Measure from closer to the server (the same region or network), or set the TTFT "
+        "limit above the round trip: no server setting makes the network faster."])
+
+
+def _network_note(ev: Evidence) -> list[str]:
+    """The network's share of TTFT, said whenever it is large (analysis/network.py)."""
+    found = _network_share(ev)
+    return [found.sentence] if found is not None else []
 
 
 def _known_settings(ev: Evidence, advice: list[str]) -> list[str]:
@@ -404,7 +423,7 @@ RULES: tuple[Rule, ...] = (
     Rule("not_enough_data", not_enough_data),
     Rule("load_generator", load_generator, _lag_note),
     Rule("machine", machine, lambda ev: [ev.crowded] if ev.crowded else []),
-    Rule("network", network),
+    Rule("network", network, _network_note),
     Rule("cache_bound", cache_bound),
     Rule("saturation", saturation),
     Rule("queuing", queuing),

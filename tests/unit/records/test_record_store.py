@@ -276,7 +276,8 @@ def test_memory_per_request_and_per_token_event_is_bounded():
     assert large._tok.sealed > 0.7 * 2000 * 128
     assert large._tok.nbytes() / (2000 * 128) < 0.3 * 4 + 0.7 * 2.1
     per_request = (small.nbytes() - small._tok.nbytes()) / 2000      # the columns
-    assert per_request <= 120
+    # 121 since the response's first byte has its own 4-byte column (first_byte_us, issue 48)
+    assert per_request <= 124
     assert not small.extras()              # an ordinary record needs no per-record object
 
 
