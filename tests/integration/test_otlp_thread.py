@@ -7,12 +7,12 @@ import asyncio
 
 from llmbench.report.otlp import OtlpExporter
 from tests.helpers.otlp_sink import OtlpSink
-from tests.integration.test_phases import _send_many
+from tests.helpers.phases import send_many
 
 
 def test_the_thread_sends_one_span_per_record_with_its_phases(mock_factory, capsys):
     m = mock_factory(ttft_ms=5, itl_ms=1)
-    recs = asyncio.run(_send_many(m.url + "/v1", 5))
+    recs = asyncio.run(send_many(m.url + "/v1", 5))
     for i, r in enumerate(recs):
         r.step = i % 2
     with OtlpSink() as sink:

@@ -16,22 +16,9 @@ from llmbench.client.target import make_target
 from llmbench.records.phases import PHASES, new_connection, phases_ms
 from llmbench.records.record import Record
 from tests.helpers.field import Nginx, TestCA
+from tests.helpers.phases import send_many
 
 SETUP_KEYS = ("conn_us", "dns_us", "connect_us", "tls_us")
-
-
-async def _send_many(url: str, n: int, net: NetOptions | None = None) -> list[Record]:
-    """``n`` requests one after another on one client: the first opens the connection, the
-    others reuse it."""
-    target = make_target(url, "mock", net=net)
-    t = Timeouts(connect_s=10, first_token_s=10, idle_s=10, total_s=30)
-    out = []
-    async with Client(target, RequestParams(), t) as c:
-        for i in range(n):
-            rec = Record(f"p-{i}", scheduled=time.perf_counter())
-            await c.send([{"role": "user", "content": "hello"}], 4, rec)
-            out.append(rec)
-    return out
 
 
 def _adds_up(rec: Record) -> dict[str, float]:
@@ -48,7 +35,7 @@ def _adds_up(rec: Record) -> dict[str, float]:
 @pytest.mark.usefixtures("transport")
 def test_a_new_connection_has_a_connect_phase_and_a_reused_one_none(mock_factory):
     m = mock_factory(ttft_ms=30, itl_ms=2)
-    recs = asyncio.run(_send_many(m.url + "/v1", 3))
+    recs = asyncio.run(send_many(m.url + "/v1", 3))
     assert all(r.ok for r in recs)
     first, *rest = recs
     ph = _adds_up(first)
@@ -66,7 +53,7 @@ def test_a_new_connection_has_a_connect_phase_and_a_reused_one_none(mock_factory
 def test_a_host_name_is_resolved_as_a_phase(mock_factory):
     m = mock_factory(ttft_ms=5, itl_ms=1)
     url = m.url.replace("127.0.0.1", "localhost") + "/v1"
-    first = asyncio.run(_send_many(url, 1))[0]
+    first = asyncio.run(send_many(url, 1))[0]
     assert first.ok, first.error
     ph = _adds_up(first)
     assert "dns" in ph and "connect" in ph
@@ -80,7 +67,7 @@ def test_through_nginx_with_tls_a_new_connection_shows_its_handshake(
     port = int(m.url.rsplit(":", 1)[1])
     netconfig.configure(None)
     with Nginx(tmp_path / "ng", port, tls=cert, buffering=False) as ng:
-        recs = asyncio.run(_send_many(ng.url + "/v1", 3, NetOptions(ca_cert=str(ca.bundle))))
+        recs = asyncio.run(send_many(ng.url + "/v1", 3, NetOptions(ca_cert=str(ca.bundle))))
     assert all(r.ok for r in recs), [r.error for r in recs]
     first, *rest = recs
     ph = _adds_up(first)
