@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
 from llmbench.client import netconfig
 from llmbench.client.netconfig import NetOptions
-from llmbench.client.request import Client, RequestParams, Timeouts
-from llmbench.client.target import make_target
 from llmbench.records.phases import PHASES, new_connection, phases_ms
 from llmbench.records.record import Record
 from tests.helpers.field import Nginx, TestCA
