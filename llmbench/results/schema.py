@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
+                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
+                             EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
 from llmbench.results.contract import Part, encode, ordered, part
@@ -786,6 +787,8 @@ def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | N
         return EXIT_OVERLOADED       # the break is not the server's to be judged by
     if deciding is not None and verdict_kind == "outage":
         return EXIT_UNREACHABLE      # the server went away: no capacity was measured there
+    if steps and all(s.state == NO_DATA for s in steps):
+        return EXIT_NOT_JUDGED       # no answer: each step had too few requests, even held longer
     if expect is not None:
         return EXIT_EXPECTATION if held_load(steps) < expect and not reached_top else EXIT_OK
     if deciding is not None and last_held(steps) is None and deciding.state == OVER:
