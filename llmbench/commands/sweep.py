@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
@@ -242,7 +242,7 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
     if unjudged:
         tail_parts.append(", ".join(r.name for r in unjudged)
                           + " could not be judged: every step had too few requests to "
-                          "measure (not enough data), so "
+                          "measure (not enough data), even held 4 times as long, so "
                           + ("it is" if len(unjudged) == 1 else "they are") + " not ranked; "
                           "hold each step "
                           "longer (--hold) or think less (--think).")
@@ -839,15 +839,18 @@ def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
 
 def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,
                interrupted: bool) -> int:
-    """As ramp's: 130 interrupted; 3 when no server could be measured; 4 when a ramp's break
+    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
+    ran but none could be judged (too few requests); 4 when a ramp's break
     may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
     setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
     measured = [r for r in results if r.held is not None]
     if interrupted:
         return EXIT_INTERRUPTED
     if not measured:
-        # ramps that ran and had too few requests everywhere reached their servers
-        return EXIT_OK if any(r.status == NOT_JUDGED for r in results) else EXIT_UNREACHABLE
+        # ramps that ran and had too few requests everywhere reached their servers, but
+        # nothing was judged: no answer (the answer's line says what to change)
+        return EXIT_NOT_JUDGED if any(r.status == NOT_JUDGED for r in results) \
+            else EXIT_UNREACHABLE
     if any(r.exit_code == EXIT_OVERLOADED for r in measured):
         return EXIT_OVERLOADED
     if plan.expect is not None and max(r.held or 0 for r in measured) < plan.expect:

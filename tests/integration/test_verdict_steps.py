@@ -193,6 +193,19 @@ def test_a_sweep_setting_that_could_not_be_judged_is_not_ranked(tmp_path):
     assert r.exit_code == EXIT_OK
 
 
+def test_a_sweep_that_judged_nothing_exits_7_saying_what_to_change(tmp_path):
+    # issue 45: `sweep ... --users 1,2,4 --hold 10s` answered "No setting could be judged" and
+    # exited 0; each step is held longer first (4 holds: 4 s), and with replies of ~7 s (600 ms
+    # x 12 tokens) still none can be judged: no answer, exit 7, one line saying what to change
+    r = llmbench.sweep(setting=["itl_ms=600"], mock=True, users="1", hold="1s",
+                       ramp_in="300ms", think="0", output_tokens=12, turns=1, prompt_tokens=10,
+                       generator_lag_limit="2000ms", out=tmp_path, progress=False)
+    assert r.exit_code == EXIT_NOT_JUDGED
+    assert r.answer.startswith("No setting could be judged."), r.answer
+    assert "hold each step longer (--hold) or think less (--think)" in r.answer
+    assert "\n" not in r.answer
+
+
 def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_factory, tmp_path):
     # 2 slots, each request ~0.7 s (100 ms TTFT + 30 gaps of 20 ms), no think time, 2.5 s
     # holds: 1 user starts at most 4 requests in its hold (p95 needs 5: not enough data),
