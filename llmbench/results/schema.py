@@ -1337,6 +1337,9 @@ class Run(Part):
                                    self.verdict.kind if self.verdict else None, expect)
             return ramp_code(self.steps, self.verdict.kind if self.verdict else None, expect,
                              planned)
+        if self.kind == "probe" and self.steps and not any(
+                isinstance(s, ProbeStep) and s.ttft_p50.ci_ms for s in self.steps):
+            return EXIT_NOT_JUDGED      # no step had enough requests on both paths to compare
         return EXIT_OK
 
     def _interrupted(self) -> bool:
