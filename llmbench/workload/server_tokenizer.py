@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
 from llmbench.records import safejson
+from llmbench.workload import progress
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
@@ -154,23 +155,30 @@ class ServerTokenizer:
         done = 0
         pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize")
         futures = [pool.submit(self.count_or_none if lenient else self.count, t) for t in texts]
+        progress.begin(progress.COUNTING, len(texts))
         try:
             for i, f in enumerate(futures):
                 out[i] = f.result()
                 done += 1
+                progress.tick()
                 if done == 4 * THREADS:
                     per = (time.monotonic() - t0) / done
                     need = per * (len(texts) - done)
-                    if need > self._deadline - time.monotonic():
+                    left = self._deadline - time.monotonic()
+                    if need > left:
+                        # what is left of the budget, not the whole of it: earlier counting
+                        # (another class's prompts, the checks) spent the rest
                         raise ServerTokenizeError(
                             f"counting {len(texts)} prompts with the server's /tokenize would "
-                            f"take about {need + per * done:.0f} s ({per * 1000:.1f} ms "
-                            f"each), over the {self.budget_s:g} s budget")
+                            f"take about {need:.0f} s more ({per * 1000:.1f} ms each), and "
+                            f"{max(left, 0):.0f} s of its {self.budget_s:g} s budget is left")
         except BaseException:
             # Ctrl-C or a failure: do not wait for the calls in flight (each ends by its own
             # deadline, CALL_TIMEOUT_S at most)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            progress.end()
         pool.shutdown(wait=True)
         return out
 
