@@ -367,7 +367,7 @@ class MaybeMock:
         from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
-        say(f"No --url given: using the built-in mock ({self.profile} profile) at "
+        say(f"No --url given: the built-in mock ({self.profile} profile) at "
             f"{self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 
