@@ -222,7 +222,8 @@ def session_lines(sessions: Any) -> list[str]:
         out.append(_line("Tool-call steps answered in text:",
                          f"{x.text_replies} of {x.call_steps} ({100 * (x.text_reply_share or 0):.0f}%)"))
     if x.slowest is not None:
-        step = f", slowest call {x.slowest.step_id} {fmt_ms(x.slowest.step_e2el_ms)}" \
+        # "its call 5 took 690ms", not "slowest call 5 690ms" (read as 5,690 ms)
+        step = f", its call {x.slowest.step_id} took {fmt_ms(x.slowest.step_e2el_ms)}" \
             if x.slowest.step_id is not None else ""
         out.append(_line("Slowest session:", f"{x.slowest.session_id} "
                                              f"{fmt_ms(x.slowest.duration_ms)}{step}"))

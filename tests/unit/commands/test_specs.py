@@ -182,3 +182,14 @@ def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sam
     assert not remote.local and remote.find_port is None and remote.root is None
     off = RunSpec(server_pid="off").telemetry_spec(here, "auto", pid=77)
     assert off.server_pid is None and not off.local and off.root == here.server_root
+
+
+def test_agent_options_without_workload_agent_are_one_line_not_ignored():
+    # issue 45: --agent-* given without --workload agent did nothing, silently
+    from llmbench.errors import UsageError
+    with pytest.raises(UsageError) as e:
+        RampSpec(agent_steps="3", agent_tools=2)
+    assert str(e.value) == ("--agent-steps, --agent-tools: these apply to agent sessions only; "
+                            "add --workload agent, or leave them out")
+    assert RampSpec(workload_type="agent", agent_steps="3").agent_steps == (3, 3)
+    assert RampSpec().agent_options_given() == []
