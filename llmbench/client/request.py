@@ -747,6 +747,18 @@ class Client:
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
         elif rec.output_tokens is None and rec.embeddings is not None:
             rec.output_tokens, rec.output_tokens_source = 0, "server"   # vectors, not tokens
+        elif rec.output_tokens is None and times and rec.finish_reason == "length" \
+                and rec.max_tokens and len(times) <= rec.max_tokens \
+                and not rec.reasoning_tokens:
+            # no usage, but the server says it stopped at the length asked: that is the count,
+            # exactly (a word tokenizer was 3-9 % off a true 64)
+            rec.output_tokens, rec.output_tokens_source = rec.max_tokens, "length"
+        elif rec.output_tokens is None and times and _approximate(self._count_tokens):
+            # no usage and only an approximate tokenizer: the stream's token events are the
+            # better count (one token an event on llama.cpp and llama-cpp-python's servers); the
+            # last event may carry only the finish reason, no token
+            rec.output_tokens = sum(1 for x in texts if x) or len(times)
+            rec.output_tokens_source = "events"
         elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
@@ -769,3 +781,10 @@ class Client:
                 rec.ok = True
                 if self.params.structured is not None and rec.first_tool is None:
                     rec.output_valid = check_reply("".join(texts), self.params.structured or None)
+
+
+def _approximate(count_tokens: Any) -> bool:
+    """Whether the client's token counter is an approximate one (the word tokenizer): a bound
+    ``Tokenizer.count`` says so; any other counter is taken as exact."""
+    owner = getattr(count_tokens, "__self__", None)
+    return bool(getattr(owner, "approximate", False))
