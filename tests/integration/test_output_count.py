@@ -58,3 +58,16 @@ def test_finish_reason_length_is_the_length_asked_and_events_count_the_rest():
     assert rec.ok, rec.error
     # six token events: six tokens (the word tokenizer would count the words and punctuation)
     assert rec.output_tokens == 6 and rec.output_tokens_source == "events"
+
+
+def test_events_of_several_tokens_are_not_taken_for_one_each():
+    global SERVER
+    # a server that streams a few tokens an event: its events undercount, the text is counted
+    many = [(0, HEAD), (0.001, chunk("Hello there, my wonderful")),
+            (0.001, chunk(" friend, how are you today?")), (0.001, chunk("", "stop")),
+            (0, b"data: [DONE]\n\n")]
+    with RawServer(many) as s:
+        SERVER = s
+        rec = _send(many, max_tokens=64)
+    assert rec.ok, rec.error
+    assert rec.output_tokens_source == "tokenizer" and rec.output_tokens > 2
