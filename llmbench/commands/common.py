@@ -465,3 +465,15 @@ def _dashboard() -> Any:
 def _cell_view() -> bool:
     mod = sys.modules.get("llmbench.report.dashboard.handle")
     return bool(mod is not None and mod._CELL)
+
+
+def agent_preflight(target: Any, params: Any, convs: Any) -> dict[str, Any] | None:
+    """The first request's extra fields for a run of agents: the first session's tools (as
+    its calls send them), so a server that refuses tools fails at once, in one line, before
+    the load; None for chat, or when --tools' own are in every body already."""
+    from llmbench.workload.agents import is_agent
+    if not len(convs) or not is_agent(convs[0]) or "tools" in (params.extra_body or {}):
+        return None
+    from llmbench.wire.agents import request_fields
+    fields = request_fields(target.api, list(convs[0].tools), None, None)
+    return fields or None

@@ -29,6 +29,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
+from llmbench.commands.common import agent_preflight
 from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
@@ -342,7 +343,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     else:
         shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
         targets = [TargetSpec(c.target, server_probe=c.server_probe,
-                              salt=c.workload.salt_for("main"))]
+                              salt=c.workload.salt_for("main"),
+                              preflight_extra=agent_preflight(c.target, c.params,
+                                                              c.workload.conversations))]
     if r.find is not None:
         shape.pacer = r.find.pacer(shape)
         shape.steps = []

@@ -20,6 +20,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
+from llmbench.commands.common import agent_preflight
 from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
@@ -84,8 +85,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
         warm_failed = prefix.warm_up(c)
         prefix_before = prefix.scrape_counters(c)[1]
-    outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe,
-                                                  salt=c.workload.salt_for("main"))])
+    outcome = harness.run(plan.shape, [TargetSpec(
+        c.target, server_probe=c.server_probe, salt=c.workload.salt_for("main"),
+        preflight_extra=agent_preflight(c.target, c.params, c.workload.conversations))])
     records = outcome.records
     percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
     summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
