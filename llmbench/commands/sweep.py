@@ -227,6 +227,7 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
     failed = [r for r in results if r.status in ("server_failed", "ramp_failed")]
     died = [r for r in results if r.status == "server_died"]
     unjudged = [r for r in results if r.status == NOT_JUDGED]
+    cut = [r for r in results if r.status == "interrupted" and r.held is None]
     single = len(results[0].setting) == 1 if results else True
 
     def short(r: SweepSetting) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
@@ -239,6 +240,9 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
     if died:
         tail_parts.append("; ".join(f"{r.name}'s server died during the ramp" for r in died)
                           + " (its log is in the sweep folder).")
+    if cut:
+        tail_parts.append(", ".join(r.name for r in cut) + " was interrupted before any step "
+                          "held: no answer for " + ("it" if len(cut) == 1 else "them") + ".")
     if unjudged:
         tail_parts.append(", ".join(r.name for r in unjudged)
                           + " could not be judged: every step had too few requests to "
@@ -479,7 +483,13 @@ def perform(plan: SweepPlan) -> Done:
     make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers,
                 **plan.target_options)
     if plan.dry_run:
-        print(dry_run_text(plan))
+        done: set[int] = set()
+        if plan.resume is not None:
+            # what the resume would do: the folder checked as it would be, its finished
+            # settings kept, only the others run
+            folder, before = resumable(plan, points)
+            done = {i for i, r in before.items() if complete(r, folder)}
+        print(dry_run_text(plan, done))
         return Done(None, EXIT_OK, None)
     kept: dict[int, SweepSetting] = {}
     if plan.resume is not None:
@@ -645,16 +655,24 @@ def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
     return what, secs
 
 
-def dry_run_text(plan: SweepPlan) -> str:
-    """--dry-run: each setting's server command, URL and ramp, and how long it may take."""
+def dry_run_text(plan: SweepPlan, done: set[int] | None = None) -> str:
+    """--dry-run: each setting's server command, URL and ramp, and how long it may take;
+    ``done`` (with --resume): the settings finished in the folder, kept and not run again."""
+    done = done or set()
     from llmbench.analysis.findlimit import duration
     from llmbench.client.target import strip_userinfo
     points = grid(plan.settings)
     what, secs = ramp_estimate(plan.config)
     lines = [f"Dry run: a sweep of {name_of_settings(plan.settings)}, {len(points)} setting(s); "
              "nothing is started."]
+    if plan.resume is not None:
+        lines.append(f"Resuming {plan.resume}: {len(done)} of {len(points)} setting(s) "
+                     "finished there are kept, not run again.")
     cmd = plan.server_command()
     for i, setting in enumerate(points):
+        if i in done:
+            lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}): done, kept ==")
+            continue
         lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}) ==")
         if cmd is not None:
             shown = ([fill(c, setting, None, quote=False) for c in cmd] if isinstance(cmd, list)
@@ -668,7 +686,8 @@ def dry_run_text(plan: SweepPlan) -> str:
                                            if plan.needs_port() else ""))
         lines.append(f"  ramp:    {what}")
         lines.append(f"  time:    at most {duration(secs)} ({DRAIN_NOTE})")
-    lines.append(f"\nIn all: at most {duration(secs * len(points))} for {len(points)} "
+    left = len(points) - len(done)
+    lines.append(f"\nIn all: at most {duration(secs * left)} for {left} "
                  f"setting(s), {DRAIN_NOTE}.")
     return "\n".join(lines)
 
@@ -767,6 +786,9 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     if status == "complete" and steps and not reps and not judged(steps):
         # every step had too few requests: "held 0" would rank it last, as if it broke
         status, res.held = NOT_JUDGED, None
+    elif status == "interrupted" and not any(s.held for s in steps):
+        # stopped before any step held: no answer, not "held 0" (as if every step broke)
+        res.held = None
     res.status = status
     res.verdict = v.text if v is not None else None
     res.verdict_kind = v.kind if v is not None else None

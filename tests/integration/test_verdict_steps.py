@@ -267,3 +267,13 @@ def test_the_send_delay_has_its_median():
     flat = s.to_dict()
     assert "p50_send_delay_ms" in flat and "median_send_delay_ms" not in flat
     assert type(s).from_dict(flat).send_delay.median == s.send_delay.median
+
+
+def test_an_interrupted_setting_that_held_nothing_is_no_answer_not_held_0():
+    # issue 45: an interrupted sweep said "held 0" for the setting it stopped in
+    from llmbench.results.schema import SweepSetting
+    done = SweepSetting(setting={"NP": "1"}, name="NP=1", status="complete", held=2.0)
+    cut = SweepSetting(setting={"NP": "2"}, name="NP=2", status="interrupted", held=None)
+    text, best = answer([done, cut], "users")
+    assert "held 0" not in text and "NP=2 was interrupted before any step held" in text, text
+    assert best is done
