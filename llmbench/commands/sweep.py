@@ -827,9 +827,10 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     print()
     print(_table(results, plan.unit, load))
     print()
-    print(text)
+    from llmbench.report import screen
+    screen.say(text)                      # wrapped at word boundaries on a terminal
     for d in doc.server_differences or []:
-        print(f"Servers differed: {d['text']}")
+        screen.say(f"Servers differed: {d['text']}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -885,8 +886,9 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
 def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
     from llmbench.report.console import fmt_ms
     at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
-    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
-    rows = [head]
+    # within 80 columns: what the last three columns were measured at is said above them
+    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}"
+    rows = [f"{'':<45}{'(' + at + ')':^34}".rstrip(), head]
     for r in results:
         a = r.at_common_load.summary if r.at_common_load is not None else None
         held = _fmt_held(r) if r.held is not None else r.status.replace("_", " ")
