@@ -8,10 +8,11 @@ read the same value, or be told through ``listen``). Pure bookkeeping: nothing h
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 BUILDING = "building prompts"            # writing synthetic prompts to their lengths
 COUNTING = "counting prompt tokens"      # a server's /tokenize, a file's prompts
@@ -62,6 +63,15 @@ def end() -> None:
     with _lock:
         PROGRESS.stage = None
     _tell()
+
+
+@contextlib.contextmanager
+def stage() -> Iterator[None]:
+    """Ends the stage begun just before, however the block ends (a bad file's error too)."""
+    try:
+        yield
+    finally:
+        end()
 
 
 def listen(fn: Callable[[Progress], None]) -> Callable[[], None]:
