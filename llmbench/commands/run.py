@@ -12,7 +12,7 @@ from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_freezes, with_send_delay
-from llmbench.report import console, vllm_json
+from llmbench.report import console, screen, vllm_json
 from llmbench.results.folder import environment
 from llmbench.results.schema import Run, ServerProbe, Step, Summary
 from llmbench.load.shapes import ClosedLoop, OpenLoop
@@ -211,7 +211,7 @@ def perform(plan: RunPlan) -> Done:
                                max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
-    print(console.extras(s, run.monitor))
+    screen.say(console.extras(s, run.monitor))
     for line in console.session_lines(run.sessions):
         print(line)
     if run.prefix_cache:
@@ -221,9 +221,9 @@ def perform(plan: RunPlan) -> Done:
                                                run.trace["speed"]):
             print(line)
     if run.abandonment is not None:
-        print(console.abandonment_lines(run.abandonment))
+        screen.say(console.abandonment_lines(run.abandonment))
     if run.thresholds:
-        print(console.threshold_lines(run.thresholds))
+        screen.say(console.threshold_lines(run.thresholds))
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
@@ -329,7 +329,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     assert s is not None
     print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
                                max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    print(console.extras(s, run.monitor))
+    screen.say(console.extras(s, run.monitor))
     if run.classes:
         from llmbench import wire
         print()
@@ -339,9 +339,9 @@ def perform_classes(plan: ClassRunPlan) -> Done:
         for row in console.class_rows(step):
             print(row)
     if run.abandonment is not None:
-        print(console.abandonment_lines(run.abandonment))
+        screen.say(console.abandonment_lines(run.abandonment))
     if run.thresholds:
-        print(console.threshold_lines(run.thresholds))
+        screen.say(console.threshold_lines(run.thresholds))
     print_closing(run, plan.scenario.warnings, run.status == "partial",
                   partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
