@@ -266,7 +266,7 @@ sweep's) report. ``report("results/<run>")`` writes RUN_DIR/report.html; ``forma
 
 compare = Command(CompareSpec, lambda s: s.perform(), """``llmbench compare``: runs side by side,
 the first the baseline. ``compare(["results/a", "results/b"], max_regression="10%")`` writes
-compare.html in the last run's folder and returns a Comparison (``.data``, ``.text``,
+compare-A-vs-B.html beside the last run's folder and returns a Comparison (``.data``, ``.text``,
 ``.html``, ``.regressions``, ``.passed``).""")
 
 

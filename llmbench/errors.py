@@ -8,6 +8,7 @@ EXIT_UNREACHABLE = 3
 EXIT_OVERLOADED = 4
 EXIT_REFUSED = 5
 EXIT_WRITE = 6            # the results could not be written (disk full, file too large, read-only)
+EXIT_NOT_JUDGED = 7       # nothing could be judged: every step (setting) had too few requests
 EXIT_INTERRUPTED = 130
 # a threshold failed, as k6 does: `run --threshold` breached, or a ramp whose first step did not
 # hold (no load level met the thresholds)

@@ -7,6 +7,7 @@
 #   prometheus-node-exporter  a real node exporter scraped by --host-metrics (tests/integration/test_telemetry.py)
 #   chromium     a real headless browser on --dashboard's page (tests/e2e/test_dashboard.py),
 #                driven over its DevTools protocol; no browser download
+#   tmux         a real 80x30 terminal whose final screen the demo must fit (tests/e2e/test_screen.py)
 # Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
 set -euo pipefail
@@ -16,10 +17,11 @@ command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need+=(tiny
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v prometheus-node-exporter >/dev/null 2>&1 || [ -x /usr/bin/prometheus-node-exporter ] \
   || need+=(prometheus-node-exporter)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-test-deps: nginx, tinyproxy, openssl, prometheus, its node exporter and chromium are installed"
+  echo "install-test-deps: nginx, tinyproxy, openssl, prometheus, its node exporter, chromium and tmux are installed"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then

@@ -209,7 +209,8 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
                   f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
                   f"{_tokens(pb)} tokens.")
     ev = f.evidence
-    ev.append(f"At {warm.load:g} {noun}, {_pct(warm.cached_share)} of prompt tokens came from "
+    one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
+    ev.append(f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
               f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
               f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
               f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "

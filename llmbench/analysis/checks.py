@@ -241,8 +241,11 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     ok = st.col("ok") & ~st.col("warmup")
     out = _cache_counts(st, ok, PromptCache)
     native = str(api or "").startswith("ollama")
+    # what Ollama's /v1 does not report concerns its OpenAI routes only: a --api tgi run against
+    # a server that also answers Ollama's routes did not use them
+    v1 = api is None or str(api) in ("openai-chat", "openai", "embeddings")
     if not out.requests:
-        if server_kind != "ollama" and not native:
+        if (server_kind != "ollama" or not v1) and not native:
             return None
         return _ollama_unreported(out, salt)
     turn, _ = st.ints("turn")

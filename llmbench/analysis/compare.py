@@ -150,6 +150,31 @@ class Loaded:
         raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
 
     @property
+    def judged(self) -> bool:
+        """Whether "held" means anything for this run: a ramp, or a run with thresholds (a
+        run without any held nothing: it ran at its load)."""
+        return self.run.kind != "run" or bool(self.run.thresholds)
+
+    @property
+    def asked(self) -> int | None:
+        """The requests a ``run`` was asked for (--requests; None: a duration, or a ramp)."""
+        if self.run.kind != "run":
+            return None
+        n = (self.run.config.get("load") or {}).get("requests")
+        return int(n) if isinstance(n, (int, float)) else None
+
+    def held_text(self) -> str:
+        """What the run answered, as the comparison's first line says it: "A held 4" for a
+        ramp, "A met its thresholds at 4" or "A ran at 4 (no thresholds)" for a run."""
+        if self.run.kind != "run":
+            return f"{self.name} held {self.held:g}"
+        level = self.steps[0].load
+        if not self.run.thresholds:
+            return f"{self.name} ran at {level:g} (no thresholds)"
+        ok = self.steps[0].held
+        return f"{self.name} {'met' if ok else 'failed'} its thresholds at {level:g}"
+
+    @property
     def held(self) -> float:
         if self.run.search is not None:
             return float(self.run.held or 0.0)
@@ -341,6 +366,8 @@ class Compared:
     fingerprint: Any
     status: str
     server: str | None = None
+    # what it answered, in words: "A held 4", or for a run "A ran at 4 (no thresholds)"
+    answer: str | None = None
 
 
 @dataclass
@@ -382,6 +409,17 @@ def _gate_checks(base: Loaded, other: Loaded, sb: Step, so: Step,
                           max_regression is not None and nb > 0 and not no,
                           f"no request on {'the candidate' if nb else 'the baseline'}"))
     cb, co = bs.completed, os_.completed
+    ab, ao = base.asked, other.asked
+    if ab is not None and ao is not None and ab != ao and nb and no:
+        # runs asked for different numbers of requests: more completed is not better, so the
+        # share of those asked that completed is compared (like for like), not the counts
+        point = (co / no) / (cb / nb) - 1.0 if cb else None
+        out.append(Change(who, "completed", at, cb / nb, co / no, point, None,
+                          max_regression is not None and point is not None
+                          and point < -max_regression,
+                          f"{cb} of {nb} -> {co} of {no}; asked {ab} and {ao}: compared as "
+                          "shares"))
+        return out
     res = completed_change(cb, co)
     if res is not None:
         point, lo, hi = res
@@ -433,6 +471,8 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         for m in metrics:
             worse_up = METRICS[m][1]
             if m == "held":
+                if not (base.judged and other.judged):
+                    continue          # a run without thresholds held nothing to compare
                 change = (other.held / base.held - 1) if base.held else 0.0
                 bad = max_regression is not None and change < -max_regression
                 checks.append(Change(other.name, m, None, base.held, other.held, change, None,
@@ -507,7 +547,7 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         c.improvement = c.better and not c.regression
     return Comparison(
         runs=[Compared(r.name, str(r.path), r.held, fps[r.name], r.run.status,
-                       identity_line(identity_of(r.run))) for r in runs],
+                       identity_line(identity_of(r.run)), r.held_text()) for r in runs],
         server_differences=server_differences(runs),
         table=table, checks=checks, regressions=regressions,
         improvements=[c for c in checks if c.improvement],

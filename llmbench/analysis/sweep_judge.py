@@ -41,7 +41,7 @@ Pairs = dict[tuple[str, str], dict[str, Any]]     # (base, other) -> metric -> c
 
 
 def _unranked(failed: list[SweepSetting], died: list[SweepSetting],
-              unjudged: list[SweepSetting]) -> list[str]:
+              unjudged: list[SweepSetting], cut: list[SweepSetting]) -> list[str]:
     """The sentences of the settings the answer does not rank, and why."""
     out = []
     if failed:
@@ -51,10 +51,13 @@ def _unranked(failed: list[SweepSetting], died: list[SweepSetting],
     if died:
         out.append("; ".join(f"{r.name}'s server died during the ramp" for r in died)
                    + " (its log is in the sweep folder).")
+    if cut:
+        out.append(", ".join(r.name for r in cut) + " was interrupted before any step held: "
+                   "no answer for " + ("it" if len(cut) == 1 else "them") + ".")
     if unjudged:
         out.append(", ".join(r.name for r in unjudged)
                    + " could not be judged: every step had too few requests to measure (not "
-                   "enough data), so " + ("it is" if len(unjudged) == 1 else "they are")
+                   "enough data), even held 4 times as long, so " + ("it is" if len(unjudged) == 1 else "they are")
                    + " not ranked; hold each step longer (--hold) or think less (--think).")
     return out
 
@@ -110,11 +113,12 @@ def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = Non
     failed = [r for r in results if r.status in ("server_failed", "ramp_failed")]
     died = [r for r in results if r.status == "server_died"]
     unjudged = [r for r in results if r.status == NOT_JUDGED]
+    cut = [r for r in results if r.status == "interrupted" and r.held is None]
     single = len(results[0].setting) == 1 if results else True
 
     def short(r: SweepSetting) -> str:       # "8" after "OLLAMA_NUM_PARALLEL=4"
         return next(iter(r.setting.values())) if single else r.name
-    tail_parts = _unranked(failed, died, unjudged)
+    tail_parts = _unranked(failed, died, unjudged, cut)
     if not measured:
         head = "No setting could be judged." if unjudged and not failed and not died \
             else "No setting could be measured."

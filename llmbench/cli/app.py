@@ -362,7 +362,13 @@ def main() -> None:
         # as every other bad input, not click's five-line box
         text = " ".join(exc.format_message().split())
         where = exc.ctx.command_path if exc.ctx is not None else "llmbench"
-        print(f"error: {text} (see '{where} --help')", file=sys.stderr)
+        foreign = None
+        if isinstance(exc, cx.NoSuchOption):
+            # another tool's name (vLLM's, GuideLLM's, k6's, Locust's): the flag meant here
+            from llmbench.cli.foreign import hint
+            foreign = hint(exc.option_name, where)
+        print(f"error: {foreign}" if foreign else f"error: {text} (see '{where} --help')",
+              file=sys.stderr)
         _exit(exc.exit_code)
     except cx.ClickException as exc:
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)

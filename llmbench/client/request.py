@@ -792,6 +792,19 @@ class Client:
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
         elif rec.output_tokens is None and rec.embeddings is not None:
             rec.output_tokens, rec.output_tokens_source = 0, "server"   # vectors, not tokens
+        elif rec.output_tokens is None and times and rec.finish_reason == "length" \
+                and rec.max_tokens and len(times) <= rec.max_tokens \
+                and not rec.reasoning_tokens:
+            # no usage, but the server says it stopped at the length asked: that is the count,
+            # exactly (a word tokenizer was 3-9 % off a true 64)
+            rec.output_tokens, rec.output_tokens_source = rec.max_tokens, "length"
+        elif rec.output_tokens is None and times and _approximate(self._count_tokens) \
+                and _one_token_each(texts):
+            # no usage and only an approximate tokenizer: where each event is a token's worth
+            # of text (llama.cpp and llama-cpp-python's servers stream one token an event),
+            # the events are the better count; the last may carry only the finish reason
+            rec.output_tokens = sum(1 for x in texts if x)
+            rec.output_tokens_source = "events"
         elif rec.output_tokens is None and times:
             text = "".join(texts)
             if self._count_tokens is not None:
@@ -814,3 +827,20 @@ class Client:
                 rec.ok = True
                 if self.params.structured is not None and rec.first_tool is None:
                     rec.output_valid = check_reply("".join(texts), self.params.structured or None)
+
+
+def _approximate(count_tokens: Any) -> bool:
+    """Whether the client's token counter is an approximate one (the word tokenizer): a bound
+    ``Tokenizer.count`` says so; any other counter is taken as exact."""
+    owner = getattr(count_tokens, "__self__", None)
+    return bool(getattr(owner, "approximate", False))
+
+
+# an event whose text averages this many characters or fewer carries one token (English
+# averages about 4 characters a token; a server that streams 4 tokens an event sends ~16)
+ONE_TOKEN_CHARS = 6.0
+
+
+def _one_token_each(texts: list[str]) -> bool:
+    full = [x for x in texts if x]
+    return bool(full) and sum(len(x) for x in full) / len(full) <= ONE_TOKEN_CHARS

@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from llmbench.analysis import timeline as timeline_mod
 from llmbench.client.request import RequestParams, Timeouts
@@ -455,31 +455,22 @@ def incomplete_line(run: Run, code: int) -> str | None:
 
 
 def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None, mlflow: str | None = None) -> None:
-    """What every command prints last, the same way: workload and run notes, the partial
-    marker, then the report it writes and where the folder is."""
-    from llmbench.analysis import checks
+                  run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
+                  verbose: bool = True, mlflow: str | None = None) -> None:
+    """What every command prints last, the same way: ``head`` (a ramp's verdict,
+    ``report.screen.Part``), the workload and run notes, the partial marker, then the report
+    it writes (and logs to --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
+    screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
+    from llmbench.report import screen
     from llmbench.report.auto import write_report
-    for o in run.outages:
-        print(f"OUTAGE: {o['text']}")
-    if run.status == "failed" and run.error:
-        print(f"FAILED: {run.error}; the numbers above cover what was measured until then.")
-    from llmbench.analysis.telemetry import console_lines
-    for line in console_lines(run):
-        print(line)
-    for w in [*warnings, *checks.notes(run)]:
-        print(f"note: {w}")
-    for line in checks.cache_lines(run):
-        # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
-        print(line, file=sys.stderr if line.startswith("WARNING") else sys.stdout, flush=True)
-    if partial:
-        print(partial_line)
+    parts = list(head) + closing_parts(run, warnings, partial, partial_line)
     if run_dir is not None:
         write_report(run_dir)
         if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
             from llmbench.report.tracker import log_run
-            print(log_run(mlflow, run_dir)[1], flush=True)
-        print(f"Results: {run_dir}")
+            parts.append(screen.Part(log_run(mlflow, run_dir)[1]))
+        parts.append(screen.Part(f"Results: {run_dir}"))
+    screen.show(parts, rows_used or 0, verbose or rows_used is None)
     board = _dashboard()
     if board is not None:                   # the page becomes the report (a sweep: goes on)
         board.finished(run_dir, run)
@@ -493,6 +484,27 @@ def dashboard_of(h: Harness) -> Any:
         if "llmbench.report.dashboard.feed" in sys.modules else None
 
 
+def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: str) -> list[Any]:
+    """The notes every command closes with (``report.screen.Part``): outages, a failure, the
+    server, the workload's and the run's notes, the prompt cache, the partial marker."""
+    from llmbench.analysis import checks
+    from llmbench.analysis.telemetry import console_lines
+    from llmbench.report.screen import KEEP, NOTE, Part
+    parts = [Part(f"OUTAGE: {o['text']}") for o in run.outages]
+    if run.status == "failed" and run.error:
+        parts.append(Part(f"FAILED: {run.error}; the numbers above cover what was measured "
+                          "until then."))
+    parts += [Part(line, NOTE) for line in console_lines(run)]
+    parts += [Part(f"note: {w}", NOTE) for w in [*warnings, *checks.notes(run)]]
+    for line in checks.cache_lines(run):
+        # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
+        warn = line.startswith("WARNING")
+        parts.append(Part(line, KEEP if warn else NOTE, err=warn))
+    if partial:
+        parts.append(Part(partial_line))
+    return parts
+
+
 def _dashboard() -> Any:
     """The --dashboard open in this process and a notebook cell's live view, if any (its module
     is loaded only when one is)."""
@@ -503,3 +515,15 @@ def _dashboard() -> Any:
 def _cell_view() -> bool:
     mod = sys.modules.get("llmbench.report.dashboard.handle")
     return bool(mod is not None and mod._CELL)
+
+
+def agent_preflight(target: Any, params: Any, convs: Any) -> dict[str, Any] | None:
+    """The first request's extra fields for a run of agents: the first session's tools (as
+    its calls send them), so a server that refuses tools fails at once, in one line, before
+    the load; None for chat, or when --tools' own are in every body already."""
+    from llmbench.workload.agents import is_agent
+    if not len(convs) or not is_agent(convs[0]) or "tools" in (params.extra_body or {}):
+        return None
+    from llmbench.wire.agents import request_fields
+    fields = request_fields(target.api, list(convs[0].tools), None, None)
+    return fields or None

@@ -564,6 +564,28 @@ class AgentOpts(Spec):
         count(self.agent_tools, "--agent-tools", lo=1, hi=128)
         if self.agents_on:
             self.check_agent()  # type: ignore[attr-defined]  (WorkloadOpts, in every spec with agents)
+        else:
+            given = self.agent_options_given()
+            if given:
+                # they shape agent sessions only: without --workload agent they did nothing
+                raise UsageError(f"{', '.join(given)}: {'these apply' if len(given) > 1 else 'it applies'}"
+                                 " to agent sessions only; add --workload agent, or leave "
+                                 f"{'them' if len(given) > 1 else 'it'} out")
+
+    def agent_options_given(self) -> list[str]:
+        """The --agent-* options set to other than their defaults (their flags)."""
+        out = []
+        for f in dataclasses.fields(AgentOpts):
+            if not f.name.startswith("agent_"):
+                continue
+            o = opt_of(f)
+            try:
+                default = o.kind.parse(f.default, o.flag(f.name))
+            except (UsageError, TypeError, ValueError):
+                continue
+            if getattr(self, f.name) != default:
+                out.append(o.flag(f.name))
+        return out
 
     def agent_spec(self) -> Any:
         """The synthetic sessions' AgentSpec (every range checked by its kind)."""

@@ -15,6 +15,7 @@ from llmbench.results.schema import ProbeStep, Run, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
+from llmbench.errors import EXIT_NOT_JUDGED
 from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, print_closing, telemetry_parts, write_started
 
 
@@ -26,24 +27,61 @@ class ProbePlan:
     bootstrap: int = 1000
 
 
+# the probe's table fits 80 columns: each overhead (router minus direct, ms) as its point
+# estimate, marked * when real (its 95 % interval excludes zero, and it is at least 1 ms or
+# 2 %); the intervals themselves are under the table for TTFT p50, and all of them in
+# run.json and report.html
+OVERHEADS = (("ttft_p50", "+TTFT50", 9), ("ttft_p95", "+TTFT95", 9), ("e2el_p50", "+E2EL50", 9),
+             ("itl_p50", "+ITL50", 8))
+
+
 def _row(step: ProbeStep) -> str:
     def ov(m: str) -> str:
         o = step.overhead(m)
         if o.overhead_ms is None or not o.ci_ms:
             return "-"
-        lo, hi = o.ci_ms
-        mark = "*" if o.significant else " "
-        return f"{o.overhead_ms:+7.1f} [{lo:+.1f},{hi:+.1f}]{mark}"
+        return f"{o.overhead_ms:+.1f}{'*' if o.significant else ' '}"
     r, d = step.router, step.direct
-    return (f"{step.users:>6} {fmt_ms(r.ttft.median):>9} {fmt_ms(d.ttft.median):>9} "
-            f"{ov('ttft_p50'):>24} {ov('ttft_p95'):>24} {ov('e2el_p50'):>24} {ov('itl_p50'):>24} "
-            f"{r.output_throughput or 0:>8.1f} {d.output_throughput or 0:>8.1f} "
-            f"{(r.failed or 0):>4}/{(d.failed or 0):<4}")
+    cells = " ".join(f"{ov(m):>{w}}" for m, _, w in OVERHEADS)
+    tok = f"{r.output_throughput or 0:.0f}/{d.output_throughput or 0:.0f}"
+    return (f"{step.users:>5} {fmt_ms(r.ttft.median):>8} {fmt_ms(d.ttft.median):>8} {cells} "
+            f"{tok:>11} {f'{r.failed or 0}/{d.failed or 0}':>5}")
 
 
-HEADER = (f"{'Users':>6} {'R TTFT50':>9} {'D TTFT50':>9} {'TTFT p50 overhead ms':>24} "
-          f"{'TTFT p95 overhead ms':>24} {'E2EL p50 overhead ms':>24} {'ITL p50 overhead ms':>24} "
-          f"{'R tok/s':>8} {'D tok/s':>8} {'err R/D':>9}")
+HEADER = (f"{'Users':>5} {'R TTFT50':>8} {'D TTFT50':>8} "
+          + " ".join(f"{h:>{w}}" for _, h, w in OVERHEADS)
+          + f" {'R/D tok/s':>11} {'Err':>5}")
+
+
+def interval_line(steps: list[ProbeStep]) -> str | None:
+    """The TTFT p50 overhead's 95 % intervals, one clause a step, under the table."""
+    parts = []
+    for st in steps:
+        o = st.overhead("ttft_p50")
+        if o.ci_ms:
+            lo, hi = o.ci_ms
+            parts.append(f"{st.users:g} users [{lo:+.1f}, {hi:+.1f}]")
+    return ("TTFT p50 overhead, 95 % interval (ms): " + "; ".join(parts) + ".") if parts else None
+
+
+def implausible_line(steps: list[ProbeStep], backends: dict | None) -> str | None:
+    """A router faster than the direct path, beyond noise, with one backend behind it (or none
+    seen): a router adds work, so that figure is not its overhead; said once, with the
+    likeliest reasons. Several backends may really serve faster (the load is spread)."""
+    if backends and len(backends.get("backends") or {}) > 1:
+        return None
+    faster = [(st, st.overhead("ttft_p50")) for st in steps]
+    faster = [(st, o) for st, o in faster
+              if o.significant and o.overhead_ms is not None and o.overhead_ms < 0]
+    if not faster:
+        return None
+    st, o = min(faster, key=lambda x: x[1].overhead_ms)
+    at = ", ".join(f"{x.users:g}" for x, _ in faster)
+    return (f"Implausible: the router was faster than the direct path beyond noise (TTFT p50 "
+            f"{o.overhead_ms:+.1f} ms at {st.users:g} users; at {at} users in all). A router in "
+            "front of one server adds work, so this is not its overhead: the two paths did not "
+            "reach the same server in the same state (another backend or model, a warm prompt "
+            "cache on one path, or the direct server busier).")
 
 
 def _live(n_steps: int):
@@ -146,38 +184,49 @@ def perform(plan: ProbePlan) -> Done:
         run, interrupted = measure(plan, run_dir)
     except PreflightError as exc:
         return failed(exc, run_dir, "probe", c.target)
-    print("(* = the 95% interval excludes zero and the difference is at least 1 ms or 2%: "
-          "real, not noise)")
+    from llmbench.report import screen
     steps: list[ProbeStep] = run.steps
-    if steps and not any(s.ttft_p50.significant for s in steps):
-        print("No significant router overhead at any step (TTFT p50).")
+    screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
+               "excludes zero and it is at least 1 ms or 2%: real, not noise)")
+    ci = interval_line(steps)
+    if ci:
+        screen.say(ci)
+    odd = implausible_line(steps, run.backends)
+    if odd:
+        screen.say(odd)
+    if steps and not any(s.ttft_p50.ci_ms for s in steps):
+        screen.say("No step could be judged: too few requests on one path or both to compare "
+                   f"them (exit {EXIT_NOT_JUDGED}). Give each slice longer (--slice) or more "
+                   "rounds (--rounds).")
+    elif steps and not any(s.ttft_p50.significant for s in steps):
+        screen.say("No significant router overhead at any step (TTFT p50).")
     b = run.router_bound
     if b:
-        print(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
-              f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the direct "
-              f"path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
+        screen.say(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
+                   f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the "
+                   f"direct path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
     elif len(steps) > 1:
-        print("No step where the router's overhead grew while the direct path stayed flat.")
+        screen.say("No step where the router's overhead grew while the direct path stayed flat.")
     pc = run.prompt_cache
     if pc is not None and pc.paths_differ:
         # the overhead above is then partly the cache's: say so where the answer is read
-        print(f"Not like for like: {pc.paths_differ}.")
+        screen.say(f"Not like for like: {pc.paths_differ}.")
     elif pc is not None and len(pc.by_path) > 1:
-        print("Prompt cache on first turns, by path: " + ", ".join(
+        screen.say("Prompt cache on first turns, by path: " + ", ".join(
             f"{k} {v.share * 100:.0f}%" for k, v in pc.by_path.items()
             if v.share is not None) + " (each path sends its own prompts).")
     be = run.backends
     if run.backends_unidentified:
-        print(run.backends_unidentified)
+        screen.say(run.backends_unidentified)
     if be:
         spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
                            + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
                               if v.get("cache_hit_rate") is not None else "") + ")"
                            for k, v in be["backends"].items())
-        print(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
+        screen.say(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
         if be.get("affinity"):
             a = be["affinity"]
-            print(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
+            screen.say(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
                   f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
                   f"{a['conversations']} conversations stayed on one backend.")
     # interrupted: 130; a lost worker's users are missing from the slices after it died, never

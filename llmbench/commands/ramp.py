@@ -12,7 +12,7 @@ from llmbench.analysis import abandon, checks, outages
 from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.analysis.judge import judge_ramp
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_THRESHOLD
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, ServerSeen, TargetSpec
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS, SEND_DELAY_P99_LIMIT_MS, with_send_delay
 from llmbench.analysis.metrics import summarize
@@ -31,6 +31,7 @@ from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.results.schema import ladder
 from llmbench.results.search import Search, Trial
+from llmbench.commands.common import agent_preflight
 from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, lost_workers, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
@@ -76,6 +77,9 @@ class RampPlan:
     find: FindPlan | None = None            # --find: the search, instead of the fixed steps
     # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
     scenario: Any = None
+    # the rows the steps table took on the terminal (its header, rows and plan lines), so the
+    # closing block is cut to the rows left under it (report.screen)
+    table_rows: int = 0
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -256,11 +260,16 @@ def _class_judges(r: RampPlan) -> None:
     shape.isolation_judge = classes_mod.isolation_judge(per)
 
 
-def plan_line(index: int, plan: StepPlan, pacer: SearchPacer, unit: str) -> str | None:
-    """What a search's next step is for, said before it runs (a fixed ramp says nothing)."""
-    lo = pacer.lo.load if pacer.lo is not None else None
-    hi = pacer.hi.load if pacer.hi is not None else None
+def plan_line(index: int, plan: StepPlan, pacer: Any, unit: str) -> str | None:
+    """What a search's next step is for, said before it runs; a fixed ramp says only that a
+    step is held longer (``pace.FixedSteps``)."""
+    lo = pacer.lo.load if getattr(pacer, "lo", None) is not None else None
+    hi = pacer.hi.load if getattr(pacer, "hi", None) is not None else None
     what = f"{plan.load:g} {'user' if unit == 'users' and plan.load == 1 else unit}"
+    if plan.why == "longer" and plan.extend:
+        cap = getattr(pacer, "max_hold_factor", 4.0) * getattr(pacer, "hold_s", plan.hold_s)
+        return (f"-- step {index + 1}: {what}, too few requests to judge: held "
+                f"{plan.hold_s:g} s more (at most {cap:g} s in all)")
     if plan.why == "grow":
         why = "the first step" if index == 0 else "growing until a step breaks"
     elif plan.why == "aim":
@@ -307,39 +316,45 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     else:
         shape.judge = judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
         targets = [TargetSpec(c.target, server_probe=c.server_probe,
-                              salt=c.workload.salt_for("main"))]
+                              salt=c.workload.salt_for("main"),
+                              preflight_extra=agent_preflight(c.target, c.params,
+                                                              c.workload.conversations))]
     if r.find is not None:
         shape.pacer = r.find.pacer(shape)
         shape.steps = []
     harness = c.harness(run_dir, _live_line(shape.unit, None if r.find is not None
                                             else len(shape.steps)), shape=shape)
-    if isinstance(shape.pacer, SearchPacer):
-        pacer = shape.pacer
+    shape.pace()                  # the fixed list's pacer, made now; a search's is set above
+    pacer = shape.pacer
 
-        def on_plan(index: int, plan: StepPlan) -> None:
-            line = plan_line(index, plan, pacer, shape.unit)
-            if line:
-                harness.say(line)
-        shape.on_plan = on_plan
+    def on_plan(index: int, plan: StepPlan) -> None:
+        line = plan_line(index, plan, pacer, shape.unit)
+        if line:
+            say(line)
+    shape.on_plan = on_plan
     agents = unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
+    from llmbench.report import screen
+    size = screen.terminal()
+    width = size[0] if size is not None else None
+
+    r.table_rows = 0
+
+    def say(line: str) -> None:
+        harness.say(line)
+        r.table_rows += screen.rows_of(line, width)
 
     dashboard = dashboard_of(harness)
-    warned: set[str] = set()
     between: list[Any] = []             # the network floor after each step (client/floor.py)
     measuring: list[Any] = []
 
     def on_step(step: Step) -> None:
         if floor_so_far is not None:    # measured off the loop while the next step starts
             measuring.append(c.floor_later(f"after step {step.index}", between))
-        harness.say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
+        # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
+        # at the end (console.busy_line), not under every row
+        say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
         for row in console.class_rows(step):
-            harness.say(row)
-        cause = verdict_mod.generator_cause(step.monitor)
-        if step.monitor.get("overloaded") and cause not in warned:
-            # once: each later step that lags carries the marker in its row
-            warned.add(cause)
-            print("warning: " + verdict_mod.busy_warning(step.monitor)
-                  + " (a busy step is marked in its row)", flush=True)
+            say(row)
         if run_dir is not None or dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             doc = _doc(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
@@ -351,7 +366,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     shape.on_step = on_step
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:
-            harness.say(console.isolated_row(alone))
+            say(console.isolated_row(alone))
         shape.on_isolated = on_isolated
     if dashboard is not None:
         dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
@@ -363,9 +378,9 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
             f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
             + (f"; growing {r.scenario.grow}, the others fixed" if r.scenario.grow else ""),
             flush=True)
-    print(console.agent_ramp_header() if agents else
-          console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
-                              wire.get(c.target.api).output), flush=True)
+    say(console.agent_ramp_header() if agents else
+        console.ramp_header(unit_of(r).capitalize() if shape.by == "users" else "Req/s",
+                            wire.get(c.target.api).output))
     before = c.floor("before")          # the network's round trip (client/floor.py)
     floor_so_far = NetworkFloor.of([before]) if before is not None else None
     outcome = harness.run(shape, targets)
@@ -481,25 +496,41 @@ def perform(r: RampPlan, repeat: int = 1,
         _, run, code = runs[0]
     print()
     assert run.verdict is not None
-    print(console.verdict_text(run.verdict))
+    from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
+    head = console.verdict_parts(run.verdict)
     if run.search is not None:
-        for line in console.search_lines(run.search, r.shape.unit):
-            print(line)
+        head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, r.shape.unit)]
     if run.abandonment is not None:
-        print("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  "))
+        head.append(Part("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  ")))
+    head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
+                                                               unit_of(r))]
     if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
-        print("  Note: users wait for each reply, so as the server slowed down they also sent "
-              "less; a real crowd may push harder.")
+        head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
+                         "also sent less; a real crowd may push harder.", NOTE))
     if repeat > 1 and run.repeats:
-        print(f"  Users held: {(run.held_interval or {}).get('method')}.")
+        head.append(Part(f"  Users held: {(run.held_interval or {}).get('method')}.", EVIDENCE))
     if code == EXIT_THRESHOLD:
-        print(f"No step held its thresholds: exit {EXIT_THRESHOLD}.")
+        head.append(Part(f"No step held its thresholds: exit {EXIT_THRESHOLD}."))
+    elif code == EXIT_NOT_JUDGED:
+        head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
+                         "Hold longer (--hold), think less (--think) or start with more users."))
     print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
                   run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir, mlflow=c.mlflow)
+                  run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
+                  # the last repeat's table is the one on screen
+                  rows_used=runs[-1][0].table_rows + 1 + _board_row())
     return RampDone(run, code, run_dir)
+
+
+def _board_row() -> int:
+    """The row the live board leaves blank under the table when it clears itself from a
+    terminal (rich's transient Live ends on a new line): counted, so the answer still fits."""
+    try:
+        return 1 if sys.stderr.isatty() else 0
+    except (AttributeError, ValueError):
+        return 0
 
 
 def execute(r: RampPlan, repeat: int = 1,

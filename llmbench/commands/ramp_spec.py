@@ -329,10 +329,20 @@ class RampOpts(Spec):
             if not self.searching():
                 self._check_floors(scenario, self.steps())
         ramp_in_s, hold_s, think_s = self.timing()
+        longest, whose = think_s[1], ""
+        if self.scenario is not None:
+            # each class thinks its own (its "think" option), else the command's
+            from llmbench.options import parse_think
+            longest = -1.0
+            for tc in scenario.classes:
+                v = dict(tc.options).get("think")
+                t = parse_think(str(v), f"{tc.name}: think")[1] if v is not None else think_s[1]
+                if t > longest or (t == longest and not whose):
+                    longest, whose = t, f"{tc.name}'s, " if v is not None else ""
         # a rate step's arrivals come on the schedule whatever the think time
-        if self.by == "users" and think_s[1] > 0 and hold_s < think_s[1]:
+        if self.by == "users" and longest > 0 and hold_s < longest:
             say(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
-                f"({think_s[1]:g}s): some users send nothing in a hold window")
+                f"({whose}{longest:g}s): some users send nothing in a hold window")
 
     def perform_at(self, url: str, model: str | None, mock: dict[str, Any] | None = None,
                    out: Path | None = None, labels: dict[str, str] | None = None,

@@ -121,7 +121,7 @@ class CompareSpec(Spec):
     run_dirs: Sequence[Path | str] = option("Two or more run folders; the first is the baseline.", kind=PATHS, argument=True, default=REQUIRED)
     max_regression: str | None = option("Exit 1 when a metric got worse by more than this, e.g. 10%.")
     metric: list[str] | None = option("held, ttft.p50, ttft.p95, ttft.p99, itl.p50, itl.p95, e2el.p50, e2el.p95, output_throughput (repeatable).", None, "--metric", kind=TEXTS, metavar="NAME")
-    html_out: Path | str | None = option("Where to write the HTML comparison (default: compare.html in the last run's folder).", None, "--html", kind=PATH)
+    html_out: Path | str | None = option("Where to write the HTML comparison (default: compare-A-vs-B.html beside the last run's folder).", None, "--html", kind=PATH)
     png: Path | str | None = option("Also write the overlay chart as a PNG.", kind=PATH)
 
     def perform(self) -> Comparison:
@@ -140,8 +140,9 @@ class CompareSpec(Spec):
             result = compare(runs, tuple(self.metric or DEFAULT_METRICS), limit)
         except CompareError as exc:
             raise UsageError(str(exc))
-        # next to the candidate (the last run), not into whatever folder the shell is in
-        path = compare_html.write(result, runs, self.html_out or dirs[-1] / "compare.html")
+        # beside the candidate's folder (not inside it: a run folder holds what its run wrote;
+        # not into whatever folder the shell is in), named for what it compares
+        path = compare_html.write(result, runs, self.html_out or default_html(dirs))
         png = None
         if self.png is not None:
             from llmbench.report.charts import compare_png
@@ -152,6 +153,13 @@ class CompareSpec(Spec):
                 raise UsageError(str(exc))
             png = Path(self.png)
         return Comparison(result, compare_html.console_text(result), Path(path), png)
+
+
+def default_html(dirs: Sequence[Path]) -> Path:
+    """compare's page when --html does not say: ``compare-A-vs-B.html`` (the folders' names)
+    in the folder that holds the last run (results/), so no run folder is written into."""
+    names = "-vs-".join(d.resolve().name for d in dirs[:2]) + ("-etc" if len(dirs) > 2 else "")
+    return dirs[-1].resolve().parent / f"compare-{names}.html"
 
 
 @dataclasses.dataclass

@@ -12,7 +12,7 @@ from llmbench.analysis.sessions import summarize_sessions
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
 from llmbench.load.monitor import busy, with_freezes, with_send_delay
-from llmbench.report import console, vllm_json
+from llmbench.report import console, screen, vllm_json
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
 from llmbench.results.schema import Run, ServerProbe, Step, Summary
@@ -21,6 +21,7 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
 from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
+from llmbench.commands.common import agent_preflight
 from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
 
 
@@ -87,8 +88,9 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
         warm_failed = prefix.warm_up(c)
         prefix_before = prefix.scrape_counters(c)[1]
     before = c.floor("before")          # the network's round trip (client/floor.py)
-    outcome = harness.run(plan.shape, [TargetSpec(c.target, server_probe=c.server_probe,
-                                                  salt=c.workload.salt_for("main"))])
+    outcome = harness.run(plan.shape, [TargetSpec(
+        c.target, server_probe=c.server_probe, salt=c.workload.salt_for("main"),
+        preflight_extra=agent_preflight(c.target, c.params, c.workload.conversations))])
     if before is not None:
         extra["network"] = NetworkFloor.of([before, c.floor("after")])
     records = outcome.records
@@ -213,7 +215,7 @@ def perform(plan: RunPlan) -> Done:
                                max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
-    print(console.extras(s, run.monitor))
+    screen.say(console.extras(s, run.monitor))
     for line in console.session_lines(run.sessions):
         print(line)
     if run.prefix_cache:
@@ -223,12 +225,12 @@ def perform(plan: RunPlan) -> Done:
                                                run.trace["speed"]):
             print(line)
     if run.abandonment is not None:
-        print(console.abandonment_lines(run.abandonment))
+        screen.say(console.abandonment_lines(run.abandonment))
     found = network.of_summary(s, run.network)
     if found is not None:
-        print(f"Network: {found.sentence}")
+        screen.say(f"Network: {found.sentence}")
     if run.thresholds:
-        print(console.threshold_lines(run.thresholds))
+        screen.say(console.threshold_lines(run.thresholds))
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
@@ -334,7 +336,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     assert s is not None
     print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
                                max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    print(console.extras(s, run.monitor))
+    screen.say(console.extras(s, run.monitor))
     if run.classes:
         from llmbench import wire
         print()
@@ -344,9 +346,9 @@ def perform_classes(plan: ClassRunPlan) -> Done:
         for row in console.class_rows(step):
             print(row)
     if run.abandonment is not None:
-        print(console.abandonment_lines(run.abandonment))
+        screen.say(console.abandonment_lines(run.abandonment))
     if run.thresholds:
-        print(console.threshold_lines(run.thresholds))
+        screen.say(console.threshold_lines(run.thresholds))
     print_closing(run, plan.scenario.warnings, run.status == "partial",
                   partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:

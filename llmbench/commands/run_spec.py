@@ -75,13 +75,16 @@ GOODPUT = Kind(TEXTS.cli, _goodput, lambda v: [f"{k}:{x!r}" for k, x in v.items(
 
 @dataclasses.dataclass(kw_only=True)
 class RunLoadOpts(Spec):
-    concurrency: int | None = option("Closed loop: N requests in flight.", P_LOAD, kind=INT)
-    rate: float | str | None = option("Open loop: requests per second (or inf).", P_LOAD, kind=RATE)
+    # other tools' names for the same thing are accepted (vLLM's --request-rate and
+    # --num-prompts, GuideLLM's --max-seconds, k6's --vus); the ones that mean something else,
+    # or that would not fit the help at 80 columns, are refused naming ours (cli/foreign.py)
+    concurrency: int | None = option("Closed loop: N requests in flight.", P_LOAD, "--concurrency", "--vus", kind=INT)
+    rate: float | str | None = option("Open loop: requests per second (or inf).", P_LOAD, "--rate", "--request-rate", kind=RATE)
     burstiness: float = option("Gamma shape of the gaps: 1 = Poisson, <1 burstier.", P_LOAD, kind=FLOAT, default=1.0)
     arrival: str = option("gamma | poisson | constant", P_LOAD, default="gamma")
     max_concurrency: int | None = option("Open loop: cap on requests in flight.", P_LOAD, kind=INT)
-    requests: int | None = option("How many requests (default 200 unless --duration; with no --url, 60 s of requests).", P_LOAD, kind=INT)
-    duration: Seconds | None = option("Stop starting requests after this long, e.g. 60s.", P_LOAD, kind=SECONDS)
+    requests: int | None = option("How many requests (default 200 unless --duration; with no --url, 60 s of requests).", P_LOAD, "--requests", "--num-prompts", kind=INT)
+    duration: Seconds | None = option("Stop starting requests after this long, e.g. 60s.", P_LOAD, "--duration", "--max-seconds", kind=SECONDS)
     warmup: int = option("Requests sent first and not counted.", P_LOAD, kind=INT, default=0)
     think: Span | None = think("0")
     workers: Workers = workers()

@@ -14,9 +14,13 @@ value is a ``UsageError``, a server that cannot be used a ``ServerUnreachable`` 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import sys
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -201,6 +205,49 @@ def make_target(spec: Any, url: str, model: str | None) -> Any:
     return dataclasses.replace(probe, model=name)
 
 
+@contextlib.contextmanager
+def building(show: bool = True, every_s: float = 1.0, quiet_s: float = 1.0):
+    """While the workload is built: its progress (``workload.progress.PROGRESS``) on stderr
+    once a stage has taken ``quiet_s``, redrawn in place each ``every_s`` on a terminal, a line
+    each 10 s elsewhere (a log), so no minute passes in silence before the load starts."""
+    from llmbench.workload import progress as prog
+    if not show:
+        yield
+        return
+    stop = threading.Event()
+    tty = sys.stderr.isatty()
+
+    def draw() -> None:
+        drawn, last_line = False, 0.0
+        while not stop.wait(every_s):
+            p = prog.PROGRESS
+            now = time.monotonic()
+            text = p.text(now)
+            if text is None or now - p.started < quiet_s:
+                if drawn and tty:
+                    sys.stderr.write("\r\x1b[K")
+                    drawn = False
+                continue
+            if tty:
+                width = shutil.get_terminal_size((80, 24)).columns - 1
+                sys.stderr.write("\r\x1b[K" + text[:width])
+                drawn = True
+            elif now - last_line >= 10 * every_s:
+                sys.stderr.write(text + "\n")
+                last_line = now
+            sys.stderr.flush()
+        if drawn:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+    t = threading.Thread(target=draw, name="llmbench-building", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=2.0)
+
+
 def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                 progress: bool | None = None, replay: dict[str, Any] | None = None,
                 targets: tuple[str, ...] = ("main",)) -> Any:
@@ -222,12 +269,13 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     if not wire.get(tgt.api).streams and params.stream:
         # embeddings are never streamed: TTFT would be E2EL, so it is not shown as one
         params = dataclasses.replace(params, stream=False)
-    if agents:
-        # agent sessions (workload.agents), offering --tools FILE's tools or synthetic ones
-        wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=spec,
-                          tools=spec.agents()[0])
-    else:
-        wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
+    with building(not spec.quiet and progress is not False and spec.progress is not False):
+        if agents:
+            # agent sessions (workload.agents), offering --tools FILE's tools or synthetic ones
+            wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=spec,
+                              tools=spec.agents()[0])
+        else:
+            wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets)
     if replay is not None:
         replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = spec.quiet
@@ -325,7 +373,7 @@ class MaybeMock:
         from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
-        say(f"No --url given: using the built-in mock ({self.profile} profile) at "
+        say(f"No --url given: the built-in mock ({self.profile} profile) at "
             f"{self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 

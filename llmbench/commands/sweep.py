@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
@@ -220,7 +220,13 @@ def perform(plan: SweepPlan) -> Done:
     make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers,
                 **plan.target_options)
     if plan.dry_run:
-        print(dry_run_text(plan))
+        done: set[int] = set()
+        if plan.resume is not None:
+            # what the resume would do: the folder checked as it would be, its finished
+            # settings kept, only the others run
+            folder, before = resumable(plan, points)
+            done = {i for i, r in before.items() if complete(r, folder)}
+        print(dry_run_text(plan, done))
         return Done(None, EXIT_OK, None)
     kept: dict[int, SweepSetting] = {}
     if plan.resume is not None:
@@ -391,16 +397,24 @@ def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
     return what, secs
 
 
-def dry_run_text(plan: SweepPlan) -> str:
-    """--dry-run: each setting's server command, URL and ramp, and how long it may take."""
+def dry_run_text(plan: SweepPlan, done: set[int] | None = None) -> str:
+    """--dry-run: each setting's server command, URL and ramp, and how long it may take;
+    ``done`` (with --resume): the settings finished in the folder, kept and not run again."""
+    done = done or set()
     from llmbench.analysis.findlimit import duration
     from llmbench.client.target import strip_userinfo
     points = grid(plan.settings)
     what, secs = ramp_estimate(plan.config)
     lines = [f"Dry run: a sweep of {name_of_settings(plan.settings)}, {len(points)} setting(s); "
              "nothing is started."]
+    if plan.resume is not None:
+        lines.append(f"Resuming {plan.resume}: {len(done)} of {len(points)} setting(s) "
+                     "finished there are kept, not run again.")
     cmd = plan.server_command()
     for i, setting in enumerate(points):
+        if i in done:
+            lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}): done, kept ==")
+            continue
         lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}) ==")
         if cmd is not None:
             shown = ([fill(c, setting, None, quote=False) for c in cmd] if isinstance(cmd, list)
@@ -414,7 +428,8 @@ def dry_run_text(plan: SweepPlan) -> str:
                                            if plan.needs_port() else ""))
         lines.append(f"  ramp:    {what}")
         lines.append(f"  time:    at most {duration(secs)} ({DRAIN_NOTE})")
-    lines.append(f"\nIn all: at most {duration(secs * len(points))} for {len(points)} "
+    left = len(points) - len(done)
+    lines.append(f"\nIn all: at most {duration(secs * left)} for {left} "
                  f"setting(s), {DRAIN_NOTE}.")
     return "\n".join(lines)
 
@@ -513,6 +528,9 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     if status == "complete" and steps and not reps and not judged(steps):
         # every step had too few requests: "held 0" would rank it last, as if it broke
         status, res.held = NOT_JUDGED, None
+    elif status == "interrupted" and not any(s.held for s in steps):
+        # stopped before any step held: no answer, not "held 0" (as if every step broke)
+        res.held = None
     res.status = status
     res.verdict = v.text if v is not None else None
     res.verdict_kind = v.kind if v is not None else None
@@ -551,9 +569,10 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     print()
     print(_table(results, plan.unit, load))
     print()
-    print(text)
+    from llmbench.report import screen
+    screen.say(text)                      # wrapped at word boundaries on a terminal
     for d in doc.server_differences or []:
-        print(f"Servers differed: {d['text']}")
+        screen.say(f"Servers differed: {d['text']}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -588,15 +607,18 @@ def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
 
 def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,
                interrupted: bool) -> int:
-    """As ramp's: 130 interrupted; 3 when no server could be measured; 4 when a ramp's break
+    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
+    ran but none could be judged (too few requests); 4 when a ramp's break
     may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
     setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
     measured = [r for r in results if r.held is not None]
     if interrupted:
         return EXIT_INTERRUPTED
     if not measured:
-        # ramps that ran and had too few requests everywhere reached their servers
-        return EXIT_OK if any(r.status == NOT_JUDGED for r in results) else EXIT_UNREACHABLE
+        # ramps that ran and had too few requests everywhere reached their servers, but
+        # nothing was judged: no answer (the answer's line says what to change)
+        return EXIT_NOT_JUDGED if any(r.status == NOT_JUDGED for r in results) \
+            else EXIT_UNREACHABLE
     if any(r.exit_code == EXIT_OVERLOADED for r in measured):
         return EXIT_OVERLOADED
     if plan.expect is not None and max(r.held or 0 for r in measured) < plan.expect:
@@ -609,8 +631,9 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
 def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
     from llmbench.report.console import fmt_ms
     at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
-    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}  ({at})"
-    rows = [head]
+    # within 80 columns: what the last three columns were measured at is said above them
+    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}"
+    rows = [f"{'':<45}{'(' + at + ')':^34}".rstrip(), head]
     for r in results:
         a = r.at_common_load.summary if r.at_common_load is not None else None
         held = _fmt_held(r) if r.held is not None else r.status.replace("_", " ")

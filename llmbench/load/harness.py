@@ -77,6 +77,9 @@ class TargetSpec:
     # --scenario: a traffic class's own target (its request options; its records stamped with
     # its name, kept in the store of the target named ``share_records`` with every class's)
     params: RequestParams | None = None
+    # fields the first request sends too (an agent run's tools: a server that refuses tools
+    # then fails there, in one line, not with every call of the run)
+    preflight_extra: dict[str, Any] | None = None
     traffic_class: str | None = None
     share_records: str | None = None
 
@@ -523,7 +526,7 @@ class Harness:
         who = f"{spec.who} " if spec.who else ""
         attempts = 1 if spec.strict else PREFLIGHT_ATTEMPTS
         for attempt in range(1, attempts + 1):
-            rec = await self._preflight_request(client)
+            rec = await self._preflight_request(client, spec.preflight_extra)
             clean(rec, spec.target.secrets())
             if rec.ok or (rec.error_kind == "no_token" and not spec.strict):
                 break
@@ -596,11 +599,12 @@ class Harness:
             print(f"warning: the preflight request to {url} returned no token; going on",
                   file=sys.stderr)
 
-    async def _preflight_request(self, client: Client) -> Record:
+    async def _preflight_request(self, client: Client,
+                                 extra: dict[str, Any] | None = None) -> Record:
         """Send the one-token request; while it has not answered, say so now and then."""
         rec = Record("preflight", scheduled=perf_counter())
         task = asyncio.ensure_future(client.send([{"role": "user", "content": "Hi"}], 1, rec,
-                                                abandon=False))
+                                                extra=extra, abandon=False))
         waited, note_at = 0.0, PREFLIGHT_NOTE_AFTER_S
         limit = min(self.timeouts.first_token_s, self.timeouts.total_s)
         try:

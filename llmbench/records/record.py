@@ -72,7 +72,9 @@ class Record:
     prompt_tokens: int | None = None
     prompt_tokens_source: str = "server"    # "server" or "client"
     output_tokens: int | None = None
-    output_tokens_source: str = "server"    # "server" or "tokenizer"
+    # "server" (usage), "length" (finish_reason length: the length asked), "events" (the
+    # stream's token events) or "tokenizer" (the reply text counted)
+    output_tokens_source: str = "server"
     cached_tokens: int | None = None
     finish_reason: str | None = None
     served_by: str | None = None

@@ -32,24 +32,38 @@ def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
+def answer_text(r: Any) -> str:
+    """A compared run's answer in words (older comparisons: "held N")."""
+    return r.answer or f"{r.name} held {r.held:g}"
+
+
+# runs side by side in blocks of two, so the table keeps to 80 columns however many are compared
+PER_BLOCK = 2
+
+
 def console_text(result: Comparison) -> str:
     runs = result.runs
-    lines = ["Runs: " + "; ".join(f"{r.name} held {r.held:g}" for r in runs)]
-    # each run's columns carry its name (its --label, else its folder), not a position
-    lines.append(f"{'':>6} " + " ".join(f"{_cut(r.name, 30):^30}" for r in runs))
-    lines.append(f"{'load':>6} " + " ".join(f"{'TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
-                                            for _ in runs))
-    for row in result.table:
-        cells = []
-        for cell in row.runs:
-            if cell is None:
-                cells.append(f"{'–':>12} {'–':>8} {'–':>8}")
-            else:
-                mark = "" if cell.held else "!"
-                cells.append(f"{fmt_ms(cell.p95_ttft_ms) + mark:>12} {fmt_ms(cell.p95_itl_ms):>8} "
-                             f"{cell.output_throughput or 0:>8.1f}")
-        lines.append(f"{row.load:>6g} " + " ".join(cells))
-    lines.append("(! = that step did not hold)")
+    lines = ["Runs: " + "; ".join(answer_text(r) for r in runs)]
+    for first in range(0, len(runs), PER_BLOCK):
+        block = range(first, min(first + PER_BLOCK, len(runs)))
+        # each run's columns carry its name (its --label, else its folder), not a position
+        lines.append(f"{'':>6} " + " ".join(f"{_cut(runs[i].name, 30):^30}" for i in block))
+        lines.append(f"{'load':>6} " + " ".join(f"{'TTFT95':>12} {'ITL95':>8} {'tok/s':>8}"
+                                                for _ in block))
+        for row in result.table:
+            cells = []
+            for i in block:
+                cell = row.runs[i]
+                if cell is None:
+                    cells.append(f"{'–':>12} {'–':>8} {'–':>8}")
+                else:
+                    mark = "" if cell.held else "!"
+                    cells.append(f"{fmt_ms(cell.p95_ttft_ms) + mark:>12} "
+                                 f"{fmt_ms(cell.p95_itl_ms):>8} "
+                                 f"{cell.output_throughput or 0:>8.1f}")
+            lines.append(f"{row.load:>6g} " + " ".join(cells))
+    if any(cell is not None and not cell.held for row in result.table for cell in row.runs):
+        lines.append("(! = that step did not hold)")
     lines.append(f"Change against {runs[0].name} (95% interval from the per-request data):")
     for c in result.checks:
         where = "" if c.load is None else f" at {c.load:g}"
@@ -72,11 +86,11 @@ def render(result: Comparison, runs: Sequence[Loaded]) -> str:
     body = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
             f"<style>{CSS}{GOOD_CSS}</style></head><body><h1>{e(title)}</h1>"]
     regs, better = result.regressions, result.improvements
-    held = ", ".join(f"{r.name}: {r.held:g}" for r in result.runs)
+    held = "; ".join(answer_text(r) for r in result.runs)
     head = headline(result)
     # red only for regressions; improvements are named in their own line, never in red
     body.append(f'<div class="verdict{" bad" if regs else " good" if better else ""}">'
-                f"<b>Held: {e(held)}.</b><br>{e(head[0])}<br>{e(head[1])}</div>")
+                f"<b>{e(held)}.</b><br>{e(head[0])}<br>{e(head[1])}</div>")
     for w in result.warnings:
         body.append(f'<div class="verdict bad">{e(w)}</div>')
     for d in result.server_differences:

@@ -217,7 +217,8 @@ def session_lines(sessions: Any) -> list[str]:
         out.append(_line("Tool-call steps answered in text:",
                          f"{x.text_replies} of {x.call_steps} ({100 * (x.text_reply_share or 0):.0f}%)"))
     if x.slowest is not None:
-        step = f", slowest call {x.slowest.step_id} {fmt_ms(x.slowest.step_e2el_ms)}" \
+        # "its call 5 took 690ms", not "slowest call 5 690ms" (read as 5,690 ms)
+        step = f", its call {x.slowest.step_id} took {fmt_ms(x.slowest.step_e2el_ms)}" \
             if x.slowest.step_id is not None else ""
         out.append(_line("Slowest session:", f"{x.slowest.session_id} "
                                              f"{fmt_ms(x.slowest.duration_ms)}{step}"))
@@ -263,7 +264,7 @@ def fmt_ms(v: float | str | None) -> str:
 # throughput, errors, and Reqs, which says why a step had too little data). TPOT, ITL p50 and
 # requests/s are in the HTML report, the CSV and run.json.
 RAMP_COLUMNS = ("{unit:>5} {reqs:>5} {ttft50:>8} {ttft95:>8} {itl95:>7} {e2el:>8} {otps:>8} "
-                "{err:>6}  {state}")
+                "{err:>6} {state}")
 RAMP_WIDTH = 80
 
 
@@ -276,21 +277,56 @@ def ramp_header(unit: str = "Users", output: str = "tokens") -> str:
                                err="Errors", state="").rstrip()
 
 
+# what a step's row is marked with when its figures need a word (explained once, under the
+# table, by ``marks_lines``): one character, so the row keeps to 80 columns
+BUSY, UNTRUSTED, DRIFTING = "*", "!", "~"
+
+
 def state_text(step: Step) -> str:
-    """A step's state as the ramp table says it: held, over or not enough data, and whether
-    the machine or llmbench was busy, or the step still drifting."""
-    from llmbench.analysis.verdict import generator_cause, lag_explains
+    """A step's state as the ramp table says it: held, over or not enough data, marked ``*``
+    when the machine or llmbench was busy in it, ``!`` when that busy generator could explain
+    why it broke (not trustworthy), ``~`` when it was still drifting."""
+    from llmbench.analysis.verdict import lag_explains
     state: str = step.state
-    mon = step.monitor
-    if mon.get("overloaded"):
-        who = "llmbench busy" if generator_cause(mon) == "llmbench" else "machine busy"
-        untrusted = not step.held and lag_explains(step)
-        state += f" ({who}: not trustworthy)" if untrusted else f" ({who})"
+    if step.monitor.get("overloaded"):
+        state += UNTRUSTED if not step.held and lag_explains(step) else BUSY
     if step.drifting:
-        state += " (still drifting)"
+        state += DRIFTING
     if step.summary.cancelled:
         state += f" ({step.summary.cancelled} cancelled)"   # --abandon: users who gave up, not errors
     return state
+
+
+def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "users") -> list[str]:
+    """What the marks in the ramp table mean, each said once under it (not under every row):
+    the busy machine or llmbench in the words of the last busy step (unless the verdict says
+    it already), the untrustworthy and the drifting steps."""
+    from llmbench.analysis.verdict import generator_cause, generator_sentence, lag_explains
+    out = []
+
+    def at(xs: Sequence[Step]) -> str:
+        loads = [f"{x.load:g}" for x in xs]
+        both = ", ".join(loads[:-1]) + " and " + loads[-1] if len(loads) > 1 else loads[0]
+        return f"at {both} {unit}"
+    busy = [s for s in steps if s.monitor.get("overloaded")]
+    if busy:
+        last = busy[-1]
+        who = ("llmbench itself was busy" if generator_cause(last.monitor) == "llmbench"
+               else "the machine was busy with other processes")
+        sentence = generator_sentence(last.monitor)
+        said = " ".join([*(v.evidence if v is not None else []), v.text if v is not None else ""])
+        out.append(f"{BUSY} {who} {at(busy)}"
+                   + (" (the verdict above says what it changes)." if sentence[:60] in said
+                      else f": {sentence}"))
+        untrusted = [s for s in busy if not s.held and lag_explains(s)]
+        if untrusted:
+            out.append(f"{UNTRUSTED} not trustworthy {at(untrusted)}: llmbench's own lag could "
+                       "explain why the step broke.")
+    drifting = [s for s in steps if s.drifting]
+    if drifting:
+        out.append(f"{DRIFTING} still drifting {at(drifting)}: latency was still climbing at "
+                   "the end of the hold, so the step had not settled.")
+    return out
 
 
 def ramp_row(step: Step) -> str:
@@ -308,7 +344,7 @@ def ramp_row(step: Step) -> str:
 # the completed sessions, their time to complete and their calls' TTFT where the chat table has
 # requests, E2EL and throughput; like it, 80 columns with the longest state
 AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
-                 "{itl95:>7} {err:>6}  {state}")
+                 "{itl95:>7} {err:>6} {state}")
 
 
 def agent_ramp_header(unit: str = "Agents") -> str:
@@ -384,8 +420,16 @@ def threshold_lines(checks: Sequence[Check]) -> str:
 
 
 def verdict_text(v: Verdict) -> str:
-    lines = [v.headline]
-    lines += [n for n in v.steady_note if n]
+    return "\n".join(p.text for p in verdict_parts(v))
+
+
+def verdict_parts(v: Verdict) -> list[Any]:
+    """The verdict as the closing block's parts (``report.screen.Part``): the headline, why
+    and what to change always shown; the evidence, the knee and each class as the screen
+    allows (all of them in a file, a pipe or with --verbose)."""
+    from llmbench.report.screen import CLASSES, DETAIL, EVIDENCE, KEEP, Part
+    parts = [Part(v.headline, KEEP)]
+    parts += [Part(n, DETAIL) for n in v.steady_note if n]
     kind = {"queuing": "Why: requests were queuing for slots.",
             "saturation": "Why: compute saturation.",
             "errors": "Why: errors (a limit was hit, or the server failed).",
@@ -400,17 +444,26 @@ def verdict_text(v: Verdict) -> str:
                             "their calls, so each call prefilled it again."),
             "other": "Why: see the failed thresholds."}.get(v.kind)
     if kind:
-        lines.append(kind)
-    lines += [f"  {e}" for e in v.evidence]
-    lines += [f"  What to change: {a}" for a in v.advice]
+        parts.append(Part(kind, KEEP))
+    parts += [Part(f"  {e}", EVIDENCE) for e in v.evidence]
+    parts += [Part(f"  What to change: {a}", KEEP) for a in v.advice]
     if v.classes:
-        lines.append("Each class:")
+        parts.append(Part("Each class:", CLASSES))
         for name, c in v.classes.items():
-            why = f" ({c.kind})" if c.broke and c.kind not in ("held", "none") else ""
-            lines.append(f"  {name}: {c.text}{why}")
+            why = f" ({KIND_WORDS.get(c.kind, c.kind)})" \
+                if c.broke and c.kind not in ("held", "none") else ""
+            parts.append(Part(f"  {name}: {c.text}{why}", CLASSES))
         if v.blamed:
-            lines.append(f"Blamed: {', '.join(v.blamed)}.")
-    return "\n".join(lines)
+            parts.append(Part(f"Blamed: {', '.join(v.blamed)}.", KEEP))
+    return parts
+
+
+# a verdict's kind as a reader says it (run.json keeps the names)
+KIND_WORDS = {"queuing": "queuing for slots", "saturation": "compute saturation",
+              "errors": "errors", "load_generator": "the load generator",
+              "not_enough_data": "not enough data", "buffered": "a buffering proxy",
+              "outage": "an outage", "cache_bound": "the KV cache", "other": "thresholds broken",
+              "held": "held", "none": "nothing judged"}
 
 
 def trial_mark(t: Any) -> str:

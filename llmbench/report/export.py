@@ -56,6 +56,26 @@ def csv_safe(value: Any) -> Any:
     return value
 
 
+CSV_DECIMALS = 3          # a millisecond's thousandth: no float noise (1192.5070000000915)
+
+
+def csv_cell(value: Any) -> Any:
+    """One CSV cell, the same in every CSV llmbench writes: empty for no value, booleans as
+    true/false (not Python's True), floats to ``CSV_DECIMALS`` places (inf as inf), text that
+    a spreadsheet would run made text (``csv_safe``)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if value != value:
+            return ""
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+        return repr(round(value, CSV_DECIMALS))
+    return csv_safe(value)
+
+
 def _stat(metric: Any, stat: str) -> float | None:
     if stat == "p50":
         return metric.p50
@@ -98,7 +118,8 @@ def _rows_and_columns(run: Any, per_request: bool) -> tuple[Iterable[dict[str, A
 
 def write_csv(run: Any, out: str | Path | IO[str], *, per_request: bool = False) -> None:
     """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first.
-    Empty cell: no value (a failed request's TTFT); booleans as True/False."""
+    Empty cell: no value (a failed request's TTFT); booleans as true/false; floats to 3
+    decimals (``csv_cell``)."""
     run = as_run(run)
     rows, columns = _rows_and_columns(run, per_request)
     if isinstance(out, (str, Path)):
@@ -112,7 +133,7 @@ def _csv(fh: IO[str], rows: Iterable[dict[str, Any]], columns: Sequence[str]) ->
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(columns)
     for row in rows:
-        w.writerow(["" if row.get(c) is None else csv_safe(row.get(c)) for c in columns])
+        w.writerow([csv_cell(row.get(c)) for c in columns])
 
 
 def to_csv_text(run: Any, *, per_request: bool = False) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
-from llmbench.report.console import fmt_ms, join_sentence
+from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -118,7 +118,8 @@ def _classes(run: Run) -> list[str]:
     v = run.verdict
     out = ["<h2>Traffic classes</h2>"]
     if v is not None and v.classes:
-        rows = [[n, c.kind, c.text + (" (blamed)" if n in v.blamed else "")]
+        rows = [[n, KIND_WORDS.get(c.kind, c.kind.replace("_", " ")),
+                 c.text + (" (blamed)" if n in v.blamed else "")]
                 for n, c in v.classes.items()]
         out.append(_table(["class", "reading", "what became of it"], rows,
                           ["over" if c.broke else "held" for c in v.classes.values()], left=3))

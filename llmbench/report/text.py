@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.report.console import fmt_ms
+from llmbench.report.console import KIND_WORDS, fmt_ms
 from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
@@ -56,10 +56,21 @@ def _has_classes(run: Run) -> bool:
     return bool(_class_rows(run))
 
 
+class _Cells:
+    """A csv writer whose cells are written as every llmbench CSV writes them (csv_cell)."""
+
+    def __init__(self, buf: io.StringIO) -> None:
+        self.w = csv.writer(buf)
+
+    def writerow(self, row: list[Any]) -> None:
+        from llmbench.report.export import csv_cell
+        self.w.writerow([csv_cell(v) for v in row])
+
+
 def to_csv(run_dir: str | Path) -> str:
     run = Run.load(run_dir)
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = _Cells(buf)
     if run.kind == "probe":
         w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
@@ -114,7 +125,8 @@ def _md_classes(run: Run) -> list[str]:
     if v is not None and v.classes:
         out.append("")
         for n, cv in v.classes.items():
-            out.append(f"- `{_md_code(n)}` ({_md_escape(cv.kind)}): {_md_escape(cv.text)}"
+            why = KIND_WORDS.get(cv.kind, cv.kind.replace("_", " "))
+            out.append(f"- `{_md_code(n)}` ({_md_escape(why)}): {_md_escape(cv.text)}"
                        + (" **(blamed)**" if n in v.blamed else ""))
     out.append("")
     out.append(f"| {_md_escape(run.load_unit if run.kind == 'ramp' else 'load')} | class "
@@ -159,15 +171,20 @@ def to_markdown(run_dir: str | Path) -> str:
         for line in v.evidence if v is not None else []:
             out.append(f"- {_md_escape(line)}")
         out.append("")
+        # --abandon: the users who gave up, a column of their own (they are not errors)
+        gave_up = any(st.summary.cancelled for st in run.steps)
         out.append("| users | reqs | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | TPOT p95 | E2EL p95 "
-                   "| out tok/s | req/s | errors | |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+                   "| out tok/s | req/s | errors |" + (" cancelled |" if gave_up else "")
+                   + " |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                   + ("---:|" if gave_up else "") + "---|")
         for st in run.steps:
             s = st.summary
             cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
                      fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
                      fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
                      f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
+                     *([s.cancelled or 0] if gave_up else []),
                      "held" if st.held else f"**{st.state}**"]
             out.append("| " + " | ".join(str(c) for c in cells) + " |")
         if any(st.sessions is not None for st in run.steps):
@@ -194,6 +211,9 @@ def to_markdown(run_dir: str | Path) -> str:
                   "p99_itl_ms", "p99_e2el_ms"):
             v = _CELLS[k](s)
             out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+        if s.cancelled:              # --abandon: users who gave up, not failures
+            out.append(f"| cancelled (users gave up) | {s.cancelled} "
+                       f"({s.cancelled_waiting or 0} before a first token) |")
         x = run.sessions
         if x is not None:           # agent sessions (docs/agents.md)
             for k, v in (("sessions_completed", f"{x.completed} of {x.started}"),

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_THRESHOLD, EXIT_UNREACHABLE, EXIT_WRITE)
+                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
+                             EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
 from llmbench.results.network import NetworkFloor
@@ -787,6 +788,8 @@ def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | N
         return EXIT_OVERLOADED       # the break is not the server's to be judged by
     if deciding is not None and verdict_kind == "outage":
         return EXIT_UNREACHABLE      # the server went away: no capacity was measured there
+    if steps and all(s.state == NO_DATA for s in steps):
+        return EXIT_NOT_JUDGED       # no answer: each step had too few requests, even held longer
     if expect is not None:
         return EXIT_EXPECTATION if held_load(steps) < expect and not reached_top else EXIT_OK
     if deciding is not None and last_held(steps) is None and deciding.state == OVER:
@@ -1345,6 +1348,9 @@ class Run(Part):
                                    self.verdict.kind if self.verdict else None, expect)
             return ramp_code(self.steps, self.verdict.kind if self.verdict else None, expect,
                              planned)
+        if self.kind == "probe" and self.steps and not any(
+                isinstance(s, ProbeStep) and s.ttft_p50.ci_ms for s in self.steps):
+            return EXIT_NOT_JUDGED      # no step had enough requests on both paths to compare
         return EXIT_OK
 
     def _interrupted(self) -> bool:

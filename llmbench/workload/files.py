@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 from typing import Any, Iterator
 
+from llmbench.workload import progress
 from llmbench.workload.model import Conversation, Turn
 from llmbench.workload.tokenizer import Tokenizer
 
@@ -217,10 +218,12 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     dropped = {"prompt under 4 tokens": 0, "output under 4 tokens": 0,
                "prompt over 1024 tokens": 0, "prompt+output over 2048 tokens": 0}
     decoder = json.JSONDecoder()
-    with open(path, "rb") as fh:
+    progress.begin(progress.READING, count, "conversations")
+    with open(path, "rb") as fh, progress.stage():
         for off in offsets:
             if len(out) >= count:
                 break
+            progress.PROGRESS.done = len(out)
             obj = _read_at(fh, off, decoder)
             conv = obj["conversations"]
             prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
@@ -276,8 +279,10 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
         offsets = offsets[:limit]
     out = []
     decoder = json.JSONDecoder()
-    with open(path, "rb") as fh:
+    progress.begin(progress.READING, len(offsets), "conversations")
+    with open(path, "rb") as fh, progress.stage():
         for off in offsets:
+            progress.tick()
             obj = _read_at(fh, off, decoder)
             system, pairs = _sharegpt_turns(obj["conversations"])
             pairs = pairs[:max_turns] if max_turns else pairs

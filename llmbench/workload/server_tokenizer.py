@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
 from llmbench.records import safejson
+from llmbench.workload import progress
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
@@ -154,10 +155,12 @@ class ServerTokenizer:
         done = 0
         pool = ThreadPoolExecutor(THREADS, thread_name_prefix="tokenize")
         futures = [pool.submit(self.count_or_none if lenient else self.count, t) for t in texts]
+        progress.begin(progress.COUNTING, len(texts))
         try:
             for i, f in enumerate(futures):
                 out[i] = f.result()
                 done += 1
+                progress.tick()
                 if done == 4 * THREADS:
                     per = (time.monotonic() - t0) / done
                     need = per * (len(texts) - done)
@@ -175,6 +178,8 @@ class ServerTokenizer:
             # deadline, CALL_TIMEOUT_S at most)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            progress.end()
         pool.shutdown(wait=True)
         return out
 

@@ -10,6 +10,7 @@ import random
 from typing import Callable, Sequence
 
 from llmbench.workload.model import Conversation, Turn
+from llmbench.workload import progress
 from llmbench.workload.tokenizer import Tokenizer
 from llmbench.workload.words import WORDS       # the one vocabulary, shared with the salt
 
@@ -167,7 +168,11 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
         spec = rebuild_spec(tok)
         return Regenerated(one, rng, count, targets,       # type: ignore[return-value]
                            recipe=None if spec is None else (spec, recipe))
-    convs = [one(c) for c in range(count)]
+    progress.begin(progress.BUILDING, count * max(turns, 1))
+    try:
+        convs = [one(c) for c in range(count)]
+    finally:
+        progress.end()
     return _server_counts(tok, convs, targets, seed, bool(tok.unit_words) and not words)
 
 
@@ -207,6 +212,7 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
             out = draw(output_tokens) if output_tokens else None
             # a server's count comes in one batch below, not one call per prompt here
             turn_list.append(Turn(text, out, None if server else tok.count(text)))
+            progress.tick()
         return Conversation(f"syn-{c}", tuple(turn_list))
     return one, rng, targets
 

@@ -185,8 +185,10 @@ def test_compare_html_goes_next_to_the_candidate_not_the_current_folder(closed_a
     r = llmbench("compare", str(closed), str(opened), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "compare.html").exists()
-    assert (opened / "compare.html").is_file()
-    assert f"HTML: {opened / 'compare.html'}" in r.stdout
+    # beside the candidate's folder, named for both runs: no run folder is written into
+    page = opened.resolve().parent / f"compare-{closed.name}-vs-{opened.name}.html"
+    assert page.is_file() and not (opened / "compare.html").exists()
+    assert f"HTML: {page}" in r.stdout
     assert "warning: the runs differ in load shape" in r.stdout
 
 

@@ -341,6 +341,13 @@ def test_sweep_find_searches_each_setting_names_the_winner_and_resume_reruns_onl
     (sweep_dir / "sweep.json").write_text(json.dumps(doc))
     run2 = sweep_dir / second["run_dir"] / "run.json"
     run2.write_text(run2.read_text().replace('"status": "complete"', '"status": "partial"', 1))
+    # --dry-run with --resume says what the resume would run: only the unfinished setting
+    dry = llmbench(*args, "--resume", str(sweep_dir), "--dry-run", timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "1 of 2 setting(s) finished there are kept" in dry.stdout
+    assert "== parallel=1 (1 of 2): done, kept ==" in dry.stdout
+    assert "== parallel=2 (2 of 2) ==" in dry.stdout and "for 1 setting(s)" in dry.stdout
+    assert _sweep(sweep_dir)["results"][1]["status"] == "interrupted"     # nothing was run
     r = llmbench(*args, "--resume", str(sweep_dir), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 of 2 setting(s) complete there, 1 to run" in r.stdout

@@ -86,7 +86,7 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
     assert rows[0].split()[:4] == ["Agents", "Done", "Sess", "p50"]
     assert rows[1].split()[:3] == ["1", str(first["completed"]),
                                    console.fmt_ms(first["duration"]["median"])]
-    assert rows[-1].split("  ")[-1].startswith("over")
+    assert rows[-1].split()[-1].startswith("over")
 
 
 def test_twice_the_budget_holds_about_twice_the_agents(mock_factory, tmp_path):

@@ -12,7 +12,7 @@ from llmbench.analysis.stepstats import knee
 from llmbench.analysis.verdict import deciding_step, explain
 from llmbench.results.schema import ramp_code
 from llmbench.commands.sweep import answer
-from llmbench.errors import EXIT_OK, EXIT_THRESHOLD
+from llmbench.errors import EXIT_NOT_JUDGED, EXIT_OK, EXIT_THRESHOLD
 from llmbench.records.record import Record
 from llmbench.report.console import verdict_text
 from llmbench.results.schema import Knee, Step, SweepSetting
@@ -66,7 +66,8 @@ def test_not_enough_data_is_never_a_threshold_failure():
     v = explain(thin, [], "users")
     assert v.kind == "not_enough_data"
     assert v.text.startswith("No step could be judged. At 1 user, not enough data")
-    assert ramp_code(thin, v.kind) == EXIT_OK
+    # no answer at all (each step was held longer first): not 0, and not a threshold failure
+    assert ramp_code(thin, v.kind) == EXIT_NOT_JUDGED
     # too few requests, then a step that broke with none held: that is a failed gate
     steps = [_step(0, 1, NED, 700.0, requests=4), _step(1, 2, "over", 3000.0)]
     v = explain(steps, [], "users")
@@ -177,17 +178,32 @@ def test_the_sweep_answer_reads_right():
 
 def test_a_sweep_setting_that_could_not_be_judged_is_not_ranked(tmp_path):
     # issue 40: `sweep --setting itl_ms=10,150 --mock --users 1,2 --hold 5s ...` ranked the slow
-    # setting, whose steps were all "not enough data", as "held 0" and let it lose
-    r = llmbench.sweep(setting=["itl_ms=10,200"], mock=True, users="1", hold="1500ms",
+    # setting, whose steps were all "not enough data", as "held 0" and let it lose. A step with
+    # too few requests is held longer now (up to 4 holds: 6 s), so the slow setting's requests
+    # take 7 s (600 ms x 12 tokens): none can be judged even held longest
+    r = llmbench.sweep(setting=["itl_ms=10,600"], mock=True, users="1", hold="1500ms",
                        ramp_in="300ms", think="0", output_tokens=12, turns=1, prompt_tokens=10,
                        generator_lag_limit="2000ms", out=tmp_path, progress=False)
-    slow = next(x for x in r.results if x.setting == {"itl_ms": "200"})
+    slow = next(x for x in r.results if x.setting == {"itl_ms": "600"})
     fast = next(x for x in r.results if x.setting == {"itl_ms": "10"})
     assert slow.status == "not_judged" and slow.held is None, slow
     assert fast.held == 1
-    assert "itl_ms=200 could not be judged" in r.answer and "held 0" not in r.answer
+    assert "itl_ms=600 could not be judged" in r.answer and "held 0" not in r.answer
     assert r.answer.startswith("Only itl_ms=10 could be judged: it held 1 user "), r.answer
     assert r.exit_code == EXIT_OK
+
+
+def test_a_sweep_that_judged_nothing_exits_7_saying_what_to_change(tmp_path):
+    # issue 45: `sweep ... --users 1,2,4 --hold 10s` answered "No setting could be judged" and
+    # exited 0; each step is held longer first (4 holds: 4 s), and with replies of ~7 s (600 ms
+    # x 12 tokens) still none can be judged: no answer, exit 7, one line saying what to change
+    r = llmbench.sweep(setting=["itl_ms=600"], mock=True, users="1", hold="1s",
+                       ramp_in="300ms", think="0", output_tokens=12, turns=1, prompt_tokens=10,
+                       generator_lag_limit="2000ms", out=tmp_path, progress=False)
+    assert r.exit_code == EXIT_NOT_JUDGED
+    assert r.answer.startswith("No setting could be judged."), r.answer
+    assert "hold each step longer (--hold) or think less (--think)" in r.answer
+    assert "\n" not in r.answer
 
 
 def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_factory, tmp_path):
@@ -200,15 +216,18 @@ def test_a_ramp_on_the_mock_explains_the_step_after_the_last_that_held(mock_fact
                       threshold="ttft.p95<=350ms", keep_going=True,
                       generator_lag_limit="2000ms", out=tmp_path, progress=False)
     steps = run_json(r)["steps"]
-    assert [s["state"] for s in steps] == [NED, "held", "over"], [
+    # the 1-user step had too few requests in 2.5 s: it was held longer (issue 45), up to 4
+    # holds, until it could be judged, instead of being reported as "not enough data"
+    assert [s["state"] for s in steps] == ["held", "held", "over"], [
         (s["state"], s["summary"]["requests"]) for s in steps]
+    assert steps[0]["hold_end"] - steps[0]["hold_start"] >= 4.9
+    assert steps[1]["hold_end"] - steps[1]["hold_start"] < 4.9
     v = r.verdict
     assert v.text.startswith("Held 2 users. At 4 users, TTFT p95 was"), v.text
-    assert v.kind == "queuing" and v.compared["first_step"] == 2
+    assert v.kind == "queuing"
     assert run_json(r)["verdict"] == v.to_dict()
     text = verdict_text(v)
     assert "It has 2 slots." in text, text
-    assert "At 1 user, not enough data to decide" in text
     assert ramp_exit_code(r) == EXIT_OK
 
 
@@ -248,3 +267,13 @@ def test_the_send_delay_has_its_median():
     flat = s.to_dict()
     assert "p50_send_delay_ms" in flat and "median_send_delay_ms" not in flat
     assert type(s).from_dict(flat).send_delay.median == s.send_delay.median
+
+
+def test_an_interrupted_setting_that_held_nothing_is_no_answer_not_held_0():
+    # issue 45: an interrupted sweep said "held 0" for the setting it stopped in
+    from llmbench.results.schema import SweepSetting
+    done = SweepSetting(setting={"NP": "1"}, name="NP=1", status="complete", held=2.0)
+    cut = SweepSetting(setting={"NP": "2"}, name="NP=2", status="interrupted", held=None)
+    text, best = answer([done, cut], "users")
+    assert "held 0" not in text and "NP=2 was interrupted before any step held" in text, text
+    assert best is done

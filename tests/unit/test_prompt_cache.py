@@ -146,6 +146,8 @@ def test_ollama_that_reports_no_cache_says_so_and_what_protects_the_run():
     assert checks.cache_lines(Run(prompt_cache=c)) == [f"Prompt cache: {checks.OLLAMA_V1_NOTE}"]
     given = checks.prompt_cache(recs, {"source": "--prompt-salt"}, 0.0, server_kind="ollama")
     assert "--prompt-salt" in given.message and "does not say" in given.message
+    # issue 45: --api tgi against a server that also answers Ollama's routes used no /v1 route
+    assert checks.prompt_cache(recs, per_run, 0.0, server_kind="ollama", api="tgi") is None
     # the native API's inferred counts (session._ollama_cached): a note says they are inferred,
     # and when no first turn came back short, what that leaves unknown
     zero = [_rec(i, 100, 0) for i in range(4)]

@@ -25,12 +25,17 @@ def readme_commands(text: str) -> list[tuple[int, str]]:
     """(line number, command) of every llmbench command in code blocks and inline code."""
     out: list[tuple[int, str]] = []
     lines = text.splitlines()
-    in_block = False
+    in_block = output = False
     i = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith("```"):
             in_block = not in_block
+            # ```text: a command's output, as printed (its words are not commands)
+            output = in_block and line.strip() == "```text"
+            i += 1
+            continue
+        if in_block and output:
             i += 1
             continue
         if in_block:

@@ -186,6 +186,30 @@ class _Recorded:
 
 
 @dataclass
+class _Extending:
+    """A fixed list's pacer as a ClassRamp runs it: a step held longer (``FixedSteps``: too
+    few requests to judge) keeps its fixed-rate classes' arrivals coming, as a search's does."""
+
+    pacer: FixedSteps
+    ramp: "ClassRamp"
+
+    def first(self) -> StepPlan | None:
+        return self.pacer.first()
+
+    def after(self, step: JudgedStep, spent_s: float) -> StepPlan | None:
+        plan = self.pacer.after(step, spent_s)
+        if plan is not None and plan.extend and self.ramp._crowd is not None:
+            self.ramp._crowd.extend(plan.hold_s)
+        return plan
+
+    def peak(self) -> float:
+        return self.pacer.peak()
+
+    def planned(self) -> int | None:
+        return self.pacer.planned()
+
+
+@dataclass
 class Isolated:
     """What the isolation judge gets back for one class: its name, its load and its window."""
 
@@ -239,7 +263,8 @@ class ClassRamp(Ramp):
     def pace(self) -> Pacer:
         pacer = super().pace()
         if isinstance(pacer, FixedSteps):
-            return pacer
+            # a step held longer (too few requests) keeps its fixed-rate classes' arrivals
+            return _Extending(pacer, self) if pacer.extend else pacer
         # a search: each step it issues is recorded (``loads`` reads them), and a step held
         # longer keeps its fixed-rate classes' arrivals coming
         return _Recorded(pacer, self)

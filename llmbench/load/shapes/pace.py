@@ -67,16 +67,27 @@ class Pacer(Protocol):
         ...
 
 
+NO_DATA = "not enough data"
+# a step with too few requests to judge is held longer, up to this many holds in all, before
+# it is reported as "not enough data" (as the search does: search.SearchPacer)
+MAX_HOLD_FACTOR = 4.0
+
+
 @dataclass
 class FixedSteps:
     """The steps as listed, in order; the first that does not hold ends the ramp (unless
-    ``keep_going``)."""
+    ``keep_going``). A step of users with too few requests to judge is held longer first (its
+    users chat on, its window grows), doubling, up to ``max_hold_factor`` holds in all: a short
+    --hold at few users then still answers, as --find does."""
 
     loads: Sequence[float]
     ramp_in_s: float
     hold_s: float
     keep_going: bool = False
+    extend: bool = True              # False: a rate's arrivals stop with its window: no longer
+    max_hold_factor: float = MAX_HOLD_FACTOR
     _next: int = 0
+    _held_s: float = 0.0             # the step's hold so far, its extensions included
 
     def first(self) -> StepPlan | None:
         self._next = 0
@@ -87,9 +98,15 @@ class FixedSteps:
             return None
         load = self.loads[self._next]
         self._next += 1
+        self._held_s = self.hold_s
         return StepPlan(load, self.hold_s, self.ramp_in_s, STEP)
 
     def after(self, step: JudgedStep, spent_s: float) -> StepPlan | None:
+        cap = self.max_hold_factor * self.hold_s
+        if self.extend and step.state == NO_DATA and self._held_s < cap - 1e-9:
+            extra = min(self._held_s, cap - self._held_s)
+            self._held_s += extra
+            return StepPlan(step.load, extra, 0.0, LONGER, extend=True)
         if not step.held and not self.keep_going:
             return None
         return self._plan()

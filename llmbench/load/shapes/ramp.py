@@ -76,7 +76,8 @@ class Ramp:
 
     def pace(self) -> Pacer:
         if self.pacer is None:
-            self.pacer = FixedSteps(self.steps, self.ramp_in_s, self.hold_s, self.keep_going)
+            self.pacer = FixedSteps(self.steps, self.ramp_in_s, self.hold_s, self.keep_going,
+                                    extend=self.by == "users")
         return self.pacer
 
     def peak_load(self) -> float:
@@ -130,6 +131,8 @@ class Ramp:
                 if plan.extend and index >= 0:
                     # the step just judged holds longer: its window grows, same index
                     live.phase = "hold"
+                    if self.on_plan is not None:
+                        self.on_plan(index, plan)
                     if self.by != "users" and plan.load:
                         crowd.start_rate(index, self.rate_offsets(index, plan.load, plan.hold_s),
                                          perf_counter())

@@ -182,3 +182,27 @@ def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sam
     assert not remote.local and remote.find_port is None and remote.root is None
     off = RunSpec(server_pid="off").telemetry_spec(here, "auto", pid=77)
     assert off.server_pid is None and not off.local and off.root == here.server_root
+
+
+def test_agent_options_without_workload_agent_are_one_line_not_ignored():
+    # issue 45: --agent-* given without --workload agent did nothing, silently
+    from llmbench.errors import UsageError
+    with pytest.raises(UsageError) as e:
+        RampSpec(agent_steps="3", agent_tools=2)
+    assert str(e.value) == ("--agent-steps, --agent-tools: these apply to agent sessions only; "
+                            "add --workload agent, or leave them out")
+    assert RampSpec(workload_type="agent", agent_steps="3").agent_steps == (3, 3)
+    assert RampSpec().agent_options_given() == []
+
+
+def test_the_think_warning_reads_each_scenario_class_think(tmp_path, capsys):
+    # issue 45: the warning read --think's default (3 s) although every class thought 0
+    f = tmp_path / "sc.toml"
+    f.write_text('[classes.chat]\nshare = 0.5\nthink = "0"\n'
+                 '[classes.rag]\nshare = 0.5\nthink = "0"\nprompt_tokens = 200\n')
+    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    assert "think time" not in capsys.readouterr().err
+    f.write_text('[classes.chat]\nshare = 0.5\nthink = "5s"\n[classes.rag]\nshare = 0.5\n'
+                 'think = "0"\n')
+    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    assert "longest think time (chat's, 5s)" in capsys.readouterr().err

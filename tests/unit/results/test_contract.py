@@ -127,7 +127,8 @@ def _ramp(states, kind="queuing", **kw) -> Run:
 def test_exit_code_and_passed():
     assert _ramp([(1, "not enough data"), (2, "held"), (4, "over")]).exit_code == EXIT_OK
     assert _ramp([(1, "not enough data"), (2, "over")]).exit_code == EXIT_THRESHOLD
-    assert _ramp([(1, "not enough data"), (2, "not enough data")]).exit_code == EXIT_OK
+    # nothing judged (each step held longer first): no answer, exit 7
+    assert _ramp([(1, "not enough data"), (2, "not enough data")]).exit_code == 7
     assert _ramp([(1, "held"), (2, "over")], kind="load_generator").exit_code == EXIT_OVERLOADED
     assert _ramp([(1, "held"), (2, "over")], expect=4).exit_code == 1
     run = Run(kind="run", summary=Summary(), thresholds=[Check(threshold="x", ok=False)])

@@ -283,6 +283,29 @@ def test_fixed_steps_stop_at_the_first_that_breaks_unless_keep_going():
     assert g.after(over, 12).load == 8.0 and g.planned() == 3 and g.peak() == 8.0
 
 
+def test_a_fixed_step_with_too_few_requests_is_held_longer_up_to_four_holds():
+    # issue 45: a fixed ramp (and so a sweep) ended at its first "not enough data" step, where
+    # --find holds such a step longer: now both do, doubling, up to 4 holds in all
+    thin = Step(load=1.0, held=False, state="not enough data")
+    held = Step(load=1.0, held=True, state="held")
+    f = FixedSteps([1.0, 2.0], ramp_in_s=1, hold_s=5)
+    f.first()
+    longer = f.after(thin, 6)
+    assert longer == StepPlan(1.0, 5, 0.0, LONGER, extend=True)     # 10 s in all
+    assert f.after(thin, 12) == StepPlan(1.0, 10, 0.0, LONGER, extend=True)   # 20 s
+    assert f.after(thin, 23) is None          # 20 s of 5: the bound reached, said as it is
+    # judged once held longer: the list goes on, and the next step starts with one hold
+    g = FixedSteps([1.0, 2.0], ramp_in_s=1, hold_s=5)
+    g.first()
+    g.after(thin, 6)
+    assert g.after(held, 12) == StepPlan(2.0, 5, 1)
+    assert g.after(thin, 18).extend          # the new step may be held longer too
+    # a rate's arrivals stop with its window: a fixed list of rates is not extended
+    r = FixedSteps([1.0, 2.0], ramp_in_s=1, hold_s=5, extend=False)
+    r.first()
+    assert r.after(thin, 6) is None
+
+
 # -- the result ---------------------------------------------------------------------------------
 
 def _result(p: SearchPacer) -> Search:
