@@ -173,6 +173,20 @@ def _mock(options) -> None:
     serve(options)
 
 
+def _servers(spec) -> None:
+    """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
+    found = spec.perform()
+    if spec.json:
+        import json
+        typer.echo(json.dumps([f.to_dict() for f in found], indent=1))
+    else:
+        from llmbench.commands.servers_spec import lines
+        for line in lines(found):
+            typer.echo(line)
+    if not found:
+        raise typer.Exit(1)
+
+
 def _says_skipped(fn):
     """After a command that reads run folders: one note per JSON-lines file whose reading
     skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
@@ -291,12 +305,14 @@ def commands() -> dict:
     from llmbench.commands.run_spec import RunSpec
     from llmbench.commands.dashboard_spec import DashboardSpec
     from llmbench.commands.sweep_spec import SweepSpec
+    from llmbench.commands.servers_spec import ServersSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
             "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "dashboard": (DashboardSpec, _dashboard, False, False),
+            "servers": (ServersSpec, _servers, False, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 

@@ -42,6 +42,7 @@ from yarl import URL
 from llmbench.version import __version__
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -833,7 +834,7 @@ class FastTransport:
             head = self._other_heads.get(path) or self._other_heads.setdefault(
                 path, self._head_for(path))
         conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-            head, rec.request_id.encode("utf-8"), len(body), body))
+            head, header_id(rec.request_id).encode("ascii"), len(body), body))
         if self._stamp:
             rec.sent = perf_counter()   # handed to the socket (written, or buffered for it)
         try:

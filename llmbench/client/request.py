@@ -61,6 +61,7 @@ from llmbench.client.abandon import CANCELLED, Abandon
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
 from llmbench.client.netconfig import Net
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import Reply, check_reply, reply_text
@@ -383,7 +384,8 @@ class AiohttpTransport:
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: "_Watchdog",
                        texts: list[str], fresh: bool, path: str | None = None) -> str | None:
         http = self._fresh_session() if fresh else self._http
-        headers = {**self._headers, "x-request-id": rec.request_id}
+        # a UUID that carries the record's id: servers parse the header (records.ids)
+        headers = {**self._headers, "x-request-id": header_id(rec.request_id)}
         url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))
         async with http.post(url, data=body, headers=headers, trace_request_ctx=rec,
                              **self._kw) as resp:

@@ -362,7 +362,9 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     def perform(self, progress: bool | None = None) -> Any:
         """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
         self.prepared()
-        with MaybeMock(self.url) as (url_, model_):
+        from llmbench.commands.local import with_local_server
+        self = with_local_server(self)      # no --url: a server on this machine, if any
+        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
             return self.perform_at(url_, self.model or model_,
                                    mock=None if self.url else {"profile": "ollama"},
                                    progress=progress)

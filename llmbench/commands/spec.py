@@ -307,8 +307,10 @@ def check_writable(path: Path | None, flag: str) -> None:
 class MaybeMock:
     """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
 
-    def __init__(self, url: str | None, profile: str = "ollama", **overrides) -> None:
+    def __init__(self, url: str | None, profile: str = "ollama", demo: bool = False,
+                 **overrides) -> None:
         self.url = url
+        self.demo = demo
         self.profile = profile
         self.overrides = overrides
         self.proc = None
@@ -319,8 +321,8 @@ class MaybeMock:
         from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
-        say(f"No --url given: using the built-in mock ({self.profile} profile) at "
-            f"{self.proc.url}")
+        why = "--demo" if self.demo else "No --url given and no server on this machine's usual ports"
+        say(f"{why}: using the built-in mock ({self.profile} profile) at {self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 
     def __exit__(self, *exc):

@@ -86,7 +86,8 @@ class Routes(Context):
         cfg = self.engine.config
         return web.json_response({"total_slots": (cfg.parallel or 1) * self.workers,
                                   "model_path": cfg.models[0] if cfg.models else "mock",
-                                  "llmbench_mock": True, "workers": self.workers},
+                                  "llmbench_mock": True, "workers": self.workers,
+                                  "flavour": cfg.flavour},
                                  headers=self.headers())
 
     async def slots(self, request: web.Request) -> web.Response:
