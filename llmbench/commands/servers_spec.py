@@ -52,6 +52,8 @@ def lines(found: list[Any]) -> list[str]:
         if f.model:
             facts.append(f"its chat model: {f.model}")
         facts.append(f"slots {f.slots}" if f.slots else "slots not said")
-        facts.append(f"context {f.context} tokens" if f.context else "context not said")
+        facts.append(f"context {f.context} tokens" if f.context else
+                     f"the model takes up to {f.context_max} tokens" if f.context_max else
+                     "context not said")
         out.append("    " + "; ".join(facts))
     return out

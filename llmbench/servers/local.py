@@ -61,6 +61,7 @@ class Found:
     model: str | None = None             # the one llmbench would measure
     slots: int | None = None             # requests it serves at once, when it says
     context: int | None = None           # tokens of context per request, when it says
+    context_max: int | None = None       # the model's largest (LM Studio), not what is loaded
     flavour: str | None = None           # the mock: which server it pretends to be
     note: str | None = None              # why it cannot be measured (no HTTP answer)
     identity: dict[str, Any] = field(default_factory=dict)
@@ -97,7 +98,8 @@ class Found:
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "kind": self.kind, "note": self.note, "version": self.version,
                 "models": self.models, "chat_models": self.chat_models, "loaded": self.loaded,
-                "model": self.model, "slots": self.slots, "context": self.context}
+                "model": self.model, "slots": self.slots, "context": self.context,
+                "context_max": self.context_max}
 
 
 def ports() -> list[tuple[str, int]]:
@@ -189,6 +191,8 @@ def describe(host: str, port: int, ident: dict[str, Any],
                  chat_models=chat, loaded=loaded, model=model,
                  slots=int(slots) if isinstance(slots, (int, float)) else None,
                  context=int(ctx) if isinstance(ctx, (int, float)) else None,
+                 context_max=cmax if isinstance(cmax := ident.get("max_context_length"), int)
+                 else None,
                  flavour=flavour, identity=ident)
 
 
