@@ -173,6 +173,12 @@ def _mock(options) -> None:
     serve(options)
 
 
+def _chat(spec) -> None:
+    """One user, a few turns: TTFT, tokens/s, prompt and cached tokens per turn (exit 1: the server cannot stream a chat)."""
+    code = spec.perform(typer.echo, lambda line: typer.echo(line, err=True))
+    raise typer.Exit(code)
+
+
 def _servers(spec) -> None:
     """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
     found = spec.perform()
@@ -306,6 +312,7 @@ def commands() -> dict:
     from llmbench.commands.dashboard_spec import DashboardSpec
     from llmbench.commands.sweep_spec import SweepSpec
     from llmbench.commands.servers_spec import ServersSpec
+    from llmbench.commands.chat_spec import ChatSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
@@ -313,6 +320,7 @@ def commands() -> dict:
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "dashboard": (DashboardSpec, _dashboard, False, False),
             "servers": (ServersSpec, _servers, False, False),
+            "chat": (ChatSpec, _chat, True, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 
