@@ -74,6 +74,7 @@ class RampPlan:
     find: FindPlan | None = None            # --find: the search, instead of the fixed steps
     # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
     scenario: Any = None
+    reset: Any = None                       # --reset-cache: commands.reset_spec.StepResets
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -255,7 +256,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
         workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up, isolation=isolation)
+        abandonment=gave_up, isolation=isolation,
+        cache_resets=r.reset.recorded() if r.reset is not None else [])
 
 
 def broken_step(steps: Sequence[Step]) -> Step | None:
@@ -368,6 +370,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
                     v["result"] = verdict_mod.result_line(doc.steps, shape.unit)
                 harness.dashboard.step(data["steps"][-1], v or None)
     shape.on_step = on_step
+    shape.before_step = r.reset.before_step if r.reset is not None else None
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:
             harness.say(console.isolated_row(alone))

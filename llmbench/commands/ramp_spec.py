@@ -15,6 +15,7 @@ from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECON
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)
+from llmbench.commands.reset_spec import CacheResetOpts, step_resets
 from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
@@ -74,7 +75,7 @@ def steps_of(users: Sequence[float] | None, start: float | None, step: float | N
 
 
 @dataclasses.dataclass(kw_only=True)
-class RampOpts(Spec):
+class RampOpts(CacheResetOpts):
     """The steps and the gates of a ramp (``ramp`` and ``sweep``), and its plan for a server."""
 
     start: float | None = option("Users at the first step (default 2).", P_STEPS, kind=FLOAT)
@@ -253,7 +254,7 @@ class RampOpts(Spec):
                      drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
                      lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
         plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
-                        find=find)
+                        find=find, reset=step_resets(self, tgt, mock=mock is not None))
         if self.scenario is not None:
             self._with_classes(plan, spec, tgt, seed_offset, progress)
         return plan

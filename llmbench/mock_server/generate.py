@@ -207,11 +207,15 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
         return api.error("mock fault: internal server error", 500, None)
     if fault == "429":
         return api.error("mock fault: rate limit exceeded", 429, None)
+    ptoks = mock_tokens(ask.prompt)
+    if cfg.context and len(ptoks) >= cfg.context:
+        # llama.cpp's refusal of a prompt that fills its context (n_prompt_tokens >= n_ctx)
+        return api.error(f"the request exceeds the available context size: {len(ptoks)} "
+                         f"prompt tokens, context {cfg.context}; try increasing it", 400, None)
     try:
         engine.admit()
     except QueueFull:
         return api.busy()
-    ptoks = mock_tokens(ask.prompt)
     natural = engine.natural_tokens()
     if natural and natural < ask.n_tokens and not ask.ignore_eos:
         ask.n_tokens, ask.hit_max = natural, False      # a fitted EOS length

@@ -204,6 +204,8 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
         out["kind"] = "mock"
         if props.get("total_slots"):
             parallel["slots"] = props["total_slots"]
+        if isinstance(props.get("n_ctx"), int):         # --context: its window
+            out["context_per_slot"] = props["n_ctx"]
         if isinstance(ollama, dict) and ollama.get("version"):
             out["version"] = str(ollama["version"])
     elif isinstance(props, dict) and ("build_info" in props or "total_slots" in props):

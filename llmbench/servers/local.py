@@ -135,15 +135,16 @@ async def _listening(host: str, port: int) -> bool:
     return True
 
 
-async def _identify(session: Any, host: str, port: int, deadline: float) -> Found:
-    """The server on host:port from its pages (a note when it answers none of them)."""
+async def pages(session: Any, root: str, deadline: float,
+                headers: dict[str, str] | None = None) -> dict[str, tuple[int, str] | None]:
+    """Every identity page of the server at ``root`` at once, by ``deadline`` (monotonic);
+    a page that did not answer is None."""
     import aiohttp
-    root = f"http://{host}:{port}"
 
     async def get(path: str) -> tuple[int, str]:
         left = max(deadline - time.monotonic(), 0.05)
         async with session.get(root + path, timeout=aiohttp.ClientTimeout(total=left),
-                               allow_redirects=False) as r:
+                               allow_redirects=False, headers=headers) as r:
             body = await r.content.read(1 << 20)
             return r.status, body.decode("utf-8", "replace")
     paths = [*identity_mod.PATHS, "/v1/models", "/api/tags"]
@@ -153,7 +154,19 @@ async def _identify(session: Any, host: str, port: int, deadline: float) -> Foun
             return await get(path)
         except Exception:                   # noqa: BLE001 - any failure: not answered
             return None
-    got = dict(zip(paths, await asyncio.gather(*(one(p) for p in paths))))
+    return dict(zip(paths, await asyncio.gather(*(one(p) for p in paths))))
+
+
+async def identify_root(session: Any, root: str, within_s: float,
+                        headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The identity (servers/identity.py) of the server at ``root``, any address."""
+    got = await pages(session, root, time.monotonic() + within_s, headers)
+    return identity_mod.from_docs(got)
+
+
+async def _identify(session: Any, host: str, port: int, deadline: float) -> Found:
+    """The server on host:port from its pages (a note when it answers none of them)."""
+    got = await pages(session, f"http://{host}:{port}", deadline)
     if all(v is None for v in got.values()):
         return Found(host=host, port=port, kind=None,
                      note=f"open, but no HTTP answer within {DEADLINE_S:g} s")
