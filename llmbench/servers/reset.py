@@ -35,7 +35,8 @@ HOW = {"vllm": "POST /reset_prefix_cache", "sglang": "POST /flush_cache",
 # what to change when a kind's reset is refused
 FIX = {"vllm": "start vLLM with VLLM_SERVER_DEV_MODE=1 (it serves /reset_prefix_cache only "
                "then)",
-       "llama.cpp": "start llama-server with --slots (slot actions need it)"}
+       "llama.cpp": "start llama-server with --slot-save-path DIR: its slot actions, erase "
+                    "among them, need one"}
 
 
 def check_mode(value: str | None, flag: str = "--reset-cache") -> str | None:
@@ -63,6 +64,18 @@ class ResetOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _said(text: str) -> str:
+    """What an error body says: its JSON message when it has one, else its first words."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+    words = " ".join(str(msg if msg else text).split())
+    return (words[:100] + ("..." if len(words) > 100 else "")) or "no body"
 
 
 class CacheReset:
@@ -110,19 +123,19 @@ class CacheReset:
             for i in ids:
                 status, text = await self._call(session, "POST", f"/slots/{i}?action=erase")
                 if status != 200:
-                    return False, f"POST /slots/{i}?action=erase answered {status}: {text[:80]}"
+                    return False, f"POST /slots/{i}?action=erase answered {status} ({_said(text)})"
                 erased.append(str(i))
             return True, f"erased slot{'s' if len(ids) != 1 else ''} {', '.join(erased)}"
         path = HOW[kind].split()[1]             # type: ignore[index]
         status, text = await self._call(session, "POST", path)
         if status != 200:
-            return False, f"answered {status}: {' '.join(text.split())[:80]}"
+            return False, f"{HOW[kind]} answered {status} ({_said(text)})"  # type: ignore[index]
         try:
             doc = json.loads(text) if text.strip() else {}
         except ValueError:
             doc = {}
         if isinstance(doc, dict) and doc.get("success") is False:
-            return False, 'answered 200 with {"success": false}'
+            return False, f'{HOW[kind]} answered 200 with {{"success": false}}'  # type: ignore[index]
         return True, "answered 200"
 
     async def _probe(self, client: Any, prompt: str, name: str) -> Any:
@@ -161,7 +174,7 @@ class CacheReset:
                 if not said:
                     fix = FIX.get(self.kind or "")
                     out = ResetOutcome(when, how, "failed", text=(
-                        f"warning: cache reset {when} failed: {how} {answer}"
+                        f"warning: cache reset {when} failed: {answer}"
                         + (f"; {fix}" if fix else "")))
                     return self._keep(out, t0)
                 after = await self._probe(client, prompt, "reset-after")
