@@ -179,6 +179,11 @@ def _chat(spec) -> None:
     raise typer.Exit(code)
 
 
+def _context(spec) -> None:
+    """The longest prompt the server serves: doubling, then bisecting, until it refuses, fails or passes a TTFT bound; the prefill rate."""
+    raise typer.Exit(spec.perform(typer.echo))
+
+
 def _servers(spec) -> None:
     """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
     found = spec.perform()
@@ -313,6 +318,7 @@ def commands() -> dict:
     from llmbench.commands.sweep_spec import SweepSpec
     from llmbench.commands.servers_spec import ServersSpec
     from llmbench.commands.chat_spec import ChatSpec
+    from llmbench.commands.context_spec import ContextSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
@@ -321,6 +327,7 @@ def commands() -> dict:
             "dashboard": (DashboardSpec, _dashboard, False, False),
             "servers": (ServersSpec, _servers, False, False),
             "chat": (ChatSpec, _chat, True, False),
+            "context": (ContextSpec, _context, True, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 

@@ -14,6 +14,22 @@ from typing import Any, Mapping
 _PLAIN = ("model", "messages", "prompt", "input", "stream")
 
 
+def said(text: str | None, limit: int = 100) -> str:
+    """What an error body says: its JSON message when it has one (OpenAI's error.message,
+    a plain error string), else its first words; at most ``limit`` characters."""
+    import json
+    try:
+        doc = json.loads(text or "")
+    except ValueError:
+        doc = None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+    if msg is None and isinstance(doc, dict) and isinstance(doc.get("detail"), str):
+        msg = doc["detail"]                         # FastAPI's
+    words = " ".join(str(msg if msg else text or "").split())
+    return (words[:limit] + ("..." if len(words) > limit else "")) or "no body"
+
+
 def empty_refusal(status: int | None, error: str | None, headers: Mapping[str, str],
                   body: Mapping[str, Any], request_id: str) -> str | None:
     """The sentence for a 4xx whose body said nothing, else None."""

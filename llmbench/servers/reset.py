@@ -67,15 +67,8 @@ class ResetOutcome:
 
 
 def _said(text: str) -> str:
-    """What an error body says: its JSON message when it has one, else its first words."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    err = doc.get("error") if isinstance(doc, dict) else None
-    msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
-    words = " ".join(str(msg if msg else text).split())
-    return (words[:100] + ("..." if len(words) > 100 else "")) or "no body"
+    from llmbench.servers.refusal import said
+    return said(text)
 
 
 class CacheReset:
