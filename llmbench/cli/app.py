@@ -184,10 +184,10 @@ def _context(spec) -> None:
     raise typer.Exit(spec.perform(typer.echo))
 
 
-def _servers(spec) -> None:
+def _servers(spec, json_out: bool = False) -> None:
     """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
     found = spec.perform()
-    if spec.json:
+    if json_out:
         import json
         typer.echo(json.dumps([f.to_dict() for f in found], indent=1))
     else:
@@ -325,7 +325,7 @@ def commands() -> dict:
             "mock": (MockOptions, _mock, True, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "dashboard": (DashboardSpec, _dashboard, False, False),
-            "servers": (ServersSpec, _servers, False, False),
+            "servers": (ServersSpec, _servers, False, True),
             "chat": (ChatSpec, _chat, True, False),
             "context": (ContextSpec, _context, True, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}

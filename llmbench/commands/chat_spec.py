@@ -21,15 +21,15 @@ class ChatSpec(RequestOpts, ServerOpts, TargetOpts):
 
     command = "chat"
 
-    turns: int = option("Turns of the conversation.", P_LOAD, kind=INT, default=3)
-    max_tokens: int = option("Reply length asked for in each turn (tokens).", P_LOAD, kind=INT, default=64)
+    replies: int = option("Replies to ask for: the turns of the conversation.", P_LOAD, kind=INT, default=3)
+    reply_tokens: int = option("Longest reply asked for in each turn (max tokens).", P_LOAD, kind=INT, default=64)
 
     def check(self) -> None:
         super().check()
-        if not 1 <= self.turns <= MAX_TURNS:
-            raise UsageError(f"--turns {self.turns}: give 1 to {MAX_TURNS}")
-        if not 1 <= self.max_tokens <= 100_000:
-            raise UsageError(f"--max-tokens {self.max_tokens}: give 1 to 100000 tokens")
+        if not 1 <= self.replies <= MAX_TURNS:
+            raise UsageError(f"--replies {self.replies}: give 1 to {MAX_TURNS}")
+        if not 1 <= self.reply_tokens <= 100_000:
+            raise UsageError(f"--reply-tokens {self.reply_tokens}: give 1 to 100000 tokens")
 
     def perform(self, say: Any, fail: Any) -> int:
         from llmbench.commands import chat
@@ -45,6 +45,6 @@ class ChatSpec(RequestOpts, ServerOpts, TargetOpts):
                                  "chat with a chat API")
             params, timeouts = spec.build_request(api=tgt.api)
             say(f"chat with {tgt.model} at {tgt.shown(tgt.endpoint)}")
-            code, _ = chat.perform(chat.ChatPlan(tgt, params, timeouts, spec.turns,
-                                                 spec.max_tokens), say, fail)
+            code, _ = chat.perform(chat.ChatPlan(tgt, params, timeouts, spec.replies,
+                                                 spec.reply_tokens), say, fail)
             return code

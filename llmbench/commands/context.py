@@ -181,7 +181,7 @@ def summary(plan: ContextPlan, r: ContextResult) -> list[str]:
         out += textwrap.wrap(f"the next, about {r.stopped.tokens or _estimate(r, r.stopped.words)}"
                              f" tokens: {r.why}", 78, subsequent_indent="  ")
     else:
-        out.append(f"every prompt up to {plan.max_words} words was served (--up-to)")
+        out.append(f"every prompt up to {plan.max_words} words was served (--up-to-words)")
     rate = r.prefill_tokens_per_s()
     served = [p for p in r.probes if p.served and p.tokens and p.rec.ttft is not None]
     if rate is not None and served:

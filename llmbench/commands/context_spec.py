@@ -24,17 +24,17 @@ class ContextSpec(RequestOpts, ServerOpts, TargetOpts):
 
     command = "context"
 
-    start: int = option("Words in the first prompt (each doubling adds as many again).", P_LOAD, kind=INT, default=256)
-    up_to: int = option("Most words a prompt may have.", P_LOAD, kind=INT, default=1_000_000)
+    from_words: int = option("Words in the first prompt (then doubled).", P_LOAD, kind=INT, default=256)
+    up_to_words: int = option("Most words a prompt may have.", P_LOAD, kind=INT, default=1_000_000)
     ttft_limit: Any = option("A prompt whose first token takes longer than this is too long, e.g. 60s.", P_LOAD, kind=SECONDS_ABOVE_0, default="120s", metavar="DURATION")
 
     def check(self) -> None:
         super().check()
-        if not 1 <= self.start <= 10_000_000:
-            raise UsageError(f"--start {self.start}: give 1 to 10000000 words")
-        if not self.start <= self.up_to <= 10_000_000:
-            raise UsageError(f"--up-to {self.up_to}: give --start ({self.start}) to 10000000 "
-                             "words")
+        if not 1 <= self.from_words <= 10_000_000:
+            raise UsageError(f"--from-words {self.from_words}: give 1 to 10000000 words")
+        if not self.from_words <= self.up_to_words <= 10_000_000:
+            raise UsageError(f"--up-to-words {self.up_to_words}: give --from-words "
+                             f"({self.from_words}) to 10000000 words")
 
     def perform(self, say: Any) -> int:
         from llmbench.commands import context
@@ -58,8 +58,8 @@ class ContextSpec(RequestOpts, ServerOpts, TargetOpts):
             limit, name = server_limit(tgt)
             say(f"context of {tgt.model} at {tgt.shown(tgt.endpoint)}"
                 + (f" (the server says {name} {limit})" if limit else ""))
-            plan = context.ContextPlan(tgt, params, timeouts, spec.start, spec.up_to, limit_s,
-                                       limit, name)
+            plan = context.ContextPlan(tgt, params, timeouts, spec.from_words,
+                                       spec.up_to_words, limit_s, limit, name)
             result = context.perform(plan, say)
             return 0 if result.longest is not None else 1
 

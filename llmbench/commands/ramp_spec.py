@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
-                                       SECONDS_ABOVE_0, Spec, UsageError, option)
+                                       SECONDS_ABOVE_0, UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)

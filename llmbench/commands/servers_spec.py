@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from llmbench.commands.options import FLAG, Spec, UsageError, option
+from llmbench.commands.options import Spec, UsageError
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -15,8 +15,6 @@ class ServersSpec(Spec):
     the one a command with no --url would measure first."""
 
     command = "servers"
-
-    json: bool = option("Print the servers as JSON.", None, "--json", kind=FLAG, default=False)
 
     def perform(self) -> list[Any]:
         from llmbench.servers import local

@@ -12,7 +12,7 @@ def test_three_turns_show_their_figures_and_the_cache_taking_the_history(mock_fa
     # a KV budget: each conversation's prefix stays cached and usage reports the hits
     mock = mock_factory(ttft_ms=5, itl_ms=2, prefill_ms_per_token=0.01, kv_tokens=100_000,
                         models=["m"])
-    r = llmbench("chat", "--url", mock.url + "/v1", "--turns", "3", "--max-tokens", "12")
+    r = llmbench("chat", "--url", mock.url + "/v1", "--replies", "3", "--reply-tokens", "12")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     turns = [line for line in lines if line.startswith("turn ")]
@@ -55,7 +55,7 @@ def test_a_server_that_cannot_stream_fails_in_one_line(mock_factory):
 def test_a_server_with_no_cache_count_says_so():
     with EngineServer("llama-cpp-python") as srv:
         r = llmbench("chat", "--url", srv.root + "/v1", "--model", "gemma-3-270m",
-                     "--turns", "2", "--max-tokens", "4")
+                     "--replies", "2", "--reply-tokens", "4")
     assert r.returncode == 0, r.stderr
     assert "(cache not reported)" in r.stdout
     assert r.stdout.splitlines()[-1] == ("the server reports no cached prompt tokens, so "
@@ -63,7 +63,7 @@ def test_a_server_with_no_cache_count_says_so():
 
 
 def test_bad_values_are_one_line():
-    for args, line in ((["--turns", "0"], "error: --turns 0: give 1 to 50"),
-                       (["--max-tokens", "0"], "error: --max-tokens 0: give 1 to 100000 tokens")):
+    for args, line in ((["--replies", "0"], "error: --replies 0: give 1 to 50"),
+                       (["--reply-tokens", "0"], "error: --reply-tokens 0: give 1 to 100000 tokens")):
         r = llmbench("chat", "--url", "http://127.0.0.1:9/v1", *args)
         assert r.returncode == 2 and r.stderr.strip() == line, r.stderr
