@@ -168,6 +168,7 @@ class EngineServer:
             self._loop = asyncio.new_event_loop()
             app = web.Application(middlewares=[self._request_id])
             app.router.add_post("/v1/chat/completions", self._chat)
+            app.router.add_post("/api/v0/chat/completions", self._chat)     # LM Studio's
             app.router.add_route("GET", "/{tail:.*}", self._get)
             self._runner = web.AppRunner(app)
             self._loop.run_until_complete(self._runner.setup())

@@ -165,3 +165,28 @@ def test_an_empty_400_says_what_was_sent():
     assert "x-request-id: " in line and "(a UUID)" in line and "header x-team" in line
     assert "blue" not in line                      # a header's value may be a secret
     assert "stream_options" in line
+
+
+def test_lm_studio_is_polled_for_its_loaded_models_and_takes_its_native_path(tmp_path: Path):
+    import asyncio
+
+    import aiohttp
+
+    from llmbench.servers.scrape import ServerProbe
+
+    async def probe(url: str):
+        p = ServerProbe(url, "auto")
+        async with aiohttp.ClientSession() as s:
+            found = await p.detect(s)
+            return found, await p.poll_once(s)
+    with EngineServer("lmstudio") as srv:
+        found, sample = asyncio.run(probe(srv.root))
+        assert found == "lmstudio"
+        assert sample["models_loaded"] == ["text-embedding-nomic-embed-text-v1.5",
+                                           "meta-llama-3.1-8b-instruct"]
+        # LM Studio's native API takes OpenAI's requests at /api/v0 (its docs)
+        r = llmbench("run", "--url", srv.root + "/api/v0", "--model", "meta-llama-3.1-8b-instruct",
+                     "--requests", "2", "--output-tokens", "4", "--out", str(tmp_path))
+        assert r.returncode == 0, r.stderr
+    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    assert run["server"]["kind"] == "lmstudio" and run["summary"]["completed"] == 2

@@ -71,7 +71,8 @@ def probe_once(url: str, kind: str = "auto"):
 
 def test_kinds_and_help_come_from_the_registry():
     assert KINDS == ("auto", *servers.names(), "off")
-    assert set(servers.names()) == {"vllm", "sglang", "llamacpp", "ollama", "tgi", "mock", "nomyo"}
+    assert set(servers.names()) == {"vllm", "sglang", "llamacpp", "ollama", "tgi", "mock", "nomyo",
+                                    "lmstudio"}
     # the mock's page holds vllm: names too, so it is asked first
     assert servers.names().index("mock") < servers.names().index("vllm")
 
