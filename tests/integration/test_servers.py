@@ -112,8 +112,9 @@ def test_detection_asks_each_path_once_and_says_what_it_tried():
     with PageServer({}) as s:
         found, _, note = probe_once(s.url)
     assert found is None
-    assert sorted(s.asked) == sorted(["/metrics", "/api/usage", "/props", "/api/version"])
-    assert "(no /metrics, /api/usage, /props or /api/version)" in note
+    assert sorted(s.asked) == sorted(["/metrics", "/api/usage", "/props", "/api/v0/models",
+                                      "/api/version"])
+    assert "(no /metrics, /api/usage, /props, /api/v0/models or /api/version)" in note
 
 
 def test_a_named_kind_takes_any_metrics_page():
