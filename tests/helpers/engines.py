@@ -108,9 +108,15 @@ class EngineServer:
     ``tokens`` words. Counts the requests and keeps their x-request-id headers."""
 
     def __init__(self, engine: str, tokens: int = 8, itl_s: float = 0.002,
-                 refuse_all: bool = False) -> None:
+                 refuse_all: bool = False, reset: str = "ok") -> None:
         self.engine = engine
         self.refuse_all = refuse_all      # every POST: an empty 400, no reason given
+        # a prompt cache on paper: a prompt sent before is all cached (usage's cached_tokens);
+        # the engine's reset empties it ("ok"), fails as the engine words it ("refused"),
+        # or answers success and keeps it ("lies")
+        self.seen: set[str] = set()
+        self.reset = reset
+        self.resets: list[str] = []
         self.pages = PAGES[engine]
         self.tokens, self.itl_s = tokens, itl_s
         self.port = free_port()
@@ -148,6 +154,10 @@ class EngineServer:
             return web.Response(status=400, body=b"")
         n = min(int(body.get("max_completion_tokens") or body.get("max_tokens") or self.tokens),
                 self.tokens)
+        text = json.dumps(body.get("messages"))
+        n_prompt = len(text.split())
+        cached = n_prompt if text in self.seen else 0
+        self.seen.add(text)
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
         model = body.get("model")
@@ -157,9 +167,37 @@ class EngineServer:
                                "finish_reason": "length" if i == n - 1 else None}]}
             await resp.write(b"data: " + json.dumps(ev).encode() + b"\r\n\r\n")
             await asyncio.sleep(self.itl_s)
+        if self.engine != "llama-cpp-python" and (body.get("stream_options") or {}).get(
+                "include_usage"):
+            usage = {"prompt_tokens": n_prompt, "completion_tokens": n,
+                     "total_tokens": n_prompt + n,
+                     "prompt_tokens_details": {"cached_tokens": cached}}
+            ev = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
+                  "choices": [], "usage": usage}
+            await resp.write(b"data: " + json.dumps(ev).encode() + b"\r\n\r\n")
         await resp.write(b"data: [DONE]\r\n\r\n")
         await resp.write_eof()
         return resp
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        """vLLM's /reset_prefix_cache, SGLang's /flush_cache, llama.cpp's slot erase."""
+        self.resets.append(request.path_qs)
+        if self.reset == "refused":
+            if self.engine == "vllm":
+                return web.json_response({"success": False})        # vLLM's failed reset
+            return web.json_response({"error": {"code": 501, "message": "This server does not "
+                                      "support slots action. Start it with `--slot-save-path`",
+                                      "type": "not_supported_error"}}, status=501)
+        if self.reset == "ok":
+            self.seen.clear()
+        if self.engine == "llama.cpp":
+            return web.json_response({"id_slot": int(request.match_info["id"]), "n_erased": 1})
+        return web.json_response({"success": True}) if self.engine == "vllm" else \
+            web.Response(text="Cache flushed.")
+
+    async def _slots(self, request: web.Request) -> web.Response:
+        return web.json_response([{"id": i, "n_ctx": 2048, "is_processing": False}
+                                  for i in range(2)])
 
     def __enter__(self) -> "EngineServer":
         ready = threading.Event()
@@ -169,6 +207,10 @@ class EngineServer:
             app = web.Application(middlewares=[self._request_id])
             app.router.add_post("/v1/chat/completions", self._chat)
             app.router.add_post("/api/v0/chat/completions", self._chat)     # LM Studio's
+            app.router.add_post("/reset_prefix_cache", self._reset)
+            app.router.add_post("/flush_cache", self._reset)
+            app.router.add_post("/slots/{id}", self._reset)
+            app.router.add_get("/slots", self._slots)
             app.router.add_route("GET", "/{tail:.*}", self._get)
             self._runner = web.AppRunner(app)
             self._loop.run_until_complete(self._runner.setup())
