@@ -43,6 +43,7 @@ class ContextPlan:
 class Probe:
     words: int
     rec: Record
+    good: bool = False          # served, within the TTFT bound, not cut
 
     @property
     def served(self) -> bool:
@@ -64,7 +65,7 @@ class ContextResult:
     def prefill_tokens_per_s(self) -> float | None:
         """The slope of TTFT over prompt tokens (least squares over the served probes)."""
         pts = [(p.tokens, p.rec.ttft) for p in self.probes
-               if p.served and p.tokens and p.rec.ttft is not None]
+               if p.good and p.tokens and p.rec.ttft is not None]
         if len(pts) < 2 or len({n for n, _ in pts}) < 2:
             return None
         n_mean = sum(n for n, _ in pts) / len(pts)
@@ -76,8 +77,9 @@ class ContextResult:
 
 
 def prompt_of(words: int) -> str:
-    """``words`` words, the first one new each time (no prefix cache shortens it)."""
-    head = f"x{secrets.token_hex(4)}"
+    """``words`` words, the first one new each time (no prefix cache shortens it): a
+    six-digit number, so every tokenizer counts it the same each time."""
+    head = str(100_000 + secrets.randbelow(900_000))
     body = [_VOCAB[(i * 7) % len(_VOCAB)] for i in range(max(words - 1, 0))]
     return " ".join([head, *body])
 
@@ -113,8 +115,9 @@ async def measure(plan: ContextPlan, say: Callable[[str], None]) -> ContextResul
     def ok(p: Probe) -> bool:
         if not p.served or (p.rec.ttft or 0.0) > plan.ttft_limit_s:
             return False
-        # a prompt cut by the server: its count did not grow with the words sent
-        prior = [q for q in out.probes if q.served and q.words < p.words and q.tokens]
+        # a prompt cut by the server: its count did not grow with a tenth more words or more
+        # (a few words more may tokenize to as many tokens)
+        prior = [q for q in out.probes if q.served and q.words <= p.words * 0.9 and q.tokens]
         if prior and p.tokens is not None and p.tokens <= max(q.tokens or 0 for q in prior):
             out.truncated = True
             return False
@@ -128,8 +131,8 @@ async def measure(plan: ContextPlan, say: Callable[[str], None]) -> ContextResul
             n += 1
             p = await _send(client, words, n, plan.target)
             out.probes.append(p)
-            good = ok(p)
-            say(row(p, good))
+            good = p.good = ok(p)
+            say(row(p, good, out.truncated and p.served and not good))
             if good and (out.longest is None or p.words > out.longest.words):
                 out.longest = p
             elif not good and (out.stopped is None or p.words < out.stopped.words):
@@ -158,10 +161,10 @@ async def measure(plan: ContextPlan, say: Callable[[str], None]) -> ContextResul
     return out
 
 
-def row(p: Probe, good: bool) -> str:
+def row(p: Probe, good: bool, cut: bool = False) -> str:
     tokens = f"{p.tokens:>8}" if p.tokens is not None else f"{'-':>8}"
     ttft = f"{p.rec.ttft:8.2f}s" if p.rec.ttft is not None else f"{'-':>9}"
-    what = "served" if good else ("not served" if not p.served else "over the bound")
+    what = "served" if good else ("cut by the server" if cut else "over the bound")
     if not p.served:
         what = f"not served ({p.rec.error_kind}{f' {p.rec.status}' if p.rec.status else ''})"
     return f"{p.words:>8} {tokens} {ttft}  {what}"
@@ -179,11 +182,12 @@ def summary(plan: ContextPlan, r: ContextResult) -> list[str]:
     if r.stopped is not None:
         import textwrap
         out += textwrap.wrap(f"the next, about {r.stopped.tokens or _estimate(r, r.stopped.words)}"
-                             f" tokens: {r.why}", 78, subsequent_indent="  ")
+                             f" tokens: {r.why}", 78, subsequent_indent="  ",
+                             break_on_hyphens=False)
     else:
         out.append(f"every prompt up to {plan.max_words} words was served (--up-to-words)")
     rate = r.prefill_tokens_per_s()
-    served = [p for p in r.probes if p.served and p.tokens and p.rec.ttft is not None]
+    served = [p for p in r.probes if p.good and p.tokens and p.rec.ttft is not None]
     if rate is not None and served:
         a = min(served, key=lambda p: p.tokens or 0)
         b = max(served, key=lambda p: p.tokens or 0)

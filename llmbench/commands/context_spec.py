@@ -56,8 +56,9 @@ class ContextSpec(RequestOpts, ServerOpts, TargetOpts):
             timeouts = Timeouts(timeouts.connect_s, max(timeouts.first_token_s, limit_s * 1.5),
                                 timeouts.idle_s, max(timeouts.total_s, limit_s * 2))
             limit, name = server_limit(tgt)
-            say(f"context of {tgt.model} at {tgt.shown(tgt.endpoint)}"
-                + (f" (the server says {name} {limit})" if limit else ""))
+            say(f"context of {tgt.model} at {tgt.shown(tgt.endpoint)}")
+            say(f"the server says {name}: {limit} tokens" if limit else
+                "the server does not say its context limit")
             plan = context.ContextPlan(tgt, params, timeouts, spec.from_words,
                                        spec.up_to_words, limit_s, limit, name)
             result = context.perform(plan, say)
