@@ -173,8 +173,7 @@ def row(p: Probe, good: bool, cut: bool = False) -> str:
 def summary(plan: ContextPlan, r: ContextResult) -> list[str]:
     """The closing lines (80 columns)."""
     out = []
-    limit = (f"; the server's own limit: {plan.server_limit} tokens ({plan.limit_name})"
-             if plan.server_limit else "; the server does not say its limit")
+    limit = (f" (the server's limit: {plan.server_limit})" if plan.server_limit else "")
     if r.longest is None:
         out.append("no prompt was served" + limit)
     else:

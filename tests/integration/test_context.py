@@ -25,8 +25,7 @@ def test_the_mock_with_a_set_context_is_found_exactly(mock_factory):
     lines = r.stdout.splitlines()
     assert lines[:2] == [f"context of m at {mock.url}/v1/chat/completions",
                          "the server says n_ctx per slot: 700 tokens"]
-    assert "longest prompt served: 699 tokens; the server's own limit: 700 tokens (n_ctx " \
-           "per slot)" in lines
+    assert "longest prompt served: 699 tokens (the server's limit: 700)" in lines
     got = rows(r.stdout)
     # doubling until refused, then halving the gap to one word
     words = [w for w, _, _ in got]
