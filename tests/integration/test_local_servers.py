@@ -190,3 +190,20 @@ def test_lm_studio_is_polled_for_its_loaded_models_and_takes_its_native_path(tmp
         assert r.returncode == 0, r.stderr
     run = json.loads((only_run(tmp_path) / "run.json").read_text())
     assert run["server"]["kind"] == "lmstudio" and run["summary"]["completed"] == 2
+
+
+def test_sweep_before_with_no_url_measures_the_server_found(mock_factory, tmp_path: Path):
+    mock = mock_factory(ttft_ms=5, itl_ms=1, tokens=4, models=["m"], kv_tokens=100_000)
+    tiny = ("--users", "1", "--hold", "2s", "--ramp-in", "0.5s", "--think", "0",
+            "--output-tokens", "4", "--prompt-tokens", "16", "--threshold", "ttft.p50<=60s")
+    r = llmbench("sweep", "--setting", "X=1,2", "--before", "true", "--out", str(tmp_path),
+                 *tiny, env=ports_env(mock), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "no --url: found the llmbench mock" in r.stderr
+    assert r.stdout.count("cache reset before this setting's ramp: POST /admin/reset_cache "
+                          "took") == 2
+    r = llmbench("sweep", "--setting", "X=1,2", "--before", "true", *tiny,
+                 env=ports_env(free_port()))
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("error: no --url, and no LLM server answered on this "
+                                       "machine's usual ports")
