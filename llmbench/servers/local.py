@@ -272,13 +272,12 @@ def find() -> list[Found]:
 
 def first_line(found: list[Found]) -> str:
     """What was found and which one is measured, then the others, one line each."""
-    f = found[0]
-    return (f"no --url: found {f.brief()}; measuring it (--url picks another, --demo runs "
-            "the built-in mock)")
+    return f"no --url: measuring {found[0].brief()}"
 
 
 def others_line(found: list[Found]) -> str | None:
     if len(found) < 2:
         return None
-    return (f"also found: {'; '.join(f.brief() for f in found[1:])} (the first found in "
-            f"the order {ORDER_TEXT} is measured)")
+    return (f"also found: {'; '.join(f.brief() for f in found[1:])} (measured: the first "
+            f"serving a chat model, in the order {ORDER_TEXT}; --url picks one, --demo runs "
+            "the built-in mock)")

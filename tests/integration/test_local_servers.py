@@ -111,7 +111,7 @@ def test_run_with_no_url_measures_the_first_found_and_names_the_other(mock_facto
                      "--out", str(tmp_path), env=ports_env(mock, other))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
-    assert any(line.startswith(f"no --url: found the llmbench mock (ollama flavour) on "
+    assert any(line.startswith(f"no --url: measuring the llmbench mock (ollama flavour) on "
                                f":{port_of(mock)}, model qwen2.5:0.5b") for line in lines), r.stderr
     assert any(line.startswith(f"also found: llama.cpp b1 on :{other.port}") for line in lines)
     run = json.loads((only_run(tmp_path) / "run.json").read_text())
@@ -199,7 +199,7 @@ def test_sweep_before_with_no_url_measures_the_server_found(mock_factory, tmp_pa
     r = llmbench("sweep", "--setting", "X=1,2", "--before", "true", "--out", str(tmp_path),
                  *tiny, env=ports_env(mock), timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "no --url: found the llmbench mock" in r.stderr
+    assert "no --url: measuring the llmbench mock" in r.stderr
     assert r.stdout.count("cache reset before this setting's ramp: POST /admin/reset_cache "
                           "took") == 2
     r = llmbench("sweep", "--setting", "X=1,2", "--before", "true", *tiny,
