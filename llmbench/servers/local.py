@@ -270,9 +270,9 @@ def find() -> list[Found]:
     return asyncio.run(_look(where))
 
 
-def first_line(found: list[Found]) -> str:
-    """What was found and which one is measured, then the others, one line each."""
-    return f"no --url: measuring {found[0].brief()}"
+def first_line(found: list[Found], flag: str = "--url") -> str:
+    """The one measured, in one line (``flag``: the option it stands for)."""
+    return f"no {flag}: measuring {found[0].brief()}"
 
 
 def others_line(found: list[Found]) -> str | None:

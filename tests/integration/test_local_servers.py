@@ -207,3 +207,17 @@ def test_sweep_before_with_no_url_measures_the_server_found(mock_factory, tmp_pa
     assert r.returncode == 2
     assert r.stderr.strip().startswith("error: no --url, and no LLM server answered on this "
                                        "machine's usual ports")
+
+
+def test_probe_with_no_direct_takes_the_backend_found(mock_factory, tmp_path: Path):
+    router = mock_factory(ttft_ms=5, itl_ms=1, tokens=4, models=["m"])
+    backend = mock_factory(ttft_ms=5, itl_ms=1, tokens=4, models=["m"])
+    r = llmbench("probe", "--router", router.url + "/v1", "--model", "m", "--users", "1",
+                 "--slice", "1s", "--rounds", "1", "--prompt-tokens", "16", "--output-tokens",
+                 "4", "--turns", "1", "--out", str(tmp_path), env=ports_env(backend),
+                 timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"no --direct: measuring the llmbench mock (vllm flavour) on :{port_of(backend)}, " \
+        "model m" in r.stderr
+    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    assert f"127.0.0.1:{port_of(backend)}" in json.dumps(run["config"]["direct"])
