@@ -36,7 +36,7 @@ def lines(found: list[Any]) -> list[str]:
         if f.note:
             out.append(f"{f.root}  {f.note}")
             continue
-        head = f"{f.root}  {f.name}" + ("  (measured with no --url)" if f is measured else "")
+        head = f"{f.root}  {f.name}" + ("  (the one measured)" if f is measured else "")
         out.append(head)
         if f.models:
             shown = ", ".join(f.models[:6]) + (f", ... ({len(f.models)} in all)"

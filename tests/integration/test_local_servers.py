@@ -84,7 +84,7 @@ def test_servers_lists_engine_version_models_slots_and_context():
         r = llmbench("servers", env=ports_env(b, a))
         assert r.returncode == 0, r.stderr
         text = r.stdout
-        assert f"{b.root}  Ollama 0.12.6  (measured with no --url)" in text
+        assert f"{b.root}  Ollama 0.12.6  (the one measured)" in text
         assert "qwen2.5:0.5b" in text and "loaded: llama3.2:1b" in text
         assert f"{a.root}  llama.cpp b1" in text and "slots 2; context 2048 tokens" in text
         assert all(len(line) <= 80 for line in text.splitlines())
