@@ -241,7 +241,8 @@ def _embedders(docs: dict[str, tuple[int, str] | None], models: list[str]) -> se
     for m in (tags.get("models") if isinstance(tags, dict) else None) or []:
         if not isinstance(m, dict):
             continue
-        d = m.get("details") if isinstance(m.get("details"), dict) else {}
+        details = m.get("details")
+        d: dict[str, Any] = details if isinstance(details, dict) else {}
         fams = [d.get("family"), *(d.get("families") or [])]
         if any(str(f).lower() in _EMBED_FAMILIES for f in fams if f):
             out.add(str(m.get("name") or m.get("model")))
