@@ -65,6 +65,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
+from llmbench.records.ids import id_of  # noqa: E402  (after the path is set)
+
 
 # -- a small pcap reader ------------------------------------------------------------------
 
@@ -202,7 +204,9 @@ def pair(packets: Iterator[Packet], server_port: int) -> WireTimes:
         if p.dst[1] == server_port:
             m = REQUEST_ID.search(p.payload)
             if m is not None:
-                rid = m.group(1).decode("latin-1").strip()
+                sent = m.group(1).decode("latin-1").strip()
+                # llmbench sends a UUID that carries the record's id (records.ids)
+                rid = id_of(sent) or sent
                 if rid not in out.request_ns:
                     out.request_ns[rid] = p.t_ns
                 waiting[p.src] = rid

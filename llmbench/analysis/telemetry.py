@@ -567,11 +567,17 @@ SETTING_ORDER = ("--parallel", "--threads", "--threads-batch", "--ctx-size", "--
                  "--gpu-memory-utilization", "--quantization", "--kv-cache-dtype",
                  "--enable-prefix-caching", "--tp-size", "--dp-size", "--max-running-requests",
                  "--mem-fraction-static", "--max-concurrent-requests", "--max-batch-total-tokens",
-                 "--num-shard", "--quantize")
+                 "--num-shard", "--quantize", "--n_ctx", "--n_threads", "--n_batch",
+                 "--n_gpu_layers", "--interrupt_requests")
 _SHORT = {"--threads": "-t", "--threads-batch": "-tb", "--parallel": "-np", "--ctx-size": "-c",
           "--batch-size": "-b", "--ubatch-size": "-ub", "--n-gpu-layers": "-ngl"}
 KIND_NAMES = {"llama.cpp": "llama.cpp", "vllm": "vLLM", "ollama": "Ollama", "sglang": "SGLang",
-              "tgi": "TGI", "mock": "the llmbench mock"}
+              "tgi": "TGI", "mock": "the llmbench mock", "llama-cpp-python": "llama-cpp-python",
+              "lmstudio": "LM Studio", "koboldcpp": "KoboldCpp"}
+# llama-cpp-python's server holds a lock around its one model: a queue has no setting to raise
+ONE_AT_A_TIME = ("llama-cpp-python's server serves one request at a time (it has no parallel "
+                 "setting): serve the model with llama.cpp's llama-server -np N, or run several "
+                 "llama-cpp-python processes behind a router; --n_threads sets its threads.")
 
 
 def as_identity(ident: "ServerIdentity | Mapping[str, Any] | None") -> ServerIdentity | None:
@@ -822,6 +828,8 @@ def verdict_part(kind: str, first: Any, subject: Any, unit: str,
                              "CPU side (scheduling, tokenization), its batch settings, or "
                              "memory transfers."]
     elif kind == "queuing":
+        if ident.get("kind") == "llama-cpp-python":
+            out.advice = [ONE_AT_A_TIME]
         text = queue_cpu_sentence(t0, t1, l0, l1, unit, meta, ident)
         if text:
             ev.append(text)

@@ -182,6 +182,31 @@ def _record(spec) -> None:
         typer.echo(line)
 
 
+def _chat(spec) -> None:
+    """One user, a few turns: TTFT, tokens/s, prompt and cached tokens per turn (exit 1: the server cannot stream a chat)."""
+    code = spec.perform(typer.echo, lambda line: typer.echo(line, err=True))
+    raise typer.Exit(code)
+
+
+def _context(spec) -> None:
+    """The longest prompt the server serves: doubling, then bisecting, until it refuses, fails or passes a TTFT bound; the prefill rate."""
+    raise typer.Exit(spec.perform(typer.echo))
+
+
+def _servers(spec, json_out: bool = False) -> None:
+    """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
+    found = spec.perform()
+    if json_out:
+        import json
+        typer.echo(json.dumps([f.to_dict() for f in found], indent=1))
+    else:
+        from llmbench.commands.servers_spec import lines
+        for line in lines(found):
+            typer.echo(line)
+    if not found:
+        raise typer.Exit(1)
+
+
 def _says_skipped(fn):
     """After a command that reads run folders: one note per JSON-lines file whose reading
     skipped lines (records.record.json_lines: not UTF-8, not JSON), so nothing is dropped
@@ -306,6 +331,9 @@ def commands() -> dict:
     from llmbench.commands.run_spec import RunSpec
     from llmbench.commands.dashboard_spec import DashboardSpec
     from llmbench.commands.sweep_spec import SweepSpec
+    from llmbench.commands.servers_spec import ServersSpec
+    from llmbench.commands.chat_spec import ChatSpec
+    from llmbench.commands.context_spec import ContextSpec
     from llmbench.mock_server.cli import MockOptions
     return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
             "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
@@ -313,6 +341,9 @@ def commands() -> dict:
             "record": (RecordSpec, _record, False, False), "report": (ReportSpec, _report, True, False),
             "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
             "dashboard": (DashboardSpec, _dashboard, False, False),
+            "servers": (ServersSpec, _servers, False, True),
+            "chat": (ChatSpec, _chat, True, False),
+            "context": (ContextSpec, _context, True, False),
             "datasets inspect": (InspectSpec, _inspect, False, False)}
 
 

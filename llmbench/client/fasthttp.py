@@ -46,6 +46,7 @@ from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.records.definitions import offset_us
 from llmbench.records.trace import traceparent
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -904,7 +905,7 @@ class FastTransport:
         if self.traceparent and rec.trace_id is not None:
             head += b"traceparent: %s\r\n" % traceparent(rec.trace_id).encode("ascii")
         conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-            head, rec.request_id.encode("utf-8"), len(body), body))
+            head, header_id(rec.request_id).encode("ascii"), len(body), body))
         if self._stamp:
             rec.sent = perf_counter()   # handed to the socket (written, or buffered for it)
         try:

@@ -14,6 +14,7 @@ path: it runs before the load and after it, in its own event loop.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -131,10 +132,9 @@ def is_loopback(base_url: str) -> bool:
 
 
 def floor_later(base_url: str, net: Net | None, when: str, headers: dict[str, str] | None,
-                into: list[Floor]) -> "threading.Thread":
+                into: list[Floor]) -> threading.Thread:
     """``floor_now`` in a thread of its own (between a ramp's steps: the load goes on), its
     Floor appended to ``into``; join the thread before reading it."""
-    import threading
     t = threading.Thread(target=lambda: into.append(floor_now(base_url, net, when, headers)),
                          name="llmbench-floor", daemon=True)
     t.start()

@@ -41,6 +41,7 @@ from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecode
 from llmbench.client.fasthttp import (ERROR_BODY_READ_BYTES, FOLLOW, SOME, STREAM, OnHead,
                                       ResponseCut, Watchdog, _Headers, body_text, decoded)
 from llmbench.client.netconfig import Net
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record
 from llmbench.wire.format import WireFormat
 
@@ -212,7 +213,7 @@ class _Bound:
         from urllib.parse import urlsplit
         parts = urlsplit(url)
         req = MockRequest("POST", url, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                          {**self._headers, "x-request-id": rec.request_id,
+                          {**self._headers, "x-request-id": header_id(rec.request_id),
                            "content-length": str(len(body))},
                           body, stream, fresh, len(owner.requests))
         owner.requests.append(req)

@@ -63,6 +63,7 @@ from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, F
 from llmbench.client.netconfig import Net
 from llmbench.records.definitions import offset_us
 from llmbench.records.trace import new_trace_id, traceparent
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record
 from llmbench.client.target import Target
 from llmbench.wire.agents import Reply, check_reply, reply_text
@@ -419,7 +420,8 @@ class AiohttpTransport:
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: "_Watchdog",
                        texts: list[str], fresh: bool, path: str | None = None) -> str | None:
         http = self._fresh_session() if fresh else self._http
-        headers = {**self._headers, "x-request-id": rec.request_id}
+        # a UUID that carries the record's id: servers parse the header (records.ids)
+        headers = {**self._headers, "x-request-id": header_id(rec.request_id)}
         if self.traceparent and rec.trace_id is not None:
             headers["traceparent"] = traceparent(rec.trace_id)
         url = self._urls[stream] if path is None else self._origin.join(URL(path, encoded=True))

@@ -127,6 +127,12 @@ class TargetOpts(ModelOpts, UrlOpts):
     """Where the server is (run, ramp). ``probe`` has --router/--direct instead of --url."""
 
     wait_ready: Seconds | None = option("Wait up to this long for a starting server to answer, e.g. 120 or 5m.", P_TARGET, kind=SECONDS_ABOVE_0, metavar="DURATION")
+    demo: bool = option("No --url: run the built-in mock even when a server answers on this machine's usual ports (without it, the first found is measured).", P_TARGET, "--demo", kind=FLAG, default=False)
+
+    def check(self) -> None:
+        super().check()
+        if self.demo and self.url:
+            raise UsageError("--demo runs the built-in mock: drop --url (or --demo)")
 
 
 @dataclasses.dataclass(kw_only=True)

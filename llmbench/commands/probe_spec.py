@@ -20,7 +20,7 @@ from llmbench.commands.spec import (Span, Workers, check_ray, make_common, prepa
 @dataclasses.dataclass(kw_only=True)
 class ProbeEnds(Spec):
     router: str = option("The router's URL as clients use it, e.g. localhost:12434/v1.", P_TARGET, default=REQUIRED)
-    direct: str = option("A backend's own URL, e.g. localhost:11434/v1.", P_TARGET, default=REQUIRED)
+    direct: str | None = option("A backend's own URL, e.g. localhost:11434/v1 (default: the LLM server found on this machine's usual ports).", P_TARGET)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -70,7 +70,11 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
         prepare(self)
         way = self.target_options()
         rt = make(self.router, self.model, self.api, self.api_key, self.header, **way)
-        dt = make(self.direct, self.direct_model or self.model, self.api, self.api_key,
+        direct = self.direct
+        if direct is None:              # the backend on this machine (commands.local)
+            from llmbench.commands.local import local_server
+            direct = local_server(self.direct_model or self.model, True, "--direct").url
+        dt = make(direct, self.direct_model or self.model, self.api, self.api_key,
                   self.header, **way)
         # the workload is counted against the backend (its /tokenize), sent through both
         common = make_common(dt, self, 4000, multi_turn=True, progress=progress,

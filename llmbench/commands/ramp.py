@@ -80,6 +80,7 @@ class RampPlan:
     # the rows the steps table took on the terminal (its header, rows and plan lines), so the
     # closing block is cut to the rows left under it (report.screen)
     table_rows: int = 0
+    reset: Any = None                       # --reset-cache: commands.reset_spec.StepResets
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -232,7 +233,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "again, so when the server slows down they send less (closed "
                          "loop)." if shape.by == "users" else None,
         workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up, isolation=isolation, network=network)
+        abandonment=gave_up, isolation=isolation, network=network,
+        cache_resets=r.reset.recorded() if r.reset is not None else [])
 
 
 def broken_step(steps: Sequence[Step]) -> Step | None:
@@ -364,6 +366,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
             if dashboard is not None:   # its thresholds, and the verdict so far
                 dashboard.step(data["steps"][-1], data.get("verdict") or None)
     shape.on_step = on_step
+    shape.before_step = r.reset.before_step if r.reset is not None else None
     if r.scenario is not None and shape.isolate:
         def on_isolated(alone: Any) -> None:
             say(console.isolated_row(alone))

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
-                                       SECONDS_ABOVE_0, Spec, UsageError, option)
+                                       SECONDS_ABOVE_0, UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)
+from llmbench.commands.reset_spec import CacheResetOpts, step_resets
 from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
@@ -74,7 +75,7 @@ def steps_of(users: Sequence[float] | None, start: float | None, step: float | N
 
 
 @dataclasses.dataclass(kw_only=True)
-class RampOpts(Spec):
+class RampOpts(CacheResetOpts):
     """The steps and the gates of a ramp (``ramp`` and ``sweep``), and its plan for a server."""
 
     start: float | None = option("Users at the first step (default 2).", P_STEPS, kind=FLOAT)
@@ -253,7 +254,7 @@ class RampOpts(Spec):
                      drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
                      lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
         plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
-                        find=find)
+                        find=find, reset=step_resets(self, tgt, mock=mock is not None))
         if self.scenario is not None:
             self._with_classes(plan, spec, tgt, seed_offset, progress)
         return plan
@@ -372,7 +373,9 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     def perform(self, progress: bool | None = None) -> Any:
         """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
         self.prepared()
-        with MaybeMock(self.url) as (url_, model_):
+        from llmbench.commands.local import with_local_server
+        self = with_local_server(self)      # no --url: a server on this machine, if any
+        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
             return self.perform_at(url_, self.model or model_,
                                    mock=None if self.url else {"profile": "ollama"},
                                    progress=progress)

@@ -252,6 +252,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         plan, and run it: a ``Done``."""
         from llmbench.commands.run import Gates, RunPlan, VllmResult, perform
         from llmbench.load.shapes import ClosedLoop, OpenLoop
+        from llmbench.commands.local import with_local_server
+        self = with_local_server(self)      # no --url: a server on this machine, if any
         if self.scenario is not None:
             return self._perform_classes(progress)
         ray_address = check_ray(self.ray)
@@ -272,7 +274,7 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         replay = replay_of(self)
         count = (requests or 1000) + self.warmup
         think_s = self.think or (0.0, 0.0)
-        with MaybeMock(self.url) as (url_, model_):
+        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
             tgt = make_target(self, url_, self.model or model_)
             if self.trace is not None:
                 common, shape = _trace_plan(tgt, self, replay)
@@ -333,7 +335,7 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
             say(f"--scenario with no --duration: the crowd is held {hold_s:g} s")
         think_s = self.think or (0.0, 0.0)
         replay = replay_of(self)
-        with MaybeMock(self.url) as (url_, model_):
+        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
             tgt = make_target(self, url_, self.model or model_)
             common = make_common(tgt, self, 1, replay=replay)
             common = dataclasses.replace(common,

@@ -361,8 +361,10 @@ def check_writable(path: Path | None, flag: str) -> None:
 class MaybeMock:
     """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
 
-    def __init__(self, url: str | None, profile: str = "ollama", **overrides) -> None:
+    def __init__(self, url: str | None, profile: str = "ollama", demo: bool = False,
+                 **overrides) -> None:
         self.url = url
+        self.demo = demo
         self.profile = profile
         self.overrides = overrides
         self.proc = None
@@ -373,8 +375,9 @@ class MaybeMock:
         from llmbench.mock_server import MockProcess, make_config
         cfg = make_config(self.profile, **self.overrides)
         self.proc = MockProcess(cfg).__enter__()
-        say(f"No --url given: the built-in mock ({self.profile} profile) at "
-            f"{self.proc.url}")
+        # one line within 80 columns: a URL of the mock, and why it is the mock
+        why = "--demo" if self.demo else "No server found"
+        say(f"{why}: the built-in mock ({self.profile} profile) at {self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 
     def __exit__(self, *exc):

@@ -88,8 +88,9 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
             raise UsageError("--mock-options go with --mock")
         if self.mock and self.url:
             raise UsageError("--mock starts its own server: drop --url")
-        if not self.mock and not self.url:
-            raise UsageError(f"--{modes[0]} needs --url: where the server answers, e.g. "
+        if modes[0] == "serve" and not self.url:
+            # --before with no --url: the server found on this machine (commands.local)
+            raise UsageError("--serve needs --url: where the server it starts answers, e.g. "
                              "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
         if self.mock:
             known = mock_option_names()
@@ -144,7 +145,9 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
                          mlflow=self.mlflow)
 
     def perform(self, progress: bool | None = None) -> Any:
+        from llmbench.commands.local import with_local_server
         from llmbench.commands.sweep import perform
-        return perform(self.plan(progress))
+        spec = self if self.mock else with_local_server(self, needed=True)
+        return perform(spec.plan(progress))
 
 

@@ -31,7 +31,9 @@ from llmbench.load.monitor import LoopMonitor, MonitorSample
 from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverError
 from llmbench.load.session import Counters, Session
 from llmbench.client.netconfig import certificate_problem, unreachable_hint
+from llmbench.servers.refusal import empty_refusal
 from llmbench.servers.scrape import ServerProbe
+from llmbench.records.ids import header_id
 from llmbench.records.record import Record, RecordLog, clean
 from llmbench.records.store import RecordStore, by_done
 from llmbench.load.shapes.base import Drive, LiveState, LoadShape
@@ -564,8 +566,12 @@ class Harness:
                 hint = hints.get(rec.status or 0, "")
                 if served and spec.flag == "--url":
                     hint = ""               # the list of served models says it better
-                raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}: "
-                                     f"{rec.error}{served}", EXIT_REFUSED)
+                said = f": {rec.error}" if (rec.error or "").strip() else (empty_refusal(
+                    rec.status, rec.error, spec.target.request_headers(),
+                    client.body([{"role": "user", "content": "Hi"}], 1),
+                    header_id(rec.request_id)) or "")
+                raise PreflightError(f"{who}POST {url} answered {rec.status}{hint}{said}"
+                                     f"{served}", EXIT_REFUSED)
             if rec.error_kind == "protocol":
                 raise PreflightError(f"{who}POST {url} answered with malformed HTTP "
                                      f"({(rec.error or '')[:120]}): the server, or a proxy in "

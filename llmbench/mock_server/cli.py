@@ -71,6 +71,8 @@ class MockOptions(Spec):
     embed_ms: float | None = option("/v1/embeddings: fixed cost of a request (default 5).", "Agents and RAG", kind=FLOAT, metavar="MS")
     embed_ms_per_token: float | None = option("/v1/embeddings: cost per input token of the batch (default 0.02).", "Agents and RAG", kind=FLOAT, metavar="MS")
     embed_shares_slots: bool | None = option("Embeddings wait for the generation slots (one model, the default) or run beside them.", "Agents and RAG", "--embed-shares-slots/--embed-apart", kind=FLAG)
+    context: int | None = option("Context window in tokens: a prompt of this many tokens or more is refused with a 400, as llama.cpp refuses one that fills n_ctx (0 = no limit).", "Capacity", kind=INT, metavar="N")
+    reset_fails: bool | None = option("POST /admin/reset_cache answers success but keeps the cache (a reset that did not take).", "Faults", "--reset-fails", kind=FLAG)
     api_key: str | None = option("Refuse requests without this key (Authorization: Bearer KEY or x-api-key: KEY, as llama.cpp's --api-key), with a 401 as each API words it.", "Server", "--api-key")
 
 
@@ -114,7 +116,8 @@ def prepare(o: MockOptions) -> Prepared:
                         ("--chunk-tokens", o.chunk_tokens, 1), ("--parallel", o.parallel, 0),
                         ("--max-queue", o.max_queue, 0), ("--cache-blocks", o.cache_blocks, 0),
                         ("--kv-tokens", o.kv_tokens, 0), ("--block-tokens", o.block_tokens, 1),
-                        ("--reasoning-tokens", o.reasoning_tokens, 0)):
+                        ("--reasoning-tokens", o.reasoning_tokens, 0),
+                        ("--context", o.context, 0)):
         opt.count(n, flag, lo=lo)
     if o.replicas < 1:
         raise UsageError("--replicas must be at least 1")
@@ -174,7 +177,8 @@ def prepare(o: MockOptions) -> Prepared:
                           embed_ms_per_token=o.embed_ms_per_token,
                           embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
                           kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close,
-                          cache_report=o.cache_report)
+                          cache_report=o.cache_report, context=o.context,
+                          reset_fails=o.reset_fails)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

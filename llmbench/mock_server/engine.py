@@ -103,6 +103,12 @@ class MockConfig:
     # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
     # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
     api_key: str = ""
+    # the context window in tokens: a prompt of this many tokens or more is refused with a
+    # 400, as llama.cpp refuses one that fills its n_ctx (0 = no limit)
+    context: int = 0
+    # POST /admin/reset_cache answers success and keeps the cache: a reset that did not take,
+    # which only a check of the cache afterwards (a probe's cached tokens) can find
+    reset_fails: bool = False
 
     @classmethod
     def field_names(cls) -> set[str]:
@@ -453,6 +459,18 @@ class Engine:
         self.stats.prompt_tokens_total += n
         seconds = (cfg.ttft_ms + cfg.prefill_ms_per_token * (n - cached)) / 1000.0
         return max(seconds * self.jitter(), 0.0), cached
+
+    def reset_cache(self) -> int:
+        """Drop every cached prefix (the prefix cache and the KV budget's), as vLLM's
+        /reset_prefix_cache does; the tokens dropped. Blocks held by running requests stay
+        theirs until they end. With ``reset_fails`` nothing is dropped."""
+        if self.config.reset_fails:
+            return 0
+        dropped = len(self.cache) * self.cache.block
+        self.cache = PrefixCache(self.config.cache_blocks, self.config.block_tokens)
+        if self.kv is not None:
+            dropped += self.kv.clear()
+        return dropped
 
     def slots(self) -> list[dict[str, Any]]:
         """llama.cpp's /slots: one entry per slot (per running request when slots are

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from llmbench.records.ids import id_of
 from llmbench.records.safejson import schema_problem
 
 from .context import Context
@@ -182,7 +183,10 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
     handler_ns = perf_counter_ns()
     # when the bytes were read (server.ArrivalStampingHandler), else now
     arrival_ns = getattr(request.protocol, "arrival_ns", 0) or handler_ns
-    rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+    # llmbench sends a UUID that carries its own id (records.ids): the reply's words and the
+    # log are seeded and keyed by that id, as they were when the header was the id itself
+    header = request.headers.get("x-request-id")
+    rid = (id_of(header) or header) if header else uuid.uuid4().hex[:16]
     if not ctx.authorized(request):
         await request.read()
         return api.error("invalid API key (give it as Authorization: Bearer KEY or x-api-key: "
@@ -203,11 +207,15 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
         return api.error("mock fault: internal server error", 500, None)
     if fault == "429":
         return api.error("mock fault: rate limit exceeded", 429, None)
+    ptoks = mock_tokens(ask.prompt)
+    if cfg.context and len(ptoks) >= cfg.context:
+        # llama.cpp's refusal of a prompt that fills its context (n_prompt_tokens >= n_ctx)
+        return api.error(f"the request exceeds the available context size: {len(ptoks)} "
+                         f"prompt tokens, context {cfg.context}; try increasing it", 400, None)
     try:
         engine.admit()
     except QueueFull:
         return api.busy()
-    ptoks = mock_tokens(ask.prompt)
     natural = engine.natural_tokens()
     if natural and natural < ask.n_tokens and not ask.ignore_eos:
         ask.n_tokens, ask.hit_max = natural, False      # a fitted EOS length

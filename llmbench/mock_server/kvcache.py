@@ -111,6 +111,21 @@ class KvCache:
                     self._candidate(k, node)
         self._evict()
 
+    def clear(self) -> int:
+        """Drop every block no running request holds (a cache reset); the tokens dropped."""
+        keep = {k: node for k, node in self._blocks.items() if node.pins}
+        # a held block's chain up to the root is held too (hold pins every block of a prompt)
+        for node in keep.values():
+            node.children = 0
+        for k, node in keep.items():
+            if node.parent is not None and node.parent in keep:
+                keep[node.parent].children += 1
+        dropped = len(self._blocks) - len(keep)
+        self._blocks = keep
+        self._heap = []
+        self.evicted_total += dropped
+        return dropped * self.block
+
     def resize(self, budget_tokens: int) -> None:
         self.capacity = budget_tokens // self.block
         self._evict()

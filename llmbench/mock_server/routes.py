@@ -58,6 +58,7 @@ class Routes(Context):
         r.add_get("/metrics", self.metrics)
         r.add_get("/props", self.props)
         r.add_get("/slots", self.slots)
+        r.add_post("/admin/reset_cache", self.reset_cache)
         r.add_get("/admin/config", self.get_config)
         r.add_post("/admin/config", self.set_config)
         add_tokenize_routes(app, self.engine)
@@ -86,7 +87,17 @@ class Routes(Context):
         cfg = self.engine.config
         return web.json_response({"total_slots": (cfg.parallel or 1) * self.workers,
                                   "model_path": cfg.models[0] if cfg.models else "mock",
-                                  "llmbench_mock": True, "workers": self.workers},
+                                  "llmbench_mock": True, "workers": self.workers,
+                                  "flavour": cfg.flavour,
+                                  **({"n_ctx": cfg.context} if cfg.context else {})},
+                                 headers=self.headers())
+
+    async def reset_cache(self, request: web.Request) -> web.Response:
+        """The mock's own cache reset (this worker's engine), as vLLM's /reset_prefix_cache
+        answers: {"success": true}, with the tokens dropped. --reset-fails: the same answer,
+        and the cache kept."""
+        dropped = self.engine.reset_cache()
+        return web.json_response({"success": True, "dropped_tokens": dropped},
                                  headers=self.headers())
 
     async def slots(self, request: web.Request) -> web.Response:

@@ -34,6 +34,7 @@ from llmbench.results.cache import PromptCache
 from llmbench.results.network import NetworkFloor
 from llmbench.results.contract import Part, encode, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
 
 from llmbench.results.sessions import CacheBound, Sessions
@@ -1204,6 +1205,8 @@ class Run(Part):
     abandonment: Abandonment | None = part(None, omit="none")
     # --scenario --isolate: each class alone at its load in the first step that broke
     isolation: Isolation | None = part(None, omit="none")
+    # --reset-cache: each time the server's prompt cache was emptied, and whether it took
+    cache_resets: list[CacheReset] = part(default_factory=list, omit="empty")
     # a killed run whose summary ``report`` rebuilt from requests.jsonl
     note: str | None = part(None, omit="none")
     rebuilt_at: float | None = part(None, omit="none")

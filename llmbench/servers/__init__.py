@@ -22,6 +22,7 @@ _MODULES = (
     "tgi",          # /metrics tgi_*
     "nomyo",        # NOMYO router: /api/usage
     "llamacpp",     # /metrics llamacpp:* (with --metrics), else /props + /slots
+    "lmstudio",     # LM Studio: /api/v0/models (its loaded models)
     "ollama",       # /api/version, then /api/ps
 )
 ADAPTERS: tuple[ServerAdapter, ...] = tuple(

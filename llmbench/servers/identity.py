@@ -22,8 +22,13 @@ from typing import Any, Awaitable, Callable, Sequence
 
 Get = Callable[[str], Awaitable[tuple[int, str]]]
 
-# paths asked, besides the API's models list
-PATHS = ("/props", "/version", "/api/version", "/info", "/get_server_info")
+# paths asked, besides the API's models list: llama.cpp, vLLM, Ollama, TGI, SGLang, then
+# llama-cpp-python (FastAPI's schema names it), LM Studio's native API (v0 and 0.4's v1),
+# KoboldCpp's version and Ollama's loaded models
+PATHS = ("/props", "/version", "/api/version", "/info", "/get_server_info", "/openapi.json",
+         "/api/v0/models", "/api/v1/models", "/api/extra/version", "/api/ps")
+# llama-cpp-python's server (FastAPI) calls itself this in its schema
+LCP_TITLE = "llama.cpp Python API"
 
 # (canonical flag, its other spellings, takes a value): llama.cpp, vLLM, SGLang, TGI
 FLAGS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
@@ -56,6 +61,12 @@ FLAGS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("--dp-size", (), True),
     ("--max-running-requests", (), True),
     ("--mem-fraction-static", (), True),
+    # llama-cpp-python (python -m llama_cpp.server)
+    ("--n_ctx", (), True),
+    ("--n_threads", (), True),
+    ("--n_batch", (), True),
+    ("--n_gpu_layers", (), True),
+    ("--interrupt_requests", (), True),
     # TGI
     ("--max-concurrent-requests", (), True),
     ("--max-batch-total-tokens", (), True),
@@ -153,6 +164,13 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
               models_path: str = "/v1/models") -> dict[str, Any]:
     """The identity the pages give: kind, version, model, quantisation, slots, context."""
     props = _json(docs.get("/props"))
+    schema = _json(docs.get("/openapi.json"))
+    lms = _json(docs.get("/api/v0/models"))
+    lms1 = _json(docs.get("/api/v1/models"))
+    kobold = _json(docs.get("/api/extra/version"))
+    info_title = (schema.get("info") or {}) if isinstance(schema, dict) else {}
+    if not isinstance(info_title, dict):
+        info_title = {}
     version = _json(docs.get("/version"))
     ollama = _json(docs.get("/api/version"))
     info = _json(docs.get("/info"))
@@ -161,10 +179,34 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
     tags = _json(docs.get("/api/tags"))
     out: dict[str, Any] = {}
     parallel: dict[str, Any] = {}
-    if isinstance(props, dict) and props.get("llmbench_mock"):
+    lms_entries = _lmstudio_entries(lms, lms1)
+    if isinstance(kobold, dict) and str(kobold.get("result", "")).lower() == "koboldcpp":
+        out["kind"] = "koboldcpp"
+        if kobold.get("version"):
+            out["version"] = str(kobold["version"])
+    elif LCP_TITLE in str(info_title.get("title", "")):
+        out["kind"] = "llama-cpp-python"
+        if info_title.get("version"):
+            out["version"] = str(info_title["version"])
+        # one request at a time: the server holds a lock around its one model (no slots)
+        parallel["slots"] = 1
+    elif lms_entries:
+        out["kind"] = "lmstudio"
+        loaded = [e for e in lms_entries if e.get("loaded")]
+        pick = next((e for e in loaded if e.get("chat")), None) or \
+            next((e for e in lms_entries if e.get("id") == model), None)
+        if pick is not None:
+            out["model"] = pick["id"]
+            for k in ("quantization", "context_length", "max_context_length"):
+                if pick.get(k) is not None:
+                    out[k] = pick[k]
+        out["models_loaded"] = [e["id"] for e in loaded]
+    elif isinstance(props, dict) and props.get("llmbench_mock"):
         out["kind"] = "mock"
         if props.get("total_slots"):
             parallel["slots"] = props["total_slots"]
+        if isinstance(props.get("n_ctx"), int):         # --context: its window
+            out["context_per_slot"] = props["n_ctx"]
         if isinstance(ollama, dict) and ollama.get("version"):
             out["version"] = str(ollama["version"])
     elif isinstance(props, dict) and ("build_info" in props or "total_slots" in props):
@@ -248,8 +290,55 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
                 out["parameter_size"] = str(details["parameter_size"])
             if details.get("family"):
                 out["family"] = str(details["family"])
+    # Ollama's loaded models (/api/ps) and the context each was loaded with
+    ps = _json(docs.get("/api/ps"))
+    running = ps.get("models") if isinstance(ps, dict) else None
+    if isinstance(running, list) and out.get("kind") in ("ollama", "mock"):
+        names = [str(e.get("name") or e.get("model")) for e in running
+                 if isinstance(e, dict) and (e.get("name") or e.get("model"))]
+        out["models_loaded"] = names
+        ctx = next((e.get("context_length") for e in running if isinstance(e, dict)
+                    and (e.get("name") == out.get("model") or len(running) == 1)), None)
+        if isinstance(ctx, int):
+            out["context_length"] = ctx
     if parallel:
         out["parallel"] = parallel
+    return out
+
+
+def _lmstudio_entries(v0: Any, v1: Any) -> list[dict[str, Any]]:
+    """LM Studio's models as one list (0.3's /api/v0/models: ``state``, ``type``,
+    ``max_context_length``; 0.4's /api/v1/models: ``key``, ``loaded_instances`` with their
+    ``context_length``): id, chat (an LLM, not an embedding model), loaded, quantization,
+    context_length (as loaded), max_context_length. Empty when neither page is LM Studio's."""
+    out: list[dict[str, Any]] = []
+    items = v1.get("models") if isinstance(v1, dict) else None
+    if isinstance(items, list):
+        for e in items:
+            if not isinstance(e, dict) or not isinstance(e.get("key"), str) \
+                    or "loaded_instances" not in e:
+                continue
+            inst = [i for i in e.get("loaded_instances") or [] if isinstance(i, dict)]
+            q = e.get("quantization")
+            ctx = next((i["config"].get("context_length") for i in inst
+                        if isinstance(i.get("config"), dict)), None)
+            out.append({"id": e["key"], "chat": e.get("type") in ("llm", "vlm"),
+                        "loaded": bool(inst),
+                        "quantization": q.get("name") if isinstance(q, dict) else None,
+                        "context_length": ctx if isinstance(ctx, int) else None,
+                        "max_context_length": e.get("max_context_length")})
+        if out:
+            return out
+    items = v0.get("data") if isinstance(v0, dict) else None
+    if isinstance(items, list):
+        for e in items:
+            if not isinstance(e, dict) or not isinstance(e.get("id"), str) \
+                    or "state" not in e or "type" not in e:
+                continue
+            out.append({"id": e["id"], "chat": e.get("type") in ("llm", "vlm"),
+                        "loaded": e.get("state") == "loaded",
+                        "quantization": e.get("quantization"), "context_length": None,
+                        "max_context_length": e.get("max_context_length")})
     return out
 
 
@@ -276,7 +365,8 @@ def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
     out = {**ident, **proc}
     exe = proc.get("executable") or ""
     if "kind" not in out and exe:
-        for word, kind in (("llama-server", "llama.cpp"), ("ollama", "ollama"),
+        for word, kind in (("llama-server", "llama.cpp"), ("llama_cpp", "llama-cpp-python"),
+                           ("ollama", "ollama"),
                            ("vllm", "vllm"), ("sglang", "sglang"),
                            ("text-generation-launcher", "tgi")):
             if word in exe:

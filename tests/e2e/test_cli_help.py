@@ -10,7 +10,8 @@ from llmbench.version import __version__
 from llmbench.cli.app import app
 from tests.helpers import ROOT, llmbench
 
-COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs", "dashboard")
+COMMANDS = ("run", "ramp", "sweep", "probe", "mock", "report", "compare", "runs", "dashboard",
+            "chat", "context", "servers")
 
 
 def declared_names(command: str) -> list[str]:

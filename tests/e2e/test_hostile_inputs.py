@@ -857,7 +857,7 @@ def test_sigkill_leaves_no_mock_and_report_rebuilds(tmp_path):
                           "--concurrency", "2", "--prompt-tokens", "5", "--output-tokens", "20",
                           "--out", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
-    line = p.stderr.readline()                          # "No --url given: ... at http://..."
+    line = p.stderr.readline()                          # "No server found: ... at http://..."
     port = int(line.rsplit(":", 1)[1])
     log = None
     deadline = time.monotonic() + 60

@@ -21,11 +21,16 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # No test may download: tiktoken's encoding is a download, so tests count approximately unless
 # they build a tokenizer themselves.
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
+# No test may find what happens to listen on this machine's usual LLM ports (a helper's
+# llama.cpp on 8080): a command with no --url looks nowhere and runs the demo, unless a test
+# points discovery at servers of its own (servers/local.py's LLMBENCH_LOCAL_PORTS)
+os.environ["LLMBENCH_LOCAL_PORTS"] = "none"
 
 __all__ = ["ENV", "FIXTURES", "ROOT", "RawServer", "free_port", "llmbench", "only_run", "probe_cli",
            "run", "send_one"]
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx",
+       "LLMBENCH_LOCAL_PORTS": "none"}
 
 
 def _transport() -> dict[str, str]:

@@ -71,7 +71,8 @@ def probe_once(url: str, kind: str = "auto"):
 
 def test_kinds_and_help_come_from_the_registry():
     assert KINDS == ("auto", *servers.names(), "off")
-    assert set(servers.names()) == {"vllm", "sglang", "llamacpp", "ollama", "tgi", "mock", "nomyo"}
+    assert set(servers.names()) == {"vllm", "sglang", "llamacpp", "ollama", "tgi", "mock", "nomyo",
+                                    "lmstudio"}
     # the mock's page holds vllm: names too, so it is asked first
     assert servers.names().index("mock") < servers.names().index("vllm")
 
@@ -111,8 +112,9 @@ def test_detection_asks_each_path_once_and_says_what_it_tried():
     with PageServer({}) as s:
         found, _, note = probe_once(s.url)
     assert found is None
-    assert sorted(s.asked) == sorted(["/metrics", "/api/usage", "/props", "/api/version"])
-    assert "(no /metrics, /api/usage, /props or /api/version)" in note
+    assert sorted(s.asked) == sorted(["/metrics", "/api/usage", "/props", "/api/v0/models",
+                                      "/api/version"])
+    assert "(no /metrics, /api/usage, /props, /api/v0/models or /api/version)" in note
 
 
 def test_a_named_kind_takes_any_metrics_page():

@@ -11,7 +11,7 @@ import itertools
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from llmbench.load import arrivals
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
@@ -69,6 +69,8 @@ class Ramp:
     join: str = "start"
     # told of each step's plan as it begins (the console says why a search step runs)
     on_plan: Callable[[int, StepPlan], None] | None = None
+    # awaited before a step's users come in (--reset-cache: commands/reset_spec.py)
+    before_step: Callable[[int], Awaitable[None]] | None = None
 
     @property
     def unit(self) -> str:
@@ -148,6 +150,8 @@ class Ramp:
                     t_first = ramp_start if t_first is None else t_first
                     if self.on_plan is not None:
                         self.on_plan(index, plan)
+                    if self.before_step is not None:
+                        await self.before_step(index)
                     if self.by == "users":
                         want = int(load)
                         if want > len(users):

@@ -1,0 +1,53 @@
+"""No --url: measure the server on this machine, if one answers (servers/local.py), else the
+demo on the built-in mock. One place for run, ramp, sweep, chat, context and probe: each
+command's ``perform`` starts with ``spec = with_local_server(spec)`` (probe: ``local_server``
+for its --direct), so what it measures is what --url would have named (the server's defaults,
+its URL in config.toml)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from llmbench.commands.options import UsageError
+from llmbench.commands.spec import say
+
+S = TypeVar("S")
+
+
+def local_server(model: str | None, needed: bool, flag: str = "--url") -> Any:
+    """The first server found here that serves a chat model (any, with ``model`` given),
+    said in one line and the others in another; None when nothing answers (an error when
+    ``needed``)."""
+    from llmbench.servers import local
+    try:
+        found = local.find()
+    except local.PortsError as exc:
+        raise UsageError(str(exc)) from None
+    if not found:
+        if needed:
+            raise UsageError(f"no {flag}, and no LLM server answered on this machine's usual "
+                             f"ports ({local.ORDER_TEXT}): give {flag}")
+        return None
+    pick = next((f for f in found if f.model or (model and not f.note)), None)
+    if pick is None:
+        raise UsageError(f"no {flag}: found {'; '.join(f.brief() for f in found)}, but no "
+                         f"chat model is served there: load one, or give {flag} and --model")
+    say(local.first_line([pick], flag))
+    line = local.others_line([pick] + [f for f in found if f is not pick])
+    if line:
+        say(line)
+    return pick
+
+
+def with_local_server(spec: S, needed: bool = False) -> S:
+    """``spec`` with the URL (and, without --model, the model) of the first local server
+    found; unchanged with --url, --demo, or nothing found. ``needed``: nothing found is an
+    error (sweep --before has no mock to fall back on)."""
+    s: Any = spec
+    if getattr(s, "url", None) or getattr(s, "demo", False):
+        return spec
+    pick = local_server(s.model, needed)
+    if pick is None:
+        return spec
+    return dataclasses.replace(s, url=pick.url, model=s.model or pick.model)
