@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "cli_options.json"
 NEWEST = (3, 13)
-STEP_TIMEOUT_S = 600
+# a step that has printed nothing and changed nothing for this long is stuck
+STALL_S = 300
 
 
 def claimed() -> list[tuple[int, int]]:
@@ -71,16 +72,47 @@ def say(line: str) -> None:
         print(f"[{time.monotonic() - _T0:5.0f} s] {line}", flush=True)
 
 
-def step(name: str, what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None) -> str:
+def step(name: str, what: str, cmd: list[str], cwd: Path, ok_codes=(0,), env=None,
+         progress=None) -> str:
+    """Run one step; its line once it ends. It fails when it has made no progress for
+    STALL_S: no output, and (``progress``: a function of what it has done so far, e.g. the
+    entries of a venv's site-packages) no change there either. Not a fixed timeout: on a busy
+    2-core machine ``pip install`` took over 600 s while it kept going (issue 49)."""
     t = time.monotonic()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
-                       env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
-    out = r.stdout + r.stderr
-    if r.returncode not in ok_codes or "Traceback (most recent call last)" in out:
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out_f, stderr=err_f, text=True,
+                                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+        seen, moved = None, time.monotonic()
+        while proc.poll() is None:
+            time.sleep(0.2 if time.monotonic() - t < 5 else 2.0)
+            now = (out_f.tell(), err_f.tell(), progress() if progress else None)
+            if now != seen:
+                seen, moved = now, time.monotonic()
+            elif time.monotonic() - moved > STALL_S:
+                proc.kill()
+                proc.wait()
+                raise Failed(f"{what}: no progress for {STALL_S} s (after "
+                             f"{time.monotonic() - t:.0f} s); stopped")
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out_f.read(), err_f.read()
+    out = stdout + stderr
+    if proc.returncode not in ok_codes or "Traceback (most recent call last)" in out:
         tail = "\n    ".join(out.strip().splitlines()[-12:])
-        raise Failed(f"{what}: exit {r.returncode}\n    {tail}")
+        raise Failed(f"{what}: exit {proc.returncode}\n    {tail}")
     say(f"{name}: ok  {what} ({time.monotonic() - t:.1f} s)")
-    return r.stdout
+    return stdout
+
+
+def entries(folder: Path):
+    """How many names a step has written so far into ``folder``'s site-packages,
+    a cheap sign of progress for ``step``."""
+    def look() -> int:
+        try:
+            return sum(1 for p in folder.glob("lib/python*/site-packages/*"))
+        except OSError:
+            return -1
+    return look
 
 
 def build_wheel(work: Path) -> Path:
@@ -90,7 +122,7 @@ def build_wheel(work: Path) -> Path:
     t = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                         "--disable-pip-version-check", "-w", str(work), str(ROOT)],
-                       capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+                       capture_output=True, text=True, timeout=STALL_S * 4,
                        stdin=subprocess.DEVNULL)
     wheels = sorted(work.glob("llmbench-*.whl"))
     if r.returncode != 0 or not wheels:
@@ -119,8 +151,8 @@ def check(python: str, version: tuple[int, int], wheel: Path) -> None:
         # no .pyc for every installed module (pandas, scipy, pyarrow: most of pip's CPU on a
         # 2-core machine); what runs compiles its own on import
         step(name, "pip install . (the wheel and its dependencies)",
-             [str(bin_ / "pip"), "install", "-q", "--no-compile", "--disable-pip-version-check",
-              str(wheel)], work)
+             [str(bin_ / "pip"), "install", "--no-compile", "--disable-pip-version-check",
+              str(wheel)], work, progress=entries(venv))
         llmbench = str(bin_ / "llmbench")
         home = work / "home"
         home.mkdir()
