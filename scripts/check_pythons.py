@@ -208,6 +208,8 @@ def main() -> int:
             found.append((v, python))
     if not found:
         return 0
+    say(f"check_pythons: {', '.join(f'{v[0]}.{v[1]}' for v, _ in found)} at once, after "
+        "building the wheel")
     build = Path(tempfile.mkdtemp(prefix="llmbench-wheel-"))
     try:
         try:
