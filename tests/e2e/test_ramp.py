@@ -30,13 +30,25 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
     # It must not depend on an idle machine: another process compiling once made the generator
     # lag and the verdict "load generator" (exit 4). A lag limit no event loop can meet makes
     # every step "busy" on purpose; a limit broken by far more than the lag still stands.
+    # The mock runs in this process: on a busy machine its sleeps wake late and S grows (CI
+    # at load 6-17: 10 ms gaps at 26 ms, 3 users over 740 ms). S is measured (k times paper)
+    # and the limit moves with it; the ramp's first step (one user) measures S again, and
+    # when the machine changed pace between the two (1.25x) the ramp runs again with that.
     m = mock_factory(ttft_ms=50, itl_ms=10, parallel=1)
-    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "1,2,3,4,5,6",
-                 "--threshold", "ttft.p95<=740ms", "--expect-users", "5", *FAST,
-                 "--generator-lag-limit", "0.001ms", "--out", str(tmp_path), timeout=180)
-    assert r.returncode == 1, r.stdout + r.stderr          # fewer held than expected
-    run = json.loads((only_run(tmp_path) / "run.json").read_text())
-    steps = run["steps"]
+    k = _pace(m, tmp_path / "pace", 240.0, *FAST[6:])
+    for attempt in range(3):
+        out = tmp_path / str(attempt)
+        r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users",
+                     "1,2,3,4,5,6", "--threshold", f"ttft.p95<={740 * k:.0f}ms",
+                     "--expect-users", "5", *FAST, "--generator-lag-limit", "0.001ms",
+                     "--out", str(out), timeout=180)
+        run = json.loads((only_run(out) / "run.json").read_text())
+        steps = run["steps"]
+        lone = max(1.0, steps[0]["summary"]["median_e2el_ms"] / 240.0)
+        if max(lone, k) / min(lone, k) <= 1.25:
+            break
+        k = lone
+    assert r.returncode == 1, (k, r.stdout + r.stderr)     # fewer held than expected
     assert [s["held"] for s in steps] == [True, True, True, False]
     assert "Held 3 users. At 4 users, TTFT p95 was" in r.stdout
     v = run["verdict"]
@@ -48,8 +60,8 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
     itl = [s["summary"]["median_itl_ms"] for s in steps]
     assert max(itl) <= 1.3 * min(itl)       # flat (a busy machine adds a few ms to each)
     ttft = [s["summary"]["median_ttft_ms"] for s in steps]
-    assert ttft == sorted(ttft) and ttft[3] > 600
-    timeline = [json.loads(x) for x in (only_run(tmp_path) / "timeline.jsonl").read_text().splitlines()]
+    assert ttft == sorted(ttft) and ttft[3] > 600 * k
+    timeline = [json.loads(x) for x in (only_run(out) / "timeline.jsonl").read_text().splitlines()]
     assert timeline and max(t["users"] for t in timeline) == 4
     assert max(t["waiting_first_token"] for t in timeline) >= 2
 
