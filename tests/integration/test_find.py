@@ -41,26 +41,26 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
                                                                   slots, tokens, limit):
     m = mock_factory(ttft_ms=TTFT_MS, itl_ms=ITL_MS, parallel=slots)
     # the mock runs in this process: on a busy machine its sleeps wake late and a request
-    # takes k times paper (CI at load 6-17: limits 4 for 6, 10 for 12). k is measured (one
-    # request at a time) and the threshold moves with it; the search's one-user step measures
-    # it again, and when the machine changed pace between the two (1.25x) it runs again
-    service_ms = TTFT_MS + (tokens - 1) * ITL_MS
-    solo = llmbench.run(url=m.url + "/v1", model="mock", concurrency=1, requests=8,
-                        output_tokens=tokens, prompt_tokens=10, out=tmp_path / "pace")
-    k = max(1.0, solo.summary.e2el.median / service_ms)
+    # takes k times paper, more so with more streams in this process (CI at load 6-17: limits
+    # 4 for 6, 10 for 12; gaps of 10 ms measured at 15). The steps measure the mock's pace
+    # themselves (their gaps' median against its 10 ms): when the steps up to just past the
+    # limit ran over 1.25x paper, the search was not judged at the paper's pace, and it runs
+    # again with the threshold moved by the pace measured (three tries)
+    k = 1.0
     for attempt in range(3):
         ms = paper_threshold_ms(slots, tokens, limit) * k
         r = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, output_tokens=tokens,
                           threshold=[f"ttft.mean<={ms:.0f}ms"], out=tmp_path / str(attempt),
                           **FAST)
-        lone = [st.summary.e2el.median for st in r.steps if st.load == 1]
-        again = max(1.0, lone[0] / service_ms) if lone and lone[0] else k
-        if max(again, k) / min(again, k) <= 1.25:
+        paces = [st.summary.itl.median / ITL_MS for st in r.steps
+                 if st.load <= limit + 2 and st.summary.itl.median]
+        pace = max([1.0, *paces])
+        if max(pace, k) / min(pace, k) <= 1.25:
             break
-        k = again
+        k = pace
     s = r.search
     assert s is not None and s.stopped == "found", (s and s.text)
-    assert abs(s.limit - limit) <= 1, (k, s.text)
+    assert abs(s.limit - limit) <= 1, (k, paces, s.text)
     assert s.broke_at == s.limit + 1                       # the bracket closed to one user
     assert s.confirmed is True and s.trials[-1].why == "confirm"
     assert s.trials[-1].load == s.limit
