@@ -72,15 +72,25 @@ def test_four_slots_with_slowdown_hold_more_and_itl_grows(mock_factory, tmp_path
     # 4 slots, step = 10 x (1 + 0.5 x (decoding - 1)): gaps 15 ms at 2 users, 25 ms at 4+;
     # paper: 8 users hold under 700 ms (wait ~ 525 ms), 10 do not (~ 840 ms)
     m = mock_factory(ttft_ms=50, itl_ms=10, parallel=4, batch_slowdown=0.5)
-    r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users", "2,4,6,8,10,12,14",
-                 "--threshold", "ttft.p95<=700ms", "--threshold", "itl.p95<=1s",
-                 "--expect-users", "6", *FAST, *BUSY_OK, "--out", str(tmp_path), timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
-    run = json.loads((only_run(tmp_path) / "run.json").read_text())
+    # the mock runs in this process: a machine whose pace changed during the ramp (each
+    # step's gaps against paper's) hides or fakes the gaps' growth; such a ramp runs again
+    for attempt in range(3):
+        out = tmp_path / str(attempt)
+        r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users",
+                     "2,4,6,8,10,12,14", "--threshold", "ttft.p95<=700ms", "--threshold",
+                     "itl.p95<=1s", "--expect-users", "6", *FAST, *BUSY_OK, "--out", str(out),
+                     timeout=180)
+        run = json.loads((only_run(out) / "run.json").read_text())
+        paces = [max(1.0, st["summary"]["median_itl_ms"]
+                     / (10.0 * (1 + 0.5 * (min(st["load"], 4) - 1))))
+                 for st in run["steps"] if st["summary"].get("median_itl_ms")]
+        if steady_pace(paces, min(paces, default=1.0)):
+            break
+    assert r.returncode == 0, (paces, r.stdout + r.stderr)
     held = max(s["load"] for s in run["steps"] if s["held"])
     assert held >= 6                                     # vs 3 with one slot
     v = run["verdict"]
-    assert v["itl_grew"] and v["kind"] == "saturation"
+    assert v["itl_grew"] and v["kind"] == "saturation", (paces, v)
     # paper: 15 ms at 2 users, 25 ms from 4 (x1.67); a busy machine stretches the small gaps more
     assert v["itl_p50_ms"][1] >= 1.3 * v["itl_p50_ms"][0]
     assert "compute saturation" in r.stdout
