@@ -68,7 +68,11 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     # near the limit a step is noisy on a busy machine: a confirmation that did not hold sends
     # the search one step below (CI: 1,2,4,8,6,7, confirm 6 broke, 5, confirm 5), one more
     failed_confirms = sum(1 for t in s.trials if t.why == "confirm" and t.held is False)
-    assert len(counted) <= math.ceil(math.log2(max(limit, 2))) + 3 + failed_confirms, \
+    # likewise a counted step at the paper limit that broke, or one past it that held (CI at
+    # load 16-20: 12 broke for a limit of 12, one step more to close the bracket)
+    flipped = sum(1 for t in counted if (t.load == limit and t.held is False)
+                  or (t.load == limit + 1 and t.held is True))
+    assert len(counted) <= math.ceil(math.log2(max(limit, 2))) + 3 + failed_confirms + flipped, \
         [(t.load, t.why, t.held) for t in s.trials]
     assert all(t.load == int(t.load) for t in s.trials)   # users are whole
     # a step's window holds its own load only: each step's steps[] entry has its trial's load
