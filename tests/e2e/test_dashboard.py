@@ -15,11 +15,10 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from llmbench.report.console import fmt_ms
-from tests.helpers import ENV, ROOT, free_port
+from tests.helpers import ENV, ROOT, busy, free_port
 from tests.helpers.browser import Browser
 
 HOSTILE = 'mo<img src=x onerror="alert(1)">del'
@@ -40,9 +39,9 @@ STEP_TABLE = """JSON.stringify(Array.from(Array.from(document.querySelectorAll("
 
 def _url_line(proc: subprocess.Popen, seen: list[str], timeout_s: float = 90.0) -> str:
     """stderr's lines until the dashboard's URL (kept in ``seen``)."""
-    deadline = time.monotonic() + timeout_s
+    deadline = busy.Deadline(timeout_s)        # stretched on a busy machine
     buf = b""
-    while time.monotonic() < deadline:
+    while not deadline.expired():
         ready, _, _ = select.select([proc.stderr], [], [], 0.2)
         if ready:
             chunk = os.read(proc.stderr.fileno(), 4096)
@@ -70,8 +69,8 @@ async def _watch(url: str, shots: Path, proc: subprocess.Popen, later: list) -> 
         moments: dict[str, dict] = {}
         done_seen: set[str] = set()
         so_far = judged = False
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        deadline = busy.Deadline(120)
+        while not deadline.expired():
             s = json.loads(await b.eval(READ))
             if s["final"] == "1":
                 break
@@ -128,16 +127,15 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
         assert seen[0].startswith("Dashboard: "), seen      # the URL is printed first
         assert url == f"http://127.0.0.1:{port}/"
         got = asyncio.run(_watch(url, tmp_path, proc, later))
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = busy.communicate(proc, 30)
     finally:
         for p in [proc] + [x for x in later if isinstance(x, subprocess.Popen)]:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
                 try:
-                    p.communicate(timeout=30)
+                    busy.communicate(p, 30)
                 except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.communicate()
+                    pass                            # killed
     assert proc.returncode == 0, (seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
     assert later[0].returncode == 0                # `llmbench dashboard` ended by Ctrl-C
     assert got["errors"] == [], got["errors"]

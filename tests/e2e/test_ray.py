@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, busy, free_port
 from tests.helpers import ENV, llmbench, only_run
 
 ray = pytest.importorskip("ray")
@@ -46,11 +46,11 @@ def ray_head():
                "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats",
                "--temp-dir", tmp, "--block"],
         stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True)
-    t = time.monotonic()
+    started = busy.Deadline(180)           # stretched on a busy machine
     try:
         while "Ray runtime started" not in Path(log.name).read_text():
             assert proc.poll() is None, Path(log.name).read_text()[-2000:]
-            assert time.monotonic() - t < 180, "the Ray head did not start in 180 s"
+            assert not started.expired(), f"the Ray head did not start in {started}"
             time.sleep(0.2)
         yield f"127.0.0.1:{port}"
     finally:
@@ -85,9 +85,9 @@ def _run_watched(m, out: Path, *args: str):
         first = proc.stderr.readline()
         url = re.search(r"Dashboard: (http://\S+)", first)
         assert url, first
-        deadline = time.monotonic() + 300
+        deadline = busy.Deadline(300)          # stretched on a busy machine
         while True:
-            assert proc.poll() is None and time.monotonic() < deadline, first
+            assert proc.poll() is None and not deadline.expired(), (first, str(deadline))
             try:
                 with urllib.request.urlopen(url.group(1) + "state.json", timeout=30) as r:
                     state = json.loads(r.read())
@@ -98,7 +98,9 @@ def _run_watched(m, out: Path, *args: str):
             time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        # the actors' records gathered, the report written, Ray let go of: 60 s on a quiet
+        # machine, stretched by the slowdown measured while it goes (CI at load 6-17 took longer)
+        _, err = busy.communicate(proc, 60)
     assert proc.returncode == 0, err[-3000:]
     d = only_run(out)
     recs = [json.loads(x) for x in (d / "requests.jsonl").read_text().splitlines()]
@@ -133,8 +135,12 @@ def test_two_ray_actors_match_two_worker_processes(ray_head, mock_factory, tmp_p
     sl, sr = run_l["summary"], run_r["summary"]
     assert sl["completed"] == sr["completed"] == 64
     assert sr["median_ttft_ms"] >= 60 and sl["median_ttft_ms"] >= 60
-    assert abs(sr["median_ttft_ms"] - sl["median_ttft_ms"]) < 25, (sl, sr)
-    assert abs(sr["median_itl_ms"] - sl["median_itl_ms"]) < 5, (sl, sr)
+    # the mock (in this process) paces 10 ms gaps; k is how much slower it ran than that in
+    # the slower of the two runs (CI at load 6-17: medians 82 and 108 ms apart by 26), and
+    # the noise allowed grows with it
+    k = max(1.0, sl["median_itl_ms"] / 10.0, sr["median_itl_ms"] / 10.0)
+    assert abs(sr["median_ttft_ms"] - sl["median_ttft_ms"]) < 25 * k, (k, sl, sr)
+    assert abs(sr["median_itl_ms"] - sl["median_itl_ms"]) < 5 * k, (k, sl, sr)
     assert sum(r["output_tokens"] for r in remote) == sum(r["output_tokens"] for r in local)
 
 

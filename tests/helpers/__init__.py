@@ -40,9 +40,12 @@ def _transport() -> dict[str, str]:
 
 
 def llmbench(*args, timeout=120, env=None):
-    return subprocess.run([sys.executable, "-m", "llmbench.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**ENV, **_transport(), **(env or {})},
-                          cwd=ROOT)
+    """The CLI in a child process. ``timeout``: seconds on a quiet machine, stretched by the
+    slowdown measured while it runs (tests/helpers/busy.py), so a loaded machine is not a
+    hang and a hang still ends."""
+    from tests.helpers import busy
+    return busy.run([sys.executable, "-m", "llmbench.cli", *args], timeout, capture_output=True,
+                    text=True, env={**ENV, **_transport(), **(env or {})}, cwd=ROOT)
 
 
 def probe_cli(router: str, direct: str, out: Path, *extra: str, model: str = "mock",

@@ -21,6 +21,7 @@ import pytest
 
 import llmbench
 from llmbench.api import load_run
+from llmbench.mock_server import MockConfig, MockServer
 from tests.helpers import ENV, ROOT, only_run
 from tests.helpers.api import records
 
@@ -39,12 +40,27 @@ def paper_threshold_ms(slots: int, tokens: int, limit: int) -> float:
 def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, tmp_path,
                                                                   slots, tokens, limit):
     m = mock_factory(ttft_ms=TTFT_MS, itl_ms=ITL_MS, parallel=slots)
-    ms = paper_threshold_ms(slots, tokens, limit)
-    r = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, output_tokens=tokens,
-                      threshold=[f"ttft.mean<={ms:.0f}ms"], out=tmp_path, **FAST)
+    # the mock runs in this process: on a busy machine its sleeps wake late and a request
+    # takes k times paper, more so with more streams in this process (CI at load 6-17: limits
+    # 4 for 6, 10 for 12; gaps of 10 ms measured at 15). The steps measure the mock's pace
+    # themselves (their gaps' median against its 10 ms): when the steps up to just past the
+    # limit ran over 1.25x paper, the search was not judged at the paper's pace, and it runs
+    # again with the threshold moved by the pace measured (three tries)
+    k = 1.0
+    for attempt in range(3):
+        ms = paper_threshold_ms(slots, tokens, limit) * k
+        r = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, output_tokens=tokens,
+                          threshold=[f"ttft.mean<={ms:.0f}ms"], out=tmp_path / str(attempt),
+                          **FAST)
+        paces = [st.summary.itl.median / ITL_MS for st in r.steps
+                 if st.load <= limit + 2 and st.summary.itl.median]
+        pace = max([1.0, *paces])
+        if max(pace, k) / min(pace, k) <= 1.25:
+            break
+        k = pace
     s = r.search
     assert s is not None and s.stopped == "found", (s and s.text)
-    assert abs(s.limit - limit) <= 1, s.text
+    assert abs(s.limit - limit) <= 1, (k, paces, s.text)
     assert s.broke_at == s.limit + 1                       # the bracket closed to one user
     assert s.confirmed is True and s.trials[-1].why == "confirm"
     assert s.trials[-1].load == s.limit
@@ -52,7 +68,11 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     # near the limit a step is noisy on a busy machine: a confirmation that did not hold sends
     # the search one step below (CI: 1,2,4,8,6,7, confirm 6 broke, 5, confirm 5), one more
     failed_confirms = sum(1 for t in s.trials if t.why == "confirm" and t.held is False)
-    assert len(counted) <= math.ceil(math.log2(max(limit, 2))) + 3 + failed_confirms, \
+    # likewise a counted step at the paper limit that broke, or one past it that held (CI at
+    # load 16-20: 12 broke for a limit of 12, one step more to close the bracket)
+    flipped = sum(1 for t in counted if (t.load == limit and t.held is False)
+                  or (t.load == limit + 1 and t.held is True))
+    assert len(counted) <= math.ceil(math.log2(max(limit, 2))) + 3 + failed_confirms + flipped, \
         [(t.load, t.why, t.held) for t in s.trials]
     assert all(t.load == int(t.load) for t in s.trials)   # users are whole
     # a step's window holds its own load only: each step's steps[] entry has its trial's load
@@ -76,12 +96,15 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     assert "The search for the limit" in html and "step, in the order tried" in html
 
 
-def test_join_spread_sends_the_history_of_a_conversation_joined_mid_way(mock_factory, tmp_path):
+def test_join_spread_sends_the_history_of_a_conversation_joined_mid_way(tmp_path):
     rec = tmp_path / "mock.jsonl"
-    m = mock_factory(ttft_ms=5, itl_ms=1, record=str(rec), record_prompts=True)
-    r = llmbench.ramp(url=m.url + "/v1", model="mock", users="6", join="spread",
-                      ramp_in="0.5s", hold="1s", think="0", turns=6, prompt_tokens=10,
-                      output_tokens=12, generator_lag_limit="2000ms", out=tmp_path / "out")
+    # the mock's log is whole once the mock stops (it buffers its lines: read while it ran,
+    # a busy machine's CI found it empty)
+    with MockServer(MockConfig(ttft_ms=5, itl_ms=1), record=str(rec), record_prompts=True) as m:
+        r = llmbench.ramp(url=m.url + "/v1", model="mock", users="6", join="spread",
+                          ramp_in="0.5s", hold="1s", think="0", turns=6, prompt_tokens=10,
+                          output_tokens=12, generator_lag_limit="2000ms",
+                          out=tmp_path / "out")
     assert r.config["ramp"]["join"] == "spread"
     recs = sorted((x for x in records(r) if x.get("user") is not None and not x.get("warmup")),
                   key=lambda x: x["start"])
