@@ -109,6 +109,19 @@ class _SessionRun:
     def _stopping(self) -> bool:
         return self.stop.is_set() or self.session.stopping.is_set()
 
+    def _deadline(self) -> float | None:
+        """The run's --duration deadline (perf_counter), if its budget has one."""
+        return getattr(self.budget, "deadline", None)
+
+    def _past_deadline(self) -> bool:
+        dl = self._deadline()
+        return dl is not None and perf_counter() >= dl
+
+    def _wait(self, gap_s: float) -> float:
+        """A tool gap, ending at the deadline at the latest: a session under way stops there."""
+        dl = self._deadline()
+        return gap_s if dl is None else min(gap_s, max(dl - perf_counter(), 0.0))
+
     async def agent(self, plan: AgentPlan, parent: str | None, scheduled: float,
                     main: bool = True, start: int = 0, history: Sequence[str] = ()) -> bool:
         """One agent's calls in order; sub-agents started as its replies say, joined before
@@ -146,7 +159,9 @@ class _SessionRun:
                         continue
                     waited_ms = None
                 elif i == 0:
-                    if st.gap_s > 0 and not await sleep_or_stop(self.stop, st.gap_s):
+                    if st.gap_s > 0 and not await sleep_or_stop(self.stop, self._wait(st.gap_s)):
+                        raise _Stop
+                    if self._past_deadline():
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})
                     context += st.new_tokens
@@ -154,10 +169,10 @@ class _SessionRun:
                     t0 = perf_counter()
                     # the tool runs (its gap) while the sub-agents its call started run; the
                     # next call waits for both
-                    waits: list[Any] = [sleep_or_stop(self.stop, st.gap_s)] + joined
+                    waits: list[Any] = [sleep_or_stop(self.stop, self._wait(st.gap_s))] + joined
                     got = await asyncio.gather(*waits)
                     joined = []
-                    if not got[0] or self._stopping():
+                    if not got[0] or self._stopping() or self._past_deadline():
                         raise _Stop
                     if not all(got[1:]):
                         ok = False
@@ -165,11 +180,11 @@ class _SessionRun:
                     waited_ms = (perf_counter() - t0) * 1000.0
                     self._results(msgs, plan, st, last_reply)
                     context += st.new_tokens
-                # --duration stops new sessions, not the calls of one under way (a session cut
-                # at the deadline would be no session); --requests counts every call
-                first_call = main and i == start
-                if self._stopping() or (self.budget is not None
-                                        and not self.budget.take(by_deadline=first_call)):
+                # --duration stops a session under way too (issue 49: a trace's tool gap of
+                # days held the run open for ever): no call starts after the deadline, the one
+                # in flight finishes (or --timeout-total cuts it), the session is cut short;
+                # --requests counts every call
+                if self._stopping() or (self.budget is not None and not self.budget.take()):
                     raise _Stop
                 kind = ("final" if main else "answer") if last else "call"
                 stamp = (self.sid, st.id, prev,

@@ -97,10 +97,9 @@ class Budget:
         self.left = requests
         self.deadline = deadline
 
-    def take(self, by_deadline: bool = True) -> bool:
-        """One more request may start. ``by_deadline`` False: the deadline does not stop it
-        (an agent session's later calls: a session started before it finishes)."""
-        if by_deadline and self.deadline is not None and perf_counter() >= self.deadline:
+    def take(self) -> bool:
+        """One more request may start (before the deadline, within the count)."""
+        if self.deadline is not None and perf_counter() >= self.deadline:
             return False
         if self.left is None:
             return True
