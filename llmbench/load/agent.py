@@ -109,18 +109,20 @@ class _SessionRun:
     def _stopping(self) -> bool:
         return self.stop.is_set() or self.session.stopping.is_set()
 
-    def _deadline(self) -> float | None:
-        """The run's --duration deadline (perf_counter), if its budget has one."""
-        return getattr(self.budget, "deadline", None)
-
-    def _past_deadline(self) -> bool:
-        dl = self._deadline()
-        return dl is not None and perf_counter() >= dl
-
-    def _wait(self, gap_s: float) -> float:
-        """A tool gap, ending at the deadline at the latest: a session under way stops there."""
-        dl = self._deadline()
-        return gap_s if dl is None else min(gap_s, max(dl - perf_counter(), 0.0))
+    async def _tool_gap(self, gap_s: float) -> tuple[bool, bool]:
+        """Wait a tool gap: (not stopped meanwhile, the run's --duration deadline cut it). A
+        session under way stops at the deadline. The cut is decided before the wait, and the
+        wait ends past the deadline: uvloop's timers are of a millisecond, and the user must
+        not start another session in the instant before it."""
+        dl = getattr(self.budget, "deadline", None)
+        left = None if dl is None else max(dl - perf_counter(), 0.0)
+        if left is None or gap_s < left:
+            return await sleep_or_stop(self.stop, gap_s), False
+        if not await sleep_or_stop(self.stop, left):
+            return False, True
+        while perf_counter() < dl:
+            await asyncio.sleep(dl - perf_counter() + 1e-3)
+        return True, True
 
     async def agent(self, plan: AgentPlan, parent: str | None, scheduled: float,
                     main: bool = True, start: int = 0, history: Sequence[str] = ()) -> bool:
@@ -159,9 +161,8 @@ class _SessionRun:
                         continue
                     waited_ms = None
                 elif i == 0:
-                    if st.gap_s > 0 and not await sleep_or_stop(self.stop, self._wait(st.gap_s)):
-                        raise _Stop
-                    if self._past_deadline():
+                    waited, cut = await self._tool_gap(st.gap_s)
+                    if not waited or cut:
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})
                     context += st.new_tokens
@@ -169,10 +170,10 @@ class _SessionRun:
                     t0 = perf_counter()
                     # the tool runs (its gap) while the sub-agents its call started run; the
                     # next call waits for both
-                    waits: list[Any] = [sleep_or_stop(self.stop, self._wait(st.gap_s))] + joined
+                    waits: list[Any] = [self._tool_gap(st.gap_s)] + joined
                     got = await asyncio.gather(*waits)
                     joined = []
-                    if not got[0] or self._stopping() or self._past_deadline():
+                    if not got[0][0] or got[0][1] or self._stopping():
                         raise _Stop
                     if not all(got[1:]):
                         ok = False
