@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from llmbench.records.record import Record
+from llmbench.records.record import check_line, Record
 
 # (column, kind): the table's columns in order; kind is the pandas dtype family
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -140,8 +140,9 @@ def request_rows(run: Any) -> Iterator[dict[str, Any]]:
     t0 = _t0(run, raw)
     for d in raw:
         try:
+            check_line(d)
             rec = Record.from_json(d)
-        except TypeError:
+        except (TypeError, ValueError):
             continue                     # not a record llmbench wrote
         yield request_row(rec, t0)
 
