@@ -127,7 +127,21 @@ def files(tmp_path_factory) -> Path:
                                             "[classes.rag]\nshare = 0.5\nmin_users = 1\n")
     (d / "scenario-min.toml").write_text("[classes.chat]\nusers = 2\nmin_users = 1\n")
     agent_traces(d)
+    hostile_runs(d)
     return d
+
+
+def hostile_runs(d: Path) -> None:
+    """Issue 49: run.json values of the wrong kind (tests/integration/test_hostile_run_folders.py
+    tries every key; these are the command line's rows)."""
+    base = {"schema_version": 1, "kind": "run", "status": "complete", "started_at": 1.7e9,
+            "config": {}, "summary": {"completed": 3, "failed": 0}}
+    for name, change in (("h-summary-list", {"summary": [1, 2]}), ("h-config-str", {"config": "x"}),
+                         ("h-yesterday", {"started_at": "yesterday"}),
+                         ("h-strnums", {"summary": {"completed": "3", "failed": "0"}}),
+                         ("h-target", {"config": {"target": [1]}})):
+        (d / name).mkdir()
+        (d / name / "run.json").write_text(json.dumps({**base, **change}))
 
 
 def agent_traces(d: Path) -> None:
@@ -399,6 +413,11 @@ INPROC_CASES = [
     (A + ["--agent-system-tokens", "1000000000"], 2, "--agent-system-tokens '1000000000'"),
     (A + ["--agent-steps", "1000000000"], 2, "--agent-steps '1000000000': at most 10,000"),
     (A + ["--agent-fanout-width", "5000"], 2, "at most 1,000 sub-agents"),
+    (["report", "{d}/h-summary-list"], 2, "run.json: summary: a list where an object belongs"),
+    (["report", "{d}/h-config-str"], 2, "run.json: config: the text 'x' where an object"),
+    (["report", "{d}/h-yesterday"], 2, "run.json: started_at: the text 'yesterday' where a"),
+    (["report", "{d}/h-strnums"], 2, "summary.completed: the text '3' where a whole number"),
+    (["compare", "{d}/h-target", "{d}/h-strnums"], 2, "config.target: a list where an object"),
     (R + ["--limit", "-1"], 2, "--limit"),
     (R + ["--limit", "1000000000000"], 2, "--limit"),
     (R + ["--turns", "-1"], 2, "--turns"),
