@@ -185,6 +185,8 @@ def _exporter_url(value: str, flag: str, example: str) -> str:
     """An exporter's URL: http(s)://host:port[/path] (a bare host:port is taken as http)."""
     from urllib.parse import urlsplit
     v = value.strip()
+    if any(c.isspace() for c in v):     # 'not a url' made http://not a url, accepted
+        raise UsageError(f"{flag} {value[:200]!r}: not a URL (it has spaces); e.g. {example}")
     if "://" not in v:
         v = "http://" + v
     try:
