@@ -46,7 +46,6 @@ import os
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterator
 
 from llmbench.workload.agents import (MAX_AGENT_DEPTH, MAX_AGENT_STEPS, MAX_AGENT_TOKENS, MAX_GAP_S,

@@ -142,6 +142,13 @@ def hostile_runs(d: Path) -> None:
                          ("h-target", {"config": {"target": [1]}})):
         (d / name).mkdir()
         (d / name / "run.json").write_text(json.dumps({**base, **change}))
+    # scenario files whose messages misled (issue 49)
+    (d / "sc-dup.yaml").write_text("classes:\n  chat:\n    share: 0.5\n  rag:\n    share: 0.3\n"
+                                   "  chat:\n    share: 0.2\n")
+    (d / "sc-dup.json").write_text('{"classes": {"chat": {"share": 0.5}, "rag": {"share": 0.3},'
+                                   '\n "chat": {"share": 0.2}}}\n')
+    (d / "sc-zero.toml").write_text('[classes.chat]\nshare = 1\ndataset = "/dev/zero"\n')
+    (d / "sc-folder").mkdir()
 
 
 def agent_traces(d: Path) -> None:
@@ -418,6 +425,12 @@ INPROC_CASES = [
     (["report", "{d}/h-yesterday"], 2, "run.json: started_at: the text 'yesterday' where a"),
     (["report", "{d}/h-strnums"], 2, "summary.completed: the text '3' where a whole number"),
     (["compare", "{d}/h-target", "{d}/h-strnums"], 2, "config.target: a list where an object"),
+    (RAMP + ["--scenario", "{d}/sc-dup.yaml"], 2, "sc-dup.yaml:6: the key 'chat' appears twice"),
+    (RAMP + ["--scenario", "{d}/sc-dup.json"], 2, "sc-dup.json:2: the key 'chat' appears twice"),
+    (RAMP + ["--scenario", "{d}/sc-zero.toml"], 2, "sc-zero.toml:3: class 'chat': --dataset "
+                                                   "/dev/zero: not a regular file"),
+    (RAMP + ["--scenario", "{d}/sc-folder"], 2, "sc-folder: is a folder; give a .toml, .yaml"),
+    (R + ["--host-metrics", "not a url"], 2, "--host-metrics 'not a url': not a URL"),
     (R + ["--limit", "-1"], 2, "--limit"),
     (R + ["--limit", "1000000000000"], 2, "--limit"),
     (R + ["--turns", "-1"], 2, "--turns"),

@@ -350,3 +350,23 @@ def test_a_messages_stream_that_ends_then_sends_deltas_is_a_protocol_error(split
     assert len(recs) == 3 and len(bad) >= 2, recs
     assert {x.get("error_kind") for x in bad} == {"malformed_event"}
     assert all("after the stream's end marker (message_stop)" in x["error"] for x in bad)
+
+
+def test_run_scenario_of_own_users_and_a_class_of_agents(mock_factory, tmp_path):
+    """Issue 49's misleading messages, made to work: ``run --scenario`` whose classes have
+    their own users (once refused in a ramp's words: nothing grows in one held load), one of
+    them ``workload = "agent"`` (once an unknown key, though the docstring promised it)."""
+    mock = mock_factory(ttft_ms=5, itl_ms=1, parallel=4)
+    path = tmp_path / "scenario.toml"
+    path.write_text('[classes.chat]\nusers = 1\n'
+                    '[classes.agents]\nusers = 1\nworkload = "agent"\nagent_steps = 2\n'
+                    'agent_system_tokens = 200\nagent_tool_latency = "50ms"\n')
+    r = llmbench.run(url=mock.url + "/v1", model="mock", scenario=path, duration=2,
+                     out=tmp_path / "res")
+    recs = _recs(r)
+    by = {c: [x for x in recs if x.get("traffic_class") == c] for c in ("chat", "agents")}
+    assert by["chat"] and by["agents"], recs
+    # the agents' requests are steps of sessions, the chat's are not
+    assert all(x.get("session_id") for x in by["agents"])
+    assert not any(x.get("session_id") for x in by["chat"])
+    assert json.loads((r.path / "run.json").read_text())["status"] in ("complete", "partial")
