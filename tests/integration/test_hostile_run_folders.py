@@ -138,3 +138,33 @@ def test_requests_of_the_wrong_kind_are_skipped_and_the_rest_reported(real_run, 
     (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
     run = llmbench.load_run(d)
     assert run.summary is not None and run.summary.completed == len(recs) - 1
+
+
+def test_the_command_line_on_a_sample_says_one_line_or_reports(real_run, tmp_path):
+    """``llmbench report`` and ``compare`` (through main, as a user runs them) on a seeded
+    sample of the run.json variants: each writes its report (exit 0) or says one line (exit
+    2), never a traceback."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ENV
+    doc = json.loads((real_run / "run.json").read_text())
+    all_ = list(variants(doc))
+    picked = random.Random(49).sample(range(len(all_)), 30)
+    cases = []
+    for i in picked:
+        f = write(tmp_path / f"v{i}", all_[i][1], real_run / "requests.jsonl")
+        cases.append(["report", str(f), "--format", "md", "-o", str(f / "r.md")])
+        cases.append(["compare", str(f), str(real_run), "--html", str(f / "c.html")])
+    job = {"cases": cases, "timeout_s": 60, "main": True}
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "helpers" / "hostile_runner.py")],
+                       input=json.dumps(job), capture_output=True, text=True, env=ENV,
+                       cwd=tmp_path, timeout=60 * len(cases) + 60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for argv, res in zip(cases, json.loads(r.stdout)):
+        assert res["exception"] is None, (argv, res["exception"])
+        assert "Traceback" not in res["stdout"] + res["stderr"], argv
+        assert res["code"] in (0, 2), (argv, res["code"], res["stderr"])
+        if res["code"] == 2:
+            lines = [x for x in res["stderr"].splitlines() if x.strip()]
+            assert len(lines) == 1 and lines[0].startswith("error: "), (argv, res["stderr"])
