@@ -91,7 +91,7 @@ def exposure_warning(host: str) -> str | None:
     """One line when the page is served beyond this machine without a token."""
     if is_loopback(host) or token():
         return None
-    where = "every interface" if host in ("0.0.0.0", "::") else host
-    return (f"warning: the dashboard listens on {host or DEFAULT_HOST} ({where}) with no "
-            f"authentication: whoever reaches it sees the run; set {TOKEN_ENV} to require a "
-            "token, or serve it on 127.0.0.1")
+    where = f"{host} (every interface)" if host in ("0.0.0.0", "::") else host
+    # two lines of at most 80 columns
+    return (f"warning: the dashboard on {where} has no authentication;\n"
+            f"  set {TOKEN_ENV} to ask for a token, or serve it on 127.0.0.1")
