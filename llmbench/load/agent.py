@@ -114,7 +114,7 @@ class _SessionRun:
         session under way stops at the deadline. The cut is decided before the wait, and the
         wait ends past the deadline: uvloop's timers are of a millisecond, and the user must
         not start another session in the instant before it."""
-        dl = getattr(self.budget, "deadline", None)
+        dl = getattr(self.budget, "deadline", None) or getattr(self.budget, "sessions_end", None)
         left = None if dl is None else max(dl - perf_counter(), 0.0)
         if left is None or gap_s < left:
             return await sleep_or_stop(self.stop, gap_s), False
@@ -161,7 +161,8 @@ class _SessionRun:
                         continue
                     waited_ms = None
                 elif i == 0:
-                    waited, cut = await self._tool_gap(st.gap_s)
+                    # a sub-agent that starts late waits its gap (cut at the deadline too)
+                    waited, cut = await self._tool_gap(st.gap_s) if st.gap_s > 0 else (True, False)
                     if not waited or cut:
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})

@@ -1219,10 +1219,12 @@ def test_a_bug_in_llmbench_leaves_run_json_failed_not_running(tmp_path, monkeypa
     assert not (run_dir / ".llmbench.lock").exists()
 
 
-def test_duration_stops_an_agent_session_under_way(tmp_path, transport):
+@pytest.mark.parametrize("loop", [[], ["--rate", "10", "--requests", "1"]], ids=["closed", "open"])
+def test_duration_stops_an_agent_session_under_way(loop, tmp_path, transport):
     """Issue 49: a replayed session whose tool gap is an hour (within the 30-day ceiling) is cut
-    at --duration: the call in flight finished, no call after the deadline, the run complete
-    (not `running`), in seconds rather than the hour the trace asks."""
+    at --duration, in a closed loop and an open one: the call in flight finished, no call after
+    the deadline, the run complete (not `running`), in seconds rather than the hour the trace
+    asks."""
     gap_s = 3600.0
     trace = tmp_path / "gap.jsonl"
     trace.write_text(json.dumps({"session": "s", "step": "1", "output_tokens": 4,
@@ -1231,13 +1233,14 @@ def test_duration_stops_an_agent_session_under_way(tmp_path, transport):
                                    "new_tokens": 10, "tool_gap_s": gap_s}) + "\n")
     t0 = time.monotonic()
     r = llmbench("run", "--workload", "agent", "--dataset", str(trace), "--duration", "2s",
-                 "--out", str(tmp_path / "res"), timeout=gap_s / 4)
+                 *loop, "--out", str(tmp_path / "res"), timeout=gap_s / 4)
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = next((tmp_path / "res").iterdir())
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["status"] in ("complete", "partial")
     recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
-    # the closed loop's one user started the session once: its first call, never its second
+    # the session started once (the closed loop's one user; the open loop's one arrival):
+    # its first call, never its second
     assert [x.get("step_id") for x in recs if not x.get("warmup")] == ["1"], recs
     assert recs[0]["ok"] and took < gap_s / 4

@@ -96,6 +96,9 @@ class Budget:
     def __init__(self, requests: int | None, deadline: float | None) -> None:
         self.left = requests
         self.deadline = deadline
+        # when agent sessions under way stop (load.agent): the deadline, or an open loop's
+        # end of --duration (whose own requests are sized by the schedule, not a deadline)
+        self.sessions_end: float | None = None
 
     def take(self) -> bool:
         """One more request may start (before the deadline, within the count)."""
