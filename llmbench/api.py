@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import inspect
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, ParamSpec, TypeVar, overload
@@ -275,6 +276,8 @@ def load_run(path: str | Path) -> Run:
     killed before it wrote its summary gets one rebuilt from requests.jsonl (marked partial,
     ``note`` says so). A folder that is not one is a UsageError."""
     from llmbench.commands.spec import translate
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"load_run({path!r}): give a run folder's path (a str or a Path)")
     p = Path(path)
     try:
         if (p / "sweep.json").is_file() and not (p / "run.json").is_file():

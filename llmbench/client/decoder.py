@@ -117,6 +117,29 @@ class StreamDecoder:
             return NOTHING      # comments (": keepalive") and partial events are not events
         return self._events(t, payloads)
 
+    def after_end(self, data: bytes) -> None:
+        """What the server sent after the end marker (the transports drain it): a token event
+        there is a protocol error, not a reply recorded ok (a Messages stream that began with
+        message_stop, then sent its deltas)."""
+        if self.failed or not data.strip():
+            return
+        for payload in self._framer.feed(data) + self._framer.flush():
+            try:
+                kind = self._classify(payload).kind
+            except _UNEXPECTED:
+                continue
+            if kind == TOKEN or kind == TOKEN_END:
+                self._token_after_end()
+                return
+
+    def _token_after_end(self) -> None:
+        rec = self.rec
+        # the stream's protocol broken (not HTTP's: "protocol" is malformed HTTP/1.1)
+        rec.error_kind = "malformed_event"
+        rec.error = (f"a token event after the stream's end marker ({self.fmt.end_marker}): "
+                     "the server broke its streaming protocol")
+        self.failed = True
+
     def close(self, t: float) -> None:
         """The connection ended at ``t``: a last event sent without its closing blank line is
         decoded like any other, then the record is completed."""
@@ -173,6 +196,9 @@ class StreamDecoder:
             except _UNEXPECTED as exc:
                 ev = _unreadable(payload, exc)
             kind = ev.kind
+            if (kind == TOKEN or kind == TOKEN_END) and self.ended:
+                self._token_after_end()
+                return FAILED
             if kind == TOKEN or kind == TOKEN_END:
                 if ev.tool and rec.first_tool is None:
                     rec.first_tool = t

@@ -416,6 +416,9 @@ class _Conn(asyncio.Protocol):
                 payload = data
                 self.remaining = rem - len(data)
         if self.phase == _DRAIN:
+            if payload and self.mode == STREAM:
+                # a token event after the end marker fails the request (decoder.after_end)
+                self.dec.after_end(payload)
             if ended:
                 self._drained()
             return

@@ -489,7 +489,8 @@ class AiohttpTransport:
             if not content.is_eof():
                 rec.done = perf_counter()
                 try:
-                    await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S)
+                    # a token event after the end marker fails the request (decoder.after_end)
+                    dec.after_end(await asyncio.wait_for(content.read(), DRAIN_AFTER_END_S))
                 except (asyncio.TimeoutError, aiohttp.ClientError):
                     resp.close()
             dec.finish()

@@ -39,6 +39,8 @@ def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX
     file otherwise."""
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
+    if p.is_dir():
+        raise UsageError(f"{flag} {p}: is a folder; give a .toml, .yaml or .json {what}")
     if kind is None:
         raise UsageError(f"{flag} {p}: unknown format {p.suffix or '(no suffix)'!r}; name the "
                          "file .toml, .yaml, .yml or .json")
@@ -54,7 +56,11 @@ def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX
         elif kind == "YAML":
             doc = _yaml_load(text, p, flag)
         else:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        line = _json_line_of(text, exc.key)
+        raise UsageError(f"{flag} {p}:{line}: the key {exc.key!r} appears twice in one object; "
+                         "JSON keeps only the last, so give each name once") from None
     except UsageError:
         raise
     except RecursionError:
@@ -101,6 +107,53 @@ def _toml() -> Any:
                          "(pip install tomli), or give the options as .json")
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook: a key given twice in one object is an error, not the last one
+    silently kept (a class named twice would be one class, and its shares would not add up)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _json_line_of(text: str, key: str) -> int | str:
+    """The line of the second ``"key":`` in the text (where the duplicate is)."""
+    import re
+    hits = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+    return text.count("\n", 0, hits[1]) + 1 if len(hits) > 1 else "?"
+
+
+def _yaml_duplicates(yaml: Any, text: str) -> tuple[str, int] | None:
+    """The first key given twice in one YAML mapping, and its line (PyYAML keeps the last)."""
+    def walk(node: Any) -> tuple[str, int] | None:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for k, v in node.value:
+                name = getattr(k, "value", None)
+                if isinstance(name, str):
+                    if name in seen:
+                        return name, k.start_mark.line + 1
+                    seen.add(name)
+                got = walk(v)
+                if got:
+                    return got
+        elif isinstance(node, yaml.SequenceNode):
+            for v in node.value:
+                got = walk(v)
+                if got:
+                    return got
+        return None
+    return walk(yaml.compose(text, Loader=yaml.SafeLoader))
+
+
 def _yaml_load(text: str, p: Path, flag: str = "--config") -> Any:
     """YAML without aliases: ``*name`` repeats a node by reference, and nine levels of
     ten-fold repeats (a "billion laughs") are 10^9 values to whatever walks the document. A
@@ -111,6 +164,10 @@ def _yaml_load(text: str, p: Path, flag: str = "--config") -> Any:
             line = event.start_mark.line + 1 if event.start_mark else "?"
             raise UsageError(f"{flag} {p}:{line}: a YAML alias (*{event.anchor}); a config "
                              "file takes plain values, write them out")
+    dup = _yaml_duplicates(yaml, text)
+    if dup is not None:
+        raise UsageError(f"{flag} {p}:{dup[1]}: the key {dup[0]!r} appears twice in one "
+                         "mapping; YAML keeps only the last, so give each name once")
     return yaml.safe_load(text)
 
 

@@ -194,6 +194,8 @@ def _exporter_url(value: str, flag: str, example: str) -> str:
     """An exporter's URL: http(s)://host:port[/path] (a bare host:port is taken as http)."""
     from urllib.parse import urlsplit
     v = value.strip()
+    if any(c.isspace() for c in v):     # 'not a url' made http://not a url, accepted
+        raise UsageError(f"{flag} {value[:200]!r}: not a URL (it has spaces); e.g. {example}")
     if "://" not in v:
         v = "http://" + v
     try:
@@ -521,12 +523,27 @@ P_AGENTS = "Agents"
 WORKLOADS = ("chat", "agent")
 
 
+def _agent_top(flag: str) -> tuple[int, str]:
+    """The ceiling of an agent knob and what it counts (workload.agents' MAX_AGENT_*): past
+    it a run builds text for minutes or runs out of memory before any load (issue 49)."""
+    from llmbench.workload.agents import MAX_AGENT_STEPS, MAX_AGENT_TOKENS, MAX_AGENT_WIDTH
+    if flag.endswith("-steps"):
+        return MAX_AGENT_STEPS, "calls"
+    if flag.endswith("-width"):
+        return MAX_AGENT_WIDTH, "sub-agents"
+    return MAX_AGENT_TOKENS, "tokens"
+
+
 def _agent_range(v: Any, flag: str) -> tuple[int, int]:
-    """N or LO-HI tokens (or calls) of an agent knob -> (lo, hi), each at least 1."""
+    """N or LO-HI tokens (or calls) of an agent knob -> (lo, hi), each at least 1 and at most
+    the knob's ceiling."""
     got = TOKENS.parse(v, flag)
     lo, hi = (got, got) if isinstance(got, int) else got
     if lo < 1:
         raise UsageError(f"{flag} {v!r}: need at least 1")
+    top, what = _agent_top(flag)
+    if hi > top:
+        raise UsageError(f"{flag} {v!r}: at most {top:,} {what}; give a smaller number")
     return lo, hi
 
 

@@ -355,9 +355,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                 if tc.thresholds is None:
                     return list(self.threshold or [])
                 return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-            if any(c.share is not None for c in scenario.classes):
-                scenario.check_grow(None)
-            sp = sc.plan(scenario, None, False, build, gates, workers=self.workers)
+            sp = sc.plan(scenario, None, False, build, gates, workers=self.workers,
+                         steps=False)
             first = sp.classes[0].common
             common = dataclasses.replace(common, workload=first.workload)
             base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,

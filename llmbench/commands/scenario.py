@@ -105,10 +105,12 @@ class ScenarioPlan:
 def plan(scenario: Scenario, grow: str | None, isolate: bool,
          build: Callable[[TrafficClass, dict[str, Any]], tuple[Any, tuple[float, float]]],
          thresholds: Callable[[TrafficClass], list[Any]], workers: Any = 1,
-         flag: str = "--grow") -> ScenarioPlan:
+         flag: str = "--grow", steps: bool = True) -> ScenarioPlan:
     """Each class's plan (``build``: its Common and think time from its options;
-    ``thresholds``: its own, or the command's), checked."""
-    scenario.check_grow(grow, flag)
+    ``thresholds``: its own, or the command's), checked. ``steps`` False (``run
+    --scenario``: one load, held): nothing has to grow, classes of their own users do."""
+    if steps:
+        scenario.check_grow(grow, flag)
     if workers not in (1, None, "1"):
         raise UsageError("--scenario: traffic classes run in one process; drop --workers "
                          "(or give each class its own ramp)")
@@ -156,8 +158,9 @@ def class_option_names(spec: Any) -> dict[str, str]:
     """Every keyword a class may set -> the spec's field: the command's workload and request
     options (any spelling the command line knows: prompt_tokens, max_tokens...) and its think
     time. A new workload option is a class option the moment the command has it."""
-    from llmbench.commands.groups import AbandonOpts, RequestOpts, WorkloadOpts
-    fields = {f.name for g in (WorkloadOpts, RequestOpts, AbandonOpts)
+    from llmbench.commands.groups import AbandonOpts, AgentOpts, RequestOpts, WorkloadOpts
+    # AgentOpts: ``workload = "agent"`` and its --agent-* options make a class of agents
+    fields = {f.name for g in (WorkloadOpts, RequestOpts, AbandonOpts, AgentOpts)
               for f in dataclasses.fields(g)}
     fields |= set(CLASS_RAMP_OPTIONS)
     return {k: name for k, (name, off) in type(spec).names().items()
@@ -222,13 +225,13 @@ def check_files(spec: Any, name: str) -> None:
     """The file a class's option ``name`` names, read and checked as the build will: --tools
     and --response-format parsed, a dataset file there, a named tokenizer loaded (a local
     file or the Hugging Face cache; ``auto`` and ``server`` ask the server, later)."""
-    import os
     if name in ("tools", "response_format"):
         spec.agents()
     elif name == "dataset":
         d = str(spec.dataset)
-        if d not in BUILT_IN_DATASETS and not d.startswith("hf:") and not os.path.isfile(d):
-            what = "is a folder, not a file" if os.path.isdir(d) else "no such file"
-            raise DatasetError(f"--dataset {d}: {what}")
+        if d not in BUILT_IN_DATASETS and not d.startswith("hf:"):
+            # the chat datasets' own check: no such file, a folder, a device or a pipe
+            from llmbench.workload.files import check_regular_file
+            check_regular_file(d)
     elif name == "tokenizer" and spec.tokenizer not in (None, "auto", "server"):
         load_tokenizer(str(spec.tokenizer))

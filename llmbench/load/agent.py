@@ -109,6 +109,21 @@ class _SessionRun:
     def _stopping(self) -> bool:
         return self.stop.is_set() or self.session.stopping.is_set()
 
+    async def _tool_gap(self, gap_s: float) -> tuple[bool, bool]:
+        """Wait a tool gap: (not stopped meanwhile, the run's --duration deadline cut it). A
+        session under way stops at the deadline. The cut is decided before the wait, and the
+        wait ends past the deadline: uvloop's timers are of a millisecond, and the user must
+        not start another session in the instant before it."""
+        dl = getattr(self.budget, "deadline", None) or getattr(self.budget, "sessions_end", None)
+        left = None if dl is None else max(dl - perf_counter(), 0.0)
+        if left is None or gap_s < left:
+            return await sleep_or_stop(self.stop, gap_s), False
+        if not await sleep_or_stop(self.stop, left):
+            return False, True
+        while perf_counter() < dl:
+            await asyncio.sleep(dl - perf_counter() + 1e-3)
+        return True, True
+
     async def agent(self, plan: AgentPlan, parent: str | None, scheduled: float,
                     main: bool = True, start: int = 0, history: Sequence[str] = ()) -> bool:
         """One agent's calls in order; sub-agents started as its replies say, joined before
@@ -146,7 +161,9 @@ class _SessionRun:
                         continue
                     waited_ms = None
                 elif i == 0:
-                    if st.gap_s > 0 and not await sleep_or_stop(self.stop, st.gap_s):
+                    # a sub-agent that starts late waits its gap (cut at the deadline too)
+                    waited, cut = await self._tool_gap(st.gap_s) if st.gap_s > 0 else (True, False)
+                    if not waited or cut:
                         raise _Stop
                     msgs.append({"role": "user", "content": conv.task_text(plan)})
                     context += st.new_tokens
@@ -154,10 +171,10 @@ class _SessionRun:
                     t0 = perf_counter()
                     # the tool runs (its gap) while the sub-agents its call started run; the
                     # next call waits for both
-                    waits: list[Any] = [sleep_or_stop(self.stop, st.gap_s)] + joined
+                    waits: list[Any] = [self._tool_gap(st.gap_s)] + joined
                     got = await asyncio.gather(*waits)
                     joined = []
-                    if not got[0] or self._stopping():
+                    if not got[0][0] or got[0][1] or self._stopping():
                         raise _Stop
                     if not all(got[1:]):
                         ok = False
@@ -165,11 +182,11 @@ class _SessionRun:
                     waited_ms = (perf_counter() - t0) * 1000.0
                     self._results(msgs, plan, st, last_reply)
                     context += st.new_tokens
-                # --duration stops new sessions, not the calls of one under way (a session cut
-                # at the deadline would be no session); --requests counts every call
-                first_call = main and i == start
-                if self._stopping() or (self.budget is not None
-                                        and not self.budget.take(by_deadline=first_call)):
+                # --duration stops a session under way too (issue 49: a trace's tool gap of
+                # days held the run open for ever): no call starts after the deadline, the one
+                # in flight finishes (or --timeout-total cuts it), the session is cut short;
+                # --requests counts every call
+                if self._stopping() or (self.budget is not None and not self.budget.take()):
                     raise _Stop
                 kind = ("final" if main else "answer") if last else "call"
                 stamp = (self.sid, st.id, prev,

@@ -238,6 +238,34 @@ class Record:
         return rec
 
 
+# the largest time or count a record holds (perf_counter seconds, µs, ms, tokens): past it a
+# value is no measurement, and arithmetic on it overflows
+_MAX_VALUE = 1e15
+_KINDS: dict[str, frozenset[type]] = {}
+
+
+class _Anything(frozenset):
+    def __contains__(self, _: object) -> bool:
+        return True
+
+
+def _field_kinds() -> dict[str, frozenset[type]]:
+    """The JSON kinds each of Record's fields takes, null included (from its annotation,
+    once): a float field takes an int too; a field of several kinds or Any takes anything."""
+    if not _KINDS:
+        import typing
+        plain = {"float": (float, int), "int": (int,), "str": (str,), "bool": (bool,),
+                 "list": (list,), "dict": (dict,)}
+        for name, tp in typing.get_type_hints(Record).items():
+            text = str(tp).replace("typing.", "")
+            base = text.split("[")[0].replace("<class '", "").replace("'>", "")
+            parts = [x.strip() for x in base.split("|") if x.strip() != "None"]
+            null = (type(None),) if "None" in text else ()
+            _KINDS[name] = (frozenset(plain[parts[0]] + null)
+                            if len(parts) == 1 and parts[0] in plain else _Anything())
+    return _KINDS
+
+
 def _finite(obj: Any) -> Any:
     """A server's JSON with NaN/inf (Python's json reads them) made null."""
     if type(obj) is float:
@@ -436,10 +464,38 @@ def skipped_notes() -> list[str]:
     return [s.note(path) for path, s in SKIPPED.items()]
 
 
+def check_line(d: Any) -> None:
+    """A requests.jsonl line read from a file holds each field in its kind: a text for a time,
+    a list for a count, a time of 1e308 (a file edited by hand or written by another tool) is
+    a ValueError naming the key. Not in Record.from_json: the workers' records, which
+    llmbench made, are read on the hot path."""
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    kinds = _field_kinds()
+    for k, v in d.items():
+        ok = kinds.get(k)
+        if ok is None:
+            continue
+        t = type(v)
+        if t not in ok or ((t is float or t is int) and not -_MAX_VALUE <= v <= _MAX_VALUE):
+            raise ValueError(f"{k}: a {t.__name__} where another kind belongs")
+    start, end = d.get("start", 0.0), d.get("end")
+    if end is not None and end < start:
+        raise ValueError("end: before start")
+    us = d.get("token_us", [])
+    if not isinstance(us, list):
+        raise ValueError("token_us: expected a list of numbers")
+    # min and max in C (a text among the numbers is a TypeError)
+    if us and not -_MAX_VALUE <= min(us) <= max(us) <= _MAX_VALUE:
+        raise ValueError("token_us: a time past any run's")
+
+
 def iter_records(path: Path) -> Iterator[Record]:
-    """Read a requests.jsonl; a torn or damaged line is skipped and counted (json_lines)."""
+    """Read a requests.jsonl; a torn or damaged line is skipped and counted (json_lines), a
+    line whose values are not of their fields' kinds is skipped (check_line)."""
     for d in json_lines(path):
         try:
+            check_line(d)
             yield Record.from_json(d)
         except (TypeError, AttributeError, KeyError, ValueError):
             continue

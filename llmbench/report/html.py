@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import html
 import json
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 
+from llmbench.results.display import local_time
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts
 from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence
@@ -627,7 +627,7 @@ def render(run_dir: str | Path) -> str:
     lat = run.latencies()
     kind = run.kind
     status = run.status
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at or 0))
+    started = local_time(run.started_at) or "?"
     target = run.config.get("target") or run.config.get("router") or {}
     title = f"llmbench {kind}: {target.get('model', '')} at {target.get('url', '')}"
     head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llmbench.results.display import local_time
 from llmbench.results import display
 from llmbench.results.schema import Run, Step
 
@@ -68,7 +69,7 @@ def _title(run: Run) -> str:
 
 def _started(run: Run) -> str:
     t = run.started_at
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
+    return local_time(t)
 
 
 def run_html(run: Run) -> str:

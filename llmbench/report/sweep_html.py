@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError
 from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
 from llmbench.report import charts
@@ -124,7 +124,7 @@ def render(sweep_dir: str | Path) -> str:
     status = doc.status
     swept = " x ".join(k + " = " + ", ".join(v) for k, v in settings.items())
     title = f"llmbench sweep: {swept}"
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.started_at or 0))
+    started = local_time(doc.started_at) or "?"
     where = " · ".join(x for x in (cfg.get("model"), cfg.get("url")) if x)
     out = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
            f"<style>{CSS}{EXTRA_CSS}</style></head><body>",

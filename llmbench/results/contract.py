@@ -99,27 +99,129 @@ def _optional(tp: Any) -> Any:
     return tp
 
 
+class WrongType(ValueError):
+    """A value in a result file of another kind than its key holds (a folder edited by hand,
+    cut by a crash, written by another tool): ``key`` the path to it (``summary.ttft``),
+    ``what`` what it is and what was expected. The loader (``Run.from_dict``) says it in one
+    line naming the file; nothing downstream meets the value."""
+
+    def __init__(self, key: str, what: str) -> None:
+        super().__init__(f"{key}: {what}")
+        self.key, self.what = key, what
+
+    def under(self, parent: str) -> "WrongType":
+        return WrongType(f"{parent}.{self.key}" if self.key else parent, self.what)
+
+
+def kind_of(v: Any) -> str:
+    """A JSON value's kind as a message says it, short (a 5,000-digit text is not quoted)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f"the text {v!r}" if len(v) <= 24 else f"a text of {len(v):,} characters"
+    if isinstance(v, (int, float)):
+        return f"the number {v:g}" if isinstance(v, float) else (
+            f"the number {v}" if len(str(v)) <= 24 else "a number too large")
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    return type(v).__name__
+
+
+_NUMBER_TEXTS = ("inf", "-inf")
+
+
+def _nullable(tp: Any) -> bool:
+    """``T | None``, Optional[T] or Any: null is one of its values."""
+    if tp is Any:
+        return True
+    return (typing.get_origin(tp) in (typing.Union, types.UnionType)
+            and type(None) in typing.get_args(tp))
+
+
+def _want(tp: Any) -> str:
+    """What a key of annotation ``tp`` holds, as a message says it."""
+    got = mismatch(tp, object())
+    return got.split(" where ")[1].removesuffix(" belongs") if got and " where " in got else "a value"
+
+
+def mismatch(tp: Any, v: Any) -> str | None:
+    """What is wrong with ``v`` as the annotation ``tp`` (None: nothing). Only what a reader
+    would trip on: a text for a number, a list for an object, a number for a text; None is
+    always allowed (a statistic with no data), a union of several kinds or ``Any`` anything."""
+    if v is None or tp is Any:
+        return None
+    tp = _optional(tp)
+    if tp is Any:
+        return None
+    origin = typing.get_origin(tp)
+    want = None
+    if origin is typing.Literal:
+        return None if v in typing.get_args(tp) else (
+            f"{kind_of(v)}, not one of " + ", ".join(repr(a) for a in typing.get_args(tp)))
+    if origin in (list, tuple) or tp in (list, tuple):
+        want = "a list" if not isinstance(v, list) else None
+    elif origin is dict or tp is dict or (isinstance(tp, type) and (
+            issubclass(tp, Part) or hasattr(tp, "from_dict"))):
+        want = "an object" if not isinstance(v, Mapping) else None
+    elif tp is bool:
+        want = "true or false" if not isinstance(v, bool) else None
+    elif tp is int:
+        ok = isinstance(v, int) and not isinstance(v, bool) or (
+            isinstance(v, float) and math.isfinite(v) and v == int(v))
+        want = None if ok else "a whole number"
+    elif tp is float:
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NUMBER_TEXTS
+        want = None if ok else "a number"
+    elif tp is str:
+        want = "a text" if not isinstance(v, str) else None
+    return None if want is None else f"{kind_of(v)} where {want} belongs"
+
+
 def decode(tp: Any, v: Any) -> Any:
     """A JSON value read as the annotation ``tp`` says: parts from their dicts, "inf" as a
-    float. A value of another shape than expected (a folder edited by hand) is kept as it is."""
+    float. A value of another kind than its key holds is a WrongType naming the key."""
     if v is None:
         return None
+    wrong = mismatch(tp, v)
+    if wrong is not None:
+        raise WrongType("", wrong)
     tp = _optional(tp)
     origin = typing.get_origin(tp)
     if origin in (list, tuple) and isinstance(v, list):
         args = typing.get_args(tp)
         inner = args[0] if args else Any
-        out = [decode(inner, x) for x in v]
+        out = [_at(i, decode, inner, x) for i, x in enumerate(v)]
         return tuple(out) if origin is tuple else out
     if origin is dict and isinstance(v, Mapping):
         args = typing.get_args(tp)
         inner = args[1] if len(args) == 2 else Any
-        return {k: decode(inner, x) for k, x in v.items()}
+        return {k: _at(k, decode, inner, x) for k, x in v.items()}
     if isinstance(tp, type) and (issubclass(tp, Part) or hasattr(tp, "from_dict")):
-        return tp.from_dict(v) if isinstance(v, Mapping) else v
+        return read_part(tp, v) if isinstance(v, Mapping) else v
     if tp is float and isinstance(v, str) and v in ("inf", "-inf"):
         return float(v)
     return v
+
+
+def _at(where: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, a WrongType inside it named under ``where`` (a key or a list index)."""
+    try:
+        return fn(*args)
+    except WrongType as exc:
+        raise exc.under(str(where)) from None
+
+
+def read_part(tp: Any, v: Mapping[str, Any]) -> Any:
+    """``tp.from_dict(v)``: a part's own reader that trips on a value of the wrong kind (a
+    TypeError, an OverflowError...) is a WrongType too, not a raw exception."""
+    try:
+        return tp.from_dict(v)
+    except WrongType:
+        raise
+    except (TypeError, ValueError, AttributeError, OverflowError, KeyError, IndexError) as exc:
+        raise WrongType("", f"cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
 def _written(spec: _Spec, owner: "Part", value: Any) -> bool:
@@ -189,7 +291,12 @@ class Part:
         for s in specs(cls):
             known.add(s.key)
             if s.key in data:
-                kwargs[s.name] = decode(s.type, data[s.key])
+                v = data[s.key]
+                if v is None and s.default is not None and s.default is not MISSING \
+                        and not _nullable(s.type):
+                    # null where the part always holds a value (a config, a status)
+                    raise WrongType(s.key, f"null where {_want(s.type)} belongs")
+                kwargs[s.name] = _at(s.key, decode, s.type, v)
         extra = {k: v for k, v in data.items() if k not in known}
         return cls(**kwargs, extra=extra, read_keys=tuple(data))
 

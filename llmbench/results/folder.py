@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError, clean_nan, write_json
 from llmbench.results.schema import SCHEMA_VERSION, Run
 
@@ -172,9 +173,9 @@ def headline(run: Run) -> str:
 def _date_of(run: Run, folder: Path) -> str:
     """When the run started: run.json's time, else the folder name's stamp, else its mtime
     (a run that failed its preflight once had no time and showed 1970)."""
-    t = run.started_at
-    if isinstance(t, (int, float)) and t > 0:
-        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+    when = local_time(run.started_at, "%Y-%m-%d %H:%M")
+    if when:
+        return when
     m = re.match(r"(\d{8})-(\d{6})", folder.name)
     if m:
         try:

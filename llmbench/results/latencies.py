@@ -88,8 +88,8 @@ def read_latencies(path: Path) -> Latencies:
         with open(path, "rb") as fh:
             for line in fh:
                 d = lines.decode(line)
-                if not isinstance(d, dict):
-                    continue
+                if not isinstance(d, dict) or not _readable(d):
+                    continue        # as records.iter_records: a line llmbench did not write
                 if not is_measured(d.get("warmup"), d.get("error_kind")):
                     continue
                 # the definitions (records/definitions.py) on the line as written: token_us
@@ -123,6 +123,22 @@ def read_latencies(path: Path) -> Latencies:
                      np.frombuffer(itls, dtype=np.int32 if itls.typecode == "i" else np.float64)
                      if len(itls) else np.zeros(0, np.int32),
                      np.asarray(counts, dtype=np.int64))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e300
+
+
+def _readable(d: dict[str, Any]) -> bool:
+    """A request line's fields read here are of their kinds (a file edited by hand or written
+    by another tool may hold a text for a time, a list for a count): else it is skipped."""
+    us = d.get("token_us")
+    return ((d.get("step") is None or isinstance(d["step"], int) and not isinstance(d["step"], bool)
+             and abs(d["step"]) < 1 << 62)
+            and (d.get("path") is None or isinstance(d["path"], str))
+            and ("start" not in d or _num(d["start"]))
+            and (d.get("output_tokens") is None or _num(d["output_tokens"]))
+            and (us is None or isinstance(us, list) and all(_num(x) for x in us)))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -32,7 +32,8 @@ from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_O
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
 from llmbench.results.network import NetworkFloor
-from llmbench.results.contract import Part, encode, ordered, part
+from llmbench.results.contract import (Part, WrongType, decode, encode, kind_of, mismatch, ordered,
+                                       part, read_part, specs)
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
@@ -543,23 +544,36 @@ class Summary(Part):
         stats: dict[str, dict[str, Any]] = {}
         within: list[Within] = []
         extra: dict[str, Any] = {}
+        types = _scalar_types()
         for k, v in data.items():
             f = _SCALAR_FIELDS.get(k)
             if f is not None:
-                kw[f] = _number(v)
+                kw[f] = _number(v) if types[f] in (int, float) else v
+                wrong = mismatch(types[f], kw[f])
+                if wrong is not None:
+                    raise WrongType(k, wrong)
+                if f in ("errors", "error_statuses", "served_by", "error_samples"):
+                    kw[f] = decode(types[f], v)
                 continue
             if k == "by_turn" and isinstance(v, Mapping):
-                kw["by_turn"] = {n: cls.from_dict(t) for n, t in v.items() if isinstance(t, Mapping)}
+                kw["by_turn"] = {n: read_part(cls, t) for n, t in v.items()
+                                 if isinstance(t, Mapping)}
                 continue
+            got = _metric_stat(k) if not k.startswith("within_") else None
+            if k.startswith("within_") or got is not None:
+                # a statistic or a share: a number, "inf", or nothing
+                v = _number(v)
+                wrong = mismatch(float, v)
+                if wrong is not None:
+                    raise WrongType(k, wrong)
             if k.startswith("within_"):
-                within.append(Within.from_key(k, _number(v)))
+                within.append(Within.from_key(k, v))
                 continue
-            got = _metric_stat(k)
             if got is None:
                 extra[k] = v
                 continue
             name, stat = got
-            stats.setdefault(name, {})[stat] = _number(v)
+            stats.setdefault(name, {})[stat] = v
         metrics = {name: _metric_from(name, st) for name, st in stats.items()}
         for f in ("completed", "failed"):
             kw[f] = int(kw.get(f) or 0)
@@ -568,10 +582,31 @@ class Summary(Part):
         kw["requests"] = int(kw.get("requests") or 0)
         for f in ("errors", "error_statuses", "served_by"):
             kw[f] = dict(kw.get(f) or {})
-        kw["error_samples"] = [ErrorSample.from_dict(e) if isinstance(e, Mapping) else e
-                               for e in kw.get("error_samples") or []]
+        kw["error_samples"] = list(kw.get("error_samples") or [])
         kw["non_streaming"] = bool(kw.get("non_streaming"))
         return cls(**kw, **metrics, within=within, extra=extra, read_keys=tuple(data))
+
+
+_SCALAR_TYPES: dict[str, Any] = {}
+
+
+def _scalar_types() -> dict[str, Any]:
+    """The annotation of each of the summary's scalar fields (what from_dict checks a value
+    against), once."""
+    if not _SCALAR_TYPES:
+        _SCALAR_TYPES.update((sp.name, sp.type) for sp in specs(Summary))
+    return _SCALAR_TYPES
+
+
+# the sections of run.json's config that are objects (commands' config dicts)
+_CONFIG_SECTIONS = frozenset(("target", "router", "direct", "load", "request", "timeouts", "ramp"))
+
+
+def _at_key(key: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except WrongType as exc:
+        raise exc.under(key) from None
 
 
 def _metric_stat(k: str) -> tuple[str, str] | None:
@@ -1418,6 +1453,18 @@ class Run(Part):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
+        """The run a run.json (sweep.json) holds; a value of another kind than its key holds
+        is one RunFolderError naming the file and the key, not a raw exception later."""
+        try:
+            return cls._from_dict(data, path)
+        except WrongType as exc:
+            name = "sweep.json" if data.get("kind") == "sweep" else "run.json"
+            where = f"{Path(path) / name}: " if path is not None else f"{name}: "
+            raise RunFolderError(f"{where}{exc.key}: {exc.what}; fix or remove that key") \
+                from None
+
+    @classmethod
+    def _from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
         d = dict(data)
         raw = d.get("schema_version")
         version = 1 if raw is None else raw
@@ -1434,11 +1481,18 @@ class Run(Part):
                                  "edited by hand")
         run = super().from_dict({k: v for k, v in d.items() if k != "steps"})
         run.read_keys = tuple(d)
+        for k, v in run.config.items():
+            # the config's sections (target, load, request, ramp...) are objects, its leaves
+            # anything: a section of another kind would trip every reader of it
+            if k in _CONFIG_SECTIONS and v is not None and not isinstance(v, Mapping):
+                raise WrongType(f"config.{k}", f"{kind_of(v)} where an object belongs")
         probe = d.get("server_probe")
         if isinstance(probe, Mapping):
             run.server_probe = (
-                {k: ServerProbe.from_dict(v) if isinstance(v, Mapping) else v
-                 for k, v in probe.items()} if kind == "probe" else ServerProbe.from_dict(probe))
+                {k: _at_key(f"server_probe.{k}", read_part, ServerProbe, v)
+                 if isinstance(v, Mapping) else v
+                 for k, v in probe.items()} if kind == "probe"
+                else _at_key("server_probe", read_part, ServerProbe, probe))
         if isinstance(steps, list):
             one = ProbeStep if kind == "probe" else Step
             for i, st in enumerate(steps):
@@ -1446,6 +1500,7 @@ class Run(Part):
                                                                                dict)):
                     raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it "
                                          "was cut short or edited by hand")
-            run.steps = [one.from_dict(st) for st in steps]
+            run.steps = [_at_key(f"steps.{i + 1}", read_part, one, st)
+                         for i, st in enumerate(steps)]
         run.path = None if path is None else Path(path)
         return run

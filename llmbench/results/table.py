@@ -23,7 +23,7 @@ import math
 from typing import Any, Iterator
 
 from llmbench.records.phases import PHASES, new_connection, phases_ms
-from llmbench.records.record import Record
+from llmbench.records.record import check_line, Record
 
 # (column, kind): the table's columns in order; kind is the pandas dtype family
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -148,8 +148,9 @@ def request_rows(run: Any) -> Iterator[dict[str, Any]]:
     t0 = _t0(run, raw)
     for d in raw:
         try:
+            check_line(d)
             rec = Record.from_json(d)
-        except TypeError:
+        except (TypeError, ValueError):
             continue                     # not a record llmbench wrote
         yield request_row(rec, t0)
 

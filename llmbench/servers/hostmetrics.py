@@ -4,6 +4,7 @@ step are computed afterwards from the samples (llmbench/analysis/telemetry.py)."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llmbench.servers.prometheus import parse_prometheus
@@ -30,7 +31,7 @@ def extract_node(text: str) -> dict[str, Any]:
     modes: dict[str, float] = {}
     cpus: set[str] = set()
     for labels, v in series:
-        if v != v:          # NaN
+        if not math.isfinite(v):    # NaN, or 1e400 read as inf: no reading, not "inf"
             continue
         mode = labels.get("mode", "?")
         modes[mode] = modes.get(mode, 0.0) + v
@@ -38,7 +39,7 @@ def extract_node(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {"cpu_s": modes, "cpus": len(cpus)}
 
     def one(name: str) -> float | None:
-        vals = [v for _, v in m.get(name, ()) if v == v]
+        vals = [v for _, v in m.get(name, ()) if math.isfinite(v)]
         return vals[0] if vals else None
     for key, name in (("mem_total_bytes", "node_memory_MemTotal_bytes"),
                       ("mem_available_bytes", "node_memory_MemAvailable_bytes"),
@@ -51,7 +52,7 @@ def extract_node(text: str) -> dict[str, Any]:
     for key, name in (("net_rx_bytes", "node_network_receive_bytes_total"),
                       ("net_tx_bytes", "node_network_transmit_bytes_total")):
         vals = [v for labels, v in m.get(name, ())
-                if labels.get("device") not in _LOCAL_DEVICES and v == v]
+                if labels.get("device") not in _LOCAL_DEVICES and math.isfinite(v)]
         if vals:
             out[key] = sum(vals)
     return out

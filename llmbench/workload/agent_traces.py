@@ -41,15 +41,21 @@ that is not in the session, a line that is not JSON.
 from __future__ import annotations
 
 import json
+import math
+import os
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterator
 
-from llmbench.workload.agents import (AgentPlan, AgentSession, StepPlan, session_of, synthetic_tools,
-                                      vocabulary)
-from llmbench.workload.files import DatasetError
+from llmbench.workload.agents import (MAX_AGENT_DEPTH, MAX_AGENT_STEPS, MAX_AGENT_TOKENS, MAX_GAP_S,
+                                      AgentPlan, AgentSession, StepPlan, session_of,
+                                      synthetic_tools, vocabulary)
+from llmbench.workload.files import DatasetError, check_regular_file, read_lines, too_deep
+
+# A trace read as one JSON document (WEKA, OTLP over several lines) is read whole: at most this
+# much (a JSONL trace is read a line at a time, each line at most files.MAX_LINE_BYTES)
+MAX_DOCUMENT_BYTES = 256 << 20
 
 FORMATS = ("agent", "weka", "otel")
 _LLM_OPS = frozenset(("chat", "text_completion", "generate_content", "generate", "completion"))
@@ -86,20 +92,26 @@ def _bad(path: str, where: Any, what: str) -> DatasetError:
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """The file's lines that are not blank, as the chat datasets read them (files.read_lines:
+    UTF-8 with or without a BOM, each line at most MAX_LINE_BYTES, one line at a time)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    yield n, line
+        yield from read_lines(path)
     except OSError as exc:
         raise DatasetError(f"--dataset {path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"--dataset {path}: not UTF-8 text; give a JSONL or JSON file") from None
+
+
+def _loads(path: str, n: Any, text: str) -> Any:
+    """json.loads; nesting too deep for the decoder is one line (json recurses per level), a
+    JSONDecodeError is left to the caller."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(f"{path}:{n}") from None
 
 
 def _json_line(path: str, n: int, line: str) -> Any:
     try:
-        return json.loads(line)
+        return _loads(path, n, line)
     except json.JSONDecodeError as exc:
         raise _bad(path, n, f"not JSON ({exc.msg} at column {exc.colno}); each line of an agent "
                             "trace is one JSON object") from None
@@ -107,13 +119,22 @@ def _json_line(path: str, n: int, line: str) -> Any:
 
 def _whole_json(path: str) -> Any:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        size = os.path.getsize(path)
+        if size > MAX_DOCUMENT_BYTES:
+            raise DatasetError(f"--dataset {path}: a JSON document of {size / 1e6:,.0f} MB is "
+                               f"over the {MAX_DOCUMENT_BYTES >> 20} MB an agent trace may be; "
+                               "give it as JSONL (one trace, session or span a line)")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
         raise DatasetError(f"--dataset {path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"--dataset {path}: not UTF-8 text; give a JSONL or JSON file") from None
     try:
-        return json.loads(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DatasetError(f"{path}:{line}: not UTF-8 text; save the file as UTF-8") from None
+    try:
+        return _loads(path, 1, text)
     except json.JSONDecodeError as exc:
         raise _bad(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
 
@@ -122,7 +143,7 @@ def detect(path: str) -> str:
     """The file's format from its first record (agent, weka or otel)."""
     for n, line in _lines(path):
         try:
-            obj = json.loads(line)
+            obj = _loads(path, n, line)
         except json.JSONDecodeError:
             obj = _whole_json(path)           # a JSON document over several lines (WEKA, OTLP)
         return _kind_of(path, n, obj)
@@ -148,27 +169,49 @@ def _kind_of(path: str, n: int, obj: Any) -> str:
 
 
 # -- llmbench's own format -------------------------------------------------------------------------
-def _int(path: str, n: int, obj: dict, key: str, default: int | None = None) -> int | None:
-    v = obj.get(key, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
-        raise _bad(path, n, f"{key} {v!r}: expected a whole number of tokens")
+def _tokens(path: str, n: Any, key: str, v: Any) -> int:
+    """A token count as a trace gives it (a number, or a string of digits as OTLP's intValue
+    is): whole, finite, 0 or more and at most MAX_AGENT_TOKENS, else one line."""
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 20:
+        v = int(v.strip())
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            isinstance(v, float) and (not math.isfinite(v) or v != int(v))):
+        raise _bad(path, n, f"{key} {_show(v)}: expected a whole number of tokens")
     if v < 0:
-        raise _bad(path, n, f"{key} {v}: must not be negative")
+        raise _bad(path, n, f"{key} {_show(v)}: must not be negative")
+    if v > MAX_AGENT_TOKENS:
+        raise _bad(path, n, f"{key} {_show(v)}: over {MAX_AGENT_TOKENS:,} tokens, more than any "
+                            "model's context; fix the number or leave the call out")
     return int(v)
 
 
-def _secs(path: str, n: int, obj: dict, key: str) -> float | None:
+def _show(v: Any) -> str:
+    """A value as a message quotes it, short (a 5,000-digit number is not quoted whole)."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(path: str, n: Any, obj: dict, key: str, default: int | None = None) -> int | None:
+    v = obj.get(key, default)
+    if v is None:
+        return None
+    return _tokens(path, n, key, v)
+
+
+def _secs(path: str, n: Any, obj: dict, key: str, *, capped: bool = True) -> float | None:
+    """Seconds from a trace: finite, and (a gap or a duration, ``capped``) 0 or more and at
+    most MAX_GAP_S (30 days, as --agent-tool-latency and chat trace replays)."""
     v = obj.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (
-            float("inf"), float("-inf")):
-        raise _bad(path, n, f"{key} {v!r}: expected a number of seconds")
-    if v < 0 and key == "tool_gap_s":
-        raise _bad(path, n, f"tool_gap_s {v:g}: a tool gap cannot be negative; give the seconds "
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise _bad(path, n, f"{key} {_show(v)}: expected a number of seconds")
+    if v < 0 and key in ("tool_gap_s", "think_time"):
+        raise _bad(path, n, f"{key} {v:g}: a tool gap cannot be negative; give the seconds "
                             "between the parent's reply and this call, 0 or more")
+    if capped and abs(v) > MAX_GAP_S:
+        raise _bad(path, n, f"{key} {v:g}: over 30 days, the longest llmbench replays; fix "
+                            "the number (seconds)")
     return float(v)
 
 
@@ -191,7 +234,8 @@ def read_agent(path: str) -> _Read:
         st = _Step(sid, step, n, None if parent is None else str(parent),
                    str(obj.get("agent") or "main"), output,
                    new=_int(path, n, obj, "new_tokens"), input=_int(path, n, obj, "input_tokens"),
-                   gap=_secs(path, n, obj, "tool_gap_s"), t=_secs(path, n, obj, "t"),
+                   gap=_secs(path, n, obj, "tool_gap_s"),
+                   t=_secs(path, n, obj, "t", capped=False),
                    dur=_secs(path, n, obj, "duration_s"),
                    system=_int(path, n, obj, "system_tokens", 0) or 0,
                    background=bool(obj.get("background")), order=order)
@@ -205,7 +249,7 @@ def read_weka(path: str) -> _Read:
     records: list[tuple[int, Any]] = []
     try:
         for n, line in _lines(path):
-            records.append((n, json.loads(line)))
+            records.append((n, _loads(path, n, line)))
     except json.JSONDecodeError:
         records = [(1, _whole_json(path))]         # one trace over several lines
     if records and isinstance(records[0][1], list):
@@ -224,14 +268,22 @@ def read_weka(path: str) -> _Read:
             raise _bad(path, n, f"trace {sid}: requests must be a non-empty list of calls")
         steps: list[_Step] = []
         system = (_int(path, n, tr, "system_tokens", 0) or 0) + (_int(path, n, tr, "tool_tokens", 0) or 0)
-        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, order, out)
+        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, order, out,
+                    0)
         out.sessions[sid] = steps
     return out
 
 
 def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by: str | None,
                 system: int, background: bool, steps: list[_Step], order: list[int],
-                out: _Read) -> None:
+                out: _Read, depth: int) -> None:
+    if depth > MAX_AGENT_DEPTH:
+        raise _bad(path, n, f"trace {sid}: sub-agents nested over {MAX_AGENT_DEPTH} levels deep "
+                            f"(at {agent}); llmbench replays at most {MAX_AGENT_DEPTH}: cut the "
+                            "trace there")
+    if len(reqs) > MAX_AGENT_STEPS:
+        raise _bad(path, n, f"trace {sid}: {agent} has {len(reqs):,} calls, over the "
+                            f"{MAX_AGENT_STEPS:,} an agent may make; split the trace")
     prev: _Step | None = None
     pending_subs: list[tuple[int, dict]] = []
     for i, r in enumerate(reqs):
@@ -248,14 +300,13 @@ def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by:
         outp = _int(path, where, r, "out", None)
         if not inp and not outp:
             raise _bad(path, where, "a call with no tokens (in and out are 0 or missing)")
-        think = r.get("think_time")
-        if isinstance(think, (int, float)) and not isinstance(think, bool) and think < 0:
-            raise _bad(path, where, f"think_time {think:g}: a tool gap cannot be negative")
+        think = _secs(path, where, r, "think_time")
         order[0] += 1
         st = _Step(sid, f"{agent}:{i}" if agent != "main" else str(i), n,
                    prev.id if prev is not None else spawned_by, agent, max(outp or 0, 1),
-                   input=inp or 0, t=_num(r.get("t")), dur=_num(r.get("api_time")),
-                   gap=float(think) if isinstance(think, (int, float)) and prev is not None else None,
+                   input=inp or 0, t=_secs(path, where, r, "t", capped=False),
+                   dur=_secs(path, where, r, "api_time"),
+                   gap=think if prev is not None else None,
                    system=system if prev is None else 0,
                    background=background if prev is None else False, order=order[0])
         if not outp:
@@ -263,15 +314,15 @@ def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by:
         steps.append(st)
         # sub-agents between the previous call and this one start after the previous call
         for j, sub in pending_subs:
-            _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out)
+            _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
         pending_subs = []
         prev = st
     for j, sub in pending_subs:                   # after the agent's last call
-        _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out)
+        _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
 
 
 def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: _Step | None,
-              steps: list[_Step], order: list[int], out: _Read) -> None:
+              steps: list[_Step], order: list[int], out: _Read, depth: int) -> None:
     where = f"{n} (trace {sid}, {agent} call {j + 1})"
     if prev is None:
         out.warnings.append(f"{path}: trace {sid}: a sub-agent before its parent's first call "
@@ -283,7 +334,7 @@ def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: 
     name = str(sub.get("agent_id") or f"{agent}.sub{j}")
     system = (_int(path, where, sub, "system_tokens", 0) or 0) + (_int(path, where, sub, "tool_tokens", 0) or 0)
     _weka_agent(path, n, sid, name, reqs, prev.id, system,
-                str(sub.get("status") or "") == "async_launched", steps, order, out)
+                str(sub.get("status") or "") == "async_launched", steps, order, out, depth + 1)
 
 
 def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
@@ -296,23 +347,19 @@ def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
                                     "output_length)")
         if not r.get("input_length") and not r.get("output_length"):
             raise _bad(path, n, "a call with no tokens (input_length and output_length are 0)")
-        by.setdefault(str(r["id"]), []).append((_num(r.get("timestamp")) or 0.0, n, r))
+        by.setdefault(str(r["id"]), []).append(
+            (_secs(path, n, r, "timestamp", capped=False) or 0.0, n, r))
     for sid, items in by.items():
         items.sort(key=lambda x: (x[0], x[1]))
         steps, prev = [], None
         for i, (t, n, r) in enumerate(items):
-            _int(path, n, r, "input_length")
-            _int(path, n, r, "output_length")
-            st = _Step(sid, str(i), n, prev.id if prev else None, "main",
-                       max(int(r["output_length"]), 1), input=int(r["input_length"]), t=t,
-                       order=i)
+            inp = _int(path, n, r, "input_length") or 0
+            outp = _int(path, n, r, "output_length") or 0
+            st = _Step(sid, str(i), n, prev.id if prev else None, "main", max(outp, 1),
+                       input=inp, t=t, order=i)
             steps.append(st)
             prev = st
         out.sessions[sid] = steps
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 # -- OTel GenAI ----------------------------------------------------------------------------------
@@ -341,7 +388,7 @@ def _ts(v: Any) -> float | None:
         return None
     if isinstance(v, str):
         if v.isdigit():
-            v = int(v)
+            v = int(v[:40])
         else:
             try:
                 d = datetime.fromisoformat(v.replace("Z", "+00:00"))
@@ -349,7 +396,10 @@ def _ts(v: Any) -> float | None:
                 return None
             return (d if d.tzinfo else d.replace(tzinfo=timezone.utc)).timestamp()
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:                 # an integer of hundreds of digits
+            return math.inf
         return x / 1e9 if x >= 1e16 else x / 1e3 if x >= 1e11 else x
     return None
 
@@ -371,7 +421,7 @@ def _spans(path: str) -> list[tuple[int, dict]]:
     records: list[tuple[int, Any]] = []
     try:
         for n, line in _lines(path):
-            records.append((n, json.loads(line)))
+            records.append((n, _loads(path, n, line)))
     except json.JSONDecodeError:
         records = [(1, _whole_json(path))]
     for n, obj in records:
@@ -381,9 +431,11 @@ def _spans(path: str) -> list[tuple[int, dict]]:
                 raise _bad(path, n, "expected a JSON object: a span, a session of spans or an "
                                     "OTLP export")
             if "resourceSpans" in x:
-                for rs in x.get("resourceSpans") or ():
-                    for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or ():
-                        out += [(n, s) for s in (ss or {}).get("spans") or () if isinstance(s, dict)]
+                for rs in _list(path, n, x, "resourceSpans"):
+                    scopes = (_list(path, n, rs, "scopeSpans")
+                              or _list(path, n, rs, "instrumentationLibrarySpans"))
+                    for ss in scopes:
+                        out += [(n, s) for s in _list(path, n, ss, "spans") if isinstance(s, dict)]
             elif isinstance(x.get("spans"), list):
                 tid = x.get("trace_id") or x.get("session_id")
                 out += [(n, {**s, **({"trace_id": tid} if tid and not _field(s, "trace_id", "traceId") else {})})
@@ -391,6 +443,27 @@ def _spans(path: str) -> list[tuple[int, dict]]:
             else:
                 out.append((n, x))
     return out
+
+
+def _list(path: str, n: int, obj: Any, key: str) -> list:
+    """An OTLP export's list under ``key`` (missing: empty); a value of another type is one line."""
+    v = obj.get(key) if isinstance(obj, dict) else None
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _bad(path, n, f"{key} is a {type(v).__name__}; an OTLP JSON export holds a list "
+                            "there (resourceSpans > scopeSpans > spans)")
+    return v
+
+
+def _when(path: str, n: int, s: dict, *names: str) -> float | None:
+    """A span's start or end in seconds; a time that is no finite number is one line."""
+    v = _field(s, *names)
+    t = _ts(v)
+    if t is not None and not math.isfinite(t):
+        raise _bad(path, n, f"span {_field(s, 'span_id', 'spanId') or '?'}: {names[0]} "
+                            f"{_show(v)}: expected a time (ISO-8601, or a number of s, ms or ns)")
+    return t
 
 
 def read_otel(path: str) -> _Read:
@@ -452,8 +525,9 @@ def read_otel(path: str) -> _Read:
     for key, items in sessions.items():
         rows = []
         for n, s, a in items:
-            start = _ts(_field(s, "start_time", "startTimeUnixNano", "startTime", "timestamp"))
-            end = _ts(_field(s, "end_time", "endTimeUnixNano", "endTime"))
+            start = _when(path, n, s, "start_time", "startTimeUnixNano", "startTime",
+                          "timestamp")
+            end = _when(path, n, s, "end_time", "endTimeUnixNano", "endTime")
             rows.append((start if start is not None else 0.0, end, n, s, a, agent_of(s)))
         rows.sort(key=lambda r: (r[0], r[2]))
         agents = list(dict.fromkeys(r[5] for r in rows))
@@ -462,8 +536,9 @@ def read_otel(path: str) -> _Read:
         last: dict[str, _Step] = {}
         ends: dict[str, float] = {}
         for i, (start, end, n, s, a, ag) in enumerate(rows):
-            inp = int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")) or 0)
-            outp = int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")) or 0)
+            inp = _usage(path, n, a, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+            outp = _usage(path, n, a, "gen_ai.usage.output_tokens",
+                          "gen_ai.usage.completion_tokens")
             name = "main" if ag == root else ag
             prev = last.get(name)
             parent = prev.id if prev is not None else None
@@ -490,6 +565,12 @@ def read_otel(path: str) -> _Read:
     return out
 
 
+def _usage(path: str, n: int, a: dict, key: str, alias: str) -> int:
+    """A span's token count (``key``, or its older name): a bounded whole number, else one line."""
+    v = a.get(key, a.get(alias))
+    return 0 if v is None or v == "" else _tokens(path, n, key, v)
+
+
 def _system_tokens(a: dict) -> int:
     """The system prompt's size, estimated from the recorded system messages (4 characters a
     token): OTel records tokens for the whole prompt only."""
@@ -505,7 +586,7 @@ def _system_tokens(a: dict) -> int:
         if isinstance(m, dict) and m.get("role") == "system":
             c = m.get("content") if "content" in m else m.get("parts")
             chars += len(c) if isinstance(c, str) else len(json.dumps(c))
-    return chars // 4
+    return min(chars // 4, MAX_AGENT_TOKENS)
 
 
 # -- into plans -----------------------------------------------------------------------------------
@@ -547,13 +628,19 @@ def _plans(path: str, read: _Read) -> list[tuple[str, AgentPlan, list[str]]]:
         for st in steps:
             children.setdefault(st.parent, []).append(st)
         notes: list[str] = []
-        plan = _agent_plan(path, sid, roots[0], by, children, notes)
+        plan = _agent_plan(path, sid, roots[0], by, children, notes, 0)
         out.append((sid, plan, notes))
     return out
 
 
 def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
-                children: dict[str | None, list[_Step]], notes: list[str]) -> AgentPlan:
+                children: dict[str | None, list[_Step]], notes: list[str],
+                depth: int) -> AgentPlan:
+    # the recursion below is one level per sub-agent level: bounded here, not by Python's stack
+    if depth > MAX_AGENT_DEPTH:
+        raise _bad(path, first.line, f"session {sid}: sub-agents nested over {MAX_AGENT_DEPTH} "
+                                     f"levels deep (at step {first.id}); llmbench replays at most "
+                                     f"{MAX_AGENT_DEPTH}: cut the trace there")
     chain = [first]
     while True:
         nxt = [c for c in children.get(chain[-1].id, ()) if c.agent == chain[-1].agent]
@@ -565,6 +652,9 @@ def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
         if not nxt:
             break
         chain.append(nxt[0])
+        if len(chain) > MAX_AGENT_STEPS:
+            raise _bad(path, nxt[0].line, f"session {sid}: agent {first.agent} makes over "
+                                          f"{MAX_AGENT_STEPS:,} calls; split the session")
     plans: list[StepPlan] = []
     system = first.system
     prev: _Step | None = None
@@ -598,7 +688,14 @@ def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
                     notes.append("gaps")        # they include the recorded server's own time
         elif st.gap is not None:
             gap = st.gap                        # a sub-agent that starts late
-        subs = tuple(_agent_plan(path, sid, c, by, children, notes)
+        if gap > MAX_GAP_S:
+            raise _bad(path, st.line, f"session {sid}: step {st.id} waits {gap:.3g} s after step "
+                                      f"{prev.id if prev else st.parent}: over 30 days, the "
+                                      "longest llmbench replays; fix its times")
+        if new > MAX_AGENT_TOKENS:
+            raise _bad(path, st.line, f"session {sid}: step {st.id} appends {new:,} tokens, over "
+                                      f"{MAX_AGENT_TOKENS:,}; fix its token counts")
+        subs = tuple(_agent_plan(path, sid, c, by, children, notes, depth + 1)
                      for c in children.get(st.id, ()) if c.agent != st.agent)
         plans.append(StepPlan(f"{st.id}", new, st.output, gap, subs))
         prev = st
@@ -616,8 +713,7 @@ def read_sessions(path: str, tok: Any, seed: int, fmt: str | None = None, limit:
                   tools: Any = None, reserve: int = 0) -> tuple[list[AgentSession], list[str], str]:
     """(sessions, warnings, the format read) from an agent trace file."""
     from llmbench.workload.synthetic import prepare_unit_words, text_of_tokens
-    if not Path(path).exists():
-        raise DatasetError(f"--dataset {path}: no such file")
+    check_regular_file(path)      # a device or a pipe reads for ever (as a chat dataset's)
     kind = fmt or detect(path)
     if kind not in FORMATS:
         raise DatasetError(f"--dataset-format {kind!r}: for agent sessions choose "

@@ -33,6 +33,16 @@ from typing import Any, Sequence
 
 from llmbench.workload.model import Conversation, Turn, Workload
 
+# Ceilings on what one session may ask (issue 49), checked before any load wherever a number
+# comes from (a flag, a trace, a scenario class): past them a run builds text for minutes,
+# runs out of memory or never ends. A prompt part or a reply of 2M tokens is past any model's
+# context today; a gap is at most 30 days (as --agent-tool-latency and a chat trace replay).
+MAX_AGENT_TOKENS = 2_000_000
+MAX_AGENT_STEPS = 10_000        # calls of one agent
+MAX_AGENT_WIDTH = 1_000         # sub-agents one call starts
+MAX_AGENT_DEPTH = 64            # sub-agent levels: the plans are walked recursively
+MAX_GAP_S = 30 * 86400.0
+
 # the one-token words results and tasks are made of, when the tokenizer names none
 _FALLBACK_VOCAB = ("alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "ember", "north",
                    "maple", "cedar", "amber", "lunar", "coral", "ridge", "orbit")

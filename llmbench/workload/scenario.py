@@ -29,7 +29,7 @@ The file, TOML::
 
 A class's workload is its options: whatever the command's workload and request options can
 say (the dataset, synthetic lengths, turns, think time, tools, a response format, --abandon;
-``workload = "agent"`` with its agent options once agent sessions exist), applied over the
+``workload = "agent"`` with its agent options, agent_steps...: a class of agents), applied over the
 command's own. So a new kind of workload is a class the moment the command has an option for
 it; nothing here names one. Which options are allowed is the command's to say (``allowed``):
 an unknown key is one line naming the file and its line.

@@ -126,7 +126,73 @@ def files(tmp_path_factory) -> Path:
     (d / "scenario-floors.toml").write_text("[classes.chat]\nshare = 0.5\nmin_users = 2\n"
                                             "[classes.rag]\nshare = 0.5\nmin_users = 1\n")
     (d / "scenario-min.toml").write_text("[classes.chat]\nusers = 2\nmin_users = 1\n")
+    agent_traces(d)
+    hostile_runs(d)
     return d
+
+
+def hostile_runs(d: Path) -> None:
+    """Issue 49: run.json values of the wrong kind (tests/integration/test_hostile_run_folders.py
+    tries every key; these are the command line's rows)."""
+    base = {"schema_version": 1, "kind": "run", "status": "complete", "started_at": 1.7e9,
+            "config": {}, "summary": {"completed": 3, "failed": 0}}
+    for name, change in (("h-summary-list", {"summary": [1, 2]}), ("h-config-str", {"config": "x"}),
+                         ("h-yesterday", {"started_at": "yesterday"}),
+                         ("h-strnums", {"summary": {"completed": "3", "failed": "0"}}),
+                         ("h-target", {"config": {"target": [1]}})):
+        (d / name).mkdir()
+        (d / name / "run.json").write_text(json.dumps({**base, **change}))
+    # scenario files whose messages misled (issue 49)
+    (d / "sc-dup.yaml").write_text("classes:\n  chat:\n    share: 0.5\n  rag:\n    share: 0.3\n"
+                                   "  chat:\n    share: 0.2\n")
+    (d / "sc-dup.json").write_text('{"classes": {"chat": {"share": 0.5}, "rag": {"share": 0.3},'
+                                   '\n "chat": {"share": 0.2}}}\n')
+    (d / "sc-zero.toml").write_text('[classes.chat]\nshare = 1\ndataset = "/dev/zero"\n')
+    (d / "sc-folder").mkdir()
+
+
+def agent_traces(d: Path) -> None:
+    """Issue 49: agent traces (llmbench's format, WEKA, OTel) whose numbers or shapes once hung
+    a run, crashed it after it started, or gave a traceback."""
+    def call(step: int, **k) -> str:
+        return json.dumps({"session": "s", "step": str(step), "output_tokens": 4,
+                           "new_tokens": 10, **({"parent": str(step - 1)} if step > 1 else {}),
+                           **k})
+    one = '{"session":"s","step":"1","output_tokens":%s}\n'
+    (d / "a-gap.jsonl").write_text(call(1) + "\n" + call(2, tool_gap_s=1e15) + "\n")
+    (d / "a-out1e300.jsonl").write_text(call(1, output_tokens=1e300) + "\n")
+    (d / "a-outnan.jsonl").write_text(one % "NaN")
+    (d / "a-outinf.jsonl").write_text(one % "Infinity")
+    (d / "a-new.jsonl").write_text(call(1, new_tokens=10 ** 12) + "\n")
+    (d / "a-system.jsonl").write_text(call(1, system_tokens=10 ** 9) + "\n")
+    (d / "a-deep.jsonl").write_text("[" * 100_000 + "\n")
+    # a sub-agent chain 3,000 deep: each call a new agent started by the call before it
+    (d / "a-chain.jsonl").write_text("\n".join(call(i, agent=f"a{i}") for i in range(1, 3001)))
+    weka = '{"id":"t","requests":[{"type":"n","in":10,"out":4},{"type":"n","in":20,"out":4,' \
+           '"think_time":%s}]}\n'
+    (d / "w-think.jsonl").write_text(weka % "1e15")
+    (d / "w-nan.jsonl").write_text(weka % "NaN")
+    (d / "w-inf.jsonl").write_text(weka % "Infinity")
+    node: list = [{"type": "n", "in": 10, "out": 4}]
+    text = json.dumps(node)
+    for i in range(2500):                   # 2,500 nested sub-agent markers (built as text)
+        text = '[{"type":"n","in":10,"out":4},{"type":"subagent","agent_id":"a%d","requests":%s}]' \
+            % (i, text)
+    (d / "w-nested.json").write_text('{"id":"t","requests":%s}' % text)
+    span = ('{"trace_id":"t","span_id":"s1","start_time":%s,"end_time":2.0,"attributes":'
+            '{"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":10,'
+            '"gen_ai.usage.output_tokens":%s}}\n')
+    (d / "o-start.jsonl").write_text(span % ("NaN", "4"))
+    (d / "o-abc.jsonl").write_text(span % ("1", '"abc"'))
+    (d / "o-inf.jsonl").write_text(span % ("1", "Infinity"))
+    (d / "o-x.json").write_text('{"resourceSpans": "x"}')
+    (d / "o-int.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "t", "spanId": "s1", "startTimeUnixNano": "1000000000000000000",
+        "endTimeUnixNano": "1000000001000000000", "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "10"}},
+            {"key": "gen_ai.usage.output_tokens",
+             "value": {"intValue": "99999999999999999999999"}}]}]}]}]}))
 
 
 # (command line, exit code, text the one error line must contain); {d} is the files folder
@@ -221,6 +287,7 @@ CASES += [
 ]
 
 R = ["run", "--url", DEAD, "--model", "m"]
+A = R + ["--workload", "agent"]
 RAMP = ["ramp", "--url", DEAD, "--model", "m"]
 PROBE = ["probe", "--router", DEAD, "--direct", DEAD, "--model", "m"]
 SWEEP = ["sweep", "--mock", "--setting", "parallel=1,2"]
@@ -329,6 +396,41 @@ INPROC_CASES = [
     (R + ["--dataset", "{d}/broken.json"], 2, "broken.json:1: invalid JSON"),
     (R + ["--dataset", "{d}/afile", "--dataset-format", "bogus"], 2, "--dataset-format"),
     (R + ["--dataset", "/dev/zero", "--dataset-format", "sharegpt"], 2, "not a regular file"),
+    # issue 49: agent traces and knobs, every number bounded before any load, every file checked
+    (A + ["--dataset", "{d}/a-gap.jsonl"], 2, "a-gap.jsonl:2: tool_gap_s 1e+15: over 30 days"),
+    (A + ["--dataset", "{d}/a-out1e300.jsonl"], 2, "a-out1e300.jsonl:1: output_tokens 1e+300"),
+    (A + ["--dataset", "{d}/a-outnan.jsonl"], 2, "a-outnan.jsonl:1: output_tokens nan"),
+    (A + ["--dataset", "{d}/a-outinf.jsonl"], 2, "a-outinf.jsonl:1: output_tokens inf"),
+    (A + ["--dataset", "{d}/a-new.jsonl"], 2, "a-new.jsonl:1: new_tokens 1000000000000: over"),
+    (A + ["--dataset", "{d}/a-system.jsonl"], 2, "a-system.jsonl:1: system_tokens 1000000000"),
+    (A + ["--dataset", "{d}/a-deep.jsonl"], 2, "a-deep.jsonl:1: JSON nested too deeply"),
+    (A + ["--dataset", "{d}/a-chain.jsonl"], 2, "sub-agents nested over 64 levels deep"),
+    (A + ["--dataset", "/dev/zero"], 2, "not a regular file"),
+    (A + ["--dataset", "{d}/fifo.jsonl"], 2, "not a regular file"),
+    (A + ["--dataset", "{d}/w-think.jsonl"], 2, "w-think.jsonl:1 (trace t, main call 2): think"),
+    (A + ["--dataset", "{d}/w-nan.jsonl"], 2, "think_time nan: expected a number of seconds"),
+    (A + ["--dataset", "{d}/w-inf.jsonl"], 2, "think_time inf: expected a number of seconds"),
+    (A + ["--dataset", "{d}/w-nested.json"], 2, "w-nested.json:1: JSON nested too deeply"),
+    (A + ["--dataset", "{d}/o-start.jsonl"], 2, "o-start.jsonl:1: span s1: start_time nan"),
+    (A + ["--dataset", "{d}/o-abc.jsonl"], 2, "output_tokens 'abc': expected a whole number"),
+    (A + ["--dataset", "{d}/o-inf.jsonl"], 2, "output_tokens inf: expected a whole number"),
+    (A + ["--dataset", "{d}/o-x.json"], 2, "o-x.json:1: resourceSpans is a str"),
+    (A + ["--dataset", "{d}/o-int.json"], 2, "output_tokens 99999999999999999999999: over"),
+    (A + ["--agent-result-tokens", "100000000"], 2, "at most 2,000,000 tokens"),
+    (A + ["--agent-system-tokens", "1000000000"], 2, "--agent-system-tokens '1000000000'"),
+    (A + ["--agent-steps", "1000000000"], 2, "--agent-steps '1000000000': at most 10,000"),
+    (A + ["--agent-fanout-width", "5000"], 2, "at most 1,000 sub-agents"),
+    (["report", "{d}/h-summary-list"], 2, "run.json: summary: a list where an object belongs"),
+    (["report", "{d}/h-config-str"], 2, "run.json: config: the text 'x' where an object"),
+    (["report", "{d}/h-yesterday"], 2, "run.json: started_at: the text 'yesterday' where a"),
+    (["report", "{d}/h-strnums"], 2, "summary.completed: the text '3' where a whole number"),
+    (["compare", "{d}/h-target", "{d}/h-strnums"], 2, "config.target: a list where an object"),
+    (RAMP + ["--scenario", "{d}/sc-dup.yaml"], 2, "sc-dup.yaml:6: the key 'chat' appears twice"),
+    (RAMP + ["--scenario", "{d}/sc-dup.json"], 2, "sc-dup.json:2: the key 'chat' appears twice"),
+    (RAMP + ["--scenario", "{d}/sc-zero.toml"], 2, "sc-zero.toml:3: class 'chat': --dataset "
+                                                   "/dev/zero: not a regular file"),
+    (RAMP + ["--scenario", "{d}/sc-folder"], 2, "sc-folder: is a folder; give a .toml, .yaml"),
+    (R + ["--host-metrics", "not a url"], 2, "--host-metrics 'not a url': not a URL"),
     (R + ["--limit", "-1"], 2, "--limit"),
     (R + ["--limit", "1000000000000"], 2, "--limit"),
     (R + ["--turns", "-1"], 2, "--turns"),
@@ -1115,3 +1217,30 @@ def test_a_bug_in_llmbench_leaves_run_json_failed_not_running(tmp_path, monkeypa
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "failed" and "ZeroDivisionError: a bug in the summary" in run["error"]
     assert not (run_dir / ".llmbench.lock").exists()
+
+
+@pytest.mark.parametrize("loop", [[], ["--rate", "10", "--requests", "1"]], ids=["closed", "open"])
+def test_duration_stops_an_agent_session_under_way(loop, tmp_path, transport):
+    """Issue 49: a replayed session whose tool gap is an hour (within the 30-day ceiling) is cut
+    at --duration, in a closed loop and an open one: the call in flight finished, no call after
+    the deadline, the run complete (not `running`), in seconds rather than the hour the trace
+    asks."""
+    gap_s = 3600.0
+    trace = tmp_path / "gap.jsonl"
+    trace.write_text(json.dumps({"session": "s", "step": "1", "output_tokens": 4,
+                                 "new_tokens": 10}) + "\n"
+                     + json.dumps({"session": "s", "step": "2", "parent": "1", "output_tokens": 4,
+                                   "new_tokens": 10, "tool_gap_s": gap_s}) + "\n")
+    t0 = time.monotonic()
+    r = llmbench("run", "--workload", "agent", "--dataset", str(trace), "--duration", "2s",
+                 *loop, "--out", str(tmp_path / "res"), timeout=gap_s / 4)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next((tmp_path / "res").iterdir())
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["status"] in ("complete", "partial")
+    recs = [json.loads(x) for x in (run_dir / "requests.jsonl").read_text().splitlines()]
+    # the session started once (the closed loop's one user; the open loop's one arrival):
+    # its first call, never its second
+    assert [x.get("step_id") for x in recs if not x.get("warmup")] == ["1"], recs
+    assert recs[0]["ok"] and took < gap_s / 4

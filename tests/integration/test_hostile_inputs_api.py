@@ -313,3 +313,60 @@ def test_the_monitor_names_a_freeze_and_counts_what_it_touched():
     text = generator_sentence(got)
     assert "frozen for 15.0 s" in text and "1 that timed out while it was frozen is llmbench's" \
         in text
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-chunk", "deltas-later"])
+def test_a_messages_stream_that_ends_then_sends_deltas_is_a_protocol_error(split, tmp_path,
+                                                                         transport):
+    """Issue 49: message_stop first, then text deltas: not a reply recorded ok (it had 0
+    tokens at its end and went on); each such request fails, the stream's protocol broken
+    (malformed_event), in the chunk of the end marker or in what the transport drains after
+    it. The first request (the preflight) is a good reply, so the run goes on."""
+    start = _anthropic_event({"type": "message_start", "message": {"id": "m", "usage": {
+        "input_tokens": 5}}})
+    stop = _anthropic_event({"type": "message_stop"})
+    deltas = b"".join(_anthropic_event({"type": "content_block_delta", "index": 0,
+                                        "delta": {"type": "text_delta", "text": w}})
+                      for w in ("a", "b"))
+    first, later = start + stop, deltas
+    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n"
+            b"\r\n") % (len(first) + len(later))
+
+    good = start + deltas + stop
+    posts: list[int] = []
+
+    def script(i: int):
+        if not s.requests[i].startswith(b"POST /v1/messages"):
+            return [(0, _answer(b'{"data": []}', b"application/json"))]
+        posts.append(i)
+        if len(posts) == 1:
+            return [(0, _answer(good))]
+        return [(0, head + first), (0.2, later)] if split else [(0, head + first + later)]
+    with RawServer(script) as s:
+        r = llmbench.run(url=s.url + "/v1", model="m", api="anthropic", requests=3,
+                         prompt_tokens=5, output_tokens=2, out=tmp_path)
+    recs = _recs(r)
+    bad = [x for x in recs if not x["ok"]]
+    assert len(recs) == 3 and len(bad) >= 2, recs
+    assert {x.get("error_kind") for x in bad} == {"malformed_event"}
+    assert all("after the stream's end marker (message_stop)" in x["error"] for x in bad)
+
+
+def test_run_scenario_of_own_users_and_a_class_of_agents(mock_factory, tmp_path):
+    """Issue 49's misleading messages, made to work: ``run --scenario`` whose classes have
+    their own users (once refused in a ramp's words: nothing grows in one held load), one of
+    them ``workload = "agent"`` (once an unknown key, though the docstring promised it)."""
+    mock = mock_factory(ttft_ms=5, itl_ms=1, parallel=4)
+    path = tmp_path / "scenario.toml"
+    path.write_text('[classes.chat]\nusers = 1\n'
+                    '[classes.agents]\nusers = 1\nworkload = "agent"\nagent_steps = 2\n'
+                    'agent_system_tokens = 200\nagent_tool_latency = "50ms"\n')
+    r = llmbench.run(url=mock.url + "/v1", model="mock", scenario=path, duration=2,
+                     out=tmp_path / "res")
+    recs = _recs(r)
+    by = {c: [x for x in recs if x.get("traffic_class") == c] for c in ("chat", "agents")}
+    assert by["chat"] and by["agents"], recs
+    # the agents' requests are steps of sessions, the chat's are not
+    assert all(x.get("session_id") for x in by["agents"])
+    assert not any(x.get("session_id") for x in by["chat"])
+    assert json.loads((r.path / "run.json").read_text())["status"] in ("complete", "partial")

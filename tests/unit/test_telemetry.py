@@ -594,3 +594,20 @@ def test_a_busy_machine_is_not_blamed_for_a_server_that_barely_uses_the_cpu():
     # waiting for cores (its slowdown is elsewhere: the GPU, memory, its own pacing)
     cause, text = tm.cpu_reading(tel(0.04), tel(0.05, machine=1.98), 1, 8, "users", 1.6, META, {})
     assert cause == "not_cpu" and text.startswith("The gaps grew but the server used 0.1 of 2")
+
+
+def test_a_node_exporters_values_past_a_float_are_no_reading_not_inf():
+    """Issue 49: `1e400` reads as inf; run.json held the string "inf" for it. A value that is
+    no finite number is left out, as NaN is; the others stay."""
+    import json
+
+    from llmbench.servers.hostmetrics import extract_node
+    page = ('node_cpu_seconds_total{cpu="0",mode="idle"} 1e400\n'
+            'node_cpu_seconds_total{cpu="0",mode="user"} 5\n'
+            'node_cpu_seconds_total{cpu="1",mode="user"} 7\n'
+            "node_load1 1e400\nnode_load5 0.5\n"
+            'node_network_receive_bytes_total{device="eth0"} -1e400\n')
+    got = extract_node(page)
+    assert got["cpu_s"] == {"user": 12.0} and got["cpus"] == 2
+    assert "load1" not in got and got["load5"] == 0.5 and "net_rx_bytes" not in got
+    json.dumps(got, allow_nan=False)         # nothing that run.json would write as "inf"

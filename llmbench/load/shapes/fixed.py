@@ -75,11 +75,12 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
                    max_concurrency: int | None, warmup: int = 0,
                    think: tuple[float, float] = (0.0, 0.0), seed: int = 0,
                    gate: Callable[[], Awaitable[float]] | None = None,
-                   index: Sequence[int] | None = None) -> float:
+                   index: Sequence[int] | None = None, duration_s: float | None = None) -> float:
     """Start conversation i at t0 + offsets[i], whatever happened to the others (open loop).
 
     ``index`` (worker processes): the arrivals' numbers in the whole schedule, so a worker's
-    share gets the same conversations and seeds as in one process."""
+    share gets the same conversations and seeds as in one process. ``duration_s``: agent
+    sessions under way stop at t0 + duration_s (their tool gaps end there: load.agent)."""
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     if warmup > 0:
         wb = Budget(warmup, None)
@@ -91,6 +92,7 @@ async def run_open(session: Session, convs: Sequence[Conversation], offsets: Seq
         await preconnect(session, min(max_concurrency, len(offsets)))
     t0 = perf_counter() if gate is None else await gate()
     budget = Budget(len(offsets) * max(len(c.turns) for c in convs), None)
+    budget.sessions_end = t0 + duration_s if duration_s else None
     tasks = await dispatch(session, offsets, lambda i: draw(convs, warmup + i),
                            stop=session.stopping, think=think, seed=seed, sem=sem, budget=budget,
                            t0=t0, index=index)
@@ -153,6 +155,8 @@ class OpenLoop:
         if self.share is not None:
             return await run_open(d.session, self.convs, [o for _, o in self.share],
                                   self.max_concurrency, self.warmup, self.think_s, self.seed,
-                                  gate=d.gate, index=[i for i, _ in self.share])
+                                  gate=d.gate, index=[i for i, _ in self.share],
+                                  duration_s=self.duration_s)
         return await run_open(d.session, self.convs, self.offsets(), self.max_concurrency,
-                              self.warmup, self.think_s, self.seed, gate=d.gate)
+                              self.warmup, self.think_s, self.seed, gate=d.gate,
+                              duration_s=self.duration_s)

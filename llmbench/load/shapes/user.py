@@ -96,11 +96,13 @@ class Budget:
     def __init__(self, requests: int | None, deadline: float | None) -> None:
         self.left = requests
         self.deadline = deadline
+        # when agent sessions under way stop (load.agent): the deadline, or an open loop's
+        # end of --duration (whose own requests are sized by the schedule, not a deadline)
+        self.sessions_end: float | None = None
 
-    def take(self, by_deadline: bool = True) -> bool:
-        """One more request may start. ``by_deadline`` False: the deadline does not stop it
-        (an agent session's later calls: a session started before it finishes)."""
-        if by_deadline and self.deadline is not None and perf_counter() >= self.deadline:
+    def take(self) -> bool:
+        """One more request may start (before the deadline, within the count)."""
+        if self.deadline is not None and perf_counter() >= self.deadline:
             return False
         if self.left is None:
             return True

@@ -19,6 +19,7 @@ terminal is the load generator's to handle (it closes this process), so SIGINT i
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import signal
 import socket
@@ -30,9 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.report.dashboard import page
+from llmbench.report.dashboard.address import exposure_warning, token
 
 HEARTBEAT_S = 15.0
 STATIC = {"dashboard.js": "text/javascript; charset=utf-8"}
+# A client that opens a connection and sends nothing (or stops reading its events) holds a
+# thread: its request line and headers must come within READ_TIMEOUT_S, an event must be
+# taken within it, and at most MAX_CONNECTIONS are served at once (the rest are closed at
+# once), so half-open clients cannot pile up threads (issue 49: 300 held 303 for ever).
+# 100 pages watching at once fit.
+READ_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 160
+TOKEN_COOKIE = "llmbench_dashboard"
 
 
 class Store:
@@ -153,15 +163,39 @@ def _read(path: Any) -> str | None:
         return None
 
 
-def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
+def _handler(store: Store, token: str | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "llmbench-dashboard"
+        timeout = READ_TIMEOUT_S                    # StreamRequestHandler: the socket's
+
+        def _allowed(self) -> bool:
+            """No token asked, or the request carries it: ?token=, the cookie the page set,
+            or an Authorization: Bearer header."""
+            if token is None:
+                return True
+            from http.cookies import SimpleCookie
+            from urllib.parse import parse_qs, urlsplit
+            given = parse_qs(urlsplit(self.path).query).get("token", [""])[0]
+            if not given:
+                auth = self.headers.get("Authorization", "")
+                given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+            if not given:
+                try:
+                    jar = SimpleCookie(self.headers.get("Cookie", ""))
+                except Exception:  # noqa: BLE001 - a cookie header the parser refuses
+                    jar = SimpleCookie()
+                given = jar[TOKEN_COOKIE].value if TOKEN_COOKIE in jar else ""
+            return hmac.compare_digest(given.encode(), token.encode())
 
         def log_message(self, format: str, *args: Any) -> None:
             return                                  # no line per request on the console
 
         def _send(self, code: int, body: bytes, ctype: str) -> None:
             self.send_response(code)
+            if token is not None and code == 200 and "token=" in self.path:
+                # the page's own requests (its script, its events) carry the cookie
+                self.send_header("Set-Cookie", f"{TOKEN_COOKIE}={token}; HttpOnly; "
+                                 "SameSite=Strict; Path=/")
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
@@ -172,7 +206,10 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:                   # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0]
             try:
-                if path in ("/", "/index.html"):
+                if not self._allowed():
+                    self._send(401, b"this page needs its token: open the URL llmbench printed "
+                               b"(?token=...)", "text/plain; charset=utf-8")
+                elif path in ("/", "/index.html"):
                     self._send(200, store.page().encode(), "text/html; charset=utf-8")
                 elif path == "/events":
                     self._events()
@@ -246,13 +283,42 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.active = 0
+        self._count = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._count:
+            full = self.active >= MAX_CONNECTIONS
+            if not full:
+                self.active += 1
+        if full:                                # closed at once: no thread, no wait
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count:
+                self.active -= 1
 
 
 def make_server(host: str, port: int, store: Store) -> ThreadingHTTPServer:
+    """The page's server on (host, port); LLMBENCH_DASHBOARD_TOKEN set: every request must
+    carry it. Beyond this machine without a token: a warning on stderr."""
     cls = _Server
     if ":" in host:                             # an IPv6 address
         cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-    return cls((host, port), _handler(store))
+    server = cls((host, port), _handler(store, token()))
+    warning = exposure_warning(host)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    return server
 
 
 def _feed(store: Store, server: ThreadingHTTPServer) -> None:

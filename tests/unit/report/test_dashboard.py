@@ -166,7 +166,10 @@ def test_addresses_and_the_bare_flag():
     assert parse_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
     assert parse_address("[::1]:9000") == ("::1", 9000)
     assert parse_address("auto") == parse_address(0) == ("127.0.0.1", 0)
-    assert url_of("0.0.0.0", 5) == "http://127.0.0.1:5/" and url_of("::1", 5) == "http://[::1]:5/"
+    # every interface: the address another machine opens, not loopback (issue 49)
+    from llmbench.report.dashboard.address import shown_host
+    assert url_of("0.0.0.0", 5) == f"http://{shown_host('0.0.0.0')}:5/" != "http://127.0.0.1:5/"
+    assert url_of("::1", 5) == "http://[::1]:5/"
     for bad in ("x", "70000", ":80", "host:"):
         with pytest.raises(UsageError, match="--dashboard"):
             parse_address(bad)

@@ -217,3 +217,54 @@ def test_the_agent_options_are_typed_spec_fields_checked_in_one_line():
         with pytest.raises(UsageError) as exc:
             RunSpec(**kw)
         assert words in str(exc.value) and "\n" not in str(exc.value), (kw, str(exc.value))
+
+
+# -- issue 49: the trace readers' bounds ---------------------------------------------------------
+
+def test_a_trace_with_a_utf8_bom_is_read_as_a_chat_dataset_is(tmp_path, tok):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) if isinstance(r, dict) else r
+                                                 for r in GOOD).encode() + b"\n")
+    sessions, _, kind = read_sessions(str(path), tok, 0)
+    assert kind == "agent" and len(sessions) == 1
+
+
+def test_sub_agents_nested_past_the_bound_are_one_line_not_a_recursion(tmp_path, tok):
+    """WEKA markers nested 100 deep (JSON that json reads: ~300 levels) and a chain of 200
+    sub-agents in llmbench's format: each one line naming where, read without recursing
+    past MAX_AGENT_DEPTH (64)."""
+    from llmbench.workload.agents import MAX_AGENT_DEPTH
+    node: list = [{"type": "n", "in": 10, "out": 4}]
+    for i in range(100):
+        node = [{"type": "n", "in": 10, "out": 4},
+                {"type": "subagent", "agent_id": f"a{i}", "requests": node}]
+    weka = write(tmp_path, "w.jsonl", [{"id": "t", "requests": node}])
+    with pytest.raises(DatasetError, match=rf"w\.jsonl:1: trace t: sub-agents nested over "
+                                           rf"{MAX_AGENT_DEPTH} levels"):
+        read_sessions(weka, tok, 0)
+    rows = [{"session": "s", "step": str(i), "agent": f"a{i}", "output_tokens": 4,
+             **({"parent": str(i - 1)} if i else {})} for i in range(200)]
+    chain = write(tmp_path, "c.jsonl", rows)
+    with pytest.raises(DatasetError, match=rf"c\.jsonl:{MAX_AGENT_DEPTH + 2}: session s: "
+                                           "sub-agents nested over"):
+        read_sessions(chain, tok, 0)
+    # at the bound itself the chain reads, every level a sub-agent
+    ok = write(tmp_path, "ok.jsonl", rows[:MAX_AGENT_DEPTH + 1])
+    sessions, _, _ = read_sessions(ok, tok, 0)
+    assert len(sessions[0].plan.walk()) == MAX_AGENT_DEPTH + 1
+
+
+@pytest.mark.parametrize("row, words", [
+    ({"tool_gap_s": 30 * 86400 + 1}, "tool_gap_s 2.592e+06: over 30 days"),
+    ({"t": 1e300}, "waits 1e+300 s after step 1: over 30 days"),
+    ({"new_tokens": 2_000_001}, "new_tokens 2000001: over 2,000,000 tokens"),
+    ({"output_tokens": 1.5}, "output_tokens 1.5: expected a whole number"),
+    ({"output_tokens": "9" * 5000}, "output_tokens '999999999999999999999999999999999999...: expected"),
+])
+def test_a_number_past_its_ceiling_is_one_line_naming_its_line(tmp_path, tok, row, words):
+    first = {"session": "s", "step": "1", "output_tokens": 4, "t": 0, "duration_s": 1}
+    path = write(tmp_path, "n.jsonl", [first, {"session": "s", "step": "2", "parent": "1",
+                                               "output_tokens": 4, "t": 2, **row}])
+    with pytest.raises(DatasetError) as e:
+        read_sessions(path, tok, 0)
+    assert str(e.value).startswith(f"{path}:2: ") and words in str(e.value), str(e.value)
