@@ -46,10 +46,17 @@ def test_the_readme_sample_is_the_table_the_code_prints():
         assert len(ln) <= console.RAMP_WIDTH, ln
     # each sample row parses back into the header's columns
     for ln in rows:
-        users, reqs, ttft50, ttft95, itl95, e2el, tok_s, errors, state = ln.split(None, 8)
+        users, reqs, ttft50, ttft95, itl95, e2el, tok_s, errors, shown = ln.split(None, 8)
+        # the state and its marker (console.state_text): "*" a busy machine in that step
+        state = shown.rstrip(console.BUSY)
+        monitor = {"overloaded": True, "lag_p99_ms": 0.0} if shown.endswith(console.BUSY) else {}
+        # an "over" row broke TTFT p95 <= 2 s by more than the lag (so "*", not "!")
+        checks = [] if state != "over" else [
+            {"threshold": "ttft.p95<=2s", "ok": False, "actual": _ms(ttft95), "limit": 2000.0,
+             "metric": "ttft", "stat": "p95"}]
         row = console.ramp_row(Step.from_dict({
             "index": 0, "load": float(users), "held": state == "held", "state": state,
-            "checks": [], "monitor": {}, "summary": {
+            "checks": checks, "monitor": monitor, "summary": {
                 "requests": int(reqs), "failed": int(errors), "median_ttft_ms": _ms(ttft50),
                 "p95_ttft_ms": _ms(ttft95), "p95_itl_ms": _ms(itl95), "p95_e2el_ms": _ms(e2el),
                 "output_throughput": float(tok_s)}}))
