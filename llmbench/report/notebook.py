@@ -210,10 +210,8 @@ class CellView:
                      "rows": [self.store.rows[k] for k in sorted(self.store.rows)]}
         status = state.get("status")
         if status in ("final", "failed"):
-            from llmbench.results.folder import headline
             line = ("the run failed before measuring: " + str(state.get("error"))
-                    if status == "failed" else headline(state.get("run") or {}) or
-                    (state.get("verdict") or {}).get("result") or "the run has ended")
+                    if status == "failed" else _final_line(state))
             self.handle.update(self._HTML(f'<div class="{SCOPE}"><b>llmbench</b>: {e(line)}'
                                           "</div>"))
             return
@@ -235,3 +233,21 @@ def cell_view() -> Any:
     """A live view in this cell, as a dashboard the harness feeds (report/dashboard/handle)."""
     from llmbench.report.dashboard.handle import Dashboard
     return Dashboard.in_cell(CellView())
+
+
+def _final_line(state: dict[str, Any]) -> str:
+    """The finished run's one headline (results.folder.headline of the typed Run the final
+    message carries, as run.json's dict), else the last verdict the page had."""
+    from llmbench.errors import UsageError
+    from llmbench.results.folder import headline
+    from llmbench.results.jsonfile import RunFolderError
+    from llmbench.results.schema import Run
+    brief = state.get("run") or {}
+    try:
+        # the brief names every part it may carry; those it has not are None, not parts
+        line = headline(Run.from_dict({k: v for k, v in brief.items() if v is not None})) \
+            if brief else ""
+    except (UsageError, RunFolderError):    # a part it cannot show: the verdict's own words
+        line = ""
+    return (line or ((brief.get("verdict") or {}).get("result") if brief else None)
+            or (state.get("verdict") or {}).get("result") or "the run has ended")
