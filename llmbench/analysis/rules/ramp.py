@@ -299,6 +299,10 @@ def _slot_wait_share(ev: Evidence) -> float | None:
     return max(0.0, 1.0 - t0 / t1)
 
 
+# the slot wait's share of TTFT p95 from which a saturated step names it as a cause too
+SLOT_WAIT_NAMED = 0.5
+
+
 def saturation(ev: Evidence) -> Finding | None:
     """The gaps between tokens grew: the requests in progress share the hardware."""
     if not ev.saturated or not ev.itl_growth:
@@ -308,8 +312,9 @@ def saturation(ev: Evidence) -> Finding | None:
         "the hardware (compute saturation), so each reply streams slower.",
         _at_once(ev, ev.little["in_service"], None)])
     wait = _slot_wait_share(ev)
-    if wait is not None and wait >= 0.5:
+    if wait is not None and wait >= SLOT_WAIT_NAMED:
         # both: the slots were full too, and that wait is most of the first token's time
+        f.slot_wait_share = round(wait, 3)
         f.evidence.append(f"Requests also waited for a full slot: about {wait * 100:.0f}% of "
                           "TTFT p95 here is time the lighter step did not spend (the slot "
                           f"wait), the rest is compute shared {ev.itl_growth:.1f}x.")
@@ -319,6 +324,9 @@ def saturation(ev: Evidence) -> Finding | None:
             f.evidence.append("The KV cache was full: the server preempts or queues requests.")
     f.advice.append("More users need more compute: a faster GPU, a smaller or more quantized "
                     "model, or more replicas behind a router.")
+    if f.slot_wait_share is not None:
+        # the wait for a slot is a cause too: more slots shorten it, at the measured price
+        f.advice.append(_slots_advice(ev))
     return _with_machine(ev, f, ev.itl_growth)
 
 

@@ -130,6 +130,34 @@ def test_saturation_names_the_slot_wait_with_its_share():
     assert rules.saturation(_ev(_step(1, 4, "over"))) is None
 
 
+def test_a_slot_wait_that_is_most_of_ttft_is_a_cause_on_the_why_line():
+    # -np 3 -t 1 on llama.cpp: the gaps grew 3.8x and 90 % of TTFT p95 was the slot wait
+    from llmbench.results.schema import Verdict
+    from llmbench.report.console import verdict_parts
+    server = {"running_max": 3, "waiting_max": 2, "slots": 3}
+    ev = _ev(_step(1, 4, "over", 5000.0, itl50=30.0), ttft=(500.0, 5000.0), itl=(8.0, 30.0),
+             server=server, server_kind="llamacpp")
+    f = rules.saturation(ev)
+    assert f is not None and f.slot_wait_share == 0.9
+    # the advice names the slots too, with the gaps this run measured as their price
+    assert any("raise -np" in a and "8.0 ms" in a and "30.0 ms" in a for a in f.advice)
+    both = [p.text for p in verdict_parts(Verdict(kind="saturation", slot_wait_share=0.9))]
+    assert "Why: compute saturation, and requests waited for a slot (90% of TTFT p95)." in both
+    alone = [p.text for p in verdict_parts(Verdict(kind="saturation"))]
+    assert "Why: compute saturation." in alone
+    # a queue at the server that is a small part of TTFT: saturation alone, no share set
+    small = _ev(_step(1, 4, "over", 800.0, itl50=30.0), ttft=(500.0, 800.0), itl=(8.0, 30.0),
+                server=server, ttft_grew=True)
+    g = rules.saturation(small)
+    assert g is not None and g.slot_wait_share is None
+    assert not any("raise -np" in a for a in g.advice)
+    # no one waited at the server: no slot wait named, however TTFT grew
+    idle = _ev(_step(1, 4, "over", 5000.0, itl50=30.0), ttft=(500.0, 5000.0), itl=(8.0, 30.0),
+               server={"running_max": 2, "waiting_max": 0, "slots": 3})
+    h = rules.saturation(idle)
+    assert h is not None and h.slot_wait_share is None
+
+
 def test_queuing_advice_names_this_servers_setting_and_quotes_the_gaps():
     ev = _ev(_step(1, 4, "over", 3000.0, itl50=9.0), itl=(8.0, 9.0), server_kind="llamacpp")
     f = rules.queuing(ev)
