@@ -207,14 +207,42 @@ def _generator(ev: Evidence, who: str) -> Finding | None:
 STARVED_LAG_MS = 5 * LAG_P99_LIMIT_MS
 
 
+# a server's process that got less than this share of the cores it can keep busy, on a machine
+# with none to spare, while it had a request in hand all the time: starved by other processes
+STARVED_CORE_SHARE = 0.5
+
+
+def server_starved(ev: Evidence) -> bool:
+    """The server's own CPU (telemetry, a server on this machine) at the step that broke: it
+    had work all the time but got under half the cores it can use (its -t), the machine's
+    cores busy with other processes. The event loop's lag can miss this: llmbench needs a few
+    % of a core, the server a whole one."""
+    t = ev.broke.telemetry if ev.broke is not None else None
+    if t is None or t.server is None or t.server.cores is None or t.machine is None \
+            or not t.machine.cpus or t.machine.busy_cores is None:
+        return False
+    info = ev.telemetry or {}
+    budget, _, _ = telemetry_mod.core_budget(info.get("meta") or {}, info.get("identity") or {})
+    if not budget:
+        return False
+    gen = t.llmbench.cores if t.llmbench is not None and t.llmbench.cores else 0.0
+    others = t.machine.busy_cores - t.server.cores - gen
+    return (t.machine.busy_cores >= telemetry_mod.MACHINE_BUSY_SHARE * t.machine.cpus
+            and t.server.cores < STARVED_CORE_SHARE * budget
+            and others >= budget - t.server.cores
+            and ev.little.get("in_service", 0.0) >= 0.9)
+
+
 def starved(ev: Evidence) -> bool:
     """The step that broke lagged on a machine busy with other processes, by more than a
-    timestamp can carry: the limit stands, but as the server's on that busy machine (it shared
-    the cores the others took), not its capacity."""
+    timestamp can carry, or the server's own process was kept off the cores it could use:
+    the limit stands, but as the server's on that busy machine (it shared the cores the
+    others took), not its capacity."""
     mon = ev.broke.monitor if ev.broke is not None else {}
-    return (bool(mon.get("overloaded")) and ev.broke is not None and not lag_explains(ev.broke)
-            and generator_cause(mon) == "machine"
-            and (mon.get("lag_p99_ms") or 0.0) >= STARVED_LAG_MS)
+    lagged = (bool(mon.get("overloaded")) and ev.broke is not None
+              and not lag_explains(ev.broke) and generator_cause(mon) == "machine"
+              and (mon.get("lag_p99_ms") or 0.0) >= STARVED_LAG_MS)
+    return lagged or (ev.broke is not None and server_starved(ev))
 
 
 def _lag_note(ev: Evidence) -> list[str]:
@@ -224,7 +252,8 @@ def _lag_note(ev: Evidence) -> list[str]:
         return []
     # a starved server's limit is said so in the headline (analysis.verdict.headline)
     tail = (" But the limit was broken by more than that lag can add to a timestamp, so the "
-            "result stands.")
+            + ("limit stands, as the server's on this busy machine (the headline says so)."
+               if starved(ev) else "result stands."))
     return [generator_sentence(mon) + tail]
 
 

@@ -98,7 +98,8 @@ def test_a_lag_that_cannot_explain_the_break_is_a_note_not_a_verdict():
     ev = _ev(_step(1, 4, "over", 10000.0, monitor=_busy(3.0)), ttft=(500.0, 10000.0))
     assert rules.machine(ev) is None and rules.load_generator(ev) is None
     note = rules._lag_note(ev)
-    assert len(note) == 1 and "result stands" in note[0]
+    # the machine's other processes took the CPU: the limit stands as the busy machine's
+    assert len(note) == 1 and "as the server's on this busy machine" in note[0]
     assert "result stands" in rules._lag_note(
         _ev(_step(1, 4, "over", 10000.0, monitor=_busy(95.0)), ttft=(500.0, 10000.0)))[0]
 
@@ -183,7 +184,7 @@ def test_the_first_rule_that_fires_wins_and_earlier_notes_are_kept():
     ev = _ev(_step(1, 4, "over", 10000.0, itl50=30.0, monitor=_busy(3.0)),
              ttft=(500.0, 10000.0), itl=(8.0, 30.0))
     found, notes = decide(ev)
-    assert found.kind == "saturation" and any("result stands" in n for n in notes)
+    assert found.kind == "saturation" and any("limit stands" in n for n in notes)
     failed = _ev(_step(1, 4, "over", 10000.0, itl50=30.0, failed=2), ttft=(500.0, 10000.0),
                  itl=(8.0, 30.0))
     assert decide(failed)[0].kind == "errors"
@@ -284,3 +285,33 @@ def test_a_ramp_still_going_on_says_so():
     held = _ev(None, ttft=(500.0, 500.0))
     going = replace(held, c=Circumstances(planned=4, going_on=True))
     assert headline(going) == "Held 2 users so far (1 of 4 steps); the ramp goes on."
+
+
+def _starved_step(server_cores: float, busy: float, lag_p99_ms: float = 19.4) -> Step:
+    # as a real llama.cpp -np 3 -t 1 ramp read it with two other processes busy (run.json)
+    st = _step(1, 4, "over", 6000.0, monitor={"overloaded": True, "lag_p99_ms": lag_p99_ms,
+                                             "cpu_pct": 1.2})
+    return Step.from_dict({**st.to_dict(), "telemetry": {
+        "start": 10.0, "end": 20.0,
+        "server": {"cpu_s": 13.0, "cores": server_cores, "pids": 1, "covered_s": 10.0},
+        "llmbench": {"cpu_s": 0.1, "cores": 0.01, "pids": 1, "covered_s": 10.0},
+        "machine": {"source": "proc", "cpus": 2, "busy_cores": busy, "covered_s": 10.0}}})
+
+
+def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    busy = {"in_service": 1.0, "waiting_share": 0.6}
+    ev = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    # the loop's lag (19 ms) is under the starved bar, the server's CPU (0.19 of 1) is not
+    assert rules.server_starved(ev) and rules.starved(ev)
+    assert "not its capacity" in headline(ev)
+    assert "result stands" not in rules._lag_note(ev)[0]
+    # the same server using its one core on a busy machine: its own limit, stated as such
+    fed = _ev(_starved_step(0.95, 1.99), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    assert not rules.starved(fed) and "not its capacity" not in headline(fed)
+    # a quiet machine, or a server with nothing to do, is not starved
+    quiet = _ev(_starved_step(0.19, 0.4), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    idle = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info,
+               little={"in_service": 0.2, "waiting_share": 0.0})
+    assert not rules.server_starved(quiet) and not rules.server_starved(idle)
