@@ -230,7 +230,8 @@ def server_starved(ev: Evidence) -> bool:
     return (t.machine.busy_cores >= telemetry_mod.MACHINE_BUSY_SHARE * t.machine.cpus
             and t.server.cores < STARVED_CORE_SHARE * budget
             and others >= budget - t.server.cores
-            and ev.little.get("in_service", 0.0) >= 0.9)
+            # requests at the server all the time (waiting for a first token or streaming)
+            and ev.little.get("in_service", 0.0) + ev.little.get("waiting", 0.0) >= 0.9)
 
 
 def starved(ev: Evidence) -> bool:

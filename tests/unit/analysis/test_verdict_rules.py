@@ -301,7 +301,8 @@ def _starved_step(server_cores: float, busy: float, lag_p99_ms: float = 19.4) ->
 def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
     info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
             "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
-    busy = {"in_service": 1.0, "waiting_share": 0.6}
+    # one user, no think: a request at the server all the time, half of it before its first token
+    busy = {"in_service": 0.5, "waiting": 0.5, "waiting_share": 0.5}
     ev = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info, little=busy)
     # the loop's lag (19 ms) is under the starved bar, the server's CPU (0.19 of 1) is not
     assert rules.server_starved(ev) and rules.starved(ev)
@@ -313,5 +314,5 @@ def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
     # a quiet machine, or a server with nothing to do, is not starved
     quiet = _ev(_starved_step(0.19, 0.4), ttft=(500.0, 6000.0), telemetry=info, little=busy)
     idle = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info,
-               little={"in_service": 0.2, "waiting_share": 0.0})
+               little={"in_service": 0.2, "waiting": 0.1, "waiting_share": 0.3})
     assert not rules.server_starved(quiet) and not rules.server_starved(idle)
