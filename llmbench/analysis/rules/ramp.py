@@ -27,11 +27,36 @@ def _with_machine(ev: Evidence, f: Finding, growth: float | None = None,
     part = telemetry_mod.verdict_part(f.kind, ev.first or ev.subject, ev.subject, ev.unit,
                                       growth, (ev.server or {}).get("kv_cache_usage_max"),
                                       ev.telemetry)
-    f.evidence.extend(part.evidence)
-    if part.advice is not None and not keep_advice:
-        f.advice = list(part.advice)
-    f.cause = part.cause or None
+    lines, advice, cause = list(part.evidence), part.advice, part.cause
+    if cause == "not_cpu" and server_starved(ev):
+        # "not CPU compute" reads the few cores the server got as the few it needed: it had
+        # requests all the time and the other processes took the rest (the headline says so)
+        info = ev.telemetry or {}
+        first, subject = ev.first or ev.subject, ev.subject
+        _, wrong = telemetry_mod.cpu_reading(
+            first.telemetry, subject.telemetry, float(first.load), float(subject.load), ev.unit,
+            growth, info.get("meta") or {}, info.get("identity") or {})
+        t = subject.telemetry
+        assert t is not None and t.server is not None and t.machine is not None
+        lines = [e for e in lines if e != wrong]
+        budget, _, _ = telemetry_mod.core_budget(info.get("meta") or {},
+                                                 info.get("identity") or {})
+        lines.insert(0, f"The server's process got {t.server.cores:.1f} of the {budget:g} "
+                     f"core{'s' if budget != 1 else ''} it can use at "
+                     f"{amount(subject.load, ev.unit)}, with requests in hand all the time, "
+                     f"while the machine's {t.machine.cpus} cores were "
+                     f"{(t.machine.busy_cores or 0) / t.machine.cpus * 100:.0f}% busy: other "
+                     "processes took the CPU, so the gaps grew for want of cores.")
+        advice, cause = [STARVED_ADVICE], "machine_cpu"
+    f.evidence.extend(lines)
+    if advice is not None and not keep_advice:
+        f.advice = list(advice)
+    f.cause = cause or None
     return f
+
+
+STARVED_ADVICE = ("The server did not get the cores it could use: stop what else runs on its "
+                  "machine (or run it where nothing competes), then run the ramp again.")
 
 
 def _cause(ev: Evidence) -> str:
@@ -354,10 +379,12 @@ def saturation(ev: Evidence) -> Finding | None:
             f.evidence.append("The KV cache was full: the server preempts or queues requests.")
     f.advice.append("More users need more compute: a faster GPU, a smaller or more quantized "
                     "model, or more replicas behind a router.")
+    f = _with_machine(ev, f, ev.itl_growth)
     if f.slot_wait_share is not None:
         # the wait for a slot is a cause too: more slots shorten it, at the measured price
+        # (after the machine's reading, which replaces the compute advice, not this)
         f.advice.append(_slots_advice(ev))
-    return _with_machine(ev, f, ev.itl_growth)
+    return f
 
 
 # the server's own setting for how many requests it serves at once, by the kind it reported

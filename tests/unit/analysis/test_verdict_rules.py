@@ -316,3 +316,21 @@ def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
     idle = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info,
                little={"in_service": 0.2, "waiting": 0.1, "waiting_share": 0.3})
     assert not rules.server_starved(quiet) and not rules.server_starved(idle)
+
+
+def test_a_starved_server_that_saturated_is_not_read_as_not_cpu():
+    # real llama.cpp -t 1 at 3 users: gaps 5.1x, the server's process 0.2 cores, machine full
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    first = Step.from_dict({**_starved_step(0.2, 1.99).to_dict(), "index": 0, "load": 1,
+                            "state": "held", "held": True})
+    broke = _starved_step(0.15, 1.99)
+    ev = Evidence(steps=[first, broke], broke=broke, subject=broke, first=first,
+                  ttft_p95_ms=(2680.0, 7500.0), itl_p50_ms=(108.0, 550.0), itl_grew=True,
+                  ttft_grew=True, telemetry=info,
+                  little={"in_service": 2.7, "waiting": 0.5, "waiting_share": 0.16})
+    f = rules.saturation(ev)
+    assert f is not None and f.cause == "machine_cpu"
+    assert any("got 0.1 of the 1 core it can use" in e for e in f.evidence)
+    assert not any("not CPU compute" in e for e in f.evidence)
+    assert f.advice == [rules.STARVED_ADVICE]
