@@ -37,10 +37,12 @@ def _with_machine(ev: Evidence, f: Finding, growth: float | None = None,
             first.telemetry, subject.telemetry, float(first.load), float(subject.load), ev.unit,
             growth, info.get("meta") or {}, info.get("identity") or {})
         t = subject.telemetry
-        assert t is not None and t.server is not None and t.machine is not None
-        lines = [e for e in lines if e != wrong]
         budget, _, _ = telemetry_mod.core_budget(info.get("meta") or {},
                                                  info.get("identity") or {})
+        # server_starved read these, so they are there
+        assert t is not None and t.server is not None and t.machine is not None \
+            and t.server.cores is not None and t.machine.cpus and budget
+        lines = [e for e in lines if e != wrong]
         lines.insert(0, f"The server's process got {t.server.cores:.1f} of the {budget:g} "
                      f"core{'s' if budget != 1 else ''} it can use at "
                      f"{amount(subject.load, ev.unit)}, with requests in hand all the time, "
