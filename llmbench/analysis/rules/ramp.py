@@ -461,7 +461,11 @@ def queuing(ev: Evidence) -> Finding | None:
         n = int(ev.server["slots"]) if ev.server.get("slots") else n
     f.slots_estimate = n
     f.advice.append(_slots_advice(ev))
-    return _with_machine(ev, f)
+    f = _with_machine(ev, f)
+    if server_starved(ev):
+        # more slots share the same few cores: first the cores the server did not get
+        f.advice.insert(0, STARVED_ADVICE)
+    return f
 
 
 def other(ev: Evidence) -> Finding:

@@ -334,3 +334,17 @@ def test_a_starved_server_that_saturated_is_not_read_as_not_cpu():
     assert any("got 0.1 of the 1 core it can use" in e for e in f.evidence)
     assert not any("not CPU compute" in e for e in f.evidence)
     assert f.advice == [rules.STARVED_ADVICE]
+
+
+def test_a_starved_server_that_queued_is_told_of_its_cores_before_its_slots():
+    # real llama.cpp -np 3 -t 1 at 6 users: 3 running, 3 waiting, the server at 0.2 cores
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    busy = {"in_service": 2.7, "waiting": 3.0, "waiting_share": 0.58}
+    ev = _ev(_starved_step(0.2, 1.98), ttft=(1320.0, 12930.0), itl=(164.4, 201.0),
+             telemetry=info, little=busy, server_kind="llamacpp",
+             server={"running_max": 3, "waiting_max": 3, "slots": 3})
+    f = rules.queuing(ev)
+    assert f is not None and f.advice[0] == rules.STARVED_ADVICE
+    # the slots' advice stays, quoting the gaps this run measured
+    assert "164.4 ms" in f.advice[1] and "201.0 ms" in f.advice[1]
