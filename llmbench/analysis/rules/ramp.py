@@ -420,6 +420,14 @@ def _slots_advice(ev: Evidence) -> str:
                      "slots share it further" if grew else
                      "the compute was not yet shared thin, but more slots share it, so expect "
                      "replies to stream slower"))
+        r0, r1 = (ev.s0.output_throughput if ev.s0 is not None else None,
+                  ev.s1.output_throughput)
+        if r0 and r1 is not None and r1 <= 1.05 * r0:
+            # more at once made no more tokens: more slots would only split the same rate
+            price += (f"; and all users together got {r0:.1f} tokens/s at "
+                      f"{amount(first.load, ev.unit)}, {r1:.1f} at "
+                      f"{amount(ev.subject.load, ev.unit)}: more at once made no more tokens, "
+                      "so more slots shorten the wait only by slowing each reply")
     return f"Serve more requests at once: {where}{price}."
 
 

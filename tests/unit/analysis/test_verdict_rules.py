@@ -15,7 +15,8 @@ from llmbench.results.search import Search
 
 def _step(index: int, load: float, state: str, ttft95: float = 500.0, itl50: float = 8.0,
           failed: int = 0, monitor: dict | None = None, outage: bool = False,
-          statuses: dict | None = None, bunching: dict | None = None) -> Step:
+          statuses: dict | None = None, bunching: dict | None = None,
+          tok_s: float | None = None) -> Step:
     check = {"threshold": "ttft.p95<=2s", "ok": state == "held", "actual": ttft95,
              "limit": 2000.0, "metric": "ttft", "stat": "p95",
              "insufficient": state == "not enough data"}
@@ -31,11 +32,12 @@ def _step(index: int, load: float, state: str, ttft95: float = 500.0, itl50: flo
                     "p95_ttft_ms": ttft95, "median_ttft_ms": ttft95 / 2, "median_itl_ms": itl50,
                     "p95_itl_ms": itl50 * 1.1, "errors": {"http": failed} if failed else {},
                     "error_statuses": statuses or {}, "error_samples": [],
-                    "stream_bunching": bunching}})
+                    "stream_bunching": bunching, "output_throughput": tok_s}})
 
 
-def _ev(broke: Step | None, ttft=(500.0, 3000.0), itl=(8.0, 8.0), **kw) -> Evidence:
-    first = _step(0, 2, "held", ttft[0], itl[0])
+def _ev(broke: Step | None, ttft=(500.0, 3000.0), itl=(8.0, 8.0), tok_s=None,
+        **kw) -> Evidence:
+    first = _step(0, 2, "held", ttft[0], itl[0], tok_s=tok_s)
     steps = [first] + ([broke] if broke is not None else [])
     grew = {"ttft_grew": ttft[1] >= 1.5 * ttft[0],
             "itl_grew": itl[1] >= 1.5 * itl[0] and itl[1] - itl[0] >= 2}
@@ -169,6 +171,20 @@ def test_queuing_advice_names_this_servers_setting_and_quotes_the_gaps():
     g = rules.queuing(replace(ev, server_kind="unknown"))
     assert g is not None and "-np" not in g.advice[0] and "OLLAMA" not in g.advice[0]
     assert rules.queuing(_ev(_step(1, 4, "over", 600.0), ttft=(500.0, 600.0))) is None
+    assert "tokens/s" not in f.advice[0]     # no throughput measured: none quoted
+
+
+def test_slots_advice_quotes_a_total_rate_that_did_not_grow():
+    # real llama.cpp -np 3 -t 1, 3 -> 6 users: 9.6 -> 8.0 tokens/s in all, gaps 164 -> 201 ms
+    ev = _ev(_step(1, 4, "over", 12930.0, itl50=201.0, tok_s=8.0), ttft=(1320.0, 12930.0),
+             itl=(164.4, 201.0), tok_s=9.6, server_kind="llamacpp")
+    f = rules.queuing(ev)
+    assert f is not None
+    assert "all users together got 9.6 tokens/s at 2 users, 8.0 at 4 users" in f.advice[0]
+    # a rate that grew with the users: the slots bought tokens, nothing more to say of it
+    g = rules.queuing(_ev(_step(1, 4, "over", 3000.0, itl50=9.0, tok_s=40.0), itl=(8.0, 9.0),
+                          tok_s=20.0, server_kind="llamacpp"))
+    assert g is not None and "tokens/s" not in g.advice[0]
 
 
 def test_other_fires_last_and_says_what_broke():
