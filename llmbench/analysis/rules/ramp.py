@@ -249,8 +249,13 @@ def server_starved(ev: Evidence) -> bool:
             or not t.machine.cpus or t.machine.busy_cores is None:
         return False
     info = ev.telemetry or {}
-    budget, _, _ = telemetry_mod.core_budget(info.get("meta") or {}, info.get("identity") or {})
-    if not budget:
+    ident = info.get("identity") or {}
+    budget, _, threads = telemetry_mod.core_budget(info.get("meta") or {}, ident)
+    settings = (ident.get("settings") or {}) if isinstance(ident, dict) else {}
+    gpu_layers = str(settings.get("--n-gpu-layers") or settings.get("--gpu-layers") or "0")
+    if not budget or threads is None or t.gpu is not None or gpu_layers not in ("0", ""):
+        # only a server known to compute on its CPU threads (llama.cpp's -t, no GPU) needs
+        # its cores: a mock or a GPU server barely uses the CPU, busy machine or not
         return False
     gen = t.llmbench.cores if t.llmbench is not None and t.llmbench.cores else 0.0
     others = t.machine.busy_cores - t.server.cores - gen

@@ -332,6 +332,14 @@ def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
     idle = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info,
                little={"in_service": 0.2, "waiting": 0.1, "waiting_share": 0.3})
     assert not rules.server_starved(quiet) and not rules.server_starved(idle)
+    # a server not known to compute on its CPU threads (the mock, a GPU server): its few
+    # cores are all it needs
+    mock = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), little=busy,
+               telemetry={"meta": info["meta"], "identity": {"kind": "mock"}})
+    gpu = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), little=busy, telemetry={
+        "meta": info["meta"], "identity": {"kind": "llama.cpp", "settings": {
+            "--threads": "1", "--n-gpu-layers": "99"}}})
+    assert not rules.server_starved(mock) and not rules.server_starved(gpu)
 
 
 def test_a_starved_server_that_saturated_is_not_read_as_not_cpu():
