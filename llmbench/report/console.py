@@ -443,6 +443,10 @@ def verdict_parts(v: Verdict) -> list[Any]:
             "cache_bound": ("Why: the KV cache: sessions evicted each other's context between "
                             "their calls, so each call prefilled it again."),
             "other": "Why: see the failed thresholds."}.get(v.kind)
+    if v.kind == "saturation" and v.slot_wait_share is not None:
+        # both causes, in proportion: the rule measured the slot wait's share of TTFT
+        kind = ("Why: compute saturation, and requests waited for a slot "
+                f"({v.slot_wait_share * 100:.0f}% of TTFT p95).")
     if kind:
         parts.append(Part(kind, KEEP))
     parts += [Part(f"  {e}", EVIDENCE) for e in v.evidence]

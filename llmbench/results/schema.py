@@ -998,6 +998,9 @@ class Verdict(Part):
     generator_cause: str | None = part(None, omit="none")
     # what the server's machine named as the cause (analysis.telemetry.verdict_part)
     cause: str | None = part(None, omit="none")
+    # kind "saturation" whose slots were full too: the share of TTFT p95 spent waiting for a
+    # slot (the console's "Why:" names both causes from it)
+    slot_wait_share: float | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
     # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)

@@ -99,6 +99,8 @@ class Finding:
     generator_cause: str | None = None
     slots_estimate: int | None = None
     cause: str | None = None
+    # saturation with full slots: the share of TTFT p95 that was the wait for a slot
+    slot_wait_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,38 @@ def _with_machine(ev: Evidence, f: Finding, growth: float | None = None,
     part = telemetry_mod.verdict_part(f.kind, ev.first or ev.subject, ev.subject, ev.unit,
                                       growth, (ev.server or {}).get("kv_cache_usage_max"),
                                       ev.telemetry)
-    f.evidence.extend(part.evidence)
-    if part.advice is not None and not keep_advice:
-        f.advice = list(part.advice)
-    f.cause = part.cause or None
+    lines, advice, cause = list(part.evidence), part.advice, part.cause
+    if cause == "not_cpu" and server_starved(ev):
+        # "not CPU compute" reads the few cores the server got as the few it needed: it had
+        # requests all the time and the other processes took the rest (the headline says so)
+        info = ev.telemetry or {}
+        first, subject = ev.first or ev.subject, ev.subject
+        _, wrong = telemetry_mod.cpu_reading(
+            first.telemetry, subject.telemetry, float(first.load), float(subject.load), ev.unit,
+            growth, info.get("meta") or {}, info.get("identity") or {})
+        t = subject.telemetry
+        budget, _, _ = telemetry_mod.core_budget(info.get("meta") or {},
+                                                 info.get("identity") or {})
+        # server_starved read these, so they are there
+        assert t is not None and t.server is not None and t.machine is not None \
+            and t.server.cores is not None and t.machine.cpus and budget
+        lines = [e for e in lines if e != wrong]
+        lines.insert(0, f"The server's process got {t.server.cores:.1f} of the {budget:g} "
+                     f"core{'s' if budget != 1 else ''} it can use at "
+                     f"{amount(subject.load, ev.unit)}, with requests in hand all the time, "
+                     f"while the machine's {t.machine.cpus} cores were "
+                     f"{(t.machine.busy_cores or 0) / t.machine.cpus * 100:.0f}% busy: other "
+                     "processes took the CPU, so the gaps grew for want of cores.")
+        advice, cause = [STARVED_ADVICE], "machine_cpu"
+    f.evidence.extend(lines)
+    if advice is not None and not keep_advice:
+        f.advice = list(advice)
+    f.cause = cause or None
     return f
+
+
+STARVED_ADVICE = ("The server did not get the cores it could use: stop what else runs on its "
+                  "machine (or run it where nothing competes), then run the ramp again.")
 
 
 def _cause(ev: Evidence) -> str:
@@ -207,14 +234,48 @@ def _generator(ev: Evidence, who: str) -> Finding | None:
 STARVED_LAG_MS = 5 * LAG_P99_LIMIT_MS
 
 
+# a server's process that got less than this share of the cores it can keep busy, on a machine
+# with none to spare, while it had a request in hand all the time: starved by other processes
+STARVED_CORE_SHARE = 0.5
+
+
+def server_starved(ev: Evidence) -> bool:
+    """The server's own CPU (telemetry, a server on this machine) at the step that broke: it
+    had work all the time but got under half the cores it can use (its -t), the machine's
+    cores busy with other processes. The event loop's lag can miss this: llmbench needs a few
+    % of a core, the server a whole one."""
+    t = ev.broke.telemetry if ev.broke is not None else None
+    if t is None or t.server is None or t.server.cores is None or t.machine is None \
+            or not t.machine.cpus or t.machine.busy_cores is None:
+        return False
+    info = ev.telemetry or {}
+    ident = info.get("identity") or {}
+    budget, _, threads = telemetry_mod.core_budget(info.get("meta") or {}, ident)
+    settings = (ident.get("settings") or {}) if isinstance(ident, dict) else {}
+    gpu_layers = str(settings.get("--n-gpu-layers") or settings.get("--gpu-layers") or "0")
+    if not budget or threads is None or t.gpu is not None or gpu_layers not in ("0", ""):
+        # only a server known to compute on its CPU threads (llama.cpp's -t, no GPU) needs
+        # its cores: a mock or a GPU server barely uses the CPU, busy machine or not
+        return False
+    gen = t.llmbench.cores if t.llmbench is not None and t.llmbench.cores else 0.0
+    others = t.machine.busy_cores - t.server.cores - gen
+    return (t.machine.busy_cores >= telemetry_mod.MACHINE_BUSY_SHARE * t.machine.cpus
+            and t.server.cores < STARVED_CORE_SHARE * budget
+            and others >= budget - t.server.cores
+            # requests at the server all the time (waiting for a first token or streaming)
+            and ev.little.get("in_service", 0.0) + ev.little.get("waiting", 0.0) >= 0.9)
+
+
 def starved(ev: Evidence) -> bool:
     """The step that broke lagged on a machine busy with other processes, by more than a
-    timestamp can carry: the limit stands, but as the server's on that busy machine (it shared
-    the cores the others took), not its capacity."""
+    timestamp can carry, or the server's own process was kept off the cores it could use:
+    the limit stands, but as the server's on that busy machine (it shared the cores the
+    others took), not its capacity."""
     mon = ev.broke.monitor if ev.broke is not None else {}
-    return (bool(mon.get("overloaded")) and ev.broke is not None and not lag_explains(ev.broke)
-            and generator_cause(mon) == "machine"
-            and (mon.get("lag_p99_ms") or 0.0) >= STARVED_LAG_MS)
+    lagged = (bool(mon.get("overloaded")) and ev.broke is not None
+              and not lag_explains(ev.broke) and generator_cause(mon) == "machine"
+              and (mon.get("lag_p99_ms") or 0.0) >= STARVED_LAG_MS)
+    return lagged or (ev.broke is not None and server_starved(ev))
 
 
 def _lag_note(ev: Evidence) -> list[str]:
@@ -224,7 +285,8 @@ def _lag_note(ev: Evidence) -> list[str]:
         return []
     # a starved server's limit is said so in the headline (analysis.verdict.headline)
     tail = (" But the limit was broken by more than that lag can add to a timestamp, so the "
-            "result stands.")
+            + ("limit stands, as the server's on this busy machine (the headline says so)."
+               if starved(ev) else "result stands."))
     return [generator_sentence(mon) + tail]
 
 
@@ -299,6 +361,10 @@ def _slot_wait_share(ev: Evidence) -> float | None:
     return max(0.0, 1.0 - t0 / t1)
 
 
+# the slot wait's share of TTFT p95 from which a saturated step names it as a cause too
+SLOT_WAIT_NAMED = 0.5
+
+
 def saturation(ev: Evidence) -> Finding | None:
     """The gaps between tokens grew: the requests in progress share the hardware."""
     if not ev.saturated or not ev.itl_growth:
@@ -308,8 +374,9 @@ def saturation(ev: Evidence) -> Finding | None:
         "the hardware (compute saturation), so each reply streams slower.",
         _at_once(ev, ev.little["in_service"], None)])
     wait = _slot_wait_share(ev)
-    if wait is not None and wait >= 0.5:
+    if wait is not None and wait >= SLOT_WAIT_NAMED:
         # both: the slots were full too, and that wait is most of the first token's time
+        f.slot_wait_share = round(wait, 3)
         f.evidence.append(f"Requests also waited for a full slot: about {wait * 100:.0f}% of "
                           "TTFT p95 here is time the lighter step did not spend (the slot "
                           f"wait), the rest is compute shared {ev.itl_growth:.1f}x.")
@@ -319,7 +386,12 @@ def saturation(ev: Evidence) -> Finding | None:
             f.evidence.append("The KV cache was full: the server preempts or queues requests.")
     f.advice.append("More users need more compute: a faster GPU, a smaller or more quantized "
                     "model, or more replicas behind a router.")
-    return _with_machine(ev, f, ev.itl_growth)
+    f = _with_machine(ev, f, ev.itl_growth)
+    if f.slot_wait_share is not None:
+        # the wait for a slot is a cause too: more slots shorten it, at the measured price
+        # (after the machine's reading, which replaces the compute advice, not this)
+        f.advice.append(_slots_advice(ev))
+    return f
 
 
 # the server's own setting for how many requests it serves at once, by the kind it reported
@@ -353,6 +425,14 @@ def _slots_advice(ev: Evidence) -> str:
                      "slots share it further" if grew else
                      "the compute was not yet shared thin, but more slots share it, so expect "
                      "replies to stream slower"))
+        r0, r1 = (ev.s0.output_throughput if ev.s0 is not None else None,
+                  ev.s1.output_throughput)
+        if r0 and r1 is not None and r1 <= 1.05 * r0:
+            # more at once made no more tokens: more slots would only split the same rate
+            price += (f"; and all users together got {r0:.1f} tokens/s at "
+                      f"{amount(first.load, ev.unit)}, {r1:.1f} at "
+                      f"{amount(ev.subject.load, ev.unit)}: more at once made no more tokens, "
+                      "so more slots shorten the wait only by slowing each reply")
     return f"Serve more requests at once: {where}{price}."
 
 
@@ -394,7 +474,11 @@ def queuing(ev: Evidence) -> Finding | None:
         n = int(ev.server["slots"]) if ev.server.get("slots") else n
     f.slots_estimate = n
     f.advice.append(_slots_advice(ev))
-    return _with_machine(ev, f)
+    f = _with_machine(ev, f)
+    if server_starved(ev):
+        # more slots share the same few cores: first the cores the server did not get
+        f.advice.insert(0, STARVED_ADVICE)
+    return f
 
 
 def other(ev: Evidence) -> Finding:

@@ -15,7 +15,8 @@ from llmbench.results.search import Search
 
 def _step(index: int, load: float, state: str, ttft95: float = 500.0, itl50: float = 8.0,
           failed: int = 0, monitor: dict | None = None, outage: bool = False,
-          statuses: dict | None = None, bunching: dict | None = None) -> Step:
+          statuses: dict | None = None, bunching: dict | None = None,
+          tok_s: float | None = None) -> Step:
     check = {"threshold": "ttft.p95<=2s", "ok": state == "held", "actual": ttft95,
              "limit": 2000.0, "metric": "ttft", "stat": "p95",
              "insufficient": state == "not enough data"}
@@ -31,11 +32,12 @@ def _step(index: int, load: float, state: str, ttft95: float = 500.0, itl50: flo
                     "p95_ttft_ms": ttft95, "median_ttft_ms": ttft95 / 2, "median_itl_ms": itl50,
                     "p95_itl_ms": itl50 * 1.1, "errors": {"http": failed} if failed else {},
                     "error_statuses": statuses or {}, "error_samples": [],
-                    "stream_bunching": bunching}})
+                    "stream_bunching": bunching, "output_throughput": tok_s}})
 
 
-def _ev(broke: Step | None, ttft=(500.0, 3000.0), itl=(8.0, 8.0), **kw) -> Evidence:
-    first = _step(0, 2, "held", ttft[0], itl[0])
+def _ev(broke: Step | None, ttft=(500.0, 3000.0), itl=(8.0, 8.0), tok_s=None,
+        **kw) -> Evidence:
+    first = _step(0, 2, "held", ttft[0], itl[0], tok_s=tok_s)
     steps = [first] + ([broke] if broke is not None else [])
     grew = {"ttft_grew": ttft[1] >= 1.5 * ttft[0],
             "itl_grew": itl[1] >= 1.5 * itl[0] and itl[1] - itl[0] >= 2}
@@ -98,7 +100,8 @@ def test_a_lag_that_cannot_explain_the_break_is_a_note_not_a_verdict():
     ev = _ev(_step(1, 4, "over", 10000.0, monitor=_busy(3.0)), ttft=(500.0, 10000.0))
     assert rules.machine(ev) is None and rules.load_generator(ev) is None
     note = rules._lag_note(ev)
-    assert len(note) == 1 and "result stands" in note[0]
+    # the machine's other processes took the CPU: the limit stands as the busy machine's
+    assert len(note) == 1 and "as the server's on this busy machine" in note[0]
     assert "result stands" in rules._lag_note(
         _ev(_step(1, 4, "over", 10000.0, monitor=_busy(95.0)), ttft=(500.0, 10000.0)))[0]
 
@@ -130,6 +133,34 @@ def test_saturation_names_the_slot_wait_with_its_share():
     assert rules.saturation(_ev(_step(1, 4, "over"))) is None
 
 
+def test_a_slot_wait_that_is_most_of_ttft_is_a_cause_on_the_why_line():
+    # -np 3 -t 1 on llama.cpp: the gaps grew 3.8x and 90 % of TTFT p95 was the slot wait
+    from llmbench.results.schema import Verdict
+    from llmbench.report.console import verdict_parts
+    server = {"running_max": 3, "waiting_max": 2, "slots": 3}
+    ev = _ev(_step(1, 4, "over", 5000.0, itl50=30.0), ttft=(500.0, 5000.0), itl=(8.0, 30.0),
+             server=server, server_kind="llamacpp")
+    f = rules.saturation(ev)
+    assert f is not None and f.slot_wait_share == 0.9
+    # the advice names the slots too, with the gaps this run measured as their price
+    assert any("raise -np" in a and "8.0 ms" in a and "30.0 ms" in a for a in f.advice)
+    both = [p.text for p in verdict_parts(Verdict(kind="saturation", slot_wait_share=0.9))]
+    assert "Why: compute saturation, and requests waited for a slot (90% of TTFT p95)." in both
+    alone = [p.text for p in verdict_parts(Verdict(kind="saturation"))]
+    assert "Why: compute saturation." in alone
+    # a queue at the server that is a small part of TTFT: saturation alone, no share set
+    small = _ev(_step(1, 4, "over", 800.0, itl50=30.0), ttft=(500.0, 800.0), itl=(8.0, 30.0),
+                server=server, ttft_grew=True)
+    g = rules.saturation(small)
+    assert g is not None and g.slot_wait_share is None
+    assert not any("raise -np" in a for a in g.advice)
+    # no one waited at the server: no slot wait named, however TTFT grew
+    idle = _ev(_step(1, 4, "over", 5000.0, itl50=30.0), ttft=(500.0, 5000.0), itl=(8.0, 30.0),
+               server={"running_max": 2, "waiting_max": 0, "slots": 3})
+    h = rules.saturation(idle)
+    assert h is not None and h.slot_wait_share is None
+
+
 def test_queuing_advice_names_this_servers_setting_and_quotes_the_gaps():
     ev = _ev(_step(1, 4, "over", 3000.0, itl50=9.0), itl=(8.0, 9.0), server_kind="llamacpp")
     f = rules.queuing(ev)
@@ -140,6 +171,20 @@ def test_queuing_advice_names_this_servers_setting_and_quotes_the_gaps():
     g = rules.queuing(replace(ev, server_kind="unknown"))
     assert g is not None and "-np" not in g.advice[0] and "OLLAMA" not in g.advice[0]
     assert rules.queuing(_ev(_step(1, 4, "over", 600.0), ttft=(500.0, 600.0))) is None
+    assert "tokens/s" not in f.advice[0]     # no throughput measured: none quoted
+
+
+def test_slots_advice_quotes_a_total_rate_that_did_not_grow():
+    # real llama.cpp -np 3 -t 1, 3 -> 6 users: 9.6 -> 8.0 tokens/s in all, gaps 164 -> 201 ms
+    ev = _ev(_step(1, 4, "over", 12930.0, itl50=201.0, tok_s=8.0), ttft=(1320.0, 12930.0),
+             itl=(164.4, 201.0), tok_s=9.6, server_kind="llamacpp")
+    f = rules.queuing(ev)
+    assert f is not None
+    assert "all users together got 9.6 tokens/s at 2 users, 8.0 at 4 users" in f.advice[0]
+    # a rate that grew with the users: the slots bought tokens, nothing more to say of it
+    g = rules.queuing(_ev(_step(1, 4, "over", 3000.0, itl50=9.0, tok_s=40.0), itl=(8.0, 9.0),
+                          tok_s=20.0, server_kind="llamacpp"))
+    assert g is not None and "tokens/s" not in g.advice[0]
 
 
 def test_other_fires_last_and_says_what_broke():
@@ -155,7 +200,7 @@ def test_the_first_rule_that_fires_wins_and_earlier_notes_are_kept():
     ev = _ev(_step(1, 4, "over", 10000.0, itl50=30.0, monitor=_busy(3.0)),
              ttft=(500.0, 10000.0), itl=(8.0, 30.0))
     found, notes = decide(ev)
-    assert found.kind == "saturation" and any("result stands" in n for n in notes)
+    assert found.kind == "saturation" and any("limit stands" in n for n in notes)
     failed = _ev(_step(1, 4, "over", 10000.0, itl50=30.0, failed=2), ttft=(500.0, 10000.0),
                  itl=(8.0, 30.0))
     assert decide(failed)[0].kind == "errors"
@@ -256,3 +301,74 @@ def test_a_ramp_still_going_on_says_so():
     held = _ev(None, ttft=(500.0, 500.0))
     going = replace(held, c=Circumstances(planned=4, going_on=True))
     assert headline(going) == "Held 2 users so far (1 of 4 steps); the ramp goes on."
+
+
+def _starved_step(server_cores: float, busy: float, lag_p99_ms: float = 19.4) -> Step:
+    # as a real llama.cpp -np 3 -t 1 ramp read it with two other processes busy (run.json)
+    st = _step(1, 4, "over", 6000.0, monitor={"overloaded": True, "lag_p99_ms": lag_p99_ms,
+                                             "cpu_pct": 1.2})
+    return Step.from_dict({**st.to_dict(), "telemetry": {
+        "start": 10.0, "end": 20.0,
+        "server": {"cpu_s": 13.0, "cores": server_cores, "pids": 1, "covered_s": 10.0},
+        "llmbench": {"cpu_s": 0.1, "cores": 0.01, "pids": 1, "covered_s": 10.0},
+        "machine": {"source": "proc", "cpus": 2, "busy_cores": busy, "covered_s": 10.0}}})
+
+
+def test_a_server_kept_off_its_cores_is_starved_though_the_loop_barely_lagged():
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    # one user, no think: a request at the server all the time, half of it before its first token
+    busy = {"in_service": 0.5, "waiting": 0.5, "waiting_share": 0.5}
+    ev = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    # the loop's lag (19 ms) is under the starved bar, the server's CPU (0.19 of 1) is not
+    assert rules.server_starved(ev) and rules.starved(ev)
+    assert "not its capacity" in headline(ev)
+    assert "result stands" not in rules._lag_note(ev)[0]
+    # the same server using its one core on a busy machine: its own limit, stated as such
+    fed = _ev(_starved_step(0.95, 1.99), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    assert not rules.starved(fed) and "not its capacity" not in headline(fed)
+    # a quiet machine, or a server with nothing to do, is not starved
+    quiet = _ev(_starved_step(0.19, 0.4), ttft=(500.0, 6000.0), telemetry=info, little=busy)
+    idle = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), telemetry=info,
+               little={"in_service": 0.2, "waiting": 0.1, "waiting_share": 0.3})
+    assert not rules.server_starved(quiet) and not rules.server_starved(idle)
+    # a server not known to compute on its CPU threads (the mock, a GPU server): its few
+    # cores are all it needs
+    mock = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), little=busy,
+               telemetry={"meta": info["meta"], "identity": {"kind": "mock"}})
+    gpu = _ev(_starved_step(0.19, 1.99), ttft=(500.0, 6000.0), little=busy, telemetry={
+        "meta": info["meta"], "identity": {"kind": "llama.cpp", "settings": {
+            "--threads": "1", "--n-gpu-layers": "99"}}})
+    assert not rules.server_starved(mock) and not rules.server_starved(gpu)
+
+
+def test_a_starved_server_that_saturated_is_not_read_as_not_cpu():
+    # real llama.cpp -t 1 at 3 users: gaps 5.1x, the server's process 0.2 cores, machine full
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    first = Step.from_dict({**_starved_step(0.2, 1.99).to_dict(), "index": 0, "load": 1,
+                            "state": "held", "held": True})
+    broke = _starved_step(0.15, 1.99)
+    ev = Evidence(steps=[first, broke], broke=broke, subject=broke, first=first,
+                  ttft_p95_ms=(2680.0, 7500.0), itl_p50_ms=(108.0, 550.0), itl_grew=True,
+                  ttft_grew=True, telemetry=info,
+                  little={"in_service": 2.7, "waiting": 0.5, "waiting_share": 0.16})
+    f = rules.saturation(ev)
+    assert f is not None and f.cause == "machine_cpu"
+    assert any("got 0.1 of the 1 core it can use" in e for e in f.evidence)
+    assert not any("not CPU compute" in e for e in f.evidence)
+    assert f.advice == [rules.STARVED_ADVICE]
+
+
+def test_a_starved_server_that_queued_is_told_of_its_cores_before_its_slots():
+    # real llama.cpp -np 3 -t 1 at 6 users: 3 running, 3 waiting, the server at 0.2 cores
+    info = {"meta": {"local": {"cpus": 2, "server_cpus": 2}},
+            "identity": {"kind": "llama.cpp", "settings": {"--threads": "1"}}}
+    busy = {"in_service": 2.7, "waiting": 3.0, "waiting_share": 0.58}
+    ev = _ev(_starved_step(0.2, 1.98), ttft=(1320.0, 12930.0), itl=(164.4, 201.0),
+             telemetry=info, little=busy, server_kind="llamacpp",
+             server={"running_max": 3, "waiting_max": 3, "slots": 3})
+    f = rules.queuing(ev)
+    assert f is not None and f.advice[0] == rules.STARVED_ADVICE
+    # the slots' advice stays, quoting the gaps this run measured
+    assert "164.4 ms" in f.advice[1] and "201.0 ms" in f.advice[1]
