@@ -216,7 +216,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
                          "thresholds": [t.text for t in r.thresholds],
                          "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
-                         "join": shape.join,
+                         "join": shape.join, **shape.describe_trace(),
                          **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
                             if r.find is not None else {})},
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,

@@ -292,3 +292,48 @@ def test_ollama_responses_and_embeddings_pass_through_and_are_recorded(mock, tmp
     assert (reqs[1]["session_id"], reqs[2]["session_id"], reqs[2]["turn"]) == ("s2", "s2", 1)
     assert reqs[2]["request"]["previous_response_id"] == first["id"]   # structure, kept
     assert reqs[3]["stream"] is False and reqs[3]["input_length"] is not None
+
+
+def test_ramp_trace_replays_the_recording_at_growing_scale(mock, tmp_path):
+    """``ramp --trace FILE --users 1,2``: step 0 replays the recorded sessions once, step 1
+    twice over (each copy with a salt of its own), over loopback HTTP against the mock; each
+    session's turns in order, each after its reply; the table's load is users = the step's
+    multiple x the recorded sessions; the run folder loads."""
+    import llmbench as api
+    out = tmp_path / "traffic.jsonl"
+    rec = Recorder(mock.url, out)
+    chat_and_tools(rec.url)
+    rec.stop()
+    _, *reqs = lines(out)
+    sessions = {r["session_id"] for r in reqs}
+    runs = tmp_path / "runs"
+    p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace", str(out),
+                 "--users", "1,2", "--keep-going", "--threshold", "ttft.p95<=60s",
+                 "--out", str(runs))
+    assert p.returncode == 0, p.stderr
+    folder = next(runs.iterdir())
+    got = [json.loads(x) for x in (folder / "requests.jsonl").read_text().splitlines()]
+    got = [g for g in got if not g.get("warmup") and g.get("step") is not None]
+    per_step = [[g for g in got if g["step"] == k] for k in (0, 1)]
+    assert [len(s) for s in per_step] == [len(reqs), 2 * len(reqs)]
+    for k, step in enumerate(per_step):
+        by_conv: dict[str, list[dict]] = {}
+        for g in sorted(step, key=lambda g: g["start"]):
+            by_conv.setdefault(g["conversation"], []).append(g)
+        assert len(by_conv) == (k + 1) * len(sessions)     # each copy its own sessions
+        for turns in by_conv.values():
+            assert [t["turn"] for t in turns] == list(range(len(turns)))
+            for a, b in zip(turns, turns[1:]):
+                assert b["start"] >= a["end"]               # each turn after its reply
+    run = api.load_run(folder)
+    assert [s.load for s in run.steps] == [len(sessions), 2 * len(sessions)]
+    assert run.load_unit == "users"
+    # a bad multiple is one line naming the flag, no traceback
+    for bad in ("0,1", "nan", "1,99999999"):
+        p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace",
+                     str(out), "--users", bad, "--out", str(tmp_path / "bad"))
+        assert p.returncode != 0 and "--users" in p.stderr and "Traceback" not in p.stderr, \
+            p.stderr
+    p = llmbench("ramp", "--url", mock.url + "/v1", "--trace", str(out), "--trace-speed",
+                 "-1", "--out", str(tmp_path / "bad"))
+    assert p.returncode != 0 and "--trace-speed" in p.stderr and "Traceback" not in p.stderr
