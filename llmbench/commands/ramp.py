@@ -307,6 +307,7 @@ def intro_lines(r: RampPlan) -> list[str]:
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
         out.append(console.join_sentence(shape.join, agents=unit_of(r) == "agents"))
+    out += shape.trace_lines()
     return out
 
 

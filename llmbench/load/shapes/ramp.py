@@ -92,6 +92,18 @@ class Ramp:
         return {"trace": {"sessions": n, "multiples": [round(x / n) for x in self.steps],
                           "speed": self.trace_speed}}
 
+    def trace_lines(self) -> list[str]:
+        """--trace: what a step's users are, said before the table."""
+        d = self.describe_trace().get("trace")
+        if d is None:
+            return []
+        n = d["sessions"]
+        speed = f", {d['speed']:g}x as fast" if d["speed"] != 1 else ""
+        return [f"Each step replays the recording's {n} session{'s' * (n != 1)} k times over "
+                f"(k = {', '.join(map(str, d['multiples']))}),",
+                f"each copy salted apart, on the recorded times{speed}: a step's users are "
+                f"k x {n}."]
+
     def pace(self) -> Pacer:
         if self.pacer is None:
             self.pacer = FixedSteps(self.steps, self.ramp_in_s, self.hold_s, self.keep_going,
