@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, PATH, P_GATES, P_STEPS, SECONDS,
+from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, UsageError, option)
 from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)
 from llmbench.commands.reset_spec import CacheResetOpts, step_resets
 from llmbench.commands.spec import scenario as scenario_option
+from llmbench.commands.spec import trace as trace_option
+from llmbench.commands.spec import trace_speed as trace_speed_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, warn_short_hold, with_ray, workers)
@@ -437,8 +439,8 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     requests per second (open loop). docs/cli.md lists every field."""
 
     command = "ramp"
-    trace: Path | str | None = option("Replay a recording (llmbench record) or a trace with sessions at growing scale: each step's --users is a multiple (1,2,4: the recording once, twice, 4 times over, each copy with its own prompt salt); a step's users are its multiple x the recording's sessions.", P_STEPS, kind=PATH, metavar="FILE")
-    trace_speed: float = option("--trace: 2 replays twice as fast (recorded times and gaps halved).", P_STEPS, kind=FLOAT, default=1.0)
+    trace: Path | str | None = trace_option("Replay a recording (llmbench record) or a trace with sessions at growing scale: each step's --users is a multiple (default 1,2,4,8: the recording once, twice, 4, 8 times over, each copy with its own prompt salt); a step's users are its multiple x the recording's sessions; the hold is the recording's length unless --hold.", P_STEPS)
+    trace_speed: float = trace_speed_option(P_STEPS)
 
     def perform(self, progress: bool | None = None) -> Any:
         """Against ``url``, or (none given) the built-in mock for the time of the ramp."""

@@ -328,6 +328,9 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, tmp_path):
     run = api.load_run(folder)
     assert [s.load for s in run.steps] == [len(sessions), 2 * len(sessions)]
     assert run.load_unit == "users"
+    assert run.config["ramp"]["trace"] == {"sessions": len(sessions), "multiples": [1, 2],
+                                           "speed": 1.0}
+    assert "Each step replays the recording's" in p.stdout + p.stderr
     # a bad multiple is one line naming the flag, no traceback
     for bad in ("0,1", "nan", "1,99999999"):
         p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace",
