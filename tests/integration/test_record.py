@@ -294,7 +294,7 @@ def test_ollama_responses_and_embeddings_pass_through_and_are_recorded(mock, tmp
     assert reqs[3]["stream"] is False and reqs[3]["input_length"] is not None
 
 
-def test_ramp_trace_replays_the_recording_at_growing_scale(mock, tmp_path):
+def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, tmp_path):
     """``ramp --trace FILE --users 1,2``: step 0 replays the recorded sessions once, step 1
     twice over (each copy with a salt of its own), over loopback HTTP against the mock; each
     session's turns in order, each after its reply; the table's load is users = the step's
@@ -307,7 +307,8 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, tmp_path):
     _, *reqs = lines(out)
     sessions = {r["session_id"] for r in reqs}
     runs = tmp_path / "runs"
-    p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace", str(out),
+    cached = mock_factory(ttft_ms=15, itl_ms=2, tokens=12, prefix_cache=True)
+    p = llmbench("ramp", "--url", cached.url + "/v1", "--model", "mock", "--trace", str(out),
                  "--users", "1,2", "--keep-going", "--threshold", "ttft.p95<=60s",
                  "--out", str(runs))
     assert p.returncode == 0, p.stderr
@@ -325,6 +326,14 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, tmp_path):
             assert [t["turn"] for t in turns] == list(range(len(turns)))
             for a, b in zip(turns, turns[1:]):
                 assert b["start"] >= a["end"]               # each turn after its reply
+    # each copy's salt is its own: the first request of every copy, in either step, found
+    # nothing of another copy's prompts in the mock's prefix cache (one salt for all would
+    # have found step 0's whole first turn)
+    firsts: dict[str, dict] = {}
+    for g in sorted(got, key=lambda g: g["start"]):
+        firsts.setdefault(g["conversation"].rsplit("~", 1)[1], g)
+    assert len(firsts) == 3 and all(g["turn"] == 0 for g in firsts.values())
+    assert [g["cached_tokens"] for g in firsts.values()] == [0, 0, 0], firsts
     run = api.load_run(folder)
     assert [s.load for s in run.steps] == [len(sessions), 2 * len(sessions)]
     assert run.load_unit == "users"
