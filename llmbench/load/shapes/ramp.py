@@ -361,7 +361,7 @@ class Crowd:
         first, self._trace_laps = self._trace_laps, self._trace_laps + copies
         self.rate_task = asyncio.get_running_loop().create_task(
             play(self.session, copies_of(items, copies, first), t0, speed,
-                 self._rate_stop, self._rate_plays))
+                 self._rate_stop, self._rate_plays, self.users_changed))
 
     def stop_rate(self) -> None:
         if self.rate_task is not None:

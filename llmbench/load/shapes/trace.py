@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llmbench.load.session import Session
 from llmbench.workload import messages_for
@@ -67,10 +67,23 @@ def copies_of(items: Sequence[TraceItem], copies: int, first_lap: int) -> list[T
     return sorted(out, key=lambda i: i.offset_s)   # stable: copy order kept at a tie
 
 
+async def replay_user(session: Session, item: TraceItem, t0: float, speed: float,
+                      stop: asyncio.Event, users_changed: Callable[[float, int], None]) -> None:
+    """ramp --trace: a recorded session is a user, counted in while its turns play (the
+    live view's and the timeline's users)."""
+    users_changed(perf_counter(), +1)
+    try:
+        await replay_item(session, item, t0, speed, stop)
+    finally:
+        users_changed(perf_counter(), -1)
+
+
 async def play(session: Session, items: Sequence[TraceItem], t0: float, speed: float,
-               stop: asyncio.Event, tasks: list[asyncio.Task[None]]) -> None:
+               stop: asyncio.Event, tasks: list[asyncio.Task[None]],
+               users_changed: Callable[[float, int], None] | None = None) -> None:
     """Start each item's session at t0 + its offset / speed (its turns: replay_item), the
-    tasks in ``tasks``; until ``stop`` is set."""
+    tasks in ``tasks``; until ``stop`` is set. ``users_changed``: told as each starts and
+    ends (ramp --trace)."""
     loop = asyncio.get_running_loop()
     for item in items:
         due = t0 + item.offset_s / speed
@@ -80,7 +93,9 @@ async def play(session: Session, items: Sequence[TraceItem], t0: float, speed: f
             await asyncio.sleep(0)     # the last stretch: other tasks run, no timer rounding
         if stop.is_set() or session.stopping.is_set():
             return
-        tasks.append(loop.create_task(replay_item(session, item, t0, speed, stop)))
+        tasks.append(loop.create_task(
+            replay_item(session, item, t0, speed, stop) if users_changed is None
+            else replay_user(session, item, t0, speed, stop, users_changed)))
         if len(tasks) % PRUNE_EVERY == 0:
             prune(tasks)            # finished tasks are let go (user.PRUNE_EVERY)
 
