@@ -340,6 +340,10 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     assert run.config["ramp"]["trace"] == {"sessions": len(sessions), "multiples": [1, 2],
                                            "speed": 1.0}
     assert "Each step replays the recording's" in p.stdout + p.stderr
+    # a recorded session is a user while its turns play: each comes in and leaves (none left
+    # at the end), and step 1's two copies of the first session played at once
+    ups = [n for _, n in run.user_changes]
+    assert ups[-1] == 0 and max(ups) >= 2
     # a bad multiple is one line naming the flag, no traceback
     for bad in ("0,1", "nan", "1,99999999"):
         p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace",
