@@ -344,6 +344,10 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     # at the end), and step 1's two copies of the first session played at once
     ups = [n for _, n in run.user_changes]
     assert ups[-1] == 0 and max(ups) >= 2
+    # and it writes back the same bytes, as every run folder does
+    (tmp_path / "again").mkdir()
+    run.save(tmp_path / "again")
+    assert (tmp_path / "again" / "run.json").read_text() == (folder / "run.json").read_text()
     # a bad multiple is one line naming the flag, no traceback
     for bad in ("0,1", "nan", "1,99999999"):
         p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace",
