@@ -426,6 +426,9 @@ class RemoteCrowd:
         # a recording replays in one process: ramp --trace refuses --workers (check_trace)
         raise AssertionError("ramp --trace runs without worker processes")
 
+    async def playing(self) -> int:
+        return 0                    # no recording plays here (start_trace)
+
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:
         alive = self.fleet.alive()

@@ -310,6 +310,7 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     cached = mock_factory(ttft_ms=15, itl_ms=2, tokens=12, prefix_cache=True)
     p = llmbench("ramp", "--url", cached.url + "/v1", "--model", "mock", "--trace", str(out),
                  "--users", "1,2", "--keep-going", "--threshold", "ttft.p95<=60s",
+                 "--hold", "0.2s",
                  "--out", str(runs))
     assert p.returncode == 0, p.stderr
     folder = next(runs.iterdir())
@@ -336,6 +337,9 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     assert [g["cached_tokens"] for g in firsts.values()] == [0, 0, 0], firsts
     run = api.load_run(folder)
     assert [s.load for s in run.steps] == [len(sessions), 2 * len(sessions)]
+    # a step holds until its copies have played out: every request of the step is in its
+    # window (--hold 0.2s is far shorter than the recording), so the table judges them all
+    assert [s.summary.requests for s in run.steps] == [len(reqs), 2 * len(reqs)]
     assert run.load_unit == "users"
     assert run.config["ramp"]["trace"] == {"sessions": len(sessions), "multiples": [1, 2],
                                            "speed": 1.0}

@@ -227,6 +227,12 @@ class Ramp:
                     live.phase = "hold"
                     if not await sleep_or_stop(stopping, plan.hold_s):
                         break
+                    # a recording's step holds until its copies have played out (replies
+                    # slower than recorded push later turns past the recording's length)
+                    until = perf_counter() + self.drain_s
+                    while self.trace is not None and not stopping.is_set() \
+                            and perf_counter() < until and await crowd.playing():
+                        await asyncio.sleep(0.05)
                     hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
                 crowd.stop_rate()
@@ -362,6 +368,12 @@ class Crowd:
         self.rate_task = asyncio.get_running_loop().create_task(
             play(self.session, copies_of(items, copies, first), t0, speed,
                  self._rate_stop, self._rate_plays, self.users_changed))
+
+    async def playing(self) -> int:
+        """ramp --trace: the sessions of the step's copies still playing (and 1 while some
+        are still to start)."""
+        waiting = self.rate_task is not None and not self.rate_task.done()
+        return int(waiting) + sum(1 for t in self._rate_plays if not t.done())
 
     def stop_rate(self) -> None:
         if self.rate_task is not None:
