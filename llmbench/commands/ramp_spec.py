@@ -269,9 +269,11 @@ class RampOpts(CacheResetOpts):
         if url != self.url:  # type: ignore[attr-defined]
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
-        # --scenario: each class builds its own conversations (_with_classes); the command's
-        # own would never be sent, so one is built (its options checked), not 2,000
-        common = make_common(tgt, wl, 1 if self.scenario is not None else 2000,
+        # --scenario: each class builds its own conversations (_with_classes); --trace: the
+        # recording's are sent (_with_trace); the command's own would never be, so one is
+        # built (its options checked), not 2,000
+        own = self.scenario is None and getattr(self, "trace", None) is None
+        common = make_common(tgt, wl, 2000 if own else 1,
                              multi_turn=True, progress=progress, replay=replay)
         ramp_in_s, hold_s, think_s = self.timing()
         if getattr(self, "workload_type", "chat") == "agent":
