@@ -361,3 +361,9 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     p = llmbench("ramp", "--url", mock.url + "/v1", "--trace", str(out), "--trace-speed",
                  "-1", "--out", str(tmp_path / "bad"))
     assert p.returncode != 0 and "--trace-speed" in p.stderr and "Traceback" not in p.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(out.read_text() + "{not json\n")
+    p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace", str(broken),
+                 "--users", "1", "--out", str(tmp_path / "bad"))
+    assert p.returncode != 0 and f"{broken}:{len(reqs) + 2}: not JSON" in p.stderr \
+        and "Traceback" not in p.stderr, p.stderr
