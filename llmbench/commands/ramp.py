@@ -216,7 +216,7 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
                          "thresholds": [t.text for t in r.thresholds],
                          "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
-                         "join": shape.join,
+                         "join": shape.join, **shape.describe_trace(),
                          **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
                             if r.find is not None else {})},
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
@@ -307,6 +307,7 @@ def intro_lines(r: RampPlan) -> list[str]:
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
         out.append(console.join_sentence(shape.join, agents=unit_of(r) == "agents"))
+    out += shape.trace_lines()
     return out
 
 

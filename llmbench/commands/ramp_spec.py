@@ -17,6 +17,8 @@ from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, Reques
                                       command_defaults)
 from llmbench.commands.reset_spec import CacheResetOpts, step_resets
 from llmbench.commands.spec import scenario as scenario_option
+from llmbench.commands.spec import trace as trace_option
+from llmbench.commands.spec import trace_speed as trace_speed_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, make_common,
                                     make_target, prepare, ray, replay_of, say, think, thresholds,
                                     users, warn_short_hold, with_ray, workers)
@@ -110,6 +112,10 @@ class RampOpts(CacheResetOpts):
         if self.join == "spread" and self.by != "users":
             raise UsageError("--join spread goes with --by users (a rate step's requests "
                              "arrive on a schedule, not as users)")
+        if getattr(self, "trace", None) is not None:
+            self.check_trace()
+        elif getattr(self, "trace_speed", 1.0) != 1.0:
+            raise UsageError("--trace-speed goes with --trace FILE: add it or drop --trace-speed")
         if self.searching():
             self.check_search()
         else:
@@ -131,11 +137,36 @@ class RampOpts(CacheResetOpts):
         if isinstance(self.scenario, Scenario):     # given from Python: checked now, as a file
             self.scenario.check_grow(self.grow)     # is when the plan is built
 
+    def check_trace(self) -> None:
+        """ramp --trace: fixed steps of whole multiples of the recording, users joining as
+        recorded, in one process."""
+        spec: Any = self
+        speed = spec.trace_speed
+        if not (isinstance(speed, (int, float)) and math.isfinite(speed) and 0 < speed <= 1000):
+            raise UsageError(f"--trace-speed {speed:g}: need a number above 0 and at most "
+                             "1000, e.g. 2 (twice as fast)")
+        for given, flag, why in ((self.find, "--find", "its steps are multiples of the "
+                                  "recording: give them with --users 1,2,4"),
+                                 (self.by != "users", "--by rate", "a recording's requests "
+                                  "arrive at their recorded times"),
+                                 (self.join != "start", "--join spread", "sessions start as "
+                                  "recorded"),
+                                 (self.scenario is not None, "--scenario", "one recording is "
+                                  "one class"),
+                                 (self.workers not in (None, 1, "1"), "--workers",
+                                  "a recording replays in one process"),
+                                 (self.think is not None, "--think", "sessions think as "
+                                  "recorded")):
+            if given:
+                raise UsageError(f"{flag} does not go with --trace ({why}): drop one")
+
     def searching(self) -> bool:
         """Whether the ramp searches for the limit (--find): as asked, else by default
         against a server given no steps (the built-in mock's demo keeps its fixed steps)."""
         if self.find is not None:
             return bool(self.find)
+        if getattr(self, "trace", None) is not None:
+            return False                # a recording's ramp: its steps are multiples of it
         return bool(self.url) and self.users is None and self.start is None \
             and self.step is None and self.up_to is None  # type: ignore[attr-defined]
 
@@ -184,6 +215,9 @@ class RampOpts(CacheResetOpts):
         if not self.url and u is None and self.start is None and self.step is None \
                 and self.up_to is None:  # type: ignore[attr-defined]
             u = DEMO["users"]
+        if getattr(self, "trace", None) is not None and self.users is None \
+                and self.start is None and self.step is None and self.up_to is None:
+            u = [1, 2, 4, 8]       # a recording's ramp: once, twice, 4 and 8 times over
         return steps_of(u, self.start, self.step, self.up_to, self.by)  # type: ignore[arg-type]
 
     def timing(self) -> tuple[float, float, tuple[float, float]]:
@@ -191,6 +225,9 @@ class RampOpts(CacheResetOpts):
         d = self.defaults()
         # an agent starts its next task when its last one is done: no person's pause between
         think = (0.0, 0.0) if getattr(self, "workload_type", "chat") == "agent" else d["think"]
+        if getattr(self, "trace", None) is not None:
+            # a recording's sessions think and start as recorded, from the step's start
+            think, d = (0.0, 0.0), {**d, "ramp_in": 0.0}
         return (d["ramp_in"] if self.ramp_in is None else self.ramp_in,  # type: ignore[return-value]
                 d["hold"] if self.hold is None else self.hold,
                 think if self.think is None else self.think)
@@ -232,9 +269,11 @@ class RampOpts(CacheResetOpts):
         if url != self.url:  # type: ignore[attr-defined]
             # a sweep's ramp (or the demo's mock): the URL it actually used
             replay = {**replay, "values": {**replay["values"], "url": url}}
-        # --scenario: each class builds its own conversations (_with_classes); the command's
-        # own would never be sent, so one is built (its options checked), not 2,000
-        common = make_common(tgt, wl, 1 if self.scenario is not None else 2000,
+        # --scenario: each class builds its own conversations (_with_classes); --trace: the
+        # recording's are sent (_with_trace); the command's own would never be, so one is
+        # built (its options checked), not 2,000
+        own = self.scenario is None and getattr(self, "trace", None) is None
+        common = make_common(tgt, wl, 2000 if own else 1,
                              multi_turn=True, progress=progress, replay=replay)
         ramp_in_s, hold_s, think_s = self.timing()
         if getattr(self, "workload_type", "chat") == "agent":
@@ -247,17 +286,50 @@ class RampOpts(CacheResetOpts):
             common = dataclasses.replace(common, out=out or common.out,
                                          labels=common.labels if labels is None else labels)
         find = self.find_plan()
-        shape = Ramp(common.workload.conversations, [] if find is not None else self.steps(),
+        steps = [] if find is not None else self.steps()
+        trace = None
+        if getattr(self, "trace", None) is not None:
+            common, trace, steps, hold_s = self._with_trace(common, tgt, steps)
+        shape = Ramp(common.workload.conversations, steps,
                      by=self.by, join=self.join,
                      ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
                      keep_going=self.keep_going,
                      drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
                      lag_limit_ms=self.generator_lag_limit * 1000)  # type: ignore[operator]
+        if trace is not None:
+            shape.trace, shape.trace_speed = trace.items, self.trace_speed  # type: ignore[attr-defined]
         plan = RampPlan(common, shape, self.gates(), expect=self.expect_users, mock=mock,
                         find=find, reset=step_resets(self, tgt, mock=mock is not None))
         if self.scenario is not None:
             self._with_classes(plan, spec, tgt, seed_offset, progress)
         return plan
+
+    def _with_trace(self, common: Any, tgt: Any, multiples: list[float]) -> Any:
+        """ramp --trace: (common with the recording's workload, the trace, the steps in users,
+        the hold). A recorded session is a user: --users 1,2 replays the recording once, then
+        twice over, so a step's users are its multiple x the recording's sessions; the hold is
+        as given, else the recording's length at --trace-speed."""
+        from llmbench.workload import ServerRef, load_tokenizer
+        from llmbench.workload.traces import check_replay, trace_workload
+        spec: Any = self
+        ref = ServerRef(tgt.server_root, tgt.model,
+                        {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
+                        tgt.net)
+        tok = load_tokenizer(spec.tokenizer, server=ref)
+        tr, wl = trace_workload(str(spec.trace), tok, common.workload.seed,
+                                reserve=max(x.tokens for x in common.workload.salts.values()))
+        check_replay(tr, spec.trace_speed)
+        if not tr.items:
+            raise UsageError(f"--trace {spec.trace}: no requests to replay")
+        n = len(tr.items)
+        steps = [m * n for m in multiples]
+        if steps and max(steps) > MAX_LOAD:
+            raise UsageError(f"--users {max(multiples):g} x {n} recorded sessions is over "
+                             f"{MAX_LOAD:,} users a step: lower --users")
+        wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+        hold_s = self.hold if self.hold is not None else \
+            max(i.due_s[-1] for i in tr.items) / spec.trace_speed + 1.0
+        return dataclasses.replace(common, workload=wl), tr, steps, hold_s
 
     def _with_classes(self, plan: Any, spec: Any, tgt: Any, seed_offset: int,
                       progress: bool | None) -> None:
@@ -369,6 +441,8 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     requests per second (open loop). docs/cli.md lists every field."""
 
     command = "ramp"
+    trace: Path | str | None = trace_option("Replay a recording (llmbench record) or a trace with sessions at growing scale: each step's --users is a multiple (default 1,2,4,8: the recording once, twice, 4, 8 times over, each copy with its own prompt salt); a step's users are its multiple x the recording's sessions; a step holds until its copies have played (at least --hold, default the recording's length).", P_STEPS)
+    trace_speed: float = trace_speed_option(P_STEPS)
 
     def perform(self, progress: bool | None = None) -> Any:
         """Against ``url``, or (none given) the built-in mock for the time of the ramp."""

@@ -17,6 +17,8 @@ from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, Reques
                                       RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
                                       TelemetryOpts)
 from llmbench.commands.spec import scenario as scenario_option
+from llmbench.commands.spec import trace as trace_option
+from llmbench.commands.spec import trace_speed as trace_speed_option
 from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
                                     make_common, make_target, prepare, ray, replay_of, say, think,
                                     thresholds, with_ray, workers)
@@ -89,8 +91,8 @@ class RunLoadOpts(Spec):
     think: Span | None = think("0")
     workers: Workers = workers()
     ray: str | None = ray()
-    trace: Path | str | None = option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD, kind=PATH, metavar="FILE")
-    trace_speed: float = option("--trace: 2 replays twice as fast (gaps halved).", P_LOAD, kind=FLOAT, default=1.0)
+    trace: Path | str | None = trace_option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD)
+    trace_speed: float = trace_speed_option(P_LOAD)
     trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
     scenario: Any = scenario_option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD)
 

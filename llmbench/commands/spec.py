@@ -167,6 +167,19 @@ def scenario(help_text: str, panel: str) -> Any:
     return option(help_text, panel, kind=SCENARIO, metavar="FILE")
 
 
+def trace(help_text: str, panel: str) -> Any:
+    """--trace FILE, declared once for run (replayed on its timestamps) and ramp (replayed at
+    growing multiples): each says what it does with it."""
+    from llmbench.commands.options import PATH
+    return option(help_text, panel, kind=PATH, metavar="FILE")
+
+
+def trace_speed(panel: str) -> Any:
+    from llmbench.commands.options import FLOAT
+    return option("--trace: 2 replays twice as fast (recorded times and gaps halved).", panel,
+                  kind=FLOAT, default=1.0)
+
+
 def workers() -> Any:
     return option("Worker processes sharing the load (auto: from the streams and cores).", P_LOAD,
                   kind=WORKERS, default="1", metavar="N|auto")

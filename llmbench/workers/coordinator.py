@@ -422,6 +422,13 @@ class RemoteCrowd:
         await asyncio.gather(*(self.fleet.call(w, "cancel_leaving")
                                for w in self.fleet.alive()))
 
+    def start_trace(self, items: Sequence[Any], copies: int, speed: float, t0: float) -> None:
+        # a recording replays in one process: ramp --trace refuses --workers (check_trace)
+        raise AssertionError("ramp --trace runs without worker processes")
+
+    async def playing(self) -> int:
+        return 0                    # no recording plays here (start_trace)
+
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:
         alive = self.fleet.alive()

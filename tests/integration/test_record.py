@@ -292,3 +292,78 @@ def test_ollama_responses_and_embeddings_pass_through_and_are_recorded(mock, tmp
     assert (reqs[1]["session_id"], reqs[2]["session_id"], reqs[2]["turn"]) == ("s2", "s2", 1)
     assert reqs[2]["request"]["previous_response_id"] == first["id"]   # structure, kept
     assert reqs[3]["stream"] is False and reqs[3]["input_length"] is not None
+
+
+def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, tmp_path):
+    """``ramp --trace FILE --users 1,2``: step 0 replays the recorded sessions once, step 1
+    twice over (each copy with a salt of its own), over loopback HTTP against the mock; each
+    session's turns in order, each after its reply; the table's load is users = the step's
+    multiple x the recorded sessions; the run folder loads."""
+    import llmbench as api
+    out = tmp_path / "traffic.jsonl"
+    rec = Recorder(mock.url, out)
+    chat_and_tools(rec.url)
+    rec.stop()
+    _, *reqs = lines(out)
+    sessions = {r["session_id"] for r in reqs}
+    runs = tmp_path / "runs"
+    cached = mock_factory(ttft_ms=15, itl_ms=2, tokens=12, prefix_cache=True)
+    p = llmbench("ramp", "--url", cached.url + "/v1", "--model", "mock", "--trace", str(out),
+                 "--users", "1,2", "--keep-going", "--threshold", "ttft.p95<=60s",
+                 "--hold", "0.2s",
+                 "--out", str(runs))
+    assert p.returncode == 0, p.stderr
+    folder = next(runs.iterdir())
+    got = [json.loads(x) for x in (folder / "requests.jsonl").read_text().splitlines()]
+    got = [g for g in got if not g.get("warmup") and g.get("step") is not None]
+    per_step = [[g for g in got if g["step"] == k] for k in (0, 1)]
+    assert [len(s) for s in per_step] == [len(reqs), 2 * len(reqs)]
+    for k, step in enumerate(per_step):
+        by_conv: dict[str, list[dict]] = {}
+        for g in sorted(step, key=lambda g: g["start"]):
+            by_conv.setdefault(g["conversation"], []).append(g)
+        assert len(by_conv) == (k + 1) * len(sessions)     # each copy its own sessions
+        for turns in by_conv.values():
+            assert [t["turn"] for t in turns] == list(range(len(turns)))
+            for a, b in zip(turns, turns[1:]):
+                assert b["start"] >= a["end"]               # each turn after its reply
+    # each copy's salt is its own: the first request of every copy, in either step, found
+    # nothing of another copy's prompts in the mock's prefix cache (one salt for all would
+    # have found step 0's whole first turn)
+    firsts: dict[str, dict] = {}
+    for g in sorted(got, key=lambda g: g["start"]):
+        firsts.setdefault(g["conversation"].rsplit("~", 1)[1], g)
+    assert len(firsts) == 3 and all(g["turn"] == 0 for g in firsts.values())
+    assert [g["cached_tokens"] for g in firsts.values()] == [0, 0, 0], firsts
+    run = api.load_run(folder)
+    assert [s.load for s in run.steps] == [len(sessions), 2 * len(sessions)]
+    # a step holds until its copies have played out: every request of the step is in its
+    # window (--hold 0.2s is far shorter than the recording), so the table judges them all
+    assert [s.summary.requests for s in run.steps] == [len(reqs), 2 * len(reqs)]
+    assert run.load_unit == "users"
+    assert run.config["ramp"]["trace"] == {"sessions": len(sessions), "multiples": [1, 2],
+                                           "speed": 1.0}
+    assert "Each step replays the recording's" in p.stdout + p.stderr
+    # a recorded session is a user while its turns play: each comes in and leaves (none left
+    # at the end), and step 1's two copies of the first session played at once
+    ups = [n for _, n in run.user_changes]
+    assert ups[-1] == 0 and max(ups) >= 2
+    # and it writes back the same bytes, as every run folder does
+    (tmp_path / "again").mkdir()
+    run.save(tmp_path / "again")
+    assert (tmp_path / "again" / "run.json").read_text() == (folder / "run.json").read_text()
+    # a bad multiple is one line naming the flag, no traceback
+    for bad in ("0,1", "nan", "1,99999999"):
+        p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace",
+                     str(out), "--users", bad, "--out", str(tmp_path / "bad"))
+        assert p.returncode != 0 and "--users" in p.stderr and "Traceback" not in p.stderr, \
+            p.stderr
+    p = llmbench("ramp", "--url", mock.url + "/v1", "--trace", str(out), "--trace-speed",
+                 "-1", "--out", str(tmp_path / "bad"))
+    assert p.returncode != 0 and "--trace-speed" in p.stderr and "Traceback" not in p.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(out.read_text() + "{not json\n")
+    p = llmbench("ramp", "--url", mock.url + "/v1", "--model", "mock", "--trace", str(broken),
+                 "--users", "1", "--out", str(tmp_path / "bad"))
+    assert p.returncode != 0 and f"{broken}:{len(reqs) + 2}: not JSON" in p.stderr \
+        and "Traceback" not in p.stderr, p.stderr

@@ -464,6 +464,13 @@ class MixedCrowd:
                    index: Sequence[int] | None = None) -> None:
         return None
 
+    def start_trace(self, items: Sequence[Any], copies: int, speed: float, t0: float) -> None:
+        # a recording is one class: ramp --trace refuses --scenario (RampOpts.check_trace)
+        raise AssertionError("ramp --trace has no traffic classes")
+
+    async def playing(self) -> int:
+        return 0                    # no recording plays here (start_trace)
+
     async def end_conversations(self) -> None:
         # the engine asks after set_step began the step's arrivals: begin ended the earlier
         # steps' conversations before starting them (_end_rate_plays)

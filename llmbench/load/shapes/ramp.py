@@ -21,7 +21,9 @@ from llmbench.records.record import Record
 from llmbench.workload import Conversation, draw
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
+from llmbench.load.shapes.trace import LEAD_S, copies_of, play
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
+from llmbench.workload.traces import TraceItem
 
 perf_counter = time.perf_counter
 
@@ -71,15 +73,43 @@ class Ramp:
     on_plan: Callable[[int, StepPlan], None] | None = None
     # awaited before a step's users come in (--reset-cache: commands/reset_spec.py)
     before_step: Callable[[int], Awaitable[None]] | None = None
+    # ramp --trace: a recording's sessions are the users; a step of ``load`` users replays the
+    # recording load / len(trace) times over on its recorded times (at ``trace_speed``), from
+    # the step's start; the step before's sessions end after their turn in flight
+    trace: Sequence[TraceItem] | None = None
+    trace_speed: float = 1.0
 
     @property
     def unit(self) -> str:
         return "users" if self.by == "users" else "req/s"
 
+    def describe_trace(self) -> dict[str, Any]:
+        """run.json's config.ramp for --trace: the recorded sessions, each step's multiple of
+        them (its load in users / the sessions), the speed; nothing without a trace."""
+        if self.trace is None:
+            return {}
+        n = len(self.trace)
+        return {"trace": {"sessions": n, "multiples": [round(x / n) for x in self.steps],
+                          "speed": self.trace_speed}}
+
+    def trace_lines(self) -> list[str]:
+        """--trace: what a step's users are, said before the table."""
+        d = self.describe_trace().get("trace")
+        if d is None:
+            return []
+        n = d["sessions"]
+        speed = f", {d['speed']:g}x as fast" if d["speed"] != 1 else ""
+        return [f"Each step replays the recording's {n} session{'s' * (n != 1)} k times over "
+                f"(k = {', '.join(map(str, d['multiples']))}),",
+                f"each copy salted apart, on the recorded times{speed}: a step's users are "
+                f"k x {n}."]
+
     def pace(self) -> Pacer:
         if self.pacer is None:
             self.pacer = FixedSteps(self.steps, self.ramp_in_s, self.hold_s, self.keep_going,
-                                    extend=self.by == "users")
+                                    # a recording's step is played once: holding it
+                                    # longer would add no requests
+                                    extend=self.by == "users" and self.trace is None)
         return self.pacer
 
     def peak_load(self) -> float:
@@ -152,7 +182,11 @@ class Ramp:
                         self.on_plan(index, plan)
                     if self.before_step is not None:
                         await self.before_step(index)
-                    if self.by == "users":
+                    if self.trace is not None:
+                        # the sessions of the step before end after their turn in flight;
+                        # this step's copies start with its hold window (below)
+                        await crowd.end_conversations()
+                    elif self.by == "users":
                         want = int(load)
                         if want > len(users):
                             new = want - len(users)
@@ -187,9 +221,18 @@ class Ramp:
                     if stopping.is_set():
                         break
                     hold_start = perf_counter()
+                    if self.trace is not None:
+                        crowd.start_trace(self.trace, round(load / len(self.trace)),
+                                          self.trace_speed, hold_start + LEAD_S)
                     live.phase = "hold"
                     if not await sleep_or_stop(stopping, plan.hold_s):
                         break
+                    # a recording's step holds until its copies have played out (replies
+                    # slower than recorded push later turns past the recording's length)
+                    until = perf_counter() + self.drain_s
+                    while self.trace is not None and not stopping.is_set() \
+                            and perf_counter() < until and await crowd.playing():
+                        await asyncio.sleep(0.05)
                     hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
                 crowd.stop_rate()
@@ -245,6 +288,7 @@ class Crowd:
         # the open-loop conversations of the current rate step, and what ends them
         self._rate_stop = asyncio.Event()
         self._rate_plays: list[asyncio.Task[Any]] = []
+        self._trace_laps = 0          # ramp --trace: the laps its copies have used
 
     @property
     def records(self) -> Sequence[Record]:
@@ -314,6 +358,22 @@ class Crowd:
             dispatch(self.session, offsets, self.next_conv, stop=self._rate_stop,
                      think=self.think_s, seed=self.seed, tasks=self._rate_plays, t0=t0,
                      index=index))
+
+    def start_trace(self, items: Sequence[TraceItem], copies: int, speed: float,
+                    t0: float) -> None:
+        """ramp --trace: the recording ``copies`` times over from t0, each copy on laps of
+        its own (never one an earlier step used: its prompts would be in the server's cache)."""
+        self.stop_rate()
+        first, self._trace_laps = self._trace_laps, self._trace_laps + copies
+        self.rate_task = asyncio.get_running_loop().create_task(
+            play(self.session, copies_of(items, copies, first), t0, speed,
+                 self._rate_stop, self._rate_plays, self.users_changed))
+
+    async def playing(self) -> int:
+        """ramp --trace: the sessions of the step's copies still playing (and 1 while some
+        are still to start)."""
+        waiting = self.rate_task is not None and not self.rate_task.done()
+        return int(waiting) + sum(1 for t in self._rate_plays if not t.done())
 
     def stop_rate(self) -> None:
         if self.rate_task is not None:

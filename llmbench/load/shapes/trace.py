@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
 
 from llmbench.load.session import Session
 from llmbench.workload import messages_for
@@ -47,11 +47,57 @@ async def replay_item(session: Session, item: TraceItem, t0: float, speed: float
         if stop.is_set() or session.stopping.is_set():
             return
         rec, text = await session.request(messages_for(conv, t, replies), conv.turns[t],
-                                          scheduled=due, conversation=conv.id, turn_index=t)
+                                          scheduled=due, conversation=conv.id, turn_index=t,
+                                          lap=conv.lap)
         ended = perf_counter()
         if not rec.ok:
             return     # the rest of the session would be built on a reply that never came
         replies.append(text)
+
+
+def copies_of(items: Sequence[TraceItem], copies: int, first_lap: int) -> list[TraceItem]:
+    """A recording ``copies`` times over (ramp --trace's step): copy k's sessions are the
+    recording's, each named ``<id>~<lap>`` and on lap ``first_lap + k``, so each copy begins
+    with a salt of its own (workload.salt: Salt.for_lap) and is new to the server's prefix
+    cache, while its own sessions share what the recording's shared (a system prompt). In
+    arrival order; copies due at one time go copy by copy."""
+    out = [replace(i, conv=replace(i.conv, id=f"{i.conv.id}~{first_lap + k}",
+                                   lap=first_lap + k))
+           for k in range(copies) for i in items]
+    return sorted(out, key=lambda i: i.offset_s)   # stable: copy order kept at a tie
+
+
+async def replay_user(session: Session, item: TraceItem, t0: float, speed: float,
+                      stop: asyncio.Event, users_changed: Callable[[float, int], None]) -> None:
+    """ramp --trace: a recorded session is a user, counted in while its turns play (the
+    live view's and the timeline's users)."""
+    users_changed(perf_counter(), +1)
+    try:
+        await replay_item(session, item, t0, speed, stop)
+    finally:
+        users_changed(perf_counter(), -1)
+
+
+async def play(session: Session, items: Sequence[TraceItem], t0: float, speed: float,
+               stop: asyncio.Event, tasks: list[asyncio.Task[None]],
+               users_changed: Callable[[float, int], None] | None = None) -> None:
+    """Start each item's session at t0 + its offset / speed (its turns: replay_item), the
+    tasks in ``tasks``; until ``stop`` is set. ``users_changed``: told as each starts and
+    ends (ramp --trace)."""
+    loop = asyncio.get_running_loop()
+    for item in items:
+        due = t0 + item.offset_s / speed
+        if not await sleep_or_stop(stop, due - perf_counter() - SPIN_S):
+            return
+        while perf_counter() < due:
+            await asyncio.sleep(0)     # the last stretch: other tasks run, no timer rounding
+        if stop.is_set() or session.stopping.is_set():
+            return
+        tasks.append(loop.create_task(
+            replay_item(session, item, t0, speed, stop) if users_changed is None
+            else replay_user(session, item, t0, speed, stop, users_changed)))
+        if len(tasks) % PRUNE_EVERY == 0:
+            prune(tasks)            # finished tasks are let go (user.PRUNE_EVERY)
 
 
 @dataclass
@@ -81,23 +127,10 @@ class TraceReplay:
         return min(max(peak, 64), 2048) + 16
 
     async def drive(self, d: Drive) -> float:
-        session = d.session
-        loop = asyncio.get_running_loop()
         tasks: list[asyncio.Task[None]] = []
         # worker processes share one t0 (the gate waits for every worker's "ready")
         t0 = perf_counter() + LEAD_S if d.gate is None else await d.gate()
-        for item in self.items:
-            due = t0 + item.offset_s / self.speed
-            if not await sleep_or_stop(d.stopping, due - perf_counter() - SPIN_S):
-                break
-            while perf_counter() < due:
-                await asyncio.sleep(0)     # the last stretch: other tasks run, no timer rounding
-            if session.stopping.is_set():
-                break
-            tasks.append(loop.create_task(replay_item(session, item, t0, self.speed,
-                                                      d.stopping)))
-            if len(tasks) % PRUNE_EVERY == 0:
-                prune(tasks)            # finished tasks are let go (user.PRUNE_EVERY)
+        await play(d.session, self.items, t0, self.speed, d.stopping, tasks)
         if tasks:
             await asyncio.gather(*tasks)
         return t0
