@@ -71,13 +71,13 @@ def test_phoenix_stores_a_span_per_request_whose_context_the_server_received(pho
 
 def test_phoenix_stopped_mid_run_loses_spans_not_measurements(phoenix, mock_factory, tmp_path):
     m = mock_factory(ttft_ms=10, itl_ms=2)
+    seen: list[dict] = []
 
     def stop_after_first_spans() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while not seen and time.monotonic() < deadline:
             try:
-                if phoenix.spans():
-                    break
+                seen.extend(phoenix.spans())
             except OSError:
                 pass
             time.sleep(0.1)
@@ -95,13 +95,8 @@ def test_phoenix_stopped_mid_run_loses_spans_not_measurements(phoenix, mock_fact
     lines = _otlp_lines(p.stderr)
     assert len(lines) == 1 and " request spans dropped (" in lines[0], p.stderr
     dropped = int(lines[0].split("OTLP: ")[1].split(" of ")[0])
-    assert 0 < dropped < len(recs)
-    # what Phoenix stored before it went down is still there when it comes back on its store
-    again = Phoenix(phoenix.workdir).start()
-    try:
-        stored = [s for s in again.spans() if "llmbench.request_id" in s["attributes"]]
-    finally:
-        again.stop()
-    ids = {r.request_id for r in recs}
-    assert stored and {s["attributes"]["llmbench.request_id"] for s in stored} <= ids
-    assert len(stored) + dropped <= len(recs)
+    # Phoenix had stored some of this run's spans before it went down (a restart on its store
+    # would show them again, at another start-up's cost); the rest were dropped, not waited for
+    assert seen and {s["attributes"]["llmbench.request_id"] for s in seen} <= \
+        {r.request_id for r in recs}
+    assert 0 < dropped <= len(recs) - len(seen)
