@@ -17,10 +17,11 @@
 #                  ~2 min to install here, ~860 MB; no network once installed
 set -euo pipefail
 phoenix_venv="${LLMBENCH_PHOENIX_VENV:-$HOME/.cache/llmbench-test/phoenix}"
-if ! "$phoenix_venv/bin/python" -c 'import phoenix.server.main' >/dev/null 2>&1; then
+# (pip show, not an import: importing phoenix makes ~/.phoenix)
+if ! "$phoenix_venv/bin/pip" show -q arize-phoenix >/dev/null 2>&1; then
   python3 -m venv "$phoenix_venv"
   "$phoenix_venv/bin/pip" install -q 'arize-phoenix==20.26.1' 2>&1 | grep -v ' is ignored' || true
-  "$phoenix_venv/bin/python" -c 'import phoenix.server.main' >/dev/null
+  "$phoenix_venv/bin/pip" show -q arize-phoenix >/dev/null
   echo "install-test-deps: installed arize-phoenix in $phoenix_venv"
 fi
 need=()

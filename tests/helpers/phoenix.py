@@ -30,10 +30,17 @@ INSTALL = ("Arize Phoenix (a real OTLP receiver) is not installed: run "
 START_WAIT_S = 240.0        # its first start migrates a fresh SQLite store: ~30 s on a busy CI box
 
 
-def _python() -> str:
+def _env(workdir: Path, **more: str) -> dict[str, str]:
+    # PHOENIX_WORKING_DIR even for the import check: importing phoenix makes its folders there
+    # (~/.phoenix without it)
+    return dict(os.environ, PHOENIX_WORKING_DIR=str(workdir), PHOENIX_TELEMETRY_ENABLED="false",
+                **more)
+
+
+def _python(workdir: Path) -> str:
     py = VENV / "bin" / "python"
-    if not py.exists() or subprocess.run(
-            [str(py), "-c", "import phoenix.server.main"], capture_output=True).returncode:
+    if not py.exists() or subprocess.run([str(py), "-c", "import phoenix.server.main"],
+                                         env=_env(workdir), capture_output=True).returncode:
         pytest.fail(INSTALL, pytrace=False)
     return str(py)
 
@@ -56,10 +63,9 @@ class Phoenix:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "Phoenix":
-        py = _python()
-        env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(self.port),
-                   PHOENIX_GRPC_PORT=str(free_port()), PHOENIX_WORKING_DIR=str(self.workdir),
-                   PHOENIX_TELEMETRY_ENABLED="false")
+        py = _python(self.workdir)
+        env = _env(self.workdir, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(self.port),
+                   PHOENIX_GRPC_PORT=str(free_port()))
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen([py, "-m", "phoenix.server.main", "serve"], env=env,
                                          stdout=out, stderr=subprocess.STDOUT)
