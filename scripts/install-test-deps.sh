@@ -10,7 +10,20 @@
 #   tmux         a real 80x30 terminal whose final screen the demo must fit (tests/e2e/test_screen.py)
 # Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
+# And from PyPI, for any user, in its own virtualenv (not the test extra: its graphql-core 3.3
+# breaks mlflow's graphene, <3.3, and it downgrades anthropic):
+#   arize-phoenix  a real OpenTelemetry receiver (OTLP/HTTP) whose REST API gives the stored
+#                  spans back (tests/integration/test_otlp_phoenix.py, tests/helpers/phoenix.py);
+#                  ~2 min to install here, ~860 MB; no network once installed
 set -euo pipefail
+phoenix_venv="${LLMBENCH_PHOENIX_VENV:-$HOME/.cache/llmbench-test/phoenix}"
+# (pip show, not an import: importing phoenix makes ~/.phoenix)
+if ! "$phoenix_venv/bin/pip" show -q arize-phoenix >/dev/null 2>&1; then
+  python3 -m venv "$phoenix_venv"
+  "$phoenix_venv/bin/pip" install -q 'arize-phoenix==20.26.1' 2>&1 | grep -v ' is ignored' || true
+  "$phoenix_venv/bin/pip" show -q arize-phoenix >/dev/null
+  echo "install-test-deps: installed arize-phoenix in $phoenix_venv"
+fi
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v tinyproxy >/dev/null 2>&1 || [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
