@@ -124,11 +124,17 @@ def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_factory, tmp_p
         # a lone agent has the slot to itself: its session over the gate is the machine's
         # pace, not queuing, and the gate was not this ramp's either
         # and a step too slow to finish a session in its hold has not enough data to judge
+        # and a step the busy machine made untrustworthy is not this test's evidence either
         if held >= 1 and warm_s / 1.5 <= lone_s <= warm_s * 1.5 \
-                and doc["verdict"]["kind"] != "not_enough_data":
+                and doc["verdict"]["kind"] not in ("not_enough_data", "load_generator"):
             break
         warm_s = lone_s or warm_s
     v = doc["verdict"]
+    if v["kind"] == "load_generator":
+        # four tries on a machine busy enough that llmbench said so itself each time: that
+        # finding is the honest answer (issue 49), and it must not be dressed as the cache
+        assert v.get("generator_cause") in ("machine", "llmbench") and "cache" not in v, v
+        return
     assert held < 3 and v["kind"] == "queuing", (warm_s, v)
     assert v["itl_grew"] is False and v["ttft_grew"] is True, v
     assert "cache" not in v

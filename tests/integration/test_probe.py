@@ -317,7 +317,8 @@ def test_auto_detect_gives_up_quietly_on_a_plain_server(tmp_path):
         kind, note = run(go())
         asked = len(s.requests)
     assert kind is None and "nothing to poll" in note
-    assert asked <= 4
+    # a few pages, each once (LM Studio's /api/v0/models joined them): no retries, no loop
+    assert asked <= 5
 
 
 def test_ramp_writes_server_samples_and_timeline(mock_factory, tmp_path):
