@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
 
 perf_counter = time.perf_counter
@@ -121,14 +122,7 @@ async def measure_floor(base_url: str, net: Net | None = None, when: str = "befo
 
 def is_loopback(base_url: str) -> bool:
     """Whether the URL's host is this machine (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-    host = urlsplit(base_url).hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return netconfig.is_loopback(urlsplit(base_url).hostname or "")
 
 
 def floor_later(base_url: str, net: Net | None, when: str, headers: dict[str, str] | None,

@@ -174,20 +174,5 @@ def log_run(uri: str, run_dir: Path, parent_id: str | None = None) -> tuple[str 
     except (OSError, ValueError) as exc:
         return None, f"MLflow: not logged ({run_dir}/run.json unreadable: {exc})"
     parent = parent_id or PARENT
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["id"] = _log(uri, Path(run_dir), data, parent)
-        except Exception as exc:  # noqa: BLE001 - the tracker's fault, never the run's
-            box["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    t = threading.Thread(target=work, name="llmbench-mlflow", daemon=True)
-    t.start()
-    t.join(LOG_DEADLINE_S)
-    if t.is_alive():
-        return None, (f"MLflow: not logged ({uri} did not finish within {LOG_DEADLINE_S:g} s); "
-                      f"the run folder has everything")
-    if "error" in box:
-        return None, (f"MLflow: not logged ({uri}: {box['error']}); the run folder has "
-                      "everything")
-    return box["id"], f"MLflow: logged as run {box['id']} at {uri}"
+    run_id, line = _deadlined(uri, lambda: _log(uri, Path(run_dir), data, parent))
+    return run_id, line or f"MLflow: logged as run {run_id} at {uri}"
