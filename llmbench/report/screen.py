@@ -105,12 +105,13 @@ def fit(parts: Sequence[Part], width: int | None, rows: int | None) -> tuple[lis
 def show(parts: Sequence[Part], rows_used: int = 0, verbose: bool = False,
          stream: IO[str] | None = None) -> None:
     """Print a closing block: on a terminal wrapped to its width and (unless ``verbose``) cut
-    to the rows left under the ``rows_used`` already on screen (and the shell's prompt line
-    after it); elsewhere every part as it is."""
+    to the rows left under the ``rows_used`` already on screen, less two: the shell's prompt
+    line after it, and the row the live view's last redraw leaves (measured in an 80x30 tmux:
+    the table's header scrolled off by one without it); elsewhere every part as it is."""
     out = sys.stdout if stream is None else stream
     size = terminal(out)
     width = size[0] if size is not None else None
-    rows = None if size is None or verbose else max(size[1] - rows_used - 1, 0)
+    rows = None if size is None or verbose else max(size[1] - rows_used - 2, 0)
     kept, left_out = fit(parts, width, rows)
     shown_more = False
     for p in kept:
