@@ -21,7 +21,12 @@ from pathlib import Path
 def main(rec_path: str, folder: str) -> int:
     rec = [json.loads(x) for x in Path(rec_path).read_text().splitlines()]
     rec = [d for d in rec if "request" in d]
-    runs = [json.loads(x) for x in (Path(folder) / "requests.jsonl").read_text().splitlines()]
+    run = Path(folder)
+    if not (run / "requests.jsonl").exists():      # a --out folder holding one run
+        inner = sorted(run.glob("*/requests.jsonl"))
+        if len(inner) == 1:
+            run = inner[0].parent
+    runs = [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
     runs = [r for r in runs if not r.get("warmup")]
     by_key = {(d["session_id"], d["turn"]): d for d in rec}
     got: dict[tuple[str, int], dict] = {}
@@ -42,12 +47,21 @@ def main(rec_path: str, folder: str) -> int:
         return out
     a, b = shape(by_key), shape(got)
     say(a == b, f"sessions {len(a)} vs {len(b)}, turns {sum(a.values())} vs {sum(b.values())}")
-    p_err, o_err = [], []
+    p_err, o_err, p_same = [], [], []
+
+    def same_history(s: str, t: int) -> bool:
+        """Whether every earlier reply of the session came back as long as recorded (a live
+        reply of another length, a tool call's arguments, changes the prompts after it)."""
+        return all(got.get((s, u), {}).get("output_tokens") == by_key[(s, u)].get("output_length")
+                   for u in range(t) if (s, u) in by_key)
     for k, d in by_key.items():
         r = got.get(k)
         if r is None or not d.get("input_length") or not r.get("prompt_tokens"):
             continue
-        p_err.append(abs(r["prompt_tokens"] - d["input_length"]) / d["input_length"])
+        err = abs(r["prompt_tokens"] - d["input_length"]) / d["input_length"]
+        p_err.append(err)
+        if same_history(*k):
+            p_same.append(err)
         if d.get("output_length") and r.get("output_tokens") is not None:
             o_err.append(abs(r["output_tokens"] - d["output_length"]) / d["output_length"])
     worst_p = max(p_err, default=0.0)
@@ -55,6 +69,10 @@ def main(rec_path: str, folder: str) -> int:
     mean_p = sum(p_err) / len(p_err) if p_err else 0.0
     say(worst_p <= 0.02, f"prompt tokens: worst {worst_p * 100:.2f} %, mean {mean_p * 100:.2f} % "
         f"off over {len(p_err)} requests")
+    if len(p_same) < len(p_err):
+        print(f"     of them {len(p_same)} after replies as long as recorded: worst "
+              f"{max(p_same, default=0.0) * 100:.2f} %, mean "
+              f"{sum(p_same) / max(len(p_same), 1) * 100:.2f} %")
     say(worst_o <= 0.02, f"output tokens: worst {worst_o * 100:.2f} % off")
     order = all(got[(s, t)]["start"] >= got[(s, t - 1)]["end"]
                 for (s, t) in got if t > 0 and (s, t - 1) in got)

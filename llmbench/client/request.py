@@ -562,6 +562,9 @@ class Client:
         ab = self.params.abandon
         self._patience_s = ab.after_s if ab is not None else None
         self._stops = ab.chooser() if ab is not None else None
+        # clients for other APIs on the same server (send's ``api``: a recording's replay),
+        # made and opened on first use, closed with this one
+        self._others: dict[str, Client] = {}
         if self.params.max_tokens_field == "auto":
             host = urlsplit(target.base_url).hostname or ""
             field_ = "max_completion_tokens" if host.endswith("api.openai.com") else "both"
@@ -584,6 +587,22 @@ class Client:
         if self._tr is not None:
             await self._tr.aclose()
         self._tr = None
+        others, self._others = self._others, {}
+        for c in others.values():
+            await c.__aexit__(*exc)
+
+    async def _for_api(self, api: str) -> "Client":
+        """This client for another API of the same server (its own format, endpoint and
+        headers; the same options), opened on first use."""
+        c = self._others.get(api)
+        if c is None:
+            c = Client(self.target.for_api(api), self.params, self.timeouts,
+                       self._max_connections, None if self._served_by is SERVED_BY_HEADERS
+                       else self._served_by[0], self._count_tokens, self._factory or self.transport)
+            c.send_stamps = self.send_stamps
+            await c.__aenter__()
+            self._others[api] = c
+        return c
 
     async def preconnect(self, n: int) -> int:
         """Open up to ``n`` connections before the load starts (the fast transport; aiohttp
@@ -607,11 +626,17 @@ class Client:
 
     async def send(self, messages: list[dict[str, str]], max_tokens: int | None, rec: Record,
                    prompt_tokens_client: int | None = None,
-                   extra: dict[str, Any] | None = None, abandon: bool = True) -> str:
+                   extra: dict[str, Any] | None = None, abandon: bool = True,
+                   api: str | None = None) -> str:
         """Send one request and fill ``rec``; return the reply text (for multi-turn history;
         a wire.agents.ReplyText with its tool calls when it made any). ``extra``: fields for
         this request's body only (previous_response_id, an agent step's tools). ``abandon``
-        False: the user never gives up on this one (the preflight), whatever --abandon says."""
+        False: the user never gives up on this one (the preflight), whatever --abandon says.
+        ``api``: send it in this API instead of the target's (a recording's replay)."""
+        if api is not None and api != self.target.api:
+            other = await self._for_api(api)
+            return await other.send(messages, max_tokens, rec, prompt_tokens_client, extra,
+                                    abandon)
         tr = self._tr
         assert tr is not None, "use 'async with Client(...)'"
         body = self.body(messages, max_tokens, extra)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from llmbench.client import netconfig
@@ -50,6 +50,14 @@ class Target:
     net: Net = field(default=Net())
     # --redact: query parameter names whose values are secrets, or texts to hide anywhere
     redact_items: tuple[str, ...] = field(default=(), repr=False)
+
+    def for_api(self, api: str) -> "Target":
+        """This target in another API of the same server: its base URL moved from this API's
+        root ("/v1") to the other's, its own endpoint (an --endpoint path is this API's)."""
+        if api == self.api:
+            return self
+        return replace(self, api=api, base_url=move_root(self.base_url, self.api, api),
+                       endpoint_path=None)
 
     @property
     def wire_format(self) -> wire.WireFormat:
@@ -188,6 +196,18 @@ def redact_query(text: str, names: tuple[str, ...] = ()) -> str:
     return _QUERY_ITEM.sub(one, text) if "=" in text else text
 
 
+def move_root(base: str, have_api: str, want_api: str) -> str:
+    """A base URL of ``have_api`` as ``want_api``'s: from the one format's root (".../v1")
+    to the other's (a /v1 URL with --api ollama, a bare host with --api openai-chat)."""
+    have, want = wire.get(have_api).root_path, wire.get(want_api).root_path
+    if have != want:
+        if have and base.endswith(have):
+            base = base[: -len(have)]
+        if want and not base.endswith(want):
+            base = base + want
+    return base
+
+
 def detect_api(url: str) -> tuple[str, str]:
     """Return (flavour, base URL) for a user-given URL.
 
@@ -305,15 +325,7 @@ def make_target(url: str, model: str, api: str | None = None, api_key: str | Non
     if api is not None and api not in API_FLAVOURS:
         raise TargetError(f"--api {api!r}: choose one of {', '.join(API_FLAVOURS)}")
     flavour = api or detected
-    # --api names another format than the URL suggested: move the base URL from the detected
-    # format's root (".../v1") to the wanted one's (a /v1 URL with --api ollama, a bare host
-    # with --api openai-chat)
-    have, want = wire.get(detected).root_path, wire.get(flavour).root_path
-    if have != want:
-        if have and base.endswith(have):
-            base = base[: -len(have)]
-        if want and not base.endswith(want):
-            base = base + want
+    base = move_root(base, detected, flavour)
     # the API's own variable: $OPENAI_API_KEY, or $ANTHROPIC_API_KEY for the Messages API
     key = api_key if api_key is not None else os.environ.get(wire.get(flavour).key_env) or None
     if not model:

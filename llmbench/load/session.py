@@ -159,10 +159,11 @@ class Session:
                       user: int | None = None, conversation: str | None = None,
                       turn_index: int = 0, warmup: bool = False,
                       extra: dict | None = None, agent: tuple | None = None,
-                      lap: int = 0) -> tuple[Record, str]:
+                      lap: int = 0, api: str | None = None) -> tuple[Record, str]:
         """``extra``: body fields of this request only (an agent step's tools); ``agent``: an
         agent step's (session_id, step_id, parent_step_id, tool_gap_ms, step_kind), stamped on
-        its record; ``lap``: the conversation's pass through the pool (its salt's: for_lap)."""
+        its record; ``lap``: the conversation's pass through the pool (its salt's: for_lap);
+        ``api``: this request's API when not the target's (a recording's replay)."""
         self._next_id += 1
         rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
                      conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
@@ -191,7 +192,8 @@ class Session:
                 extra = {**(extra or {}), "previous_response_id": prev[1]}
         try:
             text = await self.client.send(messages, turn.max_tokens, rec,
-                                          prompt_tokens_client=counted, extra=extra)
+                                          prompt_tokens_client=counted, extra=extra,
+                                          **({"api": api} if api is not None else {}))
         except asyncio.CancelledError:
             self._finish(rec)
             raise

@@ -242,3 +242,159 @@ def max_tokens_of(body: dict[str, Any]) -> int | None:
     if isinstance(opts, dict) and isinstance(opts.get("num_predict"), int):
         return opts["num_predict"]
     return None
+
+
+# -- replay: a recorded request as the replay sends it ------------------------------------------
+# APIs whose recorded requests the replay sends in their own API, as chat-shaped messages the
+# API's body builder turns back into its own shape (wire/); a request of another API (a prompt
+# API, embeddings) is sent in the run's --api, its messages as text
+REPLAY_APIS = ("openai-chat", "anthropic")
+# the body fields a recorded request's tools travel in, per API (sent as they were recorded)
+TOOL_FIELDS = ("tools", "tool_choice")
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One recorded request as the replay sends it: ``api``, the API it was recorded with (None:
+    the run's); ``own``, its own messages in chat's shape (after the previous request's and
+    its reply; on a session's first turn, all of them), and ``extra``, its tools as recorded."""
+
+    api: str | None
+    own: tuple[dict[str, Any], ...]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _text_parts(content: Any) -> Any:
+    """Messages content blocks as chat content: a string stays; text blocks become text parts
+    (one string when there is one); anything else (an anonymised image marker) is left out."""
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    parts = [{"type": "text", "text": b.get("text", "")} for b in content
+             if isinstance(b, dict) and b.get("type") == "text"
+             and isinstance(b.get("text"), str)]
+    return parts[0]["text"] if len(parts) == 1 else parts
+
+
+def _anthropic_chat(role: str, m: Any) -> list[dict[str, Any]]:
+    """One Messages message (or the system) as chat messages: tool_use blocks become the
+    assistant's tool_calls, tool_result blocks chat's tool messages (wire/anthropic.py turns
+    them back)."""
+    if role == "system":
+        return [{"role": "system", "content": _text_parts(m)}]
+    if not isinstance(m, dict):
+        return []
+    content = m.get("content")
+    if not isinstance(content, list):
+        return [{"role": role, "content": content if isinstance(content, str) else ""}]
+    text = _text_parts([b for b in content if isinstance(b, dict) and b.get("type") == "text"])
+    calls = [{"id": str(b.get("id") or ""), "type": "function",
+              "function": {"name": str(b.get("name") or ""),
+                           "arguments": json.dumps(b.get("input") or {})}}
+             for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    results = [{"role": "tool", "tool_call_id": str(b.get("tool_use_id") or ""),
+                "content": _text_parts(b.get("content"))}
+               for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    out: list[dict[str, Any]] = results
+    if calls:
+        out = out + [{"role": "assistant", "content": text or None, "tool_calls": calls}]
+    elif text or not results:
+        out = out + [{"role": role, "content": text}]
+    return out
+
+
+def chat_messages(api: str, body: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The request's messages in chat's shape, one list per message of ``messages_of`` (so
+    a recording's ``new_from`` indexes it)."""
+    if api == "anthropic":
+        out = [_anthropic_chat("system", body["system"])] if body.get("system") else []
+        for m in body.get("messages") or []:
+            role = m.get("role") if isinstance(m, dict) else None
+            out.append(_anthropic_chat(str(role or "user"), m))
+        return out
+    if api == "openai-chat":
+        return [[m] if isinstance(m, dict) else [{"role": "user", "content": ""}]
+                for m in body.get("messages") or []]
+    # another API: its messages as text (a tool message has no call to answer here)
+    return [[{"role": m.role if m.role in ("system", "assistant") else "user",
+              "content": m.text}] for m in messages_of(api, body)]
+
+
+def replayed(api: str, body: dict[str, Any], new_from: int, turn: int) -> Replayed:
+    """How the replay sends one recorded request (``new_from``: where its own messages start;
+    a session's first turn sends them all, the history a branch began from included)."""
+    msgs = chat_messages(api, body)
+    own = tuple(m for ms in msgs[0 if turn == 0 else new_from:] for m in ms)
+    if api not in REPLAY_APIS:
+        return Replayed(None, own)
+    extra = {k: body[k] for k in TOOL_FIELDS if k in body and body[k] is not None}
+    if "tools" not in extra:
+        extra.pop("tool_choice", None)
+    return Replayed(api, own, extra)
+
+
+def trim_start(own: tuple[dict[str, Any], ...], tokens: int,
+               count: Any) -> tuple[dict[str, Any], ...]:
+    """``own`` with about ``tokens`` tokens fewer at the start of its first text: where the
+    run's salt goes (workload/salt.py), so a replayed prompt is as long as the recorded one.
+    Whole words are dropped until their count (``count``: text -> tokens) reaches ``tokens``;
+    at least one word stays."""
+    if tokens <= 0 or not own:
+        return own
+    first = own[0]
+    content = first.get("content")
+    text = content if isinstance(content, str) else (
+        content[0].get("text") if isinstance(content, list) and content
+        and isinstance(content[0], dict) and isinstance(content[0].get("text"), str) else None)
+    if not text:
+        return own
+    words = text.split(" ")
+    k = min(tokens, len(words) - 1)
+    while 0 < k < len(words) - 1 and count(" ".join(words[:k])) < tokens:
+        k += 1
+    rest = " ".join(words[k:])
+    if isinstance(content, str):
+        first = {**first, "content": rest}
+    else:
+        first = {**first, "content": [{**content[0], "text": rest}, *content[1:]]}
+    return (first,) + own[1:]
+
+
+def assistant_message(reply: str) -> dict[str, Any]:
+    """The live reply as the history holds it: its text, and its tool calls when it made any."""
+    from llmbench.wire.agents import tool_calls_of
+    calls = tool_calls_of(reply)
+    if calls:
+        return {"role": "assistant", "content": str(reply) or None, "tool_calls": calls}
+    return {"role": "assistant", "content": str(reply)}
+
+
+def answered(own: tuple[dict[str, Any], ...], reply: str) -> list[dict[str, Any]]:
+    """A turn's own messages after the live ``reply``: its tool results answer the calls the
+    live reply made (their ids, in order; the recorded ids named the recorded calls); when the
+    live reply called no tool, a result is a user message of the same text."""
+    from llmbench.wire.agents import tool_calls_of
+    ids = [c["id"] for c in tool_calls_of(reply)]
+    out: list[dict[str, Any]] = []
+    k = 0
+    for m in own:
+        if m.get("role") == "tool":
+            if ids:
+                out.append({**m, "tool_call_id": ids[min(k, len(ids) - 1)]})
+                k += 1
+            else:
+                out.append({"role": "user", "content": m.get("content") or ""})
+            continue
+        out.append(m)
+    return out
+
+
+def replay_messages(turns: tuple[Replayed, ...], t: int, replies: list[str]
+                    ) -> list[dict[str, Any]]:
+    """The messages of a recorded session's turn ``t``: each earlier turn's own messages and
+    its live reply, then this turn's own."""
+    msgs = list(turns[0].own)
+    for i in range(1, t + 1):
+        reply = replies[i - 1] if i - 1 < len(replies) else ""
+        msgs.append(assistant_message(reply))
+        msgs.extend(answered(turns[i].own, reply))
+    return msgs

@@ -14,10 +14,13 @@ Formats (picked from the file, not from a flag):
   the previous reply and not before its own timestamp, with the real replies as history.
 - A recording made by ``llmbench record`` (workload/recording.py: a header line, then a line
   per request with ``api``, ``request``, ``session_id``, ``turn``, ``after_ms``): each turn
-  sends its own new messages, at its recorded time and no sooner than its recorded gap after
-  the live reply; the tools it offered become system text of the tokens they took; requests
-  the server refused when recorded are left out. Turns out of order and parent links in a
-  cycle are refused naming the line.
+  sends its own new messages as they were (roles, tool calls and results: workload/recording.py
+  ``Replayed``) after the live replies, in the API it was recorded with (chat and Messages;
+  others in the run's --api), with its tools in the body as recorded, at its recorded time and
+  no sooner than its recorded gap after the live reply; the run's salt takes the place of as
+  many tokens of a session's first message, so a prompt is as long as recorded; requests the
+  server refused when recorded are left out. Turns out of order and parent links in a cycle
+  are refused naming the line.
 
 Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
 nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
@@ -32,13 +35,13 @@ import json
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterator
 
 from llmbench.workload.files import DatasetError, check_regular_file, json_line, read_lines, too_deep
 from llmbench.workload.model import Conversation, Turn
-from llmbench.workload.recording import HEADER_KEY, messages_of
+from llmbench.workload.recording import HEADER_KEY, Replayed, messages_of, replayed, trim_start
 from llmbench.workload.prefix import PrefixPlan, aligned_shared_tokens, shared_texts, warmup_conversations
 from llmbench.workload.synthetic import _opening, prepare_unit_words, text_of_tokens
 from llmbench.workload.tokenizer import Tokenizer
@@ -58,6 +61,9 @@ class TraceItem:
     # a recording's think or tool time before each turn (s, before --trace-speed): the turn
     # goes no sooner than this after the previous reply ended; None: not recorded
     gaps_s: tuple[float | None, ...] = ()
+    # a recording's session: each turn as recorded (its API, own messages, tools), which the
+    # replay sends in place of the conversation's text turns; () for every other trace
+    recorded: tuple[Replayed, ...] = ()
 
     @property
     def offset_s(self) -> float:
@@ -76,6 +82,7 @@ class Trace:
     prefix: dict[str, Any] | None = None
     warmup: list[Conversation] = field(default_factory=list)
     longest_gap: tuple[float, str] | None = None    # (s, file:line of the request after it)
+    note: str | None = None          # said once: a recording's APIs (api_note)
 
     @property
     def requests(self) -> int:
@@ -140,7 +147,7 @@ class _Row:
     gap_s: float | None = None        # a recording's think/tool time before this turn
     turn: int | None = None           # a recording's turn number in its session
     parent: str | None = None         # a recording's parent session
-    tools: str | None = None          # a recording's tool definitions (JSON), turn 0 only
+    replay: Replayed | None = None    # a recording's request as the replay sends it
 
 
 
@@ -222,8 +229,8 @@ def first_line(path: str) -> int:
 def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
     """One request of an ``llmbench record`` recording (workload/recording.py) as a turn: its
     own new messages (after the previous request's and its reply) are the turn's text, the
-    system prompt and the tools' definitions (as text of their length: the replay's requests
-    carry no tools) the conversation's system text."""
+    system prompt the conversation's; ``replay``, what the replay sends (its messages as they
+    were, its tools, its API)."""
     req, api = d["request"], d["api"]
     if not isinstance(req, dict) or not isinstance(api, str):
         raise DatasetError(f"{where}: \"request\" must be the request's JSON object and "
@@ -240,7 +247,6 @@ def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
         raise DatasetError(f"{where}: after_ms {gap!r} is not a time >= 0 (ms); fix the line")
     first = new_from == 0
     system = [m.text for m in msgs if m.role in ("system", "developer")] if first else []
-    tools = req.get("tools")
     got_in = d.get("input_length")
     own = [m.text for m in msgs[new_from:] if m.role not in ("system", "developer")]
     out = d.get("output_length") or d.get("max_tokens")
@@ -252,24 +258,30 @@ def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
                 system="\n\n".join(t for t in system if t) or None, session=str(sid),
                 gap_s=None if gap is None else gap / 1000.0, turn=turn,
                 parent=None if parent is None else str(parent),
-                tools=json.dumps(tools, sort_keys=True) if first and tools else None)
+                replay=replayed(api, req, new_from, turn))
 
 
-def tools_as_text(tok: Tokenizer, r: _Row, system: str | None, text: str, reserve: int) -> str:
-    """A recording's tool definitions as system text of the tokens they took in the recorded
-    prompt (its input_length less the system text and the turn's own; the replay's requests
-    carry no tools), drawn from their hash: sessions offering the same tools share that text,
-    as their prompts shared the definitions."""
-    assert r.tools is not None
-    n = 0
-    if r.input_tokens:
-        n = r.input_tokens - reserve - tok.count(text) - (tok.count(system) if system else 0)
-    if n <= 0:
-        n = tok.count(r.tools)
-    import hashlib
-    seed = int.from_bytes(hashlib.blake2b(r.tools.encode(), digest_size=8).digest(), "little")
-    tools = text_of_tokens(tok, random.Random(seed), n)
-    return f"{system}\n\n{tools}" if system else tools
+def api_note(rows: list[_Row]) -> str | None:
+    """What the run says once about the APIs a recording is replayed in, unless all its
+    requests are chat's (the default --api): each recorded request goes in its own API where
+    the replay speaks it (recording.REPLAY_APIS), the others in the run's --api."""
+    own: dict[str, int] = {}
+    other = 0
+    for r in rows:
+        if r.replay is None:
+            continue
+        if r.replay.api is None:
+            other += 1
+        else:
+            own[r.replay.api] = own.get(r.replay.api, 0) + 1
+    if not other and set(own) <= {"openai-chat"}:
+        return None
+    said = ", ".join(f"{n} {api}" for api, n in sorted(own.items()))
+    note = ("--trace: each recorded request is replayed in the API it was recorded with, "
+            f"whatever --api says ({said or 'none'})")
+    if other:
+        note += f"; {other} of other APIs in the run's --api, as text"
+    return note
 
 
 def check_sessions(rows: list[_Row], path: str) -> None:
@@ -503,7 +515,16 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     blocks = _Blocks(tok, seed)
     sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
     gaps: dict[str, list[float | None]] = {}
+    replays: dict[str, list[Replayed]] = {}
     order: list[tuple[str, float]] = []
+    trims: dict[str, int] = {}
+    first_turn: dict[str, int | None] = {}
+
+    def counted(text: str) -> int:          # the salt's trim, once per distinct opening
+        n = trims.get(text)
+        if n is None:
+            n = trims[text] = tok.count(text)
+        return n
     for i, r in enumerate(rows):
         due = r.t_s - first
         if r.user is not None:
@@ -516,8 +537,6 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             text = text_of_tokens(tok, random.Random(seed * 7919 + i), max(own_n, 1),
                                   _opening(tok, seed, i))
         system = r.system
-        if r.tools is not None:
-            system = tools_as_text(tok, r, system, text, reserve)
         if shared is not None:
             system = shared.take(i, shares[i])
         count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
@@ -530,14 +549,23 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             order.append((key, due))
         sessions[key].append((due, turn, system))
         gaps.setdefault(key, []).append(r.gap_s)
+        if r.replay is not None:
+            rp = r.replay
+            first_turn.setdefault(key, r.turn)
+            if len(sessions[key]) == 1 and reserve:
+                rp = replace(rp, own=trim_start(rp.own, reserve, counted))
+            replays.setdefault(key, []).append(rp)
     items = []
     for key, _ in order:
         turns = sessions[key]
+        rec = replays.get(key, [])
+        # a session the window or --requests cut after its first turn is sent as text
+        whole = len(rec) == len(turns) and rec[0].own and first_turn.get(key) == 0
         items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
                                             turns[0][2]),
                                tuple(d for d, _, _ in turns),
                                tuple(gaps[key]) if any(g is not None for g in gaps[key])
-                               else ()))
+                               else (), tuple(rec) if whole else ()))
     prefix: dict[str, Any] | None = None
     warm: list[Conversation] = []
     if aim is not None and shared is not None:
@@ -553,7 +581,8 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         if implied is not None:
             prefix = {"target": round(implied, 4), "block_tokens": BLOCK_TOKENS,
                       "source": "the trace's hash_ids (an unbounded cache)"}
-    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest)
+    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest,
+                 api_note(rows))
 
 
 def _longest_gap(rows: list[_Row]) -> tuple[float, str] | None:
@@ -605,6 +634,7 @@ def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
         tr = load_trace(path, tok, seed, window_s, limit, aim, reserve)
     wl = Workload([i.conv for i in tr.items], source=path, tokenizer=tok.name, seed=seed,
                   params={"dataset": "trace", **tr.describe()},
-                  warnings=[tok.note] if tok.note else [], tokenizer_info=tok.describe(),
+                  warnings=[w for w in (tok.note, tr.note) if w],
+                  tokenizer_info=tok.describe(),
                   warmup=tr.warmup, prefix=tr.prefix)
     return tr, wl

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from llmbench.load.session import Session
 from llmbench.workload import messages_for
+from llmbench.workload.recording import replay_messages
 from llmbench.workload.traces import TraceItem
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.user import PRUNE_EVERY, prune, sleep_or_stop
@@ -46,9 +47,16 @@ async def replay_item(session: Session, item: TraceItem, t0: float, speed: float
                 return
         if stop.is_set() or session.stopping.is_set():
             return
-        rec, text = await session.request(messages_for(conv, t, replies), conv.turns[t],
-                                          scheduled=due, conversation=conv.id, turn_index=t,
-                                          lap=conv.lap)
+        if item.recorded:        # a recording: its turns as they were sent, in their API
+            step = item.recorded[t]
+            msgs = replay_messages(item.recorded, t, replies)
+            rec, text = await session.request(msgs, conv.turns[t], scheduled=due,
+                                              conversation=conv.id, turn_index=t, lap=conv.lap,
+                                              extra=step.extra or None, api=step.api)
+        else:
+            rec, text = await session.request(messages_for(conv, t, replies), conv.turns[t],
+                                              scheduled=due, conversation=conv.id,
+                                              turn_index=t, lap=conv.lap)
         ended = perf_counter()
         if not rec.ok:
             return     # the rest of the session would be built on a reply that never came
