@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.mock_server import MockConfig, MockServer
 from tests.helpers import ENV, ROOT, free_port, llmbench
 
 try:
@@ -367,3 +368,63 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
                  "--users", "1", "--out", str(tmp_path / "bad"))
     assert p.returncode != 0 and f"{broken}:{len(reqs) + 2}: not JSON" in p.stderr \
         and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_replay_sends_each_request_as_recorded_in_its_own_api(mock, tmp_path):
+    """The openai SDK's chat and tool loop and the anthropic SDK's chat, recorded, then
+    replayed (with the run's salt) against a fresh mock that logs what it was sent: each
+    request goes in the API it was recorded with (the Messages API's route, without --api),
+    the tools go as tools in the body (the replayed tool turn's reply is a call again, and the
+    next turn answers the live call's id), and every prompt is as long as recorded."""
+    out = tmp_path / "mixed.jsonl"
+    rec = Recorder(mock.url, out)
+    chat_and_tools(rec.url)
+    c = anthropic.Anthropic(base_url=rec.url, api_key=KEY, max_retries=0)
+    history = [{"role": "user", "content": ASKS[0]}]
+    with c.messages.stream(model="mock", max_tokens=12, system=SYSTEM, messages=history) as s:
+        first = "".join(s.text_stream)
+    history += [{"role": "assistant", "content": first}, {"role": "user", "content": ASKS[1]}]
+    c.messages.create(model="mock", max_tokens=12, system=SYSTEM, messages=history)
+    rec.stop()
+    _, *reqs = lines(out)
+    assert [r["api"] for r in reqs].count("anthropic") == 2 and len(reqs) == 7
+
+    log = tmp_path / "sent.jsonl"
+    runs = tmp_path / "replay"
+    # the mock's log of what it was sent is complete once it stopped
+    with MockServer(MockConfig(ttft_ms=5, itl_ms=1), record=str(log),
+                    record_prompts=True) as target:
+        p = llmbench("run", "--url", target.url + "/v1", "--trace", str(out), "--out",
+                     str(runs))
+    assert p.returncode == 0, p.stderr
+    said = (p.stdout + p.stderr).count("replayed in the API it was recorded with")
+    assert said == 1, p.stdout + p.stderr                     # said once
+    got = [json.loads(x) for x in next(runs.iterdir()).joinpath(
+        "requests.jsonl").read_text().splitlines()]
+    by = {(g["conversation"].removeprefix("trace-s:"), g["turn"]): g for g in got}
+    sent = {json.loads(x)["request_id"]: json.loads(x) for x in log.read_text().splitlines()}
+    routes = {}
+    for r in reqs:
+        g = by[(r["session_id"], r["turn"])]
+        assert g["ok"], g
+        # the prompt as long as recorded: the salt took the place of as many tokens; after
+        # a tool call, the live call's arguments (the server's choice) may take a token more
+        # or less than the recorded call's
+        after_call = r["turn"] > 0 and r["tools"]
+        assert abs(g["prompt_tokens"] - r["input_length"]) <= (
+            0.02 * r["input_length"] if after_call else 0), (r, g)
+        assert g["output_tokens"] == r["output_length"]
+        routes[(r["api"], r["session_id"], r["turn"])] = sent[g["request_id"]]["route"]
+    assert {k: v for k, v in routes.items() if k[0] == "anthropic"} \
+        and all(v == "messages" for k, v in routes.items() if k[0] == "anthropic")
+    assert all(v == "chat" for k, v in routes.items() if k[0] == "openai-chat")
+    # the tool loop: its first turn offered the tools with tool_choice required (a call
+    # again), the second answers the live call by its id
+    tool0 = next(r for r in reqs if r["tools"] and r["turn"] == 0)
+    g0 = by[(tool0["session_id"], 0)]
+    assert g0["first_tool"] is not None, g0
+    g1 = by[(tool0["session_id"], 1)]
+    msgs = sent[g1["request_id"]]["messages"]
+    call = next(m for m in msgs if m["role"] == "assistant")["tool_calls"][0]
+    answer = next(m for m in msgs if m["role"] == "tool")
+    assert answer["tool_call_id"] == call["id"]
