@@ -174,3 +174,17 @@ def test_an_empty_data_event_is_not_dispatched():
     assert got == [b'{"a":1}']
     f.feed(b"data:")
     assert f.flush() == []
+
+
+def test_a_target_in_another_api_of_the_same_server():
+    """A recording's replay sends a request in the API it was recorded with: the target moved
+    to that API's root, endpoint and key header; the same target for its own API."""
+    from llmbench.client.target import make_target
+    t = make_target("http://127.0.0.1:8080/v1", "m", api_key="sk-abc")
+    m = t.for_api("anthropic")
+    assert m.endpoint == "http://127.0.0.1:8080/v1/messages"
+    assert m.request_headers()["x-api-key"] == "sk-abc" and "authorization" not in \
+        m.request_headers()
+    o = t.for_api("ollama")
+    assert o.endpoint == "http://127.0.0.1:8080/api/chat"
+    assert t.for_api("openai-chat") is t

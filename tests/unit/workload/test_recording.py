@@ -193,3 +193,80 @@ def test_a_session_started_while_a_tool_call_is_out_is_its_sub_agent():
     c = link.link(3, messages_of("openai-chat", {"messages": [{"role": "user", "content": "x"}]}),
                   None, None, arrival=5.0)
     assert c.parent is None
+
+
+# -- replay: a recorded request as the replay sends it --------------------------------------------
+def test_an_anthropic_request_replays_as_chat_messages_its_api_turns_back():
+    from llmbench.wire.anthropic import body as messages_body
+    from llmbench.workload.recording import replayed
+    tools = [{"name": "tool_1", "description": "d", "input_schema": {"type": "object"}}]
+    req = {"model": "m", "max_tokens": 8, "system": "be brief", "tools": tools,
+           "tool_choice": {"type": "any"},
+           "messages": [{"role": "user", "content": "find a train"},
+                        {"role": "assistant", "content": [
+                            {"type": "text", "text": "looking"},
+                            {"type": "tool_use", "id": "tu_1", "name": "tool_1",
+                             "input": {"a": 1}}]},
+                        {"role": "user", "content": [
+                            {"type": "tool_result", "tool_use_id": "tu_1",
+                             "content": "06:25"}]}]}
+    first = replayed("anthropic", req, 0, 0)
+    assert first.api == "anthropic"
+    assert first.extra == {"tools": tools, "tool_choice": {"type": "any"}}     # as recorded
+    assert [m["role"] for m in first.own] == ["system", "user", "assistant", "tool"]
+    assert first.own[2]["tool_calls"][0]["function"]["name"] == "tool_1"
+    # the Messages body built from them is the recorded one's messages and system
+    built = messages_body("m", list(first.own), 8, False, {})
+    assert built["system"] == "be brief"
+    assert built["messages"][1]["content"][-1] == req["messages"][1]["content"][-1]
+    assert built["messages"][2] == req["messages"][2]
+    # a later turn sends its own messages only (new_from 3: after system, user, reply)
+    later = replayed("anthropic", req, 3, 1)
+    assert [m["role"] for m in later.own] == ["tool"]
+
+
+def test_a_turn_answers_the_live_call_and_the_salt_takes_the_first_words():
+    from llmbench.wire.agents import ReplyText
+    from llmbench.workload.recording import Replayed, replay_messages, trim_start
+    t0 = Replayed("openai-chat", ({"role": "system", "content": "one two three four five"},
+                                  {"role": "user", "content": "go"}))
+    t1 = Replayed("openai-chat", ({"role": "tool", "tool_call_id": "call_recorded",
+                                   "content": "result"},))
+    live = ReplyText("", [{"id": "call_live", "type": "function",
+                           "function": {"name": "f", "arguments": "{}"}}])
+    msgs = replay_messages((t0, t1), 1, [live])
+    assert msgs[2] == {"role": "assistant", "content": None,
+                       "tool_calls": live.tool_calls}
+    assert msgs[3] == {"role": "tool", "tool_call_id": "call_live", "content": "result"}
+    # the live reply called no tool: the result is the user's text
+    msgs = replay_messages((t0, t1), 1, ["plain answer"])
+    assert msgs[2:] == [{"role": "assistant", "content": "plain answer"},
+                        {"role": "user", "content": "result"}]
+    # 2 tokens of salt: the first message loses its first 2 words (one token each here)
+    trimmed = trim_start(t0.own, 2, lambda text: len(text.split()))
+    assert trimmed[0]["content"] == "three four five" and trimmed[1] == t0.own[1]
+    assert trim_start(t0.own, 0, len) is t0.own
+    one = ({"role": "user", "content": "alone"},)
+    assert trim_start(one, 4, lambda text: len(text.split())) == one   # a word stays
+
+
+def test_a_recording_loads_with_its_turns_as_recorded(tmp_path):
+    from llmbench.workload.traces import trace_workload
+    body = {"model": "m", "messages": [{"role": "user", "content": "alpha beta gamma delta"}],
+            "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"}
+    lines_ = [{"llmbench_recording": 1, "text": "anonymised"},
+              {"timestamp": 0, "session_id": "s1", "turn": 0, "api": "anthropic",
+               "request": {"model": "m", "max_tokens": 4, "system": "sys words here",
+                           "messages": [{"role": "user", "content": "hi there"}]},
+               "input_length": 9, "output_length": 4},
+              {"timestamp": 5, "session_id": "s2", "turn": 0, "api": "openai-chat",
+               "request": body, "input_length": 9, "output_length": 4}]
+    path = tmp_path / "rec.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines_))
+    tr, wl = trace_workload(str(path), approx_tokenizer(), reserve=1)
+    a, b = tr.items
+    assert a.recorded[0].api == "anthropic" and b.recorded[0].api == "openai-chat"
+    assert a.recorded[0].own[0] == {"role": "system", "content": "words here"}   # salt's place
+    assert b.recorded[0].extra == {"tools": body["tools"], "tool_choice": "auto"}
+    said = [w for w in wl.warnings if "recorded with" in w]
+    assert len(said) == 1 and "1 anthropic, 1 openai-chat" in said[0]
