@@ -75,8 +75,13 @@ def add_tokenize_routes(app: web.Application, engine: Engine) -> None:
                                                     "type": "invalid_request_error"}}, status=400)
             content = body.get("content")
             # llama.cpp answers an empty list when "content" is missing
-            return web.json_response({"tokens": vocab.encode(content)
-                                      if isinstance(content, str) else []})
+            ids = vocab.encode(content) if isinstance(content, str) else []
+            if body.get("with_pieces") is True:
+                # llama.cpp's {"id", "piece"} per token (its pieces keep their leading space;
+                # the mock's tokens have none)
+                return web.json_response({"tokens": [{"id": i, "piece": vocab.pieces[i]}
+                                                     for i in ids]})
+            return web.json_response({"tokens": ids})
         return not_found()
 
     async def detokenize(request: web.Request) -> web.Response:

@@ -320,3 +320,29 @@ def test_the_budget_note_says_what_is_left_of_it():
     m = re.search(r"about ([\d.]+) s more .* only ([\d.]+) s of the 2 s budget is left", said)
     assert m is not None, said
     assert float(m.group(1)) > float(m.group(2)), said
+
+
+def test_the_mock_tokenize_counts_as_its_usage_does_over_http(mock_factory):
+    """llama.cpp's shapes over plain HTTP ({"content"} -> {"tokens"}, with_pieces, /detokenize):
+    the count of a text is the prompt_tokens the mock's usage reports for that text as a
+    completions prompt, so a recording's anonymiser sizes text by what the server counts."""
+    import urllib.request
+
+    m = mock_factory(flavour="llamacpp", models=["served"], ttft_ms=1, itl_ms=1)
+
+    def post(path: str, body: dict) -> dict:
+        req = urllib.request.Request(m.url + path, json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+    text = "Plan three quiet days in Bergen, for two adults (and a toddler) -- 3 nights?"
+    ids = post("/tokenize", {"content": text})["tokens"]
+    usage = post("/v1/completions", {"model": "served", "prompt": text,
+                                     "max_tokens": 2})["usage"]
+    assert len(ids) == usage["prompt_tokens"] == len(mock_tokens(text)) == 20
+    pieces = post("/tokenize", {"content": "Hello, world"})["tokens"]
+    assert [p["piece"] for p in pieces] == ["Hello", ",", "world"]
+    assert all(isinstance(p["id"], int) for p in pieces)
+    back = post("/detokenize", {"tokens": [p["id"] for p in pieces]})["content"]
+    assert len(post("/tokenize", {"content": back})["tokens"]) == 3
+    assert post("/tokenize", {"prompt": text}) == {"tokens": []}      # as llama.cpp answers
