@@ -340,7 +340,7 @@ def test_the_mock_tokenize_counts_as_its_usage_does_over_http(mock_factory):
     usage = post("/v1/completions", {"model": "served", "prompt": text,
                                      "max_tokens": 2})["usage"]
     assert len(ids) == usage["prompt_tokens"] == len(mock_tokens(text)) == 20
-    pieces = post("/tokenize", {"content": "Hello, world"})["tokens"]
+    pieces = post("/tokenize", {"content": "Hello, world", "with_pieces": True})["tokens"]
     assert [p["piece"] for p in pieces] == ["Hello", ",", "world"]
     assert all(isinstance(p["id"], int) for p in pieces)
     back = post("/detokenize", {"tokens": [p["id"] for p in pieces]})["content"]
