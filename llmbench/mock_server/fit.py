@@ -212,18 +212,46 @@ def fit_slots(recs: list[Record], samples: list[dict[str, Any]], fixed_ms: float
     return 0, "records: no queueing seen (slots unknown, left unlimited)"
 
 
-def fit_run(run_dir: Path) -> Fit:
-    run, records, samples = load_run_folder(Path(run_dir))
-    ok = [r for r in records if r.ok and r.first_token is not None and r.end is not None
-          and not r.warmup and r.token_times]
-    if len(ok) < 3:
-        raise ProfileError(f"{run_dir}: {len(ok)} successful streamed requests; a fit needs at least 3")
+def _server_of(run: dict[str, Any], samples: list[dict[str, Any]]
+               ) -> tuple[dict[str, Any], str | None, str, str]:
+    """(the run's target, the server kind its samples named, its API, the mock flavour)."""
     target = (run.get("config") or {}).get("target") or {}
     kinds = [s.get("kind") for s in samples if s.get("kind")]
     kind = kinds[-1] if kinds else None
     api = str(target.get("api") or "")
     flavour = "ollama" if kind == "ollama" or api.startswith("ollama") else \
         "llamacpp" if kind == "llamacpp" else "vllm"
+    return target, kind, api, flavour
+
+
+def _replies(ok: list[Record]) -> tuple[list[int], int, list[int]]:
+    """(output lengths, tokens per event, the lengths of replies that ended by EOS: at most
+    200 quantiles of them, so the file stays small)."""
+    events = [len(r.token_times) for r in ok]
+    outs = [r.output_tokens or len(r.token_times) for r in ok]
+    chunk = max(int(round(float(np.median([o / e for o, e in zip(outs, events)])))), 1)
+    eos = sorted(int(r.output_tokens or 0) for r in ok if r.finish_reason == "stop" and r.output_tokens)
+    if len(eos) > 200:
+        eos = [int(v) for v in np.quantile(eos, np.linspace(0, 1, 200), method="nearest")]
+    return outs, chunk, eos
+
+
+def _max_queue(rejected: list[Record], ok: list[Record], samples: list[dict[str, Any]]) -> int:
+    """The queue a server that rejected requests held: the most waiting its samples saw, else
+    a tenth of the requests; 0 (unlimited) when it rejected none."""
+    if not rejected:
+        return 0
+    waits = [s.get("waiting") or 0 for s in samples]
+    return int(max(waits)) if waits and max(waits) > 0 else max(len(ok) // 10, 1)
+
+
+def fit_run(run_dir: Path) -> Fit:
+    run, records, samples = load_run_folder(Path(run_dir))
+    ok = [r for r in records if r.ok and r.first_token is not None and r.end is not None
+          and not r.warmup and r.token_times]
+    if len(ok) < 3:
+        raise ProfileError(f"{run_dir}: {len(ok)} successful streamed requests; a fit needs at least 3")
+    target, kind, api, flavour = _server_of(run, samples)
 
     fixed_ms, per_tok_ms, ttft_ev = fit_ttft(ok)
     windows = _prefill_windows(ok, fixed_ms, per_tok_ms)
@@ -235,17 +263,9 @@ def fit_run(run_dir: Path) -> Fit:
     # a pattern seen at least 3 times and in most cases; unseen: one step, as before
     last_step = stalls and last["split"] >= 3 and last["split"] > 2 * last["single"]
 
-    events = [len(r.token_times) for r in ok]
-    outs = [r.output_tokens or len(r.token_times) for r in ok]
-    chunk = max(int(round(float(np.median([o / e for o, e in zip(outs, events)])))), 1)
-    eos = sorted(int(r.output_tokens or 0) for r in ok if r.finish_reason == "stop" and r.output_tokens)
-    if len(eos) > 200:                 # keep the file small: 200 quantiles of the lengths
-        eos = [int(v) for v in np.quantile(eos, np.linspace(0, 1, 200), method="nearest")]
+    outs, chunk, eos = _replies(ok)
     rejected = [r for r in records if r.status in (429, 503)]
-    max_queue = 0
-    if rejected:
-        waits = [s.get("waiting") or 0 for s in samples]
-        max_queue = int(max(waits)) if waits and max(waits) > 0 else max(len(ok) // 10, 1)
+    max_queue = _max_queue(rejected, ok, samples)
     cached_any = any((r.cached_tokens or 0) > 0 for r in ok)
     model = target.get("model")
 

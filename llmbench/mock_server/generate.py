@@ -42,6 +42,11 @@ class Outcome(enum.Enum):
     CLIENT_GONE = "client_gone"     # the client went away
 
 
+# the stream faults that end a stream, and how the send-time log names each
+FAULT_OUTCOMES = {"cut": Outcome.CUT, "malformed": Outcome.MALFORMED,
+                  "error_event": Outcome.ERROR_EVENT}
+
+
 @dataclass
 class Ask:
     """A generation request as its handler read it."""
@@ -296,10 +301,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     n_tokens += n_reason
     seq.n_predict = n_tokens
     shape.reasoning_count = n_reason
-    usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
-                             "completion_tokens": n_tokens}
-    if (cfg.prefix_cache or engine.kv is not None) and cfg.cache_report == "usage":
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    usage = _usage(engine, n_prompt, n_tokens, cached)
     finish = "length" if ask.hit_max else ask.finish or "stop"
     fault_at = engine.rng.randint(1, max(n_events - 1, 1)) if fault else -1
     event_ns: list[int] = []
@@ -350,24 +352,10 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
             else:
                 await engine.next_step(seq, k)
             if i == fault_at and stream:
-                assert resp is not None
-                if fault == "stall":
-                    await asyncio.sleep(cfg.stall_ms / 1000.0)
-                elif fault == "cut":
-                    outcome = Outcome.CUT
-                    assert request.transport is not None
-                    request.transport.close()
-                    return resp
-                elif fault == "malformed":
-                    outcome = Outcome.MALFORMED
-                    await resp.write(shape.malformed())
-                    return resp
-                elif fault == "error_event":
-                    outcome = Outcome.ERROR_EVENT
-                    await resp.write(shape.error_event("mock fault: error inside the stream"))
-                    if shape.ends_with_done:
-                        await resp.write(b"data: [DONE]\n\n")
-                    await resp.write_eof()
+                assert resp is not None and fault is not None
+                # the outcome first: a write that fails on the way is still this fault's
+                outcome = FAULT_OUTCOMES.get(fault, outcome)
+                if await _stream_fault(fault, cfg, request, resp, shape):
                     return resp
             text = "".join(reason_words[sent_tokens:sent_tokens + k] if reasoning
                            else words[sent_tokens - n_reason:sent_tokens - n_reason + k])
@@ -392,14 +380,8 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                 engine.h_itl.observe((now_ns - last_ns) / 1e9)
             last_ns = now_ns
         done_ns = perf_counter_ns()
-        # Ollama 0.30 to 0.33 counted only what it evaluated (a cached prompt: what was left)
-        evaluated = n_prompt - cached if cfg.cache_report == "evaluated" else n_prompt
-        timing = {"total_duration": done_ns - arrival_ns, "load_duration": 0,
-                  "prompt_eval_count": max(evaluated, 1),
-                  "prompt_eval_duration": first_ns - prefill_start_ns,
-                  "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
-        if engine.kv is not None and cfg.cache_report == "usage":
-            timing["prompt_eval_cached_count"] = cached     # Ollama's name (0.34 on)
+        timing = _timing(engine, n_prompt, cached, n_tokens, (
+            arrival_ns, prefill_start_ns, first_ns, last_ns, done_ns))
         engine.h_e2e.observe((done_ns - arrival_ns) / 1e9)
         engine.finished(finish)
         if ask.on_done is not None:
@@ -436,3 +418,52 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                         "output_tokens": sent_tokens, "event_ns": event_ns,
                         "status": outcome.value, "stream": stream})
             ctx.recorder.write(log)
+
+
+def _usage(engine: Any, n_prompt: int, n_tokens: int, cached: int) -> dict[str, Any]:
+    """OpenAI-style usage, with the cached prompt tokens when the mock has a cache to report."""
+    cfg = engine.config
+    usage: dict[str, Any] = {"prompt_tokens": n_prompt, "total_tokens": n_prompt + n_tokens,
+                             "completion_tokens": n_tokens}
+    if (cfg.prefix_cache or engine.kv is not None) and cfg.cache_report == "usage":
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return usage
+
+
+def _timing(engine: Any, n_prompt: int, cached: int, n_tokens: int,
+            ns: tuple[int, int, int, int, int]) -> dict[str, Any]:
+    """Ollama's timings (ns) from the request's clock points: (arrival, prefill start, first
+    event, last event, done)."""
+    cfg = engine.config
+    arrival_ns, prefill_start_ns, first_ns, last_ns, done_ns = ns
+    # Ollama 0.30 to 0.33 counted only what it evaluated (a cached prompt: what was left)
+    evaluated = n_prompt - cached if cfg.cache_report == "evaluated" else n_prompt
+    timing = {"total_duration": done_ns - arrival_ns, "load_duration": 0,
+              "prompt_eval_count": max(evaluated, 1),
+              "prompt_eval_duration": first_ns - prefill_start_ns,
+              "eval_count": n_tokens, "eval_duration": last_ns - first_ns}
+    if engine.kv is not None and cfg.cache_report == "usage":
+        timing["prompt_eval_cached_count"] = cached     # Ollama's name (0.34 on)
+    return timing
+
+
+async def _stream_fault(fault: str, cfg: MockConfig, request: web.Request,
+                        resp: web.StreamResponse, shape: Shape) -> bool:
+    """A fault drawn for this stream, at its event: a stall (the stream goes on: False), or a
+    cut, a malformed event or an error event, after which it has ended (True)."""
+    if fault == "stall":
+        await asyncio.sleep(cfg.stall_ms / 1000.0)
+    elif fault == "cut":
+        assert request.transport is not None
+        request.transport.close()
+        return True
+    elif fault == "malformed":
+        await resp.write(shape.malformed())
+        return True
+    elif fault == "error_event":
+        await resp.write(shape.error_event("mock fault: error inside the stream"))
+        if shape.ends_with_done:
+            await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return True
+    return False
