@@ -20,7 +20,8 @@ from pathlib import Path
 
 def main(rec_path: str, folder: str) -> int:
     rec = [json.loads(x) for x in Path(rec_path).read_text().splitlines()]
-    rec = [d for d in rec if "request" in d]
+    # what the replay sends: the requests the server took when recorded (others are left out)
+    rec = [d for d in rec if "request" in d and 200 <= (d.get("status") or 200) < 300]
     run = Path(folder)
     if not (run / "requests.jsonl").exists():      # a --out folder holding one run
         inner = sorted(run.glob("*/requests.jsonl"))
@@ -46,7 +47,11 @@ def main(rec_path: str, folder: str) -> int:
             out[s] = out.get(s, 0) + 1
         return out
     a, b = shape(by_key), shape(got)
-    say(a == b, f"sessions {len(a)} vs {len(b)}, turns {sum(a.values())} vs {sum(b.values())}")
+    failed = [r for r in runs if not r.get("ok")]
+    say(a == b, f"sessions {len(a)} vs {len(b)}, turns {sum(a.values())} vs {sum(b.values())}"
+        + (f" ({len(failed)} replayed requests failed, the rest of their sessions unsent: "
+           + "; ".join(sorted({str(r.get('error'))[:60] for r in failed})) + ")"
+           if failed else ""))
     p_err, o_err, p_same = [], [], []
 
     def same_history(s: str, t: int) -> bool:
@@ -56,8 +61,9 @@ def main(rec_path: str, folder: str) -> int:
                    for u in range(t) if (s, u) in by_key)
     for k, d in by_key.items():
         r = got.get(k)
-        if r is None or not d.get("input_length") or not r.get("prompt_tokens"):
-            continue
+        if r is None or not d.get("input_length") or not r.get("prompt_tokens") \
+                or r.get("prompt_tokens_source") != "server":
+            continue            # a failed request has no server count to compare
         err = abs(r["prompt_tokens"] - d["input_length"]) / d["input_length"]
         p_err.append(err)
         if same_history(*k):
