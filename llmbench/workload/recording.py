@@ -25,6 +25,12 @@ already extended (a retry, a branch) starts a session of its own whose ``parent_
 first one; a request that extends none starts a session, whose parent is the session whose
 latest reply (ended before it arrived) called a tool, when there is one: a sub-agent that tool
 started.
+
+Replay (``Replayed``, ``replay_messages``): a recorded request is sent again as it was, its own
+messages in chat's shape (a Messages request's tool_use and tool_result blocks as chat's tool
+calls and tool messages, which wire/anthropic.py turns back) after the live replies, each tool
+result answering the live reply's call by its id, its tools in the body as recorded, in the API
+it was recorded with (REPLAY_APIS; others in the run's API, as text).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from llmbench.wire.agents import tool_calls_of
 from llmbench.workload.anonymise import STRUCTURE, chunks
 
 FORMAT_VERSION = 1
@@ -361,7 +368,6 @@ def trim_start(own: tuple[dict[str, Any], ...], tokens: int,
 
 def assistant_message(reply: str) -> dict[str, Any]:
     """The live reply as the history holds it: its text, and its tool calls when it made any."""
-    from llmbench.wire.agents import tool_calls_of
     calls = tool_calls_of(reply)
     if calls:
         return {"role": "assistant", "content": str(reply) or None, "tool_calls": calls}
@@ -372,7 +378,6 @@ def answered(own: tuple[dict[str, Any], ...], reply: str) -> list[dict[str, Any]
     """A turn's own messages after the live ``reply``: its tool results answer the calls the
     live reply made (their ids, in order; the recorded ids named the recorded calls); when the
     live reply called no tool, a result is a user message of the same text."""
-    from llmbench.wire.agents import tool_calls_of
     ids = [c["id"] for c in tool_calls_of(reply)]
     out: list[dict[str, Any]] = []
     k = 0
