@@ -270,3 +270,24 @@ def test_a_recording_loads_with_its_turns_as_recorded(tmp_path):
     assert b.recorded[0].extra == {"tools": body["tools"], "tool_choice": "auto"}
     said = [w for w in wl.warnings if "recorded with" in w]
     assert len(said) == 1 and "1 anthropic, 1 openai-chat" in said[0]
+
+
+@pytest.mark.parametrize("api,body", [
+    ("anthropic", {"system": [{"type": "text", "text": "s"}, 5], "messages": [
+        "not a message", {"role": "user", "content": 7},
+        {"role": "user", "content": [None, {"type": "tool_result"}, {"type": "image"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "input": None}]}]}),
+    ("openai-chat", {"messages": ["x", {"role": "user", "content": None}], "tools": None,
+                     "tool_choice": "auto"}),
+    ("responses", {"instructions": "i", "input": [{"type": "function_call_output"}, 3]}),
+    ("openai", {"prompt": ["a", "b"]}),
+])
+def test_an_odd_recorded_body_still_replays(api, body):
+    """A recorded body of an odd shape (the server took it) becomes messages without a
+    traceback: what cannot be a message is an empty user turn, what is not text is left out."""
+    from llmbench.workload.recording import replay_messages, replayed
+    r = replayed(api, body, 0, 0)
+    assert all(isinstance(m, dict) and "role" in m for m in r.own)
+    assert "tools" not in r.extra and "tool_choice" not in r.extra   # no tools: no choice
+    msgs = replay_messages((r, r), 1, ["reply"])
+    assert msgs[len(r.own)] == {"role": "assistant", "content": "reply"}
