@@ -336,3 +336,112 @@ def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
                    server_cache(server_samples, _get(warm, "hold_start"), _get(warm, "hold_end")),
                    server_cache(server_samples, _get(broke, "hold_start"), _get(broke, "hold_end")),
                    unit)
+
+
+# "Re-prefilled its whole history": a later turn whose cache served under this share of the
+# history it resent (the previous turn's prompt and reply)
+LOST_BELOW = 0.5
+# the step explained thrashed when at least this share of its later turns lost their history,
+# the lighter step kept it when at most LIGHT_LOST did: the cache held the histories of fewer
+# users than took turns (a server with no cache loses them at one user too: not this)
+THRASHED = 0.5
+LIGHT_LOST = 0.2
+MIN_LATER_TURNS = 4
+
+
+@dataclass(frozen=True)
+class Reprefill:
+    """Later turns that prefilled their whole history again at the step explained, against
+    the lighter step that kept it: one KV state thrashed between users. Where the server timed
+    its prefill (llama.cpp's timings): ``ms_per_token``, its median pace, and ``ttft_share``,
+    the re-prefill's share of the later turns' TTFT."""
+
+    load: float
+    later_turns: int
+    lost: int
+    lost_tokens: float                  # history tokens re-prefilled a later turn, mean
+    prompt_tokens: float                # a later turn's prompt, mean
+    light_load: float
+    light_lost_share: float
+    ms_per_token: float | None = None
+    ttft_share: float | None = None
+
+    def sentence(self, unit: str = "users") -> str:
+        from llmbench.results.schema import amount
+        text = (f"At {amount(self.load, unit)}, {self.lost} of {self.later_turns} later turns "
+                f"re-prefilled their whole history (~{_tokens(self.lost_tokens)} tokens a "
+                f"call, of ~{_tokens(self.prompt_tokens)}), where at "
+                f"{amount(self.light_load, unit)} {self.light_lost_share * 100:.0f}% did: one "
+                "KV state thrashed between users, the server's cache keeping fewer users' "
+                "histories than took turns.")
+        if self.ttft_share is not None and self.ms_per_token is not None:
+            text += (f" That prefill was about {self.ttft_share * 100:.0f}% of their TTFT "
+                     f"({self.ms_per_token:.2f} ms a token, the server's timings).")
+        return text
+
+
+def _history_lost(records: Sequence[Record], window: Sequence[Record]
+                  ) -> list[tuple[Record, float]]:
+    """The window's later turns whose usage said what was cached, each with the history
+    tokens it prefilled again (0 when the cache kept it): its conversation's previous call,
+    prompt and reply, is the history it resent."""
+    by_key: dict[Any, list[Record]] = {}
+    for r in records:
+        if r.ok and r.prompt_tokens:
+            key = r.session_id if r.session_id is not None else (r.user, r.conversation)
+            by_key.setdefault(key, []).append(r)
+    out = []
+    for r in window:
+        if not r.ok or r.warmup or not r.prompt_tokens or r.cached_tokens is None:
+            continue
+        key = r.session_id if r.session_id is not None else (r.user, r.conversation)
+        before = [p for p in by_key.get(key, ()) if p is not r and p.done <= r.start]
+        if not before or (r.session_id is None and r.turn == 0):
+            continue                    # a first turn: no history to keep
+        prev = max(before, key=lambda p: p.done)
+        history = (prev.prompt_tokens or 0) + (prev.output_tokens or 0)
+        if not history or history > r.prompt_tokens:
+            continue                    # not a prefix of this prompt: another history
+        lost = r.cached_tokens < LOST_BELOW * history
+        out.append((r, float(history - r.cached_tokens) if lost else 0.0))
+    return out
+
+
+def _pace_ms(r: Record) -> float | None:
+    """ms a prompt token of this request took to prefill, from the server's own timings
+    (llama.cpp's prompt_ms over prompt_n); None where it sends none. From TTFT alone it cannot
+    be told: under a queue the wait grows with the others' histories, in step with one's own."""
+    t = r.server_timing
+    if not t or not t.get("prompt_ms") or not t.get("prompt_n"):
+        return None
+    return float(t["prompt_ms"]) / float(t["prompt_n"])
+
+
+def reprefill(records: Sequence[Record], subject: Any, light: Any) -> Reprefill | None:
+    """Whether the step explained (``subject``) re-prefilled whole histories that the lighter
+    step (``light``) kept; None without cached-token counts (no cache counters: nothing can
+    be told from TTFT alone, plain queuing looks the same), or when it did not."""
+    if light is None or subject is None or light is subject:
+        return None
+    recs = list(records)
+    now = _history_lost(recs, _window(recs, subject))
+    before = _history_lost(recs, _window(recs, light))
+    if len(now) < MIN_LATER_TURNS or len(before) < 2:
+        return None
+    lost = [x for _, x in now if x > 0]
+    light_share = sum(1 for _, x in before if x > 0) / len(before)
+    if len(lost) < THRASHED * len(now) or light_share > LIGHT_LOST:
+        return None
+    # the re-prefill's time, where the server timed its prefill: of the later turns' TTFT
+    timed = [(r, x, p) for r, x in now if (p := _pace_ms(r)) is not None and r.ttft]
+    share = pace = None
+    if len(timed) == len(now):
+        spent = sum(x * p for _, x, p in timed) / 1000.0
+        share = min(1.0, spent / sum(r.ttft or 0.0 for r, _, _ in timed))
+        paces = sorted(p for _, _, p in timed)
+        pace = paces[len(paces) // 2]
+    return Reprefill(load=_get(subject, "load"), later_turns=len(now), lost=len(lost),
+                     lost_tokens=sum(lost) / len(lost),
+                     prompt_tokens=sum(r.prompt_tokens or 0 for r, _ in now) / len(now),
+                     light_load=_get(light, "load"), light_lost_share=light_share,
+                     ms_per_token=pace, ttft_share=share)
