@@ -18,7 +18,7 @@ beyond that each call re-prefills about X tokens", and what moves it on this kin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from llmbench.records.record import Record
@@ -320,6 +320,18 @@ def _window(records: Sequence[Record], step: Any) -> list[Record]:
     return window(records, _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end"))
 
 
+def _as_table(step: Any, c: StepCache) -> StepCache:
+    """A step of agents: its cache as the steps' table shows it (the sessions that started in
+    its hold, all their calls: ``analysis.sessions``), so the verdict quotes the table's
+    figures, not a second count over the hold window's calls."""
+    x = _get(step, "sessions")
+    share = _get(x, "cached_share") if x is not None else None
+    if share is None:
+        return c
+    return replace(c, cached_share=share, prefilled_per_call=_get(x, "prefilled_per_call"),
+                   session_tokens=_get(x, "context_tokens") or c.session_tokens)
+
+
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
                  server_samples: Sequence[dict[str, Any]] = (), unit: str = "users"
                  ) -> CacheFinding | None:
@@ -331,8 +343,8 @@ def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
         return None
     warm = held[-1]
     recs = list(records)
-    return finding(step_cache(_window(recs, warm), _get(warm, "load")),
-                   step_cache(_window(recs, broke), _get(broke, "load")),
+    return finding(_as_table(warm, step_cache(_window(recs, warm), _get(warm, "load"))),
+                   _as_table(broke, step_cache(_window(recs, broke), _get(broke, "load"))),
                    server_cache(server_samples, _get(warm, "hold_start"), _get(warm, "hold_end")),
                    server_cache(server_samples, _get(broke, "hold_start"), _get(broke, "hold_end")),
                    unit)
