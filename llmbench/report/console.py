@@ -301,6 +301,7 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
     """What the marks in the ramp table mean, each said once under it (not under every row):
     the busy machine or llmbench in the words of the last busy step (unless the verdict says
     it already), the untrustworthy and the drifting steps."""
+    from llmbench.analysis.rules.words import untrusted_words
     from llmbench.analysis.verdict import generator_cause, generator_sentence, lag_explains
     out = []
 
@@ -319,9 +320,12 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
                    + (" (the verdict above says what it changes)." if sentence[:60] in said
                       else f": {sentence}"))
         untrusted = [s for s in busy if not s.held and lag_explains(s)]
-        if untrusted:
-            out.append(f"{UNTRUSTED} not trustworthy {at(untrusted)}: llmbench's own lag could "
-                       "explain why the step broke.")
+        for cause in ("llmbench", "machine"):
+            # the cause the verdict's rules name (generator_cause), in their words
+            these = [s for s in untrusted if generator_cause(s.monitor) == cause]
+            if these:
+                out.append(f"{UNTRUSTED} not trustworthy {at(these)}: "
+                           f"{untrusted_words(these[-1].monitor)}.")
     drifting = [s for s in steps if s.drifting]
     if drifting:
         out.append(f"{DRIFTING} still drifting {at(drifting)}: latency was still climbing at "
