@@ -170,6 +170,92 @@ def _tokens(v: float | None) -> str:
     return "–" if v is None else f"{v:,.0f}"
 
 
+def _rates(server_warm: ServerCache | None, server_broke: ServerCache | None
+           ) -> tuple[float | None, float | None]:
+    return (server_warm.hit_rate if server_warm is not None else None,
+            server_broke.hit_rate if server_broke is not None else None)
+
+
+def _prefill_grew(warm: StepCache, broke: StepCache) -> bool:
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
+    return (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
+            and pb - pw >= PREFILL_MIN_TOKENS)
+
+
+def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
+                    server_broke: ServerCache | None) -> bool:
+    """The cache fell (by the server's counters where it has them for both windows, else by
+    the client's usage) and each call prefilled more."""
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    server_said = s_warm is not None and s_broke is not None
+    fell = _fell(s_warm, s_broke) if server_said else _fell(warm.cached_share, broke.cached_share)
+    grew = _prefill_grew(warm, broke)
+    if not grew and server_said and _fell(s_warm, s_broke) and broke.prefilled_per_call is None:
+        grew = True                       # no usage said; the server's counters did
+    return fell and grew
+
+
+def _slot_bound(kind: str | None, srv: ServerCache | None) -> bool:
+    """llama.cpp keeps one conversation's KV per slot: its slots, not its tokens, count."""
+    return kind == "llamacpp" and srv is not None and bool(srv.slots) and bool(srv.ctx_per_slot)
+
+
+def _set_capacity(f: CacheFinding, srv: ServerCache | None, kind: str | None, size: float
+                  ) -> float | None:
+    cap = _capacity(srv)
+    if cap is not None and size:
+        f.capacity_tokens = cap
+        f.capacity_sessions = cap / size
+        if _slot_bound(kind, srv):
+            assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
+            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
+    return cap
+
+
+def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
+                  server_broke: ServerCache | None, noun: str) -> list[str]:
+    """What the server's own counters say of its cache over the two windows."""
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    srv = server_broke or server_warm
+    out = []
+    if s_warm is not None and s_broke is not None:
+        fell = _fell(s_warm, s_broke)
+        out.append(f"The server's own counters {'agree' if fell else 'do not agree'}: "
+                   f"its prompt cache served {_pct(s_warm)} of prompt tokens at {warm.load:g} and "
+                   f"{_pct(s_broke)} at {broke.load:g} ({server_broke.source})."  # type: ignore[union-attr]
+                   )
+    elif srv is not None:
+        out.append(f"The server ({srv.kind}) reports no prompt-cache counters; this rests on the "
+                   "cached tokens its replies' usage reported.")
+    if srv is not None and srv.prefilled_tokens is not None and server_broke is not None \
+            and server_broke.prefilled_tokens is not None and server_warm is not None \
+            and server_warm.prefilled_tokens is not None:
+        out.append(f"It computed {_tokens(server_warm.prefilled_tokens)} prompt tokens in the "
+                   f"{warm.load:g}-{noun} hold window and {_tokens(server_broke.prefilled_tokens)} "
+                   f"in the {broke.load:g}-{noun} one (llamacpp:prompt_tokens_total).")
+    if server_broke is not None and server_broke.evicted_tokens:
+        out.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
+                   f"{broke.load:g}-{noun} window to fit its KV budget.")
+    return out
+
+
+def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
+                    cap: float | None, size: float) -> list[str]:
+    """How many sessions of this size its KV holds, and how full it was."""
+    out = []
+    if cap is not None and size and _slot_bound(kind, srv):
+        assert srv is not None and srv.slots is not None
+        out.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
+                   f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                   f"~{_tokens(size)} tokens.")
+    elif cap is not None and size:
+        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
+                   f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
+    if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
+        out.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
+    return out
+
+
 def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
             server_broke: ServerCache | None, unit: str = "users") -> CacheFinding | None:
     """Whether the step broke on the cache (warm: the last step that held), and why; None
@@ -177,71 +263,32 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
 
     The server's own counters decide where it has them for both windows (they see every
     request, not only those whose usage says); the client's usage decides otherwise."""
-    client_fell = _fell(warm.cached_share, broke.cached_share)
-    s_warm = server_warm.hit_rate if server_warm is not None else None
-    s_broke = server_broke.hit_rate if server_broke is not None else None
-    server_said = s_warm is not None and s_broke is not None
-    server_fell = _fell(s_warm, s_broke)
-    fell = server_fell if server_said else client_fell
-    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
-    grew = (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
-            and pb - pw >= PREFILL_MIN_TOKENS)
-    if not grew and server_said and server_fell and pb is None:
-        grew = True                       # no usage said; the server's counters did
-    if not (fell and grew):
+    if not _is_cache_bound(warm, broke, server_warm, server_broke):
         return None
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
     size = broke.session_tokens or warm.session_tokens or 0.0
     held = warm.load
     f = CacheFinding(sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
                      warm_share=warm.cached_share, broke_share=broke.cached_share,
-                     server_agrees=server_fell if server_said else None)
+                     server_agrees=(_fell(s_warm, s_broke) if s_warm is not None
+                                    and s_broke is not None else None))
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
-    cap = _capacity(srv)
-    if cap is not None and size:
-        f.capacity_tokens = cap
-        f.capacity_sessions = cap / size
-        if kind == "llamacpp" and srv is not None and srv.slots and srv.ctx_per_slot:
-            # one conversation's KV per slot: the slots, not the tokens, are the sessions
-            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
+    cap = _set_capacity(f, srv, kind, size)
     noun = "agents" if unit == "users" and broke.sessions and warm.sessions else unit
     f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
                   f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
                   f"{_tokens(pb)} tokens.")
-    ev = f.evidence
     one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
-    ev.append(f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
-              f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
-              f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
-              f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
-              "between their calls, so the first token waited for the whole context again.")
-    if server_said:
-        ev.append(f"The server's own counters {'agree' if server_fell else 'do not agree'}: "
-                  f"its prompt cache served {_pct(s_warm)} of prompt tokens at {warm.load:g} and "
-                  f"{_pct(s_broke)} at {broke.load:g} ({server_broke.source})."  # type: ignore[union-attr]
-                  )
-    elif srv is not None:
-        ev.append(f"The server ({kind}) reports no prompt-cache counters; this rests on the "
-                  "cached tokens its replies' usage reported.")
-    if srv is not None and srv.prefilled_tokens is not None and server_broke is not None \
-            and server_broke.prefilled_tokens is not None and server_warm is not None \
-            and server_warm.prefilled_tokens is not None:
-        ev.append(f"It computed {_tokens(server_warm.prefilled_tokens)} prompt tokens in the "
-                  f"{warm.load:g}-{noun} hold window and {_tokens(server_broke.prefilled_tokens)} "
-                  f"in the {broke.load:g}-{noun} one (llamacpp:prompt_tokens_total).")
-    if server_broke is not None and server_broke.evicted_tokens:
-        ev.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
-                  f"{broke.load:g}-{noun} window to fit its KV budget.")
-    if cap is not None and size and kind == "llamacpp" and srv is not None and srv.slots \
-            and srv.ctx_per_slot:
-        ev.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
-                  f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
-                  f"~{_tokens(size)} tokens.")
-    elif cap is not None and size:
-        ev.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
-                  f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
-    if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
-        ev.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
+    f.evidence.append(
+        f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
+        f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
+        f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
+        f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
+        "between their calls, so the first token waited for the whole context again.")
+    f.evidence += _server_lines(warm, broke, server_warm, server_broke, noun)
+    f.evidence += _capacity_lines(f, srv, kind, cap, size)
     f.advice = advice(kind, size, srv)
     return f
 
