@@ -49,6 +49,7 @@ class StepCache:
     prompt_per_call: float | None
     session_tokens: float | None        # a session's (conversation's) largest prompt, mean
     sessions: int
+    agents: bool = False                # agent sessions (session ids), not people's turns
 
 
 def step_cache(records: Sequence[Record], load: float) -> StepCache:
@@ -67,7 +68,7 @@ def step_cache(records: Sequence[Record], load: float) -> StepCache:
         prefilled_per_call=((prompt - cached) / len(told)) if told else None,
         prompt_per_call=(sum(r.prompt_tokens or 0 for r in ok) / len(ok)) if ok else None,
         session_tokens=(sum(largest.values()) / len(largest)) if largest else None,
-        sessions=len(largest))
+        sessions=len(largest), agents=any(r.session_id is not None for r in ok))
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,8 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
     cap = _set_capacity(f, srv, kind, size)
-    noun = "agents" if unit == "users" and broke.sessions and warm.sessions else unit
+    # a ramp of agents counts agents; of people taking turns, users
+    noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
     f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
                   f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
                   f"{_tokens(pb)} tokens.")

@@ -129,3 +129,17 @@ def test_an_agent_steps_cache_figures_are_the_tables():
     plain = [replace(s, sessions=None) for s in steps]
     g = ramp_finding(plain, recs, plain[1])
     assert g is not None and (g.warm_share, g.broke_share) == (0.8, 0.1)
+
+
+def test_a_chat_ramp_counts_users_and_an_agent_ramp_agents():
+    """People taking turns are users ("At 1 user", not "At 1 agent" as a chat ramp said on
+    the real llama.cpp); sessions with ids are agents."""
+    def rec(i, cached, sid=None):
+        return Record(f"r{i}", 0.0, start=float(i), ok=True, prompt_tokens=1000,
+                      cached_tokens=cached, session_id=sid, user=i % 2, conversation="c")
+    for sid, noun in ((None, "user"), ("s", "agent")):
+        warm = step_cache([rec(i, 800, sid) for i in range(6)], 1)
+        broke = step_cache([rec(i, 0, sid) for i in range(6)], 2)
+        assert warm.agents is (sid is not None)
+        f = finding(warm, broke, None, None, "users")
+        assert f is not None and f.evidence[0].startswith(f"At 1 {noun}, 80% of prompt tokens")
