@@ -508,7 +508,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     # Columns as views and, when every request succeeded (the usual case), no index copies:
     # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
     all_ok = n_ok == n
-    pick = slice(None) if all_ok else ok_idx
+    # (ok_idx is None exactly when every request succeeded)
+    pick: slice | np.ndarray = slice(None) if all_ok or ok_idx is None else ok_idx
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
     ntok_ok = ntok[pick]

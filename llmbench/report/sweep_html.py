@@ -243,7 +243,7 @@ def _failures(results: Sequence[SweepSetting]) -> list[str]:
 
 def _how_it_ran(doc: Run) -> list[str]:
     cfg = doc.config or {}
-    rows = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
+    rows: list[list[Any]] = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
             ["before", cfg.get("before") or "–"], ["url", cfg.get("url")],
             ["model", cfg.get("model") or "(asked from the server)"],
             ["ready timeout", f"{cfg.get('ready_timeout_s')} s"],
