@@ -22,9 +22,9 @@ CHAT = dict(turns=4, prompt_tokens="80", output_tokens="32", think="0", hold="6s
             ramp_in="0.3s", tokenizer="approx", keep_going=True)
 
 
-def _ramp(mock_factory, tmp_path, parallel: int, kv_tokens: int):
+def _ramp(mock_factory, tmp_path, parallel: int, kv_tokens: int, **mock):
     m = mock_factory(ttft_ms=20, itl_ms=10, tokens=32, parallel=parallel,
-                     prefill_ms_per_token=1.0, kv_tokens=kv_tokens)
+                     prefill_ms_per_token=1.0, kv_tokens=kv_tokens, **mock)
     r = llmbench.ramp(url=m.url + "/v1", model="mock", users="1,2,4", out=tmp_path,
                       threshold=["ttft.p95_all<=700ms"], **CHAT)
     run = llmbench.load_run(r.path)
@@ -54,5 +54,13 @@ def test_histories_evicted_between_users_are_said_with_their_tokens(mock_factory
 
 def test_plain_queuing_with_every_history_cached_says_nothing_of_it(mock_factory, tmp_path):
     run, found = _ramp(mock_factory, tmp_path, parallel=1, kv_tokens=100_000)
+    assert found is None
+    assert "re-prefilled" not in " ".join(run.verdict.evidence), run.verdict
+
+
+def test_the_same_thrashing_with_no_cache_counts_says_nothing(mock_factory, tmp_path):
+    # the histories are evicted as above, but the replies say nothing of cached tokens
+    # (Ollama's /v1 before 0.34): from TTFT alone it looks like plain queuing, so no word
+    run, found = _ramp(mock_factory, tmp_path, parallel=2, kv_tokens=500, cache_report="none")
     assert found is None
     assert "re-prefilled" not in " ".join(run.verdict.evidence), run.verdict
