@@ -308,7 +308,8 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
     def at(xs: Sequence[Step]) -> str:
         loads = [f"{x.load:g}" for x in xs]
         both = ", ".join(loads[:-1]) + " and " + loads[-1] if len(loads) > 1 else loads[0]
-        return f"at {both} {unit}"
+        # "at 1 user", as the verdict says it (not "at 1 users")
+        return f"at {both} {'user' if both == '1' and unit == 'users' else unit}"
     busy = [s for s in steps if s.monitor.get("overloaded")]
     if busy:
         last = busy[-1]

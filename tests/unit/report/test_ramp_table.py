@@ -99,3 +99,11 @@ def test_the_untrusted_mark_names_the_cause_the_verdict_names():
     mark = [m for m in console.marks_lines(own, v) if m.startswith(console.UNTRUSTED)]
     assert mark == [f"{console.UNTRUSTED} not trustworthy at 2 users: llmbench itself was busy, "
                     "and its own lag could explain why the step broke."]
+
+
+def test_a_mark_at_one_user_says_user():
+    one = _busy(1, 3.0)
+    marks = console.marks_lines([one])
+    assert marks[0].startswith(f"{console.BUSY} the machine was busy with other processes at "
+                               "1 user:"), marks
+    assert marks[1].startswith(f"{console.UNTRUSTED} not trustworthy at 1 user: "), marks
