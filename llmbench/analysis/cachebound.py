@@ -18,6 +18,7 @@ beyond that each call re-prefills about X tokens", and what moves it on this kin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -478,15 +479,24 @@ def _pace_ms(r: Record) -> float | None:
     return float(t["prompt_ms"]) / float(t["prompt_n"])
 
 
+def _step_and_window(records: Sequence[Record], step: Any) -> tuple[list[Record], list[Record]]:
+    """The step's requests up to the end of its hold (its ramp-in too: a window request's
+    previous turn is among them), and its hold window's; found on a column store's columns,
+    never every record of the run."""
+    from llmbench.records.definitions import window
+    pool = window(records, _get(step, "index"), -math.inf, _get(step, "hold_end"))
+    start = _get(step, "hold_start")
+    return pool, [r for r in pool if r.start >= start]
+
+
 def reprefill(records: Sequence[Record], subject: Any, light: Any) -> Reprefill | None:
     """Whether the step explained (``subject``) re-prefilled whole histories that the lighter
     step (``light``) kept; None without cached-token counts (no cache counters: nothing can
     be told from TTFT alone, plain queuing looks the same), or when it did not."""
     if light is None or subject is None or light is subject:
         return None
-    recs = list(records)
-    now = _history_lost(recs, _window(recs, subject))
-    before = _history_lost(recs, _window(recs, light))
+    now = _history_lost(*_step_and_window(records, subject))
+    before = _history_lost(*_step_and_window(records, light))
     if len(now) < MIN_LATER_TURNS or len(before) < 2:
         return None
     lost = [x for _, x in now if x > 0]

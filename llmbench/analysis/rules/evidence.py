@@ -152,5 +152,6 @@ def gather(steps: Sequence[Step], records: Sequence[Record], unit: str = "users"
                     itl_grew=itl_grew, ttft_grew=ttft_grew, crowded=crowded or None,
                     little=served_at_once(win, h0, h1, base_ttft_s), server=server,
                     telemetry=telemetry, cache=cache,
-                    reprefill=reprefill(records, subject, first), knee=knee_ or knee(steps, records, unit),
+                    # re-prefilled histories make the first token later: asked only then
+                    reprefill=reprefill(records, subject, first) if ttft_grew else None, knee=knee_ or knee(steps, records, unit),
                     server_kind=server_kind, scope=scope, c=c or Circumstances())
