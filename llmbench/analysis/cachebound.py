@@ -18,7 +18,8 @@ beyond that each call re-prefills about X tokens", and what moves it on this kin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from llmbench.records.record import Record
@@ -49,6 +50,7 @@ class StepCache:
     prompt_per_call: float | None
     session_tokens: float | None        # a session's (conversation's) largest prompt, mean
     sessions: int
+    agents: bool = False                # agent sessions (session ids), not people's turns
 
 
 def step_cache(records: Sequence[Record], load: float) -> StepCache:
@@ -67,7 +69,7 @@ def step_cache(records: Sequence[Record], load: float) -> StepCache:
         prefilled_per_call=((prompt - cached) / len(told)) if told else None,
         prompt_per_call=(sum(r.prompt_tokens or 0 for r in ok) / len(ok)) if ok else None,
         session_tokens=(sum(largest.values()) / len(largest)) if largest else None,
-        sessions=len(largest))
+        sessions=len(largest), agents=any(r.session_id is not None for r in ok))
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,92 @@ def _tokens(v: float | None) -> str:
     return "–" if v is None else f"{v:,.0f}"
 
 
+def _rates(server_warm: ServerCache | None, server_broke: ServerCache | None
+           ) -> tuple[float | None, float | None]:
+    return (server_warm.hit_rate if server_warm is not None else None,
+            server_broke.hit_rate if server_broke is not None else None)
+
+
+def _prefill_grew(warm: StepCache, broke: StepCache) -> bool:
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
+    return (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
+            and pb - pw >= PREFILL_MIN_TOKENS)
+
+
+def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
+                    server_broke: ServerCache | None) -> bool:
+    """The cache fell (by the server's counters where it has them for both windows, else by
+    the client's usage) and each call prefilled more."""
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    server_said = s_warm is not None and s_broke is not None
+    fell = _fell(s_warm, s_broke) if server_said else _fell(warm.cached_share, broke.cached_share)
+    grew = _prefill_grew(warm, broke)
+    if not grew and server_said and _fell(s_warm, s_broke) and broke.prefilled_per_call is None:
+        grew = True                       # no usage said; the server's counters did
+    return fell and grew
+
+
+def _slot_bound(kind: str | None, srv: ServerCache | None) -> bool:
+    """llama.cpp keeps one conversation's KV per slot: its slots, not its tokens, count."""
+    return kind == "llamacpp" and srv is not None and bool(srv.slots) and bool(srv.ctx_per_slot)
+
+
+def _set_capacity(f: CacheFinding, srv: ServerCache | None, kind: str | None, size: float
+                  ) -> float | None:
+    cap = _capacity(srv)
+    if cap is not None and size:
+        f.capacity_tokens = cap
+        f.capacity_sessions = cap / size
+        if _slot_bound(kind, srv):
+            assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
+            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
+    return cap
+
+
+def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
+                  server_broke: ServerCache | None, noun: str) -> list[str]:
+    """What the server's own counters say of its cache over the two windows."""
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    srv = server_broke or server_warm
+    out = []
+    if s_warm is not None and s_broke is not None:
+        fell = _fell(s_warm, s_broke)
+        out.append(f"The server's own counters {'agree' if fell else 'do not agree'}: "
+                   f"its prompt cache served {_pct(s_warm)} of prompt tokens at {warm.load:g} and "
+                   f"{_pct(s_broke)} at {broke.load:g} ({server_broke.source})."  # type: ignore[union-attr]
+                   )
+    elif srv is not None:
+        out.append(f"The server ({srv.kind}) reports no prompt-cache counters; this rests on the "
+                   "cached tokens its replies' usage reported.")
+    if srv is not None and srv.prefilled_tokens is not None and server_broke is not None \
+            and server_broke.prefilled_tokens is not None and server_warm is not None \
+            and server_warm.prefilled_tokens is not None:
+        out.append(f"It computed {_tokens(server_warm.prefilled_tokens)} prompt tokens in the "
+                   f"{warm.load:g}-{noun} hold window and {_tokens(server_broke.prefilled_tokens)} "
+                   f"in the {broke.load:g}-{noun} one (llamacpp:prompt_tokens_total).")
+    if server_broke is not None and server_broke.evicted_tokens:
+        out.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
+                   f"{broke.load:g}-{noun} window to fit its KV budget.")
+    return out
+
+
+def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
+                    cap: float | None, size: float) -> list[str]:
+    """How many sessions of this size its KV holds, and how full it was."""
+    out = []
+    if cap is not None and size and _slot_bound(kind, srv):
+        assert srv is not None and srv.slots is not None
+        out.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
+                   f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                   f"~{_tokens(size)} tokens.")
+    elif cap is not None and size:
+        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
+                   f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
+    if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
+        out.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
+    return out
+
+
 def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
             server_broke: ServerCache | None, unit: str = "users") -> CacheFinding | None:
     """Whether the step broke on the cache (warm: the last step that held), and why; None
@@ -177,71 +265,33 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
 
     The server's own counters decide where it has them for both windows (they see every
     request, not only those whose usage says); the client's usage decides otherwise."""
-    client_fell = _fell(warm.cached_share, broke.cached_share)
-    s_warm = server_warm.hit_rate if server_warm is not None else None
-    s_broke = server_broke.hit_rate if server_broke is not None else None
-    server_said = s_warm is not None and s_broke is not None
-    server_fell = _fell(s_warm, s_broke)
-    fell = server_fell if server_said else client_fell
-    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
-    grew = (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
-            and pb - pw >= PREFILL_MIN_TOKENS)
-    if not grew and server_said and server_fell and pb is None:
-        grew = True                       # no usage said; the server's counters did
-    if not (fell and grew):
+    if not _is_cache_bound(warm, broke, server_warm, server_broke):
         return None
+    s_warm, s_broke = _rates(server_warm, server_broke)
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
     size = broke.session_tokens or warm.session_tokens or 0.0
     held = warm.load
     f = CacheFinding(sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
                      warm_share=warm.cached_share, broke_share=broke.cached_share,
-                     server_agrees=server_fell if server_said else None)
+                     server_agrees=(_fell(s_warm, s_broke) if s_warm is not None
+                                    and s_broke is not None else None))
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
-    cap = _capacity(srv)
-    if cap is not None and size:
-        f.capacity_tokens = cap
-        f.capacity_sessions = cap / size
-        if kind == "llamacpp" and srv is not None and srv.slots and srv.ctx_per_slot:
-            # one conversation's KV per slot: the slots, not the tokens, are the sessions
-            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
-    noun = "agents" if unit == "users" and broke.sessions and warm.sessions else unit
+    cap = _set_capacity(f, srv, kind, size)
+    # a ramp of agents counts agents; of people taking turns, users
+    noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
     f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
                   f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
                   f"{_tokens(pb)} tokens.")
-    ev = f.evidence
     one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
-    ev.append(f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
-              f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
-              f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
-              f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
-              "between their calls, so the first token waited for the whole context again.")
-    if server_said:
-        ev.append(f"The server's own counters {'agree' if server_fell else 'do not agree'}: "
-                  f"its prompt cache served {_pct(s_warm)} of prompt tokens at {warm.load:g} and "
-                  f"{_pct(s_broke)} at {broke.load:g} ({server_broke.source})."  # type: ignore[union-attr]
-                  )
-    elif srv is not None:
-        ev.append(f"The server ({kind}) reports no prompt-cache counters; this rests on the "
-                  "cached tokens its replies' usage reported.")
-    if srv is not None and srv.prefilled_tokens is not None and server_broke is not None \
-            and server_broke.prefilled_tokens is not None and server_warm is not None \
-            and server_warm.prefilled_tokens is not None:
-        ev.append(f"It computed {_tokens(server_warm.prefilled_tokens)} prompt tokens in the "
-                  f"{warm.load:g}-{noun} hold window and {_tokens(server_broke.prefilled_tokens)} "
-                  f"in the {broke.load:g}-{noun} one (llamacpp:prompt_tokens_total).")
-    if server_broke is not None and server_broke.evicted_tokens:
-        ev.append(f"It evicted {_tokens(server_broke.evicted_tokens)} cached tokens in the "
-                  f"{broke.load:g}-{noun} window to fit its KV budget.")
-    if cap is not None and size and kind == "llamacpp" and srv is not None and srv.slots \
-            and srv.ctx_per_slot:
-        ev.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
-                  f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
-                  f"~{_tokens(size)} tokens.")
-    elif cap is not None and size:
-        ev.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
-                  f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
-    if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
-        ev.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
+    f.evidence.append(
+        f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
+        f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
+        f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
+        f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
+        "between their calls, so the first token waited for the whole context again.")
+    f.evidence += _server_lines(warm, broke, server_warm, server_broke, noun)
+    f.evidence += _capacity_lines(f, srv, kind, cap, size)
     f.advice = advice(kind, size, srv)
     return f
 
@@ -320,6 +370,18 @@ def _window(records: Sequence[Record], step: Any) -> list[Record]:
     return window(records, _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end"))
 
 
+def _as_table(step: Any, c: StepCache) -> StepCache:
+    """A step of agents: its cache as the steps' table shows it (the sessions that started in
+    its hold, all their calls: ``analysis.sessions``), so the verdict quotes the table's
+    figures, not a second count over the hold window's calls."""
+    x = _get(step, "sessions")
+    share = _get(x, "cached_share") if x is not None else None
+    if share is None:
+        return c
+    return replace(c, cached_share=share, prefilled_per_call=_get(x, "prefilled_per_call"),
+                   session_tokens=_get(x, "context_tokens") or c.session_tokens)
+
+
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
                  server_samples: Sequence[dict[str, Any]] = (), unit: str = "users"
                  ) -> CacheFinding | None:
@@ -331,8 +393,126 @@ def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
         return None
     warm = held[-1]
     recs = list(records)
-    return finding(step_cache(_window(recs, warm), _get(warm, "load")),
-                   step_cache(_window(recs, broke), _get(broke, "load")),
+    return finding(_as_table(warm, step_cache(_window(recs, warm), _get(warm, "load"))),
+                   _as_table(broke, step_cache(_window(recs, broke), _get(broke, "load"))),
                    server_cache(server_samples, _get(warm, "hold_start"), _get(warm, "hold_end")),
                    server_cache(server_samples, _get(broke, "hold_start"), _get(broke, "hold_end")),
                    unit)
+
+
+# "Re-prefilled its whole history": a later turn whose cache served under this share of the
+# history it resent (the previous turn's prompt and reply)
+LOST_BELOW = 0.5
+# the step explained thrashed when at least this share of its later turns lost their history,
+# the lighter step kept it when at most LIGHT_LOST did: the cache held the histories of fewer
+# users than took turns (a server with no cache loses them at one user too: not this)
+THRASHED = 0.5
+LIGHT_LOST = 0.2
+MIN_LATER_TURNS = 4
+
+
+@dataclass(frozen=True)
+class Reprefill:
+    """Later turns that prefilled their whole history again at the step explained, against
+    the lighter step that kept it: one KV state thrashed between users. Where the server timed
+    its prefill (llama.cpp's timings): ``ms_per_token``, its median pace, and ``ttft_share``,
+    the re-prefill's share of the later turns' TTFT."""
+
+    load: float
+    later_turns: int
+    lost: int
+    lost_tokens: float                  # history tokens re-prefilled a later turn, mean
+    prompt_tokens: float                # a later turn's prompt, mean
+    light_load: float
+    light_lost_share: float
+    ms_per_token: float | None = None
+    ttft_share: float | None = None
+
+    def sentence(self, unit: str = "users") -> str:
+        from llmbench.results.schema import amount
+        text = (f"At {amount(self.load, unit)}, {self.lost} of {self.later_turns} later turns "
+                f"re-prefilled their whole history (~{_tokens(self.lost_tokens)} tokens a "
+                f"call, of ~{_tokens(self.prompt_tokens)}), where at "
+                f"{amount(self.light_load, unit)} {self.light_lost_share * 100:.0f}% did: one "
+                "KV state thrashed between users, the server's cache keeping fewer users' "
+                "histories than took turns.")
+        if self.ttft_share is not None and self.ms_per_token is not None:
+            text += (f" That prefill was about {self.ttft_share * 100:.0f}% of their TTFT "
+                     f"({self.ms_per_token:.2f} ms a token, the server's timings).")
+        return text
+
+
+def _history_lost(records: Sequence[Record], window: Sequence[Record]
+                  ) -> list[tuple[Record, float]]:
+    """The window's later turns whose usage said what was cached, each with the history
+    tokens it prefilled again (0 when the cache kept it): its conversation's previous call,
+    prompt and reply, is the history it resent."""
+    by_key: dict[Any, list[Record]] = {}
+    for r in records:
+        if r.ok and r.prompt_tokens:
+            key = r.session_id if r.session_id is not None else (r.user, r.conversation)
+            by_key.setdefault(key, []).append(r)
+    out = []
+    for r in window:
+        if not r.ok or r.warmup or not r.prompt_tokens or r.cached_tokens is None:
+            continue
+        key = r.session_id if r.session_id is not None else (r.user, r.conversation)
+        before = [p for p in by_key.get(key, ()) if p is not r and p.done <= r.start]
+        if not before or (r.session_id is None and r.turn == 0):
+            continue                    # a first turn: no history to keep
+        prev = max(before, key=lambda p: p.done)
+        history = (prev.prompt_tokens or 0) + (prev.output_tokens or 0)
+        if not history or history > r.prompt_tokens:
+            continue                    # not a prefix of this prompt: another history
+        lost = r.cached_tokens < LOST_BELOW * history
+        out.append((r, float(history - r.cached_tokens) if lost else 0.0))
+    return out
+
+
+def _pace_ms(r: Record) -> float | None:
+    """ms a prompt token of this request took to prefill, from the server's own timings
+    (llama.cpp's prompt_ms over prompt_n); None where it sends none. From TTFT alone it cannot
+    be told: under a queue the wait grows with the others' histories, in step with one's own."""
+    t = r.server_timing
+    if not t or not t.get("prompt_ms") or not t.get("prompt_n"):
+        return None
+    return float(t["prompt_ms"]) / float(t["prompt_n"])
+
+
+def _step_and_window(records: Sequence[Record], step: Any) -> tuple[list[Record], list[Record]]:
+    """The step's requests up to the end of its hold (its ramp-in too: a window request's
+    previous turn is among them), and its hold window's; found on a column store's columns,
+    never every record of the run."""
+    from llmbench.records.definitions import window
+    pool = window(records, _get(step, "index"), -math.inf, _get(step, "hold_end"))
+    start = _get(step, "hold_start")
+    return pool, [r for r in pool if r.start >= start]
+
+
+def reprefill(records: Sequence[Record], subject: Any, light: Any) -> Reprefill | None:
+    """Whether the step explained (``subject``) re-prefilled whole histories that the lighter
+    step (``light``) kept; None without cached-token counts (no cache counters: nothing can
+    be told from TTFT alone, plain queuing looks the same), or when it did not."""
+    if light is None or subject is None or light is subject:
+        return None
+    now = _history_lost(*_step_and_window(records, subject))
+    before = _history_lost(*_step_and_window(records, light))
+    if len(now) < MIN_LATER_TURNS or len(before) < 2:
+        return None
+    lost = [x for _, x in now if x > 0]
+    light_share = sum(1 for _, x in before if x > 0) / len(before)
+    if len(lost) < THRASHED * len(now) or light_share > LIGHT_LOST:
+        return None
+    # the re-prefill's time, where the server timed its prefill: of the later turns' TTFT
+    timed = [(r, x, p) for r, x in now if (p := _pace_ms(r)) is not None and r.ttft]
+    share = pace = None
+    if len(timed) == len(now):
+        spent = sum(x * p for _, x, p in timed) / 1000.0
+        share = min(1.0, spent / sum(r.ttft or 0.0 for r, _, _ in timed))
+        paces = sorted(p for _, _, p in timed)
+        pace = paces[len(paces) // 2]
+    return Reprefill(load=_get(subject, "load"), later_turns=len(now), lost=len(lost),
+                     lost_tokens=sum(lost) / len(lost),
+                     prompt_tokens=sum(r.prompt_tokens or 0 for r, _ in now) / len(now),
+                     light_load=_get(light, "load"), light_lost_share=light_share,
+                     ms_per_token=pace, ttft_share=share)

@@ -262,7 +262,7 @@ def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
             c.failed_checks[0], c.summary.failed) if c.failed_checks else None)
         if parts:
             out.broke_because = "; ".join(parts)
-    out = finish_text(out, unit)
+    out = finish_text(out, unit, ladder)
     loads = []
     if top is not None and top.classes:
         loads.append(f"At {amount(top.load, unit)}: {_loads_text(top, unit)}")

@@ -62,14 +62,15 @@ def finish(search: Search, ladder: Sequence[Step], knee: Knee | None, unit: str)
         out.interval_method = (f"where {knee.threshold} is crossed, interpolated between "
                                f"{_load(lim, unit)} and {amount(top, unit)} from their "
                                "requests (95 % bootstrap interval)")
-    return finish_text(out, unit)
+    return finish_text(out, unit, ladder)
 
 
-def finish_text(search: Search, unit: str) -> Search:
+def finish_text(search: Search, unit: str, steps: Sequence[Step] = ()) -> Search:
     """The search's ``uncertain`` and ``text`` from its fields (again, after a scenario's blame
-    rewrote ``broke_because``: analysis.classes.search_blame)."""
+    rewrote ``broke_because``: analysis.classes.search_blame); ``steps``: the ramp's, where
+    the step the generator lagged at says who had the CPU."""
     out = replace(search)
-    out.uncertain = _uncertain(out, unit)
+    out.uncertain = _uncertain(out, unit, steps)
     out.text = _text(out, unit)
     return out
 
@@ -89,7 +90,18 @@ def _open(lim: float, top: float | None, unit: str, resolution: float) -> str | 
     return f"{lim:g} to {top:g} {unit} not narrowed to {resolution * 100:g} %"
 
 
-def _uncertain(s: Search, unit: str) -> str | None:
+def _lag_words(s: Search, steps: Sequence[Step]) -> str:
+    """Who had the CPU when the generator lagged at the last step tried, as the verdict's
+    rules decide it (``generator_cause``): a busy machine's other processes, or llmbench."""
+    from llmbench.analysis.rules.words import generator_cause
+    at = s.trials[-1].index if s.trials else None
+    step = next((st for st in steps if st.index == at), None) if at is not None else None
+    if step is not None and step.monitor and generator_cause(step.monitor) == "machine":
+        return "other processes had the CPU, so its lag broke that step"
+    return "its own lag broke that step"
+
+
+def _uncertain(s: Search, unit: str, steps: Sequence[Step] = ()) -> str | None:
     lim, top = s.limit, s.broke_at
     gap = _open(lim, top, unit, s.resolution)
     sustain = duration(s.sustain_s)
@@ -104,9 +116,9 @@ def _uncertain(s: Search, unit: str) -> str | None:
         # the step it lagged at is the last tried (never a bound: the server did not break
         # it), not the least load that broke
         lagged = s.trials[-1].load if s.trials else (top or lim)
-        return (f"the load generator could not hold {amount(lagged, unit)} (its own lag "
-                f"broke that step): the server's limit is at least {amount(lim, unit)}, not "
-                "measured above")
+        return (f"the load generator could not hold {amount(lagged, unit)} "
+                f"({_lag_words(s, steps)}): the server's limit is at least "
+                f"{amount(lim, unit)}, not measured above")
     if s.stopped == "unconfirmed":
         return (f"each limit the search found broke when held for {sustain}: the server "
                 "does not hold a steady load there (a longer --hold, or --repeat, tells more)")

@@ -439,6 +439,21 @@ def _count_s(us: np.ndarray, test: Callable[[np.ndarray], np.ndarray]) -> int:
                for i in range(0, len(us), _CHUNK))
 
 
+def _failed_and_cancelled(st: RecordStore, okm: np.ndarray
+                          ) -> tuple[np.ndarray, int, np.ndarray]:
+    """The failed requests' rows, how many the users cancelled (--abandon: neither successes
+    nor failures), and the TTFT (ms, sorted) of the cancelled replies that had a first token."""
+    cancel_id = st.str_id("cancelled")
+    cancel_m = (st.col("error_kind") == cancel_id) & ~okm if cancel_id >= 0 else None
+    cancel_idx = np.nonzero(cancel_m)[0] if cancel_m is not None else np.zeros(0, np.int64)
+    fail_idx = np.nonzero(~okm if cancel_m is None else ~okm & ~cancel_m)[0]
+    n_cancel = len(cancel_idx)
+    cancel_ttft_ms = np.sort(np.array(
+        [r.ttft * 1000.0 for r in st.records_at(cancel_idx) if r.ttft is not None],
+        dtype=float)) if n_cancel else np.zeros(0)
+    return fail_idx, n_cancel, cancel_ttft_ms
+
+
 def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                      goodput_slo_ms: dict[str, float] | None, stall_s: float,
                      percentiles: Iterable[float], split_turns: bool,
@@ -453,14 +468,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     # --abandon: requests the user cancelled are neither successes nor failures (their own
     # outcome, counted apart); in the failure-aware percentiles they count as not answered
     # in time, and a reply stopped mid-stream keeps its real TTFT there
-    cancel_id = st.str_id("cancelled")
-    cancel_m = (st.col("error_kind") == cancel_id) & ~okm if cancel_id >= 0 else None
-    cancel_idx = np.nonzero(cancel_m)[0] if cancel_m is not None else np.zeros(0, np.int64)
-    fail_idx = np.nonzero(~okm if cancel_m is None else ~okm & ~cancel_m)[0]
-    n_cancel = len(cancel_idx)
-    cancel_ttft_ms = np.sort(np.array(
-        [r.ttft * 1000.0 for r in st.records_at(cancel_idx) if r.ttft is not None],
-        dtype=float)) if n_cancel else np.zeros(0)
+    fail_idx, n_cancel, cancel_ttft_ms = _failed_and_cancelled(st, okm)
     n_ok = n - len(fail_idx) - n_cancel
     # every request succeeded (the usual case): no index of them (8 MB at a million requests)
     ok_idx = np.nonzero(okm)[0] if n_ok < n else None
@@ -500,7 +508,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     # Columns as views and, when every request succeeded (the usual case), no index copies:
     # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
     all_ok = n_ok == n
-    pick = slice(None) if all_ok else ok_idx
+    # (ok_idx is None exactly when every request succeeded)
+    pick: slice | np.ndarray = slice(None) if all_ok or ok_idx is None else ok_idx
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
     ntok_ok = ntok[pick]
@@ -604,6 +613,69 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del ms
 
     extras = st.extras()
+    stalls, requests_with_stalls = _gap_figures(st, extras, ntok, ntok_ok, okm, off, ok_idx,
+                                                plain_tok, stall_s, within, percentiles,
+                                                done_with, within_hits)
+    del ntok_ok, plain_tok
+    peak_tok, peak_conc = _buckets_store(st, ok_idx)
+
+    # the Summary's fields, as they are computed
+    s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
+                  peak_conc)
+    for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
+                 "itl_per_token", "max_gap"):
+        s[name] = stat_part[name]
+    if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
+        ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
+        _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
+        del ok_recs
+    if any(okm[i] and (e.get("first_tool") is not None or e.get("output_valid") is not None
+                       or e.get("embeddings") is not None) for i, e in extras.items()):
+        _agents(s, st, extras, okm, n_ok, duration, percentiles)
+    for name in CENSORED_METRICS:
+        s[name] = s[name].with_all(n, cens_part[name])
+    s["within"] = [Within.of(wname, limit_ms, within_hits[(wname, limit_ms)] / n if n else None)
+                   for wname, limit_ms in within if (wname, limit_ms) in within_hits]
+    _outcomes(s, st, n, n_ok, fail_idx, n_cancel, len(cancel_ttft_ms))
+    s["stalls"] = stalls
+    s["stall_threshold_s"] = stall_s
+    s["requests_with_stalls"] = requests_with_stalls
+    _streams(s, st, okm, pick, n, split_turns)
+    _server_side(s, st, extras, okm, pick, percentiles)
+    _send_delay(s, st, n)
+    _cache_share(s, st, pick)
+    turn, _ = st.ints("turn")
+    if split_turns and (turn > 0).any():
+        s["by_turn"] = {
+            "first": _summarize_store(st.select(turn == 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+            "later": _summarize_store(st.select(turn > 0), t0=t0, t_end=t_end,
+                                      goodput_slo_ms=None, percentiles=percentiles,
+                                      stall_s=stall_s, split_turns=False, within=()),
+        }
+    # each request's phases (connect, TLS, wait, ...), when its transport stamped them; kept
+    # apart from the flat keys above so that older summaries are written as before
+    phases = summarize_phases(st, okm)
+    if phases is not None:
+        s["extra"] = {PHASES_KEY: phases}
+    return Summary(**s)
+
+
+def _count_gaps(gaps: np.ndarray | _IntHist, test: Callable[[np.ndarray], np.ndarray]) -> int:
+    return gaps.count(test) if isinstance(gaps, _IntHist) else _count_s(gaps, test)
+
+
+def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.ndarray,
+                 ntok_ok: np.ndarray, okm: np.ndarray, off: np.ndarray,
+                 ok_idx: np.ndarray | None, plain_tok: np.ndarray, stall_s: float,
+                 within: tuple[tuple[str, float], ...], percentiles: tuple[float, ...],
+                 done_with: Callable[..., None], within_hits: dict[tuple[str, float], int]
+                 ) -> tuple[int, int]:
+    """The gaps between token events: ITL, ITL per token, the largest gap of each request,
+    stalls, and their "within" shares (into ``done_with`` and ``within_hits``); returns
+    (stalls, requests with a stall). ``plain_tok`` is marked in place where a request's token
+    counts say its events carried several tokens."""
     counted = np.array(sorted(i for i, e in extras.items()
                               if e.get("token_counts") is not None and okm[i]), dtype=np.int64)
     ok_counted = [] if not len(counted) else counted if ok_idx is None else \
@@ -632,7 +704,6 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         gap_start = np.concatenate((np.zeros(1, np.int64),
                                     np.cumsum(n_gaps, dtype=np.int64)[:-1]))
         per_tok_us = itl_us[np.repeat(plain_tok, n_gaps)]
-    del ntok_ok
     spread: list[float] = []
     for k in ok_counted:
         assert n_gaps is not None and gap_start is not None
@@ -645,9 +716,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         for gap, c in zip(gaps, counts[1:]):
             c = max(int(c), 1)
             spread.extend([float(gap) / c] * c)
-    del gap_start, n_gaps, plain_tok
-    def count(gaps: np.ndarray | _IntHist, test: Callable[[np.ndarray], np.ndarray]) -> int:
-        return gaps.count(test) if isinstance(gaps, _IntHist) else _count_s(gaps, test)
+    del gap_start, n_gaps
+    count = _count_gaps
     stalls = count(itl_us, lambda v: v > stall_s)
     for wname, limit_ms in within:
         if wname in ("itl", "itl_per_token"):
@@ -663,26 +733,13 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
               itl_stats if per_tok_us is None else
               _int_stats_ms(per_tok_us, percentiles) if not spread else
               stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
-    del itl_us, per_tok_us, spread
-    peak_tok, peak_conc = _buckets_store(st, ok_idx)
+    return stalls, requests_with_stalls
 
-    # the Summary's fields, as they are computed
-    s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
-                  peak_conc)
-    for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
-                 "itl_per_token", "max_gap"):
-        s[name] = stat_part[name]
-    if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
-        ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
-        _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
-        del ok_recs
-    if any(okm[i] and (e.get("first_tool") is not None or e.get("output_valid") is not None
-                       or e.get("embeddings") is not None) for i, e in extras.items()):
-        _agents(s, st, extras, okm, n_ok, duration, percentiles)
-    for name in CENSORED_METRICS:
-        s[name] = s[name].with_all(n, cens_part[name])
-    s["within"] = [Within.of(wname, limit_ms, within_hits[(wname, limit_ms)] / n if n else None)
-                   for wname, limit_ms in within if (wname, limit_ms) in within_hits]
+
+def _outcomes(s: dict[str, Any], st: RecordStore, n: int, n_ok: int, fail_idx: np.ndarray,
+              n_cancel: int, n_cancel_ttft: int) -> None:
+    """How the requests ended: counts, shares, the failures' kinds, statuses and samples,
+    and the users' cancellations (--abandon)."""
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = n_ok / n if n else None
@@ -693,11 +750,14 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del failed
     if n_cancel:
         s["cancelled"] = n_cancel
-        s["cancelled_waiting"] = n_cancel - len(cancel_ttft_ms)     # before any token
+        s["cancelled_waiting"] = n_cancel - n_cancel_ttft     # before any token
         s["cancel_rate"] = n_cancel / n
-    s["stalls"] = stalls
-    s["stall_threshold_s"] = stall_s
-    s["requests_with_stalls"] = requests_with_stalls
+
+
+def _streams(s: dict[str, Any], st: RecordStore, okm: np.ndarray, pick: slice | np.ndarray,
+             n: int, split_turns: bool) -> None:
+    """Where the output counts came from, whether replies streamed and in bursts, and which
+    backends served them."""
     table = st.table()
     sources = {table[i] for i in np.unique(st.view_strs("output_tokens_source")[pick])}
     s["output_tokens_source"] = ("none" if not sources else sources.pop() if len(sources) == 1
@@ -710,13 +770,28 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     if split_turns and len(s["served_by"]) > 1:
         from llmbench.analysis.backends import backends
         s["backends"] = backends(st)
+
+
+def _server_side(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]],
+                 okm: np.ndarray, pick: slice | np.ndarray, percentiles: tuple[float, ...]
+                 ) -> None:
+    """What the server said of its own queue: Ollama's slot wait, a server_queue_ms."""
     wait = ollama_slot_wait_s(st.records_at(sorted(i for i in extras if okm[i]
                                                    and extras[i].get("server_timing"))))
     if wait:
         s["server_slot_wait"] = Metric.of("server_slot_wait", {
             k: v for k, v in stats_ms(wait, percentiles).items() if k != "count"})
-    # the client's own send delay, over every measured request that got that far (as above)
-    # (a block at a time into one array; stats_ms's arithmetic, x * 1000, done in place)
+    sq = st.view("server_queue_ms")[pick]
+    sq = sq[~np.isnan(sq)] / 1000.0
+    sq *= 1000.0                                    # as stats_ms scales seconds
+    if len(sq):
+        s["server_queue"] = Metric.of("server_queue", {
+            k: v for k, v in _own_stats_ms(sq, percentiles).items() if k != "count"})
+
+
+def _send_delay(s: dict[str, Any], st: RecordStore, n: int) -> None:
+    """The client's own send delay, over every measured request that got that far (a block at
+    a time into one array; stats_ms's arithmetic, x * 1000, done in place)."""
     sent_v, start_v = st.view("sent"), st.view("start")
     got_n = sum(int(np.count_nonzero(~np.isnan(sent_v[c:c + _CHUNK])))
                 for c in range(0, n, _CHUNK))
@@ -733,42 +808,23 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     sd_stats = _own_stats_ms(sd, (50.0, 99.0))
     s["send_delay"] = Metric.of("send_delay", {"count": len(sd), **{
         stat: sd_stats[stat] for stat in ("mean", "p50", "p99", "max")}})
-    del sd
-    sq = st.view("server_queue_ms")[pick]
-    sq = sq[~np.isnan(sq)] / 1000.0
-    sq *= 1000.0                                    # as stats_ms scales seconds
-    if len(sq):
-        s["server_queue"] = Metric.of("server_queue", {
-            k: v for k, v in _own_stats_ms(sq, percentiles).items() if k != "count"})
+
+
+def _cache_share(s: dict[str, Any], st: RecordStore, pick: slice | np.ndarray) -> None:
+    """The share of prompt tokens the server took from its prefix cache, over the successful
+    requests that said (usage.prompt_tokens_details.cached_tokens, llama.cpp's
+    timings.cache_n, Ollama's short prompt_eval_count): a repeated prompt's TTFT skips its
+    prefill, so a high share flatters the run (checks.prompt_cache says when)."""
     cached, cached_present = st.ints("cached_tokens")
-    if cached_present[pick].any():
-        s["cached_prompt_tokens"] = int(cached[pick].sum())
-        # the share of prompt tokens the server took from its prefix cache, over the
-        # successful requests that said (usage.prompt_tokens_details.cached_tokens, llama.cpp's
-        # timings.cache_n, Ollama's short prompt_eval_count): a repeated prompt's TTFT skips
-        # its prefill, so a high share flatters the run (checks.prompt_cache says when)
-        prompt, prompt_present = st.ints("prompt_tokens")
-        told = cached_present[pick] & prompt_present[pick]
-        total = int(prompt[pick][told].sum())
-        s["cached_reported"] = int(np.count_nonzero(told))
-        s["cached_prompt_share"] = (min(int(cached[pick][told].sum()) / total, 1.0)
-                                    if total else None)
-    turn, _ = st.ints("turn")
-    if split_turns and (turn > 0).any():
-        s["by_turn"] = {
-            "first": _summarize_store(st.select(turn == 0), t0=t0, t_end=t_end,
-                                      goodput_slo_ms=None, percentiles=percentiles,
-                                      stall_s=stall_s, split_turns=False, within=()),
-            "later": _summarize_store(st.select(turn > 0), t0=t0, t_end=t_end,
-                                      goodput_slo_ms=None, percentiles=percentiles,
-                                      stall_s=stall_s, split_turns=False, within=()),
-        }
-    # each request's phases (connect, TLS, wait, ...), when its transport stamped them; kept
-    # apart from the flat keys above so that older summaries are written as before
-    phases = summarize_phases(st, okm)
-    if phases is not None:
-        s["extra"] = {PHASES_KEY: phases}
-    return Summary(**s)
+    if not cached_present[pick].any():
+        return
+    s["cached_prompt_tokens"] = int(cached[pick].sum())
+    prompt, prompt_present = st.ints("prompt_tokens")
+    told = cached_present[pick] & prompt_present[pick]
+    total = int(prompt[pick][told].sum())
+    s["cached_reported"] = int(np.count_nonzero(told))
+    s["cached_prompt_share"] = (min(int(cached[pick][told].sum()) / total, 1.0)
+                                if total else None)
 
 
 # -- tokens that arrive in bursts: a buffer between llmbench and the model -------------------

@@ -145,40 +145,57 @@ def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
                 min=s["min"], max=s["max"], p90=s["p90"], p95=s["p95"], p99=s["p99"])
 
 
+def _cache_figures(stats: Sequence[SessionStat]) -> dict[str, Any]:
+    """The cache's figures over the calls whose usage said what was cached."""
+    told = [s for s in stats if s.cached_tokens is not None]
+    reported = sum(s.reported_prompt for s in told)
+    cached = sum(s.cached_tokens or 0 for s in told) if told else None
+    calls_told = sum(s.reported_calls for s in told)
+    return dict(
+        cached_tokens=cached,
+        cached_share=(cached / reported) if cached is not None and reported else None,
+        prefilled_per_call=((reported - (cached or 0)) / calls_told) if calls_told else None)
+
+
+def _ms(v_s: float | None) -> float | None:
+    return None if v_s is None else v_s * 1000.0
+
+
+def _slowest(done: Sequence[SessionStat]) -> Slowest | None:
+    slowest = max(done, key=lambda s: s.duration_s, default=None)
+    if slowest is None:
+        return None
+    return Slowest(slowest.session_id, slowest.duration_s * 1000.0, slowest.slowest_step,
+                   _ms(slowest.slowest_e2el_s), _ms(slowest.slowest_ttft_s))
+
+
+def _window_s(stats: Sequence[SessionStat], window_s: float | None) -> float | None:
+    if window_s is None and stats:
+        return max(s.end for s in stats) - min(s.start for s in stats)
+    return window_s
+
+
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
     (default: from the first session's start to the last one's end). Sessions joined mid-way
     (``joined``) are counted apart: their calls are the sessions' calls (steps' TTFT, tokens,
     the cache), but they are not started, completed or in the per-session statistics, since
     what they took is part of a session only."""
-    joined = [s for s in stats if s.joined]
     whole = [s for s in stats if not s.joined]
     done = [s for s in whole if s.complete]
-    if window_s is None and stats:
-        window_s = max(s.end for s in stats) - min(s.start for s in stats)
-    told = [s for s in stats if s.cached_tokens is not None]
-    reported = sum(s.reported_prompt for s in told)
-    cached = sum(s.cached_tokens or 0 for s in told) if told else None
-    calls_told = sum(s.reported_calls for s in told)
-    slowest = max(done, key=lambda s: s.duration_s, default=None)
+    window_s = _window_s(stats, window_s)
     return Sessions(
         started=len(whole), completed=len(done), failed=sum(1 for s in whole if s.failed),
-        cut_short=sum(1 for s in whole if s.cut_short), joined=len(joined),
+        cut_short=sum(1 for s in whole if s.cut_short), joined=len(stats) - len(whole),
         duration=_dist([s.duration_s for s in done]), model=_dist([s.model_s for s in done]),
         tool=_dist([s.tool_s for s in done]), steps=_dist([s.steps for s in done], scale=1.0),
         step_ttft=_dist([t for s in stats for t in s.ttfts]),
         calls=sum(s.steps for s in stats), call_steps=sum(s.call_steps for s in stats),
         text_replies=sum(s.text_replies for s in stats),
-        prompt_tokens=sum(s.prompt_tokens for s in stats), cached_tokens=cached,
-        cached_share=(cached / reported) if cached is not None and reported else None,
-        prefilled_per_call=((reported - (cached or 0)) / calls_told) if calls_told else None,
+        prompt_tokens=sum(s.prompt_tokens for s in stats), **_cache_figures(stats),
         context_tokens=(sum(s.context_tokens for s in done) / len(done)) if done else None,
         sessions_per_min=(len(done) / (window_s / 60.0)) if window_s and window_s > 0 else None,
-        window_s=window_s,
-        slowest=None if slowest is None else Slowest(
-            slowest.session_id, slowest.duration_s * 1000.0, slowest.slowest_step,
-            None if slowest.slowest_e2el_s is None else slowest.slowest_e2el_s * 1000.0,
-            None if slowest.slowest_ttft_s is None else slowest.slowest_ttft_s * 1000.0))
+        window_s=window_s, slowest=_slowest(done))
 
 
 def summarize_sessions(records: Iterable[Record] | RecordStore,

@@ -407,13 +407,38 @@ def series(samples: Sequence[Sample], t0: float) -> dict[str, list[tuple[float, 
 
 # -- what the verdict says -------------------------------------------------------------------------
 
-def _threads(ident: "ServerIdentity | Mapping[str, Any] | None") -> int | None:
+# the server's own compute-thread setting, by the flag its command line uses: llama.cpp's -t,
+# llama-cpp-python's --n_threads
+THREAD_FLAGS = ("--threads", "--n_threads")
+
+
+def _thread_flag(ident: "ServerIdentity | Mapping[str, Any] | None") -> str | None:
     idn = as_identity(ident)
-    v = idn.settings.get("--threads") if idn is not None else None
+    return next((f for f in THREAD_FLAGS if idn is not None and idn.settings.get(f) is not None),
+                None)
+
+
+def _threads(ident: "ServerIdentity | Mapping[str, Any] | None") -> int | None:
+    idn, flag = as_identity(ident), _thread_flag(ident)
+    v = idn.settings.get(flag) if idn is not None and flag is not None else None
     try:
         return int(v) if v is not None and int(v) > 0 else None
     except (TypeError, ValueError):
         return None
+
+
+def of_cores(used: float, cpus: int, ident: Mapping[str, Any]) -> str:
+    """"1.0 of the 1 core its thread setting (-t 1) lets it use (2 on the machine)": the
+    server's CPU read against what it can use, its thread setting where its command line
+    shows one, else against the machine's cores, saying so."""
+    threads, flag = _threads(ident), _thread_flag(ident)
+    if threads is None:
+        return f"{used:.1f} of the machine's {cpus} cores (its thread setting not known)"
+    short = _SHORT.get(flag or "", flag)
+    if threads < cpus:
+        return (f"{used:.1f} of the {threads} core{'s' if threads != 1 else ''} its thread "
+                f"setting ({short} {threads}) lets it use ({cpus} on the machine)")
+    return f"{used:.1f} of {cpus} cores (its thread setting {short} {threads})"
 
 
 def core_budget(meta: Mapping[str, Any], ident: Mapping[str, Any]) -> tuple[float | None, int | None, int | None]:
@@ -451,11 +476,10 @@ def cpu_reading(first: Telemetry | None, broke: Telemetry | None, first_load: fl
     at = f" at {_load(load, unit)}" + (f" ({_c(before)} at {_load(first_load, unit)})"
                                          if before is not None and first_load != load else "")
     grew = f"the time between tokens grew {itl_growth:.1f}x" if itl_growth else "the gaps grew"
-    capped = threads is not None and threads < cpus
+    of = of_cores(used, cpus, ident)
     if used >= SATURATED_SHARE * budget:
-        cap = (f", all that its thread setting (-t {threads}) lets it use," if capped else "")
-        return "cpu", (f"The server's process used {used:.1f} of {cpus} cores{at}{cap} while "
-                       f"{grew}: the CPU is saturated.")
+        return "cpu", (f"The server's process used {of}{at}, all it can use, while {grew}: "
+                       "the CPU is saturated.")
     m = broke.machine
     # a server that computes on the CPU (a fair share of what it may use) starved of cores;
     # one that barely uses the CPU was not slowed by the want of it, busy machine or not
@@ -470,7 +494,7 @@ def cpu_reading(first: Telemetry | None, broke: Telemetry | None, first_load: fl
     hint = ("look at memory bandwidth or the server's thread setting (-t"
             + (f" {threads}" if threads else "") + ")")
     gpu = broke.gpu is not None
-    return "not_cpu", (f"The gaps grew but the server used {used:.1f} of {cpus} cores{at}: not "
+    return "not_cpu", (f"The gaps grew but the server used {of}{at}: not "
                        f"CPU compute; {hint}" + ("" if gpu else
                                                  ", or, if it computes on a GPU, read the GPU "
                                                  "(--gpu-metrics)") + ".")
@@ -488,7 +512,7 @@ def queue_cpu_sentence(first: Telemetry | None, broke: Telemetry | None, first_l
         return None
     before = first.server.cores if first is not None and first.server is not None else None
     flat = before is not None and abs(broke.server.cores - before) <= max(0.15 * before, 0.1)
-    text = (f"The server's process used {broke.server.cores:.1f} of {cpus} cores at "
+    text = (f"The server's process used {of_cores(broke.server.cores, cpus, ident)} at "
             f"{_load(load, unit)}" + (f" ({before:.1f} at {_load(first_load, unit)})"
                                       if before is not None and first_load != load else ""))
     return text + (": no more with more users waiting, so its slots, not the CPU, set the limit."

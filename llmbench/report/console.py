@@ -301,13 +301,15 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
     """What the marks in the ramp table mean, each said once under it (not under every row):
     the busy machine or llmbench in the words of the last busy step (unless the verdict says
     it already), the untrustworthy and the drifting steps."""
+    from llmbench.analysis.rules.words import untrusted_words
     from llmbench.analysis.verdict import generator_cause, generator_sentence, lag_explains
     out = []
 
     def at(xs: Sequence[Step]) -> str:
         loads = [f"{x.load:g}" for x in xs]
         both = ", ".join(loads[:-1]) + " and " + loads[-1] if len(loads) > 1 else loads[0]
-        return f"at {both} {unit}"
+        # "at 1 user", as the verdict says it (not "at 1 users")
+        return f"at {both} {'user' if both == '1' and unit == 'users' else unit}"
     busy = [s for s in steps if s.monitor.get("overloaded")]
     if busy:
         last = busy[-1]
@@ -319,9 +321,12 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
                    + (" (the verdict above says what it changes)." if sentence[:60] in said
                       else f": {sentence}"))
         untrusted = [s for s in busy if not s.held and lag_explains(s)]
-        if untrusted:
-            out.append(f"{UNTRUSTED} not trustworthy {at(untrusted)}: llmbench's own lag could "
-                       "explain why the step broke.")
+        for cause in ("llmbench", "machine"):
+            # the cause the verdict's rules name (generator_cause), in their words
+            these = [s for s in untrusted if generator_cause(s.monitor) == cause]
+            if these:
+                out.append(f"{UNTRUSTED} not trustworthy {at(these)}: "
+                           f"{untrusted_words(these[-1].monitor)}.")
     drifting = [s for s in steps if s.drifting]
     if drifting:
         out.append(f"{DRIFTING} still drifting {at(drifting)}: latency was still climbing at "

@@ -700,6 +700,119 @@ def _pt(px: float) -> float:
 _MPL_HA = {"left": "left", "center": "center", "right": "right"}
 
 
+def _mpl_line(ax: Any, t: Line) -> None:
+    ys = [float("nan") if y is None else y for y in t.ys]
+    ax.plot(t.xs, ys, color=t.color, linestyle=t.style or "none",
+            linewidth=t.width, marker=t.marker or None,
+            markersize=t.marker_size, markeredgewidth=t.marker_width,
+            clip_on=t.clip)
+    if t.marker is None and t.style:
+        # a point with no finite neighbour draws no line: a dot, as the SVG draws it
+        lone = [(x, y) for i, (x, y) in enumerate(zip(t.xs, ys))
+                if math.isfinite(y)
+                and not (i > 0 and math.isfinite(ys[i - 1]))
+                and not (i + 1 < len(ys) and math.isfinite(ys[i + 1]))]
+        if lone:
+            ax.plot(*zip(*lone), "o", color=t.color, markersize=t.width * 2.3)
+    if t.yerr is not None:
+        ax.errorbar(t.xs, ys, yerr=[t.yerr[0], t.yerr[1]], fmt="none",
+                    ecolor=t.color, capsize=3, linewidth=t.width)
+
+
+def _mpl_trace(ax: Any, t: Any) -> None:
+    if isinstance(t, Line):
+        _mpl_line(ax, t)
+    elif isinstance(t, Area):
+        ax.fill_between(t.xs, t.lower, t.upper, color=t.color, alpha=t.alpha,
+                        linewidth=0)
+    elif isinstance(t, Bars):
+        ax.bar(t.xs, t.ys, width=t.width,
+               color=[t.colors[i % len(t.colors)] for i in range(len(t.xs))])
+        if t.yerr is not None:
+            ax.errorbar(t.xs, t.ys, yerr=[t.yerr[0], t.yerr[1]], fmt="none",
+                        ecolor="#333", capsize=5, linewidth=1.2)
+    elif isinstance(t, Boxes):
+        ax.bxp([{"whislo": s[0], "q1": s[1], "med": s[2], "q3": s[3], "whishi": s[4],
+                 "fliers": []} for s in t.stats], positions=t.positions,
+               showfliers=False, manage_ticks=False)
+
+
+def _mpl_text(ax: Any, t: Any) -> None:
+    tr = {"data": ax.transData, "axes": ax.transAxes,
+          "xaxis": ax.get_xaxis_transform(), "yaxis": ax.get_yaxis_transform()}[t.coords]
+    ax.annotate(t.text, xy=(t.x, t.y), xycoords=tr,
+                xytext=(_pt(t.offset[0]), _pt(t.offset[1])),
+                textcoords="offset points", ha=_MPL_HA.get(t.ha, "center"),
+                va=t.va, color=t.color, fontsize=_pt(t.size), rotation=t.rotation,
+                annotation_clip=False)
+
+
+def _mpl_axes(ax: Any, p: Panel) -> None:
+    """The panel's ranges, ticks, grid, labels and title."""
+    ax.set_xlim(*p.xlim)
+    ax.set_ylim(*p.ylim)
+    ticks = p.shown_xticks()
+    if p.xticks is not None:
+        ax.set_xticks([t for t, _ in ticks], [s for _, s in ticks])
+    if not p.x_ticklabels:
+        ax.tick_params(labelbottom=False)
+    ax.minorticks_off()
+    ax.grid(True, alpha=0.3)
+    if not p.grid_x:
+        ax.grid(axis="x", visible=False)
+    ax.set_ylabel(p.ylabel)
+    ax.set_xlabel(p.xlabel)
+    if p.title:
+        ax.set_title(p.title, loc=p.title_loc, fontsize=_pt(FONT_PX))
+
+
+def _mpl_legend(ax: Any, p: Panel, Line2D: Any, Patch: Any) -> None:
+    entries = p.legend_entries()
+    if not (p.legend_at and entries):
+        return
+    handles = [_handle(e, Line2D, Patch) for e in entries]
+    if p.legend_at == "right":
+        ax.legend(handles, [e.label for e in entries], fontsize=_pt(SMALL_PX),
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                  frameon=False)
+    else:
+        ax.legend(handles, [e.label for e in entries], fontsize=_pt(SMALL_PX),
+                  loc="lower right")
+
+
+def _mpl_panel(fig: Any, c: Chart, p: Panel, Line2D: Any, Patch: Any) -> None:
+    """One panel at its pixel box: spans under the traces, rules over them, then texts."""
+    ax = fig.add_axes((p.x0 / c.width, 1 - (p.y0 + p.h) / c.height, p.w / c.width,
+                       p.h / c.height))
+    for m in p.marks:
+        if isinstance(m, Span):
+            ax.axvspan(m.x0, m.x1, color=m.color, alpha=m.alpha, linewidth=0)
+    for t in p.traces:
+        _mpl_trace(ax, t)
+    for m in p.marks:
+        if isinstance(m, Rule):
+            (ax.axvline if m.axis == "x" else ax.axhline)(
+                m.at, color=m.color, linestyle=m.style, linewidth=m.width)
+    for t in p.texts:
+        _mpl_text(ax, t)
+    _mpl_axes(ax, p)
+    _mpl_legend(ax, p, Line2D, Patch)
+
+
+def _mpl_figure_parts(fig: Any, c: Chart, Line2D: Any, Patch: Any) -> None:
+    """The chart's own texts and its legend under the panels."""
+    for t in c.texts:
+        x, y = text_xy(None, t)
+        fig.text(x / c.width, 1 - y / c.height, t.text, ha=_MPL_HA.get(t.ha, "center"),
+                 va=t.va, color=t.color, fontsize=_pt(t.size))
+    if c.legend:
+        y = c.legend_y if c.legend_y is not None else max(p.y0 + p.h for p in c.panels) + 40
+        fig.legend([_handle(e, Line2D, Patch) for e in c.legend], [e.label for e in c.legend],
+                   loc="upper center", fontsize=_pt(SMALL_PX),
+                   ncol=min(len(c.legend), c.legend_ncol),
+                   bbox_to_anchor=(0.5, 1 - y / c.height), frameon=False)
+
+
 def to_matplotlib(c: Chart) -> Any:
     """A matplotlib Figure drawing ``c`` (the description, not a second set of charts): every
     panel at its pixel box, every trace, mark, text and legend as the SVG has them."""
@@ -711,88 +824,8 @@ def to_matplotlib(c: Chart) -> Any:
     with matplotlib.rc_context(rc):
         fig = Figure(figsize=(c.width / 100, c.height / 100), dpi=100)
         for p in c.panels:
-            ax = fig.add_axes((p.x0 / c.width, 1 - (p.y0 + p.h) / c.height, p.w / c.width,
-                               p.h / c.height))
-            for m in p.marks:
-                if isinstance(m, Span):
-                    ax.axvspan(m.x0, m.x1, color=m.color, alpha=m.alpha, linewidth=0)
-            for t in p.traces:
-                if isinstance(t, Line):
-                    ys = [float("nan") if y is None else y for y in t.ys]
-                    ax.plot(t.xs, ys, color=t.color, linestyle=t.style or "none",
-                            linewidth=t.width, marker=t.marker or None,
-                            markersize=t.marker_size, markeredgewidth=t.marker_width,
-                            clip_on=t.clip)
-                    if t.marker is None and t.style:
-                        lone = [(x, y) for i, (x, y) in enumerate(zip(t.xs, ys))
-                                if math.isfinite(y)
-                                and not (i > 0 and math.isfinite(ys[i - 1]))
-                                and not (i + 1 < len(ys) and math.isfinite(ys[i + 1]))]
-                        if lone:
-                            ax.plot(*zip(*lone), "o", color=t.color, markersize=t.width * 2.3)
-                    if t.yerr is not None:
-                        ax.errorbar(t.xs, ys, yerr=[t.yerr[0], t.yerr[1]], fmt="none",
-                                    ecolor=t.color, capsize=3, linewidth=t.width)
-                elif isinstance(t, Area):
-                    ax.fill_between(t.xs, t.lower, t.upper, color=t.color, alpha=t.alpha,
-                                    linewidth=0)
-                elif isinstance(t, Bars):
-                    ax.bar(t.xs, t.ys, width=t.width,
-                           color=[t.colors[i % len(t.colors)] for i in range(len(t.xs))])
-                    if t.yerr is not None:
-                        ax.errorbar(t.xs, t.ys, yerr=[t.yerr[0], t.yerr[1]], fmt="none",
-                                    ecolor="#333", capsize=5, linewidth=1.2)
-                elif isinstance(t, Boxes):
-                    ax.bxp([{"whislo": s[0], "q1": s[1], "med": s[2], "q3": s[3], "whishi": s[4],
-                             "fliers": []} for s in t.stats], positions=t.positions,
-                           showfliers=False, manage_ticks=False)
-            for m in p.marks:
-                if isinstance(m, Rule):
-                    (ax.axvline if m.axis == "x" else ax.axhline)(
-                        m.at, color=m.color, linestyle=m.style, linewidth=m.width)
-            for t in p.texts:
-                tr = {"data": ax.transData, "axes": ax.transAxes,
-                      "xaxis": ax.get_xaxis_transform(), "yaxis": ax.get_yaxis_transform()}[t.coords]
-                ax.annotate(t.text, xy=(t.x, t.y), xycoords=tr,
-                            xytext=(_pt(t.offset[0]), _pt(t.offset[1])),
-                            textcoords="offset points", ha=_MPL_HA.get(t.ha, "center"),
-                            va=t.va, color=t.color, fontsize=_pt(t.size), rotation=t.rotation,
-                            annotation_clip=False)
-            ax.set_xlim(*p.xlim)
-            ax.set_ylim(*p.ylim)
-            ticks = p.shown_xticks()
-            if p.xticks is not None:
-                ax.set_xticks([t for t, _ in ticks], [s for _, s in ticks])
-            if not p.x_ticklabels:
-                ax.tick_params(labelbottom=False)
-            ax.minorticks_off()
-            ax.grid(True, alpha=0.3)
-            if not p.grid_x:
-                ax.grid(axis="x", visible=False)
-            ax.set_ylabel(p.ylabel)
-            ax.set_xlabel(p.xlabel)
-            if p.title:
-                ax.set_title(p.title, loc=p.title_loc, fontsize=_pt(FONT_PX))
-            entries = p.legend_entries()
-            if p.legend_at and entries:
-                handles = [_handle(e, Line2D, Patch) for e in entries]
-                if p.legend_at == "right":
-                    ax.legend(handles, [e.label for e in entries], fontsize=_pt(SMALL_PX),
-                              loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
-                              frameon=False)
-                else:
-                    ax.legend(handles, [e.label for e in entries], fontsize=_pt(SMALL_PX),
-                              loc="lower right")
-        for t in c.texts:
-            x, y = text_xy(None, t)
-            fig.text(x / c.width, 1 - y / c.height, t.text, ha=_MPL_HA.get(t.ha, "center"),
-                     va=t.va, color=t.color, fontsize=_pt(t.size))
-        if c.legend:
-            y = c.legend_y if c.legend_y is not None else max(p.y0 + p.h for p in c.panels) + 40
-            fig.legend([_handle(e, Line2D, Patch) for e in c.legend], [e.label for e in c.legend],
-                       loc="upper center", fontsize=_pt(SMALL_PX),
-                       ncol=min(len(c.legend), c.legend_ncol),
-                       bbox_to_anchor=(0.5, 1 - y / c.height), frameon=False)
+            _mpl_panel(fig, c, p, Line2D, Patch)
+        _mpl_figure_parts(fig, c, Line2D, Patch)
     return fig
 
 

@@ -136,35 +136,30 @@ def render(sweep_dir: str | Path) -> str:
     return "\n".join(out)
 
 
-def body(doc: Run, sweep_dir: Path) -> list[str]:
-    """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
-    notebook shows the same, llmbench/report/notebook.py)."""
+def _answer(doc: Run) -> list[str]:
+    """The sweep's answer, the thresholds a setting was held by, how the servers differed."""
     results = doc.results
-    unit = doc.unit or "users"
-    cfg = doc.config or {}
-    settings = doc.settings or {}
-    axis_name = " x ".join(settings) or "setting"
-    status = doc.status
     out: list[str] = []
-    if status != "complete":
+    if doc.status != "complete":
         out.append('<div class="verdict bad">This sweep did not finish (interrupted or still '
                    "running): the page shows the settings that did.</div>")
-    best = doc.best
     tied = [r for r in results if r.held is not None]
     top = max((r.held for r in tied if r.held is not None), default=0)
     # a tie on the evidence is an answer, not a failure
-    bad = best is None and not (top > 0 and sum(r.held == top for r in tied) > 1)
+    bad = doc.best is None and not (top > 0 and sum(r.held == top for r in tied) > 1)
     out.append(f'<div class="verdict{" bad" if bad else ""}"><b>{e(doc.answer or "")}</b>')
-    ramp_cfg = cfg.get("ramp") or {}
     if doc.thresholds_asked:
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
                    f"{e(', '.join(doc.thresholds_asked))}.</small>")
     for d in doc.server_differences or []:
         out.append(f"<br>Servers differed: {e(d.get('text'))}")
     out.append("</div>")
-    load = doc.common_load
-    measured = [r for r in results if r.held is not None]
-    out.append("<h2>Per setting</h2>")
+    return out
+
+
+def _per_setting(doc: Run, unit: str) -> list[str]:
+    """One row per setting at the common load, with a link to its ramp's report."""
+    results, load, best = doc.results, doc.common_load, doc.best
     rows, classes = [], []
     for r in results:
         a = _at_load(r)
@@ -182,17 +177,25 @@ def body(doc: Run, sweep_dir: Path) -> list[str]:
     # the ramp column holds a link built from escaped parts: put it back unescaped
     for row in rows:
         table = table.replace(e(row[-1]), row[-1], 1)
-    out.append(f"<div class=sweep>{table}</div>")
     iv_method = next((r.held_interval.get("method") for r in results
                       if r.held_interval), None)
-    out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
-                                   "One ramp per setting: no interval (--repeat N gives one). ")
-               + (f"The common load, {amount(load, unit)}, is the highest load every measured "
-                  "setting ran (held or not)." if load is not None else "") + "</p>")
+    return ["<h2>Per setting</h2>", f"<div class=sweep>{table}</div>",
+            "<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
+                                "One ramp per setting: no interval (--repeat N gives one). ")
+            + (f"The common load, {amount(load, unit)}, is the highest load every measured "
+               "setting ran (held or not)." if load is not None else "") + "</p>"]
+
+
+def _charts(doc: Run, sweep_dir: Path, unit: str, axis_name: str) -> list[str]:
+    """Held per setting, latency and throughput at the common load, the sessions, the ramps
+    overlaid."""
+    results, load = doc.results, doc.common_load
+    measured = [r for r in results if r.held is not None]
+    out: list[str] = []
     if results:
         out.append("<h2>Users held per setting</h2>" if unit == "users" else
                    "<h2>Load held per setting</h2>")
-        out.append(_chart(held_chart(results, unit, best, axis_name), "held per setting"))
+        out.append(_chart(held_chart(results, unit, doc.best, axis_name), "held per setting"))
     if measured and load is not None:
         out.append(f"<h2>Latency and throughput at {amount(load, unit)}</h2>")
         out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
@@ -203,44 +206,66 @@ def body(doc: Run, sweep_dir: Path) -> list[str]:
         out.append("<h2>Each ramp against load</h2>")
         out.append(_chart(charts.compare_overlay(ramps, unit), "ramps overlaid"))
         out.append("<p class=meta>x marks the step where a ramp broke.</p>")
+    return out
+
+
+def _server_states(results: Sequence[SweepSetting]) -> list[str]:
+    """The server's own state during each ramp, from its metrics."""
     states = [(r, r.server_state) for r in results if r.server_state]
-    if states:
-        out.append("<h2>The server's own state during each ramp</h2>")
-        rows = [[r.name, st.kind or st.note or "–",
-                 _num(st.max_running), _num(st.max_waiting), _num(st.slots),
-                 _num(st.max_kv_cache_usage, "{:.0%}"), _gb(st.max_vram_bytes),
-                 _num(st.preemptions), ", ".join(st.models_loaded or []) or "–"]
-                for r, st in states]
-        out.append(_table(["setting", "server (probe)", "most running", "most waiting",
-                           "slots", "KV cache (peak)", "VRAM (peak)", "preemptions",
-                           "models loaded"], rows, left=2))
-        out.append("<p class=meta>From the server's own metrics, polled during the ramp: how "
-                   "many requests it ran and kept waiting at once confirms how many it serves "
-                   "in parallel with this setting.</p>")
+    if not states:
+        return []
+    rows = [[r.name, st.kind or st.note or "–",
+             _num(st.max_running), _num(st.max_waiting), _num(st.slots),
+             _num(st.max_kv_cache_usage, "{:.0%}"), _gb(st.max_vram_bytes),
+             _num(st.preemptions), ", ".join(st.models_loaded or []) or "–"]
+            for r, st in states]
+    return ["<h2>The server's own state during each ramp</h2>",
+            _table(["setting", "server (probe)", "most running", "most waiting",
+                    "slots", "KV cache (peak)", "VRAM (peak)", "preemptions",
+                    "models loaded"], rows, left=2),
+            "<p class=meta>From the server's own metrics, polled during the ramp: how "
+            "many requests it ran and kept waiting at once confirms how many it serves "
+            "in parallel with this setting.</p>"]
+
+
+def _failures(results: Sequence[SweepSetting]) -> list[str]:
     failures = [r for r in results if r.log_tail or r.error]
-    if failures:
-        out.append("<h2>Servers that failed</h2>")
-        for r in failures:
-            out.append(f"<p><b>{e(r.name)}</b>: {e(r.error)} "
-                       f"(log: <a href=\"{e(r.log)}\">{e(r.log)}</a>)</p>")
-            if r.log_tail:
-                out.append("<pre>" + e("\n".join(r.log_tail)) + "</pre>")
-    out.append("<h2>How it ran</h2>")
-    rows = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
+    if not failures:
+        return []
+    out = ["<h2>Servers that failed</h2>"]
+    for r in failures:
+        out.append(f"<p><b>{e(r.name)}</b>: {e(r.error)} "
+                   f"(log: <a href=\"{e(r.log)}\">{e(r.log)}</a>)</p>")
+        if r.log_tail:
+            out.append("<pre>" + e("\n".join(r.log_tail)) + "</pre>")
+    return out
+
+
+def _how_it_ran(doc: Run) -> list[str]:
+    cfg = doc.config or {}
+    rows: list[list[Any]] = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
             ["before", cfg.get("before") or "–"], ["url", cfg.get("url")],
             ["model", cfg.get("model") or "(asked from the server)"],
             ["ready timeout", f"{cfg.get('ready_timeout_s')} s"],
             ["stop grace", f"{cfg.get('stop_grace_s')} s"],
             ["repeats per setting", doc.repeats_per_ramp]]
-    for r in results:
+    for r in doc.results:
         if r.ready_s is not None:
             rows.append([f"ready: {r.name}", f"{r.ready_s:g} s"])
-    out.append(_table(["", ""], rows, left=2))
-    out.append("<details><summary>Ramp settings and environment (JSON)</summary><pre>"
-               + e(json.dumps({"ramp": ramp_cfg, "labels": doc.labels,
-                               "environment": doc.environment}, indent=2))
-               + "</pre></details>")
-    return out
+    return ["<h2>How it ran</h2>", _table(["", ""], rows, left=2),
+            "<details><summary>Ramp settings and environment (JSON)</summary><pre>"
+            + e(json.dumps({"ramp": cfg.get("ramp") or {}, "labels": doc.labels,
+                            "environment": doc.environment}, indent=2))
+            + "</pre></details>"]
+
+
+def body(doc: Run, sweep_dir: Path) -> list[str]:
+    """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
+    notebook shows the same, llmbench/report/notebook.py)."""
+    unit = doc.unit or "users"
+    axis_name = " x ".join(doc.settings or {}) or "setting"
+    return (_answer(doc) + _per_setting(doc, unit) + _charts(doc, sweep_dir, unit, axis_name)
+            + _server_states(doc.results) + _failures(doc.results) + _how_it_ran(doc))
 
 
 def write(sweep_dir: str | Path, out: str | Path | None = None) -> Path:

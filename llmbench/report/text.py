@@ -159,94 +159,123 @@ def _md_classes(run: Run) -> list[str]:
     return out
 
 
+def _md_ramp(run: Run) -> list[str]:
+    """A ramp: its headline and evidence, the steps' table, the sessions', the classes'."""
+    out = []
+    v = run.verdict
+    out.append(f"**{_md_escape(v.headline if v is not None else '')}**")
+    for line in v.evidence if v is not None else []:
+        out.append(f"- {_md_escape(line)}")
+    out.append("")
+    # --abandon: the users who gave up, a column of their own (they are not errors)
+    gave_up = any(st.summary.cancelled for st in run.steps)
+    out.append("| users | reqs | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | TPOT p95 | E2EL p95 "
+               "| out tok/s | req/s | errors |" + (" cancelled |" if gave_up else "")
+               + " |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+               + ("---:|" if gave_up else "") + "---|")
+    for st in run.steps:
+        s = st.summary
+        cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
+                 fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
+                 fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
+                 f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
+                 *([s.cancelled or 0] if gave_up else []),
+                 "held" if st.held else f"**{st.state}**"]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return out + _md_ramp_sessions(run) + _md_classes(run)
+
+
+def _md_ramp_sessions(run: Run) -> list[str]:
+    """A ramp of agents: each step's sessions (those that started in its hold)."""
+    if not any(st.sessions is not None for st in run.steps):
+        return []
+    out = ["", "| agents | sessions done | session p50 | session p95 | step TTFT p50 "
+               "| step TTFT p95 | from cache |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for st in run.steps:
+        x = st.sessions
+        if x is None:
+            continue
+        cached = f"{100 * x.cached_share:.0f}%" if x.cached_share is not None else "–"
+        cells = [f"{st.load:g}", f"{x.completed} of {x.started}",
+                 fmt_ms(x.duration.median), fmt_ms(x.duration.p95),
+                 fmt_ms(x.step_ttft.median), fmt_ms(x.step_ttft.p95), cached]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return out
+
+
+def _md_run(run: Run) -> list[str]:
+    """A run: its figures, its sessions', its thresholds, its classes."""
+    s = run.summary or Summary()
+    out = ["| metric | value |\n|---|---:|"]
+    for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
+              "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
+              "p99_itl_ms", "p99_e2el_ms"):
+        v = _CELLS[k](s)
+        out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+    if s.cancelled:              # --abandon: users who gave up, not failures
+        out.append(f"| cancelled (users gave up) | {s.cancelled} "
+                   f"({s.cancelled_waiting or 0} before a first token) |")
+    out += _md_run_sessions(run)
+    if run.thresholds:
+        out.append("")
+        for c in run.thresholds:
+            # a class's check says its class and threshold ("tight: ttft.mean<=400ms: ...")
+            out.append(f"- {'ok' if c.ok else '**FAIL**'}: "
+                       + _md_escape(c.text or f"{c.threshold}: {c.reason or ''}"))
+    return out + _md_classes(run)
+
+
+def _md_run_sessions(run: Run) -> list[str]:
+    """Agent sessions of a run (docs/agents.md), as rows of its table."""
+    x = run.sessions
+    if x is None:
+        return []
+    return [f"| {k} | {v} |" for k, v in (
+        ("sessions_completed", f"{x.completed} of {x.started}"),
+        ("sessions_per_min", "–" if x.sessions_per_min is None
+         else f"{x.sessions_per_min:.2f}"),
+        ("session_p50", fmt_ms(x.duration.median)),
+        ("session_p95", fmt_ms(x.duration.p95)),
+        ("step_ttft_p95", fmt_ms(x.step_ttft.p95)),
+        ("session_cached_share", "–" if x.cached_share is None
+         else f"{100 * x.cached_share:.0f}%"))]
+
+
+def _md_probe(run: Run) -> list[str]:
+    out = ["| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |",
+           "|---:|---|---:|---:|"]
+    for pst in run.steps:
+        o = pst.ttft_p50
+        ci = f"[{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]" if o.ci_ms else ""
+        ov = f"{o.overhead_ms:+.1f} ms {ci}" if o.overhead_ms is not None else "-"
+        out.append(f"| {pst.users} | {ov} | {pst.router.output_throughput or 0:.1f} | "
+                   f"{pst.direct.output_throughput or 0:.1f} |")
+    return out
+
+
+def _md_footer(run: Run) -> list[str]:
+    """The workload it ran and its labels."""
+    wl = run.workload or {}
+    out = ["", f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
+               f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')})."]
+    labels = run.labels or {}
+    if labels:
+        out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
+                                          for k, v in sorted(labels.items())) + ".")
+    return out
+
+
+_MD_BODY = {"ramp": _md_ramp, "run": _md_run, "probe": _md_probe}
+
+
 def to_markdown(run_dir: str | Path) -> str:
     run = Run.load(run_dir)
     kind = run.kind
     target = run.config.get("target") or run.config.get("router") or {}
     out = [f"### llmbench {kind}: `{_md_code(target.get('model', ''))}`"
            + (" (partial)" if run.status == "partial" else "")]
-    if kind == "ramp":
-        v = run.verdict
-        out.append(f"**{_md_escape(v.headline if v is not None else '')}**")
-        for line in v.evidence if v is not None else []:
-            out.append(f"- {_md_escape(line)}")
-        out.append("")
-        # --abandon: the users who gave up, a column of their own (they are not errors)
-        gave_up = any(st.summary.cancelled for st in run.steps)
-        out.append("| users | reqs | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | TPOT p95 | E2EL p95 "
-                   "| out tok/s | req/s | errors |" + (" cancelled |" if gave_up else "")
-                   + " |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-                   + ("---:|" if gave_up else "") + "---|")
-        for st in run.steps:
-            s = st.summary
-            cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
-                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
-                     fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
-                     f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                     *([s.cancelled or 0] if gave_up else []),
-                     "held" if st.held else f"**{st.state}**"]
-            out.append("| " + " | ".join(str(c) for c in cells) + " |")
-        if any(st.sessions is not None for st in run.steps):
-            # a ramp of agents: each step's sessions (those that started in its hold)
-            out.append("")
-            out.append("| agents | sessions done | session p50 | session p95 | step TTFT p50 "
-                       "| step TTFT p95 | from cache |")
-            out.append("|---:|---:|---:|---:|---:|---:|---:|")
-            for st in run.steps:
-                x = st.sessions
-                if x is None:
-                    continue
-                cached = f"{100 * x.cached_share:.0f}%" if x.cached_share is not None else "–"
-                cells = [f"{st.load:g}", f"{x.completed} of {x.started}",
-                         fmt_ms(x.duration.median), fmt_ms(x.duration.p95),
-                         fmt_ms(x.step_ttft.median), fmt_ms(x.step_ttft.p95), cached]
-                out.append("| " + " | ".join(str(c) for c in cells) + " |")
-        out += _md_classes(run)
-    elif kind == "run":
-        s = run.summary or Summary()
-        out.append("| metric | value |\n|---|---:|")
-        for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
-                  "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms",
-                  "p99_itl_ms", "p99_e2el_ms"):
-            v = _CELLS[k](s)
-            out.append(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
-        if s.cancelled:              # --abandon: users who gave up, not failures
-            out.append(f"| cancelled (users gave up) | {s.cancelled} "
-                       f"({s.cancelled_waiting or 0} before a first token) |")
-        x = run.sessions
-        if x is not None:           # agent sessions (docs/agents.md)
-            for k, v in (("sessions_completed", f"{x.completed} of {x.started}"),
-                         ("sessions_per_min", "–" if x.sessions_per_min is None
-                          else f"{x.sessions_per_min:.2f}"),
-                         ("session_p50", fmt_ms(x.duration.median)),
-                         ("session_p95", fmt_ms(x.duration.p95)),
-                         ("step_ttft_p95", fmt_ms(x.step_ttft.p95)),
-                         ("session_cached_share", "–" if x.cached_share is None
-                          else f"{100 * x.cached_share:.0f}%")):
-                out.append(f"| {k} | {v} |")
-        if run.thresholds:
-            out.append("")
-            for c in run.thresholds:
-                # a class's check says its class and threshold ("tight: ttft.mean<=400ms: ...")
-                out.append(f"- {'ok' if c.ok else '**FAIL**'}: "
-                           + _md_escape(c.text or f"{c.threshold}: {c.reason or ''}"))
-        out += _md_classes(run)
-    elif kind == "probe":
-        out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
-        out.append("|---:|---|---:|---:|")
-        for pst in run.steps:
-            o = pst.ttft_p50
-            ci = f"[{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]" if o.ci_ms else ""
-            ov = f"{o.overhead_ms:+.1f} ms {ci}" if o.overhead_ms is not None else "-"
-            out.append(f"| {pst.users} | {ov} | {pst.router.output_throughput or 0:.1f} | "
-                       f"{pst.direct.output_throughput or 0:.1f} |")
-    wl = run.workload or {}
-    out.append("")
-    out.append(f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
-               f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')}).")
-    labels = run.labels or {}
-    if labels:
-        out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
-                                          for k, v in sorted(labels.items())) + ".")
-    return "\n".join(out) + "\n"
+    body = _MD_BODY.get(kind)
+    if body is not None:
+        out += body(run)
+    return "\n".join(out + _md_footer(run)) + "\n"

@@ -533,8 +533,9 @@ class Summary(Part):
 
     def slim(self, keys: Sequence[str], **extra: Any) -> "Summary":
         """The same summary holding only ``keys`` (as None when it has none), and ``extra``:
-        what a probe's path keeps of it."""
-        flat = self.flat()
+        what a probe's path keeps of it (encoded as run.json holds it: its error samples are
+        read back as from run.json)."""
+        flat = self.to_dict()
         return Summary.from_dict({**{k: flat.get(k) for k in keys}, **extra})
 
     @classmethod

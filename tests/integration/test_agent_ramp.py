@@ -73,6 +73,11 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
     assert cache["sessions_held"] == held and 700 <= cache["session_tokens"] <= 1000
     assert cache["server_agrees"] is True                  # the mock's prefix-cache counters
     assert cache["capacity_tokens"] == 2 * SESSION + 150
+    # the verdict's cache shares are the table's "from cache" of the two steps (one source)
+    by_load = {s["load"]: s for s in doc["steps"]}
+    broke = next(s for s in doc["steps"] if s["load"] > held and not s["held"])
+    assert cache["warm_share"] == pytest.approx(by_load[held]["sessions"]["cached_share"])
+    assert cache["broke_share"] == pytest.approx(broke["sessions"]["cached_share"])
     said = " ".join(v["evidence"])
     assert f"The KV cache holds about {held:g} sessions of this size" in said
     assert "re-prefills about" in said and "--kv-tokens" in " ".join(v["advice"])

@@ -350,9 +350,32 @@ def test_cpu_saturated_at_the_server_s_thread_setting():
     cause, text = tm.cpu_reading(tel(0.9), tel(0.98), 1, 4, "users", 2.1, META,
                                  {"kind": "llama.cpp", "settings": {"--threads": "1"}})
     assert cause == "cpu"
-    assert text == ("The server's process used 1.0 of 2 cores at 4 users (0.9 at 1 user), all "
-                    "that its thread setting (-t 1) lets it use, while the time between tokens "
-                    "grew 2.1x: the CPU is saturated.")
+    assert text == ("The server's process used 1.0 of the 1 core its thread setting (-t 1) "
+                    "lets it use (2 on the machine) at 4 users (0.9 at 1 user), all it can use, "
+                    "while the time between tokens grew 2.1x: the CPU is saturated.")
+
+
+def test_the_servers_cpu_is_read_against_its_thread_setting_and_says_so():
+    """Issue 45: a server that may use 2 threads on an 8-core machine, at 1.8 cores, used all
+    it can (read against 8 cores it had "cores to spare"); llama-cpp-python's --n_threads
+    counts as llama.cpp's -t; a setting as wide as the machine is named too."""
+    eight = {"local": {"cpus": 8}}
+    for ident, flag in (({"kind": "llama.cpp", "settings": {"--threads": "2"}}, "-t"),
+                        ({"kind": "llama-cpp-python", "settings": {"--n_threads": "2"}},
+                         "--n_threads")):
+        cause, text = tm.cpu_reading(tel(1.0, cpus=8), tel(1.8, machine=2.2, cpus=8), 1, 4,
+                                     "users", 2.0, eight, ident)
+        assert cause == "cpu", text
+        assert text.startswith(f"The server's process used 1.8 of the 2 cores its thread "
+                               f"setting ({flag} 2) lets it use (8 on the machine) at 4 users")
+    # unknown: the machine's cores, and the text says the setting is not known
+    cause, text = tm.cpu_reading(tel(1.0, cpus=8), tel(1.8, machine=2.2, cpus=8), 1, 4, "users",
+                                 2.0, eight, {})
+    assert cause == "not_cpu" and "1.8 of the machine's 8 cores (its thread setting not known)" \
+        in text
+    text = tm.queue_cpu_sentence(tel(0.95), tel(1.0), 1, 4, "users", META,
+                                 {"settings": {"--threads": "4"}})
+    assert text.startswith("The server's process used 1.0 of 2 cores (its thread setting -t 4) ")
 
 
 def test_a_machine_without_spare_cores_is_named_with_who_used_them():
@@ -366,16 +389,17 @@ def test_gaps_that_grew_with_cores_to_spare_are_not_compute():
     cause, text = tm.cpu_reading(tel(0.5, machine=0.8, cpus=8), tel(2.0, machine=2.6, cpus=8),
                                  1, 12, "users", 2.0, {"local": {"cpus": 8}}, {})
     assert cause == "not_cpu"
-    assert text.startswith("The gaps grew but the server used 2.0 of 8 cores at 12 users (0.5 at "
-                           "1 user): not CPU compute; look at memory bandwidth or the server's "
-                           "thread setting (-t)")
+    assert text.startswith("The gaps grew but the server used 2.0 of the machine's 8 cores (its "
+                           "thread setting not known) at 12 users (0.5 at 1 user): not CPU "
+                           "compute; look at memory bandwidth or the server's thread setting (-t)")
     assert tm.cpu_reading(None, None, 1, 2, "users", 2.0, META, {}) == (None, None)
 
 
 def test_a_queue_beside_a_flat_cpu_names_the_slots():
     text = tm.queue_cpu_sentence(tel(0.95), tel(1.0), 1, 4, "users", META, {})
-    assert text == ("The server's process used 1.0 of 2 cores at 4 users (0.9 at 1 user): no "
-                    "more with more users waiting, so its slots, not the CPU, set the limit.")
+    assert text == ("The server's process used 1.0 of the machine's 2 cores (its thread setting "
+                    "not known) at 4 users (0.9 at 1 user): no more with more users waiting, so "
+                    "its slots, not the CPU, set the limit.")
 
 
 def test_the_share_of_a_shared_machine():
@@ -432,9 +456,9 @@ def test_a_saturated_cpu_is_named_with_its_figures():
              _with(_step(1, 4, 2500, 20.0, False, 10, 20), 0.99)]
     v = explain(steps, [], "users", telemetry=INFO)
     assert v.kind == "saturation" and v.cause == "cpu"
-    assert ("The server's process used 1.0 of 2 cores at 4 users (0.9 at 1 user), all that its "
-            "thread setting (-t 1) lets it use, while the time between tokens grew 2.5x: the "
-            "CPU is saturated.") in v.evidence
+    assert ("The server's process used 1.0 of the 1 core its thread setting (-t 1) lets it "
+            "use (2 on the machine) at 4 users (0.9 at 1 user), all it can use, while the time "
+            "between tokens grew 2.5x: the CPU is saturated.") in v.evidence
     assert v.advice[0].startswith("The CPU is the limit")
     # a second machine shared with llmbench on loopback: who used what
     assert any(e.startswith("On this machine (2 cores) at 4 users: the server used 1.0 cores, "
@@ -448,8 +472,8 @@ def test_gaps_that_grew_beside_idle_cores_correct_the_reading():
              _with(_step(1, 12, 2500, 20.0, False, 10, 20), 2.0, machine_busy=2.3, cpus=8)]
     v = explain(steps, [], "users", telemetry=info)
     assert v.kind == "saturation" and v.cause == "not_cpu"
-    assert any(e.startswith("The gaps grew but the server used 2.0 of 8 cores at 12 users (0.5 at "
-                            "1 user): not "
+    assert any(e.startswith("The gaps grew but the server used 2.0 of the machine's 8 cores (its "
+                            "thread setting not known) at 12 users (0.5 at 1 user): not "
                             "CPU compute; look at memory bandwidth or the server's thread setting")
                for e in v.evidence), v.evidence
     assert "memory bandwidth" in v.advice[0]
@@ -593,7 +617,8 @@ def test_a_busy_machine_is_not_blamed_for_a_server_that_barely_uses_the_cpu():
     # the gaps grew, the machine was full, but the server used 0.05 of its 2 cores: it was not
     # waiting for cores (its slowdown is elsewhere: the GPU, memory, its own pacing)
     cause, text = tm.cpu_reading(tel(0.04), tel(0.05, machine=1.98), 1, 8, "users", 1.6, META, {})
-    assert cause == "not_cpu" and text.startswith("The gaps grew but the server used 0.1 of 2")
+    assert cause == "not_cpu" and text.startswith("The gaps grew but the server used 0.1 of the "
+                                                  "machine's 2 cores")
 
 
 def test_a_node_exporters_values_past_a_float_are_no_reading_not_inf():

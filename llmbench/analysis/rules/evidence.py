@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from llmbench.analysis.cachebound import CacheFinding, ramp_finding
+from llmbench.analysis.cachebound import CacheFinding, Reprefill, ramp_finding, reprefill
 from llmbench.analysis.rules.words import (ITL_GROWTH, ITL_MIN_GROWTH_MS, TTFT_GROWTH,
                                            baseline_step, crowded_out, server_view, _num)
 from llmbench.analysis.stats import served_at_once
@@ -61,6 +61,8 @@ class Evidence:
     server: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
     cache: CacheFinding | None = None
+    # later turns that prefilled their whole history again, where the lighter step kept it
+    reprefill: Reprefill | None = None
     knee: Knee | None = None
     server_kind: str | None = None
     # a traffic class's reading (its own requests only): its name
@@ -149,5 +151,7 @@ def gather(steps: Sequence[Step], records: Sequence[Record], unit: str = "users"
                     itl_p95_ms=(_num(s0.itl.p95) if s0 else None, _num(s1.itl.p95)),
                     itl_grew=itl_grew, ttft_grew=ttft_grew, crowded=crowded or None,
                     little=served_at_once(win, h0, h1, base_ttft_s), server=server,
-                    telemetry=telemetry, cache=cache, knee=knee_ or knee(steps, records, unit),
+                    telemetry=telemetry, cache=cache,
+                    # re-prefilled histories make the first token later: asked only then
+                    reprefill=reprefill(records, subject, first) if ttft_grew else None, knee=knee_ or knee(steps, records, unit),
                     server_kind=server_kind, scope=scope, c=c or Circumstances())

@@ -348,7 +348,22 @@ def cache_bound(ev: Evidence) -> Finding | None:
     if ev.saturated and ev.itl_growth:
         f.evidence.append(f"The gaps between tokens grew {ev.itl_growth:.1f}x too: the "
                           "re-prefills share the compute with decoding.")
+    r = ev.reprefill
+    if r is not None and r.ttft_share is not None and r.ms_per_token is not None:
+        # what the re-prefill cost the first token, said once here (the note stays quiet)
+        f.evidence.append(f"Re-prefilling whole histories was about {r.ttft_share * 100:.0f}% "
+                          f"of the later turns' TTFT at {amount(r.load, ev.unit)} "
+                          f"({r.ms_per_token:.2f} ms a token, the server's timings).")
     return f
+
+
+def _reprefill_note(ev: Evidence) -> list[str]:
+    """Whole histories prefilled again (one KV state thrashed between users) where the cache
+    is not the verdict: beside queuing or saturation it says how much of TTFT was the
+    re-prefill. Needs the cache's counts (none: plain queuing looks the same, so no word)."""
+    if ev.reprefill is None or ev.cache is not None:
+        return []
+    return [ev.reprefill.sentence(ev.unit)]
 
 
 def _slot_wait_share(ev: Evidence) -> float | None:
@@ -508,7 +523,7 @@ RULES: tuple[Rule, ...] = (
     Rule("load_generator", load_generator, _lag_note),
     Rule("machine", machine, lambda ev: [ev.crowded] if ev.crowded else []),
     Rule("network", network, _network_note),
-    Rule("cache_bound", cache_bound),
+    Rule("cache_bound", cache_bound, _reprefill_note),
     Rule("saturation", saturation),
     Rule("queuing", queuing),
     Rule("other", other),

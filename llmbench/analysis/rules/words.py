@@ -130,6 +130,16 @@ def generator_sentence(mon: dict[str, Any]) -> str:
             "else had the CPU.")
 
 
+def untrusted_words(mon: dict[str, Any]) -> str:
+    """Why a step the generator's lag could have broken is not trustworthy, with the cause the
+    verdict names (``generator_cause``, the load_generator and machine rules' decision): the
+    steps table's "!" mark says it in these words, never a cause of its own."""
+    if generator_cause(mon) == "llmbench":
+        return "llmbench itself was busy, and its own lag could explain why the step broke"
+    return ("the machine was busy with other processes (they had the CPU), and the lag they "
+            "gave llmbench's timestamps could explain why the step broke")
+
+
 def busy_warning(mon: dict[str, Any]) -> str:
     """The load generator's state as one warning with what to do, decided one way everywhere
     (``generator_cause``: run, ramp, --find and the dashboard): llmbench itself near its limit

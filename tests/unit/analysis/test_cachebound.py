@@ -4,6 +4,8 @@ when it did not (queuing, a cache that never served much, a server whose counter
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from llmbench.analysis.cachebound import ServerCache, StepCache, advice, finding, server_cache, step_cache
@@ -97,3 +99,47 @@ def test_step_cache_from_records():
 def test_what_moves_it_is_said_per_server_kind(kind, words):
     text = " ".join(advice(kind, 900.0))
     assert all(w in text for w in words), text
+
+
+def test_an_agent_steps_cache_figures_are_the_tables():
+    """The verdict quotes each step's sessions (the table's "from cache"), not a second count
+    over the hold window's calls (issue 45: the two differed)."""
+    from llmbench.analysis.cachebound import ramp_finding
+    from llmbench.results.schema import Step
+
+    def rec(i, step, cached):
+        return Record(f"r{step}{i}", 0.0, start=10.0 * step + i, ok=True, prompt_tokens=1000,
+                      cached_tokens=cached, session_id=f"s{step}{i % 2}", step=step)
+
+    def st(index, held, share, prefilled):
+        return Step.from_dict({
+            "index": index, "load": index + 1, "held": held, "state": "held" if held else "over",
+            "hold_start": 10.0 * index, "hold_end": 10.0 * index + 10, "summary": {"requests": 8},
+            "sessions": {"started": 2, "completed": 2, "cached_share": share,
+                         "prefilled_per_call": prefilled, "context_tokens": 1000.0}})
+    # the windows' calls: 80% cached, then 10%; the sessions of each step: 70%, then 20%
+    recs = [rec(i, 0, 800) for i in range(8)] + [rec(i, 1, 100) for i in range(8)]
+    steps = [st(0, True, 0.7, 300.0), st(1, False, 0.2, 800.0)]
+    f = ramp_finding(steps, recs, steps[1])
+    assert f is not None
+    assert (f.warm_share, f.broke_share, f.reprefill_tokens) == (0.7, 0.2, 800.0)
+    assert "70% of prompt tokens came from the cache" in f.evidence[0]
+    assert "at 2, 20%, and each call prefilled ~800" in f.evidence[0]
+    # a chat ramp (no sessions) keeps the window's own count
+    plain = [replace(s, sessions=None) for s in steps]
+    g = ramp_finding(plain, recs, plain[1])
+    assert g is not None and (g.warm_share, g.broke_share) == (0.8, 0.1)
+
+
+def test_a_chat_ramp_counts_users_and_an_agent_ramp_agents():
+    """People taking turns are users ("At 1 user", not "At 1 agent" as a chat ramp said on
+    the real llama.cpp); sessions with ids are agents."""
+    def rec(i, cached, sid=None):
+        return Record(f"r{i}", 0.0, start=float(i), ok=True, prompt_tokens=1000,
+                      cached_tokens=cached, session_id=sid, user=i % 2, conversation="c")
+    for sid, noun in ((None, "user"), ("s", "agent")):
+        warm = step_cache([rec(i, 800, sid) for i in range(6)], 1)
+        broke = step_cache([rec(i, 0, sid) for i in range(6)], 2)
+        assert warm.agents is (sid is not None)
+        f = finding(warm, broke, None, None, "users")
+        assert f is not None and f.evidence[0].startswith(f"At 1 {noun}, 80% of prompt tokens")

@@ -372,3 +372,35 @@ def test_a_starved_server_that_queued_is_told_of_its_cores_before_its_slots():
     assert f is not None and f.advice[0] == rules.STARVED_ADVICE
     # the slots' advice stays, quoting the gaps this run measured
     assert "164.4 ms" in f.advice[1] and "201.0 ms" in f.advice[1]
+
+
+def _thrash(share=None):
+    from llmbench.analysis.cachebound import Reprefill
+    return Reprefill(load=4, later_turns=20, lost=18, lost_tokens=600.0, prompt_tokens=700.0,
+                     light_load=2, light_lost_share=0.0,
+                     ms_per_token=None if share is None else 0.8, ttft_share=share)
+
+
+def test_re_prefilled_histories_are_a_note_beside_queuing():
+    ev = _ev(_step(1, 4, "over", 3000.0), reprefill=_thrash(0.52))
+    found, notes = decide(ev)
+    assert found.kind == "queuing"
+    said = [n for n in notes if "re-prefilled their whole history" in n]
+    assert said == [_thrash(0.52).sentence()]
+    assert "one KV state thrashed between users" in said[0]
+    assert "about 52% of their TTFT (0.80 ms a token, the server's timings)" in said[0]
+    # plain queuing (no such reading: no cache counts, or the cache kept the histories)
+    _, quiet = decide(_ev(_step(1, 4, "over", 3000.0)))
+    assert not any("re-prefilled" in n for n in quiet)
+
+
+def test_when_the_cache_is_the_verdict_the_re_prefill_is_said_once_with_its_share():
+    cache = CacheFinding(sessions_held=2, session_tokens=900, reprefill_tokens=600,
+                         warm_share=0.8, broke_share=0.2, sentence="The KV cache holds about 2")
+    found, notes = decide(_ev(_step(1, 4, "over", 3000.0), cache=cache,
+                              reprefill=_thrash(0.52)))
+    assert found.kind == "cache_bound"
+    assert not any("re-prefilled their whole history" in n for n in notes)
+    assert [e for e in found.evidence if e.startswith("Re-prefilling")] == [
+        "Re-prefilling whole histories was about 52% of the later turns' TTFT at 4 users "
+        "(0.80 ms a token, the server's timings)."]

@@ -65,3 +65,45 @@ def test_the_readme_sample_is_the_table_the_code_prints():
 
 def _ms(text: str) -> float:
     return float(text[:-2]) if text.endswith("ms") else float(text[:-1]) * 1000
+
+
+def _busy(load: float, cpu_pct: float) -> Step:
+    """A step that broke TTFT p95 by 10 ms with the loop 30 ms late: the lag explains it."""
+    return Step.from_dict({
+        "index": int(load), "load": load, "held": False, "state": "over",
+        "monitor": {"overloaded": True, "lag_p99_ms": 30.0, "cpu_pct": cpu_pct},
+        "checks": [{"threshold": "ttft.p95<=2s", "ok": False, "actual": 2010.0, "limit": 2000.0,
+                    "metric": "ttft", "stat": "p95"}],
+        "summary": {"requests": 20, "completed": 20, "failed": 0, "p95_ttft_ms": 2010.0}})
+
+
+def test_the_untrusted_mark_names_the_cause_the_verdict_names():
+    from llmbench.analysis.verdict import explain
+    # other processes had the CPU (llmbench at 3%): the verdict's words, and the mark's
+    starved = [_busy(1, 3.0), _busy(2, 3.0)]
+    starved[0] = Step.from_dict({**starved[0].to_dict(), "held": True, "state": "held",
+                                 "checks": []})
+    v = explain(starved, [], "users")
+    assert v.kind == "load_generator" and v.generator_cause == "machine"
+    assert "busy with other processes" in " ".join(v.evidence)
+    marks = console.marks_lines(starved, v)
+    mark = [m for m in marks if m.startswith(console.UNTRUSTED)]
+    assert mark == [f"{console.UNTRUSTED} not trustworthy at 2 users: the machine was busy "
+                    "with other processes (they had the CPU), and the lag they gave llmbench's "
+                    "timestamps could explain why the step broke."]
+    assert "llmbench's own lag" not in " ".join(marks)
+    # llmbench itself busy (95% of a core): both say it was llmbench
+    own = [starved[0], _busy(2, 95.0)]
+    v = explain(own, [], "users")
+    assert v.generator_cause == "llmbench"
+    mark = [m for m in console.marks_lines(own, v) if m.startswith(console.UNTRUSTED)]
+    assert mark == [f"{console.UNTRUSTED} not trustworthy at 2 users: llmbench itself was busy, "
+                    "and its own lag could explain why the step broke."]
+
+
+def test_a_mark_at_one_user_says_user():
+    one = _busy(1, 3.0)
+    marks = console.marks_lines([one])
+    assert marks[0].startswith(f"{console.BUSY} the machine was busy with other processes at "
+                               "1 user:"), marks
+    assert marks[1].startswith(f"{console.UNTRUSTED} not trustworthy at 1 user: "), marks

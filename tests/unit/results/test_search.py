@@ -422,3 +422,20 @@ def test_find_states_no_fractional_crossing_between_adjacent_users():
              threshold="ttft.p95<=2s")
     s = finish(Search(limit=2, broke_at=8, stopped="found"), [], k, "users")
     assert s.interval == [4.0, 6.0]
+
+
+def test_the_generators_lag_names_who_had_the_cpu_as_the_verdict_does():
+    # a starved --find: the step the search stopped at lagged while llmbench used 2% of a
+    # core: other processes had the CPU (the verdict's words), not "its own lag"
+    trials = [Trial(index=0, load=1, why="grow", held=True),
+              Trial(index=1, load=2, why="grow", held=False)]
+
+    def step(cpu_pct):
+        return Step.from_dict({"index": 1, "load": 2, "held": False, "state": "over",
+                               "monitor": {"overloaded": True, "lag_p99_ms": 40.0,
+                                           "cpu_pct": cpu_pct}, "summary": {"requests": 9}})
+    for cpu, words in ((2.0, "other processes had the CPU, so its lag broke that step"),
+                       (97.0, "its own lag broke that step")):
+        s = finish(Search(by="users", trials=trials, limit=1, broke_at=None,
+                          stopped="load_generator"), [step(cpu)], None, "users")
+        assert f"could not hold 2 users ({words})" in (s.uncertain or ""), s.uncertain
