@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from llmbench.client.request import Client
 from llmbench.records.record import (CANCELLED, REFUSED_KINDS, UNMEASURED_KINDS, Record,
-                                     RecordLog, clean)
+                                     RecordLog, clean, token_us)
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 from llmbench.workload.salt import Salt
@@ -231,9 +231,10 @@ class Session:
         c.events += len(rec.token_times)
         if rec.token_times:
             self.recent_ttft.add(rec.token_times[0], rec.ttft)
-        self.records.append(rec)
+        us = token_us(rec)              # once, for the store and the log alike
+        self.records.append(rec, us)
         if self.log is not None:
-            self.log.append(rec)
+            self.log.append(rec, us)
         if self.on_record is not None:
             self.on_record(rec)
 
