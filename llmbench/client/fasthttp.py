@@ -247,6 +247,9 @@ class _Conn(asyncio.Protocol):
         self.transport = transport      # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
+        inbox = getattr(self.pool, "inbox", None)
+        if inbox:
+            self.pool.read_inbox()      # what arrived before the close, first and in order
         self.closed = True
         phase = self.phase
         if phase == _HEAD:
@@ -269,6 +272,20 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = self.clock()
+        inbox = getattr(self.pool, "inbox", None)
+        if inbox is not None:
+            # stamped now, read after every socket of this poll is stamped (_Pool.read_inbox):
+            # when many streams' events come in one poll, each stamp waits only for the
+            # stamps before it (~1 µs each), not for the parsing and decoding of the events
+            # before it (~10 µs each: 10 ms at 1,024 streams, issue 50 §1)
+            inbox.append((self, t, data))
+            if len(inbox) == 1:
+                self.pool.loop.call_soon(self.pool.read_inbox)
+            return
+        self.receive(t, data)
+
+    def receive(self, t: float, data: bytes) -> None:
+        """``data``, which arrived at ``t``: the response parsed, its events decoded."""
         try:
             phase = self.phase
             if phase == _BODY:
@@ -660,9 +677,19 @@ class _Pool:
         except ValueError:
             pass
         self.idle: list[_Conn] = []
+        # reads stamped on arrival and not yet parsed, in arrival order (_Conn.data_received)
+        self.inbox: deque[tuple[_Conn, float, bytes]] = deque()
         self.open = 0
         self.waiters: deque[asyncio.Future] = deque()
         self.all: set[_Conn] = set()
+
+    def read_inbox(self) -> None:
+        """Parse the reads stamped so far, in the order they arrived."""
+        inbox = self.inbox
+        while inbox:
+            conn, t, data = inbox.popleft()
+            conn.receive(t, data)       # catches what it raises; a close it causes comes
+                                        # later (asyncio and uvloop call connection_lost soon)
 
     async def acquire(self, fresh: bool) -> _Conn:
         while True:
