@@ -216,7 +216,7 @@ class _Conn(asyncio.Protocol):
     __slots__ = ("pool", "transport", "closed", "idle_since", "phase", "keep", "rec", "dog",
                  "texts", "fut", "dec", "mode", "acc", "acc_n", "head", "chunked", "cstate",
                  "remaining", "cbuf", "until_close", "drain_timer", "_on_head", "_fmt", "encoding",
-                 "location", "clock", "stamps")
+                 "location", "clock", "stamps", "_inbox")
 
     def __init__(self, pool: "_Pool") -> None:
         self.pool = pool
@@ -236,6 +236,9 @@ class _Conn(asyncio.Protocol):
         # the time source of arrivals: the pool's (perf_counter; a virtual clock when
         # mock_transport feeds a scripted response through this parser)
         self.clock = pool.clock
+        # the pool's reads stamped and not yet parsed (None: parse at once, as the virtual-
+        # time transport's scripted pool wants)
+        self._inbox: deque[tuple[_Conn, float, bytes]] | None = getattr(pool, "inbox", None)
         # a new connection's set-up (perf_counter: began, name resolved, TCP made, TLS done;
         # None where it had no such step), given to the first request it serves and then
         # dropped: a reused connection costs its requests nothing (records/phases.py)
@@ -247,8 +250,7 @@ class _Conn(asyncio.Protocol):
         self.transport = transport      # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        inbox = getattr(self.pool, "inbox", None)
-        if inbox:
+        if self._inbox:
             self.pool.read_inbox()      # what arrived before the close, first and in order
         self.closed = True
         phase = self.phase
@@ -272,7 +274,7 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = self.clock()
-        inbox = getattr(self.pool, "inbox", None)
+        inbox = self._inbox
         if inbox is not None:
             # stamped now, read after every socket of this poll is stamped (_Pool.read_inbox):
             # when many streams' events come in one poll, each stamp waits only for the
