@@ -608,6 +608,8 @@ class _Conn(asyncio.Protocol):
 
     def _drain_late(self) -> None:
         self.drain_timer = None
+        if self._inbox:
+            self.pool.read_inbox()      # the terminator may be read and not yet parsed
         if self.phase == _DRAIN:
             self.phase = _IDLE
             self._abort()
@@ -939,6 +941,8 @@ class FastTransport:
             rec.tls_us = None if tls is None else offset_us(start, tls)
         fut = pool.loop.create_future()
         conn.start(rec, dog, texts, fut)
+        if hasattr(dog, "flush"):
+            dog.flush = pool.read_inbox     # type: ignore[attr-defined]
         if path is None:
             head = self._heads[stream]
         else:

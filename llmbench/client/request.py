@@ -262,7 +262,7 @@ class _Watchdog:
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
                  "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking",
-                 "patience_s", "stop_after")
+                 "patience_s", "stop_after", "flush")
 
     def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
                  clock: Callable[[], float] = perf_counter, timers: bool = True,
@@ -285,6 +285,9 @@ class _Watchdog:
         # patience_s; stops the reply after stop_after token events (the transports check it)
         self.patience_s = patience_s
         self.stop_after = stop_after
+        # the transport's reads stamped but not yet parsed, parsed before a deadline is
+        # judged (fasthttp._Pool.read_inbox): a token that arrived is never a timeout
+        self.flush: Callable[[], None] | None = None
         self._arm()
 
     def deadline(self) -> float:
@@ -320,6 +323,11 @@ class _Watchdog:
         return None
 
     def _check(self) -> None:
+        if self.flush is not None:
+            firing = self._handle
+            self.flush()
+            if self.stopped or self._handle is not firing:
+                return                  # what was parsed ended the request, or re-armed it
         late = self._clock() - self._due
         if late > FROZEN_S and not self._rechecking:
             # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a

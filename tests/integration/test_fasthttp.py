@@ -304,3 +304,38 @@ def test_choose_transport(monkeypatch, capsys):
     monkeypatch.setenv("LLMBENCH_TRANSPORT", "quic")
     assert choose_transport("http://h/v1") == client.DEFAULT_TRANSPORT
     assert "LLMBENCH_TRANSPORT=quic" in capsys.readouterr().err
+
+
+def test_a_token_read_but_not_yet_parsed_is_no_first_token_timeout():
+    """The watchdog's deadline can come due in the turn between a read's stamp and its parse
+    (reads of a burst are parsed a turn later): it parses the queue first, and the token that
+    arrived in time is a token, not a timeout_first_token."""
+    from llmbench.client.request import _Watchdog
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        client = Client(make_target("http://127.0.0.1:1/v1", "m"), transport="fast")
+        pool = fasthttp._Pool(loop, "127.0.0.1", 1, None, 0, 1.0, client._on_head,
+                              client._fmt)
+        pool.release = lambda conn: None         # type: ignore[method-assign]
+        now = [100.0]
+        pool.clock = lambda: now[0]
+        conn = fasthttp._Conn(pool)
+        conn.transport = _Wire()                 # type: ignore[assignment]
+        rec, texts = Record("r", 0.0), []
+        rec.start = 100.0
+        dog = _Watchdog(asyncio.current_task(), Timeouts(first_token_s=0.5), 100.0,
+                        clock=lambda: now[0])
+        dog.flush = pool.read_inbox
+        conn.start(rec, dog, texts, loop.create_future())
+        now[0] = 100.2
+        pool.last_read = now[0]                  # a read right behind another: queued
+        conn.data_received(HEAD + chunk(chat_token("x")))
+        assert rec.token_times == []             # stamped, not parsed yet
+        now[0] = 100.7                           # the first-token deadline passed
+        dog._check()                             # its timer runs before the queue's turn
+        dog.stop()
+        return rec, dog
+    rec, dog = asyncio.run(go())
+    assert dog.fired is None
+    assert rec.token_times == [100.2] and rec.error_kind is None
