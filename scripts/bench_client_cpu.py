@@ -5,7 +5,11 @@ Two measurements, each reproducible with the variants that chose the client's se
 1. ``--decoder``: the stream decoder alone (no network, no loop): realistic OpenAI chat chunks
    fed to StreamDecoder, microseconds per event for the JSON decoder in use (stdlib json or
    orjson).
-2. The client against the mock in another process (only this process's CPU counts): N closed-
+2. ``--whole``: the whole ``llmbench run`` process (start-up, load, analysis, run folder) as
+   ``/usr/bin/time`` sees it (user + sys of the child): a 1-request run (start-up) and
+   ``--streams`` lock-step streams x ``--waves`` waves of ``--tokens``-token replies, in CPU
+   microseconds per token event, with the machine's load average beside each figure.
+3. The client against the mock in another process (only this process's CPU counts): N closed-
    loop streams, a phase of one-token requests and a phase of ``--tokens``-token requests;
    cpu = a * requests + b * events over the two phases gives ``a`` (per request start, its
    finish included) and ``b`` (per token event).
@@ -17,6 +21,7 @@ Variants (combine freely; the default is what llmbench uses):
   --transport aiohttp|fast|auto  the HTTP stack behind Client (auto: llmbench's default)
 
   python scripts/bench_client_cpu.py --decoder
+  python scripts/bench_client_cpu.py --whole --streams 128 --waves 4   # issue 50's 128 x 100
   python scripts/bench_client_cpu.py --streams 128 --loop asyncio --json stdlib   # the old client
   python scripts/bench_client_cpu.py --streams 128                                  # llmbench today
   python scripts/bench_client_cpu.py --streams 128 --transport fast                 # fasthttp
@@ -116,9 +121,55 @@ async def phase(url: str, streams: int, tokens: int, seconds: float, stamp: bool
         return cpu, len(s.records), sum(len(r.token_times) for r in s.records), len(ok)
 
 
+def _child_cpu(cmd: list[str]) -> tuple[float, str]:
+    """user + sys CPU seconds of one child process (as /usr/bin/time counts them), and its
+    last output line."""
+    import resource
+    import subprocess
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    return cpu, (lines[-1] if lines else "")
+
+
+def _load() -> str:
+    return "load %.1f" % os.getloadavg()[0]
+
+
+def bench_whole(a: argparse.Namespace) -> None:
+    """The whole llmbench run process against the mock, start-up apart."""
+    import tempfile
+    cfg = make_config(None, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, tokens=a.tokens)
+    with MockProcess(cfg) as m, tempfile.TemporaryDirectory() as tmp:
+        def run(users: int, requests: int, tokens: int) -> tuple[float, str]:
+            return _child_cpu([sys.executable, "-m", "llmbench.cli", "run", "--url",
+                               m.url + "/v1", "--model", "mock", "--concurrency", str(users),
+                               "--requests", str(requests), "--output-tokens", str(tokens),
+                               "--prompt-tokens", "16", "--server-probe", "off",
+                               "--server-pid", "off", "--network-floor", "off", "--quiet",
+                               "--out", tmp])
+        run(1, 1, 1)                        # bytecode compiled, caches warm
+        for _ in range(a.runs):
+            cpu1, _ = run(1, 1, 1)
+            print(f"start-up (a 1-request run, whole process): {cpu1:5.2f} s CPU   ({_load()})")
+        n = a.streams * a.waves
+        for _ in range(a.runs):
+            cpu, line = run(a.streams, n, a.tokens)
+            events = n * a.tokens
+            print(f"{a.streams} streams x {a.waves} waves x {a.tokens} tokens: {cpu:5.2f} s CPU, "
+                  f"{cpu / events * 1e6:5.1f} us per token whole process   ({_load()})")
+            if "0 failed" not in line:
+                print(f"  (the run said: {line})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--decoder", action="store_true", help="the decoder alone, no network")
+    ap.add_argument("--whole", action="store_true", help="the whole llmbench run process")
+    ap.add_argument("--waves", type=int, default=4, help="--whole: requests per stream")
+    ap.add_argument("--runs", type=int, default=2, help="--whole: runs of each")
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--streams", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=100)
@@ -132,6 +183,11 @@ def main() -> None:
     a = ap.parse_args()
     if a.decoder:
         bench_decoder(a.reps)
+        return
+    if a.whole:
+        if a.itl_ms == 5.0:
+            a.itl_ms = 20.0                 # a pace the mock keeps at 128 streams
+        bench_whole(a)
         return
     js = use_json(a.json)
     transport = choose_transport("http://x", a.transport)

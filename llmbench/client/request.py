@@ -262,7 +262,7 @@ class _Watchdog:
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
                  "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking",
-                 "patience_s", "stop_after")
+                 "patience_s", "stop_after", "flush")
 
     def __init__(self, task: asyncio.Task, timeouts: Timeouts, start: float,
                  clock: Callable[[], float] = perf_counter, timers: bool = True,
@@ -285,6 +285,9 @@ class _Watchdog:
         # patience_s; stops the reply after stop_after token events (the transports check it)
         self.patience_s = patience_s
         self.stop_after = stop_after
+        # the transport's reads stamped but not yet parsed, parsed before a deadline is
+        # judged (fasthttp._Pool.read_inbox): a token that arrived is never a timeout
+        self.flush: Callable[[], None] | None = None
         self._arm()
 
     def deadline(self) -> float:
@@ -320,6 +323,11 @@ class _Watchdog:
         return None
 
     def _check(self) -> None:
+        if self.flush is not None:
+            firing = self._handle
+            self.flush()
+            if self.stopped or self._handle is not firing:
+                return                  # what was parsed ended the request, or re-armed it
         late = self._clock() - self._due
         if late > FROZEN_S and not self._rechecking:
             # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a
@@ -813,27 +821,35 @@ class Client:
             # llama.cpp's timings: cache_n prompt tokens reused from the slot's cache, prompt_n
             # computed (its usage names no cached tokens in older builds)
             rec.cached_tokens = count(rec.server_timing.get("cache_n"))
-        if rec.output_tokens is None and times and rec.output_tokens_source == "events":
+        if rec.output_tokens is None:
+            self._count_output(rec, times, texts)
+        if rec.error_kind is None and rec.status is not None and rec.status < 400:
+            self._judge(rec, times, texts, items)
+
+    def _count_output(self, rec: Record, times: list[float], texts: list[str]) -> None:
+        """The reply's output tokens when the server reported none (``rec.output_tokens`` is
+        None): its token events, its length, or the client's tokenizer, and which it was."""
+        if times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
             # events are the count, as records.clean does for old logs
             rec.output_tokens = len(times)
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
-        elif rec.output_tokens is None and rec.embeddings is not None:
+        elif rec.embeddings is not None:
             rec.output_tokens, rec.output_tokens_source = 0, "server"   # vectors, not tokens
-        elif rec.output_tokens is None and times and rec.finish_reason == "length" \
+        elif times and rec.finish_reason == "length" \
                 and rec.max_tokens and len(times) <= rec.max_tokens \
                 and not rec.reasoning_tokens:
             # no usage, but the server says it stopped at the length asked: that is the count,
             # exactly (a word tokenizer was 3-9 % off a true 64)
             rec.output_tokens, rec.output_tokens_source = rec.max_tokens, "length"
-        elif rec.output_tokens is None and times and _approximate(self._count_tokens) \
+        elif times and _approximate(self._count_tokens) \
                 and _one_token_each(texts):
             # no usage and only an approximate tokenizer: where each event is a token's worth
             # of text (llama.cpp and llama-cpp-python's servers stream one token an event),
             # the events are the better count; the last may carry only the finish reason
             rec.output_tokens = sum(1 for x in texts if x)
             rec.output_tokens_source = "events"
-        elif rec.output_tokens is None and times:
+        elif times:
             text = "".join(texts)
             if self._count_tokens is not None:
                 # the text is the answer's; reasoning counts as output, as in vLLM's usage
@@ -841,20 +857,23 @@ class Client:
             else:
                 rec.output_tokens = len(times)
             rec.output_tokens_source = "tokenizer"
-        if rec.error_kind is None and rec.status is not None and rec.status < 400:
-            if not times:
-                rec.error_kind, rec.error = "no_token", "the response carried no token"
-            elif items is not None and rec.embeddings != items:
-                # an embeddings reply with a null or empty vector, or not one per input: it
-                # did not do the work asked, whatever its status
-                rec.error_kind = "bad_vectors"
-                rec.error = (f"the reply held {rec.embeddings or 0} vectors for {items} "
-                             f"input{'s' if items != 1 else ''} (a null or empty vector, or "
-                             "too few or too many)")
-            else:
-                rec.ok = True
-                if self.params.structured is not None and rec.first_tool is None:
-                    rec.output_valid = check_reply("".join(texts), self.params.structured or None)
+
+    def _judge(self, rec: Record, times: list[float], texts: list[str],
+               items: int | None) -> None:
+        """A reply the server answered without error (status < 400): ok, or why not."""
+        if not times:
+            rec.error_kind, rec.error = "no_token", "the response carried no token"
+        elif items is not None and rec.embeddings != items:
+            # an embeddings reply with a null or empty vector, or not one per input: it
+            # did not do the work asked, whatever its status
+            rec.error_kind = "bad_vectors"
+            rec.error = (f"the reply held {rec.embeddings or 0} vectors for {items} "
+                         f"input{'s' if items != 1 else ''} (a null or empty vector, or "
+                         "too few or too many)")
+        else:
+            rec.ok = True
+            if self.params.structured is not None and rec.first_tool is None:
+                rec.output_valid = check_reply("".join(texts), self.params.structured or None)
 
 
 def _approximate(count_tokens: Any) -> bool:

@@ -233,23 +233,10 @@ class Harness:
                      log: RecordLog | None, stopping: asyncio.Event,
                      loop: asyncio.AbstractEventLoop) -> Outcome:
         run_id = f"{int(time.time()) % 100000:05d}"
-        sessions: dict[str, Session] = {}
-        for s in targets:
-            shared = sessions[s.share_records].records if s.share_records in sessions else None
-            sessions[s.name] = Session(clients[s.name], log, run_id=s.run_id or run_id,
-                                       path=s.path, stopping=stopping, salt=s.salt,
-                                       traffic_class=s.traffic_class,
-                                       **({"records": shared} if shared is not None else {}))
-        self._sessions = sessions
-        if self.keep_texts:
-            for s in sessions.values():
-                s.texts = self.texts            # reply texts only when they will be written
+        sessions = self._open_sessions(targets, clients, log, stopping, run_id)
         observers = self._watching()
-        watchers = [o.observe for o in observers]
-        if watchers:
-            hook = watchers[0] if len(watchers) == 1 else (
-                lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))) \
-                if len(watchers) == 2 else (lambda rec, ws=tuple(watchers): [w(rec) for w in ws])
+        hook = _one_hook([o.observe for o in observers])
+        if hook is not None:
             for s in sessions.values():
                 s.on_record = hook          # records from workers too (the coordinator calls it)
         monitor = LoopMonitor()
@@ -309,20 +296,7 @@ class Harness:
             monitor.start()
         probe_stop = asyncio.Event()
         own: set[asyncio.Task[Any]] = set()
-        for spec in targets:
-            if spec.server_probe == "off":
-                continue
-            p = ServerProbe(spec.target.server_root, spec.server_probe,
-                            headers={k: v for k, v in spec.target.request_headers().items()
-                                     if k != "content-type"})
-            if spec.server_probe != "auto":
-                p.on_note = lambda text: self.say_err(f"warning: {text}")
-            scrapers[spec.name] = p
-            own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
-                                           if self.run_dir else None)))
-        if self.telemetry is not None:
-            own.add(loop.create_task(self.telemetry.run(
-                probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
+        scrapers.update(self._start_probes(targets, loop, probe_stop, own))
         if not live.load:
             # a fixed load (a run) says its level here; a ramp or probe sets it per step
             live.load = float(getattr(shape, "concurrency", None) or getattr(shape, "rate", None) or 0.0)
@@ -344,20 +318,8 @@ class Harness:
                     t.cancel()
             await asyncio.sleep(0.05)
         finally:
-            if printer is not None:
-                printer.cancel()
-                # the live view clears its rows before anything else is printed
-                await asyncio.wait({printer}, timeout=2.0)
-            ticker.cancel()
-            await asyncio.wait({ticker})
-            self._hand_tokens(sessions, observers, events)      # the last ones, to the end
-            probe_stop.set()
-            for t in own - {printer}:
-                try:
-                    await asyncio.wait_for(t, 5)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    pass
-            await monitor.stop()
+            await self._wind_down(printer, ticker, sessions, observers, events, probe_stop,
+                                  own, monitor)
             _remove(loop, installed, on_signal)
             # every record observed: each observer's last tick or scrape (in a thread: the
             # dashboard joins its feeder, the exporter waits for a watching scraper's last)
@@ -373,6 +335,65 @@ class Harness:
         return Outcome(result, records, t0_epoch, t0_perf, interrupted, view.samples, servers,
                        live, fleet.describe() if fleet is not None else None,
                        write_error[0] if write_error else None, self.telemetry)
+
+    def _open_sessions(self, targets: list[TargetSpec], clients: dict[str, Client],
+                       log: RecordLog | None, stopping: asyncio.Event,
+                       run_id: str) -> dict[str, Session]:
+        """One Session per target (traffic classes sharing one record store when asked)."""
+        sessions: dict[str, Session] = {}
+        for s in targets:
+            shared = sessions[s.share_records].records if s.share_records in sessions else None
+            sessions[s.name] = Session(clients[s.name], log, run_id=s.run_id or run_id,
+                                       path=s.path, stopping=stopping, salt=s.salt,
+                                       traffic_class=s.traffic_class,
+                                       **({"records": shared} if shared is not None else {}))
+        self._sessions = sessions
+        if self.keep_texts:
+            for s in sessions.values():
+                s.texts = self.texts            # reply texts only when they will be written
+        return sessions
+
+    def _start_probes(self, targets: list[TargetSpec], loop: asyncio.AbstractEventLoop,
+                      probe_stop: asyncio.Event, own: set[asyncio.Task[Any]]
+                      ) -> dict[str, ServerProbe]:
+        """The server probes and the server machine's telemetry, as tasks in ``own``."""
+        scrapers: dict[str, ServerProbe] = {}
+        for spec in targets:
+            if spec.server_probe == "off":
+                continue
+            p = ServerProbe(spec.target.server_root, spec.server_probe,
+                            headers={k: v for k, v in spec.target.request_headers().items()
+                                     if k != "content-type"})
+            if spec.server_probe != "auto":
+                p.on_note = lambda text: self.say_err(f"warning: {text}")
+            scrapers[spec.name] = p
+            own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
+                                           if self.run_dir else None)))
+        if self.telemetry is not None:
+            own.add(loop.create_task(self.telemetry.run(
+                probe_stop, self.run_dir / "telemetry.jsonl" if self.run_dir else None)))
+        return scrapers
+
+    async def _wind_down(self, printer: asyncio.Task[Any] | None, ticker: asyncio.Task[Any],
+                         sessions: dict[str, Session], observers: list[Observer],
+                         events: list[int], probe_stop: asyncio.Event,
+                         own: set[asyncio.Task[Any]], monitor: LoopMonitor) -> None:
+        """After the load (or its interruption): the live views cleared, the last token
+        events handed on, the probes stopped, every observer closed."""
+        if printer is not None:
+            printer.cancel()
+            # the live view clears its rows before anything else is printed
+            await asyncio.wait({printer}, timeout=2.0)
+        ticker.cancel()
+        await asyncio.wait({ticker})
+        self._hand_tokens(sessions, observers, events)      # the last ones, to the end
+        probe_stop.set()
+        for t in own - {printer}:
+            try:
+                await asyncio.wait_for(t, 5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        await monitor.stop()
 
     def _recent_telemetry(self) -> list[dict[str, Any]]:
         """The server machine's last few seconds of samples (a slice of a list the loop appends
@@ -628,6 +649,17 @@ class Harness:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         return rec
+
+
+def _one_hook(watchers: list[Callable[[Record], Any]]) -> Callable[[Record], Any] | None:
+    """The observers' ``observe`` calls as one callable per record (None: nobody watches)."""
+    if not watchers:
+        return None
+    if len(watchers) == 1:
+        return watchers[0]
+    if len(watchers) == 2:
+        return lambda rec, a=watchers[0], b=watchers[1]: (a(rec), b(rec))
+    return lambda rec, ws=tuple(watchers): [w(rec) for w in ws]
 
 
 def _stores(sessions: dict[str, Session]) -> list[RecordStore]:

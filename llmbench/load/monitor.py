@@ -2,6 +2,15 @@
 
 If the generator is busy its timestamps are late and its latencies inflated; reports say so
 instead of blaming the server.
+
+Where a token's stamp may still be late (issue 50 §1), and what shows it here: a token is
+stamped when the loop reads it, and the loop reads between its turns. A turn's own work is
+bounded (load.pacing: at most a few request starts and finishes), and the reads of one poll
+are all stamped before any is parsed (client.fasthttp), so what remains is the loop not
+running at all (the process descheduled on a busy machine, a GC pause, a freeze) or a turn
+made long by something else: exactly what the 10 ms tick's lateness measures. ``lag_max_ms``
+of a second bounds how late any stamp of that second can be; ``lag_p99_ms`` is how late
+most could be.
 """
 
 from __future__ import annotations

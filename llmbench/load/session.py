@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from llmbench.client.request import Client
+from llmbench.load.pacing import TurnGate
 from llmbench.records.record import (CANCELLED, REFUSED_KINDS, UNMEASURED_KINDS, Record,
-                                     RecordLog, clean)
+                                     RecordLog, clean, token_us)
 from llmbench.records.store import RecordStore
 from llmbench.workload import Turn
 from llmbench.workload.salt import Salt
@@ -116,6 +117,10 @@ class Session:
     # so a ramp's drain can wait for the sessions its hold window started
     agents_open: dict[str, tuple[int | None, float]] = field(default_factory=dict)
     _next_agent: int = 0
+    # at most a few request starts and finishes per event-loop turn, so a burst of them
+    # never keeps arrived tokens unread (load.pacing); None: no bound (a client on virtual
+    # time, whose clock no loop turn moves)
+    gate: TurnGate | None = field(default_factory=TurnGate)
 
     def new_agent_session(self) -> str:
         """An agent session's id, unique in the run (the session's run id names the worker)."""
@@ -126,6 +131,8 @@ class Session:
         target = getattr(self.client, "target", None)
         self._secrets = target.secrets() if target is not None else ()
         self._ollama = str(getattr(target, "api", "")).startswith("ollama")
+        if getattr(self.client, "_timers", True) is False:
+            self.gate = None
 
     def lap_salt(self, lap: int) -> Salt | None:
         """The salt of a conversation drawn on pass ``lap`` through the pool (lap 0: the
@@ -164,6 +171,11 @@ class Session:
         agent step's (session_id, step_id, parent_step_id, tool_gap_ms, step_kind), stamped on
         its record; ``lap``: the conversation's pass through the pool (its salt's: for_lap);
         ``api``: this request's API when not the target's (a recording's replay)."""
+        gate = self.gate
+        if gate is not None:
+            slot = gate.enter()
+            if slot is not None:
+                await slot              # a later loop turn: the sockets are read first
         self._next_id += 1
         rec = Record(request_id=f"{self.run_id}-{self._next_id}", scheduled=scheduled, user=user,
                      conversation=conversation, turn=turn_index, step=self.step, warmup=warmup,
@@ -197,6 +209,15 @@ class Session:
         except asyncio.CancelledError:
             self._finish(rec)
             raise
+        if gate is not None:
+            # the record is complete (its times taken): its finish is work like a start
+            slot = gate.enter()
+            if slot is not None:
+                try:
+                    await slot
+                except asyncio.CancelledError:
+                    self._finish(rec)
+                    raise
         if self._ollama and counted and turn_index == 0 and not turn.batch \
                 and rec.cached_tokens is None and rec.ok and rec.prompt_tokens is not None \
                 and rec.prompt_tokens_source == "server":
@@ -233,9 +254,10 @@ class Session:
         c.events += len(rec.token_times)
         if rec.token_times:
             self.recent_ttft.add(rec.token_times[0], rec.ttft)
-        self.records.append(rec)
+        us = token_us(rec)              # once, for the store and the log alike
+        self.records.append(rec, us)
         if self.log is not None:
-            self.log.append(rec)
+            self.log.append(rec, us)
         if self.on_record is not None:
             self.on_record(rec)
 

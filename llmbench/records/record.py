@@ -11,6 +11,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
@@ -210,21 +211,23 @@ class Record:
         """Whether this request counts (``definitions.is_measured``)."""
         return is_measured(self.warmup, self.error_kind)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, token_us: list[int] | None = None) -> dict[str, Any]:
+        """The record as requests.jsonl's line holds it; ``token_us``: its token events as
+        ``token_us(rec)`` gives them, when the caller has them already (Session._finish: the
+        store takes the same list, computed once)."""
         d: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
-            if name == "token_times":
-                continue
-            value = getattr(self, name)
-            if type(value) is float and not math.isfinite(value):
-                continue                  # JSON has no NaN: a bare NaN makes the line invalid
-            if type(value) is dict:
+        for name, value in zip(_WRITTEN, _get_written(self)):
+            vt = type(value)
+            if vt is float:
+                if value != value or value in _INFINITIES:
+                    continue              # JSON has no NaN: a bare NaN makes the line invalid
+            elif vt is dict:
                 value = _finite(value)
             # stream defaults to True: a False left out would read back as True
             if value is not None and value is not False or name in ("ok", "stream"):
                 d[name] = value
-        start = self.start
-        d["token_us"] = [round((t - start) * 1e6) for t in self.token_times]
+        d["token_us"] = token_us if token_us is not None else \
+            _token_us(self.start, self.token_times)
         return d
 
     @classmethod
@@ -312,6 +315,22 @@ def clean(rec: Record, secrets: tuple[str, ...] = ()) -> Record:
     return rec
 
 
+# the fields to_json writes, in order, read with one call (a getattr per field cost ~40 % of
+# to_json on the hot path)
+_WRITTEN = tuple(n for n in Record.__slots__ if n != "token_times")   # type: ignore[attr-defined]
+_get_written = attrgetter(*_WRITTEN)
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _token_us(start: float, times: list[float]) -> list[int]:
+    return [round((t - start) * 1e6) for t in times]
+
+
+def token_us(rec: Record) -> list[int]:
+    """A record's token events as requests.jsonl holds them: integer µs after its start."""
+    return _token_us(rec.start, rec.token_times)
+
+
 def _json_line(obj: dict[str, Any]) -> bytes:
     """One record as a line of JSON (UTF-8). orjson takes a fifth of json.dumps's time on the
     hot path (a 100-event record: ~30 µs); what it refuses (an integer beyond 64 bits in a
@@ -349,11 +368,12 @@ class RecordLog:
         self.error: OSError | None = None
         self.on_error: Callable[[OSError], None] | None = None
 
-    def append(self, rec: Record) -> None:
+    def append(self, rec: Record, token_us: list[int] | None = None) -> None:
+        """``token_us``: the record's token_us(rec), when the caller has it already."""
         fh = self._fh
         if fh is None:
             return
-        line = _json_line(rec.to_json())
+        line = _json_line(rec.to_json(token_us))
         try:
             fh.write(line)
             fh.flush()

@@ -131,9 +131,11 @@ class RecordStore:
             self._table.append(s)
         return i
 
-    def append(self, rec: Record) -> None:
-        """Copy one finished record in (on the hot path: a few µs)."""
-        if not self._append_plain(rec):
+    def append(self, rec: Record, token_us: list[int] | None = None) -> None:
+        """Copy one finished record in (on the hot path: a few µs). ``token_us``: the record's
+        records.record.token_us(rec), when the caller has it already (computed once for the
+        store and the log)."""
+        if not self._append_plain(rec, token_us):
             self._append_any(rec)
         self._offsets = None
         if len(self._tok.tail) >= SEAL_EVENTS:
@@ -212,7 +214,7 @@ class RecordStore:
             return arr[i]
         return head[0] if i < head[1] else arr[i - head[1]]
 
-    def _append_plain(self, rec: Record) -> bool:
+    def _append_plain(self, rec: Record, us: list[int] | None = None) -> bool:
         """The usual record, column by column without checks; False (nothing appended) when
         any value needs the general path: an extra field, a number out of range, an odd id."""
         if _get_other(rec) != _OTHER_DEFAULTS:
@@ -235,8 +237,9 @@ class RecordStore:
         for v in f8:
             if v is not None and v != v:
                 return False
-        start = rec.start
-        us = [round((t - start) * 1e6) for t in rec.token_times]
+        if us is None:
+            start = rec.start
+            us = [round((t - start) * 1e6) for t in rec.token_times]
         if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
             return False
         for arr, v in zip(self._f8.values(), f8):

@@ -19,6 +19,12 @@ class SseFramer:
         self.event_type: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not self._buf \
+                and not self._data and chunk.count(b"\n") == 2 and b"\r" not in chunk:
+            # the usual chunk (one event, whole, one data line): what the general path below
+            # makes of it, without splitting it into lines (issue 50: per token event CPU)
+            payload = chunk[6:-2]
+            return [payload] if payload.strip() else []
         buf = self._buf + chunk if self._buf else chunk
         out: list[bytes] = []
         if b"\r" in buf:
@@ -85,6 +91,12 @@ class NdjsonFramer:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not self._buf \
+                and not self._data and chunk.count(b"\n") == 2 and b"\r" not in chunk:
+            # the usual chunk (one event, whole, one data line): what the general path below
+            # makes of it, without splitting it into lines (issue 50: per token event CPU)
+            payload = chunk[6:-2]
+            return [payload] if payload.strip() else []
         buf = self._buf + chunk if self._buf else chunk
         lines = buf.split(b"\n")
         self._buf = lines.pop()

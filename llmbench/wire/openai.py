@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, count, error_text, loads, malformed, text_or_none, timings, wrong_type
+from llmbench.wire import events as _events
 from llmbench.wire.format import WireFormat
 
 _DONE = b"[DONE]"
@@ -107,10 +108,16 @@ def _decode(payload: bytes) -> Event | dict[str, Any]:
     """[DONE], a malformed payload, or the event's JSON object."""
     if payload == _DONE:
         return Event(END)
+    fast = _events.fast_loads
     try:
-        obj = loads(payload)
-    except ValueError as exc:
-        return malformed(payload, exc)
+        # orjson at once (one call, not two, per event); what it refuses goes through loads,
+        # which reads what json reads (NaN, integers beyond 64 bits) as before
+        obj = fast(payload) if fast is not None else loads(payload)
+    except ValueError:
+        try:
+            obj = loads(payload)
+        except ValueError as exc:
+            return malformed(payload, exc)
     if not isinstance(obj, dict):
         return malformed(payload)
     return obj
@@ -160,6 +167,12 @@ def classify_chat(payload: bytes) -> Event:
     if delta.__class__ is not dict:
         return wrong_type("choices[0].delta", delta, "an object")
     content = delta.get("content")
+    if content.__class__ is str and content and len(delta) == 1 \
+            and choice.get("finish_reason") is None and obj.get("usage") is None \
+            and obj.get("timings") is None:
+        # the usual event (text only, no usage, no finish): what the general path below
+        # returns for it, without its checks (issue 50: per token event CPU)
+        return Event(TOKEN, content)
     # the text fields are what the record and the conversation's history are made of: one of
     # another type fails this request (malformed_event), it is never joined as text
     if content is not None and content.__class__ is not str:

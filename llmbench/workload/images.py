@@ -21,9 +21,10 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from llmbench.workload.files import DatasetError
 
@@ -87,6 +88,7 @@ def parse_size(text: str, flag: str = "--image-size") -> tuple[tuple[int, int], 
 
 def picture(width: int, height: int, seed: int) -> np.ndarray:
     """An RGB uint8 array: a gradient whose colours depend on the seed, with 8x8 noise blocks."""
+    import numpy as np      # here: a run without --images never loads numpy for it
     rng = np.random.default_rng(seed)
     y = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
     x = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :]
@@ -100,6 +102,7 @@ def picture(width: int, height: int, seed: int) -> np.ndarray:
 
 def png_bytes(rgb: np.ndarray) -> bytes:
     """A PNG file (8-bit RGB, filter 0 on every row), written with zlib."""
+    import numpy as np
     h, w, _ = rgb.shape
     raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), rgb.reshape(h, w * 3)], axis=1)
 

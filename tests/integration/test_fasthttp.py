@@ -67,7 +67,8 @@ def _feed(parts: list[bytes]) -> tuple[Record, list[str], fasthttp._Conn, list]:
         fut = loop.create_future()
         conn.start(rec, _Dog(), texts, fut)
         for i, p in enumerate(parts):
-            conn.data_received(p)
+            conn.data_received(p)       # stamped; parsed when the pool reads its inbox
+            pool.read_inbox()
         assert fut.done()
         fut.result()
         if conn.drain_timer is not None:
@@ -95,6 +96,56 @@ def test_every_split_of_a_chunked_response_decodes_the_same():
         assert rec.error_kind is None and released, (cut, rec.error)
     rec, texts, _, released = _feed([raw[i:i + 1] for i in range(len(raw))])
     assert "".join(texts) == "abc" and released
+
+
+def test_reads_of_one_poll_are_all_stamped_before_any_is_parsed(monkeypatch):
+    """Issue 50 §1: many streams' events arriving in one poll (microseconds apart) are each
+    stamped as uvloop hands them over, not after the parsing and decoding of the ones before
+    (10 us each, 10 ms at 1,024 streams); the pool parses them afterwards, in arrival order,
+    each with its own time. The first read of a burst is parsed at once (nothing is known to
+    wait behind it), and so is a read on its own."""
+    events: list[str] = []
+    clock = iter(range(1, 1000))
+
+    def tick() -> float:
+        n = next(clock)
+        events.append(f"stamp {n}")
+        return n * 1e-6 if n <= 3 else 1.0 + n      # three reads 1 us apart, then a lone one
+    real_feed = fasthttp.StreamDecoder.feed
+
+    def feed(self, t, chunk):                    # the parse, logged with its read's number
+        events.append(f"parse {round(t * 1e6) if t < 1 else round(t - 1.0)}")
+        return real_feed(self, t, chunk)
+    monkeypatch.setattr(fasthttp.StreamDecoder, "feed", feed)
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        client = Client(make_target("http://127.0.0.1:1/v1", "m"), transport="fast")
+        pool = fasthttp._Pool(loop, "127.0.0.1", 1, None, 0, 1.0, client._on_head,
+                              client._fmt)
+        pool.clock = tick
+        pool.release = lambda conn: None         # type: ignore[method-assign]
+        recs = []
+        for _ in range(3):
+            conn = fasthttp._Conn(pool)
+            conn.transport = _Wire()             # type: ignore[assignment]
+            rec = Record("r", 0.0)
+            conn.start(rec, _Dog(), [], loop.create_future())
+            conn.data_received(HEAD + chunk(chat_token("x")))    # one poll, three sockets
+            recs.append(rec)
+        assert events == ["stamp 1", "parse 1", "stamp 2", "stamp 3"]
+        await asyncio.sleep(0)                   # the next turn: the pool reads its inbox
+        await asyncio.sleep(0)
+        assert events[4:] == ["parse 2", "parse 3"]
+        conn = fasthttp._Conn(pool)              # a read long after: parsed at once
+        conn.transport = _Wire()                 # type: ignore[assignment]
+        rec = Record("r", 0.0)
+        conn.start(rec, _Dog(), [], loop.create_future())
+        conn.data_received(HEAD + chunk(chat_token("x")))
+        assert events[6:] == ["stamp 4", "parse 4"]
+        return recs + [rec]
+    recs = asyncio.run(go())
+    assert [r.token_times for r in recs] == [[1e-6], [2e-6], [3e-6], [5.0]]
 
 
 def test_bytes_after_the_end_or_a_bad_chunk_size_lose_the_connection_not_the_record():
@@ -253,3 +304,38 @@ def test_choose_transport(monkeypatch, capsys):
     monkeypatch.setenv("LLMBENCH_TRANSPORT", "quic")
     assert choose_transport("http://h/v1") == client.DEFAULT_TRANSPORT
     assert "LLMBENCH_TRANSPORT=quic" in capsys.readouterr().err
+
+
+def test_a_token_read_but_not_yet_parsed_is_no_first_token_timeout():
+    """The watchdog's deadline can come due in the turn between a read's stamp and its parse
+    (reads of a burst are parsed a turn later): it parses the queue first, and the token that
+    arrived in time is a token, not a timeout_first_token."""
+    from llmbench.client.request import _Watchdog
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        client = Client(make_target("http://127.0.0.1:1/v1", "m"), transport="fast")
+        pool = fasthttp._Pool(loop, "127.0.0.1", 1, None, 0, 1.0, client._on_head,
+                              client._fmt)
+        pool.release = lambda conn: None         # type: ignore[method-assign]
+        now = [100.0]
+        pool.clock = lambda: now[0]
+        conn = fasthttp._Conn(pool)
+        conn.transport = _Wire()                 # type: ignore[assignment]
+        rec, texts = Record("r", 0.0), []
+        rec.start = 100.0
+        dog = _Watchdog(asyncio.current_task(), Timeouts(first_token_s=0.5), 100.0,
+                        clock=lambda: now[0])
+        dog.flush = pool.read_inbox
+        conn.start(rec, dog, texts, loop.create_future())
+        now[0] = 100.2
+        pool.last_read = now[0]                  # a read right behind another: queued
+        conn.data_received(HEAD + chunk(chat_token("x")))
+        assert rec.token_times == []             # stamped, not parsed yet
+        now[0] = 100.7                           # the first-token deadline passed
+        dog._check()                             # its timer runs before the queue's turn
+        dog.stop()
+        return rec, dog
+    rec, dog = asyncio.run(go())
+    assert dog.fired is None
+    assert rec.token_times == [100.2] and rec.error_kind is None
