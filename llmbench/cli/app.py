@@ -29,7 +29,9 @@ app.add_typer(datasets_app, name="datasets")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
-    typer.echo(f"error: {message}", err=True)
+    # a spec with several problems says each on its own line (options.Problems)
+    for line in message.split("\n"):
+        typer.echo(f"error: {line}", err=True)
     return typer.Exit(code)
 
 

@@ -5,7 +5,7 @@ server on this machine, else the built-in mock."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Iterator, Any
 
 from llmbench.commands.groups import RequestOpts, ServerOpts, TargetOpts
 from llmbench.commands.options import INT, P_LOAD, UsageError, option
@@ -24,12 +24,11 @@ class ChatSpec(RequestOpts, ServerOpts, TargetOpts):
     replies: int = option("Replies to ask for: the turns of the conversation.", P_LOAD, kind=INT, default=3)
     reply_tokens: int = option("Longest reply asked for in each turn (max tokens).", P_LOAD, kind=INT, default=64)
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if not 1 <= self.replies <= MAX_TURNS:
-            raise UsageError(f"--replies {self.replies}: give 1 to {MAX_TURNS}")
+            yield f"--replies {self.replies}: give 1 to {MAX_TURNS}"
         if not 1 <= self.reply_tokens <= 100_000:
-            raise UsageError(f"--reply-tokens {self.reply_tokens}: give 1 to 100000 tokens")
+            yield f"--reply-tokens {self.reply_tokens}: give 1 to 100000 tokens"
 
     def perform(self, say: Any, fail: Any) -> int:
         from llmbench.commands import chat

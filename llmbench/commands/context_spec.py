@@ -5,7 +5,7 @@ machine, else the built-in mock."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Iterator, Any
 
 from llmbench.commands.groups import RequestOpts, ServerOpts, TargetOpts
 from llmbench.commands.options import INT, P_LOAD, SECONDS_ABOVE_0, UsageError, option
@@ -28,13 +28,12 @@ class ContextSpec(RequestOpts, ServerOpts, TargetOpts):
     up_to_words: int = option("Most words a prompt may have.", P_LOAD, kind=INT, default=1_000_000)
     ttft_limit: Any = option("A prompt whose first token takes longer than this is too long, e.g. 60s.", P_LOAD, kind=SECONDS_ABOVE_0, default="120s", metavar="DURATION")
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if not 1 <= self.from_words <= 10_000_000:
-            raise UsageError(f"--from-words {self.from_words}: give 1 to 10000000 words")
+            yield f"--from-words {self.from_words}: give 1 to 10000000 words"
         if not self.from_words <= self.up_to_words <= 10_000_000:
-            raise UsageError(f"--up-to-words {self.up_to_words}: give --from-words "
-                             f"({self.from_words}) to 10000000 words")
+            yield (f"--up-to-words {self.up_to_words}: give --from-words "
+                   f"({self.from_words}) to 10000000 words")
 
     def perform(self, say: Any) -> int:
         from llmbench.commands import context

@@ -13,7 +13,7 @@ from typing import Any, List
 from llmbench.errors import UsageError  # noqa: F401  (re-exported: opt.UsageError)
 from llmbench.options import (  # noqa: F401  (re-exported)
     FLAG, FLOAT, INT, MAX_COUNT, MAX_DURATION_S, MAX_NUMBER, NAMES, PAIRS, PATH, PERCENTILES,
-    REQUIRED, SAME, SECONDS, SECONDS_ABOVE_0, SPAN, TEXT, TEXTS, Kind, Spec, count, duration,
+    REQUIRED, SAME, SECONDS, SECONDS_ABOVE_0, SPAN, TEXT, TEXTS, Kind, Problems, Spec, count, duration, problem,
     number, opt_of, option, parse_labels, parse_think, seconds, whole)
 
 # Help panels: grouped the same way in every command, each narrow enough that rich never cuts

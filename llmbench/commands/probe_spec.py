@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import InitVar
-from typing import Any, Sequence
+from typing import Iterator, Any, Sequence
 
-from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec, UsageError,
+from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec,
                                        option)
 from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
                                       TelemetryOpts, WorkloadOpts, command_defaults)
@@ -51,15 +51,14 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
 
     command = "probe"
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
         if self.rounds < 1:
-            raise UsageError("--rounds must be at least 1")
+            yield "--rounds must be at least 1"
         if self.slice_s <= 0:  # type: ignore[operator]
-            raise UsageError("--slice must be above 0")
+            yield "--slice must be above 0"
         if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
-            raise UsageError("--prefix-hit-ratio works with llmbench run only")
+            yield "--prefix-hit-ratio works with llmbench run only"
 
     def plan(self, progress: bool | None = None) -> Any:
         """The probe's plan (the workload is counted against the backend)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Iterator, TYPE_CHECKING, Any, Sequence
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
@@ -103,48 +103,47 @@ class RampOpts(CacheResetOpts):
     grow: str | None = option("--scenario: grow this class with the steps; the others keep their first step's load.", P_STEPS, metavar="CLASS")
     isolate: bool = option("--scenario: then run each class alone at its load in the first broken step, and say how much the others added (blame, measured).", P_STEPS, "--isolate", kind=FLAG, default=False)
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.by not in ("users", "rate"):
-            raise UsageError(f"--by {self.by!r}: choose users or rate")
+            yield f"--by {self.by!r}: choose users or rate"
         if self.join not in ("start", "spread"):
-            raise UsageError(f"--join {self.join!r}: choose start or spread")
+            yield f"--join {self.join!r}: choose start or spread"
         if self.join == "spread" and self.by != "users":
-            raise UsageError("--join spread goes with --by users (a rate step's requests "
-                             "arrive on a schedule, not as users)")
+            yield ("--join spread goes with --by users (a rate step's requests "
+                   "arrive on a schedule, not as users)")
         if getattr(self, "trace", None) is not None:
-            self.check_trace()
+            yield from self.check_trace()
         elif getattr(self, "trace_speed", 1.0) != 1.0:
-            raise UsageError("--trace-speed goes with --trace FILE: add it or drop --trace-speed")
+            yield "--trace-speed goes with --trace FILE: add it or drop --trace-speed"
         if self.searching():
-            self.check_search()
+            yield from self.check_search()
         else:
             for name, flag in (("sustain", "--sustain"), ("budget", "--budget")):
                 if getattr(self, name) is not None:
-                    raise UsageError(f"{flag} goes with --find (a search for the limit); add "
-                                     "--find or drop it")
+                    yield (f"{flag} goes with --find (a search for the limit); add "
+                           "--find or drop it")
             self.steps()
         if self.hold is not None and self.hold <= 0:
-            raise UsageError("--hold must be above 0")
-        opt.number(self.expect_users, "--expect-users", lo=0)
-        opt.count(self.repeat, "--repeat", hi=1000)
+            yield "--hold must be above 0"
+        yield from opt.problem(opt.number, self.expect_users, "--expect-users", lo=0)
+        yield from opt.problem(opt.count, self.repeat, "--repeat", hi=1000)
         if getattr(self, "prefix_hit_ratio", None) is not None:   # warm-up and check: run's
-            raise UsageError("--prefix-hit-ratio works with llmbench run only")
+            yield "--prefix-hit-ratio works with llmbench run only"
         if self.scenario is None and (self.grow is not None or self.isolate):
-            raise UsageError(f"{'--grow' if self.grow is not None else '--isolate'} goes with "
-                             "--scenario FILE (traffic classes)")
+            yield (f"{'--grow' if self.grow is not None else '--isolate'} goes with "
+                   "--scenario FILE (traffic classes)")
         from llmbench.workload.scenario import Scenario
         if isinstance(self.scenario, Scenario):     # given from Python: checked now, as a file
             self.scenario.check_grow(self.grow)     # is when the plan is built
 
-    def check_trace(self) -> None:
+    def check_trace(self) -> Iterator[str]:
         """ramp --trace: fixed steps of whole multiples of the recording, users joining as
         recorded, in one process."""
         spec: Any = self
         speed = spec.trace_speed
         if not (isinstance(speed, (int, float)) and math.isfinite(speed) and 0 < speed <= 1000):
-            raise UsageError(f"--trace-speed {speed:g}: need a number above 0 and at most "
-                             "1000, e.g. 2 (twice as fast)")
+            yield (f"--trace-speed {speed:g}: need a number above 0 and at most "
+                   "1000, e.g. 2 (twice as fast)")
         for given, flag, why in ((self.find, "--find", "its steps are multiples of the "
                                   "recording: give them with --users 1,2,4"),
                                  (self.by != "users", "--by rate", "a recording's requests "
@@ -158,7 +157,7 @@ class RampOpts(CacheResetOpts):
                                  (self.think is not None, "--think", "sessions think as "
                                   "recorded")):
             if given:
-                raise UsageError(f"{flag} does not go with --trace ({why}): drop one")
+                yield f"{flag} does not go with --trace ({why}): drop one"
 
     def searching(self) -> bool:
         """Whether the ramp searches for the limit (--find): as asked, else by default
@@ -170,32 +169,35 @@ class RampOpts(CacheResetOpts):
         return bool(self.url) and self.users is None and self.start is None \
             and self.step is None and self.up_to is None  # type: ignore[attr-defined]
 
-    def check_search(self) -> None:
+    def check_search(self) -> Iterator[str]:
         """--find's options: it picks its own steps, from --start up to --up-to."""
         if self.users is not None:
-            raise UsageError("--users lists fixed steps and --find picks its own: drop one "
-                             "(--start and --up-to bound a search)")
+            yield ("--users lists fixed steps and --find picks its own: drop one "
+                   "(--start and --up-to bound a search)")
         if self.step is not None:
-            raise UsageError("--step spaces fixed steps and --find picks its own: drop one "
-                             "(--start and --up-to bound a search)")
+            yield ("--step spaces fixed steps and --find picks its own: drop one "
+                   "(--start and --up-to bound a search)")
         if self.keep_going:
-            raise UsageError("--keep-going runs every fixed step; a search (--find) stops when "
-                             "it has found the limit: drop one")
-        opt.number(self.start, "--start", lo=0, lo_open=True, hi=MAX_LOAD)
-        opt.number(self.up_to, "--up-to", lo=0, lo_open=True, hi=MAX_LOAD)
+            yield ("--keep-going runs every fixed step; a search (--find) stops when "
+                   "it has found the limit: drop one")
+        bad = [*opt.problem(opt.number, self.start, "--start", lo=0, lo_open=True, hi=MAX_LOAD),
+               *opt.problem(opt.number, self.up_to, "--up-to", lo=0, lo_open=True, hi=MAX_LOAD)]
+        if bad:                         # the rules below compare them: not with inf
+            yield from bad
+            return
         if self.by == "users":
             for v, flag in ((self.start, "--start"), (self.up_to, "--up-to")):
                 if v is not None and v != int(v):
-                    raise UsageError(f"{flag} {v:g}: users come in whole numbers")
+                    yield f"{flag} {v:g}: users come in whole numbers"
         if self.start is not None and self.up_to is not None and self.start > self.up_to:
-            raise UsageError(f"--start {self.start:g} is above --up-to {self.up_to:g}; lower "
-                             "--start or raise --up-to")
+            yield (f"--start {self.start:g} is above --up-to {self.up_to:g}; lower "
+                   "--start or raise --up-to")
         if self.budget is not None:
             ramp_in_s, hold_s, _ = self.timing()
             if self.budget < ramp_in_s + hold_s:
-                raise UsageError(f"--budget {self.budget:g}s is shorter than one step "
-                                 f"({ramp_in_s:g}s ramp-in + {hold_s:g}s hold): raise it or "
-                                 "shorten --hold")
+                yield (f"--budget {self.budget:g}s is shorter than one step "
+                       f"({ramp_in_s:g}s ramp-in + {hold_s:g}s hold): raise it or "
+                       "shorten --hold")
 
     def find_plan(self) -> Any:
         """The search's plan (ramp.FindPlan), or None for the fixed steps."""

@@ -7,7 +7,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Iterator, TYPE_CHECKING, Any
 
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
@@ -131,54 +131,55 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
 
     command = "run"
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.concurrency is not None and self.rate is not None:
-            raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+            yield "give --concurrency (closed loop) or --rate (open loop), not both"
         if self.agents_on and self.trace is not None:
-            raise UsageError("--trace replays requests on their timestamps; agent sessions replay "
-                             "with --workload agent --dataset FILE (docs/agents.md)")
+            yield ("--trace replays requests on their timestamps; agent sessions replay "
+                   "with --workload agent --dataset FILE (docs/agents.md)")
         if self.trace is None and (self.trace_window is not None or self.trace_speed != 1.0):
-            raise UsageError("--trace-speed and --trace-window need --trace FILE")
+            yield "--trace-speed and --trace-window need --trace FILE"
         if self.trace is not None:
             if self.concurrency is not None or self.rate is not None or self.duration is not None \
                     or self.warmup:
-                raise UsageError("--trace sets the load itself: drop --concurrency, --rate, "
-                                 "--duration and --warmup (--trace-window picks a part)")
+                yield ("--trace sets the load itself: drop --concurrency, --rate, "
+                       "--duration and --warmup (--trace-window picks a part)")
             if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
-                raise UsageError(f"--trace-speed {self.trace_speed:g}: must be a finite number above 0")
+                yield f"--trace-speed {self.trace_speed:g}: must be a finite number above 0"
         if self.scenario is not None:
-            self.check_scenario()
+            yield from self.check_scenario()
         if self.concurrency is not None and self.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
-        opt.count(self.concurrency, "--concurrency", hi=MAX_LOAD)
-        opt.count(self.max_concurrency, "--max-concurrency")
-        opt.count(self.warmup, "--warmup", lo=0)
+            yield "--concurrency must be at least 1"
+        else:
+            yield from opt.problem(opt.count, self.concurrency, "--concurrency", hi=MAX_LOAD)
+        yield from opt.problem(opt.count, self.max_concurrency, "--max-concurrency")
+        yield from opt.problem(opt.count, self.warmup, "--warmup", lo=0)
         if self.arrival not in ("gamma", "poisson", "constant"):
-            raise UsageError(f"--arrival {self.arrival!r}: choose gamma, poisson or constant")
+            yield f"--arrival {self.arrival!r}: choose gamma, poisson or constant"
         if not self.burstiness > 0 or not math.isfinite(self.burstiness):
-            raise UsageError(f"--burstiness {self.burstiness:g}: must be a finite number above 0 (1 = Poisson)")
+            yield f"--burstiness {self.burstiness:g}: must be a finite number above 0 (1 = Poisson)"
         if self.duration is not None and self.duration <= 0:
-            raise UsageError("--duration must be above 0")
+            yield "--duration must be above 0"
         rate, requests = self.rate, self.requests
         if rate is not None and math.isinf(rate) and requests is None:
-            raise UsageError("--rate inf sends everything at once: give --requests N")
+            yield "--rate inf sends everything at once: give --requests N"
         if requests is not None and requests < 1:
-            raise UsageError("--requests must be at least 1")
-        opt.count(requests, "--requests")
+            yield "--requests must be at least 1"
+        else:
+            yield from opt.problem(opt.count, requests, "--requests")
         n = self.size()[0]
         if rate is not None and n is not None and self.duration is None \
                 and n / rate > opt.MAX_DURATION_S:
             # --rate 1e-9: the schedule's gaps are 30 years each (a --duration ends it anyway)
-            raise UsageError(f"--rate {rate:g}: {n} requests would take "
-                             f"{n / rate / 86400:,.0f} days, and a run lasts at most 30 days: "
-                             "raise --rate or give --duration")
+            yield (f"--rate {rate:g}: {n} requests would take "
+                   f"{n / rate / 86400:,.0f} days, and a run lasts at most 30 days: "
+                   "raise --rate or give --duration")
         for m in self.percentile_metrics:
             if m not in ("ttft", "tpot", "itl", "e2el"):
-                raise UsageError(f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el")
+                yield f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el"
         self.vllm_metadata()
 
-    def check_scenario(self) -> None:
+    def check_scenario(self) -> Iterator[str]:
         """--scenario: a crowd of classes held for a time (the ramp's one step), so the
         options that size or shape a run otherwise are refused, each in one line."""
         for flag, given in (("--trace", self.trace is not None),
@@ -193,25 +194,25 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                        "--save-result": "vLLM's result file holds one kind of traffic",
                        "--trace": "a trace sets its own load"}.get(
                            flag, "the classes' users and rates are the load")
-                raise UsageError(f"{flag} does not go with --scenario ({why}); drop one")
+                yield f"{flag} does not go with --scenario ({why}); drop one"
         if str(self.workers) != "1":
-            raise UsageError("--scenario: traffic classes run in one process; drop --workers")
+            yield "--scenario: traffic classes run in one process; drop --workers"
         if self.goodput:
-            raise UsageError("--goodput does not go with --scenario (each class has its own "
-                             "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
-                             "goodput); drop --goodput")
+            yield ("--goodput does not go with --scenario (each class has its own "
+                   "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
+                   "goodput); drop --goodput")
         from llmbench.analysis.metrics import DEFAULT_PERCENTILES
         odd = [p for p in self.metric_percentiles if float(p) not in DEFAULT_PERCENTILES]
         if odd:
-            raise UsageError(f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
-                             "figures have the 50th, 90th, 95th and 99th; pick among those")
+            yield (f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
+                   "figures have the 50th, 90th, 95th and 99th; pick among those")
         if self.arrival != "gamma":
-            raise UsageError(f"--arrival {self.arrival} does not go with --scenario (its rate "
-                             "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
-                             "--arrival")
+            yield (f"--arrival {self.arrival} does not go with --scenario (its rate "
+                   "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
+                   "--arrival")
         if self.rate is not None and math.isinf(self.rate):
-            raise UsageError("--rate inf does not go with --scenario: give the crowd's "
-                             "requests per second")
+            yield ("--rate inf does not go with --scenario: give the crowd's "
+                   "requests per second")
 
     def size(self) -> tuple[int | None, float | None]:
         """(requests, duration_s) the run is sized by: what was asked, else 200 requests, or

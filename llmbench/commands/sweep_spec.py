@@ -8,7 +8,7 @@ import dataclasses
 import sys
 from dataclasses import InitVar
 from pathlib import Path
-from typing import Any
+from typing import Iterator, Any
 
 from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
@@ -76,28 +76,27 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     command = "sweep"
     aliases = {"settings": "setting"}
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.setting is None:
             _settings([], "--setting")              # the line that says it is required
         modes = self.modes()
         if len(modes) != 1:
-            raise UsageError("give one of --serve, --before or --mock: how each value reaches "
-                             "the server")
+            yield ("give one of --serve, --before or --mock: how each value reaches "
+                   "the server")
         if self.mock_options is not None and not self.mock:
-            raise UsageError("--mock-options go with --mock")
+            yield "--mock-options go with --mock"
         if self.mock and self.url:
-            raise UsageError("--mock starts its own server: drop --url")
-        if modes[0] == "serve" and not self.url:
+            yield "--mock starts its own server: drop --url"
+        if modes and modes[0] == "serve" and not self.url:
             # --before with no --url: the server found on this machine (commands.local)
-            raise UsageError("--serve needs --url: where the server it starts answers, e.g. "
-                             "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
+            yield ("--serve needs --url: where the server it starts answers, e.g. "
+                   "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
         if self.mock:
             known = mock_option_names()
             for name in self.setting or {}:
                 if name.replace("-", "_") not in known or name in ("host", "port"):
-                    raise UsageError(f"--setting {name}: not an option of llmbench mock; use "
-                                     "one of its options, e.g. parallel, batch_slowdown, itl_ms")
+                    yield (f"--setting {name}: not an option of llmbench mock; use "
+                           "one of its options, e.g. parallel, batch_slowdown, itl_ms")
 
     def modes(self) -> list[str]:
         return [m for m, on in (("serve", self.serve is not None),

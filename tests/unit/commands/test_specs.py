@@ -206,3 +206,37 @@ def test_the_think_warning_reads_each_scenario_class_think(tmp_path, capsys):
                  'think = "0"\n')
     RampSpec(scenario=str(f), users="2", hold="1s").prepared()
     assert "longest think time (chat's, 5s)" in capsys.readouterr().err
+
+
+def test_a_spec_says_every_problem_at_once_each_naming_its_flag():
+    """As k6's executor configs: three mistakes are three lines, not one per attempt; a value
+    that cannot be read is one of them, and the rules that read it do not trip on it."""
+    from llmbench.options import Problems
+    with pytest.raises(Problems) as e:
+        RunSpec(url="http://h:1/v1", concurrency=0, rate=1, duration="zz", arrival="zz",
+                temperature=-3, quiet=True, verbose=True)
+    lines = e.value.problems
+    assert str(e.value) == "\n".join(lines)
+    for flag in ("--duration 'zz'", "--concurrency", "--arrival 'zz'", "--temperature -3",
+                 "--quiet and --verbose"):
+        assert sum(flag in x for x in lines) >= 1, (flag, lines)
+    assert len(lines) == len(set(lines)) == 6, lines        # rate + concurrency: one more
+    # one problem is one line, as before
+    with pytest.raises(UsageError) as one:
+        RampSpec(url="http://h:1/v1", by="x")
+    assert str(one.value) == "--by 'x': choose users or rate"
+    # a search bound that is not finite: its line, not a crash of the rules that compare it
+    with pytest.raises(UsageError, match="--up-to inf"):
+        RampSpec(url="http://h:1/v1", find=True, up_to=float("inf"))
+
+
+def test_the_command_line_prints_every_problem_and_exits_2():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "ramp", "--url", "http://h:1/v1",
+                        "--by", "x", "--join", "y", "--hold", "0", "--repeat", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        "error: --by 'x': choose users or rate", "error: --join 'y': choose start or spread",
+        "error: --hold must be above 0", "error: --repeat 0: must be between 1 and 1000"], r.stderr
