@@ -364,6 +364,7 @@ class Spec:
                     name, off = known[alias]
                     setattr(self, name, (not _bool(v, f"{alias}=")) if off else v)
         problems: list[str] = []
+        self._refused: set[str] = set()     # the fields whose value was refused
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             o = f.metadata.get("opt")
             v = getattr(self, f.name)
@@ -373,6 +374,7 @@ class Spec:
                 setattr(self, f.name, o.kind.parse(v, o.flag(f.name)))
             except UsageError as exc:
                 problems.append(str(exc))
+                self._refused.add(f.name)
                 # the rules below read the default instead, so they do not trip on the text
                 setattr(self, f.name, _parsed_default(f, o))
         problems += self.check(bad_values=bool(problems))

@@ -107,13 +107,19 @@ def _answer(kind: str, done) -> str:
     return (line or (run.status if run is not None else "") or "no result") + where
 
 
-def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
-    """Run ``work()`` (a Done); with --json, everything it prints goes to stderr and the
-    summary, as JSON, to stdout; with --quiet, only errors (stderr) and one closing line.
-    Exits with the command's code. --dashboard's page opens first: its URL is the first line
-    (before the mock, Ray or the preflight speak)."""
+def _perform(spec, json_out: bool, kind: str) -> None:
+    """Run the command's ``perform_spec(spec)`` (llmbench/commands/<kind>.py: a Done); with
+    --json, everything it prints goes to stderr and the summary, as JSON, to stdout; with
+    --quiet, only errors (stderr) and one closing line. Exits with the command's code.
+    --dashboard's page opens first: its URL is the first line (before the mock, Ray or the
+    preflight speak)."""
     import contextlib
-    spec = getattr(work, "__self__", None)
+    import importlib
+    perform_spec = importlib.import_module(f"llmbench.commands.{kind}").perform_spec
+    quiet = spec.quiet
+
+    def work():
+        return perform_spec(spec)
     if getattr(spec, "dashboard", None) is not None:
         from llmbench.report.dashboard import handle
         handle.shared(spec.dashboard_at())
@@ -151,22 +157,22 @@ def _linger() -> None:
 # -- the commands: a spec each (llmbench/commands/), built from the flags ------------------------
 def _run(spec, json_out: bool = False) -> None:
     """One load level with vLLM-compatible numbers. With no --url, a one-minute demo against the built-in mock."""
-    _perform(spec.perform, json_out, "run", spec.quiet)
+    _perform(spec, json_out, "run")
 
 
 def _ramp(spec, json_out: bool = False) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
-    _perform(spec.perform, json_out, "ramp", spec.quiet)
+    _perform(spec, json_out, "ramp")
 
 
 def _sweep(spec) -> None:
     """Which server setting serves more users: a ramp per value, one page with the answer."""
-    _perform(spec.perform, False, "sweep", spec.quiet)
+    _perform(spec, False, "sweep")
 
 
 def _probe(spec) -> None:
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
-    _perform(spec.perform, False, "probe", spec.quiet)
+    _perform(spec, False, "probe")
 
 
 def _mock(options) -> None:
@@ -186,13 +192,15 @@ def _record(spec) -> None:
 
 def _chat(spec) -> None:
     """One user, a few turns: TTFT, tokens/s, prompt and cached tokens per turn (exit 1: the server cannot stream a chat)."""
-    code = spec.perform(typer.echo, lambda line: typer.echo(line, err=True))
+    from llmbench.commands.chat import perform_spec
+    code = perform_spec(spec, typer.echo, lambda line: typer.echo(line, err=True))
     raise typer.Exit(code)
 
 
 def _context(spec) -> None:
     """The longest prompt the server serves: doubling, then bisecting, until it refuses, fails or passes a TTFT bound; the prefill rate."""
-    raise typer.Exit(spec.perform(typer.echo))
+    from llmbench.commands.context import perform_spec
+    raise typer.Exit(perform_spec(spec, typer.echo))
 
 
 def _servers(spec, json_out: bool = False) -> None:

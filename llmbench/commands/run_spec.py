@@ -19,9 +19,8 @@ from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, Reques
 from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import trace as trace_option
 from llmbench.commands.spec import trace_speed as trace_speed_option
-from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
-                                    make_common, make_target, prepare, ray, replay_of, say, think,
-                                    thresholds, with_ray, workers)
+from llmbench.commands.spec import (MAX_LOAD, Span, Workers, check_writable, ray, think,
+                                    thresholds, workers)
 
 if TYPE_CHECKING:
     from llmbench.analysis.slo import Threshold
@@ -250,53 +249,6 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         if self.result_filename and folder.is_dir():
             check_writable(folder / self.result_filename, "--result-filename")
 
-    def perform(self, progress: bool | None = None) -> Any:
-        """Start the mock if there is no --url, find the model, build the workload and the
-        plan, and run it: a ``Done``."""
-        from llmbench.commands.run import Gates, RunPlan, VllmResult, perform
-        from llmbench.load.shapes import ClosedLoop, OpenLoop
-        from llmbench.commands.local import with_local_server
-        self = with_local_server(self)      # no --url: a server on this machine, if any
-        if self.scenario is not None:
-            return self._perform_classes(progress)
-        ray_address = check_ray(self.ray)
-        self._check_result_dir()
-        prepare(self)
-        requests, duration_s = self.size()
-        if requests is None and duration_s == DEMO_RUN_S and self.duration is None:
-            # the demo on the built-in mock: a minute, not 200 requests one at a time (~4 min)
-            say(f"No --url, --requests or --duration: a {DEMO_RUN_S:g} s demo, one "
-                "request at a time against the built-in mock (--requests N or "
-                "--duration to change it)")
-        gates = Gates(tuple(self.percentile_metrics), tuple(self.metric_percentiles),  # type: ignore[arg-type]
-                      self.goodput or None, thresholds=list(self.threshold or []))  # type: ignore[arg-type]
-        vllm = (VllmResult(self.save_detailed, self.append_result,
-                           Path(self.result_dir) if self.result_dir is not None else None,
-                           self.result_filename, self.vllm_metadata())
-                if self.save_result or self.append_result else None)
-        replay = replay_of(self)
-        count = (requests or 1000) + self.warmup
-        think_s = self.think or (0.0, 0.0)
-        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
-            tgt = make_target(self, url_, self.model or model_)
-            if self.trace is not None:
-                common, shape = _trace_plan(tgt, self, replay)
-            else:
-                common = make_common(tgt, self, count, replay=replay)
-                convs = common.workload.conversations
-                shape = (OpenLoop(convs, self.rate, requests, duration_s, self.burstiness,
-                                  self.arrival, self.max_concurrency, self.warmup, think_s,
-                                  self.seed)
-                         if self.rate is not None else
-                         ClosedLoop(convs, self.concurrency or 1, requests, duration_s,
-                                    self.warmup, think_s, self.seed))
-            # the server's machine and what the server is (issue 39)
-            common = dataclasses.replace(common,
-                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
-            if progress is not None:
-                common = dataclasses.replace(common, progress=progress)
-            common = with_ray(common, ray_address)
-            return perform(RunPlan(common, shape, gates, vllm))
 
 
     # -- run --scenario ----------------------------------------------------------------------
@@ -318,78 +270,4 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                              f"give --concurrency N (or --rate R for requests per second)")
         return "users", 0.0
 
-    def _perform_classes(self, progress: bool | None) -> Any:
-        """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
-        analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
-        from llmbench.analysis.slo import parse_threshold
-        from llmbench.commands import scenario as sc
-        from llmbench.commands.run import ClassRunPlan, perform_classes
-        from llmbench.load.shapes import Ramp
-        ray_address = check_ray(self.ray)
-        if ray_address is not None:
-            raise UsageError("--scenario: traffic classes run in one process; drop --ray")
-        prepare(self)
-        scenario = sc.load(self, self.scenario)
-        for tc in scenario.classes:   # every class's options, files, thresholds: before any build
-            sc.check_class(self, scenario, tc, parse_threshold)
-        by, load = self.scenario_load(scenario)
-        hold_s = self.duration if self.duration is not None else DEMO_RUN_S
-        if self.duration is None:
-            say(f"--scenario with no --duration: the crowd is held {hold_s:g} s")
-        think_s = self.think or (0.0, 0.0)
-        replay = replay_of(self)
-        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
-            tgt = make_target(self, url_, self.model or model_)
-            common = make_common(tgt, self, 1, replay=replay)
-            common = dataclasses.replace(common,
-                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
-            if progress is not None:
-                common = dataclasses.replace(common, progress=progress)
-
-            def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
-                cs = sc.class_spec(self, scenario, tc)
-                mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
-                # the run's target, output and telemetry; the class's workload and requests
-                c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
-                                        timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-                return c, (cs.think if cs.think is not None else think_s)
-
-            def gates(tc: Any) -> list[Any]:
-                if tc.thresholds is None:
-                    return list(self.threshold or [])
-                return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-            sp = sc.plan(scenario, None, False, build, gates, workers=self.workers,
-                         steps=False)
-            first = sp.classes[0].common
-            common = dataclasses.replace(common, workload=first.workload)
-            base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
-                        hold_s=hold_s, think_s=think_s, burstiness=self.burstiness,
-                        drain_s=max(self.timeout_first_token, 30.0), seed=self.seed)
-            return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
-                                                list(self.threshold or []),
-                                                tuple(self.percentile_metrics),  # type: ignore[arg-type]
-                                                tuple(self.metric_percentiles)))  # type: ignore[arg-type]
-
-
-def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:
-    """run --trace: the plan's common part with the trace's workload, and the replay shape."""
-    from llmbench.load.shapes.trace import TraceReplay
-    from llmbench.workload import ServerRef, load_tokenizer
-    from llmbench.workload.traces import PrefixAim, check_replay, trace_workload
-    aim = None
-    w = spec
-    if w.prefix_hit_ratio is not None:
-        aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
-        w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
-    common = make_common(tgt, w, 1, replay=replay)  # groups checked, params built
-    ref = ServerRef(tgt.server_root, tgt.model,
-                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
-                    tgt.net)
-    tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
-                            reserve=max(x.tokens for x in common.workload.salts.values()))
-    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
-    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
-    common = dataclasses.replace(common, workload=wl)
-    return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)
 

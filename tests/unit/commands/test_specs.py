@@ -196,15 +196,16 @@ def test_agent_options_without_workload_agent_are_one_line_not_ignored():
 
 
 def test_the_think_warning_reads_each_scenario_class_think(tmp_path, capsys):
+    from llmbench.commands.ramp import prepared
     # issue 45: the warning read --think's default (3 s) although every class thought 0
     f = tmp_path / "sc.toml"
     f.write_text('[classes.chat]\nshare = 0.5\nthink = "0"\n'
                  '[classes.rag]\nshare = 0.5\nthink = "0"\nprompt_tokens = 200\n')
-    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    prepared(RampSpec(scenario=str(f), users="2", hold="1s"))
     assert "think time" not in capsys.readouterr().err
     f.write_text('[classes.chat]\nshare = 0.5\nthink = "5s"\n[classes.rag]\nshare = 0.5\n'
                  'think = "0"\n')
-    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    prepared(RampSpec(scenario=str(f), users="2", hold="1s"))
     assert "longest think time (chat's, 5s)" in capsys.readouterr().err
 
 
