@@ -1,7 +1,7 @@
 """The command line: Typer only. Flags -> a command's spec (llmbench/commands/: RunSpec,
 RampSpec ..., the ones the Python API takes too) -> its ``perform``.
 
-Every option is declared once, on its spec (llmbench/commands/groups.py, run_spec.py, ...;
+Every option is declared once, on its spec (llmbench/specs/groups.py, run_spec.py, ...;
 llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into
 typer options, adds what only a command line has (--config FILE, --json, --version), prints
 what a command returns, and turns every failure into one line on stderr and its exit code (2

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator
 
-from llmbench.commands.groups import RequestOpts, ServerOpts, TargetOpts
+from llmbench.specs.groups import RequestOpts, ServerOpts, TargetOpts
 from llmbench.commands.options import INT, P_LOAD, SECONDS_ABOVE_0, option
 
 

@@ -12,7 +12,7 @@ from typing import Iterator, TYPE_CHECKING, Any, Sequence
 from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, UsageError, option)
-from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
+from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                       ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                       command_defaults)
 from llmbench.commands.reset_spec import CacheResetOpts

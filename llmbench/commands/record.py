@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Any, Callable
 from urllib.parse import urlsplit
 
-from llmbench.commands.groups import OutputOpts, WorkloadOpts
+from llmbench.specs.groups import OutputOpts, WorkloadOpts
 from llmbench.commands.options import (FLAG, REQUIRED, Spec, UsageError, count, opt_of, option,
                                        problem)
 

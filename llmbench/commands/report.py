@@ -10,7 +10,7 @@ from typing import Iterator, TYPE_CHECKING, Any, List, Sequence
 
 from llmbench.commands.options import (FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, UsageError,
                                        option)
-from llmbench.commands.groups import InspectWorkloadOpts, OutputOpts, command_defaults
+from llmbench.specs.groups import InspectWorkloadOpts, OutputOpts, command_defaults
 
 if TYPE_CHECKING:
     from llmbench.analysis.compare import Comparison as CompareResult

@@ -13,7 +13,7 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
                                        P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec,
                                        UsageError, option)
-from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
+from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
                                       RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
                                       TelemetryOpts)
 from llmbench.commands.spec import scenario as scenario_option

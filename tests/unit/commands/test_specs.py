@@ -152,7 +152,7 @@ def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sam
     """--server-pid, --host-metrics, --gpu-metrics (issue 39): on the four load commands, in the
     "Server telemetry" panel, held typed; telemetry_spec is what the harness samples."""
     from llmbench.client.target import make_target
-    from llmbench.commands.groups import P_TELEMETRY, TelemetryOpts
+    from llmbench.specs.groups import P_TELEMETRY, TelemetryOpts
     from llmbench.commands.options import opt_of
     names = ("server_pid", "host_metrics", "gpu_metrics")
     for cls in (RunSpec, RampSpec, SweepSpec, ProbeSpec):

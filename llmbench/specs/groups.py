@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Iterator, Any, Callable, Literal, TypeVar
 
-from llmbench.commands.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
+from llmbench.specs.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
                                        P_REQUEST, P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0,
                                        SPAN, TEXT, TEXTS, TOKENS, Kind, Spec, UsageError, count,
                                        number, opt_of, option, problem,
@@ -57,7 +57,7 @@ def _timeout(v: Any, flag: str) -> float:
 def _dashboard(v: Any, flag: str) -> str:
     """--dashboard: [HOST:]PORT as text, checked ("auto", or True in Python: any free port on
     127.0.0.1; a bare --dashboard on the command line is "auto", cli.app._bare_dashboard)."""
-    from llmbench.report.dashboard.address import parse_address
+    from llmbench.specs.address import parse_address
     if v is False:
         raise UsageError(f"{flag} False: give [HOST:]PORT (True or 0: any free port), or leave it out")
     text = "auto" if v is True else TEXT.parse(v, flag)
@@ -726,8 +726,8 @@ class OutputOpts(Spec):
         if self.mlflow is not None:
             if not self.mlflow.strip():
                 yield "--mlflow needs a tracking URI, e.g. http://127.0.0.1:5000"
-            from llmbench.report.tracker import available
-            if not available():
+            import importlib.util
+            if importlib.util.find_spec("mlflow") is None:
                 yield ("--mlflow needs MLflow, which is not installed: "
                        "pip install 'llmbench[mlflow]'")
         if self.dashboard_linger is not None and self.dashboard is None:
@@ -742,7 +742,7 @@ class OutputOpts(Spec):
         """--dashboard's (host, port), 0 for any free port; None without it."""
         if self.dashboard is None:
             return None
-        from llmbench.report.dashboard.address import parse_address
+        from llmbench.specs.address import parse_address
         return parse_address(self.dashboard)
 
     def linger_s(self) -> float | None:

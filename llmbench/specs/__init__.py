@@ -1,0 +1,1 @@
+"""Specs: what a user asks for, as plain typed data (llmbench/specs/options.py, groups.py)."""
