@@ -351,6 +351,10 @@ class Spec:
     command: ClassVar[str] = "llmbench"
     # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
     aliases: ClassVar[dict[str, str]] = {}
+    # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
+    # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
+    # become the spec's own fields, the command line's flags
+    groups: ClassVar[dict[str, type]] = {}
 
     def __post_init__(self, *aliases: Any) -> None:
         # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,
@@ -360,7 +364,9 @@ class Spec:
             fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
             initvars = [n for n in self.__dataclass_fields__ if n not in fields]  # type: ignore[attr-defined]
             for alias, v in zip(initvars, aliases):
-                if v is not None:
+                if v is not None and alias in self.groups:
+                    self._spread(alias, v)
+                elif v is not None:
                     name, off = known[alias]
                     setattr(self, name, (not _bool(v, f"{alias}=")) if off else v)
         problems: list[str] = []
@@ -381,6 +387,25 @@ class Spec:
         if problems:
             raise Problems(problems)
 
+    def _spread(self, keyword: str, group: Any) -> None:
+        """A group passed whole: what it sets (its values other than its defaults) becomes
+        this spec's; the same option given flat too, with another value, is a UsageError."""
+        cls = self.groups[keyword]
+        what = f"llmbench.{self.command}()"
+        if not isinstance(group, cls):
+            raise UsageError(f"{what}: {keyword}= takes a {cls.__name__}(...), not "
+                             f"{type(group).__name__}")
+        unset = _group_defaults(type(group))
+        mine = {f.name: f for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        for name, v in _values(group).items():
+            if name not in mine or v == unset.get(name):
+                continue
+            now, default = getattr(self, name), mine[name].default
+            if now is not default and now != default and now != v:
+                raise UsageError(f"{what}: {name}= and {keyword}={cls.__name__}({name}=...) "
+                                 "are the same option: give one")
+            setattr(self, name, v)
+
     def check(self, bad_values: bool = False) -> list[str]:
         """Every problem of the options together, one line each naming the flag (empty: none);
         nothing read or sent. ``bad_values``: some values were refused already (replaced by
@@ -395,6 +420,11 @@ class Spec:
                     out.append(line)
             except UsageError as exc:
                 out.append(str(exc))
+            except AttributeError:
+                # a group alone (Target(...), passed to a spec whole) checks its own options;
+                # a rule that reads another group's is checked when the spec is made
+                if type(self).command != Spec.command and not (bad_values or out):
+                    raise
             except Exception:
                 # a rule that trips on a value already refused is that problem, not a bug
                 if not (bad_values or out):
@@ -433,6 +463,9 @@ class Spec:
         values: dict[str, Any] = {}
         given: dict[str, str] = {}
         for key, v in options.items():
+            if key in cls.groups:               # a group passed whole (an InitVar)
+                values[key], given[key] = v, key
+                continue
             if key not in known:
                 import difflib
                 near = difflib.get_close_matches(key, list(known), 1)
@@ -474,6 +507,20 @@ def problem(check: Callable[..., Any], *args: Any, **kwargs: Any) -> list[str]:
     except UsageError as exc:
         return [str(exc)]
     return []
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _values(spec: Any) -> dict[str, Any]:
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+
+
+def _group_defaults(cls: type) -> dict[str, Any]:
+    """A group's values when nothing is given (its defaults, as its kinds make them)."""
+    if cls not in _DEFAULTS:
+        _DEFAULTS[cls] = _values(cls())
+    return _DEFAULTS[cls]
 
 
 class Problems(UsageError):

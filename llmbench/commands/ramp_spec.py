@@ -5,6 +5,7 @@ one per setting, ``--repeat`` one per repeat). The ramp itself: llmbench/command
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import InitVar
 import math
 from pathlib import Path
 from typing import Iterator, TYPE_CHECKING, Any, Sequence
@@ -13,8 +14,8 @@ from llmbench.commands import options as opt
 from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
                                        SECONDS_ABOVE_0, UsageError, option)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
-                                      ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
-                                      command_defaults)
+                                   ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
+                                   command_defaults)
 from llmbench.commands.reset_spec import CacheResetOpts
 from llmbench.commands.spec import scenario as scenario_option
 from llmbench.commands.spec import trace as trace_option
@@ -256,6 +257,9 @@ class RampOpts(CacheResetOpts):
 
 
 
+RampSteps = RampOpts          # the steps group, passed whole: RampSpec(ramp=RampSteps(...))
+
+
 @dataclasses.dataclass(kw_only=True)
 @command_defaults(**RAMP_DEFAULTS)  # type: ignore[arg-type]
 class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, RampOpts,
@@ -266,6 +270,21 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     requests per second (open loop). docs/cli.md lists every field."""
 
     command = "ramp"
+    aliases = {"thresholds": "threshold"}
+    groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
+              "ramp": RampOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
+              "request": RequestOpts, "output": OutputOpts}
     trace: Path | str | None = trace_option("Replay a recording (llmbench record) or a trace with sessions at growing scale: each step's --users is a multiple (default 1,2,4,8: the recording once, twice, 4, 8 times over, each copy with its own prompt salt); a step's users are its multiple x the recording's sessions; a step holds until its copies have played (at least --hold, default the recording's length).", P_STEPS)
     trace_speed: float = trace_speed_option(P_STEPS)
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    target: InitVar[TargetOpts | None] = None
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    ramp: InitVar[RampOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    agent: InitVar[AgentOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
+    thresholds: InitVar[list[Threshold | str] | None] = None
 

@@ -1,54 +1,28 @@
-"""``llmbench run``'s spec: one load level, its options as typed fields, their checks and its
-``perform`` (the plan: llmbench/commands/run.py)."""
+"""``llmbench run``'s spec: one load level, its options as typed fields (the groups of
+llmbench/specs/ and run's own) and their rules; the command itself: llmbench/commands/run.py
+``perform_spec``."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
+from dataclasses import InitVar, dataclass
 from pathlib import Path
-from typing import Iterator, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
-                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec,
-                                       UsageError, option)
+from llmbench.commands.options import (FLAG, NAMES, PATH, PERCENTILES, P_OUTPUT, P_VLLM, TEXTS,
+                                       Kind, Spec, UsageError, option)
+from llmbench.commands.spec import MAX_LOAD, check_writable, thresholds
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
-                                      RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
-                                      TelemetryOpts)
-from llmbench.commands.spec import scenario as scenario_option
-from llmbench.commands.spec import trace as trace_option
-from llmbench.commands.spec import trace_speed as trace_speed_option
-from llmbench.commands.spec import (MAX_LOAD, Span, Workers, check_writable, ray, think,
-                                    thresholds, workers)
+                                   RunWorkloadOpts, ServerOpts, TargetOpts, TelemetryOpts,
+                                   WorkloadOpts)
+from llmbench.specs.load import RunLoadOpts
 
 if TYPE_CHECKING:
     from llmbench.analysis.slo import Threshold
 
 DEMO_RUN_S = 60.0        # `llmbench run` with no --url and no size: a one-minute demo
-
-
-def _rate(v: Any, flag: str) -> float:
-    try:
-        rate = float(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
-    except ValueError:
-        rate = None
-    if rate is None:
-        raise UsageError(f"{flag} {v!r}: expected a number of requests per second, or inf")
-    if not rate > 0:
-        raise UsageError(f"{flag} must be > 0")
-    return rate
-
-
-def _window(v: Any, flag: str) -> tuple[float, float]:
-    if isinstance(v, (tuple, list)) and len(v) == 2:
-        v = "-".join("" if math.isinf(x) else repr(float(x)) for x in v)
-    from llmbench.workload.files import DatasetError
-    from llmbench.workload.traces import parse_window
-    try:
-        return parse_window(str(v))
-    except DatasetError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _goodput(v: Any, flag: str) -> dict[str, float]:
@@ -67,36 +41,11 @@ def _goodput(v: Any, flag: str) -> dict[str, float]:
     return slo
 
 
-RATE = Kind(str, _rate, lambda v: f"{v!r}", doc="float (requests/s; inf: all at once)")
-WINDOW = Kind(str, _window, lambda v: "-".join("" if math.isinf(x) else repr(x) for x in v),
-              doc="tuple[float, float] (seconds)")
 GOODPUT = Kind(TEXTS.cli, _goodput, lambda v: [f"{k}:{x!r}" for k, x in v.items()],
                doc="dict[str, float] (ms)")
 
 
-@dataclasses.dataclass(kw_only=True)
-class RunLoadOpts(Spec):
-    # other tools' names for the same thing are accepted (vLLM's --request-rate and
-    # --num-prompts, GuideLLM's --max-seconds, k6's --vus); the ones that mean something else,
-    # or that would not fit the help at 80 columns, are refused naming ours (cli/foreign.py)
-    concurrency: int | None = option("Closed loop: N requests in flight.", P_LOAD, "--concurrency", "--vus", kind=INT)
-    rate: float | str | None = option("Open loop: requests per second (or inf).", P_LOAD, "--rate", "--request-rate", kind=RATE)
-    burstiness: float = option("Gamma shape of the gaps: 1 = Poisson, <1 burstier.", P_LOAD, kind=FLOAT, default=1.0)
-    arrival: str = option("gamma | poisson | constant", P_LOAD, default="gamma")
-    max_concurrency: int | None = option("Open loop: cap on requests in flight.", P_LOAD, kind=INT)
-    requests: int | None = option("How many requests (default 200 unless --duration; with no --url, 60 s of requests).", P_LOAD, "--requests", "--num-prompts", kind=INT)
-    duration: Seconds | None = option("Stop starting requests after this long, e.g. 60s.", P_LOAD, "--duration", "--max-seconds", kind=SECONDS)
-    warmup: int = option("Requests sent first and not counted.", P_LOAD, kind=INT, default=0)
-    think: Span | None = think("0")
-    workers: Workers = workers()
-    ray: str | None = ray()
-    trace: Path | str | None = trace_option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD)
-    trace_speed: float = trace_speed_option(P_LOAD)
-    trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
-    scenario: Any = scenario_option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD)
-
-
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class VllmOpts(Spec):
     save_result: bool = option("Also write vLLM's result JSON (vllm bench serve's keys and types).", P_VLLM, "--save-result", kind=FLAG, default=False)
     save_detailed: bool = option("Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", P_VLLM, "--save-detailed", kind=FLAG, default=False)
@@ -106,19 +55,19 @@ class VllmOpts(Spec):
     metadata: list[str] | dict[str, str] | None = option("Stored in the file (repeatable).", P_VLLM, "--metadata", kind=TEXTS, metavar="K=V")
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class PrintOpts(Spec):
     percentile_metrics: tuple[str, ...] | str = option("Metrics to print percentiles for (ttft,tpot,itl,e2el).", P_OUTPUT, kind=NAMES, default="ttft,tpot,itl")
     metric_percentiles: tuple[float, ...] | str = option("Percentiles to print, e.g. 50,99.", P_OUTPUT, kind=PERCENTILES, default="99")
     goodput: dict[str, float] | list[str] | None = option("vLLM's goodput SLO, e.g. ttft:500 (repeatable).", P_OUTPUT, kind=GOODPUT, metavar="KEY:MS")
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class GateOpts(Spec):
     threshold: list[Threshold | str] | None = thresholds()
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpts, AgentOpts,
               RunWorkloadOpts, RunLoadOpts, TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
@@ -129,6 +78,21 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
     them with their types and defaults."""
 
     command = "run"
+    aliases = {"thresholds": "threshold"}
+    groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
+              "load": RunLoadOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
+              "request": RequestOpts, "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    target: InitVar[TargetOpts | None] = None
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    load: InitVar[RunLoadOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    agent: InitVar[AgentOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
+    thresholds: InitVar[list[Threshold | str] | None] = None
 
     def _check(self) -> Iterator[str]:
         if self.concurrency is not None and self.rate is not None:

@@ -13,8 +13,8 @@ from typing import Any, Iterator, Sequence
 from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
-                                      Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
-                                      command_defaults)
+                                   Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
+                                   command_defaults)
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
 
 P_SWEEP = "Sweep"

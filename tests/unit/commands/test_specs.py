@@ -241,3 +241,39 @@ def test_the_command_line_prints_every_problem_and_exits_2():
     assert r.stderr.splitlines() == [
         "error: --by 'x': choose users or rate", "error: --join 'y': choose start or spread",
         "error: --hold must be above 0", "error: --repeat 0: must be between 1 and 1000"], r.stderr
+
+
+def test_the_option_groups_can_be_passed_whole():
+    """httpx-style: small typed option objects composed into the spec; the same spec as the
+    flat keywords (the command line's flags), and the command's own defaults kept."""
+    from llmbench import Output, Request, RampSteps, RunLoad, Target
+    grouped = RunSpec(target=Target(url="http://h:1/v1", model="m"),
+                      load=RunLoad(concurrency=4, duration="2m"),
+                      request=Request(temperature=0.5, timeout_idle=5),
+                      output=Output(label={"name": "a"}), thresholds=["ttft.p95<=2s"])
+    flat = RunSpec(url="http://h:1/v1", model="m", concurrency=4, duration=120.0,
+                   temperature=0.5, timeout_idle=5, label={"name": "a"},
+                   threshold=["ttft.p95<=2s"])
+    assert grouped == flat
+    # a group's defaults are not "given": ramp keeps its own first-token timeout (120 s)
+    r = RampSpec(target=Target(url="http://h:1/v1"), ramp=RampSteps(users=[1, 2]),
+                 request=Request(timeout_idle=5))
+    assert (r.users, r.timeout_first_token, r.timeout_idle) == ([1, 2], 120.0, 5.0)
+    # through the API's keywords too (llmbench.run(target=...)), as the spec takes them
+    assert RunSpec.from_options({"target": Target(url="http://h:1/v1"), "rate": 2}).rate == 2.0
+
+
+def test_a_group_given_twice_or_of_the_wrong_kind_is_one_line():
+    from llmbench import Request, Target
+    with pytest.raises(UsageError, match=r"url= and target=TargetOpts\(url=...\) are the same"):
+        RunSpec(url="http://a:1/v1", target=Target(url="http://b:1/v1"))
+    with pytest.raises(UsageError, match="target= takes a TargetOpts"):
+        RunSpec(target=Request())                    # type: ignore[arg-type]
+    # a group checks its own options when made, before any spec
+    with pytest.raises(UsageError, match="--temperature -1"):
+        Request(temperature=-1)
+    # and the spec checks them with the others': every problem at once
+    from llmbench import RunLoad
+    with pytest.raises(UsageError) as e:
+        RunSpec(load=RunLoad(concurrency=0, rate=1), quiet=True, verbose=True)
+    assert [x.split(" ")[0] for x in e.value.problems] == ["--quiet", "give", "--concurrency"]
