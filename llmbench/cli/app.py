@@ -1,5 +1,6 @@
 """The command line: Typer only. Flags -> a command's spec (llmbench/commands/: RunSpec,
-RampSpec ..., the ones the Python API takes too) -> its ``perform``.
+RampSpec ..., the ones the Python API takes too) -> its command's ``perform_spec``. Only the
+command asked for is built (``_TABLE``, ``_lazy_group``): a usage error costs little.
 
 Every option is declared once, on its spec (llmbench/specs/groups.py, run_spec.py, ...;
 llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into

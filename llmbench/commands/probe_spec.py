@@ -1,6 +1,6 @@
 """``llmbench probe``'s spec: the same workload through a router and straight to a backend,
-interleaved in time; its options as typed fields, their checks and its ``perform`` (the probe:
-llmbench/commands/probe.py)."""
+interleaved in time; its options as typed fields and their checks (the probe:
+llmbench/commands/probe.py ``perform_spec``)."""
 
 from __future__ import annotations
 

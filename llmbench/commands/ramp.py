@@ -522,7 +522,7 @@ def perform(r: RampPlan, repeat: int = 1,
                   run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
+                  run_dir, head=head, verbose=c.watch.verbose, mlflow=c.watch.mlflow,
                   # the last repeat's table is the one on screen
                   rows_used=runs[-1][0].table_rows + 1 + _board_row())
     return RampDone(run, code, run_dir)

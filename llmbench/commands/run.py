@@ -236,7 +236,7 @@ def perform(plan: RunPlan) -> Done:
         outcome.records.clear()
     print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
-                  run_dir, mlflow=c.mlflow)
+                  run_dir, mlflow=c.watch.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -408,7 +408,8 @@ def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
         common = dataclasses.replace(common,
                                      telemetry=spec.telemetry_spec(tgt, spec.server_probe))
         if progress is not None:
-            common = dataclasses.replace(common, progress=progress)
+            common = dataclasses.replace(
+                common, watch=dataclasses.replace(common.watch, progress=progress))
         common = with_ray(common, ray_address)
         return perform(RunPlan(common, shape, gates, vllm))
 
@@ -443,7 +444,8 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
         common = dataclasses.replace(common,
                                      telemetry=spec.telemetry_spec(tgt, spec.server_probe))
         if progress is not None:
-            common = dataclasses.replace(common, progress=progress)
+            common = dataclasses.replace(
+                common, watch=dataclasses.replace(common.watch, progress=progress))
 
         def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
             cs = sc.class_spec(spec, scenario, tc)

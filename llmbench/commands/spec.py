@@ -1,14 +1,15 @@
-"""What every command's spec shares, with no Typer in it: the options several commands
-declare (``--think``, ``--workers``, ``--ray``, ``--users``, ``--threshold``), the errors as the
-command line prints them (``translate``), and the plan's pieces (the target, the workload and
-requests against it, the built-in mock when there is no --url).
+"""What the commands' wiring shares, with no Typer in it: --threshold's declaration (its
+grammar is analysis's), the errors as the command line prints them (``translate``), and the
+plan's pieces (the target, the workload and requests against it, the built-in mock when there
+is no --url). The options several commands declare (--think, --workers, --ray, --users) are
+the specs' (llmbench/specs/options.py), re-exported here.
 
-Each command owns its spec, its checks and its ``perform`` (llmbench/commands/run_spec.py,
-ramp_spec.py, sweep_spec.py, probe_spec.py, report.py, compare.py), built from the typed option
-groups of llmbench/specs/groups.py on llmbench/commands/fields.py. The command line
-(llmbench/cli/app.py) and the Python API (llmbench/api.py) both build a spec and call its
-``perform``, so a value is checked once, the same way, with the same one-line message: a bad
-value is a ``UsageError``, a server that cannot be used a ``ServerUnreachable`` (or another
+Each command has its spec (llmbench/commands/run_spec.py, ramp_spec.py, ..., made of the
+option groups of llmbench/specs/) and its wiring (``perform_spec`` in llmbench/commands/run.py,
+ramp.py, ...: spec -> plan -> harness -> result). The command line (llmbench/cli/app.py) and
+the Python API (llmbench/api.py) both build a spec and call that, so a value is checked once,
+the same way, with the same one-line message: a bad value is a ``UsageError`` (every problem
+of a spec at once), a server that cannot be used a ``ServerUnreachable`` (or another
 ``LlmbenchError`` with its exit code). Nothing here exits the process.
 """
 
@@ -186,7 +187,7 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                 targets: tuple[str, ...] = ("main",)) -> Any:
     """The plan's common part from the spec (the workload is built against ``tgt``, with a
     salt for each of the harness's ``targets``)."""
-    from llmbench.commands.common import Common
+    from llmbench.commands.common import Common, Watch
     agents = getattr(spec, "workload_type", "chat") == "agent"
     check_api_features(tgt.api, spec, agents)
     from llmbench import wire
@@ -212,18 +213,17 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     if replay is not None:
         replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = spec.quiet
-    return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
-                  count_tokens=tok.count, served_by_header=spec.served_by_header,
-                  server_probe=spec.server_probe, out=Path(spec.out), labels=spec.labels(),
-                  progress=False if quiet else (spec.progress if progress is None else progress),
-                  replay=replay,
+    watch = Watch(progress=False if quiet else (spec.progress if progress is None else progress),
+                  quiet=quiet, verbose=spec.verbose,
                   metrics_at=None if spec.metrics_port is None else (spec.metrics_host,
                                                                      spec.metrics_port),
                   dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
-                  quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
-                  tokenizer=spec.tokenizer,
-                  network_floor=getattr(spec, "network_floor", "auto"),
                   otlp=getattr(spec, "otlp", None), mlflow=getattr(spec, "mlflow", None))
+    return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
+                  count_tokens=tok.count, served_by_header=spec.served_by_header,
+                  server_probe=spec.server_probe, out=Path(spec.out), labels=spec.labels(),
+                  replay=replay, workers=getattr(spec, "workers", 1), tokenizer=spec.tokenizer,
+                  network_floor=getattr(spec, "network_floor", "auto"), watch=watch)
 
 
 def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
