@@ -49,6 +49,16 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
     field."""
 
     command = "probe"
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "load": ProbeLoadOpts,
+              "prompts": WorkloadOpts, "request": RequestOpts, "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    load: InitVar[ProbeLoadOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
 
     def _check(self) -> Iterator[str]:
         steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import dataclasses
 import re
 from dataclasses import InitVar
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
@@ -16,6 +16,9 @@ from llmbench.specs.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts
                                    Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
                                    command_defaults)
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
+
+if TYPE_CHECKING:
+    from llmbench.analysis.slo import Threshold
 
 P_SWEEP = "Sweep"
 
@@ -98,7 +101,20 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     with the answer. docs/cli.md lists every field."""
 
     command = "sweep"
-    aliases = {"settings": "setting"}
+    aliases = {"settings": "setting", "thresholds": "threshold"}
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "ramp": RampOpts,
+              "prompts": WorkloadOpts, "agent": AgentOpts, "request": RequestOpts,
+              "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    ramp: InitVar[RampOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    agent: InitVar[AgentOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
+    thresholds: InitVar[list[Threshold | str] | None] = None
 
     def _check(self) -> Iterator[str]:
         if self.setting is None and "setting" not in self._refused:

@@ -277,3 +277,16 @@ def test_a_group_given_twice_or_of_the_wrong_kind_is_one_line():
     with pytest.raises(UsageError) as e:
         RunSpec(load=RunLoad(concurrency=0, rate=1), quiet=True, verbose=True)
     assert [x.split(" ")[0] for x in e.value.problems] == ["--quiet", "give", "--concurrency"]
+
+
+def test_probe_and_sweep_take_their_groups_whole_too():
+    from llmbench import RampSteps, Request, Server
+    from llmbench.commands.probe_spec import ProbeLoadOpts
+    s = SweepSpec(setting={"parallel": [1, 2]}, mock=True, ramp=RampSteps(users=[1, 2]),
+                  request=Request(temperature=0), thresholds=["ttft.p95<=1s"])
+    assert s == SweepSpec(setting={"parallel": [1, 2]}, mock=True, users=[1, 2],
+                          temperature=0, threshold=["ttft.p95<=1s"])
+    assert s.timeout_first_token == 120.0                 # sweep's own default, kept
+    p = ProbeSpec(router="http://r:1/v1", model="m", server=Server(api="openai-chat"),
+                  load=ProbeLoadOpts(users=[1, 2], rounds=2))
+    assert (p.users, p.rounds, p.api, p.turns) == ([1, 2], 2, "openai-chat", 3)
