@@ -24,7 +24,9 @@ if TYPE_CHECKING:
                               run, sweep)
     from llmbench.errors import (CommandFailed, LlmbenchError, RunFailed, ServerRefused,
                                  ServerUnreachable, UsageError)
+    from llmbench.commands.ramp_spec import RampSteps
     from llmbench.results.schema import Metric, Run, Step, Summary, Verdict
+    from llmbench.specs import Agent, Output, Prompts, Request, RunLoad, Server, Target, Telemetry
 
 __all__ = [
     "run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
@@ -32,6 +34,8 @@ __all__ = [
     "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
+    "Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output", "RunLoad",
+    "RampSteps",
     "__version__",
 ]
 
@@ -40,6 +44,9 @@ _WHERE = {
                      "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec",
                      "Report", "Comparison"), "llmbench.api"),
     "Threshold": "llmbench.analysis.slo",
+    **dict.fromkeys(("Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output",
+                     "RunLoad"), "llmbench.specs"),
+    "RampSteps": "llmbench.commands.ramp_spec",
     **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict"), "llmbench.results.schema"),
     **dict.fromkeys(("LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused",
                      "CommandFailed", "RunFailed"), "llmbench.errors"),

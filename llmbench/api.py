@@ -215,6 +215,13 @@ def _own_loop(fn: Callable[[], Any]) -> Any:
     return box["value"]
 
 
+def _perform_spec(kind: str, spec: Any) -> Any:
+    """The command's wiring (llmbench/commands/<kind>.py ``perform_spec``): spec -> plan ->
+    harness -> Run, a Done."""
+    import importlib
+    return importlib.import_module(f"llmbench.commands.{kind}").perform_spec(spec)
+
+
 def _result(done: Any, what: str) -> Run:
     """The Run of a finished command, or the exception for one that is not a result."""
     if done.run is None:
@@ -241,22 +248,22 @@ def _sweep_result(done: Any) -> Run:
     return _result(done, "sweep")
 
 
-run = Command(RunSpec, lambda s: _result(s.perform(), "run"), """``llmbench run``: one load
+run = Command(RunSpec, lambda s: _result(_perform_spec("run", s), "run"), """``llmbench run``: one load
 level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
 (``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
 are in ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
 
-ramp = Command(RampSpec, lambda s: _result(s.perform(), "ramp"), """``llmbench ramp``: steps of
+ramp = Command(RampSpec, lambda s: _result(_perform_spec("ramp", s), "ramp"), """``llmbench ramp``: steps of
 users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., users=[1, 2,
 4])``. Returns the Run (``ramp.steps``, ``ramp.held``, ``ramp.verdict.kind``,
 ``ramp.verdict.text``).""")
 
-sweep = Command(SweepSpec, lambda s: _sweep_result(s.perform()), """``llmbench sweep``: a ramp
+sweep = Command(SweepSpec, lambda s: _sweep_result(_perform_spec("sweep", s)), """``llmbench sweep``: a ramp
 per server setting. ``settings={"NAME": [1, 2, 4]}`` (or ``setting=``, as on the command line)
 is ``--setting NAME=1,2,4``. Returns the sweep folder's Run (kind "sweep"; ``results``,
 ``answer``, ``best``).""")
 
-probe = Command(ProbeSpec, lambda s: _result(s.perform(), "probe"), """``llmbench probe``:
+probe = Command(ProbeSpec, lambda s: _result(_perform_spec("probe", s), "probe"), """``llmbench probe``:
 router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
 (``probe.steps``).""")
 

@@ -341,14 +341,20 @@ def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
 
 class Spec:
     """The base of every command's spec (a ``@dataclasses.dataclass(kw_only=True)``): each field
-    is made its one value by its kind, then ``check()`` (pure: no file, no network) refuses
-    what the options cannot mean together. Subclasses and their option groups extend
-    ``check``, calling ``super().check()``."""
+    is made its one value by its kind, then ``check()`` (pure: no file, no network) lists what
+    the options cannot mean together. Each option group and each spec states its own rules in
+    ``_check`` (a generator of problem lines; a value helper that raises ``UsageError`` ends
+    that group's rules), and ``check`` collects every group's, as k6's executor configs do:
+    a user with three mistakes reads three lines, not one per attempt."""
 
     # the command's name, as the command line and errors say it
     command: ClassVar[str] = "llmbench"
     # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
     aliases: ClassVar[dict[str, str]] = {}
+    # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
+    # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
+    # become the spec's own fields, the command line's flags
+    groups: ClassVar[dict[str, type]] = {}
 
     def __post_init__(self, *aliases: Any) -> None:
         # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,
@@ -358,19 +364,73 @@ class Spec:
             fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
             initvars = [n for n in self.__dataclass_fields__ if n not in fields]  # type: ignore[attr-defined]
             for alias, v in zip(initvars, aliases):
-                if v is not None:
+                if v is not None and alias in self.groups:
+                    self._spread(alias, v)
+                elif v is not None:
                     name, off = known[alias]
                     setattr(self, name, (not _bool(v, f"{alias}=")) if off else v)
+        problems: list[str] = []
+        self._refused: set[str] = set()     # the fields whose value was refused
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             o = f.metadata.get("opt")
             v = getattr(self, f.name)
             if o is None or v is None or v is REQUIRED:
                 continue
-            setattr(self, f.name, o.kind.parse(v, o.flag(f.name)))
-        self.check()
+            try:
+                setattr(self, f.name, o.kind.parse(v, o.flag(f.name)))
+            except UsageError as exc:
+                problems.append(str(exc))
+                self._refused.add(f.name)
+                # the rules below read the default instead, so they do not trip on the text
+                setattr(self, f.name, _parsed_default(f, o))
+        problems += self.check(bad_values=bool(problems))
+        if problems:
+            raise Problems(problems)
 
-    def check(self) -> None:
-        """What the options cannot mean together (a UsageError); nothing read or sent."""
+    def _spread(self, keyword: str, group: Any) -> None:
+        """A group passed whole: what it sets (its values other than its defaults) becomes
+        this spec's; the same option given flat too, with another value, is a UsageError."""
+        cls = self.groups[keyword]
+        what = f"llmbench.{self.command}()"
+        if not isinstance(group, cls):
+            raise UsageError(f"{what}: {keyword}= takes a {cls.__name__}(...), not "
+                             f"{type(group).__name__}")
+        unset = _group_defaults(type(group))
+        mine = {f.name: f for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        for name, v in _values(group).items():
+            if name not in mine or v == unset.get(name):
+                continue
+            now, default = getattr(self, name), mine[name].default
+            if now is not default and now != default and now != v:
+                raise UsageError(f"{what}: {name}= and {keyword}={cls.__name__}({name}=...) "
+                                 "are the same option: give one")
+            setattr(self, name, v)
+
+    def check(self, bad_values: bool = False) -> list[str]:
+        """Every problem of the options together, one line each naming the flag (empty: none);
+        nothing read or sent. ``bad_values``: some values were refused already (replaced by
+        their defaults), so a rule that fails on that state is not a bug to show."""
+        out: list[str] = []
+        for cls in reversed(type(self).__mro__):
+            rules = cls.__dict__.get("_check")
+            if rules is None:
+                continue
+            try:
+                for line in rules(self) or ():
+                    out.append(line)
+            except UsageError as exc:
+                out.append(str(exc))
+            except AttributeError:
+                # a group alone (Target(...), passed to a spec whole) checks its own options;
+                # a rule that reads another group's is checked when the spec is made
+                if type(self).command != Spec.command and not (bad_values or out):
+                    raise
+            except Exception:
+                # a rule that trips on a value already refused is that problem, not a bug
+                if not (bad_values or out):
+                    raise
+        seen: set[str] = set()
+        return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
 
     # -- keywords (the API's shortcut, --config files) ------------------------------------
     @classmethod
@@ -403,6 +463,9 @@ class Spec:
         values: dict[str, Any] = {}
         given: dict[str, str] = {}
         for key, v in options.items():
+            if key in cls.groups:               # a group passed whole (an InitVar)
+                values[key], given[key] = v, key
+                continue
             if key not in known:
                 import difflib
                 near = difflib.get_close_matches(key, list(known), 1)
@@ -434,6 +497,50 @@ class Spec:
     def cli_fields(cls) -> dict[str, Any]:
         """name -> a field with ``.flag`` (config.toml's secret and URL scrubbing reads it)."""
         return {f.name: _Flag(opt_of(f).flag(f.name)) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+
+def problem(check: Callable[..., Any], *args: Any, **kwargs: Any) -> list[str]:
+    """A value helper's refusal as a problem line (``Spec._check``: ``yield from problem(count,
+    self.n, "--n")``), so that one bad value does not hide the next rule's problem."""
+    try:
+        check(*args, **kwargs)
+    except UsageError as exc:
+        return [str(exc)]
+    return []
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _values(spec: Any) -> dict[str, Any]:
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+
+
+def _group_defaults(cls: type) -> dict[str, Any]:
+    """A group's values when nothing is given (its defaults, as its kinds make them)."""
+    if cls not in _DEFAULTS:
+        _DEFAULTS[cls] = _values(cls())
+    return _DEFAULTS[cls]
+
+
+class Problems(UsageError):
+    """Every problem a spec's options have (``Spec.check``), one line each: ``problems``;
+    its text is the lines, as the command line prints them (each after "error: ")."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def _parsed_default(f: dataclasses.Field, o: SpecOpt) -> Any:  # type: ignore[type-arg]
+    """A field's default as its kind makes it (None when it has none, or it is required)."""
+    d = f.default
+    if d is dataclasses.MISSING or d is None:
+        return None
+    try:
+        return o.kind.parse(d, o.flag(f.name))
+    except (UsageError, TypeError, ValueError):
+        return d
 
 
 @dataclasses.dataclass(frozen=True)

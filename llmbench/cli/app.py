@@ -1,7 +1,8 @@
 """The command line: Typer only. Flags -> a command's spec (llmbench/commands/: RunSpec,
-RampSpec ..., the ones the Python API takes too) -> its ``perform``.
+RampSpec ..., the ones the Python API takes too) -> its command's ``perform_spec``. Only the
+command asked for is built (``_TABLE``, ``_lazy_group``): a usage error costs little.
 
-Every option is declared once, on its spec (llmbench/commands/groups.py, run_spec.py, ...;
+Every option is declared once, on its spec (llmbench/specs/groups.py, run_spec.py, ...;
 llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into
 typer options, adds what only a command line has (--config FILE, --json, --version), prints
 what a command returns, and turns every failure into one line on stderr and its exit code (2
@@ -29,7 +30,9 @@ app.add_typer(datasets_app, name="datasets")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
-    typer.echo(f"error: {message}", err=True)
+    # a spec with several problems says each on its own line (options.Problems)
+    for line in message.split("\n"):
+        typer.echo(f"error: {line}", err=True)
     return typer.Exit(code)
 
 
@@ -41,7 +44,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None) -> None:
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
     """Load-test LLM chat servers: how many users hold, and why the next step broke."""
 
 
@@ -105,13 +108,19 @@ def _answer(kind: str, done) -> str:
     return (line or (run.status if run is not None else "") or "no result") + where
 
 
-def _perform(work, json_out: bool, kind: str, quiet: bool = False) -> None:
-    """Run ``work()`` (a Done); with --json, everything it prints goes to stderr and the
-    summary, as JSON, to stdout; with --quiet, only errors (stderr) and one closing line.
-    Exits with the command's code. --dashboard's page opens first: its URL is the first line
-    (before the mock, Ray or the preflight speak)."""
+def _perform(spec, json_out: bool, kind: str) -> None:
+    """Run the command's ``perform_spec(spec)`` (llmbench/commands/<kind>.py: a Done); with
+    --json, everything it prints goes to stderr and the summary, as JSON, to stdout; with
+    --quiet, only errors (stderr) and one closing line. Exits with the command's code.
+    --dashboard's page opens first: its URL is the first line (before the mock, Ray or the
+    preflight speak)."""
     import contextlib
-    spec = getattr(work, "__self__", None)
+    import importlib
+    perform_spec = importlib.import_module(f"llmbench.commands.{kind}").perform_spec
+    quiet = spec.quiet
+
+    def work():
+        return perform_spec(spec)
     if getattr(spec, "dashboard", None) is not None:
         from llmbench.report.dashboard import handle
         handle.shared(spec.dashboard_at())
@@ -149,22 +158,22 @@ def _linger() -> None:
 # -- the commands: a spec each (llmbench/commands/), built from the flags ------------------------
 def _run(spec, json_out: bool = False) -> None:
     """One load level with vLLM-compatible numbers. With no --url, a one-minute demo against the built-in mock."""
-    _perform(spec.perform, json_out, "run", spec.quiet)
+    _perform(spec, json_out, "run")
 
 
 def _ramp(spec, json_out: bool = False) -> None:
     """Add users step by step until the thresholds break, and say why (no --url: a one-minute demo on the built-in mock)."""
-    _perform(spec.perform, json_out, "ramp", spec.quiet)
+    _perform(spec, json_out, "ramp")
 
 
 def _sweep(spec) -> None:
     """Which server setting serves more users: a ramp per value, one page with the answer."""
-    _perform(spec.perform, False, "sweep", spec.quiet)
+    _perform(spec, False, "sweep")
 
 
 def _probe(spec) -> None:
     """Router overhead versus compute: the same workload through a router and straight to a backend, interleaved in time."""
-    _perform(spec.perform, False, "probe", spec.quiet)
+    _perform(spec, False, "probe")
 
 
 def _mock(options) -> None:
@@ -184,13 +193,15 @@ def _record(spec) -> None:
 
 def _chat(spec) -> None:
     """One user, a few turns: TTFT, tokens/s, prompt and cached tokens per turn (exit 1: the server cannot stream a chat)."""
-    code = spec.perform(typer.echo, lambda line: typer.echo(line, err=True))
+    from llmbench.commands.chat import perform_spec
+    code = perform_spec(spec, typer.echo, lambda line: typer.echo(line, err=True))
     raise typer.Exit(code)
 
 
 def _context(spec) -> None:
     """The longest prompt the server serves: doubling, then bisecting, until it refuses, fails or passes a TTFT bound; the prefill rate."""
-    raise typer.Exit(spec.perform(typer.echo))
+    from llmbench.commands.context import perform_spec
+    raise typer.Exit(perform_spec(spec, typer.echo))
 
 
 def _servers(spec, json_out: bool = False) -> None:
@@ -321,36 +332,140 @@ def _inspect(spec) -> None:
         typer.echo(f"note: {w}")
 
 
+# name -> (the module and class of its spec, the function, takes --config, takes --json): every
+# command of the command line. Named, not imported: the command line imports the one spec the
+# user asked for (``LazyGroup``), so a usage error or `llmbench --help` costs a tenth of a
+# second, not the import of every command (scripts/bench_startup.py).
+_TABLE: dict = {
+    "run": ("llmbench.commands.run_spec", "RunSpec", _run, True, True),
+    "ramp": ("llmbench.commands.ramp_spec", "RampSpec", _ramp, True, True),
+    "sweep": ("llmbench.commands.sweep_spec", "SweepSpec", _sweep, True, False),
+    "probe": ("llmbench.commands.probe_spec", "ProbeSpec", _probe, True, False),
+    "mock": ("llmbench.mock_server.cli", "MockOptions", _mock, True, False),
+    "record": ("llmbench.commands.record", "RecordSpec", _record, False, False),
+    "report": ("llmbench.commands.report", "ReportSpec", _report, True, False),
+    "compare": ("llmbench.commands.report", "CompareSpec", _compare, True, False),
+    "runs": ("llmbench.commands.report", "RunsSpec", _runs, False, False),
+    "dashboard": ("llmbench.commands.dashboard_spec", "DashboardSpec", _dashboard, False, False),
+    "servers": ("llmbench.commands.servers_spec", "ServersSpec", _servers, False, True),
+    "chat": ("llmbench.commands.chat_spec", "ChatSpec", _chat, True, False),
+    "context": ("llmbench.commands.context_spec", "ContextSpec", _context, True, False),
+    "datasets inspect": ("llmbench.commands.report", "InspectSpec", _inspect, False, False)}
+
+
+def _spec_class(name: str) -> type:
+    import importlib
+    module, cls, *_ = _TABLE[name]
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
 def commands() -> dict:
     """name -> (its spec, the function, takes --config, takes --json): every
-    command of the command line, for this module and scripts/gen_cli_docs.py."""
-    from llmbench.commands.probe_spec import ProbeSpec
-    from llmbench.commands.ramp_spec import RampSpec
-    from llmbench.commands.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
-    from llmbench.commands.record import RecordSpec
-    from llmbench.commands.run_spec import RunSpec
-    from llmbench.commands.dashboard_spec import DashboardSpec
-    from llmbench.commands.sweep_spec import SweepSpec
-    from llmbench.commands.servers_spec import ServersSpec
-    from llmbench.commands.chat_spec import ChatSpec
-    from llmbench.commands.context_spec import ContextSpec
-    from llmbench.mock_server.cli import MockOptions
-    return {"run": (RunSpec, _run, True, True), "ramp": (RampSpec, _ramp, True, True),
-            "sweep": (SweepSpec, _sweep, True, False), "probe": (ProbeSpec, _probe, True, False),
-            "mock": (MockOptions, _mock, True, False),
-            "record": (RecordSpec, _record, False, False), "report": (ReportSpec, _report, True, False),
-            "compare": (CompareSpec, _compare, True, False), "runs": (RunsSpec, _runs, False, False),
-            "dashboard": (DashboardSpec, _dashboard, False, False),
-            "servers": (ServersSpec, _servers, False, True),
-            "chat": (ChatSpec, _chat, True, False),
-            "context": (ContextSpec, _context, True, False),
-            "datasets inspect": (InspectSpec, _inspect, False, False)}
+    command of the command line, for scripts/gen_cli_docs.py (this imports them all)."""
+    return {name: (_spec_class(name), *row[2:]) for name, row in _TABLE.items()}
 
 
-for _name, (_spec, _fn, _cfg, _json) in commands().items():
-    _extra = ([_config_param()] if _cfg else []) + ([_json_param()] if _json else [])
-    _where = datasets_app if _name.startswith("datasets ") else app
-    _where.command(_name.split()[-1])(_guard(spec_command(_spec, _fn, *_extra)))
+def _command(name: str):
+    """One command as click runs it, built from its spec's declarations when first asked."""
+    _mod, _cls, fn, cfg, json_ = _TABLE[name]
+    extra = ([_config_param()] if cfg else []) + ([_json_param()] if json_ else [])
+    one = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    one.command(name.split()[-1])(_guard(spec_command(_spec_class(name), fn, *extra)))
+    return typer.main.get_command(one)
+
+
+class _Commands(dict):
+    """A group's commands, each built on first use (``_command``); the keys are known first,
+    so the help lists them in order."""
+
+    def __init__(self, build, names) -> None:
+        super().__init__((n, None) for n in names)
+        self._build = build
+
+    def __getitem__(self, name):
+        cmd = super().__getitem__(name)
+        if cmd is None:
+            cmd = self._build(name)
+            super().__setitem__(name, cmd)
+        return cmd
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def values(self):
+        return [self[n] for n in self]
+
+    def items(self):
+        return [(n, self[n]) for n in self]
+
+
+class _Listed:
+    """What a group's help shows of a command not yet built: its name and its help line
+    (the function's docstring), without importing its spec."""
+
+    def __init__(self, name: str, help: str) -> None:
+        self.name, self.help, self.short_help = name, help, None
+        self.hidden = self.deprecated = False
+        self.rich_help_panel = None
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        import textwrap
+        return textwrap.shorten(self.help, limit, placeholder="...")
+
+
+def _lazy_group(table: dict, prefix: str = "") -> type:
+    from typer.core import TyperGroup
+
+    class LazyGroup(TyperGroup):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            eager = dict(self.commands)
+            names = [n[len(prefix):] for n in table if n.startswith(prefix)
+                     and " " not in n[len(prefix):]]
+            self.commands = _Commands(lambda n: eager.get(n) or _command(prefix + n),
+                                      [*names, *eager])
+            self._listing = False
+
+        def list_commands(self, ctx):
+            return list(self.commands)          # in order, none built
+
+        def parse_args(self, ctx, args):
+            _plain_flags(self.get_params(ctx))
+            return super().parse_args(ctx, args)
+
+        def get_command(self, ctx, cmd_name):
+            # the group's help lists the commands: their docstrings, not their specs
+            if self._listing and dict.get(self.commands, cmd_name) is None \
+                    and prefix + cmd_name in table:
+                return _Listed(cmd_name, table[prefix + cmd_name][2].__doc__ or "")
+            return self.commands.get(cmd_name)
+
+        def format_help(self, ctx, formatter) -> None:
+            self._listing = True
+            try:
+                super().format_help(ctx, formatter)
+            finally:
+                self._listing = False
+    return LazyGroup
+
+
+def _plain_flags(params) -> None:
+    """The group's own flags (--help, --version, --install-completion) are True, False or
+    None: passed through as they are, so that typer does not import pydantic (60 ms) to
+    coerce them on every invocation (a usage error included). Any other typer: as it is."""
+    try:
+        from typer._coercion import PassThroughRuntimeParam
+    except ImportError:                     # pragma: no cover - the installed typer decides
+        return
+    for p in params:
+        desc = getattr(p, "type_descriptor", None)
+        if getattr(desc, "annotation", None) is bool and getattr(p, "_runtime_param", 0) is None:
+            p._runtime_param = PassThroughRuntimeParam(annotation=bool,
+                                                       parameter_info=desc.parameter_info)
+
+
+app.info.cls = _lazy_group(_TABLE)
+datasets_app.info.cls = _lazy_group(_TABLE, "datasets ")
 
 
 def _click_exceptions():

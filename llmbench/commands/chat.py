@@ -10,7 +10,7 @@ import asyncio
 import textwrap
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.records.record import Record, clean
 
@@ -124,3 +124,27 @@ def perform(plan: ChatPlan, say: Callable[[str], None],
         return 1, result
     say(summary(result))
     return 0, result
+
+
+if TYPE_CHECKING:
+    from llmbench.commands.chat_spec import ChatSpec
+
+
+def perform_spec(opts: ChatSpec, say: Any, fail: Any) -> int:
+    """A chat with the server (no --url: one on this machine, else the mock); the exit code."""
+    from llmbench import wire
+    from llmbench.commands.local import with_local_server
+    from llmbench.commands.options import UsageError
+    from llmbench.commands.spec import MaybeMock, make_target, prepare
+    spec = with_local_server(opts)
+    prepare(spec)
+    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
+        tgt = make_target(spec, url, spec.model or model)
+        if wire.get(tgt.api).output == "embeddings":
+            raise UsageError(f"--api {tgt.api}: an embeddings API has no conversation; "
+                             "chat with a chat API")
+        params, timeouts = spec.build_request(api=tgt.api)
+        say(f"chat with {tgt.model} at {tgt.shown(tgt.endpoint)}")
+        code, _ = perform(ChatPlan(tgt, params, timeouts, spec.replies, spec.reply_tokens),
+                          say, fail)
+        return code

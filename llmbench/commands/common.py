@@ -36,6 +36,53 @@ class Done:
 
 
 @dataclass
+class Watch:
+    """Who watches a run, apart from the plan (what is measured): the live views and exporters
+    the command's wiring hands the harness as its observers (--progress, --metrics-port,
+    --dashboard, --otlp), what it says (-q, -v), and where the result is logged after
+    (--mlflow). Nothing measured depends on these."""
+
+    progress: bool | None = None
+    quiet: bool = False                    # -q: errors and the final answer only
+    verbose: bool = False                  # -v: what llmbench decides, as it decides it
+    metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
+    dashboard_at: tuple[str, int] | None = None   # --dashboard [HOST:]PORT (port 0: any)
+    dashboard_linger_s: float | None = None       # --dashboard-linger (None: until Ctrl-C)
+    otlp: str | None = None                # --otlp URL|env: request spans (report/otlp.py)
+    mlflow: str | None = None              # --mlflow URI: the run logged (report/tracker.py)
+
+    def observers(self, shape: Any, run_dir: Path | None, target: Target,
+                  workers: int | str = 1) -> list[Observer]:
+        """Who watches the run, built in this one place: the Prometheus exporter
+        (--metrics-port), the terminal view, the dashboard's page (--dashboard) and a notebook
+        cell's view (one feed: report.dashboard.feed.DashboardFeed) and the OTLP exporter
+        (--otlp: its spans are built in a child process that follows requests.jsonl)."""
+        out: list[Observer] = []
+        if self.metrics_at is not None:
+            from llmbench.report.prometheus import MetricsExporter
+            host, port = self.metrics_at
+            out.append(MetricsExporter(host, port, run=run_dir.name if run_dir else "",
+                                       keep=run_dir / "metrics.prom" if run_dir else None))
+        if shape is not None and self.progress is not False:
+            out.append(board_for(shape))
+        if shape is not None and (self.dashboard_at is not None or _cell_view()):
+            from llmbench.report.dashboard import handle
+            from llmbench.report.dashboard.feed import DashboardFeed
+            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
+            board = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
+            if board is not None:
+                board.begin(dashboard_meta(shape, target, run_dir, workers))
+                out.append(DashboardFeed(board))
+        if self.otlp is not None:
+            from llmbench.report.otlp import OtlpExporter
+            out.append(OtlpExporter(
+                self.otlp, target.model or "", target.api, target.base_url,
+                run_dir.name if run_dir else "",
+                log=run_dir / "requests.jsonl" if run_dir is not None else None))
+        return out
+
+
+@dataclass
 class Common:
     """The parts of a plan every command has (from the target, workload, request and output
     option groups)."""
@@ -49,25 +96,19 @@ class Common:
     server_probe: str = "auto"
     out: Path | None = Path("results")
     labels: dict[str, str] = field(default_factory=dict)
-    progress: bool | None = None
     workers: int | str = 1                 # --workers N|auto (1: this process only)
     tokenizer: str | None = None           # the --tokenizer spec, rebuilt in each worker
     ray: Any = None                        # --ray: the joined cluster (workers.ray_launcher)
     # the options that made this plan, written to the run folder as config.toml so that
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
-    metrics_at: tuple[str, int] | None = None     # --metrics-host, --metrics-port
-    dashboard_at: tuple[str, int] | None = None   # --dashboard [HOST:]PORT (port 0: any)
-    dashboard_linger_s: float | None = None       # --dashboard-linger (None: until Ctrl-C)
-    quiet: bool = False                    # -q: errors and the final answer only
-    verbose: bool = False                  # -v: what llmbench decides, as it decides it
     last_run_dir: Path | None = None       # the folder run_dir made last (stops_cleanly)
     # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
     # None: nothing sampled)
     telemetry: Any = None
     network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
-    otlp: str | None = None                # --otlp URL|env: request spans (report/otlp.py)
-    mlflow: str | None = None              # --mlflow URI: the run logged (report/tracker.py)
+    # who watches it (the harness's observers, -q/-v, --mlflow): not what is measured
+    watch: Watch = field(default_factory=Watch)
 
     def floor(self, when: str) -> Any:
         """The network floor now (client.floor.Floor), or None when not wanted: --network-floor
@@ -99,48 +140,19 @@ class Common:
     def harness(self, run_dir: Path | None, live_line: Callable[[LiveView], str] | None = None,
                 keep_texts: bool = False, shape: Any = None) -> Harness:
         h = Harness(self.params, self.timeouts, run_dir, count_tokens=self.count_tokens,
-                    served_by_header=self.served_by_header, progress=self.progress,
+                    served_by_header=self.served_by_header, progress=self.watch.progress,
                     live_line=live_line, keep_texts=keep_texts,
                     # the run's own harness: a signal after its load waits for run.json
                     hold_after=run_dir is not None)
         h.fleet = self.fleet(shape)
-        h.observers = self.observers(shape, run_dir)
+        h.observers = self.watch.observers(shape, run_dir, self.target, self.workers)
         if self.telemetry is not None and self.telemetry.wanted():
             from llmbench.servers.telemetry import Telemetry
             h.telemetry = Telemetry(self.telemetry)
-        if self.verbose:
+        if self.watch.verbose:
             h.verbose = True
             self.say_decisions(h)
         return h
-
-    def observers(self, shape: Any, run_dir: Path | None) -> list[Observer]:
-        """Who watches the run, built in this one place: the Prometheus exporter
-        (--metrics-port), the terminal view, the dashboard's page (--dashboard) and a notebook
-        cell's view (one feed: report.dashboard.feed.DashboardFeed) and the OTLP exporter
-        (--otlp: its spans are built in a child process that follows requests.jsonl)."""
-        out: list[Observer] = []
-        if self.metrics_at is not None:
-            from llmbench.report.prometheus import MetricsExporter
-            host, port = self.metrics_at
-            out.append(MetricsExporter(host, port, run=run_dir.name if run_dir else "",
-                                       keep=run_dir / "metrics.prom" if run_dir else None))
-        if shape is not None and self.progress is not False:
-            out.append(board_for(shape))
-        if shape is not None and (self.dashboard_at is not None or _cell_view()):
-            from llmbench.report.dashboard import handle
-            from llmbench.report.dashboard.feed import DashboardFeed
-            # the page (one per command: a sweep's ramps share it) and a notebook cell's view
-            board = handle.for_run(self.dashboard_at, self.dashboard_linger_s)
-            if board is not None:
-                board.begin(dashboard_meta(shape, self.target, run_dir, self.workers))
-                out.append(DashboardFeed(board))
-        if self.otlp is not None:
-            from llmbench.report.otlp import OtlpExporter
-            out.append(OtlpExporter(
-                self.otlp, self.target.model or "", self.target.api, self.target.base_url,
-                run_dir.name if run_dir else "",
-                log=run_dir / "requests.jsonl" if run_dir is not None else None))
-        return out
 
     def say_decisions(self, h: Harness) -> None:
         """-v: what llmbench chose for this run, on stderr."""

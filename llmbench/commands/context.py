@@ -17,7 +17,7 @@ import asyncio
 import secrets
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.records.record import Record, clean
 
@@ -210,3 +210,65 @@ def perform(plan: ContextPlan, say: Callable[[str], None]) -> ContextResult:
     for line in summary(plan, result):
         say(line)
     return result
+
+
+if TYPE_CHECKING:
+    from llmbench.commands.context_spec import ContextSpec
+
+
+def perform_spec(opts: ContextSpec, say: Any) -> int:
+    """The longest prompt the server serves (no --url: one on this machine, else the
+    mock); the exit code."""
+    from llmbench import wire
+    from llmbench.commands.local import with_local_server
+    from llmbench.commands.options import UsageError
+    from llmbench.commands.spec import MaybeMock, make_target, prepare
+    from llmbench.client.request import Timeouts
+    spec = with_local_server(opts)
+    prepare(spec)
+    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
+        tgt = make_target(spec, url, spec.model or model)
+        if wire.get(tgt.api).output == "embeddings":
+            raise UsageError(f"--api {tgt.api}: use a chat or completions API; an "
+                             "embeddings API has no first token to time")
+        params, timeouts = spec.build_request(api=tgt.api)
+        limit_s = float(spec.ttft_limit)
+        # a prompt over the bound is answered "too long" when its first token comes, or
+        # by the timeout a little after the bound
+        timeouts = Timeouts(timeouts.connect_s, max(timeouts.first_token_s, limit_s * 1.5),
+                            timeouts.idle_s, max(timeouts.total_s, limit_s * 2))
+        limit, name = server_limit(tgt)
+        say(f"context of {tgt.model} at {tgt.shown(tgt.endpoint)}")
+        say(f"the server says {name}: {limit} tokens" if limit else
+            "the server does not say its context limit")
+        plan = ContextPlan(tgt, params, timeouts, spec.from_words, spec.up_to_words, limit_s,
+                           limit, name)
+        result = perform(plan, say)
+        return 0 if result.longest is not None else 1
+
+
+# the server's own words for its limit, by the identity's key
+LIMIT_NAMES = (("context_per_slot", "n_ctx per slot"), ("max_model_len", "max_model_len"),
+               ("context_length", "its context length"))
+
+
+def server_limit(target: Any) -> tuple[int | None, str | None]:
+    """The server's own context limit and its name for it, when its pages say one."""
+    import asyncio
+
+    async def ask() -> dict[str, Any]:
+        import aiohttp
+        from llmbench.servers.local import identify_root
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            headers = {k: v for k, v in target.request_headers().items()
+                       if k != "content-type"}
+            return await identify_root(session, target.server_root.rstrip("/"), 5.0, headers)
+    try:
+        ident = asyncio.run(ask())
+    except Exception:                   # noqa: BLE001 - a server that says nothing
+        return None, None
+    for key, name in LIMIT_NAMES:
+        v = ident.get(key)
+        if isinstance(v, int) and v > 0:
+            return v, name
+    return None, None

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import Iterator, Any, Callable
 
-from llmbench.commands.options import INT, PATH, REQUIRED, Spec, UsageError, count, option
+from llmbench.commands.options import INT, PATH, REQUIRED, Spec, UsageError, count, option, problem
 
 
 @dataclasses.dataclass
@@ -21,9 +21,8 @@ class DashboardSpec(Spec):
     host: str = option("The address to listen on (0.0.0.0: every interface, to share the page on a LAN).", default="127.0.0.1", metavar="ADDR")
     port: int = option("The port (0: any free one, printed).", kind=INT, default=0)
 
-    def check(self) -> None:
-        super().check()
-        count(self.port, "--port", lo=0, hi=65535)
+    def _check(self) -> Iterator[str]:
+        yield from problem(count, self.port, "--port", lo=0, hi=65535)
 
     def perform(self, listening: Callable[[int], Any]) -> None:
         """Serve until Ctrl-C; ``listening(port)`` once the page answers."""

@@ -237,3 +237,44 @@ def perform(plan: ProbePlan) -> Done:
                   or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
                   run_dir)
     return Done(run, code, run_dir)
+
+
+from typing import TYPE_CHECKING, Any  # noqa: E402  (the spec, for the functions below)
+
+if TYPE_CHECKING:
+    from llmbench.commands.probe_spec import ProbeSpec
+
+
+def plan_of(spec: ProbeSpec, progress: bool | None = None) -> Any:
+    """The probe's plan (the workload is counted against the backend)."""
+    import dataclasses
+    from llmbench.commands.ramp_spec import steps_of
+    from llmbench.commands.spec import check_ray, make_common, prepare, replay_of, with_ray
+    from llmbench.client.target import make_target as make
+    ray_address = check_ray(spec.ray)
+    prepare(spec)
+    way = spec.target_options()
+    rt = make(spec.router, spec.model, spec.api, spec.api_key, spec.header, **way)
+    direct = spec.direct
+    if direct is None:              # the backend on this machine (commands.local)
+        from llmbench.commands.local import local_server
+        direct = local_server(spec.direct_model or spec.model, True, "--direct").url
+    dt = make(direct, spec.direct_model or spec.model, spec.api, spec.api_key,
+              spec.header, **way)
+    # the workload is counted against the backend (its /tokenize), sent through both
+    common = make_common(dt, spec, 4000, multi_turn=True, progress=progress,
+                         replay=replay_of(spec), targets=("router", "direct"))
+    # the backend's machine is sampled: where the compute is
+    common = with_ray(dataclasses.replace(
+        common, target=rt, telemetry=spec.telemetry_spec(dt, spec.server_probe)),
+        ray_address)
+    steps = steps_of(spec.users, None, None, None, "users")  # type: ignore[arg-type]
+    shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
+                     slice_s=spec.slice_s, rounds=spec.rounds, think_s=spec.think or (0.0, 0.0),
+                     seed=spec.seed)
+    return ProbePlan(common, dt, shape)
+
+
+def perform_spec(spec: ProbeSpec, progress: bool | None = None) -> Any:
+    """The probe's plan, run (a Done)."""
+    return perform(plan_of(spec, progress))

@@ -1,20 +1,19 @@
 """``llmbench probe``'s spec: the same workload through a router and straight to a backend,
-interleaved in time; its options as typed fields, their checks and its ``perform`` (the probe:
-llmbench/commands/probe.py)."""
+interleaved in time; its options as typed fields and their checks (the probe:
+llmbench/commands/probe.py ``perform_spec``)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import InitVar
-from typing import Any, Sequence
+from typing import Iterator, Sequence
 
-from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec, UsageError,
+from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec,
                                        option)
-from llmbench.commands.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
-                                      TelemetryOpts, WorkloadOpts, command_defaults)
+from llmbench.specs.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
+                                   TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.commands.ramp_spec import steps_of
-from llmbench.commands.spec import (Span, Workers, check_ray, make_common, prepare, ray, replay_of,
-                                    think, users, with_ray, workers)
+from llmbench.commands.spec import Span, Workers, ray, think, users, workers
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -50,45 +49,24 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
     field."""
 
     command = "probe"
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "load": ProbeLoadOpts,
+              "prompts": WorkloadOpts, "request": RequestOpts, "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    load: InitVar[ProbeLoadOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
         if self.rounds < 1:
-            raise UsageError("--rounds must be at least 1")
+            yield "--rounds must be at least 1"
         if self.slice_s <= 0:  # type: ignore[operator]
-            raise UsageError("--slice must be above 0")
+            yield "--slice must be above 0"
         if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
-            raise UsageError("--prefix-hit-ratio works with llmbench run only")
+            yield "--prefix-hit-ratio works with llmbench run only"
 
-    def plan(self, progress: bool | None = None) -> Any:
-        """The probe's plan (the workload is counted against the backend)."""
-        from llmbench.client.target import make_target as make
-        from llmbench.commands.probe import ProbePlan
-        from llmbench.load.shapes import RouterAB
-        ray_address = check_ray(self.ray)
-        prepare(self)
-        way = self.target_options()
-        rt = make(self.router, self.model, self.api, self.api_key, self.header, **way)
-        direct = self.direct
-        if direct is None:              # the backend on this machine (commands.local)
-            from llmbench.commands.local import local_server
-            direct = local_server(self.direct_model or self.model, True, "--direct").url
-        dt = make(direct, self.direct_model or self.model, self.api, self.api_key,
-                  self.header, **way)
-        # the workload is counted against the backend (its /tokenize), sent through both
-        common = make_common(dt, self, 4000, multi_turn=True, progress=progress,
-                             replay=replay_of(self), targets=("router", "direct"))
-        # the backend's machine is sampled: where the compute is
-        common = with_ray(dataclasses.replace(
-            common, target=rt, telemetry=self.telemetry_spec(dt, self.server_probe)),
-            ray_address)
-        steps = steps_of(self.users, None, None, None, "users")  # type: ignore[arg-type]
-        shape = RouterAB(common.workload.conversations, [int(s) for s in steps],
-                         slice_s=self.slice_s, rounds=self.rounds, think_s=self.think or (0.0, 0.0),
-                         seed=self.seed)
-        return ProbePlan(common, dt, shape)
 
-    def perform(self, progress: bool | None = None) -> Any:
-        from llmbench.commands.probe import perform
-        return perform(self.plan(progress))

@@ -522,7 +522,7 @@ def perform(r: RampPlan, repeat: int = 1,
                   run.status == "partial",
                   incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
+                  run_dir, head=head, verbose=c.watch.verbose, mlflow=c.watch.mlflow,
                   # the last repeat's table is the one on screen
                   rows_used=runs[-1][0].table_rows + 1 + _board_row())
     return RampDone(run, code, run_dir)
@@ -540,3 +540,218 @@ def _board_row() -> int:
 def execute(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> int:
     return perform(r, repeat, next_plan).code
+
+
+from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
+
+if TYPE_CHECKING:
+    from llmbench.commands.ramp_spec import RampOpts, RampSpec
+
+
+def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
+    """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
+    from llmbench.commands.local import with_local_server
+    from llmbench.commands.spec import MaybeMock
+    prepared(spec)
+    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
+        return perform_at(spec, url_, spec.model or model_,
+                          mock=None if spec.url else {"profile": "ollama"}, progress=progress)
+
+
+def find_plan(spec: RampOpts) -> Any:
+    """The search's plan (ramp.FindPlan), or None for the fixed steps."""
+    if not spec.searching():
+        return None
+    return FindPlan(start=spec.start or 1.0, ceiling=spec.up_to,
+                    sustain_s=spec.sustain, budget_s=spec.budget)  # type: ignore[arg-type]
+
+
+def ramp_plan(opts: RampOpts, url: str, model: str | None, mock: dict[str, Any] | None = None,
+              seed_offset: int = 0, out: Path | None = None, labels: dict[str, str] | None = None,
+              progress: bool | None = None, server_pid: int | None = None) -> Any:
+    """The ramp's plan against ``url``: repeat ``seed_offset`` (fresh conversations);
+    ``server_pid``: the server's process when sweep --serve started it."""
+    import dataclasses
+    from llmbench.commands.ramp_spec import RampSpec
+    from llmbench.commands.reset_spec import step_resets
+    from llmbench.commands.spec import (check_ray, make_common, make_target, replay_of,
+                                        warn_short_hold, with_ray)
+    spec: Any = opts.resolved()
+    tgt = make_target(spec, url, model)
+    wl = dataclasses.replace(spec, seed=spec.seed + seed_offset)
+    replay = replay_of(opts, only=[f.name for f in dataclasses.fields(RampSpec)])
+    if url != opts.url:  # type: ignore[attr-defined]
+        # a sweep's ramp (or the demo's mock): the URL it actually used
+        replay = {**replay, "values": {**replay["values"], "url": url}}
+    # --scenario: each class builds its own conversations (_with_classes); --trace: the
+    # recording's are sent (_with_trace); the command's own would never be, so one is
+    # built (its options checked), not 2,000
+    own = opts.scenario is None and getattr(opts, "trace", None) is None
+    common = make_common(tgt, wl, 2000 if own else 1,
+                         multi_turn=True, progress=progress, replay=replay)
+    ramp_in_s, hold_s, think_s = opts.timing()
+    if getattr(opts, "workload_type", "chat") == "agent":
+        warn_short_hold(common.workload, hold_s)
+    # the server's machine and what the server is (TelemetryOpts: ramp's and sweep's)
+    common = dataclasses.replace(common, telemetry=spec.telemetry_spec(
+        tgt, spec.server_probe, pid=server_pid, pid_from="--serve"))
+    common = with_ray(common, check_ray(opts.ray))
+    if out is not None or labels is not None:
+        common = dataclasses.replace(common, out=out or common.out,
+                                     labels=common.labels if labels is None else labels)
+    find = find_plan(opts)
+    steps = [] if find is not None else opts.steps()
+    trace = None
+    if getattr(opts, "trace", None) is not None:
+        common, trace, steps, hold_s = _with_trace(opts, common, tgt, steps)
+    shape = Ramp(common.workload.conversations, steps,
+                 by=opts.by, join=opts.join,
+                 ramp_in_s=ramp_in_s, hold_s=hold_s, think_s=think_s,
+                 keep_going=opts.keep_going,
+                 drain_s=max(spec.timeout_first_token, 30.0), seed=wl.seed,
+                 lag_limit_ms=opts.generator_lag_limit * 1000)  # type: ignore[operator]
+    if trace is not None:
+        shape.trace, shape.trace_speed = trace.items, opts.trace_speed  # type: ignore[attr-defined]
+    plan = RampPlan(common, shape, opts.gates(), expect=opts.expect_users, mock=mock,
+                    find=find, reset=step_resets(opts, tgt, mock=mock is not None))
+    if opts.scenario is not None:
+        _with_classes(opts, plan, spec, tgt, seed_offset, progress)
+    return plan
+
+
+def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -> Any:
+    """ramp --trace: (common with the recording's workload, the trace, the steps in users,
+    the hold). A recorded session is a user: --users 1,2 replays the recording once, then
+    twice over, so a step's users are its multiple x the recording's sessions; the hold is
+    as given, else the recording's length at --trace-speed."""
+    import dataclasses
+    from llmbench.commands.options import UsageError
+    from llmbench.commands.spec import MAX_LOAD
+    from llmbench.workload import ServerRef, load_tokenizer
+    from llmbench.workload.traces import check_replay, trace_workload
+    spec: Any = opts
+    ref = ServerRef(tgt.server_root, tgt.model,
+                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
+                    tgt.net)
+    tok = load_tokenizer(spec.tokenizer, server=ref)
+    tr, wl = trace_workload(str(spec.trace), tok, common.workload.seed,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
+    check_replay(tr, spec.trace_speed)
+    if not tr.items:
+        raise UsageError(f"--trace {spec.trace}: no requests to replay")
+    n = len(tr.items)
+    steps = [m * n for m in multiples]
+    if steps and max(steps) > MAX_LOAD:
+        raise UsageError(f"--users {max(multiples):g} x {n} recorded sessions is over "
+                         f"{MAX_LOAD:,} users a step: lower --users")
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    hold_s = opts.hold if opts.hold is not None else \
+        max(i.due_s[-1] for i in tr.items) / spec.trace_speed + 1.0
+    return dataclasses.replace(common, workload=wl), tr, steps, hold_s
+
+
+def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: int,
+                  progress: bool | None) -> None:
+    """--scenario: each class planned as this ramp with its options over the command's
+    (commands.scenario), the ramp's shape made theirs (load.shapes.classes)."""
+    import dataclasses
+    from llmbench.commands.options import UsageError
+    from llmbench.commands import scenario as sc
+    from llmbench.commands.spec import make_common
+    from llmbench.analysis.slo import parse_threshold
+    scenario = sc.load(spec, opts.scenario)
+    common = plan.common
+
+    def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
+        cs = sc.class_spec(spec, scenario, tc)
+        mine = make_common(tgt, dataclasses.replace(cs, seed=cs.seed + seed_offset), 2000,
+                           multi_turn=True, progress=progress)
+        # the run's target, output and telemetry; the class's workload and requests
+        c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
+                                timeouts=mine.timeouts, count_tokens=mine.count_tokens)
+        return c, (cs.think if cs.think is not None else opts.timing()[2])
+
+    def gates(tc: Any) -> list[Any]:
+        if tc.thresholds is None:
+            return opts.gates()
+        return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+    sp = sc.plan(scenario, opts.grow, opts.isolate, build, gates,
+                 workers=getattr(common, "workers", 1))
+    # the workload run.json describes is the one sent: the first class's (each class's
+    # own is in config.scenario)
+    plan.common = dataclasses.replace(common, workload=sp.classes[0].common.workload)
+    _check_floors(opts, scenario, plan.shape.steps)
+    if opts.by == "users" and opts.grow is None and plan.find is not None:
+        # the search's lightest step carries every class's floor (min_users): it starts
+        # there at least, and never steps below
+        plan.find.least = float(scenario.least_users)
+        plan.find.start = max(plan.find.start, plan.find.least)
+        if plan.find.ceiling is not None and plan.find.ceiling < plan.find.least:
+            raise UsageError(f"--up-to {plan.find.ceiling:g}: below the classes' floors "
+                             f"(min_users add up to {plan.find.least:g}); raise --up-to")
+    plan.scenario = sp
+    plan.shape = sp.shape(plan.shape)
+
+
+def _check_floors(spec: RampOpts, scenario: Any, steps: Sequence[float]) -> None:
+    """A fixed step of the whole crowd below the share classes' floors (min_users) would
+    not be the step's users: one line."""
+    from llmbench.commands.options import UsageError
+    if spec.by != "users" or spec.grow is not None:
+        return
+    least = scenario.least_users
+    low = [x for x in steps if x < least]
+    if low:
+        floors = " + ".join(f"{c.name} {c.min_users}" for c in scenario.classes
+                            if c.share is not None and c.min_users)
+        raise UsageError(f"--users {low[0]:g}: below the classes' floors (min_users: "
+                         f"{floors} = {least}); start the steps at {least} or more")
+
+
+def prepared(opts: RampOpts) -> None:
+    """The checks that read files or the machine, and the warning a hold shorter than
+    the think time earns, before anything starts."""
+    from llmbench.commands.spec import check_ray, prepare, say
+    check_ray(opts.ray)
+    prepare(opts)
+    if opts.scenario is not None:
+        # the file read and every class's options checked before anything starts
+        # (values, the files they name, thresholds): no prompt built, no server asked
+        from llmbench.analysis.slo import parse_threshold
+        from llmbench.commands import scenario as sc
+        spec: Any = opts.resolved()
+        scenario = sc.load(spec, opts.scenario)
+        scenario.check_grow(opts.grow)
+        for tc in scenario.classes:
+            sc.check_class(spec, scenario, tc, parse_threshold)
+        if not opts.searching():
+            _check_floors(opts, scenario, opts.steps())
+    ramp_in_s, hold_s, think_s = opts.timing()
+    longest, whose = think_s[1], ""
+    if opts.scenario is not None:
+        # each class thinks its own (its "think" option), else the command's
+        from llmbench.options import parse_think
+        longest = -1.0
+        for tc in scenario.classes:
+            v = dict(tc.options).get("think")
+            t = parse_think(str(v), f"{tc.name}: think")[1] if v is not None else think_s[1]
+            if t > longest or (t == longest and not whose):
+                longest, whose = t, f"{tc.name}'s, " if v is not None else ""
+    # a rate step's arrivals come on the schedule whatever the think time
+    if opts.by == "users" and longest > 0 and hold_s < longest:
+        say(f"warning: --hold {hold_s:g}s is shorter than the longest think time "
+            f"({whose}{longest:g}s): some users send nothing in a hold window")
+
+
+def perform_at(spec: RampOpts, url: str, model: str | None, mock: dict[str, Any] | None = None,
+               out: Path | None = None, labels: dict[str, str] | None = None,
+               progress: bool | None = None, server_pid: int | None = None) -> Any:
+    """Every repeat of the ramp against one server, into one run folder (Done);
+    ``server_pid``: the server's process when sweep --serve started it."""
+    first = ramp_plan(spec, url, model, mock, out=out, labels=labels, progress=progress,
+                      server_pid=server_pid)
+    found = first.common.target.model        # asked once, when --model was not given
+    return perform(first, spec.repeat,
+                   lambda k: ramp_plan(spec, url, found, mock, k, out=out, labels=labels,
+                                       progress=progress, server_pid=server_pid))

@@ -10,11 +10,12 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Iterator, Any, Callable
 from urllib.parse import urlsplit
 
-from llmbench.commands.groups import OutputOpts, WorkloadOpts
-from llmbench.commands.options import FLAG, REQUIRED, Spec, UsageError, count, opt_of, option
+from llmbench.specs.groups import OutputOpts, WorkloadOpts
+from llmbench.commands.options import (FLAG, REQUIRED, Spec, UsageError, count, opt_of, option,
+                                       problem)
 
 
 
@@ -39,20 +40,19 @@ class RecordSpec(Spec):
     tokenizer: str | None = _shared(WorkloadOpts, "tokenizer", "Counts the tokens of the synthetic text (auto: the upstream's).", None)
     seed: int = _shared(WorkloadOpts, "seed", "Seed of the synthetic text (the same seed, the same replacements).", 0)
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         p = urlsplit(self.upstream)
         if p.scheme not in ("http", "https") or not p.hostname:
-            raise UsageError(f"--upstream {self.upstream!r}: give the server's URL, e.g. "
-                             "http://127.0.0.1:8080")
+            yield (f"--upstream {self.upstream!r}: give the server's URL, e.g. "
+                   "http://127.0.0.1:8080")
         self.listen_host, self.listen_port = self._listen()
-        count(self.seed, "--seed", lo=0)
+        yield from problem(count, self.seed, "--seed", lo=0)
         out = Path(self.out)
         if out.is_dir():
-            raise UsageError(f"--out {out}: is a folder; give a file name (e.g. traffic.jsonl)")
+            yield f"--out {out}: is a folder; give a file name (e.g. traffic.jsonl)"
         if out.exists() and out.stat().st_size:
-            raise UsageError(f"--out {out}: exists; choose a new file (a recording is never "
-                             "appended to another)")
+            yield (f"--out {out}: exists; choose a new file (a recording is never "
+                   "appended to another)")
 
     def _listen(self) -> tuple[str, int]:
         host, sep, port = self.listen.rpartition(":")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Sequence
+from typing import Iterator, TYPE_CHECKING, Any, List, Sequence
 
 from llmbench.commands.options import (FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, UsageError,
                                        option)
-from llmbench.commands.groups import InspectWorkloadOpts, OutputOpts, command_defaults
+from llmbench.specs.groups import InspectWorkloadOpts, OutputOpts, command_defaults
 
 if TYPE_CHECKING:
     from llmbench.analysis.compare import Comparison as CompareResult
@@ -43,12 +43,11 @@ class ReportSpec(Spec):
     output: Path | str | None = option("Where to write (html default: RUN_DIR/report.html; md/csv: stdout; parquet: needed).", None, "--output", "-o", kind=PATH)
     per_request: bool = option("csv/parquet: one row per request (requests.jsonl, with ttft_ms, e2el_ms, itl_mean_ms...) instead of one per run or ramp step.", None, "--per-request", kind=FLAG, default=False)
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.format not in ("html", "md", "csv", "parquet"):
-            raise UsageError(f"--format {self.format!r}: choose html, md, csv or parquet")
+            yield f"--format {self.format!r}: choose html, md, csv or parquet"
         if self.per_request and self.format not in ("csv", "parquet"):
-            raise UsageError("--per-request goes with --format csv or parquet")
+            yield "--per-request goes with --format csv or parquet"
 
     def perform(self) -> Report:
         from llmbench.analysis.recover import REBUILT_NOTE, load_checked

@@ -6,25 +6,24 @@ setting's ramp starts on an empty cache)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Iterator, Any
 
-from llmbench.commands.options import P_STEPS, Spec, UsageError, option
+from llmbench.commands.options import P_STEPS, Spec, option
 
 
 @dataclasses.dataclass(kw_only=True)
 class CacheResetOpts(Spec):
     reset_cache: str | None = option("Empty the server's prompt cache, checked by a probe and recorded in run.json: between-steps (before every step), between-settings (sweep: before each setting's ramp, its default), off (ramp's default).", P_STEPS, metavar="WHEN")
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         from llmbench.servers.reset import check_mode
         try:
             check_mode(self.reset_cache)
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            yield str(exc)
         if self.reset_cache == "between-settings" and self.command != "sweep":
-            raise UsageError("--reset-cache between-settings is a sweep's (a setting is a "
-                             "sweep's); a ramp resets between-steps or off")
+            yield ("--reset-cache between-settings is a sweep's (a setting is a "
+                   "sweep's); a ramp resets between-steps or off")
 
     def reset_mode(self) -> str:
         return self.reset_cache or ("between-settings" if self.command == "sweep" else "off")

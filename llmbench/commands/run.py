@@ -236,7 +236,7 @@ def perform(plan: RunPlan) -> Done:
         outcome.records.clear()
     print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
-                  run_dir, mlflow=c.mlflow)
+                  run_dir, mlflow=c.watch.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, s, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -354,3 +354,143 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return Done(run, code, run_dir)
+
+
+from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
+
+if TYPE_CHECKING:
+    from llmbench.commands.run_spec import RunSpec
+
+
+def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
+    """Start the mock if there is no --url, find the model, build the workload and the
+    plan, and run it: a ``Done``."""
+    import dataclasses
+    from llmbench.commands.run_spec import DEMO_RUN_S
+    from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
+                                        replay_of, say, with_ray)
+    from llmbench.commands.local import with_local_server
+    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    if spec.scenario is not None:
+        return _perform_spec_classes(spec, progress)
+    ray_address = check_ray(spec.ray)
+    spec._check_result_dir()
+    prepare(spec)
+    requests, duration_s = spec.size()
+    if requests is None and duration_s == DEMO_RUN_S and spec.duration is None:
+        # the demo on the built-in mock: a minute, not 200 requests one at a time (~4 min)
+        say(f"No --url, --requests or --duration: a {DEMO_RUN_S:g} s demo, one "
+            "request at a time against the built-in mock (--requests N or "
+            "--duration to change it)")
+    gates = Gates(tuple(spec.percentile_metrics), tuple(spec.metric_percentiles),  # type: ignore[arg-type]
+                  spec.goodput or None, thresholds=list(spec.threshold or []))  # type: ignore[arg-type]
+    vllm = (VllmResult(spec.save_detailed, spec.append_result,
+                       Path(spec.result_dir) if spec.result_dir is not None else None,
+                       spec.result_filename, spec.vllm_metadata())
+            if spec.save_result or spec.append_result else None)
+    replay = replay_of(spec)
+    count = (requests or 1000) + spec.warmup
+    think_s = spec.think or (0.0, 0.0)
+    with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
+        tgt = make_target(spec, url_, spec.model or model_)
+        if spec.trace is not None:
+            common, shape = _trace_plan(tgt, spec, replay)
+        else:
+            common = make_common(tgt, spec, count, replay=replay)
+            convs = common.workload.conversations
+            shape = (OpenLoop(convs, spec.rate, requests, duration_s, spec.burstiness,
+                              spec.arrival, spec.max_concurrency, spec.warmup, think_s,
+                              spec.seed)
+                     if spec.rate is not None else
+                     ClosedLoop(convs, spec.concurrency or 1, requests, duration_s,
+                                spec.warmup, think_s, spec.seed))
+        # the server's machine and what the server is (issue 39)
+        common = dataclasses.replace(common,
+                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
+        if progress is not None:
+            common = dataclasses.replace(
+                common, watch=dataclasses.replace(common.watch, progress=progress))
+        common = with_ray(common, ray_address)
+        return perform(RunPlan(common, shape, gates, vllm))
+
+
+def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
+    """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
+    analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
+    import dataclasses
+    from llmbench.commands.options import UsageError
+    from llmbench.commands.run_spec import DEMO_RUN_S
+    from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
+                                        replay_of, say)
+    from llmbench.analysis.slo import parse_threshold
+    from llmbench.commands import scenario as sc
+    from llmbench.load.shapes import Ramp
+    ray_address = check_ray(spec.ray)
+    if ray_address is not None:
+        raise UsageError("--scenario: traffic classes run in one process; drop --ray")
+    prepare(spec)
+    scenario = sc.load(spec, spec.scenario)
+    for tc in scenario.classes:   # every class's options, files, thresholds: before any build
+        sc.check_class(spec, scenario, tc, parse_threshold)
+    by, load = spec.scenario_load(scenario)
+    hold_s = spec.duration if spec.duration is not None else DEMO_RUN_S
+    if spec.duration is None:
+        say(f"--scenario with no --duration: the crowd is held {hold_s:g} s")
+    think_s = spec.think or (0.0, 0.0)
+    replay = replay_of(spec)
+    with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
+        tgt = make_target(spec, url_, spec.model or model_)
+        common = make_common(tgt, spec, 1, replay=replay)
+        common = dataclasses.replace(common,
+                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
+        if progress is not None:
+            common = dataclasses.replace(
+                common, watch=dataclasses.replace(common.watch, progress=progress))
+
+        def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
+            cs = sc.class_spec(spec, scenario, tc)
+            mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
+            # the run's target, output and telemetry; the class's workload and requests
+            c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
+                                    timeouts=mine.timeouts, count_tokens=mine.count_tokens)
+            return c, (cs.think if cs.think is not None else think_s)
+
+        def gates(tc: Any) -> list[Any]:
+            if tc.thresholds is None:
+                return list(spec.threshold or [])
+            return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
+        sp = sc.plan(scenario, None, False, build, gates, workers=spec.workers,
+                     steps=False)
+        first = sp.classes[0].common
+        common = dataclasses.replace(common, workload=first.workload)
+        base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
+                    hold_s=hold_s, think_s=think_s, burstiness=spec.burstiness,
+                    drain_s=max(spec.timeout_first_token, 30.0), seed=spec.seed)
+        return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
+                                            list(spec.threshold or []),
+                                            tuple(spec.percentile_metrics),  # type: ignore[arg-type]
+                                            tuple(spec.metric_percentiles)))  # type: ignore[arg-type]
+
+
+def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:
+    """run --trace: the plan's common part with the trace's workload, and the replay shape."""
+    import dataclasses
+    from llmbench.commands.spec import make_common
+    from llmbench.workload import ServerRef, load_tokenizer
+    from llmbench.workload.traces import PrefixAim, check_replay, trace_workload
+    aim = None
+    w = spec
+    if w.prefix_hit_ratio is not None:
+        aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
+        w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
+    common = make_common(tgt, w, 1, replay=replay)  # groups checked, params built
+    ref = ServerRef(tgt.server_root, tgt.model,
+                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
+                    tgt.net)
+    tok = load_tokenizer(w.tokenizer, server=ref)
+    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
+                            reserve=max(x.tokens for x in common.workload.salts.values()))
+    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    common = dataclasses.replace(common, workload=wl)
+    return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)

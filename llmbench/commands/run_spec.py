@@ -1,55 +1,28 @@
-"""``llmbench run``'s spec: one load level, its options as typed fields, their checks and its
-``perform`` (the plan: llmbench/commands/run.py)."""
+"""``llmbench run``'s spec: one load level, its options as typed fields (the groups of
+llmbench/specs/ and run's own) and their rules; the command itself: llmbench/commands/run.py
+``perform_spec``."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
+from dataclasses import InitVar, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, NAMES, PATH, PERCENTILES, P_LOAD,
-                                       P_OUTPUT, P_VLLM, SECONDS, TEXTS, Kind, Spec,
-                                       UsageError, option)
-from llmbench.commands.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
-                                      RunWorkloadOpts, Seconds, ServerOpts, TargetOpts,
-                                      TelemetryOpts)
-from llmbench.commands.spec import scenario as scenario_option
-from llmbench.commands.spec import trace as trace_option
-from llmbench.commands.spec import trace_speed as trace_speed_option
-from llmbench.commands.spec import (MAX_LOAD, MaybeMock, Span, Workers, check_ray, check_writable,
-                                    make_common, make_target, prepare, ray, replay_of, say, think,
-                                    thresholds, with_ray, workers)
+from llmbench.commands.options import (FLAG, NAMES, PATH, PERCENTILES, P_OUTPUT, P_VLLM, TEXTS,
+                                       Kind, Spec, UsageError, option)
+from llmbench.commands.spec import MAX_LOAD, check_writable, thresholds
+from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
+                                   RunWorkloadOpts, ServerOpts, TargetOpts, TelemetryOpts,
+                                   WorkloadOpts)
+from llmbench.specs.load import RunLoadOpts
 
 if TYPE_CHECKING:
     from llmbench.analysis.slo import Threshold
 
 DEMO_RUN_S = 60.0        # `llmbench run` with no --url and no size: a one-minute demo
-
-
-def _rate(v: Any, flag: str) -> float:
-    try:
-        rate = float(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
-    except ValueError:
-        rate = None
-    if rate is None:
-        raise UsageError(f"{flag} {v!r}: expected a number of requests per second, or inf")
-    if not rate > 0:
-        raise UsageError(f"{flag} must be > 0")
-    return rate
-
-
-def _window(v: Any, flag: str) -> tuple[float, float]:
-    if isinstance(v, (tuple, list)) and len(v) == 2:
-        v = "-".join("" if math.isinf(x) else repr(float(x)) for x in v)
-    from llmbench.workload.files import DatasetError
-    from llmbench.workload.traces import parse_window
-    try:
-        return parse_window(str(v))
-    except DatasetError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _goodput(v: Any, flag: str) -> dict[str, float]:
@@ -68,36 +41,11 @@ def _goodput(v: Any, flag: str) -> dict[str, float]:
     return slo
 
 
-RATE = Kind(str, _rate, lambda v: f"{v!r}", doc="float (requests/s; inf: all at once)")
-WINDOW = Kind(str, _window, lambda v: "-".join("" if math.isinf(x) else repr(x) for x in v),
-              doc="tuple[float, float] (seconds)")
 GOODPUT = Kind(TEXTS.cli, _goodput, lambda v: [f"{k}:{x!r}" for k, x in v.items()],
                doc="dict[str, float] (ms)")
 
 
-@dataclasses.dataclass(kw_only=True)
-class RunLoadOpts(Spec):
-    # other tools' names for the same thing are accepted (vLLM's --request-rate and
-    # --num-prompts, GuideLLM's --max-seconds, k6's --vus); the ones that mean something else,
-    # or that would not fit the help at 80 columns, are refused naming ours (cli/foreign.py)
-    concurrency: int | None = option("Closed loop: N requests in flight.", P_LOAD, "--concurrency", "--vus", kind=INT)
-    rate: float | str | None = option("Open loop: requests per second (or inf).", P_LOAD, "--rate", "--request-rate", kind=RATE)
-    burstiness: float = option("Gamma shape of the gaps: 1 = Poisson, <1 burstier.", P_LOAD, kind=FLOAT, default=1.0)
-    arrival: str = option("gamma | poisson | constant", P_LOAD, default="gamma")
-    max_concurrency: int | None = option("Open loop: cap on requests in flight.", P_LOAD, kind=INT)
-    requests: int | None = option("How many requests (default 200 unless --duration; with no --url, 60 s of requests).", P_LOAD, "--requests", "--num-prompts", kind=INT)
-    duration: Seconds | None = option("Stop starting requests after this long, e.g. 60s.", P_LOAD, "--duration", "--max-seconds", kind=SECONDS)
-    warmup: int = option("Requests sent first and not counted.", P_LOAD, kind=INT, default=0)
-    think: Span | None = think("0")
-    workers: Workers = workers()
-    ray: str | None = ray()
-    trace: Path | str | None = trace_option("Replay a trace on its own timestamps: Mooncake JSONL, Azure CSV, or JSONL with timestamp (ms) and lengths or messages.", P_LOAD)
-    trace_speed: float = trace_speed_option(P_LOAD)
-    trace_window: tuple[float, float] | str | None = option("--trace: only this part, from its first request, e.g. 10m-20m.", P_LOAD, kind=WINDOW, metavar="START-END")
-    scenario: Any = scenario_option("Traffic classes at one load: a TOML, YAML or JSON file of classes (as ramp --scenario's); the shares split --concurrency's users (or --rate), held for --duration (default 60s), each class judged on its own requests by its own thresholds.", P_LOAD)
-
-
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class VllmOpts(Spec):
     save_result: bool = option("Also write vLLM's result JSON (vllm bench serve's keys and types).", P_VLLM, "--save-result", kind=FLAG, default=False)
     save_detailed: bool = option("Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", P_VLLM, "--save-detailed", kind=FLAG, default=False)
@@ -107,19 +55,19 @@ class VllmOpts(Spec):
     metadata: list[str] | dict[str, str] | None = option("Stored in the file (repeatable).", P_VLLM, "--metadata", kind=TEXTS, metavar="K=V")
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class PrintOpts(Spec):
     percentile_metrics: tuple[str, ...] | str = option("Metrics to print percentiles for (ttft,tpot,itl,e2el).", P_OUTPUT, kind=NAMES, default="ttft,tpot,itl")
     metric_percentiles: tuple[float, ...] | str = option("Percentiles to print, e.g. 50,99.", P_OUTPUT, kind=PERCENTILES, default="99")
     goodput: dict[str, float] | list[str] | None = option("vLLM's goodput SLO, e.g. ttft:500 (repeatable).", P_OUTPUT, kind=GOODPUT, metavar="KEY:MS")
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class GateOpts(Spec):
     threshold: list[Threshold | str] | None = thresholds()
 
 
-@dataclasses.dataclass(kw_only=True)
+@dataclass(kw_only=True)
 class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpts, AgentOpts,
               RunWorkloadOpts, RunLoadOpts, TelemetryOpts, ServerOpts, TargetOpts):
     """``llmbench run``: one load level with vLLM-compatible numbers. Closed loop
@@ -130,55 +78,71 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
     them with their types and defaults."""
 
     command = "run"
+    aliases = {"thresholds": "threshold"}
+    groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
+              "load": RunLoadOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
+              "request": RequestOpts, "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    target: InitVar[TargetOpts | None] = None
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    load: InitVar[RunLoadOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    agent: InitVar[AgentOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
+    thresholds: InitVar[list[Threshold | str] | None] = None
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.concurrency is not None and self.rate is not None:
-            raise UsageError("give --concurrency (closed loop) or --rate (open loop), not both")
+            yield "give --concurrency (closed loop) or --rate (open loop), not both"
         if self.agents_on and self.trace is not None:
-            raise UsageError("--trace replays requests on their timestamps; agent sessions replay "
-                             "with --workload agent --dataset FILE (docs/agents.md)")
+            yield ("--trace replays requests on their timestamps; agent sessions replay "
+                   "with --workload agent --dataset FILE (docs/agents.md)")
         if self.trace is None and (self.trace_window is not None or self.trace_speed != 1.0):
-            raise UsageError("--trace-speed and --trace-window need --trace FILE")
+            yield "--trace-speed and --trace-window need --trace FILE"
         if self.trace is not None:
             if self.concurrency is not None or self.rate is not None or self.duration is not None \
                     or self.warmup:
-                raise UsageError("--trace sets the load itself: drop --concurrency, --rate, "
-                                 "--duration and --warmup (--trace-window picks a part)")
+                yield ("--trace sets the load itself: drop --concurrency, --rate, "
+                       "--duration and --warmup (--trace-window picks a part)")
             if not (self.trace_speed > 0 and math.isfinite(self.trace_speed)):
-                raise UsageError(f"--trace-speed {self.trace_speed:g}: must be a finite number above 0")
+                yield f"--trace-speed {self.trace_speed:g}: must be a finite number above 0"
         if self.scenario is not None:
-            self.check_scenario()
+            yield from self.check_scenario()
         if self.concurrency is not None and self.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
-        opt.count(self.concurrency, "--concurrency", hi=MAX_LOAD)
-        opt.count(self.max_concurrency, "--max-concurrency")
-        opt.count(self.warmup, "--warmup", lo=0)
+            yield "--concurrency must be at least 1"
+        else:
+            yield from opt.problem(opt.count, self.concurrency, "--concurrency", hi=MAX_LOAD)
+        yield from opt.problem(opt.count, self.max_concurrency, "--max-concurrency")
+        yield from opt.problem(opt.count, self.warmup, "--warmup", lo=0)
         if self.arrival not in ("gamma", "poisson", "constant"):
-            raise UsageError(f"--arrival {self.arrival!r}: choose gamma, poisson or constant")
+            yield f"--arrival {self.arrival!r}: choose gamma, poisson or constant"
         if not self.burstiness > 0 or not math.isfinite(self.burstiness):
-            raise UsageError(f"--burstiness {self.burstiness:g}: must be a finite number above 0 (1 = Poisson)")
+            yield f"--burstiness {self.burstiness:g}: must be a finite number above 0 (1 = Poisson)"
         if self.duration is not None and self.duration <= 0:
-            raise UsageError("--duration must be above 0")
+            yield "--duration must be above 0"
         rate, requests = self.rate, self.requests
         if rate is not None and math.isinf(rate) and requests is None:
-            raise UsageError("--rate inf sends everything at once: give --requests N")
+            yield "--rate inf sends everything at once: give --requests N"
         if requests is not None and requests < 1:
-            raise UsageError("--requests must be at least 1")
-        opt.count(requests, "--requests")
+            yield "--requests must be at least 1"
+        else:
+            yield from opt.problem(opt.count, requests, "--requests")
         n = self.size()[0]
         if rate is not None and n is not None and self.duration is None \
                 and n / rate > opt.MAX_DURATION_S:
             # --rate 1e-9: the schedule's gaps are 30 years each (a --duration ends it anyway)
-            raise UsageError(f"--rate {rate:g}: {n} requests would take "
-                             f"{n / rate / 86400:,.0f} days, and a run lasts at most 30 days: "
-                             "raise --rate or give --duration")
+            yield (f"--rate {rate:g}: {n} requests would take "
+                   f"{n / rate / 86400:,.0f} days, and a run lasts at most 30 days: "
+                   "raise --rate or give --duration")
         for m in self.percentile_metrics:
             if m not in ("ttft", "tpot", "itl", "e2el"):
-                raise UsageError(f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el")
+                yield f"--percentile-metrics: unknown metric {m!r}; use ttft,tpot,itl,e2el"
         self.vllm_metadata()
 
-    def check_scenario(self) -> None:
+    def check_scenario(self) -> Iterator[str]:
         """--scenario: a crowd of classes held for a time (the ramp's one step), so the
         options that size or shape a run otherwise are refused, each in one line."""
         for flag, given in (("--trace", self.trace is not None),
@@ -193,25 +157,25 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                        "--save-result": "vLLM's result file holds one kind of traffic",
                        "--trace": "a trace sets its own load"}.get(
                            flag, "the classes' users and rates are the load")
-                raise UsageError(f"{flag} does not go with --scenario ({why}); drop one")
+                yield f"{flag} does not go with --scenario ({why}); drop one"
         if str(self.workers) != "1":
-            raise UsageError("--scenario: traffic classes run in one process; drop --workers")
+            yield "--scenario: traffic classes run in one process; drop --workers"
         if self.goodput:
-            raise UsageError("--goodput does not go with --scenario (each class has its own "
-                             "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
-                             "goodput); drop --goodput")
+            yield ("--goodput does not go with --scenario (each class has its own "
+                   "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
+                   "goodput); drop --goodput")
         from llmbench.analysis.metrics import DEFAULT_PERCENTILES
         odd = [p for p in self.metric_percentiles if float(p) not in DEFAULT_PERCENTILES]
         if odd:
-            raise UsageError(f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
-                             "figures have the 50th, 90th, 95th and 99th; pick among those")
+            yield (f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
+                   "figures have the 50th, 90th, 95th and 99th; pick among those")
         if self.arrival != "gamma":
-            raise UsageError(f"--arrival {self.arrival} does not go with --scenario (its rate "
-                             "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
-                             "--arrival")
+            yield (f"--arrival {self.arrival} does not go with --scenario (its rate "
+                   "classes arrive as gamma gaps, --burstiness 1 = Poisson); drop "
+                   "--arrival")
         if self.rate is not None and math.isinf(self.rate):
-            raise UsageError("--rate inf does not go with --scenario: give the crowd's "
-                             "requests per second")
+            yield ("--rate inf does not go with --scenario: give the crowd's "
+                   "requests per second")
 
     def size(self) -> tuple[int | None, float | None]:
         """(requests, duration_s) the run is sized by: what was asked, else 200 requests, or
@@ -249,53 +213,6 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         if self.result_filename and folder.is_dir():
             check_writable(folder / self.result_filename, "--result-filename")
 
-    def perform(self, progress: bool | None = None) -> Any:
-        """Start the mock if there is no --url, find the model, build the workload and the
-        plan, and run it: a ``Done``."""
-        from llmbench.commands.run import Gates, RunPlan, VllmResult, perform
-        from llmbench.load.shapes import ClosedLoop, OpenLoop
-        from llmbench.commands.local import with_local_server
-        self = with_local_server(self)      # no --url: a server on this machine, if any
-        if self.scenario is not None:
-            return self._perform_classes(progress)
-        ray_address = check_ray(self.ray)
-        self._check_result_dir()
-        prepare(self)
-        requests, duration_s = self.size()
-        if requests is None and duration_s == DEMO_RUN_S and self.duration is None:
-            # the demo on the built-in mock: a minute, not 200 requests one at a time (~4 min)
-            say(f"No --url, --requests or --duration: a {DEMO_RUN_S:g} s demo, one "
-                "request at a time against the built-in mock (--requests N or "
-                "--duration to change it)")
-        gates = Gates(tuple(self.percentile_metrics), tuple(self.metric_percentiles),  # type: ignore[arg-type]
-                      self.goodput or None, thresholds=list(self.threshold or []))  # type: ignore[arg-type]
-        vllm = (VllmResult(self.save_detailed, self.append_result,
-                           Path(self.result_dir) if self.result_dir is not None else None,
-                           self.result_filename, self.vllm_metadata())
-                if self.save_result or self.append_result else None)
-        replay = replay_of(self)
-        count = (requests or 1000) + self.warmup
-        think_s = self.think or (0.0, 0.0)
-        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
-            tgt = make_target(self, url_, self.model or model_)
-            if self.trace is not None:
-                common, shape = _trace_plan(tgt, self, replay)
-            else:
-                common = make_common(tgt, self, count, replay=replay)
-                convs = common.workload.conversations
-                shape = (OpenLoop(convs, self.rate, requests, duration_s, self.burstiness,
-                                  self.arrival, self.max_concurrency, self.warmup, think_s,
-                                  self.seed)
-                         if self.rate is not None else
-                         ClosedLoop(convs, self.concurrency or 1, requests, duration_s,
-                                    self.warmup, think_s, self.seed))
-            # the server's machine and what the server is (issue 39)
-            common = dataclasses.replace(common,
-                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
-            if progress is not None:
-                common = dataclasses.replace(common, progress=progress)
-            common = with_ray(common, ray_address)
-            return perform(RunPlan(common, shape, gates, vllm))
 
 
     # -- run --scenario ----------------------------------------------------------------------
@@ -317,78 +234,4 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
                              f"give --concurrency N (or --rate R for requests per second)")
         return "users", 0.0
 
-    def _perform_classes(self, progress: bool | None) -> Any:
-        """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
-        analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
-        from llmbench.analysis.slo import parse_threshold
-        from llmbench.commands import scenario as sc
-        from llmbench.commands.run import ClassRunPlan, perform_classes
-        from llmbench.load.shapes import Ramp
-        ray_address = check_ray(self.ray)
-        if ray_address is not None:
-            raise UsageError("--scenario: traffic classes run in one process; drop --ray")
-        prepare(self)
-        scenario = sc.load(self, self.scenario)
-        for tc in scenario.classes:   # every class's options, files, thresholds: before any build
-            sc.check_class(self, scenario, tc, parse_threshold)
-        by, load = self.scenario_load(scenario)
-        hold_s = self.duration if self.duration is not None else DEMO_RUN_S
-        if self.duration is None:
-            say(f"--scenario with no --duration: the crowd is held {hold_s:g} s")
-        think_s = self.think or (0.0, 0.0)
-        replay = replay_of(self)
-        with MaybeMock(self.url, demo=self.demo) as (url_, model_):
-            tgt = make_target(self, url_, self.model or model_)
-            common = make_common(tgt, self, 1, replay=replay)
-            common = dataclasses.replace(common,
-                                         telemetry=self.telemetry_spec(tgt, self.server_probe))
-            if progress is not None:
-                common = dataclasses.replace(common, progress=progress)
-
-            def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
-                cs = sc.class_spec(self, scenario, tc)
-                mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
-                # the run's target, output and telemetry; the class's workload and requests
-                c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
-                                        timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-                return c, (cs.think if cs.think is not None else think_s)
-
-            def gates(tc: Any) -> list[Any]:
-                if tc.thresholds is None:
-                    return list(self.threshold or [])
-                return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-            sp = sc.plan(scenario, None, False, build, gates, workers=self.workers,
-                         steps=False)
-            first = sp.classes[0].common
-            common = dataclasses.replace(common, workload=first.workload)
-            base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
-                        hold_s=hold_s, think_s=think_s, burstiness=self.burstiness,
-                        drain_s=max(self.timeout_first_token, 30.0), seed=self.seed)
-            return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
-                                                list(self.threshold or []),
-                                                tuple(self.percentile_metrics),  # type: ignore[arg-type]
-                                                tuple(self.metric_percentiles)))  # type: ignore[arg-type]
-
-
-def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:
-    """run --trace: the plan's common part with the trace's workload, and the replay shape."""
-    from llmbench.load.shapes.trace import TraceReplay
-    from llmbench.workload import ServerRef, load_tokenizer
-    from llmbench.workload.traces import PrefixAim, check_replay, trace_workload
-    aim = None
-    w = spec
-    if w.prefix_hit_ratio is not None:
-        aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
-        w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
-    common = make_common(tgt, w, 1, replay=replay)  # groups checked, params built
-    ref = ServerRef(tgt.server_root, tgt.model,
-                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
-                    tgt.net)
-    tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
-                            reserve=max(x.tokens for x in common.workload.salts.values()))
-    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
-    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
-    common = dataclasses.replace(common, workload=wl)
-    return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)
 

@@ -158,7 +158,7 @@ def class_option_names(spec: Any) -> dict[str, str]:
     """Every keyword a class may set -> the spec's field: the command's workload and request
     options (any spelling the command line knows: prompt_tokens, max_tokens...) and its think
     time. A new workload option is a class option the moment the command has it."""
-    from llmbench.commands.groups import AbandonOpts, AgentOpts, RequestOpts, WorkloadOpts
+    from llmbench.specs.groups import AbandonOpts, AgentOpts, RequestOpts, WorkloadOpts
     # AgentOpts: ``workload = "agent"`` and its --agent-* options make a class of agents
     fields = {f.name for g in (WorkloadOpts, RequestOpts, AbandonOpts, AgentOpts)
               for f in dataclasses.fields(g)}

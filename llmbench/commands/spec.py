@@ -1,14 +1,15 @@
-"""What every command's spec shares, with no Typer in it: the options several commands
-declare (``--think``, ``--workers``, ``--ray``, ``--users``, ``--threshold``), the errors as the
-command line prints them (``translate``), and the plan's pieces (the target, the workload and
-requests against it, the built-in mock when there is no --url).
+"""What the commands' wiring shares, with no Typer in it: --threshold's declaration (its
+grammar is analysis's), the errors as the command line prints them (``translate``), and the
+plan's pieces (the target, the workload and requests against it, the built-in mock when there
+is no --url). The options several commands declare (--think, --workers, --ray, --users) are
+the specs' (llmbench/specs/options.py), re-exported here.
 
-Each command owns its spec, its checks and its ``perform`` (llmbench/commands/run_spec.py,
-ramp_spec.py, sweep_spec.py, probe_spec.py, report.py, compare.py), built from the typed option
-groups of llmbench/commands/groups.py on llmbench/commands/fields.py. The command line
-(llmbench/cli/app.py) and the Python API (llmbench/api.py) both build a spec and call its
-``perform``, so a value is checked once, the same way, with the same one-line message: a bad
-value is a ``UsageError``, a server that cannot be used a ``ServerUnreachable`` (or another
+Each command has its spec (llmbench/commands/run_spec.py, ramp_spec.py, ..., made of the
+option groups of llmbench/specs/) and its wiring (``perform_spec`` in llmbench/commands/run.py,
+ramp.py, ...: spec -> plan -> harness -> result). The command line (llmbench/cli/app.py) and
+the Python API (llmbench/api.py) both build a spec and call that, so a value is checked once,
+the same way, with the same one-line message: a bad value is a ``UsageError`` (every problem
+of a spec at once), a server that cannot be used a ``ServerUnreachable`` (or another
 ``LlmbenchError`` with its exit code). Nothing here exits the process.
 """
 
@@ -21,26 +22,19 @@ import shutil
 import sys
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
-from llmbench.commands.options import (P_GATES, P_LOAD, P_STEPS, SPAN, TEXT, THRESHOLDS, Kind,
-                                       UsageError, option)
+from llmbench.commands.options import P_GATES, THRESHOLDS, UsageError, option
 from llmbench.errors import EXIT_WRITE, LlmbenchError, failure
-
-Span = tuple[float, float] | float | timedelta | str      # (5, 10) seconds, 3, "5s-10s"
-Workers = int | Literal["auto"] | str                     # 4, "auto"
+from llmbench.specs.options import (  # noqa: F401  (re-exported: declared in the specs)
+    MAX_LOAD, USERS_KIND, WORKERS, Span, Workers, check_workers, ray, scenario, think, trace,
+    trace_speed, users, workers)
 
 
 def say(message: str) -> None:
     """A note for the user, on stderr (stdout is for results)."""
     print(message, file=sys.stderr, flush=True)
-
-
-# more streams than any one machine (or cluster) opens: a typo, not a plan. Refused, so that
-# --users 1e308 or --concurrency 10**12 is one line, not a run that allocates forever.
-MAX_LOAD = 1_000_000
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -79,24 +73,6 @@ def translate(exc: BaseException) -> LlmbenchError | None:
 
 
 # -- pieces every command uses --------------------------------------------------------------
-def check_workers(value: Any, flag: str = "--workers") -> int | str:
-    """--workers N|auto: 1 (the default) runs in this process, as without the option."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    v = (value or "1").strip().lower()
-    if v == "auto":
-        return "auto"
-    try:
-        n = int(v)
-    except ValueError:
-        raise UsageError(f"--workers {value!r}: expected a number of processes (1, 2, ...) or auto")
-    if n < 1:
-        raise UsageError(f"--workers {value!r}: must be at least 1 (1 = this process only)")
-    if n > 256:
-        raise UsageError(f"--workers {n}: at most 256 processes; use auto to fit the cores")
-    return n
-
-
 def check_ray(value: str | None) -> str | None:
     """--ray auto|HOST:PORT, checked without importing Ray (it takes a second)."""
     if value is None:
@@ -137,61 +113,6 @@ def with_ray(common, address: str | None):
 
 
 # -- options several commands take, declared once ----------------------------------------------
-
-WORKERS = Kind(str, check_workers, str, doc='int | "auto"')
-
-
-def _users(v: Any, flag: str) -> list[float]:
-    """--users 1,2,4 or [1, 2, 4] -> [1, 2, 4]: whole numbers as ints (users), others as
-    floats (a rate ramp's requests/s); their checks: ``steps_of``."""
-    text = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else TEXT.parse(v, flag)
-    try:
-        out = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected numbers like 1,2,4,8")
-    return [int(x) if x.is_integer() else x for x in out]
-
-
-USERS_KIND = Kind(str, _users, lambda v: ",".join(f"{x:g}" for x in v), doc="list[int]")
-
-
-def think(default: Any = None) -> Any:
-    return option("Pause between a user's turns, e.g. 5s-10s; 0 allowed.", P_LOAD, kind=SPAN,
-                  default=default)
-
-
-def scenario(help_text: str, panel: str) -> Any:
-    """--scenario, declared once for run and ramp (the same file format; what the classes'
-    shares split is the command's own, so each says it in its help)."""
-    from llmbench.commands.options import SCENARIO
-    return option(help_text, panel, kind=SCENARIO, metavar="FILE")
-
-
-def trace(help_text: str, panel: str) -> Any:
-    """--trace FILE, declared once for run (replayed on its timestamps) and ramp (replayed at
-    growing multiples): each says what it does with it."""
-    from llmbench.commands.options import PATH
-    return option(help_text, panel, kind=PATH, metavar="FILE")
-
-
-def trace_speed(panel: str) -> Any:
-    from llmbench.commands.options import FLOAT
-    return option("--trace: 2 replays twice as fast (recorded times and gaps halved).", panel,
-                  kind=FLOAT, default=1.0)
-
-
-def workers() -> Any:
-    return option("Worker processes sharing the load (auto: from the streams and cores).", P_LOAD,
-                  kind=WORKERS, default="1", metavar="N|auto")
-
-
-def ray() -> Any:
-    return option("Run the workers as Ray actors over a cluster's nodes (auto: RAY_ADDRESS, else local Ray).", P_LOAD, "--ray", metavar="auto|ADDR")
-
-
-def users(default: Any = None) -> Any:
-    return option("Steps of users, e.g. 1,2,4,8.", P_STEPS, kind=USERS_KIND, default=default)
-
 
 def thresholds() -> Any:
     return option("Gate, e.g. 'ttft.p95_all<=2s' (repeatable).", P_GATES, "--threshold",
@@ -266,7 +187,7 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
                 targets: tuple[str, ...] = ("main",)) -> Any:
     """The plan's common part from the spec (the workload is built against ``tgt``, with a
     salt for each of the harness's ``targets``)."""
-    from llmbench.commands.common import Common
+    from llmbench.commands.common import Common, Watch
     agents = getattr(spec, "workload_type", "chat") == "agent"
     check_api_features(tgt.api, spec, agents)
     from llmbench import wire
@@ -292,18 +213,17 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
     if replay is not None:
         replay = {**replay, "salt": wl.describe_salt()}     # config.toml names it
     quiet = spec.quiet
-    return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
-                  count_tokens=tok.count, served_by_header=spec.served_by_header,
-                  server_probe=spec.server_probe, out=Path(spec.out), labels=spec.labels(),
-                  progress=False if quiet else (spec.progress if progress is None else progress),
-                  replay=replay,
+    watch = Watch(progress=False if quiet else (spec.progress if progress is None else progress),
+                  quiet=quiet, verbose=spec.verbose,
                   metrics_at=None if spec.metrics_port is None else (spec.metrics_host,
                                                                      spec.metrics_port),
                   dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
-                  quiet=quiet, verbose=spec.verbose, workers=getattr(spec, "workers", 1),
-                  tokenizer=spec.tokenizer,
-                  network_floor=getattr(spec, "network_floor", "auto"),
                   otlp=getattr(spec, "otlp", None), mlflow=getattr(spec, "mlflow", None))
+    return Common(target=tgt, workload=wl, params=params, timeouts=timeouts,
+                  count_tokens=tok.count, served_by_header=spec.served_by_header,
+                  server_probe=spec.server_probe, out=Path(spec.out), labels=spec.labels(),
+                  replay=replay, workers=getattr(spec, "workers", 1), tokenizer=spec.tokenizer,
+                  network_floor=getattr(spec, "network_floor", "auto"), watch=watch)
 
 
 def check_api_features(api: str, spec: Any, agents: bool = False) -> None:

@@ -36,34 +36,9 @@ from llmbench.commands.ramp import RampDone, run_held
 from llmbench.analysis.sweep_judge import (  # noqa: F401  (the judgement; tests read it here)
     NOT_JUDGED, Pairs, _amount, _fmt_held, answer, common_load, judged)
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 # the numbers each setting is compared on, at the common load (keys of a step summary)
 AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
            "request_throughput", "failed", "requests")
-
-
-def parse_settings(items: Sequence[str]) -> dict[str, list[str]]:
-    """--setting NAME=V1,V2 (repeatable) -> {NAME: [V1, V2]}, in the order given."""
-    out: dict[str, list[str]] = {}
-    if not items:
-        raise UsageError("--setting NAME=V1,V2 is required, e.g. --setting OLLAMA_NUM_PARALLEL=1,2,4")
-    for item in items:
-        name, sep, values = item.partition("=")
-        name = name.strip()
-        vals = [v.strip() for v in values.split(",")]
-        if not sep or not name or not values.strip() or any(not v for v in vals):
-            raise UsageError(f"--setting {item!r}: expected NAME=V1,V2,..., e.g. "
-                             "OLLAMA_NUM_PARALLEL=1,2,4")
-        if not _NAME.match(name):
-            raise UsageError(f"--setting {item!r}: {name!r} is not an environment variable name "
-                             "(letters, digits and _)")
-        if name in out:
-            raise UsageError(f"--setting {name} is given twice; list its values once: "
-                             f"{name}=1,2,4")
-        if len(set(vals)) != len(vals):
-            raise UsageError(f"--setting {item!r}: a value is listed twice")
-        out[name] = vals
-    return out
 
 
 def grid(settings: dict[str, list[str]]) -> list[dict[str, str]]:
@@ -642,3 +617,59 @@ def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> st
                     f"{fmt_ms(a.itl.median if a else None):>8} "
                     f"{'-' if tok is None else f'{tok:.1f}':>7}")
     return "\n".join(rows)
+
+
+from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
+
+if TYPE_CHECKING:
+    from llmbench.commands.sweep_spec import SweepSpec
+
+
+def plan_of(spec: SweepSpec, progress: bool | None = None) -> Any:
+    """The sweep's plan, every value checked before any server starts."""
+    from llmbench.commands.ramp import find_plan, perform_at, prepared
+    from llmbench.commands.spec import replay_of
+    from llmbench.errors import EXIT_USAGE, LlmbenchError
+    prepared(spec)
+    ramp_in_s, hold_s, think_s = spec.timing()
+    find = find_plan(spec)
+    config = {"by": spec.by, "steps": [] if find is not None else spec.steps(),
+              "ramp_in_s": ramp_in_s,
+              "hold_s": hold_s, "think_s": list(think_s),
+              "thresholds": [t.text for t in spec.gates()], "repeat": spec.repeat,
+              "expect": spec.expect_users, "join": spec.join}
+    if find is not None:
+        config["find"] = find.describe()
+
+    def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
+                 server_pid: int | None = None) -> Any:
+        """One setting's ramp (``server_pid``: the process --serve started, sampled during
+        it); a server it cannot use (no model, wrong --model) ends that setting, not the
+        sweep (its error line is printed here)."""
+        try:
+            return perform_at(spec, url, model, out=out, labels=labels, progress=progress,
+                              server_pid=server_pid)
+        except LlmbenchError as exc:
+            if exc.exit_code == EXIT_USAGE:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            return Done(None, exc.exit_code, None)
+    return SweepPlan(settings=dict(spec.setting or {}), mode=spec.modes()[0],
+                     command=spec.serve or spec.before, mock_options=list(spec.mock_options or []),
+                     url=spec.url, model=spec.model, api=spec.api, api_key=spec.api_key,
+                     headers=spec.header, ready_timeout_s=spec.ready_timeout,  # type: ignore[arg-type]
+                     stop_grace_s=spec.stop_grace,  # type: ignore[arg-type]
+                     out=Path(spec.out), labels=spec.labels(), repeat=spec.repeat,
+                     expect=spec.expect_users,
+                     unit="users" if spec.by == "users" else "req/s", ramp=ramp_for,
+                     config=config, target_options=spec.target_options(),
+                     replay=replay_of(spec), resume=spec.resume, dry_run=spec.dry_run,
+                     dashboard_at=spec.dashboard_at(), dashboard_linger_s=spec.linger_s(),
+                     mlflow=spec.mlflow)
+
+
+def perform_spec(opts: SweepSpec, progress: bool | None = None) -> Any:
+    """The sweep (a Done); no --url and no --mock: the server found on this machine."""
+    from llmbench.commands.local import with_local_server
+    spec = opts if opts.mock else with_local_server(opts, needed=True)
+    return perform(plan_of(spec, progress))

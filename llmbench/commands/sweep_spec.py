@@ -5,26 +5,53 @@ itself: llmbench/commands/sweep.py."""
 from __future__ import annotations
 
 import dataclasses
-import sys
+import re
 from dataclasses import InitVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
                                        UsageError, option)
-from llmbench.commands.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
-                                      Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
-                                      command_defaults)
+from llmbench.specs.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
+                                   Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
+                                   command_defaults)
 from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
-from llmbench.commands.spec import replay_of
-from llmbench.errors import EXIT_USAGE, LlmbenchError
+
+if TYPE_CHECKING:
+    from llmbench.analysis.slo import Threshold
 
 P_SWEEP = "Sweep"
 
 
+_SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, list[str]]:
+    """--setting NAME=V1,V2 (repeatable) -> {NAME: [V1, V2]}, in the order given."""
+    out: dict[str, list[str]] = {}
+    if not items:
+        raise UsageError("--setting NAME=V1,V2 is required, e.g. --setting OLLAMA_NUM_PARALLEL=1,2,4")
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not name or not values.strip() or any(not v for v in vals):
+            raise UsageError(f"--setting {item!r}: expected NAME=V1,V2,..., e.g. "
+                             "OLLAMA_NUM_PARALLEL=1,2,4")
+        if not _SETTING_NAME.match(name):
+            raise UsageError(f"--setting {item!r}: {name!r} is not an environment variable name "
+                             "(letters, digits and _)")
+        if name in out:
+            raise UsageError(f"--setting {name} is given twice; list its values once: "
+                             f"{name}=1,2,4")
+        if len(set(vals)) != len(vals):
+            raise UsageError(f"--setting {item!r}: a value is listed twice")
+        out[name] = vals
+    return out
+
+
 def _settings(v: Any, flag: str) -> dict[str, list[str]]:
     """NAME=V1,V2 (repeatable) or {NAME: [V1, V2]} -> {NAME: [V1, V2]}."""
-    from llmbench.commands.sweep import parse_settings
     return parse_settings(TEXTS.parse(v, flag))
 
 
@@ -74,80 +101,47 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     with the answer. docs/cli.md lists every field."""
 
     command = "sweep"
-    aliases = {"settings": "setting"}
+    aliases = {"settings": "setting", "thresholds": "threshold"}
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "ramp": RampOpts,
+              "prompts": WorkloadOpts, "agent": AgentOpts, "request": RequestOpts,
+              "output": OutputOpts}
+    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
+    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    server: InitVar[ServerOpts | None] = None
+    telemetry: InitVar[TelemetryOpts | None] = None
+    ramp: InitVar[RampOpts | None] = None
+    prompts: InitVar[WorkloadOpts | None] = None
+    agent: InitVar[AgentOpts | None] = None
+    request: InitVar[RequestOpts | None] = None
+    output: InitVar[OutputOpts | None] = None
+    thresholds: InitVar[list[Threshold | str] | None] = None
 
-    def check(self) -> None:
-        super().check()
-        if self.setting is None:
+    def _check(self) -> Iterator[str]:
+        if self.setting is None and "setting" not in self._refused:
             _settings([], "--setting")              # the line that says it is required
         modes = self.modes()
         if len(modes) != 1:
-            raise UsageError("give one of --serve, --before or --mock: how each value reaches "
-                             "the server")
+            yield ("give one of --serve, --before or --mock: how each value reaches "
+                   "the server")
         if self.mock_options is not None and not self.mock:
-            raise UsageError("--mock-options go with --mock")
+            yield "--mock-options go with --mock"
         if self.mock and self.url:
-            raise UsageError("--mock starts its own server: drop --url")
-        if modes[0] == "serve" and not self.url:
+            yield "--mock starts its own server: drop --url"
+        if modes and modes[0] == "serve" and not self.url:
             # --before with no --url: the server found on this machine (commands.local)
-            raise UsageError("--serve needs --url: where the server it starts answers, e.g. "
-                             "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
+            yield ("--serve needs --url: where the server it starts answers, e.g. "
+                   "http://127.0.0.1:11434/v1 ({NAME} and {PORT} are replaced)")
         if self.mock:
             known = mock_option_names()
             for name in self.setting or {}:
                 if name.replace("-", "_") not in known or name in ("host", "port"):
-                    raise UsageError(f"--setting {name}: not an option of llmbench mock; use "
-                                     "one of its options, e.g. parallel, batch_slowdown, itl_ms")
+                    yield (f"--setting {name}: not an option of llmbench mock; use "
+                           "one of its options, e.g. parallel, batch_slowdown, itl_ms")
 
     def modes(self) -> list[str]:
         return [m for m, on in (("serve", self.serve is not None),
                                 ("before", self.before is not None), ("mock", self.mock)) if on]
 
-    def plan(self, progress: bool | None = None) -> Any:
-        """The sweep's plan, every value checked before any server starts."""
-        from llmbench.commands.sweep import SweepPlan
-        self.prepared()
-        ramp_in_s, hold_s, think_s = self.timing()
-        find = self.find_plan()
-        config = {"by": self.by, "steps": [] if find is not None else self.steps(),
-                  "ramp_in_s": ramp_in_s,
-                  "hold_s": hold_s, "think_s": list(think_s),
-                  "thresholds": [t.text for t in self.gates()], "repeat": self.repeat,
-                  "expect": self.expect_users, "join": self.join}
-        if find is not None:
-            config["find"] = find.describe()
 
-        def ramp_for(url: str, model: str | None, out: Path, labels: dict[str, str],
-                     server_pid: int | None = None) -> Any:
-            """One setting's ramp (``server_pid``: the process --serve started, sampled during
-            it); a server it cannot use (no model, wrong --model) ends that setting, not the
-            sweep (its error line is printed here)."""
-            from llmbench.commands.common import Done
-            try:
-                return self.perform_at(url, model, out=out, labels=labels, progress=progress,
-                                       server_pid=server_pid)
-            except LlmbenchError as exc:
-                if exc.exit_code == EXIT_USAGE:
-                    raise
-                print(f"error: {exc}", file=sys.stderr)
-                return Done(None, exc.exit_code, None)
-        return SweepPlan(settings=dict(self.setting or {}), mode=self.modes()[0],
-                         command=self.serve or self.before, mock_options=list(self.mock_options or []),
-                         url=self.url, model=self.model, api=self.api, api_key=self.api_key,
-                         headers=self.header, ready_timeout_s=self.ready_timeout,  # type: ignore[arg-type]
-                         stop_grace_s=self.stop_grace,  # type: ignore[arg-type]
-                         out=Path(self.out), labels=self.labels(), repeat=self.repeat,
-                         expect=self.expect_users,
-                         unit="users" if self.by == "users" else "req/s", ramp=ramp_for,
-                         config=config, target_options=self.target_options(),
-                         replay=replay_of(self), resume=self.resume, dry_run=self.dry_run,
-                         dashboard_at=self.dashboard_at(), dashboard_linger_s=self.linger_s(),
-                         mlflow=self.mlflow)
-
-    def perform(self, progress: bool | None = None) -> Any:
-        from llmbench.commands.local import with_local_server
-        from llmbench.commands.sweep import perform
-        spec = self if self.mock else with_local_server(self, needed=True)
-        return perform(spec.plan(progress))
 
 

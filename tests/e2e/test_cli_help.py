@@ -102,7 +102,7 @@ def test_ramp_live_view_fits_an_80_column_terminal_and_names_the_phase(mock_fact
 
 def _declared_options() -> list[tuple[str, str]]:
     """(option name, where) for every option declared in the command line (cli/app.py,
-    cli/options.py) and in the commands' specs (commands/*.py: a spec field's ``option(...)``,
+    cli/options.py) and in the specs (specs/*.py, commands/*.py: a spec field's ``option(...)``,
     or a function returning one, such as ``think()``): a declaration counts once however many
     commands use it. The mock's flags configure a server, not a load, and are left out
     (llmbench/mock_server/cli.py)."""
@@ -122,7 +122,8 @@ def _declared_options() -> list[tuple[str, str]]:
             or (isinstance(c.func, ast.Name) and c.func.id in ("_opt", "option")))]
 
     files = ["cli/app.py", "cli/options.py"] + sorted(
-        p.relative_to(root).as_posix() for p in (root / "commands").glob("*.py"))
+        p.relative_to(root).as_posix() for d in ("specs", "commands")
+        for p in (root / d).glob("*.py"))
     for file in files:
         tree = ast.parse((root / file).read_text())
         for node in tree.body:

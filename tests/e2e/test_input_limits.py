@@ -272,7 +272,7 @@ def test_a_json_array_entry_too_large_is_refused(tmp_path, monkeypatch):
 
 def test_a_negative_seed_ends_the_openings_and_is_refused():
     from types import SimpleNamespace
-    from llmbench.commands.groups import RunWorkloadOpts
+    from llmbench.specs.groups import RunWorkloadOpts
     from llmbench.workload.synthetic import _opening
     # with a tokenizer of one-token words (tiktoken's, a server's), a negative id's digits
     # looped for ever, 45 MB/s; it ends now, and the option refuses it before that

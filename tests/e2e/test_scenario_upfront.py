@@ -46,7 +46,7 @@ def no_build(monkeypatch):
     """Building a class's prompts (or any workload) fails the test: the check must come first.
     (The method, looked up at each call: a module's own name for make_common would outlive
     the test in a module first imported during it.)"""
-    from llmbench.commands.groups import WorkloadOpts
+    from llmbench.specs.groups import WorkloadOpts
 
     def built(*_a, **_k):
         raise AssertionError("a workload was built before the scenario was checked")

@@ -61,3 +61,44 @@ def test_py_typed_ships_with_the_package():
     assert (ROOT / "llmbench" / "py.typed").is_file()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '[tool.setuptools.package-data]\n' in pyproject and 'llmbench = ["py.typed"]' in pyproject
+
+
+GROUPED = """\
+import llmbench
+from llmbench import Output, Request, RunLoad, Target
+
+spec = llmbench.RunSpec(target=Target(url="http://localhost:8000/v1", model="M"),
+                        load=RunLoad(concurrency=8, duration=60.0),
+                        request=Request(temperature=0.0, timeout_idle=30.0),
+                        output=Output(out=out, label={"name": "a"}),
+                        thresholds=["ttft.p95<=2s"])
+grouped = llmbench.run(target=Target(url="http://localhost:8000/v1"),
+                       load=RunLoad(rate=4.0, requests=100))
+ramp = llmbench.RampSpec(target=Target(url="http://localhost:8000/v1"),
+                         ramp=llmbench.RampSteps(users=[1, 2, 4]))
+"""
+
+
+def test_the_option_groups_passed_as_objects_type_check(shared):
+    r = mypy(shared, "grouped.py", GROUPED)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+GROUPED_CASES = [
+    ("Request(temperature=0.0", "Request(temprature=0.0", '"temprature"'),   # in a group
+    ("load=RunLoad(concurrency=8", "load=Request(concurrency=8", "load"),   # the wrong group
+    ("target=Target(url=\"http://localhost:8000/v1\"),\n                       load",
+     "traget=Target(url=\"http://localhost:8000/v1\"),\n                       load",
+     '"traget"'),                                                          # a group's keyword
+]
+
+
+@pytest.mark.parametrize("right, wrong, says", GROUPED_CASES)
+def test_a_misspelt_group_or_option_in_a_group_fails_it(shared, right, wrong, says):
+    assert right in GROUPED, right
+    # a file of its own per case: mypy's cache knows a file by its size and time, and two
+    # cases of the same size written in the same second would read the other's result
+    name = f"grouped_wrong_{sorted(GROUPED_CASES).index((right, wrong, says))}.py"
+    r = mypy(shared, name, GROUPED.replace(right, wrong, 1))
+    assert r.returncode != 0 and "error" in r.stdout, r.stdout + r.stderr
+    assert says in r.stdout, r.stdout

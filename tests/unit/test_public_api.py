@@ -20,6 +20,9 @@ EXPECTED = {
     "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
+    # the option groups a spec is made of, passed whole (llmbench/specs/)
+    "Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output", "RunLoad",
+    "RampSteps",
     "__version__",
 }
 

@@ -152,7 +152,7 @@ def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sam
     """--server-pid, --host-metrics, --gpu-metrics (issue 39): on the four load commands, in the
     "Server telemetry" panel, held typed; telemetry_spec is what the harness samples."""
     from llmbench.client.target import make_target
-    from llmbench.commands.groups import P_TELEMETRY, TelemetryOpts
+    from llmbench.specs.groups import P_TELEMETRY, TelemetryOpts
     from llmbench.commands.options import opt_of
     names = ("server_pid", "host_metrics", "gpu_metrics")
     for cls in (RunSpec, RampSpec, SweepSpec, ProbeSpec):
@@ -196,13 +196,97 @@ def test_agent_options_without_workload_agent_are_one_line_not_ignored():
 
 
 def test_the_think_warning_reads_each_scenario_class_think(tmp_path, capsys):
+    from llmbench.commands.ramp import prepared
     # issue 45: the warning read --think's default (3 s) although every class thought 0
     f = tmp_path / "sc.toml"
     f.write_text('[classes.chat]\nshare = 0.5\nthink = "0"\n'
                  '[classes.rag]\nshare = 0.5\nthink = "0"\nprompt_tokens = 200\n')
-    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    prepared(RampSpec(scenario=str(f), users="2", hold="1s"))
     assert "think time" not in capsys.readouterr().err
     f.write_text('[classes.chat]\nshare = 0.5\nthink = "5s"\n[classes.rag]\nshare = 0.5\n'
                  'think = "0"\n')
-    RampSpec(scenario=str(f), users="2", hold="1s").prepared()
+    prepared(RampSpec(scenario=str(f), users="2", hold="1s"))
     assert "longest think time (chat's, 5s)" in capsys.readouterr().err
+
+
+def test_a_spec_says_every_problem_at_once_each_naming_its_flag():
+    """As k6's executor configs: three mistakes are three lines, not one per attempt; a value
+    that cannot be read is one of them, and the rules that read it do not trip on it."""
+    from llmbench.options import Problems
+    with pytest.raises(Problems) as e:
+        RunSpec(url="http://h:1/v1", concurrency=0, rate=1, duration="zz", arrival="zz",
+                temperature=-3, quiet=True, verbose=True)
+    lines = e.value.problems
+    assert str(e.value) == "\n".join(lines)
+    for flag in ("--duration 'zz'", "--concurrency", "--arrival 'zz'", "--temperature -3",
+                 "--quiet and --verbose"):
+        assert sum(flag in x for x in lines) >= 1, (flag, lines)
+    assert len(lines) == len(set(lines)) == 6, lines        # rate + concurrency: one more
+    # one problem is one line, as before
+    with pytest.raises(UsageError) as one:
+        RampSpec(url="http://h:1/v1", by="x")
+    assert str(one.value) == "--by 'x': choose users or rate"
+    # a search bound that is not finite: its line, not a crash of the rules that compare it
+    with pytest.raises(UsageError, match="--up-to inf"):
+        RampSpec(url="http://h:1/v1", find=True, up_to=float("inf"))
+
+
+def test_the_command_line_prints_every_problem_and_exits_2():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "llmbench.cli", "ramp", "--url", "http://h:1/v1",
+                        "--by", "x", "--join", "y", "--hold", "0", "--repeat", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        "error: --by 'x': choose users or rate", "error: --join 'y': choose start or spread",
+        "error: --hold must be above 0", "error: --repeat 0: must be between 1 and 1000"], r.stderr
+
+
+def test_the_option_groups_can_be_passed_whole():
+    """httpx-style: small typed option objects composed into the spec; the same spec as the
+    flat keywords (the command line's flags), and the command's own defaults kept."""
+    from llmbench import Output, Request, RampSteps, RunLoad, Target
+    grouped = RunSpec(target=Target(url="http://h:1/v1", model="m"),
+                      load=RunLoad(concurrency=4, duration="2m"),
+                      request=Request(temperature=0.5, timeout_idle=5),
+                      output=Output(label={"name": "a"}), thresholds=["ttft.p95<=2s"])
+    flat = RunSpec(url="http://h:1/v1", model="m", concurrency=4, duration=120.0,
+                   temperature=0.5, timeout_idle=5, label={"name": "a"},
+                   threshold=["ttft.p95<=2s"])
+    assert grouped == flat
+    # a group's defaults are not "given": ramp keeps its own first-token timeout (120 s)
+    r = RampSpec(target=Target(url="http://h:1/v1"), ramp=RampSteps(users=[1, 2]),
+                 request=Request(timeout_idle=5))
+    assert (r.users, r.timeout_first_token, r.timeout_idle) == ([1, 2], 120.0, 5.0)
+    # through the API's keywords too (llmbench.run(target=...)), as the spec takes them
+    assert RunSpec.from_options({"target": Target(url="http://h:1/v1"), "rate": 2}).rate == 2.0
+
+
+def test_a_group_given_twice_or_of_the_wrong_kind_is_one_line():
+    from llmbench import Request, Target
+    with pytest.raises(UsageError, match=r"url= and target=TargetOpts\(url=...\) are the same"):
+        RunSpec(url="http://a:1/v1", target=Target(url="http://b:1/v1"))
+    with pytest.raises(UsageError, match="target= takes a TargetOpts"):
+        RunSpec(target=Request())                    # type: ignore[arg-type]
+    # a group checks its own options when made, before any spec
+    with pytest.raises(UsageError, match="--temperature -1"):
+        Request(temperature=-1)
+    # and the spec checks them with the others': every problem at once
+    from llmbench import RunLoad
+    with pytest.raises(UsageError) as e:
+        RunSpec(load=RunLoad(concurrency=0, rate=1), quiet=True, verbose=True)
+    assert [x.split(" ")[0] for x in e.value.problems] == ["--quiet", "give", "--concurrency"]
+
+
+def test_probe_and_sweep_take_their_groups_whole_too():
+    from llmbench import RampSteps, Request, Server
+    from llmbench.commands.probe_spec import ProbeLoadOpts
+    s = SweepSpec(setting={"parallel": [1, 2]}, mock=True, ramp=RampSteps(users=[1, 2]),
+                  request=Request(temperature=0), thresholds=["ttft.p95<=1s"])
+    assert s == SweepSpec(setting={"parallel": [1, 2]}, mock=True, users=[1, 2],
+                          temperature=0, threshold=["ttft.p95<=1s"])
+    assert s.timeout_first_token == 120.0                 # sweep's own default, kept
+    p = ProbeSpec(router="http://r:1/v1", model="m", server=Server(api="openai-chat"),
+                  load=ProbeLoadOpts(users=[1, 2], rounds=2))
+    assert (p.users, p.rounds, p.api, p.turns) == ([1, 2], 2, "openai-chat", 3)

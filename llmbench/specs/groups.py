@@ -16,12 +16,12 @@ import dataclasses
 from dataclasses import InitVar
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Iterator, Any, Callable, Literal, TypeVar
 
-from llmbench.commands.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
+from llmbench.specs.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
                                        P_REQUEST, P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0,
                                        SPAN, TEXT, TEXTS, TOKENS, Kind, Spec, UsageError, count,
-                                       number, opt_of, option,
+                                       number, opt_of, option, problem,
                                        seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
@@ -57,7 +57,7 @@ def _timeout(v: Any, flag: str) -> float:
 def _dashboard(v: Any, flag: str) -> str:
     """--dashboard: [HOST:]PORT as text, checked ("auto", or True in Python: any free port on
     127.0.0.1; a bare --dashboard on the command line is "auto", cli.app._bare_dashboard)."""
-    from llmbench.report.dashboard.address import parse_address
+    from llmbench.specs.address import parse_address
     if v is False:
         raise UsageError(f"{flag} False: give [HOST:]PORT (True or 0: any free port), or leave it out")
     text = "auto" if v is True else TEXT.parse(v, flag)
@@ -129,10 +129,9 @@ class TargetOpts(ModelOpts, UrlOpts):
     wait_ready: Seconds | None = option("Wait up to this long for a starting server to answer, e.g. 120 or 5m.", P_TARGET, kind=SECONDS_ABOVE_0, metavar="DURATION")
     demo: bool = option("No --url: run the built-in mock even when a server answers on this machine's usual ports (without it, the first found is measured).", P_TARGET, "--demo", kind=FLAG, default=False)
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.demo and self.url:
-            raise UsageError("--demo runs the built-in mock: drop --url (or --demo)")
+            yield "--demo runs the built-in mock: drop --url (or --demo)"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -153,13 +152,12 @@ class ServerOpts(Spec):
     key: Path | str | None = option("The client certificate's key (PEM).", P_NET, kind=PATH, metavar="FILE")
     network_floor: str = option("Measure the network's round trip apart from the server (GET /health) before and after the load, so the verdict can name the network's share of TTFT: on, off, or auto (not for a loopback address).", P_NET, default="auto", metavar="auto|on|off")
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         from llmbench.servers import KINDS
         if self.network_floor not in ("auto", "on", "off"):
-            raise UsageError(f"--network-floor {self.network_floor!r}: choose auto, on or off")
+            yield f"--network-floor {self.network_floor!r}: choose auto, on or off"
         if self.server_probe not in KINDS:
-            raise UsageError(f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}")
+            yield f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}"
 
     def net(self) -> Any:
         """The network options (netconfig.NetOptions), checked (the files exist), and made this
@@ -209,9 +207,9 @@ def _exporter_url(value: str, flag: str, example: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{flag} {value!r}: expected an http(s) URL such as {example}")
     from llmbench.client.netconfig import host_problem
-    problem = host_problem(parts.hostname)
-    if problem:                         # gpu-box..local: no resolver takes it
-        raise UsageError(f"{flag} {value[:200]!r}: the host name {problem}; e.g. {example}")
+    why = host_problem(parts.hostname)
+    if why:                             # gpu-box..local: no resolver takes it
+        raise UsageError(f"{flag} {value[:200]!r}: the host name {why}; e.g. {example}")
     return v
 
 
@@ -336,39 +334,38 @@ class WorkloadOpts(WorkloadHead):
     same_prompts: bool = option("Send the very prompts the seed makes, with no per-run salt: a second run then finds the first one's prompts in the server's prefix cache (cache experiments; the numbers include those hits).", P_WORKLOAD, "--same-prompts", kind=FLAG, default=False)
     prompt_salt: str | None = option("Begin every conversation with these words instead of a new random salt (replay an earlier run's exact prompts: its run.json names its salt).", P_WORKLOAD, metavar="TEXT")
 
-    def check(self) -> None:
+    def _check(self) -> Iterator[str]:
         """Every value in range, before anything is loaded or sent."""
-        super().check()
         if not 0 <= self.random_range_ratio < 1:
-            raise UsageError("--random-range-ratio must be in [0, 1)")
+            yield "--random-range-ratio must be in [0, 1)"
         if self.shared_prefix_tokens < 0 or self.prefixes < 1:
-            raise UsageError("--shared-prefix-tokens must be >= 0 and --prefixes >= 1")
-        count(self.words, "--words")
-        count(self.random_input_len, "--random-input-len")
-        count(self.random_output_len, "--random-output-len")
-        count(self.random_prefix_len, "--random-prefix-len", lo=0)
-        count(self.limit, "--limit")
-        count(self.turns, "--turns")
-        count(getattr(self, "sharegpt_output_len", None), "--sharegpt-output-len")
+            yield "--shared-prefix-tokens must be >= 0 and --prefixes >= 1"
+        yield from problem(count, self.words, "--words")
+        yield from problem(count, self.random_input_len, "--random-input-len")
+        yield from problem(count, self.random_output_len, "--random-output-len")
+        yield from problem(count, self.random_prefix_len, "--random-prefix-len", lo=0)
+        yield from problem(count, self.limit, "--limit")
+        yield from problem(count, self.turns, "--turns")
+        yield from problem(count, getattr(self, "sharegpt_output_len", None), "--sharegpt-output-len")
         # a negative seed looped for ever building the prompts' openings (digits of a negative
         # number never reach 0) and numpy's generators refuse one: 0 and up, as vLLM's
-        count(self.seed, "--seed", lo=0, hi=MAX_SEED)
+        yield from problem(count, self.seed, "--seed", lo=0, hi=MAX_SEED)
         self.hf_columns()
         if self.prefix_hit_ratio is not None:
             if not 0 <= self.prefix_hit_ratio < 1:
-                raise UsageError(f"--prefix-hit-ratio {self.prefix_hit_ratio:g}: must be in [0, 1), e.g. 0.5")
+                yield f"--prefix-hit-ratio {self.prefix_hit_ratio:g}: must be in [0, 1), e.g. 0.5"
             if self.shared_prefix_tokens:
-                raise UsageError("--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens")
-        count(self.cache_block_tokens, "--cache-block-tokens")
-        count(self.batch_size, "--batch-size", hi=4096)
+                yield "--prefix-hit-ratio sets the shared prefix itself: drop --shared-prefix-tokens"
+        yield from problem(count, self.cache_block_tokens, "--cache-block-tokens")
+        yield from problem(count, self.batch_size, "--batch-size", hi=4096)
         if self.prompt_salt is not None:
             from llmbench.workload.salt import check_text
             if self.same_prompts:
-                raise UsageError("--prompt-salt and --same-prompts: give one (--same-prompts "
-                                 "sends no salt at all)")
+                yield ("--prompt-salt and --same-prompts: give one (--same-prompts "
+                       "sends no salt at all)")
             why = check_text(self.prompt_salt)
             if why:
-                raise UsageError(f"--prompt-salt {self.prompt_salt[:40]!r}: {why}")
+                yield f"--prompt-salt {self.prompt_salt[:40]!r}: {why}"
 
     def salts(self, tok: Any, targets: tuple[str, ...] = ("main",)) -> dict[str, Any]:
         """The salt each target's conversations begin with (workload.salt): a new one per run,
@@ -578,22 +575,21 @@ class AgentOpts(Spec):
     def agents_on(self) -> bool:
         return self.workload_type == "agent"
 
-    def check(self) -> None:
-        super().check()
+    def _check(self) -> Iterator[str]:
         if self.workload_type not in WORKLOADS:
-            raise UsageError(f"--workload {self.workload_type!r}: choose {' or '.join(WORKLOADS)}")
-        number(self.agent_fanout, "--agent-fanout", lo=0, hi=1)
-        count(self.agent_systems, "--agent-systems", hi=10_000)
-        count(self.agent_tools, "--agent-tools", lo=1, hi=128)
+            yield f"--workload {self.workload_type!r}: choose {' or '.join(WORKLOADS)}"
+        yield from problem(number, self.agent_fanout, "--agent-fanout", lo=0, hi=1)
+        yield from problem(count, self.agent_systems, "--agent-systems", hi=10_000)
+        yield from problem(count, self.agent_tools, "--agent-tools", lo=1, hi=128)
         if self.agents_on:
             self.check_agent()  # type: ignore[attr-defined]  (WorkloadOpts, in every spec with agents)
         else:
             given = self.agent_options_given()
             if given:
                 # they shape agent sessions only: without --workload agent they did nothing
-                raise UsageError(f"{', '.join(given)}: {'these apply' if len(given) > 1 else 'it applies'}"
-                                 " to agent sessions only; add --workload agent, or leave "
-                                 f"{'them' if len(given) > 1 else 'it'} out")
+                yield (f"{', '.join(given)}: {'these apply' if len(given) > 1 else 'it applies'}"
+                       " to agent sessions only; add --workload agent, or leave "
+                       f"{'them' if len(given) > 1 else 'it'} out")
 
     def agent_options_given(self) -> list[str]:
         """The --agent-* options set to other than their defaults (their flags)."""
@@ -641,26 +637,25 @@ class RequestOpts(Spec):
     responses_state: str = option("--api responses: client (send each conversation's history) or server (the server stores replies; later turns send previous_response_id and the new turn only).", P_REQUEST, default="client", metavar="client|server")
     response_format: Path | str | None = option("Ask for JSON following this JSON schema (a file); measures the share of replies that parse and validate.", P_REQUEST, kind=PATH, metavar="FILE")
 
-    def check(self) -> None:
-        super().check()
-        number(self.temperature, "--temperature", lo=0)
+    def _check(self) -> Iterator[str]:
+        yield from problem(number, self.temperature, "--temperature", lo=0)
         for flag in ("connect", "first_token", "idle", "total"):
-            seconds(getattr(self, f"timeout_{flag}"), "--timeout-" + flag.replace("_", "-"))
+            yield from problem(seconds, getattr(self, f"timeout_{flag}"), "--timeout-" + flag.replace("_", "-"))
         if self.max_tokens_field != "auto":
             from llmbench.wire.openai import MAX_TOKENS_FIELDS
             if self.max_tokens_field not in MAX_TOKENS_FIELDS:
-                raise UsageError(f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
-                                 f"{', '.join(MAX_TOKENS_FIELDS)}")
+                yield (f"--max-tokens-field {self.max_tokens_field!r}: choose auto, "
+                       f"{', '.join(MAX_TOKENS_FIELDS)}")
         from llmbench.wire.agents import TOOL_CHOICES
         if self.responses_state not in ("client", "server"):
-            raise UsageError(f"--responses-state {self.responses_state!r}: choose client or server")
+            yield f"--responses-state {self.responses_state!r}: choose client or server"
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
-            raise UsageError(f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}")
+            yield f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}"
         # agent sessions send tools of their own: --tool-choice alone is a choice about those
         if self.tool_choice is not None and self.tools is None \
                 and getattr(self, "workload_type", "chat") != "agent":
-            raise UsageError("--tool-choice needs --tools FILE (or --workload agent, whose "
-                             "sessions send tools)")
+            yield ("--tool-choice needs --tools FILE (or --workload agent, whose "
+                   "sessions send tools)")
 
     def agents(self) -> tuple[Any, Any]:
         """(tools, schema) from --tools and --response-format, read and checked."""
@@ -715,11 +710,10 @@ class OutputOpts(Spec):
     mlflow: str | None = option("Log the run or ramp to this MLflow tracking server (spec as parameters, each step's summary as metrics, the verdict as a tag, the run folder as artifacts), e.g. http://127.0.0.1:5000; needs pip install 'llmbench[mlflow]'.", P_OUTPUT, metavar="URI")
     traceparent: str | None = option("Send a W3C traceparent header with each request, so the server's spans join its span: on or off (default: on with --otlp).", P_OUTPUT, metavar="on|off")
 
-    def check(self) -> None:
-        super().check()
-        count(self.metrics_port, "--metrics-port", lo=0, hi=65535)
+    def _check(self) -> Iterator[str]:
+        yield from problem(count, self.metrics_port, "--metrics-port", lo=0, hi=65535)
         if self.traceparent not in (None, "on", "off"):
-            raise UsageError(f"--traceparent {self.traceparent!r}: choose on or off")
+            yield f"--traceparent {self.traceparent!r}: choose on or off"
         if self.otlp is not None:
             if self.otlp != "env":
                 self.otlp = _exporter_url(self.otlp, "--otlp", "http://127.0.0.1:4318")
@@ -727,19 +721,19 @@ class OutputOpts(Spec):
                 import opentelemetry.exporter.otlp.proto.http  # noqa: F401
                 import opentelemetry.sdk  # noqa: F401
             except ImportError:
-                raise UsageError("--otlp needs OpenTelemetry, which is not installed: "
-                                 "pip install 'llmbench[otel]'") from None
+                yield ("--otlp needs OpenTelemetry, which is not installed: "
+                       "pip install 'llmbench[otel]'")
         if self.mlflow is not None:
             if not self.mlflow.strip():
-                raise UsageError("--mlflow needs a tracking URI, e.g. http://127.0.0.1:5000")
-            from llmbench.report.tracker import available
-            if not available():
-                raise UsageError("--mlflow needs MLflow, which is not installed: "
-                                 "pip install 'llmbench[mlflow]'")
+                yield "--mlflow needs a tracking URI, e.g. http://127.0.0.1:5000"
+            import importlib.util
+            if importlib.util.find_spec("mlflow") is None:
+                yield ("--mlflow needs MLflow, which is not installed: "
+                       "pip install 'llmbench[mlflow]'")
         if self.dashboard_linger is not None and self.dashboard is None:
-            raise UsageError("--dashboard-linger goes with --dashboard [HOST:]PORT")
+            yield "--dashboard-linger goes with --dashboard [HOST:]PORT"
         if self.quiet and self.verbose:
-            raise UsageError("--quiet and --verbose ask for opposite things: give one")
+            yield "--quiet and --verbose ask for opposite things: give one"
 
     def labels(self) -> dict[str, str]:
         return dict(self.label or {})
@@ -748,7 +742,7 @@ class OutputOpts(Spec):
         """--dashboard's (host, port), 0 for any free port; None without it."""
         if self.dashboard is None:
             return None
-        from llmbench.report.dashboard.address import parse_address
+        from llmbench.specs.address import parse_address
         return parse_address(self.dashboard)
 
     def linger_s(self) -> float | None:
