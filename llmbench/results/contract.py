@@ -184,6 +184,9 @@ def decode(tp: Any, v: Any) -> Any:
     float. A value of another kind than its key holds is a WrongType naming the key."""
     if v is None:
         return None
+    one = _optional(tp)
+    if isinstance(one, type) and issubclass(one, Part) and isinstance(v, one):
+        return v            # already read (a summary's flat() holds its parts as parts)
     wrong = mismatch(tp, v)
     if wrong is not None:
         raise WrongType("", wrong)
