@@ -24,12 +24,12 @@ if TYPE_CHECKING:
                               run, sweep)
     from llmbench.errors import (CommandFailed, LlmbenchError, RunFailed, ServerRefused,
                                  ServerUnreachable, UsageError)
-    from llmbench.results.schema import Metric, Run, Step, Summary, Verdict
+    from llmbench.results.schema import Metric, Run, Step, Summary, Sweep, Verdict
 
 __all__ = [
     "run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
     "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec", "Threshold",
-    "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
+    "Run", "Step", "Summary", "Metric", "Verdict", "Sweep", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
     "__version__",
@@ -40,7 +40,8 @@ _WHERE = {
                      "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec",
                      "Report", "Comparison"), "llmbench.api"),
     "Threshold": "llmbench.analysis.slo",
-    **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict"), "llmbench.results.schema"),
+    **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict", "Sweep"),
+                    "llmbench.results.schema"),
     **dict.fromkeys(("LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused",
                      "CommandFailed", "RunFailed"), "llmbench.errors"),
 }

@@ -9,6 +9,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run
+
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, TypeVar
 
@@ -143,15 +148,15 @@ def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None
     return None if c is None else c.as_dict()
 
 
-def notes(run: Any) -> list[str]:
+def notes(run: "Run") -> list[str]:
     """Sentences to print after a run (a ``results.schema.Run``)."""
-    c = run.output_length or {}
+    c = run.findings.output_length or {}
     out = [c["message"]] if c.get("message") else []
-    n = run.not_streamed or 0
+    n = run.findings.not_streamed or 0
     if n:
         out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
                    "E2E latency for them); use --no-stream for such a server.")
-    n = run.connection_resends or 0
+    n = run.findings.connection_resends or 0
     if n:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "
@@ -307,10 +312,10 @@ def _ollama_unreported(out: PromptCache, salt: dict[str, Any] | None) -> PromptC
     return out
 
 
-def cache_lines(run: Any) -> list[str]:
+def cache_lines(run: "Run") -> list[str]:
     """The console's lines about the prefix cache of a run (``results.schema.Run``): the share
     when a server reported one, then the warning when it flatters the numbers."""
-    c = run.prompt_cache
+    c = run.findings.prompt_cache
     if c is None:
         return []
     out = []

@@ -11,7 +11,7 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
-from llmbench.results.schema import ProbeStep, Run, ServerProbe
+from llmbench.results.schema import Findings, ProbeStep, Router, Run, RunState, ServerProbe
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
@@ -140,27 +140,30 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
                           float(records.col("done").max()) if len(records) else None)
     run = Run(
-        kind="probe", status="partial" if outcome.interrupted or bool(
+        RunState(kind="probe", status="partial" if outcome.interrupted or bool(
             outcome.workers and outcome.workers.get("crashed")) else "complete",
-        started_at=outcome.started_at,
+            started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
         config={"router": c.target.describe(), "direct": plan.direct.describe(),
                 "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
                 "think_s": list(shape.think_s), "seed": shape.seed,
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__},
-        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
-        environment=environment(), steps=list(steps), router_bound=router_bound(steps),
-        backends=backends([r for r in records if r.path == "router"]),
-        # the router's own per-backend in-flight counts (NOMYO): the spread when no reply
-        # names its backend
-        router_counters=router_counters(outcome.server("router").samples),
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
-        server_probe={name: ServerProbe(kind=s.kind, note=s.note, samples=len(s.samples))
-                      for name, s in outcome.servers.items()},
-        **tel.get("body", {}),
-        workers=outcome.workers, interrupted=outcome.interrupted)
-    if not run.backends:
+        workload=c.workload.describe(), environment=environment(),
+        findings=Findings(
+            router=Router(
+                steps=list(steps), bound=router_bound(steps),
+                backends=backends([r for r in records if r.path == "router"]),
+                # the router's own per-backend in-flight counts (NOMYO): the spread when no
+                # reply names its backend
+                counters=router_counters(outcome.server("router").samples),
+                server_probes={name: ServerProbe(kind=s.kind, note=s.note,
+                                                 samples=len(s.samples))
+                               for name, s in outcome.servers.items()}),
+            **checks.record_checks(records, c.params, c.target.api, c.workload),
+            server_probe=None, **tel.get("body", {}), workers=outcome.workers),
+        interrupted=outcome.interrupted)
+    if not run.findings.router.backends:
         # what the missing backend names mean for the spread and the overhead
-        run.backends_unidentified = unidentified_sentence(run.router_counters)
+        run.findings.router.unidentified = unidentified_sentence(run.findings.router.counters)
     try:
         run.save(run_dir)
     finally:
@@ -185,13 +188,13 @@ def perform(plan: ProbePlan) -> Done:
     except PreflightError as exc:
         return failed(exc, run_dir, "probe", c.target)
     from llmbench.report import screen
-    steps: list[ProbeStep] = run.steps
+    steps: list[ProbeStep] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
                "excludes zero and it is at least 1 ms or 2%: real, not noise)")
     ci = interval_line(steps)
     if ci:
         screen.say(ci)
-    odd = implausible_line(steps, run.backends)
+    odd = implausible_line(steps, run.findings.router.backends)
     if odd:
         screen.say(odd)
     if steps and not any(s.ttft_p50.ci_ms for s in steps):
@@ -200,14 +203,14 @@ def perform(plan: ProbePlan) -> Done:
                    "rounds (--rounds).")
     elif steps and not any(s.ttft_p50.significant for s in steps):
         screen.say("No significant router overhead at any step (TTFT p50).")
-    b = run.router_bound
+    b = run.findings.router.bound
     if b:
         screen.say(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
                    f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the "
                    f"direct path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
     elif len(steps) > 1:
         screen.say("No step where the router's overhead grew while the direct path stayed flat.")
-    pc = run.prompt_cache
+    pc = run.findings.prompt_cache
     if pc is not None and pc.paths_differ:
         # the overhead above is then partly the cache's: say so where the answer is read
         screen.say(f"Not like for like: {pc.paths_differ}.")
@@ -215,9 +218,9 @@ def perform(plan: ProbePlan) -> Done:
         screen.say("Prompt cache on first turns, by path: " + ", ".join(
             f"{k} {v.share * 100:.0f}%" for k, v in pc.by_path.items()
             if v.share is not None) + " (each path sends its own prompts).")
-    be = run.backends
-    if run.backends_unidentified:
-        screen.say(run.backends_unidentified)
+    be = run.findings.router.backends
+    if run.findings.router.unidentified:
+        screen.say(run.findings.router.unidentified)
     if be:
         spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
                            + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
+from llmbench.results.schema import Run, Step, Summary, Sweep, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _sessions, _table, e
@@ -118,7 +118,7 @@ def _num(v: Any, fmt: str = "{:g}") -> str:
 
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
-    doc = Run.load(sweep_dir)
+    doc = Sweep.load(sweep_dir)
     cfg = doc.config or {}
     settings = doc.settings or {}
     status = doc.status
@@ -136,7 +136,7 @@ def render(sweep_dir: str | Path) -> str:
     return "\n".join(out)
 
 
-def body(doc: Run, sweep_dir: Path) -> list[str]:
+def body(doc: Sweep, sweep_dir: Path) -> list[str]:
     """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
     notebook shows the same, llmbench/report/notebook.py)."""
     results = doc.results

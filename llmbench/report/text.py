@@ -48,7 +48,7 @@ def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
         return [(st.load, n, c) for st in run.steps if isinstance(st, Step)
                 for n, c in st.classes.items()]
     if run.kind == "run":
-        return [(run.load_level, n, c) for n, c in run.classes.items()]
+        return [(run.load_level, n, c) for n, c in run.findings.classes.items()]
     return []
 
 
@@ -74,7 +74,7 @@ def to_csv(run_dir: str | Path) -> str:
     if run.kind == "probe":
         w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
-        probe_steps: list[ProbeStep] = run.steps
+        probe_steps: list[ProbeStep] = run.findings.router.steps
         for pst in probe_steps:
             o = pst.ttft_p50
             router, direct = pst.router, pst.direct
@@ -92,7 +92,7 @@ def to_csv(run_dir: str | Path) -> str:
         # an empty cell is a statistic with no data (never 0)
         held = [st.held, st.state] if st is not None else [None, None]
         if run.kind == "run" and classes:
-            bad = [c for c in run.thresholds if not c.ok]
+            bad = [c for c in run.findings.thresholds if not c.ok]
             held = [not bad, "over" if bad else "held"]
         w.writerow([load] + (["", None] if classes else [])
                    + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
@@ -146,7 +146,7 @@ def _md_classes(run: Run) -> list[str]:
                  "held" if c.held else f"**{_md_escape(c.state)}**"
                  + (f": {_md_escape(failed)}" if failed else "")]
         out.append("| " + " | ".join(str(x) for x in cells) + " |")
-    iso = run.isolation
+    iso = run.findings.isolation
     if iso is not None:
         out.append("")
         out.append("#### Each class alone (--isolate)")
@@ -214,7 +214,7 @@ def to_markdown(run_dir: str | Path) -> str:
         if s.cancelled:              # --abandon: users who gave up, not failures
             out.append(f"| cancelled (users gave up) | {s.cancelled} "
                        f"({s.cancelled_waiting or 0} before a first token) |")
-        x = run.sessions
+        x = run.findings.sessions
         if x is not None:           # agent sessions (docs/agents.md)
             for k, v in (("sessions_completed", f"{x.completed} of {x.started}"),
                          ("sessions_per_min", "–" if x.sessions_per_min is None
@@ -225,9 +225,9 @@ def to_markdown(run_dir: str | Path) -> str:
                          ("session_cached_share", "–" if x.cached_share is None
                           else f"{100 * x.cached_share:.0f}%")):
                 out.append(f"| {k} | {v} |")
-        if run.thresholds:
+        if run.findings.thresholds:
             out.append("")
-            for c in run.thresholds:
+            for c in run.findings.thresholds:
                 # a class's check says its class and threshold ("tight: ttft.mean<=400ms: ...")
                 out.append(f"- {'ok' if c.ok else '**FAIL**'}: "
                            + _md_escape(c.text or f"{c.threshold}: {c.reason or ''}"))
@@ -245,7 +245,7 @@ def to_markdown(run_dir: str | Path) -> str:
     out.append("")
     out.append(f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')}).")
-    labels = run.labels or {}
+    labels = run.state.labels or {}
     if labels:
         out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
                                           for k, v in sorted(labels.items())) + ".")

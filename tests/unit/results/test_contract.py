@@ -14,7 +14,8 @@ import pytest
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_WRITE
 from llmbench.results.contract import Part, part
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import SCHEMA_VERSION, Check, Metric, Run, Step, Summary
+from llmbench.results.schema import (SCHEMA_VERSION, Check, Findings, Metric, Run, RunState,
+                                     Step, Summary, Sweep, load_result)
 from tests.helpers import ROOT
 
 FOLDERS = sorted({p.parent for p in [*ROOT.glob("results/examples/**/run.json"),
@@ -31,12 +32,15 @@ def test_every_folder_loads_and_writes_back_unchanged(folder, tmp_path):
     name = "sweep.json" if (folder / "sweep.json").is_file() and not (
         folder / "run.json").is_file() else "run.json"
     raw = (folder / name).read_text(encoding="utf-8")
-    run = Run.load(folder)
+    run = load_result(folder)
     assert run.to_dict() == json.loads(raw)
     # written as llmbench writes it, the same bytes: keys in the file's order, values as read
     run.save(tmp_path)
     assert (tmp_path / name).read_text(encoding="utf-8") == raw
-    assert run.schema_version == SCHEMA_VERSION
+    if isinstance(run, Sweep):
+        assert name == "sweep.json" and run.schema_version == SCHEMA_VERSION
+        return
+    assert run.state.schema_version == SCHEMA_VERSION
     if run.kind == "ramp":
         assert all(isinstance(st, Step) for st in run.steps) and run.verdict is not None
         assert run.held == max((st.load for st in run.steps if st.held), default=None)
@@ -89,7 +93,7 @@ class SessionSummary(Part):
 
 @dataclass
 class RunWithSessions(Run):
-    sessions: SessionSummary | None = part(None, omit="none")
+    agent_sessions: SessionSummary | None = part(None, omit="none")
 
 
 def test_a_new_typed_field_is_one_line():
@@ -103,13 +107,14 @@ def test_a_new_typed_field_is_one_line():
     old = Step(index=1, load=4, held=False, state="over").to_dict()
     assert "telemetry" not in old and StepWithTelemetry.from_dict(old).to_dict() == old
     duration = Metric.of("session_duration", {"count": 2, "mean": 1500.0, "p95": float("inf")})
-    run = RunWithSessions(kind="run", summary=Summary(), sessions=SessionSummary(
+    run = RunWithSessions(RunState(kind="run"), summary=Summary(), agent_sessions=SessionSummary(
         sessions=2, duration_ms=duration, first_turns=Summary(completed=2)))
     d = run.to_dict()
-    assert d["sessions"]["duration_ms"] == {"n": 2, "mean": 1500.0, "p95": "inf"}
+    assert d["agent_sessions"]["duration_ms"] == {"n": 2, "mean": 1500.0, "p95": "inf"}
     again = RunWithSessions.from_dict(d)
-    assert again.sessions is not None and again.sessions.duration_ms.p95 == float("inf")
-    assert again.sessions.first_turns == run.sessions.first_turns and again.to_dict() == d
+    assert again.agent_sessions is not None
+    assert again.agent_sessions.duration_ms.p95 == float("inf")
+    assert again.agent_sessions.first_turns == run.agent_sessions.first_turns and again.to_dict() == d
 
 
 # -- the exit code: one rule for the command line, the API and the tests ------------------------
@@ -120,7 +125,7 @@ def _ramp(states, kind="queuing", **kw) -> Run:
                                 insufficient=st == "not enough data")])
              for i, (u, st) in enumerate(states)]
     from llmbench.results.schema import Verdict
-    return Run(kind="ramp", steps=steps, verdict=Verdict(kind=kind),
+    return Run(RunState(kind="ramp"), steps=steps, verdict=Verdict(kind=kind),
                config={"ramp": {"steps": [u for u, _ in states], **kw}})
 
 
@@ -131,17 +136,18 @@ def test_exit_code_and_passed():
     assert _ramp([(1, "not enough data"), (2, "not enough data")]).exit_code == 7
     assert _ramp([(1, "held"), (2, "over")], kind="load_generator").exit_code == EXIT_OVERLOADED
     assert _ramp([(1, "held"), (2, "over")], expect=4).exit_code == 1
-    run = Run(kind="run", summary=Summary(), thresholds=[Check(threshold="x", ok=False)])
+    run = Run(RunState(kind="run"), summary=Summary(),
+              findings=Findings(thresholds=[Check(threshold="x", ok=False)]))
     assert run.exit_code == EXIT_THRESHOLD and not run.passed
-    run.thresholds = [Check(threshold="x", ok=True)]
+    run.findings.thresholds = [Check(threshold="x", ok=True)]
     assert run.exit_code == EXIT_OK and run.passed
     run.interrupted = True
     assert run.exit_code == EXIT_INTERRUPTED
-    run.interrupted, run.status = None, "partial"       # read back: partial is interrupted
+    run.interrupted, run.state.status = None, "partial"       # read back: partial is interrupted
     assert run.exit_code == EXIT_INTERRUPTED
-    run.status, run.workers = "partial", {"crashed": [{"worker": 1, "error": "killed"}]}
+    run.state.status, run.findings.workers = "partial", {"crashed": [{"worker": 1, "error": "killed"}]}
     assert run.exit_code == EXIT_OVERLOADED
-    run.status, run.error = "failed", "cannot write results/x/requests.jsonl"
+    run.state.status, run.state.error = "failed", "cannot write results/x/requests.jsonl"
     assert run.exit_code == EXIT_WRITE
 
 
