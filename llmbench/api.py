@@ -36,7 +36,7 @@ from llmbench.commands.run_spec import RunSpec
 from llmbench.commands.sweep_spec import SweepSpec
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
-from llmbench.results.schema import Run, Sweep
+from llmbench.results.schema import Run, RunResult, Sweep
 import llmbench.report.notebook  # noqa: F401,E402  (a Run and a Step draw themselves in Jupyter)
 
 __all__ = ["run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
@@ -251,7 +251,7 @@ def _sweep_result(done: Any) -> Sweep:
     return sweep
 
 
-run = Command(RunSpec, lambda s: _result(s.perform(), "run"), """``llmbench run``: one load
+run = Command(RunSpec, lambda s: RunResult.of(_result(s.perform(), "run")), """``llmbench run``: one load
 level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
 (``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
 are in ``run.findings.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")

@@ -22,7 +22,7 @@ version 1 too.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
 
@@ -417,9 +417,9 @@ class Summary(Part):
     output_tokens_source: str | None = None
     non_streaming: bool = False
     # metrics._bunching_store's verdict on how the token events arrived (None: not recorded)
-    stream_bunching: dict[str, Any] | None = None
+    stream_bunching: JSONObject | None = None
     served_by: dict[str, int] = field(default_factory=dict)
-    backends: dict[str, Any] | None = None
+    backends: JSONObject | None = None
     cached_prompt_tokens: int | None = None
     # the share of prompt tokens the server reported cached, over the requests that reported
     # it (cached_reported of them); None: no request said
@@ -679,7 +679,7 @@ class Check(Part):
     text: str | None = None
     # an outage (analysis.outages.step_check): the step measured a server that was not there
     outage: bool | None = part(None, omit="none")
-    outages: list[dict[str, Any]] | None = part(None, omit="none")
+    outages: list[JSONObject] | None = part(None, omit="none")
     start_s: float | None = part(None, omit="none")
     # --scenario: the traffic class whose threshold this is (None: the whole step's own check)
     traffic_class: str | None = part(None, omit="none")
@@ -743,7 +743,7 @@ class Step(Part):
     held: bool = False
     state: StepState = HELD
     checks: list[Check] = field(default_factory=list)
-    monitor: dict[str, Any] = field(default_factory=dict)
+    monitor: JSONObject = field(default_factory=dict)
     unfinished: int = 0
     steady: Steady | None = None
     summary: Summary = field(default_factory=Summary)
@@ -989,7 +989,7 @@ class Verdict(Part):
     knee: Knee | None = part(None, when=_analysed)
     drifting: list[float] = part(default_factory=list, when=_analysed)
     steady_note: list[str | None] = part(default_factory=list, when=_analysed)
-    compared: dict[str, Any] | None = part(None, when=_analysed)
+    compared: JSONObject | None = part(None, when=_analysed)
     ttft_p95_ms: list[float | None] = part(default_factory=list, when=_analysed)
     # the median gap at the two steps (folders before the one percentile rule: "itl_median_ms",
     # kept as read in ``extra``)
@@ -997,8 +997,8 @@ class Verdict(Part):
     itl_p95_ms: list[float | None] = part(default_factory=list, when=_analysed)
     itl_grew: bool = part(False, when=_analysed)
     ttft_grew: bool = part(False, when=_analysed)
-    served_at_once: dict[str, Any] | None = part(None, when=_analysed)
-    server: dict[str, Any] | None = part(None, when=_analysed)
+    served_at_once: JSONObject | None = part(None, when=_analysed)
+    server: JSONObject | None = part(None, when=_analysed)
     slots_estimate: int | None = part(None, omit="none")
     generator_cause: str | None = part(None, omit="none")
     # what the server's machine named as the cause (analysis.telemetry.verdict_part)
@@ -1049,7 +1049,7 @@ class ProbeStep(Part):
     ttft_p95: Overhead = field(default_factory=Overhead)
     e2el_p50: Overhead = field(default_factory=Overhead)
     itl_p50: Overhead = field(default_factory=Overhead)
-    monitor: dict[str, Any] = field(default_factory=dict)
+    monitor: JSONObject = field(default_factory=dict)
 
     def overhead(self, name: str) -> Overhead:
         """'ttft_p50', 'ttft_p95', 'e2el_p50' or 'itl_p50'."""
@@ -1570,6 +1570,23 @@ class Run(Part):
             run.interrupted = run.extra["interrupted"]      # kept as read, and known
         run.path = None if path is None else Path(path)
         return run
+
+
+@dataclass
+class RunResult(Run):
+    """What ``llmbench.run(...)`` returns: a ``run`` that measured, so its ``summary`` is
+    always there (``run.summary.ttft.p50`` with no None check); written and read as any Run."""
+
+    summary: Summary = part(default_factory=Summary, when=_run_body)
+
+    @classmethod
+    def of(cls, run: Run) -> "RunResult":
+        """``run`` as a RunResult (the same parts, not copies); a run with no summary is a
+        ValueError (the API raises before: a run that measured nothing is an error)."""
+        if run.summary is None:
+            raise ValueError("a run with no summary measured nothing")
+        got = cls(**{f.name: getattr(run, f.name) for f in fields(Run)})
+        return got
 
 
 def _version(d: Mapping[str, Any], path: str | Path | None) -> None:

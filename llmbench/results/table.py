@@ -19,11 +19,6 @@ close: METRICS.md), TPOT (last - first) / (output tokens - 1).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from llmbench.results.schema import Run
-
 import math
 from typing import Any, Iterator
 
@@ -83,7 +78,7 @@ FOREIGN_TEXT = ("error", "served_by", "finish_reason", "conversation", "note", "
                 "error_kind", "path")
 
 
-def _t0(run: "Run", rows: list[dict[str, Any]]) -> float:
+def _t0(run: Any, rows: list[dict[str, Any]]) -> float:
     t0 = run.data.get("t0_perf") if hasattr(run, "data") else None
     if isinstance(t0, (int, float)) and math.isfinite(t0):
         return float(t0)
@@ -145,7 +140,7 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
     }
 
 
-def request_rows(run: "Run") -> Iterator[dict[str, Any]]:
+def request_rows(run: Any) -> Iterator[dict[str, Any]]:
     """One plain dict per request of the run folder's requests.jsonl, in file order. RUN: a
     results.schema.Run (not imported here: schema imports this module; report.export.as_run
     makes one from a folder's path). A torn line (a crash mid-write) is skipped."""
@@ -160,7 +155,7 @@ def request_rows(run: "Run") -> Iterator[dict[str, Any]]:
         yield request_row(rec, t0)
 
 
-def request_frame(run: "Run") -> Any:
+def request_frame(run: Any) -> Any:
     """The requests as a pandas DataFrame with typed columns: bool, nullable Int64, float64
     (NaN where there is no value: a failed request's TTFT) and string."""
     return typed_frame(request_rows(run), COLUMNS)

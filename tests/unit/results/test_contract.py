@@ -169,3 +169,44 @@ def test_a_sweep_settings_server_state_is_typed_and_writes_todays_keys():
     assert isinstance(s.server_state, ServerState) and s.server_state.max_running == 1
     assert s.to_dict()["server_state"] == doc["server_state"]       # read back unchanged
     assert ServerState.from_dict(full.to_dict()) == full
+
+
+def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
+    # issue 44: a Run is at most 12 saved fields, none of them Any; its parts are written as
+    # run.json's top-level keys, in the one order run.json has always had
+    import dataclasses
+    from llmbench.results.schema import RUN_KEYS, Findings, Router, Sweep
+    saved = [f.name for f in dataclasses.fields(Run)
+             if not f.metadata.get("internal") and f.name not in ("extra", "read_keys")]
+    assert len(saved) <= 12, saved
+    for cls in (Run, RunState, Findings, Router, Sweep):
+        loose = {k: v for k, v in cls.__annotations__.items() if "Any" in str(v)}
+        assert not loose, (cls.__name__, loose)
+    run = Run(RunState(kind="run", t0_perf=1.0, pid=7), summary=Summary(),
+              config={"load": {"concurrency": 2}}, workload={"fingerprint": "f"},
+              findings=Findings(monitor={"busy": False}, outages=[{"text": "down"}],
+                                workers={"n": 2}, trace={"file": "t"}))
+    keys = list(run.to_dict())
+    assert keys == [k for k in RUN_KEYS if k in keys]
+    assert keys[:3] == ["schema_version", "kind", "status"] and "monitor" in keys
+    assert "steps" not in keys and "verdict" not in keys     # a run's body, not a ramp's
+    back = Run.from_dict(run.to_dict())
+    assert back.findings.monitor == {"busy": False} and back.state.pid == 7
+    assert back.to_dict() == run.to_dict() and back.load_level == 2
+
+
+def test_a_probe_keeps_its_steps_and_probes_in_its_router_part():
+    # a probe's steps and per-path server probes share run.json's "steps" and "server_probe"
+    # keys with a ramp's: they are the Router part's, written and read back there
+    from llmbench.results.schema import Findings, ProbeStep, Router, ServerProbe
+    run = Run(RunState(kind="probe"), findings=Findings(router=Router(
+        steps=[ProbeStep(index=0, users=2)], bound={"users": 2},
+        server_probes={"router": ServerProbe(kind="nomyo"), "direct": ServerProbe()})))
+    d = run.to_dict()
+    assert d["steps"][0]["users"] == 2 and d["router_bound"] == {"users": 2}
+    assert d["server_probe"]["router"]["kind"] == "nomyo" and "summary" not in d
+    back = Run.from_dict(d)
+    assert back.steps == [] and back.findings.router.steps[0].users == 2
+    assert back.findings.server_probe is None
+    assert back.findings.router.server_probes["router"].kind == "nomyo"
+    assert back.to_dict() == d and list(back.to_dict()) == list(d)
