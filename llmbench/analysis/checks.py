@@ -161,7 +161,7 @@ def notes(run: "Run") -> list[str]:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "
                    "latency includes the lost attempt).")
-    tel = getattr(run, "run_telemetry", None)
+    tel = run.findings.run_telemetry
     if tel is not None:
         out.extend(str(n) for n in tel.notes)    # a source that did not answer...
     return out
