@@ -22,7 +22,8 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
 from llmbench.results.folder import environment
-from llmbench.results.schema import (Check, Findings, Run, RunState, ServerProbe, Step,
+from llmbench.results.schema import (Check, Findings, HeldInterval, RepeatRun, Repeats, Run,
+                                     RunState, ServerProbe, Step,
                                      deciding_step, held_load)
 from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
@@ -421,16 +422,16 @@ def run_held(run: Run) -> float:
     return held_load(run.steps)
 
 
-def held_interval(values: Sequence[float]) -> dict[str, Any]:
+def held_interval(values: Sequence[float]) -> HeldInterval:
     """Users held over repeats: the median repeat and the min-max range. With n repeats the
     range [min, max] holds the median of all such ramps with probability 1 - 2 x 0.5^n (an
     order-statistic interval, no assumption on the distribution): 75 % for 3, 94 % for 5."""
     xs = sorted(values)
     n = len(xs)
-    return {"median": xs[(n - 1) // 2], "low": xs[0], "high": xs[-1], "values": list(values),
-            "method": f"min-max over {n} repeats; covers the median ramp's users held with "
-                      f"probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
-            "coverage": 1 - 2 * 0.5 ** n if n > 1 else None}
+    return HeldInterval(median=xs[(n - 1) // 2], low=xs[0], high=xs[-1], values=list(values),
+                        method=f"min-max over {n} repeats; covers the median ramp's users held "
+                               f"with probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
+                        coverage=1 - 2 * 0.5 ** n if n > 1 else None)
 
 
 def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
@@ -439,7 +440,7 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
     helds = [run_held(run) for _, run, _ in runs]
     iv = held_interval(helds)
-    rep = helds.index(iv["median"])
+    rep = helds.index(iv.median)
     plan, run, _ = runs[rep]
     unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
@@ -448,21 +449,20 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
                   verdict=verdict_mod.over_repeats(run.verdict, helds, iv, unit))
     doc.state = replace(run.state, status="partial" if interrupted or len(runs) < planned
                         else run.status)
-    doc.findings.repeats = {
-        "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,
-        "note": f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
-        "runs": [{"repeat": i + 1, "seed": p.shape.seed, "workload_seed": p.common.workload.seed,
-                  "status": x.status, "held": h,
-                  "verdict": x.verdict.text if x.verdict is not None else None,
-                  "verdict_kind": x.verdict.kind if x.verdict is not None else None,
-                  "steps": [st.to_dict() for st in x.steps],
-                  **({"search": x.search.to_dict()} if x.search is not None else {})}
-                 for i, ((p, x, _), h) in enumerate(zip(runs, helds))]}
+    doc.findings.repeats = Repeats(
+        planned=planned, done=len(runs), representative=rep + 1, held=iv,
+        note=f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
+        runs=[RepeatRun(repeat=i + 1, seed=p.shape.seed, workload_seed=p.common.workload.seed,
+                        status=x.status, held=h,
+                        verdict=x.verdict.text if x.verdict is not None else None,
+                        verdict_kind=x.verdict.kind if x.verdict is not None else None,
+                        steps=list(x.steps), search=x.search)
+              for i, ((p, x, _), h) in enumerate(zip(runs, helds))])
     if doc.search is not None and len(runs) > 1:
         # the limit's interval over the repeats (each a whole search), as --repeat gives
-        doc.search = replace(doc.search, interval=[float(iv["low"]), float(iv["high"])],
+        doc.search = replace(doc.search, interval=[float(iv.low or 0), float(iv.high or 0)],
                              interval_method=f"the limits of {len(runs)} searches (min-max: "
-                                             + str(iv["method"]).split("; ", 1)[-1] + ")")
+                                             + iv.method.split("; ", 1)[-1] + ")")
     if run_dir is not None:
         doc.save(run_dir)
         chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
@@ -519,7 +519,8 @@ def perform(r: RampPlan, repeat: int = 1,
         head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
                          "also sent less; a real crowd may push harder.", NOTE))
     if repeat > 1 and run.findings.repeats:
-        head.append(Part(f"  Users held: {(run.held_interval or {}).get('method')}.", EVIDENCE))
+        head.append(Part(f"  Users held: {run.held_interval.method if run.held_interval else None}.",
+                         EVIDENCE))
     if code == EXIT_THRESHOLD:
         head.append(Part(f"No step held its thresholds: exit {EXIT_THRESHOLD}."))
     elif code == EXIT_NOT_JUDGED:

@@ -520,7 +520,7 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     steps = run.ladder()
     reps = run.findings.repeats
     res.held_interval = run.held_interval
-    res.held = res.held_interval["median"] if res.held_interval else run_held(run)
+    res.held = res.held_interval.median if res.held_interval else run_held(run)
     res.search = run.search
     v = run.verdict
     status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"

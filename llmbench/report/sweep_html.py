@@ -30,8 +30,8 @@ def _held_text(r: SweepSetting) -> str:
     if r.held is None:
         return "–"
     iv = r.held_interval
-    if iv and iv.get("low") is not None:
-        return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    if iv and iv.low is not None and iv.high is not None:
+        return f"{r.held:g} [{iv.low:g}, {iv.high:g}]"
     return f"{r.held:g}"
 
 
@@ -48,9 +48,9 @@ def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] 
     not measured says why on its own slot instead of drawing a zero."""
     bars = []
     for label, r in zip(_labels(results), results):
-        iv = r.held_interval or {}
-        bars.append(charts.HeldBar(label=label, held=r.held, low=iv.get("low"),
-                                   high=iv.get("high"), status=r.status,
+        iv = r.held_interval
+        bars.append(charts.HeldBar(label=label, held=r.held, low=iv.low if iv else None,
+                                   high=iv.high if iv else None, status=r.status,
                                    best=r.setting == best, text=_held_text(r)))
     return charts.sweep_held(bars, unit, axis_name,
                              repeats=any(r.held_interval for r in results))
@@ -183,8 +183,7 @@ def body(doc: Sweep, sweep_dir: Path) -> list[str]:
     for row in rows:
         table = table.replace(e(row[-1]), row[-1], 1)
     out.append(f"<div class=sweep>{table}</div>")
-    iv_method = next((r.held_interval.get("method") for r in results
-                      if r.held_interval), None)
+    iv_method = next((r.held_interval.method for r in results if r.held_interval), None)
     out.append("<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
                                    "One ramp per setting: no interval (--repeat N gives one). ")
                + (f"The common load, {amount(load, unit)}, is the highest load every measured "

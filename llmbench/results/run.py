@@ -3,39 +3,33 @@ and verdict, and everything else it found (``Findings``, a probe's ``Router``)."
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping
 
-from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
-                             EXIT_WRITE)
+from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_NOT_JUDGED,
+                             EXIT_THRESHOLD, EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
-from llmbench.results.network import NetworkFloor
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, decode, encode,
-                                       kind_of, mismatch, ordered, part, read_part, specs)
+from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, kind_of, part,
+                                       read_part)
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+from llmbench.results.network import NetworkFloor
 from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
-
-from llmbench.results.sessions import CacheBound, Sessions
+from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
+from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
+                                      _at_key, _jsonl_rows)
+from llmbench.results.step import (Check, ClassStep, HeldInterval, Repeats, Step, _repeat_code,
+                                   ladder, ramp_code, search_code)
+from llmbench.results.verdict import Isolation, Verdict
 
 if TYPE_CHECKING:
     import pandas
 
     from llmbench.results.latencies import Latencies
 
-
-from llmbench.results.summary import *  # noqa: F403
-from llmbench.results.summary import _at_key, _jsonl_rows, _CONFIG_SECTIONS  # noqa: F401
-from llmbench.results.step import *  # noqa: F403
-from llmbench.results.step import _repeat_code  # noqa: F401
-from llmbench.results.verdict import *  # noqa: F403
-
-# -- a probe's step ----------------------------------------------------------------------------
 
 @dataclass
 class Overhead(Part):
@@ -194,7 +188,7 @@ class Findings(Part):
     network: NetworkFloor | None = part(None, omit="none")
     workers: JSONObject | None = part(None, omit="none")
     repeat: JSONObject | None = part(None, omit="none")
-    repeats: JSONObject | None = part(None, omit="none")
+    repeats: Repeats | None = part(None, omit="none")
     # --abandon: what the users cancelled and whether the server let go (results.abandon)
     abandonment: Abandonment | None = part(None, omit="none")
     # --scenario --isolate: each class alone at its load in the first step that broke
@@ -295,10 +289,9 @@ class Run(Part):
         return ladder(self.steps, self.search)
 
     @property
-    def held_interval(self) -> JSONObject | None:
+    def held_interval(self) -> HeldInterval | None:
         """A ramp run with ``--repeat``: users held over the repeats (median, min, max)."""
-        got = (self.findings.repeats or {}).get("held")
-        return got if isinstance(got, dict) else None
+        return self.findings.repeats.held if self.findings.repeats is not None else None
 
     @property
     def load_config(self) -> JSONObject:
@@ -361,13 +354,13 @@ class Run(Part):
             want = ramp.get("expect")
             expect = float(want) if isinstance(want, (int, float)) else None
             planned = len(_list(ramp.get("steps"))) or None
-            rep = _int(f.repeats.get("representative") if f.repeats else None, 1) - 1
+            rep = (f.repeats.representative if f.repeats else 1) - 1
             if f.repeats and self.repeat_codes:
                 codes = self.repeat_codes
                 return (EXIT_OVERLOADED if EXIT_OVERLOADED in codes else
                         codes[rep] if 0 <= rep < len(codes) else codes[-1])
             if f.repeats:
-                codes = [_repeat_code(r, expect, planned) for r in _runs(f.repeats)]
+                codes = [_repeat_code(r, expect, planned) for r in f.repeats.runs]
                 if EXIT_OVERLOADED in codes:
                     return EXIT_OVERLOADED
                 if 0 <= rep < len(codes):
@@ -385,7 +378,7 @@ class Run(Part):
     def _interrupted(self) -> bool:
         """A partial run stopped by a signal (not cut short by a later repeat's failure)."""
         if self.findings.repeats:
-            return any(r.get("status") == "partial" for r in _runs(self.findings.repeats))
+            return any(r.status == "partial" for r in self.findings.repeats.runs)
         return True
 
     # -- its folder ------------------------------------------------------------------------------
@@ -541,12 +534,3 @@ def _section(config: JSONObject, name: str) -> JSONObject:
 
 def _list(v: JSONValue) -> list[JSONValue]:
     return v if isinstance(v, list) else []
-
-
-def _int(v: JSONValue, default: int) -> int:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v else default
-
-
-def _runs(repeats: JSONObject) -> list[JSONObject]:
-    """``--repeat``'s runs, as run.json's repeats.runs holds them."""
-    return [r for r in _list(repeats.get("runs")) if isinstance(r, dict)]

@@ -73,6 +73,9 @@ from llmbench.results.summary import (  # noqa: F401
     _metric_from,
 )
 from llmbench.results.step import (  # noqa: F401
+    HeldInterval,
+    RepeatRun,
+    Repeats,
     StepState,
     HELD,
     OVER,
@@ -121,8 +124,6 @@ from llmbench.results.run import (  # noqa: F401
     _version,
     _section,
     _list,
-    _int,
-    _runs,
 )
 from llmbench.results.sweep import (  # noqa: F401
     StepBrief,

@@ -3,36 +3,16 @@ the rules that turn steps into a ramp's exit code."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
 
-from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
-                             EXIT_WRITE)
-from llmbench.results.abandon import Abandonment
-from llmbench.results.cache import PromptCache
-from llmbench.results.network import NetworkFloor
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, decode, encode,
-                                       kind_of, mismatch, ordered, part, read_part, specs)
-from llmbench.results.jsonfile import RunFolderError, read_object, write_json
-from llmbench.results.reset import CacheReset
+from llmbench.errors import (EXIT_EXPECTATION, EXIT_OK, EXIT_OVERLOADED, EXIT_NOT_JUDGED,
+                             EXIT_THRESHOLD, EXIT_UNREACHABLE)
+from llmbench.results.contract import JSONObject, Part, part
 from llmbench.results.search import Search
-
-from llmbench.results.sessions import CacheBound, Sessions
-from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
-
-if TYPE_CHECKING:
-    import pandas
-
-    from llmbench.results.latencies import Latencies
-
-
-from llmbench.results.summary import *  # noqa: F403
-from llmbench.results.summary import _at_key, _metric_from, _metric_stat, _number, _scalar_types  # noqa: F401
-
-# -- a step: its checks, its steady state ----------------------------------------------------
+from llmbench.results.sessions import Sessions
+from llmbench.results.telemetry import Telemetry
+from llmbench.results.summary import Summary
 
 StepState = Literal["held", "over", "not enough data"]
 HELD: StepState = "held"
@@ -218,14 +198,55 @@ def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | N
     return EXIT_OK
 
 
-def _repeat_code(rep: Mapping[str, Any], expect: float | None, planned: int | None) -> int:
+# -- --repeat: the ramp run again, users held over the repeats ---------------------------------
+
+@dataclass
+class HeldInterval(Part):
+    """Users held over repeats: the median repeat's, the min-max range, every repeat's value,
+    how the range is read (``method``) and the chance it holds the median ramp's."""
+
+    median: float | None = None
+    low: float | None = None
+    high: float | None = None
+    values: list[float] = field(default_factory=list)
+    method: str = ""
+    coverage: float | None = None
+
+
+@dataclass
+class RepeatRun(Part):
+    """One repeat of a ramp as run.json keeps it: its seeds, status, users held, verdict and
+    steps (and its search, for ``--find``)."""
+
+    repeat: int = 0
+    seed: int | None = None
+    workload_seed: int | None = None
+    status: str = "complete"
+    held: float | None = None
+    verdict: str | None = None
+    verdict_kind: str | None = None
+    steps: list[Step] = field(default_factory=list)
+    search: Search | None = part(None, omit="none")
+
+
+@dataclass
+class Repeats(Part):
+    """``--repeat``: how many repeats were planned and done, which one is the run's steps and
+    verdict (``representative``, the median, 1-based), users held over them, every repeat."""
+
+    planned: int = 0
+    done: int = 0
+    representative: int = 1
+    held: HeldInterval | None = None
+    note: str = ""
+    runs: list[RepeatRun] = field(default_factory=list)
+
+
+def _repeat_code(rep: RepeatRun, expect: float | None, planned: int | None) -> int:
     """One repeat's exit code from what run.json keeps of it (its steps, verdict, search)."""
-    steps = [Step.from_dict(s) for s in rep.get("steps") or []]
-    found = rep.get("search")
-    if isinstance(found, Mapping):
-        search = Search.from_dict(found)
-        return search_code(search, ladder(steps, search), rep.get("verdict_kind"), expect)
-    return ramp_code(steps, rep.get("verdict_kind"), expect, planned)
+    if rep.search is not None:
+        return search_code(rep.search, ladder(rep.steps, rep.search), rep.verdict_kind, expect)
+    return ramp_code(rep.steps, rep.verdict_kind, expect, planned)
 
 
 def ladder(steps: Sequence[Any], search: Search | None) -> list[Any]:

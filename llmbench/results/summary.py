@@ -5,30 +5,12 @@ distribution (``Metric``) and the ``Summary`` itself (part of the results contra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
-                             EXIT_WRITE)
-from llmbench.results.abandon import Abandonment
-from llmbench.results.cache import PromptCache
-from llmbench.results.network import NetworkFloor
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, decode, encode,
-                                       kind_of, mismatch, ordered, part, read_part, specs)
-from llmbench.results.jsonfile import RunFolderError, read_object, write_json
-from llmbench.results.reset import CacheReset
-from llmbench.results.search import Search
-
-from llmbench.results.sessions import CacheBound, Sessions
-from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
-
-if TYPE_CHECKING:
-    import pandas
-
-    from llmbench.results.latencies import Latencies
-
+from llmbench.results.contract import (JSONObject, Part, WrongType, decode, encode, mismatch,
+                                       ordered, read_part, specs)
 
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)

@@ -2,39 +2,19 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Mapping
 
-from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED,
-                             EXIT_NOT_JUDGED, EXIT_THRESHOLD, EXIT_UNREACHABLE,
-                             EXIT_WRITE)
-from llmbench.results.abandon import Abandonment
-from llmbench.results.cache import PromptCache
-from llmbench.results.network import NetworkFloor
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, decode, encode,
-                                       kind_of, mismatch, ordered, part, read_part, specs)
+from llmbench.errors import EXIT_OK
+from llmbench.results.contract import JSONObject, Part, WrongType, ordered, part
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
-from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
-
-from llmbench.results.sessions import CacheBound, Sessions
-from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
-
-if TYPE_CHECKING:
-    import pandas
-
-    from llmbench.results.latencies import Latencies
-
-
-from llmbench.results.summary import *  # noqa: F403
-from llmbench.results.step import *  # noqa: F403
-from llmbench.results.verdict import *  # noqa: F403
-from llmbench.results.run import *  # noqa: F403
-from llmbench.results.run import _list, _section, _version  # noqa: F401
-
-# -- a sweep ---------------------------------------------------------------------------------
+from llmbench.results.telemetry import ServerIdentity
+from llmbench.results.summary import SCHEMA_VERSION, Summary
+from llmbench.results.step import HeldInterval
+from llmbench.results.verdict import Knee
+from llmbench.results.run import Run, _list, _section, _version
 
 @dataclass
 class StepBrief(Part):
@@ -91,7 +71,7 @@ class SweepSetting(Part):
     run_dir: str | None = None
     log: str | None = None
     held: float | None = None
-    held_interval: JSONObject | None = None
+    held_interval: HeldInterval | None = None
     exit_code: int | None = None
     error: str | None = None
     log_tail: list[str] | None = None
