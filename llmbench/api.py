@@ -222,7 +222,7 @@ def _result(done: Any, what: str) -> Run:
     run: Run = done.run
     if done.run_dir is not None:
         run.path = Path(done.run_dir)
-    lost = (run.findings.workers or {}).get("crashed")
+    lost = run.findings.workers is not None and run.findings.workers.crashed
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
                         done.code, run)

@@ -20,6 +20,7 @@ from typing import Any, Iterable, TypeVar
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.cache import CacheCounts, PromptCache
+from llmbench.results.run import OutputLength
 
 C = TypeVar("C", bound=CacheCounts)
 
@@ -142,16 +143,17 @@ def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: in
                        longer=longer, shorter=shorter, approximate=approximate, message=message)
 
 
-def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> dict | None:
+def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None
+            ) -> OutputLength | None:
     """The check as stored in run.json under "output_length" (None: nothing to check)."""
     c = check(records, ignore_eos, api)
-    return None if c is None else c.as_dict()
+    return None if c is None else OutputLength.from_dict(c.as_dict())
 
 
 def notes(run: "Run") -> list[str]:
     """Sentences to print after a run (a ``results.schema.Run``)."""
-    c = run.findings.output_length or {}
-    out = [c["message"]] if c.get("message") else []
+    c = run.findings.output_length
+    out = [c.message] if c is not None and c.message else []
     n = run.findings.not_streamed or 0
     if n:
         out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "

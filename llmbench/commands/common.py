@@ -448,7 +448,7 @@ def incomplete_line(run: Run, code: int) -> str | None:
     """The closing line of a run, ramp or probe that lost a worker: its figures miss that
     worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
     keeps 130)."""
-    lost = lost_workers(run.findings.workers)
+    lost = run.findings.workers.lost() if run.findings.workers is not None else None
     if lost is None:
         return None
     why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"

@@ -11,7 +11,8 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
-from llmbench.results.schema import Findings, ProbeStep, Router, Run, RunState, ServerProbe
+from llmbench.results.schema import (Findings, ProbeStep, Router, Run, RunState, ServerProbe,
+                                     Workers)
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
@@ -159,7 +160,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
                                                  samples=len(s.samples))
                                for name, s in outcome.servers.items()}),
             **checks.record_checks(records, c.params, c.target.api, c.workload),
-            server_probe=None, **tel.get("body", {}), workers=outcome.workers),
+            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
         interrupted=outcome.interrupted)
     if not run.findings.router.backends:
         # what the missing backend names mean for the spread and the overhead
@@ -205,9 +206,9 @@ def perform(plan: ProbePlan) -> Done:
         screen.say("No significant router overhead at any step (TTFT p50).")
     b = run.findings.router.bound
     if b:
-        screen.say(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
-                   f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the "
-                   f"direct path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
+        screen.say(f"Router-bound from {b.users} users: its TTFT p50 overhead grew from "
+                   f"{b.first_overhead_ms:.1f} ms to {b.overhead_ms:.1f} ms while the "
+                   f"direct path stayed flat ({fmt_ms(b.direct_ttft_p50_ms)}).")
     elif len(steps) > 1:
         screen.say("No step where the router's overhead grew while the direct path stayed flat.")
     pc = run.findings.prompt_cache

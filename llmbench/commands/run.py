@@ -15,7 +15,8 @@ from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, screen, vllm_json
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
-from llmbench.results.schema import Findings, Run, RunState, ServerProbe, Step, Summary
+from llmbench.results.schema import (Findings, Run, RunState, ServerProbe, Step, Summary,
+                                     Workers)
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
@@ -113,7 +114,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
         report["warmup_failed"] = warm_failed
         extra["prefix_cache"] = report
     if outcome.workers is not None:
-        extra["workers"] = outcome.workers
+        extra["workers"] = Workers.of(outcome.workers)
     extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
     run = Run(
         RunState(kind="run", status="partial" if outcome.interrupted or _crashed(outcome)

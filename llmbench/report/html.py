@@ -581,8 +581,8 @@ def _reasoning(s: Summary) -> list[str]:
 def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps: list[ProbeStep] = run.findings.router.steps
     b = run.findings.router.bound
-    msg = (f"Router-bound from {b['users']} users: TTFT p50 overhead {b['first_overhead_ms']:.1f} ms "
-           f"-> {b['overhead_ms']:.1f} ms while the direct path stayed flat." if b else
+    msg = (f"Router-bound from {b.users} users: TTFT p50 overhead {b.first_overhead_ms:.1f} ms "
+           f"-> {b.overhead_ms:.1f} ms while the direct path stayed flat." if b else
            "No step where the router's overhead grew while the direct path stayed flat.")
     body = [f'<div class="verdict{" bad" if b else ""}"><b>{e(msg)}</b></div>',
             "<h2>Overhead per step (router − direct, 95% bootstrap intervals)</h2>"]

@@ -165,8 +165,7 @@ def headline(run: Run) -> str:
                 + ", " + (f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) else "– tok/s"))
     if run.kind == "probe":
         b = run.findings.router.bound
-        return (f"router-bound from {b.get('users')} users" if isinstance(b, dict)
-                else "no router-bound step")
+        return f"router-bound from {b.users} users" if b is not None else "no router-bound step"
     return ""
 
 

@@ -109,6 +109,63 @@ def _one_probe(r: "Run") -> bool:
 
 
 @dataclass
+class RouterBound(Part):
+    """Where a probe's router became the bottleneck: the first load whose TTFT overhead grew
+    beyond the first step's interval while the direct path stayed flat."""
+
+    users: int = 0
+    overhead_ms: float | None = None
+    first_overhead_ms: float | None = None
+    direct_ttft_p50_ms: float | None = None
+
+
+@dataclass
+class LostWorker(Part):
+    """A worker process that died during the run: its number, what happened, its records."""
+
+    worker: int = 0
+    error: str = ""
+    records: int = 0
+
+
+@dataclass
+class Workers(Part):
+    """The worker processes (or Ray actors) the load ran on: how many were asked for and ran,
+    the launcher, each one's records, the token counter, and any that died (``crashed``)."""
+
+    requested: int | str | None = None
+    count: int = 0
+    launcher: str = ""
+    crashed: list[LostWorker] = field(default_factory=list)
+    records: dict[str, int] = field(default_factory=dict)
+    count_tokens: str | None = None
+
+    @classmethod
+    def of(cls, described: Mapping[str, Any] | None) -> "Workers | None":
+        """The fleet's own description (``Fleet.describe``), typed; None: one process."""
+        return None if described is None else cls.from_dict(described)
+
+    def lost(self) -> str | None:
+        """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
+        return "; ".join(f"worker {c.worker} {c.error}" for c in self.crashed) or None
+
+
+@dataclass
+class OutputLength(Part):
+    """Whether the replies were as long as asked (analysis.checks): how many were checked, the
+    mean asked and received, how many were longer or shorter, whether the counts are the
+    client's tokenizer's, and one sentence when most missed."""
+
+    checked: int = 0
+    asked_mean: float | None = None
+    received_mean: float | None = None
+    longer: int = 0
+    shorter: int = 0
+    approximate: bool = False
+    message: str | None = None
+
+
+@dataclass
 class RunState(Part):
     """What a run is and where it stands: its kind, its status ("running", "complete",
     "partial", "failed", "interrupted"), when it started (wall clock, and the perf clock its
@@ -137,7 +194,7 @@ class Router(Part):
     bound (``bound``), the spread over backends (``backends``; the router's own counters when
     no reply named one, and what that means: ``unidentified``), each path's server probe."""
 
-    bound: JSONObject | None = part(None, key="router_bound", when=_probe_body)
+    bound: RouterBound | None = part(None, key="router_bound", when=_probe_body)
     backends: JSONObject | None = part(None, when=_probe_body)
     counters: JSONValue = part(None, key="router_counters", when=_probe_body)
     unidentified: str | None = part(None, key="backends_unidentified", omit="none")
@@ -160,10 +217,11 @@ class Findings(Part):
 
     monitor: JSONObject | None = part(None, when=_run_body)
     router: Router = part(default_factory=Router, inline=True)
-    user_changes: list[JSONValue] = part(default_factory=list, when=_ramp_body)
+    # (perf time, users) each time the number of users changed
+    user_changes: list[tuple[float, int]] = part(default_factory=list, when=_ramp_body)
     outages: list[JSONObject] = part(default_factory=list, when=_outages_body)
     # what every measured run.json carries about the client's view (analysis.checks)
-    output_length: JSONObject | None = part(None, when=_measured)
+    output_length: OutputLength | None = part(None, when=_measured)
     not_streamed: int = part(0, when=_measured)
     connection_resends: int = part(0, when=_measured)
     # how much of the prompts the server took from its prefix cache (analysis.checks)
@@ -186,7 +244,7 @@ class Findings(Part):
     # the network's round trip measured apart from the server, before and after the load
     # (client/floor.py; analysis/network.py judges its share of TTFT)
     network: NetworkFloor | None = part(None, omit="none")
-    workers: JSONObject | None = part(None, omit="none")
+    workers: Workers | None = part(None, omit="none")
     repeat: JSONObject | None = part(None, omit="none")
     repeats: Repeats | None = part(None, omit="none")
     # --abandon: what the users cancelled and whether the server let go (results.abandon)
@@ -343,7 +401,7 @@ class Run(Part):
             return EXIT_WRITE
         if self.interrupted:
             return EXIT_INTERRUPTED
-        if (f.workers or {}).get("crashed"):
+        if f.workers is not None and f.workers.crashed:
             return EXIT_OVERLOADED
         if self.status == "partial" and self.interrupted is None and self._interrupted():
             return EXIT_INTERRUPTED

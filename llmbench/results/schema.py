@@ -104,6 +104,10 @@ from llmbench.results.verdict import (  # noqa: F401
     Verdict,
 )
 from llmbench.results.run import (  # noqa: F401
+    LostWorker,
+    OutputLength,
+    RouterBound,
+    Workers,
     Overhead,
     ProbeStep,
     ServerProbe,

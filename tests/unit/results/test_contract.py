@@ -15,7 +15,7 @@ from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_THR
 from llmbench.results.contract import Part, part
 from llmbench.results.jsonfile import RunFolderError
 from llmbench.results.schema import (SCHEMA_VERSION, Check, Findings, Metric, Run, RunState,
-                                     Step, Summary, Sweep, load_result)
+                                     Step, Summary, Sweep, Workers, LostWorker, load_result)
 from tests.helpers import ROOT
 
 FOLDERS = sorted({p.parent for p in [*ROOT.glob("results/examples/**/run.json"),
@@ -145,7 +145,8 @@ def test_exit_code_and_passed():
     assert run.exit_code == EXIT_INTERRUPTED
     run.interrupted, run.state.status = None, "partial"       # read back: partial is interrupted
     assert run.exit_code == EXIT_INTERRUPTED
-    run.state.status, run.findings.workers = "partial", {"crashed": [{"worker": 1, "error": "killed"}]}
+    run.state.status = "partial"
+    run.findings.workers = Workers(count=2, crashed=[LostWorker(worker=1, error="killed")])
     assert run.exit_code == EXIT_OVERLOADED
     run.state.status, run.state.error = "failed", "cannot write results/x/requests.jsonl"
     assert run.exit_code == EXIT_WRITE
@@ -185,7 +186,8 @@ def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
     run = Run(RunState(kind="run", t0_perf=1.0, pid=7), summary=Summary(),
               config={"load": {"concurrency": 2}}, workload={"fingerprint": "f"},
               findings=Findings(monitor={"busy": False}, outages=[{"text": "down"}],
-                                workers={"n": 2}, trace={"file": "t"}))
+                                workers=Workers(count=2), trace={"file": "t"},
+                                user_changes=[(1.5, 2)]))     # a ramp's: not a run's key
     keys = list(run.to_dict())
     assert keys == [k for k in RUN_KEYS if k in keys]
     assert keys[:3] == ["schema_version", "kind", "status"] and "monitor" in keys
@@ -193,17 +195,22 @@ def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
     back = Run.from_dict(run.to_dict())
     assert back.findings.monitor == {"busy": False} and back.state.pid == 7
     assert back.to_dict() == run.to_dict() and back.load_level == 2
+    assert back.findings.workers == Workers(count=2) and "user_changes" not in keys
+    ramp = Run(RunState(kind="ramp"), findings=Findings(user_changes=[(1.5, 2), (9.0, 3)]))
+    assert ramp.to_dict()["user_changes"] == [[1.5, 2], [9.0, 3]]
+    assert Run.from_dict(ramp.to_dict()).findings.user_changes == [(1.5, 2), (9.0, 3)]
 
 
 def test_a_probe_keeps_its_steps_and_probes_in_its_router_part():
     # a probe's steps and per-path server probes share run.json's "steps" and "server_probe"
     # keys with a ramp's: they are the Router part's, written and read back there
-    from llmbench.results.schema import Findings, ProbeStep, Router, ServerProbe
+    from llmbench.results.schema import Findings, ProbeStep, Router, RouterBound, ServerProbe
     run = Run(RunState(kind="probe"), findings=Findings(router=Router(
-        steps=[ProbeStep(index=0, users=2)], bound={"users": 2},
+        steps=[ProbeStep(index=0, users=2)], bound=RouterBound(users=2, overhead_ms=9.0),
         server_probes={"router": ServerProbe(kind="nomyo"), "direct": ServerProbe()})))
     d = run.to_dict()
-    assert d["steps"][0]["users"] == 2 and d["router_bound"] == {"users": 2}
+    assert d["steps"][0]["users"] == 2 and d["router_bound"] == {
+        "users": 2, "overhead_ms": 9.0, "first_overhead_ms": None, "direct_ttft_p50_ms": None}
     assert d["server_probe"]["router"]["kind"] == "nomyo" and "summary" not in d
     back = Run.from_dict(d)
     assert back.steps == [] and back.findings.router.steps[0].users == 2
