@@ -11,8 +11,8 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
-from llmbench.results.schema import (Findings, ProbeStep, Router, Run, RunState, ServerProbe,
-                                     Workers)
+from llmbench.results.schema import (Backends, Findings, ProbeStep, Router, Run, RunState,
+                                     ServerProbe, Workers)
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
@@ -65,11 +65,11 @@ def interval_line(steps: list[ProbeStep]) -> str | None:
     return ("TTFT p50 overhead, 95 % interval (ms): " + "; ".join(parts) + ".") if parts else None
 
 
-def implausible_line(steps: list[ProbeStep], backends: dict | None) -> str | None:
+def implausible_line(steps: list[ProbeStep], backends: Backends | None) -> str | None:
     """A router faster than the direct path, beyond noise, with one backend behind it (or none
     seen): a router adds work, so that figure is not its overhead; said once, with the
     likeliest reasons. Several backends may really serve faster (the load is spread)."""
-    if backends and len(backends.get("backends") or {}) > 1:
+    if backends is not None and len(backends.backends) > 1:
         return None
     faster = [(st, st.overhead("ttft_p50")) for st in steps]
     faster = [(st, o) for st, o in faster
@@ -152,7 +152,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
         findings=Findings(
             router=Router(
                 steps=list(steps), bound=router_bound(steps),
-                backends=backends([r for r in records if r.path == "router"]),
+                backends=Backends.of(backends([r for r in records if r.path == "router"])),
                 # the router's own per-backend in-flight counts (NOMYO): the spread when no
                 # reply names its backend
                 counters=router_counters(outcome.server("router").samples),
@@ -162,7 +162,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
             **checks.record_checks(records, c.params, c.target.api, c.workload),
             server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
         interrupted=outcome.interrupted)
-    if not run.findings.router.backends:
+    if run.findings.router.backends is None:
         # what the missing backend names mean for the spread and the overhead
         run.findings.router.unidentified = unidentified_sentence(run.findings.router.counters)
     try:
@@ -222,17 +222,18 @@ def perform(plan: ProbePlan) -> Done:
     be = run.findings.router.backends
     if run.findings.router.unidentified:
         screen.say(run.findings.router.unidentified)
-    if be:
-        spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
-                           + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
-                              if v.get("cache_hit_rate") is not None else "") + ")"
-                           for k, v in be["backends"].items())
-        screen.say(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
-        if be.get("affinity"):
-            a = be["affinity"]
-            screen.say(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
-                  f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
-                  f"{a['conversations']} conversations stayed on one backend.")
+    if be is not None:
+        spread = ", ".join(f"{k}: {v.share * 100:.0f}% (TTFT p50 {fmt_ms(v.ttft_p50_ms)}"
+                           + (f", cache hits {v.cache_hit_rate * 100:.0f}%"
+                              if v.cache_hit_rate is not None else "") + ")"
+                           for k, v in be.backends.items())
+        screen.say(f"Backends behind the router: {spread}; imbalance {be.imbalance or 0:.2f} "
+                   "(max/mean).")
+        if be.affinity is not None:
+            a = be.affinity
+            screen.say(f"Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next turns "
+                  f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
+                  f"{a.conversations} conversations stayed on one backend.")
     # interrupted: 130; a lost worker's users are missing from the slices after it died, never
     # a pass (Run.exit_code, the one rule)
     code = run.exit_code

@@ -603,20 +603,20 @@ def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     if steps:
         body.append(_chart(charts.probe_overhead(steps), "router overhead"))
     be = run.findings.router.backends
-    if be:
+    if be is not None:
         body.append("<h2>Backends behind the router</h2>")
-        rows = [[k, v["requests"], f"{v['share'] * 100:.1f}%", fmt_ms(v["ttft_p50_ms"]),
-                 fmt_ms(v["ttft_p95_ms"]), fmt_ms(v["itl_p50_ms"]),
-                 "-" if v.get("cache_hit_rate") is None else f"{v['cache_hit_rate'] * 100:.0f}%"]
-                for k, v in be["backends"].items()]
+        rows = [[k, str(v.requests), f"{v.share * 100:.1f}%", fmt_ms(v.ttft_p50_ms),
+                 fmt_ms(v.ttft_p95_ms), fmt_ms(v.itl_p50_ms),
+                 "-" if v.cache_hit_rate is None else f"{v.cache_hit_rate * 100:.0f}%"]
+                for k, v in be.backends.items()]
         body.append(_table(["backend", "requests", "share", "TTFT p50", "TTFT p95", "ITL p50",
                             "prefix-cache hits"], rows, left=1))
-        body.append(f"<p>Imbalance (max/mean): {be['imbalance']:.2f}.")
-        if be.get("affinity"):
-            a = be["affinity"]
-            body.append(f" Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next "
-                        f"turns on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% "
-                        f"of {a['conversations']} conversations stayed on one backend.")
+        body.append(f"<p>Imbalance (max/mean): {be.imbalance or 0:.2f}.")
+        if be.affinity is not None:
+            a = be.affinity
+            body.append(f" Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next "
+                        f"turns on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% "
+                        f"of {a.conversations} conversations stayed on one backend.")
         body.append("</p>")
     return body
 

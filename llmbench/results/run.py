@@ -120,6 +120,47 @@ class RouterBound(Part):
 
 
 @dataclass
+class Backend(Part):
+    """One backend behind a router, from the replies that named it: its requests and share,
+    failures, TTFT and ITL, and its prefix-cache hit rate (None: not reported)."""
+
+    requests: int = 0
+    share: float = 0.0
+    failed: int = 0
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    itl_p50_ms: float | None = None
+    cache_hit_rate: float | None = None
+
+
+@dataclass
+class Affinity(Part):
+    """Whether a router kept conversations on one backend: of the conversations of several
+    turns, the share of next turns on the same backend and of whole conversations on one."""
+
+    conversations: int = 0
+    same_backend_next_turn: float = 0.0
+    whole_conversation_on_one_backend: float = 0.0
+
+
+@dataclass
+class Backends(Part):
+    """The spread of a router's load over its backends (analysis.backends): each backend, how
+    many, the imbalance (max/mean requests) and its coefficient of variation, and affinity."""
+
+    backends: dict[str, Backend] = field(default_factory=dict)
+    count: int = 0
+    imbalance: float | None = None
+    cv: float | None = None
+    affinity: Affinity | None = part(None, omit="none")
+
+    @classmethod
+    def of(cls, found: Mapping[str, Any] | None) -> "Backends | None":
+        """``analysis.backends.backends``' dict, typed (None: no reply named a backend)."""
+        return None if found is None else cls.from_dict(found)
+
+
+@dataclass
 class LostWorker(Part):
     """A worker process that died during the run: its number, what happened, its records."""
 
@@ -195,7 +236,7 @@ class Router(Part):
     no reply named one, and what that means: ``unidentified``), each path's server probe."""
 
     bound: RouterBound | None = part(None, key="router_bound", when=_probe_body)
-    backends: JSONObject | None = part(None, when=_probe_body)
+    backends: Backends | None = part(None, when=_probe_body)
     counters: JSONValue = part(None, key="router_counters", when=_probe_body)
     unidentified: str | None = part(None, key="backends_unidentified", omit="none")
     # each path's server probe: {"router": ServerProbe, "direct": ...} (run.json's server_probe)

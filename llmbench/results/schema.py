@@ -104,6 +104,9 @@ from llmbench.results.verdict import (  # noqa: F401
     Verdict,
 )
 from llmbench.results.run import (  # noqa: F401
+    Affinity,
+    Backend,
+    Backends,
     LostWorker,
     OutputLength,
     RouterBound,

@@ -217,3 +217,22 @@ def test_a_probe_keeps_its_steps_and_probes_in_its_router_part():
     assert back.findings.server_probe is None
     assert back.findings.router.server_probes["router"].kind == "nomyo"
     assert back.to_dict() == d and list(back.to_dict()) == list(d)
+
+
+def test_a_routers_backends_are_typed_as_analysis_finds_them():
+    from llmbench.analysis.backends import backends
+    from llmbench.commands.probe import implausible_line
+    from llmbench.results.schema import Backends, Findings, ProbeStep, Router
+    from tests.helpers.records import varied
+    recs = varied(40, 2)
+    for i, r in enumerate(recs):
+        r.served_by = f"b{i % 2}"
+    found = backends(recs)
+    typed = Backends.of(found)
+    assert typed is not None and set(typed.backends) == {"b0", "b1"} and typed.count == 2
+    assert typed.backends["b0"].share == found["backends"]["b0"]["share"]
+    assert typed.to_dict() == json.loads(json.dumps(found))        # the keys analysis wrote
+    run = Run(RunState(kind="probe"), findings=Findings(router=Router(backends=typed)))
+    assert Run.from_dict(run.to_dict()).findings.router.backends == typed
+    # several backends may really serve faster than one: no "implausible" line then
+    assert implausible_line([ProbeStep(users=1)], typed) is None
