@@ -56,7 +56,7 @@ _CONFIG: list[Any] = []          # the pytest config of this session (its tempor
 class LoadAssertionError(AssertionError):
     """A load assertion that did not hold; ``run`` is what was measured (a ``Run``)."""
 
-    def __init__(self, message: str, run: "Run" = None) -> None:
+    def __init__(self, message: str, run: "Run | None" = None) -> None:
         super().__init__(message)
         self.run = run
 
@@ -176,7 +176,7 @@ def _steps_text(run: "Run") -> str:
     from llmbench.report import console
     steps = run.steps
     unit = "Users" if run.load_unit == "users" else "Req/s"
-    api = ((run.config.get("target") or {}).get("api")) or "openai-chat"
+    api = str(run.target.get("api") or "openai-chat")
     try:
         output = wire.get(api).output
     except Exception:  # noqa: BLE001 - an API this llmbench does not know: tokens
@@ -265,7 +265,7 @@ def _summary_line(run: "Run") -> str:
     s = run.summary
     if s is None:
         return "Summary: none (nothing finished)"
-    load = run.config.get("load") or {}
+    load = run.load_config
     level = (f"{load.get('concurrency')} concurrent" if load.get("concurrency")
              else f"{load.get('rate')} req/s" if load.get("rate") else "")
     return (f"Summary{' at ' + level if level else ''}: {s.requests} requests, {s.completed} "

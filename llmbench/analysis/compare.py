@@ -104,7 +104,7 @@ def parse_max_regression(text: str) -> float:
 def loop_shape(run: Run) -> tuple[str, str]:
     """(closed | open, what its load counts) from run.json: a ramp's --by, a run's load."""
     if run.kind == "ramp":
-        by = (run.config.get("ramp") or {}).get("by", "users")
+        by = run.section("ramp").get("by", "users")
         return ("open", "requests per second") if by == "rate" else ("closed", "users")
     load = run.load_config
     if load.get("arrival") == "trace":
@@ -160,7 +160,7 @@ class Loaded:
         """The requests a ``run`` was asked for (--requests; None: a duration, or a ramp)."""
         if self.run.kind != "run":
             return None
-        n = (self.run.config.get("load") or {}).get("requests")
+        n = self.run.section("load").get("requests")
         return int(n) if isinstance(n, (int, float)) else None
 
     def held_text(self) -> str:

@@ -34,7 +34,7 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
     if run.kind not in ("run", "ramp", "probe"):
         raise RunFolderError(f"{path}: run.json has kind {run.kind!r}; give a folder made by "
                              "llmbench run, ramp or probe")
-    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
+    if run.status in ("failed", "interrupted") and not run.measured_anything:
         raise RunFolderError(_failed_message(path, run, what))
     if run.kind == "run" and run.summary is None:
         run = rebuild_run(path, run)

@@ -513,7 +513,7 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     if done.run_dir is not None:
         res.run_dir = os.path.relpath(done.run_dir, sweep_dir)
     run = done.run
-    if run is None:
+    if not isinstance(run, Run):         # a ramp's Done holds its Run (or None)
         res.status = "interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed"
         res.error = f"the ramp did not start (exit {done.code}; see the error above)"
         return

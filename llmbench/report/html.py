@@ -261,7 +261,7 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
     body = [verdict_box(run.verdict, run.findings.closed_loop_note)]
-    join = (run.config.get("ramp") or {}).get("join") or "start"
+    join = str(run.section("ramp").get("join") or "start")
     found = run.search
     if found is not None:
         body += _search(run, unit)
@@ -628,7 +628,7 @@ def render(run_dir: str | Path) -> str:
     kind = run.kind
     status = run.status
     started = local_time(run.state.started_at) or "?"
-    target = run.config.get("target") or run.config.get("router") or {}
+    target = run.target
     title = f"llmbench {kind}: {target.get('model', '')} at {target.get('url', '')}"
     head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
             f"<style>{CSS}</style></head><body>",

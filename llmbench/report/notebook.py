@@ -60,7 +60,7 @@ def _block(parts: list[str]) -> str:
 
 
 def _title(run: Run) -> str:
-    target = run.config.get("target") or run.config.get("router") or {}
+    target = run.target
     where = f": {target.get('model', '')} at {target.get('url', '')}" if target else ""
     folder = f" · {run.path.name}" if run.path is not None else ""
     return (f"<h2>llmbench {e(run.kind)}{e(where)}<span class='badge {e(run.status)}'>"

@@ -162,7 +162,7 @@ def _md_classes(run: Run) -> list[str]:
 def to_markdown(run_dir: str | Path) -> str:
     run = Run.load(run_dir)
     kind = run.kind
-    target = run.config.get("target") or run.config.get("router") or {}
+    target = run.target
     out = [f"### llmbench {kind}: `{_md_code(target.get('model', ''))}`"
            + (" (partial)" if run.status == "partial" else "")]
     if kind == "ramp":
@@ -235,7 +235,7 @@ def to_markdown(run_dir: str | Path) -> str:
     elif kind == "probe":
         out.append("| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |")
         out.append("|---:|---|---:|---:|")
-        for pst in run.steps:
+        for pst in run.findings.router.steps:
             o = pst.ttft_p50
             ci = f"[{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]" if o.ci_ms else ""
             ov = f"{o.overhead_ms:+.1f} ms {ci}" if o.overhead_ms is not None else "-"

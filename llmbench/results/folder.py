@@ -144,7 +144,7 @@ def _scrub_proxy(value: str) -> str:
 
 def headline(run: Run) -> str:
     """The run's answer in a line: a ramp's verdict, a run's figures, a probe's router-bound."""
-    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
+    if run.status in ("failed", "interrupted") and not run.measured_anything:
         return f"{run.status}: " + str(run.state.error or "")[:80]
     if run.status == "running":
         return "no summary yet (llmbench report rebuilds it from requests.jsonl)"

@@ -366,6 +366,11 @@ class Run(Part):
 
     # -- what a run says -----------------------------------------------------------------------
     @property
+    def measured_anything(self) -> bool:
+        """Whether run.json holds figures: a run's summary, a ramp's or a probe's steps."""
+        return self.summary is not None or bool(self.steps or self.findings.router.steps)
+
+    @property
     def partial(self) -> bool:
         """True when the run was interrupted or cut short: its numbers cover part of the plan."""
         return self.status != "complete"
@@ -391,6 +396,16 @@ class Run(Part):
     def held_interval(self) -> HeldInterval | None:
         """A ramp run with ``--repeat``: users held over the repeats (median, min, max)."""
         return self.findings.repeats.held if self.findings.repeats is not None else None
+
+    def section(self, name: str) -> JSONObject:
+        """A section of the run's config (``target``, ``load``, ``ramp``...), empty when it has
+        none: the config as the command wrote it, read by key."""
+        return _section(self.config, name)
+
+    @property
+    def target(self) -> JSONObject:
+        """Where the load went: the config's target (a probe's: its router)."""
+        return self.section("target") or self.section("router")
 
     @property
     def load_config(self) -> JSONObject:
@@ -435,8 +450,7 @@ class Run(Part):
         run.json). A run that measured nothing (a failed preflight) exits 1 here: which of 3,
         5 or 2 the command gave is in its error line, not in run.json."""
         f = self.findings
-        if self.status in ("failed", "interrupted") and self.summary is None and not (
-                self.steps or f.router.steps):
+        if self.status in ("failed", "interrupted") and not self.measured_anything:
             return EXIT_INTERRUPTED if self.status == "interrupted" else 1
         if self.status == "failed":
             return EXIT_WRITE

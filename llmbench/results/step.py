@@ -205,7 +205,7 @@ class HeldInterval(Part):
     """Users held over repeats: the median repeat's, the min-max range, every repeat's value,
     how the range is read (``method``) and the chance it holds the median ramp's."""
 
-    median: float | None = None
+    median: float = 0.0
     low: float | None = None
     high: float | None = None
     values: list[float] = field(default_factory=list)
