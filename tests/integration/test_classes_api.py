@@ -79,7 +79,7 @@ def test_the_long_prompts_are_blamed_and_chat_alone_holds(saturating_mock, tmp_p
         assert broke.classes[name].summary.completed == by_class[name]
     # and it reads back from the folder, typed
     back = llmbench.load_run(run.path)
-    assert back.verdict.blamed == ["long"] and back.isolation.cause == ["long"]
+    assert back.verdict.blamed == ["long"] and back.findings.isolation.cause == ["long"]
     assert run_json(run)["config"]["scenario"]["classes"][0]["name"] == "chat"
     # report --format csv: one row per step per class, under the whole crowd's row
     rows = list(csv.DictReader(io.StringIO(to_csv(run.path))))
