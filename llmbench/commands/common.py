@@ -493,7 +493,7 @@ def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: st
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
     from llmbench.report.screen import KEEP, NOTE, Part
-    parts = [Part(f"OUTAGE: {o['text']}") for o in run.findings.outages]
+    parts = [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
     if run.status == "failed" and run.state.error:
         parts.append(Part(f"FAILED: {run.state.error}; the numbers above cover what was measured "
                           "until then."))

@@ -21,8 +21,8 @@ from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
 from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
                                       _at_key, _jsonl_rows)
-from llmbench.results.step import (Check, ClassStep, HeldInterval, Repeats, Step, _repeat_code,
-                                   ladder, ramp_code, search_code)
+from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, Repeats, Step,
+                                   _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class Findings(Part):
     router: Router = part(default_factory=Router, inline=True)
     # (perf time, users) each time the number of users changed
     user_changes: list[tuple[float, int]] = part(default_factory=list, when=_ramp_body)
-    outages: list[JSONObject] = part(default_factory=list, when=_outages_body)
+    outages: list[OutageSpan] = part(default_factory=list, when=_outages_body)
     # what every measured run.json carries about the client's view (analysis.checks)
     output_length: OutputLength | None = part(None, when=_measured)
     not_streamed: int = part(0, when=_measured)

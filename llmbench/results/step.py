@@ -21,6 +21,21 @@ NO_DATA: StepState = "not enough data"
 
 
 @dataclass
+class OutageSpan(Part):
+    """A time the server refused connections (analysis.outages), in seconds after the run's
+    (or the step's) start: when it began and ended (None: still down at the end), how long,
+    how many attempts failed and how long users backed off; a run's has its sentence."""
+
+    start_s: float = 0.0
+    end_s: float | None = None
+    duration_s: float | None = None
+    ongoing_at_end: bool = False
+    attempts: int = 0
+    backoff_s: float = 0.0
+    text: str | None = part(None, omit="none")
+
+
+@dataclass
 class Check(Part):
     """One threshold against one summary (analysis.slo.check_all), or a check of the same shape
     a step fails on its own: no request in its hold window, an outage in it. ``ok`` is False
@@ -39,7 +54,7 @@ class Check(Part):
     text: str | None = None
     # an outage (analysis.outages.step_check): the step measured a server that was not there
     outage: bool | None = part(None, omit="none")
-    outages: list[JSONObject] | None = part(None, omit="none")
+    outages: list[OutageSpan] | None = part(None, omit="none")
     start_s: float | None = part(None, omit="none")
     # --scenario: the traffic class whose threshold this is (None: the whole step's own check)
     traffic_class: str | None = part(None, omit="none")

@@ -176,7 +176,7 @@ def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
     # issue 44: a Run is at most 12 saved fields, none of them Any; its parts are written as
     # run.json's top-level keys, in the one order run.json has always had
     import dataclasses
-    from llmbench.results.schema import RUN_KEYS, Findings, Router, Sweep
+    from llmbench.results.schema import RUN_KEYS, Findings, OutageSpan, Router, Sweep
     saved = [f.name for f in dataclasses.fields(Run)
              if not f.metadata.get("internal") and f.name not in ("extra", "read_keys")]
     assert len(saved) <= 12, saved
@@ -185,7 +185,8 @@ def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
         assert not loose, (cls.__name__, loose)
     run = Run(RunState(kind="run", t0_perf=1.0, pid=7), summary=Summary(),
               config={"load": {"concurrency": 2}}, workload={"fingerprint": "f"},
-              findings=Findings(monitor={"busy": False}, outages=[{"text": "down"}],
+              findings=Findings(monitor={"busy": False},
+                                outages=[OutageSpan(start_s=1.0, attempts=3, text="down")],
                                 workers=Workers(count=2), trace={"file": "t"},
                                 user_changes=[(1.5, 2)]))     # a ramp's: not a run's key
     keys = list(run.to_dict())
@@ -196,6 +197,7 @@ def test_a_run_is_a_few_typed_parts_and_writes_todays_keys_in_todays_order():
     assert back.findings.monitor == {"busy": False} and back.state.pid == 7
     assert back.to_dict() == run.to_dict() and back.load_level == 2
     assert back.findings.workers == Workers(count=2) and "user_changes" not in keys
+    assert back.findings.outages[0].text == "down" and back.findings.outages[0].end_s is None
     ramp = Run(RunState(kind="ramp"), findings=Findings(user_changes=[(1.5, 2), (9.0, 3)]))
     assert ramp.to_dict()["user_changes"] == [[1.5, 2], [9.0, 3]]
     assert Run.from_dict(ramp.to_dict()).findings.user_changes == [(1.5, 2), (9.0, 3)]
