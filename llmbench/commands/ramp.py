@@ -22,8 +22,8 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
 from llmbench.results.folder import environment
-from llmbench.results.schema import (Check, Findings, HeldInterval, RepeatRun, Repeats, Run,
-                                     RunState, ServerProbe, Step, Workers,
+from llmbench.results.schema import (Check, Findings, HeldInterval, RepeatOf, RepeatRun,
+                                     Repeats, Run, RunState, ServerProbe, Step, Workers,
                                      deciding_step, held_load)
 from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
@@ -238,7 +238,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
             closed_loop_note="Virtual users wait for each reply before thinking and sending "
                              "again, so when the server slows down they send less (closed "
                              "loop)." if shape.by == "users" else None,
-            workers=Workers.of(workers), repeat=r.repeat or None,
+            workers=Workers.of(workers),
+            repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
             abandonment=gave_up, isolation=isolation, network=network,
             cache_resets=r.reset.recorded() if r.reset is not None else []),
         interrupted=interrupted)

@@ -21,8 +21,8 @@ from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
 from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
                                       _at_key, _jsonl_rows)
-from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, Repeats, Step,
-                                   _repeat_code, ladder, ramp_code, search_code)
+from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, RepeatOf, Repeats,
+                                   Step, _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ class Findings(Part):
     # (client/floor.py; analysis/network.py judges its share of TTFT)
     network: NetworkFloor | None = part(None, omit="none")
     workers: Workers | None = part(None, omit="none")
-    repeat: JSONObject | None = part(None, omit="none")
+    repeat: RepeatOf | None = part(None, omit="none")
     repeats: Repeats | None = part(None, omit="none")
     # --abandon: what the users cancelled and whether the server let go (results.abandon)
     abandonment: Abandonment | None = part(None, omit="none")

@@ -73,6 +73,7 @@ from llmbench.results.summary import (  # noqa: F401
     _metric_from,
 )
 from llmbench.results.step import (  # noqa: F401
+    RepeatOf,
     OutageSpan,
     HeldInterval,
     RepeatRun,

@@ -245,6 +245,16 @@ class RepeatRun(Part):
 
 
 @dataclass
+class RepeatOf(Part):
+    """Which repeat a ramp's run.json is while ``--repeat`` runs (its index, of how many) and
+    the users the repeats before it held."""
+
+    index: int = 1
+    of: int = 1
+    held_so_far: list[float | None] = field(default_factory=list)
+
+
+@dataclass
 class Repeats(Part):
     """``--repeat``: how many repeats were planned and done, which one is the run's steps and
     verdict (``representative``, the median, 1-based), users held over them, every repeat."""
