@@ -513,15 +513,16 @@ def perform(r: RampPlan, repeat: int = 1,
     if run.search is not None:
         head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, r.shape.unit)]
     if run.findings.abandonment is not None:
-        head.append(Part("  " + console.abandonment_lines(run.findings.abandonment).replace("\n", "\n  ")))
+        gave_up = console.abandonment_lines(run.findings.abandonment)
+        head.append(Part("  " + gave_up.replace("\n", "\n  ")))
     head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
                                                                unit_of(r))]
     if run.findings.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
                          "also sent less; a real crowd may push harder.", NOTE))
     if repeat > 1 and run.findings.repeats:
-        head.append(Part(f"  Users held: {run.held_interval.method if run.held_interval else None}.",
-                         EVIDENCE))
+        method = run.held_interval.method if run.held_interval else None
+        head.append(Part(f"  Users held: {method}.", EVIDENCE))
     if code == EXIT_THRESHOLD:
         head.append(Part(f"No step held its thresholds: exit {EXIT_THRESHOLD}."))
     elif code == EXIT_NOT_JUDGED:

@@ -227,8 +227,8 @@ def perform(plan: RunPlan) -> Done:
     if run.findings.prefix_cache:
         print("\n".join(prefix_hit.lines(run.findings.prefix_cache)))
     if run.findings.trace is not None:
-        for line in trace_report.console_lines(run.findings.trace, run.findings.trace["dispatch_lag"],
-                                               run.findings.trace["speed"]):
+        trace = run.findings.trace
+        for line in trace_report.console_lines(trace, trace["dispatch_lag"], trace["speed"]):
             print(line)
     if run.findings.abandonment is not None:
         screen.say(console.abandonment_lines(run.findings.abandonment))

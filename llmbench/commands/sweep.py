@@ -168,7 +168,7 @@ def _step_brief(st: Step) -> StepBrief:
 def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
-    probe = run.findings.server_probe if isinstance(run.findings.server_probe, ServerProbe) else ServerProbe()
+    probe = run.findings.server_probe or ServerProbe()
     rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
     if not probe.kind or not rows:
         return ServerState(kind=None, note=probe.note) if probe.note else None

@@ -348,7 +348,7 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     if not rows:
         return []
     out = ["<h2>Timeline</h2>"]
-    sp = run.findings.server_probe if isinstance(run.findings.server_probe, ServerProbe) else ServerProbe()
+    sp = run.findings.server_probe or ServerProbe()
     if sp.kind:
         out.append(f"<p class=meta>Server state from its own metrics ({e(sp.kind)}, "
                    f"{e(sp.samples)} samples) is drawn under the client's view.</p>")
@@ -638,7 +638,8 @@ def render(run_dir: str | Path) -> str:
         head.append('<div class="verdict bad">This run was interrupted: the report shows what '
                     "finished before it stopped.</div>")
     if status == "failed":
-        head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.state.error)}</div>')
+        head.append('<div class="verdict bad">The run failed before measuring: '
+                    f'{e(run.state.error)}</div>')
         return "\n".join(head + [_settings(run), "</body></html>"])
     return "\n".join(head + body(run, lat, run_dir) + [_settings(run), "</body></html>"])
 
