@@ -11,8 +11,8 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
-from llmbench.results.schema import (Backends, Findings, ProbeStep, Router, Run, RunState,
-                                     ServerProbe, Workers)
+from llmbench.results.schema import (Backends, Findings, ProbeStep, Router, RouterCounters, Run,
+                                     RunState, ServerProbe, Workers)
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
@@ -155,7 +155,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
                 backends=Backends.of(backends([r for r in records if r.path == "router"])),
                 # the router's own per-backend in-flight counts (NOMYO): the spread when no
                 # reply names its backend
-                counters=router_counters(outcome.server("router").samples),
+                counters=RouterCounters.of(router_counters(outcome.server("router").samples)),
                 server_probes={name: ServerProbe(kind=s.kind, note=s.note,
                                                  samples=len(s.samples))
                                for name, s in outcome.servers.items()}),

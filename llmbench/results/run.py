@@ -161,6 +161,28 @@ class Backends(Part):
 
 
 @dataclass
+class InFlight(Part):
+    """One backend in a router's own counters: its mean requests in flight and its share."""
+
+    mean_in_flight: float = 0.0
+    share: float = 0.0
+
+
+@dataclass
+class RouterCounters(Part):
+    """A router's own per-backend in-flight counts, averaged over its samples (NOMYO's
+    /api/usage): each backend's share of the load when no reply names its backend."""
+
+    samples: int = 0
+    backends: dict[str, InFlight] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, found: Mapping[str, Any] | None) -> "RouterCounters | None":
+        """``analysis.backends.router_counters``' dict, typed (None: no such counts)."""
+        return None if found is None else cls.from_dict(found)
+
+
+@dataclass
 class LostWorker(Part):
     """A worker process that died during the run: its number, what happened, its records."""
 
@@ -237,7 +259,7 @@ class Router(Part):
 
     bound: RouterBound | None = part(None, key="router_bound", when=_probe_body)
     backends: Backends | None = part(None, when=_probe_body)
-    counters: JSONValue = part(None, key="router_counters", when=_probe_body)
+    counters: RouterCounters | None = part(None, key="router_counters", when=_probe_body)
     unidentified: str | None = part(None, key="backends_unidentified", omit="none")
     # each path's server probe: {"router": ServerProbe, "direct": ...} (run.json's server_probe)
     server_probes: dict[str, ServerProbe] = part(default_factory=dict, key="server_probe",

@@ -11,7 +11,7 @@ from llmbench.analysis import checks
 from llmbench.analysis.backends import router_counters, unidentified_sentence
 from llmbench.records.record import Record
 from llmbench.results.cache import CacheCounts, PromptCache
-from llmbench.results.schema import Findings, Run
+from llmbench.results.schema import Findings, RouterCounters, Run
 from llmbench.workload import WorkloadSpec, build_workload
 from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
 from llmbench.workload.tokenizer import approx_tokenizer
@@ -131,7 +131,10 @@ def test_router_counters_give_the_spread_when_no_reply_names_a_backend():
                {"backends_in_flight": {"http://a": 2, "http://b": 3}}, {"error": "HTTP 500"}]
     c = router_counters(samples)
     assert c["samples"] == 2 and c["backends"]["http://a"]["share"] == pytest.approx(0.5)
-    text = unidentified_sentence(c)
+    typed = RouterCounters.of(c)
+    assert typed is not None and typed.backends["http://b"].share == pytest.approx(0.5)
+    assert typed.to_dict() == c and typed.samples == 2
+    text = unidentified_sentence(typed)
     assert "2 backends taking http://a 50%, http://b 50%" in text and "--direct" in text
     assert router_counters([{"running": 3}]) is None
     assert "If the router has more than one backend" in unidentified_sentence(None)
