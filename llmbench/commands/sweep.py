@@ -28,8 +28,8 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED,
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
-from llmbench.results.schema import (Run, ServerProbe, ServerState, Step, StepBrief, Sweep,
-                                     SweepSetting)
+from llmbench.results.schema import (Run, ServerDifference, ServerProbe, ServerState, Step,
+                                     StepBrief, Sweep, SweepSetting)
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
@@ -571,7 +571,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
     from llmbench.report import screen
     screen.say(text)                      # wrapped at word boundaries on a terminal
     for d in doc.server_differences or []:
-        screen.say(f"Servers differed: {d['text']}")
+        screen.say(f"Servers differed: {d.text}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -590,7 +590,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
     return code
 
 
-def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
+def server_differences(results: Sequence[SweepSetting]) -> list[ServerDifference]:
     """Each setting's server against the first one's, as far as the servers said what they
     were: the setting should be among what differed (a server that ignored it shows here)."""
     from llmbench.analysis.telemetry import identity_diff
@@ -599,8 +599,8 @@ def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
     for r in known[1:]:
         text = identity_diff(r.server, known[0].server, (r.name, known[0].name))
         if text:
-            out.append({"setting": r.name, "against": known[0].name,
-                        "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
+            out.append(ServerDifference(setting=r.name, against=known[0].name,
+                                        text=text + "."))   # "parallel=4 ran ...; parallel=1 ..."
     return out
 
 

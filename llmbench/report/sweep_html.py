@@ -160,7 +160,7 @@ def body(doc: Sweep, sweep_dir: Path) -> list[str]:
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
                    f"{e(', '.join(doc.thresholds_asked))}.</small>")
     for d in doc.server_differences or []:
-        out.append(f"<br>Servers differed: {e(d.get('text'))}")
+        out.append(f"<br>Servers differed: {e(d.text)}")
     out.append("</div>")
     load = doc.common_load
     measured = [r for r in results if r.held is not None]

@@ -44,4 +44,5 @@ from llmbench.results.run import (  # noqa: F401
     _outages_body, _one_probe, RunState, Router, Findings, RUN_KEYS, Run, RunResult, _version,
     _section, _list)
 from llmbench.results.sweep import (  # noqa: F401
+    ServerDifference,
     StepBrief, _probed, ServerState, SweepSetting, Sweep, load_result)

@@ -93,6 +93,15 @@ class SweepSetting(Part):
                            metadata={"internal": True})
 
 
+@dataclass
+class ServerDifference(Part):
+    """A setting's server against the first setting's, as the servers said what they were."""
+
+    setting: str = ""
+    against: str = ""
+    text: str = ""
+
+
 # -- the sweep -------------------------------------------------------------------------------
 
 @dataclass
@@ -123,7 +132,7 @@ class Sweep(Part):
     resumed_at: list[float] | None = part(None, omit="none")
     exit_code_saved: int | None = part(None, key="exit_code", omit="none")
     common_load: float | None = part(None, when=lambda r: r.tie_break is not None)
-    server_differences: list[JSONObject] | None = part(None, omit="none")
+    server_differences: list[ServerDifference] | None = part(None, omit="none")
     tie_break: list[JSONObject] | None = part(None, omit="none")
     path: Path | None = field(default=None, repr=False, compare=False,
                               metadata={"internal": True})
