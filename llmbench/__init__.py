@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from llmbench.errors import (CommandFailed, LlmbenchError, RunFailed, ServerRefused,
                                  ServerUnreachable, UsageError)
     from llmbench.commands.ramp_spec import RampSteps
-    from llmbench.results.schema import Metric, Run, Step, Summary, Verdict
+    from llmbench.results.schema import Metric, Run, Step, Summary, Sweep, Verdict
     from llmbench.specs import Agent, Output, Prompts, Request, RunLoad, Server, Target, Telemetry
 
 __all__ = [
     "run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
     "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec", "Threshold",
-    "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
+    "Run", "Step", "Summary", "Metric", "Verdict", "Sweep", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
     "Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output", "RunLoad",
@@ -47,7 +47,7 @@ _WHERE = {
     **dict.fromkeys(("Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output",
                      "RunLoad"), "llmbench.specs"),
     "RampSteps": "llmbench.commands.ramp_spec",
-    **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict"), "llmbench.results.schema"),
+    **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict", "Sweep"), "llmbench.results.schema"),
     **dict.fromkeys(("LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused",
                      "CommandFailed", "RunFailed"), "llmbench.errors"),
 }

@@ -36,7 +36,7 @@ from llmbench.commands.run_spec import RunSpec
 from llmbench.commands.sweep_spec import SweepSpec
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
-from llmbench.results.schema import Run
+from llmbench.results.schema import Run, RunResult, Sweep
 import llmbench.report.notebook  # noqa: F401,E402  (a Run and a Step draw themselves in Jupyter)
 
 __all__ = ["run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
@@ -229,29 +229,39 @@ def _result(done: Any, what: str) -> Run:
     run: Run = done.run
     if done.run_dir is not None:
         run.path = Path(done.run_dir)
-    lost = (run.workers or {}).get("crashed")
+    lost = run.findings.workers is not None and run.findings.workers.crashed
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
                         done.code, run)
     if done.code == EXIT_WRITE or run.status == "failed":
-        raise RunFailed(str(run.error or f"the {what} failed"), done.code, run)
+        raise RunFailed(str(run.state.error or f"the {what} failed"), done.code, run)
     if done.code == EXIT_OVERLOADED and lost:
         raise RunFailed(f"a worker process died during the {what}; exc.run holds the "
                         "incomplete figures", done.code, run)
     return run
 
 
-def _sweep_result(done: Any) -> Run:
-    if done.code == EXIT_UNREACHABLE and done.run is not None:
-        raise RunFailed(str(done.run.answer or "no setting could be measured"),
-                        done.code, done.run)
-    return _result(done, "sweep")
+def _sweep_result(done: Any) -> Sweep:
+    """The Sweep of a finished sweep, or the exception for one that is not a result."""
+    if done.run is None:
+        raise failure(done.error or "the sweep measured nothing", done.code)
+    sweep: Sweep = done.run
+    if done.run_dir is not None:
+        sweep.path = Path(done.run_dir)
+    if done.code == EXIT_UNREACHABLE:
+        raise RunFailed(str(sweep.answer or "no setting could be measured"), done.code, sweep)
+    if done.code == EXIT_INTERRUPTED:
+        raise RunFailed("the sweep was interrupted; exc.run holds what finished", done.code,
+                        sweep)
+    if done.code == EXIT_WRITE or sweep.status == "failed":
+        raise RunFailed(str(sweep.error or "the sweep failed"), done.code, sweep)
+    return sweep
 
 
-run = Command(RunSpec, lambda s: _result(_perform_spec("run", s), "run"), """``llmbench run``: one load
+run = Command(RunSpec, lambda s: RunResult.of(_result(_perform_spec("run", s), "run")), """``llmbench run``: one load
 level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
 (``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
-are in ``run.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
+are in ``run.findings.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
 
 ramp = Command(RampSpec, lambda s: _result(_perform_spec("ramp", s), "ramp"), """``llmbench ramp``: steps of
 users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., users=[1, 2,
@@ -260,12 +270,12 @@ users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., use
 
 sweep = Command(SweepSpec, lambda s: _sweep_result(_perform_spec("sweep", s)), """``llmbench sweep``: a ramp
 per server setting. ``settings={"NAME": [1, 2, 4]}`` (or ``setting=``, as on the command line)
-is ``--setting NAME=1,2,4``. Returns the sweep folder's Run (kind "sweep"; ``results``,
-``answer``, ``best``).""")
+is ``--setting NAME=1,2,4``. Returns the sweep folder's Sweep (``results``, ``answer``,
+``best``).""")
 
 probe = Command(ProbeSpec, lambda s: _result(_perform_spec("probe", s), "probe"), """``llmbench probe``:
 router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
-(``probe.steps``).""")
+(``probe.findings.router.steps``).""")
 
 report = Command(ReportSpec, lambda s: s.perform(), """``llmbench report``: a run's (or a
 sweep's) report. ``report("results/<run>")`` writes RUN_DIR/report.html; ``format="md"`` or
@@ -279,16 +289,18 @@ compare-A-vs-B.html beside the last run's folder and returns a Comparison (``.da
 
 
 def load_run(path: str | Path) -> Run:
-    """Any run folder (run, ramp, probe; every schema version) or sweep folder, as a Run. A run
-    killed before it wrote its summary gets one rebuilt from requests.jsonl (marked partial,
-    ``note`` says so). A folder that is not one is a UsageError."""
+    """Any run folder (run, ramp, probe; every schema version), as a Run. A run killed before
+    it wrote its summary gets one rebuilt from requests.jsonl (marked partial, ``note`` says
+    so). A folder that is not one is a UsageError; a sweep folder is read by
+    ``llmbench.Sweep.load(path)``."""
     from llmbench.commands.spec import translate
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"load_run({path!r}): give a run folder's path (a str or a Path)")
     p = Path(path)
     try:
         if (p / "sweep.json").is_file() and not (p / "run.json").is_file():
-            return Run.load(p)
+            raise UsageError(f"load_run({str(p)!r}): a sweep folder; llmbench.Sweep.load(path) "
+                             "reads it, load_run one of its settings' run folders")
         from llmbench.analysis.recover import load_checked
         return load_checked(p, "load")
     except LlmbenchError:

@@ -35,6 +35,11 @@ imports nothing of llmbench until a test uses it, and changes nothing for tests 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run
+
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +56,7 @@ _CONFIG: list[Any] = []          # the pytest config of this session (its tempor
 class LoadAssertionError(AssertionError):
     """A load assertion that did not hold; ``run`` is what was measured (a ``Run``)."""
 
-    def __init__(self, message: str, run: Any = None) -> None:
+    def __init__(self, message: str, run: "Run | None" = None) -> None:
         super().__init__(message)
         self.run = run
 
@@ -166,12 +171,12 @@ def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
     return LoadAssertionError(text, run)
 
 
-def _steps_text(run: Any) -> str:
+def _steps_text(run: "Run") -> str:
     from llmbench import wire
     from llmbench.report import console
     steps = run.steps
     unit = "Users" if run.load_unit == "users" else "Req/s"
-    api = ((run.config.get("target") or {}).get("api")) or "openai-chat"
+    api = str(run.target.get("api") or "openai-chat")
     try:
         output = wire.get(api).output
     except Exception:  # noqa: BLE001 - an API this llmbench does not know: tokens
@@ -241,7 +246,7 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
         raise
     except LlmbenchError as exc:
         raise _unmeasured(exc, "the run", url) from None
-    checks = run.thresholds
+    checks = run.findings.thresholds
     failed = [c for c in checks if not c.ok]
     s = run.summary
     if not failed and s is not None and s.completed > 0:
@@ -255,12 +260,12 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
     raise LoadAssertionError("\n".join(lines), run)
 
 
-def _summary_line(run: Any) -> str:
+def _summary_line(run: "Run") -> str:
     from llmbench.report.console import fmt_ms
     s = run.summary
     if s is None:
         return "Summary: none (nothing finished)"
-    load = run.config.get("load") or {}
+    load = run.load_config
     level = (f"{load.get('concurrency')} concurrent" if load.get("concurrency")
              else f"{load.get('rate')} req/s" if load.get("rate") else "")
     return (f"Summary{' at ' + level if level else ''}: {s.requests} requests, {s.completed} "

@@ -23,7 +23,7 @@ from llmbench.commands.ramp import judge  # noqa: E402
 from llmbench.load.monitor import busy  # noqa: E402
 from llmbench.load.shapes import StepWindow  # noqa: E402
 from llmbench.records.record import Record  # noqa: E402
-from llmbench.results.schema import Run, Verdict  # noqa: E402
+from llmbench.results.schema import Run, RunState, Verdict  # noqa: E402
 from llmbench.analysis.slo import parse_threshold  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def make_run(d: Path, n: int, steps: int) -> None:
             fh.write(json.dumps({"t": sec, "users": 2 * (sec // 65 + 1), "in_flight": 3,
                                  "waiting_first_token": 1, "streaming": 2, "thinking": 1,
                                  "tok_s": 500.0, "ttft_p95_recent_ms": 80.0}) + "\n")
-    Run(kind="ramp", status="complete", started_at=0,
+    Run(RunState(kind="ramp", status="complete", started_at=0),
         config={"target": {"model": "bench", "url": "http://x"},
                 "ramp": {"by": "users", "thresholds": ["ttft.p95<=2s"]}},
         workload={"fingerprint": "f"}, steps=step_rows,

@@ -10,6 +10,7 @@ import numpy as np
 
 from llmbench.records.record import Record, measured
 from llmbench.analysis.stats import quantile
+from llmbench.results.schema import RouterCounters
 
 
 def backends(records: Iterable[Record]) -> dict[str, Any] | None:
@@ -82,17 +83,17 @@ def router_counters(samples: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
                                        for k, v in sorted(sums.items())}}
 
 
-def unidentified_sentence(counters: dict[str, Any] | None) -> str:
+def unidentified_sentence(counters: RouterCounters | None) -> str:
     """What it means when no reply named the backend that served it (the probe's router path,
     a run through a router): said instead of a spread nobody measured."""
     text = ("No reply named the backend that served it (no served-by header: give the router's "
             "with --served-by-header if it has one), so the spread over backends, per-backend "
             "latency and conversation affinity are unknown.")
-    per = (counters or {}).get("backends") or {}
+    per = counters.backends if counters is not None else {}
     if len(per) > 1:
         text += (" The router's own counters (its requests in flight per backend) show "
                  f"{len(per)} backends taking " + ", ".join(
-                     f"{k} {v['share'] * 100:.0f}%" for k, v in per.items())
+                     f"{k} {v.share * 100:.0f}%" for k, v in per.items())
                  + " of the load: the overhead compares those backends together against the "
                  "one --direct backend, so it mixes the router's own cost with the difference "
                  "in capacity (a negative overhead under load means the router's path had more "

@@ -9,12 +9,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run
+
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, TypeVar
 
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.cache import CacheCounts, PromptCache
+from llmbench.results.run import OutputLength
 
 C = TypeVar("C", bound=CacheCounts)
 
@@ -137,26 +143,27 @@ def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: in
                        longer=longer, shorter=shorter, approximate=approximate, message=message)
 
 
-def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> dict | None:
+def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None
+            ) -> OutputLength | None:
     """The check as stored in run.json under "output_length" (None: nothing to check)."""
     c = check(records, ignore_eos, api)
-    return None if c is None else c.as_dict()
+    return None if c is None else OutputLength.from_dict(c.as_dict())
 
 
-def notes(run: Any) -> list[str]:
+def notes(run: "Run") -> list[str]:
     """Sentences to print after a run (a ``results.schema.Run``)."""
-    c = run.output_length or {}
-    out = [c["message"]] if c.get("message") else []
-    n = run.not_streamed or 0
+    c = run.findings.output_length
+    out = [c.message] if c is not None and c.message else []
+    n = run.findings.not_streamed or 0
     if n:
         out.append(f"{n} replies were not streamed: the server ignored stream=true (TTFT equals "
                    "E2E latency for them); use --no-stream for such a server.")
-    n = run.connection_resends or 0
+    n = run.findings.connection_resends or 0
     if n:
         out.append(f"{n} requests were sent again on a new connection: the server had closed a "
                    "kept-alive connection before they reached it (not counted as errors; their "
                    "latency includes the lost attempt).")
-    tel = getattr(run, "run_telemetry", None)
+    tel = run.findings.run_telemetry
     if tel is not None:
         out.extend(str(n) for n in tel.notes)    # a source that did not answer...
     return out
@@ -307,10 +314,10 @@ def _ollama_unreported(out: PromptCache, salt: dict[str, Any] | None) -> PromptC
     return out
 
 
-def cache_lines(run: Any) -> list[str]:
+def cache_lines(run: "Run") -> list[str]:
     """The console's lines about the prefix cache of a run (``results.schema.Run``): the share
     when a server reported one, then the warning when it flatters the numbers."""
-    c = run.prompt_cache
+    c = run.findings.prompt_cache
     if c is None:
         return []
     out = []

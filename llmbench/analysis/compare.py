@@ -104,7 +104,7 @@ def parse_max_regression(text: str) -> float:
 def loop_shape(run: Run) -> tuple[str, str]:
     """(closed | open, what its load counts) from run.json: a ramp's --by, a run's load."""
     if run.kind == "ramp":
-        by = (run.config.get("ramp") or {}).get("by", "users")
+        by = run.section("ramp").get("by", "users")
         return ("open", "requests per second") if by == "rate" else ("closed", "users")
     load = run.load_config
     if load.get("arrival") == "trace":
@@ -142,25 +142,25 @@ class Loaded:
         if kind == "ramp":
             return self.run.ladder()
         if kind == "run":
-            checks = self.run.thresholds
+            checks = self.run.findings.thresholds
             level = self.run.load_level or 0
             return [Step(index=-1, load=float(level),      # "inf" for --rate inf
                          summary=self.run.summary or Summary(), held=all(c.ok for c in checks),
-                         checks=list(checks), monitor=self.run.monitor or {})]
+                         checks=list(checks), monitor=self.run.findings.monitor or {})]
         raise CompareError(f"{self.path}: a {kind} run cannot be compared; compare run or ramp folders")
 
     @property
     def judged(self) -> bool:
         """Whether "held" means anything for this run: a ramp, or a run with thresholds (a
         run without any held nothing: it ran at its load)."""
-        return self.run.kind != "run" or bool(self.run.thresholds)
+        return self.run.kind != "run" or bool(self.run.findings.thresholds)
 
     @property
     def asked(self) -> int | None:
         """The requests a ``run`` was asked for (--requests; None: a duration, or a ramp)."""
         if self.run.kind != "run":
             return None
-        n = (self.run.config.get("load") or {}).get("requests")
+        n = self.run.section("load").get("requests")
         return int(n) if isinstance(n, (int, float)) else None
 
     def held_text(self) -> str:
@@ -169,7 +169,7 @@ class Loaded:
         if self.run.kind != "run":
             return f"{self.name} held {self.held:g}"
         level = self.steps[0].load
-        if not self.run.thresholds:
+        if not self.run.findings.thresholds:
             return f"{self.name} ran at {level:g} (no thresholds)"
         ok = self.steps[0].held
         return f"{self.name} {'met' if ok else 'failed'} its thresholds at {level:g}"
@@ -219,7 +219,7 @@ class Loaded:
 def name_of(run: Run, path: Path) -> str:
     """A run's name in columns and headlines: its --label (the value of name=... or of a single
     label, else all of them), else its folder's name."""
-    labels = run.labels or {}
+    labels = run.state.labels or {}
     if "name" in labels:
         return str(labels["name"])
     if len(labels) == 1:

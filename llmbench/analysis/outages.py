@@ -18,7 +18,7 @@ import numpy as np
 
 from llmbench.records.record import REFUSED_KINDS, Record
 from llmbench.records.store import RecordStore
-from llmbench.results.schema import Check
+from llmbench.results.schema import Check, OutageSpan
 
 MIN_ATTEMPTS = 2
 
@@ -98,11 +98,11 @@ def sentence(o: Outage, t0: float, t_end: float | None = None, into: str = "") -
             f"(users backed off between attempts, {o.backoff_s:.1f} s of waiting in all)")
 
 
-def of_run(records: Sequence[Record] | RecordStore, t0: float) -> list[dict[str, Any]]:
+def of_run(records: Sequence[Record] | RecordStore, t0: float) -> list[OutageSpan]:
     """run.json's "outages": each with its sentence, times after the run's start ``t0``."""
     st = RecordStore.of(records)
     t_end = float(st.col("done").max()) if len(st) else None
-    return [{**o.as_dict(t0, t_end), "text": sentence(o, t0, t_end)} for o in find(st)]
+    return [OutageSpan(**o.as_dict(t0, t_end), text=sentence(o, t0, t_end)) for o in find(st)]
 
 
 def step_check(records: Sequence[Record] | RecordStore, start: float, end: float
@@ -117,5 +117,5 @@ def step_check(records: Sequence[Record] | RecordStore, start: float, end: float
     text = "; ".join(sentence(o, start, None, " into the step") for o in found)
     return Check(threshold="no outage", ok=False, metric="outage", stat=None,
                  actual=sum(o.attempts for o in found), limit=0, outage=True, reason=text,
-                 text=f"outage: {text}", outages=[o.as_dict(start) for o in found],
+                 text=f"outage: {text}", outages=[OutageSpan(**o.as_dict(start)) for o in found],
                  start_s=first.start - start)

@@ -20,7 +20,7 @@ REBUILT_NOTE = ("rebuilt from requests.jsonl: the run stopped without writing it
 
 
 def _failed_message(path: Path, run: Run, what: str) -> str:
-    why = str(run.error or "no reason recorded")[:160]
+    why = str(run.state.error or "no reason recorded")[:160]
     return (f"{path}: this {run.kind} {'was interrupted' if run.status == 'interrupted' else 'failed'} "
             f"before measuring anything ({why}); nothing to {what}")
 
@@ -34,7 +34,7 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
     if run.kind not in ("run", "ramp", "probe"):
         raise RunFolderError(f"{path}: run.json has kind {run.kind!r}; give a folder made by "
                              "llmbench run, ramp or probe")
-    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
+    if run.status in ("failed", "interrupted") and not run.measured_anything:
         raise RunFolderError(_failed_message(path, run, what))
     if run.kind == "run" and run.summary is None:
         run = rebuild_run(path, run)
@@ -47,7 +47,7 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
         if live is not None:
             run.live_writer = lock.writer_text(path, live)
         elif run.status == "running":
-            run.status = "partial"
+            run.state.status = "partial"
     return run
 
 
@@ -71,14 +71,14 @@ def rebuild_run(path: Path, run: Run) -> Run:
     run.summary = metrics.summarize(records)
     from llmbench.analysis.sessions import summarize_sessions
     # agent sessions, rebuilt the same way (None: no request belonged to one)
-    run.sessions = summarize_sessions(records, window_s=run.summary.duration or None)
+    run.findings.sessions = summarize_sessions(records, window_s=run.summary.duration or None)
     if live is not None:
         run.live_writer = lock.writer_text(path, live)
         return run
-    run.status = "partial"
-    run.note = REBUILT_NOTE
-    if not run.started_at:
-        run.started_at = (path / "run.json").stat().st_mtime
-    run.rebuilt_at = time.time()
+    run.state.status = "partial"
+    run.state.note = REBUILT_NOTE
+    if not run.state.started_at:
+        run.state.started_at = (path / "run.json").stat().st_mtime
+    run.state.rebuilt_at = time.time()
     run.save(path)
     return run

@@ -7,14 +7,14 @@ The load itself is ``shapes.router.RouterAB``; this module only judges what it m
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from llmbench.analysis.metrics import per_request, summarize
 from llmbench.records.record import Record
 from llmbench.analysis.stats import Grouped, interval, slice_percentile_rows
-from llmbench.results.schema import Overhead, ProbeStep
+from llmbench.results.schema import Overhead, ProbeStep, RouterBound
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")
 MIN_OVERHEAD_MS = 1.0
@@ -118,7 +118,7 @@ SLIM = ("completed", "failed", "requests", "output_throughput", "request_through
         "error_samples", "served_by", "backends", "cached_prompt_share", "cached_reported")
 
 
-def router_bound(steps: Sequence[ProbeStep]) -> dict[str, Any] | None:
+def router_bound(steps: Sequence[ProbeStep]) -> RouterBound | None:
     """The first step where the router's TTFT overhead grew beyond the first step's interval
     while the direct path stayed flat (pure)."""
     if len(steps) < 2 or steps[0].ttft_p50.ci_ms is None:
@@ -136,6 +136,7 @@ def router_bound(steps: Sequence[ProbeStep]) -> dict[str, Any] | None:
         direct_ttft = s.direct.ttft.median
         direct_flat = (direct_ttft or 0.0) <= 1.25 * base_direct + 5.0
         if grew and direct_flat:
-            return {"users": s.users, "overhead_ms": o.overhead_ms,
-                    "first_overhead_ms": base.overhead_ms, "direct_ttft_p50_ms": direct_ttft}
+            return RouterBound(users=s.users, overhead_ms=o.overhead_ms,
+                               first_overhead_ms=base.overhead_ms,
+                               direct_ttft_p50_ms=direct_ttft)
     return None

@@ -29,9 +29,8 @@ def _fmt_held(r: SweepSetting) -> str:
     """'6 [5, 7]' over repeats; '2' when every repeat held the same (an interval of no width
     is none)."""
     iv = r.held_interval
-    if iv and iv.get("low") is not None and iv.get("high") is not None \
-            and iv["low"] != iv["high"]:
-        return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    if iv and iv.low is not None and iv.high is not None and iv.low != iv.high:
+        return f"{r.held:g} [{iv.low:g}, {iv.high:g}]"
     if r.search is not None and r.search.broke_at is not None and r.held is not None:
         return f"{r.held:g} ({r.search.broke_at:g} broke)"     # a searched limit
     return f"{r.held:g}"
@@ -82,9 +81,10 @@ def _one_best(best: SweepSetting, unit: str, top: float, measured: int,
 def _noise(tied: list[SweepSetting], fewer: list[SweepSetting],
            short: Callable[[SweepSetting], str], measured: int) -> str:
     """Whether the difference in users held may be noise (the repeats' intervals overlap)."""
-    lo = (tied[0].held_interval or {}).get("low")
-    close = [r for r in fewer if lo is not None and (r.held_interval or {}).get("high") is not None
-             and (r.held_interval or {})["high"] >= lo]
+    first = tied[0].held_interval
+    lo = first.low if first is not None else None
+    close = [r for r in fewer if lo is not None and r.held_interval is not None
+             and r.held_interval.high is not None and r.held_interval.high >= lo]
     if close:
         return (f" The intervals of {', '.join(r.name for r in tied)} and "
                 f"{', '.join(short(r) for r in close)} overlap: that difference may be noise "

@@ -17,6 +17,11 @@ the window and ended in it count for their part in it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run
+
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -732,10 +737,10 @@ def identity_diff(a: "ServerIdentity | Mapping[str, Any] | None",
     return f"{names[0]} ran {first}; {names[1]} {_phrase(fb, keys, lead=False)}"
 
 
-def identity_of(run: Any) -> ServerIdentity | None:
+def identity_of(run: "Run") -> ServerIdentity | None:
     """A run's server identity (``results.schema.Run``; None for a run written before it
     existed, or a server that said nothing)."""
-    ident = run.server
+    ident = run.findings.server
     return ident if ident is not None and ident.data else None
 
 
@@ -871,14 +876,14 @@ def verdict_part(kind: str, first: Any, subject: Any, unit: str,
     return out
 
 
-def console_lines(run: Any) -> list[str]:
+def console_lines(run: "Run") -> list[str]:
     """What a run or ramp (``results.schema.Run``) prints about the server and its machine
     (nothing when unknown)."""
     out = []
     line = identity_line(identity_of(run))
     if line:
         out.append(f"Server: {line}")
-    w = run.telemetry if run.kind == "run" else None
+    w = run.findings.telemetry if run.kind == "run" else None
     if w is not None:
         parts = []
         if w.server is not None and w.server.cores is not None:

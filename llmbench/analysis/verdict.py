@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from llmbench.analysis.rules.evidence import Circumstances, Evidence, Finding, gather
 from llmbench.analysis.rules.ramp import RULES, context, starved
@@ -23,7 +23,7 @@ from llmbench.analysis.rules.words import (  # noqa: F401  (the verdict's words,
 from llmbench.records.record import Record
 from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 from llmbench.analysis.stepstats import drift_sentence
-from llmbench.results.schema import (NO_DATA, OVER, Check, Knee, Step, Summary,  # noqa: F401
+from llmbench.results.schema import (NO_DATA, OVER, Check, HeldInterval, Knee, Step, Summary,  # noqa: F401
                                      Verdict, amount, deciding_step, last_held)
 
 _describe_check = describe_check
@@ -169,12 +169,12 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         interrupted=interrupted, incomplete=incomplete)
 
 
-def over_repeats(v: Verdict | None, helds: Sequence[float], iv: Mapping[str, float],
+def over_repeats(v: Verdict | None, helds: Sequence[float], iv: HeldInterval,
                  unit: str) -> Verdict | None:
     """The verdict of a ramp's median repeat as the verdict of all of them (``--repeat``): its
     headline with the users each repeat held, their median and range."""
     if v is None:
         return None
     line = (f"Over {len(helds)} repeats it held {', '.join(f'{h:g}' for h in helds)} {unit}: "
-            f"{iv['median']:g} [{iv['low']:g}, {iv['high']:g}] (median [min, max]).")
+            f"{iv.median:g} [{iv.low:g}, {iv.high:g}] (median [min, max]).")
     return replace(v, text=f"{v.text} {line}".strip())

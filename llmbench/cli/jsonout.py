@@ -17,13 +17,13 @@ def document(kind: str, done: Any) -> dict[str, Any]:
     base["status"] = run.status
     if kind == "run":
         out = {**base, "summary": run.summary.to_dict() if run.summary is not None else None,
-               "thresholds": [c.to_dict() for c in run.thresholds]}
+               "thresholds": [c.to_dict() for c in run.findings.thresholds]}
     else:
         out = {**base, "unit": "users" if run.load_unit == "users" else "rate",
                "held": run.held,
                "steps": [{"load": s.load, "held": s.held, "summary": s.summary.to_dict(),
                           "checks": [c.to_dict() for c in s.checks]} for s in run.steps],
                "verdict": run.verdict.to_dict() if run.verdict is not None else None}
-        if run.repeats:
+        if run.findings.repeats:
             out["repeats"] = run.held_interval
     return clean_nan(out)

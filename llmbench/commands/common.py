@@ -18,7 +18,7 @@ from llmbench.load.observe import Observer
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore
 from llmbench.results.folder import clean_nan, environment, is_write_error, new_run_dir, write_error_line
-from llmbench.results.schema import Run, Step
+from llmbench.results.schema import Run, RunState, Step, Sweep
 from llmbench.results import lock
 from llmbench.client.target import Target
 from llmbench.workload import Workload
@@ -29,7 +29,7 @@ class Done:
     """What a finished command leaves: its Run (None if nothing was measured), the exit
     code, and the folder (``sweep`` and the Python API read all three)."""
 
-    run: Run | None
+    run: Run | Sweep | None
     code: int
     run_dir: Path | None
     error: str | None = None         # nothing measured: why (the line printed after "error:")
@@ -233,9 +233,10 @@ def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[
     a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
     config.toml beside it replays the command (``--config``)."""
     lock.take(run_dir)          # a reader (report) never writes over the folder until dropped
-    Run(kind=kind, status="running", started_at=time.time(),
-        config={"target": target.describe(), **config}, labels=labels,
-        environment=environment(), pid=os.getpid(), measured=False).save(run_dir)
+    Run(RunState(kind=kind, status="running", started_at=time.time(), labels=labels,
+                 pid=os.getpid()),
+        config={"target": target.describe(), **config},
+        environment=environment(), measured=False).save(run_dir)
     if run_dir is not None and replay is not None:
         from llmbench.commands.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
@@ -306,11 +307,12 @@ def _mark(run_dir: Path, kind: str, target: Target, on_disk: Run | None, status:
     """run.json rewritten with ``status`` and ``why``: the one written when it started (a
     "running" run.json, no figures: it stays one with no figures), or a new one."""
     if on_disk is not None:
-        on_disk.status, on_disk.error, on_disk.pid, on_disk.measured = status, why, None, False
+        on_disk.state.status, on_disk.state.error, on_disk.state.pid = status, why, None
+        on_disk.measured = False
         on_disk.save(run_dir)
     else:
-        Run(kind=kind, status=status, started_at=time.time(),
-            config={"target": target.describe()}, environment=environment(), error=why,
+        Run(RunState(kind=kind, status=status, started_at=time.time(), error=why),
+            config={"target": target.describe()}, environment=environment(),
             measured=False).save(run_dir)
 
 
@@ -358,8 +360,9 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     message = target.redact(str(exc)) or ""
     print(f"error: {message}", file=sys.stderr)
     status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
-    Run(kind=kind, status=status, started_at=time.time(), config={"target": target.describe()},
-        environment=environment(), error=message, measured=False).save(run_dir)
+    Run(RunState(kind=kind, status=status, started_at=time.time(), error=message),
+        config={"target": target.describe()}, environment=environment(),
+        measured=False).save(run_dir)
     release_signals()           # a signal held since the load ended is raised now
     return exc.exit_code
 
@@ -378,10 +381,10 @@ def write_run(run: Run, run_dir: Path | None, outcome: Outcome) -> Run:
     that reason (the load was stopped then; the lines before are whole). When run.json itself
     cannot be written, the console says so and the Run is still returned."""
     if outcome.write_error is not None:
-        run.status = "failed"
-        run.error = (f"{write_error_line(outcome.write_error)}; the load was stopped "
+        run.state.status = "failed"
+        run.state.error = (f"{write_error_line(outcome.write_error)}; the load was stopped "
                      "there and the records before it are whole in requests.jsonl")
-        print(f"error: {run.error}", file=sys.stderr)
+        print(f"error: {run.state.error}", file=sys.stderr)
     try:
         run.save(run_dir)
     except OSError as exc:
@@ -457,7 +460,7 @@ def incomplete_line(run: Run, code: int) -> str | None:
     """The closing line of a run, ramp or probe that lost a worker: its figures miss that
     worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
     keeps 130)."""
-    lost = lost_workers(run.workers)
+    lost = run.findings.workers.lost() if run.findings.workers is not None else None
     if lost is None:
         return None
     why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
@@ -502,9 +505,9 @@ def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: st
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
     from llmbench.report.screen import KEEP, NOTE, Part
-    parts = [Part(f"OUTAGE: {o['text']}") for o in run.outages]
-    if run.status == "failed" and run.error:
-        parts.append(Part(f"FAILED: {run.error}; the numbers above cover what was measured "
+    parts = [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
+    if run.status == "failed" and run.state.error:
+        parts.append(Part(f"FAILED: {run.state.error}; the numbers above cover what was measured "
                           "until then."))
     parts += [Part(line, NOTE) for line in console_lines(run)]
     parts += [Part(f"note: {w}", NOTE) for w in [*warnings, *checks.notes(run)]]

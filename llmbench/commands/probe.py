@@ -11,7 +11,8 @@ from llmbench.load.harness import LiveView, PreflightError, TargetSpec, release_
 from llmbench.analysis.router_ab import evaluate_step, router_bound
 from llmbench.report.console import fmt_ms
 from llmbench.results.folder import environment
-from llmbench.results.schema import ProbeStep, Run, ServerProbe
+from llmbench.results.schema import (Backends, Findings, ProbeStep, Router, RouterCounters, Run,
+                                     RunState, ServerProbe, Workers)
 from llmbench.load.shapes.router import ProbeWindow, RouterAB
 from llmbench.analysis.stats import recent_p95
 from llmbench.client.target import Target
@@ -64,11 +65,11 @@ def interval_line(steps: list[ProbeStep]) -> str | None:
     return ("TTFT p50 overhead, 95 % interval (ms): " + "; ".join(parts) + ".") if parts else None
 
 
-def implausible_line(steps: list[ProbeStep], backends: dict | None) -> str | None:
+def implausible_line(steps: list[ProbeStep], backends: Backends | None) -> str | None:
     """A router faster than the direct path, beyond noise, with one backend behind it (or none
     seen): a router adds work, so that figure is not its overhead; said once, with the
     likeliest reasons. Several backends may really serve faster (the load is spread)."""
-    if backends and len(backends.get("backends") or {}) > 1:
+    if backends is not None and len(backends.backends) > 1:
         return None
     faster = [(st, st.overhead("ttft_p50")) for st in steps]
     faster = [(st, o) for st, o in faster
@@ -140,27 +141,30 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
                           float(records.col("done").max()) if len(records) else None)
     run = Run(
-        kind="probe", status="partial" if outcome.interrupted or bool(
+        RunState(kind="probe", status="partial" if outcome.interrupted or bool(
             outcome.workers and outcome.workers.get("crashed")) else "complete",
-        started_at=outcome.started_at,
+            started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
         config={"router": c.target.describe(), "direct": plan.direct.describe(),
                 "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
                 "think_s": list(shape.think_s), "seed": shape.seed,
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__},
-        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
-        environment=environment(), steps=list(steps), router_bound=router_bound(steps),
-        backends=backends([r for r in records if r.path == "router"]),
-        # the router's own per-backend in-flight counts (NOMYO): the spread when no reply
-        # names its backend
-        router_counters=router_counters(outcome.server("router").samples),
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
-        server_probe={name: ServerProbe(kind=s.kind, note=s.note, samples=len(s.samples))
-                      for name, s in outcome.servers.items()},
-        **tel.get("body", {}),
-        workers=outcome.workers, interrupted=outcome.interrupted)
-    if not run.backends:
+        workload=c.workload.describe(), environment=environment(),
+        findings=Findings(
+            router=Router(
+                steps=list(steps), bound=router_bound(steps),
+                backends=Backends.of(backends([r for r in records if r.path == "router"])),
+                # the router's own per-backend in-flight counts (NOMYO): the spread when no
+                # reply names its backend
+                counters=RouterCounters.of(router_counters(outcome.server("router").samples)),
+                server_probes={name: ServerProbe(kind=s.kind, note=s.note,
+                                                 samples=len(s.samples))
+                               for name, s in outcome.servers.items()}),
+            **checks.record_checks(records, c.params, c.target.api, c.workload),
+            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
+        interrupted=outcome.interrupted)
+    if run.findings.router.backends is None:
         # what the missing backend names mean for the spread and the overhead
-        run.backends_unidentified = unidentified_sentence(run.router_counters)
+        run.findings.router.unidentified = unidentified_sentence(run.findings.router.counters)
     try:
         run.save(run_dir)
     finally:
@@ -185,13 +189,13 @@ def perform(plan: ProbePlan) -> Done:
     except PreflightError as exc:
         return failed(exc, run_dir, "probe", c.target)
     from llmbench.report import screen
-    steps: list[ProbeStep] = run.steps
+    steps: list[ProbeStep] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
                "excludes zero and it is at least 1 ms or 2%: real, not noise)")
     ci = interval_line(steps)
     if ci:
         screen.say(ci)
-    odd = implausible_line(steps, run.backends)
+    odd = implausible_line(steps, run.findings.router.backends)
     if odd:
         screen.say(odd)
     if steps and not any(s.ttft_p50.ci_ms for s in steps):
@@ -200,14 +204,14 @@ def perform(plan: ProbePlan) -> Done:
                    "rounds (--rounds).")
     elif steps and not any(s.ttft_p50.significant for s in steps):
         screen.say("No significant router overhead at any step (TTFT p50).")
-    b = run.router_bound
+    b = run.findings.router.bound
     if b:
-        screen.say(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
-                   f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the "
-                   f"direct path stayed flat ({fmt_ms(b['direct_ttft_p50_ms'])}).")
+        screen.say(f"Router-bound from {b.users} users: its TTFT p50 overhead grew from "
+                   f"{b.first_overhead_ms:.1f} ms to {b.overhead_ms:.1f} ms while the "
+                   f"direct path stayed flat ({fmt_ms(b.direct_ttft_p50_ms)}).")
     elif len(steps) > 1:
         screen.say("No step where the router's overhead grew while the direct path stayed flat.")
-    pc = run.prompt_cache
+    pc = run.findings.prompt_cache
     if pc is not None and pc.paths_differ:
         # the overhead above is then partly the cache's: say so where the answer is read
         screen.say(f"Not like for like: {pc.paths_differ}.")
@@ -215,20 +219,21 @@ def perform(plan: ProbePlan) -> Done:
         screen.say("Prompt cache on first turns, by path: " + ", ".join(
             f"{k} {v.share * 100:.0f}%" for k, v in pc.by_path.items()
             if v.share is not None) + " (each path sends its own prompts).")
-    be = run.backends
-    if run.backends_unidentified:
-        screen.say(run.backends_unidentified)
-    if be:
-        spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {fmt_ms(v['ttft_p50_ms'])}"
-                           + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
-                              if v.get("cache_hit_rate") is not None else "") + ")"
-                           for k, v in be["backends"].items())
-        screen.say(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
-        if be.get("affinity"):
-            a = be["affinity"]
-            screen.say(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
-                  f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
-                  f"{a['conversations']} conversations stayed on one backend.")
+    be = run.findings.router.backends
+    if run.findings.router.unidentified:
+        screen.say(run.findings.router.unidentified)
+    if be is not None:
+        spread = ", ".join(f"{k}: {v.share * 100:.0f}% (TTFT p50 {fmt_ms(v.ttft_p50_ms)}"
+                           + (f", cache hits {v.cache_hit_rate * 100:.0f}%"
+                              if v.cache_hit_rate is not None else "") + ")"
+                           for k, v in be.backends.items())
+        screen.say(f"Backends behind the router: {spread}; imbalance {be.imbalance or 0:.2f} "
+                   "(max/mean).")
+        if be.affinity is not None:
+            a = be.affinity
+            screen.say(f"Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next turns "
+                  f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
+                  f"{a.conversations} conversations stayed on one backend.")
     # interrupted: 130; a lost worker's users are missing from the slices after it died, never
     # a pass (Run.exit_code, the one rule)
     code = run.exit_code

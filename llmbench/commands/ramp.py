@@ -22,7 +22,9 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.report import console
 from llmbench.results.folder import environment
-from llmbench.results.schema import Check, Run, ServerProbe, Step, deciding_step, held_load
+from llmbench.results.schema import (Check, Findings, HeldInterval, RepeatOf, RepeatRun,
+                                     Repeats, Run, RunState, ServerProbe, Step, Workers,
+                                     deciding_step, held_load)
 from llmbench.load.shapes import Ramp, StepWindow
 from llmbench.analysis.slo import HELD, OVER, Threshold, check_all, verdict_of, within_requests
 from llmbench.analysis.stats import recent_p95
@@ -210,7 +212,8 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
             # no advice naming settings such a server does not have
             "unknown" if c.server_probe == "auto" and server.note else None))
     return Run(
-        kind="ramp", status="partial" if partial else "complete", started_at=started_at,
+        RunState(kind="ramp", status="partial" if partial else "complete",
+                 started_at=started_at, labels=c.labels, t0_perf=t0_perf),
         config={"target": c.target.describe(),
                 "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
@@ -221,20 +224,25 @@ def _doc(r: RampPlan, started_at: float, t0_perf: float | None,
                             if r.find is not None else {})},
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
                 **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
-        labels=c.labels, t0_perf=t0_perf, workload=c.workload.describe(),
+        workload=c.workload.describe(),
         environment=environment(), steps=steps, verdict=verdict, search=search,
-        user_changes=user_changes,
-        outages=outages.of_run(records, t0_perf) if t0_perf else [],
-        **checks.record_checks(records, c.params, c.target.api, c.workload,
-                               server_kind(server.kind, tel.get("body", {}).get("server"))),
-        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples)),
-        **tel.get("body", {}),
-        closed_loop_note="Virtual users wait for each reply before thinking and sending "
-                         "again, so when the server slows down they send less (closed "
-                         "loop)." if shape.by == "users" else None,
-        workers=workers, repeat=r.repeat or None, interrupted=interrupted,
-        abandonment=gave_up, isolation=isolation, network=network,
-        cache_resets=r.reset.recorded() if r.reset is not None else [])
+        findings=Findings(
+            user_changes=user_changes,
+            outages=outages.of_run(records, t0_perf) if t0_perf else [],
+            **checks.record_checks(records, c.params, c.target.api, c.workload,
+                                   server_kind(server.kind,
+                                               tel.get("body", {}).get("server"))),
+            server_probe=ServerProbe(kind=server.kind, note=server.note,
+                                     samples=len(server.samples)),
+            **tel.get("body", {}),
+            closed_loop_note="Virtual users wait for each reply before thinking and sending "
+                             "again, so when the server slows down they send less (closed "
+                             "loop)." if shape.by == "users" else None,
+            workers=Workers.of(workers),
+            repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
+            abandonment=gave_up, isolation=isolation, network=network,
+            cache_resets=r.reset.recorded() if r.reset is not None else []),
+        interrupted=interrupted)
 
 
 def broken_step(steps: Sequence[Step]) -> Step | None:
@@ -415,16 +423,16 @@ def run_held(run: Run) -> float:
     return held_load(run.steps)
 
 
-def held_interval(values: Sequence[float]) -> dict[str, Any]:
+def held_interval(values: Sequence[float]) -> HeldInterval:
     """Users held over repeats: the median repeat and the min-max range. With n repeats the
     range [min, max] holds the median of all such ramps with probability 1 - 2 x 0.5^n (an
     order-statistic interval, no assumption on the distribution): 75 % for 3, 94 % for 5."""
     xs = sorted(values)
     n = len(xs)
-    return {"median": xs[(n - 1) // 2], "low": xs[0], "high": xs[-1], "values": list(values),
-            "method": f"min-max over {n} repeats; covers the median ramp's users held with "
-                      f"probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
-            "coverage": 1 - 2 * 0.5 ** n if n > 1 else None}
+    return HeldInterval(median=xs[(n - 1) // 2], low=xs[0], high=xs[-1], values=list(values),
+                        method=f"min-max over {n} repeats; covers the median ramp's users held "
+                               f"with probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
+                        coverage=1 - 2 * 0.5 ** n if n > 1 else None)
 
 
 def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
@@ -433,29 +441,29 @@ def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
     ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
     helds = [run_held(run) for _, run, _ in runs]
     iv = held_interval(helds)
-    rep = helds.index(iv["median"])
+    rep = helds.index(iv.median)
     plan, run, _ = runs[rep]
     unit = unit_of(plan)
     interrupted = any(code == EXIT_INTERRUPTED for _, _, code in runs)
-    doc = replace(run, repeat=None, interrupted=interrupted,
+    doc = replace(run, findings=replace(run.findings, repeat=None), interrupted=interrupted,
                   repeat_codes=[code for _, _, code in runs],
                   verdict=verdict_mod.over_repeats(run.verdict, helds, iv, unit))
-    doc.status = "partial" if interrupted or len(runs) < planned else run.status
-    doc.repeats = {
-        "planned": planned, "done": len(runs), "representative": rep + 1, "held": iv,
-        "note": f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
-        "runs": [{"repeat": i + 1, "seed": p.shape.seed, "workload_seed": p.common.workload.seed,
-                  "status": x.status, "held": h,
-                  "verdict": x.verdict.text if x.verdict is not None else None,
-                  "verdict_kind": x.verdict.kind if x.verdict is not None else None,
-                  "steps": [st.to_dict() for st in x.steps],
-                  **({"search": x.search.to_dict()} if x.search is not None else {})}
-                 for i, ((p, x, _), h) in enumerate(zip(runs, helds))]}
+    doc.state = replace(run.state, status="partial" if interrupted or len(runs) < planned
+                        else run.status)
+    doc.findings.repeats = Repeats(
+        planned=planned, done=len(runs), representative=rep + 1, held=iv,
+        note=f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
+        runs=[RepeatRun(repeat=i + 1, seed=p.shape.seed, workload_seed=p.common.workload.seed,
+                        status=x.status, held=h,
+                        verdict=x.verdict.text if x.verdict is not None else None,
+                        verdict_kind=x.verdict.kind if x.verdict is not None else None,
+                        steps=list(x.steps), search=x.search)
+              for i, ((p, x, _), h) in enumerate(zip(runs, helds))])
     if doc.search is not None and len(runs) > 1:
         # the limit's interval over the repeats (each a whole search), as --repeat gives
-        doc.search = replace(doc.search, interval=[float(iv["low"]), float(iv["high"])],
+        doc.search = replace(doc.search, interval=[float(iv.low or 0), float(iv.high or 0)],
                              interval_method=f"the limits of {len(runs)} searches (min-max: "
-                                             + str(iv["method"]).split("; ", 1)[-1] + ")")
+                                             + iv.method.split("; ", 1)[-1] + ")")
     if run_dir is not None:
         doc.save(run_dir)
         chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
@@ -504,15 +512,17 @@ def perform(r: RampPlan, repeat: int = 1,
     head = console.verdict_parts(run.verdict)
     if run.search is not None:
         head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, r.shape.unit)]
-    if run.abandonment is not None:
-        head.append(Part("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  ")))
+    if run.findings.abandonment is not None:
+        gave_up = console.abandonment_lines(run.findings.abandonment)
+        head.append(Part("  " + gave_up.replace("\n", "\n  ")))
     head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
                                                                unit_of(r))]
-    if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
+    if run.findings.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
                          "also sent less; a real crowd may push harder.", NOTE))
-    if repeat > 1 and run.repeats:
-        head.append(Part(f"  Users held: {(run.held_interval or {}).get('method')}.", EVIDENCE))
+    if repeat > 1 and run.findings.repeats:
+        method = run.held_interval.method if run.held_interval else None
+        head.append(Part(f"  Users held: {method}.", EVIDENCE))
     if code == EXIT_THRESHOLD:
         head.append(Part(f"No step held its thresholds: exit {EXIT_THRESHOLD}."))
     elif code == EXIT_NOT_JUDGED:

@@ -75,7 +75,7 @@ class ReportSpec(Spec):
         if run.live_writer:
             notes.append(f"note: {run_dir} is in progress ({run.live_writer}): reporting "
                          "what has finished so far; run.json is left to it")
-        elif run.note == REBUILT_NOTE:
+        elif run.state.note == REBUILT_NOTE:
             notes.append(f"note: {run_dir}: summary {REBUILT_NOTE}")
         elif run.status == "partial":
             notes.append(f"note: {run_dir} is a partial run (interrupted); reporting what finished")

@@ -15,7 +15,8 @@ from llmbench.load.monitor import busy, with_freezes, with_send_delay
 from llmbench.report import console, screen, vllm_json
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
-from llmbench.results.schema import Run, ServerProbe, Step, Summary
+from llmbench.results.schema import (Findings, Run, RunState, ServerProbe, Step, Summary,
+                                     Workers)
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import trace as trace_report
@@ -113,27 +114,32 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
         report["warmup_failed"] = warm_failed
         extra["prefix_cache"] = report
     if outcome.workers is not None:
-        extra["workers"] = outcome.workers
+        extra["workers"] = Workers.of(outcome.workers)
     extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
     run = Run(
-        kind="run", status="partial" if outcome.interrupted or _crashed(outcome) else "complete",
-        started_at=outcome.started_at,
+        RunState(kind="run", status="partial" if outcome.interrupted or _crashed(outcome)
+                 else "complete", started_at=outcome.started_at, labels=c.labels,
+                 t0_perf=outcome.t0_perf),
         config={"target": c.target.describe(), "load": _load_config(plan.shape),
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__,
                 "goodput_slo_ms": g.goodput_slo_ms},
-        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
+        workload=c.workload.describe(),
         environment=environment(),
-        monitor={**with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
-                                                summary.send_delay.p99),
-                                outcome.monitor, records, outcome.t0_perf),
-                 "samples": [s.__dict__ for s in outcome.monitor]},
-        summary=summary, outages=outages.of_run(records, outcome.t0_perf),
-        **checks.record_checks(records, c.params, c.target.api, c.workload,
-                               server_kind(server.kind, extra.get("server"))),
-        thresholds=threshold_results, sessions=sessions,
-        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
-                                 view=server_view(server.samples)),
-        **extra)
+        summary=summary,
+        findings=Findings(
+            monitor={**with_freezes(with_send_delay(busy(outcome.monitor),
+                                                    summary.send_delay.p50,
+                                                    summary.send_delay.p99),
+                                    outcome.monitor, records, outcome.t0_perf),
+                     "samples": [s.__dict__ for s in outcome.monitor]},
+            outages=outages.of_run(records, outcome.t0_perf),
+            **checks.record_checks(records, c.params, c.target.api, c.workload,
+                                   server_kind(server.kind, extra.get("server"))),
+            thresholds=threshold_results, sessions=sessions,
+            server_probe=ServerProbe(kind=server.kind, note=server.note,
+                                     samples=len(server.samples),
+                                     view=server_view(server.samples)),
+            **extra))
     run.interrupted = outcome.interrupted
     run = write_run(run, run_dir, outcome)
     write_timeline(run_dir, outcome, records)
@@ -215,22 +221,22 @@ def perform(plan: RunPlan) -> Done:
                                max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
                                                 else None) or load["concurrency"],
                                request_rate=load["rate"]))
-    screen.say(console.extras(s, run.monitor))
-    for line in console.session_lines(run.sessions):
+    screen.say(console.extras(s, run.findings.monitor))
+    for line in console.session_lines(run.findings.sessions):
         print(line)
-    if run.prefix_cache:
-        print("\n".join(prefix_hit.lines(run.prefix_cache)))
-    if run.trace is not None:
-        for line in trace_report.console_lines(run.trace, run.trace["dispatch_lag"],
-                                               run.trace["speed"]):
+    if run.findings.prefix_cache:
+        print("\n".join(prefix_hit.lines(run.findings.prefix_cache)))
+    if run.findings.trace is not None:
+        trace = run.findings.trace
+        for line in trace_report.console_lines(trace, trace["dispatch_lag"], trace["speed"]):
             print(line)
-    if run.abandonment is not None:
-        screen.say(console.abandonment_lines(run.abandonment))
-    found = network.of_summary(s, run.network)
+    if run.findings.abandonment is not None:
+        screen.say(console.abandonment_lines(run.findings.abandonment))
+    found = network.of_summary(s, run.findings.network)
     if found is not None:
         screen.say(f"Network: {found.sentence}")
-    if run.thresholds:
-        screen.say(console.threshold_lines(run.thresholds))
+    if run.findings.thresholds:
+        screen.say(console.threshold_lines(run.findings.thresholds))
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
@@ -295,20 +301,24 @@ def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]
                    if cp.common.params.abandon is not None), None)
     extra.update(_gave_up_and_telemetry(policy, records, server, outcome))
     run = Run(
-        kind="run", status="partial" if outcome.interrupted or step is None else "complete",
-        started_at=outcome.started_at,
+        RunState(kind="run", status="partial" if outcome.interrupted or step is None
+                 else "complete", started_at=outcome.started_at, labels=c.labels,
+                 t0_perf=outcome.t0_perf),
         config={"target": c.target.describe(), "load": _class_config(plan),
                 "request": c.request_config(), "timeouts": c.timeouts.__dict__,
                 "scenario": plan.scenario.describe()},
-        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
+        workload=c.workload.describe(),
         environment=environment(),
-        monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
-        summary=summary, outages=outages.of_run(records, outcome.t0_perf),
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
-        thresholds=checks_, classes=classes,
-        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
-                                 view=server_view(server.samples)),
-        **extra)
+        summary=summary,
+        findings=Findings(
+            monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
+            outages=outages.of_run(records, outcome.t0_perf),
+            **checks.record_checks(records, c.params, c.target.api, c.workload),
+            thresholds=checks_, classes=classes,
+            server_probe=ServerProbe(kind=server.kind, note=server.note,
+                                     samples=len(server.samples),
+                                     view=server_view(server.samples)),
+            **extra))
     run.interrupted = outcome.interrupted
     run = write_run(run, run_dir, outcome)
     write_timeline(run_dir, outcome, records, list(shape.results))
@@ -336,19 +346,19 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     assert s is not None
     print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
                                max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    screen.say(console.extras(s, run.monitor))
-    if run.classes:
+    screen.say(console.extras(s, run.findings.monitor))
+    if run.findings.classes:
         from llmbench import wire
         print()
         print(console.ramp_header("Users" if plan.shape.by == "users" else "Req/s",
                                   wire.get(c.target.api).output))
-        step = Step(load=plan.shape.steps[0], summary=s, classes=run.classes)
+        step = Step(load=plan.shape.steps[0], summary=s, classes=run.findings.classes)
         for row in console.class_rows(step):
             print(row)
-    if run.abandonment is not None:
-        screen.say(console.abandonment_lines(run.abandonment))
-    if run.thresholds:
-        screen.say(console.threshold_lines(run.thresholds))
+    if run.findings.abandonment is not None:
+        screen.say(console.abandonment_lines(run.findings.abandonment))
+    if run.findings.thresholds:
+        screen.say(console.threshold_lines(run.findings.thresholds))
     print_closing(run, plan.scenario.warnings, run.status == "partial",
                   partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:

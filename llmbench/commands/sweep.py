@@ -28,7 +28,8 @@ from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED,
 from llmbench.errors import UsageError
 from llmbench.results.latencies import read_jsonl
 from llmbench.results.folder import environment, new_run_dir
-from llmbench.results.schema import Run, ServerProbe, ServerState, Step, StepBrief, SweepSetting
+from llmbench.results.schema import (Run, ServerDifference, ServerProbe, ServerState, Step,
+                                     StepBrief, Sweep, SweepSetting)
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.commands.common import Done
@@ -142,7 +143,7 @@ def _step_brief(st: Step) -> StepBrief:
 def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
-    probe = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
+    probe = run.findings.server_probe or ServerProbe()
     rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
     if not probe.kind or not rows:
         return ServerState(kind=None, note=probe.note) if probe.note else None
@@ -207,7 +208,7 @@ def perform(plan: SweepPlan) -> Done:
     if plan.resume is not None:
         sweep_dir, before = resumable(plan, points)
         kept = {i: r for i, r in before.items() if complete(r, sweep_dir)}
-        doc = Run.load(sweep_dir)
+        doc = Sweep.load(sweep_dir)
         doc.status, doc.pid, doc.results = "running", os.getpid(), []
         doc.resumed_at = [*(doc.resumed_at or []), time.time()]
         doc.answer = doc.best = doc.interrupted = doc.finished_at = None
@@ -215,7 +216,7 @@ def perform(plan: SweepPlan) -> Done:
     else:
         label = plan.labels.get("name") or "_".join(plan.settings)
         sweep_dir = new_run_dir(plan.out, "sweep", label)
-        doc = Run(kind="sweep", status="running", started_at=time.time(),
+        doc = Sweep(status="running", started_at=time.time(),
                   settings=plan.settings, grid=points, labels=plan.labels,
                   config=plan.describe(), unit=plan.unit, results=[],
                   environment=environment(), pid=os.getpid())
@@ -296,11 +297,9 @@ def resumable(plan: SweepPlan, points: list[dict[str, str]]) -> tuple[Path, dict
     if not (folder / "sweep.json").is_file():
         raise UsageError(f"{where}: no sweep.json there; give a folder made by llmbench sweep")
     try:
-        doc = Run.load(folder)
+        doc = Sweep.load(folder)
     except Exception as exc:  # noqa: BLE001 - a folder edited by hand: one line
         raise UsageError(f"{where}: {exc}")
-    if doc.kind != "sweep":
-        raise UsageError(f"{where}: not a sweep folder (its run is a {doc.kind})")
 
     def key(setting: dict[str, str]) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(setting.items()))
@@ -414,7 +413,7 @@ def name_of_settings(settings: dict[str, list[str]]) -> str:
 
 
 def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: int,
-         doc: Run, save: Callable[[], None]) -> SweepSetting:
+         doc: Sweep, save: Callable[[], None]) -> SweepSetting:
     name = name_of(setting)
     log = sweep_dir / f"server-{_slug(setting)}.log"
     res = SweepSetting(setting=setting, name=name, status="starting", log=log.name)
@@ -489,14 +488,14 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     if done.run_dir is not None:
         res.run_dir = os.path.relpath(done.run_dir, sweep_dir)
     run = done.run
-    if run is None:
+    if not isinstance(run, Run):         # a ramp's Done holds its Run (or None)
         res.status = "interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed"
         res.error = f"the ramp did not start (exit {done.code}; see the error above)"
         return
     steps = run.ladder()
-    reps = run.repeats
+    reps = run.findings.repeats
     res.held_interval = run.held_interval
-    res.held = res.held_interval["median"] if res.held_interval else run_held(run)
+    res.held = res.held_interval.median if res.held_interval else run_held(run)
     res.search = run.search
     v = run.verdict
     status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"
@@ -513,12 +512,12 @@ def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
     res.steps = [_step_brief(st) for st in steps]
     if done.run_dir is not None:
         res.server_state = server_state(done.run_dir, run)
-    if run.server is not None and run.server.data:
+    if run.findings.server is not None and run.findings.server.data:
         # what the server said it was (version, parallel settings): compared across settings
-        res.server = run.server
+        res.server = run.findings.server
 
 
-def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
+def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
             save: Callable[[], None]) -> int:
     from dataclasses import asdict
     results = doc.results
@@ -547,7 +546,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     from llmbench.report import screen
     screen.say(text)                      # wrapped at word boundaries on a terminal
     for d in doc.server_differences or []:
-        screen.say(f"Servers differed: {d['text']}")
+        screen.say(f"Servers differed: {d.text}")
     page = None
     try:
         from llmbench.report.sweep_html import write
@@ -566,7 +565,7 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Run, interrupted: bool,
     return code
 
 
-def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
+def server_differences(results: Sequence[SweepSetting]) -> list[ServerDifference]:
     """Each setting's server against the first one's, as far as the servers said what they
     were: the setting should be among what differed (a server that ignored it shows here)."""
     from llmbench.analysis.telemetry import identity_diff
@@ -575,8 +574,8 @@ def server_differences(results: Sequence[SweepSetting]) -> list[dict[str, Any]]:
     for r in known[1:]:
         text = identity_diff(r.server, known[0].server, (r.name, known[0].name))
         if text:
-            out.append({"setting": r.name, "against": known[0].name,
-                        "text": text + "."})          # "parallel=4 ran ...; parallel=1 ..."
+            out.append(ServerDifference(setting=r.name, against=known[0].name,
+                                        text=text + "."))   # "parallel=4 ran ...; parallel=1 ..."
     return out
 
 

@@ -96,12 +96,12 @@ def _summary_row(summary: Any, step: int | None, users: Any, rate: Any,
     return row
 
 
-def summary_rows(run: Any) -> list[dict[str, Any]]:
+def summary_rows(run: "Run | str | Path") -> list[dict[str, Any]]:
     """One row per step of a ramp (or probe), else one row for the run: the summary flattened
     (SUMMARY_COLUMNS). RUN: a results.schema.Run or a run folder's path."""
     run = as_run(run)
     if run.steps:
-        by = (run.config.get("ramp") or {}).get("by", "users")
+        by = run.section("ramp").get("by", "users")
         return [_summary_row(st.summary, st.index, st.load if by == "users" else None,
                              st.load if by != "users" else None, st.held) for st in run.steps]
     if run.summary is None:
@@ -110,13 +110,13 @@ def summary_rows(run: Any) -> list[dict[str, Any]]:
     return [_summary_row(run.summary, None, load.get("concurrency"), load.get("rate"), None)]
 
 
-def _rows_and_columns(run: Any, per_request: bool) -> tuple[Iterable[dict[str, Any]], list[str]]:
+def _rows_and_columns(run: "Run | str | Path", per_request: bool) -> tuple[Iterable[dict[str, Any]], list[str]]:
     if per_request:
         return request_rows(as_run(run)), list(COLUMN_NAMES)
     return summary_rows(run), [name for name, _ in SUMMARY_COLUMNS]
 
 
-def write_csv(run: Any, out: str | Path | IO[str], *, per_request: bool = False) -> None:
+def write_csv(run: "Run | str | Path", out: str | Path | IO[str], *, per_request: bool = False) -> None:
     """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first.
     Empty cell: no value (a failed request's TTFT); booleans as true/false; floats to 3
     decimals (``csv_cell``)."""
@@ -136,18 +136,18 @@ def _csv(fh: IO[str], rows: Iterable[dict[str, Any]], columns: Sequence[str]) ->
         w.writerow([csv_cell(row.get(c)) for c in columns])
 
 
-def to_csv_text(run: Any, *, per_request: bool = False) -> str:
+def to_csv_text(run: "Run | str | Path", *, per_request: bool = False) -> str:
     buf = io.StringIO()
     write_csv(run, buf, per_request=per_request)
     return buf.getvalue()
 
 
-def summary_frame(run: Any) -> Any:
+def summary_frame(run: "Run | str | Path") -> Any:
     """summary_rows as a typed pandas DataFrame."""
     return typed_frame(summary_rows(run), SUMMARY_COLUMNS)
 
 
-def write_parquet(run: Any, out: str | Path, *, per_request: bool = False) -> None:
+def write_parquet(run: "Run | str | Path", out: str | Path, *, per_request: bool = False) -> None:
     """The run as a Parquet file, its columns typed (nullable integers and booleans stay so)."""
     try:
         import pyarrow  # noqa: F401

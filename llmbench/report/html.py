@@ -112,7 +112,7 @@ def _classes(run: Run) -> list[str]:
     # (the step's load, class, its part): a ramp's steps; a run (run --scenario) its one load
     parts = ([(st.load, n, c) for st in steps for n, c in st.classes.items()]
              if run.kind == "ramp" else
-             [(run.load_level, n, c) for n, c in run.classes.items()])
+             [(run.load_level, n, c) for n, c in run.findings.classes.items()])
     if not parts:
         return []
     v = run.verdict
@@ -137,7 +137,7 @@ def _classes(run: Run) -> list[str]:
     out.append(_table([run.load_unit if run.kind == "ramp" else "load", "class", "its load", "requests", "TTFT p50", "TTFT p95",
                        "ITL p95", "E2EL p95", "out tok/s", "errors", "cancelled", "result"],
                       rows, marks, left=2))
-    iso = run.isolation
+    iso = run.findings.isolation
     if iso is not None:
         out.append("<h2>Each class alone (--isolate)</h2>")
         if iso.note:
@@ -158,7 +158,7 @@ def _classes(run: Run) -> list[str]:
 
 def _abandonment(run: Run) -> list[str]:
     """--abandon: what the users cancelled and whether the server let go of it."""
-    a = run.abandonment
+    a = run.findings.abandonment
     if a is None:
         return []
     rel = a.release
@@ -211,7 +211,7 @@ def _settings(run: Run) -> str:
     wl = run.workload or {}
     parts.append(_table(["workload", ""], [[k, json.dumps(v) if isinstance(v, (dict, list)) else v]
                                            for k, v in wl.items()], left=2))
-    labels = run.labels or {}
+    labels = run.state.labels or {}
     if labels:
         parts.append(_table(["label", "value"], sorted(labels.items()), left=2))
     # the raw configuration is for the curious: folded, so it does not fill the page's end
@@ -260,8 +260,8 @@ def _agents(run: Run) -> bool:
 def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     steps = run.steps
     unit = run.load_unit
-    body = [verdict_box(run.verdict, run.closed_loop_note)]
-    join = (run.config.get("ramp") or {}).get("join") or "start"
+    body = [verdict_box(run.verdict, run.findings.closed_loop_note)]
+    join = str(run.section("ramp").get("join") or "start")
     found = run.search
     if found is not None:
         body += _search(run, unit)
@@ -348,14 +348,14 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     if not rows:
         return []
     out = ["<h2>Timeline</h2>"]
-    sp = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
+    sp = run.findings.server_probe or ServerProbe()
     if sp.kind:
         out.append(f"<p class=meta>Server state from its own metrics ({e(sp.kind)}, "
                    f"{e(sp.samples)} samples) is drawn under the client's view.</p>")
     elif sp.note:
         out.append(f"<p class=meta>{e(sp.note)}</p>")
     out.append(_chart(charts.timeline(rows, [st for st in run.steps if isinstance(st, Step)],
-                                      run.t0_perf, unit), "timeline"))
+                                      run.state.t0_perf, unit), "timeline"))
     return out
 
 
@@ -387,7 +387,7 @@ def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     whole-run) figures, the per-second chart, and the notes of sources that did not answer."""
     from llmbench.analysis import telemetry as tm
     from llmbench.results.telemetry import RunTelemetry
-    tel = run.run_telemetry or RunTelemetry()
+    tel = run.findings.run_telemetry or RunTelemetry()
     ident = tm.identity_of(run)
     steps = [st for st in run.steps if isinstance(st, Step)]
     rows: list[list[Any]] = []
@@ -417,7 +417,7 @@ def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     if steps and rows:
         out.append(_chart(charts.ramp_server(steps, unit, cpus), "server machine vs load"))
     samples = read_jsonl(run_dir / "telemetry.jsonl") if (run_dir / "telemetry.jsonl").exists() else []
-    t0 = run.t0_perf
+    t0 = run.state.t0_perf
     if samples and t0 is not None:
         series = tm.series(samples, float(t0))
         if series:
@@ -468,7 +468,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     if buffered:                    # right under the headline: its TTFT and ITL are a buffer's
         body.append(f'<div class="verdict bad">{e(buffered[0].upper() + buffered[1:])}.</div>')
     from llmbench.analysis.network import of_summary
-    found = of_summary(s, run.network)     # the network's share of TTFT, when large
+    found = of_summary(s, run.findings.network)     # the network's share of TTFT, when large
     if found is not None:
         body.append(f'<div class="verdict">{e(found.sentence)}</div>')
     from llmbench.analysis.checks import cache_lines
@@ -498,7 +498,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     if s.requests_with_reasoning:
         body += _reasoning(s)
     body += _phases(s)
-    checks: list[Check] = run.thresholds
+    checks: list[Check] = run.findings.thresholds
     if checks:
         body.append(_table(["threshold", "result"],
                            [[c.text or c.threshold, "ok" if c.ok else "FAILED"]
@@ -506,8 +506,8 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                            left=1))
     if s.non_streaming:
         body.append("<p>Not streaming: TTFT equals E2EL (the reply arrives at once).</p>")
-    body += _prefix_cache(run.prefix_cache)
-    body += _sessions("", [("run", run.sessions)])
+    body += _prefix_cache(run.findings.prefix_cache)
+    body += _sessions("", [("run", run.findings.sessions)])
     body += _classes(run)
     body += _abandonment(run)
     body.append("<h2>Latency distributions</h2>")
@@ -517,7 +517,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     errs = _errors(s)
     if errs:
         body.append("<h2>Errors</h2>" + errs)
-    mon = run.monitor or {}
+    mon = run.findings.monitor or {}
     if mon.get("overloaded"):
         body.append('<div class="verdict bad">The load generator was busy during this run '
                     f'(event-loop lag p99 {mon.get("lag_p99_ms", 0):.1f} ms, CPU '
@@ -579,10 +579,10 @@ def _reasoning(s: Summary) -> list[str]:
 
 
 def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
-    steps: list[ProbeStep] = run.steps
-    b = run.router_bound
-    msg = (f"Router-bound from {b['users']} users: TTFT p50 overhead {b['first_overhead_ms']:.1f} ms "
-           f"-> {b['overhead_ms']:.1f} ms while the direct path stayed flat." if b else
+    steps: list[ProbeStep] = run.findings.router.steps
+    b = run.findings.router.bound
+    msg = (f"Router-bound from {b.users} users: TTFT p50 overhead {b.first_overhead_ms:.1f} ms "
+           f"-> {b.overhead_ms:.1f} ms while the direct path stayed flat." if b else
            "No step where the router's overhead grew while the direct path stayed flat.")
     body = [f'<div class="verdict{" bad" if b else ""}"><b>{e(msg)}</b></div>',
             "<h2>Overhead per step (router − direct, 95% bootstrap intervals)</h2>"]
@@ -602,21 +602,21 @@ def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body.append("<p class=meta>* the interval excludes zero: a real difference, not noise.</p>")
     if steps:
         body.append(_chart(charts.probe_overhead(steps), "router overhead"))
-    be = run.backends
-    if be:
+    be = run.findings.router.backends
+    if be is not None:
         body.append("<h2>Backends behind the router</h2>")
-        rows = [[k, v["requests"], f"{v['share'] * 100:.1f}%", fmt_ms(v["ttft_p50_ms"]),
-                 fmt_ms(v["ttft_p95_ms"]), fmt_ms(v["itl_p50_ms"]),
-                 "-" if v.get("cache_hit_rate") is None else f"{v['cache_hit_rate'] * 100:.0f}%"]
-                for k, v in be["backends"].items()]
+        rows = [[k, str(v.requests), f"{v.share * 100:.1f}%", fmt_ms(v.ttft_p50_ms),
+                 fmt_ms(v.ttft_p95_ms), fmt_ms(v.itl_p50_ms),
+                 "-" if v.cache_hit_rate is None else f"{v.cache_hit_rate * 100:.0f}%"]
+                for k, v in be.backends.items()]
         body.append(_table(["backend", "requests", "share", "TTFT p50", "TTFT p95", "ITL p50",
                             "prefix-cache hits"], rows, left=1))
-        body.append(f"<p>Imbalance (max/mean): {be['imbalance']:.2f}.")
-        if be.get("affinity"):
-            a = be["affinity"]
-            body.append(f" Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next "
-                        f"turns on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% "
-                        f"of {a['conversations']} conversations stayed on one backend.")
+        body.append(f"<p>Imbalance (max/mean): {be.imbalance or 0:.2f}.")
+        if be.affinity is not None:
+            a = be.affinity
+            body.append(f" Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next "
+                        f"turns on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% "
+                        f"of {a.conversations} conversations stayed on one backend.")
         body.append("</p>")
     return body
 
@@ -627,8 +627,8 @@ def render(run_dir: str | Path) -> str:
     lat = run.latencies()
     kind = run.kind
     status = run.status
-    started = local_time(run.started_at) or "?"
-    target = run.config.get("target") or run.config.get("router") or {}
+    started = local_time(run.state.started_at) or "?"
+    target = run.target
     title = f"llmbench {kind}: {target.get('model', '')} at {target.get('url', '')}"
     head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title>"
             f"<style>{CSS}</style></head><body>",
@@ -638,7 +638,8 @@ def render(run_dir: str | Path) -> str:
         head.append('<div class="verdict bad">This run was interrupted: the report shows what '
                     "finished before it stopped.</div>")
     if status == "failed":
-        head.append(f'<div class="verdict bad">The run failed before measuring: {e(run.error)}</div>')
+        head.append('<div class="verdict bad">The run failed before measuring: '
+                    f'{e(run.state.error)}</div>')
         return "\n".join(head + [_settings(run), "</body></html>"])
     return "\n".join(head + body(run, lat, run_dir) + [_settings(run), "</body></html>"])
 

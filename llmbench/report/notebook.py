@@ -27,7 +27,7 @@ from typing import Any
 
 from llmbench.results.display import local_time
 from llmbench.results import display
-from llmbench.results.schema import Run, Step
+from llmbench.results.schema import Run, Step, Sweep
 
 SCOPE = "llmbench-nb"
 CHART_EVERY_S = 5.0
@@ -60,27 +60,26 @@ def _block(parts: list[str]) -> str:
 
 
 def _title(run: Run) -> str:
-    target = run.config.get("target") or run.config.get("router") or {}
+    target = run.target
     where = f": {target.get('model', '')} at {target.get('url', '')}" if target else ""
     folder = f" · {run.path.name}" if run.path is not None else ""
     return (f"<h2>llmbench {e(run.kind)}{e(where)}<span class='badge {e(run.status)}'>"
             f"{e(run.status)}</span></h2><div class=meta>{e(_started(run))}{e(folder)}</div>")
 
 
-def _started(run: Run) -> str:
-    t = run.started_at
-    return local_time(t)
+def _started(run: Run | Sweep) -> str:
+    return local_time(run.started_at if isinstance(run, Sweep) else run.state.started_at)
 
 
-def run_html(run: Run) -> str:
+def run_html(run: Run | Sweep) -> str:
     """A Run in a cell: its report's body (the same functions as report.html)."""
-    if run.kind == "sweep":
+    if isinstance(run, Sweep):
         return _sweep(run)
     from llmbench.report import html
     parts = [_title(run)]
     if run.status == "failed":
         parts.append(f'<div class="verdict bad">The run failed before measuring: '
-                     f'{e(run.error)}</div>')
+                     f'{e(run.state.error)}</div>')
         return _block(parts)
     folder = run.path
     if folder is not None and (folder / "run.json").is_file() \
@@ -98,7 +97,7 @@ def _without_folder(run: Run) -> list[str]:
     if run.kind == "ramp":
         unit = run.load_unit
         steps = run.steps
-        out += [html.verdict_box(run.verdict, run.closed_loop_note),
+        out += [html.verdict_box(run.verdict, run.findings.closed_loop_note),
                 "<h3>Steps</h3>", html.steps_table(steps, unit)]
         if steps:
             ths = html.chart_thresholds(run.thresholds_asked)
@@ -106,12 +105,12 @@ def _without_folder(run: Run) -> list[str]:
                     html._chart(charts.ramp_throughput(steps, unit), "throughput vs load")]
     elif run.summary is not None:
         out += [_summary_table(run.summary)]
-        if run.thresholds:
-            out.append(_checks(run.thresholds))
+        if run.findings.thresholds:
+            out.append(_checks(run.findings.thresholds))
     return out
 
 
-def _sweep(run: Run) -> str:
+def _sweep(run: Sweep) -> str:
     from llmbench.report import sweep_html
     settings = run.settings or {}
     swept = " x ".join(k + " = " + ", ".join(map(str, v)) for k, v in settings.items())

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import Run, Step, Summary, SweepSetting, amount
+from llmbench.results.schema import Run, Step, Summary, Sweep, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _sessions, _table, e
@@ -30,8 +30,8 @@ def _held_text(r: SweepSetting) -> str:
     if r.held is None:
         return "–"
     iv = r.held_interval
-    if iv and iv.get("low") is not None:
-        return f"{r.held:g} [{iv['low']:g}, {iv['high']:g}]"
+    if iv and iv.low is not None and iv.high is not None:
+        return f"{r.held:g} [{iv.low:g}, {iv.high:g}]"
     return f"{r.held:g}"
 
 
@@ -48,9 +48,9 @@ def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] 
     not measured says why on its own slot instead of drawing a zero."""
     bars = []
     for label, r in zip(_labels(results), results):
-        iv = r.held_interval or {}
-        bars.append(charts.HeldBar(label=label, held=r.held, low=iv.get("low"),
-                                   high=iv.get("high"), status=r.status,
+        iv = r.held_interval
+        bars.append(charts.HeldBar(label=label, held=r.held, low=iv.low if iv else None,
+                                   high=iv.high if iv else None, status=r.status,
                                    best=r.setting == best, text=_held_text(r)))
     return charts.sweep_held(bars, unit, axis_name,
                              repeats=any(r.held_interval for r in results))
@@ -118,7 +118,7 @@ def _num(v: Any, fmt: str = "{:g}") -> str:
 
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
-    doc = Run.load(sweep_dir)
+    doc = Sweep.load(sweep_dir)
     cfg = doc.config or {}
     settings = doc.settings or {}
     status = doc.status
@@ -136,7 +136,7 @@ def render(sweep_dir: str | Path) -> str:
     return "\n".join(out)
 
 
-def _answer(doc: Run) -> list[str]:
+def _answer(doc: Sweep) -> list[str]:
     """The sweep's answer, the thresholds a setting was held by, how the servers differed."""
     results = doc.results
     out: list[str] = []
@@ -152,12 +152,12 @@ def _answer(doc: Run) -> list[str]:
         out.append(f"<br><small>Held = every threshold met in a step's hold window: "
                    f"{e(', '.join(doc.thresholds_asked))}.</small>")
     for d in doc.server_differences or []:
-        out.append(f"<br>Servers differed: {e(d.get('text'))}")
+        out.append(f"<br>Servers differed: {e(d.text)}")
     out.append("</div>")
     return out
 
 
-def _per_setting(doc: Run, unit: str) -> list[str]:
+def _per_setting(doc: Sweep, unit: str) -> list[str]:
     """One row per setting at the common load, with a link to its ramp's report."""
     results, load, best = doc.results, doc.common_load, doc.best
     rows, classes = [], []
@@ -177,7 +177,7 @@ def _per_setting(doc: Run, unit: str) -> list[str]:
     # the ramp column holds a link built from escaped parts: put it back unescaped
     for row in rows:
         table = table.replace(e(row[-1]), row[-1], 1)
-    iv_method = next((r.held_interval.get("method") for r in results
+    iv_method = next((r.held_interval.method for r in results
                       if r.held_interval), None)
     return ["<h2>Per setting</h2>", f"<div class=sweep>{table}</div>",
             "<p class=meta>" + (f"Intervals: {e(iv_method)}. " if iv_method else
@@ -186,7 +186,7 @@ def _per_setting(doc: Run, unit: str) -> list[str]:
                "setting ran (held or not)." if load is not None else "") + "</p>"]
 
 
-def _charts(doc: Run, sweep_dir: Path, unit: str, axis_name: str) -> list[str]:
+def _charts(doc: Sweep, sweep_dir: Path, unit: str, axis_name: str) -> list[str]:
     """Held per setting, latency and throughput at the common load, the sessions, the ramps
     overlaid."""
     results, load = doc.results, doc.common_load
@@ -241,7 +241,7 @@ def _failures(results: Sequence[SweepSetting]) -> list[str]:
     return out
 
 
-def _how_it_ran(doc: Run) -> list[str]:
+def _how_it_ran(doc: Sweep) -> list[str]:
     cfg = doc.config or {}
     rows: list[list[Any]] = [["mode", cfg.get("mode")], ["server command", cfg.get("command") or "–"],
             ["before", cfg.get("before") or "–"], ["url", cfg.get("url")],
@@ -259,7 +259,7 @@ def _how_it_ran(doc: Run) -> list[str]:
             + "</pre></details>"]
 
 
-def body(doc: Run, sweep_dir: Path) -> list[str]:
+def body(doc: Sweep, sweep_dir: Path) -> list[str]:
     """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
     notebook shows the same, llmbench/report/notebook.py)."""
     unit = doc.unit or "users"

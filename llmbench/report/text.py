@@ -48,7 +48,7 @@ def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
         return [(st.load, n, c) for st in run.steps if isinstance(st, Step)
                 for n, c in st.classes.items()]
     if run.kind == "run":
-        return [(run.load_level, n, c) for n, c in run.classes.items()]
+        return [(run.load_level, n, c) for n, c in run.findings.classes.items()]
     return []
 
 
@@ -74,7 +74,7 @@ def to_csv(run_dir: str | Path) -> str:
     if run.kind == "probe":
         w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
-        probe_steps: list[ProbeStep] = run.steps
+        probe_steps: list[ProbeStep] = run.findings.router.steps
         for pst in probe_steps:
             o = pst.ttft_p50
             router, direct = pst.router, pst.direct
@@ -92,7 +92,7 @@ def to_csv(run_dir: str | Path) -> str:
         # an empty cell is a statistic with no data (never 0)
         held = [st.held, st.state] if st is not None else [None, None]
         if run.kind == "run" and classes:
-            bad = [c for c in run.thresholds if not c.ok]
+            bad = [c for c in run.findings.thresholds if not c.ok]
             held = [not bad, "over" if bad else "held"]
         w.writerow([load] + (["", None] if classes else [])
                    + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
@@ -146,7 +146,7 @@ def _md_classes(run: Run) -> list[str]:
                  "held" if c.held else f"**{_md_escape(c.state)}**"
                  + (f": {_md_escape(failed)}" if failed else "")]
         out.append("| " + " | ".join(str(x) for x in cells) + " |")
-    iso = run.isolation
+    iso = run.findings.isolation
     if iso is not None:
         out.append("")
         out.append("#### Each class alone (--isolate)")
@@ -217,9 +217,9 @@ def _md_run(run: Run) -> list[str]:
         out.append(f"| cancelled (users gave up) | {s.cancelled} "
                    f"({s.cancelled_waiting or 0} before a first token) |")
     out += _md_run_sessions(run)
-    if run.thresholds:
+    if run.findings.thresholds:
         out.append("")
-        for c in run.thresholds:
+        for c in run.findings.thresholds:
             # a class's check says its class and threshold ("tight: ttft.mean<=400ms: ...")
             out.append(f"- {'ok' if c.ok else '**FAIL**'}: "
                        + _md_escape(c.text or f"{c.threshold}: {c.reason or ''}"))
@@ -228,7 +228,7 @@ def _md_run(run: Run) -> list[str]:
 
 def _md_run_sessions(run: Run) -> list[str]:
     """Agent sessions of a run (docs/agents.md), as rows of its table."""
-    x = run.sessions
+    x = run.findings.sessions
     if x is None:
         return []
     return [f"| {k} | {v} |" for k, v in (
@@ -245,7 +245,7 @@ def _md_run_sessions(run: Run) -> list[str]:
 def _md_probe(run: Run) -> list[str]:
     out = ["| users | TTFT p50 overhead (95% CI) | router tok/s | direct tok/s |",
            "|---:|---|---:|---:|"]
-    for pst in run.steps:
+    for pst in run.findings.router.steps:
         o = pst.ttft_p50
         ci = f"[{o.ci_ms[0]:+.1f}, {o.ci_ms[1]:+.1f}]" if o.ci_ms else ""
         ov = f"{o.overhead_ms:+.1f} ms {ci}" if o.overhead_ms is not None else "-"
@@ -259,7 +259,7 @@ def _md_footer(run: Run) -> list[str]:
     wl = run.workload or {}
     out = ["", f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')})."]
-    labels = run.labels or {}
+    labels = run.state.labels or {}
     if labels:
         out.append("Labels: " + ", ".join(f"`{_md_code(k)}={_md_code(v)}`"
                                           for k, v in sorted(labels.items())) + ".")
@@ -272,7 +272,7 @@ _MD_BODY = {"ramp": _md_ramp, "run": _md_run, "probe": _md_probe}
 def to_markdown(run_dir: str | Path) -> str:
     run = Run.load(run_dir)
     kind = run.kind
-    target = run.config.get("target") or run.config.get("router") or {}
+    target = run.target
     out = [f"### llmbench {kind}: `{_md_code(target.get('model', ''))}`"
            + (" (partial)" if run.status == "partial" else "")]
     body = _MD_BODY.get(kind)

@@ -22,19 +22,38 @@ import math
 import types
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
 
 P = TypeVar("P", bound="Part")
 
+# A JSON value: what a loose part of run.json holds when nothing reads it by key (a config as
+# the user gave it, the machine's description). Run time reads it as anything (the contract
+# keeps what it reads); a type checker as the union it is.
+if TYPE_CHECKING:
+    from typing import TypeAlias
+    JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"],
+                                 dict[str, "JSONValue"]]
+else:
+    JSONValue = Any
+JSONObject = dict[str, JSONValue]
+
 
 def part(default: Any = MISSING, *, default_factory: Any = MISSING, key: str | None = None,
-         omit: str | None = None, when: Callable[[Any], bool] | None = None) -> Any:
+         omit: str | None = None, when: Callable[[Any], bool] | None = None,
+         inline: bool = False, shared: bool = False) -> Any:
     """A field of the contract: ``key`` its JSON name (default: the field's name), ``omit``
-    ("none" or "empty") and ``when`` its rule for being written by a part the pipeline made."""
+    ("none" or "empty") and ``when`` its rule for being written by a part the pipeline made.
+
+    ``inline``: the field is a part whose keys are written among its owner's (run.json's
+    ``kind`` and ``monitor`` are keys of the file, held by ``Run.state`` and ``Run.findings``);
+    an inline part's ``when`` rules are asked of the outermost part. ``shared``: another field
+    has the same key (a probe's steps and a ramp's): its ``when`` decides which one is written,
+    for a part read from a file too, and the owner's ``from_dict`` reads it itself."""
     if omit not in (None, "none", "empty"):
         raise ValueError(f"omit={omit!r}: 'none' or 'empty'")
     return field(default=default, default_factory=default_factory,
-                 metadata={"key": key, "omit": omit, "when": when})
+                 metadata={"key": key, "omit": omit, "when": when, "inline": inline,
+                           "shared": shared})
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,8 @@ class _Spec:
     omit: str | None
     when: Callable[[Any], bool] | None
     default: Any
+    path: tuple[str, ...]           # field names from the outermost part (inline parts)
+    shared: bool
 
 
 _SPECS: dict[type, tuple[_Spec, ...]] = {}
@@ -64,12 +85,43 @@ def specs(cls: type) -> tuple[_Spec, ...]:
     got = _SPECS.get(cls)
     if got is None:
         hints = typing.get_type_hints(cls)       # each class's own module names its types
-        got = tuple(_Spec(f.name, f.metadata.get("key") or f.name, hints.get(f.name, Any),
-                          f.metadata.get("omit"), f.metadata.get("when"), _default(f))
-                    for f in fields(cls)
-                    if f.name not in _BASE and not f.metadata.get("internal"))
+        out: list[_Spec] = []
+        for f in fields(cls):
+            if f.name in _BASE or f.metadata.get("internal"):
+                continue
+            if f.metadata.get("inline"):
+                out.extend(_Spec(s.name, s.key, s.type, s.omit, s.when, s.default,
+                                 (f.name, *s.path), s.shared) for s in specs(hints[f.name]))
+                continue
+            out.append(_Spec(f.name, f.metadata.get("key") or f.name, hints.get(f.name, Any),
+                             f.metadata.get("omit"), f.metadata.get("when"), _default(f),
+                             (f.name,), bool(f.metadata.get("shared"))))
+        order = getattr(cls, "KEY_ORDER", None)
+        if order:       # the file's one order, over the parts' grouping
+            rank = {k: i for i, k in enumerate(order)}
+            out.sort(key=lambda s: rank.get(s.key, len(rank)))
+        got = tuple(out)
         _SPECS[cls] = got
     return got
+
+
+def _get(owner: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        owner = getattr(owner, name)
+    return owner
+
+
+def _build(cls: type[P], values: dict[tuple[str, ...], Any], at: tuple[str, ...] = (),
+           **base: Any) -> P:
+    """``cls`` from the values read for its fields' paths, its inline parts built in turn."""
+    hints = typing.get_type_hints(cls)
+    kw: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get("inline"):
+            kw[f.name] = _build(hints[f.name], values, (*at, f.name))
+        elif (*at, f.name) in values:
+            kw[f.name] = values[(*at, f.name)]
+    return cls(**kw, **base)
 
 
 def encode(v: Any) -> Any:
@@ -184,6 +236,9 @@ def decode(tp: Any, v: Any) -> Any:
     float. A value of another kind than its key holds is a WrongType naming the key."""
     if v is None:
         return None
+    one = _optional(tp)
+    if isinstance(one, type) and issubclass(one, Part) and isinstance(v, one):
+        return v            # already read (a summary's flat() holds its parts as parts)
     wrong = mismatch(tp, v)
     if wrong is not None:
         raise WrongType("", wrong)
@@ -265,7 +320,9 @@ class Part:
         loaded = self.read_keys
         derived = self.derived() if loaded is not None else frozenset()
         for s in specs(type(self)):
-            v = getattr(self, s.name)
+            v = _get(self, s.path)
+            if s.shared and s.when is not None and not s.when(self):
+                continue
             if loaded is not None:
                 # read from a file: what it held, and what was set since
                 if s.key not in loaded and (s.key in derived or s.default is MISSING
@@ -286,19 +343,19 @@ class Part:
     @classmethod
     def from_dict(cls: type[P], data: Mapping[str, Any]) -> P:
         """A part from its JSON object (any folder written so far)."""
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[tuple[str, ...], Any] = {}
         known = set()
         for s in specs(cls):
             known.add(s.key)
-            if s.key in data:
+            if s.key in data and not s.shared:
                 v = data[s.key]
                 if v is None and s.default is not None and s.default is not MISSING \
                         and not _nullable(s.type):
                     # null where the part always holds a value (a config, a status)
                     raise WrongType(s.key, f"null where {_want(s.type)} belongs")
-                kwargs[s.name] = _at(s.key, decode, s.type, v)
+                kwargs[s.path] = _at(s.key, decode, s.type, v)
         extra = {k: v for k, v in data.items() if k not in known}
-        return cls(**kwargs, extra=extra, read_keys=tuple(data))
+        return _build(cls, kwargs, extra=extra, read_keys=tuple(data))
 
     @property
     def data(self) -> dict[str, Any]:

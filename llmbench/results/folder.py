@@ -22,7 +22,7 @@ from typing import Any
 
 from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError, clean_nan, write_json
-from llmbench.results.schema import SCHEMA_VERSION, Run
+from llmbench.results.schema import SCHEMA_VERSION, Run, Sweep
 
 __all__ = ["RunFolderError", "SCHEMA_VERSION", "clean_nan", "environment", "headline",
            "is_write_error", "list_runs", "new_run_dir", "scrub_argv", "write_error_line",
@@ -144,8 +144,8 @@ def _scrub_proxy(value: str) -> str:
 
 def headline(run: Run) -> str:
     """The run's answer in a line: a ramp's verdict, a run's figures, a probe's router-bound."""
-    if run.status in ("failed", "interrupted") and run.summary is None and not run.steps:
-        return f"{run.status}: " + str(run.error or "")[:80]
+    if run.status in ("failed", "interrupted") and not run.measured_anything:
+        return f"{run.status}: " + str(run.state.error or "")[:80]
     if run.status == "running":
         return "no summary yet (llmbench report rebuilds it from requests.jsonl)"
     if run.kind == "ramp":
@@ -164,16 +164,16 @@ def headline(run: Run) -> str:
                 + (f"{ttft:.0f} ms" if isinstance(ttft, (int, float)) else "–")
                 + ", " + (f"{tput:.1f} tok/s" if isinstance(tput, (int, float)) else "– tok/s"))
     if run.kind == "probe":
-        b = run.router_bound
-        return (f"router-bound from {b.get('users')} users" if isinstance(b, dict)
-                else "no router-bound step")
+        b = run.findings.router.bound
+        return f"router-bound from {b.users} users" if b is not None else "no router-bound step"
     return ""
 
 
-def _date_of(run: Run, folder: Path) -> str:
+def _date_of(run: Run | Sweep, folder: Path) -> str:
     """When the run started: run.json's time, else the folder name's stamp, else its mtime
     (a run that failed its preflight once had no time and showed 1970)."""
-    when = local_time(run.started_at, "%Y-%m-%d %H:%M")
+    when = local_time(run.started_at if isinstance(run, Sweep) else run.state.started_at,
+                      "%Y-%m-%d %H:%M")
     if when:
         return when
     m = re.match(r"(\d{8})-(\d{6})", folder.name)
@@ -239,13 +239,14 @@ def _run_row(d: Path) -> RunRow:
     return _row(d, run, run.kind, headline(run), "a summary")
 
 
-def _row(d: Path, run: Run, kind: Any, line: str, what: str) -> RunRow:
+def _row(d: Path, run: Run | Sweep, kind: Any, line: str, what: str) -> RunRow:
     env = run.environment if isinstance(run.environment, dict) else {}
     argv = env.get("argv") if isinstance(env.get("argv"), list) else []
-    labels = run.labels if isinstance(run.labels, dict) else {}
+    labels = run.labels if isinstance(run, Sweep) else run.state.labels
     status = run.status
     from llmbench.results import lock
-    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else _alive(run.pid)
+    pid = run.pid if isinstance(run, Sweep) else run.state.pid
+    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else _alive(pid)
     if status == "running" and not live:
         status = f"stopped without {what} (killed?)"
     return RunRow(d.name, kind, status, _date_of(run, d),
@@ -257,7 +258,7 @@ def _sweep_row(d: Path) -> RunRow:
     """A sweep folder: its answer as the headline, and the ramp of each setting inside it."""
     f = d / "sweep.json"
     try:
-        sweep = Run.load(d)
+        sweep = Sweep.load(d)
     except RunFolderError as exc:
         return RunRow(d.name, error=f"{f}: not a readable sweep.json ({exc})")
     row = _row(d, sweep, "sweep", str(sweep.answer or "(no answer yet)"), "an answer")

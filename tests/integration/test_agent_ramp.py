@@ -171,7 +171,7 @@ def test_agent_sessions_run_over_every_api_with_tools(tmp_path, api):
                                window_s=doc["summary"]["duration"])
     assert again == s
     # and load_run reads run.json's sessions back as the typed value, the same numbers
-    assert llmbench.load_run(r.path).sessions == s
+    assert llmbench.load_run(r.path).findings.sessions == s
     assert f"| sessions_completed | {s.completed} of {s.started} |" in to_markdown(r.path)
     assert f">{s.completed} of {s.started}</td>" in render(r.path)
     if api == "openai-chat":

@@ -88,7 +88,7 @@ def test_sweep_with_a_serve_command(tmp_path):
     assert [r["name"] for r in sweep.data["results"]] == ["NP=1", "NP=2"]
     assert all(r["status"] == "complete" for r in sweep.data["results"])
     assert sweep.data["answer"] and (sweep.path / "config.toml").is_file()
-    again = llmbench.load_run(sweep.path)
+    again = llmbench.Sweep.load(sweep.path)
     assert again.kind == "sweep" and again.data["results"] == sweep.data["results"]
 
 

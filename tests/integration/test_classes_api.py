@@ -62,7 +62,7 @@ def test_the_long_prompts_are_blamed_and_chat_alone_holds(saturating_mock, tmp_p
     assert first.held and first.classes["chat"].held and first.classes["long"].held
     assert broke.classes["long"].state == "over"
     # --isolate: long breaks even alone; chat alone holds, far under its TTFT with long there
-    iso = run.isolation
+    iso = run.findings.isolation
     assert iso is not None and iso.cause == ["long"], iso.text
     alone = {a.name: a for a in iso.classes}
     assert alone["chat"].held and not alone["long"].held
@@ -79,7 +79,7 @@ def test_the_long_prompts_are_blamed_and_chat_alone_holds(saturating_mock, tmp_p
         assert broke.classes[name].summary.completed == by_class[name]
     # and it reads back from the folder, typed
     back = llmbench.load_run(run.path)
-    assert back.verdict.blamed == ["long"] and back.isolation.cause == ["long"]
+    assert back.verdict.blamed == ["long"] and back.findings.isolation.cause == ["long"]
     assert run_json(run)["config"]["scenario"]["classes"][0]["name"] == "chat"
     # report --format csv: one row per step per class, under the whole crowd's row
     rows = list(csv.DictReader(io.StringIO(to_csv(run.path))))
@@ -125,7 +125,7 @@ def test_cancelled_equals_closed_by_client_and_the_server_let_go(mock_factory, t
     run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=4, duration="2s",
                        prompt_tokens=16, output_tokens=40,
                        abandon="share=0.5,after-tokens=5", out=tmp_path / "res")
-    s, a = run.summary, run.abandonment
+    s, a = run.summary, run.findings.abandonment
     assert s.cancelled and s.cancelled == a.cancelled == a.streaming
     assert s.cancelled == _closed(m)
     assert s.failed == 0 and s.completed + s.cancelled == s.requests
@@ -141,7 +141,7 @@ def test_a_server_that_decodes_for_closed_connections_is_reported(mock_factory, 
     run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=4, duration="7s",
                        prompt_tokens=16, output_tokens=150,
                        abandon="after=0.3s,share=1,after-tokens=2", out=tmp_path / "res")
-    a = run.abandonment
+    a = run.findings.abandonment
     assert a.cancelled == _closed(m)
     assert a.release.ok is False, a.release.text
     assert "did NOT free" in a.release.text
@@ -155,7 +155,7 @@ def test_a_ramp_counts_its_cancelled_requests_per_step(mock_factory, tmp_path):
                         threshold=["ttft.p50<=5s"], out=tmp_path / "res")
     (step,) = run.steps
     assert step.summary.cancelled and step.summary.failed == 0
-    a = run.abandonment
+    a = run.findings.abandonment
     assert a is not None and a.cancelled == _closed(m) >= step.summary.cancelled
     assert a.release.ok is True, a.release.text
 
@@ -209,7 +209,7 @@ def test_find_over_a_scenario_lands_on_the_paper_limit_and_blames_the_tight_clas
     assert "loose held" in s.text and run.verdict.text == s.text
     # going down, a class's newest users left before the window opened: each hold held its
     # own total only
-    changes = [(float(t), int(n)) for t, n in run.user_changes]
+    changes = [(float(t), int(n)) for t, n in run.findings.user_changes]
     assert any(b.load < a.load for a, b in zip(run.steps, run.steps[1:]))
     for st in run.steps:
         before = [n for t, n in changes if t <= st.hold_start]
@@ -245,13 +245,13 @@ def test_run_with_a_scenario_judges_each_class_at_its_share_of_the_users(mock_fa
                     '[classes.loose]\nshare = 0.25\nthresholds = ["ttft.p50<=5s"]\n')
     run = llmbench.run(url=m.url + "/v1", model="mock", scenario=path, concurrency=4,
                        duration="2s", think="0", out=tmp_path / "res", server_probe="off")
-    assert {n: (c.load, c.unit) for n, c in run.classes.items()} == {
+    assert {n: (c.load, c.unit) for n, c in run.findings.classes.items()} == {
         "tight": (3, "users"), "loose": (1, "users")}
-    tight, loose = run.classes["tight"], run.classes["loose"]
+    tight, loose = run.findings.classes["tight"], run.findings.classes["loose"]
     assert tight.state == "over" and loose.state == "held"
     assert 600 <= tight.summary.ttft.median <= 2000, tight.summary.ttft.median   # ~770 on paper
     # every class's checks are the run's thresholds, tagged; one failed: exit 99
-    assert [(c.traffic_class, c.ok) for c in run.thresholds] == [("tight", False),
+    assert [(c.traffic_class, c.ok) for c in run.findings.thresholds] == [("tight", False),
                                                                 ("loose", True)]
     assert run.exit_code == 99
     # each class's figures are its own records' in the hold; the whole crowd's, all of them
@@ -259,11 +259,11 @@ def test_run_with_a_scenario_judges_each_class_at_its_share_of_the_users(mock_fa
     assert {r["traffic_class"] for r in recs} == {"tight", "loose"}
     counted = collections.Counter(r["traffic_class"] for r in recs)
     assert tight.summary.completed + loose.summary.completed == run.summary.completed
-    for name, c in run.classes.items():     # the hold's requests, of those that finished
+    for name, c in run.findings.classes.items():     # the hold's requests, of those that finished
         assert 0 < c.summary.completed <= counted[name]
     # typed back from the folder, and in every report
     back = llmbench.load_run(run.path)
-    assert back.classes == run.classes and back.exit_code == 99
+    assert back.findings.classes == run.findings.classes and back.exit_code == 99
     assert run_json(run)["config"]["scenario"]["classes"][1]["name"] == "loose"
     rows = list(csv.DictReader(io.StringIO(to_csv(run.path))))
     assert [(r["load"], r["class"], r["class_load"]) for r in rows] == [

@@ -151,7 +151,7 @@ def test_agent_sessions_on_the_page_while_they_run_and_at_the_end_as_run_json(mo
     # while it ran: sessions under way (3 agents at a time), some calls into them
     assert any(int(r["the run"][0]) >= 1 for r in seen), seen[:3]
     # at the end: run.json's sessions, done and their median time
-    s = run.sessions
+    s = run.findings.sessions
     assert s is not None and s.completed >= 3
     end = _session_rows(state["html"]["sessions"])["the run"]
     assert end[1] == str(s.completed) and end[2] == str(s.failed)

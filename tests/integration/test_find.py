@@ -79,7 +79,7 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     assert [st.load for st in r.steps] == [t.load for t in s.trials]
     # going down (a step below one that broke), the users removed are gone before the hold
     # window opens, and no user comes or goes inside a window: it holds its own load only
-    changes = [(float(t), int(n)) for t, n in r.user_changes]
+    changes = [(float(t), int(n)) for t, n in r.findings.user_changes]
     went_down = any(b.load < a.load for a, b in zip(r.steps, r.steps[1:]))
     assert went_down, [st.load for st in r.steps]       # every search here narrows from above
     for st in r.steps:

@@ -26,7 +26,7 @@ def test_the_live_view_shows_agent_sessions_and_the_server_machine_as_they_go(
     # first call in flight included); sessions done as the run goes
     assert agents and int(agents[0][0]) >= 1, err[-2000:]
     done = [int(d) for _, d in agents]
-    assert done == sorted(done) and done[-1] >= 1 and done[-1] <= run.sessions.completed
+    assert done == sorted(done) and done[-1] >= 1 and done[-1] <= run.findings.sessions.completed
     assert re.search(r"agents: .* done in p50 [\d.]+m?s, 4 calls", err), err[-2000:]
     # the server's machine: its busy cores of its CPUs
     assert re.search(r"server: .*machine [\d.]+/\d+ cores", err), err[-2000:]

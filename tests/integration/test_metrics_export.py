@@ -333,7 +333,7 @@ def test_agent_sessions_on_the_metrics_port_while_they_run_and_at_the_end(mock_f
     fam = fams["llmbench_agent_sessions"]
     assert fam.type == "counter"
     by = {s.labels["outcome"]: s.value for s in fam.samples if s.name.endswith("_total")}
-    s = run.sessions
+    s = run.findings.sessions
     assert s is not None and s.completed >= 3
     assert by == {"completed": s.completed, "failed": s.failed, "joined": 0}
     # and the exposition keeps the rules (names, HELP, TYPE, a counter's _total)

@@ -215,7 +215,7 @@ def test_router_bound_named():
                                     "ttft_p50": {"overhead_ms": ovh, "ci_ms": [lo, hi]},
                                     "direct": {"median_ttft_ms": direct}})
     steps = [step(1, 2.0, 1.5, 2.5, 50), step(4, 2.2, 1.8, 2.6, 51), step(16, 30.0, 25, 35, 52)]
-    assert router_bound(steps)["users"] == 16
+    assert router_bound(steps).users == 16
     # the direct path grew too: the backend, not the router
     steps[2].direct.ttft.median = 200
     assert router_bound(steps) is None

@@ -347,7 +347,7 @@ def test_ramp_trace_replays_the_recording_at_growing_scale(mock, mock_factory, t
     assert "Each step replays the recording's" in p.stdout + p.stderr
     # a recorded session is a user while its turns play: each comes in and leaves (none left
     # at the end), and step 1's two copies of the first session played at once
-    ups = [n for _, n in run.user_changes]
+    ups = [n for _, n in run.findings.user_changes]
     assert ups[-1] == 0 and max(ups) >= 2
     # and it writes back the same bytes, as every run folder does
     (tmp_path / "again").mkdir()

@@ -192,7 +192,7 @@ def test_energy_per_token_from_a_dcgm_exposition_equals_the_hand_computation(
     lines = (Path(r.path) / "telemetry.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["source"] == "gpu" for x in lines) >= 2
     # the result contract, typed: what the Python API hands back
-    assert r.telemetry.gpu.j_per_token == g["j_per_token"] and r.server.gpus["count"] == 2
+    assert r.findings.telemetry.gpu.j_per_token == g["j_per_token"] and r.findings.server.gpus["count"] == 2
 
 
 def test_a_ramp_step_has_its_energy_and_the_verdict_says_it(mock_factory, tmp_path):

@@ -12,7 +12,7 @@ from llmbench.analysis.slo import check_all, parse_threshold
 from llmbench.client.abandon import Abandon, parse_abandon
 from llmbench.errors import UsageError
 from llmbench.records.record import Record
-from llmbench.results.schema import Run, Summary
+from llmbench.results.schema import Findings, Run, RunState, Summary
 
 
 def rec(i, start, times, ok=True, kind=None, done=None):
@@ -173,8 +173,8 @@ def test_the_run_part_round_trips():
     a = abandonment(Abandon(after_s=2.0), _mixed(), _samples([0.5, 1.5], [1, 0]), 0.0, "mock")
     assert a is not None and (a.cancelled, a.waiting, a.streaming) == (2, 1, 1)
     assert a.release.within_s == RELEASE_WITHIN_S
-    run = Run(kind="run", abandonment=a)
+    run = Run(RunState(kind="run"), findings=Findings(abandonment=a))
     back = Run.from_dict(run.to_dict())
-    assert back.abandonment == a
+    assert back.findings.abandonment == a
     assert "Users gave up on 2 of 13 requests" in a.sentence()
     assert abandonment(None, _mixed(), []) is None

@@ -102,3 +102,32 @@ def test_a_misspelt_group_or_option_in_a_group_fails_it(shared, right, wrong, sa
     r = mypy(shared, name, GROUPED.replace(right, wrong, 1))
     assert r.returncode != 0 and "error" in r.stdout, r.stdout + r.stderr
     assert says in r.stdout, r.stdout
+# issue 44: a run always has a summary, a ramp's steps are typed Steps, so the common case
+# type-checks with no None check and no cast
+RESULTS = """import llmbench
+
+def read() -> None:
+    run = llmbench.run(url="http://127.0.0.1:9/v1", model="m", concurrency=2, requests=20)
+    p50: float | None = run.summary.ttft.p50
+    ramp = llmbench.ramp(url="http://127.0.0.1:9/v1", model="m", users=[1, 2])
+    last = ramp.steps[-1]          # a Step, not Any: a misspelt field fails
+    held: bool = last.held
+    workers = run.findings.workers
+    print(p50, held, last.summary.itl.p95, workers, run.state.started_at)
+"""
+
+
+def test_a_runs_summary_and_a_ramps_last_step_type_check(shared):
+    r = mypy(shared, "results.py", RESULTS)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("right, wrong, says", [
+    ("run.summary.ttft.p50", "run.summary.ttft.p51", '"p51"'),     # a statistic misspelt
+    ("last.held", "last.hold", '"hold"'),                           # a Step's field misspelt
+    ("p50: float | None", "p50: float", "float | None"),            # a p50 may have no data
+])
+def test_a_misread_result_fails_it(shared, right, wrong, says):
+    assert right in RESULTS, right
+    r = mypy(shared, "misread.py", RESULTS.replace(right, wrong, 1))
+    assert r.returncode != 0 and says in r.stdout, r.stdout + r.stderr

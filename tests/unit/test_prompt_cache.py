@@ -11,7 +11,7 @@ from llmbench.analysis import checks
 from llmbench.analysis.backends import router_counters, unidentified_sentence
 from llmbench.records.record import Record
 from llmbench.results.cache import CacheCounts, PromptCache
-from llmbench.results.schema import Run
+from llmbench.results.schema import Findings, RouterCounters, Run
 from llmbench.workload import WorkloadSpec, build_workload
 from llmbench.workload.salt import Salt, given_salt, new_salt, path_words
 from llmbench.workload.tokenizer import approx_tokenizer
@@ -96,7 +96,7 @@ def test_the_cache_check_says_what_flatters_and_what_was_asked_for():
     assert list(d) == ["requests", "cached_tokens", "prompt_tokens", "share", "first_turns",
                        "salt", "message"] and d["first_turns"]["requests"] == 10
     assert PromptCache.from_dict(d) == c and PromptCache.from_dict(d).to_dict() == d
-    lines = checks.cache_lines(Run(prompt_cache=c))
+    lines = checks.cache_lines(Run(findings=Findings(prompt_cache=c)))
     assert lines[0].startswith("Prompt cache: 90% of prompt tokens") and lines[1].startswith("WARNING")
 
 
@@ -131,7 +131,10 @@ def test_router_counters_give_the_spread_when_no_reply_names_a_backend():
                {"backends_in_flight": {"http://a": 2, "http://b": 3}}, {"error": "HTTP 500"}]
     c = router_counters(samples)
     assert c["samples"] == 2 and c["backends"]["http://a"]["share"] == pytest.approx(0.5)
-    text = unidentified_sentence(c)
+    typed = RouterCounters.of(c)
+    assert typed is not None and typed.backends["http://b"].share == pytest.approx(0.5)
+    assert typed.to_dict() == c and typed.samples == 2
+    text = unidentified_sentence(typed)
     assert "2 backends taking http://a 50%, http://b 50%" in text and "--direct" in text
     assert router_counters([{"running": 3}]) is None
     assert "If the router has more than one backend" in unidentified_sentence(None)
@@ -143,7 +146,7 @@ def test_ollama_that_reports_no_cache_says_so_and_what_protects_the_run():
     assert checks.prompt_cache(recs, per_run, 0.0, server_kind="vllm", api="openai-chat") is None
     c = checks.prompt_cache(recs, per_run, 0.0, server_kind="ollama", api="openai-chat")
     assert c.share is None and c.note == checks.OLLAMA_V1_NOTE and c.message is None
-    assert checks.cache_lines(Run(prompt_cache=c)) == [f"Prompt cache: {checks.OLLAMA_V1_NOTE}"]
+    assert checks.cache_lines(Run(findings=Findings(prompt_cache=c))) == [f"Prompt cache: {checks.OLLAMA_V1_NOTE}"]
     given = checks.prompt_cache(recs, {"source": "--prompt-salt"}, 0.0, server_kind="ollama")
     assert "--prompt-salt" in given.message and "does not say" in given.message
     # issue 45: --api tgi against a server that also answers Ollama's routes used no /v1 route

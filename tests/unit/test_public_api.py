@@ -17,7 +17,7 @@ from tests.helpers import ENV, ROOT
 EXPECTED = {
     "run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
     "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec", "Threshold",
-    "Run", "Step", "Summary", "Metric", "Verdict", "Report", "Comparison",
+    "Run", "Step", "Summary", "Metric", "Verdict", "Sweep", "Report", "Comparison",
     "LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused", "CommandFailed",
     "RunFailed",
     # the option groups a spec is made of, passed whole (llmbench/specs/)

@@ -3,6 +3,11 @@ process, started and fed from here, and the feeder thread."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Sweep
+
 import atexit
 import json
 import math
@@ -264,7 +269,7 @@ class Dashboard:
     def sweep_setting(self, index: int, name: str, results: list[dict[str, Any]]) -> None:
         self.send({"type": "sweep_setting", "index": index, "name": name, "results": results})
 
-    def sweep_finished(self, sweep_dir: Path, doc: Any) -> None:
+    def sweep_finished(self, sweep_dir: Path, doc: "Sweep | dict[str, Any]") -> None:
         """The sweep is over (``doc``: its Run, or sweep.json's dict): its report is the page."""
         if not isinstance(doc, dict):
             doc = doc.to_dict()

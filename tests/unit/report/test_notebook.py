@@ -77,7 +77,7 @@ def test_a_sweep_draws_its_answer_settings_and_chart(tmp_path):
     doc["results"][0]["verdict"] = EVIL
     doc["answer"] = EVIL + " " + doc["answer"]
     (dst / "sweep.json").write_text(json.dumps(doc))
-    sweep = llmbench.load_run(dst)
+    sweep = llmbench.Sweep.load(dst)
     assert sweep.kind == "sweep"
     html = sweep._repr_html_()
     _no_markup_from_data(html)

@@ -18,7 +18,7 @@ from llmbench.analysis.verdict import lag_explains
 from llmbench.load.shapes.pace import (AIM, BISECT, CONFIRM, GROW, LONGER, REPEAT, FixedSteps,
                                        StepPlan)
 from llmbench.load.shapes.search import SearchPacer
-from llmbench.results.schema import Check, Run, Steady, Step, Summary, ladder
+from llmbench.results.schema import Check, Run, RunState, Steady, Step, Summary, ladder
 from llmbench.results.search import Search, Trial
 
 
@@ -348,7 +348,7 @@ def test_a_run_with_a_search_reads_its_limit_and_ladder_from_the_search():
               Trial(index=2, load=4, why="grow", held=False),
               Trial(index=3, load=3, why="aim", held=True),
               Trial(index=4, load=3, why="confirm", held=False)]
-    run = Run(kind="ramp", steps=steps, search=Search(trials=trials, limit=2, broke_at=3,
+    run = Run(RunState(kind="ramp"), steps=steps, search=Search(trials=trials, limit=2, broke_at=3,
                                                       stopped="found"))
     # the confirmation at 3 broke: the ladder holds it for 3, and the answer is the search's
     assert [(s.load, s.held) for s in run.ladder()] == [(1, True), (2, True), (3, False),

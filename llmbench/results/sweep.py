@@ -1,0 +1,222 @@
+"""A sweep: each setting's ramp in brief, the server's state, and sweep.json (``Sweep``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping
+
+from llmbench.errors import EXIT_OK
+from llmbench.results.contract import JSONObject, Part, WrongType, ordered, part
+from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+from llmbench.results.search import Search
+from llmbench.results.telemetry import ServerIdentity
+from llmbench.results.summary import SCHEMA_VERSION, Summary
+from llmbench.results.step import HeldInterval
+from llmbench.results.verdict import Knee
+from llmbench.results.run import Run, _list, _section, _version
+
+@dataclass
+class StepBrief(Part):
+    """A ramp step as sweep.json keeps it: its load, held, and a few numbers of its summary
+    (flat, beside them)."""
+
+    load: float = 0.0
+    held: bool | None = None
+    summary: Summary = field(default_factory=Summary)
+
+    def to_dict(self) -> dict[str, Any]:
+        return ordered({"load": self.load, "held": self.held, **self.summary.to_dict(),
+                        **self.extra}, self.read_keys)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StepBrief":
+        rest = {k: v for k, v in data.items() if k not in ("load", "held")}
+        return cls(load=data.get("load", 0.0), held=data.get("held"),
+                   summary=Summary.from_dict(rest), read_keys=tuple(data))
+
+
+def _probed(s: "ServerState") -> bool:
+    return s.samples is not None
+
+
+@dataclass
+class ServerState(Part):
+    """A sweep setting's server in its own words during the ramp (commands.sweep.server_state,
+    from the probe's samples in server.jsonl): the most it ran and kept waiting at once, its
+    slots, KV cache and memory; or, when the probe found nothing, only why (``note``)."""
+
+    kind: str | None = None
+    note: str | None = part(None, omit="none")
+    samples: int | None = part(None, when=_probed)
+    max_running: float | None = part(None, when=_probed)
+    max_waiting: float | None = part(None, when=_probed)
+    slots: float | None = part(None, when=_probed)
+    max_kv_cache_usage: float | None = part(None, when=_probed)
+    max_vram_bytes: float | None = part(None, when=_probed)
+    max_ram_bytes: float | None = part(None, when=_probed)
+    preemptions: float | None = part(None, when=_probed)
+    models_loaded: list[str] | None = part(None, when=_probed)
+
+
+@dataclass
+class SweepSetting(Part):
+    """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
+    (``held``, its interval over repeats, its verdict and knee), its steps in brief and the
+    server's own state."""
+
+    setting: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    status: str = "starting"
+    run_dir: str | None = None
+    log: str | None = None
+    held: float | None = None
+    held_interval: HeldInterval | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    log_tail: list[str] | None = None
+    server_pid: int | None = part(None, omit="none")
+    ready_s: float | None = part(None, omit="none")
+    verdict: str | None = part(None, omit="none")
+    verdict_kind: str | None = part(None, omit="none")
+    knee: Knee | None = part(None, omit="none")
+    steps: list[StepBrief] | None = part(None, omit="none")
+    server_state: ServerState | None = part(None, omit="none")
+    server_exit_code: int | None = part(None, omit="none")
+    # what the server said it was
+    server: ServerIdentity | None = part(None, omit="none")
+    # ramp --find: the setting's search (its limit is ``held``)
+    search: Search | None = part(None, omit="none")
+    # the step at the sweep's common load, once the sweep finished (``finished``)
+    at_common_load: StepBrief | None = part(None, when=lambda s: s.finished)
+    finished: bool = field(default=False, repr=False, compare=False,
+                           metadata={"internal": True})
+
+
+@dataclass
+class ServerDifference(Part):
+    """A setting's server against the first setting's, as the servers said what they were."""
+
+    setting: str = ""
+    against: str = ""
+    text: str = ""
+
+
+# -- the sweep -------------------------------------------------------------------------------
+
+@dataclass
+class Sweep(Part):
+    """A sweep folder's sweep.json, typed: the settings it tried (``settings``, ``grid``), each
+    setting's ramp and fate (``results``), and the answer (``answer``, ``best``; a tie broken at
+    the sweep's common load: ``common_load``, ``tie_break``, and how the servers differed:
+    ``server_differences``). ``interrupted``: stopped by a signal; ``resumed_at``: when
+    ``--resume`` took it up again; ``exit_code`` the command line's."""
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["sweep"] = "sweep"
+    status: str = "complete"
+    started_at: float = 0.0
+    settings: dict[str, list[str]] | None = None
+    grid: list[dict[str, str]] | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    config: JSONObject = field(default_factory=dict)
+    unit: str | None = None
+    results: list[SweepSetting] = field(default_factory=list)
+    environment: JSONObject = field(default_factory=dict)
+    pid: int | None = part(None, omit="none")
+    error: str | None = part(None, omit="none")
+    answer: str | None = part(None, omit="none")
+    best: dict[str, str] | None = part(None, when=lambda r: r.answer is not None)
+    interrupted: bool | None = part(None, omit="none")
+    finished_at: float | None = part(None, omit="none")
+    resumed_at: list[float] | None = part(None, omit="none")
+    exit_code_saved: int | None = part(None, key="exit_code", omit="none")
+    common_load: float | None = part(None, when=lambda r: r.tie_break is not None)
+    server_differences: list[ServerDifference] | None = part(None, omit="none")
+    tie_break: list[JSONObject] | None = part(None, omit="none")
+    path: Path | None = field(default=None, repr=False, compare=False,
+                              metadata={"internal": True})
+
+    KEY_ORDER: ClassVar[tuple[str, ...]] = (
+        "schema_version", "kind", "status", "started_at", "t0_perf", "labels", "config",
+        "workload", "environment", "pid", "error", "settings", "grid", "unit", "results",
+        "answer", "best", "interrupted", "finished_at", "resumed_at", "exit_code",
+        "common_load", "server_differences", "tie_break")
+
+    @property
+    def partial(self) -> bool:
+        return self.status != "complete"
+
+    @property
+    def exit_code(self) -> int:
+        """The sweep command's exit code, as sweep.json saved it (0 when it did not)."""
+        return self.exit_code_saved if self.exit_code_saved is not None else EXIT_OK
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+    @property
+    def load_unit(self) -> str:
+        """What the ramps' load counts: "users" or "req/s"."""
+        return self.unit or "users"
+
+    @property
+    def thresholds_asked(self) -> list[str]:
+        """The sweep's ramps' thresholds, as given."""
+        return [str(t) for t in _list(_section(self.config, "ramp").get("thresholds"))]
+
+    @property
+    def repeats_per_ramp(self) -> int:
+        """The sweep's ramps' ``--repeat``, 1 when not given."""
+        got = _section(self.config, "ramp").get("repeat", 1)
+        return got if isinstance(got, int) else 1
+
+    def file_name(self) -> str:
+        return "sweep.json"
+
+    def save(self, folder: str | Path | None = None) -> dict[str, Any]:
+        """Write sweep.json into ``folder`` (default: ``path``), atomically; returns the dict
+        written. No folder: nothing is written."""
+        data = self.to_dict()
+        where = Path(folder) if folder is not None else self.path
+        if where is not None:
+            write_json(where / "sweep.json", data)
+            self.path = where
+        return data
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Sweep":
+        """The sweep in ``folder``; a RunFolderError, one line, for anything else."""
+        folder = Path(folder)
+        f = folder / "sweep.json"
+        if not f.is_file():
+            raise RunFolderError(f"{folder}: no sweep.json here; give a folder made by "
+                                 "llmbench sweep")
+        return cls.from_dict(read_object(f, "sweep.json"), folder)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Sweep":
+        """The sweep a sweep.json holds; a value of the wrong kind is one RunFolderError."""
+        try:
+            _version(data, path)
+            sweep = super().from_dict(data)
+        except WrongType as exc:
+            where = f"{Path(path) / 'sweep.json'}: " if path is not None else "sweep.json: "
+            raise RunFolderError(f"{where}{exc.key}: {exc.what}; fix or remove that key") \
+                from None
+        sweep.path = None if path is None else Path(path)
+        return sweep
+
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: the sweep's answer and its settings."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
+
+
+def load_result(folder: str | Path) -> "Run | Sweep":
+    """What ``folder`` holds: its run (run.json), else its sweep (sweep.json)."""
+    folder = Path(folder)
+    if not (folder / "run.json").is_file() and (folder / "sweep.json").is_file():
+        return Sweep.load(folder)
+    return Run.load(folder)
