@@ -41,8 +41,9 @@ from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
-from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, deciding_step,
-                                     held_load, ladder)
+from llmbench.results.latencies import read_jsonl
+from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, ServerState, Step,
+                                     StepBrief, SweepSetting, deciding_step, held_load, ladder)
 from llmbench.results.search import Search, Trial
 from llmbench.results.telemetry import ServerIdentity
 
@@ -178,7 +179,6 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     monitor, checks, server and optional parts. ``floors``: the network's round trip before
     and after (client.floor); ``prefix``: (counters before, (kind, counters after), the warm-up's
     failures) for --prefix-hit-ratio."""
-    from llmbench.report import vllm_json
     c, g = plan.common, plan.gates
     extra: dict[str, Any] = {}
     if floors:
@@ -189,7 +189,7 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
                                 stall_s=g.stall_s, percentiles=percentiles,
                                 within=slo.within_requests(g.thresholds))
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
-    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     # agent sessions (None: no request belonged to one), over the run's duration
     sessions = summarize_sessions(records, window_s=summary.duration or None)
     threshold_results = slo.check_all(g.thresholds, summary, sessions)
@@ -241,7 +241,6 @@ def class_config(plan: Any) -> dict[str, Any]:
 def classes_run(plan: Any, outcome: Any) -> Run:
     """``run --scenario``'s result: the crowd held once, judged as the ramp judges a step of
     classes (``class_judges``): the whole crowd's summary, each class's, every class's checks."""
-    from llmbench.report import vllm_json
     c, shape = plan.common, plan.shape
     records = outcome.records
     step = shape.results[0] if shape.results else None
@@ -251,7 +250,7 @@ def classes_run(plan: Any, outcome: Any) -> Run:
         # stopped before the hold ended: what finished, unjudged (the run is partial)
         summary = metrics.summarize(records, stall_s=plan.stall_s)
         checks_, classes, mon = [], {}, busy(outcome.monitor)
-    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     server = outcome.server()
     policy = next((cp.common.params.abandon for cp in plan.scenario.classes
                    if cp.common.params.abandon is not None), None)
@@ -556,6 +555,73 @@ def probe(plan: Any, outcome: Any) -> Run:
 
 
 # -- llmbench sweep -------------------------------------------------------------------------------
+
+# the numbers each setting is compared on, at the common load (keys of a step summary)
+AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
+           "request_throughput", "failed", "requests")
+
+
+def _step_brief(st: Step) -> StepBrief:
+    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
+
+
+def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
+    """The server's own view during the ramp (its probe's samples in server.jsonl): the most
+    it ran and kept waiting at once, its slots, KV cache and memory."""
+    probe = run.server_probe if isinstance(run.server_probe, ServerProbe) else ServerProbe()
+    rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
+    if not probe.kind or not rows:
+        return ServerState(kind=None, note=probe.note) if probe.note else None
+
+    def most(key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return max(vals) if vals else None
+    models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
+    return ServerState(kind=probe.kind, samples=len(rows), max_running=most("running"),
+                       max_waiting=most("waiting"), slots=most("slots"),
+                       max_kv_cache_usage=most("kv_cache_usage"),
+                       max_vram_bytes=most("vram_bytes"), max_ram_bytes=most("ram_bytes"),
+                       preemptions=most("preemptions"), models_loaded=models or None)
+
+
+def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run | None,
+                  sweep_dir: Path, interrupted_code: int) -> None:
+    """A sweep setting's result from its ramp's (``code``, its folder ``run_dir`` and ``run``,
+    None when the ramp did not start): users held, its verdict, its steps in brief, what its
+    server did and said it was."""
+    from llmbench.analysis.sweep_judge import NOT_JUDGED, judged
+    res.exit_code = code
+    if run_dir is not None:
+        res.run_dir = os.path.relpath(run_dir, sweep_dir)
+    if run is None:
+        res.status = "interrupted" if code == interrupted_code else "ramp_failed"
+        res.error = f"the ramp did not start (exit {code}; see the error above)"
+        return
+    steps = run.ladder()
+    reps = run.repeats
+    res.held_interval = run.held_interval
+    res.held = res.held_interval["median"] if res.held_interval else run_held(run)
+    res.search = run.search
+    v = run.verdict
+    status = "interrupted" if code == interrupted_code else "complete"
+    if status == "complete" and steps and not reps and not judged(steps):
+        # every step had too few requests: "held 0" would rank it last, as if it broke
+        status, res.held = NOT_JUDGED, None
+    elif status == "interrupted" and not any(s.held for s in steps):
+        # stopped before any step held: no answer, not "held 0" (as if every step broke)
+        res.held = None
+    res.status = status
+    res.verdict = v.text if v is not None else None
+    res.verdict_kind = v.kind if v is not None else None
+    res.knee = v.knee if v is not None else None
+    res.steps = [_step_brief(st) for st in steps]
+    if run_dir is not None:
+        res.server_state = server_state(run_dir, run)
+    if run.server is not None and run.server.data:
+        # what the server said it was (version, parallel settings): compared across settings
+        res.server = run.server
+
+
 
 def sweep_started(plan: Any, points: list[dict[str, str]]) -> Run:
     """sweep.json from the first moment: the settings, the grid, status "running"."""

@@ -4,10 +4,13 @@ lines while it is made): the render step of a command, so that the command itsel
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from llmbench.analysis import network, prefix_hit
 from llmbench.analysis.finish import BEHIND_P99_MS
+from llmbench.analysis.stats import recent_p95
+from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
+from llmbench.load.shapes.search import SearchPacer
 from llmbench.report import console, screen
 from llmbench.results.schema import Run
 
@@ -77,3 +80,245 @@ def show_classes_run(run: Run, percentile_metrics: tuple[str, ...],
         screen.say(console.abandonment_lines(run.abandonment))
     if run.thresholds:
         screen.say(console.threshold_lines(run.thresholds))
+
+
+# -- llmbench ramp --------------------------------------------------------------------------------
+
+def ramp_live_line(unit: str, n_steps: int | None) -> Callable[[Any], str]:
+    """The ramp's live line, most telling first: the harness cuts it to the terminal's width,
+    so what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
+    steps it takes is what it finds out)."""
+    def line(v: Any) -> str:
+        c, st, m = v.counters, v.live, v.monitor
+        p95 = recent_p95(v.recent_ttft, v.now)
+        where = f"{st.users}/{st.load:g} users" if unit == "users" else f"{st.load:g} req/s"
+        n = 0 if st.step is None else st.step + 1
+        parts = [f"step {n}{f'/{n_steps}' if n_steps is not None else ' (search)'} "
+                 f"{st.phase or 'ramp-in'} {where}"]
+        if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
+                              or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
+            parts.append("GEN NEAR LIMIT")
+        parts += [f"TTFT p95 {console.console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
+                  f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
+                  f"{c.done} done"]
+        if m is not None:
+            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
+        return ", ".join(parts)
+    return line
+
+
+def plan_line(index: int, plan: Any, pacer: Any, unit: str) -> str | None:
+    """What a search's next step is for, said before it runs; a fixed ramp says only that a
+    step is held longer (``pace.FixedSteps``)."""
+    lo = pacer.lo.load if getattr(pacer, "lo", None) is not None else None
+    hi = pacer.hi.load if getattr(pacer, "hi", None) is not None else None
+    what = f"{plan.load:g} {'user' if unit == 'users' and plan.load == 1 else unit}"
+    if plan.why == "longer" and plan.extend:
+        cap = getattr(pacer, "max_hold_factor", 4.0) * getattr(pacer, "hold_s", plan.hold_s)
+        return (f"-- step {index + 1}: {what}, too few requests to judge: held "
+                f"{plan.hold_s:g} s more (at most {cap:g} s in all)")
+    if plan.why == "grow":
+        why = "the first step" if index == 0 else "growing until a step breaks"
+    elif plan.why == "aim":
+        why = (f"aimed where the threshold is crossed, between {lo:g} (held) and {hi:g} "
+               "(broke)")
+    elif plan.why == "bisect":
+        why = (f"halfway between {lo:g} (held) and {hi:g} (broke)" if lo is not None else
+               f"below {hi:g}, which broke")
+    elif plan.why == "repeat":
+        why = "again: the last step had not settled"
+    elif plan.why == "confirm":
+        why = f"the limit found, held {plan.hold_s:g} s to confirm it"
+    elif plan.why == "longer":
+        why = "held longer: too few requests to judge"
+    else:
+        return None
+    return f"-- step {index + 1}: {what}, {why}"
+
+
+def intro_lines(r: Any, unit_of: str) -> list[str]:
+    """What the ramp does, said before its table: the search's plan, and how users join."""
+    shape, out = r.shape, []
+    pacer = shape.pacer
+    if isinstance(pacer, SearchPacer):
+        from llmbench.analysis.findlimit import duration
+        unit = shape.unit
+        res = "1 user" if shape.by == "users" else "5 % of the rate"
+        first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
+        out.append(f"Searching for the limit: from {first}, doubling until a step "
+                   f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
+                   f"{duration(shape.ramp_in_s)} in, {duration(shape.hold_s)} held; the limit "
+                   f"then held {duration(pacer.sustain)} to confirm it"
+                   + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
+    if shape.join == "spread" and shape.by == "users":
+        out.append(console.join_sentence(shape.join, agents=unit_of == "agents"))
+    out += shape.trace_lines()
+    return out
+
+
+def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list[Any]:
+    """What a ramp says first under its table (``report.screen.Part``): the verdict, the
+    search, who gave up, the steps' marks, the closed loop's note, the repeats, the exit."""
+    from llmbench.errors import EXIT_NOT_JUDGED, EXIT_THRESHOLD
+    from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
+    assert run.verdict is not None
+    head = console.verdict_parts(run.verdict)
+    if run.search is not None:
+        head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, unit)]
+    if run.abandonment is not None:
+        head.append(Part("  " + console.abandonment_lines(run.abandonment).replace("\n", "\n  ")))
+    head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
+                                                               unit_of)]
+    if run.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
+        head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
+                         "also sent less; a real crowd may push harder.", NOTE))
+    if repeat > 1 and run.repeats:
+        head.append(Part(f"  Users held: {(run.held_interval or {}).get('method')}.", EVIDENCE))
+    if code == EXIT_THRESHOLD:
+        head.append(Part(f"No step held its thresholds: exit {EXIT_THRESHOLD}."))
+    elif code == EXIT_NOT_JUDGED:
+        head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
+                         "Hold longer (--hold), think less (--think) or start with more users."))
+    return head
+
+
+# -- llmbench probe -------------------------------------------------------------------------------
+
+# the probe's table fits 80 columns: each overhead (router minus direct, ms) as its point
+# estimate, marked * when real (its 95 % interval excludes zero, and it is at least 1 ms or
+# 2 %); the intervals themselves are under the table for TTFT p50, and all of them in
+# run.json and report.html
+PROBE_OVERHEADS = (("ttft_p50", "+TTFT50", 9), ("ttft_p95", "+TTFT95", 9), ("e2el_p50", "+E2EL50", 9),
+             ("itl_p50", "+ITL50", 8))
+
+
+def probe_row(step: Any) -> str:
+    def ov(m: str) -> str:
+        o = step.overhead(m)
+        if o.overhead_ms is None or not o.ci_ms:
+            return "-"
+        return f"{o.overhead_ms:+.1f}{'*' if o.significant else ' '}"
+    r, d = step.router, step.direct
+    cells = " ".join(f"{ov(m):>{w}}" for m, _, w in PROBE_OVERHEADS)
+    tok = f"{r.output_throughput or 0:.0f}/{d.output_throughput or 0:.0f}"
+    return (f"{step.users:>5} {console.fmt_ms(r.ttft.median):>8} {console.fmt_ms(d.ttft.median):>8} {cells} "
+            f"{tok:>11} {f'{r.failed or 0}/{d.failed or 0}':>5}")
+
+
+PROBE_HEADER = (f"{'Users':>5} {'R TTFT50':>8} {'D TTFT50':>8} "
+          + " ".join(f"{h:>{w}}" for _, h, w in PROBE_OVERHEADS)
+          + f" {'R/D tok/s':>11} {'Err':>5}")
+
+
+def interval_line(steps: list[Any]) -> str | None:
+    """The TTFT p50 overhead's 95 % intervals, one clause a step, under the table."""
+    parts = []
+    for st in steps:
+        o = st.overhead("ttft_p50")
+        if o.ci_ms:
+            lo, hi = o.ci_ms
+            parts.append(f"{st.users:g} users [{lo:+.1f}, {hi:+.1f}]")
+    return ("TTFT p50 overhead, 95 % interval (ms): " + "; ".join(parts) + ".") if parts else None
+
+
+def implausible_line(steps: list[Any], backends: dict | None) -> str | None:
+    """A router faster than the direct path, beyond noise, with one backend behind it (or none
+    seen): a router adds work, so that figure is not its overhead; said once, with the
+    likeliest reasons. Several backends may really serve faster (the load is spread)."""
+    if backends and len(backends.get("backends") or {}) > 1:
+        return None
+    faster = [(st, st.overhead("ttft_p50")) for st in steps]
+    faster = [(st, o) for st, o in faster
+              if o.significant and o.overhead_ms is not None and o.overhead_ms < 0]
+    if not faster:
+        return None
+    st, o = min(faster, key=lambda x: x[1].overhead_ms)
+    at = ", ".join(f"{x.users:g}" for x, _ in faster)
+    return (f"Implausible: the router was faster than the direct path beyond noise (TTFT p50 "
+            f"{o.overhead_ms:+.1f} ms at {st.users:g} users; at {at} users in all). A router in "
+            "front of one server adds work, so this is not its overhead: the two paths did not "
+            "reach the same server in the same state (another backend or model, a warm prompt "
+            "cache on one path, or the direct server busier).")
+
+
+def probe_live_line(n_steps: int) -> Callable[[Any], str]:
+    def line(v: Any) -> str:
+        c, st, m = v.counters, v.live, v.monitor
+        p95 = recent_p95(v.recent_ttft, v.now)
+        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} {st.phase or ''} "
+                 f"{st.load:g} users", f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
+                 f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.done} done"]
+        if m is not None:
+            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
+        return ", ".join(parts)
+    return line
+
+
+def show_probe(run: Run) -> None:
+    """What the probe says under its table: the intervals, where the router became the
+    bottleneck, the prompt cache by path, the backends behind the router."""
+    from llmbench.errors import EXIT_NOT_JUDGED
+    steps: list[Any] = run.steps
+    screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
+               "excludes zero and it is at least 1 ms or 2%: real, not noise)")
+    ci = interval_line(steps)
+    if ci:
+        screen.say(ci)
+    odd = implausible_line(steps, run.backends)
+    if odd:
+        screen.say(odd)
+    if steps and not any(s.ttft_p50.ci_ms for s in steps):
+        screen.say("No step could be judged: too few requests on one path or both to compare "
+                   f"them (exit {EXIT_NOT_JUDGED}). Give each slice longer (--slice) or more "
+                   "rounds (--rounds).")
+    elif steps and not any(s.ttft_p50.significant for s in steps):
+        screen.say("No significant router overhead at any step (TTFT p50).")
+    b = run.router_bound
+    if b:
+        screen.say(f"Router-bound from {b['users']} users: its TTFT p50 overhead grew from "
+                   f"{b['first_overhead_ms']:.1f} ms to {b['overhead_ms']:.1f} ms while the "
+                   f"direct path stayed flat ({console.fmt_ms(b['direct_ttft_p50_ms'])}).")
+    elif len(steps) > 1:
+        screen.say("No step where the router's overhead grew while the direct path stayed flat.")
+    pc = run.prompt_cache
+    if pc is not None and pc.paths_differ:
+        # the overhead above is then partly the cache's: say so where the answer is read
+        screen.say(f"Not like for like: {pc.paths_differ}.")
+    elif pc is not None and len(pc.by_path) > 1:
+        screen.say("Prompt cache on first turns, by path: " + ", ".join(
+            f"{k} {v.share * 100:.0f}%" for k, v in pc.by_path.items()
+            if v.share is not None) + " (each path sends its own prompts).")
+    be = run.backends
+    if run.backends_unidentified:
+        screen.say(run.backends_unidentified)
+    if be:
+        spread = ", ".join(f"{k}: {v['share'] * 100:.0f}% (TTFT p50 {console.fmt_ms(v['ttft_p50_ms'])}"
+                           + (f", cache hits {v['cache_hit_rate'] * 100:.0f}%"
+                              if v.get("cache_hit_rate") is not None else "") + ")"
+                           for k, v in be["backends"].items())
+        screen.say(f"Backends behind the router: {spread}; imbalance {be['imbalance']:.2f} (max/mean).")
+        if be.get("affinity"):
+            a = be["affinity"]
+            screen.say(f"Conversation affinity: {a['same_backend_next_turn'] * 100:.0f}% of next turns "
+                  f"on the same backend; {a['whole_conversation_on_one_backend'] * 100:.0f}% of "
+                  f"{a['conversations']} conversations stayed on one backend.")
+
+
+# -- llmbench sweep -------------------------------------------------------------------------------
+
+def sweep_table(results: Sequence[Any], unit: str, load: float | None) -> str:
+    """The sweep's table: each setting's users held, and its numbers at the common load."""
+    from llmbench.analysis.sweep_judge import _amount, _fmt_held
+    fmt_ms = console.fmt_ms
+    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
+    # within 80 columns: what the last three columns were measured at is said above them
+    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}"
+    rows = [f"{'':<45}{'(' + at + ')':^34}".rstrip(), head]
+    for r in results:
+        a = r.at_common_load.summary if r.at_common_load is not None else None
+        held = _fmt_held(r) if r.held is not None else r.status.replace("_", " ")
+        tok = a.output_throughput if a is not None else None
+        rows.append(f"{r.name[:28]:<28} {held:>14}  {fmt_ms(a.ttft.p95 if a else None):>9} "
+                    f"{fmt_ms(a.itl.median if a else None):>8} "
+                    f"{'-' if tok is None else f'{tok:.1f}':>7}")
+    return "\n".join(rows)

@@ -70,6 +70,15 @@ def final(run: Run, run_dir: Path | None, write_error: OSError | None) -> Run:
     return run
 
 
+def whole(run: Run, run_dir: Path | None) -> None:
+    """run.json at the end, as it is (the probe's), and then the signal held since the load."""
+    from llmbench.load.harness import release_signals
+    try:
+        run.save(run_dir)
+    finally:
+        release_signals()       # run.json is whole: a signal held since the load is raised
+
+
 def timeline(run_dir: Path | None, rows: Callable[[], list[dict[str, Any]]]) -> None:
     """timeline.jsonl: the run's per-second state (``rows()``: analysis.finish.timeline, made
     only when there is a folder to write it to)."""
