@@ -86,16 +86,6 @@ def per_request(rec: Record) -> PerRequest:
                       ttfo=ttfo, reasoning_s=reasoning_s, output_itls=output_itls)
 
 
-def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES,
-             scale: float = 1000.0) -> dict[str, float | None]:
-    """numpy mean/median/population std/linear percentiles in ms (``percentile.stats``; scale
-    1: counts, not seconds).
-
-    An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
-    and passes any latency limit; a missing number must never look like a good one)."""
-    return percentile.stats(values_s, percentiles, scale)
-
-
 def min_samples(stat: str) -> int:
     """How many values a statistic needs before it means anything.
 
@@ -180,10 +170,10 @@ def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
               "output_itl": [g for p in per for g in (p.output_itls or ())]}
     # these have never had a p50_ key of their own: their median is it
     for name, values in series.items():
-        s[name] = Metric.of(name, _no_p50(stats_ms(values, percentiles)))
+        s[name] = Metric.of(name, _no_p50(percentile.stats(values, percentiles, 1000.0)))
     tokens = [r.reasoning_tokens or 0 for r in ok if r.reasoning_events]
     s["reasoning_tokens"] = Metric.of("reasoning_tokens",
-                                      _no_p50(stats_ms(tokens, percentiles, scale=1.0)))
+                                      _no_p50(percentile.stats(tokens, percentiles, 1.0)))
     s["requests_with_reasoning"] = len(tokens)
     s["total_reasoning_tokens"] = sum(tokens)
     s["answered_after_reasoning"] = sum(1 for r in ok if r.reasoning_events
@@ -206,7 +196,8 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
     if tool_s:
         s["requests_with_tool_calls"] = len(tool_s)
         s["tool_call_share"] = len(tool_s) / n_ok if n_ok else None
-        s["ttft_tool"] = Metric.of("ttft_tool", _no_p50(stats_ms(tool_s, percentiles)))
+        s["ttft_tool"] = Metric.of("ttft_tool",
+                                   _no_p50(percentile.stats(tool_s, percentiles, 1000.0)))
     if checked:
         s["structured_checked"] = len(checked)
         s["valid_output_share"] = sum(checked) / len(checked)
@@ -662,7 +653,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     done_with("itl_per_token", None,
               itl_stats if per_tok_us is None else
               _int_stats_ms(per_tok_us, percentiles) if not spread else
-              stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
+              percentile.stats(np.concatenate((per_tok_us / 1e6, spread)), percentiles, 1000.0))
     del itl_us, per_tok_us, spread
     peak_tok, peak_conc = _buckets_store(st, ok_idx)
 
@@ -714,7 +705,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
                                                    and extras[i].get("server_timing"))))
     if wait:
         s["server_slot_wait"] = Metric.of("server_slot_wait", {
-            k: v for k, v in stats_ms(wait, percentiles).items() if k != "count"})
+            k: v for k, v in percentile.stats(wait, percentiles, 1000.0).items() if k != "count"})
     # the client's own send delay, over every measured request that got that far (as above)
     # (a block at a time into one array; stats_ms's arithmetic, x * 1000, done in place)
     sent_v, start_v = st.view("sent"), st.view("start")

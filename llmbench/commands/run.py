@@ -108,10 +108,6 @@ def _vllm_result(plan: RunPlan, run: Run, records: list, texts: dict[str, str]
     return path, result
 
 
-def execute(plan: RunPlan) -> int:
-    return perform(plan).code
-
-
 @stops_cleanly("run")
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, print, report; its run.json, exit code and folder."""

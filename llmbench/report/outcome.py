@@ -98,7 +98,7 @@ def ramp_live_line(unit: str, n_steps: int | None) -> Callable[[Any], str]:
         if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
                               or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
             parts.append("GEN NEAR LIMIT")
-        parts += [f"TTFT p95 {console.console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
+        parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
                   f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
                   f"{c.done} done"]
         if m is not None:

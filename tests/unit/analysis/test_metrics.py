@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, stats_ms, vllm_result
+from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, vllm_result
+from llmbench.analysis.percentile import stats
 from llmbench.analysis.metrics import summarize as _summarize
 from llmbench.records.record import Record
 from tests.helpers.records import plain_summary as _plain
@@ -191,6 +192,6 @@ def test_vllm_result_keys():
 
 
 def test_stats_ms_linear_percentiles():
-    st = stats_ms([0.001, 0.002, 0.003, 0.004], (50, 90))
+    st = stats([0.001, 0.002, 0.003, 0.004], (50, 90), 1000.0)
     assert st["p90"] == pytest.approx(3.7)
     assert st["median"] == pytest.approx(2.5)
