@@ -270,7 +270,7 @@ def _sq_dev(values: np.ndarray, mean: float) -> float:
 
 
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
+    """percentile.stats (in ms) of values given as integer microseconds, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
     percentiles = tuple(percentiles)
     n = len(us)
@@ -294,7 +294,7 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
 
 
 def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """stats_ms of values already in ms, without a copy: mean and std as numpy computes them
+    """percentile.stats (in ms) of values already in ms, without a copy: mean and std as numpy computes them
     on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
     numpy's linear interpolation between its order statistics."""
     percentiles = tuple(percentiles)
@@ -469,7 +469,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
         """A series' statistics, failure-aware percentiles and "within" shares, computed the
         moment the series exists, so that it can be dropped (a million requests: 8 MB each).
-        ``ms``: the series in ms (seconds x 1000.0, as stats_ms scales), owned: it is
+        ``ms``: the series in ms (seconds x 1000.0, as percentile.stats in ms scales), owned: it is
         sorted in place."""
         if st_ms is None:
             st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
@@ -707,7 +707,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         s["server_slot_wait"] = Metric.of("server_slot_wait", {
             k: v for k, v in percentile.stats(wait, percentiles, 1000.0).items() if k != "count"})
     # the client's own send delay, over every measured request that got that far (as above)
-    # (a block at a time into one array; stats_ms's arithmetic, x * 1000, done in place)
+    # (a block at a time into one array; percentile.stats's arithmetic in ms, x * 1000, done in place)
     sent_v, start_v = st.view("sent"), st.view("start")
     got_n = sum(int(np.count_nonzero(~np.isnan(sent_v[c:c + _CHUNK])))
                 for c in range(0, n, _CHUNK))
@@ -727,7 +727,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     del sd
     sq = st.view("server_queue_ms")[pick]
     sq = sq[~np.isnan(sq)] / 1000.0
-    sq *= 1000.0                                    # as stats_ms scales seconds
+    sq *= 1000.0                                    # as percentile.stats in ms scales seconds
     if len(sq):
         s["server_queue"] = Metric.of("server_queue", {
             k: v for k, v in _own_stats_ms(sq, percentiles).items() if k != "count"})
