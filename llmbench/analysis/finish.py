@@ -123,6 +123,14 @@ def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
     return extra
 
 
+def network_of(floors: list[Any]) -> NetworkFloor | None:
+    """The network's round trip over a run (client.floor's measurements, the first taken before
+    the load; None there: not measured, --network-floor off or a loopback address)."""
+    if not floors or floors[0] is None:
+        return None
+    return NetworkFloor.of([f for f in floors if f is not None])
+
+
 def timeline(outcome: Any, steps: Sequence[Step] = ()) -> list[dict[str, Any]]:
     """timeline.jsonl's rows: the run's per-second state, rebuilt from its records (pure)."""
     records = outcome.records

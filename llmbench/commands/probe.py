@@ -12,7 +12,7 @@ from llmbench.results import writer
 from llmbench.results.schema import ProbeStep, Run
 from llmbench.load.shapes.router import RouterAB
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, print_closing, write_started
+from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
 
 
 @dataclass
@@ -75,8 +75,8 @@ def perform(plan: ProbePlan) -> Done:
     # interrupted: 130; a lost worker's users are missing from the slices after it died, never
     # a pass (Run.exit_code, the one rule)
     code = run.exit_code
-    print_closing(run, c.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code)
+    shown.print_closing(run, c.workload.warnings, run.status == "partial",
+                  shown.incomplete_line(run, code)
                   or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
                   run_dir)
     return Done(run, code, run_dir)

@@ -13,13 +13,12 @@ from llmbench.errors import EXIT_INTERRUPTED
 from llmbench.load.harness import PreflightError, ServerSeen, TargetSpec
 from llmbench.report import console, outcome as shown
 from llmbench.results import writer
-from llmbench.results.network import NetworkFloor
 from llmbench.results.schema import Run, Step
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.commands.common import agent_preflight
-from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, incomplete_line, print_closing, write_started
+from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
 
 
 @dataclass
@@ -141,13 +140,12 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         console.ramp_header(finish.unit_of(r).capitalize() if shape.by == "users" else "Req/s",
                             wire.get(c.target.api).output))
     before = c.floor("before")          # the network's round trip (client/floor.py)
-    floor_so_far = NetworkFloor.of([before]) if before is not None else None
+    floor_so_far = finish.network_of([before])
     outcome = harness.run(shape, targets)
     after = c.floor("after") if before is not None else None
     for t in measuring:
         t.join(12.0)                    # each of its steps has a 5 s deadline
-    network = NetworkFloor.of([f for f in (before, *list(between), after) if f is not None]) \
-        if before is not None else None
+    network = finish.network_of([before, *between, after])
     run = writer.final(finish.ramp_of(r, outcome, network), run_dir, outcome.write_error)
     writer.timeline(run_dir, lambda: finish.timeline(outcome, run.steps))
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
@@ -204,9 +202,9 @@ def perform(r: RampPlan, repeat: int = 1,
     print()
     assert run.verdict is not None
     head = shown.ramp_head(run, r.shape.unit, finish.unit_of(r), repeat, code)
-    print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
+    shown.print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
                   run.status == "partial",
-                  incomplete_line(run, code)
+                  shown.incomplete_line(run, code)
                   or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
                   # the last repeat's table is the one on screen

@@ -17,7 +17,7 @@ from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands import prefix
 from llmbench.commands.common import agent_preflight
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, write_started
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, write_started
 
 
 @dataclass
@@ -79,7 +79,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
 
 
 def partial_line(run: Run, what: str, code: int) -> str:
-    return incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
+    return shown.incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
                                           "numbers cover what finished.")
 
 
@@ -129,7 +129,7 @@ def perform(plan: RunPlan) -> Done:
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
-    print_closing(run, c.workload.warnings, run.status == "partial",
+    shown.print_closing(run, c.workload.warnings, run.status == "partial",
                   partial_line(run, "run", code),
                   run_dir, mlflow=c.mlflow)
     if plan.vllm is not None:
@@ -190,7 +190,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
         return failed(exc, run_dir, "run", c.target)
     shown.show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles, load,
                            plan.shape, c.target.api)
-    print_closing(run, plan.scenario.warnings, run.status == "partial",
+    shown.print_closing(run, plan.scenario.warnings, run.status == "partial",
                   partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")

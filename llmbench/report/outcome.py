@@ -4,6 +4,8 @@ lines while it is made): the render step of a command, so that the command itsel
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.analysis import network, prefix_hit
@@ -13,6 +15,73 @@ from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.report import console, screen
 from llmbench.results.schema import Run
+
+
+# -- what every command closes with ------------------------------------------------------------
+
+def incomplete_line(run: Run, code: int) -> str | None:
+    """The closing line of a run, ramp or probe that lost a worker: its figures miss that
+    worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
+    keeps 130)."""
+    from llmbench.analysis.finish import lost_workers
+    from llmbench.errors import EXIT_OVERLOADED
+    lost = lost_workers(run.workers)
+    if lost is None:
+        return None
+    why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
+           if code == EXIT_OVERLOADED else "")
+    return (f"PARTIAL RESULT: {lost}; its share of the load stopped there, so the figures "
+            f"are incomplete{why}.")
+
+
+def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
+                  run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
+                  verbose: bool = True, mlflow: str | None = None) -> None:
+    """What every command prints last, the same way: ``head`` (a ramp's verdict,
+    ``report.screen.Part``), the workload and run notes, the partial marker, then the report
+    it writes (and logs to --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
+    screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
+    from llmbench.report import screen
+    from llmbench.report.auto import write_report
+    parts = list(head) + closing_parts(run, warnings, partial, partial_line)
+    if run_dir is not None:
+        write_report(run_dir)
+        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
+            from llmbench.report.tracker import log_run
+            parts.append(screen.Part(log_run(mlflow, run_dir)[1]))
+        parts.append(screen.Part(f"Results: {run_dir}"))
+    screen.show(parts, rows_used or 0, verbose or rows_used is None)
+    board = board_now()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
+
+
+def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: str) -> list[Any]:
+    """The notes every command closes with (``report.screen.Part``): outages, a failure, the
+    server, the workload's and the run's notes, the prompt cache, the partial marker."""
+    from llmbench.analysis import checks
+    from llmbench.analysis.telemetry import console_lines
+    from llmbench.report.screen import KEEP, NOTE, Part
+    parts = [Part(f"OUTAGE: {o['text']}") for o in run.outages]
+    if run.status == "failed" and run.error:
+        parts.append(Part(f"FAILED: {run.error}; the numbers above cover what was measured "
+                          "until then."))
+    parts += [Part(line, NOTE) for line in console_lines(run)]
+    parts += [Part(f"note: {w}", NOTE) for w in [*warnings, *checks.notes(run)]]
+    for line in checks.cache_lines(run):
+        # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
+        warn = line.startswith("WARNING")
+        parts.append(Part(line, KEEP if warn else NOTE, err=warn))
+    if partial:
+        parts.append(Part(partial_line))
+    return parts
+
+
+def board_now() -> Any:
+    """The --dashboard open in this process and a notebook cell's live view, if any (its module
+    is loaded only when one is)."""
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return mod.for_end() if mod is not None else None
 
 
 # -- llmbench run ---------------------------------------------------------------------------------
