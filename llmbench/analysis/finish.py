@@ -213,25 +213,33 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     if outcome.workers is not None:
         extra["workers"] = outcome.workers
     extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
+    mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
+                                       summary.send_delay.p99),
+                       outcome.monitor, records, outcome.t0_perf)
+    return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
+                      {"load": load_config(plan.shape), "goodput_slo_ms": g.goodput_slo_ms},
+                      summary, mon, server_kind(server.kind, extra.get("server")),
+                      thresholds=threshold_results, sessions=sessions, **extra)
+
+
+def _one_level(c: Any, outcome: Any, partial: bool, config: dict[str, Any], summary: Any,
+               mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
+    """The Run of one load level (``run``, ``run --scenario``): ``config``'s "load" and what
+    follows "timeouts", the summary and the generator's monitor, and the command's ``parts``."""
+    records, server = outcome.records, outcome.server()
+    load, more = {"load": config.pop("load")}, config
     done = Run(
-        kind="run", status="partial" if outcome.interrupted or _crashed(outcome) else "complete",
-        started_at=outcome.started_at,
-        config={"target": c.target.describe(), "load": load_config(plan.shape),
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
-                "goodput_slo_ms": g.goodput_slo_ms},
+        kind="run", status="partial" if partial else "complete", started_at=outcome.started_at,
+        config={"target": c.target.describe(), **load, "request": c.request_config(),
+                "timeouts": c.timeouts.__dict__, **more},
         labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
         environment=environment(),
-        monitor={**with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
-                                                summary.send_delay.p99),
-                                outcome.monitor, records, outcome.t0_perf),
-                 "samples": [s.__dict__ for s in outcome.monitor]},
+        monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
         summary=summary, outages=outages.of_run(records, outcome.t0_perf),
-        **checks.record_checks(records, c.params, c.target.api, c.workload,
-                               server_kind(server.kind, extra.get("server"))),
-        thresholds=threshold_results, sessions=sessions,
+        **checks.record_checks(records, c.params, c.target.api, c.workload, kind),
         server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
                                  view=verdict_mod.server_view(server.samples)),
-        **extra)
+        **parts)
     done.interrupted = outcome.interrupted
     return done
 
@@ -262,24 +270,10 @@ def classes_run(plan: Any, outcome: Any) -> Run:
     server = outcome.server()
     policy = next((cp.common.params.abandon for cp in plan.scenario.classes
                    if cp.common.params.abandon is not None), None)
-    extra = _gave_up_and_telemetry(policy, records, server, outcome)
-    done = Run(
-        kind="run", status="partial" if outcome.interrupted or step is None else "complete",
-        started_at=outcome.started_at,
-        config={"target": c.target.describe(), "load": class_config(plan),
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
-                "scenario": plan.scenario.describe()},
-        labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
-        environment=environment(),
-        monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
-        summary=summary, outages=outages.of_run(records, outcome.t0_perf),
-        **checks.record_checks(records, c.params, c.target.api, c.workload),
-        thresholds=checks_, classes=classes,
-        server_probe=ServerProbe(kind=server.kind, note=server.note, samples=len(server.samples),
-                                 view=verdict_mod.server_view(server.samples)),
-        **extra)
-    done.interrupted = outcome.interrupted
-    return done
+    return _one_level(c, outcome, outcome.interrupted or step is None,
+                      {"load": class_config(plan), "scenario": plan.scenario.describe()},
+                      summary, mon, None, thresholds=checks_, classes=classes,
+                      **_gave_up_and_telemetry(policy, records, server, outcome))
 
 
 # -- llmbench ramp --------------------------------------------------------------------------------
@@ -293,11 +287,6 @@ def unit_of(r: Any) -> str:
     return r.shape.unit
 
 
-def window_records(records: Sequence[Record], step: int, start: float, end: float) -> list[Record]:
-    """A step's numbers come from the requests that started in its hold window."""
-    return definitions.window(records, step, start, end)
-
-
 def step_judge(thresholds: list[Any], stall_s: float = 1.0,
                send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS,
                by: str = "users") -> Callable[[StepWindow], Step]:
@@ -305,7 +294,8 @@ def step_judge(thresholds: list[Any], stall_s: float = 1.0,
     from its records (pure); the generator check adds the step's own send delay to the loop
     monitor's verdict. Users are counted whole (``by="users"``); a rate is what it is."""
     def judge_step(w: StepWindow) -> Step:
-        recs = window_records(w.records, w.index, w.hold_start, w.hold_end)
+        # a step's numbers come from the requests that started in its hold window
+        recs = definitions.window(w.records, w.index, w.hold_start, w.hold_end)
         s = metrics.summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
                               within=slo.within_requests(thresholds))
         # the agent sessions that started in the hold, with all their calls (None: no agents)
