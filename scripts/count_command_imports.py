@@ -9,7 +9,8 @@ A name is one (command module, imported thing) pair, counted once per command mo
 often it is imported there: ``from llmbench.analysis import checks, slo`` is two names,
 ``from llmbench.results.schema import Run`` one, ``import llmbench.analysis.x`` one. Imports
 inside functions count the same as those at the top (a command that reaches into analysis
-lazily still depends on it). Every module under llmbench/commands/ is read, the option and
+lazily still depends on it); a second line gives the top level alone (summed over the modules,
+and distinct over commands/). Every module under llmbench/commands/ is read, the option and
 spec modules included.
 """
 
@@ -27,10 +28,12 @@ def _below(module: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in LAYERS)
 
 
-def names_of(path: Path) -> set[str]:
-    """The analysis/results names one module imports, as 'module.name'."""
+def names_of(path: Path, top_only: bool = False) -> set[str]:
+    """The analysis/results names one module imports, as 'module.name' (``top_only``: those
+    of the module's own top level, not the lazy ones inside functions)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in (tree.body if top_only else ast.walk(tree)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                 and _below(node.module):
             found.update(f"{node.module}.{a.name}" for a in node.names)
@@ -39,11 +42,11 @@ def names_of(path: Path) -> set[str]:
     return found
 
 
-def count(root: Path = ROOT) -> dict[str, set[str]]:
+def count(root: Path = ROOT, top_only: bool = False) -> dict[str, set[str]]:
     """Each command module (relative path) with the names it imports, those with any."""
     out = {}
     for path in sorted((root / "llmbench" / "commands").rglob("*.py")):
-        names = names_of(path)
+        names = names_of(path, top_only)
         if names:
             out[str(path.relative_to(root))] = names
     return out
@@ -63,6 +66,11 @@ def main() -> None:
     print(f"{total} names imported from llmbench.analysis and llmbench.results by "
           f"{len(found)} command modules "
           f"({len({n.rsplit('.', 1)[0] for v in found.values() for n in v})} modules imported)")
+    # the same at the modules' top level only (lazy imports left out), summed over the
+    # modules, and as distinct names over the whole of commands/
+    top = count(top_only=True)
+    print(f"top level only: {sum(len(v) for v in top.values())} names summed over "
+          f"{len(top)} modules, {len(set().union(*top.values()))} distinct")
 
 
 if __name__ == "__main__":
