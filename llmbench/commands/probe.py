@@ -9,7 +9,7 @@ from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
 from llmbench.report import outcome as shown
 from llmbench.results import writer
-from llmbench.results.schema import ProbeStep, Run
+from llmbench.results.schema import Run
 from llmbench.load.shapes.router import RouterAB
 from llmbench.client.target import Target
 from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
@@ -45,13 +45,7 @@ def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
     c, shape = plan.common, plan.shape
     harness = c.harness(run_dir, shown.probe_live_line(len(shape.steps)), shape=shape)
     shape.judge = finish.probe_judge(plan)
-    dashboard = dashboard_of(harness)
-
-    def on_step(s: ProbeStep) -> None:
-        harness.say(shown.probe_row(s))
-        if dashboard is not None:       # the page takes the step as run.json has it
-            dashboard.step(s.to_dict())
-    shape.on_step = on_step
+    shape.on_step = shown.probe_on_step(harness, dashboard_of(harness))
     print(shown.PROBE_HEADER, flush=True)
     outcome = harness.run(shape, targets(plan))
     run = finish.probe(plan, outcome)

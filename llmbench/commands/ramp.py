@@ -10,12 +10,11 @@ from typing import Any, Callable
 
 from llmbench.analysis import finish
 from llmbench.errors import EXIT_INTERRUPTED
-from llmbench.load.harness import PreflightError, ServerSeen, TargetSpec
-from llmbench.report import console, outcome as shown
+from llmbench.load.harness import PreflightError, TargetSpec
+from llmbench.report import outcome as shown
 from llmbench.results import writer
-from llmbench.results.schema import Run, Step
+from llmbench.results.schema import Run
 from llmbench.load.shapes import Ramp
-from llmbench.load.shapes.pace import StepPlan
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.commands.common import agent_preflight
 from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
@@ -82,65 +81,19 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
     harness = c.harness(run_dir, shown.ramp_live_line(shape.unit, None if r.find is not None
                                             else len(shape.steps)), shape=shape)
     shape.pace()                  # the fixed list's pacer, made now; a search's is set above
-    pacer = shape.pacer
-
-    def on_plan(index: int, plan: StepPlan) -> None:
-        line = shown.plan_line(index, plan, pacer, shape.unit)
-        if line:
-            say(line)
-    shape.on_plan = on_plan
-    agents = finish.unit_of(r) == "agents"     # sessions in the table (console.agent_ramp_row)
-    from llmbench.report import screen
-    size = screen.terminal()
-    width = size[0] if size is not None else None
-
-    r.table_rows = 0
-
-    def say(line: str) -> None:
-        harness.say(line)
-        r.table_rows += screen.rows_of(line, width)
-
-    dashboard = dashboard_of(harness)
-    between: list[Any] = []             # the network floor after each step (client/floor.py)
-    measuring: list[Any] = []
-
-    def on_step(step: Step) -> None:
-        if floor_so_far is not None:    # measured off the loop while the next step starts
-            measuring.append(c.floor_later(f"after step {step.index}", between))
-        # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
-        # at the end (console.busy_line), not under every row
-        say(console.agent_ramp_row(step) if agents else console.ramp_row(step))
-        for row in console.class_rows(step):
-            say(row)
-        if run_dir is not None or dashboard is not None:
-            # every finished step is on disk at once: a killed ramp keeps its steps
-            doc = finish.ramp(r, harness.started_at, harness.t0_perf, harness.records_so_far(),
-                       ServerSeen(None, None, []), False, True, [], going_on=True,
-                       network=floor_so_far)
-            data = doc.save(run_dir)
-            if dashboard is not None:   # its thresholds, and the verdict so far
-                dashboard.step(data["steps"][-1], data.get("verdict") or None)
-    shape.on_step = on_step
+    table = shown.RampTable(r, harness, run_dir, dashboard_of(harness), finish.unit_of(r))
+    shape.on_plan, shape.on_step = table.on_plan, table.on_step
     shape.before_step = r.reset.before_step if r.reset is not None else None
     if r.scenario is not None and shape.isolate:
-        def on_isolated(alone: Any) -> None:
-            say(console.isolated_row(alone))
-        shape.on_isolated = on_isolated
-    if dashboard is not None:
-        dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
-    from llmbench import wire
-    for line in shown.intro_lines(r, finish.unit_of(r)):
-        print(line, flush=True)
-    if r.scenario is not None:
-        print("Traffic classes: " + ", ".join(
-            f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
-            + (f"; growing {r.scenario.grow}, the others fixed" if r.scenario.grow else ""),
-            flush=True)
-    say(console.agent_ramp_header() if agents else
-        console.ramp_header(finish.unit_of(r).capitalize() if shape.by == "users" else "Req/s",
-                            wire.get(c.target.api).output))
+        shape.on_isolated = table.on_isolated
+    table.begin(c.target.api)
     before = c.floor("before")          # the network's round trip (client/floor.py)
-    floor_so_far = finish.network_of([before])
+    table.floor = finish.network_of([before])
+    between: list[Any] = []             # the network floor after each step (client/floor.py)
+    measuring: list[Any] = []
+    if before is not None:              # measured off the loop while the next step starts
+        table.after_step = lambda step: measuring.append(
+            c.floor_later(f"after step {step.index}", between))
     outcome = harness.run(shape, targets)
     after = c.floor("after") if before is not None else None
     for t in measuring:

@@ -225,6 +225,74 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
     return out
 
 
+class RampTable:
+    """The ramp's table as it runs: what the ramp does and its header first (``begin``), then
+    the search's plan lines, a row per judged step (each class's under it, each class run
+    alone), and each finished step written to the run folder at once (a killed ramp keeps its
+    steps) and sent to the dashboard. ``r.table_rows``: the terminal rows it took, so the
+    closing block is cut to the rows left under it (report.screen)."""
+
+    def __init__(self, r: Any, harness: Any, run_dir: Path | None, dashboard: Any,
+                 unit: str) -> None:
+        self.r, self.harness, self.run_dir, self.dashboard = r, harness, run_dir, dashboard
+        self.unit = unit
+        self.agents = unit == "agents"     # sessions in the table (console.agent_ramp_row)
+        self.pacer = r.shape.pacer
+        size = screen.terminal()
+        self.width = size[0] if size is not None else None
+        self.floor: Any = None             # the network floor before the load (finish.network_of)
+        self.after_step: Callable[[Any], None] | None = None   # the command's, first
+        r.table_rows = 0
+
+    def say(self, line: str) -> None:
+        self.harness.say(line)
+        self.r.table_rows += screen.rows_of(line, self.width)
+
+    def begin(self, api: str) -> None:
+        from llmbench import wire
+        r, shape = self.r, self.r.shape
+        if self.dashboard is not None:
+            self.dashboard.plan(thresholds=[t.text for t in r.thresholds], repeat=r.repeat)
+        for line in intro_lines(r, self.unit):
+            print(line, flush=True)
+        if r.scenario is not None:
+            print("Traffic classes: " + ", ".join(
+                f"{cp.name} ({cp.traffic.load_text()})" for cp in r.scenario.classes)
+                + (f"; growing {r.scenario.grow}, the others fixed" if r.scenario.grow else ""),
+                flush=True)
+        self.say(console.agent_ramp_header() if self.agents else
+                 console.ramp_header(self.unit.capitalize() if shape.by == "users" else "Req/s",
+                                     wire.get(api).output))
+
+    def on_plan(self, index: int, plan: Any) -> None:
+        line = plan_line(index, plan, self.pacer, self.r.shape.unit)
+        if line:
+            self.say(line)
+
+    def on_isolated(self, alone: Any) -> None:
+        self.say(console.isolated_row(alone))
+
+    def on_step(self, step: Any) -> None:
+        from llmbench.analysis import finish
+        from llmbench.load.harness import ServerSeen
+        if self.after_step is not None:
+            self.after_step(step)
+        # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
+        # at the end (console.busy_line), not under every row
+        self.say(console.agent_ramp_row(step) if self.agents else console.ramp_row(step))
+        for row in console.class_rows(step):
+            self.say(row)
+        if self.run_dir is not None or self.dashboard is not None:
+            # every finished step is on disk at once: a killed ramp keeps its steps
+            h = self.harness
+            doc = finish.ramp(self.r, h.started_at, h.t0_perf, h.records_so_far(),
+                              ServerSeen(None, None, []), False, True, [], going_on=True,
+                              network=self.floor)
+            data = doc.save(self.run_dir)
+            if self.dashboard is not None:   # its thresholds, and the verdict so far
+                self.dashboard.step(data["steps"][-1], data.get("verdict") or None)
+
+
 def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list[Any]:
     """What a ramp says first under its table (``report.screen.Part``): the verdict, the
     search, who gave up, the steps' marks, the closed loop's note, the repeats, the exit."""
@@ -321,6 +389,16 @@ def probe_live_line(n_steps: int) -> Callable[[Any], str]:
             parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
         return ", ".join(parts)
     return line
+
+
+def probe_on_step(harness: Any, dashboard: Any) -> Callable[[Any], None]:
+    """What the probe does as each step ends: its row under the header, and the step on the
+    dashboard's page (as run.json has it)."""
+    def on_step(step: Any) -> None:
+        harness.say(probe_row(step))
+        if dashboard is not None:
+            dashboard.step(step.to_dict())
+    return on_step
 
 
 def show_probe(run: Run) -> None:
