@@ -100,7 +100,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
         t.join(12.0)                    # each of its steps has a 5 s deadline
     network = finish.network_of([before, *between, after])
     run = writer.final(finish.ramp_of(r, outcome, network), run_dir, outcome.write_error)
-    writer.timeline(run_dir, lambda: finish.timeline(outcome, run.steps))
+    writer.timeline(run_dir, finish.timeline, outcome, run.steps)
     # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
     return run, run.exit_code
 

@@ -73,7 +73,7 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     counted = ((prefix_before, prefix.scrape_counters(c), warm_failed)
                if c.workload.prefix is not None else None)
     run = writer.final(finish.run(plan, outcome, floors, counted), run_dir, outcome.write_error)
-    writer.timeline(run_dir, lambda: finish.timeline(outcome))
+    writer.timeline(run_dir, finish.timeline, outcome)
     # the one rule the command line exits with (results.schema.Run.exit_code)
     return run, run.exit_code, (outcome, harness.texts)
 
@@ -167,7 +167,7 @@ def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]
     harness = c.harness(run_dir, _live, shape=shape)
     outcome = harness.run(shape, plan.scenario.targets(c.server_probe))
     run = writer.final(finish.classes_run(plan, outcome), run_dir, outcome.write_error)
-    writer.timeline(run_dir, lambda: finish.timeline(outcome, shape.results))
+    writer.timeline(run_dir, finish.timeline, outcome, shape.results)
     return run, run.exit_code
 
 

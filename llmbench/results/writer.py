@@ -79,12 +79,13 @@ def whole(run: Run, run_dir: Path | None) -> None:
         release_signals()       # run.json is whole: a signal held since the load is raised
 
 
-def timeline(run_dir: Path | None, rows: Callable[[], list[dict[str, Any]]]) -> None:
-    """timeline.jsonl: the run's per-second state (``rows()``: analysis.finish.timeline, made
-    only when there is a folder to write it to)."""
+def timeline(run_dir: Path | None, build: Callable[..., list[dict[str, Any]]],
+             *args: Any) -> None:
+    """timeline.jsonl: the run's per-second state (``build(*args)``: analysis.finish.timeline,
+    made only when there is a folder to write it to)."""
     if run_dir is None:
         return
-    built = rows()
+    built = build(*args)
     if not built:
         return
     try:
