@@ -6,18 +6,19 @@ commands/ at most 4 times"; 11 by hand on main before the one assembler).
   python scripts/count_command_returns.py --list    # ... and each way back up
 
 How it counts (a trace, not a reading): a built-in mock is started in a child process, then
-``llmbench run`` (or ``ramp``) runs in this process with a profiler on every thread. A "way
-back up" is either
+``llmbench run`` (then ``ramp``) runs in this process with a profiler on every thread, from
+the moment the command's ``perform`` is called (the spec's checks and the plan being made come
+before it and are not counted). A "way back up" is either
 - a distinct function of llmbench outside commands (the engine, analysis, results, report,
   client...) that code in commands calls: the plan goes down there and comes back up to the
   command (constructors and dunder methods are left out: building a value is not a stop), or
 - a distinct pair (caller, callee) where the callee is a function of a module under
   llmbench.commands and its caller a function of llmbench outside it: a callback the engine
-  calls back up (a live line, a step's judge, a row printer). The
-entry from the CLI into the command is not counted (its caller is the CLI), nor what happens before the command's ``perform`` is called (the spec's
-checks, the plan being made); calls among
-commands modules are not counted (the plan has not left). Each pair is counted once however
-often it runs (a live line redrawn 50 times is one way back).
+  calls back up (a live line, a step's judge, a row printer).
+Calls among commands modules are not counted (the plan has not left), nor the CLI's call into
+the command. Each is counted once however often it runs (a live line redrawn 50 times is one
+way back). On main before the one assembler: run 50 (50 down, 0 callbacks), ramp 62 (59 down,
+3 callbacks: the step's judge, the plan line, the step row).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def perform(plan: ProbePlan) -> Done:
     # a pass (Run.exit_code, the one rule)
     code = run.exit_code
     shown.print_closing(run, c.workload.warnings, run.status == "partial",
-                  shown.incomplete_line(run, code)
-                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
-                  run_dir)
+                        shown.incomplete_line(run, code)
+                        or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
+                        run_dir)
     return Done(run, code, run_dir)

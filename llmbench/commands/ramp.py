@@ -155,13 +155,13 @@ def perform(r: RampPlan, repeat: int = 1,
     print()
     assert run.verdict is not None
     head = shown.ramp_head(run, r.shape.unit, finish.unit_of(r), repeat, code)
-    shown.print_closing(run, r.scenario.warnings if r.scenario is not None else c.workload.warnings,
-                  run.status == "partial",
-                  shown.incomplete_line(run, code)
-                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                  run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
-                  # the last repeat's table is the one on screen
-                  rows_used=runs[-1][0].table_rows + 1 + _board_row())
+    warnings = r.scenario.warnings if r.scenario is not None else c.workload.warnings
+    shown.print_closing(run, warnings, run.status == "partial",
+                        shown.incomplete_line(run, code)
+                        or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+                        run_dir, head=head, verbose=c.verbose, mlflow=c.mlflow,
+                        # the last repeat's table is the one on screen
+                        rows_used=runs[-1][0].table_rows + 1 + _board_row())
     return RampDone(run, code, run_dir)
 
 

@@ -79,8 +79,8 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
 
 
 def partial_line(run: Run, what: str, code: int) -> str:
-    return shown.incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
-                                          "numbers cover what finished.")
+    return shown.incomplete_line(run, code) or (
+        f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished.")
 
 
 def _vllm_result(plan: RunPlan, run: Run, records: list, texts: dict[str, str]
@@ -130,8 +130,8 @@ def perform(plan: RunPlan) -> Done:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
     shown.print_closing(run, c.workload.warnings, run.status == "partial",
-                  partial_line(run, "run", code),
-                  run_dir, mlflow=c.mlflow)
+                        partial_line(run, "run", code),
+                        run_dir, mlflow=c.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, run, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -191,7 +191,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     shown.show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles, load,
                            plan.shape, c.target.api)
     shown.print_closing(run, plan.scenario.warnings, run.status == "partial",
-                  partial_line(run, "run", code), run_dir)
+                        partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return Done(run, code, run_dir)
