@@ -4,7 +4,7 @@ what its result holds, and which analysis makes each part, is decided in this mo
 
 - ``run`` / ``classes_run``: ``llmbench run`` (one load level; ``--scenario``'s crowd of
   traffic classes held once, judged as one step of the ramp's class crowd).
-- ``ramp`` (with ``search_of``, ``step_judge``, ``class_judges``, ``repeats``): a ramp's steps,
+- ``ramp`` (with ``search_of``, ``step_judge``, ``ramp_judges``, ``repeats``): a ramp's steps,
   its verdict, its search, its repeats.
 - ``probe`` (with ``probe_judge``): the router's overhead, step by step.
 - ``sweep_started`` / ``sweep_answer``: a sweep's document and its answer.
@@ -217,20 +217,20 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
                                        summary.send_delay.p99),
                        outcome.monitor, records, outcome.t0_perf)
     return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
-                      {"load": load_config(plan.shape), "goodput_slo_ms": g.goodput_slo_ms},
+                      load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
                       summary, mon, server_kind(server.kind, extra.get("server")),
                       thresholds=threshold_results, sessions=sessions, **extra)
 
 
-def _one_level(c: Any, outcome: Any, partial: bool, config: dict[str, Any], summary: Any,
-               mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
-    """The Run of one load level (``run``, ``run --scenario``): ``config``'s "load" and what
-    follows "timeouts", the summary and the generator's monitor, and the command's ``parts``."""
+def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: dict[str, Any],
+               summary: Any, mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
+    """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
+    follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
+    for the checks, and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
-    load, more = {"load": config.pop("load")}, config
     done = Run(
         kind="run", status="partial" if partial else "complete", started_at=outcome.started_at,
-        config={"target": c.target.describe(), **load, "request": c.request_config(),
+        config={"target": c.target.describe(), "load": load, "request": c.request_config(),
                 "timeouts": c.timeouts.__dict__, **more},
         labels=c.labels, t0_perf=outcome.t0_perf, workload=c.workload.describe(),
         environment=environment(),
@@ -256,7 +256,7 @@ def class_config(plan: Any) -> dict[str, Any]:
 
 def classes_run(plan: Any, outcome: Any) -> Run:
     """``run --scenario``'s result: the crowd held once, judged as the ramp judges a step of
-    classes (``class_judges``): the whole crowd's summary, each class's, every class's checks."""
+    classes (``ramp_judges``): the whole crowd's summary, each class's, every class's checks."""
     c, shape = plan.common, plan.shape
     records = outcome.records
     step = shape.results[0] if shape.results else None
@@ -271,7 +271,7 @@ def classes_run(plan: Any, outcome: Any) -> Run:
     policy = next((cp.common.params.abandon for cp in plan.scenario.classes
                    if cp.common.params.abandon is not None), None)
     return _one_level(c, outcome, outcome.interrupted or step is None,
-                      {"load": class_config(plan), "scenario": plan.scenario.describe()},
+                      class_config(plan), {"scenario": plan.scenario.describe()},
                       summary, mon, None, thresholds=checks_, classes=classes,
                       **_gave_up_and_telemetry(policy, records, server, outcome))
 
