@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from llmbench.analysis import percentile
 from llmbench.records import definitions
 from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within, to_vllm
+from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
@@ -99,13 +99,6 @@ def min_samples(stat: str) -> int:
         return 2
     q = float(stat[1:]) / 100.0
     return max(int(np.ceil(0.25 / (1.0 - q) - 1e-9)), 1)
-
-
-def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
-    requests counts as +inf (it never got its answer: a censored observation). None when there
-    is no request at all; +inf when the rank falls among the failures."""
-    return percentile.censored(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
 
 
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
@@ -236,12 +229,6 @@ def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
             - t.get("eval_duration", 0)
         out.append(max(rest, 0) / 1e9)
     return out
-
-
-def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
-                metric_percentiles: Sequence[float]) -> dict[str, Any]:
-    """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
-    return to_vllm(summary, percentile_metrics, metric_percentiles)
 
 
 # -- the summary on a RecordStore's columns --------------------------------------------------
