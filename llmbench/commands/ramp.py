@@ -33,9 +33,6 @@ class FindPlan:
     budget_s: float | None = None
     least: float = 1.0          # the lightest step (users): a scenario's floors added up
 
-    def pacer(self, shape: Ramp) -> SearchPacer:
-        return finish.search_pacer(self, shape)
-
     def describe(self, pacer: SearchPacer | None = None) -> dict[str, Any]:
         p = pacer
         return {"start": self.start, "ceiling": p.top if p is not None else self.ceiling,
@@ -76,7 +73,7 @@ def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
                               preflight_extra=agent_preflight(c.target, c.params,
                                                               c.workload.conversations))]
     if r.find is not None:
-        shape.pacer = r.find.pacer(shape)
+        shape.pacer = finish.search_pacer(r.find, shape)
         shape.steps = []
     harness = c.harness(run_dir, shown.ramp_live_line(shape.unit, None if r.find is not None
                                             else len(shape.steps)), shape=shape)
