@@ -249,9 +249,8 @@ def watch_phases():
     """Wrap the end-of-run passes of ``llmbench run`` so that each records its own peak RSS:
     (phases, phase) where ``phase(name, fn)`` wraps another function the same way."""
     sys.path.insert(0, str(ROOT))
-    from llmbench.analysis import checks, metrics
-    from llmbench.commands import run as run_cmd
-    from llmbench.report import auto, vllm_json
+    from llmbench.analysis import checks, finish, metrics
+    from llmbench.report import auto
     from llmbench.results.schema import Run
     phases: dict[str, float] = {}
 
@@ -264,10 +263,10 @@ def watch_phases():
                 phases[name] = max(phases.get(name, 0.0), _hwm_kb() / 1024)
         return wrapped
     metrics.summarize = phase("summary", metrics.summarize)
-    vllm_json.peak_in_flight = phase("peak_in_flight", vllm_json.peak_in_flight)
+    metrics.peak_in_flight = phase("peak_in_flight", metrics.peak_in_flight)
     checks.record_checks = phase("record_checks", checks.record_checks)
     Run.save = phase("run_json", Run.save)      # type: ignore[method-assign]
-    run_cmd.write_timeline = phase("timeline", run_cmd.write_timeline)
+    finish.timeline = phase("timeline", finish.timeline)
     auto.write_report = phase("report", auto.write_report)
     return phases, phase
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
 from llmbench.client.request import RequestParams, Timeouts  # noqa: E402
-from llmbench.commands.ramp import judge  # noqa: E402
+from llmbench.analysis.finish import step_judge as judge  # noqa: E402
 from llmbench.load.harness import Harness, TargetSpec  # noqa: E402
 from llmbench.load.shapes import Ramp  # noqa: E402
 from llmbench.analysis.slo import parse_threshold  # noqa: E402

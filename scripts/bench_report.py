@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmbench.commands.ramp import judge  # noqa: E402
+from llmbench.analysis.finish import step_judge as judge  # noqa: E402
 from llmbench.load.monitor import busy  # noqa: E402
 from llmbench.load.shapes import StepWindow  # noqa: E402
 from llmbench.records.record import Record  # noqa: E402

@@ -433,17 +433,13 @@ def _gate_checks(base: Loaded, other: Loaded, sb: Step, so: Step,
     return out
 
 
-def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
-            max_regression: float | None = None) -> Comparison:
-    for m in metrics:
-        if m not in METRICS:
-            raise CompareError(f"--metric {m!r}: choose from {', '.join(METRICS)}")
-    base = runs[0]
+def _warnings(runs: Sequence[Loaded], fps: dict[str, Any]) -> list[str]:
+    """What makes the runs less comparable: another load shape, other workloads, a partial
+    run, a proxy that buffered the stream."""
     warnings = []
     shape = _shape_warning(runs)
     if shape:
         warnings.append(shape)
-    fps = {r.name: (r.run.workload or {}).get("fingerprint") for r in runs}
     if len(set(fps.values())) > 1:
         warnings.append("the runs used different workloads (fingerprints "
                         + ", ".join(f"{k}: {v}" for k, v in fps.items())
@@ -456,91 +452,122 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
             warnings.append(f"{r.name}: a proxy buffered the stream (tokens arrived in bursts"
                             f" at {', '.join(f'{x:g}' for x in buffered)}): its TTFT, ITL and "
                             "E2EL there measure the buffer, not the model, and are not gated")
-    loads = sorted({s.load for r in runs for s in r.steps})
+    return warnings
+
+
+def _table(runs: Sequence[Loaded]) -> list[Row]:
+    """Each load any run has, with each run's step there (None: no step at that load)."""
     table = []
-    for load_v in loads:
+    for load_v in sorted({s.load for r in runs for s in r.steps}):
         cells: list[Cell | None] = []
         for r in runs:
             st = next((s for s in r.steps if s.load == load_v), None)
             cells.append(None if st is None else Cell(
                 st.held, st.summary.ttft.p95, st.summary.itl.p95, st.summary.output_throughput))
         table.append(Row(load_v, cells))
+    return table
+
+
+def _held_change(base: Loaded, other: Loaded, max_regression: float | None) -> list[Change]:
+    """The users held, compared (nothing when a run had no thresholds: it held nothing)."""
+    if not (base.judged and other.judged):
+        return []
+    change = (other.held / base.held - 1) if base.held else 0.0
+    bad = max_regression is not None and change < -max_regression
+    return [Change(other.name, "held", None, base.held, other.held, change, None, bad)]
+
+
+def _unmeasurable(other: Loaded, sb: Step, so: Step, m: str,
+                  max_regression: float | None) -> Change:
+    """A metric with no interval at a step: why, and whether that is a regression (measurable
+    on the baseline, not on the candidate)."""
+    why_b, why_o = _missing(sb.summary, m), _missing(so.summary, m)
+    bad = max_regression is not None and why_b is None and why_o is not None
+    if why_b is None and why_o is None:
+        note = ("a window shorter than 0.5 s has no throughput interval"
+                if m == "output_throughput" else
+                "cannot be computed on the baseline (its value is 0)")
+    else:
+        note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
+                else f"cannot be computed on the baseline ({why_b})")
+    return Change(other.name, m, sb.load, _read(sb, m), _read(so, m), None, None, bad, note)
+
+
+def _step_change(base: Loaded, other: Loaded, sb: Step, so: Step, m: str,
+                 max_regression: float | None) -> Change:
+    """One metric at one common step: its change with the bootstrap's interval, a regression
+    when the interval is past the limit, unless the stream was buffered there or the change is
+    within the load generator's own timing uncertainty."""
+    res = bootstrap_change(base, other, sb, so, m, seed=int(sb.load * 10))
+    if res is None:
+        return _unmeasurable(other, sb, so, m, max_regression)
+    worse_up = METRICS[m][1]
+    point, lo, hi = res
+    bad = False
+    note = None
+    if max_regression is not None:
+        bad = lo > max_regression if worse_up else hi < -max_regression
+    vb, vo = _read(sb, m), _read(so, m)
+    if bad and _is_latency(m) and (_buffered(sb) or _buffered(so)):
+        bad = False
+        note = ("a proxy buffered the stream here: this latency measures the "
+                "buffer, not the model; not gated")
+    if (bad and worse_up and _is_latency(m) and isinstance(vb, (int, float))
+            and isinstance(vo, (int, float))):
+        floor = timing_uncertainty_ms(sb, so)
+        if abs(vo - vb) <= floor:
+            bad = False
+            note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
+                    f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
+                    "p99): not attributed to the server")
+    return Change(other.name, m, sb.load, vb, vo, point, [lo, hi], bad, note)
+
+
+def _metric_changes(base: Loaded, other: Loaded, m: str,
+                    max_regression: float | None) -> list[Change]:
+    """One metric of a candidate against the baseline: the users held, or each common step."""
+    if m == "held":
+        return _held_change(base, other, max_regression)
+    out = []
+    for sb in base.steps:
+        so = next((s for s in other.steps if s.load == sb.load), None)
+        if so is not None:          # no step there: said once by the error-rate gate below
+            out.append(_step_change(base, other, sb, so, m, max_regression))
+    return out
+
+
+def _gates(base: Loaded, other: Loaded, max_regression: float | None) -> list[Change]:
+    """Each baseline step's gates (error rate, completion...) against the candidate's step at
+    the same load; a load the candidate stopped before (it broke earlier) is a regression, a
+    load it simply did not plan is said, not counted."""
+    last_other = max((s.load for s in other.steps), default=0.0)
+    other_broke = any(not s.held for s in other.steps)
+    out: list[Change] = []
+    for sb in base.steps:
+        so = next((s for s in other.steps if s.load == sb.load), None)
+        if so is None:
+            stopped = other_broke and last_other < sb.load
+            out.append(Change(other.name, "step", sb.load, None, None, None, None,
+                              max_regression is not None and stopped and sb.held,
+                              "the candidate stopped before this load" if stopped
+                              else "the candidate has no step at this load"))
+            continue
+        out += _gate_checks(base, other, sb, so, max_regression)
+    return out
+
+
+def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
+            max_regression: float | None = None) -> Comparison:
+    for m in metrics:
+        if m not in METRICS:
+            raise CompareError(f"--metric {m!r}: choose from {', '.join(METRICS)}")
+    base = runs[0]
+    fps = {r.name: (r.run.workload or {}).get("fingerprint") for r in runs}
     checks: list[Change] = []
-    regressions: list[Change] = []
     for other in runs[1:]:
         for m in metrics:
-            worse_up = METRICS[m][1]
-            if m == "held":
-                if not (base.judged and other.judged):
-                    continue          # a run without thresholds held nothing to compare
-                change = (other.held / base.held - 1) if base.held else 0.0
-                bad = max_regression is not None and change < -max_regression
-                checks.append(Change(other.name, m, None, base.held, other.held, change, None,
-                                     bad))
-                if bad:
-                    regressions.append(checks[-1])
-                continue
-            for sb in base.steps:
-                so = next((s for s in other.steps if s.load == sb.load), None)
-                if so is None:
-                    continue          # reported once per step by the error-rate gate below
-                res = bootstrap_change(base, other, sb, so, m, seed=int(sb.load * 10))
-                if res is None:
-                    why_b, why_o = _missing(sb.summary, m), _missing(so.summary, m)
-                    # measurable on the baseline, not on the candidate: that is a regression
-                    bad = max_regression is not None and why_b is None and why_o is not None
-                    if why_b is None and why_o is None:
-                        note = ("a window shorter than 0.5 s has no throughput interval"
-                                if m == "output_throughput" else
-                                "cannot be computed on the baseline (its value is 0)")
-                    else:
-                        note = (f"cannot be computed on the candidate ({why_o})" if why_b is None
-                                else f"cannot be computed on the baseline ({why_b})")
-                    checks.append(Change(other.name, m, sb.load, _read(sb, m), _read(so, m),
-                                         None, None, bad, note))
-                    if bad:
-                        regressions.append(checks[-1])
-                    continue
-                point, lo, hi = res
-                bad = False
-                note = None
-                if max_regression is not None:
-                    bad = lo > max_regression if worse_up else hi < -max_regression
-                vb, vo = _read(sb, m), _read(so, m)
-                if bad and _is_latency(m) and (_buffered(sb) or _buffered(so)):
-                    bad = False
-                    note = ("a proxy buffered the stream here: this latency measures the "
-                            "buffer, not the model; not gated")
-                if (bad and worse_up and _is_latency(m) and isinstance(vb, (int, float))
-                        and isinstance(vo, (int, float))):
-                    floor = timing_uncertainty_ms(sb, so)
-                    if abs(vo - vb) <= floor:
-                        bad = False
-                        note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
-                                f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
-                                "p99): not attributed to the server")
-                checks.append(Change(other.name, m, sb.load, vb, vo, point, [lo, hi], bad, note))
-                if bad:
-                    regressions.append(checks[-1])
-        last_other = max((s.load for s in other.steps), default=0.0)
-        other_broke = any(not s.held for s in other.steps)
-        for sb in base.steps:
-            so = next((s for s in other.steps if s.load == sb.load), None)
-            if so is None:
-                # the candidate stopped before this load (it broke earlier): a regression;
-                # a load it simply did not plan is said, not counted
-                stopped = other_broke and last_other < sb.load
-                checks.append(Change(other.name, "step", sb.load, None, None, None, None,
-                                     max_regression is not None and stopped and sb.held,
-                                     "the candidate stopped before this load" if stopped
-                                     else "the candidate has no step at this load"))
-                if checks[-1].regression:
-                    regressions.append(checks[-1])
-                continue
-            for c in _gate_checks(base, other, sb, so, max_regression):
-                checks.append(c)
-                if c.regression:
-                    regressions.append(c)
+            checks += _metric_changes(base, other, m, max_regression)
+        checks += _gates(base, other, max_regression)
     limit = max_regression or 0.0
     for c in checks:
         c.worse, c.better = _direction(c, limit)
@@ -549,10 +576,10 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         runs=[Compared(r.name, str(r.path), r.held, fps[r.name], r.run.status,
                        identity_line(identity_of(r.run)), r.held_text()) for r in runs],
         server_differences=server_differences(runs),
-        table=table, checks=checks, regressions=regressions,
+        table=_table(runs), checks=checks, regressions=[c for c in checks if c.regression],
         improvements=[c for c in checks if c.improvement],
         worse=[c for c in checks if c.worse or c.regression],
-        warnings=warnings, max_regression=max_regression, unit="users")
+        warnings=_warnings(runs, fps), max_regression=max_regression, unit="users")
 
 
 def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from llmbench.analysis.phases import KEY as PHASES_KEY, summarize_phases
 from llmbench.analysis import percentile
 from llmbench.records import definitions
-from llmbench.records.record import Record
+from llmbench.records.record import Record, measured
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within, to_vllm
+from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within
 
 LATENCY_METRICS = LATENCY
 EXTRA_METRICS = EXTRA_LATENCY
@@ -86,16 +86,6 @@ def per_request(rec: Record) -> PerRequest:
                       ttfo=ttfo, reasoning_s=reasoning_s, output_itls=output_itls)
 
 
-def stats_ms(values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES,
-             scale: float = 1000.0) -> dict[str, float | None]:
-    """numpy mean/median/population std/linear percentiles in ms (``percentile.stats``; scale
-    1: counts, not seconds).
-
-    An empty list has no statistics: every value is None (vLLM writes 0, which reads as "instant"
-    and passes any latency limit; a missing number must never look like a good one)."""
-    return percentile.stats(values_s, percentiles, scale)
-
-
 def min_samples(stat: str) -> int:
     """How many values a statistic needs before it means anything.
 
@@ -109,13 +99,6 @@ def min_samples(stat: str) -> int:
         return 2
     q = float(stat[1:]) / 100.0
     return max(int(np.ceil(0.25 / (1.0 - q) - 1e-9)), 1)
-
-
-def censored_percentile_ms(values_s: Sequence[float], n_failed: int, p: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default) in ms, where each of ``n_failed`` failed
-    requests counts as +inf (it never got its answer: a censored observation). None when there
-    is no request at all; +inf when the rank falls among the failures."""
-    return percentile.censored(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
 
 
 def _headline(completed: int, failed: int, duration: float, total_in: int, total_out: int,
@@ -180,10 +163,10 @@ def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
               "output_itl": [g for p in per for g in (p.output_itls or ())]}
     # these have never had a p50_ key of their own: their median is it
     for name, values in series.items():
-        s[name] = Metric.of(name, _no_p50(stats_ms(values, percentiles)))
+        s[name] = Metric.of(name, _no_p50(percentile.stats(values, percentiles, 1000.0)))
     tokens = [r.reasoning_tokens or 0 for r in ok if r.reasoning_events]
     s["reasoning_tokens"] = Metric.of("reasoning_tokens",
-                                      _no_p50(stats_ms(tokens, percentiles, scale=1.0)))
+                                      _no_p50(percentile.stats(tokens, percentiles, 1.0)))
     s["requests_with_reasoning"] = len(tokens)
     s["total_reasoning_tokens"] = sum(tokens)
     s["answered_after_reasoning"] = sum(1 for r in ok if r.reasoning_events
@@ -206,7 +189,8 @@ def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]
     if tool_s:
         s["requests_with_tool_calls"] = len(tool_s)
         s["tool_call_share"] = len(tool_s) / n_ok if n_ok else None
-        s["ttft_tool"] = Metric.of("ttft_tool", _no_p50(stats_ms(tool_s, percentiles)))
+        s["ttft_tool"] = Metric.of("ttft_tool",
+                                   _no_p50(percentile.stats(tool_s, percentiles, 1000.0)))
     if checked:
         s["structured_checked"] = len(checked)
         s["valid_output_share"] = sum(checked) / len(checked)
@@ -247,12 +231,6 @@ def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
     return out
 
 
-def vllm_result(summary: dict[str, Any], percentile_metrics: Sequence[str],
-                metric_percentiles: Sequence[float]) -> dict[str, Any]:
-    """The subset of a summary that ``vllm bench serve --save-result`` writes, same keys."""
-    return to_vllm(summary, percentile_metrics, metric_percentiles)
-
-
 # -- the summary on a RecordStore's columns --------------------------------------------------
 #
 # The per-request definitions (records/definitions.py) called on numpy columns, so a
@@ -279,7 +257,7 @@ def _sq_dev(values: np.ndarray, mean: float) -> float:
 
 
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """stats_ms of values given as integer microseconds, partitioning ``us`` in place (no
+    """percentile.stats (in ms) of values given as integer microseconds, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
     percentiles = tuple(percentiles)
     n = len(us)
@@ -303,7 +281,7 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
 
 
 def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """stats_ms of values already in ms, without a copy: mean and std as numpy computes them
+    """percentile.stats (in ms) of values already in ms, without a copy: mean and std as numpy computes them
     on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
     numpy's linear interpolation between its order statistics."""
     percentiles = tuple(percentiles)
@@ -486,7 +464,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
         """A series' statistics, failure-aware percentiles and "within" shares, computed the
         moment the series exists, so that it can be dropped (a million requests: 8 MB each).
-        ``ms``: the series in ms (seconds x 1000.0, as stats_ms scales), owned: it is
+        ``ms``: the series in ms (seconds x 1000.0, as percentile.stats in ms scales), owned: it is
         sorted in place."""
         if st_ms is None:
             st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
@@ -732,7 +710,7 @@ def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.nd
     done_with("itl_per_token", None,
               itl_stats if per_tok_us is None else
               _int_stats_ms(per_tok_us, percentiles) if not spread else
-              stats_ms(np.concatenate((per_tok_us / 1e6, spread)), percentiles))
+              percentile.stats(np.concatenate((per_tok_us / 1e6, spread)), percentiles, 1000.0))
     return stalls, requests_with_stalls
 
 
@@ -780,10 +758,10 @@ def _server_side(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str,
                                                    and extras[i].get("server_timing"))))
     if wait:
         s["server_slot_wait"] = Metric.of("server_slot_wait", {
-            k: v for k, v in stats_ms(wait, percentiles).items() if k != "count"})
+            k: v for k, v in percentile.stats(wait, percentiles, 1000.0).items() if k != "count"})
     sq = st.view("server_queue_ms")[pick]
     sq = sq[~np.isnan(sq)] / 1000.0
-    sq *= 1000.0                                    # as stats_ms scales seconds
+    sq *= 1000.0                                    # as percentile.stats scales seconds
     if len(sq):
         s["server_queue"] = Metric.of("server_queue", {
             k: v for k, v in _own_stats_ms(sq, percentiles).items() if k != "count"})
@@ -791,7 +769,7 @@ def _server_side(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str,
 
 def _send_delay(s: dict[str, Any], st: RecordStore, n: int) -> None:
     """The client's own send delay, over every measured request that got that far (a block at
-    a time into one array; stats_ms's arithmetic, x * 1000, done in place)."""
+    a time into one array; percentile.stats's arithmetic in ms, x * 1000, done in place)."""
     sent_v, start_v = st.view("sent"), st.view("start")
     got_n = sum(int(np.count_nonzero(~np.isnan(sent_v[c:c + _CHUNK])))
                 for c in range(0, n, _CHUNK))
@@ -935,3 +913,39 @@ def _buckets_store(st: RecordStore, ok_idx: np.ndarray | None) -> tuple[float, i
         conc += np.bincount(a, minlength=n + 1)[:n + 1]
         conc -= np.bincount(e + 1, minlength=n + 1)[:n + 1]
     return float(tokens.max()), int(np.cumsum(conc)[:n].max())
+
+
+def peak_in_flight(records: Iterable[Record]) -> int:
+    """The most requests in flight at the same instant (sent, not yet finished), counted over
+    half-open intervals [start, done): a request that ends exactly when another starts does not
+    overlap it. At --concurrency 4 this is 4; vLLM's 1-second-bucket "Peak concurrent requests"
+    there reads 8 (every request active at any moment of one second)."""
+    if isinstance(records, RecordStore):        # the same on columns: nothing per request
+        import numpy as np
+        keep = records.measured_mask()
+        everyone = bool(keep.all())
+        start = records.col("start") if everyone else records.view("start")[keep]
+        done = records.view("done") if everyone else records.view("done")[keep]
+        done = np.maximum(done, start)            # a new array: sorted in place below
+        del keep
+        start.sort()
+        done.sort()
+        # the count peaks at a start: every start up to it, less every end up to it (an end
+        # at the same instant comes first, as in the event sweep below); a block of starts at
+        # a time, so the counts never cost 16 bytes a request at once
+        peak = 0
+        for c in range(0, len(start), 1 << 16):
+            at = start[c:c + (1 << 16)]
+            n = np.searchsorted(start, at, side="right") - np.searchsorted(done, at, side="right")
+            peak = max(peak, int(n.max()))
+        return max(peak, 0)
+    events: list[tuple[float, int]] = []
+    for r in measured(records):
+        events.append((r.start, 1))
+        events.append((max(r.done, r.start), -1))
+    events.sort()                       # at a tie, -1 sorts before +1: the end comes first
+    now = peak = 0
+    for _, delta in events:
+        now += delta
+        peak = max(peak, now)
+    return peak

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from llmbench.analysis.metrics import stats_ms
+from llmbench.analysis.percentile import stats
 from llmbench.records.record import Record, measured
 
 WARN_POINTS = 0.10        # |achieved - target| above this: say why it may differ
@@ -52,7 +52,8 @@ def verify(records: Iterable[Record], plan: dict[str, Any], before: dict[str, An
         out["server"] = {"kind": server_kind, **delta}
     hits = [r.ttft for r in ok if (r.cached_tokens or 0) > 0 and r.ttft is not None]
     misses = [r.ttft for r in ok if r.cached_tokens == 0 and r.ttft is not None]
-    out["ttft_ms"] = {"hit": stats_ms(hits, percentiles), "miss": stats_ms(misses, percentiles)}
+    out["ttft_ms"] = {"hit": stats(hits, percentiles, 1000.0),
+                      "miss": stats(misses, percentiles, 1000.0)}
     achieved = [v for v in (out["usage"]["ratio"], (out["server"] or {}).get("ratio"))
                 if v is not None]
     out["achieved"] = achieved[0] if achieved else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
-from llmbench.analysis.metrics import stats_ms
+from llmbench.analysis import percentile as percentile_mod
 from llmbench.analysis.percentile import percentile
 from llmbench.records.definitions import session_time, session_tool_time, started_in
 from llmbench.records.record import Record, is_measured
@@ -140,7 +140,7 @@ def _one(sid: str, recs: list[Record]) -> SessionStat:
 
 
 def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
-    s = stats_ms(values_s, PERCENTILES, scale=scale)
+    s = percentile_mod.stats(values_s, PERCENTILES, scale)
     return Dist(n=int(s["count"] or 0), mean=s["mean"], median=s["median"], std=s["std"],
                 min=s["min"], max=s["max"], p90=s["p90"], p95=s["p95"], p99=s["p99"])
 

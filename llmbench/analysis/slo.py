@@ -195,10 +195,6 @@ class Threshold:
             return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
         return f"{v:g}" if float(v).is_integer() else f"{v:.2f}"
 
-    @property
-    def limit_text(self) -> str:
-        return self.describe_value(self.value)
-
 
 def _latency_ms(num: float, unit: str, text: str) -> float:
     if unit in ("", "ms"):

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from llmbench.analysis import timeline as timeline_mod
+from llmbench.analysis import finish
 from llmbench.client.request import RequestParams, Timeouts
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_OVERLOADED
-from llmbench.load.harness import Harness, LiveView, Outcome, PreflightError, STOP_SIGNALS, release_signals
+from llmbench.errors import EXIT_INTERRUPTED
+from llmbench.load.harness import Harness, LiveView, PreflightError, STOP_SIGNALS, release_signals
 from llmbench.load.observe import Observer
-from llmbench.records.record import Record
-from llmbench.records.store import RecordStore
-from llmbench.results.folder import clean_nan, environment, is_write_error, new_run_dir, write_error_line
-from llmbench.results.schema import Run, RunState, Step, Sweep
-from llmbench.results import lock
+from llmbench.report import outcome as shown
+from llmbench.results import writer
+from llmbench.results.folder import new_run_dir
+from llmbench.results.schema import Run, Sweep
 from llmbench.client.target import Target
 from llmbench.workload import Workload
 
@@ -232,11 +228,7 @@ def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[
     """run.json from the first moment, status "running": a run killed with SIGKILL still leaves
     a folder that says what it was, and ``report`` rebuilds its summary from requests.jsonl.
     config.toml beside it replays the command (``--config``)."""
-    lock.take(run_dir)          # a reader (report) never writes over the folder until dropped
-    Run(RunState(kind=kind, status="running", started_at=time.time(), labels=labels,
-                 pid=os.getpid()),
-        config={"target": target.describe(), **config},
-        environment=environment(), measured=False).save(run_dir)
+    writer.start(run_dir, finish.running(kind, target, config, labels))
     if run_dir is not None and replay is not None:
         from llmbench.commands.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
@@ -264,7 +256,7 @@ def stops_cleanly(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any
                 raise
             finally:
                 release_signals(raise_held=False)
-                lock.drop(c.last_run_dir)
+                writer.release(c.last_run_dir)
         return wrapper
     return wrap
 
@@ -294,39 +286,18 @@ def stopped(exc: BaseException, run_dir: Path | None, kind: str, target: Target)
     return Done(run, EXIT_INTERRUPTED, run_dir, message)
 
 
-def _on_disk(run_dir: Path) -> Run | None:
-    """The folder's run.json as it is now, or None (not there, not readable)."""
-    try:
-        return Run.load(run_dir) if (run_dir / "run.json").is_file() else None
-    except (OSError, ValueError):         # RunFolderError is a ValueError
-        return None
-
-
-def _mark(run_dir: Path, kind: str, target: Target, on_disk: Run | None, status: str,
-          why: str) -> None:
-    """run.json rewritten with ``status`` and ``why``: the one written when it started (a
-    "running" run.json, no figures: it stays one with no figures), or a new one."""
-    if on_disk is not None:
-        on_disk.state.status, on_disk.state.error, on_disk.state.pid = status, why, None
-        on_disk.measured = False
-        on_disk.save(run_dir)
-    else:
-        Run(RunState(kind=kind, status=status, started_at=time.time(), error=why),
-            config={"target": target.describe()}, environment=environment(),
-            measured=False).save(run_dir)
-
-
 def _crashed(exc: Exception, run_dir: Path | None, kind: str, target: Target) -> None:
     """run.json "failed" (with what llmbench itself raised) when it still says "running"."""
     if run_dir is None:
         return
-    on_disk = _on_disk(run_dir)
+    on_disk = writer.on_disk(run_dir)
     if on_disk is not None and on_disk.status != "running":
         return
     why = (f"llmbench stopped on an error of its own ({type(exc).__name__}: "
            f"{str(exc)[:160]}); the finished requests are in requests.jsonl")
     try:
-        _mark(run_dir, kind, target, on_disk, "failed", why)
+        writer.mark(run_dir, on_disk, lambda: finish.unmeasured(kind, target, "failed", why),
+                    "failed", why)
     except Exception:           # noqa: BLE001 - the first error is the one to show
         pass
 
@@ -335,7 +306,7 @@ def _stopped_doc(run_dir: Path | None, kind: str, target: Target,
                  name: str) -> tuple[Run | None, str]:
     if run_dir is None:
         return None, f"interrupted ({name}): nothing was written (no run folder)"
-    on_disk = _on_disk(run_dir)
+    on_disk = writer.on_disk(run_dir)
     if on_disk is not None and on_disk.status != "running":
         # the result was written whole: what came after it was skipped
         skipped = ("the rest of the output and report.html"
@@ -348,10 +319,12 @@ def _stopped_doc(run_dir: Path | None, kind: str, target: Target,
     if log.is_file() and log.stat().st_size > 0:
         why = (f"interrupted ({name}) before its result was written; the finished requests are "
                f"in requests.jsonl: `llmbench report {run_dir}` rebuilds the summary and report")
-        _mark(run_dir, kind, target, on_disk, "partial", why)
+        writer.mark(run_dir, on_disk, lambda: finish.unmeasured(kind, target, "partial", why),
+                    "partial", why)
         return None, why
     why = f"interrupted ({name}) before the load started: nothing was measured"
-    _mark(run_dir, kind, target, on_disk, "interrupted", why)
+    writer.mark(run_dir, on_disk, lambda: finish.unmeasured(kind, target, "interrupted", why),
+                "interrupted", why)
     return None, why
 
 
@@ -360,9 +333,7 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
     message = target.redact(str(exc)) or ""
     print(f"error: {message}", file=sys.stderr)
     status = "interrupted" if exc.exit_code == EXIT_INTERRUPTED else "failed"
-    Run(RunState(kind=kind, status=status, started_at=time.time(), error=message),
-        config={"target": target.describe()}, environment=environment(),
-        measured=False).save(run_dir)
+    finish.unmeasured(kind, target, status, message).save(run_dir)
     release_signals()           # a signal held since the load ended is raised now
     return exc.exit_code
 
@@ -370,125 +341,10 @@ def report_failed(exc: PreflightError, run_dir: Path | None, kind: str, target: 
 def failed(exc: PreflightError, run_dir: Path | None, kind: str, target: Target) -> Done:
     """``report_failed``, as the Done of a command that measured nothing."""
     code = report_failed(exc, run_dir, kind, target)
-    board = _dashboard()
+    board = shown.board_now()
     if board is not None:
         board.failed(target.redact(str(exc)) or "")
     return Done(None, code, run_dir, target.redact(str(exc)) or "")
-
-
-def write_run(run: Run, run_dir: Path | None, outcome: Outcome) -> Run:
-    """run.json at the end. When requests.jsonl could not be written the run is "failed" with
-    that reason (the load was stopped then; the lines before are whole). When run.json itself
-    cannot be written, the console says so and the Run is still returned."""
-    if outcome.write_error is not None:
-        run.state.status = "failed"
-        run.state.error = (f"{write_error_line(outcome.write_error)}; the load was stopped "
-                     "there and the records before it are whole in requests.jsonl")
-        print(f"error: {run.state.error}", file=sys.stderr)
-    try:
-        run.save(run_dir)
-    except OSError as exc:
-        if not is_write_error(exc):
-            raise
-        print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
-              "in requests.jsonl as far as they could be written)", file=sys.stderr)
-    finally:
-        release_signals()       # run.json is whole: a signal held since the load is raised
-    run.path = run_dir
-    return run
-
-
-def write_timeline(run_dir: Path | None, outcome: Outcome, records: list[Record],
-                   steps: list[Step] = ()) -> None:  # type: ignore[assignment]
-    """timeline.jsonl: the run's per-second state, rebuilt from its records (pure)."""
-    if run_dir is None or not records:
-        return
-    t_end = float(records.col("done").max()) if isinstance(records, RecordStore) else \
-        max(r.done for r in records)
-    rows = timeline_mod.build(records, outcome.t0_perf, t_end,
-                              outcome.live.user_changes, outcome.monitor, steps,
-                              server=outcome.server().samples)
-    try:
-        with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(clean_nan(row)) + "\n")
-    except OSError as exc:
-        if not is_write_error(exc):
-            raise
-        exc.filename = exc.filename or str(run_dir / "timeline.jsonl")
-        print(f"error: {write_error_line(exc)}; the timeline was not written "
-              f"(`llmbench report {run_dir}` rebuilds what it can)", file=sys.stderr)
-
-
-def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
-                    start: float | None, end: float | None) -> dict[str, Any]:
-    """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
-    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
-    reads ("info"); {} when nothing was sampled."""
-    if telemetry is None:
-        return {}
-    from llmbench.analysis import telemetry as tm
-    from llmbench.results.telemetry import ServerIdentity
-    for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
-        if t is not None:
-            st.telemetry = t
-    ident = tm.server_identity(telemetry.identity, telemetry.meta)
-    return {"info": {"identity": ident, "meta": telemetry.meta},
-            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
-                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
-                                                     telemetry.notes, start, end, records)}}
-
-
-def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
-    """What the server is, for the checks that read its kind (the prompt cache's, for what
-    Ollama does not report): the server probe's finding, or the identity's when that names
-    Ollama (the probe off, or a router in front of it)."""
-    if probe_kind != "ollama" and getattr(identity, "kind", None) == "ollama":
-        return "ollama"
-    return probe_kind
-
-
-def lost_workers(workers: dict[str, Any] | None) -> str | None:
-    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
-    crashed = (workers or {}).get("crashed")
-    if not crashed:
-        return None
-    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
-
-
-def incomplete_line(run: Run, code: int) -> str | None:
-    """The closing line of a run, ramp or probe that lost a worker: its figures miss that
-    worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
-    keeps 130)."""
-    lost = run.findings.workers.lost() if run.findings.workers is not None else None
-    if lost is None:
-        return None
-    why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
-           if code == EXIT_OVERLOADED else "")
-    return (f"PARTIAL RESULT: {lost}; its share of the load stopped there, so the figures "
-            f"are incomplete{why}.")
-
-
-def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
-                  verbose: bool = True, mlflow: str | None = None) -> None:
-    """What every command prints last, the same way: ``head`` (a ramp's verdict,
-    ``report.screen.Part``), the workload and run notes, the partial marker, then the report
-    it writes (and logs to --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
-    screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
-    from llmbench.report import screen
-    from llmbench.report.auto import write_report
-    parts = list(head) + closing_parts(run, warnings, partial, partial_line)
-    if run_dir is not None:
-        write_report(run_dir)
-        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
-            from llmbench.report.tracker import log_run
-            parts.append(screen.Part(log_run(mlflow, run_dir)[1]))
-        parts.append(screen.Part(f"Results: {run_dir}"))
-    screen.show(parts, rows_used or 0, verbose or rows_used is None)
-    board = _dashboard()
-    if board is not None:                   # the page becomes the report (a sweep: goes on)
-        board.finished(run_dir, run)
 
 
 def dashboard_of(h: Harness) -> Any:
@@ -497,34 +353,6 @@ def dashboard_of(h: Harness) -> Any:
     from llmbench.report.dashboard.feed import DashboardFeed
     return next((o.board for o in h.observers if isinstance(o, DashboardFeed)), None) \
         if "llmbench.report.dashboard.feed" in sys.modules else None
-
-
-def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: str) -> list[Any]:
-    """The notes every command closes with (``report.screen.Part``): outages, a failure, the
-    server, the workload's and the run's notes, the prompt cache, the partial marker."""
-    from llmbench.analysis import checks
-    from llmbench.analysis.telemetry import console_lines
-    from llmbench.report.screen import KEEP, NOTE, Part
-    parts = [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
-    if run.status == "failed" and run.state.error:
-        parts.append(Part(f"FAILED: {run.state.error}; the numbers above cover what was measured "
-                          "until then."))
-    parts += [Part(line, NOTE) for line in console_lines(run)]
-    parts += [Part(f"note: {w}", NOTE) for w in [*warnings, *checks.notes(run)]]
-    for line in checks.cache_lines(run):
-        # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
-        warn = line.startswith("WARNING")
-        parts.append(Part(line, KEEP if warn else NOTE, err=warn))
-    if partial:
-        parts.append(Part(partial_line))
-    return parts
-
-
-def _dashboard() -> Any:
-    """The --dashboard open in this process and a notebook cell's live view, if any (its module
-    is loaded only when one is)."""
-    mod = sys.modules.get("llmbench.report.dashboard.handle")
-    return mod.for_end() if mod is not None else None
 
 
 def _cell_view() -> bool:

@@ -7,23 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmbench.analysis import abandon, checks, metrics, network, outages, prefix_hit, slo
-from llmbench.analysis.sessions import summarize_sessions
+from llmbench.analysis import finish
 from llmbench.errors import EXIT_THRESHOLD
 from llmbench.load.harness import LiveView, PreflightError, TargetSpec
-from llmbench.load.monitor import busy, with_freezes, with_send_delay
-from llmbench.report import console, screen, vllm_json
-from llmbench.results.folder import environment
-from llmbench.results.network import NetworkFloor
-from llmbench.results.schema import (Findings, Run, RunState, ServerProbe, Step, Summary,
-                                     Workers)
+from llmbench.report import outcome as shown, vllm_json
+from llmbench.results import writer
+from llmbench.results.schema import Run
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
-from llmbench.commands import trace as trace_report
-from llmbench.analysis.verdict import server_view
 from llmbench.commands import prefix
 from llmbench.commands.common import agent_preflight
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, incomplete_line, print_closing, server_kind, telemetry_parts, write_run, write_started, write_timeline
+from llmbench.commands.common import Common, Done, failed, stops_cleanly, write_started
 
 
 @dataclass
@@ -62,28 +56,11 @@ def _live(v: LiveView) -> str:
             f"~{v.events_last_s:5d} tok/s")
 
 
-def _load_config(shape: ClosedLoop | OpenLoop | TraceReplay) -> dict[str, Any]:
-    if isinstance(shape, TraceReplay):
-        tr = shape.describe_trace
-        return {"concurrency": None, "rate": None, "arrival": "trace", "max_concurrency": None,
-                "requests": tr.get("requests"), "duration_s": None, "warmup": 0,
-                "think_s": [0.0, 0.0], "seed": shape.seed,
-                "trace": {**tr, "speed": shape.speed}}
-    rate = shape.rate if isinstance(shape, OpenLoop) else None
-    return {"concurrency": shape.concurrency if isinstance(shape, ClosedLoop) else None,
-            "rate": rate, "burstiness": getattr(shape, "burstiness", 1.0),
-            "arrival": getattr(shape, "arrival", "gamma"),
-            "max_concurrency": getattr(shape, "max_concurrency", None),
-            "requests": shape.requests, "duration_s": shape.duration_s, "warmup": shape.warmup,
-            "think_s": list(shape.think_s), "seed": shape.seed}
-
-
 def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     """Run the shape; the Run written (run.json), its exit code and the outcome."""
-    c, g = plan.common, plan.gates
+    c = plan.common
     harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed,
                         shape=plan.shape)
-    extra: dict[str, Any] = {}
     prefix_before = warm_failed = None
     if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
         warm_failed = prefix.warm_up(c)
@@ -92,87 +69,21 @@ def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
     outcome = harness.run(plan.shape, [TargetSpec(
         c.target, server_probe=c.server_probe, salt=c.workload.salt_for("main"),
         preflight_extra=agent_preflight(c.target, c.params, c.workload.conversations))])
-    if before is not None:
-        extra["network"] = NetworkFloor.of([before, c.floor("after")])
-    records = outcome.records
-    percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
-    summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
-                                stall_s=g.stall_s, percentiles=percentiles,
-                                within=slo.within_requests(g.thresholds))
-    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
-    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
-    # agent sessions (None: no request belonged to one), over the run's duration
-    sessions = summarize_sessions(records, window_s=summary.duration or None)
-    threshold_results = slo.check_all(g.thresholds, summary, sessions)
-    if isinstance(plan.shape, TraceReplay):
-        extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
-                          "dispatch_lag": trace_report.dispatch_lag(records)}
-    server = outcome.server()
-    if c.workload.prefix is not None:
-        kind, after = prefix.scrape_counters(c)
-        report = prefix_hit.verify(records, c.workload.prefix, prefix_before, after, kind)
-        report["warmup_failed"] = warm_failed
-        extra["prefix_cache"] = report
-    if outcome.workers is not None:
-        extra["workers"] = Workers.of(outcome.workers)
-    extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
-    run = Run(
-        RunState(kind="run", status="partial" if outcome.interrupted or _crashed(outcome)
-                 else "complete", started_at=outcome.started_at, labels=c.labels,
-                 t0_perf=outcome.t0_perf),
-        config={"target": c.target.describe(), "load": _load_config(plan.shape),
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
-                "goodput_slo_ms": g.goodput_slo_ms},
-        workload=c.workload.describe(),
-        environment=environment(),
-        summary=summary,
-        findings=Findings(
-            monitor={**with_freezes(with_send_delay(busy(outcome.monitor),
-                                                    summary.send_delay.p50,
-                                                    summary.send_delay.p99),
-                                    outcome.monitor, records, outcome.t0_perf),
-                     "samples": [s.__dict__ for s in outcome.monitor]},
-            outages=outages.of_run(records, outcome.t0_perf),
-            **checks.record_checks(records, c.params, c.target.api, c.workload,
-                                   server_kind(server.kind, extra.get("server"))),
-            thresholds=threshold_results, sessions=sessions,
-            server_probe=ServerProbe(kind=server.kind, note=server.note,
-                                     samples=len(server.samples),
-                                     view=server_view(server.samples)),
-            **extra))
-    run.interrupted = outcome.interrupted
-    run = write_run(run, run_dir, outcome)
-    write_timeline(run_dir, outcome, records)
+    floors = [before, c.floor("after")] if before is not None else None
+    counted = ((prefix_before, prefix.scrape_counters(c), warm_failed)
+               if c.workload.prefix is not None else None)
+    run = writer.final(finish.run(plan, outcome, floors, counted), run_dir, outcome.write_error)
+    writer.timeline(run_dir, finish.timeline, outcome)
     # the one rule the command line exits with (results.schema.Run.exit_code)
     return run, run.exit_code, (outcome, harness.texts)
 
 
-def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
-                           ) -> dict[str, Any]:
-    """run.json's parts a run and a run of classes share: who gave up (--abandon) and the server
-    machine over the whole run, from the first request's dispatch to the last one's end."""
-    extra: dict[str, Any] = {}
-    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
-    if gave_up is not None:
-        extra["abandonment"] = gave_up
-    if outcome.telemetry is not None:
-        end = float(records.col("done").max()) if len(records) else None
-        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                                     end).get("body", {}))
-    return extra
-
-
-def _crashed(outcome: Any) -> bool:
-    """A worker process died: the run is missing its share of the load."""
-    return bool(outcome.workers and outcome.workers.get("crashed"))
-
-
 def partial_line(run: Run, what: str, code: int) -> str:
-    return incomplete_line(run, code) or (f"PARTIAL RESULT: the {what} was interrupted; the "
-                                          "numbers cover what finished.")
+    return shown.incomplete_line(run, code) or (
+        f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished.")
 
 
-def _vllm_result(plan: RunPlan, summary: Summary, records: list, texts: dict[str, str]
+def _vllm_result(plan: RunPlan, run: Run, records: list, texts: dict[str, str]
                  ) -> tuple[Path, dict[str, Any]]:
     v = plan.vllm
     assert v is not None
@@ -182,8 +93,9 @@ def _vllm_result(plan: RunPlan, summary: Summary, records: list, texts: dict[str
     rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
     max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
                 else getattr(shape, "concurrency", None))
+    assert run.summary is not None
     result = vllm_json.build(
-        summary, records, backend=c.target.api, model_id=c.target.model,
+        run.summary, records, backend=c.target.api, model_id=c.target.model,
         tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
         burstiness=getattr(shape, "burstiness", 1.0), max_concurrency=max_conc,
         percentile_metrics=plan.gates.percentile_metrics,
@@ -196,16 +108,12 @@ def _vllm_result(plan: RunPlan, summary: Summary, records: list, texts: dict[str
     return path, result
 
 
-def execute(plan: RunPlan) -> int:
-    return perform(plan).code
-
-
 @stops_cleanly("run")
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, print, report; its run.json, exit code and folder."""
     c = plan.common
     run_dir = c.run_dir("run")
-    load = _load_config(plan.shape)
+    load = finish.load_config(plan.shape)
     write_started(run_dir, "run", c.target,
                   {"load": {k: load[k] for k in ("concurrency", "rate", "max_concurrency",
                                                  "requests", "duration_s", "warmup")}}, c.labels,
@@ -214,37 +122,18 @@ def perform(plan: RunPlan) -> Done:
         run, code, (outcome, texts) = measure(plan, run_dir)
     except PreflightError as exc:
         return failed(exc, run_dir, "run", c.target)
-    s = run.summary
-    assert s is not None
     shape = plan.shape
-    print(console.vllm_summary(s, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
-                               max_concurrency=(shape.max_concurrency if isinstance(shape, OpenLoop)
-                                                else None) or load["concurrency"],
-                               request_rate=load["rate"]))
-    screen.say(console.extras(s, run.findings.monitor))
-    for line in console.session_lines(run.findings.sessions):
-        print(line)
-    if run.findings.prefix_cache:
-        print("\n".join(prefix_hit.lines(run.findings.prefix_cache)))
-    if run.findings.trace is not None:
-        trace = run.findings.trace
-        for line in trace_report.console_lines(trace, trace["dispatch_lag"], trace["speed"]):
-            print(line)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    found = network.of_summary(s, run.findings.network)
-    if found is not None:
-        screen.say(f"Network: {found.sentence}")
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
+    shown.show_run(run, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
+                   (shape.max_concurrency if isinstance(shape, OpenLoop) else None)
+                   or load["concurrency"], load["rate"])
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         outcome.records.clear()
-    print_closing(run, c.workload.warnings, run.status == "partial",
-                  partial_line(run, "run", code),
-                  run_dir, mlflow=c.watch.mlflow)
+    shown.print_closing(run, c.workload.warnings, run.status == "partial",
+                        partial_line(run, "run", code),
+                        run_dir, mlflow=c.watch.mlflow)
     if plan.vllm is not None:
-        path, result = _vllm_result(plan, s, outcome.records, texts)
+        path, result = _vllm_result(plan, run, outcome.records, texts)
         vllm_json.write(path, result, plan.vllm.append)
         print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
     if code == EXIT_THRESHOLD:
@@ -269,59 +158,16 @@ class ClassRunPlan:
     stall_s: float = 1.0
 
 
-def _class_config(plan: ClassRunPlan) -> dict[str, Any]:
-    shape = plan.shape
-    return {"concurrency": int(shape.steps[0]) if shape.by == "users" else None,
-            "rate": shape.steps[0] if shape.by == "rate" else None,
-            "burstiness": shape.burstiness, "arrival": "gamma", "max_concurrency": None,
-            "requests": None, "duration_s": shape.hold_s, "warmup": 0,
-            "think_s": list(shape.think_s), "seed": shape.seed, "classes": True}
-
-
 def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]:
     """The crowd held once, judged as the ramp judges a step of classes (commands.ramp's class
     judges): the whole crowd's summary, each class's, every class's checks."""
-    from llmbench.commands.ramp import RampPlan, _class_judges
+    from llmbench.commands.ramp import RampPlan
     c, shape = plan.common, plan.shape
-    _class_judges(RampPlan(c, shape, [], stall_s=plan.stall_s, scenario=plan.scenario))
+    finish.ramp_judges(RampPlan(c, shape, [], stall_s=plan.stall_s, scenario=plan.scenario))
     harness = c.harness(run_dir, _live, shape=shape)
     outcome = harness.run(shape, plan.scenario.targets(c.server_probe))
-    records = outcome.records
-    step = shape.results[0] if shape.results else None
-    if step is not None:
-        summary, checks_, classes, mon = step.summary, step.checks, step.classes, step.monitor
-    else:
-        # stopped before the hold ended: what finished, unjudged (the run is partial)
-        summary = metrics.summarize(records, stall_s=plan.stall_s)
-        checks_, classes, mon = [], {}, busy(outcome.monitor)
-    summary.peak_in_flight_requests = vllm_json.peak_in_flight(records)
-    server = outcome.server()
-    extra: dict[str, Any] = {}
-    policy = next((cp.common.params.abandon for cp in plan.scenario.classes
-                   if cp.common.params.abandon is not None), None)
-    extra.update(_gave_up_and_telemetry(policy, records, server, outcome))
-    run = Run(
-        RunState(kind="run", status="partial" if outcome.interrupted or step is None
-                 else "complete", started_at=outcome.started_at, labels=c.labels,
-                 t0_perf=outcome.t0_perf),
-        config={"target": c.target.describe(), "load": _class_config(plan),
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__,
-                "scenario": plan.scenario.describe()},
-        workload=c.workload.describe(),
-        environment=environment(),
-        summary=summary,
-        findings=Findings(
-            monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
-            outages=outages.of_run(records, outcome.t0_perf),
-            **checks.record_checks(records, c.params, c.target.api, c.workload),
-            thresholds=checks_, classes=classes,
-            server_probe=ServerProbe(kind=server.kind, note=server.note,
-                                     samples=len(server.samples),
-                                     view=server_view(server.samples)),
-            **extra))
-    run.interrupted = outcome.interrupted
-    run = write_run(run, run_dir, outcome)
-    write_timeline(run_dir, outcome, records, list(shape.results))
+    run = writer.final(finish.classes_run(plan, outcome), run_dir, outcome.write_error)
+    writer.timeline(run_dir, finish.timeline, outcome, shape.results)
     return run, run.exit_code
 
 
@@ -331,7 +177,7 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     and every class's thresholds), report."""
     c = plan.common
     run_dir = c.run_dir("run")
-    load = _class_config(plan)
+    load = finish.class_config(plan)
     write_started(run_dir, "run", c.target,
                   {"load": {k: load[k] for k in ("concurrency", "rate", "duration_s")}},
                   c.labels, c.replay)
@@ -342,25 +188,10 @@ def perform_classes(plan: ClassRunPlan) -> Done:
         run, code = measure_classes(plan, run_dir)
     except PreflightError as exc:
         return failed(exc, run_dir, "run", c.target)
-    s = run.summary
-    assert s is not None
-    print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
-                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    screen.say(console.extras(s, run.findings.monitor))
-    if run.findings.classes:
-        from llmbench import wire
-        print()
-        print(console.ramp_header("Users" if plan.shape.by == "users" else "Req/s",
-                                  wire.get(c.target.api).output))
-        step = Step(load=plan.shape.steps[0], summary=s, classes=run.findings.classes)
-        for row in console.class_rows(step):
-            print(row)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
-    print_closing(run, plan.scenario.warnings, run.status == "partial",
-                  partial_line(run, "run", code), run_dir)
+    shown.show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles, load,
+                           plan.shape, c.target.api)
+    shown.print_closing(run, plan.scenario.warnings, run.status == "partial",
+                        partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return Done(run, code, run_dir)

@@ -21,7 +21,7 @@ from llmbench.load.harness import TargetSpec
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.classes import ClassRamp, LoadClass
 from llmbench.workload import DatasetError, TokenizerError, load_tokenizer
-from llmbench.workload.scenario import LOAD_KEYS, THRESHOLD_KEYS, Scenario, TrafficClass, from_document
+from llmbench.workload.scenario import Scenario, TrafficClass, from_document
 
 # the file's size bound (a scenario is a few classes of a few options each)
 MAX_SCENARIO_BYTES = 1 << 20
@@ -127,11 +127,6 @@ def plan(scenario: Scenario, grow: str | None, isolate: bool,
             raise scenario.fail(tc.name, None, f"class {tc.name!r}: {exc}") from None
         classes.append(ClassPlan(tc, common, think, g))
     return ScenarioPlan(scenario, classes, grow, isolate)
-
-
-def option_keys(scenario: Scenario) -> set[str]:
-    """Every option any class sets (for the messages of options a class cannot set)."""
-    return {k for c in scenario.classes for k in c.options} - set(LOAD_KEYS) - set(THRESHOLD_KEYS)
 
 
 def check_thresholds(scenario: Scenario, tc: TrafficClass, texts: Sequence[str],

@@ -19,27 +19,23 @@ import re
 import shlex
 import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
 from llmbench.errors import UsageError
-from llmbench.results.latencies import read_jsonl
-from llmbench.results.folder import environment, new_run_dir
-from llmbench.results.schema import (Run, ServerDifference, ServerProbe, ServerState, Step,
-                                     StepBrief, Sweep, SweepSetting)
+from llmbench.results.folder import new_run_dir
+from llmbench.results.schema import Run, Sweep, SweepSetting
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
+from llmbench.analysis import finish
 from llmbench.commands.common import Done
-from llmbench.commands.ramp import RampDone, run_held
-from llmbench.analysis.sweep_judge import (  # noqa: F401  (the judgement; tests read it here)
-    NOT_JUDGED, Pairs, _amount, _fmt_held, answer, common_load, judged)
+from llmbench.report import outcome as shown
+from llmbench.commands.ramp import RampDone
+from llmbench.analysis.sweep_judge import NOT_JUDGED
 
-# the numbers each setting is compared on, at the common load (keys of a step summary)
-AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
-           "request_throughput", "failed", "requests")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def grid(settings: dict[str, list[str]]) -> list[dict[str, str]]:
@@ -136,56 +132,8 @@ def _slug(setting: dict[str, str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "_".join(f"{k}={v}" for k, v in setting.items()))[:80]
 
 
-def _step_brief(st: Step) -> StepBrief:
-    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
-
-
-def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
-    """The server's own view during the ramp (its probe's samples in server.jsonl): the most
-    it ran and kept waiting at once, its slots, KV cache and memory."""
-    probe = run.findings.server_probe or ServerProbe()
-    rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
-    if not probe.kind or not rows:
-        return ServerState(kind=None, note=probe.note) if probe.note else None
-
-    def most(key: str) -> float | None:
-        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-        return max(vals) if vals else None
-    models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
-    return ServerState(kind=probe.kind, samples=len(rows), max_running=most("running"),
-                       max_waiting=most("waiting"), slots=most("slots"),
-                       max_kv_cache_usage=most("kv_cache_usage"),
-                       max_vram_bytes=most("vram_bytes"), max_ram_bytes=most("ram_bytes"),
-                       preemptions=most("preemptions"), models_loaded=models or None)
-
-
-def tie_break(sweep_dir: Path, results: Sequence[SweepSetting], load: float | None) -> Pairs:
-    """For the settings that held the most (when more than one did): each pair's TTFT p95,
-    ITL p50 and output tok/s at the common load with the intervals of their changes
-    (``compare.at_load``), read back from the ramps' folders."""
-    measured = [r for r in results if r.held is not None and r.run_dir]
-    if load is None or not measured:
-        return {}
-    top = max(r.held for r in measured if r.held is not None)
-    tied = [r for r in measured if r.held == top]
-    if top == 0 or len(tied) < 2:
-        return {}
-    from llmbench.analysis.compare import Loaded, at_load
-    runs = []
-    for r in tied:
-        assert r.run_dir is not None
-        run = Run.load(sweep_dir / r.run_dir)
-        runs.append(Loaded(r.name, sweep_dir / r.run_dir, run, run.latencies()))
-    return {(a.name, b.name): at_load(a, b, load)
-            for i, a in enumerate(runs) for b in runs[i + 1:]}
-
-
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def execute(plan: SweepPlan) -> int:
-    return perform(plan).code
 
 
 def perform(plan: SweepPlan) -> Done:
@@ -208,18 +156,11 @@ def perform(plan: SweepPlan) -> Done:
     if plan.resume is not None:
         sweep_dir, before = resumable(plan, points)
         kept = {i: r for i, r in before.items() if complete(r, sweep_dir)}
-        doc = Sweep.load(sweep_dir)
-        doc.status, doc.pid, doc.results = "running", os.getpid(), []
-        doc.resumed_at = [*(doc.resumed_at or []), time.time()]
-        doc.answer = doc.best = doc.interrupted = doc.finished_at = None
-        doc.exit_code_saved = doc.common_load = doc.tie_break = None
+        doc = finish.sweep_resumed(Sweep.load(sweep_dir))
     else:
         label = plan.labels.get("name") or "_".join(plan.settings)
         sweep_dir = new_run_dir(plan.out, "sweep", label)
-        doc = Sweep(status="running", started_at=time.time(),
-                  settings=plan.settings, grid=points, labels=plan.labels,
-                  config=plan.describe(), unit=plan.unit, results=[],
-                  environment=environment(), pid=os.getpid())
+        doc = finish.sweep_started(plan, points)
 
     board = None
     handle = sys.modules.get("llmbench.report.dashboard.handle")
@@ -455,7 +396,7 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         # --serve: the server's own process is sampled (its CPU, memory) during the ramp
         done = plan.ramp(url, model, sweep_dir, labels, server.pid if server is not None else None)
         _on_sigterm(_raise_interrupt)   # the harness reset it
-        _fill(res, done, sweep_dir)
+        finish.sweep_setting(res, done.code, done.run_dir, done.run, sweep_dir, EXIT_INTERRUPTED)
         why = server.exited() if server is not None else None
         if why and res.status != "interrupted":
             res.status, res.error, res.log_tail = ("server_died", why + " (during the ramp)",
@@ -483,65 +424,16 @@ def _say_failure(name: str, res: SweepSetting) -> None:
     sys.stderr.flush()
 
 
-def _fill(res: SweepSetting, done: RampDone, sweep_dir: Path) -> None:
-    res.exit_code = done.code
-    if done.run_dir is not None:
-        res.run_dir = os.path.relpath(done.run_dir, sweep_dir)
-    run = done.run
-    if not isinstance(run, Run):         # a ramp's Done holds its Run (or None)
-        res.status = "interrupted" if done.code == EXIT_INTERRUPTED else "ramp_failed"
-        res.error = f"the ramp did not start (exit {done.code}; see the error above)"
-        return
-    steps = run.ladder()
-    reps = run.findings.repeats
-    res.held_interval = run.held_interval
-    res.held = res.held_interval.median if res.held_interval else run_held(run)
-    res.search = run.search
-    v = run.verdict
-    status = "interrupted" if done.code == EXIT_INTERRUPTED else "complete"
-    if status == "complete" and steps and not reps and not judged(steps):
-        # every step had too few requests: "held 0" would rank it last, as if it broke
-        status, res.held = NOT_JUDGED, None
-    elif status == "interrupted" and not any(s.held for s in steps):
-        # stopped before any step held: no answer, not "held 0" (as if every step broke)
-        res.held = None
-    res.status = status
-    res.verdict = v.text if v is not None else None
-    res.verdict_kind = v.kind if v is not None else None
-    res.knee = v.knee if v is not None else None
-    res.steps = [_step_brief(st) for st in steps]
-    if done.run_dir is not None:
-        res.server_state = server_state(done.run_dir, run)
-    if run.findings.server is not None and run.findings.server.data:
-        # what the server said it was (version, parallel settings): compared across settings
-        res.server = run.findings.server
-
-
 def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
             save: Callable[[], None]) -> int:
-    from dataclasses import asdict
     results = doc.results
-    load = common_load(results)
-    doc.common_load = load
-    for r in results:
-        r.at_common_load = next((s for s in r.steps or [] if s.load == load), None)
-        r.finished = True
-    pairs = tie_break(sweep_dir, results, load)
-    doc.tie_break = [{"base": a, "other": b, "load": load,
-                      "metrics": {k: asdict(e) for k, e in m.items()}}
-                     for (a, b), m in pairs.items()]
-    text, best = answer(results, plan.unit, pairs, load)
-    if interrupted:
-        text = f"Interrupted after {len(results)} of {len(doc.grid or [])} settings. " + text
-    doc.server_differences = server_differences(results)
-    doc.answer, doc.best = text, best.setting if best else None
-    doc.status = "partial" if interrupted else "complete"
-    doc.interrupted, doc.finished_at = interrupted, time.time()
+    best = finish.sweep_answer(doc, sweep_dir, plan.unit, interrupted)
+    text, load = doc.answer or "", doc.common_load
     code = _exit_code(plan, results, best, interrupted)
     doc.exit_code_saved = code
     save()
     print()
-    print(_table(results, plan.unit, load))
+    print(shown.sweep_table(results, plan.unit, load))
     print()
     from llmbench.report import screen
     screen.say(text)                      # wrapped at word boundaries on a terminal
@@ -565,20 +457,6 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
     return code
 
 
-def server_differences(results: Sequence[SweepSetting]) -> list[ServerDifference]:
-    """Each setting's server against the first one's, as far as the servers said what they
-    were: the setting should be among what differed (a server that ignored it shows here)."""
-    from llmbench.analysis.telemetry import identity_diff
-    known = [r for r in results if r.server is not None]
-    out = []
-    for r in known[1:]:
-        text = identity_diff(r.server, known[0].server, (r.name, known[0].name))
-        if text:
-            out.append(ServerDifference(setting=r.name, against=known[0].name,
-                                        text=text + "."))   # "parallel=4 ran ...; parallel=1 ..."
-    return out
-
-
 def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,
                interrupted: bool) -> int:
     """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
@@ -600,22 +478,6 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
     if all(r.exit_code == EXIT_THRESHOLD for r in measured):
         return EXIT_THRESHOLD
     return EXIT_OK
-
-
-def _table(results: Sequence[SweepSetting], unit: str, load: float | None) -> str:
-    from llmbench.report.console import fmt_ms
-    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
-    # within 80 columns: what the last three columns were measured at is said above them
-    head = f"{'setting':<28} {unit + ' held':>14}  {'TTFT p95':>9} {'ITL p50':>8} {'tok/s':>7}"
-    rows = [f"{'':<45}{'(' + at + ')':^34}".rstrip(), head]
-    for r in results:
-        a = r.at_common_load.summary if r.at_common_load is not None else None
-        held = _fmt_held(r) if r.held is not None else r.status.replace("_", " ")
-        tok = a.output_throughput if a is not None else None
-        rows.append(f"{r.name[:28]:<28} {held:>14}  {fmt_ms(a.ttft.p95 if a else None):>9} "
-                    f"{fmt_ms(a.itl.median if a else None):>8} "
-                    f"{'-' if tok is None else f'{tok:.1f}':>7}")
-    return "\n".join(rows)
 
 
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)

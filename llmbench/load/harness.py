@@ -159,7 +159,7 @@ class Harness:
     observers: list[Observer] = field(default_factory=list)
     verbose: bool = False                 # -v: say what was decided along the way (resends)
     # hold stop signals from the end of the load until the command releases them (its run.json
-    # written: commands.common.write_run); set by the command for its run's harness
+    # written: results.writer.final); set by the command for its run's harness
     hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
@@ -748,8 +748,8 @@ def _remove(loop: asyncio.AbstractEventLoop, installed: list[int],
 
 
 # -- after the load: the result is written whole -------------------------------------------------
-# From the end of a command's load until it has written its run.json (commands.common.
-# write_run), a stop signal is held, then raised: a Ctrl-C, or a Ctrl-C and a SIGTERM 50 ms
+# From the end of a command's load until it has written its run.json (results.writer.
+# final), a stop signal is held, then raised: a Ctrl-C, or a Ctrl-C and a SIGTERM 50 ms
 # later, no longer cut the final write and left run.json "running".
 _HELD: list[int] = []
 _HOLDING: dict[int, Any] = {}

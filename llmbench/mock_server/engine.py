@@ -110,10 +110,6 @@ class MockConfig:
     # which only a check of the cache afterwards (a probe's cached tokens) can find
     reset_fails: bool = False
 
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
-
     def update(self, changes: dict[str, Any]) -> None:
         """Apply runtime changes with type checks; raise ValueError naming the bad key."""
         types = {f.name: f.type for f in fields(self)}
@@ -551,9 +547,6 @@ class Engine:
             return c[n - 1] / 1000.0
         slope = c[-1] - c[-2] if len(c) >= 2 else cfg.itl_ms * cfg.batch_slowdown
         return (c[-1] + max(slope, 0.0) * (n - len(c))) / 1000.0
-
-    def step_seconds(self) -> float:
-        return self.decode_seconds(self.stats.decoding) * self.jitter()
 
     def _kick(self) -> None:
         if self._step_task is None or self._step_task.done():

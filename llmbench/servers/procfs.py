@@ -277,16 +277,6 @@ def parents(proc: Path = PROC) -> dict[int, int]:
     return out
 
 
-def all_stats(proc: Path = PROC) -> dict[int, ProcStat]:
-    """Every process's stat (one small read each)."""
-    out: dict[int, ProcStat] = {}
-    for pid in pids(proc):
-        st = read_stat(pid, proc)
-        if st is not None:
-            out[pid] = st
-    return out
-
-
 def tree_of(root: int, stats: dict[int, ProcStat] | dict[int, int]) -> list[int]:
     """``root`` and all its descendants among ``stats`` (their stats, or pid -> ppid), root
     first; [] when root is gone."""

@@ -90,9 +90,6 @@ class Telemetry:
         """What the server is, as far as its pages and its process say."""
         return identity_mod.merge(self.pages, self.process)
 
-    def printed_notes(self) -> list[str]:
-        return [n.text for n in self.notes if n.printed]
-
     # -- the run --------------------------------------------------------------------------
     async def prepare(self) -> None:
         """What is done once, before the load: find the server's process (a scan of every

@@ -185,13 +185,6 @@ class AgentSpec:
     def describe(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
-    def typical_session_s(self) -> float:
-        """The session's tool time alone at the middle of the ranges: a session lasts at least
-        this long whatever the server does (for the warning on a hold shorter than a session)."""
-        calls = (self.steps[0] + self.steps[1]) / 2
-        return max(calls - 1, 0) * (self.tool_latency_s[0] + self.tool_latency_s[1]) / 2
-
-
 def _draw(rng: random.Random, r: IntRange) -> int:
     return r[0] if r[0] >= r[1] else rng.randint(r[0], r[1])
 
@@ -306,13 +299,3 @@ def sessions_workload(sessions: list[AgentSession], tok: Any, seed: int, source:
 def is_agent(conv: Any) -> bool:
     return isinstance(conv, AgentSession) and conv.plan is not None
 
-
-def describe_plan(sessions: Sequence[AgentSession]) -> dict[str, Any]:
-    """What the workload's sessions look like on paper (run.json's workload params)."""
-    plans = [s.plan for s in sessions if s.plan is not None]
-    if not plans:
-        return {}
-    calls = [p.calls for p in plans]
-    subs = [len(p.walk()) - 1 for p in plans]
-    return {"sessions": len(plans), "model_calls_mean": sum(calls) / len(calls),
-            "sub_agents_mean": sum(subs) / len(subs)}

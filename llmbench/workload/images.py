@@ -229,12 +229,6 @@ def parse_images(value: str, flag: str = "--images") -> tuple[int, str | None]:
                        "of image files")
 
 
-def content_parts(text: str, images: Sequence[str]) -> list[dict[str, object]]:
-    """A user message's content as the chat API takes text with images."""
-    return [{"type": "text", "text": text}] + [
-        {"type": "image_url", "image_url": {"url": u}} for u in images]
-
-
 class WithImages(Sequence):
     """A workload's conversations with the pool's images on every user turn, made on access
     (a regenerated synthetic workload stays regenerated: nothing per turn is held).

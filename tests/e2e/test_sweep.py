@@ -182,7 +182,7 @@ def _entry(metric, base, other, lo, hi, better):
 
 
 def test_answer_names_the_most_held_and_the_noise_of_users_held():
-    from llmbench.commands.sweep import answer
+    from llmbench.analysis.sweep_judge import answer
     text, best = answer([_res("1", 2, 2, 3), _res("2", 4, 3, 5), _res("4", 6, 5, 7)], "users")
     assert best.setting == {"OLLAMA_NUM_PARALLEL": "4"}
     assert text.startswith("OLLAMA_NUM_PARALLEL=4 held the most users (6 [5, 7]); "
@@ -197,7 +197,7 @@ def test_answer_names_the_most_held_and_the_noise_of_users_held():
 
 def test_a_tie_on_users_held_with_differences_inside_the_noise_is_a_tie():
     # the README's old case: ITL p50 10.2945 vs 10.328 ms once named a winner
-    from llmbench.commands.sweep import answer
+    from llmbench.analysis.sweep_judge import answer
     a, b = _res("1", 2), _res("4", 2)
     pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 120.0, 118.0, -0.09, 0.06, None),
@@ -211,7 +211,7 @@ def test_a_tie_on_users_held_with_differences_inside_the_noise_is_a_tie():
 
 
 def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_intervals():
-    from llmbench.commands.sweep import answer
+    from llmbench.analysis.sweep_judge import answer
     a, b = _res("1", 2), _res("4", 2)
     pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),
@@ -227,7 +227,7 @@ def test_a_tie_on_users_held_is_broken_by_the_numbers_beyond_the_noise_with_inte
 
 
 def test_a_trade_off_names_no_winner_and_the_knee_decides_first():
-    from llmbench.commands.sweep import answer
+    from llmbench.analysis.sweep_judge import answer
     a, b = _res("1", 2), _res("4", 2)
     pairs = {(a.name, b.name): {
         "ttft.p95": _entry("ttft.p95", 354.0, 102.0, -0.80, -0.60, "other"),

@@ -97,7 +97,8 @@ def test_a_replay_that_cannot_keep_up_reports_its_lag(tmp_path):
 def test_dispatch_lag_verdict():
     from types import SimpleNamespace as R
 
-    from llmbench.commands.trace import BEHIND_P99_MS, console_lines, dispatch_lag
+    from llmbench.analysis.finish import BEHIND_P99_MS, dispatch_lag
+    from llmbench.report.outcome import trace_lines as console_lines
     trace = {"format": "plain", "path": "t.jsonl", "requests": 100, "span_s": 1.0}
 
     def recs(lags_ms):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmbench.records.record import Record
-from llmbench.report.vllm_json import peak_in_flight
+from llmbench.analysis.metrics import peak_in_flight
 from tests.helpers import llmbench, only_run
 from tests.helpers.vllm_result import assert_same_shape
 

@@ -53,7 +53,7 @@ def test_live_ttft_p95_is_the_reports_ttft_p95_for_the_same_records():
     rows = timeline.build(recs, now - 1.0, now)
     assert abs(rows[-1]["ttft_p95_recent_ms"] - report) < 1e-9
     # and the ramp's live line prints it
-    from llmbench.commands.ramp import _live_line
+    from llmbench.report.outcome import ramp_live_line as _live_line
     line = _live_line("users", 3)(LiveView(Counters(), LiveState(), None, pairs, 0, now))
     assert f"TTFT p95 {fmt_ms(report)}" in line
 

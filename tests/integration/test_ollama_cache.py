@@ -34,7 +34,7 @@ def test_ollama_v1_says_it_reports_no_cache_hits_and_what_protects_the_run(mock_
     assert pc["server"] == "ollama" and pc["share"] is None and pc["requests"] == 0
     assert pc["note"] == OLLAMA_V1_NOTE and pc["message"] is None
     assert r.summary.cached_prompt_share is None
-    # the console's lines after the summary (commands.common.print_closing prints these)
+    # the console's lines after the summary (report.outcome.print_closing prints these)
     assert cache_lines(r) == [f"Prompt cache: {OLLAMA_V1_NOTE}"]
     assert "does not report cached prompt tokens" in (r.path / "report.html").read_text()
     # --same-prompts: hits it cannot see, said as the warning

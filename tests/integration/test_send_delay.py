@@ -13,7 +13,7 @@ from tests.helpers import send_one
 from tests.helpers import llmbench, only_run
 
 from llmbench.client.request import Client, RequestParams
-from llmbench.commands.ramp import judge
+from llmbench.analysis.finish import step_judge as judge
 from llmbench.load.monitor import SEND_DELAY_P99_LIMIT_MS, busy, with_send_delay
 from llmbench.load.session import Session
 from llmbench.analysis.metrics import summarize

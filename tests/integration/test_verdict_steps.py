@@ -11,7 +11,7 @@ import llmbench
 from llmbench.analysis.stepstats import knee
 from llmbench.analysis.verdict import deciding_step, explain
 from llmbench.results.schema import ramp_code
-from llmbench.commands.sweep import answer
+from llmbench.analysis.sweep_judge import answer
 from llmbench.errors import EXIT_NOT_JUDGED, EXIT_OK, EXIT_THRESHOLD
 from llmbench.records.record import Record
 from llmbench.report.console import verdict_text
@@ -235,7 +235,7 @@ def test_one_user_is_one_user_and_an_interval_has_width():
     # "Held 1 users", "At 1 users the step had not settled", "1 held 2 [2, 2]": a load of one
     # is singular in every sentence, and repeats that all held the same give no interval
     from llmbench.analysis.stepstats import drift_sentence
-    from llmbench.commands.sweep import _fmt_held
+    from llmbench.analysis.sweep_judge import _fmt_held
     from llmbench.results.schema import Steady, amount
     assert (amount(1), amount(4), amount(2.5, "req/s")) == ("1 user", "4 users", "2.5 req/s")
     held, broke = _step(0, 1, "held", 100.0), _step(1, 2, "over", 100.0)

@@ -43,7 +43,7 @@ from llmbench.load.monitor import busy
 from llmbench.load.session import Session
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
-from llmbench.load.shapes.ramp import Ramp, StepWindow
+from llmbench.load.shapes.ramp import Leaving, Ramp, StepWindow
 from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
 from llmbench.records.record import Record
 from llmbench.workload import Conversation, draw
@@ -335,7 +335,7 @@ class ClassRamp(Ramp):
             await crowd.finish()
 
 
-class MixedCrowd:
+class MixedCrowd(Leaving):
     """The crowd of a ClassRamp in one process: each class's users and arrivals on its own
     Session, brought to the step's loads when the step begins (``set_step``); the ramp's
     own ``add_users``/``remove_users``/``start_rate`` calls (made for one crowd of one kind)
@@ -475,23 +475,6 @@ class MixedCrowd:
         # the engine asks after set_step began the step's arrivals: begin ended the earlier
         # steps' conversations before starting them (_end_rate_plays)
         return None
-
-    def _end_rate_plays(self) -> None:
-        self._rate_stop.set()
-        self._leaving += [t for t in self._rate_plays if not t.done()]
-        self._rate_stop = asyncio.Event()
-        self._rate_plays = []
-
-    async def leaving(self) -> int:
-        """Users (and conversations) told to stop that are still finishing a request."""
-        self._leaving = [t for t in self._leaving if not t.done()]
-        return len(self._leaving)
-
-    async def cancel_leaving(self) -> None:
-        for t in self._leaving:
-            t.cancel()
-        await asyncio.gather(*self._leaving, return_exceptions=True)
-        self._leaving = []
 
     def stop_rate(self) -> None:
         for t in self.rate_tasks:

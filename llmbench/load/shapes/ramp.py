@@ -28,6 +28,32 @@ from llmbench.workload.traces import TraceItem
 perf_counter = time.perf_counter
 
 
+class Leaving:
+    """Users and open-loop conversations told to stop that are still finishing a request: the
+    ramp's crowd and the class crowd (shapes.classes.MixedCrowd) count and end them alike."""
+
+    _leaving: list[asyncio.Task[Any]]
+    _rate_stop: asyncio.Event
+    _rate_plays: list[asyncio.Task[Any]]
+
+    def _end_rate_plays(self) -> None:
+        self._rate_stop.set()
+        self._leaving += [t for t in self._rate_plays if not t.done()]
+        self._rate_stop = asyncio.Event()
+        self._rate_plays = []
+
+    async def leaving(self) -> int:
+        """Users (and conversations) told to stop that are still finishing a request."""
+        self._leaving = [t for t in self._leaving if not t.done()]
+        return len(self._leaving)
+
+    async def cancel_leaving(self) -> None:
+        for t in self._leaving:
+            t.cancel()
+        await asyncio.gather(*self._leaving, return_exceptions=True)
+        self._leaving = []
+
+
 @dataclass
 class StepWindow:
     """What the judge sees of one step: its hold window, the records so far, the generator."""
@@ -262,7 +288,7 @@ class Ramp:
         return self.results
 
 
-class Crowd:
+class Crowd(Leaving):
     """The ramp's users and arrivals in one process: added step by step, removed (the newest
     first, after their request in flight) when a search steps down, stopped at the end. A
     worker process runs one for its share (llmbench.workers), the coordinator's steps calling
@@ -322,21 +348,7 @@ class Crowd:
 
     async def end_conversations(self) -> None:
         """The open-loop conversations started so far end after their turn in flight."""
-        self._rate_stop.set()
-        self._leaving += [t for t in self._rate_plays if not t.done()]
-        self._rate_stop = asyncio.Event()
-        self._rate_plays = []
-
-    async def leaving(self) -> int:
-        """Users (and conversations) told to stop that are still finishing a request."""
-        self._leaving = [t for t in self._leaving if not t.done()]
-        return len(self._leaving)
-
-    async def cancel_leaving(self) -> None:
-        for t in self._leaving:
-            t.cancel()
-        await asyncio.gather(*self._leaving, return_exceptions=True)
-        self._leaving = []
+        self._end_rate_plays()
 
     async def _user(self, uid: int, at: float) -> None:
         stop = self._stops[uid]

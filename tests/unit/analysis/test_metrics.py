@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from llmbench.analysis.metrics import censored_percentile_ms, min_samples, per_request, stats_ms, vllm_result
+from llmbench.analysis.metrics import min_samples, per_request
+from llmbench.analysis.percentile import stats
+from llmbench.results.schema import to_vllm
 from llmbench.analysis.metrics import summarize as _summarize
 from llmbench.records.record import Record
 from tests.helpers.records import plain_summary as _plain
@@ -121,11 +123,15 @@ def test_failure_aware_percentiles_count_failures_as_infinite():
 
 
 def test_censored_percentile_matches_numpy_without_failures():
+    from llmbench.analysis.percentile import censored
+
+    def censored_ms(values_s, n_failed, p):
+        return censored(np.sort(np.asarray(values_s, dtype=float) * 1000.0), n_failed, p)
     vals = [0.3, 0.1, 0.7, 0.2, 0.5]
     for p in (0, 10, 50, 90, 95, 99, 100):
-        assert censored_percentile_ms(vals, 0, p) == pytest.approx(np.percentile(vals, p) * 1000)
-    assert censored_percentile_ms([], 0, 95) is None
-    assert censored_percentile_ms([], 3, 50) == float("inf")
+        assert censored_ms(vals, 0, p) == pytest.approx(np.percentile(vals, p) * 1000)
+    assert censored_ms([], 0, 95) is None
+    assert censored_ms([], 3, 50) == float("inf")
 
 
 def test_min_samples_rule():
@@ -183,7 +189,7 @@ def test_token_source_marked():
 def test_vllm_result_keys():
     r = rec("a", 0.0, [0.1, 0.2], out=2)
     s = summarize([r], t0=0.0, percentiles=(50, 99, 99.9))
-    out = vllm_result(s, ["ttft", "itl"], [99, 99.9])
+    out = to_vllm(s, ["ttft", "itl"], [99, 99.9])
     for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
               "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "p99.9_itl_ms"):
         assert k in out and out[k] is not None
@@ -191,6 +197,6 @@ def test_vllm_result_keys():
 
 
 def test_stats_ms_linear_percentiles():
-    st = stats_ms([0.001, 0.002, 0.003, 0.004], (50, 90))
+    st = stats([0.001, 0.002, 0.003, 0.004], (50, 90), 1000.0)
     assert st["p90"] == pytest.approx(3.7)
     assert st["median"] == pytest.approx(2.5)

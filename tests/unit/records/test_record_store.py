@@ -330,7 +330,7 @@ def test_columns_of_one_value_cost_nothing_and_read_back_the_same(monkeypatch):
 def test_other_consumers_same_on_store_and_records():
     """The timeline, the peak in flight and the record checks read a store on its columns."""
     from llmbench.analysis import checks, timeline
-    from llmbench.report.vllm_json import peak_in_flight
+    from llmbench.analysis.metrics import peak_in_flight
     recs = varied(300, 4)
     plain = [on_disk(r) for r in recs]
     store = RecordStore.of(recs)

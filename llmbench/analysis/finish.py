@@ -1,0 +1,714 @@
+"""The one assembler: every ``Run`` is built here, from the plan and the harness's outcome
+(issue 44 §2). A command is wiring (spec -> plan -> harness -> ``finish`` -> save -> render);
+what its result holds, and which analysis makes each part, is decided in this module only.
+
+- ``run`` / ``classes_run``: ``llmbench run`` (one load level; ``--scenario``'s crowd of
+  traffic classes held once, judged as one step of the ramp's class crowd).
+- ``ramp`` (with ``search_of``, ``step_judge``, ``ramp_judges``, ``repeats``): a ramp's steps,
+  its verdict, its search, its repeats.
+- ``probe`` (with ``probe_judge``): the router's overhead, step by step.
+- ``sweep_started`` / ``sweep_answer``: a sweep's document and its answer.
+- ``running`` / ``unmeasured``: the documents of a run that has not measured (yet): started,
+  failed, interrupted.
+
+The plans are read by attribute (commands' RunPlan, RampPlan, ProbePlan, SweepPlan: a layer
+above this one, so they are not imported); ``outcome`` is the harness's ``load.harness.Outcome``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from llmbench.analysis import abandon, checks, metrics, outages, prefix_hit, slo
+from llmbench.analysis import classes as classes_mod
+from llmbench.analysis import telemetry as tm
+from llmbench.analysis import timeline as timeline_mod
+from llmbench.analysis import verdict as verdict_mod
+from llmbench.analysis.judge import judge_ramp
+from llmbench.analysis.sessions import step_sessions, summarize_sessions
+from llmbench.analysis.stats import quantile
+from llmbench.analysis.stepstats import steady_state
+from llmbench.load.monitor import SEND_DELAY_P99_LIMIT_MS, busy, with_freezes, with_send_delay
+from llmbench.load.shapes import ClosedLoop, OpenLoop, StepWindow
+from llmbench.load.shapes.trace import TraceReplay
+from llmbench.load.shapes.router import ProbeWindow
+from llmbench.load.shapes.search import SearchPacer
+from llmbench.records import definitions
+from llmbench.records.record import Record
+from llmbench.results.folder import environment
+from llmbench.results.network import NetworkFloor
+from llmbench.results.latencies import read_jsonl
+from llmbench.results.schema import (Backends, Check, Findings, HeldInterval, ProbeStep,
+                                     RepeatOf, RepeatRun, Repeats, Router, RouterCounters, Run,
+                                     RunState, ServerDifference, ServerProbe, ServerState, Step,
+                                     StepBrief, Sweep,
+                                     SweepSetting, Workers, deciding_step, held_load, ladder)
+from llmbench.results.search import Search, Trial
+from llmbench.results.telemetry import ServerIdentity
+
+CLOSED_LOOP_NOTE = ("Virtual users wait for each reply before thinking and sending again, so "
+                    "when the server slows down they send less (closed loop).")
+
+
+# -- the documents of a run that has not measured -------------------------------------------------
+
+def running(kind: str, target: Any, config: dict[str, Any], labels: dict[str, str]) -> Run:
+    """run.json from the first moment, status "running" (``results.writer.start``)."""
+    return Run(RunState(kind=kind, status="running", started_at=time.time(), labels=labels,
+                        pid=os.getpid()),
+               config={"target": target.describe(), **config},
+               environment=environment(), measured=False)
+
+
+def unmeasured(kind: str, target: Any, status: str, why: str) -> Run:
+    """The run.json of a command that measured nothing: failed, interrupted, partial."""
+    return Run(RunState(kind=kind, status=status, started_at=time.time(), error=why),
+               config={"target": target.describe()}, environment=environment(),
+               measured=False)
+
+
+# -- the parts every result shares ----------------------------------------------------------------
+
+def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
+                    start: float | None, end: float | None) -> dict[str, Any]:
+    """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
+    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
+    reads ("info"); {} when nothing was sampled."""
+    if telemetry is None:
+        return {}
+    for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
+        if t is not None:
+            st.telemetry = t
+    ident = tm.server_identity(telemetry.identity, telemetry.meta)
+    return {"info": {"identity": ident, "meta": telemetry.meta},
+            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
+                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
+                                                     telemetry.notes, start, end, records)}}
+
+
+def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
+    """What the server is, for the checks that read its kind (the prompt cache's, for what
+    Ollama does not report): the server probe's finding, or the identity's when that names
+    Ollama (the probe off, or a router in front of it)."""
+    if probe_kind != "ollama" and getattr(identity, "kind", None) == "ollama":
+        return "ollama"
+    return probe_kind
+
+
+def lost_workers(workers: dict[str, Any] | None) -> str | None:
+    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
+    crashed = (workers or {}).get("crashed")
+    if not crashed:
+        return None
+    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
+
+
+def _crashed(outcome: Any) -> bool:
+    """A worker process died: the run is missing its share of the load."""
+    return bool(outcome.workers and outcome.workers.get("crashed"))
+
+
+def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
+                           ) -> dict[str, Any]:
+    """run.json's parts a run and a run of classes share: who gave up (--abandon) and the server
+    machine over the whole run, from the first request's dispatch to the last one's end."""
+    extra: dict[str, Any] = {}
+    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
+    if gave_up is not None:
+        extra["abandonment"] = gave_up
+    if outcome.telemetry is not None:
+        end = float(records.col("done").max()) if len(records) else None
+        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                                     end).get("body", {}))
+    return extra
+
+
+def network_of(floors: list[Any]) -> NetworkFloor | None:
+    """The network's round trip over a run (client.floor's measurements, the first taken before
+    the load; None there: not measured, --network-floor off or a loopback address)."""
+    if not floors or floors[0] is None:
+        return None
+    return NetworkFloor.of([f for f in floors if f is not None])
+
+
+def timeline(outcome: Any, steps: Sequence[Step] = ()) -> list[dict[str, Any]]:
+    """timeline.jsonl's rows: the run's per-second state, rebuilt from its records (pure)."""
+    records = outcome.records
+    if not len(records):
+        return []
+    t_end = float(records.col("done").max()) if hasattr(records, "col") else \
+        max(r.done for r in records)
+    return timeline_mod.build(records, outcome.t0_perf, t_end, outcome.live.user_changes,
+                              outcome.monitor, list(steps), server=outcome.server().samples)
+
+
+# -- llmbench run ---------------------------------------------------------------------------------
+
+# beyond this p99 a trace's replay did not keep up: the server saw a gentler load than the
+# trace's. The same 10 ms the loop monitor judges the generator by (DESIGN.md, scale).
+BEHIND_P99_MS = 10.0
+
+
+def dispatch_lag(records: Sequence[Any]) -> dict[str, Any]:
+    """``run --trace``: start - scheduled of every request (its client queue,
+    records/definitions.py), in ms (scheduled: its time in the trace)."""
+    lags = [definitions.client_queue(r.scheduled, r.start) * 1000.0 for r in records
+            if not r.warmup and r.start]
+    if not lags:
+        return {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "behind": False}
+    p50, p99 = quantile(lags, 50), quantile(lags, 99)
+    return {"requests": len(lags), "p50_ms": round(p50 or 0.0, 3),
+            "p99_ms": round(p99 or 0.0, 3), "max_ms": round(max(lags), 3),
+            "behind": bool(p99 is not None and p99 > BEHIND_P99_MS),
+            "behind_threshold_ms": BEHIND_P99_MS}
+
+
+
+def load_config(shape: Any) -> dict[str, Any]:
+    """run.json's config "load" of a run's shape (ClosedLoop, OpenLoop or TraceReplay)."""
+    if isinstance(shape, TraceReplay):
+        tr = shape.describe_trace
+        return {"concurrency": None, "rate": None, "arrival": "trace", "max_concurrency": None,
+                "requests": tr.get("requests"), "duration_s": None, "warmup": 0,
+                "think_s": [0.0, 0.0], "seed": shape.seed,
+                "trace": {**tr, "speed": shape.speed}}
+    rate = shape.rate if isinstance(shape, OpenLoop) else None
+    return {"concurrency": shape.concurrency if isinstance(shape, ClosedLoop) else None,
+            "rate": rate, "burstiness": getattr(shape, "burstiness", 1.0),
+            "arrival": getattr(shape, "arrival", "gamma"),
+            "max_concurrency": getattr(shape, "max_concurrency", None),
+            "requests": shape.requests, "duration_s": shape.duration_s, "warmup": shape.warmup,
+            "think_s": list(shape.think_s), "seed": shape.seed}
+
+
+def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
+        prefix: tuple[Any, Any, Any] | None = None) -> Run:
+    """``llmbench run``'s result: the summary, sessions and thresholds of its records, its
+    monitor, checks, server and optional parts. ``floors``: the network's round trip before
+    and after (client.floor); ``prefix``: (counters before, (kind, counters after), the warm-up's
+    failures) for --prefix-hit-ratio."""
+    c, g = plan.common, plan.gates
+    extra: dict[str, Any] = {}
+    if floors:
+        extra["network"] = NetworkFloor.of(floors)
+    records = outcome.records
+    percentiles = sorted(set(metrics.DEFAULT_PERCENTILES) | set(g.metric_percentiles))
+    summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
+                                stall_s=g.stall_s, percentiles=percentiles,
+                                within=slo.within_requests(g.thresholds))
+    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
+    # agent sessions (None: no request belonged to one), over the run's duration
+    sessions = summarize_sessions(records, window_s=summary.duration or None)
+    threshold_results = slo.check_all(g.thresholds, summary, sessions)
+    if isinstance(plan.shape, TraceReplay):
+        extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
+                          "dispatch_lag": dispatch_lag(records)}
+    server = outcome.server()
+    if prefix is not None:
+        before, (kind, after), warm_failed = prefix
+        report = prefix_hit.verify(records, c.workload.prefix, before, after, kind)
+        report["warmup_failed"] = warm_failed
+        extra["prefix_cache"] = report
+    if outcome.workers is not None:
+        extra["workers"] = Workers.of(outcome.workers)
+    extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
+    mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
+                                       summary.send_delay.p99),
+                       outcome.monitor, records, outcome.t0_perf)
+    return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
+                      load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
+                      summary, mon, server_kind(server.kind, extra.get("server")),
+                      thresholds=threshold_results, sessions=sessions, **extra)
+
+
+def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: dict[str, Any],
+               summary: Any, mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
+    """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
+    follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
+    for the checks, and the command's own ``parts``."""
+    records, server = outcome.records, outcome.server()
+    done = Run(
+        RunState(kind="run", status="partial" if partial else "complete",
+                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
+        config={"target": c.target.describe(), "load": load, "request": c.request_config(),
+                "timeouts": c.timeouts.__dict__, **more},
+        workload=c.workload.describe(),
+        environment=environment(),
+        summary=summary,
+        findings=Findings(
+            monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
+            outages=outages.of_run(records, outcome.t0_perf),
+            **checks.record_checks(records, c.params, c.target.api, c.workload, kind),
+            server_probe=ServerProbe(kind=server.kind, note=server.note,
+                                     samples=len(server.samples),
+                                     view=verdict_mod.server_view(server.samples)),
+            **parts))
+    done.interrupted = outcome.interrupted
+    return done
+
+
+def class_config(plan: Any) -> dict[str, Any]:
+    """run.json's config "load" of ``run --scenario`` (a ClassRamp of one load)."""
+    shape = plan.shape
+    return {"concurrency": int(shape.steps[0]) if shape.by == "users" else None,
+            "rate": shape.steps[0] if shape.by == "rate" else None,
+            "burstiness": shape.burstiness, "arrival": "gamma", "max_concurrency": None,
+            "requests": None, "duration_s": shape.hold_s, "warmup": 0,
+            "think_s": list(shape.think_s), "seed": shape.seed, "classes": True}
+
+
+def classes_run(plan: Any, outcome: Any) -> Run:
+    """``run --scenario``'s result: the crowd held once, judged as the ramp judges a step of
+    classes (``ramp_judges``): the whole crowd's summary, each class's, every class's checks."""
+    c, shape = plan.common, plan.shape
+    records = outcome.records
+    step = shape.results[0] if shape.results else None
+    if step is not None:
+        summary, checks_, classes, mon = step.summary, step.checks, step.classes, step.monitor
+    else:
+        # stopped before the hold ended: what finished, unjudged (the run is partial)
+        summary = metrics.summarize(records, stall_s=plan.stall_s)
+        checks_, classes, mon = [], {}, busy(outcome.monitor)
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
+    server = outcome.server()
+    policy = next((cp.common.params.abandon for cp in plan.scenario.classes
+                   if cp.common.params.abandon is not None), None)
+    return _one_level(c, outcome, outcome.interrupted or step is None,
+                      class_config(plan), {"scenario": plan.scenario.describe()},
+                      summary, mon, None, thresholds=checks_, classes=classes,
+                      **_gave_up_and_telemetry(policy, records, server, outcome))
+
+
+# -- llmbench ramp --------------------------------------------------------------------------------
+
+def unit_of(r: Any) -> str:
+    """What a step's load counts: users, req/s, or agents (--workload agent: "held 4 agents")."""
+    from llmbench.workload.agents import is_agent
+    convs = r.common.workload.conversations
+    if r.shape.by == "users" and len(convs) and is_agent(convs[0]):
+        return "agents"
+    return r.shape.unit
+
+
+def step_judge(thresholds: list[Any], stall_s: float = 1.0,
+               send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS,
+               by: str = "users") -> Callable[[StepWindow], Step]:
+    """The ramp's judge: a step (``results.schema.Step``: its summary and threshold checks)
+    from its records (pure); the generator check adds the step's own send delay to the loop
+    monitor's verdict. Users are counted whole (``by="users"``); a rate is what it is."""
+    def judge_step(w: StepWindow) -> Step:
+        # a step's numbers come from the requests that started in its hold window
+        recs = definitions.window(w.records, w.index, w.hold_start, w.hold_end)
+        s = metrics.summarize(recs, t0=w.hold_start, t_end=w.hold_end, stall_s=stall_s,
+                              within=slo.within_requests(thresholds))
+        # the agent sessions that started in the hold, with all their calls (None: no agents)
+        sessions = step_sessions(w.records, w.index, w.hold_start, w.hold_end)
+        found = slo.check_all(thresholds, s, sessions)
+        down = outages.step_check(w.records, w.ramp_start, w.hold_end)
+        if down is not None:
+            found.append(down)
+        if not recs:
+            found.append(Check(threshold="requests>0", ok=False, actual=0, limit=0,
+                               metric="requests", stat=None, insufficient=True,
+                               reason="not enough data: no request started in the hold window",
+                               text="requests>0: no request started in the hold window"))
+        state = slo.verdict_of(found)
+        mon = with_send_delay(w.monitor, s.send_delay.p50, s.send_delay.p99, send_delay_limit_ms)
+        load = int(w.load) if by == "users" and float(w.load).is_integer() else w.load
+        return Step(index=w.index, load=load, ramp_start=w.ramp_start,
+                    hold_start=w.hold_start, hold_end=w.hold_end, held=state == slo.HELD,
+                    state=state, checks=found, monitor=mon, unfinished=w.unfinished,
+                    steady=steady_state(w.records, w.index, w.hold_start, w.hold_end),
+                    summary=s, sessions=sessions)
+    return judge_step
+
+
+def broken_step(steps: Sequence[Step]) -> Step | None:
+    """The step --isolate runs each class alone at: the first that broke after the last that
+    held (a step with too few requests broke nothing)."""
+    step = deciding_step(steps)
+    return step if step is not None and step.state == slo.OVER else None
+
+
+def ramp_judges(r: Any) -> None:
+    """The judges set on a ramp's shape: one judge for a ramp; for --scenario the ramp's judge
+    per class (each its own thresholds, on its own records), the step's from theirs, and the
+    judge of each class run alone (--isolate)."""
+    shape = r.shape
+    if r.scenario is None:
+        shape.judge = step_judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+        return
+    per = {cp.name: step_judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+           for cp in r.scenario.classes}
+    shape.judge = classes_mod.judge(step_judge([], r.stall_s, shape.lag_limit_ms, shape.by),
+                                    per, shape.loads)
+
+    def broken(results: list[Any]) -> Step | None:
+        pacer = shape.pacer
+        if isinstance(pacer, SearchPacer):
+            # a search: the least load that broke (the bracket's top), not the last step run
+            return pacer.hi if pacer.hi is not None and pacer.hi.state == slo.OVER else None  # type: ignore[return-value]
+        return broken_step(results)
+    shape.broken = broken
+    shape.isolation_judge = classes_mod.isolation_judge(per)
+
+
+def search_pacer(find: Any, shape: Any) -> SearchPacer:
+    """``ramp --find``'s pacer (commands.ramp.FindPlan): a search for the limit instead of the
+    fixed list of steps."""
+    from llmbench.analysis import stepstats
+    closed = shape.by == "users"
+    return SearchPacer(by=shape.by, start=find.start, ramp_in_s=shape.ramp_in_s,
+                       hold_s=shape.hold_s, sustain_s=find.sustain_s,
+                       budget_s=find.budget_s, ceiling=find.ceiling, least=find.least,
+                       aim=lambda lo, hi: stepstats.aim(lo, hi, closed),  # type: ignore[arg-type]
+                       untrusted=verdict_mod.lag_explains)  # type: ignore[arg-type]
+
+
+def search_of(r: Any, steps: Sequence[Step], interrupted: bool) -> Search | None:
+    """The search's raw result from its pacer (the answer is analysis.findlimit's)."""
+    pacer = r.shape.pacer
+    if r.find is None or not isinstance(pacer, SearchPacer):
+        return None
+    done = {s.index for s in steps}
+    trials = [Trial(index=t.index, load=t.load, why=t.why, state=t.state, held=t.held,  # type: ignore[arg-type]
+                    counted=t.counted, hold_s=t.hold_s, note=t.note)
+              for t in pacer.trials if t.index is not None and t.index in done]
+    stopped = pacer.stopped or "interrupted"
+    if interrupted and pacer.stopped is None:
+        stopped = "interrupted"
+    return Search(by=pacer.by, start=pacer.start, factor=pacer.factor, ceiling=pacer.top,
+                  resolution=pacer.resolution, hold_s=pacer.hold_s, sustain_s=pacer.sustain,
+                  budget_s=pacer.budget_s, trials=trials, limit=pacer.limit,
+                  broke_at=float(pacer.hi.load) if pacer.hi is not None else None,
+                  confirmed=pacer.confirmed, stopped=stopped,  # type: ignore[arg-type]
+                  elapsed_s=round(pacer.spent_s, 3))
+
+
+def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record], server: Any,
+         interrupted: bool, partial: bool, user_changes: list[Any],
+         workers: dict[str, Any] | None = None, telemetry: Any = None, going_on: bool = False,
+         network: NetworkFloor | None = None) -> Run:
+    """A ramp's result: its steps as judged, its verdict and search, and every part of the run.
+    ``going_on``: the steps so far, written after each step while the ramp goes on."""
+    c, shape = r.common, r.shape
+    steps: list[Step] = list(shape.results)
+    search = search_of(r, steps, interrupted)
+    judged = ladder(steps, search)
+    tel = telemetry_parts(telemetry, steps, records,
+                          steps[0].ramp_start if steps else None,
+                          steps[-1].hold_end if steps else None)
+    # --isolate: each class judged alone at its load of the first step that broke
+    isolation = (classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
+                 if r.scenario is not None and shape.isolate else None)
+    policy = c.params.abandon
+    if policy is None and r.scenario is not None:
+        # --abandon set for some classes only (their options): the first one's policy names it
+        policy = next((cp.common.params.abandon for cp in r.scenario.classes
+                       if cp.common.params.abandon is not None), None)
+    gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
+    identity = tel.get("body", {}).get("server")
+    verdict, search = judge_ramp(
+        judged, records, unit_of(r), server.samples,
+        planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        going_on=going_on, network=network,
+        search=search, interrupted=interrupted, lost=lost_workers(workers),
+        # a server that keeps decoding for closed connections: what users who stay get
+        release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
+        else None, scenario=r.scenario is not None, isolation=isolation,
+        server_kind=server_kind(server.kind, identity) or getattr(identity, "kind", None) or (
+            # the probe looked and knew none of its kinds (llama-cpp-python's own server, say):
+            # no advice naming settings such a server does not have
+            "unknown" if c.server_probe == "auto" and server.note else None))
+    return Run(
+        RunState(kind="ramp", status="partial" if partial else "complete",
+                 started_at=started_at, labels=c.labels, t0_perf=t0_perf),
+        config={"target": c.target.describe(),
+                "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                         "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                         "thresholds": [t.text for t in r.thresholds],
+                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
+                         "join": shape.join, **shape.describe_trace(),
+                         **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
+                            if r.find is not None else {})},
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
+                **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
+        workload=c.workload.describe(),
+        environment=environment(), steps=steps, verdict=verdict, search=search,
+        findings=Findings(
+            user_changes=user_changes,
+            outages=outages.of_run(records, t0_perf) if t0_perf else [],
+            **checks.record_checks(records, c.params, c.target.api, c.workload,
+                                   server_kind(server.kind,
+                                               tel.get("body", {}).get("server"))),
+            server_probe=ServerProbe(kind=server.kind, note=server.note,
+                                     samples=len(server.samples)),
+            **tel.get("body", {}),
+            closed_loop_note=CLOSED_LOOP_NOTE if shape.by == "users" else None,
+            workers=Workers.of(workers),
+            repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
+            abandonment=gave_up, isolation=isolation, network=network,
+            cache_resets=r.reset.recorded() if r.reset is not None else []),
+        interrupted=interrupted)
+
+
+def ramp_of(r: Any, outcome: Any, network: NetworkFloor | None = None) -> Run:
+    """``ramp`` from the harness's outcome: the ramp's finished result."""
+    return ramp(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
+                outcome.interrupted, outcome.interrupted or _crashed(outcome),
+                outcome.live.user_changes, outcome.workers, outcome.telemetry, network=network)
+
+
+def run_held(run: Run) -> float:
+    """A ramp's answer as one number: the search's limit, or the most that held (0: none)."""
+    if run.search is not None:
+        return run.held or 0.0
+    return held_load(run.steps)
+
+
+def held_interval(values: Sequence[float]) -> HeldInterval:
+    """Users held over repeats: the median repeat and the min-max range. With n repeats the
+    range [min, max] holds the median of all such ramps with probability 1 - 2 x 0.5^n (an
+    order-statistic interval, no assumption on the distribution): 75 % for 3, 94 % for 5."""
+    xs = sorted(values)
+    n = len(xs)
+    return HeldInterval(median=xs[(n - 1) // 2], low=xs[0], high=xs[-1], values=list(values),
+                        method=f"min-max over {n} repeats; covers the median ramp's users held "
+                               f"with probability {1 - 2 * 0.5 ** n:.0%}" if n > 1 else "one ramp",
+                        coverage=1 - 2 * 0.5 ** n if n > 1 else None)
+
+
+def repeats(runs: list[tuple[Any, Run, int]], planned: int, interrupted_code: int
+            ) -> tuple[Run, int]:
+    """One result for all repeats (``ramp --repeat``): the steps, verdict and timeline of the
+    median repeat (so ``report`` and ``compare`` read it as any ramp), every repeat's steps
+    under "repeats"; and the index of that median repeat (its timeline is the run's)."""
+    helds = [run_held(x) for _, x, _ in runs]
+    iv = held_interval(helds)
+    rep = helds.index(iv.median)
+    plan, chosen, _ = runs[rep]
+    unit = unit_of(plan)
+    interrupted = any(code == interrupted_code for _, _, code in runs)
+    doc = replace(chosen, findings=replace(chosen.findings, repeat=None), interrupted=interrupted,
+                  repeat_codes=[code for _, _, code in runs],
+                  verdict=verdict_mod.over_repeats(chosen.verdict, helds, iv, unit))
+    doc.state = replace(chosen.state, status="partial" if interrupted or len(runs) < planned
+                        else chosen.status)
+    doc.findings.repeats = Repeats(
+        planned=planned, done=len(runs), representative=rep + 1, held=iv,
+        note=f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
+        runs=[RepeatRun(repeat=i + 1, seed=p.shape.seed, workload_seed=p.common.workload.seed,
+                        status=x.status, held=h,
+                        verdict=x.verdict.text if x.verdict is not None else None,
+                        verdict_kind=x.verdict.kind if x.verdict is not None else None,
+                        steps=list(x.steps), search=x.search)
+              for i, ((p, x, _), h) in enumerate(zip(runs, helds))])
+    if doc.search is not None and len(runs) > 1:
+        # the limit's interval over the repeats (each a whole search), as --repeat gives
+        doc.search = replace(doc.search, interval=[float(iv.low or 0), float(iv.high or 0)],
+                             interval_method=f"the limits of {len(runs)} searches (min-max: "
+                                             + iv.method.split("; ", 1)[-1] + ")")
+    return doc, rep
+
+
+# -- llmbench probe -------------------------------------------------------------------------------
+
+def probe_judge(plan: Any) -> Callable[[ProbeWindow], ProbeStep]:
+    """The probe's judge: a step's router-minus-direct overheads from its slices (pure)."""
+    from llmbench.analysis.router_ab import evaluate_step
+
+    def judge(w: ProbeWindow) -> ProbeStep:
+        step = evaluate_step(w.index, w.users, w.records, w.active_s, plan.bootstrap,
+                             plan.shape.seed, w.slices)
+        step.monitor = w.monitor
+        return step
+    return judge
+
+
+def probe(plan: Any, outcome: Any) -> Run:
+    """``llmbench probe``'s result: its steps, where the router became the bottleneck, the
+    backends behind it, and every part of the run."""
+    from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
+    from llmbench.analysis.router_ab import router_bound
+    c, shape = plan.common, plan.shape
+    steps = outcome.result or shape.results
+    records = outcome.records
+    # the direct backend's machine over the whole probe, and what the backend is
+    tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
+                          float(records.col("done").max()) if len(records) else None)
+    done = Run(
+        RunState(kind="probe", status="partial" if outcome.interrupted or _crashed(outcome)
+                 else "complete",
+                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
+        config={"router": c.target.describe(), "direct": plan.direct.describe(),
+                "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+                "think_s": list(shape.think_s), "seed": shape.seed,
+                "request": c.request_config(), "timeouts": c.timeouts.__dict__},
+        workload=c.workload.describe(), environment=environment(),
+        findings=Findings(
+            router=Router(
+                steps=list(steps), bound=router_bound(steps),
+                backends=Backends.of(backends([r for r in records if r.path == "router"])),
+                # the router's own per-backend in-flight counts (NOMYO): the spread when no
+                # reply names its backend
+                counters=RouterCounters.of(router_counters(outcome.server("router").samples)),
+                server_probes={name: ServerProbe(kind=s.kind, note=s.note,
+                                                 samples=len(s.samples))
+                               for name, s in outcome.servers.items()}),
+            **checks.record_checks(records, c.params, c.target.api, c.workload),
+            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
+        interrupted=outcome.interrupted)
+    if done.findings.router.backends is None:
+        # what the missing backend names mean for the spread and the overhead
+        done.findings.router.unidentified = unidentified_sentence(done.findings.router.counters)
+    return done
+
+
+# -- llmbench sweep -------------------------------------------------------------------------------
+
+# the numbers each setting is compared on, at the common load (keys of a step summary)
+AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
+           "request_throughput", "failed", "requests")
+
+
+def _step_brief(st: Step) -> StepBrief:
+    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
+
+
+def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
+    """The server's own view during the ramp (its probe's samples in server.jsonl): the most
+    it ran and kept waiting at once, its slots, KV cache and memory."""
+    probe = run.findings.server_probe or ServerProbe()
+    rows = [r for r in read_jsonl(ramp_dir / "server.jsonl") if isinstance(r, dict)]
+    if not probe.kind or not rows:
+        return ServerState(kind=None, note=probe.note) if probe.note else None
+
+    def most(key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return max(vals) if vals else None
+    models = sorted({m for r in rows for m in (r.get("models_loaded") or [])})
+    return ServerState(kind=probe.kind, samples=len(rows), max_running=most("running"),
+                       max_waiting=most("waiting"), slots=most("slots"),
+                       max_kv_cache_usage=most("kv_cache_usage"),
+                       max_vram_bytes=most("vram_bytes"), max_ram_bytes=most("ram_bytes"),
+                       preemptions=most("preemptions"), models_loaded=models or None)
+
+
+def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run | None,
+                  sweep_dir: Path, interrupted_code: int) -> None:
+    """A sweep setting's result from its ramp's (``code``, its folder ``run_dir`` and ``run``,
+    None when the ramp did not start): users held, its verdict, its steps in brief, what its
+    server did and said it was."""
+    from llmbench.analysis.sweep_judge import NOT_JUDGED, judged
+    res.exit_code = code
+    if run_dir is not None:
+        res.run_dir = os.path.relpath(run_dir, sweep_dir)
+    if not isinstance(run, Run):         # a ramp's Done holds its Run (or None)
+        res.status = "interrupted" if code == interrupted_code else "ramp_failed"
+        res.error = f"the ramp did not start (exit {code}; see the error above)"
+        return
+    steps = run.ladder()
+    reps = run.findings.repeats
+    res.held_interval = run.held_interval
+    res.held = res.held_interval.median if res.held_interval else run_held(run)
+    res.search = run.search
+    v = run.verdict
+    status = "interrupted" if code == interrupted_code else "complete"
+    if status == "complete" and steps and not reps and not judged(steps):
+        # every step had too few requests: "held 0" would rank it last, as if it broke
+        status, res.held = NOT_JUDGED, None
+    elif status == "interrupted" and not any(s.held for s in steps):
+        # stopped before any step held: no answer, not "held 0" (as if every step broke)
+        res.held = None
+    res.status = status
+    res.verdict = v.text if v is not None else None
+    res.verdict_kind = v.kind if v is not None else None
+    res.knee = v.knee if v is not None else None
+    res.steps = [_step_brief(st) for st in steps]
+    if run_dir is not None:
+        res.server_state = server_state(run_dir, run)
+    if run.findings.server is not None and run.findings.server.data:
+        # what the server said it was (version, parallel settings): compared across settings
+        res.server = run.findings.server
+
+
+
+def sweep_started(plan: Any, points: list[dict[str, str]]) -> Sweep:
+    """sweep.json from the first moment: the settings, the grid, status "running"."""
+    return Sweep(status="running", started_at=time.time(),
+               settings=plan.settings, grid=points, labels=plan.labels,
+               config=plan.describe(), unit=plan.unit, results=[],
+               environment=environment(), pid=os.getpid())
+
+
+def sweep_resumed(doc: Sweep) -> Sweep:
+    """A sweep's document taken up again (--resume): running, its answer to be made anew."""
+    doc.status, doc.pid, doc.results = "running", os.getpid(), []
+    doc.resumed_at = [*(doc.resumed_at or []), time.time()]
+    doc.answer = doc.best = doc.interrupted = doc.finished_at = None
+    doc.exit_code_saved = doc.common_load = doc.tie_break = None
+    return doc
+
+
+def tie_break(sweep_dir: Path, results: Sequence[Any], load: float | None) -> dict[Any, Any]:
+    """For the settings that held the most (when more than one did): each pair's TTFT p95,
+    ITL p50 and output tok/s at the common load with the intervals of their changes
+    (``compare.at_load``), read back from the ramps' folders."""
+    measured = [r for r in results if r.held is not None and r.run_dir]
+    if load is None or not measured:
+        return {}
+    top = max(r.held for r in measured if r.held is not None)
+    tied = [r for r in measured if r.held == top]
+    if top == 0 or len(tied) < 2:
+        return {}
+    from llmbench.analysis.compare import Loaded, at_load
+    runs = []
+    for r in tied:
+        assert r.run_dir is not None
+        loaded = Run.load(sweep_dir / r.run_dir)
+        runs.append(Loaded(r.name, sweep_dir / r.run_dir, loaded, loaded.latencies()))
+    return {(a.name, b.name): at_load(a, b, load)
+            for i, a in enumerate(runs) for b in runs[i + 1:]}
+
+
+def server_differences(results: Sequence[Any]) -> list[ServerDifference]:
+    """Each setting's server against the first one's, as far as the servers said what they
+    were: the setting should be among what differed (a server that ignored it shows here)."""
+    known = [r for r in results if r.server is not None]
+    out = []
+    for r in known[1:]:
+        text = tm.identity_diff(r.server, known[0].server, (r.name, known[0].name))
+        if text:
+            out.append(ServerDifference(setting=r.name, against=known[0].name,
+                                        text=text + "."))   # "parallel=4 ran ...; parallel=1 ..."
+    return out
+
+
+def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool) -> Any:
+    """The sweep's answer set on its document: the common load, each setting at it, the
+    tie-break, the answer and the best setting, the servers' differences; the best setting's
+    result (None: none) is returned for the exit code."""
+    from llmbench.analysis.sweep_judge import answer, common_load
+    results = doc.results
+    load = common_load(results)
+    doc.common_load = load
+    for r in results:
+        r.at_common_load = next((s for s in r.steps or [] if s.load == load), None)
+        r.finished = True
+    pairs = tie_break(sweep_dir, results, load)
+    doc.tie_break = [{"base": a, "other": b, "load": load,
+                      "metrics": {k: asdict(e) for k, e in m.items()}}
+                     for (a, b), m in pairs.items()]
+    text, best = answer(results, unit, pairs, load)
+    if interrupted:
+        text = f"Interrupted after {len(results)} of {len(doc.grid or [])} settings. " + text
+    doc.server_differences = server_differences(results)
+    doc.answer, doc.best = text, best.setting if best else None
+    doc.status = "partial" if interrupted else "complete"
+    doc.interrupted, doc.finished_at = interrupted, time.time()
+    return best
