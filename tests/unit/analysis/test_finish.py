@@ -7,7 +7,7 @@ from llmbench.analysis import finish
 from llmbench.client.floor import Floor
 from llmbench.load.monitor import busy
 from llmbench.load.shapes import StepWindow
-from llmbench.results.schema import Run, Step
+from llmbench.results.schema import Run, RunState, Step
 
 
 def test_a_step_with_no_request_in_its_hold_is_not_enough_data_never_a_failure():
@@ -36,16 +36,17 @@ def test_the_network_floor_is_none_unless_measured_before_the_load():
 
 def test_held_over_repeats_is_the_median_repeat_and_the_min_max_range():
     iv = finish.held_interval([4, 2, 8])
-    assert (iv["median"], iv["low"], iv["high"]) == (4, 2, 8)
-    assert abs(iv["coverage"] - 0.75) < 1e-12 and "3 repeats" in iv["method"]
-    assert finish.held_interval([5])["method"] == "one ramp"
+    assert (iv.median, iv.low, iv.high) == (4, 2, 8)
+    assert iv.coverage is not None and abs(iv.coverage - 0.75) < 1e-12
+    assert "3 repeats" in iv.method
+    assert finish.held_interval([5]).method == "one ramp"
 
 
 def test_a_ramps_answer_is_the_most_that_held():
     steps = [Step(index=0, load=1, held=True, state="held"),
              Step(index=1, load=2, held=True, state="held"),
              Step(index=2, load=4, held=False, state="over")]
-    assert finish.run_held(Run(kind="ramp", status="complete", steps=steps)) == 2
+    assert finish.run_held(Run(RunState(kind="ramp", status="complete"), steps=steps)) == 2
 
 
 def test_the_documents_of_a_run_that_measured_nothing():
@@ -53,8 +54,8 @@ def test_the_documents_of_a_run_that_measured_nothing():
         def describe(self):
             return {"url": "http://127.0.0.1:1/v1"}
     doc = finish.running("ramp", Target(), {"ramp": {"by": "users"}}, {"name": "x"})
-    assert doc.status == "running" and doc.pid and doc.measured is False
+    assert doc.status == "running" and doc.state.pid and doc.measured is False
     assert doc.config == {"target": {"url": "http://127.0.0.1:1/v1"}, "ramp": {"by": "users"}}
     failed = finish.unmeasured("run", Target(), "failed", "the server refused")
-    assert (failed.status, failed.error, failed.measured) == ("failed", "the server refused",
+    assert (failed.status, failed.state.error, failed.measured) == ("failed", "the server refused",
                                                               False)

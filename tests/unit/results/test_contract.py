@@ -223,7 +223,7 @@ def test_a_probe_keeps_its_steps_and_probes_in_its_router_part():
 
 def test_a_routers_backends_are_typed_as_analysis_finds_them():
     from llmbench.analysis.backends import backends
-    from llmbench.commands.probe import implausible_line
+    from llmbench.report.outcome import implausible_line
     from llmbench.results.schema import Backends, Findings, ProbeStep, Router
     from tests.helpers.records import varied
     recs = varied(40, 2)
