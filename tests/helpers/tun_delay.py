@@ -37,7 +37,7 @@ TUNSETIFF = 0x400454CA
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
 LOCAL, FAR, PEER = (socket.inet_aton(f"10.7.0.{i}") for i in (1, 2, 3))
 PORT = 8000
-INSTALL = ("needs root (CAP_NET_ADMIN), /dev/net/tun and unshare (util-linux); "
+INSTALL = ("needs root (CAP_NET_ADMIN), /dev/net/tun, ip (iproute2) and unshare (util-linux); "
            "in a container: --cap-add NET_ADMIN --device /dev/net/tun")
 
 

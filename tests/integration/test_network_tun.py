@@ -33,9 +33,11 @@ RAMP = ["--model", "mock", "--users", "3", "--ramp-in", "0.5s", "--hold", "3s", 
 def _can_run() -> None:
     missing = [what for what, ok in (("root", os.geteuid() == 0),
                                      ("/dev/net/tun", os.path.exists("/dev/net/tun")),
-                                     ("unshare", shutil.which("unshare") is not None)) if not ok]
+                                     ("unshare", shutil.which("unshare") is not None),
+                                     ("ip", shutil.which("ip") is not None)) if not ok]
     if missing:
-        pytest.fail(f"the TUN delay link is missing {', '.join(missing)}: it {INSTALL}")
+        pytest.fail(f"the TUN delay link is missing {', '.join(missing)}: it {INSTALL} "
+                    "(scripts/install-test-deps.sh installs ip and unshare)")
 
 
 def _through_tun(tmp_path) -> tuple[list[dict], dict]:
