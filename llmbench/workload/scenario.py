@@ -275,20 +275,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     if not isinstance(defaults, Mapping):
         raise UsageError(f"{source}:{lines.top('defaults') or 1}: defaults must be a table of "
                          "options")
-    raw = doc.get("classes", doc.get("class"))
-    items: list[tuple[str, Any]] = []
-    if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
-    elif isinstance(raw, list):
-        for i, v in enumerate(raw):
-            name = v.get("name") if isinstance(v, Mapping) else None
-            if not isinstance(name, str):
-                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
-                                 "has no name (name = \"chat\")")
-            items.append((name, {k: x for k, x in v.items() if k != "name"}))
-    else:
-        raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
-                         "(or users, or rate) each")
+    items = _class_items(doc.get("classes", doc.get("class")), source, lines)
     out: list[TrafficClass] = []
     where: dict[tuple[str, str | None], int] = {}
     for name, body in items:
@@ -330,6 +317,24 @@ def from_document(doc: Any, source: str, text: str, kind: str,
                                  "(llmbench ramp --help)")
         out.append(tc)
     return Scenario(out, source=source, lines=where)
+
+
+def _class_items(raw: Any, source: str, lines: "_Lines") -> list[tuple[str, Any]]:
+    """The classes as (name, body): a table of tables, or a list of tables with a name each."""
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):
+        items = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, v in enumerate(raw):
+            name = v.get("name") if isinstance(v, Mapping) else None
+            if not isinstance(name, str):
+                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
+                                 "has no name (name = \"chat\")")
+            items.append((name, {k: x for k, x in v.items() if k != "name"}))
+    else:
+        raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
+                         "(or users, or rate) each")
+    return items
 
 
 class _Lines:
