@@ -56,13 +56,16 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
             break
         k = sorted(paces)[len(paces) // 2]
     assert r.returncode == 1, (k, r.stdout + r.stderr)     # fewer held than expected
-    assert [s["held"] for s in steps] == [True, True, True, False], (k, paces)
+    assert [s["held"] for s in steps] == [True, True, True, False], (k, paces, r.stdout)
     assert "Held 3 users. At 4 users, TTFT p50 was" in r.stdout
     v = run["verdict"]
     assert v["kind"] == "queuing" and v["slots_estimate"] == 1
     assert 0.8 <= v["served_at_once"]["in_service"] <= 1.2
     assert "one person at a time" in r.stdout and "OLLAMA_NUM_PARALLEL" in r.stdout
-    assert "the result stands" in r.stdout
+    # the lag limit no loop meets makes every step "busy" on purpose: a break far past the lag
+    # stands; when other processes really did stall llmbench (213 ms at step 4 with two busy
+    # loops) it says the machine was busy instead, the honest answer there
+    assert "the result stands" in r.stdout or said_busy(r.stdout), r.stdout
     # gaps flat while TTFT climbs
     itl = [s["summary"]["median_itl_ms"] for s in steps]
     assert max(itl) <= 1.3 * min(itl)       # flat (a busy machine adds a few ms to each)
