@@ -8,6 +8,8 @@
 #   chromium     a real headless browser on --dashboard's page (tests/e2e/test_dashboard.py),
 #                driven over its DevTools protocol; no browser download
 #   tmux         a real 80x30 terminal whose final screen the demo must fit (tests/e2e/test_screen.py)
+#   iproute2, util-linux  ip and unshare: a 50 ms TUN link in a network namespace of its own
+#                (tests/helpers/tun_delay.py; root and /dev/net/tun too)
 # Tests that need one fail with a line naming the package when it is missing (tests/helpers/field.py).
 # Idempotent: installs only what is missing; does nothing for a user without root.
 # And from PyPI, for any user, in its own virtualenv (not the test extra: its graphql-core 3.3
@@ -31,6 +33,8 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v prometheus-node-exporter >/dev/null 2>&1 || [ -x /usr/bin/prometheus-node-exporter ] \
   || need+=(prometheus-node-exporter)
 if [ ${#need[@]} -eq 0 ]; then

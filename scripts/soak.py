@@ -1,6 +1,6 @@
 """Soak test (issue 23): llmbench against the built-in mock for a long time at a modest load.
 
-  python scripts/soak.py                       # 30 minutes, 32 users, think 1 s
+  python scripts/soak.py                       # 20 minutes, 32 users, think 1 s
   python scripts/soak.py --minutes 2 --out /tmp/soak-smoke.csv
 
 Starts ``llmbench mock`` on a free 127.0.0.1 port (16 slots, TTFT 30 ms, 4 ms between tokens:
@@ -392,12 +392,79 @@ def report(rows: list[dict], rel: list[float], fit_from: float, fit_to: float,
                   f"RSS growth per request {b * 2**20 / req_h:.0f} bytes")
 
 
+def mock_completions(url: str) -> int | None:
+    """Requests the mock finished (vllm:request_success_total over every finish reason)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total{"))
+
+
+def figures(rows: list[dict], rel: list[float], fit_from: float, fit_to: float,
+            run_dir: Path | None, mock_done: int | None, command: str) -> None:
+    """The soak's figures (issue 49 §4) in a few lines: RSS, bytes per record, lag, errors,
+    lost. "B/record" is the goal's figure: the client's RSS growth over the hold divided by
+    the records written meanwhile (what each record costs the process); the file's own bytes
+    per record are printed beside it."""
+    print("\n== soak figures ==")
+    print(f"command: {command}")
+    if not rows:
+        print("no samples")
+        return
+    t = np.array(rel)
+    rss = np.array([_num(r["client_rss_mb"]) for r in rows])
+    anon = np.array([_num(r["client_anon_mb"]) for r in rows])
+    done = np.array([_num(r["requests_done"]) for r in rows])
+    sel = (t >= fit_from) & (t <= fit_to) & np.isfinite(anon)
+    print(f"duration: {float(rows[-1]['t_s']):.0f} s sampled, hold fit {fit_from:.0f}-"
+          f"{min(fit_to, float(t.max())):.0f} s ({int(sel.sum())} samples)")
+    if sel.sum() >= 3:
+        first, last = int(np.argmax(sel)), int(len(sel) - 1 - np.argmax(sel[::-1]))
+        b_h = fit(t[sel] / 3600.0, anon[sel])[0]
+        rate_h = fit(t[sel] / 3600.0, done[sel])[0]
+        grown = done[last] - done[first]
+        per_rec = b_h * 2**20 / rate_h if rate_h > 0 else float("nan")
+        print(f"client RSS: start {rss[first]:.1f} MB, peak {np.nanmax(rss):.1f} MB, end "
+              f"{rss[last]:.1f} MB (hold); anon slope {b_h / 60:+.3f} MB/min")
+        print(f"RSS per record: {per_rec:.0f} B ({grown:.0f} records over the fit window; "
+              f"goal <= 600 B: {'met' if per_rec <= 600 else 'NOT met'})")
+    else:
+        print(f"client RSS: start {rss[0]:.1f} MB, peak {np.nanmax(rss):.1f} MB, end "
+              f"{rss[-1]:.1f} MB; too few hold samples for a slope")
+    # the last sample was taken before the client's last writes: count the file itself
+    jl = run_dir / "requests.jsonl" if run_dir else None
+    n = errors = 0
+    if jl is not None and jl.exists():
+        with open(jl, "rb") as fh:
+            for line in fh:
+                n += 1
+                errors += b'"ok":false' in line or b'"ok": false' in line
+        size = jl.stat().st_size
+        print(f"requests.jsonl: {size / 2**20:.1f} MB, {n} records, "
+              f"{size / max(n, 1):.0f} B/record on disk")
+    lag = [_num(r["lag_p99_ms"]) for r in rows]
+    lag = [x for x in lag if np.isfinite(x)]
+    if lag:
+        print(f"loop lag (per-second p99): median {np.median(lag):.1f} ms, worst {max(lag):.1f} ms")
+    oks = n - errors
+    line = f"errors: {errors} records with ok=false"
+    if mock_done is not None:
+        # the mock also counts what llmbench sends before the load (its preflight request)
+        line += (f"; the mock finished {mock_done} requests, requests.jsonl holds {oks} ok "
+                 f"(difference {mock_done - oks}: the preflight and any record lost)")
+    print(line)
+
+
 # ---------------------------------------------------------------- main
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--minutes", type=float, default=30.0, help="ramp-in + hold (default 30)")
+    ap.add_argument("--minutes", type=float, default=20.0, help="ramp-in + hold (default 20)")
     ap.add_argument("--users", type=int, default=32)
     ap.add_argument("--think", default="1s", help="llmbench --think (default 1s)")
     ap.add_argument("--out", type=Path, default=None,
@@ -432,6 +499,7 @@ def main() -> int:
     run_dir: Path | None = None
     t0_perf: float | None = None
     interrupted = None
+    mock_done: int | None = None
     try:
         mock = start([exe, "mock", "--host", "127.0.0.1", "--port", "0",
                       "--parallel", str(args.mock_parallel), "--ttft-ms", str(args.ttft_ms),
@@ -502,6 +570,7 @@ def main() -> int:
                               f"{counter.failed} failed", flush=True)
                 k += 1
                 if client.poll() is not None:
+                    mock_done = mock_completions(url)
                     break
                 if mock.poll() is not None:
                     print(f"soak: the mock exited ({mock.returncode}) during the run",
@@ -544,6 +613,8 @@ def main() -> int:
         write_csv(csv_path, rows)
     print(f"soak: CSV {csv_path} ({len(rows)} samples every {args.interval_s:g} s)")
     report(rows, rel, args.warmup_s, args.ramp_in + hold_s, run_dir)
+    figures(rows, rel, args.warmup_s, args.ramp_in + hold_s, run_dir, mock_done,
+            " ".join(client.args) if client is not None else "")
     return 130 if interrupted else (rc or 0)
 
 

@@ -28,7 +28,7 @@ from llmbench.client.request import Client, RequestParams, Timeouts, preload_tra
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.load import eventloop
 from llmbench.load.monitor import LoopMonitor, MonitorSample
-from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverError
+from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverError, Preflighted
 from llmbench.load.session import Counters, Session
 from llmbench.client.netconfig import certificate_problem, unreachable_hint
 from llmbench.servers.refusal import empty_refusal
@@ -551,6 +551,9 @@ class Harness:
         for attempt in range(1, attempts + 1):
             rec = await self._preflight_request(client, spec.preflight_extra)
             clean(rec, spec.target.secrets())
+            for o in self.observers:    # --otlp: it sent a traceparent too, so it has a span
+                if isinstance(o, Preflighted):
+                    o.preflight(rec)
             if rec.ok or (rec.error_kind == "no_token" and not spec.strict):
                 break
             if rec.error_kind in ("connect", "timeout_connect"):

@@ -31,6 +31,15 @@ class Observer(Protocol):
         """The load is over (its last record observed); release what the observer holds open."""
 
 
+@runtime_checkable
+class Preflighted(Protocol):
+    """An observer that also wants the preflight's record (the one-token request before the
+    load: no measurement, never in requests.jsonl): the OTLP exporter, whose span it is for
+    the traceparent the preflight sent. Called on the event loop after each attempt: cheap."""
+
+    def preflight(self, record: Record) -> None: ...
+
+
 class ObserverError(Exception):
     """An observer cannot start (its port is taken): the message is the one line the user
     reads; the run stops before any load."""

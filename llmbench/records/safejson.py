@@ -145,56 +145,78 @@ def schema_problem(schema: Any, at: str = "") -> str | None:
         here = f" at {where}" if where else ""
         if not isinstance(s, dict):
             return f"a schema{here} must be an object or true/false, not {kind_of(s)}"
+        problem = _type_problem(s, here) or _value_problem(s, here)
+        if problem is None:
+            problem = _subschemas(s, where, here, stack)
+        if problem is not None:
+            return problem
+    return None
 
-        def bad(key: str, want: str) -> str:
-            return f'"{key}"{here}: must be {want}, not {kind_of(s[key])}'
-        kind = s.get("type")
-        if kind is not None:
-            kinds = kind if isinstance(kind, list) else [kind]
-            if not kinds or not all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
-                return (f'"type"{here}: must be one of {", ".join(_SCHEMA_TYPES)} (or a list of '
-                        f"them), not {kind_of(kind)}")
-        if "required" in s and not (isinstance(s["required"], list)
-                                    and all(isinstance(r, str) for r in s["required"])):
-            return bad("required", "a list of property names")
-        if "enum" in s and not isinstance(s["enum"], list):
-            return bad("enum", "a list of values")
-        for key in _COUNTS:
-            if key in s and not (isinstance(s[key], int) and not isinstance(s[key], bool)
-                                 and s[key] >= 0):
-                return bad(key, "a whole number >= 0")
-        for key in _NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
-            # exclusive bounds were booleans in draft 4
-            if key in s and not (_is_number(s[key]) or (key.startswith("exclusive")
-                                                        and isinstance(s[key], bool))):
-                return bad(key, "a number")
-        for lo, hi in (("minimum", "maximum"), ("minLength", "maxLength"),
-                       ("minItems", "maxItems"), ("minProperties", "maxProperties")):
-            if lo in s and hi in s and s[lo] > s[hi]:
-                return f'"{lo}" {s[lo]} is over "{hi}" {s[hi]}{here}: no value can satisfy it'
-        for key in ("pattern", "format", "$ref"):
-            if key in s and not isinstance(s[key], str):
-                return bad(key, "a string")
-        for key in _SUBSCHEMA_LISTS:
-            if key in s:
-                if not isinstance(s[key], list) or (key != "prefixItems" and not s[key]):
-                    return bad(key, "a non-empty list of schemas")
-                stack.extend((sub, f"{where}{'.' if where else ''}{key}[{i}]")
-                             for i, sub in enumerate(s[key]))
-        for key in _SUBSCHEMA_MAPS:
-            if key in s:
-                if not isinstance(s[key], dict):
-                    return bad(key, "an object of schemas")
-                stack.extend((sub, f"{where}{'.' if where else ''}{key}.{name}")
-                             for name, sub in s[key].items())
-        for key in _SUBSCHEMAS + ("additionalProperties", "items"):
-            if key in s:
-                sub = s[key]
-                if key == "items" and isinstance(sub, list):        # draft 4's tuple form
-                    stack.extend((x, f"{where}{'.' if where else ''}items[{i}]")
-                                 for i, x in enumerate(sub))
-                    continue
-                if not isinstance(sub, (dict, bool)):
-                    return bad(key, "a schema (an object, or true/false)")
-                stack.append((sub, f"{where}{'.' if where else ''}{key}"))
+
+def _bad(s: dict[str, Any], key: str, want: str, here: str) -> str:
+    return f'"{key}"{here}: must be {want}, not {kind_of(s[key])}'
+
+
+def _type_problem(s: dict[str, Any], here: str) -> str | None:
+    kind = s.get("type")
+    if kind is None:
+        return None
+    kinds = kind if isinstance(kind, list) else [kind]
+    if not kinds or not all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
+        return (f'"type"{here}: must be one of {", ".join(_SCHEMA_TYPES)} (or a list of '
+                f"them), not {kind_of(kind)}")
+    return None
+
+
+def _value_problem(s: dict[str, Any], here: str) -> str | None:
+    """The keywords whose values are not schemas: required, enum, the counts and bounds,
+    pattern, format, $ref."""
+    if "required" in s and not (isinstance(s["required"], list)
+                                and all(isinstance(r, str) for r in s["required"])):
+        return _bad(s, "required", "a list of property names", here)
+    if "enum" in s and not isinstance(s["enum"], list):
+        return _bad(s, "enum", "a list of values", here)
+    for key in _COUNTS:
+        if key in s and not (isinstance(s[key], int) and not isinstance(s[key], bool)
+                             and s[key] >= 0):
+            return _bad(s, key, "a whole number >= 0", here)
+    for key in _NUMBERS + ("exclusiveMinimum", "exclusiveMaximum"):
+        # exclusive bounds were booleans in draft 4
+        if key in s and not (_is_number(s[key]) or (key.startswith("exclusive")
+                                                    and isinstance(s[key], bool))):
+            return _bad(s, key, "a number", here)
+    for lo, hi in (("minimum", "maximum"), ("minLength", "maxLength"),
+                   ("minItems", "maxItems"), ("minProperties", "maxProperties")):
+        if lo in s and hi in s and s[lo] > s[hi]:
+            return f'"{lo}" {s[lo]} is over "{hi}" {s[hi]}{here}: no value can satisfy it'
+    for key in ("pattern", "format", "$ref"):
+        if key in s and not isinstance(s[key], str):
+            return _bad(s, key, "a string", here)
+    return None
+
+
+def _subschemas(s: dict[str, Any], where: str, here: str,
+                stack: list[tuple[Any, str]]) -> str | None:
+    """Push the schema's subschemas (with where each is) on ``stack``; what is wrong with a
+    keyword that should hold them, or None."""
+    dot = f"{where}{'.' if where else ''}"
+    for key in _SUBSCHEMA_LISTS:
+        if key in s:
+            if not isinstance(s[key], list) or (key != "prefixItems" and not s[key]):
+                return _bad(s, key, "a non-empty list of schemas", here)
+            stack.extend((sub, f"{dot}{key}[{i}]") for i, sub in enumerate(s[key]))
+    for key in _SUBSCHEMA_MAPS:
+        if key in s:
+            if not isinstance(s[key], dict):
+                return _bad(s, key, "an object of schemas", here)
+            stack.extend((sub, f"{dot}{key}.{name}") for name, sub in s[key].items())
+    for key in _SUBSCHEMAS + ("additionalProperties", "items"):
+        if key in s:
+            sub = s[key]
+            if key == "items" and isinstance(sub, list):        # draft 4's tuple form
+                stack.extend((x, f"{dot}items[{i}]") for i, x in enumerate(sub))
+                continue
+            if not isinstance(sub, (dict, bool)):
+                return _bad(s, key, "a schema (an object, or true/false)", here)
+            stack.append((sub, f"{dot}{key}"))
     return None

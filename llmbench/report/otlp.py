@@ -20,7 +20,10 @@ and llmbench's own (llmbench.ttft_ms, llmbench.itl_p50_ms, llmbench.outcome, llm
 llmbench.user, llmbench.request_id), with one event per phase (records/phases.py). Its trace id
 is the record's (records/trace.py): with --traceparent the server got the same context, so its
 spans are this span's children. Each step is a span of its own (in the run's trace), linked
-from its requests' spans.
+from its requests' spans. The preflight (the one-token request before the load, which sent a
+traceparent too but is no measurement, so not in requests.jsonl) is handed over by the
+harness (``preflight``: load.observe.Preflighted) and exported as a span of its own, marked
+``llmbench.preflight``; the child process gets it on its stdin, one JSON line.
 
 Needs the extra: pip install 'llmbench[otel]' (opentelemetry-sdk and
 opentelemetry-exporter-otlp-proto-http); without it ``make`` says so in one line.
@@ -115,6 +118,11 @@ class _Spans:
     def export(self, records: list[Record], count: bool = True) -> None:
         self._export([self._span(r) for r in records], count)
 
+    def preflight(self, rec: Record) -> None:
+        """The preflight's span: not a request of the load, so not in the counts the closing
+        line gives (those are requests.jsonl's records), as the steps' spans are not."""
+        self._export([self._span(rec, preflight=True)], count=False)
+
     def _export(self, spans: list[Any], count: bool = True) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
         self._html = False
@@ -146,7 +154,7 @@ class _Spans:
     def _step_span_id(self, step: int) -> str:
         return f"{(step + 1) & 0xFFFFFFFF:08x}{self._run_trace[:8]}"
 
-    def _span(self, rec: Record) -> Any:
+    def _span(self, rec: Record, preflight: bool = False) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
         from opentelemetry.trace import Link, SpanKind, Status, StatusCode
         trace = rec.trace_id or new_trace_id()
@@ -167,6 +175,8 @@ class _Spans:
             attrs["gen_ai.response.finish_reasons"] = [rec.finish_reason]
         if rec.warmup:
             attrs["llmbench.warmup"] = True
+        if preflight:
+            attrs["llmbench.preflight"] = True
         if not rec.ok:
             attrs["error.type"] = rec.error_kind or "failed"
         ttft = rec.ttft if rec.ok else None
@@ -230,6 +240,12 @@ def endpoint_of(url: str | None) -> str:
         + "/v1/traces")
 
 
+@dataclass
+class _Preflight:
+    """The preflight's record, queued for the thread (no run folder) beside the load's."""
+    rec: Record
+
+
 class OtlpExporter:
     """The observer (see the module's docstring). ``model``/``api``/``base_url`` describe the
     target for the spans' attributes; ``log``: the run's requests.jsonl, which the child
@@ -255,7 +271,7 @@ class OtlpExporter:
             return
         self._spans = _Spans(url, model, api, base_url, run_name, epoch)
         self._inflight = 0
-        self._q: queue.Queue[Record | None] = queue.Queue(QUEUE_RECORDS)
+        self._q: queue.Queue[Record | _Preflight | None] = queue.Queue(QUEUE_RECORDS)
         self._thread = threading.Thread(target=self._work, name="llmbench-otlp", daemon=True)
         self._thread.start()
 
@@ -274,6 +290,24 @@ class OtlpExporter:
     def token(self, now_s: float, n: int) -> None:
         """Token events are in the spans' events already: nothing per token."""
 
+    def preflight(self, rec: Record) -> None:
+        """The preflight's record (before any load: a pipe write or a queue put, no export
+        here), for its span."""
+        child = self._child
+        if child is not None:
+            try:
+                assert child.stdin is not None
+                child.stdin.write(json.dumps(rec.to_json(), separators=(",", ":")).encode()
+                                  + b"\n")
+                child.stdin.flush()
+            except (OSError, ValueError):
+                pass                    # the child is gone: close() says what was lost
+            return
+        try:
+            self._q.put_nowait(_Preflight(rec))
+        except queue.Full:
+            pass
+
     # -- the thread (no run folder) -----------------------------------------------------------
     def _work(self) -> None:
         spans = self._spans
@@ -286,7 +320,10 @@ class OtlpExporter:
             except queue.Empty:
                 continue
             while item is not None:
-                batch.append(item)
+                if isinstance(item, _Preflight):
+                    spans.preflight(item.rec)
+                else:
+                    batch.append(item)
                 if len(batch) >= BATCH:
                     break
                 try:
@@ -367,17 +404,46 @@ class OtlpExporter:
 
 # -- the child process: follows requests.jsonl -------------------------------------------------
 
+class _Stdin:
+    """The parent's side channel: a line is a preflight record (its span is exported at
+    once), the end of input says the run ended (the log is whole)."""
+
+    def __init__(self, spans: _Spans) -> None:
+        self.spans = spans
+        self.pending = b""
+        self.open = True
+
+    def poll(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for input and handle it; False once the input has ended."""
+        import select
+        if not self.open:
+            return False
+        ready, _, _ = select.select([sys.stdin.fileno()], [], [], timeout_s)
+        if not ready:
+            return True
+        chunk = os.read(sys.stdin.fileno(), 1 << 16)
+        if not chunk:
+            self.open = False
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        for raw in lines:
+            try:
+                rec = Record.from_json(json.loads(raw))
+            except (ValueError, TypeError):
+                continue
+            self.spans.preflight(rec)
+        return self.open
+
+
 def _follow(log: str, spans: _Spans) -> None:
     """Read the log's records as they are appended and export them in batches; when stdin
     closes (the run ended: the log is whole) read to its end, send the steps' spans, stop.
     Each batch's counts go to stdout, one JSON line, so a parent that has to stop this process
     still knows what was sent."""
-    import select
     ended = False
     pending = b""
+    stdin = _Stdin(spans)
     while not os.path.exists(log):      # the harness opens it after starting this process
-        ready, _, _ = select.select([sys.stdin], [], [], 0.1)
-        if ready and not sys.stdin.buffer.read(1) and not os.path.exists(log):
+        if not stdin.poll(0.1) and not os.path.exists(log):
             print(json.dumps({"exported": 0, "dropped": 0, "why": None}), flush=True)
             return
     with open(log, "rb") as fh:
@@ -403,8 +469,7 @@ def _follow(log: str, spans: _Spans) -> None:
                 continue
             if ended:
                 break
-            ready, _, _ = select.select([sys.stdin], [], [], 0.2)
-            if ready and not sys.stdin.buffer.read(1):
+            if not stdin.poll(0.2):
                 ended = True            # read the rest once more, then stop
     spans.step_spans()
     spans.shutdown()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -160,147 +161,230 @@ def _json(doc: tuple[int, str] | None) -> Any:
 _BUILD = re.compile(r"^b?(\d+)-([0-9a-f]{6,})", re.I)
 
 
+@dataclass
+class _Pages:
+    """The identity pages, parsed (None: not answered, or not JSON)."""
+    props: Any
+    lms_entries: list[dict[str, Any]]
+    kobold: Any
+    info_title: dict[str, Any]
+    version: Any
+    ollama: Any
+    info: Any
+    sgl: Any
+    model: str | None
+
+
+def _copy(src: dict[str, Any], keys: Sequence[str], dst: dict[str, Any]) -> None:
+    """The keys ``src`` has a value (not None) for, into ``dst``."""
+    for k in keys:
+        if src.get(k) is not None:
+            dst[k] = src[k]
+
+
+def _koboldcpp(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    if not (isinstance(p.kobold, dict) and str(p.kobold.get("result", "")).lower() == "koboldcpp"):
+        return False
+    out["kind"] = "koboldcpp"
+    if p.kobold.get("version"):
+        out["version"] = str(p.kobold["version"])
+    return True
+
+
+def _llama_cpp_python(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    if LCP_TITLE not in str(p.info_title.get("title", "")):
+        return False
+    out["kind"] = "llama-cpp-python"
+    if p.info_title.get("version"):
+        out["version"] = str(p.info_title["version"])
+    # one request at a time: the server holds a lock around its one model (no slots)
+    parallel["slots"] = 1
+    return True
+
+
+def _lmstudio(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    if not p.lms_entries:
+        return False
+    out["kind"] = "lmstudio"
+    loaded = [e for e in p.lms_entries if e.get("loaded")]
+    pick = next((e for e in loaded if e.get("chat")), None) or \
+        next((e for e in p.lms_entries if e.get("id") == p.model), None)
+    if pick is not None:
+        out["model"] = pick["id"]
+        _copy(pick, ("quantization", "context_length", "max_context_length"), out)
+    out["models_loaded"] = [e["id"] for e in loaded]
+    return True
+
+
+def _mock(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    props = p.props
+    if not (isinstance(props, dict) and props.get("llmbench_mock")):
+        return False
+    out["kind"] = "mock"
+    if props.get("total_slots"):
+        parallel["slots"] = props["total_slots"]
+    if isinstance(props.get("n_ctx"), int):         # --context: its window
+        out["context_per_slot"] = props["n_ctx"]
+    if isinstance(p.ollama, dict) and p.ollama.get("version"):
+        out["version"] = str(p.ollama["version"])
+    return True
+
+
+def _llama_cpp(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    props = p.props
+    if not (isinstance(props, dict) and ("build_info" in props or "total_slots" in props)):
+        return False
+    out["kind"] = "llama.cpp"
+    build = str(props.get("build_info") or "")
+    m = _BUILD.match(build)
+    if m:
+        out["version"] = f"b{m.group(1)}"
+        out["commit"] = m.group(2)
+    elif build:
+        out["version"] = build[:40]
+    if props.get("total_slots"):
+        parallel["slots"] = props["total_slots"]
+    gen = props.get("default_generation_settings")
+    if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
+        out["context_per_slot"] = gen["n_ctx"]
+    if isinstance(props.get("model_ftype"), str):
+        out["quantization"] = props["model_ftype"]
+    if isinstance(props.get("model_path"), str):
+        out["model_file"] = PurePath(props["model_path"]).name
+    if isinstance(props.get("model_alias"), str):
+        out["model"] = props["model_alias"]
+    return True
+
+
+def _sglang(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    sgl = p.sgl
+    if not (isinstance(sgl, dict) and ("tp_size" in sgl or "max_running_requests" in sgl)):
+        return False
+    out["kind"] = "sglang"
+    if sgl.get("version"):
+        out["version"] = str(sgl["version"])
+    _copy(sgl, ("tp_size", "dp_size", "max_running_requests"), parallel)
+    if sgl.get("quantization"):
+        out["quantization"] = str(sgl["quantization"])
+    if isinstance(sgl.get("model_path"), str):
+        out["model"] = sgl["model_path"]
+    return True
+
+
+def _tgi(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    info = p.info
+    if not (isinstance(info, dict) and "model_id" in info and (
+            "max_concurrent_requests" in info or "docker_label" in info or "sha" in info)):
+        return False
+    out["kind"] = "tgi"
+    if info.get("version"):
+        out["version"] = str(info["version"])
+    out["model"] = str(info["model_id"])
+    if info.get("model_dtype"):
+        out["dtype"] = str(info["model_dtype"])
+    _copy(info, ("max_concurrent_requests", "max_batch_total_tokens", "max_total_tokens"),
+          parallel)
+    return True
+
+
+def _ollama(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    if not (isinstance(p.ollama, dict) and p.ollama.get("version")
+            and not isinstance(p.version, dict)):
+        return False
+    out["kind"] = "ollama"
+    out["version"] = str(p.ollama["version"])
+    return True
+
+
+def _vllm(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
+    if not (isinstance(p.version, dict) and p.version.get("version")):
+        return False
+    out["kind"] = "vllm"
+    out["version"] = str(p.version["version"])
+    return True
+
+
+# which server the pages are, asked in this order (the first that knows it says so)
+_KINDS = (_koboldcpp, _llama_cpp_python, _lmstudio, _mock, _llama_cpp, _sglang, _tgi, _ollama,
+          _vllm)
+
+
+def _from_models(models: Any, model: str | None, out: dict[str, Any]) -> None:
+    """The models list: llama.cpp's meta, vLLM's max_model_len and root."""
+    entries = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(entries, list):
+        return
+    entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == model), None) \
+        or (entries[0] if len(entries) == 1 and isinstance(entries[0], dict) else None)
+    if entry is None:
+        return
+    out.setdefault("model", str(entry.get("id")))
+    meta = entry.get("meta")
+    if isinstance(meta, dict):
+        if isinstance(meta.get("n_params"), (int, float)):
+            out["parameters"] = int(meta["n_params"])
+        if isinstance(meta.get("size"), (int, float)):
+            out["model_bytes"] = int(meta["size"])
+        if isinstance(meta.get("ftype"), str):
+            out.setdefault("quantization", meta["ftype"])
+    if isinstance(entry.get("max_model_len"), int):
+        out["max_model_len"] = entry["max_model_len"]
+    if out.get("kind") is None and entry.get("owned_by") == "vllm":
+        out["kind"] = "vllm"
+
+
+def _from_tags(tags: Any, model: str | None, out: dict[str, Any]) -> None:
+    """Ollama's model list: the details of the model asked for."""
+    items = tags.get("models") if isinstance(tags, dict) else None
+    if not (isinstance(items, list) and out.get("kind") in ("ollama", "mock", None)):
+        return
+    entry = next((e for e in items if isinstance(e, dict)
+                  and model and model in (e.get("name"), e.get("model"))), None)
+    details = entry.get("details") if isinstance(entry, dict) else None
+    if not isinstance(details, dict):
+        return
+    out.setdefault("model", model)
+    for key, to in (("quantization_level", "quantization"),
+                    ("parameter_size", "parameter_size"), ("family", "family")):
+        if details.get(key):
+            out[to] = str(details[key])
+
+
+def _from_ps(ps: Any, out: dict[str, Any]) -> None:
+    """Ollama's loaded models (/api/ps) and the context each was loaded with."""
+    running = ps.get("models") if isinstance(ps, dict) else None
+    if not (isinstance(running, list) and out.get("kind") in ("ollama", "mock")):
+        return
+    names = [str(e.get("name") or e.get("model")) for e in running
+             if isinstance(e, dict) and (e.get("name") or e.get("model"))]
+    out["models_loaded"] = names
+    ctx = next((e.get("context_length") for e in running if isinstance(e, dict)
+                and (e.get("name") == out.get("model") or len(running) == 1)), None)
+    if isinstance(ctx, int):
+        out["context_length"] = ctx
+
+
 def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
               models_path: str = "/v1/models") -> dict[str, Any]:
     """The identity the pages give: kind, version, model, quantisation, slots, context."""
-    props = _json(docs.get("/props"))
     schema = _json(docs.get("/openapi.json"))
-    lms = _json(docs.get("/api/v0/models"))
-    lms1 = _json(docs.get("/api/v1/models"))
-    kobold = _json(docs.get("/api/extra/version"))
     info_title = (schema.get("info") or {}) if isinstance(schema, dict) else {}
-    if not isinstance(info_title, dict):
-        info_title = {}
-    version = _json(docs.get("/version"))
-    ollama = _json(docs.get("/api/version"))
-    info = _json(docs.get("/info"))
-    sgl = _json(docs.get("/get_server_info"))
-    models = _json(docs.get(models_path))
-    tags = _json(docs.get("/api/tags"))
+    pages = _Pages(
+        props=_json(docs.get("/props")),
+        lms_entries=_lmstudio_entries(_json(docs.get("/api/v0/models")),
+                                      _json(docs.get("/api/v1/models"))),
+        kobold=_json(docs.get("/api/extra/version")),
+        info_title=info_title if isinstance(info_title, dict) else {},
+        version=_json(docs.get("/version")), ollama=_json(docs.get("/api/version")),
+        info=_json(docs.get("/info")), sgl=_json(docs.get("/get_server_info")), model=model)
     out: dict[str, Any] = {}
     parallel: dict[str, Any] = {}
-    lms_entries = _lmstudio_entries(lms, lms1)
-    if isinstance(kobold, dict) and str(kobold.get("result", "")).lower() == "koboldcpp":
-        out["kind"] = "koboldcpp"
-        if kobold.get("version"):
-            out["version"] = str(kobold["version"])
-    elif LCP_TITLE in str(info_title.get("title", "")):
-        out["kind"] = "llama-cpp-python"
-        if info_title.get("version"):
-            out["version"] = str(info_title["version"])
-        # one request at a time: the server holds a lock around its one model (no slots)
-        parallel["slots"] = 1
-    elif lms_entries:
-        out["kind"] = "lmstudio"
-        loaded = [e for e in lms_entries if e.get("loaded")]
-        pick = next((e for e in loaded if e.get("chat")), None) or \
-            next((e for e in lms_entries if e.get("id") == model), None)
-        if pick is not None:
-            out["model"] = pick["id"]
-            for k in ("quantization", "context_length", "max_context_length"):
-                if pick.get(k) is not None:
-                    out[k] = pick[k]
-        out["models_loaded"] = [e["id"] for e in loaded]
-    elif isinstance(props, dict) and props.get("llmbench_mock"):
-        out["kind"] = "mock"
-        if props.get("total_slots"):
-            parallel["slots"] = props["total_slots"]
-        if isinstance(props.get("n_ctx"), int):         # --context: its window
-            out["context_per_slot"] = props["n_ctx"]
-        if isinstance(ollama, dict) and ollama.get("version"):
-            out["version"] = str(ollama["version"])
-    elif isinstance(props, dict) and ("build_info" in props or "total_slots" in props):
-        out["kind"] = "llama.cpp"
-        build = str(props.get("build_info") or "")
-        m = _BUILD.match(build)
-        if m:
-            out["version"] = f"b{m.group(1)}"
-            out["commit"] = m.group(2)
-        elif build:
-            out["version"] = build[:40]
-        if props.get("total_slots"):
-            parallel["slots"] = props["total_slots"]
-        gen = props.get("default_generation_settings")
-        if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
-            out["context_per_slot"] = gen["n_ctx"]
-        if isinstance(props.get("model_ftype"), str):
-            out["quantization"] = props["model_ftype"]
-        if isinstance(props.get("model_path"), str):
-            out["model_file"] = PurePath(props["model_path"]).name
-        if isinstance(props.get("model_alias"), str):
-            out["model"] = props["model_alias"]
-    elif isinstance(sgl, dict) and ("tp_size" in sgl or "max_running_requests" in sgl):
-        out["kind"] = "sglang"
-        if sgl.get("version"):
-            out["version"] = str(sgl["version"])
-        for k in ("tp_size", "dp_size", "max_running_requests"):
-            if sgl.get(k) is not None:
-                parallel[k] = sgl[k]
-        if sgl.get("quantization"):
-            out["quantization"] = str(sgl["quantization"])
-        if isinstance(sgl.get("model_path"), str):
-            out["model"] = sgl["model_path"]
-    elif isinstance(info, dict) and "model_id" in info and (
-            "max_concurrent_requests" in info or "docker_label" in info or "sha" in info):
-        out["kind"] = "tgi"
-        if info.get("version"):
-            out["version"] = str(info["version"])
-        out["model"] = str(info["model_id"])
-        if info.get("model_dtype"):
-            out["dtype"] = str(info["model_dtype"])
-        for k in ("max_concurrent_requests", "max_batch_total_tokens", "max_total_tokens"):
-            if info.get(k) is not None:
-                parallel[k] = info[k]
-    elif isinstance(ollama, dict) and ollama.get("version") and not isinstance(version, dict):
-        out["kind"] = "ollama"
-        out["version"] = str(ollama["version"])
-    elif isinstance(version, dict) and version.get("version"):
-        out["kind"] = "vllm"
-        out["version"] = str(version["version"])
-    # the models list: llama.cpp's meta, vLLM's max_model_len and root
-    entries = models.get("data") if isinstance(models, dict) else None
-    if isinstance(entries, list):
-        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == model), None) \
-            or (entries[0] if len(entries) == 1 and isinstance(entries[0], dict) else None)
-        if entry is not None:
-            out.setdefault("model", str(entry.get("id")))
-            meta = entry.get("meta")
-            if isinstance(meta, dict):
-                if isinstance(meta.get("n_params"), (int, float)):
-                    out["parameters"] = int(meta["n_params"])
-                if isinstance(meta.get("size"), (int, float)):
-                    out["model_bytes"] = int(meta["size"])
-                if isinstance(meta.get("ftype"), str):
-                    out.setdefault("quantization", meta["ftype"])
-            if isinstance(entry.get("max_model_len"), int):
-                out["max_model_len"] = entry["max_model_len"]
-            if out.get("kind") is None and entry.get("owned_by") == "vllm":
-                out["kind"] = "vllm"
-    # Ollama's model list: the details of the model asked for
-    items = tags.get("models") if isinstance(tags, dict) else None
-    if isinstance(items, list) and out.get("kind") in ("ollama", "mock", None):
-        entry = next((e for e in items if isinstance(e, dict)
-                      and model and model in (e.get("name"), e.get("model"))), None)
-        details = entry.get("details") if isinstance(entry, dict) else None
-        if isinstance(details, dict):
-            out.setdefault("model", model)
-            if details.get("quantization_level"):
-                out["quantization"] = str(details["quantization_level"])
-            if details.get("parameter_size"):
-                out["parameter_size"] = str(details["parameter_size"])
-            if details.get("family"):
-                out["family"] = str(details["family"])
-    # Ollama's loaded models (/api/ps) and the context each was loaded with
-    ps = _json(docs.get("/api/ps"))
-    running = ps.get("models") if isinstance(ps, dict) else None
-    if isinstance(running, list) and out.get("kind") in ("ollama", "mock"):
-        names = [str(e.get("name") or e.get("model")) for e in running
-                 if isinstance(e, dict) and (e.get("name") or e.get("model"))]
-        out["models_loaded"] = names
-        ctx = next((e.get("context_length") for e in running if isinstance(e, dict)
-                    and (e.get("name") == out.get("model") or len(running) == 1)), None)
-        if isinstance(ctx, int):
-            out["context_length"] = ctx
+    for kind in _KINDS:
+        if kind(pages, out, parallel):
+            break
+    _from_models(_json(docs.get(models_path)), model, out)
+    _from_tags(_json(docs.get("/api/tags")), model, out)
+    _from_ps(_json(docs.get("/api/ps")), out)
     if parallel:
         out["parallel"] = parallel
     return out

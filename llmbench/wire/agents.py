@@ -190,6 +190,21 @@ def validates(value: Any, schema: Any, depth: int = 0) -> bool:
     """Whether ``value`` satisfies ``schema`` (the keywords listed in the module docstring)."""
     if not isinstance(schema, dict) or depth > 32:
         return True
+    if not _any_value_ok(value, schema, depth):
+        return False
+    if isinstance(value, dict):
+        return _object_ok(value, schema, depth)
+    if isinstance(value, list):
+        return _array_ok(value, schema, depth)
+    if isinstance(value, str):
+        return _within(len(value), schema, "minLength", "maxLength")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _number_ok(value, schema)
+    return True
+
+
+def _any_value_ok(value: Any, schema: dict[str, Any], depth: int) -> bool:
+    """const, enum, type and the combinators, which apply to a value of any type."""
     if "const" in schema and value != schema["const"]:
         return False
     if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
@@ -199,51 +214,56 @@ def validates(value: Any, schema: Any, depth: int = 0) -> bool:
         kinds = kind if isinstance(kind, list) else [kind]
         if not any(_is(value, k) for k in kinds):
             return False
-    for key in ("allOf",):
-        if isinstance(schema.get(key), list) and not all(validates(value, s, depth + 1) for s in schema[key]):
-            return False
+    if isinstance(schema.get("allOf"), list) and \
+            not all(validates(value, s, depth + 1) for s in schema["allOf"]):
+        return False
     for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list) and not any(validates(value, s, depth + 1) for s in schema[key]):
-            return False
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for req in schema.get("required") or ():
-            if req not in value:
-                return False
-        for k, v in value.items():
-            if k in props:
-                if not validates(v, props[k], depth + 1):
-                    return False
-            elif schema.get("additionalProperties") is False:
-                return False
-            elif isinstance(schema.get("additionalProperties"), dict) and \
-                    not validates(v, schema["additionalProperties"], depth + 1):
-                return False
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            return False
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return False
-        items = schema.get("items")
-        if isinstance(items, dict) and not all(validates(v, items, depth + 1) for v in value):
-            return False
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            return False
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return False
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return False
-        if "maximum" in schema and value > schema["maximum"]:
-            return False
-        if "exclusiveMinimum" in schema and isinstance(schema["exclusiveMinimum"], (int, float)) \
-                and value <= schema["exclusiveMinimum"]:
-            return False
-        if "exclusiveMaximum" in schema and isinstance(schema["exclusiveMaximum"], (int, float)) \
-                and value >= schema["exclusiveMaximum"]:
+        if isinstance(schema.get(key), list) and \
+                not any(validates(value, s, depth + 1) for s in schema[key]):
             return False
     return True
+
+
+def _object_ok(value: dict[str, Any], schema: dict[str, Any], depth: int) -> bool:
+    props = schema.get("properties") or {}
+    for req in schema.get("required") or ():
+        if req not in value:
+            return False
+    extra = schema.get("additionalProperties")
+    for k, v in value.items():
+        if k in props:
+            if not validates(v, props[k], depth + 1):
+                return False
+        elif extra is False:
+            return False
+        elif isinstance(extra, dict) and not validates(v, extra, depth + 1):
+            return False
+    return True
+
+
+def _array_ok(value: list[Any], schema: dict[str, Any], depth: int) -> bool:
+    if not _within(len(value), schema, "minItems", "maxItems"):
+        return False
+    items = schema.get("items")
+    return not (isinstance(items, dict) and not all(validates(v, items, depth + 1)
+                                                    for v in value))
+
+
+def _within(n: float, schema: dict[str, Any], lo: str, hi: str) -> bool:
+    """``n`` is not under ``schema[lo]`` nor over ``schema[hi]`` (each when given)."""
+    if lo in schema and n < schema[lo]:
+        return False
+    return not (hi in schema and n > schema[hi])
+
+
+def _number_ok(value: float, schema: dict[str, Any]) -> bool:
+    if not _within(value, schema, "minimum", "maximum"):
+        return False
+    low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if "exclusiveMinimum" in schema and isinstance(low, (int, float)) and value <= low:
+        return False
+    return not ("exclusiveMaximum" in schema and isinstance(high, (int, float))
+                and value >= high)
 
 
 def check_reply(text: str, schema: dict[str, Any] | None) -> bool:

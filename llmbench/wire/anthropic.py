@@ -225,46 +225,58 @@ def classify(payload: bytes) -> Event:
                                                    None, piece if isinstance(piece, str) else ""),))
         return Event(OTHER)                     # signature_delta, citations_delta
     if kind == "content_block_start":
-        block = obj.get("content_block")
-        bkind = block.get("type") if isinstance(block, dict) else None
-        if bkind in ("tool_use", "server_tool_use"):
-            # the tool's name (and its input, when a server sends it whole here)
-            index = obj.get("index")
-            given = block.get("input")                           # type: ignore[union-attr]
-            return Event(TOKEN, tool=True, calls=((
-                index if isinstance(index, int) else 0, block.get("id") or None,  # type: ignore[union-attr]
-                block.get("name") or None,                       # type: ignore[union-attr]
-                json.dumps(given) if isinstance(given, dict) and given else ""),))
-        if bkind == "text" and block.get("text"):                # type: ignore[union-attr]
-            if not text_or_none(block["text"]):                  # type: ignore[index]
-                return wrong_type("content_block.text", block["text"], "a string")  # type: ignore[index]
-            return Event(TOKEN, text=block["text"])             # type: ignore[index]
-        if bkind == "redacted_thinking":
-            return Event(TOKEN, reasoning=True)
-        return Event(OTHER)
+        return _block_start(obj)
     if kind == "message_delta":
-        delta = obj.get("delta")
-        stop = delta.get("stop_reason") if isinstance(delta, dict) else None
-        raw = obj.get("usage")
-        # the reply's count; a server that repeats the prompt's counts here (the API does, in
-        # cumulative usage) gives them too
-        u = usage(raw, prompt=isinstance(raw, dict) and "input_tokens" in raw)
-        # a stop reason of another type is dropped (the summary counts them as text)
-        return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop)
-                     if stop.__class__ is str and stop else None)
+        return _message_delta(obj)
     if kind == "message_start":
-        msg = obj.get("message")
-        msg = msg if isinstance(msg, dict) else {}
-        raw = msg.get("usage")
-        u = usage({k: v for k, v in raw.items() if k != "output_tokens"}) \
-            if isinstance(raw, dict) else None
-        rid = msg.get("id")
-        return Event(OTHER, usage=u, ref=rid if isinstance(rid, str) and rid else None)
+        return _message_start(obj)
     if kind == "message_stop":
         return Event(END)
     if kind == "error" or "error" in obj:
         return Event(ERROR, error=error_text(obj) or "error without a message")
     return Event(OTHER)                         # ping, content_block_stop
+
+
+def _block_start(obj: dict[str, Any]) -> Event:
+    block = obj.get("content_block")
+    bkind = block.get("type") if isinstance(block, dict) else None
+    if bkind in ("tool_use", "server_tool_use"):
+        # the tool's name (and its input, when a server sends it whole here)
+        index = obj.get("index")
+        given = block.get("input")                           # type: ignore[union-attr]
+        return Event(TOKEN, tool=True, calls=((
+            index if isinstance(index, int) else 0, block.get("id") or None,  # type: ignore[union-attr]
+            block.get("name") or None,                       # type: ignore[union-attr]
+            json.dumps(given) if isinstance(given, dict) and given else ""),))
+    if bkind == "text" and block.get("text"):                # type: ignore[union-attr]
+        if not text_or_none(block["text"]):                  # type: ignore[index]
+            return wrong_type("content_block.text", block["text"], "a string")  # type: ignore[index]
+        return Event(TOKEN, text=block["text"])             # type: ignore[index]
+    if bkind == "redacted_thinking":
+        return Event(TOKEN, reasoning=True)
+    return Event(OTHER)
+
+
+def _message_delta(obj: dict[str, Any]) -> Event:
+    delta = obj.get("delta")
+    stop = delta.get("stop_reason") if isinstance(delta, dict) else None
+    raw = obj.get("usage")
+    # the reply's count; a server that repeats the prompt's counts here (the API does, in
+    # cumulative usage) gives them too
+    u = usage(raw, prompt=isinstance(raw, dict) and "input_tokens" in raw)
+    # a stop reason of another type is dropped (the summary counts them as text)
+    return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop)
+                 if stop.__class__ is str and stop else None)
+
+
+def _message_start(obj: dict[str, Any]) -> Event:
+    msg = obj.get("message")
+    msg = msg if isinstance(msg, dict) else {}
+    raw = msg.get("usage")
+    u = usage({k: v for k, v in raw.items() if k != "output_tokens"}) \
+        if isinstance(raw, dict) else None
+    rid = msg.get("id")
+    return Event(OTHER, usage=u, ref=rid if isinstance(rid, str) and rid else None)
 
 
 def parse_full(obj: dict[str, Any]) -> Event:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conversations, sharegpt_conversations, sharegpt_single_turn
 from llmbench.workload.images import ImageSpec
@@ -141,34 +142,61 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
                             spec.salt_tokens)
         shared = spec.random_prefix_len / (spec.random_prefix_len + spec.random_input_len)
     else:
-        fmt = _format_of(spec)
-        params.update(format=fmt, limit=spec.limit, turns=spec.turns, multi_turn=spec.multi_turn)
-        if fmt == "sharegpt" and not spec.multi_turn:
-            params["sharegpt_output_len"] = spec.sharegpt_output_len
-            convs, warnings = sharegpt_single_turn(spec.dataset, tok, spec.limit or spec.count,
-                                                   spec.seed, spec.sharegpt_output_len)
-        elif fmt == "sharegpt":
-            # a run uses at most ``count`` conversations (each one request or more), in order:
-            # more are neither drawn nor tokenized (--limit asks for a number itself)
-            convs, warnings = sharegpt_conversations(spec.dataset, tok, spec.limit or spec.count,
-                                                     spec.seed,
-                                                     spec.turns if spec.turns > 1 else None)
-        elif fmt == "jsonl":
-            convs, warnings = jsonl_conversations(spec.dataset, tok, spec.limit or spec.count)
-        elif fmt == "hf":
-            name = spec.dataset[3:] if spec.dataset.startswith("hf:") else spec.dataset
-            params.update(split=spec.hf_split, columns=spec.hf_columns)
-            convs = hf_conversations(name, tok, spec.limit, spec.hf_split, spec.hf_columns)
-        else:
-            raise DatasetError(f"--dataset-format {fmt!r}: choose sharegpt, jsonl or hf")
-        if spec.turns >= 1 and fmt != "sharegpt":
-            convs = [Conversation(c.id, c.turns[: spec.turns] if spec.multi_turn or spec.turns > 1
-                                  else c.turns[:1], c.system) for c in convs]
-        if not spec.multi_turn and spec.turns <= 1:
-            convs = [Conversation(c.id, c.turns[:1], c.system) for c in convs]
-        if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
-            convs = [Conversation(c.id, tuple(replace(t, max_tokens=spec.output_tokens[1])
-                                              for t in c.turns), c.system) for c in convs]
+        convs, warnings = _from_file(spec, tok, params)
+    convs = _batched_and_images(spec, convs, params, warnings)
+    if tok.note:
+        warnings.append(tok.note)
+    missed = tok.missed_note()
+    if missed:
+        warnings.append(missed)
+    info = tok.describe()
+    if tok.server is not None:
+        info["server_calls"] = tok.server.calls
+    return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
+                    warnings=warnings, tokenizer_info=info, warmup=warm, prefix=prefix,
+                    shared_share=shared)
+
+
+def _from_file(spec: WorkloadSpec, tok: Tokenizer, params: dict[str, object]
+               ) -> tuple[list[Conversation], list[str]]:
+    """A dataset file's (or a Hugging Face dataset's) conversations, cut to --turns, with
+    --output-tokens where the file gives no length; its format's settings into ``params``."""
+    warnings: list[str] = []
+    fmt = _format_of(spec)
+    params.update(format=fmt, limit=spec.limit, turns=spec.turns, multi_turn=spec.multi_turn)
+    if fmt == "sharegpt" and not spec.multi_turn:
+        params["sharegpt_output_len"] = spec.sharegpt_output_len
+        convs, warnings = sharegpt_single_turn(spec.dataset, tok, spec.limit or spec.count,
+                                               spec.seed, spec.sharegpt_output_len)
+    elif fmt == "sharegpt":
+        # a run uses at most ``count`` conversations (each one request or more), in order:
+        # more are neither drawn nor tokenized (--limit asks for a number itself)
+        convs, warnings = sharegpt_conversations(spec.dataset, tok, spec.limit or spec.count,
+                                                 spec.seed,
+                                                 spec.turns if spec.turns > 1 else None)
+    elif fmt == "jsonl":
+        convs, warnings = jsonl_conversations(spec.dataset, tok, spec.limit or spec.count)
+    elif fmt == "hf":
+        name = spec.dataset[3:] if spec.dataset.startswith("hf:") else spec.dataset
+        params.update(split=spec.hf_split, columns=spec.hf_columns)
+        convs = hf_conversations(name, tok, spec.limit, spec.hf_split, spec.hf_columns)
+    else:
+        raise DatasetError(f"--dataset-format {fmt!r}: choose sharegpt, jsonl or hf")
+    if spec.turns >= 1 and fmt != "sharegpt":
+        convs = [Conversation(c.id, c.turns[: spec.turns] if spec.multi_turn or spec.turns > 1
+                              else c.turns[:1], c.system) for c in convs]
+    if not spec.multi_turn and spec.turns <= 1:
+        convs = [Conversation(c.id, c.turns[:1], c.system) for c in convs]
+    if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
+        convs = [Conversation(c.id, tuple(replace(t, max_tokens=spec.output_tokens[1])
+                                          for t in c.turns), c.system) for c in convs]
+    return convs, warnings
+
+
+def _batched_and_images(spec: WorkloadSpec, convs: Any, params: dict[str, object],
+                        warnings: list[str]) -> Any:
+    """--batch-size and --images around the conversations (their settings into ``params``,
+    a note into ``warnings``)."""
     if spec.batch_size > 1:
         from llmbench.workload.batch import Batched
         if len(convs) < spec.batch_size:
@@ -189,14 +217,4 @@ def _build(spec: WorkloadSpec, tok: Tokenizer) -> Workload:
             spec.images.describe()
         if pool.note:
             warnings.append(pool.note)
-    if tok.note:
-        warnings.append(tok.note)
-    missed = tok.missed_note()
-    if missed:
-        warnings.append(missed)
-    info = tok.describe()
-    if tok.server is not None:
-        info["server_calls"] = tok.server.calls
-    return Workload(convs, source=spec.dataset, tokenizer=tok.name, seed=spec.seed, params=params,
-                    warnings=warnings, tokenizer_info=info, warmup=warm, prefix=prefix,
-                    shared_share=shared)
+    return convs

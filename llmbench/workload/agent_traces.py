@@ -474,12 +474,20 @@ def read_otel(path: str) -> _Read:
         sid = _field(s, "span_id", "spanId", "id")
         if sid is not None:
             by_id[str(sid)] = (n, s)
+    _no_cycle(path, spans, by_id)
+    for key, items in _llm_calls(path, spans).items():
+        out.sessions[key] = _otel_steps(path, key, items, by_id)
+    return out
 
-    def parent_of(s: dict) -> str | None:
-        p = _field(s, "parent_span_id", "parentSpanId", "parent_id", "parentId")
-        return None if p is None else str(p)
 
-    # a cycle in the parent links: one line, naming a span in it
+def _parent_of(s: dict) -> str | None:
+    p = _field(s, "parent_span_id", "parentSpanId", "parent_id", "parentId")
+    return None if p is None else str(p)
+
+
+def _no_cycle(path: str, spans: list[tuple[int, dict]],
+              by_id: dict[str, tuple[int, dict]]) -> None:
+    """A cycle in the parent links: one line, naming a span in it."""
     for n, s in spans:
         seen, cur = set(), _field(s, "span_id", "spanId", "id")
         while cur is not None:
@@ -489,7 +497,12 @@ def read_otel(path: str) -> _Read:
                                                 "is its own ancestor); fix parent_span_id")
             seen.add(cur)
             got = by_id.get(cur)
-            cur = parent_of(got[1]) if got else None
+            cur = _parent_of(got[1]) if got else None
+
+
+def _llm_calls(path: str, spans: list[tuple[int, dict]]
+               ) -> dict[str, list[tuple[int, dict, dict]]]:
+    """The LLM calls that did not fail, by session (the conversation id, else the trace id)."""
     sessions: dict[str, list[tuple[int, dict, dict]]] = {}
     for n, s in spans:
         a = _attrs(s)
@@ -507,62 +520,69 @@ def read_otel(path: str) -> _Read:
                                 "tokens (gen_ai.usage.input_tokens and output_tokens missing or 0)")
         key = a.get("gen_ai.conversation.id") or _field(s, "trace_id", "traceId") or "trace"
         sessions.setdefault(str(key), []).append((n, s, a))
+    return sessions
 
-    def agent_of(s: dict) -> str:
-        cur = parent_of(s)
-        while cur is not None and cur in by_id:
-            p = by_id[cur][1]
-            if _attrs(p).get("gen_ai.operation.name") == "invoke_agent":
-                return cur
-            cur = parent_of(p)
+
+def _agent_of(s: dict, by_id: dict[str, tuple[int, dict]]) -> str:
+    """The span's nearest invoke_agent ancestor ("main": none)."""
+    cur = _parent_of(s)
+    while cur is not None and cur in by_id:
+        p = by_id[cur][1]
+        if _attrs(p).get("gen_ai.operation.name") == "invoke_agent":
+            return cur
+        cur = _parent_of(p)
+    return "main"
+
+
+def _agent_parent(agent: str, by_id: dict[str, tuple[int, dict]]) -> str:
+    if agent == "main" or agent not in by_id:
         return "main"
+    return _agent_of(by_id[agent][1], by_id)
 
-    def agent_parent(agent: str) -> str:
-        if agent == "main" or agent not in by_id:
-            return "main"
-        return agent_of(by_id[agent][1])
 
-    for key, items in sessions.items():
-        rows = []
-        for n, s, a in items:
-            start = _when(path, n, s, "start_time", "startTimeUnixNano", "startTime",
-                          "timestamp")
-            end = _when(path, n, s, "end_time", "endTimeUnixNano", "endTime")
-            rows.append((start if start is not None else 0.0, end, n, s, a, agent_of(s)))
-        rows.sort(key=lambda r: (r[0], r[2]))
-        agents = list(dict.fromkeys(r[5] for r in rows))
-        root = agents[0]
-        steps: list[_Step] = []
-        last: dict[str, _Step] = {}
-        ends: dict[str, float] = {}
-        for i, (start, end, n, s, a, ag) in enumerate(rows):
-            inp = _usage(path, n, a, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
-            outp = _usage(path, n, a, "gen_ai.usage.output_tokens",
-                          "gen_ai.usage.completion_tokens")
-            name = "main" if ag == root else ag
-            prev = last.get(name)
-            parent = prev.id if prev is not None else None
-            if prev is None and name != "main":
-                # a sub-agent starts after its parent agent's call that ended last before it
-                up = agent_parent(ag)
-                up = "main" if up == root else up
-                cands = [x for x in steps if x.agent == up and (ends.get(x.id) or x.t or 0) <= start]
-                parent = cands[-1].id if cands else (last.get("main").id if last.get("main") else None)
-                if parent is None:
-                    continue
-            gap = None
-            if prev is not None:
-                e = ends.get(prev.id)
-                gap = max(start - e, 0.0) if e is not None else None
-            st = _Step(key, str(i), n, parent, name, max(outp, 1), input=inp, t=start,
-                       dur=(end - start) if end is not None else None, gap=gap,
-                       system=_system_tokens(a) if prev is None else 0, order=i)
-            if end is not None:
-                ends[st.id] = end
-            steps.append(st)
-            last[name] = st
-        out.sessions[key] = steps
-    return out
+def _otel_steps(path: str, key: str, items: list[tuple[int, dict, dict]],
+                by_id: dict[str, tuple[int, dict]]) -> list[_Step]:
+    """One session's calls as steps, in time order: each after its agent's previous call,
+    a sub-agent's first after its parent agent's call that ended last before it."""
+    rows = []
+    for n, s, a in items:
+        start = _when(path, n, s, "start_time", "startTimeUnixNano", "startTime",
+                      "timestamp")
+        end = _when(path, n, s, "end_time", "endTimeUnixNano", "endTime")
+        rows.append((start if start is not None else 0.0, end, n, s, a, _agent_of(s, by_id)))
+    rows.sort(key=lambda r: (r[0], r[2]))
+    agents = list(dict.fromkeys(r[5] for r in rows))
+    root = agents[0]
+    steps: list[_Step] = []
+    last: dict[str, _Step] = {}
+    ends: dict[str, float] = {}
+    for i, (start, end, n, s, a, ag) in enumerate(rows):
+        inp = _usage(path, n, a, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+        outp = _usage(path, n, a, "gen_ai.usage.output_tokens",
+                      "gen_ai.usage.completion_tokens")
+        name = "main" if ag == root else ag
+        prev = last.get(name)
+        parent = prev.id if prev is not None else None
+        if prev is None and name != "main":
+            # a sub-agent starts after its parent agent's call that ended last before it
+            up = _agent_parent(ag, by_id)
+            up = "main" if up == root else up
+            cands = [x for x in steps if x.agent == up and (ends.get(x.id) or x.t or 0) <= start]
+            parent = cands[-1].id if cands else (last.get("main").id if last.get("main") else None)
+            if parent is None:
+                continue
+        gap = None
+        if prev is not None:
+            e = ends.get(prev.id)
+            gap = max(start - e, 0.0) if e is not None else None
+        st = _Step(key, str(i), n, parent, name, max(outp, 1), input=inp, t=start,
+                   dur=(end - start) if end is not None else None, gap=gap,
+                   system=_system_tokens(a) if prev is None else 0, order=i)
+        if end is not None:
+            ends[st.id] = end
+        steps.append(st)
+        last[name] = st
+    return steps
 
 
 def _usage(path: str, n: int, a: dict, key: str, alias: str) -> int:

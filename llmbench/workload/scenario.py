@@ -152,47 +152,62 @@ class Scenario:
             raise self.fail(None, None, f"{len(self.classes)} classes; at most {MAX_CLASSES}")
         seen: set[str] = set()
         for c in self.classes:
-            if not isinstance(c.name, str) or not _NAME.match(c.name):
-                raise self.fail(c.name if isinstance(c.name, str) else None, None,
-                                f"class name {c.name!r}: a letter, then letters, digits, "
-                                "'_', '-' or '.' (at most 40)")
-            if c.name in seen:
-                raise self.fail(c.name, None, f"class {c.name!r} is given twice")
-            seen.add(c.name)
-            given = [k for k in LOAD_KEYS if getattr(c, k) is not None]
-            if len(given) != 1:
-                raise self.fail(c.name, given[1] if len(given) > 1 else None,
-                                f"class {c.name!r} needs exactly one of share, users or rate"
-                                + (f" (it has {' and '.join(given)})" if given else ""))
-            if c.share is not None and not (isinstance(c.share, (int, float))
-                                            and math.isfinite(c.share) and 0 < c.share <= 1):
-                raise self.fail(c.name, "share", f"class {c.name!r}: share {c.share!r} must be "
-                                "above 0 and at most 1 (or 100%)")
-            if c.users is not None and not (isinstance(c.users, int)
-                                            and not isinstance(c.users, bool)
-                                            and 1 <= c.users <= MAX_USERS):
-                raise self.fail(c.name, "users", f"class {c.name!r}: users {c.users!r} must "
-                                f"be a whole number from 1 to {MAX_USERS:,}")
-            if c.rate is not None and not (isinstance(c.rate, (int, float))
-                                           and not isinstance(c.rate, bool)
-                                           and math.isfinite(c.rate) and c.rate > 0):
-                raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
-                                "requests per second above 0")
-            if c.min_users is not None:
-                if c.share is None:
-                    raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users goes "
-                                    "with a share (a class with its own users or rate has "
-                                    "them at every step)")
-                if not (isinstance(c.min_users, int) and not isinstance(c.min_users, bool)
-                        and 0 <= c.min_users <= MAX_USERS):
-                    raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users "
-                                    f"{c.min_users!r} must be a whole number from 0 to "
-                                    f"{MAX_USERS:,}")
-            if c.thresholds is not None and (
-                    not isinstance(c.thresholds, list)
-                    or not all(isinstance(t, str) for t in c.thresholds)):
-                raise self.fail(c.name, "thresholds", f"class {c.name!r}: thresholds must be "
-                                "a list of texts such as \"ttft.p95<=2s\"")
+            self._check_name(c, seen)
+            self._check_load(c)
+            self._check_extras(c)
+        self._check_shares()
+
+    def _check_name(self, c: TrafficClass, seen: set[str]) -> None:
+        if not isinstance(c.name, str) or not _NAME.match(c.name):
+            raise self.fail(c.name if isinstance(c.name, str) else None, None,
+                            f"class name {c.name!r}: a letter, then letters, digits, "
+                            "'_', '-' or '.' (at most 40)")
+        if c.name in seen:
+            raise self.fail(c.name, None, f"class {c.name!r} is given twice")
+        seen.add(c.name)
+
+    def _check_load(self, c: TrafficClass) -> None:
+        """Exactly one of share, users or rate, of its type and range."""
+        given = [k for k in LOAD_KEYS if getattr(c, k) is not None]
+        if len(given) != 1:
+            raise self.fail(c.name, given[1] if len(given) > 1 else None,
+                            f"class {c.name!r} needs exactly one of share, users or rate"
+                            + (f" (it has {' and '.join(given)})" if given else ""))
+        if c.share is not None and not (isinstance(c.share, (int, float))
+                                        and math.isfinite(c.share) and 0 < c.share <= 1):
+            raise self.fail(c.name, "share", f"class {c.name!r}: share {c.share!r} must be "
+                            "above 0 and at most 1 (or 100%)")
+        if c.users is not None and not (isinstance(c.users, int)
+                                        and not isinstance(c.users, bool)
+                                        and 1 <= c.users <= MAX_USERS):
+            raise self.fail(c.name, "users", f"class {c.name!r}: users {c.users!r} must "
+                            f"be a whole number from 1 to {MAX_USERS:,}")
+        if c.rate is not None and not (isinstance(c.rate, (int, float))
+                                       and not isinstance(c.rate, bool)
+                                       and math.isfinite(c.rate) and c.rate > 0):
+            raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
+                            "requests per second above 0")
+
+    def _check_extras(self, c: TrafficClass) -> None:
+        """min_users (with a share only) and thresholds."""
+        if c.min_users is not None:
+            if c.share is None:
+                raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users goes "
+                                "with a share (a class with its own users or rate has "
+                                "them at every step)")
+            if not (isinstance(c.min_users, int) and not isinstance(c.min_users, bool)
+                    and 0 <= c.min_users <= MAX_USERS):
+                raise self.fail(c.name, "min_users", f"class {c.name!r}: min_users "
+                                f"{c.min_users!r} must be a whole number from 0 to "
+                                f"{MAX_USERS:,}")
+        if c.thresholds is not None and (
+                not isinstance(c.thresholds, list)
+                or not all(isinstance(t, str) for t in c.thresholds)):
+            raise self.fail(c.name, "thresholds", f"class {c.name!r}: thresholds must be "
+                            "a list of texts such as \"ttft.p95<=2s\"")
+
+    def _check_shares(self) -> None:
+        """The shares add up to 1."""
         shared = [c for c in self.classes if c.share is not None]
         total = sum(c.share or 0.0 for c in shared)
         if shared and abs(total - 1.0) > SHARE_TOLERANCE:
@@ -260,20 +275,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     if not isinstance(defaults, Mapping):
         raise UsageError(f"{source}:{lines.top('defaults') or 1}: defaults must be a table of "
                          "options")
-    raw = doc.get("classes", doc.get("class"))
-    items: list[tuple[str, Any]] = []
-    if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
-    elif isinstance(raw, list):
-        for i, v in enumerate(raw):
-            name = v.get("name") if isinstance(v, Mapping) else None
-            if not isinstance(name, str):
-                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
-                                 "has no name (name = \"chat\")")
-            items.append((name, {k: x for k, x in v.items() if k != "name"}))
-    else:
-        raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
-                         "(or users, or rate) each")
+    items = _class_items(doc.get("classes", doc.get("class")), source, lines)
     out: list[TrafficClass] = []
     where: dict[tuple[str, str | None], int] = {}
     for name, body in items:
@@ -315,6 +317,24 @@ def from_document(doc: Any, source: str, text: str, kind: str,
                                  "(llmbench ramp --help)")
         out.append(tc)
     return Scenario(out, source=source, lines=where)
+
+
+def _class_items(raw: Any, source: str, lines: "_Lines") -> list[tuple[str, Any]]:
+    """The classes as (name, body): a table of tables, or a list of tables with a name each."""
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):
+        items = [(str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, v in enumerate(raw):
+            name = v.get("name") if isinstance(v, Mapping) else None
+            if not isinstance(name, str):
+                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
+                                 "has no name (name = \"chat\")")
+            items.append((name, {k: x for k, x in v.items() if k != "name"}))
+    else:
+        raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
+                         "(or users, or rate) each")
+    return items
 
 
 class _Lines:

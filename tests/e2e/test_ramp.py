@@ -25,8 +25,13 @@ BUSY_OK = ["--generator-lag-limit", "2000ms"]
 
 def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_path):
     # S = 50 ms + 19 x 10 ms = 240 ms; with think 0, N users wait (N-1) x S for the slot:
-    # TTFT ~ 50, 290, 530, 770 ms for 1..4 users -> 3 hold under 740 ms, 4 do not (a busy
-    # machine's late timers only raise the 4-user p95, so 740 ms leaves it no way to pass).
+    # TTFT ~ 50, 290, 530, 770 ms for 1..4 users -> 3 hold a median under 650 ms, 4 do not.
+    # The limit is half way (120 ms, 18%, either side) and on the median: it moves with the
+    # pace measured before the ramp (below), which may read a few % off the one the ramp's
+    # gaps then show (two busy loops: 1.12 against 1.03, and a p95 limit of 740 ms x 1.12 let
+    # 4 users hold at ~790 ms), and a busy machine's stalls land in the p95 of a 3 s hold
+    # (3 users' p95 over 770 ms at a pace of 1.2), not in its median. A ramp whose steps'
+    # pace strays more than 15% from the limit's runs again (three tries).
     # It must not depend on an idle machine: another process compiling once made the generator
     # lag and the verdict "load generator" (exit 4). A lag limit no event loop can meet makes
     # every step "busy" on purpose; a limit broken by far more than the lag still stands.
@@ -39,7 +44,7 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
     for attempt in range(3):
         out = tmp_path / str(attempt)
         r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users",
-                     "1,2,3,4,5,6", "--threshold", f"ttft.p95<={740 * k:.0f}ms",
+                     "1,2,3,4,5,6", "--threshold", f"ttft.p50<={650 * k:.0f}ms",
                      "--expect-users", "5", *FAST, "--generator-lag-limit", "0.001ms",
                      "--out", str(out), timeout=180)
         run = json.loads((only_run(out) / "run.json").read_text())
@@ -47,17 +52,20 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
         # each step's pace: its gaps' median against the mock's 10 ms
         paces = [max(1.0, st["summary"]["median_itl_ms"] / 10.0) for st in steps
                  if st["summary"].get("median_itl_ms")]
-        if steady_pace(paces, k):
+        if steady_pace(paces, k, within=1.15):
             break
         k = sorted(paces)[len(paces) // 2]
     assert r.returncode == 1, (k, r.stdout + r.stderr)     # fewer held than expected
-    assert [s["held"] for s in steps] == [True, True, True, False], (k, paces)
-    assert "Held 3 users. At 4 users, TTFT p95 was" in r.stdout
+    assert [s["held"] for s in steps] == [True, True, True, False], (k, paces, r.stdout)
+    assert "Held 3 users. At 4 users, TTFT p50 was" in r.stdout
     v = run["verdict"]
     assert v["kind"] == "queuing" and v["slots_estimate"] == 1
     assert 0.8 <= v["served_at_once"]["in_service"] <= 1.2
     assert "one person at a time" in r.stdout and "OLLAMA_NUM_PARALLEL" in r.stdout
-    assert "the result stands" in r.stdout
+    # the lag limit no loop meets makes every step "busy" on purpose: a break far past the lag
+    # stands; when other processes really did stall llmbench (213 ms at step 4 with two busy
+    # loops) it says the machine was busy instead, the honest answer there
+    assert "the result stands" in r.stdout or said_busy(r.stdout), r.stdout
     # gaps flat while TTFT climbs
     itl = [s["summary"]["median_itl_ms"] for s in steps]
     assert max(itl) <= 1.3 * min(itl)       # flat (a busy machine adds a few ms to each)

@@ -113,6 +113,12 @@ class OtlpSink:
         self.stop()
 
     def requests(self) -> list[dict[str, Any]]:
-        """The request spans (not the steps')."""
+        """The load's request spans (not the steps', nor the preflight's)."""
         with self._lock:
-            return [s for s in self.spans if "llmbench.request_id" in s["attributes"]]
+            return [s for s in self.spans if "llmbench.request_id" in s["attributes"]
+                    and not s["attributes"].get("llmbench.preflight")]
+
+    def preflights(self) -> list[dict[str, Any]]:
+        """The preflight's spans (the one-token request before the load)."""
+        with self._lock:
+            return [s for s in self.spans if s["attributes"].get("llmbench.preflight")]

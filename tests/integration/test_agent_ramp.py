@@ -63,9 +63,51 @@ def agent_ramp(mock_factory, tmp_path, users: str, kv_tokens: int, parallel: int
     return doc, held
 
 
+def lone_session_s(mock_factory, out, kv_tokens: int, parallel: int = 16,
+                   itl_ms: float = 1) -> float:
+    """A lone agent's session median (s), here and now, on the mock settings a ramp will use:
+    the mock and llmbench share this process and the machine, so on a busy machine a session
+    takes longer than paper's and the gate has to move with it."""
+    m = mock_factory(ttft_ms=5, itl_ms=itl_ms, parallel=parallel, prefill_ms_per_token=0.5,
+                     kv_tokens=kv_tokens)
+    solo = llmbench.run(url=m.url + "/v1", model="mock", concurrency=1, requests=12, out=out,
+                        **AGENT)
+    return Sessions.from_dict(run_json(solo)["sessions"]).duration.median / 1000.0
+
+
+def cache_ramp(mock_factory, tmp_path, users: str, kv_tokens: int):
+    """A ramp whose gate is set from a lone session measured first (``lone_session_s``): on
+    paper a warm session takes ~0.8 s and one whose context was evicted ~2.5 s, ~1.7 s of
+    re-prefill more (the mock's sleeps: at least that on a busy machine). The gate, 1.4 s on a
+    quiet machine, is 1.75x the warm session measured, so a slower machine (whose CPU-bound
+    work, the mock's and llmbench's in this process, slows with more agents) moves it up with
+    the sessions, and at most the warm session + 1.2 s, so an evicted one still breaks it.
+    The ramp's first step (below the budget: warm sessions) measures the pace again: when it
+    differs from the gate's (1.5x), or the busy machine made a step untrustworthy
+    (llmbench's own finding), the ramp runs again at the pace it measured (three tries).
+    Returns (run.json, agents held, the gate in s)."""
+    warm_s = lone_session_s(mock_factory, tmp_path / "solo", kv_tokens)
+    for attempt in range(3):
+        gate_s = max(1.4, min(1.75 * warm_s, warm_s + 1.2))
+        doc, held = agent_ramp(mock_factory, tmp_path / str(attempt), users,
+                               kv_tokens=kv_tokens, gate=[f"session.p50<={gate_s:.2f}s"])
+        first = (doc["steps"][0].get("sessions") or {}).get("duration") or {}
+        lone_s = (first.get("median") or 0.0) / 1000.0
+        if warm_s / 1.5 <= lone_s <= warm_s * 1.5 and doc["verdict"]["kind"] not in (
+                "not_enough_data", "load_generator"):
+            break
+        warm_s = lone_s or warm_s
+    return doc, held, gate_s
+
+
 def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_factory, tmp_path):
-    doc, held = agent_ramp(mock_factory, tmp_path, "1,2,3,4", kv_tokens=2 * SESSION + 150)
+    doc, held, gate_s = cache_ramp(mock_factory, tmp_path, "1,2,3,4", kv_tokens=2 * SESSION + 150)
     v = doc["verdict"]
+    if v["kind"] == "load_generator":
+        # three tries on a machine busy enough that llmbench said so itself each time: that
+        # finding is the honest answer (issue 49), and it must not be dressed as the cache
+        assert v.get("generator_cause") in ("machine", "llmbench") and "cache" not in v, v
+        return
     assert 1 <= held <= 3, v["result"]
     assert v["kind"] == "cache_bound", v
     assert v["result"].startswith(f"Held {held:g} agents.")
@@ -83,7 +125,7 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
     assert "re-prefills about" in said and "--kv-tokens" in " ".join(v["advice"])
     # each step judged its own sessions (those that started in its hold)
     first = doc["steps"][0]["sessions"]
-    assert first["completed"] >= 1 and first["duration"]["median"] < 1400
+    assert first["completed"] >= 1 and first["duration"]["median"] < gate_s * 1000
     # the ramp's table shows each step's sessions beside its calls' TTFT, in 80 columns with
     # the longest state ("not enough data"; a busy machine's note may run past, as chat's)
     rows = [console.agent_ramp_header()] + [console.agent_ramp_row(s) for s in doc["steps"]]
@@ -95,7 +137,10 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
 
 
 def test_twice_the_budget_holds_about_twice_the_agents(mock_factory, tmp_path):
-    doc, held = agent_ramp(mock_factory, tmp_path, "4,5,6", kv_tokens=4 * SESSION + 100)
+    doc, held, _ = cache_ramp(mock_factory, tmp_path, "4,5,6", kv_tokens=4 * SESSION + 100)
+    if doc["verdict"]["kind"] == "load_generator":         # as in the test above
+        assert "cache" not in doc["verdict"], doc["verdict"]
+        return
     assert 3 <= held <= 5, doc["verdict"]["result"]
     if held < 6:
         assert doc["verdict"]["kind"] == "cache_bound", doc["verdict"]
@@ -114,11 +159,7 @@ def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_factory, tmp_p
     # the first step). The ramp's first step measures a lone session again: when the machine
     # changed pace between the two (1.5x), or the lone agent broke it, the gate was not this
     # ramp's and it runs again with the lone session the ramp measured
-    lone = mock_factory(ttft_ms=5, itl_ms=5, parallel=1, prefill_ms_per_token=0.5,
-                        kv_tokens=1_000_000)
-    solo = llmbench.run(url=lone.url + "/v1", model="mock", concurrency=1, requests=12,
-                        out=tmp_path / "solo", **AGENT)
-    warm_s = Sessions.from_dict(run_json(solo)["sessions"]).duration.median / 1000.0
+    warm_s = lone_session_s(mock_factory, tmp_path / "solo", 1_000_000, parallel=1, itl_ms=5)
     for attempt in range(4):
         gate_s = max(1.4, 1.33 * warm_s)
         doc, held = agent_ramp(mock_factory, tmp_path / str(attempt), "1,2,3",

@@ -59,6 +59,10 @@ def test_each_request_is_a_span_whose_context_the_server_received(tmp_path):
         assert s["kind"] == 3                               # SPAN_KIND_CLIENT
         assert {"send", "wait", "first_token", "decode"} <= set(s["events"])
         assert s["end_ns"] >= s["start_ns"]
+    # and the preflight's span (no record: not a measurement), whose context it sent too
+    pre = sink.preflights()
+    sent = [tp for rid, tp in received.items() if rid not in {r.request_id for r in recs}]
+    assert len(pre) == 1 and sent == [f"00-{pre[0]['trace_id']}-{pre[0]['span_id']}-01"]
 
 
 def test_no_traceparent_sends_no_header_but_keeps_the_spans(tmp_path):

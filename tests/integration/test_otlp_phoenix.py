@@ -45,8 +45,10 @@ def test_phoenix_stores_a_span_per_request_whose_context_the_server_received(pho
     assert _otlp_lines(p.stderr) == [f"OTLP: 9 request spans sent to {phoenix.url}/v1/traces"]
     recs = load_records(only_run(tmp_path / "out") / "requests.jsonl")
     assert len(recs) == 9 and all(r.trace_id for r in recs)
-    stored = phoenix.wait_for_spans(len(recs))
-    requests = [s for s in stored if "llmbench.request_id" in s["attributes"]]
+    # the records' spans and the preflight's
+    stored = phoenix.wait_for_spans(len(recs) + 1)
+    requests = [s for s in stored if "llmbench.request_id" in s["attributes"]
+                and not s["attributes"].get("llmbench.preflight")]
     by_trace = {s["context"]["trace_id"]: s for s in requests}
     assert len(requests) == len(by_trace) == len(recs), [s["name"] for s in stored]
     received = {}
@@ -67,6 +69,18 @@ def test_phoenix_stores_a_span_per_request_whose_context_the_server_received(pho
         assert abs(a["llmbench.ttft_ms"] - r.ttft * 1000.0) < 1e-3     # to the µs on disk
         assert a["llmbench.outcome"] == "ok" and a["llmbench.user"] == r.user
         assert {"send", "wait", "first_token", "decode"} <= {e["name"] for e in s["events"]}
+    # the preflight, the one-token request before the load, is no measurement (no record) but
+    # sent a traceparent too: its span is stored, marked, with the context the mock received
+    ours = {r.request_id for r in recs}
+    sent = [tp for rid, tp in received.items() if rid not in ours]
+    marked = [s for s in stored if s["attributes"].get("llmbench.preflight")]
+    assert len(sent) == 1 and len(marked) == 1, (sent, [s["attributes"] for s in marked])
+    pre = marked[0]
+    assert sent[0] == f"00-{pre['context']['trace_id']}-{pre['context']['span_id']}-01"
+    assert pre["context"]["trace_id"] not in by_trace       # a trace of its own
+    a = pre["attributes"]
+    assert a["llmbench.outcome"] == "ok" and a["gen_ai.request.max_tokens"] == 1
+    assert a["gen_ai.request.model"] == "mock" and "llmbench.step" not in a
 
 
 def test_phoenix_stopped_mid_run_loses_spans_not_measurements(phoenix, mock_factory, tmp_path):
@@ -77,7 +91,9 @@ def test_phoenix_stopped_mid_run_loses_spans_not_measurements(phoenix, mock_fact
         deadline = time.monotonic() + 60
         while not seen and time.monotonic() < deadline:
             try:
-                seen.extend(phoenix.spans())
+                # the load's request spans (the preflight's comes first, before any load)
+                seen.extend(s for s in phoenix.spans()
+                            if not s["attributes"].get("llmbench.preflight"))
             except OSError:
                 pass
             time.sleep(0.1)
