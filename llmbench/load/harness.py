@@ -551,9 +551,7 @@ class Harness:
         for attempt in range(1, attempts + 1):
             rec = await self._preflight_request(client, spec.preflight_extra)
             clean(rec, spec.target.secrets())
-            for o in self.observers:    # --otlp: it sent a traceparent too, so it has a span
-                if isinstance(o, Preflighted):
-                    o.preflight(rec)
+            self._tell_preflight(rec)
             if rec.ok or (rec.error_kind == "no_token" and not spec.strict):
                 break
             if rec.error_kind in ("connect", "timeout_connect"):
@@ -607,15 +605,7 @@ class Harness:
                                      f"({rec.error_kind}: {(rec.error or '')[:80]!r}); check "
                                      f"{spec.flag} and --api", EXIT_REFUSED)
             if rec.error_kind in ("timeout_first_token", "timeout_total", "timeout_idle"):
-                limit = {"timeout_first_token": ("first token", self.timeouts.first_token_s,
-                                                 "--timeout-first-token"),
-                         "timeout_total": ("whole reply", self.timeouts.total_s, "--timeout-total"),
-                         "timeout_idle": ("next event", self.timeouts.idle_s, "--timeout-idle"),
-                         }[rec.error_kind]
-                raise PreflightError(
-                    f"the first request to {url} got no {limit[0]} within {limit[1]:g} s "
-                    f"({limit[2]}): the server is stalled or still loading; nothing was sent "
-                    "after it (--wait-ready waits for a server that is starting)", EXIT_UNREACHABLE)
+                raise self._timed_out(rec.error_kind, url)
             if spec.strict:
                 raise PreflightError(f"{who}failed its first request: {rec.error_kind}: "
                                      f"{rec.error}", EXIT_REFUSED)
@@ -628,6 +618,24 @@ class Harness:
         if rec.error_kind == "no_token" and rec.status == 200:
             print(f"warning: the preflight request to {url} returned no token; going on",
                   file=sys.stderr)
+
+    def _tell_preflight(self, rec: Record) -> None:
+        """--otlp: the preflight sent a traceparent too, so it has a span."""
+        for o in self.observers:
+            if isinstance(o, Preflighted):
+                o.preflight(rec)
+
+    def _timed_out(self, kind: str, url: str) -> PreflightError:
+        """The preflight's one line for a request that timed out (``kind``: its error kind)."""
+        what, limit_s, flag = {
+            "timeout_first_token": ("first token", self.timeouts.first_token_s,
+                                    "--timeout-first-token"),
+            "timeout_total": ("whole reply", self.timeouts.total_s, "--timeout-total"),
+            "timeout_idle": ("next event", self.timeouts.idle_s, "--timeout-idle")}[kind]
+        return PreflightError(
+            f"the first request to {url} got no {what} within {limit_s:g} s "
+            f"({flag}): the server is stalled or still loading; nothing was sent "
+            "after it (--wait-ready waits for a server that is starting)", EXIT_UNREACHABLE)
 
     async def _preflight_request(self, client: Client,
                                  extra: dict[str, Any] | None = None) -> Record:

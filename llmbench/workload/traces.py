@@ -566,23 +566,29 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
                                tuple(d for d, _, _ in turns),
                                tuple(gaps[key]) if any(g is not None for g in gaps[key])
                                else (), tuple(rec) if whole else ()))
-    prefix: dict[str, Any] | None = None
-    warm: list[Conversation] = []
+    prefix, warm = _prefix_of(rows, fmt, aim, shared, shares, tok, seed)
+    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest,
+                 api_note(rows))
+
+
+def _prefix_of(rows: list[_Row], fmt: str, aim: PrefixAim | None,
+               shared: _SharedPrompts | None, shares: list[int], tok: Tokenizer, seed: int
+               ) -> tuple[dict[str, Any] | None, list[Conversation]]:
+    """The trace's shared-prefix plan (run.json's "prefix") and the conversations that warm the
+    cache: --prefix-hit-ratio's, or what a Mooncake trace's hash_ids imply (no warm-up)."""
     if aim is not None and shared is not None:
         total = sum(r.input_tokens or 1 for r in rows)
         plan = PrefixPlan(aim.ratio, aim.block_tokens,
                           round(sum(shares) / len(shares)) if shares else 0, max(aim.prefixes, 1))
         # what whole blocks allow for these lengths, next to the ratio asked for
-        prefix = {**plan.to_dict(), "planned": round(sum(shares) / total, 4) if total else None,
-                  "source": "--prefix-hit-ratio"}
-        warm = warmup_conversations(shared.full, tok, seed, 1)
-    elif fmt == "mooncake":
-        implied = implied_hit_ratio(rows)
-        if implied is not None:
-            prefix = {"target": round(implied, 4), "block_tokens": BLOCK_TOKENS,
-                      "source": "the trace's hash_ids (an unbounded cache)"}
-    return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest,
-                 api_note(rows))
+        return ({**plan.to_dict(), "planned": round(sum(shares) / total, 4) if total else None,
+                 "source": "--prefix-hit-ratio"},
+                warmup_conversations(shared.full, tok, seed, 1))
+    implied = implied_hit_ratio(rows) if fmt == "mooncake" else None
+    if implied is None:
+        return None, []
+    return ({"target": round(implied, 4), "block_tokens": BLOCK_TOKENS,
+             "source": "the trace's hash_ids (an unbounded cache)"}, [])
 
 
 def _longest_gap(rows: list[_Row]) -> tuple[float, str] | None:
