@@ -236,7 +236,7 @@ def test_one_user_is_one_user_and_an_interval_has_width():
     # is singular in every sentence, and repeats that all held the same give no interval
     from llmbench.analysis.stepstats import drift_sentence
     from llmbench.analysis.sweep_judge import _fmt_held
-    from llmbench.results.schema import Steady, amount
+    from llmbench.results.schema import HeldInterval, Steady, amount
     assert (amount(1), amount(4), amount(2.5, "req/s")) == ("1 user", "4 users", "2.5 req/s")
     held, broke = _step(0, 1, "held", 100.0), _step(1, 2, "over", 100.0)
     broke.checks[0].threshold, broke.checks[0].metric, broke.checks[0].stat = \
@@ -246,9 +246,9 @@ def test_one_user_is_one_user_and_an_interval_has_width():
                          ttft_p95_ms=[None, None], p_value=None, drifting=True, why="queue")
     assert drift_sentence(held, "users").startswith("At 1 user the step had not settled")
     same = _setting("1", 2)
-    same.held_interval = {"low": 2, "high": 2}
+    same.held_interval = HeldInterval(median=2, low=2, high=2)
     wide = _setting("4", 6)
-    wide.held_interval = {"low": 5, "high": 7}
+    wide.held_interval = HeldInterval(median=6, low=5, high=7)
     assert (_fmt_held(same), _fmt_held(wide)) == ("2", "6 [5, 7]")
     text, best = answer([same, wide], "users", {}, 1.0)
     assert best is wide and text.startswith("NP=4 held the most users (6 [5, 7]); "), text
