@@ -91,6 +91,10 @@ async def _watch(url: str, shots: Path, proc: subprocess.Popen, later: list) -> 
         title = await b.eval("document.title")
         await b.screenshot(shots / "final.png")
         errors = b.errors()
+        # the page is final before the command lingers: a Ctrl-C sent in between (a busy
+        # machine) was taken by the end of the run and the linger then waited its 120 s, so
+        # wait for its line ("Dashboard: URL stays up for 120 s") first
+        _url_line(proc, [])
         proc.send_signal(signal.SIGINT)        # ends the linger; the ramp's exit code stays
         serve = later[0]()
         later[:] = [serve]
