@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 import types
 import typing
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
 
 P = TypeVar("P", bound="Part")
+V = TypeVar("V", bound="Value")
 
 # A JSON value: what a loose part of run.json holds when nothing reads it by key (a config as
 # the user gave it, the machine's description). Run time reads it as anything (the contract
@@ -277,6 +278,25 @@ def read_part(tp: Any, v: Mapping[str, Any]) -> Any:
         raise
     except (TypeError, ValueError, AttributeError, OverflowError, KeyError, IndexError) as exc:
         raise WrongType("", f"cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+class Value:
+    """A frozen value of the contract (a session's figures, a machine's use over a window):
+    written as every field (``asdict``), read back by its annotations, each key the dict
+    holds (a missing one, or a null where the field holds no None, keeps its default);
+    anything but a dict reads as None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return encode(asdict(self))   # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[V], d: Mapping[str, Any] | None) -> V | None:
+        if not isinstance(d, Mapping):
+            return None
+        hints = typing.get_type_hints(cls)
+        return cls(**{f.name: _at(f.name, decode, hints[f.name], d[f.name])
+                      for f in fields(cls)    # type: ignore[arg-type]
+                      if f.name in d and (d[f.name] is not None or _nullable(hints[f.name]))})
 
 
 def _written(spec: _Spec, owner: "Part", value: Any) -> bool:

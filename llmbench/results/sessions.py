@@ -22,14 +22,16 @@ percentiles (as failed requests are not in vLLM's). A session a ramp's user join
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmbench.results.contract import Value
 
 DIST_STATS = ("n", "mean", "median", "std", "min", "max", "p90", "p95", "p99")
 
 
 @dataclass(frozen=True)
-class Dist:
+class Dist(Value):
     """One distribution, in milliseconds (``steps``: in calls). n == 0: every statistic None."""
 
     n: int = 0
@@ -47,17 +49,9 @@ class Dist:
         stat = "median" if stat == "p50" else stat
         return getattr(self, stat) if stat in DIST_STATS else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Dist":
-        d = d or {}
-        return cls(**{k: d.get(k) for k in DIST_STATS if k in d})
-
 
 @dataclass(frozen=True)
-class Slowest:
+class Slowest(Value):
     """The slowest completed session, and its slowest call."""
 
     session_id: str
@@ -66,18 +60,9 @@ class Slowest:
     step_e2el_ms: float | None = None
     step_ttft_ms: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Slowest | None":
-        if not d:
-            return None
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
-class Sessions:
+class Sessions(Value):
     """A run's (or a ramp step's) agent sessions, summarised."""
 
     started: int = 0                  # sessions with a call in the window
@@ -131,28 +116,7 @@ class Sessions:
         return getattr(self, dist).n if dist else 0
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            d[f.name] = v.to_dict() if hasattr(v, "to_dict") else v
-        d["text_reply_share"] = self.text_reply_share
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Sessions | None":
-        if not d:
-            return None
-        kw: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in d:
-                continue
-            v = d[f.name]
-            if f.name in ("duration", "model", "tool", "steps", "step_ttft"):
-                v = Dist.from_dict(v)
-            elif f.name == "slowest":
-                v = Slowest.from_dict(v)
-            kw[f.name] = v
-        return cls(**kw)
+        return {**super().to_dict(), "text_reply_share": self.text_reply_share}
 
 
 # threshold names -> the distribution they read (all in ms but ``steps``)
@@ -163,7 +127,7 @@ SHARES = ("text_reply_share", "session_cached_share")
 
 
 @dataclass(frozen=True)
-class CacheBound:
+class CacheBound(Value):
     """The verdict's finding that the KV cache was the limit (analysis.cachebound): it kept
     about ``sessions_held`` sessions of ``session_tokens`` warm, and beyond that each call
     prefilled about ``reprefill_tokens`` again; the cache's share of the prompt tokens at the
@@ -181,18 +145,3 @@ class CacheBound:
     sentence: str = ""
     evidence: tuple[str, ...] = ()
     advice: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["evidence"], d["advice"] = list(self.evidence), list(self.advice)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "CacheBound | None":
-        if not d:
-            return None
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        for k in ("evidence", "advice"):
-            if k in kw:
-                kw[k] = tuple(kw[k] or ())
-        return cls(**kw)

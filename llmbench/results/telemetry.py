@@ -10,19 +10,14 @@ every process in its tree (threads included), from /proc's own accounting.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from llmbench.results.contract import Part
-
-
-def _pick(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
+from llmbench.results.contract import Part, Value
 
 
 @dataclass(frozen=True)
-class ProcessUse:
+class ProcessUse(Value):
     """A process tree's use of its machine over a window."""
     cpu_s: float | None = None            # CPU seconds (user + system) in the window
     cores: float | None = None            # cpu_s / the window: cores busy on average
@@ -33,13 +28,9 @@ class ProcessUse:
     pid: int | None = None                # the tree's root
     covered_s: float = 0.0                # how much of the window the samples covered
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "ProcessUse | None":
-        return cls(**_pick(cls, d)) if isinstance(d, Mapping) else None
-
 
 @dataclass(frozen=True)
-class MachineUse:
+class MachineUse(Value):
     """A whole machine over a window: this one (from /proc, ``source`` "proc") or the server's
     (a node exporter, "node_exporter")."""
     source: str = "proc"
@@ -60,17 +51,9 @@ class MachineUse:
             return None
         return self.busy_cores / self.cpus
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "MachineUse | None":
-        if not isinstance(d, Mapping):
-            return None
-        kw = _pick(cls, d)
-        kw["modes"] = dict(kw.get("modes") or {})
-        return cls(**kw)
-
 
 @dataclass(frozen=True)
-class GpuUse:
+class GpuUse(Value):
     """The GPUs over a window, added up (power, energy, memory) or averaged (utilisation).
 
     Energy comes from the GPUs' own energy counters when every GPU has one at both ends
@@ -94,17 +77,9 @@ class GpuUse:
     xid: list[dict[str, Any]] = field(default_factory=list)  # {gpu, code}: XID errors seen
     covered_s: float = 0.0
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "GpuUse | None":
-        if not isinstance(d, Mapping):
-            return None
-        kw = _pick(cls, d)
-        kw["xid"] = list(kw.get("xid") or [])
-        return cls(**kw)
-
 
 @dataclass(frozen=True)
-class Telemetry:
+class Telemetry(Value):
     """What the server's machine did over one window: ``server`` and ``llmbench`` are process
     trees on this machine, ``machine`` this machine, ``host`` the node exporter's machine,
     ``gpu`` the GPUs. Any of them None when it was not sampled."""
@@ -125,18 +100,7 @@ class Telemetry:
         return all(getattr(self, k) is None for k in ("server", "llmbench", "machine", "host", "gpu"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Telemetry | None":
-        if not isinstance(d, Mapping):
-            return None
-        return cls(start=d.get("start"), end=d.get("end"),
-                   server=ProcessUse.from_dict(d.get("server")),
-                   llmbench=ProcessUse.from_dict(d.get("llmbench")),
-                   machine=MachineUse.from_dict(d.get("machine")),
-                   host=MachineUse.from_dict(d.get("host")),
-                   gpu=GpuUse.from_dict(d.get("gpu")))
+        return {k: v for k, v in super().to_dict().items() if v is not None}
 
 
 @dataclass(frozen=True)
