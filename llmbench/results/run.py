@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal, Mapping, TypeVar
 
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_NOT_JUDGED,
                              EXIT_THRESHOLD, EXIT_WRITE)
@@ -24,6 +24,8 @@ from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary,
 from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, RepeatOf, Repeats,
                                    Step, _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     import pandas
@@ -323,6 +325,56 @@ class Findings(Part):
         return self.run_telemetry.window if self.run_telemetry is not None else None
 
 
+class ResultFile:
+    """What a run and a sweep share as the one file of their folder (``FILE``): writing it,
+    reading it (a value of the wrong kind is one line naming the file and the key), whether
+    the command line exits 0, and the ramp's settings as given (``config.ramp``)."""
+
+    FILE: ClassVar[str]
+    config: JSONObject
+    path: Path | None
+
+    @property
+    def exit_code(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def passed(self) -> bool:
+        """Whether the command line exits 0 for this result (``exit_code``)."""
+        return self.exit_code == EXIT_OK
+
+    @property
+    def thresholds_asked(self) -> list[str]:
+        """A ramp's thresholds, as given."""
+        return [str(t) for t in _list(_section(self.config, "ramp").get("thresholds"))]
+
+    @property
+    def repeats_per_ramp(self) -> int:
+        """A ramp's ``--repeat``, 1 when not given."""
+        got = _section(self.config, "ramp").get("repeat", 1)
+        return got if isinstance(got, int) else 1
+
+    def save(self, folder: str | Path | None = None) -> dict[str, Any]:
+        """Write the file into ``folder`` (default: ``path``), atomically; returns the dict
+        written. No folder: nothing is written."""
+        data = self.to_dict()       # type: ignore[attr-defined]
+        where = Path(folder) if folder is not None else self.path
+        if where is not None:
+            write_json(where / self.FILE, data)
+            self.path = where
+        return data
+
+    @classmethod
+    def _read(cls, read: Callable[[], R], path: str | Path | None) -> R:
+        """``read()``, a WrongType in it one RunFolderError naming the file and the key."""
+        try:
+            return read()
+        except WrongType as exc:
+            where = f"{Path(path) / cls.FILE}: " if path is not None else f"{cls.FILE}: "
+            raise RunFolderError(f"{where}{exc.key}: {exc.what}; fix or remove that key") \
+                from None
+
+
 # run.json's keys in the order llmbench has always written them (the parts' fields are
 # grouped by what they hold; the file keeps one order)
 RUN_KEYS = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels", "config",
@@ -336,7 +388,7 @@ RUN_KEYS = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels
 
 
 @dataclass
-class Run(Part):
+class Run(ResultFile, Part):
     """One run folder's run.json, typed, made of parts: what it is and where it stands
     (``state``), the configuration it ran with (``config``, ``workload``), the machine that
     ran it (``environment``), a ``run``'s ``summary``, a ramp's ``steps`` and ``verdict`` (and
@@ -350,6 +402,7 @@ class Run(Part):
     (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
 
     KEY_ORDER: ClassVar[tuple[str, ...]] = RUN_KEYS
+    FILE: ClassVar[str] = "run.json"
 
     state: RunState = part(default_factory=RunState, inline=True)
     config: JSONObject = field(default_factory=dict)
@@ -441,26 +494,10 @@ class Run(Part):
         return got if isinstance(got, (int, float)) and not isinstance(got, bool) else None
 
     @property
-    def thresholds_asked(self) -> list[str]:
-        """A ramp's thresholds, as given."""
-        return [str(t) for t in _list(_section(self.config, "ramp").get("thresholds"))]
-
-    @property
-    def repeats_per_ramp(self) -> int:
-        """A ramp's ``--repeat``, 1 when not given."""
-        got = _section(self.config, "ramp").get("repeat", 1)
-        return got if isinstance(got, int) else 1
-
-    @property
     def load_unit(self) -> str:
         """What a ramp's load counts: "users", or "req/s" for ``--by rate``."""
         by = _section(self.config, "ramp").get("by", "users")
         return "users" if by == "users" else "req/s"
-
-    @property
-    def passed(self) -> bool:
-        """Whether the command line exits 0 for this run (``exit_code``)."""
-        return self.exit_code == EXIT_OK
 
     @property
     def exit_code(self) -> int:
@@ -539,19 +576,6 @@ class Run(Part):
         p = self.requests_path()
         return read_latencies(p if p is not None else Path("/nonexistent/requests.jsonl"))
 
-    def file_name(self) -> str:
-        return "run.json"
-
-    def save(self, folder: str | Path | None = None) -> dict[str, Any]:
-        """Write run.json into ``folder`` (default: ``path``), atomically; returns the dict
-        written. No folder: nothing is written."""
-        data = self.to_dict()
-        where = Path(folder) if folder is not None else self.path
-        if where is not None:
-            write_json(where / self.file_name(), data)
-            self.path = where
-        return data
-
     @classmethod
     def load(cls, folder: str | Path) -> "Run":
         """The run in ``folder``, as its run.json holds it, every schema version written so
@@ -576,12 +600,7 @@ class Run(Part):
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
         """The run a run.json holds; a value of another kind than its key holds is one
         RunFolderError naming the file and the key, not a raw exception later."""
-        try:
-            return cls._from_dict(data, path)
-        except WrongType as exc:
-            where = f"{Path(path) / 'run.json'}: " if path is not None else "run.json: "
-            raise RunFolderError(f"{where}{exc.key}: {exc.what}; fix or remove that key") \
-                from None
+        return cls._read(lambda: cls._from_dict(data, path), path)
 
     @classmethod
     def _from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":

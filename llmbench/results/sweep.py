@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping
 
 from llmbench.errors import EXIT_OK
-from llmbench.results.contract import JSONObject, Part, WrongType, ordered, part
-from llmbench.results.jsonfile import RunFolderError, read_object, write_json
+from llmbench.results.contract import JSONObject, Part, ordered, part
+from llmbench.results.jsonfile import RunFolderError, read_object
 from llmbench.results.search import Search
 from llmbench.results.telemetry import ServerIdentity
 from llmbench.results.summary import SCHEMA_VERSION, Summary
 from llmbench.results.step import HeldInterval
 from llmbench.results.verdict import Knee
-from llmbench.results.run import Run, _list, _section, _version
+from llmbench.results.run import ResultFile, Run, _version
 
 @dataclass
 class StepBrief(Part):
@@ -105,7 +105,7 @@ class ServerDifference(Part):
 # -- the sweep -------------------------------------------------------------------------------
 
 @dataclass
-class Sweep(Part):
+class Sweep(ResultFile, Part):
     """A sweep folder's sweep.json, typed: the settings it tried (``settings``, ``grid``), each
     setting's ramp and fate (``results``), and the answer (``answer``, ``best``; a tie broken at
     the sweep's common load: ``common_load``, ``tie_break``, and how the servers differed:
@@ -142,6 +142,7 @@ class Sweep(Part):
         "workload", "environment", "pid", "error", "settings", "grid", "unit", "results",
         "answer", "best", "interrupted", "finished_at", "resumed_at", "exit_code",
         "common_load", "server_differences", "tie_break")
+    FILE: ClassVar[str] = "sweep.json"
 
     @property
     def partial(self) -> bool:
@@ -153,37 +154,9 @@ class Sweep(Part):
         return self.exit_code_saved if self.exit_code_saved is not None else EXIT_OK
 
     @property
-    def passed(self) -> bool:
-        return self.exit_code == EXIT_OK
-
-    @property
     def load_unit(self) -> str:
         """What the ramps' load counts: "users" or "req/s"."""
         return self.unit or "users"
-
-    @property
-    def thresholds_asked(self) -> list[str]:
-        """The sweep's ramps' thresholds, as given."""
-        return [str(t) for t in _list(_section(self.config, "ramp").get("thresholds"))]
-
-    @property
-    def repeats_per_ramp(self) -> int:
-        """The sweep's ramps' ``--repeat``, 1 when not given."""
-        got = _section(self.config, "ramp").get("repeat", 1)
-        return got if isinstance(got, int) else 1
-
-    def file_name(self) -> str:
-        return "sweep.json"
-
-    def save(self, folder: str | Path | None = None) -> dict[str, Any]:
-        """Write sweep.json into ``folder`` (default: ``path``), atomically; returns the dict
-        written. No folder: nothing is written."""
-        data = self.to_dict()
-        where = Path(folder) if folder is not None else self.path
-        if where is not None:
-            write_json(where / "sweep.json", data)
-            self.path = where
-        return data
 
     @classmethod
     def load(cls, folder: str | Path) -> "Sweep":
@@ -198,13 +171,8 @@ class Sweep(Part):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Sweep":
         """The sweep a sweep.json holds; a value of the wrong kind is one RunFolderError."""
-        try:
-            _version(data, path)
-            sweep = super().from_dict(data)
-        except WrongType as exc:
-            where = f"{Path(path) / 'sweep.json'}: " if path is not None else "sweep.json: "
-            raise RunFolderError(f"{where}{exc.key}: {exc.what}; fix or remove that key") \
-                from None
+        _version(data, path)
+        sweep = cls._read(lambda: super(Sweep, cls).from_dict(data), path)
         sweep.path = None if path is None else Path(path)
         return sweep
 
