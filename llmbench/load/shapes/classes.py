@@ -153,54 +153,31 @@ def split(classes: Sequence[LoadClass], load: float, by: str = "users",
 
 
 @dataclass
-class _Recorded:
-    """A search's pacer as a ClassRamp runs it (``ClassRamp.pace``): every new step's load
-    goes into the ramp's ``steps`` before the engine begins it, so the crowd and the judge read
-    each class's load the same way as for a fixed list."""
+class _Paced:
+    """A pacer as a ClassRamp runs it (``ClassRamp.pace``): a step held longer (too few
+    requests to judge) keeps its fixed-rate classes' arrivals coming; a search's (``record``)
+    every new step's load goes into the ramp's ``steps`` before the engine begins it, so the
+    crowd and the judge read each class's load the same way as for a fixed list."""
 
     pacer: Pacer
     ramp: "ClassRamp"
+    record: bool
 
     def _seen(self, plan: StepPlan | None) -> StepPlan | None:
-        if plan is None:
-            return None
-        if plan.extend:
+        if plan is not None and plan.extend:
             if self.ramp._crowd is not None:
                 self.ramp._crowd.extend(plan.hold_s)
-        else:
+        elif plan is not None and self.record:
             self.ramp.steps.append(plan.load)
         return plan
 
     def first(self) -> StepPlan | None:
-        self.ramp.steps.clear()
+        if self.record:
+            self.ramp.steps.clear()
         return self._seen(self.pacer.first())
 
     def after(self, step: JudgedStep, spent_s: float) -> StepPlan | None:
         return self._seen(self.pacer.after(step, spent_s))
-
-    def peak(self) -> float:
-        return self.pacer.peak()
-
-    def planned(self) -> int | None:
-        return self.pacer.planned()
-
-
-@dataclass
-class _Extending:
-    """A fixed list's pacer as a ClassRamp runs it: a step held longer (``FixedSteps``: too
-    few requests to judge) keeps its fixed-rate classes' arrivals coming, as a search's does."""
-
-    pacer: FixedSteps
-    ramp: "ClassRamp"
-
-    def first(self) -> StepPlan | None:
-        return self.pacer.first()
-
-    def after(self, step: JudgedStep, spent_s: float) -> StepPlan | None:
-        plan = self.pacer.after(step, spent_s)
-        if plan is not None and plan.extend and self.ramp._crowd is not None:
-            self.ramp._crowd.extend(plan.hold_s)
-        return plan
 
     def peak(self) -> float:
         return self.pacer.peak()
@@ -264,10 +241,10 @@ class ClassRamp(Ramp):
         pacer = super().pace()
         if isinstance(pacer, FixedSteps):
             # a step held longer (too few requests) keeps its fixed-rate classes' arrivals
-            return _Extending(pacer, self) if pacer.extend else pacer
+            return _Paced(pacer, self, record=False) if pacer.extend else pacer
         # a search: each step it issues is recorded (``loads`` reads them), and a step held
         # longer keeps its fixed-rate classes' arrivals coming
-        return _Recorded(pacer, self)
+        return _Paced(pacer, self, record=True)
 
     def crowd(self, d: Drive) -> "MixedCrowd":
         if d.remote is not None:
