@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmbench.results.schema import Run
 
-from dataclasses import asdict, dataclass
 from typing import Any, Iterable, TypeVar
 
 from llmbench.records.record import Record
@@ -28,55 +27,10 @@ C = TypeVar("C", bound=CacheCounts)
 MOST = 0.5
 
 
-@dataclass(frozen=True)
-class LengthCheck:
-    checked: int                 # successful requests with an asked length and a known count
-    asked_mean: float
-    received_mean: float
-    longer: int                  # replies longer than asked
-    shorter: int                 # replies shorter than asked
-    approximate: bool            # counts were made by the client's tokenizer, not the server
-    message: str | None          # one sentence when most replies missed the asked length
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def _tolerance(asked: int, approximate: bool) -> float:
-    # a client-side count of the reply text is only close to the server's: allow 10 % (>= 2)
-    return max(2.0, 0.1 * asked) if approximate else 0.0
-
-
-def check(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None) -> LengthCheck | None:
-    if isinstance(records, RecordStore):
-        return _check_store(records, ignore_eos, api)
-    # one pass, nothing kept per record
-    n = longer = shorter = stopped = asked_sum = got_sum = 0
-    approximate = False
-    for r in records:
-        if not (r.ok and not r.warmup and r.max_tokens and r.output_tokens is not None):
-            continue
-        if r.first_tool is not None:
-            continue        # a tool call ends where its arguments do, not at the asked length
-        n += 1
-        asked_sum += r.max_tokens
-        got_sum += r.output_tokens
-        approximate = approximate or r.output_tokens_source != "server"
-        tol = _tolerance(r.max_tokens, r.output_tokens_source != "server")
-        if r.output_tokens > r.max_tokens + tol:
-            longer += 1
-        elif r.output_tokens < r.max_tokens - tol:
-            shorter += 1
-            if r.finish_reason == "stop":
-                stopped += 1
-    if not n:
-        return None
-    return _length_check(n, asked_sum, got_sum, longer, shorter, stopped, approximate,
-                         ignore_eos, api)
-
-
-def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCheck | None:
-    """``check`` on a RecordStore's columns (a run's own records: nothing per request)."""
+def check(st: RecordStore, ignore_eos: bool = False, api: str | None = None
+          ) -> OutputLength | None:
+    """Whether the replies were as long as asked, on the store's columns (nothing per request;
+    run.json's "output_length"; None: nothing to check)."""
     import numpy as np
     asked_all, asked_ok = st.ints("max_tokens")
     out_all, out_ok = st.ints("output_tokens")
@@ -98,6 +52,7 @@ def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCh
             continue
         asked, out = asked_all[rows], out_all[rows]
         approx = source[rows] != server
+        # a client-side count of the reply text is only close to the server's: 10 % (>= 2)
         tol = np.where(approx, np.maximum(2.0, 0.1 * asked), 0.0)
         longer = out > asked + tol
         shorter = ~longer & (out < asked - tol)
@@ -117,7 +72,7 @@ def _check_store(st: RecordStore, ignore_eos: bool, api: str | None) -> LengthCh
 
 def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: int,
                   stopped: int, approximate: bool, ignore_eos: bool,
-                  api: str | None) -> LengthCheck:
+                  api: str | None) -> OutputLength:
     asked = asked_sum / n
     got = got_sum / n
     message = None
@@ -139,15 +94,8 @@ def _length_check(n: int, asked_sum: int, got_sum: int, longer: int, shorter: in
                         "(vLLM, SGLang, llama.cpp) for exact lengths; Ollama has no ignore_eos.")
         else:
             message += "."
-    return LengthCheck(checked=n, asked_mean=round(asked, 2), received_mean=round(got, 2),
+    return OutputLength(checked=n, asked_mean=round(asked, 2), received_mean=round(got, 2),
                        longer=longer, shorter=shorter, approximate=approximate, message=message)
-
-
-def as_dict(records: Iterable[Record], ignore_eos: bool = False, api: str | None = None
-            ) -> OutputLength | None:
-    """The check as stored in run.json under "output_length" (None: nothing to check)."""
-    c = check(records, ignore_eos, api)
-    return None if c is None else OutputLength.from_dict(c.as_dict())
 
 
 def notes(run: "Run") -> list[str]:
@@ -169,19 +117,15 @@ def notes(run: "Run") -> list[str]:
     return out
 
 
-def not_streamed(records: Iterable[Record], asked_stream: bool) -> int:
+def not_streamed(st: RecordStore, asked_stream: bool) -> int:
     """Replies the server sent whole although a stream was asked for."""
-    if isinstance(records, RecordStore):
-        _, status = records.ints("status")
-        return int((~records.col("stream") & status).sum()) if asked_stream else 0
-    return sum(1 for r in records if asked_stream and not r.stream and r.status is not None)
+    _, status = st.ints("status")
+    return int((~st.col("stream") & status).sum()) if asked_stream else 0
 
 
-def resends(records: Iterable[Record]) -> int:
+def resends(st: RecordStore) -> int:
     """Requests sent again after a kept-alive connection turned out closed."""
-    if isinstance(records, RecordStore):
-        return int(records.ints("retries")[0].sum())
-    return sum(r.retries for r in records)
+    return int(st.ints("retries")[0].sum())
 
 
 # -- the server's prefix cache ---------------------------------------------------------------
@@ -344,12 +288,11 @@ def record_checks(records: Iterable[Record], params: object, api: str | None,
     """What every run.json carries about the client's view, the same for run, ramp and probe
     (``workload``: the run's, for what its salt and shared prefix mean to the cache check;
     ``server_kind``: what the server probes found, "ollama" for what it does not report)."""
-    if not isinstance(records, RecordStore):
-        records = list(records)           # read several times below
+    st = RecordStore.of(records)          # read several times below, on its columns
     salt = workload.describe_salt() if workload is not None else None
-    return {"output_length": as_dict(records, getattr(params, "ignore_eos", False), api),
-            "not_streamed": not_streamed(records, getattr(params, "stream", True)),
-            "connection_resends": resends(records),
-            "prompt_cache": prompt_cache(records, salt,
+    return {"output_length": check(st, getattr(params, "ignore_eos", False), api),
+            "not_streamed": not_streamed(st, getattr(params, "stream", True)),
+            "connection_resends": resends(st),
+            "prompt_cache": prompt_cache(st, salt,
                                          getattr(workload, "shared_share", None),
                                          server_kind, api)}
