@@ -20,7 +20,7 @@ import numpy as np
 from llmbench.analysis.phases import KEY as PHASES_KEY, summarize_phases
 from llmbench.analysis import percentile
 from llmbench.records import definitions
-from llmbench.records.record import Record, measured
+from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
 from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within
 
@@ -920,32 +920,22 @@ def peak_in_flight(records: Iterable[Record]) -> int:
     half-open intervals [start, done): a request that ends exactly when another starts does not
     overlap it. At --concurrency 4 this is 4; vLLM's 1-second-bucket "Peak concurrent requests"
     there reads 8 (every request active at any moment of one second)."""
-    if isinstance(records, RecordStore):        # the same on columns: nothing per request
-        import numpy as np
-        keep = records.measured_mask()
-        everyone = bool(keep.all())
-        start = records.col("start") if everyone else records.view("start")[keep]
-        done = records.view("done") if everyone else records.view("done")[keep]
-        done = np.maximum(done, start)            # a new array: sorted in place below
-        del keep
-        start.sort()
-        done.sort()
-        # the count peaks at a start: every start up to it, less every end up to it (an end
-        # at the same instant comes first, as in the event sweep below); a block of starts at
-        # a time, so the counts never cost 16 bytes a request at once
-        peak = 0
-        for c in range(0, len(start), 1 << 16):
-            at = start[c:c + (1 << 16)]
-            n = np.searchsorted(start, at, side="right") - np.searchsorted(done, at, side="right")
-            peak = max(peak, int(n.max()))
-        return max(peak, 0)
-    events: list[tuple[float, int]] = []
-    for r in measured(records):
-        events.append((r.start, 1))
-        events.append((max(r.done, r.start), -1))
-    events.sort()                       # at a tie, -1 sorts before +1: the end comes first
-    now = peak = 0
-    for _, delta in events:
-        now += delta
-        peak = max(peak, now)
-    return peak
+    import numpy as np
+    st = RecordStore.of(records)                # on its columns: nothing per request
+    keep = st.measured_mask()
+    everyone = bool(keep.all())
+    start = st.col("start") if everyone else st.view("start")[keep]
+    done = st.view("done") if everyone else st.view("done")[keep]
+    done = np.maximum(done, start)            # a new array: sorted in place below
+    del keep
+    start.sort()
+    done.sort()
+    # the count peaks at a start: every start up to it, less every end up to it (an end at
+    # the same instant comes first: the interval is half-open); a block of starts at a time,
+    # so the counts never cost 16 bytes a request at once
+    peak = 0
+    for c in range(0, len(start), 1 << 16):
+        at = start[c:c + (1 << 16)]
+        n = np.searchsorted(start, at, side="right") - np.searchsorted(done, at, side="right")
+        peak = max(peak, int(n.max()))
+    return max(peak, 0)
