@@ -19,7 +19,7 @@ import numpy as np
 
 from llmbench.analysis import percentile
 
-# The table of what a summary holds (LATENCY, key, value, to_vllm, SCALARS, ...) is the results
+# The table of what a summary holds (LATENCY, key, value, SCALARS, ...) is the results
 # contract's, llmbench.results.schema: its one definition.
 
 # the live line and the timeline's "TTFT p95 of the last N seconds"

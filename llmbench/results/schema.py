@@ -26,8 +26,8 @@ this module names them all, so ``llmbench.results.schema`` imports keep working.
 from llmbench.results.contract import JSONObject, JSONValue  # noqa: F401
 from llmbench.results.summary import (  # noqa: F401
     SCHEMA_VERSION, READABLE_SCHEMAS, LATENCY, EXTRA_LATENCY, CENSORED, REASONING, COUNTS,
-    OTHER_LATENCY, AGENTS, METRICS, SCALARS, SHARES, HIGHER_IS_BETTER, VLLM_SCALARS, pct_word, key,
-    within_key, value, to_vllm, _jsonl_rows, _STAT, STATS, _unit, stat_key, _number, Metric,
+    OTHER_LATENCY, AGENTS, METRICS, SCALARS, SHARES, HIGHER_IS_BETTER, pct_word, key,
+    within_key, value, _jsonl_rows, _STAT, STATS, _unit, stat_key, _number, Metric,
     Within, ErrorSample, _HEAD, _MAIN_METRICS, _REASONING, _TOOLS, _STRUCTURED, _TAIL, _CANCELLED,
     _LAST, _AFTER, _SCALAR_FIELDS, _SCALAR_DEFAULTS, Summary, _SCALAR_TYPES, _scalar_types,
     _CONFIG_SECTIONS, _at_key, _metric_stat, _metric_from)

@@ -54,11 +54,6 @@ HIGHER_IS_BETTER = ("output_throughput", "request_throughput", "total_token_thro
                     "request_goodput", "completed", "completed_share", "held",
                     "valid_output_share", "embeddings_throughput", "input_throughput")
 
-VLLM_SCALARS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-                "request_throughput", "request_goodput", "output_throughput",
-                "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests")
-
-
 def pct_word(p: float) -> str:
     """vLLM's key spelling: 99 -> '99', 99.9 -> '99.9'."""
     return str(int(p)) if int(p) == p else str(p)
@@ -91,20 +86,6 @@ def value(summary: Mapping[str, Any] | "Summary", metric: str, stat: str | None 
     if isinstance(summary, Summary):
         return summary.value(metric, stat)
     return summary.get(key(metric, stat))
-
-
-def to_vllm(summary: Mapping[str, Any] | "Summary", percentile_metrics: Sequence[str],
-            metric_percentiles: Sequence[float]) -> dict[str, Any]:
-    """The part of a summary ``vllm bench serve --save-result`` writes, with its keys."""
-    data = summary.flat() if isinstance(summary, Summary) else summary
-    out = {k: data.get(k) for k in VLLM_SCALARS}
-    for m in percentile_metrics:
-        for stat in ("mean", "median", "std"):
-            out[key(m, stat)] = data.get(key(m, stat))
-        for p in metric_percentiles:
-            k = f"p{pct_word(p)}_{m}_ms"        # vLLM writes p50 as p50, not median
-            out[k] = data.get(k)
-    return out
 
 
 def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,6 @@ import pytest
 
 from llmbench.analysis.metrics import min_samples, per_request
 from llmbench.analysis.percentile import stats
-from llmbench.results.schema import to_vllm
 from llmbench.analysis.metrics import summarize as _summarize
 from llmbench.records.record import Record
 from tests.helpers.records import plain_summary as _plain
@@ -184,16 +183,6 @@ def test_ollama_slot_wait_from_final_line():
 def test_token_source_marked():
     r = rec("a", 0.0, [0.1, 0.2], out=2, output_tokens_source="tokenizer")
     assert summarize([r])["output_tokens_source"] == "tokenizer"
-
-
-def test_vllm_result_keys():
-    r = rec("a", 0.0, [0.1, 0.2], out=2)
-    s = summarize([r], t0=0.0, percentiles=(50, 99, 99.9))
-    out = to_vllm(s, ["ttft", "itl"], [99, 99.9])
-    for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
-              "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "p99.9_itl_ms"):
-        assert k in out and out[k] is not None
-    assert "mean_tpot_ms" not in out
 
 
 def test_stats_ms_linear_percentiles():
