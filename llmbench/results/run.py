@@ -82,32 +82,14 @@ class ServerProbe(Part):
 RunKind = Literal["run", "ramp", "probe"]
 
 
-def _measured(r: "Run") -> bool:
-    return r.measured
+def _body(*kinds: str) -> Callable[["Run"], bool]:
+    """Whether a run's part is written: once it measured something, for these kinds."""
+    return lambda r: r.measured and r.kind in kinds
 
 
-def _run_body(r: "Run") -> bool:
-    return r.measured and r.kind == "run"
-
-
-def _ramp_body(r: "Run") -> bool:
-    return r.measured and r.kind == "ramp"
-
-
-def _probe_body(r: "Run") -> bool:
-    return r.measured and r.kind == "probe"
-
-
-def _ramp_steps(r: "Run") -> bool:
-    return r.measured and r.kind == "ramp"
-
-
-def _outages_body(r: "Run") -> bool:
-    return r.measured and r.kind in ("run", "ramp")
-
-
-def _one_probe(r: "Run") -> bool:
-    return r.measured and r.kind != "probe"
+_measured = _body("run", "ramp", "probe")
+_run_body, _ramp_body, _probe_body = _body("run"), _body("ramp"), _body("probe")
+_outages_body = _one_probe = _body("run", "ramp")
 
 
 @dataclass
@@ -409,7 +391,7 @@ class Run(ResultFile, Part):
     workload: JSONObject | None = part(None, omit="none")
     environment: JSONObject = field(default_factory=dict)
     summary: Summary | None = part(None, when=_run_body)
-    steps: list[Step] = part(default_factory=list, when=_ramp_steps, shared=True)
+    steps: list[Step] = part(default_factory=list, when=_ramp_body, shared=True)
     verdict: Verdict | None = part(None, when=_ramp_body)
     # ramp --find: the search for the limit (its steps are ``steps``, in the order tried)
     search: Search | None = part(None, omit="none")

@@ -40,7 +40,7 @@ from llmbench.results.verdict import (  # noqa: F401
 from llmbench.results.run import (  # noqa: F401
     InFlight, RouterCounters,
     Affinity, Backend, Backends, LostWorker, OutputLength, RouterBound, Workers, Overhead,
-    ProbeStep, ServerProbe, RunKind, _measured, _run_body, _ramp_body, _probe_body, _ramp_steps,
+    ProbeStep, ServerProbe, RunKind, _measured, _run_body, _ramp_body, _probe_body,
     _outages_body, _one_probe, RunState, Router, Findings, RUN_KEYS, Run, RunResult, _version,
     _section, _list)
 from llmbench.results.sweep import (  # noqa: F401
