@@ -625,13 +625,10 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     turn, _ = st.ints("turn")
     if split_turns and (turn > 0).any():
         s["by_turn"] = {
-            "first": _summarize_store(st.select(turn == 0), t0=t0, t_end=t_end,
-                                      goodput_slo_ms=None, percentiles=percentiles,
-                                      stall_s=stall_s, split_turns=False, within=()),
-            "later": _summarize_store(st.select(turn > 0), t0=t0, t_end=t_end,
-                                      goodput_slo_ms=None, percentiles=percentiles,
-                                      stall_s=stall_s, split_turns=False, within=()),
-        }
+            name: _summarize_store(st.select(rows), t0=t0, t_end=t_end, goodput_slo_ms=None,
+                                   percentiles=percentiles, stall_s=stall_s, split_turns=False,
+                                   within=())
+            for name, rows in (("first", turn == 0), ("later", turn > 0))}
     # each request's phases (connect, TLS, wait, ...), when its transport stamped them; kept
     # apart from the flat keys above so that older summaries are written as before
     phases = summarize_phases(st, okm)
