@@ -15,7 +15,7 @@ up to its limit; one still running then is ``cut_short``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from llmbench.analysis import percentile as percentile_mod
@@ -23,7 +23,8 @@ from llmbench.analysis.percentile import percentile
 from llmbench.records.definitions import session_time, session_tool_time, started_in
 from llmbench.records.record import Record, is_measured
 from llmbench.records.store import RecordStore
-from llmbench.results.sessions import Dist, Sessions, Slowest
+from llmbench.results.contract import Value
+from llmbench.results.sessions import DIST_STATS, Dist, Sessions, Slowest
 
 PERCENTILES = (90.0, 95.0, 99.0)
 
@@ -141,8 +142,7 @@ def _one(sid: str, recs: list[Record]) -> SessionStat:
 
 def _dist(values_s: Sequence[float], scale: float = 1000.0) -> Dist:
     s = percentile_mod.stats(values_s, PERCENTILES, scale)
-    return Dist(n=int(s["count"] or 0), mean=s["mean"], median=s["median"], std=s["std"],
-                min=s["min"], max=s["max"], p90=s["p90"], p95=s["p95"], p99=s["p99"])
+    return Dist(n=int(s["count"] or 0), **{k: s[k] for k in DIST_STATS[1:]})
 
 
 def _cache_figures(stats: Sequence[SessionStat]) -> dict[str, Any]:
@@ -218,7 +218,7 @@ def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_star
 
 # -- sessions as a run goes (the live view, the dashboard) ----------------------------------------
 @dataclass(frozen=True)
-class SessionsNow:
+class SessionsNow(Value):
     """The sessions of a run in progress (or of its current step), from the records finished
     so far: ``running`` (a call answered, the answer not yet; or, where the caller knows them,
     every session under way), ``completed``, ``failed``; the completed ones' calls and time
@@ -231,9 +231,6 @@ class SessionsNow:
     steps_median: float | None = None           # calls of a completed session
     running_steps_median: float | None = None   # calls so far of a running one
     duration_median_s: float | None = None      # a completed session's time
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

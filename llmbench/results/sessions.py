@@ -100,15 +100,10 @@ class Sessions(Value):
         if stat is not None:
             dist = DISTS.get(metric)
             return getattr(self, dist).value(stat) if dist else None
-        if metric == "sessions_completed":
-            return float(self.completed)
-        if metric == "sessions_per_min":
-            return self.sessions_per_min
-        if metric == "text_reply_share":
-            return self.text_reply_share
-        if metric == "session_cached_share":
-            return self.cached_share
-        return None
+        return {"sessions_completed": float(self.completed),
+                "sessions_per_min": self.sessions_per_min,
+                "text_reply_share": self.text_reply_share,
+                "session_cached_share": self.cached_share}.get(metric)
 
     def count(self, metric: str) -> int:
         """How many values a distribution of ``metric`` stands on."""
