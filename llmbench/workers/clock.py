@@ -12,8 +12,8 @@ delays the worker's clock minus the coordinator's is ``((t1 - t0) + (t2 - t3)) /
 asymmetric the delays, the true offset lies within half the round trip
 (``((t3 - t0) - (t2 - t1)) / 2``) of it. Of k pings the one with the shortest round trip is kept
 (the least queuing, so the tightest bound). Pings at the start and the end of a run give the
-drift between the two clocks; ``to_coordinator`` maps a worker time onto the coordinator's
-clock by interpolating between them.
+drift between the two clocks, which run.json states (records are placed with the start's
+offset, ``WorkerSpec.clock_offset_s``: a run's drift is parts per million).
 
 Pure functions over numbers; no I/O, no Ray.
 """
@@ -96,20 +96,6 @@ class ClockMap:
         """The larger of the two bounds: anywhere in the run is at least this well known."""
         return max(self.start.uncertainty_s,
                    self.end.uncertainty_s if self.end is not None else 0.0)
-
-    def offset_at(self, coordinator_s: float) -> float:
-        """The offset at a coordinator time (held constant outside the measured span)."""
-        drift = self.drift_ppm
-        if drift is None or self.end is None:
-            return self.start.offset_s
-        t = min(max(coordinator_s, self.start.at_s), self.end.at_s)
-        return self.start.offset_s + drift * 1e-6 * (t - self.start.at_s)
-
-    def to_coordinator(self, worker_s: float) -> float:
-        """A worker time on the coordinator's clock. The offset is read at the worker time
-        shifted by the start offset: drift over a run is parts per million, so the error of
-        not iterating is nanoseconds."""
-        return worker_s - self.offset_at(worker_s - self.start.offset_s)
 
     def as_dict(self) -> dict[str, object]:
         """What run.json stores per worker."""

@@ -38,17 +38,13 @@ def test_best_of_k_keeps_the_shortest_round_trip():
         estimate([])
 
 
-def test_drift_between_start_and_end_is_interpolated():
+def test_drift_between_start_and_end_is_measured_with_its_bound():
     # the worker's clock gains 50 ppm: +10 s offset at t=0, +10.005 s at t=100
     start = Offset(10.0, 0.001, 0.0, 8)
     end = Offset(10.005, 0.002, 100.0, 8)
     m = ClockMap(start, end)
     assert m.drift_ppm == pytest.approx(50.0)
     assert m.uncertainty_s == 0.002
-    assert m.offset_at(50.0) == pytest.approx(10.0025)
-    assert m.offset_at(-5.0) == 10.0 and m.offset_at(500.0) == pytest.approx(10.005)
-    # a worker event at coordinator time 50 was stamped 60.0025 on the worker's clock
-    assert m.to_coordinator(60.0025) == pytest.approx(50.0, abs=1e-6)
     d = m.as_dict()
     assert d["offset_ms"] == pytest.approx(10000.0) and d["uncertainty_ms"] == pytest.approx(2.0)
     assert d["drift_ppm"] == pytest.approx(50.0) and d["end"]["pings"] == 8
@@ -60,7 +56,6 @@ def test_one_estimate_means_a_constant_offset_and_no_drift():
     m = ClockMap(Offset(-2.0, 0.0001, 10.0, 4))
     assert m.drift_ppm is None and m.as_dict()["end"] is None
     assert m.drift_uncertainty_ppm is None
-    assert m.to_coordinator(8.0) == pytest.approx(10.0)
 
 
 def test_measure_pings_through_the_given_exchange_on_the_given_clock():
