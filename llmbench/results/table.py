@@ -94,20 +94,9 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
         (None, None, None, None)
     send_delay = rec.send_delay
     phases = phases_ms(rec) or {}
-    return {
-        "request_id": rec.request_id,
+    computed = {
         "measured": rec.measured,
         "ok": bool(rec.ok),
-        "status": rec.status,
-        "error_kind": rec.error_kind,
-        "error": rec.error,
-        "step": rec.step,
-        "user": rec.user,
-        "conversation": rec.conversation,
-        "turn": rec.turn,
-        "path": rec.path,
-        "worker": rec.worker,
-        "served_by": rec.served_by,
         "warmup": bool(rec.warmup),
         "stream": bool(rec.stream),
         "scheduled_s": rec.scheduled - t0,
@@ -123,21 +112,11 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
         "token_events": len(times),
         "itl_mean_ms": sum(gaps) / len(gaps) * 1000.0 if timed and gaps else None,
         "itl_max_ms": max(gaps) * 1000.0 if timed and gaps else None,
-        "prompt_tokens": rec.prompt_tokens,
-        "prompt_tokens_source": rec.prompt_tokens_source,
-        "output_tokens": rec.output_tokens,
-        "output_tokens_source": rec.output_tokens_source,
-        "cached_tokens": rec.cached_tokens,
-        "reasoning_tokens": rec.reasoning_tokens,
-        "max_tokens": rec.max_tokens,
-        "finish_reason": rec.finish_reason,
-        "server_queue_ms": rec.server_queue_ms,
-        "backoff_ms": rec.backoff_ms,
-        "retries": rec.retries,
-        "note": rec.note,
         "new_connection": new_connection(rec),
         **{f"{name}_ms": phases.get(name) for name in PHASES},
     }
+    # every other column is the record's field of that name, as it holds it
+    return {n: computed[n] if n in computed else getattr(rec, n) for n in COLUMN_NAMES}
 
 
 def request_rows(run: Any) -> Iterator[dict[str, Any]]:
