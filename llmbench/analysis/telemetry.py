@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from llmbench.records.store import RecordStore
 from llmbench.results.telemetry import (GpuUse, MachineUse, ProcessUse, RunTelemetry,  # noqa: F401
                                         ServerIdentity, Telemetry)
 
@@ -217,21 +218,14 @@ def host_use(samples: Sequence[Sample], a: float, b: float) -> MachineUse | None
 
 def output_tokens_between(records: Any, a: float, b: float) -> float:
     """Output tokens generated in [a, b]: each successful reply's first token at its arrival,
-    its other tokens spread evenly up to its last token."""
-    if hasattr(records, "col"):                     # a RecordStore: its columns
-        if not len(records):
-            return 0.0
-        ok = records.col("ok")
-        ft, end = records.col("first_token"), records.col("end")
-        n = records.col("output_tokens").astype(float)
-        n[n < 0] = np.nan                            # None is -2**31
-    else:
-        rs = [r for r in records]
-        ok = np.array([bool(r.ok) for r in rs], dtype=bool)
-        ft = np.array([np.nan if r.first_token is None else r.first_token for r in rs], dtype=float)
-        end = np.array([np.nan if r.end is None else r.end for r in rs], dtype=float)
-        n = np.array([np.nan if r.output_tokens is None else r.output_tokens for r in rs],
-                     dtype=float)
+    its other tokens spread evenly up to its last token (on the records' columns)."""
+    st = RecordStore.of(records)
+    if not len(st):
+        return 0.0
+    ok = st.col("ok")
+    ft, end = st.col("first_token"), st.col("end")
+    n = st.col("output_tokens").astype(float)
+    n[n < 0] = np.nan                                # None is -2**31
     keep = ok & np.isfinite(ft) & np.isfinite(n) & (n >= 1)
     ft, end, n = ft[keep], end[keep], n[keep]
     end = np.where(np.isfinite(end), end, ft)
