@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from llmbench.load.monitor import COORDINATOR
 from llmbench.results.schema import Check, Step, Summary, Verdict, pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
@@ -141,19 +140,6 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
             out.append(f"WARNING: {busy_warning(monitor)}")
     out.append("=" * 50)
     return "\n".join(out)
-
-
-def worker_names(mon: dict[str, Any]) -> str:
-    """' (worker 1 of 2)' when worker processes ran and some were over their limits; ' (the
-    coordinator of 2 workers)' when it was the coordinator, which gathers their records."""
-    bad = mon.get("overloaded_workers") or []
-    if not bad:
-        return ""
-    ids = [str(w) for w in bad if w != COORDINATOR]
-    parts = ["the coordinator"] if COORDINATOR in bad else []
-    if ids:
-        parts.append(f"{'workers' if len(ids) > 1 else 'worker'} {', '.join(ids)}")
-    return f" ({' and '.join(parts)} of {mon.get('workers')}{'' if ids else ' workers'})"
 
 
 def reasoning_lines(s: Summary) -> list[str]:
