@@ -101,8 +101,8 @@ def _without_folder(run: Run) -> list[str]:
                 "<h3>Steps</h3>", html.steps_table(steps, unit)]
         if steps:
             ths = html.chart_thresholds(run.thresholds_asked)
-            out += [html._chart(charts.ramp_latency(steps, ths, unit), "latency vs load"),
-                    html._chart(charts.ramp_throughput(steps, unit), "throughput vs load")]
+            out += [html._chart(charts.ramp_latency_chart(steps, ths, unit), "latency vs load"),
+                    html._chart(charts.ramp_throughput_chart(steps, unit), "throughput vs load")]
     elif run.summary is not None:
         out += [_summary_table(run.summary)]
         if run.findings.thresholds:

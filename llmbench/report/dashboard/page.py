@@ -16,7 +16,8 @@ from typing import Any, Sequence
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import CSS as REPORT_CSS, chart_thresholds, steps_table, verdict_box
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, steps_table,
+                                  verdict_box)
 
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
 
@@ -384,22 +385,18 @@ def _step_charts(state: dict[str, Any]) -> str:
     meta = state.get("meta") or {}
     if meta.get("kind") == "probe":
         probe = typed_probe_steps(state)
-        return _chart(charts.probe_overhead(probe), "router overhead") if probe else ""
+        return _chart(charts.probe_overhead_chart(probe), "router overhead") if probe else ""
     unit = meta.get("unit") or "users"
     ths = chart_thresholds(meta.get("thresholds") or [])
     typed = typed_steps(state)
-    return (_chart(charts.ramp_latency(typed, ths, unit), "latency vs load")
-            + _chart(charts.ramp_throughput(typed, unit), "throughput vs load"))
-
-
-def _chart(svg: str, title: str) -> str:
-    return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
+    return (_chart(charts.ramp_latency_chart(typed, ths, unit), "latency vs load")
+            + _chart(charts.ramp_throughput_chart(typed, unit), "throughput vs load"))
 
 
 def live_chart(state: dict[str, Any]) -> str:
     rows = state.get("rows") or []
     meta = state.get("meta") or {}
-    return _chart(charts.live(rows, meta.get("unit") or "users",
+    return _chart(charts.live_chart(rows, meta.get("unit") or "users",
                               chart_thresholds(meta.get("thresholds") or [])), "live timeline")
 
 
