@@ -9,21 +9,19 @@ built here), it never builds markup from data. Charts are the HTML report's: the
 
 from __future__ import annotations
 
-import html
 import math
+from functools import partial
 from typing import Any, Sequence
 
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, steps_table,
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e, steps_table,
                                   verdict_box)
+from llmbench.report.live import duration
 
+_duration = partial(duration, unknown="–")     # the terminal's "?" is the page's "–"
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
-
-
-def e(x: Any) -> str:
-    return html.escape("" if x is None else str(x), quote=True)
 
 
 def _num(v: Any) -> float | None:
@@ -32,14 +30,6 @@ def _num(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
-
-
-def _duration(s: float | None) -> str:
-    if s is None or s < 0:
-        return "–"
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
 def _count(v: Any) -> str:
