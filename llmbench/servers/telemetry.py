@@ -353,7 +353,6 @@ class LocalSampler:
     _lost_at: float | None = None
     _refind_at: float = 0.0
     affinity: int | None = None
-    settings_read: bool = False
 
     def start(self) -> bool:
         """Find the server's process; False (with a note) when /proc cannot be read at all."""
