@@ -109,11 +109,8 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
 def _classes(run: Run) -> list[str]:
     """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
     its own verdict, and with --isolate each class alone at the broken step's load."""
-    steps = run.steps
-    # (the step's load, class, its part): a ramp's steps; a run (run --scenario) its one load
-    parts = ([(st.load, n, c) for st in steps for n, c in st.classes.items()]
-             if run.kind == "ramp" else
-             [(run.load_level, n, c) for n, c in run.findings.classes.items()])
+    from llmbench.report.text import class_rows
+    parts = class_rows(run)
     if not parts:
         return []
     v = run.verdict

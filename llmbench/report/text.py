@@ -42,7 +42,7 @@ def _steps(run: Run) -> list[tuple[Any, Summary, Step | None]]:
     return []
 
 
-def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
+def class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
     """(the step's load, class, its part) of each class at each step (a run: its one level)."""
     if run.kind == "ramp":
         return [(st.load, n, c) for st in run.steps if isinstance(st, Step)
@@ -53,7 +53,7 @@ def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
 
 
 def _has_classes(run: Run) -> bool:
-    return bool(_class_rows(run))
+    return bool(class_rows(run))
 
 
 class _Cells:
@@ -86,7 +86,7 @@ def to_csv(run_dir: str | Path) -> str:
     # traffic classes: a class column (empty: the whole crowd) and each class's own load
     w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
-    for load, name, c in _class_rows(run):
+    for load, name, c in class_rows(run):
         per_class.setdefault(load, []).append((name, c))
     for load, s, st in _steps(run):
         # an empty cell is a statistic with no data (never 0)
@@ -117,7 +117,7 @@ def _md_code(text: Any) -> str:
 
 def _md_classes(run: Run) -> list[str]:
     """--scenario: each class's verdict, its row at each step, and each class alone."""
-    rows = _class_rows(run)
+    rows = class_rows(run)
     if not rows:
         return []
     out = ["", "#### Traffic classes"]
