@@ -121,13 +121,9 @@ def _sweep(run: Sweep) -> str:
     return _block(parts)
 
 
-def _ms(v: Any) -> str:
-    from llmbench.report.html import _ms2
-    return _ms2(v)
-
-
 def _summary_table(s: Any) -> str:
     """A summary (results.schema.Summary): its counts and each latency's statistics."""
+    from llmbench.report.html import _ms2 as _ms
     rows = [["requests", s.requests], ["succeeded", s.completed], ["failed", s.failed],
             ["output tok/s", f"{s.output_throughput or 0:.1f}"],
             ["requests/s", f"{s.request_throughput or 0:.2f}"]]
