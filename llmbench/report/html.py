@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from llmbench.results.display import local_time
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts, svgplot
-from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence
+from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence, own_load
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -126,8 +126,7 @@ def _classes(run: Run) -> list[str]:
         s = c.summary
         failed = [x.text or x.threshold for x in c.failed_checks]
         rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n,
-                     f"{c.load:g}" if c.unit == "users" else
-                     f"{c.load:.3g}/s", s.requests, fmt_ms(s.ttft.median),
+                     own_load(c), s.requests, fmt_ms(s.ttft.median),
                      fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
                      f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
                      "held" if c.held else f"{c.state}: " + "; ".join(failed)])

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.report.console import KIND_WORDS, fmt_ms
+from llmbench.report.console import KIND_WORDS, fmt_ms, own_load
 from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
@@ -139,7 +139,7 @@ def _md_classes(run: Run) -> list[str]:
         load_text = "–" if load is None else (f"{load:g}" if isinstance(load, (int, float))
                                               else str(load))
         cells = [load_text, f"`{_md_code(n)}`",
-                 f"{c.load:g}" if c.unit == "users" else f"{c.load:.3g}/s", s.requests,
+                 own_load(c), s.requests,
                  fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95),
                  fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
                  s.cancelled or 0,
