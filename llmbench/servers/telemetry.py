@@ -119,7 +119,7 @@ class Telemetry:
                 tasks.append(self._local(stop))
             if self.spec.host_url:
                 tasks.append(self._scraped(stop, "host", self.spec.host_url, "--host-metrics",
-                                           _host_sample))
+                                           hostmetrics.extract_node))
             gpu = self.spec.gpu
             if gpu.startswith(("http://", "https://")):
                 tasks.append(self._scraped(stop, "gpu", gpu, "--gpu-metrics", _dcgm_sample))
@@ -289,10 +289,6 @@ class Telemetry:
 
 class _Bad(Exception):
     pass
-
-
-def _host_sample(text: str) -> dict[str, Any]:
-    return hostmetrics.extract_node(text)
 
 
 def _dcgm_sample(text: str) -> dict[str, Any]:
