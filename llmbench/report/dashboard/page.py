@@ -38,6 +38,7 @@ def _count(v: Any) -> str:
 
 
 def _load(v: Any) -> str:
+    """A load (or any count that may be fractional, a median of calls) as %g."""
     f = _num(v)
     return "–" if f is None else f"{f:g}"
 
@@ -306,18 +307,13 @@ def sessions_html(state: dict[str, Any]) -> str:
         dur = _num(x.get("duration_median_s"))
         rows.append([label, _count(x.get("running")), _count(x.get("completed")),
                      _count(x.get("failed")), _count(x.get("joined")),
-                     _steps(x.get("running_steps_median")), _steps(x.get("steps_median")),
+                     _load(x.get("running_steps_median")), _load(x.get("steps_median")),
                      fmt_ms(None if dur is None else dur * 1000)])
     return ("<h2>Agent sessions</h2>" + _table(
         ["", "running", "done", "failed", "joined mid-way", "calls so far (running, p50)",
          "calls (done, p50)", "session time (done, p50)"], rows, "sessions")
         + '<p class="meta">A step\'s sessions are those whose first call started in it; '
         "running: under way now.</p>")
-
-
-def _steps(v: Any) -> str:
-    f = _num(v)
-    return "–" if f is None else f"{f:g}"
 
 
 def sweep_table(state: dict[str, Any]) -> str:
