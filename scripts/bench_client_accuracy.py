@@ -77,9 +77,9 @@ class HttpxClient:
     async def send(self, messages, max_tokens, rec, prompt_tokens_client=None, extra=None):
         from llmbench import wire
         from llmbench.wire.events import TOKEN
-        body = wire.build_body("openai-chat", self.target.model, messages, max_tokens, True, {})
-        framer = wire.make_framer("openai-chat")
-        classify = wire.classify("openai-chat")
+        body = wire.get("openai-chat").body(self.target.model, messages, max_tokens, True, {})
+        framer = wire.get("openai-chat").make_framer()
+        classify = wire.get("openai-chat").classify
         rec.start = time.perf_counter()
         async with self._http.stream("POST", self.target.endpoint, json=body,
                                      headers={"x-request-id": rec.request_id}) as resp:

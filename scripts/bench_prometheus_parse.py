@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llmbench.servers.scrape import extract, parse_prometheus, wanted_metrics  # noqa: E402
+from llmbench import servers  # noqa: E402
+from llmbench.servers.prometheus import parse_prometheus  # noqa: E402
 
 BUCKETS = ["0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5",
            "0.75", "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "+Inf"]
@@ -68,9 +69,10 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2900)
     args = ap.parse_args()
     page = vllm_page(args.lines)
-    names = wanted_metrics("vllm")
-    full = extract("vllm", parse_prometheus(page))
-    filtered = extract("vllm", parse_prometheus(page, names))
+    vllm = servers.get("vllm")
+    names = vllm.metric_names
+    full = vllm.extract(parse_prometheus(page)).to_dict()
+    filtered = vllm.extract(parse_prometheus(page, names)).to_dict()
     assert full == filtered and full["running"] == 6, (full, filtered)
     print(f"page: {page.count(chr(10))} lines, {len(page) / 1024:.0f} KiB")
     print(f"full parse:     {best_ms(lambda: parse_prometheus(page), 7, 20):7.3f} ms per scrape")

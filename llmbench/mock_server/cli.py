@@ -78,6 +78,10 @@ class MockOptions(Spec):
 
 MOCK = MockOptions          # the mock's spec, by its old name
 
+# the options that say how to serve (or what to fit), not how the mock behaves
+NOT_CONFIG = frozenset({"itl_ms", "tokens_per_s", "profile", "replicas", "workers", "host",
+                        "port", "record", "record_prompts", "like", "save_profile"})
+
 
 @dataclasses.dataclass
 class Prepared:
@@ -156,29 +160,10 @@ def prepare(o: MockOptions) -> Prepared:
     except ProfileError as exc:
         raise UsageError(f"{exc} (--profile/--like)")
     try:
-        cfg = make_config(profile, ttft_ms=o.ttft_ms, itl_ms=itl_ms, tokens=o.tokens,
-                          natural_tokens=o.natural_tokens, chunk_tokens=o.chunk_tokens,
-                          jitter=o.jitter, models=o.models, seed=o.seed, parallel=o.parallel,
-                          max_queue=o.max_queue, prefill_ms_per_token=o.prefill_ms_per_token,
-                          prefix_cache=o.prefix_cache, cache_blocks=o.cache_blocks,
-                          batch_slowdown=o.batch_slowdown, fault_500=o.fault_500,
-                          fault_429=o.fault_429, fault_cut=o.fault_cut,
-                          fault_malformed=o.fault_malformed,
-                          fault_error_event=o.fault_error_event, fault_stall=o.fault_stall,
-                          stall_ms=o.stall_ms, fault_slow_first_byte=o.fault_slow_first_byte,
-                          slow_first_byte_ms=o.slow_first_byte_ms, _learned=learned,
-                          kv_capacity_tokens=o.kv_capacity_tokens, block_tokens=o.block_tokens,
-                          decode_ms_curve=o.decode_ms_curve, prefill_in_step=o.prefill_in_step,
-                          step_token_budget=o.step_token_budget,
-                          prefill_last_step=o.prefill_last_step,
-                          reasoning_tokens=o.reasoning_tokens, image_tokens=o.image_tokens,
-                          tool_call_share=o.tool_call_share, invalid_json_share=o.invalid_json_share,
-                          embedding_dim=o.embedding_dim, embed_ms=o.embed_ms,
-                          embed_ms_per_token=o.embed_ms_per_token,
-                          embed_shares_slots=o.embed_shares_slots, api_key=o.api_key,
-                          kv_tokens=o.kv_tokens, decode_after_close=o.decode_after_close,
-                          cache_report=o.cache_report, context=o.context,
-                          reset_fails=o.reset_fails)
+        # every option not about serving (or fitting) is the MockConfig field of its name
+        settings = {f.name: getattr(o, f.name) for f in dataclasses.fields(o)
+                    if f.name not in NOT_CONFIG}
+        cfg = make_config(profile, _learned=learned, **settings, itl_ms=itl_ms)
     except ValueError as exc:
         raise UsageError(str(exc))
     total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",

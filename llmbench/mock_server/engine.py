@@ -202,7 +202,6 @@ class Stats:
     running: int = 0          # admitted (holding a slot and its KV blocks): prefill or decode
     decoding: int = 0
     waiting: int = 0
-    requests_total: int = 0
     rejected_total: int = 0
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
@@ -295,7 +294,6 @@ class Engine:
         if not self._has_free_slot() and cfg.max_queue > 0 and self.stats.waiting >= cfg.max_queue:
             self.stats.rejected_total += 1
             raise QueueFull()
-        self.stats.requests_total += 1
 
     def _start(self, seq: Seq) -> None:
         self.stats.running += 1

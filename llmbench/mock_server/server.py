@@ -266,6 +266,23 @@ async def watch_parent(stop: asyncio.Event) -> None:
     loop.call_later(3.0, os._exit, 0)    # a graceful stop may wait for streams nobody reads
 
 
+def _child(config: MockConfig, replicas: int, host: str, port: int, workers: int,
+           record: str | None, *more: str) -> list[str]:
+    """The command line of a mock in a child process (a worker's adds its own ``more``); it
+    says LISTENING and its URLs on stdout, and stops when its stdin closes."""
+    return [sys.executable, "-m", "llmbench.mock_server", "--config-json",
+            json.dumps(asdict(config)), "--replicas", str(replicas), "--host", host,
+            "--port", str(port), "--workers", str(workers), "--announce", "--watch-stdin",
+            *more, *(["--record", record] if record else [])]
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with the folder that holds this llmbench first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = _ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
 class MockProcess:
     """The mock in a child process; ``url`` once it is listening."""
 
@@ -280,16 +297,9 @@ class MockProcess:
         self.urls: list[str] = []
 
     def __enter__(self) -> "MockProcess":
-        cmd = [sys.executable, "-m", "llmbench.mock_server", "--config-json", json.dumps(asdict(self.config)),
-               "--replicas", str(self.replicas), "--host", self.host, "--port", "0",
-               "--announce", "--watch-stdin", "--workers", str(self.workers)]
-        if self.record:
-            cmd += ["--record", self.record]
-        env = dict(os.environ)
-        here = _ROOT
-        env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+        cmd = _child(self.config, self.replicas, self.host, 0, self.workers, self.record)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.PIPE, text=True, env=env,
+                                     stdin=subprocess.PIPE, text=True, env=_child_env(),
                                      preexec_fn=_die_with_parent(os.getpid()))
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -372,9 +382,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
         sock.close()
     reserved = bind_consecutive(host, base, replicas, reuseport=True, listen=False)
     peers_dir = tempfile.mkdtemp(prefix="llmbench-mock-")
-    env = dict(os.environ)
-    here = _ROOT
-    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    env = _child_env()
     procs: list[asyncio.subprocess.Process] = []
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -393,14 +401,8 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
     failure: str | None = None
     try:
         for w in range(workers):
-            cmd = [sys.executable, "-m", "llmbench.mock_server", "--config-json",
-                   json.dumps(asdict(config)), "--replicas", str(replicas), "--host", host,
-                   "--port", str(base), "--workers", str(workers), "--worker", str(w),
-                   "--peers-dir", peers_dir, "--announce", "--watch-stdin"]
-            if record:
-                cmd += ["--record", record]
-            if record_prompts:
-                cmd += ["--record-prompts"]
+            cmd = _child(config, replicas, host, base, workers, record, "--worker", str(w),
+                         "--peers-dir", peers_dir, *(["--record-prompts"] if record_prompts else []))
             procs.append(await asyncio.create_subprocess_exec(
                 *cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                 preexec_fn=_die_with_parent(os.getpid())))

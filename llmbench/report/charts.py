@@ -15,8 +15,8 @@ Rules every chart follows, so a picture cannot say more than the numbers (tests/
 - load ticks sit exactly on the steps (1, 2, 4, 8 users, not 3, 5, 7 or 1.5), labels thinned
   only where they would overprint;
 - every trace is in a legend; overlapping traces differ in style, not only in colour.
-Each chart has a ``*_chart`` builder returning its description (the tests read it) and a
-function of the old name returning the SVG.
+Each chart has a ``*_chart`` builder returning its description (the tests read it);
+svgplot.render draws it (report.html._chart, inside its figure's div).
 """
 
 from __future__ import annotations
@@ -75,8 +75,6 @@ def _top(values: Sequence[Any]) -> float | None:
 def _from_zero(p: Panel, top: float | None) -> None:
     """A size axis (ms, tok/s, requests) from zero to just above the data."""
     p.ylim = (0.0, top * 1.12 if top and top > 0 else 1.0)
-
-
 
 
 def _step_marks(panels: Sequence[Any], starts: Sequence[tuple[float, Any]], unit: str) -> None:
@@ -231,10 +229,6 @@ def ramp_latency_chart(steps: Sequence[Step], thresholds: dict[str, Any],
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
-def ramp_latency(steps: Sequence[Step], thresholds: dict[str, Any], unit: str) -> str:
-    return svgplot.render(ramp_latency_chart(steps, thresholds, unit))
-
-
 def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
     """Output tokens/s and requests/s in two panels, each from zero: on twin axes the two lines
     lie exactly on top of each other whenever replies have a fixed length. Each panel's title
@@ -253,10 +247,6 @@ def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
         _load_axis(p, loads, unit)
     entries = [e for e in svgplot.shared_legend(panels) if e.label == "did not hold"]
     return _with_legend(950, panels, entries)
-
-
-def ramp_throughput(steps: Sequence[Step], unit: str) -> str:
-    return svgplot.render(ramp_throughput_chart(steps, unit))
 
 
 _GREEN = "#2ca02c"
@@ -299,10 +289,6 @@ def search_chart(search: Any, unit: str) -> Chart:
     return _with_legend(950, [p], svgplot.shared_legend([p]))
 
 
-def search(search_result: Any, unit: str) -> str:
-    return svgplot.render(search_chart(search_result, unit))
-
-
 def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
                         ylabel: str = "ms") -> Chart:
     """Box plots (box p25-p75, whiskers p5-p95) of one latency per step or run. A step with no
@@ -324,10 +310,6 @@ def distributions_chart(groups: Sequence[tuple[str, np.ndarray]], title: str,
     p.xlim = (0.5, len(groups) + 0.5)
     _from_zero(p, _top([percentile.percentiles(d, [95])[0] for _, d in full]))
     return Chart(width, p.y0 + p.h + 40, [p])
-
-
-def distributions(groups: Sequence[tuple[str, np.ndarray]], title: str, ylabel: str = "ms") -> str:
-    return svgplot.render(distributions_chart(groups, title, ylabel))
 
 
 CDF_SAMPLE = 200_000      # values drawn per CDF curve at most (quantile error ~0.2 % of rank)
@@ -362,10 +344,6 @@ def cdfs_chart(series: Sequence[tuple[str, np.ndarray]], title: str) -> Chart:
         p.text(0.5, 0.5, "no successful request", coords="axes", ha="center", va="center",
                size=svgplot.FONT_PX, cls="no-data")
     return Chart(p.x0 + p.w + 12, p.y0 + p.h + 42, [p])
-
-
-def cdfs(series: Sequence[tuple[str, np.ndarray]], title: str) -> str:
-    return svgplot.render(cdfs_chart(series, title))
 
 
 def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[Step],
@@ -439,11 +417,6 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 
-def timeline(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
-             t0_perf: float | None = None, unit: str = "users") -> str:
-    return svgplot.render(timeline_chart(rows, steps, t0_perf, unit))
-
-
 def probe_overhead_chart(steps: Sequence[ProbeStep]) -> Chart:
     """Router minus direct per step, four statistics with their 95% intervals, legend beside."""
     entries = ("TTFT p50", "TTFT p95", "E2EL p50", "ITL p50")
@@ -472,10 +445,6 @@ def probe_overhead_chart(steps: Sequence[ProbeStep]) -> Chart:
     p.ylim = (y_lo - margin, y_hi + margin)
     _load_axis(p, users, "users")
     return Chart(p.x0 + p.w + legend_w, p.y0 + p.h + 42, [p])
-
-
-def probe_overhead(steps: Sequence[ProbeStep]) -> str:
-    return svgplot.render(probe_overhead_chart(steps))
 
 
 BROKE = "x: first step that did not hold"
@@ -515,10 +484,6 @@ def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[Step]]], unit: str)
     extra = [LegendEntry(BROKE, "line", "#444", "", 1.5, "x")] \
         if any_broke else []
     return _with_legend(1200, panels, svgplot.shared_legend(panels[:1], extra))
-
-
-def compare_overlay(runs: Sequence[tuple[str, Sequence[Step]]], unit: str) -> str:
-    return svgplot.render(compare_overlay_chart(runs, unit))
 
 
 def compare_png(runs: Sequence[tuple[str, Sequence[Step]]], unit: str, path: str) -> None:
@@ -579,11 +544,6 @@ def sweep_held_chart(bars: Sequence[HeldBar], unit: str, axis_name: str,
     return Chart(width, p.y0 + p.h + 44, [p])
 
 
-def sweep_held(bars: Sequence[HeldBar], unit: str, axis_name: str,
-               repeats: bool = False) -> str:
-    return svgplot.render(sweep_held_chart(bars, unit, axis_name, repeats))
-
-
 def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], load: float,
                         unit: str, axis_name: str) -> Chart:
     """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side.
@@ -614,11 +574,6 @@ def sweep_at_load_chart(labels: Sequence[str], values: Sequence[Sequence[Any]], 
         p.title, p.ylabel, p.xlabel, p.grid_x = f"{title} at {amount(load, unit)}", ylabel, \
             safe(axis_name), False
     return Chart(1100, _under(panels) + 8, panels)
-
-
-def sweep_at_load(labels: Sequence[str], values: Sequence[Sequence[Any]], load: float, unit: str,
-                  axis_name: str) -> str:
-    return svgplot.render(sweep_at_load_chart(labels, values, load, unit, axis_name))
 
 
 LIVE_POINTS = 300          # the dashboard's time axis: at most this many points per trace
@@ -728,11 +683,6 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
     return Chart(width, panels[-1].y0 + h + 42, panels)
 
 
-def live(rows: Sequence[dict[str, Any]], unit: str = "users",
-         thresholds: dict[str, Any] | None = None) -> str:
-    return svgplot.render(live_chart(rows, unit, thresholds))
-
-
 # -- the server's machine (issue 39) ----------------------------------------------------------------
 
 def _tel(step: Step, part: str, key: str) -> float:
@@ -792,10 +742,6 @@ def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None)
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
-def ramp_server(steps: Sequence[Step], unit: str, cpus: int | None = None) -> str:
-    return svgplot.render(ramp_server_chart(steps, unit, cpus))
-
-
 def telemetry_chart(series: dict[str, list[tuple[float, float]]],
                     steps: Sequence[Step] = (), t0_perf: float | None = None,
                     cpus: int | None = None) -> Chart:
@@ -850,8 +796,3 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
             p.vline(x, "#777", ":", 0.9, "step-boundary")
     panels[-1].xlabel = "seconds"
     return Chart(width, panels[-1].y0 + h + 42, panels)
-
-
-def telemetry(series: dict[str, list[tuple[float, float]]], steps: Sequence[Step] = (),
-              t0_perf: float | None = None, cpus: int | None = None) -> str:
-    return svgplot.render(telemetry_chart(series, steps, t0_perf, cpus))

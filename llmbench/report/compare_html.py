@@ -96,7 +96,7 @@ def render(result: Comparison, runs: Sequence[Loaded]) -> str:
     for d in result.server_differences:
         body.append(f'<div class="verdict">Servers differed: {e(d["text"])}</div>')
     series = [(r.name, r.steps) for r in runs]
-    body.append(_chart(charts.compare_overlay(series, "users"), "compare overlay"))
+    body.append(_chart(charts.compare_overlay_chart(series, "users"), "compare overlay"))
     headers = ["load"]
     for r in runs:
         headers += [f"{r.name} TTFT p95", f"{r.name} ITL p95", f"{r.name} tok/s", r.name]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from llmbench.load.monitor import COORDINATOR
 from llmbench.results.schema import Check, Step, Summary, Verdict, pct_word
 
 _HEADERS = {"ttft": ("Time to First Token", "TTFT"),
@@ -141,19 +140,6 @@ def extras(s: Summary, monitor: dict[str, Any] | None = None) -> str:
             out.append(f"WARNING: {busy_warning(monitor)}")
     out.append("=" * 50)
     return "\n".join(out)
-
-
-def worker_names(mon: dict[str, Any]) -> str:
-    """' (worker 1 of 2)' when worker processes ran and some were over their limits; ' (the
-    coordinator of 2 workers)' when it was the coordinator, which gathers their records."""
-    bad = mon.get("overloaded_workers") or []
-    if not bad:
-        return ""
-    ids = [str(w) for w in bad if w != COORDINATOR]
-    parts = ["the coordinator"] if COORDINATOR in bad else []
-    if ids:
-        parts.append(f"{'workers' if len(ids) > 1 else 'worker'} {', '.join(ids)}")
-    return f" ({' and '.join(parts)} of {mon.get('workers')}{'' if ids else ' workers'})"
 
 
 def reasoning_lines(s: Summary) -> list[str]:
@@ -334,15 +320,23 @@ def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "us
     return out
 
 
-def ramp_row(step: Step) -> str:
-    s = step.summary
-    state = state_text(step)
+def _row(load: str, s: Summary, state: str) -> str:
+    """A row of the ramp table: a step's, a traffic class's or a class alone's."""
     rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
     return RAMP_COLUMNS.format(
-        unit=f"{step.load:g}", reqs=s.requests, ttft50=fmt_ms(s.ttft.median),
-        ttft95=fmt_ms(s.ttft.p95), itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
+        unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
+        itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
         otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
         err=s.failed, state=state)
+
+
+def own_load(x: Any) -> str:
+    """A traffic class's own load: users, or requests a second."""
+    return f"{x.load:g}" if x.unit == "users" else f"{x.load:.3g}/s"
+
+
+def ramp_row(step: Step) -> str:
+    return _row(f"{step.load:g}", step.summary, state_text(step))
 
 
 # a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
@@ -389,30 +383,14 @@ def abandonment_lines(a: Any) -> str:
 def class_rows(step: Step) -> list[str]:
     """--scenario: each traffic class's row under its step's, in the same columns: its own
     load, requests and latencies, and its state with its name."""
-    out = []
-    for name, c in step.classes.items():
-        s = c.summary
-        rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
-        load = f"{c.load:g}" if c.unit == "users" else f"{c.load:.3g}/s"
-        out.append(RAMP_COLUMNS.format(
-            unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
-            itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
-            otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
-            err=s.failed, state=f"  {name}: {c.state}"
-            + (f" ({s.cancelled} cancelled)" if s.cancelled else "")))
-    return out
+    return [_row(own_load(c), c.summary, f"  {name}: {c.state}"
+                 + (f" ({c.summary.cancelled} cancelled)" if c.summary.cancelled else ""))
+            for name, c in step.classes.items()]
 
 
 def isolated_row(a: Any) -> str:
     """--isolate: one class alone (``results.schema.IsolatedClass``), in the ramp's columns."""
-    s = a.summary
-    rate = s.embeddings_throughput if s.total_embeddings is not None else s.output_throughput
-    load = f"{a.load:g}" if a.unit == "users" else f"{a.load:.3g}/s"
-    return RAMP_COLUMNS.format(
-        unit=load, reqs=s.requests, ttft50=fmt_ms(s.ttft.median), ttft95=fmt_ms(s.ttft.p95),
-        itl95=fmt_ms(s.itl.p95), e2el=fmt_ms(s.e2el.p95),
-        otps=f"{rate or 0:.1f}" if (rate or 0) < 100_000 else f"{rate:.0f}",
-        err=s.failed, state=f"  {a.name} alone: {a.state}")
+    return _row(own_load(a), a.summary, f"  {a.name} alone: {a.state}")
 
 
 def threshold_lines(checks: Sequence[Check]) -> str:

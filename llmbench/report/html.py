@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 from llmbench.results.display import local_time
 from llmbench.analysis.slo import ThresholdError, parse_threshold
-from llmbench.report import charts
-from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence
+from llmbench.report import charts, svgplot
+from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence, own_load
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -53,7 +53,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], classes: Seque
     return "\n".join(out) + "</table>"
 
 
-def _chart(svg: str, title: str) -> str:
+def _chart(chart: svgplot.Chart, title: str) -> str:
+    svg = svgplot.render(chart)
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
@@ -108,11 +109,8 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
 def _classes(run: Run) -> list[str]:
     """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
     its own verdict, and with --isolate each class alone at the broken step's load."""
-    steps = run.steps
-    # (the step's load, class, its part): a ramp's steps; a run (run --scenario) its one load
-    parts = ([(st.load, n, c) for st in steps for n, c in st.classes.items()]
-             if run.kind == "ramp" else
-             [(run.load_level, n, c) for n, c in run.findings.classes.items()])
+    from llmbench.report.text import class_rows
+    parts = class_rows(run)
     if not parts:
         return []
     v = run.verdict
@@ -128,8 +126,7 @@ def _classes(run: Run) -> list[str]:
         s = c.summary
         failed = [x.text or x.threshold for x in c.failed_checks]
         rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n,
-                     f"{c.load:g}" if c.unit == "users" else
-                     f"{c.load:.3g}/s", s.requests, fmt_ms(s.ttft.median),
+                     own_load(c), s.requests, fmt_ms(s.ttft.median),
                      fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
                      f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
                      "held" if c.held else f"{c.state}: " + "; ".join(failed)])
@@ -274,17 +271,18 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])
     if steps:
         body.append("<h2>Latency and throughput against load</h2>")
-        body.append(_chart(charts.ramp_latency(steps, _thresholds(run), unit), "latency vs load"))
-        body.append(_chart(charts.ramp_throughput(steps, unit), "throughput vs load"))
+        body.append(_chart(charts.ramp_latency_chart(steps, _thresholds(run), unit),
+                           "latency vs load"))
+        body.append(_chart(charts.ramp_throughput_chart(steps, unit), "throughput vs load"))
         body.append("<h2>Latency distributions per step</h2>")
         ttft_groups, itl_groups = [], []
         for st in steps:
             w = lat.window(st.index, st.hold_start, st.hold_end)
             ttft_groups.append((f"{st.load:g}", w.ttft_ms[w.ok]))
             itl_groups.append((f"{st.load:g}", w.itls()))
-        body.append(_chart(charts.distributions(ttft_groups, f"TTFT per step ({unit})"),
+        body.append(_chart(charts.distributions_chart(ttft_groups, f"TTFT per step ({unit})"),
                            "TTFT distribution"))
-        body.append(_chart(charts.distributions(itl_groups, f"ITL per step ({unit})"),
+        body.append(_chart(charts.distributions_chart(itl_groups, f"ITL per step ({unit})"),
                            "ITL distribution"))
         body += _phase_steps(steps, unit)
         errs = "".join(_errors(st.summary, amount(st.load, unit)) for st in steps)
@@ -335,7 +333,7 @@ def _search(run: Run, unit: str) -> list[str]:
              + (f" of a {s.budget_s:g} s budget" if s.budget_s else "")],
             ["stopped", s.stopped], ["left uncertain", s.uncertain or "nothing"]]
     out.append(_table(["search", ""], rows, left=2))
-    out.append(_chart(charts.search(s, unit), "the search"))
+    out.append(_chart(charts.search_chart(s, unit), "the search"))
     trows = [[i + 1, f"{t.load:g}", t.why, t.state or "–",
               "yes" if t.counted else "no", f"{t.hold_s:g} s", t.note or ""]
              for i, t in enumerate(s.trials)]
@@ -354,7 +352,7 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
                    f"{e(sp.samples)} samples) is drawn under the client's view.</p>")
     elif sp.note:
         out.append(f"<p class=meta>{e(sp.note)}</p>")
-    out.append(_chart(charts.timeline(rows, [st for st in run.steps if isinstance(st, Step)],
+    out.append(_chart(charts.timeline_chart(rows, [st for st in run.steps if isinstance(st, Step)],
                                       run.state.t0_perf, unit), "timeline"))
     return out
 
@@ -415,13 +413,14 @@ def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
                    "(power), over the output tokens generated in the window.</p>")
     cpus = (tel.sources.get("local") or {}).get("cpus")
     if steps and rows:
-        out.append(_chart(charts.ramp_server(steps, unit, cpus), "server machine vs load"))
+        out.append(_chart(charts.ramp_server_chart(steps, unit, cpus), "server machine vs load"))
     samples = read_jsonl(run_dir / "telemetry.jsonl") if (run_dir / "telemetry.jsonl").exists() else []
     t0 = run.state.t0_perf
     if samples and t0 is not None:
         series = tm.series(samples, float(t0))
         if series:
-            out.append(_chart(charts.telemetry(series, steps, t0, cpus), "server machine timeline"))
+            out.append(_chart(charts.telemetry_chart(series, steps, t0, cpus),
+                              "server machine timeline"))
     for n in notes:
         out.append(f"<p class=meta>{e(n)}</p>")
     return out
@@ -511,9 +510,11 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _classes(run)
     body += _abandonment(run)
     body.append("<h2>Latency distributions</h2>")
-    body.append(_chart(charts.cdfs([("TTFT", lat.ttft_ms[lat.ok]), ("E2EL", lat.e2el_ms[lat.ok])],
-                                   "TTFT and E2EL"), "TTFT and E2EL CDF"))
-    body.append(_chart(charts.cdfs([("ITL", lat.itls(charts.CDF_SAMPLE))], "Inter-token latency"), "ITL CDF"))
+    ok = lat.ok
+    body.append(_chart(charts.cdfs_chart([("TTFT", lat.ttft_ms[ok]), ("E2EL", lat.e2el_ms[ok])],
+                                         "TTFT and E2EL"), "TTFT and E2EL CDF"))
+    body.append(_chart(charts.cdfs_chart([("ITL", lat.itls(charts.CDF_SAMPLE))],
+                                         "Inter-token latency"), "ITL CDF"))
     errs = _errors(s)
     if errs:
         body.append("<h2>Errors</h2>" + errs)
@@ -601,7 +602,7 @@ def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
                         "E2EL p50 ms", "ITL p50 ms", "router tok/s", "direct tok/s"], rows))
     body.append("<p class=meta>* the interval excludes zero: a real difference, not noise.</p>")
     if steps:
-        body.append(_chart(charts.probe_overhead(steps), "router overhead"))
+        body.append(_chart(charts.probe_overhead_chart(steps), "router overhead"))
     be = run.findings.router.backends
     if be is not None:
         body.append("<h2>Backends behind the router</h2>")

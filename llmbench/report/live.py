@@ -42,9 +42,10 @@ BAR = 20
 _pct = percentile.percentile
 
 
-def _duration(s: float | None) -> str:
+def duration(s: float | None, unknown: str = "?") -> str:
+    """Seconds as 42s, 3m05s or 1h02m (the terminal's ``unknown`` is "?", the page's "–")."""
     if s is None or s < 0:
-        return "?"
+        return unknown
     s = int(round(s))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
         f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
@@ -156,17 +157,17 @@ class LiveBoard:
             in_step = max(view.now - st.started, 0.0)
             share = in_step / self.step_s
             left = max(self.step_s - in_step, 0.0) + (self.n_steps - step - 1) * self.step_s
-            return head, share, f"{_duration(in_step)} of {_duration(self.step_s)}  ETA {_duration(left)}"
-        head = f"{self.kind}  {_duration(elapsed_s)}"
+            return head, share, f"{duration(in_step)} of {duration(self.step_s)}  ETA {duration(left)}"
+        head = f"{self.kind}  {duration(elapsed_s)}"
         if self.requests:
             share = view.counters.done / self.requests
             rate = view.counters.done / elapsed_s if elapsed_s > 0 else 0.0
             left = (self.requests - view.counters.done) / rate if rate > 0 else None
-            return head, share, f"{view.counters.done}/{self.requests}  ETA {_duration(left)}"
+            return head, share, f"{view.counters.done}/{self.requests}  ETA {duration(left)}"
         if self.duration_s:
             return self.kind, elapsed_s / self.duration_s, \
-                f"{_duration(elapsed_s)} of {_duration(self.duration_s)}  " \
-                f"ETA {_duration(self.duration_s - elapsed_s)}"
+                f"{duration(elapsed_s)} of {duration(self.duration_s)}  " \
+                f"ETA {duration(self.duration_s - elapsed_s)}"
         return head, None, ""
 
     def draw(self, view: Any, elapsed_s: float, width: int) -> Any:

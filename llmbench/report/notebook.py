@@ -101,8 +101,8 @@ def _without_folder(run: Run) -> list[str]:
                 "<h3>Steps</h3>", html.steps_table(steps, unit)]
         if steps:
             ths = html.chart_thresholds(run.thresholds_asked)
-            out += [html._chart(charts.ramp_latency(steps, ths, unit), "latency vs load"),
-                    html._chart(charts.ramp_throughput(steps, unit), "throughput vs load")]
+            out += [html._chart(charts.ramp_latency_chart(steps, ths, unit), "latency vs load"),
+                    html._chart(charts.ramp_throughput_chart(steps, unit), "throughput vs load")]
     elif run.summary is not None:
         out += [_summary_table(run.summary)]
         if run.findings.thresholds:
@@ -121,13 +121,9 @@ def _sweep(run: Sweep) -> str:
     return _block(parts)
 
 
-def _ms(v: Any) -> str:
-    from llmbench.report.html import _ms2
-    return _ms2(v)
-
-
 def _summary_table(s: Any) -> str:
     """A summary (results.schema.Summary): its counts and each latency's statistics."""
+    from llmbench.report.html import _ms2 as _ms
     rows = [["requests", s.requests], ["succeeded", s.completed], ["failed", s.failed],
             ["output tok/s", f"{s.output_throughput or 0:.1f}"],
             ["requests/s", f"{s.request_throughput or 0:.2f}"]]

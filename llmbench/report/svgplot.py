@@ -39,7 +39,6 @@ _CLIP_IDS = itertools.count()     # ids unique across the charts of one HTML pag
 # dash patterns of matplotlib's styles, per unit of line width
 DASHES = {"-": None, "--": (3.7, 1.6), ":": (1.0, 1.65), "-.": (6.4, 1.6, 1.0, 1.6), "": None}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "x")
-PNG_EXTRA = "png"                # pip install 'llmbench[png]'
 
 
 def esc(text: object) -> str:

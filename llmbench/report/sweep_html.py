@@ -43,7 +43,7 @@ def _labels(results: Sequence[SweepSetting]) -> list[str]:
 
 
 def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] | None,
-               axis_name: str) -> str:
+               axis_name: str) -> charts.Chart:
     """Users held per setting as bars, min-max over repeats as error bars; a setting that was
     not measured says why on its own slot instead of drawing a zero."""
     bars = []
@@ -52,18 +52,18 @@ def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] 
         bars.append(charts.HeldBar(label=label, held=r.held, low=iv.low if iv else None,
                                    high=iv.high if iv else None, status=r.status,
                                    best=r.setting == best, text=_held_text(r)))
-    return charts.sweep_held(bars, unit, axis_name,
+    return charts.sweep_held_chart(bars, unit, axis_name,
                              repeats=any(r.held_interval for r in results))
 
 
 def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
-                  axis_name: str) -> str:
+                  axis_name: str) -> charts.Chart:
     """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
     values = []
     for r in results:
         at = _at_load(r)
         values.append(None if at is None else (at.ttft.p95, at.itl.median, at.output_throughput))
-    return charts.sweep_at_load(_labels(results), values, load, unit, axis_name)
+    return charts.sweep_at_load_chart(_labels(results), values, load, unit, axis_name)
 
 
 def _runs(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[SweepSetting, Run]]:
@@ -204,7 +204,7 @@ def _charts(doc: Sweep, sweep_dir: Path, unit: str, axis_name: str) -> list[str]
     ramps = _ramps(runs)
     if ramps:
         out.append("<h2>Each ramp against load</h2>")
-        out.append(_chart(charts.compare_overlay(ramps, unit), "ramps overlaid"))
+        out.append(_chart(charts.compare_overlay_chart(ramps, unit), "ramps overlaid"))
         out.append("<p class=meta>x marks the step where a ramp broke.</p>")
     return out
 

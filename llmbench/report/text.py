@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.report.console import KIND_WORDS, fmt_ms
+from llmbench.report.console import KIND_WORDS, fmt_ms, own_load
 from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
@@ -42,7 +42,7 @@ def _steps(run: Run) -> list[tuple[Any, Summary, Step | None]]:
     return []
 
 
-def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
+def class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
     """(the step's load, class, its part) of each class at each step (a run: its one level)."""
     if run.kind == "ramp":
         return [(st.load, n, c) for st in run.steps if isinstance(st, Step)
@@ -53,7 +53,7 @@ def _class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
 
 
 def _has_classes(run: Run) -> bool:
-    return bool(_class_rows(run))
+    return bool(class_rows(run))
 
 
 class _Cells:
@@ -86,7 +86,7 @@ def to_csv(run_dir: str | Path) -> str:
     # traffic classes: a class column (empty: the whole crowd) and each class's own load
     w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
-    for load, name, c in _class_rows(run):
+    for load, name, c in class_rows(run):
         per_class.setdefault(load, []).append((name, c))
     for load, s, st in _steps(run):
         # an empty cell is a statistic with no data (never 0)
@@ -117,7 +117,7 @@ def _md_code(text: Any) -> str:
 
 def _md_classes(run: Run) -> list[str]:
     """--scenario: each class's verdict, its row at each step, and each class alone."""
-    rows = _class_rows(run)
+    rows = class_rows(run)
     if not rows:
         return []
     out = ["", "#### Traffic classes"]
@@ -139,7 +139,7 @@ def _md_classes(run: Run) -> list[str]:
         load_text = "–" if load is None else (f"{load:g}" if isinstance(load, (int, float))
                                               else str(load))
         cells = [load_text, f"`{_md_code(n)}`",
-                 f"{c.load:g}" if c.unit == "users" else f"{c.load:.3g}/s", s.requests,
+                 own_load(c), s.requests,
                  fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95),
                  fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
                  s.cancelled or 0,

@@ -26,14 +26,6 @@ CALL_TIMEOUT_S = 10
 EXPERIMENT = "llmbench"
 
 
-def available() -> bool:
-    try:
-        import mlflow  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _flat(d: Any, prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(d, dict):
@@ -53,7 +45,7 @@ def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -
     # no retries (MLflow's default waits minutes on a server that is down), a deadline a call
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT_S))
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
     import time
     client = MlflowClient(tracking_uri=uri)

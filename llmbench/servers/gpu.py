@@ -112,11 +112,11 @@ class NvmlReader:
             raise GpuUnavailable("NVML found no GPU")
         self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         self.static: list[dict[str, Any]] = []
-        driver = _text(self._try(pynvml.nvmlSystemGetDriverVersion))
+        driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
         for i, h in enumerate(self.handles):
             info: dict[str, Any] = {"gpu": str(i)}
-            name = _text(self._try(pynvml.nvmlDeviceGetName, h))
-            uuid = _text(self._try(pynvml.nvmlDeviceGetUUID, h))
+            name = _text(_try(pynvml.nvmlDeviceGetName, h))
+            uuid = _text(_try(pynvml.nvmlDeviceGetUUID, h))
             if name:
                 info["name"] = name
             if uuid:
@@ -126,42 +126,34 @@ class NvmlReader:
             self.static.append(info)
         self._energy_ok = [True] * n
 
-    def _try(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception:                       # NVMLError_NotSupported and kin: absent
-            return None
-
     def read(self) -> list[dict[str, Any]]:
         nv = self.nv
         out = []
         for i, h in enumerate(self.handles):
             g = dict(self.static[i])
-            util = self._try(nv.nvmlDeviceGetUtilizationRates, h)
+            util = _try(nv.nvmlDeviceGetUtilizationRates, h)
             if util is not None:
                 g["util_pct"] = float(util.gpu)
-            mem = self._try(nv.nvmlDeviceGetMemoryInfo, h)
+            mem = _try(nv.nvmlDeviceGetMemoryInfo, h)
             if mem is not None:
                 g["fb_used_mib"] = mem.used / 2**20
                 g["fb_free_mib"] = mem.free / 2**20
-            power = self._try(nv.nvmlDeviceGetPowerUsage, h)          # mW
+            power = _try(nv.nvmlDeviceGetPowerUsage, h)          # mW
             if power is not None:
                 g["power_w"] = power / 1000.0
             if self._energy_ok[i]:
-                energy = self._try(nv.nvmlDeviceGetTotalEnergyConsumption, h)   # mJ (Volta+)
+                energy = _try(nv.nvmlDeviceGetTotalEnergyConsumption, h)   # mJ (Volta+)
                 if energy is None:
                     self._energy_ok[i] = False      # not supported: not asked again
                 else:
                     g["energy_mj"] = int(energy)
-            sm = self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
-            if sm is not None:
-                g["sm_clock_mhz"] = float(sm)
-            memclk = self._try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)
-            if memclk is not None:
-                g["mem_clock_mhz"] = float(memclk)
-            temp = self._try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
-            if temp is not None:
-                g["temp_c"] = float(temp)
+            for key, fn, which in (("sm_clock_mhz", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM),
+                                   ("mem_clock_mhz", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_MEM),
+                                   ("temp_c", nv.nvmlDeviceGetTemperature,
+                                    nv.NVML_TEMPERATURE_GPU)):
+                v = _try(fn, h, which)
+                if v is not None:
+                    g[key] = float(v)
             out.append(g)
         return out
 
@@ -170,6 +162,14 @@ class NvmlReader:
             self.nv.nvmlShutdown()
         except Exception:
             pass
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    """A library call, None when it fails (NVMLError_NotSupported and kin: the value is absent)."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
 
 
 def _nvml_why(exc: BaseException) -> str:
@@ -204,41 +204,35 @@ class AmdReader:
         self.static = []
         for i, h in enumerate(self.handles):
             info: dict[str, Any] = {"gpu": str(i)}
-            asic = self._try(amdsmi.amdsmi_get_gpu_asic_info, h) or {}
+            asic = _try(amdsmi.amdsmi_get_gpu_asic_info, h) or {}
             if asic.get("market_name"):
                 info["name"] = str(asic["market_name"])
-            drv = self._try(amdsmi.amdsmi_get_gpu_driver_info, h) or {}
+            drv = _try(amdsmi.amdsmi_get_gpu_driver_info, h) or {}
             if drv.get("driver_version"):
                 info["driver"] = str(drv["driver_version"])
             self.static.append(info)
-
-    def _try(self, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception:
-            return None
 
     def read(self) -> list[dict[str, Any]]:
         amd = self.amd
         out = []
         for i, h in enumerate(self.handles):
             g = dict(self.static[i])
-            act = self._try(amd.amdsmi_get_gpu_activity, h) or {}
+            act = _try(amd.amdsmi_get_gpu_activity, h) or {}
             if _num(act.get("gfx_activity")) is not None:
                 g["util_pct"] = _num(act["gfx_activity"])
-            vram = self._try(amd.amdsmi_get_gpu_vram_usage, h) or {}
+            vram = _try(amd.amdsmi_get_gpu_vram_usage, h) or {}
             used, total = _num(vram.get("vram_used")), _num(vram.get("vram_total"))   # MB
             if used is not None:
                 g["fb_used_mib"] = used
                 if total is not None:
                     g["fb_free_mib"] = max(total - used, 0.0)
-            power = self._try(amd.amdsmi_get_power_info, h) or {}
+            power = _try(amd.amdsmi_get_power_info, h) or {}
             watts = next((_num(power.get(k)) for k in ("current_socket_power",
                                                        "average_socket_power", "socket_power")
                           if _num(power.get(k)) not in (None, 0.0)), None)
             if watts is not None:
                 g["power_w"] = watts
-            energy = self._try(amd.amdsmi_get_energy_count, h) or {}
+            energy = _try(amd.amdsmi_get_energy_count, h) or {}
             acc = _num(energy.get("energy_accumulator", energy.get("power")))
             res = _num(energy.get("counter_resolution"))              # microjoules per count
             if acc is not None and res:

@@ -74,9 +74,6 @@ FLAGS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("--num-shard", (), True),
     ("--quantize", (), True),
 )
-# How each is shown (the spelling people type): llama.cpp's short flags
-SHORT = {"--threads": "-t", "--threads-batch": "-tb", "--parallel": "-np", "--ctx-size": "-c",
-         "--batch-size": "-b", "--ubatch-size": "-ub", "--n-gpu-layers": "-ngl"}
 # the variables that set Ollama's (and any CUDA server's) parallelism and placement
 ENV_NAMES = ("OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_LOADED_MODELS", "OLLAMA_MAX_QUEUE",
              "OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "OLLAMA_CONTEXT_LENGTH",

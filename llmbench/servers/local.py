@@ -147,14 +147,7 @@ async def pages(session: Any, root: str, deadline: float,
                                allow_redirects=False, headers=headers) as r:
             body = await r.content.read(1 << 20)
             return r.status, body.decode("utf-8", "replace")
-    paths = [*identity_mod.PATHS, "/v1/models", "/api/tags"]
-
-    async def one(path: str) -> tuple[int, str] | None:
-        try:
-            return await get(path)
-        except Exception:                   # noqa: BLE001 - any failure: not answered
-            return None
-    return dict(zip(paths, await asyncio.gather(*(one(p) for p in paths))))
+    return await identity_mod.ask(get)
 
 
 async def identify_root(session: Any, root: str, within_s: float,

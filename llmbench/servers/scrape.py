@@ -6,9 +6,6 @@ module runs them. Detection asks at most four cheap URLs once (``/metrics``, ``/
 with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``. Probes go the
 way the requests go (netconfig.Net: the target's proxy and TLS; resolved from the root and
 this command line's network options when the caller gives none).
-
-The names below (KINDS, extract, wanted_metrics, the extract_* helpers, parse_prometheus)
-are kept for the callers that used them before the adapters existed.
 """
 
 from __future__ import annotations
@@ -25,50 +22,7 @@ if TYPE_CHECKING:
 
 from llmbench.client import netconfig
 from llmbench import servers
-from llmbench.servers.prometheus import parse_prometheus
-from llmbench.servers import llamacpp, nomyo, ollama
-from llmbench.servers.base import Metrics, MetricsAdapter, Poller
-
-__all__ = ["KINDS", "METRIC_NAMES", "ServerProbe", "extract", "extract_llamacpp_slots",
-           "extract_nomyo_usage", "extract_ollama_ps", "parse_prometheus", "wanted_metrics"]
-
-KINDS = servers.KINDS
-
-
-def _metrics_adapter(kind: str) -> MetricsAdapter | None:
-    a = servers.get(kind) if kind in servers.names() else None
-    if kind == "llamacpp":
-        return llamacpp.METRICS
-    return a if isinstance(a, MetricsAdapter) else None
-
-
-# The metrics each kind's extract reads: a scrape parses only these.
-METRIC_NAMES: dict[str, tuple[str, ...]] = {
-    k: a.metric_names for k in servers.names() if (a := _metrics_adapter(k)) is not None}
-
-
-def wanted_metrics(kind: str) -> tuple[str, ...] | None:
-    """The names to parse for ``kind``; None (parse all) for a kind with no list."""
-    return METRIC_NAMES.get(kind)
-
-
-def extract(kind: str, metrics: Metrics) -> dict[str, Any]:
-    """The fields llmbench uses, from one scrape, named the same for every server."""
-    a = _metrics_adapter(kind)
-    return a.extract(metrics).to_dict() if a is not None else {}
-
-
-def extract_ollama_ps(obj: dict[str, Any]) -> dict[str, Any]:
-    return ollama.extract(obj).to_dict()
-
-
-def extract_nomyo_usage(obj: dict[str, Any]) -> dict[str, Any]:
-    return nomyo.extract(obj).to_dict()
-
-
-def extract_llamacpp_slots(slots: Any, props: dict[str, Any] | None) -> dict[str, Any]:
-    return llamacpp.extract_slots(slots, props).to_dict()
-
+from llmbench.servers.base import Poller
 
 MAX_PAGE_BYTES = 8 << 20        # one server-state page (/metrics, /slots, /api/ps ...)
 

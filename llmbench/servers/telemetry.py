@@ -119,7 +119,7 @@ class Telemetry:
                 tasks.append(self._local(stop))
             if self.spec.host_url:
                 tasks.append(self._scraped(stop, "host", self.spec.host_url, "--host-metrics",
-                                           _host_sample))
+                                           hostmetrics.extract_node))
             gpu = self.spec.gpu
             if gpu.startswith(("http://", "https://")):
                 tasks.append(self._scraped(stop, "gpu", gpu, "--gpu-metrics", _dcgm_sample))
@@ -291,10 +291,6 @@ class _Bad(Exception):
     pass
 
 
-def _host_sample(text: str) -> dict[str, Any]:
-    return hostmetrics.extract_node(text)
-
-
 def _dcgm_sample(text: str) -> dict[str, Any]:
     return {"via": "dcgm", "gpus": gpu_mod.extract_dcgm(text)}
 
@@ -353,7 +349,6 @@ class LocalSampler:
     _lost_at: float | None = None
     _refind_at: float = 0.0
     affinity: int | None = None
-    settings_read: bool = False
 
     def start(self) -> bool:
         """Find the server's process; False (with a note) when /proc cannot be read at all."""

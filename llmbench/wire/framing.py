@@ -11,12 +11,11 @@ from __future__ import annotations
 class SseFramer:
     """Server-sent events: ``data:`` lines joined until a blank line; comments ignored."""
 
-    __slots__ = ("_buf", "_data", "event_type")
+    __slots__ = ("_buf", "_data")
 
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
-        self.event_type: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not self._buf \
@@ -59,9 +58,7 @@ class SseFramer:
                 data.append(payload)
             elif line == b"data":
                 data.append(b"")         # a field name with no colon: the value is empty (spec)
-            elif line.startswith(b"event:"):
-                self.event_type = line[6:].strip()
-            # ":" comments, id:, retry: carry nothing we need
+            # ":" comments, event:, id:, retry: carry nothing we need
         return out
 
     def flush(self) -> list[bytes]:
@@ -91,12 +88,6 @@ class NdjsonFramer:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not self._buf \
-                and not self._data and chunk.count(b"\n") == 2 and b"\r" not in chunk:
-            # the usual chunk (one event, whole, one data line): what the general path below
-            # makes of it, without splitting it into lines (issue 50: per token event CPU)
-            payload = chunk[6:-2]
-            return [payload] if payload.strip() else []
         buf = self._buf + chunk if self._buf else chunk
         lines = buf.split(b"\n")
         self._buf = lines.pop()

@@ -225,14 +225,11 @@ def test_a_busy_coordinator_is_named():
     b = busy(calm + hot)
     assert b["overloaded"] and b["worker"] == COORDINATOR and b["workers"] == 2
     assert b["overloaded_workers"] == [COORDINATOR]
-    from llmbench.report.console import worker_names
     from llmbench.analysis.verdict import generator_sentence
     assert "(the coordinator of 2 workers)" in generator_sentence(b)
-    assert worker_names(b) == " (the coordinator of 2 workers)"
     worker_hot = [MonitorSample(float(t), 30.0, 40.0, 95.0, worker=1) for t in range(5)]
     both = busy(hot + worker_hot + calm[::2])
     assert both["overloaded_workers"] == [COORDINATOR, 1]
-    assert worker_names(both) == " (the coordinator and worker 1 of 2)"
     assert "over its limits: the coordinator, 1" in generator_sentence(both)
 
 

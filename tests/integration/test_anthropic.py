@@ -64,11 +64,11 @@ def sent(server: RawServer, i: int = 0) -> tuple[str, dict]:
 
 # -- the request -------------------------------------------------------------------------------
 def test_body_and_history_as_messages():
-    b = wire.build_body("anthropic", "m", MSGS, 16, True, {"temperature": 0.5})
+    b = wire.get("anthropic").body("m", MSGS, 16, True, {"temperature": 0.5})
     assert b == {"model": "m", "max_tokens": 16, "messages": MSGS, "stream": True,
                  "temperature": 0.5}
     assert b["messages"] is MSGS                      # plain turns go as they are, no copy
-    whole = wire.build_body("anthropic", "m", MSGS, None, False, {})
+    whole = wire.get("anthropic").body("m", MSGS, None, False, {})
     assert "stream" not in whole and whole["max_tokens"] == DEFAULT_MAX_TOKENS   # required
     history = [{"role": "system", "content": "You are terse."},
                {"role": "user", "content": [{"type": "text", "text": "look"},
@@ -79,7 +79,7 @@ def test_body_and_history_as_messages():
                                 "function": {"name": "get", "arguments": '{"city": "Oslo"}'}}]},
                {"role": "tool", "tool_call_id": "c1", "content": "rain"},
                {"role": "user", "content": "and?"}]
-    b = wire.build_body("anthropic", "m", history, 8, True, {})
+    b = wire.get("anthropic").body("m", history, 8, True, {})
     assert b["system"] == "You are terse."
     assert b["messages"] == [
         {"role": "user", "content": [
@@ -126,7 +126,7 @@ def test_url_detection_headers_and_the_key(monkeypatch):
 
 # -- the reply ---------------------------------------------------------------------------------
 def test_each_event_type_means_what_the_api_says():
-    c = wire.classify("anthropic")
+    c = wire.get("anthropic").classify
 
     def one(raw: bytes):
         return c(raw.split(b"data: ", 1)[1].strip())

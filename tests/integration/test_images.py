@@ -77,14 +77,14 @@ def test_each_api_gets_images_in_its_own_shape():
     uri = "data:image/png;base64,QUJD"
     msgs = [{"role": "user", "content": [{"type": "text", "text": "what is it"},
                                          {"type": "image_url", "image_url": {"url": uri}}]}]
-    chat = wire.build_body("openai-chat", "m", msgs, 8, True, {})
+    chat = wire.get("openai-chat").body("m", msgs, 8, True, {})
     assert chat["messages"] == msgs
-    resp = wire.build_body("responses", "m", msgs, 8, True, {})
+    resp = wire.get("responses").body("m", msgs, 8, True, {})
     assert resp["input"][0]["content"] == [{"type": "input_text", "text": "what is it"},
                                            {"type": "input_image", "image_url": uri}]
-    olla = wire.build_body("ollama", "m", msgs, 8, True, {})
+    olla = wire.get("ollama").body("m", msgs, 8, True, {})
     assert olla["messages"][0] == {"role": "user", "content": "what is it", "images": ["QUJD"]}
-    ant = wire.build_body("anthropic", "m", msgs, 8, True, {})
+    ant = wire.get("anthropic").body("m", msgs, 8, True, {})
     assert ant["messages"][0]["content"] == [
         {"type": "text", "text": "what is it"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}}]

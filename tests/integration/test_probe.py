@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from llmbench.analysis.router_ab import router_bound
-from llmbench.servers.scrape import ServerProbe, extract, extract_llamacpp_slots, extract_nomyo_usage, extract_ollama_ps, parse_prometheus, wanted_metrics
+from llmbench import servers
+from llmbench.servers import llamacpp, nomyo, ollama
+from llmbench.servers.prometheus import parse_prometheus
+from llmbench.servers.scrape import ServerProbe
+
 from tests.helpers import free_port, run
 from tests.helpers.proxies import Proxy
 from tests.helpers.api import probe as probe_api
@@ -17,6 +21,19 @@ from tests.helpers import only_run
 from tests.helpers import probe_cli as probe      # the CLI: for wording and exit codes
 
 from tests.helpers import FIXTURES as FIX  # noqa: E402
+
+
+def _adapter(kind):
+    """The kind's /metrics adapter (llama.cpp's is one of its two ways)."""
+    return llamacpp.METRICS if kind == "llamacpp" else servers.get(kind)
+
+
+def extract(kind, metrics):
+    return _adapter(kind).extract(metrics).to_dict()
+
+
+def wanted_metrics(kind):
+    return _adapter(kind).metric_names
 
 
 def test_measures_a_known_added_delay(mock_factory, tmp_path):
@@ -281,14 +298,14 @@ def test_sglang_llamacpp_tgi_metrics():
 
 def test_ollama_ps_nomyo_usage_llamacpp_slots():
     ps = {"models": [{"name": "qwen2.5:0.5b", "size": 1000, "size_vram": 600}]}
-    assert extract_ollama_ps(ps) == {"models_loaded": ["qwen2.5:0.5b"], "size_bytes": 1000,
+    assert ollama.extract(ps).to_dict() == {"models_loaded": ["qwen2.5:0.5b"], "size_bytes": 1000,
                                      "vram_bytes": 600, "ram_bytes": 400}
     usage = {"usage_counts": {"http://a:11434": {"llama3": 2, "qwen": 1}, "http://b:11434": {}}}
     # NOMYO's counts are its in-flight requests (running or queued at the backend), not running
-    assert extract_nomyo_usage(usage) == {"backends_in_flight": {"http://a:11434": 3, "http://b:11434": 0},
+    assert nomyo.extract(usage).to_dict() == {"backends_in_flight": {"http://a:11434": 3, "http://b:11434": 0},
                                           "in_flight": 3}
     slots = [{"id": 0, "is_processing": True}, {"id": 1, "is_processing": False}]
-    assert extract_llamacpp_slots(slots, {"total_slots": 2}) == {"running": 1, "slots": 2}
+    assert llamacpp.extract_slots(slots, {"total_slots": 2}).to_dict() == {"running": 1, "slots": 2}
 
 
 def test_auto_detect_polls_the_mock_without_flooding(mock_factory):

@@ -50,15 +50,15 @@ def completed(usage=USAGE, status="completed", **extra) -> bytes:
 
 
 def test_body_sends_the_conversation_as_input():
-    b = wire.build_body("responses", "m", MSGS, 16, True, {"temperature": 0.5})
+    b = wire.get("responses").body("m", MSGS, 16, True, {"temperature": 0.5})
     assert b == {"model": "m", "input": MSGS, "max_output_tokens": 16, "stream": True,
                  "temperature": 0.5, "store": False}
-    whole = wire.build_body("responses", "m", MSGS, None, False, {"extra_body": {"store": True}})
+    whole = wire.get("responses").body("m", MSGS, None, False, {"extra_body": {"store": True}})
     assert "stream" not in whole and "max_output_tokens" not in whole and whole["store"] is True
 
 
 def test_each_event_type_means_what_the_api_says():
-    c = wire.classify("responses")
+    c = wire.get("responses").classify
 
     def one(raw: bytes):
         return c(raw.split(b"data: ", 1)[1].strip())

@@ -11,7 +11,8 @@ import pytest
 from aiohttp import web
 
 from llmbench import servers
-from llmbench.servers.scrape import KINDS, ServerProbe
+from llmbench.servers import KINDS
+from llmbench.servers.scrape import ServerProbe
 from tests.helpers import free_port
 
 from tests.helpers import FIXTURES as FIX  # noqa: E402

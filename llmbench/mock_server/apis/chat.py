@@ -3,6 +3,7 @@ serve it (messages, max_completion_tokens or max_tokens, stream_options, tools, 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -43,6 +44,4 @@ API = Api("chat", parse, shape, openai.error, openai.busy)
 
 
 def add_routes(app: web.Application, ctx: Context) -> None:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, API, request)
-    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/chat/completions", partial(generate, ctx, API))

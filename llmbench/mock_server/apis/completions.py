@@ -3,6 +3,7 @@ tools."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -35,6 +36,4 @@ API = Api("completions", parse, shape, openai.error, openai.busy)
 
 
 def add_routes(app: web.Application, ctx: Context) -> None:
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, API, request)
-    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/completions", partial(generate, ctx, API))

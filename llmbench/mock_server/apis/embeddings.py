@@ -16,6 +16,7 @@ import json
 import math
 import random
 import struct
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -101,6 +102,4 @@ async def serve(ctx: Context, request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application, ctx: Context) -> None:
-    async def embeddings(request: web.Request) -> web.Response:
-        return await serve(ctx, request)
-    app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/v1/embeddings", partial(serve, ctx))

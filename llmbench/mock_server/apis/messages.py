@@ -8,6 +8,7 @@ content is a string or blocks (text, image, tool_use, tool_result, thinking), ``
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -115,6 +116,4 @@ API = Api("messages", parse, shape, error, busy)
 
 
 def add_routes(app: web.Application, ctx: Context) -> None:
-    async def messages(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, API, request)
-    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/messages", partial(generate, ctx, API))

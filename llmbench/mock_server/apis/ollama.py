@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -78,12 +79,6 @@ def card(ctx: Context, name: str) -> dict[str, Any]:
 
 
 def add_routes(app: web.Application, ctx: Context) -> None:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, CHAT, request)
-
-    async def gen(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, GENERATE, request)
-
     async def tags(request: web.Request) -> web.Response:
         return web.json_response({"models": [card(ctx, m) for m in ctx.engine.config.models]},
                                  headers=ctx.headers())
@@ -130,5 +125,5 @@ def add_routes(app: web.Application, ctx: Context) -> None:
     r.add_get("/api/ps", ps)
     r.add_post("/api/show", show)
     r.add_get("/api/version", version)
-    r.add_post("/api/chat", chat)
-    r.add_post("/api/generate", gen)
+    r.add_post("/api/chat", partial(generate, ctx, CHAT))
+    r.add_post("/api/generate", partial(generate, ctx, GENERATE))

@@ -5,6 +5,7 @@ max_output_tokens, text.format, tools flat), with the stored replies a later tur
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -92,7 +93,4 @@ def shape(ctx: Context, ask: Ask, rid: str) -> Shape:
 
 def add_routes(app: web.Application, ctx: Context) -> None:
     api = Api("responses", parser(Stored()), shape, openai.error, openai.busy)
-
-    async def responses(request: web.Request) -> web.StreamResponse:
-        return await generate(ctx, api, request)
-    app.router.add_post("/v1/responses", responses)
+    app.router.add_post("/v1/responses", partial(generate, ctx, api))

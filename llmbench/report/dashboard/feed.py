@@ -33,7 +33,7 @@ from llmbench.analysis.sessions import LiveSessions
 from llmbench.load.observe import LiveNow
 from llmbench.records.definitions import is_measured
 from llmbench.records.record import Record
-from llmbench.report.livestep import Steps, TokenRate, gaps_of
+from llmbench.report.livestep import Steps, TokenRate, gaps_of, pcts_ms
 
 OPEN_S = 3                       # seconds whose row is sent again (late records from workers)
 # A row's latencies are over the requests finished in its last WINDOW_S seconds (the report's
@@ -46,18 +46,6 @@ WINDOW_VALUES = 50_000           # a window's values past this are thinned evenl
 # second's worst wait)
 YIELD_EVERY = 16
 SEND_DELAY_WINDOW_S = 10.0       # the generator's send delay p99: the last 10 s, as Prometheus
-
-
-def _pct(values: Any, q: float) -> float | None:
-    return percentile.percentile(values, q)
-
-
-def _pcts_ms(values: Any, qs: tuple[float, ...]) -> list[float | None]:
-    """Several percentiles of seconds, in ms, in one pass (one call: its overhead is most of
-    the cost on a second's few hundred values), by the tool's one percentile rule."""
-    if not len(values):
-        return [None] * len(qs)
-    return [v * 1000.0 for v in percentile.percentiles(values, qs)]
 
 
 def _ms(v: float | None) -> float | None:
@@ -181,7 +169,7 @@ class LiveSeries:
         state = {"users": users, "load": g.load, "step": g.step, "phase": g.phase,
                  "in_flight": g.in_flight, "tok_s": tok_s,
                  "lag_p99_ms": g.lag_p99_ms, "cpu_pct": g.cpu_pct,
-                 "send_delay_p99_ms": _ms(_pct(send, 99)),
+                 "send_delay_p99_ms": _ms(percentile.percentile(send, 99)),
                  **{f"server_{k}": server[k] for k in ("running", "waiting", "kv_cache_usage")
                     if isinstance(server.get(k), (int, float))},
                  **{k: machine[k] for k in ("server_cores", "machine_busy_cores", "gpu_util_pct")
@@ -247,8 +235,8 @@ class LiveSeries:
         (open rows are drawn again each tick: a late record changes the windows after it)."""
         seconds = [w for k in range(sec - WINDOW_S + 1, sec + 1)
                    if (w := self._seconds.get(k)) is not None]
-        t50, t95 = _pcts_ms(_window([w.ttft for w in seconds]), (50, 95))
-        i50, i95 = _pcts_ms(_window([w.gaps for w in seconds]), (50, 95))
+        t50, t95 = pcts_ms(_window([w.ttft for w in seconds]), (50, 95))
+        i50, i95 = pcts_ms(_window([w.gaps for w in seconds]), (50, 95))
         return {**(b.state or {}), "t": sec + 1, "requests": b.n, "ok": b.ok,
                 "failed": b.n - b.ok, "ttft_p50_ms": t50, "ttft_p95_ms": t95,
                 "itl_p50_ms": i50, "itl_p95_ms": i95, "errors": dict(b.errors)}

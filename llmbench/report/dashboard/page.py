@@ -9,20 +9,19 @@ built here), it never builds markup from data. Charts are the HTML report's: the
 
 from __future__ import annotations
 
-import html
 import math
+from functools import partial
 from typing import Any, Sequence
 
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import CSS as REPORT_CSS, chart_thresholds, steps_table, verdict_box
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e, steps_table,
+                                  verdict_box)
+from llmbench.report.live import duration
 
+_duration = partial(duration, unknown="–")     # the terminal's "?" is the page's "–"
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
-
-
-def e(x: Any) -> str:
-    return html.escape("" if x is None else str(x), quote=True)
 
 
 def _num(v: Any) -> float | None:
@@ -33,20 +32,13 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _duration(s: float | None) -> str:
-    if s is None or s < 0:
-        return "–"
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
 def _count(v: Any) -> str:
     f = _num(v)
     return "–" if f is None else f"{f:.0f}"
 
 
 def _load(v: Any) -> str:
+    """A load (or any count that may be fractional, a median of calls) as %g."""
     f = _num(v)
     return "–" if f is None else f"{f:g}"
 
@@ -315,18 +307,13 @@ def sessions_html(state: dict[str, Any]) -> str:
         dur = _num(x.get("duration_median_s"))
         rows.append([label, _count(x.get("running")), _count(x.get("completed")),
                      _count(x.get("failed")), _count(x.get("joined")),
-                     _steps(x.get("running_steps_median")), _steps(x.get("steps_median")),
+                     _load(x.get("running_steps_median")), _load(x.get("steps_median")),
                      fmt_ms(None if dur is None else dur * 1000)])
     return ("<h2>Agent sessions</h2>" + _table(
         ["", "running", "done", "failed", "joined mid-way", "calls so far (running, p50)",
          "calls (done, p50)", "session time (done, p50)"], rows, "sessions")
         + '<p class="meta">A step\'s sessions are those whose first call started in it; '
         "running: under way now.</p>")
-
-
-def _steps(v: Any) -> str:
-    f = _num(v)
-    return "–" if f is None else f"{f:g}"
 
 
 def sweep_table(state: dict[str, Any]) -> str:
@@ -384,22 +371,18 @@ def _step_charts(state: dict[str, Any]) -> str:
     meta = state.get("meta") or {}
     if meta.get("kind") == "probe":
         probe = typed_probe_steps(state)
-        return _chart(charts.probe_overhead(probe), "router overhead") if probe else ""
+        return _chart(charts.probe_overhead_chart(probe), "router overhead") if probe else ""
     unit = meta.get("unit") or "users"
     ths = chart_thresholds(meta.get("thresholds") or [])
     typed = typed_steps(state)
-    return (_chart(charts.ramp_latency(typed, ths, unit), "latency vs load")
-            + _chart(charts.ramp_throughput(typed, unit), "throughput vs load"))
-
-
-def _chart(svg: str, title: str) -> str:
-    return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
+    return (_chart(charts.ramp_latency_chart(typed, ths, unit), "latency vs load")
+            + _chart(charts.ramp_throughput_chart(typed, unit), "throughput vs load"))
 
 
 def live_chart(state: dict[str, Any]) -> str:
     rows = state.get("rows") or []
     meta = state.get("meta") or {}
-    return _chart(charts.live(rows, meta.get("unit") or "users",
+    return _chart(charts.live_chart(rows, meta.get("unit") or "users",
                               chart_thresholds(meta.get("thresholds") or [])), "live timeline")
 
 

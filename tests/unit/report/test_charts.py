@@ -84,7 +84,7 @@ def test_itl_axis_scales_to_the_data_and_a_far_threshold_is_an_annotation():
     assert any("400 ms" in t for t in texts(ttft_ax))
     assert not [m for m in itl_ax.marks if getattr(m, "cls", "") == "threshold"]
     # and the SVG draws what the description says
-    _, panels = svg_panels(charts.ramp_latency(steps, {"itl": 200.0, "ttft": 400.0}, "users"))
+    _, panels = svg_panels(charts.ramp_latency_chart(steps, {"itl": 200.0, "ttft": 400.0}, "users"))
     assert panels[0]["thresholds"] == [400.0] and not panels[1]["thresholds"]
     assert panels[1]["ylim"] == pytest.approx(itl_ax.ylim)
     assert any("↑" in t for t in panels[1]["texts"] if t)
@@ -168,6 +168,8 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 def svg_panels(svg):
     """The panels of a hand-written SVG chart (svgplot): what each draws and lists."""
     import xml.etree.ElementTree as ET
+    if isinstance(svg, svgplot.Chart):
+        svg = svgplot.render(svg)
     root = ET.fromstring(svg)
     out = []
     for g in root.iter(f"{SVG_NS}g"):
@@ -197,7 +199,7 @@ def svg_panels(svg):
 
 def test_timeline_legend_lists_every_trace_and_marks_steps():
     steps = ramp([1, 2, 3, 4])                      # ramp_start 0, 5, 10, 15 s after t0
-    _, panels = svg_panels(charts.timeline(timeline_rows(), steps, t0_perf=0.0))
+    _, panels = svg_panels(charts.timeline_chart(timeline_rows(), steps, t0_perf=0.0))
     assert len(panels) == 4                         # requests, TTFT, tok/s, server
     for p in panels:
         assert p["traces"] and set(p["traces"]) <= set(p["legend"]), p
@@ -211,7 +213,7 @@ def test_timeline_legend_lists_every_trace_and_marks_steps():
 
 
 def test_timeline_of_a_run_without_steps_or_server():
-    _, panels = svg_panels(charts.timeline(timeline_rows(8, server=False)))
+    _, panels = svg_panels(charts.timeline_chart(timeline_rows(8, server=False)))
     assert len(panels) == 3
     assert not [m for p in panels for m in p["marks"]]
     for p in panels:
@@ -222,7 +224,7 @@ def test_timeline_of_a_run_without_steps_or_server():
 
 def test_timeline_axes_span_the_data():
     """Each panel from zero to just above its own data (users reach 4, tok/s 400)."""
-    _, panels = svg_panels(charts.timeline(timeline_rows(20, server=False)))
+    _, panels = svg_panels(charts.timeline_chart(timeline_rows(20, server=False)))
     assert 4 < panels[0]["ylim"][1] <= 4 * 1.2
     assert 400 < panels[2]["ylim"][1] <= 400 * 1.2
     assert panels[0]["xlim"][0] < 1 and panels[0]["xlim"][1] > 20
@@ -231,14 +233,14 @@ def test_timeline_axes_span_the_data():
 def test_timeline_of_one_second_still_shows_its_values():
     """A run shorter than a second has one timeline row: a line through one point draws
     nothing, so the point is a dot."""
-    root, panels = svg_panels(charts.timeline(timeline_rows(1, server=False)))
+    root, panels = svg_panels(charts.timeline_chart(timeline_rows(1, server=False)))
     dots = [c for c in root.iter(f"{SVG_NS}circle")]
     assert len(dots) >= 3                           # in flight, users, TTFT, tok/s
 
 
 def test_cdf_from_zero_with_every_series_in_the_legend():
     import numpy as np
-    _, (p,) = svg_panels(charts.cdfs([("TTFT", np.array([10.0, 12.0, 20.0])),
+    _, (p,) = svg_panels(charts.cdfs_chart([("TTFT", np.array([10.0, 12.0, 20.0])),
                                       ("E2EL", np.array([40.0, 50.0, np.nan]))], "TTFT and E2EL"))
     assert p["traces"] == ["TTFT", "E2EL"] and p["legend"] == ["TTFT", "E2EL"]
     assert p["xlim"][0] == 0 and 50 <= p["xlim"][1] <= 50 * 1.1
@@ -248,14 +250,14 @@ def test_cdf_from_zero_with_every_series_in_the_legend():
 
 def test_cdf_of_no_successful_request_says_so():
     import numpy as np
-    root, (p,) = svg_panels(charts.cdfs([("ITL", np.array([]))], "Inter-token latency"))
+    root, (p,) = svg_panels(charts.cdfs_chart([("ITL", np.array([]))], "Inter-token latency"))
     assert not p["traces"]
     assert any(t.text == "no successful request" for t in root.iter(f"{SVG_NS}text"))
 
 
 def test_chart_text_is_escaped():
     import numpy as np
-    svg = charts.cdfs([("<script>x</script>", np.array([1.0]))], "a<b")
+    svg = svgplot.render(charts.cdfs_chart([("<script>x</script>", np.array([1.0]))], "a<b"))
     assert "<script" not in svg
     svg_panels(svg)                                 # still well-formed XML
 
@@ -285,7 +287,7 @@ def test_a_step_without_data_draws_no_box_at_zero():
 
 @pytest.mark.parametrize("builder", ["ramp_latency", "ramp_throughput", "timeline",
                                      "compare_overlay", "probe_overhead", "cdfs"])
-def test_svg_wrappers_still_return_svg(builder):
+def test_each_builder_draws_an_svg(builder):
     pt = {"overhead_ms": 1.0, "ci_ms": [0.5, 1.5], "significant": True}
     args = {"ramp_latency": (ramp([1, 2]), {"itl": 200.0}, "users"),
             "ramp_throughput": (ramp([1, 2]), "users"),
@@ -294,7 +296,7 @@ def test_svg_wrappers_still_return_svg(builder):
             "compare_overlay": ([("a", ramp([1, 2])), ("b", ramp([1, 2]))], "users"),
             "probe_overhead": ([ProbeStep.from_dict({"users": 1, **{m: dict(pt) for m in (
                 "ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")}})],)}
-    svg = getattr(charts, builder)(*args[builder])
+    svg = svgplot.render(getattr(charts, builder + "_chart")(*args[builder]))
     assert svg.startswith("<svg") and "<script" not in svg
 
 
@@ -454,5 +456,5 @@ def test_search_chart_marks_each_step_in_the_order_tried_held_broke_and_confirme
     assert by_label["confirmed (sustain)"].ys == [None] * 5 + [3]
     assert by_label["not counted (run again / too few requests)"].ys == [None] * 3 + [3, None, None]
     assert p.xticks == [1, 2, 3, 4, 5, 6] and p.ylim[0] == 0 and p.ylim[1] >= 4
-    svg = charts.search(s, "users")
+    svg = svgplot.render(charts.search_chart(s, "users"))
     assert "limit found" in svg and "step, in the order tried" in svg

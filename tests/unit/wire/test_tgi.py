@@ -19,18 +19,18 @@ MSGS = [{"role": "user", "content": "hello there"}]
 
 
 def test_body_is_inputs_and_parameters():
-    b = wire.build_body("tgi", "ignored", MSGS, 16, True,
+    b = wire.get("tgi").body("ignored", MSGS, 16, True,
                         {"temperature": 0.7, "extra_body": {"parameters": {"top_k": 5}, "x": 1}})
     assert b == {"inputs": "hello there", "x": 1,
                  "parameters": {"details": True, "max_new_tokens": 16, "temperature": 0.7,
                                 "do_sample": True, "top_k": 5}}
     # TGI rejects temperature 0: greedy is do_sample false
-    assert wire.build_body("tgi", "m", MSGS, None, True, {"temperature": 0})["parameters"] == \
+    assert wire.get("tgi").body("m", MSGS, None, True, {"temperature": 0})["parameters"] == \
         {"details": True, "do_sample": False}
 
 
 def test_events_token_last_error():
-    c = wire.classify("tgi")
+    c = wire.get("tgi").classify
     ev = c(b'{"index":1,"token":{"id":5,"text":" a","logprob":-0.1,"special":false},'
            b'"generated_text":null,"details":null}')
     assert ev.kind == TOKEN and ev.text == " a"

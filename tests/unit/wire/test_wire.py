@@ -12,30 +12,30 @@ MSGS = [{"role": "user", "content": "hi"}]
 
 
 def test_chat_body_asks_for_usage_and_both_length_fields():
-    b = wire.build_body("openai-chat", "m", MSGS, 32, True,
+    b = wire.get("openai-chat").body("m", MSGS, 32, True,
                         {"temperature": 0.5, "ignore_eos": True, "extra_body": {"top_p": 0.9}})
     assert b == {"model": "m", "messages": MSGS, "max_tokens": 32, "max_completion_tokens": 32,
                  "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.5,
                  "ignore_eos": True, "top_p": 0.9}
-    only = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "max_completion_tokens"})
+    only = wire.get("openai-chat").body("m", MSGS, 32, True, {"max_tokens_field": "max_completion_tokens"})
     assert only["max_completion_tokens"] == 32 and "max_tokens" not in only
-    legacy = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "max_tokens"})
+    legacy = wire.get("openai-chat").body("m", MSGS, 32, True, {"max_tokens_field": "max_tokens"})
     assert legacy["max_tokens"] == 32 and "max_completion_tokens" not in legacy
-    none = wire.build_body("openai-chat", "m", MSGS, 32, True, {"max_tokens_field": "none"})
+    none = wire.get("openai-chat").body("m", MSGS, 32, True, {"max_tokens_field": "none"})
     assert "max_tokens" not in none and "max_completion_tokens" not in none
 
 
 def test_completions_body_uses_max_tokens_and_prompt():
-    b = wire.build_body("openai", "m", MSGS, 16, True, {})
+    b = wire.get("openai").body("m", MSGS, 16, True, {})
     assert b["prompt"] == "hi" and b["max_tokens"] == 16 and "max_completion_tokens" not in b
     assert b["stream_options"] == {"include_usage": True}
-    multi = wire.build_body("openai", "m", MSGS + [{"role": "assistant", "content": "yo"},
+    multi = wire.get("openai").body("m", MSGS + [{"role": "assistant", "content": "yo"},
                                                    {"role": "user", "content": "more"}], 4, True, {})
     assert "User: hi" in multi["prompt"] and multi["prompt"].endswith("Assistant:")
 
 
 def test_ollama_body_uses_num_predict_and_options():
-    b = wire.build_body("ollama", "m", MSGS, 8, True,
+    b = wire.get("ollama").body("m", MSGS, 8, True,
                         {"temperature": 0.1, "extra_body": {"options": {"num_ctx": 4096}, "keep_alive": "5m"}})
     assert b == {"model": "m", "messages": MSGS, "stream": True,
                  "options": {"num_predict": 8, "temperature": 0.1, "num_ctx": 4096},
@@ -44,7 +44,7 @@ def test_ollama_body_uses_num_predict_and_options():
 
 
 def test_non_streaming_body_has_no_stream_options():
-    b = wire.build_body("openai-chat", "m", MSGS, 8, False, {})
+    b = wire.get("openai-chat").body("m", MSGS, 8, False, {})
     assert "stream" not in b and "stream_options" not in b
 
 
@@ -53,7 +53,7 @@ def ev(obj):
 
 
 def test_chat_token_events():
-    c = wire.classify("openai-chat")
+    c = wire.get("openai-chat").classify
     assert c(ev({"choices": [{"delta": {"role": "assistant", "content": ""}}]})).kind == OTHER
     assert c(ev({"choices": [{"delta": {"role": "assistant"}}]})).kind == OTHER
     # Ollama's /v1 sends role with every content chunk: content decides
@@ -72,13 +72,13 @@ def test_chat_token_events():
 
 
 def test_completion_events_count_even_empty_text():
-    c = wire.classify("openai")
+    c = wire.get("openai").classify
     assert c(ev({"choices": [{"text": ""}]})).kind == TOKEN
     assert c(ev({"choices": [], "usage": {}})).kind == OTHER
 
 
 def test_ollama_lines():
-    c = wire.classify("ollama")
+    c = wire.get("ollama").classify
     assert c(ev({"message": {"content": "a"}, "done": False})).kind == TOKEN
     assert c(ev({"message": {"content": "", "thinking": "x"}, "done": False})).kind == TOKEN
     assert c(ev({"message": {"content": ""}, "done": False})).kind == OTHER
