@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from llmbench.commands.options import UsageError
+from llmbench.specs.options import UsageError
 from llmbench.commands.spec import say
 
 S = TypeVar("S")

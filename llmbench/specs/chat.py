@@ -8,7 +8,7 @@ import dataclasses
 from typing import Iterator
 
 from llmbench.specs.groups import RequestOpts, ServerOpts, TargetOpts
-from llmbench.commands.options import INT, P_LOAD, option
+from llmbench.specs.options import INT, P_LOAD, option
 
 MAX_TURNS = 50
 

@@ -3,25 +3,19 @@ serves (servers/local.py); the same look run, ramp and sweep take with no --url.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from llmbench.commands.options import Spec, UsageError
+from llmbench.errors import UsageError
+from llmbench.specs.servers import ServersSpec
 
 
-@dataclasses.dataclass(kw_only=True)
-class ServersSpec(Spec):
-    """``llmbench servers``: every server found (engine, version, models, slots, context),
-    the one a command with no --url would measure first."""
-
-    command = "servers"
-
-    def perform(self) -> list[Any]:
-        from llmbench.servers import local
-        try:
-            return local.find()
-        except local.PortsError as exc:
-            raise UsageError(str(exc)) from None
+def perform_servers(spec: ServersSpec) -> list[Any]:
+    """The servers found, the one a command with no --url would measure first."""
+    from llmbench.servers import local
+    try:
+        return local.find()
+    except local.PortsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def lines(found: list[Any]) -> list[str]:
