@@ -295,7 +295,7 @@ def _dashboard(spec) -> None:
     def listening(p: int) -> None:
         typer.echo(f"Dashboard: {url_of(spec.host, p)} serving {spec.folder} (Ctrl-C to stop)",
                    err=True)
-    from llmbench.commands.dashboard import perform_dashboard
+    from llmbench.commands.report import perform_dashboard
     perform_dashboard(spec, listening)
 
 
@@ -352,8 +352,8 @@ _TABLE: dict = {
     "report": ("llmbench.specs.report", "ReportSpec", _report, True, False),
     "compare": ("llmbench.specs.report", "CompareSpec", _compare, True, False),
     "runs": ("llmbench.specs.report", "RunsSpec", _runs, False, False),
-    "dashboard": ("llmbench.specs.dashboard", "DashboardSpec", _dashboard, False, False),
-    "servers": ("llmbench.specs.servers", "ServersSpec", _servers, False, True),
+    "dashboard": ("llmbench.specs.report", "DashboardSpec", _dashboard, False, False),
+    "servers": ("llmbench.specs.report", "ServersSpec", _servers, False, True),
     "chat": ("llmbench.specs.chat", "ChatSpec", _chat, True, False),
     "context": ("llmbench.specs.context", "ContextSpec", _context, True, False),
     "datasets inspect": ("llmbench.specs.report", "InspectSpec", _inspect, False, False)}

@@ -1,5 +1,5 @@
-"""``llmbench report``, ``compare``, ``runs`` and ``datasets inspect``: what they do with their
-specs (llmbench/specs/report.py), for the command line and the Python API alike
+"""``llmbench report``, ``compare``, ``runs``, ``dashboard`` and ``datasets inspect``: what they
+do with their specs (llmbench/specs/report.py), for the command line and the Python API alike
 (``llmbench.report()``, ``llmbench.compare()``)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from llmbench.errors import UsageError
-from llmbench.specs.report import CompareSpec, InspectSpec, ReportSpec, RunsSpec
+from llmbench.specs.report import CompareSpec, DashboardSpec, InspectSpec, ReportSpec, RunsSpec
 
 if TYPE_CHECKING:
     from llmbench.analysis.compare import Comparison as CompareResult
@@ -132,3 +132,19 @@ def perform_inspect(spec: InspectSpec) -> tuple[Any, Any] | list[str]:
         if lines is not None:
             return lines
     return spec.build(spec.count)
+
+
+def perform_dashboard(spec: DashboardSpec, listening: Callable[[int], Any]) -> None:
+    """``llmbench dashboard``: serve the folder (report/dashboard/server.py) until Ctrl-C;
+    ``listening(port)`` once the page answers."""
+    from llmbench.report.dashboard.server import folder_html, serve_folder
+    folder = Path(spec.folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder; give a run or sweep folder "
+                         "(llmbench runs lists them)")
+    text = folder_html(folder)
+    try:
+        serve_folder(folder, text, spec.host, spec.port, listening)
+    except OSError as exc:
+        raise UsageError(f"--host {spec.host} --port {spec.port}: cannot listen there "
+                         f"({exc.strerror or exc}); choose a free port, or 0 for any")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmbench.errors import UsageError
-from llmbench.specs.servers import ServersSpec
+from llmbench.specs.report import ServersSpec
 
 
 def perform_servers(spec: ServersSpec) -> list[Any]:

@@ -1,5 +1,6 @@
-"""The specs of the commands that read run folders: ``llmbench report``, ``compare``, ``runs``
-and ``datasets inspect`` (what they do: llmbench/commands/report.py)."""
+"""The specs of the commands that read run folders or look around: ``llmbench report``,
+``compare``, ``runs``, ``dashboard``, ``datasets inspect`` (what they do:
+llmbench/commands/report.py) and ``servers`` (llmbench/commands/servers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from typing import Iterator, List, Sequence
 
 from llmbench.specs.groups import InspectWorkloadOpts, OutputOpts, command_defaults
-from llmbench.specs.options import FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, option
+from llmbench.specs.options import (FLAG, INT, PATH, REQUIRED, TEXTS, Kind, Spec, count, option,
+                                    problem)
 
 PATHS = Kind(List[Path], lambda v, flag: [PATH.parse(x, flag) for x in
                                            (v if isinstance(v, (list, tuple)) else [v])],
@@ -70,3 +72,26 @@ class InspectSpec(InspectWorkloadOpts):
     command = "datasets inspect"
 
     count: int = option("Conversations to sample (synthetic/random/ShareGPT).", kind=INT, default=1000)
+
+
+@dataclasses.dataclass
+class DashboardSpec(Spec):
+    """``llmbench dashboard FOLDER``: a finished run or sweep on a page, to look at later or to
+    share on a LAN (``host="0.0.0.0"`` only when asked)."""
+
+    command = "dashboard"
+
+    folder: Path | str = option("A run or sweep folder (results/<date>-<kind>...).", kind=PATH, argument=True, default=REQUIRED)
+    host: str = option("The address to listen on (0.0.0.0: every interface, to share the page on a LAN).", default="127.0.0.1", metavar="ADDR")
+    port: int = option("The port (0: any free one, printed).", kind=INT, default=0)
+
+    def _check(self) -> Iterator[str]:
+        yield from problem(count, self.port, "--port", lo=0, hi=65535)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ServersSpec(Spec):
+    """``llmbench servers``: every server found (engine, version, models, slots, context),
+    the one a command with no --url would measure first."""
+
+    command = "servers"
