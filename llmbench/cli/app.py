@@ -207,7 +207,7 @@ def _context(spec) -> None:
 
 def _servers(spec, json_out: bool = False) -> None:
     """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
-    from llmbench.commands.servers import lines, perform_servers
+    from llmbench.commands.local import lines, perform_servers
     found = perform_servers(spec)
     if json_out:
         import json
@@ -564,5 +564,3 @@ def _exit(code: object) -> None:
         except (OSError, ValueError):       # a closed pipe: nothing more to say
             pass
     os._exit(status)
-
-

@@ -255,8 +255,6 @@ class MaybeMock:
             self.proc.__exit__(*exc)
 
 
-
-
 def replay_of(spec: Any, only: Sequence[str] | None = None) -> dict[str, Any]:
     """The options to write into the run folder's config.toml (llmbench.specs.config);
     ``only``: these options (a sweep's ramps replay as ramps)."""

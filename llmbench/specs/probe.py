@@ -68,5 +68,3 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
             yield "--slice must be above 0"
         if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
             yield "--prefix-hit-ratio works with llmbench run only"
-
-

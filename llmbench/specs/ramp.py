@@ -198,7 +198,6 @@ class RampOpts(CacheResetOpts):
                        f"({ramp_in_s:g}s ramp-in + {hold_s:g}s hold): raise it or "
                        "shorten --hold")
 
-
     # -- what the options come to -----------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
         """The demo's defaults with no --url (the built-in mock), else a server's."""
@@ -251,12 +250,6 @@ class RampOpts(CacheResetOpts):
             output_tokens=w.output_tokens or d["output_tokens"])
 
 
-
-
-
-
-
-
 RampSteps = RampOpts          # the steps group, passed whole: RampSpec(ramp=RampSteps(...))
 
 
@@ -287,4 +280,3 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     request: InitVar[RequestOpts | None] = None
     output: InitVar[OutputOpts | None] = None
     thresholds: InitVar[list[Threshold | str] | None] = None
-

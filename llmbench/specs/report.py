@@ -1,6 +1,6 @@
 """The specs of the commands that read run folders or look around: ``llmbench report``,
 ``compare``, ``runs``, ``dashboard``, ``datasets inspect`` (what they do:
-llmbench/commands/report.py) and ``servers`` (llmbench/commands/servers.py)."""
+llmbench/commands/report.py) and ``servers`` (llmbench/commands/local.py)."""
 
 from __future__ import annotations
 

@@ -217,8 +217,6 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         if self.result_filename and folder.is_dir():
             check_writable(folder / self.result_filename, "--result-filename")
 
-
-
     # -- run --scenario ----------------------------------------------------------------------
     def scenario_load(self, scenario: Any) -> tuple[str, float]:
         """(by, load): the crowd's total users (--concurrency) or rate (--rate) the shares

@@ -141,7 +141,3 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     def modes(self) -> list[str]:
         return [m for m, on in (("serve", self.serve is not None),
                                 ("before", self.before is not None), ("mock", self.mock)) if on]
-
-
-
-

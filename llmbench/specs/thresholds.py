@@ -75,7 +75,6 @@ DEFAULT_EMBEDDING_THRESHOLDS = ("e2el.p95_all<=2s", "errors==0")
 DEFAULT_AGENT_THRESHOLDS = ("ttft.p95_all<=5s", "itl.p95<=200ms", "errors==0")
 
 
-
 class ThresholdError(ValueError):
     pass
 
