@@ -18,13 +18,13 @@ from llmbench.version import __version__
 # pyright take any name TYPE_CHECKING as true
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from llmbench.analysis.slo import Threshold
+    from llmbench.specs.thresholds import Threshold
     from llmbench.api import (CompareSpec, Comparison, ProbeSpec, RampSpec, Report, ReportSpec,
                               RunSpec, SweepSpec, compare, load_run, mock, probe, ramp, report,
                               run, sweep)
     from llmbench.errors import (CommandFailed, LlmbenchError, RunFailed, ServerRefused,
                                  ServerUnreachable, UsageError)
-    from llmbench.commands.ramp_spec import RampSteps
+    from llmbench.specs.ramp import RampSteps
     from llmbench.results.schema import Metric, Run, Step, Summary, Sweep, Verdict
     from llmbench.specs import Agent, Output, Prompts, Request, RunLoad, Server, Target, Telemetry
 
@@ -43,10 +43,10 @@ _WHERE = {
     **dict.fromkeys(("run", "ramp", "sweep", "probe", "report", "compare", "load_run", "mock",
                      "RunSpec", "RampSpec", "SweepSpec", "ProbeSpec", "ReportSpec", "CompareSpec",
                      "Report", "Comparison"), "llmbench.api"),
-    "Threshold": "llmbench.analysis.slo",
+    "Threshold": "llmbench.specs.thresholds",
     **dict.fromkeys(("Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output",
                      "RunLoad"), "llmbench.specs"),
-    "RampSteps": "llmbench.commands.ramp_spec",
+    "RampSteps": "llmbench.specs.ramp",
     **dict.fromkeys(("Run", "Step", "Summary", "Metric", "Verdict", "Sweep"), "llmbench.results.schema"),
     **dict.fromkeys(("LlmbenchError", "UsageError", "ServerUnreachable", "ServerRefused",
                      "CommandFailed", "RunFailed"), "llmbench.errors"),

@@ -29,11 +29,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, ParamSpec, TypeVar, overload
 
-from llmbench.commands.probe_spec import ProbeSpec
-from llmbench.commands.ramp_spec import RampSpec
-from llmbench.commands.report import CompareSpec, Comparison, Report, ReportSpec
-from llmbench.commands.run_spec import RunSpec
-from llmbench.commands.sweep_spec import SweepSpec
+from llmbench.commands.report import Comparison, Report, perform_compare, perform_report
+from llmbench.specs.probe import ProbeSpec
+from llmbench.specs.ramp import RampSpec
+from llmbench.specs.report import CompareSpec, ReportSpec
+from llmbench.specs.run import RunSpec
+from llmbench.specs.sweep import SweepSpec
 from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OVERLOADED, EXIT_UNREACHABLE, EXIT_WRITE,
                              CommandFailed, LlmbenchError, RunFailed, UsageError, failure)
 from llmbench.results.schema import Run, RunResult, Sweep
@@ -63,7 +64,7 @@ def _output(progress: bool | None) -> Iterator[None]:
 def _typed_errors() -> Iterator[None]:
     """An input error (a bad dataset, threshold, URL...) leaves as its LlmbenchError (a
     UsageError with the CLI's one line); anything else is a bug and leaves as it is."""
-    from llmbench.commands.spec import translate
+    from llmbench.specs.errors import translate
     try:
         yield
     except LlmbenchError:
@@ -277,12 +278,12 @@ probe = Command(ProbeSpec, lambda s: _result(_perform_spec("probe", s), "probe")
 router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
 (``probe.findings.router.steps``).""")
 
-report = Command(ReportSpec, lambda s: s.perform(), """``llmbench report``: a run's (or a
+report = Command(ReportSpec, perform_report, """``llmbench report``: a run's (or a
 sweep's) report. ``report("results/<run>")`` writes RUN_DIR/report.html; ``format="md"`` or
 ``"csv"`` with no ``output`` gives the text. Returns a Report (``.path``, ``.text``,
 ``.notes``).""")
 
-compare = Command(CompareSpec, lambda s: s.perform(), """``llmbench compare``: runs side by side,
+compare = Command(CompareSpec, perform_compare, """``llmbench compare``: runs side by side,
 the first the baseline. ``compare(["results/a", "results/b"], max_regression="10%")`` writes
 compare-A-vs-B.html beside the last run's folder and returns a Comparison (``.data``, ``.text``,
 ``.html``, ``.regressions``, ``.passed``).""")
@@ -293,7 +294,7 @@ def load_run(path: str | Path) -> Run:
     it wrote its summary gets one rebuilt from requests.jsonl (marked partial, ``note`` says
     so). A folder that is not one is a UsageError; a sweep folder is read by
     ``llmbench.Sweep.load(path)``."""
-    from llmbench.commands.spec import translate
+    from llmbench.specs.errors import translate
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"load_run({path!r}): give a run folder's path (a str or a Path)")
     p = Path(path)

@@ -437,7 +437,7 @@ class Spec:
     def names(cls) -> dict[str, tuple[str, bool]]:
         """Every keyword this spec takes -> (its field, whether it is the negated side): the
         fields, and every long flag in snake_case (``max_tokens``; ``no_X`` for --X/--no-X)."""
-        def normalize(key: str) -> str:        # as commands/config.normalize: --max-tokens
+        def normalize(key: str) -> str:        # as specs/config.normalize: --max-tokens
             return key.strip().lstrip("-").replace("-", "_")
         out: dict[str, tuple[str, bool]] = {}
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]

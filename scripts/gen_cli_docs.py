@@ -41,7 +41,7 @@ def _type(t: Any) -> str:
 
 
 def _default(v: Any) -> str:
-    from llmbench.commands.options import REQUIRED
+    from llmbench.specs.options import REQUIRED
     if v is REQUIRED or v is Ellipsis:
         return "required"
     if v is None:
@@ -63,7 +63,7 @@ def _flags(name: str, decls: tuple[str, ...], argument: bool, metavar: str | Non
 
 def rows_of(entry: Any) -> list[tuple[str | None, str, str, str, str]]:
     """(panel, flags, python, default, help) of each option of a command."""
-    from llmbench.commands.options import SAME, opt_of
+    from llmbench.specs.options import SAME, opt_of
     out = []
     for f in dataclasses.fields(entry):
         o = opt_of(f)

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from llmbench.results.latencies import Latencies
+from llmbench.analysis.recover import load_checked
 from llmbench.analysis.telemetry import identity_diff, identity_line, identity_of
 from llmbench.analysis.stats import Grouped, Rate, change_interval, rate_change, token_rate
 from llmbench.results.schema import HIGHER_IS_BETTER, Run, Step, Summary, key as summary_key
@@ -580,6 +581,18 @@ def compare(runs: Sequence[Loaded], metrics: Sequence[str] = DEFAULT_METRICS,
         improvements=[c for c in checks if c.improvement],
         worse=[c for c in checks if c.worse or c.regression],
         warnings=_warnings(runs, fps), max_regression=max_regression, unit="users")
+
+
+def compare_folders(paths: Sequence[str | Path], metrics: Sequence[str] | None = None,
+                    max_regression: str | None = None) -> tuple[Comparison, list[Loaded]]:
+    """``llmbench compare``: the run folders (each read as ``recover.load_checked`` reads it:
+    a failed or killed run is one line, or gets its summary rebuilt), the first the baseline,
+    compared on ``metrics`` with the --max-regression gate; and the runs as loaded."""
+    limit = None if max_regression is None else parse_max_regression(max_regression)
+    for p in paths:
+        load_checked(p, "compare")
+    runs = load_runs(paths)
+    return compare(runs, tuple(metrics or DEFAULT_METRICS), limit), runs
 
 
 def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:

@@ -51,6 +51,20 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
     return run
 
 
+def load_noted(path: str | Path) -> tuple[Run, list[str]]:
+    """``load_checked`` for ``llmbench report``, with what to tell its reader: that the run is
+    in progress, was rebuilt, or is partial."""
+    run = load_checked(path)
+    if run.live_writer:
+        return run, [f"note: {path} is in progress ({run.live_writer}): reporting what has "
+                     "finished so far; run.json is left to it"]
+    if run.state.note == REBUILT_NOTE:
+        return run, [f"note: {path}: summary {REBUILT_NOTE}"]
+    if run.status == "partial":
+        return run, [f"note: {path} is a partial run (interrupted); reporting what finished"]
+    return run, []
+
+
 def rebuild_run(path: Path, run: Run) -> Run:
     """The summary of a ``run`` from its requests.jsonl, written back marked partial; when the
     run is still in progress (a live writer holds the folder's lock), the summary so far, not

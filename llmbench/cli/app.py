@@ -2,7 +2,7 @@
 RampSpec ..., the ones the Python API takes too) -> its command's ``perform_spec``. Only the
 command asked for is built (``_TABLE``, ``_lazy_group``): a usage error costs little.
 
-Every option is declared once, on its spec (llmbench/specs/groups.py, run_spec.py, ...;
+Every option is declared once, on its spec (llmbench/specs/groups.py, run.py, ...;
 llmbench/mock_server/cli.py), with its default and its checks; this module turns the declarations into
 typer options, adds what only a command line has (--config FILE, --json, --version), prints
 what a command returns, and turns every failure into one line on stderr and its exit code (2
@@ -50,7 +50,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 def _guard(fn):
     """Turn our own errors (a bad value, a server that cannot be used, a path or a disk that
-    cannot be written) into one line and their exit code (llmbench.commands.spec.translate)."""
+    cannot be written) into one line and their exit code (llmbench.specs.errors.translate)."""
 
     def wrapper(*args, **kwargs):
         try:
@@ -58,7 +58,7 @@ def _guard(fn):
         except typer.Exit:
             raise
         except Exception as exc:
-            from llmbench.commands.spec import translate
+            from llmbench.specs.errors import translate
             err = translate(exc)
             if err is None:
                 raise
@@ -187,7 +187,8 @@ def _record(spec) -> None:
     def listening(url: str) -> None:
         typer.echo(f"Recording to {spec.out}: point clients at {url} (requests go on to "
                    f"{spec.upstream}); Ctrl-C to stop", err=True)
-    for line in spec.perform(listening):
+    from llmbench.commands.record import perform_record
+    for line in perform_record(spec, listening):
         typer.echo(line)
 
 
@@ -206,12 +207,12 @@ def _context(spec) -> None:
 
 def _servers(spec, json_out: bool = False) -> None:
     """The LLM servers on this machine's usual ports: engine, version, models, slots, context (exit 1: none)."""
-    found = spec.perform()
+    from llmbench.commands.local import lines, perform_servers
+    found = perform_servers(spec)
     if json_out:
         import json
         typer.echo(json.dumps([f.to_dict() for f in found], indent=1))
     else:
-        from llmbench.commands.servers_spec import lines
         for line in lines(found):
             typer.echo(line)
     if not found:
@@ -238,7 +239,8 @@ def _says_skipped(fn):
 @_says_skipped
 def _report(spec) -> None:
     """Write a run's report: one self-contained HTML file, markdown for a PR, CSV or Parquet."""
-    done = spec.perform()
+    from llmbench.commands.report import perform_report
+    done = perform_report(spec)
     for note in done.notes:
         typer.echo(note, err=True)
     if done.text is not None:
@@ -250,7 +252,8 @@ def _report(spec) -> None:
 @_says_skipped
 def _compare(spec) -> None:
     """Runs side by side (e.g. OLLAMA_NUM_PARALLEL=1 vs 4), with a regression gate for CI."""
-    done = spec.perform()
+    from llmbench.commands.report import perform_compare
+    done = perform_compare(spec)
     typer.echo(done.text)
     typer.echo(f"HTML: {done.html}")
     if done.png is not None:
@@ -261,7 +264,8 @@ def _compare(spec) -> None:
 
 def _runs(spec) -> None:
     """List run folders: date, command, labels, headline result."""
-    rows = spec.perform()
+    from llmbench.commands.report import perform_runs
+    rows = perform_runs(spec)
     if not rows:
         typer.echo(f"no runs under {spec.out}")
         return
@@ -291,14 +295,16 @@ def _dashboard(spec) -> None:
     def listening(p: int) -> None:
         typer.echo(f"Dashboard: {url_of(spec.host, p)} serving {spec.folder} (Ctrl-C to stop)",
                    err=True)
-    spec.perform(listening)
+    from llmbench.commands.report import perform_dashboard
+    perform_dashboard(spec, listening)
 
 
 def _inspect(spec) -> None:
     """Counts, length distributions and the fingerprint of a workload."""
     import numpy as np
     from llmbench.analysis.percentile import percentiles
-    done = spec.perform()
+    from llmbench.commands.report import perform_inspect
+    done = perform_inspect(spec)
     if isinstance(done, list):           # a recording or an agent trace: its own summary
         for line in done:
             typer.echo(line)
@@ -337,20 +343,20 @@ def _inspect(spec) -> None:
 # user asked for (``LazyGroup``), so a usage error or `llmbench --help` costs a tenth of a
 # second, not the import of every command (scripts/bench_startup.py).
 _TABLE: dict = {
-    "run": ("llmbench.commands.run_spec", "RunSpec", _run, True, True),
-    "ramp": ("llmbench.commands.ramp_spec", "RampSpec", _ramp, True, True),
-    "sweep": ("llmbench.commands.sweep_spec", "SweepSpec", _sweep, True, False),
-    "probe": ("llmbench.commands.probe_spec", "ProbeSpec", _probe, True, False),
+    "run": ("llmbench.specs.run", "RunSpec", _run, True, True),
+    "ramp": ("llmbench.specs.ramp", "RampSpec", _ramp, True, True),
+    "sweep": ("llmbench.specs.sweep", "SweepSpec", _sweep, True, False),
+    "probe": ("llmbench.specs.probe", "ProbeSpec", _probe, True, False),
     "mock": ("llmbench.mock_server.cli", "MockOptions", _mock, True, False),
-    "record": ("llmbench.commands.record", "RecordSpec", _record, False, False),
-    "report": ("llmbench.commands.report", "ReportSpec", _report, True, False),
-    "compare": ("llmbench.commands.report", "CompareSpec", _compare, True, False),
-    "runs": ("llmbench.commands.report", "RunsSpec", _runs, False, False),
-    "dashboard": ("llmbench.commands.dashboard_spec", "DashboardSpec", _dashboard, False, False),
-    "servers": ("llmbench.commands.servers_spec", "ServersSpec", _servers, False, True),
-    "chat": ("llmbench.commands.chat_spec", "ChatSpec", _chat, True, False),
-    "context": ("llmbench.commands.context_spec", "ContextSpec", _context, True, False),
-    "datasets inspect": ("llmbench.commands.report", "InspectSpec", _inspect, False, False)}
+    "record": ("llmbench.specs.record", "RecordSpec", _record, False, False),
+    "report": ("llmbench.specs.report", "ReportSpec", _report, True, False),
+    "compare": ("llmbench.specs.report", "CompareSpec", _compare, True, False),
+    "runs": ("llmbench.specs.report", "RunsSpec", _runs, False, False),
+    "dashboard": ("llmbench.specs.report", "DashboardSpec", _dashboard, False, False),
+    "servers": ("llmbench.specs.report", "ServersSpec", _servers, False, True),
+    "chat": ("llmbench.specs.chat", "ChatSpec", _chat, True, False),
+    "context": ("llmbench.specs.context", "ContextSpec", _context, True, False),
+    "datasets inspect": ("llmbench.specs.report", "InspectSpec", _inspect, False, False)}
 
 
 def _spec_class(name: str) -> type:
@@ -558,5 +564,3 @@ def _exit(code: object) -> None:
         except (OSError, ValueError):       # a closed pipe: nothing more to say
             pass
     os._exit(status)
-
-

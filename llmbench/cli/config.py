@@ -1,4 +1,4 @@
-"""--config FILE on the command line: the file's options (llmbench.commands.config.read), each
+"""--config FILE on the command line: the file's options (llmbench.specs.config.read), each
 checked against the command's own options and typed as the command line would type it, become
 the command's defaults (click's default_map), so whatever the command line gives still wins.
 
@@ -23,7 +23,7 @@ def _fail(message: str) -> typer.Exit:
 
 def _options(command: Any) -> dict[str, tuple[Any, bool]]:
     """Every name a key may use -> (the parameter, whether it names the flag's off side)."""
-    from llmbench.commands.config import normalize
+    from llmbench.specs.config import normalize
     out: dict[str, tuple[Any, bool]] = {}
     for p in command.params:
         if p.name in ("config", "help") or not getattr(p, "expose_value", True):
@@ -50,7 +50,7 @@ def _cast(param: Any, ctx: Any, value: Any) -> Any:
 
 def defaults_from(ctx: Any, path: Path) -> dict[str, Any]:
     """{parameter name: value} from the file, every key and value checked."""
-    from llmbench.commands.config import read
+    from llmbench.specs.config import read
     try:
         doc = read(path)
     except UsageError as exc:

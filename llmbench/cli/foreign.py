@@ -1,7 +1,7 @@
 """Other load testers' option names that mean something else here, or take another form: an
 unknown option that is one of them is refused with the flag that does the job, not click's
 nearest spelling (``--num-prompts`` suggested ``--prompt-salt``). The names that mean the same
-are accepted as they are: they are spellings of the spec's own options (run_spec.py, groups.py).
+are accepted as they are: they are spellings of the spec's own options (specs/run.py, groups.py).
 """
 
 from __future__ import annotations

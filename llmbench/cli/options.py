@@ -13,7 +13,7 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from llmbench.commands.options import (  # noqa: F401  (re-exported)
+from llmbench.specs.options import (  # noqa: F401  (re-exported)
     MAX_COUNT, MAX_DURATION_S, MAX_NUMBER, P_GATES, P_LOAD, P_NET, P_OUTPUT, P_REQUEST, P_STEPS,
     P_TARGET, P_VLLM, P_WORKLOAD, REQUIRED, SAME, Spec, UsageError, count, duration, number,
     opt_of, parse_labels, parse_think, seconds, whole)

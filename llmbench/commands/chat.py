@@ -127,14 +127,14 @@ def perform(plan: ChatPlan, say: Callable[[str], None],
 
 
 if TYPE_CHECKING:
-    from llmbench.commands.chat_spec import ChatSpec
+    from llmbench.specs.chat import ChatSpec
 
 
 def perform_spec(opts: ChatSpec, say: Any, fail: Any) -> int:
     """A chat with the server (no --url: one on this machine, else the mock); the exit code."""
     from llmbench import wire
     from llmbench.commands.local import with_local_server
-    from llmbench.commands.options import UsageError
+    from llmbench.specs.options import UsageError
     from llmbench.commands.spec import MaybeMock, make_target, prepare
     spec = with_local_server(opts)
     prepare(spec)

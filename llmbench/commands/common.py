@@ -230,7 +230,7 @@ def write_started(run_dir: Path | None, kind: str, target: Target, config: dict[
     config.toml beside it replays the command (``--config``)."""
     writer.start(run_dir, finish.running(kind, target, config, labels))
     if run_dir is not None and replay is not None:
-        from llmbench.commands.config import write_replay
+        from llmbench.specs.config import write_replay
         write_replay(run_dir / "config.toml", kind, replay)
 
 

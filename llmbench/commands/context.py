@@ -213,7 +213,7 @@ def perform(plan: ContextPlan, say: Callable[[str], None]) -> ContextResult:
 
 
 if TYPE_CHECKING:
-    from llmbench.commands.context_spec import ContextSpec
+    from llmbench.specs.context import ContextSpec
 
 
 def perform_spec(opts: ContextSpec, say: Any) -> int:
@@ -221,7 +221,7 @@ def perform_spec(opts: ContextSpec, say: Any) -> int:
     mock); the exit code."""
     from llmbench import wire
     from llmbench.commands.local import with_local_server
-    from llmbench.commands.options import UsageError
+    from llmbench.specs.options import UsageError
     from llmbench.commands.spec import MaybeMock, make_target, prepare
     from llmbench.client.request import Timeouts
     spec = with_local_server(opts)

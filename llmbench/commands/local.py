@@ -2,17 +2,28 @@
 demo on the built-in mock. One place for run, ramp, sweep, chat, context and probe: each
 command's ``perform`` starts with ``spec = with_local_server(spec)`` (probe: ``local_server``
 for its --direct), so what it measures is what --url would have named (the server's defaults,
-its URL in config.toml)."""
+its URL in config.toml). ``llmbench servers`` lists what that look finds."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, TypeVar
 
-from llmbench.commands.options import UsageError
 from llmbench.commands.spec import say
+from llmbench.errors import UsageError
+from llmbench.specs.report import ServersSpec
 
 S = TypeVar("S")
+
+
+def perform_servers(spec: ServersSpec | None = None) -> list[Any]:
+    """``llmbench servers``: the servers found on this machine's usual ports, the one a
+    command with no --url would measure first."""
+    from llmbench.servers import local
+    try:
+        return local.find()
+    except local.PortsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def local_server(model: str | None, needed: bool, flag: str = "--url") -> Any:
@@ -20,10 +31,7 @@ def local_server(model: str | None, needed: bool, flag: str = "--url") -> Any:
     said in one line and the others in another; None when nothing answers (an error when
     ``needed``)."""
     from llmbench.servers import local
-    try:
-        found = local.find()
-    except local.PortsError as exc:
-        raise UsageError(str(exc)) from None
+    found = perform_servers()
     if not found:
         if needed:
             raise UsageError(f"no {flag}, and no LLM server answered on this machine's usual "
@@ -51,3 +59,36 @@ def with_local_server(spec: S, needed: bool = False) -> S:
     if pick is None:
         return spec
     return dataclasses.replace(s, url=pick.url, model=s.model or pick.model)
+
+
+def lines(found: list[Any]) -> list[str]:
+    """What ``llmbench servers`` prints: one block per server, 80 columns at most."""
+    from llmbench.servers import local
+    if not found:
+        return [f"no LLM server answered on this machine's usual ports ({local.ORDER_TEXT}); "
+                "give --url, or run the demo: llmbench ramp --demo"]
+    out = []
+    measured = next((f for f in found if f.model), None)
+    for f in found:
+        if f.note:
+            out.append(f"{f.root}  {f.note}")
+            continue
+        head = f"{f.root}  {f.name}" + ("  (the one measured)" if f is measured else "")
+        out.append(head)
+        if f.models:
+            shown = ", ".join(f.models[:6]) + (f", ... ({len(f.models)} in all)"
+                                                if len(f.models) > 6 else "")
+            out.append(f"    models: {shown}")
+        else:
+            out.append("    models: none listed")
+        if f.loaded:
+            out.append(f"    loaded: {', '.join(f.loaded[:6])}")
+        facts = []
+        if f.model:
+            facts.append(f"its chat model: {f.model}")
+        facts.append(f"slots {f.slots}" if f.slots else "slots not said")
+        facts.append(f"context {f.context} tokens" if f.context else
+                     f"the model takes up to {f.context_max} tokens" if f.context_max else
+                     "context not said")
+        out.append("    " + "; ".join(facts))
+    return out

@@ -79,13 +79,13 @@ def perform(plan: ProbePlan) -> Done:
 from typing import TYPE_CHECKING, Any  # noqa: E402  (the spec, for the functions below)
 
 if TYPE_CHECKING:
-    from llmbench.commands.probe_spec import ProbeSpec
+    from llmbench.specs.probe import ProbeSpec
 
 
 def plan_of(spec: ProbeSpec, progress: bool | None = None) -> Any:
     """The probe's plan (the workload is counted against the backend)."""
     import dataclasses
-    from llmbench.commands.ramp_spec import steps_of
+    from llmbench.specs.ramp import steps_of
     from llmbench.commands.spec import check_ray, make_common, prepare, replay_of, with_ray
     from llmbench.client.target import make_target as make
     ray_address = check_ray(spec.ray)

@@ -56,7 +56,7 @@ class RampPlan:
     # the rows the steps table took on the terminal (its header, rows and plan lines), so the
     # closing block is cut to the rows left under it (report.screen)
     table_rows: int = 0
-    reset: Any = None                       # --reset-cache: commands.reset_spec.StepResets
+    reset: Any = None                       # --reset-cache: specs.reset.StepResets
 
 
 RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
@@ -174,7 +174,7 @@ def _board_row() -> int:
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
 
 if TYPE_CHECKING:
-    from llmbench.commands.ramp_spec import RampOpts, RampSpec
+    from llmbench.specs.ramp import RampOpts, RampSpec
 
 
 def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
@@ -202,8 +202,8 @@ def ramp_plan(opts: RampOpts, url: str, model: str | None, mock: dict[str, Any] 
     """The ramp's plan against ``url``: repeat ``seed_offset`` (fresh conversations);
     ``server_pid``: the server's process when sweep --serve started it."""
     import dataclasses
-    from llmbench.commands.ramp_spec import RampSpec
-    from llmbench.commands.reset_spec import step_resets
+    from llmbench.specs.ramp import RampSpec
+    from llmbench.specs.reset import step_resets
     from llmbench.commands.spec import (check_ray, make_common, make_target, replay_of,
                                         warn_short_hold, with_ray)
     spec: Any = opts.resolved()
@@ -255,8 +255,8 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     twice over, so a step's users are its multiple x the recording's sessions; the hold is
     as given, else the recording's length at --trace-speed."""
     import dataclasses
-    from llmbench.commands.options import UsageError
-    from llmbench.commands.spec import MAX_LOAD
+    from llmbench.specs.options import UsageError
+    from llmbench.specs.options import MAX_LOAD
     from llmbench.workload import ServerRef, load_tokenizer
     from llmbench.workload.traces import check_replay, trace_workload
     spec: Any = opts
@@ -285,10 +285,10 @@ def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: i
     """--scenario: each class planned as this ramp with its options over the command's
     (commands.scenario), the ramp's shape made theirs (load.shapes.classes)."""
     import dataclasses
-    from llmbench.commands.options import UsageError
+    from llmbench.specs.options import UsageError
     from llmbench.commands import scenario as sc
     from llmbench.commands.spec import make_common
-    from llmbench.analysis.slo import parse_threshold
+    from llmbench.specs.thresholds import parse_threshold
     scenario = sc.load(spec, opts.scenario)
     common = plan.common
 
@@ -326,7 +326,7 @@ def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: i
 def _check_floors(spec: RampOpts, scenario: Any, steps: Sequence[float]) -> None:
     """A fixed step of the whole crowd below the share classes' floors (min_users) would
     not be the step's users: one line."""
-    from llmbench.commands.options import UsageError
+    from llmbench.specs.options import UsageError
     if spec.by != "users" or spec.grow is not None:
         return
     least = scenario.least_users
@@ -347,7 +347,7 @@ def prepared(opts: RampOpts) -> None:
     if opts.scenario is not None:
         # the file read and every class's options checked before anything starts
         # (values, the files they name, thresholds): no prompt built, no server asked
-        from llmbench.analysis.slo import parse_threshold
+        from llmbench.specs.thresholds import parse_threshold
         from llmbench.commands import scenario as sc
         spec: Any = opts.resolved()
         scenario = sc.load(spec, opts.scenario)

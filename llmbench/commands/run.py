@@ -200,14 +200,14 @@ def perform_classes(plan: ClassRunPlan) -> Done:
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
 
 if TYPE_CHECKING:
-    from llmbench.commands.run_spec import RunSpec
+    from llmbench.specs.run import RunSpec
 
 
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
     """Start the mock if there is no --url, find the model, build the workload and the
     plan, and run it: a ``Done``."""
     import dataclasses
-    from llmbench.commands.run_spec import DEMO_RUN_S
+    from llmbench.specs.run import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
     from llmbench.commands.local import with_local_server
@@ -259,11 +259,11 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
     """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
     analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
     import dataclasses
-    from llmbench.commands.options import UsageError
-    from llmbench.commands.run_spec import DEMO_RUN_S
+    from llmbench.specs.options import UsageError
+    from llmbench.specs.run import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say)
-    from llmbench.analysis.slo import parse_threshold
+    from llmbench.specs.thresholds import parse_threshold
     from llmbench.commands import scenario as sc
     from llmbench.load.shapes import Ramp
     ray_address = check_ray(spec.ray)

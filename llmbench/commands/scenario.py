@@ -30,7 +30,7 @@ MAX_SCENARIO_BYTES = 1 << 20
 def read(path: str | Path, allowed: Callable[[str], bool], flag: str = "--scenario") -> Scenario:
     """The scenario in a TOML, YAML or JSON file, each class's keys checked against the
     command's options (``allowed``); one line naming the file (and line) otherwise."""
-    from llmbench.commands.config import read_document
+    from llmbench.specs.config import read_document
     doc, text, kind = read_document(path, flag, MAX_SCENARIO_BYTES, what="scenario")
     return from_document(doc, str(path), text, kind, allowed)
 
@@ -144,7 +144,7 @@ def check_thresholds(scenario: Scenario, tc: TrafficClass, texts: Sequence[str],
     return out
 
 
-# -- from a command's spec (RampSpec, SweepSpec: commands/ramp_spec.py) ------------------------
+# -- from a command's spec (RampSpec, SweepSpec: specs/ramp.py) ------------------------
 # besides the workload and request options, what a class may set of the ramp's own
 CLASS_RAMP_OPTIONS = ("think",)
 

@@ -1,23 +1,20 @@
-"""What the commands' wiring shares, with no Typer in it: --threshold's declaration (its
-grammar is analysis's), the errors as the command line prints them (``translate``), and the
-plan's pieces (the target, the workload and requests against it, the built-in mock when there
-is no --url). The options several commands declare (--think, --workers, --ray, --users) are
-the specs' (llmbench/specs/options.py), re-exported here.
+"""What the commands' wiring shares, with no Typer in it: the plan's pieces (the target, the
+workload and requests against it, the built-in mock when there is no --url).
 
-Each command has its spec (llmbench/commands/run_spec.py, ramp_spec.py, ..., made of the
-option groups of llmbench/specs/) and its wiring (``perform_spec`` in llmbench/commands/run.py,
+Each command has its spec (llmbench/specs/run.py, ramp.py, ..., made of the option groups of
+llmbench/specs/) and its wiring (``perform_spec`` in llmbench/commands/run.py,
 ramp.py, ...: spec -> plan -> harness -> result). The command line (llmbench/cli/app.py) and
 the Python API (llmbench/api.py) both build a spec and call that, so a value is checked once,
 the same way, with the same one-line message: a bad value is a ``UsageError`` (every problem
 of a spec at once), a server that cannot be used a ``ServerUnreachable`` (or another
-``LlmbenchError`` with its exit code). Nothing here exits the process.
+``LlmbenchError`` with its exit code: llmbench/specs/errors.py ``translate``). Nothing here
+exits the process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import shutil
 import sys
 import threading
@@ -25,51 +22,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from llmbench.commands.options import P_GATES, THRESHOLDS, UsageError, option
-from llmbench.errors import EXIT_WRITE, LlmbenchError, failure
-from llmbench.specs.options import (  # noqa: F401  (re-exported: declared in the specs)
-    MAX_LOAD, USERS_KIND, WORKERS, Span, Workers, check_workers, ray, scenario, think, trace,
-    trace_speed, users, workers)
+from llmbench.errors import UsageError, failure
 
 
 def say(message: str) -> None:
     """A note for the user, on stderr (stdout is for results)."""
     print(message, file=sys.stderr, flush=True)
-
-
-# -- errors ------------------------------------------------------------------------------------
-# Our input errors, by module: looked up only in modules already imported (an error class
-# whose module was never imported cannot have been raised), so the CLI does not import numpy
-# (through slo) just to print help or reject a flag.
-_INPUT_ERRORS = {"llmbench.results.jsonfile": ("RunFolderError",), "llmbench.analysis.slo": ("ThresholdError",),
-                 "llmbench.client.target": ("TargetError",), "llmbench.client.netconfig": ("NetError",),
-                 "llmbench.workload.files": ("DatasetError",),
-                 "llmbench.workload.tokenizer": ("TokenizerError",)}
-
-
-def _input_errors() -> tuple[type, ...]:
-    out = []
-    for module, names in _INPUT_ERRORS.items():
-        mod = sys.modules.get(module)
-        out += [getattr(mod, n) for n in names if mod is not None and hasattr(mod, n)]
-    return tuple(out)
-
-
-def translate(exc: BaseException) -> LlmbenchError | None:
-    """Our own input errors (and a path that cannot be used) as the LlmbenchError they are,
-    with the line the command line prints; None for anything else (a bug: let it show)."""
-    if isinstance(exc, LlmbenchError):
-        return exc
-    if isinstance(exc, _input_errors()):
-        return UsageError(str(exc))
-    if isinstance(exc, OSError) and exc.filename is not None:
-        from llmbench.results.folder import is_write_error, write_error_line
-        if is_write_error(exc):
-            # the disk, not the path: full, a file over its size limit, read-only
-            return failure(write_error_line(exc), EXIT_WRITE)
-        # a path the user gave (--out, --output, --html, --png, a dataset) is not usable
-        return UsageError(f"{exc.filename}: {exc.strerror}; check the path you gave")
-    return None
 
 
 # -- pieces every command uses --------------------------------------------------------------
@@ -110,13 +68,6 @@ def with_ray(common, address: str | None):
     say(f"Ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs at {cluster.connected_to}"
         + (" (a local instance started for this run)" if cluster.started_local else ""))
     return dataclasses.replace(common, ray=cluster)
-
-
-# -- options several commands take, declared once ----------------------------------------------
-
-def thresholds() -> Any:
-    return option("Gate, e.g. 'ttft.p95_all<=2s' (repeatable).", P_GATES, "--threshold",
-                  kind=THRESHOLDS, metavar="EXPR")
 
 
 # -- the plan's pieces ------------------------------------------------------------------------
@@ -277,20 +228,6 @@ def prepare(spec: Any) -> None:
     spec.agents()
 
 
-def check_writable(path: Path | None, flag: str) -> None:
-    """Find out before a long run, not after it, that a result file cannot be written."""
-    if path is None:
-        return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{flag} {p}: is a folder; give a file name")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {p}: the folder {parent} does not exist; create it or pick another path")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{flag} {p}: cannot write there (permission denied); pick another path")
-
-
 class MaybeMock:
     """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
 
@@ -318,10 +255,8 @@ class MaybeMock:
             self.proc.__exit__(*exc)
 
 
-
-
 def replay_of(spec: Any, only: Sequence[str] | None = None) -> dict[str, Any]:
-    """The options to write into the run folder's config.toml (llmbench.commands.config);
+    """The options to write into the run folder's config.toml (llmbench.specs.config);
     ``only``: these options (a sweep's ramps replay as ramps)."""
     values, fields = spec.cli_values(), type(spec).cli_fields()
     if only is not None:

@@ -180,7 +180,7 @@ def perform(plan: SweepPlan) -> Done:
                                  for r in res])
     save()
     if plan.replay is not None and plan.resume is None:
-        from llmbench.commands.config import write_replay
+        from llmbench.specs.config import write_replay
         write_replay(sweep_dir / "config.toml", "sweep", plan.replay)
     if plan.resume is not None:
         print(f"Resuming the sweep in {sweep_dir}: {len(kept)} of {len(points)} setting(s) "
@@ -483,7 +483,7 @@ def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSett
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
 
 if TYPE_CHECKING:
-    from llmbench.commands.sweep_spec import SweepSpec
+    from llmbench.specs.sweep import SweepSpec
 
 
 def plan_of(spec: SweepSpec, progress: bool | None = None) -> Any:

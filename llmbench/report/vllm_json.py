@@ -14,7 +14,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from llmbench.results.schema import Summary, key as summary_key, pct_word
 from llmbench.records.record import Record, measured
@@ -23,17 +23,6 @@ DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "g
                  "errors")
 # vLLM prints percentiles for these in this fixed order, whatever order they were asked in
 _METRIC_ORDER = ("ttft", "tpot", "itl", "e2el")
-
-
-def parse_metadata(items: Iterable[str] | None) -> dict[str, str]:
-    """``--metadata KEY=VALUE`` (repeatable) -> dict; a ValueError names the bad item."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--metadata {item!r}: expected KEY=VALUE, e.g. --metadata gpu=a100")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def _per_request(records: Sequence[Record], texts: dict[str, str] | None) -> dict[str, list]:

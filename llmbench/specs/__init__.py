@@ -1,6 +1,7 @@
-"""What a user asks for, as plain typed data (below analysis: nothing here reads a file, the
-network or a result). A command's spec (``llmbench.RunSpec``, ``RampSpec`` ...) is made of
-these option groups and its own options; a group may be passed whole::
+"""What a user asks for, as plain typed data (below analysis: a spec is made and checked
+without the network or a result; config.py reads the option files a user names). A command's
+spec (``llmbench.RunSpec``, ``RampSpec`` ...; run.py, ramp.py ...) is made of these option
+groups and its own options; a group may be passed whole::
 
     llmbench.RunSpec(target=Target(url="http://localhost:8000/v1", model="M"),
                      load=RunLoad(concurrency=8, duration=60.0),

@@ -3,7 +3,7 @@ server is (``TargetOpts``), how to talk to it (``ServerOpts``), what its machine
 (``TelemetryOpts``), what is sent (``WorkloadOpts``), how each request is asked
 (``RequestOpts``) and where results go (``OutputOpts``).
 
-A command's spec (``RunSpec`` in llmbench/commands/run_spec.py, ...) is a dataclass made of these
+A command's spec (``RunSpec`` in llmbench/specs/run.py, ...) is a dataclass made of these
 groups and its own; each group checks its own values (``check``: pure) and builds what the plan
 needs from them (the workload, the request parameters, the network options). A command's own
 defaults for a group's option are ``command_defaults`` on its spec (ramp asks for the first token
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Iterator, Any, Callable, Literal, TypeVar
 
 from llmbench.specs.options import (ABANDON, FLAG, FLOAT, INT, PAIRS, PATH, P_NET, P_OUTPUT,
-                                       P_REQUEST, P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0,
-                                       SPAN, TEXT, TEXTS, TOKENS, Kind, Spec, UsageError, count,
-                                       number, opt_of, option, problem,
-                                       seconds)
+                                    P_REQUEST, P_TARGET, P_WORKLOAD, SECONDS, SECONDS_ABOVE_0,
+                                    SPAN, TEXT, TEXTS, TOKENS, Kind, Spec, UsageError, count,
+                                    number, opt_of, option, problem,
+                                    seconds)
 
 Tokens = int | tuple[int, int] | str            # N or LO-HI: 16, (64, 256), "64-256"
 Seconds = float | timedelta | str               # 30.0, timedelta(minutes=2), "2m"

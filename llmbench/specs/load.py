@@ -1,7 +1,7 @@
 """``llmbench run``'s load: closed loop (``concurrency``), open loop (``rate``,
 ``max_concurrency``), a trace replayed on its timestamps, or traffic classes (``scenario``);
 how many requests or how long. A group of RunSpec's (``RunSpec(load=RunLoad(...))``); its
-rules together with the other groups' are RunSpec's (llmbench/commands/run_spec.py)."""
+rules together with the other groups' are RunSpec's (llmbench/specs/run.py)."""
 
 from __future__ import annotations
 

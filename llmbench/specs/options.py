@@ -1,8 +1,8 @@
 """The declarations the specs share (llmbench/specs/): the help panels, the kinds of option
 only the load commands have (token lengths, users, worker counts, a scenario, users who give
-up), and the options several commands declare (--think, --workers, --ray, --users, --trace,
---scenario), on the bottom layer's ``Spec`` and ``option`` (llmbench/options.py), re-exported
-here. Plain data: nothing here reads a file or the network, and nothing above results/ is
+up, thresholds), and the options several commands declare (--think, --workers, --ray,
+--users, --trace, --scenario, --threshold), on the bottom layer's ``Spec`` and ``option``
+(llmbench/options.py), re-exported here. Plain data: nothing here reads a file or the network, and nothing above results/ is
 imported (tests/unit/test_architecture.py)."""
 
 from __future__ import annotations
@@ -79,6 +79,21 @@ ABANDON = Kind(List[str], _abandon, lambda v: [v.text()], doc="Abandon | str")
 SCENARIO = Kind(str, _scenario, _scenario_cli, doc="Path | Scenario")
 
 
+def _thresholds(v: Any, flag: str) -> list[Any]:
+    """Threshold objects or their texts -> [Threshold] (specs/thresholds.py's grammar)."""
+    from llmbench.specs.thresholds import Threshold, ThresholdError, parse_threshold
+    items = v if isinstance(v, (list, tuple)) else [v]
+    try:
+        return [x if isinstance(x, Threshold) else parse_threshold(TEXT.parse(x, flag))
+                for x in items]
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from None
+
+
+THRESHOLDS = Kind(List[str], _thresholds, lambda v: [t.text for t in v],
+                  doc="list[Threshold | str]")
+
+
 def check_workers(value: Any, flag: str = "--workers") -> int | str:
     """--workers N|auto: 1 (the default) runs in this process, as without the option."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -147,3 +162,8 @@ def ray() -> Any:
 
 def users(default: Any = None) -> Any:
     return option("Steps of users, e.g. 1,2,4,8.", P_STEPS, kind=USERS_KIND, default=default)
+
+
+def thresholds() -> Any:
+    return option("Gate, e.g. 'ttft.p95_all<=2s' (repeatable).", P_GATES, "--threshold",
+                  kind=THRESHOLDS, metavar="EXPR")

@@ -2,7 +2,7 @@
 workload, its share of the users (or users or a rate of its own) and its own thresholds.
 
 A scenario is a typed value (``Scenario``: its ``TrafficClass``es), built from a TOML, YAML or
-JSON file (``from_document``, the file read by ``commands.config``) or given from Python::
+JSON file (``from_document``, the file read by ``specs.config``) or given from Python::
 
     Scenario([TrafficClass("chat", share=0.7, options={"prompt_tokens": "64-256"}),
               TrafficClass("rag", share=0.3, thresholds=["ttft.p95<=4s"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmbench.commands.config import normalize, read, replay_values, to_toml
+from llmbench.specs.config import normalize, read, replay_values, to_toml
 from llmbench.errors import UsageError
 from tests.helpers import llmbench, only_run
 

@@ -97,7 +97,7 @@ class Ramp:
     join: str = "start"
     # told of each step's plan as it begins (the console says why a search step runs)
     on_plan: Callable[[int, StepPlan], None] | None = None
-    # awaited before a step's users come in (--reset-cache: commands/reset_spec.py)
+    # awaited before a step's users come in (--reset-cache: specs/reset.py)
     before_step: Callable[[int], Awaitable[None]] | None = None
     # ramp --trace: a recording's sessions are the users; a step of ``load`` users replays the
     # recording load / len(trace) times over on its recorded times (at ``trace_speed``), from

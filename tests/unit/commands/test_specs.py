@@ -13,11 +13,11 @@ import typer
 import llmbench
 from llmbench.analysis.slo import Threshold
 from llmbench.cli.app import app
-from llmbench.commands.probe_spec import ProbeSpec
-from llmbench.commands.ramp_spec import RampSpec
+from llmbench.specs.probe import ProbeSpec
+from llmbench.specs.ramp import RampSpec
 from llmbench.commands.report import CompareSpec, ReportSpec
-from llmbench.commands.run_spec import RunSpec
-from llmbench.commands.sweep_spec import SweepSpec
+from llmbench.specs.run import RunSpec
+from llmbench.specs.sweep import SweepSpec
 from llmbench.errors import UsageError
 
 
@@ -153,7 +153,7 @@ def test_run_ramp_sweep_and_probe_take_the_telemetry_options_and_say_what_to_sam
     "Server telemetry" panel, held typed; telemetry_spec is what the harness samples."""
     from llmbench.client.target import make_target
     from llmbench.specs.groups import P_TELEMETRY, TelemetryOpts
-    from llmbench.commands.options import opt_of
+    from llmbench.specs.options import opt_of
     names = ("server_pid", "host_metrics", "gpu_metrics")
     for cls in (RunSpec, RampSpec, SweepSpec, ProbeSpec):
         assert issubclass(cls, TelemetryOpts), cls.__name__
@@ -281,7 +281,7 @@ def test_a_group_given_twice_or_of_the_wrong_kind_is_one_line():
 
 def test_probe_and_sweep_take_their_groups_whole_too():
     from llmbench import RampSteps, Request, Server
-    from llmbench.commands.probe_spec import ProbeLoadOpts
+    from llmbench.specs.probe import ProbeLoadOpts
     s = SweepSpec(setting={"parallel": [1, 2]}, mock=True, ramp=RampSteps(users=[1, 2]),
                   request=Request(temperature=0), thresholds=["ttft.p95<=1s"])
     assert s == SweepSpec(setting={"parallel": [1, 2]}, mock=True, users=[1, 2],

@@ -191,8 +191,8 @@ def test_the_agent_options_are_typed_spec_fields_checked_in_one_line():
     a combination agents cannot take is one UsageError naming the flag."""
     from datetime import timedelta
 
-    from llmbench.commands.ramp_spec import RampSpec
-    from llmbench.commands.run_spec import RunSpec
+    from llmbench.specs.ramp import RampSpec
+    from llmbench.specs.run import RunSpec
     from llmbench.errors import UsageError
     typed = RampSpec.from_options({"url": "http://h:1/v1", "workload": "agent",
                                    "agent_steps": (2, 5), "agent_result_tokens": 300,

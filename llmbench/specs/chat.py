@@ -8,7 +8,7 @@ import dataclasses
 from typing import Iterator
 
 from llmbench.specs.groups import RequestOpts, ServerOpts, TargetOpts
-from llmbench.commands.options import INT, P_LOAD, option
+from llmbench.specs.options import INT, P_LOAD, option
 
 MAX_TURNS = 50
 
@@ -29,4 +29,3 @@ class ChatSpec(RequestOpts, ServerOpts, TargetOpts):
             yield f"--replies {self.replies}: give 1 to {MAX_TURNS}"
         if not 1 <= self.reply_tokens <= 100_000:
             yield f"--reply-tokens {self.reply_tokens}: give 1 to 100000 tokens"
-

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any, Iterator
 
 from llmbench.specs.groups import RequestOpts, ServerOpts, TargetOpts
-from llmbench.commands.options import INT, P_LOAD, SECONDS_ABOVE_0, option
+from llmbench.specs.options import INT, P_LOAD, SECONDS_ABOVE_0, option
 
 
 @dataclasses.dataclass(kw_only=True)

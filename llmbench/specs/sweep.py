@@ -1,5 +1,5 @@
 """``llmbench sweep``'s spec: a ramp per server setting (the ramp's own options and plan,
-llmbench/commands/ramp_spec.py), how each value reaches the server, and its checks. The sweep
+llmbench/specs/ramp.py), how each value reaches the server, and its checks. The sweep
 itself: llmbench/commands/sweep.py."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from dataclasses import InitVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from llmbench.commands.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
-                                       UsageError, option)
+from llmbench.specs.options import (FLAG, PATH, SECONDS, SECONDS_ABOVE_0, TEXTS, Kind, Spec,
+                                    UsageError, option)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, ModelOpts, OutputOpts, RequestOpts,
                                    Seconds, ServerOpts, TelemetryOpts, UrlOpts, WorkloadOpts,
                                    command_defaults)
-from llmbench.commands.ramp_spec import RAMP_DEFAULTS, RampOpts
+from llmbench.specs.ramp import RAMP_DEFAULTS, RampOpts
 
 if TYPE_CHECKING:
-    from llmbench.analysis.slo import Threshold
+    from llmbench.specs.thresholds import Threshold
 
 P_SWEEP = "Sweep"
 
@@ -141,7 +141,3 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     def modes(self) -> list[str]:
         return [m for m, on in (("serve", self.serve is not None),
                                 ("before", self.before is not None), ("mock", self.mock)) if on]
-
-
-
-

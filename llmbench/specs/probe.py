@@ -8,12 +8,12 @@ import dataclasses
 from dataclasses import InitVar
 from typing import Iterator, Sequence
 
-from llmbench.commands.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec,
-                                       option)
+from llmbench.specs.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec,
+                                    option)
 from llmbench.specs.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
                                    TelemetryOpts, WorkloadOpts, command_defaults)
-from llmbench.commands.ramp_spec import steps_of
-from llmbench.commands.spec import Span, Workers, ray, think, users, workers
+from llmbench.specs.ramp import steps_of
+from llmbench.specs.options import Span, Workers, ray, think, users, workers
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -68,5 +68,3 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
             yield "--slice must be above 0"
         if self.prefix_hit_ratio is not None:   # warm-up and verification live in run
             yield "--prefix-hit-ratio works with llmbench run only"
-
-

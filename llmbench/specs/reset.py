@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator, Any
 
-from llmbench.commands.options import P_STEPS, Spec, option
+from llmbench.specs.options import P_STEPS, Spec, option
 
 
 @dataclasses.dataclass(kw_only=True)

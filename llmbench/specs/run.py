@@ -10,17 +10,16 @@ from dataclasses import InitVar, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, NAMES, PATH, PERCENTILES, P_OUTPUT, P_VLLM, TEXTS,
-                                       Kind, Spec, UsageError, option)
-from llmbench.commands.spec import MAX_LOAD, check_writable, thresholds
+from llmbench.specs import options as opt
+from llmbench.specs.options import (FLAG, MAX_LOAD, NAMES, PATH, PERCENTILES, P_OUTPUT, P_VLLM,
+                                    TEXTS, Kind, Spec, UsageError, option, thresholds)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts,
                                    RunWorkloadOpts, ServerOpts, TargetOpts, TelemetryOpts,
                                    WorkloadOpts)
 from llmbench.specs.load import RunLoadOpts
 
 if TYPE_CHECKING:
-    from llmbench.analysis.slo import Threshold
+    from llmbench.specs.thresholds import Threshold
 
 DEMO_RUN_S = 60.0        # `llmbench run` with no --url and no size: a one-minute demo
 
@@ -164,7 +163,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
             yield ("--goodput does not go with --scenario (each class has its own "
                    "thresholds: a class's within=, e.g. 'ttft.within<=2s', says its "
                    "goodput); drop --goodput")
-        from llmbench.analysis.metrics import DEFAULT_PERCENTILES
+        # results.schema's import waits for a spec that needs it (the command line's help)
+        from llmbench.specs.thresholds import DEFAULT_PERCENTILES
         odd = [p for p in self.metric_percentiles if float(p) not in DEFAULT_PERCENTILES]
         if odd:
             yield (f"--metric-percentiles {odd[0]:g} with --scenario: a class's "
@@ -187,14 +187,18 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         return self.requests, self.duration
 
     def vllm_metadata(self) -> dict[str, str]:
-        from llmbench.report.vllm_json import parse_metadata
+        """``--metadata KEY=VALUE`` (repeatable) -> dict; one line naming the bad item."""
         items = self.metadata
         if isinstance(items, dict):
             items = [f"{k}={v}" for k, v in items.items()]
-        try:
-            return parse_metadata(items)
-        except ValueError as exc:
-            raise UsageError(str(exc))
+        out: dict[str, str] = {}
+        for item in items or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--metadata {item!r}: expected KEY=VALUE, e.g. --metadata "
+                                 "gpu=a100")
+            out[key.strip()] = value.strip()
+        return out
 
     def _check_result_dir(self) -> None:
         if not (self.save_result or self.append_result):
@@ -212,8 +216,6 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
             raise UsageError(f"--result-dir {folder}: cannot write in {existing} (permission denied); pick another folder")
         if self.result_filename and folder.is_dir():
             check_writable(folder / self.result_filename, "--result-filename")
-
-
 
     # -- run --scenario ----------------------------------------------------------------------
     def scenario_load(self, scenario: Any) -> tuple[str, float]:
@@ -235,3 +237,15 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
         return "users", 0.0
 
 
+def check_writable(path: Path | None, flag: str) -> None:
+    """Find out before a long run, not after it, that a result file cannot be written."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{flag} {p}: is a folder; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {p}: the folder {parent} does not exist; create it or pick another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{flag} {p}: cannot write there (permission denied); pick another path")

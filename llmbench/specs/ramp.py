@@ -10,21 +10,20 @@ import math
 from pathlib import Path
 from typing import Iterator, TYPE_CHECKING, Any, Sequence
 
-from llmbench.commands import options as opt
-from llmbench.commands.options import (FLAG, FLOAT, INT, P_GATES, P_STEPS, SECONDS,
-                                       SECONDS_ABOVE_0, UsageError, option)
+from llmbench.specs import options as opt
+from llmbench.specs.options import (FLAG, FLOAT, INT, MAX_LOAD, P_GATES, P_STEPS, SECONDS,
+                                    SECONDS_ABOVE_0, Span, UsageError, Workers, option, ray,
+                                    think, thresholds, users, workers)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                    ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                    command_defaults)
-from llmbench.commands.reset_spec import CacheResetOpts
-from llmbench.commands.spec import scenario as scenario_option
-from llmbench.commands.spec import trace as trace_option
-from llmbench.commands.spec import trace_speed as trace_speed_option
-from llmbench.commands.spec import (MAX_LOAD, Span, Workers, ray, think, thresholds, users,
-                                    workers)
+from llmbench.specs.reset import CacheResetOpts
+from llmbench.specs.options import scenario as scenario_option
+from llmbench.specs.options import trace as trace_option
+from llmbench.specs.options import trace_speed as trace_speed_option
 
 if TYPE_CHECKING:
-    from llmbench.analysis.slo import Threshold
+    from llmbench.specs.thresholds import Threshold
 
 # ramp with no --url: a short demo against the built-in mock, about a minute, and it breaks.
 DEMO = {"users": [2, 4, 6, 8, 10, 12], "hold": 10.0, "ramp_in": 2.0, "think": (1.0, 3.0),
@@ -199,7 +198,6 @@ class RampOpts(CacheResetOpts):
                        f"({ramp_in_s:g}s ramp-in + {hold_s:g}s hold): raise it or "
                        "shorten --hold")
 
-
     # -- what the options come to -----------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
         """The demo's defaults with no --url (the built-in mock), else a server's."""
@@ -230,11 +228,12 @@ class RampOpts(CacheResetOpts):
     def gates(self) -> list[Any]:
         """The thresholds: as given, else the defaults (embeddings have their own)."""
         from llmbench import wire
-        from llmbench.analysis.slo import DEFAULT_EMBEDDING_THRESHOLDS, DEFAULT_THRESHOLDS, parse_threshold
+        from llmbench.specs.thresholds import (DEFAULT_AGENT_THRESHOLDS,
+                                               DEFAULT_EMBEDDING_THRESHOLDS, DEFAULT_THRESHOLDS,
+                                               parse_threshold)
         if self.threshold:
             return list(self.threshold)
         if getattr(self, "workload_type", "chat") == "agent":
-            from llmbench.analysis.slo import DEFAULT_AGENT_THRESHOLDS
             return [parse_threshold(x) for x in DEFAULT_AGENT_THRESHOLDS]
         api = self.api  # type: ignore[attr-defined]
         embeddings = api is not None and api in wire.names() and wire.get(api).output == "embeddings"
@@ -249,12 +248,6 @@ class RampOpts(CacheResetOpts):
             w, turns=d["turns"] if w.turns is None else w.turns,
             prompt_tokens=w.prompt_tokens or d["prompt_tokens"],
             output_tokens=w.output_tokens or d["output_tokens"])
-
-
-
-
-
-
 
 
 RampSteps = RampOpts          # the steps group, passed whole: RampSpec(ramp=RampSteps(...))
@@ -287,4 +280,3 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
     request: InitVar[RequestOpts | None] = None
     output: InitVar[OutputOpts | None] = None
     thresholds: InitVar[list[Threshold | str] | None] = None
-
