@@ -282,6 +282,13 @@ class RampTable:
         self.say(console.agent_ramp_row(step) if self.agents else console.ramp_row(step))
         for row in console.class_rows(step):
             self.say(row)
+        shape = self.r.shape
+        if getattr(shape, "settle", None) is not None and shape.by == "users":
+            # a search that settles its steps says how long each hold was, and why it ended
+            got = shape.settled.get(step.index)
+            self.say("   " + (got.text if got is not None else
+                             f"held the full {step.hold_end - step.hold_start:.1f} s: "
+                             "not settled sooner"))
         if self.run_dir is not None or self.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             h = self.harness

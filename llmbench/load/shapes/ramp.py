@@ -66,6 +66,7 @@ class StepWindow:
     records: Sequence[Record]
     unfinished: int
     monitor: dict[str, Any]             # load.monitor.busy() over the hold window
+    active: Sequence[Record] = ()       # requests in flight (asked during the hold: settle)
 
 
 Judge = Callable[[StepWindow], JudgedStep]
@@ -104,6 +105,12 @@ class Ramp:
     # the step's start; the step before's sessions end after their turn in flight
     trace: Sequence[TraceItem] | None = None
     trace_speed: float = 1.0
+    # a search's step ends its hold early once its checks are settled (analysis.settle, handed
+    # in by the command): asked every ``settle_every_s`` with the window so far and why the
+    # step runs (pace.WHYS); what it returns (``ended``, ``text``) is kept by step index
+    settle: Callable[[StepWindow, str], Any] | None = None
+    settle_every_s: float = 0.5
+    settled: dict[int, Any] = field(default_factory=dict)
 
     @property
     def unit(self) -> str:
@@ -251,7 +258,7 @@ class Ramp:
                         crowd.start_trace(self.trace, round(load / len(self.trace)),
                                           self.trace_speed, hold_start + LEAD_S)
                     live.phase = "hold"
-                    if not await sleep_or_stop(stopping, plan.hold_s):
+                    if not await self._hold(d, crowd, index, plan, ramp_start, hold_start):
                         break
                     # a recording's step holds until its copies have played out (replies
                     # slower than recorded push later turns past the recording's length)
@@ -286,6 +293,31 @@ class Ramp:
             live.phase = "finishing"
             await crowd.finish()
         return self.results
+
+
+    async def _hold(self, d: Drive, crowd: Any, index: int, plan: StepPlan, ramp_start: float,
+                    hold_start: float) -> bool:
+        """Hold the step ``plan.hold_s``, or less once ``settle`` says its checks are settled
+        (users in this process only: the requests in flight are read). False: stopped."""
+        session = getattr(crowd, "session", None)
+        if self.settle is None or session is None or self.by != "users" \
+                or self.trace is not None:
+            return await sleep_or_stop(d.stopping, plan.hold_s)
+        end = hold_start + plan.hold_s
+        while True:
+            left = end - perf_counter()
+            if left <= 0:
+                return True
+            if not await sleep_or_stop(d.stopping, min(self.settle_every_s, left)):
+                return False
+            now = perf_counter()
+            if now >= end:
+                return True
+            got = self.settle(StepWindow(index, plan.load, ramp_start, hold_start, now,
+                                         crowd.records, 0, {}, list(session.active)), plan.why)
+            if got is not None:
+                self.settled[index] = got
+                return True
 
 
 class Crowd(Leaving):
