@@ -215,6 +215,10 @@ class Ramp:
                         self.on_plan(index, plan)
                     if self.before_step is not None:
                         await self.before_step(index)
+                    # a search stepping down: nobody joins, and those leaving are gone
+                    # before the hold opens (below), so no ramp-in (the users who stay are
+                    # in their stride already)
+                    going_down = False
                     if self.trace is not None:
                         # the sessions of the step before end after their turn in flight;
                         # this step's copies start with its hold window (below)
@@ -233,6 +237,7 @@ class Ramp:
                             # cause), and are gone before the hold window opens
                             gone, users = users[want:], users[:want]
                             await crowd.remove_users(gone)
+                            going_down = not isinstance(pacer, FixedSteps)
                     else:
                         if self.pacer is not None and not isinstance(self.pacer, FixedSteps) \
                                 and rate_now is not None:
@@ -243,7 +248,7 @@ class Ramp:
                                                                   plan.ramp_in_s + plan.hold_s),
                                          perf_counter())
                         rate_now = load
-                    if not await sleep_or_stop(stopping, plan.ramp_in_s):
+                    if not await sleep_or_stop(stopping, 0.0 if going_down else plan.ramp_in_s):
                         break
                     leave_by = perf_counter() + self.drain_s
                     while not stopping.is_set() and await crowd.leaving():
@@ -304,6 +309,10 @@ class Ramp:
                 or self.trace is not None:
             return await sleep_or_stop(d.stopping, plan.hold_s)
         end = hold_start + plan.hold_s
+        store = crowd.records
+        # the requests that finish from now on, read as they come (a request of the hold
+        # window finishes after it opened): each ask costs the new records, not the run's
+        first, window = len(store), []
         while True:
             left = end - perf_counter()
             if left <= 0:
@@ -313,8 +322,9 @@ class Ramp:
             now = perf_counter()
             if now >= end:
                 return True
+            window += [store[i] for i in range(first + len(window), len(store))]
             got = self.settle(StepWindow(index, plan.load, ramp_start, hold_start, now,
-                                         crowd.records, 0, {}, list(session.active)), plan.why)
+                                         window, 0, {}, list(session.active)), plan.why)
             if got is not None:
                 self.settled[index] = got
                 return True
