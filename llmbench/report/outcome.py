@@ -214,10 +214,14 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
         unit = shape.unit
         res = "1 user" if shape.by == "users" else "5 % of the rate"
         first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
+        settles = getattr(shape, "settle", None) is not None and shape.by == "users"
         out.append(f"Searching for the limit: from {first}, doubling until a step "
                    f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
-                   f"{duration(shape.ramp_in_s)} in, {duration(shape.hold_s)} held; the limit "
-                   f"then held {duration(pacer.sustain)} to confirm it"
+                   f"{duration(shape.ramp_in_s)} in{' (none going down)' * (shape.by == 'users')}, "
+                   + (f"held up to {duration(shape.hold_s)}, less once its thresholds are "
+                      "settled at 95 %" if settles else f"{duration(shape.hold_s)} held")
+                   + f"; the limit then held {'up to ' * settles}"
+                     f"{duration(pacer.sustain)} to confirm it"
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
         out.append(console.join_sentence(shape.join, agents=unit_of == "agents"))

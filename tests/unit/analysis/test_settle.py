@@ -109,3 +109,16 @@ def test_a_failure_breaks_errors_at_once_and_other_thresholds_keep_a_step_from_h
     assert got is not None and got.ended == st.BROKE and "1 request failed" in got.why
     mean = st.gates_of([parse_threshold(x) for x in ("ttft.p95<500ms", "ttft.mean<400ms")])
     assert ask(cycle(4, 20, 0.3), gates=mean, why="confirm") is None
+
+
+def test_the_answer_says_a_confirmation_that_settled_early_held_beyond_doubt():
+    from llmbench.analysis.findlimit import finish_text
+    from llmbench.results.search import Search, Trial
+    trials = [Trial(index=0, load=4, why="grow", held=True, hold_s=21.0, ended="held_so_far"),
+              Trial(index=1, load=5, why="grow", held=False, hold_s=3.2, ended="broke"),
+              Trial(index=2, load=4, why="confirm", held=True, hold_s=42.7, ended="held")]
+    s = Search(trials=trials, limit=4, broke_at=5, confirmed=True, sustain_s=60.0,
+               stopped="found", elapsed_s=100.0)
+    assert "confirmed in 43 s (held beyond doubt at 95 %)" in finish_text(s, "users").text
+    trials[-1].ended = "full"
+    assert "confirmed for 1 min." in finish_text(s, "users").text
