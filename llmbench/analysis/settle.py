@@ -35,8 +35,11 @@ Then a threshold is
   doubt; else it holds in full, as it would without settling.
 
 A count that must stay zero (``errors==0``) is broken beyond doubt by one error in the window
-(it can only grow). Any other threshold (means, ITL, throughput, rates, sessions) keeps the step
-from settling as held: it then holds in full, or ends early only when a threshold above breaks.
+(it can only grow). A percentile of token gaps (``itl.p95<=200ms``) may end a growing step as
+held so far once every gap of each user's first turns is within its limit (gaps come in runs
+from one reply, so no bound is claimed on them). Any other threshold (means, throughput,
+rates, sessions) keeps the step from settling as held: it then holds in full, or ends early
+only when a threshold above breaks.
 
 Pure: records in, a ``Settled`` (or None: not settled yet) out.
 """
@@ -246,6 +249,25 @@ def judge_one(g: Gate, k: Known, q: float, provisional: bool,
     return None
 
 
+def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | None:
+    """A step growing the load may end held so far on a token-gap threshold once the judge's
+    minimum of finished replies, each user's ``MIN_TURNS`` of them, have every gap within the
+    limit. Gaps come in runs from one reply each, not independent draws, so no bound is
+    claimed on them: only a step checked again from above ends so."""
+    limit_s = g.value / 1000.0
+    ok = [r for r in done if r.ok and len(r.token_times) > 1]
+    per_user: dict[Any, int] = {}
+    for r in ok:
+        per_user[r.user] = per_user.get(r.user, 0) + 1
+    need = max(math.ceil(0.25 / (1.0 - q) - 1e-9), 1)
+    if len(ok) < need or len(per_user) < users or min(per_user.values()) < MIN_TURNS:
+        return None
+    for r in ok:
+        if any((gap >= limit_s) if g.op == "<" else (gap > limit_s) for gap in r.itls):
+            return None
+    return f"every token gap of {len(ok)} replies within {_ms(limit_s)}"
+
+
 def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Record],
            index: int, users: int, hold_start: float, now: float, why: str,
            confidence: float = CONFIDENCE) -> Settled | None:
@@ -270,6 +292,14 @@ def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Re
                                              f"({g.text})")
             continue
         q = _percentile(g.stat)
+        if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None \
+                and provisional:
+            gaps = _itl_so_far(g, q, done, users)
+            if gaps is None:
+                unsettled = True
+            else:
+                held.append((HELD_SO_FAR, gaps))
+            continue
         if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
             unsettled = True
             continue

@@ -122,3 +122,18 @@ def test_the_answer_says_a_confirmation_that_settled_early_held_beyond_doubt():
     assert "confirmed in 43 s (held beyond doubt at 95 %)" in finish_text(s, "users").text
     trials[-1].ended = "full"
     assert "confirmed for 1 min." in finish_text(s, "users").text
+
+
+def test_the_default_thresholds_end_a_growing_step_held_so_far_and_no_other():
+    gates = st.gates_of([parse_threshold(x) for x in
+                         ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")])
+    recs = cycle(4, 2, 0.3)
+    for r in recs:                       # 10 token events 20 ms apart
+        r.token_times[:] = [r.start + 0.3 + 0.02 * k for k in range(10)]
+    got = ask(recs, gates=gates)
+    assert got is not None and got.ended == st.HELD_SO_FAR
+    assert "every token gap of 8 replies within 200 ms" in got.why
+    # no bound is claimed on the gaps: a step aimed at the limit holds in full
+    assert ask(recs, gates=gates, why="aim") is None
+    # one reply with a gap over the limit (rec's two events, 2 s apart): not settled
+    assert ask(recs + [rec(1, 20.0, 0.3)], gates=gates) is None
