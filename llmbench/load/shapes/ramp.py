@@ -299,7 +299,6 @@ class Ramp:
             await crowd.finish()
         return self.results
 
-
     async def _hold(self, d: Drive, crowd: Any, index: int, plan: StepPlan, ramp_start: float,
                     hold_start: float) -> bool:
         """Hold the step ``plan.hold_s``, or less once ``settle`` says its checks are settled
