@@ -215,29 +215,14 @@ class Ramp:
                         self.on_plan(index, plan)
                     if self.before_step is not None:
                         await self.before_step(index)
-                    # a search stepping down: nobody joins, and those leaving are gone
-                    # before the hold opens (below), so no ramp-in (the users who stay are
-                    # in their stride already)
-                    going_down = False
+                    ramp_in_s = plan.ramp_in_s
                     if self.trace is not None:
                         # the sessions of the step before end after their turn in flight;
                         # this step's copies start with its hold window (below)
                         await crowd.end_conversations()
                     elif self.by == "users":
-                        want = int(load)
-                        if want > len(users):
-                            new = want - len(users)
-                            await crowd.add_users(self.join_times(index, next_uid, new, ramp_start,
-                                                                  plan.ramp_in_s))
-                            users += range(next_uid, next_uid + new)
-                            next_uid += new
-                        elif want < len(users):
-                            # fewer users: the newest leave, each once its request in flight is
-                            # answered (never cut: a cut request is a failure the server did not
-                            # cause), and are gone before the hold window opens
-                            gone, users = users[want:], users[:want]
-                            await crowd.remove_users(gone)
-                            going_down = not isinstance(pacer, FixedSteps)
+                        users, next_uid, ramp_in_s = await self._users_to(
+                            crowd, int(load), users, next_uid, index, ramp_start, plan)
                     else:
                         if self.pacer is not None and not isinstance(self.pacer, FixedSteps) \
                                 and rate_now is not None:
@@ -248,7 +233,7 @@ class Ramp:
                                                                   plan.ramp_in_s + plan.hold_s),
                                          perf_counter())
                         rate_now = load
-                    if not await sleep_or_stop(stopping, 0.0 if going_down else plan.ramp_in_s):
+                    if not await sleep_or_stop(stopping, ramp_in_s):
                         break
                     leave_by = perf_counter() + self.drain_s
                     while not stopping.is_set() and await crowd.leaving():
@@ -298,6 +283,26 @@ class Ramp:
             live.phase = "finishing"
             await crowd.finish()
         return self.results
+
+    async def _users_to(self, crowd: Any, want: int, users: list[int], next_uid: int,
+                        index: int, ramp_start: float, plan: StepPlan
+                        ) -> tuple[list[int], int, float]:
+        """Bring the crowd to ``want`` users: (the users in, the next id, the ramp-in to wait).
+        New users join over the ramp-in; when fewer are wanted the newest leave, each once its
+        request in flight is answered (never cut: a cut request is a failure the server did
+        not cause), and are gone before the hold window opens. A search stepping down has no
+        ramp-in: nobody joins, and the users who stay are in their stride already."""
+        if want > len(users):
+            new = want - len(users)
+            await crowd.add_users(self.join_times(index, next_uid, new, ramp_start,
+                                                  plan.ramp_in_s))
+            return users + list(range(next_uid, next_uid + new)), next_uid + new, \
+                plan.ramp_in_s
+        if want < len(users):
+            await crowd.remove_users(users[want:])
+            return users[:want], next_uid, \
+                0.0 if not isinstance(self.pace(), FixedSteps) else plan.ramp_in_s
+        return users, next_uid, plan.ramp_in_s
 
     async def _hold(self, d: Drive, crowd: Any, index: int, plan: StepPlan, ramp_start: float,
                     hold_start: float) -> bool:
