@@ -1,9 +1,10 @@
 """``ramp --find`` with a percentile threshold: a step ends its hold as soon as its checks are
 settled (analysis.settle), says how long it held and why, and the search still lands on the
-paper limit. A closed loop (think 0) against P slots: P users are each served at once (TTFT =
-the mock's ttft), P + 1 users keep one request in P + 1 waiting a whole reply, so a p95 limit
-between the two is broken at P + 1 (a share over of 1/(P+1) >= 11 %, beyond doubt within a few
-turns) and held at P. Talks HTTP to a real mock."""
+paper limit. A closed loop (think 0) against P slots, each reply S long: P users are each
+served at once (TTFT = the mock's ttft); N > P users wait (N/P - 1) x S each turn on average
+(Little's law; with the replies' fixed length every request waits about that long). A p95
+limit of ttft + S / (2P) (halfway between P and P + 1 users) holds at P and breaks at P + 1,
+where most requests wait S / P: beyond doubt within a few turns. Talks HTTP to a real mock."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SERVICE_MS = TTFT_MS + (TOKENS - 1) * ITL_MS
 def test_find_settles_steps_early_says_why_and_lands_on_the_slots(mock_factory, tmp_path,
                                                                   slots):
     m = mock_factory(ttft_ms=TTFT_MS, itl_ms=ITL_MS, parallel=slots)
-    limit_ms = TTFT_MS + SERVICE_MS / 2
+    limit_ms = TTFT_MS + SERVICE_MS / (2 * slots)
     hold_s = 20.0
     r = llmbench.ramp(url=m.url + "/v1", model="mock", find=True, output_tokens=TOKENS,
                       threshold=[f"ttft.p95<{limit_ms:.0f}ms"], out=tmp_path, ramp_in="0.5s",
