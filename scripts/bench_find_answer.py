@@ -4,12 +4,13 @@
 its defaults and with ``--think 0``; optionally servebench's ``find-capacity`` on the same mock.
 Prints each search's wall time, its answer, the answer on paper, and how each step ended.
 
-The answer on paper. With ``--think 0`` (a closed loop, what servebench's concurrency
-search asks) 4 users never wait and 5 keep one request in five waiting a whole reply: 4.
-With the defaults, each user thinks 5-10 s between turns, so a 5th user rarely finds the 4
-slots full: the limit is where more than 5 % of requests wait 200 ms or more, which this
-script computes by simulating the mock's queue (an event simulation, 20,000 s per load):
-7 users (3.9 % wait at 7, 6.9 % at 8). servebench answers the concurrency question (4).
+The answer on paper: the most users for which at most 5 % of requests wait 200 ms or more
+for a slot, computed by simulating the mock's queue (an event simulation of the users, 4
+slots first come first served, replies of 0.3 + 127 x 0.02 s; 20,000 s per load). With
+``--think 0`` (a closed loop, the question servebench's concurrency search asks) 4 users never
+wait and 5 make requests wait 0.71 s on average (Little's law): 4. With the defaults each
+user thinks 5-10 s between turns, so a 5th user rarely finds the 4 slots full: 7 users (3.9 %
+wait at 7, 6.9 % at 8). servebench answers the concurrency question (4).
 
     python scripts/bench_find_answer.py                       # defaults, then --think 0
     python scripts/bench_find_answer.py --cases default --servebench /path/to/servebench
@@ -73,8 +74,7 @@ def share_over(users: int, think: tuple[float, float], seconds: float = 20_000.0
 
 
 def paper_limit(think: tuple[float, float]) -> tuple[int, dict[int, float]]:
-    if think == (0.0, 0.0):
-        return SLOTS, {SLOTS: 0.0, SLOTS + 1: 1.0 / (SLOTS + 1)}
+    """The limit on paper and the shares over the limit around it."""
     shares = {n: share_over(n, think) for n in range(SLOTS, 4 * SLOTS)}
     limit = max((n for n, s in shares.items() if s <= SHARE), default=0)
     return limit, {n: s for n, s in shares.items() if abs(n - limit) <= 1}
