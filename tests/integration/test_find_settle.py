@@ -50,3 +50,6 @@ def test_find_settles_steps_early_says_why_and_lands_on_the_slots(mock_factory, 
     # and run.json keeps it, typed, as the trial's fields
     doc = json.loads((r.path / "run.json").read_text())
     assert [t.get("ended") for t in doc["search"]["trials"]] == [t.ended for t in s.trials]
+    # the report's table of the search's steps says it too
+    html = (r.path / "report.html").read_text()
+    assert html.count("settled after ") >= sum(1 for t in s.trials if t.ended != "full")
