@@ -377,6 +377,7 @@ def _trial(t: Any, shape: Any) -> Trial:
     """A search's step as run.json keeps it; a search that settles its steps says how each
     hold ended (analysis.settle), and a step settled early had that much of its hold."""
     from llmbench.analysis.findlimit import duration
+    from llmbench.analysis.settle import FULL
     hold_s, ended, why = t.hold_s, None, None
     if getattr(shape, "settle", None) is not None and getattr(shape, "by", "") == "users":
         got = shape.settled.get(t.index)
@@ -384,7 +385,7 @@ def _trial(t: Any, shape: Any) -> Trial:
             ended, why = got.ended, got.text
             hold_s = round(got.after_s, 3) if t.why != "longer" else hold_s
         else:
-            ended, why = "full", f"held the full {duration(t.hold_s)}: not settled sooner"
+            ended, why = FULL, f"held the full {duration(t.hold_s)}: not settled sooner"
     return Trial(index=t.index, load=t.load, why=t.why, state=t.state, held=t.held,
                  counted=t.counted, hold_s=hold_s, note=t.note, ended=ended, ended_why=why)
 

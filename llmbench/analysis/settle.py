@@ -72,10 +72,6 @@ class Settled:
     why: str
 
     @property
-    def held(self) -> bool:
-        return self.ended != BROKE
-
-    @property
     def text(self) -> str:
         return f"settled after {self.after_s:.1f} s: {self.why}"
 
