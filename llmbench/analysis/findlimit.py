@@ -150,8 +150,12 @@ def _text(s: Search, unit: str) -> str:
                 + (f" ({s.broke_because})" if s.broke_because else "")
                 + f". Searched in {took}.")
     if s.stopped == "found":
-        return (f"Holds {amount(lim, unit)}{broke}; confirmed for {duration(s.sustain_s)}. "
-                f"Found in {took}.")
+        last = next((t for t in reversed(s.trials) if t.why == "confirm"), None)
+        confirmed = f"confirmed for {duration(s.sustain_s)}"
+        if last is not None and last.ended == "held":
+            # its confirmation settled before the sustain was out (analysis.settle)
+            confirmed = f"confirmed in {duration(last.hold_s)} (held beyond doubt at 95 %)"
+        return f"Holds {amount(lim, unit)}{broke}; {confirmed}. Found in {took}."
     head = f"Holds {amount(lim, unit)}{broke}" if lim else (
         f"No load held yet{broke}" if top is not None else "No step finished")
     return f"{head}; {s.uncertain or s.stopped}. Searched in {took}."

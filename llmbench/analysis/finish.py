@@ -342,6 +342,9 @@ def ramp_judges(r: Any) -> None:
     shape = r.shape
     if r.scenario is None:
         shape.judge = step_judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+        if r.find is not None:          # a search's step ends its hold once settled
+            from llmbench.analysis import settle
+            shape.settle = settle.settler(r.thresholds)
         return
     per = {cp.name: step_judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
            for cp in r.scenario.classes}
@@ -370,15 +373,30 @@ def search_pacer(find: Any, shape: Any) -> SearchPacer:
                        untrusted=verdict_mod.lag_explains)  # type: ignore[arg-type]
 
 
+def _trial(t: Any, shape: Any) -> Trial:
+    """A search's step as run.json keeps it; a search that settles its steps says how each
+    hold ended (analysis.settle), and a step settled early had that much of its hold."""
+    from llmbench.analysis.findlimit import duration
+    from llmbench.analysis.settle import FULL
+    hold_s, ended, why = t.hold_s, None, None
+    if getattr(shape, "settle", None) is not None and getattr(shape, "by", "") == "users":
+        got = shape.settled.get(t.index)
+        if got is not None:
+            ended, why = got.ended, got.text
+            hold_s = round(got.after_s, 3) if t.why != "longer" else hold_s
+        else:
+            ended, why = FULL, f"held the full {duration(t.hold_s)}: not settled sooner"
+    return Trial(index=t.index, load=t.load, why=t.why, state=t.state, held=t.held,
+                 counted=t.counted, hold_s=hold_s, note=t.note, ended=ended, ended_why=why)
+
+
 def search_of(r: Any, steps: Sequence[Step], interrupted: bool) -> Search | None:
     """The search's raw result from its pacer (the answer is analysis.findlimit's)."""
     pacer = r.shape.pacer
     if r.find is None or not isinstance(pacer, SearchPacer):
         return None
     done = {s.index for s in steps}
-    trials = [Trial(index=t.index, load=t.load, why=t.why, state=t.state, held=t.held,  # type: ignore[arg-type]
-                    counted=t.counted, hold_s=t.hold_s, note=t.note)
-              for t in pacer.trials if t.index is not None and t.index in done]
+    trials = [_trial(t, r.shape) for t in pacer.trials if t.index is not None and t.index in done]
     stopped = pacer.stopped or "interrupted"
     if interrupted and pacer.stopped is None:
         stopped = "interrupted"

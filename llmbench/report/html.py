@@ -313,6 +313,13 @@ def _phase_steps(steps: Sequence[Step], unit: str) -> list[str]:
             f"<p class=meta>{e(PHASES_NOTE.format(new='counted per step'))}</p>"]
 
 
+def _confirm_hold_s(s: Any) -> float:
+    """How long the limit was held to confirm it: the sustain, or less when the confirmation
+    settled early (analysis.settle: held beyond doubt)."""
+    last = next((t for t in reversed(s.trials) if t.why == "confirm"), None)
+    return last.hold_s if last is not None and last.ended == "held" else s.sustain_s
+
+
 def _search(run: Run, unit: str) -> list[str]:
     """A search's answer, its bracket and interval, and its steps in the order tried."""
     s = run.search
@@ -326,7 +333,7 @@ def _search(run: Run, unit: str) -> list[str]:
              (f"{s.interval[0]:g} to {s.interval[1]:g} {unit}: {s.interval_method}"
               if unit == "users" else
               f"{s.interval[0]:.2f} to {s.interval[1]:.2f} {unit}: {s.interval_method}")],
-            ["confirmed", {True: f"yes, held {s.sustain_s:g} s", False: "no",
+            ["confirmed", {True: f"yes, held {_confirm_hold_s(s):g} s", False: "no",
                            None: "not tried"}[s.confirmed]],
             ["steps", f"{s.steps_taken} ({s.search_steps} to search)"],
             ["time", f"{s.elapsed_s:.0f} s"
@@ -335,7 +342,8 @@ def _search(run: Run, unit: str) -> list[str]:
     out.append(_table(["search", ""], rows, left=2))
     out.append(_chart(charts.search_chart(s, unit), "the search"))
     trows = [[i + 1, f"{t.load:g}", t.why, t.state or "–",
-              "yes" if t.counted else "no", f"{t.hold_s:g} s", t.note or ""]
+              "yes" if t.counted else "no", f"{t.hold_s:g} s",
+              "; ".join(x for x in (t.note, t.ended_why) if x)]
              for i, t in enumerate(s.trials)]
     out.append(_table(["#", unit, "why", "judged", "counted", "hold", "note"], trows, left=7))
     return out

@@ -214,10 +214,14 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
         unit = shape.unit
         res = "1 user" if shape.by == "users" else "5 % of the rate"
         first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
+        settles = getattr(shape, "settle", None) is not None and shape.by == "users"
         out.append(f"Searching for the limit: from {first}, doubling until a step "
                    f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
-                   f"{duration(shape.ramp_in_s)} in, {duration(shape.hold_s)} held; the limit "
-                   f"then held {duration(pacer.sustain)} to confirm it"
+                   f"{duration(shape.ramp_in_s)} in{' (none going down)' * (shape.by == 'users')}, "
+                   + (f"held up to {duration(shape.hold_s)}, less once its thresholds are "
+                      "settled at 95 %" if settles else f"{duration(shape.hold_s)} held")
+                   + f"; the limit then held {'up to ' * settles}"
+                     f"{duration(pacer.sustain)} to confirm it"
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
         out.append(console.join_sentence(shape.join, agents=unit_of == "agents"))
@@ -282,6 +286,13 @@ class RampTable:
         self.say(console.agent_ramp_row(step) if self.agents else console.ramp_row(step))
         for row in console.class_rows(step):
             self.say(row)
+        shape = self.r.shape
+        if getattr(shape, "settle", None) is not None and shape.by == "users":
+            # a search that settles its steps says how long each hold was, and why it ended
+            got = shape.settled.get(step.index)
+            self.say("   " + (got.text if got is not None else
+                             f"held the full {step.hold_end - step.hold_start:.1f} s: "
+                             "not settled sooner"))
         if self.run_dir is not None or self.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             h = self.harness

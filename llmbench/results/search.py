@@ -16,6 +16,10 @@ TrialWhy = Literal["grow", "aim", "bisect", "longer", "repeat", "confirm"]
 # the sustain; the budget; every step held up to the ceiling; not even the lightest load held;
 # a narrowing step had too few requests; the load generator broke a step; the step cap; each
 # limit found broke in its sustain; a signal (Ctrl-C)
+# why a search's step ended its hold (llmbench.analysis.settle): its checks settled held beyond
+# doubt, held so far (a step growing the load, checked again from above), broke beyond doubt,
+# or not settled sooner (the full hold)
+TrialEnd = Literal["held", "held_so_far", "broke", "full"]
 Stopped = Literal["found", "budget", "ceiling", "none_held", "no_data", "load_generator",
                   "max_steps", "unconfirmed", "interrupted"]
 
@@ -24,7 +28,8 @@ Stopped = Literal["found", "budget", "ceiling", "none_held", "no_data", "load_ge
 class Trial(Part):
     """One step the search ran: ``index`` (the step in ``Run.steps``), its load, why it ran,
     how it was judged (``state``), whether the search counted it (a drifting step run again
-    does not, nor one with too few requests passed over), its hold (longer holds included)."""
+    does not, nor one with too few requests passed over), its hold (longer holds included;
+    shorter when its checks settled early: ``ended`` and ``ended_why`` say how)."""
 
     index: int | None = None
     load: float = 0.0
@@ -34,6 +39,10 @@ class Trial(Part):
     counted: bool = True
     hold_s: float = 0.0
     note: str | None = part(None, omit="none")
+    # how its hold ended and why in one line (None: a search that does not settle its steps,
+    # and folders written before it)
+    ended: TrialEnd | None = part(None, omit="none")
+    ended_why: str | None = part(None, omit="none")
 
 
 @dataclass

@@ -66,6 +66,7 @@ class StepWindow:
     records: Sequence[Record]
     unfinished: int
     monitor: dict[str, Any]             # load.monitor.busy() over the hold window
+    active: Sequence[Record] = ()       # requests in flight (asked during the hold: settle)
 
 
 Judge = Callable[[StepWindow], JudgedStep]
@@ -104,6 +105,12 @@ class Ramp:
     # the step's start; the step before's sessions end after their turn in flight
     trace: Sequence[TraceItem] | None = None
     trace_speed: float = 1.0
+    # a search's step ends its hold early once its checks are settled (analysis.settle, handed
+    # in by the command): asked every ``settle_every_s`` with the window so far and why the
+    # step runs (pace.WHYS); what it returns (``ended``, ``text``) is kept by step index
+    settle: Callable[[StepWindow, str], Any] | None = None
+    settle_every_s: float = 0.5
+    settled: dict[int, Any] = field(default_factory=dict)
 
     @property
     def unit(self) -> str:
@@ -208,24 +215,14 @@ class Ramp:
                         self.on_plan(index, plan)
                     if self.before_step is not None:
                         await self.before_step(index)
+                    ramp_in_s = plan.ramp_in_s
                     if self.trace is not None:
                         # the sessions of the step before end after their turn in flight;
                         # this step's copies start with its hold window (below)
                         await crowd.end_conversations()
                     elif self.by == "users":
-                        want = int(load)
-                        if want > len(users):
-                            new = want - len(users)
-                            await crowd.add_users(self.join_times(index, next_uid, new, ramp_start,
-                                                                  plan.ramp_in_s))
-                            users += range(next_uid, next_uid + new)
-                            next_uid += new
-                        elif want < len(users):
-                            # fewer users: the newest leave, each once its request in flight is
-                            # answered (never cut: a cut request is a failure the server did not
-                            # cause), and are gone before the hold window opens
-                            gone, users = users[want:], users[:want]
-                            await crowd.remove_users(gone)
+                        users, next_uid, ramp_in_s = await self._users_to(
+                            crowd, int(load), users, next_uid, index, ramp_start, plan)
                     else:
                         if self.pacer is not None and not isinstance(self.pacer, FixedSteps) \
                                 and rate_now is not None:
@@ -236,7 +233,7 @@ class Ramp:
                                                                   plan.ramp_in_s + plan.hold_s),
                                          perf_counter())
                         rate_now = load
-                    if not await sleep_or_stop(stopping, plan.ramp_in_s):
+                    if not await sleep_or_stop(stopping, ramp_in_s):
                         break
                     leave_by = perf_counter() + self.drain_s
                     while not stopping.is_set() and await crowd.leaving():
@@ -251,7 +248,7 @@ class Ramp:
                         crowd.start_trace(self.trace, round(load / len(self.trace)),
                                           self.trace_speed, hold_start + LEAD_S)
                     live.phase = "hold"
-                    if not await sleep_or_stop(stopping, plan.hold_s):
+                    if not await self._hold(d, crowd, index, plan, ramp_start, hold_start):
                         break
                     # a recording's step holds until its copies have played out (replies
                     # slower than recorded push later turns past the recording's length)
@@ -286,6 +283,55 @@ class Ramp:
             live.phase = "finishing"
             await crowd.finish()
         return self.results
+
+    async def _users_to(self, crowd: Any, want: int, users: list[int], next_uid: int,
+                        index: int, ramp_start: float, plan: StepPlan
+                        ) -> tuple[list[int], int, float]:
+        """Bring the crowd to ``want`` users: (the users in, the next id, the ramp-in to wait).
+        New users join over the ramp-in; when fewer are wanted the newest leave, each once its
+        request in flight is answered (never cut: a cut request is a failure the server did
+        not cause), and are gone before the hold window opens. A search stepping down has no
+        ramp-in: nobody joins, and the users who stay are in their stride already."""
+        if want > len(users):
+            new = want - len(users)
+            await crowd.add_users(self.join_times(index, next_uid, new, ramp_start,
+                                                  plan.ramp_in_s))
+            return users + list(range(next_uid, next_uid + new)), next_uid + new, \
+                plan.ramp_in_s
+        if want < len(users):
+            await crowd.remove_users(users[want:])
+            return users[:want], next_uid, \
+                0.0 if not isinstance(self.pace(), FixedSteps) else plan.ramp_in_s
+        return users, next_uid, plan.ramp_in_s
+
+    async def _hold(self, d: Drive, crowd: Any, index: int, plan: StepPlan, ramp_start: float,
+                    hold_start: float) -> bool:
+        """Hold the step ``plan.hold_s``, or less once ``settle`` says its checks are settled
+        (users in this process only: the requests in flight are read). False: stopped."""
+        session = getattr(crowd, "session", None)
+        if self.settle is None or session is None or self.by != "users" \
+                or self.trace is not None:
+            return await sleep_or_stop(d.stopping, plan.hold_s)
+        end = hold_start + plan.hold_s
+        store = crowd.records
+        # the requests that finish from now on, read as they come (a request of the hold
+        # window finishes after it opened): each ask costs the new records, not the run's
+        first, window = len(store), []
+        while True:
+            left = end - perf_counter()
+            if left <= 0:
+                return True
+            if not await sleep_or_stop(d.stopping, min(self.settle_every_s, left)):
+                return False
+            now = perf_counter()
+            if now >= end:
+                return True
+            window += [store[i] for i in range(first + len(window), len(store))]
+            got = self.settle(StepWindow(index, plan.load, ramp_start, hold_start, now,
+                                         window, 0, {}, list(session.active)), plan.why)
+            if got is not None:
+                self.settled[index] = got
+                return True
 
 
 class Crowd(Leaving):
