@@ -1,6 +1,8 @@
 """What ``run``, ``ramp`` and ``probe`` print of their result once it is made (and their live
-lines while it is made): the render step of a command, so that the command itself is wiring
-(spec -> plan -> harness -> analysis.finish -> save -> render)."""
+lines while it is made): the render step of a command, one call (``close_run``,
+``close_classes``, ``close_ramp``, ``close_probe``) that prints the closing screens and returns
+the exit code they state, so that the command itself is wiring (spec -> plan -> harness ->
+analysis.finish -> save -> render)."""
 
 from __future__ import annotations
 
@@ -85,6 +87,77 @@ def board_now() -> Any:
 
 
 # -- llmbench run ---------------------------------------------------------------------------------
+
+def partial_line(run: Run, what: str, code: int) -> str:
+    return incomplete_line(run, code) or (
+        f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished.")
+
+
+def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
+              run_dir: Path | None) -> int:
+    """``llmbench run``'s closing screens: its numbers, the notes, the report and the folder,
+    the vLLM result file (--save-result); the exit code (results.schema.Run.exit_code)."""
+    from llmbench.errors import EXIT_THRESHOLD
+    from llmbench.load.shapes import OpenLoop
+    from llmbench.report import vllm_json
+    code = run.exit_code
+    g, load, shape = plan.gates, run.config["load"], plan.shape
+    show_run(run, g.percentile_metrics, g.metric_percentiles,
+             (shape.max_concurrency if isinstance(shape, OpenLoop) else None)
+             or load["concurrency"], load["rate"])
+    if plan.vllm is None:
+        # the report reads the run folder: a long run's records need not sit beside it
+        records.clear()
+    print_closing(run, plan.common.workload.warnings, run.status == "partial",
+                  partial_line(run, "run", code), run_dir, mlflow=plan.common.watch.mlflow)
+    if plan.vllm is not None:
+        path, result = _vllm_result(plan, run, records, texts)
+        vllm_json.write(path, result, plan.vllm.append)
+        print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return code
+
+
+def _vllm_result(plan: Any, run: Run, records: Any, texts: dict[str, str]
+                 ) -> tuple[Path, dict[str, Any]]:
+    import time
+    from llmbench.load.shapes import OpenLoop
+    from llmbench.report import vllm_json
+    v = plan.vllm
+    c, shape = plan.common, plan.shape
+    date = time.strftime("%Y%m%d-%H%M%S")
+    label = c.labels.get("name")
+    rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
+    max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
+                else getattr(shape, "concurrency", None))
+    assert run.summary is not None
+    result = vllm_json.build(
+        run.summary, records, backend=c.target.api, model_id=c.target.model,
+        tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
+        burstiness=getattr(shape, "burstiness", 1.0), max_concurrency=max_conc,
+        percentile_metrics=plan.gates.percentile_metrics,
+        metric_percentiles=plan.gates.metric_percentiles,
+        goodput=bool(plan.gates.goodput_slo_ms), detailed=v.detailed, metadata=v.metadata,
+        texts=texts, date=date)
+    name = v.filename or vllm_json.default_file_name(label, c.target.api, rate, max_conc,
+                                                     c.target.model, date)
+    path = Path(v.result_dir) / name if v.result_dir else Path(name)
+    return path, result
+
+
+def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
+    """``run --scenario``'s closing screens (the whole crowd's numbers, then each class's row
+    and every class's thresholds); the exit code."""
+    from llmbench.errors import EXIT_THRESHOLD
+    code = run.exit_code
+    show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles,
+                     run.config["load"], plan.shape, plan.common.target.api)
+    print_closing(run, plan.scenario.warnings, run.status == "partial",
+                  partial_line(run, "run", code), run_dir)
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return code
 
 def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> list[str]:
     """``run --trace``: the trace replayed, and how late its dispatch was."""
@@ -320,6 +393,33 @@ def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list
     return head
 
 
+def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
+    """A ramp's closing screens under its table (the verdict first, cut to the rows left on
+    the terminal); the exit code (results.schema.Run.exit_code, ramp_code)."""
+    from llmbench.analysis.finish import unit_of
+    code = run.exit_code
+    print()
+    head = ramp_head(run, r.shape.unit, unit_of(r), repeat, code)
+    warnings = r.scenario.warnings if r.scenario is not None else r.common.workload.warnings
+    print_closing(run, warnings, run.status == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+                  run_dir, head=head, verbose=r.common.watch.verbose,
+                  mlflow=r.common.watch.mlflow,
+                  # the last repeat's table is the one on screen
+                  rows_used=r.table_rows + 1 + _board_row())
+    return code
+
+
+def _board_row() -> int:
+    """The row the live board leaves blank under the table when it clears itself from a
+    terminal (rich's transient Live ends on a new line): counted, so the answer still fits."""
+    try:
+        return 1 if sys.stderr.isatty() else 0
+    except (AttributeError, ValueError):
+        return 0
+
+
 # -- llmbench probe -------------------------------------------------------------------------------
 
 # the probe's table fits 80 columns: each overhead (router minus direct, ms) as its point
@@ -400,6 +500,18 @@ def probe_on_step(harness: Any, dashboard: Any) -> Callable[[Any], None]:
         if dashboard is not None:
             dashboard.step(step.to_dict())
     return on_step
+
+
+def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
+    """The probe's closing screens; the exit code (interrupted: 130; a lost worker's users
+    are missing from the slices after it died, never a pass: Run.exit_code, the one rule)."""
+    code = run.exit_code
+    show_probe(run)
+    print_closing(run, plan.common.workload.warnings, run.status == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
+                  run_dir)
+    return code
 
 
 def show_probe(run: Run) -> None:
