@@ -174,7 +174,7 @@ def mark(run_dir: Path, found: Run | None, fresh: Callable[[], Run], status: str
          why: str) -> None:
     """run.json rewritten with ``status`` and ``why``: the one written when it started
     (``found``, a "running" run.json with no figures: it stays one with no figures), or
-    ``fresh()`` (analysis.finish.unmeasured)."""
+    ``fresh()`` (RunFolder.unmeasured)."""
     if found is not None:
         found.state.status, found.state.error, found.state.pid = status, why, None
         found.measured = False
