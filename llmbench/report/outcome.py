@@ -95,16 +95,35 @@ def partial_line(run: Run, what: str, code: int) -> str:
 
 def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
               run_dir: Path | None) -> int:
-    """``llmbench run``'s closing screens: its numbers, the notes, the report and the folder,
-    the vLLM result file (--save-result); the exit code (results.schema.Run.exit_code)."""
+    """``llmbench run``'s closing screens: vLLM's summary, llmbench's extras, each optional
+    part the run has (sessions, prefix cache, trace, abandonment, network, thresholds), the
+    notes, the report and the folder, the vLLM result file (--save-result); the exit code
+    (results.schema.Run.exit_code)."""
     from llmbench.errors import EXIT_THRESHOLD
     from llmbench.load.shapes import OpenLoop
     from llmbench.report import vllm_json
     code = run.exit_code
-    g, load, shape = plan.gates, run.config["load"], plan.shape
-    show_run(run, g.percentile_metrics, g.metric_percentiles,
-             (shape.max_concurrency if isinstance(shape, OpenLoop) else None)
-             or load["concurrency"], load["rate"])
+    g, load, shape, s, f = plan.gates, run.config["load"], plan.shape, run.summary, run.findings
+    assert s is not None
+    print(console.vllm_summary(s, g.percentile_metrics, g.metric_percentiles,
+                               max_concurrency=(shape.max_concurrency if isinstance(
+                                   shape, OpenLoop) else None) or load["concurrency"],
+                               request_rate=load["rate"]))
+    screen.say(console.extras(s, f.monitor))
+    for line in console.session_lines(f.sessions):
+        print(line)
+    if f.prefix_cache:
+        print("\n".join(prefix_hit.lines(f.prefix_cache)))
+    if f.trace is not None:
+        for line in trace_lines(f.trace, f.trace["dispatch_lag"], f.trace["speed"]):
+            print(line)
+    if f.abandonment is not None:
+        screen.say(console.abandonment_lines(f.abandonment))
+    found = network.of_summary(s, f.network)
+    if found is not None:
+        screen.say(f"Network: {found.sentence}")
+    if f.thresholds:
+        screen.say(console.threshold_lines(f.thresholds))
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         records.clear()
@@ -150,9 +169,24 @@ def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
     """``run --scenario``'s closing screens (the whole crowd's numbers, then each class's row
     and every class's thresholds); the exit code."""
     from llmbench.errors import EXIT_THRESHOLD
-    code = run.exit_code
-    show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles,
-                     run.config["load"], plan.shape, plan.common.target.api)
+    from llmbench import wire
+    from llmbench.results.schema import Step
+    code, s, f, load, shape = (run.exit_code, run.summary, run.findings, run.config["load"],
+                               plan.shape)
+    assert s is not None
+    print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
+                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
+    screen.say(console.extras(s, f.monitor))
+    if f.classes:
+        print()
+        print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
+                                  wire.get(plan.common.target.api).output))
+        for row in console.class_rows(Step(load=shape.steps[0], summary=s, classes=f.classes)):
+            print(row)
+    if f.abandonment is not None:
+        screen.say(console.abandonment_lines(f.abandonment))
+    if f.thresholds:
+        screen.say(console.threshold_lines(f.thresholds))
     print_closing(run, plan.scenario.warnings, run.status == "partial",
                   partial_line(run, "run", code), run_dir)
     if code == EXIT_THRESHOLD:
@@ -171,57 +205,6 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
                      f"{lag['p99_ms']:.1f} ms > {BEHIND_P99_MS:g} ms): the server saw a gentler "
                      "load than the trace's; lower --trace-speed or use a faster machine")
     return lines
-
-
-def show_run(run: Run, percentile_metrics: tuple[str, ...],
-             metric_percentiles: tuple[float, ...], max_concurrency: Any,
-             request_rate: Any) -> None:
-    """``llmbench run``'s numbers: vLLM's summary, llmbench's extras, then each optional part
-    the run has (sessions, prefix cache, trace, abandonment, network, thresholds)."""
-    s = run.summary
-    assert s is not None
-    print(console.vllm_summary(s, percentile_metrics, metric_percentiles,
-                               max_concurrency=max_concurrency, request_rate=request_rate))
-    screen.say(console.extras(s, run.findings.monitor))
-    for line in console.session_lines(run.findings.sessions):
-        print(line)
-    if run.findings.prefix_cache:
-        print("\n".join(prefix_hit.lines(run.findings.prefix_cache)))
-    if run.findings.trace is not None:
-        for line in trace_lines(run.findings.trace, run.findings.trace["dispatch_lag"], run.findings.trace["speed"]):
-            print(line)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    found = network.of_summary(s, run.findings.network)
-    if found is not None:
-        screen.say(f"Network: {found.sentence}")
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
-
-
-def show_classes_run(run: Run, percentile_metrics: tuple[str, ...],
-                     metric_percentiles: tuple[float, ...], load: dict[str, Any], shape: Any,
-                     api: str) -> None:
-    """``run --scenario``'s numbers: the whole crowd's, then each class's row and every
-    class's thresholds."""
-    from llmbench import wire
-    from llmbench.results.schema import Step
-    s = run.summary
-    assert s is not None
-    print(console.vllm_summary(s, percentile_metrics, metric_percentiles,
-                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    screen.say(console.extras(s, run.findings.monitor))
-    if run.findings.classes:
-        print()
-        print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
-                                  wire.get(api).output))
-        step = Step(load=shape.steps[0], summary=s, classes=run.findings.classes)
-        for row in console.class_rows(step):
-            print(row)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
 
 
 # -- llmbench ramp --------------------------------------------------------------------------------
@@ -366,19 +349,24 @@ class RampTable:
                 self.dashboard.step(data["steps"][-1], data.get("verdict") or None)
 
 
-def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list[Any]:
-    """What a ramp says first under its table (``report.screen.Part``): the verdict, the
-    search, who gave up, the steps' marks, the closed loop's note, the repeats, the exit."""
+def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
+    """A ramp's closing screens under its table, cut to the rows left on the terminal: the
+    verdict, the search, who gave up, the steps' marks, the closed loop's note, the repeats,
+    the exit; then the closing block; the exit code (results.schema.Run.exit_code)."""
+    from llmbench.analysis.finish import unit_of
     from llmbench.errors import EXIT_NOT_JUDGED, EXIT_THRESHOLD
     from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
+    code, unit = run.exit_code, r.shape.unit
+    print()
     assert run.verdict is not None
     head = console.verdict_parts(run.verdict)
     if run.search is not None:
         head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, unit)]
     if run.findings.abandonment is not None:
-        head.append(Part("  " + console.abandonment_lines(run.findings.abandonment).replace("\n", "\n  ")))
+        head.append(Part("  " + console.abandonment_lines(run.findings.abandonment)
+                         .replace("\n", "\n  ")))
     head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
-                                                               unit_of)]
+                                                               unit_of(r))]
     if run.findings.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
                          "also sent less; a real crowd may push harder.", NOTE))
@@ -390,16 +378,6 @@ def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list
     elif code == EXIT_NOT_JUDGED:
         head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
                          "Hold longer (--hold), think less (--think) or start with more users."))
-    return head
-
-
-def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
-    """A ramp's closing screens under its table (the verdict first, cut to the rows left on
-    the terminal); the exit code (results.schema.Run.exit_code, ramp_code)."""
-    from llmbench.analysis.finish import unit_of
-    code = run.exit_code
-    print()
-    head = ramp_head(run, r.shape.unit, unit_of(r), repeat, code)
     warnings = r.scenario.warnings if r.scenario is not None else r.common.workload.warnings
     print_closing(run, warnings, run.status == "partial",
                   incomplete_line(run, code)
@@ -503,20 +481,10 @@ def probe_on_step(harness: Any, dashboard: Any) -> Callable[[Any], None]:
 
 
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
-    """The probe's closing screens; the exit code (interrupted: 130; a lost worker's users
-    are missing from the slices after it died, never a pass: Run.exit_code, the one rule)."""
-    code = run.exit_code
-    show_probe(run)
-    print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code)
-                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
-                  run_dir)
-    return code
-
-
-def show_probe(run: Run) -> None:
     """What the probe says under its table: the intervals, where the router became the
-    bottleneck, the prompt cache by path, the backends behind the router."""
+    bottleneck, the prompt cache by path, the backends behind the router; then the closing
+    block; the exit code (interrupted: 130; a lost worker's users are missing from the slices
+    after it died, never a pass: Run.exit_code, the one rule)."""
     from llmbench.errors import EXIT_NOT_JUDGED
     steps: list[Any] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
@@ -563,6 +531,12 @@ def show_probe(run: Run) -> None:
             screen.say(f"Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next turns "
                   f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
                   f"{a.conversations} conversations stayed on one backend.")
+    code = run.exit_code
+    print_closing(run, plan.common.workload.warnings, run.status == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
+                  run_dir)
+    return code
 
 
 # -- llmbench sweep -------------------------------------------------------------------------------

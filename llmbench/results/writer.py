@@ -91,16 +91,70 @@ class RunFolder:
 
     def final(self, run: Run, write_error: OSError | None,
               build: Callable[..., list[dict[str, Any]]] | None = None, *args: Any) -> Run:
-        """run.json at the end (``final``), then timeline.jsonl (``build(*args)``:
-        analysis.finish.timeline, made only when there is a folder to write it to)."""
-        final(run, self.path, write_error)
-        if build is not None:
-            timeline(self.path, build, *args)
+        """run.json at the end, then timeline.jsonl (``build(*args)``: analysis.finish.timeline,
+        made only when there is a folder to write it to). When requests.jsonl could not be
+        written the run is "failed" with that reason (the load was stopped then; the lines
+        before are whole). When run.json itself cannot be written, the console says so and
+        the Run is still returned."""
+        if write_error is not None:
+            run.state.status = "failed"
+            run.state.error = (f"{write_error_line(write_error)}; the load was stopped "
+                               "there and the records before it are whole in requests.jsonl")
+            print(f"error: {run.state.error}", file=sys.stderr)
+        try:
+            run.save(self.path)
+        except OSError as exc:
+            if not is_write_error(exc):
+                raise
+            print(f"error: {write_error_line(exc)}; run.json was not written (the records "
+                  "are in requests.jsonl as far as they could be written)", file=sys.stderr)
+        finally:
+            release_signals()   # run.json is whole: a signal held since the load is raised
+        run.path = self.path
+        if build is not None and self.path is not None:
+            self._timeline(build(*args))
         return run
 
     def whole(self, run: Run) -> None:
         """run.json at the end, as it is (the probe's), and then the signal held since."""
-        whole(run, self.path)
+        try:
+            run.save(self.path)
+        finally:
+            release_signals()   # run.json is whole: a signal held since the load is raised
+
+    def _timeline(self, rows: list[dict[str, Any]]) -> None:
+        """timeline.jsonl: the run's per-second state."""
+        if not rows or self.path is None:
+            return
+        try:
+            with open(self.path / "timeline.jsonl", "w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(clean_nan(row)) + "\n")
+        except OSError as exc:
+            if not is_write_error(exc):
+                raise
+            exc.filename = exc.filename or str(self.path / "timeline.jsonl")
+            print(f"error: {write_error_line(exc)}; the timeline was not written "
+                  f"(`llmbench report {self.path}` rebuilds what it can)", file=sys.stderr)
+
+    def _on_disk(self) -> Run | None:
+        """The folder's run.json as it is now, or None (not there, not readable)."""
+        assert self.path is not None
+        try:
+            return Run.load(self.path) if (self.path / "run.json").is_file() else None
+        except (OSError, ValueError):         # RunFolderError is a ValueError
+            return None
+
+    def _mark(self, found: Run | None, status: str, why: str) -> None:
+        """run.json rewritten with ``status`` and ``why``: the one written when it started
+        (``found``, a "running" run.json with no figures: it stays one with no figures), or
+        a fresh one (``unmeasured``)."""
+        if found is not None:
+            found.state.status, found.state.error, found.state.pid = status, why, None
+            found.measured = False
+            found.save(self.path)
+        else:
+            self.unmeasured(status, why).save(self.path)
 
     def _stopped(self, exc: BaseException) -> tuple[Run | None, str]:
         """A signal outside the load: a run.json that is not "running" (nothing measured:
@@ -127,7 +181,7 @@ class RunFolder:
         run_dir = self.path
         if run_dir is None:
             return None, f"interrupted ({name}): nothing was written (no run folder)"
-        found = on_disk(run_dir)
+        found = self._on_disk()
         if found is not None and found.status != "running":
             # the result was written whole: what came after it was skipped
             skipped = ("the rest of the output and report.html"
@@ -141,94 +195,22 @@ class RunFolder:
             why = (f"interrupted ({name}) before its result was written; the finished requests "
                    f"are in requests.jsonl: `llmbench report {run_dir}` rebuilds the summary "
                    "and report")
-            mark(run_dir, found, lambda: self.unmeasured("partial", why), "partial", why)
+            self._mark(found, "partial", why)
             return None, why
         why = f"interrupted ({name}) before the load started: nothing was measured"
-        mark(run_dir, found, lambda: self.unmeasured("interrupted", why), "interrupted", why)
+        self._mark(found, "interrupted", why)
         return None, why
 
     def _crashed(self, exc: Exception) -> None:
         """run.json "failed" (with what llmbench itself raised) when it still says "running"."""
         if self.path is None:
             return
-        found = on_disk(self.path)
+        found = self._on_disk()
         if found is not None and found.status != "running":
             return
         why = (f"llmbench stopped on an error of its own ({type(exc).__name__}: "
                f"{str(exc)[:160]}); the finished requests are in requests.jsonl")
         try:
-            mark(self.path, found, lambda: self.unmeasured("failed", why), "failed", why)
+            self._mark(found, "failed", why)
         except Exception:           # noqa: BLE001 - the first error is the one to show
             pass
-
-
-def on_disk(run_dir: Path) -> Run | None:
-    """The folder's run.json as it is now, or None (not there, not readable)."""
-    try:
-        return Run.load(run_dir) if (run_dir / "run.json").is_file() else None
-    except (OSError, ValueError):         # RunFolderError is a ValueError
-        return None
-
-
-def mark(run_dir: Path, found: Run | None, fresh: Callable[[], Run], status: str,
-         why: str) -> None:
-    """run.json rewritten with ``status`` and ``why``: the one written when it started
-    (``found``, a "running" run.json with no figures: it stays one with no figures), or
-    ``fresh()`` (RunFolder.unmeasured)."""
-    if found is not None:
-        found.state.status, found.state.error, found.state.pid = status, why, None
-        found.measured = False
-        found.save(run_dir)
-    else:
-        fresh().save(run_dir)
-
-
-def final(run: Run, run_dir: Path | None, write_error: OSError | None) -> Run:
-    """run.json at the end. When requests.jsonl could not be written the run is "failed" with
-    that reason (the load was stopped then; the lines before are whole). When run.json itself
-    cannot be written, the console says so and the Run is still returned."""
-    if write_error is not None:
-        run.state.status = "failed"
-        run.state.error = (f"{write_error_line(write_error)}; the load was stopped "
-                     "there and the records before it are whole in requests.jsonl")
-        print(f"error: {run.state.error}", file=sys.stderr)
-    try:
-        run.save(run_dir)
-    except OSError as exc:
-        if not is_write_error(exc):
-            raise
-        print(f"error: {write_error_line(exc)}; run.json was not written (the records are "
-              "in requests.jsonl as far as they could be written)", file=sys.stderr)
-    finally:
-        release_signals()       # run.json is whole: a signal held since the load is raised
-    run.path = run_dir
-    return run
-
-
-def whole(run: Run, run_dir: Path | None) -> None:
-    """run.json at the end, as it is (the probe's), and then the signal held since the load."""
-    try:
-        run.save(run_dir)
-    finally:
-        release_signals()       # run.json is whole: a signal held since the load is raised
-
-
-def timeline(run_dir: Path | None, build: Callable[..., list[dict[str, Any]]],
-             *args: Any) -> None:
-    """timeline.jsonl: the run's per-second state (``build(*args)``: analysis.finish.timeline,
-    made only when there is a folder to write it to)."""
-    if run_dir is None:
-        return
-    built = build(*args)
-    if not built:
-        return
-    try:
-        with open(run_dir / "timeline.jsonl", "w", encoding="utf-8") as fh:
-            for row in built:
-                fh.write(json.dumps(clean_nan(row)) + "\n")
-    except OSError as exc:
-        if not is_write_error(exc):
-            raise
-        exc.filename = exc.filename or str(run_dir / "timeline.jsonl")
-        print(f"error: {write_error_line(exc)}; the timeline was not written "
-              f"(`llmbench report {run_dir}` rebuilds what it can)", file=sys.stderr)
