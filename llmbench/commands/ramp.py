@@ -233,36 +233,46 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     return dataclasses.replace(common, workload=wl), tr, steps, hold_s
 
 
-def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: int,
-                  progress: bool | None) -> None:
-    """--scenario: each class planned as this ramp with its options over the command's
-    (commands.scenario), the ramp's shape made theirs (load.shapes.classes)."""
+def plan_classes(spec: Any, scenario: Any, tgt: Any, common: Any, think_s: tuple[float, float],
+                 gates: list[Any], seed_offset: int = 0, progress: bool | None = None,
+                 grow: str | None = None, isolate: bool = False, steps: bool = True) -> Any:
+    """--scenario: each class planned with its options over the command's (commands.scenario:
+    the run's target, output and telemetry; the class's workload and requests), its own
+    think time and thresholds, else the command's ``think_s`` and ``gates``."""
     import dataclasses
-    from llmbench.commands.options import UsageError
     from llmbench.commands import scenario as sc
     from llmbench.commands.spec import make_common
     from llmbench.analysis.slo import parse_threshold
-    scenario = sc.load(spec, opts.scenario)
-    common = plan.common
 
     def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
         cs = sc.class_spec(spec, scenario, tc)
         mine = make_common(tgt, dataclasses.replace(cs, seed=cs.seed + seed_offset), 2000,
                            multi_turn=True, progress=progress)
-        # the run's target, output and telemetry; the class's workload and requests
         c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
                                 timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-        return c, (cs.think if cs.think is not None else opts.timing()[2])
+        return c, (cs.think if cs.think is not None else think_s)
 
-    def gates(tc: Any) -> list[Any]:
+    def gates_of(tc: Any) -> list[Any]:
         if tc.thresholds is None:
-            return opts.gates()
+            return list(gates)
         return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-    sp = sc.plan(scenario, opts.grow, opts.isolate, build, gates,
-                 workers=getattr(common, "workers", 1))
+    return sc.plan(scenario, grow, isolate, build, gates_of,
+                   workers=getattr(common, "workers", 1), steps=steps)
+
+
+def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: int,
+                  progress: bool | None) -> None:
+    """--scenario: each class planned as this ramp with its options over the command's
+    (``plan_classes``), the ramp's shape made theirs (load.shapes.classes)."""
+    import dataclasses
+    from llmbench.commands.options import UsageError
+    from llmbench.commands import scenario as sc
+    scenario = sc.load(spec, opts.scenario)
+    sp = plan_classes(spec, scenario, tgt, plan.common, opts.timing()[2], opts.gates(),
+                      seed_offset, progress, opts.grow, opts.isolate)
     # the workload run.json describes is the one sent: the first class's (each class's
     # own is in config.scenario)
-    plan.common = dataclasses.replace(common, workload=sp.classes[0].common.workload)
+    plan.common = dataclasses.replace(plan.common, workload=sp.classes[0].common.workload)
     _check_floors(opts, scenario, plan.shape.steps)
     if opts.by == "users" and opts.grow is None and plan.find is not None:
         # the search's lightest step carries every class's floor (min_users): it starts

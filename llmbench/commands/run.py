@@ -132,7 +132,6 @@ if TYPE_CHECKING:
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
     """Start the mock if there is no --url, find the model, build the workload and the
     plan, and run it: a ``Done``."""
-    import dataclasses
     from llmbench.commands.run_spec import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
@@ -171,14 +170,19 @@ def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
                      if spec.rate is not None else
                      ClosedLoop(convs, spec.concurrency or 1, requests, duration_s,
                                 spec.warmup, think_s, spec.seed))
-        # the server's machine and what the server is (issue 39)
-        common = dataclasses.replace(common,
-                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
-        if progress is not None:
-            common = dataclasses.replace(
-                common, watch=dataclasses.replace(common.watch, progress=progress))
-        common = with_ray(common, ray_address)
+        common = with_ray(_watched(common, spec, tgt, progress), ray_address)
         return perform(RunPlan(common, shape, gates, vllm))
+
+
+def _watched(common: Common, spec: Any, tgt: Any, progress: bool | None) -> Common:
+    """The run's common part with the server's machine sampled (what the server is, issue 39)
+    and --progress as the caller asked."""
+    import dataclasses
+    common = dataclasses.replace(common, telemetry=spec.telemetry_spec(tgt, spec.server_probe))
+    if progress is not None:
+        common = dataclasses.replace(
+            common, watch=dataclasses.replace(common.watch, progress=progress))
+    return common
 
 
 def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
@@ -191,6 +195,7 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
                                         replay_of, say)
     from llmbench.analysis.slo import parse_threshold
     from llmbench.commands import scenario as sc
+    from llmbench.commands.ramp import plan_classes
     from llmbench.load.shapes import Ramp
     ray_address = check_ray(spec.ray)
     if ray_address is not None:
@@ -207,27 +212,9 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
     replay = replay_of(spec)
     with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
         tgt = make_target(spec, url_, spec.model or model_)
-        common = make_common(tgt, spec, 1, replay=replay)
-        common = dataclasses.replace(common,
-                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
-        if progress is not None:
-            common = dataclasses.replace(
-                common, watch=dataclasses.replace(common.watch, progress=progress))
-
-        def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
-            cs = sc.class_spec(spec, scenario, tc)
-            mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
-            # the run's target, output and telemetry; the class's workload and requests
-            c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
-                                    timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-            return c, (cs.think if cs.think is not None else think_s)
-
-        def gates(tc: Any) -> list[Any]:
-            if tc.thresholds is None:
-                return list(spec.threshold or [])
-            return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-        sp = sc.plan(scenario, None, False, build, gates, workers=spec.workers,
-                     steps=False)
+        common = _watched(make_common(tgt, spec, 1, replay=replay), spec, tgt, progress)
+        sp = plan_classes(spec, scenario, tgt, common, think_s, list(spec.threshold or []),
+                          progress=progress, steps=False)
         first = sp.classes[0].common
         common = dataclasses.replace(common, workload=first.workload)
         base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,

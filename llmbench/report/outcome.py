@@ -40,31 +40,15 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
                   run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: ``head`` (a ramp's verdict,
-    ``report.screen.Part``), the workload and run notes, the partial marker, then the report
-    it writes (and logs to --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
+    ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
+    notes, the prompt cache, the partial marker, then the report it writes (and logs to
+    --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
     screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
-    from llmbench.report import screen
-    from llmbench.report.auto import write_report
-    parts = list(head) + closing_parts(run, warnings, partial, partial_line)
-    if run_dir is not None:
-        write_report(run_dir)
-        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
-            from llmbench.report.tracker import log_run
-            parts.append(screen.Part(log_run(mlflow, run_dir)[1]))
-        parts.append(screen.Part(f"Results: {run_dir}"))
-    screen.show(parts, rows_used or 0, verbose or rows_used is None)
-    board = board_now()
-    if board is not None:                   # the page becomes the report (a sweep: goes on)
-        board.finished(run_dir, run)
-
-
-def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: str) -> list[Any]:
-    """The notes every command closes with (``report.screen.Part``): outages, a failure, the
-    server, the workload's and the run's notes, the prompt cache, the partial marker."""
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
+    from llmbench.report.auto import write_report
     from llmbench.report.screen import KEEP, NOTE, Part
-    parts = [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
+    parts = list(head) + [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
     if run.status == "failed" and run.state.error:
         parts.append(Part(f"FAILED: {run.state.error}; the numbers above cover what was measured "
                           "until then."))
@@ -76,7 +60,16 @@ def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: st
         parts.append(Part(line, KEEP if warn else NOTE, err=warn))
     if partial:
         parts.append(Part(partial_line))
-    return parts
+    if run_dir is not None:
+        write_report(run_dir)
+        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
+            from llmbench.report.tracker import log_run
+            parts.append(Part(log_run(mlflow, run_dir)[1]))
+        parts.append(Part(f"Results: {run_dir}"))
+    screen.show(parts, rows_used or 0, verbose or rows_used is None)
+    board = board_now()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
 
 
 def board_now() -> Any:
@@ -468,16 +461,6 @@ def probe_live_line(n_steps: int) -> Callable[[Any], str]:
             parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
         return ", ".join(parts)
     return line
-
-
-def probe_on_step(harness: Any, dashboard: Any) -> Callable[[Any], None]:
-    """What the probe does as each step ends: its row under the header, and the step on the
-    dashboard's page (as run.json has it)."""
-    def on_step(step: Any) -> None:
-        harness.say(probe_row(step))
-        if dashboard is not None:
-            dashboard.step(step.to_dict())
-    return on_step
 
 
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:

@@ -304,6 +304,12 @@ def measure_probe(plan: Any, run_dir: Path | None) -> Outcome:
     shape = plan.shape
     h = harness(plan.common, run_dir, shown.probe_live_line(len(shape.steps)), shape=shape)
     shape.judge = finish.probe_judge(plan)
-    shape.on_step = shown.probe_on_step(h, dashboard_of(h))
+    board = dashboard_of(h)
+
+    def on_step(step: Any) -> None:     # its row, and the step on the dashboard's page
+        h.say(shown.probe_row(step))
+        if board is not None:
+            board.step(step.to_dict())
+    shape.on_step = on_step
     print(shown.PROBE_HEADER, flush=True)
     return h.run(shape, plan.targets)

@@ -40,15 +40,11 @@ class RunFolder:
         self.path: Path | None = None
         self.stopped: tuple[Run | None, str] | None = None
 
-    @property
-    def label(self) -> str | None:
-        """The folder's suffix: the 'name' label, else all labels."""
-        return self.labels.get("name") or "_".join(
-            f"{k}={v}" for k, v in self.labels.items()) or None
-
     def __enter__(self) -> RunFolder:
         self.stopped = None
-        self.path = new_run_dir(self.out, self.kind, self.label) if self.out else None
+        # the folder's suffix: the 'name' label, else all labels
+        label = self.labels.get("name") or "_".join(f"{k}={v}" for k, v in self.labels.items())
+        self.path = new_run_dir(self.out, self.kind, label or None) if self.out else None
         lock.take(self.path)    # a reader (report) never writes over the folder until dropped
         try:
             Run(RunState(kind=self.kind, status="running", started_at=time.time(),
