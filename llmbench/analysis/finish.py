@@ -38,7 +38,6 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.load.shapes.router import ProbeWindow
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.records import definitions
-from llmbench.records.record import Record
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
 from llmbench.results.latencies import read_jsonl
@@ -384,13 +383,16 @@ def search_of(r: Any, steps: Sequence[Step], interrupted: bool) -> Search | None
                   elapsed_s=round(pacer.spent_s, 3))
 
 
-def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record], server: Any,
-         interrupted: bool, partial: bool, user_changes: list[Any],
-         workers: dict[str, Any] | None = None, telemetry: Any = None, going_on: bool = False,
-         network: NetworkFloor | None = None) -> Run:
-    """A ramp's result: its steps as judged, its verdict and search, and every part of the run.
-    ``going_on``: the steps so far, written after each step while the ramp goes on."""
+def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
+         going_on: bool = False) -> Run:
+    """A ramp's result from the harness's outcome: its steps as judged, its verdict and
+    search, and every part of the run. ``going_on``: the steps so far (``outcome`` holds the
+    records so far), written after each step while the ramp goes on: a partial result."""
     c, shape = r.common, r.shape
+    started_at, t0_perf, records, server = (outcome.started_at, outcome.t0_perf,
+                                            outcome.records, outcome.server())
+    interrupted, workers, telemetry = outcome.interrupted, outcome.workers, outcome.telemetry
+    partial = going_on or interrupted or _crashed(outcome)
     steps: list[Step] = list(shape.results)
     search = search_of(r, steps, interrupted)
     judged = ladder(steps, search)
@@ -435,7 +437,7 @@ def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record]
         workload=c.workload.describe(),
         environment=environment(), steps=steps, verdict=verdict, search=search,
         findings=Findings(
-            user_changes=user_changes,
+            user_changes=outcome.live.user_changes,
             outages=outages.of_run(records, t0_perf) if t0_perf else [],
             **checks.record_checks(records, c.params, c.target.api, c.workload,
                                    server_kind(server.kind,
@@ -449,13 +451,6 @@ def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record]
             abandonment=gave_up, isolation=isolation, network=network,
             cache_resets=r.reset.recorded() if r.reset is not None else []),
         interrupted=interrupted)
-
-
-def ramp_of(r: Any, outcome: Any, network: NetworkFloor | None = None) -> Run:
-    """``ramp`` from the harness's outcome: the ramp's finished result."""
-    return ramp(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
-                outcome.interrupted, outcome.interrupted or _crashed(outcome),
-                outcome.live.user_changes, outcome.workers, outcome.telemetry, network=network)
 
 
 def run_held(run: Run) -> float:

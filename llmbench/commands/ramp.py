@@ -60,9 +60,6 @@ class RampPlan:
     folder: RunFolder | None = None                            # set by ``planned``
 
 
-RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
-
-
 def planned(r: RampPlan) -> RampPlan:
     """The plan made whole once its shape is final: the servers it loads, its run folder."""
     c = r.common
@@ -87,7 +84,7 @@ def _combine(runs: list[tuple[RampPlan, Run]], planned: int, run_dir: Path | Non
 
 
 def perform(r: RampPlan, repeat: int = 1,
-            next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
+            next_plan: Callable[[int], RampPlan] | None = None) -> Done:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
     repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does;
     however it ends, the folder is left complete, partial, failed or interrupted, never
@@ -109,7 +106,7 @@ def perform(r: RampPlan, repeat: int = 1,
                 print(f"error: repeat {k + 1}: {r.common.target.redact(str(exc))}; keeping "
                       f"the {len(runs)} repeat(s) done", file=sys.stderr)
                 break
-            run = folder.final(finish.ramp_of(plan, outcome, network), outcome.write_error,
+            run = folder.final(finish.ramp(plan, outcome, network), outcome.write_error,
                                finish.timeline, outcome, plan.shape.results)
             runs.append((plan, run))
             if repeat > 1 and folder.path is not None and \
@@ -119,7 +116,7 @@ def perform(r: RampPlan, repeat: int = 1,
             if run.interrupted and run.state.status != "failed":
                 break           # Ctrl-C: the repeats done are the result (exit 130)
         run = _combine(runs, repeat, folder.path) if repeat > 1 else runs[0][1]
-        return RampDone(run, shown.close_ramp(runs[-1][0], run, repeat, folder.path),
+        return Done(run, shown.close_ramp(runs[-1][0], run, repeat, folder.path),
                         folder.path)
     return interrupted(folder)
 

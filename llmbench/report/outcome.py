@@ -81,10 +81,7 @@ def board_now() -> Any:
 
 # -- llmbench run ---------------------------------------------------------------------------------
 
-def partial_line(run: Run, what: str, code: int) -> str:
-    return incomplete_line(run, code) or (
-        f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished.")
-
+RUN_PARTIAL = "PARTIAL RESULT: the run was interrupted; the numbers cover what finished."
 
 def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
               run_dir: Path | None) -> int:
@@ -121,7 +118,7 @@ def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
         # the report reads the run folder: a long run's records need not sit beside it
         records.clear()
     print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  partial_line(run, "run", code), run_dir, mlflow=plan.common.watch.mlflow)
+                  incomplete_line(run, code) or RUN_PARTIAL, run_dir, mlflow=plan.common.watch.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, run, records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -181,7 +178,7 @@ def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
     if f.thresholds:
         screen.say(console.threshold_lines(f.thresholds))
     print_closing(run, plan.scenario.warnings, run.status == "partial",
-                  partial_line(run, "run", code), run_dir)
+                  incomplete_line(run, code) or RUN_PARTIAL, run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return code
@@ -323,7 +320,8 @@ class RampTable:
 
     def on_step(self, step: Any) -> None:
         from llmbench.analysis import finish
-        from llmbench.load.harness import ServerSeen
+        from llmbench.load.harness import Outcome
+        from llmbench.load.shapes.base import LiveState
         if self.after_step is not None:
             self.after_step(step)
         # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
@@ -334,9 +332,9 @@ class RampTable:
         if self.run_dir is not None or self.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             h = self.harness
-            doc = finish.ramp(self.r, h.started_at, h.t0_perf, h.records_so_far(),
-                              ServerSeen(None, None, []), False, True, [], going_on=True,
-                              network=self.floor)
+            doc = finish.ramp(self.r, Outcome(None, h.records_so_far(), h.started_at,
+                                              h.t0_perf, False, [], {}, LiveState()),
+                              self.floor, going_on=True)
             data = doc.save(self.run_dir)
             if self.dashboard is not None:   # its thresholds, and the verdict so far
                 self.dashboard.step(data["steps"][-1], data.get("verdict") or None)
