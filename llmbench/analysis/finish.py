@@ -265,7 +265,7 @@ def classes_run(plan: Any, outcome: Any) -> Run:
         summary, checks_, classes, mon = step.summary, step.checks, step.classes, step.monitor
     else:
         # stopped before the hold ended: what finished, unjudged (the run is partial)
-        summary = metrics.summarize(records, stall_s=plan.stall_s)
+        summary = metrics.summarize(records, stall_s=plan.gates.stall_s)
         checks_, classes, mon = [], {}, busy(outcome.monitor)
     summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     server = outcome.server()

@@ -82,15 +82,13 @@ class ClassRunPlan:
     """``run --scenario``: the scenario's classes (commands.scenario's plan) as one step of the
     ramp's class crowd (``shape``: a ClassRamp of one load, no ramp-in, held for the run's
     duration), each class judged on its own requests by its own thresholds (the command's
-    ``thresholds`` for a class with none)."""
+    for a class with none)."""
 
     common: Common
     shape: Any                           # load.shapes.classes.ClassRamp
     scenario: Any                        # commands.scenario.ScenarioPlan
-    thresholds: list[Any] = field(default_factory=list)
-    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
-    metric_percentiles: tuple[float, ...] = (99.0,)
-    stall_s: float = 1.0
+    # the percentiles shown and the stall gap (each class's thresholds are the scenario's)
+    gates: Gates = field(default_factory=Gates)
     ramp: Any = None            # the crowd as a ramp of one step, judged as the ramp does
     targets: list[TargetSpec] = field(default_factory=list)
     folder: RunFolder | None = None
@@ -98,7 +96,8 @@ class ClassRunPlan:
     def __post_init__(self) -> None:
         from llmbench.commands.ramp import RampPlan
         c = self.common
-        self.ramp = RampPlan(c, self.shape, [], stall_s=self.stall_s, scenario=self.scenario)
+        self.ramp = RampPlan(c, self.shape, [], stall_s=self.gates.stall_s,
+                             scenario=self.scenario)
         self.targets = self.scenario.targets(c.server_probe)
         load = finish.class_config(self)
         self.folder = folder_of(c, "run", {"load": {k: load[k] for k in (
@@ -220,10 +219,8 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
         base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
                     hold_s=hold_s, think_s=think_s, burstiness=spec.burstiness,
                     drain_s=max(spec.timeout_first_token, 30.0), seed=spec.seed)
-        return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
-                                            list(spec.threshold or []),
-                                            tuple(spec.percentile_metrics),  # type: ignore[arg-type]
-                                            tuple(spec.metric_percentiles)))  # type: ignore[arg-type]
+        return perform_classes(ClassRunPlan(common, sp.shape(base), sp, Gates(
+            tuple(spec.percentile_metrics), tuple(spec.metric_percentiles))))  # type: ignore[arg-type]
 
 
 def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:

@@ -164,7 +164,8 @@ def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
     code, s, f, load, shape = (run.exit_code, run.summary, run.findings, run.config["load"],
                                plan.shape)
     assert s is not None
-    print(console.vllm_summary(s, plan.percentile_metrics, plan.metric_percentiles,
+    g = plan.gates
+    print(console.vllm_summary(s, g.percentile_metrics, g.metric_percentiles,
                                max_concurrency=load["concurrency"], request_rate=load["rate"]))
     screen.say(console.extras(s, f.monitor))
     if f.classes:
