@@ -8,8 +8,6 @@ what its result holds, and which analysis makes each part, is decided in this mo
   its verdict, its search, its repeats.
 - ``probe`` (with ``probe_judge``): the router's overhead, step by step.
 - ``sweep_started`` / ``sweep_answer``: a sweep's document and its answer.
-- ``running`` / ``unmeasured``: the documents of a run that has not measured (yet): started,
-  failed, interrupted.
 
 The plans are read by attribute (commands' RunPlan, RampPlan, ProbePlan, SweepPlan: a layer
 above this one, so they are not imported); ``outcome`` is the harness's ``load.harness.Outcome``.
@@ -32,13 +30,14 @@ from llmbench.analysis.judge import judge_ramp
 from llmbench.analysis.sessions import step_sessions, summarize_sessions
 from llmbench.analysis.stats import quantile
 from llmbench.analysis.stepstats import steady_state
+from llmbench.client.request import choose_transport
+from llmbench.errors import EXIT_INTERRUPTED
 from llmbench.load.monitor import SEND_DELAY_P99_LIMIT_MS, busy, with_freezes, with_send_delay
 from llmbench.load.shapes import ClosedLoop, OpenLoop, StepWindow
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.load.shapes.router import ProbeWindow
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.records import definitions
-from llmbench.records.record import Record
 from llmbench.results.folder import environment
 from llmbench.results.network import NetworkFloor
 from llmbench.results.latencies import read_jsonl
@@ -54,24 +53,18 @@ CLOSED_LOOP_NOTE = ("Virtual users wait for each reply before thinking and sendi
                     "when the server slows down they send less (closed loop).")
 
 
-# -- the documents of a run that has not measured -------------------------------------------------
-
-def running(kind: str, target: Any, config: dict[str, Any], labels: dict[str, str]) -> Run:
-    """run.json from the first moment, status "running" (``results.writer.start``)."""
-    return Run(RunState(kind=kind, status="running", started_at=time.time(), labels=labels,
-                        pid=os.getpid()),
-               config={"target": target.describe(), **config},
-               environment=environment(), measured=False)
-
-
-def unmeasured(kind: str, target: Any, status: str, why: str) -> Run:
-    """The run.json of a command that measured nothing: failed, interrupted, partial."""
-    return Run(RunState(kind=kind, status=status, started_at=time.time(), error=why),
-               config={"target": target.describe()}, environment=environment(),
-               measured=False)
-
-
 # -- the parts every result shares ----------------------------------------------------------------
+
+def request_config(c: Any) -> dict[str, Any]:
+    """run.json's config "request": how each request was asked (a plan's common part)."""
+    p = c.params
+    return {"stream": p.stream, "temperature": p.temperature, "ignore_eos": p.ignore_eos,
+            "max_tokens_field": p.max_tokens_field, "extra_body_keys": sorted(p.extra_body),
+            # which HTTP client sent the requests (LLMBENCH_TRANSPORT): a comparison of two
+            # runs should know if it changed
+            "transport": choose_transport(c.target.base_url),
+            **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
+
 
 def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
                     start: float | None, end: float | None) -> dict[str, Any]:
@@ -235,7 +228,7 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
     done = Run(
         RunState(kind="run", status="partial" if partial else "complete",
                  started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
-        config={"target": c.target.describe(), "load": load, "request": c.request_config(),
+        config={"target": c.target.describe(), "load": load, "request": request_config(c),
                 "timeouts": c.timeouts.__dict__, **more},
         workload=c.workload.describe(),
         environment=environment(),
@@ -272,7 +265,7 @@ def classes_run(plan: Any, outcome: Any) -> Run:
         summary, checks_, classes, mon = step.summary, step.checks, step.classes, step.monitor
     else:
         # stopped before the hold ended: what finished, unjudged (the run is partial)
-        summary = metrics.summarize(records, stall_s=plan.stall_s)
+        summary = metrics.summarize(records, stall_s=plan.gates.stall_s)
         checks_, classes, mon = [], {}, busy(outcome.monitor)
     summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     server = outcome.server()
@@ -408,13 +401,16 @@ def search_of(r: Any, steps: Sequence[Step], interrupted: bool) -> Search | None
                   elapsed_s=round(pacer.spent_s, 3))
 
 
-def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record], server: Any,
-         interrupted: bool, partial: bool, user_changes: list[Any],
-         workers: dict[str, Any] | None = None, telemetry: Any = None, going_on: bool = False,
-         network: NetworkFloor | None = None) -> Run:
-    """A ramp's result: its steps as judged, its verdict and search, and every part of the run.
-    ``going_on``: the steps so far, written after each step while the ramp goes on."""
+def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
+         going_on: bool = False) -> Run:
+    """A ramp's result from the harness's outcome: its steps as judged, its verdict and
+    search, and every part of the run. ``going_on``: the steps so far (``outcome`` holds the
+    records so far), written after each step while the ramp goes on: a partial result."""
     c, shape = r.common, r.shape
+    started_at, t0_perf, records, server = (outcome.started_at, outcome.t0_perf,
+                                            outcome.records, outcome.server())
+    interrupted, workers, telemetry = outcome.interrupted, outcome.workers, outcome.telemetry
+    partial = going_on or interrupted or _crashed(outcome)
     steps: list[Step] = list(shape.results)
     search = search_of(r, steps, interrupted)
     judged = ladder(steps, search)
@@ -454,12 +450,12 @@ def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record]
                          "join": shape.join, **shape.describe_trace(),
                          **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
                             if r.find is not None else {})},
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__, "mock": r.mock,
+                "request": request_config(c), "timeouts": c.timeouts.__dict__, "mock": r.mock,
                 **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         workload=c.workload.describe(),
         environment=environment(), steps=steps, verdict=verdict, search=search,
         findings=Findings(
-            user_changes=user_changes,
+            user_changes=outcome.live.user_changes,
             outages=outages.of_run(records, t0_perf) if t0_perf else [],
             **checks.record_checks(records, c.params, c.target.api, c.workload,
                                    server_kind(server.kind,
@@ -473,13 +469,6 @@ def ramp(r: Any, started_at: float, t0_perf: float | None, records: list[Record]
             abandonment=gave_up, isolation=isolation, network=network,
             cache_resets=r.reset.recorded() if r.reset is not None else []),
         interrupted=interrupted)
-
-
-def ramp_of(r: Any, outcome: Any, network: NetworkFloor | None = None) -> Run:
-    """``ramp`` from the harness's outcome: the ramp's finished result."""
-    return ramp(r, outcome.started_at, outcome.t0_perf, outcome.records, outcome.server(),
-                outcome.interrupted, outcome.interrupted or _crashed(outcome),
-                outcome.live.user_changes, outcome.workers, outcome.telemetry, network=network)
 
 
 def run_held(run: Run) -> float:
@@ -501,19 +490,19 @@ def held_interval(values: Sequence[float]) -> HeldInterval:
                         coverage=1 - 2 * 0.5 ** n if n > 1 else None)
 
 
-def repeats(runs: list[tuple[Any, Run, int]], planned: int, interrupted_code: int
-            ) -> tuple[Run, int]:
+def repeats(runs: list[tuple[Any, Run]], planned: int) -> tuple[Run, int]:
     """One result for all repeats (``ramp --repeat``): the steps, verdict and timeline of the
     median repeat (so ``report`` and ``compare`` read it as any ramp), every repeat's steps
     under "repeats"; and the index of that median repeat (its timeline is the run's)."""
-    helds = [run_held(x) for _, x, _ in runs]
+    helds = [run_held(x) for _, x in runs]
+    codes = [x.exit_code for _, x in runs]
     iv = held_interval(helds)
     rep = helds.index(iv.median)
-    plan, chosen, _ = runs[rep]
+    plan, chosen = runs[rep]
     unit = unit_of(plan)
-    interrupted = any(code == interrupted_code for _, _, code in runs)
+    interrupted = EXIT_INTERRUPTED in codes
     doc = replace(chosen, findings=replace(chosen.findings, repeat=None), interrupted=interrupted,
-                  repeat_codes=[code for _, _, code in runs],
+                  repeat_codes=codes,
                   verdict=verdict_mod.over_repeats(chosen.verdict, helds, iv, unit))
     doc.state = replace(chosen.state, status="partial" if interrupted or len(runs) < planned
                         else chosen.status)
@@ -525,7 +514,7 @@ def repeats(runs: list[tuple[Any, Run, int]], planned: int, interrupted_code: in
                         verdict=x.verdict.text if x.verdict is not None else None,
                         verdict_kind=x.verdict.kind if x.verdict is not None else None,
                         steps=list(x.steps), search=x.search)
-              for i, ((p, x, _), h) in enumerate(zip(runs, helds))])
+              for i, ((p, x), h) in enumerate(zip(runs, helds))])
     if doc.search is not None and len(runs) > 1:
         # the limit's interval over the repeats (each a whole search), as --repeat gives
         doc.search = replace(doc.search, interval=[float(iv.low or 0), float(iv.high or 0)],
@@ -566,7 +555,7 @@ def probe(plan: Any, outcome: Any) -> Run:
         config={"router": c.target.describe(), "direct": plan.direct.describe(),
                 "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
                 "think_s": list(shape.think_s), "seed": shape.seed,
-                "request": c.request_config(), "timeouts": c.timeouts.__dict__},
+                "request": request_config(c), "timeouts": c.timeouts.__dict__},
         workload=c.workload.describe(), environment=environment(),
         findings=Findings(
             router=Router(

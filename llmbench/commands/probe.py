@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
-from llmbench.report import outcome as shown
-from llmbench.results import writer
-from llmbench.results.schema import Run
+from llmbench.report import outcome as shown, wiring
+from llmbench.results.writer import RunFolder
 from llmbench.load.shapes.router import RouterAB
 from llmbench.client.target import Target
-from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
+from llmbench.commands.common import Common, Done, failed, folder_of, interrupted
 
 
 @dataclass
@@ -21,10 +19,18 @@ class ProbePlan:
     direct: Target
     shape: RouterAB                 # steps, slices, rounds; its judge is set at the run
     bootstrap: int = 1000
+    targets: list[TargetSpec] = field(default_factory=list)     # the router, then direct
+    folder: RunFolder | None = None
+
+    def __post_init__(self) -> None:
+        c = self.common
+        self.targets = self.targets or targets(c, self.direct)
+        self.folder = self.folder or folder_of(c, "probe", {
+            "router": c.target.describe(), "direct": self.direct.describe(),
+            "steps": self.shape.steps})
 
 
-def targets(plan: ProbePlan) -> list[TargetSpec]:
-    c = plan.common
+def targets(c: Common, direct: Target) -> list[TargetSpec]:
     probe = c.server_probe
     return [TargetSpec(c.target, "router", path="router", run_id="rt",
                        server_probe="off" if probe == "off" else "auto",
@@ -34,46 +40,26 @@ def targets(plan: ProbePlan) -> list[TargetSpec]:
                               503: " (the router has no healthy backend)",
                               404: " (model name not known there? use --direct-model if the "
                                    "names differ)"}),
-            TargetSpec(plan.direct, "direct", path="direct", run_id="dr", server_probe=probe,
+            TargetSpec(direct, "direct", path="direct", run_id="dr", server_probe=probe,
                        server_file="server.jsonl", strict=True, who="the direct backend",
                        flag="--direct", salt=c.workload.salt_for("direct"),
                        hints={404: " (model name not known there? use --direct-model if the "
                                    "names differ)"})]
 
 
-def measure(plan: ProbePlan, run_dir: Path | None) -> tuple[Run, bool]:
-    c, shape = plan.common, plan.shape
-    harness = c.harness(run_dir, shown.probe_live_line(len(shape.steps)), shape=shape)
-    shape.judge = finish.probe_judge(plan)
-    shape.on_step = shown.probe_on_step(harness, dashboard_of(harness))
-    print(shown.PROBE_HEADER, flush=True)
-    outcome = harness.run(shape, targets(plan))
-    run = finish.probe(plan, outcome)
-    writer.whole(run, run_dir)
-    return run, outcome.interrupted
-
-
-@stops_cleanly("probe")
 def perform(plan: ProbePlan) -> Done:
-    """The probe command: its run.json, exit code and folder."""
-    c = plan.common
-    run_dir = c.run_dir("probe")
-    write_started(run_dir, "probe", c.target,
-                  {"router": c.target.describe(), "direct": plan.direct.describe(),
-                   "steps": plan.shape.steps}, c.labels, c.replay)
-    try:
-        run, interrupted = measure(plan, run_dir)
-    except PreflightError as exc:
-        return failed(exc, run_dir, "probe", c.target)
-    shown.show_probe(run)
-    # interrupted: 130; a lost worker's users are missing from the slices after it died, never
-    # a pass (Run.exit_code, the one rule)
-    code = run.exit_code
-    shown.print_closing(run, c.workload.warnings, run.status == "partial",
-                        shown.incomplete_line(run, code)
-                        or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
-                        run_dir)
-    return Done(run, code, run_dir)
+    """The probe command: its run.json, exit code and folder (however it ends, the folder is
+    left complete, partial, failed or interrupted, never "running": results.writer.RunFolder)."""
+    assert plan.folder is not None
+    with plan.folder as folder:
+        try:
+            outcome = wiring.measure_probe(plan, folder.path)
+        except PreflightError as exc:
+            return failed(exc, folder, plan.common.target)
+        run = finish.probe(plan, outcome)
+        folder.whole(run)
+        return Done(run, shown.close_probe(plan, run, folder.path), folder.path)
+    return interrupted(folder)
 
 
 from typing import TYPE_CHECKING, Any  # noqa: E402  (the spec, for the functions below)

@@ -9,15 +9,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.analysis import finish
-from llmbench.errors import EXIT_INTERRUPTED
 from llmbench.load.harness import PreflightError, TargetSpec
-from llmbench.report import outcome as shown
-from llmbench.results import writer
+from llmbench.report import outcome as shown, wiring
 from llmbench.results.schema import Run
+from llmbench.results.writer import RunFolder
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.search import SearchPacer
-from llmbench.commands.common import agent_preflight
-from llmbench.commands.common import Common, Done, dashboard_of, failed, stops_cleanly, write_started
+from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
+                                      interrupted)
 
 
 @dataclass
@@ -57,118 +56,69 @@ class RampPlan:
     # closing block is cut to the rows left under it (report.screen)
     table_rows: int = 0
     reset: Any = None                       # --reset-cache: specs.reset.StepResets
+    targets: list[TargetSpec] = field(default_factory=list)    # set by ``planned``
+    folder: RunFolder | None = None                            # set by ``planned``
 
 
-RampDone = Done     # what a finished ramp leaves (``sweep`` and the API read it)
+def planned(r: RampPlan) -> RampPlan:
+    """The plan made whole once its shape is final: the servers it loads, its run folder."""
+    c = r.common
+    r.targets = (r.scenario.targets(c.server_probe) if r.scenario is not None else
+                 [TargetSpec(c.target, server_probe=c.server_probe,
+                             salt=c.workload.salt_for("main"), preflight_extra=agent_preflight(c))])
+    r.folder = folder_of(c, "ramp", {"ramp": {"by": r.shape.by, "steps": r.shape.steps,
+                                              "hold_s": r.shape.hold_s}})
+    return r
 
 
-def measure(r: RampPlan, run_dir: Path | None) -> tuple[Run, int]:
-    c, shape = r.common, r.shape
-    finish.ramp_judges(r)
-    if r.scenario is not None:
-        targets = r.scenario.targets(c.server_probe)
-    else:
-        targets = [TargetSpec(c.target, server_probe=c.server_probe,
-                              salt=c.workload.salt_for("main"),
-                              preflight_extra=agent_preflight(c.target, c.params,
-                                                              c.workload.conversations))]
-    if r.find is not None:
-        shape.pacer = finish.search_pacer(r.find, shape)
-        shape.steps = []
-    harness = c.harness(run_dir, shown.ramp_live_line(shape.unit, None if r.find is not None
-                                            else len(shape.steps)), shape=shape)
-    shape.pace()                  # the fixed list's pacer, made now; a search's is set above
-    table = shown.RampTable(r, harness, run_dir, dashboard_of(harness), finish.unit_of(r))
-    shape.on_plan, shape.on_step = table.on_plan, table.on_step
-    shape.before_step = r.reset.before_step if r.reset is not None else None
-    if r.scenario is not None and shape.isolate:
-        shape.on_isolated = table.on_isolated
-    table.begin(c.target.api)
-    before = c.floor("before")          # the network's round trip (client/floor.py)
-    table.floor = finish.network_of([before])
-    between: list[Any] = []             # the network floor after each step (client/floor.py)
-    measuring: list[Any] = []
-    if before is not None:              # measured off the loop while the next step starts
-        table.after_step = lambda step: measuring.append(
-            c.floor_later(f"after step {step.index}", between))
-    outcome = harness.run(shape, targets)
-    after = c.floor("after") if before is not None else None
-    for t in measuring:
-        t.join(12.0)                    # each of its steps has a 5 s deadline
-    network = finish.network_of([before, *between, after])
-    run = writer.final(finish.ramp_of(r, outcome, network), run_dir, outcome.write_error)
-    writer.timeline(run_dir, finish.timeline, outcome, run.steps)
-    # the one rule the command line exits with (results.schema.Run.exit_code, ramp_code)
-    return run, run.exit_code
-
-
-def _combine(runs: list[tuple[RampPlan, Run, int]], planned: int,
-             run_dir: Path | None) -> tuple[Run, int]:
+def _combine(runs: list[tuple[RampPlan, Run]], planned: int, run_dir: Path | None) -> Run:
     """One run.json for all repeats: the steps, verdict and timeline of the median repeat (so
     ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
-    doc, rep = finish.repeats(runs, planned, EXIT_INTERRUPTED)
+    doc, rep = finish.repeats(runs, planned)
     if run_dir is not None:
         doc.save(run_dir)
         chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
         if chosen.exists():
             (run_dir / "timeline.jsonl").write_bytes(chosen.read_bytes())
-    return doc, doc.exit_code
+    return doc
 
 
-@stops_cleanly("ramp")
 def perform(r: RampPlan, repeat: int = 1,
-            next_plan: Callable[[int], RampPlan] | None = None) -> RampDone:
+            next_plan: Callable[[int], RampPlan] | None = None) -> Done:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
-    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does."""
-    c = r.common
-    run_dir = c.run_dir("ramp")
-    write_started(run_dir, "ramp", c.target,
-                  {"ramp": {"by": r.shape.by, "steps": r.shape.steps, "hold_s": r.shape.hold_s}},
-                  c.labels, c.replay)
-    runs: list[tuple[RampPlan, Run, int]] = []
-    for k in range(repeat):
-        plan = r if k == 0 or next_plan is None else next_plan(k)
-        if repeat > 1:
-            plan.repeat = {"index": k + 1, "of": repeat,
-                           "held_so_far": [finish.run_held(x) for _, x, _ in runs]}
-            print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
-        try:
-            run, code = measure(plan, run_dir)
-        except PreflightError as exc:
-            if not runs:
-                return failed(exc, run_dir, "ramp", c.target)
-            print(f"error: repeat {k + 1}: {c.target.redact(str(exc))}; keeping the "
-                  f"{len(runs)} repeat(s) done", file=sys.stderr)
-            break
-        runs.append((plan, run, code))
-        if repeat > 1 and run_dir is not None and (run_dir / "timeline.jsonl").exists():
-            os.replace(run_dir / "timeline.jsonl", run_dir / f"timeline-repeat{k + 1}.jsonl")
-        if code == EXIT_INTERRUPTED:
-            break
-    if repeat > 1:
-        run, code = _combine(runs, repeat, run_dir)
-    else:
-        _, run, code = runs[0]
-    print()
-    assert run.verdict is not None
-    head = shown.ramp_head(run, r.shape.unit, finish.unit_of(r), repeat, code)
-    warnings = r.scenario.warnings if r.scenario is not None else c.workload.warnings
-    shown.print_closing(run, warnings, run.status == "partial",
-                        shown.incomplete_line(run, code)
-                        or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
-                        run_dir, head=head, verbose=c.watch.verbose, mlflow=c.watch.mlflow,
-                        # the last repeat's table is the one on screen
-                        rows_used=runs[-1][0].table_rows + 1 + _board_row())
-    return RampDone(run, code, run_dir)
-
-
-def _board_row() -> int:
-    """The row the live board leaves blank under the table when it clears itself from a
-    terminal (rich's transient Live ends on a new line): counted, so the answer still fits."""
-    try:
-        return 1 if sys.stderr.isatty() else 0
-    except (AttributeError, ValueError):
-        return 0
+    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does;
+    however it ends, the folder is left complete, partial, failed or interrupted, never
+    "running", and unlocked (results.writer.RunFolder)."""
+    assert r.folder is not None
+    with r.folder as folder:
+        runs: list[tuple[RampPlan, Run]] = []
+        for k in range(repeat):
+            plan = r if k == 0 or next_plan is None else next_plan(k)
+            if repeat > 1:
+                plan.repeat = {"index": k + 1, "of": repeat,
+                               "held_so_far": [finish.run_held(x) for _, x in runs]}
+                print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
+            try:
+                outcome, network = wiring.measure_ramp(plan, folder.path)
+            except PreflightError as exc:
+                if not runs:
+                    return failed(exc, folder, r.common.target)
+                print(f"error: repeat {k + 1}: {r.common.target.redact(str(exc))}; keeping "
+                      f"the {len(runs)} repeat(s) done", file=sys.stderr)
+                break
+            run = folder.final(finish.ramp(plan, outcome, network), outcome.write_error,
+                               finish.timeline, outcome, plan.shape.results)
+            runs.append((plan, run))
+            if repeat > 1 and folder.path is not None and \
+                    (folder.path / "timeline.jsonl").exists():
+                os.replace(folder.path / "timeline.jsonl",
+                           folder.path / f"timeline-repeat{k + 1}.jsonl")
+            if run.interrupted and run.state.status != "failed":
+                break           # Ctrl-C: the repeats done are the result (exit 130)
+        run = _combine(runs, repeat, folder.path) if repeat > 1 else runs[0][1]
+        return Done(run, shown.close_ramp(runs[-1][0], run, repeat, folder.path),
+                        folder.path)
+    return interrupted(folder)
 
 
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
@@ -246,7 +196,7 @@ def ramp_plan(opts: RampOpts, url: str, model: str | None, mock: dict[str, Any] 
                     find=find, reset=step_resets(opts, tgt, mock=mock is not None))
     if opts.scenario is not None:
         _with_classes(opts, plan, spec, tgt, seed_offset, progress)
-    return plan
+    return planned(plan)
 
 
 def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -> Any:
@@ -280,36 +230,46 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     return dataclasses.replace(common, workload=wl), tr, steps, hold_s
 
 
-def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: int,
-                  progress: bool | None) -> None:
-    """--scenario: each class planned as this ramp with its options over the command's
-    (commands.scenario), the ramp's shape made theirs (load.shapes.classes)."""
+def plan_classes(spec: Any, scenario: Any, tgt: Any, common: Any, think_s: tuple[float, float],
+                 gates: list[Any], seed_offset: int = 0, progress: bool | None = None,
+                 grow: str | None = None, isolate: bool = False, steps: bool = True) -> Any:
+    """--scenario: each class planned with its options over the command's (commands.scenario:
+    the run's target, output and telemetry; the class's workload and requests), its own
+    think time and thresholds, else the command's ``think_s`` and ``gates``."""
     import dataclasses
-    from llmbench.specs.options import UsageError
     from llmbench.commands import scenario as sc
     from llmbench.commands.spec import make_common
     from llmbench.specs.thresholds import parse_threshold
-    scenario = sc.load(spec, opts.scenario)
-    common = plan.common
 
     def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
         cs = sc.class_spec(spec, scenario, tc)
         mine = make_common(tgt, dataclasses.replace(cs, seed=cs.seed + seed_offset), 2000,
                            multi_turn=True, progress=progress)
-        # the run's target, output and telemetry; the class's workload and requests
         c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
                                 timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-        return c, (cs.think if cs.think is not None else opts.timing()[2])
+        return c, (cs.think if cs.think is not None else think_s)
 
-    def gates(tc: Any) -> list[Any]:
+    def gates_of(tc: Any) -> list[Any]:
         if tc.thresholds is None:
-            return opts.gates()
+            return list(gates)
         return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-    sp = sc.plan(scenario, opts.grow, opts.isolate, build, gates,
-                 workers=getattr(common, "workers", 1))
+    return sc.plan(scenario, grow, isolate, build, gates_of,
+                   workers=getattr(common, "workers", 1), steps=steps)
+
+
+def _with_classes(opts: RampOpts, plan: Any, spec: Any, tgt: Any, seed_offset: int,
+                  progress: bool | None) -> None:
+    """--scenario: each class planned as this ramp with its options over the command's
+    (``plan_classes``), the ramp's shape made theirs (load.shapes.classes)."""
+    import dataclasses
+    from llmbench.specs.options import UsageError
+    from llmbench.commands import scenario as sc
+    scenario = sc.load(spec, opts.scenario)
+    sp = plan_classes(spec, scenario, tgt, plan.common, opts.timing()[2], opts.gates(),
+                      seed_offset, progress, opts.grow, opts.isolate)
     # the workload run.json describes is the one sent: the first class's (each class's
     # own is in config.scenario)
-    plan.common = dataclasses.replace(common, workload=sp.classes[0].common.workload)
+    plan.common = dataclasses.replace(plan.common, workload=sp.classes[0].common.workload)
     _check_floors(opts, scenario, plan.shape.steps)
     if opts.by == "users" and opts.grow is None and plan.find is not None:
         # the search's lightest step carries every class's floor (min_users): it starts

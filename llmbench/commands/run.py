@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmbench.analysis import finish
-from llmbench.errors import EXIT_THRESHOLD
-from llmbench.load.harness import LiveView, PreflightError, TargetSpec
-from llmbench.report import outcome as shown, vllm_json
-from llmbench.results import writer
-from llmbench.results.schema import Run
+from llmbench.load.harness import PreflightError, TargetSpec
+from llmbench.report import outcome as shown, wiring
+from llmbench.results.writer import RunFolder
 from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
-from llmbench.commands import prefix
-from llmbench.commands.common import agent_preflight
-from llmbench.commands.common import Common, Done, failed, stops_cleanly, write_started
+from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
+                                      interrupted)
 
 
 @dataclass
@@ -48,97 +44,36 @@ class RunPlan:
     shape: ClosedLoop | OpenLoop | TraceReplay
     gates: Gates = field(default_factory=Gates)
     vllm: VllmResult | None = None       # None: no vLLM result file
+    targets: list[TargetSpec] = field(default_factory=list)     # the one server it loads
+    folder: RunFolder | None = None
+
+    def __post_init__(self) -> None:
+        c = self.common
+        if not self.targets:
+            self.targets = [TargetSpec(c.target, server_probe=c.server_probe,
+                                       salt=c.workload.salt_for("main"),
+                                       preflight_extra=agent_preflight(c))]
+        if self.folder is None:
+            load = finish.load_config(self.shape)
+            self.folder = folder_of(c, "run", {"load": {k: load[k] for k in (
+                "concurrency", "rate", "max_concurrency", "requests", "duration_s", "warmup")}})
 
 
-def _live(v: LiveView) -> str:
-    c = v.counters
-    return (f"in flight {c.in_flight:4d}  done {c.done:6d}  failed {c.failed:4d}  "
-            f"~{v.events_last_s:5d} tok/s")
-
-
-def measure(plan: RunPlan, run_dir: Path | None) -> tuple[Run, int, Any]:
-    """Run the shape; the Run written (run.json), its exit code and the outcome."""
-    c = plan.common
-    harness = c.harness(run_dir, _live, keep_texts=plan.vllm is not None and plan.vllm.detailed,
-                        shape=plan.shape)
-    prefix_before = warm_failed = None
-    if c.workload.prefix is not None:          # --prefix-hit-ratio: warm the cache, then count
-        warm_failed = prefix.warm_up(c)
-        prefix_before = prefix.scrape_counters(c)[1]
-    before = c.floor("before")          # the network's round trip (client/floor.py)
-    outcome = harness.run(plan.shape, [TargetSpec(
-        c.target, server_probe=c.server_probe, salt=c.workload.salt_for("main"),
-        preflight_extra=agent_preflight(c.target, c.params, c.workload.conversations))])
-    floors = [before, c.floor("after")] if before is not None else None
-    counted = ((prefix_before, prefix.scrape_counters(c), warm_failed)
-               if c.workload.prefix is not None else None)
-    run = writer.final(finish.run(plan, outcome, floors, counted), run_dir, outcome.write_error)
-    writer.timeline(run_dir, finish.timeline, outcome)
-    # the one rule the command line exits with (results.schema.Run.exit_code)
-    return run, run.exit_code, (outcome, harness.texts)
-
-
-def partial_line(run: Run, what: str, code: int) -> str:
-    return shown.incomplete_line(run, code) or (
-        f"PARTIAL RESULT: the {what} was interrupted; the numbers cover what finished.")
-
-
-def _vllm_result(plan: RunPlan, run: Run, records: list, texts: dict[str, str]
-                 ) -> tuple[Path, dict[str, Any]]:
-    v = plan.vllm
-    assert v is not None
-    c, shape = plan.common, plan.shape
-    date = time.strftime("%Y%m%d-%H%M%S")
-    label = c.labels.get("name")
-    rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
-    max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
-                else getattr(shape, "concurrency", None))
-    assert run.summary is not None
-    result = vllm_json.build(
-        run.summary, records, backend=c.target.api, model_id=c.target.model,
-        tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
-        burstiness=getattr(shape, "burstiness", 1.0), max_concurrency=max_conc,
-        percentile_metrics=plan.gates.percentile_metrics,
-        metric_percentiles=plan.gates.metric_percentiles,
-        goodput=bool(plan.gates.goodput_slo_ms), detailed=v.detailed, metadata=v.metadata,
-        texts=texts, date=date)
-    name = v.filename or vllm_json.default_file_name(label, c.target.api, rate, max_conc,
-                                                     c.target.model, date)
-    path = Path(v.result_dir) / name if v.result_dir else Path(name)
-    return path, result
-
-
-@stops_cleanly("run")
 def perform(plan: RunPlan) -> Done:
-    """The run command: measure, print, report; its run.json, exit code and folder."""
-    c = plan.common
-    run_dir = c.run_dir("run")
-    load = finish.load_config(plan.shape)
-    write_started(run_dir, "run", c.target,
-                  {"load": {k: load[k] for k in ("concurrency", "rate", "max_concurrency",
-                                                 "requests", "duration_s", "warmup")}}, c.labels,
-                  c.replay)
-    try:
-        run, code, (outcome, texts) = measure(plan, run_dir)
-    except PreflightError as exc:
-        return failed(exc, run_dir, "run", c.target)
-    shape = plan.shape
-    shown.show_run(run, plan.gates.percentile_metrics, plan.gates.metric_percentiles,
-                   (shape.max_concurrency if isinstance(shape, OpenLoop) else None)
-                   or load["concurrency"], load["rate"])
-    if plan.vllm is None:
-        # the report reads the run folder: a long run's records need not sit beside it
-        outcome.records.clear()
-    shown.print_closing(run, c.workload.warnings, run.status == "partial",
-                        partial_line(run, "run", code),
-                        run_dir, mlflow=c.watch.mlflow)
-    if plan.vllm is not None:
-        path, result = _vllm_result(plan, run, outcome.records, texts)
-        vllm_json.write(path, result, plan.vllm.append)
-        print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
-    if code == EXIT_THRESHOLD:
-        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
-    return Done(run, code, run_dir)
+    """The run command: measure, finish, save, print and report; its run.json, exit code and
+    folder (however it ends, the folder is left complete, partial, failed or interrupted,
+    never "running", and unlocked: results.writer.RunFolder)."""
+    assert plan.folder is not None
+    with plan.folder as folder:
+        try:
+            m = wiring.measure_run(plan, folder.path)
+        except PreflightError as exc:
+            return failed(exc, folder, plan.common.target)
+        run = folder.final(finish.run(plan, m.outcome, m.floors, m.prefix),
+                           m.outcome.write_error, finish.timeline, m.outcome)
+        return Done(run, shown.close_run(plan, run, m.outcome.records, m.texts, folder.path),
+                    folder.path)
+    return interrupted(folder)
 
 
 # -- run --scenario: the crowd of traffic classes at one load -----------------------------------
@@ -147,54 +82,44 @@ class ClassRunPlan:
     """``run --scenario``: the scenario's classes (commands.scenario's plan) as one step of the
     ramp's class crowd (``shape``: a ClassRamp of one load, no ramp-in, held for the run's
     duration), each class judged on its own requests by its own thresholds (the command's
-    ``thresholds`` for a class with none)."""
+    for a class with none)."""
 
     common: Common
     shape: Any                           # load.shapes.classes.ClassRamp
     scenario: Any                        # commands.scenario.ScenarioPlan
-    thresholds: list[Any] = field(default_factory=list)
-    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
-    metric_percentiles: tuple[float, ...] = (99.0,)
-    stall_s: float = 1.0
+    # the percentiles shown and the stall gap (each class's thresholds are the scenario's)
+    gates: Gates = field(default_factory=Gates)
+    ramp: Any = None            # the crowd as a ramp of one step, judged as the ramp does
+    targets: list[TargetSpec] = field(default_factory=list)
+    folder: RunFolder | None = None
+
+    def __post_init__(self) -> None:
+        from llmbench.commands.ramp import RampPlan
+        c = self.common
+        self.ramp = RampPlan(c, self.shape, [], stall_s=self.gates.stall_s,
+                             scenario=self.scenario)
+        self.targets = self.scenario.targets(c.server_probe)
+        load = finish.class_config(self)
+        self.folder = folder_of(c, "run", {"load": {k: load[k] for k in (
+            "concurrency", "rate", "duration_s")}})
 
 
-def measure_classes(plan: ClassRunPlan, run_dir: Path | None) -> tuple[Run, int]:
-    """The crowd held once, judged as the ramp judges a step of classes (commands.ramp's class
-    judges): the whole crowd's summary, each class's, every class's checks."""
-    from llmbench.commands.ramp import RampPlan
-    c, shape = plan.common, plan.shape
-    finish.ramp_judges(RampPlan(c, shape, [], stall_s=plan.stall_s, scenario=plan.scenario))
-    harness = c.harness(run_dir, _live, shape=shape)
-    outcome = harness.run(shape, plan.scenario.targets(c.server_probe))
-    run = writer.final(finish.classes_run(plan, outcome), run_dir, outcome.write_error)
-    writer.timeline(run_dir, finish.timeline, outcome, shape.results)
-    return run, run.exit_code
-
-
-@stops_cleanly("run")
 def perform_classes(plan: ClassRunPlan) -> Done:
-    """``run --scenario``: measure, print (the whole crowd's numbers, then each class's row
-    and every class's thresholds), report."""
-    c = plan.common
-    run_dir = c.run_dir("run")
-    load = finish.class_config(plan)
-    write_started(run_dir, "run", c.target,
-                  {"load": {k: load[k] for k in ("concurrency", "rate", "duration_s")}},
-                  c.labels, c.replay)
-    print("Traffic classes: " + ", ".join(
-        f"{cp.name} ({cp.traffic.load_text()})" for cp in plan.scenario.classes)
-        + f"; held {plan.shape.hold_s:g} s", flush=True)
-    try:
-        run, code = measure_classes(plan, run_dir)
-    except PreflightError as exc:
-        return failed(exc, run_dir, "run", c.target)
-    shown.show_classes_run(run, plan.percentile_metrics, plan.metric_percentiles, load,
-                           plan.shape, c.target.api)
-    shown.print_closing(run, plan.scenario.warnings, run.status == "partial",
-                        partial_line(run, "run", code), run_dir)
-    if code == EXIT_THRESHOLD:
-        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
-    return Done(run, code, run_dir)
+    """``run --scenario``: measure, finish, save, print (the whole crowd's numbers, then each
+    class's row and every class's thresholds), report."""
+    assert plan.folder is not None
+    with plan.folder as folder:
+        print("Traffic classes: " + ", ".join(
+            f"{cp.name} ({cp.traffic.load_text()})" for cp in plan.scenario.classes)
+            + f"; held {plan.shape.hold_s:g} s", flush=True)
+        try:
+            outcome = wiring.measure_classes(plan, folder.path)
+        except PreflightError as exc:
+            return failed(exc, folder, plan.common.target)
+        run = folder.final(finish.classes_run(plan, outcome), outcome.write_error,
+                           finish.timeline, outcome, plan.shape.results)
+        return Done(run, shown.close_classes(plan, run, folder.path), folder.path)
+    return interrupted(folder)
 
 
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
@@ -206,7 +131,6 @@ if TYPE_CHECKING:
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
     """Start the mock if there is no --url, find the model, build the workload and the
     plan, and run it: a ``Done``."""
-    import dataclasses
     from llmbench.specs.run import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
@@ -245,14 +169,19 @@ def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
                      if spec.rate is not None else
                      ClosedLoop(convs, spec.concurrency or 1, requests, duration_s,
                                 spec.warmup, think_s, spec.seed))
-        # the server's machine and what the server is (issue 39)
-        common = dataclasses.replace(common,
-                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
-        if progress is not None:
-            common = dataclasses.replace(
-                common, watch=dataclasses.replace(common.watch, progress=progress))
-        common = with_ray(common, ray_address)
+        common = with_ray(_watched(common, spec, tgt, progress), ray_address)
         return perform(RunPlan(common, shape, gates, vllm))
+
+
+def _watched(common: Common, spec: Any, tgt: Any, progress: bool | None) -> Common:
+    """The run's common part with the server's machine sampled (what the server is, issue 39)
+    and --progress as the caller asked."""
+    import dataclasses
+    common = dataclasses.replace(common, telemetry=spec.telemetry_spec(tgt, spec.server_probe))
+    if progress is not None:
+        common = dataclasses.replace(
+            common, watch=dataclasses.replace(common.watch, progress=progress))
+    return common
 
 
 def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
@@ -265,6 +194,7 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
                                         replay_of, say)
     from llmbench.specs.thresholds import parse_threshold
     from llmbench.commands import scenario as sc
+    from llmbench.commands.ramp import plan_classes
     from llmbench.load.shapes import Ramp
     ray_address = check_ray(spec.ray)
     if ray_address is not None:
@@ -281,36 +211,16 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
     replay = replay_of(spec)
     with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
         tgt = make_target(spec, url_, spec.model or model_)
-        common = make_common(tgt, spec, 1, replay=replay)
-        common = dataclasses.replace(common,
-                                     telemetry=spec.telemetry_spec(tgt, spec.server_probe))
-        if progress is not None:
-            common = dataclasses.replace(
-                common, watch=dataclasses.replace(common.watch, progress=progress))
-
-        def build(tc: Any, _options: dict[str, Any]) -> tuple[Any, tuple[float, float]]:
-            cs = sc.class_spec(spec, scenario, tc)
-            mine = make_common(tgt, cs, 2000, multi_turn=True, progress=progress)
-            # the run's target, output and telemetry; the class's workload and requests
-            c = dataclasses.replace(common, workload=mine.workload, params=mine.params,
-                                    timeouts=mine.timeouts, count_tokens=mine.count_tokens)
-            return c, (cs.think if cs.think is not None else think_s)
-
-        def gates(tc: Any) -> list[Any]:
-            if tc.thresholds is None:
-                return list(spec.threshold or [])
-            return sc.check_thresholds(scenario, tc, tc.thresholds, parse_threshold)
-        sp = sc.plan(scenario, None, False, build, gates, workers=spec.workers,
-                     steps=False)
+        common = _watched(make_common(tgt, spec, 1, replay=replay), spec, tgt, progress)
+        sp = plan_classes(spec, scenario, tgt, common, think_s, list(spec.threshold or []),
+                          progress=progress, steps=False)
         first = sp.classes[0].common
         common = dataclasses.replace(common, workload=first.workload)
         base = Ramp(first.workload.conversations, [load], by=by, ramp_in_s=0.0,
                     hold_s=hold_s, think_s=think_s, burstiness=spec.burstiness,
                     drain_s=max(spec.timeout_first_token, 30.0), seed=spec.seed)
-        return perform_classes(ClassRunPlan(common, sp.shape(base), sp,
-                                            list(spec.threshold or []),
-                                            tuple(spec.percentile_metrics),  # type: ignore[arg-type]
-                                            tuple(spec.metric_percentiles)))  # type: ignore[arg-type]
+        return perform_classes(ClassRunPlan(common, sp.shape(base), sp, Gates(
+            tuple(spec.percentile_metrics), tuple(spec.metric_percentiles))))  # type: ignore[arg-type]
 
 
 def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:

@@ -32,7 +32,6 @@ from llmbench.client.target import make_target
 from llmbench.analysis import finish
 from llmbench.commands.common import Done
 from llmbench.report import outcome as shown
-from llmbench.commands.ramp import RampDone
 from llmbench.analysis.sweep_judge import NOT_JUDGED
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
@@ -60,7 +59,7 @@ def fill(text: str, setting: dict[str, str], port: int | None, quote: bool) -> s
 from llmbench.servers.ports import free_port
 
 
-RampFor = Callable[[str, "str | None", Path, dict, "int | None"], RampDone]   # ..., server pid
+RampFor = Callable[[str, "str | None", Path, dict, "int | None"], Done]   # ..., server pid
 
 
 @dataclass

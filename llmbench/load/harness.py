@@ -159,7 +159,7 @@ class Harness:
     observers: list[Observer] = field(default_factory=list)
     verbose: bool = False                 # -v: say what was decided along the way (resends)
     # hold stop signals from the end of the load until the command releases them (its run.json
-    # written: results.writer.final); set by the command for its run's harness
+    # written: results.writer.RunFolder.final); set for a run's own harness
     hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl

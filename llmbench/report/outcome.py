@@ -1,6 +1,8 @@
 """What ``run``, ``ramp`` and ``probe`` print of their result once it is made (and their live
-lines while it is made): the render step of a command, so that the command itself is wiring
-(spec -> plan -> harness -> analysis.finish -> save -> render)."""
+lines while it is made): the render step of a command, one call (``close_run``,
+``close_classes``, ``close_ramp``, ``close_probe``) that prints the closing screens and returns
+the exit code they state, so that the command itself is wiring (spec -> plan -> harness ->
+analysis.finish -> save -> render)."""
 
 from __future__ import annotations
 
@@ -38,31 +40,15 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
                   run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: ``head`` (a ramp's verdict,
-    ``report.screen.Part``), the workload and run notes, the partial marker, then the report
-    it writes (and logs to --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
+    ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
+    notes, the prompt cache, the partial marker, then the report it writes (and logs to
+    --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
     screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
-    from llmbench.report import screen
-    from llmbench.report.auto import write_report
-    parts = list(head) + closing_parts(run, warnings, partial, partial_line)
-    if run_dir is not None:
-        write_report(run_dir)
-        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
-            from llmbench.report.tracker import log_run
-            parts.append(screen.Part(log_run(mlflow, run_dir)[1]))
-        parts.append(screen.Part(f"Results: {run_dir}"))
-    screen.show(parts, rows_used or 0, verbose or rows_used is None)
-    board = board_now()
-    if board is not None:                   # the page becomes the report (a sweep: goes on)
-        board.finished(run_dir, run)
-
-
-def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: str) -> list[Any]:
-    """The notes every command closes with (``report.screen.Part``): outages, a failure, the
-    server, the workload's and the run's notes, the prompt cache, the partial marker."""
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
+    from llmbench.report.auto import write_report
     from llmbench.report.screen import KEEP, NOTE, Part
-    parts = [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
+    parts = list(head) + [Part(f"OUTAGE: {o.text}") for o in run.findings.outages]
     if run.status == "failed" and run.state.error:
         parts.append(Part(f"FAILED: {run.state.error}; the numbers above cover what was measured "
                           "until then."))
@@ -74,7 +60,16 @@ def closing_parts(run: Run, warnings: list[str], partial: bool, partial_line: st
         parts.append(Part(line, KEEP if warn else NOTE, err=warn))
     if partial:
         parts.append(Part(partial_line))
-    return parts
+    if run_dir is not None:
+        write_report(run_dir)
+        if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
+            from llmbench.report.tracker import log_run
+            parts.append(Part(log_run(mlflow, run_dir)[1]))
+        parts.append(Part(f"Results: {run_dir}"))
+    screen.show(parts, rows_used or 0, verbose or rows_used is None)
+    board = board_now()
+    if board is not None:                   # the page becomes the report (a sweep: goes on)
+        board.finished(run_dir, run)
 
 
 def board_now() -> Any:
@@ -85,6 +80,109 @@ def board_now() -> Any:
 
 
 # -- llmbench run ---------------------------------------------------------------------------------
+
+RUN_PARTIAL = "PARTIAL RESULT: the run was interrupted; the numbers cover what finished."
+
+def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
+              run_dir: Path | None) -> int:
+    """``llmbench run``'s closing screens: vLLM's summary, llmbench's extras, each optional
+    part the run has (sessions, prefix cache, trace, abandonment, network, thresholds), the
+    notes, the report and the folder, the vLLM result file (--save-result); the exit code
+    (results.schema.Run.exit_code)."""
+    from llmbench.errors import EXIT_THRESHOLD
+    from llmbench.load.shapes import OpenLoop
+    from llmbench.report import vllm_json
+    code = run.exit_code
+    g, load, shape, s, f = plan.gates, run.config["load"], plan.shape, run.summary, run.findings
+    assert s is not None
+    print(console.vllm_summary(s, g.percentile_metrics, g.metric_percentiles,
+                               max_concurrency=(shape.max_concurrency if isinstance(
+                                   shape, OpenLoop) else None) or load["concurrency"],
+                               request_rate=load["rate"]))
+    screen.say(console.extras(s, f.monitor))
+    for line in console.session_lines(f.sessions):
+        print(line)
+    if f.prefix_cache:
+        print("\n".join(prefix_hit.lines(f.prefix_cache)))
+    if f.trace is not None:
+        for line in trace_lines(f.trace, f.trace["dispatch_lag"], f.trace["speed"]):
+            print(line)
+    if f.abandonment is not None:
+        screen.say(console.abandonment_lines(f.abandonment))
+    found = network.of_summary(s, f.network)
+    if found is not None:
+        screen.say(f"Network: {found.sentence}")
+    if f.thresholds:
+        screen.say(console.threshold_lines(f.thresholds))
+    if plan.vllm is None:
+        # the report reads the run folder: a long run's records need not sit beside it
+        records.clear()
+    print_closing(run, plan.common.workload.warnings, run.status == "partial",
+                  incomplete_line(run, code) or RUN_PARTIAL, run_dir, mlflow=plan.common.watch.mlflow)
+    if plan.vllm is not None:
+        path, result = _vllm_result(plan, run, records, texts)
+        vllm_json.write(path, result, plan.vllm.append)
+        print(f"vLLM result JSON: {path}" + (" (appended)" if plan.vllm.append else ""))
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return code
+
+
+def _vllm_result(plan: Any, run: Run, records: Any, texts: dict[str, str]
+                 ) -> tuple[Path, dict[str, Any]]:
+    import time
+    from llmbench.load.shapes import OpenLoop
+    from llmbench.report import vllm_json
+    v = plan.vllm
+    c, shape = plan.common, plan.shape
+    date = time.strftime("%Y%m%d-%H%M%S")
+    label = c.labels.get("name")
+    rate = shape.rate if isinstance(shape, OpenLoop) else None      # closed loop: vLLM's "inf"
+    max_conc = (shape.max_concurrency if isinstance(shape, OpenLoop)
+                else getattr(shape, "concurrency", None))
+    assert run.summary is not None
+    result = vllm_json.build(
+        run.summary, records, backend=c.target.api, model_id=c.target.model,
+        tokenizer_id=c.workload.tokenizer, label=label, request_rate=rate,
+        burstiness=getattr(shape, "burstiness", 1.0), max_concurrency=max_conc,
+        percentile_metrics=plan.gates.percentile_metrics,
+        metric_percentiles=plan.gates.metric_percentiles,
+        goodput=bool(plan.gates.goodput_slo_ms), detailed=v.detailed, metadata=v.metadata,
+        texts=texts, date=date)
+    name = v.filename or vllm_json.default_file_name(label, c.target.api, rate, max_conc,
+                                                     c.target.model, date)
+    path = Path(v.result_dir) / name if v.result_dir else Path(name)
+    return path, result
+
+
+def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
+    """``run --scenario``'s closing screens (the whole crowd's numbers, then each class's row
+    and every class's thresholds); the exit code."""
+    from llmbench.errors import EXIT_THRESHOLD
+    from llmbench import wire
+    from llmbench.results.schema import Step
+    code, s, f, load, shape = (run.exit_code, run.summary, run.findings, run.config["load"],
+                               plan.shape)
+    assert s is not None
+    g = plan.gates
+    print(console.vllm_summary(s, g.percentile_metrics, g.metric_percentiles,
+                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
+    screen.say(console.extras(s, f.monitor))
+    if f.classes:
+        print()
+        print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
+                                  wire.get(plan.common.target.api).output))
+        for row in console.class_rows(Step(load=shape.steps[0], summary=s, classes=f.classes)):
+            print(row)
+    if f.abandonment is not None:
+        screen.say(console.abandonment_lines(f.abandonment))
+    if f.thresholds:
+        screen.say(console.threshold_lines(f.thresholds))
+    print_closing(run, plan.scenario.warnings, run.status == "partial",
+                  incomplete_line(run, code) or RUN_PARTIAL, run_dir)
+    if code == EXIT_THRESHOLD:
+        print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
+    return code
 
 def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> list[str]:
     """``run --trace``: the trace replayed, and how late its dispatch was."""
@@ -98,57 +196,6 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
                      f"{lag['p99_ms']:.1f} ms > {BEHIND_P99_MS:g} ms): the server saw a gentler "
                      "load than the trace's; lower --trace-speed or use a faster machine")
     return lines
-
-
-def show_run(run: Run, percentile_metrics: tuple[str, ...],
-             metric_percentiles: tuple[float, ...], max_concurrency: Any,
-             request_rate: Any) -> None:
-    """``llmbench run``'s numbers: vLLM's summary, llmbench's extras, then each optional part
-    the run has (sessions, prefix cache, trace, abandonment, network, thresholds)."""
-    s = run.summary
-    assert s is not None
-    print(console.vllm_summary(s, percentile_metrics, metric_percentiles,
-                               max_concurrency=max_concurrency, request_rate=request_rate))
-    screen.say(console.extras(s, run.findings.monitor))
-    for line in console.session_lines(run.findings.sessions):
-        print(line)
-    if run.findings.prefix_cache:
-        print("\n".join(prefix_hit.lines(run.findings.prefix_cache)))
-    if run.findings.trace is not None:
-        for line in trace_lines(run.findings.trace, run.findings.trace["dispatch_lag"], run.findings.trace["speed"]):
-            print(line)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    found = network.of_summary(s, run.findings.network)
-    if found is not None:
-        screen.say(f"Network: {found.sentence}")
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
-
-
-def show_classes_run(run: Run, percentile_metrics: tuple[str, ...],
-                     metric_percentiles: tuple[float, ...], load: dict[str, Any], shape: Any,
-                     api: str) -> None:
-    """``run --scenario``'s numbers: the whole crowd's, then each class's row and every
-    class's thresholds."""
-    from llmbench import wire
-    from llmbench.results.schema import Step
-    s = run.summary
-    assert s is not None
-    print(console.vllm_summary(s, percentile_metrics, metric_percentiles,
-                               max_concurrency=load["concurrency"], request_rate=load["rate"]))
-    screen.say(console.extras(s, run.findings.monitor))
-    if run.findings.classes:
-        print()
-        print(console.ramp_header("Users" if shape.by == "users" else "Req/s",
-                                  wire.get(api).output))
-        step = Step(load=shape.steps[0], summary=s, classes=run.findings.classes)
-        for row in console.class_rows(step):
-            print(row)
-    if run.findings.abandonment is not None:
-        screen.say(console.abandonment_lines(run.findings.abandonment))
-    if run.findings.thresholds:
-        screen.say(console.threshold_lines(run.findings.thresholds))
 
 
 # -- llmbench ramp --------------------------------------------------------------------------------
@@ -278,7 +325,8 @@ class RampTable:
 
     def on_step(self, step: Any) -> None:
         from llmbench.analysis import finish
-        from llmbench.load.harness import ServerSeen
+        from llmbench.load.harness import Outcome
+        from llmbench.load.shapes.base import LiveState
         if self.after_step is not None:
             self.after_step(step)
         # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
@@ -296,27 +344,32 @@ class RampTable:
         if self.run_dir is not None or self.dashboard is not None:
             # every finished step is on disk at once: a killed ramp keeps its steps
             h = self.harness
-            doc = finish.ramp(self.r, h.started_at, h.t0_perf, h.records_so_far(),
-                              ServerSeen(None, None, []), False, True, [], going_on=True,
-                              network=self.floor)
+            doc = finish.ramp(self.r, Outcome(None, h.records_so_far(), h.started_at,
+                                              h.t0_perf, False, [], {}, LiveState()),
+                              self.floor, going_on=True)
             data = doc.save(self.run_dir)
             if self.dashboard is not None:   # its thresholds, and the verdict so far
                 self.dashboard.step(data["steps"][-1], data.get("verdict") or None)
 
 
-def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list[Any]:
-    """What a ramp says first under its table (``report.screen.Part``): the verdict, the
-    search, who gave up, the steps' marks, the closed loop's note, the repeats, the exit."""
+def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
+    """A ramp's closing screens under its table, cut to the rows left on the terminal: the
+    verdict, the search, who gave up, the steps' marks, the closed loop's note, the repeats,
+    the exit; then the closing block; the exit code (results.schema.Run.exit_code)."""
+    from llmbench.analysis.finish import unit_of
     from llmbench.errors import EXIT_NOT_JUDGED, EXIT_THRESHOLD
     from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
+    code, unit = run.exit_code, r.shape.unit
+    print()
     assert run.verdict is not None
     head = console.verdict_parts(run.verdict)
     if run.search is not None:
         head += [Part(line, EVIDENCE) for line in console.search_lines(run.search, unit)]
     if run.findings.abandonment is not None:
-        head.append(Part("  " + console.abandonment_lines(run.findings.abandonment).replace("\n", "\n  ")))
+        head.append(Part("  " + console.abandonment_lines(run.findings.abandonment)
+                         .replace("\n", "\n  ")))
     head += [Part(line, KEEP) for line in console.marks_lines(run.steps, run.verdict,
-                                                               unit_of)]
+                                                               unit_of(r))]
     if run.findings.closed_loop_note and run.verdict.kind in ("queuing", "saturation"):
         head.append(Part("  Note: users wait for each reply, so as the server slowed down they "
                          "also sent less; a real crowd may push harder.", NOTE))
@@ -328,7 +381,24 @@ def ramp_head(run: Run, unit: str, unit_of: str, repeat: int, code: int) -> list
     elif code == EXIT_NOT_JUDGED:
         head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
                          "Hold longer (--hold), think less (--think) or start with more users."))
-    return head
+    warnings = r.scenario.warnings if r.scenario is not None else r.common.workload.warnings
+    print_closing(run, warnings, run.status == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+                  run_dir, head=head, verbose=r.common.watch.verbose,
+                  mlflow=r.common.watch.mlflow,
+                  # the last repeat's table is the one on screen
+                  rows_used=r.table_rows + 1 + _board_row())
+    return code
+
+
+def _board_row() -> int:
+    """The row the live board leaves blank under the table when it clears itself from a
+    terminal (rich's transient Live ends on a new line): counted, so the answer still fits."""
+    try:
+        return 1 if sys.stderr.isatty() else 0
+    except (AttributeError, ValueError):
+        return 0
 
 
 # -- llmbench probe -------------------------------------------------------------------------------
@@ -403,19 +473,11 @@ def probe_live_line(n_steps: int) -> Callable[[Any], str]:
     return line
 
 
-def probe_on_step(harness: Any, dashboard: Any) -> Callable[[Any], None]:
-    """What the probe does as each step ends: its row under the header, and the step on the
-    dashboard's page (as run.json has it)."""
-    def on_step(step: Any) -> None:
-        harness.say(probe_row(step))
-        if dashboard is not None:
-            dashboard.step(step.to_dict())
-    return on_step
-
-
-def show_probe(run: Run) -> None:
+def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
     """What the probe says under its table: the intervals, where the router became the
-    bottleneck, the prompt cache by path, the backends behind the router."""
+    bottleneck, the prompt cache by path, the backends behind the router; then the closing
+    block; the exit code (interrupted: 130; a lost worker's users are missing from the slices
+    after it died, never a pass: Run.exit_code, the one rule)."""
     from llmbench.errors import EXIT_NOT_JUDGED
     steps: list[Any] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
@@ -462,6 +524,12 @@ def show_probe(run: Run) -> None:
             screen.say(f"Conversation affinity: {a.same_backend_next_turn * 100:.0f}% of next turns "
                   f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
                   f"{a.conversations} conversations stayed on one backend.")
+    code = run.exit_code
+    print_closing(run, plan.common.workload.warnings, run.status == "partial",
+                  incomplete_line(run, code)
+                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
+                  run_dir)
+    return code
 
 
 # -- llmbench sweep -------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def _alive(pid: int) -> bool:
 
 
 def take(run_dir: Path | None) -> None:
-    """This process writes ``run_dir`` from now on (write_started)."""
+    """This process writes ``run_dir`` from now on (results.writer.RunFolder)."""
     if run_dir is None:
         return
     pid = os.getpid()

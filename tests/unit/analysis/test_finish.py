@@ -49,13 +49,23 @@ def test_a_ramps_answer_is_the_most_that_held():
     assert finish.run_held(Run(RunState(kind="ramp", status="complete"), steps=steps)) == 2
 
 
-def test_the_documents_of_a_run_that_measured_nothing():
+def test_the_documents_of_a_run_that_measured_nothing(tmp_path):
+    from llmbench.results.writer import RunFolder
+
     class Target:
         def describe(self):
             return {"url": "http://127.0.0.1:1/v1"}
-    doc = finish.running("ramp", Target(), {"ramp": {"by": "users"}}, {"name": "x"})
-    assert doc.status == "running" and doc.state.pid and doc.measured is False
-    assert doc.config == {"target": {"url": "http://127.0.0.1:1/v1"}, "ramp": {"by": "users"}}
-    failed = finish.unmeasured("run", Target(), "failed", "the server refused")
+    folder = RunFolder(tmp_path, "ramp", Target(), {"ramp": {"by": "users"}}, {"name": "x"},
+                       replay="# replay\n")
+    with folder:
+        assert folder.path is not None and folder.path.name.endswith("-ramp-x")
+        doc = Run.load(folder.path)
+        assert doc.status == "running" and doc.state.pid
+        assert doc.config == {"target": {"url": "http://127.0.0.1:1/v1"},
+                              "ramp": {"by": "users"}}
+        assert (folder.path / "config.toml").read_text() == "# replay\n"
+        raise KeyboardInterrupt         # before any load: marked, not left "running"
+    assert Run.load(folder.path).status == "interrupted" and folder.stopped is not None
+    failed = folder.unmeasured("failed", "the server refused")
     assert (failed.status, failed.state.error, failed.measured) == ("failed", "the server refused",
                                                               False)
