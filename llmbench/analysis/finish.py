@@ -7,7 +7,8 @@ what its result holds, and which analysis makes each part, is decided in this mo
 - ``ramp`` (with ``search_of``, ``step_judge``, ``ramp_judges``, ``repeats``): a ramp's steps,
   its verdict, its search, its repeats.
 - ``probe`` (with ``probe_judge``): the router's overhead, step by step.
-- ``sweep_started`` / ``sweep_answer``: a sweep's document and its answer.
+- ``sweep_started`` / ``sweep_begun`` / ``sweep_setting`` / ``sweep_answer``: a sweep's
+  document, each setting's result, its answer and exit code (``sweep_kept``: --resume).
 
 The plans are read by attribute (commands' RunPlan, RampPlan, ProbePlan, SweepPlan: a layer
 above this one, so they are not imported); ``outcome`` is the harness's ``load.harness.Outcome``.
@@ -31,7 +32,8 @@ from llmbench.analysis.sessions import step_sessions, summarize_sessions
 from llmbench.analysis.stats import quantile
 from llmbench.analysis.stepstats import steady_state
 from llmbench.client.request import choose_transport
-from llmbench.errors import EXIT_INTERRUPTED
+from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK,
+                             EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE)
 from llmbench.load.monitor import SEND_DELAY_P99_LIMIT_MS, busy, with_freezes, with_send_delay
 from llmbench.load.shapes import ClosedLoop, OpenLoop, StepWindow
 from llmbench.load.shapes.trace import TraceReplay
@@ -645,6 +647,33 @@ def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run |
 
 
 
+def sweep_begun(doc: Sweep, setting: dict[str, str], name: str, log: str) -> SweepSetting:
+    """A setting's result from the moment its server starts ("starting"), in the document."""
+    res = SweepSetting(setting=setting, name=name, status="starting", log=log)
+    doc.results.append(res)
+    return res
+
+
+def sweep_kept(before: dict[int, SweepSetting], sweep_dir: Path) -> dict[int, SweepSetting]:
+    """The settings' results of a resumed sweep (by point of its grid) that are kept, not run
+    again: those complete (``sweep_complete``)."""
+    return {i: r for i, r in before.items() if sweep_complete(r, sweep_dir)}
+
+
+def sweep_complete(r: SweepSetting, sweep_dir: Path) -> bool:
+    """Whether a setting's result is whole: its ramp ran to its end (complete, or every step
+    with too few requests: running it again asks the same), and its run folder reads back
+    complete. Failed, interrupted, partial or missing ones run again."""
+    from llmbench.analysis.sweep_judge import NOT_JUDGED
+    if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
+        return False
+    try:
+        run = Run.load(sweep_dir / r.run_dir)
+    except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
+        return False
+    return run.status == "complete"
+
+
 def sweep_started(plan: Any, points: list[dict[str, str]]) -> Sweep:
     """sweep.json from the first moment: the settings, the grid, status "running"."""
     return Sweep(status="running", started_at=time.time(),
@@ -696,10 +725,11 @@ def server_differences(results: Sequence[Any]) -> list[ServerDifference]:
     return out
 
 
-def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool) -> Any:
+def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool,
+                 expect: float | None) -> int:
     """The sweep's answer set on its document: the common load, each setting at it, the
-    tie-break, the answer and the best setting, the servers' differences; the best setting's
-    result (None: none) is returned for the exit code."""
+    tie-break, the answer and the best setting, the servers' differences, and the exit code
+    (``expect``: --expect-users), which is returned."""
     from llmbench.analysis.sweep_judge import answer, common_load
     results = doc.results
     load = common_load(results)
@@ -718,4 +748,29 @@ def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool) -> A
     doc.answer, doc.best = text, best.setting if best else None
     doc.status = "partial" if interrupted else "complete"
     doc.interrupted, doc.finished_at = interrupted, time.time()
-    return best
+    doc.exit_code_saved = sweep_exit_code(results, expect, interrupted)
+    return doc.exit_code_saved
+
+
+def sweep_exit_code(results: Sequence[SweepSetting], expect: float | None,
+                    interrupted: bool) -> int:
+    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
+    ran but none could be judged (too few requests); 4 when a ramp's break
+    may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
+    setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
+    from llmbench.analysis.sweep_judge import NOT_JUDGED
+    measured = [r for r in results if r.held is not None]
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if not measured:
+        # ramps that ran and had too few requests everywhere reached their servers, but
+        # nothing was judged: no answer (the answer's line says what to change)
+        return EXIT_NOT_JUDGED if any(r.status == NOT_JUDGED for r in results) \
+            else EXIT_UNREACHABLE
+    if any(r.exit_code == EXIT_OVERLOADED for r in measured):
+        return EXIT_OVERLOADED
+    if expect is not None and max(r.held or 0 for r in measured) < expect:
+        return EXIT_EXPECTATION
+    if all(r.exit_code == EXIT_THRESHOLD for r in measured):
+        return EXIT_THRESHOLD
+    return EXIT_OK

@@ -21,18 +21,16 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from llmbench.errors import EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK, EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK
 from llmbench.errors import UsageError
-from llmbench.results.folder import new_run_dir
-from llmbench.results.schema import Run, Sweep, SweepSetting
+from llmbench.results.writer import SweepFolder
 from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
 from llmbench.client.target import make_target
 from llmbench.analysis import finish
 from llmbench.commands.common import Done
 from llmbench.report import outcome as shown
-from llmbench.analysis.sweep_judge import NOT_JUDGED
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -147,19 +145,19 @@ def perform(plan: SweepPlan) -> Done:
         if plan.resume is not None:
             # what the resume would do: the folder checked as it would be, its finished
             # settings kept, only the others run
-            folder, before = resumable(plan, points)
-            done = {i for i, r in before.items() if complete(r, folder)}
+            folder = resumable(plan)
+            done = set(finish.sweep_kept(folder.by_point(points), folder.path))
         print(dry_run_text(plan, done))
         return Done(None, EXIT_OK, None)
-    kept: dict[int, SweepSetting] = {}
     if plan.resume is not None:
-        sweep_dir, before = resumable(plan, points)
-        kept = {i: r for i, r in before.items() if complete(r, sweep_dir)}
-        doc = finish.sweep_resumed(Sweep.load(sweep_dir))
+        folder = resumable(plan)
+        kept = finish.sweep_kept(folder.by_point(points), folder.path)
+        finish.sweep_resumed(folder.doc)
     else:
         label = plan.labels.get("name") or "_".join(plan.settings)
-        sweep_dir = new_run_dir(plan.out, "sweep", label)
-        doc = finish.sweep_started(plan, points)
+        folder = SweepFolder.new(plan.out, label, finish.sweep_started(plan, points))
+        kept = {}
+    sweep_dir, doc = folder.path, folder.doc
 
     board = None
     handle = sys.modules.get("llmbench.report.dashboard.handle")
@@ -171,7 +169,7 @@ def perform(plan: SweepPlan) -> Done:
                      "unit": plan.unit})
 
     def save() -> None:
-        data = doc.save(sweep_dir)
+        data = folder.save()
         if board is not None:
             res = data["results"]
             board.sweep_setting(len(res) - 1 if res else 0, res[-1]["name"] if res else None,
@@ -202,8 +200,7 @@ def perform(plan: SweepPlan) -> Done:
                       f"{kept[i].run_dir}, skipped ==", flush=True)
                 save()
                 continue
-            res = _one(plan, sweep_dir, setting, i, len(points), doc, save)
-            if res.status == "interrupted":
+            if _one(plan, folder, setting, i, len(points), save) == "interrupted":
                 interrupted = True
                 break
     except KeyboardInterrupt:
@@ -212,7 +209,7 @@ def perform(plan: SweepPlan) -> Done:
             doc.results[-1].status = "interrupted"
     finally:
         _on_sigterm(signal.SIG_DFL)
-    code = _finish(plan, sweep_dir, doc, interrupted, save)
+    code = _finish(plan, folder, interrupted, save)
     if board is not None:
         board.sweep_finished(sweep_dir, doc)        # the page becomes the sweep's report
     return Done(doc, code, sweep_dir)
@@ -228,22 +225,23 @@ def _on_sigterm(handler: Any) -> None:
 
 # -- --resume and --dry-run ----------------------------------------------------------------------
 
-def resumable(plan: SweepPlan, points: list[dict[str, str]]) -> tuple[Path, dict[int, SweepSetting]]:
-    """The sweep folder to resume and its results by point of the grid; one line (UsageError)
-    when it is no sweep folder, or a sweep of other settings or other ramps."""
+def resumable(plan: SweepPlan) -> SweepFolder:
+    """The sweep folder to resume; one line (UsageError) when it is no sweep folder, or a
+    sweep of other settings or other ramps."""
     import json
-    folder = Path(plan.resume or "")
-    where = f"--resume {folder}"
-    if not (folder / "sweep.json").is_file():
+    path = Path(plan.resume or "")
+    where = f"--resume {path}"
+    if not (path / "sweep.json").is_file():
         raise UsageError(f"{where}: no sweep.json there; give a folder made by llmbench sweep")
     try:
-        doc = Sweep.load(folder)
+        folder = SweepFolder.read(path)
     except Exception as exc:  # noqa: BLE001 - a folder edited by hand: one line
         raise UsageError(f"{where}: {exc}")
+    doc = folder.doc
 
     def key(setting: dict[str, str]) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(setting.items()))
-    if sorted(map(key, doc.grid or [])) != sorted(map(key, points)):
+    if sorted(map(key, doc.grid or [])) != sorted(map(key, grid(plan.settings))):
         raise UsageError(f"{where}: that sweep was of {name_of_settings(doc.settings or {})}, "
                          f"this one is of {name_of_settings(plan.settings)}; resume with the "
                          "same --setting values (or start a new sweep)")
@@ -254,110 +252,40 @@ def resumable(plan: SweepPlan, points: list[dict[str, str]]) -> tuple[Path, dict
         raise UsageError(f"{where}: its ramps ran with other options ({', '.join(changed)} "
                          "differ); resume with the options it was started with (its "
                          "config.toml) or start a new sweep")
-    index = {key(p): i for i, p in enumerate(points)}
-    out: dict[int, SweepSetting] = {}
-    for r in doc.results:
-        i = index.get(key(r.setting))
-        if i is not None:
-            out[i] = r
-    return folder, out
-
-
-def complete(r: SweepSetting, sweep_dir: Path) -> bool:
-    """Whether a setting's result is whole: its ramp ran to its end (complete, or every step
-    with too few requests: running it again asks the same), and its run folder reads back
-    complete. Failed, interrupted, partial or missing ones run again."""
-    if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
-        return False
-    try:
-        run = Run.load(sweep_dir / r.run_dir)
-    except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
-        return False
-    return run.status == "complete"
-
-
-DRAIN_NOTE = "plus each step's drain (its window's last replies) and each server's start"
-
-
-def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
-    """(what the ramp runs, its seconds at most) from the sweep's ramp config."""
-    from llmbench.analysis.findlimit import duration
-    ramp_in, hold = float(config.get("ramp_in_s") or 0), float(config.get("hold_s") or 0)
-    repeat = int(config.get("repeat") or 1)
-    unit = "users" if config.get("by", "users") == "users" else "req/s"
-    find = config.get("find")
-    if find:
-        from llmbench.load.shapes.search import SearchPacer
-        pacer = SearchPacer(by=config.get("by", "users"), start=float(find.get("start") or 1),
-                            ramp_in_s=ramp_in, hold_s=hold, sustain_s=find.get("sustain_s"),
-                            budget_s=find.get("budget_s"), ceiling=find.get("ceiling"))
-        n = pacer.worst_case_steps()
-        secs = (n - 1) * (ramp_in + hold) + ramp_in + pacer.sustain
-        if pacer.budget_s:
-            secs = min(secs, pacer.budget_s)
-        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, doubling up to {pacer.top:g}, then "
-                f"narrowing to {'1 user' if unit == 'users' else '5 %'} and a "
-                f"{duration(pacer.sustain)} confirmation: at most {n} steps "
-                f"(usually about log2(limit) + 3)"
-                + (f", or the budget of {duration(pacer.budget_s)}" if pacer.budget_s else ""))
-    else:
-        steps = list(config.get("steps") or [])
-        secs = len(steps) * (ramp_in + hold)
-        what = (f"{len(steps)} steps ({', '.join(f'{x:g}' for x in steps)} {unit}), each "
-                f"{duration(ramp_in)} in and {duration(hold)} held, fewer if one breaks")
-    if repeat > 1:
-        what += f", {repeat} times"
-        secs *= repeat
-    return what, secs
+    return folder
 
 
 def dry_run_text(plan: SweepPlan, done: set[int] | None = None) -> str:
     """--dry-run: each setting's server command, URL and ramp, and how long it may take;
     ``done`` (with --resume): the settings finished in the folder, kept and not run again."""
     done = done or set()
-    from llmbench.analysis.findlimit import duration
     from llmbench.client.target import strip_userinfo
-    points = grid(plan.settings)
-    what, secs = ramp_estimate(plan.config)
-    lines = [f"Dry run: a sweep of {name_of_settings(plan.settings)}, {len(points)} setting(s); "
-             "nothing is started."]
-    if plan.resume is not None:
-        lines.append(f"Resuming {plan.resume}: {len(done)} of {len(points)} setting(s) "
-                     "finished there are kept, not run again.")
     cmd = plan.server_command()
-    for i, setting in enumerate(points):
-        if i in done:
-            lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}): done, kept ==")
-            continue
-        lines.append(f"\n== {name_of(setting)} ({i + 1} of {len(points)}) ==")
+    rows = []
+    for i, setting in enumerate(grid(plan.settings)):
+        server = before = None
         if cmd is not None:
-            shown = ([fill(c, setting, None, quote=False) for c in cmd] if isinstance(cmd, list)
-                     else fill(cmd, setting, None, quote=True))
-            text = shlex.join(shown) if isinstance(shown, list) else shown
-            lines.append(f"  server:  {text}")
+            filled = ([fill(c, setting, None, quote=False) for c in cmd]
+                      if isinstance(cmd, list) else fill(cmd, setting, None, quote=True))
+            server = shlex.join(filled) if isinstance(filled, list) else filled
         elif plan.command:
-            lines.append(f"  before:  {fill(plan.command, setting, None, quote=True)}")
+            before = fill(plan.command, setting, None, quote=True)
         url = strip_userinfo(fill(plan.url_template(), setting, None, quote=False))
-        lines.append(f"  url:     {url}" + ("  ({PORT}: a free port, chosen at the start)"
-                                           if plan.needs_port() else ""))
-        lines.append(f"  ramp:    {what}")
-        lines.append(f"  time:    at most {duration(secs)} ({DRAIN_NOTE})")
-    left = len(points) - len(done)
-    lines.append(f"\nIn all: at most {duration(secs * left)} for {left} "
-                 f"setting(s), {DRAIN_NOTE}.")
-    return "\n".join(lines)
+        rows.append(shown.DryRunSetting(name_of(setting), i in done, server, before, url))
+    return shown.sweep_dry_run(name_of_settings(plan.settings), rows, plan.config,
+                               plan.resume, plan.needs_port())
 
 
 def name_of_settings(settings: dict[str, list[str]]) -> str:
     return " x ".join(f"{k}={','.join(v)}" for k, v in settings.items())
 
 
-def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: int,
-         doc: Sweep, save: Callable[[], None]) -> SweepSetting:
-    name = name_of(setting)
+def _one(plan: SweepPlan, folder: SweepFolder, setting: dict[str, str], i: int, n: int,
+         save: Callable[[], None]) -> str:
+    """One setting: its server started, its ramp, its server stopped; its result's status."""
+    name, sweep_dir = name_of(setting), folder.path
     log = sweep_dir / f"server-{_slug(setting)}.log"
-    res = SweepSetting(setting=setting, name=name, status="starting", log=log.name)
-    doc.results.append(res)
+    res = finish.sweep_begun(folder.doc, setting, name, log.name)
     port = free_port() if plan.needs_port() else None
     url = fill(plan.url_template(), setting, port, quote=False)
     env = {**os.environ, **setting}
@@ -400,36 +328,36 @@ def _one(plan: SweepPlan, sweep_dir: Path, setting: dict[str, str], i: int, n: i
         if why and res.status != "interrupted":
             res.status, res.error, res.log_tail = ("server_died", why + " (during the ramp)",
                                                    tail(log))
-            _say_failure(name, res)
+            _say_failure(name, res.error, res.log, res.log_tail)
     except ServerFailed as exc:
         res.status, res.error, res.log_tail = "server_failed", str(exc), tail(log)
-        _say_failure(name, res)
+        _say_failure(name, res.error, res.log, res.log_tail)
     finally:
         if server is not None:
             server.stop(plan.stop_grace_s)
             res.server_exit_code = server.exit_code()
         save()
-    return res
+    return res.status
 
 
-def _say_failure(name: str, res: SweepSetting) -> None:
-    print(f"error: {name}: {res.error}; going on with the next setting", file=sys.stderr,
+def _say_failure(name: str, error: str | None, log: str | None,
+                 log_tail: list[str] | None) -> None:
+    print(f"error: {name}: {error}; going on with the next setting", file=sys.stderr,
           flush=True)
-    lines = res.log_tail or []
+    lines = log_tail or []
     if lines:
-        print(f"  last lines of {res.log}:", file=sys.stderr)
+        print(f"  last lines of {log}:", file=sys.stderr)
         for line in lines:
             print(f"  | {line}", file=sys.stderr)
     sys.stderr.flush()
 
 
-def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
+def _finish(plan: SweepPlan, folder: SweepFolder, interrupted: bool,
             save: Callable[[], None]) -> int:
+    sweep_dir, doc = folder.path, folder.doc
     results = doc.results
-    best = finish.sweep_answer(doc, sweep_dir, plan.unit, interrupted)
+    code = finish.sweep_answer(doc, sweep_dir, plan.unit, interrupted, plan.expect)
     text, load = doc.answer or "", doc.common_load
-    code = _exit_code(plan, results, best, interrupted)
-    doc.exit_code_saved = code
     save()
     print()
     print(shown.sweep_table(results, plan.unit, load))
@@ -454,29 +382,6 @@ def _finish(plan: SweepPlan, sweep_dir: Path, doc: Sweep, interrupted: bool,
         print(tracker.finish_parent(plan.mlflow, sweep_dir), flush=True)
     print(f"Results: {sweep_dir}")
     return code
-
-
-def _exit_code(plan: SweepPlan, results: Sequence[SweepSetting], best: SweepSetting | None,
-               interrupted: bool) -> int:
-    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
-    ran but none could be judged (too few requests); 4 when a ramp's break
-    may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
-    setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
-    measured = [r for r in results if r.held is not None]
-    if interrupted:
-        return EXIT_INTERRUPTED
-    if not measured:
-        # ramps that ran and had too few requests everywhere reached their servers, but
-        # nothing was judged: no answer (the answer's line says what to change)
-        return EXIT_NOT_JUDGED if any(r.status == NOT_JUDGED for r in results) \
-            else EXIT_UNREACHABLE
-    if any(r.exit_code == EXIT_OVERLOADED for r in measured):
-        return EXIT_OVERLOADED
-    if plan.expect is not None and max(r.held or 0 for r in measured) < plan.expect:
-        return EXIT_EXPECTATION
-    if all(r.exit_code == EXIT_THRESHOLD for r in measured):
-        return EXIT_THRESHOLD
-    return EXIT_OK
 
 
 from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)

@@ -7,6 +7,7 @@ analysis.finish -> save -> render)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -533,6 +534,84 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
 
 
 # -- llmbench sweep -------------------------------------------------------------------------------
+
+DRAIN_NOTE = "plus each step's drain (its window's last replies) and each server's start"
+
+
+def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
+    """(what the ramp runs, its seconds at most) from the sweep's ramp config."""
+    from llmbench.analysis.findlimit import duration
+    ramp_in, hold = float(config.get("ramp_in_s") or 0), float(config.get("hold_s") or 0)
+    repeat = int(config.get("repeat") or 1)
+    unit = "users" if config.get("by", "users") == "users" else "req/s"
+    find = config.get("find")
+    if find:
+        from llmbench.load.shapes.search import SearchPacer
+        pacer = SearchPacer(by=config.get("by", "users"), start=float(find.get("start") or 1),
+                            ramp_in_s=ramp_in, hold_s=hold, sustain_s=find.get("sustain_s"),
+                            budget_s=find.get("budget_s"), ceiling=find.get("ceiling"))
+        n = pacer.worst_case_steps()
+        secs = (n - 1) * (ramp_in + hold) + ramp_in + pacer.sustain
+        if pacer.budget_s:
+            secs = min(secs, pacer.budget_s)
+        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, doubling up to {pacer.top:g}, then "
+                f"narrowing to {'1 user' if unit == 'users' else '5 %'} and a "
+                f"{duration(pacer.sustain)} confirmation: at most {n} steps "
+                f"(usually about log2(limit) + 3)"
+                + (f", or the budget of {duration(pacer.budget_s)}" if pacer.budget_s else ""))
+    else:
+        steps = list(config.get("steps") or [])
+        secs = len(steps) * (ramp_in + hold)
+        what = (f"{len(steps)} steps ({', '.join(f'{x:g}' for x in steps)} {unit}), each "
+                f"{duration(ramp_in)} in and {duration(hold)} held, fewer if one breaks")
+    if repeat > 1:
+        what += f", {repeat} times"
+        secs *= repeat
+    return what, secs
+
+
+@dataclass
+class DryRunSetting:
+    """One setting of a sweep's --dry-run: its name, whether a resumed folder holds it finished
+    (kept, not run), its server command or --before command (shell text), and its URL."""
+
+    name: str
+    done: bool
+    server: str | None
+    before: str | None
+    url: str
+
+
+def sweep_dry_run(settings: str, rows: Sequence[DryRunSetting], config: dict[str, Any],
+                  resume: Path | None, port: bool) -> str:
+    """--dry-run's text: each setting's server command, URL and ramp (``config``: the sweep's
+    ramp config), and how long it may take; ``resume``: the folder a resumed sweep goes on
+    in; ``port``: a free port is chosen for {PORT}."""
+    from llmbench.analysis.findlimit import duration
+    what, secs = ramp_estimate(config)
+    done = sum(r.done for r in rows)
+    lines = [f"Dry run: a sweep of {settings}, {len(rows)} setting(s); nothing is started."]
+    if resume is not None:
+        lines.append(f"Resuming {resume}: {done} of {len(rows)} setting(s) "
+                     "finished there are kept, not run again.")
+    for i, r in enumerate(rows):
+        if r.done:
+            lines.append(f"\n== {r.name} ({i + 1} of {len(rows)}): done, kept ==")
+            continue
+        lines.append(f"\n== {r.name} ({i + 1} of {len(rows)}) ==")
+        if r.server is not None:
+            lines.append(f"  server:  {r.server}")
+        elif r.before is not None:
+            lines.append(f"  before:  {r.before}")
+        lines.append(f"  url:     {r.url}" + ("  ({PORT}: a free port, chosen at the start)"
+                                             if port else ""))
+        lines.append(f"  ramp:    {what}")
+        lines.append(f"  time:    at most {duration(secs)} ({DRAIN_NOTE})")
+    left = len(rows) - done
+    lines.append(f"\nIn all: at most {duration(secs * left)} for {left} "
+                 f"setting(s), {DRAIN_NOTE}.")
+    return "\n".join(lines)
+
 
 def sweep_table(results: Sequence[Any], unit: str, load: float | None) -> str:
     """The sweep's table: each setting's users held, and its numbers at the common load."""

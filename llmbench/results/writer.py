@@ -1,6 +1,7 @@
 """A run folder's life, in one object (``RunFolder``): made and locked with run.json
 "running" from the first moment, written at the end (complete or partial) with timeline.jsonl,
 or marked in place of a result (failed, interrupted), and unlocked however the command ended.
+A sweep's folder is a ``SweepFolder``: sweep.json beside each setting's ramp folder.
 The finished documents are built by ``analysis.finish``; this module puts them on disk,
 atomically, and says in one line what could not be written."""
 
@@ -19,7 +20,7 @@ from llmbench.results import lock
 from llmbench.results.folder import (clean_nan, environment, is_write_error, new_run_dir,
                                      write_error_line)
 from llmbench.results.run import RunState
-from llmbench.results.schema import Run
+from llmbench.results.schema import Run, Sweep, SweepSetting
 
 
 class RunFolder:
@@ -210,3 +211,35 @@ class RunFolder:
             self._mark(found, "failed", why)
         except Exception:           # noqa: BLE001 - the first error is the one to show
             pass
+
+
+class SweepFolder:
+    """A sweep's folder (``path``) and its document (``doc``, sweep.json): made new under
+    ``out``, or read back to be taken up again (--resume)."""
+
+    def __init__(self, path: Path, doc: Sweep) -> None:
+        self.path, self.doc = path, doc
+
+    @classmethod
+    def new(cls, out: Path, label: str, doc: Sweep) -> SweepFolder:
+        return cls(new_run_dir(out, "sweep", label), doc)
+
+    @classmethod
+    def read(cls, path: Path) -> SweepFolder:
+        """The folder as it was left (RunFolderError, a ValueError, when sweep.json is not
+        a sweep's)."""
+        return cls(path, Sweep.load(path))
+
+    def by_point(self, points: list[dict[str, str]]) -> dict[int, SweepSetting]:
+        """The settings' results in the document, by their point of the grid ``points``."""
+        index = {tuple(sorted(p.items())): i for i, p in enumerate(points)}
+        out: dict[int, SweepSetting] = {}
+        for r in self.doc.results:
+            i = index.get(tuple(sorted(r.setting.items())))
+            if i is not None:
+                out[i] = r
+        return out
+
+    def save(self) -> dict[str, Any]:
+        """sweep.json as the document is now (what was written)."""
+        return self.doc.save(self.path)
