@@ -6,14 +6,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generic, TypeVar
 
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.errors import EXIT_INTERRUPTED
 from llmbench.load.harness import PreflightError
 from llmbench.report import outcome as shown
 from llmbench.report.wiring import Watch
-from llmbench.results.schema import Run, Sweep
 from llmbench.results.writer import RunFolder
 from llmbench.client.target import Target
 from llmbench.workload import Workload
@@ -21,12 +20,17 @@ from llmbench.workload import Workload
 __all__ = ["Common", "Done", "Watch", "agent_preflight", "failed", "folder_of", "interrupted"]
 
 
-@dataclass
-class Done:
-    """What a finished command leaves: its Run (None if nothing was measured), the exit
-    code, and the folder (``sweep`` and the Python API read all three)."""
+Result = TypeVar("Result")
 
-    run: Run | Sweep | None
+
+@dataclass
+class Done(Generic[Result]):
+    """What a finished command leaves: its result (None if nothing was measured), the exit
+    code, and the folder (``sweep`` and the Python API read all three). The result is the
+    document the command's assembler made (analysis.finish: a Run; a sweep's Sweep), which
+    the commands hand on without naming its type."""
+
+    run: Result | None
     code: int
     run_dir: Path | None
     error: str | None = None         # nothing measured: why (the line printed after "error:")

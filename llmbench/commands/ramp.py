@@ -11,7 +11,6 @@ from typing import Any, Callable, Sequence
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
 from llmbench.report import outcome as shown, wiring
-from llmbench.results.schema import Run
 from llmbench.results.writer import RunFolder
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.search import SearchPacer
@@ -71,18 +70,6 @@ def planned(r: RampPlan) -> RampPlan:
     return r
 
 
-def _combine(runs: list[tuple[RampPlan, Run]], planned: int, run_dir: Path | None) -> Run:
-    """One run.json for all repeats: the steps, verdict and timeline of the median repeat (so
-    ``report`` and ``compare`` read it as any ramp), and every repeat's steps under "repeats"."""
-    doc, rep = finish.repeats(runs, planned)
-    if run_dir is not None:
-        doc.save(run_dir)
-        chosen = run_dir / f"timeline-repeat{rep + 1}.jsonl"
-        if chosen.exists():
-            (run_dir / "timeline.jsonl").write_bytes(chosen.read_bytes())
-    return doc
-
-
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> Done:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
@@ -91,32 +78,33 @@ def perform(r: RampPlan, repeat: int = 1,
     "running", and unlocked (results.writer.RunFolder)."""
     assert r.folder is not None
     with r.folder as folder:
-        runs: list[tuple[RampPlan, Run]] = []
+        plans: list[RampPlan] = []          # each repeat's, its Run in folder.runs
         for k in range(repeat):
             plan = r if k == 0 or next_plan is None else next_plan(k)
             if repeat > 1:
                 plan.repeat = {"index": k + 1, "of": repeat,
-                               "held_so_far": [finish.run_held(x) for _, x in runs]}
+                               "held_so_far": [finish.run_held(x) for x in folder.runs]}
                 print(f"\n-- repeat {k + 1} of {repeat} (seed {plan.shape.seed}) --", flush=True)
             try:
                 outcome, network = wiring.measure_ramp(plan, folder.path)
             except PreflightError as exc:
-                if not runs:
+                if not plans:
                     return failed(exc, folder, r.common.target)
                 print(f"error: repeat {k + 1}: {r.common.target.redact(str(exc))}; keeping "
-                      f"the {len(runs)} repeat(s) done", file=sys.stderr)
+                      f"the {len(plans)} repeat(s) done", file=sys.stderr)
                 break
             run = folder.final(finish.ramp(plan, outcome, network), outcome.write_error,
                                finish.timeline, outcome, plan.shape.results)
-            runs.append((plan, run))
+            plans.append(plan)
             if repeat > 1 and folder.path is not None and \
                     (folder.path / "timeline.jsonl").exists():
                 os.replace(folder.path / "timeline.jsonl",
                            folder.path / f"timeline-repeat{k + 1}.jsonl")
             if run.interrupted and run.state.status != "failed":
                 break           # Ctrl-C: the repeats done are the result (exit 130)
-        run = _combine(runs, repeat, folder.path) if repeat > 1 else runs[0][1]
-        return Done(run, shown.close_ramp(runs[-1][0], run, repeat, folder.path),
+        run = folder.combined(*finish.repeats(list(zip(plans, folder.runs)), repeat)) \
+            if repeat > 1 else folder.runs[0]
+        return Done(run, shown.close_ramp(plans[-1], run, repeat, folder.path),
                         folder.path)
     return interrupted(folder)
 

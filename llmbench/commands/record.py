@@ -1,7 +1,8 @@
 """``llmbench record --upstream URL --out FILE``: a reverse proxy that records what real clients
 send (servers/recorder.py), anonymised unless --keep-text, as a trace ``run --trace`` replays
 (workload/recording.py). Ctrl-C stops it; the file is complete at every moment, each request's
-line written when it finished; the statistics are printed on the way out."""
+line written when it finished; the statistics are printed on the way out
+(report.outcome.record_summary)."""
 
 from __future__ import annotations
 
@@ -63,32 +64,6 @@ def perform_record(spec: RecordSpec, listening: Callable[[str], Any],
             f.close()
         except OSError:
             pass       # the disk refused the last line: said once already (Writer)
-    return summary(writer)
+    from llmbench.report.outcome import record_summary
+    return record_summary(writer)
 
-
-def summary(writer: Any) -> list[str]:
-    """What ``llmbench record`` prints on the way out: requests, sessions, the prefix share a
-    prefix cache could serve, the latencies seen through the recorder."""
-    from llmbench.analysis.stats import quantile
-    s = writer.stats
-    turns = sorted(writer.linker.turns.values())
-    share = writer.share.share if writer.share else None
-
-    def q(xs: list[float]) -> str:
-        if not xs:
-            return "-"
-        return f"p50 {quantile(xs, 50):.1f} ms, p99 {quantile(xs, 99):.1f} ms"
-
-    def n(k: int, what: str) -> str:
-        return f"{k} {what}" + ("" if k == 1 else "s")
-    out = [f"Recorded {n(s.requests, 'request')} in {n(len(turns), 'session')}"
-           + (f" (turns per session: max {turns[-1]})" if turns else "")
-           + (f"; {s.passed} other requests passed through" if s.passed else "")
-           + (f"; {s.failed} failed: upstream down" if s.failed else "")]
-    if s.requests:
-        out.append(f"Tokens: {s.prompt_tokens} prompt, {s.output_tokens} output (the "
-                   "server's usage)")
-        out.append("Prompt tokens repeating an earlier prefix: "
-                   + ("-" if share is None else f"{share * 100:.1f} %"))
-        out.append(f"TTFT {q(s.ttft_ms)}; ITL {q(s.itl_ms)}; E2EL {q(s.e2el_ms)}")
-    return out

@@ -13,7 +13,7 @@ from llmbench.errors import UsageError
 from llmbench.specs.report import CompareSpec, DashboardSpec, InspectSpec, ReportSpec, RunsSpec
 
 if TYPE_CHECKING:
-    from llmbench.analysis.compare import Comparison as CompareResult
+    from llmbench.analysis import compare
 
 
 @dataclasses.dataclass
@@ -66,7 +66,7 @@ class Comparison:
     """What ``compare`` found: ``data`` (the typed comparison: runs, table, regressions), its text
     as the command line prints it, and the HTML (and PNG) it wrote."""
 
-    data: CompareResult
+    data: compare.Comparison
     text: str
     html: Path
     png: Path | None = None
@@ -83,11 +83,11 @@ class Comparison:
 
 def perform_compare(spec: CompareSpec) -> Comparison:
     """``llmbench compare``: the comparison, its text, and the HTML (and PNG) written."""
-    from llmbench.analysis.compare import compare_folders
+    from llmbench.analysis import compare
     from llmbench.report import compare_html
     dirs = [Path(d) for d in spec.run_dirs]
     # a bad folder or --max-regression is a CompareError: one line (specs.errors.translate)
-    result, runs = compare_folders(dirs, spec.metric, spec.max_regression)
+    result, runs = compare.compare_folders(dirs, spec.metric, spec.max_regression)
     # beside the candidate's folder (not inside it: a run folder holds what its run wrote;
     # not into whatever folder the shell is in), named for what it compares
     path = compare_html.write(result, runs, spec.html_out or default_html(dirs))

@@ -40,9 +40,10 @@ class RunFolder:
         self.config, self.replay = config, replay
         self.path: Path | None = None
         self.stopped: tuple[Run | None, str] | None = None
+        self.runs: list[Run] = []       # the runs ``final`` wrote here (a ramp's repeats)
 
     def __enter__(self) -> RunFolder:
-        self.stopped = None
+        self.stopped, self.runs = None, []
         # the folder's suffix: the 'name' label, else all labels
         label = self.labels.get("name") or "_".join(f"{k}={v}" for k, v in self.labels.items())
         self.path = new_run_dir(self.out, self.kind, label or None) if self.out else None
@@ -110,6 +111,17 @@ class RunFolder:
         run.path = self.path
         if build is not None and self.path is not None:
             self._timeline(build(*args))
+        self.runs.append(run)
+        return run
+
+    def combined(self, run: Run, chosen: int) -> Run:
+        """One run.json for all repeats (``run``: analysis.finish.repeats'), and the timeline
+        of the repeat ``chosen`` (0-based: the median one) as timeline.jsonl."""
+        if self.path is not None:
+            run.save(self.path)
+            timeline = self.path / f"timeline-repeat{chosen + 1}.jsonl"
+            if timeline.exists():
+                (self.path / "timeline.jsonl").write_bytes(timeline.read_bytes())
         return run
 
     def whole(self, run: Run) -> None:
