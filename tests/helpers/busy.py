@@ -173,3 +173,46 @@ def said_busy(text: str) -> bool:
     """Whether llmbench's output says its load generator was busy or frozen (the ramp table's
     "(machine busy)", the verdict's "not trustworthy", the summary's WARNING)."""
     return any(w in text for w in BUSY_WORDS)
+
+
+class Lines:
+    """A child's stderr read line by line as it comes, each wait within a Deadline (the pipe
+    is read with select and os.read, never a blocking readline). ``seen`` keeps every line;
+    what is left unread stays for ``proc.communicate``.
+
+        err = Lines(proc)
+        url = err.wait(r"Dashboard: (http://\\S+)", 90).group(1)
+    """
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.seen: list[str] = []
+        self._buf = b""
+
+    def wait(self, pattern: str, quiet_s: float):
+        """The first line from now on that matches ``pattern`` (its re.Match); an
+        AssertionError with the lines seen if the child ends or the Deadline expires first."""
+        import os
+        import re
+        import select
+        d = Deadline(quiet_s)
+        fd = self.proc.stderr.fileno()
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                self.seen.append(line.decode(errors="replace"))
+                m = re.search(pattern, self.seen[-1])
+                if m:
+                    return m
+            if d.expired():
+                break
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                self._buf += chunk
+            elif self.proc.poll() is not None and not select.select([fd], [], [], 0)[0]:
+                break
+        raise AssertionError(f"no line matching {pattern!r} on stderr in {d}: "
+                             f"{self.seen + [self._buf.decode(errors='replace')]}")
