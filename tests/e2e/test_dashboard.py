@@ -98,10 +98,13 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
 
     def serve_folder() -> subprocess.Popen:        # the same folder, served after the run
         run_dir = next(p for p in out.iterdir() if p.is_dir())
+        # PYTHONFAULTHANDLER: where it was stuck, if it does not end on Ctrl-C (issue 49: once,
+        # with two busy loops, it was still up after the wait and was killed)
         return subprocess.Popen([sys.executable, "-m", "llmbench.cli", "dashboard", str(run_dir),
                                  "--port", str(free_port())], stderr=subprocess.PIPE, cwd=ROOT,
-                                env=ENV)
+                                env={**ENV, "PYTHONFAULTHANDLER": "1"})
     later: list = [serve_folder]
+    stuck: list[str] = []
     try:
         url = err.wait(r"Dashboard: (http://\S+)", 90).group(1)
         assert err.seen[0].startswith("Dashboard: "), err.seen   # the URL is printed first
@@ -113,11 +116,12 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
                 try:
-                    busy.communicate(p, 30)
-                except subprocess.TimeoutExpired:
-                    pass                            # killed
+                    busy.communicate(p, 30, dump=True)
+                except subprocess.TimeoutExpired as exc:    # killed
+                    stuck.append(f"{p.args[3]} did not end on Ctrl-C in {exc.timeout:.0f} s: "
+                                 f"{(exc.stderr or b'').decode(errors='replace')[-3000:]}")
     assert proc.returncode == 0, (err.seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
-    assert later[0].returncode == 0                # `llmbench dashboard` ended by Ctrl-C
+    assert later[0].returncode == 0, stuck         # `llmbench dashboard` ended by Ctrl-C
     assert got["errors"] == [], got["errors"]
     # two moments, two loads, each in its screenshot, the numbers moving between them
     a, b = got["moments"].get("1/2"), got["moments"].get("2/2")

@@ -104,9 +104,12 @@ def wait_for(cond, quiet_s: float, poll_s: float = 0.02) -> bool:
     return bool(cond())
 
 
-def communicate(proc: subprocess.Popen, quiet_s: float, input=None):
+def communicate(proc: subprocess.Popen, quiet_s: float, input=None, dump: bool = False):
     """``proc.communicate()`` within a Deadline of ``quiet_s``; on expiry the child is killed
-    and ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does, naming the wait."""
+    and ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does, naming the wait.
+    ``dump``: a Python child started with PYTHONFAULTHANDLER=1 gets SIGABRT first, so where
+    each of its threads was stuck is in the exception's stderr."""
+    import signal
     d = Deadline(quiet_s)
     while True:
         try:
@@ -114,6 +117,15 @@ def communicate(proc: subprocess.Popen, quiet_s: float, input=None):
         except subprocess.TimeoutExpired:
             input = None                      # already written: communicate() keeps it
             if d.expired():
+                if dump:
+                    proc.send_signal(signal.SIGABRT)
+                    try:
+                        out, err = proc.communicate(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    else:
+                        raise subprocess.TimeoutExpired(proc.args, d.elapsed(), out,
+                                                        err) from None
                 proc.kill()
                 out, err = proc.communicate()
                 raise subprocess.TimeoutExpired(proc.args, d.elapsed(), out, err) from None
