@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 from typing import Annotated
 
-from llmbench.errors import EXIT_USAGE
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from llmbench.cli.options import P_OUTPUT, spec_command
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -150,7 +150,6 @@ def _linger(code: int) -> None:
     """--dashboard: the page stays up after the command's output (until Ctrl-C, or
     --dashboard-linger), unless a stop signal ended the command (exit 130); the exit code
     stays the command's."""
-    from llmbench.errors import EXIT_INTERRUPTED
     handle = sys.modules.get("llmbench.report.dashboard.handle")
     if handle is not None:
         sys.stdout.flush()
