@@ -14,6 +14,7 @@ import math
 import os
 import queue
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -286,6 +287,10 @@ class Dashboard:
         if not self.alive:
             return
         how = "until Ctrl-C" if seconds is None else f"for {seconds:g} s (Ctrl-C to stop now)"
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C is what ends the wait: whatever the run's loop left as SIGINT's handler
+            # (issue 49: under load the linger once outlived a Ctrl-C sent during it)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             # the line is inside the try: a Ctrl-C sent as soon as it is read ends the wait too
             print(f"Dashboard: {self.url} stays up {how}", file=sys.stderr, flush=True)
