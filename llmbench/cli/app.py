@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 from typing import Annotated
 
-from llmbench.errors import EXIT_USAGE
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from llmbench.cli.options import P_OUTPUT, spec_command
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -130,11 +130,11 @@ def _perform(spec, json_out: bool, kind: str) -> None:
             done = work()
         if done.run is not None or done.run_dir is not None:
             print(_answer(kind, done))
-        _linger()
+        _linger(done.code)
         raise typer.Exit(done.code)
     if not json_out:
         code = work().code
-        _linger()
+        _linger(code)
         raise typer.Exit(code)
     import json
     from llmbench.cli.jsonout import document
@@ -142,17 +142,18 @@ def _perform(spec, json_out: bool, kind: str) -> None:
         done = work()
     sys.stderr.flush()
     print(json.dumps(document(kind, done), indent=1, default=str))
-    _linger()
+    _linger(done.code)
     raise typer.Exit(done.code)
 
 
-def _linger() -> None:
+def _linger(code: int) -> None:
     """--dashboard: the page stays up after the command's output (until Ctrl-C, or
-    --dashboard-linger); the exit code stays the command's."""
+    --dashboard-linger), unless a stop signal ended the command (exit 130); the exit code
+    stays the command's."""
     handle = sys.modules.get("llmbench.report.dashboard.handle")
     if handle is not None:
         sys.stdout.flush()
-        handle.end_of_command(cli=True)
+        handle.end_of_command(cli=True, interrupted=code == EXIT_INTERRUPTED)
 
 
 # -- the commands: a spec each (llmbench/commands/), built from the flags ------------------------

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import select
+import urllib.request
 import signal
 import subprocess
 import sys
@@ -37,30 +35,8 @@ STEP_TABLE = """JSON.stringify(Array.from(Array.from(document.querySelectorAll("
   tr => Array.from(tr.querySelectorAll("td")).map(td => td.textContent)))"""
 
 
-def _url_line(proc: subprocess.Popen, seen: list[str], timeout_s: float = 90.0) -> str:
-    """stderr's lines until the dashboard's URL (kept in ``seen``)."""
-    deadline = busy.Deadline(timeout_s)        # stretched on a busy machine
-    buf = b""
-    while not deadline.expired():
-        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-        if ready:
-            chunk = os.read(proc.stderr.fileno(), 4096)
-            if not chunk:
-                break
-            buf += chunk
-            *lines, rest = buf.split(b"\n")
-            buf = rest
-            for line in lines:
-                seen.append(line.decode())
-                m = re.search(r"Dashboard: (http://\S+)", seen[-1])
-                if m:
-                    return m.group(1)
-        elif proc.poll() is not None:
-            break
-    raise AssertionError(f"no dashboard URL on stderr: {seen + [buf.decode()]}")
-
-
-async def _watch(url: str, shots: Path, proc: subprocess.Popen, later: list) -> dict:
+async def _watch(url: str, shots: Path, proc: subprocess.Popen, err: busy.Lines,
+                 later: list) -> dict:
     """Watch the run to its end; then (``later``: the command that serves the folder after,
     started here once the run is over) the same browser opens the folder's page."""
     async with Browser() as b:
@@ -91,14 +67,14 @@ async def _watch(url: str, shots: Path, proc: subprocess.Popen, later: list) -> 
         title = await b.eval("document.title")
         await b.screenshot(shots / "final.png")
         errors = b.errors()
-        # the page is final before the command lingers: a Ctrl-C sent in between (a busy
-        # machine) was taken by the end of the run and the linger then waited its 120 s, so
-        # wait for its line ("Dashboard: URL stays up for 120 s") first
-        _url_line(proc, [])
-        proc.send_signal(signal.SIGINT)        # ends the linger; the ramp's exit code stays
+        # the page is final before the command lingers: a Ctrl-C sent in between ends the
+        # command (exit 130, no linger), so the one that ends the linger, where the ramp's exit
+        # code stays, waits for its line ("Dashboard: URL stays up for 120 s")
+        err.wait(r"Dashboard: \S+ stays up", 90)
+        proc.send_signal(signal.SIGINT)
         serve = later[0]()
         later[:] = [serve]
-        await b.goto(_url_line(serve, []))
+        await b.goto(busy.Lines(serve).wait(r"Dashboard: (http://\S+)", 90).group(1))
         again = {"table": json.loads(await b.eval(STEP_TABLE)),
                  "verdict": await b.eval("document.querySelector('.verdict b').textContent"),
                  "errors": b.errors()[len(errors):]}
@@ -118,30 +94,34 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
          "--threshold", "ttft.p50<=5s", "--out", str(out), "--no-progress",
          "--dashboard", f"127.0.0.1:{port}", "--dashboard-linger", "120s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
-    seen: list[str] = []
+    err = busy.Lines(proc)
 
     def serve_folder() -> subprocess.Popen:        # the same folder, served after the run
         run_dir = next(p for p in out.iterdir() if p.is_dir())
+        # PYTHONFAULTHANDLER: where it was stuck, if it does not end on Ctrl-C (issue 49: once,
+        # with two busy loops, it was still up after the wait and was killed)
         return subprocess.Popen([sys.executable, "-m", "llmbench.cli", "dashboard", str(run_dir),
                                  "--port", str(free_port())], stderr=subprocess.PIPE, cwd=ROOT,
-                                env=ENV)
+                                env={**ENV, "PYTHONFAULTHANDLER": "1"})
     later: list = [serve_folder]
+    stuck: list[str] = []
     try:
-        url = _url_line(proc, seen)
-        assert seen[0].startswith("Dashboard: "), seen      # the URL is printed first
+        url = err.wait(r"Dashboard: (http://\S+)", 90).group(1)
+        assert err.seen[0].startswith("Dashboard: "), err.seen   # the URL is printed first
         assert url == f"http://127.0.0.1:{port}/"
-        got = asyncio.run(_watch(url, tmp_path, proc, later))
+        got = asyncio.run(_watch(url, tmp_path, proc, err, later))
         stdout, stderr = busy.communicate(proc, 30)
     finally:
         for p in [proc] + [x for x in later if isinstance(x, subprocess.Popen)]:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
                 try:
-                    busy.communicate(p, 30)
-                except subprocess.TimeoutExpired:
-                    pass                            # killed
-    assert proc.returncode == 0, (seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
-    assert later[0].returncode == 0                # `llmbench dashboard` ended by Ctrl-C
+                    busy.communicate(p, 30, dump=True)
+                except subprocess.TimeoutExpired as exc:    # killed
+                    stuck.append(f"{p.args[3]} did not end on Ctrl-C in {exc.timeout:.0f} s: "
+                                 f"{(exc.stderr or b'').decode(errors='replace')[-3000:]}")
+    assert proc.returncode == 0, (err.seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
+    assert later[0].returncode == 0, stuck         # `llmbench dashboard` ended by Ctrl-C
     assert got["errors"] == [], got["errors"]
     # two moments, two loads, each in its screenshot, the numbers moving between them
     a, b = got["moments"].get("1/2"), got["moments"].get("2/2")
@@ -168,3 +148,38 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
     again = got["again"]
     assert again["table"] == got["table"] and again["verdict"] == got["verdict"]
     assert again["errors"] == []
+
+
+def test_a_ctrl_c_before_the_linger_ends_the_command(mock_factory, tmp_path):
+    """A Ctrl-C the run takes (here during its load; on a busy machine it also lands in the
+    closing output, after the page is final) is the user's stop: the command ends with 130 and
+    its page closes with it, instead of lingering the hour it was asked to after a normal end."""
+    m = mock_factory(ttft_ms=20, itl_ms=10, tokens=10, parallel=2)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmbench.cli", "run", "--url", m.url + "/v1", "--model", "mock",
+         "--concurrency", "2", "--duration", "10m", "--out", str(out), "--no-progress",
+         "--dashboard", "127.0.0.1:0", "--dashboard-linger", "1h"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    err = busy.Lines(proc)
+    try:
+        url = err.wait(r"Dashboard: (http://\S+)", 90).group(1)
+        assert busy.wait_for(lambda: any(p.stat().st_size for p in out.glob("*/requests.jsonl")),
+                             60), "no request finished"
+        proc.send_signal(signal.SIGINT)
+        # the in-flight requests' grace period and the final write, not the hour's linger
+        _, rest = busy.communicate(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = "\n".join(err.seen) + rest.decode()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "stays up" not in stderr, stderr[-2000:]
+    run = json.loads(next(out.glob("*/run.json")).read_text())
+    assert run["status"] == "partial" and run["summary"]["completed"] > 0
+    try:                                        # the page closed with the command
+        urllib.request.urlopen(url, timeout=5)
+        raise AssertionError(f"{url} still answers after the command ended")
+    except OSError:
+        pass

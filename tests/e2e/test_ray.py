@@ -81,10 +81,10 @@ def _run_watched(m, out: Path, *args: str):
            "--out", str(out), *SMALL, *args, "--dashboard", "0", "--dashboard-linger", "120s"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env={**ENV, **RAY_ENV})
+    err = busy.Lines(proc)
     try:
-        first = proc.stderr.readline()
-        url = re.search(r"Dashboard: (http://\S+)", first)
-        assert url, first
+        url = err.wait(r"Dashboard: (http://\S+)", 90)
+        first = err.seen[-1]
         deadline = busy.Deadline(300)          # stretched on a busy machine
         while True:
             assert proc.poll() is None and not deadline.expired(), (first, str(deadline))
@@ -96,15 +96,19 @@ def _run_watched(m, out: Path, *args: str):
             if state.get("final"):
                 break
             time.sleep(0.5)
+        # the page is final before the command lingers: a Ctrl-C sent in between ends the
+        # command (exit 130, no linger); the one that ends the linger waits for its line
+        err.wait(r"Dashboard: \S+ stays up", 90)
     finally:
         proc.send_signal(signal.SIGINT)
         # the actors' records gathered, the report written, Ray let go of: 60 s on a quiet
         # machine, stretched by the slowdown measured while it goes (CI at load 6-17 took longer)
-        _, err = busy.communicate(proc, 60)
-    assert proc.returncode == 0, err[-3000:]
+        _, rest = busy.communicate(proc, 60)
+    stderr = "\n".join(err.seen) + "\n" + rest
+    assert proc.returncode == 0, stderr[-3000:]
     d = only_run(out)
     recs = [json.loads(x) for x in (d / "requests.jsonl").read_text().splitlines()]
-    return first + err, recs, json.loads((d / "run.json").read_text()), state
+    return stderr, recs, json.loads((d / "run.json").read_text()), state
 
 
 def test_two_ray_actors_match_two_worker_processes(ray_head, mock_factory, tmp_path):

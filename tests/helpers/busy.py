@@ -104,9 +104,12 @@ def wait_for(cond, quiet_s: float, poll_s: float = 0.02) -> bool:
     return bool(cond())
 
 
-def communicate(proc: subprocess.Popen, quiet_s: float, input=None):
+def communicate(proc: subprocess.Popen, quiet_s: float, input=None, dump: bool = False):
     """``proc.communicate()`` within a Deadline of ``quiet_s``; on expiry the child is killed
-    and ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does, naming the wait."""
+    and ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does, naming the wait.
+    ``dump``: a Python child started with PYTHONFAULTHANDLER=1 gets SIGABRT first, so where
+    each of its threads was stuck is in the exception's stderr."""
+    import signal
     d = Deadline(quiet_s)
     while True:
         try:
@@ -114,6 +117,15 @@ def communicate(proc: subprocess.Popen, quiet_s: float, input=None):
         except subprocess.TimeoutExpired:
             input = None                      # already written: communicate() keeps it
             if d.expired():
+                if dump:
+                    proc.send_signal(signal.SIGABRT)
+                    try:
+                        out, err = proc.communicate(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    else:
+                        raise subprocess.TimeoutExpired(proc.args, d.elapsed(), out,
+                                                        err) from None
                 proc.kill()
                 out, err = proc.communicate()
                 raise subprocess.TimeoutExpired(proc.args, d.elapsed(), out, err) from None
@@ -173,3 +185,46 @@ def said_busy(text: str) -> bool:
     """Whether llmbench's output says its load generator was busy or frozen (the ramp table's
     "(machine busy)", the verdict's "not trustworthy", the summary's WARNING)."""
     return any(w in text for w in BUSY_WORDS)
+
+
+class Lines:
+    """A child's stderr read line by line as it comes, each wait within a Deadline (the pipe
+    is read with select and os.read, never a blocking readline). ``seen`` keeps every line;
+    what is left unread stays for ``proc.communicate``.
+
+        err = Lines(proc)
+        url = err.wait(r"Dashboard: (http://\\S+)", 90).group(1)
+    """
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.seen: list[str] = []
+        self._buf = b""
+
+    def wait(self, pattern: str, quiet_s: float):
+        """The first line from now on that matches ``pattern`` (its re.Match); an
+        AssertionError with the lines seen if the child ends or the Deadline expires first."""
+        import os
+        import re
+        import select
+        d = Deadline(quiet_s)
+        fd = self.proc.stderr.fileno()
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                self.seen.append(line.decode(errors="replace"))
+                m = re.search(pattern, self.seen[-1])
+                if m:
+                    return m
+            if d.expired():
+                break
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                self._buf += chunk
+            elif self.proc.poll() is not None and not select.select([fd], [], [], 0)[0]:
+                break
+        raise AssertionError(f"no line matching {pattern!r} on stderr in {d}: "
+                             f"{self.seen + [self._buf.decode(errors='replace')]}")

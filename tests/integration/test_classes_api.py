@@ -21,6 +21,7 @@ from llmbench.errors import UsageError
 from llmbench.report.console import fmt_ms
 from llmbench.report.text import to_csv, to_markdown
 from llmbench.workload.scenario import Scenario, TrafficClass
+from tests.helpers import busy
 from tests.helpers.api import records, run_json
 
 SCENARIO = """\
@@ -120,11 +121,12 @@ def test_a_scenario_from_python_and_grow(saturating_mock, tmp_path):
 def _closed(m, want: int | None = None, within_s: float = 10.0) -> int:
     """The connections the mock saw closed by the client. The mock runs on its own thread: on a
     busy machine it notices the run's last closes after llmbench has returned, so wait (up to
-    `within_s`) for the count to reach `want` before reading it."""
-    deadline = time.monotonic() + within_s
+    `within_s` of a quiet machine, stretched by the slowdown measured meanwhile) for the count
+    to reach `want` before reading it."""
+    deadline = busy.Deadline(within_s)
     while True:
         seen = sum(e.stats.closed_by_client_total for e in m.engines)
-        if want is None or seen >= want or time.monotonic() > deadline:
+        if want is None or seen >= want or deadline.expired():
             return seen
         time.sleep(0.05)
 
@@ -337,7 +339,6 @@ def test_ctrl_c_during_a_scenario_run_leaves_a_partial_folder_with_what_finished
     import signal
     import subprocess
     import sys
-    import time
     from tests.helpers import ENV, ROOT, only_run
     m = mock_factory(ttft_ms=5, itl_ms=2, parallel=2)
     path = tmp_path / "scenario.toml"
@@ -350,16 +351,15 @@ def test_ctrl_c_during_a_scenario_run_leaves_a_partial_folder_with_what_finished
                           "--out", str(out_dir)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                          cwd=ROOT)
-    deadline = time.time() + 90       # some requests streamed to disk (a busy machine is slow)
-    while time.time() < deadline:
+    def streamed() -> bool:
         try:
-            if len((only_run(out_dir) / "requests.jsonl").read_text().splitlines()) >= 10:
-                break
+            return len((only_run(out_dir) / "requests.jsonl").read_text().splitlines()) >= 10
         except (AssertionError, FileNotFoundError):
-            pass
-        time.sleep(0.1)
+            return False
+    # some requests streamed to disk: 30 s of a quiet machine, stretched as it is measured
+    assert busy.wait_for(streamed, 30, poll_s=0.1), "no 10 requests on disk"
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    out, err = busy.communicate(p, 60)
     assert p.returncode == 130, err
     folder = only_run(out_dir)
     run = llmbench.load_run(folder)

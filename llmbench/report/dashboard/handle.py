@@ -14,6 +14,7 @@ import math
 import os
 import queue
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -286,9 +287,14 @@ class Dashboard:
         if not self.alive:
             return
         how = "until Ctrl-C" if seconds is None else f"for {seconds:g} s (Ctrl-C to stop now)"
-        print(f"Dashboard: {self.url} stays up {how}", file=sys.stderr, flush=True)
-        deadline = None if seconds is None else time.monotonic() + seconds
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C is what ends the wait: whatever the run's loop left as SIGINT's handler
+            # (issue 49: under load the linger once outlived a Ctrl-C sent during it)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
+            # the line is inside the try: a Ctrl-C sent as soon as it is read ends the wait too
+            print(f"Dashboard: {self.url} stays up {how}", file=sys.stderr, flush=True)
+            deadline = None if seconds is None else time.monotonic() + seconds
             while self.alive:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -461,13 +467,22 @@ def for_end() -> Any:
     return boards[0] if len(boards) == 1 else Tee(boards)
 
 
-def end_of_command(cli: bool) -> None:
+def end_of_command(cli: bool, interrupted: bool = False) -> None:
     """A command is over. The command line keeps the page up until Ctrl-C, or for
     --dashboard-linger, then closes it (``Dashboard.linger``); in Python it is left up (the next
-    run reuses it; it closes when the interpreter exits) unless ``dashboard_linger`` was given."""
+    run reuses it; it closes when the interpreter exits) unless ``dashboard_linger`` was given.
+    A command a stop signal ended (``interrupted``: Ctrl-C during the load or its closing
+    output) does not linger: that Ctrl-C was the one that ends the wait, and the user, who
+    pressed it once, would otherwise wait out the linger (``llmbench dashboard RUN`` serves the
+    folder later)."""
     d = current()
     if d is None:
         return
-    d.sync()
-    if cli or d.linger_s is not None:
-        d.linger(d.linger_s)
+    try:
+        d.sync()
+        if cli and interrupted:
+            d.close()
+        elif cli or d.linger_s is not None:
+            d.linger(d.linger_s)
+    except KeyboardInterrupt:           # Ctrl-C while the page caught up: the wait is over
+        d.close()
