@@ -84,8 +84,11 @@ def test_shell_completion_is_on():
     from pathlib import Path
     exe = Path(sys.executable).parent / "llmbench"
     assert exe.exists(), f"{exe}: install llmbench in this venv (pip install -e .)"
+    # the shell named, not detected: typer's detection (shellingham) walks this process's
+    # ancestors, and under a busy parallel suite it once found none ("Shell  not supported")
     r = subprocess.run([str(exe), "--show-completion", "bash"], capture_output=True, text=True,
-                       env=ENV, cwd=ROOT)
+                       env={**ENV, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"},
+                       cwd=ROOT)
     assert r.returncode == 0 and "_LLMBENCH_COMPLETE" in r.stdout.upper(), r.stdout
     c = subprocess.run([str(exe)], capture_output=True, text=True, cwd=ROOT,
                        env={**ENV, "_LLMBENCH_COMPLETE": "complete_bash",
