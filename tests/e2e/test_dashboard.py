@@ -120,6 +120,8 @@ def test_a_ramp_watched_in_chromium(mock_factory, tmp_path):
                 except subprocess.TimeoutExpired as exc:    # killed
                     stuck.append(f"{p.args[3]} did not end on Ctrl-C in {exc.timeout:.0f} s: "
                                  f"{(exc.stderr or b'').decode(errors='replace')[-3000:]}")
+                    # every thread's stack (faulthandler), whole: the assertion's text is cut
+                    print(stuck[-1], file=sys.stderr)
     assert proc.returncode == 0, (err.seen, stdout.decode()[-2000:], stderr.decode()[-2000:])
     assert later[0].returncode == 0, stuck         # `llmbench dashboard` ended by Ctrl-C
     assert got["errors"] == [], got["errors"]
