@@ -485,17 +485,25 @@ def _click_exceptions():
 
 
 def _stop_signals_raise() -> None:
-    """SIGTERM and SIGHUP end a command as Ctrl-C does (errors.Interrupted, a
+    """Ctrl-C, SIGTERM and SIGHUP end a command as Ctrl-C does (errors.Interrupted, a
     KeyboardInterrupt), outside the load too: their default killed the process with its
-    run.json left "running". The load handles all three itself (load.harness)."""
+    run.json left "running". The load handles all three itself (load.harness).
+
+    What the parent left ignored: SIGINT is taken back, because sh starts ``cmd &`` with it
+    ignored and a script (or CI) that stops llmbench with ``kill -INT`` must still get its
+    partial result (issue 49: ``llmbench dashboard`` under such a parent never ended);
+    SIGHUP stays ignored, as ``nohup`` asked: the run outlives the terminal."""
     import signal
 
     def stop(signum: int, _frame: object) -> None:
         from llmbench.errors import Interrupted
         raise Interrupted(signal.Signals(signum).name)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), stop)
+        sig = getattr(signal, name, None)
+        if sig is None or (name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN):
+            continue
+        signal.signal(sig, stop)
 
 
 def main() -> None:

@@ -732,8 +732,10 @@ def _install(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> li
     if threading.current_thread() is not threading.main_thread():
         return installed                # signal handlers are the main thread's (see _ACTIVE)
     for sig in STOP_SIGNALS:
+        previous = signal.getsignal(sig)
+        if previous == signal.SIG_IGN:  # nohup's SIGHUP (cli.app): the run outlives the terminal
+            continue
         try:
-            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
             installed.append(sig)
             _PREVIOUS.setdefault(sig, previous)
@@ -771,6 +773,8 @@ def hold_signals() -> None:
     if _HOLDING or threading.current_thread() is not threading.main_thread():
         return
     for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) == signal.SIG_IGN:     # ignored stays ignored (see _install)
+            continue
         try:
             _HOLDING[sig] = signal.signal(sig, lambda s, _f: _HELD.append(s))
         except (ValueError, OSError):

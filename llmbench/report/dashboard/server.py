@@ -362,11 +362,11 @@ def serve_folder(folder: Path, html_text: str, host: str, port: int,
     store.state["final_html"] = html_text
     store.state["status"] = "final"
     server = make_server(host, port, store)
-    if on_listen is not None:
-        on_listen(server.server_address[1])
     try:
+        if on_listen is not None:       # inside: a Ctrl-C right after the URL line ends it too
+            on_listen(server.server_address[1])
         server.serve_forever(poll_interval=0.25)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:           # Ctrl-C is how the page ends, not an error
         pass
     finally:
         server.server_close()
