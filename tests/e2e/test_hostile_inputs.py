@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, RawServer, chat_token, free_port, http_head
+from tests.helpers import ROOT, RawServer, as_from_a_terminal, chat_token, free_port, http_head
 from tests.helpers.once import once
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx"}
@@ -1081,7 +1081,7 @@ def test_a_signal_outside_the_load_never_leaves_run_json_running(step, signals, 
                           str(marker), "--", "run", "--requests", "40", "--concurrency", "2",
                           "--prompt-tokens", "5", "--output-tokens", "4", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                         cwd=ROOT)
+                         cwd=ROOT, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

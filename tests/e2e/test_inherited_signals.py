@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tests.helpers import ENV, ROOT, busy, free_port, only_run
+from tests.helpers import ENV, ROOT, as_from_a_terminal, busy, free_port, only_run
 
 
 def _ignoring(*sigs: int):
@@ -20,9 +20,10 @@ def _ignoring(*sigs: int):
 
 
 def _start(args: list[str], *ignored: int, **kw) -> subprocess.Popen:
+    kw.setdefault("preexec_fn", _ignoring(*ignored))
     return subprocess.Popen([sys.executable, "-m", "llmbench.cli", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            cwd=ROOT, preexec_fn=_ignoring(*ignored), **kw)
+                            cwd=ROOT, **kw)
 
 
 def _records(folder, at_least: int, proc: subprocess.Popen) -> None:
@@ -89,7 +90,8 @@ def test_a_run_under_nohup_outlives_the_terminal(tmp_path, mock_factory):
     run = json.loads((only_run(tmp_path / "nohup") / "run.json").read_text())
     assert run["status"] == "complete" and run["summary"]["completed"] == 40
 
-    hung_up = _start(args + ["--requests", "1000", "--out", str(tmp_path / "hup")])
+    hung_up = _start(args + ["--requests", "1000", "--out", str(tmp_path / "hup")],
+                     preexec_fn=as_from_a_terminal)
     _records(tmp_path / "hup", 2, hung_up)
     hung_up.send_signal(signal.SIGHUP)
     out, err = busy.communicate(hung_up, 30)

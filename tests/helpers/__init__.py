@@ -26,8 +26,17 @@ os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 # points discovery at servers of its own (servers/local.py's LLMBENCH_LOCAL_PORTS)
 os.environ["LLMBENCH_LOCAL_PORTS"] = "none"
 
-__all__ = ["ENV", "FIXTURES", "ROOT", "RawServer", "free_port", "llmbench", "only_run", "probe_cli",
+__all__ = ["ENV", "FIXTURES", "ROOT", "RawServer", "as_from_a_terminal", "free_port", "llmbench", "only_run", "probe_cli",
            "run", "send_one"]
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test hangs up or interrupts as a terminal would: the
+    suite itself may run under ``nohup`` or as ``cmd &``, which leave SIGHUP and SIGINT ignored
+    in every child, and llmbench keeps nohup's SIGHUP ignored (tests/e2e/test_inherited_signals.py)."""
+    import signal
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LLMBENCH_TOKENIZER": "approx",
        "LLMBENCH_LOCAL_PORTS": "none"}
