@@ -58,12 +58,6 @@ def _chart(chart: svgplot.Chart, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
-def _thresholds(run: Run) -> dict[str, tuple[float, str]]:
-    """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
-    which line it bounds)."""
-    return chart_thresholds(run.thresholds_asked)
-
-
 def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of these, with its statistic (the report's
     charts and the dashboard's draw the same lines)."""
@@ -271,8 +265,8 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])
     if steps:
         body.append("<h2>Latency and throughput against load</h2>")
-        body.append(_chart(charts.ramp_latency_chart(steps, _thresholds(run), unit),
-                           "latency vs load"))
+        ths = chart_thresholds(run.thresholds_asked)
+        body.append(_chart(charts.ramp_latency_chart(steps, ths, unit), "latency vs load"))
         body.append(_chart(charts.ramp_throughput_chart(steps, unit), "throughput vs load"))
         body.append("<h2>Latency distributions per step</h2>")
         ttft_groups, itl_groups = [], []

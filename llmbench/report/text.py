@@ -52,10 +52,6 @@ def class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
     return []
 
 
-def _has_classes(run: Run) -> bool:
-    return bool(class_rows(run))
-
-
 class _Cells:
     """A csv writer whose cells are written as every llmbench CSV writes them (csv_cell)."""
 
@@ -82,7 +78,7 @@ def to_csv(run_dir: str | Path) -> str:
                         o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
-    classes = _has_classes(run)
+    classes = bool(class_rows(run))
     # traffic classes: a class column (empty: the whole crowd) and each class's own load
     w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
