@@ -19,6 +19,7 @@ sentinels (2147483632 and up for 32-bit fields, 9.2e18 for 64-bit ones) and thos
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from llmbench.servers.prometheus import parse_prometheus
@@ -158,10 +159,8 @@ class NvmlReader:
         return out
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self.nv.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _try(fn: Any, *args: Any) -> Any:
@@ -241,10 +240,8 @@ class AmdReader:
         return out
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self.amd.amdsmi_shut_down()
-        except Exception:
-            pass
 
 
 def _num(v: Any) -> float | None:

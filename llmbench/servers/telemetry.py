@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -128,10 +129,8 @@ class Telemetry:
             await asyncio.gather(*tasks)
         finally:
             if self._fh is not None:
-                try:
+                with suppress(OSError):
                     self._fh.close()
-                except OSError:
-                    pass
                 self._fh = None
 
     def _emit(self, sample: dict[str, Any]) -> None:
@@ -143,10 +142,8 @@ class Telemetry:
             except OSError as exc:          # the disk: keep sampling, in memory only
                 self.note(f"telemetry: cannot write telemetry.jsonl ({exc.strerror or exc}); "
                           "samples kept in memory")
-                try:
+                with suppress(OSError):
                     self._fh.close()
-                except OSError:
-                    pass
                 self._fh = None
 
     async def _every(self, stop: asyncio.Event, t0: float) -> bool:
