@@ -115,16 +115,9 @@ class NvmlReader:
         self.static: list[dict[str, Any]] = []
         driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
         for i, h in enumerate(self.handles):
-            info: dict[str, Any] = {"gpu": str(i)}
-            name = _text(_try(pynvml.nvmlDeviceGetName, h))
-            uuid = _text(_try(pynvml.nvmlDeviceGetUUID, h))
-            if name:
-                info["name"] = name
-            if uuid:
-                info["uuid"] = uuid
-            if driver:
-                info["driver"] = driver
-            self.static.append(info)
+            info = {"gpu": str(i), "name": _text(_try(pynvml.nvmlDeviceGetName, h)),
+                    "uuid": _text(_try(pynvml.nvmlDeviceGetUUID, h)), "driver": driver}
+            self.static.append({k: v for k, v in info.items() if v})
         self._energy_ok = [True] * n
 
     def read(self) -> list[dict[str, Any]]:
