@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from llmbench.results.display import local_time
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts, svgplot
-from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence, own_load
+from llmbench.report.console import KIND_WORDS, class_cells, fmt_ms, join_sentence, step_cells
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -84,14 +84,9 @@ def _ms2(v: Any) -> str:
 def _step_rows(steps: Sequence[Step]) -> tuple[list[list[Any]], list[str]]:
     rows, classes = [], []
     for st in steps:
-        s = st.summary
         failed = [c.text or c.threshold for c in st.failed_checks]
-        rows.append([f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
-                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
-                     fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
-                     f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                     ("held" if st.held else f"{st.state}: " + "; ".join(failed))
-                     + (" (still drifting)" if st.drifting else "")])
+        rows.append(step_cells(st) + [("held" if st.held else f"{st.state}: " + "; ".join(failed))
+                                      + (" (still drifting)" if st.drifting else "")])
         classes.append("held" if st.held else "over")
     return rows, classes
 
@@ -117,12 +112,8 @@ def _classes(run: Run) -> list[str]:
                           ["over" if c.broke else "held" for c in v.classes.values()], left=3))
     rows, marks = [], []
     for load, n, c in parts:
-        s = c.summary
         failed = [x.text or x.threshold for x in c.failed_checks]
-        rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n,
-                     own_load(c), s.requests, fmt_ms(s.ttft.median),
-                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
-                     f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
+        rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n, *class_cells(c),
                      "held" if c.held else f"{c.state}: " + "; ".join(failed)])
         marks.append("held" if c.held else "over")
     out.append(_table([run.load_unit if run.kind == "ramp" else "load", "class", "its load", "requests", "TTFT p50", "TTFT p95",

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.report.console import KIND_WORDS, fmt_ms, own_load
+from llmbench.report.console import KIND_WORDS, class_cells, fmt_ms, step_cells
 from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
@@ -130,15 +130,10 @@ def _md_classes(run: Run) -> list[str]:
                "| errors | cancelled | |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for load, n, c in rows:
-        s = c.summary
         failed = "; ".join(x.text or x.threshold for x in c.failed_checks)
         load_text = "–" if load is None else (f"{load:g}" if isinstance(load, (int, float))
                                               else str(load))
-        cells = [load_text, f"`{_md_code(n)}`",
-                 own_load(c), s.requests,
-                 fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95),
-                 fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
-                 s.cancelled or 0,
+        cells = [load_text, f"`{_md_code(n)}`", *class_cells(c),
                  "held" if c.held else f"**{_md_escape(c.state)}**"
                  + (f": {_md_escape(failed)}" if failed else "")]
         out.append("| " + " | ".join(str(x) for x in cells) + " |")
@@ -171,12 +166,7 @@ def _md_ramp(run: Run) -> list[str]:
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                + ("---:|" if gave_up else "") + "---|")
     for st in run.steps:
-        s = st.summary
-        cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
-                 fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
-                 fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
-                 f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                 *([s.cancelled or 0] if gave_up else []),
+        cells = [*step_cells(st), *([st.summary.cancelled or 0] if gave_up else []),
                  "held" if st.held else f"**{st.state}**"]
         out.append("| " + " | ".join(str(c) for c in cells) + " |")
     return out + _md_ramp_sessions(run) + _md_classes(run)
