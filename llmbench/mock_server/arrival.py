@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from contextlib import suppress
 from time import perf_counter_ns
 from typing import Any
 
@@ -67,10 +68,8 @@ class StampingListener(socket.socket):
         fd, addr = self._accept()         # type: ignore[attr-defined]
         conn = StampedConnection(self.family, self.type, self.proto, fileno=fd)
         conn.rx_ns = 0
-        try:
+        with suppress(OSError):  # no kernel stamps: the protocol's stamp stands in
             conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _RX_SOFTWARE)
-        except OSError:
-            pass                            # no kernel stamps: the protocol's stamp stands in
         if socket.getdefaulttimeout() is None and self.gettimeout():
             conn.setblocking(True)          # what socket.accept does
         return conn, addr

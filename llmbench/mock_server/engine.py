@@ -406,18 +406,7 @@ class Engine:
     async def _recompute(self, seq: Seq) -> bool:
         """A preempted sequence waits at the head of the queue (until a running one finishes,
         so it cannot thrash straight back in), then prefills its whole context again."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (fut, seq)
-        self._slot_waiters.appendleft(entry)
-        self.stats.waiting += 1
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if entry in self._slot_waiters:
-                self._slot_waiters.remove(entry)
-            raise
-        finally:
-            self.stats.waiting -= 1
+        await self.acquire_slot(seq, front=True)
         self.stats.prompt_tokens_total += seq.context
         return await self._prefill(seq, seq.context, perf_counter(), 0.0)
 

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import suppress
 from dataclasses import asdict
 from typing import Any
 
@@ -257,11 +258,9 @@ async def watch_parent(stop: asyncio.Event) -> None:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     except (OSError, ValueError, NotImplementedError):
         return
-    try:
+    with suppress(OSError, ConnectionError):
         while await reader.read(4096):
             pass
-    except (OSError, ConnectionError):
-        pass
     stop.set()
     loop.call_later(3.0, os._exit, 0)    # a graceful stop may wait for streams nobody reads
 
@@ -348,10 +347,8 @@ async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
+        with suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)   # stop cleanly: the send-time log is flushed
-        except (NotImplementedError, RuntimeError):
-            pass
     watcher = loop.create_task(watch_parent(stop)) if watch_stdin else None
     try:
         await stop.wait()
@@ -393,10 +390,8 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
             forced.set()           # a second Ctrl-C: do not wait for streams in flight
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
+        with suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):
-            pass
     watcher = loop.create_task(watch_parent(stop)) if watch_stdin else None
     failure: str | None = None
     try:
@@ -447,18 +442,14 @@ async def _stop_workers(procs: list[asyncio.subprocess.Process], forced: asyncio
     running after ``timeout_s`` or at a second signal."""
     for p in procs:
         if p.returncode is None:
-            try:
+            with suppress(ProcessLookupError):
                 p.send_signal(signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     waits = asyncio.gather(*(p.wait() for p in procs))
     force = asyncio.ensure_future(forced.wait())
     await asyncio.wait([waits, force], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     force.cancel()
     for p in procs:
         if p.returncode is None:
-            try:
+            with suppress(ProcessLookupError):
                 p.kill()
-            except ProcessLookupError:
-                pass
     await waits

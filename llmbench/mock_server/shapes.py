@@ -169,10 +169,7 @@ class OllamaShape(Shape):
 
     def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
               include_usage: bool) -> bytes:
-        obj = self._obj("", True)
-        obj["done_reason"] = finish
-        obj.update(timing)
-        return (_dumps(obj) + "\n").encode()
+        return (_dumps(self.whole("", finish, usage, timing)) + "\n").encode()
 
     def error_event(self, message: str) -> bytes:
         return (_dumps({"error": message}) + "\n").encode()
@@ -218,13 +215,12 @@ class ResponsesShape(Shape):
                 "error": None, "usage": usage}
 
     def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        out = {"input_tokens": usage["prompt_tokens"],
-               "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details") or {})
-                                        .get("cached_tokens", 0)},
-               "output_tokens": usage["completion_tokens"],
-               "output_tokens_details": {"reasoning_tokens": self.reasoning_count},
-               "total_tokens": usage["total_tokens"]}
-        return out
+        return {"input_tokens": usage["prompt_tokens"],
+                "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details")
+                                                           or {}).get("cached_tokens", 0)},
+                "output_tokens": usage["completion_tokens"],
+                "output_tokens_details": {"reasoning_tokens": self.reasoning_count},
+                "total_tokens": usage["total_tokens"]}
 
     def _items(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -259,18 +255,6 @@ class ResponsesShape(Shape):
     def token(self, text: str, usage: dict[str, Any] | None, finish: str | None,
               reasoning: bool = False) -> bytes:
         out = ""
-        if self.tool is not None and not reasoning:
-            index = 1 if self._reasoning else 0
-            if self._phase != "text":
-                if self._phase == "reasoning":
-                    out += self._close_reasoning()
-                self._phase = "text"
-                out += self._event("response.output_item.added", output_index=index,
-                                   item=self._tool_item("in_progress"))
-            self._text.append(text)
-            out += self._event("response.function_call_arguments.delta", item_id=f"fc_{self.rid}",
-                               output_index=index, delta=text)
-            return out.encode()
         if reasoning:
             if self._phase is None:
                 self._phase = "reasoning"
@@ -281,21 +265,29 @@ class ResponsesShape(Shape):
             out += self._event("response.reasoning_text.delta", item_id=f"rs_{self.rid}",
                                output_index=0, content_index=0, delta=text)
             return out.encode()
+        index = 1 if self._reasoning else 0
         if self._phase != "text":
             if self._phase == "reasoning":
                 out += self._close_reasoning()
             self._phase = "text"
-            index = 1 if self._reasoning else 0
-            out += self._event("response.output_item.added", output_index=index,
-                               item={"id": f"msg_{self.rid}", "type": "message",
-                                     "status": "in_progress", "role": "assistant", "content": []})
-            out += self._event("response.content_part.added", item_id=f"msg_{self.rid}",
-                               output_index=index, content_index=0,
-                               part={"type": "output_text", "text": "", "annotations": []})
+            if self.tool is not None:
+                out += self._event("response.output_item.added", output_index=index,
+                                   item=self._tool_item("in_progress"))
+            else:
+                out += self._event("response.output_item.added", output_index=index,
+                                   item={"id": f"msg_{self.rid}", "type": "message",
+                                         "status": "in_progress", "role": "assistant",
+                                         "content": []})
+                out += self._event("response.content_part.added", item_id=f"msg_{self.rid}",
+                                   output_index=index, content_index=0,
+                                   part={"type": "output_text", "text": "", "annotations": []})
         self._text.append(text)
-        out += self._event("response.output_text.delta", item_id=f"msg_{self.rid}",
-                           output_index=1 if self._reasoning else 0, content_index=0,
-                           delta=text, logprobs=[])
+        if self.tool is not None:
+            out += self._event("response.function_call_arguments.delta",
+                               item_id=f"fc_{self.rid}", output_index=index, delta=text)
+        else:
+            out += self._event("response.output_text.delta", item_id=f"msg_{self.rid}",
+                               output_index=index, content_index=0, delta=text, logprobs=[])
         return out.encode()
 
     def close(self, finish: str, usage: dict[str, Any], timing: dict[str, int],
@@ -305,18 +297,14 @@ class ResponsesShape(Shape):
         index = len(items) - 1
         status = "incomplete" if finish == "length" else "completed"
         if self.tool is not None:
-            out = (self._event("response.function_call_arguments.done", item_id=message["id"],
-                               output_index=index, arguments=message["arguments"])
-                   + self._event("response.output_item.done", output_index=index, item=message)
-                   + self._event(f"response.{status}",
-                                 response=self._response(status, items, self._usage(usage))))
-            return out.encode()
-        out = (self._event("response.output_text.done", item_id=message["id"],
-                           output_index=index, content_index=0, text="".join(self._text))
-               + self._event("response.content_part.done", item_id=message["id"],
-                             output_index=index, content_index=0, part=message["content"][0])
-               + self._event("response.output_item.done", output_index=index, item=message))
-        status = "incomplete" if finish == "length" else "completed"
+            out = self._event("response.function_call_arguments.done", item_id=message["id"],
+                              output_index=index, arguments=message["arguments"])
+        else:
+            out = (self._event("response.output_text.done", item_id=message["id"],
+                               output_index=index, content_index=0, text="".join(self._text))
+                   + self._event("response.content_part.done", item_id=message["id"],
+                                 output_index=index, content_index=0, part=message["content"][0]))
+        out += self._event("response.output_item.done", output_index=index, item=message)
         out += self._event(f"response.{status}",
                            response=self._response(status, items, self._usage(usage)))
         return out.encode()

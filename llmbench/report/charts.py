@@ -57,19 +57,13 @@ def png(chart: Chart, path: str | Path, dpi: int = 150) -> None:
 
 
 def _finite(v: Any) -> float:
-    if v is None:
-        return float("nan")
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-    return v if np.isfinite(v) else float("nan")
+    f = svgplot.finite(v)
+    return float("nan") if f is None else f
 
 
 def _top(values: Sequence[Any]) -> float | None:
     """The largest finite value, None when there is none."""
-    vals = [v for v in (_finite(x) for x in values) if not np.isnan(v)]
-    return max(vals) if vals else None
+    return max((f for f in map(svgplot.finite, values) if f is not None), default=None)
 
 
 def _from_zero(p: Panel, top: float | None) -> None:

@@ -335,6 +335,24 @@ def own_load(x: Any) -> str:
     return f"{x.load:g}" if x.unit == "users" else f"{x.load:.3g}/s"
 
 
+def step_cells(step: Step) -> list[Any]:
+    """A step's figures as the markdown and HTML tables show them, its load to its errors (the
+    state that ends each row is the table's own)."""
+    s = step.summary
+    return [f"{step.load:g}", s.requests, fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95),
+            fmt_ms(s.itl.median), fmt_ms(s.itl.p95), fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
+            f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed]
+
+
+def class_cells(c: Any) -> list[Any]:
+    """A traffic class's figures at a step as the markdown and HTML tables show them, its own
+    load to its cancelled requests (after the step's load and the class's name)."""
+    s = c.summary
+    return [own_load(c), s.requests, fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95),
+            fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
+            s.cancelled or 0]
+
+
 def ramp_row(step: Step) -> str:
     return _row(f"{step.load:g}", step.summary, state_text(step))
 

@@ -110,18 +110,13 @@ def summary_rows(run: "Run | str | Path") -> list[dict[str, Any]]:
     return [_summary_row(run.summary, None, load.get("concurrency"), load.get("rate"), None)]
 
 
-def _rows_and_columns(run: "Run | str | Path", per_request: bool) -> tuple[Iterable[dict[str, Any]], list[str]]:
-    if per_request:
-        return request_rows(as_run(run)), list(COLUMN_NAMES)
-    return summary_rows(run), [name for name, _ in SUMMARY_COLUMNS]
-
-
 def write_csv(run: "Run | str | Path", out: str | Path | IO[str], *, per_request: bool = False) -> None:
     """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first.
     Empty cell: no value (a failed request's TTFT); booleans as true/false; floats to 3
     decimals (``csv_cell``)."""
     run = as_run(run)
-    rows, columns = _rows_and_columns(run, per_request)
+    rows, columns = ((request_rows(run), list(COLUMN_NAMES)) if per_request else
+                     (summary_rows(run), [name for name, _ in SUMMARY_COLUMNS]))
     if isinstance(out, (str, Path)):
         with open(out, "w", encoding="utf-8", newline="") as fh:
             _csv(fh, rows, columns)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from llmbench.results.display import local_time
 from llmbench.analysis.slo import ThresholdError, parse_threshold
 from llmbench.report import charts, svgplot
-from llmbench.report.console import KIND_WORDS, fmt_ms, join_sentence, own_load
+from llmbench.report.console import KIND_WORDS, class_cells, fmt_ms, join_sentence, step_cells
 from llmbench.results.latencies import Latencies, read_jsonl
 from llmbench.results.schema import (Check, ProbeStep, Run, ServerProbe, Step, Summary, Verdict,
                                      amount)
@@ -58,12 +58,6 @@ def _chart(chart: svgplot.Chart, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
-def _thresholds(run: Run) -> dict[str, tuple[float, str]]:
-    """The first TTFT and ITL latency threshold of a ramp, with its statistic (the chart says
-    which line it bounds)."""
-    return chart_thresholds(run.thresholds_asked)
-
-
 def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of these, with its statistic (the report's
     charts and the dashboard's draw the same lines)."""
@@ -90,14 +84,9 @@ def _ms2(v: Any) -> str:
 def _step_rows(steps: Sequence[Step]) -> tuple[list[list[Any]], list[str]]:
     rows, classes = [], []
     for st in steps:
-        s = st.summary
         failed = [c.text or c.threshold for c in st.failed_checks]
-        rows.append([f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
-                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
-                     fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
-                     f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                     ("held" if st.held else f"{st.state}: " + "; ".join(failed))
-                     + (" (still drifting)" if st.drifting else "")])
+        rows.append(step_cells(st) + [("held" if st.held else f"{st.state}: " + "; ".join(failed))
+                                      + (" (still drifting)" if st.drifting else "")])
         classes.append("held" if st.held else "over")
     return rows, classes
 
@@ -123,12 +112,8 @@ def _classes(run: Run) -> list[str]:
                           ["over" if c.broke else "held" for c in v.classes.values()], left=3))
     rows, marks = [], []
     for load, n, c in parts:
-        s = c.summary
         failed = [x.text or x.threshold for x in c.failed_checks]
-        rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n,
-                     own_load(c), s.requests, fmt_ms(s.ttft.median),
-                     fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95), fmt_ms(s.e2el.p95),
-                     f"{s.output_throughput or 0:.1f}", s.failed, s.cancelled or 0,
+        rows.append([f"{load:g}" if isinstance(load, (int, float)) else "–", n, *class_cells(c),
                      "held" if c.held else f"{c.state}: " + "; ".join(failed)])
         marks.append("held" if c.held else "over")
     out.append(_table([run.load_unit if run.kind == "ramp" else "load", "class", "its load", "requests", "TTFT p50", "TTFT p95",
@@ -271,8 +256,8 @@ def _ramp(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
     body += _sessions(unit, [(f"{st.load:g}", st.sessions) for st in steps])
     if steps:
         body.append("<h2>Latency and throughput against load</h2>")
-        body.append(_chart(charts.ramp_latency_chart(steps, _thresholds(run), unit),
-                           "latency vs load"))
+        ths = chart_thresholds(run.thresholds_asked)
+        body.append(_chart(charts.ramp_latency_chart(steps, ths, unit), "latency vs load"))
         body.append(_chart(charts.ramp_throughput_chart(steps, unit), "throughput vs load"))
         body.append("<h2>Latency distributions per step</h2>")
         ttft_groups, itl_groups = [], []

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,10 +229,8 @@ class _Spans:
             for step, (a, b) in sorted(self._steps.items())], count=False)
 
     def shutdown(self) -> None:
-        try:
+        with suppress(Exception):
             self._exporter.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def endpoint_of(url: str | None) -> str:
@@ -303,10 +302,8 @@ class OtlpExporter:
             except (OSError, ValueError):
                 pass                    # the child is gone: close() says what was lost
             return
-        try:
+        with suppress(queue.Full):
             self._q.put_nowait(_Preflight(rec))
-        except queue.Full:
-            pass
 
     # -- the thread (no run folder) -----------------------------------------------------------
     def _work(self) -> None:
@@ -376,10 +373,8 @@ class OtlpExporter:
     def _close_thread(self) -> None:
         spans = self._spans
         assert spans is not None
-        try:
+        with suppress(queue.Full):
             self._q.put(None, timeout=CLOSE_WAIT_S)
-        except queue.Full:
-            pass
         self._thread.join(CLOSE_WAIT_S)
         if self._thread.is_alive():
             # still exporting (a slow collector): what it holds and what waits are lost
@@ -479,10 +474,8 @@ def _follow(log: str, spans: _Spans) -> None:
 
 def main(argv: list[str]) -> None:
     log, url, model, api, base_url, run_name, epoch = argv
-    try:
+    with suppress(OSError):
         os.nice(10)         # on a busy machine the load's own process gets the CPU first
-    except OSError:
-        pass
     _follow(log, _Spans(None if url == "env" else url, model, api, base_url, run_name,
                         float(epoch)))
 

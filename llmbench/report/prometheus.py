@@ -36,6 +36,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -377,10 +378,8 @@ class MetricsExporter:
             self._server.server_close()
             self._server = None
         if self.keep is not None:
-            try:
+            with suppress(OSError):  # the records are what matters; they are kept
                 self.keep.write_bytes(self.render())
-            except OSError:
-                pass                    # the records are what matters; they are kept
             self.keep = None
 
     @property

@@ -88,9 +88,6 @@ def finite(v: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
-_finite = finite
-
-
 # -- the description -------------------------------------------------------------------------
 
 @dataclass
@@ -318,9 +315,7 @@ class Panel:
 def _drawn(t: Any) -> bool:
     if isinstance(t, Line):
         return any(y is not None for y in t.ys)
-    if isinstance(t, Area):
-        return bool(t.xs)
-    if isinstance(t, Bars):
+    if isinstance(t, (Area, Bars)):
         return bool(t.xs)
     if isinstance(t, Boxes):
         return bool(t.positions)
@@ -564,13 +559,15 @@ def _legend_rows(entries: Sequence[LegendEntry], x: float, y: float, box: bool) 
         out.append(f'<rect x="{x - 4:.2f}" y="{y - step / 2 - 2:.2f}" width="{w:.2f}" '
                    f'height="{len(entries) * step + 4:.2f}" fill="#fff" fill-opacity="0.8" '
                    'stroke="#ccc" stroke-width="0.8" rx="2"/>')
-    for i, e in enumerate(entries):
-        yy = y + i * step
-        out.append(f'<g transform="translate({x:.2f},{yy:.2f})">{_swatch(e)}</g>'
-                   f'<text class="legend-entry" x="{x + 26:.2f}" y="{yy + 3.5:.2f}" '
-                   f'font-size="{SMALL_PX}">{esc(e.label)}</text>')
+    out += [_legend_entry(e, x, y + i * step) for i, e in enumerate(entries)]
     out.append("</g>")
     return "".join(out)
+
+
+def _legend_entry(e: LegendEntry, x: float, y: float) -> str:
+    return (f'<g transform="translate({x:.2f},{y:.2f})">{_swatch(e)}</g>'
+            f'<text class="legend-entry" x="{x + 26:.2f}" y="{y + 3.5:.2f}" '
+            f'font-size="{SMALL_PX}">{esc(e.label)}</text>')
 
 
 def legend_width(entries: Sequence[LegendEntry]) -> float:
@@ -647,14 +644,9 @@ def _shared_legend_svg(c: Chart) -> str:
     y = c.legend_y if c.legend_y is not None else max(p.y0 + p.h for p in c.panels) + 46
     x0 = c.width / 2 - ncol * col_w / 2
     step = SMALL_PX + 4
-    out = ['<g class="legend shared">']
-    for i, e in enumerate(c.legend):
-        x, yy = x0 + (i % ncol) * col_w, y + (i // ncol) * step
-        out.append(f'<g transform="translate({x:.2f},{yy:.2f})">{_swatch(e)}</g>'
-                   f'<text class="legend-entry" x="{x + 26:.2f}" y="{yy + 3.5:.2f}" '
-                   f'font-size="{SMALL_PX}">{esc(e.label)}</text>')
-    out.append("</g>")
-    return "".join(out)
+    return "".join(['<g class="legend shared">']
+                   + [_legend_entry(e, x0 + (i % ncol) * col_w, y + (i // ncol) * step)
+                      for i, e in enumerate(c.legend)] + ["</g>"])
 
 
 def shared_legend_height(n: int, ncol: int = 6) -> float:

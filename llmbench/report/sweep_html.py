@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from llmbench.results.display import local_time
 from llmbench.results.jsonfile import RunFolderError
-from llmbench.results.schema import Run, Step, Summary, Sweep, SweepSetting, amount
+from llmbench.results.schema import Run, Summary, Sweep, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import CSS, _chart, _sessions, _table, e
@@ -78,10 +78,6 @@ def _runs(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[SweepS
         except RunFolderError:
             continue
     return out
-
-
-def _ramps(runs: Sequence[tuple[SweepSetting, Run]]) -> list[tuple[str, list[Step]]]:
-    return [(r.name, run.ladder()) for r, run in runs if run.steps]
 
 
 def _sessions_rows(runs: Sequence[tuple[SweepSetting, Run]], load: float | None,
@@ -201,7 +197,7 @@ def _charts(doc: Sweep, sweep_dir: Path, unit: str, axis_name: str) -> list[str]
         out.append(_chart(at_load_chart(measured, load, unit, axis_name), "at common load"))
     runs = _runs(sweep_dir, results)
     out += _sessions("setting", _sessions_rows(runs, load, unit))
-    ramps = _ramps(runs)
+    ramps = [(r.name, run.ladder()) for r, run in runs if run.steps]
     if ramps:
         out.append("<h2>Each ramp against load</h2>")
         out.append(_chart(charts.compare_overlay_chart(ramps, unit), "ramps overlaid"))

@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.report.console import KIND_WORDS, fmt_ms, own_load
+from llmbench.report.console import KIND_WORDS, class_cells, fmt_ms, step_cells
 from llmbench.results.schema import ClassStep, ProbeStep, Run, Step, Summary
 
 # a column's header is the summary's key (run.json's name), its cell the contract's field
@@ -52,10 +52,6 @@ def class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
     return []
 
 
-def _has_classes(run: Run) -> bool:
-    return bool(class_rows(run))
-
-
 class _Cells:
     """A csv writer whose cells are written as every llmbench CSV writes them (csv_cell)."""
 
@@ -82,7 +78,7 @@ def to_csv(run_dir: str | Path) -> str:
                         o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
-    classes = _has_classes(run)
+    classes = bool(class_rows(run))
     # traffic classes: a class column (empty: the whole crowd) and each class's own load
     w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
@@ -134,15 +130,10 @@ def _md_classes(run: Run) -> list[str]:
                "| errors | cancelled | |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for load, n, c in rows:
-        s = c.summary
         failed = "; ".join(x.text or x.threshold for x in c.failed_checks)
         load_text = "–" if load is None else (f"{load:g}" if isinstance(load, (int, float))
                                               else str(load))
-        cells = [load_text, f"`{_md_code(n)}`",
-                 own_load(c), s.requests,
-                 fmt_ms(s.ttft.median), fmt_ms(s.ttft.p95), fmt_ms(s.itl.p95),
-                 fmt_ms(s.e2el.p95), f"{s.output_throughput or 0:.1f}", s.failed,
-                 s.cancelled or 0,
+        cells = [load_text, f"`{_md_code(n)}`", *class_cells(c),
                  "held" if c.held else f"**{_md_escape(c.state)}**"
                  + (f": {_md_escape(failed)}" if failed else "")]
         out.append("| " + " | ".join(str(x) for x in cells) + " |")
@@ -175,12 +166,7 @@ def _md_ramp(run: Run) -> list[str]:
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                + ("---:|" if gave_up else "") + "---|")
     for st in run.steps:
-        s = st.summary
-        cells = [f"{st.load:g}", s.requests, fmt_ms(s.ttft.median),
-                 fmt_ms(s.ttft.p95), fmt_ms(s.itl.median), fmt_ms(s.itl.p95),
-                 fmt_ms(s.tpot.p95), fmt_ms(s.e2el.p95),
-                 f"{s.output_throughput:.1f}", f"{s.request_throughput:.2f}", s.failed,
-                 *([s.cancelled or 0] if gave_up else []),
+        cells = [*step_cells(st), *([st.summary.cancelled or 0] if gave_up else []),
                  "held" if st.held else f"**{st.state}**"]
         out.append("| " + " | ".join(str(c) for c in cells) + " |")
     return out + _md_ramp_sessions(run) + _md_classes(run)

@@ -19,6 +19,7 @@ sentinels (2147483632 and up for 32-bit fields, 9.2e18 for 64-bit ones) and thos
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from llmbench.servers.prometheus import parse_prometheus
@@ -114,16 +115,9 @@ class NvmlReader:
         self.static: list[dict[str, Any]] = []
         driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
         for i, h in enumerate(self.handles):
-            info: dict[str, Any] = {"gpu": str(i)}
-            name = _text(_try(pynvml.nvmlDeviceGetName, h))
-            uuid = _text(_try(pynvml.nvmlDeviceGetUUID, h))
-            if name:
-                info["name"] = name
-            if uuid:
-                info["uuid"] = uuid
-            if driver:
-                info["driver"] = driver
-            self.static.append(info)
+            info = {"gpu": str(i), "name": _text(_try(pynvml.nvmlDeviceGetName, h)),
+                    "uuid": _text(_try(pynvml.nvmlDeviceGetUUID, h)), "driver": driver}
+            self.static.append({k: v for k, v in info.items() if v})
         self._energy_ok = [True] * n
 
     def read(self) -> list[dict[str, Any]]:
@@ -158,10 +152,8 @@ class NvmlReader:
         return out
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self.nv.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _try(fn: Any, *args: Any) -> Any:
@@ -241,10 +233,8 @@ class AmdReader:
         return out
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self.amd.amdsmi_shut_down()
-        except Exception:
-            pass
 
 
 def _num(v: Any) -> float | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,19 +141,15 @@ class ServerProbe:
                         except OSError as exc:      # the disk: keep polling, in memory only
                             self.note = (f"server probe: cannot write {out} "
                                          f"({exc.strerror or exc}); samples kept in memory")
-                            try:
+                            with suppress(OSError):
                                 fh.close()
-                            except OSError:
-                                pass
                             fh = None
                     if failures >= 5:
                         self.note = f"server probe: stopped after 5 failed polls of {self.root}"
                         return
-                    try:
+                    with suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(stop.wait(),
                                                max(self.interval_s - (time.perf_counter() - t0), 0.05))
-                    except asyncio.TimeoutError:
-                        pass
             finally:
                 if fh:
                     fh.close()

@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -128,10 +129,8 @@ class Telemetry:
             await asyncio.gather(*tasks)
         finally:
             if self._fh is not None:
-                try:
+                with suppress(OSError):
                     self._fh.close()
-                except OSError:
-                    pass
                 self._fh = None
 
     def _emit(self, sample: dict[str, Any]) -> None:
@@ -143,10 +142,8 @@ class Telemetry:
             except OSError as exc:          # the disk: keep sampling, in memory only
                 self.note(f"telemetry: cannot write telemetry.jsonl ({exc.strerror or exc}); "
                           "samples kept in memory")
-                try:
+                with suppress(OSError):
                     self._fh.close()
-                except OSError:
-                    pass
                 self._fh = None
 
     async def _every(self, stop: asyncio.Event, t0: float) -> bool:
@@ -206,21 +203,17 @@ class Telemetry:
                     self.note(f"{flag} {shown}: not {what}'s page ({exc}); point it at the "
                               "exporter's /metrics")
                     return
-                except _Bad as exc:
-                    failures += 1
-                    if first or failures >= GIVE_UP_AFTER:
-                        self.note(f"{flag} {shown} {exc}" + (
-                            "; not scraped" if first else f" {failures} times in a row; "
-                            "stopped scraping it"))
-                        return
-                    got = None
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+                except (_Bad, aiohttp.ClientError, asyncio.TimeoutError, OSError,
+                        ValueError) as exc:
                     failures += 1
                     why = ("no whole answer within 3 s" if isinstance(exc, asyncio.TimeoutError)
                            else type(exc).__name__)
+                    # "answered HTTP 502 3 times in a row", "did not answer (X), 3 times ..."
+                    what, sep = (str(exc), " ") if isinstance(exc, _Bad) else (
+                        f"did not answer ({why})", ", ")
                     if first or failures >= GIVE_UP_AFTER:
-                        self.note(f"{flag} {shown} did not answer ({why})" + (
-                            "; not scraped" if first else f", {failures} times in a row; "
+                        self.note(f"{flag} {shown} {what}" + (
+                            "; not scraped" if first else f"{sep}{failures} times in a row; "
                             "stopped scraping it"))
                         return
                     got = None

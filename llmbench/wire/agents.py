@@ -153,22 +153,19 @@ def request_fields(api: str, tools: list[dict[str, Any]] | None, tool_choice: st
     if api == "anthropic":
         from llmbench.wire.anthropic import tools_fields
         return tools_fields(tools, tool_choice)
-    if api == "responses":
-        if tools:
-            out["tools"] = [{"type": "function", **t["function"]} for t in tools]
-        if tool_choice:
-            out["tool_choice"] = tool_choice
-        if schema is not None:
-            out["text"] = {"format": {"type": "json_schema", "name": name, "schema": schema,
-                                      "strict": False}}
-    elif api == "openai-chat":
-        if tools:
-            out["tools"] = tools
-        if tool_choice:
-            out["tool_choice"] = tool_choice
-        if schema is not None:
-            out["response_format"] = {"type": "json_schema",
-                                      "json_schema": {"name": name, "schema": schema, "strict": False}}
+    if api not in ("responses", "openai-chat"):
+        return out
+    if tools:       # the Responses API's are flat: {"type": "function", "name", ...}
+        out["tools"] = tools if api == "openai-chat" else [{"type": "function", **t["function"]}
+                                                            for t in tools]
+    if tool_choice:
+        out["tool_choice"] = tool_choice
+    if schema is not None and api == "responses":
+        out["text"] = {"format": {"type": "json_schema", "name": name, "schema": schema,
+                                  "strict": False}}
+    elif schema is not None:
+        out["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": name, "schema": schema, "strict": False}}
     return out
 
 

@@ -32,10 +32,6 @@ def _native_message(m: dict[str, Any]) -> dict[str, Any]:
                        if p.get("type") == "image_url"]}
 
 
-def _native(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return with_content_lists(messages, _native_message)
-
-
 def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
               params: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {}
@@ -43,7 +39,9 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
         options["num_predict"] = max_tokens
     if params.get("temperature") is not None:
         options["temperature"] = params["temperature"]
-    body: dict[str, Any] = {"model": model, "messages": _native(messages), "stream": stream}
+    body: dict[str, Any] = {"model": model,
+                            "messages": with_content_lists(messages, _native_message),
+                            "stream": stream}
     extra = dict(params.get("extra_body") or {})
     options.update(extra.pop("options", {}) or {})
     if options:

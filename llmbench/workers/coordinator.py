@@ -130,7 +130,6 @@ class Fleet:
         self._h = h
         self._max_in_flight = shape.max_in_flight()
         self._stopping = d.stopping
-        self._stop_sent = False
         self._counter = self._counter_spec()
         if self._counter is None and self.count_tokens is not None:
             print("note: worker processes count a reply's tokens by its token events when the "
@@ -257,8 +256,12 @@ class Fleet:
         cid = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._calls[(w.link.worker_id, cid)] = fut
-        w.link.send({"type": "call", "id": cid, "op": op, "args": args, "clock": "coordinator"})
+        w.link.send(_call(op, args, cid))
         return await fut
+
+    async def call_all(self, op: str, **args: Any) -> list[Any]:
+        """The same call to every live worker; their replies."""
+        return await asyncio.gather(*(self.call(w, op, **args) for w in self.alive()))
 
     def alive(self) -> list[_Worker]:
         return [w for w in self._w.values() if not (w.gone or w.done)]
@@ -347,6 +350,11 @@ class Fleet:
         sink.counters = total
 
 
+def _call(op: str, args: dict[str, Any], cid: int = -1) -> dict[str, Any]:
+    """A call's message; id -1: no reply is awaited."""
+    return {"type": "call", "id": cid, "op": op, "args": args, "clock": "coordinator"}
+
+
 class RemoteCrowd:
     """The ramp's Crowd over worker processes: the same calls, by messages. Users go to the
     worker with the fewest (lowest id first); with ``auto``, a worker is added when a step's
@@ -366,8 +374,7 @@ class RemoteCrowd:
         self.step = index
         for s in self.fleet._sinks.values():
             s.step = index
-        self.fleet._send_all({"type": "call", "id": -1, "op": "set_step",
-                              "args": {"index": index}, "clock": "coordinator"})
+        self.fleet._send_all(_call("set_step", {"index": index}))
 
     async def add_users(self, users: list[tuple[int, float]]) -> None:
         f = self.fleet
@@ -381,8 +388,7 @@ class RemoteCrowd:
                 await f._go(new)
                 for w in new:
                     if self.step is not None:
-                        w.link.send({"type": "call", "id": -1, "op": "set_step",
-                                     "args": {"index": self.step}, "clock": "coordinator"})
+                        w.link.send(_call("set_step", {"index": self.step}))
         placed: dict[int, list[tuple[int, float]]] = {}
         for uid, at in users:
             alive = f.alive()
@@ -393,8 +399,7 @@ class RemoteCrowd:
             placed.setdefault(w.link.worker_id, []).append((uid, at))
             self.where[uid] = w.link.worker_id
         for wid, us in placed.items():
-            f._w[wid].link.send({"type": "call", "id": -1, "op": "add_users",
-                                 "args": {"users": us}, "clock": "coordinator"})
+            f._w[wid].link.send(_call("add_users", {"users": us}))
 
     async def remove_users(self, uids: Sequence[int]) -> None:
         f = self.fleet
@@ -407,20 +412,16 @@ class RemoteCrowd:
             mine = by_worker.get(w.link.worker_id)
             if mine:
                 w.users -= len(mine)
-                w.link.send({"type": "call", "id": -1, "op": "remove_users",
-                             "args": {"uids": mine}, "clock": "coordinator"})
+                w.link.send(_call("remove_users", {"uids": mine}))
 
     async def end_conversations(self) -> None:
-        self.fleet._send_all({"type": "call", "id": -1, "op": "end_conversations", "args": {},
-                              "clock": "coordinator"})
+        self.fleet._send_all(_call("end_conversations", {}))
 
     async def leaving(self) -> int:
-        got = await asyncio.gather(*(self.fleet.call(w, "leaving") for w in self.fleet.alive()))
-        return sum(v or 0 for v in got)
+        return sum(v or 0 for v in await self.fleet.call_all("leaving"))
 
     async def cancel_leaving(self) -> None:
-        await asyncio.gather(*(self.fleet.call(w, "cancel_leaving")
-                               for w in self.fleet.alive()))
+        await self.fleet.call_all("cancel_leaving")
 
     def start_trace(self, items: Sequence[Any], copies: int, speed: float, t0: float) -> None:
         # a recording replays in one process: ramp --trace refuses --workers (check_trace)
@@ -434,22 +435,19 @@ class RemoteCrowd:
         alive = self.fleet.alive()
         for k, w in enumerate(alive):
             mine = [i for i in range(len(offsets)) if i % len(alive) == k]
-            w.link.send({"type": "call", "id": -1, "op": "start_rate", "clock": "coordinator",
-                         "args": {"step": step, "offsets": [offsets[i] for i in mine],
-                                  "t0": t0, "index": mine}})
+            w.link.send(_call("start_rate", {"step": step, "t0": t0, "index": mine,
+                                             "offsets": [offsets[i] for i in mine]}))
 
     def stop_rate(self) -> None:
-        self.fleet._send_all({"type": "call", "id": -1, "op": "stop_rate", "args": {},
-                              "clock": "coordinator"})
+        self.fleet._send_all(_call("stop_rate", {}))
 
     async def pending(self, index: int, hold_start: float, hold_end: float) -> int:
-        got = await asyncio.gather(*(self.fleet.call(w, "pending", index=index,
-                                                     hold_start=hold_start, hold_end=hold_end)
-                                     for w in self.fleet.alive()))
+        got = await self.fleet.call_all("pending", index=index, hold_start=hold_start,
+                                        hold_end=hold_end)
         return sum(v or 0 for v in got)
 
     async def finish(self) -> None:
-        await asyncio.gather(*(self.fleet.call(w, "finish") for w in self.fleet.alive()))
+        await self.fleet.call_all("finish")
 
 
 class RemoteProbe:

@@ -21,6 +21,7 @@ import asyncio
 import os
 import multiprocessing
 import signal
+from contextlib import suppress
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -68,10 +69,8 @@ class PipeEnd:
     def _unwatch(self) -> None:
         """Stop watching the pipe (once) and mark this end closed."""
         if self._loop is not None and not self.closed:
-            try:
+            with suppress(OSError, ValueError):
                 self._loop.remove_reader(self.conn.fileno())
-            except (OSError, ValueError):
-                pass
         self.closed = True
 
     def _eof(self) -> None:

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -234,10 +235,8 @@ class WorkerActor:
         assert self.wake is not None
         if not self.outbox and not self.finished:
             self.wake.clear()
-            try:
+            with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), wait_s)
-            except asyncio.TimeoutError:
-                pass
         out, self.outbox = self.outbox, []
         return out, self.finished and not self.outbox
 
@@ -360,17 +359,13 @@ class RayLink:
 
     def kill(self) -> None:
         import ray
-        try:
+        with suppress(Exception):
             ray.kill(self._actor)
-        except Exception:
-            pass
         self._say("killed")
 
     async def close(self, timeout_s: float = 5.0) -> None:
-        try:
+        with suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
-        except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
-            pass
         if not self._task.done():
             self._task.cancel()
         if not self._closed:

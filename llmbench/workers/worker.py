@@ -196,6 +196,11 @@ async def worker_main(spec: WorkerSpec, channel: Channel) -> None:
             await c.__aexit__(None, None, None)
 
 
+# the Crowd's calls that carry no time: the coordinator's arguments are its own, as sent
+_AS_SENT = ("set_step", "stop_rate", "remove_users", "end_conversations", "leaving",
+            "cancel_leaving", "finish")
+
+
 async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, out: _Outbox,
                   wid: int, spec: WorkerSpec) -> None:
     """A remote-controlled share (ramp, probe): run the coordinator's calls until "end"."""
@@ -234,27 +239,17 @@ async def _remote(plan: Any, d: Drive, inbox: asyncio.Queue, channel: Channel, o
                 continue
             assert crowd is not None, f"{op} needs a ramp crowd"
             value: Any = None
-            if op == "set_step":
-                crowd.set_step(a["index"])
-            elif op == "add_users":
+            if op == "add_users":
                 await crowd.add_users([(u, at - off) for u, at in a["users"]])
             elif op == "start_rate":
                 crowd.start_rate(a["step"], a["offsets"], a["t0"] - off, a["index"])
-            elif op == "stop_rate":
-                crowd.stop_rate()
             elif op == "pending":
                 value = await crowd.pending(a["index"], a["hold_start"] - off,
                                             a["hold_end"] - off)
-            elif op == "remove_users":
-                await crowd.remove_users(a["uids"])
-            elif op == "end_conversations":
-                await crowd.end_conversations()
-            elif op == "leaving":
-                value = await crowd.leaving()
-            elif op == "cancel_leaving":
-                await crowd.cancel_leaving()
-            elif op == "finish":
-                await crowd.finish()
+            elif op in _AS_SENT:
+                value = getattr(crowd, op)(**a)
+                if asyncio.iscoroutine(value):
+                    value = await value
             reply(msg["id"], value)
     finally:
         if crowd is not None:
