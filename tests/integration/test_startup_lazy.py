@@ -1,0 +1,25 @@
+"""What `llmbench run` against a URL does not load because it does not need it (issue 50 §2:
+start-up under 0.3 s of CPU; scripts/bench_startup.py and scripts/bench_client_cpu.py --whole
+print the figures). Each test checks what is loaded or done, never a time."""
+
+from __future__ import annotations
+
+from tests.helpers import llmbench
+
+
+def test_an_http_run_does_not_load_the_environments_ca_bundles(tmp_path):
+    # the environment's bundle is checked (loaded, ~0.02 s of CPU each) only when something
+    # will speak TLS: a broken one does not stop an http:// run, and still stops an https:// one
+    bad = tmp_path / "broken.pem"
+    bad.write_text("not a certificate\n")
+    env = {"REQUESTS_CA_BUNDLE": str(bad)}
+    base = ("--model", "m", "--requests", "1", "--out", str(tmp_path / "o"), "--no-progress")
+    r = llmbench("run", "--url", "http://127.0.0.1:9/v1", *base, env=env)
+    assert "not a PEM" not in r.stderr and "cannot reach" in r.stderr, r.stderr
+    r = llmbench("run", "--url", "https://127.0.0.1:9/v1", *base, env=env)
+    assert r.returncode == 2 and "REQUESTS_CA_BUNDLE" in r.stderr and "not a PEM" in r.stderr, \
+        r.stderr
+    # an https:// address in another option (a node exporter's) counts too
+    r = llmbench("run", "--url", "http://127.0.0.1:9/v1", *base, "--host-metrics",
+                 "https://127.0.0.1:9/metrics", env=env)
+    assert r.returncode == 2 and "not a PEM" in r.stderr, r.stderr
