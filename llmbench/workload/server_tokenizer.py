@@ -21,8 +21,11 @@ absolute-form or a CONNECT tunnel, and its TLS context), as the requests do.
 
 from __future__ import annotations
 
+import heapq
 import http.client
+import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -91,7 +94,7 @@ class ServerTokenizer:
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise _OutOfBudget(
-                f"counting with the server's /tokenize took over {self.budget_s:g} s "
+                f"counting with the server's /tokenize used its {self.budget_s:g} s budget "
                 f"({self.calls} calls)")
         status, data = _post(self._local, self.root, path, body, self.headers,
                              min(timeout_s, left), self.net)
@@ -225,13 +228,12 @@ class _Deadline:
 
     def __init__(self, conn: http.client.HTTPConnection, timeout_s: float) -> None:
         self.fired = False
+        self.done = False
         self._conn = conn
         # the socket the response reads from: http.client lets go of it (conn.sock = None)
         # once a response that closes the connection has begun, but reads on through it
         self.sock: socket.socket | None = None
-        self._timer = threading.Timer(timeout_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _WATCH.add(time.monotonic() + timeout_s, self)
 
     def _fire(self) -> None:
         self.fired = True
@@ -243,7 +245,47 @@ class _Deadline:
                 pass
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        self.done = True
+
+
+class _Watchdog:
+    """One thread for every call's deadline: a threading.Timer per call started a thread per
+    call, half of each call's CPU (prepare_unit_words makes ~1,000 calls before a run).
+    A cancelled deadline is dropped when it comes up."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = itertools.count()
+        self._pid = -1                      # the process its thread runs in (not a fork's)
+
+    def add(self, when: float, guard: _Deadline) -> None:
+        with self._cv:
+            if self._pid != os.getpid():
+                self._pid, self._heap = os.getpid(), []
+                threading.Thread(target=self._run, name="tokenize-deadlines",
+                                 daemon=True).start()
+            heapq.heappush(self._heap, (when, next(self._seq), guard))
+            if self._heap[0][2] is guard:
+                self._cv.notify()
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                heap = self._heap
+                while heap and heap[0][2].done:
+                    heapq.heappop(heap)
+                if not heap:
+                    self._cv.wait()
+                    continue
+                left = heap[0][0] - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                heapq.heappop(heap)[2]._fire()
+
+
+_WATCH = _Watchdog()
 
 
 def _post(local: threading.local, root: str, path: str, body: dict[str, Any],

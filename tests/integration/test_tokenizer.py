@@ -220,6 +220,25 @@ def test_synthetic_prompts_are_exact_as_the_server_counts(dialect):
     assert sum(server_count(c.turns[0].user) != 60 for c in approx.conversations) > 20
 
 
+def test_one_token_words_are_found_with_few_calls_and_are_the_ones_asking_each_finds():
+    # the words one token with and without a leading space, by the served model's own BPE
+    # (most of its 60 common words are, rarer ones split): found by asking groups, they are
+    # exactly the words that asking word by word finds, in order, with far fewer calls
+    from llmbench.workload.synthetic import prepare_unit_words
+    t, srv = _bpe_server("vllm")
+    one = lambda s: len(t.encode(s, add_special_tokens=False).ids) == 1  # noqa: E731
+    expected = tuple(w for w in WORDS if one(" " + w) and one(w))
+    assert 16 <= len(expected) <= len(WORDS) - 20      # the case the groups must split
+    with srv:
+        tok = load_tokenizer("server", server=srv.ref)
+        before = srv.calls
+        prepare_unit_words(tok)
+        calls = srv.calls - before
+    assert tok.unit_words == expected
+    # word by word: one call per word with a space and one without, and the check
+    assert calls < 1.6 * len(WORDS), calls
+
+
 def test_a_server_whose_counts_do_not_add_up_by_word_still_gets_exact_prompts():
     # 3-character chunks of the whole string: no word is one token, merges cross spaces
     def enc(s):
