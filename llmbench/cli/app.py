@@ -496,6 +496,9 @@ def _stop_signals_raise() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] and sys.argv[1] in ("run", "ramp", "probe", "sweep"):
+        from llmbench.load import hold_collector
+        hold_collector()                    # until the load starts (load.harness)
     _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)

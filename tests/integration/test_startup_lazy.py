@@ -23,3 +23,30 @@ def test_an_http_run_does_not_load_the_environments_ca_bundles(tmp_path):
     r = llmbench("run", "--url", "http://127.0.0.1:9/v1", *base, "--host-metrics",
                  "https://127.0.0.1:9/metrics", env=env)
     assert r.returncode == 2 and "not a PEM" in r.stderr, r.stderr
+
+
+def test_the_collector_held_through_start_up_is_on_again_for_the_load(mock_factory, tmp_path):
+    # the command line holds cyclic collection through start-up (cli.app.main); the harness
+    # gives it back, with start-up's objects frozen out of it, before the first request
+    import gc
+    import llmbench
+    from llmbench.load import hold_collector, release_collector
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    seen = []
+    frozen = gc.get_freeze_count()
+    hold_collector()
+    try:
+        assert not gc.isenabled()
+        # the harness turns it back on (a harness that did not would leave it off here)
+        run = llmbench.run(url=m.url + "/v1", model="mock", concurrency=1, requests=2,
+                           out=tmp_path, progress=False, quiet=True)
+        seen.append(gc.isenabled())
+    finally:
+        release_collector()
+        gc.enable()
+    assert run.summary.completed == 2
+    assert seen == [True] and gc.get_freeze_count() > frozen
+    gc.unfreeze()
+    # not held: nothing is frozen, collection is as it was
+    release_collector()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
