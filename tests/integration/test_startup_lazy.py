@@ -50,3 +50,52 @@ def test_the_collector_held_through_start_up_is_on_again_for_the_load(mock_facto
     # not held: nothing is frozen, collection is as it was
     release_collector()
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+WATCH = r"""
+import importlib, json, sys
+app = importlib.import_module("llmbench.cli.app")
+from llmbench.load import harness
+at = {}
+run = harness.Harness.run
+def watched(self, *a, **k):
+    at["load"] = sorted(sys.modules)
+    return run(self, *a, **k)
+harness.Harness.run = watched
+import atexit
+atexit.register(lambda: print("MODULES " + json.dumps({"load": at.get("load"),
+                                                        "end": sorted(sys.modules)})))
+sys.argv = ["llmbench", *sys.argv[1:]]
+app.main()
+"""
+
+
+def _modules(*args: str) -> tuple[set[str], set[str]]:
+    import json
+    import subprocess
+    import sys
+    from tests.helpers import ENV, ROOT
+    env = {k: v for k, v in ENV.items() if k != "LLMBENCH_TOKENIZER"}    # the default: auto
+    r = subprocess.run([sys.executable, "-c", WATCH, *args], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("MODULES "))
+    got = json.loads(line[len("MODULES "):])
+    return set(got["load"]), set(got["end"])
+
+
+def test_a_run_against_a_url_loads_only_what_it_uses(mock_factory, tmp_path):
+    # the mock counts prompts (/tokenize), reports usage and is polled by no probe: nothing
+    # here needs pydantic (typer's coercion), aiohttp (the probe's client; the requests go by
+    # llmbench's own), a tokenizer library (the server counts) or a chart before the load
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    load, end = _modules("run", "--url", m.url + "/v1", "--model", "mock", "--requests", "3",
+                         "--output-tokens", "4", "--server-probe", "off", "--quiet",
+                         "--out", str(tmp_path))
+    never = {"pydantic", "aiohttp", "tiktoken", "tokenizers", "transformers", "matplotlib",
+             "scipy", "datasets", "rich"}
+    loaded = never & {n.split(".")[0] for n in end}
+    assert not loaded, sorted(loaded)
+    later = {"llmbench.report.html", "llmbench.report.charts", "llmbench.report.svgplot"}
+    assert not later & load and later <= end            # the report: after the load, written
+    assert "llmbench.workload.server_tokenizer" in load  # (what did count the prompts)
