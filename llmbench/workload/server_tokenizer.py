@@ -213,13 +213,121 @@ def _connection(local: threading.local, root: str, timeout_s: float,
                 auth = net.proxy_authorization
                 conn.set_tunnel(parts.hostname or "", parts.port or 443,
                                 headers={"Proxy-Authorization": auth} if auth else None)
-        else:
+        elif net.proxy:
             conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+        else:
+            conn = _PlainConn(host, port or 80, timeout_s)     # type: ignore[assignment]
         local.conn, local.root = conn, root
     conn.timeout = timeout_s
     if conn.sock is not None:
         conn.sock.settimeout(timeout_s)
     return conn
+
+
+class _PlainConn:
+    """http.client's HTTPConnection as far as ``_post`` uses it, for a plain http:// server
+    with no proxy between: the request written and the answer read on the socket here.
+    http.client parsed each answer's headers with the email package, ~130 of a call's ~155 us
+    of CPU; a run's start-up and its prompt checks make one call per prompt (issue 50 §2).
+    Its errors are http.client's (RemoteDisconnected, BadStatusLine, IncompleteRead) and the
+    socket's, so ``_post`` retries and words them the same."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.sock: socket.socket | None = None
+        name = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
+        self._host = name if port == 80 else f"{name}:{port}"     # as http.client sends it
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> None:
+        if self.sock is None:
+            self.sock = socket.create_connection((self.host, self.port), self.timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = [f"{method} {url} HTTP/1.1", f"Host: {self._host}", "Accept-Encoding: identity",
+                f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+        self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+
+    def getresponse(self) -> "_PlainResponse":
+        assert self.sock is not None
+        return _PlainResponse(self.sock)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class _PlainResponse:
+    """One answer read whole: the status line, the headers, the body (Content-Length,
+    chunked, or until the server closes)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock, self._buf = sock, b""
+        while True:
+            line = self._line()
+            if not line:
+                raise http.client.RemoteDisconnected("Remote end closed connection without "
+                                                     "response")
+            parts = line.decode("latin-1").split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+                raise http.client.BadStatusLine(line.decode("latin-1").strip())
+            self.status = int(parts[1])
+            self.headers: dict[str, str] = {}
+            while (h := self._line()) not in (b"\r\n", b"\n"):
+                if not h:
+                    raise http.client.IncompleteRead(b"")
+                k, _, v = h.decode("latin-1").partition(":")
+                self.headers[k.strip().lower()] = v.strip()
+            if self.status >= 200:
+                return                      # a 1xx (100 Continue) is followed by the answer
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+    def read(self, limit: int) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            out = b""
+            while len(out) <= limit:
+                line = self._line()
+                if not line:
+                    raise http.client.IncompleteRead(out)
+                try:
+                    size = int(line.split(b";")[0].strip(), 16)
+                except ValueError:
+                    raise http.client.HTTPException(f"bad chunk size {line[:40]!r}") from None
+                if size == 0:
+                    while self._line() not in (b"\r\n", b"\n", b""):
+                        pass                # trailers
+                    break
+                out += self._exactly(size)
+                self._exactly(2)            # the chunk's CRLF
+            return out
+        length = self.headers.get("content-length")
+        if length is not None:
+            return self._exactly(min(int(length), limit))
+        while len(self._buf) <= limit and (data := self._sock.recv(65536)):
+            self._buf += data               # no length: the answer ends when the server closes
+        return self._buf[:limit]
+
+    def _line(self) -> bytes:
+        while b"\n" not in self._buf:
+            if len(self._buf) > 65536:
+                raise http.client.LineTooLong("header line")
+            data = self._sock.recv(65536)
+            if not data:
+                line, self._buf = self._buf, b""
+                return line
+            self._buf += data
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line + b"\n"
+
+    def _exactly(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            data = self._sock.recv(max(65536, n - len(self._buf)))
+            if not data:
+                raise http.client.IncompleteRead(self._buf, n - len(self._buf))
+            self._buf += data
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
 
 
 class _Deadline:
