@@ -198,7 +198,7 @@ def _short(data: Any) -> str:
 
 
 def _connection(local: threading.local, root: str, timeout_s: float,
-                net: Net) -> http.client.HTTPConnection:
+                net: Net) -> "http.client.HTTPConnection | _PlainConn":
     conn = getattr(local, "conn", None)
     if conn is None or getattr(local, "root", None) != root:
         parts = urlsplit(root)
@@ -216,7 +216,7 @@ def _connection(local: threading.local, root: str, timeout_s: float,
         elif net.proxy:
             conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
         else:
-            conn = _PlainConn(host, port or 80, timeout_s)     # type: ignore[assignment]
+            conn = _PlainConn(host, port or 80, timeout_s)
         local.conn, local.root = conn, root
     conn.timeout = timeout_s
     if conn.sock is not None:
@@ -334,7 +334,7 @@ class _Deadline:
     """Shuts a connection's socket down when a call runs past ``timeout_s`` in all: the read
     in progress then ends with an error, whatever the server is sending."""
 
-    def __init__(self, conn: http.client.HTTPConnection, timeout_s: float) -> None:
+    def __init__(self, conn: "http.client.HTTPConnection | _PlainConn", timeout_s: float) -> None:
         self.fired = False
         self.done = False
         self._conn = conn
