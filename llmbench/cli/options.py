@@ -96,7 +96,8 @@ def _plain(annotation: Any, value: Any) -> tuple[bool, Any]:
         return (True, float(value)) if t is str and _FLOAT_TEXT.fullmatch(value) else (False, None)
     if annotation is Path:
         # the path's checks (exists, ...) are typer's own, on a Path as pydantic makes it
-        return (True, Path(value)) if (t is str and value) or isinstance(value, Path) else (False, None)
+        plain = (t is str and value) or isinstance(value, Path)
+        return (True, Path(value)) if plain else (False, None)
     return False, None
 
 
