@@ -496,9 +496,10 @@ def _stop_signals_raise() -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] and sys.argv[1] in ("run", "ramp", "probe", "sweep"):
+    if sys.argv[1:2] and sys.argv[1] in ("run", "ramp", "probe"):
+        # until the load starts (load.harness); not a sweep, which first starts a server
         from llmbench.load import hold_collector
-        hold_collector()                    # until the load starts (load.harness)
+        hold_collector()
     _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)

@@ -10,7 +10,7 @@ def hold_collector() -> None:
     run allocates a few hundred thousand objects that live as long as the process (modules,
     classes, the spec, the workload), and the ~120 collections they set off were ~0.05 s of
     its ~0.33 s of start-up CPU, finding nothing to free (issue 50 §2). For the command line's
-    load commands only: a server or a report is never left without collection."""
+    run, ramp and probe only: a server, a sweep or a report is never left without collection."""
     global _held
     if gc.isenabled():
         gc.disable()
