@@ -20,7 +20,7 @@ import typer
 from typing import Annotated
 
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
-from llmbench.cli.options import P_OUTPUT, spec_command
+from llmbench.cli.options import P_OUTPUT, cheap_coercion, spec_command
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
@@ -377,8 +377,19 @@ def _command(name: str):
     _mod, _cls, fn, cfg, json_ = _TABLE[name]
     extra = ([_config_param()] if cfg else []) + ([_json_param()] if json_ else [])
     one = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    one.command(name.split()[-1])(_guard(spec_command(_spec_class(name), fn, *extra)))
+    one.command(name.split()[-1], cls=_cheap_command())(
+        _guard(spec_command(_spec_class(name), fn, *extra)))
     return typer.main.get_command(one)
+
+
+def _cheap_command() -> type:
+    from typer.core import TyperCommand
+
+    class CheapCommand(TyperCommand):
+        def parse_args(self, ctx, args):
+            cheap_coercion(self.get_params(ctx))    # its options and --help: no pydantic
+            return super().parse_args(ctx, args)
+    return CheapCommand
 
 
 class _Commands(dict):
@@ -437,7 +448,8 @@ def _lazy_group(table: dict, prefix: str = "") -> type:
             return list(self.commands)          # in order, none built
 
         def parse_args(self, ctx, args):
-            _plain_flags(self.get_params(ctx))
+            # the group's own flags (--help, --version, --install-completion): no pydantic
+            cheap_coercion(self.get_params(ctx))
             return super().parse_args(ctx, args)
 
         def get_command(self, ctx, cmd_name):
@@ -454,21 +466,6 @@ def _lazy_group(table: dict, prefix: str = "") -> type:
             finally:
                 self._listing = False
     return LazyGroup
-
-
-def _plain_flags(params) -> None:
-    """The group's own flags (--help, --version, --install-completion) are True, False or
-    None: passed through as they are, so that typer does not import pydantic (60 ms) to
-    coerce them on every invocation (a usage error included). Any other typer: as it is."""
-    try:
-        from typer._coercion import PassThroughRuntimeParam
-    except ImportError:                     # pragma: no cover - the installed typer decides
-        return
-    for p in params:
-        desc = getattr(p, "type_descriptor", None)
-        if getattr(desc, "annotation", None) is bool and getattr(p, "_runtime_param", 0) is None:
-            p._runtime_param = PassThroughRuntimeParam(annotation=bool,
-                                                       parameter_info=desc.parameter_info)
 
 
 app.info.cls = _lazy_group(_TABLE)
@@ -507,6 +504,10 @@ def _stop_signals_raise() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] and sys.argv[1] in ("run", "ramp", "probe"):
+        # until the load starts (load.harness); not a sweep, which first starts a server
+        from llmbench.load import hold_collector
+        hold_collector()
     _stop_signals_raise()
     cx = _click_exceptions()
     abort = getattr(cx, "Abort", None) or getattr(typer, "Abort", KeyboardInterrupt)

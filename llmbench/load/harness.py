@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from llmbench.client.request import Client, RequestParams, Timeouts, preload_transports
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
-from llmbench.load import eventloop
+from llmbench.load import eventloop, release_collector
 from llmbench.load.monitor import LoopMonitor, MonitorSample
 from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverError, Preflighted
 from llmbench.load.session import Counters, Session
@@ -194,6 +194,7 @@ class Harness:
             # the probe's task inside it (a quarter-second stall as the first requests went out)
             importlib.import_module("aiohttp")
         preload_transports([t.target.base_url for t in targets])
+        release_collector()             # the command line's start-up held it (cli.app.main)
         try:
             return eventloop.run(self.run_async(shape, targets))   # uvloop when installed
         finally:

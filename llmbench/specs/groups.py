@@ -159,6 +159,14 @@ class ServerOpts(Spec):
         if self.server_probe not in KINDS:
             yield f"--server-probe {self.server_probe!r}: choose one of {', '.join(KINDS)}"
 
+    def _may_use_tls(self) -> bool:
+        """False only when --url is http:// and no other option names an https:// address
+        (a probe's, a metrics URL): then the environment's CA bundles need no check."""
+        url = getattr(self, "url", None)
+        if not url or not str(url).lower().startswith("http://"):
+            return True                 # no --url (a server found, the mock): not known yet
+        return any("https:" in str(v).lower() for v in vars(self).values() if v)
+
     def net(self) -> Any:
         """The network options (netconfig.NetOptions), checked (the files exist), and made this
         process's own (netconfig.configure), so every target of this command goes the same way."""
@@ -169,7 +177,7 @@ class ServerOpts(Spec):
             key=str(self.key) if self.key else None)
         if netconfig.configured() != opts:
             try:
-                opts.validate()
+                opts.validate(tls=self._may_use_tls())
             except netconfig.NetError as exc:
                 raise UsageError(str(exc)) from None
             netconfig.configure(opts)

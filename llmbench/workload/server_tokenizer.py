@@ -21,8 +21,11 @@ absolute-form or a CONNECT tunnel, and its TLS context), as the requests do.
 
 from __future__ import annotations
 
+import heapq
 import http.client
+import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -91,7 +94,7 @@ class ServerTokenizer:
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise _OutOfBudget(
-                f"counting with the server's /tokenize took over {self.budget_s:g} s "
+                f"counting with the server's /tokenize used its {self.budget_s:g} s budget "
                 f"({self.calls} calls)")
         status, data = _post(self._local, self.root, path, body, self.headers,
                              min(timeout_s, left), self.net)
@@ -195,7 +198,7 @@ def _short(data: Any) -> str:
 
 
 def _connection(local: threading.local, root: str, timeout_s: float,
-                net: Net) -> http.client.HTTPConnection:
+                net: Net) -> "http.client.HTTPConnection | _PlainConn":
     conn = getattr(local, "conn", None)
     if conn is None or getattr(local, "root", None) != root:
         parts = urlsplit(root)
@@ -210,8 +213,10 @@ def _connection(local: threading.local, root: str, timeout_s: float,
                 auth = net.proxy_authorization
                 conn.set_tunnel(parts.hostname or "", parts.port or 443,
                                 headers={"Proxy-Authorization": auth} if auth else None)
-        else:
+        elif net.proxy:
             conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+        else:
+            conn = _PlainConn(host, port or 80, timeout_s)
         local.conn, local.root = conn, root
     conn.timeout = timeout_s
     if conn.sock is not None:
@@ -219,19 +224,124 @@ def _connection(local: threading.local, root: str, timeout_s: float,
     return conn
 
 
+class _PlainConn:
+    """http.client's HTTPConnection as far as ``_post`` uses it, for a plain http:// server
+    with no proxy between: the request written and the answer read on the socket here.
+    http.client parsed each answer's headers with the email package, ~130 of a call's ~155 us
+    of CPU; a run's start-up and its prompt checks make one call per prompt (issue 50 §2).
+    Its errors are http.client's (RemoteDisconnected, BadStatusLine, IncompleteRead) and the
+    socket's, so ``_post`` retries and words them the same."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.sock: socket.socket | None = None
+        name = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
+        self._host = name if port == 80 else f"{name}:{port}"     # as http.client sends it
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> None:
+        if self.sock is None:
+            self.sock = socket.create_connection((self.host, self.port), self.timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = [f"{method} {url} HTTP/1.1", f"Host: {self._host}", "Accept-Encoding: identity",
+                f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+        self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+
+    def getresponse(self) -> "_PlainResponse":
+        assert self.sock is not None
+        return _PlainResponse(self.sock)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class _PlainResponse:
+    """One answer read whole: the status line, the headers, the body (Content-Length,
+    chunked, or until the server closes)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock, self._buf = sock, b""
+        while True:
+            line = self._line()
+            if not line:
+                raise http.client.RemoteDisconnected("Remote end closed connection without "
+                                                     "response")
+            parts = line.decode("latin-1").split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+                raise http.client.BadStatusLine(line.decode("latin-1").strip())
+            self.status = int(parts[1])
+            self.headers: dict[str, str] = {}
+            while (h := self._line()) not in (b"\r\n", b"\n"):
+                if not h:
+                    raise http.client.IncompleteRead(b"")
+                k, _, v = h.decode("latin-1").partition(":")
+                self.headers[k.strip().lower()] = v.strip()
+            if self.status >= 200:
+                return                      # a 1xx (100 Continue) is followed by the answer
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+    def read(self, limit: int) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            out = b""
+            while len(out) <= limit:
+                line = self._line()
+                if not line:
+                    raise http.client.IncompleteRead(out)
+                try:
+                    size = int(line.split(b";")[0].strip(), 16)
+                except ValueError:
+                    raise http.client.HTTPException(f"bad chunk size {line[:40]!r}") from None
+                if size == 0:
+                    while self._line() not in (b"\r\n", b"\n", b""):
+                        pass                # trailers
+                    break
+                out += self._exactly(size)
+                self._exactly(2)            # the chunk's CRLF
+            return out
+        length = self.headers.get("content-length")
+        if length is not None:
+            return self._exactly(min(int(length), limit))
+        while len(self._buf) <= limit and (data := self._sock.recv(65536)):
+            self._buf += data               # no length: the answer ends when the server closes
+        return self._buf[:limit]
+
+    def _line(self) -> bytes:
+        while b"\n" not in self._buf:
+            if len(self._buf) > 65536:
+                raise http.client.LineTooLong("header line")
+            data = self._sock.recv(65536)
+            if not data:
+                line, self._buf = self._buf, b""
+                return line
+            self._buf += data
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line + b"\n"
+
+    def _exactly(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            data = self._sock.recv(max(65536, n - len(self._buf)))
+            if not data:
+                raise http.client.IncompleteRead(self._buf, n - len(self._buf))
+            self._buf += data
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
 class _Deadline:
     """Shuts a connection's socket down when a call runs past ``timeout_s`` in all: the read
     in progress then ends with an error, whatever the server is sending."""
 
-    def __init__(self, conn: http.client.HTTPConnection, timeout_s: float) -> None:
+    def __init__(self, conn: "http.client.HTTPConnection | _PlainConn", timeout_s: float) -> None:
         self.fired = False
+        self.done = False
         self._conn = conn
         # the socket the response reads from: http.client lets go of it (conn.sock = None)
         # once a response that closes the connection has begun, but reads on through it
         self.sock: socket.socket | None = None
-        self._timer = threading.Timer(timeout_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _WATCH.add(time.monotonic() + timeout_s, self)
 
     def _fire(self) -> None:
         self.fired = True
@@ -243,7 +353,47 @@ class _Deadline:
                 pass
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        self.done = True
+
+
+class _Watchdog:
+    """One thread for every call's deadline: a threading.Timer per call started a thread per
+    call, half of each call's CPU (prepare_unit_words makes ~1,000 calls before a run).
+    A cancelled deadline is dropped when it comes up."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = itertools.count()
+        self._pid = -1                      # the process its thread runs in (not a fork's)
+
+    def add(self, when: float, guard: _Deadline) -> None:
+        with self._cv:
+            if self._pid != os.getpid():
+                self._pid, self._heap = os.getpid(), []
+                threading.Thread(target=self._run, name="tokenize-deadlines",
+                                 daemon=True).start()
+            heapq.heappush(self._heap, (when, next(self._seq), guard))
+            if self._heap[0][2] is guard:
+                self._cv.notify()
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                heap = self._heap
+                while heap and heap[0][2].done:
+                    heapq.heappop(heap)
+                if not heap:
+                    self._cv.wait()
+                    continue
+                left = heap[0][0] - time.monotonic()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                heapq.heappop(heap)[2]._fire()
+
+
+_WATCH = _Watchdog()
 
 
 def _post(local: threading.local, root: str, path: str, body: dict[str, Any],

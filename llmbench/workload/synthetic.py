@@ -30,12 +30,30 @@ def prepare_unit_words(tok: Tokenizer) -> None:
     SentencePiece never merge across a space, so this holds for the models people serve."""
     if tok.server is None or tok.unit_words:
         return
-    words = list(WORDS)
-    counts = tok.count_many([" " + w for w in words] + words)
-    unit = tuple(w for w, a, b in zip(words, counts[: len(words)], counts[len(words):])
-                 if a == 1 and b == 1)
+    words = _one_token_each(tok, list(WORDS))
+    unit = tuple(w for w, n in zip(words, tok.count_many(words)) if n == 1)
     if len(unit) >= UNIT_WORDS_MIN and tok.count(" ".join(unit + unit[:3])) == len(unit) + 3:
         tok.unit_words = unit
+
+
+def _one_token_each(tok: Tokenizer, words: list[str]) -> list[str]:
+    """The words that are one token with a leading space, asked of the server a group at a
+    time: no merge across a space (prepare_unit_words) makes " w1 w2 ... wn" exactly the sum
+    of its words' counts, each at least 1, so n tokens means one each. A group that is not
+    is halved (the halves asked at once) until its words are asked alone: one call for the
+    common words of a real model's vocabulary instead of one per word (those calls were most
+    of a run's start-up)."""
+    ok: set[str] = set()
+    groups = [words] if words else []
+    while groups:
+        halves = []
+        for g, n in zip(groups, tok.count_many([" " + " ".join(g) for g in groups])):
+            if n == len(g):
+                ok.update(g)
+            elif len(g) > 1:
+                halves += [g[:len(g) // 2], g[len(g) // 2:]]
+        groups = halves
+    return [w for w in words if w in ok]
 
 
 def _opening(tok: Tokenizer, seed: int, *ids: int) -> str:

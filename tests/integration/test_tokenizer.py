@@ -220,6 +220,25 @@ def test_synthetic_prompts_are_exact_as_the_server_counts(dialect):
     assert sum(server_count(c.turns[0].user) != 60 for c in approx.conversations) > 20
 
 
+def test_one_token_words_are_found_with_few_calls_and_are_the_ones_asking_each_finds():
+    # the words one token with and without a leading space, by the served model's own BPE
+    # (most of its 60 common words are, rarer ones split): found by asking groups, they are
+    # exactly the words that asking word by word finds, in order, with far fewer calls
+    from llmbench.workload.synthetic import prepare_unit_words
+    t, srv = _bpe_server("vllm")
+    one = lambda s: len(t.encode(s, add_special_tokens=False).ids) == 1  # noqa: E731
+    expected = tuple(w for w in WORDS if one(" " + w) and one(w))
+    assert 16 <= len(expected) <= len(WORDS) - 20      # the case the groups must split
+    with srv:
+        tok = load_tokenizer("server", server=srv.ref)
+        before = srv.calls
+        prepare_unit_words(tok)
+        calls = srv.calls - before
+    assert tok.unit_words == expected
+    # word by word: one call per word with a space and one without, and the check
+    assert calls < 1.6 * len(WORDS), calls
+
+
 def test_a_server_whose_counts_do_not_add_up_by_word_still_gets_exact_prompts():
     # 3-character chunks of the whole string: no word is one token, merges cross spaces
     def enc(s):
@@ -346,3 +365,31 @@ def test_the_mock_tokenize_counts_as_its_usage_does_over_http(mock_factory):
     back = post("/detokenize", {"tokens": [p["id"] for p in pieces]})["content"]
     assert len(post("/tokenize", {"content": back})["tokens"]) == 3
     assert post("/tokenize", {"prompt": text}) == {"tokens": []}      # as llama.cpp answers
+
+
+def test_tokenize_answers_are_read_however_http_frames_them():
+    # the plain-http path reads answers itself (server_tokenizer._PlainConn): a length, chunks,
+    # the end of the connection, a 100 Continue first; each server closes after its answer,
+    # so every call after the first also finds its kept-alive connection closed and retries
+    from tests.helpers import RawServer
+    body = b'{"count": 3, "max_model_len": 4096, "tokens": [7, 8, 9]}'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    answers = [
+        head + b"content-length: %d\r\n\r\n%s" % (len(body), body),
+        head + b"transfer-encoding: chunked\r\n\r\n" + b"".join(
+            b"%x;ext=1\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:]))
+        + b"0\r\nx-trailer: 1\r\n\r\n",
+        head + b"connection: close\r\n\r\n" + body,
+        b"HTTP/1.1 100 Continue\r\n\r\n" + head + b"content-length: %d\r\n\r\n%s"
+        % (len(body), body),
+    ]
+    with RawServer(lambda i: [(0, answers[min(i, len(answers) - 1)])]) as s:
+        local = threading.local()
+        got = [server_tokenizer._post(local, s.url, "/tokenize", {"prompt": "a b c"}, {}, 5.0)
+               for _ in answers]
+        first, sent = s.requests[0].split(b"\r\n\r\n")
+    assert got == [(200, json.loads(body))] * len(answers)
+    first = first.lower()
+    assert sent == b'{"prompt": "a b c"}' and json.loads(sent) == {"prompt": "a b c"}
+    assert b"post /tokenize http/1.1" in first and b"content-length: %d" % len(sent) in first
+    assert f"host: 127.0.0.1:{s.port}".encode() in first
