@@ -1,4 +1,4 @@
-"""llmbench/__init__.py keeps the code @dataclass compiles for llmbench's classes beside the
+"""llmbench/cli/dataclass_code.py keeps the code @dataclass compiles for llmbench's classes beside the
 bytecode (issue 50 §2: compiling it was a quarter of a run's start-up CPU). A process that
 reads the kept code must make the same classes as one that compiles it: the same methods,
 bytecode for bytecode, and the same behaviour."""
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import dataclasses, importlib, json, re, sys
-import llmbench
+import llmbench.cli
 mods = ["llmbench.results.schema", "llmbench.specs.run", "llmbench.records.record",
         "llmbench.load.harness", "llmbench.options"]
 out = {}
@@ -69,3 +69,16 @@ def test_a_kept_file_from_another_python_or_broken_is_ignored(tmp_path):
     assert _probe(keep)["classes"] == good["classes"]
     path.write_bytes(path.read_bytes()[:4] + b"garbage")
     assert _probe(keep)["classes"] == good["classes"]
+
+
+def test_a_library_user_finds_dataclasses_unchanged():
+    """Only the command line keeps the code: ``import llmbench`` and its API leave the
+    ``exec`` that dataclasses.py calls alone; the command line's package installs it."""
+    probe = ("import dataclasses, llmbench, llmbench.api, llmbench.results.schema\n"
+             "print(getattr(dataclasses, 'exec', None) is None)\n"
+             "import llmbench.cli\n"
+             "print(getattr(dataclasses, 'exec', None) is not None)\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
