@@ -118,7 +118,7 @@ def _loads_text(step: Step, unit: str) -> str:
 
 
 def _breach(c: Check, failed: int | None = None) -> str:
-    return verdict_mod._describe_check(c, failed)
+    return verdict_mod.describe_check(c, failed)
 
 
 def result_line(steps: Sequence[Step], unit: str, planned: int | None) -> str:

@@ -22,15 +22,8 @@ from llmbench.analysis import percentile
 from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within
-
-LATENCY_METRICS = LATENCY
-EXTRA_METRICS = EXTRA_LATENCY
-# Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
-# +inf, so the percentile says what share of *all* users got an answer in time.
-CENSORED_METRICS = CENSORED
-ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING + AGENTS
-from llmbench.specs.thresholds import DEFAULT_PERCENTILES  # noqa: E402,F401  (a summary's)
+from llmbench.results.schema import CENSORED, ErrorSample, Metric, Summary, Within
+from llmbench.specs.thresholds import DEFAULT_PERCENTILES
 
 
 @dataclass(frozen=True)
@@ -471,7 +464,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         stat_part[name] = Metric.of(name, st_ms)
         if ms is None:
             return
-        if name in CENSORED_METRICS:
+        if name in CENSORED:
             known, n_inf = ms, len(fail_idx) + n_cancel
             if name == "ttft" and len(cancel_ttft_ms):
                 # a reply the user stopped mid-stream had its first token, at that time
@@ -610,7 +603,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     if any(okm[i] and (e.get("first_tool") is not None or e.get("output_valid") is not None
                        or e.get("embeddings") is not None) for i, e in extras.items()):
         _agents(s, st, extras, okm, n_ok, duration, percentiles)
-    for name in CENSORED_METRICS:
+    for name in CENSORED:
         s[name] = s[name].with_all(n, cens_part[name])
     s["within"] = [Within.of(wname, limit_ms, within_hits[(wname, limit_ms)] / n if n else None)
                    for wname, limit_ms in within if (wname, limit_ms) in within_hits]
