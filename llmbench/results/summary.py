@@ -269,47 +269,34 @@ class ErrorSample(Part):
 # -- the summary -----------------------------------------------------------------------------
 # Its scalars in the order run.json has them: vLLM's headline first; (field, key, written)
 # where written is "always", "set" (only when not None: a run where no reply called a tool
-# has no tool_call_share at all) or "with:<field>" (when that field is not None).
-_HEAD = (("completed", "completed", "always"), ("failed", "failed", "always"),
-         ("duration_s", "duration", "always"),
-         ("total_input_tokens", "total_input_tokens", "always"),
-         ("total_output_tokens", "total_output_tokens", "always"),
-         ("request_throughput", "request_throughput", "always"),
-         ("request_goodput", "request_goodput", "always"),
-         ("output_throughput", "output_throughput", "always"),
-         ("total_token_throughput", "total_token_throughput", "always"),
-         ("max_output_tokens_per_s", "max_output_tokens_per_s", "always"),
-         ("max_concurrent_requests", "max_concurrent_requests", "always"))
+# has no tool_call_share at all) or "with:<field>" (when that field is not None). Each key is
+# its field's name, but ``duration`` (``duration_s``).
+def _rows(rule: str, *keys: str) -> tuple[tuple[str, str, str], ...]:
+    return tuple(("duration_s" if k == "duration" else k, k, rule) for k in keys)
+
+
+_HEAD = _rows("always", "completed", "failed", "duration", "total_input_tokens",
+              "total_output_tokens", "request_throughput", "request_goodput",
+              "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+              "max_concurrent_requests")
 _MAIN_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap")
-_REASONING = (("requests_with_reasoning", "requests_with_reasoning", "set"),
-              ("total_reasoning_tokens", "total_reasoning_tokens", "set"),
-              ("answered_after_reasoning", "answered_after_reasoning", "set"))
-_TOOLS = (("requests_with_tool_calls", "requests_with_tool_calls", "set"),
-          ("tool_call_share", "tool_call_share", "set"))
-_STRUCTURED = (("structured_checked", "structured_checked", "set"),
-               ("valid_output_share", "valid_output_share", "set"),
-               ("total_embeddings", "total_embeddings", "set"),
-               ("embeddings_throughput", "embeddings_throughput", "set"),
-               ("input_throughput", "input_throughput", "set"))
-_TAIL = (("requests", "requests", "always"), ("completed_share", "completed_share", "always"),
-         ("error_rate", "error_rate", "always"), ("errors", "errors", "always"),
-         ("error_statuses", "error_statuses", "always"),
-         ("error_samples", "error_samples", "always"), ("stalls", "stalls", "always"),
-         ("stall_threshold_s", "stall_threshold_s", "always"),
-         ("requests_with_stalls", "requests_with_stalls", "always"),
-         ("output_tokens_source", "output_tokens_source", "always"),
-         ("non_streaming", "non_streaming", "always"),
-         ("stream_bunching", "stream_bunching", "always"),
-         ("served_by", "served_by", "always"), ("backends", "backends", "set"))
+_REASONING = _rows("set", "requests_with_reasoning", "total_reasoning_tokens",
+                   "answered_after_reasoning")
+_TOOLS = _rows("set", "requests_with_tool_calls", "tool_call_share")
+_STRUCTURED = _rows("set", "structured_checked", "valid_output_share", "total_embeddings",
+                    "embeddings_throughput", "input_throughput")
+_TAIL = _rows("always", "requests", "completed_share", "error_rate", "errors",
+              "error_statuses", "error_samples", "stalls", "stall_threshold_s",
+              "requests_with_stalls", "output_tokens_source", "non_streaming",
+              "stream_bunching", "served_by") + _rows("set", "backends")
 # --abandon: cancelled by the user, of them before any token, and their share of all requests
-_CANCELLED = (("cancelled", "cancelled", "set"), ("cancelled_waiting", "cancelled_waiting", "set"),
-              ("cancel_rate", "cancel_rate", "set"))
-_LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
-         ("cached_reported", "cached_reported", "set"),
-         # written beside cached_reported, a share of None included (no prompt tokens told)
-         ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
-_AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
+_CANCELLED = _rows("set", "cancelled", "cancelled_waiting", "cancel_rate")
+# cached_prompt_share is written beside cached_reported, a share of None included (no prompt
+# tokens told)
+_LAST = _rows("set", "cached_prompt_tokens", "cached_reported") + _rows(
+    "with:cached_reported", "cached_prompt_share")
+_AFTER = _rows("set", "peak_in_flight_requests")
 _SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
                   + _CANCELLED + _LAST + _AFTER}
 _SCALAR_DEFAULTS = {"completed": 0, "failed": 0, "requests": 0, "errors": {},
