@@ -160,19 +160,8 @@ class Metric:
     def of(cls, name: str, stats: Mapping[str, Any]) -> "Metric":
         """A distribution from its statistics as the summary computes them: 'mean', 'median',
         'std', 'min', 'max', 'count' (its n) and 'pQ', in the order given."""
-        kw: dict[str, Any] = {}
-        pct: dict[float, float | None] = {}
-        order = []
-        for stat, v in stats.items():
-            v = _number(v)
-            if stat == "count":
-                kw["n"], stat = v, "n"
-            elif stat in STATS:
-                kw[stat] = v
-            else:
-                pct[float(stat[1:])] = v
-            order.append(stat)
-        return cls(name=name, percentiles=pct, stats=tuple(order), **kw)
+        return _metric_from(name, {"n" if k == "count" else k: _number(v)
+                                   for k, v in stats.items()})
 
     def with_all(self, n_all: int, percentiles: Mapping[float, float | None]) -> "Metric":
         """The same with its failure-aware percentiles (every failed request as +inf)."""
