@@ -11,8 +11,8 @@ from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_NO
                              EXIT_THRESHOLD, EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, kind_of, part,
-                                       read_part)
+from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, _at, kind_of,
+                                       part, read_part)
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.network import NetworkFloor
 from llmbench.results.reset import CacheReset
@@ -20,7 +20,7 @@ from llmbench.results.search import Search
 from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
 from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
-                                      _at_key, _jsonl_rows)
+                                      _jsonl_rows)
 from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, RepeatOf, Repeats,
                                    Step, _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
@@ -606,12 +606,12 @@ class Run(ResultFile, Part):
             if kind == "probe":
                 run.findings.server_probe = None
                 run.findings.router.server_probes = {
-                    k: _at_key(f"server_probe.{k}", read_part, ServerProbe, v)
+                    k: _at(f"server_probe.{k}", read_part, ServerProbe, v)
                     for k, v in probe.items() if isinstance(v, Mapping)}
                 if any(not isinstance(v, Mapping) for v in probe.values()):
                     raise WrongType("server_probe", "a path's probe that is not an object")
             else:
-                run.findings.server_probe = _at_key("server_probe", read_part, ServerProbe,
+                run.findings.server_probe = _at("server_probe", read_part, ServerProbe,
                                                     probe)
         elif "server_probe" in d:
             run.findings.server_probe = None
@@ -624,10 +624,10 @@ class Run(ResultFile, Part):
                     raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it "
                                          "was cut short or edited by hand")
             if kind == "probe":
-                run.findings.router.steps = [_at_key(f"steps.{i + 1}", read_part, ProbeStep, st)
+                run.findings.router.steps = [_at(f"steps.{i + 1}", read_part, ProbeStep, st)
                                              for i, st in enumerate(steps)]
             else:
-                run.steps = [_at_key(f"steps.{i + 1}", read_part, Step, st)
+                run.steps = [_at(f"steps.{i + 1}", read_part, Step, st)
                              for i, st in enumerate(steps)]
         if isinstance(run.extra.get("interrupted"), bool):
             run.interrupted = run.extra["interrupted"]      # kept as read, and known

@@ -530,13 +530,6 @@ def _scalar_types() -> dict[str, Any]:
 _CONFIG_SECTIONS = frozenset(("target", "router", "direct", "load", "request", "timeouts", "ramp"))
 
 
-def _at_key(key: str, fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except WrongType as exc:
-        raise exc.under(key) from None
-
-
 def _metric_stat(k: str) -> tuple[str, str] | None:
     """(metric, stat) of a distribution's key ('p95_all_ttft_ms' -> ('ttft', 'p95_all'))."""
     if k.startswith("n_"):
