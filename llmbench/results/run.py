@@ -321,6 +321,11 @@ class ResultFile:
         raise NotImplementedError
 
     @property
+    def partial(self) -> bool:
+        """True when it was interrupted or cut short: its numbers cover part of the plan."""
+        return self.status != "complete"      # type: ignore[attr-defined]
+
+    @property
     def passed(self) -> bool:
         """Whether the command line exits 0 for this result (``exit_code``)."""
         return self.exit_code == EXIT_OK
@@ -426,11 +431,6 @@ class Run(ResultFile, Part):
     def measured_anything(self) -> bool:
         """Whether run.json holds figures: a run's summary, a ramp's or a probe's steps."""
         return self.summary is not None or bool(self.steps or self.findings.router.steps)
-
-    @property
-    def partial(self) -> bool:
-        """True when the run was interrupted or cut short: its numbers cover part of the plan."""
-        return self.status != "complete"
 
     @property
     def held(self) -> float | None:

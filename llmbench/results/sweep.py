@@ -145,10 +145,6 @@ class Sweep(ResultFile, Part):
     FILE: ClassVar[str] = "sweep.json"
 
     @property
-    def partial(self) -> bool:
-        return self.status != "complete"
-
-    @property
     def exit_code(self) -> int:
         """The sweep command's exit code, as sweep.json saved it (0 when it did not)."""
         return self.exit_code_saved if self.exit_code_saved is not None else EXIT_OK
