@@ -320,6 +320,12 @@ class ResultFile:
     def exit_code(self) -> int:
         raise NotImplementedError
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: a run's verdict, summary table and main charts (inline SVG, no
+        network), a sweep's answer and settings (llmbench/report/notebook.py)."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
+
     @property
     def partial(self) -> bool:
         """True when it was interrupted or cut short: its numbers cover part of the plan."""
@@ -571,12 +577,6 @@ class Run(ResultFile, Part):
                                  "settings' run folders")
         raise RunFolderError(f"{folder}: no run.json here; give a run folder made by llmbench "
                              "run/ramp")
-
-    def _repr_html_(self) -> str | None:
-        """In Jupyter: the verdict, the summary table and the main charts, inline SVG, no
-        network (llmbench/report/notebook.py)."""
-        from llmbench.results.display import html_of
-        return html_of("run", self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":

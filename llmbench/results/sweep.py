@@ -172,11 +172,6 @@ class Sweep(ResultFile, Part):
         sweep.path = None if path is None else Path(path)
         return sweep
 
-    def _repr_html_(self) -> str | None:
-        """In Jupyter: the sweep's answer and its settings."""
-        from llmbench.results.display import html_of
-        return html_of("run", self)
-
 
 def load_result(folder: str | Path) -> "Run | Sweep":
     """What ``folder`` holds: its run (run.json), else its sweep (sweep.json)."""
