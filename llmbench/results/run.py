@@ -26,6 +26,17 @@ from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, R
 from llmbench.results.verdict import Isolation, Verdict
 
 R = TypeVar("R")
+F = TypeVar("F", bound=Part)
+
+
+class _Found(Part):
+    """A part an analysis finds, typed from the dict it returns (``Workers.of``: from
+    ``Fleet.describe``; ``Backends.of``: from ``analysis.backends.backends``): None when
+    it found nothing (one process, no reply named a backend, no router counts)."""
+
+    @classmethod
+    def of(cls: type[F], found: Mapping[str, Any] | None) -> F | None:
+        return None if found is None else cls.from_dict(found)
 
 if TYPE_CHECKING:
     import pandas
@@ -62,7 +73,6 @@ class ProbeStep(Part):
     def overhead(self, name: str) -> Overhead:
         """'ttft_p50', 'ttft_p95', 'e2el_p50' or 'itl_p50'."""
         return getattr(self, name)
-
 
 
 @dataclass
@@ -128,7 +138,7 @@ class Affinity(Part):
 
 
 @dataclass
-class Backends(Part):
+class Backends(_Found):
     """The spread of a router's load over its backends (analysis.backends): each backend, how
     many, the imbalance (max/mean requests) and its coefficient of variation, and affinity."""
 
@@ -137,11 +147,6 @@ class Backends(Part):
     imbalance: float | None = None
     cv: float | None = None
     affinity: Affinity | None = part(None, omit="none")
-
-    @classmethod
-    def of(cls, found: Mapping[str, Any] | None) -> "Backends | None":
-        """``analysis.backends.backends``' dict, typed (None: no reply named a backend)."""
-        return None if found is None else cls.from_dict(found)
 
 
 @dataclass
@@ -153,17 +158,12 @@ class InFlight(Part):
 
 
 @dataclass
-class RouterCounters(Part):
+class RouterCounters(_Found):
     """A router's own per-backend in-flight counts, averaged over its samples (NOMYO's
     /api/usage): each backend's share of the load when no reply names its backend."""
 
     samples: int = 0
     backends: dict[str, InFlight] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, found: Mapping[str, Any] | None) -> "RouterCounters | None":
-        """``analysis.backends.router_counters``' dict, typed (None: no such counts)."""
-        return None if found is None else cls.from_dict(found)
 
 
 @dataclass
@@ -176,7 +176,7 @@ class LostWorker(Part):
 
 
 @dataclass
-class Workers(Part):
+class Workers(_Found):
     """The worker processes (or Ray actors) the load ran on: how many were asked for and ran,
     the launcher, each one's records, the token counter, and any that died (``crashed``)."""
 
@@ -187,10 +187,6 @@ class Workers(Part):
     records: dict[str, int] = field(default_factory=dict)
     count_tokens: str | None = None
 
-    @classmethod
-    def of(cls, described: Mapping[str, Any] | None) -> "Workers | None":
-        """The fleet's own description (``Fleet.describe``), typed; None: one process."""
-        return None if described is None else cls.from_dict(described)
 
     def lost(self) -> str | None:
         """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
