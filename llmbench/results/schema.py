@@ -27,7 +27,7 @@ from llmbench.results.contract import JSONObject, JSONValue  # noqa: F401
 from llmbench.results.summary import (  # noqa: F401
     SCHEMA_VERSION, READABLE_SCHEMAS, LATENCY, EXTRA_LATENCY, CENSORED, REASONING, COUNTS,
     OTHER_LATENCY, AGENTS, METRICS, SCALARS, SHARES, HIGHER_IS_BETTER, pct_word, key,
-    within_key, value, STATS, stat_key, Metric, Within, ErrorSample, Summary)
+    within_key, STATS, stat_key, Metric, Within, ErrorSample, Summary)
 from llmbench.results.step import (  # noqa: F401
     RepeatOf, OutageSpan, HeldInterval, RepeatRun, Repeats, StepState, HELD, OVER, NO_DATA, Check,
     Steady, ClassStep, Step, last_held, deciding_step, amount, held_load, ramp_code, ladder,

@@ -81,13 +81,6 @@ def within_key(metric: str, limit_ms: float) -> str:
     return f"within_{metric}_{limit_ms:g}ms"
 
 
-def value(summary: Mapping[str, Any] | "Summary", metric: str, stat: str | None = None) -> Any:
-    """METRIC.STAT read from a summary (None when absent): what a threshold and compare read."""
-    if isinstance(summary, Summary):
-        return summary.value(metric, stat)
-    return summary.get(key(metric, stat))
-
-
 def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
     """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
     (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
