@@ -634,10 +634,6 @@ def settings_text(ident: "ServerIdentity | Mapping[str, Any] | None") -> str:
     return " ".join(str(w) for w in words)
 
 
-def _gib(b: Any) -> str:
-    return f"{float(b) / 2**30:.0f} GiB"
-
-
 FACETS = ("server", "settings", "model", "gpus", "host")
 
 
@@ -671,7 +667,7 @@ def facets(ident: "ServerIdentity | Mapping[str, Any] | None") -> Facets:
         gpus = (f"{g['count']}x {g.get('name') or 'GPU'}"
                 + (f" (driver {g['driver']})" if g.get("driver") else ""))
     if h.get("cpus"):
-        host = f"{h['cpus']} cores" + (f", {_gib(h['mem_total_bytes'])}"
+        host = f"{h['cpus']} cores" + (f", {float(h['mem_total_bytes']) / 2**30:.0f} GiB"
                                        if h.get("mem_total_bytes") else "")
     return Facets(server=server or None, settings=settings_text(idn) or None, model=model,
                   gpus=gpus, host=host)

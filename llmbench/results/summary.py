@@ -465,7 +465,7 @@ class Summary(Part):
         stats: dict[str, dict[str, Any]] = {}
         within: list[Within] = []
         extra: dict[str, Any] = {}
-        types = _scalar_types()
+        types = {sp.name: sp.type for sp in specs(cls)}    # what a value is checked against
         for k, v in data.items():
             f = _SCALAR_FIELDS.get(k)
             if f is not None:
@@ -506,17 +506,6 @@ class Summary(Part):
         kw["error_samples"] = list(kw.get("error_samples") or [])
         kw["non_streaming"] = bool(kw.get("non_streaming"))
         return cls(**kw, **metrics, within=within, extra=extra, read_keys=tuple(data))
-
-
-_SCALAR_TYPES: dict[str, Any] = {}
-
-
-def _scalar_types() -> dict[str, Any]:
-    """The annotation of each of the summary's scalar fields (what from_dict checks a value
-    against), once."""
-    if not _SCALAR_TYPES:
-        _SCALAR_TYPES.update((sp.name, sp.type) for sp in specs(Summary))
-    return _SCALAR_TYPES
 
 
 # the sections of run.json's config that are objects (commands' config dicts)
