@@ -223,10 +223,6 @@ class Within:
     share: float | None
     key: str
 
-    @property
-    def limit_ms(self) -> float:
-        return float(self.limit.removesuffix("ms"))
-
     @classmethod
     def from_key(cls, k: str, share: float | None) -> "Within":
         metric, _, limit = k.removeprefix("within_").rpartition("_")
