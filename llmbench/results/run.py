@@ -19,8 +19,7 @@ from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
 from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
-from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
-                                      _jsonl_rows)
+from llmbench.results.summary import READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS
 from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, RepeatOf, Repeats,
                                    Step, _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
@@ -546,7 +545,8 @@ class Run(ResultFile, Part):
         p = self.requests_path()
         if p is None or not p.exists():
             return iter(())
-        return _jsonl_rows(p)
+        from llmbench.records.record import json_lines
+        return json_lines(p)            # a torn or damaged line: skipped and counted
 
     def requests(self) -> "pandas.DataFrame":
         """A pandas DataFrame, one row per request (pandas comes with ``datasets``)."""

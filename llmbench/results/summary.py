@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from llmbench.results.contract import (JSONObject, Part, WrongType, decode, encode, mismatch,
@@ -79,13 +78,6 @@ def key(metric: str, stat: str | None = None) -> str:
 def within_key(metric: str, limit_ms: float) -> str:
     """Summary key of "the share of all requests that succeeded with METRIC <= limit"."""
     return f"within_{metric}_{limit_ms:g}ms"
-
-
-def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
-    (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
-    from llmbench.records.record import json_lines
-    yield from json_lines(path)         # a torn or damaged line: skipped and counted
 
 
 # -- distributions ---------------------------------------------------------------------------
