@@ -644,8 +644,7 @@ class RunResult(Run):
         ValueError (the API raises before: a run that measured nothing is an error)."""
         if run.summary is None:
             raise ValueError("a run with no summary measured nothing")
-        got = cls(**{f.name: getattr(run, f.name) for f in fields(Run)})
-        return got
+        return cls(**{f.name: getattr(run, f.name) for f in fields(Run)})
 
 
 def _version(d: Mapping[str, Any], path: str | Path | None) -> None:
