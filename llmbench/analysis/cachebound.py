@@ -160,9 +160,6 @@ class CacheFinding:
                           self.capacity_sessions, self.server_agrees, self.sentence,
                           tuple(self.evidence), tuple(self.advice))
 
-    def as_dict(self) -> dict[str, Any]:
-        return self.result().to_dict()
-
 
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:.0f}%"
@@ -360,26 +357,20 @@ def advice(kind: str | None, session_tokens: float, srv: ServerCache | None = No
             "caching on where it is off."]
 
 
-def _get(step: Any, name: str) -> Any:
-    """A step's field, whether the step is run.json's dict or the contract's Step."""
-    return step.get(name) if isinstance(step, dict) else getattr(step, name, None)
-
-
 def _window(records: Sequence[Record], step: Any) -> list[Record]:
     from llmbench.records.definitions import window
-    return window(records, _get(step, "index"), _get(step, "hold_start"), _get(step, "hold_end"))
+    return window(records, step.index, step.hold_start, step.hold_end)
 
 
 def _as_table(step: Any, c: StepCache) -> StepCache:
     """A step of agents: its cache as the steps' table shows it (the sessions that started in
     its hold, all their calls: ``analysis.sessions``), so the verdict quotes the table's
     figures, not a second count over the hold window's calls."""
-    x = _get(step, "sessions")
-    share = _get(x, "cached_share") if x is not None else None
-    if share is None:
+    x = step.sessions
+    if x is None or x.cached_share is None:
         return c
-    return replace(c, cached_share=share, prefilled_per_call=_get(x, "prefilled_per_call"),
-                   session_tokens=_get(x, "context_tokens") or c.session_tokens)
+    return replace(c, cached_share=x.cached_share, prefilled_per_call=x.prefilled_per_call,
+                   session_tokens=x.context_tokens or c.session_tokens)
 
 
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
@@ -388,16 +379,15 @@ def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
     """The cache finding for a ramp's broken step against the last step that held before it
     (None: no step held before it, or the cache was not the limit)."""
     i = next((k for k, s in enumerate(steps) if s is broke), None)
-    held = [s for s in steps[:i] if _get(s, "held")] if i else []
+    held = [s for s in steps[:i] if s.held] if i else []
     if not held:
         return None
     warm = held[-1]
     recs = list(records)
-    return finding(_as_table(warm, step_cache(_window(recs, warm), _get(warm, "load"))),
-                   _as_table(broke, step_cache(_window(recs, broke), _get(broke, "load"))),
-                   server_cache(server_samples, _get(warm, "hold_start"), _get(warm, "hold_end")),
-                   server_cache(server_samples, _get(broke, "hold_start"), _get(broke, "hold_end")),
-                   unit)
+    return finding(_as_table(warm, step_cache(_window(recs, warm), warm.load)),
+                   _as_table(broke, step_cache(_window(recs, broke), broke.load)),
+                   server_cache(server_samples, warm.hold_start, warm.hold_end),
+                   server_cache(server_samples, broke.hold_start, broke.hold_end), unit)
 
 
 # "Re-prefilled its whole history": a later turn whose cache served under this share of the
@@ -484,8 +474,8 @@ def _step_and_window(records: Sequence[Record], step: Any) -> tuple[list[Record]
     previous turn is among them), and its hold window's; found on a column store's columns,
     never every record of the run."""
     from llmbench.records.definitions import window
-    pool = window(records, _get(step, "index"), -math.inf, _get(step, "hold_end"))
-    start = _get(step, "hold_start")
+    pool = window(records, step.index, -math.inf, step.hold_end)
+    start = step.hold_start
     return pool, [r for r in pool if r.start >= start]
 
 
@@ -511,8 +501,8 @@ def reprefill(records: Sequence[Record], subject: Any, light: Any) -> Reprefill 
         share = min(1.0, spent / sum(r.ttft or 0.0 for r, _, _ in timed))
         paces = sorted(p for _, _, p in timed)
         pace = paces[len(paces) // 2]
-    return Reprefill(load=_get(subject, "load"), later_turns=len(now), lost=len(lost),
+    return Reprefill(load=subject.load, later_turns=len(now), lost=len(lost),
                      lost_tokens=sum(lost) / len(lost),
                      prompt_tokens=sum(r.prompt_tokens or 0 for r, _ in now) / len(now),
-                     light_load=_get(light, "load"), light_lost_share=light_share,
+                     light_load=light.load, light_lost_share=light_share,
                      ms_per_token=pace, ttft_share=share)

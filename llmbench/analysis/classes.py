@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.analysis.slo import parse_threshold
-from llmbench.analysis.verdict import NAMES, _fmt_ms, _num, amount
+from llmbench.analysis.verdict import NAMES, _fmt_ms, _num, amount, describe_check
 from llmbench.load.shapes.classes import ClassLoad, Isolated
 from llmbench.load.shapes.ramp import StepWindow
 from llmbench.records.record import Record
@@ -117,10 +117,6 @@ def _loads_text(step: Step, unit: str) -> str:
                      for n, c in step.classes.items())
 
 
-def _breach(c: Check, failed: int | None = None) -> str:
-    return verdict_mod._describe_check(c, failed)
-
-
 def result_line(steps: Sequence[Step], unit: str, planned: int | None) -> str:
     """'Held 6 users (chat 4, rag 2). At 8 users (chat 6, rag 2), rag broke: TTFT p95 was 2.55
     s, over 2 s; chat held.'"""
@@ -133,7 +129,7 @@ def result_line(steps: Sequence[Step], unit: str, planned: int | None) -> str:
         rest = base.split(". ", 1)[1] if ". " in base else ""
         return f"{head}. {rest}".strip()
     parts = _class_parts(broke, lambda name, c: f"{name} broke: " + "; ".join(
-        _breach(x, c.summary.failed) for x in c.failed_checks[:2]))
+        describe_check(x, c.summary.failed) for x in c.failed_checks[:2]))
     return (f"{head}. At {amount(broke.load, unit)} ({_loads_text(broke, unit)}), "
             + "; ".join(parts) + ".")
 
@@ -172,7 +168,7 @@ def _class_verdicts(steps: list[Step], records: Sequence[Record] | RecordStore, 
         if broke_it:
             assert cs is not None and broke is not None
             text = (f"broke at {amount(broke.load, unit)} (its {amount(cs.load, cs.unit)}): "
-                    + "; ".join(_breach(x, cs.summary.failed) for x in cs.failed_checks[:2]))
+                    + "; ".join(describe_check(x, cs.summary.failed) for x in cs.failed_checks[:2]))
         elif cs is not None and cs.state == NO_DATA:
             text = f"too few requests to judge at {amount(broke.load, unit)}"  # type: ignore
         elif cs is not None:
@@ -258,7 +254,7 @@ def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
     out = replace(search)
     if broke is not None and broke.classes:
         out.blamed = [n for n, c in broke.classes.items() if c.state == OVER]
-        parts = _class_parts(broke, lambda n, c: f"in {n}, " + _breach(
+        parts = _class_parts(broke, lambda n, c: f"in {n}, " + describe_check(
             c.failed_checks[0], c.summary.failed) if c.failed_checks else None)
         if parts:
             out.broke_because = "; ".join(parts)

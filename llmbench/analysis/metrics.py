@@ -22,15 +22,8 @@ from llmbench.analysis import percentile
 from llmbench.records import definitions
 from llmbench.records.record import Record
 from llmbench.records.store import RecordStore, trim_heap
-from llmbench.results.schema import AGENTS, CENSORED, EXTRA_LATENCY, LATENCY, REASONING, ErrorSample, Metric, Summary, Within
-
-LATENCY_METRICS = LATENCY
-EXTRA_METRICS = EXTRA_LATENCY
-# Per-request latencies that also have failure-aware ("_all") figures: a failed request counts as
-# +inf, so the percentile says what share of *all* users got an answer in time.
-CENSORED_METRICS = CENSORED
-ALL_LATENCY_METRICS = LATENCY_METRICS + EXTRA_METRICS + REASONING + AGENTS
-from llmbench.specs.thresholds import DEFAULT_PERCENTILES  # noqa: E402,F401  (a summary's)
+from llmbench.results.schema import CENSORED, ErrorSample, Metric, Summary, Within
+from llmbench.specs.thresholds import DEFAULT_PERCENTILES
 
 
 @dataclass(frozen=True)
@@ -135,17 +128,14 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     token event); any other iterable of Records is made a store first (``RecordStore.of``),
     which holds what requests.jsonl holds (token times to the microsecond), so a summary of
     records in memory equals the one rebuilt from the run folder."""
-    if not isinstance(records, RecordStore):
-        # a ramp step's window, a probe path, a test: small, no heap to give back
-        return _summarize_store(RecordStore.of(records), t0=t0, t_end=t_end,
-                                goodput_slo_ms=goodput_slo_ms, stall_s=stall_s,
-                                percentiles=percentiles, split_turns=split_turns, within=within)
+    store = records if isinstance(records, RecordStore) else RecordStore.of(records)
     try:
-        return _summarize_store(records, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
+        return _summarize_store(store, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
                                 stall_s=stall_s, percentiles=percentiles,
                                 split_turns=split_turns, within=within)
     finally:
-        trim_heap()
+        if store is records:   # a list made a store here (a step's window) is small
+            trim_heap()
 
 
 def _no_p50(stats: dict[str, Any]) -> dict[str, Any]:
@@ -471,7 +461,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         stat_part[name] = Metric.of(name, st_ms)
         if ms is None:
             return
-        if name in CENSORED_METRICS:
+        if name in CENSORED:
             known, n_inf = ms, len(fail_idx) + n_cancel
             if name == "ttft" and len(cancel_ttft_ms):
                 # a reply the user stopped mid-stream had its first token, at that time
@@ -600,9 +590,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     # the Summary's fields, as they are computed
     s = _headline(n_ok, len(fail_idx), duration, total_in, total_out, good, peak_tok,
                   peak_conc)
-    for name in ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
-                 "itl_per_token", "max_gap"):
-        s[name] = stat_part[name]
+    s.update(stat_part)     # ttft, tpot, itl, e2el, client_queue, ..., max_gap
     if any(e.get("reasoning_events") and okm[i] for i, e in extras.items()):
         ok_recs = st.records_at(range(n) if ok_idx is None else ok_idx)
         _reasoning(s, ok_recs, [per_request(r) for r in ok_recs], percentiles)
@@ -610,7 +598,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     if any(okm[i] and (e.get("first_tool") is not None or e.get("output_valid") is not None
                        or e.get("embeddings") is not None) for i, e in extras.items()):
         _agents(s, st, extras, okm, n_ok, duration, percentiles)
-    for name in CENSORED_METRICS:
+    for name in CENSORED:
         s[name] = s[name].with_all(n, cens_part[name])
     s["within"] = [Within.of(wname, limit_ms, within_hits[(wname, limit_ms)] / n if n else None)
                    for wname, limit_ms in within if (wname, limit_ms) in within_hits]

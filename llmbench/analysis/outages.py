@@ -80,10 +80,6 @@ def find(records: Sequence[Record] | RecordStore) -> list[Outage]:
     return out
 
 
-def in_window(outages: Sequence[Outage], start: float, end: float) -> list[Outage]:
-    return [o for o in outages if o.overlaps(start, end)]
-
-
 def sentence(o: Outage, t0: float, t_end: float | None = None, into: str = "") -> str:
     """"the server refused connections from 12.3 s to 15.4 s (3.1 s); 42 attempts failed".
     Times after ``t0``; ``into``: what they count from (" into the step"), the run's start when
@@ -110,7 +106,7 @@ def step_check(records: Sequence[Record] | RecordStore, start: float, end: float
     """A threshold-like check that fails a step in which the server was down (from ``start``,
     its ramp-in, to ``end``, its hold's end): that step's numbers are of a server that was not
     there, so it is over with the outage as the reason. None when there was none."""
-    found = in_window(find(records), start, end)
+    found = [o for o in find(records) if o.overlaps(start, end)]
     if not found:
         return None
     first = found[0]

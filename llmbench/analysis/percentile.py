@@ -118,11 +118,6 @@ def censored(sorted_values: np.ndarray, n_failed: int, p: float) -> float | None
     return v(lo) + t * (v(hi) - v(lo))
 
 
-def rows(matrix: np.ndarray, p: float) -> np.ndarray:
-    """The p-th percentile of each row (resampled statistics: one row per resample)."""
-    return np.percentile(matrix, p, axis=1)
-
-
 def interval(samples: np.ndarray, level: float = 95.0) -> tuple[float, float]:
     """The central ``level``% interval of resampled statistics (NaN ignored)."""
     lo, hi = np.nanpercentile(samples, [(100 - level) / 2, 100 - (100 - level) / 2])

@@ -74,14 +74,13 @@ def rebuild_run(path: Path, run: Run) -> Run:
     log = path / "requests.jsonl"
     records = load_records(log) if log.is_file() else []
     measured = [r for r in records if r.measured]
+    live = lock.writer(path)
     if not measured:
-        live = lock.writer(path)
         if live is not None:
             raise RunFolderError(f"{path}: this run is in progress ({lock.writer_text(path, live)}) "
                                  "and no request has finished yet; try again later")
         raise RunFolderError(f"{path}: the run stopped (status {run.status!r}) before any "
                              "request finished; there is nothing to rebuild a summary from")
-    live = lock.writer(path)
     run.summary = metrics.summarize(records)
     from llmbench.analysis.sessions import summarize_sessions
     # agent sessions, rebuilt the same way (None: no request belonged to one)

@@ -13,14 +13,11 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from llmbench.analysis import percentile
-
-# The table of what a summary holds (LATENCY, key, value, SCALARS, ...) is the results
-# contract's, llmbench.results.schema: its one definition.
 
 # the live line and the timeline's "TTFT p95 of the last N seconds"
 RECENT_S = 10.0
@@ -67,23 +64,6 @@ class RecentWindow:
         lo = int(np.searchsorted(self.times, now - self.window_s, side="left"))
         hi = int(np.searchsorted(self.times, now, side="right"))
         return quantile(self.values[lo:hi], 95.0)
-
-
-def bootstrap(a: np.ndarray, b: np.ndarray, stat: Callable[[np.ndarray], np.ndarray],
-              n_boot: int = 1000, seed: int = 0, cap: int = 4000
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Resampled statistics of two samples: ``stat`` gets an (n_boot, n) array and returns
-    one value per row. Resamples are capped at ``cap`` values so long runs stay fast (the
-    percentiles stay unbiased). One generator, a then b, so results are reproducible."""
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, len(a), size=(n_boot, min(len(a), cap)))
-    ib = rng.integers(0, len(b), size=(n_boot, min(len(b), cap)))
-    return stat(a[ia]), stat(b[ib])
-
-
-def percentile_rows(q: float) -> Callable[[np.ndarray], np.ndarray]:
-    """Row-wise linear percentile, for ``bootstrap``."""
-    return lambda m: percentile.rows(m, q)
 
 
 # the central ``level``% interval of bootstrap samples (NaN ignored)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from llmbench.results.schema import NO_DATA, Step, SweepSetting
+from llmbench.results.schema import NO_DATA, Step, SweepSetting, amount
 
 
 NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough data to judge
@@ -18,11 +18,6 @@ NOT_JUDGED = "not_judged"      # a setting's ramp ran, but no step had enough da
 def judged(steps: Sequence[Step]) -> bool:
     """Whether any step held or broke (rather than having too few requests for both)."""
     return any(st.state != NO_DATA for st in steps)
-
-
-def _amount(load: float, unit: str) -> str:
-    from llmbench.analysis.verdict import amount
-    return amount(load, unit)
 
 
 def _fmt_held(r: SweepSetting) -> str:
@@ -288,12 +283,12 @@ def _break_tie(tied: Sequence[SweepSetting], unit: str, top: float,
                load: float | None) -> tuple[SweepSetting | None, str]:
     names = " and ".join(r.name for r in tied) if len(tied) == 2 else \
         ", ".join(r.name for r in tied)
-    head = f"{names} {'both' if len(tied) == 2 else 'all'} held {_amount(top, unit)}"
+    head = f"{names} {'both' if len(tied) == 2 else 'all'} held {amount(top, unit)}"
     by_knee = _by_knee(tied, unit, head)
     if by_knee is not None:
         return by_knee
     # 3. the table's numbers at the highest common load, each with its interval
-    at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
+    at = f"at {amount(load, unit)}" if load is not None else "at a common load"
     if not any(_view(pairs, a, b) for a in tied for b in tied if a is not b):
         return None, (f"{head}; no common load with enough requests to compare them further, so "
                       f"they tie on this evidence. To separate them: finer steps, --repeat 3, "

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from llmbench.records.store import RecordStore
+from llmbench.results.step import amount
 from llmbench.results.telemetry import (GpuUse, MachineUse, ProcessUse, RunTelemetry,  # noqa: F401
                                         ServerIdentity, Telemetry)
 
@@ -455,10 +456,6 @@ def _c(v: float | None) -> str:
     return "–" if v is None else f"{v:.1f}"
 
 
-def _load(load: float, unit: str) -> str:
-    return f"{load:g} {unit if unit != 'users' or load != 1 else 'user'}"
-
-
 def cpu_reading(first: Telemetry | None, broke: Telemetry | None, first_load: float,
                 load: float, unit: str, itl_growth: float | None, meta: Mapping[str, Any],
                 ident: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -472,7 +469,7 @@ def cpu_reading(first: Telemetry | None, broke: Telemetry | None, first_load: fl
         return None, None
     used = broke.server.cores
     before = first.server.cores if first is not None and first.server is not None else None
-    at = f" at {_load(load, unit)}" + (f" ({_c(before)} at {_load(first_load, unit)})"
+    at = f" at {amount(load, unit)}" + (f" ({_c(before)} at {amount(first_load, unit)})"
                                          if before is not None and first_load != load else "")
     grew = f"the time between tokens grew {itl_growth:.1f}x" if itl_growth else "the gaps grew"
     of = of_cores(used, cpus, ident)
@@ -512,7 +509,7 @@ def queue_cpu_sentence(first: Telemetry | None, broke: Telemetry | None, first_l
     before = first.server.cores if first is not None and first.server is not None else None
     flat = before is not None and abs(broke.server.cores - before) <= max(0.15 * before, 0.1)
     text = (f"The server's process used {of_cores(broke.server.cores, cpus, ident)} at "
-            f"{_load(load, unit)}" + (f" ({before:.1f} at {_load(first_load, unit)})"
+            f"{amount(load, unit)}" + (f" ({before:.1f} at {amount(first_load, unit)})"
                                       if before is not None and first_load != load else ""))
     return text + (": no more with more users waiting, so its slots, not the CPU, set the limit."
                    if flat else ".")
@@ -529,7 +526,7 @@ def gpu_sentence(first: Telemetry | None, broke: Telemetry | None, first_load: f
     if g.util_pct_mean is not None:
         before = first.gpu.util_pct_mean if first is not None and first.gpu is not None else None
         parts.append(f"{g.util_pct_mean:.0f}% busy" + (
-            f" ({before:.0f}% at {_load(first_load, unit)})"
+            f" ({before:.0f}% at {amount(first_load, unit)})"
             if before is not None and first_load != load else ""))
     if g.fb_used_mib_max is not None:
         mem = f"{g.fb_used_mib_max / 1024:.1f}"
@@ -537,7 +534,7 @@ def gpu_sentence(first: Telemetry | None, broke: Telemetry | None, first_load: f
             mem += f" of {g.fb_total_mib / 1024:.1f}"
         parts.append(f"{mem} GiB of memory used")
     who = "The GPU was" if g.count == 1 else f"The {g.count} GPUs were"
-    text = f"{who} " + ", ".join(parts) + f" at {_load(load, unit)}"
+    text = f"{who} " + ", ".join(parts) + f" at {amount(load, unit)}"
     if kv_usage is not None:
         text += f", while the server reported its KV cache {kv_usage * 100:.0f}% full"
     if g.xid:
@@ -560,7 +557,7 @@ def share_sentence(t: Telemetry | None, load: float, unit: str) -> str | None:
     server = t.server.cores or 0.0
     gen = t.llmbench.cores if t.llmbench is not None and t.llmbench.cores is not None else 0.0
     other = max(m.busy_cores - server - gen, 0.0)
-    text = (f"On this machine ({m.cpus} cores) at {_load(load, unit)}: the server used "
+    text = (f"On this machine ({m.cpus} cores) at {amount(load, unit)}: the server used "
             f"{server:.1f} cores, llmbench {gen:.1f}, other processes {other:.1f} "
             f"({(m.busy_share or 0) * 100:.0f}% busy in all)")
     if m.cpus and m.busy_cores >= MACHINE_BUSY_SHARE * m.cpus:
@@ -576,7 +573,7 @@ def energy_sentence(t: Telemetry | None, load: float, unit: str) -> str | None:
         return None
     how = ("the GPUs' energy counters" if g.energy_source == "counter"
            else "the GPUs' power integrated over the samples")
-    return (f"Energy at {_load(load, unit)}: {g.j_per_token:.3g} J per output token "
+    return (f"Energy at {amount(load, unit)}: {g.j_per_token:.3g} J per output token "
             f"({g.tokens_per_j:.3g} tokens per joule, {g.power_w_mean:.0f} W on average; "
             f"from {how}).")
 
@@ -637,10 +634,6 @@ def settings_text(ident: "ServerIdentity | Mapping[str, Any] | None") -> str:
     return " ".join(str(w) for w in words)
 
 
-def _gib(b: Any) -> str:
-    return f"{float(b) / 2**30:.0f} GiB"
-
-
 FACETS = ("server", "settings", "model", "gpus", "host")
 
 
@@ -674,7 +667,7 @@ def facets(ident: "ServerIdentity | Mapping[str, Any] | None") -> Facets:
         gpus = (f"{g['count']}x {g.get('name') or 'GPU'}"
                 + (f" (driver {g['driver']})" if g.get("driver") else ""))
     if h.get("cpus"):
-        host = f"{h['cpus']} cores" + (f", {_gib(h['mem_total_bytes'])}"
+        host = f"{h['cpus']} cores" + (f", {float(h['mem_total_bytes']) / 2**30:.0f} GiB"
                                        if h.get("mem_total_bytes") else "")
     return Facets(server=server or None, settings=settings_text(idn) or None, model=model,
                   gpus=gpus, host=host)

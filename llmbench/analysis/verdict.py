@@ -26,8 +26,6 @@ from llmbench.analysis.stepstats import drift_sentence
 from llmbench.results.schema import (NO_DATA, OVER, Check, HeldInterval, Knee, Step, Summary,  # noqa: F401
                                      Verdict, amount, deciding_step, last_held)
 
-_describe_check = describe_check
-_server_sentence = server_sentence
 
 def result_line(steps: Sequence[Step], unit: str = "users", planned: int | None = None) -> str:
     """'Held 6 users. At 8 users, TTFT p95 was 2.55 s, over 2 s.'
@@ -50,10 +48,10 @@ def result_line(steps: Sequence[Step], unit: str = "users", planned: int | None 
     if broke.state == NO_DATA:
         head = head if held else "No step could be judged."
         return (head + f" At {amount(broke.load, unit)}, not enough data to decide: "
-                + "; ".join(_describe_check(c) for c in failed[:2]) + ".")
+                + "; ".join(describe_check(c) for c in failed[:2]) + ".")
     # an outage first (it explains the rest), then a breach, then what could not be measured
     failed.sort(key=lambda c: (not c.outage, bool(c.reason)))
-    parts = [_describe_check(c, broke.summary.failed) for c in failed[:2]]
+    parts = [describe_check(c, broke.summary.failed) for c in failed[:2]]
     return head + f" At {amount(broke.load, unit)}, " + "; ".join(parts) + "."
 
 

@@ -645,7 +645,7 @@ def sweep_dry_run(settings: str, rows: Sequence[DryRunSetting], config: dict[str
 
 def sweep_table(results: Sequence[Any], unit: str, load: float | None) -> str:
     """The sweep's table: each setting's users held, and its numbers at the common load."""
-    from llmbench.analysis.sweep_judge import _amount, _fmt_held
+    from llmbench.analysis.sweep_judge import _fmt_held, amount as _amount
     fmt_ms = console.fmt_ms
     at = f"at {_amount(load, unit)}" if load is not None else "at a common load"
     # within 80 columns: what the last three columns were measured at is said above them

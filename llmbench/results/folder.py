@@ -185,19 +185,6 @@ def _date_of(run: Run | Sweep, folder: Path) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(folder.stat().st_mtime))
 
 
-def _alive(pid: Any) -> bool:
-    """Is the process that wrote a "running" run.json still there? (Unknown counts as yes.)"""
-    if not isinstance(pid, int):
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 @dataclass
 class RunRow:
     """One folder of ``llmbench runs``: when, what, the command (scrubbed), labels and the
@@ -246,7 +233,9 @@ def _row(d: Path, run: Run | Sweep, kind: Any, line: str, what: str) -> RunRow:
     status = run.status
     from llmbench.results import lock
     pid = run.pid if isinstance(run, Sweep) else run.state.pid
-    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else _alive(pid)
+    # no lock: is the process that wrote a "running" run.json still there? (unknown: yes)
+    live = lock.writer(d) is not None if (d / lock.LOCK).exists() else (
+        not isinstance(pid, int) or lock.alive(pid))
     if status == "running" and not live:
         status = f"stopped without {what} (killed?)"
     return RunRow(d.name, kind, status, _date_of(run, d),

@@ -35,7 +35,7 @@ def _start_token(pid: int) -> str | None:
     return rest[19] if len(rest) > 19 else None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -87,7 +87,7 @@ def writer(run_dir: str | Path) -> dict[str, Any] | None:
     if doc.get("host") not in (None, socket.gethostname()):
         return doc              # another machine's run: cannot be checked, so left alone
     pid = doc["pid"]
-    if not _alive(pid):
+    if not alive(pid):
         return None
     token = _start_token(pid)
     if doc.get("start") is not None and token is not None and token != doc["start"]:

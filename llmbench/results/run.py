@@ -11,21 +11,31 @@ from llmbench.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_OVERLOADED, EXIT_NO
                              EXIT_THRESHOLD, EXIT_WRITE)
 from llmbench.results.abandon import Abandonment
 from llmbench.results.cache import PromptCache
-from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, kind_of, part,
-                                       read_part)
+from llmbench.results.contract import (JSONObject, JSONValue, Part, WrongType, _at, kind_of,
+                                       part, read_part)
 from llmbench.results.jsonfile import RunFolderError, read_object, write_json
 from llmbench.results.network import NetworkFloor
 from llmbench.results.reset import CacheReset
 from llmbench.results.search import Search
 from llmbench.results.sessions import Sessions
 from llmbench.results.telemetry import RunTelemetry, ServerIdentity, Telemetry
-from llmbench.results.summary import (READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS,
-                                      _at_key, _jsonl_rows)
+from llmbench.results.summary import READABLE_SCHEMAS, SCHEMA_VERSION, Summary, _CONFIG_SECTIONS
 from llmbench.results.step import (Check, ClassStep, HeldInterval, OutageSpan, RepeatOf, Repeats,
                                    Step, _repeat_code, ladder, ramp_code, search_code)
 from llmbench.results.verdict import Isolation, Verdict
 
 R = TypeVar("R")
+F = TypeVar("F", bound=Part)
+
+
+class _Found(Part):
+    """A part an analysis finds, typed from the dict it returns (``Workers.of``: from
+    ``Fleet.describe``; ``Backends.of``: from ``analysis.backends.backends``): None when
+    it found nothing (one process, no reply named a backend, no router counts)."""
+
+    @classmethod
+    def of(cls: type[F], found: Mapping[str, Any] | None) -> F | None:
+        return None if found is None else cls.from_dict(found)
 
 if TYPE_CHECKING:
     import pandas
@@ -62,7 +72,6 @@ class ProbeStep(Part):
     def overhead(self, name: str) -> Overhead:
         """'ttft_p50', 'ttft_p95', 'e2el_p50' or 'itl_p50'."""
         return getattr(self, name)
-
 
 
 @dataclass
@@ -128,7 +137,7 @@ class Affinity(Part):
 
 
 @dataclass
-class Backends(Part):
+class Backends(_Found):
     """The spread of a router's load over its backends (analysis.backends): each backend, how
     many, the imbalance (max/mean requests) and its coefficient of variation, and affinity."""
 
@@ -137,11 +146,6 @@ class Backends(Part):
     imbalance: float | None = None
     cv: float | None = None
     affinity: Affinity | None = part(None, omit="none")
-
-    @classmethod
-    def of(cls, found: Mapping[str, Any] | None) -> "Backends | None":
-        """``analysis.backends.backends``' dict, typed (None: no reply named a backend)."""
-        return None if found is None else cls.from_dict(found)
 
 
 @dataclass
@@ -153,17 +157,12 @@ class InFlight(Part):
 
 
 @dataclass
-class RouterCounters(Part):
+class RouterCounters(_Found):
     """A router's own per-backend in-flight counts, averaged over its samples (NOMYO's
     /api/usage): each backend's share of the load when no reply names its backend."""
 
     samples: int = 0
     backends: dict[str, InFlight] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, found: Mapping[str, Any] | None) -> "RouterCounters | None":
-        """``analysis.backends.router_counters``' dict, typed (None: no such counts)."""
-        return None if found is None else cls.from_dict(found)
 
 
 @dataclass
@@ -176,7 +175,7 @@ class LostWorker(Part):
 
 
 @dataclass
-class Workers(Part):
+class Workers(_Found):
     """The worker processes (or Ray actors) the load ran on: how many were asked for and ran,
     the launcher, each one's records, the token counter, and any that died (``crashed``)."""
 
@@ -187,10 +186,6 @@ class Workers(Part):
     records: dict[str, int] = field(default_factory=dict)
     count_tokens: str | None = None
 
-    @classmethod
-    def of(cls, described: Mapping[str, Any] | None) -> "Workers | None":
-        """The fleet's own description (``Fleet.describe``), typed; None: one process."""
-        return None if described is None else cls.from_dict(described)
 
     def lost(self) -> str | None:
         """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
@@ -320,6 +315,17 @@ class ResultFile:
     def exit_code(self) -> int:
         raise NotImplementedError
 
+    def _repr_html_(self) -> str | None:
+        """In Jupyter: a run's verdict, summary table and main charts (inline SVG, no
+        network), a sweep's answer and settings (llmbench/report/notebook.py)."""
+        from llmbench.results.display import html_of
+        return html_of("run", self)
+
+    @property
+    def partial(self) -> bool:
+        """True when it was interrupted or cut short: its numbers cover part of the plan."""
+        return self.status != "complete"      # type: ignore[attr-defined]
+
     @property
     def passed(self) -> bool:
         """Whether the command line exits 0 for this result (``exit_code``)."""
@@ -426,11 +432,6 @@ class Run(ResultFile, Part):
     def measured_anything(self) -> bool:
         """Whether run.json holds figures: a run's summary, a ramp's or a probe's steps."""
         return self.summary is not None or bool(self.steps or self.findings.router.steps)
-
-    @property
-    def partial(self) -> bool:
-        """True when the run was interrupted or cut short: its numbers cover part of the plan."""
-        return self.status != "complete"
 
     @property
     def held(self) -> float | None:
@@ -544,7 +545,8 @@ class Run(ResultFile, Part):
         p = self.requests_path()
         if p is None or not p.exists():
             return iter(())
-        return _jsonl_rows(p)
+        from llmbench.records.record import json_lines
+        return json_lines(p)            # a torn or damaged line: skipped and counted
 
     def requests(self) -> "pandas.DataFrame":
         """A pandas DataFrame, one row per request (pandas comes with ``datasets``)."""
@@ -571,12 +573,6 @@ class Run(ResultFile, Part):
                                  "settings' run folders")
         raise RunFolderError(f"{folder}: no run.json here; give a run folder made by llmbench "
                              "run/ramp")
-
-    def _repr_html_(self) -> str | None:
-        """In Jupyter: the verdict, the summary table and the main charts, inline SVG, no
-        network (llmbench/report/notebook.py)."""
-        from llmbench.results.display import html_of
-        return html_of("run", self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str | Path | None = None) -> "Run":
@@ -606,12 +602,12 @@ class Run(ResultFile, Part):
             if kind == "probe":
                 run.findings.server_probe = None
                 run.findings.router.server_probes = {
-                    k: _at_key(f"server_probe.{k}", read_part, ServerProbe, v)
+                    k: _at(f"server_probe.{k}", read_part, ServerProbe, v)
                     for k, v in probe.items() if isinstance(v, Mapping)}
                 if any(not isinstance(v, Mapping) for v in probe.values()):
                     raise WrongType("server_probe", "a path's probe that is not an object")
             else:
-                run.findings.server_probe = _at_key("server_probe", read_part, ServerProbe,
+                run.findings.server_probe = _at("server_probe", read_part, ServerProbe,
                                                     probe)
         elif "server_probe" in d:
             run.findings.server_probe = None
@@ -624,10 +620,10 @@ class Run(ResultFile, Part):
                     raise RunFolderError(f"{path}: step {i + 1} in run.json has no summary; it "
                                          "was cut short or edited by hand")
             if kind == "probe":
-                run.findings.router.steps = [_at_key(f"steps.{i + 1}", read_part, ProbeStep, st)
+                run.findings.router.steps = [_at(f"steps.{i + 1}", read_part, ProbeStep, st)
                                              for i, st in enumerate(steps)]
             else:
-                run.steps = [_at_key(f"steps.{i + 1}", read_part, Step, st)
+                run.steps = [_at(f"steps.{i + 1}", read_part, Step, st)
                              for i, st in enumerate(steps)]
         if isinstance(run.extra.get("interrupted"), bool):
             run.interrupted = run.extra["interrupted"]      # kept as read, and known
@@ -648,8 +644,7 @@ class RunResult(Run):
         ValueError (the API raises before: a run that measured nothing is an error)."""
         if run.summary is None:
             raise ValueError("a run with no summary measured nothing")
-        got = cls(**{f.name: getattr(run, f.name) for f in fields(Run)})
-        return got
+        return cls(**{f.name: getattr(run, f.name) for f in fields(Run)})
 
 
 def _version(d: Mapping[str, Any], path: str | Path | None) -> None:

@@ -27,22 +27,16 @@ from llmbench.results.contract import JSONObject, JSONValue  # noqa: F401
 from llmbench.results.summary import (  # noqa: F401
     SCHEMA_VERSION, READABLE_SCHEMAS, LATENCY, EXTRA_LATENCY, CENSORED, REASONING, COUNTS,
     OTHER_LATENCY, AGENTS, METRICS, SCALARS, SHARES, HIGHER_IS_BETTER, pct_word, key,
-    within_key, value, _jsonl_rows, _STAT, STATS, _unit, stat_key, _number, Metric,
-    Within, ErrorSample, _HEAD, _MAIN_METRICS, _REASONING, _TOOLS, _STRUCTURED, _TAIL, _CANCELLED,
-    _LAST, _AFTER, _SCALAR_FIELDS, _SCALAR_DEFAULTS, Summary, _SCALAR_TYPES, _scalar_types,
-    _CONFIG_SECTIONS, _at_key, _metric_stat, _metric_from)
+    within_key, STATS, stat_key, Metric, Within, ErrorSample, Summary)
 from llmbench.results.step import (  # noqa: F401
     RepeatOf, OutageSpan, HeldInterval, RepeatRun, Repeats, StepState, HELD, OVER, NO_DATA, Check,
-    Steady, ClassStep, Step, last_held, deciding_step, amount, held_load, ramp_code, _repeat_code,
-    ladder, search_code)
+    Steady, ClassStep, Step, last_held, deciding_step, amount, held_load, ramp_code, ladder,
+    search_code)
 from llmbench.results.verdict import (  # noqa: F401
-    VerdictKind, Knee, _analysed, ClassVerdict, Compared, IsolatedClass, Isolation, Verdict)
+    VerdictKind, Knee, ClassVerdict, Compared, IsolatedClass, Isolation, Verdict)
 from llmbench.results.run import (  # noqa: F401
-    InFlight, RouterCounters,
-    Affinity, Backend, Backends, LostWorker, OutputLength, RouterBound, Workers, Overhead,
-    ProbeStep, ServerProbe, RunKind, _measured, _run_body, _ramp_body, _probe_body,
-    _outages_body, _one_probe, RunState, Router, Findings, RUN_KEYS, Run, RunResult, _version,
-    _section, _list)
+    InFlight, RouterCounters, Affinity, Backend, Backends, LostWorker, OutputLength, RouterBound,
+    Workers, Overhead, ProbeStep, ServerProbe, RunKind, RunState, Router, Findings, RUN_KEYS, Run,
+    RunResult)
 from llmbench.results.sweep import (  # noqa: F401
-    ServerDifference,
-    StepBrief, _probed, ServerState, SweepSetting, Sweep, load_result)
+    ServerDifference, StepBrief, ServerState, SweepSetting, Sweep, load_result)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from llmbench.results.contract import (JSONObject, Part, WrongType, decode, encode, mismatch,
@@ -81,20 +80,6 @@ def within_key(metric: str, limit_ms: float) -> str:
     return f"within_{metric}_{limit_ms:g}ms"
 
 
-def value(summary: Mapping[str, Any] | "Summary", metric: str, stat: str | None = None) -> Any:
-    """METRIC.STAT read from a summary (None when absent): what a threshold and compare read."""
-    if isinstance(summary, Summary):
-        return summary.value(metric, stat)
-    return summary.get(key(metric, stat))
-
-
-def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """One dict per line of a JSON-lines file; a torn line (a crash mid-write) is skipped.
-    (Here, not results.latencies.read_jsonl: the reader of run folders imports this module.)"""
-    from llmbench.records.record import json_lines
-    yield from json_lines(path)         # a torn or damaged line: skipped and counted
-
-
 # -- distributions ---------------------------------------------------------------------------
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)(_all)?_(.+?)(_ms)?$")
@@ -160,19 +145,8 @@ class Metric:
     def of(cls, name: str, stats: Mapping[str, Any]) -> "Metric":
         """A distribution from its statistics as the summary computes them: 'mean', 'median',
         'std', 'min', 'max', 'count' (its n) and 'pQ', in the order given."""
-        kw: dict[str, Any] = {}
-        pct: dict[float, float | None] = {}
-        order = []
-        for stat, v in stats.items():
-            v = _number(v)
-            if stat == "count":
-                kw["n"], stat = v, "n"
-            elif stat in STATS:
-                kw[stat] = v
-            else:
-                pct[float(stat[1:])] = v
-            order.append(stat)
-        return cls(name=name, percentiles=pct, stats=tuple(order), **kw)
+        return _metric_from(name, {"n" if k == "count" else k: _number(v)
+                                   for k, v in stats.items()})
 
     def with_all(self, n_all: int, percentiles: Mapping[float, float | None]) -> "Metric":
         """The same with its failure-aware percentiles (every failed request as +inf)."""
@@ -241,10 +215,6 @@ class Within:
     share: float | None
     key: str
 
-    @property
-    def limit_ms(self) -> float:
-        return float(self.limit.removesuffix("ms"))
-
     @classmethod
     def from_key(cls, k: str, share: float | None) -> "Within":
         metric, _, limit = k.removeprefix("within_").rpartition("_")
@@ -269,47 +239,34 @@ class ErrorSample(Part):
 # -- the summary -----------------------------------------------------------------------------
 # Its scalars in the order run.json has them: vLLM's headline first; (field, key, written)
 # where written is "always", "set" (only when not None: a run where no reply called a tool
-# has no tool_call_share at all) or "with:<field>" (when that field is not None).
-_HEAD = (("completed", "completed", "always"), ("failed", "failed", "always"),
-         ("duration_s", "duration", "always"),
-         ("total_input_tokens", "total_input_tokens", "always"),
-         ("total_output_tokens", "total_output_tokens", "always"),
-         ("request_throughput", "request_throughput", "always"),
-         ("request_goodput", "request_goodput", "always"),
-         ("output_throughput", "output_throughput", "always"),
-         ("total_token_throughput", "total_token_throughput", "always"),
-         ("max_output_tokens_per_s", "max_output_tokens_per_s", "always"),
-         ("max_concurrent_requests", "max_concurrent_requests", "always"))
+# has no tool_call_share at all) or "with:<field>" (when that field is not None). Each key is
+# its field's name, but ``duration`` (``duration_s``).
+def _rows(rule: str, *keys: str) -> tuple[tuple[str, str, str], ...]:
+    return tuple(("duration_s" if k == "duration" else k, k, rule) for k in keys)
+
+
+_HEAD = _rows("always", "completed", "failed", "duration", "total_input_tokens",
+              "total_output_tokens", "request_throughput", "request_goodput",
+              "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+              "max_concurrent_requests")
 _MAIN_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
                  "itl_per_token", "max_gap")
-_REASONING = (("requests_with_reasoning", "requests_with_reasoning", "set"),
-              ("total_reasoning_tokens", "total_reasoning_tokens", "set"),
-              ("answered_after_reasoning", "answered_after_reasoning", "set"))
-_TOOLS = (("requests_with_tool_calls", "requests_with_tool_calls", "set"),
-          ("tool_call_share", "tool_call_share", "set"))
-_STRUCTURED = (("structured_checked", "structured_checked", "set"),
-               ("valid_output_share", "valid_output_share", "set"),
-               ("total_embeddings", "total_embeddings", "set"),
-               ("embeddings_throughput", "embeddings_throughput", "set"),
-               ("input_throughput", "input_throughput", "set"))
-_TAIL = (("requests", "requests", "always"), ("completed_share", "completed_share", "always"),
-         ("error_rate", "error_rate", "always"), ("errors", "errors", "always"),
-         ("error_statuses", "error_statuses", "always"),
-         ("error_samples", "error_samples", "always"), ("stalls", "stalls", "always"),
-         ("stall_threshold_s", "stall_threshold_s", "always"),
-         ("requests_with_stalls", "requests_with_stalls", "always"),
-         ("output_tokens_source", "output_tokens_source", "always"),
-         ("non_streaming", "non_streaming", "always"),
-         ("stream_bunching", "stream_bunching", "always"),
-         ("served_by", "served_by", "always"), ("backends", "backends", "set"))
+_REASONING = _rows("set", "requests_with_reasoning", "total_reasoning_tokens",
+                   "answered_after_reasoning")
+_TOOLS = _rows("set", "requests_with_tool_calls", "tool_call_share")
+_STRUCTURED = _rows("set", "structured_checked", "valid_output_share", "total_embeddings",
+                    "embeddings_throughput", "input_throughput")
+_TAIL = _rows("always", "requests", "completed_share", "error_rate", "errors",
+              "error_statuses", "error_samples", "stalls", "stall_threshold_s",
+              "requests_with_stalls", "output_tokens_source", "non_streaming",
+              "stream_bunching", "served_by") + _rows("set", "backends")
 # --abandon: cancelled by the user, of them before any token, and their share of all requests
-_CANCELLED = (("cancelled", "cancelled", "set"), ("cancelled_waiting", "cancelled_waiting", "set"),
-              ("cancel_rate", "cancel_rate", "set"))
-_LAST = (("cached_prompt_tokens", "cached_prompt_tokens", "set"),
-         ("cached_reported", "cached_reported", "set"),
-         # written beside cached_reported, a share of None included (no prompt tokens told)
-         ("cached_prompt_share", "cached_prompt_share", "with:cached_reported"))
-_AFTER = (("peak_in_flight_requests", "peak_in_flight_requests", "set"),)
+_CANCELLED = _rows("set", "cancelled", "cancelled_waiting", "cancel_rate")
+# cached_prompt_share is written beside cached_reported, a share of None included (no prompt
+# tokens told)
+_LAST = _rows("set", "cached_prompt_tokens", "cached_reported") + _rows(
+    "with:cached_reported", "cached_prompt_share")
+_AFTER = _rows("set", "peak_in_flight_requests")
 _SCALAR_FIELDS = {k: f for f, k, _ in _HEAD + _REASONING + _TOOLS + _STRUCTURED + _TAIL
                   + _CANCELLED + _LAST + _AFTER}
 _SCALAR_DEFAULTS = {"completed": 0, "failed": 0, "requests": 0, "errors": {},
@@ -496,7 +453,7 @@ class Summary(Part):
         stats: dict[str, dict[str, Any]] = {}
         within: list[Within] = []
         extra: dict[str, Any] = {}
-        types = _scalar_types()
+        types = {sp.name: sp.type for sp in specs(cls)}    # what a value is checked against
         for k, v in data.items():
             f = _SCALAR_FIELDS.get(k)
             if f is not None:
@@ -539,26 +496,8 @@ class Summary(Part):
         return cls(**kw, **metrics, within=within, extra=extra, read_keys=tuple(data))
 
 
-_SCALAR_TYPES: dict[str, Any] = {}
-
-
-def _scalar_types() -> dict[str, Any]:
-    """The annotation of each of the summary's scalar fields (what from_dict checks a value
-    against), once."""
-    if not _SCALAR_TYPES:
-        _SCALAR_TYPES.update((sp.name, sp.type) for sp in specs(Summary))
-    return _SCALAR_TYPES
-
-
 # the sections of run.json's config that are objects (commands' config dicts)
 _CONFIG_SECTIONS = frozenset(("target", "router", "direct", "load", "request", "timeouts", "ramp"))
-
-
-def _at_key(key: str, fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except WrongType as exc:
-        raise exc.under(key) from None
 
 
 def _metric_stat(k: str) -> tuple[str, str] | None:

@@ -145,10 +145,6 @@ class Sweep(ResultFile, Part):
     FILE: ClassVar[str] = "sweep.json"
 
     @property
-    def partial(self) -> bool:
-        return self.status != "complete"
-
-    @property
     def exit_code(self) -> int:
         """The sweep command's exit code, as sweep.json saved it (0 when it did not)."""
         return self.exit_code_saved if self.exit_code_saved is not None else EXIT_OK
@@ -175,11 +171,6 @@ class Sweep(ResultFile, Part):
         sweep = cls._read(lambda: super(Sweep, cls).from_dict(data), path)
         sweep.path = None if path is None else Path(path)
         return sweep
-
-    def _repr_html_(self) -> str | None:
-        """In Jupyter: the sweep's answer and its settings."""
-        from llmbench.results.display import html_of
-        return html_of("run", self)
 
 
 def load_result(folder: str | Path) -> "Run | Sweep":

@@ -72,10 +72,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     *((f"{name}_ms", "float") for name in PHASES),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
-# cells whose text came from a server or a dataset, not from llmbench: a spreadsheet must not
-# run them (report.export escapes them in CSV)
-FOREIGN_TEXT = ("error", "served_by", "finish_reason", "conversation", "note", "request_id",
-                "error_kind", "path")
 
 
 def _t0(run: Any, rows: list[dict[str, Any]]) -> float:

@@ -37,8 +37,7 @@ from llmbench.results.schema import (AGENTS, CENSORED, COUNTS, EXTRA_LATENCY, LA
 from llmbench.results.sessions import DISTS as SESSION_DISTS, SCALARS as SESSION_SCALARS, SHARES as SESSION_SHARES
 
 # the per-request latencies a threshold may name (analysis.metrics summarises the same);
-# CENSORED_METRICS also have failure-aware ("_all") figures
-CENSORED_METRICS = CENSORED
+# CENSORED's also have failure-aware ("_all") figures
 ALL_LATENCY_METRICS = LATENCY + EXTRA_LATENCY + REASONING + AGENTS
 # the percentiles every summary has (a run's --metric-percentiles adds its own)
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
@@ -52,7 +51,7 @@ GRAMMAR = ("METRIC[.STAT] OP VALUE[UNIT], e.g. 'ttft.p95<=2s', 'ttft.p95_all<=2s
            "valid_output_share, embeddings_throughput (emb_s), input_throughput; agent sessions: "
            "session, session_model, session_tool, step_ttft, session_steps (with a STAT), "
            "sessions_completed, sessions_per_min, text_reply_share, session_cached_share; STAT is mean, median, p50, p90, p95, p99, "
-           "max, min or std, and for " + ", ".join(CENSORED_METRICS) + " also median_all, "
+           "max, min or std, and for " + ", ".join(CENSORED) + " also median_all, "
            "p50_all, p90_all, p95_all, p99_all or within(T); OP is <=, <, >=, >, == or !=")
 
 STATS = ("mean", "median", "p50", "p90", "p95", "p99", "max", "min", "std")
@@ -138,9 +137,9 @@ def parse_threshold(text: str) -> Threshold:
             if stat != "within" or arg is None:
                 raise ThresholdError(f"threshold {text!r}: only within(T) takes an argument, "
                                      "e.g. 'ttft.within(2s)>=95%'")
-            if metric not in CENSORED_METRICS:
+            if metric not in CENSORED:
                 raise ThresholdError(f"threshold {text!r}: within(T) is for "
-                                     + ", ".join(CENSORED_METRICS))
+                                     + ", ".join(CENSORED))
             limit_ms = _latency_ms(float(arg), arg_unit, text)
             if unit == "%":
                 num /= 100.0
@@ -150,9 +149,9 @@ def parse_threshold(text: str) -> Threshold:
             return Threshold(text, metric, "within", op, num, within_key(metric, limit_ms),
                              within_ms=limit_ms)
         if stat in ALL_STATS:
-            if metric not in CENSORED_METRICS:
+            if metric not in CENSORED:
                 raise ThresholdError(f"threshold {text!r}: {stat} (failures as +inf) is for "
-                                     + ", ".join(CENSORED_METRICS))
+                                     + ", ".join(CENSORED))
         elif stat not in STATS:
             raise ThresholdError(f"threshold {text!r}: unknown statistic {stat!r}; use one of "
                                  + ", ".join(STATS + ALL_STATS) + " or within(T)")

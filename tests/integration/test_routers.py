@@ -141,12 +141,12 @@ def test_probe_behind_a_router_that_names_no_backend(mock_factory, tmp_path):
 
 
 def test_ramp_verdict_reads_the_routers_count_as_in_flight():
-    from llmbench.analysis.verdict import _server_sentence, server_view
+    from llmbench.analysis.verdict import server_sentence, server_view
     samples = [{"t": 1.0, "kind": "nomyo", "in_flight": 4.0,
                 "backends_in_flight": {"http://a:8080": 4.0}}]
     view = server_view(samples)
     assert view["running_max"] is None and view["router_in_flight_max"] == 4.0
-    text = _server_sentence(view)
+    text = server_sentence(view)
     assert "up to 4 running" not in text
     assert "router reported up to 4 requests in flight" in text and "queued" in text
 

@@ -88,9 +88,7 @@ def test_stats_and_names():
     assert percentile.stat_name(99.9) == "p99.9" and percentile.stat_name(95.0) == "p95"
 
 
-def test_rows_and_interval():
-    m = np.arange(20, dtype=float).reshape(2, 10)
-    assert list(percentile.rows(m, 50)) == [4.5, 14.5]
+def test_interval():
     lo, hi = percentile.interval(np.array([*range(101), np.nan], dtype=float), 90.0)
     assert (lo, hi) == (5.0, 95.0)
     assert stats.interval is percentile.interval and stats.quantile is percentile.percentile
