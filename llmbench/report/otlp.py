@@ -53,6 +53,11 @@ QUEUE_RECORDS = 20_000          # records waiting for the thread; beyond: droppe
 BATCH = 512                     # spans per export
 EXPORT_TIMEOUT_S = 5.0          # one export's deadline, retries included (the SDK's own)
 CLOSE_WAIT_S = 5.0              # at the end, how long the rest may take before it is dropped
+# the exporter process's own start (Python, the SDK's imports: ~1 s; tens on a busy machine)
+# is not the collector's time: at the end it may take this long to be ready, before the
+# CLOSE_WAIT_S per batch starts (issue 49: at load 12 a 1-second run's 24 spans were all
+# "dropped: the collector was too slow" while the exporter was still importing)
+START_WAIT_S = 60.0
 OPERATION = {"openai-chat": "chat", "anthropic": "chat", "ollama": "chat",
              "openai": "text_completion", "tgi": "text_completion",
              "responses": "chat", "embeddings": "embeddings"}
@@ -353,12 +358,8 @@ class OtlpExporter:
         except OSError:
             pass
         child.stdin = None                  # (communicate would flush it)
-        try:
-            out, _ = child.communicate(timeout=CLOSE_WAIT_S + 2.0)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, _ = child.communicate()
-            self.counts.why = "the collector was too slow"
+        out, why = _drain(child)
+        self.counts.why = why
         last: dict[str, Any] = {}
         for line in out.decode("utf-8", "replace").splitlines():
             try:
@@ -395,6 +396,37 @@ class OtlpExporter:
             return f"OTLP: {c.exported} request spans sent to {self.endpoint}"
         return (f"OTLP: {c.dropped} of {c.observed} request spans dropped ({self.endpoint}: "
                 f"{c.why}); the measurements are all in the run folder")
+
+
+def _drain(child: subprocess.Popen[bytes]) -> tuple[bytes, str | None]:
+    """The exporter process's output to its end. Its first line says it is ready (START_WAIT_S
+    for that), each later one that a batch was sent: one that says nothing for CLOSE_WAIT_S
+    after that is stopped, and why the rest is lost is said (a collector too slow, or an
+    exporter that never started: this machine was too busy)."""
+    import select
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    out = b""
+    ready = False
+    until = time.monotonic() + START_WAIT_S
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            child.kill()
+            child.wait()
+            why = ("the collector was too slow" if ready else
+                   f"the exporter did not start within {START_WAIT_S:g} s: this machine was "
+                   "too busy")
+            return out, why
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:                   # it has ended
+                child.wait()
+                return out, None
+            out += chunk
+            ready = ready or b"\n" in out
+            if ready:
+                until = time.monotonic() + CLOSE_WAIT_S
 
 
 # -- the child process: follows requests.jsonl -------------------------------------------------
@@ -437,6 +469,7 @@ def _follow(log: str, spans: _Spans) -> None:
     ended = False
     pending = b""
     stdin = _Stdin(spans)
+    print(json.dumps({"exported": 0, "dropped": 0, "why": None}), flush=True)     # ready
     while not os.path.exists(log):      # the harness opens it after starting this process
         if not stdin.poll(0.1) and not os.path.exists(log):
             print(json.dumps({"exported": 0, "dropped": 0, "why": None}), flush=True)

@@ -97,9 +97,9 @@ def test_ollama_chat_ndjson_and_durations(mock_factory):
     assert last["eval_count"] == 5 and last["prompt_eval_count"] > 0
     for k in ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration"):
         assert isinstance(last[k], int)
-    # they agree with what happened: 50 ms prefill, 4 steps of 10 ms, inside the wall time
-    assert 45e6 <= last["prompt_eval_duration"] <= 80e6
-    assert 35e6 <= last["eval_duration"] <= 70e6
+    # they agree with what happened: at least a 50 ms prefill and 4 steps of 10 ms, and all of
+    # it inside the wall time this test measured (a busy machine stretches both alike)
+    assert 45e6 <= last["prompt_eval_duration"] and 35e6 <= last["eval_duration"]
     assert last["total_duration"] <= wall_ns
     assert last["total_duration"] >= last["prompt_eval_duration"] + last["eval_duration"]
 
@@ -208,7 +208,11 @@ def test_one_slot_waits_stack_by_whole_service_times(mock_factory):
         assert 50 - 10 <= (b.first_token - a.end) * 1000 <= 50 + 100, ttfts
         assert (b.first_token - a.first_token) * 1000 >= 140 - 15, ttfts
     gaps = [g for r in recs for g in np.diff(r.token_times)]
-    assert 10 - 1.5 <= np.median(gaps) * 1000 <= 10 + 4
+    # a reply's gaps are one slot's 10 ms, as a lone request's measured now on this machine
+    # (late timers stretch both alike); 4 sharing the slot's steps would make them 40 ms
+    alone = run(concurrent(m.url + "/v1", 1, 10))
+    alone_ms = np.median(np.diff(alone[0].token_times)) * 1000
+    assert 10 - 1.5 <= np.median(gaps) * 1000 <= max(10, alone_ms) + 4, (gaps, alone_ms)
     # the mock's own queue time: the 4th waited for the 3 before it, each served whole
     waits = [r.server_queue_ms for r in by_first]
     served_before_ms = sum((r.end - r.first_token) * 1000 + 50 for r in by_first[:3])
@@ -276,7 +280,10 @@ def test_replicas_have_their_own_identity_slots_and_ports(mock_factory):
     async def three():
         return await asyncio.gather(*(send_one(u + "/v1", max_tokens=2) for u in m.urls))
     recs = [r for r, _ in run(three())]
-    assert max(r.server_queue_ms for r in recs) < 30
+    # one waiting for another would wait its whole service (>= its 100 ms prefill): judged
+    # against the prefill these requests took, not a busy machine's scheduling noise
+    assert max(r.server_queue_ms for r in recs) < 0.5 * min(r.ttft * 1000 for r in recs), \
+        [(r.server_queue_ms, r.ttft) for r in recs]
 
 
 def test_metrics_agree_with_what_happened(mock_factory):

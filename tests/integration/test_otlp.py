@@ -78,27 +78,38 @@ def test_no_traceparent_sends_no_header_but_keeps_the_spans(tmp_path):
 def test_a_collector_stopped_mid_run_loses_spans_not_measurements(mock_factory, tmp_path):
     import threading
     m = mock_factory(ttft_ms=10, itl_ms=2)
-    sink = OtlpSink().__enter__()
 
-    def stop_after_first_spans() -> None:
-        deadline = time.monotonic() + 60
-        while not sink.requests() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def attempt(i: int) -> int:
+        sink = OtlpSink().__enter__()
+
+        def stop_after_first_spans() -> None:
+            deadline = time.monotonic() + 60
+            while not sink.requests() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            sink.stop()
+        threading.Thread(target=stop_after_first_spans, daemon=True).start()
+        out = tmp_path / f"out{i}"
+        p, _ = _run(m.url, out, "--concurrency", "4", "--duration", "6s", "--otlp", sink.url)
         sink.stop()
-    threading.Thread(target=stop_after_first_spans, daemon=True).start()
-    p, _ = _run(m.url, tmp_path / "out", "--concurrency", "4", "--duration", "5s",
-                "--otlp", sink.url)
-    sink.stop()
-    assert p.returncode == 0, p.stderr
-    d = only_run(tmp_path / "out")
-    recs = load_records(d / "requests.jsonl")
-    summary = json.loads((d / "run.json").read_text())["summary"]
-    assert summary["completed"] == sum(1 for r in recs if r.ok and not r.warmup) > 0
-    lines = _otlp_lines(p.stderr)
-    assert len(lines) == 1 and " request spans dropped (" in lines[0], p.stderr
-    dropped = int(lines[0].split("OTLP: ")[1].split(" of ")[0])
-    assert 0 < dropped <= len(recs)
-    assert len(sink.requests()) + dropped == len(recs)
+        assert p.returncode == 0, p.stderr
+        d = only_run(out)
+        recs = load_records(d / "requests.jsonl")
+        summary = json.loads((d / "run.json").read_text())["summary"]
+        assert summary["completed"] == sum(1 for r in recs if r.ok and not r.warmup) > 0
+        lines = _otlp_lines(p.stderr)
+        assert len(lines) == 1, p.stderr
+        if " request spans dropped (" not in lines[0]:
+            # the exporter started late (a busy machine) and sent every span in the one batch
+            # the sink took before it stopped: nothing was lost, and the line says so
+            assert lines[0].startswith(f"OTLP: {len(recs)} request spans sent"), p.stderr
+            assert len(sink.requests()) == len(recs)
+            return 0
+        dropped = int(lines[0].split("OTLP: ")[1].split(" of ")[0])
+        assert 0 < dropped <= len(recs)
+        assert len(sink.requests()) + dropped == len(recs)
+        return dropped
+    # the stop must come between two batches: on a busy machine, once in a while, it cannot
+    assert any(attempt(i) for i in range(3))
 
 
 def test_a_bad_otlp_url_is_one_line_and_never_stalls_the_load(mock_factory, tmp_path):
