@@ -17,7 +17,7 @@ from llmbench.mock_server.engine import MockConfig
 from llmbench.mock_server.fit import ProfileError, fit_run, load_profile, save_profile
 from llmbench.mock_server.server import make_config
 
-from tests.helpers import ROOT  # noqa: E402
+from tests.helpers import ROOT, busy  # noqa: E402
 
 # the synthetic server's true parameters
 FIXED_MS = 40.0
@@ -265,10 +265,19 @@ def test_a_separate_last_prompt_step_makes_prefills_under_load_wait_for_each_oth
                                         _first_token_at(m.url, 300, delay_s=0.3, after=a_sent))
         (_a0, a1), (b0, _b1) = asyncio.run(go())
         return a1 - b0
-    waited = a_first_token_after_b_started(True)       # ~0.95 s: waited for B's bulk
-    alone = a_first_token_after_b_started(False)       # ~0.35 s: its own prompt only
-    # a busy machine makes both later, alike: B's bulk (600 ms on paper) is the difference
-    assert waited >= 0.5 and waited - alone >= 0.3, (waited, alone)
+    tries = []
+    for _ in range(3):
+        waited = a_first_token_after_b_started(True)       # ~0.95 s: waited for B's bulk
+        alone = a_first_token_after_b_started(False)       # ~0.35 s: its own prompt only
+        tries.append((waited, alone, busy.slowdown()))
+        # a busy machine makes both later, alike: B's bulk (600 ms on paper) is the difference
+        if waited >= 0.5 and waited - alone >= 0.3:
+            return
+        # at load 12 it measured 0.13 s: the timing the test sets up (B arriving during A's
+        # bulk) did not hold; on a machine measured busy it is set up again
+        if tries[-1][2] < 1.5:
+            break
+    raise AssertionError(f"(waited, alone, slowdown) per try: {tries}")
 
 
 def test_kv_capacity_preempts_and_recomputes(mock_factory):
