@@ -86,8 +86,11 @@ class PlainSession:
     async def _get(self, path: str, headers: dict[str, str], limit: int
                    ) -> tuple[int, dict[str, str], bytes]:
         target = self.root + path if self.proxy else path
-        lines = [f"GET {target} HTTP/1.1", f"Host: {self.host_header}",
-                 "Accept: */*", "Accept-Encoding: gzip, deflate", f"User-Agent: {USER_AGENT}"]
+        given = {k.lower() for k in headers}
+        lines = [f"GET {target} HTTP/1.1"] + [  # the caller's headers replace these (as aiohttp)
+            f"{k}: {v}" for k, v in (("Host", self.host_header), ("Accept", "*/*"),
+                                     ("Accept-Encoding", "gzip, deflate"),
+                                     ("User-Agent", USER_AGENT)) if k.lower() not in given]
         if self.proxy_auth:
             lines.append(f"Proxy-Authorization: {self.proxy_auth}")
         lines += [f"{k}: {v}" for k, v in headers.items()]

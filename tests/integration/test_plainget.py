@@ -124,11 +124,13 @@ def test_a_proxy_gets_the_absolute_form_and_the_proxy_urls_credentials():
     with KeptAlive() as proxy:
         net = Net(proxy=f"http://u:p%40ss@127.0.0.1:{proxy.port}", proxy_from="--proxy")
         got = get("http://server.invalid:8000", "/metrics", net=net,
-                  headers={"Authorization": "Bearer t"})
+                  headers={"Authorization": "Bearer t", "user-agent": "mine"})
         assert got == [(200, "page http://server.invalid:8000/metrics")]
         head = proxy.heads[0]
     assert head.startswith("GET http://server.invalid:8000/metrics HTTP/1.1\r\n")
     assert "Host: server.invalid:8000\r\n" in head and "Authorization: Bearer t\r\n" in head
+    # a header the caller gives replaces the default one, never doubles it
+    assert "user-agent: mine\r\n" in head and "User-Agent" not in head
     assert f"Proxy-Authorization: Basic {base64.b64encode(b'u:p@ss').decode()}\r\n" in head
 
 
