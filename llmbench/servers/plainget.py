@@ -132,59 +132,64 @@ class _Closed(Exception):
 async def _read(reader: asyncio.StreamReader, limit: int, url: str
                 ) -> tuple[int, dict[str, str], bytes, bool]:
     """(status, headers in lower case, body, whether the connection can be kept)."""
-    while True:
-        line = await _line(reader, url)
-        if not line:
-            raise _Closed
-        parts = line.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise PageError(f"{url}: not an HTTP answer")
-        status, version = int(parts[1]), parts[0]
-        head: dict[str, str] = {}
-        size = len(line)
-        while True:
-            h = await _line(reader, url)
-            size += len(h)
-            if size > MAX_HEAD_BYTES:
-                raise PageError(f"{url}: headers over {MAX_HEAD_BYTES >> 10} KB")
-            if h in (b"\r\n", b"\n"):
-                break
-            if not h:
-                raise asyncio.IncompleteReadError(b"", None)
-            name, sep, value = h.decode("latin-1").partition(":")
-            if not sep or not name.strip():
-                raise PageError(f"{url}: not an HTTP answer (a header line without a name)")
-            key = name.strip().lower()
-            head[key] = f"{head[key]}, {value.strip()}" if key in head else value.strip()
-        if 100 <= status < 200:                 # 100 Continue and the like: the answer follows
-            continue
-        break
+    status, version, head = await _head(reader, url)
+    while 100 <= status < 200:                  # 100 Continue and the like: the answer follows
+        status, version, head = await _head(reader, url)
     keep = version != b"HTTP/1.0" and "close" not in head.get("connection", "").lower()
     if status in (204, 304):
         return status, head, b"", keep
     if "chunked" in head.get("transfer-encoding", "").lower():
         body = await _chunked(reader, limit, url)
     elif "content-length" in head:
-        try:
-            n = int(head["content-length"])
-        except ValueError:
-            raise PageError(f"{url}: Content-Length {head['content-length'][:20]!r}") from None
+        n = int(head["content-length"]) if head["content-length"].isdigit() else -1
+        if n < 0:
+            raise PageError(f"{url}: Content-Length {head['content-length'][:20]!r}")
         if n > limit:
             raise PageError(f"{url}: larger than {limit >> 20} MB")
         body = await reader.readexactly(n)
-    else:                                       # to the connection's end
+    else:
         keep = False
-        body = await reader.read(limit + 1)
-        chunks = [body]
-        total = len(body)
-        while body and total <= limit:
-            body = await reader.read(limit + 1 - total)
-            chunks.append(body)
-            total += len(body)
-        if total > limit:
-            raise PageError(f"{url}: larger than {limit >> 20} MB")
-        body = b"".join(chunks)
+        body = await _to_end(reader, limit, url)
     return status, head, _decoded(body, head.get("content-encoding", ""), limit, url), keep
+
+
+async def _head(reader: asyncio.StreamReader, url: str) -> tuple[int, bytes, dict[str, str]]:
+    """(status, HTTP version, headers with lower-case names; repeated ones joined)."""
+    line = await _line(reader, url)
+    if not line:
+        raise _Closed
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise PageError(f"{url}: not an HTTP answer")
+    head: dict[str, str] = {}
+    size = len(line)
+    while True:
+        h = await _line(reader, url)
+        size += len(h)
+        if size > MAX_HEAD_BYTES:
+            raise PageError(f"{url}: headers over {MAX_HEAD_BYTES >> 10} KB")
+        if h in (b"\r\n", b"\n"):
+            return int(parts[1]), parts[0], head
+        if not h:
+            raise asyncio.IncompleteReadError(b"", None)
+        name, sep, value = h.decode("latin-1").partition(":")
+        if not sep or not name.strip():
+            raise PageError(f"{url}: not an HTTP answer (a header line without a name)")
+        key = name.strip().lower()
+        head[key] = f"{head[key]}, {value.strip()}" if key in head else value.strip()
+
+
+async def _to_end(reader: asyncio.StreamReader, limit: int, url: str) -> bytes:
+    """A body framed by the connection's end, to at most ``limit`` bytes."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        part = await reader.read(limit + 1 - total)
+        if not part:
+            return b"".join(chunks)
+        chunks.append(part)
+        total += len(part)
+    raise PageError(f"{url}: larger than {limit >> 20} MB")
 
 
 async def _line(reader: asyncio.StreamReader, url: str) -> bytes:
