@@ -30,22 +30,23 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urljoin, urlsplit
 
-from yarl import URL
-
 if TYPE_CHECKING:
     import aiohttp
     from multidict import CIMultiDictProxy
+    from yarl import URL
 else:
     # imported by the aiohttp transport when one is made (_load_aiohttp): a run on llmbench's
-    # own transport never loads it, and aiohttp is 23 MB of a process's resident memory
-    aiohttp = None
+    # own transport never loads it, and aiohttp is 23 MB of a process's resident memory;
+    # yarl with it (the URLs it is given)
+    aiohttp = URL = None
 
 
 def _load_aiohttp() -> Any:
-    global aiohttp
+    global aiohttp, URL
     if aiohttp is None:
         import aiohttp as module
-        aiohttp = module
+        from yarl import URL as url_class
+        aiohttp, URL = module, url_class
     return aiohttp
 
 

@@ -32,7 +32,7 @@ from llmbench.load.observe import Attached, Drawn, LiveNow, Observer, ObserverEr
 from llmbench.load.session import Counters, Session
 from llmbench.client.netconfig import certificate_problem, unreachable_hint
 from llmbench.servers.refusal import empty_refusal
-from llmbench.servers.scrape import ServerProbe
+from llmbench.servers.scrape import ServerProbe, needs_aiohttp
 from llmbench.records.ids import header_id
 from llmbench.records.record import Record, RecordLog, clean
 from llmbench.records.store import RecordStore, by_done
@@ -188,10 +188,12 @@ class Harness:
 
     def run(self, shape: LoadShape, targets: list[TargetSpec]) -> Outcome:
         """Run a shape to the end (or to Ctrl-C); raises PreflightError before any load."""
-        if any(t.server_probe != "off" for t in targets) or (
-                self.telemetry is not None and self.telemetry.spec.needs_http()):
-            # the server probe polls with aiohttp: loaded here, before the loop runs, not by
-            # the probe's task inside it (a quarter-second stall as the first requests went out)
+        if any(t.server_probe != "off" and needs_aiohttp(t.target.server_root)
+               for t in targets) or (
+                self.telemetry is not None and self.telemetry.spec.needs_aiohttp()):
+            # an https:// server probe polls with aiohttp: loaded here, before the loop runs,
+            # not by the probe's task inside it (a quarter-second stall as the first requests
+            # went out); http:// ones go by servers/plainget.py and never load it
             importlib.import_module("aiohttp")
         preload_transports([t.target.base_url for t in targets])
         release_collector()             # the command line's start-up held it (cli.app.main)

@@ -231,8 +231,7 @@ def _prefix_counters(c: Any) -> tuple[str | None, dict[str, Any] | None]:
     off or finds nothing."""
     if c.server_probe == "off":
         return None, None
-    import aiohttp          # here, not at import: a run without a server probe never loads it
-    from llmbench.servers.scrape import ServerProbe
+    from llmbench.servers.scrape import ServerProbe, errors
     probe = ServerProbe(c.target.server_root, c.server_probe,
                         headers={k: v for k, v in c.target.request_headers().items()
                                  if k != "content-type"}, net=c.target.net)
@@ -244,7 +243,7 @@ def _prefix_counters(c: Any) -> tuple[str | None, dict[str, Any] | None]:
             return await probe.poll_once(session)
     try:
         sample = asyncio.run(once())
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+    except errors():        # aiohttp's too when an https:// probe loaded it
         return None, None
     return (probe.kind if sample else None), sample
 

@@ -1,20 +1,22 @@
 """Before a run: wait for a server that is starting (--wait-ready), and ask it which model it
-serves when --model is not given. Plain urllib, so the CLI stays light to import; the way
-there (proxy, TLS) is the target's (netconfig.Net), as for its requests."""
+serves when --model is not given. Plain urllib, imported when a page is asked (a run given
+--model and no --wait-ready asks none: ~4 ms of start-up); the way there (proxy, TLS) is the
+target's (netconfig.Net), as for its requests."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.errors import EXIT_UNREACHABLE, EXIT_USAGE
 from llmbench.client.netconfig import Net, unreachable_hint
 from llmbench.client.target import Target
 from llmbench.records import safejson
+
+if TYPE_CHECKING:
+    import urllib.request
 
 
 class DiscoverError(Exception):
@@ -40,6 +42,8 @@ def _get(url: str, headers: dict[str, str], timeout_s: float,
          net: Net | None = None) -> tuple[int, bytes]:
     """(status, body); raises OSError (URLError) when nothing answers. ``net``: the target's
     way (servers/managed.py passes none: the default way)."""
+    import urllib.error
+    import urllib.request
     if net is None:
         from llmbench.client import netconfig
         net = netconfig.resolve(url, netconfig.current())

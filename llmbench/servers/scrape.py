@@ -5,13 +5,15 @@ module runs them. Detection asks at most four cheap URLs once (``/metrics``, ``/
 ``/props``, ``/api/version``), then polls only what answered, so a server is never flooded
 with 404s. Each sample is one JSON line in the run folder's ``server.jsonl``. Probes go the
 way the requests go (netconfig.Net: the target's proxy and TLS; resolved from the root and
-this command line's network options when the caller gives none).
+this command line's network options when the caller gives none). An http:// root is asked
+by servers/plainget.py (asyncio streams); aiohttp, ~0.15 s of CPU to import, only for https://.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -19,13 +21,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import aiohttp      # imported where a probe runs: a run without one never loads it
+    import aiohttp      # imported for an https:// probe only: an http:// one never loads it
 
 from llmbench.client import netconfig
 from llmbench import servers
 from llmbench.servers.base import Poller
+from llmbench.servers.plainget import PlainSession
 
 MAX_PAGE_BYTES = 8 << 20        # one server-state page (/metrics, /slots, /api/ps ...)
+PAGE_DEADLINE_S = 3.0
+
+
+def needs_aiohttp(root: str | None) -> bool:
+    """Whether probing ``root`` goes by aiohttp (https://; http:// goes by plainget)."""
+    return bool(root) and not str(root).startswith("http://")
+
+
+def errors() -> tuple[type[BaseException], ...]:
+    """What a failed GET raises: the OS's errors and plainget's (OSErrors), a deadline, a page
+    that does not parse, and aiohttp's when an https:// probe has loaded it (an http:// one
+    never does, and then nothing raises them)."""
+    base: tuple[type[BaseException], ...] = (asyncio.TimeoutError, OSError, ValueError)
+    aio = sys.modules.get("aiohttp")
+    return base + (aio.ClientError,) if aio is not None else base
 
 
 @dataclass
@@ -46,16 +64,24 @@ class ServerProbe:
         if self.net is None:
             self.net = netconfig.resolve(self.root, netconfig.current())
 
-    def session(self) -> aiohttp.ClientSession:
-        """An aiohttp session that goes the target's way (its TLS; the proxy is per call)."""
+    def session(self) -> PlainSession | aiohttp.ClientSession:
+        """A session that goes the target's way: plainget's for http:// (the proxy, if any,
+        in absolute form), else aiohttp's (its TLS; the proxy is per call)."""
+        if not needs_aiohttp(self.root):
+            return PlainSession(self.root, self.net)
         import aiohttp
         return aiohttp.ClientSession(connector=self.net.aiohttp_connector(), trust_env=False)
 
-    async def _get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+    async def _get(self, session: PlainSession | aiohttp.ClientSession, path: str
+                   ) -> tuple[int, str]:
+        if isinstance(session, PlainSession):
+            # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
+            return await asyncio.wait_for(session.get(path, self.headers, MAX_PAGE_BYTES),
+                                          PAGE_DEADLINE_S)
         import aiohttp
         kw, proxy_headers = self.net.aiohttp_proxy(self.root.startswith("https:"))
         async with session.get(self.root + path, headers={**self.headers, **proxy_headers},
-                               timeout=aiohttp.ClientTimeout(total=3), **kw) as r:
+                               timeout=aiohttp.ClientTimeout(total=PAGE_DEADLINE_S), **kw) as r:
             # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
             parts, size = [], 0
             while True:
@@ -69,9 +95,8 @@ class ServerProbe:
                 parts.append(part)
             return r.status, b"".join(parts).decode(r.charset or "utf-8", "replace")
 
-    async def detect(self, session: aiohttp.ClientSession) -> str | None:
+    async def detect(self, session: PlainSession | aiohttp.ClientSession) -> str | None:
         """Decide what to poll, asking each path at most once."""
-        import aiohttp
         if self.kind == "off":
             return None
         seen: dict[str, tuple[int, str]] = {}
@@ -88,7 +113,7 @@ class ServerProbe:
                 if poller is not None:
                     self.kind, self._poller = adapter.name, poller
                     return self.kind
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except errors() as exc:
             self.note = f"server probe: {self.root} did not answer ({type(exc).__name__})"
             if self.on_note is not None:
                 self.on_note(self.note)
@@ -107,7 +132,7 @@ class ServerProbe:
             self.on_note(self.note)
         return None
 
-    async def poll_once(self, session: aiohttp.ClientSession) -> dict[str, Any]:
+    async def poll_once(self, session: PlainSession | aiohttp.ClientSession) -> dict[str, Any]:
         t = time.perf_counter()
         sample: dict[str, Any] = {"t": t, "wall": time.time(), "kind": self.kind}
         if self._poller is not None:
@@ -117,7 +142,6 @@ class ServerProbe:
 
     async def run(self, stop: asyncio.Event, out: Path | None = None) -> None:
         """Poll until ``stop``; give up after 5 failures in a row (and say so)."""
-        import aiohttp
         async with self.session() as session:
             if await self.detect(session) is None:
                 return
@@ -129,7 +153,7 @@ class ServerProbe:
                     try:
                         sample = await self.poll_once(session)
                         failures = 0 if "error" not in sample else failures + 1
-                    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
+                    except errors() as exc:
                         sample = {"t": t0, "wall": time.time(), "kind": self.kind,
                                   "error": type(exc).__name__}
                         failures += 1

@@ -54,9 +54,11 @@ class TelemetrySpec:
     def wanted(self) -> bool:
         return bool(self.local or self.host_url or self.gpu != "off" or self.root)
 
-    def needs_http(self) -> bool:
-        """Whether it scrapes anything over HTTP (aiohttp is loaded before the loop then)."""
-        return bool(self.host_url or self.root or self.gpu.startswith(("http://", "https://")))
+    def needs_aiohttp(self) -> bool:
+        """Whether it scrapes anything over https:// (aiohttp is loaded before the loop then:
+        http:// goes by servers/plainget.py)."""
+        return any(u and not u.startswith("http://") for u in (
+            self.host_url, self.root, self.gpu if self.gpu.startswith("https://") else None))
 
 
 @dataclass
@@ -176,8 +178,7 @@ class Telemetry:
     # -- scraped pages (node exporter, DCGM exporter) -------------------------------------
     async def _scraped(self, stop: asyncio.Event, source: str, url: str, flag: str,
                        extract: Callable[[str], dict[str, Any]]) -> None:
-        import aiohttp
-        from llmbench.servers.scrape import ServerProbe
+        from llmbench.servers.scrape import ServerProbe, errors
         from llmbench.client.target import redact_query, strip_userinfo
         root, path = split_url(url)
         probe = ServerProbe(root, "off", net=None if self.spec.net is None or not _same_host(
@@ -203,8 +204,7 @@ class Telemetry:
                     self.note(f"{flag} {shown}: not {what}'s page ({exc}); point it at the "
                               "exporter's /metrics")
                     return
-                except (_Bad, aiohttp.ClientError, asyncio.TimeoutError, OSError,
-                        ValueError) as exc:
+                except (_Bad, *errors()) as exc:
                     failures += 1
                     why = ("no whole answer within 3 s" if isinstance(exc, asyncio.TimeoutError)
                            else type(exc).__name__)
@@ -268,14 +268,13 @@ class Telemetry:
 
     # -- what the server is ----------------------------------------------------------------
     async def _identity(self) -> None:
-        import aiohttp
-        from llmbench.servers.scrape import ServerProbe
+        from llmbench.servers.scrape import ServerProbe, errors
         spec = self.spec
         probe = ServerProbe(spec.root, "off", headers=dict(spec.headers), net=spec.net)
         try:
             async with probe.session() as session:
                 docs = await identity_mod.ask(lambda p: probe._get(session, p), spec.models_path)
-        except (aiohttp.ClientError, OSError):
+        except errors():
             docs = {}
         self.pages = identity_mod.from_docs(docs, spec.model, spec.models_path)
 

@@ -169,13 +169,12 @@ def test_an_empty_400_says_what_was_sent():
 def test_lm_studio_is_polled_for_its_loaded_models_and_takes_its_native_path(tmp_path: Path):
     import asyncio
 
-    import aiohttp
 
     from llmbench.servers.scrape import ServerProbe
 
     async def probe(url: str):
         p = ServerProbe(url, "auto")
-        async with aiohttp.ClientSession() as s:
+        async with p.session() as s:
             found = await p.detect(s)
             return found, await p.poll_once(s)
     with EngineServer("lmstudio") as srv:

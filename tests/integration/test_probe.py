@@ -310,12 +310,11 @@ def test_ollama_ps_nomyo_usage_llamacpp_slots():
 
 def test_auto_detect_polls_the_mock_without_flooding(mock_factory):
     import asyncio
-    import aiohttp
     m = mock_factory(parallel=2)
 
     async def go():
         p = ServerProbe(m.url)
-        async with aiohttp.ClientSession() as s:
+        async with p.session() as s:
             kind = await p.detect(s)
             sample = await p.poll_once(s)
         return kind, sample
@@ -325,13 +324,12 @@ def test_auto_detect_polls_the_mock_without_flooding(mock_factory):
 
 def test_auto_detect_gives_up_quietly_on_a_plain_server(tmp_path):
     import asyncio
-    import aiohttp
     from tests.helpers import RawServer, http_head
     script = [(0, http_head("404 Not Found", "text/plain", length=0))]
     with RawServer(script) as s:
         async def go():
             p = ServerProbe(s.url)
-            async with aiohttp.ClientSession() as sess:
+            async with p.session() as sess:
                 return await p.detect(sess), p.note
         kind, note = run(go())
         asked = len(s.requests)

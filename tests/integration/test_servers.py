@@ -6,7 +6,6 @@ import json
 import threading
 from pathlib import Path
 
-import aiohttp
 import pytest
 from aiohttp import web
 
@@ -63,7 +62,7 @@ class PageServer:
 def probe_once(url: str, kind: str = "auto"):
     async def go():
         p = ServerProbe(url, kind)
-        async with aiohttp.ClientSession() as s:
+        async with p.session() as s:
             found = await p.detect(s)
             sample = await p.poll_once(s) if found else None
         return found, sample, p.note
@@ -130,7 +129,7 @@ def test_a_failed_poll_is_an_error_sample():
     with PageServer({"/metrics": (FIX / "tgi_metrics.txt").read_text()}) as s:
         async def go():
             p = ServerProbe(s.url)
-            async with aiohttp.ClientSession() as sess:
+            async with p.session() as sess:
                 await p.detect(sess)
                 s.pages.clear()
                 return await p.poll_once(sess)

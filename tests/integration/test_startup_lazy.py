@@ -99,3 +99,24 @@ def test_a_run_against_a_url_loads_only_what_it_uses(mock_factory, tmp_path):
     later = {"llmbench.report.html", "llmbench.report.charts", "llmbench.report.svgplot"}
     assert not later & load and later <= end            # the report: after the load, written
     assert "llmbench.workload.server_tokenizer" in load  # (what did count the prompts)
+
+
+def test_a_default_run_probes_the_server_without_aiohttp(mock_factory, tmp_path):
+    # every default: the server probe detects and polls the mock, telemetry asks what the
+    # server is and finds its process by its port; over http:// all of it goes by
+    # servers/plainget.py, so aiohttp (~0.15 s of CPU to import) is never loaded
+    import json
+    m = mock_factory(ttft_ms=5, itl_ms=1)
+    _load, end = _modules("run", "--url", m.url + "/v1", "--model", "mock", "--requests", "3",
+                          "--output-tokens", "4", "--quiet", "--out", str(tmp_path))
+    assert "aiohttp" not in {n.split(".")[0] for n in end}
+    assert "llmbench.servers.plainget" in end
+    run = json.loads(next(tmp_path.glob("*/run.json")).read_text())
+    probe = run["server_probe"]
+    assert probe["kind"] == "mock" and probe["samples"] >= 1, probe
+    local = run["telemetry"]["sources"]["local"]
+    # the mock listens in this test's process (found by netlink's listening sockets and the
+    # fd scan: servers/procfs.find_listener)
+    import os
+    port = int(m.url.rsplit(":", 1)[1].split("/")[0])
+    assert local["server_pid"] == os.getpid() and local["found_by"] == f"port {port}", local

@@ -389,7 +389,7 @@ def test_exporters_that_drip_answer_html_or_do_not_answer_cost_one_line_each(
         f"note: --host-metrics {drip.url}/metrics did not answer (no whole answer within 3 s); "
         "not scraped",
         f"note: --host-metrics http://127.0.0.1:{closed}/metrics did not answer "
-        "(ClientConnectorError); not scraped"], host_lines
+        "(ConnectionRefusedError); not scraped"], host_lines
     gpu_lines = [ln for ln in printed.splitlines() if "--gpu-metrics" in ln]
     assert gpu_lines == [f"note: --gpu-metrics {page.url}/metrics: not a DCGM exporter's page "
                          "(none of DCGM exporter's GPU fields on the page); point it at the "

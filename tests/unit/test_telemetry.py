@@ -636,3 +636,31 @@ def test_a_node_exporters_values_past_a_float_are_no_reading_not_inf():
     assert got["cpu_s"] == {"user": 12.0} and got["cpus"] == 2
     assert "load1" not in got and got["load5"] == 0.5 and "net_rx_bytes" not in got
     json.dumps(got, allow_nan=False)         # nothing that run.json would write as "inf"
+
+
+def test_netlink_finds_the_listeners_proc_net_tcp_lists():
+    # the kernel's socket diagnostics (what find_listener asks first) and /proc/net/tcp{,6}
+    # (its fall-back) agree on real listeners: IPv4 loopback, IPv4 any, IPv6 loopback; a
+    # connected socket on the same port is no listener
+    import socket
+    made = []
+    try:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0"),
+                             (socket.AF_INET6, "::1")):
+            s = socket.socket(family)
+            s.bind((host, 0))
+            s.listen()
+            made.append(s)
+        c = socket.create_connection(("127.0.0.1", made[0].getsockname()[1]))
+        made.append(c)
+        for s in made[:3]:
+            port = s.getsockname()[1]
+            files = set()
+            for name in ("tcp", "tcp6"):
+                files |= procfs.listening_inodes(procfs._read(f"/proc/net/{name}") or "", port)
+            got = procfs.listening_inodes_netlink(port)
+            assert got is not None, "NETLINK_SOCK_DIAG cannot be asked here"
+            assert got == files and len(got) == 1, (port, got, files)
+    finally:
+        for s in made:
+            s.close()
