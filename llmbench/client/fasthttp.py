@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from llmbench.version import __version__
+from llmbench.client import rxstamp
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.records.definitions import offset_us
@@ -681,6 +682,9 @@ class _Pool:
         self.on_head = on_head
         self.fmt = fmt
         self.clock = perf_counter
+        # plain TCP read by rxstamp.StampedSocket: each read stamped with the kernel's receive
+        # time (TLS and tunnels go through asyncio's transports, stamped on read)
+        self.kernel = ssl_ctx is None and tunnel is None and rxstamp.supported()
         # an IP address needs no name resolved: connect to it at once (as asyncio does)
         self.addrs: list[tuple[Any, ...]] | None = None
         try:
@@ -764,6 +768,13 @@ class _Pool:
                     raise OSError("getaddrinfo() returned empty list")
             sock = await self._tcp(addrs)
             tcp = perf_counter()
+            if self.kernel:
+                try:
+                    rxstamp.StampedSocket(loop, sock, conn)
+                    conn.stamps = (began, dns, tcp, None)
+                    return
+                except OSError:         # refused on this socket: asyncio's transport reads
+                    pass
             try:
                 await loop.create_connection(lambda: conn, sock=sock, ssl=self.ssl,
                                              server_hostname=self.host if self.ssl else None)

@@ -1,0 +1,213 @@
+"""A token's time is when its bytes reached this machine, not when the event loop read them.
+
+Why (issue 50 §1): the fast transport stamps a read on entry to ``data_received``, and the loop
+reads only between its turns; anything that holds a turn (1,024 users starting their next
+request together, a busy machine descheduling the process) made every token that arrived
+meanwhile late by that long (+123 ms at 1,024 lock-step streams). Linux stamps each TCP
+segment as it is received (a software receive timestamp) and, with ``SO_TIMESTAMPING``
+(``SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE``), hands the time of the last byte
+a read returns to ``recvmsg`` as ancillary data (``SCM_TIMESTAMPING``). asyncio's and uvloop's
+transports read with ``recv`` and drop it, so a plain TCP connection is read here instead: the
+loop's ``add_reader`` on the socket, one ``recvmsg`` per readiness, and the bytes go to the
+protocol's ``receive(t, data)`` with the kernel's time.
+
+The kernel's time is CLOCK_REALTIME; records are on ``perf_counter`` (CLOCK_MONOTONIC). The
+conversion takes the data's age on the realtime clock (now - the kernel's stamp) off the
+monotonic clock read at the same instant, so the two clocks' offset never enters, and a step
+of the realtime clock (NTP) could only matter if it fell between arrival and read; an age that
+is negative or absurd (such a step) falls back to the read time.
+
+What stays late: segments waiting in the receive queue are coalesced by a read, and the kernel
+gives the time of the last byte returned, so events left unread together all take the last
+one's arrival time (reading promptly still matters: load.pacing). TLS (the ssl module reads
+the socket itself), a CONNECT tunnel, the aiohttp transport and other platforms than Linux
+stamp on read, as before: ``clock_of`` says which clock a target's stamps come from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import socket
+import struct
+import sys
+import time
+from typing import Any, Protocol
+
+perf_counter = time.perf_counter
+time_ns = time.time_ns
+
+# asm-generic values (socket.h), the same on these 64-bit Linux machines; other architectures
+# (sparc, parisc, alpha, mips) number them differently and 32-bit ones have a _NEW variant with
+# another layout: those stamp on read
+SO_TIMESTAMPING = 37
+SCM_TIMESTAMPING = SO_TIMESTAMPING
+SOF_TIMESTAMPING_RX_SOFTWARE = 1 << 3
+SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+_MACHINES = ("x86_64", "amd64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x")
+# three struct timespec (software, deprecated, hardware); the software one first
+_TS = struct.Struct("qq")
+ANC_BYTES = socket.CMSG_SPACE(3 * _TS.size) if hasattr(socket, "CMSG_SPACE") else 0
+READ_BYTES = 65536          # as asyncio's and uvloop's transports read
+# an age over this is not a segment waiting in the queue but a realtime clock step
+MAX_AGE_NS = 60 * 10**9
+
+# The clocks a stamp can come from, as run.json's generator health names them
+KERNEL = "kernel"           # the kernel's receive time of the read's last byte
+READ = "read"               # perf_counter when the event loop read the bytes
+CLOCK_ENV = "LLMBENCH_STAMP_CLOCK"   # auto | read: "read" forces the read time (to compare)
+
+_supported: bool | None = None
+
+
+def supported() -> bool:
+    """Can this process take kernel receive times for TCP reads (probed once: Linux, a known
+    64-bit machine, the option accepted, and not turned off by $LLMBENCH_STAMP_CLOCK)?"""
+    global _supported
+    if os.environ.get(CLOCK_ENV, "").strip().lower() == READ:
+        return False
+    if _supported is None:
+        ok = (sys.platform.startswith("linux") and platform.machine().lower() in _MACHINES
+              and ANC_BYTES > 0 and hasattr(socket.socket, "recvmsg"))
+        if ok:
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    _enable(s)
+            except OSError:
+                ok = False
+        _supported = ok
+    return _supported
+
+
+def _enable(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING,
+                    SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+
+
+def clock_of(scheme: str, tunnel: bool, transport: str) -> str:
+    """Which clock the stamps of a target's token events come from: KERNEL for plain TCP
+    through the fast transport where the platform gives receive times, else READ."""
+    if transport == "fast" and scheme == "http" and not tunnel and supported():
+        return KERNEL
+    return READ
+
+
+def late_where(clock: str) -> str:
+    """Where a stamp on ``clock`` may still be late, for the generator's health."""
+    if clock == KERNEL:
+        return ("events left unread together take the last one's arrival time: late by at "
+                "most the loop's lag (lag_max_ms)")
+    return "each stamp is taken when the loop reads it: late by up to the loop's lag"
+
+
+class Stamped(Protocol):
+    """What the socket reader feeds: the protocol's own entry points."""
+
+    def connection_made(self, transport: Any) -> None: ...
+
+    def receive(self, t: float, data: bytes) -> None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+
+class StampedSocket:
+    """A plain TCP connection read with ``recvmsg`` (the kernel's receive time of each read)
+    and written with ``send``: the few transport methods fasthttp._Conn uses (write, close,
+    abort, is_closing), with asyncio's order of callbacks (connection_lost once, soon after the
+    end, never inside a write)."""
+
+    __slots__ = ("_sock", "_fd", "_loop", "_proto", "_wbuf", "_closing", "_done")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                 proto: Stamped) -> None:
+        """``sock``: connected, non-blocking; the receive timestamps are switched on here (an
+        OSError if the kernel refuses: the caller falls back to asyncio's transport)."""
+        _enable(sock)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # as asyncio does
+        self._sock, self._fd, self._loop, self._proto = sock, sock.fileno(), loop, proto
+        self._wbuf = bytearray()
+        self._closing = self._done = False
+        proto.connection_made(self)
+        loop.add_reader(self._fd, self._read)
+
+    def _read(self) -> None:
+        try:
+            data, anc, _flags, _addr = self._sock.recvmsg(READ_BYTES, ANC_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._end(exc)
+            return
+        if not data:                    # the server closed its side: the end of this one
+            self._end(None)
+            return
+        t = perf_counter()
+        if anc:
+            level, kind, ts = anc[0]
+            if kind == SCM_TIMESTAMPING and level == socket.SOL_SOCKET and len(ts) >= 16:
+                sec, nsec = _TS.unpack_from(ts)
+                age = time_ns() - sec * 1_000_000_000 - nsec
+                if 0 <= age < MAX_AGE_NS:
+                    t -= age * 1e-9
+        self._proto.receive(t, data)
+
+    # -- the transport methods _Conn uses ---------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._closing or self._done:
+            return
+        if not self._wbuf:
+            try:
+                n = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                self._end(exc)
+                return
+            if n == len(data):
+                return
+            data = data[n:]
+            self._loop.add_writer(self._fd, self._write)
+        self._wbuf += data
+
+    def _write(self) -> None:
+        try:
+            n = self._sock.send(self._wbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._end(exc)
+            return
+        del self._wbuf[:n]
+        if not self._wbuf:
+            self._loop.remove_writer(self._fd)
+            if self._closing:
+                self._end(None)
+
+    def is_closing(self) -> bool:
+        return self._closing or self._done
+
+    def close(self) -> None:
+        """Close once what is written has gone (asyncio's close)."""
+        if self._closing or self._done:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        if not self._wbuf:
+            self._end(None)
+
+    def abort(self) -> None:
+        self._end(None)
+
+    def _end(self, exc: Exception | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        loop = self._loop
+        loop.remove_reader(self._fd)
+        if self._wbuf:
+            self._wbuf.clear()
+            loop.remove_writer(self._fd)
+        self._sock.close()
+        loop.call_soon(self._proto.connection_lost, exc)
