@@ -12,8 +12,8 @@ sent at once by the shape) and the later waves (restarting together) are shown a
 
 Which clock stamps the tokens is printed (client.rxstamp: the kernel's receive time of each
 read on Linux over plain TCP, else the read time); ``--stamp read`` forces the read time, to
-compare. ``mock late p99`` is how far the mock's own sends fell behind its schedule (its gaps
-over --itl-ms, its first send over --ttft-ms): a mock that falls behind makes the streams
+compare. ``mock late 1st/gap`` is how far the mock's own sends fell behind its schedule, p99:
+its first send over --ttft-ms after the request arrived, its gaps over --itl-ms: a mock that falls behind makes the streams
 drift apart, which is no longer the lock-step case; widen --itl-ms until it stays small.
 
 ``--busy K`` runs K busy loops (``while True: pass`` processes) on the machine meanwhile;
@@ -88,7 +88,7 @@ def main() -> None:
                     help="read: stamp on read even where the kernel's receive time is there")
     a = ap.parse_args()
     os.environ[rxstamp.CLOCK_ENV] = a.stamp
-    clock = rxstamp.clock_of("http", False, "fast")
+    clock = rxstamp.clock_of("http", "fast")
     print(f"lock-step streams: TTFT {a.ttft_ms:g} ms, {a.tokens} events {a.itl_ms:g} ms apart, "
           f"{a.waves} waves; gate {'off' if a.no_gate else 'on'}; {a.busy} busy loops; "
           f"{os.cpu_count()} cores; stamps: {clock} clock")
@@ -119,7 +119,7 @@ def row(a: argparse.Namespace, n: int) -> None:
         sent = {e["request_id"]: e for e in read_log(log)}
     ok = sorted((r for r in records if r.ok and r.request_id in sent), key=lambda r: r.start)
     ttft, first_lag, to_arrival = ([], []), ([], []), ([], [])
-    itl_err, cli_gaps, srv_gaps, lag, mock_late = [], [], [], [], []
+    itl_err, cli_gaps, srv_gaps, lag, mock_first, mock_gap = [], [], [], [], [], []
     for k, r in enumerate(ok):
         e = sent[r.request_id]
         ns = np.asarray(e["event_ns"], dtype=float) / 1e9
@@ -134,8 +134,8 @@ def row(a: argparse.Namespace, n: int) -> None:
         cli_gaps.extend(np.diff(t))
         srv_gaps.extend(np.diff(ns))
         lag.extend(t - ns)
-        mock_late.append(ns[0] - e["arrival_ns"] / 1e9 - a.ttft_ms / 1000)
-        mock_late.extend(np.diff(ns) - a.itl_ms / 1000)
+        mock_first.append(ns[0] - e["arrival_ns"] / 1e9 - a.ttft_ms / 1000)
+        mock_gap.extend(np.diff(ns) - a.itl_ms / 1000)
     ms = lambda v, p: np.percentile(v, p) * 1000 if len(v) else float("nan")  # noqa: E731
     events = sum(len(r.token_times) for r in records)
     print(f"{n:>7} {len(ok):>5} {ms(ttft[0], 50):+6.2f}/{ms(ttft[1], 50):<+6.2f} "
@@ -145,7 +145,7 @@ def row(a: argparse.Namespace, n: int) -> None:
           f"{ms(first_lag[1], 50):6.2f}/{ms(first_lag[1], 99):<7.2f} "
           f"{ms(to_arrival[1], 50):6.2f}/{ms(to_arrival[1], 99):<7.2f} "
           f"{cpu / max(events, 1) * 1e6:9.1f} "
-          f"{max(lags) if lags else float('nan'):12.2f} {ms(mock_late, 99):13.2f} "
+          f"{max(lags) if lags else float('nan'):12.2f} {ms(mock_first, 99):8.2f}/{ms(mock_gap, 99):<8.2f} "
           f"{os.getloadavg()[0]:5.1f}",
           flush=True)
 

@@ -85,12 +85,21 @@ def _enable(sock: socket.socket) -> None:
                     SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
 
 
-def clock_of(scheme: str, tunnel: bool, transport: str) -> str:
+def clock_of(scheme: str, transport: str) -> str:
     """Which clock the stamps of a target's token events come from: KERNEL for plain TCP
-    through the fast transport where the platform gives receive times, else READ."""
-    if transport == "fast" and scheme == "http" and not tunnel and supported():
+    (http://, straight or through a forward proxy) through the fast transport where the
+    platform gives receive times, else READ (https:// is TLS, through a proxy a tunnel)."""
+    if transport == "fast" and scheme == "http" and supported():
         return KERNEL
     return READ
+
+
+def clock_for(base_url: str) -> str:
+    """``clock_of`` a target's URL, with the transport it is sent by."""
+    from urllib.parse import urlsplit
+
+    from llmbench.client.request import choose_transport
+    return clock_of(urlsplit(base_url).scheme, choose_transport(base_url))
 
 
 def late_where(clock: str) -> str:
