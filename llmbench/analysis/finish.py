@@ -31,10 +31,9 @@ from llmbench.analysis.judge import judge_ramp
 from llmbench.analysis.sessions import step_sessions, summarize_sessions
 from llmbench.analysis.stats import quantile
 from llmbench.analysis.stepstats import steady_state
-from llmbench.client.request import choose_transport
+from llmbench.client.request import choose_transport, stamp_clock
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK,
                              EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE)
-from llmbench.client.rxstamp import clock_for
 from llmbench.load.monitor import (SEND_DELAY_P99_LIMIT_MS, busy, with_clock, with_freezes,
                                    with_send_delay)
 from llmbench.load.shapes import ClosedLoop, OpenLoop, StepWindow
@@ -73,7 +72,7 @@ def request_config(c: Any) -> dict[str, Any]:
 def with_stamp_clock(env: dict[str, Any], c: Any) -> dict[str, Any]:
     """The environment with the clock the token stamps came from (client.rxstamp): the
     kernel's receive time, or the time the event loop read them."""
-    return {**env, "stamp_clock": clock_for(c.target.base_url)}
+    return {**env, "stamp_clock": stamp_clock(c.target.base_url)}
 
 
 def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
@@ -223,7 +222,7 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
                                        summary.send_delay.p99),
                        outcome.monitor, records, outcome.t0_perf)
-    mon = with_clock(mon, clock_for(c.target.base_url))
+    mon = with_clock(mon, stamp_clock(c.target.base_url))
     return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
                       load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
                       summary, mon, server_kind(server.kind, extra.get("server")),
@@ -346,7 +345,7 @@ def ramp_judges(r: Any) -> None:
     per class (each its own thresholds, on its own records), the step's from theirs, and the
     judge of each class run alone (--isolate)."""
     shape = r.shape
-    clock = clock_for(r.common.target.base_url)
+    clock = stamp_clock(r.common.target.base_url)
     if r.scenario is None:
         shape.judge = step_judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by, clock)
         if r.find is not None:          # a search's step ends its hold once settled

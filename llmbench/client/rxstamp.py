@@ -21,7 +21,7 @@ What stays late: segments waiting in the receive queue are coalesced by a read, 
 gives the time of the last byte returned, so events left unread together all take the last
 one's arrival time (reading promptly still matters: load.pacing). TLS (the ssl module reads
 the socket itself), a CONNECT tunnel, the aiohttp transport and other platforms than Linux
-stamp on read, as before: ``clock_of`` says which clock a target's stamps come from.
+stamp on read, as before: ``clock_of`` says which clock a target's stamps come from (client.request.stamp_clock).
 """
 
 from __future__ import annotations
@@ -92,14 +92,6 @@ def clock_of(scheme: str, transport: str) -> str:
     if transport == "fast" and scheme == "http" and supported():
         return KERNEL
     return READ
-
-
-def clock_for(base_url: str) -> str:
-    """``clock_of`` a target's URL, with the transport it is sent by."""
-    from urllib.parse import urlsplit
-
-    from llmbench.client.request import choose_transport
-    return clock_of(urlsplit(base_url).scheme, choose_transport(base_url))
 
 
 def late_where(clock: str) -> str:
