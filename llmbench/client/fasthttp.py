@@ -4,9 +4,11 @@ Why it exists: at 128 streams aiohttp's request building was most of the CPU of 
 request, and its StreamReader plus one task wake-up per received chunk most of the CPU of a
 token event (issue 12; scripts/bench_client_cpu.py --transport). Here the request is bytes
 built once per request and handed to the socket in one ``transport.write``; the response is
-parsed in ``data_received`` (status line, headers; chunked, Content-Length and read-until-close
-bodies) and each received chunk goes, with its arrival time (``perf_counter`` on entry to
-``data_received``), straight to the pure StreamDecoder. The request's task sleeps until the
+parsed as it is read (status line, headers; chunked, Content-Length and read-until-close
+bodies) and each received chunk goes, with its arrival time, straight to the pure
+StreamDecoder. The arrival time of a plain TCP read is the kernel's receive time
+(client.rxstamp reads the socket itself, on Linux); over TLS or elsewhere it is
+``perf_counter`` on entry to ``data_received``. The request's task sleeps until the
 response is over: the watchdog (client._Watchdog) keeps time with its own timer, and the
 protocol moves its deadlines (``dog.last``, ``dog.first_token``) as events arrive.
 
