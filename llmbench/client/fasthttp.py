@@ -963,10 +963,14 @@ class FastTransport:
                 path, self._head_for(path))
         if self.traceparent and rec.trace_id is not None:
             head += b"traceparent: %s\r\n" % traceparent(rec.trace_id).encode("ascii")
-        conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-            head, header_id(rec.request_id).encode("ascii"), len(body), body))
+        data = b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
+            head, header_id(rec.request_id).encode("ascii"), len(body), body)
         if self._stamp:
-            rec.sent = perf_counter()   # handed to the socket (written, or buffered for it)
+            # handed to the socket: stamped just before, as the reply's kernel receive time
+            # (rxstamp) can come before ``write`` returns (over loopback the server may answer
+            # while the kernel preempts this process on its way out of ``send``)
+            rec.sent = perf_counter()
+        conn.transport.write(data)
         try:
             return await fut
         finally:

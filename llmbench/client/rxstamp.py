@@ -11,11 +11,13 @@ transports read with ``recv`` and drop it, so a plain TCP connection is read her
 loop's ``add_reader`` on the socket, one ``recvmsg`` per readiness, and the bytes go to the
 protocol's ``receive(t, data)`` with the kernel's time.
 
-The kernel's time is CLOCK_REALTIME; records are on ``perf_counter`` (CLOCK_MONOTONIC). The
-conversion takes the data's age on the realtime clock (now - the kernel's stamp) off the
-monotonic clock read at the same instant, so the two clocks' offset never enters, and a step
-of the realtime clock (NTP) could only matter if it fell between arrival and read; an age that
-is negative or absurd (such a step) falls back to the read time.
+The kernel's time is CLOCK_REALTIME; records are on ``perf_counter`` (CLOCK_MONOTONIC). The two
+differ by an offset that only a step of the realtime clock changes (NTP slews both alike), so
+it is measured (``_Offset``: the monotonic clock read between two realtime reads, the closest
+pair of a few) once a second and subtracted. Measured per read instead, a process preempted
+between its two clock reads put the arrival that long too early (13 µs in 2,000 reads on a busy
+machine). A converted time after the read or implausibly old (a step since the last
+measurement) is measured again, and if it still is, the read time stands.
 
 What stays late: segments waiting in the receive queue are coalesced by a read, and the kernel
 gives the time of the last byte returned, so events left unread together all take the last
@@ -36,6 +38,7 @@ import time
 from typing import Any, Protocol
 
 perf_counter = time.perf_counter
+perf_counter_ns = time.perf_counter_ns
 time_ns = time.time_ns
 
 # asm-generic values (socket.h), the same on these 64-bit Linux machines; other architectures
@@ -50,8 +53,12 @@ _MACHINES = ("x86_64", "amd64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x
 _TS = struct.Struct("qq")
 ANC_BYTES = socket.CMSG_SPACE(3 * _TS.size) if hasattr(socket, "CMSG_SPACE") else 0
 READ_BYTES = 65536          # as asyncio's and uvloop's transports read
-# an age over this is not a segment waiting in the queue but a realtime clock step
-MAX_AGE_NS = 60 * 10**9
+# a converted arrival older than this is not a segment waiting in the queue but a realtime
+# clock step since the offset was measured
+MAX_AGE_S = 60.0
+# how often the realtime - monotonic offset is measured again (a step is caught sooner: the
+# arrival it makes implausible)
+OFFSET_EVERY_S = 1.0
 
 # The clocks a stamp can come from, as run.json's generator health names them
 KERNEL = "kernel"           # the kernel's receive time of the read's last byte
@@ -102,6 +109,45 @@ def late_where(clock: str) -> str:
     return "each stamp is taken when the loop reads it: late by up to the loop's lag"
 
 
+class _Offset:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC in ns, measured now and then (see the docstring)."""
+
+    __slots__ = ("ns", "at")
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.at = float("-inf")         # perf_counter of the last measurement
+
+    def measure(self) -> None:
+        best = None
+        for _ in range(5):
+            a = time_ns()
+            m = perf_counter_ns()
+            b = time_ns()
+            if best is None or b - a < best[0]:
+                best = (b - a, (a + b) // 2 - m)
+        assert best is not None
+        self.ns = best[1]
+        self.at = perf_counter()
+
+    def arrival(self, kernel_ns: int, now: float) -> float:
+        """The perf_counter time of the kernel's realtime stamp ``kernel_ns``, read at
+        ``now``: never after ``now``; ``now`` itself when the conversion is not plausible."""
+        if now - self.at > OFFSET_EVERY_S:
+            self.measure()
+        t = (kernel_ns - self.ns) * 1e-9
+        if now - MAX_AGE_S < t <= now:
+            return t
+        self.measure()                  # a realtime step since: measured again, once
+        t = (kernel_ns - self.ns) * 1e-9
+        if now - MAX_AGE_S < t:
+            return min(t, now)          # a few ns after ``now``: the two reads' rounding
+        return now
+
+
+OFFSET = _Offset()
+
+
 class Stamped(Protocol):
     """What the socket reader feeds: the protocol's own entry points."""
 
@@ -148,9 +194,7 @@ class StampedSocket:
             level, kind, ts = anc[0]
             if kind == SCM_TIMESTAMPING and level == socket.SOL_SOCKET and len(ts) >= 16:
                 sec, nsec = _TS.unpack_from(ts)
-                age = time_ns() - sec * 1_000_000_000 - nsec
-                if 0 <= age < MAX_AGE_NS:
-                    t -= age * 1e-9
+                t = OFFSET.arrival(sec * 1_000_000_000 + nsec, t)
         self._proto.receive(t, data)
 
     # -- the transport methods _Conn uses ---------------------------------------------------
