@@ -164,7 +164,7 @@ class StampedSocket:
     abort, is_closing), with asyncio's order of callbacks (connection_lost once, soon after the
     end, never inside a write)."""
 
-    __slots__ = ("_sock", "_fd", "_loop", "_proto", "_wbuf", "_closing", "_done")
+    __slots__ = ("_sock", "_fd", "_loop", "_proto", "_wbuf", "_closing", "_done", "_probe")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
                  proto: Stamped) -> None:
@@ -175,6 +175,12 @@ class StampedSocket:
         self._sock, self._fd, self._loop, self._proto = sock, sock.fileno(), loop, proto
         self._wbuf = bytearray()
         self._closing = self._done = False
+        # uvloop (libuv) runs a reader once on a socket error (a reset) and then drops it
+        # without a word: a reset that came with the last data would leave the response
+        # waiting for its timeout (tinyproxy answers a wrong password with 530 bytes and a
+        # reset). So there the socket's error is asked after each read; asyncio's selector
+        # loop calls the reader again, which finds the error itself.
+        self._probe = not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop)
         proto.connection_made(self)
         loop.add_reader(self._fd, self._read)
 
@@ -196,6 +202,23 @@ class StampedSocket:
                 sec, nsec = _TS.unpack_from(ts)
                 t = OFFSET.arrival(sec * 1_000_000_000 + nsec, t)
         self._proto.receive(t, data)
+        if self._probe and not self._done:
+            err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self._rest(OSError(err, os.strerror(err)))
+
+    def _rest(self, exc: OSError) -> None:
+        """The socket failed: what is still queued is read (stamped on read: the last bytes
+        of a failed connection), then the connection ends with ``exc``."""
+        while not self._done:
+            try:
+                data = self._sock.recv(READ_BYTES)
+            except OSError:
+                break
+            if not data:
+                break
+            self._proto.receive(perf_counter(), data)
+        self._end(exc)
 
     # -- the transport methods _Conn uses ---------------------------------------------------
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import platform
+import socket
+import struct
 import sys
+import threading
 import time
 
 import pytest
@@ -100,3 +103,47 @@ def test_a_body_larger_than_the_socket_buffer_is_sent_whole(tmp_path, monkeypatc
         rec = run(go(m.url))
     assert rec.ok, rec.error
     assert len(rec.token_times) == 3
+
+
+def _reset_after(answer: bytes) -> tuple[int, "threading.Thread"]:
+    """A server that reads the start of one request, sends ``answer`` and resets the
+    connection (SO_LINGER 0), as tinyproxy answers a wrong password: the answer and the reset
+    reach the client together."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve() -> None:
+        with srv:
+            conn, _ = srv.accept()
+            conn.recv(16)                           # the rest of the request stays unread
+            conn.sendall(answer)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    return srv.getsockname()[1], th
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_an_answer_that_comes_with_a_reset_ends_the_request(monkeypatch, loop):
+    """uvloop drops a reader after one call on a socket error: the answer read in that call
+    and the reset must still end the request at once (not at its first-token timeout)."""
+    monkeypatch.setenv(rxstamp.CLOCK_ENV, "auto")
+    body = b"<html>wrong password</html>" + b" " * 400
+    port, th = _reset_after(b"HTTP/1.0 401 Unauthorized\r\nContent-Type: text/html\r\n"
+                            b"Content-Length: %d\r\n\r\n%s" % (len(body) + 2000, body))
+
+    async def go() -> Record:
+        c = Client(make_target(f"http://127.0.0.1:{port}/v1", "m"), RequestParams(),
+                   transport="fast")
+        async with c:
+            rec = Record("req-reset", time.perf_counter())
+            await asyncio.wait_for(c.send([{"role": "user", "content": "hi " * 2000}], 3, rec),
+                                   30)
+            return rec
+    t0 = time.perf_counter()
+    rec = run(go(), loop)
+    th.join(5)
+    assert rec.status == 401 and "wrong password" in (rec.error or ""), rec.to_json()
+    assert time.perf_counter() - t0 < 25
