@@ -13,8 +13,11 @@ sent at once by the shape) and the later waves (restarting together) are shown a
 Which clock stamps the tokens is printed (client.rxstamp: the kernel's receive time of each
 read on Linux over plain TCP, else the read time); ``--stamp read`` forces the read time, to
 compare. ``mock late 1st/gap`` is how far the mock's own sends fell behind its schedule, p99:
-its first send over --ttft-ms after the request arrived, its gaps over --itl-ms: a mock that falls behind makes the streams
-drift apart, which is no longer the lock-step case; widen --itl-ms until it stays small.
+its first send over --ttft-ms after the request arrived, its gaps over --itl-ms. Its sends of
+one lock-step tick go out one after another (~0.25 ms each on a busy 2-core machine: ~250 ms
+for 1,024 streams), so a gap narrower than that makes the mock fall further behind every
+tick and the streams drift apart; from ~1,000 ms at 1,024 streams the lateness is the spread
+within a tick and does not grow.
 
 ``--busy K`` runs K busy loops (``while True: pass`` processes) on the machine meanwhile;
 ``--no-gate`` measures without load.pacing's bound on starts per loop turn (as before it).
@@ -145,7 +148,8 @@ def row(a: argparse.Namespace, n: int) -> None:
           f"{ms(first_lag[1], 50):6.2f}/{ms(first_lag[1], 99):<7.2f} "
           f"{ms(to_arrival[1], 50):6.2f}/{ms(to_arrival[1], 99):<7.2f} "
           f"{cpu / max(events, 1) * 1e6:9.1f} "
-          f"{max(lags) if lags else float('nan'):12.2f} {ms(mock_first, 99):8.2f}/{ms(mock_gap, 99):<8.2f} "
+          f"{max(lags) if lags else float('nan'):12.2f} "
+          f"{ms(mock_first, 99):8.2f}/{ms(mock_gap, 99):<8.2f} "
           f"{os.getloadavg()[0]:5.1f}",
           flush=True)
 

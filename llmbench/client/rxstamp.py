@@ -23,7 +23,8 @@ What stays late: segments waiting in the receive queue are coalesced by a read, 
 gives the time of the last byte returned, so events left unread together all take the last
 one's arrival time (reading promptly still matters: load.pacing). TLS (the ssl module reads
 the socket itself), a CONNECT tunnel, the aiohttp transport and other platforms than Linux
-stamp on read, as before: ``clock_of`` says which clock a target's stamps come from (client.request.stamp_clock).
+stamp on read, as before: ``clock_of`` says which clock a target's stamps come from
+(client.request.stamp_clock).
 """
 
 from __future__ import annotations
