@@ -14,10 +14,10 @@ Which clock stamps the tokens is printed (client.rxstamp: the kernel's receive t
 read on Linux over plain TCP, else the read time); ``--stamp read`` forces the read time, to
 compare. ``mock late 1st/gap`` is how far the mock's own sends fell behind its schedule, p99:
 its first send over --ttft-ms after the request arrived, its gaps over --itl-ms. Its sends of
-one lock-step tick go out one after another (~0.25 ms each on a busy 2-core machine: ~250 ms
-for 1,024 streams), so a gap narrower than that makes the mock fall further behind every
-tick and the streams drift apart; from ~1,000 ms at 1,024 streams the lateness is the spread
-within a tick and does not grow.
+one lock-step tick go out one after another (~0.1-0.25 ms each on a busy 2-core machine:
+100-250 ms for 1,024 streams), so with a gap near that the mock cannot keep up and the streams
+drift apart; widen --itl-ms until its gap lateness is well under the gap (1,000 ms at 1,024
+streams on a quiet machine; busy loops beside slow the mock too).
 
 ``--busy K`` runs K busy loops (``while True: pass`` processes) on the machine meanwhile;
 ``--no-gate`` measures without load.pacing's bound on starts per loop turn (as before it).
