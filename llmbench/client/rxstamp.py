@@ -52,6 +52,8 @@ SOF_TIMESTAMPING_SOFTWARE = 1 << 4
 _MACHINES = ("x86_64", "amd64", "aarch64", "arm64", "riscv64", "ppc64le", "s390x")
 # three struct timespec (software, deprecated, hardware); the software one first
 _TS = struct.Struct("qq")
+_unpack = _TS.unpack_from
+_SOL_SOCKET = socket.SOL_SOCKET
 ANC_BYTES = socket.CMSG_SPACE(3 * _TS.size) if hasattr(socket, "CMSG_SPACE") else 0
 READ_BYTES = 65536          # as asyncio's and uvloop's transports read
 # a converted arrival older than this is not a segment waiting in the queue but a realtime
@@ -258,12 +260,16 @@ class StampedSocket:
         if not data:                    # the server closed its side: the end of this one
             self._end(None)
             return
-        t = perf_counter()
+        t = now = perf_counter()
         if anc:
             level, kind, ts = anc[0]
-            if kind == SCM_TIMESTAMPING and level == socket.SOL_SOCKET and len(ts) >= 16:
-                sec, nsec = _TS.unpack_from(ts)
-                t = OFFSET.arrival(sec * 1_000_000_000 + nsec, t)
+            if kind == SCM_TIMESTAMPING and level == _SOL_SOCKET and len(ts) >= 16:
+                sec, nsec = _unpack(ts)
+                kns = sec * 1_000_000_000 + nsec
+                off = OFFSET                # OFFSET.arrival's usual case, inline (per read)
+                t = (kns - off.ns) * 1e-9
+                if not (now - off.at <= OFFSET_EVERY_S and now - MAX_AGE_S < t <= now):
+                    t = off.arrival(kns, now)
         self._proto.receive(t, data)
 
     def failed(self) -> None:
