@@ -185,8 +185,9 @@ class _ErrorWatch:
     def discard(self, s: "StampedSocket") -> None:
         if self._socks.get(s._fd) is s:
             del self._socks[s._fd]
-            self._ep.unregister(s._fd)
-        if not self._socks:
+            if not self._ep.closed:
+                self._ep.unregister(s._fd)
+        if not self._socks and not self._ep.closed:
             self._close()
 
     def _close(self) -> None:
