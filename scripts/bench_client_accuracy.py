@@ -47,6 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
+from llmbench.client import rxstamp  # noqa: E402
 from llmbench.client.request import Client, RequestParams, choose_transport  # noqa: E402
 from llmbench.load.eventloop import run as run_loop  # noqa: E402
 from llmbench.load.monitor import LoopMonitor  # noqa: E402
@@ -305,7 +306,8 @@ def main() -> None:
                          "it in headless Chromium)")
     a = ap.parse_args()
     transport = choose_transport("http://x", a.transport)
-    print(f"api={a.api} client={a.client} transport={transport} loop={a.loop} "
+    clock = rxstamp.clock_of("http", transport) if a.client == "llmbench" else "-"
+    print(f"api={a.api} client={a.client} transport={transport} loop={a.loop} stamps={clock} "
           f"telemetry={a.telemetry}  event every {a.itl_ms} ms, TTFT {a.ttft_ms} ms, "
           f"{a.tokens} events per request, {a.seconds:g} s per level, {os.cpu_count()} cores")
     print("errors are client - server, the server's TTFT being first send - its arrival stamp")

@@ -10,13 +10,25 @@ request, TTFT error = client TTFT - (first send - server arrival), ITL error = e
 - the server's gap, lag = client stamp - server send. The first wave (connections warm, all N
 sent at once by the shape) and the later waves (restarting together) are shown apart.
 
+Which clock stamps the tokens is printed (client.rxstamp: the kernel's receive time of each
+read on Linux over plain TCP, else the read time); ``--stamp read`` forces the read time, to
+compare. ``mock late 1st/gap`` is how far the mock's own sends fell behind its schedule, p99:
+its first send over --ttft-ms after the request arrived, its gaps over --itl-ms. Its sends of
+one lock-step tick go out one after another (~0.1-0.25 ms each on a busy 2-core machine:
+100-250 ms for 1,024 streams), so with a gap near that the mock cannot keep up and the streams
+drift apart; widen --itl-ms until its gap lateness is well under the gap (1,000 ms at 1,024
+streams on a quiet machine; busy loops beside slow the mock too).
+
 ``--busy K`` runs K busy loops (``while True: pass`` processes) on the machine meanwhile;
 ``--no-gate`` measures without load.pacing's bound on starts per loop turn (as before it).
 Keep the mock's gaps wide enough for it to keep up (1,024 streams at 200 ms: 5,120 events a
-second); the machine's load average is printed beside each row.
+second; on 2 shared cores 1,000 ms keeps it within a few ms); the machine's load average is
+printed beside each row.
 
   python scripts/bench_client_lockstep.py --streams 128,1024
+  python scripts/bench_client_lockstep.py --streams 1024 --itl-ms 1000 --ttft-ms 500
   python scripts/bench_client_lockstep.py --streams 1024 --no-gate
+  python scripts/bench_client_lockstep.py --streams 1024 --stamp read
   python scripts/bench_client_lockstep.py --streams 128 --busy 2 --itl-ms 20
 """
 
@@ -35,6 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LLMBENCH_TOKENIZER", "approx")
 
+from llmbench.client import rxstamp  # noqa: E402
 from llmbench.client.request import Client, RequestParams  # noqa: E402
 from llmbench.client.target import make_target  # noqa: E402
 from llmbench.load.eventloop import run as run_loop  # noqa: E402
@@ -74,17 +87,21 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=200.0)
     ap.add_argument("--busy", type=int, default=0, help="busy loops on the machine meanwhile")
     ap.add_argument("--no-gate", action="store_true", help="no bound on starts per loop turn")
+    ap.add_argument("--stamp", choices=("auto", "read"), default="auto",
+                    help="read: stamp on read even where the kernel's receive time is there")
     a = ap.parse_args()
+    os.environ[rxstamp.CLOCK_ENV] = a.stamp
+    clock = rxstamp.clock_of("http", "fast")
     print(f"lock-step streams: TTFT {a.ttft_ms:g} ms, {a.tokens} events {a.itl_ms:g} ms apart, "
           f"{a.waves} waves; gate {'off' if a.no_gate else 'on'}; {a.busy} busy loops; "
-          f"{os.cpu_count()} cores")
+          f"{os.cpu_count()} cores; stamps: {clock} clock")
     print("errors are client - server (the mock's send log), in ms; TTFT: wave 1 / later "
           "waves; 1st lag (first token stamp - its send) and start->arr (client start -> "
           "server arrival): later waves")
     print(f"{'streams':>7} {'reqs':>5} {'TTFT err p50':>13} {'TTFT err p99':>15} "
           f"{'ITL err p99':>11} {'ITL p99 cli/srv':>15} {'lag p50/p99':>13} "
           f"{'1st lag p50/99':>14} {'start->arr':>14} "
-          f"{'us CPU/ev':>9} {'loop p99 max':>12} {'load':>5}")
+          f"{'us CPU/ev':>9} {'loop p99 max':>12} {'mock late p99':>13} {'load':>5}")
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(a.busy)]
     try:
@@ -105,7 +122,7 @@ def row(a: argparse.Namespace, n: int) -> None:
         sent = {e["request_id"]: e for e in read_log(log)}
     ok = sorted((r for r in records if r.ok and r.request_id in sent), key=lambda r: r.start)
     ttft, first_lag, to_arrival = ([], []), ([], []), ([], [])
-    itl_err, cli_gaps, srv_gaps, lag = [], [], [], []
+    itl_err, cli_gaps, srv_gaps, lag, mock_first, mock_gap = [], [], [], [], [], []
     for k, r in enumerate(ok):
         e = sent[r.request_id]
         ns = np.asarray(e["event_ns"], dtype=float) / 1e9
@@ -120,6 +137,8 @@ def row(a: argparse.Namespace, n: int) -> None:
         cli_gaps.extend(np.diff(t))
         srv_gaps.extend(np.diff(ns))
         lag.extend(t - ns)
+        mock_first.append(ns[0] - e["arrival_ns"] / 1e9 - a.ttft_ms / 1000)
+        mock_gap.extend(np.diff(ns) - a.itl_ms / 1000)
     ms = lambda v, p: np.percentile(v, p) * 1000 if len(v) else float("nan")  # noqa: E731
     events = sum(len(r.token_times) for r in records)
     print(f"{n:>7} {len(ok):>5} {ms(ttft[0], 50):+6.2f}/{ms(ttft[1], 50):<+6.2f} "
@@ -129,7 +148,9 @@ def row(a: argparse.Namespace, n: int) -> None:
           f"{ms(first_lag[1], 50):6.2f}/{ms(first_lag[1], 99):<7.2f} "
           f"{ms(to_arrival[1], 50):6.2f}/{ms(to_arrival[1], 99):<7.2f} "
           f"{cpu / max(events, 1) * 1e6:9.1f} "
-          f"{max(lags) if lags else float('nan'):12.2f} {os.getloadavg()[0]:5.1f}",
+          f"{max(lags) if lags else float('nan'):12.2f} "
+          f"{ms(mock_first, 99):8.2f}/{ms(mock_gap, 99):<8.2f} "
+          f"{os.getloadavg()[0]:5.1f}",
           flush=True)
 
 

@@ -31,10 +31,11 @@ from llmbench.analysis.judge import judge_ramp
 from llmbench.analysis.sessions import step_sessions, summarize_sessions
 from llmbench.analysis.stats import quantile
 from llmbench.analysis.stepstats import steady_state
-from llmbench.client.request import choose_transport
+from llmbench.client.request import choose_transport, stamp_clock
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK,
                              EXIT_OVERLOADED, EXIT_THRESHOLD, EXIT_UNREACHABLE)
-from llmbench.load.monitor import SEND_DELAY_P99_LIMIT_MS, busy, with_freezes, with_send_delay
+from llmbench.load.monitor import (SEND_DELAY_P99_LIMIT_MS, busy, with_clock, with_freezes,
+                                   with_send_delay)
 from llmbench.load.shapes import ClosedLoop, OpenLoop, StepWindow
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.load.shapes.router import ProbeWindow
@@ -66,6 +67,12 @@ def request_config(c: Any) -> dict[str, Any]:
             # runs should know if it changed
             "transport": choose_transport(c.target.base_url),
             **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
+
+
+def with_stamp_clock(env: dict[str, Any], c: Any) -> dict[str, Any]:
+    """The environment with the clock the token stamps came from (client.rxstamp): the
+    kernel's receive time, or the time the event loop read them."""
+    return {**env, "stamp_clock": stamp_clock(c.target.base_url)}
 
 
 def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
@@ -215,6 +222,7 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
                                        summary.send_delay.p99),
                        outcome.monitor, records, outcome.t0_perf)
+    mon = with_clock(mon, stamp_clock(c.target.base_url))
     return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
                       load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
                       summary, mon, server_kind(server.kind, extra.get("server")),
@@ -233,7 +241,7 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
         config={"target": c.target.describe(), "load": load, "request": request_config(c),
                 "timeouts": c.timeouts.__dict__, **more},
         workload=c.workload.describe(),
-        environment=environment(),
+        environment=with_stamp_clock(environment(), c),
         summary=summary,
         findings=Findings(
             monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
@@ -292,7 +300,7 @@ def unit_of(r: Any) -> str:
 
 def step_judge(thresholds: list[Any], stall_s: float = 1.0,
                send_delay_limit_ms: float = SEND_DELAY_P99_LIMIT_MS,
-               by: str = "users") -> Callable[[StepWindow], Step]:
+               by: str = "users", clock: str | None = None) -> Callable[[StepWindow], Step]:
     """The ramp's judge: a step (``results.schema.Step``: its summary and threshold checks)
     from its records (pure); the generator check adds the step's own send delay to the loop
     monitor's verdict. Users are counted whole (``by="users"``); a rate is what it is."""
@@ -314,6 +322,8 @@ def step_judge(thresholds: list[Any], stall_s: float = 1.0,
                                text="requests>0: no request started in the hold window"))
         state = slo.verdict_of(found)
         mon = with_send_delay(w.monitor, s.send_delay.p50, s.send_delay.p99, send_delay_limit_ms)
+        if clock is not None:               # where its stamps may still be late
+            mon = with_clock(mon, clock)
         load = int(w.load) if by == "users" and float(w.load).is_integer() else w.load
         return Step(index=w.index, load=load, ramp_start=w.ramp_start,
                     hold_start=w.hold_start, hold_end=w.hold_end, held=state == slo.HELD,
@@ -335,15 +345,17 @@ def ramp_judges(r: Any) -> None:
     per class (each its own thresholds, on its own records), the step's from theirs, and the
     judge of each class run alone (--isolate)."""
     shape = r.shape
+    clock = stamp_clock(r.common.target.base_url)
     if r.scenario is None:
-        shape.judge = step_judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
+        shape.judge = step_judge(r.thresholds, r.stall_s, shape.lag_limit_ms, shape.by, clock)
         if r.find is not None:          # a search's step ends its hold once settled
             from llmbench.analysis import settle
             shape.settle = settle.settler(r.thresholds)
         return
     per = {cp.name: step_judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
            for cp in r.scenario.classes}
-    shape.judge = classes_mod.judge(step_judge([], r.stall_s, shape.lag_limit_ms, shape.by),
+    shape.judge = classes_mod.judge(step_judge([], r.stall_s, shape.lag_limit_ms, shape.by,
+                                               clock),
                                     per, shape.loads)
 
     def broken(results: list[Any]) -> Step | None:
@@ -455,7 +467,8 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
                 "request": request_config(c), "timeouts": c.timeouts.__dict__, "mock": r.mock,
                 **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         workload=c.workload.describe(),
-        environment=environment(), steps=steps, verdict=verdict, search=search,
+        environment=with_stamp_clock(environment(), c), steps=steps, verdict=verdict,
+        search=search,
         findings=Findings(
             user_changes=outcome.live.user_changes,
             outages=outages.of_run(records, t0_perf) if t0_perf else [],
@@ -558,7 +571,7 @@ def probe(plan: Any, outcome: Any) -> Run:
                 "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
                 "think_s": list(shape.think_s), "seed": shape.seed,
                 "request": request_config(c), "timeouts": c.timeouts.__dict__},
-        workload=c.workload.describe(), environment=environment(),
+        workload=c.workload.describe(), environment=with_stamp_clock(environment(), c),
         findings=Findings(
             router=Router(
                 steps=list(steps), bound=router_bound(steps),

@@ -4,9 +4,11 @@ Why it exists: at 128 streams aiohttp's request building was most of the CPU of 
 request, and its StreamReader plus one task wake-up per received chunk most of the CPU of a
 token event (issue 12; scripts/bench_client_cpu.py --transport). Here the request is bytes
 built once per request and handed to the socket in one ``transport.write``; the response is
-parsed in ``data_received`` (status line, headers; chunked, Content-Length and read-until-close
-bodies) and each received chunk goes, with its arrival time (``perf_counter`` on entry to
-``data_received``), straight to the pure StreamDecoder. The request's task sleeps until the
+parsed as it is read (status line, headers; chunked, Content-Length and read-until-close
+bodies) and each received chunk goes, with its arrival time, straight to the pure
+StreamDecoder. The arrival time of a plain TCP read is the kernel's receive time
+(client.rxstamp reads the socket itself, on Linux); over TLS or elsewhere it is
+``perf_counter`` on entry to ``data_received``. The request's task sleeps until the
 response is over: the watchdog (client._Watchdog) keeps time with its own timer, and the
 protocol moves its deadlines (``dog.last``, ``dog.first_token``) as events arrive.
 
@@ -42,6 +44,7 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from llmbench.version import __version__
+from llmbench.client import rxstamp
 from llmbench.client.netconfig import Net, ProxyError
 from llmbench.client.decoder import ENDED, EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.records.definitions import offset_us
@@ -681,6 +684,9 @@ class _Pool:
         self.on_head = on_head
         self.fmt = fmt
         self.clock = perf_counter
+        # plain TCP read by rxstamp.StampedSocket: each read stamped with the kernel's receive
+        # time (TLS and tunnels go through asyncio's transports, stamped on read)
+        self.kernel = ssl_ctx is None and tunnel is None and rxstamp.supported()
         # an IP address needs no name resolved: connect to it at once (as asyncio does)
         self.addrs: list[tuple[Any, ...]] | None = None
         try:
@@ -764,6 +770,13 @@ class _Pool:
                     raise OSError("getaddrinfo() returned empty list")
             sock = await self._tcp(addrs)
             tcp = perf_counter()
+            if self.kernel:
+                try:
+                    rxstamp.StampedSocket(loop, sock, conn)
+                    conn.stamps = (began, dns, tcp, None)
+                    return
+                except OSError:         # refused on this socket: asyncio's transport reads
+                    pass
             try:
                 await loop.create_connection(lambda: conn, sock=sock, ssl=self.ssl,
                                              server_hostname=self.host if self.ssl else None)
@@ -950,10 +963,14 @@ class FastTransport:
                 path, self._head_for(path))
         if self.traceparent and rec.trace_id is not None:
             head += b"traceparent: %s\r\n" % traceparent(rec.trace_id).encode("ascii")
-        conn.transport.write(b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
-            head, header_id(rec.request_id).encode("ascii"), len(body), body))
+        data = b"%sx-request-id: %s\r\ncontent-length: %d\r\n\r\n%s" % (
+            head, header_id(rec.request_id).encode("ascii"), len(body), body)
         if self._stamp:
-            rec.sent = perf_counter()   # handed to the socket (written, or buffered for it)
+            # handed to the socket: stamped just before, as the reply's kernel receive time
+            # (rxstamp) can come before ``write`` returns (over loopback the server may answer
+            # while the kernel preempts this process on its way out of ``send``)
+            rec.sent = perf_counter()
+        conn.transport.write(data)
         try:
             return await fut
         finally:

@@ -57,7 +57,7 @@ def preload_transports(base_urls: list[str]) -> None:
     if any(choose_transport(u) == "aiohttp" for u in base_urls):
         _load_aiohttp()
 
-from llmbench.client import fasthttp
+from llmbench.client import fasthttp, rxstamp
 from llmbench.client.abandon import CANCELLED, Abandon
 from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
 from llmbench.client.fasthttp import DRAIN_AFTER_END_S, ERROR_BODY_READ_BYTES, FOLLOW, MAX_HEAD_BYTES, SOME, STREAM, WHOLE_BODY, Transport, TransportFactory, body_text, decoded
@@ -212,6 +212,12 @@ def choose_transport(url: str, wanted: str | None = None) -> str:
     if wanted == "fast" and urlsplit(url).scheme not in ("http", "https"):
         return "aiohttp"
     return wanted
+
+
+def stamp_clock(url: str) -> str:
+    """Which clock the stamps of token events from ``url`` come from, with the transport it is
+    sent by (rxstamp.KERNEL: the kernel's receive time; rxstamp.READ: the loop's read)."""
+    return rxstamp.clock_of(urlsplit(url).scheme, choose_transport(url))
 
 
 @dataclass(frozen=True)
