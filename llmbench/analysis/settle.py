@@ -290,6 +290,34 @@ def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | 
     return f"every token gap of {len(ok)} replies within {_ms(limit_s)}"
 
 
+# how one check stands during a hold, besides HELD, HELD_SO_FAR and BROKE: not settled (the
+# step holds on), or settled neither way but no bar to holding early (errors==0 none failed)
+_OPEN, _QUIET = "open", "quiet"
+
+
+def _check(g: Gate, done: Sequence[Record], flying: Sequence[Record], now: float, users: int,
+           provisional: bool, confidence: float) -> tuple[str, str]:
+    """How one threshold stands on the window so far, and why in words."""
+    if g.settles and g.metric == "errors" and g.op == "==" and g.value == 0 and g.stat is None:
+        bad = sum(1 for r in done if not r.ok)
+        if bad:
+            return BROKE, f"{bad} request{'s' * (bad != 1)} failed ({g.text})"
+        return _QUIET, f"none failed ({g.text})"
+    q = _percentile(g.stat)
+    if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None and provisional:
+        gaps = _itl_so_far(g, q, done, users)
+        if gaps is None:
+            return _OPEN, f"{g.text}: a gap over its limit, or too few replies"
+        return HELD_SO_FAR, gaps
+    if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
+        return _OPEN, f"{g.text} is judged on the whole hold only"
+    k = known(g, done, flying, now, users)
+    got = judge_one(g, k, q, provisional, confidence)
+    if got is None:
+        return _OPEN, standing(g, k, q, provisional, confidence)
+    return got
+
+
 def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Record],
            index: int, users: int, hold_start: float, now: float, why: str,
            confidence: float = CONFIDENCE, final: bool = False) -> Settled | None:
@@ -298,49 +326,21 @@ def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Re
     in flight). Only a step that grows the load may end as held so far. ``final``: the hold
     ran out; not settled, the answer is ``full`` with what each check stood at."""
     after = now - hold_start
-    if not gates:
-        return Settled(FULL, after, "no threshold to settle it sooner") if final else None
     done = [r for r in records if r.step == index and r.start >= hold_start
             and is_measured(r.warmup, r.error_kind)]
     flying = [r for r in active if r.step == index and r.start >= hold_start and not r.warmup]
-    provisional = why == "grow"
-    held: list[tuple[str, str]] = []
-    unsettled = False
-    open_: list[str] = []               # why each unsettled check is not settled
+    stood: list[tuple[str, str]] = []
     for g in gates:
-        if g.settles and g.metric == "errors" and g.op == "==" and g.value == 0 \
-                and g.stat is None:
-            bad = sum(1 for r in done if not r.ok)
-            if bad:
-                return Settled(BROKE, after, f"{bad} request{'s' * (bad != 1)} failed "
-                                             f"({g.text})")
-            open_.append(f"none failed ({g.text})")
-            continue
-        q = _percentile(g.stat)
-        if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None \
-                and provisional:
-            gaps = _itl_so_far(g, q, done, users)
-            if gaps is None:
-                unsettled = True
-                open_.append(f"{g.text}: a gap over its limit, or too few replies")
-            else:
-                held.append((HELD_SO_FAR, gaps))
-            continue
-        if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
-            unsettled = True
-            open_.append(f"{g.text} is judged on the whole hold only")
-            continue
-        k = known(g, done, flying, now, users)
-        got = judge_one(g, k, q, provisional, confidence)
-        if got is None:
-            unsettled = True
-            open_.append(standing(g, k, q, provisional, confidence))
-        elif got[0] == BROKE:
-            return Settled(BROKE, after, got[1])
-        else:
-            held.append(got)
-    if unsettled or not held:
-        return Settled(FULL, after, "; ".join(open_) or "not settled") if final else None
+        how, words = _check(g, done, flying, now, users, why == "grow", confidence)
+        if how == BROKE:
+            return Settled(BROKE, after, words)
+        stood.append((how, words))
+    held = [(h, w) for h, w in stood if h in (HELD, HELD_SO_FAR)]
+    if not held or any(h == _OPEN for h, _ in stood):
+        if not final:
+            return None
+        open_ = [w for h, w in stood if h in (_OPEN, _QUIET)]
+        return Settled(FULL, after, "; ".join(open_) or "no threshold to settle it sooner")
     how = HELD_SO_FAR if any(h == HELD_SO_FAR for h, _ in held) else HELD
     return Settled(how, after, "; ".join(w for _, w in held))
 
