@@ -282,8 +282,9 @@ class SearchPacer:
             own = self._sustained(lo)
             if own is not None:
                 self.confirmed = True
-                own.note = (f"held its whole {_secs(own.hold_s)} hold, at least the "
-                            "sustain: the limit is not held again to confirm it")
+                own.note = "; ".join(filter(None, [
+                    own.note, f"held its whole {_secs(own.hold_s)} hold, at least the "
+                              "sustain: the limit is not held again to confirm it"]))
                 return self._stop(FOUND)
             ramp_in = 0.0 if abs(self._load_now - lo.load) < 1e-9 else self.ramp_in_s
             return StepPlan(lo.load, self.sustain, ramp_in, CONFIRM)
