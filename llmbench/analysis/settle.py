@@ -41,6 +41,10 @@ from one reply, so no bound is claimed on them). Any other threshold (means, thr
 rates, sessions) keeps the step from settling as held: it then holds in full, or ends early
 only when a threshold above breaks.
 
+A step whose hold runs out unsettled is asked once more (``final``): it then ended ``full``,
+and says what its checks stood at ("2 of 40 TTFTs over 500 ms: neither over nor under 5 %
+beyond doubt at 95 %"), so every step says why its hold ended when it did.
+
 Pure: records in, a ``Settled`` (or None: not settled yet) out.
 """
 
