@@ -14,6 +14,11 @@ wait at 7, 6.9 % at 8). servebench answers the concurrency question (4).
 
     python scripts/bench_find_answer.py                       # defaults, then --think 0
     python scripts/bench_find_answer.py --cases default --servebench /path/to/servebench
+    python scripts/bench_find_answer.py --cases default --runs 3 --quiet    # the spread
+
+Each search's steps are printed with how each hold ended (``ended_why``: settled after how
+long and why, or held in full and what its checks stood at); the machine's load average is
+printed before and after, since on a shared machine the wall times move with it.
 """
 
 from __future__ import annotations
@@ -135,6 +140,12 @@ def servebench(binary: str, url: str) -> tuple[float, str]:
     return wall, line
 
 
+def _load_line(when: str) -> str:
+    load = os.getloadavg()
+    return (f"load average {when}: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on "
+            f"{os.cpu_count()} cores")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0, help="the mock's port (0: a free one)")
@@ -142,7 +153,9 @@ def main() -> int:
     ap.add_argument("--extra", default="", help="more options for every ramp")
     ap.add_argument("--servebench", default="", help="servebench's path: run it too")
     ap.add_argument("--quiet", action="store_true", help="not the ramps' own output")
+    ap.add_argument("--runs", type=int, default=1, help="searches per case (the spread)")
     a = ap.parse_args()
+    print(_load_line("before"))
     port = a.port or free_port()
     url = f"http://127.0.0.1:{port}"
     mock = start_mock(port)
@@ -152,15 +165,18 @@ def main() -> int:
             extra = (CASES[case] + " " + a.extra).strip()
             think = (0.0, 0.0) if "--think 0" in extra else (5.0, 10.0)
             truth, shares = paper_limit(think)
-            wall, limit, trials = find(url, extra, not a.quiet)
-            rows.append((f"ramp --find {extra}".strip(), wall, limit, truth))
-            print(f"\n{case}: answer {limit} users in {wall:.1f} s (on paper {truth}; share "
-                  "waiting 200 ms+ " + ", ".join(f"{n} users {s * 100:.1f} %"
-                                                 for n, s in sorted(shares.items())) + ")")
-            for t in trials:
-                print(f"  {t['load']:g} users, {t['why']}: held {t['hold_s']:.1f} s, "
-                      f"{'held' if t.get('held') else 'broke'}; "
-                      f"{t.get('ended_why') or t.get('ended') or 'full hold'}")
+            for _ in range(max(1, a.runs)):
+                wall, limit, trials = find(url, extra, not a.quiet)
+                rows.append((f"ramp --find {extra}".strip(), wall, limit, truth))
+                print(f"\n{case}: answer {limit} users in {wall:.1f} s (on paper {truth}; "
+                      "share waiting 200 ms+ " + ", ".join(f"{n} users {s * 100:.1f} %" for n, s
+                                                         in sorted(shares.items())) + ")")
+                print(f"  {_load_line('now')}")
+                for t in trials:
+                    print(f"  {t['load']:g} users, {t['why']}: held {t['hold_s']:.1f} s, "
+                          f"{'held' if t.get('held') else 'broke'}; "
+                          f"{t.get('ended_why') or t.get('ended') or 'full hold'}"
+                          + (f" ({t['note']})" if t.get("note") else ""))
         if a.servebench:
             wall, line = servebench(a.servebench, url)
             rows.append(("servebench find-capacity", wall, None, SLOTS))
@@ -168,9 +184,8 @@ def main() -> int:
     finally:
         mock.terminate()
         mock.wait(10)
-    load = os.getloadavg()
-    print(f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} "
-          "cores\n\n| search | wall | answer | on paper |\n|---|---:|---:|---:|")
+    print(f"\n{_load_line('after')}\n\n| search | wall | answer | on paper |\n"
+          "|---|---:|---:|---:|")
     for name, wall, limit, truth in rows:
         print(f"| {name} | {wall:.0f} s | {'-' if limit is None else f'{limit:g}'} | {truth} |")
     return 0

@@ -155,6 +155,13 @@ def _text(s: Search, unit: str) -> str:
         if last is not None and last.ended == "held":
             # its confirmation settled before the sustain was out (analysis.settle)
             confirmed = f"confirmed in {duration(last.hold_s)} (held beyond doubt at 95 %)"
+        elif last is None and s.confirmed:
+            # the limit's own step held a whole hold of the sustain or more (load.shapes.
+            # search: its verdict known, it is not measured again)
+            own = next((t for t in reversed(s.trials) if t.load == lim and t.held), None)
+            held_s = own.hold_s if own is not None else s.sustain_s
+            confirmed = (f"its step held its whole {duration(held_s)}, the sustain, so it "
+                         "was not held again to confirm it")
         return f"Holds {amount(lim, unit)}{broke}; {confirmed}. Found in {took}."
     head = f"Holds {amount(lim, unit)}{broke}" if lim else (
         f"No load held yet{broke}" if top is not None else "No step finished")

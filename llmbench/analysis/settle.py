@@ -41,6 +41,10 @@ from one reply, so no bound is claimed on them). Any other threshold (means, thr
 rates, sessions) keeps the step from settling as held: it then holds in full, or ends early
 only when a threshold above breaks.
 
+A step whose hold runs out unsettled is asked once more (``final``): it then ended ``full``,
+and says what its checks stood at ("2 of 40 TTFTs over 500 ms: neither over nor under 5 %
+beyond doubt at 95 %"), so every step says why its hold ended when it did.
+
 Pure: records in, a ``Settled`` (or None: not settled yet) out.
 """
 
@@ -64,8 +68,9 @@ HELD, HELD_SO_FAR, BROKE, FULL = "held", "held_so_far", "broke", "full"
 
 @dataclass(frozen=True)
 class Settled:
-    """A step settled before the end of its hold: how (``ended``: ``held``, ``held_so_far``
-    or ``broke``), ``after_s`` into its hold, and why in one line."""
+    """How a step's hold ended: settled before its end (``ended``: ``held``, ``held_so_far``
+    or ``broke``) or not (``full``: it held in full), ``after_s`` into its hold, and why in
+    one line (for ``full``, what the checks stood at when the hold ran out)."""
 
     ended: str
     after_s: float
@@ -73,6 +78,8 @@ class Settled:
 
     @property
     def text(self) -> str:
+        if self.ended == FULL:
+            return f"held the full {self.after_s:.1f} s: {self.why}"
         return f"settled after {self.after_s:.1f} s: {self.why}"
 
 
@@ -224,9 +231,7 @@ def judge_one(g: Gate, k: Known, q: float, provisional: bool,
     if k.n < need:
         return None
     d = max(k.design, 1.0)
-    name = g.metric.upper() + "s"
-    limit = _ms(g.value / 1000.0)
-    pct = f"{confidence * 100:g} %"
+    name, limit, pct = _words(g, confidence)
     # broken: the fewest independent misses the counts can mean (n rounded up)
     if k.over / k.n > share and share_test(math.floor(k.over / d), math.ceil(k.n / d), share,
                                            confidence) is False:
@@ -243,6 +248,31 @@ def judge_one(g: Gate, k: Known, q: float, provisional: bool,
         return HELD_SO_FAR, (f"{k.n} of {k.n} {name} under {limit}, each user "
                              f"{MIN_TURNS}+ in (held so far)")
     return None
+
+
+def _words(g: Gate, confidence: float) -> tuple[str, str, str]:
+    return g.metric.upper() + "s", _ms(g.value / 1000.0), f"{confidence * 100:g} %"
+
+
+def standing(g: Gate, k: Known, q: float, provisional: bool,
+             confidence: float = CONFIDENCE) -> str:
+    """Why ``g`` is not settled on what is known (``judge_one`` said None): too few requests
+    known, a user not yet past its warm-up turns, or a share over the limit that is neither
+    over nor under the threshold's beyond doubt."""
+    share = 1.0 - q
+    need = max(math.ceil(0.25 / share - 1e-9), 1)
+    name, limit, pct = _words(g, confidence)
+    if k.n < need:
+        return f"{k.n} {name} known, under the {need} a p{q * 100:g} needs"
+    bursts = f" ({k.bursts} bursts)" if 0 < k.bursts < k.over else ""
+    counts = f"{k.over} of {k.n} {name} over {limit}{bursts}"
+    if k.least_turns < MIN_TURNS and k.over / k.n <= share:
+        return f"{counts}, a user with under {MIN_TURNS} turns in"
+    if k.over == 0 and not provisional:
+        # none over: how many it takes to rule out the share at this confidence
+        rule_out = math.ceil(math.log(1.0 - confidence) / math.log1p(-share) - 1e-9)
+        return f"{counts}: under the {rule_out} that rule out {share * 100:g} % at {pct}"
+    return f"{counts}: neither over nor under {share * 100:g} % beyond doubt at {pct}"
 
 
 def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | None:
@@ -264,50 +294,57 @@ def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | 
     return f"every token gap of {len(ok)} replies within {_ms(limit_s)}"
 
 
+# how one check stands during a hold, besides HELD, HELD_SO_FAR and BROKE: not settled (the
+# step holds on), or settled neither way but no bar to holding early (errors==0 none failed)
+_OPEN, _QUIET = "open", "quiet"
+
+
+def _check(g: Gate, done: Sequence[Record], flying: Sequence[Record], now: float, users: int,
+           provisional: bool, confidence: float) -> tuple[str, str]:
+    """How one threshold stands on the window so far, and why in words."""
+    if g.settles and g.metric == "errors" and g.op == "==" and g.value == 0 and g.stat is None:
+        bad = sum(1 for r in done if not r.ok)
+        if bad:
+            return BROKE, f"{bad} request{'s' * (bad != 1)} failed ({g.text})"
+        return _QUIET, f"none failed ({g.text})"
+    q = _percentile(g.stat)
+    if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None and provisional:
+        gaps = _itl_so_far(g, q, done, users)
+        if gaps is None:
+            return _OPEN, f"{g.text}: a gap over its limit, or too few replies"
+        return HELD_SO_FAR, gaps
+    if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
+        return _OPEN, f"{g.text} is judged on the whole hold only"
+    k = known(g, done, flying, now, users)
+    got = judge_one(g, k, q, provisional, confidence)
+    if got is None:
+        return _OPEN, standing(g, k, q, provisional, confidence)
+    return got
+
+
 def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Record],
            index: int, users: int, hold_start: float, now: float, why: str,
-           confidence: float = CONFIDENCE) -> Settled | None:
+           confidence: float = CONFIDENCE, final: bool = False) -> Settled | None:
     """Whether step ``index`` (``users`` users, run by the search for ``why``: pace.WHYS) is
     settled ``now``, from its hold window's requests so far (``records`` finished, ``active``
-    in flight). Only a step that grows the load may end as held so far."""
-    if not gates:
-        return None
+    in flight). Only a step that grows the load may end as held so far. ``final``: the hold
+    ran out; not settled, the answer is ``full`` with what each check stood at."""
     after = now - hold_start
     done = [r for r in records if r.step == index and r.start >= hold_start
             and is_measured(r.warmup, r.error_kind)]
     flying = [r for r in active if r.step == index and r.start >= hold_start and not r.warmup]
-    provisional = why == "grow"
-    held: list[tuple[str, str]] = []
-    unsettled = False
+    stood: list[tuple[str, str]] = []
     for g in gates:
-        if g.settles and g.metric == "errors" and g.op == "==" and g.value == 0 \
-                and g.stat is None:
-            bad = sum(1 for r in done if not r.ok)
-            if bad:
-                return Settled(BROKE, after, f"{bad} request{'s' * (bad != 1)} failed "
-                                             f"({g.text})")
-            continue
-        q = _percentile(g.stat)
-        if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None \
-                and provisional:
-            gaps = _itl_so_far(g, q, done, users)
-            if gaps is None:
-                unsettled = True
-            else:
-                held.append((HELD_SO_FAR, gaps))
-            continue
-        if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
-            unsettled = True
-            continue
-        got = judge_one(g, known(g, done, flying, now, users), q, provisional, confidence)
-        if got is None:
-            unsettled = True
-        elif got[0] == BROKE:
-            return Settled(BROKE, after, got[1])
-        else:
-            held.append(got)
-    if unsettled or not held:
-        return None
+        how, words = _check(g, done, flying, now, users, why == "grow", confidence)
+        if how == BROKE:
+            return Settled(BROKE, after, words)
+        stood.append((how, words))
+    held = [(h, w) for h, w in stood if h in (HELD, HELD_SO_FAR)]
+    if not held or any(h == _OPEN for h, _ in stood):
+        if not final:
+            return None
+        open_ = [w for h, w in stood if h in (_OPEN, _QUIET)]
+        return Settled(FULL, after, "; ".join(open_) or "no threshold to settle it sooner")
     how = HELD_SO_FAR if any(h == HELD_SO_FAR for h, _ in held) else HELD
     return Settled(how, after, "; ".join(w for _, w in held))
 
@@ -317,7 +354,7 @@ def settler(thresholds: Iterable[Any]) -> Any:
     during a hold with the window so far and why the step runs."""
     gates = gates_of(thresholds)
 
-    def ask(w: Any, why: str) -> Settled | None:
+    def ask(w: Any, why: str, final: bool = False) -> Settled | None:
         return settle(gates, w.records, w.active, w.index, int(w.load), w.hold_start,
-                      w.hold_end, why)
+                      w.hold_end, why, final=final)
     return ask

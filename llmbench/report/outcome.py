@@ -263,13 +263,15 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
         res = "1 user" if shape.by == "users" else "5 % of the rate"
         first = f"{pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}"
         settles = getattr(shape, "settle", None) is not None and shape.by == "users"
-        out.append(f"Searching for the limit: from {first}, doubling until a step "
+        grow = "x4, then doubling," if shape.by == "users" else "doubling"
+        out.append(f"Searching for the limit: from {first}, {grow} until a step "
                    f"breaks (at most {pacer.top:g}), then narrowing to {res}; each step "
                    f"{duration(shape.ramp_in_s)} in{' (none going down)' * (shape.by == 'users')}, "
                    + (f"held up to {duration(shape.hold_s)}, less once its thresholds are "
                       "settled at 95 %" if settles else f"{duration(shape.hold_s)} held")
                    + f"; the limit then held {'up to ' * settles}"
-                     f"{duration(pacer.sustain)} to confirm it"
+                     f"{duration(pacer.sustain)} to confirm it, unless its own step "
+                     "held that long"
                    + (f"; budget {duration(pacer.budget_s)}" if pacer.budget_s else "") + ".")
     if shape.join == "spread" and shape.by == "users":
         out.append(console.join_sentence(shape.join, agents=unit_of == "agents"))
@@ -584,7 +586,7 @@ def ramp_estimate(config: dict[str, Any]) -> tuple[str, float]:
         secs = (n - 1) * (ramp_in + hold) + ramp_in + pacer.sustain
         if pacer.budget_s:
             secs = min(secs, pacer.budget_s)
-        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, doubling up to {pacer.top:g}, then "
+        what = (f"search from {pacer.start:g} {'user' if unit == 'users' and pacer.start == 1 else unit}, {'x4, then doubling,' if unit == 'users' else 'doubling'} up to {pacer.top:g}, then "
                 f"narrowing to {'1 user' if unit == 'users' else '5 %'} and a "
                 f"{duration(pacer.sustain)} confirmation: at most {n} steps "
                 f"(usually about log2(limit) + 3)"

@@ -380,4 +380,4 @@ def test_sweep_dry_run_prints_each_command_and_an_estimate_and_starts_nothing(tm
     r = llmbench("sweep", "--setting", "parallel=1,4", "--mock", "--mock-options", MOCK, "--find",
                  "--up-to", "16", *FAST, "--dry-run", "--out", str(tmp_path), timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "search from 1 user, doubling up to 16" in r.stdout and "at most" in r.stdout
+    assert "search from 1 user, x4, then doubling, up to 16" in r.stdout and "at most" in r.stdout

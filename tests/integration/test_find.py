@@ -62,8 +62,20 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
     assert s is not None and s.stopped == "found", (s and s.text)
     assert abs(s.limit - limit) <= 1, (k, paces, s.text)
     assert s.broke_at == s.limit + 1                       # the bracket closed to one user
-    assert s.confirmed is True and s.trials[-1].why == "confirm"
-    assert s.trials[-1].load == s.limit
+    assert s.confirmed is True and s.trials[-1].load in (s.limit, s.broke_at)
+    # held for the sustain (2 s): by a confirmation step, or by the limit's own step, which
+    # held its whole hold (a mean does not settle early: every hold here is whole), so it
+    # is not held again
+    confirm = [t for t in s.trials if t.why == "confirm"]
+    own = [t for t in s.trials if t.load == s.limit and t.held and t.counted
+           and t.why != "confirm"]
+    if confirm:
+        assert confirm[-1].load == s.limit and confirm[-1] is s.trials[-1]
+        assert "confirmed for 2 s" in s.text
+    else:
+        assert own and own[-1].hold_s >= s.sustain_s - 0.01, s.trials
+        assert "; its step held its whole 2 s, the sustain, so it was not held again to " \
+               "confirm it. " in s.text, s.text
     counted = [t for t in s.trials if t.counted and t.why != "confirm"]
     # near the limit a step is noisy on a busy machine: a confirmation that did not hold sends
     # the search one step below (CI: 1,2,4,8,6,7, confirm 6 broke, 5, confirm 5), one more
@@ -87,7 +99,6 @@ def test_find_lands_on_the_paper_limit_in_about_log2_plus_3_steps(mock_factory, 
         assert before and before[-1] == st.load, (st.load, before[-3:])
         assert not [n for t, n in changes if st.hold_start < t < st.hold_end], st.load
     assert s.text.startswith(f"Holds {s.limit:g} users ({s.broke_at:g} broke: TTFT mean")
-    assert "confirmed for 2 s" in s.text
     # the folder reads back the same search, and its report shows it
     back = load_run(r.path)
     assert back.search is not None and back.search.limit == s.limit
@@ -167,5 +178,5 @@ def test_ctrl_c_during_a_search_leaves_a_partial_folder_with_the_steps_done(mock
     assert run.status == "partial"
     assert run.search is not None and run.search.stopped == "interrupted"
     assert len(run.search.trials) >= 2 and len(run.steps) == len(run.search.trials)
-    assert [t.load for t in run.search.trials[:2]] == [1.0, 2.0]     # the growth it did
+    assert [t.load for t in run.search.trials[:2]] == [1.0, 4.0]     # the growth it did
     assert "PARTIAL RESULT" in out

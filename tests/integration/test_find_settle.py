@@ -39,6 +39,10 @@ def test_find_settles_steps_early_says_why_and_lands_on_the_slots(mock_factory, 
     for t in broke:
         assert t.ended == "broke" and t.hold_s < hold_s / 2, trials
         assert t.ended_why.startswith("settled after ") and "TTFTs over" in t.ended_why
+    # a step held in full says what its TTFTs stood at when its hold ran out
+    for t in s.trials:
+        if t.ended == "full":
+            assert t.ended_why.startswith("held the full ") and " TTFTs " in t.ended_why, trials
     # only a step growing the load may end "held so far"; the confirmation never does
     for t in s.trials:
         assert t.ended != "held_so_far" or t.why == "grow", trials

@@ -107,8 +107,9 @@ class Ramp:
     trace_speed: float = 1.0
     # a search's step ends its hold early once its checks are settled (analysis.settle, handed
     # in by the command): asked every ``settle_every_s`` with the window so far and why the
-    # step runs (pace.WHYS); what it returns (``ended``, ``text``) is kept by step index
-    settle: Callable[[StepWindow, str], Any] | None = None
+    # step runs (pace.WHYS), and once more when the hold runs out (``final``: it then says what
+    # the checks stood at); what it returns (``ended``, ``text``) is kept by step index
+    settle: Callable[..., Any] | None = None
     settle_every_s: float = 0.5
     settled: dict[int, Any] = field(default_factory=dict)
 
@@ -194,7 +195,9 @@ class Ramp:
         try:
             while plan is not None:
                 if plan.extend and index >= 0:
-                    # the step just judged holds longer: its window grows, same index
+                    # the step just judged holds longer: its window grows, same index (held
+                    # in full: how its first hold ended no longer says how the window did)
+                    self.settled.pop(index, None)
                     live.phase = "hold"
                     if self.on_plan is not None:
                         self.on_plan(index, plan)
@@ -319,17 +322,17 @@ class Ramp:
         first, window = len(store), []
         while True:
             left = end - perf_counter()
-            if left <= 0:
-                return True
-            if not await sleep_or_stop(d.stopping, min(self.settle_every_s, left)):
+            if left > 0 and not await sleep_or_stop(d.stopping,
+                                                    min(self.settle_every_s, left)):
                 return False
             now = perf_counter()
-            if now >= end:
-                return True
             window += [store[i] for i in range(first + len(window), len(store))]
+            # the hold ran out: asked once more, the settling says what its checks stood at
+            # (how it ended: ``full``, and why not sooner)
             got = self.settle(StepWindow(index, plan.load, ramp_start, hold_start, now,
-                                         window, 0, {}, list(session.active)), plan.why)
-            if got is not None:
+                                         window, 0, {}, list(session.active)), plan.why,
+                              now >= end)
+            if got is not None or now >= end:
                 self.settled[index] = got
                 return True
 

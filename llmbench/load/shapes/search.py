@@ -1,13 +1,19 @@
 """The search for the limit (``ramp --find``): a pacer for the one ramp engine.
 
-Grow the load geometrically (start, x2, x2...) until a step breaks; then narrow the bracket
+Grow the load geometrically until a step breaks (users: start, x4, then x2: the start, one
+user by default, shows only that the server answers, and its requests come slowest, so the
+climb leaves it boldly; a step that breaks beyond doubt ends within seconds of its hold, and
+the narrowing comes back down); then narrow the bracket
 between the last step that held and the first that broke, down to one user (or 5 % of the
 rate): each narrowing step goes where the measured statistic says the threshold is crossed
 (``aim``, handed in by the command: the broken step's statistic extrapolated back at the
 server's measured cost per user), or halfway when no such estimate exists or the last aimed
 step came out the other way than aimed (so a wrong model costs at most one bisection per aim:
 never worse than about twice plain bisection). Then hold at the found limit for the sustain to
-confirm it; a limit that does not hold there is searched for again below it.
+confirm it; a limit that does not hold there is searched for again below it. A limit whose own
+step held a whole hold (not ended early once settled) of at least the sustain has held for the
+sustain already, its verdict known from that window: it is not measured again (unless a limit
+already failed its sustain: then each is).
 
 Every step is a full step (ramp-in, hold window, thresholds, steady state: the engine's and
 the judge's, unchanged). A step with too few requests to judge ("not enough data") is held
@@ -35,6 +41,7 @@ RATE_RESOLUTION = 0.05          # --by rate: the bracket is narrowed to 5 % of t
 DEFAULT_CEILING = 1024.0        # growth stops here unless --up-to says otherwise
 MAX_STEPS = 40                  # a search that has not ended by then is stopped, and says so
 MAX_CONFIRMATIONS = 3           # limits that failed their sustain before the search gives up
+FIRST_FACTOR = 4.0              # users: the first growth from the start (then ``factor``)
 
 # why a search ended
 FOUND = "found"                 # bracketed to the resolution and confirmed
@@ -77,6 +84,7 @@ class SearchPacer:
     budget_s: float | None = None
     ceiling: float | None = None            # None: DEFAULT_CEILING
     factor: float = 2.0
+    first_factor: float = FIRST_FACTOR      # users: the growth from the start step
     max_hold_factor: float = 4.0
     max_steps: int = MAX_STEPS
     # the lightest load it may try (users): 1, or a scenario's floors added up (min_users:
@@ -219,6 +227,22 @@ class SearchPacer:
             self._aim_failed = False
         return self._next()
 
+    def _sustained(self, lo: JudgedStep) -> Trial | None:
+        """The limit's own trial when its step held a whole hold (not ended early: a narrowing
+        step ends early only held beyond doubt, a growing one also held so far) of at least
+        the sustain: its verdict is known from that window, so no confirmation measures it
+        again. None once a limit failed its sustain (the server is noisy there: each limit
+        found is then held again)."""
+        if self.confirm_failures:
+            return None
+        own = next((t for t in self.trials if t.counted and t.why != CONFIRM
+                    and t.index is not None and t.index == getattr(lo, "index", None)), None)
+        held_s = _window_s(lo)
+        if own is None or held_s is None or \
+                held_s < max(self.sustain, own.hold_s) - 1e-6:
+            return None
+        return own
+
     def _width(self) -> float | None:
         if self.lo is None or self.hi is None:
             return None
@@ -255,6 +279,13 @@ class SearchPacer:
         if self.converged(lo.load, hi.load):
             if self.confirm_failures >= MAX_CONFIRMATIONS:
                 return self._stop(UNCONFIRMED)
+            own = self._sustained(lo)
+            if own is not None:
+                self.confirmed = True
+                own.note = "; ".join(filter(None, [
+                    own.note, f"held its whole {_secs(own.hold_s)} hold, at least the "
+                              "sustain: the limit is not held again to confirm it"]))
+                return self._stop(FOUND)
             ramp_in = 0.0 if abs(self._load_now - lo.load) < 1e-9 else self.ramp_in_s
             return StepPlan(lo.load, self.sustain, ramp_in, CONFIRM)
         return self._narrow(lo, hi)
@@ -277,7 +308,8 @@ class SearchPacer:
         if top <= 0:
             nxt = self.start
         elif self.by == "users":
-            nxt = float(max(int(top) + 1, math.ceil(top * self.factor - 1e-9)))
+            f = self.first_factor if top <= self.start + 1e-9 else self.factor
+            nxt = float(max(int(top) + 1, math.ceil(top * f - 1e-9)))
         else:
             nxt = _nice(top * self.factor, top, math.inf)
         return self._plan(min(nxt, self.top), GROW)
@@ -321,7 +353,8 @@ class SearchPacer:
         drifting steps and longer holds come on top."""
         grow, x = 1, self.start
         while x < self.top:
-            x = min(x * self.factor, self.top)
+            f = self.first_factor if self.by == "users" and x <= self.start else self.factor
+            x = min(x * f, self.top)
             grow += 1
         gap = self.top - self.top / self.factor
         if self.by == "users":
@@ -339,6 +372,12 @@ def _nice(x: float, lo: float, hi: float) -> float:
         if lo < v < hi:
             return v
     return x
+
+
+def _window_s(step: JudgedStep) -> float | None:
+    """How long a judged step's hold window was (None: a step that does not say)."""
+    a, b = getattr(step, "hold_start", None), getattr(step, "hold_end", None)
+    return b - a if a is not None and b is not None else None
 
 
 def _secs(s: float) -> str:

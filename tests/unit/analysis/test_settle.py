@@ -137,3 +137,32 @@ def test_the_default_thresholds_end_a_growing_step_held_so_far_and_no_other():
     assert ask(recs, gates=gates, why="aim") is None
     # one reply with a gap over the limit (rec's two events, 2 s apart): not settled
     assert ask(recs + [rec(1, 20.0, 0.3)], gates=gates) is None
+
+
+def test_a_hold_that_runs_out_says_what_its_checks_stood_at():
+    def final(records, why="aim", users=4, gates=P95):
+        return st.settle(gates, records, (), 0, users, 0.0, 100.0, why, final=True)
+    # 40 requests none over, aimed at the limit: not held beyond doubt (59 needed), so full
+    got = final(cycle(4, 10, 0.3))
+    assert got is not None and got.ended == st.FULL and abs(got.after_s - 100.0) < 1e-9
+    assert got.text == ("held the full 100.0 s: 0 of 40 TTFTs over 500 ms: under the 59 that "
+                        "rule out 5 % at 95 %")
+    # the same asked before the hold ran out: not settled, nothing to say yet
+    assert ask(cycle(4, 10, 0.3), why="aim") is None
+    # 2 of 40 over (two bursts, far apart): 5 % is neither ruled out nor exceeded
+    recs = cycle(4, 10, 0.3)
+    recs[0] = rec(0, 0.0, 0.9)
+    recs[-1] = rec(3, recs[-1].start, 0.9)
+    got = final(recs)
+    assert got.ended == st.FULL and "2 of 40 TTFTs over 500 ms: neither over nor under 5 % " \
+        "beyond doubt at 95 %" in got.why, got.why
+    # too few to judge at all
+    got = final(cycle(1, 3, 0.3), users=1)
+    assert got.why == "3 TTFTs known, under the 5 a p95 needs"
+    # a threshold this module cannot bound says so
+    mean = st.gates_of([parse_threshold("ttft.mean<500ms")])
+    got = final(cycle(4, 10, 0.3), gates=mean)
+    assert got.ended == st.FULL and got.why == "ttft.mean<500ms is judged on the whole hold only"
+    # settled at the last ask: how it settled, not full
+    got = final(cycle(4, 2, 0.3), why="grow")
+    assert got.ended == st.HELD_SO_FAR and got.text.startswith("settled after 100.0 s: ")

@@ -102,7 +102,8 @@ def test_a_search_over_classes_records_each_step_it_issues():
                                                      "b": ClassLoad(users=1)}
     step = SimpleNamespace(index=0, load=2.0, held=True, state="held", drifting=False)
     plan = pacer.after(step, 1.2)
-    assert plan is not None and plan.load == 4.0 and ramp.steps == [2.0, 4.0]
-    assert ramp.loads(1) == {"a": ClassLoad(users=2), "b": ClassLoad(users=2)}
+    # (the first climb from the start is x4)
+    assert plan is not None and plan.load == 8.0 and ramp.steps == [2.0, 8.0]
+    assert ramp.loads(1) == {"a": ClassLoad(users=4), "b": ClassLoad(users=4)}
     # the connections to keep: the most the search may ask, split
     assert ramp.max_in_flight() == 64 + 16

@@ -100,9 +100,10 @@ def test_without_an_aim_it_bisects_and_still_lands_on_the_limit():
         p, plans = search(1, limit_threshold(1, limit), aim=False)
         assert p.limit == limit and p.stopped == "found"
         assert {pl.why for pl in plans} <= {GROW, BISECT, CONFIRM}
-        grow = sum(1 for pl in plans if pl.why == GROW)
-        gap = 2 ** (grow - 2)       # between the last two growth steps
-        assert searched(plans) <= grow + math.ceil(math.log2(gap)), [x.load for x in plans]
+        grown = [pl.load for pl in plans if pl.why == GROW]
+        gap = grown[-1] - grown[-2]         # between the last two growth steps
+        assert searched(plans) <= len(grown) + math.ceil(math.log2(gap)), \
+            [x.load for x in plans]
 
 
 def test_an_aim_that_is_always_wrong_costs_bisections_not_the_answer():
@@ -198,17 +199,17 @@ def test_a_limit_that_breaks_its_sustain_is_searched_for_below_and_confirmed_the
 
 
 def test_the_budget_stops_the_search_before_a_step_that_would_not_fit():
-    p, plans = search(8, limit_threshold(8, 12), budget_s=14.0)
-    # each step takes 3 s here (1 in, 2 held): the fifth would end at 15 s
-    assert p.stopped == "budget" and len(p.trials) == 4
+    p, plans = search(8, limit_threshold(8, 12), budget_s=11.0)
+    # each step takes 3 s here (1 in, 2 held): the fourth (1, 4, 8, then 16) would end at 12 s
+    assert p.stopped == "budget" and len(p.trials) == 3
     s = finish(_result(p), [], None, "users")
-    assert "the budget (14 s) ran out before any step broke" in s.uncertain
-    assert s.text.startswith("Holds 8 users; the budget (14 s) ran out")
+    assert "the budget (11 s) ran out before any step broke" in s.uncertain
+    assert s.text.startswith("Holds 8 users; the budget (11 s) ran out")
 
 
 def test_a_server_that_never_breaks_stops_at_the_ceiling():
     p, plans = search(1000, 1e9, ceiling=40)
-    assert [pl.load for pl in plans] == [1, 2, 4, 8, 16, 32, 40]
+    assert [pl.load for pl in plans] == [1, 4, 8, 16, 32, 40]      # x4 from the start
     assert p.stopped == "ceiling" and p.limit == 40
 
 
@@ -233,7 +234,7 @@ def test_a_step_the_load_generator_broke_ends_the_search():
         return queue_step(i, n, 8, limit_threshold(8, 12), overloaded=n >= 16)
     p, plans = search(8, limit_threshold(8, 12), step_fn=busy)
     assert p.stopped == "load_generator" and p.limit == 8 and p.hi is None
-    assert [pl.load for pl in plans] == [1, 2, 4, 8, 16]
+    assert [pl.load for pl in plans] == [1, 4, 8, 16]
     assert "load generator" in (p.trials[-1].note or "")
     s = finish(_result(p), [], None, "users")
     assert "the server's limit is at least 8 users" in (s.uncertain or "")
@@ -266,8 +267,9 @@ def test_by_rate_narrows_to_five_percent():
 
 def test_worst_case_steps_is_growth_plus_twice_the_bisection_plus_the_confirmation():
     p = SearchPacer(by="users", start=1, ceiling=64)
-    # growth 1..64 (7 steps), the last gap 32..64 bisected (5), twice, and the confirmation
-    assert p.worst_case_steps() == 7 + 2 * 5 + 1
+    # growth 1, 4, 8 .. 64 (6 steps), the last gap 32..64 bisected (5), twice, and the
+    # confirmation
+    assert p.worst_case_steps() == 6 + 2 * 5 + 1
 
 
 def test_fixed_steps_stop_at_the_first_that_breaks_unless_keep_going():
@@ -439,3 +441,71 @@ def test_the_generators_lag_names_who_had_the_cpu_as_the_verdict_does():
         s = finish(Search(by="users", trials=trials, limit=1, broke_at=None,
                           stopped="load_generator"), [step(cpu)], None, "users")
         assert f"could not hold 2 users ({words})" in (s.uncertain or ""), s.uncertain
+
+
+def test_the_first_climb_is_bolder_x4_from_the_start_then_doubling():
+    # from one user (the default start) to 4, then 8, 16 ...; from a start of 3, to 12, 24
+    p, plans = search(1000, 1e9, ceiling=64)
+    assert [pl.load for pl in plans if pl.why == GROW] == [1, 4, 8, 16, 32, 64]
+    p, plans = search(1000, 1e9, ceiling=64, start=3)
+    assert [pl.load for pl in plans if pl.why == GROW] == [3, 12, 24, 48, 64]
+    # and a rate still doubles from its start
+    p = SearchPacer(by="rate", start=1.0, hold_s=2, ramp_in_s=1)
+    assert p._grow(1.0).load == 2.0
+
+
+def _windowed(st: Step, hold_s: float) -> Step:
+    """The step as the engine judges it: its hold window ``hold_s`` long."""
+    st.hold_start, st.hold_end = 100.0, 100.0 + hold_s
+    return st
+
+
+def test_a_limit_whose_own_step_just_held_the_sustain_is_not_measured_again():
+    # 4 slots, paper limit 6: growth 1, 4, 8 (broke), then the aim lands on 6, which holds its
+    # whole 2 s hold (the sustain, one more hold), and 7 breaks: the bracket 6..7 closes on a
+    # limit whose verdict is known from a whole window, so no confirmation re-measures it
+    lim = limit_threshold(4, 6)
+    p, plans = search(4, lim, step_fn=lambda i, n: _windowed(queue_step(i, n, 4, lim), 2.0))
+    assert p.stopped == "found" and p.confirmed is True and p.limit == 6
+    assert CONFIRM not in [pl.why for pl in plans]
+    assert [(t.load, t.held) for t in p.trials] == [(1, True), (4, True), (8, False),
+                                                    (6, True), (7, False)]
+    assert "not held again" in (p.trials[3].note or "")
+    s = finish(_result(p), [], None, "users")
+    assert "; its step held its whole 2 s, the sustain, so it was not held again to " \
+           "confirm it. Found in 5 steps, " in s.text, s.text
+    assert "to confirm)" not in s.text and s.stopped == "found"
+
+
+@pytest.mark.parametrize("case", ["window short of the sustain", "longer sustain"])
+def test_the_limit_is_confirmed_when_its_own_step_did_not_hold_the_sustain(case):
+    lim = limit_threshold(4, 6)
+    hold = 1.5 if case == "window short of the sustain" else 2.0   # ended early: held
+    sustain = 30.0 if case == "longer sustain" else None
+
+    def step(i, n):
+        st = _windowed(queue_step(i, n, 4, lim), hold)
+        return st
+    kw = {"sustain_s": sustain} if sustain else {}
+    p, plans = search(4, lim, step_fn=step, **kw)
+    assert plans[-1].why == CONFIRM and plans[-1].load == 6
+    assert plans[-1].hold_s == (sustain or 2)
+    assert p.stopped == "found" and p.limit == 6
+
+
+def test_after_a_failed_confirmation_every_limit_is_confirmed_again():
+    # 6 held beyond doubt before its hold was out (so it is confirmed), but broke its sustain:
+    # the limit found below it (5) is held again although its own step held a whole hold
+    lim = limit_threshold(4, 6)
+    p = SearchPacer(by="users", hold_s=2, ramp_in_s=1, aim=lambda a, b: stepstats.aim(a, b, True))
+    plan, i, plans = p.first(), 0, []
+    while plan is not None:
+        plans.append(plan)
+        early = plan.load == 6 and plan.why != CONFIRM
+        st = _windowed(queue_step(i, int(plan.load), 4, lim), 1.5 if early else 2.0)
+        if plan.why == CONFIRM and plan.load == 6:
+            st.held, st.state = False, "over"
+        plan = p.after(st, i * 3.0)
+        i += 1
+    assert p.limit == 5 and p.confirmed is True and p.confirm_failures == 1
+    assert plans[-1].why == CONFIRM and plans[-1].load == 5
