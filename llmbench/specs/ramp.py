@@ -85,7 +85,7 @@ class RampOpts(CacheResetOpts):
     users: Sequence[float] | str | None = users()
     by: str = option("users (closed loop) | rate (steps are requests/s, open loop).", P_STEPS, default="users")
     ramp_in: Seconds | None = option("Time to bring a step's new users in (default 10s).", P_STEPS, kind=SECONDS)
-    hold: Seconds | None = option("Time each step holds its load (default 60s).", P_STEPS, kind=SECONDS)
+    hold: Seconds | None = option("Time each step holds its load (default 60s); with --find a step ends sooner once its checks are settled at 95 %.", P_STEPS, kind=SECONDS)
     think: Span | None = think()
     workers: Workers = workers()
     ray: str | None = ray()
