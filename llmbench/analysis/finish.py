@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llmbench.analysis import abandon, checks, metrics, outages, prefix_hit, slo
-from llmbench.analysis import classes as classes_mod
 from llmbench.analysis import telemetry as tm
 from llmbench.analysis import timeline as timeline_mod
 from llmbench.analysis import verdict as verdict_mod
@@ -354,6 +353,7 @@ def ramp_judges(r: Any) -> None:
         return
     per = {cp.name: step_judge(cp.thresholds, r.stall_s, shape.lag_limit_ms, shape.by)
            for cp in r.scenario.classes}
+    from llmbench.analysis import classes as classes_mod  # traffic classes only: 25 ms
     shape.judge = classes_mod.judge(step_judge([], r.stall_s, shape.lag_limit_ms, shape.by,
                                                clock),
                                     per, shape.loads)
@@ -432,8 +432,10 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
                           steps[0].ramp_start if steps else None,
                           steps[-1].hold_end if steps else None)
     # --isolate: each class judged alone at its load of the first step that broke
-    isolation = (classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
-                 if r.scenario is not None and shape.isolate else None)
+    isolation = None
+    if r.scenario is not None and shape.isolate:
+        from llmbench.analysis import classes as classes_mod
+        isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
     policy = c.params.abandon
     if policy is None and r.scenario is not None:
         # --abandon set for some classes only (their options): the first one's policy names it
