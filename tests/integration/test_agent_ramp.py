@@ -19,7 +19,7 @@ import pytest
 
 import llmbench
 from llmbench.analysis.sessions import summarize_sessions
-from llmbench.mock_server import MockConfig, MockServer
+from llmbench.mock_server import MockConfig, MockProcess, MockServer
 from llmbench.records.record import load_records
 from llmbench.report import console
 from llmbench.report.html import render
@@ -146,8 +146,25 @@ def test_twice_the_budget_holds_about_twice_the_agents(mock_factory, tmp_path):
         assert doc["verdict"]["kind"] == "cache_bound", doc["verdict"]
 
 
-def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_factory, tmp_path):
-    # the mock runs in this process: on a busy machine (and with the GIL shared with more users)
+@pytest.fixture
+def mock_process():
+    """Mocks in child processes: their timers do not wait for this process's GIL, which the
+    ramp's own load holds (two busy loops made a 1-slot mock's 5 ms gaps grow past the
+    verdict's 1.5x, read as saturation)."""
+    started: list[MockProcess] = []
+
+    def start(**cfg) -> MockProcess:
+        m = MockProcess(MockConfig(**cfg)).__enter__()
+        started.append(m)
+        return m
+    yield start
+    for m in started:
+        m.__exit__(None, None, None)
+
+
+def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_process, tmp_path):
+    mock_factory = mock_process
+    # the mock runs in its own process (it ran in this one: on a busy machine, with the GIL shared)
     # 1 ms gaps grew past the verdict's +2 ms / 1.5x and read as compute saturation; 5 ms gaps
     # need a 7.5 ms median to count as grown, which a queue for one slot does not make (one
     # request decodes at a time), and cost a session only ~0.25 s more (60 tokens), under the
@@ -171,8 +188,12 @@ def test_one_slot_and_a_huge_budget_is_queuing_not_the_cache(mock_factory, tmp_p
         # pace, not queuing, and the gate was not this ramp's either
         # and a step too slow to finish a session in its hold has not enough data to judge
         # and a step the busy machine made untrustworthy is not this test's evidence either
+        # and one slot decodes one request at a time: gaps that grew are the busy machine's,
+        # not this server's, and the test's premise (steady gaps) did not hold
+        v = doc["verdict"]
         if held >= 1 and warm_s / 1.5 <= lone_s <= warm_s * 1.5 \
-                and doc["verdict"]["kind"] not in ("not_enough_data", "load_generator"):
+                and v["kind"] not in ("not_enough_data", "load_generator") \
+                and not (v["kind"] == "saturation" and v.get("itl_grew")):
             break
         warm_s = lone_s or warm_s
     v = doc["verdict"]
