@@ -1,6 +1,16 @@
 """The command line: Typer only, flags -> plans -> commands. ``llmbench`` is ``app.main``."""
 
-from llmbench.cli import dataclass_code
+import os
+
+# numpy's OpenBLAS starts a thread per core as numpy is imported, and those threads spin on the
+# cores left idle waiting for work llmbench never gives them (no matrix algebra here): ~0.1 s
+# of CPU in every process's first second, competing with the event loop on a machine with a
+# core to spare (issue 50 §2: a 1-request run's 0.42 s CPU was 0.13 s of it). One BLAS thread,
+# unless the user chose; set here, by the command line that owns its process (worker
+# processes inherit it), not by ``import llmbench`` in someone else's.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from llmbench.cli import dataclass_code  # noqa: E402
 
 dataclass_code.install()                 # before the imports whose dataclasses it keeps
 
