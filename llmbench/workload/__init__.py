@@ -13,8 +13,7 @@ from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conver
 from llmbench.workload.images import ImageSpec
 from llmbench.workload.model import Conversation, Turn, Workload, draw, messages_for
 from llmbench.workload.synthetic import synthetic, vllm_random
-from llmbench.workload.server_tokenizer import ServerTokenizeError
-from llmbench.workload.tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
+from llmbench.workload.tokenizer import ServerRef, ServerTokenizeError, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
 __all__ = ["Conversation", "DatasetError", "ImageSpec", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
            "Workload", "WorkloadSpec", "build_workload", "draw", "load_tokenizer", "messages_for",
@@ -37,6 +36,7 @@ def parse_range(text: str, flag: str) -> tuple[int, int]:
 
 @dataclass
 class WorkloadSpec:
+    """What to send: the dataset, its format, lengths and tokenizer."""
     dataset: str = "synthetic"       # synthetic | random | words | PATH | hf:NAME
     dataset_format: str | None = None  # sharegpt | jsonl | hf (default: from the file)
     count: int = 1000

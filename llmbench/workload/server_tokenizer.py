@@ -22,22 +22,26 @@ absolute-form or a CONNECT tunnel, and its TLS context), as the requests do.
 from __future__ import annotations
 
 import heapq
-import http.client
 import itertools
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
 from llmbench.records import safejson
 from llmbench.workload import progress
+from llmbench.workload.tokenizer import ServerTokenizeError
+
+if TYPE_CHECKING:
+    import http.client
 
 PROBE_TIMEOUT_S = 2.0        # is there a /tokenize at all
 CALL_TIMEOUT_S = 5.0         # one tokenize call, whole: connect, send, headers and body
@@ -51,10 +55,6 @@ THREADS = 8
 MAX_ANSWER_BYTES = 16 << 20
 
 
-class ServerTokenizeError(Exception):
-    """The server's /tokenize cannot be used; the message is one line for the user."""
-
-
 class _OutOfBudget(ServerTokenizeError):
     """The time budget is spent: nothing more is asked of the server."""
 
@@ -65,6 +65,7 @@ class _Refused(ServerTokenizeError):
 
 @dataclass
 class ServerTokenizer:
+    """Counts tokens with the server's own /tokenize (vLLM, SGLang, llama.cpp)."""
     root: str                       # scheme://host:port
     model: str
     dialect: str                    # "vllm" (also SGLang) or "llamacpp"
@@ -206,6 +207,8 @@ def _connection(local: threading.local, root: str, timeout_s: float,
         if net.proxy:
             # http://: absolute-form requests to the proxy (_post); https://: a tunnel
             host, port = net.proxy_host, net.proxy_port
+        if parts.scheme == "https" or net.proxy:
+            import http.client
         if parts.scheme == "https":
             conn = http.client.HTTPSConnection(host, port, timeout=timeout_s,
                                                context=net.ssl_context())
@@ -224,13 +227,42 @@ def _connection(local: threading.local, root: str, timeout_s: float,
     return conn
 
 
+class HTTPException(Exception):
+    """A broken answer on the plain connection, named as http.client names it (the plain
+    connection does not import http.client: it brings the email package, ~10 ms of every
+    run's start-up, issue 50 §2)."""
+
+
+class RemoteDisconnected(ConnectionResetError, HTTPException):
+    pass
+
+
+class BadStatusLine(HTTPException):
+    pass
+
+
+class IncompleteRead(HTTPException):
+    pass
+
+
+class LineTooLong(HTTPException):
+    pass
+
+
+def _faults() -> tuple[type[BaseException], ...]:
+    """What a broken answer raises: the plain connection's errors, the socket's, and
+    http.client's once a proxy or TLS connection has imported it."""
+    client = sys.modules.get("http.client")
+    return (HTTPException, OSError) + ((client.HTTPException,) if client is not None else ())
+
+
 class _PlainConn:
     """http.client's HTTPConnection as far as ``_post`` uses it, for a plain http:// server
     with no proxy between: the request written and the answer read on the socket here.
     http.client parsed each answer's headers with the email package, ~130 of a call's ~155 us
     of CPU; a run's start-up and its prompt checks make one call per prompt (issue 50 §2).
-    Its errors are http.client's (RemoteDisconnected, BadStatusLine, IncompleteRead) and the
-    socket's, so ``_post`` retries and words them the same."""
+    Its errors are named as http.client's (RemoteDisconnected, BadStatusLine, IncompleteRead)
+    and the socket's, so ``_post`` retries and words them the same."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
@@ -265,16 +297,16 @@ class _PlainResponse:
         while True:
             line = self._line()
             if not line:
-                raise http.client.RemoteDisconnected("Remote end closed connection without "
+                raise RemoteDisconnected("Remote end closed connection without "
                                                      "response")
             parts = line.decode("latin-1").split(None, 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-                raise http.client.BadStatusLine(line.decode("latin-1").strip())
+                raise BadStatusLine(line.decode("latin-1").strip())
             self.status = int(parts[1])
             self.headers: dict[str, str] = {}
             while (h := self._line()) not in (b"\r\n", b"\n"):
                 if not h:
-                    raise http.client.IncompleteRead(b"")
+                    raise IncompleteRead(b"")
                 k, _, v = h.decode("latin-1").partition(":")
                 self.headers[k.strip().lower()] = v.strip()
             if self.status >= 200:
@@ -289,11 +321,11 @@ class _PlainResponse:
             while len(out) <= limit:
                 line = self._line()
                 if not line:
-                    raise http.client.IncompleteRead(out)
+                    raise IncompleteRead(out)
                 try:
                     size = int(line.split(b";")[0].strip(), 16)
                 except ValueError:
-                    raise http.client.HTTPException(f"bad chunk size {line[:40]!r}") from None
+                    raise HTTPException(f"bad chunk size {line[:40]!r}") from None
                 if size == 0:
                     while self._line() not in (b"\r\n", b"\n", b""):
                         pass                # trailers
@@ -311,7 +343,7 @@ class _PlainResponse:
     def _line(self) -> bytes:
         while b"\n" not in self._buf:
             if len(self._buf) > 65536:
-                raise http.client.LineTooLong("header line")
+                raise LineTooLong("header line")
             data = self._sock.recv(65536)
             if not data:
                 line, self._buf = self._buf, b""
@@ -324,7 +356,7 @@ class _PlainResponse:
         while len(self._buf) < n:
             data = self._sock.recv(max(65536, n - len(self._buf)))
             if not data:
-                raise http.client.IncompleteRead(self._buf, n - len(self._buf))
+                raise IncompleteRead(self._buf, n - len(self._buf))
             self._buf += data
         out, self._buf = self._buf[:n], self._buf[n:]
         return out
@@ -425,17 +457,18 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
             if resp.getheader("connection", "").lower() == "close":
                 conn.close()
                 local.conn = None
-        except (http.client.HTTPException, OSError) as exc:
+        except _faults() as exc:
             conn.close()
             local.conn = None
             last = exc
             if guard.fired:
                 raise ServerTokenizeError(f"POST {root}{path}: no whole answer within "
                                           f"{timeout_s:g} s")
-            if (isinstance(exc, (http.client.HTTPException, ConnectionError)) and attempt == 0
+            broken = not isinstance(exc, OSError) or isinstance(exc, ConnectionError)
+            if (broken and attempt == 0
                     and not isinstance(exc, ConnectionRefusedError)):
                 continue
-            if isinstance(exc, (http.client.HTTPException, ConnectionError)):
+            if broken:
                 raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__}: {exc}")
             # a timeout, an unreachable host
             raise ServerTokenizeError(f"POST {root}{path}: {type(exc).__name__} "

@@ -43,8 +43,15 @@ class TokenizerError(ValueError):
     pass
 
 
+class ServerTokenizeError(Exception):
+    """The server's /tokenize cannot be used; the message is one line for the user. (Here, not
+    in server_tokenizer, so that catching it does not import http.client and the email package:
+    ~10 ms of a run's start-up, issue 50 §2.)"""
+
+
 @dataclass
 class Tokenizer:
+    """Counts and cuts text in tokens: encode, decode, and how exact that count is."""
     name: str
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
@@ -457,7 +464,6 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
     if spec == "server":
         if server is None:
             raise TokenizerError("--tokenizer server needs a server to ask (--url)")
-        from llmbench.workload.server_tokenizer import ServerTokenizeError
         try:
             tok = _server_tokenizer(server)
         except ServerTokenizeError as exc:
@@ -469,7 +475,6 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
         return _named(spec)
     why_not_server = None
     if server is not None:
-        from llmbench.workload.server_tokenizer import ServerTokenizeError
         try:
             tok = _server_tokenizer(server)
             tok.fallback = tok.local = _later_local(server.model)

@@ -72,6 +72,7 @@ class TraceItem:
 
 @dataclass
 class Trace:
+    """A trace file read: its rows, format and where it came from."""
     path: str
     format: str                      # mooncake | azure | jsonl
     items: list[TraceItem]
@@ -136,6 +137,7 @@ def _int(v: Any, where: str, name: str, lo: int = 0, hi: int | None = None) -> i
 
 @dataclass
 class _Row:
+    """One trace row as read: where in the file, when it starts, its lengths."""
     where: str
     t_s: float
     input_tokens: int | None
@@ -630,7 +632,7 @@ def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
     workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
     a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
     from llmbench.workload.model import Workload
-    from llmbench.workload.server_tokenizer import ServerTokenizeError
+    from llmbench.workload.tokenizer import ServerTokenizeError
     try:
         tr = load_trace(path, tok, seed, window_s, limit, aim, reserve)
     except ServerTokenizeError:

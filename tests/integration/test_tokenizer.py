@@ -239,6 +239,56 @@ def test_one_token_words_are_found_with_few_calls_and_are_the_ones_asking_each_f
     assert calls < 1.6 * len(WORDS), calls
 
 
+def _word_server(alone_tokens):
+    """A server whose words and line breaks are one token each, but a text's first word is
+    ``alone_tokens(word)`` tokens (1: BPE-like, every count adds up)."""
+    vocab: dict[str, int] = {}
+
+    def encode(s):
+        out = []
+        for i, line in enumerate(s.split("\n")):
+            if i:
+                out.append(vocab.setdefault("\n", len(vocab)))
+            for j, w in enumerate(line.split()):
+                n = alone_tokens(w) if i == 0 and j == 0 and not s[:1].isspace() else 1
+                out += [vocab.setdefault(f"{w}#{k}", len(vocab)) for k in range(n)]
+        return out
+    pieces = lambda: {i: p.split("#")[0] for p, i in vocab.items()}  # noqa: E731
+    return TokenizeServer(encode, lambda ids: " ".join(pieces()[i] for i in ids if
+                                                       not str(pieces()[i]).endswith("\n")))
+
+
+def test_words_one_token_alone_are_found_in_a_few_calls_where_counts_add_up():
+    # every word one token with or without a space before it: the words asked as lines add
+    # up, so three calls say so, not one per word (issue 50 §2: ~100 calls of start-up)
+    from llmbench.workload.synthetic import prepare_unit_words
+    srv = _word_server(lambda w: 1)
+    with srv:
+        tok = load_tokenizer("server", server=srv.ref)
+        before = srv.calls
+        prepare_unit_words(tok)
+        calls = srv.calls - before
+    assert tok.unit_words == tuple(WORDS)
+    assert calls <= 6, calls
+
+
+def test_a_first_word_counted_apart_is_asked_word_by_word_and_prompts_stay_exact():
+    # a first word that is two tokens alone (and one after a space or a line break), for
+    # words of even length: the lines do not add up, so each word is asked alone, and the
+    # words kept are the ones asking each finds; the prompts built from them are exact
+    from llmbench.workload.synthetic import prepare_unit_words
+    alone = lambda w: 2 if len(w) % 2 == 0 else 1  # noqa: E731
+    srv = _word_server(alone)
+    with srv:
+        tok = load_tokenizer("server", server=srv.ref)
+        prepare_unit_words(tok)
+        assert tok.unit_words == tuple(w for w in WORDS if alone(w) == 1)
+        wl = build_workload(WorkloadSpec(count=10, prompt_tokens=(25, 40)), tok)
+    for c in wl.conversations:
+        assert c.turns[0].prompt_tokens == len(srv.encode(c.turns[0].user))
+        assert 25 <= c.turns[0].prompt_tokens <= 40
+
+
 def test_a_server_whose_counts_do_not_add_up_by_word_still_gets_exact_prompts():
     # 3-character chunks of the whole string: no word is one token, merges cross spaces
     def enc(s):
