@@ -39,9 +39,7 @@ import ssl
 import time
 from collections import deque
 from typing import Any, Callable, Protocol
-from urllib.parse import urlsplit
-
-from yarl import URL
+from urllib.parse import quote, urlsplit
 
 from llmbench.version import __version__
 from llmbench.client import rxstamp
@@ -903,7 +901,7 @@ class FastTransport:
         if self._origin and net.proxy_authorization:
             fixed["proxy-authorization"] = net.proxy_authorization
         self._lines = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("utf-8")
-        self._heads = {s: self._head_for(URL(u).raw_path_qs) for s, u in urls.items()}
+        self._heads = {s: self._head_for(_path_qs(u)) for s, u in urls.items()}
         self._other_heads: dict[str, bytes] = {}        # redirects followed, by path
         self.traceparent = False        # --traceparent: send each request's (records/trace.py)
 
@@ -987,3 +985,24 @@ class FastTransport:
             self._pool.close()
             self._pool = None
             await asyncio.sleep(0)          # let the transports' connection_lost run
+
+
+def _path_qs(url: str) -> str:
+    """The request target of ``url`` as sent, as yarl's ``raw_path_qs`` makes it (without
+    importing yarl: ~7 ms of a run's start-up): dot segments removed, the path and query
+    percent-encoded with escapes kept, a space in the query as ``+``."""
+    parts = urlsplit(url)
+    safe = "/%:@!$&'()*+,;=~"
+    path = parts.path
+    if "/." in path:                    # RFC 3986 5.2.4: /a/./b/../c -> /a/c
+        out: list[str] = []
+        for seg in path.split("/")[1:]:
+            if seg == "..":
+                out = out[:-1]
+            elif seg != ".":
+                out.append(seg)
+        path = "/" + "/".join(out) + ("/" if path.endswith(("/.", "/..")) else "")
+    path = quote(path, safe=safe) or "/"
+    if not parts.query:
+        return path
+    return path + "?" + quote(parts.query, safe=safe + "? ").replace(" ", "+")
