@@ -204,7 +204,7 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     out.first_turns = first
     paths = st.view_strs("path")
     table = st.table()
-    for pid in np.unique(paths):
+    for pid in sorted(set(paths.tolist())):     # not np.unique: it imports numpy.ma
         name = table[int(pid)]
         if name:
             out.by_path[name] = _cache_counts(st, ok & (paths == pid) & (turn == 0))

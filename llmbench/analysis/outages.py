@@ -25,6 +25,7 @@ MIN_ATTEMPTS = 2
 
 @dataclass(frozen=True)
 class Outage:
+    """One stretch the server refused every attempt: when it began and ended, how many tried."""
     start: float            # perf_counter: the first refused attempt's start
     end: float | None       # the first later attempt the server took; None: down to the end
     attempts: int           # attempts refused or dropped before any answer
@@ -69,7 +70,7 @@ def find(records: Sequence[Record] | RecordStore) -> list[Outage]:
     nxt = np.searchsorted(ok_start, r_start, side="right")
     extras = st.extras()
     out = []
-    for g in np.unique(nxt):
+    for g in sorted(set(nxt.tolist())):     # not np.unique: it imports numpy.ma (start-up)
         members = rows[nxt == g]
         if len(members) < MIN_ATTEMPTS:
             continue

@@ -86,13 +86,35 @@ def percentile(values: Sequence[float] | np.ndarray, p: float) -> float | None:
 
 def of_any(values: Sequence[float] | np.ndarray, p: float) -> float:
     """The p-th percentile of values in any order (not empty)."""
-    return float(np.percentile(np.asarray(values, dtype=float), p))
+    return numpy_linear(np.asarray(values, dtype=float), (p,))[0]
 
 
 def percentiles(values: Sequence[float] | np.ndarray, ps: Sequence[float] | np.ndarray
                 ) -> list[float]:
-    """Several percentiles of values in any order (not empty), in one sort."""
-    return [float(v) for v in np.percentile(np.asarray(values, dtype=float), ps)]
+    """Several percentiles of values in any order (not empty), in one partition."""
+    return numpy_linear(np.asarray(values, dtype=float), ps)
+
+
+def numpy_linear(arr: np.ndarray, ps: Sequence[float] | np.ndarray) -> list[float]:
+    """``np.percentile(arr, ps)`` of a 1-d float array (not empty), operation for operation as
+    numpy's default 'linear' method does it (q = p / 100, rank (n - 1) * q, a rank past the
+    last value reads the last value, NaN anywhere gives NaN, then its lerp), in float64, so to
+    the bit (tests/unit/analysis/test_percentile.py). Not np.percentile itself: it imports
+    numpy.ma (np.unique's masked-array check), ~6 ms of every run's start-up (issue 50 §2)."""
+    n = len(arr)
+    spots = []
+    for p in ps:
+        h = (n - 1) * (float(p) / 100)
+        lo = hi = n - 1 if h >= n - 1 else 0 if h < 0 else math.floor(h)
+        if h < n - 1 and h >= 0:
+            hi = lo + 1
+        # numpy takes the fraction from its clipped index (-1 for the last value)
+        spots.append((lo, hi, h - (-1 if h >= n - 1 else lo)))
+    kth = sorted({i for lo, hi, _ in spots for i in (lo, hi)} | {0, n - 1})
+    part = np.partition(arr, kth)           # a copy, as np.percentile's; the last: NaN if any
+    if math.isnan(part[n - 1]):
+        return [math.nan] * len(spots)
+    return [lerp(float(part[lo]), float(part[hi]), t) for lo, hi, t in spots]
 
 
 def median(values: Sequence[float] | np.ndarray) -> float:
@@ -137,6 +159,6 @@ def stats(values: Sequence[float] | np.ndarray, ps: Iterable[float],
         "mean": float(np.mean(arr)), "median": float(np.median(arr)),
         "std": float(np.std(arr)), "min": float(np.min(arr)), "max": float(np.max(arr)),
         "count": len(values)}
-    for p in ps:
-        out[stat_name(p)] = float(np.percentile(arr, p))
+    for p, v in zip(ps, numpy_linear(arr, ps)):
+        out[stat_name(p)] = v
     return out
