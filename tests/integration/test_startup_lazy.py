@@ -93,9 +93,12 @@ def test_a_run_against_a_url_loads_only_what_it_uses(mock_factory, tmp_path):
                          "--output-tokens", "4", "--server-probe", "off", "--quiet",
                          "--out", str(tmp_path))
     never = {"pydantic", "aiohttp", "tiktoken", "tokenizers", "transformers", "matplotlib",
-             "scipy", "datasets", "rich"}
+             "scipy", "datasets", "rich", "yarl", "multidict", "email"}
     loaded = never & {n.split(".")[0] for n in end}
     assert not loaded, sorted(loaded)
+    # http.client (the server tokenizer's plain connection is its own), numpy.ma (a linear
+    # percentile is percentile.numpy_linear, not np.percentile, whose np.unique imports it)
+    assert not {"http.client", "numpy.ma"} & end
     later = {"llmbench.report.html", "llmbench.report.charts", "llmbench.report.svgplot"}
     assert not later & load and later <= end            # the report: after the load, written
     assert "llmbench.workload.server_tokenizer" in load  # (what did count the prompts)
@@ -120,3 +123,20 @@ def test_a_default_run_probes_the_server_without_aiohttp(mock_factory, tmp_path)
     import os
     port = int(m.url.rsplit(":", 1)[1].split("/")[0])
     assert local["server_pid"] == os.getpid() and local["found_by"] == f"port {port}", local
+
+
+def test_the_command_line_keeps_numpys_blas_to_one_thread_unless_the_user_chose():
+    # OpenBLAS's spare threads spun ~0.1 s of CPU in every command's first second (issue 50
+    # §2): the command line asks for one thread; a user's own setting stands
+    import subprocess
+    import sys
+    from tests.helpers import ENV, ROOT
+    code = ("import os, llmbench.cli, numpy; "
+            "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))")
+    env = {k: v for k, v in ENV.items() if k != "OPENBLAS_NUM_THREADS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=60)
+    assert r.stdout.split() == ["1", "1"], r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**env, "OPENBLAS_NUM_THREADS": "2"}, cwd=ROOT, timeout=60)
+    assert r.stdout.split()[0] == "2", r.stdout + r.stderr
