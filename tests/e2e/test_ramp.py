@@ -77,15 +77,18 @@ def test_one_slot_stops_where_paper_predicts_and_says_queuing(mock_factory, tmp_
 
 
 def test_four_slots_with_slowdown_hold_more_and_itl_grows(mock_factory, tmp_path):
-    # 4 slots, step = 10 x (1 + 0.5 x (decoding - 1)): gaps 15 ms at 2 users, 25 ms at 4+;
-    # paper: 8 users hold under 700 ms (wait ~ 525 ms), 10 do not (~ 840 ms)
+    # 4 slots, step = 10 x (1 + 0.5 x (decoding - 1)): gaps 10 ms alone, 15 ms at 2 users,
+    # 25 ms at 4+; paper: 8 users hold under 700 ms (wait ~ 525 ms), 10 do not (~ 840 ms).
+    # The ramp starts at one user: the gaps' growth is judged against the first step, and 2.5x
+    # stays clear of the 1.5x that says "grew" on a busy machine too (from 2 users, 1.67x on
+    # paper fell to 1.47x when a busy machine stretched the small gaps more: issue 49)
     m = mock_factory(ttft_ms=50, itl_ms=10, parallel=4, batch_slowdown=0.5)
     # the mock runs in this process: a machine whose pace changed during the ramp (each
     # step's gaps against paper's) hides or fakes the gaps' growth; such a ramp runs again
     for attempt in range(3):
         out = tmp_path / str(attempt)
         r = llmbench("ramp", "--url", m.url + "/v1", "--model", "mock", "--users",
-                     "2,4,6,8,10,12,14", "--threshold", "ttft.p95<=700ms", "--threshold",
+                     "1,2,4,6,8,10,12,14", "--threshold", "ttft.p95<=700ms", "--threshold",
                      "itl.p95<=1s", "--expect-users", "6", *FAST, *BUSY_OK, "--out", str(out),
                      timeout=180)
         run = json.loads((only_run(out) / "run.json").read_text())
@@ -99,8 +102,8 @@ def test_four_slots_with_slowdown_hold_more_and_itl_grows(mock_factory, tmp_path
     assert held >= 6                                     # vs 3 with one slot
     v = run["verdict"]
     assert v["itl_grew"] and v["kind"] == "saturation", (paces, v)
-    # paper: 15 ms at 2 users, 25 ms from 4 (x1.67); a busy machine stretches the small gaps more
-    assert v["itl_p50_ms"][1] >= 1.3 * v["itl_p50_ms"][0]
+    # paper: 10 ms alone, 25 ms from 4 (x2.5); a busy machine stretches the small gaps more
+    assert v["itl_p50_ms"][1] >= 1.5 * v["itl_p50_ms"][0]
     assert "compute saturation" in r.stdout
 
 
