@@ -545,5 +545,6 @@ def _parsed_default(f: dataclasses.Field, o: SpecOpt) -> Any:  # type: ignore[ty
 
 @dataclasses.dataclass(frozen=True)
 class _Flag:
+    """A flag's spelling, for messages that name it."""
     flag: str
 

@@ -130,6 +130,7 @@ def _shape_warning(runs: Sequence["Loaded"]) -> str | None:
 
 @dataclass
 class Loaded:
+    """One run folder read for a comparison: its name, path and Run."""
     name: str
     path: Path
     run: Run
@@ -352,6 +353,7 @@ class Cell:
 
 @dataclass
 class Row:
+    """One load level of a comparison: each run's cell at it (None: not run there)."""
     load: float
     runs: list[Cell | None]
 

@@ -235,6 +235,7 @@ class SessionsNow(Value):
 
 @dataclass
 class _Open:
+    """A session still being read: its span so far, its step, its calls."""
     start: float
     end: float
     ramp_step: int | None

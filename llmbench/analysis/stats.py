@@ -244,6 +244,7 @@ def _mc_halfwidth(dist: np.ndarray, level: float) -> float:
 
 @dataclass
 class ChangeInterval:
+    """A relative change with its bootstrap confidence interval."""
     point: float            # relative change other/base - 1
     low: float
     high: float
@@ -319,6 +320,7 @@ MIN_RATE_WINDOW_S = 0.5
 
 @dataclass
 class Rate:
+    """A token rate over a window with its batch-means standard error."""
     mean: float             # tokens per second over the window
     se: float               # standard error of that mean (batch means)
     batches: int

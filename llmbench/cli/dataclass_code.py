@@ -28,7 +28,10 @@ def install() -> None:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(os.path.dirname(cache_from_source(os.path.join(package, "__init__.py"))),
                         "dataclasses." + (sys.implementation.cache_tag or "py") + ".marshal")
-    codes: dict[bytes, object] = {}
+    # {hash of the text: its code, marshalled}: each class's code is unmarshalled when its
+    # class is made, so a run pays for the ~200 classes it imports, not for all ~800 the file
+    # holds (every command's; unmarshalling them all was ~15 ms of a run's start-up)
+    codes: dict[bytes, bytes] = {}
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -45,10 +48,17 @@ def install() -> None:
         if type(source) is str and globals is not None and \
                 str(globals.get("__name__", "")).startswith("llmbench."):
             key = hashlib.blake2b(source.encode(), digest_size=16).digest()
-            code = codes.get(key)
+            code = None
+            kept = codes.get(key)
+            if type(kept) is bytes:
+                try:
+                    code = marshal.loads(kept)
+                except (EOFError, ValueError, TypeError):
+                    code = None                     # broken: compiled again, and kept anew
             if code is None:
                 # dont_inherit: compiled as dataclasses.py's exec compiles it (no __future__)
-                code = codes[key] = compile(source, "<string>", "exec", dont_inherit=True)
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                codes[key] = marshal.dumps(code)
                 new.append(key)
             source = code
         builtins.exec(source, globals, locals)  # type: ignore[arg-type]

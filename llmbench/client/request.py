@@ -142,6 +142,7 @@ QUEUE_HEADER = "x-llmbench-queue-ms"
 
 @dataclass(frozen=True)
 class Timeouts:
+    """How long a request may wait: to connect, for its first token, between tokens, in all."""
     connect_s: float = 10.0
     first_token_s: float = 300.0
     idle_s: float = 60.0
@@ -222,6 +223,7 @@ def stamp_clock(url: str) -> str:
 
 @dataclass(frozen=True)
 class RequestParams:
+    """What every request's body asks for beyond its messages (stream, temperature, limits)."""
     stream: bool = True
     temperature: float | None = None
     ignore_eos: bool = False

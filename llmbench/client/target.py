@@ -33,6 +33,7 @@ class TargetError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
+    """One server to load: its URL, API, model and credentials (never saved)."""
     base_url: str                 # without the endpoint path, e.g. http://127.0.0.1:11434/v1
     api: str
     model: str

@@ -26,6 +26,7 @@ SCRIPT = (
 
 @dataclass
 class ChatPlan:
+    """`llmbench chat`: the target and what each message asks for."""
     target: Any                     # client.target.Target
     params: Any                     # client.request.RequestParams
     timeouts: Any                   # client.request.Timeouts
@@ -35,6 +36,7 @@ class ChatPlan:
 
 @dataclass
 class ChatResult:
+    """What `llmbench chat` got back: the records, the replies, the problem if any."""
     records: list[Record] = field(default_factory=list)
     replies: list[str] = field(default_factory=list)
     problem: str | None = None      # why the server failed the check (None: it passed)

@@ -29,6 +29,7 @@ _VOCAB = ("time", "year", "people", "way", "day", "man", "thing", "woman", "life
 
 @dataclass
 class ContextPlan:
+    """`llmbench context`: the target, the prompt lengths to try and the TTFT bound."""
     target: Any
     params: Any
     timeouts: Any
@@ -41,6 +42,7 @@ class ContextPlan:
 
 @dataclass
 class Probe:
+    """One prompt length tried: its record, and whether it was served in time."""
     words: int
     rec: Record
     good: bool = False          # served, within the TTFT bound, not cut
@@ -56,6 +58,7 @@ class Probe:
 
 @dataclass
 class ContextResult:
+    """The prompt lengths tried: the longest served and the shortest that was not."""
     probes: list[Probe] = field(default_factory=list)
     longest: Probe | None = None              # the longest prompt served
     stopped: Probe | None = None              # the shortest that was not

@@ -15,6 +15,7 @@ from llmbench.commands.common import Common, Done, failed, folder_of, interrupte
 
 @dataclass
 class ProbePlan:
+    """A router probe ready to run: the router, a backend and the steps."""
     common: Common                  # common.target is the router
     direct: Target
     shape: RouterAB                 # steps, slices, rounds; its judge is set at the run

@@ -41,6 +41,7 @@ class FindPlan:
 
 @dataclass
 class RampPlan:
+    """A ramp ready to run: its shape, thresholds and where it writes."""
     common: Common
     shape: Ramp                        # steps, timing, think; its judge is set at the run
     thresholds: list[Any] = field(default_factory=list)

@@ -40,6 +40,7 @@ class Gates:
 
 @dataclass
 class RunPlan:
+    """A run ready to start: its shape, gates, targets and folder."""
     common: Common
     shape: ClosedLoop | OpenLoop | TraceReplay
     gates: Gates = field(default_factory=Gates)

@@ -55,6 +55,7 @@ class ClassPlan:
 
 @dataclass
 class ScenarioPlan:
+    """A scenario file's traffic classes, each planned, and how the crowd grows."""
     scenario: Scenario
     classes: list[ClassPlan]
     grow: str | None = None

@@ -62,6 +62,7 @@ RampFor = Callable[[str, "str | None", Path, dict, "int | None"], Done]   # ...,
 
 @dataclass
 class SweepPlan:
+    """A sweep ready to run: the settings' values and how each server is started."""
     settings: dict[str, list[str]]
     mode: str                                  # serve | before | mock
     command: str | None                        # --serve / --before

@@ -88,6 +88,7 @@ class TargetSpec:
 
 @dataclass
 class ServerSeen:
+    """What the server probe saw during the load: its kind, a note, its samples."""
     kind: str | None
     note: str | None
     samples: list[dict[str, Any]]
@@ -114,6 +115,7 @@ class LiveView:
 
 @dataclass
 class Outcome:
+    """What one load returned: the records, when it began, whether it was cut, the monitor."""
     result: Any                            # what the shape returned
     records: RecordStore                   # every finished request, all targets, by done
     started_at: float                      # epoch seconds when dispatch began
@@ -136,6 +138,7 @@ class Outcome:
 
 @dataclass
 class Harness:
+    """The engine's one entry: sessions, observers and records for any shape of load."""
     params: RequestParams
     timeouts: Timeouts
     run_dir: Path | None

@@ -44,6 +44,7 @@ COORDINATOR = "coordinator"
 
 @dataclass
 class MonitorSample:
+    """One second of the load generator's own health: loop lag and CPU."""
     t: float              # perf_counter at the end of the second
     lag_p99_ms: float
     lag_max_ms: float
@@ -54,6 +55,7 @@ class MonitorSample:
 
 @dataclass
 class LoopMonitor:
+    """Samples the event loop's lag and the process's CPU while the load runs."""
     tick_s: float = 0.01
     samples: list[MonitorSample] = field(default_factory=list)
     worker: int | str | None = None                 # the tag of its samples

@@ -70,6 +70,7 @@ class RecentTTFT:
 
 @dataclass
 class Counters:
+    """A target's live counts: started, done, failed, in flight, events."""
     started: int = 0
     done: int = 0
     failed: int = 0
@@ -81,6 +82,7 @@ class Counters:
 
 @dataclass(eq=False)
 class Session:
+    """One target's client, record log and live counts for a load."""
     client: Client
     log: RecordLog | None
     run_id: str = "r"

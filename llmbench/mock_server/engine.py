@@ -37,6 +37,7 @@ CACHE_REPORTS = ("usage", "none", "evaluated")
 
 @dataclass
 class MockConfig:
+    """The mock server's behaviour: latencies, slots, queue, cache and faults."""
     ttft_ms: float = 100.0
     itl_ms: float = 10.0
     tokens: int = 64                    # reply length when the request sets none
@@ -199,6 +200,7 @@ class PrefixCache:
 
 @dataclass
 class Stats:
+    """The mock's live state: requests running, decoding and waiting, cache use."""
     running: int = 0          # admitted (holding a slot and its KV blocks): prefill or decode
     decoding: int = 0
     waiting: int = 0

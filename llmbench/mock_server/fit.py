@@ -47,6 +47,7 @@ class ProfileError(Exception):
 
 @dataclass
 class Fit:
+    """Mock settings fitted to a run, with the evidence each was read from."""
     mock: dict[str, Any]
     evidence: dict[str, Any] = field(default_factory=dict)
 

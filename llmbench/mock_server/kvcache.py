@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False, slots=True)
 class _Block:
+    """One cached block of prompt tokens: the block before it, its depth, its last use."""
     parent: int | None      # the key of the block before it (None: the prompt's first)
     depth: int              # blocks before it
     last: int = 0           # when it was last used (the cache's clock)

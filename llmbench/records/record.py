@@ -55,6 +55,7 @@ CANCELLED = "cancelled"
 
 @dataclass(slots=True, eq=False)
 class Record:
+    """One request as measured: the file format of requests.jsonl (records/definitions.py)."""
     request_id: str
     scheduled: float
     start: float = 0.0

@@ -196,6 +196,7 @@ class Text:
 
 @dataclass
 class LegendEntry:
+    """One line, area or marker named in a chart's legend."""
     label: str
     kind: str                         # "line", "area", "marker"
     color: str

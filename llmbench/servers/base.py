@@ -99,6 +99,7 @@ class MetricsAdapter:
 
 @dataclass
 class MetricsPoller:
+    """Polls a server's metrics endpoint through its adapter while the load runs."""
     adapter: MetricsAdapter
     slots: float | None = None                  # known once (llama.cpp's /props)
     ctx_per_slot: float | None = None           # known once (llama.cpp's /props n_ctx)

@@ -79,6 +79,7 @@ class Exchange:
 
 @dataclass
 class Stats:
+    """What `llmbench record` saw: requests recorded, passed through and failed."""
     requests: int = 0
     passed: int = 0                      # not LLM requests: passed through, not recorded
     failed: int = 0                      # upstream down (502s)

@@ -48,6 +48,7 @@ def errors() -> tuple[type[BaseException], ...]:
 
 @dataclass
 class ServerProbe:
+    """Finds what serves a URL and reads its queue and cache state."""
     root: str                                   # scheme://host:port
     kind: str = "auto"
     interval_s: float = 1.0

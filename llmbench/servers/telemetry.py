@@ -63,6 +63,7 @@ class TelemetrySpec:
 
 @dataclass
 class Note:
+    """One telemetry note: its text, and whether the terminal shows it."""
     text: str
     printed: bool = True                   # False: run.json only (no GPU under auto)
 

@@ -114,11 +114,13 @@ def _server_probe_help() -> str:
 
 @dataclasses.dataclass(kw_only=True)
 class UrlOpts(Spec):
+    """--url: the server to load."""
     url: str | None = option("Server base URL: .../v1 for OpenAI-style APIs (e.g. localhost:11434/v1), the bare root for Ollama's native API.", P_TARGET)
 
 
 @dataclasses.dataclass(kw_only=True)
 class ModelOpts(Spec):
+    """--model: the model as the server names it."""
     model: str | None = option("Model name as the server knows it.", P_TARGET)
 
 
@@ -511,6 +513,7 @@ class MultiTurnOpts(Spec):
 
 @dataclasses.dataclass(kw_only=True)
 class ShareGPTOpts(Spec):
+    """The ShareGPT dataset's own options."""
     sharegpt_output_len: int | None = option("ShareGPT: fixed output length.", P_WORKLOAD, kind=INT)
 
 

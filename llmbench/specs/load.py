@@ -48,6 +48,7 @@ WINDOW = Kind(str, _window, lambda v: "-".join("" if math.isinf(x) else repr(x) 
 
 @dataclasses.dataclass(kw_only=True)
 class RunLoadOpts(Spec):
+    """How much load a run sends: users, a rate, how many requests or how long."""
     # other tools' names for the same thing are accepted (vLLM's --request-rate and
     # --num-prompts, GuideLLM's --max-seconds, k6's --vus); the ones that mean something else,
     # or that would not fit the help at 80 columns, are refused naming ours (cli/foreign.py)

@@ -18,17 +18,20 @@ from llmbench.specs.options import Span, Workers, ray, think, users, workers
 
 @dataclasses.dataclass(kw_only=True)
 class ProbeEnds(Spec):
+    """The router probe's two ends: the router and a backend behind it."""
     router: str = option("The router's URL as clients use it, e.g. localhost:12434/v1.", P_TARGET, default=REQUIRED)
     direct: str | None = option("A backend's own URL, e.g. localhost:11434/v1 (default: the LLM server found on this machine's usual ports).", P_TARGET)
 
 
 @dataclasses.dataclass(kw_only=True)
 class ProbeDirect(Spec):
+    """The backend's own model name, if it differs from the router's."""
     direct_model: str | None = option("Model name at the backend, if it differs.", P_TARGET)
 
 
 @dataclasses.dataclass(kw_only=True)
 class ProbeLoadOpts(Spec):
+    """The router probe's load: users per step and the slices on each path."""
     users: Sequence[float] | str | None = users("1,4,16,64")
     slice_s: Seconds = option("Length of one slice on one path.", P_LOAD, "--slice", kind=SECONDS, default="5s")
     slice: InitVar[Seconds | None] = None              # --slice: slice_s

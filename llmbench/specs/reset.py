@@ -13,6 +13,7 @@ from llmbench.specs.options import P_STEPS, Spec, option
 
 @dataclasses.dataclass(kw_only=True)
 class CacheResetOpts(Spec):
+    """--reset-cache: empty the server's prompt cache before the load."""
     reset_cache: str | None = option("Empty the server's prompt cache, checked by a probe and recorded in run.json: between-steps (before every step), between-settings (sweep: before each setting's ramp, its default), off (ramp's default).", P_STEPS, metavar="WHEN")
 
     def _check(self) -> Iterator[str]:

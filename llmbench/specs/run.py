@@ -46,6 +46,7 @@ GOODPUT = Kind(TEXTS.cli, _goodput, lambda v: [f"{k}:{x!r}" for k, x in v.items(
 
 @dataclass(kw_only=True)
 class VllmOpts(Spec):
+    """vLLM's result JSON: whether to write it, and what it holds."""
     save_result: bool = option("Also write vLLM's result JSON (vllm bench serve's keys and types).", P_VLLM, "--save-result", kind=FLAG, default=False)
     save_detailed: bool = option("Add per-request arrays: ttfts, itls, input_lens, output_lens, start_times, generated_texts, errors.", P_VLLM, "--save-detailed", kind=FLAG, default=False)
     append_result: bool = option("Append the result as one more line of the file.", P_VLLM, "--append-result", kind=FLAG, default=False)
@@ -56,6 +57,7 @@ class VllmOpts(Spec):
 
 @dataclass(kw_only=True)
 class PrintOpts(Spec):
+    """Which metrics and percentiles the summary prints."""
     percentile_metrics: tuple[str, ...] | str = option("Metrics to print percentiles for (ttft,tpot,itl,e2el).", P_OUTPUT, kind=NAMES, default="ttft,tpot,itl")
     metric_percentiles: tuple[float, ...] | str = option("Percentiles to print, e.g. 50,99.", P_OUTPUT, kind=PERCENTILES, default="99")
     goodput: dict[str, float] | list[str] | None = option("vLLM's goodput SLO, e.g. ttft:500 (repeatable).", P_OUTPUT, kind=GOODPUT, metavar="KEY:MS")
@@ -63,6 +65,7 @@ class PrintOpts(Spec):
 
 @dataclass(kw_only=True)
 class GateOpts(Spec):
+    """--threshold: the checks a run passes or fails."""
     threshold: list[Threshold | str] | None = thresholds()
 
 

@@ -72,6 +72,7 @@ ARGS = Kind(str, _args, lambda v: " ".join(v), doc="list[str] | str")
 
 @dataclasses.dataclass(kw_only=True)
 class SweepOpts(Spec):
+    """A sweep's settings and how to start the server for each value."""
     setting: dict[str, list[Any]] | list[str] | None = option("A server setting and its values (repeatable: a grid). Set in the server's environment; {NAME} in --serve and --url is replaced.", P_SWEEP, "--setting", kind=SETTINGS, metavar="NAME=V1,V2")
     settings: InitVar[dict[str, list[Any]] | None] = None     # the API's name of --setting
     serve: str | None = option("Start this server per value (shell command, own process group), stop it after.", P_SWEEP, metavar="CMD")

@@ -80,6 +80,7 @@ class ThresholdError(ValueError):
 
 @dataclass(frozen=True)
 class Threshold:
+    """One check, e.g. ttft.p95 < 2s: the metric it reads and the bound."""
     text: str
     metric: str
     stat: str | None

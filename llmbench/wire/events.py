@@ -71,6 +71,7 @@ class Usage:
 
 @dataclass(slots=True)
 class Event:
+    """One event decoded from a stream: its kind and its text."""
     kind: int
     text: str = ""
     usage: Usage | None = None

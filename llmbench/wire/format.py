@@ -15,6 +15,7 @@ BodyBuilder = Callable[[str, list[dict[str, str]], "int | None", bool, dict[str,
 
 @dataclass(frozen=True)
 class WireFormat:
+    """One API's wire format: its paths, body and how its stream is read."""
     name: str                       # the --api value
     summary: str                    # one phrase for help and errors
     endpoint: str                   # path posted to, appended to the base URL

@@ -74,6 +74,7 @@ def shift(rec: Record, offset: float) -> Record:
 
 @dataclass
 class _Worker:
+    """One worker process as the coordinator tracks it: its link and whether it is done."""
     link: WorkerLink
     ready: asyncio.Future[None]
     done: bool = False

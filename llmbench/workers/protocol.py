@@ -28,6 +28,7 @@ class WorkerTarget:
 
 @dataclass
 class WorkerSpec:
+    """What a worker process is sent to run: its id, its plan and its targets."""
     worker_id: int
     plan: Any                                  # a llmbench.workers.plan value (picklable)
     targets: list[WorkerTarget]

@@ -83,6 +83,7 @@ class _Step:
 
 @dataclass
 class _Read:
+    """An agent trace read: its sessions' steps and the warnings on the way."""
     sessions: dict[str, list[_Step]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 

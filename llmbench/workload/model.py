@@ -12,6 +12,7 @@ from llmbench.workload.salt import Salt
 
 @dataclass(frozen=True)
 class Turn:
+    """One user message and the reply length asked for it."""
     user: str
     max_tokens: int | None = None
     prompt_tokens: int | None = None     # the client's count of this turn's text (images not
@@ -23,6 +24,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
+    """A conversation's turns, sent one after another by one user."""
     id: str
     turns: tuple[Turn, ...]
     system: str | None = None
@@ -43,6 +45,7 @@ def draw(convs: Sequence[Conversation], i: int) -> Conversation:
 
 @dataclass
 class Workload:
+    """The conversations a run draws from, with where they came from."""
     conversations: list[Conversation]
     source: str
     tokenizer: str

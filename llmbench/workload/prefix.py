@@ -26,6 +26,7 @@ DEFAULT_BLOCK_TOKENS = 16     # vLLM's (and the mock's) KV-cache block
 
 @dataclass(frozen=True)
 class PrefixPlan:
+    """--prefix-hit-ratio: how many prompt tokens to share, in blocks."""
     ratio: float                  # the target: fraction of prompt tokens cached
     block_tokens: int
     shared_tokens: int            # per prompt, a multiple of block_tokens

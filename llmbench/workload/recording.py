@@ -52,6 +52,7 @@ SAMPLING = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty"
 
 @dataclass(frozen=True)
 class Message:
+    """One message of a recorded conversation, keyed by its canonical JSON."""
     role: str
     key: str          # the message's canonical JSON: equal messages, equal keys
     text: str         # every text in it, joined (what a replay sends of it)
@@ -122,6 +123,7 @@ def prefix_hashes(msgs: list[Message]) -> list[bytes]:
 
 @dataclass
 class Link:
+    """Where a recorded call sits: its session and turn."""
     session: str
     turn: int
     new_from: int              # where the turn's own messages start

@@ -27,6 +27,7 @@ def _dist(xs: list[float], unit: str = "") -> str:
 
 @dataclass
 class RecordingSummary:
+    """What a recorded trace holds, in one line and a few counts."""
     path: str
     text: str = "?"
     requests: int = 0

@@ -107,6 +107,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule of the verdict: what it finds in the evidence, and the notes it adds."""
     name: str
     fire: Callable[[Evidence], Finding | None]
     notes: Callable[[Evidence], list[str]] = lambda ev: []

@@ -34,6 +34,7 @@ class LiveState:
 
 @dataclass(eq=False)
 class Drive:
+    """What a shape drives: the sessions, the stop signal, the monitor and the live state."""
     sessions: dict[str, Session]
     stopping: asyncio.Event
     monitor: LoopMonitor

@@ -74,6 +74,7 @@ Judge = Callable[[StepWindow], JudgedStep]
 
 @dataclass
 class Ramp:
+    """Users (or a rate) added step by step until a threshold breaks."""
     convs: Sequence[Conversation]
     steps: list[float]                 # users per step (or requests/s with by="rate")
     judge: Judge | None = None         # handed in by the command before the run

@@ -78,6 +78,7 @@ async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
 
 @dataclass
 class RouterAB:
+    """The router probe's shape: each step through the router and straight to a backend."""
     convs: Sequence[Conversation]
     steps: list[int]
     judge: Callable[[ProbeWindow], Any] | None = None   # handed in by the command

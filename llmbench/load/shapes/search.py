@@ -76,6 +76,7 @@ Aim = Callable[[JudgedStep, JudgedStep], "float | None"]
 
 @dataclass
 class SearchPacer:
+    """--find's pacer: the next step's load from the steps judged so far."""
     by: str = "users"
     start: float = 1.0
     ramp_in_s: float = 10.0

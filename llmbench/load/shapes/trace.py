@@ -110,6 +110,7 @@ async def play(session: Session, items: Sequence[TraceItem], t0: float, speed: f
 
 @dataclass
 class TraceReplay:
+    """A trace's requests sent at their recorded times (scaled by speed)."""
     items: Sequence[TraceItem]
     speed: float = 1.0
     describe_trace: dict[str, Any] = field(default_factory=dict)

@@ -54,6 +54,7 @@ def _ms(v: float | None) -> float | None:
 
 @dataclass
 class _Second:
+    """One second of the dashboard's feed: counts and latencies."""
     n: int = 0
     ok: int = 0
     # compact (8 bytes a value): a second is kept WINDOW_S more for the windows
