@@ -13,7 +13,8 @@ from llmbench.workload.files import DatasetError, hf_conversations, jsonl_conver
 from llmbench.workload.images import ImageSpec
 from llmbench.workload.model import Conversation, Turn, Workload, draw, messages_for
 from llmbench.workload.synthetic import synthetic, vllm_random
-from llmbench.workload.tokenizer import ServerRef, ServerTokenizeError, Tokenizer, TokenizerError, approximate_note, load_tokenizer
+from llmbench.workload.tokenize_error import ServerTokenizeError
+from llmbench.workload.tokenizer import ServerRef, Tokenizer, TokenizerError, approximate_note, load_tokenizer
 
 __all__ = ["Conversation", "DatasetError", "ImageSpec", "ServerRef", "Tokenizer", "TokenizerError", "Turn",
            "Workload", "WorkloadSpec", "build_workload", "draw", "load_tokenizer", "messages_for",

@@ -38,7 +38,7 @@ from llmbench.client import netconfig
 from llmbench.client.netconfig import Net
 from llmbench.records import safejson
 from llmbench.workload import progress
-from llmbench.workload.tokenizer import ServerTokenizeError
+from llmbench.workload.tokenize_error import ServerTokenizeError
 
 if TYPE_CHECKING:
     import http.client

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from llmbench.workload.tokenize_error import ServerTokenizeError
+
 _PIECE_RE = re.compile(r"\w+|[^\w\s]")
 _HF_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TRUE = {"1", "on", "yes", "true", "y"}
@@ -42,11 +44,6 @@ TIKTOKEN_DOWNLOAD_TIMEOUT_S = 20.0
 class TokenizerError(ValueError):
     pass
 
-
-class ServerTokenizeError(Exception):
-    """The server's /tokenize cannot be used; the message is one line for the user. (Here, not
-    in server_tokenizer, so that catching it does not import http.client and the email package:
-    ~10 ms of a run's start-up, issue 50 §2.)"""
 
 
 @dataclass

@@ -632,7 +632,7 @@ def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
     workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
     a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
     from llmbench.workload.model import Workload
-    from llmbench.workload.tokenizer import ServerTokenizeError
+    from llmbench.workload.tokenize_error import ServerTokenizeError
     try:
         tr = load_trace(path, tok, seed, window_s, limit, aim, reserve)
     except ServerTokenizeError:
