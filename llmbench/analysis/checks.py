@@ -185,7 +185,6 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     None: no request reported cached tokens, unless the server is Ollama (``server_kind``, or
     the native ``api``): then ``note`` says what it does not report and what protects the run
     instead."""
-    import numpy as np
     st = records if isinstance(records, RecordStore) else RecordStore.of(records)
     if not len(st):
         return None

@@ -104,6 +104,8 @@ def numpy_linear(arr: np.ndarray, ps: Sequence[float] | np.ndarray) -> list[floa
     n = len(arr)
     spots = []
     for p in ps:
+        # np.percentile refuses these; the options' checks (options.py) never let one through
+        assert 0 <= p <= 100, f"percentile {p} outside 0..100"
         h = (n - 1) * (float(p) / 100)
         lo = hi = n - 1 if h >= n - 1 else 0 if h < 0 else math.floor(h)
         if h < n - 1 and h >= 0:

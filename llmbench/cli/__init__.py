@@ -8,7 +8,11 @@ import os
 # core to spare (issue 50 §2: a 1-request run's 0.42 s CPU was 0.13 s of it). One BLAS thread,
 # unless the user chose; set here, by the command line that owns its process (worker
 # processes inherit it), not by ``import llmbench`` in someone else's.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if "OPENBLAS_NUM_THREADS" not in os.environ:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    # marked as llmbench's: a server it starts (sweep --serve, --before) gets the user's
+    # environment back, not this (servers/managed.their_environ)
+    os.environ["LLMBENCH_SET_OPENBLAS"] = "1"
 
 from llmbench.cli import dataclass_code  # noqa: E402
 

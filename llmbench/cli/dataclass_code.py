@@ -43,6 +43,9 @@ def install() -> None:
     except (OSError, EOFError, ValueError, TypeError):
         pass                                        # none yet, or not one this Python wrote
     new: list[bytes] = []
+    stale = [k for k, v in codes.items() if type(v) is not bytes]
+    for k in stale:                     # an earlier llmbench's entries (code objects): dropped,
+        del codes[k]                    # and the file written again without them
 
     def exec_(source: object, globals: dict | None = None, locals: dict | None = None) -> None:
         if type(source) is str and globals is not None and \
@@ -64,7 +67,7 @@ def install() -> None:
         builtins.exec(source, globals, locals)  # type: ignore[arg-type]
 
     def save() -> None:
-        if not new or sys.dont_write_bytecode:
+        if not (new or stale) or sys.dont_write_bytecode:
             return
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -26,7 +26,8 @@ from typing import Any, Callable
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK
 from llmbench.errors import UsageError
 from llmbench.results.writer import SweepFolder
-from llmbench.servers.managed import ManagedServer, ServerFailed, run_before, tail, wait_up
+from llmbench.servers.managed import (ManagedServer, ServerFailed, run_before, tail, their_environ,
+                                      wait_up)
 from llmbench.client.target import make_target
 from llmbench.analysis import finish
 from llmbench.commands.common import Done
@@ -289,7 +290,7 @@ def _one(plan: SweepPlan, folder: SweepFolder, setting: dict[str, str], i: int, 
     res = finish.sweep_begun(folder.doc, setting, name, log.name)
     port = free_port() if plan.needs_port() else None
     url = fill(plan.url_template(), setting, port, quote=False)
-    env = {**os.environ, **setting}
+    env = {**their_environ(), **setting}
     if plan.mode == "mock":
         here = str(Path(__file__).resolve().parents[2])     # the mock must import llmbench
         env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")

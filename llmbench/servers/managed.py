@@ -53,6 +53,17 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     return [line.rstrip("\r") for line in text.splitlines() if line.strip()][-lines:]
 
 
+def their_environ() -> dict[str, str]:
+    """The environment for a process llmbench starts but does not own (a server under test,
+    a --before command): this process's, without the one-BLAS-thread setting the command line
+    made for itself (cli/__init__.py), which would slow a CPU server's matrix work; a value the
+    user set stays."""
+    env = dict(os.environ)
+    if env.pop("LLMBENCH_SET_OPENBLAS", None) == "1":
+        env.pop("OPENBLAS_NUM_THREADS", None)
+    return env
+
+
 @dataclass
 class ManagedServer:
     """One server process (a shell command, or an argv list) in its own process group."""

@@ -242,11 +242,20 @@ class BadStatusLine(HTTPException):
 
 
 class IncompleteRead(HTTPException):
-    pass
+    """Worded as http.client's: how much was read, never the bytes themselves (up to 16 MB)."""
+
+    def __init__(self, partial: bytes, expected: int | None = None) -> None:
+        self.partial, self.expected = partial, expected
+        more = f", {expected} more expected" if expected is not None else ""
+        super().__init__(f"IncompleteRead({len(partial)} bytes read{more})")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class LineTooLong(HTTPException):
-    pass
+    def __init__(self, what: str) -> None:
+        super().__init__(f"got more than 65536 bytes when reading {what}")
 
 
 def _faults() -> tuple[type[BaseException], ...]:

@@ -57,13 +57,15 @@ def _one_token_each(tok: Tokenizer, words: list[str]) -> list[str]:
 
 def _alone_one_token(tok: Tokenizer, words: list[str]) -> list[str]:
     """Of ``words`` (one token each after a space), those that are one token with nothing
-    before them too, as a prompt's first word is. Asked at once, as lines: where a line break
+    before them too, as a prompt's first word is. Asked at once, as lines, in 3 calls, not one
+    per word (~100 calls were ~10 ms of a run's start-up CPU, issue 50 §2): where a line break
     between two words counts the same wherever it is (BPE pre-tokenizers split at it: GPT-2,
     Llama 3, Qwen; the mock), "w1\\nw2..." counts the words' tokens plus the breaks', so the
-    words' count alone says whether each is one token. Where it does not add up (SentencePiece
-    reads a first word differently), one call per word, as before: 3 calls, not ~100, for the
-    models most people serve (~10 ms of a run's start-up CPU, issue 50 §2). A word wrongly
-    kept would be caught by the server's recount of the prompts (``_server_counts``)."""
+    words' count says whether each is one token. Only the first word is counted at the very
+    start there, the others after a break; a tokenizer that reads a text's first word apart
+    from the same word after a break (SentencePiece) does not add up, and each word is asked
+    alone, as before. A word kept that is not one token alone is caught by the server's
+    recount of the prompts (``_server_counts``), which then counts and refits every one."""
     if not words:
         return []
     first = words[0]

@@ -102,8 +102,9 @@ def test_four_slots_with_slowdown_hold_more_and_itl_grows(mock_factory, tmp_path
     assert held >= 6                                     # vs 3 with one slot
     v = run["verdict"]
     assert v["itl_grew"] and v["kind"] == "saturation", (paces, v)
-    # paper: 10 ms alone, 25 ms from 4 (x2.5); a busy machine stretches the small gaps more
-    assert v["itl_p50_ms"][1] >= 1.5 * v["itl_p50_ms"][0]
+    # paper: 10 ms alone, 25 ms from 4 (x2.5): the gaps at the break are the shared
+    # compute's (a mock without its slowdown gives 10 ms; a busy machine only stretches them)
+    assert v["itl_p50_ms"][1] >= 20
     assert "compute saturation" in r.stdout
 
 

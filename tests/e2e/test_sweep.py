@@ -75,8 +75,12 @@ def test_sweep_on_the_mock_names_four_slots_the_better_setting(tmp_path):
 def test_sweep_serve_starts_each_server_and_goes_on_after_one_that_fails(tmp_path):
     # the setting reaches the server both ways: in its environment ($NP) and substituted ({NP});
     # 'bad' makes the mock refuse its --parallel at once: reported with its log, sweep goes on
-    serve = (f"{PY} -m llmbench.cli mock --host 127.0.0.1 --port {{PORT}} --parallel \"$NP\" "
-             f"--models m-{{NP}} --ttft-ms 20 --itl-ms 5")
+    # the server also writes down its OPENBLAS_NUM_THREADS: the one BLAS thread llmbench's
+    # command line keeps for itself is not passed on to a server under test
+    blas = tmp_path / "blas"
+    serve = (f"echo \"set:$OPENBLAS_NUM_THREADS\" > {blas}-$NP; exec {PY} -m llmbench.cli "
+             f"mock --host 127.0.0.1 --port {{PORT}} --parallel \"$NP\" --models m-{{NP}} "
+             "--ttft-ms 20 --itl-ms 5")
     r = llmbench("sweep", "--setting", "NP=bad,2", "--serve", serve,
                  "--url", "http://127.0.0.1:{PORT}/v1", "--ready-timeout", "60s",
                  "--users", "1,2", *FAST, "--out", str(tmp_path), timeout=240)
@@ -90,6 +94,8 @@ def test_sweep_serve_starts_each_server_and_goes_on_after_one_that_fails(tmp_pat
     run = json.loads((only_run(tmp_path) / good["run_dir"] / "run.json").read_text())
     assert run["config"]["target"]["model"] == "m-2"      # {NP} substituted, model discovered
     assert "NP=bad" in doc["answer"] and "failed to start" in doc["answer"]
+    if "OPENBLAS_NUM_THREADS" not in ENV:
+        assert (tmp_path / "blas-2").read_text().strip() == "set:"
 
 
 def test_sweep_ctrl_c_stops_the_server_and_writes_a_partial_sweep(tmp_path):

@@ -82,3 +82,20 @@ def test_a_library_user_finds_dataclasses_unchanged():
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "True"]
+
+
+def test_an_earlier_files_code_objects_are_dropped_and_the_file_rewritten(tmp_path):
+    # stop 54 kept code objects; this llmbench keeps each class's code marshalled apart (read
+    # when its class is made): the old entries would be read at every start-up for nothing
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+    keep = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pyc"), "PYTHONDONTWRITEBYTECODE": ""}
+    good = _probe(keep)
+    (path,) = (tmp_path / "pyc").rglob("dataclasses.*.marshal")
+    kept = marshal.loads(path.read_bytes()[len(MAGIC_NUMBER):])
+    assert kept and all(type(v) is bytes for v in kept.values())
+    old = {k: marshal.loads(v) for k, v in kept.items()}         # the earlier format
+    path.write_bytes(MAGIC_NUMBER + marshal.dumps(old))
+    assert _probe(keep)["classes"] == good["classes"]
+    again = marshal.loads(path.read_bytes()[len(MAGIC_NUMBER):])
+    assert again and all(type(v) is bytes for v in again.values())

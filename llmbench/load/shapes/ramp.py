@@ -74,7 +74,8 @@ Judge = Callable[[StepWindow], JudgedStep]
 
 @dataclass
 class Ramp:
-    """Users (or a rate) added step by step until a threshold breaks."""
+    """Users (or a rate) added step by step: its steps, or --find's pacer's, until a threshold
+    breaks (or every step, with --keep-going)."""
     convs: Sequence[Conversation]
     steps: list[float]                 # users per step (or requests/s with by="rate")
     judge: Judge | None = None         # handed in by the command before the run
