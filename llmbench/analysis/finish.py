@@ -234,9 +234,10 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
     follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
     for the checks, and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
-    done = Run(
+    return Run(
         RunState(kind="run", status="partial" if partial else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
+                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
+                 interrupted=outcome.interrupted),
         config={"target": c.target.describe(), "load": load, "request": request_config(c),
                 "timeouts": c.timeouts.__dict__, **more},
         workload=c.workload.describe(),
@@ -250,8 +251,6 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
                                      samples=len(server.samples),
                                      view=verdict_mod.server_view(server.samples)),
             **parts))
-    done.interrupted = outcome.interrupted
-    return done
 
 
 def class_config(plan: Any) -> dict[str, Any]:
@@ -457,7 +456,8 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
             "unknown" if c.server_probe == "auto" and server.note else None))
     return Run(
         RunState(kind="ramp", status="partial" if partial else "complete",
-                 started_at=started_at, labels=c.labels, t0_perf=t0_perf),
+                 started_at=started_at, labels=c.labels, t0_perf=t0_perf,
+                 interrupted=interrupted),
         config={"target": c.target.describe(),
                 "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
                          "hold_s": shape.hold_s, "think_s": list(shape.think_s),
@@ -484,8 +484,7 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
             workers=Workers.of(workers),
             repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
             abandonment=gave_up, isolation=isolation, network=network,
-            cache_resets=r.reset.recorded() if r.reset is not None else []),
-        interrupted=interrupted)
+            cache_resets=r.reset.recorded() if r.reset is not None else []))
 
 
 def run_held(run: Run) -> float:
@@ -518,11 +517,10 @@ def repeats(runs: list[tuple[Any, Run]], planned: int) -> tuple[Run, int]:
     plan, chosen = runs[rep]
     unit = unit_of(plan)
     interrupted = EXIT_INTERRUPTED in codes
-    doc = replace(chosen, findings=replace(chosen.findings, repeat=None), interrupted=interrupted,
-                  repeat_codes=codes,
+    doc = replace(chosen, findings=replace(chosen.findings, repeat=None),
                   verdict=verdict_mod.over_repeats(chosen.verdict, helds, iv, unit))
     doc.state = replace(chosen.state, status="partial" if interrupted or len(runs) < planned
-                        else chosen.status)
+                        else chosen.status, interrupted=interrupted, repeat_codes=codes)
     doc.findings.repeats = Repeats(
         planned=planned, done=len(runs), representative=rep + 1, held=iv,
         note=f"steps, verdict and timeline are those of repeat {rep + 1}, the median one",
@@ -568,7 +566,8 @@ def probe(plan: Any, outcome: Any) -> Run:
     done = Run(
         RunState(kind="probe", status="partial" if outcome.interrupted or _crashed(outcome)
                  else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
+                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
+                 interrupted=outcome.interrupted),
         config={"router": c.target.describe(), "direct": plan.direct.describe(),
                 "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
                 "think_s": list(shape.think_s), "seed": shape.seed,
@@ -585,8 +584,7 @@ def probe(plan: Any, outcome: Any) -> Run:
                                                  samples=len(s.samples))
                                for name, s in outcome.servers.items()}),
             **checks.record_checks(records, c.params, c.target.api, c.workload),
-            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
-        interrupted=outcome.interrupted)
+            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)))
     if done.findings.router.backends is None:
         # what the missing backend names mean for the spread and the overhead
         done.findings.router.unidentified = unidentified_sentence(done.findings.router.counters)

@@ -45,7 +45,7 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
                                  f"finished, so there is nothing to {what}")
         live = lock.writer(path)
         if live is not None:
-            run.live_writer = lock.writer_text(path, live)
+            run.state.live_writer = lock.writer_text(path, live)
         elif run.status == "running":
             run.state.status = "partial"
     return run
@@ -55,8 +55,8 @@ def load_noted(path: str | Path) -> tuple[Run, list[str]]:
     """``load_checked`` for ``llmbench report``, with what to tell its reader: that the run is
     in progress, was rebuilt, or is partial."""
     run = load_checked(path)
-    if run.live_writer:
-        return run, [f"note: {path} is in progress ({run.live_writer}): reporting what has "
+    if run.state.live_writer:
+        return run, [f"note: {path} is in progress ({run.state.live_writer}): reporting what has "
                      "finished so far; run.json is left to it"]
     if run.state.note == REBUILT_NOTE:
         return run, [f"note: {path}: summary {REBUILT_NOTE}"]
@@ -86,7 +86,7 @@ def rebuild_run(path: Path, run: Run) -> Run:
     # agent sessions, rebuilt the same way (None: no request belonged to one)
     run.findings.sessions = summarize_sessions(records, window_s=run.summary.duration or None)
     if live is not None:
-        run.live_writer = lock.writer_text(path, live)
+        run.state.live_writer = lock.writer_text(path, live)
         return run
     run.state.status = "partial"
     run.state.note = REBUILT_NOTE

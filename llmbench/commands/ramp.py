@@ -101,7 +101,7 @@ def perform(r: RampPlan, repeat: int = 1,
                     (folder.path / "timeline.jsonl").exists():
                 os.replace(folder.path / "timeline.jsonl",
                            folder.path / f"timeline-repeat{k + 1}.jsonl")
-            if run.interrupted and run.state.status != "failed":
+            if run.state.interrupted and run.state.status != "failed":
                 break           # Ctrl-C: the repeats done are the result (exit 130)
         run = folder.combined(*finish.repeats(list(zip(plans, folder.runs)), repeat)) \
             if repeat > 1 else folder.runs[0]

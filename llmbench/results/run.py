@@ -93,7 +93,7 @@ RunKind = Literal["run", "ramp", "probe"]
 
 def _body(*kinds: str) -> Callable[["Run"], bool]:
     """Whether a run's part is written: once it measured something, for these kinds."""
-    return lambda r: r.measured and r.kind in kinds
+    return lambda r: r.state.measured and r.kind in kinds
 
 
 _measured = _body("run", "ramp", "probe")
@@ -228,6 +228,19 @@ class RunState(Part):
     rebuilt_at: float | None = part(None, omit="none")
     finished_at: float | None = part(None, omit="none")
     exit_code: int | None = part(None, omit="none")
+    # known in memory, never saved: whether run.json holds figures yet (False: the one written
+    # at the start, or a failed preflight's), a signal's interruption (run.json says
+    # "partial"), who writes a run still in progress (results.lock.writer_text, read from the
+    # folder's lock: a reader reports what has finished and leaves run.json be), and each
+    # repeat's exit code when the ramp ran them here (run.json has their steps only)
+    measured: bool = field(default=True, repr=False, compare=False,
+                           metadata={"internal": True})
+    interrupted: bool | None = field(default=None, repr=False, compare=False,
+                                     metadata={"internal": True})
+    live_writer: str | None = field(default=None, repr=False, compare=False,
+                                    metadata={"internal": True})
+    repeat_codes: list[int] | None = field(default=None, repr=False, compare=False,
+                                           metadata={"internal": True})
 
 
 @dataclass
@@ -385,7 +398,7 @@ class Run(ResultFile, Part):
     ``requests()`` reads its requests.jsonl. ``exit_code`` is the command line's for it,
     ``passed`` whether that is 0.
 
-    A run the pipeline makes writes the keys of its kind; ``measured=False`` is the run.json of
+    A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the run.json of
     a run that has not measured anything yet (status "running", with its ``pid``) or never will
     (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
 
@@ -402,20 +415,8 @@ class Run(ResultFile, Part):
     # ramp --find: the search for the limit (its steps are ``steps``, in the order tried)
     search: Search | None = part(None, omit="none")
     findings: Findings = part(default_factory=Findings, inline=True)
-    # each repeat's exit code, when the ramp ran them here (run.json has their steps only)
-    repeat_codes: list[int] | None = field(default=None, repr=False, compare=False,
-                                           metadata={"internal": True})
     path: Path | None = field(default=None, repr=False, compare=False,
                               metadata={"internal": True})
-    # the run is still in progress: who writes it (results.lock.writer_text), read from its
-    # folder's lock, never saved: a reader reports what has finished and leaves run.json be
-    live_writer: str | None = field(default=None, repr=False, compare=False,
-                                    metadata={"internal": True})
-    measured: bool = field(default=True, repr=False, compare=False,
-                           metadata={"internal": True})
-    # interrupted by a signal: known in memory (run.json says "partial")
-    interrupted: bool | None = field(default=None, repr=False, compare=False,
-                                     metadata={"internal": True})
 
     @property
     def kind(self) -> RunKind:
@@ -496,11 +497,11 @@ class Run(ResultFile, Part):
             return EXIT_INTERRUPTED if self.status == "interrupted" else 1
         if self.status == "failed":
             return EXIT_WRITE
-        if self.interrupted:
+        if self.state.interrupted:
             return EXIT_INTERRUPTED
         if f.workers is not None and f.workers.crashed:
             return EXIT_OVERLOADED
-        if self.status == "partial" and self.interrupted is None and self._interrupted():
+        if self.status == "partial" and self.state.interrupted is None and self._interrupted():
             return EXIT_INTERRUPTED
         if self.kind == "run":
             return EXIT_THRESHOLD if any(not c.ok for c in f.thresholds) else EXIT_OK
@@ -510,8 +511,8 @@ class Run(ResultFile, Part):
             expect = float(want) if isinstance(want, (int, float)) else None
             planned = len(_list(ramp.get("steps"))) or None
             rep = (f.repeats.representative if f.repeats else 1) - 1
-            if f.repeats and self.repeat_codes:
-                codes = self.repeat_codes
+            if f.repeats and self.state.repeat_codes:
+                codes = self.state.repeat_codes
                 return (EXIT_OVERLOADED if EXIT_OVERLOADED in codes else
                         codes[rep] if 0 <= rep < len(codes) else codes[-1])
             if f.repeats:
@@ -626,7 +627,7 @@ class Run(ResultFile, Part):
                 run.steps = [_at(f"steps.{i + 1}", read_part, Step, st)
                              for i, st in enumerate(steps)]
         if isinstance(run.extra.get("interrupted"), bool):
-            run.interrupted = run.extra["interrupted"]      # kept as read, and known
+            run.state.interrupted = run.extra["interrupted"]      # kept as read, and known
         run.path = None if path is None else Path(path)
         return run
 

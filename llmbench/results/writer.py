@@ -50,9 +50,9 @@ class RunFolder:
         lock.take(self.path)    # a reader (report) never writes over the folder until dropped
         try:
             Run(RunState(kind=self.kind, status="running", started_at=time.time(),
-                         labels=self.labels, pid=os.getpid()),
+                         labels=self.labels, pid=os.getpid(), measured=False),
                 config={"target": self.target.describe(), **self.config},
-                environment=environment(), measured=False).save(self.path)
+                environment=environment()).save(self.path)
         except BaseException:
             lock.drop(self.path)
             raise
@@ -78,9 +78,9 @@ class RunFolder:
 
     def unmeasured(self, status: str, why: str) -> Run:
         """The run.json of a command that measured nothing: failed, interrupted, partial."""
-        return Run(RunState(kind=self.kind, status=status, started_at=time.time(), error=why),
-                   config={"target": self.target.describe()}, environment=environment(),
-                   measured=False)
+        return Run(RunState(kind=self.kind, status=status, started_at=time.time(), error=why,
+                            measured=False),
+                   config={"target": self.target.describe()}, environment=environment())
 
     def failed(self, message: str, status: str) -> None:
         """run.json in place of a result the preflight refused, and the signal held since."""
@@ -160,7 +160,7 @@ class RunFolder:
         a fresh one (``unmeasured``)."""
         if found is not None:
             found.state.status, found.state.error, found.state.pid = status, why, None
-            found.measured = False
+            found.state.measured = False
             found.save(self.path)
         else:
             self.unmeasured(status, why).save(self.path)
