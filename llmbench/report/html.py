@@ -58,15 +58,23 @@ def _chart(chart: svgplot.Chart, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
+def parsed_thresholds(texts: Sequence[str]) -> list[Any]:
+    """The thresholds of these texts that parse (one that does not is judged, and said, where
+    the run checks its thresholds)."""
+    out = []
+    for text in texts or ():
+        try:
+            out.append(parse_threshold(text))
+        except ThresholdError:
+            continue
+    return out
+
+
 def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of these, with its statistic (the report's
     charts and the dashboard's draw the same lines)."""
     out: dict[str, tuple[float, str]] = {}
-    for text in texts or ():
-        try:
-            t = parse_threshold(text)
-        except ThresholdError:
-            continue
+    for t in parsed_thresholds(texts):
         if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99", "p95_all",
                                                       "median_all", "p50_all", "p99_all"):
             out.setdefault(t.metric, (t.value, t.stat.replace("median", "p50")))

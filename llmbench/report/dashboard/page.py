@@ -9,27 +9,19 @@ built here), it never builds markup from data. Charts are the HTML report's: the
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any, Sequence
 
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e, steps_table,
-                                  verdict_box)
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e,
+                                  parsed_thresholds, steps_table, verdict_box)
 from llmbench.report.live import duration
+from llmbench.report.svgplot import finite as _num
 
 _duration = partial(duration, unknown="–")     # the terminal's "?" is the page's "–"
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _count(v: Any) -> str:
@@ -121,17 +113,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
     return "".join(out) + "</table>"
 
 
-def _parsed(texts_: Sequence[str]) -> list[Any]:
-    from llmbench.analysis.slo import ThresholdError, parse_threshold
-    out = []
-    for t in texts_ or ():
-        try:
-            out.append(parse_threshold(t))
-        except ThresholdError:
-            continue
-    return out
-
-
 _OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
         ">": lambda a, b: a > b}
 
@@ -183,7 +164,7 @@ def thresholds_table(state: dict[str, Any]) -> str:
             and g.get("step") not in judged:
         so = tick.get("step_so_far") or {}
         cells = [f"{_load(g.get('load'))} (so far)"]
-        for t in _parsed(ths):
+        for t in parsed_thresholds(ths):
             v = _so_far(t, so)
             if v is None:
                 cells.append("… at the step's end")
