@@ -258,10 +258,7 @@ class MetricsExporter:
                     ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.",
                      None if g.cpu_pct is None else g.cpu_pct / 100.0),
                     ("llmbench_send_delay_p99_seconds", f"Client send delay (sent - start), p99 of the last {SEND_DELAY_WINDOW_S:.0f} s.", send_p99)):
-                if v is None:
-                    continue
-                lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
-                          f"{name}{_labels(self.const)} {_num(float(v))}"]
+                lines += self._gauge(name, helptext, v)
             lines += self._machine(g.telemetry)
             lines += self._agent_sessions(g.agents_open)
             self.scrapes += 1
@@ -316,11 +313,15 @@ class MetricsExporter:
                  gpu and gpu.power_w_mean),
                 ("llmbench_gpu_memory_used_bytes", "GPU memory used (framebuffer), the GPUs "
                  f"together, the most seen {last}.", None if fb is None else fb * 2**20)):
-            if v is None:
-                continue
-            out += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
-                    f"{name}{_labels(self.const)} {_num(float(v))}"]
+            out += self._gauge(name, helptext, v)
         return out
+
+    def _gauge(self, name: str, helptext: str, v: float | None) -> list[str]:
+        """One gauge's lines; one with no reading is left out, never written as 0."""
+        if v is None:
+            return []
+        return [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
+                f"{name}{_labels(self.const)} {_num(float(v))}"]
 
     def _with_path(self, path: str) -> dict[str, str]:
         return {**self.const, "path": path} if path else dict(self.const)

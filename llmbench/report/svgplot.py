@@ -336,9 +336,6 @@ class Chart:
     legend_ncol: int = 6
     texts: list[Text] = field(default_factory=list)   # in chart pixels (coords "data")
 
-    def svg(self) -> str:
-        return render(self)
-
 
 def shared_legend(panels: Sequence[Panel], extra: Sequence[LegendEntry] = ()) -> list[LegendEntry]:
     """The entries of several panels once each (statistics, runs, "did not hold"), plus ``extra``."""

@@ -146,10 +146,7 @@ class Dashboard:
                 proc.stdin.write(data)
                 proc.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
-                if self.broken is None:
-                    self.broken = "the dashboard's process ended"
-                    print(f"warning: {self.broken}; the run goes on without its page",
-                          file=sys.stderr, flush=True)
+                self._broke("the dashboard's process ended", "the run goes on without its page")
                 break
 
     def _to_view(self) -> None:
@@ -160,10 +157,13 @@ class Dashboard:
             try:
                 self.view.send(_finite(msg))
             except Exception as exc:  # noqa: BLE001 - a cell's view must never stop a run
-                if self.broken is None:
-                    self.broken = f"the live view failed ({type(exc).__name__}: {exc})"
-                    print(f"warning: {self.broken}; the run goes on", file=sys.stderr,
-                          flush=True)
+                self._broke(f"the live view failed ({type(exc).__name__}: {exc})")
+
+    def _broke(self, why: str, goes_on: str = "the run goes on") -> None:
+        """Why the page (or the cell's view) stopped being fed: said once, on stderr."""
+        if self.broken is None:
+            self.broken = why
+            print(f"warning: {why}; {goes_on}", file=sys.stderr, flush=True)
 
     # -- a run ----------------------------------------------------------------------------------
     def begin(self, meta: dict[str, Any]) -> None:
@@ -221,10 +221,7 @@ class Dashboard:
             try:
                 msg = series.tick(gauges(), time.perf_counter(), last)
             except Exception as exc:  # noqa: BLE001 - a page must never stop a run
-                if self.broken is None:
-                    self.broken = f"the dashboard's feed failed ({type(exc).__name__}: {exc})"
-                    print(f"warning: {self.broken}; the run goes on", file=sys.stderr,
-                          flush=True)
+                self._broke(f"the dashboard's feed failed ({type(exc).__name__}: {exc})")
                 return
             self.send({"type": "tick", **msg})
 
@@ -453,18 +450,17 @@ def for_run(address: tuple[str, int] | None, linger_s: float | None = None) -> A
         d = shared(address)
         d.linger_s = linger_s
         boards.append(d)
-    boards += [b for b in _CELL if b.alive]
-    if not boards:
-        return None
-    return boards[0] if len(boards) == 1 else Tee(boards)
+    return _fed(boards + [b for b in _CELL if b.alive])
 
 
 def for_end() -> Any:
     """What a command's end tells (the page open in this process, a cell's view), or None."""
-    boards = [d for d in (current(),) if d is not None] + [b for b in _CELL if b.alive]
-    if not boards:
-        return None
-    return boards[0] if len(boards) == 1 else Tee(boards)
+    return _fed([d for d in (current(),) if d is not None] + [b for b in _CELL if b.alive])
+
+
+def _fed(boards: list[Dashboard]) -> Any:
+    """None, the one board, or a Tee of them."""
+    return None if not boards else boards[0] if len(boards) == 1 else Tee(boards)
 
 
 def end_of_command(cli: bool, interrupted: bool = False) -> None:
