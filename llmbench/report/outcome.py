@@ -23,7 +23,7 @@ from llmbench.results.schema import Backends
 
 # -- what every command closes with ------------------------------------------------------------
 
-def incomplete_line(run: Run, code: int) -> str | None:
+def incomplete_line(run: Run) -> str | None:
     """The closing line of a run, ramp or probe that lost a worker: its figures miss that
     worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
     keeps 130)."""
@@ -32,17 +32,18 @@ def incomplete_line(run: Run, code: int) -> str | None:
     if lost is None:
         return None
     why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
-           if code == EXIT_OVERLOADED else "")
+           if run.exit_code == EXIT_OVERLOADED else "")
     return (f"PARTIAL RESULT: {lost}; its share of the load stopped there, so the figures "
             f"are incomplete{why}.")
 
 
-def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
+def print_closing(run: Run, warnings: list[str], partial_line: str, run_dir: Path | None,
+                  head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: ``head`` (a ramp's verdict,
     ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
-    notes, the prompt cache, the partial marker, then the report it writes (and logs to
+    notes, the prompt cache, the partial marker (``partial_line``, unless a lost worker's
+    ``incomplete_line`` says more), then the report it writes (and logs to
     --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
     screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
     from llmbench.analysis import checks
@@ -59,8 +60,8 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
         # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
         warn = line.startswith("WARNING")
         parts.append(Part(line, KEEP if warn else NOTE, err=warn))
-    if partial:
-        parts.append(Part(partial_line))
+    if run.status == "partial":
+        parts.append(Part(incomplete_line(run) or partial_line))
     if run_dir is not None:
         write_report(run_dir)
         if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
@@ -118,8 +119,8 @@ def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         records.clear()
-    print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code) or RUN_PARTIAL, run_dir, mlflow=plan.common.watch.mlflow)
+    print_closing(run, plan.common.workload.warnings, RUN_PARTIAL, run_dir,
+                  mlflow=plan.common.watch.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, run, records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -179,8 +180,7 @@ def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
         screen.say(console.abandonment_lines(f.abandonment))
     if f.thresholds:
         screen.say(console.threshold_lines(f.thresholds))
-    print_closing(run, plan.scenario.warnings, run.status == "partial",
-                  incomplete_line(run, code) or RUN_PARTIAL, run_dir)
+    print_closing(run, plan.scenario.warnings, RUN_PARTIAL, run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return code
@@ -385,9 +385,8 @@ def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
         head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
                          "Hold longer (--hold), think less (--think) or start with more users."))
     warnings = r.scenario.warnings if r.scenario is not None else r.common.workload.warnings
-    print_closing(run, warnings, run.status == "partial",
-                  incomplete_line(run, code)
-                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+    print_closing(run, warnings,
+                  "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir, head=head, verbose=r.common.watch.verbose,
                   mlflow=r.common.watch.mlflow,
                   # the last repeat's table is the one on screen
@@ -528,10 +527,8 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
                   f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
                   f"{a.conversations} conversations stayed on one backend.")
     code = run.exit_code
-    print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code)
-                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
-                  run_dir)
+    print_closing(run, plan.common.workload.warnings,
+                  "PARTIAL RESULT: the probe was interrupted; finished steps are kept.", run_dir)
     return code
 
 
