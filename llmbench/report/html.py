@@ -358,8 +358,10 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     return out
 
 
-def _f(v: Any, fmt: str = "{:.2f}") -> str:
-    return "–" if v is None else fmt.format(v)
+def cell(v: Any, fmt: str = "{:.2f}") -> str:
+    """A number for a table cell, as ``fmt`` writes it; "–" when there is none (None, NaN,
+    inf, not a number)."""
+    return "–" if svgplot.finite(v) is None else fmt.format(v)
 
 
 def _machine_row(label: Any, t: Any) -> list[Any]:
@@ -367,17 +369,17 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
     from llmbench.analysis.telemetry import fmt_bytes
     srv, gen, m, h, g = t.server, t.llmbench, t.machine, t.host, t.gpu
     return [label,
-            _f(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
+            cell(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
                                               if srv and srv.cores_max is not None else ""),
-            fmt_bytes(srv.rss_bytes_max) if srv else "–", _f(srv.threads_max if srv else None, "{}"),
-            _f(gen.cores if gen else None),
-            _f(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
-            _f(h.busy_cores if h else None) + (f" of {h.cpus}" if h and h.cpus else ""),
-            _f(g.util_pct_mean if g else None, "{:.0f}%"),
-            _f(g.fb_used_mib_max / 1024 if g and g.fb_used_mib_max is not None else None,
+            fmt_bytes(srv.rss_bytes_max) if srv else "–", cell(srv.threads_max if srv else None, "{}"),
+            cell(gen.cores if gen else None),
+            cell(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
+            cell(h.busy_cores if h else None) + (f" of {h.cpus}" if h and h.cpus else ""),
+            cell(g.util_pct_mean if g else None, "{:.0f}%"),
+            cell(g.fb_used_mib_max / 1024 if g and g.fb_used_mib_max is not None else None,
                "{:.1f} GiB"),
-            _f(g.power_w_mean if g else None, "{:.0f} W"),
-            _f(g.j_per_token if g else None, "{:.3g}")
+            cell(g.power_w_mean if g else None, "{:.0f} W"),
+            cell(g.j_per_token if g else None, "{:.3g}")
             + (f" ({g.energy_source})" if g and g.j_per_token is not None else "")]
 
 

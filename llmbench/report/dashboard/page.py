@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e,
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, cell, chart_thresholds, e,
                                   parsed_thresholds, steps_table, verdict_box)
 from llmbench.report.live import duration
 from llmbench.report.svgplot import finite as _num
@@ -24,15 +24,8 @@ _duration = partial(duration, unknown="–")     # the terminal's "?" is the pag
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
 
 
-def _count(v: Any) -> str:
-    f = _num(v)
-    return "–" if f is None else f"{f:.0f}"
-
-
-def _load(v: Any) -> str:
-    """A load (or any count that may be fractional, a median of calls) as %g."""
-    f = _num(v)
-    return "–" if f is None else f"{f:g}"
+_count = partial(cell, fmt="{:.0f}")
+_load = partial(cell, fmt="{:g}")        # a load, or a count that may be fractional (a median)
 
 
 CARDS = (  # (key, label): the numbers at the top, each a <span data-k=KEY>
