@@ -157,10 +157,9 @@ def _abandonment(run: Run) -> list[str]:
         bad = rel.ok is False
         out.append(f'<div class="verdict{" bad" if bad else ""}">{e(rel.text)}</div>')
     return out
-def steps_table(steps: Sequence[Step | dict[str, Any]], unit: str) -> str:
-    """A ramp's steps, one row each: the report's table, and the dashboard's (which has them
-    as run.json's dicts)."""
-    rows, classes = _step_rows([s if isinstance(s, Step) else Step.from_dict(s) for s in steps])
+def steps_table(steps: Sequence[Step], unit: str) -> str:
+    """A ramp's steps, one row each: the report's table, a notebook's and the dashboard's."""
+    rows, classes = _step_rows(steps)
     return _table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes)
 
 

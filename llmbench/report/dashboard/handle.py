@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmbench.results.schema import Sweep
+    from llmbench.results.schema import Run, Sweep
 
 import atexit
 import json
@@ -239,7 +239,7 @@ class Dashboard:
         """A step was judged (its thresholds passed or failed), with the verdict so far."""
         self.send({"type": "step", "step": step, "verdict": verdict})
 
-    def finished(self, run_dir: Path | None, run: dict[str, Any] | None) -> None:
+    def finished(self, run_dir: Path | None, run: "Run | None") -> None:
         """The run's end: its report.html (or, without a folder, its last state) is the page.
         In a sweep, one setting is done and the page goes on to the next."""
         self.stop_feed()
@@ -267,10 +267,9 @@ class Dashboard:
     def sweep_setting(self, index: int, name: str, results: list[dict[str, Any]]) -> None:
         self.send({"type": "sweep_setting", "index": index, "name": name, "results": results})
 
-    def sweep_finished(self, sweep_dir: Path, doc: "Sweep | dict[str, Any]") -> None:
-        """The sweep is over (``doc``: its Run, or sweep.json's dict): its report is the page."""
-        if not isinstance(doc, dict):
-            doc = doc.to_dict()
+    def sweep_finished(self, sweep_dir: Path, sweep: "Sweep") -> None:
+        """The sweep is over: its report is the page."""
+        doc = sweep.to_dict()
         self.in_sweep = False
         self.final = True
         self.send({"type": "final", "run": {"kind": "sweep", "answer": doc.get("answer"),
@@ -370,13 +369,11 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _brief(run: Any) -> dict[str, Any] | None:
-    """What the page says of a finished run (a Run, or run.json's dict) before its report is
-    read."""
-    if run is None:
+def _brief(result: "Run | None") -> dict[str, Any] | None:
+    """What the page says of a finished run before its report is read."""
+    if result is None:
         return None
-    if not isinstance(run, dict):
-        run = run.to_dict()
+    run = result.to_dict()
     return {"kind": run.get("kind"), "status": run.get("status"),
             "verdict": run.get("verdict"), "steps": run.get("steps"),
             "summary": run.get("summary"), "thresholds": run.get("thresholds"),
