@@ -1,7 +1,7 @@
 """Every chart of every report, as a description (svgplot.Chart) drawn as inline SVG by one
 engine (svgplot): the HTML report stays one file that opens offline, and no report imports
-matplotlib. A PNG (for slides: ``compare --png``, ``png(chart, path)``) is the same description
-drawn by matplotlib, imported only then (the ``png`` extra).
+matplotlib. A PNG (for slides: ``compare --png``, ``svgplot.save_png(chart, path)``) is the same
+description drawn by matplotlib, imported only then (the ``png`` extra).
 
 Text that reaches a chart (labels, backend names) is stripped of markup characters first.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -48,12 +47,6 @@ PT_PER_PX = 0.72
 def safe(text: Any) -> str:
     """Chart text never carries markup: an SVG inlined in HTML must not be an injection path."""
     return re.sub(r"[<>&\"']", "_", str(text))[:80]
-
-
-def png(chart: Chart, path: str | Path, dpi: int = 150) -> None:
-    """Any chart as a PNG (for slides), drawn by matplotlib from the same description; raises
-    svgplot.MissingExtra ("pip install 'llmbench[png]'") when matplotlib is not installed."""
-    svgplot.save_png(chart, path, dpi=dpi)
 
 
 def _finite(v: Any) -> float:
@@ -490,7 +483,7 @@ def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[Step]]], unit: str)
 
 def compare_png(runs: Sequence[tuple[str, Sequence[Step]]], unit: str, path: str) -> None:
     """The same overlay as a PNG, for a README or slides."""
-    png(compare_overlay_chart(runs, unit), path)
+    svgplot.save_png(compare_overlay_chart(runs, unit), path)
 
 
 @dataclass
@@ -665,13 +658,8 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
         ax.line(t, mach, "machine, all processes", "#777", "--", clip=False)
         ax.ylabel = "cores"
     panels[-1].xlabel = "seconds" + (f" (a point: {k} s; p95: the worst second)" if k > 1 else "")
-    starts: list[tuple[float, Any]] = []
-    last = object()
-    for r in rows:                          # from every second, not the bins: exact starts
-        if r.get("step") is not None and r.get("step") != last:
-            starts.append((float(r["t"]) - 1.0, r.get("load")))
-            last = r.get("step")
-    _step_marks(panels, starts, unit)
+    # from every second, not the bins: exact starts
+    _step_marks(panels, _step_starts(rows, (), None), unit)
     return Chart(950.0, panels[-1].y0 + panels[-1].h + 42, panels)
 
 
