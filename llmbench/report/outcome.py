@@ -201,23 +201,25 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
 
 # -- llmbench ramp --------------------------------------------------------------------------------
 
-def ramp_live_line(unit: str, n_steps: int | None) -> Callable[[Any], str]:
-    """The ramp's live line, most telling first: the harness cuts it to the terminal's width,
-    so what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
+def ramp_live_line(unit: str, n_steps: int | None, probe: bool = False) -> Callable[[Any], str]:
+    """The ramp's live line (or the ``probe``'s: its load, no ramp-in, no in-flight count nor
+    generator warning), most telling first: the harness cuts it to the terminal's width, so
+    what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
     steps it takes is what it finds out)."""
     def line(v: Any) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
-        where = f"{st.users}/{st.load:g} users" if unit == "users" else f"{st.load:g} req/s"
+        where = (f"{st.load:g} users" if probe else f"{st.users}/{st.load:g} users"
+                 if unit == "users" else f"{st.load:g} req/s")
         n = 0 if st.step is None else st.step + 1
         parts = [f"step {n}{f'/{n_steps}' if n_steps is not None else ' (search)'} "
-                 f"{st.phase or 'ramp-in'} {where}"]
-        if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
-                              or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
+                 f"{st.phase or ('' if probe else 'ramp-in')} {where}"]
+        if not probe and m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
+                                            or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
             parts.append("GEN NEAR LIMIT")
         parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
-                  f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
-                  f"{c.done} done"]
+                  f"~{v.events_last_s} tok/s", f"{c.failed} err",
+                  *([] if probe else [f"{c.in_flight} in flight"]), f"{c.done} done"]
         if m is not None:
             parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
         return ", ".join(parts)
@@ -460,19 +462,6 @@ def implausible_line(steps: list[Any], backends: Backends | None) -> str | None:
             "front of one server adds work, so this is not its overhead: the two paths did not "
             "reach the same server in the same state (another backend or model, a warm prompt "
             "cache on one path, or the direct server busier).")
-
-
-def probe_live_line(n_steps: int) -> Callable[[Any], str]:
-    def line(v: Any) -> str:
-        c, st, m = v.counters, v.live, v.monitor
-        p95 = recent_p95(v.recent_ttft, v.now)
-        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} {st.phase or ''} "
-                 f"{st.load:g} users", f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
-                 f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.done} done"]
-        if m is not None:
-            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
-        return ", ".join(parts)
-    return line
 
 
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:

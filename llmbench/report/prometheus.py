@@ -233,17 +233,14 @@ class MetricsExporter:
                 lines.append(f"llmbench_requests_total{_labels({**self._with_path(path), 'outcome': outcome})} {n}")
             for name, helptext, counts in (
                     ("llmbench_output_tokens_total", "Output tokens of successful requests (the summary's count).", self._tokens_out),
-                    ("llmbench_input_tokens_total", "Prompt tokens of finished requests.", self._tokens_in)):
+                    ("llmbench_input_tokens_total", "Prompt tokens of finished requests.", self._tokens_in),
+                    ("llmbench_token_events_total", "Token events received, counted as they "
+                     "arrive (replies still streaming too).", {"": self.token_events}),
+                    ("llmbench_resends_total", "Requests sent again on a new connection after a stale kept-alive one.",
+                     {"": self._resends})):
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} counter"]
                 for path in sorted(counts) or [""]:
                     lines.append(f"{name}{_labels(self._with_path(path))} {counts.get(path, 0)}")
-            lines += ["# HELP llmbench_token_events_total Token events received, counted as they "
-                      "arrive (replies still streaming too).",
-                      "# TYPE llmbench_token_events_total counter",
-                      f"llmbench_token_events_total{_labels(self.const)} {self.token_events}"]
-            lines += ["# HELP llmbench_resends_total Requests sent again on a new connection after a stale kept-alive one.",
-                      "# TYPE llmbench_resends_total counter",
-                      f"llmbench_resends_total{_labels(self.const)} {self._resends}"]
             g = self.gauges() if self.gauges is not None else LiveNow()
             delays = sorted(d for _, d in self._send_delays)
             send_p99 = delays[min(len(delays) - 1, int(math.ceil(0.99 * len(delays))) - 1)] if delays else None

@@ -246,24 +246,20 @@ def _machine_rows(m: dict[str, Any]) -> list[list[Any]]:
     process, --host-metrics, --gpu-metrics)."""
     w = f"last {m.get('window_s', 5):g} s"
     rows: list[list[Any]] = []
-
-    def num(v: Any, fmt: str) -> str:
-        f = _num(v)
-        return "–" if f is None else fmt.format(f)
     if m.get("server_cores") is not None:
-        rows.append(["server process", f"cores used ({w})", num(m["server_cores"], "{:.2f}")])
+        rows.append(["server process", f"cores used ({w})", cell(m["server_cores"], "{:.2f}")])
     if m.get("server_rss_bytes") is not None:
-        rows.append(["server process", "resident memory", num(m["server_rss_bytes"] / 1e9, "{:.2f} GB")])
+        rows.append(["server process", "resident memory", cell(m["server_rss_bytes"] / 1e9, "{:.2f} GB")])
     if m.get("machine_busy_cores") is not None:
         of = f" of {m['machine_cpus']}" if m.get("machine_cpus") else ""
         rows.append([f"machine ({m.get('machine_source', 'proc')})", f"busy cores ({w})",
-                     num(m["machine_busy_cores"], "{:.2f}") + of])
+                     cell(m["machine_busy_cores"], "{:.2f}") + of])
     for k, label, fmt in (("gpu_util_pct", "utilisation", "{:.0f}%"),
                           ("gpu_power_w", "power", "{:.0f} W"),
                           ("gpu_mem_mib", "memory used", "{:.0f} MiB")):
         if m.get(k) is not None:
             rows.append([f"GPU {m.get('gpu_name') or ''}".strip(), f"{label} ({w})",
-                         num(m[k], fmt)])
+                         cell(m[k], fmt)])
     return rows
 
 
