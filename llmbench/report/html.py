@@ -369,7 +369,7 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
     srv, gen, m, h, g = t.server, t.llmbench, t.machine, t.host, t.gpu
     return [label,
             cell(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
-                                              if srv and srv.cores_max is not None else ""),
+                                                if srv and srv.cores_max is not None else ""),
             fmt_bytes(srv.rss_bytes_max) if srv else "–", cell(srv.threads_max if srv else None, "{}"),
             cell(gen.cores if gen else None),
             cell(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
