@@ -1,7 +1,7 @@
 """Every chart of every report, as a description (svgplot.Chart) drawn as inline SVG by one
 engine (svgplot): the HTML report stays one file that opens offline, and no report imports
-matplotlib. A PNG (for slides: ``compare --png``, ``png(chart, path)``) is the same description
-drawn by matplotlib, imported only then (the ``png`` extra).
+matplotlib. A PNG (for slides: ``compare --png``, ``svgplot.save_png(chart, path)``) is the same
+description drawn by matplotlib, imported only then (the ``png`` extra).
 
 Text that reaches a chart (labels, backend names) is stripped of markup characters first.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -48,12 +47,6 @@ PT_PER_PX = 0.72
 def safe(text: Any) -> str:
     """Chart text never carries markup: an SVG inlined in HTML must not be an injection path."""
     return re.sub(r"[<>&\"']", "_", str(text))[:80]
-
-
-def png(chart: Chart, path: str | Path, dpi: int = 150) -> None:
-    """Any chart as a PNG (for slides), drawn by matplotlib from the same description; raises
-    svgplot.MissingExtra ("pip install 'llmbench[png]'") when matplotlib is not installed."""
-    svgplot.save_png(chart, path, dpi=dpi)
 
 
 def _finite(v: Any) -> float:
@@ -114,6 +107,15 @@ def _row(n: int, width: float, panel_h: float, *, top: float = 30.0, left: float
 def _under(panels: Sequence[Panel]) -> float:
     """Pixels from the top to below the panels' x tick labels and axis labels."""
     return max(p.y0 + p.h for p in panels) + 40.0
+
+
+def _stacked(n: int, labels: Sequence[str], xlim: tuple[float, float], h: float,
+             gap: float = 14.0) -> list[Panel]:
+    """N panels stacked on one time axis (its ticks labelled under the lowest), each legend
+    beside its panel, as wide as the longest of ``labels`` needs."""
+    legend_w = max([svgplot.text_w(x, svgplot.SMALL_PX) for x in labels] or [80]) + 34
+    return [Panel(x0=70.0, y0=34.0 + k * (h + gap), w=950.0 - 70.0 - legend_w, h=h, xlim=xlim,
+                  x_ticklabels=k == n - 1, legend_at="right") for k in range(n)]
 
 
 def _with_legend(width: float, panels: list[Panel], entries: list[LegendEntry]) -> Chart:
@@ -179,9 +181,23 @@ def _boundary(p: Panel, loads: Sequence[float], held: Sequence[bool]) -> None:
         labelled = True
 
 
-def _threshold(p: Panel, limit: float, stat: str | None, data_top: float | None) -> float | None:
-    """Draw a threshold honestly: a line when it is near the data, else a note at the top edge
-    with an arrow saying it is further up. Returns the top the axis must reach."""
+def _against_load(p: Panel, steps: Sequence[Step], unit: str, title: str, ylabel: str) -> None:
+    """A panel against the steps' load: those that did not hold shaded, ticks on the loads,
+    its title at the left."""
+    loads = [s.load for s in steps]
+    _boundary(p, loads, [s.held for s in steps])
+    p.title, p.title_loc, p.ylabel = title, "left", ylabel
+    _load_axis(p, loads, unit)
+
+
+def _threshold(p: Panel, given: Any, data_top: float | None) -> float | None:
+    """Draw a threshold honestly (``given``: its limit in ms, or (limit, stat); None: none): a
+    line when it is near the data, else a note at the top edge with an arrow saying it is
+    further up. Returns the top the axis must reach."""
+    if given is None:
+        return data_top
+    limit, stat = given if isinstance(given, tuple) else (given, None)
+    limit = float(limit)
     what = f"{stat} ≤ {limit:g} ms" if stat else f"{limit:g} ms"
     if data_top is None or limit <= THRESHOLD_FACTOR * data_top:
         p.hline(limit, _RED, "--", 1.0, "threshold", label="threshold")
@@ -200,7 +216,6 @@ def ramp_latency_chart(steps: Sequence[Step], thresholds: dict[str, Any],
     """TTFT and ITL (median, p95, p99) against load. ``thresholds`` maps a metric to its limit
     in ms, or to (limit, stat) so the line can say which statistic it bounds."""
     loads = [s.load for s in steps]
-    held = [s.held for s in steps]
     panels = _row(2, 950, 250)
     for p, metric, title in ((panels[0], "ttft", "Time to first token"),
                              (panels[1], "itl", "Time between tokens (ITL)")):
@@ -212,14 +227,8 @@ def ramp_latency_chart(steps: Sequence[Step], thresholds: dict[str, Any],
             p.line(loads, ys, stat, color, style, 1.5, marker=marker, marker_size=4)
             tops.append(_top(ys))
         top = _top([t for t in tops if t is not None])
-        limit = thresholds.get(metric)
-        if limit is not None:
-            lim, stat = limit if isinstance(limit, tuple) else (limit, None)
-            top = _threshold(p, float(lim), stat, top)
-        _from_zero(p, top)
-        _boundary(p, loads, held)
-        p.title, p.title_loc, p.ylabel = title, "left", "ms"
-        _load_axis(p, loads, unit)
+        _from_zero(p, _threshold(p, thresholds.get(metric), top))
+        _against_load(p, steps, unit, title, "ms")
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
@@ -228,7 +237,6 @@ def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
     lie exactly on top of each other whenever replies have a fixed length. Each panel's title
     names its one trace; the shared legend holds "did not hold"."""
     loads = [s.load for s in steps]
-    held = [s.held for s in steps]
     panels = _row(2, 950, 210)
     for p, key, title, ylabel, c, m in (
             (panels[0], "output_throughput", "Output tokens per second", "out tok/s", _COLORS[0], "o"),
@@ -236,9 +244,7 @@ def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
         ys = [_finite(getattr(s.summary, key)) for s in steps]
         p.line(loads, ys, ylabel, c, "-", 1.5, marker=m, marker_size=4)
         _from_zero(p, _top(ys))
-        _boundary(p, loads, held)
-        p.title, p.title_loc, p.ylabel = title, "left", ylabel
-        _load_axis(p, loads, unit)
+        _against_load(p, steps, unit, title, ylabel)
     entries = [e for e in svgplot.shared_legend(panels) if e.label == "did not hold"]
     return _with_legend(950, panels, entries)
 
@@ -374,12 +380,7 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
     pad = (hi - lo) * 0.05 if hi > lo else 0.05 * max(abs(lo), 1.0)
     labels = ["streaming", "waiting for first token", "in flight", "users", "TTFT p95, last 10 s",
               "output tok/s", "server: running", "server: waiting"]
-    legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
-    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 130.0, 14.0
-    n = 4 if has_server else 3
-    panels = [Panel(x0=left, y0=top_y + k * (h + gap), w=width - left - legend_w, h=h,
-                    xlim=(lo - pad, hi + pad), x_ticklabels=k == n - 1, legend_at="right")
-              for k in range(n)]
+    panels = _stacked(4 if has_server else 3, labels, (lo - pad, hi + pad), 130.0)
     ax = panels[0]
     streaming, waiting, in_flight = col("streaming"), col("waiting_first_token"), col("in_flight")
     users = col("users")
@@ -408,7 +409,7 @@ def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
         _server_panel(panels[3], t, col)
     panels[-1].xlabel = "seconds"
     _step_marks(panels, starts, unit)
-    return Chart(width, panels[-1].y0 + h + 42, panels)
+    return Chart(950.0, panels[-1].y0 + panels[-1].h + 42, panels)
 
 
 def probe_overhead_chart(steps: Sequence[ProbeStep]) -> Chart:
@@ -482,7 +483,7 @@ def compare_overlay_chart(runs: Sequence[tuple[str, Sequence[Step]]], unit: str)
 
 def compare_png(runs: Sequence[tuple[str, Sequence[Step]]], unit: str, path: str) -> None:
     """The same overlay as a PNG, for a README or slides."""
-    png(compare_overlay_chart(runs, unit), path)
+    svgplot.save_png(compare_overlay_chart(runs, unit), path)
 
 
 @dataclass
@@ -617,14 +618,9 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
               "ITL p50", "ITL p95", "finished ok", "failed", "llmbench loop lag p99",
               "llmbench send delay p99", "server: running", "server: waiting", "threshold",
               "server process", "machine, all processes"]
-    legend_w = max(svgplot.text_w(x, svgplot.SMALL_PX) for x in labels) + 34
-    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 110.0, 14.0
-    n = 5 + int(has_server) + int(has_cores)
     lo, hi = (min(t) - 1.0, max(t)) if t else (0.0, 10.0)
     hi = max(hi, lo + 10.0)                        # the first seconds: a 10 s axis, not 1 s
-    panels = [Panel(x0=left, y0=top_y + j * (h + gap), w=width - left - legend_w, h=h,
-                    xlim=(lo, hi), x_ticklabels=j == n - 1, legend_at="right")
-              for j in range(n)]
+    panels = _stacked(5 + int(has_server) + int(has_cores), labels, (lo, hi), 110.0)
     limits = thresholds or {}
     ax = panels[0]
     users, in_flight = col("users"), col("in_flight")
@@ -638,12 +634,7 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
         p50, p95 = col(f"{metric}_p50_ms"), col(f"{metric}_p95_ms")
         ax.line(t, p50, f"{name} p50", color, "-", 1.2)
         ax.line(t, p95, f"{name} p95", _RED if metric == "ttft" else _COLORS[1], "--", 1.4)
-        top = _top([*p50, *p95])
-        limit = limits.get(metric)
-        if limit is not None:
-            lim, stat = limit if isinstance(limit, tuple) else (limit, None)
-            top = _threshold(ax, float(lim), stat, top)
-        _from_zero(ax, top)
+        _from_zero(ax, _threshold(ax, limits.get(metric), _top([*p50, *p95])))
         ax.ylabel = "ms"
     ax = panels[3]
     ok, bad = col("ok"), col("failed")
@@ -667,14 +658,9 @@ def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
         ax.line(t, mach, "machine, all processes", "#777", "--", clip=False)
         ax.ylabel = "cores"
     panels[-1].xlabel = "seconds" + (f" (a point: {k} s; p95: the worst second)" if k > 1 else "")
-    starts: list[tuple[float, Any]] = []
-    last = object()
-    for r in rows:                          # from every second, not the bins: exact starts
-        if r.get("step") is not None and r.get("step") != last:
-            starts.append((float(r["t"]) - 1.0, r.get("load")))
-            last = r.get("step")
-    _step_marks(panels, starts, unit)
-    return Chart(width, panels[-1].y0 + h + 42, panels)
+    # from every second, not the bins: exact starts
+    _step_marks(panels, _step_starts(rows, (), None), unit)
+    return Chart(950.0, panels[-1].y0 + panels[-1].h + 42, panels)
 
 
 # -- the server's machine (issue 39) ----------------------------------------------------------------
@@ -690,7 +676,6 @@ def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None)
     whole machine; the machine's core count as a rule) and, with GPUs read, their utilisation
     and the energy per output token; one unit per panel."""
     loads = [s.load for s in steps]
-    held = [s.held for s in steps]
     gpu = any(not np.isnan(_tel(s, "gpu", "util_pct_mean")) for s in steps)
     energy = any(not np.isnan(_tel(s, "gpu", "j_per_token")) for s in steps)
     panels = _row(1 + gpu + energy, 950, 210)
@@ -711,18 +696,14 @@ def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None)
         p.hline(float(cpus), "#555", ":", 1.0, "cores", label=f"{cpus} cores")
         top = max(top or 0.0, float(cpus))
     _from_zero(p, top)
-    _boundary(p, loads, held)
-    p.title, p.title_loc, p.ylabel = "CPU cores busy", "left", "cores"
-    _load_axis(p, loads, unit)
+    _against_load(p, steps, unit, "CPU cores busy", "cores")
     k = 1
     if gpu:
         p = panels[k]
         ys = [_tel(s, "gpu", "util_pct_mean") for s in steps]
         p.line(loads, ys, "GPU utilisation", _COLORS[4], "-", 1.5, marker="D", marker_size=4)
         p.ylim = (0.0, 105.0)
-        _boundary(p, loads, held)
-        p.title, p.title_loc, p.ylabel = "GPU busy", "left", "%"
-        _load_axis(p, loads, unit)
+        _against_load(p, steps, unit, "GPU busy", "%")
         k += 1
     if energy:
         p = panels[k]
@@ -730,9 +711,7 @@ def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None)
         p.line(loads, ys, "energy per output token", _COLORS[5], "-", 1.5, marker="v",
                marker_size=4)
         _from_zero(p, _top(ys))
-        _boundary(p, loads, held)
-        p.title, p.title_loc, p.ylabel = "Energy per output token", "left", "J/token"
-        _load_axis(p, loads, unit)
+        _against_load(p, steps, unit, "Energy per output token", "J/token")
     return _with_legend(950, panels, svgplot.shared_legend(panels))
 
 
@@ -760,12 +739,8 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
     lo, hi = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
     pad = (hi - lo) * 0.03 if hi > lo else 1.0
     labels = [lab for g in groups for _, lab in g[2]] + ([f"{cpus} cores"] if cpus else [])
-    legend_w = max([svgplot.text_w(x, svgplot.SMALL_PX) for x in labels] or [80]) + 34
-    width, left, top_y, h, gap = 950.0, 70.0, 34.0, 120.0, 26.0     # room for each title
-    n = max(len(groups), 1)
-    panels = [Panel(x0=left, y0=top_y + i * (h + gap), w=width - left - legend_w, h=h,
-                    xlim=(lo - pad, hi + pad), x_ticklabels=i == n - 1, legend_at="right")
-              for i in range(n)]
+    # a gap with room for each panel's title
+    panels = _stacked(max(len(groups), 1), labels, (lo - pad, hi + pad), 120.0, gap=26.0)
     k = 0
     for (unit_, title, traces), p in zip(groups, panels):
         ys_all: list[float] = []
@@ -789,4 +764,4 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
         for x, _ in starts:
             p.vline(x, "#777", ":", 0.9, "step-boundary")
     panels[-1].xlabel = "seconds"
-    return Chart(width, panels[-1].y0 + h + 42, panels)
+    return Chart(950.0, panels[-1].y0 + panels[-1].h + 42, panels)

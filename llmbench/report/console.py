@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from llmbench.results.schema import Check, Step, Summary, Verdict, pct_word
 
@@ -373,12 +373,9 @@ def agent_ramp_header(unit: str = "Agents") -> str:
                                 err="Errors", state="").rstrip()
 
 
-def agent_ramp_row(step: Step | Mapping[str, Any]) -> str:
-    """One step of a ramp of agents (a Step, or run.json's step), its state as ``ramp_row``
-    says it."""
+def agent_ramp_row(step: Step) -> str:
+    """One step of a ramp of agents, its state as ``ramp_row`` says it."""
     from llmbench.results.sessions import Sessions
-    if isinstance(step, Mapping):
-        step = Step.from_dict(step)
     s, x = step.summary, step.sessions or Sessions()
     return AGENT_COLUMNS.format(
         unit=f"{step.load:g}", done=x.completed, sess50=fmt_ms(x.duration.median),

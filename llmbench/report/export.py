@@ -15,7 +15,6 @@ injection). Parquet keeps the columns' types (pyarrow, which comes with ``datase
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 from typing import IO, Any, Iterable, Sequence
 
@@ -131,12 +130,6 @@ def _csv(fh: IO[str], rows: Iterable[dict[str, Any]], columns: Sequence[str]) ->
         w.writerow([csv_cell(row.get(c)) for c in columns])
 
 
-def to_csv_text(run: "Run | str | Path", *, per_request: bool = False) -> str:
-    buf = io.StringIO()
-    write_csv(run, buf, per_request=per_request)
-    return buf.getvalue()
-
-
 def summary_frame(run: "Run | str | Path") -> Any:
     """summary_rows as a typed pandas DataFrame."""
     return typed_frame(summary_rows(run), SUMMARY_COLUMNS)
@@ -171,4 +164,4 @@ def export(run_dir: str | Path, out: str | Path | IO[str], fmt: str = "csv", *,
 
 
 __all__ = ["ExportError", "FORMATS", "SUMMARY_COLUMNS", "csv_safe", "export",
-           "summary_frame", "summary_rows", "to_csv_text", "write_csv", "write_parquet"]
+           "summary_frame", "summary_rows", "write_csv", "write_parquet"]

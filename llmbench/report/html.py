@@ -58,15 +58,23 @@ def _chart(chart: svgplot.Chart, title: str) -> str:
     return f'<div class="chart" role="img" aria-label="{e(title)}" data-chart="{e(title)}">{svg}</div>'
 
 
+def parsed_thresholds(texts: Sequence[str]) -> list[Any]:
+    """The thresholds of these texts that parse (one that does not is judged, and said, where
+    the run checks its thresholds)."""
+    out = []
+    for text in texts or ():
+        try:
+            out.append(parse_threshold(text))
+        except ThresholdError:
+            continue
+    return out
+
+
 def chart_thresholds(texts: Sequence[str]) -> dict[str, tuple[float, str]]:
     """The first TTFT and ITL latency threshold of these, with its statistic (the report's
     charts and the dashboard's draw the same lines)."""
     out: dict[str, tuple[float, str]] = {}
-    for text in texts or ():
-        try:
-            t = parse_threshold(text)
-        except ThresholdError:
-            continue
+    for t in parsed_thresholds(texts):
         if t.metric in ("ttft", "itl") and t.stat in ("p95", "median", "p50", "p99", "p95_all",
                                                       "median_all", "p50_all", "p99_all"):
             out.setdefault(t.metric, (t.value, t.stat.replace("median", "p50")))
@@ -149,10 +157,9 @@ def _abandonment(run: Run) -> list[str]:
         bad = rel.ok is False
         out.append(f'<div class="verdict{" bad" if bad else ""}">{e(rel.text)}</div>')
     return out
-def steps_table(steps: Sequence[Step | dict[str, Any]], unit: str) -> str:
-    """A ramp's steps, one row each: the report's table, and the dashboard's (which has them
-    as run.json's dicts)."""
-    rows, classes = _step_rows([s if isinstance(s, Step) else Step.from_dict(s) for s in steps])
+def steps_table(steps: Sequence[Step], unit: str) -> str:
+    """A ramp's steps, one row each: the report's table, a notebook's and the dashboard's."""
+    rows, classes = _step_rows(steps)
     return _table([unit if h == "load" else h for h in STEP_HEADERS], rows, classes)
 
 
@@ -350,8 +357,10 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
     return out
 
 
-def _f(v: Any, fmt: str = "{:.2f}") -> str:
-    return "–" if v is None else fmt.format(v)
+def cell(v: Any, fmt: str = "{:.2f}") -> str:
+    """A number for a table cell, as ``fmt`` writes it; "–" when there is none (None, NaN,
+    inf, not a number)."""
+    return "–" if svgplot.finite(v) is None else fmt.format(v)
 
 
 def _machine_row(label: Any, t: Any) -> list[Any]:
@@ -359,17 +368,17 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
     from llmbench.analysis.telemetry import fmt_bytes
     srv, gen, m, h, g = t.server, t.llmbench, t.machine, t.host, t.gpu
     return [label,
-            _f(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
-                                              if srv and srv.cores_max is not None else ""),
-            fmt_bytes(srv.rss_bytes_max) if srv else "–", _f(srv.threads_max if srv else None, "{}"),
-            _f(gen.cores if gen else None),
-            _f(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
-            _f(h.busy_cores if h else None) + (f" of {h.cpus}" if h and h.cpus else ""),
-            _f(g.util_pct_mean if g else None, "{:.0f}%"),
-            _f(g.fb_used_mib_max / 1024 if g and g.fb_used_mib_max is not None else None,
+            cell(srv.cores if srv else None) + (f" (max {srv.cores_max:.2f})"
+                                                if srv and srv.cores_max is not None else ""),
+            fmt_bytes(srv.rss_bytes_max) if srv else "–", cell(srv.threads_max if srv else None, "{}"),
+            cell(gen.cores if gen else None),
+            cell(m.busy_cores if m else None) + (f" of {m.cpus}" if m and m.cpus else ""),
+            cell(h.busy_cores if h else None) + (f" of {h.cpus}" if h and h.cpus else ""),
+            cell(g.util_pct_mean if g else None, "{:.0f}%"),
+            cell(g.fb_used_mib_max / 1024 if g and g.fb_used_mib_max is not None else None,
                "{:.1f} GiB"),
-            _f(g.power_w_mean if g else None, "{:.0f} W"),
-            _f(g.j_per_token if g else None, "{:.3g}")
+            cell(g.power_w_mean if g else None, "{:.0f} W"),
+            cell(g.j_per_token if g else None, "{:.3g}")
             + (f" ({g.energy_source})" if g and g.j_per_token is not None else "")]
 
 

@@ -59,11 +59,10 @@ def _block(parts: list[str]) -> str:
             f".{SCOPE}{{max-width:none;margin:0;padding:0}}</style>" + "\n".join(parts) + "</div>")
 
 
-def _title(run: Run) -> str:
-    target = run.target
-    where = f": {target.get('model', '')} at {target.get('url', '')}" if target else ""
+def _title(run: Run | Sweep, what: str) -> str:
+    """``llmbench {what}``, its status as a badge, when it started and its folder."""
     folder = f" · {run.path.name}" if run.path is not None else ""
-    return (f"<h2>llmbench {e(run.kind)}{e(where)}<span class='badge {e(run.status)}'>"
+    return (f"<h2>llmbench {e(what)}<span class='badge {e(run.status)}'>"
             f"{e(run.status)}</span></h2><div class=meta>{e(_started(run))}{e(folder)}</div>")
 
 
@@ -76,7 +75,9 @@ def run_html(run: Run | Sweep) -> str:
     if isinstance(run, Sweep):
         return _sweep(run)
     from llmbench.report import html
-    parts = [_title(run)]
+    target = run.target
+    where = f": {target.get('model', '')} at {target.get('url', '')}" if target else ""
+    parts = [_title(run, f"{run.kind}{where}")]
     if run.status == "failed":
         parts.append(f'<div class="verdict bad">The run failed before measuring: '
                      f'{e(run.state.error)}</div>')
@@ -114,9 +115,7 @@ def _sweep(run: Sweep) -> str:
     from llmbench.report import sweep_html
     settings = run.settings or {}
     swept = " x ".join(k + " = " + ", ".join(map(str, v)) for k, v in settings.items())
-    parts = [f"<h2>llmbench sweep: {e(swept)}<span class='badge {e(run.status)}'>"
-             f"{e(run.status)}</span></h2><div class=meta>{e(_started(run))}"
-             f"{e(' · ' + run.path.name if run.path is not None else '')}</div>"]
+    parts = [_title(run, f"sweep: {swept}")]
     parts += sweep_html.body(run, run.path if run.path is not None else Path("."))
     return _block(parts)
 

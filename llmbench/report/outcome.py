@@ -23,7 +23,7 @@ from llmbench.results.schema import Backends
 
 # -- what every command closes with ------------------------------------------------------------
 
-def incomplete_line(run: Run, code: int) -> str | None:
+def incomplete_line(run: Run) -> str | None:
     """The closing line of a run, ramp or probe that lost a worker: its figures miss that
     worker's share of the load from then on, so it exits EXIT_OVERLOADED, never 0 (a Ctrl-C
     keeps 130)."""
@@ -32,17 +32,18 @@ def incomplete_line(run: Run, code: int) -> str | None:
     if lost is None:
         return None
     why = (f" (exit {EXIT_OVERLOADED}: the load generator could not do its job)"
-           if code == EXIT_OVERLOADED else "")
+           if run.exit_code == EXIT_OVERLOADED else "")
     return (f"PARTIAL RESULT: {lost}; its share of the load stopped there, so the figures "
             f"are incomplete{why}.")
 
 
-def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: str,
-                  run_dir: Path | None, head: Sequence[Any] = (), rows_used: int | None = None,
+def print_closing(run: Run, warnings: list[str], partial_line: str, run_dir: Path | None,
+                  head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
     """What every command prints last, the same way: ``head`` (a ramp's verdict,
     ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
-    notes, the prompt cache, the partial marker, then the report it writes (and logs to
+    notes, the prompt cache, the partial marker (``partial_line``, unless a lost worker's
+    ``incomplete_line`` says more), then the report it writes (and logs to
     --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
     screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
     from llmbench.analysis import checks
@@ -59,8 +60,8 @@ def print_closing(run: Run, warnings: list[str], partial: bool, partial_line: st
         # the warning goes to stderr too: --quiet keeps it (the numbers it qualifies are kept)
         warn = line.startswith("WARNING")
         parts.append(Part(line, KEEP if warn else NOTE, err=warn))
-    if partial:
-        parts.append(Part(partial_line))
+    if run.status == "partial":
+        parts.append(Part(incomplete_line(run) or partial_line))
     if run_dir is not None:
         write_report(run_dir)
         if mlflow is not None:          # --mlflow: the folder, report included (report/tracker)
@@ -118,8 +119,8 @@ def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
     if plan.vllm is None:
         # the report reads the run folder: a long run's records need not sit beside it
         records.clear()
-    print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code) or RUN_PARTIAL, run_dir, mlflow=plan.common.watch.mlflow)
+    print_closing(run, plan.common.workload.warnings, RUN_PARTIAL, run_dir,
+                  mlflow=plan.common.watch.mlflow)
     if plan.vllm is not None:
         path, result = _vllm_result(plan, run, records, texts)
         vllm_json.write(path, result, plan.vllm.append)
@@ -179,8 +180,7 @@ def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
         screen.say(console.abandonment_lines(f.abandonment))
     if f.thresholds:
         screen.say(console.threshold_lines(f.thresholds))
-    print_closing(run, plan.scenario.warnings, run.status == "partial",
-                  incomplete_line(run, code) or RUN_PARTIAL, run_dir)
+    print_closing(run, plan.scenario.warnings, RUN_PARTIAL, run_dir)
     if code == EXIT_THRESHOLD:
         print(f"Thresholds failed: exit {EXIT_THRESHOLD}.")
     return code
@@ -201,23 +201,25 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
 
 # -- llmbench ramp --------------------------------------------------------------------------------
 
-def ramp_live_line(unit: str, n_steps: int | None) -> Callable[[Any], str]:
-    """The ramp's live line, most telling first: the harness cuts it to the terminal's width,
-    so what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
+def ramp_live_line(unit: str, n_steps: int | None, probe: bool = False) -> Callable[[Any], str]:
+    """The ramp's live line (or the ``probe``'s: its load, no ramp-in, no in-flight count nor
+    generator warning), most telling first: the harness cuts it to the terminal's width, so
+    what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
     steps it takes is what it finds out)."""
     def line(v: Any) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
-        where = f"{st.users}/{st.load:g} users" if unit == "users" else f"{st.load:g} req/s"
+        where = (f"{st.load:g} users" if probe else f"{st.users}/{st.load:g} users"
+                 if unit == "users" else f"{st.load:g} req/s")
         n = 0 if st.step is None else st.step + 1
         parts = [f"step {n}{f'/{n_steps}' if n_steps is not None else ' (search)'} "
-                 f"{st.phase or 'ramp-in'} {where}"]
-        if m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
-                              or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
+                 f"{st.phase or ('' if probe else 'ramp-in')} {where}"]
+        if not probe and m is not None and (m.lag_p99_ms > LAG_P99_LIMIT_MS / 2
+                                            or m.cpu_pct > CPU_LIMIT_PCT * 0.8):
             parts.append("GEN NEAR LIMIT")
         parts += [f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
-                  f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.in_flight} in flight",
-                  f"{c.done} done"]
+                  f"~{v.events_last_s} tok/s", f"{c.failed} err",
+                  *([] if probe else [f"{c.in_flight} in flight"]), f"{c.done} done"]
         if m is not None:
             parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
         return ", ".join(parts)
@@ -385,9 +387,8 @@ def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
         head.append(Part(f"No step could be judged, even held longer: exit {EXIT_NOT_JUDGED}. "
                          "Hold longer (--hold), think less (--think) or start with more users."))
     warnings = r.scenario.warnings if r.scenario is not None else r.common.workload.warnings
-    print_closing(run, warnings, run.status == "partial",
-                  incomplete_line(run, code)
-                  or "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
+    print_closing(run, warnings,
+                  "PARTIAL RESULT: the ramp was interrupted; finished steps are kept.",
                   run_dir, head=head, verbose=r.common.watch.verbose,
                   mlflow=r.common.watch.mlflow,
                   # the last repeat's table is the one on screen
@@ -463,19 +464,6 @@ def implausible_line(steps: list[Any], backends: Backends | None) -> str | None:
             "cache on one path, or the direct server busier).")
 
 
-def probe_live_line(n_steps: int) -> Callable[[Any], str]:
-    def line(v: Any) -> str:
-        c, st, m = v.counters, v.live, v.monitor
-        p95 = recent_p95(v.recent_ttft, v.now)
-        parts = [f"step {0 if st.step is None else st.step + 1}/{n_steps} {st.phase or ''} "
-                 f"{st.load:g} users", f"TTFT p95 {console.fmt_ms(p95 * 1000 if p95 is not None else None)}",
-                 f"~{v.events_last_s} tok/s", f"{c.failed} err", f"{c.done} done"]
-        if m is not None:
-            parts.append(f"lag {m.lag_p99_ms:.1f}ms CPU {m.cpu_pct:.0f}%")
-        return ", ".join(parts)
-    return line
-
-
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
     """What the probe says under its table: the intervals, where the router became the
     bottleneck, the prompt cache by path, the backends behind the router; then the closing
@@ -528,10 +516,8 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
                   f"on the same backend; {a.whole_conversation_on_one_backend * 100:.0f}% of "
                   f"{a.conversations} conversations stayed on one backend.")
     code = run.exit_code
-    print_closing(run, plan.common.workload.warnings, run.status == "partial",
-                  incomplete_line(run, code)
-                  or "PARTIAL RESULT: the probe was interrupted; finished steps are kept.",
-                  run_dir)
+    print_closing(run, plan.common.workload.warnings,
+                  "PARTIAL RESULT: the probe was interrupted; finished steps are kept.", run_dir)
     return code
 
 

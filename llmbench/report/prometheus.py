@@ -233,17 +233,14 @@ class MetricsExporter:
                 lines.append(f"llmbench_requests_total{_labels({**self._with_path(path), 'outcome': outcome})} {n}")
             for name, helptext, counts in (
                     ("llmbench_output_tokens_total", "Output tokens of successful requests (the summary's count).", self._tokens_out),
-                    ("llmbench_input_tokens_total", "Prompt tokens of finished requests.", self._tokens_in)):
+                    ("llmbench_input_tokens_total", "Prompt tokens of finished requests.", self._tokens_in),
+                    ("llmbench_token_events_total", "Token events received, counted as they "
+                     "arrive (replies still streaming too).", {"": self.token_events}),
+                    ("llmbench_resends_total", "Requests sent again on a new connection after a stale kept-alive one.",
+                     {"": self._resends})):
                 lines += [f"# HELP {name} {helptext}", f"# TYPE {name} counter"]
                 for path in sorted(counts) or [""]:
                     lines.append(f"{name}{_labels(self._with_path(path))} {counts.get(path, 0)}")
-            lines += ["# HELP llmbench_token_events_total Token events received, counted as they "
-                      "arrive (replies still streaming too).",
-                      "# TYPE llmbench_token_events_total counter",
-                      f"llmbench_token_events_total{_labels(self.const)} {self.token_events}"]
-            lines += ["# HELP llmbench_resends_total Requests sent again on a new connection after a stale kept-alive one.",
-                      "# TYPE llmbench_resends_total counter",
-                      f"llmbench_resends_total{_labels(self.const)} {self._resends}"]
             g = self.gauges() if self.gauges is not None else LiveNow()
             delays = sorted(d for _, d in self._send_delays)
             send_p99 = delays[min(len(delays) - 1, int(math.ceil(0.99 * len(delays))) - 1)] if delays else None
@@ -258,10 +255,7 @@ class MetricsExporter:
                     ("llmbench_cpu_share", "llmbench's CPU use, share of one core, last second.",
                      None if g.cpu_pct is None else g.cpu_pct / 100.0),
                     ("llmbench_send_delay_p99_seconds", f"Client send delay (sent - start), p99 of the last {SEND_DELAY_WINDOW_S:.0f} s.", send_p99)):
-                if v is None:
-                    continue
-                lines += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
-                          f"{name}{_labels(self.const)} {_num(float(v))}"]
+                lines += self._gauge(name, helptext, v)
             lines += self._machine(g.telemetry)
             lines += self._agent_sessions(g.agents_open)
             self.scrapes += 1
@@ -316,11 +310,15 @@ class MetricsExporter:
                  gpu and gpu.power_w_mean),
                 ("llmbench_gpu_memory_used_bytes", "GPU memory used (framebuffer), the GPUs "
                  f"together, the most seen {last}.", None if fb is None else fb * 2**20)):
-            if v is None:
-                continue
-            out += [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
-                    f"{name}{_labels(self.const)} {_num(float(v))}"]
+            out += self._gauge(name, helptext, v)
         return out
+
+    def _gauge(self, name: str, helptext: str, v: float | None) -> list[str]:
+        """One gauge's lines; one with no reading is left out, never written as 0."""
+        if v is None:
+            return []
+        return [f"# HELP {name} {helptext}", f"# TYPE {name} gauge",
+                f"{name}{_labels(self.const)} {_num(float(v))}"]
 
     def _with_path(self, path: str) -> dict[str, str]:
         return {**self.const, "path": path} if path else dict(self.const)

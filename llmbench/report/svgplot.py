@@ -309,9 +309,6 @@ class Panel:
         lo, hi = self.ylim
         return self.y0 + self.h - (y - lo) / ((hi - lo) or 1.0) * self.h
 
-    def render(self, legend_at: str | None = None) -> str:
-        return _render_panel(self, legend_at or self.legend_at)
-
 
 def _drawn(t: Any) -> bool:
     if isinstance(t, Line):
@@ -335,9 +332,6 @@ class Chart:
     legend_y: float | None = None              # top of the shared legend (default: under all)
     legend_ncol: int = 6
     texts: list[Text] = field(default_factory=list)   # in chart pixels (coords "data")
-
-    def svg(self) -> str:
-        return render(self)
 
 
 def shared_legend(panels: Sequence[Panel], extra: Sequence[LegendEntry] = ()) -> list[LegendEntry]:
@@ -575,7 +569,7 @@ def legend_width(entries: Sequence[LegendEntry]) -> float:
     return max((text_w(e.label, SMALL_PX) for e in entries), default=0.0) + 34
 
 
-def _render_panel(p: Panel, legend_at: str | None) -> str:
+def _render_panel(p: Panel) -> str:
     clip = f"llmbench-clip-{next(_CLIP_IDS)}"
     out = [f'<g class="panel" data-ylim="{p.ylim[0]:g} {p.ylim[1]:g}" '
            f'data-xlim="{p.xlim[0]:g} {p.xlim[1]:g}" data-ylabel="{esc(p.ylabel)}">',
@@ -627,9 +621,9 @@ def _render_panel(p: Panel, legend_at: str | None) -> str:
                         f"{esc(s)}</tspan>" for i, s in enumerate(lines))
         out.append(f'<text class="title" text-anchor="{anchor}">{spans}</text>')
     entries = p.legend_entries()
-    if legend_at == "right":              # beside the panel, never over the data
+    if p.legend_at == "right":            # beside the panel, never over the data
         out.append(_legend_rows(entries, p.x0 + p.w + 8, p.y0 + 6, box=False))
-    elif legend_at == "lower right":      # inside, on a white box
+    elif p.legend_at == "lower right":    # inside, on a white box
         step = SMALL_PX + 4
         out.append(_legend_rows(entries, p.x0 + p.w - legend_width(entries) - 4,
                                 p.y0 + p.h - len(entries) * step - 2, box=True))
@@ -656,7 +650,7 @@ def shared_legend_height(n: int, ncol: int = 6) -> float:
 
 def render(c: Chart) -> str:
     """The chart as one <svg>, sized in px (the report's CSS scales it down on a narrow screen)."""
-    body = [p.render() for p in c.panels]
+    body = [_render_panel(p) for p in c.panels]
     body += [_text_svg(None, t) for t in c.texts]
     body.append(_shared_legend_svg(c))
     return document(c.width, c.height, body)

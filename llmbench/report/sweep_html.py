@@ -18,7 +18,7 @@ from llmbench.results.jsonfile import RunFolderError
 from llmbench.results.schema import Run, Summary, Sweep, SweepSetting, amount
 from llmbench.report import charts
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import CSS, _chart, _sessions, _table, e
+from llmbench.report.html import CSS, _chart, _sessions, _table, cell, e
 
 EXTRA_CSS = """
 details{margin:12px 0} summary{cursor:pointer;color:#444}
@@ -104,14 +104,6 @@ def _at_load(r: SweepSetting) -> Summary | None:
     return a.summary if a is not None else None
 
 
-def _gb(v: Any) -> str:
-    return "–" if not isinstance(v, (int, float)) else f"{v / 1e9:.2f} GB"
-
-
-def _num(v: Any, fmt: str = "{:g}") -> str:
-    return "–" if not isinstance(v, (int, float)) else fmt.format(v)
-
-
 def render(sweep_dir: str | Path) -> str:
     sweep_dir = Path(sweep_dir)
     doc = Sweep.load(sweep_dir)
@@ -163,7 +155,7 @@ def _per_setting(doc: Sweep, unit: str) -> list[str]:
                 if r.run_dir else "–")
         rows.append([r.name, r.status.replace("_", " "), _held_text(r).replace(" ", "\u00a0"),
                      fmt_ms(a and a.ttft.p95), fmt_ms(a and a.itl.median),
-                     _num(a and a.output_throughput, "{:.1f}"), _num(a and a.failed),
+                     cell(a and a.output_throughput, "{:.1f}"), cell(a and a.failed, "{:g}"),
                      r.verdict or r.error or "", link])
         classes.append("held" if r.setting == best else
                        "over" if r.held is None else "")
@@ -211,9 +203,10 @@ def _server_states(results: Sequence[SweepSetting]) -> list[str]:
     if not states:
         return []
     rows = [[r.name, st.kind or st.note or "–",
-             _num(st.max_running), _num(st.max_waiting), _num(st.slots),
-             _num(st.max_kv_cache_usage, "{:.0%}"), _gb(st.max_vram_bytes),
-             _num(st.preemptions), ", ".join(st.models_loaded or []) or "–"]
+             cell(st.max_running, "{:g}"), cell(st.max_waiting, "{:g}"), cell(st.slots, "{:g}"),
+             cell(st.max_kv_cache_usage, "{:.0%}"),
+             cell(st.max_vram_bytes and st.max_vram_bytes / 1e9, "{:.2f} GB"),
+             cell(st.preemptions, "{:g}"), ", ".join(st.models_loaded or []) or "–"]
             for r, st in states]
     return ["<h2>The server's own state during each ramp</h2>",
             _table(["setting", "server (probe)", "most running", "most waiting",

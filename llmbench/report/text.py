@@ -52,35 +52,28 @@ def class_rows(run: Run) -> list[tuple[Any, str, ClassStep]]:
     return []
 
 
-class _Cells:
-    """A csv writer whose cells are written as every llmbench CSV writes them (csv_cell)."""
-
-    def __init__(self, buf: io.StringIO) -> None:
-        self.w = csv.writer(buf)
-
-    def writerow(self, row: list[Any]) -> None:
-        from llmbench.report.export import csv_cell
-        self.w.writerow([csv_cell(v) for v in row])
-
-
 def to_csv(run_dir: str | Path) -> str:
+    from llmbench.report.export import csv_cell
     run = Run.load(run_dir)
     buf = io.StringIO()
-    w = _Cells(buf)
+    plain = csv.writer(buf)
+
+    def writerow(row: list[Any]) -> None:      # each cell as every llmbench CSV writes it
+        plain.writerow([csv_cell(v) for v in row])
     if run.kind == "probe":
-        w.writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
+        writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
                     "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
         probe_steps: list[ProbeStep] = run.findings.router.steps
         for pst in probe_steps:
             o = pst.ttft_p50
             router, direct = pst.router, pst.direct
-            w.writerow([pst.users, router.ttft.median, direct.ttft.median,
+            writerow([pst.users, router.ttft.median, direct.ttft.median,
                         o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     classes = bool(class_rows(run))
     # traffic classes: a class column (empty: the whole crowd) and each class's own load
-    w.writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
+    writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
     for load, name, c in class_rows(run):
         per_class.setdefault(load, []).append((name, c))
@@ -90,11 +83,11 @@ def to_csv(run_dir: str | Path) -> str:
         if run.kind == "run" and classes:
             bad = [c for c in run.findings.thresholds if not c.ok]
             held = [not bad, "over" if bad else "held"]
-        w.writerow([load] + (["", None] if classes else [])
+        writerow([load] + (["", None] if classes else [])
                    + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
         parts = list(st.classes.items()) if st is not None else per_class.get(load, [])
         for name, c in parts:
-            w.writerow([load, name, c.load] + [_CELLS[k](c.summary) for k in CSV_COLUMNS[1:-2]]
+            writerow([load, name, c.load] + [_CELLS[k](c.summary) for k in CSV_COLUMNS[1:-2]]
                        + [c.held, c.state])
     return buf.getvalue()
 

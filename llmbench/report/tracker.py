@@ -41,16 +41,28 @@ def _numbers(summary: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
-def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -> str:
+def _client(uri: str) -> tuple[Any, str]:
+    """An MLflow client and the llmbench experiment's id (made on first use)."""
     # no retries (MLflow's default waits minutes on a server that is down), a deadline a call
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT_S))
-    from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
-    import time
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
-    exp_id = exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
+    return client, exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
+
+
+def _log_params(client: Any, run_id: str, params: dict[str, str]) -> None:
+    from mlflow.entities import Param
+    batch = [Param(k, v) for k, v in params.items()]
+    for i in range(0, len(batch), 100):
+        client.log_batch(run_id, params=batch[i:i + 100])
+
+
+def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -> str:
+    from mlflow.entities import Metric
+    import time
+    client, exp_id = _client(uri)
     verdict = data.get("verdict") or {}
     tags = {"mlflow.runName": run_dir.name, "llmbench.kind": str(data.get("kind")),
             "llmbench.status": str(data.get("status"))}
@@ -61,10 +73,8 @@ def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -
         tags["mlflow.parentRunId"] = parent_id
     run = client.create_run(exp_id, tags=tags)
     rid = run.info.run_id
-    params = [Param(k, v) for k, v in _flat(data.get("config") or {}).items()]
-    params += [Param(f"label.{k}", str(v)[:500]) for k, v in (data.get("labels") or {}).items()]
-    for i in range(0, len(params), 100):
-        client.log_batch(rid, params=params[i:i + 100])
+    _log_params(client, rid, {**_flat(data.get("config") or {}), **{
+        f"label.{k}": str(v)[:500] for k, v in (data.get("labels") or {}).items()}})
     now = int(time.time() * 1000)
     metrics: list[Any] = []
     if data.get("kind") == "ramp":
@@ -117,20 +127,12 @@ def start_parent(uri: str, sweep_dir: Path) -> str | None:
     global PARENT
 
     def make() -> str:
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(CALL_TIMEOUT_S))
-        from mlflow.entities import Param
-        from mlflow.tracking import MlflowClient
         data = json.loads((Path(sweep_dir) / "sweep.json").read_text(encoding="utf-8"))
-        client = MlflowClient(tracking_uri=uri)
-        exp = client.get_experiment_by_name(EXPERIMENT)
-        exp_id = exp.experiment_id if exp is not None else client.create_experiment(EXPERIMENT)
+        client, exp_id = _client(uri)
         run = client.create_run(exp_id, tags={"mlflow.runName": Path(sweep_dir).name,
                                               "llmbench.kind": "sweep"})
-        params = [Param(k, v) for k, v in _flat({"settings": data.get("settings"),
-                                                 **(data.get("config") or {})}).items()]
-        for i in range(0, len(params), 100):
-            client.log_batch(run.info.run_id, params=params[i:i + 100])
+        _log_params(client, run.info.run_id, _flat({"settings": data.get("settings"),
+                                                   **(data.get("config") or {})}))
         return str(run.info.run_id)
     PARENT, line = _deadlined(uri, make)
     return line

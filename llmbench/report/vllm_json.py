@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from llmbench.results.schema import Summary, key as summary_key, pct_word
 from llmbench.records.record import Record, measured
+from llmbench.report.console import _f as _float
 
 DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
                  "errors")
@@ -45,10 +46,6 @@ def _per_request(records: Sequence[Record], texts: dict[str, str] | None) -> dic
         cols["generated_texts"].append((texts or {}).get(r.request_id, ""))
         cols["errors"].append("" if r.ok else (r.error or r.error_kind or "failed"))
     return cols
-
-
-def _float(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def build(s: Summary, records: Sequence[Record], *, backend: str, model_id: str,

@@ -301,7 +301,8 @@ def measure_ramp(r: Any, run_dir: Path | None) -> tuple[Outcome, Any]:
 def measure_probe(plan: Any, run_dir: Path | None) -> Outcome:
     """The probe's steps on its harness, each step's row printed as it is judged."""
     shape = plan.shape
-    h = harness(plan.common, run_dir, shown.probe_live_line(len(shape.steps)), shape=shape)
+    live = shown.ramp_live_line("users", len(shape.steps), probe=True)
+    h = harness(plan.common, run_dir, live, shape=shape)
     shape.judge = finish.probe_judge(plan)
     board = dashboard_of(h)
 

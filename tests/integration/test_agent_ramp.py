@@ -24,6 +24,7 @@ from llmbench.records.record import load_records
 from llmbench.report import console
 from llmbench.report.html import render
 from llmbench.report.text import to_markdown
+from llmbench.results.schema import Step
 from llmbench.results.sessions import CacheBound, Sessions
 from tests.helpers.api import records, run_json
 
@@ -128,7 +129,8 @@ def test_a_kv_budget_for_two_sessions_holds_two_agents_and_names_the_cache(mock_
     assert first["completed"] >= 1 and first["duration"]["median"] < gate_s * 1000
     # the ramp's table shows each step's sessions beside its calls' TTFT, in 80 columns with
     # the longest state ("not enough data"; a busy machine's note may run past, as chat's)
-    rows = [console.agent_ramp_header()] + [console.agent_ramp_row(s) for s in doc["steps"]]
+    rows = [console.agent_ramp_header()] + [console.agent_ramp_row(Step.from_dict(s))
+                                             for s in doc["steps"]]
     assert all(len(x.split(" (")[0]) <= 80 - len("not enough data") + 4 for x in rows), rows
     assert rows[0].split()[:4] == ["Agents", "Done", "Sess", "p50"]
     assert rows[1].split()[:3] == ["1", str(first["completed"]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmbench.results.schema import Sweep
+    from llmbench.results.schema import Run, Sweep
 
 import atexit
 import json
@@ -146,10 +146,7 @@ class Dashboard:
                 proc.stdin.write(data)
                 proc.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
-                if self.broken is None:
-                    self.broken = "the dashboard's process ended"
-                    print(f"warning: {self.broken}; the run goes on without its page",
-                          file=sys.stderr, flush=True)
+                self._broke("the dashboard's process ended", "the run goes on without its page")
                 break
 
     def _to_view(self) -> None:
@@ -160,10 +157,13 @@ class Dashboard:
             try:
                 self.view.send(_finite(msg))
             except Exception as exc:  # noqa: BLE001 - a cell's view must never stop a run
-                if self.broken is None:
-                    self.broken = f"the live view failed ({type(exc).__name__}: {exc})"
-                    print(f"warning: {self.broken}; the run goes on", file=sys.stderr,
-                          flush=True)
+                self._broke(f"the live view failed ({type(exc).__name__}: {exc})")
+
+    def _broke(self, why: str, goes_on: str = "the run goes on") -> None:
+        """Why the page (or the cell's view) stopped being fed: said once, on stderr."""
+        if self.broken is None:
+            self.broken = why
+            print(f"warning: {why}; {goes_on}", file=sys.stderr, flush=True)
 
     # -- a run ----------------------------------------------------------------------------------
     def begin(self, meta: dict[str, Any]) -> None:
@@ -221,10 +221,7 @@ class Dashboard:
             try:
                 msg = series.tick(gauges(), time.perf_counter(), last)
             except Exception as exc:  # noqa: BLE001 - a page must never stop a run
-                if self.broken is None:
-                    self.broken = f"the dashboard's feed failed ({type(exc).__name__}: {exc})"
-                    print(f"warning: {self.broken}; the run goes on", file=sys.stderr,
-                          flush=True)
+                self._broke(f"the dashboard's feed failed ({type(exc).__name__}: {exc})")
                 return
             self.send({"type": "tick", **msg})
 
@@ -242,7 +239,7 @@ class Dashboard:
         """A step was judged (its thresholds passed or failed), with the verdict so far."""
         self.send({"type": "step", "step": step, "verdict": verdict})
 
-    def finished(self, run_dir: Path | None, run: dict[str, Any] | None) -> None:
+    def finished(self, run_dir: Path | None, run: "Run | None") -> None:
         """The run's end: its report.html (or, without a folder, its last state) is the page.
         In a sweep, one setting is done and the page goes on to the next."""
         self.stop_feed()
@@ -270,10 +267,9 @@ class Dashboard:
     def sweep_setting(self, index: int, name: str, results: list[dict[str, Any]]) -> None:
         self.send({"type": "sweep_setting", "index": index, "name": name, "results": results})
 
-    def sweep_finished(self, sweep_dir: Path, doc: "Sweep | dict[str, Any]") -> None:
-        """The sweep is over (``doc``: its Run, or sweep.json's dict): its report is the page."""
-        if not isinstance(doc, dict):
-            doc = doc.to_dict()
+    def sweep_finished(self, sweep_dir: Path, sweep: "Sweep") -> None:
+        """The sweep is over: its report is the page."""
+        doc = sweep.to_dict()
         self.in_sweep = False
         self.final = True
         self.send({"type": "final", "run": {"kind": "sweep", "answer": doc.get("answer"),
@@ -373,13 +369,11 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def _brief(run: Any) -> dict[str, Any] | None:
-    """What the page says of a finished run (a Run, or run.json's dict) before its report is
-    read."""
-    if run is None:
+def _brief(result: "Run | None") -> dict[str, Any] | None:
+    """What the page says of a finished run before its report is read."""
+    if result is None:
         return None
-    if not isinstance(run, dict):
-        run = run.to_dict()
+    run = result.to_dict()
     return {"kind": run.get("kind"), "status": run.get("status"),
             "verdict": run.get("verdict"), "steps": run.get("steps"),
             "summary": run.get("summary"), "thresholds": run.get("thresholds"),
@@ -453,18 +447,17 @@ def for_run(address: tuple[str, int] | None, linger_s: float | None = None) -> A
         d = shared(address)
         d.linger_s = linger_s
         boards.append(d)
-    boards += [b for b in _CELL if b.alive]
-    if not boards:
-        return None
-    return boards[0] if len(boards) == 1 else Tee(boards)
+    return _fed(boards + [b for b in _CELL if b.alive])
 
 
 def for_end() -> Any:
     """What a command's end tells (the page open in this process, a cell's view), or None."""
-    boards = [d for d in (current(),) if d is not None] + [b for b in _CELL if b.alive]
-    if not boards:
-        return None
-    return boards[0] if len(boards) == 1 else Tee(boards)
+    return _fed([d for d in (current(),) if d is not None] + [b for b in _CELL if b.alive])
+
+
+def _fed(boards: list[Dashboard]) -> Any:
+    """None, the one board, or a Tee of them."""
+    return None if not boards else boards[0] if len(boards) == 1 else Tee(boards)
 
 
 def end_of_command(cli: bool, interrupted: bool = False) -> None:

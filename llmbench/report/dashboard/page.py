@@ -9,38 +9,23 @@ built here), it never builds markup from data. Charts are the HTML report's: the
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any, Sequence
 
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
 from llmbench.report.console import fmt_ms
-from llmbench.report.html import (CSS as REPORT_CSS, _chart, chart_thresholds, e, steps_table,
-                                  verdict_box)
+from llmbench.report.html import (CSS as REPORT_CSS, _chart, cell, chart_thresholds, e,
+                                  parsed_thresholds, steps_table, verdict_box)
 from llmbench.report.live import duration
+from llmbench.report.svgplot import finite as _num
 
 _duration = partial(duration, unknown="–")     # the terminal's "?" is the page's "–"
 FAVICON = '<link rel="icon" href="data:,">'       # no /favicon.ico request (a 404 in the console)
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _count(v: Any) -> str:
-    f = _num(v)
-    return "–" if f is None else f"{f:.0f}"
-
-
-def _load(v: Any) -> str:
-    """A load (or any count that may be fractional, a median of calls) as %g."""
-    f = _num(v)
-    return "–" if f is None else f"{f:g}"
+_count = partial(cell, fmt="{:.0f}")
+_load = partial(cell, fmt="{:g}")        # a load, or a count that may be fractional (a median)
 
 
 CARDS = (  # (key, label): the numbers at the top, each a <span data-k=KEY>
@@ -121,17 +106,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
     return "".join(out) + "</table>"
 
 
-def _parsed(texts_: Sequence[str]) -> list[Any]:
-    from llmbench.analysis.slo import ThresholdError, parse_threshold
-    out = []
-    for t in texts_ or ():
-        try:
-            out.append(parse_threshold(t))
-        except ThresholdError:
-            continue
-    return out
-
-
 _OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
         ">": lambda a, b: a > b}
 
@@ -183,7 +157,7 @@ def thresholds_table(state: dict[str, Any]) -> str:
             and g.get("step") not in judged:
         so = tick.get("step_so_far") or {}
         cells = [f"{_load(g.get('load'))} (so far)"]
-        for t in _parsed(ths):
+        for t in parsed_thresholds(ths):
             v = _so_far(t, so)
             if v is None:
                 cells.append("… at the step's end")
@@ -272,24 +246,20 @@ def _machine_rows(m: dict[str, Any]) -> list[list[Any]]:
     process, --host-metrics, --gpu-metrics)."""
     w = f"last {m.get('window_s', 5):g} s"
     rows: list[list[Any]] = []
-
-    def num(v: Any, fmt: str) -> str:
-        f = _num(v)
-        return "–" if f is None else fmt.format(f)
     if m.get("server_cores") is not None:
-        rows.append(["server process", f"cores used ({w})", num(m["server_cores"], "{:.2f}")])
+        rows.append(["server process", f"cores used ({w})", cell(m["server_cores"], "{:.2f}")])
     if m.get("server_rss_bytes") is not None:
-        rows.append(["server process", "resident memory", num(m["server_rss_bytes"] / 1e9, "{:.2f} GB")])
+        rows.append(["server process", "resident memory", cell(m["server_rss_bytes"] / 1e9, "{:.2f} GB")])
     if m.get("machine_busy_cores") is not None:
         of = f" of {m['machine_cpus']}" if m.get("machine_cpus") else ""
         rows.append([f"machine ({m.get('machine_source', 'proc')})", f"busy cores ({w})",
-                     num(m["machine_busy_cores"], "{:.2f}") + of])
+                     cell(m["machine_busy_cores"], "{:.2f}") + of])
     for k, label, fmt in (("gpu_util_pct", "utilisation", "{:.0f}%"),
                           ("gpu_power_w", "power", "{:.0f} W"),
                           ("gpu_mem_mib", "memory used", "{:.0f} MiB")):
         if m.get(k) is not None:
             rows.append([f"GPU {m.get('gpu_name') or ''}".strip(), f"{label} ({w})",
-                         num(m[k], fmt)])
+                         cell(m[k], fmt)])
     return rows
 
 

@@ -410,7 +410,7 @@ def test_png_from_the_same_description(tmp_path, name):
     pytest.importorskip("matplotlib")
     chart = all_charts()[name]
     out = tmp_path / f"{name}.png"
-    charts.png(chart, out, dpi=50)
+    svgplot.save_png(chart, out, dpi=50)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     # the PNG's axes are the description's panels, with its ranges and ticks
@@ -433,7 +433,7 @@ def test_compare_png_is_the_overlay(tmp_path):
 def test_png_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)         # import matplotlib fails
     with pytest.raises(svgplot.MissingExtra, match=r"llmbench\[png\]"):
-        charts.png(all_charts()["cdfs"], tmp_path / "x.png")
+        svgplot.save_png(all_charts()["cdfs"], tmp_path / "x.png")
 
 
 def test_search_chart_marks_each_step_in_the_order_tried_held_broke_and_confirmed():

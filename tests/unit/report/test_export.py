@@ -136,9 +136,15 @@ def test_parquet_round_trip_keeps_types(mock_run, tmp_path):
     assert len(s) == 1 and s.users.iloc[0] == 4 and str(s.requests.dtype) == "Int64"
 
 
+def csv_text(run, per_request=False):
+    buf = io.StringIO()
+    export.write_csv(run, buf, per_request=per_request)
+    return buf.getvalue()
+
+
 def test_csv_cells_from_a_server_are_not_formulas(tmp_path):
     d = hostile_run(tmp_path / "run")
-    text = export.to_csv_text(d, per_request=True)
+    text = csv_text(d, per_request=True)
     rows = list(csv.DictReader(io.StringIO(text)))
     cells = [r[c] for r in rows for c in ("error", "served_by") if r[c]]
     assert cells and all(not c.startswith(export.FORMULA_START) for c in cells), cells
@@ -163,7 +169,7 @@ def test_a_ramp_exports_one_row_per_step():
         assert r["ttft_p95_ms"] == s.summary.ttft.p95 and r["ttft_p50_ms"] == s.summary.ttft.median
         assert r["itl_p95_ms"] == s.summary.itl.p95
         assert r["output_throughput"] == s.summary.output_throughput
-    text = export.to_csv_text(EXAMPLE_RAMP)
+    text = csv_text(EXAMPLE_RAMP)
     table = list(csv.DictReader(io.StringIO(text)))
     assert len(table) == len(run.steps)
     assert [float(t["users"]) for t in table] == [s.load for s in run.steps]
