@@ -15,10 +15,14 @@ _DONE = b"[DONE]"
 MAX_TOKENS_FIELDS = ("both", "max_tokens", "max_completion_tokens", "none")
 
 
-def _apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any]) -> dict[str, Any]:
+def apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any],
+                 usage_chunk: bool = True) -> dict[str, Any]:
+    """What every chat-like body takes alike: stream (with the usage chunk asked, where the API
+    has one), temperature, ignore_eos (llama.cpp's and vLLM's extension) and --extra-body."""
     if stream:
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        if usage_chunk:
+            body["stream_options"] = {"include_usage": True}
     if params.get("temperature") is not None:
         body["temperature"] = params["temperature"]
     if params.get("ignore_eos"):
@@ -40,7 +44,7 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
             body["max_tokens"] = max_tokens
         if field in ("both", "max_completion_tokens"):
             body["max_completion_tokens"] = max_tokens
-    return _apply_common(body, stream, params)
+    return apply_common(body, stream, params)
 
 
 def text_of(content: Any) -> str:
@@ -78,10 +82,7 @@ def completions_body(model: str, messages: list[dict[str, str]], max_tokens: int
     body: dict[str, Any] = {"model": model, "prompt": messages_to_prompt(messages)}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
-    return _apply_common(body, stream, params)
-
-
-_error_text = error_text
+    return apply_common(body, stream, params)
 
 
 def _choice(obj: dict[str, Any]) -> "dict[str, Any] | Event | None":
@@ -142,7 +143,7 @@ def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion
 
 def _no_choices(obj: dict[str, Any]) -> Event:
     if "error" in obj:
-        return Event(ERROR, error=_error_text(obj["error"]))
+        return Event(ERROR, error=error_text(obj["error"]))
     return Event(OTHER, usage=usage(obj.get("usage")), server_timing=timings(obj.get("timings")))
 
 
@@ -237,7 +238,7 @@ def parse_full(api: str, obj: dict[str, Any]) -> Event:
     choice = _choice(obj)
     if choice is None:
         if "error" in obj:
-            return Event(ERROR, error=_error_text(obj["error"]))
+            return Event(ERROR, error=error_text(obj["error"]))
         return Event(OTHER, usage=usage(obj.get("usage")))
     if isinstance(choice, Event):
         return choice

@@ -15,6 +15,7 @@ import codecs
 import json
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,18 +44,10 @@ def check_regular_file(path: str, flag: str = "--dataset") -> None:
                            "ends); copy what you need into a file and give that")
 
 
-_check_file = check_regular_file
-
-
 def too_deep(where: str) -> DatasetError:
     """json's decoder recurses once per level: a RecursionError past ~1000 levels."""
-    return DatasetError(f"{where}: JSON nested too deeply (over {sys_limit()} levels); a prompt "
-                        "file holds flat objects, fix or remove that entry")
-
-
-def sys_limit() -> int:
-    import sys
-    return sys.getrecursionlimit()
+    return DatasetError(f"{where}: JSON nested too deeply (over {sys.getrecursionlimit()} "
+                        "levels); a prompt file holds flat objects, fix or remove that entry")
 
 
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
@@ -200,7 +193,7 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
                          output_len: int | None = None) -> tuple[list[Conversation], list[str]]:
     """vLLM's ShareGPT sampling: turn 0 as prompt, turn 1's length as output length; drop prompts
     under 4 tokens, over 1024, and prompt+output over 2048; seeded shuffle; oversample if short."""
-    _check_file(path)
+    check_regular_file(path)
 
     def keep(off: int, obj: Any) -> bool:
         conv = obj.get("conversations") if isinstance(obj, dict) else None
@@ -263,7 +256,7 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
 
     One streaming pass keeps only byte offsets; the seeded shuffle picks which to use, and only
     those are parsed again and tokenized, so memory follows the sample, not the file."""
-    _check_file(path)
+    check_regular_file(path)
 
     def keep(off: int, obj: Any) -> bool:
         if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
@@ -352,7 +345,7 @@ def jsonl_conversations(path: str, tok: Tokenizer, need: int | None
                         ) -> tuple[list[Conversation], list[str]]:
     """The first ``need`` entries of a JSONL file (all with None), and a note when the file
     holds more: lines after them are not read, so a 500 MB file costs what is drawn from it."""
-    _check_file(path)
+    check_regular_file(path)
     out: list[Conversation] = []
     lines = read_lines(path)
     for line_no, line in lines:
@@ -405,7 +398,7 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
 
     local = os.path.exists(spec)
     if local:
-        _check_file(spec)
+        check_regular_file(spec)
     try:
         if local:
             ext = os.path.splitext(spec)[1].lower().lstrip(".")
