@@ -50,8 +50,9 @@ from typing import Any, Iterator
 
 from llmbench.workload.agents import (MAX_AGENT_DEPTH, MAX_AGENT_STEPS, MAX_AGENT_TOKENS, MAX_GAP_S,
                                       AgentPlan, AgentSession, StepPlan, session_of,
-                                      synthetic_tools, vocabulary)
+                                      synthetic_tools)
 from llmbench.workload.files import DatasetError, check_regular_file, read_lines, too_deep
+from llmbench.workload.salt import vocabulary
 
 # A trace read as one JSON document (WEKA, OTLP over several lines) is read whole: at most this
 # much (a JSONL trace is read a line at a time, each line at most files.MAX_LINE_BYTES)

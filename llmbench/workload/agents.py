@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from llmbench.workload.model import Conversation, Turn, Workload
+from llmbench.workload.salt import vocabulary     # one-token words: the salt's vocabulary
 
 # Ceilings on what one session may ask (issue 49), checked before any load wherever a number
 # comes from (a flag, a trace, a scenario class): past them a run builds text for minutes,
@@ -237,15 +238,6 @@ def _count(tok: Any, text: str) -> int:
         return int(local.count(text))
     except Exception:                     # noqa: BLE001 - a tokenizer that cannot count now
         return len(text) // 4
-
-
-def vocabulary(tok: Any) -> tuple[str, ...]:
-    """One-token words of the run's tokenizer (the salt's vocabulary)."""
-    from llmbench.workload.salt import vocabulary as salt_vocabulary
-    try:
-        return tuple(salt_vocabulary(tok))
-    except Exception:                     # noqa: BLE001 - a tokenizer that cannot count now
-        return _FALLBACK_VOCAB
 
 
 def synthetic_sessions(tok: Any, count: int, spec: AgentSpec, seed: int,

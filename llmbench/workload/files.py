@@ -169,6 +169,16 @@ def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
             size *= 2
 
 
+def _entries_at(path: str, offsets: list[int], total: int) -> Iterator[tuple[int, Any]]:
+    """(offset, entry) of each offset in turn, parsed again from the file, with the reading
+    stage's progress begun (``total`` conversations) and ended when the caller is done."""
+    decoder = json.JSONDecoder()
+    progress.begin(progress.READING, total, "conversations")
+    with open(path, "rb") as fh, progress.stage():
+        for off in offsets:
+            yield off, _read_at(fh, off, decoder)
+
+
 def _sharegpt_turns(conv: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, str | None]]]:
     """(system, [(user, following reply or None)]) from ShareGPT ``conversations``."""
     system = None
@@ -205,47 +215,45 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     offsets, scanned = scan_offsets(path, keep)
     if not offsets:
         raise DatasetError(f"--dataset {path}: no entry has a 'conversations' list of 2 or more turns")
-    random.seed(seed)
-    random.shuffle(offsets)
+    rng = random.Random(seed)
+    rng.shuffle(offsets)
     out: list[Conversation] = []
     dropped = {"prompt under 4 tokens": 0, "output under 4 tokens": 0,
                "prompt over 1024 tokens": 0, "prompt+output over 2048 tokens": 0}
-    decoder = json.JSONDecoder()
-    progress.begin(progress.READING, count, "conversations")
-    with open(path, "rb") as fh, progress.stage():
-        for off in offsets:
-            if len(out) >= count:
-                break
-            progress.PROGRESS.done = len(out)
-            obj = _read_at(fh, off, decoder)
-            conv = obj["conversations"]
-            prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
-            if not isinstance(prompt, str) or not isinstance(completion, str):
-                raise DatasetError(f"{path}:{_line_of(path, off)}: a turn's 'value' is not a "
-                                   "string (ShareGPT format)")
-            p_len = tok.count(prompt)
-            c_len = tok.count(completion)
-            o_len = output_len if output_len is not None else c_len
-            if p_len < 4:
-                dropped["prompt under 4 tokens"] += 1
-                continue
-            if output_len is None and o_len < 4:
-                dropped["output under 4 tokens"] += 1
-                continue
-            if p_len > 1024:
-                dropped["prompt over 1024 tokens"] += 1
-                continue
-            if p_len + o_len > 2048:
-                dropped["prompt+output over 2048 tokens"] += 1
-                continue
-            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
+    entries = _entries_at(path, offsets, count)
+    for off, obj in entries:
+        if len(out) >= count:
+            break
+        progress.PROGRESS.done = len(out)
+        conv = obj["conversations"]
+        prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
+        if not isinstance(prompt, str) or not isinstance(completion, str):
+            raise DatasetError(f"{path}:{_line_of(path, off)}: a turn's 'value' is not a "
+                               "string (ShareGPT format)")
+        p_len = tok.count(prompt)
+        c_len = tok.count(completion)
+        o_len = output_len if output_len is not None else c_len
+        if p_len < 4:
+            dropped["prompt under 4 tokens"] += 1
+            continue
+        if output_len is None and o_len < 4:
+            dropped["output under 4 tokens"] += 1
+            continue
+        if p_len > 1024:
+            dropped["prompt over 1024 tokens"] += 1
+            continue
+        if p_len + o_len > 2048:
+            dropped["prompt+output over 2048 tokens"] += 1
+            continue
+        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
+    entries.close()
     if not out:
         why = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
         raise DatasetError(f"--dataset {path}: nothing left after vLLM's filters ({why})")
     warnings = [scanned] if scanned else []
     if len(out) < count:
         warnings.append(f"only {len(out)} ShareGPT prompts passed the filters; oversampling to {count}")
-        out = out + random.choices(out, k=count - len(out))
+        out = out + rng.choices(out, k=count - len(out))
     return out, warnings
 
 
@@ -271,16 +279,12 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
     if limit:
         offsets = offsets[:limit]
     out = []
-    decoder = json.JSONDecoder()
-    progress.begin(progress.READING, len(offsets), "conversations")
-    with open(path, "rb") as fh, progress.stage():
-        for off in offsets:
-            progress.tick()
-            obj = _read_at(fh, off, decoder)
-            system, pairs = _sharegpt_turns(obj["conversations"])
-            pairs = pairs[:max_turns] if max_turns else pairs
-            turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
-            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
+    for off, obj in _entries_at(path, offsets, len(offsets)):
+        progress.tick()
+        system, pairs = _sharegpt_turns(obj["conversations"])
+        pairs = pairs[:max_turns] if max_turns else pairs
+        turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
+        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
     return out, [scanned] if scanned else []
 
 
