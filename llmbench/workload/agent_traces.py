@@ -141,6 +141,15 @@ def _whole_json(path: str) -> Any:
         raise _bad(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
 
 
+def _records(path: str) -> list[tuple[int, Any]]:
+    """(line, JSON value) of each line; the file as one document when a line is not JSON (a
+    WEKA trace or an OTLP export over several lines)."""
+    try:
+        return [(n, _loads(path, n, line)) for n, line in _lines(path)]
+    except json.JSONDecodeError:
+        return [(1, _whole_json(path))]
+
+
 def detect(path: str) -> str:
     """The file's format from its first record (agent, weka or otel)."""
     for n, line in _lines(path):
@@ -248,12 +257,7 @@ def read_agent(path: str) -> _Read:
 # -- WEKA ----------------------------------------------------------------------------------------
 def read_weka(path: str) -> _Read:
     out = _Read()
-    records: list[tuple[int, Any]] = []
-    try:
-        for n, line in _lines(path):
-            records.append((n, _loads(path, n, line)))
-    except json.JSONDecodeError:
-        records = [(1, _whole_json(path))]         # one trace over several lines
+    records = _records(path)
     if records and isinstance(records[0][1], list):
         records = [(records[0][0], x) for x in records[0][1]]
     flat = [r for r in records if isinstance(r[1], dict) and "requests" not in r[1]]
@@ -420,13 +424,7 @@ def _field(span: dict, *names: str) -> Any:
 
 def _spans(path: str) -> list[tuple[int, dict]]:
     out: list[tuple[int, dict]] = []
-    records: list[tuple[int, Any]] = []
-    try:
-        for n, line in _lines(path):
-            records.append((n, _loads(path, n, line)))
-    except json.JSONDecodeError:
-        records = [(1, _whole_json(path))]
-    for n, obj in records:
+    for n, obj in _records(path):
         items = obj if isinstance(obj, list) else [obj]
         for x in items:
             if not isinstance(x, dict):

@@ -269,17 +269,17 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     top_known = {"classes", "class", "defaults", "scenario", "description", "name"}
     for k in doc:
         if normalize(k) not in top_known:
-            raise UsageError(f"{source}:{lines.top(k) or 1}: unknown key {k!r}; a scenario "
+            raise UsageError(f"{source}:{lines.find(str(k)) or 1}: unknown key {k!r}; a scenario "
                              "has classes (classes.NAME), and optionally defaults")
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, Mapping):
-        raise UsageError(f"{source}:{lines.top('defaults') or 1}: defaults must be a table of "
+        raise UsageError(f"{source}:{lines.find('defaults') or 1}: defaults must be a table of "
                          "options")
     items = _class_items(doc.get("classes", doc.get("class")), source, lines)
     out: list[TrafficClass] = []
     where: dict[tuple[str, str | None], int] = {}
-    for name, body in items:
-        line = lines.section(name)
+    for name, body, index in items:
+        line = lines.key(name, None, index)
         if line:
             where[(name, None)] = line
         if not isinstance(body, Mapping):
@@ -287,7 +287,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
                              "(share, options...)")
         merged: dict[str, tuple[Any, int | None]] = {}
         for k, v in defaults.items():
-            at = lines.key("defaults", k)
+            at = lines.find("defaults", str(k))
             if normalize(k) in LOAD_KEYS:
                 raise UsageError(f"{source}:{at or 1}: {normalize(k)} in defaults: each class "
                                  "says its own share, users or rate")
@@ -297,7 +297,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
             merged[normalize(k)] = (v, at)
         for k, v in body.items():
             merged.pop(normalize(k), None)      # the class's own value, at its own line
-            merged[normalize(k)] = (v, lines.key(name, k))
+            merged[normalize(k)] = (v, lines.key(name, k, index))
         tc = TrafficClass(name=name)
         for k, (v, at) in merged.items():
             if at:
@@ -319,18 +319,20 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     return Scenario(out, source=source, lines=where)
 
 
-def _class_items(raw: Any, source: str, lines: "_Lines") -> list[tuple[str, Any]]:
-    """The classes as (name, body): a table of tables, or a list of tables with a name each."""
-    items: list[tuple[str, Any]] = []
+def _class_items(raw: Any, source: str, lines: "_Lines"
+                 ) -> list[tuple[str, Any, int | None]]:
+    """The classes as (name, body, where in the list): a table of tables (None), or a list of
+    tables with a name each."""
+    items: list[tuple[str, Any, int | None]] = []
     if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
+        items = [(str(k), v, None) for k, v in raw.items()]
     elif isinstance(raw, list):
         for i, v in enumerate(raw):
             name = v.get("name") if isinstance(v, Mapping) else None
             if not isinstance(name, str):
-                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
+                raise UsageError(f"{source}:{lines.key('', None, i) or 1}: class {i + 1} of the list "
                                  "has no name (name = \"chat\")")
-            items.append((name, {k: x for k, x in v.items() if k != "name"}))
+            items.append((name, {k: x for k, x in v.items() if k != "name"}, i))
     else:
         raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
                          "(or users, or rate) each")
@@ -341,92 +343,53 @@ class _Lines:
     """Where a key was written in the file's text, as a 1-based line (None: not found)."""
 
     def __init__(self, text: str, kind: str) -> None:
-        self.text = text
-        self.kind = kind
-        self._yaml: dict[tuple[str, ...], int] | None = None
-        if kind == "YAML":
-            self._yaml = _yaml_lines(text)
+        self.map = (_yaml_lines(text) if kind == "YAML" else
+                    _toml_lines(text) if kind == "TOML" else _json_lines(text))
 
-    # TOML: [classes.NAME] headers and KEY = lines under them; YAML: the node marks
-    def _toml_scan(self) -> dict[tuple[str, ...], int]:
-        out: dict[tuple[str, ...], int] = {}
-        table: tuple[str, ...] = ()
-        array_index: dict[tuple[str, ...], int] = {}
-        header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-        keyline = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
-        for no, line in enumerate(self.text.splitlines(), start=1):
-            m = header.match(line)
-            if m:
-                parts = tuple(_unquote(p) for p in _split_dotted(m.group(2)))
-                if m.group(1) == "[[":
-                    k = array_index[parts] = array_index.get(parts, -1) + 1
-                    table = parts + (str(k),)
-                else:
-                    table = parts
-                out.setdefault(table, no)
-                continue
-            m = keyline.match(line)
-            if m:
-                key = tuple(_unquote(p) for p in _split_dotted(m.group(1)))
-                out.setdefault(table + key, no)
-                if len(key) > 1:
-                    out.setdefault(table + key[:1], no)
-        return out
-
-    def _map(self) -> dict[tuple[str, ...], int]:
-        if self._yaml is not None:
-            return self._yaml
-        if not hasattr(self, "_toml"):
-            self._toml = self._toml_scan() if self.kind == "TOML" else _json_lines(self.text)
-        return self._toml
-
-    def _find(self, *path: str) -> int | None:
-        m = self._map()
-        got = m.get(tuple(path))
+    def find(self, *path: str) -> int | None:
+        got = self.map.get(tuple(path))
         if got is None:
             norm = tuple(normalize(p) for p in path)
-            got = next((v for k, v in m.items() if tuple(normalize(p) for p in k) == norm),
-                       None)
+            got = next((v for k, v in self.map.items()
+                        if tuple(normalize(p) for p in k) == norm), None)
         return got
 
-    def top(self, key: Any) -> int | None:
-        return self._find(str(key))
-
-    def section(self, name: str) -> int | None:
+    def key(self, cls: str, key: Any, index: int | None = None) -> int | None:
+        """The line of a class's ``key`` (None: of the class itself): the class named ``cls``
+        in a table of classes, or the ``index``-th of a list of them."""
+        rest = () if key is None else (str(key),)
         for top in ("classes", "class"):
-            got = self._find(top, name)
+            got = self.find(top, cls if index is None else str(index), *rest)
             if got:
                 return got
-        return self._list_item_named(name)
-
-    def item(self, i: int) -> int | None:
-        return self._find("classes", str(i)) or self._find("class", str(i))
-
-    def _list_item_named(self, name: str) -> int | None:
-        m = self._map()
-        for (k, v) in m.items():
-            if len(k) == 3 and k[0] in ("classes", "class") and k[2] == "name":
-                # the list item whose name line reads this name
-                line = self.text.splitlines()[v - 1] if v - 1 < len(self.text.splitlines()) else ""
-                if name in line:
-                    return m.get(k[:2], v)
         return None
 
-    def key(self, cls: str, key: Any) -> int | None:
-        if cls == "defaults":
-            return self._find("defaults", str(key))
-        for top in ("classes", "class"):
-            got = self._find(top, cls, str(key))
-            if got:
-                return got
-        m = self._map()
-        sec = self._list_item_named(cls)
-        if sec is not None:
-            for (k, v) in m.items():
-                if len(k) == 3 and k[0] in ("classes", "class") and m.get(k[:2]) == sec \
-                        and normalize(k[2]) == normalize(key):
-                    return v
-        return None
+
+def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
+    """TOML: [classes.NAME] (and [[classes]]) headers and KEY = lines under them."""
+    out: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    array_index: dict[tuple[str, ...], int] = {}
+    header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    keyline = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = header.match(line)
+        if m:
+            parts = tuple(_unquote(p) for p in _split_dotted(m.group(2)))
+            if m.group(1) == "[[":
+                k = array_index[parts] = array_index.get(parts, -1) + 1
+                table = parts + (str(k),)
+            else:
+                table = parts
+            out.setdefault(table, no)
+            continue
+        m = keyline.match(line)
+        if m:
+            key = tuple(_unquote(p) for p in _split_dotted(m.group(1)))
+            out.setdefault(table + key, no)
+            if len(key) > 1:
+                out.setdefault(table + key[:1], no)
+    return out
 
 
 def _split_dotted(text: str) -> list[str]:

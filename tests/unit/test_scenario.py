@@ -103,6 +103,16 @@ def test_a_bad_file_is_one_line_naming_file_and_line(tmp_path, text, line, says)
     assert msg.startswith(f"{p}:{line}: ") and says in msg and "\n" not in msg, msg
 
 
+@pytest.mark.parametrize("suffix, text", [
+    (".toml", '[[classes]]\nname = "chat"\nshare = 1\n[[classes]]\nname = "ch"\ncolour = 1\n'),
+    (".yaml", "classes:\n  - name: chat\n    share: 1\n  - name: ch\n    colour: 1\n")])
+def test_a_list_item_is_found_by_its_place_not_by_a_name_inside_another(tmp_path, suffix, text):
+    # "ch" is in the line `name = "chat"`: the class's lines are its own item's (line 6 or 5)
+    p = _file(tmp_path, text, suffix)
+    with pytest.raises(UsageError, match=rf"^{p}:{6 if suffix == '.toml' else 5}: unknown key"):
+        read(p, ALLOWED)
+
+
 def test_yaml_lines_are_named_too(tmp_path):
     p = _file(tmp_path, "classes:\n  chat:\n    share: 1\n    colour: red\n", ".yaml")
     with pytest.raises(UsageError, match=rf"^{p}:4: unknown key 'colour'"):
