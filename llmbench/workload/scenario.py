@@ -394,22 +394,7 @@ def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
 
 def _split_dotted(text: str) -> list[str]:
     """'classes."my rag"' -> ['classes', '"my rag"'] (dots inside quotes kept)."""
-    out, cur, quote = [], "", None
-    for ch in text:
-        if quote:
-            cur += ch
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-            cur += ch
-        elif ch == ".":
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return out
+    return [p.strip() for p in re.findall(r"(?:\"[^\"]*\"|'[^']*'|[^.\"'])+", text)]
 
 
 def _unquote(s: str) -> str:
@@ -449,31 +434,18 @@ def _json_lines(text: str) -> dict[tuple[str, ...], int]:
     stack: list[tuple[str, ...]] = [()]
     pending: str | None = None
     line = 1
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\n":
-            line += 1
-        elif ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            s = text[i + 1:j]
-            k = j + 1
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] == ":":
-                out.setdefault(stack[-1] + (s,), line)
-                pending = s
-            line += text[i:j].count("\n")
-            i = j
-        elif ch == "{":
+    for m in re.finditer(r'"((?:[^"\\]|\\[\s\S])*)"([ \t\r\n]*:)?|[{},\n]', text):
+        tok = m.group(0)
+        if tok == "{":
             stack.append(stack[-1] + ((pending,) if pending is not None else ()))
             pending = None
-        elif ch == "}":
+        elif tok == "}":
             if len(stack) > 1:
                 stack.pop()
-        elif ch == ",":
+        elif tok == ",":
             pending = None
-        i += 1
+        elif tok != "\n" and m.group(2):       # a string followed by a colon: a key
+            out.setdefault(stack[-1] + (m.group(1),), line)
+            pending = m.group(1)
+        line += tok.count("\n")
     return out

@@ -411,9 +411,6 @@ class _LaterLocal:
                 self._tok = local_auto(self._model)
             return self._tok
 
-    def count(self, text: str) -> int:
-        return self.made().count(text)
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)      # copy, pickle: not through the made tokenizer

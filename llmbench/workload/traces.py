@@ -165,7 +165,9 @@ def _timestamp_ms(d: dict[str, Any], where: str) -> float:
 
 
 def _jsonl_rows(path: str) -> Iterator[_Row]:
+    first = None                     # the file's first line that is not blank
     for n, line in read_lines(path):
+        first = first or n
         where = f"{path}:{n}"
         try:
             d = json.loads(line)
@@ -176,7 +178,7 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
         if not isinstance(d, dict):
             raise DatasetError(f"{where}: expected a JSON object per line")
         if HEADER_KEY in d:
-            if n != first_line(path):
+            if n != first:
                 raise DatasetError(f"{where}: a recording's header line in the middle of the "
                                    "file; one recording per file")
             continue
@@ -220,12 +222,6 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
                                "or \"messages\"")
         yield row
-
-
-def first_line(path: str) -> int:
-    for n, _ in read_lines(path):
-        return n
-    return 0
 
 
 def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
@@ -518,7 +514,6 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
     gaps: dict[str, list[float | None]] = {}
     replays: dict[str, list[Replayed]] = {}
-    order: list[tuple[str, float]] = []
     trims: dict[str, int] = {}
     first_turn: dict[str, int | None] = {}
 
@@ -546,10 +541,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
             count += shares[i]           # the prompt is the shared part and the text
         turn = Turn(text, r.output_tokens, count)
         key = f"s:{r.session}" if r.session is not None else f"r:{i}"
-        if key not in sessions:
-            sessions[key] = []
-            order.append((key, due))
-        sessions[key].append((due, turn, system))
+        sessions.setdefault(key, []).append((due, turn, system))
         gaps.setdefault(key, []).append(r.gap_s)
         if r.replay is not None:
             rp = r.replay
@@ -558,8 +550,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
                 rp = replace(rp, own=trim_start(rp.own, reserve, counted))
             replays.setdefault(key, []).append(rp)
     items = []
-    for key, _ in order:
-        turns = sessions[key]
+    for key, turns in sessions.items():
         rec = replays.get(key, [])
         # a session the window or --requests cut after its first turn is sent as text
         whole = len(rec) == len(turns) and rec[0].own and first_turn.get(key) == 0
