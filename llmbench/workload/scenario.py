@@ -95,15 +95,10 @@ class TrafficClass:
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
-        for k in LOAD_KEYS:
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        if self.min_users is not None:
-            out["min_users"] = self.min_users
-        if self.thresholds is not None:
-            out["thresholds"] = list(self.thresholds)
-        if self.options:
-            out["options"] = dict(self.options)
+        for k in (*LOAD_KEYS, "min_users", "thresholds", "options"):
+            v = getattr(self, k)
+            if v is not None and v != {}:
+                out[k] = type(v)(v) if isinstance(v, (list, dict)) else v   # a copy
         return out
 
 

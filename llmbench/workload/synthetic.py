@@ -7,9 +7,9 @@ opening unless ``shared_prefix_tokens`` asks for shared prefixes on purpose.
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from typing import Callable
 
-from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.model import Conversation, Made, Turn
 from llmbench.workload import progress
 from llmbench.workload.tokenizer import Tokenizer
 from llmbench.workload.words import WORDS       # the one vocabulary, shared with the salt
@@ -259,7 +259,7 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
 LAZY_FROM = 50_000
 
 
-class Regenerated(Sequence[Conversation]):
+class Regenerated(Made):
     """``count`` conversations made by ``one(c)`` in order from one random generator, kept as
     the generator's state every BLOCK conversations (a few KB) and made again a block at a
     time when asked for: the same prompts, bit for bit, as building them all up front.
@@ -310,13 +310,7 @@ class Regenerated(Sequence[Conversation]):
             self._cache[b] = got
         return got
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._count))]
-        if i < 0:
-            i += self._count
-        if not 0 <= i < self._count:
-            raise IndexError(i)
+    def made(self, i: int) -> Conversation:
         return self._block(i // self.BLOCK)[i % self.BLOCK]
 
     def __iter__(self):

@@ -188,13 +188,9 @@ def _load_json(path: str, spec: str) -> Any:
 def hf_cache_dir() -> str:
     """The hub cache as huggingface_hub resolves it, read now (its constants are fixed at import)."""
     env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        return env["HF_HUB_CACHE"]
-    if env.get("HUGGINGFACE_HUB_CACHE"):
-        return env["HUGGINGFACE_HUB_CACHE"]
     home = env.get("HF_HOME") or os.path.join(
         env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
-    return os.path.join(home, "hub")
+    return env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
 
 
 def hf_offline() -> bool:
@@ -325,20 +321,15 @@ def _tiktoken_cached(encoding: str) -> bool:
         return False
     if ctor is None:
         return True     # a plugin encoding: let tiktoken decide
+    import tempfile
     env = os.environ
-    if "TIKTOKEN_CACHE_DIR" in env:
-        cache = env["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in env:
-        cache = env["DATA_GYM_CACHE_DIR"]
-    else:
-        import tempfile
+    cache = env.get("TIKTOKEN_CACHE_DIR", env.get("DATA_GYM_CACHE_DIR"))
+    if cache is None:
         cache = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    src = {"o200k_base": "o200k_base.tiktoken", "cl100k_base": "cl100k_base.tiktoken",
-           "p50k_base": "p50k_base.tiktoken", "r50k_base": "r50k_base.tiktoken",
-           "p50k_edit": "p50k_base.tiktoken"}.get(encoding)
-    if src is None:
+    src = "p50k_base" if encoding == "p50k_edit" else encoding     # p50k_edit reads p50k_base's
+    if src not in ("o200k_base", "cl100k_base", "p50k_base", "r50k_base"):
         return False
-    url = _TIKTOKEN_URL + src
+    url = _TIKTOKEN_URL + src + ".tiktoken"
     return os.path.isfile(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
 
 
