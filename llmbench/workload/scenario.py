@@ -80,11 +80,6 @@ class TrafficClass:
     # split what is left), so a search's lightest steps still carry every class
     min_users: int | None = None
 
-    @property
-    def fixed(self) -> bool:
-        """Its own users or rate: the ramp's steps do not change it (unless it is grown)."""
-        return self.share is None
-
     def load_text(self) -> str:
         if self.share is not None:
             return f"share {self.share:g}" + (f", at least {self.min_users}"

@@ -72,7 +72,7 @@ def test_a_list_of_classes_and_fixed_loads(tmp_path):
     text = ('[[classes]]\nname = "chat"\nshare = 1\n\n[[classes]]\nname = "batch"\n'
             'users = 2\n')
     sc = read(_file(tmp_path, text), ALLOWED)
-    assert [(c.name, c.share, c.users, c.fixed) for c in sc.classes] == [
+    assert [(c.name, c.share, c.users, c.share is None) for c in sc.classes] == [
         ("chat", 1, None, False), ("batch", None, 2, True)]
     sc.check_grow(None)
     sc.check_grow("batch")
