@@ -79,7 +79,6 @@ class _Step:
     dur: float | None = None
     system: int = 0
     background: bool = False
-    order: int = 0
 
 
 @dataclass
@@ -228,7 +227,6 @@ def _secs(path: str, n: Any, obj: dict, key: str, *, capped: bool = True) -> flo
 
 def read_agent(path: str) -> _Read:
     out = _Read()
-    order = 0
     for n, line in _lines(path):
         obj = _json_line(path, n, line)
         if not isinstance(obj, dict):
@@ -241,7 +239,6 @@ def read_agent(path: str) -> _Read:
             raise _bad(path, n, f"step {step} of session {sid} has no tokens: give output_tokens, "
                                 "the reply length (1 or more)")
         parent = obj.get("parent")
-        order += 1
         st = _Step(sid, step, n, None if parent is None else str(parent),
                    str(obj.get("agent") or "main"), output,
                    new=_int(path, n, obj, "new_tokens"), input=_int(path, n, obj, "input_tokens"),
@@ -249,7 +246,7 @@ def read_agent(path: str) -> _Read:
                    t=_secs(path, n, obj, "t", capped=False),
                    dur=_secs(path, n, obj, "duration_s"),
                    system=_int(path, n, obj, "system_tokens", 0) or 0,
-                   background=bool(obj.get("background")), order=order)
+                   background=bool(obj.get("background")))
         out.sessions.setdefault(sid, []).append(st)
     return out
 
@@ -263,7 +260,6 @@ def read_weka(path: str) -> _Read:
     flat = [r for r in records if isinstance(r[1], dict) and "requests" not in r[1]]
     if flat:
         _weka_rows(path, flat, out)
-    order = [0]
     for n, tr in records:
         if not isinstance(tr, dict):
             raise _bad(path, n, "expected a JSON object: one WEKA trace")
@@ -274,15 +270,13 @@ def read_weka(path: str) -> _Read:
             raise _bad(path, n, f"trace {sid}: requests must be a non-empty list of calls")
         steps: list[_Step] = []
         system = (_int(path, n, tr, "system_tokens", 0) or 0) + (_int(path, n, tr, "tool_tokens", 0) or 0)
-        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, order, out,
-                    0)
+        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, out, 0)
         out.sessions[sid] = steps
     return out
 
 
 def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by: str | None,
-                system: int, background: bool, steps: list[_Step], order: list[int],
-                out: _Read, depth: int) -> None:
+                system: int, background: bool, steps: list[_Step], out: _Read, depth: int) -> None:
     if depth > MAX_AGENT_DEPTH:
         raise _bad(path, n, f"trace {sid}: sub-agents nested over {MAX_AGENT_DEPTH} levels deep "
                             f"(at {agent}); llmbench replays at most {MAX_AGENT_DEPTH}: cut the "
@@ -307,28 +301,27 @@ def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by:
         if not inp and not outp:
             raise _bad(path, where, "a call with no tokens (in and out are 0 or missing)")
         think = _secs(path, where, r, "think_time")
-        order[0] += 1
         st = _Step(sid, f"{agent}:{i}" if agent != "main" else str(i), n,
                    prev.id if prev is not None else spawned_by, agent, max(outp or 0, 1),
                    input=inp or 0, t=_secs(path, where, r, "t", capped=False),
                    dur=_secs(path, where, r, "api_time"),
                    gap=think if prev is not None else None,
                    system=system if prev is None else 0,
-                   background=background if prev is None else False, order=order[0])
+                   background=background if prev is None else False)
         if not outp:
             out.warnings.append(f"{path}: trace {sid}: a call with out 0 asks for 1 token")
         steps.append(st)
         # sub-agents between the previous call and this one start after the previous call
         for j, sub in pending_subs:
-            _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
+            _weka_sub(path, n, sid, agent, j, sub, prev, steps, out, depth)
         pending_subs = []
         prev = st
     for j, sub in pending_subs:                   # after the agent's last call
-        _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
+        _weka_sub(path, n, sid, agent, j, sub, prev, steps, out, depth)
 
 
 def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: _Step | None,
-              steps: list[_Step], order: list[int], out: _Read, depth: int) -> None:
+              steps: list[_Step], out: _Read, depth: int) -> None:
     where = f"{n} (trace {sid}, {agent} call {j + 1})"
     if prev is None:
         out.warnings.append(f"{path}: trace {sid}: a sub-agent before its parent's first call "
@@ -340,7 +333,7 @@ def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: 
     name = str(sub.get("agent_id") or f"{agent}.sub{j}")
     system = (_int(path, where, sub, "system_tokens", 0) or 0) + (_int(path, where, sub, "tool_tokens", 0) or 0)
     _weka_agent(path, n, sid, name, reqs, prev.id, system,
-                str(sub.get("status") or "") == "async_launched", steps, order, out, depth + 1)
+                str(sub.get("status") or "") == "async_launched", steps, out, depth + 1)
 
 
 def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
@@ -362,7 +355,7 @@ def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
             inp = _int(path, n, r, "input_length") or 0
             outp = _int(path, n, r, "output_length") or 0
             st = _Step(sid, str(i), n, prev.id if prev else None, "main", max(outp, 1),
-                       input=inp, t=t, order=i)
+                       input=inp, t=t)
             steps.append(st)
             prev = st
         out.sessions[sid] = steps
@@ -577,7 +570,7 @@ def _otel_steps(path: str, key: str, items: list[tuple[int, dict, dict]],
             gap = max(start - e, 0.0) if e is not None else None
         st = _Step(key, str(i), n, parent, name, max(outp, 1), input=inp, t=start,
                    dur=(end - start) if end is not None else None, gap=gap,
-                   system=_system_tokens(a) if prev is None else 0, order=i)
+                   system=_system_tokens(a) if prev is None else 0)
         if end is not None:
             ends[st.id] = end
         steps.append(st)
