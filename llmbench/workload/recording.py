@@ -80,11 +80,8 @@ def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
     """The request's prompt as a list of messages, the same way for every API (the system
     prompt first, as a message)."""
     out: list[Message] = []
-    if api == "openai-chat" or ("messages" in body and api != "anthropic"):
-        for m in body.get("messages") or []:
-            out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
-    elif api == "anthropic":
-        if body.get("system"):
+    if api in ("openai-chat", "anthropic") or "messages" in body:
+        if api == "anthropic" and body.get("system"):
             out.append(_msg("system", body["system"]))
         for m in body.get("messages") or []:
             out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
