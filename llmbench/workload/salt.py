@@ -131,10 +131,10 @@ def vocabulary(tok: Any) -> tuple[str, ...]:
     return words if len(words) >= 16 else WORDS
 
 
-def new_salt(tok: Any, rng: random.Random | None = None) -> Salt:
-    """A fresh salt for one run (``rng``: tests; default the system's randomness)."""
+def new_salt(tok: Any) -> Salt:
+    """A fresh salt for one run, drawn with the system's randomness."""
     vocab = vocabulary(tok)
-    rng = rng or random.SystemRandom()
+    rng = random.SystemRandom()
     text = " ".join(rng.choice(vocab) for _ in range(SALT_WORDS))
     return Salt(text, count(tok, text), "per run", tuple(vocab))
 

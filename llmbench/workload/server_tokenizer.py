@@ -493,18 +493,16 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
 
 
 def detect(root: str, model: str, headers: dict[str, str] | None = None,
-           timeout_s: float = PROBE_TIMEOUT_S, budget_s: float | None = None,
            net: Net | None = None) -> ServerTokenizer:
     """The server's tokenizer, or ServerTokenizeError saying in one line why not. ``net``: the
     target's way (None: resolved from ``root`` and this command line's options)."""
     headers = dict(headers or {})
     net = net or netconfig.resolve(root, netconfig.current())
-    budget_s = BUDGET_S if budget_s is None else budget_s
     local = threading.local()
     sample = "Hello world, how are you?"
     status, data = _post(local, root, "/tokenize",
                          {"model": model, "prompt": sample, "add_special_tokens": False},
-                         headers, timeout_s, net)
+                         headers, PROBE_TIMEOUT_S, net)
     if status in (401, 403):
         raise ServerTokenizeError(f"{root}/tokenize refused the request (HTTP {status}); "
                                   "check --api-key / --header")
@@ -512,14 +510,14 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
         raise ServerTokenizeError(f"{root} has no /tokenize (HTTP {status})")
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if status == 200 and isinstance(tokens, list) and tokens:
-        tok = ServerTokenizer(root, model, "vllm", headers, budget_s, net)
+        tok = ServerTokenizer(root, model, "vllm", headers, BUDGET_S, net)
     else:
         # llama.cpp reads "content" and answers {"tokens": []} to a body without it
         status2, data2 = _post(local, root, "/tokenize", {"content": sample, "add_special": False},
-                               headers, timeout_s, net)
+                               headers, PROBE_TIMEOUT_S, net)
         tokens2 = data2.get("tokens") if isinstance(data2, dict) else None
         if status2 == 200 and isinstance(tokens2, list) and tokens2:
-            tok = ServerTokenizer(root, model, "llamacpp", headers, budget_s, net)
+            tok = ServerTokenizer(root, model, "llamacpp", headers, BUDGET_S, net)
         else:
             raise ServerTokenizeError(f"{root}/tokenize answered HTTP {status}: {_short(data)}")
     tok._local = local
