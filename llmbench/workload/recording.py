@@ -139,6 +139,7 @@ class Linker:
     _links: dict[int, Link] = field(default_factory=dict)
     _extended: set[int] = field(default_factory=set)
     _sessions: int = 0
+    turns: dict[str, int] = field(default_factory=dict)           # session -> turns so far
 
     def _new(self, parent: str | None) -> Link:
         self._sessions += 1
@@ -187,6 +188,7 @@ class Linker:
         self._by_prefix[hashes[-1]] = rid
         if ref is not None:
             self._by_ref[ref] = rid
+        self.turns[link.session] = max(self.turns.get(link.session, 0), link.turn + 1)
         return link
 
 
