@@ -233,17 +233,11 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
         p_len = tok.count(prompt)
         c_len = tok.count(completion)
         o_len = output_len if output_len is not None else c_len
-        if p_len < 4:
-            dropped["prompt under 4 tokens"] += 1
-            continue
-        if output_len is None and o_len < 4:
-            dropped["output under 4 tokens"] += 1
-            continue
-        if p_len > 1024:
-            dropped["prompt over 1024 tokens"] += 1
-            continue
-        if p_len + o_len > 2048:
-            dropped["prompt+output over 2048 tokens"] += 1
+        # vLLM's filters in ``dropped``'s order: the first that fails drops the prompt
+        fails = (p_len < 4, output_len is None and o_len < 4, p_len > 1024, p_len + o_len > 2048)
+        why = next((w for w, bad in zip(dropped, fails) if bad), None)
+        if why is not None:
+            dropped[why] += 1
             continue
         out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
     entries.close()
@@ -431,20 +425,17 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
     for i, row in enumerate(ds):
         if limit and len(out) >= limit:
             break
+        mt = row.get(columns.get("max_tokens", "max_tokens"))
         if "messages" in names and "prompt" not in columns:
-            conv = _jsonl_entry({"messages": row["messages"], "id": row.get("id", i),
-                                 "max_tokens": row.get(columns.get("max_tokens", "max_tokens"))},
-                                spec, i + 1, tok)
+            entry = {"messages": row["messages"], "id": row.get("id", i), "max_tokens": mt}
         elif "conversations" in names and "prompt" not in columns:
-            conv = _jsonl_entry({"conversations": row["conversations"], "id": row.get("id", i)},
-                                spec, i + 1, tok)
+            entry = {"conversations": row["conversations"], "id": row.get("id", i)}
         elif prompt_col in names:
-            mt = row.get(columns.get("max_tokens", "max_tokens"))
-            conv = _jsonl_entry({"prompt": str(row[prompt_col]), "id": i,
-                                 "max_tokens": int(mt) if mt else None}, spec, i + 1, tok)
+            entry = {"prompt": str(row[prompt_col]), "id": i, "max_tokens": int(mt) if mt else None}
         else:
             raise DatasetError(f"--dataset {spec}: no column {prompt_col!r} (columns: "
                                f"{', '.join(sorted(names))}); map one with --hf-column prompt=NAME")
+        conv = _jsonl_entry(entry, spec, i + 1, tok)
         if image_col is not None and row.get(image_col) is not None:
             from dataclasses import replace
             uris = _image_uris(row[image_col], f"{spec}:{i + 1}")
