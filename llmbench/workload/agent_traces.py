@@ -685,22 +685,19 @@ def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
             new = 0
         if prev is None:
             new = max(new, 1)                   # a task of at least one token
-        gap = 0.0
-        if prev is not None:
-            if st.gap is not None:
-                gap = st.gap
-            elif st.t is not None and prev.t is not None:
-                gap = st.t - (prev.t + (prev.dur or 0.0))
-                if gap < 0:
-                    if prev.dur is not None:
-                        raise _bad(path, st.line, f"session {sid}: step {st.id} starts "
-                                                  f"{-gap:.3g} s before step {prev.id} ended: a "
-                                                  "negative tool gap; fix t or duration_s")
-                    gap = 0.0
-                if prev.dur is None:
-                    notes.append("gaps")        # they include the recorded server's own time
-        elif st.gap is not None:
-            gap = st.gap                        # a sub-agent that starts late
+        # the gap recorded (on a first call: a sub-agent that starts late), else the one its
+        # start time and the previous call's end make
+        gap = st.gap if st.gap is not None else 0.0
+        if prev is not None and st.gap is None and st.t is not None and prev.t is not None:
+            gap = st.t - (prev.t + (prev.dur or 0.0))
+            if gap < 0:
+                if prev.dur is not None:
+                    raise _bad(path, st.line, f"session {sid}: step {st.id} starts "
+                                              f"{-gap:.3g} s before step {prev.id} ended: a "
+                                              "negative tool gap; fix t or duration_s")
+                gap = 0.0
+            if prev.dur is None:
+                notes.append("gaps")            # they include the recorded server's own time
         if gap > MAX_GAP_S:
             raise _bad(path, st.line, f"session {sid}: step {st.id} waits {gap:.3g} s after step "
                                       f"{prev.id if prev else st.parent}: over 30 days, the "

@@ -249,9 +249,6 @@ class IncompleteRead(HTTPException):
         more = f", {expected} more expected" if expected is not None else ""
         super().__init__(f"IncompleteRead({len(partial)} bytes read{more})")
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 class LineTooLong(HTTPException):
     def __init__(self, what: str) -> None:
