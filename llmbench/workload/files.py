@@ -16,6 +16,7 @@ import json
 import os
 import random
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -171,7 +172,8 @@ def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
 
 def _entries_at(path: str, offsets: list[int], total: int) -> Iterator[tuple[int, Any]]:
     """(offset, entry) of each offset in turn, parsed again from the file, with the reading
-    stage's progress begun (``total`` conversations) and ended when the caller is done."""
+    stage's progress begun (``total`` conversations) and ended when the caller closes it (a
+    stage left open would end a later one, a rebuild's, when it is collected)."""
     decoder = json.JSONDecoder()
     progress.begin(progress.READING, total, "conversations")
     with open(path, "rb") as fh, progress.stage():
@@ -220,27 +222,28 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     out: list[Conversation] = []
     dropped = {"prompt under 4 tokens": 0, "output under 4 tokens": 0,
                "prompt over 1024 tokens": 0, "prompt+output over 2048 tokens": 0}
-    entries = _entries_at(path, offsets, count)
-    for off, obj in entries:
-        if len(out) >= count:
-            break
-        progress.PROGRESS.done = len(out)
-        conv = obj["conversations"]
-        prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
-        if not isinstance(prompt, str) or not isinstance(completion, str):
-            raise DatasetError(f"{path}:{_line_of(path, off)}: a turn's 'value' is not a "
-                               "string (ShareGPT format)")
-        p_len = tok.count(prompt)
-        c_len = tok.count(completion)
-        o_len = output_len if output_len is not None else c_len
-        # vLLM's filters in ``dropped``'s order: the first that fails drops the prompt
-        fails = (p_len < 4, output_len is None and o_len < 4, p_len > 1024, p_len + o_len > 2048)
-        why = next((w for w, bad in zip(dropped, fails) if bad), None)
-        if why is not None:
-            dropped[why] += 1
-            continue
-        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
-    entries.close()
+    with closing(_entries_at(path, offsets, count)) as entries:
+        for off, obj in entries:
+            if len(out) >= count:
+                break
+            progress.PROGRESS.done = len(out)
+            conv = obj["conversations"]
+            prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
+            if not isinstance(prompt, str) or not isinstance(completion, str):
+                raise DatasetError(f"{path}:{_line_of(path, off)}: a turn's 'value' is not a "
+                                   "string (ShareGPT format)")
+            p_len = tok.count(prompt)
+            c_len = tok.count(completion)
+            o_len = output_len if output_len is not None else c_len
+            # vLLM's filters in ``dropped``'s order: the first that fails drops the prompt
+            fails = (p_len < 4, output_len is None and o_len < 4, p_len > 1024,
+                     p_len + o_len > 2048)
+            why = next((w for w, bad in zip(dropped, fails) if bad), None)
+            if why is not None:
+                dropped[why] += 1
+                continue
+            out.append(Conversation(f"sharegpt-{obj.get('id', off)}",
+                                    (Turn(prompt, o_len, p_len),)))
     if not out:
         why = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
         raise DatasetError(f"--dataset {path}: nothing left after vLLM's filters ({why})")
@@ -273,12 +276,13 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
     if limit:
         offsets = offsets[:limit]
     out = []
-    for off, obj in _entries_at(path, offsets, len(offsets)):
-        progress.tick()
-        system, pairs = _sharegpt_turns(obj["conversations"])
-        pairs = pairs[:max_turns] if max_turns else pairs
-        turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
-        out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
+    with closing(_entries_at(path, offsets, len(offsets))) as entries:
+        for off, obj in entries:
+            progress.tick()
+            system, pairs = _sharegpt_turns(obj["conversations"])
+            pairs = pairs[:max_turns] if max_turns else pairs
+            turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
+            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", turns, system))
     return out, [scanned] if scanned else []
 
 
