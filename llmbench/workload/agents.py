@@ -264,12 +264,11 @@ def session_of(sid: str, plan: AgentPlan, tools: tuple[dict[str, Any], ...],
 
 
 def agent_workload(spec: AgentSpec, tok: Any, count: int, seed: int,
-                   tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0,
-                   source: str = "agent") -> Workload:
+                   tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0) -> Workload:
     """The synthetic agent workload as a Workload (what a load shape, or a traffic class,
     takes): ``count`` sessions, the system prompt shared on purpose (``shared_share``)."""
     sessions = synthetic_sessions(tok, count, spec, seed, tools, reserve)
-    return sessions_workload(sessions, tok, seed, source, {"agent": spec.describe()})
+    return sessions_workload(sessions, tok, seed, "agent", {"agent": spec.describe()})
 
 
 def sessions_workload(sessions: list[AgentSession], tok: Any, seed: int, source: str,
