@@ -320,8 +320,8 @@ def _class_items(raw: Any, source: str, lines: "_Lines"
         for i, v in enumerate(raw):
             name = v.get("name") if isinstance(v, Mapping) else None
             if not isinstance(name, str):
-                raise UsageError(f"{source}:{lines.key('', None, i) or 1}: class {i + 1} of the list "
-                                 "has no name (name = \"chat\")")
+                raise UsageError(f"{source}:{lines.key('', None, i) or 1}: class {i + 1} of the "
+                                 "list has no name (name = \"chat\")")
             items.append((name, {k: x for k, x in v.items() if k != "name"}, i))
     else:
         raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
