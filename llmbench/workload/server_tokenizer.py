@@ -106,11 +106,7 @@ class ServerTokenizer:
         return data
 
     def encode(self, text: str) -> list[int]:
-        if self.dialect == "vllm":
-            data = self._post("/tokenize", {"model": self.model, "prompt": text,
-                                            "add_special_tokens": False})
-        else:
-            data = self._post("/tokenize", {"content": text, "add_special": False})
+        data = self._post("/tokenize", _tokenize_body(self.dialect, self.model, text))
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list):
             raise _Refused(f"{self.root}/tokenize answered without a token list")
@@ -186,6 +182,12 @@ class ServerTokenizer:
             progress.end()
         pool.shutdown(wait=True)
         return out
+
+
+def _tokenize_body(dialect: str, model: str, text: str) -> dict[str, Any]:
+    if dialect == "vllm":
+        return {"model": model, "prompt": text, "add_special_tokens": False}
+    return {"content": text, "add_special": False}          # llama.cpp
 
 
 def _short(data: Any) -> str:
@@ -497,8 +499,7 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
     net = net or netconfig.resolve(root, netconfig.current())
     local = threading.local()
     sample = "Hello world, how are you?"
-    status, data = _post(local, root, "/tokenize",
-                         {"model": model, "prompt": sample, "add_special_tokens": False},
+    status, data = _post(local, root, "/tokenize", _tokenize_body("vllm", model, sample),
                          headers, PROBE_TIMEOUT_S, net)
     if status in (401, 403):
         raise ServerTokenizeError(f"{root}/tokenize refused the request (HTTP {status}); "
@@ -510,7 +511,7 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
         tok = ServerTokenizer(root, model, "vllm", headers, BUDGET_S, net)
     else:
         # llama.cpp reads "content" and answers {"tokens": []} to a body without it
-        status2, data2 = _post(local, root, "/tokenize", {"content": sample, "add_special": False},
+        status2, data2 = _post(local, root, "/tokenize", _tokenize_body("llamacpp", model, sample),
                                headers, PROBE_TIMEOUT_S, net)
         tokens2 = data2.get("tokens") if isinstance(data2, dict) else None
         if status2 == 200 and isinstance(tokens2, list) and tokens2:
