@@ -114,12 +114,10 @@ class ServerTokenizer:
         return [t["id"] if isinstance(t, dict) else int(t) for t in tokens]
 
     def decode(self, ids: list[int]) -> str:
-        if self.dialect == "vllm":
-            data = self._post("/detokenize", {"model": self.model, "tokens": list(ids)})
-            text = data.get("prompt") if isinstance(data, dict) else None
-        else:
-            data = self._post("/detokenize", {"tokens": list(ids)})
-            text = data.get("content") if isinstance(data, dict) else None
+        vllm = self.dialect == "vllm"       # llama.cpp: no model, and the text as "content"
+        data = self._post("/detokenize", {"model": self.model, "tokens": list(ids)} if vllm
+                          else {"tokens": list(ids)})
+        text = data.get("prompt" if vllm else "content") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise ServerTokenizeError(f"{self.root}/detokenize answered without text")
         return text
