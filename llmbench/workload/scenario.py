@@ -163,20 +163,15 @@ class Scenario:
             raise self.fail(c.name, given[1] if len(given) > 1 else None,
                             f"class {c.name!r} needs exactly one of share, users or rate"
                             + (f" (it has {' and '.join(given)})" if given else ""))
-        if c.share is not None and not (isinstance(c.share, (int, float))
-                                        and math.isfinite(c.share) and 0 < c.share <= 1):
-            raise self.fail(c.name, "share", f"class {c.name!r}: share {c.share!r} must be "
-                            "above 0 and at most 1 (or 100%)")
-        if c.users is not None and not (isinstance(c.users, int)
-                                        and not isinstance(c.users, bool)
-                                        and 1 <= c.users <= MAX_USERS):
-            raise self.fail(c.name, "users", f"class {c.name!r}: users {c.users!r} must "
-                            f"be a whole number from 1 to {MAX_USERS:,}")
-        if c.rate is not None and not (isinstance(c.rate, (int, float))
-                                       and not isinstance(c.rate, bool)
-                                       and math.isfinite(c.rate) and c.rate > 0):
-            raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
-                            "requests per second above 0")
+        k, v = given[0], getattr(c, given[0])
+        real = isinstance(v, (int, float)) and math.isfinite(v)
+        ok, want = {"share": (real and 0 < v <= 1, "above 0 and at most 1 (or 100%)"),
+                    "users": (isinstance(v, int) and not isinstance(v, bool)
+                              and 1 <= v <= MAX_USERS, f"a whole number from 1 to {MAX_USERS:,}"),
+                    "rate": (real and not isinstance(v, bool) and v > 0,
+                             "requests per second above 0")}[k]
+        if not ok:
+            raise self.fail(c.name, k, f"class {c.name!r}: {k} {v!r} must be {want}")
 
     def _check_extras(self, c: TrafficClass) -> None:
         """min_users (with a share only) and thresholds."""
