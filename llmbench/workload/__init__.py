@@ -73,13 +73,10 @@ def _format_of(spec: WorkloadSpec) -> str:
     d = spec.dataset
     if d.startswith("hf:"):
         return "hf"
-    ext = os.path.splitext(d)[1].lower()
-    if ext == ".json":
-        return "sharegpt"
-    if ext == ".jsonl":
-        return "jsonl"
-    if ext in (".csv", ".parquet"):
-        return "hf"
+    fmt = {".json": "sharegpt", ".jsonl": "jsonl", ".csv": "hf", ".parquet": "hf"}.get(
+        os.path.splitext(d)[1].lower())
+    if fmt is not None:
+        return fmt
     if not os.path.exists(d):
         raise DatasetError(f"--dataset {d}: no such file, and not one of synthetic, random, "
                            "words, or hf:NAME")
