@@ -7,10 +7,7 @@ Pure functions, no I/O. One module per format (openai, ollama, ...), each buildi
 
 from __future__ import annotations
 
-from llmbench.wire.events import END, ERROR, OTHER, TOKEN, TOKEN_END, Event, Usage
 from llmbench.wire.format import WireFormat
-from llmbench.wire.framing import NdjsonFramer, SseFramer
 from llmbench.wire.registry import detect, get, names
 
-__all__ = ["END", "ERROR", "OTHER", "TOKEN", "TOKEN_END", "Event", "Usage", "WireFormat",
-           "NdjsonFramer", "SseFramer", "get", "names", "detect"]
+__all__ = ["WireFormat", "get", "names", "detect"]

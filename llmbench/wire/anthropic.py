@@ -37,9 +37,9 @@ import json
 from typing import Any
 
 from llmbench.wire.events import (END, ERROR, MALFORMED, OTHER, TOKEN, Event, Usage, count, loads,
-                                  text_or_none, wrong_type)
+                                  text_or_none, tool_piece, wrong_type)
 from llmbench.wire.format import WireFormat
-from llmbench.wire.openai import text_of
+from llmbench.wire.openai import apply_common, text_of
 
 # The API requires max_tokens; what is sent when the workload asks for no length.
 DEFAULT_MAX_TOKENS = 4096
@@ -129,14 +129,7 @@ def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, str
                            "messages": turns}
     if system is not None:
         out["system"] = system
-    if stream:
-        out["stream"] = True
-    if params.get("temperature") is not None:
-        out["temperature"] = params["temperature"]
-    if params.get("ignore_eos"):
-        out["ignore_eos"] = True            # llama.cpp's and vLLM's extension, as for chat
-    out.update(params.get("extra_body") or {})
-    return out
+    return apply_common(out, stream, params, usage_chunk=False)
 
 
 def tools_fields(tools: list[dict[str, Any]] | None, tool_choice: str | None) -> dict[str, Any]:
@@ -219,10 +212,8 @@ def classify(payload: bytes) -> Event:
                 return wrong_type("delta.thinking", delta.get("thinking"), "a string")
             return Event(TOKEN, reasoning=True)
         if dkind == "input_json_delta":
-            piece = delta.get("partial_json")       # type: ignore[union-attr]
-            index = obj.get("index")
-            return Event(TOKEN, tool=True, calls=((index if isinstance(index, int) else 0, None,
-                                                   None, piece if isinstance(piece, str) else ""),))
+            return Event(TOKEN, tool=True, calls=(tool_piece(obj.get("index"),
+                                                             args=delta.get("partial_json")),))
         return Event(OTHER)                     # signature_delta, citations_delta
     if kind == "content_block_start":
         return _block_start(obj)
@@ -242,11 +233,9 @@ def _block_start(obj: dict[str, Any]) -> Event:
     bkind = block.get("type") if isinstance(block, dict) else None
     if bkind in ("tool_use", "server_tool_use"):
         # the tool's name (and its input, when a server sends it whole here)
-        index = obj.get("index")
         given = block.get("input")                           # type: ignore[union-attr]
-        return Event(TOKEN, tool=True, calls=((
-            index if isinstance(index, int) else 0, block.get("id") or None,  # type: ignore[union-attr]
-            block.get("name") or None,                       # type: ignore[union-attr]
+        return Event(TOKEN, tool=True, calls=(tool_piece(
+            obj.get("index"), block.get("id"), block.get("name"),  # type: ignore[union-attr]
             json.dumps(given) if isinstance(given, dict) and given else ""),))
     if bkind == "text" and block.get("text"):                # type: ignore[union-attr]
         if not text_or_none(block["text"]):                  # type: ignore[index]

@@ -29,6 +29,13 @@ TOKEN_END = 5  # carries output and is also the stream's last event (TGI's event
 ToolPiece = tuple[int, "str | None", "str | None", str]
 
 
+def tool_piece(index: Any, cid: Any = None, name: Any = None, args: Any = "") -> ToolPiece:
+    """One ToolPiece from an event's fields as a server sent them: an index that is not a
+    number is 0, an empty id or name None, arguments that are not text ""."""
+    return (index if isinstance(index, int) else 0, cid or None, name or None,
+            args if isinstance(args, str) else "")
+
+
 def count(value: Any) -> int | None:
     """A token count as a server reported it, or None when it is not a usable count: negative,
     not a number (a string, a bool, null), not finite or not whole. Checked here, at the

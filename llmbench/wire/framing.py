@@ -62,21 +62,9 @@ class SseFramer:
         return out
 
     def flush(self) -> list[bytes]:
-        """At stream end: a final event some servers send without the closing blank line."""
-        out = []
-        rest = self._buf.rstrip(b"\r")
-        if rest.startswith(b"data:"):
-            payload = rest[5:]
-            self._data.append(payload[1:] if payload[:1] == b" " else payload)
-        elif rest == b"data":
-            self._data.append(b"")
-        self._buf = b""
-        if self._data:
-            payload = b"\n".join(self._data)
-            if payload.strip():
-                out.append(payload)
-            self._data = []
-        return out
+        """At stream end: a final event some servers send without the closing blank line (the
+        line it is in ended, and the event, as the blank line would)."""
+        return self.feed(b"\n\n")
 
 
 class NdjsonFramer:

@@ -15,10 +15,14 @@ _DONE = b"[DONE]"
 MAX_TOKENS_FIELDS = ("both", "max_tokens", "max_completion_tokens", "none")
 
 
-def _apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any]) -> dict[str, Any]:
+def apply_common(body: dict[str, Any], stream: bool, params: dict[str, Any],
+                 usage_chunk: bool = True) -> dict[str, Any]:
+    """What every chat-like body takes alike: stream (with the usage chunk asked, where the API
+    has one), temperature, ignore_eos (llama.cpp's and vLLM's extension) and --extra-body."""
     if stream:
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        if usage_chunk:
+            body["stream_options"] = {"include_usage": True}
     if params.get("temperature") is not None:
         body["temperature"] = params["temperature"]
     if params.get("ignore_eos"):
@@ -40,7 +44,7 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int | None
             body["max_tokens"] = max_tokens
         if field in ("both", "max_completion_tokens"):
             body["max_completion_tokens"] = max_tokens
-    return _apply_common(body, stream, params)
+    return apply_common(body, stream, params)
 
 
 def text_of(content: Any) -> str:
@@ -78,10 +82,7 @@ def completions_body(model: str, messages: list[dict[str, str]], max_tokens: int
     body: dict[str, Any] = {"model": model, "prompt": messages_to_prompt(messages)}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
-    return _apply_common(body, stream, params)
-
-
-_error_text = error_text
+    return apply_common(body, stream, params)
 
 
 def _choice(obj: dict[str, Any]) -> "dict[str, Any] | Event | None":
@@ -140,10 +141,13 @@ def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion
     return u
 
 
-def _no_choices(obj: dict[str, Any]) -> Event:
+def _no_choices(obj: dict[str, Any], timed: bool = True) -> Event:
+    """An event or body without choices: the server's error, or its usage (and, in a stream,
+    its timings)."""
     if "error" in obj:
-        return Event(ERROR, error=_error_text(obj["error"]))
-    return Event(OTHER, usage=usage(obj.get("usage")), server_timing=timings(obj.get("timings")))
+        return Event(ERROR, error=error_text(obj["error"]))
+    return Event(OTHER, usage=usage(obj.get("usage")),
+                 server_timing=timings(obj.get("timings")) if timed else None)
 
 
 _NO_DELTA: dict[str, Any] = {}
@@ -216,53 +220,46 @@ def _call_pieces(delta: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def classify_completion(payload: bytes) -> Event:
-    obj = _decode(payload)
-    if isinstance(obj, Event):
-        return obj
+def _completion(obj: dict[str, Any], timed: bool = True) -> Event:
+    """A completions event or whole body (``timed``: a stream's, see _no_choices)."""
     choice = _choice(obj)
     if choice is None:
-        return _no_choices(obj)
+        return _no_choices(obj, timed)
     if isinstance(choice, Event):
         return choice
     text = choice.get("text")
     if not text_or_none(text):
         return wrong_type("choices[0].text", text, "a string")
-    u = obj.get("usage")
-    return Event(TOKEN, text=text or "", usage=usage(u) if u is not None else None,
+    return Event(TOKEN, text=text or "", usage=usage(obj.get("usage")),
                  finish_reason=_finish_reason(choice), server_timing=timings(obj.get("timings")))
 
 
+def classify_completion(payload: bytes) -> Event:
+    obj = _decode(payload)
+    return obj if isinstance(obj, Event) else _completion(obj)
+
+
 def parse_full(api: str, obj: dict[str, Any]) -> Event:
+    if api != "openai-chat":
+        return _completion(obj, timed=False)
     choice = _choice(obj)
     if choice is None:
-        if "error" in obj:
-            return Event(ERROR, error=_error_text(obj["error"]))
-        return Event(OTHER, usage=usage(obj.get("usage")))
+        return _no_choices(obj, timed=False)
     if isinstance(choice, Event):
         return choice
-    calls = None
-    if api == "openai-chat":
-        msg = choice.get("message") or {}
-        if not isinstance(msg, dict):
-            return wrong_type("choices[0].message", msg, "an object")
-        parts = (msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"))
-        for name, part in zip(("message.content", "message.reasoning_content"), parts):
-            if not text_or_none(part):
-                return wrong_type(name, part, "a string")
-        text = (parts[0] or "") + (parts[1] or "")
-        has = bool(text) or bool(msg.get("tool_calls"))
-        tool = bool(msg.get("tool_calls") or msg.get("function_call"))
-        calls = _call_pieces(msg) if tool else None
-    else:
-        text = choice.get("text")
-        if not text_or_none(text):
-            return wrong_type("choices[0].text", text, "a string")
-        text = text or ""
-        has, tool = True, False
+    msg = choice.get("message") or {}
+    if not isinstance(msg, dict):
+        return wrong_type("choices[0].message", msg, "an object")
+    parts = (msg.get("content"), msg.get("reasoning_content") or msg.get("reasoning"))
+    for name, part in zip(("message.content", "message.reasoning_content"), parts):
+        if not text_or_none(part):
+            return wrong_type(name, part, "a string")
+    text = (parts[0] or "") + (parts[1] or "")
+    has = bool(text) or bool(msg.get("tool_calls"))
+    tool = bool(msg.get("tool_calls") or msg.get("function_call"))
     return Event(TOKEN if has else OTHER, text=text, usage=usage(obj.get("usage")),
                  finish_reason=_finish_reason(choice), server_timing=timings(obj.get("timings")),
-                 tool=tool, calls=calls)
+                 tool=tool, calls=_call_pieces(msg) if tool else None)
 
 
 def _claims_v1(path: str) -> int | None:

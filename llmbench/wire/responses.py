@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object, text_or_none, wrong_type
+from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object, text_or_none, tool_piece, wrong_type
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import usage as openai_usage, with_content_lists
 
@@ -144,18 +144,15 @@ def classify(payload: bytes) -> Event:
     if kind in _OTHER_OUTPUT:
         if kind == "response.refusal.delta":
             return Event(TOKEN)
-        index = obj.get("output_index")
-        delta = obj.get("delta")
-        return Event(TOKEN, tool=True, calls=((index if isinstance(index, int) else 0, None, None,
-                                               delta if isinstance(delta, str) else ""),))
+        return Event(TOKEN, tool=True,
+                     calls=(tool_piece(obj.get("output_index"), args=obj.get("delta")),))
     if kind == "response.output_item.added":
         item = obj.get("item")
         if isinstance(item, dict) and item.get("type") == "function_call":
             # the call's id and name, before its arguments stream: not output yet (no token)
-            index = obj.get("output_index")
-            return Event(OTHER, calls=((index if isinstance(index, int) else 0,
-                                        item.get("call_id") or item.get("id") or None,
-                                        item.get("name") or None, ""),))
+            return Event(OTHER, calls=(tool_piece(obj.get("output_index"),
+                                                  item.get("call_id") or item.get("id"),
+                                                  item.get("name")),))
         return Event(OTHER)
     if kind in _ENDS:
         resp = obj.get("response")

@@ -73,13 +73,10 @@ def _format_of(spec: WorkloadSpec) -> str:
     d = spec.dataset
     if d.startswith("hf:"):
         return "hf"
-    ext = os.path.splitext(d)[1].lower()
-    if ext == ".json":
-        return "sharegpt"
-    if ext == ".jsonl":
-        return "jsonl"
-    if ext in (".csv", ".parquet"):
-        return "hf"
+    fmt = {".json": "sharegpt", ".jsonl": "jsonl", ".csv": "hf", ".parquet": "hf"}.get(
+        os.path.splitext(d)[1].lower())
+    if fmt is not None:
+        return fmt
     if not os.path.exists(d):
         raise DatasetError(f"--dataset {d}: no such file, and not one of synthetic, random, "
                            "words, or hf:NAME")
@@ -183,11 +180,11 @@ def _from_file(spec: WorkloadSpec, tok: Tokenizer, params: dict[str, object]
         convs = hf_conversations(name, tok, spec.limit, spec.hf_split, spec.hf_columns)
     else:
         raise DatasetError(f"--dataset-format {fmt!r}: choose sharegpt, jsonl or hf")
-    if spec.turns >= 1 and fmt != "sharegpt":
-        convs = [Conversation(c.id, c.turns[: spec.turns] if spec.multi_turn or spec.turns > 1
-                              else c.turns[:1], c.system) for c in convs]
-    if not spec.multi_turn and spec.turns <= 1:
-        convs = [Conversation(c.id, c.turns[:1], c.system) for c in convs]
+    # one turn unless more are asked for; a ShareGPT sample is cut as it is read
+    keep = 1 if not spec.multi_turn and spec.turns <= 1 else (
+        spec.turns if spec.turns >= 1 and fmt != "sharegpt" else None)
+    if keep:
+        convs = [Conversation(c.id, c.turns[:keep], c.system) for c in convs]
     if spec.output_tokens and not any(t.max_tokens for c in convs for t in c.turns):
         convs = [Conversation(c.id, tuple(replace(t, max_tokens=spec.output_tokens[1])
                                           for t in c.turns), c.system) for c in convs]

@@ -50,8 +50,9 @@ from typing import Any, Iterator
 
 from llmbench.workload.agents import (MAX_AGENT_DEPTH, MAX_AGENT_STEPS, MAX_AGENT_TOKENS, MAX_GAP_S,
                                       AgentPlan, AgentSession, StepPlan, session_of,
-                                      synthetic_tools, vocabulary)
+                                      synthetic_tools)
 from llmbench.workload.files import DatasetError, check_regular_file, read_lines, too_deep
+from llmbench.workload.salt import vocabulary
 
 # A trace read as one JSON document (WEKA, OTLP over several lines) is read whole: at most this
 # much (a JSONL trace is read a line at a time, each line at most files.MAX_LINE_BYTES)
@@ -78,7 +79,6 @@ class _Step:
     dur: float | None = None
     system: int = 0
     background: bool = False
-    order: int = 0
 
 
 @dataclass
@@ -138,6 +138,15 @@ def _whole_json(path: str) -> Any:
         return _loads(path, 1, text)
     except json.JSONDecodeError as exc:
         raise _bad(path, exc.lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def _records(path: str) -> list[tuple[int, Any]]:
+    """(line, JSON value) of each line; the file as one document when a line is not JSON (a
+    WEKA trace or an OTLP export over several lines)."""
+    try:
+        return [(n, _loads(path, n, line)) for n, line in _lines(path)]
+    except json.JSONDecodeError:
+        return [(1, _whole_json(path))]
 
 
 def detect(path: str) -> str:
@@ -218,7 +227,6 @@ def _secs(path: str, n: Any, obj: dict, key: str, *, capped: bool = True) -> flo
 
 def read_agent(path: str) -> _Read:
     out = _Read()
-    order = 0
     for n, line in _lines(path):
         obj = _json_line(path, n, line)
         if not isinstance(obj, dict):
@@ -231,7 +239,6 @@ def read_agent(path: str) -> _Read:
             raise _bad(path, n, f"step {step} of session {sid} has no tokens: give output_tokens, "
                                 "the reply length (1 or more)")
         parent = obj.get("parent")
-        order += 1
         st = _Step(sid, step, n, None if parent is None else str(parent),
                    str(obj.get("agent") or "main"), output,
                    new=_int(path, n, obj, "new_tokens"), input=_int(path, n, obj, "input_tokens"),
@@ -239,7 +246,7 @@ def read_agent(path: str) -> _Read:
                    t=_secs(path, n, obj, "t", capped=False),
                    dur=_secs(path, n, obj, "duration_s"),
                    system=_int(path, n, obj, "system_tokens", 0) or 0,
-                   background=bool(obj.get("background")), order=order)
+                   background=bool(obj.get("background")))
         out.sessions.setdefault(sid, []).append(st)
     return out
 
@@ -247,18 +254,12 @@ def read_agent(path: str) -> _Read:
 # -- WEKA ----------------------------------------------------------------------------------------
 def read_weka(path: str) -> _Read:
     out = _Read()
-    records: list[tuple[int, Any]] = []
-    try:
-        for n, line in _lines(path):
-            records.append((n, _loads(path, n, line)))
-    except json.JSONDecodeError:
-        records = [(1, _whole_json(path))]         # one trace over several lines
+    records = _records(path)
     if records and isinstance(records[0][1], list):
         records = [(records[0][0], x) for x in records[0][1]]
     flat = [r for r in records if isinstance(r[1], dict) and "requests" not in r[1]]
     if flat:
         _weka_rows(path, flat, out)
-    order = [0]
     for n, tr in records:
         if not isinstance(tr, dict):
             raise _bad(path, n, "expected a JSON object: one WEKA trace")
@@ -269,15 +270,13 @@ def read_weka(path: str) -> _Read:
             raise _bad(path, n, f"trace {sid}: requests must be a non-empty list of calls")
         steps: list[_Step] = []
         system = (_int(path, n, tr, "system_tokens", 0) or 0) + (_int(path, n, tr, "tool_tokens", 0) or 0)
-        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, order, out,
-                    0)
+        _weka_agent(path, n, sid, "main", tr["requests"], None, system, False, steps, out, 0)
         out.sessions[sid] = steps
     return out
 
 
 def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by: str | None,
-                system: int, background: bool, steps: list[_Step], order: list[int],
-                out: _Read, depth: int) -> None:
+                system: int, background: bool, steps: list[_Step], out: _Read, depth: int) -> None:
     if depth > MAX_AGENT_DEPTH:
         raise _bad(path, n, f"trace {sid}: sub-agents nested over {MAX_AGENT_DEPTH} levels deep "
                             f"(at {agent}); llmbench replays at most {MAX_AGENT_DEPTH}: cut the "
@@ -302,28 +301,27 @@ def _weka_agent(path: str, n: int, sid: str, agent: str, reqs: list, spawned_by:
         if not inp and not outp:
             raise _bad(path, where, "a call with no tokens (in and out are 0 or missing)")
         think = _secs(path, where, r, "think_time")
-        order[0] += 1
         st = _Step(sid, f"{agent}:{i}" if agent != "main" else str(i), n,
                    prev.id if prev is not None else spawned_by, agent, max(outp or 0, 1),
                    input=inp or 0, t=_secs(path, where, r, "t", capped=False),
                    dur=_secs(path, where, r, "api_time"),
                    gap=think if prev is not None else None,
                    system=system if prev is None else 0,
-                   background=background if prev is None else False, order=order[0])
+                   background=background if prev is None else False)
         if not outp:
             out.warnings.append(f"{path}: trace {sid}: a call with out 0 asks for 1 token")
         steps.append(st)
         # sub-agents between the previous call and this one start after the previous call
         for j, sub in pending_subs:
-            _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
+            _weka_sub(path, n, sid, agent, j, sub, prev, steps, out, depth)
         pending_subs = []
         prev = st
     for j, sub in pending_subs:                   # after the agent's last call
-        _weka_sub(path, n, sid, agent, j, sub, prev, steps, order, out, depth)
+        _weka_sub(path, n, sid, agent, j, sub, prev, steps, out, depth)
 
 
 def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: _Step | None,
-              steps: list[_Step], order: list[int], out: _Read, depth: int) -> None:
+              steps: list[_Step], out: _Read, depth: int) -> None:
     where = f"{n} (trace {sid}, {agent} call {j + 1})"
     if prev is None:
         out.warnings.append(f"{path}: trace {sid}: a sub-agent before its parent's first call "
@@ -335,7 +333,7 @@ def _weka_sub(path: str, n: int, sid: str, agent: str, j: int, sub: dict, prev: 
     name = str(sub.get("agent_id") or f"{agent}.sub{j}")
     system = (_int(path, where, sub, "system_tokens", 0) or 0) + (_int(path, where, sub, "tool_tokens", 0) or 0)
     _weka_agent(path, n, sid, name, reqs, prev.id, system,
-                str(sub.get("status") or "") == "async_launched", steps, order, out, depth + 1)
+                str(sub.get("status") or "") == "async_launched", steps, out, depth + 1)
 
 
 def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
@@ -357,7 +355,7 @@ def _weka_rows(path: str, rows: list[tuple[int, Any]], out: _Read) -> None:
             inp = _int(path, n, r, "input_length") or 0
             outp = _int(path, n, r, "output_length") or 0
             st = _Step(sid, str(i), n, prev.id if prev else None, "main", max(outp, 1),
-                       input=inp, t=t, order=i)
+                       input=inp, t=t)
             steps.append(st)
             prev = st
         out.sessions[sid] = steps
@@ -419,13 +417,7 @@ def _field(span: dict, *names: str) -> Any:
 
 def _spans(path: str) -> list[tuple[int, dict]]:
     out: list[tuple[int, dict]] = []
-    records: list[tuple[int, Any]] = []
-    try:
-        for n, line in _lines(path):
-            records.append((n, _loads(path, n, line)))
-    except json.JSONDecodeError:
-        records = [(1, _whole_json(path))]
-    for n, obj in records:
+    for n, obj in _records(path):
         items = obj if isinstance(obj, list) else [obj]
         for x in items:
             if not isinstance(x, dict):
@@ -578,7 +570,7 @@ def _otel_steps(path: str, key: str, items: list[tuple[int, dict, dict]],
             gap = max(start - e, 0.0) if e is not None else None
         st = _Step(key, str(i), n, parent, name, max(outp, 1), input=inp, t=start,
                    dur=(end - start) if end is not None else None, gap=gap,
-                   system=_system_tokens(a) if prev is None else 0, order=i)
+                   system=_system_tokens(a) if prev is None else 0)
         if end is not None:
             ends[st.id] = end
         steps.append(st)
@@ -693,22 +685,19 @@ def _agent_plan(path: str, sid: str, first: _Step, by: dict[str, _Step],
             new = 0
         if prev is None:
             new = max(new, 1)                   # a task of at least one token
-        gap = 0.0
-        if prev is not None:
-            if st.gap is not None:
-                gap = st.gap
-            elif st.t is not None and prev.t is not None:
-                gap = st.t - (prev.t + (prev.dur or 0.0))
-                if gap < 0:
-                    if prev.dur is not None:
-                        raise _bad(path, st.line, f"session {sid}: step {st.id} starts "
-                                                  f"{-gap:.3g} s before step {prev.id} ended: a "
-                                                  "negative tool gap; fix t or duration_s")
-                    gap = 0.0
-                if prev.dur is None:
-                    notes.append("gaps")        # they include the recorded server's own time
-        elif st.gap is not None:
-            gap = st.gap                        # a sub-agent that starts late
+        # the gap recorded (on a first call: a sub-agent that starts late), else the one its
+        # start time and the previous call's end make
+        gap = st.gap if st.gap is not None else 0.0
+        if prev is not None and st.gap is None and st.t is not None and prev.t is not None:
+            gap = st.t - (prev.t + (prev.dur or 0.0))
+            if gap < 0:
+                if prev.dur is not None:
+                    raise _bad(path, st.line, f"session {sid}: step {st.id} starts "
+                                              f"{-gap:.3g} s before step {prev.id} ended: a "
+                                              "negative tool gap; fix t or duration_s")
+                gap = 0.0
+            if prev.dur is None:
+                notes.append("gaps")            # they include the recorded server's own time
         if gap > MAX_GAP_S:
             raise _bad(path, st.line, f"session {sid}: step {st.id} waits {gap:.3g} s after step "
                                       f"{prev.id if prev else st.parent}: over 30 days, the "

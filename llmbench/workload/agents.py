@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from llmbench.workload.model import Conversation, Turn, Workload
+from llmbench.workload.salt import vocabulary     # one-token words: the salt's vocabulary
 
 # Ceilings on what one session may ask (issue 49), checked before any load wherever a number
 # comes from (a flag, a trace, a scenario class): past them a run builds text for minutes,
@@ -239,15 +240,6 @@ def _count(tok: Any, text: str) -> int:
         return len(text) // 4
 
 
-def vocabulary(tok: Any) -> tuple[str, ...]:
-    """One-token words of the run's tokenizer (the salt's vocabulary)."""
-    from llmbench.workload.salt import vocabulary as salt_vocabulary
-    try:
-        return tuple(salt_vocabulary(tok))
-    except Exception:                     # noqa: BLE001 - a tokenizer that cannot count now
-        return _FALLBACK_VOCAB
-
-
 def synthetic_sessions(tok: Any, count: int, spec: AgentSpec, seed: int,
                        tools: Sequence[dict[str, Any]] | None = None,
                        reserve: int = 0) -> list[AgentSession]:
@@ -272,12 +264,11 @@ def session_of(sid: str, plan: AgentPlan, tools: tuple[dict[str, Any], ...],
 
 
 def agent_workload(spec: AgentSpec, tok: Any, count: int, seed: int,
-                   tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0,
-                   source: str = "agent") -> Workload:
+                   tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0) -> Workload:
     """The synthetic agent workload as a Workload (what a load shape, or a traffic class,
     takes): ``count`` sessions, the system prompt shared on purpose (``shared_share``)."""
     sessions = synthetic_sessions(tok, count, spec, seed, tools, reserve)
-    return sessions_workload(sessions, tok, seed, source, {"agent": spec.describe()})
+    return sessions_workload(sessions, tok, seed, "agent", {"agent": spec.describe()})
 
 
 def sessions_workload(sessions: list[AgentSession], tok: Any, seed: int, source: str,

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.model import Conversation, Made, Turn
 
 
-class Batched(Sequence):
+class Batched(Made):
     def __init__(self, convs: Sequence[Conversation], size: int) -> None:
         self.convs = convs
         self.size = size
@@ -18,13 +18,7 @@ class Batched(Sequence):
     def __len__(self) -> int:
         return len(self.convs) // self.size
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def made(self, i: int) -> Conversation:
         firsts: list[Turn] = [self.convs[i * self.size + j].turns[0] for j in range(self.size)]
         counts = [t.prompt_tokens for t in firsts]
         total = sum(c for c in counts if c is not None) if all(c is not None for c in counts) else None

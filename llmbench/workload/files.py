@@ -15,6 +15,8 @@ import codecs
 import json
 import os
 import random
+import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,18 +45,10 @@ def check_regular_file(path: str, flag: str = "--dataset") -> None:
                            "ends); copy what you need into a file and give that")
 
 
-_check_file = check_regular_file
-
-
 def too_deep(where: str) -> DatasetError:
     """json's decoder recurses once per level: a RecursionError past ~1000 levels."""
-    return DatasetError(f"{where}: JSON nested too deeply (over {sys_limit()} levels); a prompt "
-                        "file holds flat objects, fix or remove that entry")
-
-
-def sys_limit() -> int:
-    import sys
-    return sys.getrecursionlimit()
+    return DatasetError(f"{where}: JSON nested too deeply (over {sys.getrecursionlimit()} "
+                        "levels); a prompt file holds flat objects, fix or remove that entry")
 
 
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
@@ -176,6 +170,17 @@ def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
             size *= 2
 
 
+def _entries_at(path: str, offsets: list[int], total: int) -> Iterator[tuple[int, Any]]:
+    """(offset, entry) of each offset in turn, parsed again from the file, with the reading
+    stage's progress begun (``total`` conversations) and ended when the caller closes it (a
+    stage left open would end a later one, a rebuild's, when it is collected)."""
+    decoder = json.JSONDecoder()
+    progress.begin(progress.READING, total, "conversations")
+    with open(path, "rb") as fh, progress.stage():
+        for off in offsets:
+            yield off, _read_at(fh, off, decoder)
+
+
 def _sharegpt_turns(conv: list[dict[str, Any]]) -> tuple[str | None, list[tuple[str, str | None]]]:
     """(system, [(user, following reply or None)]) from ShareGPT ``conversations``."""
     system = None
@@ -200,7 +205,7 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
                          output_len: int | None = None) -> tuple[list[Conversation], list[str]]:
     """vLLM's ShareGPT sampling: turn 0 as prompt, turn 1's length as output length; drop prompts
     under 4 tokens, over 1024, and prompt+output over 2048; seeded shuffle; oversample if short."""
-    _check_file(path)
+    check_regular_file(path)
 
     def keep(off: int, obj: Any) -> bool:
         conv = obj.get("conversations") if isinstance(obj, dict) else None
@@ -212,19 +217,16 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
     offsets, scanned = scan_offsets(path, keep)
     if not offsets:
         raise DatasetError(f"--dataset {path}: no entry has a 'conversations' list of 2 or more turns")
-    random.seed(seed)
-    random.shuffle(offsets)
+    rng = random.Random(seed)
+    rng.shuffle(offsets)
     out: list[Conversation] = []
     dropped = {"prompt under 4 tokens": 0, "output under 4 tokens": 0,
                "prompt over 1024 tokens": 0, "prompt+output over 2048 tokens": 0}
-    decoder = json.JSONDecoder()
-    progress.begin(progress.READING, count, "conversations")
-    with open(path, "rb") as fh, progress.stage():
-        for off in offsets:
+    with closing(_entries_at(path, offsets, count)) as entries:
+        for off, obj in entries:
             if len(out) >= count:
                 break
             progress.PROGRESS.done = len(out)
-            obj = _read_at(fh, off, decoder)
             conv = obj["conversations"]
             prompt, completion = conv[0].get("value", ""), conv[1].get("value", "")
             if not isinstance(prompt, str) or not isinstance(completion, str):
@@ -233,26 +235,22 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
             p_len = tok.count(prompt)
             c_len = tok.count(completion)
             o_len = output_len if output_len is not None else c_len
-            if p_len < 4:
-                dropped["prompt under 4 tokens"] += 1
+            # vLLM's filters in ``dropped``'s order: the first that fails drops the prompt
+            fails = (p_len < 4, output_len is None and o_len < 4, p_len > 1024,
+                     p_len + o_len > 2048)
+            why = next((w for w, bad in zip(dropped, fails) if bad), None)
+            if why is not None:
+                dropped[why] += 1
                 continue
-            if output_len is None and o_len < 4:
-                dropped["output under 4 tokens"] += 1
-                continue
-            if p_len > 1024:
-                dropped["prompt over 1024 tokens"] += 1
-                continue
-            if p_len + o_len > 2048:
-                dropped["prompt+output over 2048 tokens"] += 1
-                continue
-            out.append(Conversation(f"sharegpt-{obj.get('id', off)}", (Turn(prompt, o_len, p_len),)))
+            out.append(Conversation(f"sharegpt-{obj.get('id', off)}",
+                                    (Turn(prompt, o_len, p_len),)))
     if not out:
         why = ", ".join(f"{k}: {v}" for k, v in dropped.items() if v)
         raise DatasetError(f"--dataset {path}: nothing left after vLLM's filters ({why})")
     warnings = [scanned] if scanned else []
     if len(out) < count:
         warnings.append(f"only {len(out)} ShareGPT prompts passed the filters; oversampling to {count}")
-        out = out + random.choices(out, k=count - len(out))
+        out = out + rng.choices(out, k=count - len(out))
     return out, warnings
 
 
@@ -263,7 +261,7 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
 
     One streaming pass keeps only byte offsets; the seeded shuffle picks which to use, and only
     those are parsed again and tokenized, so memory follows the sample, not the file."""
-    _check_file(path)
+    check_regular_file(path)
 
     def keep(off: int, obj: Any) -> bool:
         if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
@@ -278,12 +276,9 @@ def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: i
     if limit:
         offsets = offsets[:limit]
     out = []
-    decoder = json.JSONDecoder()
-    progress.begin(progress.READING, len(offsets), "conversations")
-    with open(path, "rb") as fh, progress.stage():
-        for off in offsets:
+    with closing(_entries_at(path, offsets, len(offsets))) as entries:
+        for off, obj in entries:
             progress.tick()
-            obj = _read_at(fh, off, decoder)
             system, pairs = _sharegpt_turns(obj["conversations"])
             pairs = pairs[:max_turns] if max_turns else pairs
             turns = tuple(Turn(u, None, tok.count(u)) for u, _ in pairs)
@@ -352,7 +347,7 @@ def jsonl_conversations(path: str, tok: Tokenizer, need: int | None
                         ) -> tuple[list[Conversation], list[str]]:
     """The first ``need`` entries of a JSONL file (all with None), and a note when the file
     holds more: lines after them are not read, so a 500 MB file costs what is drawn from it."""
-    _check_file(path)
+    check_regular_file(path)
     out: list[Conversation] = []
     lines = read_lines(path)
     for line_no, line in lines:
@@ -405,7 +400,7 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
 
     local = os.path.exists(spec)
     if local:
-        _check_file(spec)
+        check_regular_file(spec)
     try:
         if local:
             ext = os.path.splitext(spec)[1].lower().lstrip(".")
@@ -434,20 +429,17 @@ def hf_conversations(spec: str, tok: Tokenizer, limit: int | None, split: str,
     for i, row in enumerate(ds):
         if limit and len(out) >= limit:
             break
+        mt = row.get(columns.get("max_tokens", "max_tokens"))
         if "messages" in names and "prompt" not in columns:
-            conv = _jsonl_entry({"messages": row["messages"], "id": row.get("id", i),
-                                 "max_tokens": row.get(columns.get("max_tokens", "max_tokens"))},
-                                spec, i + 1, tok)
+            entry = {"messages": row["messages"], "id": row.get("id", i), "max_tokens": mt}
         elif "conversations" in names and "prompt" not in columns:
-            conv = _jsonl_entry({"conversations": row["conversations"], "id": row.get("id", i)},
-                                spec, i + 1, tok)
+            entry = {"conversations": row["conversations"], "id": row.get("id", i)}
         elif prompt_col in names:
-            mt = row.get(columns.get("max_tokens", "max_tokens"))
-            conv = _jsonl_entry({"prompt": str(row[prompt_col]), "id": i,
-                                 "max_tokens": int(mt) if mt else None}, spec, i + 1, tok)
+            entry = {"prompt": str(row[prompt_col]), "id": i, "max_tokens": int(mt) if mt else None}
         else:
             raise DatasetError(f"--dataset {spec}: no column {prompt_col!r} (columns: "
                                f"{', '.join(sorted(names))}); map one with --hf-column prompt=NAME")
+        conv = _jsonl_entry(entry, spec, i + 1, tok)
         if image_col is not None and row.get(image_col) is not None:
             from dataclasses import replace
             uris = _image_uris(row[image_col], f"{spec}:{i + 1}")

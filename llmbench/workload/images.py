@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from llmbench.workload.files import DatasetError
+from llmbench.workload.model import Conversation, Made
 
 FORMATS = ("png", "jpeg")
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
@@ -229,7 +230,7 @@ def parse_images(value: str, flag: str = "--images") -> tuple[int, str | None]:
                        "of image files")
 
 
-class WithImages(Sequence):
+class WithImages(Made):
     """A workload's conversations with the pool's images on every user turn, made on access
     (a regenerated synthetic workload stays regenerated: nothing per turn is held).
 
@@ -246,12 +247,9 @@ class WithImages(Sequence):
     def __len__(self) -> int:
         return len(self.convs)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def made(self, i: int) -> Conversation:
         from dataclasses import replace
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
         c = self.convs[i]
-        i = i % len(self) if i < 0 else i
         at = i * self.stride
         turns = tuple(replace(t, images=self.pool.for_turn(at + k)) for k, t in enumerate(c.turns))
         return replace(c, turns=turns)

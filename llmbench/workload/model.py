@@ -43,6 +43,23 @@ def draw(convs: Sequence[Conversation], i: int) -> Conversation:
     return c if lap == 0 else replace(c, lap=lap)
 
 
+class Made(Sequence[Conversation]):
+    """Conversations made when asked for (``made(i)``, i from 0 to len - 1): a slice is a list
+    of them, a negative index counts from the end, one out of range is an IndexError."""
+
+    def made(self, i: int) -> Conversation:
+        raise NotImplementedError
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.made(i)
+
+
 @dataclass
 class Workload:
     """The conversations a run draws from, with where they came from."""

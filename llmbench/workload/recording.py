@@ -80,11 +80,8 @@ def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
     """The request's prompt as a list of messages, the same way for every API (the system
     prompt first, as a message)."""
     out: list[Message] = []
-    if api == "openai-chat" or ("messages" in body and api != "anthropic"):
-        for m in body.get("messages") or []:
-            out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
-    elif api == "anthropic":
-        if body.get("system"):
+    if api in ("openai-chat", "anthropic") or "messages" in body:
+        if api == "anthropic" and body.get("system"):
             out.append(_msg("system", body["system"]))
         for m in body.get("messages") or []:
             out.append(_msg(m.get("role") if isinstance(m, dict) else None, m))
@@ -193,10 +190,6 @@ class Linker:
             self._by_ref[ref] = rid
         self.turns[link.session] = max(self.turns.get(link.session, 0), link.turn + 1)
         return link
-
-    def session_of(self, rid: int) -> str | None:
-        link = self._links.get(rid)
-        return link.session if link else None
 
 
 class PrefixShare:

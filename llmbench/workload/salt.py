@@ -40,15 +40,17 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmbench.workload.words import WORDS
+
 SALT_WORDS = 4                 # 4 words of a ~100-word vocabulary: 10^8 salts
 MAX_SALT_CHARS = 200           # --prompt-salt: a few words, not a prompt
-SOURCES = ("per run", "--prompt-salt", "none (--same-prompts)", "none")
 
 
 @dataclass(frozen=True)
 class Salt:
     """What goes first in every conversation of one target: ``text`` ("" for none), its
-    ``tokens`` by the run's tokenizer, and where it came from (one of SOURCES)."""
+    ``tokens`` by the run's tokenizer, and where it came from ("per run", "--prompt-salt",
+    "none (--same-prompts)" or "none")."""
 
     text: str = ""
     tokens: int = 0
@@ -67,7 +69,7 @@ class Salt:
         length keeps it on every lap. No salt stays none."""
         if lap <= 0 or not self.text:
             return self
-        vocab = sorted(set(self.vocab or _words()))
+        vocab = sorted(set(self.vocab or WORDS))
         rng = random.Random(f"{self.text}\x00lap {lap}")
         words = self.text.split()
         n = len(words) if set(words) <= set(vocab) else max(self.tokens, 1)
@@ -77,11 +79,6 @@ class Salt:
             # a lap that starts as the first did is not the new prompt it is said to be)
             text = " ".join([rng.choice(vocab)] + text.split()[1:])
         return Salt(text, self.tokens, self.source, self.vocab)
-
-    @property
-    def reuses(self) -> bool:
-        """The prompts may repeat an earlier run's on purpose (no salt, or a given one)."""
-        return self.source != "per run"
 
     def with_word(self, word: str) -> "Salt":
         """This salt with one more (one-token) word in front: a probe path's own salt."""
@@ -107,11 +104,6 @@ class Salt:
         return d
 
 
-def _words() -> tuple[str, ...]:
-    from llmbench.workload.words import WORDS
-    return WORDS
-
-
 def _salted(content: Any, text: str) -> Any:
     if isinstance(content, str):
         return f"{text} {content}"
@@ -130,7 +122,6 @@ def vocabulary(tok: Any) -> tuple[str, ...]:
     server tokenizer's unit words when it has them, else the synthetic words that count so."""
     if getattr(tok, "unit_words", None):
         return tuple(tok.unit_words)
-    from llmbench.workload.words import WORDS
     if getattr(tok, "server", None) is not None:
         return WORDS                        # no unit words: counted once below, as they are
     try:
@@ -140,10 +131,10 @@ def vocabulary(tok: Any) -> tuple[str, ...]:
     return words if len(words) >= 16 else WORDS
 
 
-def new_salt(tok: Any, rng: random.Random | None = None) -> Salt:
-    """A fresh salt for one run (``rng``: tests; default the system's randomness)."""
+def new_salt(tok: Any) -> Salt:
+    """A fresh salt for one run, drawn with the system's randomness."""
     vocab = vocabulary(tok)
-    rng = rng or random.SystemRandom()
+    rng = random.SystemRandom()
     text = " ".join(rng.choice(vocab) for _ in range(SALT_WORDS))
     return Salt(text, count(tok, text), "per run", tuple(vocab))
 

@@ -80,11 +80,6 @@ class TrafficClass:
     # split what is left), so a search's lightest steps still carry every class
     min_users: int | None = None
 
-    @property
-    def fixed(self) -> bool:
-        """Its own users or rate: the ramp's steps do not change it (unless it is grown)."""
-        return self.share is None
-
     def load_text(self) -> str:
         if self.share is not None:
             return f"share {self.share:g}" + (f", at least {self.min_users}"
@@ -95,15 +90,10 @@ class TrafficClass:
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
-        for k in LOAD_KEYS:
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        if self.min_users is not None:
-            out["min_users"] = self.min_users
-        if self.thresholds is not None:
-            out["thresholds"] = list(self.thresholds)
-        if self.options:
-            out["options"] = dict(self.options)
+        for k in (*LOAD_KEYS, "min_users", "thresholds", "options"):
+            v = getattr(self, k)
+            if v is not None and v != {}:
+                out[k] = type(v)(v) if isinstance(v, (list, dict)) else v   # a copy
         return out
 
 
@@ -173,20 +163,15 @@ class Scenario:
             raise self.fail(c.name, given[1] if len(given) > 1 else None,
                             f"class {c.name!r} needs exactly one of share, users or rate"
                             + (f" (it has {' and '.join(given)})" if given else ""))
-        if c.share is not None and not (isinstance(c.share, (int, float))
-                                        and math.isfinite(c.share) and 0 < c.share <= 1):
-            raise self.fail(c.name, "share", f"class {c.name!r}: share {c.share!r} must be "
-                            "above 0 and at most 1 (or 100%)")
-        if c.users is not None and not (isinstance(c.users, int)
-                                        and not isinstance(c.users, bool)
-                                        and 1 <= c.users <= MAX_USERS):
-            raise self.fail(c.name, "users", f"class {c.name!r}: users {c.users!r} must "
-                            f"be a whole number from 1 to {MAX_USERS:,}")
-        if c.rate is not None and not (isinstance(c.rate, (int, float))
-                                       and not isinstance(c.rate, bool)
-                                       and math.isfinite(c.rate) and c.rate > 0):
-            raise self.fail(c.name, "rate", f"class {c.name!r}: rate {c.rate!r} must be "
-                            "requests per second above 0")
+        k, v = given[0], getattr(c, given[0])
+        real = isinstance(v, (int, float)) and math.isfinite(v)
+        ok, want = {"share": (real and 0 < v <= 1, "above 0 and at most 1 (or 100%)"),
+                    "users": (isinstance(v, int) and not isinstance(v, bool)
+                              and 1 <= v <= MAX_USERS, f"a whole number from 1 to {MAX_USERS:,}"),
+                    "rate": (real and not isinstance(v, bool) and v > 0,
+                             "requests per second above 0")}[k]
+        if not ok:
+            raise self.fail(c.name, k, f"class {c.name!r}: {k} {v!r} must be {want}")
 
     def _check_extras(self, c: TrafficClass) -> None:
         """min_users (with a share only) and thresholds."""
@@ -269,17 +254,17 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     top_known = {"classes", "class", "defaults", "scenario", "description", "name"}
     for k in doc:
         if normalize(k) not in top_known:
-            raise UsageError(f"{source}:{lines.top(k) or 1}: unknown key {k!r}; a scenario "
+            raise UsageError(f"{source}:{lines.find(str(k)) or 1}: unknown key {k!r}; a scenario "
                              "has classes (classes.NAME), and optionally defaults")
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, Mapping):
-        raise UsageError(f"{source}:{lines.top('defaults') or 1}: defaults must be a table of "
+        raise UsageError(f"{source}:{lines.find('defaults') or 1}: defaults must be a table of "
                          "options")
     items = _class_items(doc.get("classes", doc.get("class")), source, lines)
     out: list[TrafficClass] = []
     where: dict[tuple[str, str | None], int] = {}
-    for name, body in items:
-        line = lines.section(name)
+    for name, body, index in items:
+        line = lines.key(name, None, index)
         if line:
             where[(name, None)] = line
         if not isinstance(body, Mapping):
@@ -287,7 +272,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
                              "(share, options...)")
         merged: dict[str, tuple[Any, int | None]] = {}
         for k, v in defaults.items():
-            at = lines.key("defaults", k)
+            at = lines.find("defaults", str(k))
             if normalize(k) in LOAD_KEYS:
                 raise UsageError(f"{source}:{at or 1}: {normalize(k)} in defaults: each class "
                                  "says its own share, users or rate")
@@ -297,7 +282,7 @@ def from_document(doc: Any, source: str, text: str, kind: str,
             merged[normalize(k)] = (v, at)
         for k, v in body.items():
             merged.pop(normalize(k), None)      # the class's own value, at its own line
-            merged[normalize(k)] = (v, lines.key(name, k))
+            merged[normalize(k)] = (v, lines.key(name, k, index))
         tc = TrafficClass(name=name)
         for k, (v, at) in merged.items():
             if at:
@@ -319,18 +304,20 @@ def from_document(doc: Any, source: str, text: str, kind: str,
     return Scenario(out, source=source, lines=where)
 
 
-def _class_items(raw: Any, source: str, lines: "_Lines") -> list[tuple[str, Any]]:
-    """The classes as (name, body): a table of tables, or a list of tables with a name each."""
-    items: list[tuple[str, Any]] = []
+def _class_items(raw: Any, source: str, lines: "_Lines"
+                 ) -> list[tuple[str, Any, int | None]]:
+    """The classes as (name, body, where in the list): a table of tables (None), or a list of
+    tables with a name each."""
+    items: list[tuple[str, Any, int | None]] = []
     if isinstance(raw, Mapping):
-        items = [(str(k), v) for k, v in raw.items()]
+        items = [(str(k), v, None) for k, v in raw.items()]
     elif isinstance(raw, list):
         for i, v in enumerate(raw):
             name = v.get("name") if isinstance(v, Mapping) else None
             if not isinstance(name, str):
-                raise UsageError(f"{source}:{lines.item(i) or 1}: class {i + 1} of the list "
-                                 "has no name (name = \"chat\")")
-            items.append((name, {k: x for k, x in v.items() if k != "name"}))
+                raise UsageError(f"{source}:{lines.key('', None, i) or 1}: class {i + 1} of the "
+                                 "list has no name (name = \"chat\")")
+            items.append((name, {k: x for k, x in v.items() if k != "name"}, i))
     else:
         raise UsageError(f"{source}: no classes; add tables like [classes.chat] with a share "
                          "(or users, or rate) each")
@@ -341,112 +328,58 @@ class _Lines:
     """Where a key was written in the file's text, as a 1-based line (None: not found)."""
 
     def __init__(self, text: str, kind: str) -> None:
-        self.text = text
-        self.kind = kind
-        self._yaml: dict[tuple[str, ...], int] | None = None
-        if kind == "YAML":
-            self._yaml = _yaml_lines(text)
+        self.map = (_yaml_lines(text) if kind == "YAML" else
+                    _toml_lines(text) if kind == "TOML" else _json_lines(text))
 
-    # TOML: [classes.NAME] headers and KEY = lines under them; YAML: the node marks
-    def _toml_scan(self) -> dict[tuple[str, ...], int]:
-        out: dict[tuple[str, ...], int] = {}
-        table: tuple[str, ...] = ()
-        array_index: dict[tuple[str, ...], int] = {}
-        header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-        keyline = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
-        for no, line in enumerate(self.text.splitlines(), start=1):
-            m = header.match(line)
-            if m:
-                parts = tuple(_unquote(p) for p in _split_dotted(m.group(2)))
-                if m.group(1) == "[[":
-                    k = array_index[parts] = array_index.get(parts, -1) + 1
-                    table = parts + (str(k),)
-                else:
-                    table = parts
-                out.setdefault(table, no)
-                continue
-            m = keyline.match(line)
-            if m:
-                key = tuple(_unquote(p) for p in _split_dotted(m.group(1)))
-                out.setdefault(table + key, no)
-                if len(key) > 1:
-                    out.setdefault(table + key[:1], no)
-        return out
-
-    def _map(self) -> dict[tuple[str, ...], int]:
-        if self._yaml is not None:
-            return self._yaml
-        if not hasattr(self, "_toml"):
-            self._toml = self._toml_scan() if self.kind == "TOML" else _json_lines(self.text)
-        return self._toml
-
-    def _find(self, *path: str) -> int | None:
-        m = self._map()
-        got = m.get(tuple(path))
+    def find(self, *path: str) -> int | None:
+        got = self.map.get(tuple(path))
         if got is None:
             norm = tuple(normalize(p) for p in path)
-            got = next((v for k, v in m.items() if tuple(normalize(p) for p in k) == norm),
-                       None)
+            got = next((v for k, v in self.map.items()
+                        if tuple(normalize(p) for p in k) == norm), None)
         return got
 
-    def top(self, key: Any) -> int | None:
-        return self._find(str(key))
-
-    def section(self, name: str) -> int | None:
+    def key(self, cls: str, key: Any, index: int | None = None) -> int | None:
+        """The line of a class's ``key`` (None: of the class itself): the class named ``cls``
+        in a table of classes, or the ``index``-th of a list of them."""
+        rest = () if key is None else (str(key),)
         for top in ("classes", "class"):
-            got = self._find(top, name)
+            got = self.find(top, cls if index is None else str(index), *rest)
             if got:
                 return got
-        return self._list_item_named(name)
-
-    def item(self, i: int) -> int | None:
-        return self._find("classes", str(i)) or self._find("class", str(i))
-
-    def _list_item_named(self, name: str) -> int | None:
-        m = self._map()
-        for (k, v) in m.items():
-            if len(k) == 3 and k[0] in ("classes", "class") and k[2] == "name":
-                # the list item whose name line reads this name
-                line = self.text.splitlines()[v - 1] if v - 1 < len(self.text.splitlines()) else ""
-                if name in line:
-                    return m.get(k[:2], v)
         return None
 
-    def key(self, cls: str, key: Any) -> int | None:
-        if cls == "defaults":
-            return self._find("defaults", str(key))
-        for top in ("classes", "class"):
-            got = self._find(top, cls, str(key))
-            if got:
-                return got
-        m = self._map()
-        sec = self._list_item_named(cls)
-        if sec is not None:
-            for (k, v) in m.items():
-                if len(k) == 3 and k[0] in ("classes", "class") and m.get(k[:2]) == sec \
-                        and normalize(k[2]) == normalize(key):
-                    return v
-        return None
+
+def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
+    """TOML: [classes.NAME] (and [[classes]]) headers and KEY = lines under them."""
+    out: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    array_index: dict[tuple[str, ...], int] = {}
+    header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    keyline = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = header.match(line)
+        if m:
+            parts = tuple(_unquote(p) for p in _split_dotted(m.group(2)))
+            if m.group(1) == "[[":
+                k = array_index[parts] = array_index.get(parts, -1) + 1
+                table = parts + (str(k),)
+            else:
+                table = parts
+            out.setdefault(table, no)
+            continue
+        m = keyline.match(line)
+        if m:
+            key = tuple(_unquote(p) for p in _split_dotted(m.group(1)))
+            out.setdefault(table + key, no)
+            if len(key) > 1:
+                out.setdefault(table + key[:1], no)
+    return out
 
 
 def _split_dotted(text: str) -> list[str]:
     """'classes."my rag"' -> ['classes', '"my rag"'] (dots inside quotes kept)."""
-    out, cur, quote = [], "", None
-    for ch in text:
-        if quote:
-            cur += ch
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-            cur += ch
-        elif ch == ".":
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return out
+    return [p.strip() for p in re.findall(r"(?:\"[^\"]*\"|'[^']*'|[^.\"'])+", text)]
 
 
 def _unquote(s: str) -> str:
@@ -486,31 +419,18 @@ def _json_lines(text: str) -> dict[tuple[str, ...], int]:
     stack: list[tuple[str, ...]] = [()]
     pending: str | None = None
     line = 1
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\n":
-            line += 1
-        elif ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            s = text[i + 1:j]
-            k = j + 1
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] == ":":
-                out.setdefault(stack[-1] + (s,), line)
-                pending = s
-            line += text[i:j].count("\n")
-            i = j
-        elif ch == "{":
+    for m in re.finditer(r'"((?:[^"\\]|\\[\s\S])*)"([ \t\r\n]*:)?|[{},\n]', text):
+        tok = m.group(0)
+        if tok == "{":
             stack.append(stack[-1] + ((pending,) if pending is not None else ()))
             pending = None
-        elif ch == "}":
+        elif tok == "}":
             if len(stack) > 1:
                 stack.pop()
-        elif ch == ",":
+        elif tok == ",":
             pending = None
-        i += 1
+        elif tok != "\n" and m.group(2):       # a string followed by a colon: a key
+            out.setdefault(stack[-1] + (m.group(1),), line)
+            pending = m.group(1)
+        line += tok.count("\n")
     return out

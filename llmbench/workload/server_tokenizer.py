@@ -106,11 +106,7 @@ class ServerTokenizer:
         return data
 
     def encode(self, text: str) -> list[int]:
-        if self.dialect == "vllm":
-            data = self._post("/tokenize", {"model": self.model, "prompt": text,
-                                            "add_special_tokens": False})
-        else:
-            data = self._post("/tokenize", {"content": text, "add_special": False})
+        data = self._post("/tokenize", _tokenize_body(self.dialect, self.model, text))
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list):
             raise _Refused(f"{self.root}/tokenize answered without a token list")
@@ -118,12 +114,10 @@ class ServerTokenizer:
         return [t["id"] if isinstance(t, dict) else int(t) for t in tokens]
 
     def decode(self, ids: list[int]) -> str:
-        if self.dialect == "vllm":
-            data = self._post("/detokenize", {"model": self.model, "tokens": list(ids)})
-            text = data.get("prompt") if isinstance(data, dict) else None
-        else:
-            data = self._post("/detokenize", {"tokens": list(ids)})
-            text = data.get("content") if isinstance(data, dict) else None
+        vllm = self.dialect == "vllm"       # llama.cpp: no model, and the text as "content"
+        data = self._post("/detokenize", {"model": self.model, "tokens": list(ids)} if vllm
+                          else {"tokens": list(ids)})
+        text = data.get("prompt" if vllm else "content") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise ServerTokenizeError(f"{self.root}/detokenize answered without text")
         return text
@@ -188,6 +182,12 @@ class ServerTokenizer:
         return out
 
 
+def _tokenize_body(dialect: str, model: str, text: str) -> dict[str, Any]:
+    if dialect == "vllm":
+        return {"model": model, "prompt": text, "add_special_tokens": False}
+    return {"content": text, "add_special": False}          # llama.cpp
+
+
 def _short(data: Any) -> str:
     if isinstance(data, dict):
         err = data.get("error", data.get("detail", data.get("message")))
@@ -248,9 +248,6 @@ class IncompleteRead(HTTPException):
         self.partial, self.expected = partial, expected
         more = f", {expected} more expected" if expected is not None else ""
         super().__init__(f"IncompleteRead({len(partial)} bytes read{more})")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class LineTooLong(HTTPException):
@@ -493,18 +490,15 @@ def _post(local: threading.local, root: str, path: str, body: dict[str, Any],
 
 
 def detect(root: str, model: str, headers: dict[str, str] | None = None,
-           timeout_s: float = PROBE_TIMEOUT_S, budget_s: float | None = None,
            net: Net | None = None) -> ServerTokenizer:
     """The server's tokenizer, or ServerTokenizeError saying in one line why not. ``net``: the
     target's way (None: resolved from ``root`` and this command line's options)."""
     headers = dict(headers or {})
     net = net or netconfig.resolve(root, netconfig.current())
-    budget_s = BUDGET_S if budget_s is None else budget_s
     local = threading.local()
     sample = "Hello world, how are you?"
-    status, data = _post(local, root, "/tokenize",
-                         {"model": model, "prompt": sample, "add_special_tokens": False},
-                         headers, timeout_s, net)
+    status, data = _post(local, root, "/tokenize", _tokenize_body("vllm", model, sample),
+                         headers, PROBE_TIMEOUT_S, net)
     if status in (401, 403):
         raise ServerTokenizeError(f"{root}/tokenize refused the request (HTTP {status}); "
                                   "check --api-key / --header")
@@ -512,14 +506,14 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
         raise ServerTokenizeError(f"{root} has no /tokenize (HTTP {status})")
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if status == 200 and isinstance(tokens, list) and tokens:
-        tok = ServerTokenizer(root, model, "vllm", headers, budget_s, net)
+        tok = ServerTokenizer(root, model, "vllm", headers, BUDGET_S, net)
     else:
         # llama.cpp reads "content" and answers {"tokens": []} to a body without it
-        status2, data2 = _post(local, root, "/tokenize", {"content": sample, "add_special": False},
-                               headers, timeout_s, net)
+        status2, data2 = _post(local, root, "/tokenize", _tokenize_body("llamacpp", model, sample),
+                               headers, PROBE_TIMEOUT_S, net)
         tokens2 = data2.get("tokens") if isinstance(data2, dict) else None
         if status2 == 200 and isinstance(tokens2, list) and tokens2:
-            tok = ServerTokenizer(root, model, "llamacpp", headers, budget_s, net)
+            tok = ServerTokenizer(root, model, "llamacpp", headers, BUDGET_S, net)
         else:
             raise ServerTokenizeError(f"{root}/tokenize answered HTTP {status}: {_short(data)}")
     tok._local = local

@@ -7,9 +7,9 @@ opening unless ``shared_prefix_tokens`` asks for shared prefixes on purpose.
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from typing import Callable
 
-from llmbench.workload.model import Conversation, Turn
+from llmbench.workload.model import Conversation, Made, Turn
 from llmbench.workload import progress
 from llmbench.workload.tokenizer import Tokenizer
 from llmbench.workload.words import WORDS       # the one vocabulary, shared with the salt
@@ -190,14 +190,14 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
 def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
               output_tokens: tuple[int, int] | None, seed: int, turns: int = 1,
               shared_prefix_tokens: int = 0, prefixes: int = 1, words: int = 0,
-              unique_prefix: bool = True, reserve: int = 0) -> list[Conversation]:
+              reserve: int = 0) -> list[Conversation]:
     """``count`` conversations of ``turns`` user turns each; a first turn is ``reserve``
     tokens short of its length, left for the salt sent before it (workload.salt)."""
     if not words:
         prepare_unit_words(tok)
     recipe = dict(prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=seed,
                   turns=turns, shared_prefix_tokens=shared_prefix_tokens, prefixes=prefixes,
-                  words=words, unique_prefix=unique_prefix, reserve=reserve)
+                  words=words, reserve=reserve)
     one, rng, targets = _maker(tok, **recipe)     # type: ignore[arg-type]
     if tok.server is None and count > LAZY_FROM:
         # a million-request run would hold a million prompts (about 500 bytes each): the
@@ -216,8 +216,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
 
 def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[int, int] | None,
            seed: int, turns: int, shared_prefix_tokens: int, prefixes: int, words: int,
-           unique_prefix: bool, reserve: int = 0
-           ) -> tuple[Callable[[int], Conversation], random.Random, dict]:
+           reserve: int = 0) -> tuple[Callable[[int], Conversation], random.Random, dict]:
     """``one(c)``, conversation c made from the random generator it returns (called in order
     from its first state), and the per-prompt targets it fills (for a server's counts)."""
     rng = random.Random(seed)
@@ -237,8 +236,7 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
             head = ""
             if shared:
                 head = shared[rng.randrange(len(shared))] if t == 0 else ""
-            if unique_prefix:
-                head = (head + " " + _opening(tok, seed, c, t)).strip()
+            head = (head + " " + _opening(tok, seed, c, t)).strip()     # every prompt its own
             if words:
                 text = (head + " " + " ".join(_words(rng, words))).strip()
             else:
@@ -259,7 +257,7 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
 LAZY_FROM = 50_000
 
 
-class Regenerated(Sequence[Conversation]):
+class Regenerated(Made):
     """``count`` conversations made by ``one(c)`` in order from one random generator, kept as
     the generator's state every BLOCK conversations (a few KB) and made again a block at a
     time when asked for: the same prompts, bit for bit, as building them all up front.
@@ -310,13 +308,7 @@ class Regenerated(Sequence[Conversation]):
             self._cache[b] = got
         return got
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._count))]
-        if i < 0:
-            i += self._count
-        if not 0 <= i < self._count:
-            raise IndexError(i)
+    def made(self, i: int) -> Conversation:
         return self._block(i // self.BLOCK)[i % self.BLOCK]
 
     def __iter__(self):

@@ -87,9 +87,10 @@ class Tokenizer:
         st = self.server
         if st is None or not getattr(st, "missed", 0):
             return None
+        from llmbench.workload.server_tokenizer import RETRIES
         local = self.local.name if self.local is not None else "the local tokenizer"
         return (f"the server's /tokenize counted {st.counted} of {st.counted + st.missed} texts "
-                f"exactly; {st.missed} failed {1 + _retries()} times ({st.last_error}) and were "
+                f"exactly; {st.missed} failed {1 + RETRIES} times ({st.last_error}) and were "
                 f"counted by {local} instead")
 
     def describe(self) -> dict[str, Any]:
@@ -101,11 +102,6 @@ class Tokenizer:
             d["server_counted"] = getattr(self.server, "counted", None)
             d["server_missed"] = getattr(self.server, "missed", None)
         return d
-
-
-def _retries() -> int:
-    from llmbench.workload.server_tokenizer import RETRIES
-    return RETRIES
 
 
 def approx_tokenizer() -> Tokenizer:
@@ -192,13 +188,9 @@ def _load_json(path: str, spec: str) -> Any:
 def hf_cache_dir() -> str:
     """The hub cache as huggingface_hub resolves it, read now (its constants are fixed at import)."""
     env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        return env["HF_HUB_CACHE"]
-    if env.get("HUGGINGFACE_HUB_CACHE"):
-        return env["HUGGINGFACE_HUB_CACHE"]
     home = env.get("HF_HOME") or os.path.join(
         env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
-    return os.path.join(home, "hub")
+    return env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
 
 
 def hf_offline() -> bool:
@@ -246,26 +238,36 @@ def _download(repo_id: str, revision: str | None) -> str:
         raise TokenizerError(f"--tokenizer {repo_id!r}: not in the local Hugging Face cache "
                              f"({hf_cache_dir()}) and {why}; download it once online, or pass a "
                              "tokenizer.json path")
-    result: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            from huggingface_hub import hf_hub_download
-            result["path"] = hf_hub_download(repo_id, "tokenizer.json", revision=revision,
-                                             cache_dir=hf_cache_dir(), etag_timeout=5)
-        except Exception as exc:  # noqa: BLE001 - reported below as one line
-            result["error"] = exc
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    t.join(HUB_DOWNLOAD_TIMEOUT_S)
-    if "path" in result:
-        return os.path.dirname(result["path"])
-    exc = result.get("error")
-    why = (f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if exc
-           else f"no answer within {HUB_DOWNLOAD_TIMEOUT_S:g} s")
+    def work() -> str:
+        from huggingface_hub import hf_hub_download
+        return hf_hub_download(repo_id, "tokenizer.json", revision=revision,
+                               cache_dir=hf_cache_dir(), etag_timeout=5)
+    path, why = _bounded(work, HUB_DOWNLOAD_TIMEOUT_S, 160)
+    if path is not None:
+        return os.path.dirname(path)
     raise TokenizerError(f"--tokenizer {repo_id!r}: could not download its tokenizer.json ({why}); "
                          "gated models need HF_TOKEN; or pass a local tokenizer.json")
+
+
+def _bounded(work: Callable[[], Any], timeout_s: float, width: int) -> tuple[Any, str]:
+    """(what ``work`` returned, "") when it ends within ``timeout_s`` on a thread of its own (a
+    download that hangs is left behind, not waited for); else (None, why not, in a phrase
+    of at most ``width`` characters of the error)."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except Exception as exc:  # noqa: BLE001 - reported as one line
+            result["error"] = exc
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if "value" in result:
+        return result["value"], ""
+    exc = result.get("error")
+    return None, (f"{type(exc).__name__}: {str(exc).splitlines()[0][:width]}" if exc
+                  else f"no answer within {timeout_s:g} s")
 
 
 def from_hub(spec: str, allow_download: bool = True, counting: str = GIVEN) -> Tokenizer | None:
@@ -298,21 +300,9 @@ def _tiktoken(encoding: str, allow_download: bool) -> Tokenizer:
             raise TokenizerError(f"--tokenizer tiktoken:{encoding}: the encoding is not cached "
                                  f"and cannot be downloaded ({why}); set TIKTOKEN_CACHE_DIR to a "
                                  "folder holding it, or pass a Hugging Face id or a tokenizer.json")
-    result: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            result["enc"] = tiktoken.get_encoding(encoding)
-        except Exception as exc:  # noqa: BLE001
-            result["error"] = exc
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    t.join(TIKTOKEN_DOWNLOAD_TIMEOUT_S)
-    if "enc" in result:
-        return from_tiktoken(result["enc"], encoding)
-    exc = result.get("error")
-    why = (f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}" if exc
-           else f"no answer within {TIKTOKEN_DOWNLOAD_TIMEOUT_S:g} s")
+    enc, why = _bounded(lambda: tiktoken.get_encoding(encoding), TIKTOKEN_DOWNLOAD_TIMEOUT_S, 120)
+    if enc is not None:
+        return from_tiktoken(enc, encoding)
     raise TokenizerError(f"--tokenizer tiktoken:{encoding}: the encoding is not available ({why}); "
                          "offline it must be in TIKTOKEN_CACHE_DIR; or pass a Hugging Face id or "
                          "a tokenizer.json")
@@ -331,20 +321,15 @@ def _tiktoken_cached(encoding: str) -> bool:
         return False
     if ctor is None:
         return True     # a plugin encoding: let tiktoken decide
+    import tempfile
     env = os.environ
-    if "TIKTOKEN_CACHE_DIR" in env:
-        cache = env["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in env:
-        cache = env["DATA_GYM_CACHE_DIR"]
-    else:
-        import tempfile
+    cache = env.get("TIKTOKEN_CACHE_DIR", env.get("DATA_GYM_CACHE_DIR"))
+    if cache is None:
         cache = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    src = {"o200k_base": "o200k_base.tiktoken", "cl100k_base": "cl100k_base.tiktoken",
-           "p50k_base": "p50k_base.tiktoken", "r50k_base": "r50k_base.tiktoken",
-           "p50k_edit": "p50k_base.tiktoken"}.get(encoding)
-    if src is None:
+    src = "p50k_base" if encoding == "p50k_edit" else encoding     # p50k_edit reads p50k_base's
+    if src not in ("o200k_base", "cl100k_base", "p50k_base", "r50k_base"):
         return False
-    url = _TIKTOKEN_URL + src
+    url = _TIKTOKEN_URL + src + ".tiktoken"
     return os.path.isfile(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
 
 
@@ -417,17 +402,10 @@ class _LaterLocal:
                 self._tok = local_auto(self._model)
             return self._tok
 
-    def count(self, text: str) -> int:
-        return self.made().count(text)
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)      # copy, pickle: not through the made tokenizer
         return getattr(self.made(), name)
-
-
-def _later_local(model: str | None) -> Tokenizer:
-    return _LaterLocal(model)  # type: ignore[return-value]  # a Tokenizer when used
 
 
 def _server_tokenizer(ref: ServerRef) -> Tokenizer:
@@ -466,7 +444,7 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
         except ServerTokenizeError as exc:
             raise TokenizerError(f"--tokenizer server: {exc}; pass --tokenizer ORG/NAME, DIR or "
                                  "tokenizer.json to count locally")
-        tok.local = _later_local(server.model)
+        tok.local = _LaterLocal(server.model)  # type: ignore[assignment]  # a Tokenizer when used
         return tok
     if spec != "auto":
         return _named(spec)
@@ -474,7 +452,7 @@ def load_tokenizer(spec: str | None = None, server: ServerRef | None = None) -> 
     if server is not None:
         try:
             tok = _server_tokenizer(server)
-            tok.fallback = tok.local = _later_local(server.model)
+            tok.fallback = tok.local = _LaterLocal(server.model)  # type: ignore[assignment]
             return tok
         except ServerTokenizeError as exc:
             why_not_server = str(exc)

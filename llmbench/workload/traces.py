@@ -31,6 +31,7 @@ is not a regular file. A replay that would take more than MAX_REPLAY_S (30 days)
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import random
@@ -165,7 +166,9 @@ def _timestamp_ms(d: dict[str, Any], where: str) -> float:
 
 
 def _jsonl_rows(path: str) -> Iterator[_Row]:
+    first = None                     # the file's first line that is not blank
     for n, line in read_lines(path):
+        first = first or n
         where = f"{path}:{n}"
         try:
             d = json.loads(line)
@@ -176,7 +179,7 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
         if not isinstance(d, dict):
             raise DatasetError(f"{where}: expected a JSON object per line")
         if HEADER_KEY in d:
-            if n != first_line(path):
+            if n != first:
                 raise DatasetError(f"{where}: a recording's header line in the middle of the "
                                    "file; one recording per file")
             continue
@@ -220,12 +223,6 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
             raise DatasetError(f"{where}: needs \"input_length\" (and \"output_length\") "
                                "or \"messages\"")
         yield row
-
-
-def first_line(path: str) -> int:
-    for n, _ in read_lines(path):
-        return n
-    return 0
 
 
 def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
@@ -515,20 +512,8 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
                   for r in rows]
         shared = _SharedPrompts(tok, aim, max(shares, default=0), seed)
     blocks = _Blocks(tok, seed)
-    sessions: dict[str, list[tuple[float, Turn, str | None]]] = {}
-    gaps: dict[str, list[float | None]] = {}
-    replays: dict[str, list[Replayed]] = {}
-    order: list[tuple[str, float]] = []
-    trims: dict[str, int] = {}
-    first_turn: dict[str, int | None] = {}
-
-    def counted(text: str) -> int:          # the salt's trim, once per distinct opening
-        n = trims.get(text)
-        if n is None:
-            n = trims[text] = tok.count(text)
-        return n
+    sessions: dict[str, list[tuple[_Row, float, Turn, str | None]]] = {}
     for i, r in enumerate(rows):
-        due = r.t_s - first
         if r.user is not None:
             text = r.user
         elif r.hash_ids is not None:
@@ -544,30 +529,23 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
         count = tok.local.count(text) if tok.server is not None and tok.local else tok.count(text)
         if system is not None and shared is not None:
             count += shares[i]           # the prompt is the shared part and the text
-        turn = Turn(text, r.output_tokens, count)
         key = f"s:{r.session}" if r.session is not None else f"r:{i}"
-        if key not in sessions:
-            sessions[key] = []
-            order.append((key, due))
-        sessions[key].append((due, turn, system))
-        gaps.setdefault(key, []).append(r.gap_s)
-        if r.replay is not None:
-            rp = r.replay
-            first_turn.setdefault(key, r.turn)
-            if len(sessions[key]) == 1 and reserve:
-                rp = replace(rp, own=trim_start(rp.own, reserve, counted))
-            replays.setdefault(key, []).append(rp)
+        sessions.setdefault(key, []).append((r, r.t_s - first, Turn(text, r.output_tokens, count),
+                                             system))
+    counted = functools.lru_cache(maxsize=None)(tok.count)   # the salt's trim, once per opening
     items = []
-    for key, _ in order:
-        turns = sessions[key]
-        rec = replays.get(key, [])
+    for key, turns in sessions.items():
+        rec = [r.replay for r, *_ in turns if r.replay is not None]
+        if rec and reserve and turns[0][0].replay is not None:
+            rec[0] = replace(rec[0], own=trim_start(rec[0].own, reserve, counted))
         # a session the window or --requests cut after its first turn is sent as text
-        whole = len(rec) == len(turns) and rec[0].own and first_turn.get(key) == 0
-        items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, t, _ in turns),
-                                            turns[0][2]),
-                               tuple(d for d, _, _ in turns),
-                               tuple(gaps[key]) if any(g is not None for g in gaps[key])
-                               else (), tuple(rec) if whole else ()))
+        whole = len(rec) == len(turns) and rec[0].own and turns[0][0].turn == 0
+        gaps = tuple(r.gap_s for r, *_ in turns)
+        items.append(TraceItem(Conversation(f"trace-{key}", tuple(t for _, _, t, _ in turns),
+                                            turns[0][3]),
+                               tuple(d for _, d, _, _ in turns),
+                               gaps if any(g is not None for g in gaps) else (),
+                               tuple(rec) if whole else ()))
     prefix, warm = _prefix_of(rows, fmt, aim, shared, shares, tok, seed)
     return Trace(path, fmt, items, window_s, len(blocks.ids), prefix, warm, longest,
                  api_note(rows))

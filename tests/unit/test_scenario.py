@@ -72,7 +72,7 @@ def test_a_list_of_classes_and_fixed_loads(tmp_path):
     text = ('[[classes]]\nname = "chat"\nshare = 1\n\n[[classes]]\nname = "batch"\n'
             'users = 2\n')
     sc = read(_file(tmp_path, text), ALLOWED)
-    assert [(c.name, c.share, c.users, c.fixed) for c in sc.classes] == [
+    assert [(c.name, c.share, c.users, c.share is None) for c in sc.classes] == [
         ("chat", 1, None, False), ("batch", None, 2, True)]
     sc.check_grow(None)
     sc.check_grow("batch")
@@ -101,6 +101,16 @@ def test_a_bad_file_is_one_line_naming_file_and_line(tmp_path, text, line, says)
         read(p, ALLOWED)
     msg = str(e.value)
     assert msg.startswith(f"{p}:{line}: ") and says in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("suffix, text", [
+    (".toml", '[[classes]]\nname = "chat"\nshare = 1\n[[classes]]\nname = "ch"\ncolour = 1\n'),
+    (".yaml", "classes:\n  - name: chat\n    share: 1\n  - name: ch\n    colour: 1\n")])
+def test_a_list_item_is_found_by_its_place_not_by_a_name_inside_another(tmp_path, suffix, text):
+    # "ch" is in the line `name = "chat"`: the class's lines are its own item's (line 6 or 5)
+    p = _file(tmp_path, text, suffix)
+    with pytest.raises(UsageError, match=rf"^{p}:{6 if suffix == '.toml' else 5}: unknown key"):
+        read(p, ALLOWED)
 
 
 def test_yaml_lines_are_named_too(tmp_path):
