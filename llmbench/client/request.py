@@ -468,19 +468,18 @@ class AiohttpTransport:
         """The transport: each chunk is timestamped on arrival and handed, with its time, to
         the stream decoder, which fills the record; this loop only keeps the watchdog and the
         connection."""
-        dec = StreamDecoder(self._fmt, rec, texts)
-        times = rec.token_times
-        content = resp.content
         undo = _surface_parser_error(resp)
         try:
-            await self._stream_body(resp, rec, dog, texts, dec, content, times)
+            await self._stream_body(resp, rec, dog, texts)
         finally:
             if undo is not None:
                 undo()
 
     async def _stream_body(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
-                           texts: list[str], dec: StreamDecoder, content: Any,
-                           times: list[float]) -> None:
+                           texts: list[str]) -> None:
+        dec = StreamDecoder(self._fmt, rec, texts)
+        times = rec.token_times
+        content = resp.content
         async for chunk in content.iter_any():
             t = perf_counter()
             r = dec.feed(t, chunk)

@@ -173,17 +173,16 @@ class Harness:
     def show_progress(self) -> bool:
         return self.progress if self.progress is not None else sys.stderr.isatty()
 
-    def say(self, text: str) -> None:
-        """Print a line to stdout without leaving a half-drawn live line above it."""
+    def say(self, text: str, file: Any = None) -> None:
+        """Print a line (to stdout, or ``file``) without leaving a half-drawn live line above
+        it."""
         if self.show_progress() and sys.stderr.isatty():
             sys.stderr.write("\r\x1b[K")
-        print(text, flush=True)
+        print(text, file=file, flush=True)
 
     def say_err(self, text: str) -> None:
         """A warning line on stderr, without leaving a half-drawn live line before it."""
-        if self.show_progress() and sys.stderr.isatty():
-            sys.stderr.write("\r\x1b[K")
-        print(text, file=sys.stderr, flush=True)
+        self.say(text, sys.stderr)
 
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
@@ -456,10 +455,7 @@ class Harness:
         loop writes): the targets' counters summed (every worker's, with workers), the token
         events so far, the shape's load and step, the busiest process's generator figures,
         and each server probe's last reading."""
-        total = Counters()
-        for s in list(sessions.values()):
-            for k in total.__dataclass_fields__:
-                setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+        total = _summed(list(sessions.values()))
         latest = monitor.latest
         server = {}
         for name, p in list(scrapers.items()):
@@ -692,16 +688,21 @@ def live_events(sessions: dict[str, Session]) -> int:
                for s in sessions.values())
 
 
+def _summed(sessions: list[Session]) -> Counters:
+    """The targets' counters summed."""
+    total = Counters()
+    for s in sessions:
+        for k in total.__dataclass_fields__:
+            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+    return total
+
+
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
     """What the live line or view shows now: the targets' counters summed (``events``: as they
     arrive, streaming replies too), their recent first tokens, and the token events since the
     last redraw (``last_events``)."""
-    total = Counters()
-    recent: list[tuple[float, float]] = []
-    for s in sessions.values():
-        for k in total.__dataclass_fields__:
-            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
-        recent.extend(s.recent_ttft)
+    total = _summed(list(sessions.values()))
+    recent = [pair for s in sessions.values() for pair in s.recent_ttft]
     total.events = live_events(sessions)
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from llmbench.load import arrivals
-from llmbench.load.monitor import busy
 from llmbench.load.session import Session
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
@@ -294,17 +293,8 @@ class ClassRamp(Ramp):
             hold_start = perf_counter()
             if not await sleep_or_stop(stopping, self.hold_s):
                 return None
-            hold_end = perf_counter()
-            crowd.stop_rate()
-            deadline = perf_counter() + self.drain_s
-            while perf_counter() < deadline and not stopping.is_set():
-                if not await crowd.pending(index, hold_start, hold_end):
-                    break
-                await asyncio.sleep(0.05)
-            mon = busy([m for m in d.monitor.samples
-                        if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
-            w = StepWindow(index, load.amount, ramp_start, hold_start, hold_end, crowd.records,
-                           await crowd.pending(index, hold_start, hold_end), mon)
+            w = await self._window(d, crowd, index, load.amount, ramp_start, hold_start,
+                                   perf_counter())
             assert self.isolation_judge is not None, "--isolate needs a judge for its classes"
             return self.isolation_judge(Isolated(c.name, load, w))
         finally:

@@ -301,19 +301,8 @@ class Ramp:
                         await asyncio.sleep(0.05)
                     hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
-                crowd.stop_rate()
-                # let the window's requests finish; users keep chatting meanwhile
-                drain_deadline = perf_counter() + self.drain_s
-                while perf_counter() < drain_deadline and not stopping.is_set():
-                    if not await crowd.pending(index, hold_start, hold_end):
-                        break
-                    await asyncio.sleep(0.05)
-                mon = busy([m for m in d.monitor.samples
-                            if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
-                result = self.judge(StepWindow(index, plan.load, ramp_start, hold_start, hold_end,
-                                               crowd.records,
-                                               await crowd.pending(index, hold_start, hold_end),
-                                               mon))
+                result = self.judge(await self._window(d, crowd, index, plan.load, ramp_start,
+                                                       hold_start, hold_end))
                 if plan.extend and self.results:
                     self.results[-1] = result
                 else:
@@ -326,6 +315,21 @@ class Ramp:
             live.phase = "finishing"
             await crowd.finish()
         return self.results
+
+    async def _window(self, d: Drive, crowd: Any, index: int, load: float, ramp_start: float,
+                      hold_start: float, hold_end: float) -> StepWindow:
+        """The step's window once its requests have finished (the drain; users keep chatting
+        meanwhile), with the load generator's state over the hold."""
+        crowd.stop_rate()
+        drain_deadline = perf_counter() + self.drain_s
+        while perf_counter() < drain_deadline and not d.stopping.is_set():
+            if not await crowd.pending(index, hold_start, hold_end):
+                break
+            await asyncio.sleep(0.05)
+        mon = busy([m for m in d.monitor.samples
+                    if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
+        return StepWindow(index, load, ramp_start, hold_start, hold_end, crowd.records,
+                          await crowd.pending(index, hold_start, hold_end), mon)
 
     async def _users_to(self, crowd: Any, want: int, users: list[int], next_uid: int,
                         index: int, ramp_start: float, plan: StepPlan
