@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import urljoin, urlsplit
 
 if TYPE_CHECKING:
@@ -114,24 +114,21 @@ async def _stamp_conn(_session: Any, ctx: Any, _params: Any) -> None:
         rec.dns_us = rec.connect_us = None
 
 
-async def _stamp_dns(_session: Any, ctx: Any, _params: Any) -> None:
-    rec = ctx.trace_request_ctx
-    if rec is not None and rec.conn_us is not None:
-        rec.dns_us = _us(rec)
-
-
-async def _stamp_connected(_session: Any, ctx: Any, _params: Any) -> None:
-    rec = ctx.trace_request_ctx
-    if rec is not None and rec.conn_us is not None:
-        rec.connect_us = _us(rec)
+def _stamp_phase(name: str) -> Callable[[Any, Any, Any], Awaitable[None]]:
+    """The hook that stamps a new connection's phase ``name`` (dns_us, connect_us)."""
+    async def stamp(_session: Any, ctx: Any, _params: Any) -> None:
+        rec = ctx.trace_request_ctx
+        if rec is not None and rec.conn_us is not None:
+            setattr(rec, name, _us(rec))
+    return stamp
 
 
 def _send_stamps() -> list[aiohttp.TraceConfig]:
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(_stamp_sent)
     tc.on_connection_create_start.append(_stamp_conn)
-    tc.on_dns_resolvehost_end.append(_stamp_dns)
-    tc.on_connection_create_end.append(_stamp_connected)
+    tc.on_dns_resolvehost_end.append(_stamp_phase("dns_us"))
+    tc.on_connection_create_end.append(_stamp_phase("connect_us"))
     return [tc]
 
 # Response headers that name the backend which served a request, most specific first.
