@@ -455,7 +455,7 @@ class Harness:
         loop writes): the targets' counters summed (every worker's, with workers), the token
         events so far, the shape's load and step, the busiest process's generator figures,
         and each server probe's last reading."""
-        total = _summed(list(sessions.values()))
+        total = Counters.summed(s.counters for s in list(sessions.values()))
         latest = monitor.latest
         server = {}
         for name, p in list(scrapers.items()):
@@ -688,20 +688,11 @@ def live_events(sessions: dict[str, Session]) -> int:
                for s in sessions.values())
 
 
-def _summed(sessions: list[Session]) -> Counters:
-    """The targets' counters summed."""
-    total = Counters()
-    for s in sessions:
-        for k in total.__dataclass_fields__:
-            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
-    return total
-
-
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
     """What the live line or view shows now: the targets' counters summed (``events``: as they
     arrive, streaming replies too), their recent first tokens, and the token events since the
     last redraw (``last_events``)."""
-    total = _summed(list(sessions.values()))
+    total = Counters.summed(s.counters for s in sessions.values())
     recent = [pair for s in sessions.values() for pair in s.recent_ttft]
     total.events = live_events(sessions)
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
