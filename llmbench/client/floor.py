@@ -14,7 +14,6 @@ path: it runs before the load and after it, in its own event loop.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -114,8 +113,10 @@ async def measure_floor(base_url: str, net: Net | None = None, when: str = "befo
         if writer is not None:
             writer.close()
     if sample.rounds:
-        sample.rtt_ms = statistics.median(rtts)
-        sample.rtt_min_ms = min(rtts)
+        rtts = sorted(rtts)
+        n = len(rtts)
+        sample.rtt_ms = rtts[n // 2] if n % 2 else (rtts[n // 2 - 1] + rtts[n // 2]) / 2
+        sample.rtt_min_ms = rtts[0]
     return sample
 
 
