@@ -75,7 +75,6 @@ class Counters:
     done: int = 0
     failed: int = 0
     in_flight: int = 0
-    waiting_first: int = 0
     events: int = 0
     cancelled: int = 0        # --abandon: users who gave up (not failures)
 
