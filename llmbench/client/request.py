@@ -304,8 +304,6 @@ class _Watchdog:
             d = min(d, self.start + self.patience_s)
         return min(d, self.start + t.total_s)
 
-    _deadline = deadline
-
     def _arm(self) -> None:
         if not self._timers:
             return
@@ -368,7 +366,7 @@ class _Watchdog:
     def first_token(self) -> None:
         """The deadline switches from first-token to idle: re-arm once if it came closer."""
         self.got_token = True
-        if self._handle is not None and self._deadline() < self._handle.when() - self._loop.time() + perf_counter():
+        if self._handle is not None and self.deadline() < self._handle.when() - self._loop.time() + perf_counter():
             self._handle.cancel()
             self._arm()
 
