@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from llmbench.client.request import Client, RequestParams, Timeouts, preload_transports
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
@@ -481,18 +481,10 @@ class Harness:
         if show and tty and board is not None:
             await self._board(board, sessions, live, monitor)
             return
-        if self.live_line is None:
+        if self.live_line is None or not show:
             return
-        start = perf_counter()
-        last_events = 0
-        while True:
-            await asyncio.sleep(1.0)
-            if not show:
-                continue
-            view = _view(sessions, live, monitor, last_events)
-            now, last_events = view.now, view.counters.events
-            line = self.live_line(view)
-            text = f"[{now - start:4.0f}s] {line}"
+        async for view, elapsed in _views(sessions, live, monitor):
+            text = f"[{elapsed:4.0f}s] {self.live_line(view)}"
             if tty:
                 # one row, never wrapped: a wrapped line leaves its first rows behind at every
                 # redraw (\r only returns to the start of the last row)
@@ -507,18 +499,13 @@ class Harness:
         from rich.console import Console
         from rich.live import Live
         console = Console(file=sys.stderr, highlight=False)
-        start = perf_counter()
-        last_events = 0
         with Live(console=console, auto_refresh=False, transient=True) as screen:
             try:
-                while True:
-                    await asyncio.sleep(1.0)
-                    view = _view(sessions, live, monitor, last_events)
+                async for view, elapsed in _views(sessions, live, monitor):
                     view.telemetry = self._recent_telemetry()
                     view.agents_open = self._agents_open(sessions)
-                    now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
-                    screen.update(board.draw(view, now - start, width), refresh=True)
+                    screen.update(board.draw(view, elapsed, width), refresh=True)
             finally:
                 screen.update("", refresh=True)
 
@@ -686,6 +673,18 @@ def live_events(sessions: dict[str, Session]) -> int:
     count to the counters in the same step it leaves ``active``, so the sum never goes back)."""
     return sum(s.counters.events + sum(len(r.token_times) for r in s.active)
                for s in sessions.values())
+
+
+async def _views(sessions: dict[str, Session], live: LiveState,
+                 monitor: Any) -> AsyncIterator[tuple[LiveView, float]]:
+    """What the live line or view shows, once a second, with the seconds since it began."""
+    start = perf_counter()
+    last_events = 0
+    while True:
+        await asyncio.sleep(1.0)
+        view = _view(sessions, live, monitor, last_events)
+        last_events = view.counters.events
+        yield view, view.now - start
 
 
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:

@@ -656,8 +656,7 @@ class RecordStore:
 
     def nbytes(self) -> int:
         """Bytes held by the columns and the extras (for the memory-bound test)."""
-        arrays = [*self._f8.values(), *self._ints.values(), self._flags, *self._strs.values(),
-                  *self._id_prefix.values(), *self._id_num.values(), self._ntok]
+        arrays = [arr for _, arr in self._keys()] + [self._ntok]
         total = sum(a.buffer_info()[1] * a.itemsize for a in arrays) + self._tok.nbytes()
         return total + sum(_deep_size(e) for e in self._extras.values())
 

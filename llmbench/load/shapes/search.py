@@ -302,8 +302,7 @@ class SearchPacer:
         return self.least if self.by == "users" else self.start / 64
 
     def _plan(self, load: float, why: str) -> StepPlan:
-        ramp_in = self.ramp_in_s
-        return StepPlan(load, self.hold_s, ramp_in, why)
+        return StepPlan(load, self.hold_s, self.ramp_in_s, why)
 
     def _grow(self, top: float) -> StepPlan:
         if top <= 0:
