@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from llmbench.errors import UsageError
 from llmbench.options import duration
@@ -117,40 +118,34 @@ def parse_abandon(texts: str | list[str] | tuple[str, ...] | None, flag: str = "
                 raise UsageError(f"{flag} {text!r}: {k} is given twice")
             got[k] = v.strip()
     shown = ",".join(str(t) for t in items)
+
+    def number(key: str, read: Callable[[str], Any], what: str) -> Any:
+        try:
+            return read(got[key])
+        except ValueError:
+            raise UsageError(f"{flag} {shown!r}: {key}={got[key]!r} is not {what}") from None
     after_s = None
     if "after" in got:
         after_s = duration(got["after"], f"{flag} after=", zero_ok=False)
     share = 0.0
     if "share" in got:
-        raw = got["share"]
-        try:
-            share = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-        except ValueError:
-            raise UsageError(f"{flag} {shown!r}: share={raw!r} is not a number; a share "
-                             "between 0 and 1 (or 0-100%)") from None
+        share = number("share", lambda raw: float(raw[:-1]) / 100.0 if raw.endswith("%")
+                       else float(raw), "a number; a share between 0 and 1 (or 0-100%)")
         if not (math.isfinite(share) and 0.0 < share <= 1.0):
-            raise UsageError(f"{flag} {shown!r}: share={raw!r} must be above 0 and at most 1 "
-                             "(or 100%)")
+            raise UsageError(f"{flag} {shown!r}: share={got['share']!r} must be above 0 and at "
+                             "most 1 (or 100%)")
     tokens = None
     if "after-tokens" in got:
-        raw = got["after-tokens"]
-        try:
-            tokens = int(raw)
-        except ValueError:
-            raise UsageError(f"{flag} {shown!r}: after-tokens={raw!r} is not a whole number "
-                             "of tokens") from None
+        tokens = number("after-tokens", int, "a whole number of tokens")
         if tokens < 1:
-            raise UsageError(f"{flag} {shown!r}: after-tokens={raw!r} must be at least 1")
+            raise UsageError(f"{flag} {shown!r}: after-tokens={got['after-tokens']!r} must be "
+                             "at least 1")
     if (share > 0) != (tokens is not None):
         missing = "after-tokens=N" if share > 0 else "share=P"
         raise UsageError(f"{flag} {shown!r}: share and after-tokens go together; add "
                          f"{missing}")
     if "seed" in got:
-        try:
-            seed = int(got["seed"])
-        except ValueError:
-            raise UsageError(f"{flag} {shown!r}: seed={got['seed']!r} is not a whole number") \
-                from None
+        seed = number("seed", int, "a whole number")
     if after_s is None and tokens is None:
         raise UsageError(f"{flag} {shown!r}: {HINT}")
     return Abandon(after_s=after_s, share=share, after_tokens=tokens, seed=seed)

@@ -555,22 +555,14 @@ class _Conn(asyncio.Protocol):
                 else:
                     self._start_drain()
             elif r == FAILED:
-                self._resolve()
-                if ended:
-                    self._finished()
-                else:
-                    self._stop_reading()
+                self._stop_reading(ended)
             return
         acc = self.acc
         acc.append(payload)
         self.acc_n += len(payload)
         if self.mode >= SOME and self.acc_n >= ERROR_BODY_READ_BYTES:
             self._some_done()
-            self._resolve()
-            if ended:
-                self._finished()
-            else:
-                self._stop_reading()
+            self._stop_reading(ended)
 
     def _body_end(self, t: float) -> None:
         """The body ended (its framing said so, or the connection closed a read-until-close
@@ -592,10 +584,15 @@ class _Conn(asyncio.Protocol):
             raw = b"".join(self.acc)[:ERROR_BODY_READ_BYTES]        # stream) is kept
             self.rec.error = body_text(raw, self.encoding or "")
 
-    def _stop_reading(self) -> None:
-        """The request is over but its body is not: the connection cannot be reused."""
-        self.phase = _IDLE
-        self._abort()
+    def _stop_reading(self, ended: bool) -> None:
+        """The request is over; unless its body is too (``ended``), the connection cannot be
+        reused."""
+        self._resolve()
+        if ended:
+            self._finished()
+        else:
+            self.phase = _IDLE
+            self._abort()
 
     def _start_drain(self) -> None:
         if self.closed:

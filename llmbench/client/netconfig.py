@@ -152,10 +152,6 @@ class Net:
     def ssl_context(self) -> ssl.SSLContext:
         return make_ssl_context(self.ca_cert, self.insecure, self.cert, self.key)
 
-    @property
-    def tls_verify(self) -> bool:
-        return not self.insecure
-
     def route(self) -> str:
         """How requests went, for a message: 'through the proxy http://h:3128 (from
         HTTPS_PROXY)', 'not through the proxy in HTTPS_PROXY (NO_PROXY matches it)' or ''."""
@@ -171,7 +167,7 @@ class Net:
         if self.bypassed:
             out["proxy_bypassed"] = self.bypassed
         if https:
-            out["tls_verify"] = self.tls_verify
+            out["tls_verify"] = not self.insecure
             out["ca_cert"] = self.ca_cert
             if not self.ca_cert:
                 out["ca_env"] = {v: os.environ[v] for v in ("SSL_CERT_FILE", *ENV_CA_BUNDLES)

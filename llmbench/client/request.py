@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import urljoin, urlsplit
 
 if TYPE_CHECKING:
@@ -114,24 +114,21 @@ async def _stamp_conn(_session: Any, ctx: Any, _params: Any) -> None:
         rec.dns_us = rec.connect_us = None
 
 
-async def _stamp_dns(_session: Any, ctx: Any, _params: Any) -> None:
-    rec = ctx.trace_request_ctx
-    if rec is not None and rec.conn_us is not None:
-        rec.dns_us = _us(rec)
-
-
-async def _stamp_connected(_session: Any, ctx: Any, _params: Any) -> None:
-    rec = ctx.trace_request_ctx
-    if rec is not None and rec.conn_us is not None:
-        rec.connect_us = _us(rec)
+def _stamp_phase(name: str) -> Callable[[Any, Any, Any], Awaitable[None]]:
+    """The hook that stamps a new connection's phase ``name`` (dns_us, connect_us)."""
+    async def stamp(_session: Any, ctx: Any, _params: Any) -> None:
+        rec = ctx.trace_request_ctx
+        if rec is not None and rec.conn_us is not None:
+            setattr(rec, name, _us(rec))
+    return stamp
 
 
 def _send_stamps() -> list[aiohttp.TraceConfig]:
     tc = aiohttp.TraceConfig()
     tc.on_request_chunk_sent.append(_stamp_sent)
     tc.on_connection_create_start.append(_stamp_conn)
-    tc.on_dns_resolvehost_end.append(_stamp_dns)
-    tc.on_connection_create_end.append(_stamp_connected)
+    tc.on_dns_resolvehost_end.append(_stamp_phase("dns_us"))
+    tc.on_connection_create_end.append(_stamp_phase("connect_us"))
     return [tc]
 
 # Response headers that name the backend which served a request, most specific first.
@@ -307,8 +304,6 @@ class _Watchdog:
             d = min(d, self.start + self.patience_s)
         return min(d, self.start + t.total_s)
 
-    _deadline = deadline
-
     def _arm(self) -> None:
         if not self._timers:
             return
@@ -371,7 +366,7 @@ class _Watchdog:
     def first_token(self) -> None:
         """The deadline switches from first-token to idle: re-arm once if it came closer."""
         self.got_token = True
-        if self._handle is not None and self._deadline() < self._handle.when() - self._loop.time() + perf_counter():
+        if self._handle is not None and self.deadline() < self._handle.when() - self._loop.time() + perf_counter():
             self._handle.cancel()
             self._arm()
 
@@ -468,19 +463,18 @@ class AiohttpTransport:
         """The transport: each chunk is timestamped on arrival and handed, with its time, to
         the stream decoder, which fills the record; this loop only keeps the watchdog and the
         connection."""
-        dec = StreamDecoder(self._fmt, rec, texts)
-        times = rec.token_times
-        content = resp.content
         undo = _surface_parser_error(resp)
         try:
-            await self._stream_body(resp, rec, dog, texts, dec, content, times)
+            await self._stream_body(resp, rec, dog, texts)
         finally:
             if undo is not None:
                 undo()
 
     async def _stream_body(self, resp: aiohttp.ClientResponse, rec: Record, dog: _Watchdog,
-                           texts: list[str], dec: StreamDecoder, content: Any,
-                           times: list[float]) -> None:
+                           texts: list[str]) -> None:
+        dec = StreamDecoder(self._fmt, rec, texts)
+        times = rec.token_times
+        content = resp.content
         async for chunk in content.iter_any():
             t = perf_counter()
             r = dec.feed(t, chunk)

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from llmbench.client.request import Client, RequestParams, Timeouts, preload_transports
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
@@ -173,17 +173,16 @@ class Harness:
     def show_progress(self) -> bool:
         return self.progress if self.progress is not None else sys.stderr.isatty()
 
-    def say(self, text: str) -> None:
-        """Print a line to stdout without leaving a half-drawn live line above it."""
+    def say(self, text: str, file: Any = None) -> None:
+        """Print a line (to stdout, or ``file``) without leaving a half-drawn live line above
+        it."""
         if self.show_progress() and sys.stderr.isatty():
             sys.stderr.write("\r\x1b[K")
-        print(text, flush=True)
+        print(text, file=file, flush=True)
 
     def say_err(self, text: str) -> None:
         """A warning line on stderr, without leaving a half-drawn live line before it."""
-        if self.show_progress() and sys.stderr.isatty():
-            sys.stderr.write("\r\x1b[K")
-        print(text, file=sys.stderr, flush=True)
+        self.say(text, sys.stderr)
 
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
@@ -456,10 +455,7 @@ class Harness:
         loop writes): the targets' counters summed (every worker's, with workers), the token
         events so far, the shape's load and step, the busiest process's generator figures,
         and each server probe's last reading."""
-        total = Counters()
-        for s in list(sessions.values()):
-            for k in total.__dataclass_fields__:
-                setattr(total, k, getattr(total, k) + getattr(s.counters, k))
+        total = Counters.summed(s.counters for s in list(sessions.values()))
         latest = monitor.latest
         server = {}
         for name, p in list(scrapers.items()):
@@ -485,18 +481,10 @@ class Harness:
         if show and tty and board is not None:
             await self._board(board, sessions, live, monitor)
             return
-        if self.live_line is None:
+        if self.live_line is None or not show:
             return
-        start = perf_counter()
-        last_events = 0
-        while True:
-            await asyncio.sleep(1.0)
-            if not show:
-                continue
-            view = _view(sessions, live, monitor, last_events)
-            now, last_events = view.now, view.counters.events
-            line = self.live_line(view)
-            text = f"[{now - start:4.0f}s] {line}"
+        async for view, elapsed in _views(sessions, live, monitor):
+            text = f"[{elapsed:4.0f}s] {self.live_line(view)}"
             if tty:
                 # one row, never wrapped: a wrapped line leaves its first rows behind at every
                 # redraw (\r only returns to the start of the last row)
@@ -511,18 +499,13 @@ class Harness:
         from rich.console import Console
         from rich.live import Live
         console = Console(file=sys.stderr, highlight=False)
-        start = perf_counter()
-        last_events = 0
         with Live(console=console, auto_refresh=False, transient=True) as screen:
             try:
-                while True:
-                    await asyncio.sleep(1.0)
-                    view = _view(sessions, live, monitor, last_events)
+                async for view, elapsed in _views(sessions, live, monitor):
                     view.telemetry = self._recent_telemetry()
                     view.agents_open = self._agents_open(sessions)
-                    now, last_events = view.now, view.counters.events
                     width = shutil.get_terminal_size((80, 24)).columns
-                    screen.update(board.draw(view, now - start, width), refresh=True)
+                    screen.update(board.draw(view, elapsed, width), refresh=True)
             finally:
                 screen.update("", refresh=True)
 
@@ -692,16 +675,24 @@ def live_events(sessions: dict[str, Session]) -> int:
                for s in sessions.values())
 
 
+async def _views(sessions: dict[str, Session], live: LiveState,
+                 monitor: Any) -> AsyncIterator[tuple[LiveView, float]]:
+    """What the live line or view shows, once a second, with the seconds since it began."""
+    start = perf_counter()
+    last_events = 0
+    while True:
+        await asyncio.sleep(1.0)
+        view = _view(sessions, live, monitor, last_events)
+        last_events = view.counters.events
+        yield view, view.now - start
+
+
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
     """What the live line or view shows now: the targets' counters summed (``events``: as they
     arrive, streaming replies too), their recent first tokens, and the token events since the
     last redraw (``last_events``)."""
-    total = Counters()
-    recent: list[tuple[float, float]] = []
-    for s in sessions.values():
-        for k in total.__dataclass_fields__:
-            setattr(total, k, getattr(total, k) + getattr(s.counters, k))
-        recent.extend(s.recent_ttft)
+    total = Counters.summed(s.counters for s in sessions.values())
+    recent = [pair for s in sessions.values() for pair in s.recent_ttft]
     total.events = live_events(sessions)
     return LiveView(total, live, monitor.latest, recent, total.events - last_events, perf_counter())
 

@@ -27,7 +27,7 @@ PER_TURN = 8
 class TurnGate:
     """``await gate.enter()`` before a piece of the load generator's own work."""
 
-    __slots__ = ("per_turn", "_used", "_waiters", "_loop", "_armed", "deferred")
+    __slots__ = ("per_turn", "_used", "_waiters", "_loop", "_armed")
 
     def __init__(self, per_turn: int = PER_TURN) -> None:
         self.per_turn = per_turn
@@ -35,9 +35,6 @@ class TurnGate:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._armed = False
-        # how many entries had to wait for a later turn (the generator's health reads it:
-        # a burst the gate spread out, whose starts waited in the client's queue)
-        self.deferred = 0
 
     def enter(self) -> "asyncio.Future[None] | None":
         """None when this turn has room (go on at once, no await), else a future to await
@@ -50,7 +47,6 @@ class TurnGate:
         self._loop = loop
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append(fut)
-        self.deferred += 1
         self._arm()
         return fut
 

@@ -11,7 +11,7 @@ import random
 import time
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from llmbench.client.request import Client
 from llmbench.load.pacing import TurnGate
@@ -75,9 +75,17 @@ class Counters:
     done: int = 0
     failed: int = 0
     in_flight: int = 0
-    waiting_first: int = 0
     events: int = 0
     cancelled: int = 0        # --abandon: users who gave up (not failures)
+
+    @classmethod
+    def summed(cls, counts: Iterable["Counters"]) -> "Counters":
+        """Several targets' (or worker processes') counts added up."""
+        total = cls()
+        for c in counts:
+            for k in total.__dataclass_fields__:
+                setattr(total, k, getattr(total, k) + getattr(c, k))
+        return total
 
 
 @dataclass(eq=False)

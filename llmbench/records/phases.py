@@ -21,8 +21,6 @@ from llmbench.records.definitions import offset_us
 from llmbench.records.record import Record
 
 PHASES = ("blocked", "dns", "connect", "tls", "send", "wait", "first_token", "decode")
-# the phases of a request's set-up: only a new connection has them
-SETUP = ("blocked", "dns", "connect", "tls")
 
 
 def phases_ms(rec: Record) -> dict[str, float] | None:

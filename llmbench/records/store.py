@@ -141,7 +141,7 @@ class RecordStore:
         if len(self._tok.tail) >= SEAL_EVENTS:
             self._seal()
         if len(self._ntok) >= self._compact_at:
-            self._compact()
+            self.compact()
 
     def _seal(self) -> None:
         """Encode the token events appended since the last seal (token_events)."""
@@ -163,9 +163,11 @@ class RecordStore:
         for n, arr in self._id_num.items():
             yield ("idn", n), arr
 
-    def _compact(self) -> None:
+    def compact(self) -> None:
         """Fold each column's newly appended values into its head while they all equal it
-        (bit for bit: -0.0 is not 0.0); a column that differed once is left alone for good."""
+        (bit for bit: -0.0 is not 0.0); a column that differed once is left alone for good.
+        Done every 65,536 appends anyway; called at the end of a run, a column of one value
+        reads back as a broadcast, not as an array (~18 columns of a million values each)."""
         import numpy as np
         self._compact_at = len(self._ntok) + _COMPACT_EVERY
         # 65,536 finished requests' Records and buffers were made and freed since the last
@@ -185,12 +187,6 @@ class RecordStore:
                 del arr[:]                      # frees the array's buffer
             else:
                 self._varied.add(key)
-
-    def compact(self) -> None:
-        """Fold the values appended since the last look into the columns of one value (done
-        every 65,536 appends anyway): afterwards such a column reads back as a broadcast, not
-        as an array (the end of a run: ~18 columns of a million values each)."""
-        self._compact()
 
     def _full(self, key: tuple[str, str], arr: array, readonly: bool = False) -> np.ndarray:
         """A column as one numpy array: a view of its array when it has no head, else a new
@@ -627,7 +623,7 @@ class RecordStore:
         self._tok = self._events_of(idx, release=True)
         # a column of one value so far keeps it: fold the values appended since the last look
         # (up to 65,535 of them) into its head first, or it would be written out whole
-        self._compact()
+        self.compact()
         lo = int(min(moved.min(), src.min()))
         for key, arr in [*self._keys(), (("ntok", ""), self._ntok)]:
             head = self._head.get(key)
@@ -660,8 +656,7 @@ class RecordStore:
 
     def nbytes(self) -> int:
         """Bytes held by the columns and the extras (for the memory-bound test)."""
-        arrays = [*self._f8.values(), *self._ints.values(), self._flags, *self._strs.values(),
-                  *self._id_prefix.values(), *self._id_num.values(), self._ntok]
+        arrays = [arr for _, arr in self._keys()] + [self._ntok]
         total = sum(a.buffer_info()[1] * a.itemsize for a in arrays) + self._tok.nbytes()
         return total + sum(_deep_size(e) for e in self._extras.values())
 

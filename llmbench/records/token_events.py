@@ -134,10 +134,6 @@ class TokenEvents:
         return self._sealed + len(self.tail)
 
     @property
-    def sealed(self) -> int:
-        return self._sealed
-
-    @property
     def sealed_records(self) -> int:
         return self._sealed_recs
 

@@ -33,7 +33,7 @@ pickle, and they could be JSON. Every message has ``type`` and (from a worker) `
   worker -> coordinator
     {"type": "ready"}                      clients made, warm-up done: waiting for "go"
     {"type": "records", "clock": "worker", "records": [Record.to_json() dicts]}  batched
-    {"type": "live", "counters": {started, done, failed, in_flight, waiting_first, events},
+    {"type": "live", "counters": {started, done, failed, in_flight, events, cancelled},
      "target": name}                        absolute counters of this worker, per target
     {"type": "monitor", "clock": "worker", "sample": {t, lag_p99_ms, lag_max_ms, cpu_pct}}
                                            (the coordinator adds its own, tagged "coordinator")

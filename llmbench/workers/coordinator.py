@@ -342,13 +342,8 @@ class Fleet:
         sink = self._sinks.get(target)
         if sink is None:
             return
-        total = Counters()
-        for w in self._w.values():
-            c = w.counters.get(target)
-            if c is not None:
-                for k in total.__dataclass_fields__:
-                    setattr(total, k, getattr(total, k) + getattr(c, k))
-        sink.counters = total
+        sink.counters = Counters.summed(w.counters[target] for w in self._w.values()
+                                        if target in w.counters)
 
 
 def _call(op: str, args: dict[str, Any], cid: int = -1) -> dict[str, Any]:

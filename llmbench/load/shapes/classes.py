@@ -33,18 +33,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from llmbench.load import arrivals
-from llmbench.load.monitor import busy
 from llmbench.load.session import Session
 from llmbench.load.shapes.base import Drive
 from llmbench.load.shapes.pace import FixedSteps, JudgedStep, Pacer, StepPlan
 from llmbench.load.shapes.ramp import Leaving, Ramp, StepWindow
-from llmbench.load.shapes.user import dispatch, sleep_or_stop, virtual_user
+from llmbench.load.shapes.user import dispatch, sleep_or_stop
 from llmbench.records.record import Record
 from llmbench.workload import Conversation, draw
 
@@ -295,17 +293,8 @@ class ClassRamp(Ramp):
             hold_start = perf_counter()
             if not await sleep_or_stop(stopping, self.hold_s):
                 return None
-            hold_end = perf_counter()
-            crowd.stop_rate()
-            deadline = perf_counter() + self.drain_s
-            while perf_counter() < deadline and not stopping.is_set():
-                if not await crowd.pending(index, hold_start, hold_end):
-                    break
-                await asyncio.sleep(0.05)
-            mon = busy([m for m in d.monitor.samples
-                        if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
-            w = StepWindow(index, load.amount, ramp_start, hold_start, hold_end, crowd.records,
-                           await crowd.pending(index, hold_start, hold_end), mon)
+            w = await self._window(d, crowd, index, load.amount, ramp_start, hold_start,
+                                   perf_counter())
             assert self.isolation_judge is not None, "--isolate needs a judge for its classes"
             return self.isolation_judge(Isolated(c.name, load, w))
         finally:
@@ -321,21 +310,15 @@ class MixedCrowd(Leaving):
     (run alone)."""
 
     def __init__(self, ramp: ClassRamp, d: Drive, only: str | None = None) -> None:
+        super().__init__(d.live.users_changed)
         self.ramp = ramp
         self.d = d
         self.classes = [c for c in ramp.classes if only is None or c.name == only]
         self.sessions: dict[str, Session] = {c.name: d.sessions[c.session] for c in self.classes}
-        self.users_changed = d.live.users_changed
-        self.user_stop = asyncio.Event()
-        self.tasks: list[asyncio.Task[Any]] = []
         self.rate_tasks: list[asyncio.Task[Any]] = []
         # each class's users in, oldest first: (id, its own stop, its task)
         self.users: dict[str, list[tuple[int, asyncio.Event, asyncio.Task[Any]]]] = {
             c.name: [] for c in self.classes}
-        self._leaving: list[asyncio.Task[Any]] = []
-        # the open-loop conversations of the current rate step, and what ends them
-        self._rate_stop = asyncio.Event()
-        self._rate_plays: list[asyncio.Task[Any]] = []
         self._next_uid = 0
         self._conv_ids = {c.name: itertools.count() for c in self.classes}
         self._step: int | None = None
@@ -419,16 +402,8 @@ class MixedCrowd(Leaving):
         return lambda _k: draw(c.convs, next(ids))
 
     async def _user(self, c: LoadClass, uid: int, at: float, stop: asyncio.Event) -> None:
-        if not await sleep_or_stop(stop, at - perf_counter()):
-            return
-        self.users_changed(perf_counter(), +1)
-        try:
-            await virtual_user(self.sessions[c.name], self._next_conv(c), uid=uid,
-                               think=c.think_s,
-                               rng=random.Random(self.ramp.seed * 1_000_003 + uid),
-                               stop=stop, mid=self.ramp.join == "spread")
-        finally:
-            self.users_changed(perf_counter(), -1)
+        await self._chat(self.sessions[c.name], self._next_conv(c), uid, at, stop, c.think_s,
+                         self.ramp.seed, self.ramp.join)
 
     # the ramp's calls for one crowd of one kind: set_step did the work
     async def add_users(self, users: list[tuple[int, float]]) -> None:
@@ -463,17 +438,6 @@ class MixedCrowd(Leaving):
                    for r in s.active if r.step == index and hold_start <= r.start < hold_end)
 
     async def finish(self) -> None:
-        self.user_stop.set()
-        self._rate_stop.set()
-        for mine in self.users.values():
-            for _uid, stop, _task in mine:
-                stop.set()
-        self.stop_rate()
         for s in self.sessions.values():
             s.step = None
-        every = self.tasks + self._rate_plays + self._leaving
-        if every:
-            done, still = await asyncio.wait(every, timeout=2.0)
-            for t in still:
-                t.cancel()
-            await asyncio.gather(*still, return_exceptions=True)
+        await self._wait_out([stop for mine in self.users.values() for _uid, stop, _t in mine])

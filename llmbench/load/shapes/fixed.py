@@ -152,11 +152,9 @@ class OpenLoop:
         return arrivals.schedule(n, self.rate, self.burstiness, self.seed, self.arrival)
 
     async def drive(self, d: Drive) -> float:
-        if self.share is not None:
-            return await run_open(d.session, self.convs, [o for _, o in self.share],
-                                  self.max_concurrency, self.warmup, self.think_s, self.seed,
-                                  gate=d.gate, index=[i for i, _ in self.share],
-                                  duration_s=self.duration_s)
-        return await run_open(d.session, self.convs, self.offsets(), self.max_concurrency,
-                              self.warmup, self.think_s, self.seed, gate=d.gate,
+        share = self.share
+        return await run_open(d.session, self.convs,
+                              self.offsets() if share is None else [o for _, o in share],
+                              self.max_concurrency, self.warmup, self.think_s, self.seed,
+                              gate=d.gate, index=None if share is None else [i for i, _ in share],
                               duration_s=self.duration_s)

@@ -30,11 +30,17 @@ perf_counter = time.perf_counter
 
 class Leaving:
     """Users and open-loop conversations told to stop that are still finishing a request: the
-    ramp's crowd and the class crowd (shapes.classes.MixedCrowd) count and end them alike."""
+    ramp's crowd and the class crowd (shapes.classes.MixedCrowd) count, start and end them
+    alike."""
 
-    _leaving: list[asyncio.Task[Any]]
-    _rate_stop: asyncio.Event
-    _rate_plays: list[asyncio.Task[Any]]
+    def __init__(self, users_changed: Callable[[float, int], None]) -> None:
+        self.users_changed = users_changed
+        self.user_stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self._leaving: list[asyncio.Task[Any]] = []
+        # the open-loop conversations of the current rate step, and what ends them
+        self._rate_stop = asyncio.Event()
+        self._rate_plays: list[asyncio.Task[Any]] = []
 
     def _end_rate_plays(self) -> None:
         self._rate_stop.set()
@@ -52,6 +58,38 @@ class Leaving:
             t.cancel()
         await asyncio.gather(*self._leaving, return_exceptions=True)
         self._leaving = []
+
+    async def _chat(self, session: Session, next_conv: Callable[[int], Conversation], uid: int,
+                    at: float, stop: asyncio.Event, think_s: tuple[float, float], seed: int,
+                    join: str) -> None:
+        """One user: comes in at ``at`` (unless stopped first) and chats until ``stop``."""
+        if not await sleep_or_stop(stop, at - perf_counter()):
+            return
+        self.users_changed(perf_counter(), +1)
+        try:
+            await virtual_user(session, next_conv, uid=uid, think=think_s,
+                               rng=random.Random(seed * 1_000_003 + uid),
+                               stop=stop, mid=join == "spread")
+        finally:
+            self.users_changed(perf_counter(), -1)
+
+    async def _wait_out(self, stops: Sequence[asyncio.Event]) -> None:
+        """The end: every user and conversation stopped; what is still in flight after the
+        last window does not count, and gets a moment to finish before it is cancelled."""
+        self.user_stop.set()
+        self._rate_stop.set()
+        for stop in stops:
+            stop.set()
+        self.stop_rate()
+        every = self.tasks + self._rate_plays + self._leaving
+        if every:
+            done, still = await asyncio.wait(every, timeout=2.0)
+            for t in still:
+                t.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+
+    def stop_rate(self) -> None:
+        raise NotImplementedError
 
 
 @dataclass
@@ -263,19 +301,8 @@ class Ramp:
                         await asyncio.sleep(0.05)
                     hold_end = perf_counter()
                 live.phase = "drain"            # the window's last requests finish
-                crowd.stop_rate()
-                # let the window's requests finish; users keep chatting meanwhile
-                drain_deadline = perf_counter() + self.drain_s
-                while perf_counter() < drain_deadline and not stopping.is_set():
-                    if not await crowd.pending(index, hold_start, hold_end):
-                        break
-                    await asyncio.sleep(0.05)
-                mon = busy([m for m in d.monitor.samples
-                            if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
-                result = self.judge(StepWindow(index, plan.load, ramp_start, hold_start, hold_end,
-                                               crowd.records,
-                                               await crowd.pending(index, hold_start, hold_end),
-                                               mon))
+                result = self.judge(await self._window(d, crowd, index, plan.load, ramp_start,
+                                                       hold_start, hold_end))
                 if plan.extend and self.results:
                     self.results[-1] = result
                 else:
@@ -288,6 +315,21 @@ class Ramp:
             live.phase = "finishing"
             await crowd.finish()
         return self.results
+
+    async def _window(self, d: Drive, crowd: Any, index: int, load: float, ramp_start: float,
+                      hold_start: float, hold_end: float) -> StepWindow:
+        """The step's window once its requests have finished (the drain; users keep chatting
+        meanwhile), with the load generator's state over the hold."""
+        crowd.stop_rate()
+        drain_deadline = perf_counter() + self.drain_s
+        while perf_counter() < drain_deadline and not d.stopping.is_set():
+            if not await crowd.pending(index, hold_start, hold_end):
+                break
+            await asyncio.sleep(0.05)
+        mon = busy([m for m in d.monitor.samples
+                    if hold_start <= m.t <= hold_end + 1.0], self.lag_limit_ms)
+        return StepWindow(index, load, ramp_start, hold_start, hold_end, crowd.records,
+                          await crowd.pending(index, hold_start, hold_end), mon)
 
     async def _users_to(self, crowd: Any, want: int, users: list[int], next_uid: int,
                         index: int, ramp_start: float, plan: StepPlan
@@ -348,23 +390,17 @@ class Crowd(Leaving):
     def __init__(self, session: Session, convs: Sequence[Conversation],
                  think_s: tuple[float, float], seed: int, burstiness: float,
                  users_changed: Callable[[float, int], None], join: str = "start") -> None:
+        super().__init__(users_changed)
         self.session = session
         self.convs = convs
         self.think_s = think_s
         self.seed = seed
         self.burstiness = burstiness
-        self.users_changed = users_changed
         self.join = join
-        self.user_stop = asyncio.Event()
-        self.tasks: list[asyncio.Task[Any]] = []
         self.rate_task: asyncio.Task[None] | None = None
         self._conv_ids = itertools.count()
         self._stops: dict[int, asyncio.Event] = {}            # each user's own
         self._user_tasks: dict[int, asyncio.Task[Any]] = {}
-        self._leaving: list[asyncio.Task[Any]] = []
-        # the open-loop conversations of the current rate step, and what ends them
-        self._rate_stop = asyncio.Event()
-        self._rate_plays: list[asyncio.Task[Any]] = []
         self._trace_laps = 0          # ramp --trace: the laps its copies have used
 
     @property
@@ -402,16 +438,8 @@ class Crowd(Leaving):
         self._end_rate_plays()
 
     async def _user(self, uid: int, at: float) -> None:
-        stop = self._stops[uid]
-        if not await sleep_or_stop(stop, at - perf_counter()):
-            return
-        self.users_changed(perf_counter(), +1)
-        try:
-            await virtual_user(self.session, self.next_conv, uid=uid, think=self.think_s,
-                               rng=random.Random(self.seed * 1_000_003 + uid),
-                               stop=stop, mid=self.join == "spread")
-        finally:
-            self.users_changed(perf_counter(), -1)
+        await self._chat(self.session, self.next_conv, uid, at, self._stops[uid], self.think_s,
+                         self.seed, self.join)
 
     def start_rate(self, step: int, offsets: Sequence[float], t0: float,
                    index: Sequence[int] | None = None) -> None:
@@ -452,16 +480,5 @@ class Crowd(Leaving):
                 if step == index and started_in(t, hold_start, hold_end))
 
     async def finish(self) -> None:
-        self.user_stop.set()
-        self._rate_stop.set()
-        for stop in self._stops.values():
-            stop.set()
-        self.stop_rate()
         self.session.step = None
-        every = self.tasks + self._rate_plays + self._leaving
-        if every:
-            # in-flight requests after the last window do not count; give them a moment
-            done, still = await asyncio.wait(every, timeout=2.0)
-            for t in still:
-                t.cancel()
-            await asyncio.gather(*still, return_exceptions=True)
+        await self._wait_out(list(self._stops.values()))

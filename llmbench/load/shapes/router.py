@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from llmbench.load.eventloop import sleep_or_stop
 from llmbench.load.monitor import LAG_P99_LIMIT_MS, busy
 from llmbench.load.session import Session
 from llmbench.records.record import Record
@@ -63,17 +64,10 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
     tasks = [loop.create_task(virtual_user(session, conv_of(u), uid=u, think=think,
                                            rng=random.Random(seed * 7919 + u), stop=stop))
              for u in (range(users) if uids is None else uids)]
-    await sleep_or_stopping(session.stopping, seconds)
+    await sleep_or_stop(session.stopping, seconds)
     stop.set()
     await asyncio.gather(*tasks)        # in-flight requests finish before the other path runs
     return played[0]
-
-
-async def sleep_or_stopping(stopping: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stopping.wait(), seconds)
-    except asyncio.TimeoutError:
-        pass
 
 
 @dataclass

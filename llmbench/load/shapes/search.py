@@ -33,10 +33,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from llmbench.load.shapes.pace import (AIM, BISECT, CONFIRM, GROW, LONGER, REPEAT, JudgedStep,
-                                       StepPlan)
+from llmbench.load.shapes.pace import (AIM, BISECT, CONFIRM, GROW, LONGER, MAX_HOLD_FACTOR,
+                                       NO_DATA, REPEAT, JudgedStep, StepPlan)
 
-NO_DATA = "not enough data"
 RATE_RESOLUTION = 0.05          # --by rate: the bracket is narrowed to 5 % of the rate
 DEFAULT_CEILING = 1024.0        # growth stops here unless --up-to says otherwise
 MAX_STEPS = 40                  # a search that has not ended by then is stopped, and says so
@@ -86,7 +85,7 @@ class SearchPacer:
     ceiling: float | None = None            # None: DEFAULT_CEILING
     factor: float = 2.0
     first_factor: float = FIRST_FACTOR      # users: the growth from the start step
-    max_hold_factor: float = 4.0
+    max_hold_factor: float = MAX_HOLD_FACTOR
     max_steps: int = MAX_STEPS
     # the lightest load it may try (users): 1, or a scenario's floors added up (min_users:
     # a step of fewer would not be its load)
@@ -302,8 +301,7 @@ class SearchPacer:
         return self.least if self.by == "users" else self.start / 64
 
     def _plan(self, load: float, why: str) -> StepPlan:
-        ramp_in = self.ramp_in_s
-        return StepPlan(load, self.hold_s, ramp_in, why)
+        return StepPlan(load, self.hold_s, self.ramp_in_s, why)
 
     def _grow(self, top: float) -> StepPlan:
         if top <= 0:

@@ -102,7 +102,7 @@ def test_a_store_of_long_replies_holds_about_two_bytes_an_event(monkeypatch):
         store.append(r)
         plain.append(Record.from_json(r.to_json()))       # what requests.jsonl reads back
     events = 600 * 128
-    assert store._tok.sealed > events * 0.9
+    assert len(store._tok) - len(store._tok.tail) > events * 0.9
     assert store._tok.nbytes() / events < 2.2
     assert [r.token_times for r in store] == [r.token_times for r in plain]
     assert store[417].token_times == plain[417].token_times
