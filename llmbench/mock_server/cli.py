@@ -100,21 +100,26 @@ class Prepared:
     saved: Optional[Path] = None
 
 
+def _check_numbers(o: MockOptions) -> None:
+    """Every float at least 0 (a probability or a share at most 1; --tokens-per-s apart),
+    every count in its range: one UsageError line naming the flag."""
+    for f in dataclasses.fields(o):
+        spec, v = opt.opt_of(f), getattr(o, f.name)
+        if spec.kind is FLOAT and f.name != "tokens_per_s":
+            share = f.name.startswith("fault_") or f.name.endswith("_share")
+            opt.number(v, spec.flag(f.name), lo=0, hi=1 if share else None)
+        elif spec.kind is INT and f.name not in _INT_UNCHECKED:
+            opt.count(v, spec.flag(f.name), lo=1 if f.name in _INT_AT_LEAST_1 else 0,
+                      hi=100_000 if f.name in ("image_tokens", "embedding_dim") else None)
+
+
 def prepare(o: MockOptions) -> Prepared:
     """Check every option (one UsageError line each) and build the MockConfig."""
     from llmbench.mock_server import PROFILES, make_config
     from llmbench.mock_server.fit import ProfileError, describe, fit_run, load_profile
     from llmbench.mock_server.fit import save_profile as write_profile
 
-    for f in dataclasses.fields(o):
-        spec, v = opt.opt_of(f), getattr(o, f.name)
-        if spec.kind is FLOAT and f.name != "tokens_per_s":     # (above 0: below)
-            # every float is at least 0; a probability or a share at most 1
-            share = f.name.startswith("fault_") or f.name.endswith("_share")
-            opt.number(v, spec.flag(f.name), lo=0, hi=1 if share else None)
-        elif spec.kind is INT and f.name not in _INT_UNCHECKED:
-            opt.count(v, spec.flag(f.name), lo=1 if f.name in _INT_AT_LEAST_1 else 0,
-                      hi=100_000 if f.name in ("image_tokens", "embedding_dim") else None)
+    _check_numbers(o)
     if o.replicas < 1:
         raise UsageError("--replicas must be at least 1")
     opt.count(o.workers, "--workers", lo=1)
