@@ -15,7 +15,7 @@ import random
 import re
 import time
 from collections import OrderedDict, deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .histogram import Histogram
@@ -142,9 +142,6 @@ class MockConfig:
                 raise ValueError(f"setting 'cache_report' is {value!r}; choose one of "
                                  + ", ".join(CACHE_REPORTS))
             setattr(self, key, value)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 PROFILES: dict[str, dict[str, Any]] = {

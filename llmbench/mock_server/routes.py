@@ -10,6 +10,7 @@ between: scripts/bench_mock.py measures its request and event rates.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -106,7 +107,7 @@ class Routes(Context):
         return web.json_response(self.engine.slots(), headers=self.headers())
 
     def _config_body(self) -> dict[str, Any]:
-        shown = self.engine.config.as_dict()
+        shown = dataclasses.asdict(self.engine.config)
         if shown.get("api_key"):
             shown["api_key"] = "set"            # a key is never shown
         return {"replica": self.engine.replica, "worker": self.worker, "workers": self.workers,

@@ -104,9 +104,6 @@ class RayCluster:
     cpus: float
     started_local: bool           # auto started a Ray instance of its own (stopped at exit)
 
-    def describe(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def connect(address: str) -> RayCluster:
     """Join the cluster (``auto``: RAY_ADDRESS, else a Ray instance already running on this
@@ -401,6 +398,6 @@ class RayFleet(Fleet):
         out = super().describe()
         launcher = self.launcher
         if isinstance(launcher, RayLauncher):
-            out["ray"] = {**launcher.cluster.describe(),
+            out["ray"] = {**dataclasses.asdict(launcher.cluster),
                           "workers": {str(l.worker_id): l.describe() for l in launcher.links}}
         return out
