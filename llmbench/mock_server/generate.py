@@ -16,7 +16,7 @@ import random
 import time
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from aiohttp import web
@@ -66,7 +66,6 @@ class Ask:
     finish: str | None = None               # the finish reason when not stop/length
     # called with the whole reply text once it is sent (the Responses API stores it)
     on_done: Callable[[str], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)   # what a shape needs beyond this
 
 
 @dataclass(frozen=True)
