@@ -69,19 +69,16 @@ class Routes(Context):
 
     async def metrics(self, request: web.Request) -> web.Response:
         headers = self.headers()
-        if self.peers is None:
-            text = prometheus.render(self.engine)
-        else:
+        snaps = [("0", prometheus.snapshot(self.engine))]
+        said = ""
+        if self.peers is not None:
             # every worker's series, labelled engine="<worker>", as vLLM's data-parallel server
             # shows its engines: one worker's counters alone would be misread as the server's
-            snaps, missing = await self.peers.states(self.index, prometheus.snapshot(self.engine))
-            text = prometheus.render_many(snaps)
+            snaps, missing = await self.peers.states(self.index, snaps[0][1])
             headers["x-llmbench-workers-reporting"] = f"{len(snaps)}/{self.workers}"
-            if missing:
-                text = "".join(f"# llmbench_mock: worker {w} did not answer\n"
-                               for w in missing) + text
-        return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                            headers=headers)
+            said = "".join(f"# llmbench_mock: worker {w} did not answer\n" for w in missing)
+        return web.Response(text=said + prometheus.render_many(snaps), content_type="text/plain",
+                            charset="utf-8", headers=headers)
 
     async def props(self, request: web.Request) -> web.Response:
         cfg = self.engine.config
