@@ -451,11 +451,10 @@ def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def ask(get: Get, models_path: str = "/v1/models", ollama_tags: bool = True
-              ) -> dict[str, tuple[int, str] | None]:
+async def ask(get: Get, models_path: str = "/v1/models") -> dict[str, tuple[int, str] | None]:
     """Every identity page at once (a failed one is None); ``get`` has the probes' deadline."""
     import asyncio
-    paths = [*PATHS, models_path] + (["/api/tags"] if ollama_tags else [])
+    paths = [*PATHS, models_path, "/api/tags"]
 
     async def one(path: str) -> tuple[int, str] | None:
         try:
