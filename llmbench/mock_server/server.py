@@ -312,20 +312,20 @@ class MockProcess:
 
 async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
                         record: str | None, record_prompts: bool, announce: bool,
-                        quiet: bool = False, watch_stdin: bool = False, workers: int = 1,
+                        watch_stdin: bool = False, workers: int = 1,
                         worker: int | None = None, peers_dir: str | None = None) -> None:
     """Serve until SIGINT/SIGTERM (or the parent's end, with ``watch_stdin``). ``workers`` > 1
     and no ``worker``: supervise that many worker processes (``supervise``)."""
     if workers > 1 and worker is None:
         await supervise(config, workers, replicas, host, port, record, record_prompts, announce,
-                        quiet, watch_stdin)
+                        watch_stdin)
         return
     cluster = MockCluster(config, replicas, host, port, record, record_prompts,
                           worker=worker or 0, workers=workers, peers_dir=peers_dir)
     await cluster.start()
     if announce:
         print("LISTENING " + json.dumps(cluster.urls), flush=True)
-    elif not quiet:
+    else:
         for engine, url in zip(cluster.engines, cluster.urls):
             print(f"llmbench mock {engine.replica} on {url}  (OpenAI: {url}/v1, Ollama: {url})",
                   flush=True)
@@ -349,8 +349,8 @@ class WorkerFailed(RuntimeError):
 
 async def supervise(config: MockConfig, workers: int, replicas: int, host: str, port: int,
                     record: str | None, record_prompts: bool, announce: bool,
-                    quiet: bool = False, watch_stdin: bool = False,
-                    start_timeout_s: float = 60.0, stop_timeout_s: float = 65.0) -> None:
+                    watch_stdin: bool = False, start_timeout_s: float = 60.0,
+                    stop_timeout_s: float = 65.0) -> None:
     """Start ``workers`` processes sharing the ports with SO_REUSEPORT; stop them all on
     SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits. Workers
     die with this process even when it is killed (PR_SET_PDEATHSIG, and their stdin pipe)."""
@@ -399,7 +399,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
         urls = urls_for(host, list(range(base, base + replicas)))
         if announce:
             print("LISTENING " + json.dumps(urls), flush=True)
-        elif not quiet:
+        else:
             for i, url in enumerate(urls):
                 print(f"llmbench mock replica-{i} on {url}, {workers} worker processes "
                       f"(OpenAI: {url}/v1, Ollama: {url})", flush=True)
