@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2900)
     args = ap.parse_args()
     page = vllm_page(args.lines)
-    vllm = servers.get("vllm")
+    vllm = next(a for a in servers.ADAPTERS if a.name == "vllm")
     names = vllm.metric_names
     full = vllm.extract(parse_prometheus(page)).to_dict()
     filtered = vllm.extract(parse_prometheus(page, names)).to_dict()

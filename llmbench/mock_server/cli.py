@@ -81,6 +81,13 @@ MOCK = MockOptions          # the mock's spec, by its old name
 # the options that say how to serve (or what to fit), not how the mock behaves
 NOT_CONFIG = frozenset({"itl_ms", "tokens_per_s", "profile", "replicas", "workers", "host",
                         "port", "record", "record_prompts", "like", "save_profile"})
+# the counts prepare checks at least 1 (the others at least 0), and those it leaves to others:
+# the seed is any int, --replicas, --workers and --port have their own words, the KV capacity
+# and the step budget MockConfig's
+_INT_AT_LEAST_1 = frozenset({"tokens", "natural_tokens", "chunk_tokens", "block_tokens",
+                             "embedding_dim"})
+_INT_UNCHECKED = frozenset({"seed", "replicas", "workers", "port", "kv_capacity_tokens",
+                            "step_token_budget"})
 
 
 @dataclasses.dataclass
@@ -93,36 +100,26 @@ class Prepared:
     saved: Optional[Path] = None
 
 
+def _check_numbers(o: MockOptions) -> None:
+    """Every float at least 0 (a probability or a share at most 1; --tokens-per-s apart),
+    every count in its range: one UsageError line naming the flag."""
+    for f in dataclasses.fields(o):
+        spec, v = opt.opt_of(f), getattr(o, f.name)
+        if spec.kind is FLOAT and f.name != "tokens_per_s":
+            share = f.name.startswith("fault_") or f.name.endswith("_share")
+            opt.number(v, spec.flag(f.name), lo=0, hi=1 if share else None)
+        elif spec.kind is INT and f.name not in _INT_UNCHECKED:
+            opt.count(v, spec.flag(f.name), lo=1 if f.name in _INT_AT_LEAST_1 else 0,
+                      hi=100_000 if f.name in ("image_tokens", "embedding_dim") else None)
+
+
 def prepare(o: MockOptions) -> Prepared:
     """Check every option (one UsageError line each) and build the MockConfig."""
     from llmbench.mock_server import PROFILES, make_config
     from llmbench.mock_server.fit import ProfileError, describe, fit_run, load_profile
     from llmbench.mock_server.fit import save_profile as write_profile
 
-    for flag, v in (("--ttft-ms", o.ttft_ms), ("--itl-ms", o.itl_ms), ("--jitter", o.jitter),
-                    ("--prefill-ms-per-token", o.prefill_ms_per_token),
-                    ("--batch-slowdown", o.batch_slowdown), ("--stall-ms", o.stall_ms),
-                    ("--slow-first-byte-ms", o.slow_first_byte_ms)):
-        opt.number(v, flag, lo=0)
-    for flag, v in (("--fault-500", o.fault_500), ("--fault-429", o.fault_429),
-                    ("--fault-cut", o.fault_cut), ("--fault-malformed", o.fault_malformed),
-                    ("--fault-error-event", o.fault_error_event), ("--fault-stall", o.fault_stall),
-                    ("--fault-slow-first-byte", o.fault_slow_first_byte)):
-        opt.number(v, flag, lo=0, hi=1)
-    for flag, v in (("--tool-call-share", o.tool_call_share),
-                    ("--invalid-json-share", o.invalid_json_share)):
-        opt.number(v, flag, lo=0, hi=1)
-    for flag, v in (("--embed-ms", o.embed_ms), ("--embed-ms-per-token", o.embed_ms_per_token)):
-        opt.number(v, flag, lo=0)
-    for flag, n, lo in (("--image-tokens", o.image_tokens, 0), ("--embedding-dim", o.embedding_dim, 1)):
-        opt.count(n, flag, lo=lo, hi=100_000)
-    for flag, n, lo in (("--tokens", o.tokens, 1), ("--natural-tokens", o.natural_tokens, 1),
-                        ("--chunk-tokens", o.chunk_tokens, 1), ("--parallel", o.parallel, 0),
-                        ("--max-queue", o.max_queue, 0), ("--cache-blocks", o.cache_blocks, 0),
-                        ("--kv-tokens", o.kv_tokens, 0), ("--block-tokens", o.block_tokens, 1),
-                        ("--reasoning-tokens", o.reasoning_tokens, 0),
-                        ("--context", o.context, 0)):
-        opt.count(n, flag, lo=lo)
+    _check_numbers(o)
     if o.replicas < 1:
         raise UsageError("--replicas must be at least 1")
     opt.count(o.workers, "--workers", lo=1)
@@ -166,8 +163,7 @@ def prepare(o: MockOptions) -> Prepared:
         cfg = make_config(profile, _learned=learned, **settings, itl_ms=itl_ms)
     except ValueError as exc:
         raise UsageError(str(exc))
-    total = sum(getattr(cfg, f) for f in ("fault_500", "fault_429", "fault_cut", "fault_malformed",
-                                          "fault_error_event", "fault_stall", "fault_slow_first_byte"))
+    total = sum(getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name.startswith("fault_"))
     if total > 1:
         raise UsageError("fault probabilities add up to more than 1")
     if o.workers > 1 and (cfg.parallel or cfg.max_queue or cfg.kv_capacity_tokens or

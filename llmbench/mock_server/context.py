@@ -3,6 +3,7 @@ worker and replica it is (for the headers every reply carries)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from .engine import Engine
@@ -40,7 +41,9 @@ class Context:
         return (given[7:] if given.startswith("Bearer ") else given) == key
 
     def apply_config(self, changes: Any) -> None:
+        """The settings, all or none (ValueError naming the first bad one)."""
         if not isinstance(changes, dict):
             raise ValueError("send a JSON object of settings")
+        copy.deepcopy(self.engine.config).update(changes)       # tried on a copy first
         self.engine.config.update(changes)
         self.engine.config_changed()

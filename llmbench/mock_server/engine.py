@@ -15,7 +15,7 @@ import random
 import re
 import time
 from collections import OrderedDict, deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .histogram import Histogram
@@ -142,9 +142,6 @@ class MockConfig:
                 raise ValueError(f"setting 'cache_report' is {value!r}; choose one of "
                                  + ", ".join(CACHE_REPORTS))
             setattr(self, key, value)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -307,9 +304,8 @@ class Engine:
         self._hold(seq, context)
         self._running.add(seq)
 
-    async def acquire_slot(self, seq: Seq | None = None, front: bool = False) -> Seq:
+    async def acquire_slot(self, seq: Seq, front: bool = False) -> Seq:
         """Wait for a slot and for KV blocks for the sequence's context (FIFO, no overtaking)."""
-        seq = seq if seq is not None else Seq()
         if not seq.context:
             seq.context = seq.prompt_tokens
         if not front and not self._slot_waiters and self._has_free_slot() and self._fits(seq):
@@ -362,10 +358,8 @@ class Engine:
         self.stats.kv_blocks -= seq.blocks
         seq.blocks = 0
 
-    def release_slot(self, seq: Seq | None = None) -> None:
-        if seq is None:                      # a caller that never asked for a Seq
-            seq = max(self._running, key=lambda s: s.order) if self._running else None
-        if seq is not None and seq.running:
+    def release_slot(self, seq: Seq) -> None:
+        if seq.running:
             self._stop(seq)
             seq.context = 0
         self._wake_waiters()
@@ -417,7 +411,7 @@ class Engine:
         j = self.config.jitter
         return 1.0 + self.rng.uniform(-j, j) if j > 0 else 1.0
 
-    def prefill(self, prompt_tokens: list[str], seq: Seq | None = None) -> tuple[float, int]:
+    def prefill(self, prompt_tokens: list[str], seq: Seq) -> tuple[float, int]:
         """(seconds of prefill, cached tokens) for a prompt; updates the cache and counters.
         With a KV budget (kv_tokens) ``seq`` holds the prompt's blocks until ``kv_end``."""
         cfg = self.config
@@ -428,11 +422,7 @@ class Engine:
             keys = kv.keys(prompt_tokens)
             cached = kv.cached(keys, (n - 1) // kv.block) * kv.block
             kv.hold(keys)
-            held = Held(keys, prompt_tokens[len(keys) * kv.block:])
-            if seq is not None:
-                seq.held = held
-            else:
-                kv.release(held, [])
+            seq.held = Held(keys, prompt_tokens[len(keys) * kv.block:])
             self.stats.cache_queries_total += n
             self.stats.cache_hits_total += cached
         elif cfg.prefix_cache:
@@ -544,10 +534,9 @@ class Engine:
         elif self._step_wake is not None:
             self._step_wake.set()
 
-    async def next_step(self, seq: Seq | None = None, tokens: int = 1) -> None:
+    async def next_step(self, seq: Seq, tokens: int) -> None:
         """Wait for the next decode step (which every decoding sequence shares) and take its
         ``tokens``; preempted meanwhile: recompute first."""
-        seq = seq if seq is not None else Seq()
         ok = await self._decode(seq)
         while not ok:
             ok = await self._recompute(seq)

@@ -16,7 +16,7 @@ import random
 import time
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from aiohttp import web
@@ -66,7 +66,6 @@ class Ask:
     finish: str | None = None               # the finish reason when not stop/length
     # called with the whole reply text once it is sent (the Responses API stores it)
     on_done: Callable[[str], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)   # what a shape needs beyond this
 
 
 @dataclass(frozen=True)
@@ -312,15 +311,15 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     keep_on = cfg.decode_after_close
     gone = False
 
-    async def write(data: bytes) -> None:
-        """A write to the client; with decode_after_close, one that finds the connection
-        closed is dropped and the generation goes on (the slot stays taken)."""
+    async def guarded(op: Callable[[Any], Any], arg: Any) -> None:
+        """``op(arg)`` on the client's connection (the stream's start, a write); with
+        decode_after_close, one that finds the connection closed is dropped and the generation
+        goes on (the slot stays taken)."""
         nonlocal gone, outcome
         if gone:
             return
-        assert resp is not None
         try:
-            await resp.write(data)
+            await op(arg)
         except ConnectionError:
             if not keep_on:
                 raise
@@ -331,15 +330,10 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                                                "content-type": shape.content_type,
                                                "cache-control": "no-cache"})
             resp.enable_chunked_encoding()
-            try:
-                await resp.prepare(request)
-            except ConnectionError:
-                if not keep_on:
-                    raise
-                gone, outcome = True, Outcome.CLIENT_GONE
+            await guarded(resp.prepare, request)
             opening = shape.open()
             if opening:
-                await write(opening)
+                await guarded(resp.write, opening)
         first_ns = 0
         last_ns = 0
         for i in range(n_events):
@@ -369,7 +363,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
                                 "total_tokens": n_prompt + sent_tokens}
                 data = shape.token(text, ev_usage, finish if last_ev else None, reasoning)
                 now_ns = perf_counter_ns()
-                await write(data)
+                await guarded(resp.write, data)
             else:
                 now_ns = perf_counter_ns()
             event_ns.append(now_ns)
@@ -388,7 +382,7 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
             ask.on_done("".join(words))
         if stream:
             assert resp is not None
-            await write(shape.close(finish, usage, timing, ask.include_usage))
+            await guarded(resp.write, shape.close(finish, usage, timing, ask.include_usage))
             if not gone:
                 await resp.write_eof()
             return resp

@@ -14,7 +14,7 @@ from typing import Any
 from .engine import Engine
 from .histogram import Histogram
 
-__all__ = ["Histogram", "render", "render_many", "snapshot"]
+__all__ = ["Histogram", "render_many", "snapshot"]
 
 _HISTOGRAMS = (
     ("vllm:time_to_first_token_seconds", "h_ttft", "Histogram of time to first token in seconds."),
@@ -46,10 +46,6 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         h: Histogram = getattr(engine, attr)
         snap[attr] = {"bounds": h.bounds, "counts": h.counts, "total": h.total, "count": h.count}
     return snap
-
-
-def render(engine: Engine) -> str:
-    return render_many([("0", snapshot(engine))])
 
 
 def render_many(engines: list[tuple[str, dict[str, Any]]]) -> str:

@@ -9,7 +9,7 @@ between: scripts/bench_mock.py measures its request and event rates.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -69,19 +69,16 @@ class Routes(Context):
 
     async def metrics(self, request: web.Request) -> web.Response:
         headers = self.headers()
-        if self.peers is None:
-            text = prometheus.render(self.engine)
-        else:
+        snaps = [("0", prometheus.snapshot(self.engine))]
+        said = ""
+        if self.peers is not None:
             # every worker's series, labelled engine="<worker>", as vLLM's data-parallel server
             # shows its engines: one worker's counters alone would be misread as the server's
-            snaps, missing = await self.peers.states(self.index, prometheus.snapshot(self.engine))
-            text = prometheus.render_many(snaps)
+            snaps, missing = await self.peers.states(self.index, snaps[0][1])
             headers["x-llmbench-workers-reporting"] = f"{len(snaps)}/{self.workers}"
-            if missing:
-                text = "".join(f"# llmbench_mock: worker {w} did not answer\n"
-                               for w in missing) + text
-        return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                            headers=headers)
+            said = "".join(f"# llmbench_mock: worker {w} did not answer\n" for w in missing)
+        return web.Response(text=said + prometheus.render_many(snaps), content_type="text/plain",
+                            charset="utf-8", headers=headers)
 
     async def props(self, request: web.Request) -> web.Response:
         cfg = self.engine.config
@@ -106,7 +103,7 @@ class Routes(Context):
         return web.json_response(self.engine.slots(), headers=self.headers())
 
     def _config_body(self) -> dict[str, Any]:
-        shown = self.engine.config.as_dict()
+        shown = dataclasses.asdict(self.engine.config)
         if shown.get("api_key"):
             shown["api_key"] = "set"            # a key is never shown
         return {"replica": self.engine.replica, "worker": self.worker, "workers": self.workers,
@@ -118,10 +115,7 @@ class Routes(Context):
     async def set_config(self, request: web.Request) -> web.Response:
         try:
             changes = await request.json()
-            if not isinstance(changes, dict):
-                raise ValueError("send a JSON object of settings")
-            copy.deepcopy(self.engine.config).update(changes)   # all or nothing, every worker
-            self.apply_config(changes)
+            self.apply_config(changes)              # all or nothing, every worker
         except (ValueError, json.JSONDecodeError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
         if self.peers is not None:

@@ -162,36 +162,30 @@ class MockServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.cluster: MockCluster | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
 
     def __enter__(self) -> "MockServer":
+        self.cluster = MockCluster(self.config, *self._args)
+        loop = self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="llmbench-mock", daemon=True)
         self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
+        try:
+            asyncio.run_coroutine_threadsafe(self.cluster.start(), loop).result(30)
+        except BaseException:
+            self.__exit__()             # no server: its loop and thread end too
+            raise
         return self
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        replicas, host, port, record, record_prompts = self._args
-        self.cluster = MockCluster(self.config, replicas, host, port, record, record_prompts)
-        try:
-            loop.run_until_complete(self.cluster.start())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        loop.run_forever()
-        loop.run_until_complete(self.cluster.stop())
-        loop.close()
+        assert self._loop is not None
+        self._loop.run_forever()
+        self._loop.close()
 
     def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and self.cluster is not None:
+            # the cluster stops in its own loop, then the loop ends (and _run closes it)
+            done = asyncio.run_coroutine_threadsafe(self.cluster.stop(), loop)
+            done.add_done_callback(lambda _: loop.call_soon_threadsafe(loop.stop))
         if self._thread is not None:
             self._thread.join(10)
 
@@ -210,23 +204,14 @@ class MockServer:
         return self.cluster.engines
 
     def configure(self, **changes: Any) -> None:
-        """Change knobs at run time, from the caller's thread."""
+        """Change knobs at run time, from the caller's thread (a bad one raises here)."""
         assert self._loop is not None
-        done = threading.Event()
-        errors: list[BaseException] = []
 
-        def apply() -> None:
-            try:
-                for e in self.engines:
-                    e.config.update(changes)
-                    e.config_changed()
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-            done.set()
-        self._loop.call_soon_threadsafe(apply)
-        done.wait(10)
-        if errors:
-            raise errors[0]
+        async def apply() -> None:
+            for e in self.engines:
+                e.config.update(changes)
+                e.config_changed()
+        asyncio.run_coroutine_threadsafe(apply(), self._loop).result(10)
 
 
 def _die_with_parent(parent_pid: int):
@@ -327,20 +312,20 @@ class MockProcess:
 
 async def serve_forever(config: MockConfig, replicas: int, host: str, port: int,
                         record: str | None, record_prompts: bool, announce: bool,
-                        quiet: bool = False, watch_stdin: bool = False, workers: int = 1,
+                        watch_stdin: bool = False, workers: int = 1,
                         worker: int | None = None, peers_dir: str | None = None) -> None:
     """Serve until SIGINT/SIGTERM (or the parent's end, with ``watch_stdin``). ``workers`` > 1
     and no ``worker``: supervise that many worker processes (``supervise``)."""
     if workers > 1 and worker is None:
         await supervise(config, workers, replicas, host, port, record, record_prompts, announce,
-                        quiet, watch_stdin)
+                        watch_stdin)
         return
     cluster = MockCluster(config, replicas, host, port, record, record_prompts,
                           worker=worker or 0, workers=workers, peers_dir=peers_dir)
     await cluster.start()
     if announce:
         print("LISTENING " + json.dumps(cluster.urls), flush=True)
-    elif not quiet:
+    else:
         for engine, url in zip(cluster.engines, cluster.urls):
             print(f"llmbench mock {engine.replica} on {url}  (OpenAI: {url}/v1, Ollama: {url})",
                   flush=True)
@@ -364,8 +349,8 @@ class WorkerFailed(RuntimeError):
 
 async def supervise(config: MockConfig, workers: int, replicas: int, host: str, port: int,
                     record: str | None, record_prompts: bool, announce: bool,
-                    quiet: bool = False, watch_stdin: bool = False,
-                    start_timeout_s: float = 60.0, stop_timeout_s: float = 65.0) -> None:
+                    watch_stdin: bool = False, start_timeout_s: float = 60.0,
+                    stop_timeout_s: float = 65.0) -> None:
     """Start ``workers`` processes sharing the ports with SO_REUSEPORT; stop them all on
     SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits. Workers
     die with this process even when it is killed (PR_SET_PDEATHSIG, and their stdin pipe)."""
@@ -414,7 +399,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
         urls = urls_for(host, list(range(base, base + replicas)))
         if announce:
             print("LISTENING " + json.dumps(urls), flush=True)
-        elif not quiet:
+        else:
             for i, url in enumerate(urls):
                 print(f"llmbench mock replica-{i} on {url}, {workers} worker processes "
                       f"(OpenAI: {url}/v1, Ollama: {url})", flush=True)

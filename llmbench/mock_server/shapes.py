@@ -206,8 +206,8 @@ class ResponsesShape(Shape):
         self._seq += 1
         return f"event: {kind}\ndata: {data}\n\n"
 
-    def _response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
-                  finish: str | None = None) -> dict[str, Any]:
+    def _response(self, status: str, output: list[dict[str, Any]],
+                  usage: dict[str, Any] | None) -> dict[str, Any]:
         return {"id": self.id, "object": "response", "created_at": self.created,
                 "status": status, "model": self.model, "output": output,
                 "incomplete_details": ({"reason": "max_output_tokens"} if status == "incomplete"

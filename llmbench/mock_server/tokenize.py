@@ -38,9 +38,6 @@ class _Vocab:
 def add_tokenize_routes(app: web.Application, engine: Engine) -> None:
     vocab = _Vocab()
 
-    def flavour() -> str:
-        return engine.config.flavour
-
     async def body_of(request: web.Request) -> dict[str, Any] | None:
         try:
             body = await request.json()
@@ -61,7 +58,7 @@ def add_tokenize_routes(app: web.Application, engine: Engine) -> None:
 
     async def tokenize(request: web.Request) -> web.Response:
         body = await body_of(request)
-        if flavour() == "vllm":
+        if engine.config.flavour == "vllm":
             if body is None or not isinstance(body.get("prompt"), str):
                 return vllm_error("prompt must be a string")
             if not model_ok(body):
@@ -69,7 +66,7 @@ def add_tokenize_routes(app: web.Application, engine: Engine) -> None:
             tokens = vocab.encode(body["prompt"])
             return web.json_response({"count": len(tokens), "max_model_len": 32768,
                                       "tokens": tokens, "token_strs": None})
-        if flavour() == "llamacpp":
+        if engine.config.flavour == "llamacpp":
             if body is None:
                 return web.json_response({"error": {"code": 400, "message": "invalid JSON",
                                                     "type": "invalid_request_error"}}, status=400)
@@ -87,12 +84,13 @@ def add_tokenize_routes(app: web.Application, engine: Engine) -> None:
     async def detokenize(request: web.Request) -> web.Response:
         body = await body_of(request)
         ids = body.get("tokens") if body is not None else None
-        if flavour() not in ("vllm", "llamacpp"):
+        if engine.config.flavour not in ("vllm", "llamacpp"):
             return not_found()
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             return vllm_error("tokens must be a list of integers")
         text = vocab.decode(ids)
-        return web.json_response({"prompt": text} if flavour() == "vllm" else {"content": text})
+        vllm = engine.config.flavour == "vllm"
+        return web.json_response({"prompt": text} if vllm else {"content": text})
 
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/detokenize", detokenize)

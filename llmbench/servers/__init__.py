@@ -12,7 +12,7 @@ from importlib import import_module
 from llmbench.servers.base import Get, MetricsAdapter, Poller, ServerAdapter, ServerSample
 
 __all__ = ["ADAPTERS", "KINDS", "Get", "MetricsAdapter", "Poller", "ServerAdapter",
-           "ServerSample", "get", "names"]
+           "ServerSample"]
 
 # One line per server kind, in auto-detection order (the mock before vLLM: its page has both).
 _MODULES = (
@@ -27,14 +27,5 @@ _MODULES = (
 )
 ADAPTERS: tuple[ServerAdapter, ...] = tuple(
     import_module(f".{m}", __package__).ADAPTER for m in _MODULES)
-_BY_NAME = {a.name: a for a in ADAPTERS}
 # --server-probe values
-KINDS = ("auto", *_BY_NAME, "off")
-
-
-def names() -> tuple[str, ...]:
-    return tuple(_BY_NAME)
-
-
-def get(name: str) -> ServerAdapter:
-    return _BY_NAME[name]
+KINDS = ("auto", *(a.name for a in ADAPTERS), "off")

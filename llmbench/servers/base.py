@@ -133,3 +133,21 @@ class JsonPoller:
             # a document of other shapes or types than this server's: this poll's error,
             # never the run's
             return ServerSample(error=f"GET {self.path}: unexpected JSON ({type(exc).__name__})")
+
+
+@dataclass(frozen=True)
+class JsonAdapter:
+    """A server recognised by one JSON page (``paths[0]`` answers 200 with a text ``knows``
+    takes, given whether the user forced this kind), then polled at ``poll_path`` (that page
+    when None) into a sample by ``extract``."""
+    name: str
+    paths: tuple[str, ...]
+    knows: Callable[[str, bool], bool]
+    extract: Callable[[Any], ServerSample]
+    poll_path: str | None = None
+
+    async def detect(self, get: Get, forced: bool) -> Poller | None:
+        status, text = await get(self.paths[0])
+        if status == 200 and self.knows(text, forced):
+            return JsonPoller(self.poll_path or self.paths[0], self.extract)
+        return None

@@ -179,21 +179,24 @@ def _copy(src: dict[str, Any], keys: Sequence[str], dst: dict[str, Any]) -> None
             dst[k] = src[k]
 
 
+def _named(out: dict[str, Any], kind: str, version: Any) -> bool:
+    """The pages are ``kind``'s, of ``version`` when they say one."""
+    out["kind"] = kind
+    if version:
+        out["version"] = str(version)
+    return True
+
+
 def _koboldcpp(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     if not (isinstance(p.kobold, dict) and str(p.kobold.get("result", "")).lower() == "koboldcpp"):
         return False
-    out["kind"] = "koboldcpp"
-    if p.kobold.get("version"):
-        out["version"] = str(p.kobold["version"])
-    return True
+    return _named(out, "koboldcpp", p.kobold.get("version"))
 
 
 def _llama_cpp_python(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     if LCP_TITLE not in str(p.info_title.get("title", "")):
         return False
-    out["kind"] = "llama-cpp-python"
-    if p.info_title.get("version"):
-        out["version"] = str(p.info_title["version"])
+    _named(out, "llama-cpp-python", p.info_title.get("version"))
     # one request at a time: the server holds a lock around its one model (no slots)
     parallel["slots"] = 1
     return True
@@ -257,9 +260,7 @@ def _sglang(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     sgl = p.sgl
     if not (isinstance(sgl, dict) and ("tp_size" in sgl or "max_running_requests" in sgl)):
         return False
-    out["kind"] = "sglang"
-    if sgl.get("version"):
-        out["version"] = str(sgl["version"])
+    _named(out, "sglang", sgl.get("version"))
     _copy(sgl, ("tp_size", "dp_size", "max_running_requests"), parallel)
     if sgl.get("quantization"):
         out["quantization"] = str(sgl["quantization"])
@@ -273,9 +274,7 @@ def _tgi(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     if not (isinstance(info, dict) and "model_id" in info and (
             "max_concurrent_requests" in info or "docker_label" in info or "sha" in info)):
         return False
-    out["kind"] = "tgi"
-    if info.get("version"):
-        out["version"] = str(info["version"])
+    _named(out, "tgi", info.get("version"))
     out["model"] = str(info["model_id"])
     if info.get("model_dtype"):
         out["dtype"] = str(info["model_dtype"])
@@ -288,17 +287,13 @@ def _ollama(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     if not (isinstance(p.ollama, dict) and p.ollama.get("version")
             and not isinstance(p.version, dict)):
         return False
-    out["kind"] = "ollama"
-    out["version"] = str(p.ollama["version"])
-    return True
+    return _named(out, "ollama", p.ollama["version"])
 
 
 def _vllm(p: _Pages, out: dict[str, Any], parallel: dict[str, Any]) -> bool:
     if not (isinstance(p.version, dict) and p.version.get("version")):
         return False
-    out["kind"] = "vllm"
-    out["version"] = str(p.version["version"])
-    return True
+    return _named(out, "vllm", p.version["version"])
 
 
 # which server the pages are, asked in this order (the first that knows it says so)
@@ -456,11 +451,10 @@ def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def ask(get: Get, models_path: str = "/v1/models", ollama_tags: bool = True
-              ) -> dict[str, tuple[int, str] | None]:
+async def ask(get: Get, models_path: str = "/v1/models") -> dict[str, tuple[int, str] | None]:
     """Every identity page at once (a failed one is None); ``get`` has the probes' deadline."""
     import asyncio
-    paths = [*PATHS, models_path] + (["/api/tags"] if ollama_tags else [])
+    paths = [*PATHS, models_path, "/api/tags"]
 
     async def one(path: str) -> tuple[int, str] | None:
         try:

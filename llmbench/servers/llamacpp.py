@@ -25,13 +25,12 @@ def extract_slots(slots: Any, props: dict[str, Any] | None) -> ServerSample:
         s.running = sum(1 for x in slots if isinstance(x, dict) and
                         (x.get("is_processing") or x.get("state") == 1))
         s.slots = len(slots)
-    if props and props.get("total_slots"):
-        s.slots = props["total_slots"]
-    if isinstance(slots, list):
         # without --metrics: each slot's cached prompt tokens of the request it runs now
         ctx = [x.get("n_ctx") for x in slots if isinstance(x, dict) and x.get("n_ctx")]
         if ctx:
             s.ctx_per_slot = float(max(ctx))
+    if props and props.get("total_slots"):
+        s.slots = props["total_slots"]
     s.ctx_per_slot = s.ctx_per_slot or _ctx(props)
     return s
 

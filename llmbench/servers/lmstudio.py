@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmbench.servers.base import Get, JsonPoller, Poller, ServerSample
+from llmbench.servers.base import JsonAdapter, ServerSample
 
 
 def extract(obj: dict[str, Any]) -> ServerSample:
@@ -17,22 +17,13 @@ def extract(obj: dict[str, Any]) -> ServerSample:
     return ServerSample(models_loaded=[e["id"] for e in entries if e["loaded"]])
 
 
-class _Adapter:
-    name = "lmstudio"
-    paths = ("/api/v0/models",)
-
-    async def detect(self, get: Get, forced: bool) -> Poller | None:
-        from llmbench.servers.identity import _lmstudio_entries
-        status, text = await get("/api/v0/models")
-        if status != 200:
-            return None
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            return None
-        if forced or _lmstudio_entries(doc, None):
-            return JsonPoller("/api/v0/models", extract)
-        return None
+def _knows(text: str, forced: bool) -> bool:
+    from llmbench.servers.identity import _lmstudio_entries
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return forced or bool(_lmstudio_entries(doc, None))
 
 
-ADAPTER = _Adapter()
+ADAPTER = JsonAdapter("lmstudio", ("/api/v0/models",), _knows, extract)

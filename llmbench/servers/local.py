@@ -163,16 +163,14 @@ async def _identify(session: Any, host: str, port: int, deadline: float) -> Foun
     if all(v is None for v in got.values()):
         return Found(host=host, port=port, kind=None,
                      note=f"open, but no HTTP answer within {DEADLINE_S:g} s")
-    flavour = None
     ident = identity_mod.from_docs(got)
-    if ident.get("kind") == "mock":
-        flavour = _mock_flavour(got)
-    return describe(host, port, ident, got, flavour)
+    return describe(host, port, ident, got,
+                    _mock_flavour(got) if ident.get("kind") == "mock" else None)
 
 
 def _mock_flavour(docs: dict[str, tuple[int, str] | None]) -> str | None:
     """Which server the mock pretends to be (its /props says)."""
-    props = identity_mod._json(docs.get("/props"))
+    props = _doc(docs, "/props")
     flavour = props.get("flavour") if isinstance(props, dict) else None
     return str(flavour) if flavour else None
 

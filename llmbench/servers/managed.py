@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -150,8 +149,8 @@ def run_before(command: str, env: dict[str, str], log_path: Path, timeout_s: flo
         raise ServerFailed(f"--before exited with code {p.returncode}")
 
 
-def wait_up(target: Target, timeout_s: float, give_up: Callable[[], str | None] | None = None,
-            say: Callable[[str], None] | None = None) -> tuple[float, str]:
+def wait_up(target: Target, timeout_s: float, give_up: Callable[[], str | None] | None = None
+            ) -> tuple[float, str]:
     """Ready: the models list answers (/v1/models, or /api/tags on Ollama's native API)
     without a 5xx, the server's /health is not a 5xx either (llama.cpp answers 503 while it
     loads; a server without /health answers 404, which is fine), then one one-token request
@@ -159,10 +158,8 @@ def wait_up(target: Target, timeout_s: float, give_up: Callable[[], str | None] 
     A target whose model is "?" (no --model) asks the server for the one it serves.
     Returns the seconds it took and the model; raises ServerFailed."""
     t0 = time.monotonic()
-    say = say or (lambda m: print(m, file=sys.stderr, flush=True))
     try:
-        wait_ready(target, timeout_s, say=say, poll_s=0.25, give_up=give_up,
-                   flag="--ready-timeout")
+        wait_ready(target, timeout_s, poll_s=0.25, give_up=give_up, flag="--ready-timeout")
     except DiscoverError as exc:
         raise ServerFailed(str(exc))
     health = target.server_root.rstrip("/") + "/health"

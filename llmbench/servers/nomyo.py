@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.servers.base import Get, JsonPoller, Poller, ServerSample
+from llmbench.servers.base import JsonAdapter, ServerSample
 
 
 def extract(obj: dict[str, Any]) -> ServerSample:
@@ -27,15 +27,5 @@ def extract(obj: dict[str, Any]) -> ServerSample:
     return ServerSample(backends_in_flight=backends, in_flight=sum(backends.values()))
 
 
-class _Adapter:
-    name = "nomyo"
-    paths = ("/api/usage",)
-
-    async def detect(self, get: Get, forced: bool) -> Poller | None:
-        status, text = await get("/api/usage")
-        if status == 200 and "usage_counts" in text:
-            return JsonPoller("/api/usage", extract)
-        return None
-
-
-ADAPTER = _Adapter()
+ADAPTER = JsonAdapter("nomyo", ("/api/usage",), lambda text, forced: "usage_counts" in text,
+                      extract)

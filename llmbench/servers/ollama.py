@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.servers.base import Get, JsonPoller, Poller, ServerSample
+from llmbench.servers.base import JsonAdapter, ServerSample
 
 
 def extract(obj: dict[str, Any]) -> ServerSample:
@@ -18,15 +18,6 @@ def extract(obj: dict[str, Any]) -> ServerSample:
                         context_length=float(max(ctx)) if ctx else None)
 
 
-class _Adapter:
-    name = "ollama"
-    paths = ("/api/version",)
-
-    async def detect(self, get: Get, forced: bool) -> Poller | None:
-        status, text = await get("/api/version")
-        if status == 200 and "version" in text:
-            return JsonPoller("/api/ps", extract)
-        return None
-
-
-ADAPTER = _Adapter()
+# recognised by /api/version, polled at /api/ps
+ADAPTER = JsonAdapter("ollama", ("/api/version",), lambda text, forced: "version" in text, extract,
+                      "/api/ps")

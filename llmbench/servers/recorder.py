@@ -29,7 +29,7 @@ from typing import IO, Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from llmbench.wire import registry
-from llmbench.wire.events import TOKEN, TOKEN_END, Event, Usage
+from llmbench.wire.events import TOKEN, TOKEN_END, Usage
 from llmbench.wire.format import WireFormat
 from llmbench.workload.anonymise import Anonymiser, Counts, chunks
 from llmbench.workload.synthetic import prepare_unit_words
@@ -108,26 +108,22 @@ def streamed(ex: Exchange) -> bool:
 def observe(ex: Exchange) -> dict[str, Any]:
     """Usage, reply text, the reply's id and the token times of one finished exchange."""
     stream = streamed(ex)
-    usage = None
-    ref = None
+    usage = ref = finish = None
     tokens: list[float] = []
     reply: list[str] = []
-    finish: list[str | None] = [None]
-    if ex.encoding in ("gzip", "deflate") or not stream:
-        raw = _decode_body(ex)
-    else:
-        raw = b""
+    raw = _decode_body(ex) if ex.encoding in ("gzip", "deflate") or not stream else b""
     if stream and not raw:
         framer = ex.fmt.make_framer()
-        for t, chunk in ex.chunks:
-            for payload in framer.feed(chunk):
-                ev = ex.fmt.classify(payload)
-                _note(ev, t, tokens, reply)
-                finish[0] = ev.finish_reason or finish[0]
-                usage = _merge(usage, ev.usage)
-                ref = ev.ref or ref
-        for payload in framer.flush():
+        got = [(t, payload) for t, chunk in ex.chunks for payload in framer.feed(chunk)]
+        # what the framer holds at the end (no arrival time of its own) adds usage and id only
+        for t, payload in got + [(None, payload) for payload in framer.flush()]:
             ev = ex.fmt.classify(payload)
+            if t is not None:
+                if ev.kind in (TOKEN, TOKEN_END):
+                    tokens.append(t)
+                    if ev.text and not ev.reasoning:
+                        reply.append(ev.text)
+                finish = ev.finish_reason or finish
             usage = _merge(usage, ev.usage)
             ref = ev.ref or ref
     else:
@@ -137,8 +133,7 @@ def observe(ex: Exchange) -> dict[str, Any]:
             obj = None
         if isinstance(obj, dict):
             ev = ex.fmt.parse_full(obj)
-            usage, ref = ev.usage, ev.ref
-            finish[0] = ev.finish_reason
+            usage, ref, finish = ev.usage, ev.ref, ev.finish_reason
             if ev.text:
                 reply.append(ev.text)
     ttft = (tokens[0] - ex.arrival) * 1000 if tokens else None
@@ -147,7 +142,7 @@ def observe(ex: Exchange) -> dict[str, Any]:
             "e2el_ms": (ex.end - ex.arrival) * 1000, "events": len(tokens),
             "reply": "".join(reply),
             # wire formats map their stop reasons to chat's (tool_use -> tool_calls)
-            "tool_call": finish[0] in ("tool_calls", "function_call")}
+            "tool_call": finish in ("tool_calls", "function_call")}
 
 
 def _merge(a: Usage | None, b: Usage | None) -> Usage | None:
@@ -158,13 +153,6 @@ def _merge(a: Usage | None, b: Usage | None) -> Usage | None:
     return Usage(b.prompt_tokens if b.prompt_tokens is not None else a.prompt_tokens,
                  b.completion_tokens if b.completion_tokens is not None else a.completion_tokens,
                  b.cached_tokens if b.cached_tokens is not None else a.cached_tokens)
-
-
-def _note(ev: Event, t: float, tokens: list[float], reply: list[str]) -> None:
-    if ev.kind in (TOKEN, TOKEN_END):
-        tokens.append(t)
-        if ev.text and not ev.reasoning:
-            reply.append(ev.text)
 
 
 class Writer:

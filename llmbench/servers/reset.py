@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from time import perf_counter
 from typing import Any, Callable
 
+from llmbench.servers.refusal import said as _said
+
 MODES = ("between-steps", "between-settings", "off")
 # after a reset that took, a probe's prompt is at most this share cached (a BOS token, a
 # server's block rounding); before it, at least that much must have been cached to tell
@@ -65,11 +67,6 @@ class ResetOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _said(text: str) -> str:
-    from llmbench.servers.refusal import said
-    return said(text)
 
 
 class CacheReset:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -107,14 +107,14 @@ class ClockMap:
                 "end": self.end.as_dict() if self.end is not None else None}
 
 
-def measure(exchange: Callable[[], tuple[float, float]], k: int = 8,
-            clock: Callable[[], float] = time.perf_counter) -> Offset:
+async def measure(exchange: Callable[[], Awaitable[tuple[float, float]]], k: int = 8,
+                  clock: Callable[[], float] = time.perf_counter) -> Offset:
     """Run k pings through ``exchange`` (which asks the worker for its (received, answered)
     stamps) and keep the best. The caller supplies the transport (a Ray actor call)."""
     pings = []
     for _ in range(k):
         t0 = clock()
-        t1, t2 = exchange()
+        t1, t2 = await exchange()
         t3 = clock()
         pings.append(Ping(t0, t1, t2, t3))
     return estimate(pings)

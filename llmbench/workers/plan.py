@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llmbench.load.shapes.fixed import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
@@ -79,24 +79,20 @@ class Strided(Sequence[Conversation]):
     coordinator hold and pickle every prompt)."""
 
     def __init__(self, base: Sequence[Conversation], start: int, step: int) -> None:
-        self.base, self.start, self.step = base, start, step
-        self._n = len(range(start, len(base), step))
+        self.base = base
+        self._at = range(start, len(base), step)    # where each of ours is in base
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._at)
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._n))]
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return self.base[self.start + i * self.step]
+            return [self.base[j] for j in self._at[i]]
+        return self.base[self._at[i]]               # range raises IndexError past the end
 
     def __iter__(self):
         base = self.base
-        for j in range(self.start, len(base), self.step):
+        for j in self._at:
             yield base[j]
 
 
@@ -218,49 +214,39 @@ def _measure_busy(sample_s: float) -> float:
         return 0.0
 
 
-def streams_per_process() -> int:
-    """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0
-    (anything else is said once on stderr and ignored)."""
-    raw = os.environ.get(STREAMS_PER_PROCESS_ENV)
-    if not raw:
-        return STREAMS_PER_PROCESS
-    try:
-        n = int(raw)
-        if n > 0:
-            return n
-    except ValueError:
-        pass
-    global _warned
-    if not _warned:
-        _warned = True
-        print(f"warning: {STREAMS_PER_PROCESS_ENV}={raw!r} is not a whole number above 0; "
-              f"--workers auto plans for {STREAMS_PER_PROCESS} streams per process",
-              file=sys.stderr)
-    return STREAMS_PER_PROCESS
-
-
-_warned = False
-
-
-def _busy_override() -> float | None:
-    raw = os.environ.get(HOST_BUSY_ENV)
+def _env_number(name: str, read: Callable[[str], float], ok: Callable[[float], bool],
+                what: str) -> float | None:
+    """$name read by ``read`` when it is set and ``ok``; None when unset, and when it is not
+    ``what`` (said once on stderr, then ignored)."""
+    raw = os.environ.get(name)
     if not raw:
         return None
     try:
-        v = float(raw)
-        if v >= 0 and math.isfinite(v):
+        v = read(raw)
+        if ok(v):
             return v
     except ValueError:
         pass
-    global _warned_busy
-    if not _warned_busy:
-        _warned_busy = True
-        print(f"warning: {HOST_BUSY_ENV}={raw!r} is not a number of cores >= 0; --workers "
-              "auto measures how busy the host is", file=sys.stderr)
+    if name not in _warned:
+        _warned.add(name)
+        print(f"warning: {name}={raw!r} is not {what}", file=sys.stderr)
     return None
 
 
-_warned_busy = False
+_warned: set[str] = set()
+
+
+def streams_per_process() -> int:
+    """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0
+    (anything else is said once on stderr and ignored)."""
+    n = _env_number(STREAMS_PER_PROCESS_ENV, int, lambda n: n > 0, "a whole number above 0; "
+                    f"--workers auto plans for {STREAMS_PER_PROCESS} streams per process")
+    return STREAMS_PER_PROCESS if n is None else int(n)
+
+
+def _busy_override() -> float | None:
+    return _env_number(HOST_BUSY_ENV, float, lambda v: v >= 0 and math.isfinite(v),
+                       "a number of cores >= 0; --workers auto measures how busy the host is")
 
 
 def auto_workers(n_streams: int, n_cores: int | None = None,

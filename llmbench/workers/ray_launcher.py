@@ -38,7 +38,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from llmbench.workers.clock import ClockMap, Offset, Ping, estimate
+from llmbench.workers.clock import ClockMap, measure
 from llmbench.workers.coordinator import Fleet
 from llmbench.workers.protocol import WorkerSpec
 
@@ -103,9 +103,6 @@ class RayCluster:
     nodes: int
     cpus: float
     started_local: bool           # auto started a Ray instance of its own (stopped at exit)
-
-    def describe(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def connect(address: str) -> RayCluster:
@@ -271,16 +268,6 @@ def _remote_class() -> Any:
 
 
 # -- the coordinator's end ------------------------------------------------------------------
-async def _offset(actor: Any, k: int = PINGS) -> Offset:
-    pings = []
-    for _ in range(k):
-        t0 = perf_counter()
-        t1, t2 = await actor.clock.remote()
-        t3 = perf_counter()
-        pings.append(Ping(t0, t1, t2, t3))
-    return estimate(pings)
-
-
 class RayLink:
     """The coordinator's end of one actor. ``launch`` returns it at once (the Fleet calls it
     in its event loop); placing the actor and the pings happen in a task, before the first
@@ -314,7 +301,7 @@ class RayLink:
                              f"has {ray.cluster_resources().get('CPU', 0):g} CPUs; each worker "
                              "takes one)")
                 return
-            start = await _offset(self._actor)
+            start = await measure(self._actor.clock.remote, PINGS)
             self.clock = ClockMap(start)
             self.clock_offset_s = -start.offset_s
             self._run_ref = self._actor.run.remote(
@@ -329,7 +316,7 @@ class RayLink:
                     break
             await self._run_ref                # raises if the worker's entry raised
             self._say("exited")
-            self.clock = ClockMap(start, await _offset(self._actor))
+            self.clock = ClockMap(start, await measure(self._actor.clock.remote, PINGS))
         except asyncio.CancelledError:
             raise
         except RayError as exc:
@@ -411,6 +398,6 @@ class RayFleet(Fleet):
         out = super().describe()
         launcher = self.launcher
         if isinstance(launcher, RayLauncher):
-            out["ray"] = {**launcher.cluster.describe(),
+            out["ray"] = {**dataclasses.asdict(launcher.cluster),
                           "workers": {str(l.worker_id): l.describe() for l in launcher.links}}
         return out

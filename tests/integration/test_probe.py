@@ -25,7 +25,8 @@ from tests.helpers import FIXTURES as FIX  # noqa: E402
 
 def _adapter(kind):
     """The kind's /metrics adapter (llama.cpp's is one of its two ways)."""
-    return llamacpp.METRICS if kind == "llamacpp" else servers.get(kind)
+    return llamacpp.METRICS if kind == "llamacpp" else next(
+        a for a in servers.ADAPTERS if a.name == kind)
 
 
 def extract(kind, metrics):

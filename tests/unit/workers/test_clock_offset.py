@@ -1,5 +1,7 @@
 """The NTP-style clock-offset estimate used for workers on other hosts (llmbench.workers.clock)."""
 
+import asyncio
+
 import pytest
 
 from llmbench.workers.clock import ClockMap, Offset, Ping, estimate, measure
@@ -65,10 +67,10 @@ def test_measure_pings_through_the_given_exchange_on_the_given_clock():
         now[0] += 0.001                 # each reading 1 ms later
         return now[0]
 
-    def exchange() -> tuple[float, float]:
+    async def exchange() -> tuple[float, float]:
         t = now[0] + 500.0              # the worker's clock is 500 s ahead
         return t, t
-    off = measure(exchange, k=5, clock=clock)
+    off = asyncio.run(measure(exchange, k=5, clock=clock))
     assert off.pings == 5
     assert abs(off.offset_s - 500.0) <= off.uncertainty_s + 1e-9
     assert off.uncertainty_s == pytest.approx(0.0005)
