@@ -359,8 +359,10 @@ def _timeline(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
 
 def cell(v: Any, fmt: str = "{:.2f}") -> str:
     """A number for a table cell, as ``fmt`` writes it; "–" when there is none (None, NaN,
-    inf, not a number)."""
-    return "–" if svgplot.finite(v) is None else fmt.format(v)
+    inf, not a number). A number given as text (a hand-edited run.json) is written as its
+    float."""
+    x = svgplot.finite(v)
+    return "–" if x is None else fmt.format(v if isinstance(v, (int, float)) else x)
 
 
 def _machine_row(label: Any, t: Any) -> list[Any]:

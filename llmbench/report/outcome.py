@@ -209,8 +209,12 @@ def ramp_live_line(unit: str, n_steps: int | None, probe: bool = False) -> Calla
     def line(v: Any) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
-        where = (f"{st.load:g} users" if probe else f"{st.users}/{st.load:g} users"
-                 if unit == "users" else f"{st.load:g} req/s")
+        if probe:                           # a probe's users are its load, all in flight
+            where = f"{st.load:g} users"
+        elif unit == "users":
+            where = f"{st.users}/{st.load:g} users"
+        else:
+            where = f"{st.load:g} req/s"
         n = 0 if st.step is None else st.step + 1
         parts = [f"step {n}{f'/{n_steps}' if n_steps is not None else ' (search)'} "
                  f"{st.phase or ('' if probe else 'ramp-in')} {where}"]

@@ -62,13 +62,13 @@ def to_csv(run_dir: str | Path) -> str:
         plain.writerow([csv_cell(v) for v in row])
     if run.kind == "probe":
         writerow(["users", "router_ttft_p50_ms", "direct_ttft_p50_ms", "ttft_p50_overhead_ms",
-                    "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
+                  "ci_low_ms", "ci_high_ms", "significant", "router_tok_s", "direct_tok_s"])
         probe_steps: list[ProbeStep] = run.findings.router.steps
         for pst in probe_steps:
             o = pst.ttft_p50
             router, direct = pst.router, pst.direct
             writerow([pst.users, router.ttft.median, direct.ttft.median,
-                        o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
+                      o.overhead_ms, *(o.ci_ms or [None, None]), o.significant,
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     classes = bool(class_rows(run))
@@ -84,11 +84,11 @@ def to_csv(run_dir: str | Path) -> str:
             bad = [c for c in run.findings.thresholds if not c.ok]
             held = [not bad, "over" if bad else "held"]
         writerow([load] + (["", None] if classes else [])
-                   + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
+                 + [_CELLS[k](s) for k in CSV_COLUMNS[1:-2]] + held)
         parts = list(st.classes.items()) if st is not None else per_class.get(load, [])
         for name, c in parts:
             writerow([load, name, c.load] + [_CELLS[k](c.summary) for k in CSV_COLUMNS[1:-2]]
-                       + [c.held, c.state])
+                     + [c.held, c.state])
     return buf.getvalue()
 
 

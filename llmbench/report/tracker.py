@@ -60,9 +60,9 @@ def _log_params(client: Any, run_id: str, params: dict[str, str]) -> None:
 
 
 def _log(uri: str, run_dir: Path, data: dict[str, Any], parent_id: str | None) -> str:
-    from mlflow.entities import Metric
     import time
-    client, exp_id = _client(uri)
+    client, exp_id = _client(uri)       # sets mlflow's request settings before it is imported
+    from mlflow.entities import Metric
     verdict = data.get("verdict") or {}
     tags = {"mlflow.runName": run_dir.name, "llmbench.kind": str(data.get("kind")),
             "llmbench.status": str(data.get("status"))}

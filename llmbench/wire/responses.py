@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.wire.events import END, ERROR, OTHER, TOKEN, Event, Usage, json_object, text_or_none, tool_piece, wrong_type
+from llmbench.wire.events import (END, ERROR, OTHER, TOKEN, Event, Usage, json_object,
+                                  text_or_none, tool_piece, wrong_type)
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import usage as openai_usage, with_content_lists
 

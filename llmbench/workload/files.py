@@ -18,7 +18,7 @@ import random
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 from llmbench.workload import progress
 from llmbench.workload.model import Conversation, Turn
@@ -170,7 +170,8 @@ def _read_at(fh: Any, byte_offset: int, decoder: json.JSONDecoder) -> Any:
             size *= 2
 
 
-def _entries_at(path: str, offsets: list[int], total: int) -> Iterator[tuple[int, Any]]:
+def _entries_at(path: str, offsets: list[int], total: int
+                ) -> Generator[tuple[int, Any], None, None]:
     """(offset, entry) of each offset in turn, parsed again from the file, with the reading
     stage's progress begun (``total`` conversations) and ended when the caller closes it (a
     stage left open would end a later one, a rebuild's, when it is collected)."""
@@ -235,12 +236,17 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
             p_len = tok.count(prompt)
             c_len = tok.count(completion)
             o_len = output_len if output_len is not None else c_len
-            # vLLM's filters in ``dropped``'s order: the first that fails drops the prompt
-            fails = (p_len < 4, output_len is None and o_len < 4, p_len > 1024,
-                     p_len + o_len > 2048)
-            why = next((w for w, bad in zip(dropped, fails) if bad), None)
-            if why is not None:
-                dropped[why] += 1
+            if p_len < 4:
+                dropped["prompt under 4 tokens"] += 1
+                continue
+            if output_len is None and o_len < 4:
+                dropped["output under 4 tokens"] += 1
+                continue
+            if p_len > 1024:
+                dropped["prompt over 1024 tokens"] += 1
+                continue
+            if p_len + o_len > 2048:
+                dropped["prompt+output over 2048 tokens"] += 1
                 continue
             out.append(Conversation(f"sharegpt-{obj.get('id', off)}",
                                     (Turn(prompt, o_len, p_len),)))

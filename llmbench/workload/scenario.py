@@ -90,11 +90,21 @@ class TrafficClass:
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
-        for k in (*LOAD_KEYS, "min_users", "thresholds", "options"):
-            v = getattr(self, k)
-            if v is not None and v != {}:
-                out[k] = type(v)(v) if isinstance(v, (list, dict)) else v   # a copy
+        for k in (*LOAD_KEYS, "min_users"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.thresholds is not None:
+            out["thresholds"] = list(self.thresholds)
+        if self.options:
+            out["options"] = dict(self.options)
         return out
+
+
+def _finite(v: int | float) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:       # an int beyond a float's range (JSON and YAML read any)
+        return False
 
 
 @dataclass
@@ -164,12 +174,14 @@ class Scenario:
                             f"class {c.name!r} needs exactly one of share, users or rate"
                             + (f" (it has {' and '.join(given)})" if given else ""))
         k, v = given[0], getattr(c, given[0])
-        real = isinstance(v, (int, float)) and math.isfinite(v)
-        ok, want = {"share": (real and 0 < v <= 1, "above 0 and at most 1 (or 100%)"),
-                    "users": (isinstance(v, int) and not isinstance(v, bool)
-                              and 1 <= v <= MAX_USERS, f"a whole number from 1 to {MAX_USERS:,}"),
-                    "rate": (real and not isinstance(v, bool) and v > 0,
-                             "requests per second above 0")}[k]
+        if k == "users":
+            ok = isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_USERS
+            want = f"a whole number from 1 to {MAX_USERS:,}"
+        else:
+            real = isinstance(v, (int, float)) and _finite(v)
+            ok = real and (0 < v <= 1 if k == "share" else not isinstance(v, bool) and v > 0)
+            want = ("above 0 and at most 1 (or 100%)" if k == "share"
+                    else "requests per second above 0")
         if not ok:
             raise self.fail(c.name, k, f"class {c.name!r}: {k} {v!r} must be {want}")
 

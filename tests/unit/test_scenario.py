@@ -195,3 +195,14 @@ def test_a_share_class_floor_is_read_and_added_up(tmp_path):
     assert sc.get("rag").load_text() == "share 0.2, at least 2"
     assert sc.describe()["classes"][1]["min_users"] == 2
     assert Scenario([TrafficClass("a", share=1.0)]).least_users == 1
+
+
+@pytest.mark.parametrize("key", ["users", "share", "rate"])
+def test_a_load_too_large_for_a_float_is_one_line(tmp_path, key):
+    # JSON and YAML read any integer; 10**400 is beyond a float: one line, never OverflowError
+    p = _file(tmp_path, '{"classes": {"chat": {"%s": %s}}}' % (key, "9" * 400), ".json")
+    with pytest.raises(UsageError, match=rf"class 'chat': {key} 9+ must be") as e:
+        read(p, ALLOWED)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UsageError, match=rf"{key} 10+ must be"):
+        Scenario([TrafficClass(name="chat", **{key: 10**400})]).check()

@@ -67,5 +67,5 @@ def test_the_documents_of_a_run_that_measured_nothing(tmp_path):
         raise KeyboardInterrupt         # before any load: marked, not left "running"
     assert Run.load(folder.path).status == "interrupted" and folder.stopped is not None
     failed = folder.unmeasured("failed", "the server refused")
-    assert (failed.status, failed.state.error, failed.state.measured) == ("failed", "the server refused",
-                                                              False)
+    assert (failed.status, failed.state.error, failed.state.measured) == (
+        "failed", "the server refused", False)
