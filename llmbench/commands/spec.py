@@ -231,28 +231,41 @@ def prepare(spec: Any) -> None:
 class MaybeMock:
     """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
 
-    def __init__(self, url: str | None, profile: str = "ollama", demo: bool = False,
-                 **overrides) -> None:
+    def __init__(self, url: str | None, demo: bool = False) -> None:
         self.url = url
         self.demo = demo
-        self.profile = profile
-        self.overrides = overrides
         self.proc = None
 
     def __enter__(self):
         if self.url:
             return self.url, None
         from llmbench.mock_server import MockProcess, make_config
-        cfg = make_config(self.profile, **self.overrides)
+        cfg = make_config("ollama")
         self.proc = MockProcess(cfg).__enter__()
         # one line within 80 columns: a URL of the mock, and why it is the mock
         why = "--demo" if self.demo else "No server found"
-        say(f"{why}: the built-in mock ({self.profile} profile) at {self.proc.url}")
+        say(f"{why}: the built-in mock (ollama profile) at {self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 
     def __exit__(self, *exc):
         if self.proc is not None:
             self.proc.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def one_server(opts: Any, no_embeddings: str) -> Any:
+    """chat and context: the spec (no --url: a server on this machine, else the mock), its
+    target, request and timeouts; an embeddings API refused with ``no_embeddings``."""
+    from llmbench import wire
+    from llmbench.commands.local import with_local_server
+    spec = with_local_server(opts)
+    prepare(spec)
+    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
+        tgt = make_target(spec, url, spec.model or model)
+        if wire.get(tgt.api).output == "embeddings":
+            raise UsageError(f"--api {tgt.api}: {no_embeddings}")
+        params, timeouts = spec.build_request(api=tgt.api)
+        yield spec, tgt, params, timeouts
 
 
 def replay_of(spec: Any, only: Sequence[str] | None = None) -> dict[str, Any]:
