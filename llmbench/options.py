@@ -176,30 +176,20 @@ class Kind:
     doc: str = ""                      # the Python type as docs/cli.md names it
 
 
-def _int(v: Any, flag: str) -> int:
-    if isinstance(v, bool):
-        raise UsageError(f"{flag} {v!r}: expected a whole number")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and math.isfinite(v) and v == int(v):
-        return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v.strip())
-        except ValueError:
-            pass
-    raise UsageError(f"{flag} {v!r}: expected a whole number")
-
-
-def _float(v: Any, flag: str) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            pass
-    raise UsageError(f"{flag} {v!r}: expected a number")
+def _number(cast: Callable[[Any], Any], what: str) -> Callable[[Any, str], Any]:
+    """An int or a float, from a number or its text (an int from a whole float only)."""
+    def parse(v: Any, flag: str) -> Any:
+        if cast is int and isinstance(v, float) and math.isfinite(v) and v == int(v):
+            v = int(v)
+        if isinstance(v, (int, cast)) and not isinstance(v, bool):
+            return cast(v)
+        if isinstance(v, str):
+            try:
+                return cast(v.strip())
+            except ValueError:
+                pass
+        raise UsageError(f"{flag} {v!r}: expected {what}")
+    return parse
 
 
 def _bool(v: Any, flag: str) -> bool:
@@ -292,8 +282,8 @@ def _list_cli(v: Sequence[Any]) -> str:
 # the kinds of option; the command line type is today's typer type of each
 TEXT = Kind(str, lambda v, flag: ",".join(_text(x, flag) for x in v)    # models=["a", "b"]
             if isinstance(v, (list, tuple)) and v else _text(v, flag), doc="str")
-INT = Kind(int, _int, doc="int")
-FLOAT = Kind(float, _float, doc="float")
+INT = Kind(int, _number(int, "a whole number"), doc="int")
+FLOAT = Kind(float, _number(float, "a number"), doc="float")
 FLAG = Kind(bool, _bool, doc="bool")
 PATH = Kind(Path, _path, doc="Path")
 TEXTS = Kind(List[str], _texts, doc="list[str]")
