@@ -268,6 +268,18 @@ def one_server(opts: Any, no_embeddings: str) -> Any:
         yield spec, tgt, params, timeouts
 
 
+def trace_of(spec: Any, tgt: Any, common: Any, seed: int, window_s: Any = None,
+             limit: int | None = None, aim: Any = None) -> tuple[Any, Any]:
+    """--trace: the recording (counted as ``tgt`` counts) and the workload sent of it."""
+    from llmbench.specs.groups import tokenizer_for
+    from llmbench.workload.traces import check_replay, trace_workload
+    tr, wl = trace_workload(str(spec.trace), tokenizer_for(spec.tokenizer, tgt), seed, window_s,
+                            limit, aim, reserve=max(x.tokens for x in common.workload.salts.values()))
+    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    return tr, wl
+
+
 def replay_of(spec: Any, only: Sequence[str] | None = None) -> dict[str, Any]:
     """The options to write into the run folder's config.toml (llmbench.specs.config);
     ``only``: these options (a sweep's ramps replay as ramps)."""
