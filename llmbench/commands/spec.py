@@ -182,20 +182,16 @@ def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
     API cannot carry it (one line naming the flag and the APIs that can)."""
     from llmbench import wire
     fmt = wire.get(api)
-    if agents and not fmt.tools:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
-        raise UsageError(f"--workload agent: --api {api} has no tools, and agent sessions call "
-                         f"them; use one of {able}")
-    if spec.images is not None and not fmt.images:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
-        raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
-    if spec.tools is not None and not fmt.tools:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
-        raise UsageError(f"--tools: --api {api} has no tools; use one of {able}")
-    if spec.response_format is not None and not fmt.structured:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.structured)
-        raise UsageError(f"--response-format: --api {api} has no response format; use one of "
-                         f"{able}")
+    for asked, feature, why in (
+            (agents, "tools", "--workload agent: --api {} has no tools, and agent sessions "
+             "call them"),
+            (spec.images is not None, "images", "--images: --api {} sends text only"),
+            (spec.tools is not None, "tools", "--tools: --api {} has no tools"),
+            (spec.response_format is not None, "structured",
+             "--response-format: --api {} has no response format")):
+        if asked and not getattr(fmt, feature):
+            able = ", ".join(f.name for f in map(wire.get, wire.names()) if getattr(f, feature))
+            raise UsageError(f"{why.format(api)}; use one of {able}")
     if spec.responses_state != "client" and api != "responses":
         raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
                          "use --api responses")
