@@ -319,9 +319,8 @@ def perform_at(spec: RampOpts, url: str, model: str | None, mock: dict[str, Any]
                progress: bool | None = None, server_pid: int | None = None) -> Any:
     """Every repeat of the ramp against one server, into one run folder (Done);
     ``server_pid``: the server's process when sweep --serve started it."""
-    first = ramp_plan(spec, url, model, mock, out=out, labels=labels, progress=progress,
-                      server_pid=server_pid)
+    def plan(model: str | None, seed_offset: int = 0) -> Any:
+        return ramp_plan(spec, url, model, mock, seed_offset, out, labels, progress, server_pid)
+    first = plan(model)
     found = first.common.target.model        # asked once, when --model was not given
-    return perform(first, spec.repeat,
-                   lambda k: ramp_plan(spec, url, found, mock, k, out=out, labels=labels,
-                                       progress=progress, server_pid=server_pid))
+    return perform(first, spec.repeat, lambda k: plan(found, k))
