@@ -20,7 +20,8 @@ import typer
 from typing import Annotated
 
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
-from llmbench.cli.options import P_OUTPUT, cheap_coercion, spec_command
+from llmbench.cli.options import cheap_coercion, spec_command
+from llmbench.specs.options import P_OUTPUT
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
