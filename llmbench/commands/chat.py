@@ -134,7 +134,7 @@ if TYPE_CHECKING:
 
 def perform_spec(opts: ChatSpec, say: Any, fail: Any) -> int:
     """A chat with the server (no --url: one on this machine, else the mock); the exit code."""
-    from llmbench.commands.spec import one_server
+    from llmbench.commands.local import one_server
     with one_server(opts, "an embeddings API has no conversation; chat with a chat "
                     "API") as (spec, tgt, params, timeouts):
         say(f"chat with {tgt.model} at {tgt.shown(tgt.endpoint)}")

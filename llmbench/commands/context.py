@@ -222,7 +222,7 @@ if TYPE_CHECKING:
 def perform_spec(opts: ContextSpec, say: Any) -> int:
     """The longest prompt the server serves (no --url: one on this machine, else the
     mock); the exit code."""
-    from llmbench.commands.spec import one_server
+    from llmbench.commands.local import one_server
     from llmbench.client.request import Timeouts
     with one_server(opts, "use a chat or completions API; an embeddings API has no first "
                     "token to time") as (spec, tgt, params, timeouts):

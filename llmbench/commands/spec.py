@@ -248,22 +248,6 @@ class MaybeMock:
             self.proc.__exit__(*exc)
 
 
-@contextlib.contextmanager
-def one_server(opts: Any, no_embeddings: str) -> Any:
-    """chat and context: the spec (no --url: a server on this machine, else the mock), its
-    target, request and timeouts; an embeddings API refused with ``no_embeddings``."""
-    from llmbench import wire
-    from llmbench.commands.local import with_local_server
-    spec = with_local_server(opts)
-    prepare(spec)
-    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
-        tgt = make_target(spec, url, spec.model or model)
-        if wire.get(tgt.api).output == "embeddings":
-            raise UsageError(f"--api {tgt.api}: {no_embeddings}")
-        params, timeouts = spec.build_request(api=tgt.api)
-        yield spec, tgt, params, timeouts
-
-
 def trace_of(spec: Any, tgt: Any, common: Any, seed: int, window_s: Any = None,
              limit: int | None = None, aim: Any = None) -> tuple[Any, Any]:
     """--trace: the recording (counted as ``tgt`` counts) and the workload sent of it."""
