@@ -330,7 +330,7 @@ def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
     return f.metadata["opt"]  # type: ignore[no-any-return]
 
 
-_GROUP = re.compile(r"InitVar\[(\w+) \| None\]$")
+_GROUP = re.compile(r"InitVar\[(\w+Opts) \| None\]$")     # a group: a class XOpts
 
 
 class Spec:
@@ -354,9 +354,8 @@ class Spec:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         names = vars(sys.modules[cls.__module__])
-        found = {k: names.get(m.group(1)) for k, t in vars(cls).get("__annotations__", {}).items()
+        found = {k: names[m.group(1)] for k, t in vars(cls).get("__annotations__", {}).items()
                  if (m := _GROUP.match(str(t)))}
-        found = {k: g for k, g in found.items() if isinstance(g, type) and issubclass(g, Spec)}
         if found:
             cls.groups = found
 

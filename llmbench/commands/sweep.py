@@ -109,18 +109,6 @@ class SweepPlan:
             cmd += ["--" + name.replace("_", "-"), "{" + name + "}"]
         return cmd
 
-    def filled(self, setting: dict[str, str], port: int | None
-               ) -> tuple[str | list[str], str] | None:
-        """The setting's server command (a list: its argv) and as it prints; None: none."""
-        cmd = self.server_command()
-        if cmd is None:
-            return None
-        if isinstance(cmd, list):
-            argv = [fill(c, setting, port, quote=False) for c in cmd]
-            return argv, shlex.join(argv)
-        text = fill(cmd, setting, port, quote=True)
-        return text, text
-
     def url_template(self) -> str:
         return self.url or "http://127.0.0.1:{PORT}/v1"
 
@@ -271,12 +259,14 @@ def dry_run_text(plan: SweepPlan, done: set[int] | None = None) -> str:
     ``done`` (with --resume): the settings finished in the folder, kept and not run again."""
     done = done or set()
     from llmbench.client.target import strip_userinfo
+    cmd = plan.server_command()
     rows = []
     for i, setting in enumerate(grid(plan.settings)):
         server = before = None
-        filled = plan.filled(setting, None)
-        if filled is not None:
-            server = filled[1]
+        if cmd is not None:
+            filled = ([fill(c, setting, None, quote=False) for c in cmd]
+                      if isinstance(cmd, list) else fill(cmd, setting, None, quote=True))
+            server = shlex.join(filled) if isinstance(filled, list) else filled
         elif plan.command:
             before = fill(plan.command, setting, None, quote=True)
         url = strip_userinfo(fill(plan.url_template(), setting, None, quote=False))
@@ -305,9 +295,11 @@ def _one(plan: SweepPlan, folder: SweepFolder, setting: dict[str, str], i: int, 
     server: ManagedServer | None = None
     log.touch()
     try:
-        filled = plan.filled(setting, port)
-        if filled is not None:
-            cmd, shown = filled
+        cmd = plan.server_command()
+        if cmd is not None:
+            cmd = ([fill(c, setting, port, quote=False) for c in cmd] if isinstance(cmd, list)
+                   else fill(cmd, setting, port, quote=True))
+            shown = shlex.join(cmd) if isinstance(cmd, list) else cmd
             print(f"starting: {shown}  (log: {log.name})", flush=True)
             server = ManagedServer(cmd, env, log).start()
             res.server_pid = server.pid
