@@ -223,58 +223,48 @@ def _perform_spec(kind: str, spec: Any) -> Any:
     return importlib.import_module(f"llmbench.commands.{kind}").perform_spec(spec)
 
 
-def _result(done: Any, what: str) -> Run:
-    """The Run of a finished command, or the exception for one that is not a result."""
+T = TypeVar("T", Run, Sweep)
+
+
+def _result(done: Any, what: str, kind: type[T]) -> T:
+    """The Run (or Sweep) of a finished command, or the exception for one that is not a
+    result."""
     if done.run is None:
         raise failure(done.error or f"the {what} measured nothing", done.code)
-    run: Run = done.run
+    result: T = done.run
     if done.run_dir is not None:
-        run.path = Path(done.run_dir)
-    lost = run.findings.workers is not None and run.findings.workers.crashed
+        result.path = Path(done.run_dir)
+    if isinstance(result, Sweep) and done.code == EXIT_UNREACHABLE:
+        raise RunFailed(str(result.answer or "no setting could be measured"), done.code, result)
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
-                        done.code, run)
-    if done.code == EXIT_WRITE or run.status == "failed":
-        raise RunFailed(str(run.state.error or f"the {what} failed"), done.code, run)
-    if done.code == EXIT_OVERLOADED and lost:
+                        done.code, result)
+    if done.code == EXIT_WRITE or result.status == "failed":
+        error = result.error if isinstance(result, Sweep) else result.state.error
+        raise RunFailed(str(error or f"the {what} failed"), done.code, result)
+    if isinstance(result, Run) and done.code == EXIT_OVERLOADED and \
+            result.findings.workers is not None and result.findings.workers.crashed:
         raise RunFailed(f"a worker process died during the {what}; exc.run holds the "
-                        "incomplete figures", done.code, run)
-    return run
+                        "incomplete figures", done.code, result)
+    return result
 
 
-def _sweep_result(done: Any) -> Sweep:
-    """The Sweep of a finished sweep, or the exception for one that is not a result."""
-    if done.run is None:
-        raise failure(done.error or "the sweep measured nothing", done.code)
-    sweep: Sweep = done.run
-    if done.run_dir is not None:
-        sweep.path = Path(done.run_dir)
-    if done.code == EXIT_UNREACHABLE:
-        raise RunFailed(str(sweep.answer or "no setting could be measured"), done.code, sweep)
-    if done.code == EXIT_INTERRUPTED:
-        raise RunFailed("the sweep was interrupted; exc.run holds what finished", done.code,
-                        sweep)
-    if done.code == EXIT_WRITE or sweep.status == "failed":
-        raise RunFailed(str(sweep.error or "the sweep failed"), done.code, sweep)
-    return sweep
-
-
-run = Command(RunSpec, lambda s: RunResult.of(_result(_perform_spec("run", s), "run")), """``llmbench run``: one load
+run = Command(RunSpec, lambda s: RunResult.of(_result(_perform_spec("run", s), "run", Run)), """``llmbench run``: one load
 level. ``run(RunSpec(...))`` or ``run(url=..., concurrency=8, ...)``. Returns the Run
 (``run.summary.ttft.p50``, ``run.summary.output_throughput``, ``run.path``); failed thresholds
 are in ``run.findings.thresholds`` (``run.passed``, ``run.exit_code``), not an exception.""")
 
-ramp = Command(RampSpec, lambda s: _result(_perform_spec("ramp", s), "ramp"), """``llmbench ramp``: steps of
+ramp = Command(RampSpec, lambda s: _result(_perform_spec("ramp", s), "ramp", Run), """``llmbench ramp``: steps of
 users until the thresholds break. ``ramp(RampSpec(...))`` or ``ramp(url=..., users=[1, 2,
 4])``. Returns the Run (``ramp.steps``, ``ramp.held``, ``ramp.verdict.kind``,
 ``ramp.verdict.text``).""")
 
-sweep = Command(SweepSpec, lambda s: _sweep_result(_perform_spec("sweep", s)), """``llmbench sweep``: a ramp
+sweep = Command(SweepSpec, lambda s: _result(_perform_spec("sweep", s), "sweep", Sweep), """``llmbench sweep``: a ramp
 per server setting. ``settings={"NAME": [1, 2, 4]}`` (or ``setting=``, as on the command line)
 is ``--setting NAME=1,2,4``. Returns the sweep folder's Sweep (``results``, ``answer``,
 ``best``).""")
 
-probe = Command(ProbeSpec, lambda s: _result(_perform_spec("probe", s), "probe"), """``llmbench probe``:
+probe = Command(ProbeSpec, lambda s: _result(_perform_spec("probe", s), "probe", Run), """``llmbench probe``:
 router overhead versus compute (``router=``, ``direct=``, ``model=`` required). Returns the Run
 (``probe.findings.router.steps``).""")
 
@@ -298,23 +288,17 @@ def load_run(path: str | Path) -> Run:
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"load_run({path!r}): give a run folder's path (a str or a Path)")
     p = Path(path)
-    try:
-        if (p / "sweep.json").is_file() and not (p / "run.json").is_file():
-            raise UsageError(f"load_run({str(p)!r}): a sweep folder; llmbench.Sweep.load(path) "
-                             "reads it, load_run one of its settings' run folders")
-        from llmbench.analysis.recover import load_checked
-        return load_checked(p, "load")
-    except LlmbenchError:
-        raise
-    except ValueError as exc:           # a schema this llmbench cannot read
-        if translate(exc) is not None:
-            raise translate(exc) from exc  # type: ignore[misc]
-        raise UsageError(f"{p}: {exc}") from exc
-    except Exception as exc:
-        err = translate(exc)
-        if err is None:
+    with _typed_errors():
+        try:
+            if (p / "sweep.json").is_file() and not (p / "run.json").is_file():
+                raise UsageError(f"load_run({str(p)!r}): a sweep folder; llmbench.Sweep.load("
+                                 "path) reads it, load_run one of its settings' run folders")
+            from llmbench.analysis.recover import load_checked
+            return load_checked(p, "load")
+        except ValueError as exc:           # a schema this llmbench cannot read
+            if translate(exc) is None and not isinstance(exc, LlmbenchError):
+                raise UsageError(f"{p}: {exc}") from exc
             raise
-        raise err from exc
 
 
 @contextlib.contextmanager

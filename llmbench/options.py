@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, ClassVar, List, Sequence
@@ -175,30 +176,20 @@ class Kind:
     doc: str = ""                      # the Python type as docs/cli.md names it
 
 
-def _int(v: Any, flag: str) -> int:
-    if isinstance(v, bool):
-        raise UsageError(f"{flag} {v!r}: expected a whole number")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and math.isfinite(v) and v == int(v):
-        return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v.strip())
-        except ValueError:
-            pass
-    raise UsageError(f"{flag} {v!r}: expected a whole number")
-
-
-def _float(v: Any, flag: str) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            pass
-    raise UsageError(f"{flag} {v!r}: expected a number")
+def _number(cast: Callable[[Any], Any], what: str) -> Callable[[Any, str], Any]:
+    """An int or a float, from a number or its text (an int from a whole float only)."""
+    def parse(v: Any, flag: str) -> Any:
+        if cast is int and isinstance(v, float) and math.isfinite(v) and v == int(v):
+            v = int(v)
+        if isinstance(v, (int, cast)) and not isinstance(v, bool):
+            return cast(v)
+        if isinstance(v, str):
+            try:
+                return cast(v.strip())
+            except ValueError:
+                pass
+        raise UsageError(f"{flag} {v!r}: expected {what}")
+    return parse
 
 
 def _bool(v: Any, flag: str) -> bool:
@@ -291,8 +282,8 @@ def _list_cli(v: Sequence[Any]) -> str:
 # the kinds of option; the command line type is today's typer type of each
 TEXT = Kind(str, lambda v, flag: ",".join(_text(x, flag) for x in v)    # models=["a", "b"]
             if isinstance(v, (list, tuple)) and v else _text(v, flag), doc="str")
-INT = Kind(int, _int, doc="int")
-FLOAT = Kind(float, _float, doc="float")
+INT = Kind(int, _number(int, "a whole number"), doc="int")
+FLOAT = Kind(float, _number(float, "a number"), doc="float")
 FLAG = Kind(bool, _bool, doc="bool")
 PATH = Kind(Path, _path, doc="Path")
 TEXTS = Kind(List[str], _texts, doc="list[str]")
@@ -339,6 +330,9 @@ def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
     return f.metadata["opt"]  # type: ignore[no-any-return]
 
 
+_GROUP = re.compile(r"InitVar\[(\w+Opts) \| None\]$")     # a group: a class XOpts
+
+
 class Spec:
     """The base of every command's spec (a ``@dataclasses.dataclass(kw_only=True)``): each field
     is made its one value by its kind, then ``check()`` (pure: no file, no network) lists what
@@ -353,8 +347,17 @@ class Spec:
     aliases: ClassVar[dict[str, str]] = {}
     # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
     # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
-    # become the spec's own fields, the command line's flags
+    # become the spec's own fields, the command line's flags. Read off the spec's own
+    # InitVars typed as a group (``target: InitVar[TargetOpts | None]``), named in its module
     groups: ClassVar[dict[str, type]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = vars(sys.modules[cls.__module__])
+        found = {k: names[m.group(1)] for k, t in vars(cls).get("__annotations__", {}).items()
+                 if (m := _GROUP.match(str(t)))}
+        if found:
+            cls.groups = found
 
     def __post_init__(self, *aliases: Any) -> None:
         # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,

@@ -154,12 +154,6 @@ def _out(options: dict[str, Any]) -> None:
         Path(tempfile.mkdtemp(prefix="llmbench-"))
 
 
-def _thresholds(threshold: Any) -> list[str] | None:
-    if threshold is None:
-        return None
-    return [threshold] if isinstance(threshold, str) else list(threshold)
-
-
 def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
     """Nothing (or not all) was measured: the command line's line, and what there is."""
     run = getattr(exc, "run", None)
@@ -209,7 +203,7 @@ def assert_holds(*, url: str, model: str | None = None, users: int | list[int] =
     target = max(steps)
     _out(options)
     try:
-        run = llmbench.ramp(url=url, model=model, users=steps, threshold=_thresholds(threshold),
+        run = llmbench.ramp(url=url, model=model, users=steps, threshold=threshold,
                             **options)
     except UsageError:
         raise
@@ -241,7 +235,7 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
     from llmbench.errors import LlmbenchError, UsageError
     _out(options)
     try:
-        run = llmbench.run(url=url, model=model, threshold=_thresholds(threshold), **options)
+        run = llmbench.run(url=url, model=model, threshold=threshold, **options)
     except UsageError:
         raise
     except LlmbenchError as exc:

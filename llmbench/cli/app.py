@@ -20,7 +20,8 @@ import typer
 from typing import Annotated
 
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
-from llmbench.cli.options import P_OUTPUT, cheap_coercion, spec_command
+from llmbench.cli.options import cheap_coercion, spec_command
+from llmbench.specs.options import P_OUTPUT
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Load-test LLM chat servers: how many users hold, and why the next step broke.")
@@ -117,31 +118,24 @@ def _perform(spec, json_out: bool, kind: str) -> None:
     import contextlib
     import importlib
     perform_spec = importlib.import_module(f"llmbench.commands.{kind}").perform_spec
-    quiet = spec.quiet
-
-    def work():
-        return perform_spec(spec)
     if getattr(spec, "dashboard", None) is not None:
         from llmbench.report.dashboard import handle
         handle.shared(spec.dashboard_at())
-    if quiet and not json_out:
+    if spec.quiet and not json_out:
         import io
         with contextlib.redirect_stdout(io.StringIO()):
-            done = work()
+            done = perform_spec(spec)
         if done.run is not None or done.run_dir is not None:
             print(_answer(kind, done))
-        _linger(done.code)
-        raise typer.Exit(done.code)
-    if not json_out:
-        code = work().code
-        _linger(code)
-        raise typer.Exit(code)
-    import json
-    from llmbench.cli.jsonout import document
-    with contextlib.redirect_stdout(sys.stderr):
-        done = work()
-    sys.stderr.flush()
-    print(json.dumps(document(kind, done), indent=1, default=str))
+    elif not json_out:
+        done = perform_spec(spec)
+    else:
+        import json
+        from llmbench.cli.jsonout import document
+        with contextlib.redirect_stdout(sys.stderr):
+            done = perform_spec(spec)
+        sys.stderr.flush()
+        print(json.dumps(document(kind, done), indent=1, default=str))
     _linger(done.code)
     raise typer.Exit(done.code)
 

@@ -15,10 +15,7 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from llmbench.specs.options import (  # noqa: F401  (re-exported)
-    MAX_COUNT, MAX_DURATION_S, MAX_NUMBER, P_GATES, P_LOAD, P_NET, P_OUTPUT, P_REQUEST, P_STEPS,
-    P_TARGET, P_VLLM, P_WORKLOAD, REQUIRED, SAME, Spec, UsageError, count, duration, number,
-    opt_of, parse_labels, parse_think, seconds, whole)
+from llmbench.specs.options import REQUIRED, SAME, opt_of
 
 
 def spec_parameters(spec: type) -> list[inspect.Parameter]:

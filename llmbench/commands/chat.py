@@ -134,18 +134,9 @@ if TYPE_CHECKING:
 
 def perform_spec(opts: ChatSpec, say: Any, fail: Any) -> int:
     """A chat with the server (no --url: one on this machine, else the mock); the exit code."""
-    from llmbench import wire
-    from llmbench.commands.local import with_local_server
-    from llmbench.specs.options import UsageError
-    from llmbench.commands.spec import MaybeMock, make_target, prepare
-    spec = with_local_server(opts)
-    prepare(spec)
-    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
-        tgt = make_target(spec, url, spec.model or model)
-        if wire.get(tgt.api).output == "embeddings":
-            raise UsageError(f"--api {tgt.api}: an embeddings API has no conversation; "
-                             "chat with a chat API")
-        params, timeouts = spec.build_request(api=tgt.api)
+    from llmbench.commands.local import one_server
+    with one_server(opts, "an embeddings API has no conversation; chat with a chat "
+                    "API") as (spec, tgt, params, timeouts):
         say(f"chat with {tgt.model} at {tgt.shown(tgt.endpoint)}")
         code, _ = perform(ChatPlan(tgt, params, timeouts, spec.replies, spec.reply_tokens),
                           say, fail)

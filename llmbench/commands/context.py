@@ -222,19 +222,10 @@ if TYPE_CHECKING:
 def perform_spec(opts: ContextSpec, say: Any) -> int:
     """The longest prompt the server serves (no --url: one on this machine, else the
     mock); the exit code."""
-    from llmbench import wire
-    from llmbench.commands.local import with_local_server
-    from llmbench.specs.options import UsageError
-    from llmbench.commands.spec import MaybeMock, make_target, prepare
+    from llmbench.commands.local import one_server
     from llmbench.client.request import Timeouts
-    spec = with_local_server(opts)
-    prepare(spec)
-    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
-        tgt = make_target(spec, url, spec.model or model)
-        if wire.get(tgt.api).output == "embeddings":
-            raise UsageError(f"--api {tgt.api}: use a chat or completions API; an "
-                             "embeddings API has no first token to time")
-        params, timeouts = spec.build_request(api=tgt.api)
+    with one_server(opts, "use a chat or completions API; an embeddings API has no first "
+                    "token to time") as (spec, tgt, params, timeouts):
         limit_s = float(spec.ttft_limit)
         # a prompt over the bound is answered "too long" when its first token comes, or
         # by the timeout a little after the bound

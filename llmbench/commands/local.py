@@ -6,10 +6,11 @@ its URL in config.toml). ``llmbench servers`` lists what that look finds."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, TypeVar
 
-from llmbench.commands.spec import say
+from llmbench.commands.spec import MaybeMock, make_target, prepare, say
 from llmbench.errors import UsageError
 from llmbench.specs.report import ServersSpec
 
@@ -92,3 +93,18 @@ def lines(found: list[Any]) -> list[str]:
                      "context not said")
         out.append("    " + "; ".join(facts))
     return out
+
+
+@contextlib.contextmanager
+def one_server(opts: Any, no_embeddings: str) -> Any:
+    """chat and context: the spec (no --url: a server on this machine, else the mock), its
+    target, request and timeouts; an embeddings API refused with ``no_embeddings``."""
+    from llmbench import wire
+    spec = with_local_server(opts)
+    prepare(spec)
+    with MaybeMock(spec.url, demo=spec.demo) as (url, model):
+        tgt = make_target(spec, url, spec.model or model)
+        if wire.get(tgt.api).output == "embeddings":
+            raise UsageError(f"--api {tgt.api}: {no_embeddings}")
+        params, timeouts = spec.build_request(api=tgt.api)
+        yield spec, tgt, params, timeouts

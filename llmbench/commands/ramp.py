@@ -196,16 +196,9 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     import dataclasses
     from llmbench.specs.options import UsageError
     from llmbench.specs.options import MAX_LOAD
-    from llmbench.workload import ServerRef, load_tokenizer
-    from llmbench.workload.traces import check_replay, trace_workload
+    from llmbench.commands.spec import trace_of
     spec: Any = opts
-    ref = ServerRef(tgt.server_root, tgt.model,
-                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
-                    tgt.net)
-    tok = load_tokenizer(spec.tokenizer, server=ref)
-    tr, wl = trace_workload(str(spec.trace), tok, common.workload.seed,
-                            reserve=max(x.tokens for x in common.workload.salts.values()))
-    check_replay(tr, spec.trace_speed)
+    tr, wl = trace_of(spec, tgt, common, common.workload.seed)
     if not tr.items:
         raise UsageError(f"--trace {spec.trace}: no requests to replay")
     n = len(tr.items)
@@ -213,7 +206,6 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     if steps and max(steps) > MAX_LOAD:
         raise UsageError(f"--users {max(multiples):g} x {n} recorded sessions is over "
                          f"{MAX_LOAD:,} users a step: lower --users")
-    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
     hold_s = opts.hold if opts.hold is not None else \
         max(i.due_s[-1] for i in tr.items) / spec.trace_speed + 1.0
     return dataclasses.replace(common, workload=wl), tr, steps, hold_s
@@ -327,9 +319,8 @@ def perform_at(spec: RampOpts, url: str, model: str | None, mock: dict[str, Any]
                progress: bool | None = None, server_pid: int | None = None) -> Any:
     """Every repeat of the ramp against one server, into one run folder (Done);
     ``server_pid``: the server's process when sweep --serve started it."""
-    first = ramp_plan(spec, url, model, mock, out=out, labels=labels, progress=progress,
-                      server_pid=server_pid)
+    def plan(model: str | None, seed_offset: int = 0) -> Any:
+        return ramp_plan(spec, url, model, mock, seed_offset, out, labels, progress, server_pid)
+    first = plan(model)
     found = first.common.target.model        # asked once, when --model was not given
-    return perform(first, spec.repeat,
-                   lambda k: ramp_plan(spec, url, found, mock, k, out=out, labels=labels,
-                                       progress=progress, server_pid=server_pid))
+    return perform(first, spec.repeat, lambda k: plan(found, k))

@@ -227,22 +227,14 @@ def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
 def _trace_plan(tgt: Any, spec: RunSpec, replay: dict[str, Any]) -> tuple[Any, Any]:
     """run --trace: the plan's common part with the trace's workload, and the replay shape."""
     import dataclasses
-    from llmbench.commands.spec import make_common
-    from llmbench.workload import ServerRef, load_tokenizer
-    from llmbench.workload.traces import PrefixAim, check_replay, trace_workload
+    from llmbench.commands.spec import make_common, trace_of
+    from llmbench.workload.traces import PrefixAim
     aim = None
     w = spec
     if w.prefix_hit_ratio is not None:
         aim = PrefixAim(w.prefix_hit_ratio, w.cache_block_tokens, w.prefixes)
         w = dataclasses.replace(w, prefix_hit_ratio=None)   # the trace, not a synthetic set
     common = make_common(tgt, w, 1, replay=replay)  # groups checked, params built
-    ref = ServerRef(tgt.server_root, tgt.model,
-                    {k: v for k, v in tgt.request_headers().items() if k != "content-type"},
-                    tgt.net)
-    tok = load_tokenizer(w.tokenizer, server=ref)
-    tr, wl = trace_workload(str(spec.trace), tok, w.seed, spec.trace_window, spec.requests, aim,
-                            reserve=max(x.tokens for x in common.workload.salts.values()))
-    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
-    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    tr, wl = trace_of(w, tgt, common, w.seed, spec.trace_window, spec.requests, aim)
     common = dataclasses.replace(common, workload=wl)
     return common, TraceReplay(tr.items, spec.trace_speed, tr.describe(), w.seed)

@@ -21,7 +21,7 @@ from llmbench.load.harness import TargetSpec
 from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.classes import ClassRamp, LoadClass
 from llmbench.workload import DatasetError, TokenizerError, load_tokenizer
-from llmbench.workload.scenario import Scenario, TrafficClass, from_document
+from llmbench.workload.scenario import Scenario, TrafficClass, from_document, normalize
 
 # the file's size bound (a scenario is a few classes of a few options each)
 MAX_SCENARIO_BYTES = 1 << 20
@@ -170,17 +170,12 @@ def load(spec: Any, value: Any, flag: str = "--scenario") -> Scenario:
     if isinstance(value, Scenario):
         for tc in value.classes:
             for key in tc.options:
-                if normalize_key(key) not in known:
+                if normalize(key) not in known:
                     raise value.fail(tc.name, key, f"class {tc.name!r}: unknown option {key!r}; "
                                      "a class takes the workload and request options of the "
                                      "command (llmbench ramp --help)")
         return value
-    return read(value, lambda k: normalize_key(k) in known, flag)
-
-
-def normalize_key(key: Any) -> str:
-    from llmbench.workload.scenario import normalize
-    return normalize(key)
+    return read(value, lambda k: normalize(k) in known, flag)
 
 
 def class_spec(spec: Any, scenario: Scenario, tc: TrafficClass, files: bool = False) -> Any:
@@ -190,13 +185,13 @@ def class_spec(spec: Any, scenario: Scenario, tc: TrafficClass, files: bool = Fa
     known = class_option_names(spec)
     out = spec
     for key, v in tc.options.items():
-        name = known[normalize_key(key)]
+        name = known[normalize(key)]
         try:
             out = dataclasses.replace(out, **{name: v})
             if files:
                 check_files(out, name)
         except CLASS_ERRORS as exc:
-            raise scenario.fail(tc.name, normalize_key(key),
+            raise scenario.fail(tc.name, normalize(key),
                                 f"class {tc.name!r}: {exc}") from None
     return out
 

@@ -182,20 +182,16 @@ def check_api_features(api: str, spec: Any, agents: bool = False) -> None:
     API cannot carry it (one line naming the flag and the APIs that can)."""
     from llmbench import wire
     fmt = wire.get(api)
-    if agents and not fmt.tools:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
-        raise UsageError(f"--workload agent: --api {api} has no tools, and agent sessions call "
-                         f"them; use one of {able}")
-    if spec.images is not None and not fmt.images:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.images)
-        raise UsageError(f"--images: --api {api} sends text only; use one of {able}")
-    if spec.tools is not None and not fmt.tools:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.tools)
-        raise UsageError(f"--tools: --api {api} has no tools; use one of {able}")
-    if spec.response_format is not None and not fmt.structured:
-        able = ", ".join(f.name for f in map(wire.get, wire.names()) if f.structured)
-        raise UsageError(f"--response-format: --api {api} has no response format; use one of "
-                         f"{able}")
+    for asked, feature, why in (
+            (agents, "tools", "--workload agent: --api {} has no tools, and agent sessions "
+             "call them"),
+            (spec.images is not None, "images", "--images: --api {} sends text only"),
+            (spec.tools is not None, "tools", "--tools: --api {} has no tools"),
+            (spec.response_format is not None, "structured",
+             "--response-format: --api {} has no response format")):
+        if asked and not getattr(fmt, feature):
+            able = ", ".join(f.name for f in map(wire.get, wire.names()) if getattr(f, feature))
+            raise UsageError(f"{why.format(api)}; use one of {able}")
     if spec.responses_state != "client" and api != "responses":
         raise UsageError(f"--responses-state server: --api {api} keeps no conversation; "
                          "use --api responses")
@@ -231,28 +227,37 @@ def prepare(spec: Any) -> None:
 class MaybeMock:
     """No --url: start the built-in mock (Ollama-like queueing) in a child process."""
 
-    def __init__(self, url: str | None, profile: str = "ollama", demo: bool = False,
-                 **overrides) -> None:
+    def __init__(self, url: str | None, demo: bool = False) -> None:
         self.url = url
         self.demo = demo
-        self.profile = profile
-        self.overrides = overrides
         self.proc = None
 
     def __enter__(self):
         if self.url:
             return self.url, None
         from llmbench.mock_server import MockProcess, make_config
-        cfg = make_config(self.profile, **self.overrides)
+        cfg = make_config("ollama")
         self.proc = MockProcess(cfg).__enter__()
         # one line within 80 columns: a URL of the mock, and why it is the mock
         why = "--demo" if self.demo else "No server found"
-        say(f"{why}: the built-in mock ({self.profile} profile) at {self.proc.url}")
+        say(f"{why}: the built-in mock (ollama profile) at {self.proc.url}")
         return self.proc.url + "/v1", cfg.models[0]
 
     def __exit__(self, *exc):
         if self.proc is not None:
             self.proc.__exit__(*exc)
+
+
+def trace_of(spec: Any, tgt: Any, common: Any, seed: int, window_s: Any = None,
+             limit: int | None = None, aim: Any = None) -> tuple[Any, Any]:
+    """--trace: the recording (counted as ``tgt`` counts) and the workload sent of it."""
+    from llmbench.specs.groups import tokenizer_for
+    from llmbench.workload.traces import check_replay, trace_workload
+    tr, wl = trace_workload(str(spec.trace), tokenizer_for(spec.tokenizer, tgt), seed, window_s,
+                            limit, aim, reserve=max(x.tokens for x in common.workload.salts.values()))
+    check_replay(tr, spec.trace_speed)     # a replay that ends within 30 days, or one line
+    wl.salts = common.workload.salts       # a trace's prompts get the run's salt in front
+    return tr, wl
 
 
 def replay_of(spec: Any, only: Sequence[str] | None = None) -> dict[str, Any]:

@@ -142,23 +142,20 @@ def perform(plan: SweepPlan) -> Done:
     # a bad --url or --header: one line (exit 2) before any server starts
     make_target(first_url, plan.model or "?", plan.api, plan.api_key, plan.headers,
                 **plan.target_options)
-    if plan.dry_run:
-        done: set[int] = set()
-        if plan.resume is not None:
-            # what the resume would do: the folder checked as it would be, its finished
-            # settings kept, only the others run
-            folder = resumable(plan)
-            done = set(finish.sweep_kept(folder.by_point(points), folder.path))
-        print(dry_run_text(plan, done))
-        return Done(None, EXIT_OK, None)
+    kept: dict[int, Any] = {}
     if plan.resume is not None:
+        # the folder checked (with --dry-run too: what the resume would do), its finished
+        # settings kept, only the others run
         folder = resumable(plan)
         kept = finish.sweep_kept(folder.by_point(points), folder.path)
+    if plan.dry_run:
+        print(dry_run_text(plan, set(kept)))
+        return Done(None, EXIT_OK, None)
+    if plan.resume is not None:
         finish.sweep_resumed(folder.doc)
     else:
         label = plan.labels.get("name") or "_".join(plan.settings)
         folder = SweepFolder.new(plan.out, label, finish.sweep_started(plan, points))
-        kept = {}
     sweep_dir, doc = folder.path, folder.doc
 
     board = None

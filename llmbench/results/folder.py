@@ -85,6 +85,7 @@ def scrub_argv(argv: list[str]) -> list[str]:
     whole, every URL loses its user:password@ part (a --proxy given without a scheme too)
     and the values of secret-looking query parameters (target.redact_query, with the names
     given to --redact); a --redact text is hidden wherever it appears."""
+    from llmbench.client.netconfig import hide_credentials
     from llmbench.client.target import _QUERY_ITEM, redact_query, strip_userinfo
     redacted = [v for f, v in _flag_values(argv) if f == "--redact"]
     # a --redact item that names a query parameter in the command line is a name (shown);
@@ -98,27 +99,30 @@ def scrub_argv(argv: list[str]) -> list[str]:
         for t in texts:
             text = text.replace(t, "***")
         return text
+
+    def hidden(flag: str, value: str) -> str:
+        return (_scrub_header(value) if flag == "--header" else
+                scrub(value) if flag == "--redact" else "***")
     out: list[str] = []
     hide_next: str | None = None
     for a in argv:
         if hide_next is not None:
-            out.append(_scrub_header(a) if hide_next == "--header" else
-                       scrub(a) if hide_next == "--redact" else "***")
+            out.append(hidden(hide_next, a))
             hide_next = None
             continue
         flag, eq, value = a.partition("=")
         if flag in SECRET_FLAGS:
             if eq:
-                out.append(flag + "=" + (_scrub_header(value) if flag == "--header" else
-                                         scrub(value) if flag == "--redact" else "***"))
+                out.append(flag + "=" + hidden(flag, value))
             else:
                 out.append(a)
                 hide_next = flag
             continue
+        # a proxy URL loses its credentials, with or without a scheme
         if flag == "--proxy" and eq:
-            out.append(flag + "=" + _scrub_proxy(value))
+            out.append(flag + "=" + hide_credentials(value))
         elif out and out[-1] == "--proxy":
-            out.append(_scrub_proxy(a))
+            out.append(hide_credentials(a))
         else:
             out.append(scrub(a))
     return out
@@ -134,12 +138,6 @@ def _flag_values(argv: list[str]) -> list[tuple[str, str]]:
         elif a.startswith("--") and i + 1 < len(argv):
             out.append((a, argv[i + 1]))
     return out
-
-
-def _scrub_proxy(value: str) -> str:
-    """A proxy URL without its credentials, with or without a scheme."""
-    from llmbench.client.netconfig import hide_credentials
-    return hide_credentials(value)
 
 
 def headline(run: Run) -> str:

@@ -306,6 +306,16 @@ class TelemetryOpts(Spec):
         return spec
 
 
+def tokenizer_for(name: str | None, target: Any) -> Any:
+    """--tokenizer's tokenizer; ``target``'s /tokenize (vLLM, llama.cpp) counts exactly."""
+    from llmbench.workload import ServerRef, load_tokenizer
+    ref = None if target is None else ServerRef(
+        target.server_root, target.model,
+        {k: v for k, v in target.request_headers().items() if k != "content-type"},
+        target.net)
+    return load_tokenizer(name, server=ref)
+
+
 @dataclasses.dataclass(kw_only=True)
 class WorkloadHead(Spec):
     """What is sent, first part: the dataset, the lengths and turns (then run's ShareGPT
@@ -446,16 +456,12 @@ class WorkloadOpts(WorkloadHead):
         (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
         exactly; it is asked here, before any load. ``agent`` (--workload agent): ``n``
         agent sessions instead, offering ``tools`` (--tools FILE's) or synthetic ones."""
-        from llmbench.workload import ServerRef, WorkloadSpec, build_workload, load_tokenizer
+        from llmbench.workload import WorkloadSpec, build_workload
         self.image_spec()
         count(n, "--count")
         if agent is not None and agent.agents_on:
             self.check_agent()
-        ref = None if target is None else ServerRef(
-            target.server_root, target.model,
-            {k: v for k, v in target.request_headers().items() if k != "content-type"},
-            target.net)
-        tok = load_tokenizer(self.tokenizer, server=ref)
+        tok = tokenizer_for(self.tokenizer, target)
         salts = self.salts(tok, targets)
         if agent is not None and agent.agents_on:
             return self._agents(agent, n, tok, salts, tools), (tok.local or tok)

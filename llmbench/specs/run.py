@@ -81,9 +81,6 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
 
     command = "run"
     aliases = {"thresholds": "threshold"}
-    groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
-              "load": RunLoadOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
-              "request": RequestOpts, "output": OutputOpts}
     # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
     # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
     target: InitVar[TargetOpts | None] = None
@@ -191,11 +188,8 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
 
     def vllm_metadata(self) -> dict[str, str]:
         """``--metadata KEY=VALUE`` (repeatable) -> dict; one line naming the bad item."""
-        items = self.metadata
-        if isinstance(items, dict):
-            items = [f"{k}={v}" for k, v in items.items()]
         out: dict[str, str] = {}
-        for item in items or []:
+        for item in self.metadata or []:     # a dict given is K=V texts by now (TEXTS)
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
                 raise UsageError(f"--metadata {item!r}: expected KEY=VALUE, e.g. --metadata "

@@ -166,15 +166,8 @@ def parse_threshold(text: str) -> Threshold:
             raise ThresholdError(f"threshold {text!r}: {metric} is a count of tokens, no unit")
         return Threshold(text, metric, stat, op, num, key(metric, stat))
     if metric in SCALARS:
-        if stat:
-            raise ThresholdError(f"threshold {text!r}: {metric} takes no statistic")
-        if unit == "%":
-            if metric not in SHARES:
-                raise ThresholdError(f"threshold {text!r}: % only fits " + " and ".join(SHARES))
-            num /= 100.0
-        elif unit:
-            raise ThresholdError(f"threshold {text!r}: unexpected unit {unit!r}")
-        return Threshold(text, metric, None, op, num, key(metric))
+        return Threshold(text, metric, None, op, _scalar(text, metric, stat, num, unit, SHARES),
+                         key(metric))
     raise ThresholdError(f"threshold {text!r}: unknown metric {metric!r}; grammar: {GRAMMAR}")
 
 
@@ -195,12 +188,20 @@ def _session_threshold(text: str, metric: str, stat: str | None, arg: str | None
             raise ThresholdError(f"threshold {text!r}: session_steps is a count of calls, no unit")
         return Threshold(text, metric, stat, op, value, f"sessions.{metric}.{stat}",
                          on_sessions=True)
+    return Threshold(text, metric, None, op, _scalar(text, metric, stat, num, unit,
+                                                     SESSION_SHARES),
+                     f"sessions.{metric}", on_sessions=True)
+
+
+def _scalar(text: str, metric: str, stat: str | None, num: float, unit: str,
+            shares: tuple[str, ...]) -> float:
+    """A scalar's limit: no statistic; a % only for one of ``shares`` (as a fraction)."""
     if stat:
         raise ThresholdError(f"threshold {text!r}: {metric} takes no statistic")
     if unit == "%":
-        if metric not in SESSION_SHARES:
-            raise ThresholdError(f"threshold {text!r}: % only fits " + " and ".join(SESSION_SHARES))
-        num /= 100.0
-    elif unit:
+        if metric not in shares:
+            raise ThresholdError(f"threshold {text!r}: % only fits " + " and ".join(shares))
+        return num / 100.0
+    if unit:
         raise ThresholdError(f"threshold {text!r}: unexpected unit {unit!r}")
-    return Threshold(text, metric, None, op, num, f"sessions.{metric}", on_sessions=True)
+    return num

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
-from llmbench.cli import options as opt
+from llmbench.specs import options as opt
 from llmbench.analysis.compare import CompareError, compare, load_runs, parse_max_regression
-from llmbench.cli.options import UsageError
+from llmbench.specs.options import UsageError
 from llmbench.workload import DatasetError, WorkloadSpec, build_workload
 from llmbench.workload import files
 from llmbench.workload.files import iter_json_array, sharegpt_single_turn
