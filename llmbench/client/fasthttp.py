@@ -555,14 +555,14 @@ class _Conn(asyncio.Protocol):
                 else:
                     self._start_drain()
             elif r == FAILED:
-                self._stop_reading(ended)
+                self._request_over(ended)
             return
         acc = self.acc
         acc.append(payload)
         self.acc_n += len(payload)
         if self.mode >= SOME and self.acc_n >= ERROR_BODY_READ_BYTES:
             self._some_done()
-            self._stop_reading(ended)
+            self._request_over(ended)
 
     def _body_end(self, t: float) -> None:
         """The body ended (its framing said so, or the connection closed a read-until-close
@@ -584,7 +584,7 @@ class _Conn(asyncio.Protocol):
             raw = b"".join(self.acc)[:ERROR_BODY_READ_BYTES]        # stream) is kept
             self.rec.error = body_text(raw, self.encoding or "")
 
-    def _stop_reading(self, ended: bool) -> None:
+    def _request_over(self, ended: bool) -> None:
         """The request is over; unless its body is too (``ended``), the connection cannot be
         reused."""
         self._resolve()

@@ -9,11 +9,10 @@ every timeout (first token, idle, total) come out exactly as scripted, at no rea
 
 What is real: the client (its record, the stale-connection resend, the finish), its response
 policy (``on_head``: error bodies, redirects, HTML, compression), the stream decoder and
-``decode_whole`` (the same code both network transports feed), the SSE and NDJSON framers,
-and the fast transport's own HTTP parser: every reply is played as the bytes a server would
-send (the chunks in chunked framing), and with ``raw=`` the reply is those bytes as given
-(status line, headers, chunked and Content-Length framing, what it refuses), so HTTP framing
-faults are tested without a socket too.
+``decode_whole`` (the same code both network transports feed), the SSE and NDJSON framers.
+With ``raw=`` the reply is the HTTP bytes a server would send, parsed by the fast transport's
+own parser (status line, headers, chunked and Content-Length framing, what it refuses), so HTTP
+framing faults are tested without a socket too.
 
 Virtual time is one clock per transport: requests sent one after another each see consistent
 times. Requests sent concurrently each move the one clock as their script plays, so their times
@@ -38,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Sequence, Union
 
 from llmbench.client import fasthttp
-from llmbench.client.fasthttp import OnHead, Watchdog
+from llmbench.client.decoder import EVENTS, FAILED, NOTHING, WHOLE, StreamDecoder, decode_whole
+from llmbench.client.fasthttp import (ERROR_BODY_READ_BYTES, FOLLOW, SOME, STREAM, OnHead,
+                                      ResponseCut, Watchdog, _Headers, body_text, decoded)
 from llmbench.client.netconfig import Net
 from llmbench.records.ids import header_id
 from llmbench.records.record import Record
@@ -148,24 +149,6 @@ def _timed(chunks: Sequence[Chunk]) -> list[tuple[float, bytes]]:
     return out
 
 
-def _http_bytes(reply: MockReply) -> list[tuple[float, bytes]]:
-    """The reply as a server would send it: ``raw`` as given, else its status line and
-    headers, then its chunks in chunked framing (none when the headers set the framing), the
-    terminator only when it ends whole ("close")."""
-    if reply.raw is not None:
-        return _timed(reply.raw)
-    names = {k.lower() for k in reply.headers}
-    framed = "content-length" in names or "transfer-encoding" in names
-    head = f"HTTP/1.1 {reply.status} X\r\n" + "".join(
-        f"{k}: {v}\r\n" for k, v in reply.headers.items())
-    out = [(0.0, (head + ("" if framed else "transfer-encoding: chunked\r\n") + "\r\n").encode())]
-    for delay, data in _timed(reply.chunks):
-        out.append((delay, data if framed or not data else b"%x\r\n%s\r\n" % (len(data), data)))
-    if reply.end == "close" and not framed:
-        out.append((0.0, b"0\r\n\r\n"))
-    return out
-
-
 class MockTransport:
     """``Client(target, transport=MockTransport(handler))``: see the module's docstring.
     ``requests``: every MockRequest it got, in order; ``clock``: its virtual clock."""
@@ -245,12 +228,78 @@ class _Bound:
         await self._wait(reply.after_s, dog)
         if reply.error is not None:
             raise reply.error
-        return await self._play(reply, rec, dog, texts)
+        if reply.raw is not None:
+            return await self._raw(reply, rec, dog, texts)
+        head = f"HTTP/1.1 {reply.status} X\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in reply.headers.items())
+        headers = _Headers(head)
+        mode = self._on_head(reply.status, headers, rec)
+        chunks = _timed(reply.chunks)
+        encoding = headers.get("content-encoding", "")
+        if mode >= SOME:
+            got = b""
+            for delay, data in chunks:
+                if len(got) >= ERROR_BODY_READ_BYTES:
+                    break                           # read the start of it, then hang up
+                await self._wait(delay, dog)
+                got += data
+            if rec.error is None:                   # what on_head said is kept
+                rec.error = body_text(got[:ERROR_BODY_READ_BYTES], encoding)
+            return headers.get("location") if mode == FOLLOW else None
+        if mode == STREAM:
+            return await self._stream(chunks, reply.end, rec, dog, texts, encoding)
+        await self._rest(chunks, reply.end, dog)
+        decode_whole(self._fmt, decoded(b"".join(d for _, d in chunks), encoding),
+                     self.clock(), rec, texts)
+        return None
 
-    async def _play(self, reply: MockReply, rec: Record, dog: Watchdog,
-                    texts: list[str]) -> str | None:
-        """The reply's HTTP bytes through the fast transport's parser (fasthttp._Conn), on the
-        clock."""
+    async def _rest(self, chunks: list[tuple[float, bytes]], end: str, dog: Watchdog) -> None:
+        """A whole body: all of it arrives, then it ends as the reply says."""
+        for delay, _ in chunks:
+            await self._wait(delay, dog)
+        await self._end(end, dog)
+
+    async def _end(self, end: str, dog: Watchdog) -> None:
+        if end == "cut":
+            raise ResponseCut("the connection closed before the response ended")
+        if end == "hang":
+            await self._wait(math.inf, dog)
+
+    async def _stream(self, chunks: list[tuple[float, bytes]], end: str, rec: Record,
+                      dog: Watchdog, texts: list[str], encoding: str) -> None:
+        """The aiohttp transport's loop (request.AiohttpTransport._read_stream), on the clock."""
+        dec = StreamDecoder(self._fmt, rec, texts)
+        clock = self.clock
+        for i, (delay, data) in enumerate(chunks):
+            await self._wait(delay, dog)
+            t = clock()
+            r = dec.feed(t, data)
+            if r == NOTHING:
+                continue
+            if r == WHOLE:
+                rec.stream = False
+                rest = chunks[i + 1:]
+                await self._rest(rest, end, dog)
+                decode_whole(self._fmt, decoded(data + b"".join(d for _, d in rest), encoding),
+                             clock(), rec, texts)
+                return None
+            dog.last = t
+            if not dog.got_token and rec.token_times:
+                dog.first_token()
+            if r == EVENTS:
+                continue
+            if r == FAILED:
+                return None
+            dog.stop()                              # ENDED: the end marker ends the request
+            dec.finish()
+            return None
+        await self._end(end, dog)
+        dec.close(clock())
+        return None
+
+    async def _raw(self, reply: MockReply, rec: Record, dog: Watchdog,
+                   texts: list[str]) -> str | None:
+        """HTTP bytes through the fast transport's parser (fasthttp._Conn), on the clock."""
         loop = asyncio.get_running_loop()
         pool = _Pool(loop, self._on_head, self._fmt, self.clock)
         conn = fasthttp._Conn(pool)                 # type: ignore[arg-type]
@@ -259,7 +308,7 @@ class _Bound:
         fut = loop.create_future()
         conn.start(rec, dog, texts, fut)
         try:
-            for delay, data in _http_bytes(reply):
+            for delay, data in _timed(reply.raw or ()):
                 if fut.done():
                     break
                 await self._wait(delay, dog)

@@ -13,6 +13,7 @@ unix sockets in a private directory (``Peers``) so that /metrics shows every wor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -171,7 +172,8 @@ class MockServer:
         try:
             asyncio.run_coroutine_threadsafe(self.cluster.start(), loop).result(30)
         except BaseException:
-            self.__exit__()             # no server: its loop and thread end too
+            with contextlib.suppress(Exception):
+                self.__exit__()         # no server: its loop and thread end too
             raise
         return self
 
@@ -185,7 +187,10 @@ class MockServer:
         if loop is not None and not loop.is_closed() and self.cluster is not None:
             # the cluster stops in its own loop, then the loop ends (and _run closes it)
             done = asyncio.run_coroutine_threadsafe(self.cluster.stop(), loop)
-            done.add_done_callback(lambda _: loop.call_soon_threadsafe(loop.stop))
+            try:
+                done.result(10)         # a stop that fails says so, as the thread did
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
 

@@ -118,7 +118,7 @@ class RecordStore:
         # A column that has held one value so far (status 200, a fixed max_tokens, no worker,
         # the same finish reason...) keeps it as (value, count) ahead of its array: most of a
         # plain run's columns are such, about 45 bytes a request. Found every _COMPACT_EVERY
-        # appends (_compact), so appending stays a plain array append.
+        # appends (compact), so appending stays a plain array append.
         self._head: dict[tuple[str, str], tuple[Any, int]] = {}
         self._varied: set[tuple[str, str]] = set()
         self._compact_at = _COMPACT_EVERY

@@ -47,14 +47,15 @@ async def replay_item(session: Session, item: TraceItem, t0: float, speed: float
                 return
         if stop.is_set() or session.stopping.is_set():
             return
-        # a recording: its turns as they were sent, in their API
-        step = item.recorded[t] if item.recorded else None
-        msgs = messages_for(conv, t, replies) if step is None else \
-            replay_messages(item.recorded, t, replies)
+        if item.recorded:       # a recording: its turns as they were sent, in their API
+            step = item.recorded[t]
+            msgs = replay_messages(item.recorded, t, replies)
+            extra, api = step.extra or None, step.api
+        else:
+            msgs, extra, api = messages_for(conv, t, replies), None, None
         rec, text = await session.request(msgs, conv.turns[t], scheduled=due,
                                           conversation=conv.id, turn_index=t, lap=conv.lap,
-                                          extra=step.extra or None if step else None,
-                                          api=step.api if step else None)
+                                          extra=extra, api=api)
         ended = perf_counter()
         if not rec.ok:
             return     # the rest of the session would be built on a reply that never came
