@@ -234,7 +234,7 @@ def _result(done: Any, what: str, kind: type[T]) -> T:
     result: T = done.run
     if done.run_dir is not None:
         result.path = Path(done.run_dir)
-    if isinstance(result, Sweep) and done.code == EXIT_UNREACHABLE:
+    if kind is Sweep and done.code == EXIT_UNREACHABLE:
         raise RunFailed(str(result.answer or "no setting could be measured"), done.code, result)
     if done.code == EXIT_INTERRUPTED:
         raise RunFailed(f"the {what} was interrupted; exc.run holds what finished",
@@ -296,7 +296,7 @@ def load_run(path: str | Path) -> Run:
             from llmbench.analysis.recover import load_checked
             return load_checked(p, "load")
         except ValueError as exc:           # a schema this llmbench cannot read
-            if translate(exc) is None and not isinstance(exc, LlmbenchError):
+            if translate(exc) is None:
                 raise UsageError(f"{p}: {exc}") from exc
             raise
 

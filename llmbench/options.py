@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, ClassVar, List, Sequence
@@ -330,9 +329,6 @@ def opt_of(f: dataclasses.Field) -> SpecOpt:  # type: ignore[type-arg]
     return f.metadata["opt"]  # type: ignore[no-any-return]
 
 
-_GROUP = re.compile(r"InitVar\[(\w+Opts) \| None\]$")     # a group: a class XOpts
-
-
 class Spec:
     """The base of every command's spec (a ``@dataclasses.dataclass(kw_only=True)``): each field
     is made its one value by its kind, then ``check()`` (pure: no file, no network) lists what
@@ -347,17 +343,8 @@ class Spec:
     aliases: ClassVar[dict[str, str]] = {}
     # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
     # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
-    # become the spec's own fields, the command line's flags. Read off the spec's own
-    # InitVars typed as a group (``target: InitVar[TargetOpts | None]``), named in its module
+    # become the spec's own fields, the command line's flags
     groups: ClassVar[dict[str, type]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        names = vars(sys.modules[cls.__module__])
-        found = {k: names[m.group(1)] for k, t in vars(cls).get("__annotations__", {}).items()
-                 if (m := _GROUP.match(str(t)))}
-        if found:
-            cls.groups = found
 
     def __post_init__(self, *aliases: Any) -> None:
         # the command line's other spellings, as InitVars (``max_tokens`` for ``output_tokens``,

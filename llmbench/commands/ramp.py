@@ -320,7 +320,8 @@ def perform_at(spec: RampOpts, url: str, model: str | None, mock: dict[str, Any]
     """Every repeat of the ramp against one server, into one run folder (Done);
     ``server_pid``: the server's process when sweep --serve started it."""
     def plan(model: str | None, seed_offset: int = 0) -> Any:
-        return ramp_plan(spec, url, model, mock, seed_offset, out, labels, progress, server_pid)
+        return ramp_plan(spec, url, model, mock, seed_offset, out=out, labels=labels,
+                         progress=progress, server_pid=server_pid)
     first = plan(model)
     found = first.common.target.model        # asked once, when --model was not given
     return perform(first, spec.repeat, lambda k: plan(found, k))

@@ -52,6 +52,8 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
     field."""
 
     command = "probe"
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "load": ProbeLoadOpts,
+              "prompts": WorkloadOpts, "request": RequestOpts, "output": OutputOpts}
     # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
     # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
     server: InitVar[ServerOpts | None] = None

@@ -81,6 +81,9 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
 
     command = "run"
     aliases = {"thresholds": "threshold"}
+    groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
+              "load": RunLoadOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
+              "request": RequestOpts, "output": OutputOpts}
     # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
     # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
     target: InitVar[TargetOpts | None] = None

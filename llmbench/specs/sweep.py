@@ -103,6 +103,9 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
 
     command = "sweep"
     aliases = {"settings": "setting", "thresholds": "threshold"}
+    groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "ramp": RampOpts,
+              "prompts": WorkloadOpts, "agent": AgentOpts, "request": RequestOpts,
+              "output": OutputOpts}
     # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
     # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
     server: InitVar[ServerOpts | None] = None
