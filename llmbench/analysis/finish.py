@@ -48,6 +48,7 @@ from llmbench.results.schema import (Backends, Check, Findings, HeldInterval, Pr
                                      RunState, ServerDifference, ServerProbe, ServerState, Step,
                                      StepBrief, Sweep,
                                      SweepSetting, Workers, deciding_step, held_load, ladder)
+from llmbench.results.run import RunKind
 from llmbench.results.search import Search, Trial
 from llmbench.results.telemetry import ServerIdentity
 
@@ -68,27 +69,38 @@ def request_config(c: Any) -> dict[str, Any]:
             **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
 
 
-def with_stamp_clock(env: dict[str, Any], c: Any) -> dict[str, Any]:
-    """The environment with the clock the token stamps came from (client.rxstamp): the
-    kernel's receive time, or the time the event loop read them."""
-    return {**env, "stamp_clock": stamp_clock(c.target.base_url)}
+def _run(kind: RunKind, c: Any, outcome: Any, partial: bool, head: dict[str, Any],
+         tail: dict[str, Any], **parts: Any) -> Run:
+    """A Run's state, config (``head``, how each request was asked and its timeouts, then
+    ``tail``), workload and environment, with the clock the token stamps came from
+    (client.rxstamp: the kernel's receive time, or the time the event loop read them)."""
+    return Run(RunState(kind=kind, status="partial" if partial else "complete",
+                        started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
+               config={**head, "request": request_config(c), "timeouts": c.timeouts.__dict__,
+                       **tail},
+               workload=c.workload.describe(),
+               environment={**environment(), "stamp_clock": stamp_clock(c.target.base_url)},
+               interrupted=outcome.interrupted, **parts)
 
 
-def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
-                    start: float | None, end: float | None) -> dict[str, Any]:
+def telemetry_parts(telemetry: Any, steps: list[Step], records: Any, start: float | None,
+                    end: float | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
-    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
-    reads ("info"); {} when nothing was sampled."""
+    what the verdict reads (the identity and meta), and the Findings' parts: the whole run's
+    (``run_telemetry``) and what the server is (``server``); (None, {}) when nothing was
+    sampled. ``end`` None: the last request's end."""
     if telemetry is None:
-        return {}
+        return None, {}
+    if end is None and len(records):
+        end = float(records.col("done").max())
     for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
         if t is not None:
             st.telemetry = t
     ident = tm.server_identity(telemetry.identity, telemetry.meta)
-    return {"info": {"identity": ident, "meta": telemetry.meta},
-            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
-                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
-                                                     telemetry.notes, start, end, records)}}
+    return ({"identity": ident, "meta": telemetry.meta},
+            {"server": ServerIdentity.from_dict(ident) if ident else None,
+             "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta, telemetry.notes,
+                                             start, end, records)})
 
 
 def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
@@ -121,10 +133,7 @@ def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
     gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
     if gave_up is not None:
         extra["abandonment"] = gave_up
-    if outcome.telemetry is not None:
-        end = float(records.col("done").max()) if len(records) else None
-        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                                     end).get("body", {}))
+    extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)[1])
     return extra
 
 
@@ -141,10 +150,9 @@ def timeline(outcome: Any, steps: Sequence[Step] = ()) -> list[dict[str, Any]]:
     records = outcome.records
     if not len(records):
         return []
-    t_end = float(records.col("done").max()) if hasattr(records, "col") else \
-        max(r.done for r in records)
-    return timeline_mod.build(records, outcome.t0_perf, t_end, outcome.live.user_changes,
-                              outcome.monitor, list(steps), server=outcome.server().samples)
+    return timeline_mod.build(records, outcome.t0_perf, float(records.col("done").max()),
+                              outcome.live.user_changes, outcome.monitor, list(steps),
+                              server=outcome.server().samples)
 
 
 # -- llmbench run ---------------------------------------------------------------------------------
@@ -234,13 +242,8 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
     follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
     for the checks, and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
-    done = Run(
-        RunState(kind="run", status="partial" if partial else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
-        config={"target": c.target.describe(), "load": load, "request": request_config(c),
-                "timeouts": c.timeouts.__dict__, **more},
-        workload=c.workload.describe(),
-        environment=with_stamp_clock(environment(), c),
+    return _run(
+        "run", c, outcome, partial, {"target": c.target.describe(), "load": load}, more,
         summary=summary,
         findings=Findings(
             monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
@@ -250,8 +253,6 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
                                      samples=len(server.samples),
                                      view=verdict_mod.server_view(server.samples)),
             **parts))
-    done.interrupted = outcome.interrupted
-    return done
 
 
 def class_config(plan: Any) -> dict[str, Any]:
@@ -421,16 +422,15 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
     search, and every part of the run. ``going_on``: the steps so far (``outcome`` holds the
     records so far), written after each step while the ramp goes on: a partial result."""
     c, shape = r.common, r.shape
-    started_at, t0_perf, records, server = (outcome.started_at, outcome.t0_perf,
-                                            outcome.records, outcome.server())
-    interrupted, workers, telemetry = outcome.interrupted, outcome.workers, outcome.telemetry
+    t0_perf, records, server = outcome.t0_perf, outcome.records, outcome.server()
+    interrupted, workers = outcome.interrupted, outcome.workers
     partial = going_on or interrupted or _crashed(outcome)
     steps: list[Step] = list(shape.results)
     search = search_of(r, steps, interrupted)
     judged = ladder(steps, search)
-    tel = telemetry_parts(telemetry, steps, records,
-                          steps[0].ramp_start if steps else None,
-                          steps[-1].hold_end if steps else None)
+    info, tel = telemetry_parts(outcome.telemetry, steps, records,
+                                steps[0].ramp_start if steps else None,
+                                steps[-1].hold_end if steps else None)
     # --isolate: each class judged alone at its load of the first step that broke
     isolation = None
     if r.scenario is not None and shape.isolate:
@@ -442,10 +442,10 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
         policy = next((cp.common.params.abandon for cp in r.scenario.classes
                        if cp.common.params.abandon is not None), None)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
-    identity = tel.get("body", {}).get("server")
+    identity = tel.get("server")
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
-        planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        planned=None if search is not None else len(shape.steps), telemetry=info,
         going_on=going_on, network=network,
         search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
@@ -455,37 +455,31 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
             # the probe looked and knew none of its kinds (llama-cpp-python's own server, say):
             # no advice naming settings such a server does not have
             "unknown" if c.server_probe == "auto" and server.note else None))
-    return Run(
-        RunState(kind="ramp", status="partial" if partial else "complete",
-                 started_at=started_at, labels=c.labels, t0_perf=t0_perf),
-        config={"target": c.target.describe(),
-                "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
-                         "hold_s": shape.hold_s, "think_s": list(shape.think_s),
-                         "thresholds": [t.text for t in r.thresholds],
-                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
-                         "join": shape.join, **shape.describe_trace(),
-                         **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
-                            if r.find is not None else {})},
-                "request": request_config(c), "timeouts": c.timeouts.__dict__, "mock": r.mock,
-                **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
-        workload=c.workload.describe(),
-        environment=with_stamp_clock(environment(), c), steps=steps, verdict=verdict,
-        search=search,
+    return _run(
+        "ramp", c, outcome, partial,
+        {"target": c.target.describe(),
+         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                  "thresholds": [t.text for t in r.thresholds],
+                  "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
+                  "join": shape.join, **shape.describe_trace(),
+                  **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
+                     if r.find is not None else {})}},
+        {"mock": r.mock, **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
+        steps=steps, verdict=verdict, search=search,
         findings=Findings(
             user_changes=outcome.live.user_changes,
             outages=outages.of_run(records, t0_perf) if t0_perf else [],
             **checks.record_checks(records, c.params, c.target.api, c.workload,
-                                   server_kind(server.kind,
-                                               tel.get("body", {}).get("server"))),
+                                   server_kind(server.kind, identity)),
             server_probe=ServerProbe(kind=server.kind, note=server.note,
                                      samples=len(server.samples)),
-            **tel.get("body", {}),
+            **tel,
             closed_loop_note=CLOSED_LOOP_NOTE if shape.by == "users" else None,
             workers=Workers.of(workers),
             repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
             abandonment=gave_up, isolation=isolation, network=network,
-            cache_resets=r.reset.recorded() if r.reset is not None else []),
-        interrupted=interrupted)
+            cache_resets=r.reset.recorded() if r.reset is not None else []))
 
 
 def run_held(run: Run) -> float:
@@ -563,17 +557,12 @@ def probe(plan: Any, outcome: Any) -> Run:
     steps = outcome.result or shape.results
     records = outcome.records
     # the direct backend's machine over the whole probe, and what the backend is
-    tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                          float(records.col("done").max()) if len(records) else None)
-    done = Run(
-        RunState(kind="probe", status="partial" if outcome.interrupted or _crashed(outcome)
-                 else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf),
-        config={"router": c.target.describe(), "direct": plan.direct.describe(),
-                "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
-                "think_s": list(shape.think_s), "seed": shape.seed,
-                "request": request_config(c), "timeouts": c.timeouts.__dict__},
-        workload=c.workload.describe(), environment=with_stamp_clock(environment(), c),
+    _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
+    done = _run(
+        "probe", c, outcome, outcome.interrupted or _crashed(outcome),
+        {"router": c.target.describe(), "direct": plan.direct.describe(),
+         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+         "think_s": list(shape.think_s), "seed": shape.seed}, {},
         findings=Findings(
             router=Router(
                 steps=list(steps), bound=router_bound(steps),
@@ -585,8 +574,7 @@ def probe(plan: Any, outcome: Any) -> Run:
                                                  samples=len(s.samples))
                                for name, s in outcome.servers.items()}),
             **checks.record_checks(records, c.params, c.target.api, c.workload),
-            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)),
-        interrupted=outcome.interrupted)
+            server_probe=None, **tel, workers=Workers.of(outcome.workers)))
     if done.findings.router.backends is None:
         # what the missing backend names mean for the spread and the overhead
         done.findings.router.unidentified = unidentified_sentence(done.findings.router.counters)
