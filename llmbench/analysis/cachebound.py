@@ -19,7 +19,7 @@ beyond that each call re-prefills about X tokens", and what moves it on this kin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from llmbench.records.record import Record
@@ -137,30 +137,6 @@ def _fell(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and a >= WARM and b <= a * FELL_TO and a - b >= FELL_BY
 
 
-@dataclass
-class CacheFinding:
-    """The cache is the limit: N sessions of C tokens held, X tokens re-prefilled a call."""
-
-    sessions_held: float
-    session_tokens: float
-    reprefill_tokens: float
-    warm_share: float | None
-    broke_share: float | None
-    capacity_tokens: float | None = None
-    capacity_sessions: float | None = None
-    server_agrees: bool | None = None       # None: the server said nothing about its cache
-    sentence: str = ""
-    evidence: list[str] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-
-    def result(self) -> CacheBound:
-        """The finding as the result contract holds it (the verdict's ``cache``)."""
-        return CacheBound(self.sessions_held, self.session_tokens, self.reprefill_tokens,
-                          self.warm_share, self.broke_share, self.capacity_tokens,
-                          self.capacity_sessions, self.server_agrees, self.sentence,
-                          tuple(self.evidence), tuple(self.advice))
-
-
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:.0f}%"
 
@@ -199,16 +175,12 @@ def _slot_bound(kind: str | None, srv: ServerCache | None) -> bool:
     return kind == "llamacpp" and srv is not None and bool(srv.slots) and bool(srv.ctx_per_slot)
 
 
-def _set_capacity(f: CacheFinding, srv: ServerCache | None, kind: str | None, size: float
-                  ) -> float | None:
-    cap = _capacity(srv)
-    if cap is not None and size:
-        f.capacity_tokens = cap
-        f.capacity_sessions = cap / size
-        if _slot_bound(kind, srv):
-            assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
-            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
-    return cap
+def _sessions_fit(srv: ServerCache | None, kind: str | None, cap: float, size: float) -> float:
+    """How many sessions of ``size`` tokens a KV cache of ``cap`` tokens holds."""
+    if _slot_bound(kind, srv):
+        assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
+        return float(srv.slots) if size <= srv.ctx_per_slot else 0.0
+    return cap / size
 
 
 def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
@@ -238,14 +210,14 @@ def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | 
     return out
 
 
-def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
+def _capacity_lines(sessions: float | None, srv: ServerCache | None, kind: str | None,
                     cap: float | None, size: float) -> list[str]:
     """How many sessions of this size its KV holds, and how full it was."""
     out = []
     if cap is not None and size and _slot_bound(kind, srv):
         assert srv is not None and srv.slots is not None
         out.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
-                   f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                   f"{_tokens(srv.ctx_per_slot)} tokens hold {sessions:g} sessions of "
                    f"~{_tokens(size)} tokens.")
     elif cap is not None and size:
         out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
@@ -256,7 +228,7 @@ def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
 
 
 def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
-            server_broke: ServerCache | None, unit: str = "users") -> CacheFinding | None:
+            server_broke: ServerCache | None, unit: str = "users") -> CacheBound | None:
     """Whether the step broke on the cache (warm: the last step that held), and why; None
     when the cache cannot be what ran out (it did not fall, or served little to begin with).
 
@@ -268,29 +240,31 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
     size = broke.session_tokens or warm.session_tokens or 0.0
     held = warm.load
-    f = CacheFinding(sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
-                     warm_share=warm.cached_share, broke_share=broke.cached_share,
-                     server_agrees=(_fell(s_warm, s_broke) if s_warm is not None
-                                    and s_broke is not None else None))
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
-    cap = _set_capacity(f, srv, kind, size)
+    cap = _capacity(srv)
+    sessions = _sessions_fit(srv, kind, cap, size) if cap is not None and size else None
     # a ramp of agents counts agents; of people taking turns, users
     noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
-    f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
-                  f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
-                  f"{_tokens(pb)} tokens.")
     one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
-    f.evidence.append(
+    evidence = [
         f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
         f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
         f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
         f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
-        "between their calls, so the first token waited for the whole context again.")
-    f.evidence += _server_lines(warm, broke, server_warm, server_broke, noun)
-    f.evidence += _capacity_lines(f, srv, kind, cap, size)
-    f.advice = advice(kind, size, srv)
-    return f
+        "between their calls, so the first token waited for the whole context again.",
+        *_server_lines(warm, broke, server_warm, server_broke, noun),
+        *_capacity_lines(sessions, srv, kind, cap, size)]
+    return CacheBound(
+        sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
+        warm_share=warm.cached_share, broke_share=broke.cached_share,
+        capacity_tokens=cap if sessions is not None else None, capacity_sessions=sessions,
+        server_agrees=_fell(s_warm, s_broke) if s_warm is not None and s_broke is not None
+        else None,
+        sentence=(f"The KV cache holds about {held:g} sessions of this size "
+                  f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
+                  f"{_tokens(pb)} tokens."),
+        evidence=tuple(evidence), advice=tuple(advice(kind, size, srv)))
 
 
 def _capacity(srv: ServerCache | None) -> float | None:
@@ -375,7 +349,7 @@ def _as_table(step: Any, c: StepCache) -> StepCache:
 
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
                  server_samples: Sequence[dict[str, Any]] = (), unit: str = "users"
-                 ) -> CacheFinding | None:
+                 ) -> CacheBound | None:
     """The cache finding for a ramp's broken step against the last step that held before it
     (None: no step held before it, or the cache was not the limit)."""
     i = next((k for k, s in enumerate(steps) if s is broke), None)

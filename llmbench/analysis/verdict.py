@@ -163,7 +163,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         served_at_once=ev.little, server=ev.server, slots_estimate=found.slots_estimate,
         generator_cause=found.generator_cause, cause=found.cause,
         slot_wait_share=found.slot_wait_share,
-        cache=ev.cache.result() if found.kind == "cache_bound" and ev.cache else None,
+        cache=ev.cache if found.kind == "cache_bound" else None,
         interrupted=interrupted, incomplete=incomplete)
 
 
