@@ -28,7 +28,7 @@ from llmbench.analysis import timeline as timeline_mod
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.analysis.judge import judge_ramp
 from llmbench.analysis.sessions import step_sessions, summarize_sessions
-from llmbench.analysis.stats import quantile
+from llmbench.analysis.percentile import percentile
 from llmbench.analysis.stepstats import steady_state
 from llmbench.client.request import choose_transport, stamp_clock
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK,
@@ -169,7 +169,7 @@ def dispatch_lag(records: Sequence[Any]) -> dict[str, Any]:
             if not r.warmup and r.start]
     if not lags:
         return {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "behind": False}
-    p50, p99 = quantile(lags, 50), quantile(lags, 99)
+    p50, p99 = percentile(lags, 50), percentile(lags, 99)
     return {"requests": len(lags), "p50_ms": round(p50 or 0.0, 3),
             "p99_ms": round(p99 or 0.0, 3), "max_ms": round(max(lags), 3),
             "behind": bool(p99 is not None and p99 > BEHIND_P99_MS),

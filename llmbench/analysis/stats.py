@@ -2,8 +2,7 @@
 Little's law, intervals that resample whole requests.
 
 The one definition of a percentile is llmbench.analysis.percentile (numpy's linear
-interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py); ``quantile`` here is its
-``percentile``. The live line, the timeline and the report read "TTFT p95 of the last 10 s"
+interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py). The live line, the timeline and the report read "TTFT p95 of the last 10 s"
 through ``recent_p95`` / ``RecentWindow``, so they cannot disagree for the same records
 (tests/unit/analysis/test_percentile.py checks both against each other).
 """
@@ -23,16 +22,11 @@ from llmbench.analysis import percentile
 RECENT_S = 10.0
 
 
-# The p-th percentile (0..100) of values in any order, None when there is none: the one
-# definition's (llmbench.analysis.percentile), under the name its callers know.
-quantile = percentile.percentile
-
-
 def recent_p95(pairs: Iterable[tuple[float, float]], now: float,
                window_s: float = RECENT_S) -> float | None:
     """p95 of the values whose time lies in (now - window_s, now]: the live line's TTFT p95
     from (first token time, TTFT) pairs. The timeline's column is the same function."""
-    return quantile([v for t, v in pairs if now - window_s <= t <= now], 95.0)
+    return percentile.percentile([v for t, v in pairs if now - window_s <= t <= now], 95.0)
 
 
 class RecentWindow:
@@ -63,11 +57,7 @@ class RecentWindow:
     def p95(self, now: float) -> float | None:
         lo = int(np.searchsorted(self.times, now - self.window_s, side="left"))
         hi = int(np.searchsorted(self.times, now, side="right"))
-        return quantile(self.values[lo:hi], 95.0)
-
-
-# the central ``level``% interval of bootstrap samples (NaN ignored)
-interval = percentile.interval
+        return percentile.percentile(self.values[lo:hi], 95.0)
 
 
 # -- Little's law ----------------------------------------------------------------------------
@@ -298,7 +288,7 @@ def change_interval(base: Grouped, other: Grouped, q: float, level: float = LEVE
             method = "percentile"     # BCa undefined (e.g. the jackknife has no spread)
             continue
         if not (math.isfinite(lo) and math.isfinite(hi)):
-            lo, hi = interval(dist, level)
+            lo, hi = percentile.interval(dist, level)
         tol = MC_TOL_WIDTH * (hi - lo) + MC_TOL_ABS
         if total >= N_BOOT_MAX or _mc_halfwidth(dist, level) <= tol:
             break
