@@ -333,13 +333,6 @@ def step_judge(thresholds: list[Any], stall_s: float = 1.0,
     return judge_step
 
 
-def broken_step(steps: Sequence[Step]) -> Step | None:
-    """The step --isolate runs each class alone at: the first that broke after the last that
-    held (a step with too few requests broke nothing)."""
-    step = deciding_step(steps)
-    return step if step is not None and step.state == slo.OVER else None
-
-
 def ramp_judges(r: Any) -> None:
     """The judges set on a ramp's shape: one judge for a ramp; for --scenario the ramp's judge
     per class (each its own thresholds, on its own records), the step's from theirs, and the
@@ -360,11 +353,12 @@ def ramp_judges(r: Any) -> None:
                                     per, shape.loads)
 
     def broken(results: list[Any]) -> Step | None:
+        """The step --isolate runs each class alone at: the first that broke after the last
+        that held (a step with too few requests broke nothing)."""
         pacer = shape.pacer
-        if isinstance(pacer, SearchPacer):
-            # a search: the least load that broke (the bracket's top), not the last step run
-            return pacer.hi if pacer.hi is not None and pacer.hi.state == slo.OVER else None  # type: ignore[return-value]
-        return broken_step(results)
+        # a search: the least load that broke (the bracket's top), not the last step run
+        step = pacer.hi if isinstance(pacer, SearchPacer) else deciding_step(results)
+        return step if step is not None and step.state == slo.OVER else None  # type: ignore[return-value]
     shape.broken = broken
     shape.isolation_judge = classes_mod.isolation_judge(per)
 
@@ -588,10 +582,6 @@ AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "outp
            "request_throughput", "failed", "requests")
 
 
-def _step_brief(st: Step) -> StepBrief:
-    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
-
-
 def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
     """The server's own view during the ramp (its probe's samples in server.jsonl): the most
     it ran and kept waiting at once, its slots, KV cache and memory."""
@@ -641,7 +631,8 @@ def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run |
     res.verdict = v.text if v is not None else None
     res.verdict_kind = v.kind if v is not None else None
     res.knee = v.knee if v is not None else None
-    res.steps = [_step_brief(st) for st in steps]
+    res.steps = [StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
+                 for st in steps]
     if run_dir is not None:
         res.server_state = server_state(run_dir, run)
     if run.findings.server is not None and run.findings.server.data:
@@ -659,22 +650,19 @@ def sweep_begun(doc: Sweep, setting: dict[str, str], name: str, log: str) -> Swe
 
 def sweep_kept(before: dict[int, SweepSetting], sweep_dir: Path) -> dict[int, SweepSetting]:
     """The settings' results of a resumed sweep (by point of its grid) that are kept, not run
-    again: those complete (``sweep_complete``)."""
-    return {i: r for i, r in before.items() if sweep_complete(r, sweep_dir)}
-
-
-def sweep_complete(r: SweepSetting, sweep_dir: Path) -> bool:
-    """Whether a setting's result is whole: its ramp ran to its end (complete, or every step
-    with too few requests: running it again asks the same), and its run folder reads back
-    complete. Failed, interrupted, partial or missing ones run again."""
+    again: those whole, their ramp run to its end (complete, or every step with too few
+    requests: running it again asks the same) and their run folder read back complete.
+    Failed, interrupted, partial or missing ones run again."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED
-    if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
-        return False
-    try:
-        run = Run.load(sweep_dir / r.run_dir)
-    except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
-        return False
-    return run.status == "complete"
+
+    def whole(r: SweepSetting) -> bool:
+        if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
+            return False
+        try:
+            return Run.load(sweep_dir / r.run_dir).status == "complete"
+        except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
+            return False
+    return {i: r for i, r in before.items() if whole(r)}
 
 
 def sweep_started(plan: Any, points: list[dict[str, str]]) -> Sweep:
