@@ -125,18 +125,6 @@ def _crashed(outcome: Any) -> bool:
     return bool(outcome.workers and outcome.workers.get("crashed"))
 
 
-def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
-                           ) -> dict[str, Any]:
-    """run.json's parts a run and a run of classes share: who gave up (--abandon) and the server
-    machine over the whole run, from the first request's dispatch to the last one's end."""
-    extra: dict[str, Any] = {}
-    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
-    if gave_up is not None:
-        extra["abandonment"] = gave_up
-    extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)[1])
-    return extra
-
-
 def network_of(floors: list[Any]) -> NetworkFloor | None:
     """The network's round trip over a run (client.floor's measurements, the first taken before
     the load; None there: not measured, --network-floor off or a loopback address)."""
@@ -209,15 +197,12 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
                                 stall_s=g.stall_s, percentiles=percentiles,
                                 within=slo.within_requests(g.thresholds))
-    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
-    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     # agent sessions (None: no request belonged to one), over the run's duration
     sessions = summarize_sessions(records, window_s=summary.duration or None)
     threshold_results = slo.check_all(g.thresholds, summary, sessions)
     if isinstance(plan.shape, TraceReplay):
         extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
                           "dispatch_lag": dispatch_lag(records)}
-    server = outcome.server()
     if prefix is not None:
         before, (kind, after), warm_failed = prefix
         report = prefix_hit.verify(records, c.workload.prefix, before, after, kind)
@@ -225,23 +210,29 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
         extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = Workers.of(outcome.workers)
-    extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
     mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
                                        summary.send_delay.p99),
                        outcome.monitor, records, outcome.t0_perf)
     mon = with_clock(mon, stamp_clock(c.target.base_url))
     return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
                       load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
-                      summary, mon, server_kind(server.kind, extra.get("server")),
-                      thresholds=threshold_results, sessions=sessions, **extra)
+                      summary, mon, c.params.abandon, thresholds=threshold_results,
+                      sessions=sessions, **extra)
 
 
 def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: dict[str, Any],
-               summary: Any, mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
+               summary: Any, mon: dict[str, Any], policy: Any, kind_known: bool = True,
+               **parts: Any) -> Run:
     """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
-    follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
-    for the checks, and the command's own ``parts``."""
+    follows "timeouts" (``more``), the summary and the generator's monitor, who gave up
+    (--abandon's ``policy``) and the server machine over the whole run (from the first
+    request's dispatch to the last one's end), the server's kind for the checks (unless not
+    ``kind_known``), and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
+    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
+    _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
+    kind = server_kind(server.kind, tel.get("server")) if kind_known else None
     return _run(
         "run", c, outcome, partial, {"target": c.target.describe(), "load": load}, more,
         summary=summary,
@@ -252,7 +243,9 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
             server_probe=ServerProbe(kind=server.kind, note=server.note,
                                      samples=len(server.samples),
                                      view=verdict_mod.server_view(server.samples)),
-            **parts))
+            abandonment=abandon.abandonment(policy, records, server.samples, outcome.t0_perf,
+                                            server.kind),
+            **tel, **parts))
 
 
 def class_config(plan: Any) -> dict[str, Any]:
@@ -277,14 +270,16 @@ def classes_run(plan: Any, outcome: Any) -> Run:
         # stopped before the hold ended: what finished, unjudged (the run is partial)
         summary = metrics.summarize(records, stall_s=plan.gates.stall_s)
         checks_, classes, mon = [], {}, busy(outcome.monitor)
-    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
-    server = outcome.server()
-    policy = next((cp.common.params.abandon for cp in plan.scenario.classes
-                   if cp.common.params.abandon is not None), None)
     return _one_level(c, outcome, outcome.interrupted or step is None,
                       class_config(plan), {"scenario": plan.scenario.describe()},
-                      summary, mon, None, thresholds=checks_, classes=classes,
-                      **_gave_up_and_telemetry(policy, records, server, outcome))
+                      summary, mon, _class_policy(plan.scenario), kind_known=False,
+                      thresholds=checks_, classes=classes)
+
+
+def _class_policy(scenario: Any) -> Any:
+    """--abandon set for some classes only (their options): the first one's policy names it."""
+    return next((cp.common.params.abandon for cp in scenario.classes
+                 if cp.common.params.abandon is not None), None)
 
 
 # -- llmbench ramp --------------------------------------------------------------------------------
@@ -432,9 +427,7 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
         isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
     policy = c.params.abandon
     if policy is None and r.scenario is not None:
-        # --abandon set for some classes only (their options): the first one's policy names it
-        policy = next((cp.common.params.abandon for cp in r.scenario.classes
-                       if cp.common.params.abandon is not None), None)
+        policy = _class_policy(r.scenario)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
     identity = tel.get("server")
     verdict, search = judge_ramp(
