@@ -621,9 +621,8 @@ def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run |
         # stopped before any step held: no answer, not "held 0" (as if every step broke)
         res.held = None
     res.status = status
-    res.verdict = v.text if v is not None else None
-    res.verdict_kind = v.kind if v is not None else None
-    res.knee = v.knee if v is not None else None
+    if v is not None:
+        res.verdict, res.verdict_kind, res.knee = v.text, v.kind, v.knee
     res.steps = [StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
                  for st in steps]
     if run_dir is not None:
