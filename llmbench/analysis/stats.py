@@ -32,27 +32,13 @@ def recent_p95(pairs: Iterable[tuple[float, float]], now: float,
 class RecentWindow:
     """Sorted (time, value) pairs for many "p95 of the last N seconds" questions (timeline)."""
 
-    def __init__(self, pairs: Iterable[tuple[float, float]], window_s: float = RECENT_S) -> None:
-        pairs = list(pairs)
-        self._set(np.array([p[0] for p in pairs], dtype=float),
-                  np.array([p[1] for p in pairs], dtype=float), window_s)
-
-    @classmethod
-    def of_pairs(cls, pairs: np.ndarray, window_s: float = RECENT_S) -> "RecentWindow":
+    def __init__(self, pairs: np.ndarray, window_s: float = RECENT_S) -> None:
         """``pairs``: time + 1j * value (complex128), given away: sorted where it is (by time,
         then value: which values fall in a window, and so its quantile, does not depend on
-        the order of equal times), no index array, no sorted copies; the values are a view
-        of it."""
-        w = cls.__new__(cls)
+        the order of equal times), no index array, no sorted copies (a long run has a million
+        pairs); the values are a view of it."""
         pairs.sort()
-        w.times, w.values, w.window_s = pairs.real.copy(), pairs.imag, window_s
-        return w
-
-    def _set(self, times: np.ndarray, values: np.ndarray, window_s: float) -> None:
-        # two float arrays, not a list of tuples: a long run has a million pairs
-        order = np.lexsort((values, times))
-        self.times, self.values = times[order], values[order]
-        self.window_s = window_s
+        self.times, self.values, self.window_s = pairs.real.copy(), pairs.imag, window_s
 
     def p95(self, now: float) -> float | None:
         lo = int(np.searchsorted(self.times, now - self.window_s, side="left"))

@@ -83,7 +83,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     started, ended, answered = np.cumsum(started), np.cumsum(ended), np.cumsum(answered)
     trim_heap()
     # the live line's TTFT p95, computed by the same function over the same pairs
-    recent_ttft = RecentWindow.of_pairs(pairs, recent_s)
+    recent_ttft = RecentWindow(pairs, recent_s)
     # every process's samples of a second (--workers: each worker's and the coordinator's)
     mon_by_sec: dict[int, list[Any]] = {}
     for m in monitor:
