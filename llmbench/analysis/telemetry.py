@@ -86,15 +86,6 @@ def _delta(ts: np.ndarray, vs: np.ndarray, a: float, b: float, reach_lo: bool = 
     return _at(ts, vs, hi) - _at(ts, vs, lo), hi - lo
 
 
-def _rates(ts: np.ndarray, vs: np.ndarray, a: float, b: float) -> list[float]:
-    """The counter's rate over each sample interval that overlaps [a, b]."""
-    out = []
-    for i in range(1, len(ts)):
-        if ts[i] > a and ts[i - 1] < b and ts[i] > ts[i - 1]:
-            out.append(float((vs[i] - vs[i - 1]) / (ts[i] - ts[i - 1])))
-    return out
-
-
 def _inside(samples: Sequence[Sample], a: float, b: float) -> list[Sample]:
     """The samples in [a, b]; with none there (a window under a second), the nearest one."""
     got = [s for s in samples if a <= s["t"] <= b]
@@ -140,7 +131,9 @@ def process_use(samples: Sequence[Sample], part: str, a: float, b: float) -> Pro
             continue
         cpu_s += d
         covered += c
-        peaks += _rates(ts, vs, a, b)
+        # the rate over each sample interval that overlaps [a, b]
+        peaks += [float((vs[i] - vs[i - 1]) / (ts[i] - ts[i - 1])) for i in range(1, len(ts))
+                  if ts[i] > a and ts[i - 1] < b and ts[i] > ts[i - 1]]
         seen += [s[part] for s in _inside(seg, a, b)]
         pid = seg[-1][part].get("pid")
     if covered <= 0:
