@@ -216,7 +216,7 @@ def _capacity_lines(sessions: float | None, srv: ServerCache | None, kind: str |
                    f"{_tokens(srv.ctx_per_slot)} tokens hold {sessions:g} sessions of "
                    f"~{_tokens(size)} tokens.")
     elif cap is not None and size:
-        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
+        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity(srv)[1]}): "
                    f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
     if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
         out.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
@@ -238,7 +238,7 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     held = warm.load
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
-    cap = _capacity(srv)
+    cap, _ = _capacity(srv)
     sessions = _sessions_fit(srv, kind, cap, size) if cap is not None and size else None
     # a ramp of agents counts agents; of people taking turns, users
     noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
@@ -263,26 +263,18 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
         evidence=tuple(evidence), advice=tuple(advice(kind, size, srv)))
 
 
-def _capacity(srv: ServerCache | None) -> float | None:
+def _capacity(srv: ServerCache | None) -> tuple[float | None, str]:
+    """The server's KV cache in tokens (None: not said), and what says it."""
     if srv is None:
-        return None
+        return None, ""
     if srv.kv_budget_tokens:
-        return srv.kv_budget_tokens
+        return srv.kv_budget_tokens, "its KV budget"
     if srv.ctx_per_slot and srv.slots:
-        return srv.ctx_per_slot * srv.slots
+        return (srv.ctx_per_slot * srv.slots,
+                f"{srv.slots:g} slots of {srv.ctx_per_slot:,.0f} tokens")
     if srv.context_length:
-        return srv.context_length
-    return None
-
-
-def _capacity_words(srv: ServerCache | None) -> str:
-    if srv is None:
-        return ""
-    if srv.kv_budget_tokens:
-        return "its KV budget"
-    if srv.ctx_per_slot and srv.slots:
-        return f"{srv.slots:g} slots of {srv.ctx_per_slot:,.0f} tokens"
-    return "its context length"
+        return srv.context_length, "its context length"
+    return None, ""
 
 
 def advice(kind: str | None, session_tokens: float, srv: ServerCache | None = None) -> list[str]:
