@@ -171,14 +171,6 @@ def _slot_bound(kind: str | None, srv: ServerCache | None) -> bool:
     return kind == "llamacpp" and srv is not None and bool(srv.slots) and bool(srv.ctx_per_slot)
 
 
-def _sessions_fit(srv: ServerCache | None, kind: str | None, cap: float, size: float) -> float:
-    """How many sessions of ``size`` tokens a KV cache of ``cap`` tokens holds."""
-    if _slot_bound(kind, srv):
-        assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
-        return float(srv.slots) if size <= srv.ctx_per_slot else 0.0
-    return cap / size
-
-
 def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
                   server_broke: ServerCache | None, noun: str) -> list[str]:
     """What the server's own counters say of its cache over the two windows."""
@@ -239,7 +231,10 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
     cap, _ = _capacity(srv)
-    sessions = _sessions_fit(srv, kind, cap, size) if cap is not None and size else None
+    sessions = cap / size if cap is not None and size else None     # of this size, it holds
+    if sessions is not None and _slot_bound(kind, srv):
+        assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
+        sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
     # a ramp of agents counts agents; of people taking turns, users
     noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
     one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
