@@ -87,21 +87,16 @@ def release_check(records: Sequence[Record], samples: Sequence[dict[str, Any]],
     out.over_samples = int(over.sum())
     out.max_excess = float(excess.max()) if len(excess) else None
     # the longest stretch of samples in a row above llmbench's open requests
-    best_len, best_at, run, start = 0, None, 0, 0
+    best_len, best_at, run = 0, 0, 0
     for i, o in enumerate(over):
-        if o:
-            if run == 0:
-                start = i
-            run += 1
-            if run > best_len:
-                best_len, best_at = run, start
-        else:
-            run = 0
-    if best_len >= MIN_RUN and best_at is not None:
+        run = run + 1 if o else 0
+        if run > best_len:
+            best_len, best_at = run, i - run + 1
+    kept = best_len >= MIN_RUN
+    if kept:
         end = min(best_at + best_len, len(ts) - 1)
         out.longest_s = float(ts[end] - ts[best_at]) if end > best_at else 0.0
         out.longest_from_s = float(ts[best_at] - t0) if t0 is not None else None
-    kept = best_len >= MIN_RUN
     out.ok = not kept
     who = f"the server ({kind})" if kind else "the server"
     if kept:

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from llmbench.records.record import Record, measured
-from llmbench.analysis.stats import quantile
+from llmbench.analysis.percentile import percentile
 from llmbench.results.schema import RouterCounters
 
 
@@ -30,8 +30,8 @@ def backends(records: Iterable[Record]) -> dict[str, Any] | None:
         cached = sum(r.cached_tokens or 0 for r in ok if r.cached_tokens is not None)
         per[name] = {
             "requests": len(rs), "share": len(rs) / total, "failed": len(rs) - len(ok),
-            "ttft_p50_ms": quantile(ttft, 50), "ttft_p95_ms": quantile(ttft, 95),
-            "itl_p50_ms": quantile(gaps, 50),
+            "ttft_p50_ms": percentile(ttft, 50), "ttft_p95_ms": percentile(ttft, 95),
+            "itl_p50_ms": percentile(gaps, 50),
             "cache_hit_rate": cached / prompt if prompt else None,
         }
     counts = np.array([v["requests"] for v in per.values()], dtype=float)

@@ -19,7 +19,7 @@ beyond that each call re-prefills about X tokens", and what moves it on this kin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from llmbench.records.record import Record
@@ -137,30 +137,6 @@ def _fell(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and a >= WARM and b <= a * FELL_TO and a - b >= FELL_BY
 
 
-@dataclass
-class CacheFinding:
-    """The cache is the limit: N sessions of C tokens held, X tokens re-prefilled a call."""
-
-    sessions_held: float
-    session_tokens: float
-    reprefill_tokens: float
-    warm_share: float | None
-    broke_share: float | None
-    capacity_tokens: float | None = None
-    capacity_sessions: float | None = None
-    server_agrees: bool | None = None       # None: the server said nothing about its cache
-    sentence: str = ""
-    evidence: list[str] = field(default_factory=list)
-    advice: list[str] = field(default_factory=list)
-
-    def result(self) -> CacheBound:
-        """The finding as the result contract holds it (the verdict's ``cache``)."""
-        return CacheBound(self.sessions_held, self.session_tokens, self.reprefill_tokens,
-                          self.warm_share, self.broke_share, self.capacity_tokens,
-                          self.capacity_sessions, self.server_agrees, self.sentence,
-                          tuple(self.evidence), tuple(self.advice))
-
-
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:.0f}%"
 
@@ -175,12 +151,6 @@ def _rates(server_warm: ServerCache | None, server_broke: ServerCache | None
             server_broke.hit_rate if server_broke is not None else None)
 
 
-def _prefill_grew(warm: StepCache, broke: StepCache) -> bool:
-    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
-    return (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
-            and pb - pw >= PREFILL_MIN_TOKENS)
-
-
 def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
                     server_broke: ServerCache | None) -> bool:
     """The cache fell (by the server's counters where it has them for both windows, else by
@@ -188,7 +158,9 @@ def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache 
     s_warm, s_broke = _rates(server_warm, server_broke)
     server_said = s_warm is not None and s_broke is not None
     fell = _fell(s_warm, s_broke) if server_said else _fell(warm.cached_share, broke.cached_share)
-    grew = _prefill_grew(warm, broke)
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
+    grew = (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
+            and pb - pw >= PREFILL_MIN_TOKENS)
     if not grew and server_said and _fell(s_warm, s_broke) and broke.prefilled_per_call is None:
         grew = True                       # no usage said; the server's counters did
     return fell and grew
@@ -197,18 +169,6 @@ def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache 
 def _slot_bound(kind: str | None, srv: ServerCache | None) -> bool:
     """llama.cpp keeps one conversation's KV per slot: its slots, not its tokens, count."""
     return kind == "llamacpp" and srv is not None and bool(srv.slots) and bool(srv.ctx_per_slot)
-
-
-def _set_capacity(f: CacheFinding, srv: ServerCache | None, kind: str | None, size: float
-                  ) -> float | None:
-    cap = _capacity(srv)
-    if cap is not None and size:
-        f.capacity_tokens = cap
-        f.capacity_sessions = cap / size
-        if _slot_bound(kind, srv):
-            assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
-            f.capacity_sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
-    return cap
 
 
 def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
@@ -238,17 +198,17 @@ def _server_lines(warm: StepCache, broke: StepCache, server_warm: ServerCache | 
     return out
 
 
-def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
+def _capacity_lines(sessions: float | None, srv: ServerCache | None, kind: str | None,
                     cap: float | None, size: float) -> list[str]:
     """How many sessions of this size its KV holds, and how full it was."""
     out = []
     if cap is not None and size and _slot_bound(kind, srv):
         assert srv is not None and srv.slots is not None
         out.append(f"It keeps one conversation's KV per slot: {srv.slots:g} slots of "
-                   f"{_tokens(srv.ctx_per_slot)} tokens hold {f.capacity_sessions:g} sessions of "
+                   f"{_tokens(srv.ctx_per_slot)} tokens hold {sessions:g} sessions of "
                    f"~{_tokens(size)} tokens.")
     elif cap is not None and size:
-        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity_words(srv)}): "
+        out.append(f"Its KV cache is {_tokens(cap)} tokens ({_capacity(srv)[1]}): "
                    f"{cap / size:.1f} sessions of ~{_tokens(size)} tokens.")
     if srv is not None and srv.kv_usage_max is not None and srv.kv_usage_max >= 0.9:
         out.append(f"Its KV cache was {srv.kv_usage_max * 100:.0f}% full.")
@@ -256,7 +216,7 @@ def _capacity_lines(f: CacheFinding, srv: ServerCache | None, kind: str | None,
 
 
 def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
-            server_broke: ServerCache | None, unit: str = "users") -> CacheFinding | None:
+            server_broke: ServerCache | None, unit: str = "users") -> CacheBound | None:
     """Whether the step broke on the cache (warm: the last step that held), and why; None
     when the cache cannot be what ran out (it did not fall, or served little to begin with).
 
@@ -268,51 +228,48 @@ def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
     pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
     size = broke.session_tokens or warm.session_tokens or 0.0
     held = warm.load
-    f = CacheFinding(sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
-                     warm_share=warm.cached_share, broke_share=broke.cached_share,
-                     server_agrees=(_fell(s_warm, s_broke) if s_warm is not None
-                                    and s_broke is not None else None))
     srv = server_broke or server_warm
     kind = srv.kind if srv is not None else None
-    cap = _set_capacity(f, srv, kind, size)
+    cap, _ = _capacity(srv)
+    sessions = cap / size if cap is not None and size else None     # of this size, it holds
+    if sessions is not None and _slot_bound(kind, srv):
+        assert srv is not None and srv.slots is not None and srv.ctx_per_slot is not None
+        sessions = float(srv.slots) if size <= srv.ctx_per_slot else 0.0
     # a ramp of agents counts agents; of people taking turns, users
     noun = "agents" if unit == "users" and broke.agents and warm.agents else unit
-    f.sentence = (f"The KV cache holds about {held:g} sessions of this size "
-                  f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
-                  f"{_tokens(pb)} tokens.")
     one = noun.rstrip("s") if warm.load == 1 and noun in ("agents", "users") else noun
-    f.evidence.append(
+    evidence = [
         f"At {warm.load:g} {one}, {_pct(warm.cached_share)} of prompt tokens came from "
         f"the cache and each call prefilled ~{_tokens(pw)} tokens; at {broke.load:g}, "
         f"{_pct(broke.cached_share)}, and each call prefilled ~{_tokens(pb)} of its "
         f"~{_tokens(broke.prompt_per_call)}: the sessions evicted each other's context "
-        "between their calls, so the first token waited for the whole context again.")
-    f.evidence += _server_lines(warm, broke, server_warm, server_broke, noun)
-    f.evidence += _capacity_lines(f, srv, kind, cap, size)
-    f.advice = advice(kind, size, srv)
-    return f
+        "between their calls, so the first token waited for the whole context again.",
+        *_server_lines(warm, broke, server_warm, server_broke, noun),
+        *_capacity_lines(sessions, srv, kind, cap, size)]
+    return CacheBound(
+        sessions_held=held, session_tokens=size, reprefill_tokens=pb or 0.0,
+        warm_share=warm.cached_share, broke_share=broke.cached_share,
+        capacity_tokens=cap if sessions is not None else None, capacity_sessions=sessions,
+        server_agrees=_fell(s_warm, s_broke) if s_warm is not None and s_broke is not None
+        else None,
+        sentence=(f"The KV cache holds about {held:g} sessions of this size "
+                  f"(~{_tokens(size)} tokens each); beyond that each call re-prefills about "
+                  f"{_tokens(pb)} tokens."),
+        evidence=tuple(evidence), advice=tuple(advice(kind, size, srv)))
 
 
-def _capacity(srv: ServerCache | None) -> float | None:
+def _capacity(srv: ServerCache | None) -> tuple[float | None, str]:
+    """The server's KV cache in tokens (None: not said), and what says it."""
     if srv is None:
-        return None
+        return None, ""
     if srv.kv_budget_tokens:
-        return srv.kv_budget_tokens
+        return srv.kv_budget_tokens, "its KV budget"
     if srv.ctx_per_slot and srv.slots:
-        return srv.ctx_per_slot * srv.slots
+        return (srv.ctx_per_slot * srv.slots,
+                f"{srv.slots:g} slots of {srv.ctx_per_slot:,.0f} tokens")
     if srv.context_length:
-        return srv.context_length
-    return None
-
-
-def _capacity_words(srv: ServerCache | None) -> str:
-    if srv is None:
-        return ""
-    if srv.kv_budget_tokens:
-        return "its KV budget"
-    if srv.ctx_per_slot and srv.slots:
-        return f"{srv.slots:g} slots of {srv.ctx_per_slot:,.0f} tokens"
-    return "its context length"
+        return srv.context_length, "its context length"
+    return None, ""
 
 
 def advice(kind: str | None, session_tokens: float, srv: ServerCache | None = None) -> list[str]:
@@ -375,7 +332,7 @@ def _as_table(step: Any, c: StepCache) -> StepCache:
 
 def ramp_finding(steps: Sequence[Any], records: Sequence[Record], broke: Any,
                  server_samples: Sequence[dict[str, Any]] = (), unit: str = "users"
-                 ) -> CacheFinding | None:
+                 ) -> CacheBound | None:
     """The cache finding for a ramp's broken step against the last step that held before it
     (None: no step held before it, or the cache was not the limit)."""
     i = next((k for k, s in enumerate(steps) if s is broke), None)

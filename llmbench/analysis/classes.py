@@ -49,22 +49,6 @@ def _tag(c: Check, name: str) -> Check:
     return replace(c, traffic_class=name, text=f"{name}: {c.text or c.threshold}")
 
 
-def _class_step(st: Step, load: ClassLoad, name: str) -> ClassStep:
-    return ClassStep(load=load.amount, unit=load.unit, held=st.held, state=st.state,
-                     checks=[_tag(c, name) for c in st.checks], unfinished=st.unfinished,
-                     steady=st.steady, summary=st.summary)
-
-
-def combined_state(states: Sequence[str]) -> str:
-    """A step's state from its classes': over when any broke, else not enough data when any
-    lacked it, else held."""
-    if OVER in states:
-        return OVER
-    if NO_DATA in states:
-        return NO_DATA
-    return HELD
-
-
 def judge(whole: Judge, per_class: Mapping[str, Judge],
           loads: Callable[[int], Mapping[str, ClassLoad]]) -> Judge:
     """The ramp's judge for a scenario: ``whole`` (the ramp's judge with no thresholds of its
@@ -80,13 +64,17 @@ def judge(whole: Judge, per_class: Mapping[str, Judge],
             if load is None or load.idle:
                 continue
             got = j(replace(w, load=load.amount, records=class_records(w.records, name)))
-            parts[name] = _class_step(got, load, name)
+            parts[name] = ClassStep(load=load.amount, unit=load.unit, held=got.held,
+                                    state=got.state, checks=[_tag(c, name) for c in got.checks],
+                                    unfinished=got.unfinished, steady=got.steady,
+                                    summary=got.summary)
         own = [c for c in step.checks if c.outage]          # the server was not there
         checks = own + [c for p in parts.values() for c in p.checks]
         states = [p.state for p in parts.values()] + ([OVER] if own else [])
         if not parts:
             states.append(step.state)
-        state = combined_state(states)
+        # over when any class broke, else not enough data when any lacked it, else held
+        state = OVER if OVER in states else NO_DATA if NO_DATA in states else HELD
         return replace(step, checks=checks, state=state, held=state == HELD, classes=parts)
     return judge_step
 
@@ -105,11 +93,6 @@ def isolation_judge(per_class: Mapping[str, Judge]) -> Callable[[Isolated], Isol
 
 
 # -- the verdict ---------------------------------------------------------------------------------
-def class_steps(steps: Sequence[Step], name: str) -> list[Step]:
-    """One class's view of the ramp: a Step per step it had load in."""
-    return [s.classes[name].as_step(s) for s in steps if name in s.classes]
-
-
 def _loads_text(step: Step, unit: str) -> str:
     """'chat 4, rag 2' (each class's own load at the step)."""
     return ", ".join(f"{n} {c.load:g}" + ("" if c.unit == unit or unit != "users" else
@@ -160,8 +143,10 @@ def _class_verdicts(steps: list[Step], records: Sequence[Record] | RecordStore, 
     per: dict[str, ClassVerdict] = {}
     readings: dict[str, Verdict] = {}
     for name in names:
-        v = verdict_mod.explain(class_steps(steps, name), class_records(records, name), unit,
-                                server_samples, planned, scope=name)
+        # the class's view of the ramp: a Step per step it had load in
+        v = verdict_mod.explain([s.classes[name].as_step(s) for s in steps if name in s.classes],
+                                class_records(records, name), unit, server_samples, planned,
+                                scope=name)
         readings[name] = v
         cs = broke.classes.get(name) if broke is not None else None
         broke_it = cs is not None and cs.state == OVER
@@ -334,17 +319,11 @@ def isolation(steps: Sequence[Step], alone: Sequence[IsolatedClass], unit: str =
     return out
 
 
-def _main_compared(a: IsolatedClass) -> Compared | None:
-    """The statistic a sentence quotes: the first threshold that broke in the mixed step, else
-    the first that was compared."""
-    return next((c for c in a.compared if c.ok_mixed is False), None) or \
-        next(iter(a.compared), None)
-
-
 def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> str:
     who = ", ".join(others) if others else "the other classes"
     load = amount(a.load, a.unit)
-    c = _main_compared(a)
+    # the statistic quoted: the first threshold that broke in the mixed step, else the first
+    c = next((c for c in a.compared if c.ok_mixed is False), None) or next(iter(a.compared), None)
     if c is None:
         return f"{a.name} alone at {load}: {a.state}."
     what = _name(c.metric, c.stat)

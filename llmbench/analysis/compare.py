@@ -68,9 +68,14 @@ def _read(step: Step, name: str) -> Any:
     return step.summary.value(metric, stat or None)
 
 
-def _is_latency(name: str) -> bool:
-    """A latency statistic (ms: ``ttft.p95``), not a rate or a count."""
-    return bool(name.partition(".")[2])
+def _within_timing(name: str, sb: Step, so: Step, vb: Any, vo: Any) -> float | None:
+    """The load generator's timing uncertainty (``timing_uncertainty_ms``) when a latency
+    statistic (ms: ``ttft.p95``, not a rate or a count) moved by no more than it, else None."""
+    if not (name.partition(".")[2] and isinstance(vb, (int, float))
+            and isinstance(vo, (int, float))):
+        return None
+    floor = timing_uncertainty_ms(sb, so)
+    return floor if abs(vo - vb) <= floor else None
 
 
 class CompareError(ValueError):
@@ -313,7 +318,7 @@ def completed_change(cb: int, co: int) -> tuple[float, float, float] | None:
     return math.exp(r) - 1, math.exp(r - _Z * se) - 1, math.exp(r + _Z * se) - 1
 
 
-def _missing(summary: Summary, metric: str) -> str | None:
+def _missing(summary: Summary) -> str | None:
     """Why a metric cannot be computed from a step, or None when it can."""
     # bootstrap_change needs two successful requests on each side, for every metric
     completed = summary.completed
@@ -471,20 +476,11 @@ def _table(runs: Sequence[Loaded]) -> list[Row]:
     return table
 
 
-def _held_change(base: Loaded, other: Loaded, max_regression: float | None) -> list[Change]:
-    """The users held, compared (nothing when a run had no thresholds: it held nothing)."""
-    if not (base.judged and other.judged):
-        return []
-    change = (other.held / base.held - 1) if base.held else 0.0
-    bad = max_regression is not None and change < -max_regression
-    return [Change(other.name, "held", None, base.held, other.held, change, None, bad)]
-
-
 def _unmeasurable(other: Loaded, sb: Step, so: Step, m: str,
                   max_regression: float | None) -> Change:
     """A metric with no interval at a step: why, and whether that is a regression (measurable
     on the baseline, not on the candidate)."""
-    why_b, why_o = _missing(sb.summary, m), _missing(so.summary, m)
+    why_b, why_o = _missing(sb.summary), _missing(so.summary)
     bad = max_regression is not None and why_b is None and why_o is not None
     if why_b is None and why_o is None:
         note = ("a window shorter than 0.5 s has no throughput interval"
@@ -511,18 +507,15 @@ def _step_change(base: Loaded, other: Loaded, sb: Step, so: Step, m: str,
     if max_regression is not None:
         bad = lo > max_regression if worse_up else hi < -max_regression
     vb, vo = _read(sb, m), _read(so, m)
-    if bad and _is_latency(m) and (_buffered(sb) or _buffered(so)):
+    if bad and m.partition(".")[2] and (_buffered(sb) or _buffered(so)):
         bad = False
         note = ("a proxy buffered the stream here: this latency measures the "
                 "buffer, not the model; not gated")
-    if (bad and worse_up and _is_latency(m) and isinstance(vb, (int, float))
-            and isinstance(vo, (int, float))):
-        floor = timing_uncertainty_ms(sb, so)
-        if abs(vo - vb) <= floor:
-            bad = False
-            note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
-                    f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
-                    "p99): not attributed to the server")
+    if bad and worse_up and (floor := _within_timing(m, sb, so, vb, vo)) is not None:
+        bad = False
+        note = (f"{vo - vb:+.1f} ms is within the load generator's own timing "
+                f"uncertainty ({floor:.1f} ms: its loop lag or send delay "
+                "p99): not attributed to the server")
     return Change(other.name, m, sb.load, vb, vo, point, [lo, hi], bad, note)
 
 
@@ -530,7 +523,12 @@ def _metric_changes(base: Loaded, other: Loaded, m: str,
                     max_regression: float | None) -> list[Change]:
     """One metric of a candidate against the baseline: the users held, or each common step."""
     if m == "held":
-        return _held_change(base, other, max_regression)
+        # the users held, compared (nothing when a run had no thresholds: it held nothing)
+        if not (base.judged and other.judged):
+            return []
+        change = (other.held / base.held - 1) if base.held else 0.0
+        bad = max_regression is not None and change < -max_regression
+        return [Change(other.name, "held", None, base.held, other.held, change, None, bad)]
     out = []
     for sb in base.steps:
         so = next((s for s in other.steps if s.load == sb.load), None)
@@ -702,7 +700,7 @@ def at_load(base: Loaded, other: Loaded, load: float,
         vb, vo = _read(sb, m), _read(so, m)
         entry = AtLoad(m, vb, vo)
         res = None
-        if _missing(sb.summary, m) is None and _missing(so.summary, m) is None:
+        if _missing(sb.summary) is None and _missing(so.summary) is None:
             res = bootstrap_change(base, other, sb, so, m, seed=int(load * 10))
         if res is None:
             entry.note = "too few requests or too short a window for an interval"
@@ -712,13 +710,11 @@ def at_load(base: Loaded, other: Loaded, load: float,
         entry.change, entry.ci = point, [lo, hi]
         other_better = hi < -MIN_CHANGE if worse_up else lo > MIN_CHANGE
         base_better = lo > MIN_CHANGE if worse_up else hi < -MIN_CHANGE
-        if (_is_latency(m) and isinstance(vb, (int, float)) and isinstance(vo, (int, float))
-                and (other_better or base_better)):
-            floor = timing_uncertainty_ms(sb, so)
-            if abs(vo - vb) <= floor:
-                other_better = base_better = False
-                entry.note = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
-                              f"uncertainty ({floor:.1f} ms)")
+        if (other_better or base_better) and \
+                (floor := _within_timing(m, sb, so, vb, vo)) is not None:
+            other_better = base_better = False
+            entry.note = (f"{vo - vb:+.2f} ms is within the load generator's own timing "
+                          f"uncertainty ({floor:.1f} ms)")
         entry.better = "other" if other_better else "base" if base_better else None
         out[m] = entry
     return out

@@ -28,7 +28,7 @@ from llmbench.analysis import timeline as timeline_mod
 from llmbench.analysis import verdict as verdict_mod
 from llmbench.analysis.judge import judge_ramp
 from llmbench.analysis.sessions import step_sessions, summarize_sessions
-from llmbench.analysis.stats import quantile
+from llmbench.analysis.percentile import percentile
 from llmbench.analysis.stepstats import steady_state
 from llmbench.client.request import choose_transport, stamp_clock
 from llmbench.errors import (EXIT_EXPECTATION, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_OK,
@@ -48,6 +48,7 @@ from llmbench.results.schema import (Backends, Check, Findings, HeldInterval, Pr
                                      RunState, ServerDifference, ServerProbe, ServerState, Step,
                                      StepBrief, Sweep,
                                      SweepSetting, Workers, deciding_step, held_load, ladder)
+from llmbench.results.run import RunKind
 from llmbench.results.search import Search, Trial
 from llmbench.results.telemetry import ServerIdentity
 
@@ -68,27 +69,39 @@ def request_config(c: Any) -> dict[str, Any]:
             **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
 
 
-def with_stamp_clock(env: dict[str, Any], c: Any) -> dict[str, Any]:
-    """The environment with the clock the token stamps came from (client.rxstamp): the
-    kernel's receive time, or the time the event loop read them."""
-    return {**env, "stamp_clock": stamp_clock(c.target.base_url)}
+def _run(kind: RunKind, c: Any, outcome: Any, partial: bool, head: dict[str, Any],
+         tail: dict[str, Any], **parts: Any) -> Run:
+    """A Run's state, config (``head``, how each request was asked and its timeouts, then
+    ``tail``), workload and environment, with the clock the token stamps came from
+    (client.rxstamp: the kernel's receive time, or the time the event loop read them)."""
+    return Run(RunState(kind=kind, status="partial" if partial else "complete",
+                        started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
+                        interrupted=outcome.interrupted),
+               config={**head, "request": request_config(c), "timeouts": c.timeouts.__dict__,
+                       **tail},
+               workload=c.workload.describe(),
+               environment={**environment(), "stamp_clock": stamp_clock(c.target.base_url)},
+               **parts)
 
 
-def telemetry_parts(telemetry: Any, steps: list[Step], records: Any,
-                    start: float | None, end: float | None) -> dict[str, Any]:
+def telemetry_parts(telemetry: Any, steps: list[Step], records: Any, start: float | None,
+                    end: float | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The server's machine in the Run: each step's figures (set on the steps' ``telemetry``),
-    the whole run's (``run_telemetry``), what the server is (``server``), and what the verdict
-    reads ("info"); {} when nothing was sampled."""
+    what the verdict reads (the identity and meta), and the Findings' parts: the whole run's
+    (``run_telemetry``) and what the server is (``server``); (None, {}) when nothing was
+    sampled. ``end`` None: the last request's end."""
     if telemetry is None:
-        return {}
+        return None, {}
+    if end is None and len(records):
+        end = float(records.col("done").max())
     for st, t in zip(steps, tm.for_steps(steps, telemetry.samples, records)):
         if t is not None:
             st.telemetry = t
     ident = tm.server_identity(telemetry.identity, telemetry.meta)
-    return {"info": {"identity": ident, "meta": telemetry.meta},
-            "body": {"server": ServerIdentity.from_dict(ident) if ident else None,
-                     "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta,
-                                                     telemetry.notes, start, end, records)}}
+    return ({"identity": ident, "meta": telemetry.meta},
+            {"server": ServerIdentity.from_dict(ident) if ident else None,
+             "run_telemetry": tm.run_section(telemetry.samples, telemetry.meta, telemetry.notes,
+                                             start, end, records)})
 
 
 def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
@@ -100,32 +113,9 @@ def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
     return probe_kind
 
 
-def lost_workers(workers: dict[str, Any] | None) -> str | None:
-    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
-    crashed = (workers or {}).get("crashed")
-    if not crashed:
-        return None
-    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
-
-
 def _crashed(outcome: Any) -> bool:
     """A worker process died: the run is missing its share of the load."""
     return bool(outcome.workers and outcome.workers.get("crashed"))
-
-
-def _gave_up_and_telemetry(policy: Any, records: Any, server: Any, outcome: Any
-                           ) -> dict[str, Any]:
-    """run.json's parts a run and a run of classes share: who gave up (--abandon) and the server
-    machine over the whole run, from the first request's dispatch to the last one's end."""
-    extra: dict[str, Any] = {}
-    gave_up = abandon.abandonment(policy, records, server.samples, outcome.t0_perf, server.kind)
-    if gave_up is not None:
-        extra["abandonment"] = gave_up
-    if outcome.telemetry is not None:
-        end = float(records.col("done").max()) if len(records) else None
-        extra.update(telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                                     end).get("body", {}))
-    return extra
 
 
 def network_of(floors: list[Any]) -> NetworkFloor | None:
@@ -141,10 +131,9 @@ def timeline(outcome: Any, steps: Sequence[Step] = ()) -> list[dict[str, Any]]:
     records = outcome.records
     if not len(records):
         return []
-    t_end = float(records.col("done").max()) if hasattr(records, "col") else \
-        max(r.done for r in records)
-    return timeline_mod.build(records, outcome.t0_perf, t_end, outcome.live.user_changes,
-                              outcome.monitor, list(steps), server=outcome.server().samples)
+    return timeline_mod.build(records, outcome.t0_perf, float(records.col("done").max()),
+                              outcome.live.user_changes, outcome.monitor, list(steps),
+                              server=outcome.server().samples)
 
 
 # -- llmbench run ---------------------------------------------------------------------------------
@@ -161,7 +150,7 @@ def dispatch_lag(records: Sequence[Any]) -> dict[str, Any]:
             if not r.warmup and r.start]
     if not lags:
         return {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "behind": False}
-    p50, p99 = quantile(lags, 50), quantile(lags, 99)
+    p50, p99 = percentile(lags, 50), percentile(lags, 99)
     return {"requests": len(lags), "p50_ms": round(p50 or 0.0, 3),
             "p99_ms": round(p99 or 0.0, 3), "max_ms": round(max(lags), 3),
             "behind": bool(p99 is not None and p99 > BEHIND_P99_MS),
@@ -201,15 +190,12 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
     summary = metrics.summarize(records, t0=outcome.result, goodput_slo_ms=g.goodput_slo_ms,
                                 stall_s=g.stall_s, percentiles=percentiles,
                                 within=slo.within_requests(g.thresholds))
-    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
-    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
     # agent sessions (None: no request belonged to one), over the run's duration
     sessions = summarize_sessions(records, window_s=summary.duration or None)
     threshold_results = slo.check_all(g.thresholds, summary, sessions)
     if isinstance(plan.shape, TraceReplay):
         extra["trace"] = {**plan.shape.describe_trace, "speed": plan.shape.speed,
                           "dispatch_lag": dispatch_lag(records)}
-    server = outcome.server()
     if prefix is not None:
         before, (kind, after), warm_failed = prefix
         report = prefix_hit.verify(records, c.workload.prefix, before, after, kind)
@@ -217,31 +203,31 @@ def run(plan: Any, outcome: Any, floors: list[Any] | None = None,
         extra["prefix_cache"] = report
     if outcome.workers is not None:
         extra["workers"] = Workers.of(outcome.workers)
-    extra.update(_gave_up_and_telemetry(c.params.abandon, records, server, outcome))
     mon = with_freezes(with_send_delay(busy(outcome.monitor), summary.send_delay.p50,
                                        summary.send_delay.p99),
                        outcome.monitor, records, outcome.t0_perf)
     mon = with_clock(mon, stamp_clock(c.target.base_url))
     return _one_level(c, outcome, outcome.interrupted or _crashed(outcome),
                       load_config(plan.shape), {"goodput_slo_ms": g.goodput_slo_ms},
-                      summary, mon, server_kind(server.kind, extra.get("server")),
-                      thresholds=threshold_results, sessions=sessions, **extra)
+                      summary, mon, c.params.abandon, thresholds=threshold_results,
+                      sessions=sessions, **extra)
 
 
 def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: dict[str, Any],
-               summary: Any, mon: dict[str, Any], kind: str | None, **parts: Any) -> Run:
+               summary: Any, mon: dict[str, Any], policy: Any, kind_known: bool = True,
+               **parts: Any) -> Run:
     """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
-    follows "timeouts" (``more``), the summary and the generator's monitor, the server's kind
-    for the checks, and the command's own ``parts``."""
+    follows "timeouts" (``more``), the summary and the generator's monitor, who gave up
+    (--abandon's ``policy``) and the server machine over the whole run (from the first
+    request's dispatch to the last one's end), the server's kind for the checks (unless not
+    ``kind_known``), and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
-    return Run(
-        RunState(kind="run", status="partial" if partial else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
-                 interrupted=outcome.interrupted),
-        config={"target": c.target.describe(), "load": load, "request": request_config(c),
-                "timeouts": c.timeouts.__dict__, **more},
-        workload=c.workload.describe(),
-        environment=with_stamp_clock(environment(), c),
+    # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
+    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
+    _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
+    kind = server_kind(server.kind, tel.get("server")) if kind_known else None
+    return _run(
+        "run", c, outcome, partial, {"target": c.target.describe(), "load": load}, more,
         summary=summary,
         findings=Findings(
             monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
@@ -250,7 +236,9 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
             server_probe=ServerProbe(kind=server.kind, note=server.note,
                                      samples=len(server.samples),
                                      view=verdict_mod.server_view(server.samples)),
-            **parts))
+            abandonment=abandon.abandonment(policy, records, server.samples, outcome.t0_perf,
+                                            server.kind),
+            **tel, **parts))
 
 
 def class_config(plan: Any) -> dict[str, Any]:
@@ -275,14 +263,16 @@ def classes_run(plan: Any, outcome: Any) -> Run:
         # stopped before the hold ended: what finished, unjudged (the run is partial)
         summary = metrics.summarize(records, stall_s=plan.gates.stall_s)
         checks_, classes, mon = [], {}, busy(outcome.monitor)
-    summary.peak_in_flight_requests = metrics.peak_in_flight(records)
-    server = outcome.server()
-    policy = next((cp.common.params.abandon for cp in plan.scenario.classes
-                   if cp.common.params.abandon is not None), None)
     return _one_level(c, outcome, outcome.interrupted or step is None,
                       class_config(plan), {"scenario": plan.scenario.describe()},
-                      summary, mon, None, thresholds=checks_, classes=classes,
-                      **_gave_up_and_telemetry(policy, records, server, outcome))
+                      summary, mon, _class_policy(plan.scenario), kind_known=False,
+                      thresholds=checks_, classes=classes)
+
+
+def _class_policy(scenario: Any) -> Any:
+    """--abandon set for some classes only (their options): the first one's policy names it."""
+    return next((cp.common.params.abandon for cp in scenario.classes
+                 if cp.common.params.abandon is not None), None)
 
 
 # -- llmbench ramp --------------------------------------------------------------------------------
@@ -331,13 +321,6 @@ def step_judge(thresholds: list[Any], stall_s: float = 1.0,
     return judge_step
 
 
-def broken_step(steps: Sequence[Step]) -> Step | None:
-    """The step --isolate runs each class alone at: the first that broke after the last that
-    held (a step with too few requests broke nothing)."""
-    step = deciding_step(steps)
-    return step if step is not None and step.state == slo.OVER else None
-
-
 def ramp_judges(r: Any) -> None:
     """The judges set on a ramp's shape: one judge for a ramp; for --scenario the ramp's judge
     per class (each its own thresholds, on its own records), the step's from theirs, and the
@@ -358,11 +341,12 @@ def ramp_judges(r: Any) -> None:
                                     per, shape.loads)
 
     def broken(results: list[Any]) -> Step | None:
+        """The step --isolate runs each class alone at: the first that broke after the last
+        that held (a step with too few requests broke nothing)."""
         pacer = shape.pacer
-        if isinstance(pacer, SearchPacer):
-            # a search: the least load that broke (the bracket's top), not the last step run
-            return pacer.hi if pacer.hi is not None and pacer.hi.state == slo.OVER else None  # type: ignore[return-value]
-        return broken_step(results)
+        # a search: the least load that broke (the bracket's top), not the last step run
+        step = pacer.hi if isinstance(pacer, SearchPacer) else deciding_step(results)
+        return step if step is not None and step.state == slo.OVER else None  # type: ignore[return-value]
     shape.broken = broken
     shape.isolation_judge = classes_mod.isolation_judge(per)
 
@@ -420,16 +404,15 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
     search, and every part of the run. ``going_on``: the steps so far (``outcome`` holds the
     records so far), written after each step while the ramp goes on: a partial result."""
     c, shape = r.common, r.shape
-    started_at, t0_perf, records, server = (outcome.started_at, outcome.t0_perf,
-                                            outcome.records, outcome.server())
-    interrupted, workers, telemetry = outcome.interrupted, outcome.workers, outcome.telemetry
+    t0_perf, records, server = outcome.t0_perf, outcome.records, outcome.server()
+    interrupted, workers = outcome.interrupted, outcome.workers
     partial = going_on or interrupted or _crashed(outcome)
     steps: list[Step] = list(shape.results)
     search = search_of(r, steps, interrupted)
     judged = ladder(steps, search)
-    tel = telemetry_parts(telemetry, steps, records,
-                          steps[0].ramp_start if steps else None,
-                          steps[-1].hold_end if steps else None)
+    info, tel = telemetry_parts(outcome.telemetry, steps, records,
+                                steps[0].ramp_start if steps else None,
+                                steps[-1].hold_end if steps else None)
     # --isolate: each class judged alone at its load of the first step that broke
     isolation = None
     if r.scenario is not None and shape.isolate:
@@ -437,16 +420,17 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
         isolation = classes_mod.isolation(judged, shape.isolated, unit_of(r), shape.isolation_note)
     policy = c.params.abandon
     if policy is None and r.scenario is not None:
-        # --abandon set for some classes only (their options): the first one's policy names it
-        policy = next((cp.common.params.abandon for cp in r.scenario.classes
-                       if cp.common.params.abandon is not None), None)
+        policy = _class_policy(r.scenario)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
-    identity = tel.get("body", {}).get("server")
+    identity = tel.get("server")
+    # 'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run
+    lost = "; ".join(f"worker {c['worker']} {c['error']}"
+                     for c in (workers or {}).get("crashed") or []) or None
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
-        planned=None if search is not None else len(shape.steps), telemetry=tel.get("info"),
+        planned=None if search is not None else len(shape.steps), telemetry=info,
         going_on=going_on, network=network,
-        search=search, interrupted=interrupted, lost=lost_workers(workers),
+        search=search, interrupted=interrupted, lost=lost,
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
         else None, scenario=r.scenario is not None, isolation=isolation,
@@ -454,32 +438,26 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
             # the probe looked and knew none of its kinds (llama-cpp-python's own server, say):
             # no advice naming settings such a server does not have
             "unknown" if c.server_probe == "auto" and server.note else None))
-    return Run(
-        RunState(kind="ramp", status="partial" if partial else "complete",
-                 started_at=started_at, labels=c.labels, t0_perf=t0_perf,
-                 interrupted=interrupted),
-        config={"target": c.target.describe(),
-                "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
-                         "hold_s": shape.hold_s, "think_s": list(shape.think_s),
-                         "thresholds": [t.text for t in r.thresholds],
-                         "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
-                         "join": shape.join, **shape.describe_trace(),
-                         **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
-                            if r.find is not None else {})},
-                "request": request_config(c), "timeouts": c.timeouts.__dict__, "mock": r.mock,
-                **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
-        workload=c.workload.describe(),
-        environment=with_stamp_clock(environment(), c), steps=steps, verdict=verdict,
-        search=search,
+    return _run(
+        "ramp", c, outcome, partial,
+        {"target": c.target.describe(),
+         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                  "thresholds": [t.text for t in r.thresholds],
+                  "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
+                  "join": shape.join, **shape.describe_trace(),
+                  **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
+                     if r.find is not None else {})}},
+        {"mock": r.mock, **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
+        steps=steps, verdict=verdict, search=search,
         findings=Findings(
             user_changes=outcome.live.user_changes,
             outages=outages.of_run(records, t0_perf) if t0_perf else [],
             **checks.record_checks(records, c.params, c.target.api, c.workload,
-                                   server_kind(server.kind,
-                                               tel.get("body", {}).get("server"))),
+                                   server_kind(server.kind, identity)),
             server_probe=ServerProbe(kind=server.kind, note=server.note,
                                      samples=len(server.samples)),
-            **tel.get("body", {}),
+            **tel,
             closed_loop_note=CLOSED_LOOP_NOTE if shape.by == "users" else None,
             workers=Workers.of(workers),
             repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
@@ -561,18 +539,12 @@ def probe(plan: Any, outcome: Any) -> Run:
     steps = outcome.result or shape.results
     records = outcome.records
     # the direct backend's machine over the whole probe, and what the backend is
-    tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf,
-                          float(records.col("done").max()) if len(records) else None)
-    done = Run(
-        RunState(kind="probe", status="partial" if outcome.interrupted or _crashed(outcome)
-                 else "complete",
-                 started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
-                 interrupted=outcome.interrupted),
-        config={"router": c.target.describe(), "direct": plan.direct.describe(),
-                "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
-                "think_s": list(shape.think_s), "seed": shape.seed,
-                "request": request_config(c), "timeouts": c.timeouts.__dict__},
-        workload=c.workload.describe(), environment=with_stamp_clock(environment(), c),
+    _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
+    done = _run(
+        "probe", c, outcome, outcome.interrupted or _crashed(outcome),
+        {"router": c.target.describe(), "direct": plan.direct.describe(),
+         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+         "think_s": list(shape.think_s), "seed": shape.seed}, {},
         findings=Findings(
             router=Router(
                 steps=list(steps), bound=router_bound(steps),
@@ -584,7 +556,7 @@ def probe(plan: Any, outcome: Any) -> Run:
                                                  samples=len(s.samples))
                                for name, s in outcome.servers.items()}),
             **checks.record_checks(records, c.params, c.target.api, c.workload),
-            server_probe=None, **tel.get("body", {}), workers=Workers.of(outcome.workers)))
+            server_probe=None, **tel, workers=Workers.of(outcome.workers)))
     if done.findings.router.backends is None:
         # what the missing backend names mean for the spread and the overhead
         done.findings.router.unidentified = unidentified_sentence(done.findings.router.counters)
@@ -596,10 +568,6 @@ def probe(plan: Any, outcome: Any) -> Run:
 # the numbers each setting is compared on, at the common load (keys of a step summary)
 AT_LOAD = ("p95_ttft_ms", "median_ttft_ms", "median_itl_ms", "p95_itl_ms", "output_throughput",
            "request_throughput", "failed", "requests")
-
-
-def _step_brief(st: Step) -> StepBrief:
-    return StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
 
 
 def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
@@ -648,10 +616,10 @@ def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run |
         # stopped before any step held: no answer, not "held 0" (as if every step broke)
         res.held = None
     res.status = status
-    res.verdict = v.text if v is not None else None
-    res.verdict_kind = v.kind if v is not None else None
-    res.knee = v.knee if v is not None else None
-    res.steps = [_step_brief(st) for st in steps]
+    if v is not None:
+        res.verdict, res.verdict_kind, res.knee = v.text, v.kind, v.knee
+    res.steps = [StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
+                 for st in steps]
     if run_dir is not None:
         res.server_state = server_state(run_dir, run)
     if run.findings.server is not None and run.findings.server.data:
@@ -669,22 +637,19 @@ def sweep_begun(doc: Sweep, setting: dict[str, str], name: str, log: str) -> Swe
 
 def sweep_kept(before: dict[int, SweepSetting], sweep_dir: Path) -> dict[int, SweepSetting]:
     """The settings' results of a resumed sweep (by point of its grid) that are kept, not run
-    again: those complete (``sweep_complete``)."""
-    return {i: r for i, r in before.items() if sweep_complete(r, sweep_dir)}
-
-
-def sweep_complete(r: SweepSetting, sweep_dir: Path) -> bool:
-    """Whether a setting's result is whole: its ramp ran to its end (complete, or every step
-    with too few requests: running it again asks the same), and its run folder reads back
-    complete. Failed, interrupted, partial or missing ones run again."""
+    again: those whole, their ramp run to its end (complete, or every step with too few
+    requests: running it again asks the same) and their run folder read back complete.
+    Failed, interrupted, partial or missing ones run again."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED
-    if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
-        return False
-    try:
-        run = Run.load(sweep_dir / r.run_dir)
-    except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
-        return False
-    return run.status == "complete"
+
+    def whole(r: SweepSetting) -> bool:
+        if r.status not in ("complete", NOT_JUDGED) or not r.run_dir:
+            return False
+        try:
+            return Run.load(sweep_dir / r.run_dir).status == "complete"
+        except Exception:  # noqa: BLE001 - a folder that does not read back is not complete
+            return False
+    return {i: r for i, r in before.items() if whole(r)}
 
 
 def sweep_started(plan: Any, points: list[dict[str, str]]) -> Sweep:

@@ -246,6 +246,21 @@ def _sq_dev(values: np.ndarray, mean: float) -> float:
     return sq
 
 
+def _us_stats_ms(n: int, mean_us: float, sq: float, at_us: Callable[[int], float],
+                 lo_us: float, hi_us: float, percentiles: tuple[float, ...]
+                 ) -> dict[str, float | None]:
+    """percentile.stats (in ms) of ``n`` integer-microsecond values from their mean, sum of
+    squared deviations, i-th smallest (``at_us``), least and largest."""
+    def pct(p: float) -> float:
+        return percentile.at_rank(lambda i: at_us(i) / 1000.0, n, p)
+    out: dict[str, float | None] = {
+        "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
+        "min": lo_us / 1000.0, "max": hi_us / 1000.0, "count": n}
+    for p in percentiles:
+        out[percentile.stat_name(p)] = pct(p)
+    return out
+
+
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
     """percentile.stats (in ms) of values given as integer microseconds, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
@@ -253,21 +268,13 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
     n = len(us)
     if not n:
         return percentile.empty_stats(percentiles)
-    total = int(us.sum(dtype=np.int64))
-    mean_us = total / n
+    mean_us = int(us.sum(dtype=np.int64)) / n
     sq = _sq_dev(us, mean_us)
     # the order statistics the percentiles stand on, put in their places (the rest unsorted)
     us.partition(sorted({k for p in (50.0, *percentiles)
                          for k in percentile.rank(n, p)[:2]}))
-
-    def pct(p: float) -> float:
-        return percentile.at_rank(lambda i: float(us[i]) / 1000.0, n, p)
-    out: dict[str, float | None] = {
-        "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
-        "min": float(us.min()) / 1000.0, "max": float(us.max()) / 1000.0, "count": n}
-    for p in percentiles:
-        out[percentile.stat_name(p)] = pct(p)
-    return out
+    return _us_stats_ms(n, mean_us, sq, lambda i: float(us[i]), float(us.min()),
+                        float(us.max()), percentiles)
 
 
 def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
@@ -291,24 +298,14 @@ def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
                                 *(percentile.stat_name(p) for p in percentiles))}
 
 
-def _ints32(st: RecordStore, name: str) -> np.ndarray:
-    """An integer column with None as 0, in its own width (``RecordStore.ints`` gives int64):
-    int64 only when a value did not fit the column."""
+def _ints32(st: RecordStore, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column with None as 0, in its own width (``RecordStore.ints`` gives int64:
+    int64 only when a value did not fit the column), and where it is not None."""
     if any(type(e.get(name)) is int for e in st.extras().values()):
-        return st.ints(name)[0]
+        return st.ints(name)
     v = st.view(name)
-    return np.where(v != v.dtype.type(_none_of(v)), v, v.dtype.type(0))
-
-
-def _present(st: RecordStore, name: str) -> np.ndarray:
-    if any(type(e.get(name)) is int for e in st.extras().values()):
-        return st.ints(name)[1]
-    v = st.view(name)
-    return v != v.dtype.type(_none_of(v))
-
-
-def _none_of(v: np.ndarray) -> int:
-    return -(2 ** 31) if v.dtype.itemsize == 4 else -(2 ** 15)
+    present = v != v.dtype.type(-(2 ** 31) if v.dtype.itemsize == 4 else -(2 ** 15))
+    return np.where(present, v, v.dtype.type(0)), present
 
 
 class _IntHist:
@@ -350,16 +347,8 @@ class _IntHist:
 
         def at(rank: int) -> float:
             return float(self.values[int(np.searchsorted(cum, rank, side="right"))])
-
-        def pct(p: float) -> float:
-            return percentile.at_rank(lambda i: at(i) / 1000.0, n, p)
-        out: dict[str, float | None] = {
-            "mean": mean_us / 1000.0, "median": pct(50.0), "std": float(np.sqrt(sq / n)) / 1000.0,
-            "min": float(self.values[0]) / 1000.0, "max": float(self.values[-1]) / 1000.0,
-            "count": n}
-        for p in percentiles:
-            out[percentile.stat_name(p)] = pct(p)
-        return out
+        return _us_stats_ms(n, mean_us, sq, at, float(self.values[0]), float(self.values[-1]),
+                            percentiles)
 
 
 def _gaps_us(st: RecordStore, ntok: np.ndarray, okm: np.ndarray, off: np.ndarray,
@@ -481,12 +470,12 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     ntok = st.view("ntok")                          # uint32
     off = st.offsets()
     ntok_ok = ntok[pick]
-    n_out = _ints32(st, "output_tokens")[pick]
-    out_present = _present(st, "output_tokens")[pick]
+    n_out, out_present = _ints32(st, "output_tokens")
+    n_out, out_present = n_out[pick], out_present[pick]
     plain_tok = (n_out == ntok_ok) & out_present | ((n_out == 0) & (ntok_ok == 0))
     del out_present
     total_out = int(n_out.sum(dtype=np.int64))
-    total_in = int(_ints32(st, "prompt_tokens")[pick].sum(dtype=np.int64))
+    total_in = int(_ints32(st, "prompt_tokens")[0][pick].sum(dtype=np.int64))
 
     # per-request series, each dropped once its figures are taken (per_request's arithmetic:
     # token times as start + us / 1e6, as Record.from_json makes them; x - start and x * 1000
@@ -625,10 +614,6 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     return Summary(**s)
 
 
-def _count_gaps(gaps: np.ndarray | _IntHist, test: Callable[[np.ndarray], np.ndarray]) -> int:
-    return gaps.count(test) if isinstance(gaps, _IntHist) else _count_s(gaps, test)
-
-
 def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.ndarray,
                  ntok_ok: np.ndarray, okm: np.ndarray, off: np.ndarray,
                  ok_idx: np.ndarray | None, plain_tok: np.ndarray, stall_s: float,
@@ -680,7 +665,8 @@ def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.nd
             c = max(int(c), 1)
             spread.extend([float(gap) / c] * c)
     del gap_start, n_gaps
-    count = _count_gaps
+    def count(gaps: np.ndarray | _IntHist, test: Callable[[np.ndarray], np.ndarray]) -> int:
+        return gaps.count(test) if isinstance(gaps, _IntHist) else _count_s(gaps, test)
     stalls = count(itl_us, lambda v: v > stall_s)
     for wname, limit_ms in within:
         if wname in ("itl", "itl_per_token"):
@@ -807,13 +793,6 @@ BUNCH_SHARE = 0.5               # most eligible requests bunched: the stream is 
 BUNCH_MIN_REQUESTS = 3
 
 
-def _per_read_eligible(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
-                       ) -> np.ndarray:
-    """Events per read of the eligible requests only (what _bunching_store judges)."""
-    elig = (events >= BUNCH_MIN_EVENTS) & (last_ms >= BUNCH_MIN_SPAN_MS) & (reads > 0)
-    return events[elig] / reads[elig]
-
-
 def _bunching_of(per_read: np.ndarray) -> dict[str, Any]:
     n = len(per_read)
     k = int(np.count_nonzero(per_read >= BUNCH_EVENTS_PER_READ))
@@ -866,7 +845,9 @@ def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
         cnt = ntok[r0:r1].astype(np.int64)
         zero = np.where(cnt > 0, zero, 0)           # reduceat repeats a value for empty rows
         last = np.where(cnt > 0, us[np.maximum(o[1:] - 1, 0)], 0) / 1000.0
-        per_read_l.append(_per_read_eligible(cnt[w], (cnt - zero)[w], last[w]))
+        events, reads = cnt[w], (cnt - zero)[w]
+        elig = (events >= BUNCH_MIN_EVENTS) & (last[w] >= BUNCH_MIN_SPAN_MS) & (reads > 0)
+        per_read_l.append(events[elig] / reads[elig])
     return _bunching_of(np.concatenate(per_read_l) if per_read_l else np.zeros(0))
 
 

@@ -13,7 +13,7 @@ In the summary (run.json) as ``phases_ms``: {phase: {count, mean, p50, p95, p99,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Mapping
 
 import numpy as np
@@ -39,8 +39,7 @@ class PhaseStat:
     max: float | None
 
     def to_dict(self) -> dict[str, float | int | None]:
-        return {"count": self.count, "mean": self.mean, "p50": self.p50, "p95": self.p95,
-                "p99": self.p99, "max": self.max}
+        return {k: v for k, v in asdict(self).items() if k != "name"}
 
 
 def _stat(name: str, ms: np.ndarray) -> PhaseStat:

@@ -13,7 +13,8 @@ import numpy as np
 
 from llmbench.analysis.metrics import per_request, summarize
 from llmbench.records.record import Record
-from llmbench.analysis.stats import Grouped, interval, slice_percentile_rows
+from llmbench.analysis.percentile import interval
+from llmbench.analysis.stats import Grouped, slice_percentile_rows
 from llmbench.results.schema import Overhead, ProbeStep, RouterBound
 
 OVERHEAD_METRICS = ("ttft_p50", "ttft_p95", "e2el_p50", "itl_p50")

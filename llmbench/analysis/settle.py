@@ -56,6 +56,7 @@ from typing import Any, Iterable, Sequence
 
 from llmbench.records.definitions import is_measured
 from llmbench.records.record import Record
+from llmbench.specs.thresholds import Threshold
 
 CONFIDENCE = 0.95
 MIN_TURNS = 2                      # known requests of each user before a step may hold early
@@ -81,26 +82,6 @@ class Settled:
         if self.ended == FULL:
             return f"held the full {self.after_s:.1f} s: {self.why}"
         return f"settled after {self.after_s:.1f} s: {self.why}"
-
-
-@dataclass(frozen=True)
-class Gate:
-    """What the settling reads of one threshold (analysis.slo.Threshold's fields);
-    ``settles`` False: a threshold this module cannot bound (it keeps a step from holding
-    early)."""
-
-    text: str
-    metric: str
-    stat: str | None
-    op: str
-    value: float
-    settles: bool = True
-
-
-def gates_of(thresholds: Iterable[Any]) -> list[Gate]:
-    """The gates of a ramp's thresholds (analysis.slo.Threshold)."""
-    return [Gate(t.text, t.metric, t.stat, t.op, float(t.value),
-                 settles=not t.on_sessions and t.within_ms is None) for t in thresholds]
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -169,7 +150,7 @@ class Known:
         return self.over / self.bursts if self.bursts else 1.0
 
 
-def known(g: Gate, done: Sequence[Record], flying: Sequence[Record], now: float,
+def known(g: Threshold, done: Sequence[Record], flying: Sequence[Record], now: float,
           users: int) -> Known:
     """The requests whose verdict on ``g`` is known ``now``: those that started at least its
     limit before now, finished or still in flight (one still waiting is over)."""
@@ -223,7 +204,7 @@ def _percentile(stat: str | None) -> float | None:
     return q if 0.0 < q < 1.0 else None
 
 
-def judge_one(g: Gate, k: Known, q: float, provisional: bool,
+def judge_one(g: Threshold, k: Known, q: float, provisional: bool,
               confidence: float = CONFIDENCE) -> tuple[str, str] | None:
     """(how, why) once ``g`` is settled on what is known, else None."""
     share = 1.0 - q
@@ -250,11 +231,11 @@ def judge_one(g: Gate, k: Known, q: float, provisional: bool,
     return None
 
 
-def _words(g: Gate, confidence: float) -> tuple[str, str, str]:
+def _words(g: Threshold, confidence: float) -> tuple[str, str, str]:
     return g.metric.upper() + "s", _ms(g.value / 1000.0), f"{confidence * 100:g} %"
 
 
-def standing(g: Gate, k: Known, q: float, provisional: bool,
+def standing(g: Threshold, k: Known, q: float, provisional: bool,
              confidence: float = CONFIDENCE) -> str:
     """Why ``g`` is not settled on what is known (``judge_one`` said None): too few requests
     known, a user not yet past its warm-up turns, or a share over the limit that is neither
@@ -275,7 +256,7 @@ def standing(g: Gate, k: Known, q: float, provisional: bool,
     return f"{counts}: neither over nor under {share * 100:g} % beyond doubt at {pct}"
 
 
-def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | None:
+def _itl_so_far(g: Threshold, q: float, done: Sequence[Record], users: int) -> str | None:
     """A step growing the load may end held so far on a token-gap threshold once the judge's
     minimum of finished replies, each user's ``MIN_TURNS`` of them, have every gap within the
     limit. Gaps come in runs from one reply each, not independent draws, so no bound is
@@ -299,21 +280,24 @@ def _itl_so_far(g: Gate, q: float, done: Sequence[Record], users: int) -> str | 
 _OPEN, _QUIET = "open", "quiet"
 
 
-def _check(g: Gate, done: Sequence[Record], flying: Sequence[Record], now: float, users: int,
+def _check(g: Threshold, done: Sequence[Record], flying: Sequence[Record], now: float, users: int,
            provisional: bool, confidence: float) -> tuple[str, str]:
     """How one threshold stands on the window so far, and why in words."""
-    if g.settles and g.metric == "errors" and g.op == "==" and g.value == 0 and g.stat is None:
+    # a share within T or an agent-session metric cannot be bounded here: it keeps a step
+    # from holding early
+    settles = not g.on_sessions and g.within_ms is None
+    if settles and g.metric == "errors" and g.op == "==" and g.value == 0 and g.stat is None:
         bad = sum(1 for r in done if not r.ok)
         if bad:
             return BROKE, f"{bad} request{'s' * (bad != 1)} failed ({g.text})"
         return _QUIET, f"none failed ({g.text})"
     q = _percentile(g.stat)
-    if g.settles and g.metric == "itl" and g.op in _BELOW and q is not None and provisional:
+    if settles and g.metric == "itl" and g.op in _BELOW and q is not None and provisional:
         gaps = _itl_so_far(g, q, done, users)
         if gaps is None:
             return _OPEN, f"{g.text}: a gap over its limit, or too few replies"
         return HELD_SO_FAR, gaps
-    if not g.settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
+    if not settles or g.metric not in _TIMED or g.op not in _BELOW or q is None:
         return _OPEN, f"{g.text} is judged on the whole hold only"
     k = known(g, done, flying, now, users)
     got = judge_one(g, k, q, provisional, confidence)
@@ -322,7 +306,7 @@ def _check(g: Gate, done: Sequence[Record], flying: Sequence[Record], now: float
     return got
 
 
-def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Record],
+def settle(gates: Sequence[Threshold], records: Iterable[Record], active: Iterable[Record],
            index: int, users: int, hold_start: float, now: float, why: str,
            confidence: float = CONFIDENCE, final: bool = False) -> Settled | None:
     """Whether step ``index`` (``users`` users, run by the search for ``why``: pace.WHYS) is
@@ -352,7 +336,7 @@ def settle(gates: Sequence[Gate], records: Iterable[Record], active: Iterable[Re
 def settler(thresholds: Iterable[Any]) -> Any:
     """The ramp shape's ``settle`` for a search's steps (load.shapes.ramp.Ramp.settle): asked
     during a hold with the window so far and why the step runs."""
-    gates = gates_of(thresholds)
+    gates = list(thresholds)
 
     def ask(w: Any, why: str, final: bool = False) -> Settled | None:
         return settle(gates, w.records, w.active, w.index, int(w.load), w.hold_start,

@@ -29,6 +29,20 @@ class Check:
     insufficient: bool = False
 
 
+def _too_few(n: int, stat: str, what: str, failed: str | None, actual: Any) -> Check | None:
+    """The check of a statistic on ``n`` values (``what``: of what) when that is fewer than it
+    needs (``metrics.min_samples``): not enough data, or a breach when ``failed`` says that
+    requests (sessions) failed, since failures are why it is short of data; else None."""
+    need = min_samples(stat)
+    if n >= need:
+        return None
+    reason = (f"no {what} to measure" if n == 0 else
+              f"{n} {what}{'s' if n != 1 else ''}, {stat} needs at least {need}")
+    if failed:
+        return Check(False, actual, f"{reason} ({failed})")
+    return Check(False, actual, "not enough data: " + reason, insufficient=True)
+
+
 def _evaluate_sessions(t: Threshold, sessions: Any) -> Check:
     """A session metric against the window's sessions (results.sessions.Sessions): over
     the sessions that completed; too few of them is not enough data, unless sessions
@@ -36,17 +50,13 @@ def _evaluate_sessions(t: Threshold, sessions: Any) -> Check:
     if sessions is None:
         return Check(False, None, "not enough data: no agent session started in the window",
                      insufficient=True)
-    if t.stat is not None:
-        n = sessions.count(t.metric)
-        need = min_samples(t.stat)
-        if n < need:
-            what = "completed session" if t.metric != "step_ttft" else "session call"
-            reason = (f"no {what} to measure" if n == 0 else
-                      f"{n} {what}{'s' if n != 1 else ''}, {t.stat} needs at least {need}")
-            if sessions.failed:
-                return Check(False, None, f"{reason} ({sessions.failed} of "
-                                          f"{sessions.started} sessions failed)")
-            return Check(False, None, "not enough data: " + reason, insufficient=True)
+    few = t.stat is not None and _too_few(
+        sessions.count(t.metric), t.stat,
+        "completed session" if t.metric != "step_ttft" else "session call",
+        f"{sessions.failed} of {sessions.started} sessions failed" if sessions.failed else None,
+        None)
+    if few:
+        return few
     actual = sessions.value(t.metric, t.stat)
     if actual is None:
         return Check(False, None, f"{t.key} was not measured (no session said)",
@@ -73,21 +83,11 @@ def evaluate(t: Threshold, s: Summary, sessions: Any = None) -> Check:
     n_metric = t.metric + "_all" if (t.stat or "").endswith("_all") else t.metric
     if t.stat is not None and t.within_ms is None and s.has(n_metric, "n"):
         # (summaries saved before the counts existed skip this and fail only when missing)
-        all_ = t.stat.endswith("_all")
-        n = int(s.value(n_metric, "n") or 0)
-        need = min_samples(t.stat)
-        if n < need:
-            what = "request" if all_ else "successful request"
-            if n == 0:
-                reason = f"no {what} to measure"
-            else:
-                reason = (f"{n} {what}{'s' if n != 1 else ''}, {t.stat} needs at least "
-                          f"{need}")
-            if failed:
-                reason += f" ({failed} of {requests} failed)"
-                # failures are why the statistic is short of data: that is a breach
-                return Check(False, actual, reason, insufficient=False)
-            return Check(False, actual, "not enough data: " + reason, insufficient=True)
+        few = _too_few(int(s.value(n_metric, "n") or 0), t.stat,
+                       "request" if t.stat.endswith("_all") else "successful request",
+                       f"{failed} of {requests} failed" if failed else None, actual)
+        if few:
+            return few
     elif t.within_ms is not None and not requests:
         return Check(False, None, "not enough data: no request to measure", insufficient=True)
     if actual is None:

@@ -2,8 +2,7 @@
 Little's law, intervals that resample whole requests.
 
 The one definition of a percentile is llmbench.analysis.percentile (numpy's linear
-interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py); ``quantile`` here is its
-``percentile``. The live line, the timeline and the report read "TTFT p95 of the last 10 s"
+interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py). The live line, the timeline and the report read "TTFT p95 of the last 10 s"
 through ``recent_p95`` / ``RecentWindow``, so they cannot disagree for the same records
 (tests/unit/analysis/test_percentile.py checks both against each other).
 """
@@ -23,51 +22,28 @@ from llmbench.analysis import percentile
 RECENT_S = 10.0
 
 
-# The p-th percentile (0..100) of values in any order, None when there is none: the one
-# definition's (llmbench.analysis.percentile), under the name its callers know.
-quantile = percentile.percentile
-
-
 def recent_p95(pairs: Iterable[tuple[float, float]], now: float,
                window_s: float = RECENT_S) -> float | None:
     """p95 of the values whose time lies in (now - window_s, now]: the live line's TTFT p95
     from (first token time, TTFT) pairs. The timeline's column is the same function."""
-    return quantile([v for t, v in pairs if now - window_s <= t <= now], 95.0)
+    return percentile.percentile([v for t, v in pairs if now - window_s <= t <= now], 95.0)
 
 
 class RecentWindow:
     """Sorted (time, value) pairs for many "p95 of the last N seconds" questions (timeline)."""
 
-    def __init__(self, pairs: Iterable[tuple[float, float]], window_s: float = RECENT_S) -> None:
-        pairs = list(pairs)
-        self._set(np.array([p[0] for p in pairs], dtype=float),
-                  np.array([p[1] for p in pairs], dtype=float), window_s)
-
-    @classmethod
-    def of_pairs(cls, pairs: np.ndarray, window_s: float = RECENT_S) -> "RecentWindow":
+    def __init__(self, pairs: np.ndarray, window_s: float = RECENT_S) -> None:
         """``pairs``: time + 1j * value (complex128), given away: sorted where it is (by time,
         then value: which values fall in a window, and so its quantile, does not depend on
-        the order of equal times), no index array, no sorted copies; the values are a view
-        of it."""
-        w = cls.__new__(cls)
+        the order of equal times), no index array, no sorted copies (a long run has a million
+        pairs); the values are a view of it."""
         pairs.sort()
-        w.times, w.values, w.window_s = pairs.real.copy(), pairs.imag, window_s
-        return w
-
-    def _set(self, times: np.ndarray, values: np.ndarray, window_s: float) -> None:
-        # two float arrays, not a list of tuples: a long run has a million pairs
-        order = np.lexsort((values, times))
-        self.times, self.values = times[order], values[order]
-        self.window_s = window_s
+        self.times, self.values, self.window_s = pairs.real.copy(), pairs.imag, window_s
 
     def p95(self, now: float) -> float | None:
         lo = int(np.searchsorted(self.times, now - self.window_s, side="left"))
         hi = int(np.searchsorted(self.times, now, side="right"))
-        return quantile(self.values[lo:hi], 95.0)
-
-
-# the central ``level``% interval of bootstrap samples (NaN ignored)
-interval = percentile.interval
+        return percentile.percentile(self.values[lo:hi], 95.0)
 
 
 # -- Little's law ----------------------------------------------------------------------------
@@ -298,7 +274,7 @@ def change_interval(base: Grouped, other: Grouped, q: float, level: float = LEVE
             method = "percentile"     # BCa undefined (e.g. the jackknife has no spread)
             continue
         if not (math.isfinite(lo) and math.isfinite(hi)):
-            lo, hi = interval(dist, level)
+            lo, hi = percentile.interval(dist, level)
         tol = MC_TOL_WIDTH * (hi - lo) + MC_TOL_ABS
         if total >= N_BOOT_MAX or _mc_halfwidth(dist, level) <= tol:
             break

@@ -31,8 +31,7 @@ NOT_MONOTONE_SHARE = 0.05
 
 _PCT = {"median": 50.0, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 _GROUPED = ("itl", "itl_per_token", "output_itl")
-_SCALAR = {"ttft": "ttft", "e2el": "e2el", "tpot": "tpot", "client_queue": "client_queue",
-           "e2el_from_schedule": "e2el_from_schedule", "max_gap": "max_gap", "ttfo": "ttfo"}
+_SCALAR = ("ttft", "e2el", "tpot", "client_queue", "e2el_from_schedule", "max_gap", "ttfo")
 _ATTR = {"itl": "itls", "itl_per_token": "itl_per_token", "output_itl": "output_itls"}
 _BIG = 1e15          # a failed request in a failure-aware percentile (+inf), kept finite
 
@@ -59,7 +58,7 @@ def _groups(recs: Sequence[Record], metric: str, stat: str, within_ms: float | N
             if v:
                 out.append([g * 1000.0 for g in v])
         elif metric in _SCALAR:
-            v = getattr(p, _SCALAR[metric]) if metric != "ttfo" else p.ttfo
+            v = getattr(p, metric)
             if v is not None:
                 out.append([v * 1000.0])
         else:
@@ -332,18 +331,12 @@ def aim(held: Step, broke: Step, closed_loop: bool = True) -> float | None:
             if rate and rate > 0:
                 found.append(x1 - (v1 - limit) / (1000.0 / rate))
                 continue
-        v0 = _held_value(held, c)
+        # the held step's value of the statistic the broken check judged
+        match = next((h for h in held.checks if h.threshold == c.threshold), None)
+        v0 = float(match.actual) if match is not None and match.actual is not None else None
         if v0 is None or not math.isfinite(v0) or v1 == v0:
             continue
         if (up and not v0 <= limit < v1) or (not up and not v0 >= limit > v1):
             continue
         found.append(x0 + (limit - v0) / (v1 - v0) * (x1 - x0))
     return min(found) if found else None
-
-
-def _held_value(held: Step, c: Check) -> float | None:
-    """The held step's value of the statistic a broken check judged."""
-    match = next((h for h in held.checks if h.threshold == c.threshold), None)
-    if match is not None and match.actual is not None:
-        return float(match.actual)
-    return None

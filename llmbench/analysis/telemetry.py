@@ -86,15 +86,6 @@ def _delta(ts: np.ndarray, vs: np.ndarray, a: float, b: float, reach_lo: bool = 
     return _at(ts, vs, hi) - _at(ts, vs, lo), hi - lo
 
 
-def _rates(ts: np.ndarray, vs: np.ndarray, a: float, b: float) -> list[float]:
-    """The counter's rate over each sample interval that overlaps [a, b]."""
-    out = []
-    for i in range(1, len(ts)):
-        if ts[i] > a and ts[i - 1] < b and ts[i] > ts[i - 1]:
-            out.append(float((vs[i] - vs[i - 1]) / (ts[i] - ts[i - 1])))
-    return out
-
-
 def _inside(samples: Sequence[Sample], a: float, b: float) -> list[Sample]:
     """The samples in [a, b]; with none there (a window under a second), the nearest one."""
     got = [s for s in samples if a <= s["t"] <= b]
@@ -140,7 +131,9 @@ def process_use(samples: Sequence[Sample], part: str, a: float, b: float) -> Pro
             continue
         cpu_s += d
         covered += c
-        peaks += _rates(ts, vs, a, b)
+        # the rate over each sample interval that overlaps [a, b]
+        peaks += [float((vs[i] - vs[i - 1]) / (ts[i] - ts[i - 1])) for i in range(1, len(ts))
+                  if ts[i] > a and ts[i - 1] < b and ts[i] > ts[i - 1]]
         seen += [s[part] for s in _inside(seg, a, b)]
         pid = seg[-1][part].get("pid")
     if covered <= 0:
@@ -412,26 +405,23 @@ def series(samples: Sequence[Sample], t0: float) -> dict[str, list[tuple[float, 
 THREAD_FLAGS = ("--threads", "--n_threads")
 
 
-def _thread_flag(ident: "ServerIdentity | Mapping[str, Any] | None") -> str | None:
+def _threads(ident: "ServerIdentity | Mapping[str, Any] | None") -> tuple[int | None, str | None]:
+    """The server's thread setting (None: not a positive number, or not shown) and its flag."""
     idn = as_identity(ident)
-    return next((f for f in THREAD_FLAGS if idn is not None and idn.settings.get(f) is not None),
+    flag = next((f for f in THREAD_FLAGS if idn is not None and idn.settings.get(f) is not None),
                 None)
-
-
-def _threads(ident: "ServerIdentity | Mapping[str, Any] | None") -> int | None:
-    idn, flag = as_identity(ident), _thread_flag(ident)
-    v = idn.settings.get(flag) if idn is not None and flag is not None else None
     try:
-        return int(v) if v is not None and int(v) > 0 else None
+        v = int(idn.settings[flag]) if idn is not None and flag is not None else None
     except (TypeError, ValueError):
-        return None
+        v = None
+    return (v if v is not None and v > 0 else None), flag
 
 
 def of_cores(used: float, cpus: int, ident: Mapping[str, Any]) -> str:
     """"1.0 of the 1 core its thread setting (-t 1) lets it use (2 on the machine)": the
     server's CPU read against what it can use, its thread setting where its command line
     shows one, else against the machine's cores, saying so."""
-    threads, flag = _threads(ident), _thread_flag(ident)
+    threads, flag = _threads(ident)
     if threads is None:
         return f"{used:.1f} of the machine's {cpus} cores (its thread setting not known)"
     short = _SHORT.get(flag or "", flag)
@@ -446,7 +436,7 @@ def core_budget(meta: Mapping[str, Any], ident: Mapping[str, Any]) -> tuple[floa
     may run on, fewer when llama.cpp's -t caps its decode threads."""
     local = meta.get("local") or {}
     cpus = local.get("server_cpus") or local.get("cpus")
-    threads = _threads(ident)
+    threads, _ = _threads(ident)
     if not cpus:
         return None, None, threads
     return float(min(cpus, threads) if threads else cpus), int(local.get("cpus") or cpus), threads
@@ -824,7 +814,7 @@ def verdict_part(kind: str, first: Any, subject: Any, unit: str,
         if text and not (gcause == "gpu" and cause == "not_cpu"):
             ev.append(text)
         out.cause = gcause if gcause == "gpu" else cause or gcause
-        threads = _threads(ident)
+        threads, _ = _threads(ident)
         if out.cause == "cpu":
             out.advice = ["The CPU is the limit: more or faster cores (or a GPU), a smaller or "
                              "more quantized model" + (", or a higher -t if the machine has "

@@ -17,14 +17,12 @@ from typing import Any, Sequence
 from llmbench.analysis.rules.evidence import Circumstances, Evidence, Finding, gather
 from llmbench.analysis.rules.ramp import RULES, context, starved
 from llmbench.analysis.rules.words import (  # noqa: F401  (the verdict's words, used elsewhere)
-    GENERATOR_CPU_BUSY_PCT, ITL_GROWTH, busy_banner, busy_warning, ITL_MIN_GROWTH_MS, NAMES, SLOT_SETTINGS, TTFT_GROWTH,
-    _fmt_ms, _num, baseline_step, crowded_out, describe_check, error_evidence, freeze_sentence,
+    NAMES, _fmt_ms, _num, busy_banner, busy_warning, describe_check, freeze_sentence,
     generator_cause, generator_sentence, lag_explains, server_sentence, server_view)
 from llmbench.records.record import Record
-from llmbench.analysis.stats import served_at_once  # noqa: F401  (Little's law; its home is stats)
 from llmbench.analysis.stepstats import drift_sentence
-from llmbench.results.schema import (NO_DATA, OVER, Check, HeldInterval, Knee, Step, Summary,  # noqa: F401
-                                     Verdict, amount, deciding_step, last_held)
+from llmbench.results.schema import (NO_DATA, HeldInterval, Knee, Step, Verdict, amount,
+                                     deciding_step)
 
 
 def result_line(steps: Sequence[Step], unit: str = "users", planned: int | None = None) -> str:
@@ -163,7 +161,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
         served_at_once=ev.little, server=ev.server, slots_estimate=found.slots_estimate,
         generator_cause=found.generator_cause, cause=found.cause,
         slot_wait_share=found.slot_wait_share,
-        cache=ev.cache.result() if found.kind == "cache_bound" and ev.cache else None,
+        cache=ev.cache if found.kind == "cache_bound" else None,
         interrupted=interrupted, incomplete=incomplete)
 
 

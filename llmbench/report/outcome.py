@@ -530,7 +530,7 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
 def record_summary(writer: Any) -> list[str]:
     """What ``llmbench record`` prints on the way out: requests, sessions, the prefix share a
     prefix cache could serve, the latencies seen through the recorder."""
-    from llmbench.analysis.stats import quantile
+    from llmbench.analysis.percentile import percentile
     s = writer.stats
     turns = sorted(writer.linker.turns.values())
     share = writer.share.share if writer.share else None
@@ -538,7 +538,7 @@ def record_summary(writer: Any) -> list[str]:
     def q(xs: list[float]) -> str:
         if not xs:
             return "-"
-        return f"p50 {quantile(xs, 50):.1f} ms, p99 {quantile(xs, 99):.1f} ms"
+        return f"p50 {percentile(xs, 50):.1f} ms, p99 {percentile(xs, 99):.1f} ms"
 
     def n(k: int, what: str) -> str:
         return f"{k} {what}" + ("" if k == 1 else "s")

@@ -10,7 +10,8 @@ import pytest
 
 from llmbench.records.record import Record
 from llmbench.analysis.slo import ThresholdError, check_all, parse_threshold
-from llmbench.analysis.verdict import explain, result_line, served_at_once
+from llmbench.analysis.stats import served_at_once
+from llmbench.analysis.verdict import explain, result_line
 from llmbench.results.schema import Step, Summary
 from tests.helpers import ROOT, free_port
 from tests.helpers import ENV, llmbench, only_run

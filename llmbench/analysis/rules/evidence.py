@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from llmbench.analysis.cachebound import CacheFinding, Reprefill, ramp_finding, reprefill
+from llmbench.analysis.cachebound import Reprefill, ramp_finding, reprefill
 from llmbench.analysis.rules.words import (ITL_GROWTH, ITL_MIN_GROWTH_MS, TTFT_GROWTH,
                                            baseline_step, crowded_out, server_view, _num)
 from llmbench.analysis.stats import served_at_once
 from llmbench.analysis.stepstats import knee
 from llmbench.records.record import Record
 from llmbench.results.network import NetworkFloor
+from llmbench.results.sessions import CacheBound
 from llmbench.results.schema import Knee, Step, Summary, deciding_step
 from llmbench.results.search import Search
 
@@ -60,7 +61,7 @@ class Evidence:
                                                             "waiting_share": 0.0})
     server: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
-    cache: CacheFinding | None = None
+    cache: CacheBound | None = None
     # later turns that prefilled their whole history again, where the lighter step kept it
     reprefill: Reprefill | None = None
     knee: Knee | None = None

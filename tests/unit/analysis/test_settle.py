@@ -7,7 +7,7 @@ from llmbench.analysis import settle as st
 from llmbench.analysis.slo import parse_threshold
 from llmbench.records.record import Record
 
-P95 = st.gates_of([parse_threshold("ttft.p95<500ms")])
+P95 = [parse_threshold("ttft.p95<500ms")]
 SERVICE_S = 2.0
 
 
@@ -103,11 +103,11 @@ def test_one_burst_of_overlapping_waits_is_not_taken_for_many_misses():
 
 
 def test_a_failure_breaks_errors_at_once_and_other_thresholds_keep_a_step_from_holding():
-    gates = st.gates_of([parse_threshold(x) for x in ("ttft.p95<500ms", "errors==0")])
+    gates = [parse_threshold(x) for x in ("ttft.p95<500ms", "errors==0")]
     recs = cycle(4, 2, 0.3) + [rec(2, 50.0, None, ok=False)]
     got = ask(recs, gates=gates)
     assert got is not None and got.ended == st.BROKE and "1 request failed" in got.why
-    mean = st.gates_of([parse_threshold(x) for x in ("ttft.p95<500ms", "ttft.mean<400ms")])
+    mean = [parse_threshold(x) for x in ("ttft.p95<500ms", "ttft.mean<400ms")]
     assert ask(cycle(4, 20, 0.3), gates=mean, why="confirm") is None
 
 
@@ -125,8 +125,8 @@ def test_the_answer_says_a_confirmation_that_settled_early_held_beyond_doubt():
 
 
 def test_the_default_thresholds_end_a_growing_step_held_so_far_and_no_other():
-    gates = st.gates_of([parse_threshold(x) for x in
-                         ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")])
+    gates = [parse_threshold(x) for x in
+                         ("ttft.p95_all<=2s", "itl.p95<=200ms", "errors==0")]
     recs = cycle(4, 2, 0.3)
     for r in recs:                       # 10 token events 20 ms apart
         r.token_times[:] = [r.start + 0.3 + 0.02 * k for k in range(10)]
@@ -160,7 +160,7 @@ def test_a_hold_that_runs_out_says_what_its_checks_stood_at():
     got = final(cycle(1, 3, 0.3), users=1)
     assert got.why == "3 TTFTs known, under the 5 a p95 needs"
     # a threshold this module cannot bound says so
-    mean = st.gates_of([parse_threshold("ttft.mean<500ms")])
+    mean = [parse_threshold("ttft.mean<500ms")]
     got = final(cycle(4, 10, 0.3), gates=mean)
     assert got.ended == st.FULL and got.why == "ttft.mean<500ms is judged on the whole hold only"
     # settled at the last ask: how it settled, not full

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmbench.analysis.cachebound import CacheFinding
+from llmbench.results.sessions import CacheBound
 from llmbench.analysis.rules import ramp as rules
 from llmbench.analysis.rules.evidence import Circumstances, Evidence
 from llmbench.analysis.verdict import decide, headline, knee_clause
@@ -113,9 +113,9 @@ def test_network_keeps_its_slot_and_passes():
 
 
 def test_cache_bound_quotes_the_finding():
-    cf = CacheFinding(sessions_held=2, session_tokens=3000, reprefill_tokens=2500,
-                      warm_share=0.9, broke_share=0.1, sentence="The KV cache held 2 sessions.",
-                      evidence=["cached share 90% -> 10%"], advice=["More slots."])
+    cf = CacheBound(sessions_held=2, session_tokens=3000, reprefill_tokens=2500,
+                    warm_share=0.9, broke_share=0.1, sentence="The KV cache held 2 sessions.",
+                    evidence=("cached share 90% -> 10%",), advice=("More slots.",))
     f = rules.cache_bound(_ev(_step(1, 4, "over"), cache=cf))
     assert f is not None and f.kind == "cache_bound"
     assert f.evidence[:2] == ["The KV cache held 2 sessions.", "cached share 90% -> 10%"]
@@ -243,9 +243,9 @@ def test_the_busy_warning_is_decided_as_the_verdict_decides_it():
 
 def test_the_cache_advice_does_not_suggest_cache_ram_when_it_is_on():
     from llmbench.analysis.cachebound import advice
-    cf = CacheFinding(sessions_held=2, session_tokens=3000, reprefill_tokens=2500,
-                      warm_share=0.9, broke_share=0.1, sentence="s", advice=advice("llamacpp",
-                                                                                   3000))
+    cf = CacheBound(sessions_held=2, session_tokens=3000, reprefill_tokens=2500,
+                    warm_share=0.9, broke_share=0.1, sentence="s",
+                    advice=tuple(advice("llamacpp", 3000)))
     off = rules.cache_bound(_ev(_step(1, 4, "over"), cache=cf))
     assert off is not None and any("(--cache-ram MiB" in a for a in off.advice)
     on = rules.cache_bound(_ev(_step(1, 4, "over"), cache=cf, telemetry={
@@ -395,8 +395,8 @@ def test_re_prefilled_histories_are_a_note_beside_queuing():
 
 
 def test_when_the_cache_is_the_verdict_the_re_prefill_is_said_once_with_its_share():
-    cache = CacheFinding(sessions_held=2, session_tokens=900, reprefill_tokens=600,
-                         warm_share=0.8, broke_share=0.2, sentence="The KV cache holds about 2")
+    cache = CacheBound(sessions_held=2, session_tokens=900, reprefill_tokens=600,
+                       warm_share=0.8, broke_share=0.2, sentence="The KV cache holds about 2")
     found, notes = decide(_ev(_step(1, 4, "over", 3000.0), cache=cache,
                               reprefill=_thrash(0.52)))
     assert found.kind == "cache_bound"
