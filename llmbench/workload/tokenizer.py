@@ -402,6 +402,11 @@ class _LaterLocal:
                 self._tok = local_auto(self._model)
             return self._tok
 
+    def count(self, text: str) -> int:
+        # its own method, so that taking ``local.count`` (the record's count_tokens) makes
+        # nothing: through __getattr__ it would load a tokenizer library at start
+        return self.made().count(text)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)      # copy, pickle: not through the made tokenizer
