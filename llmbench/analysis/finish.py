@@ -113,6 +113,14 @@ def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
     return probe_kind
 
 
+def lost_workers(workers: dict[str, Any] | None) -> str | None:
+    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
+    crashed = (workers or {}).get("crashed")
+    if not crashed:
+        return None
+    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
+
+
 def _crashed(outcome: Any) -> bool:
     """A worker process died: the run is missing its share of the load."""
     return bool(outcome.workers and outcome.workers.get("crashed"))
@@ -423,14 +431,11 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
         policy = _class_policy(r.scenario)
     gave_up = abandon.abandonment(policy, records, server.samples, t0_perf, server.kind)
     identity = tel.get("server")
-    # 'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run
-    lost = "; ".join(f"worker {c['worker']} {c['error']}"
-                     for c in (workers or {}).get("crashed") or []) or None
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
         planned=None if search is not None else len(shape.steps), telemetry=info,
         going_on=going_on, network=network,
-        search=search, interrupted=interrupted, lost=lost,
+        search=search, interrupted=interrupted, lost=lost_workers(workers),
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
         else None, scenario=r.scenario is not None, isolation=isolation,

@@ -161,6 +161,14 @@ def _ms(v_s: float | None) -> float | None:
     return None if v_s is None else v_s * 1000.0
 
 
+def _slowest(done: Sequence[SessionStat]) -> Slowest | None:
+    slowest = max(done, key=lambda s: s.duration_s, default=None)
+    if slowest is None:
+        return None
+    return Slowest(slowest.session_id, slowest.duration_s * 1000.0, slowest.slowest_step,
+                   _ms(slowest.slowest_e2el_s), _ms(slowest.slowest_ttft_s))
+
+
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
     (default: from the first session's start to the last one's end). Sessions joined mid-way
@@ -171,7 +179,6 @@ def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Se
     done = [s for s in whole if s.complete]
     if window_s is None and stats:
         window_s = max(s.end for s in stats) - min(s.start for s in stats)
-    top = max(done, key=lambda s: s.duration_s, default=None)
     return Sessions(
         started=len(whole), completed=len(done), failed=sum(1 for s in whole if s.failed),
         cut_short=sum(1 for s in whole if s.cut_short), joined=len(stats) - len(whole),
@@ -183,10 +190,7 @@ def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Se
         prompt_tokens=sum(s.prompt_tokens for s in stats), **_cache_figures(stats),
         context_tokens=(sum(s.context_tokens for s in done) / len(done)) if done else None,
         sessions_per_min=(len(done) / (window_s / 60.0)) if window_s and window_s > 0 else None,
-        window_s=window_s,
-        slowest=None if top is None else Slowest(
-            top.session_id, top.duration_s * 1000.0, top.slowest_step,
-            _ms(top.slowest_e2el_s), _ms(top.slowest_ttft_s)))
+        window_s=window_s, slowest=_slowest(done))
 
 
 def summarize_sessions(records: Iterable[Record] | RecordStore,
