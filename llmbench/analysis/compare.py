@@ -476,6 +476,15 @@ def _table(runs: Sequence[Loaded]) -> list[Row]:
     return table
 
 
+def _held_change(base: Loaded, other: Loaded, max_regression: float | None) -> list[Change]:
+    """The users held, compared (nothing when a run had no thresholds: it held nothing)."""
+    if not (base.judged and other.judged):
+        return []
+    change = (other.held / base.held - 1) if base.held else 0.0
+    bad = max_regression is not None and change < -max_regression
+    return [Change(other.name, "held", None, base.held, other.held, change, None, bad)]
+
+
 def _unmeasurable(other: Loaded, sb: Step, so: Step, m: str,
                   max_regression: float | None) -> Change:
     """A metric with no interval at a step: why, and whether that is a regression (measurable
@@ -523,12 +532,7 @@ def _metric_changes(base: Loaded, other: Loaded, m: str,
                     max_regression: float | None) -> list[Change]:
     """One metric of a candidate against the baseline: the users held, or each common step."""
     if m == "held":
-        # the users held, compared (nothing when a run had no thresholds: it held nothing)
-        if not (base.judged and other.judged):
-            return []
-        change = (other.held / base.held - 1) if base.held else 0.0
-        bad = max_regression is not None and change < -max_regression
-        return [Change(other.name, "held", None, base.held, other.held, change, None, bad)]
+        return _held_change(base, other, max_regression)
     out = []
     for sb in base.steps:
         so = next((s for s in other.steps if s.load == sb.load), None)

@@ -34,6 +34,15 @@ def _load(x: float, unit: str) -> str:
     return f"{x:g}" if unit == "users" else f"{x:g} {unit}"
 
 
+def because(step: Step) -> str | None:
+    """Why a step broke, shortly: 'TTFT p95 was 2.40 s, over 2 s' (the first failed check;
+    an outage first)."""
+    failed = sorted(step.failed_checks, key=lambda c: (not c.outage, bool(c.reason)))
+    if not failed:
+        return None
+    return describe_check(failed[0], step.summary.failed)
+
+
 def finish(search: Search, ladder: Sequence[Step], knee: Knee | None, unit: str) -> Search:
     """The search with its answer: ``broke_because``, ``bracket``, ``interval`` (the knee's,
     when it lies between the limit and the load that broke), ``uncertain`` and ``text``."""
@@ -41,12 +50,7 @@ def finish(search: Search, ladder: Sequence[Step], knee: Knee | None, unit: str)
     lim, top = out.limit, out.broke_at
     by_load = {float(s.load): s for s in ladder}
     broke_step = by_load.get(float(top)) if top is not None else None
-    # why it broke, shortly: 'TTFT p95 was 2.40 s, over 2 s' (the first failed check; an
-    # outage first)
-    failed = sorted(broke_step.failed_checks if broke_step is not None else [],
-                    key=lambda c: (not c.outage, bool(c.reason)))
-    out.broke_because = (describe_check(failed[0], broke_step.summary.failed)
-                         if failed and broke_step is not None else None)
+    out.broke_because = because(broke_step) if broke_step is not None else None
     out.bracket = [lim, top] if top is not None else None
     whole = unit != "users" or (top is not None and math.ceil(top) - 1 > lim)
     if (knee is not None and knee.ci and knee.estimate is not None and knee.between
