@@ -793,6 +793,13 @@ BUNCH_SHARE = 0.5               # most eligible requests bunched: the stream is 
 BUNCH_MIN_REQUESTS = 3
 
 
+def _per_read_eligible(events: np.ndarray, reads: np.ndarray, last_ms: np.ndarray
+                       ) -> np.ndarray:
+    """Events per read of the eligible requests only (what _bunching_store judges)."""
+    elig = (events >= BUNCH_MIN_EVENTS) & (last_ms >= BUNCH_MIN_SPAN_MS) & (reads > 0)
+    return events[elig] / reads[elig]
+
+
 def _bunching_of(per_read: np.ndarray) -> dict[str, Any]:
     n = len(per_read)
     k = int(np.count_nonzero(per_read >= BUNCH_EVENTS_PER_READ))
@@ -845,9 +852,7 @@ def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
         cnt = ntok[r0:r1].astype(np.int64)
         zero = np.where(cnt > 0, zero, 0)           # reduceat repeats a value for empty rows
         last = np.where(cnt > 0, us[np.maximum(o[1:] - 1, 0)], 0) / 1000.0
-        events, reads = cnt[w], (cnt - zero)[w]
-        elig = (events >= BUNCH_MIN_EVENTS) & (last[w] >= BUNCH_MIN_SPAN_MS) & (reads > 0)
-        per_read_l.append(events[elig] / reads[elig])
+        per_read_l.append(_per_read_eligible(cnt[w], (cnt - zero)[w], last[w]))
     return _bunching_of(np.concatenate(per_read_l) if per_read_l else np.zeros(0))
 
 

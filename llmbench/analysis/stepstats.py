@@ -331,12 +331,18 @@ def aim(held: Step, broke: Step, closed_loop: bool = True) -> float | None:
             if rate and rate > 0:
                 found.append(x1 - (v1 - limit) / (1000.0 / rate))
                 continue
-        # the held step's value of the statistic the broken check judged
-        match = next((h for h in held.checks if h.threshold == c.threshold), None)
-        v0 = float(match.actual) if match is not None and match.actual is not None else None
+        v0 = _held_value(held, c)
         if v0 is None or not math.isfinite(v0) or v1 == v0:
             continue
         if (up and not v0 <= limit < v1) or (not up and not v0 >= limit > v1):
             continue
         found.append(x0 + (limit - v0) / (v1 - v0) * (x1 - x0))
     return min(found) if found else None
+
+
+def _held_value(held: Step, c: Check) -> float | None:
+    """The held step's value of the statistic a broken check judged."""
+    match = next((h for h in held.checks if h.threshold == c.threshold), None)
+    if match is not None and match.actual is not None:
+        return float(match.actual)
+    return None
