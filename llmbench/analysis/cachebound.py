@@ -151,6 +151,12 @@ def _rates(server_warm: ServerCache | None, server_broke: ServerCache | None
             server_broke.hit_rate if server_broke is not None else None)
 
 
+def _prefill_grew(warm: StepCache, broke: StepCache) -> bool:
+    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
+    return (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
+            and pb - pw >= PREFILL_MIN_TOKENS)
+
+
 def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
                     server_broke: ServerCache | None) -> bool:
     """The cache fell (by the server's counters where it has them for both windows, else by
@@ -158,9 +164,7 @@ def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache 
     s_warm, s_broke = _rates(server_warm, server_broke)
     server_said = s_warm is not None and s_broke is not None
     fell = _fell(s_warm, s_broke) if server_said else _fell(warm.cached_share, broke.cached_share)
-    pw, pb = warm.prefilled_per_call, broke.prefilled_per_call
-    grew = (pw is not None and pb is not None and pb >= PREFILL_GROWTH * max(pw, 1.0)
-            and pb - pw >= PREFILL_MIN_TOKENS)
+    grew = _prefill_grew(warm, broke)
     if not grew and server_said and _fell(s_warm, s_broke) and broke.prefilled_per_call is None:
         grew = True                       # no usage said; the server's counters did
     return fell and grew

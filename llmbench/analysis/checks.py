@@ -167,6 +167,12 @@ OLLAMA_NONE_SHORT = ("; none came back short, so either nothing was cached or th
                      "keeps earlier runs' prompts out of its cache")
 
 
+def _ollama_counted(st: RecordStore) -> bool:
+    """Some reply of Ollama's native API counted its cached prompt tokens itself."""
+    return any("prompt_eval_cached_count" in (e.get("server_timing") or {})
+               for e in st.extras().values())
+
+
 def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
                  shared_share: float | None = None, server_kind: str | None = None,
                  api: str | None = None) -> PromptCache | None:
@@ -223,9 +229,7 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
                        f"{known}: TTFT is flattered (repeated rows in the dataset, another "
                        "client sending the same prompts, or a server cache that ignores the "
                        "salt)")
-    # no reply of Ollama's native API counted its cached prompt tokens itself
-    if native and not any("prompt_eval_cached_count" in (e.get("server_timing") or {})
-                          for e in st.extras().values()):
+    if native and not _ollama_counted(st):
         out.note = OLLAMA_NATIVE_NOTE + ("" if first.cached_tokens else OLLAMA_NONE_SHORT)
     if len(out.by_path) > 1:
         shares = {k: v.share for k, v in out.by_path.items() if v.share is not None}

@@ -49,6 +49,12 @@ def _tag(c: Check, name: str) -> Check:
     return replace(c, traffic_class=name, text=f"{name}: {c.text or c.threshold}")
 
 
+def _class_step(st: Step, load: ClassLoad, name: str) -> ClassStep:
+    return ClassStep(load=load.amount, unit=load.unit, held=st.held, state=st.state,
+                     checks=[_tag(c, name) for c in st.checks], unfinished=st.unfinished,
+                     steady=st.steady, summary=st.summary)
+
+
 def judge(whole: Judge, per_class: Mapping[str, Judge],
           loads: Callable[[int], Mapping[str, ClassLoad]]) -> Judge:
     """The ramp's judge for a scenario: ``whole`` (the ramp's judge with no thresholds of its
@@ -64,10 +70,7 @@ def judge(whole: Judge, per_class: Mapping[str, Judge],
             if load is None or load.idle:
                 continue
             got = j(replace(w, load=load.amount, records=class_records(w.records, name)))
-            parts[name] = ClassStep(load=load.amount, unit=load.unit, held=got.held,
-                                    state=got.state, checks=[_tag(c, name) for c in got.checks],
-                                    unfinished=got.unfinished, steady=got.steady,
-                                    summary=got.summary)
+            parts[name] = _class_step(got, load, name)
         own = [c for c in step.checks if c.outage]          # the server was not there
         checks = own + [c for p in parts.values() for c in p.checks]
         states = [p.state for p in parts.values()] + ([OVER] if own else [])
