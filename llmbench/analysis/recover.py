@@ -19,6 +19,12 @@ REBUILT_NOTE = ("rebuilt from requests.jsonl: the run stopped without writing it
                 "(killed?); the numbers cover the requests that finished")
 
 
+def _failed_message(path: Path, run: Run, what: str) -> str:
+    why = str(run.state.error or "no reason recorded")[:160]
+    return (f"{path}: this {run.kind} {'was interrupted' if run.status == 'interrupted' else 'failed'} "
+            f"before measuring anything ({why}); nothing to {what}")
+
+
 def load_checked(path: str | Path, what: str = "report") -> Run:
     """The run in a folder (``Run.load``), with a summary for a run and one per step for a
     ramp, or one clear error (a RunFolderError). ``what`` names the command in the message
@@ -29,11 +35,7 @@ def load_checked(path: str | Path, what: str = "report") -> Run:
         raise RunFolderError(f"{path}: run.json has kind {run.kind!r}; give a folder made by "
                              "llmbench run, ramp or probe")
     if run.status in ("failed", "interrupted") and not run.measured_anything:
-        why = str(run.state.error or "no reason recorded")[:160]
-        raise RunFolderError(
-            f"{path}: this {run.kind} "
-            f"{'was interrupted' if run.status == 'interrupted' else 'failed'} "
-            f"before measuring anything ({why}); nothing to {what}")
+        raise RunFolderError(_failed_message(path, run, what))
     if run.kind == "run" and run.summary is None:
         run = rebuild_run(path, run)
     if run.kind == "ramp":

@@ -169,6 +169,12 @@ def _slowest(done: Sequence[SessionStat]) -> Slowest | None:
                    _ms(slowest.slowest_e2el_s), _ms(slowest.slowest_ttft_s))
 
 
+def _window_s(stats: Sequence[SessionStat], window_s: float | None) -> float | None:
+    if window_s is None and stats:
+        return max(s.end for s in stats) - min(s.start for s in stats)
+    return window_s
+
+
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
     (default: from the first session's start to the last one's end). Sessions joined mid-way
@@ -177,8 +183,7 @@ def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Se
     what they took is part of a session only."""
     whole = [s for s in stats if not s.joined]
     done = [s for s in whole if s.complete]
-    if window_s is None and stats:
-        window_s = max(s.end for s in stats) - min(s.start for s in stats)
+    window_s = _window_s(stats, window_s)
     return Sessions(
         started=len(whole), completed=len(done), failed=sum(1 for s in whole if s.failed),
         cut_short=sum(1 for s in whole if s.cut_short), joined=len(stats) - len(whole),

@@ -17,6 +17,13 @@ from llmbench.analysis.stats import RECENT_S, RecentWindow
 from llmbench.results.schema import Step
 
 
+def users_at(changes: Sequence[tuple[float, int]], t: float) -> int:
+    """Users active at ``t``, from (time, users) change points."""
+    times = [c[0] for c in changes]
+    i = bisect.bisect_right(times, t) - 1
+    return changes[i][1] if i >= 0 else 0
+
+
 def build(records: Sequence[Record], t0: float, t_end: float,
           user_changes: Sequence[tuple[float, int]] = (),
           monitor: Sequence[Any] = (), steps: Sequence[Step] = (),
@@ -24,7 +31,6 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     n = max(int(np.ceil(t_end - t0)), 0)
     out = []
     changes = sorted(user_changes)
-    change_times = [c[0] for c in changes]           # (time, users) change points
     tokens = np.zeros(n + 1)
     # a RecordStore (a run's own records) on its columns, other records one by one into the
     # same arrays: nothing is kept per request
@@ -97,8 +103,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         waiting = int(started[i] - answered[i])
         streaming = in_flight - waiting
         recent = recent_ttft.p95(t)
-        at = bisect.bisect_right(change_times, t) - 1       # users active at t
-        users = (changes[at][1] if at >= 0 else 0) if changes else None
+        users = users_at(changes, t) if changes else None
         row: dict[str, Any] = {
             "t": round(t - t0, 3), "users": users, "in_flight": in_flight,
             "waiting_first_token": waiting, "streaming": streaming,
