@@ -55,6 +55,16 @@ def _class_step(st: Step, load: ClassLoad, name: str) -> ClassStep:
                      steady=st.steady, summary=st.summary)
 
 
+def combined_state(states: Sequence[str]) -> str:
+    """A step's state from its classes': over when any broke, else not enough data when any
+    lacked it, else held."""
+    if OVER in states:
+        return OVER
+    if NO_DATA in states:
+        return NO_DATA
+    return HELD
+
+
 def judge(whole: Judge, per_class: Mapping[str, Judge],
           loads: Callable[[int], Mapping[str, ClassLoad]]) -> Judge:
     """The ramp's judge for a scenario: ``whole`` (the ramp's judge with no thresholds of its
@@ -76,8 +86,7 @@ def judge(whole: Judge, per_class: Mapping[str, Judge],
         states = [p.state for p in parts.values()] + ([OVER] if own else [])
         if not parts:
             states.append(step.state)
-        # over when any class broke, else not enough data when any lacked it, else held
-        state = OVER if OVER in states else NO_DATA if NO_DATA in states else HELD
+        state = combined_state(states)
         return replace(step, checks=checks, state=state, held=state == HELD, classes=parts)
     return judge_step
 
@@ -96,6 +105,11 @@ def isolation_judge(per_class: Mapping[str, Judge]) -> Callable[[Isolated], Isol
 
 
 # -- the verdict ---------------------------------------------------------------------------------
+def class_steps(steps: Sequence[Step], name: str) -> list[Step]:
+    """One class's view of the ramp: a Step per step it had load in."""
+    return [s.classes[name].as_step(s) for s in steps if name in s.classes]
+
+
 def _loads_text(step: Step, unit: str) -> str:
     """'chat 4, rag 2' (each class's own load at the step)."""
     return ", ".join(f"{n} {c.load:g}" + ("" if c.unit == unit or unit != "users" else
@@ -146,10 +160,8 @@ def _class_verdicts(steps: list[Step], records: Sequence[Record] | RecordStore, 
     per: dict[str, ClassVerdict] = {}
     readings: dict[str, Verdict] = {}
     for name in names:
-        # the class's view of the ramp: a Step per step it had load in
-        v = verdict_mod.explain([s.classes[name].as_step(s) for s in steps if name in s.classes],
-                                class_records(records, name), unit, server_samples, planned,
-                                scope=name)
+        v = verdict_mod.explain(class_steps(steps, name), class_records(records, name), unit,
+                                server_samples, planned, scope=name)
         readings[name] = v
         cs = broke.classes.get(name) if broke is not None else None
         broke_it = cs is not None and cs.state == OVER
@@ -322,11 +334,17 @@ def isolation(steps: Sequence[Step], alone: Sequence[IsolatedClass], unit: str =
     return out
 
 
+def _main_compared(a: IsolatedClass) -> Compared | None:
+    """The statistic a sentence quotes: the first threshold that broke in the mixed step, else
+    the first that was compared."""
+    return next((c for c in a.compared if c.ok_mixed is False), None) or \
+        next(iter(a.compared), None)
+
+
 def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> str:
     who = ", ".join(others) if others else "the other classes"
     load = amount(a.load, a.unit)
-    # the statistic quoted: the first threshold that broke in the mixed step, else the first
-    c = next((c for c in a.compared if c.ok_mixed is False), None) or next(iter(a.compared), None)
+    c = _main_compared(a)
     if c is None:
         return f"{a.name} alone at {load}: {a.state}."
     what = _name(c.metric, c.stat)

@@ -137,7 +137,7 @@ def _uncertain(s: Search, unit: str, steps: Sequence[Step] = ()) -> str | None:
 
 def _text(s: Search, unit: str) -> str:
     lim, top = s.limit, s.broke_at
-    n, confirm = s.steps_taken, sum(1 for t in s.trials if t.why == "confirm")
+    n, confirm = s.steps_taken, n_confirm(s)
     took = (f"{n} step{'s' if n != 1 else ''} ({n - confirm} to search, {confirm} to confirm)"
             if confirm else f"{n} step{'s' if n != 1 else ''}") + f", {duration(s.elapsed_s)}"
     broke = ""
@@ -167,3 +167,6 @@ def _text(s: Search, unit: str) -> str:
         f"No load held yet{broke}" if top is not None else "No step finished")
     return f"{head}; {s.uncertain or s.stopped}. Searched in {took}."
 
+
+def n_confirm(s: Search) -> int:
+    return sum(1 for t in s.trials if t.why == "confirm")
