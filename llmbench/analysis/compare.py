@@ -68,10 +68,15 @@ def _read(step: Step, name: str) -> Any:
     return step.summary.value(metric, stat or None)
 
 
+def _is_latency(name: str) -> bool:
+    """A latency statistic (ms: ``ttft.p95``), not a rate or a count."""
+    return bool(name.partition(".")[2])
+
+
 def _within_timing(name: str, sb: Step, so: Step, vb: Any, vo: Any) -> float | None:
     """The load generator's timing uncertainty (``timing_uncertainty_ms``) when a latency
     statistic (ms: ``ttft.p95``, not a rate or a count) moved by no more than it, else None."""
-    if not (name.partition(".")[2] and isinstance(vb, (int, float))
+    if not (_is_latency(name) and isinstance(vb, (int, float))
             and isinstance(vo, (int, float))):
         return None
     floor = timing_uncertainty_ms(sb, so)
@@ -516,7 +521,7 @@ def _step_change(base: Loaded, other: Loaded, sb: Step, so: Step, m: str,
     if max_regression is not None:
         bad = lo > max_regression if worse_up else hi < -max_regression
     vb, vo = _read(sb, m), _read(so, m)
-    if bad and m.partition(".")[2] and (_buffered(sb) or _buffered(so)):
+    if bad and _is_latency(m) and (_buffered(sb) or _buffered(so)):
         bad = False
         note = ("a proxy buffered the stream here: this latency measures the "
                 "buffer, not the model; not gated")

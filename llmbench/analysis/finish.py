@@ -69,8 +69,8 @@ def request_config(c: Any) -> dict[str, Any]:
             **({"abandon": p.abandon.text()} if p.abandon is not None else {})}
 
 
-def _run(kind: RunKind, c: Any, outcome: Any, partial: bool, head: dict[str, Any],
-         tail: dict[str, Any], **parts: Any) -> Run:
+def _run(kind: RunKind, c: Any, outcome: Any, partial: bool, *, head: dict[str, Any],
+         tail: dict[str, Any] | None = None, **parts: Any) -> Run:
     """A Run's state, config (``head``, how each request was asked and its timeouts, then
     ``tail``), workload and environment, with the clock the token stamps came from
     (client.rxstamp: the kernel's receive time, or the time the event loop read them)."""
@@ -78,7 +78,7 @@ def _run(kind: RunKind, c: Any, outcome: Any, partial: bool, head: dict[str, Any
                         started_at=outcome.started_at, labels=c.labels, t0_perf=outcome.t0_perf,
                         interrupted=outcome.interrupted),
                config={**head, "request": request_config(c), "timeouts": c.timeouts.__dict__,
-                       **tail},
+                       **(tail or {})},
                workload=c.workload.describe(),
                environment={**environment(), "stamp_clock": stamp_clock(c.target.base_url)},
                **parts)
@@ -235,7 +235,8 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
     _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
     kind = server_kind(server.kind, tel.get("server")) if kind_known else None
     return _run(
-        "run", c, outcome, partial, {"target": c.target.describe(), "load": load}, more,
+        "run", c, outcome, partial, head={"target": c.target.describe(), "load": load},
+        tail=more,
         summary=summary,
         findings=Findings(
             monitor={**mon, "samples": [s.__dict__ for s in outcome.monitor]},
@@ -445,15 +446,16 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
             "unknown" if c.server_probe == "auto" and server.note else None))
     return _run(
         "ramp", c, outcome, partial,
-        {"target": c.target.describe(),
-         "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
-                  "hold_s": shape.hold_s, "think_s": list(shape.think_s),
-                  "thresholds": [t.text for t in r.thresholds],
-                  "keep_going": shape.keep_going, "seed": shape.seed, "expect": r.expect,
-                  "join": shape.join, **shape.describe_trace(),
-                  **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
-                     if r.find is not None else {})}},
-        {"mock": r.mock, **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
+        head={"target": c.target.describe(),
+              "ramp": {"by": shape.by, "steps": shape.steps, "ramp_in_s": shape.ramp_in_s,
+                       "hold_s": shape.hold_s, "think_s": list(shape.think_s),
+                       "thresholds": [t.text for t in r.thresholds],
+                       "keep_going": shape.keep_going, "seed": shape.seed,
+                       "expect": r.expect, "join": shape.join, **shape.describe_trace(),
+                       **({"find": r.find.describe(shape.pacer)}  # type: ignore[arg-type]
+                          if r.find is not None else {})}},
+        tail={"mock": r.mock,
+              **({"scenario": r.scenario.describe()} if r.scenario is not None else {})},
         steps=steps, verdict=verdict, search=search,
         findings=Findings(
             user_changes=outcome.live.user_changes,
@@ -547,9 +549,9 @@ def probe(plan: Any, outcome: Any) -> Run:
     _, tel = telemetry_parts(outcome.telemetry, [], records, outcome.t0_perf, None)
     done = _run(
         "probe", c, outcome, outcome.interrupted or _crashed(outcome),
-        {"router": c.target.describe(), "direct": plan.direct.describe(),
-         "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
-         "think_s": list(shape.think_s), "seed": shape.seed}, {},
+        head={"router": c.target.describe(), "direct": plan.direct.describe(),
+              "steps": shape.steps, "slice_s": shape.slice_s, "rounds": shape.rounds,
+              "think_s": list(shape.think_s), "seed": shape.seed},
         findings=Findings(
             router=Router(
                 steps=list(steps), bound=router_bound(steps),
@@ -621,8 +623,8 @@ def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run |
         # stopped before any step held: no answer, not "held 0" (as if every step broke)
         res.held = None
     res.status = status
-    if v is not None:
-        res.verdict, res.verdict_kind, res.knee = v.text, v.kind, v.knee
+    res.verdict, res.verdict_kind, res.knee = ((v.text, v.kind, v.knee) if v is not None
+                                               else (None, None, None))
     res.steps = [StepBrief(load=st.load, held=st.held, summary=st.summary.slim(AT_LOAD))
                  for st in steps]
     if run_dir is not None:

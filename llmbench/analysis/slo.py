@@ -50,12 +50,11 @@ def _evaluate_sessions(t: Threshold, sessions: Any) -> Check:
     if sessions is None:
         return Check(False, None, "not enough data: no agent session started in the window",
                      insufficient=True)
-    few = t.stat is not None and _too_few(
-        sessions.count(t.metric), t.stat,
-        "completed session" if t.metric != "step_ttft" else "session call",
-        f"{sessions.failed} of {sessions.started} sessions failed" if sessions.failed else None,
-        None)
-    if few:
+    if t.stat is not None and (few := _too_few(
+            sessions.count(t.metric), t.stat,
+            "completed session" if t.metric != "step_ttft" else "session call",
+            f"{sessions.failed} of {sessions.started} sessions failed" if sessions.failed
+            else None, actual=None)):
         return few
     actual = sessions.value(t.metric, t.stat)
     if actual is None:

@@ -2,8 +2,9 @@
 Little's law, intervals that resample whole requests.
 
 The one definition of a percentile is llmbench.analysis.percentile (numpy's linear
-interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py). The live line, the timeline and the report read "TTFT p95 of the last 10 s"
-through ``recent_p95`` / ``RecentWindow``, so they cannot disagree for the same records
+interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py). The live line,
+the timeline and the report read "TTFT p95 of the last 10 s" through ``recent_p95`` /
+``RecentWindow``, so they cannot disagree for the same records
 (tests/unit/analysis/test_percentile.py checks both against each other).
 """
 
