@@ -152,10 +152,10 @@ def test_llama_cpp_python_takes_the_request_ids_and_is_named(tmp_path: Path):
     assert "llama-cpp-python 0.3.36" in r.stdout
 
 
-def test_an_empty_400_says_what_was_sent():
+def test_an_empty_400_says_what_was_sent(tmp_path: Path):
     with EngineServer("vllm", refuse_all=True) as srv:
         r = llmbench("run", "--url", srv.root + "/v1", "--model", "m", "--requests", "1",
-                     "--header", "x-team: blue")
+                     "--header", "x-team: blue", "--out", str(tmp_path))
     assert r.returncode != 0
     err = [x for x in r.stderr.splitlines() if x.startswith("error:")]
     assert len(err) == 1, r.stderr
@@ -164,6 +164,10 @@ def test_an_empty_400_says_what_was_sent():
     assert "x-request-id: " in line and "(a UUID)" in line and "header x-team" in line
     assert "blue" not in line                      # a header's value may be a secret
     assert "stream_options" in line
+    # the failed run's folder is in --out (not the checkout's results/), the value not in it
+    folder = only_run(tmp_path)
+    assert json.loads((folder / "run.json").read_text())["status"] == "failed"
+    assert not any("blue" in p.read_text() for p in folder.iterdir() if p.is_file())
 
 
 def test_lm_studio_is_polled_for_its_loaded_models_and_takes_its_native_path(tmp_path: Path):
