@@ -3,9 +3,9 @@
 It owns everything with side effects around a load shape: one client per target, one preflight,
 Ctrl-C/SIGTERM with a grace period for requests in flight (handlers removed afterwards), the
 event-loop monitor, the server scrapers, the record log (requests.jsonl, appended as requests
-finish), the live line, and the observers (load.observe: every live view, handed each finished
-record and the token events as they arrive). Shapes (llmbench/shapes) only decide when requests go; commands
-(llmbench/commands) build a shape, call ``run`` and turn the Outcome into run.json and text.
+finish), the live line, and the observers (load.observe: every live view). Shapes
+(llmbench/load/shapes) only decide when requests go; commands (llmbench/commands) build a
+shape, call ``run`` and turn the Outcome into run.json and text.
 
 Part of the load layer: it must not import metrics, stats, thresholds, verdicts or reports
 (tests/unit/test_architecture.py). The live line's text is a function handed in by the command.
@@ -105,11 +105,9 @@ class LiveView:
     recent_ttft: list[tuple[float, float]]
     events_last_s: int
     now: float
-    # the server machine's last samples (servers.telemetry: its process, the machine, GPUs),
-    # a copy of the newest few seconds' (empty: nothing sampled)
+    # the server machine's newest few seconds of samples (Harness._recent_telemetry)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
-    # the ramp step each agent session under way started in (load.agent keeps them); None
-    # when the sessions run in worker processes (the records say what is known then)
+    # the ramp step each agent session under way started in (None: with worker processes)
     agents_open: list[int | None] | None = None
 
 
@@ -128,8 +126,7 @@ class Outcome:
     # requests.jsonl could not be written (disk full, too large, read-only): the load was
     # stopped then, as by Ctrl-C; the lines before are whole
     write_error: OSError | None = None
-    # what the server's machine did (servers.telemetry.Telemetry: samples, notes, identity);
-    # None when nothing was sampled
+    # the server machine's samples, notes, identity (servers.telemetry.Telemetry); None: none
     telemetry: Any = None
 
     def server(self, name: str = "main") -> ServerSeen:
@@ -154,15 +151,11 @@ class Harness:
     # Worker processes (llmbench.workers.Fleet, set by the command for --workers N > 1): the
     # shape is handed to it instead of being driven here. None: this process, as always.
     fleet: Any = None
-    # Who watches the run (load.observe.Observer, built by the command in one place: the
-    # Prometheus exporter, the terminal view, the dashboard's feed, a notebook cell's): each
-    # gets every finished record and the token events as they arrive; an ``Attached`` one reads
-    # the live state in its own thread; the ``Drawn`` one is drawn on the terminal (without a
-    # terminal it gets nothing, and the one-line live_line is printed instead)
+    # Who watches the run (load.observe), built by the command; the ``Drawn`` one gets nothing
+    # without a terminal (the one-line live_line is printed instead)
     observers: list[Observer] = field(default_factory=list)
     verbose: bool = False                 # -v: say what was decided along the way (resends)
-    # hold stop signals from the end of the load until the command releases them (its run.json
-    # written: results.writer.RunFolder.final); set for a run's own harness
+    # hold stop signals after the load until the command releases them (a run's: see _HELD)
     hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
@@ -174,8 +167,7 @@ class Harness:
         return self.progress if self.progress is not None else sys.stderr.isatty()
 
     def say(self, text: str, file: Any = None) -> None:
-        """Print a line (to stdout, or ``file``) without leaving a half-drawn live line above
-        it."""
+        """Print a line (to stdout, or ``file``) without a half-drawn live line above it."""
         if self.show_progress() and sys.stderr.isatty():
             sys.stderr.write("\r\x1b[K")
         print(text, file=file, flush=True)
@@ -430,10 +422,8 @@ class Harness:
 
     async def _tokens(self, sessions: dict[str, Session], observers: list[Observer],
                       events: list[int]) -> None:
-        """Token events as they arrive, every TOKEN_TICK_S: the finished replies' and those of
-        the replies still streaming (``events[0]``, what every live rate reads), handed to the
-        observers as the increase since the last tick. A sum over the requests in flight, off
-        the per-token path: a streaming reply counts while it streams, not when it ends."""
+        """Every TOKEN_TICK_S, the token events since the last tick (``live_events``) handed to
+        the observers; ``events[0]``, their total so far, is what every live rate reads."""
         while True:
             await asyncio.sleep(TOKEN_TICK_S)
             self._hand_tokens(sessions, observers, events)
@@ -452,9 +442,7 @@ class Harness:
     def _now(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
              scrapers: dict[str, ServerProbe], events: int) -> LiveNow:
         """The live state an attached observer reads in its own thread (plain reads of what the
-        loop writes): the targets' counters summed (every worker's, with workers), the token
-        events so far, the shape's load and step, the busiest process's generator figures,
-        and each server probe's last reading."""
+        loop writes; with workers, every worker's counters summed)."""
         total = Counters.summed(s.counters for s in list(sessions.values()))
         latest = monitor.latest
         server = {}
@@ -688,9 +676,8 @@ async def _views(sessions: dict[str, Session], live: LiveState,
 
 
 def _view(sessions: dict[str, Session], live: LiveState, monitor: Any, last_events: int) -> LiveView:
-    """What the live line or view shows now: the targets' counters summed (``events``: as they
-    arrive, streaming replies too), their recent first tokens, and the token events since the
-    last redraw (``last_events``)."""
+    """What the live line or view shows now; ``last_events``: the token events at the last
+    redraw."""
     total = Counters.summed(s.counters for s in sessions.values())
     recent = [pair for s in sessions.values() for pair in s.recent_ttft]
     total.events = live_events(sessions)
