@@ -49,13 +49,12 @@ ERROR_KINDS = (
     "cancelled",
 )
 CANCELLED = "cancelled"
-# Kinds llmbench caused itself: they say nothing about the server, so such a request is not
-# measured (not a completed one, not a failed one): definitions.UNMEASURED_KINDS
 
 
 @dataclass(slots=True, eq=False)
 class Record:
-    """One request as measured: the file format of requests.jsonl (records/definitions.py)."""
+    """One request as measured: the file format of requests.jsonl (records/definitions.py).
+    A field None or False is not written (``to_json``): logs without a feature read as before."""
     request_id: str
     scheduled: float
     start: float = 0.0
@@ -92,35 +91,30 @@ class Record:
     max_tokens: int | None = None      # the reply length asked for (None: the server's default)
     retries: int = 0                   # re-sent after a reused connection failed before any reply
     note: str | None = None            # what ``clean`` had to correct in the server's answer
-    # Reasoning models (all None when the reply carried no reasoning, so such records are
-    # written as before): token events that carried only reasoning (reasoning_content,
-    # reasoning, thinking), their tokens, when the last one arrived, and where the answer
-    # begins. Reasoning streams before the answer; every event from output_from on is the
-    # answer's (token_times[output_from] == first_output).
+    # Reasoning models (None when the reply carried no reasoning): token events that carried
+    # only reasoning (reasoning_content, reasoning, thinking). Reasoning streams before the
+    # answer; every event from output_from on is the answer's (token_times[output_from] ==
+    # first_output).
     reasoning_events: int | None = None
     reasoning_tokens: int | None = None     # the server's count when it reports one, else counted
     reasoning_end: float | None = None      # arrival of the last reasoning event
     output_from: int | None = None          # index in token_times of the first answer event
     first_output: float | None = None       # arrival of the first answer event (TTFO's end)
-    # Which worker process sent it (run --workers N; llmbench.workers); None in one process,
-    # and not written then, so logs of one process look as before
+    # Which worker process sent it (run --workers N; llmbench.workers); None in one process
     worker: int | None = None
-    # After a connection the server refused or dropped before answering (REFUSED_KINDS), or a
-    # 503/429, how long its user waited before trying again (jittered exponential backoff,
-    # load.session)
+    # how long its user waited before trying again after a refused or dropped connection
+    # (REFUSED_KINDS) or a 503/429 (load.session's backoff)
     backoff_ms: float | None = None
-    # Agents and RAG (None when not asked for, so other records are written as before):
-    # arrival of the first token event of a tool call (the reply called a tool); whether a
-    # structured reply (--response-format) parsed as JSON and validated against its schema
-    # (counted, not a failure); vectors an embeddings reply held
+    # Agents and RAG (None when not asked for): arrival of the first token event of a tool
+    # call; whether a structured reply (--response-format) parsed as JSON and validated
+    # against its schema (counted, not a failure); vectors an embeddings reply held
     first_tool: float | None = None
     output_valid: bool | None = None
     embeddings: int | None = None
     # the Responses API's id of this reply (kept for --responses-state server, whose next turn
     # names it as previous_response_id)
     response_id: str | None = None
-    # Agent sessions (--workload agent; all None otherwise, so other records are written as
-    # before): the session it belongs to (unique in the run), its step's id in the session,
+    # Agent sessions (--workload agent): the session (unique in the run), its step's id,
     # the step it followed (the previous call of its agent, or the call whose reply started
     # its sub-agent; None for the session's first), how long its agent waited after that
     # step's reply before sending it (the tool's time, sub-agents joined included), and what
@@ -131,15 +125,13 @@ class Record:
     parent_step_id: str | None = None
     tool_gap_ms: float | None = None
     step_kind: str | None = None
-    # --scenario: the traffic class whose user sent it (None without a scenario, and not
-    # written then); every per-class figure is taken from the records of that class
+    # --scenario: the traffic class whose user sent it; every per-class figure is taken from
+    # the records of that class
     traffic_class: str | None = None
-    # The request's phases (records/phases.py), as integer microseconds after ``start`` like
-    # the token events on disk (None when not stamped, and not written then, so older logs read
-    # and write back the same). On a new connection: when connecting began (after any wait for
-    # a pooled connection), the name resolved (not for an IP address), the TCP connection made,
-    # the TLS handshake done (https; the aiohttp transport counts TLS in the connect). On every
-    # request: the response's first byte. A reused connection has no connection stamps.
+    # The request's phase stamps (records/phases.py: what each covers), integer µs after
+    # ``start`` like the token events on disk; None: not stamped. On a new connection only:
+    # connecting began, the name resolved, the TCP connection made, the TLS handshake done;
+    # on every request: the response's first byte.
     conn_us: int | None = None
     dns_us: int | None = None
     connect_us: int | None = None
@@ -213,9 +205,8 @@ class Record:
         return is_measured(self.warmup, self.error_kind)
 
     def to_json(self, token_us: list[int] | None = None) -> dict[str, Any]:
-        """The record as requests.jsonl's line holds it; ``token_us``: its token events as
-        ``token_us(rec)`` gives them, when the caller has them already (Session._finish: the
-        store takes the same list, computed once)."""
+        """The record as requests.jsonl's line holds it; ``token_us``: ``token_us(self)``, when
+        the caller has it already."""
         d: dict[str, Any] = {}
         for name, value in zip(_WRITTEN, _get_written(self)):
             vt = type(value)
