@@ -15,9 +15,8 @@ into the history and the tool result follows as a user message; the record shows
 required`` (a server that answers in text otherwise), the final answer is asked with
 ``tool_choice`` none, so that its length is the one asked.
 
-Each request's record carries the session's id, its step's id, the step it followed, the
-tool gap it waited and what it was for (Record.session_id ...), so the sessions are rebuilt
-from records alone (analysis.sessions), in memory or from requests.jsonl.
+Each request's record carries its session and step (Record.session_id ...), so the sessions
+are rebuilt from records alone (analysis.sessions), in memory or from requests.jsonl.
 """
 
 from __future__ import annotations

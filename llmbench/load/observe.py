@@ -2,8 +2,8 @@
 
 The engine (load.harness) streams what happens without knowing who reads it (as vegeta's
 attack loop hands results to whoever ranges over them): the Prometheus exporter, the terminal
-view, the dashboard's feed, the notebook's cell (and, later, an OTLP exporter) all implement
-this one protocol and are passed as ``Harness.observers``.
+view, the dashboard's feed, the notebook's cell and the OTLP exporter all implement this one
+protocol and are passed as ``Harness.observers``.
 
 All three calls come on the event loop and must be cheap: an observer that needs work done
 (percentiles, a page to draw) keeps what it is handed and does the work in its own thread or

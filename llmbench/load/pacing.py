@@ -3,10 +3,8 @@
 The loop reads only between its turns. In a turn it runs every task that is ready, so when N
 lock-step streams end together, N users finish a record and start their next request in one
 turn: ~150 µs each (issue 50), 1,024 of them ~150 ms during which nothing is read. Stamped on
-read (TLS; platforms without kernel receive times) every first token that arrived meanwhile
-was 120-140 ms late; with the kernel's receive time (client.rxstamp) a stamp is right however
-late the read, except for events that waited together on one connection, which one read
-returns with the last one's time.
+read (TLS; platforms without kernel receive times: load.monitor says where), every first token
+that arrived meanwhile was 120-140 ms late.
 
 ``TurnGate`` bounds that: at most ``per_turn`` pieces of such work (a request's finish, a
 request's start) pass in one turn; the others wait for the following turns, each of which

@@ -99,9 +99,8 @@ class Session:
     counters: Counters = field(default_factory=Counters)
     step: int | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    # (first_token time, ttft) of recent requests for the live line (stats.recent_p95)
-    # Kept by time (RECENT_KEEP_S), not by count, so at any rate the live line sees every
-    # request the timeline sees for the same seconds.
+    # for the live line (stats.recent_p95): kept by time, not by count, so at any rate it sees
+    # every request the timeline sees for the same seconds
     recent_ttft: RecentTTFT = field(default_factory=RecentTTFT)
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)

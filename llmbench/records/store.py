@@ -95,10 +95,7 @@ def trim_heap() -> None:
 class RecordStore:
     """Finished requests in typed columns: ``append(rec)``, ``len``, iteration and indexing
     (each gives a fresh Record), and numpy columns for the analysis (``col``, ``token_us``).
-
-    Bounded cost per request (``nbytes``): the point is that a day-long soak or a
-    million-request replay fits in memory. Records are copied in, so changing a Record after
-    it was appended does not change the store."""
+    Records are copied in: changing one after it was appended does not change the store."""
 
     def __init__(self) -> None:
         _return_large_blocks()
@@ -434,7 +431,7 @@ class RecordStore:
     # -- columns ----------------------------------------------------------------------------
     def col(self, name: str) -> np.ndarray:
         """One field as a numpy array (a copy): floats with NaN for None, integers with None
-        as -2**31 (use ``present``), booleans for flags, table indices for strings."""
+        as -2**31 (``ints`` gives a present mask), booleans for flags, table indices for strings."""
         import numpy as np
         if name in self._f8:
             return np.array(self._full(("f8", name), self._f8[name]), dtype=np.float64)
@@ -472,8 +469,7 @@ class RecordStore:
         return a
 
     def view_strs(self, name: str) -> np.ndarray:
-        """A string column's table indices (``str_id``), read-only, no copy where there can be
-        none (as ``view``)."""
+        """A string column's table indices (``str_id``), read-only, copied only as ``view``."""
         a = self._full(("str", name), self._strs[name], readonly=True)
         a.flags.writeable = False
         return a

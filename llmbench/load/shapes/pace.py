@@ -68,8 +68,7 @@ class Pacer(Protocol):
 
 
 NO_DATA = "not enough data"
-# a step with too few requests to judge is held longer, up to this many holds in all, before
-# it is reported as "not enough data" (as the search does: search.SearchPacer)
+# holds in all a step with too few requests to judge gets before it is "not enough data"
 MAX_HOLD_FACTOR = 4.0
 
 

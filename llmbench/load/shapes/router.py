@@ -54,8 +54,7 @@ async def _slice(session: Session, convs: Sequence[Conversation], users: int, se
     played = [0]
 
     def conv_of(uid: int) -> Callable[[int], Conversation]:
-        # the same conversations on both paths in a round: a like-for-like workload (each
-        # path's own salt makes their text differ: neither reads the other's cache)
+        # the same conversations on both paths in a round: a like-for-like workload
         def pick(k: int) -> Conversation:
             played[0] = max(played[0], k + 1)
             return draw(convs, offset + uid + k * users)

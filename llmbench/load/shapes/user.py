@@ -56,8 +56,6 @@ async def play(session: Session, conv: Conversation, budget: "Budget | None", *,
     Returns False when a turn failed or the run is stopping (the conversation was cut short).
     An agent session (workload.agents) is played by the agent loop (load.agent) instead."""
     if is_agent(conv):
-        # a session joined mid-way (--join spread) starts at the same drawn step, its earlier
-        # calls' replies the same synthetic text, made into the agent's history there
         return await play_agent(session, conv, budget, user=user,  # type: ignore[arg-type]
                                 scheduled=scheduled, warmup=warmup, sem=sem, stop=stop,
                                 start_step=start_turn, history=history)
