@@ -238,10 +238,7 @@ class ClassRamp(Ramp):
     def pace(self) -> Pacer:
         pacer = super().pace()
         if isinstance(pacer, FixedSteps):
-            # a step held longer (too few requests) keeps its fixed-rate classes' arrivals
             return _Paced(pacer, self, record=False) if pacer.extend else pacer
-        # a search: each step it issues is recorded (``loads`` reads them), and a step held
-        # longer keeps its fixed-rate classes' arrivals coming
         return _Paced(pacer, self, record=True)
 
     def crowd(self, d: Drive) -> "MixedCrowd":
@@ -305,9 +302,7 @@ class MixedCrowd(Leaving):
     """The crowd of a ClassRamp in one process: each class's users and arrivals on its own
     Session, brought to the step's loads when the step begins (``set_step``); the ramp's
     own ``add_users``/``remove_users``/``start_rate`` calls (made for one crowd of one kind)
-    are taken care of there. Going down (a search), a class's newest users leave, each after
-    its request in flight, and ``leaving`` counts them until then. ``only``: just that class
-    (run alone)."""
+    are taken care of there. ``only``: just that class (run alone)."""
 
     def __init__(self, ramp: ClassRamp, d: Drive, only: str | None = None) -> None:
         super().__init__(d.live.users_changed)
@@ -355,8 +350,7 @@ class MixedCrowd(Leaving):
                 continue
             mine = self.users[c.name]
             new = load.users - len(mine)
-            # when each comes in: evenly over the ramp-in, or (--join spread) at random in each
-            # slice of it, as the one-crowd ramp's users do (Ramp.join_times)
+            # when each comes in: as the one-crowd ramp's users do (Ramp.join_times)
             times = self.ramp.join_times(index * 1009 + ci, self._next_uid, max(new, 0), t0,
                                          ramp_in)
             self._next_uid += max(new, 0)
@@ -367,7 +361,7 @@ class MixedCrowd(Leaving):
                 mine.append((uid, stop, task))
             if new < 0:
                 # fewer: the newest leave, each once its request in flight is answered (never
-                # cut: a cut request is a failure the server did not cause)
+                # cut: Ramp._users_to)
                 gone, self.users[c.name] = mine[load.users:], mine[:load.users]
                 for _uid, stop, task in gone:
                     stop.set()

@@ -205,9 +205,8 @@ class Ramp:
 
     def join_times(self, index: int, first_uid: int, new: int, ramp_start: float,
                    ramp_in_s: float) -> list[tuple[int, float]]:
-        """(user id, when it comes in) of a step's new users: evenly over the ramp-in
-        (``join="start"``), or one at a random time in each equal slice of it (``spread``: no
-        lock-step grid, still spread over the whole ramp-in)."""
+        """(user id, when it comes in) of a step's new users: evenly over the ramp-in, or
+        (``spread``) one at a random time in each equal slice of it: no lock-step grid."""
         if self.join == "spread":
             rng = random.Random(self.seed * 7_919 + index)
             return [(first_uid + k, ramp_start + ramp_in_s * (k + rng.random()) / new)
@@ -217,9 +216,8 @@ class Ramp:
     async def drive(self, d: Drive) -> list[Any]:
         """Run the pacer's steps; each is brought in (users added, or removed: the newest
         first, each after its request in flight; or the rate's arrivals), held, drained and
-        judged, and the pacer says what comes next. ``d.live`` is updated as it goes (step,
-        users, phase). The users live in a Crowd: here, or spread over worker processes
-        (``d.remote``, llmbench.workers), while the steps are decided here either way."""
+        judged, and the pacer says what comes next. The users live in a Crowd: here, or spread
+        over worker processes (``d.remote``, llmbench.workers); the steps are decided here."""
         live = d.live
         assert self.judge is not None, "a ramp needs a judge for its steps"
         crowd = d.remote if d.remote is not None else self.crowd(d)

@@ -228,11 +228,10 @@ class SearchPacer:
         return self._next()
 
     def _sustained(self, lo: JudgedStep) -> Trial | None:
-        """The limit's own trial when its step held a whole hold (not ended early: a narrowing
-        step ends early only held beyond doubt, a growing one also held so far) of at least
-        the sustain: its verdict is known from that window, so no confirmation measures it
-        again. None once a limit failed its sustain (the server is noisy there: each limit
-        found is then held again)."""
+        """The limit's own trial when it needs no confirmation (the module's docstring): its
+        step held a whole hold of at least the sustain (not ended early: a narrowing step ends
+        early only held beyond doubt, a growing one also held so far). None once a limit
+        failed its sustain (the server is noisy there)."""
         if self.confirm_failures:
             return None
         own = next((t for t in self.trials if t.counted and t.why != CONFIRM
