@@ -376,7 +376,7 @@ class Harness:
                          events: list[int], probe_stop: asyncio.Event,
                          own: set[asyncio.Task[Any]], monitor: LoopMonitor) -> None:
         """After the load (or its interruption): the live views cleared, the last token
-        events handed on, the probes stopped, every observer closed."""
+        events handed on, the probes and the monitor stopped."""
         if printer is not None:
             printer.cancel()
             # the live view clears its rows before anything else is printed
@@ -399,8 +399,7 @@ class Harness:
         return tel.samples[-3 * TELEMETRY_KEEP:] if tel is not None else []
 
     def _agents_open(self, sessions: dict[str, Session]) -> list[int | None] | None:
-        """The ramp step of each agent session under way in this process; None with workers
-        (theirs are in their processes)."""
+        """The ramp step of each agent session under way; None with workers (not known here)."""
         if self.fleet is not None:
             return None
         try:

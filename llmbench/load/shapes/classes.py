@@ -152,10 +152,9 @@ def split(classes: Sequence[LoadClass], load: float, by: str = "users",
 
 @dataclass
 class _Paced:
-    """A pacer as a ClassRamp runs it (``ClassRamp.pace``): a step held longer (too few
-    requests to judge) keeps its fixed-rate classes' arrivals coming; a search's (``record``)
-    every new step's load goes into the ramp's ``steps`` before the engine begins it, so the
-    crowd and the judge read each class's load the same way as for a fixed list."""
+    """A pacer as a ClassRamp runs it: a step held longer (too few requests to judge) keeps
+    its fixed-rate classes' arrivals coming; with ``record`` (a search), each new step's load
+    goes into the ramp's ``steps`` before the engine begins it (``loads`` reads them)."""
 
     pacer: Pacer
     ramp: "ClassRamp"
