@@ -1,4 +1,5 @@
-"""Load shapes: when each request goes (arrivals, closed loop, virtual users, ramp)."""
+"""The load layer: the harness, the sessions, the shapes (when each request goes) and the
+generator watching itself (monitor)."""
 
 import gc
 

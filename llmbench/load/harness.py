@@ -96,13 +96,12 @@ class ServerSeen:
 
 @dataclass
 class LiveView:
-    """What the live line may show: counters summed over targets, the shape's state, the last
-    monitor sample, recent (first token time, TTFT) pairs and token events in the last second."""
+    """What the live line may show, summed over targets; ``events_last_s``: in the last second."""
 
     counters: Counters
     live: LiveState
     monitor: MonitorSample | None
-    recent_ttft: list[tuple[float, float]]
+    recent_ttft: list[tuple[float, float]]     # (first token time, TTFT)
     events_last_s: int
     now: float
     # the server machine's newest few seconds of samples (Harness._recent_telemetry)

@@ -369,8 +369,7 @@ class Ramp:
                 return False
             now = perf_counter()
             window += [store[i] for i in range(first + len(window), len(store))]
-            # the hold ran out: asked once more, the settling says what its checks stood at
-            # (how it ended: ``full``, and why not sooner)
+            # the hold ran out: asked once more (``final``: see ``settle`` above)
             got = self.settle(StepWindow(index, plan.load, ramp_start, hold_start, now,
                                          window, 0, {}, list(session.active)), plan.why,
                               now >= end)
