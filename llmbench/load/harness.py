@@ -96,7 +96,7 @@ class ServerSeen:
 
 @dataclass
 class LiveView:
-    """What the live line may show, summed over targets; ``events_last_s``: in the last second."""
+    """What the live line may show (``counters``: summed over targets)."""
 
     counters: Counters
     live: LiveState
@@ -154,7 +154,8 @@ class Harness:
     # without a terminal (the one-line live_line is printed instead)
     observers: list[Observer] = field(default_factory=list)
     verbose: bool = False                 # -v: say what was decided along the way (resends)
-    # hold stop signals after the load until the command releases them (a run's: see _HELD)
+    # a run's own harness: hold stop signals after the load until the command releases them
+    # (see _HELD)
     hold_after: bool = False
     # The server's machine, sampled beside the server probes (servers.telemetry.Telemetry,
     # handed in by the command); its samples go to telemetry.jsonl
