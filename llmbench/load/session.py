@@ -94,7 +94,6 @@ class Session:
     client: Client
     log: RecordLog | None
     run_id: str = "r"
-    # finished requests, compact (records.RecordStore): a million-request run fits in memory
     records: RecordStore = field(default_factory=RecordStore)
     counters: Counters = field(default_factory=Counters)
     step: int | None = None
@@ -108,7 +107,6 @@ class Session:
     # what goes first in every conversation this session sends (workload.salt): new for each
     # run, so the server's prefix cache holds nothing of an earlier run's (or path's) prompts
     salt: Salt | None = None
-    # the salt of each lap after the first through the conversations (Salt.for_lap), made once
     _lap_salts: dict[int, Salt] = field(default_factory=dict)
     active: set[Record] = field(default_factory=set)     # in flight now
     # reply texts by request_id, kept only when asked (run --save-detailed): a long run's

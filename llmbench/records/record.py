@@ -33,10 +33,8 @@ ERROR_KINDS = (
     "timeout_total",
     "http_status",          # status >= 400; ``error`` holds the first 200 characters of the body
     "stream_cut",           # the stream ended before [DONE] / done:true
-    "malformed_event",      # an event that is not valid JSON, or whose fields have the wrong
-                            # JSON types ("content": 5, a list for an object)
-    "protocol",             # a reply that is not well-formed HTTP/1.1 (duplicate Content-Length,
-                            # a bad chunk size, not HTTP at all)
+    "malformed_event",      # an event not valid JSON, or a field of the wrong type ("content": 5)
+    "protocol",             # a reply not well-formed HTTP/1.1 (bad framing), or not HTTP at all
     "error_event",          # an error object inside the stream
     "no_token",             # a clean stream that carried no token event
     "bad_vectors",          # an embeddings reply without one vector per input (a null or empty

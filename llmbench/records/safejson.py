@@ -1,10 +1,9 @@
 """JSON and small files from outside llmbench, read with limits: a server's reply (a models
-list, /slots, a tokenizer's answer) or a file a flag names (--tools, --response-format,
---config, the mock's --profile). What is refused is one ValueError (JsonLimitError) whose
-message is one line, never a RecursionError, a MemoryError or a read without end. And the
-check of a JSON schema's keywords (``schema_problem``), which the client (wire.agents) and the
-mock (mock_server.generate) both apply. Here, in the bottom package, because the mock (a layer
-below the wire formats) imports it too.
+list) or a file a flag names (--tools). What is refused is one ValueError (JsonLimitError)
+whose message is one line, never a RecursionError, a MemoryError or a read without end. And
+the check of a JSON schema's keywords (``schema_problem``), which the client (wire.agents) and
+the mock (mock_server.generate) both apply: here, in the bottom package, because the mock (a
+layer below the wire formats) imports it too.
 
 - Nesting: json's decoder recurses once per level (a RecursionError past ~1000); a document is
   also walked after decoding (iteratively) and refused past MAX_DEPTH levels, which no real

@@ -167,9 +167,8 @@ class RecordStore:
         reads back as a broadcast, not as an array (~18 columns of a million values each)."""
         import numpy as np
         self._compact_at = len(self._ntok) + _COMPACT_EVERY
-        # 65,536 finished requests' Records and buffers were made and freed since the last
-        # look: give their scattered free pages back (the store grew ~35 bytes a request more
-        # than its columns in RSS without this)
+        # the Records and buffers made and freed since the last look: their free pages go back
+        # (the store grew ~35 bytes a request more than its columns in RSS without this)
         trim_heap()
         for key, arr in self._keys():
             if key in self._varied or not len(arr):

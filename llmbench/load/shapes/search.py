@@ -3,9 +3,9 @@
 Grow the load geometrically until a step breaks (users: start, x4, then x2: the start, one
 user by default, shows only that the server answers, and its requests come slowest, so the
 climb leaves it boldly; a step that breaks beyond doubt ends within seconds of its hold, and
-the narrowing comes back down); then narrow the bracket
-between the last step that held and the first that broke, down to one user (or 5 % of the
-rate): each narrowing step goes where the measured statistic says the threshold is crossed
+the narrowing comes back down); then narrow the bracket between the last step that held and
+the first that broke, down to one user (or 5 % of the rate): each narrowing step goes where
+the measured statistic says the threshold is crossed
 (``aim``, handed in by the command: the broken step's statistic extrapolated back at the
 server's measured cost per user), or halfway when no such estimate exists or the last aimed
 step came out the other way than aimed (so a wrong model costs at most one bisection per aim:
@@ -56,9 +56,9 @@ STOPPED = (FOUND, BUDGET, CEILING, NONE_HELD, NO_DATA_STOP, GENERATOR, STEPS_CAP
 
 @dataclass
 class Trial:
-    """One step the search ran, as it went: its index (its records' step), load, why it
-    ran, how it was judged, whether it counted (a drifting step repeated does not; nor does one
-    passed over for lack of data) and its hold window's length (extensions included)."""
+    """One step the search ran, as it went. ``index``: its records' step; ``counted``: False
+    for a drifting step repeated or one passed over for lack of data; ``hold_s``: its hold
+    window's length, extensions included."""
 
     index: int | None
     load: float
@@ -90,8 +90,7 @@ class SearchPacer:
     # the lightest load it may try (users): 1, or a scenario's floors added up (min_users:
     # a step of fewer would not be its load)
     least: float = 1.0
-    # where between the last that held and the first that broke the threshold is crossed
-    # (the command's, from the steps' statistics); None: bisect only
+    # the command's estimate of where the threshold is crossed (``aim`` above); None: bisect
     aim: Aim | None = None
     # whether a broken step broke because of the load generator (the command's)
     untrusted: Callable[[JudgedStep], bool] | None = None
