@@ -1,6 +1,6 @@
 """A ramp of several traffic classes (``--scenario``): a mixed crowd, and each class alone.
 
-``ClassRamp`` is the ramp (llmbench/load/shapes/ramp.py) with a ``MixedCrowd``: at each step
+``ClassRamp`` is the ramp (ramp.py) with a ``MixedCrowd``: at each step
 every class gets its users (or its arrivals) as ``split`` says, each class on its own Session
 (its own client, request options and record stamp, ``Record.traffic_class``; all sharing one
 record store), so the judge cuts a step's window once and each class's figures are its own
@@ -19,10 +19,9 @@ How the users split (``split``, pure):
 - ``grow=CLASS``: the steps are CLASS's users (its rate with ``by="rate"``); every other class
   stays at what it had at the first step of the proportional ramp (``split(steps[0])``).
 
-A search for the limit (``--find``: a ``SearchPacer``, llmbench/load/shapes/search.py) drives
-a ClassRamp like any ramp: the steps are recorded as the pacer issues them, so ``loads(index)``
-is each class's share of the step's total; going down, each class's newest users leave after
-their request in flight (as the one-crowd ramp's do), and a rate step's conversations end.
+A search for the limit (``--find``: search.SearchPacer) drives a ClassRamp like any ramp: the
+steps are recorded as the pacer issues them (``loads(index)`` reads them); going down, each
+class's newest users leave after their request in flight, and a rate step's conversations end.
 
 Like the ramp, this layer judges nothing: the judge and the isolated classes' judge are handed
 in by the command (tests/unit/test_architecture.py keeps it so).

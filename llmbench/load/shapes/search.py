@@ -5,15 +5,14 @@ user by default, shows only that the server answers, and its requests come slowe
 climb leaves it boldly; a step that breaks beyond doubt ends within seconds of its hold, and
 the narrowing comes back down); then narrow the bracket between the last step that held and
 the first that broke, down to one user (or 5 % of the rate): each narrowing step goes where
-the measured statistic says the threshold is crossed
-(``aim``, handed in by the command: the broken step's statistic extrapolated back at the
-server's measured cost per user), or halfway when no such estimate exists or the last aimed
-step came out the other way than aimed (so a wrong model costs at most one bisection per aim:
-never worse than about twice plain bisection). Then hold at the found limit for the sustain to
-confirm it; a limit that does not hold there is searched for again below it. A limit whose own
-step held a whole hold (not ended early once settled) of at least the sustain has held for the
-sustain already, its verdict known from that window: it is not measured again (unless a limit
-already failed its sustain: then each is).
+the measured statistic says the threshold is crossed (``aim``, handed in by the command: the
+broken step's statistic extrapolated back at the server's measured cost per user), or halfway
+when no such estimate exists or the last aimed step came out the other way than aimed (so a
+wrong model costs at most one bisection per aim: never worse than about twice plain
+bisection). Then hold at the found limit for the sustain to confirm it; a limit that does not
+hold there is searched for again below it. A limit whose own step held a whole hold of at
+least the sustain (not ended early once settled) is not measured again: its verdict is known
+from that window (unless a limit already failed its sustain: then each is).
 
 Every step is a full step (ramp-in, hold window, thresholds, steady state: the engine's and
 the judge's, unchanged). A step with too few requests to judge ("not enough data") is held
