@@ -77,11 +77,10 @@ async def play_agent(session: Session, conv: AgentSession, budget: Budget | None
 
     ``start_step`` > 0: the session is joined mid-way (``--join spread``, the draw of
     load.shapes.user.mid_conversation): its main agent's earlier calls are history only, each
-    reply the synthetic text in ``history`` (made a tool call of the session's first tool
-    where it offers tools, as a call step's reply is), each tool result the one it would have
-    had; the first request goes at once and carries all of it. The sub-agents those earlier
-    calls started ran before the user came in and are not played; every call from
-    ``start_step`` on fans out as its plan says."""
+    reply the synthetic text in ``history`` (``_past_reply``), each tool result the one it
+    would have had; the first request goes at once and carries all of it. The sub-agents
+    those earlier calls started ran before the user came in and are not played; every call
+    from ``start_step`` on fans out as its plan says."""
     assert conv.plan is not None
     stop = stop or session.stopping
     run = _SessionRun(session, conv, session.new_agent_session(), user, budget, warmup, sem, stop)

@@ -5,9 +5,8 @@ Each is arithmetic over a request's start and its token event times (seconds, or
 both share: requests.jsonl's ``token_us`` are microseconds after ``start``, so there
 ``start`` is 0), written so that the same function serves
 
-- a ``Record`` (records/record.py: Python floats, ``Record.ttft`` and its siblings), and
-- columns (numpy arrays, one value per request: the RecordStore's summary in
-  analysis/metrics.py, results/latencies.py, the timeline),
+- a ``Record`` (Python floats: ``Record.ttft`` and its siblings), and
+- columns (numpy arrays, one value per request: the RecordStore's summary, the timeline),
 
 with the same float operations in the same order, so a column's value equals the Record's bit
 for bit (tests/unit/records/test_record_store.py, tests/unit/records/test_definitions.py).

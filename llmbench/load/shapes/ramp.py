@@ -129,8 +129,7 @@ class Ramp:
     on_step: Callable[[Any], None] | None = None
     results: list[Any] = field(default_factory=list)       # the judge's steps, in order
     kind: str = "ramp"
-    # what runs next (pace.py): None is the fixed list above (``steps``, ``keep_going``); a
-    # search for the limit (search.SearchPacer) is another value handed to the same engine
+    # what runs next (pace.py); None: the fixed list above (``steps``, ``keep_going``)
     pacer: Pacer | None = None
     # how a step's new users join: "start" (each at turn 0 of a new conversation, evenly over
     # the ramp-in) or "spread" (each at a random turn of its conversation with the history
@@ -141,8 +140,7 @@ class Ramp:
     # awaited before a step's users come in (--reset-cache: specs/reset.py)
     before_step: Callable[[int], Awaitable[None]] | None = None
     # ramp --trace: a recording's sessions are the users; a step of ``load`` users replays the
-    # recording load / len(trace) times over on its recorded times (at ``trace_speed``), from
-    # the step's start; the step before's sessions end after their turn in flight
+    # recording load / len(trace) times over on its recorded times (at ``trace_speed``)
     trace: Sequence[TraceItem] | None = None
     trace_speed: float = 1.0
     # a search's step ends its hold early once its checks are settled (analysis.settle, handed
