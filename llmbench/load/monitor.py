@@ -30,9 +30,9 @@ perf_counter = time.perf_counter
 
 LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT_PCT = 90.0
-# The client's own send delay (llmbench decided to send -> the request's bytes handed to the
-# socket), p99: past this the generator's numbers are not trusted. The same error budget as the
-# loop lag (--generator-lag-limit sets both): each is how late llmbench can make a timing.
+# The client's own send delay (definitions.send_delay), p99: past this the generator's numbers
+# are not trusted. The same error budget as the loop lag (--generator-lag-limit sets both):
+# each is how late llmbench can make a timing.
 # The loop-lag monitor cannot see this delay: at 128+ lock-step streams requests start in
 # waves, each wave costs the loop tens of milliseconds once per cycle, and a once-a-second p99
 # of 10 ms ticks (median over seconds) dilutes it, while every request of the wave is late.

@@ -406,9 +406,8 @@ class RecordStore:
         return out
 
     def in_window(self, step: int, start: float, end: float) -> list[Record]:
-        """The records of a ramp step's window (``definitions.in_step_window``: its step, not
-        warm-up, started in [start, end)), found on the columns (the judge runs while load goes
-        on)."""
+        """The records of a ramp step's window (``definitions.in_step_window``), found on the
+        columns (the judge runs while load goes on)."""
         import numpy as np
         steps, present = self.ints("step")
         mask = present & in_step_window(steps, self.col("start"), self.col("warmup"), step,
