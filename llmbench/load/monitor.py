@@ -110,8 +110,8 @@ def busy(samples: list[MonitorSample], lag_limit_ms: float = LAG_P99_LIMIT_MS,
 
     Samples of worker processes are judged per worker: any worker over its limits makes the
     window untrustworthy, and the summary is that worker's (the worst), naming it
-    (``worker``, ``overloaded_workers``, ``workers``: how many worker processes reported),
-    the coordinator (COORDINATOR) as one of them."""
+    (``worker``, ``overloaded_workers``, ``workers``: how many worker processes reported).
+    The coordinator's own samples (COORDINATOR) are judged the same way."""
     groups: dict[int | str | None, list[MonitorSample]] = {}
     for s in samples:
         groups.setdefault(s.worker, []).append(s)

@@ -1,6 +1,6 @@
 """A ramp of several traffic classes (``--scenario``): a mixed crowd, and each class alone.
 
-``ClassRamp`` is the ramp (ramp.py) with a ``MixedCrowd``: at each step
+``ClassRamp`` is the ramp (llmbench/load/shapes/ramp.py) with a ``MixedCrowd``: at each step
 every class gets its users (or its arrivals) as ``split`` says, each class on its own Session
 (its own client, request options and record stamp, ``Record.traffic_class``; all sharing one
 record store), so the judge cuts a step's window once and each class's figures are its own

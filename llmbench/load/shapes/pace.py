@@ -68,7 +68,7 @@ class Pacer(Protocol):
 
 
 NO_DATA = "not enough data"
-# holds in all a step with too few requests to judge gets before it is "not enough data"
+# the most holds a step with too few requests to judge gets before it is "not enough data"
 MAX_HOLD_FACTOR = 4.0
 
 
