@@ -89,7 +89,7 @@ class SearchPacer:
     # the lightest load it may try (users): 1, or a scenario's floors added up (min_users:
     # a step of fewer would not be its load)
     least: float = 1.0
-    # the command's estimate of where the threshold is crossed (the module's docstring)
+    # the command's estimate of where the threshold is crossed (module docstring); None: bisect
     aim: Aim | None = None
     # whether a broken step broke because of the load generator (the command's)
     untrusted: Callable[[JudgedStep], bool] | None = None
