@@ -285,8 +285,8 @@ def cache_lines(run: "Run") -> list[str]:
 def record_checks(records: Iterable[Record], params: object, api: str | None,
                   workload: Any = None, server_kind: str | None = None) -> dict:
     """What every run.json carries about the client's view, the same for run, ramp and probe
-    (``workload``: the run's, for what its salt and shared prefix mean to the cache check;
-    ``server_kind``: what the server probes found, "ollama" for what it does not report)."""
+    (``workload``: the run's, for its salt and shared prefix; ``server_kind``: as
+    ``prompt_cache`` reads it)."""
     st = RecordStore.of(records)          # read several times below, on its columns
     salt = workload.describe_salt() if workload is not None else None
     return {"output_length": check(st, getattr(params, "ignore_eos", False), api),
