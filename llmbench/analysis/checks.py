@@ -180,11 +180,9 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     "prompt_cache", results.cache.PromptCache), over successful measured requests that reported
     it, overall, on first turns (whose prompts a run makes new: later turns resend their
     history, which a cache rightly holds) and per probe path; and the one line to print when
-    it flatters the run. ``salt``: the workload's (Workload.describe_salt); ``shared_share``:
-    the share of each prompt the workload shares on purpose (None: unknown, as for files).
-    None: no request reported cached tokens, unless the server is Ollama (``server_kind``, or
-    the native ``api``): then ``note`` says what it does not report and what protects the run
-    instead."""
+    it flatters the run. ``shared_share``: the share of each prompt the workload shares on
+    purpose (None: unknown, as for files). None: no request reported cached tokens, unless the
+    server is Ollama (``server_kind``, or the native ``api``): then ``note`` says so."""
     st = records if isinstance(records, RecordStore) else RecordStore.of(records)
     if not len(st):
         return None

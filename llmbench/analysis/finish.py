@@ -225,10 +225,9 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
                summary: Any, mon: dict[str, Any], policy: Any, kind_known: bool = True,
                **parts: Any) -> Run:
     """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
-    follows "timeouts" (``more``), the summary and the generator's monitor, who gave up
-    (--abandon's ``policy``) and the server machine over the whole run (from the first
-    request's dispatch to the last one's end), the server's kind for the checks (unless not
-    ``kind_known``), and the command's own ``parts``."""
+    follows "timeouts" (``more``), who gave up (--abandon's ``policy``), the server's machine
+    over the whole run (first request's dispatch to the last one's end), the server's kind for
+    the checks (unless not ``kind_known``), and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary.peak_in_flight_requests = metrics.peak_in_flight(records)

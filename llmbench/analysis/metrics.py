@@ -410,9 +410,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         st = st.select(keep)
     n = len(st)
     okm = st.col("ok")
-    # --abandon: requests the user cancelled are neither successes nor failures (their own
-    # outcome, counted apart); in the failure-aware percentiles they count as not answered
-    # in time, and a reply stopped mid-stream keeps its real TTFT there
+    # --abandon: in the failure-aware percentiles a cancelled request was not answered in time
     fail_idx, n_cancel, cancel_ttft_ms = _failed_and_cancelled(st, okm)
     n_ok = n - len(fail_idx) - n_cancel
     # every request succeeded (the usual case): no index of them (8 MB at a million requests)
