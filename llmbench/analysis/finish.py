@@ -349,8 +349,7 @@ def ramp_judges(r: Any) -> None:
                                     per, shape.loads)
 
     def broken(results: list[Any]) -> Step | None:
-        """The step --isolate runs each class alone at: the first that broke after the last
-        that held (a step with too few requests broke nothing)."""
+        """The step --isolate runs each class alone at, if it broke."""
         pacer = shape.pacer
         # a search: the least load that broke (the bracket's top), not the last step run
         step = pacer.hi if isinstance(pacer, SearchPacer) else deciding_step(results)

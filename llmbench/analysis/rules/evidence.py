@@ -39,10 +39,9 @@ class Circumstances:
 
 @dataclass
 class Evidence:
-    """The steps, the step the answer turns on (``broke``; ``subject`` the one explained: it,
-    or the last), the lighter step it is compared with (``first``), how TTFT and the gaps
-    between tokens moved between them, Little's law and the server's own view over the hold
-    window, the cache finding, and the ramp's circumstances."""
+    """What a verdict stands on: the step the answer turns on (``broke``; ``subject`` the one
+    explained: it, or the last), the lighter step it is compared with (``first``) and what
+    moved between them; ``little`` and ``server`` are over the subject's hold window."""
 
     steps: list[Step]
     unit: str = "users"
