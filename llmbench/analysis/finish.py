@@ -596,9 +596,8 @@ def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
 
 def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run | None,
                   sweep_dir: Path, interrupted_code: int) -> None:
-    """A sweep setting's result from its ramp's (``code``, its folder ``run_dir`` and ``run``,
-    None when the ramp did not start): users held, its verdict, its steps in brief, what its
-    server did and said it was."""
+    """A sweep setting's result, set on ``res``, from its ramp's ``code``, folder ``run_dir``
+    and ``run`` (None when the ramp did not start)."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED, judged
     res.exit_code = code
     if run_dir is not None:
@@ -710,9 +709,7 @@ def server_differences(results: Sequence[Any]) -> list[ServerDifference]:
 
 def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool,
                  expect: float | None) -> int:
-    """The sweep's answer set on its document: the common load, each setting at it, the
-    tie-break, the answer and the best setting, the servers' differences, and the exit code
-    (``expect``: --expect-users), which is returned."""
+    """The sweep's answer set on its document, and its exit code (``expect``: --expect-users)."""
     from llmbench.analysis.sweep_judge import answer, common_load
     results = doc.results
     load = common_load(results)

@@ -356,9 +356,7 @@ def for_steps(steps: Sequence[Any], samples: Sequence[Sample], records: Any = No
 
 
 def series(samples: Sequence[Sample], t0: float) -> dict[str, list[tuple[float, float]]]:
-    """Per-second series for charts, as (seconds since t0, value): the server's and llmbench's
-    cores, the machine's busy cores, the node exporter's busy cores, GPU utilisation and power,
-    memory (GiB)."""
+    """Per-second series for charts, by name, as (seconds since t0, value)."""
     out: dict[str, list[tuple[float, float]]] = {}
     local = _of(samples, "local")
     for part, name in (("server", "server_cores"), ("llmbench", "llmbench_cores")):
