@@ -367,8 +367,7 @@ class Row:
 
 @dataclass
 class Compared:
-    """A run of a comparison: its name, folder, users held, workload and status, and what its
-    server was (a line; None: not recorded)."""
+    """A run of a comparison (``server``: its identity line; None: not recorded)."""
 
     name: str
     path: str
@@ -382,8 +381,7 @@ class Compared:
 
 @dataclass
 class Comparison:
-    """What ``compare`` found: the runs, the side-by-side table, every change checked, and
-    those that are regressions, improvements or worse beyond the noise."""
+    """What ``compare`` found: every change checked, and those beyond the noise apart."""
 
     runs: list[Compared]
     table: list[Row]

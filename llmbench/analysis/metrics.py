@@ -668,8 +668,7 @@ def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.nd
 
 def _outcomes(s: dict[str, Any], st: RecordStore, n: int, n_ok: int, fail_idx: np.ndarray,
               n_cancel: int, n_cancel_ttft: int) -> None:
-    """How the requests ended: counts, shares, the failures' kinds, statuses and samples,
-    and the users' cancellations (--abandon)."""
+    """How the requests ended, the users' cancellations (--abandon) included."""
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = n_ok / n if n else None
@@ -686,8 +685,7 @@ def _outcomes(s: dict[str, Any], st: RecordStore, n: int, n_ok: int, fail_idx: n
 
 def _streams(s: dict[str, Any], st: RecordStore, okm: np.ndarray, pick: slice | np.ndarray,
              n: int, split_turns: bool) -> None:
-    """Where the output counts came from, whether replies streamed and in bursts, and which
-    backends served them."""
+    """How the replies came: their token counts' source, streamed or not, in bursts, by whom."""
     table = st.table()
     # a set, not np.unique: that imports numpy.ma (~6 ms of every run's start-up)
     sources = {table[i] for i in set(st.view_strs("output_tokens_source")[pick].tolist())}
