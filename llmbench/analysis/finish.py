@@ -536,7 +536,7 @@ def probe_judge(plan: Any) -> Callable[[ProbeWindow], ProbeStep]:
 
 
 def probe(plan: Any, outcome: Any) -> Run:
-    """``llmbench probe``'s result: its steps, where the router became the bottleneck, its backends."""
+    """``llmbench probe``'s result: its steps, the router's bound and its backends."""
     from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
     from llmbench.analysis.router_ab import router_bound
     c, shape = plan.common, plan.shape

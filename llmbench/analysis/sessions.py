@@ -207,7 +207,7 @@ def summarize_sessions(records: Iterable[Record] | RecordStore,
 
 def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_start: float,
                   hold_end: float) -> Sessions | None:
-    """A ramp step's sessions (the module says which), a minute counted over the hold; None: none."""
+    """A ramp step's sessions (the module says which), a minute counted over the hold, or None."""
     stats = [s for s in sessions_of(records)
              if s.ramp_step == index and started_in(s.start, hold_start, hold_end)]
     if not stats:
