@@ -7,8 +7,7 @@ whole context again. From outside that looks like queuing (the first token gets 
 the gaps between tokens stay as they were), so it is told apart by what the prompts' cache
 did: the share of prompt tokens served from the cache fell and the tokens each call prefilled
 grew, in the client's usage (cached_tokens / cache_read_input_tokens) and, where the server
-says, in its own counters (llama.cpp's prompt_tokens_cached_total and prompt_tokens_total,
-vLLM's and the mock's prefix-cache hits and queries, SGLang's cache hit rate).
+says, in its own counters (llama.cpp's, vLLM's, SGLang's: ``server_cache``).
 
 Pure: from the records of two steps (the last that held, warm, and the one that broke) and the
 server's samples over their hold windows, ``finding`` says whether the cache is the limit, why,
