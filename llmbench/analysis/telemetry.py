@@ -636,7 +636,7 @@ class Facets:
 
 
 def facets(ident: "ServerIdentity | Mapping[str, Any] | None") -> Facets:
-    """An identity as short phrases, one per facet: server, settings, model, gpus, host."""
+    """``ident``'s ``Facets``."""
     idn = as_identity(ident)
     if idn is None:
         return Facets()
