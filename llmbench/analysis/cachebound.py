@@ -7,13 +7,11 @@ whole context again. From outside that looks like queuing (the first token gets 
 the gaps between tokens stay as they were), so it is told apart by what the prompts' cache
 did: the share of prompt tokens served from the cache fell and the tokens each call prefilled
 grew, in the client's usage (cached_tokens / cache_read_input_tokens) and, where the server
-says, in its own counters (llama.cpp's prompt_tokens_cached_total and prompt_tokens_total,
-vLLM's and the mock's prefix-cache hits and queries, SGLang's cache hit rate).
+says, in its own counters (llama.cpp's, vLLM's, SGLang's: ``server_cache``).
 
 Pure: from the records of two steps (the last that held, warm, and the one that broke) and the
-server's samples over their hold windows. ``finding`` says whether the cache is the limit and
-builds the verdict's sentence: "the KV cache holds about N sessions of this size (C tokens);
-beyond that each call re-prefills about X tokens", and what moves it on this kind of server.
+server's samples over their hold windows, ``finding`` says whether the cache is the limit, why,
+and what moves it on this kind of server.
 """
 
 from __future__ import annotations
@@ -159,8 +157,9 @@ def _prefill_grew(warm: StepCache, broke: StepCache) -> bool:
 
 def _is_cache_bound(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
                     server_broke: ServerCache | None) -> bool:
-    """The cache fell (by the server's counters where it has them for both windows, else by
-    the client's usage) and each call prefilled more."""
+    """The cache fell (by the server's counters where it has them for both windows: they see
+    every request, not only those whose usage says; else by the client's usage) and each call
+    prefilled more."""
     s_warm, s_broke = _rates(server_warm, server_broke)
     server_said = s_warm is not None and s_broke is not None
     fell = _fell(s_warm, s_broke) if server_said else _fell(warm.cached_share, broke.cached_share)
@@ -221,11 +220,7 @@ def _capacity_lines(sessions: float | None, srv: ServerCache | None, kind: str |
 
 def finding(warm: StepCache, broke: StepCache, server_warm: ServerCache | None,
             server_broke: ServerCache | None, unit: str = "users") -> CacheBound | None:
-    """Whether the step broke on the cache (warm: the last step that held), and why; None
-    when the cache cannot be what ran out (it did not fall, or served little to begin with).
-
-    The server's own counters decide where it has them for both windows (they see every
-    request, not only those whose usage says); the client's usage decides otherwise."""
+    """Whether the step broke on the cache (``_is_cache_bound``), and why; None when not."""
     if not _is_cache_bound(warm, broke, server_warm, server_broke):
         return None
     s_warm, s_broke = _rates(server_warm, server_broke)

@@ -180,11 +180,9 @@ def prompt_cache(records: Iterable[Record], salt: dict[str, Any] | None = None,
     "prompt_cache", results.cache.PromptCache), over successful measured requests that reported
     it, overall, on first turns (whose prompts a run makes new: later turns resend their
     history, which a cache rightly holds) and per probe path; and the one line to print when
-    it flatters the run. ``salt``: the workload's (Workload.describe_salt); ``shared_share``:
-    the share of each prompt the workload shares on purpose (None: unknown, as for files).
-    None: no request reported cached tokens, unless the server is Ollama (``server_kind``, or
-    the native ``api``): then ``note`` says what it does not report and what protects the run
-    instead."""
+    it flatters the run. ``shared_share``: the share of each prompt the workload shares on
+    purpose (None: unknown, as for files). None: no request reported cached tokens, unless the
+    server is Ollama (``server_kind``, or the native ``api``): then ``note`` says so."""
     st = records if isinstance(records, RecordStore) else RecordStore.of(records)
     if not len(st):
         return None
@@ -285,8 +283,8 @@ def cache_lines(run: "Run") -> list[str]:
 def record_checks(records: Iterable[Record], params: object, api: str | None,
                   workload: Any = None, server_kind: str | None = None) -> dict:
     """What every run.json carries about the client's view, the same for run, ramp and probe
-    (``workload``: the run's, for what its salt and shared prefix mean to the cache check;
-    ``server_kind``: what the server probes found, "ollama" for what it does not report)."""
+    (``workload``: the run's, for its salt and shared prefix; ``server_kind``: as
+    ``prompt_cache`` reads it)."""
     st = RecordStore.of(records)          # read several times below, on its columns
     salt = workload.describe_salt() if workload is not None else None
     return {"output_length": check(st, getattr(params, "ignore_eos", False), api),

@@ -192,8 +192,7 @@ def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit
     """The verdict of a scenario's ramp: the reading of the class that broke the deciding step
     (its kind, evidence, advice and knee, from its own requests; the cause ``isolation`` found
     first), a headline naming each class, and every class's own verdict. With --isolate's
-    ``isolation`` its sentences are evidence and the blame is what it measured: the classes
-    that break alone, or none (their sum)."""
+    ``isolation``, its sentences are evidence and its blame is the verdict's."""
     steps = list(steps)
     c = circumstances or verdict_mod.Circumstances(planned=planned)
     whole = verdict_mod.explain(steps, records, unit, server_samples, telemetry=telemetry,
@@ -243,9 +242,8 @@ def explain(steps: Sequence[Step], records: Sequence[Record] | RecordStore, unit
 def search_blame(search: Search, ladder: Sequence[Step], unit: str = "users"
                  ) -> tuple[Search, str]:
     """A search over a scenario (``ramp --find --scenario``): the classes that broke at the
-    least load that broke (``blamed``: the first to break as the crowd grew), why, and each
-    class's load at the limit and there; the answer's text with them ("Holds 4 users (5
-    broke: in long, TTFT p95 was 1.20 s, over 600 ms; chat held) ... At 4 users: chat 2,
+    least load that broke (``blamed``: the first to break as the crowd grew), why, and the
+    answer's text with each class's load at the limit and there ("... At 4 users: chat 2,
     long 2; at 5: chat 3, long 2.")."""
     from llmbench.analysis.findlimit import finish_text
     by_load = {float(s.load): s for s in ladder}
@@ -360,8 +358,6 @@ def _alone_sentence(a: IsolatedClass, others: list[str], causes: list[str]) -> s
         return (f"{a.name} alone at {load} had too few requests to judge ({what} with {who}: "
                 f"{mv}, alone: {av}).")
     if a.broke_mixed:
-        # with no class breaking alone, the cause is the load of all of them together (the
-        # conclusion says so): not one of the others
         blame = f"{', '.join(causes)} caused it" if causes else \
             "it broke only from the load of all the classes together"
         return (f"With {who} present, {a.name}'s {what} was {mv}; alone at the same load "

@@ -75,7 +75,7 @@ def _is_latency(name: str) -> bool:
 
 def _within_timing(name: str, sb: Step, so: Step, vb: Any, vo: Any) -> float | None:
     """The load generator's timing uncertainty (``timing_uncertainty_ms``) when a latency
-    statistic (ms: ``ttft.p95``, not a rate or a count) moved by no more than it, else None."""
+    statistic moved by no more than it, else None."""
     if not (_is_latency(name) and isinstance(vb, (int, float))
             and isinstance(vo, (int, float))):
         return None
@@ -261,12 +261,9 @@ def load_runs(paths: Sequence[str | Path]) -> list[Loaded]:
 
 def bootstrap_change(base: Loaded, other: Loaded, sb: Step, so: Step,
                      metric: str, seed: int = 0) -> tuple[float, float, float] | None:
-    """(point, low, high) of the relative change other/base − 1, from per-request data.
-
-    Latency percentiles: a cluster bootstrap (whole requests resampled, so one request's
-    correlated ITL gaps stay together), scipy's BCa, resamples chosen by precision
-    (stats.change_interval). Throughput: per-second token buckets of the window, batch means
-    (stats.token_rate), because how many requests finish in a closed loop is no Poisson count."""
+    """(point, low, high) of the relative change other/base − 1, from per-request data:
+    latency percentiles resample whole requests (stats.change_interval), throughput takes
+    batch means (stats.token_rate); stats says why."""
     if metric == "output_throughput":
         rb, ro = base.rate(sb), other.rate(so)
         if rb is None or ro is None:
@@ -370,8 +367,7 @@ class Row:
 
 @dataclass
 class Compared:
-    """A run of a comparison: its name, folder, users held, workload and status, and what its
-    server was (a line; None: not recorded)."""
+    """A run of a comparison (``server``: its identity line; None: not recorded)."""
 
     name: str
     path: str
@@ -385,8 +381,7 @@ class Compared:
 
 @dataclass
 class Comparison:
-    """What ``compare`` found: the runs, the side-by-side table, every change checked, and
-    those that are regressions, improvements or worse beyond the noise."""
+    """What ``compare`` found: every change checked, and those beyond the noise apart."""
 
     runs: list[Compared]
     table: list[Row]
@@ -605,10 +600,8 @@ def compare_folders(paths: Sequence[str | Path], metrics: Sequence[str] | None =
 
 
 def server_differences(runs: Sequence["Loaded"]) -> list[dict[str, Any]]:
-    """What differed between the baseline's server and each other run's (its version, its
-    parallel settings, the model, the GPUs): "the candidate ran llama.cpp b4521 with -np 4; the
-    baseline b4480 with -np 2". Runs whose server is unknown (written before it was recorded,
-    or a server that says nothing) are left out."""
+    """What differed between the baseline's server and each other run's, in
+    ``telemetry.identity_diff``'s words; runs whose server is unknown are left out."""
     base = identity_of(runs[0].run)
     out = []
     for other in runs[1:]:
@@ -694,11 +687,9 @@ class AtLoad:
 
 def at_load(base: Loaded, other: Loaded, load: float,
             metrics: Sequence[str] = AT_LOAD_METRICS) -> dict[str, AtLoad]:
-    """Each metric of two runs at one load both ran: both values, the relative change
-    other/base − 1 with its 95 % interval (as ``compare``), and which side is better beyond the
-    noise: ``"base"``, ``"other"`` or None. Beyond the noise means the whole interval is
-    beyond ±``MIN_CHANGE`` and, for a latency, the difference exceeds the load generator's own timing
-    uncertainty (``timing_uncertainty_ms``), as compare's gate requires."""
+    """Each metric of two runs at one load both ran, its interval as ``compare``'s. Beyond the
+    noise: the whole interval beyond ±``MIN_CHANGE`` and, for a latency, a difference over the
+    load generator's own timing uncertainty (``timing_uncertainty_ms``), as compare's gate."""
     sb = next((s for s in base.steps if s.load == load), None)
     so = next((s for s in other.steps if s.load == load), None)
     out: dict[str, AtLoad] = {}

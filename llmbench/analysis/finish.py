@@ -225,10 +225,9 @@ def _one_level(c: Any, outcome: Any, partial: bool, load: dict[str, Any], more: 
                summary: Any, mon: dict[str, Any], policy: Any, kind_known: bool = True,
                **parts: Any) -> Run:
     """The Run of one load level (``run``, ``run --scenario``): its config's "load" and what
-    follows "timeouts" (``more``), the summary and the generator's monitor, who gave up
-    (--abandon's ``policy``) and the server machine over the whole run (from the first
-    request's dispatch to the last one's end), the server's kind for the checks (unless not
-    ``kind_known``), and the command's own ``parts``."""
+    follows "timeouts" (``more``), who gave up (--abandon's ``policy``), the server's machine
+    over the whole run (first request's dispatch to the last one's end), the server's kind for
+    the checks (unless not ``kind_known``), and the command's own ``parts``."""
     records, server = outcome.records, outcome.server()
     # vLLM's max_concurrent_requests is kept as vLLM defines it; this is the true peak
     summary.peak_in_flight_requests = metrics.peak_in_flight(records)
@@ -350,8 +349,7 @@ def ramp_judges(r: Any) -> None:
                                     per, shape.loads)
 
     def broken(results: list[Any]) -> Step | None:
-        """The step --isolate runs each class alone at: the first that broke after the last
-        that held (a step with too few requests broke nothing)."""
+        """The step --isolate runs each class alone at, if it broke."""
         pacer = shape.pacer
         # a search: the least load that broke (the bracket's top), not the last step run
         step = pacer.hi if isinstance(pacer, SearchPacer) else deciding_step(results)
@@ -538,8 +536,7 @@ def probe_judge(plan: Any) -> Callable[[ProbeWindow], ProbeStep]:
 
 
 def probe(plan: Any, outcome: Any) -> Run:
-    """``llmbench probe``'s result: its steps, where the router became the bottleneck, the
-    backends behind it, and every part of the run."""
+    """``llmbench probe``'s result: its steps, the router's bound and its backends."""
     from llmbench.analysis.backends import backends, router_counters, unidentified_sentence
     from llmbench.analysis.router_ab import router_bound
     c, shape = plan.common, plan.shape
@@ -598,9 +595,8 @@ def server_state(ramp_dir: Path, run: Run) -> ServerState | None:
 
 def sweep_setting(res: SweepSetting, code: int, run_dir: Path | None, run: Run | None,
                   sweep_dir: Path, interrupted_code: int) -> None:
-    """A sweep setting's result from its ramp's (``code``, its folder ``run_dir`` and ``run``,
-    None when the ramp did not start): users held, its verdict, its steps in brief, what its
-    server did and said it was."""
+    """A sweep setting's result, set on ``res``, from its ramp's ``code``, folder ``run_dir``
+    and ``run`` (None when the ramp did not start)."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED, judged
     res.exit_code = code
     if run_dir is not None:
@@ -712,9 +708,7 @@ def server_differences(results: Sequence[Any]) -> list[ServerDifference]:
 
 def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool,
                  expect: float | None) -> int:
-    """The sweep's answer set on its document: the common load, each setting at it, the
-    tie-break, the answer and the best setting, the servers' differences, and the exit code
-    (``expect``: --expect-users), which is returned."""
+    """The sweep's answer set on its document, and its exit code (``expect``: --expect-users)."""
     from llmbench.analysis.sweep_judge import answer, common_load
     results = doc.results
     load = common_load(results)

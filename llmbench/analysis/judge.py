@@ -27,10 +27,8 @@ def judge_ramp(steps: Sequence[Step], records: Sequence[Record], unit: str,
                network: NetworkFloor | None = None
                ) -> tuple[Verdict, Search | None]:
     """The verdict and the finished search (None without --find). ``planned``: the steps a
-    fixed ramp planned (None for a search); ``release``: the sentence of a server that kept
-    decoding for users who gave up; ``lost``: the workers lost; ``going_on``: the verdict so
-    far of a ramp still running (each finished step's run.json, the dashboard's); ``network``:
-    the round trip measured apart from the server (the network rule reads it)."""
+    fixed ramp planned (None for a search); ``going_on``: the verdict so far of a ramp still
+    running (each finished step's run.json, the dashboard's); the rest as ``Circumstances``."""
     steps = list(steps)
     kn = knee(steps, records, unit)
     if search is not None:

@@ -1,12 +1,10 @@
 """Records -> summary, exactly as ../shared/METRICS.md defines it (vLLM's names and formulas).
 
 Pure functions of records: every number here can be rebuilt from a saved requests.jsonl.
-One summary function, ``summarize``, computed on a RecordStore's columns; a list of Records is
-made a store first. The per-request latencies and which requests count are defined once, in
+The per-request latencies and which requests count are defined once, in
 records/definitions.py (``ttft``, ``e2el``, ``tpot``, ``itls``, ``client_queue``,
-``e2el_from_schedule``, ``is_measured``), as functions that serve a Record (``per_request``
-reads ``Record.ttft`` and its siblings) and the column code below alike; every percentile is
-llmbench.analysis.percentile's rule.
+``e2el_from_schedule``, ``is_measured``), for a Record and the column code below alike; every
+percentile is llmbench.analysis.percentile's rule.
 """
 
 from __future__ import annotations
@@ -124,10 +122,8 @@ def summarize(records: Iterable[Record], *, t0: float | None = None, t_end: floa
     each statistic stands on. ``within`` asks for (metric, limit_ms) shares: of all measured
     requests, the share that succeeded with that metric at or under the limit.
 
-    The one implementation works on a RecordStore's columns (no object per request or per
-    token event); any other iterable of Records is made a store first (``RecordStore.of``),
-    which holds what requests.jsonl holds (token times to the microsecond), so a summary of
-    records in memory equals the one rebuilt from the run folder."""
+    A list of Records is made a RecordStore first, which holds what requests.jsonl holds (token
+    times to the µs), so a summary in memory equals the one rebuilt from the run folder."""
     store = records if isinstance(records, RecordStore) else RecordStore.of(records)
     try:
         return _summarize_store(store, t0=t0, t_end=t_end, goodput_slo_ms=goodput_slo_ms,
@@ -144,10 +140,9 @@ def _no_p50(stats: dict[str, Any]) -> dict[str, Any]:
 
 def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
                percentiles: tuple[float, ...]) -> None:
-    """Reasoning models, only when a reply reasoned (``s``: the Summary's fields, filled in;
-    other summaries have none of them): TTFO,
-    reasoning time and the answer's own ITL over all successes (a reply that did not reason has
-    TTFO = TTFT and answer ITL = ITL), reasoning tokens over the replies that reasoned."""
+    """Reasoning models' fields of ``s``, set only when a reply reasoned: TTFO, reasoning time
+    and the answer's own ITL over all successes (a reply that did not reason has TTFO = TTFT
+    and answer ITL = ITL), reasoning tokens over the replies that reasoned."""
     series = {"ttfo": [p.ttfo for p in per if p.ttfo is not None],
               "reasoning_time": [p.reasoning_s for p in per if p.reasoning_s is not None],
               "output_itl": [g for p in per for g in (p.output_itls or ())]}
@@ -165,10 +160,9 @@ def _reasoning(s: dict[str, Any], ok: list[Record], per: list[PerRequest],
 
 def _agents(s: dict[str, Any], st: RecordStore, extras: dict[int, dict[str, Any]], okm: Any,
             n_ok: int, duration: float | None, percentiles: tuple[float, ...]) -> None:
-    """Tool calls, structured replies and embeddings, only when some reply had them (``s``: the
-    Summary's fields, filled in; other summaries have none of them): the share of successes that called a tool and the time to its
-    first token; of the structured replies checked, the share that parsed and validated; the
-    embeddings made, and embeddings and input tokens per second."""
+    """Tool calls, structured replies and embeddings: fields of ``s``, set only when some reply
+    had them. ``valid_output_share``: of the structured replies checked, the share that parsed
+    and validated."""
     starts = st.col("start")
     tool_s = [definitions.ttft(float(starts[i]), e["first_tool"]) for i, e in extras.items()
               if okm[i] and e.get("first_tool") is not None]
@@ -223,15 +217,11 @@ def ollama_slot_wait_s(ok: list[Record]) -> list[float]:
 
 # -- the summary on a RecordStore's columns --------------------------------------------------
 #
-# The per-request definitions (records/definitions.py) called on numpy columns, so a
-# million-request run needs no object per request or per token event (issue 12 item 5).
-# Per-request series (TTFT, TPOT, E2EL, queue, ...) are the same functions as the Record
-# properties call, on token times made as start + us / 1e6 (as the store gives Records back),
-# so they are bit-identical
-# (tests/unit/records/test_record_store.py checks it value by value). Per-event series (ITL, ITL per
-# token) are computed from the integer microseconds the records hold: exact values, where
-# Record.itls first adds the start time and subtracts it again (a difference in the last bits,
-# below 1e-9 ms; the same test bounds it).
+# records/definitions.py on numpy columns: a million-request run needs no object per request or
+# per token event (issue 12 item 5). Per-request series are bit-identical to the Record
+# properties (token times made as start + us / 1e6, as the store gives Records back); per-event
+# series (ITL, ITL per token) come exact from the integer microseconds, where Record.itls adds
+# the start and subtracts it again (under 1e-9 ms apart). test_record_store.py checks both.
 
 _CHUNK = 1 << 17           # values per temporary array in chunked passes (1 MB)
 _REC_CHUNK = 1 << 13       # records per chunk (a few MB of temporaries)
@@ -262,7 +252,7 @@ def _us_stats_ms(n: int, mean_us: float, sq: float, at_us: Callable[[int], float
 
 
 def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """percentile.stats (in ms) of values given as integer microseconds, partitioning ``us`` in place (no
+    """percentile.stats (in ms) of integer-microsecond values, partitioning ``us`` in place (no
     sorted copy of a many-million-value array)."""
     percentiles = tuple(percentiles)
     n = len(us)
@@ -278,9 +268,7 @@ def _int_stats_ms(us: np.ndarray, percentiles: Iterable[float]) -> dict[str, flo
 
 
 def _own_stats_ms(ms: np.ndarray, percentiles: Iterable[float]) -> dict[str, float | None]:
-    """percentile.stats (in ms) of values already in ms, without a copy: mean and std as numpy computes them
-    on the series as it is, then ``ms`` is sorted in place and the median and percentiles are
-    numpy's linear interpolation between its order statistics."""
+    """percentile.stats (in ms) of values already in ms, without a copy: sorts ``ms`` in place."""
     percentiles = tuple(percentiles)
     n = len(ms)
     if not n:
@@ -422,9 +410,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
         st = st.select(keep)
     n = len(st)
     okm = st.col("ok")
-    # --abandon: requests the user cancelled are neither successes nor failures (their own
-    # outcome, counted apart); in the failure-aware percentiles they count as not answered
-    # in time, and a reply stopped mid-stream keeps its real TTFT there
+    # --abandon: in the failure-aware percentiles a cancelled request was not answered in time
     fail_idx, n_cancel, cancel_ttft_ms = _failed_and_cancelled(st, okm)
     n_ok = n - len(fail_idx) - n_cancel
     # every request succeeded (the usual case): no index of them (8 MB at a million requests)
@@ -442,9 +428,8 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
 
     def done_with(name: str, ms: np.ndarray | None, st_ms: dict[str, Any] | None = None) -> None:
         """A series' statistics, failure-aware percentiles and "within" shares, computed the
-        moment the series exists, so that it can be dropped (a million requests: 8 MB each).
-        ``ms``: the series in ms (seconds x 1000.0, as percentile.stats in ms scales), owned: it is
-        sorted in place."""
+        moment the series exists so that it can be dropped (a million requests: 8 MB each).
+        ``ms`` (seconds x 1000.0, as percentile.stats scales) is sorted in place."""
         if st_ms is None:
             st_ms = _own_stats_ms(ms, percentiles)        # sorts ms
         stat_part[name] = Metric.of(name, st_ms)
@@ -462,8 +447,7 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
             if wname == name:
                 within_hits[(wname, limit_ms)] = int(np.count_nonzero(ms <= limit_ms))
 
-    # Columns as views and, when every request succeeded (the usual case), no index copies:
-    # at a million requests each copy is 4-8 MB, and the store itself is about 150 MB
+    # columns as views, and no index copies when all succeeded (4-8 MB each at a million)
     all_ok = n_ok == n
     # (ok_idx is None exactly when every request succeeded)
     pick: slice | np.ndarray = slice(None) if all_ok or ok_idx is None else ok_idx
@@ -477,11 +461,9 @@ def _summarize_store(st: RecordStore, *, t0: float | None, t_end: float | None,
     total_out = int(n_out.sum(dtype=np.int64))
     total_in = int(_ints32(st, "prompt_tokens")[0][pick].sum(dtype=np.int64))
 
-    # per-request series, each dropped once its figures are taken (per_request's arithmetic:
-    # token times as start + us / 1e6, as Record.from_json makes them; x - start and x * 1000
-    # done in place give the same values as the expressions written out). Each is made a block
-    # of requests at a time into its own array, so one series (8 MB at a million requests) and
-    # a block's temporaries are all that is alive, not the first and last token times as well.
+    # per-request series, each made a block of requests at a time and dropped once its figures
+    # are taken: one series (8 MB at a million requests) and a block's temporaries are all that
+    # is alive. x - start and x * 1000 done in place equal per_request's expressions.
     start_all, sched_all = st.view("start"), st.view("scheduled")
     block = _REC_CHUNK * 8
 
@@ -634,7 +616,6 @@ def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.nd
     # the usual case: every gap is one token's, ITL per token is ITL itself, and the gaps are
     # needed only as counts of their values; otherwise as one array, record after record
     every_gap = not plain_tok.all() or bool(len(ok_counted))
-    # per-event gaps in integer microseconds
     itl_us, max_gap_us = _gaps_us(st, ntok, okm, off, as_hist=not every_gap)
     # like the ITL, from the integer microseconds, partitioned in place (no float copies)
     requests_with_stalls = _count_s(max_gap_us, lambda v: v > stall_s)
@@ -687,8 +668,7 @@ def _gap_figures(st: RecordStore, extras: dict[int, dict[str, Any]], ntok: np.nd
 
 def _outcomes(s: dict[str, Any], st: RecordStore, n: int, n_ok: int, fail_idx: np.ndarray,
               n_cancel: int, n_cancel_ttft: int) -> None:
-    """How the requests ended: counts, shares, the failures' kinds, statuses and samples,
-    and the users' cancellations (--abandon)."""
+    """How the requests ended, the users' cancellations (--abandon) included."""
     failed = st.records_at(fail_idx)
     s["requests"] = n
     s["completed_share"] = n_ok / n if n else None
@@ -705,8 +685,7 @@ def _outcomes(s: dict[str, Any], st: RecordStore, n: int, n_ok: int, fail_idx: n
 
 def _streams(s: dict[str, Any], st: RecordStore, okm: np.ndarray, pick: slice | np.ndarray,
              n: int, split_turns: bool) -> None:
-    """Where the output counts came from, whether replies streamed and in bursts, and which
-    backends served them."""
+    """How the replies came: their token counts' source, streamed or not, in bursts, by whom."""
     table = st.table()
     # a set, not np.unique: that imports numpy.ma (~6 ms of every run's start-up)
     sources = {table[i] for i in set(st.view_strs("output_tokens_source")[pick].tolist())}
@@ -822,12 +801,9 @@ def bunching_sentence(b: dict[str, Any] | None) -> str | None:
 
 
 def _bunching_store(st: RecordStore, okm: np.ndarray) -> dict[str, Any]:
-    """Whether the token events of streamed successes arrived in bursts, a block of records
-    at a time. Per request: its events, the network reads that carried them (its events less
-    its zero gaps: events of one read share its arrival time) and when its last event came (ms
-    after start). Eligible: at least BUNCH_MIN_EVENTS events, the last one at least
-    BUNCH_MIN_SPAN_MS after the start (time enough to have spread them); bunched: at least
-    BUNCH_EVENTS_PER_READ events a read. ``buffered``: most eligible requests bunched."""
+    """Whether the token events of streamed successes arrived in bursts (the BUNCH_ constants
+    say when), a block of records at a time. A request's network reads are its events less its
+    zero gaps: events of one read share its arrival time."""
     n = len(st)
     ntok = st.view("ntok")
     off = st.offsets()

@@ -4,11 +4,9 @@ Every request pays at least one round trip before its first token: the request g
 the first byte coming back. The floor (client/floor.py) measures it apart from the server: a
 request the server answers at once, on a kept connection. When it is a large share of the
 TTFT a user sees, the latency is the network's, not the server's queue or compute, and the
-verdict says so (the network rule, analysis/rules/ramp.py) instead of leaving a threshold broken in the first step
-unexplained. A new connection's set-up (TCP, TLS) is told apart: it is paid once per
-connection, by the requests that open one (records/phases.py).
-
-Pure functions of the floor and the summaries, read by the verdict's network rule.
+verdict's network rule (analysis/rules/ramp.py) says so instead of leaving a threshold broken
+in the first step unexplained. A new connection's set-up (TCP, TLS) is told apart: it is paid
+once per connection, by the requests that open one (records/phases.py). Pure.
 """
 
 from __future__ import annotations

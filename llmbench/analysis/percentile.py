@@ -6,21 +6,17 @@ The rule: of ``n`` values sorted ascending, the p-th percentile (0..100) lies at
 numpy's lerp (``np.percentile``'s, which is written to be exact at both ends). Every routine
 here applies that rule; only how the order statistics are found differs:
 
-- ``percentile`` / ``of_any`` / ``percentiles``: values in any order (numpy sorts a copy);
-  ``percentile`` gives None for no value, the others need one.
+- ``percentile`` / ``of_any`` / ``percentiles``: values in any order (numpy sorts a copy).
 - ``of_sorted``: values already sorted (the summary sorts its own series in place: no copy).
 - ``at_rank``: order statistics read by a function (values partitioned in place, or a
   histogram of distinct values and counts: ITL gaps at a million requests).
 - ``censored``: failures counted as +inf (failure-aware "_all" percentiles).
-- ``rows``: one percentile per row of a matrix (bootstrap resamples); ``interval``: the
-  central interval of resampled statistics.
 - ``median``: numpy's median, the mean of the two middle values, which ``vllm bench serve``
   writes as ``median_*`` (it can differ from ``percentile(v, 50)`` in the last bit; the
   summary's own series take the median as p50 by the rule above, its small series, such as
   TTFO or a tool call's first token, by numpy's median: both as before, bit for bit).
 
-The statistics named in a summary are ``STATS`` plus ``stat_name(p)`` for each percentile asked
-for. Tests: tests/unit/analysis/test_percentile.py (each routine against numpy, edge cases).
+Tests: tests/unit/analysis/test_percentile.py (each routine against numpy, edge cases).
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ def rank(n: int, p: float) -> tuple[int, int, float]:
 
 
 def lerp(a: float, b: float, t: float) -> float:
-    """numpy's linear interpolation between two order statistics (np.percentile's lerp: from
-    the nearer end, so that t = 0 gives a and t = 1 gives b exactly)."""
+    """np.percentile's lerp between two order statistics: from the nearer end, exact at both."""
     diff = b - a
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 

@@ -101,7 +101,6 @@ def evaluate_step(index: int, users: int, records: Sequence[Record],
     for name, rs in by_path.items():
         seconds = (active_s or {}).get(name)
         if seconds:
-            # the summary's window is the path's driven time: its throughputs divide by it
             t0 = min((r.scheduled for r in rs), default=0.0)
             summaries[name] = summarize(rs, t0=t0, t_end=t0 + seconds).slim(SLIM,
                                                                              active_s=seconds)

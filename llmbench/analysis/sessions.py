@@ -207,8 +207,7 @@ def summarize_sessions(records: Iterable[Record] | RecordStore,
 
 def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_start: float,
                   hold_end: float) -> Sessions | None:
-    """A ramp step's sessions: those whose first call started in its hold window (with all
-    their calls); sessions a minute counted over the hold. None: no agent session there."""
+    """A ramp step's sessions (the module says which), a minute counted over the hold, or None."""
     stats = [s for s in sessions_of(records)
              if s.ramp_step == index and started_in(s.start, hold_start, hold_end)]
     if not stats:
@@ -220,9 +219,7 @@ def step_sessions(records: Iterable[Record] | RecordStore, index: int, hold_star
 @dataclass(frozen=True)
 class SessionsNow(Value):
     """The sessions of a run in progress (or of its current step), from the records finished
-    so far: ``running`` (a call answered, the answer not yet; or, where the caller knows them,
-    every session under way), ``completed``, ``failed``; the completed ones' calls and time
-    (median), and how far the running ones are (their calls so far, median)."""
+    so far (``running`` as ``LiveSessions.now`` counts it)."""
 
     running: int = 0
     completed: int = 0
@@ -245,10 +242,8 @@ class _Open:
 
 class LiveSessions:
     """Sessions rebuilt as their records come (``add``: one record, a few dict operations; a
-    thread that draws calls ``now``), by the definitions above: a session is its records by
-    ``session_id``; it starts with its first call, ends with its answer (``final``, ok:
-    completed) or a failed call; its time is ``session_time(first start, last end)``. Ended
-    sessions keep only their time and calls, by the ramp step they started in."""
+    thread that draws calls ``now``), by ``sessions_of``'s definitions. Ended sessions keep
+    only their time and calls, by the ramp step they started in."""
 
     def __init__(self) -> None:
         self._open: dict[str, _Open] = {}

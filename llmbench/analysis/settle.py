@@ -152,8 +152,7 @@ class Known:
 
 def known(g: Threshold, done: Sequence[Record], flying: Sequence[Record], now: float,
           users: int) -> Known:
-    """The requests whose verdict on ``g`` is known ``now``: those that started at least its
-    limit before now, finished or still in flight (one still waiting is over)."""
+    """The requests whose verdict on ``g`` is known ``now`` (the module's censoring rule)."""
     limit_s = g.value / 1000.0
     strict = g.op == "<"
     all_ = (g.stat or "").endswith("_all")
@@ -257,10 +256,8 @@ def standing(g: Threshold, k: Known, q: float, provisional: bool,
 
 
 def _itl_so_far(g: Threshold, q: float, done: Sequence[Record], users: int) -> str | None:
-    """A step growing the load may end held so far on a token-gap threshold once the judge's
-    minimum of finished replies, each user's ``MIN_TURNS`` of them, have every gap within the
-    limit. Gaps come in runs from one reply each, not independent draws, so no bound is
-    claimed on them: only a step checked again from above ends so."""
+    """Held so far on a token-gap threshold (the module says when and why no bound): the
+    judge's minimum of finished replies, each user's ``MIN_TURNS`` of them, every gap within."""
     limit_s = g.value / 1000.0
     ok = [r for r in done if r.ok and len(r.token_times) > 1]
     per_user: dict[Any, int] = {}
@@ -311,8 +308,7 @@ def settle(gates: Sequence[Threshold], records: Iterable[Record], active: Iterab
            confidence: float = CONFIDENCE, final: bool = False) -> Settled | None:
     """Whether step ``index`` (``users`` users, run by the search for ``why``: pace.WHYS) is
     settled ``now``, from its hold window's requests so far (``records`` finished, ``active``
-    in flight). Only a step that grows the load may end as held so far. ``final``: the hold
-    ran out; not settled, the answer is ``full`` with what each check stood at."""
+    in flight); ``final``: the hold ran out."""
     after = now - hold_start
     done = [r for r in records if r.step == index and r.start >= hold_start
             and is_measured(r.warmup, r.error_kind)]

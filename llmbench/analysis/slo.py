@@ -44,9 +44,8 @@ def _too_few(n: int, stat: str, what: str, failed: str | None, actual: Any) -> C
 
 
 def _evaluate_sessions(t: Threshold, sessions: Any) -> Check:
-    """A session metric against the window's sessions (results.sessions.Sessions): over
-    the sessions that completed; too few of them is not enough data, unless sessions
-    failed (then it is a breach, as for requests)."""
+    """A session metric against the window's sessions (results.sessions.Sessions), over those
+    that completed (too few of them: ``_too_few``, as for requests)."""
     if sessions is None:
         return Check(False, None, "not enough data: no agent session started in the window",
                      insufficient=True)

@@ -1,10 +1,8 @@
-"""The statistics every consumer shares beyond a percentile: rolling windows, bootstrap,
-Little's law, intervals that resample whole requests.
+"""The statistics every consumer shares beyond a percentile (llmbench.analysis.percentile's):
+rolling windows, bootstrap, Little's law, intervals that resample whole requests.
 
-The one definition of a percentile is llmbench.analysis.percentile (numpy's linear
-interpolation, as vLLM; its tests: tests/unit/analysis/test_percentile.py). The live line,
-the timeline and the report read "TTFT p95 of the last 10 s" through ``recent_p95`` /
-``RecentWindow``, so they cannot disagree for the same records
+The live line, the timeline and the report read "TTFT p95 of the last 10 s" through
+``recent_p95`` / ``RecentWindow``, so they cannot disagree for the same records
 (tests/unit/analysis/test_percentile.py checks both against each other).
 """
 
@@ -25,8 +23,8 @@ RECENT_S = 10.0
 
 def recent_p95(pairs: Iterable[tuple[float, float]], now: float,
                window_s: float = RECENT_S) -> float | None:
-    """p95 of the values whose time lies in (now - window_s, now]: the live line's TTFT p95
-    from (first token time, TTFT) pairs. The timeline's column is the same function."""
+    """p95 of the values whose time lies in [now - window_s, now]: the live line's TTFT p95
+    from (first token time, TTFT) pairs."""
     return percentile.percentile([v for t, v in pairs if now - window_s <= t <= now], 95.0)
 
 
@@ -236,8 +234,7 @@ def change_interval(base: Grouped, other: Grouped, q: float, level: float = LEVE
 
     scipy's BCa bootstrap (bias-corrected and accelerated: a percentile of a skewed latency
     distribution is biased in small samples, and BCa corrects that) when each run has at most
-    BCA_MAX_GROUPS requests, the percentile method above that. Resamples double from
-    N_BOOT_START until the interval's ends are known to MC_TOL (or N_BOOT_MAX)."""
+    BCA_MAX_GROUPS requests, the percentile method above that."""
     if base.n_groups < 2 or other.n_groups < 2 or not len(base) or not len(other):
         return None
     pb, po = base.percentile(q), other.percentile(q)
@@ -306,8 +303,7 @@ class Rate:
 def token_rate(token_times: np.ndarray, weights: np.ndarray, start: float, end: float
                ) -> Rate | None:
     """Output tokens per second in [start, end) from token arrival times (seconds) and the
-    tokens each arrival carried: the window cut into batches of about a second (2 to
-    MAX_BATCHES of equal length). None when the window is shorter than MIN_RATE_WINDOW_S."""
+    tokens each arrival carried; None when the window is shorter than MIN_RATE_WINDOW_S."""
     span = end - start
     if not span >= MIN_RATE_WINDOW_S:
         return None

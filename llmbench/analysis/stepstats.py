@@ -80,8 +80,8 @@ def knee(steps: Sequence[Step], records: Sequence[Record], unit: str = "users",
     crossed: the failing statistic interpolated linearly in load between the two steps, with
     a 95 % interval from resampling whole requests of each step (the two steps independently).
 
-    None when no step broke after one that held. Otherwise a dict; ``estimate`` is None (and
-    ``reason`` says why) when the data cannot say more than "between the steps"."""
+    None when no step broke after one that held; ``estimate`` is None (and ``reason`` says
+    why) when the data cannot say more than "between the steps"."""
     held = last_held(steps)
     after = [] if held is None else list(steps)[list(steps).index(held) + 1:]
     # the first step that broke after the last that held (one with too few requests broke
@@ -312,11 +312,10 @@ _RESPONSE = ("ttft", "e2el", "e2el_from_schedule", "client_queue", "ttfo")
 
 def aim(held: Step, broke: Step, closed_loop: bool = True) -> float | None:
     """Where between ``held`` and ``broke`` the broken threshold is crossed, from the two
-    steps' summaries: for a response time in a closed loop, the broken step's value walked back
-    at its measured cost per user (1000 / request throughput ms); otherwise the value
-    interpolated linearly between the steps. The threshold crossed first binds. None when no
-    broken threshold has a number on both sides (errors==0, failures as infinity, no data).
-    The search goes halfway when this is None, and checks it by the next step either way."""
+    steps' summaries: a closed loop's response time walked back at its cost per user (above),
+    else interpolated linearly. The threshold crossed first binds. None (the search then goes
+    halfway) when no broken threshold has a number on both sides: errors==0, failures as
+    infinity, no data. The next step checks the aim either way."""
     x0, x1 = float(held.load), float(broke.load)
     found: list[float] = []
     for c in broke.checks:

@@ -10,9 +10,7 @@ around it, so a step's figure does not depend on where the one-second samples fe
 
 Energy per output token: the GPUs' energy over the window (their counters' change when every
 GPU has one, else their power integrated over the samples; ``energy_source`` says which) over
-the output tokens generated in that window: each successful reply's first token counts at its
-arrival, the rest spread evenly up to its last token (tokens of replies that started before
-the window and ended in it count for their part in it).
+the output tokens generated in that window (``output_tokens_between``).
 """
 
 from __future__ import annotations
@@ -342,8 +340,7 @@ RECENT_S = 5.0
 
 
 def recent(samples: Sequence[Sample], span_s: float = RECENT_S) -> Telemetry | None:
-    """The server's machine over the last ``span_s`` seconds of its samples (up to the newest),
-    by ``window``'s definitions: what the live views show while a run goes."""
+    """The server's machine over the last ``span_s`` seconds of its samples (the live views)."""
     if not samples:
         return None
     t_end = max((x.get("t") or 0.0) for x in samples)
@@ -359,9 +356,7 @@ def for_steps(steps: Sequence[Any], samples: Sequence[Sample], records: Any = No
 
 
 def series(samples: Sequence[Sample], t0: float) -> dict[str, list[tuple[float, float]]]:
-    """Per-second series for charts, as (seconds since t0, value): the server's and llmbench's
-    cores, the machine's busy cores, the node exporter's busy cores, GPU utilisation and power,
-    memory (GiB)."""
+    """Per-second series for charts, by name, as (seconds since t0, value)."""
     out: dict[str, list[tuple[float, float]]] = {}
     local = _of(samples, "local")
     for part, name in (("server", "server_cores"), ("llmbench", "llmbench_cores")):
@@ -641,7 +636,7 @@ class Facets:
 
 
 def facets(ident: "ServerIdentity | Mapping[str, Any] | None") -> Facets:
-    """An identity as short phrases, one per facet: server, settings, model, gpus, host."""
+    """``ident``'s ``Facets``."""
     idn = as_identity(ident)
     if idn is None:
         return Facets()
@@ -794,10 +789,8 @@ class Reading:
 def verdict_part(kind: str, first: Any, subject: Any, unit: str,
                  itl_growth: float | None, kv_usage: float | None,
                  info: Mapping[str, Any] | None) -> Reading:
-    """What the server's machine adds to a verdict of ``kind`` about ``subject`` (the step
-    that broke, or the last): evidence lines, advice that replaces the latency-based one
-    (None: keep it), and the cause it names. Nothing without telemetry, so such a verdict
-    reads as before."""
+    """The Reading of a verdict of ``kind`` about ``subject`` (the step that broke, or the
+    last); nothing without telemetry, so such a verdict reads as before."""
     out = Reading()
     t1, t0 = subject.telemetry, first.telemetry          # results.schema.Step's
     if t1 is None:

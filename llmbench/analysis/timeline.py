@@ -32,8 +32,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
     out = []
     changes = sorted(user_changes)
     tokens = np.zeros(n + 1)
-    # a RecordStore (a run's own records) on its columns, other records one by one into the
-    # same arrays: nothing is kept per request
+    # on a store's columns (other records are made one): nothing is kept per request
     st = RecordStore.of(records)
     keep = ~st.col("warmup")
     # views, no copies: a million requests are 8 MB a column
@@ -56,8 +55,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         np.zeros(n + 1, np.int64)
     has_first = keep & ~np.isnan(first)
     m = int(np.count_nonzero(has_first))
-    # (first token time, TTFT) pairs as one complex array: sorted where it is, by time (then
-    # value), it needs no index array and no sorted copies (a million pairs: 16 MB, not 40)
+    # (first token time, TTFT) pairs, one complex array for RecentWindow (a million: 16 MB)
     pairs = np.empty(m, dtype=np.complex128)
     filled = 0
     # a block of requests at a time: how many started, ended and had their first token by
@@ -75,8 +73,7 @@ def build(records: Sequence[Record], t0: float, t_end: float,
         answered += np.bincount(np.searchsorted(ends, f_or_d, side="left"), minlength=n + 1)
         j = int(np.count_nonzero(hf))
         pairs.real[filled:filled + j] = f_[hf]
-        # TTFT by its definition, on the first token event's time as the client stamped it
-        # (the column the seconds above are counted on; the live line's pairs are these too)
+        # TTFT by its definition, on the first-token column the seconds above are counted on
         pairs.imag[filled:filled + j] = definitions.ttft(s_[hf], f_[hf])
         filled += j
     del keep, has_first, start, done, first

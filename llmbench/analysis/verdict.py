@@ -133,10 +133,9 @@ def explain(steps: Sequence[Step], records: Sequence[Record], unit: str = "users
     """The verdict: what kind of limit, the evidence, and what to change.
 
     ``telemetry``: the server's identity and where its machine was sampled ({"identity",
-    "meta"}); each step's own figures are its ``telemetry``. ``circumstances``: what happened
-    to the ramp itself (--find's answer, an interruption, a lost worker, users who gave up).
-    ``base``: the steps' answer when the caller words it (a scenario's names its classes);
-    ``scope``: the traffic class whose requests alone these are."""
+    "meta"}); each step's own figures are its ``telemetry``. ``base``: the steps' answer when
+    the caller words it (a scenario's names its classes); ``scope``: the traffic class whose
+    requests alone these are."""
     c = circumstances or Circumstances(planned=planned)
     ev = gather(steps, records, unit, server_samples, telemetry, c, server_kind, knee, scope)
     text = headline(ev, base)

@@ -24,10 +24,9 @@ from llmbench.results.search import Search
 
 @dataclass
 class Circumstances:
-    """What happened to the ramp besides its steps: how many steps were planned, --find's
-    finished answer, an interruption, a worker lost (its sentence), the sentence of a server
-    that kept decoding for users who gave up, whether the ramp is still going on, and the
-    network's round trip measured apart from the server (client/floor.py)."""
+    """What happened to the ramp besides its steps. ``lost``: a lost worker's sentence;
+    ``release``: that of a server that kept decoding for users who gave up; ``network``: the
+    round trip measured apart from the server (client/floor.py)."""
 
     planned: int | None = None
     search: Search | None = None
@@ -40,10 +39,9 @@ class Circumstances:
 
 @dataclass
 class Evidence:
-    """The steps, the step the answer turns on (``broke``; ``subject`` the one explained: it,
-    or the last), the lighter step it is compared with (``first``), how TTFT and the gaps
-    between tokens moved between them, Little's law and the server's own view over the hold
-    window, the cache finding, and the ramp's circumstances."""
+    """What a verdict stands on: the step the answer turns on (``broke``; ``subject`` the one
+    explained: it, or the last), the lighter step it is compared with (``first``) and what
+    moved between them; ``little`` and ``server`` are over the subject's hold window."""
 
     steps: list[Step]
     unit: str = "users"
@@ -80,9 +78,8 @@ class Evidence:
 
     @property
     def saturated(self) -> bool:
-        """The gaps grew from this load: not only from other processes on a one-slot server's
-        machine (``crowded``: one request decodes at a time, so this load cannot have made
-        them grow; the queue for the slot is what it did)."""
+        """The gaps grew from this load, not only from other processes (``crowded``: see
+        words.crowded_out)."""
         return self.itl_grew and not self.crowded
 
     @property

@@ -240,10 +240,9 @@ STARVED_CORE_SHARE = 0.5
 
 
 def server_starved(ev: Evidence) -> bool:
-    """The server's own CPU (telemetry, a server on this machine) at the step that broke: it
-    had work all the time but got under half the cores it can use (its -t), the machine's
-    cores busy with other processes. The event loop's lag can miss this: llmbench needs a few
-    % of a core, the server a whole one."""
+    """The server's process starved (STARVED_CORE_SHARE) at the step that broke, by the
+    telemetry of a server on this machine. The event loop's lag can miss this: llmbench needs a
+    few % of a core, the server a whole one."""
     t = ev.broke.telemetry if ev.broke is not None else None
     if t is None or t.server is None or t.server.cores is None or t.machine is None \
             or not t.machine.cpus or t.machine.busy_cores is None:
@@ -283,7 +282,6 @@ def _lag_note(ev: Evidence) -> list[str]:
     mon = ev.broke.monitor if ev.broke is not None else {}
     if not mon.get("overloaded") or ev.broke is None or lag_explains(ev.broke):
         return []
-    # a starved server's limit is said so in the headline (analysis.verdict.headline)
     tail = (" But the limit was broken by more than that lag can add to a timestamp, so the "
             + ("limit stands, as the server's on this busy machine (the headline says so)."
                if starved(ev) else "result stands."))
@@ -359,8 +357,7 @@ def cache_bound(ev: Evidence) -> Finding | None:
 
 def _reprefill_note(ev: Evidence) -> list[str]:
     """Whole histories prefilled again (one KV state thrashed between users) where the cache
-    is not the verdict: beside queuing or saturation it says how much of TTFT was the
-    re-prefill. Needs the cache's counts (none: plain queuing looks the same, so no word)."""
+    is not the verdict (analysis.cachebound.reprefill says when it can tell)."""
     if ev.reprefill is None or ev.cache is not None:
         return []
     return [ev.reprefill.sentence(ev.unit)]

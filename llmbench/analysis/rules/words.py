@@ -142,9 +142,7 @@ def untrusted_words(mon: dict[str, Any]) -> str:
 
 def busy_warning(mon: dict[str, Any]) -> str:
     """The load generator's state as one warning with what to do, decided one way everywhere
-    (``generator_cause``: run, ramp, --find and the dashboard): llmbench itself near its limit
-    (spread it over processes), or the machine busy with other processes (more llmbench
-    processes would not help: they would compete for the same cores)."""
+    (``generator_cause``: run, ramp, --find and the dashboard)."""
     if generator_cause(mon) == "llmbench":
         return generator_sentence(mon) + " Use fewer streams per process (--workers)."
     return generator_sentence(mon) + (" Run llmbench where nothing else competes for the "
