@@ -6,11 +6,9 @@ THE SEAM (what a second launcher, e.g. Ray actors across machines, implements ag
 
 Three pieces, all in ``llmbench.workers.protocol``:
 
-1. ``WorkerSpec`` (a picklable dataclass): everything one worker needs: its ``worker_id``, its
-   ``plan`` (a picklable value from ``llmbench.workers.plan``: a slice of a run shape, or the
-   ramp's / probe's remote-controlled crowd), the targets (``Target`` values with names and
-   paths), request ``params`` and ``timeouts``, ``grace_s``, ``run_id``, the tokenizer spec (the
-   coordinator's reply counter, resolved: ``coordinator.counter_spec``), and ``clock_offset_s``. Nothing in it is a socket, a closure or an open file.
+1. ``WorkerSpec``: everything one worker needs (its id, its ``plan`` from plan.py, the targets,
+   request params and timeouts, the reply counter's tokenizer spec, ``clock_offset_s``),
+   picklable: nothing in it is a socket, a closure or an open file.
 
 2. The worker entry: ``await llmbench.workers.worker.worker_main(spec, channel)`` (async: a Ray
    async actor awaits it in its own loop), or ``run_worker(spec, channel)`` (sync, a fresh
