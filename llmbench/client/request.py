@@ -7,15 +7,13 @@ against ~230 us for the same request on aiohttp alone, and at 128 streams those 
 in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
 
 Two transports sit behind one seam (fasthttp.Transport: one request in, its response into the
-record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://), which costs
-about half of aiohttp's CPU per request start and two thirds per token event
-(scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
-chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
-Client.send's, for both, and so is the response policy both must agree on (``_on_head``): a
-same-origin 307/308 is followed once per request and warned about (the URL should be fixed);
-301/302/303, which turn a POST into a GET, and other origins are not followed; a compressed
-stream is named, not read as a cut. The way to the server (proxy, TLS) is the target's
-netconfig.Net, the same for both transports.
+record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://, for its CPU:
+DEFAULT_TRANSPORT) and aiohttp; choose_transport picks (``LLMBENCH_TRANSPORT=aiohttp|fast``).
+Everything else (the record, timeouts, the resend, the finish) is Client.send's, for both, and
+so is the response policy both must agree on (``_on_head``): a same-origin 307/308 is followed
+once per request and warned about (the URL should be fixed); 301/302/303, which turn a POST into
+a GET, and other origins are not followed; a compressed stream is named, not read as a cut. Both
+go to the server the target's way (netconfig.Net: proxy, TLS).
 """
 
 from __future__ import annotations
@@ -146,8 +144,6 @@ class Timeouts:
     total_s: float = 900.0
 
 
-# ERROR_BODY_READ_BYTES (how much of an error or HTML body is read) and DRAIN_AFTER_END_S (how
-# long the rest of a response is read after its end marker) are fasthttp's, for both transports.
 # A request that failed on a reused connection before any reply is sent again this many times,
 # each time on a new connection (so a second failure is the server's, not a stale pool's).
 MAX_RESENDS = 1
@@ -166,9 +162,7 @@ def _stale_connection(exc: BaseException) -> bool:
 
 
 def _malformed_http(exc: BaseException) -> bool:
-    """A reply that broke HTTP/1.1's rules, as either transport reports it: the fast one's
-    BadResponse, aiohttp's parser errors (ClientResponseError raised before a response, an
-    HttpProcessingError mid-body, a payload error that is not a cut)."""
+    """A reply that broke HTTP/1.1's rules, as either transport reports it."""
     if isinstance(exc, fasthttp.BadResponse):
         return True
     if aiohttp is None:
@@ -334,8 +328,7 @@ class _Watchdog:
                 return                  # what was parsed ended the request, or re-armed it
         late = self._clock() - self._due
         if late > FROZEN_S and not self._rechecking:
-            # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a
-            # suspended VM) when this deadline passed. uvloop runs due timers before it reads
+            # A freeze (FROZEN_S) over this deadline: uvloop runs due timers before it reads
             # the sockets, so what the server sent meanwhile is unread: decide after a turn of
             # the loop that reads it; a limit that still passed is then the client's.
             self.frozen_s = late
@@ -494,8 +487,7 @@ class AiohttpTransport:
             if r == FAILED:
                 return
             # ENDED: the end marker ends the request, whether or not the server closes the
-            # stream; what follows (normally just the chunked terminator) is drained briefly
-            # so the connection stays reusable.
+            # stream; the rest is drained as DRAIN_AFTER_END_S says.
             dog.stop()
             if not content.is_eof():
                 rec.done = perf_counter()
@@ -557,8 +549,7 @@ class Client:
         self._origin = (origin.scheme, origin.hostname, origin.port)
         self._redirect_warned = False
         # An injected transport (a TransportFactory: MockTransport(handler), or a transport
-        # class), else "aiohttp" or "fast" (choose_transport: the argument, else
-        # $LLMBENCH_TRANSPORT). A transport with a ``clock`` keeps the client's time too.
+        # class), else "aiohttp" or "fast" (choose_transport)
         self._factory: TransportFactory | None = None
         if transport is not None and not isinstance(transport, str):
             self._factory = transport
@@ -715,17 +706,15 @@ class Client:
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
         """The response's status and headers are in: record them, and say how to read the body
-        (fasthttp.STREAM, WHOLE_BODY, SOME: the start of an error or HTML page, or FOLLOW: a
-        redirect ``send`` may follow). Both transports call it: one policy."""
+        (a fasthttp mode: STREAM, WHOLE_BODY, SOME or FOLLOW). Both transports call it."""
         rec.status = status
         self._read_headers(headers, rec)
         if status >= 400:
             rec.error_kind = "http_status"
             return SOME
         if 300 <= status < 400 and status != 304:
-            # a benchmark target should be the URL that answers, so say where it points; a
-            # 307/308 to the same origin keeps the method and body, and is followed once by
-            # send (with a warning); 301/302/303 would turn the POST into a GET
+            # say where it points (a target should be the URL that answers); the policy is the
+            # module docstring's: only a same-origin 307/308 keeps the method and body
             location = headers.get("location", "")
             rec.error_kind = "http_status"
             same = status in (307, 308) and location and self._same_origin(location)
@@ -795,9 +784,8 @@ class Client:
     def _transport_error(exc: Exception, rec: Record) -> None:
         name = type(exc).__name__
         if _malformed_http(exc):
-            # what came back is not well-formed HTTP/1.1 (duplicate or contradictory framing
-            # headers, a bad status line or chunk size, not HTTP at all): the server or a proxy
-            # broke the protocol; not a connect failure, not a cut
+            # not well-formed HTTP/1.1 (contradictory framing headers, a bad chunk size): the
+            # server or a proxy broke the protocol; not a connect failure, not a cut
             rec.error_kind = "protocol"
         elif rec.status is not None:
             rec.error_kind = "stream_cut"       # the response had begun: it was cut short
