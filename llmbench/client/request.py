@@ -822,7 +822,7 @@ class Client:
         None): its token events, its length, or the client's tokenizer, and which it was."""
         if times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
-            # events are the count, as records.clean does for old logs
+            # events are the count, as records.record.clean does for old logs
             rec.output_tokens = len(times)
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
         elif rec.embeddings is not None:

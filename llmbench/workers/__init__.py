@@ -51,9 +51,8 @@ says which clock (``"clock": "worker"`` or ``"coordinator"``). ``clock_offset_s`
 by ``coordinator_time = worker_time + clock_offset_s``. On one host perf_counter is
 CLOCK_MONOTONIC, shared by all processes, so the offset is 0. The worker converts times it
 receives (t0, ramp-in starts, hold windows) to its clock with the spec's offset; the
-coordinator converts a worker's times with the link's offset: records are shifted as a whole
-(scheduled, start, first_token, end, done, token times...), so a request's own latencies never
-mix clocks. Records carry ``worker`` (their worker's id).
+coordinator converts a worker's times with the link's offset: records are shifted as a whole,
+so a request's own latencies never mix clocks. Records carry ``worker`` (their worker's id).
 
 Batching: a worker sends its records at least every ``FLUSH_S`` or every ``BATCH`` records,
 and always before a "reply" and before "done" (the pipe keeps order, so the coordinator has

@@ -136,7 +136,6 @@ class Fleet:
         pumps: list[asyncio.Task[None]] = []
         self._pumps = pumps
         watcher = asyncio.get_running_loop().create_task(self._watch_stop())
-        # the coordinator takes every record and writes requests.jsonl: watch its loop too
         monitor = LoopMonitor(worker=COORDINATOR, on_sample=self.view.add)
         monitor.start()
         try:
