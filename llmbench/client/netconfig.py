@@ -81,8 +81,7 @@ class NetOptions:
         if self.ca_cert or self.cert or tls and any(os.environ.get(v) for v in
                                                     (*ENV_CA_BUNDLES, "SSL_CERT_FILE")):
             # a file to check now (one line, not a failure per request); the default
-            # context cannot fail, and loading the system's CAs costs ~0.05 s of CPU that a
-            # run against an http:// URL never needs
+            # context cannot fail, and loading the system's CAs costs ~0.05 s of CPU
             make_ssl_context(self.ca_cert, self.insecure, self.cert, self.key)
         return self
 

@@ -692,8 +692,7 @@ class Client:
                 if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
                     # A kept-alive connection the server had already closed (llama.cpp's server
                     # closes after each streamed reply while its headers promise keep-alive):
-                    # the request never reached it. Send it again once, on a new connection;
-                    # the record keeps its first start time and counts the resend.
+                    # resent (MAX_RESENDS); the record keeps its first start time.
                     rec.retries += 1
                     continue
                 dog.stop()
@@ -818,8 +817,7 @@ class Client:
             self._judge(rec, times, texts, items)
 
     def _count_output(self, rec: Record, times: list[float], texts: list[str]) -> None:
-        """The reply's output tokens when the server reported none (``rec.output_tokens`` is
-        None): its token events, its length, or the client's tokenizer, and which it was."""
+        """The reply's output tokens when the server gave none, and their source."""
         if times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
             # events are the count, as records.record.clean does for old logs
