@@ -240,9 +240,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def host_problem(host: str) -> str | None:
-    """What makes ``host`` a name no resolver takes, as a phrase, or None: an empty label
-    (``gpu-box..local``: the IDNA codec raised deep inside getaddrinfo, a traceback), a label
-    over 63 characters, a name over 253, or one the IDNA codec refuses. IP addresses pass."""
+    """What makes ``host`` a name no resolver takes, as a phrase, or None (IP addresses pass):
+    a name like ``gpu-box..local`` made the IDNA codec raise deep inside getaddrinfo."""
     import ipaddress
     try:
         ipaddress.ip_address(host)
