@@ -328,7 +328,7 @@ class _Watchdog:
                 return                  # what was parsed ended the request, or re-armed it
         late = self._clock() - self._due
         if late > FROZEN_S and not self._rechecking:
-            # A freeze (FROZEN_S) over this deadline: uvloop runs due timers before it reads
+            # The timer ran FROZEN_S+ late, a freeze: uvloop runs due timers before it reads
             # the sockets, so what the server sent meanwhile is unread: decide after a turn of
             # the loop that reads it; a limit that still passed is then the client's.
             self.frozen_s = late
@@ -690,9 +690,9 @@ class Client:
                                  "counted against the server")
             except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
                 if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
-                    # A kept-alive connection the server had already closed (llama.cpp's server
-                    # closes after each streamed reply while its headers promise keep-alive):
-                    # resent (MAX_RESENDS); the record keeps its first start time.
+                    # A kept-alive connection the server had already closed (llama.cpp's closes
+                    # after each streamed reply while its headers promise keep-alive): the
+                    # request never reached it. Resent (MAX_RESENDS); it keeps its first start.
                     rec.retries += 1
                     continue
                 dog.stop()
