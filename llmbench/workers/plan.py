@@ -252,7 +252,7 @@ def auto_workers(n_streams: int, n_cores: int | None = None,
     """Enough processes for the streams at streams_per_process() each, but no more than the
     cores left free: this host's cores (``n_cores``: a cluster's, given) minus ``busy_cores``
     (the reserve included): by default host_busy_cores() + RESERVED_CORES, or
-    $LLMBENCH_HOST_BUSY_CORES as given; none when ``n_cores`` is given (a Ray cluster, a test)."""
+    $LLMBENCH_HOST_BUSY_CORES as given; 0 when ``n_cores`` is given (a Ray cluster, a test)."""
     if n_cores is None:
         c = cores()
         if busy_cores is None:
