@@ -562,8 +562,7 @@ class _Conn(asyncio.Protocol):
             self._request_over(ended)
 
     def _body_end(self, t: float) -> None:
-        """The body ended (its framing said so, or the connection closed a read-until-close
-        body)."""
+        """The body ended: its framing said so, or the connection closed a read-until-close one."""
         mode = self.mode
         rec = self.rec
         if mode == STREAM:
@@ -582,8 +581,7 @@ class _Conn(asyncio.Protocol):
             self.rec.error = body_text(raw, self.encoding or "")
 
     def _request_over(self, ended: bool) -> None:
-        """The request is over; unless its body is too (``ended``), the connection cannot be
-        reused."""
+        """The request is over; unless its body is too (``ended``), the connection is not reused."""
         self._resolve()
         if ended:
             self._finished()

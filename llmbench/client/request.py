@@ -79,7 +79,7 @@ except ImportError:         # pragma: no cover - orjson is a dependency, kept op
 
 def encode_body(body: dict[str, Any]) -> bytes:
     """A request body as JSON bytes; what orjson cannot encode (an integer beyond 64 bits in
-    --extra-body) goes through json, as before."""
+    --extra-body) goes through json."""
     fast = fast_dumps
     if fast is not None:
         try:
@@ -207,8 +207,7 @@ def choose_transport(url: str, wanted: str | None = None) -> str:
 
 
 def stamp_clock(url: str) -> str:
-    """Which clock the stamps of token events from ``url`` come from, with the transport it is
-    sent by (rxstamp.KERNEL: the kernel's receive time; rxstamp.READ: the loop's read)."""
+    """Which clock (rxstamp.KERNEL or READ) the stamps of token events from ``url`` come from."""
     return rxstamp.clock_of(urlsplit(url).scheme, choose_transport(url))
 
 
@@ -257,8 +256,7 @@ class _Watchdog:
     It cancels the request's task when a deadline passed; ``fired`` says which. ``clock``: the
     client's time source; ``timers=False`` for a transport that keeps virtual time
     (mock_transport.MockTransport): no timer is armed, the transport calls ``expire`` as its
-    clock passes ``deadline()``, so a timeout costs no wall time.
-    """
+    clock passes ``deadline()``, so a timeout costs no wall time."""
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
                  "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking",

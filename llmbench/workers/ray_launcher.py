@@ -386,8 +386,7 @@ class RayFleet(Fleet):
     clock offset (with its uncertainty and drift)."""
 
     def _n(self, n_streams: int) -> int:
-        """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs (not this
-        machine's cores)."""
+        """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs."""
         if self.workers == "auto" and isinstance(self.launcher, RayLauncher):
             from llmbench.workers.plan import auto_workers
             return auto_workers(n_streams, max(1, int(self.launcher.cluster.cpus)))
