@@ -562,8 +562,7 @@ class Client:
         ab = self.params.abandon
         self._patience_s = ab.after_s if ab is not None else None
         self._stops = ab.chooser() if ab is not None else None
-        # clients for other APIs on the same server (send's ``api``: a recording's replay),
-        # made and opened on first use, closed with this one
+        # clients for other APIs on the same server (send's ``api``: a recording's replay)
         self._others: dict[str, Client] = {}
         if self.params.max_tokens_field == "auto":
             host = urlsplit(target.base_url).hostname or ""
