@@ -302,9 +302,8 @@ def check_endpoint(path: str | None) -> str | None:
 def make_target(url: str, model: str, api: str | None = None, api_key: str | None = None,
                 headers: list[str] | None = None, *, endpoint: str | None = None,
                 net: NetOptions | None = None, redact: list[str] | None = None) -> Target:
-    """The target for the user's flags. ``net`` None: this process's network options
-    (netconfig.current(), which the CLI sets), so every target of one command line goes the
-    same way; NetError and TargetError are one line for the user."""
+    """The target for the user's flags (``net`` None: the command line's, netconfig.current());
+    NetError and TargetError are one line for the user."""
     try:
         url, query = split_query(url)
     except ValueError as exc:
