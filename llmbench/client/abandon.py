@@ -36,8 +36,7 @@ HINT = ("expected after=DURATION (give up without a first token), and/or "
 
 @dataclass(frozen=True)
 class Abandon:
-    """When a user gives up on a request. ``after_s``: no first token within it; ``share`` of
-    the replies stopped after ``after_tokens`` token events (drawn per request, seeded)."""
+    """When a user gives up on a request: the module docstring's two behaviours, as fields."""
 
     after_s: float | None = None
     share: float = 0.0

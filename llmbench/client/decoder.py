@@ -48,7 +48,7 @@ def classify_safely(classify: Callable[[Any], Event], payload: Any) -> Event:
     return ev
 
 # What ``feed`` says about a chunk, for the transport's watchdog and control flow.
-NOTHING = 0     # no complete event (a partial event, an SSE comment): the idle timer keeps running
+NOTHING = 0     # no complete event (a partial one, an SSE comment): the idle timer runs on
 EVENTS = 1      # one or more events, the stream goes on
 ENDED = 2       # the format's end marker arrived: the request is over
 FAILED = 3      # an error or malformed event: recorded, the request is over

@@ -18,13 +18,10 @@ are exceptions at this seam only, classified once by the client: ``ServerDisconn
 connection ended before a status line: a stale kept-alive connection, sent again once),
 ``ResponseCut`` (ended mid-body), ``BadResponse`` (not HTTP), and the OS's own connect errors.
 
-The way to the server is netconfig's, decided once per target and the same for both
-transports: a forward proxy (absolute-form request lines for http:// targets; a CONNECT tunnel,
-then TLS to the target, for https://; Proxy-Authorization from the proxy URL) and the TLS
-context. What both transports agree on about a response: heads whose lines end in a bare LF
-are read; a head over MAX_HEAD_BYTES is not HTTP however it arrives; gzip/deflate error
-bodies are decompressed (``body_text``); a compressed stream and redirects are the client's
-on_head's to judge (FOLLOW: a 307/308 the client may follow once).
+The way to the server (proxy, TLS) is netconfig's, the same for both transports. What both
+agree on about a response: heads whose lines end in a bare LF are read; a head over
+MAX_HEAD_BYTES is not HTTP however it arrives; gzip/deflate error bodies are decompressed
+(``body_text``); the rest is on_head's to judge.
 
 Not covered (the aiohttp transport is used, see client.choose_transport): anything but
 http:// and https:// URLs.
@@ -62,7 +59,7 @@ FOLLOW = 3          # a redirect the client may follow: read like SOME, then say
 MAX_HEAD_BYTES = 65536          # a status line and headers longer than this are not HTTP
 # (both transports: aiohttp's per-line limits are set to it too, from its 8190 bytes, which
 # refused a 10 KB header the fast transport read)
-MAX_CHUNK_LINE_BYTES = 4096     # a chunk-size line (with extensions) longer than this neither
+MAX_CHUNK_LINE_BYTES = 4096     # a chunk-size line (with extensions) longer than this is not HTTP
 # How much of an error or HTML body is read: the record keeps 200 characters, and a server that
 # answers 100 MB of error must not cost 100 MB per request in flight.
 ERROR_BODY_READ_BYTES = 4096
@@ -565,8 +562,7 @@ class _Conn(asyncio.Protocol):
             self._request_over(ended)
 
     def _body_end(self, t: float) -> None:
-        """The body ended (its framing said so, or the connection closed a read-until-close
-        body)."""
+        """The body ended: its framing said so, or the connection closed a read-until-close one."""
         mode = self.mode
         rec = self.rec
         if mode == STREAM:
@@ -585,8 +581,7 @@ class _Conn(asyncio.Protocol):
             self.rec.error = body_text(raw, self.encoding or "")
 
     def _request_over(self, ended: bool) -> None:
-        """The request is over; unless its body is too (``ended``), the connection cannot be
-        reused."""
+        """The request is over; unless its body is too (``ended``), the connection is not reused."""
         self._resolve()
         if ended:
             self._finished()
@@ -931,9 +926,6 @@ class FastTransport:
 
     async def exchange(self, stream: bool, body: bytes, rec: Record, dog: Watchdog,
                        texts: list[str], fresh: bool, path: str | None = None) -> str | None:
-        """One request and its response; returns the Location of a redirect the client's
-        on_head said it may follow (FOLLOW), else None. ``path``: another path (and query)
-        on the same origin, where a followed redirect pointed."""
         pool = self._pool or self._get_pool()
         conn = await pool.acquire(fresh)
         if conn.closed:         # the server hung up on a new connection before it was used
@@ -973,8 +965,6 @@ class FastTransport:
                 conn.abandon()
 
     async def preconnect(self, n: int) -> int:
-        """Open up to ``n`` kept-alive connections now (before a load's clock starts), so the
-        first wave of requests does not pay for n connects inside its send delay and TTFT."""
         return await (self._pool or self._get_pool()).preconnect(n)
 
     async def aclose(self) -> None:

@@ -31,7 +31,7 @@ MAX_BODY = 65536
 
 @dataclass
 class Floor:
-    """One measurement (run.json keeps it as results.network.Floor, field for field)."""
+    """One measurement (run.json keeps it as results.network.FloorSample, field for field)."""
     when: str = "before"
     path: str = FLOOR_PATH
     status: int | None = None

@@ -90,8 +90,7 @@ class MockReply:
     timeout fires). ``error``: raised after ``after_s`` instead of any answer, as the network
     would (ConnectionRefusedError: a connect error; fasthttp.ServerDisconnected: a kept-alive
     connection the server had closed, which the client sends again once; TimeoutError...).
-    ``raw``: instead of status, headers and chunks, the response's HTTP bytes in chunks, parsed
-    by the fast transport's parser (its framing and its refusals: BadResponse)."""
+    ``raw``: instead of status, headers and chunks, the response's HTTP bytes in chunks."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "text/event-stream"})

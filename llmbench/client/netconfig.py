@@ -1,27 +1,22 @@
-"""How llmbench reaches a server: the forward proxy, TLS, and what a response may redirect to.
+"""How llmbench reaches a server: the forward proxy and TLS.
 
 Decided once per target (``resolve``, called by target.make_target) and used by everything that
-talks to the server, so a probe goes the way the requests go: both transports of the client
-(fasthttp, request.AiohttpTransport), the server probes (servers/scrape.py), model discovery and
-readiness (servers/discover.py, urllib) and the server tokenizer (workload/server_tokenizer.py).
+talks to the server (both client transports, the server probes, model discovery, the server
+tokenizer), so a probe goes the way the requests go.
 
-- Proxy: ``--proxy URL|none``, else the environment as curl and aiohttp's ``trust_env`` read
-  it (``https_proxy``/``HTTPS_PROXY`` for https:// targets, ``http_proxy``/``HTTP_PROXY`` for
-  http://, ``all_proxy``/``ALL_PROXY`` for both; lower case first; ``NO_PROXY`` with host
-  suffixes, ``*``, ports and CIDR blocks). Loopback targets never take an environment proxy
-  (as Go's clients do): a proxy elsewhere cannot reach this machine's 127.0.0.1, and the
-  built-in mock must work for a user whose shell exports a company proxy. Proxies are spoken
-  to over plain HTTP: absolute-form requests for http:// targets, a CONNECT tunnel and TLS to
-  the target for https://. Credentials in the proxy URL are sent as Proxy-Authorization and
-  are secrets (``Net.secrets``): never printed or saved.
+- Proxy: ``--proxy URL|none``, else the environment as curl and aiohttp's ``trust_env`` read it
+  (``https_proxy`` for https:// targets, ``http_proxy`` for http://, ``all_proxy`` for both, in
+  either case; ``NO_PROXY`` as curl does). Loopback targets never take an environment proxy (as
+  Go's clients do): a proxy elsewhere cannot reach this machine's 127.0.0.1, and the built-in
+  mock must work for a user whose shell exports a company proxy. Proxies are spoken to over
+  plain HTTP: absolute-form requests for http:// targets, a CONNECT tunnel and TLS to the target
+  for https://. Credentials in the proxy URL are sent as Proxy-Authorization and are secrets
+  (``Net.secrets``): never printed or saved.
 - TLS: the system trust store (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured by OpenSSL) plus
   ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` (added, not instead: images often set
   SSL_CERT_FILE to the system bundle), or ``--ca-cert FILE`` alone (it replaces the store, as
   curl's --cacert does); ``--insecure`` checks nothing; ``--cert`` and ``--key`` for gateways
-  that want a client certificate. One ``ssl.SSLContext`` per
-  setting per process (``Net.ssl_context``).
-- Redirects (client.Client): a 307/308 to the same origin is followed once per request and
-  warned about; 301/302/303 (which turn a POST into a GET) and other origins are not followed.
+  that want a client certificate.
 
 Only the standard library here: the CLI imports it for its checks.
 """
@@ -86,8 +81,7 @@ class NetOptions:
         if self.ca_cert or self.cert or tls and any(os.environ.get(v) for v in
                                                     (*ENV_CA_BUNDLES, "SSL_CERT_FILE")):
             # a file to check now (one line, not a failure per request); the default
-            # context cannot fail, and loading the system's CAs costs ~0.05 s of CPU that a
-            # run against an http:// URL never needs
+            # context cannot fail, and loading the system's CAs costs ~0.05 s of CPU
             make_ssl_context(self.ca_cert, self.insecure, self.cert, self.key)
         return self
 
@@ -246,9 +240,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def host_problem(host: str) -> str | None:
-    """What makes ``host`` a name no resolver takes, as a phrase, or None: an empty label
-    (``gpu-box..local``: the IDNA codec raised deep inside getaddrinfo, a traceback), a label
-    over 63 characters, a name over 253, or one the IDNA codec refuses. IP addresses pass."""
+    """What makes ``host`` a name no resolver takes, as a phrase, or None (IP addresses pass):
+    a name like ``gpu-box..local`` made the IDNA codec raise deep inside getaddrinfo."""
     import ipaddress
     try:
         ipaddress.ip_address(host)

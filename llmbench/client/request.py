@@ -7,15 +7,13 @@ against ~230 us for the same request on aiohttp alone, and at 128 streams those 
 in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
 
 Two transports sit behind one seam (fasthttp.Transport: one request in, its response into the
-record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://), which costs
-about half of aiohttp's CPU per request start and two thirds per token event
-(scripts/bench_client_cpu.py --transport), and aiohttp. ``LLMBENCH_TRANSPORT=aiohttp|fast``
-chooses (choose_transport). Everything else (the record, timeouts, the resend, the finish) is
-Client.send's, for both, and so is the response policy both must agree on (``_on_head``): a
-same-origin 307/308 is followed once per request and warned about (the URL should be fixed);
-301/302/303, which turn a POST into a GET, and other origins are not followed; a compressed
-stream is named, not read as a cut. The way to the server (proxy, TLS) is the target's
-netconfig.Net, the same for both transports.
+record): fasthttp's lean HTTP/1.1 protocol (the default for http:// and https://, for its CPU:
+DEFAULT_TRANSPORT) and aiohttp; choose_transport picks (``LLMBENCH_TRANSPORT=aiohttp|fast``).
+Everything else (the record, timeouts, the resend, the finish) is Client.send's, for both, and
+so is the response policy both must agree on (``_on_head``): a same-origin 307/308 is followed
+once per request and warned about (the URL should be fixed); 301/302/303, which turn a POST into
+a GET, and other origins are not followed; a compressed stream is named, not read as a cut. Both
+go to the server the target's way (netconfig.Net: proxy, TLS).
 """
 
 from __future__ import annotations
@@ -81,7 +79,7 @@ except ImportError:         # pragma: no cover - orjson is a dependency, kept op
 
 def encode_body(body: dict[str, Any]) -> bytes:
     """A request body as JSON bytes; what orjson cannot encode (an integer beyond 64 bits in
-    --extra-body) goes through json, as before."""
+    --extra-body) goes through json."""
     fast = fast_dumps
     if fast is not None:
         try:
@@ -146,8 +144,6 @@ class Timeouts:
     total_s: float = 900.0
 
 
-# ERROR_BODY_READ_BYTES (how much of an error or HTML body is read) and DRAIN_AFTER_END_S (how
-# long the rest of a response is read after its end marker) are fasthttp's, for both transports.
 # A request that failed on a reused connection before any reply is sent again this many times,
 # each time on a new connection (so a second failure is the server's, not a stale pool's).
 MAX_RESENDS = 1
@@ -166,9 +162,7 @@ def _stale_connection(exc: BaseException) -> bool:
 
 
 def _malformed_http(exc: BaseException) -> bool:
-    """A reply that broke HTTP/1.1's rules, as either transport reports it: the fast one's
-    BadResponse, aiohttp's parser errors (ClientResponseError raised before a response, an
-    HttpProcessingError mid-body, a payload error that is not a cut)."""
+    """A reply that broke HTTP/1.1's rules, as either transport reports it."""
     if isinstance(exc, fasthttp.BadResponse):
         return True
     if aiohttp is None:
@@ -213,8 +207,7 @@ def choose_transport(url: str, wanted: str | None = None) -> str:
 
 
 def stamp_clock(url: str) -> str:
-    """Which clock the stamps of token events from ``url`` come from, with the transport it is
-    sent by (rxstamp.KERNEL: the kernel's receive time; rxstamp.READ: the loop's read)."""
+    """Which clock (rxstamp.KERNEL or READ) the stamps of token events from ``url`` come from."""
     return rxstamp.clock_of(urlsplit(url).scheme, choose_transport(url))
 
 
@@ -263,8 +256,7 @@ class _Watchdog:
     It cancels the request's task when a deadline passed; ``fired`` says which. ``clock``: the
     client's time source; ``timers=False`` for a transport that keeps virtual time
     (mock_transport.MockTransport): no timer is armed, the transport calls ``expire`` as its
-    clock passes ``deadline()``, so a timeout costs no wall time.
-    """
+    clock passes ``deadline()``, so a timeout costs no wall time."""
 
     __slots__ = ("_loop", "_task", "_t", "start", "last", "got_token", "fired", "_handle",
                  "_clock", "_timers", "stopped", "_due", "frozen_s", "_rechecking",
@@ -334,8 +326,7 @@ class _Watchdog:
                 return                  # what was parsed ended the request, or re-armed it
         late = self._clock() - self._due
         if late > FROZEN_S and not self._rechecking:
-            # The timer ran FROZEN_S+ late: llmbench's own loop did not run (SIGSTOP, swap, a
-            # suspended VM) when this deadline passed. uvloop runs due timers before it reads
+            # The timer ran FROZEN_S+ late, a freeze: uvloop runs due timers before it reads
             # the sockets, so what the server sent meanwhile is unread: decide after a turn of
             # the loop that reads it; a limit that still passed is then the client's.
             self.frozen_s = late
@@ -494,8 +485,7 @@ class AiohttpTransport:
             if r == FAILED:
                 return
             # ENDED: the end marker ends the request, whether or not the server closes the
-            # stream; what follows (normally just the chunked terminator) is drained briefly
-            # so the connection stays reusable.
+            # stream; the rest is drained as DRAIN_AFTER_END_S says.
             dog.stop()
             if not content.is_eof():
                 rec.done = perf_counter()
@@ -557,8 +547,7 @@ class Client:
         self._origin = (origin.scheme, origin.hostname, origin.port)
         self._redirect_warned = False
         # An injected transport (a TransportFactory: MockTransport(handler), or a transport
-        # class), else "aiohttp" or "fast" (choose_transport: the argument, else
-        # $LLMBENCH_TRANSPORT). A transport with a ``clock`` keeps the client's time too.
+        # class), else "aiohttp" or "fast" (choose_transport)
         self._factory: TransportFactory | None = None
         if transport is not None and not isinstance(transport, str):
             self._factory = transport
@@ -573,8 +562,7 @@ class Client:
         ab = self.params.abandon
         self._patience_s = ab.after_s if ab is not None else None
         self._stops = ab.chooser() if ab is not None else None
-        # clients for other APIs on the same server (send's ``api``: a recording's replay),
-        # made and opened on first use, closed with this one
+        # clients for other APIs on the same server (send's ``api``: a recording's replay)
         self._others: dict[str, Client] = {}
         if self.params.max_tokens_field == "auto":
             host = urlsplit(target.base_url).hostname or ""
@@ -699,10 +687,9 @@ class Client:
                                  "counted against the server")
             except Exception as exc:  # noqa: BLE001 - the client must never raise for a server fault
                 if rec.status is None and rec.retries < MAX_RESENDS and _stale_connection(exc):
-                    # A kept-alive connection the server had already closed (llama.cpp's server
-                    # closes after each streamed reply while its headers promise keep-alive):
-                    # the request never reached it. Send it again once, on a new connection;
-                    # the record keeps its first start time and counts the resend.
+                    # A kept-alive connection the server had already closed (llama.cpp's closes
+                    # after each streamed reply while its headers promise keep-alive): the
+                    # request never reached it. Resent (MAX_RESENDS); it keeps its first start.
                     rec.retries += 1
                     continue
                 dog.stop()
@@ -715,17 +702,15 @@ class Client:
 
     def _on_head(self, status: int, headers: Any, rec: Record) -> int:
         """The response's status and headers are in: record them, and say how to read the body
-        (fasthttp.STREAM, WHOLE_BODY, SOME: the start of an error or HTML page, or FOLLOW: a
-        redirect ``send`` may follow). Both transports call it: one policy."""
+        (a fasthttp mode: STREAM, WHOLE_BODY, SOME or FOLLOW). Both transports call it."""
         rec.status = status
         self._read_headers(headers, rec)
         if status >= 400:
             rec.error_kind = "http_status"
             return SOME
         if 300 <= status < 400 and status != 304:
-            # a benchmark target should be the URL that answers, so say where it points; a
-            # 307/308 to the same origin keeps the method and body, and is followed once by
-            # send (with a warning); 301/302/303 would turn the POST into a GET
+            # say where it points (a target should be the URL that answers); the policy is the
+            # module docstring's: only a same-origin 307/308 keeps the method and body
             location = headers.get("location", "")
             rec.error_kind = "http_status"
             same = status in (307, 308) and location and self._same_origin(location)
@@ -795,9 +780,8 @@ class Client:
     def _transport_error(exc: Exception, rec: Record) -> None:
         name = type(exc).__name__
         if _malformed_http(exc):
-            # what came back is not well-formed HTTP/1.1 (duplicate or contradictory framing
-            # headers, a bad status line or chunk size, not HTTP at all): the server or a proxy
-            # broke the protocol; not a connect failure, not a cut
+            # not well-formed HTTP/1.1 (contradictory framing headers, a bad chunk size): the
+            # server or a proxy broke the protocol; not a connect failure, not a cut
             rec.error_kind = "protocol"
         elif rec.status is not None:
             rec.error_kind = "stream_cut"       # the response had begun: it was cut short
@@ -830,11 +814,10 @@ class Client:
             self._judge(rec, times, texts, items)
 
     def _count_output(self, rec: Record, times: list[float], texts: list[str]) -> None:
-        """The reply's output tokens when the server reported none (``rec.output_tokens`` is
-        None): its token events, its length, or the client's tokenizer, and which it was."""
+        """The reply's output tokens when the server gave none, and their source."""
         if times and rec.output_tokens_source == "events":
             # the server's completion count was not a count (decoder.apply_usage): its token
-            # events are the count, as records.clean does for old logs
+            # events are the count, as records.record.clean does for old logs
             rec.output_tokens = len(times)
             rec.note = f"{rec.note}, counted {len(times)} token events instead"
         elif rec.embeddings is not None:

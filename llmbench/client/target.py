@@ -18,7 +18,6 @@ from llmbench.client import netconfig
 from llmbench import wire
 from llmbench.client.netconfig import Net, NetOptions, host_problem
 
-# The --api values, from the wire-format registry (wire/registry.py).
 API_FLAVOURS = wire.names()
 
 
@@ -104,9 +103,8 @@ class Target:
         return h
 
     def secrets(self) -> tuple[str, ...]:
-        """Every value that must never be stored or printed: the key, header values, the URL's
-        password, and the Authorization values built from them. Longest first, so a redaction
-        never leaves the tail of a longer secret behind."""
+        """The module docstring's secrets, and the Authorization values built from them; longest
+        first, so a redaction never leaves the tail of a longer secret behind."""
         out: set[str] = set()
         if self.api_key:
             out.add(self.api_key)
@@ -146,7 +144,7 @@ class Target:
         return redact(text, self.secrets())
 
     def describe(self) -> dict[str, object]:
-        """What may be saved in results: never the key, never header values (they may hold secrets)."""
+        """What may be saved: never the key, never header values (they may hold secrets)."""
         return {
             "url": self.shown(self.base_url + self.query_suffix),
             "api": self.api,
@@ -210,12 +208,9 @@ def move_root(base: str, have_api: str, want_api: str) -> str:
 
 
 def detect_api(url: str) -> tuple[str, str]:
-    """Return (flavour, base URL) for a user-given URL.
-
-    ``.../v1`` is OpenAI chat; a full endpoint path names its flavour; a bare host (Ollama's
-    base URL, e.g. http://localhost:11434) is Ollama's native API. The rules live with each
-    format (wire/registry.py).
-    """
+    """(flavour, base URL) for a user-given URL: ``.../v1`` is OpenAI chat; a full endpoint
+    path names its flavour; a bare host (Ollama's base URL, e.g. http://localhost:11434) is
+    Ollama's native API. The rules live with each format (wire/registry.py)."""
     url = url.strip().rstrip("/")
     try:
         parts = urlsplit(url)
@@ -307,9 +302,8 @@ def check_endpoint(path: str | None) -> str | None:
 def make_target(url: str, model: str, api: str | None = None, api_key: str | None = None,
                 headers: list[str] | None = None, *, endpoint: str | None = None,
                 net: NetOptions | None = None, redact: list[str] | None = None) -> Target:
-    """The target for the user's flags. ``net`` None: this process's network options
-    (netconfig.current(), which the CLI sets), so every target of one command line goes the
-    same way; NetError and TargetError are one line for the user."""
+    """The target for the user's flags (``net`` None: the command line's, netconfig.current());
+    NetError and TargetError are one line for the user."""
     try:
         url, query = split_query(url)
     except ValueError as exc:

@@ -6,11 +6,9 @@ THE SEAM (what a second launcher, e.g. Ray actors across machines, implements ag
 
 Three pieces, all in ``llmbench.workers.protocol``:
 
-1. ``WorkerSpec`` (a picklable dataclass): everything one worker needs: its ``worker_id``, its
-   ``plan`` (a picklable value from ``llmbench.workers.plan``: a slice of a run shape, or the
-   ramp's / probe's remote-controlled crowd), the targets (``Target`` values with names and
-   paths), request ``params`` and ``timeouts``, ``grace_s``, ``run_id``, the tokenizer spec (the
-   coordinator's reply counter, resolved: ``coordinator.counter_spec``), and ``clock_offset_s``. Nothing in it is a socket, a closure or an open file.
+1. ``WorkerSpec``: everything one worker needs (its id, its ``plan`` from plan.py, the targets,
+   request params and timeouts, the reply counter's tokenizer spec, ``clock_offset_s``),
+   picklable: nothing in it is a socket, a closure or an open file.
 
 2. The worker entry: ``await llmbench.workers.worker.worker_main(spec, channel)`` (async: a Ray
    async actor awaits it in its own loop), or ``run_worker(spec, channel)`` (sync, a fresh
@@ -53,9 +51,8 @@ says which clock (``"clock": "worker"`` or ``"coordinator"``). ``clock_offset_s`
 by ``coordinator_time = worker_time + clock_offset_s``. On one host perf_counter is
 CLOCK_MONOTONIC, shared by all processes, so the offset is 0. The worker converts times it
 receives (t0, ramp-in starts, hold windows) to its clock with the spec's offset; the
-coordinator converts a worker's times with the link's offset: records are shifted as a whole
-(scheduled, start, first_token, end, done, token times...), so a request's own latencies never
-mix clocks. Records carry ``worker`` (their worker's id).
+coordinator converts a worker's times with the link's offset: records are shifted as a whole,
+so a request's own latencies never mix clocks. Records carry ``worker`` (their worker's id).
 
 Batching: a worker sends its records at least every ``FLUSH_S`` or every ``BATCH`` records,
 and always before a "reply" and before "done" (the pipe keeps order, so the coordinator has

@@ -2,8 +2,7 @@
 
 Records are stamped with ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux): processes on one
 host share it, hosts do not (each counts from its own boot). A Ray worker on another node
-therefore measures every per-request latency on its own clock (start, token events and end
-come from one process, so TTFT, ITL and E2EL never mix clocks), and only the placement of its
+therefore measures every per-request latency on its own clock, and only the placement of its
 records on the run's timeline needs the offset of its clock from the coordinator's.
 
 One ping: the coordinator stamps ``t0`` and sends; the worker stamps ``t1`` on receipt and

@@ -11,9 +11,8 @@ of driving it in its own loop (``Harness.fleet``; ``--workers 1`` never gets her
   worker, so the live line and the generator check see all of them and name a busy worker.
   The coordinator's own event loop (it takes every record) is watched too: its samples are
   tagged COORDINATOR and judged like a worker's, so a busy coordinator is named as well.
-- Replies without a server count are counted by the tokenizer the one-process run uses
-  (``counter_spec``: the command's hot-path counter, e.g. ``--tokenizer server``'s local
-  one), rebuilt in each worker, so a worker's output_tokens are the one-process ones.
+- Replies without a server count are counted by the one-process run's tokenizer
+  (``counter_spec``), rebuilt in each worker, so its output_tokens are the one-process ones.
 - Stopping (Ctrl-C, SIGTERM): every worker is told; each gives its in-flight requests the
   grace period; what they send until then is kept. A worker that dies is named in one line
   on stderr and in run.json (``crashed``); its records so far are kept, and the command
@@ -92,9 +91,7 @@ class Fleet:
     workers: int | str                          # N, or "auto"
     launcher: Launcher
     tokenizer: str | None = None                # --tokenizer (used when count_tokens is None)
-    # the one-process run's counter of reply tokens (Tokenizer.count of the command's counting
-    # tokenizer): its spec (counter_spec) is what each worker rebuilds
-    count_tokens: Any = None
+    count_tokens: Any = None                    # the command's reply counter (counter_spec)
     grace_s: float = 3.0
     view: MonitorView = field(default_factory=MonitorView)
     crashed: list[dict[str, Any]] = field(default_factory=list)
@@ -139,7 +136,6 @@ class Fleet:
         pumps: list[asyncio.Task[None]] = []
         self._pumps = pumps
         watcher = asyncio.get_running_loop().create_task(self._watch_stop())
-        # the coordinator takes every record and writes requests.jsonl: watch its loop too
         monitor = LoopMonitor(worker=COORDINATOR, on_sample=self.view.add)
         monitor.start()
         try:

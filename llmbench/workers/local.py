@@ -11,8 +11,7 @@ cost at first use and less obvious state; not worth it for a handful of workers 
 One duplex Pipe per worker carries the messages both ways (pickled dicts); the asyncio side
 of each end waits on the pipe's file descriptor (add_reader), so nothing blocks the loop.
 Workers ignore SIGINT and SIGTERM: a Ctrl-C at the terminal reaches the whole process group,
-and it is the coordinator that decides (it tells the workers to stop, with the grace period).
-A worker whose coordinator is gone (pipe closed) stops at once.
+and the coordinator decides when workers stop.
 """
 
 from __future__ import annotations

@@ -186,7 +186,6 @@ def _cpu_times() -> tuple[float, float] | None:
 def host_busy_cores(sample_s: float = BUSY_SAMPLE_S) -> float:
     """How many cores other processes keep busy now: /proc/stat over ``sample_s`` (this
     process sleeps meanwhile), else the 1-minute load average; 0 when neither is known.
-    $LLMBENCH_HOST_BUSY_CORES replaces the measurement (and the reserve, see auto_workers).
     Kept for BUSY_KEEP_S: a run asks twice (whether to start workers, then how many), and
     the second look would see the first's own work."""
     global _busy_seen
@@ -237,8 +236,7 @@ _warned: set[str] = set()
 
 
 def streams_per_process() -> int:
-    """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0
-    (anything else is said once on stderr and ignored)."""
+    """STREAMS_PER_PROCESS, or $LLMBENCH_STREAMS_PER_PROCESS when it is a whole number > 0."""
     n = _env_number(STREAMS_PER_PROCESS_ENV, int, lambda n: n > 0, "a whole number above 0; "
                     f"--workers auto plans for {STREAMS_PER_PROCESS} streams per process")
     return STREAMS_PER_PROCESS if n is None else int(n)
@@ -252,12 +250,9 @@ def _busy_override() -> float | None:
 def auto_workers(n_streams: int, n_cores: int | None = None,
                  busy_cores: float | None = None) -> int:
     """Enough processes for the streams at streams_per_process() each, but no more than the
-    cores left free: this host's cores (``n_cores``: a cluster's, given) minus what others
-    keep busy and RESERVED_CORES for the server sharing the host and the coordinator.
-
-    ``busy_cores``: how many cores are taken (the reserve included); default: measured when
-    the cores are this host's (host_busy_cores + RESERVED_CORES, or $LLMBENCH_HOST_BUSY_CORES
-    as given), none when ``n_cores`` is given (a Ray cluster's CPUs, or a test)."""
+    cores left free: this host's cores (``n_cores``: a cluster's, given) minus ``busy_cores``
+    (the reserve included): by default host_busy_cores() + RESERVED_CORES, or
+    $LLMBENCH_HOST_BUSY_CORES as given; 0 when ``n_cores`` is given (a Ray cluster, a test)."""
     if n_cores is None:
         c = cores()
         if busy_cores is None:

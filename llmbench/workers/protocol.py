@@ -37,9 +37,8 @@ class WorkerSpec:
     max_in_flight: int = 80                    # connections per target
     served_by_header: str | None = None
     grace_s: float = 3.0
-    # a --tokenizer spec that counts a reply's tokens when the server reports none: the
-    # coordinator's own counter, resolved there (never "server": a server tokenizer counts
-    # with its local one, as in one process); None: the reply's token events are its count
+    # counts a reply's tokens when the server reports none (coordinator.counter_spec, never
+    # "server"); None: the reply's token events are its count
     tokenizer: str | None = None
     clock_offset_s: float = 0.0                # coordinator_time = worker_time + offset
     workers: int = 1                           # how many workers the run has (for the note)

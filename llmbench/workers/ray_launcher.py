@@ -12,10 +12,9 @@ processes, behind the one-method Launcher of the seam (see the package docstring
   coordinator: a long poll that returns every message queued since the last one, so records
   travel in batches of batches, and an idle worker costs one call per POLL_WAIT_S).
 - Clocks: before the worker starts, PINGS ping exchanges estimate the actor's clock offset
-  (llmbench.workers.clock, best of k); the worker gets it in its spec (it converts t0 and the
-  coordinator's times), the link keeps it for the coordinator (it shifts each record as a
-  whole, so per-request latencies never mix clocks). After the worker is done, k more pings
-  give the offset at the end and the drift; both go to run.json (``workers.ray``).
+  (llmbench.workers.clock), used as the package docstring's CLOCKS say: by the worker from its
+  spec, by the coordinator from the link. After the worker is done, PINGS more give the
+  offset at the end and the drift; both go to run.json (``workers.ray``).
 - Stopping: the coordinator's "stop" and "end" reach the worker as messages; ``kill`` is
   ``ray.kill``; actors die with the driver if it dies (they are not detached).
 
@@ -387,8 +386,7 @@ class RayFleet(Fleet):
     clock offset (with its uncertainty and drift)."""
 
     def _n(self, n_streams: int) -> int:
-        """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs (not this
-        machine's cores)."""
+        """``auto`` on Ray: the streams' worth of processes, up to the cluster's CPUs."""
         if self.workers == "auto" and isinstance(self.launcher, RayLauncher):
             from llmbench.workers.plan import auto_workers
             return auto_workers(n_streams, max(1, int(self.launcher.cluster.cpus)))

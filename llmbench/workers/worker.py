@@ -31,9 +31,8 @@ def run_worker(spec: WorkerSpec, channel: Channel) -> None:
 
 
 def _count_tokens(spec: WorkerSpec) -> Any:
-    """The run's reply counter, rebuilt here from the spec the coordinator resolved
-    (coordinator.counter_spec; a tokenizer object does not pickle); None when there is none:
-    a reply without a server count is then counted by its token events."""
+    """The run's reply counter, rebuilt from its spec (a tokenizer object does not pickle);
+    None when there is none: replies are then counted by their token events."""
     if not spec.tokenizer:
         return None
     try:
