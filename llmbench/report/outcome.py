@@ -1,8 +1,7 @@
-"""What ``run``, ``ramp`` and ``probe`` print of their result once it is made (and their live
-lines while it is made): the render step of a command, one call (``close_run``,
-``close_classes``, ``close_ramp``, ``close_probe``) that prints the closing screens and returns
-the exit code they state, so that the command itself is wiring (spec -> plan -> harness ->
-analysis.finish -> save -> render)."""
+"""What ``run``, ``ramp`` and ``probe`` print of their result (and their live lines while it is
+made): a command's render step is one ``close_*`` call that prints the closing screens and
+returns the exit code they state, so that the command itself is wiring (spec -> plan -> harness
+-> analysis.finish -> save -> render)."""
 
 from __future__ import annotations
 
@@ -40,12 +39,10 @@ def incomplete_line(run: Run) -> str | None:
 def print_closing(run: Run, warnings: list[str], partial_line: str, run_dir: Path | None,
                   head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
-    """What every command prints last, the same way: ``head`` (a ramp's verdict,
-    ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
-    notes, the prompt cache, the partial marker (``partial_line``, unless a lost worker's
-    ``incomplete_line`` says more), then the report it writes (and logs to
-    --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
-    screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
+    """What every command prints last, the same way, after ``head`` (a ramp's verdict); the
+    partial marker is ``partial_line`` unless a lost worker's ``incomplete_line`` says more.
+    ``rows_used``: the rows of the table above it on the screen, so that (unless ``verbose``)
+    the block is cut to what is left (report.screen)."""
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
     from llmbench.report.auto import write_report
@@ -87,10 +84,8 @@ RUN_PARTIAL = "PARTIAL RESULT: the run was interrupted; the numbers cover what f
 
 def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
               run_dir: Path | None) -> int:
-    """``llmbench run``'s closing screens: vLLM's summary, llmbench's extras, each optional
-    part the run has (sessions, prefix cache, trace, abandonment, network, thresholds), the
-    notes, the report and the folder, the vLLM result file (--save-result); the exit code
-    (results.schema.Run.exit_code)."""
+    """``llmbench run``'s closing screens, then the vLLM result file (--save-result); the exit
+    code (results.schema.Run.exit_code)."""
     from llmbench.errors import EXIT_THRESHOLD
     from llmbench.load.shapes import OpenLoop
     from llmbench.report import vllm_json
@@ -286,11 +281,10 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
 
 
 class RampTable:
-    """The ramp's table as it runs: what the ramp does and its header first (``begin``), then
-    the search's plan lines, a row per judged step (each class's under it, each class run
-    alone), and each finished step written to the run folder at once (a killed ramp keeps its
-    steps) and sent to the dashboard. ``r.table_rows``: the terminal rows it took, so the
-    closing block is cut to the rows left under it (report.screen)."""
+    """The ramp's table as it runs: intro and header (``begin``), the search's plan lines, a row
+    per judged step (each class's under it), each finished step saved and sent to the
+    dashboard. ``r.table_rows``: the terminal rows it took, so the closing block is cut to the
+    rows left under it (report.screen)."""
 
     def __init__(self, r: Any, harness: Any, run_dir: Path | None, dashboard: Any,
                  unit: str) -> None:
@@ -362,9 +356,8 @@ class RampTable:
 
 
 def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
-    """A ramp's closing screens under its table, cut to the rows left on the terminal: the
-    verdict, the search, who gave up, the steps' marks, the closed loop's note, the repeats,
-    the exit; then the closing block; the exit code (results.schema.Run.exit_code)."""
+    """A ramp's closing screens under its table, cut to the rows left on the terminal; the exit
+    code (results.schema.Run.exit_code)."""
     from llmbench.analysis.finish import unit_of
     from llmbench.errors import EXIT_NOT_JUDGED, EXIT_THRESHOLD
     from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
@@ -469,10 +462,8 @@ def implausible_line(steps: list[Any], backends: Backends | None) -> str | None:
 
 
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
-    """What the probe says under its table: the intervals, where the router became the
-    bottleneck, the prompt cache by path, the backends behind the router; then the closing
-    block; the exit code (interrupted: 130; a lost worker's users are missing from the slices
-    after it died, never a pass: Run.exit_code, the one rule)."""
+    """What the probe says under its table, then the closing block; the exit code
+    (Run.exit_code, the one rule: a lost worker's slices are never a pass)."""
     from llmbench.errors import EXIT_NOT_JUDGED
     steps: list[Any] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
