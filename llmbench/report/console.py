@@ -284,9 +284,8 @@ def state_text(step: Step) -> str:
 
 
 def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "users") -> list[str]:
-    """What the marks in the ramp table mean, each said once under it (not under every row):
-    the busy machine or llmbench in the words of the last busy step (unless the verdict says
-    it already), the untrustworthy and the drifting steps."""
+    """What the table's marks mean, said once under it: the busy machine or llmbench in the
+    words of the last busy step (unless the verdict says it already)."""
     from llmbench.analysis.rules.words import untrusted_words
     from llmbench.analysis.verdict import generator_cause, generator_sentence, lag_explains
     out = []
@@ -396,8 +395,7 @@ def abandonment_lines(a: Any) -> str:
 
 
 def class_rows(step: Step) -> list[str]:
-    """--scenario: each traffic class's row under its step's, in the same columns: its own
-    load, requests and latencies, and its state with its name."""
+    """--scenario: each traffic class's row under its step's, in the same columns."""
     return [_row(own_load(c), c.summary, f"  {name}: {c.state}"
                  + (f" ({c.summary.cancelled} cancelled)" if c.summary.cancelled else ""))
             for name, c in step.classes.items()]
