@@ -26,10 +26,8 @@ from llmbench.report import outcome as shown
 
 @dataclass
 class Watch:
-    """Who watches a run, apart from the plan (what is measured): the live views and exporters
-    handed to the harness as its observers (--progress, --metrics-port, --dashboard, --otlp),
-    what it says (-q, -v), and where the result is logged after (--mlflow). Nothing measured
-    depends on these."""
+    """Who watches a run, apart from the plan (what is measured): the harness's observers, what
+    it says and where the result is logged after. Nothing measured depends on these."""
 
     progress: bool | None = None
     quiet: bool = False                    # -q: errors and the final answer only
@@ -43,10 +41,8 @@ class Watch:
 
 def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
               workers: int | str = 1) -> list[Observer]:
-    """Who watches the run, built in this one place: the Prometheus exporter (--metrics-port),
-    the terminal view, the dashboard's page (--dashboard) and a notebook cell's view (one feed:
-    report.dashboard.feed.DashboardFeed) and the OTLP exporter (--otlp: its spans are built in
-    a child process that follows requests.jsonl)."""
+    """Who watches the run, built in this one place; the dashboard's page and a notebook cell's
+    view share one feed (report.dashboard.feed.DashboardFeed)."""
     out: list[Observer] = []
     if watch.metrics_at is not None:
         from llmbench.report.prometheus import MetricsExporter
@@ -263,9 +259,8 @@ def _warm_up(c: Any) -> int:
 # -- llmbench ramp -------------------------------------------------------------------------------
 
 def measure_ramp(r: Any, run_dir: Path | None) -> tuple[Outcome, Any]:
-    """A ramp's steps on its harness, its table printed as they are judged (each finished step
-    written to the folder at once), and the network's round trip before, between the steps
-    and after (analysis.finish.network_of). Raises PreflightError before any load."""
+    """A ramp's steps on its harness, its table printed as they are judged, and the network's
+    round trip before, between the steps and after. Raises PreflightError before any load."""
     from llmbench.client.floor import floor_later
     c, shape = r.common, r.shape
     finish.ramp_judges(r)
