@@ -44,8 +44,7 @@ def _labels(results: Sequence[SweepSetting]) -> list[str]:
 
 def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] | None,
                axis_name: str) -> charts.Chart:
-    """Users held per setting as bars, min-max over repeats as error bars; a setting that was
-    not measured says why on its own slot instead of drawing a zero."""
+    """``charts.sweep_held_chart`` of the sweep's results (its docstring says what it draws)."""
     bars = []
     for label, r in zip(_labels(results), results):
         iv = r.held_interval
@@ -58,7 +57,7 @@ def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] 
 
 def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
                   axis_name: str) -> charts.Chart:
-    """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
+    """``charts.sweep_at_load_chart`` of the sweep's results."""
     values = []
     for r in results:
         at = _at_load(r)
