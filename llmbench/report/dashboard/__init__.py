@@ -6,8 +6,7 @@ Two processes, so that watching never changes what is measured:
 - this one (the load generator) only appends each finished record to a deque on its event loop
   (``observe``, as the Prometheus exporter and the terminal view do); a feeder thread drains it
   once a second into per-second numbers (``feed.LiveSeries``) and reads the live state the
-  harness keeps (counters, load, step, generator, server probe: ``load.observe.LiveNow``), and sends a
-  small JSON line to
+  harness keeps (``load.observe.LiveNow``), and sends a small JSON line to
 - the dashboard's own process (``python -m llmbench.report.dashboard.server``), which keeps the
   run's rows, builds the charts from the same descriptions as the HTML report
   (llmbench/report/charts.py, drawn by svgplot, the one chart engine), serves the page, its
