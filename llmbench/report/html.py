@@ -536,7 +536,6 @@ _STATS = ("mean", "median", "std", "p90", "p95", "p99", "max")
 
 
 def _stat_cells(m: Any, fmt: Any) -> list[str]:
-    """A metric's mean, median, std, p90, p95, p99 and max, each through ``fmt``."""
     return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
 
 
