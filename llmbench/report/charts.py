@@ -657,9 +657,8 @@ def _tel(step: Step, part: str, key: str) -> float:
 
 
 def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None) -> Chart:
-    """The server's machine against load: cores busy (the server's process, llmbench, the
-    whole machine; the machine's core count as a rule) and, with GPUs read, their utilisation
-    and the energy per output token; one unit per panel."""
+    """The server's machine against load: cores busy (its core count as a rule) and, with GPUs
+    read, their utilisation and the energy per output token."""
     loads = [s.load for s in steps]
     gpu = any(not np.isnan(_tel(s, "gpu", "util_pct_mean")) for s in steps)
     energy = any(not np.isnan(_tel(s, "gpu", "j_per_token")) for s in steps)

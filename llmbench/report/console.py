@@ -384,8 +384,7 @@ def agent_ramp_row(step: Step) -> str:
 
 
 def abandonment_lines(a: Any) -> str:
-    """--abandon: what the users cancelled, and whether the server let go of it
-    (``results.abandon.Abandonment``)."""
+    """--abandon: what the users cancelled and whether the server let go (results.abandon)."""
     out = [a.sentence()]
     rel = a.release
     if rel.text and a.cancelled:

@@ -165,8 +165,7 @@ def steps_table(steps: Sequence[Step], unit: str) -> str:
 
 def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None = None,
                 empty: str = "No step finished.") -> str:
-    """A ramp's verdict: the result, the knee, drifting steps, the evidence and the advice (the
-    report's, the dashboard's and a notebook's)."""
+    """A ramp's verdict box: the report's, the dashboard's and a notebook's."""
     if isinstance(v, dict):
         v = Verdict.from_dict(v) if v else None
     bad = v is not None and v.kind != "held"
@@ -385,8 +384,7 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
 
 
 def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
-    """What the server was and what its machine did (issue 39): its identity, per-step (or
-    whole-run) figures, the per-second chart, and the notes of sources that did not answer."""
+    """What the server was and what its machine did (issue 39), per step or for the run."""
     from llmbench.analysis import telemetry as tm
     from llmbench.results.telemetry import RunTelemetry
     tel = run.findings.run_telemetry or RunTelemetry()
@@ -649,8 +647,7 @@ def render(run_dir: str | Path) -> str:
 
 
 def body(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
-    """A run's report between its title and its settings: the verdict, tables and charts of
-    its kind (a notebook shows the same, llmbench/report/notebook.py)."""
+    """A run's report between its title and its settings (a notebook shows the same)."""
     kind = run.kind
     return {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
 

@@ -337,8 +337,7 @@ class OtlpExporter:
 
     # -- the end ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Send what is left (CLOSE_WAIT_S at most: what is still waiting then is dropped),
-        then say in one line what was sent and dropped."""
+        """Send what is left within CLOSE_WAIT_S (the rest is dropped), then say the counts."""
         if self._child is not None:
             self._close_child()
         else:

@@ -153,8 +153,7 @@ def _vllm_result(plan: Any, run: Run, records: Any, texts: dict[str, str]
 
 
 def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
-    """``run --scenario``'s closing screens (the whole crowd's numbers, then each class's row
-    and every class's thresholds); the exit code."""
+    """``run --scenario``'s closing screens; the exit code (results.schema.Run.exit_code)."""
     from llmbench.errors import EXIT_THRESHOLD
     from llmbench import wire
     from llmbench.results.schema import Step
@@ -519,8 +518,7 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
 # -- llmbench record ------------------------------------------------------------------------------
 
 def record_summary(writer: Any) -> list[str]:
-    """What ``llmbench record`` prints on the way out: requests, sessions, the prefix share a
-    prefix cache could serve, the latencies seen through the recorder."""
+    """What ``llmbench record`` prints on the way out."""
     from llmbench.analysis.percentile import percentile
     s = writer.stats
     turns = sorted(writer.linker.turns.values())

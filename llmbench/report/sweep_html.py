@@ -66,8 +66,7 @@ def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
 
 
 def _runs(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[SweepSetting, Run]]:
-    """Each setting's ramp, read from its run folder (a setting whose folder is gone is left
-    out)."""
+    """Each setting's ramp from its run folder (one whose folder is gone is left out)."""
     out = []
     for r in results:
         if not r.run_dir:
@@ -174,8 +173,7 @@ def _per_setting(doc: Sweep, unit: str) -> list[str]:
 
 
 def _charts(doc: Sweep, sweep_dir: Path, unit: str, axis_name: str) -> list[str]:
-    """Held per setting, latency and throughput at the common load, the sessions, the ramps
-    overlaid."""
+    """Held per setting, then the common load's figures, the sessions, the ramps overlaid."""
     results, load = doc.results, doc.common_load
     measured = [r for r in results if r.held is not None]
     out: list[str] = []
@@ -248,8 +246,7 @@ def _how_it_ran(doc: Sweep) -> list[str]:
 
 
 def body(doc: Sweep, sweep_dir: Path) -> list[str]:
-    """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
-    notebook shows the same, llmbench/report/notebook.py)."""
+    """The sweep's page under its title (a notebook shows the same: report/notebook.py)."""
     unit = doc.unit or "users"
     axis_name = " x ".join(doc.settings or {}) or "setting"
     return (_answer(doc) + _per_setting(doc, unit) + _charts(doc, sweep_dir, unit, axis_name)
