@@ -331,8 +331,6 @@ class RampTable:
         from llmbench.load.shapes.base import LiveState
         if self.after_step is not None:
             self.after_step(step)
-        # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
-        # at the end (console.busy_line), not under every row
         self.say(console.agent_ramp_row(step) if self.agents else console.ramp_row(step))
         for row in console.class_rows(step):
             self.say(row)
