@@ -1,9 +1,8 @@
 """Markdown (to paste into a PR) and CSV (the per-step table) from a run folder.
 
-With traffic classes (``--scenario``) both carry each class's own figures: the CSV one more
-row per class under each step's (a ``class`` column, empty on the whole crowd's row, and the
-class's own load in ``class_load``), the markdown a table of each class at each step, each
-class's verdict and, with ``--isolate``, each class alone (docs/results.md)."""
+With traffic classes (``--scenario``) both carry each class's own figures: the CSV a row per
+class under each step's (``class`` empty on the whole crowd's row, ``class_load`` its own
+load), the markdown ``_md_classes`` (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -72,7 +71,6 @@ def to_csv(run_dir: str | Path) -> str:
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     classes = bool(class_rows(run))
-    # traffic classes: a class column (empty: the whole crowd) and each class's own load
     writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
     for load, name, c in class_rows(run):
