@@ -142,7 +142,6 @@ def _md_classes(run: Run) -> list[str]:
 
 
 def _md_ramp(run: Run) -> list[str]:
-    """A ramp: its headline and evidence, the steps' table, the sessions', the classes'."""
     out = []
     v = run.verdict
     out.append(f"**{_md_escape(v.headline if v is not None else '')}**")
@@ -182,7 +181,6 @@ def _md_ramp_sessions(run: Run) -> list[str]:
 
 
 def _md_run(run: Run) -> list[str]:
-    """A run: its figures, its sessions', its thresholds, its classes."""
     s = run.summary or Summary()
     out = ["| metric | value |\n|---|---:|"]
     for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
@@ -232,7 +230,6 @@ def _md_probe(run: Run) -> list[str]:
 
 
 def _md_footer(run: Run) -> list[str]:
-    """The workload it ran and its labels."""
     wl = run.workload or {}
     out = ["", f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')})."]
