@@ -586,11 +586,9 @@ def _bin_rows(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 
 def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
                thresholds: dict[str, Any] | None = None) -> Chart:
-    """The dashboard's per-second view of a run in progress, in stacked panels sharing the time
-    axis, one unit each. Rows come from report/dashboard/feed.py: a request counts in the second
-    it finished; latencies are over the requests finished in the last 10 s, so a line, not
-    dots, when replies outlast a second. Past LIVE_POINTS seconds a point is several seconds
-    (``_bin_rows``), and the axis says so."""
+    """The dashboard's per-second view of a run in progress (rows from report/dashboard/feed.py,
+    which says what a row holds), in stacked panels sharing the time axis, one unit each. Past
+    LIVE_POINTS seconds a point is several seconds (``_bin_rows``), and the axis says so."""
     k = max(1, -(-len(rows) // LIVE_POINTS))
     pts = _bin_rows(rows, k) if k > 1 else list(rows)
     t = [float(r["t"]) for r in pts]

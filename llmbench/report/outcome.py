@@ -196,10 +196,9 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
 # -- llmbench ramp --------------------------------------------------------------------------------
 
 def ramp_live_line(unit: str, n_steps: int | None, probe: bool = False) -> Callable[[Any], str]:
-    """The ramp's live line (or the ``probe``'s: its load, no ramp-in, no in-flight count nor
-    generator warning), most telling first: the harness cuts it to the terminal's width, so
-    what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
-    steps it takes is what it finds out)."""
+    """The ramp's live line (or the ``probe``'s), most telling first: the harness cuts it to the
+    terminal's width, so what is cut at 80 columns is the least needed. ``n_steps`` None: a
+    search (how many steps it takes is what it finds out)."""
     def line(v: Any) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
@@ -401,10 +400,8 @@ def _board_row() -> int:
 
 # -- llmbench probe -------------------------------------------------------------------------------
 
-# the probe's table fits 80 columns: each overhead (router minus direct, ms) as its point
-# estimate, marked * when real (its 95 % interval excludes zero, and it is at least 1 ms or
-# 2 %); the intervals themselves are under the table for TTFT p50, and all of them in
-# run.json and report.html
+# the probe's table fits 80 columns: each overhead as its point estimate, marked * when real
+# (close_probe prints the legend); the intervals are under it, in run.json and report.html
 PROBE_OVERHEADS = (("ttft_p50", "+TTFT50", 9), ("ttft_p95", "+TTFT95", 9), ("e2el_p50", "+E2EL50", 9),
              ("itl_p50", "+ITL50", 8))
 

@@ -2,10 +2,9 @@
 load generator's own state, served at ``/metrics`` in the text exposition format 0.0.4.
 
 Off the hot path by construction: the event loop only appends each finished record to a deque
-(``observe``, ~0.1 us). Everything else (bucketing TTFT, every inter-token gap, TPOT and E2EL,
-the counters, the text) happens in the HTTP server's thread when Prometheus scrapes, so a scrape
-costs the loop nothing but the GIL it shares for the few milliseconds a render takes
-(scripts/bench_metrics_scrape.py measures it at 128 streams).
+(``observe``, ~0.1 us). Everything else (bucketing, counters, the text) runs in the exporter's
+threads, at a scrape or once a second, so the loop pays only the GIL it shares for the few
+milliseconds a render takes (scripts/bench_metrics_scrape.py measures it at 128 streams).
 
 Definitions are the summary's (METRICS.md): TTFT = first token - start, ITL = each gap between
 token events, TPOT = (E2EL - TTFT) / (output tokens - 1), E2EL = end - start, over measured

@@ -76,7 +76,6 @@ def to_csv(run_dir: str | Path) -> str:
     for load, name, c in class_rows(run):
         per_class.setdefault(load, []).append((name, c))
     for load, s, st in _steps(run):
-        # an empty cell is a statistic with no data (never 0)
         held = [st.held, st.state] if st is not None else [None, None]
         if run.kind == "run" and classes:
             bad = [c for c in run.findings.thresholds if not c.ok]

@@ -54,7 +54,6 @@ def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
     if shape is not None and (watch.dashboard_at is not None or _cell_view()):
         from llmbench.report.dashboard import handle
         from llmbench.report.dashboard.feed import DashboardFeed
-        # the page (one per command: a sweep's ramps share it) and a notebook cell's view
         board = handle.for_run(watch.dashboard_at, watch.dashboard_linger_s)
         if board is not None:
             board.begin(dashboard_meta(shape, target, run_dir, workers))
