@@ -179,8 +179,7 @@ def _boundary(p: Panel, loads: Sequence[float], held: Sequence[bool]) -> None:
 
 
 def _against_load(p: Panel, steps: Sequence[Step], unit: str, title: str, ylabel: str) -> None:
-    """A panel against the steps' load: those that did not hold shaded, ticks on the loads,
-    its title at the left."""
+    """A panel against the steps' load: those that did not hold shaded, ticks on the loads."""
     loads = [s.load for s in steps]
     _boundary(p, loads, [s.held for s in steps])
     p.title, p.title_loc, p.ylabel = title, "left", ylabel

@@ -95,8 +95,7 @@ def _summary_row(summary: Any, step: int | None, users: Any, rate: Any,
 
 
 def summary_rows(run: "Run | str | Path") -> list[dict[str, Any]]:
-    """One row per step of a ramp (or probe), else one row for the run: the summary flattened
-    (SUMMARY_COLUMNS). RUN: a results.schema.Run or a run folder's path."""
+    """One row per step of a ramp (or probe), else one for the run: the summary flattened."""
     run = as_run(run)
     if run.steps:
         by = run.section("ramp").get("by", "users")

@@ -104,8 +104,7 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
 
 
 def _classes(run: Run) -> list[str]:
-    """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
-    its own verdict, and with --isolate each class alone at the broken step's load."""
+    """--scenario: each class's verdict, its rows per step and, with --isolate, each class alone."""
     from llmbench.report.text import class_rows
     parts = class_rows(run)
     if not parts:

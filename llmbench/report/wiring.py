@@ -68,8 +68,7 @@ def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
 
 
 def board_for(shape: Any) -> Any:
-    """The live view for a shape: a ramp or probe's steps (each ramp-in + hold, or the probe's
-    rounds of slices), a run's planned requests or seconds."""
+    """The terminal's live view, its progress bar sized by the shape's plan."""
     from llmbench.report.live import LiveBoard
     steps = getattr(shape, "steps", None)
     if steps:
