@@ -357,8 +357,7 @@ def ramp_row(step: Step) -> str:
 
 
 # a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
-# the completed sessions, their time to complete and their calls' TTFT where the chat table has
-# requests, E2EL and throughput; like it, 80 columns with the longest state
+# them where the chat table has requests, E2EL and throughput; like it, 80 columns
 AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
                  "{itl95:>7} {err:>6} {state}")
 

@@ -36,7 +36,6 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def as_run(run: Run | str | Path) -> Run:
-    """A Run, from a Run or a run folder's path."""
     if isinstance(run, (str, Path)):
         return Run.load(run)
     return run

@@ -385,7 +385,6 @@ class OtlpExporter:
         c.why = c.why or spans.counts.why
 
     def line(self) -> str:
-        """What happened, in one line."""
         c = self.counts
         if not c.dropped:
             return f"OTLP: {c.exported} request spans sent to {self.endpoint}"
