@@ -3,8 +3,6 @@ the tests read it) drawn as inline SVG by svgplot: the HTML report stays one fil
 offline, and no report imports matplotlib. A PNG (for slides: ``compare --png``) is the same
 description drawn by matplotlib, imported only then (the ``png`` extra).
 
-Text that reaches a chart (labels, backend names) is stripped of markup characters first.
-
 Rules every chart follows, so a picture cannot say more than the numbers (tests/unit/report/test_charts.py):
 - an axis spans the data, from zero for sizes (ms, tok/s, requests): a threshold far above the
   data is written at the top edge ("threshold p95 ≤ 200 ms ↑"), not drawn by stretching the

@@ -117,8 +117,7 @@ class LiveBoard:
         rows.append(f"TTFT p50 {fmt_ms(p50)}  p95 {fmt_ms(p95)}  ITL p95 {fmt_ms(itl95)}   "
                     f"{scope}: {st.done} done")
         errs = ", ".join(f"{k} {n}" for k, n in self._errors.most_common(3))
-        # token events as they arrive (a streaming reply counts while it streams); without
-        # token calls (a board drawn by hand), the view's count since the last redraw
+        # without token calls (a board drawn by hand): the view's count since the last redraw
         rate = self._tokens.per_s(now) if self._tokens.arrivals else view.events_last_s
         rows.append(f"~{rate:.0f} tok/s  done {c.done}  failed {c.failed}"
                     + (f" ({errs})" if errs else "") + f"  in flight {c.in_flight}")

@@ -1,7 +1,6 @@
 """What ``run``, ``ramp`` and ``probe`` print of their result (and their live lines while it is
-made): a command's render step is one ``close_*`` call that prints the closing screens and
-returns the exit code they state, so that the command itself is wiring (spec -> plan -> harness
--> analysis.finish -> save -> render)."""
+made): a command's render step (report/wiring.py) is one ``close_*`` call that prints the
+closing screens and returns the exit code they state."""
 
 from __future__ import annotations
 

@@ -251,9 +251,8 @@ def _window(parts: list[Any]) -> np.ndarray:
 
 @dataclass
 class DashboardFeed:
-    """The dashboard as an observer (load.observe) of one run: the page's feed, or a notebook
-    cell's (``board``: report.dashboard.handle.Dashboard, or those of handle.for_run). The page
-    outlives the run (a sweep's ramps share it): ``close`` ends this run's feed, not the page."""
+    """The dashboard as an observer (load.observe) of one run, feeding ``board`` (handle.for_run's:
+    the page, a cell's view or both); ``close`` ends this run's feed, not the page."""
 
     board: Any
 
