@@ -22,8 +22,7 @@ step is a span of its own (in the run's trace), linked from its requests' spans.
 not in requests.jsonl) is handed over by the harness (``preflight``: load.observe.Preflighted)
 and exported as a span of its own, marked ``llmbench.preflight`` (the child gets it on stdin).
 
-Needs the extra: pip install 'llmbench[otel]' (opentelemetry-sdk and
-opentelemetry-exporter-otlp-proto-http); without it ``make`` says so in one line.
+Needs the extra (INSTALL); without it the exporter raises OtlpUnavailable, one line to show.
 """
 
 from __future__ import annotations
@@ -75,7 +74,6 @@ def traces_endpoint(url: str | None) -> str | None:
 
 @dataclass
 class OtlpCounts:
-    """What the OTLP export did: spans observed, exported and dropped."""
     observed: int = 0
     exported: int = 0
     dropped: int = 0             # never sent or not accepted
