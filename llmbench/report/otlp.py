@@ -22,7 +22,7 @@ step is a span of its own (in the run's trace), linked from its requests' spans.
 not in requests.jsonl) is handed over by the harness (``preflight``: load.observe.Preflighted)
 and exported as a span of its own, marked ``llmbench.preflight`` (the child gets it on stdin).
 
-Needs the extra (INSTALL); without it the exporter raises OtlpUnavailable, one line to show.
+Needs the extra: pip install 'llmbench[otel]'; without it OtlpExporter raises OtlpUnavailable.
 """
 
 from __future__ import annotations
