@@ -164,7 +164,7 @@ def steps_table(steps: Sequence[Step], unit: str) -> str:
 
 def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None = None,
                 empty: str = "No step finished.") -> str:
-    """A ramp's verdict box: the report's, the dashboard's and a notebook's."""
+    """A ramp's verdict as HTML, shared by the report, the dashboard and a notebook."""
     if isinstance(v, dict):
         v = Verdict.from_dict(v) if v else None
     bad = v is not None and v.kind != "held"

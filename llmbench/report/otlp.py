@@ -290,7 +290,7 @@ class OtlpExporter:
         """Token events are in the spans' events already: nothing per token."""
 
     def preflight(self, rec: Record) -> None:
-        """Before any load: a pipe write or a queue put, no export here."""
+        """The preflight's record, before any load: a pipe write or a queue put, no export."""
         child = self._child
         if child is not None:
             try:

@@ -34,7 +34,7 @@ SYNC_TIMEOUT_S = 10.0     # the page applies a message in microseconds; a busy m
 
 
 class Dashboard:
-    """The command's dashboard (the module's docstring): its page's process, the feeder thread."""
+    """One command's dashboard: its page's process, and the feeder thread that sends it the run."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = 0) -> None:
         self.host, self.port = host, port
@@ -459,9 +459,9 @@ def _fed(boards: list[Dashboard]) -> Any:
 
 
 def end_of_command(cli: bool, interrupted: bool = False) -> None:
-    """A command is over: the page lingers as the package's docstring says (in Python only
-    when ``dashboard_linger`` was given; else it stays up). A command a stop signal ended
-    (``interrupted``: Ctrl-C during the load or its closing output) does not linger: that
+    """A command is over: the command line's page lingers (``Dashboard.linger``), Python's only
+    with ``dashboard_linger`` (else it stays up for the next run). A command a stop signal
+    ended (``interrupted``: Ctrl-C during the load or its closing output) does not linger: that
     Ctrl-C was the one that ends the wait, and the user, who pressed it once, would otherwise
     wait out the linger (``llmbench dashboard RUN`` serves the folder later)."""
     d = current()
