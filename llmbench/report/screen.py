@@ -67,7 +67,6 @@ def wrap(text: str, width: int | None) -> list[str]:
 
 
 def rows_of(text: str, width: int | None) -> int:
-    """How many rows ``text`` takes on a screen ``width`` wide, wrapped as ``wrap`` does."""
     return len(wrap(text, width))
 
 
