@@ -44,7 +44,7 @@ def _labels(results: Sequence[SweepSetting]) -> list[str]:
 
 def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] | None,
                axis_name: str) -> charts.Chart:
-    """``charts.sweep_held_chart`` of the sweep's results (its docstring says what it draws)."""
+    """``charts.sweep_held_chart`` of the sweep's results."""
     bars = []
     for label, r in zip(_labels(results), results):
         iv = r.held_interval
