@@ -63,10 +63,9 @@ def spec_command(spec: type, fn: Callable[..., Any], *extra: inspect.Parameter) 
 # built per parameter: importing pydantic and building ~100 adapters cost ~0.1 s of CPU on
 # every `llmbench run`, a third of its start-up, for values the spec parses again anyway
 # (options.Kind.parse). ``cheap_coercion`` gives each parameter a coercion that returns what
-# typer's would for the plain values a command line gives (a text, a canonical number, a
-# path, a list of texts) and hands anything else to typer's own, built only then: so every
-# odd value and every error message is still typer's, word for word
-# (tests/unit/test_cli_coercion.py compares the two on every parameter of every command).
+# typer's would for the plain values a command line gives and hands anything else to typer's
+# own, built only then: so every odd value and every error message is still typer's, word for
+# word (tests/unit/test_cli_coercion.py compares the two on every parameter of every command).
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 _FLOAT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?")
 

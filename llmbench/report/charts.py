@@ -1,9 +1,7 @@
-"""Every chart of every report, as a description (svgplot.Chart) drawn as inline SVG by one
-engine (svgplot): the HTML report stays one file that opens offline, and no report imports
-matplotlib. A PNG (for slides: ``compare --png``, ``svgplot.save_png(chart, path)``) is the same
+"""Every chart of every report, as a description (svgplot.Chart, from a ``*_chart`` builder;
+the tests read it) drawn as inline SVG by svgplot: the HTML report stays one file that opens
+offline, and no report imports matplotlib. A PNG (for slides: ``compare --png``) is the same
 description drawn by matplotlib, imported only then (the ``png`` extra).
-
-Text that reaches a chart (labels, backend names) is stripped of markup characters first.
 
 Rules every chart follows, so a picture cannot say more than the numbers (tests/unit/report/test_charts.py):
 - an axis spans the data, from zero for sizes (ms, tok/s, requests): a threshold far above the
@@ -15,8 +13,6 @@ Rules every chart follows, so a picture cannot say more than the numbers (tests/
 - load ticks sit exactly on the steps (1, 2, 4, 8 users, not 3, 5, 7 or 1.5), labels thinned
   only where they would overprint;
 - every trace is in a legend; overlapping traces differ in style, not only in colour.
-Each chart has a ``*_chart`` builder returning its description (the tests read it);
-svgplot.render draws it (report.html._chart, inside its figure's div).
 """
 
 from __future__ import annotations
@@ -93,7 +89,6 @@ def _server_panel(ax: Any, t: Any, col: Callable[[str], Any]) -> None:
     ax.ylabel = "requests"
 
 def _ylim(p: Panel, values: Sequence[Any]) -> None:
-    """From zero to just above these values (as _from_zero)."""
     _from_zero(p, _top(values))
 
 
@@ -182,8 +177,7 @@ def _boundary(p: Panel, loads: Sequence[float], held: Sequence[bool]) -> None:
 
 
 def _against_load(p: Panel, steps: Sequence[Step], unit: str, title: str, ylabel: str) -> None:
-    """A panel against the steps' load: those that did not hold shaded, ticks on the loads,
-    its title at the left."""
+    """A panel against the steps' load: those that did not hold shaded, ticks on the loads."""
     loads = [s.load for s in steps]
     _boundary(p, loads, [s.held for s in steps])
     p.title, p.title_loc, p.ylabel = title, "left", ylabel
@@ -233,9 +227,7 @@ def ramp_latency_chart(steps: Sequence[Step], thresholds: dict[str, Any],
 
 
 def ramp_throughput_chart(steps: Sequence[Step], unit: str) -> Chart:
-    """Output tokens/s and requests/s in two panels, each from zero: on twin axes the two lines
-    lie exactly on top of each other whenever replies have a fixed length. Each panel's title
-    names its one trace; the shared legend holds "did not hold"."""
+    """Output tokens/s and requests/s in two panels: on twin axes one would hide the other."""
     loads = [s.load for s in steps]
     panels = _row(2, 950, 210)
     for p, key, title, ylabel, c, m in (
@@ -254,10 +246,8 @@ _GREY = "#7f7f7f"
 
 
 def search_chart(search: Any, unit: str) -> Chart:
-    """A search for the limit (``ramp --find``): each step's load against its place in the
-    order tried, a path through them, marked held (circle), broke (cross), passed over (grey:
-    run again, or too few requests) and the confirmation (diamond); the limit found as a line.
-    Ticks sit on the steps (1, 2, 3 ...) and on the loads tried."""
+    """A search for the limit (``ramp --find``): each step's load in the order tried, joined by a
+    path and marked by outcome; the limit found as a line."""
     trials = list(search.trials)
     xs = [float(i + 1) for i in range(len(trials))]
     loads = [float(t.load) for t in trials]
@@ -364,8 +354,7 @@ def _step_starts(rows: Sequence[dict[str, Any]], steps: Sequence[Step],
 def timeline_chart(rows: Sequence[dict[str, Any]], steps: Sequence[Step] = (),
                    t0_perf: float | None = None, unit: str = "users") -> Chart:
     """Per-second state in stacked panels sharing the time axis, one unit each: requests and
-    users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting. Dotted
-    lines mark where each step began, labelled with its load."""
+    users; TTFT p95 of the last 10 s; output tok/s; the server's own running/waiting."""
     t = [float(r["t"]) for r in rows]
 
     def col(key: str) -> list[float]:
@@ -488,9 +477,8 @@ def compare_png(runs: Sequence[tuple[str, Sequence[Step]]], unit: str, path: str
 
 @dataclass
 class HeldBar:
-    """One setting of a sweep's chart: ``label`` (its tick), ``held`` (None: not measured),
-    ``low`` and ``high`` (the interval, or None), ``status``, ``best`` (drawn dark), ``text``
-    (written over the bar)."""
+    """One setting of a sweep's chart: ``held`` None when not measured (``status`` says why),
+    ``low``/``high`` its interval, ``best`` drawn dark, ``text`` written over the bar."""
 
     label: str
     held: float | None
@@ -503,9 +491,8 @@ class HeldBar:
 
 def sweep_held_chart(bars: Sequence[HeldBar], unit: str, axis_name: str,
                      repeats: bool = False) -> Chart:
-    """A sweep's users held per setting as bars, min-max over repeats as error bars; a setting
-    that was not measured says why on its own slot instead of drawing a zero. ``repeats``: the
-    title says the bars are min-max over repeats."""
+    """A sweep's users held per setting as bars, min-max over ``repeats`` as error bars; a
+    setting that was not measured says why on its own slot instead of drawing a zero."""
     n = len(bars)
     width = max(450.0, 110.0 * n + 250)
     p = Panel(x0=70, y0=30, w=width - 86, h=230, xlabel=safe(axis_name), ylabel=f"{unit} held",
@@ -596,16 +583,9 @@ def _bin_rows(rows: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
 
 def live_chart(rows: Sequence[dict[str, Any]], unit: str = "users",
                thresholds: dict[str, Any] | None = None) -> Chart:
-    """The dashboard's per-second view of a run in progress (rows from
-    report/dashboard/feed.py: each request counts in the second it finished; latencies are over
-    the requests finished in the last 10 s, so a line, not dots, when replies outlast a
-    second), in stacked panels sharing the time axis, one unit each: users and requests in
-    flight; TTFT p50 and p95; ITL p50 and p95 (with the ramp's threshold, drawn as the ramp
-    chart draws it); requests
-    finished and failed per second; the generator's event-loop lag and send delay p99; the
-    server's own running and waiting when a probe reads them. Dotted lines mark where each step
-    began, labelled with its load. Past LIVE_POINTS seconds, a point is several seconds
-    (``_bin_rows``: the worst second's p95), and the axis says so."""
+    """The dashboard's per-second view of a run in progress (rows from report/dashboard/feed.py,
+    which says what a row holds), in stacked panels sharing the time axis, one unit each. Past
+    LIVE_POINTS seconds a point is several seconds (``_bin_rows``), and the axis says so."""
     k = max(1, -(-len(rows) // LIVE_POINTS))
     pts = _bin_rows(rows, k) if k > 1 else list(rows)
     t = [float(r["t"]) for r in pts]
@@ -672,9 +652,8 @@ def _tel(step: Step, part: str, key: str) -> float:
 
 
 def ramp_server_chart(steps: Sequence[Step], unit: str, cpus: int | None = None) -> Chart:
-    """The server's machine against load: cores busy (the server's process, llmbench, the
-    whole machine; the machine's core count as a rule) and, with GPUs read, their utilisation
-    and the energy per output token; one unit per panel."""
+    """The server's machine against load: cores busy (its core count as a rule) and, with GPUs
+    read, their utilisation and the energy per output token."""
     loads = [s.load for s in steps]
     gpu = any(not np.isnan(_tel(s, "gpu", "util_pct_mean")) for s in steps)
     energy = any(not np.isnan(_tel(s, "gpu", "j_per_token")) for s in steps)
@@ -719,8 +698,7 @@ def telemetry_chart(series: dict[str, list[tuple[float, float]]],
                     steps: Sequence[Step] = (), t0_perf: float | None = None,
                     cpus: int | None = None) -> Chart:
     """The server's machine second by second, in stacked panels sharing the time axis, one
-    unit each: CPU cores busy; resident memory; GPU utilisation; GPU power. A panel with no
-    data is left out; dotted lines mark where each step began."""
+    unit each (``groups``); a panel with no data is left out."""
     groups = [
         ("cores", "CPU cores busy", [("server_cores", "server's process"),
                                      ("llmbench_cores", "llmbench"),

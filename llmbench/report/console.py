@@ -284,9 +284,8 @@ def state_text(step: Step) -> str:
 
 
 def marks_lines(steps: Sequence[Step], v: Verdict | None = None, unit: str = "users") -> list[str]:
-    """What the marks in the ramp table mean, each said once under it (not under every row):
-    the busy machine or llmbench in the words of the last busy step (unless the verdict says
-    it already), the untrustworthy and the drifting steps."""
+    """What the table's marks mean, said once under it: the busy machine or llmbench in the
+    words of the last busy step (unless the verdict says it already)."""
     from llmbench.analysis.rules.words import untrusted_words
     from llmbench.analysis.verdict import generator_cause, generator_sentence, lag_explains
     out = []
@@ -358,8 +357,7 @@ def ramp_row(step: Step) -> str:
 
 
 # a ramp of agents (--workload agent): sessions are the unit of experience, so the table shows
-# the completed sessions, their time to complete and their calls' TTFT where the chat table has
-# requests, E2EL and throughput; like it, 80 columns with the longest state
+# them where the chat table has requests, E2EL and throughput; like it, 80 columns
 AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft95:>8} "
                  "{itl95:>7} {err:>6} {state}")
 
@@ -385,8 +383,7 @@ def agent_ramp_row(step: Step) -> str:
 
 
 def abandonment_lines(a: Any) -> str:
-    """--abandon: what the users cancelled, and whether the server let go of it
-    (``results.abandon.Abandonment``)."""
+    """--abandon: what the users cancelled and whether the server let go (results.abandon)."""
     out = [a.sentence()]
     rel = a.release
     if rel.text and a.cancelled:
@@ -396,8 +393,7 @@ def abandonment_lines(a: Any) -> str:
 
 
 def class_rows(step: Step) -> list[str]:
-    """--scenario: each traffic class's row under its step's, in the same columns: its own
-    load, requests and latencies, and its state with its name."""
+    """--scenario: each traffic class's row under its step's, in the same columns."""
     return [_row(own_load(c), c.summary, f"  {name}: {c.state}"
                  + (f" ({c.summary.cancelled} cancelled)" if c.summary.cancelled else ""))
             for name, c in step.classes.items()]

@@ -3,8 +3,7 @@
 - per request (``per_request=True``): one row per line of requests.jsonl, the columns of
   llmbench.results.table (``ttft_ms``, ``e2el_ms``, ``measured``, ``start_s`` ...);
 - otherwise one row per run, or per step of a ramp: the summary's figures flattened
-  (``step``, ``users``, ``held``, ``ttft_p50_ms``, ``ttft_p95_ms``, ``itl_p95_ms``,
-  ``output_throughput`` ...), read through the results contract (results.schema).
+  (``step``, ``users``, ``ttft_p95_ms`` ...), read through the results contract (results.schema).
 
 CSV is written with the standard library alone; a text cell that a spreadsheet would run as a
 formula (it starts with = + - @, a tab or a carriage return: a server's error text, a replica
@@ -37,7 +36,6 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def as_run(run: Run | str | Path) -> Run:
-    """A Run, from a Run or a run folder's path."""
     if isinstance(run, (str, Path)):
         return Run.load(run)
     return run
@@ -96,8 +94,7 @@ def _summary_row(summary: Any, step: int | None, users: Any, rate: Any,
 
 
 def summary_rows(run: "Run | str | Path") -> list[dict[str, Any]]:
-    """One row per step of a ramp (or probe), else one row for the run: the summary flattened
-    (SUMMARY_COLUMNS). RUN: a results.schema.Run or a run folder's path."""
+    """One row per step of a ramp (or probe), else one for the run: the summary flattened."""
     run = as_run(run)
     if run.steps:
         by = run.section("ramp").get("by", "users")
@@ -110,9 +107,8 @@ def summary_rows(run: "Run | str | Path") -> list[dict[str, Any]]:
 
 
 def write_csv(run: "Run | str | Path", out: str | Path | IO[str], *, per_request: bool = False) -> None:
-    """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first.
-    Empty cell: no value (a failed request's TTFT); booleans as true/false; floats to 3
-    decimals (``csv_cell``)."""
+    """The run as CSV to a path or an open text stream (``sys.stdout``), a header row first,
+    each cell as ``csv_cell`` writes it."""
     run = as_run(run)
     rows, columns = ((request_rows(run), list(COLUMN_NAMES)) if per_request else
                      (summary_rows(run), [name for name, _ in SUMMARY_COLUMNS]))

@@ -104,8 +104,7 @@ STEP_HEADERS = ["load", "requests", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95"
 
 
 def _classes(run: Run) -> list[str]:
-    """--scenario: each traffic class's own rows per step (its load, latencies, its checks),
-    its own verdict, and with --isolate each class alone at the broken step's load."""
+    """--scenario: each class's verdict, its rows per step and, with --isolate, each class alone."""
     from llmbench.report.text import class_rows
     parts = class_rows(run)
     if not parts:
@@ -165,8 +164,7 @@ def steps_table(steps: Sequence[Step], unit: str) -> str:
 
 def verdict_box(v: Verdict | dict[str, Any] | None, closed_loop_note: str | None = None,
                 empty: str = "No step finished.") -> str:
-    """A ramp's verdict: the result, the knee, drifting steps, the evidence and the advice (the
-    report's, the dashboard's and a notebook's)."""
+    """A ramp's verdict as HTML, shared by the report, the dashboard and a notebook."""
     if isinstance(v, dict):
         v = Verdict.from_dict(v) if v else None
     bad = v is not None and v.kind != "held"
@@ -385,8 +383,7 @@ def _machine_row(label: Any, t: Any) -> list[Any]:
 
 
 def _server_machine(run: Run, run_dir: Path, unit: str = "users") -> list[str]:
-    """What the server was and what its machine did (issue 39): its identity, per-step (or
-    whole-run) figures, the per-second chart, and the notes of sources that did not answer."""
+    """What the server was and what its machine did (issue 39), per step or for the run."""
     from llmbench.analysis import telemetry as tm
     from llmbench.results.telemetry import RunTelemetry
     tel = run.findings.run_telemetry or RunTelemetry()
@@ -536,7 +533,6 @@ _STATS = ("mean", "median", "std", "p90", "p95", "p99", "max")
 
 
 def _stat_cells(m: Any, fmt: Any) -> list[str]:
-    """A metric's mean, median, std, p90, p95, p99 and max, each through ``fmt``."""
     return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
 
 
@@ -650,8 +646,7 @@ def render(run_dir: str | Path) -> str:
 
 
 def body(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
-    """A run's report between its title and its settings: the verdict, tables and charts of
-    its kind (a notebook shows the same, llmbench/report/notebook.py)."""
+    """A run's report between its title and its settings (a notebook shows the same)."""
     kind = run.kind
     return {"ramp": _ramp, "run": _run, "probe": _probe}.get(kind, _run)(run, lat, run_dir)
 

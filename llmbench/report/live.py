@@ -12,13 +12,14 @@ inter-token gap: report.livestep, the accumulator the dashboard's feed shares), 
 and the report's cannot disagree in kind. The board is an observer (load.observe): the event
 loop only appends each finished record to a deque and each tick's token events to another; the
 percentiles are computed at the redraw. The token rate counts token events as they arrive (a
-reply still streaming counts), over the last second. Agent sessions (``--workload agent``) are rebuilt from the same records
-(analysis.sessions.LiveSessions: running, done, failed, each completed session's time and
-calls), the running count the load's own where it is known; the server's machine is its
-telemetry's last 5 s (analysis.telemetry.recent, the dashboard's and the metrics port's window).
-Each of those rows shows only when there is something to show. Every row is cut to the terminal's width (80 columns fit), drawn with
-rich in place, and cleared when the run ends (transient), so the report that follows starts on a
-clean screen. Without a terminal the harness prints its one-line form instead.
+reply still streaming counts), over the last second. Agent sessions (``--workload agent``) are
+rebuilt from the same records (analysis.sessions.LiveSessions), the running count the load's
+own where it is known; the server's machine is its telemetry's last 5 s
+(analysis.telemetry.recent, the dashboard's and the metrics port's window). Each of those rows
+shows only when there is something to show. Every row is cut to the terminal's width (80
+columns fit), drawn with rich in place, and cleared when the run ends (transient), so the
+report that follows starts on a clean screen. Without a terminal the harness prints its
+one-line form instead.
 """
 
 from __future__ import annotations
@@ -116,8 +117,7 @@ class LiveBoard:
         rows.append(f"TTFT p50 {fmt_ms(p50)}  p95 {fmt_ms(p95)}  ITL p95 {fmt_ms(itl95)}   "
                     f"{scope}: {st.done} done")
         errs = ", ".join(f"{k} {n}" for k, n in self._errors.most_common(3))
-        # token events as they arrive (a streaming reply counts while it streams); without
-        # token calls (a board drawn by hand), the view's count since the last redraw
+        # without token calls (a board drawn by hand): the view's count since the last redraw
         rate = self._tokens.per_s(now) if self._tokens.arrivals else view.events_last_s
         rows.append(f"~{rate:.0f} tok/s  done {c.done}  failed {c.failed}"
                     + (f" ({errs})" if errs else "") + f"  in flight {c.in_flight}")
@@ -178,9 +178,7 @@ class LiveBoard:
 
 
 def agents_text(now: SessionsNow) -> str:
-    """The sessions' row: running (how far, in calls), done (a completed session's time and
-    calls, medians), failed, joined mid-way; the most telling first (a row is cut at the
-    terminal's width)."""
+    """The sessions' row, the most telling first (a row is cut at the terminal's width)."""
     done = f"{now.completed} done"
     if now.duration_median_s is not None and now.steps_median is not None:
         done += f" in p50 {fmt_ms(now.duration_median_s * 1000)}, {now.steps_median:.0f} calls"
@@ -195,9 +193,7 @@ def agents_text(now: SessionsNow) -> str:
 
 
 def server_row(samples: list[dict[str, Any]]) -> str | None:
-    """The server's machine over its telemetry's last seconds: the server's process (cores
-    busy, resident memory), the machine (busy of its cores), the GPUs (utilisation, power,
-    memory used); None when nothing was sampled."""
+    """The server's machine over its telemetry's last seconds; None when nothing was sampled."""
     t = recent(samples)
     if t is None:
         return None

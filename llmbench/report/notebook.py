@@ -2,17 +2,14 @@
 themselves in a cell, and the live view a cell shows while a run goes.
 
 ``Run._repr_html_`` is the run's report.html between its title and its settings (the same
-``html.body``: the verdict, the summary tables and the charts, inline SVG, no script, no
-network) in a block whose styles apply to it alone, not to the notebook; a run not written
-to a folder (``out=None``) shows what run.json holds (its verdict, tables and step charts).
-Everything from a server, a dataset or a user is escaped (``html.escape``; chart text is
-stripped of markup), as in the report. Registered with the result contract on import
-(llmbench/results/display.py).
+``html.body``: inline SVG, no script, no network) in a block whose styles apply to it alone,
+not to the notebook; a run not written to a folder (``out=None``) shows what run.json holds.
+Everything from a server, a dataset or a user is escaped, as in the report. Registered with
+the result contract on import (llmbench/results/display.py).
 
 ``CellView`` is the live view in a cell (``progress="notebook"``, or by default in Jupyter):
-the dashboard's numbers (llmbench/report/dashboard/feed.py, fed the same way: one deque append
-per record on the event loop, the rest in a thread) drawn as a small HTML block and updated
-in place through an IPython display handle once a second; its time series chart is redrawn
+the dashboard's numbers (report/dashboard/feed.py, fed the same way) drawn as a small HTML
+block, updated in place through an IPython display handle once a second; its chart is redrawn
 every ``CHART_EVERY_S`` only (drawing costs the interpreter lock the run's loop needs). When
 the run ends it shrinks to one line: the Run the cell returns draws the rest.
 """

@@ -13,20 +13,16 @@ work runs in a thread, from a bounded queue. A collector that is down, slow, dri
 answering HTML loses spans, counted, never measurements: ``close`` waits a few seconds at most
 and says in one line what was sent and what was dropped.
 
-Each request's span (kind CLIENT) carries the GenAI semantic conventions' attributes
-(gen_ai.operation.name, gen_ai.request.model, gen_ai.usage.input_tokens/output_tokens,
-gen_ai.request.max_tokens, gen_ai.response.finish_reasons, server.address/port, error.type)
-and llmbench's own (llmbench.ttft_ms, llmbench.itl_p50_ms, llmbench.outcome, llmbench.step,
-llmbench.user, llmbench.request_id), with one event per phase (records/phases.py). Its trace id
-is the record's (records/trace.py): with --traceparent the server got the same context, so its
-spans are this span's children. Each step is a span of its own (in the run's trace), linked
-from its requests' spans. The preflight (the one-token request before the load, which sent a
-traceparent too but is no measurement, so not in requests.jsonl) is handed over by the
-harness (``preflight``: load.observe.Preflighted) and exported as a span of its own, marked
-``llmbench.preflight``; the child process gets it on its stdin, one JSON line.
+Each request's span (kind CLIENT) carries the GenAI semantic conventions' attributes (gen_ai.*,
+server.address/port, error.type) and llmbench's own (llmbench.ttft_ms, llmbench.outcome, ...),
+with one event per phase (records/phases.py). Its trace id is the record's (records/trace.py):
+with --traceparent the server got the same context, so its spans are this span's children. Each
+step is a span of its own (in the run's trace), linked from its requests' spans. The preflight
+(the one-token request before the load, which sent a traceparent too but is no measurement, so
+not in requests.jsonl) is handed over by the harness (``preflight``: load.observe.Preflighted)
+and exported as a span of its own, marked ``llmbench.preflight`` (the child gets it on stdin).
 
-Needs the extra: pip install 'llmbench[otel]' (opentelemetry-sdk and
-opentelemetry-exporter-otlp-proto-http); without it ``make`` says so in one line.
+Needs the extra: pip install 'llmbench[otel]'; without it OtlpExporter raises OtlpUnavailable.
 """
 
 from __future__ import annotations
@@ -78,7 +74,6 @@ def traces_endpoint(url: str | None) -> str | None:
 
 @dataclass
 class OtlpCounts:
-    """What the OTLP export did: spans observed, exported and dropped."""
     observed: int = 0
     exported: int = 0
     dropped: int = 0             # never sent or not accepted
@@ -252,9 +247,8 @@ class _Preflight:
 
 
 class OtlpExporter:
-    """The observer (see the module's docstring). ``model``/``api``/``base_url`` describe the
-    target for the spans' attributes; ``log``: the run's requests.jsonl, which the child
-    process follows (None: a thread of this process does the work)."""
+    """The observer the module's docstring describes; ``log``: the run's requests.jsonl (None:
+    no run folder, so a thread does the work)."""
 
     def __init__(self, url: str | None, model: str, api: str, base_url: str,
                  run_name: str = "", log: Path | None = None) -> None:
@@ -296,8 +290,7 @@ class OtlpExporter:
         """Token events are in the spans' events already: nothing per token."""
 
     def preflight(self, rec: Record) -> None:
-        """The preflight's record (before any load: a pipe write or a queue put, no export
-        here), for its span."""
+        """The preflight's record, before any load: a pipe write or a queue put, no export."""
         child = self._child
         if child is not None:
             try:
@@ -342,8 +335,7 @@ class OtlpExporter:
 
     # -- the end ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Send what is left (CLOSE_WAIT_S at most: what is still waiting then is dropped),
-        then say in one line what was sent and dropped."""
+        """Send what is left within CLOSE_WAIT_S (the rest is dropped), then say the counts."""
         if self._child is not None:
             self._close_child()
         else:
@@ -391,7 +383,6 @@ class OtlpExporter:
         c.why = c.why or spans.counts.why
 
     def line(self) -> str:
-        """What happened, in one line."""
         c = self.counts
         if not c.dropped:
             return f"OTLP: {c.exported} request spans sent to {self.endpoint}"

@@ -1,8 +1,6 @@
-"""What ``run``, ``ramp`` and ``probe`` print of their result once it is made (and their live
-lines while it is made): the render step of a command, one call (``close_run``,
-``close_classes``, ``close_ramp``, ``close_probe``) that prints the closing screens and returns
-the exit code they state, so that the command itself is wiring (spec -> plan -> harness ->
-analysis.finish -> save -> render)."""
+"""What ``run``, ``ramp`` and ``probe`` print of their result (and their live lines while it is
+made): a command's render step (report/wiring.py) is one ``close_*`` call that prints the
+closing screens and returns the exit code they state."""
 
 from __future__ import annotations
 
@@ -40,12 +38,10 @@ def incomplete_line(run: Run) -> str | None:
 def print_closing(run: Run, warnings: list[str], partial_line: str, run_dir: Path | None,
                   head: Sequence[Any] = (), rows_used: int | None = None,
                   verbose: bool = True, mlflow: str | None = None) -> None:
-    """What every command prints last, the same way: ``head`` (a ramp's verdict,
-    ``report.screen.Part``), outages, a failure, the server, the workload's and the run's
-    notes, the prompt cache, the partial marker (``partial_line``, unless a lost worker's
-    ``incomplete_line`` says more), then the report it writes (and logs to
-    --mlflow) and where the folder is. ``rows_used``: the rows of the table above it on the
-    screen, so that (unless ``verbose``) the block is cut to what is left (report.screen)."""
+    """What every command prints last, the same way, after ``head`` (a ramp's verdict); the
+    partial marker is ``partial_line`` unless a lost worker's ``incomplete_line`` says more.
+    ``rows_used``: the rows of the table above it on the screen, so that (unless ``verbose``)
+    the block is cut to what is left (report.screen)."""
     from llmbench.analysis import checks
     from llmbench.analysis.telemetry import console_lines
     from llmbench.report.auto import write_report
@@ -87,10 +83,8 @@ RUN_PARTIAL = "PARTIAL RESULT: the run was interrupted; the numbers cover what f
 
 def close_run(plan: Any, run: Run, records: Any, texts: dict[str, str],
               run_dir: Path | None) -> int:
-    """``llmbench run``'s closing screens: vLLM's summary, llmbench's extras, each optional
-    part the run has (sessions, prefix cache, trace, abandonment, network, thresholds), the
-    notes, the report and the folder, the vLLM result file (--save-result); the exit code
-    (results.schema.Run.exit_code)."""
+    """``llmbench run``'s closing screens, then the vLLM result file (--save-result); the exit
+    code (results.schema.Run.exit_code)."""
     from llmbench.errors import EXIT_THRESHOLD
     from llmbench.load.shapes import OpenLoop
     from llmbench.report import vllm_json
@@ -158,8 +152,7 @@ def _vllm_result(plan: Any, run: Run, records: Any, texts: dict[str, str]
 
 
 def close_classes(plan: Any, run: Run, run_dir: Path | None) -> int:
-    """``run --scenario``'s closing screens (the whole crowd's numbers, then each class's row
-    and every class's thresholds); the exit code."""
+    """``run --scenario``'s closing screens; the exit code (results.schema.Run.exit_code)."""
     from llmbench.errors import EXIT_THRESHOLD
     from llmbench import wire
     from llmbench.results.schema import Step
@@ -202,10 +195,9 @@ def trace_lines(trace: dict[str, Any], lag: dict[str, Any], speed: float) -> lis
 # -- llmbench ramp --------------------------------------------------------------------------------
 
 def ramp_live_line(unit: str, n_steps: int | None, probe: bool = False) -> Callable[[Any], str]:
-    """The ramp's live line (or the ``probe``'s: its load, no ramp-in, no in-flight count nor
-    generator warning), most telling first: the harness cuts it to the terminal's width, so
-    what is cut at 80 columns is the least needed. ``n_steps`` None: a search (how many
-    steps it takes is what it finds out)."""
+    """The ramp's live line (or the ``probe``'s), most telling first: the harness cuts it to the
+    terminal's width, so what is cut at 80 columns is the least needed. ``n_steps`` None: a
+    search (how many steps it takes is what it finds out)."""
     def line(v: Any) -> str:
         c, st, m = v.counters, v.live, v.monitor
         p95 = recent_p95(v.recent_ttft, v.now)
@@ -286,11 +278,10 @@ def intro_lines(r: Any, unit_of: str) -> list[str]:
 
 
 class RampTable:
-    """The ramp's table as it runs: what the ramp does and its header first (``begin``), then
-    the search's plan lines, a row per judged step (each class's under it, each class run
-    alone), and each finished step written to the run folder at once (a killed ramp keeps its
-    steps) and sent to the dashboard. ``r.table_rows``: the terminal rows it took, so the
-    closing block is cut to the rows left under it (report.screen)."""
+    """The ramp's table as it runs: intro and header (``begin``), the search's plan lines, a row
+    per judged step (each class's under it), each finished step saved and sent to the
+    dashboard. ``r.table_rows``: the terminal rows it took, so the closing block is cut to the
+    rows left under it (report.screen)."""
 
     def __init__(self, r: Any, harness: Any, run_dir: Path | None, dashboard: Any,
                  unit: str) -> None:
@@ -338,8 +329,6 @@ class RampTable:
         from llmbench.load.shapes.base import LiveState
         if self.after_step is not None:
             self.after_step(step)
-        # a busy machine or llmbench is the row's marker ("machine busy"), said in words once
-        # at the end (console.busy_line), not under every row
         self.say(console.agent_ramp_row(step) if self.agents else console.ramp_row(step))
         for row in console.class_rows(step):
             self.say(row)
@@ -362,9 +351,8 @@ class RampTable:
 
 
 def close_ramp(r: Any, run: Run, repeat: int, run_dir: Path | None) -> int:
-    """A ramp's closing screens under its table, cut to the rows left on the terminal: the
-    verdict, the search, who gave up, the steps' marks, the closed loop's note, the repeats,
-    the exit; then the closing block; the exit code (results.schema.Run.exit_code)."""
+    """A ramp's closing screens under its table, cut to the rows left on the terminal; the exit
+    code (results.schema.Run.exit_code)."""
     from llmbench.analysis.finish import unit_of
     from llmbench.errors import EXIT_NOT_JUDGED, EXIT_THRESHOLD
     from llmbench.report.screen import EVIDENCE, KEEP, NOTE, Part
@@ -411,10 +399,8 @@ def _board_row() -> int:
 
 # -- llmbench probe -------------------------------------------------------------------------------
 
-# the probe's table fits 80 columns: each overhead (router minus direct, ms) as its point
-# estimate, marked * when real (its 95 % interval excludes zero, and it is at least 1 ms or
-# 2 %); the intervals themselves are under the table for TTFT p50, and all of them in
-# run.json and report.html
+# the probe's table fits 80 columns: each overhead as its point estimate, marked * when real
+# (close_probe prints the legend); the intervals are under it, in run.json and report.html
 PROBE_OVERHEADS = (("ttft_p50", "+TTFT50", 9), ("ttft_p95", "+TTFT95", 9), ("e2el_p50", "+E2EL50", 9),
              ("itl_p50", "+ITL50", 8))
 
@@ -469,10 +455,8 @@ def implausible_line(steps: list[Any], backends: Backends | None) -> str | None:
 
 
 def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
-    """What the probe says under its table: the intervals, where the router became the
-    bottleneck, the prompt cache by path, the backends behind the router; then the closing
-    block; the exit code (interrupted: 130; a lost worker's users are missing from the slices
-    after it died, never a pass: Run.exit_code, the one rule)."""
+    """What the probe says under its table, then the closing block; the exit code
+    (Run.exit_code, the one rule: a lost worker's slices are never a pass)."""
     from llmbench.errors import EXIT_NOT_JUDGED
     steps: list[Any] = run.findings.router.steps
     screen.say("(+X: the router's overhead in ms, router minus direct; * = its 95% interval "
@@ -528,8 +512,7 @@ def close_probe(plan: Any, run: Run, run_dir: Path | None) -> int:
 # -- llmbench record ------------------------------------------------------------------------------
 
 def record_summary(writer: Any) -> list[str]:
-    """What ``llmbench record`` prints on the way out: requests, sessions, the prefix share a
-    prefix cache could serve, the latencies seen through the recorder."""
+    """What ``llmbench record`` prints on the way out."""
     from llmbench.analysis.percentile import percentile
     s = writer.stats
     turns = sorted(writer.linker.turns.values())

@@ -2,10 +2,9 @@
 load generator's own state, served at ``/metrics`` in the text exposition format 0.0.4.
 
 Off the hot path by construction: the event loop only appends each finished record to a deque
-(``observe``, ~0.1 us). Everything else (bucketing TTFT, every inter-token gap, TPOT and E2EL,
-the counters, the text) happens in the HTTP server's thread when Prometheus scrapes, so a scrape
-costs the loop nothing but the GIL it shares for the few milliseconds a render takes
-(scripts/bench_metrics_scrape.py measures it at 128 streams).
+(``observe``, ~0.1 us). Everything else (bucketing, counters, the text) runs in the exporter's
+threads, at a scrape or once a second, so the loop pays only the GIL it shares for the few
+milliseconds a render takes (scripts/bench_metrics_scrape.py measures it at 128 streams).
 
 Definitions are the summary's (METRICS.md): TTFT = first token - start, ITL = each gap between
 token events, TPOT = (E2EL - TTFT) / (output tokens - 1), E2EL = end - start, over measured
@@ -19,13 +18,11 @@ kind) on the request counter, ``path`` (router or direct) only for a probe's rec
 
 The server's machine, where it is sampled (``--server-pid``, ``--host-metrics``,
 ``--gpu-metrics``; servers.telemetry), is served as gauges over its last 5 s by the run's own
-definitions (analysis.telemetry.recent, what the terminal view and the dashboard show): the
-server process tree's cores busy, resident memory and threads; the machine's busy cores and CPU
-count; the GPUs' mean utilisation (a ratio, 0-1, as Prometheus's base units want), power and
-memory used. A gauge with no reading is left out, never written as 0. Agent sessions
-(``--workload agent``), once one has a call finished: those under way, and those ended by
-outcome (completed: the answer came back; failed: a call failed), by the sessions' own
-definitions (analysis.sessions.LiveSessions, what the live view and the dashboard show).
+definitions (analysis.telemetry.recent, what the terminal view and the dashboard show), in
+Prometheus's base units (GPU utilisation a 0-1 ratio); a gauge with no reading is left out,
+never written as 0. Agent sessions (``--workload agent``), once one has a call finished: those
+under way, and those ended by outcome, by the sessions' own definitions
+(analysis.sessions.LiveSessions, what the live view and the dashboard show).
 """
 
 from __future__ import annotations
@@ -79,7 +76,6 @@ def _num(x: float) -> str:
 
 @dataclass
 class Histogram:
-    """One Prometheus histogram: its name, help and bucket counts."""
     name: str
     help: str
     counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
@@ -106,10 +102,8 @@ class Histogram:
 
 
 class MetricsExporter:
-    """An observer (load.observe) that counts finished records and serves them. ``observe`` and
-    ``token`` are the calls made on the event loop; ``attach``/``close`` open and close the port
-    around the run; ``keep``: where the final exposition is written at ``close`` (the run
-    folder's metrics.prom)."""
+    """An observer (load.observe) that counts finished records and serves them; ``keep``: where
+    ``close`` writes the final exposition (the run folder's metrics.prom)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, run: str = "",
                  keep: Path | None = None) -> None:
@@ -264,8 +258,7 @@ class MetricsExporter:
             return ("\n".join(lines) + "\n").encode()
 
     def _agent_sessions(self, opened: list[int | None] | None) -> list[str]:
-        """Agent sessions: under way (the load's own count where it is known), and ended by
-        outcome; nothing until a session's call has finished."""
+        """Sessions under way (the load's own count where it is known) and ended by outcome."""
         now = self._sessions.now(running=None if opened is None else len(opened))
         if not (now.running or now.completed or now.failed or now.joined):
             return []

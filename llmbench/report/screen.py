@@ -2,11 +2,10 @@
 
 A terminal wraps a long line wherever its last column falls ("req" / "uest(s)") and scrolls
 off what came first: the steps table and the answer. So on a terminal every line is wrapped at
-word boundaries to its width, and a command's closing block (the answer, why, what to change,
-the notes, the folder) is cut to the rows left under its table: what must stay (the headline,
-why, what to change, warnings, the folder) always does; the evidence and the notes are left out
-from the least needed on, and one line says how many and where they are (the report, or
-``--verbose``). Printed to a file or a pipe, nothing scrolls: every line is kept, unwrapped.
+word boundaries to its width, and a command's closing block is cut to the rows left under its
+table: what must stay (``KEEP``) always does; the evidence and the notes are left out from the
+least needed on, and one line says how many and where they are (the report, or ``--verbose``).
+Printed to a file or a pipe, nothing scrolls: every line is kept, unwrapped.
 """
 
 from __future__ import annotations
@@ -68,7 +67,6 @@ def wrap(text: str, width: int | None) -> list[str]:
 
 
 def rows_of(text: str, width: int | None) -> int:
-    """How many rows ``text`` takes on a screen ``width`` wide, wrapped as ``wrap`` does."""
     return len(wrap(text, width))
 
 

@@ -800,8 +800,7 @@ def _mpl_figure_parts(fig: Any, c: Chart, Line2D: Any, Patch: Any) -> None:
 
 
 def to_matplotlib(c: Chart) -> Any:
-    """A matplotlib Figure drawing ``c`` (the description, not a second set of charts): every
-    panel at its pixel box, every trace, mark, text and legend as the SVG has them."""
+    """A matplotlib Figure drawing the description ``c``, each panel at its pixel box."""
     matplotlib, Figure = _matplotlib()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -823,8 +822,7 @@ def _handle(e: LegendEntry, Line2D: Any, Patch: Any) -> Any:
 
 
 def save_png(c: Chart, path: str | Path, dpi: int = 150) -> None:
-    """The chart as a PNG (for slides), drawn by matplotlib from the same description; without
-    matplotlib, MissingExtra says which extra to install."""
+    """The chart as a PNG (for slides); without matplotlib, raises MissingExtra."""
     fig = to_matplotlib(c)
     fig.savefig(str(path), format="png", dpi=dpi, facecolor="white")
 

@@ -44,8 +44,7 @@ def _labels(results: Sequence[SweepSetting]) -> list[str]:
 
 def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] | None,
                axis_name: str) -> charts.Chart:
-    """Users held per setting as bars, min-max over repeats as error bars; a setting that was
-    not measured says why on its own slot instead of drawing a zero."""
+    """``charts.sweep_held_chart`` of the sweep's results."""
     bars = []
     for label, r in zip(_labels(results), results):
         iv = r.held_interval
@@ -58,7 +57,7 @@ def held_chart(results: Sequence[SweepSetting], unit: str, best: dict[str, str] 
 
 def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
                   axis_name: str) -> charts.Chart:
-    """TTFT p95, ITL p50 and output tok/s of each setting at the common load, side by side."""
+    """``charts.sweep_at_load_chart`` of the sweep's results."""
     values = []
     for r in results:
         at = _at_load(r)
@@ -67,8 +66,7 @@ def at_load_chart(results: Sequence[SweepSetting], load: float, unit: str,
 
 
 def _runs(sweep_dir: Path, results: Sequence[SweepSetting]) -> list[tuple[SweepSetting, Run]]:
-    """Each setting's ramp, read from its run folder (a setting whose folder is gone is left
-    out)."""
+    """Each setting's ramp from its run folder (one whose folder is gone is left out)."""
     out = []
     for r in results:
         if not r.run_dir:
@@ -175,8 +173,7 @@ def _per_setting(doc: Sweep, unit: str) -> list[str]:
 
 
 def _charts(doc: Sweep, sweep_dir: Path, unit: str, axis_name: str) -> list[str]:
-    """Held per setting, latency and throughput at the common load, the sessions, the ramps
-    overlaid."""
+    """Held per setting, then the common load's figures, the sessions, the ramps overlaid."""
     results, load = doc.results, doc.common_load
     measured = [r for r in results if r.held is not None]
     out: list[str] = []
@@ -249,8 +246,7 @@ def _how_it_ran(doc: Sweep) -> list[str]:
 
 
 def body(doc: Sweep, sweep_dir: Path) -> list[str]:
-    """The sweep's page under its title: the answer, the settings, the charts, how it ran (a
-    notebook shows the same, llmbench/report/notebook.py)."""
+    """The sweep's page under its title (a notebook shows the same: report/notebook.py)."""
     unit = doc.unit or "users"
     axis_name = " x ".join(doc.settings or {}) or "setting"
     return (_answer(doc) + _per_setting(doc, unit) + _charts(doc, sweep_dir, unit, axis_name)

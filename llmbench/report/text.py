@@ -1,9 +1,8 @@
 """Markdown (to paste into a PR) and CSV (the per-step table) from a run folder.
 
-With traffic classes (``--scenario``) both carry each class's own figures: the CSV one more
-row per class under each step's (a ``class`` column, empty on the whole crowd's row, and the
-class's own load in ``class_load``), the markdown a table of each class at each step, each
-class's verdict and, with ``--isolate``, each class alone (docs/results.md)."""
+With traffic classes (``--scenario``) both carry each class's own figures: the CSV a row per
+class under each step's (``class`` empty on the whole crowd's row, ``class_load`` its own
+load), the markdown ``_md_classes`` (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -72,13 +71,11 @@ def to_csv(run_dir: str | Path) -> str:
                         router.output_throughput, direct.output_throughput])
         return buf.getvalue()
     classes = bool(class_rows(run))
-    # traffic classes: a class column (empty: the whole crowd) and each class's own load
     writerow(CSV_COLUMNS[:1] + (["class", "class_load"] if classes else []) + CSV_COLUMNS[1:])
     per_class: dict[Any, list[tuple[str, ClassStep]]] = {}
     for load, name, c in class_rows(run):
         per_class.setdefault(load, []).append((name, c))
     for load, s, st in _steps(run):
-        # an empty cell is a statistic with no data (never 0)
         held = [st.held, st.state] if st is not None else [None, None]
         if run.kind == "run" and classes:
             bad = [c for c in run.findings.thresholds if not c.ok]
@@ -144,7 +141,6 @@ def _md_classes(run: Run) -> list[str]:
 
 
 def _md_ramp(run: Run) -> list[str]:
-    """A ramp: its headline and evidence, the steps' table, the sessions', the classes'."""
     out = []
     v = run.verdict
     out.append(f"**{_md_escape(v.headline if v is not None else '')}**")
@@ -184,7 +180,6 @@ def _md_ramp_sessions(run: Run) -> list[str]:
 
 
 def _md_run(run: Run) -> list[str]:
-    """A run: its figures, its sessions', its thresholds, its classes."""
     s = run.summary or Summary()
     out = ["| metric | value |\n|---|---:|"]
     for k in ("completed", "failed", "duration", "request_throughput", "output_throughput",
@@ -234,7 +229,6 @@ def _md_probe(run: Run) -> list[str]:
 
 
 def _md_footer(run: Run) -> list[str]:
-    """The workload it ran and its labels."""
     wl = run.workload or {}
     out = ["", f"Workload `{_md_code(wl.get('source'))}` (fingerprint `{wl.get('fingerprint')}`, "
                f"tokenizer {_md_escape(wl.get('tokenizer'))}, seed {wl.get('seed')})."]

@@ -3,8 +3,7 @@ same order, same types, so scripts and dashboards built on vLLM's files read our
 
 Source of truth: vllm/benchmarks/serve.py (``main_async`` and ``benchmark``, vLLM main 2026).
 The file is one JSON object on one line; ``--append-result`` adds another line to the file.
-Without ``--save-detailed`` vLLM drops the per-request arrays ``input_lens``, ``output_lens``,
-``start_times``, ``ttfts``, ``itls``, ``generated_texts`` and ``errors`` but keeps
+Without ``--save-detailed`` vLLM drops the per-request arrays (DETAILED_KEYS) but keeps
 ``latencies`` and ``queue_times``; so do we.
 """
 

@@ -26,10 +26,8 @@ from llmbench.report import outcome as shown
 
 @dataclass
 class Watch:
-    """Who watches a run, apart from the plan (what is measured): the live views and exporters
-    handed to the harness as its observers (--progress, --metrics-port, --dashboard, --otlp),
-    what it says (-q, -v), and where the result is logged after (--mlflow). Nothing measured
-    depends on these."""
+    """Who watches a run, apart from the plan (what is measured): the harness's observers, what
+    it says and where the result is logged after. Nothing measured depends on these."""
 
     progress: bool | None = None
     quiet: bool = False                    # -q: errors and the final answer only
@@ -43,10 +41,8 @@ class Watch:
 
 def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
               workers: int | str = 1) -> list[Observer]:
-    """Who watches the run, built in this one place: the Prometheus exporter (--metrics-port),
-    the terminal view, the dashboard's page (--dashboard) and a notebook cell's view (one feed:
-    report.dashboard.feed.DashboardFeed) and the OTLP exporter (--otlp: its spans are built in
-    a child process that follows requests.jsonl)."""
+    """Who watches the run, built in this one place; the dashboard's page and a notebook cell's
+    view share one feed (report.dashboard.feed.DashboardFeed)."""
     out: list[Observer] = []
     if watch.metrics_at is not None:
         from llmbench.report.prometheus import MetricsExporter
@@ -58,7 +54,6 @@ def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
     if shape is not None and (watch.dashboard_at is not None or _cell_view()):
         from llmbench.report.dashboard import handle
         from llmbench.report.dashboard.feed import DashboardFeed
-        # the page (one per command: a sweep's ramps share it) and a notebook cell's view
         board = handle.for_run(watch.dashboard_at, watch.dashboard_linger_s)
         if board is not None:
             board.begin(dashboard_meta(shape, target, run_dir, workers))
@@ -73,8 +68,7 @@ def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
 
 
 def board_for(shape: Any) -> Any:
-    """The live view for a shape: a ramp or probe's steps (each ramp-in + hold, or the probe's
-    rounds of slices), a run's planned requests or seconds."""
+    """The terminal's live view, its progress bar sized by the shape's plan."""
     from llmbench.report.live import LiveBoard
     steps = getattr(shape, "steps", None)
     if steps:
@@ -263,9 +257,8 @@ def _warm_up(c: Any) -> int:
 # -- llmbench ramp -------------------------------------------------------------------------------
 
 def measure_ramp(r: Any, run_dir: Path | None) -> tuple[Outcome, Any]:
-    """A ramp's steps on its harness, its table printed as they are judged (each finished step
-    written to the folder at once), and the network's round trip before, between the steps
-    and after (analysis.finish.network_of). Raises PreflightError before any load."""
+    """A ramp's steps on its harness, its table printed as they are judged, and the network's
+    round trip before, between the steps and after. Raises PreflightError before any load."""
     from llmbench.client.floor import floor_later
     c, shape = r.common, r.shape
     finish.ramp_judges(r)

@@ -6,11 +6,9 @@ counters, load, step and generator state read once a second (load.observe.LiveNo
 ``LiveSeries.tick`` runs in the dashboard's feeder thread, never on the event loop. It drains the
 records into per-second buckets (a request counts in the second it finished, as a Prometheus
 histogram observes it) and into the current step's figures so far (report.livestep, the
-accumulator the terminal view shares), and returns plain numbers; each second's token rate is
-the token events that arrived in it, so a reply that streams for seconds is seen as it streams:
-the rows of the last few seconds (a record may reach the coordinator a little after it finished,
-so the last ``OPEN_S`` seconds are sent again until they are closed) and the gauges. Nothing
-here renders: the numbers go to the dashboard's own process, which draws them.
+accumulator the terminal view shares); each second's token rate is the token events that
+arrived in it, so a reply that streams for seconds is seen as it streams. Nothing here renders:
+plain numbers go to the dashboard's own process, which draws them.
 
 Definitions are the summary's (METRICS.md): TTFT = first token event - start, ITL = every gap
 between two token events, over successful measured requests (not warm-up, not cut by our own
@@ -253,9 +251,8 @@ def _window(parts: list[Any]) -> np.ndarray:
 
 @dataclass
 class DashboardFeed:
-    """The dashboard as an observer (load.observe) of one run: the page's feed, or a notebook
-    cell's (``board``: report.dashboard.handle.Dashboard, or those of handle.for_run). The page
-    outlives the run (a sweep's ramps share it): ``close`` ends this run's feed, not the page."""
+    """The dashboard as an observer (load.observe) of one run, feeding ``board`` (handle.for_run's:
+    the page, a cell's view or both); ``close`` ends this run's feed, not the page."""
 
     board: Any
 

@@ -34,8 +34,7 @@ SYNC_TIMEOUT_S = 10.0     # the page applies a message in microseconds; a busy m
 
 
 class Dashboard:
-    """The load generator's end of the dashboard: the child process that serves the page, and
-    the feeder thread that sends it what the run does."""
+    """One command's dashboard: its page's process, and the feeder thread that sends it the run."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = 0) -> None:
         self.host, self.port = host, port
@@ -414,8 +413,7 @@ def forget(d: Dashboard) -> None:
 
 
 class Tee:
-    """Several consumers of one run's feed (the page and a notebook cell's view): every call
-    goes to each."""
+    """The page and a notebook cell's view fed as one: every call goes to each."""
 
     def __init__(self, boards: list[Dashboard]) -> None:
         self.boards = boards
@@ -461,13 +459,11 @@ def _fed(boards: list[Dashboard]) -> Any:
 
 
 def end_of_command(cli: bool, interrupted: bool = False) -> None:
-    """A command is over. The command line keeps the page up until Ctrl-C, or for
-    --dashboard-linger, then closes it (``Dashboard.linger``); in Python it is left up (the next
-    run reuses it; it closes when the interpreter exits) unless ``dashboard_linger`` was given.
-    A command a stop signal ended (``interrupted``: Ctrl-C during the load or its closing
-    output) does not linger: that Ctrl-C was the one that ends the wait, and the user, who
-    pressed it once, would otherwise wait out the linger (``llmbench dashboard RUN`` serves the
-    folder later)."""
+    """A command is over: the command line's page lingers (``Dashboard.linger``), Python's only
+    with ``dashboard_linger`` (else it stays up for the next run). A command a stop signal
+    ended (``interrupted``: Ctrl-C during the load or its closing output) does not linger: that
+    Ctrl-C was the one that ends the wait, and the user, who pressed it once, would otherwise
+    wait out the linger (``llmbench dashboard RUN`` serves the folder later)."""
     d = current()
     if d is None:
         return

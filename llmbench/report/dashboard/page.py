@@ -242,8 +242,7 @@ def server_table(state: dict[str, Any]) -> str:
 
 
 def _machine_rows(m: dict[str, Any]) -> list[list[Any]]:
-    """The server's machine over the last seconds (its telemetry: --server-pid, the port's
-    process, --host-metrics, --gpu-metrics)."""
+    """The server's machine over the last seconds, from its telemetry."""
     w = f"last {m.get('window_s', 5):g} s"
     rows: list[list[Any]] = []
     if m.get("server_cores") is not None:
