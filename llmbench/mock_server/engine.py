@@ -54,9 +54,8 @@ class MockConfig:
     block_tokens: int = 16
     batch_slowdown: float = 0.0         # step = itl * (1 + k * (decoding - 1))
     kv_capacity_tokens: int = 0         # KV cache size; >0: admission by blocks, preemption
-    # the KV budget shared by all sessions (kvcache.py): >0: each conversation's prefix stays
-    # cached (prompt and reply) until the least recently used prefixes are evicted to fit;
-    # supersedes prefix_cache / cache_blocks, and cached tokens are in every API's usage
+    # the KV budget shared by all sessions, by kvcache.py's rules: >0 supersedes prefix_cache /
+    # cache_blocks, and cached tokens are in every API's usage
     kv_tokens: int = 0
     fault_500: float = 0.0
     fault_429: float = 0.0
@@ -91,10 +90,9 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
-    # a client that closes its connection mid-request (a user who gave up): by default the
-    # request is dropped at once, its queue place or slot freed (vLLM aborts it, llama.cpp
-    # cancels its task). True: the server goes on decoding it to the end, holding its slot, as
-    # a server that does not watch for closed connections does
+    # a client that closes its connection mid-request: by default the request is dropped at
+    # once, its queue place or slot freed (vLLM aborts it, llama.cpp cancels its task). True: it
+    # decodes to the end holding its slot, as a server that does not watch its connections
     decode_after_close: bool = False
     # what the replies say of the prompt tokens found cached (CACHE_REPORTS): "usage" as
     # vLLM and Ollama 0.34 on (usage's cached_tokens, /api's prompt_eval_cached_count with a
@@ -658,7 +656,7 @@ class Engine:
         if self.config.kv_tokens > 0:
             # as vLLM counts it: the KV of running requests (cached prefixes are reusable room)
             return min(self.stats.kv_tokens / self.config.kv_tokens, 1.0)
-        # unbounded: usage against a nominal 64k-token cache, as before
+        # unbounded: usage against a nominal 64k-token cache
         return min(self.stats.kv_tokens / 65536, 1.0)
 
 
