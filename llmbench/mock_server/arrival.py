@@ -85,9 +85,8 @@ def stamping_listener(sock: socket.socket) -> socket.socket:
 
 class ArrivalStampingHandler(RequestHandler):
     """aiohttp's connection protocol, stamping each request's arrival (``arrival_ns``) when its
-    first bytes come in: the kernel's receive time where the socket has one, else now. The routes
-    clear it once the request is answered (routes._arrival_done), so the next request on a
-    kept-alive connection stamps its own."""
+    first bytes come in: the kernel's receive time where the socket has one, else now
+    (routes._arrival_done clears it for the connection's next request)."""
 
     __slots__ = ("arrival_ns", "_conn")
 

@@ -90,9 +90,8 @@ class Routes(Context):
                                  headers=self.headers())
 
     async def reset_cache(self, request: web.Request) -> web.Response:
-        """The mock's own cache reset (this worker's engine), as vLLM's /reset_prefix_cache
-        answers: {"success": true}, with the tokens dropped. --reset-fails: the same answer,
-        and the cache kept."""
+        """This worker's ``Engine.reset_cache``, answered as vLLM's /reset_prefix_cache does:
+        {"success": true}, with the tokens dropped."""
         dropped = self.engine.reset_cache()
         return web.json_response({"success": True, "dropped_tokens": dropped},
                                  headers=self.headers())

@@ -5,9 +5,8 @@ process (``llmbench ramp`` with no --url, so the mock never shares the load gene
 port(s) with SO_REUSEPORT, each with its own event loop and engine, so the mock's own CPU ceiling
 grows with the cores. The kernel hands each new connection to one worker (by a hash of its
 addresses); a kept-alive connection stays with its worker. N engines are N replicas behind one
-port: each has its own slots, queue, KV cache and prefix cache. Workers reach each other over
-unix sockets in a private directory (``Peers``) so that /metrics shows every worker and
-/admin/config changes every worker, whichever worker the request landed on.
+port: each has its own slots, queue, KV cache and prefix cache. Workers reach each other
+through ``Peers`` (peers.py).
 """
 
 from __future__ import annotations
@@ -120,8 +119,7 @@ class MockCluster:
             await web.UnixSite(runner, self.peers.path(self.worker)).start()
             self._runners.append(runner)
         for r, sock in zip(routes, socks):
-            # a request whose client closed its connection is cancelled (queued, prefilling or
-            # streaming), as vLLM and llama.cpp drop it; MockConfig.decode_after_close keeps it
+            # a closed connection cancels its request (MockConfig.decode_after_close says why)
             runner = web.AppRunner(r.app(), access_log=None, handle_signals=False,
                                    handler_cancellation=True)
             await runner.setup()
