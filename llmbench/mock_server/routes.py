@@ -72,8 +72,7 @@ class Routes(Context):
         snaps = [("0", prometheus.snapshot(self.engine))]
         said = ""
         if self.peers is not None:
-            # every worker's series, labelled engine="<worker>", as vLLM's data-parallel server
-            # shows its engines: one worker's counters alone would be misread as the server's
+            # every worker's series, one engine label each (prometheus.py says why)
             snaps, missing = await self.peers.states(self.index, snaps[0][1])
             headers["x-llmbench-workers-reporting"] = f"{len(snaps)}/{self.workers}"
             said = "".join(f"# llmbench_mock: worker {w} did not answer\n" for w in missing)
