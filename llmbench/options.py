@@ -44,7 +44,7 @@ _LIMIT = "at most 30 days (720h)"
 
 
 def duration(text: str, flag: str, *, zero_ok: bool = True) -> float:
-    """'90', '90s', '500ms', '2m', '1m30s', '1h2m3.5s' -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
+    """'90', '500ms', '1m30s' (see _PART) -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
     t = str(text).strip().lower().replace(" ", "")
     hint = "expected a duration such as 30s, 500ms, 2m or 1m30s"
     if t.startswith("-"):
@@ -339,9 +339,8 @@ class Spec:
     command: ClassVar[str] = "llmbench"
     # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
     aliases: ClassVar[dict[str, str]] = {}
-    # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
-    # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
-    # become the spec's own fields, the command line's flags
+    # the option groups a user may pass whole, as InitVars of the spec (``_spread``):
+    # {keyword: group} (``RunSpec(target=Target(url=...), request=Request(temperature=0))``)
     groups: ClassVar[dict[str, type]] = {}
 
     def __post_init__(self, *aliases: Any) -> None:

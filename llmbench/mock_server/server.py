@@ -355,8 +355,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
                     watch_stdin: bool = False, start_timeout_s: float = 60.0,
                     stop_timeout_s: float = 65.0) -> None:
     """Start ``workers`` processes sharing the ports with SO_REUSEPORT; stop them all on
-    SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits. Workers
-    die with this process even when it is killed (PR_SET_PDEATHSIG, and their stdin pipe)."""
+    SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits."""
     if not REUSEPORT:
         raise WorkerFailed("--workers needs SO_REUSEPORT as Linux has it; run one worker")
     # the ports must be free (a port held by another SO_REUSEPORT server of this user would let
