@@ -60,8 +60,7 @@ class StampedConnection(socket.socket):
 
 
 class StampingListener(socket.socket):
-    """A listening socket whose connections are ``StampedConnection``s with receive timestamps
-    switched on."""
+    """A listening socket whose connections are ``StampedConnection``s, receive timestamps on."""
 
     def accept(self) -> tuple[socket.socket, Any]:
         fd, addr = self._accept()         # type: ignore[attr-defined]

@@ -419,8 +419,7 @@ def _lmstudio_entries(v0: Any, v1: Any) -> list[dict[str, Any]]:
 
 
 def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> dict[str, Any]:
-    """What the server's own process says (on this machine): its known settings, its
-    program's name, its PID."""
+    """What the server's process on this machine says: its known settings, program name, PID."""
     out: dict[str, Any] = {}
     args = server_argv(argv)
     settings = {**settings_from_argv(args[1:]), **{k: v for k, v in env.items() if v != ""}}
@@ -436,8 +435,7 @@ def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> d
 
 
 def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
-    """The pages' identity with the process's; the kind from the program's name when no
-    page told it."""
+    """The pages' identity and the process's; the kind from the program's name if no page says."""
     out = {**ident, **proc}
     exe = proc.get("executable") or ""
     if "kind" not in out and exe:
