@@ -323,9 +323,8 @@ def _open(out: Path | None, t: Telemetry) -> Any:
 
 @dataclass
 class LocalSampler:
-    """The server's process tree, llmbench's own, and the machine, from /proc. Blocking (the
-    caller runs it in a thread). A server that exits is noted once; when it was found by its
-    port, whoever listens there next is sampled from then on (a restarted server)."""
+    """The server's process tree, llmbench's own, and the machine, from /proc. A server that
+    exits is noted once; found by its port, whoever listens there next is sampled (a restart)."""
 
     spec: TelemetrySpec
     owner: Telemetry
