@@ -1,5 +1,5 @@
 """Each API's stream shape: how its stream opens, carries a token, finishes and ends, and its
-whole (non-streamed) reply. One class per wire format; routes.py picks one per request."""
+whole (non-streamed) reply. One class per wire format; each API's handler (apis/) names its own."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ def _now_iso() -> str:
 
 
 class Shape:
-    """Bytes of one API's stream: how it opens, carries a token, finishes and ends."""
-
     content_type = "text/event-stream"
 
     def __init__(self, model: str, rid: str) -> None:
