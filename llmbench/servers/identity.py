@@ -1,14 +1,12 @@
 """What produced the numbers: the server's kind, version, model and quantisation, and its
 parallel settings, as far as the server (and, on this machine, its process) says.
 
-Asked once, before the load, with the server probes' deadline and size cap: llama.cpp's
-``/props``, vLLM's ``/version``, Ollama's ``/api/version`` and ``/api/tags``, TGI's ``/info``,
-SGLang's ``/get_server_info`` and the API's models list. A server that answers none of them is
-"unknown", never a failure. When the server's process is on this machine its command line
-gives the settings the pages do not (llama.cpp's ``-t``, vLLM's ``--max-num-seqs``) and, for
-Ollama, the OLLAMA_* variables of its environment. Only the settings named below are ever kept:
-a command line and an environment can hold secrets (``--api-key``), and those are never read
-out of them.
+Asked once, before the load, with the server probes' deadline and size cap: each kind's own
+pages (``PATHS``) and the API's models list. A server that answers none of them is "unknown",
+never a failure. When the server's process is on this machine its command line gives the
+settings the pages do not (llama.cpp's ``-t``, vLLM's ``--max-num-seqs``) and, for Ollama, the
+OLLAMA_* variables of its environment. Only the settings named below are ever kept: a command
+line and an environment can hold secrets (``--api-key``), and those are never read out of them.
 
 The parsers are pure (documents and argv in, a dict out); ``ask`` does the requests.
 """
@@ -23,8 +21,8 @@ from typing import Any, Awaitable, Callable, Sequence
 
 Get = Callable[[str], Awaitable[tuple[int, str]]]
 
-# paths asked, besides the API's models list: llama.cpp, vLLM, Ollama, TGI, SGLang, then
-# llama-cpp-python (FastAPI's schema names it), LM Studio's native API (v0 and 0.4's v1),
+# paths asked, besides the API's models list and Ollama's /api/tags: llama.cpp, vLLM, Ollama,
+# TGI, SGLang, then llama-cpp-python (LCP_TITLE), LM Studio's native API (v0 and 0.4's v1),
 # KoboldCpp's version and Ollama's loaded models
 PATHS = ("/props", "/version", "/api/version", "/info", "/get_server_info", "/openapi.json",
          "/api/v0/models", "/api/v1/models", "/api/extra/version", "/api/ps")
