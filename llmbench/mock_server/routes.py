@@ -1,6 +1,5 @@
 """The mock's HTTP app, on aiohttp.web: every API's routes (one handler module each, apis/) and
-the server's own: /v1/models, /health, /metrics (vLLM's names), /props, /admin/config,
-/tokenize.
+the server's own (``Routes.app`` lists them).
 
 aiohttp was chosen for the mock's HTTP layer because it is a production server that is already a
 dependency (the client transport) and it streams chunked responses without an ASGI layer in
