@@ -322,8 +322,7 @@ class MessagesShape(Shape):
     """Anthropic's Messages API: ``event:`` + JSON typed events. message_start (the prompt's
     usage: input_tokens uncached, cache_read_input_tokens), a ping, one content block per kind
     (thinking, text, or a tool_use whose arguments stream as input_json_delta), message_delta
-    with the stop reason and output_tokens, message_stop; errors as {"type": "error", "error":
-    {"type", "message"}}. No [DONE]."""
+    with the stop reason and output_tokens, message_stop. No [DONE]."""
 
     reasoning_field = "thinking"
     ends_with_done = False
