@@ -1,8 +1,7 @@
 """One generation request, whatever its API. Each API's handler module (``apis/``) parses its
-own body into an ``Ask`` (what to prefill, how long a reply, streamed or not, the reply's own
-text when it is a tool call or a JSON reply) and names its stream shape; ``generate`` does the
-rest the same way for all: faults, admission, the slot, prefill, the reply's events on the
-engine's clock, the histograms and the send-time log.
+own body into an ``Ask`` and names its stream shape; ``generate`` does the rest the same way for
+all: faults, admission, the slot, prefill, the reply's events on the engine's clock, the
+histograms and the send-time log.
 
 Nothing here knows an API's field names: those are the handler's (and its shape's, shapes.py).
 """
