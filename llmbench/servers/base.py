@@ -35,9 +35,8 @@ class ServerSample:
     # backend does with them (running or queued there): not a backend's running count
     in_flight: float | None = None
     # the prompt cache as the server counts it (analysis.cachebound reads their change over a
-    # window): prompt tokens it computed and prompt tokens it took from its cache (llama.cpp's
-    # prompt_tokens_total and prompt_tokens_cached_total), the KV it has for them (the mock's
-    # budget, llama.cpp's context per slot, Ollama's context length) and what it evicted
+    # window): prompt tokens it computed and took from its cache, the KV it has for them (the
+    # mock's budget, llama.cpp's context per slot, Ollama's context length) and what it evicted
     prefilled_tokens_total: float | None = None
     cached_tokens_total: float | None = None
     kv_budget_tokens: float | None = None
