@@ -31,8 +31,7 @@ class ServerSample:
     vram_bytes: int | None = None
     ram_bytes: int | None = None
     backends_in_flight: dict[str, float] | None = None
-    # a router's own count of requests it sent on and that have not finished, whatever the
-    # backend does with them (running or queued there): not a backend's running count
+    # a router's in-flight count, not a backend's running count (nomyo.py says why)
     in_flight: float | None = None
     # the prompt cache as the server counts it (analysis.cachebound reads their change over a
     # window): prompt tokens it computed and took from its cache, the KV it has for them (the
