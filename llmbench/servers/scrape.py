@@ -40,9 +40,8 @@ def needs_aiohttp(root: str | None) -> bool:
 
 
 def errors() -> tuple[type[BaseException], ...]:
-    """What a failed GET raises: the OS's errors and plainget's (OSErrors), a deadline, a page
-    that does not parse, and aiohttp's when an https:// probe has loaded it (an http:// one
-    never does, and then nothing raises them)."""
+    """What a failed GET raises: OSError (plainget's too), a deadline, a page that does not
+    parse, and aiohttp's once an https:// probe has loaded it (until then nothing raises them)."""
     base: tuple[type[BaseException], ...] = (asyncio.TimeoutError, OSError, ValueError)
     aio = sys.modules.get("aiohttp")
     return base + (aio.ClientError,) if aio is not None else base
