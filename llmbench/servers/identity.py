@@ -381,10 +381,9 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
 
 
 def _lmstudio_entries(v0: Any, v1: Any) -> list[dict[str, Any]]:
-    """LM Studio's models as one list (0.3's /api/v0/models: ``state``, ``type``,
-    ``max_context_length``; 0.4's /api/v1/models: ``key``, ``loaded_instances`` with their
-    ``context_length``): id, chat (an LLM, not an embedding model), loaded, quantization,
-    context_length (as loaded), max_context_length. Empty when neither page is LM Studio's."""
+    """LM Studio's models as one list, from 0.4's /api/v1/models, else 0.3's /api/v0/models: id,
+    chat (an LLM, not an embedding model), loaded, quantization, context_length (as loaded),
+    max_context_length. Empty when neither page is LM Studio's."""
     out: list[dict[str, Any]] = []
     items = v1.get("models") if isinstance(v1, dict) else None
     if isinstance(items, list):
