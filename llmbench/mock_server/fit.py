@@ -164,8 +164,8 @@ def fit_decode(recs: list[Record], windows: list[tuple[float, float, Record]]
 
 
 def fit_last_step(recs: list[Record]) -> dict[str, Any]:
-    """Does a prompt end with a step of its own (MockConfig.prefill_last_step)? A request that
-    was decoding when another's first token came ends a gap then: the long stall (the whole
+    """Does a prompt end with a step of its own (MockConfig.prefill_last_step)? A request decoding
+    when another's first token came has a token then, ending a gap: the long stall (the whole
     prompt) when prefill is one step; a short one, after the long stall, when the prompt's last
     tokens take a step of their own. Counts both patterns and the short steps' length."""
     split = single = 0
