@@ -1,5 +1,6 @@
 """A Prometheus node exporter's page -> one host sample (pure): CPU seconds per mode summed over
-the CPUs, how many CPUs, memory, load and network bytes; counters stay counters (telemetry.py)."""
+the CPUs, how many CPUs, memory, load and network bytes. Counters stay counters here; rates per
+step are computed afterwards from the samples (llmbench/analysis/telemetry.py)."""
 
 from __future__ import annotations
 
