@@ -38,7 +38,7 @@ CACHE_REPORTS = ("usage", "none", "evaluated")
 @dataclass
 class MockConfig:
     """The mock server's behaviour: latencies, slots, queue, cache and faults. A field that is
-    one of ``llmbench mock``'s options means what its help says (cli.py); comments add the rest."""
+    an option means what ``llmbench mock --help`` says of it; comments add the rest."""
     ttft_ms: float = 100.0
     itl_ms: float = 10.0
     tokens: int = 64                    # reply length when the request sets none
