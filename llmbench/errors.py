@@ -44,8 +44,7 @@ class ServerRefused(LlmbenchError):
 
 
 class CommandFailed(LlmbenchError):
-    """Any other failure with its exit code (a Ray cluster that cannot be joined, a mock that
-    cannot listen)."""
+    """Any other failure, with its exit code (a Ray cluster not joined, a mock not listening)."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)

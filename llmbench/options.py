@@ -1,7 +1,7 @@
-"""How an option is declared and checked, for every command of llmbench (run, ramp, sweep,
-probe, report, compare ... and the mock): a command's options are a typed dataclass, its *spec*
-(``Spec``), whose fields are declared with ``option``; and the checks for the values a user
-types: every number finite and in its range, or one line.
+"""How every command's options (run, ramp, sweep, probe, report, compare ... and the mock) are
+declared and checked: a command's options are a typed dataclass, its *spec* (``Spec``), whose
+fields are declared with ``option``; every number a user types is finite and in its range, or
+one line names the flag and what to type instead.
 
 A field's annotation is what Python callers may pass (seconds as ``float`` or ``timedelta``,
 percentiles as a tuple, users as a list), its ``Kind`` how the command line's text (or a Python
@@ -10,14 +10,13 @@ config.toml, docs/cli.md). The command line (llmbench/cli/options.py) reads the 
 from the fields' metadata, so building it evaluates no annotation; the Python API
 (llmbench/api.py) takes a spec or its fields as keywords.
 
-A bottom layer: it imports only ``llmbench.errors``, so both the commands (llmbench/commands/)
-and the mock (llmbench/mock_server/cli.py) build on it without importing each other. No Typer
-here.
+A bottom layer (no Typer): it imports only ``llmbench.errors``, so both the commands
+(llmbench/commands/) and the mock (llmbench/mock_server/cli.py) build on it without importing
+each other.
 
-Typer turns "nan" and "inf" into floats without complaint, and a NaN compares false with every
-bound, so `--duration nan` once ran forever. Each helper here raises ``UsageError`` with the flag
-name and what to type instead; the CLI turns it into one line on stderr and exit 2, the API
-raises it (llmbench.UsageError).
+Why the checks: Typer turns "nan" and "inf" into floats without complaint, and a NaN compares
+false with every bound, so `--duration nan` once ran forever. The line is a ``UsageError``: the
+CLI prints it on stderr and exits 2, the API raises it (llmbench.UsageError).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ _LIMIT = "at most 30 days (720h)"
 
 
 def duration(text: str, flag: str, *, zero_ok: bool = True) -> float:
-    """'90', '90s', '500ms', '2m', '1m30s', '1h2m3.5s' -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
+    """'90', '500ms', '1m30s' (see _PART) -> seconds; finite and >= 0 (> 0 unless zero_ok)."""
     t = str(text).strip().lower().replace(" ", "")
     hint = "expected a duration such as 30s, 500ms, 2m or 1m30s"
     if t.startswith("-"):
@@ -107,8 +106,7 @@ def number(value: float | None, flag: str, *, lo: float | None = None, hi: float
 
 
 def count(value: int | None, flag: str, *, lo: int = 1, hi: int | None = None) -> int | None:
-    """An integer flag at least ``lo`` and at most ``hi`` (MAX_COUNT unless given). None
-    passes."""
+    """An integer flag in [lo, hi] (hi: MAX_COUNT unless given); None passes."""
     if value is None:
         return None
     top = MAX_COUNT if hi is None else hi      # 10^12 requests is a schedule that never ends
@@ -341,9 +339,8 @@ class Spec:
     command: ClassVar[str] = "llmbench"
     # keywords that are not a flag's spelling: {keyword: field} (sweep's settings=)
     aliases: ClassVar[dict[str, str]] = {}
-    # the option groups a user may pass whole, as InitVars of the spec: {keyword: group}
-    # (``RunSpec(target=Target(url=...), request=Request(temperature=0))``); their values
-    # become the spec's own fields, the command line's flags
+    # the option groups a user may pass whole, as InitVars of the spec (``_spread``):
+    # {keyword: group} (``RunSpec(target=Target(url=...), request=Request(temperature=0))``)
     groups: ClassVar[dict[str, type]] = {}
 
     def __post_init__(self, *aliases: Any) -> None:
@@ -397,9 +394,9 @@ class Spec:
             setattr(self, name, v)
 
     def check(self, bad_values: bool = False) -> list[str]:
-        """Every problem of the options together, one line each naming the flag (empty: none);
-        nothing read or sent. ``bad_values``: some values were refused already (replaced by
-        their defaults), so a rule that fails on that state is not a bug to show."""
+        """Every problem of the options together, one line each naming the flag (empty: none).
+        ``bad_values``: some values were refused already (replaced by their defaults), so a
+        rule that fails on that state is not a bug to show."""
         out: list[str] = []
         for cls in reversed(type(self).__mro__):
             rules = cls.__dict__.get("_check")

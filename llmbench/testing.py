@@ -10,16 +10,13 @@ registered through the ``pytest11`` entry point, so installing llmbench is enoug
         assert_holds(url=mock.url, model=mock.model, users=8,
                      threshold=["ttft.p95<=500ms", "error_rate<=1%"], hold="10s", ramp_in="2s")
 
-- ``assert_holds(url=..., model=..., users=8, threshold=[...], **ramp_options)``: a ramp of one
-  step at that many users (or through ``users=[1, 8]``, ``[1, 2, 4, 8]``: the steps before give
-  the verdict a baseline to say why, queuing or saturation) that must hold at the last; a
-  failure says the verdict (what broke, why, what to change), the steps table and each
-  threshold's figure, and names the run folder (its report.html). Returns the ``Run``.
+- ``assert_holds(url=..., model=..., users=8, threshold=[...], **ramp_options)``: a ramp that
+  must hold at its last step (``users=[1, 2, 4, 8]``: the steps before give the verdict a
+  baseline to say why, queuing or saturation); a failure says the verdict (what broke, why,
+  what to change), the steps table, each threshold's figure and the run folder (report.html).
 - ``assert_run(url=..., model=..., threshold=[...], **run_options)``: one load level whose
-  thresholds must pass; a failure says the summary and each threshold. Returns the ``Run``.
-- the ``llmbench_mock`` fixture: the built-in mock in a child process on a free port for the
-  test (``llmbench_mock.url``), or ``llmbench_mock(**options)`` for one with ``llmbench
-  mock``'s options (``parallel``, ``ttft_ms``, ``itl_ms``, ``max_queue``, faults...).
+  thresholds must pass; a failure says the summary and each threshold. Both return the ``Run``.
+- the ``llmbench_mock`` fixture (``MockServers``): the built-in mock, for the test.
 - the ``load`` marker: such tests are deselected unless the ``-m`` expression names ``load``
   (``pytest -m load``, ``-m "load or not load"``), as Stampede's ``:load`` tag is excluded by
   default: load tests take seconds to minutes and want a quiet machine.
@@ -74,7 +71,6 @@ def pytest_unconfigure(config: Any) -> None:
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Load tests stay out of a plain ``pytest`` run, as Stampede's :load tag does in ExUnit."""
     expr = config.getoption("markexpr", "") or ""
     if MARKER in expr.replace("(", " ").replace(")", " ").split():
         return                              # asked for by name: -m decides

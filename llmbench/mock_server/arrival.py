@@ -1,15 +1,14 @@
 """When a request arrived: the kernel's receive timestamp of its first bytes.
 
-The mock's handler runs after its event loop has got round to the connection: after the other
-requests read in the same wake-up were parsed and whatever was ready before them had run. With 128
-lock-step streams on 2 cores that was up to 28 ms after the bytes were in (llmbench's own send
-delay was under 1 ms), and a stamp taken in the handler put that delay into the server's TTFT as
-if the client had been late. A server's arrival is when the bytes reached it, so the send-time log
-and /metrics measure from the kernel's software receive timestamp (SO_TIMESTAMPING, which Linux
-gives TCP sockets too: the time the segment was queued to the socket), moved onto the
-perf_counter (CLOCK_MONOTONIC) clock. Where there is none (another OS, another event loop that
-reads the socket itself, such as uvloop), the stamp is the moment the bytes were handed to the
-connection's protocol, which is still before the handler.
+The mock's handler runs once its event loop gets round to the connection, after the other
+requests read in the same wake-up: with 128 lock-step streams on 2 cores that was up to 28 ms
+after the bytes were in (llmbench's own send delay was under 1 ms), and a stamp taken in the
+handler counted that delay in the server's TTFT as if the client had been late. So the send-time
+log and /metrics measure from the kernel's software receive timestamp (SO_TIMESTAMPING, which
+Linux gives TCP sockets too: when the segment was queued to the socket), moved onto the
+perf_counter (CLOCK_MONOTONIC) clock. Where there is none (another OS, or an event loop that
+reads the socket itself, such as uvloop), the stamp is when the bytes reached the connection's
+protocol, still before the handler.
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ class StampedConnection(socket.socket):
 
 
 class StampingListener(socket.socket):
-    """A listening socket whose connections are ``StampedConnection``s with receive timestamps
-    switched on."""
+    """A listening socket whose connections are ``StampedConnection``s, receive timestamps on."""
 
     def accept(self) -> tuple[socket.socket, Any]:
         fd, addr = self._accept()         # type: ignore[attr-defined]
@@ -85,9 +83,8 @@ def stamping_listener(sock: socket.socket) -> socket.socket:
 
 class ArrivalStampingHandler(RequestHandler):
     """aiohttp's connection protocol, stamping each request's arrival (``arrival_ns``) when its
-    first bytes come in: the kernel's receive time where the socket has one, else now. The routes
-    clear it once the request is answered (routes._arrival_done), so the next request on a
-    kept-alive connection stamps its own."""
+    first bytes come in: the kernel's receive time where the socket has one, else now
+    (routes._arrival_done clears it for the connection's next request)."""
 
     __slots__ = ("arrival_ns", "_conn")
 

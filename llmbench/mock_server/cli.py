@@ -1,8 +1,5 @@
 """``llmbench mock``'s options, declared once (they are the mock's): the command line spreads
 them into ``llmbench mock``, the Python API takes them as ``llmbench.mock(**options)``.
-
-``prepare`` checks them and builds the MockConfig (or fits and saves a profile, --save-profile);
-``serve`` runs the mock in this process until Ctrl-C, as ``llmbench mock`` does.
 """
 
 import dataclasses

@@ -37,7 +37,8 @@ CACHE_REPORTS = ("usage", "none", "evaluated")
 
 @dataclass
 class MockConfig:
-    """The mock server's behaviour: latencies, slots, queue, cache and faults."""
+    """The mock server's behaviour: latencies, slots, queue, cache and faults. A field that is
+    an option means what ``llmbench mock --help`` says of it; comments add the rest."""
     ttft_ms: float = 100.0
     itl_ms: float = 10.0
     tokens: int = 64                    # reply length when the request sets none
@@ -54,10 +55,7 @@ class MockConfig:
     block_tokens: int = 16
     batch_slowdown: float = 0.0         # step = itl * (1 + k * (decoding - 1))
     kv_capacity_tokens: int = 0         # KV cache size; >0: admission by blocks, preemption
-    # the KV budget shared by all sessions (kvcache.py): >0: each conversation's prefix stays
-    # cached (prompt and reply) until the least recently used prefixes are evicted to fit;
-    # supersedes prefix_cache / cache_blocks, and cached tokens are in every API's usage
-    kv_tokens: int = 0
+    kv_tokens: int = 0                  # shared KV budget (kvcache.py); >0 replaces prefix_cache
     fault_500: float = 0.0
     fault_429: float = 0.0
     fault_cut: float = 0.0
@@ -79,9 +77,8 @@ class MockConfig:
     # the earlier prompt's first token waits for it: prefills under load slow each other down
     prefill_last_step: bool = False
     natural_tokens_dist: list[int] = field(default_factory=list)  # EOS reply lengths to draw from
-    # a reasoning model: this many reasoning tokens stream before the answer, in each API's own
-    # field (chat: reasoning_content, or reasoning for the ollama flavour; native: thinking).
-    # They come on top of the answer's length and count in completion_tokens, as vLLM counts them.
+    # reasoning tokens come on top of the answer's length and count in completion_tokens, as
+    # vLLM counts them
     reasoning_tokens: int = 0
     # -- what agents and RAG send (issue 26) -----------------------------------------------------
     image_tokens: int = 256             # prefill tokens an image part costs (a vision encoder's)
@@ -91,22 +88,15 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
-    # a client that closes its connection mid-request (a user who gave up): by default the
-    # request is dropped at once, its queue place or slot freed (vLLM aborts it, llama.cpp
-    # cancels its task). True: the server goes on decoding it to the end, holding its slot, as
-    # a server that does not watch for closed connections does
+    # a client that closes its connection mid-request: by default the request is dropped at
+    # once, its queue place or slot freed (vLLM aborts it, llama.cpp cancels its task). True: it
+    # decodes to the end holding its slot, as a server that does not watch its connections
     decode_after_close: bool = False
-    # what the replies say of the prompt tokens found cached (CACHE_REPORTS): "usage" as
-    # vLLM and Ollama 0.34 on (usage's cached_tokens, /api's prompt_eval_cached_count with a
-    # KV budget); "none" as Ollama's /v1 before it (no count at all); "evaluated": none either,
-    # and /api's prompt_eval_count counts only the prompt tokens evaluated (Ollama 0.30 to 0.33)
-    cache_report: str = "usage"
+    cache_report: str = "usage"         # one of CACHE_REPORTS
     # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
     # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
     api_key: str = ""
-    # the context window in tokens: a prompt of this many tokens or more is refused with a
-    # 400, as llama.cpp refuses one that fills its n_ctx (0 = no limit)
-    context: int = 0
+    context: int = 0                    # the context window (llama.cpp's n_ctx); 0 = no limit
     # POST /admin/reset_cache answers success and keeps the cache: a reset that did not take,
     # which only a check of the cache afterwards (a probe's cached tokens) can find
     reset_fails: bool = False
@@ -658,7 +648,7 @@ class Engine:
         if self.config.kv_tokens > 0:
             # as vLLM counts it: the KV of running requests (cached prefixes are reusable room)
             return min(self.stats.kv_tokens / self.config.kv_tokens, 1.0)
-        # unbounded: usage against a nominal 64k-token cache, as before
+        # unbounded: usage against a nominal 64k-token cache
         return min(self.stats.kv_tokens / 65536, 1.0)
 
 

@@ -164,12 +164,10 @@ def fit_decode(recs: list[Record], windows: list[tuple[float, float, Record]]
 
 
 def fit_last_step(recs: list[Record]) -> dict[str, Any]:
-    """Does a prompt end with a step of its own? Look at a request that was decoding when another
-    request's first token came: its token at that moment ends a gap. When prefill is one step,
-    that gap is the long stall (the whole prompt). When the prompt's last tokens are computed in
-    a separate, short step (llama.cpp: the last few prompt tokens, in a batch of their own so it
-    can checkpoint its sliding-window cache before them), the long stall is the gap *before* it and the gap ending
-    at the first token is short. Counts both patterns and the short steps' length."""
+    """Does a prompt end with a step of its own (MockConfig.prefill_last_step)? A request decoding
+    when another's first token came has a token then, ending a gap: the long stall (the whole
+    prompt) when prefill is one step; a short one, after the long stall, when the prompt's last
+    tokens take a step of their own. Counts both patterns and the short steps' length."""
     split = single = 0
     short_ms: list[float] = []
     for r in recs:

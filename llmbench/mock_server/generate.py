@@ -1,8 +1,7 @@
 """One generation request, whatever its API. Each API's handler module (``apis/``) parses its
-own body into an ``Ask`` (what to prefill, how long a reply, streamed or not, the reply's own
-text when it is a tool call or a JSON reply) and names its stream shape; ``generate`` does the
-rest the same way for all: faults, admission, the slot, prefill, the reply's events on the
-engine's clock, the histograms and the send-time log.
+own body into an ``Ask`` and names its stream shape; ``generate`` does the rest the same way for
+all: faults, admission, the slot, prefill, the reply's events on the engine's clock, the
+histograms and the send-time log.
 
 Nothing here knows an API's field names: those are the handler's (and its shape's, shapes.py).
 """
@@ -213,7 +212,6 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
         return api.error("mock fault: rate limit exceeded", 429, None)
     ptoks = mock_tokens(ask.prompt)
     if cfg.context and len(ptoks) >= cfg.context:
-        # llama.cpp's refusal of a prompt that fills its context (n_prompt_tokens >= n_ctx)
         return api.error(f"the request exceeds the available context size: {len(ptoks)} "
                          f"prompt tokens, context {cfg.context}; try increasing it", 400, None)
     try:
@@ -250,8 +248,7 @@ async def generate(ctx: Context, api: Api, request: web.Request) -> web.StreamRe
             # its queue place or slot is freed on the way out
             engine.stats.closed_by_client_total += 1
             raise
-    # a server that does not watch its connections: the request runs to its end, holding its
-    # slot, whatever became of the client
+    # decode_after_close: the request runs to its end, whatever became of the client
     task = asyncio.ensure_future(work)
     ctx.background.add(task)
     task.add_done_callback(ctx.background.discard)
@@ -312,9 +309,8 @@ async def _serve(ctx: Context, request: web.Request, shape: Shape, ptoks: list[s
     gone = False
 
     async def guarded(op: Callable[[Any], Any], arg: Any) -> None:
-        """``op(arg)`` on the client's connection (the stream's start, a write); with
-        decode_after_close, one that finds the connection closed is dropped and the generation
-        goes on (the slot stays taken)."""
+        """``op(arg)`` on the client's connection; with decode_after_close, one that finds it
+        closed is dropped and the generation goes on."""
         nonlocal gone, outcome
         if gone:
             return

@@ -2,9 +2,8 @@
 
 Times are ``time.perf_counter_ns()``: CLOCK_MONOTONIC on Linux, shared by every process on the
 host, so a client in another process can compare its own arrival times with these. A request's
-``arrival_ns`` is the kernel's receive time of its first bytes (``arrival.py``; where the kernel
-gives none, when the connection read them), ``handler_ns`` when its handler started: the
-difference is the mock's own intake queue.
+``arrival_ns`` is when its first bytes came in (arrival.py), ``handler_ns`` when its handler
+started: the difference is the mock's own intake queue.
 
 With ``llmbench mock --workers N`` every worker process appends to the same file. The file is
 opened O_APPEND and written only in whole lines, one ``os.write`` per batch: on a local Linux

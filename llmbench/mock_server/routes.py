@@ -1,6 +1,5 @@
 """The mock's HTTP app, on aiohttp.web: every API's routes (one handler module each, apis/) and
-the server's own: /v1/models, /health, /metrics (vLLM's names), /props, /admin/config,
-/tokenize.
+the server's own (``Routes.app`` lists them).
 
 aiohttp was chosen for the mock's HTTP layer because it is a production server that is already a
 dependency (the client transport) and it streams chunked responses without an ASGI layer in
@@ -72,8 +71,7 @@ class Routes(Context):
         snaps = [("0", prometheus.snapshot(self.engine))]
         said = ""
         if self.peers is not None:
-            # every worker's series, labelled engine="<worker>", as vLLM's data-parallel server
-            # shows its engines: one worker's counters alone would be misread as the server's
+            # every worker's series, one engine label each (prometheus.py says why)
             snaps, missing = await self.peers.states(self.index, snaps[0][1])
             headers["x-llmbench-workers-reporting"] = f"{len(snaps)}/{self.workers}"
             said = "".join(f"# llmbench_mock: worker {w} did not answer\n" for w in missing)
@@ -90,9 +88,8 @@ class Routes(Context):
                                  headers=self.headers())
 
     async def reset_cache(self, request: web.Request) -> web.Response:
-        """The mock's own cache reset (this worker's engine), as vLLM's /reset_prefix_cache
-        answers: {"success": true}, with the tokens dropped. --reset-fails: the same answer,
-        and the cache kept."""
+        """This worker's ``Engine.reset_cache``, answered as vLLM's /reset_prefix_cache does:
+        {"success": true}, with the tokens dropped."""
         dropped = self.engine.reset_cache()
         return web.json_response({"success": True, "dropped_tokens": dropped},
                                  headers=self.headers())

@@ -5,9 +5,8 @@ process (``llmbench ramp`` with no --url, so the mock never shares the load gene
 port(s) with SO_REUSEPORT, each with its own event loop and engine, so the mock's own CPU ceiling
 grows with the cores. The kernel hands each new connection to one worker (by a hash of its
 addresses); a kept-alive connection stays with its worker. N engines are N replicas behind one
-port: each has its own slots, queue, KV cache and prefix cache. Workers reach each other over
-unix sockets in a private directory (``Peers``) so that /metrics shows every worker and
-/admin/config changes every worker, whichever worker the request landed on.
+port: each has its own slots, queue, KV cache and prefix cache. Workers reach each other
+through ``Peers`` (peers.py).
 """
 
 from __future__ import annotations
@@ -120,8 +119,7 @@ class MockCluster:
             await web.UnixSite(runner, self.peers.path(self.worker)).start()
             self._runners.append(runner)
         for r, sock in zip(routes, socks):
-            # a request whose client closed its connection is cancelled (queued, prefilling or
-            # streaming), as vLLM and llama.cpp drop it; MockConfig.decode_after_close keeps it
+            # a closed connection cancels its request (MockConfig.decode_after_close says why)
             runner = web.AppRunner(r.app(), access_log=None, handle_signals=False,
                                    handler_cancellation=True)
             await runner.setup()
@@ -357,8 +355,7 @@ async def supervise(config: MockConfig, workers: int, replicas: int, host: str, 
                     watch_stdin: bool = False, start_timeout_s: float = 60.0,
                     stop_timeout_s: float = 65.0) -> None:
     """Start ``workers`` processes sharing the ports with SO_REUSEPORT; stop them all on
-    SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits. Workers
-    die with this process even when it is killed (PR_SET_PDEATHSIG, and their stdin pipe)."""
+    SIGINT/SIGTERM, on the parent's end (``watch_stdin``) or when one of them exits."""
     if not REUSEPORT:
         raise WorkerFailed("--workers needs SO_REUSEPORT as Linux has it; run one worker")
     # the ports must be free (a port held by another SO_REUSEPORT server of this user would let

@@ -1,5 +1,5 @@
 """Each API's stream shape: how its stream opens, carries a token, finishes and ends, and its
-whole (non-streamed) reply. One class per wire format; routes.py picks one per request."""
+whole (non-streamed) reply. One class per wire format; each API's handler (apis/) names its own."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ def _now_iso() -> str:
 
 
 class Shape:
-    """Bytes of one API's stream: how it opens, carries a token, finishes and ends."""
-
     content_type = "text/event-stream"
 
     def __init__(self, model: str, rid: str) -> None:
@@ -324,8 +322,7 @@ class MessagesShape(Shape):
     """Anthropic's Messages API: ``event:`` + JSON typed events. message_start (the prompt's
     usage: input_tokens uncached, cache_read_input_tokens), a ping, one content block per kind
     (thinking, text, or a tool_use whose arguments stream as input_json_delta), message_delta
-    with the stop reason and output_tokens, message_stop; errors as {"type": "error", "error":
-    {"type", "message"}}. No [DONE]."""
+    with the stop reason and output_tokens, message_stop. No [DONE]."""
 
     reasoning_field = "thinking"
     ends_with_done = False

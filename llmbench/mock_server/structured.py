@@ -65,8 +65,7 @@ def least_values(schema: Any, limit: int = MAX_VALUES, depth: int = 0) -> tuple[
 
 
 def too_large(schema: Any) -> str | None:
-    """Why the mock will not generate a reply for ``schema`` (it needs more than MAX_VALUES
-    values), or None."""
+    """Why the mock will not generate a reply for ``schema`` (over MAX_VALUES values), or None."""
     n, where = least_values(schema)
     if n <= MAX_VALUES:
         return None

@@ -1,8 +1,7 @@
 """Server adapters: one module per kind of server (detect, poll -> ServerSample), listed here.
 
 Adding a scraper = a module with an ``ADAPTER`` plus one line in _MODULES. Auto-detection asks
-them in this order; /metrics is fetched once and shared, so detection costs at most one request
-per distinct path (/metrics, /api/usage, /props, /api/version).
+them in this order, each path at most once (servers/scrape.py).
 """
 
 from __future__ import annotations

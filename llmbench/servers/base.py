@@ -31,13 +31,11 @@ class ServerSample:
     vram_bytes: int | None = None
     ram_bytes: int | None = None
     backends_in_flight: dict[str, float] | None = None
-    # a router's own count of requests it sent on and that have not finished, whatever the
-    # backend does with them (running or queued there): not a backend's running count
+    # a router's in-flight count, not a backend's running count (nomyo.py says why)
     in_flight: float | None = None
     # the prompt cache as the server counts it (analysis.cachebound reads their change over a
-    # window): prompt tokens it computed and prompt tokens it took from its cache (llama.cpp's
-    # prompt_tokens_total and prompt_tokens_cached_total), the KV it has for them (the mock's
-    # budget, llama.cpp's context per slot, Ollama's context length) and what it evicted
+    # window): prompt tokens it computed and took from its cache, the KV it has for them (the
+    # mock's budget, llama.cpp's context per slot, Ollama's context length) and what it evicted
     prefilled_tokens_total: float | None = None
     cached_tokens_total: float | None = None
     kv_budget_tokens: float | None = None

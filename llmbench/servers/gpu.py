@@ -12,9 +12,8 @@ installed. Each gives one list of per-GPU readings a sample, named the same what
   temp_c                           GPU temperature (DCGM_FI_DEV_GPU_TEMP)
   xid                              the last XID error's code, 0 for none (DCGM_FI_DEV_XID_ERRORS)
 
-The names are those of DCGM exporter's default counters (etc/default-counters.csv in NVIDIA's
-dcgm-exporter). A field the GPU does not support is absent, never 0: DCGM writes its "blank"
-sentinels (2147483632 and up for 32-bit fields, 9.2e18 for 64-bit ones) and those are dropped.
+The names are DCGM exporter's default counters (etc/default-counters.csv in dcgm-exporter). A
+field the GPU does not support is absent, never 0: DCGM's "blank" sentinels (_BLANK_*) are dropped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """What produced the numbers: the server's kind, version, model and quantisation, and its
 parallel settings, as far as the server (and, on this machine, its process) says.
 
-Asked once, before the load, with the server probes' deadline and size cap: llama.cpp's
-``/props``, vLLM's ``/version``, Ollama's ``/api/version`` and ``/api/tags``, TGI's ``/info``,
-SGLang's ``/get_server_info`` and the API's models list. A server that answers none of them is
-"unknown", never a failure. When the server's process is on this machine its command line
-gives the settings the pages do not (llama.cpp's ``-t``, vLLM's ``--max-num-seqs``) and, for
-Ollama, the OLLAMA_* variables of its environment. Only the settings named below are ever kept:
-a command line and an environment can hold secrets (``--api-key``), and those are never read
-out of them.
+Asked once, before the load, with the server probes' deadline and size cap: each kind's own
+pages (``PATHS``) and the API's models list. A server that answers none of them is "unknown",
+never a failure. When the server's process is on this machine its command line gives the
+settings the pages do not (llama.cpp's ``-t``, vLLM's ``--max-num-seqs``) and, for Ollama, the
+OLLAMA_* variables of its environment. Only the settings named below are ever kept: a command
+line and an environment can hold secrets (``--api-key``), and those are never read out of them.
 
 The parsers are pure (documents and argv in, a dict out); ``ask`` does the requests.
 """
@@ -23,8 +21,8 @@ from typing import Any, Awaitable, Callable, Sequence
 
 Get = Callable[[str], Awaitable[tuple[int, str]]]
 
-# paths asked, besides the API's models list: llama.cpp, vLLM, Ollama, TGI, SGLang, then
-# llama-cpp-python (FastAPI's schema names it), LM Studio's native API (v0 and 0.4's v1),
+# paths asked, besides the API's models list and Ollama's /api/tags: llama.cpp, vLLM, Ollama,
+# TGI, SGLang, then llama-cpp-python (LCP_TITLE), LM Studio's native API (v0 and 0.4's v1),
 # KoboldCpp's version and Ollama's loaded models
 PATHS = ("/props", "/version", "/api/version", "/info", "/get_server_info", "/openapi.json",
          "/api/v0/models", "/api/v1/models", "/api/extra/version", "/api/ps")
@@ -383,10 +381,9 @@ def from_docs(docs: dict[str, tuple[int, str] | None], model: str | None = None,
 
 
 def _lmstudio_entries(v0: Any, v1: Any) -> list[dict[str, Any]]:
-    """LM Studio's models as one list (0.3's /api/v0/models: ``state``, ``type``,
-    ``max_context_length``; 0.4's /api/v1/models: ``key``, ``loaded_instances`` with their
-    ``context_length``): id, chat (an LLM, not an embedding model), loaded, quantization,
-    context_length (as loaded), max_context_length. Empty when neither page is LM Studio's."""
+    """LM Studio's models as one list, from 0.4's /api/v1/models, else 0.3's /api/v0/models: id,
+    chat (an LLM, not an embedding model), loaded, quantization, context_length (as loaded),
+    max_context_length. Empty when neither page is LM Studio's."""
     out: list[dict[str, Any]] = []
     items = v1.get("models") if isinstance(v1, dict) else None
     if isinstance(items, list):
@@ -419,8 +416,7 @@ def _lmstudio_entries(v0: Any, v1: Any) -> list[dict[str, Any]]:
 
 
 def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> dict[str, Any]:
-    """What the server's own process says (on this machine): its known settings, its
-    program's name, its PID."""
+    """What the server's process on this machine says: its known settings, program name, PID."""
     out: dict[str, Any] = {}
     args = server_argv(argv)
     settings = {**settings_from_argv(args[1:]), **{k: v for k, v in env.items() if v != ""}}
@@ -436,8 +432,7 @@ def process_info(argv: Sequence[str], env: dict[str, str], pid: int | None) -> d
 
 
 def merge(ident: dict[str, Any], proc: dict[str, Any]) -> dict[str, Any]:
-    """The pages' identity with the process's; the kind from the program's name when no
-    page told it."""
+    """The pages' identity and the process's; the kind from the program's name if no page says."""
     out = {**ident, **proc}
     exe = proc.get("executable") or ""
     if "kind" not in out and exe:

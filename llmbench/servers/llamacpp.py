@@ -25,7 +25,7 @@ def extract_slots(slots: Any, props: dict[str, Any] | None) -> ServerSample:
         s.running = sum(1 for x in slots if isinstance(x, dict) and
                         (x.get("is_processing") or x.get("state") == 1))
         s.slots = len(slots)
-        # without --metrics: each slot's cached prompt tokens of the request it runs now
+        # a slot's context window (n_ctx); /props's when the slots say none
         ctx = [x.get("n_ctx") for x in slots if isinstance(x, dict) and x.get("n_ctx")]
         if ctx:
             s.ctx_per_slot = float(max(ctx))

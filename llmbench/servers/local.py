@@ -254,8 +254,7 @@ async def _look(where: list[tuple[str, int]]) -> list[Found]:
 
 
 def find() -> list[Found]:
-    """The servers answering on this machine's usual ports (LLMBENCH_LOCAL_PORTS), in the
-    stated order."""
+    """The servers answering on this machine's usual ports (LLMBENCH_LOCAL_PORTS), in order."""
     where = ports()
     if not where:
         return []

@@ -151,12 +151,11 @@ def run_before(command: str, env: dict[str, str], log_path: Path, timeout_s: flo
 
 def wait_up(target: Target, timeout_s: float, give_up: Callable[[], str | None] | None = None
             ) -> tuple[float, str]:
-    """Ready: the models list answers (/v1/models, or /api/tags on Ollama's native API)
-    without a 5xx, the server's /health is not a 5xx either (llama.cpp answers 503 while it
-    loads; a server without /health answers 404, which is fine), then one one-token request
-    succeeds (Ollama loads the model on the first request; a sweep must not time that).
-    A target whose model is "?" (no --model) asks the server for the one it serves.
-    Returns the seconds it took and the model; raises ServerFailed."""
+    """Ready: the models list answers without a 5xx (``wait_ready``), /health is not a 5xx
+    either (llama.cpp answers 503 while it loads; a server without /health answers 404, which is
+    fine), then one one-token request succeeds (Ollama loads the model on the first request; a
+    sweep must not time that). A target whose model is "?" (no --model) asks the server for the
+    one it serves. Returns the seconds it took and the model; raises ServerFailed."""
     t0 = time.monotonic()
     try:
         wait_ready(target, timeout_s, poll_s=0.25, give_up=give_up, flag="--ready-timeout")

@@ -18,6 +18,5 @@ def extract(obj: dict[str, Any]) -> ServerSample:
                         context_length=float(max(ctx)) if ctx else None)
 
 
-# recognised by /api/version, polled at /api/ps
 ADAPTER = JsonAdapter("ollama", ("/api/version",), lambda text, forced: "version" in text, extract,
                       "/api/ps")

@@ -427,8 +427,6 @@ class TreeCpu:
             ticks = st.cpu_ticks
             before = self._last.get(key)
             if before is None:
-                # new to the tree: a process that started since the previous reading brings
-                # all its ticks; one found at the first reading (or moved in) starts at zero
                 started_since = (self._last_uptime_ticks is not None
                                  and st.starttime >= self._last_uptime_ticks - 1)
                 before = 0 if started_since else ticks

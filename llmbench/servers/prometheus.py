@@ -48,8 +48,7 @@ def _parse_line(line: str) -> tuple[str, dict[str, str], float] | None:
 
 
 def _lines_named(text: str, names: Iterable[str]) -> Iterator[str]:
-    """The sample lines of these metrics, found with str.find (C speed) instead of a Python
-    loop over every line of the page."""
+    """The sample lines of these metrics, found with str.find (parse_prometheus says why)."""
     for name in names:
         n = len(name)
         # a page may begin with a sample line (no # HELP first): position 0 is a line start too

@@ -9,10 +9,9 @@ one writer thread, so the client's TTFT through the recorder is the server's plu
 hop. Each line is written and flushed when its request finishes: a crash loses only the requests
 in flight.
 
-What is recorded: a POST to an endpoint of a wire format llmbench speaks (wire/registry.py:
-chat and completions, the Responses API, embeddings, Ollama's /api/chat and /api/generate, the
-Messages API, TGI) with a JSON object body. Anything else passes through, not recorded. Request
-headers are forwarded to the upstream and never written anywhere (API keys travel in them).
+What is recorded: a POST with a JSON object body to an endpoint of a wire format llmbench
+speaks (wire/registry.py). Anything else passes through, not recorded. Request headers are
+forwarded to the upstream and never written anywhere (API keys travel in them).
 """
 
 from __future__ import annotations

@@ -3,15 +3,13 @@ check that it took.
 
 A step that finds the previous step's prompts in the server's prefix cache is faster than the
 same load on a fresh server: a repeated benchmark against a warm vLLM cache read up to 86 %
-more throughput. So each server's own reset is called: vLLM ``POST /reset_prefix_cache``,
-SGLang ``POST /flush_cache``, llama.cpp ``POST /slots/{id}?action=erase`` for each slot, the
-mock's ``POST /admin/reset_cache``. A 2xx is not proof (vLLM answers 200 with
-``{"success": false}`` when it could not reset), so every reset is checked the one way that
-works on every server that counts cached tokens: a probe prompt of the reset's own is sent
-twice before it (the second time the server says how much of it was cached) and once after;
-a reset that took leaves (almost) none of it cached. A server with no reset, a reset that
-failed or did not take, or one that cannot be checked is said in one line, and every attempt
-is kept (``outcomes``: run.json's ``cache_resets``).
+more throughput. So each server's own reset is called (``HOW``; llama.cpp's for each slot).
+A 2xx is not proof (vLLM answers 200 with ``{"success": false}`` when it could not reset), so
+every reset is checked the one way that works on every server that counts cached tokens: a
+probe prompt of the reset's own is sent twice before it (the second time the server says how
+much of it was cached) and once after; a reset that took leaves (almost) none of it cached. A
+server with no reset, a reset that failed or did not take, or one that cannot be checked is said
+in one line, and every attempt is kept (``outcomes``: run.json's ``cache_resets``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ from llmbench import servers
 from llmbench.servers.base import Poller
 from llmbench.servers.plainget import PlainSession
 
-MAX_PAGE_BYTES = 8 << 20        # one server-state page (/metrics, /slots, /api/ps ...)
+# one server-state page (/metrics, /slots, /api/ps ...), read bounded: a /metrics page is
+# ~100 KB; 100 MB of one is not metrics
+MAX_PAGE_BYTES = 8 << 20
 PAGE_DEADLINE_S = 3.0
 
 
@@ -38,9 +40,8 @@ def needs_aiohttp(root: str | None) -> bool:
 
 
 def errors() -> tuple[type[BaseException], ...]:
-    """What a failed GET raises: the OS's errors and plainget's (OSErrors), a deadline, a page
-    that does not parse, and aiohttp's when an https:// probe has loaded it (an http:// one
-    never does, and then nothing raises them)."""
+    """What a failed GET raises: OSError (plainget's too), a deadline, a page that does not
+    parse, and aiohttp's once an https:// probe has loaded it (until then nothing raises them)."""
     base: tuple[type[BaseException], ...] = (asyncio.TimeoutError, OSError, ValueError)
     aio = sys.modules.get("aiohttp")
     return base + (aio.ClientError,) if aio is not None else base
@@ -76,14 +77,12 @@ class ServerProbe:
     async def _get(self, session: PlainSession | aiohttp.ClientSession, path: str
                    ) -> tuple[int, str]:
         if isinstance(session, PlainSession):
-            # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
             return await asyncio.wait_for(session.get(path, self.headers, MAX_PAGE_BYTES),
                                           PAGE_DEADLINE_S)
         import aiohttp
         kw, proxy_headers = self.net.aiohttp_proxy(self.root.startswith("https:"))
         async with session.get(self.root + path, headers={**self.headers, **proxy_headers},
                                timeout=aiohttp.ClientTimeout(total=PAGE_DEADLINE_S), **kw) as r:
-            # a bounded read: a /metrics page is ~100 KB; 100 MB of one is not metrics
             parts, size = [], 0
             while True:
                 part = await r.content.read(1 << 16)

@@ -6,9 +6,8 @@ server is (llmbench/servers/identity.py).
 
 Every sample is one JSON line in the run folder's ``telemetry.jsonl`` (``source``: local, host
 or gpu), with counters left as counters: the rates per step and per run are pure functions of
-these samples (llmbench/analysis/telemetry.py). The scrapes go the way the server probes go
-(servers/scrape.py: the target's proxy and TLS, a 3-second deadline for the whole answer, an
-8 MB cap) and give up the same way: a source that does not answer, answers something else, or
+these samples (llmbench/analysis/telemetry.py). The scrapes go, and give up, the way the
+server probes do (servers/scrape.py): a source that does not answer, answers something else, or
 fails five times in a row stops with one note, and the run goes on. Reading /proc and the GPU
 libraries blocks, so it is done in a thread, never on the event loop the requests run on.
 """
@@ -324,9 +323,8 @@ def _open(out: Path | None, t: Telemetry) -> Any:
 
 @dataclass
 class LocalSampler:
-    """The server's process tree, llmbench's own, and the machine, from /proc. Blocking (the
-    caller runs it in a thread). A server that exits is noted once; when it was found by its
-    port, whoever listens there next is sampled from then on (a restarted server)."""
+    """The server's process tree, llmbench's own, and the machine, from /proc. A server that
+    exits is noted once; found by its port, whoever listens there next is sampled (a restart)."""
 
     spec: TelemetrySpec
     owner: Telemetry

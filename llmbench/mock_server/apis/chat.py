@@ -35,7 +35,6 @@ def parse(ctx: Context, body: Any, rid: str) -> Ask:
 
 
 def shape(ctx: Context, ask: Ask, rid: str) -> Shape:
-    # vLLM, SGLang, llama.cpp: reasoning_content; Ollama's /v1: reasoning
     field = "reasoning" if ctx.engine.config.flavour == "ollama" else "reasoning_content"
     return ChatShape(ask.model, rid, field)
 

@@ -60,7 +60,6 @@ def parser(stored: Stored) -> Any:
         cfg = ctx.engine.config
         body = need_object(body)
         model = openai.model_of(body, cfg)
-        # input: a string, or a list of messages (role + content) as chat takes them
         given = body.get("input")
         if isinstance(given, str):
             given = [{"role": "user", "content": given}]
@@ -81,7 +80,6 @@ def parser(stored: Stored) -> Any:
         plan_reply(ask, cfg, rid, tools_of(body), choice if isinstance(choice, str) else "auto",
                    schema_of(body, "responses"))
         if body.get("store") is True:
-            # kept with the reply when it is done
             ask.on_done = lambda reply: stored.put(f"resp_{rid}", prompt + "\n" + reply)
         return ask
     return parse
