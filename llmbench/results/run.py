@@ -29,9 +29,8 @@ F = TypeVar("F", bound=Part)
 
 
 class _Found(Part):
-    """A part an analysis finds, typed from the dict it returns (``Workers.of``: from
-    ``Fleet.describe``; ``Backends.of``: from ``analysis.backends.backends``): None when
-    it found nothing (one process, no reply named a backend, no router counts)."""
+    """A part typed from the dict an analysis returns (``Workers.of``: from
+    ``Fleet.describe``'s); None when it found nothing."""
 
     @classmethod
     def of(cls: type[F], found: Mapping[str, Any] | None) -> F | None:
@@ -209,11 +208,10 @@ class OutputLength(Part):
 
 @dataclass
 class RunState(Part):
-    """What a run is and where it stands: its kind, its status ("running", "complete",
-    "partial", "failed", "interrupted"), when it started (wall clock, and the perf clock its
-    records count from), its labels, the process writing it (``pid``, while running), why it
-    measured nothing (``error``), a rebuilt summary's note and time, and the exit code a
-    command saved. Written as run.json's top-level keys (an inline part of ``Run``)."""
+    """What a run is and where it stands, as run.json's top-level keys (an inline part of
+    ``Run``). ``status``: "running", "complete", "partial", "failed" or "interrupted";
+    ``t0_perf``: the perf clock its records count from; ``pid``: the process writing it, while
+    running; ``error``: why it measured nothing."""
 
     schema_version: int = SCHEMA_VERSION
     kind: RunKind = "run"
@@ -246,8 +244,8 @@ class RunState(Part):
 @dataclass
 class Router(Part):
     """A probe's findings about the router in front of the backends: where the overhead is
-    bound (``bound``), the spread over backends (``backends``; the router's own counters when
-    no reply named one, and what that means: ``unidentified``), each path's server probe."""
+    bound, the spread over backends (the router's own counters when no reply named one, and
+    what that means: ``unidentified``)."""
 
     bound: RouterBound | None = part(None, key="router_bound", when=_probe_body)
     backends: Backends | None = part(None, when=_probe_body)
@@ -264,11 +262,8 @@ class Router(Part):
 @dataclass
 class Findings(Part):
     """Everything a run found beside its summary, steps and verdict, each a typed member
-    (None or empty: not found, not asked): the load generator's monitor, outages, the client's
-    view (output length, streaming, resends, prompt cache), the thresholds, traffic classes,
-    agent sessions, the server and its machine, traces, the prefix cache, the network floor,
-    worker processes, repeats, the router (a probe), abandonment, isolation and cache resets.
-    Written as run.json's top-level keys (an inline part of ``Run``)."""
+    (None or empty: not found, not asked). Written as run.json's top-level keys (an inline
+    part of ``Run``)."""
 
     monitor: JSONObject | None = part(None, when=_run_body)
     router: Router = part(default_factory=Router, inline=True)
@@ -445,10 +440,9 @@ class Run(ResultFile, Part):
         return max(loads) if loads else None
 
     def ladder(self) -> list[Step]:
-        """The steps as a ramp that climbed: for a search, each load's last counted step
-        (a drifting step run again counts once; the confirmation is its load's), by load; for
-        a ramp over fixed steps, its steps. What the verdict, the charts against load and
-        compare read."""
+        """The steps as a ramp that climbed, what the verdict, the charts against load and
+        compare read: for a search, each load's last counted step (a drifting step run again
+        counts once; the confirmation is its load's), by load; else the steps."""
         return ladder(self.steps, self.search)
 
     @property
