@@ -286,8 +286,7 @@ def prepared(opts: RampOpts) -> None:
     check_ray(opts.ray)
     prepare(opts)
     if opts.scenario is not None:
-        # the file read and every class's options checked before anything starts
-        # (values, the files they name, thresholds): no prompt built, no server asked
+        # every class's options checked (values, the files they name, thresholds), no server asked
         from llmbench.specs.thresholds import parse_threshold
         from llmbench.commands import scenario as sc
         spec: Any = opts.resolved()
