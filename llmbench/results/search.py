@@ -39,8 +39,7 @@ class Trial(Part):
     counted: bool = True
     hold_s: float = 0.0
     note: str | None = part(None, omit="none")
-    # how its hold ended and why in one line (None: a search that does not settle its steps,
-    # and folders written before it)
+    # None: a search that does not settle its steps, and folders written before it
     ended: TrialEnd | None = part(None, omit="none")
     ended_why: str | None = part(None, omit="none")
 
@@ -78,8 +77,7 @@ class Search(Part):
     uncertain: str | None = None
     elapsed_s: float = 0.0
     text: str = ""
-    # --scenario: the traffic classes that broke at ``broke_at`` (the first to break as the
-    # crowd grew; each step's per-class figures are its steps' ``classes``)
+    # the first to break as the crowd grew (each step's per-class figures: its ``classes``)
     blamed: list[str] = part(default_factory=list, omit="empty")
 
     @property
