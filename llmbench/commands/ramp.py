@@ -74,9 +74,8 @@ def planned(r: RampPlan) -> RampPlan:
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> Done:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
-    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does;
-    however it ends, the folder is left complete, partial, failed or interrupted, never
-    "running", and unlocked (results.writer.RunFolder)."""
+    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does; the
+    folder is left as results.writer.RunFolder promises, however it ends."""
     assert r.folder is not None
     with r.folder as folder:
         plans: list[RampPlan] = []          # each repeat's, its Run in folder.runs

@@ -62,8 +62,7 @@ class RunPlan:
 
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, finish, save, print and report; its run.json, exit code and
-    folder (however it ends, the folder is left complete, partial, failed or interrupted,
-    never "running", and unlocked: results.writer.RunFolder)."""
+    folder (left as results.writer.RunFolder promises, however it ends)."""
     assert plan.folder is not None
     with plan.folder as folder:
         try:
