@@ -94,9 +94,8 @@ class Sessions(Value):
         return self.text_replies / self.call_steps if self.call_steps else None
 
     def value(self, metric: str, stat: str | None = None) -> float | None:
-        """A session metric as a threshold names it (analysis.slo): session, session_model,
-        session_tool, step_ttft (ms, with a statistic); sessions_completed, sessions_per_min,
-        text_reply_share, session_cached_share (scalars)."""
+        """A session metric as a threshold names it (analysis.slo): one of ``DISTS`` with a
+        statistic, or one of ``SCALARS``."""
         if stat is not None:
             dist = DISTS.get(metric)
             return getattr(self, dist).value(stat) if dist else None
