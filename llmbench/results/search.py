@@ -1,8 +1,6 @@
-"""The search for the limit (``ramp --find``) as the result contract holds it: the steps it
-tried in order, the bracket, the limit it found, its interval, the confirmation hold, the budget
-and what is left uncertain. ``Run.search`` (None for a ramp over fixed steps); the steps
-themselves are the run's ``steps``, in the order they ran (``Trial.index`` is a step's index).
-"""
+"""The search for the limit (``ramp --find``) as the result contract holds it: ``Run.search``
+(None for a ramp over fixed steps). The steps themselves are the run's ``steps``, in the order
+they ran (``Trial.index`` is a step's index)."""
 
 from __future__ import annotations
 
