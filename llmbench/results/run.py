@@ -113,8 +113,8 @@ class RouterBound(Part):
 
 @dataclass
 class Backend(Part):
-    """One backend behind a router, from the replies that named it: its requests and share,
-    failures, TTFT and ITL, and its prefix-cache hit rate (None: not reported)."""
+    """One backend behind a router, from the replies that named it (``cache_hit_rate`` None:
+    not reported)."""
 
     requests: int = 0
     share: float = 0.0
@@ -175,8 +175,7 @@ class LostWorker(Part):
 
 @dataclass
 class Workers(_Found):
-    """The worker processes (or Ray actors) the load ran on: how many were asked for and ran,
-    the launcher, each one's records, the token counter, and any that died (``crashed``)."""
+    """The worker processes (or Ray actors) the load ran on, and any that died (``crashed``)."""
 
     requested: int | str | None = None
     count: int = 0
@@ -193,9 +192,8 @@ class Workers(_Found):
 
 @dataclass
 class OutputLength(Part):
-    """Whether the replies were as long as asked (analysis.checks): how many were checked, the
-    mean asked and received, how many were longer or shorter, whether the counts are the
-    client's tokenizer's, and one sentence when most missed."""
+    """Whether the replies were as long as asked (analysis.checks); ``approximate``: counted by
+    the client's tokenizer; ``message``: one sentence when most missed."""
 
     checked: int = 0
     asked_mean: float | None = None
@@ -274,11 +272,9 @@ class Findings(Part):
     output_length: OutputLength | None = part(None, when=_measured)
     not_streamed: int = part(0, when=_measured)
     connection_resends: int = part(0, when=_measured)
-    # how much of the prompts the server took from its prefix cache (analysis.checks)
     prompt_cache: PromptCache | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
-    # run --scenario: each traffic class at its part of the load, its own summary and checks
-    # (its checks are among ``thresholds`` too, tagged with the class)
+    # run --scenario's classes (their checks are among ``thresholds`` too, tagged with the class)
     classes: dict[str, ClassStep] = part(default_factory=dict, omit="empty")
     # agent sessions over the run (None: no request belonged to one; analysis.sessions)
     sessions: Sessions | None = part(None, omit="none")
@@ -291,15 +287,11 @@ class Findings(Part):
     closed_loop_note: str | None = part(None, when=_ramp_body)
     trace: JSONObject | None = part(None, omit="none")
     prefix_cache: JSONObject | None = part(None, omit="none")
-    # the network's round trip measured apart from the server, before and after the load
-    # (client/floor.py; analysis/network.py judges its share of TTFT)
     network: NetworkFloor | None = part(None, omit="none")
     workers: Workers | None = part(None, omit="none")
     repeat: RepeatOf | None = part(None, omit="none")
     repeats: Repeats | None = part(None, omit="none")
-    # --abandon: what the users cancelled and whether the server let go (results.abandon)
     abandonment: Abandonment | None = part(None, omit="none")
-    # --scenario --isolate: each class alone at its load in the first step that broke
     isolation: Isolation | None = part(None, omit="none")
     # --reset-cache: each time the server's prompt cache was emptied, and whether it took
     cache_resets: list[CacheReset] = part(default_factory=list, omit="empty")
