@@ -269,8 +269,7 @@ GPU_METRICS = Kind(str, _gpu_metrics, doc='str (URL) | Literal["auto", "nvml", "
 @dataclasses.dataclass(kw_only=True)
 class TelemetryOpts(Spec):
     """What the server's machine did during the run, and what the server was (issue 39): run,
-    ramp, sweep and probe. The values are checked as they are read (``SERVER_PID``,
-    ``HOST_METRICS``, ``GPU_METRICS``); ``telemetry_spec`` is what the harness samples."""
+    ramp, sweep and probe."""
 
     server_pid: int | str = option("The server's process on this machine, sampled each second (CPU, memory, threads): a PID, auto (the process listening on a loopback --url's port, or the one sweep --serve started) or off.", P_TELEMETRY, kind=SERVER_PID, default="auto", metavar="PID|auto|off")
     host_metrics: str | None = option("A Prometheus node exporter on the server's machine, scraped each second: CPU busy per mode, memory, load, network.", P_TELEMETRY, kind=HOST_METRICS, metavar="URL")
@@ -453,9 +452,9 @@ class WorkloadOpts(WorkloadHead):
               targets: tuple[str, ...] = ("main",), agent: "AgentOpts | None" = None,
               tools: Any = None) -> tuple[Any, Any]:
         """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
-        (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
-        exactly; it is asked here, before any load. ``agent`` (--workload agent): ``n``
-        agent sessions instead, offering ``tools`` (--tools FILE's) or synthetic ones."""
+        (the harness's target names); the target's /tokenize is asked here, before any load.
+        ``agent`` (--workload agent): ``n`` agent sessions instead, offering ``tools``
+        (--tools FILE's) or synthetic ones."""
         from llmbench.workload import WorkloadSpec, build_workload
         self.image_spec()
         count(n, "--count")
