@@ -42,7 +42,7 @@ def _probed(s: "ServerState") -> bool:
 
 @dataclass
 class ServerState(Part):
-    """A sweep setting's server in its own words during the ramp (commands.sweep.server_state,
+    """A sweep setting's server in its own words during the ramp (analysis.finish.server_state,
     from the probe's samples in server.jsonl): the most it ran and kept waiting at once, its
     slots, KV cache and memory; or, when the probe found nothing, only why (``note``)."""
 
