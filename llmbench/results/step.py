@@ -23,8 +23,7 @@ NO_DATA: StepState = "not enough data"
 @dataclass
 class OutageSpan(Part):
     """A time the server refused connections (analysis.outages), in seconds after the run's
-    (or the step's) start: when it began and ended (None: still down at the end), how long,
-    how many attempts failed and how long users backed off; a run's has its sentence."""
+    (or the step's) start (``end_s`` None: still down at the end); a run's has its sentence."""
 
     start_s: float = 0.0
     end_s: float | None = None
@@ -227,8 +226,7 @@ class HeldInterval(Part):
 
 @dataclass
 class RepeatRun(Part):
-    """One repeat of a ramp as run.json keeps it: its seeds, status, users held, verdict and
-    steps (and its search, for ``--find``)."""
+    """One repeat of a ramp as run.json keeps it."""
 
     repeat: int = 0
     seed: int | None = None

@@ -61,9 +61,8 @@ class ServerState(Part):
 
 @dataclass
 class SweepSetting(Part):
-    """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
-    (``held``, its interval over repeats, its verdict and knee), its steps in brief and the
-    server's own state."""
+    """One setting of a sweep: its server's fate (``status``), its ramp's folder and answer
+    (``held``)."""
 
     setting: dict[str, str] = field(default_factory=dict)
     name: str = ""

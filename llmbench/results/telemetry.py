@@ -106,9 +106,8 @@ class Telemetry(Value):
 @dataclass(frozen=True)
 class ServerIdentity:
     """What produced the numbers, as far as the server (and its process here) said: ``kind``
-    (llama.cpp, vllm, ollama, sglang, tgi, mock), ``version``, ``model`` and
-    ``quantization``, ``parallel`` (what the pages say: slots, tp_size...), ``settings`` (its
-    command line's known flags and OLLAMA_* variables), ``gpus`` and ``host``."""
+    (llama.cpp, vllm, ollama, sglang, tgi, mock), ``parallel`` (what the pages say: slots,
+    tp_size...), ``settings`` (its command line's known flags and OLLAMA_* variables)."""
     kind: str | None = None
     version: str | None = None
     model: str | None = None

@@ -74,9 +74,9 @@ class Compared(Part):
 
 @dataclass
 class IsolatedClass(Part):
-    """A traffic class run alone (``--isolate``) at the load it had in the broken step: its
-    window (``step``: its own step index in requests.jsonl), whether it held alone, its checks
-    and summary alone, each threshold mixed against alone, and the sentence that says it."""
+    """A traffic class run alone (``--isolate``) at the load it had in the broken step
+    (``step``: its own step index in requests.jsonl); ``compared``: each threshold mixed
+    against alone."""
 
     name: str = ""
     load: float = 0.0
