@@ -156,7 +156,6 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
         params = dataclasses.replace(params, stream=False)
     with building(not spec.quiet and progress is not False and spec.progress is not False):
         if agents:
-            # agent sessions (workload.agents), offering --tools FILE's tools or synthetic ones
             wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=spec,
                               tools=spec.agents()[0])
         else:
