@@ -381,13 +381,11 @@ class Run(ResultFile, Part):
     (``state``), the configuration it ran with (``config``, ``workload``), the machine that
     ran it (``environment``), a ``run``'s ``summary``, a ramp's ``steps`` and ``verdict`` (and
     ``--find``'s ``search``), and everything else it found (``findings``; a probe's steps are
-    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk);
-    ``requests()`` reads its requests.jsonl. ``exit_code`` is the command line's for it,
-    ``passed`` whether that is 0.
+    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk).
 
-    A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the run.json of
-    a run that has not measured anything yet (status "running", with its ``pid``) or never will
-    (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
+    A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the
+    run.json of a run that has not measured anything yet (status "running", with its ``pid``)
+    or never will (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
 
     KEY_ORDER: ClassVar[tuple[str, ...]] = RUN_KEYS
     FILE: ClassVar[str] = "run.json"
