@@ -29,8 +29,7 @@ F = TypeVar("F", bound=Part)
 
 
 class _Found(Part):
-    """A part typed from the dict an analysis returns (``Workers.of``: from
-    ``Fleet.describe``'s); None when it found nothing."""
+    """A part typed from the dict an analysis returns; None when it found nothing."""
 
     @classmethod
     def of(cls: type[F], found: Mapping[str, Any] | None) -> F | None:
@@ -113,8 +112,7 @@ class RouterBound(Part):
 
 @dataclass
 class Backend(Part):
-    """One backend behind a router, from the replies that named it (``cache_hit_rate`` None:
-    not reported)."""
+    """One backend behind a router, from the replies that named it."""
 
     requests: int = 0
     share: float = 0.0
@@ -122,7 +120,7 @@ class Backend(Part):
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
     itl_p50_ms: float | None = None
-    cache_hit_rate: float | None = None
+    cache_hit_rate: float | None = None         # None: not reported
 
 
 @dataclass

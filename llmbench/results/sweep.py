@@ -61,8 +61,7 @@ class ServerState(Part):
 
 @dataclass
 class SweepSetting(Part):
-    """One setting of a sweep: its server's fate (``status``), its ramp's folder and answer
-    (``held``)."""
+    """One setting of a sweep: its server's fate (``status``) and its ramp's answer (``held``)."""
 
     setting: dict[str, str] = field(default_factory=dict)
     name: str = ""
