@@ -69,8 +69,7 @@ class Sessions(Value):
     completed: int = 0                # their answer came back
     failed: int = 0                   # a call failed
     cut_short: int = 0                # the run stopped them (or the drain gave up on them)
-    # sessions joined mid-way (ramp --join spread: their earlier calls synthetic history):
-    # their calls count below, they do not count above nor in the distributions
+    # joined mid-way (ramp --join spread; earlier calls synthetic): in the call counts only
     joined: int = 0
     duration: Dist = field(default_factory=Dist)
     model: Dist = field(default_factory=Dist)
