@@ -151,9 +151,8 @@ def ramp_plan(opts: RampOpts, url: str, model: str | None, mock: dict[str, Any] 
     if url != opts.url:  # type: ignore[attr-defined]
         # a sweep's ramp (or the demo's mock): the URL it actually used
         replay = {**replay, "values": {**replay["values"], "url": url}}
-    # --scenario: each class builds its own conversations (_with_classes); --trace: the
-    # recording's are sent (_with_trace); the command's own would never be, so one is
-    # built (its options checked), not 2,000
+    # with --scenario (each class's, _with_classes) or --trace (the recording's, _with_trace)
+    # the command's own conversations are never sent: one is built (options checked), not 2,000
     own = opts.scenario is None and getattr(opts, "trace", None) is None
     common = make_common(tgt, wl, 2000 if own else 1,
                          multi_turn=True, progress=progress, replay=replay)
