@@ -88,7 +88,6 @@ class SweepPlan:
     replay: dict[str, Any] | None = None
     # --resume FOLDER: the sweep folder to go on in (settings complete there are skipped)
     resume: Path | None = None
-    # --dry-run: say what would run and how long it may take; start nothing
     dry_run: bool = False
     dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
     dashboard_linger_s: float | None = None

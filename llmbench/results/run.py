@@ -250,7 +250,6 @@ class Router(Part):
     # each path's server probe: {"router": ServerProbe, "direct": ...} (run.json's server_probe)
     server_probes: dict[str, ServerProbe] = part(default_factory=dict, key="server_probe",
                                                  when=_probe_body, shared=True)
-    # the probe's steps (run.json's steps): each load on both paths
     steps: list[ProbeStep] = part(default_factory=list, key="steps", when=_probe_body,
                                   shared=True)
 
@@ -395,7 +394,6 @@ class Run(ResultFile, Part):
     summary: Summary | None = part(None, when=_run_body)
     steps: list[Step] = part(default_factory=list, when=_ramp_body, shared=True)
     verdict: Verdict | None = part(None, when=_ramp_body)
-    # ramp --find: the search for the limit (its steps are ``steps``, in the order tried)
     search: Search | None = part(None, omit="none")
     findings: Findings = part(default_factory=Findings, inline=True)
     path: Path | None = field(default=None, repr=False, compare=False,

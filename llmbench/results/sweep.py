@@ -81,7 +81,6 @@ class SweepSetting(Part):
     steps: list[StepBrief] | None = part(None, omit="none")
     server_state: ServerState | None = part(None, omit="none")
     server_exit_code: int | None = part(None, omit="none")
-    # what the server said it was
     server: ServerIdentity | None = part(None, omit="none")
     # ramp --find: the setting's search (its limit is ``held``)
     search: Search | None = part(None, omit="none")

@@ -143,7 +143,6 @@ class Verdict(Part):
     slot_wait_share: float | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
-    # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)
     cache: CacheBound | None = part(None, omit="none")
     # --scenario: each traffic class's own reading, and the classes that broke the deciding
     # step (with --isolate: the classes that break even alone, analysis.classes)
