@@ -165,10 +165,9 @@ def _optional(tp: Any) -> Any:
 
 
 class WrongType(ValueError):
-    """A value in a result file of another kind than its key holds (a folder edited by hand,
-    cut by a crash, written by another tool): ``key`` the path to it (``summary.ttft``),
-    ``what`` what it is and what was expected. The loader (``Run.from_dict``) says it in one
-    line naming the file; nothing downstream meets the value."""
+    """A value in a result file of another kind than its key holds (edited by hand, cut by a
+    crash): ``key`` the path to it (``summary.ttft``), ``what`` what it is and what was
+    expected; the loader (``Run.from_dict``) says it in one line: nothing downstream meets it."""
 
     def __init__(self, key: str, what: str) -> None:
         super().__init__(f"{key}: {what}")
