@@ -301,8 +301,7 @@ class Findings(Part):
 
 class ResultFile:
     """What a run and a sweep share as the one file of their folder (``FILE``): writing it,
-    reading it (a value of the wrong kind is one line naming the file and the key), whether
-    the command line exits 0, and the ramp's settings as given (``config.ramp``)."""
+    reading it, the exit code, and the ramp's settings as given (``config.ramp``)."""
 
     FILE: ClassVar[str]
     config: JSONObject
