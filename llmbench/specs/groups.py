@@ -3,11 +3,10 @@ server is (``TargetOpts``), how to talk to it (``ServerOpts``), what its machine
 (``TelemetryOpts``), what is sent (``WorkloadOpts``), how each request is asked
 (``RequestOpts``) and where results go (``OutputOpts``).
 
-A command's spec (``RunSpec`` in llmbench/specs/run.py, ...) is a dataclass made of these
-groups and its own; each group checks its own values (``check``: pure) and builds what the plan
-needs from them (the workload, the request parameters, the network options). A command's own
-defaults for a group's option are ``command_defaults`` on its spec (ramp asks for the first token
-within 120 s, not 300 s).
+Each group checks its own values (``check``: pure) and builds what the plan needs from them
+(the workload, the request parameters, the network options); how a command's spec is made of
+groups: llmbench/specs/__init__.py. A command's own defaults for a group's option are
+``command_defaults`` on its spec (ramp asks for the first token within 120 s, not 300 s).
 """
 
 from __future__ import annotations
