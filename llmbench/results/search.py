@@ -75,7 +75,7 @@ class Search(Part):
     uncertain: str | None = None
     elapsed_s: float = 0.0
     text: str = ""
-    # the first to break as the crowd grew (each step's per-class figures: its ``classes``)
+    # the first to break as the crowd grew (each step's per-class figures: ``Step.classes``)
     blamed: list[str] = part(default_factory=list, omit="empty")
 
     @property
