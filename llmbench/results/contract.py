@@ -335,7 +335,6 @@ def ordered(out: dict[str, Any], read_keys: tuple[str, ...] | None) -> dict[str,
 class Part:
     """A piece of the result contract (see the module's docstring)."""
 
-    # keys of the JSON object this llmbench does not model, kept as read
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
     # the keys of the object it was read from, in order (None: made by the pipeline)
     read_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False,
