@@ -64,8 +64,7 @@ class Common:
 
 
 def folder_of(c: Common, kind: str, config: dict[str, Any]) -> RunFolder:
-    """The plan's run folder (made when the command enters it): run.json "running" with
-    ``config`` from the first moment, config.toml beside it replaying the command."""
+    """The plan's ``RunFolder``: its run.json's ``config``, and config.toml's text."""
     replay = None
     if c.replay is not None:
         from llmbench.specs.config import replay_values, to_toml
