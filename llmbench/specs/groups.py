@@ -601,7 +601,6 @@ class AgentOpts(Spec):
         else:
             given = self.agent_options_given()
             if given:
-                # they shape agent sessions only: without --workload agent they did nothing
                 yield (f"{', '.join(given)}: {'these apply' if len(given) > 1 else 'it applies'}"
                        " to agent sessions only; add --workload agent, or leave "
                        f"{'them' if len(given) > 1 else 'it'} out")
