@@ -665,7 +665,6 @@ class RequestOpts(Spec):
             yield f"--responses-state {self.responses_state!r}: choose client or server"
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
             yield f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}"
-        # agent sessions send tools of their own: --tool-choice alone is a choice about those
         if self.tool_choice is not None and self.tools is None \
                 and getattr(self, "workload_type", "chat") != "agent":
             yield ("--tool-choice needs --tools FILE (or --workload agent, whose "
