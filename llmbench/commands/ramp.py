@@ -116,7 +116,7 @@ if TYPE_CHECKING:
 
 
 def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
-    """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
+    """The ramp (a Done); no --url: the server on this machine, else the built-in mock."""
     from llmbench.commands.local import with_local_server
     from llmbench.commands.spec import MaybeMock
     prepared(spec)
