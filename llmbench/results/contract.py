@@ -42,8 +42,7 @@ JSONObject = dict[str, JSONValue]
 def part(default: Any = MISSING, *, default_factory: Any = MISSING, key: str | None = None,
          omit: str | None = None, when: Callable[[Any], bool] | None = None,
          inline: bool = False, shared: bool = False) -> Any:
-    """A field of the contract: ``key`` its JSON name (default: the field's name), ``omit``
-    ("none" or "empty") and ``when`` its rule for being written by a part the pipeline made.
+    """A field of the contract (``key``, ``omit`` and ``when``: the module's docstring).
 
     ``inline``: the field is a part whose keys are written among its owner's (run.json's
     ``kind`` and ``monitor`` are keys of the file, held by ``Run.state`` and ``Run.findings``);
