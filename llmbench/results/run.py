@@ -534,8 +534,7 @@ class Run(ResultFile, Part):
         return request_frame(self)
 
     def latencies(self) -> "Latencies":
-        """Per-request latencies, as columns (``results.latencies.Latencies``): what reports
-        and compare read beside the summaries."""
+        """Per-request latencies, as columns (``results.latencies``: who reads them, and why)."""
         from llmbench.results.latencies import read_latencies
         p = self.requests_path()
         return read_latencies(p if p is not None else Path("/nonexistent/requests.jsonl"))
