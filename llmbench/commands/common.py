@@ -25,10 +25,9 @@ Result = TypeVar("Result")
 
 @dataclass
 class Done(Generic[Result]):
-    """What a finished command leaves: its result (None if nothing was measured), the exit
-    code, and the folder (``sweep`` and the Python API read all three). The result is the
-    document the command's assembler made (analysis.finish: a Run; a sweep's Sweep), which
-    the commands hand on without naming its type."""
+    """What a finished command leaves: its result (analysis.finish's Run or a sweep's Sweep,
+    handed on without naming its type; None if nothing was measured), the exit code, and the
+    folder (``sweep`` and the Python API read all three)."""
 
     run: Result | None
     code: int
@@ -57,8 +56,7 @@ class Common:
     # the options that made this plan, written to the run folder as config.toml so that
     # `llmbench CMD --config RUN/config.toml` replays it (spec.replay_of; secrets left out)
     replay: dict[str, Any] | None = None
-    # what the server's machine did and what the server is (servers.telemetry.TelemetrySpec;
-    # None: nothing sampled)
+    # what to sample of the server and its machine (servers.telemetry.TelemetrySpec; None: nothing)
     telemetry: Any = None
     network_floor: str = "auto"            # --network-floor auto|on|off (client/floor.py)
     # who watches it (the harness's observers, -q/-v, --mlflow): not what is measured
@@ -66,8 +64,7 @@ class Common:
 
 
 def folder_of(c: Common, kind: str, config: dict[str, Any]) -> RunFolder:
-    """The plan's run folder (made when the command enters it): run.json "running" with
-    ``config`` from the first moment, config.toml beside it replaying the command."""
+    """The plan's ``RunFolder``: its run.json's ``config``, and config.toml's text."""
     replay = None
     if c.replay is not None:
         from llmbench.specs.config import replay_values, to_toml

@@ -49,8 +49,8 @@ def targets(c: Common, direct: Target) -> list[TargetSpec]:
 
 
 def perform(plan: ProbePlan) -> Done:
-    """The probe command: its run.json, exit code and folder (however it ends, the folder is
-    left complete, partial, failed or interrupted, never "running": results.writer.RunFolder)."""
+    """The probe command: its run.json, exit code and folder (left as results.writer.RunFolder
+    promises, however it ends)."""
     assert plan.folder is not None
     with plan.folder as folder:
         try:

@@ -74,9 +74,8 @@ def planned(r: RampPlan) -> RampPlan:
 def perform(r: RampPlan, repeat: int = 1,
             next_plan: Callable[[int], RampPlan] | None = None) -> Done:
     """The ramp command: ``repeat`` whole ramps into one run folder (``next_plan(k)`` builds
-    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does;
-    however it ends, the folder is left complete, partial, failed or interrupted, never
-    "running", and unlocked (results.writer.RunFolder)."""
+    repeat k with fresh conversations and seeds), printed and reported as ``ramp`` does; the
+    folder is left as results.writer.RunFolder promises, however it ends."""
     assert r.folder is not None
     with r.folder as folder:
         plans: list[RampPlan] = []          # each repeat's, its Run in folder.runs
@@ -117,7 +116,7 @@ if TYPE_CHECKING:
 
 
 def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
-    """Against ``url``, or (none given) the built-in mock for the time of the ramp."""
+    """The ramp (a Done); no --url: the server on this machine, else the built-in mock."""
     from llmbench.commands.local import with_local_server
     from llmbench.commands.spec import MaybeMock
     prepared(spec)
@@ -152,9 +151,8 @@ def ramp_plan(opts: RampOpts, url: str, model: str | None, mock: dict[str, Any] 
     if url != opts.url:  # type: ignore[attr-defined]
         # a sweep's ramp (or the demo's mock): the URL it actually used
         replay = {**replay, "values": {**replay["values"], "url": url}}
-    # --scenario: each class builds its own conversations (_with_classes); --trace: the
-    # recording's are sent (_with_trace); the command's own would never be, so one is
-    # built (its options checked), not 2,000
+    # with --scenario (each class's, _with_classes) or --trace (the recording's, _with_trace)
+    # the command's own conversations are never sent: one is built (options checked), not 2,000
     own = opts.scenario is None and getattr(opts, "trace", None) is None
     common = make_common(tgt, wl, 2000 if own else 1,
                          multi_turn=True, progress=progress, replay=replay)
@@ -286,8 +284,7 @@ def prepared(opts: RampOpts) -> None:
     check_ray(opts.ray)
     prepare(opts)
     if opts.scenario is not None:
-        # the file read and every class's options checked before anything starts
-        # (values, the files they name, thresholds): no prompt built, no server asked
+        # every class's options checked (values, the files they name, thresholds), no server asked
         from llmbench.specs.thresholds import parse_threshold
         from llmbench.commands import scenario as sc
         spec: Any = opts.resolved()

@@ -88,8 +88,6 @@ def perform_compare(spec: CompareSpec) -> Comparison:
     dirs = [Path(d) for d in spec.run_dirs]
     # a bad folder or --max-regression is a CompareError: one line (specs.errors.translate)
     result, runs = compare.compare_folders(dirs, spec.metric, spec.max_regression)
-    # beside the candidate's folder (not inside it: a run folder holds what its run wrote;
-    # not into whatever folder the shell is in), named for what it compares
     path = compare_html.write(result, runs, spec.html_out or default_html(dirs))
     png = None
     if spec.png is not None:
@@ -105,7 +103,8 @@ def perform_compare(spec: CompareSpec) -> Comparison:
 
 def default_html(dirs: Sequence[Path]) -> Path:
     """compare's page when --html does not say: ``compare-A-vs-B.html`` (the folders' names)
-    in the folder that holds the last run (results/), so no run folder is written into."""
+    beside the last run's folder (results/): not inside it (a run folder holds what its run
+    wrote), nor wherever the shell is."""
     names = "-vs-".join(d.resolve().name for d in dirs[:2]) + ("-etc" if len(dirs) > 2 else "")
     return dirs[-1].resolve().parent / f"compare-{names}.html"
 

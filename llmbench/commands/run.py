@@ -62,8 +62,7 @@ class RunPlan:
 
 def perform(plan: RunPlan) -> Done:
     """The run command: measure, finish, save, print and report; its run.json, exit code and
-    folder (however it ends, the folder is left complete, partial, failed or interrupted,
-    never "running", and unlocked: results.writer.RunFolder)."""
+    folder (left as results.writer.RunFolder promises, however it ends)."""
     assert plan.folder is not None
     with plan.folder as folder:
         try:
@@ -130,8 +129,7 @@ if TYPE_CHECKING:
 
 
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
-    """Start the mock if there is no --url, find the model, build the workload and the
-    plan, and run it: a ``Done``."""
+    """The run (a Done); no --url: the server on this machine, else the built-in mock."""
     from llmbench.specs.run import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
@@ -186,8 +184,7 @@ def _watched(common: Common, spec: Any, tgt: Any, progress: bool | None) -> Comm
 
 
 def _perform_spec_classes(spec: RunSpec, progress: bool | None) -> Any:
-    """run --scenario: the ramp's class machinery (commands.scenario, load.shapes.classes,
-    analysis.classes) for one step of the crowd, no ramp-in, held for --duration."""
+    """run --scenario: its ``ClassRunPlan``, built and performed."""
     import dataclasses
     from llmbench.specs.options import UsageError
     from llmbench.specs.run import DEMO_RUN_S

@@ -2,11 +2,10 @@
 is the file's typed value; llmbench/load/shapes/classes.py the mixed crowd; llmbench/analysis/
 classes.py each class's judgement and the blame).
 
-Each class is planned as the ramp itself would be with its own options over the command's
-(its workload, its request options, its think time, its thresholds), so a class is anything the
-command line can say: ``build`` (the command's) makes a class's Common from its options. Every
-class gets its own target in the harness (its client, request options and record stamp), all
-of them keeping their records in the first class's store.
+Each class is planned as the ramp itself would be, with its own options (workload, requests,
+think time, thresholds) over the command's, so a class is anything the command line can say.
+Every class gets its own target in the harness (its client, request options and record stamp),
+all of them keeping their records in the first class's store.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """What the commands' wiring shares, with no Typer in it: the plan's pieces (the target, the
 workload and requests against it, the built-in mock when there is no --url).
 
-Each command has its spec (llmbench/specs/run.py, ramp.py, ..., made of the option groups of
-llmbench/specs/) and its wiring (``perform_spec`` in llmbench/commands/run.py,
-ramp.py, ...: spec -> plan -> harness -> result). The command line (llmbench/cli/app.py) and
-the Python API (llmbench/api.py) both build a spec and call that, so a value is checked once,
-the same way, with the same one-line message: a bad value is a ``UsageError`` (every problem
-of a spec at once), a server that cannot be used a ``ServerUnreachable`` (or another
-``LlmbenchError`` with its exit code: llmbench/specs/errors.py ``translate``). Nothing here
+Each command has its spec (llmbench/specs/) and its wiring (``perform_spec`` in
+llmbench/commands/run.py, ramp.py, ...: spec -> plan -> harness -> result). The command line
+(llmbench/cli/app.py) and the Python API (llmbench/api.py) both build a spec and call that, so a
+value is checked once, with the same one-line message: a bad value is a ``UsageError``, an
+unusable server a ``ServerUnreachable`` (llmbench/specs/errors.py ``translate``). Nothing here
 exits the process.
 """
 
@@ -156,7 +154,6 @@ def make_common(tgt: Any, spec: Any, n: int, multi_turn: bool | None = None,
         params = dataclasses.replace(params, stream=False)
     with building(not spec.quiet and progress is not False and spec.progress is not False):
         if agents:
-            # agent sessions (workload.agents), offering --tools FILE's tools or synthetic ones
             wl, tok = w.build(n, target=tgt, multi_turn=multi_turn, targets=targets, agent=spec,
                               tools=spec.agents()[0])
         else:

@@ -88,7 +88,6 @@ class SweepPlan:
     replay: dict[str, Any] | None = None
     # --resume FOLDER: the sweep folder to go on in (settings complete there are skipped)
     resume: Path | None = None
-    # --dry-run: say what would run and how long it may take; start nothing
     dry_run: bool = False
     dashboard_at: tuple[str, int] | None = None     # --dashboard: one page for every ramp
     dashboard_linger_s: float | None = None
@@ -319,7 +318,6 @@ def _one(plan: SweepPlan, folder: SweepFolder, setting: dict[str, str], i: int, 
         labels = {**plan.labels, **setting}
         if "name" in plan.labels:
             labels["name"] = f"{plan.labels['name']}_{_slug(setting)}"
-        # --serve: the server's own process is sampled (its CPU, memory) during the ramp
         done = plan.ramp(url, model, sweep_dir, labels, server.pid if server is not None else None)
         _on_sigterm(_raise_interrupt)   # the harness reset it
         finish.sweep_setting(res, done.code, done.run_dir, done.run, sweep_dir, EXIT_INTERRUPTED)

@@ -1,9 +1,7 @@
-"""The result contract's users who give up (``--abandon``): what the users did (the policy, how
-many requests they cancelled, before a first token and mid-stream) and what the server did with
-the connections they closed (``SlotRelease``: did its own count of running requests fall back
-within a stated time). Built by llmbench/analysis/abandon.py from the records and the server
-probe's samples; a field a run could not measure is None, never 0.
-"""
+"""The result contract's users who give up (``--abandon``): what they did (``Abandonment``) and
+what the server did with the connections they closed (``SlotRelease``). Built by
+llmbench/analysis/abandon.py from the records and the server probe's samples; a field a run
+could not measure is None, never 0."""
 
 from __future__ import annotations
 

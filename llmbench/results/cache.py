@@ -1,10 +1,9 @@
 """The result contract's prompt cache (run.json's ``prompt_cache``): how much of the prompts the
 server said it took from its prefix cache, over the successful measured requests that reported
-it (overall, on first turns, per probe path), what the run's salt was, and the lines to print:
-``message`` when the share flatters the run, ``note`` when the server (Ollama) does not say,
-``paths_differ`` when a probe's paths read their caches unlike. Built by
-llmbench/analysis/checks.py (``prompt_cache``) from the records; None when no request reported
-cached tokens and the server is not one known to keep them quiet."""
+it, and the lines to print: ``message`` when the share flatters the run, ``note`` when the
+server (Ollama) does not say, ``paths_differ`` when a probe's paths read their caches unlike.
+Built by llmbench/analysis/checks.py (``prompt_cache``) from the records; None when no request
+reported cached tokens and the server is not one known to keep them quiet."""
 
 from __future__ import annotations
 

@@ -42,8 +42,7 @@ JSONObject = dict[str, JSONValue]
 def part(default: Any = MISSING, *, default_factory: Any = MISSING, key: str | None = None,
          omit: str | None = None, when: Callable[[Any], bool] | None = None,
          inline: bool = False, shared: bool = False) -> Any:
-    """A field of the contract: ``key`` its JSON name (default: the field's name), ``omit``
-    ("none" or "empty") and ``when`` its rule for being written by a part the pipeline made.
+    """A field of the contract (``key``, ``omit`` and ``when``: the module's docstring).
 
     ``inline``: the field is a part whose keys are written among its owner's (run.json's
     ``kind`` and ``monitor`` are keys of the file, held by ``Run.state`` and ``Run.findings``);
@@ -165,10 +164,9 @@ def _optional(tp: Any) -> Any:
 
 
 class WrongType(ValueError):
-    """A value in a result file of another kind than its key holds (a folder edited by hand,
-    cut by a crash, written by another tool): ``key`` the path to it (``summary.ttft``),
-    ``what`` what it is and what was expected. The loader (``Run.from_dict``) says it in one
-    line naming the file; nothing downstream meets the value."""
+    """A value in a result file of another kind than its key holds (edited by hand, cut by a
+    crash): ``key`` the path to it (``summary.ttft``), ``what`` what it is and what was
+    expected; the loader (``Run.from_dict``) says it in one line: nothing downstream meets it."""
 
     def __init__(self, key: str, what: str) -> None:
         super().__init__(f"{key}: {what}")
@@ -336,7 +334,6 @@ def ordered(out: dict[str, Any], read_keys: tuple[str, ...] | None) -> dict[str,
 class Part:
     """A piece of the result contract (see the module's docstring)."""
 
-    # keys of the JSON object this llmbench does not model, kept as read
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
     # the keys of the object it was read from, in order (None: made by the pipeline)
     read_keys: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False,

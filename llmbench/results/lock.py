@@ -96,7 +96,8 @@ def writer(run_dir: str | Path) -> dict[str, Any] | None:
 
 
 def writer_text(run_dir: str | Path, doc: dict[str, Any]) -> str:
-    """'llmbench (pid 123)' or 'llmbench on gpu-box (pid 123; if it is gone, delete DIR/.llmbench.lock)'."""
+    """'llmbench (pid 123)', or for another host's run 'llmbench on gpu-box (pid 123; if that
+    run is gone, delete DIR/.llmbench.lock)'."""
     if doc.get("host") not in (None, socket.gethostname()):
         return (f"llmbench on {doc.get('host')} (pid {doc.get('pid')}; if that run is gone, "
                 f"delete {Path(run_dir) / LOCK})")

@@ -1,8 +1,8 @@
 """The result contract's network floor (run.json's ``network``): the round trip to the server
 measured without asking it to generate, before the load, after each ramp step and after the load
-(client/floor.py), so the
-verdict can say what share of TTFT is the network (analysis/network.py). None in runs made
-before it, and when not measured (through a forward proxy: the floor would be the proxy's)."""
+(client/floor.py), so the verdict can say what share of TTFT is the network (analysis/network.py).
+None in runs made before it, and when not measured (through a forward proxy: the floor would be
+the proxy's)."""
 
 from __future__ import annotations
 

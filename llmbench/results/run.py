@@ -29,9 +29,7 @@ F = TypeVar("F", bound=Part)
 
 
 class _Found(Part):
-    """A part an analysis finds, typed from the dict it returns (``Workers.of``: from
-    ``Fleet.describe``; ``Backends.of``: from ``analysis.backends.backends``): None when
-    it found nothing (one process, no reply named a backend, no router counts)."""
+    """A part typed from the dict an analysis returns; None when it found nothing."""
 
     @classmethod
     def of(cls: type[F], found: Mapping[str, Any] | None) -> F | None:
@@ -114,8 +112,7 @@ class RouterBound(Part):
 
 @dataclass
 class Backend(Part):
-    """One backend behind a router, from the replies that named it: its requests and share,
-    failures, TTFT and ITL, and its prefix-cache hit rate (None: not reported)."""
+    """One backend behind a router, from the replies that named it."""
 
     requests: int = 0
     share: float = 0.0
@@ -123,7 +120,7 @@ class Backend(Part):
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
     itl_p50_ms: float | None = None
-    cache_hit_rate: float | None = None
+    cache_hit_rate: float | None = None         # None: not reported
 
 
 @dataclass
@@ -176,8 +173,7 @@ class LostWorker(Part):
 
 @dataclass
 class Workers(_Found):
-    """The worker processes (or Ray actors) the load ran on: how many were asked for and ran,
-    the launcher, each one's records, the token counter, and any that died (``crashed``)."""
+    """The worker processes (or Ray actors) the load ran on, and any that died (``crashed``)."""
 
     requested: int | str | None = None
     count: int = 0
@@ -194,9 +190,8 @@ class Workers(_Found):
 
 @dataclass
 class OutputLength(Part):
-    """Whether the replies were as long as asked (analysis.checks): how many were checked, the
-    mean asked and received, how many were longer or shorter, whether the counts are the
-    client's tokenizer's, and one sentence when most missed."""
+    """Whether the replies were as long as asked (analysis.checks); ``approximate``: counted by
+    the client's tokenizer; ``message``: one sentence when most missed."""
 
     checked: int = 0
     asked_mean: float | None = None
@@ -209,11 +204,10 @@ class OutputLength(Part):
 
 @dataclass
 class RunState(Part):
-    """What a run is and where it stands: its kind, its status ("running", "complete",
-    "partial", "failed", "interrupted"), when it started (wall clock, and the perf clock its
-    records count from), its labels, the process writing it (``pid``, while running), why it
-    measured nothing (``error``), a rebuilt summary's note and time, and the exit code a
-    command saved. Written as run.json's top-level keys (an inline part of ``Run``)."""
+    """What a run is and where it stands, as run.json's top-level keys (an inline part of
+    ``Run``). ``status``: "running", "complete", "partial", "failed" or "interrupted";
+    ``t0_perf``: the perf clock its records count from; ``pid``: the process writing it, while
+    running; ``error``: why it measured nothing."""
 
     schema_version: int = SCHEMA_VERSION
     kind: RunKind = "run"
@@ -246,8 +240,8 @@ class RunState(Part):
 @dataclass
 class Router(Part):
     """A probe's findings about the router in front of the backends: where the overhead is
-    bound (``bound``), the spread over backends (``backends``; the router's own counters when
-    no reply named one, and what that means: ``unidentified``), each path's server probe."""
+    bound, the spread over backends (the router's own counters when no reply named one, and
+    what that means: ``unidentified``)."""
 
     bound: RouterBound | None = part(None, key="router_bound", when=_probe_body)
     backends: Backends | None = part(None, when=_probe_body)
@@ -256,7 +250,6 @@ class Router(Part):
     # each path's server probe: {"router": ServerProbe, "direct": ...} (run.json's server_probe)
     server_probes: dict[str, ServerProbe] = part(default_factory=dict, key="server_probe",
                                                  when=_probe_body, shared=True)
-    # the probe's steps (run.json's steps): each load on both paths
     steps: list[ProbeStep] = part(default_factory=list, key="steps", when=_probe_body,
                                   shared=True)
 
@@ -264,11 +257,8 @@ class Router(Part):
 @dataclass
 class Findings(Part):
     """Everything a run found beside its summary, steps and verdict, each a typed member
-    (None or empty: not found, not asked): the load generator's monitor, outages, the client's
-    view (output length, streaming, resends, prompt cache), the thresholds, traffic classes,
-    agent sessions, the server and its machine, traces, the prefix cache, the network floor,
-    worker processes, repeats, the router (a probe), abandonment, isolation and cache resets.
-    Written as run.json's top-level keys (an inline part of ``Run``)."""
+    (None or empty: not found, not asked). Written as run.json's top-level keys (an inline
+    part of ``Run``)."""
 
     monitor: JSONObject | None = part(None, when=_run_body)
     router: Router = part(default_factory=Router, inline=True)
@@ -279,11 +269,9 @@ class Findings(Part):
     output_length: OutputLength | None = part(None, when=_measured)
     not_streamed: int = part(0, when=_measured)
     connection_resends: int = part(0, when=_measured)
-    # how much of the prompts the server took from its prefix cache (analysis.checks)
     prompt_cache: PromptCache | None = part(None, when=_measured)
     thresholds: list[Check] = part(default_factory=list, when=_run_body)
-    # run --scenario: each traffic class at its part of the load, its own summary and checks
-    # (its checks are among ``thresholds`` too, tagged with the class)
+    # run --scenario's classes (their checks are among ``thresholds`` too, tagged with the class)
     classes: dict[str, ClassStep] = part(default_factory=dict, omit="empty")
     # agent sessions over the run (None: no request belonged to one; analysis.sessions)
     sessions: Sessions | None = part(None, omit="none")
@@ -296,15 +284,11 @@ class Findings(Part):
     closed_loop_note: str | None = part(None, when=_ramp_body)
     trace: JSONObject | None = part(None, omit="none")
     prefix_cache: JSONObject | None = part(None, omit="none")
-    # the network's round trip measured apart from the server, before and after the load
-    # (client/floor.py; analysis/network.py judges its share of TTFT)
     network: NetworkFloor | None = part(None, omit="none")
     workers: Workers | None = part(None, omit="none")
     repeat: RepeatOf | None = part(None, omit="none")
     repeats: Repeats | None = part(None, omit="none")
-    # --abandon: what the users cancelled and whether the server let go (results.abandon)
     abandonment: Abandonment | None = part(None, omit="none")
-    # --scenario --isolate: each class alone at its load in the first step that broke
     isolation: Isolation | None = part(None, omit="none")
     # --reset-cache: each time the server's prompt cache was emptied, and whether it took
     cache_resets: list[CacheReset] = part(default_factory=list, omit="empty")
@@ -317,8 +301,7 @@ class Findings(Part):
 
 class ResultFile:
     """What a run and a sweep share as the one file of their folder (``FILE``): writing it,
-    reading it (a value of the wrong kind is one line naming the file and the key), whether
-    the command line exits 0, and the ramp's settings as given (``config.ramp``)."""
+    reading it, the exit code, and the ramp's settings as given (``config.ramp``)."""
 
     FILE: ClassVar[str]
     config: JSONObject
@@ -394,13 +377,11 @@ class Run(ResultFile, Part):
     (``state``), the configuration it ran with (``config``, ``workload``), the machine that
     ran it (``environment``), a ``run``'s ``summary``, a ramp's ``steps`` and ``verdict`` (and
     ``--find``'s ``search``), and everything else it found (``findings``; a probe's steps are
-    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk);
-    ``requests()`` reads its requests.jsonl. ``exit_code`` is the command line's for it,
-    ``passed`` whether that is 0.
+    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk).
 
-    A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the run.json of
-    a run that has not measured anything yet (status "running", with its ``pid``) or never will
-    (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
+    A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the
+    run.json of a run that has not measured anything yet (status "running", with its ``pid``)
+    or never will (a failed preflight, with its ``error``). A sweep is its own type (``Sweep``)."""
 
     KEY_ORDER: ClassVar[tuple[str, ...]] = RUN_KEYS
     FILE: ClassVar[str] = "run.json"
@@ -412,7 +393,6 @@ class Run(ResultFile, Part):
     summary: Summary | None = part(None, when=_run_body)
     steps: list[Step] = part(default_factory=list, when=_ramp_body, shared=True)
     verdict: Verdict | None = part(None, when=_ramp_body)
-    # ramp --find: the search for the limit (its steps are ``steps``, in the order tried)
     search: Search | None = part(None, omit="none")
     findings: Findings = part(default_factory=Findings, inline=True)
     path: Path | None = field(default=None, repr=False, compare=False,
@@ -445,10 +425,9 @@ class Run(ResultFile, Part):
         return max(loads) if loads else None
 
     def ladder(self) -> list[Step]:
-        """The steps as a ramp that climbed: for a search, each load's last counted step
-        (a drifting step run again counts once; the confirmation is its load's), by load; for
-        a ramp over fixed steps, its steps. What the verdict, the charts against load and
-        compare read."""
+        """The steps as a ramp that climbed, what the verdict, the charts against load and
+        compare read: for a search, each load's last counted step (a drifting step run again
+        counts once; the confirmation is its load's), by load; else the steps."""
         return ladder(self.steps, self.search)
 
     @property
@@ -555,8 +534,7 @@ class Run(ResultFile, Part):
         return request_frame(self)
 
     def latencies(self) -> "Latencies":
-        """Per-request latencies, as columns (``results.latencies.Latencies``): what reports
-        and compare read beside the summaries."""
+        """Per-request latencies, as columns (``results.latencies``: who reads them, and why)."""
         from llmbench.results.latencies import read_latencies
         p = self.requests_path()
         return read_latencies(p if p is not None else Path("/nonexistent/requests.jsonl"))

@@ -6,9 +6,8 @@ The pipeline builds these objects (``metrics.summarize`` a ``Summary``, the ramp
 command a ``Run``) and writes them with ``to_dict()``; every reader loads them with
 ``Run.load(folder)``. ``to_dict()`` writes run.json's keys as they have always been (a summary
 is vLLM's flat dict, ``p95_ttft_ms``, ``output_throughput``..., so that a run folder compares key
-by key with ``vllm bench serve --save-result``), and every folder written so far reads back
-unchanged (``Run.load(folder).to_dict()`` is its run.json). The machinery (a field is a key; new
-typed fields are one line each) is ``llmbench.results.contract``.
+by key with ``vllm bench serve --save-result``); how every folder written so far reads back
+unchanged: ``llmbench.results.contract``.
 
 Reading a statistic by name (a threshold's ``ttft.p95``): ``Summary.value("ttft", "p95")``;
 its on-disk name: ``key("ttft", "p95")``. Nothing is computed here (the one summary function is

@@ -1,8 +1,6 @@
-"""The search for the limit (``ramp --find``) as the result contract holds it: the steps it
-tried in order, the bracket, the limit it found, its interval, the confirmation hold, the budget
-and what is left uncertain. ``Run.search`` (None for a ramp over fixed steps); the steps
-themselves are the run's ``steps``, in the order they ran (``Trial.index`` is a step's index).
-"""
+"""The search for the limit (``ramp --find``) as the result contract holds it: ``Run.search``
+(None for a ramp over fixed steps). The steps themselves are the run's ``steps``, in the order
+they ran (``Trial.index`` is a step's index)."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ class Trial(Part):
     counted: bool = True
     hold_s: float = 0.0
     note: str | None = part(None, omit="none")
-    # how its hold ended and why in one line (None: a search that does not settle its steps,
-    # and folders written before it)
+    # None: a search that does not settle its steps, and folders written before it
     ended: TrialEnd | None = part(None, omit="none")
     ended_why: str | None = part(None, omit="none")
 
@@ -78,8 +75,7 @@ class Search(Part):
     uncertain: str | None = None
     elapsed_s: float = 0.0
     text: str = ""
-    # --scenario: the traffic classes that broke at ``broke_at`` (the first to break as the
-    # crowd grew; each step's per-class figures are its steps' ``classes``)
+    # the first to break as the crowd grew (each step's per-class figures: ``Step.classes``)
     blamed: list[str] = part(default_factory=list, omit="empty")
 
     @property

@@ -69,8 +69,7 @@ class Sessions(Value):
     completed: int = 0                # their answer came back
     failed: int = 0                   # a call failed
     cut_short: int = 0                # the run stopped them (or the drain gave up on them)
-    # sessions joined mid-way (ramp --join spread: their earlier calls synthetic history):
-    # their calls count below, they do not count above nor in the distributions
+    # joined mid-way (ramp --join spread; earlier calls synthetic): in the call counts only
     joined: int = 0
     duration: Dist = field(default_factory=Dist)
     model: Dist = field(default_factory=Dist)
@@ -94,9 +93,8 @@ class Sessions(Value):
         return self.text_replies / self.call_steps if self.call_steps else None
 
     def value(self, metric: str, stat: str | None = None) -> float | None:
-        """A session metric as a threshold names it (analysis.slo): session, session_model,
-        session_tool, step_ttft (ms, with a statistic); sessions_completed, sessions_per_min,
-        text_reply_share, session_cached_share (scalars)."""
+        """A session metric as a threshold names it (analysis.slo): one of ``DISTS`` with a
+        statistic, or one of ``SCALARS``."""
         if stat is not None:
             dist = DISTS.get(metric)
             return getattr(self, dist).value(stat) if dist else None

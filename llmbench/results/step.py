@@ -23,8 +23,7 @@ NO_DATA: StepState = "not enough data"
 @dataclass
 class OutageSpan(Part):
     """A time the server refused connections (analysis.outages), in seconds after the run's
-    (or the step's) start: when it began and ended (None: still down at the end), how long,
-    how many attempts failed and how long users backed off; a run's has its sentence."""
+    (or the step's) start (``end_s`` None: still down at the end); a run's has its sentence."""
 
     start_s: float = 0.0
     end_s: float | None = None
@@ -75,10 +74,9 @@ class Steady(Part):
 
 @dataclass
 class ClassStep(Part):
-    """One traffic class (``--scenario``) at one ramp step: its own load (``unit``: users, a
-    whole number, or req/s), its thresholds' checks and state, the summary of its own requests
-    that started in the step's hold, and its steady state. A class broke the step when its
-    state is ``over``."""
+    """One traffic class (``--scenario``) at one ramp step: its own load (``unit``: users or
+    req/s), checks, state and steady state, and the summary of its requests that started in
+    the step's hold. A class broke the step when its state is ``over``."""
 
     load: float = 0.0
     unit: str = "users"
@@ -105,10 +103,9 @@ class ClassStep(Part):
 @dataclass
 class Step(Part):
     """One load level of a ramp: its load (users, a whole number, or requests/s for an
-    open-loop ramp), its hold window, whether it held its thresholds (``state``), the checks
-    that say so, its summary (from the requests that started in the hold), the load
-    generator's monitor and its steady state. With ``--scenario``, ``classes`` holds each
-    traffic class's own part of it, and the step held only if every class did."""
+    open-loop ramp), whether it held its thresholds (``state``, ``checks``) and its summary of
+    the requests that started in the hold. With ``--scenario``, ``classes`` holds each traffic
+    class's own part of it, and the step held only if every class did."""
 
     index: int = 0
     load: float = 0.0
@@ -187,8 +184,7 @@ def held_load(steps: Sequence[Step]) -> float:
 
 def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | None = None,
               planned: int | None = None) -> int:
-    """The exit code of a ramp that ran to its end, from the step its verdict explains
-    (``deciding_step``: the first that broke after the last that held).
+    """The exit code of a ramp that ran to its end, from its ``deciding_step``.
 
     A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
     it held fewer than --expect-users (1), or, without --expect-users, when no step held and one
@@ -230,8 +226,7 @@ class HeldInterval(Part):
 
 @dataclass
 class RepeatRun(Part):
-    """One repeat of a ramp as run.json keeps it: its seeds, status, users held, verdict and
-    steps (and its search, for ``--find``)."""
+    """One repeat of a ramp as run.json keeps it."""
 
     repeat: int = 0
     seed: int | None = None

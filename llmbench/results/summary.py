@@ -120,8 +120,8 @@ class Metric:
     ``percentiles`` holds every percentile the run asked for (``--percentiles 50,99.9``), and
     ``all_percentiles`` the censored ones: failures counted as never answering (TTFT, E2EL).
     A metric nothing was measured for has ``n == 0`` and every statistic None, never 0.
-    ``stats`` names the statistics the summary holds, in the order it writes them (a run where
-    no reply reasoned holds no TTFO at all; the send delay has a mean, p50, p99 and max)."""
+    ``stats`` names the statistics the summary holds, in the order it writes them (the send
+    delay has only a mean, p50, p99 and max)."""
 
     name: str = ""
     n: int | None = None
@@ -260,7 +260,6 @@ _TAIL = _rows("always", "requests", "completed_share", "error_rate", "errors",
               "error_statuses", "error_samples", "stalls", "stall_threshold_s",
               "requests_with_stalls", "output_tokens_source", "non_streaming",
               "stream_bunching", "served_by") + _rows("set", "backends")
-# --abandon: cancelled by the user, of them before any token, and their share of all requests
 _CANCELLED = _rows("set", "cancelled", "cancelled_waiting", "cancel_rate")
 # cached_prompt_share is written beside cached_reported, a share of None included (no prompt
 # tokens told)

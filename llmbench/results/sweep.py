@@ -42,7 +42,7 @@ def _probed(s: "ServerState") -> bool:
 
 @dataclass
 class ServerState(Part):
-    """A sweep setting's server in its own words during the ramp (commands.sweep.server_state,
+    """A sweep setting's server in its own words during the ramp (analysis.finish.server_state,
     from the probe's samples in server.jsonl): the most it ran and kept waiting at once, its
     slots, KV cache and memory; or, when the probe found nothing, only why (``note``)."""
 
@@ -61,9 +61,7 @@ class ServerState(Part):
 
 @dataclass
 class SweepSetting(Part):
-    """One setting of a sweep: its server's fate (``status``), the ramp's folder and answer
-    (``held``, its interval over repeats, its verdict and knee), its steps in brief and the
-    server's own state."""
+    """One setting of a sweep: its server's fate (``status``) and its ramp's answer (``held``)."""
 
     setting: dict[str, str] = field(default_factory=dict)
     name: str = ""
@@ -83,7 +81,6 @@ class SweepSetting(Part):
     steps: list[StepBrief] | None = part(None, omit="none")
     server_state: ServerState | None = part(None, omit="none")
     server_exit_code: int | None = part(None, omit="none")
-    # what the server said it was
     server: ServerIdentity | None = part(None, omit="none")
     # ramp --find: the setting's search (its limit is ``held``)
     search: Search | None = part(None, omit="none")

@@ -131,8 +131,7 @@ def request_rows(run: Any) -> Iterator[dict[str, Any]]:
 
 
 def request_frame(run: Any) -> Any:
-    """The requests as a pandas DataFrame with typed columns: bool, nullable Int64, float64
-    (NaN where there is no value: a failed request's TTFT) and string."""
+    """The requests as a pandas DataFrame, its columns typed by ``typed_frame``."""
     return typed_frame(request_rows(run), COLUMNS)
 
 

@@ -1,7 +1,6 @@
 """The result contract's telemetry: what the server's machine did over a window (a ramp step's
 hold, a whole run), and what the server was. Built by llmbench/analysis/telemetry.py from the
-samples of telemetry.jsonl, written into run.json with ``to_dict`` and read back with
-``from_dict`` (a field a run did not measure is None, never 0).
+samples of telemetry.jsonl; a field a run did not measure is None, never 0.
 
 Units are in the names: ``cpu_s`` CPU seconds, ``cores`` CPU seconds per second (2.0 = two cores
 busy), ``*_bytes``, ``*_mib``, ``*_w``, ``*_j``. A process's CPU counts user and system time of
@@ -106,9 +105,8 @@ class Telemetry(Value):
 @dataclass(frozen=True)
 class ServerIdentity:
     """What produced the numbers, as far as the server (and its process here) said: ``kind``
-    (llama.cpp, vllm, ollama, sglang, tgi, mock), ``version``, ``model`` and
-    ``quantization``, ``parallel`` (what the pages say: slots, tp_size...), ``settings`` (its
-    command line's known flags and OLLAMA_* variables), ``gpus`` and ``host``."""
+    (llama.cpp, vllm, ollama, sglang, tgi, mock), ``parallel`` (what the pages say: slots,
+    tp_size...), ``settings`` (its command line's known flags and OLLAMA_* variables)."""
     kind: str | None = None
     version: str | None = None
     model: str | None = None

@@ -74,9 +74,9 @@ class Compared(Part):
 
 @dataclass
 class IsolatedClass(Part):
-    """A traffic class run alone (``--isolate``) at the load it had in the broken step: its
-    window (``step``: its own step index in requests.jsonl), whether it held alone, its checks
-    and summary alone, each threshold mixed against alone, and the sentence that says it."""
+    """A traffic class run alone (``--isolate``) at the load it had in the broken step
+    (``step``: its own step index in requests.jsonl); ``compared``: each threshold mixed
+    against alone."""
 
     name: str = ""
     load: float = 0.0
@@ -143,7 +143,6 @@ class Verdict(Part):
     slot_wait_share: float | None = part(None, omit="none")
     interrupted: bool | None = part(None, omit="none")
     incomplete: bool | None = part(None, omit="none")
-    # the KV cache as the limit (kind "cache_bound"; analysis.cachebound)
     cache: CacheBound | None = part(None, omit="none")
     # --scenario: each traffic class's own reading, and the classes that broke the deciding
     # step (with --isolate: the classes that break even alone, analysis.classes)

@@ -1,9 +1,6 @@
-"""A run folder's life, in one object (``RunFolder``): made and locked with run.json
-"running" from the first moment, written at the end (complete or partial) with timeline.jsonl,
-or marked in place of a result (failed, interrupted), and unlocked however the command ended.
-A sweep's folder is a ``SweepFolder``: sweep.json beside each setting's ramp folder.
-The finished documents are built by ``analysis.finish``; this module puts them on disk,
-atomically, and says in one line what could not be written."""
+"""A run folder's life, in one object (``RunFolder``), and a sweep's folder (``SweepFolder``:
+sweep.json beside each setting's ramp folder). ``analysis.finish`` builds the documents; this
+module puts them on disk, atomically, and says in one line what could not be written."""
 
 from __future__ import annotations
 

@@ -15,9 +15,7 @@ MAX_TURNS = 50
 
 @dataclasses.dataclass(kw_only=True)
 class ChatSpec(RequestOpts, ServerOpts, TargetOpts):
-    """``llmbench chat``: a few turns of a real conversation with one user, printing each
-    turn's TTFT, decode rate, prompt tokens and how many came from the server's cache, and the
-    reply's first words. What to run before a ramp."""
+    """``llmbench chat``'s options (what it prints: llmbench/commands/chat.py)."""
 
     command = "chat"
 

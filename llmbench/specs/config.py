@@ -34,9 +34,9 @@ def normalize(key: str) -> str:
 def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX_CONFIG_BYTES,
                   what: str = "file of options") -> tuple[Any, str, str]:
     """(the parsed document, its text, its kind: TOML, YAML or JSON) of a small file a flag
-    names (--config, --scenario), read safely: a regular file of at most ``max_bytes``, UTF-8,
-    YAML without aliases, nested at most CONFIG_DEPTH levels; one line naming the flag and the
-    file otherwise."""
+    names (--config, --scenario), read safely: a regular file (not /dev/zero or a pipe) of at
+    most ``max_bytes``, UTF-8, YAML without aliases, nested at most CONFIG_DEPTH levels; one line
+    naming the flag and the file otherwise."""
     p = Path(path)
     kind = FORMATS.get(p.suffix.lower())
     if p.is_dir():
@@ -46,7 +46,6 @@ def read_document(path: str | Path, flag: str = "--config", max_bytes: int = MAX
                          "file .toml, .yaml, .yml or .json")
     from llmbench.records import safejson
     try:
-        # a regular file (not /dev/zero or a pipe), at most max_bytes, UTF-8
         text = safejson.read_file(p, flag, max_bytes, what=f"{kind} {what}")
     except safejson.JsonLimitError as exc:
         raise UsageError(str(exc)) from None

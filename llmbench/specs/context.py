@@ -13,10 +13,7 @@ from llmbench.specs.options import INT, P_LOAD, SECONDS_ABOVE_0, option
 
 @dataclasses.dataclass(kw_only=True)
 class ContextSpec(RequestOpts, ServerOpts, TargetOpts):
-    """``llmbench context``: grow the prompt (doubling, then bisecting to one word) until the
-    server refuses it, fails, runs out of memory or its TTFT passes ``ttft_limit``; the
-    longest prompt served, what stopped the next, the server's own limit when it says one,
-    and TTFT against prompt length (the prefill rate)."""
+    """``llmbench context``'s options (what it measures: llmbench/commands/context.py)."""
 
     command = "context"
 

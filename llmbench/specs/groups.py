@@ -3,11 +3,10 @@ server is (``TargetOpts``), how to talk to it (``ServerOpts``), what its machine
 (``TelemetryOpts``), what is sent (``WorkloadOpts``), how each request is asked
 (``RequestOpts``) and where results go (``OutputOpts``).
 
-A command's spec (``RunSpec`` in llmbench/specs/run.py, ...) is a dataclass made of these
-groups and its own; each group checks its own values (``check``: pure) and builds what the plan
-needs from them (the workload, the request parameters, the network options). A command's own
-defaults for a group's option are ``command_defaults`` on its spec (ramp asks for the first token
-within 120 s, not 300 s).
+Each group checks its own values (``check``: pure) and builds what the plan needs from them
+(the workload, the request parameters, the network options); how a command's spec is made of
+groups: llmbench/specs/__init__.py. A command's own defaults for a group's option are
+``command_defaults`` on its spec (ramp asks for the first token within 120 s, not 300 s).
 """
 
 from __future__ import annotations
@@ -269,8 +268,7 @@ GPU_METRICS = Kind(str, _gpu_metrics, doc='str (URL) | Literal["auto", "nvml", "
 @dataclasses.dataclass(kw_only=True)
 class TelemetryOpts(Spec):
     """What the server's machine did during the run, and what the server was (issue 39): run,
-    ramp, sweep and probe. The values are checked as they are read (``SERVER_PID``,
-    ``HOST_METRICS``, ``GPU_METRICS``); ``telemetry_spec`` is what the harness samples."""
+    ramp, sweep and probe."""
 
     server_pid: int | str = option("The server's process on this machine, sampled each second (CPU, memory, threads): a PID, auto (the process listening on a loopback --url's port, or the one sweep --serve started) or off.", P_TELEMETRY, kind=SERVER_PID, default="auto", metavar="PID|auto|off")
     host_metrics: str | None = option("A Prometheus node exporter on the server's machine, scraped each second: CPU busy per mode, memory, load, network.", P_TELEMETRY, kind=HOST_METRICS, metavar="URL")
@@ -453,9 +451,9 @@ class WorkloadOpts(WorkloadHead):
               targets: tuple[str, ...] = ("main",), agent: "AgentOpts | None" = None,
               tools: Any = None) -> tuple[Any, Any]:
         """(Workload, tokenizer) of ``n`` conversations, with a salt for each of ``targets``
-        (the harness's target names). The target's /tokenize (vLLM, llama.cpp) counts
-        exactly; it is asked here, before any load. ``agent`` (--workload agent): ``n``
-        agent sessions instead, offering ``tools`` (--tools FILE's) or synthetic ones."""
+        (the harness's target names); the target's /tokenize is asked here, before any load.
+        ``agent`` (--workload agent): ``n`` agent sessions instead, offering ``tools``
+        (--tools FILE's) or synthetic ones."""
         from llmbench.workload import WorkloadSpec, build_workload
         self.image_spec()
         count(n, "--count")
@@ -603,7 +601,6 @@ class AgentOpts(Spec):
         else:
             given = self.agent_options_given()
             if given:
-                # they shape agent sessions only: without --workload agent they did nothing
                 yield (f"{', '.join(given)}: {'these apply' if len(given) > 1 else 'it applies'}"
                        " to agent sessions only; add --workload agent, or leave "
                        f"{'them' if len(given) > 1 else 'it'} out")
@@ -668,7 +665,6 @@ class RequestOpts(Spec):
             yield f"--responses-state {self.responses_state!r}: choose client or server"
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
             yield f"--tool-choice {self.tool_choice!r}: choose {', '.join(TOOL_CHOICES)}"
-        # agent sessions send tools of their own: --tool-choice alone is a choice about those
         if self.tool_choice is not None and self.tools is None \
                 and getattr(self, "workload_type", "chat") != "agent":
             yield ("--tool-choice needs --tools FILE (or --workload agent, whose "

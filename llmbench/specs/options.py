@@ -1,9 +1,8 @@
 """The declarations the specs share (llmbench/specs/): the help panels, the kinds of option
-only the load commands have (token lengths, users, worker counts, a scenario, users who give
-up, thresholds), and the options several commands declare (--think, --workers, --ray,
---users, --trace, --scenario, --threshold), on the bottom layer's ``Spec`` and ``option``
-(llmbench/options.py), re-exported here. Plain data: nothing here reads a file or the network, and nothing above results/ is
-imported (tests/unit/test_architecture.py)."""
+only the load commands have (token lengths, users, thresholds...), and the options several
+commands declare (--think, --workers, --trace...), on the bottom layer's ``Spec`` and
+``option`` (llmbench/options.py), re-exported here. Plain data: nothing here reads a file or
+the network, and nothing above results/ is imported (tests/unit/test_architecture.py)."""
 
 from __future__ import annotations
 

@@ -54,8 +54,7 @@ class ProbeSpec(OutputOpts, RequestOpts, WorkloadOpts, ProbeLoadOpts, TelemetryO
     command = "probe"
     groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "load": ProbeLoadOpts,
               "prompts": WorkloadOpts, "request": RequestOpts, "output": OutputOpts}
-    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
-    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    # the option groups, passed whole (the package's docstring, llmbench/specs/__init__.py)
     server: InitVar[ServerOpts | None] = None
     telemetry: InitVar[TelemetryOpts | None] = None
     load: InitVar[ProbeLoadOpts | None] = None

@@ -269,8 +269,7 @@ class RampSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, Ra
               "request": RequestOpts, "output": OutputOpts}
     trace: Path | str | None = trace_option("Replay a recording (llmbench record) or a trace with sessions at growing scale: each step's --users is a multiple (default 1,2,4,8: the recording once, twice, 4, 8 times over, each copy with its own prompt salt); a step's users are its multiple x the recording's sessions; a step holds until its copies have played (at least --hold, default the recording's length).", P_STEPS)
     trace_speed: float = trace_speed_option(P_STEPS)
-    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
-    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    # the option groups, passed whole (the package's docstring, llmbench/specs/__init__.py)
     target: InitVar[TargetOpts | None] = None
     server: InitVar[ServerOpts | None] = None
     telemetry: InitVar[TelemetryOpts | None] = None

@@ -84,8 +84,7 @@ class RunSpec(GateOpts, OutputOpts, PrintOpts, VllmOpts, AbandonOpts, RequestOpt
     groups = {"target": TargetOpts, "server": ServerOpts, "telemetry": TelemetryOpts,
               "load": RunLoadOpts, "prompts": WorkloadOpts, "agent": AgentOpts,
               "request": RequestOpts, "output": OutputOpts}
-    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
-    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    # the option groups, passed whole (the package's docstring, llmbench/specs/__init__.py)
     target: InitVar[TargetOpts | None] = None
     server: InitVar[ServerOpts | None] = None
     telemetry: InitVar[TelemetryOpts | None] = None

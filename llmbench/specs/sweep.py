@@ -106,8 +106,7 @@ class SweepSpec(OutputOpts, AbandonOpts, RequestOpts, AgentOpts, WorkloadOpts, R
     groups = {"server": ServerOpts, "telemetry": TelemetryOpts, "ramp": RampOpts,
               "prompts": WorkloadOpts, "agent": AgentOpts, "request": RequestOpts,
               "output": OutputOpts}
-    # the option groups, passed whole (``target=Target(url=...), request=Request(...)``;
-    # llmbench/specs/): what a group sets becomes the fields above, the command line's flags
+    # the option groups, passed whole (the package's docstring, llmbench/specs/__init__.py)
     server: InitVar[ServerOpts | None] = None
     telemetry: InitVar[TelemetryOpts | None] = None
     ramp: InitVar[RampOpts | None] = None

@@ -173,9 +173,7 @@ def parse_threshold(text: str) -> Threshold:
 
 def _session_threshold(text: str, metric: str, stat: str | None, arg: str | None, op: str,
                        num: float, unit: str) -> Threshold:
-    """An agent-session threshold: session, session_model, session_tool, step_ttft (latency,
-    ms or s), session_steps (calls) with a statistic; sessions_completed, sessions_per_min,
-    text_reply_share, session_cached_share (scalars)."""
+    """An agent-session threshold (the module's grammar names them)."""
     if arg is not None:
         raise ThresholdError(f"threshold {text!r}: within(T) is for request metrics")
     if metric in SESSION_DISTS:
