@@ -145,13 +145,11 @@ class Linker:
         self._sessions += 1
         return Link(f"s{self._sessions}", 0, 0, parent)
 
-    # session -> (when its last reply ended, whether that reply called a tool): a session
-    # starting while another's tool call is out is taken for the sub-agent that tool started
+    # session -> (when its last reply ended, whether that reply called a tool)
     _waiting: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     def parent_at(self, arrival: float) -> str | None:
-        """The session whose latest reply, ended before ``arrival``, called a tool (the latest
-        such); None when no tool call was out."""
+        """The parent of a session starting at ``arrival`` (module doc); None: no tool call out."""
         best: tuple[float, str] | None = None
         for s, (end, tool) in self._waiting.items():
             if tool and end <= arrival and (best is None or end > best[0]):
@@ -247,11 +245,9 @@ def max_tokens_of(body: dict[str, Any]) -> int | None:
 
 
 # -- replay: a recorded request as the replay sends it ------------------------------------------
-# APIs whose recorded requests the replay sends in their own API, as chat-shaped messages the
-# API's body builder turns back into its own shape (wire/); a request of another API (a prompt
-# API, embeddings) is sent in the run's --api, its messages as text
+# APIs replayed in their own API (module doc), their messages in chat's shape turned back by wire/
 REPLAY_APIS = ("openai-chat", "anthropic")
-# the body fields a recorded request's tools travel in, per API (sent as they were recorded)
+# the body fields a recorded request's tools travel in (sent as they were recorded)
 TOOL_FIELDS = ("tools", "tool_choice")
 
 
@@ -279,8 +275,7 @@ def _text_parts(content: Any) -> Any:
 
 def _anthropic_chat(role: str, m: Any) -> list[dict[str, Any]]:
     """One Messages message (or the system) as chat messages: tool_use blocks become the
-    assistant's tool_calls, tool_result blocks chat's tool messages (wire/anthropic.py turns
-    them back)."""
+    assistant's tool_calls, tool_result blocks chat's tool messages."""
     if role == "system":
         return [{"role": "system", "content": _text_parts(m)}]
     if not isinstance(m, dict):
@@ -336,10 +331,9 @@ def replayed(api: str, body: dict[str, Any], new_from: int, turn: int) -> Replay
 
 def trim_start(own: tuple[dict[str, Any], ...], tokens: int,
                count: Any) -> tuple[dict[str, Any], ...]:
-    """``own`` with about ``tokens`` tokens fewer at the start of its first text: where the
-    run's salt goes (workload/salt.py), so a replayed prompt is as long as the recorded one.
-    Whole words are dropped until their count (``count``: text -> tokens) reaches ``tokens``;
-    at least one word stays."""
+    """``own`` with whole words dropped from the start of its first text until they count
+    (``count``: text -> tokens) ``tokens`` or more, one word kept: room for the run's salt
+    (workload/salt.py), so a replayed prompt is as long as the recorded one."""
     if tokens <= 0 or not own:
         return own
     first = own[0]
