@@ -62,11 +62,9 @@ class Salt:
         return bool(self.text)
 
     def for_lap(self, lap: int) -> "Salt":
-        """The salt of the ``lap``-th pass through the conversations (0: this one): one-token
-        words drawn from this salt's text and ``lap`` (the same for the same salt: a replay
-        sends the same laps), as many as this salt has words when it is made of them (a
-        per-run salt, a probe path's) and else as it has tokens, so a prompt written to a
-        length keeps it on every lap. No salt stays none."""
+        """The salt of pass ``lap`` through the conversations (0: this one; module doc): as
+        many one-token words as this salt has words when made of them (a per-run salt, a
+        probe path's), else as it has tokens, so a prompt written to a length keeps it."""
         if lap <= 0 or not self.text:
             return self
         vocab = sorted(set(self.vocab or WORDS))
@@ -96,8 +94,7 @@ class Salt:
         return out
 
     def describe(self) -> dict[str, Any]:
-        """run.json's salt; ``per_lap``: a conversation sent again (its pool's lap k > 0)
-        begins with ``for_lap(k)`` of this text, so the text replays every lap."""
+        """run.json's salt; ``per_lap``: lap k > 0 begins with ``for_lap(k)`` of this text."""
         d: dict[str, Any] = {"text": self.text, "tokens": self.tokens, "source": self.source}
         if self.text:
             d["per_lap"] = True
