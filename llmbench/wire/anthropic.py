@@ -1,13 +1,12 @@
 """Anthropic's Messages API: POST <base>/messages (Anthropic, llama.cpp's server, vLLM, LiteLLM),
 streamed as typed server-sent events.
 
-Body: {"model", "max_tokens" (required by the API: DEFAULT_MAX_TOKENS when the workload sets
-none), "messages": [...], "system": "...", "stream": true, "tools": [{"name", "description",
-"input_schema"}], "tool_choice": {"type": "auto" | "any" | "none"}}. A conversation's history
-goes as Messages: system messages become the top-level ``system`` text, chat's assistant
-``tool_calls`` become ``tool_use`` blocks and chat's ``tool`` messages ``tool_result`` blocks of
-a user turn, images ``image`` blocks. Headers: ``x-api-key`` (the key, from --api-key or
-$ANTHROPIC_API_KEY) and ``anthropic-version`` (wire/format.py: the format's own headers).
+Body: {"model", "max_tokens" (required: DEFAULT_MAX_TOKENS), "messages": [...], "system": "...",
+"stream": true, "tools": [{"name", "description", "input_schema"}], "tool_choice": {"type":
+"auto" | "any" | "none"}}. A conversation's history goes as Messages: system messages become the
+top-level ``system`` text, chat's assistant ``tool_calls`` ``tool_use`` blocks and its ``tool``
+messages ``tool_result`` blocks of a user turn, images ``image`` blocks. Headers: ``x-api-key``
+(from --api-key or $ANTHROPIC_API_KEY) and ``anthropic-version``.
 
 Every event's JSON carries its ``type`` (the SSE ``event:`` line repeats it; the payload is
 enough). What each one means to the measurement, on the same clock as chat (each event is
@@ -148,8 +147,7 @@ def tools_fields(tools: list[dict[str, Any]] | None, tool_choice: str | None) ->
 
 # -- the reply -----------------------------------------------------------------------------------
 def error_text(obj: Any) -> str | None:
-    """"type: message" of an error as the API shapes it ({"type": "error", "error": {"type",
-    "message"}}), or as an OpenAI-style server shapes it ({"error": {"message", "type"}})."""
+    """"type: message" of an error as the API (module doc) or an OpenAI-style server shapes it."""
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
@@ -173,9 +171,8 @@ def http_error(text: str) -> str | None:
 
 
 def usage(raw: Any, prompt: bool = True) -> Usage | None:
-    """Messages usage -> Usage: the prompt is input_tokens + cache_read_input_tokens +
-    cache_creation_input_tokens (the API counts the uncached part as input_tokens), cached
-    the cache reads; the reply's count only where asked (message_delta, a whole reply)."""
+    """Messages usage -> Usage, the prompt's three counts added up (module doc); the reply's
+    count only where asked (message_delta, a whole reply)."""
     if not isinstance(raw, dict):
         return None
     p_raw = raw.get("input_tokens") if prompt else None
@@ -202,8 +199,7 @@ def classify(payload: bytes) -> Event:
         dkind = delta.get("type")
         if dkind == "text_delta":
             text = delta.get("text")
-            # the text is what the record and the history are made of: one of another type
-            # fails this request (malformed_event), it is never joined as text
+            # the record's and the history's text: another type fails this request, never joined
             if not text_or_none(text):
                 return wrong_type("delta.text", text, "a string")
             return Event(TOKEN, text=text or "")

@@ -34,8 +34,7 @@ def items_expected(body: dict[str, Any]) -> int:
 def _vector_len(d: Any) -> int:
     """The length of one ``data`` entry's vector: a list whose first value is a number (the
     rest is not walked: a 4096-float vector per input, on every request), or a base64 string
-    (encoding_format "base64" through --extra-body); 0 when it holds none (null, empty, a
-    string for a float vector's place...)."""
+    (encoding_format "base64" through --extra-body); 0 when it holds none."""
     if not isinstance(d, dict):
         return 0
     v = d.get("embedding")

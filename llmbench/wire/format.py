@@ -28,8 +28,7 @@ class WireFormat:
     # The part of a base URL that belongs to this API ("/v1"): dropped or added when --api
     # names another format than the URL suggested (a /v1 URL with --api ollama).
     root_path: str = ""
-    # Full endpoint paths that, at the end of a URL, name this format; the base URL is what
-    # comes before them.
+    # Endpoint paths that, ending a URL, name this format (the base URL: what comes before).
     url_suffixes: tuple[str, ...] = ()
     # A base-URL path this format claims when no suffix matched: returns how many characters to
     # cut from the URL's end to get the base URL, or None when the path is not this format's.
