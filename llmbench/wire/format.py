@@ -37,11 +37,9 @@ class WireFormat:
     models_path: str = "/models"
     # What ends a stream cleanly, for the "stream cut" message.
     end_marker: str = "[DONE]"
-    # Takes images with a user turn (--images, datasets with image parts): chat, responses and
-    # Ollama's chat do; prompt-text APIs (completions, TGI's generate) do not.
+    # Takes images with a user turn (--images, datasets with image parts); prompt-text APIs do not
     images: bool = False
-    # Streams its replies (every chat API); False: one whole JSON body, always (embeddings),
-    # so the plan sends it unstreamed and TTFT is not measured
+    # Streams its replies (every chat API); False: one whole JSON body, sent unstreamed (embeddings)
     streams: bool = True
     # What the reply holds: "tokens", or "embeddings" (no TTFT, no ITL: latency and throughput)
     output: str = "tokens"

@@ -111,8 +111,7 @@ def _decode(payload: bytes) -> Event | dict[str, Any]:
         return Event(END)
     fast = _events.fast_loads
     try:
-        # orjson at once (one call, not two, per event); what it refuses goes through loads,
-        # which reads what json reads (NaN, integers beyond 64 bits) as before
+        # orjson at once (one call, not two, per event); what it refuses goes through loads
         obj = fast(payload) if fast is not None else loads(payload)
     except ValueError:
         try:

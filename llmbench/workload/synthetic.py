@@ -168,7 +168,6 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
         t = turns[ci][ti]
         got = counts.get((ci, ti))
         if got is None and (ci, ti) in asked:
-            # the server could not count this one (after its retries): as it was built
             got = len(t.user.split()) if constructed or tok.local is None \
                 else tok.local.count(t.user)
             turns[ci][ti] = Turn(t.user, t.max_tokens, got)
