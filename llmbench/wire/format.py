@@ -1,5 +1,4 @@
-"""The wire-format protocol: everything the client and the URL detection need to know about one
-API, as one value. A format module builds one ``WireFormat``; wire/registry.py lists them."""
+"""The wire-format protocol: what the client and the URL detection know of one API, as one value."""
 
 from __future__ import annotations
 

@@ -141,8 +141,7 @@ def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion
 
 
 def _no_choices(obj: dict[str, Any], timed: bool = True) -> Event:
-    """An event or body without choices: the server's error, or its usage (and, in a stream,
-    its timings)."""
+    """An event or body without choices: the server's error, or its usage (a stream's: timings)."""
     if "error" in obj:
         return Event(ERROR, error=error_text(obj["error"]))
     return Event(OTHER, usage=usage(obj.get("usage")),
@@ -199,8 +198,7 @@ def classify_chat(payload: bytes) -> Event:
 
 
 def _call_pieces(delta: dict[str, Any]) -> tuple[Any, ...]:
-    """Chat's tool-call deltas ({index, id, function: {name, arguments}}, or the legacy
-    function_call) as wire.events.ToolPiece values."""
+    """Chat's tool-call deltas (or the legacy function_call) as wire.events.ToolPiece values."""
     out = []
     tcs = delta.get("tool_calls")
     for k, tc in enumerate(tcs if isinstance(tcs, list) else ()):

@@ -150,8 +150,7 @@ class AgentSession(Conversation):
 
 
 def _words(vocab: Sequence[str], n: int, seed: str, head: str = "") -> str:
-    """``n`` one-token words drawn with ``seed`` (``head`` counted in them, as about as many
-    tokens as it has words)."""
+    """``n`` one-token words drawn with ``seed``, ``head`` counted in them as a token a word."""
     rng = random.Random(seed)
     have = len(head.split())
     words = rng.choices(vocab or _FALLBACK_VOCAB, k=max(n - have, 1))
@@ -263,8 +262,7 @@ def session_of(sid: str, plan: AgentPlan, tools: tuple[dict[str, Any], ...],
 
 def agent_workload(spec: AgentSpec, tok: Any, count: int, seed: int,
                    tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0) -> Workload:
-    """``count`` synthetic sessions as a Workload, the system prompt shared on purpose
-    (``shared_share``)."""
+    """``count`` synthetic sessions as a Workload (their system prompt shared on purpose)."""
     sessions = synthetic_sessions(tok, count, spec, seed, tools, reserve)
     return sessions_workload(sessions, tok, seed, "agent", {"agent": spec.describe()})
 

@@ -46,8 +46,7 @@ def _digest(text: str, seed: int) -> bytes:
 
 
 def chunks(text: str) -> list[str]:
-    """``text`` in chunks of CHUNK_WORDS words, from its start (so a shared prefix makes the
-    same leading chunks)."""
+    """``text`` in chunks of CHUNK_WORDS words, from its start (module doc)."""
     words = text.split()
     return [" ".join(words[i:i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
 

@@ -26,11 +26,10 @@ first one; a request that extends none starts a session, whose parent is the ses
 latest reply (ended before it arrived) called a tool, when there is one: a sub-agent that tool
 started.
 
-Replay (``Replayed``, ``replay_messages``): a recorded request is sent again as it was, its own
-messages in chat's shape (a Messages request's tool_use and tool_result blocks as chat's tool
-calls and tool messages, which wire/anthropic.py turns back) after the live replies, each tool
-result answering the live reply's call by its id, its tools in the body as recorded, in the API
-it was recorded with (REPLAY_APIS; others in the run's API, as text).
+Replay (``Replayed``, ``replay_messages``): a recorded request is sent again as it was, in the
+API it was recorded with (REPLAY_APIS; others in the run's API, as text): its own messages in
+chat's shape (wire/ turns them back) after the live replies, each tool result answering the live
+reply's call by its id, its tools in the body as recorded.
 """
 
 from __future__ import annotations
@@ -77,8 +76,7 @@ def _msg(role: Any, m: Any) -> Message:
 
 
 def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
-    """The request's prompt as a list of messages, the same way for every API (the system
-    prompt first, as a message)."""
+    """The request's prompt as messages, alike for every API (the system prompt first, as one)."""
     out: list[Message] = []
     if api in ("openai-chat", "anthropic") or "messages" in body:
         if api == "anthropic" and body.get("system"):
@@ -247,7 +245,6 @@ def max_tokens_of(body: dict[str, Any]) -> int | None:
 # -- replay: a recorded request as the replay sends it ------------------------------------------
 # APIs replayed in their own API (module doc), their messages in chat's shape turned back by wire/
 REPLAY_APIS = ("openai-chat", "anthropic")
-# the body fields a recorded request's tools travel in (sent as they were recorded)
 TOOL_FIELDS = ("tools", "tool_choice")
 
 

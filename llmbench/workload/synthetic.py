@@ -314,8 +314,7 @@ class Regenerated(Made):
 
 
 def _regenerated(spec: str, args: dict, count: int, states: list) -> Regenerated:
-    """A Regenerated unpickled: the tokenizer rebuilt from its spec, the states as they were
-    (no pass over the conversations)."""
+    """A Regenerated unpickled: tokenizer rebuilt from its spec, no pass over the conversations."""
     from llmbench.workload.tokenizer import load_tokenizer
     one, rng, targets = _maker(load_tokenizer(spec), **args)
     return Regenerated(one, rng, count, targets, (spec, args), states)

@@ -103,8 +103,7 @@ def summarise_recording(path: str, tok: Any) -> RecordingSummary:
 
 
 def summarise_agents(path: str, tok: Any) -> list[str]:
-    """An agent trace as the agent loop will play it: sessions, calls, sub-agents, lengths,
-    tool gaps."""
+    """An agent trace as the agent loop will play it: sessions, calls, sub-agents, lengths, gaps."""
     from llmbench.workload.agent_traces import read_sessions
     sessions, warnings, kind = read_sessions(path, tok, 0)
     calls, subs, new, reply, gaps = [], 0, [], [], []

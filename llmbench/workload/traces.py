@@ -19,9 +19,8 @@ Formats (picked from the file, not from a flag):
   when recorded are left out. Turns out of order and parent links in a cycle are refused
   naming the line.
 
-Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
-nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
-is not a regular file. A replay that would take more than MAX_REPLAY_S (30 days) at its
+Bad input (a timestamp that is not a finite number, a line longer than files.MAX_LINE_BYTES...)
+is one DatasetError naming file:line. A replay longer than MAX_REPLAY_S (30 days) at its
 --trace-speed is refused by ``check_replay``, naming the line after its longest gap.
 """
 
@@ -256,8 +255,7 @@ def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
 
 
 def api_note(rows: list[_Row]) -> str | None:
-    """The run's one note on the APIs a recording is replayed in (recording.REPLAY_APIS);
-    None when all its requests are chat's, the default --api."""
+    """The run's one note on a recording's replay APIs; None when all are chat's (the default)."""
     own: dict[str, int] = {}
     other = 0
     for r in rows:
@@ -313,8 +311,7 @@ def _azure_time(text: str) -> float:
 
 
 def _azure_rows(path: str) -> Iterator[_Row]:
-    """The CSV's rows, its lines read by files.read_lines; a line that is not CSV is one
-    error line, not a traceback."""
+    """The CSV's rows, read by files.read_lines; a line that is not CSV is one error line."""
     at = [0]                         # the file line the reader is on
 
     def lines() -> Iterator[str]:
