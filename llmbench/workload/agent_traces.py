@@ -23,9 +23,8 @@ docs/agents.md lists every field):
   its calls; ``invoke_agent`` spans scope its agents (a nested one is a sub-agent); the gaps
   between an agent's calls are its tool time. Failed spans are left out.
 
-Every mistake in a file is one line naming the file and the line (or the trace and call) and
-what to do: a cycle in the parent links, a call with no tokens, a negative tool gap, a parent
-that is not in the session, a line that is not JSON.
+Every mistake in a file (a cycle in the parent links, a negative tool gap...) is one line naming
+the file and the line (or the trace and call) and what to do.
 """
 
 from __future__ import annotations

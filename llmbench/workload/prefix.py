@@ -68,10 +68,8 @@ def prefix_hit_workload(tok: Tokenizer, count: int, prompt_tokens: tuple[int, in
     """(measured conversations, warm-up conversations, plan). With a tokenizer of one-token
     words each prompt's shared part is cut to its own length (the ratio holds per request);
     otherwise the shared length is set from the middle of the prompt range (on average).
-
-    ``reserve``: the run's salt (workload.salt), sent first: it is shared by every request of
-    the run, so it is part of the shared prefix, which is that many tokens shorter here (the
-    salt and the system prompt together stay block-aligned; the ratio and lengths as aimed)."""
+    ``reserve``: the run's salt, which every request sends first, is part of the shared prefix,
+    so that is ``reserve`` tokens shorter here (salt and system prompt stay block-aligned)."""
     prepare_unit_words(tok)
     lo, hi = prompt_tokens
     exact = bool(tok.unit_words)
