@@ -9,8 +9,7 @@ messages ``tool_result`` blocks of a user turn, images ``image`` blocks. Headers
 (from --api-key or $ANTHROPIC_API_KEY) and ``anthropic-version``.
 
 Every event's JSON carries its ``type`` (the SSE ``event:`` line repeats it; the payload is
-enough). What each one means to the measurement, on the same clock as chat (each event is
-timestamped when its network chunk arrived, METRICS.md):
+enough). What each one means to the measurement, timed as chat's (wire/framing.py):
 
 - ``content_block_delta`` with ``text_delta``: answer text, a token event (TTFT, ITL);
 - ``content_block_delta`` with ``thinking_delta``: reasoning, a token event marked as reasoning

@@ -57,9 +57,8 @@ def text_of(content: Any) -> str:
 
 def with_content_lists(messages: list[dict[str, Any]],
                        convert: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with each message whose content is a list of parts (text with images)
-    replaced by ``convert(message)``; the list itself (no copy) when there is none, which is
-    the usual case: the turn's messages are never changed."""
+    """``messages`` with each message whose content is a list of parts replaced by
+    ``convert(message)``, in a new list; the list itself when there is none (the usual case)."""
     out = messages
     for i, m in enumerate(messages):
         if isinstance(m.get("content"), list):

@@ -90,8 +90,7 @@ class StepPlan:
     """One model call of an agent: ``new_tokens`` appended before it (the task, for an agent's
     first call; the previous call's tool result after that), ``gap_s`` waited before it (the
     tool's time; 0 for a first call), the reply length asked, and the sub-agents its reply
-    starts (run in parallel with the tool, joined before the agent's next call; ``background``
-    ones are not waited for)."""
+    starts (module doc; ``AgentPlan.background``)."""
 
     id: str
     new_tokens: int

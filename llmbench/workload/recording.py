@@ -250,9 +250,8 @@ TOOL_FIELDS = ("tools", "tool_choice")
 
 @dataclass(frozen=True)
 class Replayed:
-    """One recorded request as the replay sends it: ``api``, the API it was recorded with (None:
-    the run's); ``own``, its own messages in chat's shape (after the previous request's and
-    its reply; on a session's first turn, all of them), and ``extra``, its tools as recorded."""
+    """One recorded request as the replay sends it (``replayed``): ``api``, the API it was
+    recorded with (None: the run's); ``own``, its own messages (chat's shape); ``extra``, its tools."""
 
     api: str | None
     own: tuple[dict[str, Any], ...]

@@ -7,12 +7,11 @@ the router probe's second path got its first turns from the cache the first path
 
 So every run starts each conversation's first message (the first bytes a server sees of it)
 with a salt of its own: ``SALT_WORDS`` words drawn at random, each one token by the run's
-tokenizer, separated from the text by a space. The prompts' structure stays as the seed makes
-it (same lengths, turns, dataset rows); only these first words differ, and a prefix cache
-(which matches from the first token on) then finds nothing of an earlier run. Users within one
-run share the salt, so a workload that shares a prefix on purpose (``--shared-prefix-tokens``,
-``--prefix-hit-ratio``, a dataset's system prompt) still shares it inside the run: the salt
-goes before the shared part.
+tokenizer. Only these first words differ from the prompts the seed makes (same lengths, turns,
+dataset rows), and a prefix cache, which matches from the first token on, finds nothing of an
+earlier run. Users within one run share the salt, so a prefix shared on purpose
+(``--shared-prefix-tokens``, a dataset's system prompt) is still shared inside the run: the
+salt goes before it.
 
 Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set, a trace's
 lengths and Mooncake blocks) keep that length with the salt included (the salt takes the place

@@ -58,8 +58,7 @@ class TraceItem:
     # a recording's think or tool time before each turn (s, before --trace-speed): the turn
     # goes no sooner than this after the previous reply ended; None: not recorded
     gaps_s: tuple[float | None, ...] = ()
-    # a recording's session: each turn as recorded (its API, own messages, tools), which the
-    # replay sends in place of the conversation's text turns; () for every other trace
+    # a recording's turns as the replay sends them, in place of the text turns; () otherwise
     recorded: tuple[Replayed, ...] = ()
 
     @property
