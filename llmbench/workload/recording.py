@@ -251,7 +251,8 @@ TOOL_FIELDS = ("tools", "tool_choice")
 @dataclass(frozen=True)
 class Replayed:
     """One recorded request as the replay sends it (``replayed``): ``api``, the API it was
-    recorded with (None: the run's); ``own``, its own messages (chat's shape); ``extra``, its tools."""
+    recorded with (None: the run's); ``own``, its own messages in chat's shape; ``extra``,
+    its tools."""
 
     api: str | None
     own: tuple[dict[str, Any], ...]
