@@ -197,8 +197,7 @@ def _int(path: str, n: Any, obj: dict, key: str, default: int | None = None) -> 
 
 
 def _secs(path: str, n: Any, obj: dict, key: str, *, capped: bool = True) -> float | None:
-    """Seconds from a trace: finite, and (a gap or a duration, ``capped``) 0 or more and at
-    most MAX_GAP_S (30 days, as --agent-tool-latency and chat trace replays)."""
+    """Seconds from a trace: finite; a gap or a duration (``capped``) 0 to MAX_GAP_S."""
     v = obj.get(key)
     if v is None:
         return None

@@ -229,12 +229,10 @@ def parse_images(value: str, flag: str = "--images") -> tuple[int, str | None]:
 
 class WithImages(Made):
     """A workload's conversations with the pool's images on every user turn, made on access
-    (a regenerated synthetic workload stays regenerated: nothing per turn is held).
-
-    Conversation i's turn k is the pool's turn i x ``stride`` + k (``stride``: the most turns
-    a conversation has), so every user turn of the workload gets its own images until the
-    pool comes round (a stride of 64 once gave every conversation's first turn the same image
-    of a 32-image pool)."""
+    (a regenerated synthetic workload stays regenerated). Conversation i's turn k is the
+    pool's turn i x ``stride`` + k (``stride``: the most turns a conversation has), so every
+    user turn gets its own images until the pool comes round (a stride of 64 once gave every
+    conversation's first turn the same image of a 32-image pool)."""
 
     def __init__(self, convs: Sequence, pool: ImagePool, stride: int = 1) -> None:
         self.convs = convs

@@ -1,7 +1,6 @@
 """``datasets inspect FILE`` for files that are sessions rather than prompts: a recording made
 by ``llmbench record`` (workload/recording.py) and the agent traces llmbench replays
-(workload/agent_traces.py: its own format, WEKA, OTel). What each holds, in a few lines:
-requests, sessions, turns per session, length distributions, the shared-prefix share, APIs."""
+(workload/agent_traces.py): what each holds, in a few lines."""
 
 from __future__ import annotations
 
