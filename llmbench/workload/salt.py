@@ -13,10 +13,9 @@ earlier run. Users within one run share the salt, so a prefix shared on purpose
 (``--shared-prefix-tokens``, a dataset's system prompt) is still shared inside the run: the
 salt goes before it.
 
-Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set, a trace's
-lengths and Mooncake blocks) keep that length with the salt included (the salt takes the place
-of as many of their tokens); prompts a file or a trace gives as text get the salt in front, and
-the client's count of them includes it.
+Prompts llmbench writes to a length (synthetic, a trace's lengths...) keep that length with the
+salt included (it takes the place of as many of their tokens); prompts a file or a trace gives
+as text get the salt in front, and the client's count of them includes it.
 
 A run that needs more conversations than its pool holds (a long ramp past the 2,000 it
 builds, a dataset of 50 rows) goes through the pool again: each pass is a lap, and lap k > 0

@@ -226,9 +226,7 @@ def _connection(local: threading.local, root: str, timeout_s: float,
 
 
 class HTTPException(Exception):
-    """A broken answer on the plain connection, named as http.client names it (the plain
-    connection does not import http.client: it brings the email package, ~10 ms of every
-    run's start-up, issue 50 §2)."""
+    """A broken answer on the plain connection, named as http.client names it (_PlainConn)."""
 
 
 class RemoteDisconnected(ConnectionResetError, HTTPException):
@@ -264,8 +262,9 @@ class _PlainConn:
     """http.client's HTTPConnection as far as ``_post`` uses it, for a plain http:// server
     with no proxy between: the request written and the answer read on the socket here.
     http.client parsed each answer's headers with the email package, ~130 of a call's ~155 us
-    of CPU; a run's start-up and its prompt checks make one call per prompt (issue 50 §2).
-    Its errors are named as http.client's, so ``_post`` retries and words them the same."""
+    of CPU, and importing the two is ~10 ms of every run's start-up; a run's start-up and its
+    prompt checks make one call per prompt (issue 50 §2). Its errors are named as
+    http.client's, so ``_post`` retries and words them the same."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
