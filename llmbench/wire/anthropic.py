@@ -245,8 +245,7 @@ def _message_delta(obj: dict[str, Any]) -> Event:
     delta = obj.get("delta")
     stop = delta.get("stop_reason") if isinstance(delta, dict) else None
     raw = obj.get("usage")
-    # the reply's count; a server that repeats the prompt's counts here (the API does, in
-    # cumulative usage) gives them too
+    # the reply's count, and the prompt's where a server repeats them (the API's cumulative usage)
     u = usage(raw, prompt=isinstance(raw, dict) and "input_tokens" in raw)
     # a stop reason of another type is dropped (the summary counts them as text)
     return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop)
