@@ -4,7 +4,7 @@ streamed as typed server-sent events.
 Body: {"model", "max_tokens" (required: DEFAULT_MAX_TOKENS), "messages": [...], "system": "...",
 "stream": true, "tools": [{"name", "description", "input_schema"}], "tool_choice": {"type":
 "auto" | "any" | "none"}}. A conversation's history goes as Messages: system messages become the
-top-level ``system`` text, chat's assistant ``tool_calls`` ``tool_use`` blocks and its ``tool``
+top-level ``system`` text, chat's assistant ``tool_calls`` become ``tool_use`` blocks, its ``tool``
 messages ``tool_result`` blocks of a user turn, images ``image`` blocks. Headers: ``x-api-key``
 (from --api-key or $ANTHROPIC_API_KEY) and ``anthropic-version``.
 

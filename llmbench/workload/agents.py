@@ -149,7 +149,7 @@ class AgentSession(Conversation):
 
 
 def _words(vocab: Sequence[str], n: int, seed: str, head: str = "") -> str:
-    """``n`` one-token words drawn with ``seed``, ``head`` counted in them as a token a word."""
+    """``n`` one-token words drawn with ``seed``, ``head`` among them (about a token a word)."""
     rng = random.Random(seed)
     have = len(head.split())
     words = rng.choices(vocab or _FALLBACK_VOCAB, k=max(n - have, 1))
