@@ -46,8 +46,7 @@ def _vector_len(d: Any) -> int:
 
 
 def parse_full(obj: dict[str, Any]) -> Event:
-    """``items``: the vectors the reply holds that are vectors of the batch's one dimension;
-    the client fails the request (bad_vectors) when that is not one per input."""
+    """``items``: how many of the reply's vectors have the batch's one dimension."""
     if "error" in obj:
         return Event(ERROR, error=error_text(obj["error"]))
     data = obj.get("data")

@@ -90,8 +90,7 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
 
 
 def _loads(path: str, n: Any, text: str) -> Any:
-    """json.loads; nesting too deep for the decoder is one line (json recurses per level), a
-    JSONDecodeError is left to the caller."""
+    """json.loads; nesting too deep is one line (files.too_deep), a JSONDecodeError the caller's."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -129,8 +128,7 @@ def _whole_json(path: str) -> Any:
 
 
 def _records(path: str) -> list[tuple[int, Any]]:
-    """(line, JSON value) of each line; the file as one document when a line is not JSON (a
-    WEKA trace or an OTLP export over several lines)."""
+    """(line, JSON value) of each line; the file as one document when a line is not JSON."""
     try:
         return [(n, _loads(path, n, line)) for n, line in _lines(path)]
     except json.JSONDecodeError:
