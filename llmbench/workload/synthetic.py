@@ -198,8 +198,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
                   words=words, reserve=reserve)
     one, rng, targets = _maker(tok, **recipe)     # type: ignore[arg-type]
     if tok.server is None and count > LAZY_FROM:
-        # a million-request run would hold a million prompts (about 500 bytes each): the
-        # same conversations, made again from the seed when their turn comes
+        # not a million prompts of ~500 bytes held: made again from the seed as they are sent
         from llmbench.workload.tokenizer import rebuild_spec
         spec = rebuild_spec(tok)
         return Regenerated(one, rng, count, targets,       # type: ignore[return-value]
