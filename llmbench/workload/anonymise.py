@@ -27,7 +27,6 @@ from llmbench.workload.tokenizer import Tokenizer
 
 CHUNK_WORDS = 24
 _TAIL = re.compile(r"[.?!:;,]+\s*$")
-# string values that are structure, not content: kept as they are
 STRUCTURE = frozenset({"role", "type", "model", "id", "tool_call_id", "tool_use_id", "call_id",
                        "finish_reason", "stop_reason", "media_type", "detail", "format",
                        "tool_choice", "previous_response_id", "object", "status",
