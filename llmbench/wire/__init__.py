@@ -1,8 +1,7 @@
 """Wire formats: build a request body, frame a byte stream into events, classify one event.
 
 Pure functions, no I/O. One module per format (openai, ollama, ...), each building a
-``WireFormat`` (format.py); registry.py lists them: ``get(api)`` is a format by its name
-(``get("anthropic").body(...)``, ``.classify``, ``.make_framer()``, ``.parse_full``).
+``WireFormat`` (format.py); registry.py lists them, ``get(api)`` by name (``get("anthropic")``).
 """
 
 from __future__ import annotations

@@ -22,9 +22,8 @@ TOOL_CHOICES = ("auto", "required", "none")
 
 # -- a reply's tool calls, as an agent sends them back -----------------------------------------
 class Reply(list):  # type: ignore[type-arg]
-    """What the client collects of one reply: its text pieces (a list of str, as before) and
-    the pieces of the tool calls it streamed (``calls``; wire.events.ToolPiece), which the
-    decoder fills when the list it is given is a Reply."""
+    """What the client collects of one reply: its text pieces (a list of str) and the tool-call
+    pieces it streamed (``calls``: wire.events.ToolPiece), filled when the decoder gets a Reply."""
 
     __slots__ = ("calls",)
 

@@ -1,17 +1,15 @@
 """Anthropic's Messages API: POST <base>/messages (Anthropic, llama.cpp's server, vLLM, LiteLLM),
 streamed as typed server-sent events.
 
-Body: {"model", "max_tokens" (required by the API: DEFAULT_MAX_TOKENS when the workload sets
-none), "messages": [...], "system": "...", "stream": true, "tools": [{"name", "description",
-"input_schema"}], "tool_choice": {"type": "auto" | "any" | "none"}}. A conversation's history
-goes as Messages: system messages become the top-level ``system`` text, chat's assistant
-``tool_calls`` become ``tool_use`` blocks and chat's ``tool`` messages ``tool_result`` blocks of
-a user turn, images ``image`` blocks. Headers: ``x-api-key`` (the key, from --api-key or
-$ANTHROPIC_API_KEY) and ``anthropic-version`` (wire/format.py: the format's own headers).
+Body: {"model", "max_tokens" (required: DEFAULT_MAX_TOKENS), "messages": [...], "system": "...",
+"stream": true, "tools": [{"name", "description", "input_schema"}], "tool_choice": {"type":
+"auto" | "any" | "none"}}. A conversation's history goes as Messages: system messages become the
+top-level ``system`` text, chat's assistant ``tool_calls`` become ``tool_use`` blocks, its ``tool``
+messages ``tool_result`` blocks of a user turn, images ``image`` blocks. Headers: ``x-api-key``
+(from --api-key or $ANTHROPIC_API_KEY) and ``anthropic-version``.
 
 Every event's JSON carries its ``type`` (the SSE ``event:`` line repeats it; the payload is
-enough). What each one means to the measurement, on the same clock as chat (each event is
-timestamped when its network chunk arrived, METRICS.md):
+enough). What each one means to the measurement, timed as chat's (wire/framing.py):
 
 - ``content_block_delta`` with ``text_delta``: answer text, a token event (TTFT, ITL);
 - ``content_block_delta`` with ``thinking_delta``: reasoning, a token event marked as reasoning
@@ -148,8 +146,7 @@ def tools_fields(tools: list[dict[str, Any]] | None, tool_choice: str | None) ->
 
 # -- the reply -----------------------------------------------------------------------------------
 def error_text(obj: Any) -> str | None:
-    """"type: message" of an error as the API shapes it ({"type": "error", "error": {"type",
-    "message"}}), or as an OpenAI-style server shapes it ({"error": {"message", "type"}})."""
+    """"type: message" of an error as the API (module doc) or an OpenAI-style server shapes it."""
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
@@ -173,9 +170,8 @@ def http_error(text: str) -> str | None:
 
 
 def usage(raw: Any, prompt: bool = True) -> Usage | None:
-    """Messages usage -> Usage: the prompt is input_tokens + cache_read_input_tokens +
-    cache_creation_input_tokens (the API counts the uncached part as input_tokens), cached
-    the cache reads; the reply's count only where asked (message_delta, a whole reply)."""
+    """Messages usage -> Usage, the prompt's three counts added up (module doc); the reply's
+    count only where asked (message_delta, a whole reply)."""
     if not isinstance(raw, dict):
         return None
     p_raw = raw.get("input_tokens") if prompt else None
@@ -202,8 +198,7 @@ def classify(payload: bytes) -> Event:
         dkind = delta.get("type")
         if dkind == "text_delta":
             text = delta.get("text")
-            # the text is what the record and the history are made of: one of another type
-            # fails this request (malformed_event), it is never joined as text
+            # the record's and the history's text: another type fails this request, never joined
             if not text_or_none(text):
                 return wrong_type("delta.text", text, "a string")
             return Event(TOKEN, text=text or "")
@@ -250,8 +245,7 @@ def _message_delta(obj: dict[str, Any]) -> Event:
     delta = obj.get("delta")
     stop = delta.get("stop_reason") if isinstance(delta, dict) else None
     raw = obj.get("usage")
-    # the reply's count; a server that repeats the prompt's counts here (the API does, in
-    # cumulative usage) gives them too
+    # the reply's count, and the prompt's where a server repeats them (the API's cumulative usage)
     u = usage(raw, prompt=isinstance(raw, dict) and "input_tokens" in raw)
     # a stop reason of another type is dropped (the summary counts them as text)
     return Event(OTHER, usage=u, finish_reason=_STOP.get(stop, stop)

@@ -34,8 +34,7 @@ def items_expected(body: dict[str, Any]) -> int:
 def _vector_len(d: Any) -> int:
     """The length of one ``data`` entry's vector: a list whose first value is a number (the
     rest is not walked: a 4096-float vector per input, on every request), or a base64 string
-    (encoding_format "base64" through --extra-body); 0 when it holds none (null, empty, a
-    string for a float vector's place...)."""
+    (encoding_format "base64" through --extra-body); 0 when it holds none."""
     if not isinstance(d, dict):
         return 0
     v = d.get("embedding")
@@ -47,8 +46,7 @@ def _vector_len(d: Any) -> int:
 
 
 def parse_full(obj: dict[str, Any]) -> Event:
-    """``items``: the vectors the reply holds that are vectors of the batch's one dimension;
-    the client fails the request (bad_vectors) when that is not one per input."""
+    """``items``: how many of the reply's vectors have the batch's one dimension."""
     if "error" in obj:
         return Event(ERROR, error=error_text(obj["error"]))
     data = obj.get("data")

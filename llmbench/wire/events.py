@@ -118,8 +118,7 @@ def loads(payload: bytes) -> Any:
     try:
         return json.loads(payload)
     except RecursionError:
-        # orjson stops at 1024 levels, json's decoder recurses and runs out of stack: a
-        # server's event nested that deep is malformed, not a crash
+        # json's decoder recurses out of stack (TooDeep): that event is malformed, not a crash
         raise TooDeep("JSON nested too deeply") from None
 
 

@@ -1,5 +1,4 @@
-"""The wire-format protocol: everything the client and the URL detection need to know about one
-API, as one value. A format module builds one ``WireFormat``; wire/registry.py lists them."""
+"""The wire-format protocol: what the client and the URL detection know of one API, as one value."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class WireFormat:
     # The part of a base URL that belongs to this API ("/v1"): dropped or added when --api
     # names another format than the URL suggested (a /v1 URL with --api ollama).
     root_path: str = ""
-    # Full endpoint paths that, at the end of a URL, name this format; the base URL is what
-    # comes before them.
+    # Endpoint paths that, ending a URL, name this format (the base URL: what comes before).
     url_suffixes: tuple[str, ...] = ()
     # A base-URL path this format claims when no suffix matched: returns how many characters to
     # cut from the URL's end to get the base URL, or None when the path is not this format's.
@@ -38,11 +36,9 @@ class WireFormat:
     models_path: str = "/models"
     # What ends a stream cleanly, for the "stream cut" message.
     end_marker: str = "[DONE]"
-    # Takes images with a user turn (--images, datasets with image parts): chat, responses and
-    # Ollama's chat do; prompt-text APIs (completions, TGI's generate) do not.
+    # Takes images with a user turn (--images, datasets with image parts); prompt-text APIs do not
     images: bool = False
-    # Streams its replies (every chat API); False: one whole JSON body, always (embeddings),
-    # so the plan sends it unstreamed and TTFT is not measured
+    # Streams its replies (every chat API); False: one whole JSON body, sent unstreamed (embeddings)
     streams: bool = True
     # What the reply holds: "tokens", or "embeddings" (no TTFT, no ITL: latency and throughput)
     output: str = "tokens"

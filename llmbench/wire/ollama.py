@@ -10,8 +10,8 @@ from llmbench.wire.events import json_object, END, ERROR, OTHER, TOKEN, Event, U
 from llmbench.wire.format import WireFormat
 from llmbench.wire.openai import with_content_lists
 
-# Durations on Ollama's final line, in nanoseconds, and its counts (prompt_eval_cached_count:
-# 0.34 on; kept so the cache check can tell its count from llmbench's inference)
+# Durations on Ollama's final line, in nanoseconds, and its counts (prompt_eval_cached_count,
+# its cached prompt tokens, 0.34 on: kept so the cache check tells it from llmbench's inference)
 TIMING_KEYS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
                "eval_count", "eval_duration", "prompt_eval_cached_count")
 
@@ -77,7 +77,6 @@ def classify(payload: bytes) -> Event:
     if obj.get("done"):
         # the last line; it carries text only when the reply was not streamed (one body)
         timing = _timing(obj)
-        # prompt_eval_cached_count: prompt tokens read from the cache (Ollama 0.33 on)
         usage = Usage.of(obj.get("prompt_eval_count"), obj.get("eval_count"),
                          obj.get("prompt_eval_cached_count"))
         reason = obj.get("done_reason")

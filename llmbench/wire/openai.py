@@ -57,9 +57,8 @@ def text_of(content: Any) -> str:
 
 def with_content_lists(messages: list[dict[str, Any]],
                        convert: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with each message whose content is a list of parts (text with images)
-    replaced by ``convert(message)``; the list itself (no copy) when there is none, which is
-    the usual case: the turn's messages are never changed."""
+    """``messages`` with each message whose content is a list of parts replaced by
+    ``convert(message)``, in a new list; the list itself when there is none (the usual case)."""
     out = messages
     for i, m in enumerate(messages):
         if isinstance(m.get("content"), list):
@@ -111,8 +110,7 @@ def _decode(payload: bytes) -> Event | dict[str, Any]:
         return Event(END)
     fast = _events.fast_loads
     try:
-        # orjson at once (one call, not two, per event); what it refuses goes through loads,
-        # which reads what json reads (NaN, integers beyond 64 bits) as before
+        # orjson at once (one call, not two, per event); what it refuses goes through loads
         obj = fast(payload) if fast is not None else loads(payload)
     except ValueError:
         try:
@@ -142,8 +140,7 @@ def usage(raw: Any, prompt: str = "prompt_tokens", completion: str = "completion
 
 
 def _no_choices(obj: dict[str, Any], timed: bool = True) -> Event:
-    """An event or body without choices: the server's error, or its usage (and, in a stream,
-    its timings)."""
+    """An event or body without choices: the server's error, or its usage (a stream's: timings)."""
     if "error" in obj:
         return Event(ERROR, error=error_text(obj["error"]))
     return Event(OTHER, usage=usage(obj.get("usage")),
@@ -200,8 +197,7 @@ def classify_chat(payload: bytes) -> Event:
 
 
 def _call_pieces(delta: dict[str, Any]) -> tuple[Any, ...]:
-    """Chat's tool-call deltas ({index, id, function: {name, arguments}}, or the legacy
-    function_call) as wire.events.ToolPiece values."""
+    """Chat's tool-call deltas (or the legacy function_call) as wire.events.ToolPiece values."""
     out = []
     tcs = delta.get("tool_calls")
     for k, tc in enumerate(tcs if isinstance(tcs, list) else ()):

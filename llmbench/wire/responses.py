@@ -84,9 +84,8 @@ def body(model: str, messages: list[dict[str, Any]], max_tokens: int | None, str
         out["stream"] = True
     if params.get("temperature") is not None:
         out["temperature"] = params["temperature"]
-    # "store": the server keeps nothing it would have to look up later, like chat; with
-    # --responses-state server it keeps each reply, and the next turn names it
-    # (previous_response_id) instead of sending the history
+    # "store" only with --responses-state server: each reply kept for the next turn to name
+    # (previous_response_id) instead of sending the history; else nothing kept, like chat
     out["store"] = params.get("responses_state") == "server"
     out.update(params.get("extra_body") or {})
     return out

@@ -21,7 +21,6 @@ _FINISH = {"eos_token": "stop", "stop_sequence": "stop", "length": "length"}
 
 def body(model: str, messages: list[dict[str, str]], max_tokens: int | None, stream: bool,
          params: dict[str, Any]) -> dict[str, Any]:
-    # details: the last event then says why it stopped and how many tokens it made
     parameters: dict[str, Any] = {"details": True}
     if max_tokens is not None:
         parameters["max_new_tokens"] = max_tokens

@@ -62,8 +62,7 @@ class WorkloadSpec:
     cache_block_tokens: int = 16            # the server's cache block (vLLM: 16)
     images: "ImageSpec | None" = None       # --images: images on every user turn
     batch_size: int = 1                     # --batch-size: prompts per request (embeddings)
-    # tokens of the salt sent before each conversation (workload.salt): prompts llmbench
-    # writes to a length leave room for it, so the length asked includes it
+    # tokens of the run's salt, which prompts written to a length leave room for (workload.salt)
     salt_tokens: int = 0
 
 

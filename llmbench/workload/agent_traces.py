@@ -8,34 +8,23 @@ the model's real replies go into the history, so the context grows as it did in 
 its prefix repeats as it did. A trace's recorded block hashes are not needed for that and are
 not read. Nothing is downloaded: the files are read as given.
 
-Formats (``--dataset-format agent | weka | otel``, else found from the file's first record):
+Formats (``--dataset-format agent | weka | otel``, else found from the file's first record;
+docs/agents.md lists every field):
 
-- **agent** (llmbench's own, JSONL, one model call a line; docs/agents.md): ``session``,
-  ``step`` (ids), ``parent`` (the step it follows: the previous call of its agent, or for a
-  sub-agent's first call the call whose reply started it; none for a session's first call),
-  ``agent`` (default "main"), ``output_tokens`` (required, >= 1), ``new_tokens`` (or
-  ``input_tokens``, the whole prompt as recorded), ``tool_gap_s`` (>= 0; or from ``t``, the
-  call's start in seconds, and ``duration_s``), ``system_tokens`` (on an agent's first call),
-  ``background`` (on a sub-agent's first call: its parent does not wait for it).
+- **agent** (llmbench's own): JSONL, one model call a line, its ``session``, ``step`` and
+  ``parent`` linking the calls into agents and sub-agents.
 - **weka** (as the Weka KV-cache tester records Claude Code sessions and AIPerf and GuideLLM
-  read them): one JSON object per trace (a file holding one, or JSONL holding one a line) with
-  ``id``, ``system_tokens``, ``tool_tokens`` and ``requests``: calls (``type`` "n" or "s",
-  ``t``, ``in``, ``out``, ``think_time``, ``api_time``) and sub-agent markers (``type``
-  "subagent", ``agent_id``, ``status``, ``requests`` nested, ``system_tokens``,
-  ``tool_tokens``); a marker's sub-agent starts after the call before it and joins before the
-  call after it (``status`` "async_launched": not waited for). GuideLLM's flattened rows (one
-  call a line: ``id``, ``timestamp``, ``input_length``, ``output_length``) are read too, as
-  linear sessions.
-- **otel** (OpenTelemetry GenAI semantic conventions): spans one a line, a session a line
-  (``{"spans": [...]}``) or an OTLP JSON export (``resourceSpans``). Spans of one trace (or
-  ``gen_ai.conversation.id``) are a session; LLM spans (``gen_ai.operation.name`` chat,
-  text_completion, generate_content, or any span with ``gen_ai.usage.input_tokens`` /
-  ``output_tokens``) are its calls; ``invoke_agent`` spans scope its agents (a nested one is
-  a sub-agent); the gaps between an agent's calls are its tool time. Failed spans are left out.
+  read them): one JSON object per trace, its ``requests`` calls and sub-agent markers; a
+  marker's sub-agent starts after the call before it and joins before the call after it
+  (``status`` "async_launched": not waited for). GuideLLM's flattened rows (one call a line)
+  are read too, as linear sessions.
+- **otel** (OpenTelemetry GenAI semantic conventions): spans, sessions of spans or an OTLP
+  JSON export. Spans of one trace (or ``gen_ai.conversation.id``) are a session, its LLM spans
+  its calls; ``invoke_agent`` spans scope its agents (a nested one is a sub-agent); the gaps
+  between an agent's calls are its tool time. Failed spans are left out.
 
-Every mistake in a file is one line naming the file and the line (or the trace and call) and
-what to do: a cycle in the parent links, a call with no tokens, a negative tool gap, a parent
-that is not in the session, a line that is not JSON.
+Every mistake in a file (a cycle in the parent links, a negative tool gap...) is one line naming
+the file and the line (or the trace and call) and what to do.
 """
 
 from __future__ import annotations
@@ -93,8 +82,7 @@ def _bad(path: str, where: Any, what: str) -> DatasetError:
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """The file's lines that are not blank, as the chat datasets read them (files.read_lines:
-    UTF-8 with or without a BOM, each line at most MAX_LINE_BYTES, one line at a time)."""
+    """The file's lines that are not blank, as files.read_lines reads a chat dataset's."""
     try:
         yield from read_lines(path)
     except OSError as exc:
@@ -102,8 +90,7 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
 
 
 def _loads(path: str, n: Any, text: str) -> Any:
-    """json.loads; nesting too deep for the decoder is one line (json recurses per level), a
-    JSONDecodeError is left to the caller."""
+    """json.loads; nesting too deep is one line (files.too_deep), a JSONDecodeError the caller's."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -141,8 +128,7 @@ def _whole_json(path: str) -> Any:
 
 
 def _records(path: str) -> list[tuple[int, Any]]:
-    """(line, JSON value) of each line; the file as one document when a line is not JSON (a
-    WEKA trace or an OTLP export over several lines)."""
+    """(line, JSON value) of each line; the file as one document when a line is not JSON."""
     try:
         return [(n, _loads(path, n, line)) for n, line in _lines(path)]
     except json.JSONDecodeError:
@@ -209,8 +195,7 @@ def _int(path: str, n: Any, obj: dict, key: str, default: int | None = None) -> 
 
 
 def _secs(path: str, n: Any, obj: dict, key: str, *, capped: bool = True) -> float | None:
-    """Seconds from a trace: finite, and (a gap or a duration, ``capped``) 0 or more and at
-    most MAX_GAP_S (30 days, as --agent-tool-latency and chat trace replays)."""
+    """Seconds from a trace: finite; a gap or a duration (``capped``) 0 to MAX_GAP_S."""
     v = obj.get(key)
     if v is None:
         return None
@@ -557,7 +542,6 @@ def _otel_steps(path: str, key: str, items: list[tuple[int, dict, dict]],
         prev = last.get(name)
         parent = prev.id if prev is not None else None
         if prev is None and name != "main":
-            # a sub-agent starts after its parent agent's call that ended last before it
             up = _agent_parent(ag, by_id)
             up = "main" if up == root else up
             cands = [x for x in steps if x.agent == up and (ends.get(x.id) or x.t or 0) <= start]

@@ -10,14 +10,12 @@ before the parent's next call. The last call of the main agent is the session's 
 
 This module makes the sessions as values (``AgentSession``: a ``Conversation`` with its plan),
 synthetic (``synthetic_sessions``: every knob of ``AgentSpec`` a range, seeded) or read from a
-file (``workload.agent_traces``); ``load.agent`` plays them, and ``analysis.sessions`` turns the
-records back into sessions. A session's text is made when it is played (``task_text``,
-``result_text``: one-token words drawn from its seed), so two thousand sessions of 20 steps and
-2,000-token tool results cost a few kilobytes until they run.
-
-A class of users that are agents (a scenario file's traffic class) is a ``Workload`` whose
-conversations are AgentSession values: ``agent_workload(spec, tok, count, seed)``; any load
-shape plays them (``load.shapes.user.play`` hands an AgentSession to the agent loop).
+file (``workload.agent_traces``), and a ``Workload`` of them (``agent_workload``) that any load
+shape plays, a scenario's traffic class too (``load.shapes.user.play`` hands each session to
+``load.agent``); ``analysis.sessions`` turns the records back into sessions. A session's text
+is made when it is played (``task_text``, ``result_text``: one-token words drawn from its
+seed), so two thousand sessions of 20 steps and 2,000-token tool results cost a few kilobytes
+until they run.
 
 Prompts stay new every run: the run's salt (workload.salt) goes first in the first message,
 which for a session is its system prompt, so every step of every session of one run shares
@@ -92,8 +90,7 @@ class StepPlan:
     """One model call of an agent: ``new_tokens`` appended before it (the task, for an agent's
     first call; the previous call's tool result after that), ``gap_s`` waited before it (the
     tool's time; 0 for a first call), the reply length asked, and the sub-agents its reply
-    starts (run in parallel with the tool, joined before the agent's next call; ``background``
-    ones are not waited for)."""
+    starts (module doc; ``AgentPlan.background``)."""
 
     id: str
     new_tokens: int
@@ -152,8 +149,7 @@ class AgentSession(Conversation):
 
 
 def _words(vocab: Sequence[str], n: int, seed: str, head: str = "") -> str:
-    """``n`` one-token words drawn with ``seed`` (``head`` counted in them, as about as many
-    tokens as it has words)."""
+    """``n`` one-token words drawn with ``seed``, ``head`` among them (about a token a word)."""
     rng = random.Random(seed)
     have = len(head.split())
     words = rng.choices(vocab or _FALLBACK_VOCAB, k=max(n - have, 1))
@@ -265,8 +261,7 @@ def session_of(sid: str, plan: AgentPlan, tools: tuple[dict[str, Any], ...],
 
 def agent_workload(spec: AgentSpec, tok: Any, count: int, seed: int,
                    tools: Sequence[dict[str, Any]] | None = None, reserve: int = 0) -> Workload:
-    """The synthetic agent workload as a Workload (what a load shape, or a traffic class,
-    takes): ``count`` sessions, the system prompt shared on purpose (``shared_share``)."""
+    """``count`` synthetic sessions as a Workload (their system prompt shared on purpose)."""
     sessions = synthetic_sessions(tok, count, spec, seed, tools, reserve)
     return sessions_workload(sessions, tok, seed, "agent", {"agent": spec.describe()})
 

@@ -27,7 +27,6 @@ from llmbench.workload.tokenizer import Tokenizer
 
 CHUNK_WORDS = 24
 _TAIL = re.compile(r"[.?!:;,]+\s*$")
-# string values that are structure, not content: kept as they are
 STRUCTURE = frozenset({"role", "type", "model", "id", "tool_call_id", "tool_use_id", "call_id",
                        "finish_reason", "stop_reason", "media_type", "detail", "format",
                        "tool_choice", "previous_response_id", "object", "status",
@@ -46,8 +45,7 @@ def _digest(text: str, seed: int) -> bytes:
 
 
 def chunks(text: str) -> list[str]:
-    """``text`` in chunks of CHUNK_WORDS words, from its start (so a shared prefix makes the
-    same leading chunks)."""
+    """``text`` in chunks of CHUNK_WORDS words, from its start (module doc)."""
     words = text.split()
     return [" ".join(words[i:i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
 

@@ -34,8 +34,7 @@ class DatasetError(ValueError):
 
 
 def check_regular_file(path: str, flag: str = "--dataset") -> None:
-    """The path names a regular file; a folder, device, pipe or socket is one line (opening a
-    pipe with no writer waits forever, /dev/zero reads forever)."""
+    """The path names a regular file; a folder, device, pipe or socket is one line (module doc)."""
     if not os.path.exists(path):
         raise DatasetError(f"{flag} {path}: no such file")
     if os.path.isdir(path):
@@ -262,11 +261,8 @@ def sharegpt_single_turn(path: str, tok: Tokenizer, count: int, seed: int,
 
 def sharegpt_conversations(path: str, tok: Tokenizer, limit: int | None, seed: int,
                            max_turns: int | None = None) -> tuple[list[Conversation], list[str]]:
-    """Whole ShareGPT conversations for virtual users: their own user turns, in order, and
-    notes.
-
-    One streaming pass keeps only byte offsets; the seeded shuffle picks which to use, and only
-    those are parsed again and tokenized, so memory follows the sample, not the file."""
+    """Whole ShareGPT conversations for virtual users (their own user turns, in order) and
+    notes; only those the seeded shuffle picks are parsed again and tokenized."""
     check_regular_file(path)
 
     def keep(off: int, obj: Any) -> bool:
@@ -351,8 +347,8 @@ def _jsonl_entry(obj: Any, path: str, line_no: int, tok: Tokenizer) -> Conversat
 
 def jsonl_conversations(path: str, tok: Tokenizer, need: int | None
                         ) -> tuple[list[Conversation], list[str]]:
-    """The first ``need`` entries of a JSONL file (all with None), and a note when the file
-    holds more: lines after them are not read, so a 500 MB file costs what is drawn from it."""
+    """The first ``need`` entries of a JSONL file (all with None; the rest is not read), and a
+    note when it holds more."""
     check_regular_file(path)
     out: list[Conversation] = []
     lines = read_lines(path)

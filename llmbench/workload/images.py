@@ -35,10 +35,9 @@ _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".web
 _SIZE = re.compile(r"^(\d+)x(\d+)$")
 MAX_SIDE = 8192
 MAX_FILE_BYTES = 20 * 1024 * 1024
-# All of a run's images are made before the load and held (as data URIs) for it: at most this
-# many bytes. 32 images of 4096x4096 were 2.9 GB and 163 s before the first request; a pool
-# that would be larger is made smaller (images repeat sooner, and a note says so), and one
-# turn's images that alone are larger are refused.
+# The most a run's pool of images may hold (module doc): 32 images of 4096x4096 were 2.9 GB and
+# 163 s before the first request. A larger pool is made smaller (images repeat sooner, and
+# ``ImagePool.note`` says so); one turn's images that alone are larger are refused.
 MAX_POOL_BYTES = 512 << 20
 # Above this many pixels in all, making the pool is said before it starts (it takes seconds:
 # about 3 million pixels a second, measured on a 2-core machine)
@@ -173,10 +172,8 @@ def _folder_pool(folder: str) -> list[str]:
 
 class ImagePool:
     """The images of a run, made before the load: ``for_turn(k)`` gives the k-th user turn's.
-
-    ``needed``: how many image slots the run can use (its conversations x turns x images per
-    turn); only that many distinct images are made, when fewer than ``spec.pool`` (a 3-request
-    run makes 3, not 32), and never more than MAX_POOL_BYTES hold. ``note``: what was cut."""
+    ``needed``: the run's image slots (conversations x turns x images per turn); when fewer
+    than ``spec.pool``, only that many are made (a 3-request run makes 3, not 32)."""
 
     def __init__(self, spec: ImageSpec, needed: int | None = None) -> None:
         self.spec = spec
@@ -232,12 +229,10 @@ def parse_images(value: str, flag: str = "--images") -> tuple[int, str | None]:
 
 class WithImages(Made):
     """A workload's conversations with the pool's images on every user turn, made on access
-    (a regenerated synthetic workload stays regenerated: nothing per turn is held).
-
-    Conversation i's turn k is the pool's turn i x ``stride`` + k (``stride``: the most turns
-    a conversation has), so every user turn of the workload gets its own images until the
-    pool comes round (a stride of 64 once gave every conversation's first turn the same image
-    of a 32-image pool)."""
+    (a regenerated synthetic workload stays regenerated). Conversation i's turn k is the
+    pool's turn i x ``stride`` + k (``stride``: the most turns a conversation has), so every
+    user turn gets its own images until the pool comes round (a stride of 64 once gave every
+    conversation's first turn the same image of a 32-image pool)."""
 
     def __init__(self, convs: Sequence, pool: ImagePool, stride: int = 1) -> None:
         self.convs = convs

@@ -28,9 +28,8 @@ class Conversation:
     id: str
     turns: tuple[Turn, ...]
     system: str | None = None
-    # how many times the pool was gone through before this draw of it (``draw``): lap k > 0
-    # begins with its own salt (workload.salt: Salt.for_lap), so a reused conversation is new
-    # to the server's cache; not part of the prompts' fingerprint
+    # passes through the pool before this draw (``draw``): lap k > 0 begins with its own salt
+    # (Salt.for_lap); not part of the prompts' fingerprint
     lap: int = 0
 
 

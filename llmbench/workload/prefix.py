@@ -5,11 +5,9 @@ A prompt of N tokens whose shared part is S tokens (S a multiple of the server's
 has S tokens cached once that system prompt was sent, so the hit ratio is S / N. Each shared
 prompt is sent once first (``warmup``: not counted), so the measured requests all find theirs.
 
-The pieces are separate so other workloads can aim the same way: ``aligned_shared_tokens``
-says how much of a prompt of N tokens to share for a ratio, ``shared_texts`` builds the shared
-texts once, and ``warmup_conversations`` sends each once. A trace of lengths only (Azure) can
-split each request's length with the first two; a trace with its own block hashes (Mooncake)
-already fixes what is shared and needs only the warm-up and the verification.
+The pieces are separate so a trace of lengths aims the same way (workload.traces):
+``aligned_shared_tokens`` says how much of a prompt of N tokens to share for a ratio,
+``shared_texts`` builds the shared texts once, and ``warmup_conversations`` sends each once.
 """
 
 from __future__ import annotations
@@ -70,10 +68,8 @@ def prefix_hit_workload(tok: Tokenizer, count: int, prompt_tokens: tuple[int, in
     """(measured conversations, warm-up conversations, plan). With a tokenizer of one-token
     words each prompt's shared part is cut to its own length (the ratio holds per request);
     otherwise the shared length is set from the middle of the prompt range (on average).
-
-    ``reserve``: the run's salt (workload.salt), sent first: it is shared by every request of
-    the run, so it is part of the shared prefix, which is that many tokens shorter here (the
-    salt and the system prompt together stay block-aligned; the ratio and lengths as aimed)."""
+    ``reserve``: the run's salt, which every request sends first, is part of the shared prefix,
+    so that is ``reserve`` tokens shorter here (salt and system prompt stay block-aligned)."""
     prepare_unit_words(tok)
     lo, hi = prompt_tokens
     exact = bool(tok.unit_words)

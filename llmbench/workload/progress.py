@@ -2,8 +2,8 @@
 load is sent (a ``--turns 1000`` or a long scenario took minutes, in silence).
 
 One process-wide ``PROGRESS`` value: the workload's builders tick it (cheap: an increment), and
-whoever shows it reads it (the terminal's line, ``commands.spec.building``; the dashboard can
-read the same value, or be told through ``listen``). Pure bookkeeping: nothing here prints.
+whoever shows it reads it (the terminal's line: ``commands.spec.building``) or is told through
+``listen``. Pure bookkeeping: nothing here prints.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def stage() -> Iterator[None]:
 
 
 def listen(fn: Callable[[Progress], None]) -> Callable[[], None]:
-    """``fn(PROGRESS)`` at each stage's start and end (the dashboard's feed); returns what
-    stops it. A listener that wants the count as it goes reads ``PROGRESS`` on its own tick."""
+    """``fn(PROGRESS)`` at each stage's start and end; returns what stops it. A listener that
+    wants the count as it goes reads ``PROGRESS`` on its own tick."""
     _listeners.append(fn)
     return lambda: _listeners.remove(fn) if fn in _listeners else None
 

@@ -26,11 +26,10 @@ first one; a request that extends none starts a session, whose parent is the ses
 latest reply (ended before it arrived) called a tool, when there is one: a sub-agent that tool
 started.
 
-Replay (``Replayed``, ``replay_messages``): a recorded request is sent again as it was, its own
-messages in chat's shape (a Messages request's tool_use and tool_result blocks as chat's tool
-calls and tool messages, which wire/anthropic.py turns back) after the live replies, each tool
-result answering the live reply's call by its id, its tools in the body as recorded, in the API
-it was recorded with (REPLAY_APIS; others in the run's API, as text).
+Replay (``Replayed``, ``replay_messages``): a recorded request is sent again as it was, in the
+API it was recorded with (REPLAY_APIS; others in the run's API, as text): its own messages in
+chat's shape (wire/ turns them back) after the live replies, each tool result answering the live
+reply's call by its id, its tools in the body as recorded.
 """
 
 from __future__ import annotations
@@ -77,8 +76,7 @@ def _msg(role: Any, m: Any) -> Message:
 
 
 def messages_of(api: str, body: dict[str, Any]) -> list[Message]:
-    """The request's prompt as a list of messages, the same way for every API (the system
-    prompt first, as a message)."""
+    """The request's prompt as messages, alike for every API (the system prompt first, as one)."""
     out: list[Message] = []
     if api in ("openai-chat", "anthropic") or "messages" in body:
         if api == "anthropic" and body.get("system"):
@@ -145,13 +143,11 @@ class Linker:
         self._sessions += 1
         return Link(f"s{self._sessions}", 0, 0, parent)
 
-    # session -> (when its last reply ended, whether that reply called a tool): a session
-    # starting while another's tool call is out is taken for the sub-agent that tool started
+    # session -> (when its last reply ended, whether that reply called a tool)
     _waiting: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     def parent_at(self, arrival: float) -> str | None:
-        """The session whose latest reply, ended before ``arrival``, called a tool (the latest
-        such); None when no tool call was out."""
+        """The parent of a session starting at ``arrival`` (module doc); None: no tool call out."""
         best: tuple[float, str] | None = None
         for s, (end, tool) in self._waiting.items():
             if tool and end <= arrival and (best is None or end > best[0]):
@@ -247,19 +243,16 @@ def max_tokens_of(body: dict[str, Any]) -> int | None:
 
 
 # -- replay: a recorded request as the replay sends it ------------------------------------------
-# APIs whose recorded requests the replay sends in their own API, as chat-shaped messages the
-# API's body builder turns back into its own shape (wire/); a request of another API (a prompt
-# API, embeddings) is sent in the run's --api, its messages as text
+# APIs replayed in their own API (module doc), their messages in chat's shape turned back by wire/
 REPLAY_APIS = ("openai-chat", "anthropic")
-# the body fields a recorded request's tools travel in, per API (sent as they were recorded)
 TOOL_FIELDS = ("tools", "tool_choice")
 
 
 @dataclass(frozen=True)
 class Replayed:
-    """One recorded request as the replay sends it: ``api``, the API it was recorded with (None:
-    the run's); ``own``, its own messages in chat's shape (after the previous request's and
-    its reply; on a session's first turn, all of them), and ``extra``, its tools as recorded."""
+    """One recorded request as the replay sends it (``replayed``): ``api``, the API it was
+    recorded with (None: the run's); ``own``, its own messages in chat's shape; ``extra``,
+    its tools."""
 
     api: str | None
     own: tuple[dict[str, Any], ...]
@@ -279,8 +272,7 @@ def _text_parts(content: Any) -> Any:
 
 def _anthropic_chat(role: str, m: Any) -> list[dict[str, Any]]:
     """One Messages message (or the system) as chat messages: tool_use blocks become the
-    assistant's tool_calls, tool_result blocks chat's tool messages (wire/anthropic.py turns
-    them back)."""
+    assistant's tool_calls, tool_result blocks chat's tool messages."""
     if role == "system":
         return [{"role": "system", "content": _text_parts(m)}]
     if not isinstance(m, dict):
@@ -336,10 +328,9 @@ def replayed(api: str, body: dict[str, Any], new_from: int, turn: int) -> Replay
 
 def trim_start(own: tuple[dict[str, Any], ...], tokens: int,
                count: Any) -> tuple[dict[str, Any], ...]:
-    """``own`` with about ``tokens`` tokens fewer at the start of its first text: where the
-    run's salt goes (workload/salt.py), so a replayed prompt is as long as the recorded one.
-    Whole words are dropped until their count (``count``: text -> tokens) reaches ``tokens``;
-    at least one word stays."""
+    """``own`` with whole words dropped from the start of its first text until they count
+    (``count``: text -> tokens) ``tokens`` or more, one word kept: room for the run's salt
+    (workload/salt.py), so a replayed prompt is as long as the recorded one."""
     if tokens <= 0 or not own:
         return own
     first = own[0]

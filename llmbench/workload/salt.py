@@ -7,17 +7,15 @@ the router probe's second path got its first turns from the cache the first path
 
 So every run starts each conversation's first message (the first bytes a server sees of it)
 with a salt of its own: ``SALT_WORDS`` words drawn at random, each one token by the run's
-tokenizer, separated from the text by a space. The prompts' structure stays as the seed makes
-it (same lengths, turns, dataset rows); only these first words differ, and a prefix cache
-(which matches from the first token on) then finds nothing of an earlier run. Users within one
-run share the salt, so a workload that shares a prefix on purpose (``--shared-prefix-tokens``,
-``--prefix-hit-ratio``, a dataset's system prompt) still shares it inside the run: the salt
-goes before the shared part.
+tokenizer. Only these first words differ from the prompts the seed makes (same lengths, turns,
+dataset rows), and a prefix cache, which matches from the first token on, finds nothing of an
+earlier run. Users within one run share the salt, so a prefix shared on purpose
+(``--shared-prefix-tokens``, a dataset's system prompt) is still shared inside the run: the
+salt goes before it.
 
-Prompts llmbench writes to a length (synthetic, ``random``, the prefix-hit set, a trace's
-lengths and Mooncake blocks) keep that length with the salt included (the salt takes the place
-of as many of their tokens); prompts a file or a trace gives as text get the salt in front, and
-the client's count of them includes it.
+Prompts llmbench writes to a length (synthetic, a trace's lengths...) keep that length with the
+salt included (it takes the place of as many of their tokens); prompts a file or a trace gives
+as text get the salt in front, and the client's count of them includes it.
 
 A run that needs more conversations than its pool holds (a long ramp past the 2,000 it
 builds, a dataset of 50 rows) goes through the pool again: each pass is a lap, and lap k > 0
@@ -62,11 +60,9 @@ class Salt:
         return bool(self.text)
 
     def for_lap(self, lap: int) -> "Salt":
-        """The salt of the ``lap``-th pass through the conversations (0: this one): one-token
-        words drawn from this salt's text and ``lap`` (the same for the same salt: a replay
-        sends the same laps), as many as this salt has words when it is made of them (a
-        per-run salt, a probe path's) and else as it has tokens, so a prompt written to a
-        length keeps it on every lap. No salt stays none."""
+        """The salt of pass ``lap`` through the conversations (0: this one; module doc): as
+        many one-token words as this salt has words when made of them (a per-run salt, a
+        probe path's), else as it has tokens, so a prompt written to a length keeps it."""
         if lap <= 0 or not self.text:
             return self
         vocab = sorted(set(self.vocab or WORDS))
@@ -96,8 +92,7 @@ class Salt:
         return out
 
     def describe(self) -> dict[str, Any]:
-        """run.json's salt; ``per_lap``: a conversation sent again (its pool's lap k > 0)
-        begins with ``for_lap(k)`` of this text, so the text replays every lap."""
+        """run.json's salt; ``per_lap``: lap k > 0 begins with ``for_lap(k)`` of this text."""
         d: dict[str, Any] = {"text": self.text, "tokens": self.tokens, "source": self.source}
         if self.text:
             d["per_lap"] = True

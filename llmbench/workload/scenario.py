@@ -8,34 +8,19 @@ JSON file (``from_document``, the file read by ``specs.config``) or given from P
               TrafficClass("rag", share=0.3, thresholds=["ttft.p95<=4s"],
                            options={"prompt_tokens": 4000, "output_tokens": 64})])
 
-The file, TOML::
+The file (docs/commands.md, "Traffic classes", shows one in TOML): a ``[classes.NAME]`` table
+per class (YAML: a mapping of names, or a list of tables with ``name``) holding its load
+(``share``, ``users`` or ``rate``; a share's floor ``min_users``), its ``thresholds`` and any
+workload or request option, named as on the command line (``--prompt-tokens``,
+``prompt-tokens`` or ``prompt_tokens``); ``[defaults]``: what every class has unless it says
+otherwise.
 
-    [defaults]                      # optional: what every class has unless it says otherwise
-    think = "1s-3s"
-    thresholds = ["ttft.p95_all<=2s", "errors==0"]
-
-    [classes.chat]
-    share = 0.7                     # of the ramp's users at every step (or users = 4, rate = 2)
-    prompt_tokens = "64-256"        # any workload or request option, named as on the command
-    output_tokens = 128             # line (--prompt-tokens, prompt_tokens, prompt-tokens)
-
-    [classes.rag]
-    share = 0.3
-    min_users = 1                   # at every step at least this many (of the step's users)
-    prompt_tokens = 4000
-    thresholds = ["ttft.p95<=4s"]
-
-(YAML: the same keys, ``classes:`` a mapping of names, or a list of tables with ``name``.)
-
-A class's workload is its options: whatever the command's workload and request options can
-say (the dataset, synthetic lengths, turns, think time, tools, a response format, --abandon;
-``workload = "agent"`` with its agent options, agent_steps...: a class of agents), applied over the
-command's own. So a new kind of workload is a class the moment the command has an option for
-it; nothing here names one. Which options are allowed is the command's to say (``allowed``):
-an unknown key is one line naming the file and its line.
-
-Pure: no option is parsed here beyond the load (share, users, rate); the command checks each
-class's options and thresholds and, for a bad value, names ``Scenario.where(class, key)``.
+A class's workload is its options (``workload = "agent"`` and its agent options: a class of
+agents), applied over the command's own, so a new kind of workload is a class the moment the
+command has an option for it; nothing here names one. The command says which keys are allowed
+(``allowed``: an unknown one is one line naming the file and its line), checks each class's
+options and thresholds and names ``Scenario.where(class, key)`` for a bad value: nothing is
+parsed here beyond the load (share, users, rate).
 """
 
 from __future__ import annotations
@@ -48,7 +33,6 @@ from typing import Any, Callable, Iterable, Mapping
 from llmbench.errors import UsageError
 
 LOAD_KEYS = ("share", "users", "rate")
-# a share class's floor: at least this many of the step's users, whatever its share rounds to
 MIN_KEYS = ("min_users",)
 THRESHOLD_KEYS = ("thresholds", "threshold")
 MAX_CLASSES = 64

@@ -73,8 +73,7 @@ class ServerTokenizer:
     budget_s: float = BUDGET_S
     net: Net | None = None
     calls: int = 0
-    # texts counted, and texts it could not count (after RETRIES more tries each): those were
-    # counted by the local tokenizer instead (Tokenizer.count)
+    # texts counted, and texts not counted after RETRIES (counted locally: Tokenizer.count)
     counted: int = 0
     missed: int = 0
     last_error: str | None = None
@@ -126,9 +125,8 @@ class ServerTokenizer:
         return len(self.encode(text))
 
     def count_or_none(self, text: str) -> int | None:
-        """The server's count, tried RETRIES more times after a failure that may pass (a
-        stalled or dropped call, a 5xx); None when it still failed: that one text is counted
-        another way, the rest stay exact. Out of budget, or refused: ServerTokenizeError."""
+        """The server's count, retried (RETRIES) after a failure that may pass; None when it
+        still failed. Out of budget, or refused: ServerTokenizeError."""
         for attempt in range(RETRIES + 1):
             try:
                 n = self.count(text)
@@ -228,9 +226,7 @@ def _connection(local: threading.local, root: str, timeout_s: float,
 
 
 class HTTPException(Exception):
-    """A broken answer on the plain connection, named as http.client names it (the plain
-    connection does not import http.client: it brings the email package, ~10 ms of every
-    run's start-up, issue 50 §2)."""
+    """A broken answer on the plain connection, named as http.client names it (_PlainConn)."""
 
 
 class RemoteDisconnected(ConnectionResetError, HTTPException):
@@ -266,9 +262,9 @@ class _PlainConn:
     """http.client's HTTPConnection as far as ``_post`` uses it, for a plain http:// server
     with no proxy between: the request written and the answer read on the socket here.
     http.client parsed each answer's headers with the email package, ~130 of a call's ~155 us
-    of CPU; a run's start-up and its prompt checks make one call per prompt (issue 50 §2).
-    Its errors are named as http.client's (RemoteDisconnected, BadStatusLine, IncompleteRead)
-    and the socket's, so ``_post`` retries and words them the same."""
+    of CPU, and importing the two is ~10 ms of every run's start-up; a run's start-up and its
+    prompt checks make one call per prompt (issue 50 §2). Its errors are named as
+    http.client's, so ``_post`` retries and words them the same."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
@@ -508,7 +504,6 @@ def detect(root: str, model: str, headers: dict[str, str] | None = None,
     if status == 200 and isinstance(tokens, list) and tokens:
         tok = ServerTokenizer(root, model, "vllm", headers, BUDGET_S, net)
     else:
-        # llama.cpp reads "content" and answers {"tokens": []} to a body without it
         status2, data2 = _post(local, root, "/tokenize", _tokenize_body("llamacpp", model, sample),
                                headers, PROBE_TIMEOUT_S, net)
         tokens2 = data2.get("tokens") if isinstance(data2, dict) else None

@@ -57,15 +57,14 @@ def _one_token_each(tok: Tokenizer, words: list[str]) -> list[str]:
 
 def _alone_one_token(tok: Tokenizer, words: list[str]) -> list[str]:
     """Of ``words`` (one token each after a space), those that are one token with nothing
-    before them too, as a prompt's first word is. Asked at once, as lines, in 3 calls, not one
-    per word (~100 calls were ~10 ms of a run's start-up CPU, issue 50 §2): where a line break
-    between two words counts the same wherever it is (BPE pre-tokenizers split at it: GPT-2,
-    Llama 3, Qwen; the mock), "w1\\nw2..." counts the words' tokens plus the breaks', so the
-    words' count says whether each is one token. Only the first word is counted at the very
-    start there, the others after a break; a tokenizer that reads a text's first word apart
-    from the same word after a break (SentencePiece) does not add up, and each word is asked
-    alone, as before. A word kept that is not one token alone is caught by the server's
-    recount of the prompts (``_server_counts``), which then counts and refits every one."""
+    before them too, as a prompt's first word is. Asked as lines in 3 calls, not one per word
+    (~100 calls were ~10 ms of a run's start-up CPU, issue 50 §2): where a line break counts
+    the same wherever it is (BPE pre-tokenizers split at it: GPT-2, Llama 3, Qwen; the mock),
+    "w1\\nw2..." counts the words' tokens plus the breaks', so its count says whether each word
+    is one token. A tokenizer that reads a text's first word apart from the same word after a
+    break (SentencePiece) does not add up, and each word is asked alone. A word kept that is
+    not one token alone is caught by the server's recount of the prompts (``_server_counts``),
+    which then counts and refits every one."""
     if not words:
         return []
     first = words[0]
@@ -169,7 +168,6 @@ def _server_counts(tok: Tokenizer, convs: list[Conversation],
         t = turns[ci][ti]
         got = counts.get((ci, ti))
         if got is None and (ci, ti) in asked:
-            # the server could not count this one (after its retries): as it was built
             got = len(t.user.split()) if constructed or tok.local is None \
                 else tok.local.count(t.user)
             turns[ci][ti] = Turn(t.user, t.max_tokens, got)
@@ -200,8 +198,7 @@ def synthetic(tok: Tokenizer, count: int, prompt_tokens: tuple[int, int],
                   words=words, reserve=reserve)
     one, rng, targets = _maker(tok, **recipe)     # type: ignore[arg-type]
     if tok.server is None and count > LAZY_FROM:
-        # a million-request run would hold a million prompts (about 500 bytes each): the
-        # same conversations, made again from the seed when their turn comes
+        # not a million prompts of ~500 bytes held: made again from the seed as they are sent
         from llmbench.workload.tokenizer import rebuild_spec
         spec = rebuild_spec(tok)
         return Regenerated(one, rng, count, targets,       # type: ignore[return-value]
@@ -241,7 +238,6 @@ def _maker(tok: Tokenizer, prompt_tokens: tuple[int, int], output_tokens: tuple[
                 text = (head + " " + " ".join(_words(rng, words))).strip()
             else:
                 n = draw(prompt_tokens)
-                # the first message carries the salt: its length, as asked, includes it
                 r = reserve if t == 0 else 0
                 targets[(c, t)] = max(n - r, 1)
                 text = text_of_tokens(tok, rng, n, head, r)
@@ -317,8 +313,7 @@ class Regenerated(Made):
 
 
 def _regenerated(spec: str, args: dict, count: int, states: list) -> Regenerated:
-    """A Regenerated unpickled: the tokenizer rebuilt from its spec, the states as they were
-    (no pass over the conversations)."""
+    """A Regenerated unpickled: tokenizer rebuilt from its spec, no pass over the conversations."""
     from llmbench.workload.tokenizer import load_tokenizer
     one, rng, targets = _maker(load_tokenizer(spec), **args)
     return Regenerated(one, rng, count, targets, (spec, args), states)

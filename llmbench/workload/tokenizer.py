@@ -367,8 +367,7 @@ def _named(spec: str) -> Tokenizer:
 
 
 def local_auto(model: str | None = None) -> Tokenizer:
-    """The best tokenizer without asking the server: the model's own from the local cache,
-    else tiktoken if cached (or downloadable online), else words and punctuation."""
+    """``auto``'s choice without asking the server (module doc)."""
     if model and _HF_ID_RE.match(model):
         try:
             tok = from_hub(model, allow_download=False, counting=EXACT_MODEL)

@@ -1,7 +1,6 @@
 """``datasets inspect FILE`` for files that are sessions rather than prompts: a recording made
 by ``llmbench record`` (workload/recording.py) and the agent traces llmbench replays
-(workload/agent_traces.py: its own format, WEKA, OTel). What each holds, in a few lines:
-requests, sessions, turns per session, length distributions, the shared-prefix share, APIs."""
+(workload/agent_traces.py): what each holds, in a few lines."""
 
 from __future__ import annotations
 
@@ -103,8 +102,7 @@ def summarise_recording(path: str, tok: Any) -> RecordingSummary:
 
 
 def summarise_agents(path: str, tok: Any) -> list[str]:
-    """An agent trace as the agent loop will play it: sessions, calls, sub-agents, lengths,
-    tool gaps."""
+    """An agent trace as the agent loop will play it: sessions, calls, sub-agents, lengths, gaps."""
     from llmbench.workload.agent_traces import read_sessions
     sessions, warnings, kind = read_sessions(path, tok, 0)
     calls, subs, new, reply, gaps = [], 0, [], [], []

@@ -12,19 +12,15 @@ Formats (picked from the file, not from a flag):
   messages; the last user message is the turn, a system message is kept), optional
   ``session_id``: the turns of one session are one conversation, replayed in order, each after
   the previous reply and not before its own timestamp, with the real replies as history.
-- A recording made by ``llmbench record`` (workload/recording.py: a header line, then a line
-  per request with ``api``, ``request``, ``session_id``, ``turn``, ``after_ms``): each turn
-  sends its own new messages as they were (roles, tool calls and results: workload/recording.py
-  ``Replayed``) after the live replies, in the API it was recorded with (chat and Messages;
-  others in the run's --api), with its tools in the body as recorded, at its recorded time and
-  no sooner than its recorded gap after the live reply; the run's salt takes the place of as
-  many tokens of a session's first message, so a prompt is as long as recorded; requests the
-  server refused when recorded are left out. Turns out of order and parent links in a cycle
-  are refused naming the line.
+- A recording made by ``llmbench record`` (its format and how a request is sent again:
+  workload/recording.py), replayed at its recorded times and each turn no sooner than its
+  recorded gap after the live reply; the run's salt takes the place of as many tokens of a
+  session's first message, so a prompt is as long as recorded; requests the server refused
+  when recorded are left out. Turns out of order and parent links in a cycle are refused
+  naming the line.
 
-Bad input is one DatasetError naming file:line: a timestamp that is not a finite number, JSON
-nested past the decoder's recursion limit, a line longer than files.MAX_LINE_BYTES, a file that
-is not a regular file. A replay that would take more than MAX_REPLAY_S (30 days) at its
+Bad input (a timestamp that is not a finite number, a line longer than files.MAX_LINE_BYTES...)
+is one DatasetError naming file:line. A replay longer than MAX_REPLAY_S (30 days) at its
 --trace-speed is refused by ``check_replay``, naming the line after its longest gap.
 """
 
@@ -62,8 +58,7 @@ class TraceItem:
     # a recording's think or tool time before each turn (s, before --trace-speed): the turn
     # goes no sooner than this after the previous reply ended; None: not recorded
     gaps_s: tuple[float | None, ...] = ()
-    # a recording's session: each turn as recorded (its API, own messages, tools), which the
-    # replay sends in place of the conversation's text turns; () for every other trace
+    # a recording's turns as the replay sends them, in place of the text turns; () otherwise
     recorded: tuple[Replayed, ...] = ()
 
     @property
@@ -226,10 +221,8 @@ def _jsonl_rows(path: str) -> Iterator[_Row]:
 
 
 def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
-    """One request of an ``llmbench record`` recording (workload/recording.py) as a turn: its
-    own new messages (after the previous request's and its reply) are the turn's text, the
-    system prompt the conversation's; ``replay``, what the replay sends (its messages as they
-    were, its tools, its API)."""
+    """One recorded request as a turn: its own new messages are the turn's text, its system
+    prompt the conversation's; ``replay``: what the replay sends (recording.Replayed)."""
     req, api = d["request"], d["api"]
     if not isinstance(req, dict) or not isinstance(api, str):
         raise DatasetError(f"{where}: \"request\" must be the request's JSON object and "
@@ -261,9 +254,7 @@ def recorded_row(d: dict[str, Any], where: str, ts_ms: float) -> _Row:
 
 
 def api_note(rows: list[_Row]) -> str | None:
-    """What the run says once about the APIs a recording is replayed in, unless all its
-    requests are chat's (the default --api): each recorded request goes in its own API where
-    the replay speaks it (recording.REPLAY_APIS), the others in the run's --api."""
+    """The run's one note on a recording's replay APIs; None when all are chat's (the default)."""
     own: dict[str, int] = {}
     other = 0
     for r in rows:
@@ -319,8 +310,7 @@ def _azure_time(text: str) -> float:
 
 
 def _azure_rows(path: str) -> Iterator[_Row]:
-    """The CSV's rows, its lines read by files.read_lines (UTF-8 checked, each line bounded,
-    numbered as in the file); a line that is not CSV is one line, not a traceback."""
+    """The CSV's rows, read by files.read_lines; a line that is not CSV is one error line."""
     at = [0]                         # the file line the reader is on
 
     def lines() -> Iterator[str]:
@@ -402,8 +392,7 @@ class _Blocks:
 
 @dataclass(frozen=True)
 class PrefixAim:
-    """--prefix-hit-ratio on a trace: the ratio, the server's cache block, how many distinct
-    shared prompts."""
+    """--prefix-hit-ratio on a trace; ``prefixes``: how many distinct shared prompts."""
 
     ratio: float
     block_tokens: int = 16
@@ -480,9 +469,7 @@ def load_trace(path: str, tok: Tokenizer, seed: int = 0,
     """The trace's requests in time order, as conversations with their due times. With ``aim``
     (a trace of lengths), each prompt is one of ``aim.prefixes`` shared system prompts cut to
     the block-aligned share of its own length, then text of its own (llmbench.workload.prefix).
-    ``reserve``: the tokens of the run's salt (workload.salt), sent first: a prompt built to
-    the trace's length is that much shorter, so with the salt it is the trace's length; a
-    trace's own messages are sent as they are, the salt before them."""
+    ``reserve``: the run's salt's tokens, left out of prompts built to lengths (workload.salt)."""
     check_regular_file(path, "--trace")
     fmt = _format_of(path)
     rows = list(_azure_rows(path) if fmt == "azure" else _jsonl_rows(path))
@@ -587,9 +574,8 @@ def _human_s(s: float) -> str:
 
 
 def check_replay(trace: Trace, speed: float) -> None:
-    """A replay that cannot end within MAX_REPLAY_S at this speed is refused (the Mooncake
-    traces span an hour; a 1e15 ms gap is a broken line, and waiting it out takes 31,000
-    years), naming the line after the longest gap."""
+    """Refuses a replay longer than MAX_REPLAY_S (module doc): the Mooncake traces span an
+    hour; a 1e15 ms gap is a broken line, and waiting it out takes 31,000 years."""
     took_s = trace.span_s / speed
     if took_s <= MAX_REPLAY_S:
         return
@@ -606,9 +592,8 @@ def trace_workload(path: str, tok: Tokenizer, seed: int = 0,
                    window_s: tuple[float, float] | None = None,
                    limit: int | None = None, aim: PrefixAim | None = None,
                    reserve: int = 0) -> tuple[Trace, Any]:
-    """(Trace, Workload): the trace and the workload record run.json keeps of it. The
-    workload's ``prefix`` (the plan verified after the run) and ``warmup`` come from the trace:
-    a --prefix-hit-ratio aim, or a Mooncake trace's implied ratio (nothing to warm)."""
+    """(Trace, Workload): the trace and the workload record run.json keeps of it, with the
+    trace's prefix plan (verified after the run) and warm-up (``_prefix_of``)."""
     from llmbench.workload.model import Workload
     from llmbench.workload.tokenize_error import ServerTokenizeError
     try:
