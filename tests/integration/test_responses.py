@@ -243,3 +243,20 @@ def test_the_mock_keeps_the_conversation_for_previous_response_id(mock_factory):
     gone = httpx.post(m.url + "/v1/responses", json={**base, "input": "x",
                                                     "previous_response_id": "resp_nope"})
     assert gone.status_code == 400 and "resp_nope" in gone.json()["error"]["message"]
+
+
+def test_a_tool_result_after_previous_response_id_is_read_as_a_tool_turn(mock_factory):
+    """An agent on server state (--responses-state server) sends its tool's output as a
+    function_call_output item with previous_response_id: the mock reads it as a tool turn after
+    the stored history (it once read the raw items there and refused them: 400)."""
+    import httpx
+    m = mock_factory(ttft_ms=1, itl_ms=0, tokens=5)
+    base = {"model": "mock", "max_output_tokens": 5, "store": True}
+    one = httpx.post(m.url + "/v1/responses", json={**base, "input": "look it up"}).json()
+    output = {"type": "function_call_output", "call_id": "call_1",
+              "output": "forty two results found in the index"}
+    two = httpx.post(m.url + "/v1/responses", json={**base, "input": [output],
+                                                   "previous_response_id": one["id"]})
+    assert two.status_code == 200, two.text
+    alone = httpx.post(m.url + "/v1/responses", json={**base, "input": [output]}).json()
+    assert two.json()["usage"]["input_tokens"] > alone["usage"]["input_tokens"] + 5

@@ -72,7 +72,7 @@ def parser(stored: Stored) -> Any:
             if history is None:
                 raise BadRequest(f"Previous response with id '{previous}' not found.",
                                  param="previous_response_id")
-            messages = [{"role": "user", "content": history}] + given
+            messages = [{"role": "user", "content": history}] + messages
         prompt = render_messages(messages, cfg)
         ask = make_ask(cfg, body, model, prompt, check_max_tokens(body.get("max_output_tokens")),
                        body.get("stream", False))
