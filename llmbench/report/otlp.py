@@ -74,6 +74,7 @@ def traces_endpoint(url: str | None) -> str | None:
 
 @dataclass
 class OtlpCounts:
+    """What the OTLP export did: spans observed, exported and dropped."""
     observed: int = 0
     exported: int = 0
     dropped: int = 0             # never sent or not accepted

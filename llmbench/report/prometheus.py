@@ -76,6 +76,7 @@ def _num(x: float) -> str:
 
 @dataclass
 class Histogram:
+    """One Prometheus histogram: its name, help and bucket counts."""
     name: str
     help: str
     counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
