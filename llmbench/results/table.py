@@ -11,10 +11,8 @@ Nothing is dropped: warm-up requests and those our own interrupt cut short are r
 ``df[df.measured]`` is what the summary's figures stand on.
 
 Per-request latencies use the one definition the summary uses (llmbench.analysis.metrics.
-per_request, which llmbench.results.latencies reads the same way from the JSON): a request has
-a TTFT and an E2EL only when it succeeded and carried token events; TTFT is its first token
-event minus ``start``, E2EL its last token event minus ``start`` (the last token, not the socket
-close: METRICS.md), TPOT (last - first) / (output tokens - 1).
+per_request, which llmbench.results.latencies reads the same way from the JSON; METRICS.md):
+a request has a TTFT and an E2EL only when it succeeded and carried token events.
 """
 
 from __future__ import annotations
