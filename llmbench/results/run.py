@@ -464,13 +464,11 @@ class Run(ResultFile, Part):
 
     @property
     def exit_code(self) -> int:
-        """The command line's exit code for this run, from what run.json holds (the one rule
-        ``llmbench run`` and ``ramp`` exit with): 6 when its results could not be written, 130
-        when it was interrupted, 4 when a worker process died; a ``run`` 99 when a threshold
-        failed; a ``ramp`` by its deciding step (``ramp_code``, with its --expect-users). A
-        partial run read back from a folder counts as interrupted (a lost worker says so in
-        run.json). A run that measured nothing (a failed preflight) exits 1 here: which of 3,
-        5 or 2 the command gave is in its error line, not in run.json."""
+        """The command line's exit code for this run, from what run.json holds: the one rule
+        ``llmbench run`` and ``ramp`` exit with (docs/exit-codes.md has the codes). A partial
+        run read back from a folder counts as interrupted (a lost worker says so in run.json).
+        A run that measured nothing (a failed preflight) exits 1 here: which of 3, 5 or 2 the
+        command gave is in its error line, not in run.json."""
         f = self.findings
         if self.status in ("failed", "interrupted") and not self.measured_anything:
             return EXIT_INTERRUPTED if self.status == "interrupted" else 1
