@@ -340,10 +340,8 @@ class Summary(Part):
     total_embeddings: int | None = None
     embeddings_throughput: float | None = None
     input_throughput: float | None = None
-    # --abandon (None when no user gave up): requests the users cancelled, not failures and
-    # not in ``failed`` or ``error_rate``; of them, those cancelled before any token; their
-    # share of all requests. The failure-aware percentiles (``_all``) count them as not
-    # answered in time (a reply stopped mid-stream keeps its real TTFT there)
+    # --abandon (None when no user gave up): requests the users cancelled (not in ``failed``
+    # or ``error_rate``), of them those cancelled before any token, their share of all requests
     cancelled: int | None = None
     cancelled_waiting: int | None = None
     cancel_rate: float | None = None
