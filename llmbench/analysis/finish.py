@@ -725,10 +725,8 @@ def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool,
 
 def sweep_exit_code(results: Sequence[SweepSetting], expect: float | None,
                     interrupted: bool) -> int:
-    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
-    ran but none could be judged (too few requests); 4 when a ramp's break
-    may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
-    setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
+    """As ramp's, over the settings, as docs/commands.md ("llmbench sweep") lists them: a
+    setting that failed is in the answer and the page, not in the code."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED
     measured = [r for r in results if r.held is not None]
     if interrupted:
