@@ -373,11 +373,9 @@ RUN_KEYS = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels
 
 @dataclass
 class Run(ResultFile, Part):
-    """One run folder's run.json, typed, made of parts: what it is and where it stands
-    (``state``), the configuration it ran with (``config``, ``workload``), the machine that
-    ran it (``environment``), a ``run``'s ``summary``, a ramp's ``steps`` and ``verdict`` (and
-    ``--find``'s ``search``), and everything else it found (``findings``; a probe's steps are
-    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk).
+    """One run folder's run.json, typed, made of parts (docs/results.md says what each holds;
+    a probe's steps are ``findings.router.steps``). ``path`` is the folder (None for a run not
+    written to disk).
 
     A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the
     run.json of a run that has not measured anything yet (status "running", with its ``pid``)
