@@ -114,9 +114,9 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
 
 
 def request_rows(run: Any) -> Iterator[dict[str, Any]]:
-    """One plain dict per request of the run folder's requests.jsonl, in file order. RUN: a
-    results.schema.Run (not imported here: schema imports this module; report.export.as_run
-    makes one from a folder's path). A torn line (a crash mid-write) is skipped."""
+    """One plain dict per request of the run folder's requests.jsonl, in file order. ``run``:
+    a results.schema.Run (not imported here: ``Run.requests`` imports this module). A torn
+    line (a crash mid-write) is skipped."""
     raw = list(run.iter_request_rows())
     t0 = _t0(run, raw)
     for d in raw:
