@@ -1,13 +1,9 @@
 """"Cache-bound": the server's KV cache, not its compute or its slots, is what broke the step.
 
-A conversation's next call (an agent's next step, a person's next turn) sends its whole history
-again. While the server keeps that history's KV, only what is new is prefilled; once more
-sessions take turns than its cache holds, they evict each other and every call prefills its
-whole context again. From outside that looks like queuing (the first token gets later while
-the gaps between tokens stay as they were), so it is told apart by what the prompts' cache
-did: the share of prompt tokens served from the cache fell and the tokens each call prefilled
-grew, in the client's usage (cached_tokens / cache_read_input_tokens) and, where the server
-says, in its own counters (llama.cpp's, vLLM's, SGLang's: ``server_cache``).
+docs/agents.md ("Cache-bound") says how it looks from outside (like queuing: the first token
+gets later, the gaps stay) and how it is told apart: the share of prompt tokens served from the
+cache fell and the tokens each call prefilled grew, in the client's usage and, where the server
+says, in its own counters (``server_cache``).
 
 Pure: from the records of two steps (the last that held, warm, and the one that broke) and the
 server's samples over their hold windows, ``finding`` says whether the cache is the limit, why,

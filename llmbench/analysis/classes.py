@@ -10,8 +10,7 @@ others.
 Blame (``isolation``): each class was run alone at the load it had in the first step that
 broke. A class that breaks even alone is a cause (its own requests are the limit at that load);
 one that broke only with the others present is a victim, and what the others added is its
-statistic mixed minus alone ("with rag present, chat's TTFT p95 went from 0.40 s alone to 2.10
-s: the others added 1.70 s"). No class breaking alone means it is their sum.
+statistic mixed minus alone. No class breaking alone means it is their sum.
 """
 
 from __future__ import annotations

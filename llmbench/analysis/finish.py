@@ -113,14 +113,6 @@ def server_kind(probe_kind: str | None, identity: Any = None) -> str | None:
     return probe_kind
 
 
-def lost_workers(workers: dict[str, Any] | None) -> str | None:
-    """'worker 1 crashed (killed by SIGKILL)' when worker processes died during the run."""
-    crashed = (workers or {}).get("crashed")
-    if not crashed:
-        return None
-    return "; ".join(f"worker {c['worker']} {c['error']}" for c in crashed)
-
-
 def _crashed(outcome: Any) -> bool:
     """A worker process died: the run is missing its share of the load."""
     return bool(outcome.workers and outcome.workers.get("crashed"))
@@ -412,7 +404,7 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
     records so far), written after each step while the ramp goes on: a partial result."""
     c, shape = r.common, r.shape
     t0_perf, records, server = outcome.t0_perf, outcome.records, outcome.server()
-    interrupted, workers = outcome.interrupted, outcome.workers
+    interrupted, workers = outcome.interrupted, Workers.of(outcome.workers)
     partial = going_on or interrupted or _crashed(outcome)
     steps: list[Step] = list(shape.results)
     search = search_of(r, steps, interrupted)
@@ -433,8 +425,8 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
     verdict, search = judge_ramp(
         judged, records, unit_of(r), server.samples,
         planned=None if search is not None else len(shape.steps), telemetry=info,
-        going_on=going_on, network=network,
-        search=search, interrupted=interrupted, lost=lost_workers(workers),
+        going_on=going_on, network=network, search=search, interrupted=interrupted,
+        lost=workers.lost() if workers is not None else None,
         # a server that keeps decoding for closed connections: what users who stay get
         release=gave_up.release.text if gave_up is not None and gave_up.release.ok is False
         else None, scenario=r.scenario is not None, isolation=isolation,
@@ -464,7 +456,7 @@ def ramp(r: Any, outcome: Any, network: NetworkFloor | None = None,
                                      samples=len(server.samples)),
             **tel,
             closed_loop_note=CLOSED_LOOP_NOTE if shape.by == "users" else None,
-            workers=Workers.of(workers),
+            workers=workers,
             repeat=RepeatOf.from_dict(r.repeat) if r.repeat else None,
             abandonment=gave_up, isolation=isolation, network=network,
             cache_resets=r.reset.recorded() if r.reset is not None else []))
@@ -733,10 +725,8 @@ def sweep_answer(doc: Sweep, sweep_dir: Path, unit: str, interrupted: bool,
 
 def sweep_exit_code(results: Sequence[SweepSetting], expect: float | None,
                     interrupted: bool) -> int:
-    """As ramp's: 130 interrupted; 3 when no server could be measured; 7 when every setting
-    ran but none could be judged (too few requests); 4 when a ramp's break
-    may be the load generator's; 1 when the best held fewer than --expect-users; 99 when no
-    setting held its first step; else 0 (a setting that failed is in the answer and the page)."""
+    """As ramp's, over the settings, as docs/commands.md ("llmbench sweep") lists them: a
+    setting that failed is in the answer and the page, not in the code."""
     from llmbench.analysis.sweep_judge import NOT_JUDGED
     measured = [r for r in results if r.held is not None]
     if interrupted:

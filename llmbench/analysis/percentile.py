@@ -4,17 +4,13 @@ computes it (../shared/METRICS.md), whatever form the values come in.
 The rule: of ``n`` values sorted ascending, the p-th percentile (0..100) lies at rank
 ``h = (n - 1) * p / 100``; with ``lo = floor(h)`` it is ``lerp(v[lo], v[lo + 1], h - lo)``,
 numpy's lerp (``np.percentile``'s, which is written to be exact at both ends). Every routine
-here applies that rule; only how the order statistics are found differs:
+here applies that rule; only how the order statistics are found differs (the summary sorts its
+own series in place, and reads ITL gaps at a million requests from a histogram: ``at_rank``).
 
-- ``percentile`` / ``of_any`` / ``percentiles``: values in any order (numpy sorts a copy).
-- ``of_sorted``: values already sorted (the summary sorts its own series in place: no copy).
-- ``at_rank``: order statistics read by a function (values partitioned in place, or a
-  histogram of distinct values and counts: ITL gaps at a million requests).
-- ``censored``: failures counted as +inf (failure-aware "_all" percentiles).
-- ``median``: numpy's median, the mean of the two middle values, which ``vllm bench serve``
-  writes as ``median_*`` (it can differ from ``percentile(v, 50)`` in the last bit; the
-  summary's own series take the median as p50 by the rule above, its small series, such as
-  TTFO or a tool call's first token, by numpy's median: both as before, bit for bit).
+``median`` is numpy's, the mean of the two middle values, which ``vllm bench serve`` writes as
+``median_*`` (it can differ from ``percentile(v, 50)`` in the last bit; the summary's own series
+take the median as p50 by the rule above, its small series, such as TTFO or a tool call's first
+token, by numpy's median: both as before, bit for bit).
 
 Tests: tests/unit/analysis/test_percentile.py (each routine against numpy, edge cases).
 """

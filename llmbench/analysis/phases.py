@@ -6,9 +6,7 @@ connections kept alive that is a handful per user, and their percentiles say wha
 connection costs, not what the average request paid (``new_connections`` says how many).
 Computed on the store's columns (no Record per request): the first byte is a column, the
 connection stamps are sparse (new connections only), the token times are the store's.
-
-In the summary (run.json) as ``phases_ms``: {phase: {count, mean, p50, p95, p99, max}} and
-``new_connections``; absent when no request was stamped (older runs).
+In run.json as docs/whole-path.md says; absent when no request was stamped (older runs).
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
-"""Agent sessions from records: a pure function of them (results.sessions says what each figure
-means; METRICS.md "Agent sessions" defines them).
+"""Agent sessions from records, a pure function of them (docs/agents.md, "Session metrics",
+defines each figure).
 
-Every request of an agent session carries its session's id, its step's id, the step it
-followed, its tool gap and what it was for (Record.session_id ...; load.agent stamps them), so
-``sessions_of(records)`` rebuilds the sessions from a run in memory or from its requests.jsonl
-alike, and ``summarize_sessions`` gives the same numbers from either (tests/unit/
-test_sessions.py checks them against a hand computation from a requests.jsonl).
+Every request of an agent session carries its session's and step's ids (load.agent stamps
+them), so ``sessions_of(records)`` gives the same sessions from a run in memory or from its
+requests.jsonl (tests/unit/test_sessions.py checks them against a hand computation).
 
 A ramp step's sessions (``step_sessions``) are those whose first call started in the step's
-hold window, with all their calls, whenever those came: a session is long, and cutting it at
-the window's end would count only its start. The ramp's drain waits for them (load.shapes.ramp)
-up to its limit; one still running then is ``cut_short``.
+hold window, with all their calls, whenever those came: cutting a session at the window's end
+would count only its start. The ramp's drain waits for them (load.shapes.ramp).
 """
 
 from __future__ import annotations
@@ -178,9 +175,7 @@ def _window_s(stats: Sequence[SessionStat], window_s: float | None) -> float | N
 def summarize(stats: Sequence[SessionStat], window_s: float | None = None) -> Sessions:
     """The sessions' figures; ``window_s``: the minutes ``sessions_per_min`` is counted over
     (default: from the first session's start to the last one's end). Sessions joined mid-way
-    (``joined``) are counted apart: their calls are the sessions' calls (steps' TTFT, tokens,
-    the cache), but they are not started, completed or in the per-session statistics, since
-    what they took is part of a session only."""
+    count only in the calls' figures (step TTFT, tokens, the cache)."""
     whole = [s for s in stats if not s.joined]
     done = [s for s in whole if s.complete]
     window_s = _window_s(stats, window_s)

@@ -19,9 +19,8 @@ NO_REASONING_AS = {"ttfo": "ttft", "output_itl": "itl"}
 
 @dataclass(frozen=True)
 class Check:
-    """One threshold against one summary. ``ok`` is False also when the statistic is missing;
-    then ``reason`` says why, and ``insufficient`` says whether that is for lack of requests
-    (nothing failed, there were just too few to tell) rather than because requests failed."""
+    """One threshold against one summary, before it is worded: ``ok``, ``reason`` and
+    ``insufficient`` as ``results.schema.Check`` defines them."""
 
     ok: bool
     actual: float | None

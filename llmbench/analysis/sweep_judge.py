@@ -1,7 +1,6 @@
 """A sweep's judgement (pure): which setting held the most, whether the evidence separates
 the best from the rest (each tied pair compared at the common load, ``compare.at_load``), and
-the stated answer. Moved out of ``commands/sweep.py``: the command runs the ramps and reads
-their folders; this decides.
+the stated answer: ``commands/sweep.py`` runs the ramps and reads their folders, this decides.
 """
 
 from __future__ import annotations
@@ -92,18 +91,10 @@ def _noise(tied: list[SweepSetting], fewer: list[SweepSetting],
 def answer(results: Sequence[SweepSetting], unit: str, pairs: Pairs | None = None,
            load: float | None = None) -> tuple[str, SweepSetting | None]:
     """The stated answer, and the best setting's result (None when there is none or when the
-    evidence cannot separate the best). A statistical statement, in this order:
-
-    1. users held: the most wins;
-    2. among settings that held as many: the knee (users where the broken threshold is
-       crossed, interpolated, with its 95 % interval), when the intervals do not overlap;
-    3. else the numbers of the table at ``load``, the highest load every setting ran: TTFT
-       p95, ITL p50 and output tok/s, each with the 95 % interval of its change
-       (``pairs[(a, b)]``: ``compare.at_load`` with a as base). A setting wins when it is
-       better beyond the noise on one of them and worse beyond it on none, against each other;
-    4. else they tie on this evidence, and the sentence says what would separate them.
-
-    The sentence names the statistic it used and its interval."""
+    evidence cannot separate the best), in the order docs/commands.md ("llmbench sweep") gives:
+    users held, then the knee, then the table's numbers at ``load`` (the highest load every
+    setting ran; ``pairs[(a, b)]``: ``compare.at_load`` with a as base), else a tie. The
+    sentence names the statistic it used and its interval."""
     measured = [r for r in results if r.held is not None]
     failed = [r for r in results if r.status in ("server_failed", "ramp_failed")]
     died = [r for r in results if r.status == "server_died"]

@@ -8,9 +8,8 @@ the counter's change across the window, each end interpolated linearly between t
 around it, so a step's figure does not depend on where the one-second samples fell. A gauge
 (memory, utilisation, power) is read from the samples inside the window.
 
-Energy per output token: the GPUs' energy over the window (their counters' change when every
-GPU has one, else their power integrated over the samples; ``energy_source`` says which) over
-the output tokens generated in that window (``output_tokens_between``).
+Energy per output token is as README's "Server telemetry" defines it (``energy_source``,
+``output_tokens_between``).
 """
 
 from __future__ import annotations

@@ -13,14 +13,9 @@ from llmbench.results.contract import Part, part
 
 @dataclass
 class SlotRelease(Part):
-    """Whether the server let go of what cancelled requests held.
-
-    At each server sample (time t) the server's running + waiting requests are compared with
-    the requests llmbench had open at any moment from ``within_s`` before t to just after it
-    (its poll's latency): a server that drops a request when its connection closes never
-    counts more than that. ``excess`` is how many more it counted; a stretch of such samples
-    is what it kept working on for clients that had gone. ``ok`` None: it could not be told
-    (no running count from the server, or nothing was cancelled)."""
+    """Whether the server let go of what cancelled requests held, by the release check of
+    analysis.abandon (its module docstring). ``ok`` None: it could not be told (no running
+    count from the server, or nothing was cancelled)."""
 
     ok: bool | None = None
     within_s: float = 0.0

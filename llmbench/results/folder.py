@@ -1,11 +1,6 @@
 """The run folder: its name, the environment and command line it records (secrets scrubbed),
 and the list of folders (``llmbench runs``). run.json itself is ``results.schema.Run``: written
-by ``Run.save``, read by ``Run.load``.
-
-<out>/<YYYYmmdd-HHMMSS>-<kind>[-label]/
-  run.json        configuration (no secrets), environment, summary, steps, verdict
-  requests.jsonl  one record per request, appended as requests finish
-  timeline.jsonl  per-second state (ramp)
+by ``Run.save``, read by ``Run.load``; docs/results.md lists the files a folder holds.
 """
 
 from __future__ import annotations

@@ -373,11 +373,9 @@ RUN_KEYS = ("schema_version", "kind", "status", "started_at", "t0_perf", "labels
 
 @dataclass
 class Run(ResultFile, Part):
-    """One run folder's run.json, typed, made of parts: what it is and where it stands
-    (``state``), the configuration it ran with (``config``, ``workload``), the machine that
-    ran it (``environment``), a ``run``'s ``summary``, a ramp's ``steps`` and ``verdict`` (and
-    ``--find``'s ``search``), and everything else it found (``findings``; a probe's steps are
-    ``findings.router.steps``). ``path`` is the folder (None for a run not written to disk).
+    """One run folder's run.json, typed, made of parts (docs/results.md says what each holds;
+    a probe's steps are ``findings.router.steps``). ``path`` is the folder (None for a run not
+    written to disk).
 
     A run the pipeline makes writes the keys of its kind; ``state.measured=False`` is the
     run.json of a run that has not measured anything yet (status "running", with its ``pid``)
@@ -464,13 +462,11 @@ class Run(ResultFile, Part):
 
     @property
     def exit_code(self) -> int:
-        """The command line's exit code for this run, from what run.json holds (the one rule
-        ``llmbench run`` and ``ramp`` exit with): 6 when its results could not be written, 130
-        when it was interrupted, 4 when a worker process died; a ``run`` 99 when a threshold
-        failed; a ``ramp`` by its deciding step (``ramp_code``, with its --expect-users). A
-        partial run read back from a folder counts as interrupted (a lost worker says so in
-        run.json). A run that measured nothing (a failed preflight) exits 1 here: which of 3,
-        5 or 2 the command gave is in its error line, not in run.json."""
+        """The command line's exit code for this run, from what run.json holds: the one rule
+        ``llmbench run`` and ``ramp`` exit with (docs/exit-codes.md has the codes). A partial
+        run read back from a folder counts as interrupted (a lost worker says so in run.json).
+        A run that measured nothing (a failed preflight) exits 1 here: which of 3, 5 or 2 the
+        command gave is in its error line, not in run.json."""
         f = self.findings
         if self.status in ("failed", "interrupted") and not self.measured_anything:
             return EXIT_INTERRUPTED if self.status == "interrupted" else 1

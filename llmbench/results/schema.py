@@ -1,25 +1,20 @@
 """The results contract: what a run is, as the typed objects the pipeline builds, and the table
-of its summary's keys.
+of its summary's keys (docs/results.md: the folder, and reading it from Python).
 
 The pipeline builds these objects (``metrics.summarize`` a ``Summary``, the ramp's judge a
 ``Step`` with its ``Check``s and ``Steady`` state, ``verdict.explain`` a ``Verdict``, each
-command a ``Run``) and writes them with ``to_dict()``; every reader loads them with
-``Run.load(folder)``. ``to_dict()`` writes run.json's keys as they have always been (a summary
-is vLLM's flat dict, ``p95_ttft_ms``, ``output_throughput``..., so that a run folder compares key
-by key with ``vllm bench serve --save-result``); how every folder written so far reads back
-unchanged: ``llmbench.results.contract``.
+command a ``Run``) and writes them with ``to_dict()``: run.json's keys as they have always been
+(a summary is vLLM's flat dict, so that a run folder compares key by key with ``vllm bench
+serve --save-result``); how every folder written so far reads back: ``results.contract``.
 
 Reading a statistic by name (a threshold's ``ttft.p95``): ``Summary.value("ttft", "p95")``;
-its on-disk name: ``key("ttft", "p95")``. Nothing is computed here (the one summary function is
-``llmbench.analysis.metrics.summarize``).
+its on-disk name: ``key("ttft", "p95")``. Nothing is computed here.
 
-Schema versions: 1 is the only one written so far (``SCHEMA_VERSION``, the one constant);
-``Run.from_dict`` reads it, and folders written before ``schema_version`` existed, which are
-version 1 too.
+Schema versions: 1 is the only one written so far (``SCHEMA_VERSION``); ``Run.from_dict``
+reads it, and folders written before ``schema_version`` existed, which are version 1 too.
 
-The contract is split by what it holds: ``summary`` (the key table, ``Metric``, ``Summary``),
-``step`` (``Step``, ``Check``...), ``verdict``, ``run`` (``Run`` and its parts) and ``sweep``;
-this module names them all, so ``llmbench.results.schema`` imports keep working.
+The contract's modules (``summary``, ``step``, ``verdict``, ``run``, ``sweep``) are all named
+here, so ``llmbench.results.schema`` imports keep working.
 """
 
 from llmbench.results.contract import JSONObject, JSONValue  # noqa: F401

@@ -2,22 +2,9 @@
 a run (``Run.sessions``) or of a ramp step (``Step.sessions``), as typed values.
 
 A session is an agent's whole task (workload.agents): its model calls, its tool gaps, its
-sub-agents. Its figures (METRICS.md, "Agent sessions"):
-
-- ``duration``: the first call's start to the last call's end (the last moment the client was
-  done with any request of the session);
-- ``model``: the time at least one of its calls was in flight (their union: sub-agents that
-  run at once count once), and ``tool`` the rest of its duration (tools running, the agent
-  waiting for nothing but its tools);
-- ``steps``: its model calls; prompt tokens as the server reported them, cached (usage
-  ``cached_tokens`` / ``cache_read_input_tokens``, or llama.cpp's ``cache_n``) where it did,
-  prefilled = prompt - cached; ``context``: its largest prompt (how big the session grew);
-- ``slowest``: the session's slowest call (the longest end-to-end).
-
-Statistics over sessions are over those that completed (their answer came back); a session
-with a failed call is ``failed``, one the run stopped is ``cut_short``, and neither is in the
-percentiles (as failed requests are not in vLLM's). A session a ramp's user joined mid-way
-(``--join spread``) is ``joined``: its calls are counted, its time is not a session's.
+sub-agents. docs/agents.md ("Session metrics") defines each figure (``duration``, ``model``,
+``tool``, ``steps``, ``slowest``...) and which sessions the statistics stand on (completed
+ones: ``failed``, ``cut_short`` and ``joined`` sessions are counted apart).
 """
 
 from __future__ import annotations

@@ -184,14 +184,10 @@ def held_load(steps: Sequence[Step]) -> float:
 
 def ramp_code(steps: Sequence[Step], verdict_kind: str | None, expect: float | None = None,
               planned: int | None = None) -> int:
-    """The exit code of a ramp that ran to its end, from its ``deciding_step``.
-
-    A ramp is meant to break at some step: that is its answer, exit 0. It fails as a gate when
-    it held fewer than --expect-users (1), or, without --expect-users, when no step held and one
-    broke: no load level met the thresholds (99, k6's code for failed thresholds). A step with
-    too few requests broke nothing: it is never a threshold failure. Only a step the load
-    generator's own lag (or a buffering proxy) could have broken is "not trustworthy" (4); one
-    with an outage in it measured no capacity (3)."""
+    """The exit code of a ramp that ran to its end, from its ``deciding_step``, as
+    docs/exit-codes.md states it: a ramp is meant to break at some step (that is its answer,
+    exit 0); it fails as a gate below --expect-users (1) or, without it, when no step held and
+    one broke (99). A step with too few requests broke nothing: never a threshold failure."""
     steps = list(steps)
     deciding = deciding_step(steps)
     reached_top = bool(steps) and all(s.held for s in steps) and (

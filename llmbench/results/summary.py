@@ -249,8 +249,6 @@ _HEAD = _rows("always", "completed", "failed", "duration", "total_input_tokens",
               "total_output_tokens", "request_throughput", "request_goodput",
               "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
               "max_concurrent_requests")
-_MAIN_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue", "e2el_from_schedule",
-                 "itl_per_token", "max_gap")
 _REASONING = _rows("set", "requests_with_reasoning", "total_reasoning_tokens",
                    "answered_after_reasoning")
 _TOOLS = _rows("set", "requests_with_tool_calls", "tool_call_share")
@@ -342,10 +340,8 @@ class Summary(Part):
     total_embeddings: int | None = None
     embeddings_throughput: float | None = None
     input_throughput: float | None = None
-    # --abandon (None when no user gave up): requests the users cancelled, not failures and
-    # not in ``failed`` or ``error_rate``; of them, those cancelled before any token; their
-    # share of all requests. The failure-aware percentiles (``_all``) count them as not
-    # answered in time (a reply stopped mid-stream keeps its real TTFT there)
+    # --abandon (None when no user gave up): requests the users cancelled (not in ``failed``
+    # or ``error_rate``), of them those cancelled before any token, their share of all requests
     cancelled: int | None = None
     cancelled_waiting: int | None = None
     cancel_rate: float | None = None
@@ -388,12 +384,8 @@ class Summary(Part):
     def _items(self) -> Iterator[tuple[str, Any]]:
         """(key, value) of the flat dict, in the order ``summarize`` has always written it."""
         yield from self._scalars(_HEAD)
-        for name in _MAIN_METRICS:
+        for name in LATENCY + EXTRA_LATENCY + REASONING + COUNTS:
             yield from getattr(self, name).items(censored=False)
-        yield from self.ttfo.items(censored=False)
-        yield from self.reasoning_time.items(censored=False)
-        yield from self.output_itl.items(censored=False)
-        yield from self.reasoning_tokens.items(censored=False)
         yield from self._scalars(_REASONING)
         yield from self._scalars(_TOOLS)
         yield from self.ttft_tool.items(censored=False)

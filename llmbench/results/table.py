@@ -11,10 +11,8 @@ Nothing is dropped: warm-up requests and those our own interrupt cut short are r
 ``df[df.measured]`` is what the summary's figures stand on.
 
 Per-request latencies use the one definition the summary uses (llmbench.analysis.metrics.
-per_request, which llmbench.results.latencies reads the same way from the JSON): a request has
-a TTFT and an E2EL only when it succeeded and carried token events; TTFT is its first token
-event minus ``start``, E2EL its last token event minus ``start`` (the last token, not the socket
-close: METRICS.md), TPOT (last - first) / (output tokens - 1).
+per_request, which llmbench.results.latencies reads the same way from the JSON; METRICS.md):
+a request has a TTFT and an E2EL only when it succeeded and carried token events.
 """
 
 from __future__ import annotations
@@ -116,9 +114,9 @@ def request_row(rec: Record, t0: float) -> dict[str, Any]:
 
 
 def request_rows(run: Any) -> Iterator[dict[str, Any]]:
-    """One plain dict per request of the run folder's requests.jsonl, in file order. RUN: a
-    results.schema.Run (not imported here: schema imports this module; report.export.as_run
-    makes one from a folder's path). A torn line (a crash mid-write) is skipped."""
+    """One plain dict per request of the run folder's requests.jsonl, in file order. ``run``:
+    a results.schema.Run (not imported here: ``Run.requests`` imports this module). A torn
+    line (a crash mid-write) is skipped."""
     raw = list(run.iter_request_rows())
     t0 = _t0(run, raw)
     for d in raw:

@@ -54,10 +54,8 @@ class MachineUse(Value):
 @dataclass(frozen=True)
 class GpuUse(Value):
     """The GPUs over a window, added up (power, energy, memory) or averaged (utilisation).
-
-    Energy comes from the GPUs' own energy counters when every GPU has one at both ends
-    (``energy_source`` "counter": DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML's total energy),
-    else from their power integrated over the samples ("power"): say which."""
+    ``energy_source``: "counter" when every GPU has an energy counter at both ends
+    (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, NVML's total energy), else "power" (integrated)."""
     via: str | None = None                # dcgm | nvml | amdsmi
     count: int = 0
     name: str | None = None

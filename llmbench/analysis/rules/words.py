@@ -23,7 +23,6 @@ SLOT_SETTINGS = ("OLLAMA_NUM_PARALLEL (Ollama)", "-np / --parallel (llama.cpp se
                  "--max-concurrent-requests / --max-batch-size (TGI)")
 
 
-
 def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
                 end: float = float("inf")) -> dict[str, Any] | None:
     """Running/waiting gauges the server reported during the window, when it was probed."""
@@ -53,10 +52,8 @@ def server_view(samples: Sequence[dict[str, Any]], start: float = float("-inf"),
 
 
 def _fmt_ms(v: float | str | None) -> str:
+    v = _num(v)
     if v is None:
-        return "–"
-    v = float(v)
-    if v != v:
         return "–"
     if v == float("inf"):
         return "∞"
