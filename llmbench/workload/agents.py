@@ -1,12 +1,9 @@
 """Agent sessions as a workload (``--workload agent``): a user is an agent, not a person chatting.
 
-A session is what a coding agent or a tool-using assistant does with one task: a long system
-prompt with tool definitions, the user's task, then model calls whose replies are tool calls;
-each call's tool runs for a while (the *tool gap*), its result (synthetic text of the asked
-size) is appended, and the next call sees the whole history, the model's real replies
-included, so the context really grows and its prefix really repeats. Some calls start
-sub-agents that run in parallel (their own system prompt and task, their own loop) and join
-before the parent's next call. The last call of the main agent is the session's answer.
+A session is what a coding agent does with one task (docs/agents.md tells the whole loop): a
+system prompt with tools, the task, then tool-call steps, each tool's time (the *tool gap*)
+and synthetic result appended, sub-agents joining before their parent's next call, the main
+agent's last call the answer.
 
 This module makes the sessions as values (``AgentSession``: a ``Conversation`` with its plan),
 synthetic (``synthetic_sessions``: every knob of ``AgentSpec`` a range, seeded) or read from a
