@@ -17,10 +17,8 @@ if TYPE_CHECKING:
 
 # -- the compact store ---------------------------------------------------------------------
 #
-# A run keeps every finished request for its summary. As Record objects that cost about 800
-# bytes a request (1,900 with the per-request objects the summary built), so a million-request
-# replay ran out of memory. The store keeps the same data in typed columns (about 105 bytes a
-# request and 4 bytes a token event), and hands out Records again when iterated or indexed.
+# Why columns (a million-request replay ran out of memory as Records) and what each column
+# costs: docs/memory.md.
 #
 # What it holds is exactly what requests.jsonl holds: token times as integer microseconds after
 # ``start`` (Record.to_json's rounding) and read back as ``start + us / 1e6`` (Record.from_json),
