@@ -3,17 +3,12 @@
 If the generator is busy its timestamps are late and its latencies inflated; reports say so
 instead of blaming the server.
 
-Where a token's stamp may still be late (issue 50 §1), and what shows it here: over plain TCP
-on Linux a read takes the kernel's receive time (client.rxstamp), so a loop that reads late
-no longer makes the stamp late, except where several events waited unread on one connection
-(a read returns them together, with the last one's time). Elsewhere (TLS, other platforms) a
-token is stamped when the loop reads it, between its turns. Either way a turn's own work is
-bounded (load.pacing: at most a few request starts and finishes), and the reads of one poll
-are all stamped before any is parsed (client.fasthttp), so what remains is the loop not
-running at all (the process descheduled on a busy machine, a GC pause, a freeze) or a turn
-made long by something else: exactly what the 10 ms tick's lateness measures. ``lag_max_ms``
-of a second bounds how late any stamp of that second can be; ``lag_p99_ms`` is how late
-most could be. ``with_clock`` puts the sentence for the run's clock in the health.
+Where a token's stamp may still be late (issue 50 §1; docs/metrics.md tells both clocks and
+why reads are not kept waiting): what remains is the loop not running at all (the process
+descheduled, a GC pause, a freeze) or a turn made long by something else, exactly what the
+10 ms tick's lateness measures. ``lag_max_ms`` of a second bounds how late any stamp of that
+second can be; ``lag_p99_ms`` is how late most could be. ``with_clock`` puts the sentence for
+the run's clock in the health.
 """
 
 from __future__ import annotations
