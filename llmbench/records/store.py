@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from llmbench.records.definitions import UNMEASURED_KINDS, in_step_window, is_measured
-from llmbench.records.record import NAN, Record
+from llmbench.records.record import NAN, Record, token_us
 from llmbench.records.token_events import SEAL_EVENTS, TokenEvents
 
 if TYPE_CHECKING:
@@ -228,8 +228,7 @@ class RecordStore:
             if v is not None and v != v:
                 return False
         if us is None:
-            start = rec.start
-            us = [round((t - start) * 1e6) for t in rec.token_times]
+            us = token_us(rec)
         if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
             return False
         for arr, v in zip(self._f8.values(), f8):
@@ -296,7 +295,7 @@ class RecordStore:
                 self._id_prefix[n].append(self._intern(prefix))
                 self._id_num[n].append(num)
         start = rec.start
-        us = [round((t - start) * 1e6) for t in rec.token_times]
+        us = token_us(rec)
         if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
             self._ntok.append(0)              # a reply longer than 35 minutes: kept aside
             extra["token_times"] = [start + u / 1e6 for u in us]
