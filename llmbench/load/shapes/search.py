@@ -217,7 +217,7 @@ class SearchPacer:
         return self._next()
 
     def _sustained(self, lo: JudgedStep) -> Trial | None:
-        """The limit's own trial when it needs no confirmation (the module's docstring): its
+        """The limit's own trial when it needs no confirmation (docs/commands.md): its
         step held a whole hold of at least the sustain (not ended early: a narrowing step ends
         early only held beyond doubt, a growing one also held so far). None once a limit
         failed its sustain (the server is noisy there)."""
