@@ -172,10 +172,6 @@ class Harness:
             sys.stderr.write("\r\x1b[K")
         print(text, file=file, flush=True)
 
-    def say_err(self, text: str) -> None:
-        """A warning line on stderr, without leaving a half-drawn live line before it."""
-        self.say(text, sys.stderr)
-
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
         return by_done(_stores(self._sessions)) if self._sessions else RecordStore()
@@ -260,6 +256,8 @@ class Harness:
         else:
             body_task = loop.create_task(shape.drive(drive))
         signals = 0
+        # workers stop themselves after the grace period and send their last records
+        grace_s = self.grace_s + (fleet.extra_grace_s if fleet else 0.0)
 
         def on_signal() -> None:
             nonlocal signals, interrupted
@@ -269,9 +267,7 @@ class Harness:
             if signals == 1:
                 print("\ninterrupted: finishing in-flight requests (Ctrl-C again to stop now)",
                       file=sys.stderr)
-                # workers stop themselves after the grace period and send their last records
-                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
-                                body_task.cancel)
+                loop.call_later(grace_s, body_task.cancel)
             else:
                 body_task.cancel()
         installed = _install(loop, on_signal)
@@ -285,8 +281,7 @@ class Harness:
             if not stopping.is_set():
                 interrupted = True
                 stopping.set()
-                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
-                                body_task.cancel)
+                loop.call_later(grace_s, body_task.cancel)
         if log is not None:
             log.on_error = on_write_error
         if fleet is None:
@@ -362,7 +357,7 @@ class Harness:
                             headers={k: v for k, v in spec.target.request_headers().items()
                                      if k != "content-type"})
             if spec.server_probe != "auto":
-                p.on_note = lambda text: self.say_err(f"warning: {text}")
+                p.on_note = lambda text: self.say(f"warning: {text}", sys.stderr)
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
