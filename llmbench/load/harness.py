@@ -96,7 +96,7 @@ class ServerSeen:
 
 @dataclass
 class LiveView:
-    """What the live line may show (``counters``: summed over targets)."""
+    """What the live line may show (``counters``: summed over targets; the rest as LiveNow's)."""
 
     counters: Counters
     live: LiveState
@@ -104,9 +104,7 @@ class LiveView:
     recent_ttft: list[tuple[float, float]]     # (first token time, TTFT)
     events_last_s: int
     now: float
-    # the server machine's newest few seconds of samples (Harness._recent_telemetry)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
-    # the ramp step each agent session under way started in (None: with worker processes)
     agents_open: list[int | None] | None = None
 
 
