@@ -14,9 +14,8 @@ is made when it is played (``task_text``, ``result_text``: one-token words drawn
 seed), so two thousand sessions of 20 steps and 2,000-token tool results cost a few kilobytes
 until they run.
 
-Prompts stay new every run: the run's salt (workload.salt) goes first in the first message,
-which for a session is its system prompt, so every step of every session of one run shares
-that prefix (as one agent product's sessions do) and no run shares it with another.
+The run's salt (workload.salt) goes first in a session's first message, its system prompt:
+every call of one run shares that prefix, as one agent product's sessions do.
 """
 
 from __future__ import annotations
