@@ -56,8 +56,8 @@ class Record:
     request_id: str
     scheduled: float
     start: float = 0.0
-    # when the request's body was handed to the socket (aiohttp's request tracing); minus
-    # ``start`` it is the client's own send delay. None: not stamped (logs written before it)
+    # when the request's body was handed to the socket (either transport); minus ``start`` it
+    # is the client's own send delay. None: not stamped (logs written before it)
     sent: float | None = None
     first_token: float | None = None
     end: float | None = None           # the last token event (METRICS.md), not the socket close
