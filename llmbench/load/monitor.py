@@ -27,10 +27,9 @@ LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT_PCT = 90.0
 # The client's own send delay (definitions.send_delay), p99: past this the generator's numbers
 # are not trusted. The same error budget as the loop lag (--generator-lag-limit sets both):
-# each is how late llmbench can make a timing.
-# The loop-lag monitor cannot see this delay: at 128+ lock-step streams requests start in
-# waves, each wave costs the loop tens of milliseconds once per cycle, and a once-a-second p99
-# of 10 ms ticks (median over seconds) dilutes it, while every request of the wave is late.
+# each is how late llmbench can make a timing. The lag monitor cannot see this one: at 128+
+# lock-step streams requests start in waves, each wave costs the loop tens of milliseconds
+# once per cycle and makes every request in it late, which a p99 of 10 ms ticks dilutes.
 SEND_DELAY_P99_LIMIT_MS = LAG_P99_LIMIT_MS
 # The ``worker`` of the coordinator's own samples (--workers N): it receives every worker's
 # records and writes requests.jsonl, so it is watched and judged like a worker.
