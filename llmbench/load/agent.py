@@ -1,9 +1,10 @@
 """The agent loop: one agent session (workload.agents.AgentSession) played against a server.
 
 An agent reads each call's whole reply, waits its tool's gap, appends the model's real reply
-and the tool's result to its history and calls again (docs/agents.md); sub-agents run beside
-their parent's tool and its next call waits for them unless they run in the background. The
-tools go in every request in the API's shape (wire.agents.request_fields).
+and the tool's result to its history and calls again (docs/agents.md), so its context grows
+and its prefix repeats: what a server's KV cache holds or loses. Sub-agents run beside their
+parent's tool, and its next call waits for them unless they run in the background. The tools
+go in every request in the API's shape (wire.agents.request_fields).
 
 A server that answers a call step in text rather than with a tool call still moves the session
 on (the text goes into the history, the tool result follows as a user message); the record

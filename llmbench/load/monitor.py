@@ -4,9 +4,9 @@ If the generator is busy its timestamps are late and its latencies inflated; rep
 instead of blaming the server.
 
 Where a token's stamp may still be late (issue 50 §1; docs/metrics.md tells both clocks and
-why reads are not kept waiting): what remains is the loop not running at all (the process
-descheduled, a GC pause, a freeze) or a turn made long by something else, exactly what the
-10 ms tick's lateness measures. ``lag_max_ms`` of a second bounds how late any stamp of that
+why reads are not kept waiting): where the loop does not run at all (the process descheduled,
+a GC pause, a freeze) or a turn is made long by something else, exactly what the 10 ms tick's
+lateness measures. ``lag_max_ms`` of a second bounds how late any stamp of that
 second can be; ``lag_p99_ms`` is how late most could be. ``with_clock`` puts the sentence for
 the run's clock in the health.
 """
