@@ -8,11 +8,9 @@ agent's last call the answer.
 This module makes the sessions as values (``AgentSession``: a ``Conversation`` with its plan),
 synthetic (``synthetic_sessions``: every knob of ``AgentSpec`` a range, seeded) or read from a
 file (``workload.agent_traces``), and a ``Workload`` of them (``agent_workload``) that any load
-shape plays, a scenario's traffic class too (``load.shapes.user.play`` hands each session to
-``load.agent``); ``analysis.sessions`` turns the records back into sessions. A session's text
-is made when it is played (``task_text``, ``result_text``: one-token words drawn from its
-seed), so two thousand sessions of 20 steps and 2,000-token tool results cost a few kilobytes
-until they run.
+shape plays (load.agent), a scenario's traffic class too. A session's text is made when it is
+played (``task_text``, ``result_text``: one-token words drawn from its seed), so two thousand
+sessions of 20 steps and 2,000-token tool results cost a few kilobytes until they run.
 
 The run's salt (workload.salt) goes first in a session's first message, its system prompt:
 every call of one run shares that prefix, as one agent product's sessions do.
