@@ -368,8 +368,7 @@ class Harness:
                          sessions: dict[str, Session], observers: list[Observer],
                          events: list[int], probe_stop: asyncio.Event,
                          own: set[asyncio.Task[Any]], monitor: LoopMonitor) -> None:
-        """After the load (or its interruption): the live views cleared, the last token
-        events handed on, the probes and the monitor stopped."""
+        """After the load (or its interruption): live views cleared, probes and monitor stopped."""
         if printer is not None:
             printer.cancel()
             # the live view clears its rows before anything else is printed
@@ -433,8 +432,7 @@ class Harness:
 
     def _now(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
              scrapers: dict[str, ServerProbe], events: int) -> LiveNow:
-        """The live state an attached observer reads in its own thread (plain reads of what the
-        loop writes; with workers, every worker's counters summed)."""
+        """LiveNow for an attached observer (with workers, every worker's counters summed)."""
         total = Counters.summed(s.counters for s in list(sessions.values()))
         latest = monitor.latest
         server = {}
