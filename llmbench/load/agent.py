@@ -1,19 +1,15 @@
 """The agent loop: one agent session (workload.agents.AgentSession) played against a server.
 
-An agent sends its system prompt and task, reads the whole reply, runs the tool the reply
-called (a wait of the step's tool gap), appends the model's real reply and the tool's result
-(synthetic text of the asked size) to its history, and calls again, until its last call, the
-answer. A call whose reply starts sub-agents runs them in parallel with its tool, and the
-agent's next call waits for them (unless they run in the background). So the context grows
-as an agent's does and its prefix repeats: what a server's KV cache holds or loses.
+An agent reads each call's whole reply, waits its tool's gap, appends the model's real reply
+and the tool's result to its history and calls again (docs/agents.md), so its context grows
+and its prefix repeats: what a server's KV cache holds or loses. Sub-agents run beside their
+parent's tool, and its next call waits for them unless they run in the background. The tools
+go in every request in the API's shape (wire.agents.request_fields).
 
-Tools go in every request in the API's own shape (wire.agents.request_fields: ``tools`` on
-chat and the Responses API, Messages' ``tools`` with ``input_schema``). A server that answers
-a call step in text rather than with a tool call still moves the session on: the text goes
-into the history and the tool result follows as a user message; the record shows it
-(step_kind "call" with no tool call; analysis.sessions counts them). With ``--tool-choice
-required`` (a server that answers in text otherwise), the final answer is asked with
-``tool_choice`` none, so that its length is the one asked.
+A server that answers a call step in text rather than with a tool call still moves the session
+on (the text goes into the history, the tool result follows as a user message); the record
+shows it (step_kind "call" with no tool call). With ``--tool-choice required`` the final
+answer is asked with ``tool_choice`` none, so that its length is the one asked.
 
 Each request's record carries its session and step (Record.session_id ...), so the sessions
 are rebuilt from records alone (analysis.sessions), in memory or from requests.jsonl.

@@ -96,7 +96,7 @@ class ServerSeen:
 
 @dataclass
 class LiveView:
-    """What the live line may show (``counters``: summed over targets)."""
+    """What the live line may show (``counters``: summed over targets; the rest as LiveNow's)."""
 
     counters: Counters
     live: LiveState
@@ -104,9 +104,7 @@ class LiveView:
     recent_ttft: list[tuple[float, float]]     # (first token time, TTFT)
     events_last_s: int
     now: float
-    # the server machine's newest few seconds of samples (Harness._recent_telemetry)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
-    # the ramp step each agent session under way started in (None: with worker processes)
     agents_open: list[int | None] | None = None
 
 
@@ -171,10 +169,6 @@ class Harness:
         if self.show_progress() and sys.stderr.isatty():
             sys.stderr.write("\r\x1b[K")
         print(text, file=file, flush=True)
-
-    def say_err(self, text: str) -> None:
-        """A warning line on stderr, without leaving a half-drawn live line before it."""
-        self.say(text, sys.stderr)
 
     def records_so_far(self) -> RecordStore:
         """Finished requests of the run in progress (a command writing a partial run.json)."""
@@ -260,6 +254,8 @@ class Harness:
         else:
             body_task = loop.create_task(shape.drive(drive))
         signals = 0
+        # workers stop themselves after the grace period and send their last records
+        grace_s = self.grace_s + (fleet.extra_grace_s if fleet else 0.0)
 
         def on_signal() -> None:
             nonlocal signals, interrupted
@@ -269,9 +265,7 @@ class Harness:
             if signals == 1:
                 print("\ninterrupted: finishing in-flight requests (Ctrl-C again to stop now)",
                       file=sys.stderr)
-                # workers stop themselves after the grace period and send their last records
-                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
-                                body_task.cancel)
+                loop.call_later(grace_s, body_task.cancel)
             else:
                 body_task.cancel()
         installed = _install(loop, on_signal)
@@ -285,8 +279,7 @@ class Harness:
             if not stopping.is_set():
                 interrupted = True
                 stopping.set()
-                loop.call_later(self.grace_s + (fleet.extra_grace_s if fleet else 0.0),
-                                body_task.cancel)
+                loop.call_later(grace_s, body_task.cancel)
         if log is not None:
             log.on_error = on_write_error
         if fleet is None:
@@ -362,7 +355,7 @@ class Harness:
                             headers={k: v for k, v in spec.target.request_headers().items()
                                      if k != "content-type"})
             if spec.server_probe != "auto":
-                p.on_note = lambda text: self.say_err(f"warning: {text}")
+                p.on_note = lambda text: self.say(f"warning: {text}", sys.stderr)
             scrapers[spec.name] = p
             own.add(loop.create_task(p.run(probe_stop, self.run_dir / spec.server_file
                                            if self.run_dir else None)))
@@ -375,8 +368,7 @@ class Harness:
                          sessions: dict[str, Session], observers: list[Observer],
                          events: list[int], probe_stop: asyncio.Event,
                          own: set[asyncio.Task[Any]], monitor: LoopMonitor) -> None:
-        """After the load (or its interruption): the live views cleared, the last token
-        events handed on, the probes and the monitor stopped."""
+        """After the load (or its interruption): live views cleared, probes and monitor stopped."""
         if printer is not None:
             printer.cancel()
             # the live view clears its rows before anything else is printed
@@ -440,8 +432,7 @@ class Harness:
 
     def _now(self, sessions: dict[str, Session], live: LiveState, monitor: Any,
              scrapers: dict[str, ServerProbe], events: int) -> LiveNow:
-        """The live state an attached observer reads in its own thread (plain reads of what the
-        loop writes; with workers, every worker's counters summed)."""
+        """LiveNow for an attached observer (with workers, every worker's counters summed)."""
         total = Counters.summed(s.counters for s in list(sessions.values()))
         latest = monitor.latest
         server = {}

@@ -3,17 +3,12 @@
 If the generator is busy its timestamps are late and its latencies inflated; reports say so
 instead of blaming the server.
 
-Where a token's stamp may still be late (issue 50 §1), and what shows it here: over plain TCP
-on Linux a read takes the kernel's receive time (client.rxstamp), so a loop that reads late
-no longer makes the stamp late, except where several events waited unread on one connection
-(a read returns them together, with the last one's time). Elsewhere (TLS, other platforms) a
-token is stamped when the loop reads it, between its turns. Either way a turn's own work is
-bounded (load.pacing: at most a few request starts and finishes), and the reads of one poll
-are all stamped before any is parsed (client.fasthttp), so what remains is the loop not
-running at all (the process descheduled on a busy machine, a GC pause, a freeze) or a turn
-made long by something else: exactly what the 10 ms tick's lateness measures. ``lag_max_ms``
-of a second bounds how late any stamp of that second can be; ``lag_p99_ms`` is how late
-most could be. ``with_clock`` puts the sentence for the run's clock in the health.
+Where a token's stamp may still be late (issue 50 §1; docs/metrics.md tells both clocks and
+why reads are not kept waiting): where the loop does not run at all (the process descheduled,
+a GC pause, a freeze) or a turn is made long by something else, exactly what the 10 ms tick's
+lateness measures. ``lag_max_ms`` of a second bounds how late any stamp of that
+second can be; ``lag_p99_ms`` is how late most could be. ``with_clock`` puts the sentence for
+the run's clock in the health.
 """
 
 from __future__ import annotations
@@ -32,10 +27,9 @@ LAG_P99_LIMIT_MS = 10.0
 CPU_LIMIT_PCT = 90.0
 # The client's own send delay (definitions.send_delay), p99: past this the generator's numbers
 # are not trusted. The same error budget as the loop lag (--generator-lag-limit sets both):
-# each is how late llmbench can make a timing.
-# The loop-lag monitor cannot see this delay: at 128+ lock-step streams requests start in
-# waves, each wave costs the loop tens of milliseconds once per cycle, and a once-a-second p99
-# of 10 ms ticks (median over seconds) dilutes it, while every request of the wave is late.
+# each is how late llmbench can make a timing. The lag monitor cannot see this one: at 128+
+# lock-step streams requests start in waves, each wave costs the loop tens of milliseconds
+# once per cycle and makes every request in it late, which a p99 of 10 ms ticks dilutes.
 SEND_DELAY_P99_LIMIT_MS = LAG_P99_LIMIT_MS
 # The ``worker`` of the coordinator's own samples (--workers N): it receives every worker's
 # records and writes requests.jsonl, so it is watched and judged like a worker.

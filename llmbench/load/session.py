@@ -104,8 +104,7 @@ class Session:
     on_record: Callable[[Record], None] | None = None
     path: str | None = None          # stamped on every record (the probe's router/direct)
     traffic_class: str | None = None     # stamped on every record (--scenario: its class)
-    # what goes first in every conversation this session sends (workload.salt): new for each
-    # run, so the server's prefix cache holds nothing of an earlier run's (or path's) prompts
+    # what goes first in every conversation this session sends (why: workload.salt)
     salt: Salt | None = None
     _lap_salts: dict[int, Salt] = field(default_factory=dict)
     active: set[Record] = field(default_factory=set)     # in flight now
@@ -142,8 +141,7 @@ class Session:
             self.gate = None
 
     def lap_salt(self, lap: int) -> Salt | None:
-        """The salt of a conversation drawn on pass ``lap`` through the pool (lap 0: the
-        run's): reused conversations are new to the server's prefix cache on every lap."""
+        """The salt of a conversation drawn on pass ``lap`` through the pool (lap 0: the run's)."""
         salt = self._lap_salts.get(lap)
         if salt is None:
             if self.salt is None:

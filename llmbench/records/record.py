@@ -56,8 +56,8 @@ class Record:
     request_id: str
     scheduled: float
     start: float = 0.0
-    # when the request's body was handed to the socket (aiohttp's request tracing); minus
-    # ``start`` it is the client's own send delay. None: not stamped (logs written before it)
+    # when the request's body was handed to the socket (either transport); minus ``start`` it
+    # is the client's own send delay. None: not stamped (logs written before it)
     sent: float | None = None
     first_token: float | None = None
     end: float | None = None           # the last token event (METRICS.md), not the socket close
@@ -152,15 +152,13 @@ class Record:
 
     @property
     def e2el(self) -> float | None:
-        """E2EL = last token event - start (not [DONE], not the socket close); None without a
-        token event."""
+        """E2EL = last token event - start; None without a token event."""
         times = self.token_times
         return definitions.e2el(self.start, times[-1]) if times else None
 
     @property
     def tpot(self) -> float | None:
-        """TPOT = (last - first token event) / (output_tokens - 1); None unless more than one
-        output token and a token event."""
+        """TPOT (definitions.tpot); None unless more than one output token and a token event."""
         times = self.token_times
         n_out = self.output_tokens or 0
         return definitions.tpot(times[0], times[-1], n_out) \
@@ -193,8 +191,7 @@ class Record:
 
     @property
     def send_delay(self) -> float | None:
-        """Seconds from llmbench deciding to send to the request's bytes leaving for the socket:
-        the load generator's own delay, which the server never sees and TTFT includes."""
+        """llmbench's own delay in sending (definitions.send_delay); None: not stamped."""
         return None if self.sent is None else definitions.send_delay(self.start, self.sent)
 
     @property

@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from llmbench.records.definitions import UNMEASURED_KINDS, in_step_window, is_measured
-from llmbench.records.record import NAN, Record
+from llmbench.records.record import NAN, Record, token_us
 from llmbench.records.token_events import SEAL_EVENTS, TokenEvents
 
 if TYPE_CHECKING:
@@ -17,10 +17,8 @@ if TYPE_CHECKING:
 
 # -- the compact store ---------------------------------------------------------------------
 #
-# A run keeps every finished request for its summary. As Record objects that cost about 800
-# bytes a request (1,900 with the per-request objects the summary built), so a million-request
-# replay ran out of memory. The store keeps the same data in typed columns (about 105 bytes a
-# request and 4 bytes a token event), and hands out Records again when iterated or indexed.
+# Why columns (a million-request replay ran out of memory as Records) and what each column
+# costs: docs/memory.md.
 #
 # What it holds is exactly what requests.jsonl holds: token times as integer microseconds after
 # ``start`` (Record.to_json's rounding) and read back as ``start + us / 1e6`` (Record.from_json),
@@ -230,8 +228,7 @@ class RecordStore:
             if v is not None and v != v:
                 return False
         if us is None:
-            start = rec.start
-            us = [round((t - start) * 1e6) for t in rec.token_times]
+            us = token_us(rec)
         if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
             return False
         for arr, v in zip(self._f8.values(), f8):
@@ -298,7 +295,7 @@ class RecordStore:
                 self._id_prefix[n].append(self._intern(prefix))
                 self._id_num[n].append(num)
         start = rec.start
-        us = [round((t - start) * 1e6) for t in rec.token_times]
+        us = token_us(rec)
         if us and (min(us) < _NONE_I + 1 or max(us) > 2 ** 31 - 1):
             self._ntok.append(0)              # a reply longer than 35 minutes: kept aside
             extra["token_times"] = [start + u / 1e6 for u in us]

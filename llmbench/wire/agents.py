@@ -1,8 +1,8 @@
 """Tools and structured output (--tools, --tool-choice, --response-format): the request fields
 each API takes them in, and the check of a structured reply against its schema.
 
-Pure, no I/O. The files are read and checked once by the plan (``load_tools``,
-``load_schema``); ``request_fields`` gives what goes into every request body of that API.
+The files are read and checked once, by the plan (``load_tools``, ``load_schema``); the rest
+is pure: ``request_fields`` gives what goes into every request body of that API.
 ``validates`` is a small JSON-schema checker (type, properties, required, additionalProperties
 false, items, enum, const, minimum/maximum, exclusive bounds, minLength/maxLength,
 minItems/maxItems, anyOf/oneOf/allOf): what structured output uses; keywords it does not know

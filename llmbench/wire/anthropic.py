@@ -1,12 +1,9 @@
 """Anthropic's Messages API: POST <base>/messages (Anthropic, llama.cpp's server, vLLM, LiteLLM),
 streamed as typed server-sent events.
 
-Body: {"model", "max_tokens" (required: DEFAULT_MAX_TOKENS), "messages": [...], "system": "...",
-"stream": true, "tools": [{"name", "description", "input_schema"}], "tool_choice": {"type":
-"auto" | "any" | "none"}}. A conversation's history goes as Messages: system messages become the
-top-level ``system`` text, chat's assistant ``tool_calls`` become ``tool_use`` blocks, its ``tool``
-messages ``tool_result`` blocks of a user turn, images ``image`` blocks. Headers: ``x-api-key``
-(from --api-key or $ANTHROPIC_API_KEY) and ``anthropic-version``.
+Body and headers as README.md's "Anthropic Messages API" gives them (``max_tokens`` required:
+DEFAULT_MAX_TOKENS): chat's history becomes Messages here, system messages the top-level
+``system``, tool calls and results ``tool_use`` / ``tool_result`` blocks, images ``image`` blocks.
 
 Every event's JSON carries its ``type`` (the SSE ``event:`` line repeats it; the payload is
 enough). What each one means to the measurement, timed as chat's (wire/framing.py):

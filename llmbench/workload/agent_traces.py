@@ -1,27 +1,14 @@
 """Replayed agent sessions: llmbench's own session format, WEKA-style traces and OTel GenAI spans,
 read into the plans the agent loop plays (workload.agents.AgentSession).
 
-What is replayed is a session's *shape*: its agents and sub-agents, each call's new tokens
-(the task, or the tool result appended before it), the reply length asked, the tool gaps and
-which sub-agents start where and join when. The text is synthetic (one-token words, seeded),
-the model's real replies go into the history, so the context grows as it did in the trace and
-its prefix repeats as it did. A trace's recorded block hashes are not needed for that and are
-not read. Nothing is downloaded: the files are read as given.
+What is replayed is a session's *shape* (its agents, each call's new tokens and reply length,
+the tool gaps, where sub-agents start and join); the text is synthetic and the model's real
+replies go into the history, so the context grows and its prefix repeats as in the trace. A
+trace's recorded block hashes are not needed for that and are not read. Nothing is downloaded.
 
 Formats (``--dataset-format agent | weka | otel``, else found from the file's first record;
-docs/agents.md lists every field):
-
-- **agent** (llmbench's own): JSONL, one model call a line, its ``session``, ``step`` and
-  ``parent`` linking the calls into agents and sub-agents.
-- **weka** (as the Weka KV-cache tester records Claude Code sessions and AIPerf and GuideLLM
-  read them): one JSON object per trace, its ``requests`` calls and sub-agent markers; a
-  marker's sub-agent starts after the call before it and joins before the call after it
-  (``status`` "async_launched": not waited for). GuideLLM's flattened rows (one call a line)
-  are read too, as linear sessions.
-- **otel** (OpenTelemetry GenAI semantic conventions): spans, sessions of spans or an OTLP
-  JSON export. Spans of one trace (or ``gen_ai.conversation.id``) are a session, its LLM spans
-  its calls; ``invoke_agent`` spans scope its agents (a nested one is a sub-agent); the gaps
-  between an agent's calls are its tool time. Failed spans are left out.
+docs/agents.md has every field): llmbench's own JSONL (one model call a line, linked by
+``parent``), WEKA-style traces (GuideLLM's flattened rows too) and OpenTelemetry GenAI spans.
 
 Every mistake in a file (a cycle in the parent links, a negative tool gap...) is one line naming
 the file and the line (or the trace and call) and what to do.

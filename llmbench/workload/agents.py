@@ -1,25 +1,19 @@
 """Agent sessions as a workload (``--workload agent``): a user is an agent, not a person chatting.
 
-A session is what a coding agent or a tool-using assistant does with one task: a long system
-prompt with tool definitions, the user's task, then model calls whose replies are tool calls;
-each call's tool runs for a while (the *tool gap*), its result (synthetic text of the asked
-size) is appended, and the next call sees the whole history, the model's real replies
-included, so the context really grows and its prefix really repeats. Some calls start
-sub-agents that run in parallel (their own system prompt and task, their own loop) and join
-before the parent's next call. The last call of the main agent is the session's answer.
+A session is what a coding agent does with one task (docs/agents.md tells the whole loop): a
+system prompt with tools, the task, then tool-call steps, each tool's time (the *tool gap*)
+and synthetic result appended, sub-agents joining before their parent's next call, the main
+agent's last call the answer.
 
 This module makes the sessions as values (``AgentSession``: a ``Conversation`` with its plan),
 synthetic (``synthetic_sessions``: every knob of ``AgentSpec`` a range, seeded) or read from a
 file (``workload.agent_traces``), and a ``Workload`` of them (``agent_workload``) that any load
-shape plays, a scenario's traffic class too (``load.shapes.user.play`` hands each session to
-``load.agent``); ``analysis.sessions`` turns the records back into sessions. A session's text
-is made when it is played (``task_text``, ``result_text``: one-token words drawn from its
-seed), so two thousand sessions of 20 steps and 2,000-token tool results cost a few kilobytes
-until they run.
+shape plays (load.agent), a scenario's traffic class too. A session's text is made when it is
+played (``task_text``, ``result_text``: one-token words drawn from its seed), so two thousand
+sessions of 20 steps and 2,000-token tool results cost a few kilobytes until they run.
 
-Prompts stay new every run: the run's salt (workload.salt) goes first in the first message,
-which for a session is its system prompt, so every step of every session of one run shares
-that prefix (as one agent product's sessions do) and no run shares it with another.
+The run's salt (workload.salt) goes first in a session's first message, its system prompt:
+every call of one run shares that prefix, as one agent product's sessions do.
 """
 
 from __future__ import annotations

@@ -5,9 +5,7 @@ A prompt of N tokens whose shared part is S tokens (S a multiple of the server's
 has S tokens cached once that system prompt was sent, so the hit ratio is S / N. Each shared
 prompt is sent once first (``warmup``: not counted), so the measured requests all find theirs.
 
-The pieces are separate so a trace of lengths aims the same way (workload.traces):
-``aligned_shared_tokens`` says how much of a prompt of N tokens to share for a ratio,
-``shared_texts`` builds the shared texts once, and ``warmup_conversations`` sends each once.
+The pieces are separate so a trace of lengths aims the same way (workload.traces).
 """
 
 from __future__ import annotations

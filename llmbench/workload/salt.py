@@ -1,35 +1,20 @@
 """The per-run prompt salt: a few words at the start of every conversation, new for every run.
 
-A server's prefix cache keeps the prompts of the run before: the same seed sends the same
-prompts, so a second run of the same command found 93 % of its prompt tokens cached on
-llama.cpp (TTFT 99 ms against 500 ms for the first run) and "won" a comparison for free, and
-the router probe's second path got its first turns from the cache the first path had filled.
+A server's prefix cache keeps the prompts of the run before (the same seed sends the same
+prompts: a second run found 93 % of its prompt tokens cached on llama.cpp and "won" a
+comparison for free). docs/commands.md ("Prompts are new to the server in every run") tells
+the rest as a user sees it, with --same-prompts and --prompt-salt; what the code keeps to:
 
-So every run starts each conversation's first message (the first bytes a server sees of it)
-with a salt of its own: ``SALT_WORDS`` words drawn at random, each one token by the run's
-tokenizer. Only these first words differ from the prompts the seed makes (same lengths, turns,
-dataset rows), and a prefix cache, which matches from the first token on, finds nothing of an
-earlier run. Users within one run share the salt, so a prefix shared on purpose
-(``--shared-prefix-tokens``, a dataset's system prompt) is still shared inside the run: the
-salt goes before it.
-
-Prompts llmbench writes to a length (synthetic, a trace's lengths...) keep that length with the
-salt included (it takes the place of as many of their tokens); prompts a file or a trace gives
-as text get the salt in front, and the client's count of them includes it.
-
-A run that needs more conversations than its pool holds (a long ramp past the 2,000 it
-builds, a dataset of 50 rows) goes through the pool again: each pass is a lap, and lap k > 0
-begins its conversations with a salt of its own (``Salt.for_lap``), drawn from the run's salt
-and k, so the second pass's prompts are as new to the server's cache as the first's were
-(with one salt for every lap, the server found lap 2 in its cache and TTFT got better the
-longer the ramp ran). The draw is deterministic: ``--prompt-salt`` with a run's salt replays
-its laps too. A shared prefix is then shared within a lap.
-
-``--same-prompts`` sends no salt (the same seed then sends byte-identical prompts: cache
-experiments; every lap the same), and ``--prompt-salt TEXT`` sends a given one (replay one
-earlier run's prompts exactly: its run.json records its salt). The probe gives each of its
-paths its own salt (a path word in front of the run's), so neither path reads the other's
-cache.
+- The salt is ``SALT_WORDS`` random words, each one token by the run's tokenizer, first in each
+  conversation's first message: a prefix cache matches from the first token on, so it finds
+  nothing of an earlier run, and a prefix shared on purpose is still shared within the run.
+- Prompts llmbench writes to a length keep that length with the salt included (it takes the
+  place of as many of their tokens); prompts given as text get the salt in front, counted.
+- Lap k > 0 through the pool begins with ``Salt.for_lap(k)``, drawn deterministically from the
+  run's salt and k (with one salt for every lap the server found lap 2 in its cache and TTFT
+  got better the longer the ramp ran); ``--prompt-salt`` with a run's salt replays its laps.
+- The probe gives each path its own salt (a path word in front of the run's), so neither path
+  reads the other's cache.
 """
 
 from __future__ import annotations

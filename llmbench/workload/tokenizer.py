@@ -1,15 +1,8 @@
 """Token counting with the tokenizer a user names, or the best one we can find.
 
-``--tokenizer`` (default ``auto``, or ``$LLMBENCH_TOKENIZER``):
-
-- ``auto``: the server's own tokenizer when it offers ``/tokenize`` (vLLM, SGLang, llama.cpp):
-  exact; else the served model's name as a Hugging Face id found in the local cache: exact;
-  else tiktoken ``o200k_base``, else words and punctuation: both approximate, said once.
-- ``server``: the server's ``/tokenize`` or an error.
-- a Hugging Face model id (``Qwen/Qwen2.5-0.5B-Instruct``): from the local cache first, so
-  offline (``HF_HUB_OFFLINE=1``, or no network) costs nothing; downloaded only when online.
-- a directory (``tokenizer.json``, or ``vocab.json`` + ``merges.txt``), a ``tokenizer.json``.
-- ``tiktoken[:ENCODING]``, ``approx``.
+``--tokenizer`` (default ``auto``, or ``$LLMBENCH_TOKENIZER``): ``auto``, ``server``, a Hugging
+Face id, a directory, a ``tokenizer.json``, ``tiktoken[:ENCODING]`` or ``approx``;
+docs/commands.md ("Token counts") says what each is and the order ``auto`` tries them in.
 
 A named tokenizer that cannot be loaded is an error (exit 2), never a silent fallback: the user
 asked for it. Only ``auto`` falls back, with one note stored in the run.
@@ -367,7 +360,7 @@ def _named(spec: str) -> Tokenizer:
 
 
 def local_auto(model: str | None = None) -> Tokenizer:
-    """``auto``'s choice without asking the server (module doc)."""
+    """``auto``'s choice without asking the server (docs/commands.md, "Token counts")."""
     if model and _HF_ID_RE.match(model):
         try:
             tok = from_hub(model, allow_download=False, counting=EXACT_MODEL)

@@ -1,17 +1,15 @@
 """Production traces: parse them and build prompts of the trace's lengths.
 
-Formats (picked from the file, not from a flag):
+Formats (picked from the file, not from a flag; docs/commands.md, ``--trace``, has their
+fields):
 
-- Mooncake (kvcache-ai/Mooncake FAST25 traces), JSONL: ``timestamp`` (ms), ``input_length``,
-  ``output_length``, ``hash_ids`` (one id per 512-token block of the prompt). Requests that share
-  a hash id share that block verbatim: each block's text is built once per hash id, so the
-  original's prefix-cache behaviour is reproduced.
-- Azure LLM inference trace (Azure/AzurePublicDataset 2023/2024), CSV: ``TIMESTAMP`` (a date and
-  time), ``ContextTokens``, ``GeneratedTokens``.
-- Plain JSONL: ``timestamp`` (ms) plus ``input_length``/``output_length`` or ``messages`` (chat
-  messages; the last user message is the turn, a system message is kept), optional
-  ``session_id``: the turns of one session are one conversation, replayed in order, each after
-  the previous reply and not before its own timestamp, with the real replies as history.
+- Mooncake JSONL: requests that share a hash id share that 512-token block verbatim (each
+  block's text is built once per hash id), so the original's prefix-cache behaviour is
+  reproduced.
+- The Azure LLM inference CSV (Azure/AzurePublicDataset 2023/2024).
+- Plain JSONL, lengths or ``messages`` (the last user message is the turn, a system message is
+  kept); the turns of one ``session_id`` are one conversation, each sent after the previous
+  reply and not before its own timestamp, with the real replies as history.
 - A recording made by ``llmbench record`` (its format and how a request is sent again:
   workload/recording.py), replayed at its recorded times and each turn no sooner than its
   recorded gap after the live reply; the run's salt takes the place of as many tokens of a

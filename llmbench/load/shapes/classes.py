@@ -22,9 +22,6 @@ How the users split (``split``, pure):
 A search for the limit (``--find``: search.SearchPacer) drives a ClassRamp like any ramp: the
 steps are recorded as the pacer issues them (``loads(index)`` reads them); going down, each
 class's newest users leave after their request in flight, and a rate step's conversations end.
-
-Like the ramp, this layer judges nothing: the judge and the isolated classes' judge are handed
-in by the command (tests/unit/test_architecture.py keeps it so).
 """
 
 from __future__ import annotations

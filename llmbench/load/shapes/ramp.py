@@ -1,7 +1,7 @@
 """The ramp: add users (or requests/s) step by step, hold, have the step judged, repeat.
 
-The shape only drives load and cuts windows; whether a step held is decided by ``judge``, a
-function handed in by the command (thresholds, summaries), so this layer never imports them.
+The shape only drives load and cuts windows; whether a step held is decided by ``judge``,
+handed in by the command (why: shapes.base).
 """
 
 from __future__ import annotations

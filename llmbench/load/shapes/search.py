@@ -1,26 +1,17 @@
 """The search for the limit (``ramp --find``): a pacer for the one ramp engine.
 
-Grow the load geometrically until a step breaks (users: start, x4, then x2: the start, one
-user by default, shows only that the server answers, and its requests come slowest, so the
-climb leaves it boldly; a step that breaks beyond doubt ends within seconds of its hold, and
-the narrowing comes back down); then narrow the bracket between the last step that held and
-the first that broke, down to one user (or 5 % of the rate): each narrowing step goes where
-the measured statistic says the threshold is crossed (``aim``, handed in by the command: the
-broken step's statistic extrapolated back at the server's measured cost per user), or halfway
-when no such estimate exists or the last aimed step came out the other way than aimed (so a
-wrong model costs at most one bisection per aim: never worse than about twice plain
-bisection). Then hold at the found limit for the sustain to confirm it; a limit that does not
-hold there is searched for again below it. A limit whose own step held a whole hold of at
-least the sustain (not ended early once settled) is not measured again: its verdict is known
-from that window (unless a limit already failed its sustain: then each is).
+docs/commands.md (``ramp --find``) tells the search: grow the load until a step breaks, narrow
+the bracket (aimed, else halfway), confirm the limit for the sustain; a step short of data held
+longer, a drifting one run again, the budget respected. The whys it does not give:
 
-Every step is a full step (ramp-in, hold window, thresholds, steady state: the engine's and
-the judge's, unchanged). A step with too few requests to judge ("not enough data") is held
-longer, doubling, up to ``max_hold_factor`` holds, instead of ending the search; a step still
-drifting (its queue growing over its hold) is run once more at the same load before it
-counts. A step the load generator itself broke ends the search (the server was not measured
-there). The budget caps the search's wall time: a step that would not finish within it is not
-started, and what is left uncertain is said.
+- Users grow x4 from the start, then x2: the start (one user by default) shows only that the
+  server answers and its requests come slowest, so the climb leaves it boldly; a step that
+  breaks beyond doubt ends within seconds of its hold, and the narrowing comes back down.
+- ``aim`` (handed in by the command) extrapolates the broken step's statistic back at the
+  server's measured cost per user; after an aimed step that came out the other way the next
+  goes halfway, so a wrong model costs at most one bisection per aim (never worse than about
+  twice plain bisection).
+- A step the load generator itself broke ends the search: the server was not measured there.
 
 Pure: it reads judged steps (``pace.JudgedStep``) and returns plans; the command turns its
 ``trials`` and bounds into the result's ``Search`` (llmbench.results.search).
@@ -226,7 +217,7 @@ class SearchPacer:
         return self._next()
 
     def _sustained(self, lo: JudgedStep) -> Trial | None:
-        """The limit's own trial when it needs no confirmation (the module's docstring): its
+        """The limit's own trial when it needs no confirmation (docs/commands.md): its
         step held a whole hold of at least the sustain (not ended early: a narrowing step ends
         early only held beyond doubt, a growing one also held so far). None once a limit
         failed its sustain (the server is noisy there)."""

@@ -36,9 +36,8 @@ def synthetic_reply(max_tokens: int | None, rng: random.Random) -> str:
 def mid_conversation(conv: Conversation, rng: random.Random) -> tuple[int, list[str]]:
     """Where a user who joins a conversation already under way is (``--join spread``): a turn
     drawn uniformly, and the replies before it, synthetic (the server never produced them), so
-    the first request carries the whole history a person at that turn would send. An agent
-    session's turns are its main agent's calls: the same draw picks the call it joins at
-    (load.agent builds the calls and tool results before it from these replies)."""
+    the first request carries the whole history a person at that turn would send (an agent
+    session's: load.agent.play_agent)."""
     if len(conv.turns) <= 1 or conv.turns[0].batch:
         return 0, []
     t = rng.randrange(len(conv.turns))
