@@ -1,30 +1,16 @@
 """llmbench in a test suite: "the server holds 8 users" as one assertion (a pytest plugin,
-registered through the ``pytest11`` entry point, so installing llmbench is enough).
-
-    import pytest
-    from llmbench.testing import assert_holds, assert_run
-
-    @pytest.mark.load                      # deselected unless asked for: pytest -m load
-    def test_the_server_holds_eight_users(llmbench_mock):
-        mock = llmbench_mock(parallel=8, ttft_ms=50)
-        assert_holds(url=mock.url, model=mock.model, users=8,
-                     threshold=["ttft.p95<=500ms", "error_rate<=1%"], hold="10s", ramp_in="2s")
+registered through the ``pytest11`` entry point, so installing llmbench is enough). The README's
+"In a test suite: pytest" has an example and what a failure says.
 
 - ``assert_holds(url=..., model=..., users=8, threshold=[...], **ramp_options)``: a ramp that
-  must hold at its last step (``users=[1, 2, 4, 8]``: the steps before give the verdict a
-  baseline to say why, queuing or saturation); a failure says the verdict (what broke, why,
-  what to change), the steps table, each threshold's figure and the run folder (report.html).
-- ``assert_run(url=..., model=..., threshold=[...], **run_options)``: one load level whose
-  thresholds must pass; a failure says the summary and each threshold. Both return the ``Run``.
+  must hold at its last step; ``assert_run(url=..., model=..., threshold=[...], **run_options)``:
+  one load level whose thresholds must pass. Both return the ``Run``. Every keyword is the
+  command line's option in snake_case; run folders go under pytest's temporary folder unless
+  ``out=`` says where. A bad option is an error (``UsageError``), not a failure.
 - the ``llmbench_mock`` fixture (``MockServers``): the built-in mock, for the test.
 - the ``load`` marker: such tests are deselected unless the ``-m`` expression names ``load``
-  (``pytest -m load``, ``-m "load or not load"``), as Stampede's ``:load`` tag is excluded by
-  default: load tests take seconds to minutes and want a quiet machine.
-
-Every keyword is the command line's option in snake_case (``llmbench.ramp``'s); run folders go
-under pytest's temporary folder unless ``out=`` says where. A server that cannot be reached
-fails the test with the command line's one line; a bad option is an error (``UsageError``), not
-a failure.
+  (``pytest -m load``, ``-m "load or not load"``): load tests take seconds to minutes and want
+  a quiet machine.
 
 The module is imported by pytest at every start in any project where llmbench is installed: it
 imports nothing of llmbench until a test uses it, and changes nothing for tests that do not.

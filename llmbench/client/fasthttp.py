@@ -5,11 +5,9 @@ request, and its StreamReader plus one task wake-up per received chunk most of t
 token event (issue 12; scripts/bench_client_cpu.py --transport). Here the request is bytes
 built once per request and handed to the socket in one ``transport.write``; the response is
 parsed as it is read (status line, headers; chunked, Content-Length and read-until-close
-bodies) and each received chunk goes, with its arrival time, straight to the pure
-StreamDecoder. The arrival time of a plain TCP read is the kernel's receive time
-(client.rxstamp reads the socket itself, on Linux); over TLS or elsewhere it is
-``perf_counter`` on entry to ``data_received``. The request's task sleeps until the
-response is over: the watchdog (client._Watchdog) keeps time with its own timer, and the
+bodies) and each received chunk goes, with its arrival time (client.rxstamp: the kernel's or
+the read's), straight to the pure StreamDecoder. The request's task sleeps until the response
+is over: the watchdog (request._Watchdog) keeps time with its own timer, and the
 protocol moves its deadlines (``dog.last``, ``dog.first_token``) as events arrive.
 
 What the client decides about a response (its status, headers, how its body is read) is a
@@ -23,7 +21,7 @@ agree on about a response: heads whose lines end in a bare LF are read; a head o
 MAX_HEAD_BYTES is not HTTP however it arrives; gzip/deflate error bodies are decompressed
 (``body_text``); the rest is on_head's to judge.
 
-Not covered (the aiohttp transport is used, see client.choose_transport): anything but
+Not covered (the aiohttp transport is used, see request.choose_transport): anything but
 http:// and https:// URLs.
 """
 
