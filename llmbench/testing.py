@@ -127,13 +127,22 @@ def llmbench_mock() -> Iterator[MockServers]:
 
 
 # -- the assertions -------------------------------------------------------------------------------
-def _out(options: dict[str, Any]) -> None:
-    """Run folders under pytest's temporary folder (kept for the last runs, as tmp_path's)."""
-    if options.get("out") is not None:
-        return
-    factory = getattr(_CONFIG[0], "_tmp_path_factory", None) if _CONFIG else None
-    options["out"] = factory.mktemp("llmbench") if factory is not None else \
-        Path(tempfile.mkdtemp(prefix="llmbench-"))
+def _measure(command: Any, what: str, url: Any, **options: Any) -> Any:
+    """``command`` (llmbench.run or llmbench.ramp), its run folder under pytest's temporary
+    folder (kept for the last runs, as tmp_path's) unless ``out=`` says where; what could not be
+    measured fails the test, a bad option stays an error."""
+    __tracebackhide__ = True
+    from llmbench.errors import LlmbenchError, UsageError
+    if options.get("out") is None:
+        factory = getattr(_CONFIG[0], "_tmp_path_factory", None) if _CONFIG else None
+        options["out"] = factory.mktemp("llmbench") if factory is not None else \
+            Path(tempfile.mkdtemp(prefix="llmbench-"))
+    try:
+        return command(url=url, **options)
+    except UsageError:
+        raise
+    except LlmbenchError as exc:
+        raise _unmeasured(exc, what, url) from None
 
 
 def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
@@ -176,21 +185,15 @@ def assert_holds(*, url: str, model: str | None = None, users: int | list[int] =
     thresholds. Returns the ``Run`` (``run.held``, ``run.steps``, ``run.verdict``)."""
     __tracebackhide__ = True                # a failure shows the test's line and the message
     import llmbench
-    from llmbench.errors import LlmbenchError, UsageError
+    from llmbench.errors import UsageError
     from llmbench.report import console
     steps = [users] if isinstance(users, int) else list(users)
     if not steps or any(isinstance(u, bool) or not isinstance(u, int) or u < 1 for u in steps):
         raise UsageError(f"assert_holds(users={users!r}): users are whole numbers >= 1, e.g. "
                          "users=8 or users=[1, 2, 4, 8]")
     target = max(steps)
-    _out(options)
-    try:
-        run = llmbench.ramp(url=url, model=model, users=steps, threshold=threshold,
-                            **options)
-    except UsageError:
-        raise
-    except LlmbenchError as exc:
-        raise _unmeasured(exc, f"the ramp to {target} users", url) from None
+    run = _measure(llmbench.ramp, f"the ramp to {target} users", url, model=model, users=steps,
+                   threshold=threshold, **options)
     held = run.held or 0
     if held >= target:
         return run
@@ -214,14 +217,7 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
     succeeded. Returns the ``Run`` (``run.summary.ttft.p95`` ...)."""
     __tracebackhide__ = True
     import llmbench
-    from llmbench.errors import LlmbenchError, UsageError
-    _out(options)
-    try:
-        run = llmbench.run(url=url, model=model, threshold=threshold, **options)
-    except UsageError:
-        raise
-    except LlmbenchError as exc:
-        raise _unmeasured(exc, "the run", url) from None
+    run = _measure(llmbench.run, "the run", url, model=model, threshold=threshold, **options)
     checks = run.findings.thresholds
     failed = [c for c in checks if not c.ok]
     s = run.summary
