@@ -264,10 +264,6 @@ def _pairs(v: Any, flag: str) -> dict[str, str]:
     return parse_labels(_texts(v, flag), flag)
 
 
-def _seconds_cli(v: float) -> float:
-    return v
-
-
 def _span_cli(v: tuple[float, float]) -> str:
     return f"{v[0]!r}" if v[0] == v[1] else f"{v[0]!r}-{v[1]!r}"
 
@@ -284,8 +280,8 @@ FLOAT = Kind(float, _number(float, "a number"), doc="float")
 FLAG = Kind(bool, _bool, doc="bool")
 PATH = Kind(Path, _path, doc="Path")
 TEXTS = Kind(List[str], _texts, doc="list[str]")
-SECONDS = Kind(str, _seconds(True), _seconds_cli, doc="float | timedelta (seconds)")
-SECONDS_ABOVE_0 = Kind(str, _seconds(False), _seconds_cli, doc="float | timedelta (seconds)")
+SECONDS = Kind(str, _seconds(True), doc="float | timedelta (seconds)")
+SECONDS_ABOVE_0 = Kind(str, _seconds(False), doc="float | timedelta (seconds)")
 SPAN = Kind(str, _span, _span_cli, doc="tuple[float, float] (seconds)")
 NAMES = Kind(str, _names, _list_cli, doc="tuple[str, ...]")
 PERCENTILES = Kind(str, _percentiles, _list_cli, doc="tuple[float, ...]")
