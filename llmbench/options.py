@@ -234,20 +234,19 @@ def _span(v: Any, flag: str) -> tuple[float, float]:
     return parse_think(_text(v, flag), flag)
 
 
-def _numbers(v: Any, flag: str) -> str:
-    """A list of numbers as the command line writes it: [1, 2, 4] -> '1,2,4'."""
+def _comma_list(v: Any, flag: str) -> str:
+    """A list as the command line writes it: [1, 2, 4] -> '1,2,4', ["a", "b"] -> 'a,b'."""
     if isinstance(v, (list, tuple)):
         return ",".join(_text(x, flag) for x in v)
     return _text(v, flag)
 
 
 def _names(v: Any, flag: str) -> tuple[str, ...]:
-    text = ",".join(_text(x, flag) for x in v) if isinstance(v, (list, tuple)) else _text(v, flag)
-    return tuple(m.strip() for m in text.split(",") if m.strip())
+    return tuple(m.strip() for m in _comma_list(v, flag).split(",") if m.strip())
 
 
 def _percentiles(v: Any, flag: str) -> tuple[float, ...]:
-    text = _numbers(v, flag)
+    text = _comma_list(v, flag)
     try:
         out = tuple(float(p) for p in text.split(","))
     except ValueError:
