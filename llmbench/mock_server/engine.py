@@ -88,7 +88,7 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
-    decode_after_close: bool = False    # False: as vLLM aborts and llama.cpp cancels it
+    decode_after_close: bool = False    # False: dropped at once, as vLLM and llama.cpp do
     cache_report: str = "usage"         # one of CACHE_REPORTS
     api_key: str = ""                   # asked of generation and embeddings requests only
     context: int = 0                    # the context window (llama.cpp's n_ctx); 0 = no limit

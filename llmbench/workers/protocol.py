@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.client.target import Target
 
-FLUSH_S = 0.05              # the package docstring's batching
+FLUSH_S = 0.05              # seconds between record batches at most (the package docstring)
 BATCH = 256
 
 
