@@ -1,5 +1,5 @@
-"""What went wrong, as exit codes (documented in the README) and as exceptions. A module of its
-own, below every other, so the CLI and every layer import nothing heavy to name a failure."""
+"""What went wrong, as exit codes (docs/exit-codes.md) and as exceptions. A module of its own,
+below every other, so the CLI and every layer import nothing heavy to name a failure."""
 
 EXIT_OK = 0
 EXIT_EXPECTATION = 1      # ramp --expect-users: fewer held; compare --max-regression: a regression
@@ -10,9 +10,7 @@ EXIT_REFUSED = 5
 EXIT_WRITE = 6            # the results could not be written (disk full, file too large, read-only)
 EXIT_NOT_JUDGED = 7       # nothing could be judged: every step (setting) had too few requests
 EXIT_INTERRUPTED = 130
-# a threshold failed, as k6 does: `run --threshold` breached, or a ramp whose first step did not
-# hold (no load level met the thresholds)
-EXIT_THRESHOLD = 99
+EXIT_THRESHOLD = 99       # a threshold failed (k6's code)
 
 
 class LlmbenchError(Exception):

@@ -234,20 +234,19 @@ def _span(v: Any, flag: str) -> tuple[float, float]:
     return parse_think(_text(v, flag), flag)
 
 
-def _numbers(v: Any, flag: str) -> str:
-    """A list of numbers as the command line writes it: [1, 2, 4] -> '1,2,4'."""
+def _comma_list(v: Any, flag: str) -> str:
+    """A list as the command line writes it: [1, 2, 4] -> '1,2,4', ["a", "b"] -> 'a,b'."""
     if isinstance(v, (list, tuple)):
         return ",".join(_text(x, flag) for x in v)
     return _text(v, flag)
 
 
 def _names(v: Any, flag: str) -> tuple[str, ...]:
-    text = ",".join(_text(x, flag) for x in v) if isinstance(v, (list, tuple)) else _text(v, flag)
-    return tuple(m.strip() for m in text.split(",") if m.strip())
+    return tuple(m.strip() for m in _comma_list(v, flag).split(",") if m.strip())
 
 
 def _percentiles(v: Any, flag: str) -> tuple[float, ...]:
-    text = _numbers(v, flag)
+    text = _comma_list(v, flag)
     try:
         out = tuple(float(p) for p in text.split(","))
     except ValueError:
@@ -262,10 +261,6 @@ def _pairs(v: Any, flag: str) -> dict[str, str]:
     if isinstance(v, dict):
         return {str(k): _words(x) for k, x in v.items()}
     return parse_labels(_texts(v, flag), flag)
-
-
-def _seconds_cli(v: float) -> float:
-    return v
 
 
 def _span_cli(v: tuple[float, float]) -> str:
@@ -284,8 +279,8 @@ FLOAT = Kind(float, _number(float, "a number"), doc="float")
 FLAG = Kind(bool, _bool, doc="bool")
 PATH = Kind(Path, _path, doc="Path")
 TEXTS = Kind(List[str], _texts, doc="list[str]")
-SECONDS = Kind(str, _seconds(True), _seconds_cli, doc="float | timedelta (seconds)")
-SECONDS_ABOVE_0 = Kind(str, _seconds(False), _seconds_cli, doc="float | timedelta (seconds)")
+SECONDS = Kind(str, _seconds(True), doc="float | timedelta (seconds)")
+SECONDS_ABOVE_0 = Kind(str, _seconds(False), doc="float | timedelta (seconds)")
 SPAN = Kind(str, _span, _span_cli, doc="tuple[float, float] (seconds)")
 NAMES = Kind(str, _names, _list_cli, doc="tuple[str, ...]")
 PERCENTILES = Kind(str, _percentiles, _list_cli, doc="tuple[float, ...]")

@@ -1,30 +1,16 @@
 """llmbench in a test suite: "the server holds 8 users" as one assertion (a pytest plugin,
-registered through the ``pytest11`` entry point, so installing llmbench is enough).
-
-    import pytest
-    from llmbench.testing import assert_holds, assert_run
-
-    @pytest.mark.load                      # deselected unless asked for: pytest -m load
-    def test_the_server_holds_eight_users(llmbench_mock):
-        mock = llmbench_mock(parallel=8, ttft_ms=50)
-        assert_holds(url=mock.url, model=mock.model, users=8,
-                     threshold=["ttft.p95<=500ms", "error_rate<=1%"], hold="10s", ramp_in="2s")
+registered through the ``pytest11`` entry point, so installing llmbench is enough). The README's
+"In a test suite: pytest" has an example and what a failure says.
 
 - ``assert_holds(url=..., model=..., users=8, threshold=[...], **ramp_options)``: a ramp that
-  must hold at its last step (``users=[1, 2, 4, 8]``: the steps before give the verdict a
-  baseline to say why, queuing or saturation); a failure says the verdict (what broke, why,
-  what to change), the steps table, each threshold's figure and the run folder (report.html).
-- ``assert_run(url=..., model=..., threshold=[...], **run_options)``: one load level whose
-  thresholds must pass; a failure says the summary and each threshold. Both return the ``Run``.
+  must hold at its last step; ``assert_run(url=..., model=..., threshold=[...], **run_options)``:
+  one load level whose thresholds must pass. Both return the ``Run``. Every keyword is the
+  command line's option in snake_case; run folders go under pytest's temporary folder unless
+  ``out=`` says where. A bad option is an error (``UsageError``), not a failure.
 - the ``llmbench_mock`` fixture (``MockServers``): the built-in mock, for the test.
 - the ``load`` marker: such tests are deselected unless the ``-m`` expression names ``load``
-  (``pytest -m load``, ``-m "load or not load"``), as Stampede's ``:load`` tag is excluded by
-  default: load tests take seconds to minutes and want a quiet machine.
-
-Every keyword is the command line's option in snake_case (``llmbench.ramp``'s); run folders go
-under pytest's temporary folder unless ``out=`` says where. A server that cannot be reached
-fails the test with the command line's one line; a bad option is an error (``UsageError``), not
-a failure.
+  (``pytest -m load``, ``-m "load or not load"``): load tests take seconds to minutes and want
+  a quiet machine.
 
 The module is imported by pytest at every start in any project where llmbench is installed: it
 imports nothing of llmbench until a test uses it, and changes nothing for tests that do not.
@@ -141,13 +127,22 @@ def llmbench_mock() -> Iterator[MockServers]:
 
 
 # -- the assertions -------------------------------------------------------------------------------
-def _out(options: dict[str, Any]) -> None:
-    """Run folders under pytest's temporary folder (kept for the last runs, as tmp_path's)."""
-    if options.get("out") is not None:
-        return
-    factory = getattr(_CONFIG[0], "_tmp_path_factory", None) if _CONFIG else None
-    options["out"] = factory.mktemp("llmbench") if factory is not None else \
-        Path(tempfile.mkdtemp(prefix="llmbench-"))
+def _measure(command: Any, what: str, url: Any, **options: Any) -> Any:
+    """``command`` (llmbench.run or llmbench.ramp), its run folder under pytest's temporary
+    folder (kept for the last runs, as tmp_path's) unless ``out=`` says where; what could not be
+    measured fails the test, a bad option stays an error."""
+    __tracebackhide__ = True
+    from llmbench.errors import LlmbenchError, UsageError
+    if options.get("out") is None:
+        factory = getattr(_CONFIG[0], "_tmp_path_factory", None) if _CONFIG else None
+        options["out"] = factory.mktemp("llmbench") if factory is not None else \
+            Path(tempfile.mkdtemp(prefix="llmbench-"))
+    try:
+        return command(url=url, **options)
+    except UsageError:
+        raise
+    except LlmbenchError as exc:
+        raise _unmeasured(exc, what, url) from None
 
 
 def _unmeasured(exc: Exception, what: str, url: Any) -> LoadAssertionError:
@@ -190,21 +185,15 @@ def assert_holds(*, url: str, model: str | None = None, users: int | list[int] =
     thresholds. Returns the ``Run`` (``run.held``, ``run.steps``, ``run.verdict``)."""
     __tracebackhide__ = True                # a failure shows the test's line and the message
     import llmbench
-    from llmbench.errors import LlmbenchError, UsageError
+    from llmbench.errors import UsageError
     from llmbench.report import console
     steps = [users] if isinstance(users, int) else list(users)
     if not steps or any(isinstance(u, bool) or not isinstance(u, int) or u < 1 for u in steps):
         raise UsageError(f"assert_holds(users={users!r}): users are whole numbers >= 1, e.g. "
                          "users=8 or users=[1, 2, 4, 8]")
     target = max(steps)
-    _out(options)
-    try:
-        run = llmbench.ramp(url=url, model=model, users=steps, threshold=threshold,
-                            **options)
-    except UsageError:
-        raise
-    except LlmbenchError as exc:
-        raise _unmeasured(exc, f"the ramp to {target} users", url) from None
+    run = _measure(llmbench.ramp, f"the ramp to {target} users", url, model=model, users=steps,
+                   threshold=threshold, **options)
     held = run.held or 0
     if held >= target:
         return run
@@ -228,14 +217,7 @@ def assert_run(*, url: str, model: str | None = None, threshold: str | list[str]
     succeeded. Returns the ``Run`` (``run.summary.ttft.p95`` ...)."""
     __tracebackhide__ = True
     import llmbench
-    from llmbench.errors import LlmbenchError, UsageError
-    _out(options)
-    try:
-        run = llmbench.run(url=url, model=model, threshold=threshold, **options)
-    except UsageError:
-        raise
-    except LlmbenchError as exc:
-        raise _unmeasured(exc, "the run", url) from None
+    run = _measure(llmbench.run, "the run", url, model=model, threshold=threshold, **options)
     checks = run.findings.thresholds
     failed = [c for c in checks if not c.ok]
     s = run.summary

@@ -9,10 +9,8 @@ Two behaviours, alone or together:
   20th token event (a person pressing stop); which replies is drawn per request from ``seed``.
 
 A cancelled request is its own outcome: ``Record.error_kind == "cancelled"`` (``ok`` False),
-with ``error`` saying which behaviour cancelled it. The summary counts them apart from failures
-(``cancelled``) and keeps them in the failure-aware percentiles (docs/metrics.md): a user who
-gave up waiting was not answered in time. What the server did with the closed connection is
-judged from its own metrics (``analysis.abandon``).
+with ``error`` saying which behaviour cancelled it; how the summary counts it and how the
+server's letting go is judged (``analysis.abandon``): docs/commands.md, "Users who give up".
 
 Pure: the policy and its parser; the client's watchdog (``client.request``) applies it.
 """

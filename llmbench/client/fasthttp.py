@@ -5,25 +5,20 @@ request, and its StreamReader plus one task wake-up per received chunk most of t
 token event (issue 12; scripts/bench_client_cpu.py --transport). Here the request is bytes
 built once per request and handed to the socket in one ``transport.write``; the response is
 parsed as it is read (status line, headers; chunked, Content-Length and read-until-close
-bodies) and each received chunk goes, with its arrival time, straight to the pure
-StreamDecoder. The arrival time of a plain TCP read is the kernel's receive time
-(client.rxstamp reads the socket itself, on Linux); over TLS or elsewhere it is
-``perf_counter`` on entry to ``data_received``. The request's task sleeps until the
-response is over: the watchdog (client._Watchdog) keeps time with its own timer, and the
+bodies) and each received chunk goes, with its arrival time (client.rxstamp: the kernel's or
+the read's), straight to the pure StreamDecoder. The request's task sleeps until the response
+is over: the watchdog (request._Watchdog) keeps time with its own timer, and the
 protocol moves its deadlines (``dog.last``, ``dog.first_token``) as events arrive.
 
-What the client decides about a response (its status, headers, how its body is read) is a
-callback, ``on_head``, shared with the aiohttp transport, so both record the same things. Errors
-are exceptions at this seam only, classified once by the client: ``ServerDisconnected`` (the
+What a response's status and headers mean is the client's ``on_head``, and the way to the
+server netconfig's: the same for both transports (request.py's docstring). Errors are
+exceptions at this seam only, classified once by the client: ``ServerDisconnected`` (the
 connection ended before a status line: a stale kept-alive connection, sent again once),
 ``ResponseCut`` (ended mid-body), ``BadResponse`` (not HTTP), and the OS's own connect errors.
+Both transports also read heads whose lines end in a bare LF, take a head over MAX_HEAD_BYTES
+for not HTTP however it arrives, and decompress gzip/deflate error bodies (``body_text``).
 
-The way to the server (proxy, TLS) is netconfig's, the same for both transports. What both
-agree on about a response: heads whose lines end in a bare LF are read; a head over
-MAX_HEAD_BYTES is not HTTP however it arrives; gzip/deflate error bodies are decompressed
-(``body_text``); the rest is on_head's to judge.
-
-Not covered (the aiohttp transport is used, see client.choose_transport): anything but
+Not covered (the aiohttp transport is used, see request.choose_transport): anything but
 http:// and https:// URLs.
 """
 

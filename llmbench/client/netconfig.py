@@ -4,19 +4,12 @@ Decided once per target (``resolve``, called by target.make_target) and used by 
 talks to the server (both client transports, the server probes, model discovery, the server
 tokenizer), so a probe goes the way the requests go.
 
-- Proxy: ``--proxy URL|none``, else the environment as curl and aiohttp's ``trust_env`` read it
-  (``https_proxy`` for https:// targets, ``http_proxy`` for http://, ``all_proxy`` for both, in
-  either case; ``NO_PROXY`` as curl does). Loopback targets never take an environment proxy (as
-  Go's clients do): a proxy elsewhere cannot reach this machine's 127.0.0.1, and the built-in
-  mock must work for a user whose shell exports a company proxy. Proxies are spoken to over
-  plain HTTP: absolute-form requests for http:// targets, a CONNECT tunnel and TLS to the target
-  for https://. Credentials in the proxy URL are sent as Proxy-Authorization and are secrets
-  (``Net.secrets``): never printed or saved.
-- TLS: the system trust store (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured by OpenSSL) plus
-  ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` (added, not instead: images often set
-  SSL_CERT_FILE to the system bundle), or ``--ca-cert FILE`` alone (it replaces the store, as
-  curl's --cacert does); ``--insecure`` checks nothing; ``--cert`` and ``--key`` for gateways
-  that want a client certificate.
+The README's "Through proxies, TLS and gateways" has the rules. Their reasons: a loopback
+target never takes an environment proxy (as Go's clients do: a proxy elsewhere cannot reach
+this machine's 127.0.0.1, and the built-in mock must work in a shell that exports a company
+proxy); REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE are added to the trust store, not instead of it
+(images often set SSL_CERT_FILE to the system bundle). Credentials in the proxy URL are
+secrets (``Net.secrets``): never printed or saved.
 
 Only the standard library here: the CLI imports it for its checks.
 """

@@ -1,8 +1,8 @@
 """Send one request, time it, and fill one Record. Never raises for anything a server does.
 
 No general HTTP library is on the hot path by default. Measured on this project's 2-core
-machine: httpx's default transport delivered 128 concurrent 20 ms streams coalesced
-(DESIGN.md); httpx over aiohttp's transport kept the gaps but cost ~525 us of CPU per request,
+machine: httpx's default transport delivered 128 concurrent 20 ms streams coalesced; httpx
+over aiohttp's transport kept the gaps but cost ~525 us of CPU per request,
 against ~230 us for the same request on aiohttp alone, and at 128 streams those costs arrive
 in waves that delay token timestamps. scripts/bench_client_accuracy.py re-checks them.
 

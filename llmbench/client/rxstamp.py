@@ -19,11 +19,10 @@ between its two clock reads put the arrival that long too early (13 µs in 2,000
 machine). A converted time after the read or implausibly old (a step since the last
 measurement) is measured again, and if it still is, the read time stands.
 
-What stays late: segments waiting in the receive queue are coalesced by a read, and the kernel
-gives the time of the last byte returned, so events left unread together all take the last
-one's arrival time (reading promptly still matters: load.pacing). TLS (the ssl module reads
+What stays late (docs/metrics.md): events left unread together take the time of the last
+byte a read returns (reading promptly still matters: load.pacing); TLS (the ssl module reads
 the socket itself), a CONNECT tunnel, the aiohttp transport and other platforms than Linux
-stamp on read, as before: ``clock_of`` says which clock a target's stamps come from
+stamp on read: ``clock_of`` says which clock a target's stamps come from
 (client.request.stamp_clock).
 """
 

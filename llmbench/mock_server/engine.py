@@ -88,18 +88,11 @@ class MockConfig:
     embed_ms: float = 5.0               # /v1/embeddings: fixed cost of a request
     embed_ms_per_token: float = 0.02    # /v1/embeddings: cost per input token of the batch
     embed_shares_slots: bool = True     # embeddings wait for the generation slots (one model)
-    # a client that closes its connection mid-request: by default the request is dropped at
-    # once, its queue place or slot freed (vLLM aborts it, llama.cpp cancels its task). True: it
-    # decodes to the end holding its slot, as a server that does not watch its connections
-    decode_after_close: bool = False
+    decode_after_close: bool = False    # False: dropped at once, as vLLM and llama.cpp do
     cache_report: str = "usage"         # one of CACHE_REPORTS
-    # a key every generation and embeddings request must carry (Authorization: Bearer KEY, or
-    # the Messages API's x-api-key: KEY, both accepted as llama.cpp does); "": none asked
-    api_key: str = ""
+    api_key: str = ""                   # asked of generation and embeddings requests only
     context: int = 0                    # the context window (llama.cpp's n_ctx); 0 = no limit
-    # POST /admin/reset_cache answers success and keeps the cache: a reset that did not take,
-    # which only a check of the cache afterwards (a probe's cached tokens) can find
-    reset_fails: bool = False
+    reset_fails: bool = False           # found only by checking the cache (a probe's cached tokens)
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply runtime changes with type checks; raise ValueError naming the bad key."""

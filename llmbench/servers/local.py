@@ -5,12 +5,9 @@ holds the connection open is given up after ``CONNECT_S``), and each that accept
 identity pages (servers/identity.py) at once too, within ``DEADLINE_S`` for the whole look,
 so nothing answering costs well under a second and a slow server no more than the deadline.
 A server is what its own pages say it is, never what its port suggests; the port only orders
-them. The model picked is the one loaded (Ollama's /api/ps, LM Studio's loaded instance), else
-the first chat model the server lists, never an embedding model.
-
-``LLMBENCH_LOCAL_PORTS`` (a comma-separated list of ports, or host:port; ``none``: look
-nowhere) replaces the usual ports: the tests point it at servers of their own on free ports,
-so nothing on this machine's real ports can change what they find.
+them. Which model is picked, and ``LLMBENCH_LOCAL_PORTS``: docs/commands.md, "Your own server"
+(the tests point that variable at servers of their own on free ports, so nothing on this
+machine's real ports can change what they find).
 """
 
 from __future__ import annotations

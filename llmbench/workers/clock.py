@@ -1,9 +1,8 @@
 """Clock offsets between a coordinator and workers on other hosts, NTP-style.
 
-Records are stamped with ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux): processes on one
-host share it, hosts do not (each counts from its own boot). A Ray worker on another node
-therefore measures every per-request latency on its own clock, and only the placement of its
-records on the run's timeline needs the offset of its clock from the coordinator's.
+Hosts do not share ``time.perf_counter()`` (each counts from its own boot); a request's
+latencies stay on its worker's clock, and only its records' placement on the run's timeline
+needs the offset (the package docstring's CLOCKS).
 
 One ping: the coordinator stamps ``t0`` and sends; the worker stamps ``t1`` on receipt and
 ``t2`` when it answers; the coordinator stamps ``t3`` on receipt. With symmetric one-way

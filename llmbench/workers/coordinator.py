@@ -11,8 +11,6 @@ of driving it in its own loop (``Harness.fleet``; ``--workers 1`` never gets her
   worker, so the live line and the generator check see all of them and name a busy worker.
   The coordinator's own event loop (it takes every record) is watched too: its samples are
   tagged COORDINATOR and judged like a worker's, so a busy coordinator is named as well.
-- Replies without a server count are counted by the one-process run's tokenizer
-  (``counter_spec``), rebuilt in each worker, so its output_tokens are the one-process ones.
 - Stopping (Ctrl-C, SIGTERM): every worker is told; each gives its in-flight requests the
   grace period; what they send until then is kept. A worker that dies is named in one line
   on stderr and in run.json (``crashed``); its records so far are kept, and the command

@@ -22,15 +22,11 @@ from llmbench.load.shapes.trace import TraceReplay
 from llmbench.workload import Conversation
 
 # Streams one worker process carries before its own check (event-loop lag p99 over 10 ms or
-# CPU over 90%) starts to flag it, measured with scripts/bench_worker_capacity.py against the
-# mock on the 2-core project machine (shared with other jobs, so pessimistic): see
-# docs/workers.md for the table. ``auto`` plans for this many per process.
+# CPU over 90%) flags it; ``auto`` plans for this many per process (docs/workers.md measures it)
 STREAMS_PER_PROCESS = 64
-# Cores ``auto`` leaves to the rest of the host: the server when it runs on the same machine
-# (the built-in mock, a local vLLM or Ollama) and the coordinator process that gathers the
-# workers' records. Measured with scripts/bench_wire.py on the 2-core project machine with
-# the mock on the same cores (issue 28): a second worker made the TTFT tail worse there, so
-# on two cores auto keeps one process. Other processes' load (host_busy_cores) comes on top.
+# Cores ``auto`` leaves to a server on the same machine and to the coordinator: with the mock on
+# the same 2 cores a second worker made the TTFT tail worse (issue 28; docs/workers.md). Other
+# processes' load (host_busy_cores) comes on top.
 RESERVED_CORES = 1.0
 # Overrides the measured busy cores and the reserve: how many of this host's cores auto must
 # leave alone (0: plan for every core, as the tests that need two workers on two cores do).

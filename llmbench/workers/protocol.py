@@ -9,8 +9,7 @@ from typing import Any, Protocol
 from llmbench.client.request import RequestParams, Timeouts
 from llmbench.client.target import Target
 
-# A worker sends its finished records at least this often, or at every BATCH records.
-FLUSH_S = 0.05
+FLUSH_S = 0.05              # seconds between record batches at most (the package docstring)
 BATCH = 256
 
 

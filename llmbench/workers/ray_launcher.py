@@ -1,11 +1,8 @@
-"""Workers as Ray actors across a cluster's nodes (``--ray auto|ADDRESS``): the same worker
-entry (``worker.worker_main``) and the same coordinator (``coordinator.Fleet``) as local worker
+"""Workers as Ray actors across a cluster's nodes (``--ray auto|ADDRESS``; docs/ray.md has the
+placement, the code shipped to the nodes and the errors): the same worker entry
+(``worker.worker_main``) and the same coordinator (``coordinator.Fleet``) as local worker
 processes, behind the one-method Launcher of the seam (see the package docstring).
 
-- One actor per worker, placed with Ray's SPREAD strategy (one CPU each), so N workers land
-  on as many nodes as the cluster has before two share one. The coordinator's own copy of
-  llmbench is shipped to the actors (``runtime_env py_modules``), so every node runs the same
-  code; the nodes need llmbench's dependencies (aiohttp, numpy ...) installed.
 - The actor is an async actor: the worker runs in the actor's event loop, and two more methods
   run beside it there: ``deliver`` (coordinator -> worker messages, numbered, put back in order:
   Ray does not promise the order of an async actor's calls) and ``poll`` (worker ->
@@ -16,10 +13,9 @@ processes, behind the one-method Launcher of the seam (see the package docstring
   spec, by the coordinator from the link. After the worker is done, PINGS more give the
   offset at the end and the drift; both go to run.json (``workers.ray``).
 - Stopping: the coordinator's "stop" and "end" reach the worker as messages; ``kill`` is
-  ``ray.kill``; actors die with the driver if it dies (they are not detached).
+  ``ray.kill``.
 
-Part of the load layer. Imports Ray only when a Ray run is asked for (``pip install
-'llmbench[ray]'``).
+Part of the load layer. Imports Ray only when a Ray run is asked for.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ from aiohttp import web
 
 from ..context import Context
 from ..errors import BadRequest
-from ..generate import (Api, Ask, check_max_tokens, generate, make_ask, need_object, plan_reply,
-                        render_messages)
+from ..generate import Api, Ask, generate, need_object, plan_reply, render_messages
 from ..shapes import ChatShape, Shape
 from ..structured import schema_of, tools_of
 from . import openai
@@ -25,9 +24,7 @@ def parse(ctx: Context, body: Any, rid: str) -> Ask:
     if not isinstance(messages, list) or not messages:
         raise BadRequest(openai.missing("messages"), param="messages")
     prompt = render_messages(messages, cfg)
-    max_tokens = openai.max_tokens_of(body, cfg, "max_completion_tokens", "max_tokens")
-    openai.check_n(body, cfg)
-    ask = make_ask(cfg, body, model, prompt, check_max_tokens(max_tokens), body.get("stream", False))
+    ask = openai.ask_of(cfg, body, model, prompt)
     choice = body.get("tool_choice")
     plan_reply(ask, cfg, rid, tools_of(body), choice if isinstance(choice, str) else "auto",
                schema_of(body, "chat"))

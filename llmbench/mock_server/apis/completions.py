@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ..context import Context
 from ..errors import BadRequest
-from ..generate import Api, Ask, check_max_tokens, generate, make_ask, need_object
+from ..generate import Api, Ask, generate, need_object
 from ..shapes import CompletionShape, Shape
 from . import openai
 
@@ -22,10 +22,7 @@ def parse(ctx: Context, body: Any, rid: str) -> Ask:
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise BadRequest(openai.missing("prompt"), param="prompt")
-    max_tokens = openai.max_tokens_of(body, cfg, "max_completion_tokens", "max_tokens")
-    openai.check_n(body, cfg)
-    return make_ask(cfg, body, model, prompt, check_max_tokens(max_tokens),
-                    body.get("stream", False))
+    return openai.ask_of(cfg, body, model, prompt)
 
 
 def shape(ctx: Context, ask: Ask, rid: str) -> Shape:

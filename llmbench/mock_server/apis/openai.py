@@ -10,6 +10,7 @@ from aiohttp import web
 from ..context import Context
 from ..engine import MockConfig
 from ..errors import BadRequest, openai_error
+from ..generate import Ask, check_max_tokens, make_ask
 
 
 def missing(name: str) -> str:
@@ -26,20 +27,19 @@ def model_of(body: dict[str, Any], cfg: MockConfig) -> str:
     return model
 
 
-def max_tokens_of(body: dict[str, Any], cfg: MockConfig, *names: str) -> Any:
-    """The reply length asked. Ollama's /v1 (openai/openai.go) has max_tokens only:
-    max_completion_tokens and ignore_eos are unknown fields there and silently dropped."""
-    if cfg.flavour == "ollama" and "max_tokens" in names:
-        return body.get("max_tokens")
-    for name in names:
-        if body.get(name) is not None:
-            return body[name]
-    return None
-
-
-def check_n(body: dict[str, Any], cfg: MockConfig) -> None:
-    if cfg.flavour != "ollama" and body.get("n", 1) != 1:
-        raise BadRequest("n must be 1: the mock generates one choice", param="n")
+def ask_of(cfg: MockConfig, body: dict[str, Any], model: str, prompt: str) -> Ask:
+    """A chat or completions request's Ask, its reply length from max_completion_tokens or
+    max_tokens. Ollama's /v1 (openai/openai.go) has max_tokens only: max_completion_tokens and
+    ignore_eos are unknown fields there and silently dropped."""
+    if cfg.flavour == "ollama":
+        max_tokens = body.get("max_tokens")
+    else:
+        max_tokens = next((body[name] for name in ("max_completion_tokens", "max_tokens")
+                           if body.get(name) is not None), None)
+        if body.get("n", 1) != 1:
+            raise BadRequest("n must be 1: the mock generates one choice", param="n")
+    return make_ask(cfg, body, model, prompt, check_max_tokens(max_tokens),
+                    body.get("stream", False))
 
 
 def error(message: str, status: int, param: str | None = None) -> web.Response:
