@@ -15,11 +15,8 @@ percentiles are computed at the redraw. The token rate counts token events as th
 reply still streaming counts), over the last second. Agent sessions (``--workload agent``) are
 rebuilt from the same records (analysis.sessions.LiveSessions), the running count the load's
 own where it is known; the server's machine is its telemetry's last 5 s
-(analysis.telemetry.recent, the dashboard's and the metrics port's window). Each of those rows
-shows only when there is something to show. Every row is cut to the terminal's width (80
-columns fit), drawn with rich in place, and cleared when the run ends (transient), so the
-report that follows starts on a clean screen. Without a terminal the harness prints its
-one-line form instead.
+(analysis.telemetry.recent, the dashboard's and the metrics port's window). README's "The live
+view" says which rows show when, and how the board is drawn and cleared.
 """
 
 from __future__ import annotations
