@@ -2,14 +2,7 @@
 a grid of settings) start the server with it (or restart it with a one-shot command), wait until
 it is ready, run the ramp (every ramp option applies, ``--repeat`` too), stop the server, go on;
 then one folder with every ramp's run folder, the servers' logs, ``sweep.json`` and one page
-with the answer.
-
-<out>/<date>-sweep[-label]/
-  sweep.json                      settings, per-setting results, the answer, the exit status
-  report.html                     users held per setting, numbers at a common load, server state
-  server-<setting>.log            what each server printed (--serve, --mock) or --before did
-  <date>-ramp-<setting>/          an ordinary ramp run folder per setting (report, compare)
-"""
+with the answer (docs/results.md lists the folder's files)."""
 
 from __future__ import annotations
 
