@@ -192,8 +192,7 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     twice over, so a step's users are its multiple x the recording's sessions; the hold is
     as given, else the recording's length at --trace-speed."""
     import dataclasses
-    from llmbench.specs.options import UsageError
-    from llmbench.specs.options import MAX_LOAD
+    from llmbench.specs.options import MAX_LOAD, UsageError
     from llmbench.commands.spec import trace_of
     spec: Any = opts
     tr, wl = trace_of(spec, tgt, common, common.workload.seed)

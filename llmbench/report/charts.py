@@ -266,9 +266,7 @@ def search_chart(search: Any, unit: str) -> Chart:
                    marker_width=2.0)
     if search.limit:
         p.hline(float(search.limit), _GREEN, "--", 1.0, "limit", label="limit found")
-    ys = sorted(set(loads + ([float(search.limit)] if search.limit else [])))
-    top = max(ys) if ys else 1.0
-    p.ylim = (0.0, top * 1.12 if top > 0 else 1.0)
+    _from_zero(p, max(loads + ([float(search.limit)] if search.limit else []), default=1.0))
     p.xlim = (0.5, len(trials) + 0.5 if trials else 1.5)
     p.xticks = xs
     p.xticklabels = _thin(xs, [f"{x:g}" for x in xs], p.xlim[0], p.xlim[1], p.w * PT_PER_PX,

@@ -363,9 +363,7 @@ def _finite(obj: Any) -> Any:
 def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "item"):            # numpy scalars
         return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    return str(obj)
+    return str(obj)                     # a Path, or anything else json cannot write
 
 
 def _brief(result: "Run | None") -> dict[str, Any] | None:
