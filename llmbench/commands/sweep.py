@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK
-from llmbench.errors import UsageError
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from llmbench.results.writer import SweepFolder
 from llmbench.servers.managed import (ManagedServer, ServerFailed, run_before, tail, their_environ,
                                       wait_up)
@@ -151,8 +150,7 @@ def perform(plan: SweepPlan) -> Done:
     sweep_dir, doc = folder.path, folder.doc
 
     board = None
-    handle = sys.modules.get("llmbench.report.dashboard.handle")
-    if plan.dashboard_at is not None or (handle is not None and handle._CELL):
+    if plan.dashboard_at is not None or shown.cell_view_open():
         # opened first (its URL is the first line); each setting's ramp feeds the same page
         from llmbench.report.dashboard import handle
         board = handle.for_run(plan.dashboard_at, plan.dashboard_linger_s)

@@ -77,6 +77,11 @@ def board_now() -> Any:
     return mod.for_end() if mod is not None else None
 
 
+def cell_view_open() -> bool:
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return bool(mod is not None and mod._CELL)
+
+
 # -- llmbench run ---------------------------------------------------------------------------------
 
 RUN_PARTIAL = "PARTIAL RESULT: the run was interrupted; the numbers cover what finished."
