@@ -1,10 +1,8 @@
-"""The harness wired for a plan, and each command's load measured on it (issue 44 §2).
-
-A command is wiring: spec -> plan -> ``measure_*`` here (the ``Harness`` with who watches it,
-its worker fleet, the server's machine, the network's round trip around the load) ->
-``analysis.finish`` -> ``RunFolder.final`` -> one render call (report.outcome). The plans are
-read by attribute only (commands' RunPlan, RampPlan, ProbePlan: a layer above this one), so
-nothing here calls back up into the command.
+"""The harness wired for a plan (who watches it, its worker fleet, the server's machine, the
+network's round trip around the load), and each command's load measured on it: the
+``measure_*`` link of ARCHITECTURE.md's chain (issue 44 §2). The plans are read by attribute
+only (commands' RunPlan, RampPlan, ProbePlan: a layer above this one), so nothing here calls
+back up into the command.
 """
 
 from __future__ import annotations
