@@ -5,9 +5,8 @@
 - otherwise one row per run, or per step of a ramp: the summary's figures flattened
   (``step``, ``users``, ``ttft_p95_ms`` ...), read through the results contract (results.schema).
 
-CSV is written with the standard library alone; a text cell that a spreadsheet would run as a
-formula (it starts with = + - @, a tab or a carriage return: a server's error text, a replica
-name from a header, a dataset's conversation id) is written with a leading ``'`` (CSV
+CSV is written with the standard library alone; a text cell a spreadsheet would run as a
+formula (a server's error text, a dataset's conversation id) is made text (``csv_safe``: CSV
 injection). Parquet keeps the columns' types (pyarrow, which comes with ``datasets``).
 """
 
