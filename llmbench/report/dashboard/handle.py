@@ -331,7 +331,7 @@ class Dashboard:
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The child's first line on stdout ("PORT n" or "ERROR why"), or "" when it exits first."""
+    """The child's next line on stdout ("PORT n", "ERROR why", "SYNC n"), "" if it exits first."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     buf = b""
