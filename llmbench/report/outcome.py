@@ -15,8 +15,7 @@ from llmbench.analysis.stats import recent_p95
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.report import console, screen
-from llmbench.results.schema import Run
-from llmbench.results.schema import Backends
+from llmbench.results.schema import Backends, Run
 
 
 # -- what every command closes with ------------------------------------------------------------
