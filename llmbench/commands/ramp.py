@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
@@ -16,6 +16,9 @@ from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
                                       interrupted)
+
+if TYPE_CHECKING:
+    from llmbench.specs.ramp import RampOpts, RampSpec
 
 
 @dataclass
@@ -107,12 +110,6 @@ def perform(r: RampPlan, repeat: int = 1,
         return Done(run, shown.close_ramp(plans[-1], run, repeat, folder.path),
                         folder.path)
     return interrupted(folder)
-
-
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.ramp import RampOpts, RampSpec
 
 
 def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
@@ -14,6 +14,9 @@ from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
                                       interrupted)
+
+if TYPE_CHECKING:
+    from llmbench.specs.run import RunSpec
 
 
 @dataclass
@@ -120,12 +123,6 @@ def perform_classes(plan: ClassRunPlan) -> Done:
                            finish.timeline, outcome, plan.shape.results)
         return Done(run, shown.close_classes(plan, run, folder.path), folder.path)
     return interrupted(folder)
-
-
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.run import RunSpec
 
 
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:

@@ -14,7 +14,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from llmbench.results.writer import SweepFolder
@@ -24,6 +24,9 @@ from llmbench.client.target import make_target
 from llmbench.analysis import finish
 from llmbench.commands.common import Done
 from llmbench.report import outcome as shown
+
+if TYPE_CHECKING:
+    from llmbench.specs.sweep import SweepSpec
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -370,12 +373,6 @@ def _finish(plan: SweepPlan, folder: SweepFolder, interrupted: bool,
         print(tracker.finish_parent(plan.mlflow, sweep_dir), flush=True)
     print(f"Results: {sweep_dir}")
     return code
-
-
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.sweep import SweepSpec
 
 
 def plan_of(spec: SweepSpec, progress: bool | None = None) -> Any:

@@ -3,11 +3,6 @@ process, started and fed from here, and the feeder thread."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from llmbench.results.schema import Run, Sweep
-
 import atexit
 import json
 import math
@@ -20,12 +15,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.records.record import Record
 from llmbench.report.dashboard.address import DEFAULT_HOST, DashboardError, url_of
 from llmbench.load.observe import LiveNow
 from llmbench.report.dashboard.feed import LiveSeries
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run, Sweep
 
 TICK_S = 1.0
 TICK_GRACE_S = 0.25          # a tick comes this long after a second ends: its records are in
