@@ -138,7 +138,7 @@ def write_parquet(run: "Run | str | Path", out: str | Path, *, per_request: bool
         raise ExportError("--format parquet needs pyarrow (it comes with datasets): "
                           "pip install pyarrow") from None
     run = as_run(run)
-    df = request_frame(as_run(run)) if per_request else summary_frame(run)
+    df = request_frame(run) if per_request else summary_frame(run)
     df.to_parquet(out, index=False)
 
 

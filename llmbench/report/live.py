@@ -37,9 +37,6 @@ from llmbench.report.livestep import StepSoFar, Steps, TokenRate
 BAR = 20
 
 
-_pct = percentile.percentile
-
-
 def duration(s: float | None, unknown: str = "?") -> str:
     """Seconds as 42s, 3m05s or 1h02m (the terminal's ``unknown`` is "?", the page's "–")."""
     if s is None or s < 0:
@@ -122,7 +119,8 @@ class LiveBoard:
         if m is not None:
             gen += f" lag p99 {m.lag_p99_ms:.1f} ms  CPU {m.cpu_pct:.0f}%"
         if self._send:
-            gen += f"  send delay p99 {fmt_ms(_pct(np.fromiter(self._send, float, len(self._send)), 99) * 1000)}"
+            p99 = percentile.percentile(np.fromiter(self._send, float, len(self._send)), 99)
+            gen += f"  send delay p99 {fmt_ms(p99 * 1000)}"
         rows.append(gen)
         agents = self._agents_row(view, step)
         if agents:
