@@ -55,9 +55,7 @@ class RampPlan:
     find: FindPlan | None = None            # --find: the search, instead of the fixed steps
     # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
     scenario: Any = None
-    # the rows the steps table took on the terminal (its header, rows and plan lines), so the
-    # closing block is cut to the rows left under it (report.screen)
-    table_rows: int = 0
+    table_rows: int = 0                     # the terminal rows its table took (RampTable)
     reset: Any = None                       # --reset-cache: specs.reset.StepResets
     targets: list[TargetSpec] = field(default_factory=list)    # set by ``planned``
     folder: RunFolder | None = None                            # set by ``planned``
