@@ -185,9 +185,8 @@ def _against_load(p: Panel, steps: Sequence[Step], unit: str, title: str, ylabel
 
 
 def _threshold(p: Panel, given: Any, data_top: float | None) -> float | None:
-    """Draw a threshold honestly (``given``: its limit in ms, or (limit, stat); None: none): a
-    line when it is near the data, else a note at the top edge with an arrow saying it is
-    further up. Returns the top the axis must reach."""
+    """Draw a threshold (``given``: its limit in ms, or (limit, stat); None: none) as a line or,
+    past THRESHOLD_FACTOR, a note at the top edge; returns the top the axis must reach."""
     if given is None:
         return data_top
     limit, stat = given if isinstance(given, tuple) else (given, None)
