@@ -13,10 +13,9 @@ counts them; so the final scrape's ``_count`` equals the summary's ``n_ttft`` an
 fall in the bucket that holds the summary's. With ``--workers N`` every worker's records reach
 the coordinator, which serves them all: one endpoint, no per-worker label.
 
-Labels stay few: ``run`` on every series, ``outcome`` on the request counter, ``path`` only
-for a probe's records (docs/watching.md lists every series). The server's machine, where it is
-sampled, and agent sessions are served by the run's own definitions (the last 5 s of
-analysis.telemetry.recent; analysis.sessions.LiveSessions), what the terminal view and the
+Labels stay few (docs/watching.md lists every series and its labels). The server's machine,
+where it is sampled, and agent sessions are served by the run's own definitions (the last 5 s
+of analysis.telemetry.recent; analysis.sessions.LiveSessions), what the terminal view and the
 dashboard show, in Prometheus's base units; a gauge with no reading is left out, never 0.
 """
 
