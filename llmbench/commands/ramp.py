@@ -115,7 +115,7 @@ def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
     from llmbench.commands.local import with_local_server
     from llmbench.commands.spec import MaybeMock
     prepared(spec)
-    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    spec = with_local_server(spec)
     with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
         return perform_at(spec, url_, spec.model or model_,
                           mock=None if spec.url else {"profile": "ollama"}, progress=progress)

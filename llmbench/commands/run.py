@@ -131,7 +131,7 @@ def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
     from llmbench.commands.local import with_local_server
-    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    spec = with_local_server(spec)
     if spec.scenario is not None:
         return _perform_spec_classes(spec, progress)
     ray_address = check_ray(spec.ray)
