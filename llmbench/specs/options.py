@@ -73,7 +73,6 @@ def _scenario_cli(v: Any) -> Any:
 
 TOKENS = Kind(str, _tokens, lambda v: str(v) if isinstance(v, int) else f"{v[0]}-{v[1]}",
               doc="int | tuple[int, int]")
-# --abandon after=2s (repeatable, or comma-joined): the command line's texts -> one Abandon
 ABANDON = Kind(List[str], _abandon, lambda v: [v.text()], doc="Abandon | str")
 SCENARIO = Kind(str, _scenario, _scenario_cli, doc="Path | Scenario")
 
