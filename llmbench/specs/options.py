@@ -59,9 +59,7 @@ def _scenario(v: Any, flag: str) -> Any:
     (workload.scenario) given from Python."""
     from pathlib import Path
     from llmbench.workload.scenario import Scenario
-    if isinstance(v, Scenario):
-        return v
-    if isinstance(v, Path):
+    if isinstance(v, (Scenario, Path)):
         return v
     return Path(TEXT.parse(v, flag))
 
