@@ -16,7 +16,8 @@ the coordinator, which serves them all: one endpoint, no per-worker label.
 Labels stay few (docs/watching.md lists every series and its labels). The server's machine,
 where it is sampled, and agent sessions are served by the run's own definitions (the last 5 s
 of analysis.telemetry.recent; analysis.sessions.LiveSessions), what the terminal view and the
-dashboard show, in Prometheus's base units; a gauge with no reading is left out, never 0.
+dashboard show, in Prometheus's base units (GPU utilisation a 0-1 ratio); a gauge with no
+reading is left out, never 0.
 """
 
 from __future__ import annotations

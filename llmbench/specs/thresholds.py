@@ -3,11 +3,12 @@
 gates and percentiles a command asks for when the user names none.
 
 Grammar: METRIC[.STAT] OP VALUE[UNIT] (``GRAMMAR``, which an error message quotes, names
-every metric and statistic; docs/thresholds.md defines them). Latency statistics count
-successes only, as vLLM's do; the ``_all`` ones and within(T) count every request (a failure
-as +inf). An unknown metric or statistic is an error, never a silent pass. A statistic with no
-data, or too little to mean anything (see ``metrics.min_samples``), fails its threshold and
-says why (analysis/slo.py).
+every metric and statistic; docs/thresholds.md defines them). STAT defaults to p95, a
+latency's UNIT to ms (or s), a share's is % or a fraction. Latency statistics count successes
+only, as vLLM's do; the ``_all`` ones and within(T) count every request (a failure as +inf).
+An unknown metric or statistic is an error, never a silent pass. A statistic with no data, or
+too little to mean anything (see ``metrics.min_samples``), fails its threshold and says why
+(analysis/slo.py).
 """
 
 from __future__ import annotations
