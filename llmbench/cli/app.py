@@ -14,10 +14,9 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
-from typing import Annotated
 
 from llmbench.errors import EXIT_INTERRUPTED, EXIT_USAGE
 from llmbench.cli.options import cheap_coercion, spec_command

@@ -5,9 +5,8 @@ its own (a new first word, so no prefix cache shortens it) and one output token:
 doubles until the server refuses it, fails, runs out of memory or its TTFT passes the bound,
 then the gap between the longest served and the shortest that was not is halved down to one
 word. What it says: the longest prompt served (the server's own token count), what stopped
-the next one, the server's own limit when it says one (llama.cpp's n_ctx per slot, vLLM's
-max_model_len, Ollama's and LM Studio's context length), and TTFT against prompt length, from
-which the prefill rate (tokens/s) is fitted. A server that cuts a long prompt instead of
+the next one, the server's own limit when it says one (``LIMIT_NAMES``), and the prefill rate
+(tokens/s) fitted to TTFT against prompt length. A server that cuts a long prompt instead of
 refusing it (Ollama keeps the end of a prompt longer than its num_ctx) is told by its count no
 longer growing."""
 

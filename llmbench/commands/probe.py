@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 
 def plan_of(spec: ProbeSpec, progress: bool | None = None) -> Any:
-    """The probe's plan (the workload is counted against the backend)."""
+    """The probe's plan: its workload counted by the backend (its /tokenize), sent both ways."""
     import dataclasses
     from llmbench.specs.ramp import steps_of
     from llmbench.commands.spec import check_ray, make_common, prepare, replay_of, with_ray
@@ -85,7 +85,6 @@ def plan_of(spec: ProbeSpec, progress: bool | None = None) -> Any:
         direct = local_server(spec.direct_model or spec.model, True, "--direct").url
     dt = make(direct, spec.direct_model or spec.model, spec.api, spec.api_key,
               spec.header, **way)
-    # the workload is counted against the backend (its /tokenize), sent through both
     common = make_common(dt, spec, 4000, multi_turn=True, progress=progress,
                          replay=replay_of(spec), targets=("router", "direct"))
     # the backend's machine is sampled: where the compute is

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
@@ -16,6 +16,9 @@ from llmbench.load.shapes import Ramp
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
                                       interrupted)
+
+if TYPE_CHECKING:
+    from llmbench.specs.ramp import RampOpts, RampSpec
 
 
 @dataclass
@@ -52,9 +55,7 @@ class RampPlan:
     find: FindPlan | None = None            # --find: the search, instead of the fixed steps
     # --scenario: the traffic classes (commands.scenario); ``shape`` is then their ClassRamp
     scenario: Any = None
-    # the rows the steps table took on the terminal (its header, rows and plan lines), so the
-    # closing block is cut to the rows left under it (report.screen)
-    table_rows: int = 0
+    table_rows: int = 0                     # the terminal rows its table took (RampTable)
     reset: Any = None                       # --reset-cache: specs.reset.StepResets
     targets: list[TargetSpec] = field(default_factory=list)    # set by ``planned``
     folder: RunFolder | None = None                            # set by ``planned``
@@ -109,18 +110,12 @@ def perform(r: RampPlan, repeat: int = 1,
     return interrupted(folder)
 
 
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.ramp import RampOpts, RampSpec
-
-
 def perform_spec(spec: RampSpec, progress: bool | None = None) -> Any:
     """The ramp (a Done); no --url: the server on this machine, else the built-in mock."""
     from llmbench.commands.local import with_local_server
     from llmbench.commands.spec import MaybeMock
     prepared(spec)
-    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    spec = with_local_server(spec)
     with MaybeMock(spec.url, demo=spec.demo) as (url_, model_):
         return perform_at(spec, url_, spec.model or model_,
                           mock=None if spec.url else {"profile": "ollama"}, progress=progress)
@@ -192,8 +187,7 @@ def _with_trace(opts: RampOpts, common: Any, tgt: Any, multiples: list[float]) -
     twice over, so a step's users are its multiple x the recording's sessions; the hold is
     as given, else the recording's length at --trace-speed."""
     import dataclasses
-    from llmbench.specs.options import UsageError
-    from llmbench.specs.options import MAX_LOAD
+    from llmbench.specs.options import MAX_LOAD, UsageError
     from llmbench.commands.spec import trace_of
     spec: Any = opts
     tr, wl = trace_of(spec, tgt, common, common.workload.seed)

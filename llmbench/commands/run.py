@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmbench.analysis import finish
 from llmbench.load.harness import PreflightError, TargetSpec
@@ -14,6 +14,9 @@ from llmbench.load.shapes import ClosedLoop, OpenLoop
 from llmbench.load.shapes.trace import TraceReplay
 from llmbench.commands.common import (Common, Done, agent_preflight, failed, folder_of,
                                       interrupted)
+
+if TYPE_CHECKING:
+    from llmbench.specs.run import RunSpec
 
 
 @dataclass
@@ -122,19 +125,13 @@ def perform_classes(plan: ClassRunPlan) -> Done:
     return interrupted(folder)
 
 
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.run import RunSpec
-
-
 def perform_spec(spec: RunSpec, progress: bool | None = None) -> Any:
     """The run (a Done); no --url: the server on this machine, else the built-in mock."""
     from llmbench.specs.run import DEMO_RUN_S
     from llmbench.commands.spec import (MaybeMock, check_ray, make_common, make_target, prepare,
                                         replay_of, say, with_ray)
     from llmbench.commands.local import with_local_server
-    spec = with_local_server(spec)      # no --url: a server on this machine, if any
+    spec = with_local_server(spec)
     if spec.scenario is not None:
         return _perform_spec_classes(spec, progress)
     ray_address = check_ray(spec.ray)

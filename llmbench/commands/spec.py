@@ -1,12 +1,8 @@
 """What the commands' wiring shares, with no Typer in it: the plan's pieces (the target, the
-workload and requests against it, the built-in mock when there is no --url).
-
-Each command has its spec (llmbench/specs/) and its wiring (``perform_spec`` in
-llmbench/commands/run.py, ramp.py, ...: spec -> plan -> harness -> result). The command line
-(llmbench/cli/app.py) and the Python API (llmbench/api.py) both build a spec and call that, so a
-value is checked once, with the same one-line message: a bad value is a ``UsageError``, an
-unusable server a ``ServerUnreachable`` (llmbench/specs/errors.py ``translate``). Nothing here
-exits the process.
+workload and requests against it, the built-in mock when there is no --url), for each
+command's ``perform_spec``, which the command line and the Python API both call
+(docs/architecture-notes.md). Nothing here exits the process: a bad value is a ``UsageError``,
+an unusable server a ``ServerUnreachable`` (llmbench/specs/errors.py ``translate``).
 """
 
 from __future__ import annotations

@@ -2,14 +2,7 @@
 a grid of settings) start the server with it (or restart it with a one-shot command), wait until
 it is ready, run the ramp (every ramp option applies, ``--repeat`` too), stop the server, go on;
 then one folder with every ramp's run folder, the servers' logs, ``sweep.json`` and one page
-with the answer.
-
-<out>/<date>-sweep[-label]/
-  sweep.json                      settings, per-setting results, the answer, the exit status
-  report.html                     users held per setting, numbers at a common load, server state
-  server-<setting>.log            what each server printed (--serve, --mock) or --before did
-  <date>-ramp-<setting>/          an ordinary ramp run folder per setting (report, compare)
-"""
+with the answer (docs/results.md lists the folder's files)."""
 
 from __future__ import annotations
 
@@ -21,10 +14,9 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK
-from llmbench.errors import UsageError
+from llmbench.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from llmbench.results.writer import SweepFolder
 from llmbench.servers.managed import (ManagedServer, ServerFailed, run_before, tail, their_environ,
                                       wait_up)
@@ -32,6 +24,9 @@ from llmbench.client.target import make_target
 from llmbench.analysis import finish
 from llmbench.commands.common import Done
 from llmbench.report import outcome as shown
+
+if TYPE_CHECKING:
+    from llmbench.specs.sweep import SweepSpec
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -158,8 +153,7 @@ def perform(plan: SweepPlan) -> Done:
     sweep_dir, doc = folder.path, folder.doc
 
     board = None
-    handle = sys.modules.get("llmbench.report.dashboard.handle")
-    if plan.dashboard_at is not None or (handle is not None and handle._CELL):
+    if plan.dashboard_at is not None or shown.cell_view_open():
         # opened first (its URL is the first line); each setting's ramp feeds the same page
         from llmbench.report.dashboard import handle
         board = handle.for_run(plan.dashboard_at, plan.dashboard_linger_s)
@@ -379,12 +373,6 @@ def _finish(plan: SweepPlan, folder: SweepFolder, interrupted: bool,
         print(tracker.finish_parent(plan.mlflow, sweep_dir), flush=True)
     print(f"Results: {sweep_dir}")
     return code
-
-
-from typing import TYPE_CHECKING  # noqa: E402  (the spec, for the functions below)
-
-if TYPE_CHECKING:
-    from llmbench.specs.sweep import SweepSpec
 
 
 def plan_of(spec: SweepSpec, progress: bool | None = None) -> Any:

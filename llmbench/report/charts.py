@@ -185,9 +185,8 @@ def _against_load(p: Panel, steps: Sequence[Step], unit: str, title: str, ylabel
 
 
 def _threshold(p: Panel, given: Any, data_top: float | None) -> float | None:
-    """Draw a threshold honestly (``given``: its limit in ms, or (limit, stat); None: none): a
-    line when it is near the data, else a note at the top edge with an arrow saying it is
-    further up. Returns the top the axis must reach."""
+    """Draw a threshold (``given``: its limit in ms, or (limit, stat); None: none) as a line or,
+    past THRESHOLD_FACTOR, a note at the top edge; returns the top the axis must reach."""
     if given is None:
         return data_top
     limit, stat = given if isinstance(given, tuple) else (given, None)
@@ -266,9 +265,7 @@ def search_chart(search: Any, unit: str) -> Chart:
                    marker_width=2.0)
     if search.limit:
         p.hline(float(search.limit), _GREEN, "--", 1.0, "limit", label="limit found")
-    ys = sorted(set(loads + ([float(search.limit)] if search.limit else [])))
-    top = max(ys) if ys else 1.0
-    p.ylim = (0.0, top * 1.12 if top > 0 else 1.0)
+    _from_zero(p, max(loads + ([float(search.limit)] if search.limit else []), default=1.0))
     p.xlim = (0.5, len(trials) + 0.5 if trials else 1.5)
     p.xticks = xs
     p.xticklabels = _thin(xs, [f"{x:g}" for x in xs], p.xlim[0], p.xlim[1], p.w * PT_PER_PX,

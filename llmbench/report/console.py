@@ -363,9 +363,7 @@ AGENT_COLUMNS = ("{unit:>6} {done:>4} {sess50:>8} {sess95:>8} {ttft50:>8} {ttft9
 
 
 def agent_ramp_header(unit: str = "Agents") -> str:
-    """The header of a ramp of agents: Done (completed sessions that started in the hold),
-    Sess p50/p95 (their time to complete), TTFT p50/p95 (their calls' first tokens: step TTFT),
-    ITL p95 and Errors (the hold window's requests, as in the chat table)."""
+    """The header of a ramp of agents (docs/agents.md says what each column counts)."""
     return AGENT_COLUMNS.format(unit=unit, done="Done", sess50="Sess p50", sess95="Sess p95",
                                 ttft50="TTFT p50", ttft95="TTFT p95", itl95="ITL p95",
                                 err="Errors", state="").rstrip()

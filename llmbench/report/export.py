@@ -5,9 +5,8 @@
 - otherwise one row per run, or per step of a ramp: the summary's figures flattened
   (``step``, ``users``, ``ttft_p95_ms`` ...), read through the results contract (results.schema).
 
-CSV is written with the standard library alone; a text cell that a spreadsheet would run as a
-formula (it starts with = + - @, a tab or a carriage return: a server's error text, a replica
-name from a header, a dataset's conversation id) is written with a leading ``'`` (CSV
+CSV is written with the standard library alone; a text cell a spreadsheet would run as a
+formula (a server's error text, a dataset's conversation id) is made text (``csv_safe``: CSV
 injection). Parquet keeps the columns' types (pyarrow, which comes with ``datasets``).
 """
 
@@ -139,7 +138,7 @@ def write_parquet(run: "Run | str | Path", out: str | Path, *, per_request: bool
         raise ExportError("--format parquet needs pyarrow (it comes with datasets): "
                           "pip install pyarrow") from None
     run = as_run(run)
-    df = request_frame(as_run(run)) if per_request else summary_frame(run)
+    df = request_frame(run) if per_request else summary_frame(run)
     df.to_parquet(out, index=False)
 
 

@@ -491,7 +491,7 @@ def _run(run: Run, lat: Latencies, run_dir: Path) -> list[str]:
         cens = s.metric(m).all_percentiles
         lat_rows.append([f"{m} incl. failures", "", _ms2(cens.get(50.0)), "",
                          _ms2(cens.get(90.0)), _ms2(cens.get(95.0)), _ms2(cens.get(99.0)), ""])
-    body.append(_table(["ms", "mean", "median", "std", "p90", "p95", "p99", "max"], lat_rows, left=1))
+    body.append(_table(["ms", *_STATS], lat_rows, left=1))
     body.append("<p class=meta>vLLM's statistics count successful requests only (– when there "
                 "were none). The rows <i>incl. failures</i> count every failed request as never "
                 "answered (∞).</p>")
@@ -533,7 +533,7 @@ _STATS = ("mean", "median", "std", "p90", "p95", "p99", "max")
 
 
 def _stat_cells(m: Any, fmt: Any) -> list[str]:
-    return [fmt(v) for v in (m.mean, m.median, m.std, m.p90, m.p95, m.p99, m.max)]
+    return [fmt(getattr(m, stat)) for stat in _STATS]
 
 
 PHASE_LABELS = {"blocked": "waiting for a connection", "dns": "DNS", "connect": "TCP connect",
@@ -562,7 +562,6 @@ def _phases(s: Summary | None) -> list[str]:
 
 def _reasoning(s: Summary) -> list[str]:
     """Only for a run where a reply reasoned: runs without reasoning look as before."""
-    stats = _STATS
     names = {"ttfo": "TTFO (first answer token)", "reasoning_time": "reasoning time",
              "output_itl": "answer ITL"}
     rows = [[label] + _stat_cells(s.metric(m), _ms2) for m, label in names.items()]
@@ -576,7 +575,7 @@ def _reasoning(s: Summary) -> list[str]:
             "first reasoning token, as vLLM does; TTFO is the first token of the answer, "
             "reasoning time runs from the first token to it, and the answer ITL is the gap "
             "between the answer's own tokens.</p>",
-            _table(["ms", *stats], rows, left=1)]
+            _table(["ms", *_STATS], rows, left=1)]
 
 
 def _probe(run: Run, lat: Latencies, run_dir: Path) -> list[str]:

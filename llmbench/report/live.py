@@ -15,11 +15,8 @@ percentiles are computed at the redraw. The token rate counts token events as th
 reply still streaming counts), over the last second. Agent sessions (``--workload agent``) are
 rebuilt from the same records (analysis.sessions.LiveSessions), the running count the load's
 own where it is known; the server's machine is its telemetry's last 5 s
-(analysis.telemetry.recent, the dashboard's and the metrics port's window). Each of those rows
-shows only when there is something to show. Every row is cut to the terminal's width (80
-columns fit), drawn with rich in place, and cleared when the run ends (transient), so the
-report that follows starts on a clean screen. Without a terminal the harness prints its
-one-line form instead.
+(analysis.telemetry.recent, the dashboard's and the metrics port's window). README's "The live
+view" says which rows show when, and how the board is drawn and cleared.
 """
 
 from __future__ import annotations
@@ -38,9 +35,6 @@ from llmbench.report.console import fmt_ms
 from llmbench.report.livestep import StepSoFar, Steps, TokenRate
 
 BAR = 20
-
-
-_pct = percentile.percentile
 
 
 def duration(s: float | None, unknown: str = "?") -> str:
@@ -125,7 +119,8 @@ class LiveBoard:
         if m is not None:
             gen += f" lag p99 {m.lag_p99_ms:.1f} ms  CPU {m.cpu_pct:.0f}%"
         if self._send:
-            gen += f"  send delay p99 {fmt_ms(_pct(np.fromiter(self._send, float, len(self._send)), 99) * 1000)}"
+            p99 = percentile.percentile(np.fromiter(self._send, float, len(self._send)), 99)
+            gen += f"  send delay p99 {fmt_ms(p99 * 1000)}"
         rows.append(gen)
         agents = self._agents_row(view, step)
         if agents:

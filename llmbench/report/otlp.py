@@ -7,20 +7,18 @@ streams the TTFT error grew from +0.4 to +2-4 ms at p50 and doubled at p99
 (scripts/bench_client_accuracy.py --otlp). So ``observe(record)`` on the loop only counts; a
 child process follows requests.jsonl (written and flushed for every record already), builds
 the spans from the records there and hands them, in batches, to the OpenTelemetry SDK's
-OTLP/HTTP exporter, which honours the standard variables (OTEL_EXPORTER_OTLP_ENDPOINT,
-_TRACES_ENDPOINT, _HEADERS, _TIMEOUT...). Without a run folder (the API's out=None) the same
-work runs in a thread, from a bounded queue. A collector that is down, slow, dripping or
-answering HTML loses spans, counted, never measurements: ``close`` waits a few seconds at most
-and says in one line what was sent and what was dropped.
+OTLP/HTTP exporter (which reads the standard OTEL_EXPORTER_OTLP_* variables). Without a run
+folder (the API's out=None) the same work runs in a thread, from a bounded queue. A collector
+that is down, slow, dripping or answering HTML loses spans, counted, never measurements:
+``close`` waits a few seconds at most and says in one line what was sent and what was dropped.
 
-Each request's span (kind CLIENT) carries the GenAI semantic conventions' attributes (gen_ai.*,
-server.address/port, error.type) and llmbench's own (llmbench.ttft_ms, llmbench.outcome, ...),
-with one event per phase (records/phases.py). Its trace id is the record's (records/trace.py):
-with --traceparent the server got the same context, so its spans are this span's children. Each
-step is a span of its own (in the run's trace), linked from its requests' spans. The preflight
-(the one-token request before the load, which sent a traceparent too but is no measurement, so
-not in requests.jsonl) is handed over by the harness (``preflight``: load.observe.Preflighted)
-and exported as a span of its own, marked ``llmbench.preflight`` (the child gets it on stdin).
+Each request's span (kind CLIENT; docs/whole-path.md lists its attributes) has one event per
+phase (records/phases.py) and the record's trace id (records/trace.py): with --traceparent the
+server got the same context, so its spans are this span's children. Each step is a span of its
+own (in the run's trace), linked from its requests' spans. The preflight (the one-token
+request before the load, which sent a traceparent too but is no measurement, so not in
+requests.jsonl) is handed over by the harness (``preflight``: load.observe.Preflighted) and
+exported as a span of its own, marked ``llmbench.preflight`` (the child gets it on stdin).
 
 Needs the extra: pip install 'llmbench[otel]'; without it OtlpExporter raises OtlpUnavailable.
 """

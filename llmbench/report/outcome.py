@@ -15,8 +15,7 @@ from llmbench.analysis.stats import recent_p95
 from llmbench.load.monitor import CPU_LIMIT_PCT, LAG_P99_LIMIT_MS
 from llmbench.load.shapes.search import SearchPacer
 from llmbench.report import console, screen
-from llmbench.results.schema import Run
-from llmbench.results.schema import Backends
+from llmbench.results.schema import Backends, Run
 
 
 # -- what every command closes with ------------------------------------------------------------
@@ -75,6 +74,11 @@ def board_now() -> Any:
     is loaded only when one is)."""
     mod = sys.modules.get("llmbench.report.dashboard.handle")
     return mod.for_end() if mod is not None else None
+
+
+def cell_view_open() -> bool:
+    mod = sys.modules.get("llmbench.report.dashboard.handle")
+    return bool(mod is not None and mod._CELL)
 
 
 # -- llmbench run ---------------------------------------------------------------------------------

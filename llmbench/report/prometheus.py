@@ -13,16 +13,11 @@ counts them; so the final scrape's ``_count`` equals the summary's ``n_ttft`` an
 fall in the bucket that holds the summary's. With ``--workers N`` every worker's records reach
 the coordinator, which serves them all: one endpoint, no per-worker label.
 
-Labels stay few: ``run`` (the run folder's name) on every series, ``outcome`` (ok or an error
-kind) on the request counter, ``path`` (router or direct) only for a probe's records.
-
-The server's machine, where it is sampled (``--server-pid``, ``--host-metrics``,
-``--gpu-metrics``; servers.telemetry), is served as gauges over its last 5 s by the run's own
-definitions (analysis.telemetry.recent, what the terminal view and the dashboard show), in
-Prometheus's base units (GPU utilisation a 0-1 ratio); a gauge with no reading is left out,
-never written as 0. Agent sessions (``--workload agent``), once one has a call finished: those
-under way, and those ended by outcome, by the sessions' own definitions
-(analysis.sessions.LiveSessions, what the live view and the dashboard show).
+Labels stay few (docs/watching.md lists every series and its labels). The server's machine,
+where it is sampled, and agent sessions are served by the run's own definitions (the last 5 s
+of analysis.telemetry.recent; analysis.sessions.LiveSessions), what the terminal view and the
+dashboard show, in Prometheus's base units (GPU utilisation a 0-1 ratio); a gauge with no
+reading is left out, never 0.
 """
 
 from __future__ import annotations

@@ -2,11 +2,10 @@
 and legends), drawn as SVG here, by hand, for every HTML report; ``save_png`` draws the same
 description with matplotlib, only when a user asks for a PNG (``compare --png``).
 
-Why by hand (scripts/bench_charts.py, issue 25): importing matplotlib's Figure and SVG backend
-costs 0.8 s on top of the report's own 0.45 s, and a ramp's report took 2.2-2.3 s of CPU with
-matplotlib charts against 0.85-0.92 s with these; its SVG is 2-5 times larger (ramp latency:
-41 kB against 15 kB). The charts are lines, areas, bars, boxes, error bars and marks on linear
-axes: a few hundred lines of SVG.
+Why by hand (issue 25): importing matplotlib's Figure and SVG backend costs 0.8 s on top of
+the report's own 0.45 s, and with it a ramp's report took more than twice the CPU and its SVG
+was 2-5 times larger (docs/commands.md has scripts/bench_charts.py's figures). The charts are
+lines, areas, bars, boxes, error bars and marks on linear axes: a few hundred lines of SVG.
 
 Nothing here decides what a chart shows (charts.py does, under the rules in its docstring);
 this module only turns a description into pixels. The description is what the tests read

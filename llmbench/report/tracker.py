@@ -1,10 +1,9 @@
 """--mlflow URI: a finished run or ramp logged to an MLflow tracking server as an MLflow run.
 
-The spec (run.json's config, flattened: target, load, ramp, request, timeouts) as parameters;
-the summary as metrics (a ramp: each step's, at MLflow step = the step's load, or its index
-when the load is not a whole number, with ``load`` logged too); the verdict as tags
-(``llmbench.verdict``, ``llmbench.verdict_kind``); the run folder, report.html included, as
-artifacts. Read from the run folder once it is written: a pure consumer of the result.
+What goes where (config as parameters, summary as metrics, verdict as tags, the folder as
+artifacts): docs/whole-path.md ("MLflow"). A ramp step whose load is no whole number is logged
+at its index, with ``load`` beside it. Read from the run folder once it is written: a pure
+consumer of the result.
 
 Never holds up the command: MLflow's own retries are turned off, each call has a deadline, and
 the whole logging a deadline of LOG_DEADLINE_S in a background thread; a tracking server that

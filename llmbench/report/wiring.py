@@ -1,10 +1,8 @@
-"""The harness wired for a plan, and each command's load measured on it (issue 44 §2).
-
-A command is wiring: spec -> plan -> ``measure_*`` here (the ``Harness`` with who watches it,
-its worker fleet, the server's machine, the network's round trip around the load) ->
-``analysis.finish`` -> ``RunFolder.final`` -> one render call (report.outcome). The plans are
-read by attribute only (commands' RunPlan, RampPlan, ProbePlan: a layer above this one), so
-nothing here calls back up into the command.
+"""The harness wired for a plan (who watches it, its worker fleet, the server's machine, the
+network's round trip around the load), and each command's load measured on it: the
+``measure_*`` link of ARCHITECTURE.md's chain (issue 44 §2). The plans are read by attribute
+only (commands' RunPlan, RampPlan, ProbePlan: a layer above this one), so nothing here calls
+back up into the command.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ def observers(watch: Watch, shape: Any, run_dir: Path | None, target: Target,
                                    keep=run_dir / "metrics.prom" if run_dir else None))
     if shape is not None and watch.progress is not False:
         out.append(board_for(shape))
-    if shape is not None and (watch.dashboard_at is not None or _cell_view()):
+    if shape is not None and (watch.dashboard_at is not None or shown.cell_view_open()):
         from llmbench.report.dashboard import handle
         from llmbench.report.dashboard.feed import DashboardFeed
         board = handle.for_run(watch.dashboard_at, watch.dashboard_linger_s)
@@ -104,11 +102,6 @@ def dashboard_of(h: Harness) -> Any:
         return None
     from llmbench.report.dashboard.feed import DashboardFeed
     return next((o.board for o in h.observers if isinstance(o, DashboardFeed)), None)
-
-
-def _cell_view() -> bool:
-    mod = sys.modules.get("llmbench.report.dashboard.handle")
-    return bool(mod is not None and mod._CELL)
 
 
 # -- the harness ---------------------------------------------------------------------------------

@@ -15,13 +15,10 @@ them all together (``check()``: every problem at once, one line each)."""
 # reject a flag); type checkers see them all (any name TYPE_CHECKING is true for them)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from llmbench.specs.groups import AgentOpts as Agent
-    from llmbench.specs.groups import OutputOpts as Output
-    from llmbench.specs.groups import RequestOpts as Request
-    from llmbench.specs.groups import ServerOpts as Server
-    from llmbench.specs.groups import TargetOpts as Target
-    from llmbench.specs.groups import TelemetryOpts as Telemetry
-    from llmbench.specs.groups import WorkloadOpts as Prompts
+    from llmbench.specs.groups import (AgentOpts as Agent, OutputOpts as Output,
+                                       RequestOpts as Request, ServerOpts as Server,
+                                       TargetOpts as Target, TelemetryOpts as Telemetry,
+                                       WorkloadOpts as Prompts)
     from llmbench.specs.load import RunLoad
 
 __all__ = ["Target", "Server", "Telemetry", "Prompts", "Agent", "Request", "Output", "RunLoad"]

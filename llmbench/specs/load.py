@@ -12,10 +12,9 @@ from typing import Any
 
 from llmbench.specs.groups import Seconds
 from llmbench.specs.options import (FLOAT, INT, P_LOAD, SECONDS, Kind, Span, Spec, UsageError,
-                                    Workers, option, ray, think, workers)
-from llmbench.specs.options import scenario as scenario_option
-from llmbench.specs.options import trace as trace_option
-from llmbench.specs.options import trace_speed as trace_speed_option
+                                    Workers, option, ray, scenario as scenario_option, think,
+                                    trace as trace_option, trace_speed as trace_speed_option,
+                                    workers)
 
 
 def _rate(v: Any, flag: str) -> float:

@@ -59,9 +59,7 @@ def _scenario(v: Any, flag: str) -> Any:
     (workload.scenario) given from Python."""
     from pathlib import Path
     from llmbench.workload.scenario import Scenario
-    if isinstance(v, Scenario):
-        return v
-    if isinstance(v, Path):
+    if isinstance(v, (Scenario, Path)):
         return v
     return Path(TEXT.parse(v, flag))
 
@@ -73,7 +71,6 @@ def _scenario_cli(v: Any) -> Any:
 
 TOKENS = Kind(str, _tokens, lambda v: str(v) if isinstance(v, int) else f"{v[0]}-{v[1]}",
               doc="int | tuple[int, int]")
-# --abandon after=2s (repeatable, or comma-joined): the command line's texts -> one Abandon
 ABANDON = Kind(List[str], _abandon, lambda v: [v.text()], doc="Abandon | str")
 SCENARIO = Kind(str, _scenario, _scenario_cli, doc="Path | Scenario")
 

@@ -8,12 +8,11 @@ import dataclasses
 from dataclasses import InitVar
 from typing import Iterator, Sequence
 
-from llmbench.specs.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Spec,
-                                    option)
+from llmbench.specs.options import (INT, P_LOAD, P_TARGET, REQUIRED, SECONDS, Span, Spec,
+                                    Workers, option, ray, think, users, workers)
 from llmbench.specs.groups import (ModelOpts, OutputOpts, RequestOpts, Seconds, ServerOpts,
                                    TelemetryOpts, WorkloadOpts, command_defaults)
 from llmbench.specs.ramp import steps_of
-from llmbench.specs.options import Span, Workers, ray, think, users, workers
 
 
 @dataclasses.dataclass(kw_only=True)

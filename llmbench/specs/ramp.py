@@ -13,14 +13,13 @@ from typing import Iterator, TYPE_CHECKING, Any, Sequence
 from llmbench.specs import options as opt
 from llmbench.specs.options import (FLAG, FLOAT, INT, MAX_LOAD, P_GATES, P_STEPS, SECONDS,
                                     SECONDS_ABOVE_0, Span, UsageError, Workers, option, ray,
-                                    think, thresholds, users, workers)
+                                    scenario as scenario_option, think, thresholds,
+                                    trace as trace_option, trace_speed as trace_speed_option,
+                                    users, workers)
 from llmbench.specs.groups import (AbandonOpts, AgentOpts, OutputOpts, RequestOpts, Seconds,
                                    ServerOpts, TargetOpts, TelemetryOpts, WorkloadOpts,
                                    command_defaults)
 from llmbench.specs.reset import CacheResetOpts
-from llmbench.specs.options import scenario as scenario_option
-from llmbench.specs.options import trace as trace_option
-from llmbench.specs.options import trace_speed as trace_speed_option
 
 if TYPE_CHECKING:
     from llmbench.specs.thresholds import Threshold

@@ -2,24 +2,10 @@
 (plain data, below analysis: analysis/slo.py checks one against a summary), and the default
 gates and percentiles a command asks for when the user names none.
 
-Grammar:  METRIC[.STAT] OP VALUE[UNIT]
-  METRIC  latency: ttft tpot itl e2el client_queue e2el_from_schedule itl_per_token max_gap
-          reasoning models: ttfo (first answer token) reasoning_time output_itl (the answer's
-          ITL), reasoning_tokens (a count, per reply that reasoned; STAT as for latency)
-          counts and rates: errors error_rate requests completed completed_share stalls
-          throughput: output_throughput (tok_s) request_throughput (req_s)
-                      total_token_throughput request_goodput
-          agent sessions (results.sessions; over the sessions that started in the window):
-                      session (its time) session_model session_tool step_ttft (latency)
-                      session_steps (calls) with a STAT; sessions_completed,
-                      sessions_per_min, text_reply_share, session_cached_share
-  STAT    latency: mean median p50 p90 p95 p99 max min std   (default p95), over successes
-          only, as vLLM computes them;
-          ttft, e2el, e2el_from_schedule also: median_all p50_all p90_all p95_all p99_all
-          (failure-aware: every failed request counts as +inf) and within(T) (the share of all
-          requests that succeeded with the metric <= T, compared with a % or a fraction)
-  OP      <= < >= > == !=
-  UNIT    latency: ms s (default ms); rates and shares: % or a fraction; others: a plain number
+Grammar: METRIC[.STAT] OP VALUE[UNIT] (``GRAMMAR``, which an error message quotes, names
+every metric and statistic; docs/thresholds.md defines them). STAT defaults to p95, a
+latency's UNIT to ms (or s), a share's is % or a fraction. Latency statistics count successes
+only, as vLLM's do; the ``_all`` ones and within(T) count every request (a failure as +inf).
 An unknown metric or statistic is an error, never a silent pass. A statistic with no data, or
 too little to mean anything (see ``metrics.min_samples``), fails its threshold and says why
 (analysis/slo.py).
@@ -173,7 +159,7 @@ def parse_threshold(text: str) -> Threshold:
 
 def _session_threshold(text: str, metric: str, stat: str | None, arg: str | None, op: str,
                        num: float, unit: str) -> Threshold:
-    """An agent-session threshold (the module's grammar names them)."""
+    """An agent-session threshold (``GRAMMAR`` names them)."""
     if arg is not None:
         raise ThresholdError(f"threshold {text!r}: within(T) is for request metrics")
     if metric in SESSION_DISTS:

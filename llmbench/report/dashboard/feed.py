@@ -7,12 +7,8 @@ counters, load, step and generator state read once a second (load.observe.LiveNo
 records into per-second buckets (a request counts in the second it finished, as a Prometheus
 histogram observes it) and into the current step's figures so far (report.livestep, the
 accumulator the terminal view shares); each second's token rate is the token events that
-arrived in it, so a reply that streams for seconds is seen as it streams. Nothing here renders:
-plain numbers go to the dashboard's own process, which draws them.
-
-Definitions are the summary's (METRICS.md): TTFT = first token event - start, ITL = every gap
-between two token events, over successful measured requests (not warm-up, not cut by our own
-interrupt); percentiles are numpy's linear ones, as vLLM's.
+arrived in it, so a reply that streams for seconds is seen as it streams. Every figure is by
+the summary's definitions, as report.livestep states them.
 """
 
 from __future__ import annotations

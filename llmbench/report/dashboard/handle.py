@@ -3,11 +3,6 @@ process, started and fed from here, and the feeder thread."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from llmbench.results.schema import Run, Sweep
-
 import atexit
 import json
 import math
@@ -20,12 +15,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmbench.records.record import Record
 from llmbench.report.dashboard.address import DEFAULT_HOST, DashboardError, url_of
 from llmbench.load.observe import LiveNow
 from llmbench.report.dashboard.feed import LiveSeries
+
+if TYPE_CHECKING:
+    from llmbench.results.schema import Run, Sweep
 
 TICK_S = 1.0
 TICK_GRACE_S = 0.25          # a tick comes this long after a second ends: its records are in
@@ -331,7 +329,7 @@ class Dashboard:
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The child's first line on stdout ("PORT n" or "ERROR why"), or "" when it exits first."""
+    """The child's next line on stdout ("PORT n", "ERROR why", "SYNC n"), "" if it exits first."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     buf = b""
@@ -363,9 +361,7 @@ def _finite(obj: Any) -> Any:
 def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "item"):            # numpy scalars
         return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    return str(obj)
+    return str(obj)                     # a Path, or anything else json cannot write
 
 
 def _brief(result: "Run | None") -> dict[str, Any] | None:
