@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from llmbench.report import charts
 from llmbench.results.schema import Check, Overhead, ProbeStep, Step
+from llmbench.specs.thresholds import OPS
 from llmbench.report.console import fmt_ms
 from llmbench.report.html import (CSS as REPORT_CSS, _chart, cell, chart_thresholds, e,
                                   parsed_thresholds, steps_table, verdict_box)
@@ -106,10 +107,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "",
     return "".join(out) + "</table>"
 
 
-_OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
-        ">": lambda a, b: a > b}
-
-
 def _so_far(t: Any, so: dict[str, Any]) -> float | None:
     """The current step's figure a TTFT or ITL percentile threshold reads, so far (None when
     the live figures do not hold it: it is judged when the step ends)."""
@@ -162,7 +159,7 @@ def thresholds_table(state: dict[str, Any]) -> str:
             if v is None:
                 cells.append("… at the step's end")
             else:
-                ok = _OPS.get(t.op, _OPS["<="])(v, t.value)
+                ok = OPS[t.op](v, t.value)      # as the step is judged when it ends
                 cells.append(f"{'✓' if ok else '✗'} {fmt_ms(v)} so far")
         cells += ["…"] * (len(ths) + 1 - len(cells)) + ["in progress"]
         rows.append(cells[:len(ths) + 2])

@@ -128,6 +128,17 @@ def test_the_thresholds_table_shows_judged_steps_and_the_step_in_progress():
     assert "✗ 2.50s so far" in t and "✓ 8.0ms so far" in t and "in progress" in t
 
 
+def test_the_step_in_progress_is_judged_by_each_threshold_s_own_operator():
+    """== and != too, as the step is judged when it ends (the live cell once read them as <=)."""
+    state = {"meta": {"kind": "ramp", "unit": "users",
+                      "thresholds": ["ttft.p95!=120ms", "itl.p50>5ms"]},
+             "status": "running", "steps": [],
+             "tick": {"gauges": {"step": 0, "load": 1},
+                      "step_so_far": {"ttft_p95_ms": 120.0, "itl_p50_ms": 8.0}}}
+    t = page.thresholds_table(state)
+    assert "✗ 120ms so far" in t and "✓ 8.0ms so far" in t
+
+
 def test_the_live_chart_starts_its_axes_at_zero_marks_the_steps_and_bins_a_long_run():
     rows = [{"t": i + 1, "step": i // 100, "load": 2 ** (i // 100), "users": 2 ** (i // 100),
              "in_flight": 3, "ttft_p50_ms": 100.0, "ttft_p95_ms": 200.0 + (900 if i == 250 else 0),
